@@ -1,0 +1,198 @@
+// Single-threaded f32 matmul: Consensor's deterministic AVX2 GEMM vs OpenBLAS cblas_sgemm,
+// plus the int8 matmul. Prints a summary table "n ours openblas ratio" at the end.
+//
+//   matmul_bench [--benchmark_repetitions=3] [any Google Benchmark flag]
+//
+// GFLOP/s counts 2*M*N*K per call; rates use CPU time (both libraries run on the calling
+// thread: OpenBLAS is set to 1 thread and our pool has 1 thread).
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace {
+
+using consensor::DType;
+using namespace consensor::kernels;
+
+CpuBackend& Ours() {
+  static std::unique_ptr<CpuBackend> be = [] {
+    auto b = CpuBackend::Create({.num_threads = 1, .isa = "avx2"});
+    if (!b.ok()) {
+      std::fprintf(stderr, "cannot create avx2 backend: %s\n", b.status().ToString().c_str());
+      std::exit(1);
+    }
+    return std::move(b).value();
+  }();
+  return *be;
+}
+
+TensorView View(DType dt, int64_t r, int64_t c, void* data) {
+  TensorView v;
+  v.dtype = dt;
+  v.rank = 2;
+  v.dims[0] = r;
+  v.dims[1] = c;
+  v.data = data;
+  return v;
+}
+
+template <typename T>
+std::vector<T> Random(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<T> v(n);
+  if constexpr (std::is_same_v<T, float>) {
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (auto& x : v) x = u(rng);
+  } else {
+    for (auto& x : v) x = static_cast<T>(rng() & 0xFF);
+  }
+  return v;
+}
+
+consensor::Status RunOurs(Op op, DType in_dt, DType out_dt, int64_t n, void* a, void* b, void* y) {
+  TensorView in[2] = {View(in_dt, n, n, a), View(in_dt, n, n, b)};
+  TensorView out = View(out_dt, n, n, y);
+  OpParams params;
+  KernelCall call;
+  call.op = op;
+  call.params = &params;
+  call.inputs = in;
+  call.num_inputs = 2;
+  call.outputs = &out;
+  call.num_outputs = 1;
+  return Ours().Run(call);
+}
+
+void BM_Ours_F32(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  auto a = Random<float>(n * n, 1), b = Random<float>(n * n, 2);
+  std::vector<float> y(n * n);
+  for (auto _ : state) {
+    auto s = RunOurs(Op::kMatMul, DType::kF32, DType::kF32, n, a.data(), b.data(), y.data());
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * n * n * n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_OpenBLAS_F32(benchmark::State& state) {
+  openblas_set_num_threads(1);
+  const int64_t n = state.range(0);
+  auto a = Random<float>(n * n, 1), b = Random<float>(n * n, 2);
+  std::vector<float> y(n * n);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, y.data(),
+                n);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * n * n * n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_Ours_I8(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  auto a = Random<int8_t>(n * n, 1), b = Random<int8_t>(n * n, 2);
+  std::vector<int32_t> y(n * n);
+  for (auto _ : state) {
+    auto s = RunOurs(Op::kMatMulInt8, DType::kI8, DType::kI32, n, a.data(), b.data(), y.data());
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GOPS"] = benchmark::Counter(2.0 * n * n * n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Interleaved registration so that ours and OpenBLAS at one size run back to back.
+void Register() {
+  for (int n : {256, 512, 1024, 2048}) {
+    benchmark::RegisterBenchmark(("f32/ours/" + std::to_string(n)).c_str(), BM_Ours_F32)
+        ->Arg(n)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("f32/openblas/" + std::to_string(n)).c_str(), BM_OpenBLAS_F32)
+        ->Arg(n)->Unit(benchmark::kMillisecond);
+  }
+  benchmark::RegisterBenchmark("i8/ours/1024", BM_Ours_I8)->Arg(1024)->Unit(benchmark::kMillisecond);
+}
+
+// Collects the per-repetition GFLOPS/GOPS values while printing the usual console output.
+class Collector : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      if (r.run_type != Run::RT_Iteration || r.error_occurred) continue;
+      std::string name = r.run_name.function_name;
+      for (const char* key : {"GFLOPS", "GOPS"}) {
+        auto it = r.counters.find(key);
+        if (it != r.counters.end()) values[name].push_back(it->second.value);
+      }
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+  std::map<std::string, std::vector<double>> values;
+};
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+double Best(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+
+// Sanity: ours and OpenBLAS compute the same product (to rounding).
+bool SanityCheck() {
+  openblas_set_num_threads(1);
+  const int64_t n = 200;
+  auto a = Random<float>(n * n, 5), b = Random<float>(n * n, 6);
+  std::vector<float> y(n * n), z(n * n);
+  if (!RunOurs(Op::kMatMul, DType::kF32, DType::kF32, n, a.data(), b.data(), y.data()).ok()) return false;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, z.data(), n);
+  double worst = 0;
+  for (int64_t i = 0; i < n * n; ++i) worst = std::max(worst, std::fabs(double(y[i]) - double(z[i])));
+  std::printf("sanity: max |ours - openblas| at n=%lld: %.3g\n", static_cast<long long>(n), worst);
+  return worst < 1e-3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!consensor::kernels::cpu::CpuHasAvx2Fma()) {
+    std::fprintf(stderr, "this benchmark needs AVX2+FMA\n");
+    return 1;
+  }
+  if (!SanityCheck()) {
+    std::fprintf(stderr, "sanity check failed\n");
+    return 1;
+  }
+  Register();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  Collector collector;
+  benchmark::RunSpecifiedBenchmarks(&collector);
+  benchmark::Shutdown();
+
+  std::printf("\nsingle-threaded f32 GEMM, GFLOP/s (median | best over repetitions)\n");
+  std::printf("%6s %18s %18s %14s\n", "n", "ours", "openblas", "ratio(med|best)");
+  for (int n : {256, 512, 1024, 2048}) {
+    const auto& o = collector.values["f32/ours/" + std::to_string(n)];
+    const auto& b = collector.values["f32/openblas/" + std::to_string(n)];
+    if (o.empty() || b.empty()) continue;
+    std::printf("%6d %8.1f | %7.1f %8.1f | %7.1f %6.3f | %5.3f\n", n, Median(o), Best(o), Median(b), Best(b),
+                Median(o) / Median(b), Best(o) / Best(b));
+  }
+  const auto& i8 = collector.values["i8/ours/1024"];
+  if (!i8.empty()) std::printf("int8 matmul n=1024: %.1f GOP/s median, %.1f best\n", Median(i8), Best(i8));
+  return 0;
+}

@@ -1,0 +1,65 @@
+#include "common/sha256.h"
+
+#include <openssl/evp.h>
+
+namespace consensor {
+
+Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
+  EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr);
+}
+
+Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
+
+void Sha256::Update(std::span<const uint8_t> data) {
+  if (!data.empty()) EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data.data(), data.size());
+}
+
+void Sha256::UpdateU32(uint32_t v) {
+  uint8_t b[4];
+  for (int i = 0; i < 4; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
+  Update(std::span<const uint8_t>(b, 4));
+}
+
+void Sha256::UpdateU64(uint64_t v) {
+  uint8_t b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
+  Update(std::span<const uint8_t>(b, 8));
+}
+
+Hash256 Sha256::Finish() {
+  Hash256 out{};
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), out.data(), &len);
+  return out;
+}
+
+Hash256 Sha256Of(std::span<const uint8_t> data) {
+  Sha256 h;
+  h.Update(data);
+  return h.Finish();
+}
+
+std::string ToHex(std::span<const uint8_t> bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s;
+  s.reserve(bytes.size() * 2);
+  for (uint8_t b : bytes) {
+    s.push_back(kDigits[b >> 4]);
+    s.push_back(kDigits[b & 15]);
+  }
+  return s;
+}
+
+StatusOr<Hash256> Hash256FromHex(std::string_view hex) {
+  if (hex.size() != 64) return InvalidArgument("a SHA-256 hash is 64 hex digits, got " + std::to_string(hex.size()));
+  Hash256 out{};
+  for (size_t i = 0; i < 64; ++i) {
+    char c = hex[i];
+    int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+    if (v < 0) return InvalidArgument("invalid hex digit in hash '" + std::string(hex) + "'");
+    out[i / 2] = static_cast<uint8_t>((out[i / 2] << 4) | v);
+  }
+  return out;
+}
+
+}  // namespace consensor

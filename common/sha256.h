@@ -1,0 +1,43 @@
+// SHA-256 (OpenSSL EVP) and hex helpers.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace consensor {
+
+using Hash256 = std::array<uint8_t, 32>;
+
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void Update(std::span<const uint8_t> data);
+  void Update(std::string_view data) {
+    Update(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+  }
+  void UpdateU8(uint8_t v) { Update(std::span<const uint8_t>(&v, 1)); }
+  void UpdateU32(uint32_t v);  // little-endian
+  void UpdateU64(uint64_t v);  // little-endian
+  Hash256 Finish();
+
+ private:
+  void* ctx_;
+};
+
+Hash256 Sha256Of(std::span<const uint8_t> data);
+inline Hash256 Sha256Of(std::string_view data) {
+  return Sha256Of(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+}
+
+std::string ToHex(std::span<const uint8_t> bytes);
+StatusOr<Hash256> Hash256FromHex(std::string_view hex);
+
+}  // namespace consensor

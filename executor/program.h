@@ -1,0 +1,82 @@
+// Compilation: a validated graph becomes a flat instruction list over one arena whose
+// offsets come from a liveness-based memory planner. Peak memory is known before any
+// kernel runs, and a program over the cap fails here with a clear error.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/sha256.h"
+#include "common/status.h"
+#include "common/tensor.h"
+#include "executor/graph.h"
+#include "executor/limits.h"
+#include "executor/validate.h"
+#include "kernels/op.h"
+
+namespace consensor::executor {
+
+// Where constants stored as blobs come from (a directory, the node's store, ...).
+class BlobSource {
+ public:
+  virtual ~BlobSource() = default;
+  // Returns the blob's bytes; implementations must verify the SHA-256.
+  virtual StatusOr<std::vector<uint8_t>> Get(const Hash256& sha256) = 0;
+};
+
+// Blobs as files named by their lowercase hex SHA-256 in one directory.
+class DirectoryBlobSource final : public BlobSource {
+ public:
+  explicit DirectoryBlobSource(std::string dir, int64_t max_blob_bytes = int64_t{4} << 30)
+      : dir_(std::move(dir)), max_blob_bytes_(max_blob_bytes) {}
+  StatusOr<std::vector<uint8_t>> Get(const Hash256& sha256) override;
+
+ private:
+  std::string dir_;
+  int64_t max_blob_bytes_;
+};
+
+enum class BufferRole : uint8_t { kInput, kConstant, kIntermediate };
+
+struct Buffer {
+  DType dtype = DType::kInvalid;
+  Shape shape;
+  int64_t offset = 0;  // in the arena, 64-byte aligned
+  int64_t bytes = 0;
+  BufferRole role = BufferRole::kIntermediate;
+};
+
+struct Instruction {
+  kernels::Op op;
+  std::string op_name;
+  std::string node_label;  // for error messages
+  kernels::OpParams params;
+  std::vector<int> inputs;  // buffer indices
+  int output = -1;          // buffer index
+  // Shapes the kernel sees (same bytes, possibly reinterpreted; see InferResult).
+  std::vector<Shape> input_view_shapes;
+  Shape output_view_shape;
+  int64_t flops = 0;
+};
+
+struct Program {
+  Hash256 graph_id{};
+  std::vector<Buffer> buffers;
+  std::vector<Instruction> instructions;               // canonical order
+  std::vector<std::pair<std::string, int>> inputs;     // placeholder name -> buffer, sorted
+  std::vector<std::pair<std::string, int>> outputs;    // output name -> buffer, sorted
+  std::vector<std::pair<int, Tensor>> constants;       // buffer -> data to upload
+  int64_t arena_bytes = 0;                             // planned peak
+  int64_t total_flops = 0;
+};
+
+// Resolves blob constants through `blobs` (may be null when the graph has none).
+StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& validated, BlobSource* blobs,
+                          const Limits& limits);
+
+// Validate + Compile.
+StatusOr<Program> CompileGraph(const Graph& graph, BlobSource* blobs, const Limits& limits);
+
+}  // namespace consensor::executor

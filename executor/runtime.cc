@@ -1,0 +1,95 @@
+#include "executor/runtime.h"
+
+#include "executor/merkle.h"
+
+namespace consensor::executor {
+
+StatusOr<std::unique_ptr<LoadedProgram>> LoadedProgram::Load(const Program& program, kernels::Backend* backend) {
+  std::unique_ptr<LoadedProgram> lp(new LoadedProgram(program, backend));
+  ASSIGN_OR_RETURN(lp->arena_, backend->AllocateArena(program.arena_bytes));
+  for (const auto& [buffer, tensor] : program.constants) {
+    RETURN_IF_ERROR(lp->arena_->CopyIn(program.buffers[buffer].offset, tensor.data(), tensor.byte_size()));
+  }
+  for (const Instruction& ins : program.instructions) {
+    // Supports() only looks at op, dtypes and ranks; pointers are not needed.
+    std::vector<kernels::TensorView> views;
+    for (size_t i = 0; i < ins.inputs.size(); ++i) views.push_back(lp->View(ins.inputs[i], ins.input_view_shapes[i]));
+    kernels::TensorView out = lp->View(ins.output, ins.output_view_shape);
+    kernels::KernelCall call{ins.op, &ins.params, views.data(), static_cast<int>(views.size()), &out, 1};
+    if (!backend->Supports(call)) {
+      return Unimplemented("backend " + backend->name() + " does not support " + ins.op_name + " at " + ins.node_label);
+    }
+  }
+  return lp;
+}
+
+kernels::TensorView LoadedProgram::View(int buffer, const Shape& shape) const {
+  const Buffer& b = program_.buffers[buffer];
+  kernels::TensorView v;
+  v.dtype = b.dtype;
+  v.rank = static_cast<int>(shape.size());
+  for (int i = 0; i < v.rank; ++i) v.dims[i] = shape[i];
+  v.data = arena_->base() + b.offset;
+  return v;
+}
+
+StatusOr<Tensor> LoadedProgram::ReadBuffer(int buffer) const {
+  const Buffer& b = program_.buffers[buffer];
+  Tensor t(b.dtype, b.shape);
+  RETURN_IF_ERROR(arena_->CopyOut(b.offset, t.data(), t.byte_size()));
+  return t;
+}
+
+StatusOr<RunResult> LoadedProgram::Run(const std::map<std::string, Tensor>& inputs, const RunOptions& options) {
+  for (const auto& [name, tensor] : inputs) {
+    bool known = false;
+    for (const auto& [placeholder, buffer] : program_.inputs) known = known || placeholder == name;
+    if (!known) return InvalidArgument("the graph has no input named '" + name + "'");
+  }
+  for (const auto& [name, buffer] : program_.inputs) {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) return InvalidArgument("missing input '" + name + "'");
+    const Buffer& b = program_.buffers[buffer];
+    const Tensor& t = it->second;
+    if (t.dtype() != b.dtype || t.shape() != b.shape) {
+      return InvalidArgument("input '" + name + "' must be " + std::string(DTypeName(b.dtype)) + ShapeToString(b.shape) +
+                             ", got " + std::string(DTypeName(t.dtype())) + ShapeToString(t.shape()));
+    }
+    RETURN_IF_ERROR(arena_->CopyIn(b.offset, t.data(), t.byte_size()));
+  }
+
+  RunResult result;
+  std::vector<kernels::TensorView> views;
+  for (size_t i = 0; i < program_.instructions.size(); ++i) {
+    const Instruction& ins = program_.instructions[i];
+    views.clear();
+    for (size_t k = 0; k < ins.inputs.size(); ++k) views.push_back(View(ins.inputs[k], ins.input_view_shapes[k]));
+    kernels::TensorView out = View(ins.output, ins.output_view_shape);
+    kernels::KernelCall call{ins.op, &ins.params, views.data(), static_cast<int>(views.size()), &out, 1};
+    Status s = backend_->Run(call);
+    if (!s.ok()) return s.WithContext(ins.node_label);
+    if (options.trace) {
+      RETURN_IF_ERROR(backend_->Synchronize());
+      ASSIGN_OR_RETURN(Tensor t, ReadBuffer(ins.output));
+      result.trace.push_back(TensorHash(t));
+    }
+  }
+  RETURN_IF_ERROR(backend_->Synchronize());
+
+  std::vector<std::pair<std::string, Hash256>> named;
+  for (const auto& [name, buffer] : program_.outputs) {
+    ASSIGN_OR_RETURN(Tensor t, ReadBuffer(buffer));
+    Hash256 h = TensorHash(t);
+    named.emplace_back(name, h);
+    result.outputs.push_back(NamedTensor{name, std::move(t), h});
+  }
+  result.result_root = ResultRoot(std::move(named));
+  if (options.trace) {
+    std::vector<Hash256> leaves;
+    for (size_t i = 0; i < result.trace.size(); ++i) leaves.push_back(TraceLeaf(static_cast<uint32_t>(i), result.trace[i]));
+    result.trace_root = MerkleRoot(std::move(leaves));
+  }
+  return result;
+}
+
+}  // namespace consensor::executor

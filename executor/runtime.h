@@ -1,0 +1,55 @@
+// Runs a compiled program on a backend: one arena sized by the planner, constants
+// uploaded once, then the instructions in canonical order.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/tensor.h"
+#include "executor/program.h"
+#include "kernels/backend.h"
+
+namespace consensor::executor {
+
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+  Hash256 hash{};
+};
+
+struct RunResult {
+  std::vector<NamedTensor> outputs;  // sorted by name
+  Hash256 result_root{};
+  // Filled when tracing: tensor hash of every instruction's output, and their Merkle root.
+  std::vector<Hash256> trace;
+  Hash256 trace_root{};
+};
+
+struct RunOptions {
+  bool trace = false;
+};
+
+class LoadedProgram {
+ public:
+  // Allocates the arena on `backend` and uploads the constants. The program and backend
+  // must outlive the LoadedProgram.
+  static StatusOr<std::unique_ptr<LoadedProgram>> Load(const Program& program, kernels::Backend* backend);
+
+  // Inputs must match the placeholders exactly: every name present, no extra names,
+  // identical dtype and shape.
+  StatusOr<RunResult> Run(const std::map<std::string, Tensor>& inputs, const RunOptions& options = {});
+
+ private:
+  LoadedProgram(const Program& program, kernels::Backend* backend) : program_(program), backend_(backend) {}
+  kernels::TensorView View(int buffer, const Shape& shape) const;
+  StatusOr<Tensor> ReadBuffer(int buffer) const;
+
+  const Program& program_;
+  kernels::Backend* backend_;
+  std::unique_ptr<kernels::Arena> arena_;
+};
+
+}  // namespace consensor::executor

@@ -1,0 +1,41 @@
+// The backend interface (in the spirit of ggml's backend table): a backend says which
+// calls it supports and runs them on memory it owns. The executor's runtime is written
+// against this interface only, so CPU and CUDA backends are interchangeable and must
+// produce identical bits for every supported call.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "kernels/op.h"
+
+namespace consensor::kernels {
+
+// One contiguous memory region owned by a backend (host memory for the CPU backend,
+// device memory for CUDA). The executor's memory planner assigns offsets inside it.
+class Arena {
+ public:
+  virtual ~Arena() = default;
+  virtual uint8_t* base() = 0;  // pointer usable in TensorView::data for this backend
+  virtual int64_t size() const = 0;
+  virtual Status CopyIn(int64_t offset, const void* src, int64_t bytes) = 0;
+  virtual Status CopyOut(int64_t offset, void* dst, int64_t bytes) const = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Stable name, e.g. "cpu-avx2" or "cpu-portable"; reported by the CLI.
+  virtual std::string name() const = 0;
+  virtual bool Supports(const KernelCall& call) const = 0;
+  virtual StatusOr<std::unique_ptr<Arena>> AllocateArena(int64_t bytes) = 0;
+  // Runs one call whose views point into an arena of this backend.
+  virtual Status Run(const KernelCall& call) = 0;
+  // Waits for all submitted work (no-op for synchronous backends).
+  virtual Status Synchronize() { return OkStatus(); }
+};
+
+}  // namespace consensor::kernels

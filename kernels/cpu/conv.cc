@@ -1,0 +1,257 @@
+// Conv2D (NCHW), docs/DETERMINISM.md 4.4, as im2col + the GEMM of gemm.h.
+//
+// For image n and group g, the GEMM is  Y[f, p] = chain_k fma(W[f, k], COL[k, p], acc)
+// with k = (c, kh, kw) in exactly that nesting order (row-major of W's trailing dims),
+// which is the spec's chain order; padding positions are +0.0 entries of COL and take part
+// in the chain. The bias is one add afterwards, then NaNs are canonicalized. COL is built
+// in column tiles so that scratch memory stays bounded (<= 64 MiB per call in total).
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <string>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
+
+namespace consensor::kernels::cpu {
+
+namespace {
+
+constexpr int64_t kScratchBudget = int64_t{64} << 20;  // bytes of im2col scratch per call
+constexpr uint32_t kCanonicalNaN = 0x7FC00000u;
+
+struct ConvGeom {
+  int64_t N, C, H, W, F, Cg, KH, KW, G, Fg, OH, OW, P, Kc;
+  int64_t sh, sw, dh, dw, pt, pl, pb, pr;
+};
+
+int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+Status Validate(const KernelCall& call, ConvGeom* g) {
+  if ((call.num_inputs != 2 && call.num_inputs != 3) || call.num_outputs != 1 || !call.inputs || !call.outputs) {
+    return InvalidArgument("conv2d: expects 2 or 3 inputs and 1 output");
+  }
+  if (!call.params) return InvalidArgument("conv2d: missing parameters");
+  const OpParams& p = *call.params;
+  const TensorView& x = call.in(0);
+  const TensorView& w = call.in(1);
+  const TensorView& y = call.out(0);
+  if (x.dtype != DType::kF32 || w.dtype != DType::kF32 || y.dtype != DType::kF32 ||
+      (call.num_inputs == 3 && call.in(2).dtype != DType::kF32)) {
+    return InvalidArgument("conv2d: expects f32 tensors");
+  }
+  if (x.rank != 4 || w.rank != 4 || y.rank != 4 || (call.num_inputs == 3 && call.in(2).rank != 1)) {
+    return InvalidArgument("conv2d: expects x, w, y of rank 4 and bias of rank 1");
+  }
+  if (p.strides.size() != 2 || p.dilations.size() != 2 || p.pads.size() != 4) {
+    return InvalidArgument("conv2d: expects 2 strides, 2 dilations and 4 pads");
+  }
+  for (const TensorView* t : {&x, &w, &y}) {
+    for (int i = 0; i < 4; ++i) {
+      if (t->dims[i] < 0) return InvalidArgument("conv2d: negative dimension");
+    }
+  }
+  g->N = x.dims[0], g->C = x.dims[1], g->H = x.dims[2], g->W = x.dims[3];
+  g->F = w.dims[0], g->Cg = w.dims[1], g->KH = w.dims[2], g->KW = w.dims[3];
+  g->G = p.group;
+  g->sh = p.strides[0], g->sw = p.strides[1], g->dh = p.dilations[0], g->dw = p.dilations[1];
+  g->pt = p.pads[0], g->pl = p.pads[1], g->pb = p.pads[2], g->pr = p.pads[3];
+  if (g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->pt < 0 || g->pl < 0 || g->pb < 0 || g->pr < 0) {
+    return InvalidArgument("conv2d: strides and dilations must be >= 1, pads >= 0");
+  }
+  if (g->G < 1 || g->C % g->G != 0 || g->F % g->G != 0 || g->Cg != g->C / g->G) {
+    return InvalidArgument("conv2d: group " + std::to_string(g->G) + " does not fit C=" + std::to_string(g->C) +
+                           ", F=" + std::to_string(g->F) + ", w.dims[1]=" + std::to_string(g->Cg));
+  }
+  if (call.num_inputs == 3 && call.in(2).dims[0] != g->F) return InvalidArgument("conv2d: bias must have F elements");
+  g->Fg = g->F / g->G;
+  g->OH = FloorDiv(g->H + g->pt + g->pb - g->dh * (g->KH - 1) - 1, g->sh) + 1;
+  g->OW = FloorDiv(g->W + g->pl + g->pr - g->dw * (g->KW - 1) - 1, g->sw) + 1;
+  if (g->OH < 0 || g->OW < 0 || y.dims[0] != g->N || y.dims[1] != g->F || y.dims[2] != g->OH ||
+      y.dims[3] != g->OW) {
+    return InvalidArgument("conv2d: output shape does not match the input, kernel and attributes");
+  }
+  g->P = g->OH * g->OW;
+  g->Kc = g->Cg * g->KH * g->KW;
+  if (y.num_elements() > 0) {
+    bool missing = !y.data;
+    for (int i = 0; i < call.num_inputs; ++i) missing |= call.in(i).num_elements() > 0 && !call.in(i).data;
+    if (missing) {
+      return InvalidArgument("conv2d: missing tensor data");
+    }
+  }
+  return OkStatus();
+}
+
+// COL[k - k0, j] for k in [k0, k1) and output positions p0 + j, j < ptc, of image n, group gi.
+void Im2Col(const ConvGeom& g, const float* x, int64_t n, int64_t gi, int64_t p0, int64_t ptc, int64_t k0,
+            int64_t k1, float* col) {
+  const int64_t khw = g.KH * g.KW;
+  for (int64_t k = k0; k < k1; ++k) {
+    const int64_t c = k / khw, r = k % khw, kh = r / g.KW, kw = r % g.KW;
+    const float* xc = x + ((n * g.C) + gi * g.Cg + c) * g.H * g.W;
+    float* dst = col + (k - k0) * ptc;
+    int64_t oh = p0 / g.OW, ow = p0 % g.OW;
+    for (int64_t p = p0; p < p0 + ptc;) {
+      const int64_t cnt = std::min(g.OW - ow, p0 + ptc - p);
+      const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
+      if (ih < 0 || ih >= g.H) {
+        std::fill(dst, dst + cnt, 0.0f);
+      } else {
+        const float* row = xc + ih * g.W;
+        const int64_t iw0 = ow * g.sw - g.pl + kw * g.dw;
+        if (g.sw == 1) {
+          // Valid j: 0 <= iw0 + j < W.
+          const int64_t jb = std::clamp<int64_t>(-iw0, 0, cnt);
+          const int64_t je = std::clamp<int64_t>(g.W - iw0, jb, cnt);
+          std::fill(dst, dst + jb, 0.0f);
+          if (je > jb) std::memcpy(dst + jb, row + iw0 + jb, sizeof(float) * (je - jb));
+          std::fill(dst + je, dst + cnt, 0.0f);
+        } else {
+          for (int64_t j = 0; j < cnt; ++j) {
+            const int64_t iw = iw0 + j * g.sw;
+            dst[j] = (iw >= 0 && iw < g.W) ? row[iw] : 0.0f;
+          }
+        }
+      }
+      dst += cnt;
+      p += cnt;
+      ow = 0;
+      ++oh;
+    }
+  }
+}
+
+// y = y + bias[f] (one add), then NaN canonicalization, for Fg rows of ptc columns.
+void AddBias(float* y, int64_t ldy, int64_t rows, int64_t cols, const float* bias) {
+  float nan;
+  std::memcpy(&nan, &kCanonicalNaN, sizeof(nan));
+  for (int64_t f = 0; f < rows; ++f) {
+    float* r = y + f * ldy;
+    const float b = bias[f];
+    for (int64_t j = 0; j < cols; ++j) {
+      const float v = r[j] + b;
+      r[j] = v != v ? nan : v;
+    }
+  }
+}
+
+// Columns per im2col tile so that Kc x cols floats fit in `budget` bytes.
+int64_t TileCols(const ConvGeom& g, int64_t budget) {
+  if (g.Kc == 0 || g.P == 0) return std::max<int64_t>(g.P, 1);
+  const int64_t cols = budget / (g.Kc * int64_t{sizeof(float)});
+  if (cols >= g.P) return g.P;
+  return std::min(g.P, std::max<int64_t>(16, cols / 16 * 16));
+}
+
+}  // namespace
+
+Status RunConv(const KernelCall& call, const CpuContext& ctx) {
+  if (call.op != Op::kConv2D) return InvalidArgument("RunConv: unexpected op " + std::string(OpName(call.op)));
+  if (ctx.isa == Isa::kAvx2 && !CpuHasAvx2Fma()) return FailedPrecondition("conv2d: CPU lacks AVX2/FMA");
+  ConvGeom g;
+  Status s = Validate(call, &g);
+  if (!s.ok()) return s;
+  const float* x = call.in(0).as<const float>();
+  const float* w = call.in(1).as<const float>();
+  const float* bias = call.num_inputs == 3 ? call.in(2).as<const float>() : nullptr;
+  float* y = call.out(0).as<float>();
+  if (g.N == 0 || g.F == 0 || g.P == 0) return OkStatus();
+  const int64_t threads = ctx.pool ? ctx.pool->num_threads() : 1;
+  const gemm::Dims gd{g.Fg, 0, g.Kc};
+
+  // 1x1, stride 1, no padding: the input image is already the GEMM's B operand.
+  if (g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.pb == 0 && g.pr == 0) {
+    gemm::Dims d{g.Fg, g.P, g.Kc};
+    auto operands = [&](int64_t i) {
+      const int64_t n = i / g.G, gi = i % g.G;
+      gemm::F32Operands op;
+      op.a = w + gi * g.Fg * g.Kc;
+      op.lda = g.Kc;
+      op.b = x + (n * g.C + gi * g.Cg) * g.H * g.W;
+      op.ldb = g.P;
+      op.c = y + (n * g.F + gi * g.Fg) * g.P;
+      op.ldc = g.P;
+      return op;
+    };
+    s = gemm::F32Batched(g.N * g.G, d, operands, ctx);
+    if (!s.ok() || !bias) return s;
+    if (ctx.pool) {
+      ctx.pool->ParallelFor(g.N * g.F, std::max<int64_t>(1, 16384 / g.P), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) AddBias(y + r * g.P, g.P, 1, g.P, bias + r % g.F);
+      });
+    } else {
+      for (int64_t r = 0; r < g.N * g.F; ++r) AddBias(y + r * g.P, g.P, 1, g.P, bias + r % g.F);
+    }
+    return OkStatus();
+  }
+
+  // Mode A: many (image, group, tile) jobs, each done by one thread with its own scratch.
+  const int64_t pt_a = TileCols(g, kScratchBudget / threads);
+  const int64_t tiles_a = (g.P + pt_a - 1) / pt_a;
+  const int64_t jobs_a = g.N * g.G * tiles_a;
+  if (threads == 1 || jobs_a >= 2 * threads) {
+    std::atomic<bool> failed{false};
+    auto fn = [&](int64_t begin, int64_t end) {
+      gemm::Workspace gemm_ws, col_ws;
+      auto* col = static_cast<float*>(col_ws.Get(0, sizeof(float) * g.Kc * pt_a));
+      if (!col) {
+        failed.store(true);
+        return;
+      }
+      for (int64_t job = begin; job < end; ++job) {
+        const int64_t tile = job % tiles_a, ng = job / tiles_a, n = ng / g.G, gi = ng % g.G;
+        const int64_t p0 = tile * pt_a, ptc = std::min(pt_a, g.P - p0);
+        Im2Col(g, x, n, gi, p0, ptc, 0, g.Kc, col);
+        gemm::F32Operands op;
+        op.a = w + gi * g.Fg * g.Kc;
+        op.lda = g.Kc;
+        op.b = col;
+        op.ldb = ptc;
+        op.c = y + (n * g.F + gi * g.Fg) * g.P + p0;
+        op.ldc = g.P;
+        gemm::Dims d = gd;
+        d.N = ptc;
+        if (!gemm::F32Single(op, d, ctx.isa, &gemm_ws)) failed.store(true);
+        if (bias) AddBias(op.c, g.P, g.Fg, ptc, bias + gi * g.Fg);
+      }
+    };
+    if (ctx.pool) {
+      ctx.pool->ParallelFor(jobs_a, 1, fn);
+    } else {
+      fn(0, jobs_a);
+    }
+    if (failed.load()) return ResourceExhausted("conv2d: cannot allocate scratch memory");
+    return OkStatus();
+  }
+
+  // Mode B: few large jobs, one after another; im2col and the GEMM each use the pool.
+  const int64_t pt_b = TileCols(g, kScratchBudget);
+  gemm::Workspace col_ws;
+  auto* col = static_cast<float*>(col_ws.Get(0, sizeof(float) * g.Kc * pt_b));
+  if (!col) return ResourceExhausted("conv2d: cannot allocate scratch memory");
+  for (int64_t n = 0; n < g.N; ++n) {
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      for (int64_t p0 = 0; p0 < g.P; p0 += pt_b) {
+        const int64_t ptc = std::min(pt_b, g.P - p0);
+        ctx.pool->ParallelFor(g.Kc, std::max<int64_t>(1, 4096 / ptc),
+                              [&](int64_t k0, int64_t k1) { Im2Col(g, x, n, gi, p0, ptc, k0, k1, col + k0 * ptc); });
+        gemm::Dims d = gd;
+        d.N = ptc;
+        gemm::F32Operands op;
+        op.a = w + gi * g.Fg * g.Kc;
+        op.lda = g.Kc;
+        op.b = col;
+        op.ldb = ptc;
+        op.c = y + (n * g.F + gi * g.Fg) * g.P + p0;
+        op.ldc = g.P;
+        s = gemm::F32Batched(1, d, [&](int64_t) { return op; }, ctx);
+        if (!s.ok()) return s;
+        if (bias) AddBias(op.c, g.P, g.Fg, ptc, bias + gi * g.Fg);
+      }
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace consensor::kernels::cpu

@@ -1,0 +1,36 @@
+// The CPU backend: host memory arenas and the kernel families of kernels/cpu/.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/thread_pool.h"
+
+namespace consensor::kernels {
+
+struct CpuBackendOptions {
+  int num_threads = 1;
+  // "auto" picks AVX2 when the CPU has it; "avx2" fails if it does not; "portable" forces
+  // the fallback path. Both paths give identical bits.
+  std::string isa = "auto";
+};
+
+class CpuBackend final : public Backend {
+ public:
+  static StatusOr<std::unique_ptr<CpuBackend>> Create(const CpuBackendOptions& options);
+
+  std::string name() const override;
+  bool Supports(const KernelCall& call) const override;
+  StatusOr<std::unique_ptr<Arena>> AllocateArena(int64_t bytes) override;
+  Status Run(const KernelCall& call) override;
+  int num_threads() const { return pool_->num_threads(); }
+
+ private:
+  CpuBackend(int num_threads, cpu::Isa isa);
+  std::unique_ptr<ThreadPool> pool_;
+  cpu::CpuContext ctx_;
+};
+
+}  // namespace consensor::kernels

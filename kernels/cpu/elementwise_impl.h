@@ -1,0 +1,487 @@
+// The elementwise kernels (docs/DETERMINISM.md sections 1 and 4.2), written once and
+// compiled twice: by elementwise.cc for the portable baseline and by elementwise_avx2.cc
+// with -mavx2 -mfma. The loops are plain scalar C++ that the compiler auto-vectorizes;
+// with -ffp-contract=off and no fast-math every lane performs exactly the IEEE operation
+// sequence written here, so both builds (and any thread split) produce identical bits.
+//
+// Linkage discipline: all functions below are in an unnamed namespace (internal linkage),
+// and the per-chunk workers are __attribute__((flatten)) so that every helper they call,
+// including the inline functions of kernels/detmath.h, is inlined into the TU-local copy.
+// Otherwise the linker could pick the AVX2 TU's out-of-line copy of an inline function for
+// the portable path. The only cross-TU entry points are EwRunChunkPortable/EwRunChunkAvx2.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "common/dtype.h"
+#include "kernels/cpu/broadcast.h"
+#include "kernels/detmath.h"
+#include "kernels/op.h"
+
+#if defined(__GNUC__)
+#define CNSR_EW_FLATTEN __attribute__((flatten))
+#define CNSR_EW_INLINE inline __attribute__((always_inline))
+#else
+#define CNSR_EW_FLATTEN
+#define CNSR_EW_INLINE inline
+#endif
+
+namespace consensor::kernels::cpu {
+
+// A validated elementwise call, ready to run on any output range. Built by
+// elementwise.cc; operand k of `layout` is input k (the output is contiguous).
+struct EwPlan {
+  Op op = Op::kNumOps;
+  DType in_dtype = DType::kInvalid;  // dtype of the value operands (a and b for where)
+  DType out_dtype = DType::kInvalid;
+  int num_inputs = 0;
+  StridedLayout layout;
+  const void* in[3] = {};
+  void* out = nullptr;
+};
+
+// Computes output elements [begin, end) of a plan. The AVX2 one may only be called when
+// CpuHasAvx2Fma() is true.
+void EwRunChunkPortable(const EwPlan& plan, int64_t begin, int64_t end);
+void EwRunChunkAvx2(const EwPlan& plan, int64_t begin, int64_t end);
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Scalar semantics.
+
+constexpr uint32_t kCanonicalNaNBits = 0x7FC00000u;
+
+// DTypeSize, kept TU-local (see the linkage note at the top).
+CNSR_EW_INLINE int EwElemSize(DType t) {
+  switch (t) {
+    case DType::kF32: case DType::kI32: return 4;
+    case DType::kI8: case DType::kBool: return 1;
+    case DType::kI64: return 8;
+    default: return 0;
+  }
+}
+
+CNSR_EW_INLINE float CanonNaN(float x) {
+  return x != x ? std::bit_cast<float>(kCanonicalNaNBits) : x;
+}
+
+template <typename T>
+using UnsignedOf = std::make_unsigned_t<T>;
+
+// Two's complement wrapping integer arithmetic without UB: compute in the unsigned type
+// (or int for the promoted narrow types, where no overflow is possible), then convert
+// back, which is modular since C++20.
+template <typename T>
+CNSR_EW_INLINE T WrapAdd(T a, T b) {
+  using U = UnsignedOf<T>;
+  return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+}
+template <typename T>
+CNSR_EW_INLINE T WrapSub(T a, T b) {
+  using U = UnsignedOf<T>;
+  return static_cast<T>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b)));
+}
+template <typename T>
+CNSR_EW_INLINE T WrapMul(T a, T b) {
+  using U = UnsignedOf<T>;
+  // For 8-bit U the operands promote to int and 255 * 255 fits; for 32/64-bit U the
+  // multiplication is unsigned and wraps.
+  return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+}
+template <typename T>
+CNSR_EW_INLINE T WrapNeg(T a) {
+  using U = UnsignedOf<T>;
+  return static_cast<T>(static_cast<U>(static_cast<U>(0) - static_cast<U>(a)));
+}
+// Truncating division; x / 0 == 0 and MIN / -1 == MIN (section 1).
+template <typename T>
+CNSR_EW_INLINE T SafeDiv(T a, T b) {
+  constexpr T kMin = std::numeric_limits<T>::min();
+  const bool zero = b == 0;
+  const bool ovf = (a == kMin) & (b == static_cast<T>(-1));
+  const T d = (zero | ovf) ? static_cast<T>(1) : b;
+  const T q = static_cast<T>(a / d);  // a / 1 == a covers MIN / -1
+  return zero ? static_cast<T>(0) : q;
+}
+
+CNSR_EW_INLINE float FNeg(float x) {
+  return CanonNaN(std::bit_cast<float>(std::bit_cast<uint32_t>(x) ^ 0x80000000u));
+}
+CNSR_EW_INLINE float FAbs(float x) {
+  return CanonNaN(std::bit_cast<float>(std::bit_cast<uint32_t>(x) & 0x7FFFFFFFu));
+}
+// Section 1.1: NaN-propagating; max(-0, +0) = +0, min(-0, +0) = -0.
+CNSR_EW_INLINE float FMax(float a, float b) {
+  const uint32_t ua = std::bit_cast<uint32_t>(a), ub = std::bit_cast<uint32_t>(b);
+  float r = a > b ? a : b;
+  r = a == b ? std::bit_cast<float>(ua & ub) : r;
+  return (a != a) | (b != b) ? std::bit_cast<float>(kCanonicalNaNBits) : r;
+}
+CNSR_EW_INLINE float FMin(float a, float b) {
+  const uint32_t ua = std::bit_cast<uint32_t>(a), ub = std::bit_cast<uint32_t>(b);
+  float r = a < b ? a : b;
+  r = a == b ? std::bit_cast<float>(ua | ub) : r;
+  return (a != a) | (b != b) ? std::bit_cast<float>(kCanonicalNaNBits) : r;
+}
+
+// Cast rules of section 4.2. Bool is uint8_t holding 0 or 1.
+template <typename T>
+CNSR_EW_INLINE T F32ToInt(float x) {
+  // T in {int8_t, int32_t, int64_t}; lo = -2^(bits-1) and hi = 2^(bits-1) are exact floats.
+  using W = std::conditional_t<sizeof(T) == 8, int64_t, int32_t>;
+  constexpr float lo = static_cast<float>(std::numeric_limits<T>::min());
+  constexpr float hi = -lo;
+  // In-range values convert by truncation; everything else (NaN included) converts a
+  // harmless 0 and is then replaced, so the conversion never has undefined behaviour.
+  const float c = (x >= lo) & (x < hi) ? x : 0.0f;
+  W r = static_cast<W>(c);
+  r = x >= hi ? static_cast<W>(std::numeric_limits<T>::max()) : r;
+  r = x < lo ? static_cast<W>(std::numeric_limits<T>::min()) : r;
+  return static_cast<T>(r);
+}
+
+template <typename From, typename To>
+CNSR_EW_INLINE To CastValue(From x) {
+  if constexpr (std::is_same_v<From, To>) {
+    return x;  // same dtype copies bits
+  } else if constexpr (std::is_same_v<To, uint8_t>) {
+    return static_cast<uint8_t>(x != static_cast<From>(0));  // NaN -> 1, -0 -> 0
+  } else if constexpr (std::is_same_v<From, uint8_t>) {
+    return static_cast<To>(x != 0 ? 1 : 0);
+  } else if constexpr (std::is_same_v<To, float>) {
+    return static_cast<float>(x);  // int -> f32, round to nearest even
+  } else if constexpr (std::is_same_v<From, float>) {
+    return F32ToInt<To>(x);
+  } else {
+    // int -> int: widening is exact; narrowing keeps the low bits (modular since C++20).
+    return static_cast<To>(static_cast<UnsignedOf<To>>(x));
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Op functors: static Apply. `Out` is the output element type.
+
+struct NegF {
+  template <typename T> static CNSR_EW_INLINE T Apply(T x) {
+    if constexpr (std::is_same_v<T, float>) return FNeg(x); else return WrapNeg(x);
+  }
+};
+struct AbsF {
+  template <typename T> static CNSR_EW_INLINE T Apply(T x) {
+    if constexpr (std::is_same_v<T, float>) return FAbs(x); else return x < 0 ? WrapNeg(x) : x;
+  }
+};
+struct ReluF {
+  template <typename T> static CNSR_EW_INLINE T Apply(T x) {
+    if constexpr (std::is_same_v<T, float>) {
+      // x > 0 ? x : +0, with relu(NaN) = NaN (canonical) as the spec states.
+      return x != x ? std::bit_cast<float>(kCanonicalNaNBits) : (x > 0.0f ? x : 0.0f);
+    } else {
+      return x > 0 ? x : static_cast<T>(0);
+    }
+  }
+};
+struct ExpF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::exp(x)); } };
+struct LogF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::log(x)); } };
+struct TanhF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::tanh(x)); } };
+struct ErfF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::erf(x)); } };
+struct SinF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::sin(x)); } };
+struct CosF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::cos(x)); } };
+struct SqrtF {
+  static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::sqrt_rn(x)); }
+};
+// rsqrt, sigmoid, gelu and gelu_tanh are the exact sequences of section 4.2, implemented
+// once in detmath (shared with the CUDA backend); elementwise_test checks them against
+// the spec formulas.
+struct RsqrtF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::rsqrt(x)); } };
+struct SigmoidF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::sigmoid(x)); } };
+struct GeluErfF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::gelu_erf(x)); } };
+struct GeluTanhF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::gelu_tanh(x)); } };
+struct NotF { static CNSR_EW_INLINE uint8_t Apply(uint8_t x) { return static_cast<uint8_t>(x == 0); } };
+template <typename To>
+struct CastF {
+  template <typename From> static CNSR_EW_INLINE To Apply(From x) { return CastValue<From, To>(x); }
+};
+
+struct AddF {
+  template <typename T> static CNSR_EW_INLINE T Apply(T a, T b) {
+    if constexpr (std::is_same_v<T, float>) return CanonNaN(a + b); else return WrapAdd(a, b);
+  }
+};
+struct SubF {
+  template <typename T> static CNSR_EW_INLINE T Apply(T a, T b) {
+    if constexpr (std::is_same_v<T, float>) return CanonNaN(a - b); else return WrapSub(a, b);
+  }
+};
+struct MulF {
+  template <typename T> static CNSR_EW_INLINE T Apply(T a, T b) {
+    if constexpr (std::is_same_v<T, float>) return CanonNaN(a * b); else return WrapMul(a, b);
+  }
+};
+struct DivF {
+  template <typename T> static CNSR_EW_INLINE T Apply(T a, T b) {
+    if constexpr (std::is_same_v<T, float>) return CanonNaN(a / b); else return SafeDiv(a, b);
+  }
+};
+struct PowF {
+  static CNSR_EW_INLINE float Apply(float a, float b) { return CanonNaN(detmath::pow(a, b)); }
+};
+struct MaxF {
+  template <typename T> static CNSR_EW_INLINE T Apply(T a, T b) {
+    if constexpr (std::is_same_v<T, float>) return FMax(a, b); else return a > b ? a : b;
+  }
+};
+struct MinF {
+  template <typename T> static CNSR_EW_INLINE T Apply(T a, T b) {
+    if constexpr (std::is_same_v<T, float>) return FMin(a, b); else return a < b ? a : b;
+  }
+};
+// Comparisons follow IEEE (NaN compares false except !=; -0 == +0): the C++ operators.
+struct EqF { template <typename T> static CNSR_EW_INLINE uint8_t Apply(T a, T b) { return a == b; } };
+struct NeF { template <typename T> static CNSR_EW_INLINE uint8_t Apply(T a, T b) { return a != b; } };
+struct LtF { template <typename T> static CNSR_EW_INLINE uint8_t Apply(T a, T b) { return a < b; } };
+struct LeF { template <typename T> static CNSR_EW_INLINE uint8_t Apply(T a, T b) { return a <= b; } };
+struct GtF { template <typename T> static CNSR_EW_INLINE uint8_t Apply(T a, T b) { return a > b; } };
+struct GeF { template <typename T> static CNSR_EW_INLINE uint8_t Apply(T a, T b) { return a >= b; } };
+struct AndF {
+  static CNSR_EW_INLINE uint8_t Apply(uint8_t a, uint8_t b) { return static_cast<uint8_t>((a != 0) & (b != 0)); }
+};
+struct OrF {
+  static CNSR_EW_INLINE uint8_t Apply(uint8_t a, uint8_t b) { return static_cast<uint8_t>((a | b) != 0); }
+};
+struct XorF {
+  static CNSR_EW_INLINE uint8_t Apply(uint8_t a, uint8_t b) { return static_cast<uint8_t>((a != 0) ^ (b != 0)); }
+};
+
+// ---------------------------------------------------------------------------------------
+// Loops. Operand inner strides are 0 (broadcast) or 1 for contiguous inputs; the
+// templated runs let the compiler hoist broadcast scalars and vectorize the rest.
+
+template <typename In, typename Out, typename F, bool SA>
+CNSR_EW_INLINE void UnaryRun(Out* o, const In* a, int64_t n) {
+  const In a0 = a[0];
+  for (int64_t i = 0; i < n; ++i) o[i] = F::Apply(SA ? a[i] : a0);
+}
+
+template <typename In, typename Out, typename F>
+CNSR_EW_FLATTEN void UnaryChunk(const EwPlan& p, int64_t begin, int64_t end) {
+  const In* a = static_cast<const In*>(p.in[0]);
+  Out* out = static_cast<Out*>(p.out);
+  const StridedLayout& l = p.layout;
+  const int64_t sa = l.strides[0][l.rank - 1];
+  ForEachRun(l, begin, end, [&](int64_t pos, const int64_t* off, int64_t n) {
+    const In* pa = a + off[0];
+    Out* po = out + pos;
+    if (sa == 1) {
+      UnaryRun<In, Out, F, true>(po, pa, n);
+    } else if (sa == 0) {
+      UnaryRun<In, Out, F, false>(po, pa, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) po[i] = F::Apply(pa[i * sa]);
+    }
+  });
+}
+
+template <typename In, typename Out, typename F, bool SA, bool SB>
+CNSR_EW_INLINE void BinaryRun(Out* o, const In* a, const In* b, int64_t n) {
+  const In a0 = a[0], b0 = b[0];
+  for (int64_t i = 0; i < n; ++i) o[i] = F::Apply(SA ? a[i] : a0, SB ? b[i] : b0);
+}
+
+template <typename In, typename Out, typename F>
+CNSR_EW_FLATTEN void BinaryChunk(const EwPlan& p, int64_t begin, int64_t end) {
+  const In* a = static_cast<const In*>(p.in[0]);
+  const In* b = static_cast<const In*>(p.in[1]);
+  Out* out = static_cast<Out*>(p.out);
+  const StridedLayout& l = p.layout;
+  const int64_t sa = l.strides[0][l.rank - 1];
+  const int64_t sb = l.strides[1][l.rank - 1];
+  ForEachRun(l, begin, end, [&](int64_t pos, const int64_t* off, int64_t n) {
+    const In* pa = a + off[0];
+    const In* pb = b + off[1];
+    Out* po = out + pos;
+    if (sa == 1 && sb == 1) {
+      BinaryRun<In, Out, F, true, true>(po, pa, pb, n);
+    } else if (sa == 1 && sb == 0) {
+      BinaryRun<In, Out, F, true, false>(po, pa, pb, n);
+    } else if (sa == 0 && sb == 1) {
+      BinaryRun<In, Out, F, false, true>(po, pa, pb, n);
+    } else if (sa == 0 && sb == 0) {
+      BinaryRun<In, Out, F, false, false>(po, pa, pb, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) po[i] = F::Apply(pa[i * sa], pb[i * sb]);
+    }
+  });
+}
+
+template <typename T, bool SC, bool SA, bool SB>
+CNSR_EW_INLINE void WhereRun(T* o, const uint8_t* c, const T* a, const T* b, int64_t n) {
+  const uint8_t c0 = c[0];
+  const T a0 = a[0], b0 = b[0];
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t ci = SC ? c[i] : c0;
+    const T ai = SA ? a[i] : a0;
+    const T bi = SB ? b[i] : b0;
+    o[i] = ci != 0 ? ai : bi;
+  }
+}
+
+template <typename T, bool SC, bool SA>
+CNSR_EW_INLINE void WhereRunB(int64_t sb, T* o, const uint8_t* c, const T* a, const T* b, int64_t n) {
+  if (sb == 1) WhereRun<T, SC, SA, true>(o, c, a, b, n); else WhereRun<T, SC, SA, false>(o, c, a, b, n);
+}
+
+// where copies the bits of a or b: T is the unsigned integer of the element size.
+template <typename T>
+CNSR_EW_FLATTEN void WhereChunk(const EwPlan& p, int64_t begin, int64_t end) {
+  const uint8_t* c = static_cast<const uint8_t*>(p.in[0]);
+  const T* a = static_cast<const T*>(p.in[1]);
+  const T* b = static_cast<const T*>(p.in[2]);
+  T* out = static_cast<T*>(p.out);
+  const StridedLayout& l = p.layout;
+  const int64_t sc = l.strides[0][l.rank - 1];
+  const int64_t sa = l.strides[1][l.rank - 1];
+  const int64_t sb = l.strides[2][l.rank - 1];
+  const bool unit = (sc == 0 || sc == 1) && (sa == 0 || sa == 1) && (sb == 0 || sb == 1);
+  ForEachRun(l, begin, end, [&](int64_t pos, const int64_t* off, int64_t n) {
+    const uint8_t* pc = c + off[0];
+    const T* pa = a + off[1];
+    const T* pb = b + off[2];
+    T* po = out + pos;
+    if (!unit) {
+      for (int64_t i = 0; i < n; ++i) po[i] = pc[i * sc] != 0 ? pa[i * sa] : pb[i * sb];
+    } else if (sc == 1) {
+      if (sa == 1) WhereRunB<T, true, true>(sb, po, pc, pa, pb, n);
+      else WhereRunB<T, true, false>(sb, po, pc, pa, pb, n);
+    } else {
+      if (sa == 1) WhereRunB<T, false, true>(sb, po, pc, pa, pb, n);
+      else WhereRunB<T, false, false>(sb, po, pc, pa, pb, n);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// Dispatch. elementwise.cc has validated op/dtype combinations; anything else is a no-op
+// here (and cannot be reached).
+
+template <typename F>
+inline void NumericUnary(const EwPlan& p, int64_t b, int64_t e) {
+  switch (p.in_dtype) {
+    case DType::kF32: UnaryChunk<float, float, F>(p, b, e); break;
+    case DType::kI32: UnaryChunk<int32_t, int32_t, F>(p, b, e); break;
+    case DType::kI8: UnaryChunk<int8_t, int8_t, F>(p, b, e); break;
+    case DType::kI64: UnaryChunk<int64_t, int64_t, F>(p, b, e); break;
+    default: break;
+  }
+}
+
+template <typename F>
+inline void NumericBinary(const EwPlan& p, int64_t b, int64_t e) {
+  switch (p.in_dtype) {
+    case DType::kF32: BinaryChunk<float, float, F>(p, b, e); break;
+    case DType::kI32: BinaryChunk<int32_t, int32_t, F>(p, b, e); break;
+    case DType::kI8: BinaryChunk<int8_t, int8_t, F>(p, b, e); break;
+    case DType::kI64: BinaryChunk<int64_t, int64_t, F>(p, b, e); break;
+    default: break;
+  }
+}
+
+template <typename F>
+inline void CompareBinary(const EwPlan& p, int64_t b, int64_t e) {
+  switch (p.in_dtype) {
+    case DType::kF32: BinaryChunk<float, uint8_t, F>(p, b, e); break;
+    case DType::kI32: BinaryChunk<int32_t, uint8_t, F>(p, b, e); break;
+    case DType::kI8: BinaryChunk<int8_t, uint8_t, F>(p, b, e); break;
+    case DType::kBool: BinaryChunk<uint8_t, uint8_t, F>(p, b, e); break;
+    case DType::kI64: BinaryChunk<int64_t, uint8_t, F>(p, b, e); break;
+    default: break;
+  }
+}
+
+template <typename From>
+inline void CastFrom(const EwPlan& p, int64_t b, int64_t e) {
+  switch (p.out_dtype) {
+    case DType::kF32: UnaryChunk<From, float, CastF<float>>(p, b, e); break;
+    case DType::kI32: UnaryChunk<From, int32_t, CastF<int32_t>>(p, b, e); break;
+    case DType::kI8: UnaryChunk<From, int8_t, CastF<int8_t>>(p, b, e); break;
+    case DType::kBool: UnaryChunk<From, uint8_t, CastF<uint8_t>>(p, b, e); break;
+    case DType::kI64: UnaryChunk<From, int64_t, CastF<int64_t>>(p, b, e); break;
+    default: break;
+  }
+}
+
+inline void CastChunk(const EwPlan& p, int64_t b, int64_t e) {
+  if (p.in_dtype == p.out_dtype) {
+    // Same dtype copies bits (no NaN canonicalization): move raw element bits.
+    switch (EwElemSize(p.in_dtype)) {
+      case 1: UnaryChunk<uint8_t, uint8_t, CastF<uint8_t>>(p, b, e); break;
+      case 4: UnaryChunk<uint32_t, uint32_t, CastF<uint32_t>>(p, b, e); break;
+      case 8: UnaryChunk<uint64_t, uint64_t, CastF<uint64_t>>(p, b, e); break;
+      default: break;
+    }
+    return;
+  }
+  switch (p.in_dtype) {
+    case DType::kF32: CastFrom<float>(p, b, e); break;
+    case DType::kI32: CastFrom<int32_t>(p, b, e); break;
+    case DType::kI8: CastFrom<int8_t>(p, b, e); break;
+    case DType::kBool: CastFrom<uint8_t>(p, b, e); break;
+    case DType::kI64: CastFrom<int64_t>(p, b, e); break;
+    default: break;
+  }
+}
+
+inline void EwRunChunkImpl(const EwPlan& p, int64_t b, int64_t e) {
+  switch (p.op) {
+    case Op::kNeg: NumericUnary<NegF>(p, b, e); break;
+    case Op::kAbs: NumericUnary<AbsF>(p, b, e); break;
+    case Op::kRelu: NumericUnary<ReluF>(p, b, e); break;
+    case Op::kExp: UnaryChunk<float, float, ExpF>(p, b, e); break;
+    case Op::kLog: UnaryChunk<float, float, LogF>(p, b, e); break;
+    case Op::kSqrt: UnaryChunk<float, float, SqrtF>(p, b, e); break;
+    case Op::kRsqrt: UnaryChunk<float, float, RsqrtF>(p, b, e); break;
+    case Op::kTanh: UnaryChunk<float, float, TanhF>(p, b, e); break;
+    case Op::kSigmoid: UnaryChunk<float, float, SigmoidF>(p, b, e); break;
+    case Op::kErf: UnaryChunk<float, float, ErfF>(p, b, e); break;
+    case Op::kGeluErf: UnaryChunk<float, float, GeluErfF>(p, b, e); break;
+    case Op::kGeluTanh: UnaryChunk<float, float, GeluTanhF>(p, b, e); break;
+    case Op::kSin: UnaryChunk<float, float, SinF>(p, b, e); break;
+    case Op::kCos: UnaryChunk<float, float, CosF>(p, b, e); break;
+    case Op::kNot: UnaryChunk<uint8_t, uint8_t, NotF>(p, b, e); break;
+    case Op::kCast: CastChunk(p, b, e); break;
+    case Op::kAdd: NumericBinary<AddF>(p, b, e); break;
+    case Op::kSub: NumericBinary<SubF>(p, b, e); break;
+    case Op::kMul: NumericBinary<MulF>(p, b, e); break;
+    case Op::kDiv: NumericBinary<DivF>(p, b, e); break;
+    case Op::kPow: BinaryChunk<float, float, PowF>(p, b, e); break;
+    case Op::kMax: NumericBinary<MaxF>(p, b, e); break;
+    case Op::kMin: NumericBinary<MinF>(p, b, e); break;
+    case Op::kEqual: CompareBinary<EqF>(p, b, e); break;
+    case Op::kNotEqual: CompareBinary<NeF>(p, b, e); break;
+    case Op::kLess: CompareBinary<LtF>(p, b, e); break;
+    case Op::kLessEqual: CompareBinary<LeF>(p, b, e); break;
+    case Op::kGreater: CompareBinary<GtF>(p, b, e); break;
+    case Op::kGreaterEqual: CompareBinary<GeF>(p, b, e); break;
+    case Op::kAnd: BinaryChunk<uint8_t, uint8_t, AndF>(p, b, e); break;
+    case Op::kOr: BinaryChunk<uint8_t, uint8_t, OrF>(p, b, e); break;
+    case Op::kXor: BinaryChunk<uint8_t, uint8_t, XorF>(p, b, e); break;
+    case Op::kWhere:
+      switch (EwElemSize(p.in_dtype)) {
+        case 1: WhereChunk<uint8_t>(p, b, e); break;
+        case 4: WhereChunk<uint32_t>(p, b, e); break;
+        case 8: WhereChunk<uint64_t>(p, b, e); break;
+        default: break;
+      }
+      break;
+    default: break;
+  }
+}
+
+}  // namespace
+}  // namespace consensor::kernels::cpu

@@ -1,0 +1,88 @@
+// Internal GEMM interface of the CPU backend, shared by matmul.cc and conv.cc.
+//
+// Every f32 routine here computes, for each output element,
+//   acc = +0.0f; for k in 0..K-1: acc = fma(a[m,k], b[k,n], acc)
+// (docs/DETERMINISM.md 4.4) and then canonicalizes a NaN result to 0x7FC00000. Blocked
+// implementations carry acc across k-blocks through C (load the running value), so the
+// bits never depend on block sizes, SIMD width or which thread computes which block.
+// The int8 routines compute the exact wrapping int32 sum of int32(a)*int32(b).
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace consensor::kernels::cpu::gemm {
+
+// Row-major strided operands: A[m*lda + k], B[k*ldb + n], C[m*ldc + n].
+template <typename In, typename Out>
+struct Operands {
+  const In* a = nullptr;
+  int64_t lda = 0;
+  const In* b = nullptr;
+  int64_t ldb = 0;
+  Out* c = nullptr;
+  int64_t ldc = 0;
+};
+using F32Operands = Operands<float, float>;
+using I8Operands = Operands<int8_t, int32_t>;
+
+struct Dims {
+  int64_t M = 0, N = 0, K = 0;
+};
+
+// Packing scratch reused across calls of one worker chunk; grows on demand.
+class Workspace {
+ public:
+  Workspace() = default;
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  ~Workspace() {
+    for (auto& s : slots_) std::free(s.ptr);
+  }
+  // A 64-byte aligned buffer of at least `bytes` bytes in slot `i` (0..3); returns
+  // nullptr if the allocation fails.
+  void* Get(int i, size_t bytes) {
+    Slot& s = slots_[i];
+    if (s.size < bytes) {
+      std::free(s.ptr);
+      size_t alloc = (bytes + 63) / 64 * 64;
+      s.ptr = std::aligned_alloc(64, alloc == 0 ? 64 : alloc);
+      s.size = s.ptr ? alloc : 0;
+    }
+    return s.ptr;
+  }
+
+ private:
+  struct Slot {
+    void* ptr = nullptr;
+    size_t size = 0;
+  };
+  Slot slots_[4];
+};
+
+// Computes the block C[m0:m1, n0:n1] of one GEMM on the calling thread. Returns false
+// only if scratch memory could not be allocated.
+bool F32BlockPortable(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                      Workspace* ws);
+bool I8BlockPortable(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                     Workspace* ws);
+// matmul_avx2.cc: call only when CpuHasAvx2Fma().
+bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                  Workspace* ws);
+bool I8BlockAvx2(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                 Workspace* ws);
+
+// Batched GEMM of `batch` problems of identical dims; operands(i) gives problem i.
+// Splits the work over (batch, N-blocks, M-blocks) on ctx.pool, never over K.
+Status F32Batched(int64_t batch, const Dims& d, const std::function<F32Operands(int64_t)>& operands,
+                  const CpuContext& ctx);
+Status I8Batched(int64_t batch, const Dims& d, const std::function<I8Operands(int64_t)>& operands,
+                 const CpuContext& ctx);
+
+// Single-threaded whole GEMM with the ISA of ctx (for callers that parallelize above).
+bool F32Single(const F32Operands& op, const Dims& d, Isa isa, Workspace* ws);
+
+}  // namespace consensor::kernels::cpu::gemm

@@ -1,0 +1,275 @@
+// MatMul (f32) and MatMulInt8 (i8 x i8 -> i32), docs/DETERMINISM.md 4.4.
+//
+// Work is split by OUTPUT blocks only: (batch, N-block, M-block) tasks on the pool. Each
+// output element is one sequential fma chain over k computed by one thread, so neither
+// the thread count nor the ISA changes a bit.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
+
+namespace consensor::kernels::cpu {
+
+namespace gemm {
+
+namespace {
+
+constexpr uint32_t kCanonicalNaN = 0x7FC00000u;
+constexpr int64_t kPortableKC = 256;
+constexpr int64_t kPortableNC = 1024;
+
+inline float CanonNaN(float v) {
+  if (v != v) {
+    float nan;
+    std::memcpy(&nan, &kCanonicalNaN, sizeof(nan));
+    return nan;
+  }
+  return v;
+}
+
+}  // namespace
+
+// Portable f32: for each row, C[m, nblock] is the accumulator row; k runs in order and
+// each element is updated with one explicit fma per k.
+bool F32BlockPortable(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                      Workspace* ws) {
+  for (int64_t nb = n0; nb < n1; nb += kPortableNC) {
+    const int64_t ne = std::min(n1, nb + kPortableNC);
+    for (int64_t m = m0; m < m1; ++m) {
+      float* c = op.c + m * op.ldc;
+      for (int64_t n = nb; n < ne; ++n) c[n] = 0.0f;
+    }
+    for (int64_t kb = 0; kb < d.K; kb += kPortableKC) {
+      const int64_t ke = std::min(d.K, kb + kPortableKC);
+      for (int64_t m = m0; m < m1; ++m) {
+        float* c = op.c + m * op.ldc;
+        const float* a = op.a + m * op.lda;
+        for (int64_t k = kb; k < ke; ++k) {
+          const float av = a[k];
+          const float* b = op.b + k * op.ldb;
+          for (int64_t n = nb; n < ne; ++n) c[n] = std::fma(av, b[n], c[n]);
+        }
+      }
+    }
+    for (int64_t m = m0; m < m1; ++m) {
+      float* c = op.c + m * op.ldc;
+      for (int64_t n = nb; n < ne; ++n) c[n] = CanonNaN(c[n]);
+    }
+  }
+  return true;
+}
+
+bool I8BlockPortable(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                     Workspace* ws) {
+  if (m0 >= m1 || n0 >= n1) return true;
+  auto* acc = static_cast<uint32_t*>(ws->Get(0, sizeof(uint32_t) * (n1 - n0)));
+  if (!acc) return false;
+  for (int64_t m = m0; m < m1; ++m) {
+    std::fill(acc, acc + (n1 - n0), 0u);
+    const int8_t* a = op.a + m * op.lda;
+    for (int64_t k = 0; k < d.K; ++k) {
+      const int32_t av = a[k];
+      if (av == 0) continue;  // exact integer arithmetic: skipping a zero term is bit-neutral
+      const int8_t* b = op.b + k * op.ldb + n0;
+      for (int64_t n = 0; n < n1 - n0; ++n) acc[n] += static_cast<uint32_t>(av * static_cast<int32_t>(b[n]));
+    }
+    int32_t* c = op.c + m * op.ldc + n0;
+    for (int64_t n = 0; n < n1 - n0; ++n) c[n] = static_cast<int32_t>(acc[n]);
+  }
+  return true;
+}
+
+bool F32Single(const F32Operands& op, const Dims& d, Isa isa, Workspace* ws) {
+  return isa == Isa::kAvx2 ? F32BlockAvx2(op, d, 0, d.M, 0, d.N, ws) : F32BlockPortable(op, d, 0, d.M, 0, d.N, ws);
+}
+
+namespace {
+
+// Task grid over (batch, N-blocks, M-blocks), M innermost so that one worker chunk
+// processes runs of M-blocks sharing the same packed B panels.
+template <typename Ops, typename BlockFn>
+Status RunBatched(int64_t batch, const Dims& d, const std::function<Ops(int64_t)>& operands, const CpuContext& ctx,
+                  BlockFn block) {
+  if (batch <= 0 || d.M <= 0 || d.N <= 0) return OkStatus();
+  const int64_t threads = ctx.pool ? ctx.pool->num_threads() : 1;
+  int64_t mb = 144, nb = d.N;
+  auto count = [&] { return batch * ((d.M + mb - 1) / mb) * ((d.N + nb - 1) / nb); };
+  if (threads > 1) {
+    const int64_t want = 4 * threads;
+    while (count() < want && nb > 64) nb = (nb / 2 + 15) / 16 * 16;
+    while (count() < want && mb > 24) mb = (mb / 2 + 5) / 6 * 6;
+  }
+  const int64_t mblocks = (d.M + mb - 1) / mb;
+  const int64_t nblocks = (d.N + nb - 1) / nb;
+  const int64_t tasks = batch * nblocks * mblocks;
+  std::atomic<bool> failed{false};
+  auto fn = [&](int64_t begin, int64_t end) {
+    Workspace ws;
+    for (int64_t t = begin; t < end;) {
+      const int64_t row = t / mblocks;  // (batch, nblock) pair
+      const int64_t run_end = std::min(end, (row + 1) * mblocks);
+      const int64_t b = row / nblocks, nbi = row % nblocks;
+      const int64_t m0 = (t % mblocks) * mb;
+      const int64_t m1 = std::min(d.M, (t % mblocks + (run_end - t)) * mb);
+      const int64_t n0 = nbi * nb, n1 = std::min(d.N, n0 + nb);
+      if (!block(operands(b), d, m0, m1, n0, n1, &ws)) failed.store(true);
+      t = run_end;
+    }
+  };
+  if (ctx.pool) {
+    ctx.pool->ParallelFor(tasks, 1, fn);
+  } else {
+    fn(0, tasks);
+  }
+  if (failed.load()) return ResourceExhausted("matmul: cannot allocate packing scratch");
+  return OkStatus();
+}
+
+}  // namespace
+
+Status F32Batched(int64_t batch, const Dims& d, const std::function<F32Operands(int64_t)>& operands,
+                  const CpuContext& ctx) {
+  if (ctx.isa == Isa::kAvx2) return RunBatched(batch, d, operands, ctx, F32BlockAvx2);
+  return RunBatched(batch, d, operands, ctx, F32BlockPortable);
+}
+
+Status I8Batched(int64_t batch, const Dims& d, const std::function<I8Operands(int64_t)>& operands,
+                 const CpuContext& ctx) {
+  if (ctx.isa == Isa::kAvx2) return RunBatched(batch, d, operands, ctx, I8BlockAvx2);
+  return RunBatched(batch, d, operands, ctx, I8BlockPortable);
+}
+
+}  // namespace gemm
+
+namespace {
+
+std::string ShapeStr(const TensorView& t) {
+  std::string s = "[";
+  for (int i = 0; i < t.rank; ++i) s += (i ? ", " : "") + std::to_string(t.dims[i]);
+  return s + "]";
+}
+
+// Batch layout of one call: output batch dims and each input's element strides per
+// output batch dim (0 where the input's dim is 1 or absent).
+struct BatchPlan {
+  int nb = 0;  // number of output batch dims
+  int64_t dims[kMaxRank] = {};
+  int64_t a_stride[kMaxRank] = {}, b_stride[kMaxRank] = {};
+  int64_t count = 1;
+};
+
+Status PlanMatMul(const KernelCall& call, DType in_dtype, DType out_dtype, gemm::Dims* d, BatchPlan* plan) {
+  const char* name = call.op == Op::kMatMul ? "matmul" : "matmul_i8";
+  if (call.num_inputs != 2 || call.num_outputs != 1 || !call.inputs || !call.outputs) {
+    return InvalidArgument(std::string(name) + ": expects 2 inputs and 1 output");
+  }
+  const TensorView& a = call.in(0);
+  const TensorView& b = call.in(1);
+  const TensorView& y = call.out(0);
+  if (a.dtype != in_dtype || b.dtype != in_dtype || y.dtype != out_dtype) {
+    return InvalidArgument(std::string(name) + ": expects " + std::string(DTypeName(in_dtype)) + " inputs and " +
+                           std::string(DTypeName(out_dtype)) + " output");
+  }
+  if (a.rank < 2 || b.rank < 2 || y.rank < 2 || a.rank > kMaxRank || b.rank > kMaxRank || y.rank > kMaxRank ||
+      a.rank > y.rank || b.rank > y.rank) {
+    return InvalidArgument(std::string(name) + ": bad ranks " + ShapeStr(a) + " x " + ShapeStr(b) + " -> " +
+                           ShapeStr(y));
+  }
+  for (const TensorView* t : {&a, &b, &y}) {
+    for (int i = 0; i < t->rank; ++i) {
+      if (t->dims[i] < 0) return InvalidArgument(std::string(name) + ": negative dimension");
+    }
+  }
+  d->M = a.dims[a.rank - 2];
+  d->K = a.dims[a.rank - 1];
+  d->N = b.dims[b.rank - 1];
+  if (b.dims[b.rank - 2] != d->K || y.dims[y.rank - 2] != d->M || y.dims[y.rank - 1] != d->N) {
+    return InvalidArgument(std::string(name) + ": shape mismatch " + ShapeStr(a) + " x " + ShapeStr(b) + " -> " +
+                           ShapeStr(y));
+  }
+  plan->nb = y.rank - 2;
+  int64_t a_el = d->M * d->K, b_el = d->K * d->N;
+  for (int i = plan->nb - 1; i >= 0; --i) {
+    const int ia = i - (y.rank - a.rank), ib = i - (y.rank - b.rank);
+    const int64_t da = ia >= 0 ? a.dims[ia] : 1, db = ib >= 0 ? b.dims[ib] : 1;
+    const int64_t dy = y.dims[i];
+    if ((da != dy && da != 1) || (db != dy && db != 1) || (da == 1 && db == 1 && dy != 1)) {
+      return InvalidArgument(std::string(name) + ": batch dims do not broadcast " + ShapeStr(a) + " x " +
+                             ShapeStr(b) + " -> " + ShapeStr(y));
+    }
+    plan->dims[i] = dy;
+    plan->a_stride[i] = da == 1 ? 0 : a_el;
+    plan->b_stride[i] = db == 1 ? 0 : b_el;
+    a_el *= da;
+    b_el *= db;
+    plan->count *= dy;
+  }
+  if (y.num_elements() > 0 && (!y.data || (d->K > 0 && (!a.data || !b.data)))) {
+    return InvalidArgument(std::string(name) + ": missing tensor data");
+  }
+  return OkStatus();
+}
+
+// Element offsets of batch `i` (row-major over the output batch dims) in a and b.
+void BatchOffsets(const BatchPlan& plan, int64_t i, int64_t* a_off, int64_t* b_off) {
+  *a_off = *b_off = 0;
+  for (int j = plan.nb - 1; j >= 0; --j) {
+    const int64_t idx = i % plan.dims[j];
+    i /= plan.dims[j];
+    *a_off += idx * plan.a_stride[j];
+    *b_off += idx * plan.b_stride[j];
+  }
+}
+
+}  // namespace
+
+Status RunMatMul(const KernelCall& call, const CpuContext& ctx) {
+  if (call.op != Op::kMatMul && call.op != Op::kMatMulInt8) {
+    return InvalidArgument("RunMatMul: unexpected op " + std::string(OpName(call.op)));
+  }
+  if (ctx.isa == Isa::kAvx2 && !CpuHasAvx2Fma()) return FailedPrecondition("matmul: CPU lacks AVX2/FMA");
+  const bool f32 = call.op == Op::kMatMul;
+  gemm::Dims d;
+  BatchPlan plan;
+  Status s = PlanMatMul(call, f32 ? DType::kF32 : DType::kI8, f32 ? DType::kF32 : DType::kI32, &d, &plan);
+  if (!s.ok()) return s;
+  if (plan.count == 0 || d.M == 0 || d.N == 0) return OkStatus();
+  const TensorView& a = call.in(0);
+  const TensorView& b = call.in(1);
+  const TensorView& y = call.out(0);
+  const int64_t c_stride = d.M * d.N;
+  if (f32) {
+    auto operands = [&](int64_t i) {
+      int64_t ao, bo;
+      BatchOffsets(plan, i, &ao, &bo);
+      gemm::F32Operands op;
+      op.a = a.as<const float>() + (d.K ? ao : 0);
+      op.lda = d.K;
+      op.b = b.as<const float>() + (d.K ? bo : 0);
+      op.ldb = d.N;
+      op.c = y.as<float>() + i * c_stride;
+      op.ldc = d.N;
+      return op;
+    };
+    return gemm::F32Batched(plan.count, d, operands, ctx);
+  }
+  auto operands = [&](int64_t i) {
+    int64_t ao, bo;
+    BatchOffsets(plan, i, &ao, &bo);
+    gemm::I8Operands op;
+    op.a = a.as<const int8_t>() + (d.K ? ao : 0);
+    op.lda = d.K;
+    op.b = b.as<const int8_t>() + (d.K ? bo : 0);
+    op.ldb = d.N;
+    op.c = y.as<int32_t>() + i * c_stride;
+    op.ldc = d.N;
+    return op;
+  };
+  return gemm::I8Batched(plan.count, d, operands, ctx);
+}
+
+}  // namespace consensor::kernels::cpu

@@ -1,0 +1,415 @@
+// AVX2+FMA GEMM kernels (compiled with -mavx2 -mfma; called only after a runtime check).
+//
+// BLIS-style: B is packed in KC x NR micro-panels, A in MR x KC micro-panels, and a 6x16
+// register-tiled micro-kernel runs the fma chain over one k-block. For the first k-block
+// the accumulators start at +0.0; for every later k-block they are LOADED from C, so each
+// output element sees exactly the sequential chain acc = fma(a[m,k], b[k,n], acc) over
+// k = 0..K-1 (docs/DETERMINISM.md 4.4). NaNs are canonicalized when the last k-block is
+// stored. Zero padding of edge panels only feeds outputs that are discarded.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/gemm.h"
+
+namespace consensor::kernels::cpu::gemm {
+
+namespace {
+
+constexpr int kMR = 6;
+constexpr int kNR = 16;
+constexpr int64_t kMC = 144;   // A block: kMC x kKC floats (~144 KiB) stays in L2
+constexpr int64_t kKC = 256;   // B micro-panel: kKC x 16 floats (16 KiB) stays in L1
+constexpr int64_t kNC = 4080;  // B block: kKC x kNC floats (~4 MiB) in L3
+
+inline int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// ---------------------------------------------------------------------------------------
+// f32
+
+// Packs A[0:mc, 0:kc] (row stride lda) into ceil(mc/6) panels of kc x 6, zero padded.
+void PackAF32(const float* a, int64_t lda, int64_t mc, int64_t kc, float* ap) {
+  for (int64_t i = 0; i < mc; i += kMR) {
+    const int64_t mr = std::min<int64_t>(kMR, mc - i);
+    if (mr == kMR) {
+      const float* r0 = a + (i + 0) * lda;
+      const float* r1 = a + (i + 1) * lda;
+      const float* r2 = a + (i + 2) * lda;
+      const float* r3 = a + (i + 3) * lda;
+      const float* r4 = a + (i + 4) * lda;
+      const float* r5 = a + (i + 5) * lda;
+      for (int64_t k = 0; k < kc; ++k) {
+        ap[0] = r0[k];
+        ap[1] = r1[k];
+        ap[2] = r2[k];
+        ap[3] = r3[k];
+        ap[4] = r4[k];
+        ap[5] = r5[k];
+        ap += kMR;
+      }
+    } else {
+      for (int64_t k = 0; k < kc; ++k) {
+        for (int64_t r = 0; r < kMR; ++r) ap[r] = r < mr ? a[(i + r) * lda + k] : 0.0f;
+        ap += kMR;
+      }
+    }
+  }
+}
+
+// Packs B[0:kc, 0:nc] (row stride ldb) into ceil(nc/16) panels of kc x 16, zero padded.
+void PackBF32(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* bp) {
+  for (int64_t j = 0; j < nc; j += kNR) {
+    const int64_t nr = std::min<int64_t>(kNR, nc - j);
+    if (nr == kNR) {
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* src = b + k * ldb + j;
+        _mm256_store_ps(bp, _mm256_loadu_ps(src));
+        _mm256_store_ps(bp + 8, _mm256_loadu_ps(src + 8));
+        bp += kNR;
+      }
+    } else {
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* src = b + k * ldb + j;
+        for (int64_t c = 0; c < kNR; ++c) bp[c] = c < nr ? src[c] : 0.0f;
+        bp += kNR;
+      }
+    }
+  }
+}
+
+inline __m256 CanonNaN(__m256 v) {
+  const __m256 nan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000));
+  return _mm256_blendv_ps(v, nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
+// C[0:6, 0:16] (row stride ldc) = chain over kc of the packed panels.
+// first: accumulators start at +0.0, else they are loaded from C. last: canonicalize NaN.
+//
+// The k-loop is written in inline assembly only to pin the 12 accumulators to ymm4-ymm15
+// (GCC spills with intrinsics); every step is the same vfmadd231ps (a*b + acc, one
+// rounding) that _mm256_fmadd_ps emits, applied in increasing k.
+#define CNSR_MK_STEP(K)                                         \
+  "vmovaps " #K "*64(%[bp]), %%ymm0\n\t"                        \
+  "vmovaps " #K "*64+32(%[bp]), %%ymm1\n\t"                     \
+  "vbroadcastss " #K "*24+0(%[ap]), %%ymm2\n\t"                 \
+  "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"                      \
+  "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"                      \
+  "vbroadcastss " #K "*24+4(%[ap]), %%ymm3\n\t"                 \
+  "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"                      \
+  "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"                      \
+  "vbroadcastss " #K "*24+8(%[ap]), %%ymm2\n\t"                 \
+  "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"                      \
+  "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"                      \
+  "vbroadcastss " #K "*24+12(%[ap]), %%ymm3\n\t"                \
+  "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"                     \
+  "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"                     \
+  "vbroadcastss " #K "*24+16(%[ap]), %%ymm2\n\t"                \
+  "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"                     \
+  "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"                     \
+  "vbroadcastss " #K "*24+20(%[ap]), %%ymm3\n\t"                \
+  "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                     \
+  "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+
+alignas(4) const uint32_t kCanonNaNBits = 0x7FC00000u;
+
+void MicroF32(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, int64_t ldc,
+              bool first, bool last) {
+  int64_t k4 = kc / 4, k1 = kc % 4;
+  const int64_t ldcb = ldc * static_cast<int64_t>(sizeof(float));
+  float* c3 = c + 3 * ldc;
+  const int64_t flags = (first ? 1 : 0) | (last ? 2 : 0);
+  asm volatile(
+      // Accumulators: row r of the tile in ymm(4+2r) (cols 0-7) and ymm(5+2r) (cols 8-15).
+      "test $1, %[flags]\n\t"
+      "jz 5f\n\t"
+      "vxorps %%ymm4, %%ymm4, %%ymm4\n\t"
+      "vxorps %%ymm5, %%ymm5, %%ymm5\n\t"
+      "vxorps %%ymm6, %%ymm6, %%ymm6\n\t"
+      "vxorps %%ymm7, %%ymm7, %%ymm7\n\t"
+      "vxorps %%ymm8, %%ymm8, %%ymm8\n\t"
+      "vxorps %%ymm9, %%ymm9, %%ymm9\n\t"
+      "vxorps %%ymm10, %%ymm10, %%ymm10\n\t"
+      "vxorps %%ymm11, %%ymm11, %%ymm11\n\t"
+      "vxorps %%ymm12, %%ymm12, %%ymm12\n\t"
+      "vxorps %%ymm13, %%ymm13, %%ymm13\n\t"
+      "vxorps %%ymm14, %%ymm14, %%ymm14\n\t"
+      "vxorps %%ymm15, %%ymm15, %%ymm15\n\t"
+      "jmp 6f\n\t"
+      "5:\n\t"  // later k-block: load the running values from C
+      "vmovups (%[c]), %%ymm4\n\t"
+      "vmovups 32(%[c]), %%ymm5\n\t"
+      "vmovups (%[c],%[ldcb],1), %%ymm6\n\t"
+      "vmovups 32(%[c],%[ldcb],1), %%ymm7\n\t"
+      "vmovups (%[c],%[ldcb],2), %%ymm8\n\t"
+      "vmovups 32(%[c],%[ldcb],2), %%ymm9\n\t"
+      "vmovups (%[c3]), %%ymm10\n\t"
+      "vmovups 32(%[c3]), %%ymm11\n\t"
+      "vmovups (%[c3],%[ldcb],1), %%ymm12\n\t"
+      "vmovups 32(%[c3],%[ldcb],1), %%ymm13\n\t"
+      "vmovups (%[c3],%[ldcb],2), %%ymm14\n\t"
+      "vmovups 32(%[c3],%[ldcb],2), %%ymm15\n\t"
+      "6:\n\t"
+      "test %[k4], %[k4]\n\t"
+      "jz 2f\n\t"
+      ".p2align 5\n\t"
+      "1:\n\t"
+      "prefetcht0 384(%[ap])\n\t"
+      CNSR_MK_STEP(0) CNSR_MK_STEP(1) CNSR_MK_STEP(2) CNSR_MK_STEP(3)
+      "add $96, %[ap]\n\t"
+      "add $256, %[bp]\n\t"
+      "dec %[k4]\n\t"
+      "jnz 1b\n\t"
+      "2:\n\t"
+      "test %[k1], %[k1]\n\t"
+      "jz 4f\n\t"
+      "3:\n\t"
+      CNSR_MK_STEP(0)
+      "add $24, %[ap]\n\t"
+      "add $64, %[bp]\n\t"
+      "dec %[k1]\n\t"
+      "jnz 3b\n\t"
+      "4:\n\t"
+      "test $2, %[flags]\n\t"
+      "jz 7f\n\t"  // last k-block: NaN -> 0x7FC00000
+      "vbroadcastss %[nan], %%ymm0\n\t"
+      "vcmpunordps %%ymm4, %%ymm4, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm4, %%ymm4\n\t"
+      "vcmpunordps %%ymm5, %%ymm5, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm5, %%ymm5\n\t"
+      "vcmpunordps %%ymm6, %%ymm6, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm6, %%ymm6\n\t"
+      "vcmpunordps %%ymm7, %%ymm7, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm7, %%ymm7\n\t"
+      "vcmpunordps %%ymm8, %%ymm8, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm8, %%ymm8\n\t"
+      "vcmpunordps %%ymm9, %%ymm9, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm9, %%ymm9\n\t"
+      "vcmpunordps %%ymm10, %%ymm10, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm10, %%ymm10\n\t"
+      "vcmpunordps %%ymm11, %%ymm11, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm11, %%ymm11\n\t"
+      "vcmpunordps %%ymm12, %%ymm12, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm12, %%ymm12\n\t"
+      "vcmpunordps %%ymm13, %%ymm13, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm13, %%ymm13\n\t"
+      "vcmpunordps %%ymm14, %%ymm14, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm14, %%ymm14\n\t"
+      "vcmpunordps %%ymm15, %%ymm15, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm15, %%ymm15\n\t"
+      "7:\n\t"
+      "vmovups %%ymm4, (%[c])\n\t"
+      "vmovups %%ymm5, 32(%[c])\n\t"
+      "vmovups %%ymm6, (%[c],%[ldcb],1)\n\t"
+      "vmovups %%ymm7, 32(%[c],%[ldcb],1)\n\t"
+      "vmovups %%ymm8, (%[c],%[ldcb],2)\n\t"
+      "vmovups %%ymm9, 32(%[c],%[ldcb],2)\n\t"
+      "vmovups %%ymm10, (%[c3])\n\t"
+      "vmovups %%ymm11, 32(%[c3])\n\t"
+      "vmovups %%ymm12, (%[c3],%[ldcb],1)\n\t"
+      "vmovups %%ymm13, 32(%[c3],%[ldcb],1)\n\t"
+      "vmovups %%ymm14, (%[c3],%[ldcb],2)\n\t"
+      "vmovups %%ymm15, 32(%[c3],%[ldcb],2)\n\t"
+      "vzeroupper\n\t"
+      : [ap] "+r"(ap), [bp] "+r"(bp), [k4] "+r"(k4), [k1] "+r"(k1)
+      : [c] "r"(c), [c3] "r"(c3), [ldcb] "r"(ldcb), [flags] "r"(flags), [nan] "m"(kCanonNaNBits)
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+        "xmm13", "xmm14", "xmm15", "cc", "memory");
+}
+#undef CNSR_MK_STEP
+
+// Edge tile: runs the micro-kernel on a local 6x16 tile holding the valid mr x nr part.
+void MicroF32Edge(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr, int64_t nr,
+                  bool first, bool last) {
+  alignas(32) float tile[kMR * kNR] = {};
+  if (!first) {
+    for (int64_t i = 0; i < mr; ++i) std::memcpy(tile + i * kNR, c + i * ldc, sizeof(float) * nr);
+  }
+  MicroF32(kc, ap, bp, tile, kNR, first, last);
+  for (int64_t i = 0; i < mr; ++i) std::memcpy(c + i * ldc, tile + i * kNR, sizeof(float) * nr);
+}
+
+// ---------------------------------------------------------------------------------------
+// int8: products of sign-extended int16 pairs summed by vpmaddwd (|sum| <= 2^15, exact),
+// accumulated with wrapping 32-bit adds. Integer addition is associative, so any order
+// gives the spec's bits; k-blocks still carry the sum through C.
+
+// A panel: per k-pair, 6 int32 words each holding (a[r,2p], a[r,2p+1]) as int16.
+void PackAI8(const int8_t* a, int64_t lda, int64_t mc, int64_t kc, int32_t* ap) {
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t i = 0; i < mc; i += kMR) {
+    const int64_t mr = std::min<int64_t>(kMR, mc - i);
+    for (int64_t p = 0; p < kp; ++p) {
+      const int64_t k = 2 * p;
+      for (int64_t r = 0; r < kMR; ++r) {
+        int32_t lo = 0, hi = 0;
+        if (r < mr) {
+          lo = a[(i + r) * lda + k];
+          if (k + 1 < kc) hi = a[(i + r) * lda + k + 1];
+        }
+        ap[r] = static_cast<int32_t>((static_cast<uint32_t>(static_cast<uint16_t>(lo))) |
+                                     (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+      }
+      ap += kMR;
+    }
+  }
+}
+
+// B panel: per k-pair, 32 int16: (b[2p,n], b[2p+1,n]) for n = 0..15 of the panel.
+void PackBI8(const int8_t* b, int64_t ldb, int64_t kc, int64_t nc, int16_t* bp) {
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t j = 0; j < nc; j += kNR) {
+    const int64_t nr = std::min<int64_t>(kNR, nc - j);
+    for (int64_t p = 0; p < kp; ++p) {
+      const int64_t k = 2 * p;
+      const int8_t* r0 = b + k * ldb + j;
+      const int8_t* r1 = r0 + ldb;
+      const bool has1 = k + 1 < kc;
+      if (nr == kNR) {
+        const __m256i x0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r0)));
+        const __m256i x1 = has1 ? _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r1)))
+                                : _mm256_setzero_si256();
+        const __m256i lo = _mm256_unpacklo_epi16(x0, x1);  // cols 0-3 | 8-11
+        const __m256i hi = _mm256_unpackhi_epi16(x0, x1);  // cols 4-7 | 12-15
+        _mm256_store_si256(reinterpret_cast<__m256i*>(bp), _mm256_permute2x128_si256(lo, hi, 0x20));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(bp + 16), _mm256_permute2x128_si256(lo, hi, 0x31));
+      } else {
+        for (int64_t c = 0; c < kNR; ++c) {
+          bp[2 * c] = c < nr ? r0[c] : 0;
+          bp[2 * c + 1] = (c < nr && has1) ? r1[c] : 0;
+        }
+      }
+      bp += 2 * kNR;
+    }
+  }
+}
+
+void MicroI8(int64_t kp, const int32_t* __restrict ap, const int16_t* __restrict bp, int32_t* c, int64_t ldc,
+             bool first) {
+  __m256i acc[kMR][2];
+  for (int r = 0; r < kMR; ++r) {
+    if (first) {
+      acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+    } else {
+      acc[r][0] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + r * ldc));
+      acc[r][1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + r * ldc + 8));
+    }
+  }
+  for (int64_t p = 0; p < kp; ++p) {
+    const __m256i b0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(bp));
+    const __m256i b1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(bp + 16));
+#pragma GCC unroll 6
+    for (int r = 0; r < kMR; ++r) {
+      const __m256i a = _mm256_set1_epi32(ap[r]);
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(a, b0));
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(a, b1));
+    }
+    ap += kMR;
+    bp += 2 * kNR;
+  }
+  for (int r = 0; r < kMR; ++r) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * ldc), acc[r][0]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * ldc + 8), acc[r][1]);
+  }
+}
+
+void MicroI8Edge(int64_t kp, const int32_t* ap, const int16_t* bp, int32_t* c, int64_t ldc, int64_t mr, int64_t nr,
+                 bool first) {
+  alignas(32) int32_t tile[kMR * kNR] = {};
+  if (!first) {
+    for (int64_t i = 0; i < mr; ++i) std::memcpy(tile + i * kNR, c + i * ldc, sizeof(int32_t) * nr);
+  }
+  MicroI8(kp, ap, bp, tile, kNR, first);
+  for (int64_t i = 0; i < mr; ++i) std::memcpy(c + i * ldc, tile + i * kNR, sizeof(int32_t) * nr);
+}
+
+template <typename Out>
+void FillZero(Out* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  for (int64_t m = m0; m < m1; ++m) std::fill(c + m * ldc + n0, c + m * ldc + n1, Out(0));
+}
+
+}  // namespace
+
+bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                  Workspace* ws) {
+  if (m0 >= m1 || n0 >= n1) return true;
+  if (d.K == 0) {
+    FillZero(op.c, op.ldc, m0, m1, n0, n1);
+    return true;
+  }
+  const int64_t ncmax = std::min(kNC, n1 - n0);
+  const int64_t kcmax = std::min(kKC, d.K);
+  auto* bp = static_cast<float*>(ws->Get(0, sizeof(float) * RoundUp(ncmax, kNR) * kcmax));
+  auto* ap = static_cast<float*>(ws->Get(1, sizeof(float) * RoundUp(std::min(kMC, m1 - m0), kMR) * kcmax));
+  if (!bp || !ap) return false;
+  for (int64_t jc = n0; jc < n1; jc += kNC) {
+    const int64_t nc = std::min(kNC, n1 - jc);
+    for (int64_t pc = 0; pc < d.K; pc += kKC) {
+      const int64_t kc = std::min(kKC, d.K - pc);
+      const bool first = pc == 0, last = pc + kc == d.K;
+      PackBF32(op.b + pc * op.ldb + jc, op.ldb, kc, nc, bp);
+      for (int64_t ic = m0; ic < m1; ic += kMC) {
+        const int64_t mc = std::min(kMC, m1 - ic);
+        PackAF32(op.a + ic * op.lda + pc, op.lda, mc, kc, ap);
+        for (int64_t jr = 0; jr < nc; jr += kNR) {
+          const int64_t nr = std::min<int64_t>(kNR, nc - jr);
+          const float* bpanel = bp + jr * kc;
+          for (int64_t ir = 0; ir < mc; ir += kMR) {
+            const int64_t mr = std::min<int64_t>(kMR, mc - ir);
+            float* c = op.c + (ic + ir) * op.ldc + jc + jr;
+            if (mr == kMR && nr == kNR) {
+              MicroF32(kc, ap + ir * kc, bpanel, c, op.ldc, first, last);
+            } else {
+              MicroF32Edge(kc, ap + ir * kc, bpanel, c, op.ldc, mr, nr, first, last);
+            }
+          }
+        }
+      }
+    }
+  }
+  return true;
+}
+
+bool I8BlockAvx2(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                 Workspace* ws) {
+  if (m0 >= m1 || n0 >= n1) return true;
+  if (d.K == 0) {
+    FillZero(op.c, op.ldc, m0, m1, n0, n1);
+    return true;
+  }
+  constexpr int64_t kKC8 = 2 * kKC;  // k values per block (kKC pairs)
+  const int64_t ncmax = std::min(kNC, n1 - n0);
+  const int64_t kpmax = (std::min(kKC8, d.K) + 1) / 2;
+  auto* bp = static_cast<int16_t*>(ws->Get(2, sizeof(int16_t) * 2 * RoundUp(ncmax, kNR) * kpmax));
+  auto* ap = static_cast<int32_t*>(ws->Get(3, sizeof(int32_t) * RoundUp(std::min(kMC, m1 - m0), kMR) * kpmax));
+  if (!bp || !ap) return false;
+  for (int64_t jc = n0; jc < n1; jc += kNC) {
+    const int64_t nc = std::min(kNC, n1 - jc);
+    for (int64_t pc = 0; pc < d.K; pc += kKC8) {
+      const int64_t kc = std::min(kKC8, d.K - pc);
+      const int64_t kp = (kc + 1) / 2;
+      const bool first = pc == 0;
+      PackBI8(op.b + pc * op.ldb + jc, op.ldb, kc, nc, bp);
+      for (int64_t ic = m0; ic < m1; ic += kMC) {
+        const int64_t mc = std::min(kMC, m1 - ic);
+        PackAI8(op.a + ic * op.lda + pc, op.lda, mc, kc, ap);
+        for (int64_t jr = 0; jr < nc; jr += kNR) {
+          const int64_t nr = std::min<int64_t>(kNR, nc - jr);
+          const int16_t* bpanel = bp + jr * 2 * kp;
+          for (int64_t ir = 0; ir < mc; ir += kMR) {
+            const int64_t mr = std::min<int64_t>(kMR, mc - ir);
+            int32_t* c = op.c + (ic + ir) * op.ldc + jc + jr;
+            if (mr == kMR && nr == kNR) {
+              MicroI8(kp, ap + ir * kp, bpanel, c, op.ldc, first);
+            } else {
+              MicroI8Edge(kp, ap + ir * kp, bpanel, c, op.ldc, mr, nr, first);
+            }
+          }
+        }
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace consensor::kernels::cpu::gemm

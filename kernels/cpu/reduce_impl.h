@@ -1,0 +1,452 @@
+// Internal: the reduce family (docs/DETERMINISM.md 4.1, 4.3), written once and compiled twice:
+// by reduce.cc (portable) and reduce_avx2.cc (-mavx2 -mfma). Everything is in an anonymous
+// namespace so the two copies never merge at link time. Calls arrive validated by
+// RunReduce in reduce.cc.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/canonical_sum.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace consensor::kernels::cpu {
+
+// reduce_avx2.cc: the same kernels compiled for AVX2 + FMA.
+Status RunReduceAvx2(const KernelCall& call, const CpuContext& ctx);
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Layout: dims of size 1 are dropped and adjacent dims of the same kind (kept / reduced)
+// are merged. Neither changes the row-major term order of any output.
+
+struct Group {
+  int64_t size;
+  int64_t stride;  // in elements
+};
+
+struct ReduceLayout {
+  std::vector<Group> kept, red;  // outermost first
+  bool inner_reduced = false;    // the innermost group is a reduced one
+  int64_t n_out = 1, n_terms = 1;
+};
+
+// Requires every dim > 0.
+inline ReduceLayout MakeReduceLayout(const TensorView& x, const bool* is_red) {
+  ReduceLayout L;
+  int64_t strides[kMaxRank];
+  int64_t s = 1;
+  for (int i = x.rank - 1; i >= 0; --i) {
+    strides[i] = s;
+    s *= x.dims[i];
+  }
+  std::vector<std::pair<Group, bool>> seq;
+  for (int i = 0; i < x.rank; ++i) {
+    if (x.dims[i] == 1) continue;
+    if (!seq.empty() && seq.back().second == is_red[i]) {
+      seq.back().first.size *= x.dims[i];
+      seq.back().first.stride = strides[i];
+    } else {
+      seq.push_back({{x.dims[i], strides[i]}, is_red[i]});
+    }
+  }
+  for (const auto& [g, r] : seq) {
+    (r ? L.red : L.kept).push_back(g);
+    (r ? L.n_terms : L.n_out) *= g.size;
+  }
+  L.inner_reduced = !seq.empty() && seq.back().second;
+  return L;
+}
+
+// Offsets of the row-major enumeration of groups g[0..ng).
+inline std::vector<int64_t> EnumerateOffsets(const Group* g, int ng) {
+  int64_t total = 1;
+  for (int k = 0; k < ng; ++k) total *= g[k].size;
+  std::vector<int64_t> out(static_cast<size_t>(total));
+  int64_t idx[kMaxRank] = {};
+  int64_t off = 0;
+  for (int64_t t = 0; t < total; ++t) {
+    out[t] = off;
+    for (int k = ng - 1; k >= 0; --k) {
+      off += g[k].stride;
+      if (++idx[k] < g[k].size) break;
+      off -= g[k].stride * g[k].size;
+      idx[k] = 0;
+    }
+  }
+  return out;
+}
+
+inline int64_t GrainFor(int64_t work_per_item) {
+  constexpr int64_t kTarget = 1 << 15;
+  return std::max<int64_t>(1, kTarget / std::max<int64_t>(1, work_per_item));
+}
+
+// ---------------------------------------------------------------------------------------
+// f32 sum in the canonical order.
+
+// out[o] = csum(x[o*len .. o*len+len)), len >= 1. Chunk trees of long rows run in parallel.
+inline void SumRows(const float* x, int64_t rows, int64_t len, float* out, ThreadPool* pool) {
+  if (len <= kSumChunk) {
+    pool->ParallelFor(rows, GrainFor(len), [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) out[o] = LaneTreeChunk(x + o * len, len);
+    });
+    return;
+  }
+  const int64_t m = (len + kSumChunk - 1) / kSumChunk;
+  std::vector<float> partial(static_cast<size_t>(rows * m));
+  pool->ParallelFor(rows * m, GrainFor(kSumChunk), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t o = t / m, c = t % m;
+      const int64_t begin = c * kSumChunk;
+      partial[t] = LaneTreeChunk(x + o * len + begin, std::min(kSumChunk, len - begin));
+    }
+  });
+  SumRows(partial.data(), rows, m, out, pool);
+}
+
+// Columns: for p < n_outer and c < C, out[p*C + c] = csum over r < n of
+// base[ooff(p) + toff(r) + c], with ooff(p) = outer_off ? outer_off[p] : p * outer_stride and
+// toff(r) = term_off ? term_off[r] : r * term_stride. n >= 1.
+constexpr int64_t kColWork = 256;
+
+inline void SumCols(const float* base, const int64_t* outer_off, int64_t outer_stride, int64_t n_outer,
+                    const int64_t* term_off, int64_t term_stride, int64_t n, int64_t C, float* out,
+                    ThreadPool* pool) {
+  const int64_t nb = (C + kColWork - 1) / kColWork;
+  auto ooff = [&](int64_t p) { return outer_off ? outer_off[p] : p * outer_stride; };
+  if (n <= kSumChunk) {
+    pool->ParallelFor(n_outer * nb, GrainFor(n * std::min(C, kColWork)), [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t p = t / nb, c0 = (t % nb) * kColWork;
+        LaneTreeColumns(base + ooff(p) + c0, term_off, term_stride, n, std::min(kColWork, C - c0), out + p * C + c0);
+      }
+    });
+    return;
+  }
+  const int64_t m = (n + kSumChunk - 1) / kSumChunk;
+  std::vector<float> partial(static_cast<size_t>(n_outer * m * C));
+  pool->ParallelFor(n_outer * m * nb, GrainFor(kSumChunk * std::min(C, kColWork)), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t p = t / (m * nb), c = (t / nb) % m, c0 = (t % nb) * kColWork;
+      const int64_t begin = c * kSumChunk, len = std::min(kSumChunk, n - begin);
+      float* dst = partial.data() + (p * m + c) * C + c0;
+      if (term_off) {
+        LaneTreeColumns(base + ooff(p) + c0, term_off + begin, 0, len, std::min(kColWork, C - c0), dst);
+      } else {
+        LaneTreeColumns(base + ooff(p) + c0 + begin * term_stride, nullptr, term_stride, len,
+                        std::min(kColWork, C - c0), dst);
+      }
+    }
+  });
+  SumCols(partial.data(), nullptr, m * C, n_outer, nullptr, C, m, C, out, pool);
+}
+
+// out[o] = csum over the reduced terms of output o (n_out >= 1, n_terms >= 1).
+inline void SumF32(const float* x, const ReduceLayout& L, float* out, ThreadPool* pool) {
+  if (L.red.empty()) {  // one term per output: -0 + x == x
+    std::memcpy(out, x, static_cast<size_t>(L.n_out) * sizeof(float));
+    return;
+  }
+  if (L.inner_reduced && L.red.size() == 1) {  // every kept dim is outside: contiguous rows
+    SumRows(x, L.n_out, L.n_terms, out, pool);
+    return;
+  }
+  if (!L.inner_reduced) {  // vectorize across the innermost kept group
+    const int64_t C = L.kept.back().size;
+    std::vector<int64_t> outer_off = EnumerateOffsets(L.kept.data(), static_cast<int>(L.kept.size()) - 1);
+    std::vector<int64_t> term_off;
+    int64_t term_stride = 0;
+    if (L.red.size() == 1) {
+      term_stride = L.red[0].stride;
+    } else {
+      term_off = EnumerateOffsets(L.red.data(), static_cast<int>(L.red.size()));
+    }
+    SumCols(x, outer_off.data(), 0, static_cast<int64_t>(outer_off.size()), term_off.empty() ? nullptr : term_off.data(),
+            term_stride, L.n_terms, C, out, pool);
+    return;
+  }
+  // Innermost reduced, several reduced groups (e.g. axes {0, 2} of a rank-3 tensor): gather
+  // each output's terms in row-major order, then sum them contiguously.
+  const int64_t run = L.red.back().size;
+  const std::vector<int64_t> run_off = EnumerateOffsets(L.red.data(), static_cast<int>(L.red.size()) - 1);
+  const std::vector<int64_t> out_off = EnumerateOffsets(L.kept.data(), static_cast<int>(L.kept.size()));
+  pool->ParallelFor(L.n_out, GrainFor(L.n_terms), [&](int64_t b, int64_t e) {
+    std::vector<float> buf(static_cast<size_t>(L.n_terms));
+    for (int64_t o = b; o < e; ++o) {
+      const float* src = x + out_off[o];
+      for (size_t q = 0; q < run_off.size(); ++q)
+        std::memcpy(buf.data() + q * run, src + run_off[q], static_cast<size_t>(run) * sizeof(float));
+      out[o] = CsumContiguous(buf.data(), L.n_terms);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// Order-free reductions (integer sum with wrap-around, max, min): combine is associative
+// and commutative, so any order gives the same bits.
+
+template <typename T>
+struct IntSumOp {
+  using In = T;
+  using Out = T;
+  using A = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+  static A Init() { return 0; }
+  static A Load(T v) { return static_cast<A>(v); }  // modular conversion
+  static A Combine(A a, A b) { return a + b; }
+  static T Finish(A a) { return static_cast<T>(a); }  // keeps the low bits (wrap)
+  static T Empty() { return 0; }
+};
+
+template <typename T, bool kMax>
+struct IntMaxMinOp {
+  using In = T;
+  using Out = T;
+  using A = T;
+  static A Init() { return kMax ? std::numeric_limits<T>::min() : std::numeric_limits<T>::max(); }
+  static A Load(T v) { return v; }
+  static A Combine(A a, A b) { return kMax ? (a > b ? a : b) : (a < b ? a : b); }
+  static T Finish(A a) { return a; }
+  static T Empty() { return Init(); }
+};
+
+// f32 max/min of section 1.1 on integer keys: a non-NaN float maps to a signed int that
+// orders like the float with -0 < +0 (so max(-0, +0) = +0 and min(-0, +0) = -0); any NaN
+// maps to the absorbing key (INT32_MAX for max, INT32_MIN for min), and the result is NaN.
+inline int32_t F32OrderKey(uint32_t b) {
+  return static_cast<int32_t>(b ^ (static_cast<uint32_t>(static_cast<int32_t>(b) >> 31) & 0x7FFFFFFFu));
+}
+
+template <bool kMax>
+struct F32MaxMinOp {
+  using In = float;
+  using Out = float;
+  using A = int32_t;
+  static constexpr int32_t kNaNKey = kMax ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int32_t>::min();
+  static A Init() { return kMax ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max(); }
+  static A Load(float v) {
+    const uint32_t b = std::bit_cast<uint32_t>(v);
+    const bool nan = (b & 0x7FFFFFFFu) > 0x7F800000u;
+    return nan ? kNaNKey : F32OrderKey(b);
+  }
+  static A Combine(A a, A b) { return kMax ? (a > b ? a : b) : (a < b ? a : b); }
+  static float Finish(A a) {
+    if (a == kNaNKey) return CanonicalNaNValue();
+    return std::bit_cast<float>(static_cast<uint32_t>(F32OrderKey(static_cast<uint32_t>(a))));
+  }
+  static float Empty() {
+    return kMax ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  }
+};
+
+// Combine of a contiguous run into acc, with independent accumulators so it vectorizes.
+template <class Op>
+inline typename Op::A CombineRun(const typename Op::In* x, int64_t n, typename Op::A acc) {
+  using A = typename Op::A;
+  constexpr int kAcc = 16;
+  A a[kAcc];
+  for (int j = 0; j < kAcc; ++j) a[j] = Op::Init();
+  int64_t i = 0;
+  for (; i + kAcc <= n; i += kAcc)
+    for (int j = 0; j < kAcc; ++j) a[j] = Op::Combine(a[j], Op::Load(x[i + j]));
+  for (; i < n; ++i) a[0] = Op::Combine(a[0], Op::Load(x[i]));
+  for (int j = 0; j < kAcc; ++j) acc = Op::Combine(acc, a[j]);
+  return acc;
+}
+
+template <class Op>
+void ReduceOrderFree(const typename Op::In* x, const ReduceLayout& L, typename Op::Out* out, ThreadPool* pool) {
+  using A = typename Op::A;
+  if (L.red.empty()) {
+    for (int64_t o = 0; o < L.n_out; ++o) out[o] = Op::Finish(Op::Load(x[o]));
+    return;
+  }
+  if (L.inner_reduced) {
+    const int64_t run = L.red.back().size;
+    const std::vector<int64_t> run_off = EnumerateOffsets(L.red.data(), static_cast<int>(L.red.size()) - 1);
+    const std::vector<int64_t> out_off = EnumerateOffsets(L.kept.data(), static_cast<int>(L.kept.size()));
+    pool->ParallelFor(L.n_out, GrainFor(L.n_terms), [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) {
+        A acc = Op::Init();
+        for (int64_t q : run_off) acc = CombineRun<Op>(x + out_off[o] + q, run, acc);
+        out[o] = Op::Finish(acc);
+      }
+    });
+    return;
+  }
+  const int64_t C = L.kept.back().size;
+  const std::vector<int64_t> outer_off = EnumerateOffsets(L.kept.data(), static_cast<int>(L.kept.size()) - 1);
+  const std::vector<int64_t> term_off = EnumerateOffsets(L.red.data(), static_cast<int>(L.red.size()));
+  const int64_t nb = (C + kColWork - 1) / kColWork;
+  const int64_t n_outer = static_cast<int64_t>(outer_off.size());
+  pool->ParallelFor(n_outer * nb, GrainFor(L.n_terms * std::min(C, kColWork)), [&](int64_t b, int64_t e) {
+    A acc[kColWork];
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t p = t / nb, c0 = (t % nb) * kColWork, bw = std::min(kColWork, C - c0);
+      const typename Op::In* base = x + outer_off[p] + c0;
+      for (int64_t c = 0; c < bw; ++c) acc[c] = Op::Init();
+      for (int64_t r : term_off) {
+        const typename Op::In* row = base + r;
+        for (int64_t c = 0; c < bw; ++c) acc[c] = Op::Combine(acc[c], Op::Load(row[c]));
+      }
+      for (int64_t c = 0; c < bw; ++c) out[p * C + c0 + c] = Op::Finish(acc[c]);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// ArgMax: index of the first maximal element; NaN is larger than everything (first NaN
+// wins), -0 == +0 (first wins).
+
+inline int64_t ArgMaxKey(float v) {
+  uint32_t b = std::bit_cast<uint32_t>(v);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return std::numeric_limits<int64_t>::max();
+  if (b == 0x80000000u) b = 0;
+  return F32OrderKey(b);
+}
+inline int64_t ArgMaxKey(int32_t v) { return v; }
+inline int64_t ArgMaxKey(int8_t v) { return v; }
+inline int64_t ArgMaxKey(int64_t v) { return v; }
+
+template <typename T>
+void ArgMaxImpl(const T* x, int64_t outer, int64_t n, int64_t inner, int64_t* out, ThreadPool* pool) {
+  if (inner == 1) {
+    pool->ParallelFor(outer, GrainFor(n), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        const T* row = x + p * n;
+        int64_t best = ArgMaxKey(row[0]), idx = 0;
+        for (int64_t a = 1; a < n; ++a) {
+          const int64_t k = ArgMaxKey(row[a]);
+          if (k > best) {
+            best = k;
+            idx = a;
+          }
+        }
+        out[p] = idx;
+      }
+    });
+    return;
+  }
+  const int64_t nb = (inner + kColWork - 1) / kColWork;
+  pool->ParallelFor(outer * nb, GrainFor(n * std::min(inner, kColWork)), [&](int64_t b, int64_t e) {
+    int64_t best[kColWork];
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t p = t / nb, c0 = (t % nb) * kColWork, bw = std::min(kColWork, inner - c0);
+      const T* base = x + p * n * inner + c0;
+      int64_t* o = out + p * inner + c0;
+      for (int64_t c = 0; c < bw; ++c) {
+        best[c] = ArgMaxKey(base[c]);
+        o[c] = 0;
+      }
+      for (int64_t a = 1; a < n; ++a) {
+        const T* row = base + a * inner;
+        for (int64_t c = 0; c < bw; ++c) {
+          const int64_t k = ArgMaxKey(row[c]);
+          if (k > best[c]) {
+            best[c] = k;
+            o[c] = a;
+          }
+        }
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+
+template <class Op>
+Status RunOrderFree(const TensorView& x, const ReduceLayout* L, TensorView& y, ThreadPool* pool) {
+  using Out = typename Op::Out;
+  Out* out = y.as<Out>();
+  if (L == nullptr) {  // empty reduction
+    std::fill(out, out + y.num_elements(), Op::Empty());
+    return OkStatus();
+  }
+  ReduceOrderFree<Op>(x.as<const typename Op::In>(), *L, out, pool);
+  return OkStatus();
+}
+
+template <template <typename> class IntOp, class F32Op>
+Status DispatchOrderFree(const TensorView& x, const ReduceLayout* L, TensorView& y, ThreadPool* pool) {
+  switch (x.dtype) {
+    case DType::kF32: return RunOrderFree<F32Op>(x, L, y, pool);
+    case DType::kI32: return RunOrderFree<IntOp<int32_t>>(x, L, y, pool);
+    case DType::kI8: return RunOrderFree<IntOp<int8_t>>(x, L, y, pool);
+    case DType::kI64: return RunOrderFree<IntOp<int64_t>>(x, L, y, pool);
+    default: return InvalidArgument("reduce: unsupported dtype");
+  }
+}
+
+template <typename T> using IntMaxOp = IntMaxMinOp<T, true>;
+template <typename T> using IntMinOp = IntMaxMinOp<T, false>;
+
+// The call has been validated by RunReduce.
+inline Status RunReduceImpl(const KernelCall& call, const CpuContext& ctx) {
+  const TensorView& x = call.in(0);
+  TensorView& y = call.out(0);
+  const OpParams& p = *call.params;
+  if (y.num_elements() == 0) return OkStatus();
+
+  if (call.op == Op::kArgMax) {
+    const int axis = static_cast<int>(p.axis);
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < axis; ++i) outer *= x.dims[i];
+    for (int i = axis + 1; i < x.rank; ++i) inner *= x.dims[i];
+    const int64_t n = x.dims[axis];
+    int64_t* out = y.as<int64_t>();
+    switch (x.dtype) {
+      case DType::kF32: ArgMaxImpl(x.as<const float>(), outer, n, inner, out, ctx.pool); break;
+      case DType::kI32: ArgMaxImpl(x.as<const int32_t>(), outer, n, inner, out, ctx.pool); break;
+      case DType::kI8: ArgMaxImpl(x.as<const int8_t>(), outer, n, inner, out, ctx.pool); break;
+      case DType::kI64: ArgMaxImpl(x.as<const int64_t>(), outer, n, inner, out, ctx.pool); break;
+      default: return InvalidArgument("argmax: unsupported dtype");
+    }
+    return OkStatus();
+  }
+
+  bool is_red[kMaxRank] = {};
+  for (int64_t a : p.axes) is_red[a] = true;
+  bool empty = false;
+  for (int i = 0; i < x.rank; ++i) empty = empty || (is_red[i] && x.dims[i] == 0);
+  ReduceLayout layout;
+  if (!empty) layout = MakeReduceLayout(x, is_red);
+  const ReduceLayout* L = empty ? nullptr : &layout;
+
+  switch (call.op) {
+    case Op::kReduceSum:
+    case Op::kReduceMean: {
+      if (x.dtype != DType::kF32) {
+        return DispatchOrderFree<IntSumOp, F32MaxMinOp<true>>(x, L, y, ctx.pool);  // f32 not reached
+      }
+      float* out = y.as<float>();
+      const int64_t n_out = y.num_elements();
+      const bool mean = call.op == Op::kReduceMean;
+      if (L == nullptr) {  // empty: sum +0, mean 0/0
+        std::fill(out, out + n_out, mean ? CanonicalNaNValue() : 0.0f);
+        return OkStatus();
+      }
+      SumF32(x.as<const float>(), *L, out, ctx.pool);
+      const float count = static_cast<float>(L->n_terms);  // round to nearest even
+      ctx.pool->ParallelFor(n_out, 1 << 14, [&](int64_t b, int64_t e) {
+        if (mean) {
+          for (int64_t o = b; o < e; ++o) out[o] = CanonNaN(out[o] / count);
+        } else {
+          for (int64_t o = b; o < e; ++o) out[o] = CanonNaN(out[o]);
+        }
+      });
+      return OkStatus();
+    }
+    case Op::kReduceMax: return DispatchOrderFree<IntMaxOp, F32MaxMinOp<true>>(x, L, y, ctx.pool);
+    case Op::kReduceMin: return DispatchOrderFree<IntMinOp, F32MaxMinOp<false>>(x, L, y, ctx.pool);
+    default: return InvalidArgument("reduce: unsupported op");
+  }
+}
+
+}  // namespace
+}  // namespace consensor::kernels::cpu

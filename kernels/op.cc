@@ -1,0 +1,65 @@
+#include "kernels/op.h"
+
+namespace consensor::kernels {
+
+std::string_view OpName(Op op) {
+  switch (op) {
+    case Op::kNeg: return "neg";
+    case Op::kAbs: return "abs";
+    case Op::kRelu: return "relu";
+    case Op::kExp: return "exp";
+    case Op::kLog: return "log";
+    case Op::kSqrt: return "sqrt";
+    case Op::kRsqrt: return "rsqrt";
+    case Op::kTanh: return "tanh";
+    case Op::kSigmoid: return "sigmoid";
+    case Op::kErf: return "erf";
+    case Op::kGeluErf: return "gelu";
+    case Op::kGeluTanh: return "gelu_tanh";
+    case Op::kSin: return "sin";
+    case Op::kCos: return "cos";
+    case Op::kNot: return "not";
+    case Op::kIdentity: return "identity";
+    case Op::kCast: return "cast";
+    case Op::kAdd: return "add";
+    case Op::kSub: return "sub";
+    case Op::kMul: return "mul";
+    case Op::kDiv: return "div";
+    case Op::kPow: return "pow";
+    case Op::kMax: return "max";
+    case Op::kMin: return "min";
+    case Op::kEqual: return "equal";
+    case Op::kNotEqual: return "not_equal";
+    case Op::kLess: return "less";
+    case Op::kLessEqual: return "less_equal";
+    case Op::kGreater: return "greater";
+    case Op::kGreaterEqual: return "greater_equal";
+    case Op::kAnd: return "and";
+    case Op::kOr: return "or";
+    case Op::kXor: return "xor";
+    case Op::kWhere: return "where";
+    case Op::kReduceSum: return "reduce_sum";
+    case Op::kReduceMean: return "reduce_mean";
+    case Op::kReduceMax: return "reduce_max";
+    case Op::kReduceMin: return "reduce_min";
+    case Op::kArgMax: return "argmax";
+    case Op::kMatMul: return "matmul";
+    case Op::kMatMulInt8: return "matmul_i8";
+    case Op::kConv2D: return "conv2d";
+    case Op::kMaxPool2D: return "max_pool2d";
+    case Op::kAvgPool2D: return "avg_pool2d";
+    case Op::kSoftmax: return "softmax";
+    case Op::kLayerNorm: return "layer_norm";
+    case Op::kReshape: return "reshape";
+    case Op::kTranspose: return "transpose";
+    case Op::kSlice: return "slice";
+    case Op::kConcat: return "concat";
+    case Op::kGather: return "gather";
+    case Op::kExpand: return "expand";
+    case Op::kPad: return "pad";
+    case Op::kNumOps: break;
+  }
+  return "invalid";
+}
+
+}  // namespace consensor::kernels

@@ -1,0 +1,288 @@
+#include "node/cli.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <iomanip>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <sstream>
+
+#include "common/npy.h"
+#include "common/sha256.h"
+#include "executor/program.h"
+#include "executor/runtime.h"
+#include "executor/serialize.h"
+#include "executor/validate.h"
+#include "kernels/cpu/cpu_backend.h"
+
+namespace consensor::node {
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+constexpr char kUsage[] = R"(usage: consensor <command> [options]
+
+commands:
+  run GRAPH [--input NAME=FILE.npy]... [--out DIR] [--threads N] [--isa auto|avx2|portable]
+            [--blobs DIR] [--trace]
+      Executes a graph deterministically on the CPU and prints each output's name, dtype,
+      shape and SHA-256 tensor hash, then the result root. --out writes outputs as NAME.npy.
+  inspect GRAPH [--blobs DIR]
+      Prints the graph id, inputs, outputs, every op in canonical order with its output
+      type and estimated FLOPs, and the planned peak memory.
+  version
+      Prints the version.
+
+caps (run and inspect): --max-elements N  --max-memory BYTES  --max-flops N  --max-ops N
+)";
+
+struct Args {
+  std::vector<std::string> positional;
+  std::multimap<std::string, std::string> options;
+  std::vector<std::string> flags;
+};
+
+// Options that take a value; everything else starting with "--" is a boolean flag.
+const char* const kValueOptions[] = {"--input", "--out", "--threads", "--isa", "--blobs",
+                                     "--max-elements", "--max-memory", "--max-flops", "--max-ops"};
+const char* const kFlags[] = {"--trace", "--help"};
+
+bool IsValueOption(const std::string& s) {
+  for (const char* o : kValueOptions) {
+    if (s == o) return true;
+  }
+  return false;
+}
+
+StatusOr<Args> ParseArgs(const std::vector<std::string>& raw) {
+  Args a;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const std::string& s = raw[i];
+    if (s.rfind("--", 0) == 0) {
+      std::string key = s, value;
+      size_t eq = s.find('=');
+      bool inline_value = eq != std::string::npos;
+      if (inline_value) {
+        key = s.substr(0, eq);
+        value = s.substr(eq + 1);
+      }
+      if (IsValueOption(key)) {
+        if (!inline_value) {
+          if (i + 1 >= raw.size()) return InvalidArgument("option " + key + " needs a value");
+          value = raw[++i];
+        }
+        a.options.emplace(key, value);
+      } else {
+        bool known = false;
+        for (const char* f : kFlags) known = known || key == f;
+        if (!known || inline_value) return InvalidArgument("unknown option '" + s + "'");
+        a.flags.push_back(key);
+      }
+    } else {
+      a.positional.push_back(s);
+    }
+  }
+  return a;
+}
+
+bool HasFlag(const Args& a, const std::string& f) {
+  for (const auto& x : a.flags) {
+    if (x == f) return true;
+  }
+  return false;
+}
+
+std::optional<std::string> Option(const Args& a, const std::string& key) {
+  auto it = a.options.find(key);
+  if (it == a.options.end()) return std::nullopt;
+  return it->second;
+}
+
+StatusOr<int64_t> ParsePositiveInt(const std::string& text, const std::string& what) {
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || v <= 0) {
+    return InvalidArgument(what + " must be a positive integer, got '" + text + "'");
+  }
+  return v;
+}
+
+StatusOr<executor::Limits> ParseLimits(const Args& a) {
+  executor::Limits limits;
+  struct Cap {
+    const char* flag;
+    int64_t* field;
+  } caps[] = {{"--max-elements", &limits.max_elements_per_tensor},
+              {"--max-memory", &limits.max_total_bytes},
+              {"--max-flops", &limits.max_flops},
+              {"--max-ops", &limits.max_ops}};
+  for (const Cap& c : caps) {
+    if (auto v = Option(a, c.flag)) {
+      ASSIGN_OR_RETURN(*c.field, ParsePositiveInt(*v, c.flag));
+    }
+  }
+  return limits;
+}
+
+std::string HumanBytes(int64_t b) {
+  std::ostringstream s;
+  if (b < 1024) s << b << " B";
+  else if (b < (1 << 20)) s << std::fixed << std::setprecision(1) << b / 1024.0 << " KiB";
+  else if (b < (int64_t{1} << 30)) s << std::fixed << std::setprecision(1) << b / 1048576.0 << " MiB";
+  else s << std::fixed << std::setprecision(2) << b / 1073741824.0 << " GiB";
+  return s.str();
+}
+
+std::string TypeString(DType dtype, const Shape& shape) { return std::string(DTypeName(dtype)) + ShapeToString(shape); }
+
+struct LoadedGraph {
+  executor::Graph graph;
+  executor::ValidatedGraph validated;
+  executor::Program program;
+};
+
+StatusOr<LoadedGraph> LoadAndCompile(const std::string& path, const Args& a, const executor::Limits& limits) {
+  LoadedGraph lg;
+  ASSIGN_OR_RETURN(lg.graph, executor::LoadGraphFile(path, limits));
+  auto vg = executor::Validate(lg.graph, limits);
+  if (!vg.ok()) return vg.status().WithContext("graph '" + path + "'");
+  lg.validated = std::move(vg).value();
+  std::optional<executor::DirectoryBlobSource> blobs;
+  if (auto dir = Option(a, "--blobs")) blobs.emplace(*dir);
+  auto program = executor::Compile(lg.graph, lg.validated, blobs ? &*blobs : nullptr, limits);
+  if (!program.ok()) return program.status().WithContext("graph '" + path + "'");
+  lg.program = std::move(program).value();
+  return lg;
+}
+
+int Fail(std::ostream& err, const Status& s) {
+  err << "error: " << s.message() << "\n";
+  return kExitFailure;
+}
+
+int Usage(std::ostream& err, const std::string& message) {
+  err << "error: " << message << "\n\n" << kUsage;
+  return kExitUsage;
+}
+
+int CmdRun(const Args& a, std::ostream& out, std::ostream& err) {
+  if (a.positional.size() != 2) return Usage(err, "run takes exactly one GRAPH argument");
+  auto limits = ParseLimits(a);
+  if (!limits.ok()) return Usage(err, limits.status().message());
+  int threads = 1;
+  if (auto t = Option(a, "--threads")) {
+    auto v = ParsePositiveInt(*t, "--threads");
+    if (!v.ok() || *v > 256) return Usage(err, "--threads must be between 1 and 256, got '" + *t + "'");
+    threads = static_cast<int>(*v);
+  }
+  std::map<std::string, Tensor> inputs;
+  NpyLimits npy_limits;
+  npy_limits.max_bytes = limits->max_total_bytes;
+  for (auto [it, end] = a.options.equal_range("--input"); it != end; ++it) {
+    const std::string& spec = it->second;
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      return Usage(err, "--input expects NAME=FILE.npy, got '" + spec + "'");
+    }
+    std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
+    if (inputs.count(name)) return Usage(err, "input '" + name + "' is given twice");
+    auto t = ReadNpyFile(file, npy_limits);
+    if (!t.ok()) return Fail(err, t.status().WithContext("input '" + name + "' from '" + file + "'"));
+    inputs.emplace(name, std::move(t).value());
+  }
+
+  auto lg = LoadAndCompile(a.positional[1], a, *limits);
+  if (!lg.ok()) return Fail(err, lg.status());
+
+  kernels::CpuBackendOptions bo;
+  bo.num_threads = threads;
+  bo.isa = Option(a, "--isa").value_or("auto");
+  auto backend = kernels::CpuBackend::Create(bo);
+  if (!backend.ok()) return Fail(err, backend.status());
+  auto loaded = executor::LoadedProgram::Load(lg->program, backend->get());
+  if (!loaded.ok()) return Fail(err, loaded.status());
+  executor::RunOptions ro;
+  ro.trace = HasFlag(a, "--trace");
+  auto result = (*loaded)->Run(inputs, ro);
+  if (!result.ok()) return Fail(err, result.status());
+
+  std::optional<std::string> out_dir = Option(a, "--out");
+  if (out_dir) {
+    if (::mkdir(out_dir->c_str(), 0755) != 0 && errno != EEXIST) {
+      return Fail(err, NotFound("cannot create output directory '" + *out_dir + "': " + std::strerror(errno)));
+    }
+  }
+  out << "graph    " << ToHex(lg->program.graph_id) << "\n";
+  out << "backend  " << (*backend)->name() << " x" << threads << "\n";
+  for (const auto& o : result->outputs) {
+    out << "output   " << o.name << " " << TypeString(o.tensor.dtype(), o.tensor.shape()) << " sha256:" << ToHex(o.hash)
+        << "\n";
+    if (out_dir) {
+      // Output names are free text; keep file names safe.
+      std::string file = o.name;
+      for (char& c : file) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+      }
+      Status s = WriteNpyFile(*out_dir + "/" + file + ".npy", o.tensor);
+      if (!s.ok()) return Fail(err, s);
+    }
+  }
+  out << "result   " << ToHex(result->result_root) << "\n";
+  if (ro.trace) out << "trace    " << ToHex(result->trace_root) << " (" << result->trace.size() << " ops)\n";
+  return kExitOk;
+}
+
+int CmdInspect(const Args& a, std::ostream& out, std::ostream& err) {
+  if (a.positional.size() != 2) return Usage(err, "inspect takes exactly one GRAPH argument");
+  auto limits = ParseLimits(a);
+  if (!limits.ok()) return Usage(err, limits.status().message());
+  auto lg = LoadAndCompile(a.positional[1], a, *limits);
+  if (!lg.ok()) return Fail(err, lg.status());
+  const auto& p = lg->program;
+  out << "graph id     " << ToHex(p.graph_id) << "\n";
+  for (const auto& [name, b] : p.inputs) out << "input        " << name << " " << TypeString(p.buffers[b].dtype, p.buffers[b].shape) << "\n";
+  for (const auto& [name, b] : p.outputs) out << "output       " << name << " " << TypeString(p.buffers[b].dtype, p.buffers[b].shape) << "\n";
+  int64_t weight_bytes = 0;
+  for (const auto& [b, t] : p.constants) weight_bytes += t.byte_size();
+  out << "constants    " << p.constants.size() << " (" << HumanBytes(weight_bytes) << ")\n";
+  out << "ops          " << p.instructions.size() << "\n";
+  out << "flops        " << p.total_flops << "\n";
+  out << "peak memory  " << p.arena_bytes << " bytes (" << HumanBytes(p.arena_bytes) << ")\n\n";
+  out << std::left << std::setw(6) << "#" << std::setw(16) << "op" << std::setw(28) << "output" << "flops\n";
+  for (size_t i = 0; i < p.instructions.size(); ++i) {
+    const auto& ins = p.instructions[i];
+    const auto& b = p.buffers[ins.output];
+    out << std::left << std::setw(6) << i << std::setw(16) << ins.op_name << std::setw(28) << TypeString(b.dtype, b.shape)
+        << ins.flops << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunCli(const std::vector<std::string>& raw, std::ostream& out, std::ostream& err) {
+  auto parsed = ParseArgs(raw);
+  if (!parsed.ok()) return Usage(err, parsed.status().message());
+  const Args& a = *parsed;
+  if (HasFlag(a, "--help") || a.positional.empty() || a.positional[0] == "help") {
+    (a.positional.empty() && !HasFlag(a, "--help") ? err : out) << kUsage;
+    return a.positional.empty() && !HasFlag(a, "--help") ? kExitUsage : kExitOk;
+  }
+  const std::string& cmd = a.positional[0];
+  if (cmd == "run") return CmdRun(a, out, err);
+  if (cmd == "inspect") return CmdInspect(a, out, err);
+  if (cmd == "version") {
+    out << "consensor 0.1.0\n";
+    return kExitOk;
+  }
+  return Usage(err, "unknown command '" + cmd + "'");
+}
+
+}  // namespace consensor::node

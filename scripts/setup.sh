@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every dependency of Consensor from Debian's packages.
+# Idempotent: when everything is present it only checks and returns in about a second.
+set -euo pipefail
+
+DEB_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libprotobuf-dev protobuf-compiler
+  libgrpc++-dev protobuf-compiler-grpc
+  librocksdb-dev libsecp256k1-dev libssl-dev libboost-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
+  libtomlplusplus-dev nlohmann-json3-dev libbotan-2-dev
+  libonnx-dev libonnx-testdata
+  python3-numpy
+)
+
+missing=()
+for pkg in "${DEB_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all Debian packages present"
+fi

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs every test: installs dependencies, builds (Release, then ASan+UBSan) and runs ctest.
+#   scripts/test.sh            full run (what CI does)
+#   scripts/test.sh --quick    Release build only, no sanitizer pass
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=1 ;;
+    *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
+  esac
+done
+
+scripts/setup.sh
+jobs=$(nproc)
+
+run_suite() {
+  local dir=$1; shift
+  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+  (cd "$dir" && ctest -j "$jobs" --output-on-failure --timeout 900)
+}
+
+echo "== Release build and tests"
+run_suite build -DCMAKE_BUILD_TYPE=Release
+
+if [ "$quick" = 0 ]; then
+  echo "== ASan + UBSan build and tests"
+  # Benchmarks add nothing under sanitizers; leak checking stays on.
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCNSR_SANITIZE=ON -DCNSR_BUILD_BENCH=OFF
+fi

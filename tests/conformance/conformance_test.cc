@@ -1,0 +1,112 @@
+// Golden conformance vectors: every vector directory under tests/conformance/vectors holds
+// graph.cgraph, inputs/*.npy and expected.txt ("output NAME SHA256", "result ROOT",
+// "trace ROOT"). Every available backend configuration must reproduce every hash exactly.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "common/npy.h"
+#include "executor/program.h"
+#include "executor/runtime.h"
+#include "executor/serialize.h"
+#include "kernels/cpu/cpu_backend.h"
+
+namespace consensor {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct BackendConfig {
+  std::string isa;
+  int threads;
+};
+
+std::vector<BackendConfig> AvailableBackends() {
+  std::vector<BackendConfig> configs = {{"portable", 1}, {"portable", 3}};
+  if (kernels::cpu::CpuHasAvx2Fma()) {
+    for (int t : {1, 2, 8}) configs.push_back({"avx2", t});
+  }
+  return configs;
+}
+
+std::vector<std::string> VectorNames() {
+  std::vector<std::string> names;
+  fs::path root = fs::path(CNSR_SOURCE_DIR) / "tests/conformance/vectors";
+  if (fs::exists(root)) {
+    for (const auto& e : fs::directory_iterator(root)) {
+      if (e.is_directory()) names.push_back(e.path().filename().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+class ConformanceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ConformanceTest, AllBackendsMatchGoldenHashes) {
+  fs::path dir = fs::path(CNSR_SOURCE_DIR) / "tests/conformance/vectors" / GetParam();
+  auto graph = executor::LoadGraphFile((dir / "graph.cgraph").string(), {});
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  std::map<std::string, Tensor> inputs;
+  if (fs::exists(dir / "inputs")) {
+    for (const auto& e : fs::directory_iterator(dir / "inputs")) {
+      auto t = ReadNpyFile(e.path().string(), {});
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      inputs.emplace(e.path().stem().string(), std::move(t).value());
+    }
+  }
+  std::map<std::string, std::string> expected;
+  std::string result_root, trace_root;
+  {
+    std::ifstream f(dir / "expected.txt");
+    ASSERT_TRUE(f.good()) << "missing expected.txt";
+    std::string kind, a, b;
+    std::string line;
+    while (std::getline(f, line)) {
+      std::istringstream s(line);
+      s >> kind;
+      if (kind == "output") {
+        s >> a >> b;
+        expected[a] = b;
+      } else if (kind == "result") {
+        s >> result_root;
+      } else if (kind == "trace") {
+        s >> trace_root;
+      }
+    }
+  }
+  ASSERT_FALSE(expected.empty());
+  auto program = executor::CompileGraph(*graph, nullptr, {});
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  for (const auto& cfg : AvailableBackends()) {
+    SCOPED_TRACE(cfg.isa + " x" + std::to_string(cfg.threads));
+    kernels::CpuBackendOptions o;
+    o.isa = cfg.isa;
+    o.num_threads = cfg.threads;
+    auto backend = kernels::CpuBackend::Create(o);
+    ASSERT_TRUE(backend.ok());
+    auto loaded = executor::LoadedProgram::Load(*program, backend->get());
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    executor::RunOptions ro;
+    ro.trace = true;
+    auto r = (*loaded)->Run(inputs, ro);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->outputs.size(), expected.size());
+    for (const auto& o : r->outputs) {
+      EXPECT_EQ(ToHex(o.hash), expected[o.name]) << "output " << o.name;
+    }
+    EXPECT_EQ(ToHex(r->result_root), result_root);
+    EXPECT_EQ(ToHex(r->trace_root), trace_root);
+  }
+}
+
+TEST(ConformanceSuite, HasVectors) { EXPECT_GE(VectorNames().size(), 40u); }
+
+INSTANTIATE_TEST_SUITE_P(Vectors, ConformanceTest, ::testing::ValuesIn(VectorNames()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+}  // namespace
+}  // namespace consensor

@@ -1,0 +1,588 @@
+// Generates the golden conformance vectors in tests/conformance/vectors/ (committed).
+//
+//   build/tests/conformance_gen/generate_vectors tests/conformance/vectors
+//
+// Each vector is a graph, its inputs and the expected hashes. The expected hashes are
+// computed with the portable CPU path on one thread, and the generator refuses to write a
+// vector unless every other available configuration (AVX2, several thread counts) agrees
+// bit for bit. Regenerate only when the specification changes, and review the diff.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <random>
+
+#include "common/npy.h"
+#include "executor/program.h"
+#include "executor/runtime.h"
+#include "executor/serialize.h"
+#include "kernels/cpu/cpu_backend.h"
+
+using namespace consensor;
+using namespace consensor::executor;
+namespace fs = std::filesystem;
+
+namespace {
+
+float BitsToFloat(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+// Values every f32 op must get right: zeros of both signs, infinities, NaNs with several
+// payloads and signs, subnormals, extremes, and values near common thresholds.
+const std::vector<float>& SpecialValues() {
+  static const std::vector<float> v = {
+      0.0f, -0.0f, 1.0f, -1.0f, 0.5f, -0.5f, 2.0f, -2.0f, 3.0f, -3.0f,
+      std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+      BitsToFloat(0x7FC00000), BitsToFloat(0xFFC00000), BitsToFloat(0x7FC12345), BitsToFloat(0x7F800001),
+      BitsToFloat(0x00000001), BitsToFloat(0x80000001), BitsToFloat(0x007FFFFF), BitsToFloat(0x00800000),
+      std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), 88.72f, 88.73f, -103.0f, -87.5f,
+      1e-30f, -1e-30f, 1e30f, 9.0f, 20.0f, -20.0f, 0.1f, 1e-7f, 65504.0f, 1e6f, 12345.678f, -9.5f};
+  return v;
+}
+
+Tensor F32(const Shape& shape, uint32_t seed, float scale = 2.0f, bool specials = true) {
+  Tensor t(DType::kF32, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  const auto& sp = SpecialValues();
+  float* p = t.data_as<float>();
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    p[i] = (specials && i < static_cast<int64_t>(sp.size()) * 3 && (rng() % 3 == 0)) ? sp[rng() % sp.size()] : dist(rng);
+  }
+  // Guarantee each special appears at least once when there is room.
+  if (specials) {
+    for (size_t k = 0; k < sp.size() && static_cast<int64_t>(k) * 7 < t.num_elements(); ++k) p[k * 7] = sp[k];
+  }
+  return t;
+}
+
+Tensor Positive(const Shape& shape, uint32_t seed) {
+  Tensor t = F32(shape, seed, 4.0f, false);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data_as<float>()[i] = std::fabs(t.data_as<float>()[i]) + 0.01f;
+  return t;
+}
+
+template <typename T>
+Tensor Ints(DType dtype, const Shape& shape, uint32_t seed, int64_t lo, int64_t hi, std::vector<T> specials = {}) {
+  Tensor t(dtype, shape);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> dist(lo, hi);
+  T* p = t.data_as<T>();
+  for (int64_t i = 0; i < t.num_elements(); ++i) p[i] = static_cast<T>(dist(rng));
+  for (size_t k = 0; k < specials.size() && static_cast<int64_t>(k) < t.num_elements(); ++k) p[k * 3 % t.num_elements()] = specials[k];
+  return t;
+}
+
+Tensor Bools(const Shape& shape, uint32_t seed) {
+  Tensor t(DType::kBool, shape);
+  std::mt19937 rng(seed);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data()[i] = rng() & 1;
+  return t;
+}
+
+struct Vector {
+  Graph graph;
+  std::map<std::string, Tensor> inputs;
+};
+using Builder = std::function<Vector()>;
+
+// One-input f32 vector: y = f(x).
+Builder UnaryF32(std::function<Value(Value)> f, Shape shape = {40, 25}, uint32_t seed = 1, float scale = 8.0f) {
+  return [=] {
+    Vector v;
+    Value x = v.graph.input("x", DType::kF32, shape);
+    v.graph.output("y", f(x));
+    v.inputs.emplace("x", F32(shape, seed, scale));
+    return v;
+  };
+}
+
+Builder BinaryF32(std::function<Value(Value, Value)> f, Shape sa, Shape sb, uint32_t seed = 2) {
+  return [=] {
+    Vector v;
+    Value a = v.graph.input("a", DType::kF32, sa);
+    Value b = v.graph.input("b", DType::kF32, sb);
+    v.graph.output("y", f(a, b));
+    v.inputs.emplace("a", F32(sa, seed));
+    v.inputs.emplace("b", F32(sb, seed + 100));
+    return v;
+  };
+}
+
+Builder Binary(DType dtype, std::function<Value(Value, Value)> f, Tensor ta, Tensor tb) {
+  return [=] {
+    Vector v;
+    Value a = v.graph.input("a", dtype, ta.shape());
+    Value b = v.graph.input("b", dtype, tb.shape());
+    v.graph.output("y", f(a, b));
+    v.inputs.emplace("a", ta);
+    v.inputs.emplace("b", tb);
+    return v;
+  };
+}
+
+Builder OneInput(Tensor t, std::function<Value(Graph&, Value)> f) {
+  return [=] {
+    Vector v;
+    Value x = v.graph.input("x", t.dtype(), t.shape());
+    v.graph.output("y", f(v.graph, x));
+    v.inputs.emplace("x", t);
+    return v;
+  };
+}
+
+std::map<std::string, Builder> AllVectors() {
+  std::map<std::string, Builder> m;
+  const int32_t kMin32 = std::numeric_limits<int32_t>::min(), kMax32 = std::numeric_limits<int32_t>::max();
+
+  // --- elementwise unary f32 (specials everywhere) ---
+  m["neg"] = UnaryF32([](Value x) { return neg(x); });
+  m["abs"] = UnaryF32([](Value x) { return abs(x); });
+  m["relu"] = UnaryF32([](Value x) { return relu(x); });
+  m["exp"] = UnaryF32([](Value x) { return exp(x); }, {50, 40}, 3, 100.0f);
+  m["log"] = UnaryF32([](Value x) { return log(x); }, {50, 40}, 4, 1000.0f);
+  m["sqrt"] = UnaryF32([](Value x) { return sqrt(x); }, {40, 25}, 5, 1000.0f);
+  m["rsqrt"] = UnaryF32([](Value x) { return rsqrt(x); }, {40, 25}, 6, 1000.0f);
+  m["tanh"] = UnaryF32([](Value x) { return tanh(x); }, {50, 40}, 7, 12.0f);
+  m["sigmoid"] = UnaryF32([](Value x) { return sigmoid(x); }, {50, 40}, 8, 30.0f);
+  m["erf"] = UnaryF32([](Value x) { return erf(x); }, {50, 40}, 9, 5.0f);
+  m["gelu"] = UnaryF32([](Value x) { return gelu(x); }, {50, 40}, 10, 8.0f);
+  m["gelu_tanh"] = UnaryF32([](Value x) { return gelu_tanh(x); }, {50, 40}, 11, 8.0f);
+  m["sin"] = UnaryF32([](Value x) { return sin(x); }, {50, 40}, 12, 1000.0f);
+  m["cos"] = UnaryF32([](Value x) { return cos(x); }, {50, 40}, 13, 1000.0f);
+  m["sin_huge_args"] = UnaryF32([](Value x) { return sin(x); }, {20, 20}, 14, 3e37f);
+  m["identity_nan_payloads"] = UnaryF32([](Value x) { return identity(x); }, {10, 10}, 15);
+
+  // --- elementwise binary f32 with broadcasting ---
+  m["add"] = BinaryF32([](Value a, Value b) { return a + b; }, {30, 20}, {30, 20});
+  m["add_broadcast"] = BinaryF32([](Value a, Value b) { return a + b; }, {3, 1, 5}, {4, 1}, 20);
+  m["sub"] = BinaryF32([](Value a, Value b) { return a - b; }, {30, 20}, {20}, 21);
+  m["mul"] = BinaryF32([](Value a, Value b) { return a * b; }, {30, 20}, {30, 1}, 22);
+  m["div"] = BinaryF32([](Value a, Value b) { return a / b; }, {30, 20}, {30, 20}, 23);
+  m["pow"] = BinaryF32([](Value a, Value b) { return pow(a, b); }, {30, 20}, {30, 20}, 24);
+  m["max"] = BinaryF32([](Value a, Value b) { return maximum(a, b); }, {30, 20}, {30, 20}, 25);
+  m["min"] = BinaryF32([](Value a, Value b) { return minimum(a, b); }, {30, 20}, {1, 20}, 26);
+  m["max_signed_zero"] = [] {
+    Vector v;
+    Value a = v.graph.input("a", DType::kF32, {4});
+    Value b = v.graph.input("b", DType::kF32, {4});
+    v.graph.output("max", maximum(a, b));
+    v.graph.output("min", minimum(a, b));
+    v.inputs.emplace("a", Tensor::FromVector<float>(DType::kF32, {4}, {0.0f, -0.0f, -0.0f, BitsToFloat(0xFFC00001)}));
+    v.inputs.emplace("b", Tensor::FromVector<float>(DType::kF32, {4}, {-0.0f, 0.0f, -0.0f, 1.0f}));
+    return v;
+  };
+  m["compare"] = [] {
+    Vector v;
+    Value a = v.graph.input("a", DType::kF32, {30, 20});
+    Value b = v.graph.input("b", DType::kF32, {30, 20});
+    v.graph.output("eq", equal(a, b));
+    v.graph.output("ne", not_equal(a, b));
+    v.graph.output("lt", less(a, b));
+    v.graph.output("le", less_equal(a, b));
+    v.graph.output("gt", greater(a, b));
+    v.graph.output("ge", greater_equal(a, a));
+    v.inputs.emplace("a", F32({30, 20}, 30));
+    v.inputs.emplace("b", F32({30, 20}, 30 + 1));
+    return v;
+  };
+  m["logical_where"] = [] {
+    Vector v;
+    Value p = v.graph.input("p", DType::kBool, {6, 7});
+    Value q = v.graph.input("q", DType::kBool, {7});
+    Value a = v.graph.input("a", DType::kF32, {6, 7});
+    Value b = v.graph.input("b", DType::kF32, {1, 7});
+    Value c = logical_xor(logical_and(p, q), logical_or(logical_not(p), q));
+    v.graph.output("c", c);
+    v.graph.output("y", where(c, a, b));
+    v.inputs.emplace("p", Bools({6, 7}, 31));
+    v.inputs.emplace("q", Bools({7}, 32));
+    v.inputs.emplace("a", F32({6, 7}, 33));
+    v.inputs.emplace("b", F32({1, 7}, 34));
+    return v;
+  };
+
+  // --- integers: two's complement wraparound, no traps ---
+  m["i32_arith"] = [=] {
+    Vector v;
+    Tensor a = Ints<int32_t>(DType::kI32, {16, 16}, 40, -1000, 1000, {kMin32, kMax32, kMin32, 7, 0, -7});
+    Tensor b = Ints<int32_t>(DType::kI32, {16, 16}, 41, -1000, 1000, {-1, 1, 0, 0, 3, -2});
+    Value x = v.graph.input("a", DType::kI32, {16, 16});
+    Value y = v.graph.input("b", DType::kI32, {16, 16});
+    v.graph.output("add", x + y);
+    v.graph.output("sub", x - y);
+    v.graph.output("mul", x * y);
+    v.graph.output("div", x / y);
+    v.graph.output("max", maximum(x, y));
+    v.graph.output("neg", neg(x));
+    v.graph.output("abs", abs(x));
+    v.graph.output("relu", relu(x));
+    v.graph.output("lt", less(x, y));
+    v.inputs.emplace("a", a);
+    v.inputs.emplace("b", b);
+    return v;
+  };
+  m["i8_arith"] = Binary(DType::kI8, [](Value a, Value b) { return a * b + a - b; },
+                         Ints<int8_t>(DType::kI8, {8, 32}, 42, -128, 127, {-128, 127, -128}),
+                         Ints<int8_t>(DType::kI8, {8, 32}, 43, -128, 127, {-1, 127, -128}));
+  m["i64_arith"] = Binary(DType::kI64, [](Value a, Value b) { return minimum(a * b, a / b); },
+                          Ints<int64_t>(DType::kI64, {8, 8}, 44, -(int64_t{1} << 40), int64_t{1} << 40,
+                                        {std::numeric_limits<int64_t>::min(), 5}),
+                          Ints<int64_t>(DType::kI64, {8, 8}, 45, -100, 100, {-1, 0}));
+
+  // --- casts ---
+  m["cast_from_f32"] = [] {
+    Vector v;
+    Tensor t = F32({20, 20}, 50, 3e9f);
+    float* p = t.data_as<float>();
+    const float extra[] = {2147483648.0f, -2147483904.0f, 3.7f, -3.7f, 0.5f, -0.5f, 127.5f, -128.9f, 300.0f};
+    for (int i = 0; i < 9; ++i) p[100 + i] = extra[i];
+    Value x = v.graph.input("x", DType::kF32, {20, 20});
+    v.graph.output("i32", cast(x, DType::kI32));
+    v.graph.output("i8", cast(x, DType::kI8));
+    v.graph.output("i64", cast(x, DType::kI64));
+    v.graph.output("bool", cast(x, DType::kBool));
+    v.inputs.emplace("x", t);
+    return v;
+  };
+  m["cast_from_int"] = [=] {
+    Vector v;
+    Tensor t = Ints<int32_t>(DType::kI32, {10, 10}, 51, kMin32, kMax32, {16777217, 16777219, -16777217, kMin32, kMax32, 0, 255, 128});
+    Value x = v.graph.input("x", DType::kI32, {10, 10});
+    v.graph.output("f32", cast(x, DType::kF32));
+    v.graph.output("i8", cast(x, DType::kI8));
+    v.graph.output("i64", cast(x, DType::kI64));
+    v.graph.output("bool_f32", cast(cast(x, DType::kBool), DType::kF32));
+    v.inputs.emplace("x", t);
+    return v;
+  };
+
+  // --- reductions: canonical sum order, NaN, signed zeros, empty ---
+  m["reduce_sum_axes"] = OneInput(F32({5, 7, 9}, 60, 2.0f, false), [](Graph&, Value x) {
+    return reduce_sum(x, {1}) + reduce_sum(reduce_sum(x, {0, 2}, true), {1});
+  });
+  m["reduce_sum_all"] = OneInput(F32({5, 7, 9}, 61), [](Graph&, Value x) { return reduce_sum(x, {}); });
+  m["reduce_sum_long_row"] = OneInput(F32({70001}, 62, 100.0f, false), [](Graph&, Value x) { return reduce_sum(x, {0}); });
+  m["reduce_sum_columns"] = OneInput(F32({300, 17}, 63, 1e4f, false), [](Graph&, Value x) { return reduce_sum(x, {0}); });
+  m["reduce_sum_rows_4097"] = OneInput(F32({3, 4097}, 64, 1e3f, false), [](Graph&, Value x) { return reduce_sum(x, {1}, true); });
+  m["reduce_mean"] = OneInput(F32({6, 100}, 65, 3.0f, false), [](Graph&, Value x) { return reduce_mean(x, {1}); });
+  m["reduce_max_min_nan"] = [] {
+    Vector v;
+    Value x = v.graph.input("x", DType::kF32, {40, 25});
+    v.graph.output("max", reduce_max(x, {1}));
+    v.graph.output("min", reduce_min(x, {0}));
+    v.graph.output("argmax", argmax(x, 1));
+    v.inputs.emplace("x", F32({40, 25}, 66));
+    return v;
+  };
+  m["reduce_signed_zero"] = [] {
+    Vector v;
+    Value x = v.graph.input("x", DType::kF32, {3, 2});
+    v.graph.output("sum", reduce_sum(x, {1}));
+    v.graph.output("max", reduce_max(x, {1}));
+    v.graph.output("min", reduce_min(x, {1}));
+    v.inputs.emplace("x", Tensor::FromVector<float>(DType::kF32, {3, 2}, {-0.0f, -0.0f, 0.0f, -0.0f, -0.0f, 0.0f}));
+    return v;
+  };
+  m["reduce_empty"] = [] {
+    Vector v;
+    Value x = v.graph.input("x", DType::kF32, {0, 3});
+    v.graph.output("sum", reduce_sum(x, {0}));
+    v.graph.output("max", reduce_max(x, {0}));
+    v.graph.output("mean", reduce_mean(x, {0}));
+    v.inputs.emplace("x", Tensor(DType::kF32, {0, 3}));
+    return v;
+  };
+  m["reduce_int"] = OneInput(Ints<int32_t>(DType::kI32, {9, 11}, 67, kMin32, kMax32), [](Graph&, Value x) {
+    return reduce_sum(x, {0}) + reduce_max(x, {0}) - reduce_min(x, {0});
+  });
+  m["argmax_ties"] = OneInput(Tensor::FromVector<float>(DType::kF32, {2, 5}, {1, 3, 3, -0.0f, 0.0f, 2, BitsToFloat(0x7FC00000), 5, BitsToFloat(0xFFC00000), 5}),
+                              [](Graph&, Value x) { return argmax(x, 1, true); });
+
+  // --- linear algebra ---
+  m["matmul"] = BinaryF32([](Value a, Value b) { return matmul(a, b); }, {33, 65}, {65, 17}, 70);
+  m["matmul_batched_broadcast"] = BinaryF32([](Value a, Value b) { return matmul(a, b); }, {2, 1, 7, 9}, {3, 9, 5}, 71);
+  m["matmul_vector"] = [] {
+    Vector v;
+    Value a = v.graph.input("a", DType::kF32, {16});
+    Value b = v.graph.input("b", DType::kF32, {16, 5});
+    Value c = v.graph.input("c", DType::kF32, {5});
+    Value ab = matmul(a, b);
+    v.graph.output("ab", ab);
+    v.graph.output("abc", matmul(ab, c));
+    v.graph.output("bc", matmul(b, c));
+    v.inputs.emplace("a", F32({16}, 72, 2, false));
+    v.inputs.emplace("b", F32({16, 5}, 73, 2, false));
+    v.inputs.emplace("c", F32({5}, 74, 2, false));
+    return v;
+  };
+  m["matmul_k0"] = BinaryF32([](Value a, Value b) { return matmul(a, b); }, {3, 0}, {0, 4}, 75);
+  m["matmul_large_k"] = BinaryF32([](Value a, Value b) { return matmul(a, b); }, {8, 1500}, {1500, 24}, 76);
+  m["matmul_i8"] = Binary(DType::kI8, [](Value a, Value b) { return matmul_i8(a, b); },
+                          Ints<int8_t>(DType::kI8, {2, 19, 300}, 77, -128, 127, {-128, -128}),
+                          Ints<int8_t>(DType::kI8, {300, 23}, 78, -128, 127, {-128, -128}));
+
+  // --- convolution and pooling ---
+  m["conv2d"] = BinaryF32([](Value x, Value w) { return conv2d(x, w); }, {1, 3, 9, 9}, {4, 3, 3, 3}, 80);
+  m["conv2d_stride_pad_dilation_bias"] = [] {
+    Vector v;
+    Value x = v.graph.input("x", DType::kF32, {2, 4, 11, 10});
+    Value w = v.graph.input("w", DType::kF32, {6, 4, 3, 2});
+    Value b = v.graph.input("b", DType::kF32, {6});
+    Conv2DOptions o;
+    o.strides = {2, 1};
+    o.pads = {1, 0, 2, 1};
+    o.dilations = {2, 3};
+    v.graph.output("y", conv2d(x, w, b, o));
+    v.inputs.emplace("x", F32({2, 4, 11, 10}, 81));
+    v.inputs.emplace("w", F32({6, 4, 3, 2}, 82, 1, false));
+    v.inputs.emplace("b", F32({6}, 83, 1, false));
+    return v;
+  };
+  m["conv2d_groups_depthwise"] = [] {
+    Vector v;
+    Value x = v.graph.input("x", DType::kF32, {1, 6, 8, 8});
+    Value wg = v.graph.input("wg", DType::kF32, {4, 3, 3, 3});
+    Value wd = v.graph.input("wd", DType::kF32, {6, 1, 3, 3});
+    Conv2DOptions g;
+    g.group = 2;
+    g.pads = {1, 1, 1, 1};
+    Conv2DOptions d;
+    d.group = 6;
+    v.graph.output("grouped", conv2d(x, wg, g));
+    v.graph.output("depthwise", conv2d(x, wd, d));
+    v.inputs.emplace("x", F32({1, 6, 8, 8}, 84));
+    v.inputs.emplace("wg", F32({4, 3, 3, 3}, 85, 1, false));
+    v.inputs.emplace("wd", F32({6, 1, 3, 3}, 86, 1, false));
+    return v;
+  };
+  m["pool2d"] = [] {
+    Vector v;
+    Value x = v.graph.input("x", DType::kF32, {2, 3, 9, 8});
+    Pool2DOptions mp;
+    mp.kernel = {3, 3};
+    mp.strides = {2, 2};
+    mp.pads = {1, 1, 1, 0};
+    Pool2DOptions ap = mp;
+    Pool2DOptions api = mp;
+    api.count_include_pad = true;
+    Pool2DOptions dil;
+    dil.kernel = {2, 2};
+    dil.dilations = {2, 2};
+    v.graph.output("max", max_pool2d(x, mp));
+    v.graph.output("max_dilated", max_pool2d(x, dil));
+    v.graph.output("avg", avg_pool2d(x, ap));
+    v.graph.output("avg_include_pad", avg_pool2d(x, api));
+    v.inputs.emplace("x", F32({2, 3, 9, 8}, 87));
+    return v;
+  };
+
+  // --- normalization ---
+  m["softmax"] = [] {
+    Vector v;
+    Value x = v.graph.input("x", DType::kF32, {7, 300});
+    v.graph.output("last", softmax(x, -1));
+    v.graph.output("first", softmax(x, 0));
+    Tensor t = F32({7, 300}, 90, 20.0f, false);
+    for (int i = 0; i < 300; ++i) t.data_as<float>()[300 * 2 + i] = -std::numeric_limits<float>::infinity();
+    t.data_as<float>()[300 * 3 + 5] = std::numeric_limits<float>::infinity();
+    t.data_as<float>()[300 * 4 + 9] = BitsToFloat(0x7FC00001);
+    v.inputs.emplace("x", t);
+    return v;
+  };
+  m["layer_norm"] = [] {
+    Vector v;
+    Value x = v.graph.input("x", DType::kF32, {4, 6, 96});
+    Value s = v.graph.input("scale", DType::kF32, {96});
+    Value b = v.graph.input("bias", DType::kF32, {96});
+    Value s2 = v.graph.input("scale2", DType::kF32, {6, 96});
+    v.graph.output("with_bias", layer_norm(x, s, b, -1, 1e-5f));
+    v.graph.output("two_axes_no_bias", layer_norm(x, s2, 1, 1e-3f));
+    v.inputs.emplace("x", F32({4, 6, 96}, 91, 5.0f, false));
+    v.inputs.emplace("scale", F32({96}, 92, 1, false));
+    v.inputs.emplace("bias", F32({96}, 93, 1, false));
+    v.inputs.emplace("scale2", F32({6, 96}, 94, 1, false));
+    return v;
+  };
+
+  // --- data movement (bits copied exactly, NaN payloads preserved) ---
+  m["reshape_transpose"] = OneInput(F32({2, 3, 4, 5}, 100), [](Graph&, Value x) {
+    return transpose(reshape(transpose(x, {3, 1, 0, 2}), {5, -1, 4}), {2, 0, 1});
+  });
+  m["slice"] = [] {
+    Vector v;
+    Value x = v.graph.input("x", DType::kF32, {10, 12});
+    v.graph.output("basic", slice(x, {1, 2}, {8, 11}));
+    v.graph.output("steps", slice(x, {9, -1}, {-100, 0}, {0, 1}, {-2, -3}));
+    v.graph.output("clamped", slice(x, {-3}, {1000}, {1}, {2}));
+    v.graph.output("empty", slice(x, {5}, {5}, {0}));
+    v.inputs.emplace("x", F32({10, 12}, 101));
+    return v;
+  };
+  m["concat"] = [] {
+    Vector v;
+    Value a = v.graph.input("a", DType::kF32, {2, 3, 4});
+    Value b = v.graph.input("b", DType::kF32, {2, 0, 4});
+    Value c = v.graph.input("c", DType::kF32, {2, 5, 4});
+    v.graph.output("y", concat({a, b, c, a}, 1));
+    v.inputs.emplace("a", F32({2, 3, 4}, 102));
+    v.inputs.emplace("b", Tensor(DType::kF32, {2, 0, 4}));
+    v.inputs.emplace("c", F32({2, 5, 4}, 103));
+    return v;
+  };
+  m["gather"] = [] {
+    Vector v;
+    Value d = v.graph.input("data", DType::kF32, {7, 5});
+    Value i32 = v.graph.input("i32", DType::kI32, {2, 3});
+    Value i64 = v.graph.input("i64", DType::kI64, {4});
+    v.graph.output("rows", gather(d, i32, 0));
+    v.graph.output("cols", gather(d, i64, 1));
+    v.inputs.emplace("data", F32({7, 5}, 104));
+    v.inputs.emplace("i32", Tensor::FromVector<int32_t>(DType::kI32, {2, 3}, {0, 6, -1, -7, 3, 3}));
+    v.inputs.emplace("i64", Tensor::FromVector<int64_t>(DType::kI64, {4}, {4, -5, 0, 2}));
+    return v;
+  };
+  m["expand_pad"] = [] {
+    Vector v;
+    Value x = v.graph.input("x", DType::kF32, {3, 1});
+    Value i = v.graph.input("i", DType::kI8, {2, 2});
+    v.graph.output("expand", expand(x, {2, 3, 4}));
+    v.graph.output("pad", pad(x, {1, 2, 0, 3}, -1.5f));
+    v.graph.output("pad_i8", pad(i, {0, 1, 2, 0}, 300.0f));
+    v.inputs.emplace("x", F32({3, 1}, 105));
+    v.inputs.emplace("i", Ints<int8_t>(DType::kI8, {2, 2}, 106, -128, 127));
+    return v;
+  };
+
+  // --- composites ---
+  m["mlp"] = [] {
+    Vector v;
+    Graph& g = v.graph;
+    Value x = g.input("x", DType::kF32, {8, 64});
+    Value w1 = g.constant(F32({64, 128}, 110, 0.2f, false), "w1");
+    Value b1 = g.constant(F32({128}, 111, 0.1f, false), "b1");
+    Value w2 = g.constant(F32({128, 10}, 112, 0.2f, false), "w2");
+    Value h = gelu(matmul(x, w1) + b1);
+    h = layer_norm(h, g.constant(F32({128}, 113, 1, false)), g.constant(F32({128}, 114, 1, false)));
+    g.output("probs", softmax(matmul(h, w2), -1));
+    v.inputs.emplace("x", F32({8, 64}, 115, 2.0f, false));
+    return v;
+  };
+  m["attention"] = [] {
+    Vector v;
+    Graph& g = v.graph;
+    const int64_t T = 12, D = 32;
+    Value x = g.input("x", DType::kF32, {T, D});
+    Value wq = g.constant(F32({D, D}, 120, 0.3f, false));
+    Value wk = g.constant(F32({D, D}, 121, 0.3f, false));
+    Value wv = g.constant(F32({D, D}, 122, 0.3f, false));
+    Value q = reshape(matmul(x, wq), {T, 4, 8});
+    Value k = reshape(matmul(x, wk), {T, 4, 8});
+    Value val = reshape(matmul(x, wv), {T, 4, 8});
+    Value scores = matmul(transpose(q, {1, 0, 2}), transpose(k, {1, 2, 0})) * g.scalar(0.35355339f);
+    Value probs = softmax(scores, -1);
+    Value out = transpose(matmul(probs, transpose(val, {1, 0, 2})), {1, 0, 2});
+    g.output("y", reshape(out, {T, D}) + x);
+    v.inputs.emplace("x", F32({T, D}, 123, 1.0f, false));
+    return v;
+  };
+  m["cnn"] = [] {
+    Vector v;
+    Graph& g = v.graph;
+    Value x = g.input("x", DType::kF32, {2, 3, 16, 16});
+    Conv2DOptions o;
+    o.pads = {1, 1, 1, 1};
+    Value h = relu(conv2d(x, g.constant(F32({8, 3, 3, 3}, 130, 0.5f, false)), g.constant(F32({8}, 131, 0.1f, false)), o));
+    Pool2DOptions p;
+    p.kernel = {2, 2};
+    p.strides = {2, 2};
+    h = max_pool2d(h, p);
+    h = reduce_mean(h, {2, 3});
+    g.output("logits", matmul(h, g.constant(F32({8, 5}, 132, 0.5f, false))));
+    v.inputs.emplace("x", F32({2, 3, 16, 16}, 133, 1.0f, false));
+    return v;
+  };
+  return m;
+}
+
+struct Config {
+  std::string isa;
+  int threads;
+};
+
+StatusOr<RunResult> RunWith(const Program& p, const std::map<std::string, Tensor>& inputs, const Config& c) {
+  kernels::CpuBackendOptions o;
+  o.isa = c.isa;
+  o.num_threads = c.threads;
+  ASSIGN_OR_RETURN(auto backend, kernels::CpuBackend::Create(o));
+  ASSIGN_OR_RETURN(auto loaded, LoadedProgram::Load(p, backend.get()));
+  RunOptions ro;
+  ro.trace = true;
+  return loaded->Run(inputs, ro);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: generate_vectors OUT_DIR [NAME...]\n");
+    return 2;
+  }
+  fs::path out = argv[1];
+  std::vector<std::string> only(argv + 2, argv + argc);
+  std::vector<Config> others = {{"portable", 3}};
+  if (kernels::cpu::CpuHasAvx2Fma()) others.insert(others.end(), {{"avx2", 1}, {"avx2", 2}, {"avx2", 8}});
+  int failures = 0;
+  for (auto& [name, build] : AllVectors()) {
+    if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) continue;
+    Vector v = build();
+    auto program = CompileGraph(v.graph, nullptr, {});
+    if (!program.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), program.status().ToString().c_str());
+      ++failures;
+      continue;
+    }
+    auto ref = RunWith(*program, v.inputs, {"portable", 1});
+    if (!ref.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), ref.status().ToString().c_str());
+      ++failures;
+      continue;
+    }
+    bool agree = true;
+    for (const Config& c : others) {
+      auto r = RunWith(*program, v.inputs, c);
+      if (!r.ok() || r->trace_root != ref->trace_root || r->result_root != ref->result_root) {
+        std::fprintf(stderr, "%s: %s x%d disagrees with portable x1\n", name.c_str(), c.isa.c_str(), c.threads);
+        agree = false;
+      }
+    }
+    if (!agree) {
+      ++failures;
+      continue;
+    }
+    fs::path dir = out / name;
+    fs::remove_all(dir);
+    fs::create_directories(dir / "inputs");
+    Status s = SaveGraphFile((dir / "graph.cgraph").string(), v.graph);
+    for (const auto& [in, t] : v.inputs) {
+      if (s.ok()) s = WriteNpyFile((dir / "inputs" / (in + ".npy")).string(), t);
+    }
+    std::ofstream e(dir / "expected.txt");
+    for (const auto& o : ref->outputs) e << "output " << o.name << " " << ToHex(o.hash) << "\n";
+    e << "result " << ToHex(ref->result_root) << "\n";
+    e << "trace " << ToHex(ref->trace_root) << "\n";
+    if (!s.ok() || !e.good()) {
+      std::fprintf(stderr, "%s: cannot write: %s\n", name.c_str(), s.ToString().c_str());
+      ++failures;
+    }
+  }
+  if (failures) std::fprintf(stderr, "%d vector(s) failed\n", failures);
+  return failures ? 1 : 0;
+}

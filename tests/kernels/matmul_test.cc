@@ -1,0 +1,342 @@
+// MatMul (f32) and MatMulInt8 against naive references written straight from
+// docs/DETERMINISM.md 4.4, bit for bit, for both ISAs and several thread counts.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace consensor::kernels {
+namespace {
+
+struct Engine {
+  std::string label;
+  std::unique_ptr<CpuBackend> backend;
+};
+
+// Portable and (when the CPU has it) AVX2 backends with 1, 2 and 8 threads.
+std::vector<Engine>& Engines() {
+  static std::vector<Engine>* engines = [] {
+    auto* v = new std::vector<Engine>();
+    for (const char* isa : {"portable", "avx2"}) {
+      if (std::string(isa) == "avx2" && !cpu::CpuHasAvx2Fma()) continue;
+      for (int t : {1, 2, 8}) {
+        auto b = CpuBackend::Create({.num_threads = t, .isa = isa});
+        EXPECT_TRUE(b.ok()) << b.status().ToString();
+        if (b.ok()) v->push_back({std::string(isa) + "/t" + std::to_string(t), std::move(b).value()});
+      }
+    }
+    return v;
+  }();
+  return *engines;
+}
+
+TensorView View(DType dt, const std::vector<int64_t>& shape, void* data) {
+  TensorView v;
+  v.dtype = dt;
+  v.rank = static_cast<int>(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) v.dims[i] = shape[i];
+  v.data = data;
+  return v;
+}
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Numpy broadcasting of the batch dims; returns the output shape.
+std::vector<int64_t> OutShape(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  const size_t nb = std::max(a.size(), b.size()) - 2;
+  std::vector<int64_t> y(nb + 2);
+  for (size_t i = 0; i < nb; ++i) {
+    const int64_t ia = static_cast<int64_t>(i) - static_cast<int64_t>(nb - (a.size() - 2));
+    const int64_t ib = static_cast<int64_t>(i) - static_cast<int64_t>(nb - (b.size() - 2));
+    const int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    y[i] = da == 1 ? db : da;
+  }
+  y[nb] = a[a.size() - 2];
+  y[nb + 1] = b.back();
+  return y;
+}
+
+int64_t Numel(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// Offset of the (M,K)/(K,N) matrix of input `in` for output batch index `bi`.
+int64_t InputMatrixOffset(const std::vector<int64_t>& in, const std::vector<int64_t>& y, int64_t bi) {
+  const size_t nb = y.size() - 2, ni = in.size() - 2;
+  int64_t off = 0, stride = in[ni] * in[ni + 1];
+  for (size_t j = nb; j-- > 0;) {
+    const int64_t idx = bi % y[j];
+    bi /= y[j];
+    const int64_t ij = static_cast<int64_t>(j) - static_cast<int64_t>(nb - ni);
+    if (ij >= 0) {
+      if (in[ij] != 1) off += idx * stride;
+      stride *= in[ij];
+    }
+  }
+  return off;
+}
+
+// The spec: acc = +0; for k: acc = fma(a[m,k], b[k,n], acc); NaN -> 0x7FC00000.
+std::vector<float> RefMatMul(const std::vector<float>& a, const std::vector<int64_t>& as, const std::vector<float>& b,
+                             const std::vector<int64_t>& bs) {
+  const auto ys = OutShape(as, bs);
+  const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  const int64_t batch = Numel(ys) / std::max<int64_t>(1, M * N);
+  std::vector<float> y(Numel(ys));
+  if (y.empty()) return y;
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    const float* pa = a.data() + InputMatrixOffset(as, ys, bi);
+    const float* pb = b.data() + InputMatrixOffset(bs, ys, bi);
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t n = 0; n < N; ++n) {
+        float acc = +0.0f;
+        for (int64_t k = 0; k < K; ++k) acc = std::fma(pa[m * K + k], pb[k * N + n], acc);
+        if (std::isnan(acc)) acc = FromBits(0x7FC00000u);
+        y[(bi * M + m) * N + n] = acc;
+      }
+    }
+  }
+  return y;
+}
+
+std::vector<int32_t> RefMatMulI8(const std::vector<int8_t>& a, const std::vector<int64_t>& as,
+                                 const std::vector<int8_t>& b, const std::vector<int64_t>& bs) {
+  const auto ys = OutShape(as, bs);
+  const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  const int64_t batch = Numel(ys) / std::max<int64_t>(1, M * N);
+  std::vector<int32_t> y(Numel(ys));
+  if (y.empty()) return y;
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    const int8_t* pa = a.data() + InputMatrixOffset(as, ys, bi);
+    const int8_t* pb = b.data() + InputMatrixOffset(bs, ys, bi);
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t n = 0; n < N; ++n) {
+        int64_t acc = 0;
+        for (int64_t k = 0; k < K; ++k) acc += int64_t{pa[m * K + k]} * int64_t{pb[k * N + n]};
+        y[(bi * M + m) * N + n] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(acc)));
+      }
+    }
+  }
+  return y;
+}
+
+template <typename In, typename Out>
+Status RunOne(Backend& be, Op op, const std::vector<In>& a, const std::vector<int64_t>& as, const std::vector<In>& b,
+              const std::vector<int64_t>& bs, std::vector<Out>* y, const std::vector<int64_t>& ys) {
+  const DType in_dt = std::is_same_v<In, float> ? DType::kF32 : DType::kI8;
+  const DType out_dt = std::is_same_v<Out, float> ? DType::kF32 : DType::kI32;
+  TensorView in[2] = {View(in_dt, as, const_cast<In*>(a.data())), View(in_dt, bs, const_cast<In*>(b.data()))};
+  TensorView out = View(out_dt, ys, y->data());
+  OpParams params;
+  KernelCall call;
+  call.op = op;
+  call.params = &params;
+  call.inputs = in;
+  call.num_inputs = 2;
+  call.outputs = &out;
+  call.num_outputs = 1;
+  return be.Run(call);
+}
+
+// A mix of ordinary values and, when `special`, NaNs with payloads, infinities, signed
+// zeros, subnormals and extreme magnitudes.
+std::vector<float> RandomF32(int64_t n, std::mt19937& rng, bool special) {
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::uniform_int_distribution<int> pick(0, 15);
+  static const uint32_t kSpecial[] = {0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0x7F800000u, 0xFF800000u,
+                                      0x80000000u, 0x00000000u, 0x00000001u, 0x807FFFFFu, 0x00400000u,
+                                      0x7F7FFFFFu, 0xFF7FFFFFu, 0x00800000u, 0x1F800000u};
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    const int p = pick(rng);
+    if (special && p == 0) {
+      x = FromBits(kSpecial[rng() % (sizeof(kSpecial) / sizeof(kSpecial[0]))]);
+    } else if (special && p == 1) {
+      x = u(rng) * 1e-39f;  // subnormal range
+    } else {
+      x = u(rng);
+    }
+  }
+  return v;
+}
+
+void CheckF32(const std::vector<int64_t>& as, const std::vector<int64_t>& bs, bool special, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const auto a = RandomF32(Numel(as), rng, special);
+  const auto b = RandomF32(Numel(bs), rng, special);
+  const auto ys = OutShape(as, bs);
+  const auto ref = RefMatMul(a, as, b, bs);
+  for (auto& e : Engines()) {
+    std::vector<float> y(ref.size(), FromBits(0x7F81234Fu));  // poison
+    Status s = RunOne(*e.backend, Op::kMatMul, a, as, b, bs, &y, ys);
+    ASSERT_TRUE(s.ok()) << e.label << ": " << s.ToString();
+    if (y.empty()) continue;
+    if (std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)) != 0) {
+      for (size_t i = 0; i < y.size(); ++i) {
+        ASSERT_EQ(Bits(y[i]), Bits(ref[i])) << e.label << " element " << i << " of shape a="
+                                            << ::testing::PrintToString(as) << " b=" << ::testing::PrintToString(bs);
+      }
+    }
+  }
+}
+
+void CheckI8(const std::vector<int64_t>& as, const std::vector<int64_t>& bs, uint32_t seed, bool extreme = false) {
+  std::mt19937 rng(seed);
+  auto gen = [&](int64_t n) {
+    std::vector<int8_t> v(n);
+    for (auto& x : v) x = extreme ? (rng() % 4 ? int8_t{-128} : int8_t{127}) : static_cast<int8_t>(rng() & 0xFF);
+    return v;
+  };
+  const auto a = gen(Numel(as));
+  const auto b = gen(Numel(bs));
+  const auto ys = OutShape(as, bs);
+  const auto ref = RefMatMulI8(a, as, b, bs);
+  for (auto& e : Engines()) {
+    std::vector<int32_t> y(ref.size(), 0x5A5A5A5A);
+    Status s = RunOne(*e.backend, Op::kMatMulInt8, a, as, b, bs, &y, ys);
+    ASSERT_TRUE(s.ok()) << e.label << ": " << s.ToString();
+    ASSERT_EQ(y, ref) << e.label << " a=" << ::testing::PrintToString(as) << " b=" << ::testing::PrintToString(bs);
+  }
+}
+
+const std::vector<std::array<int64_t, 3>>& MatShapes() {
+  // {M, K, N}: tiny, odd, exact and off-by-one micro-tile sizes, k-blocks (KC=256),
+  // M-blocks (MC=144), N beyond the portable (1024) and AVX2 (4080) N-blocks, empty dims.
+  static const std::vector<std::array<int64_t, 3>> shapes = {
+      {1, 1, 1},    {1, 2, 1},     {2, 1, 3},     {7, 13, 5},    {17, 33, 65},  {6, 16, 16},  {12, 8, 32},
+      {5, 7, 15},   {7, 9, 17},    {13, 5, 31},   {6, 1, 16},    {1, 300, 1},   {13, 257, 31}, {8, 256, 24},
+      {3, 513, 19}, {145, 40, 47}, {150, 300, 50}, {37, 64, 100}, {2, 3, 4100},  {1, 0, 5},    {4, 0, 17},
+      {0, 5, 3},    {4, 5, 0},     {0, 0, 0},     {64, 64, 64},  {19, 1, 33},
+  };
+  return shapes;
+}
+
+TEST(MatMulF32, ShapesMatchSpecBits) {
+  uint32_t seed = 1;
+  for (const auto& s : MatShapes()) CheckF32({s[0], s[1]}, {s[1], s[2]}, false, seed++);
+}
+
+TEST(MatMulF32, SpecialValuesMatchSpecBits) {
+  uint32_t seed = 100;
+  for (const auto& s : MatShapes()) CheckF32({s[0], s[1]}, {s[1], s[2]}, true, seed++);
+}
+
+TEST(MatMulF32, BatchBroadcasting) {
+  CheckF32({2, 1, 7, 13}, {1, 3, 13, 5}, false, 7);
+  CheckF32({2, 1, 7, 13}, {1, 3, 13, 5}, true, 8);
+  CheckF32({3, 9, 20}, {20, 18}, false, 9);
+  CheckF32({9, 20}, {4, 20, 18}, false, 10);
+  CheckF32({2, 3, 1, 6, 5}, {4, 5, 17}, true, 11);
+  CheckF32({5, 1, 1}, {1, 1, 1}, false, 12);
+  CheckF32({0, 4, 3}, {3, 2}, false, 13);
+  CheckF32({2, 1, 4, 3}, {0, 3, 2}, false, 14);
+  CheckF32({16, 8, 0}, {16, 0, 8}, false, 15);
+  CheckF32({12, 30, 40}, {12, 40, 33}, false, 16);
+}
+
+TEST(MatMulF32, SignedZeroAndCanonicalNaN) {
+  // Products that are all -0: the chain starts at +0, so fma(-0 product, +0) = +0.
+  std::vector<float> a = {-0.0f, 1.0f, -1.0f, std::numeric_limits<float>::infinity()};
+  std::vector<float> b = {0.0f, -0.0f, 0.0f, 0.0f};  // [2, 2]
+  std::vector<float> y(4);
+  for (auto& e : Engines()) {
+    ASSERT_TRUE(RunOne(*e.backend, Op::kMatMul, a, {2, 2}, b, {2, 2}, &y, {2, 2}).ok());
+    EXPECT_EQ(Bits(y[0]), 0x00000000u) << e.label;  // fma(-0,0,+0)=+0, fma(1,0,+0)=+0
+    EXPECT_EQ(Bits(y[1]), 0x00000000u) << e.label;
+    EXPECT_EQ(Bits(y[2]), 0x7FC00000u) << e.label;  // inf * 0 = NaN, canonical
+    EXPECT_EQ(Bits(y[3]), 0x7FC00000u) << e.label;
+  }
+  // Negative NaN with payload in the input becomes the canonical NaN.
+  std::vector<float> a2(40, 1.0f), b2(40 * 20, 0.5f);
+  a2[17] = FromBits(0xFFC12345u);
+  std::vector<float> y2(20);
+  for (auto& e : Engines()) {
+    ASSERT_TRUE(RunOne(*e.backend, Op::kMatMul, a2, {1, 40}, b2, {40, 20}, &y2, {1, 20}).ok());
+    for (float v : y2) EXPECT_EQ(Bits(v), 0x7FC00000u) << e.label;
+  }
+}
+
+TEST(MatMulF32, KBlocksCarryTheRunningValue) {
+  // A chain where adding per-block partials would round differently: a huge early term
+  // that later terms cancel against. The reference is the single sequential chain.
+  const int64_t K = 1000;
+  std::vector<float> a(K), b(K * 16);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(0.5f, 1.5f);
+  for (int64_t k = 0; k < K; ++k) a[k] = k == 0 ? 1e8f : (k == 600 ? -1e8f : u(rng));
+  for (auto& x : b) x = u(rng);
+  CheckF32({1, K}, {K, 16}, false, 5);  // random as well
+  auto ref = RefMatMul(a, {1, K}, b, {K, 16});
+  std::vector<float> y(16);
+  for (auto& e : Engines()) {
+    ASSERT_TRUE(RunOne(*e.backend, Op::kMatMul, a, {1, K}, b, {K, 16}, &y, {1, 16}).ok());
+    EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), 64)) << e.label;
+  }
+}
+
+TEST(MatMulF32, RejectsBadCalls) {
+  std::vector<float> a(12), b(12), y(16);
+  auto& be = *Engines().front().backend;
+  // Inner dims differ.
+  EXPECT_EQ(RunOne(be, Op::kMatMul, a, {3, 4}, b, {3, 4}, &y, {3, 4}).code(), StatusCode::kInvalidArgument);
+  // Output shape wrong.
+  EXPECT_EQ(RunOne(be, Op::kMatMul, a, {3, 4}, b, {4, 3}, &y, {3, 4}).code(), StatusCode::kInvalidArgument);
+  // Rank 1.
+  EXPECT_EQ(RunOne(be, Op::kMatMul, a, {12}, b, {12, 1}, &y, {1}).code(), StatusCode::kInvalidArgument);
+  // Batch dims that do not broadcast.
+  EXPECT_EQ(RunOne(be, Op::kMatMul, a, {2, 2, 3}, b, {3, 1, 4}, &y, {3, 2, 4}).code(), StatusCode::kInvalidArgument);
+  // Wrong dtypes.
+  std::vector<int8_t> ai(12), bi(12);
+  std::vector<float> yf(9);
+  EXPECT_EQ(RunOne(be, Op::kMatMul, ai, {3, 4}, bi, {4, 3}, &yf, {3, 3}).code(), StatusCode::kInvalidArgument);
+  std::vector<int32_t> yi(9);
+  EXPECT_EQ(RunOne(be, Op::kMatMulInt8, a, {3, 4}, b, {4, 3}, &yi, {3, 3}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(RunOne(be, Op::kMatMulInt8, ai, {3, 4}, bi, {4, 3}, &yf, {3, 3}).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(MatMulI8, ShapesExact) {
+  uint32_t seed = 200;
+  for (const auto& s : MatShapes()) CheckI8({s[0], s[1]}, {s[1], s[2]}, seed++);
+  CheckI8({2, 1, 7, 13}, {1, 3, 13, 5}, 300);
+  CheckI8({3, 9, 21}, {21, 18}, 301);
+  CheckI8({12, 30, 513}, {12, 513, 33}, 302);
+}
+
+TEST(MatMulI8, ExtremeValuesAndWrap) {
+  CheckI8({7, 1001}, {1001, 19}, 400, /*extreme=*/true);
+  // -128 * -128 = 16384 summed 140000 times exceeds 2^31: wraps in two's complement.
+  const int64_t K = 140000;
+  std::vector<int8_t> a(K, -128), b(K * 17, -128);
+  b[5] = 127;
+  auto ref = RefMatMulI8(a, {1, K}, b, {K, 17});
+  EXPECT_EQ(ref[0], static_cast<int32_t>(static_cast<uint32_t>(uint64_t{16384} * K)));
+  std::vector<int32_t> y(17);
+  for (auto& e : Engines()) {
+    ASSERT_TRUE(RunOne(*e.backend, Op::kMatMulInt8, a, {1, K}, b, {K, 17}, &y, {1, 17}).ok());
+    EXPECT_EQ(y, ref) << e.label;
+  }
+}
+
+}  // namespace
+}  // namespace consensor::kernels

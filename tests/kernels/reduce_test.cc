@@ -1,0 +1,608 @@
+// Reduce family (docs/DETERMINISM.md 4.1, 4.3): every CPU path (portable and AVX2, 1/2/8
+// threads) must match naive references written from the spec, bit for bit.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/reduction_order.h"
+
+namespace consensor::kernels {
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Helpers.
+
+struct HostTensor {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  HostTensor() = default;
+  HostTensor(DType t, std::vector<int64_t> s) : dtype(t), shape(std::move(s)) {
+    bytes.assign(static_cast<size_t>(numel() * DTypeSize(t)), 0xCD);
+  }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+  template <typename T> T* as() { return reinterpret_cast<T*>(bytes.data()); }
+  template <typename T> const T* as() const { return reinterpret_cast<const T*>(bytes.data()); }
+  TensorView view() {
+    TensorView v;
+    v.dtype = dtype;
+    v.rank = static_cast<int>(shape.size());
+    for (size_t i = 0; i < shape.size(); ++i) v.dims[i] = shape[i];
+    v.data = bytes.empty() ? nullptr : bytes.data();
+    return v;
+  }
+};
+
+uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
+float FromBits(uint32_t b) { return std::bit_cast<float>(b); }
+bool IsNaN(float f) { return f != f; }
+float Canon(float f) { return IsNaN(f) ? FromBits(0x7FC00000u) : f; }
+
+struct Config {
+  const char* isa;
+  int threads;
+};
+
+std::string ConfigName(const testing::TestParamInfo<Config>& info) {
+  return std::string(info.param.isa) + "_t" + std::to_string(info.param.threads);
+}
+
+const Config kConfigs[] = {{"portable", 1}, {"portable", 2}, {"portable", 8},
+                           {"avx2", 1},     {"avx2", 2},     {"avx2", 8}};
+
+class ReduceTest : public testing::TestWithParam<Config> {
+ public:
+  void SetUp() override {
+    if (std::string(GetParam().isa) == "avx2" && !cpu::CpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
+    auto b = CpuBackend::Create({.num_threads = GetParam().threads, .isa = GetParam().isa});
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    backend_ = std::move(b.value());
+  }
+
+  Status Run(Op op, const OpParams& p, HostTensor& x, HostTensor& y) {
+    TensorView in = x.view(), out = y.view();
+    KernelCall call;
+    call.op = op;
+    call.params = &p;
+    call.inputs = &in;
+    call.num_inputs = 1;
+    call.outputs = &out;
+    call.num_outputs = 1;
+    return backend_->Run(call);
+  }
+
+  std::unique_ptr<CpuBackend> backend_;
+};
+
+// Random f32 with widely varying magnitudes (so the summation order shows in the bits),
+// plus optional specials.
+void FillF32(HostTensor& t, uint32_t seed, double special_rate = 0.0) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> ex(-24, 24);
+  std::uniform_real_distribution<double> p(0.0, 1.0);
+  const uint32_t specials[] = {0x7FC00000u, 0x7FC00001u, 0xFFC12345u, 0x7F800001u, 0x7F800000u, 0xFF800000u,
+                               0x80000000u, 0x00000000u, 0x00000001u, 0x807FFFFFu, 0x00400000u};
+  float* d = t.as<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (special_rate > 0 && p(rng) < special_rate) {
+      d[i] = FromBits(specials[rng() % (sizeof(specials) / sizeof(specials[0]))]);
+    } else {
+      d[i] = std::ldexp(u(rng), ex(rng));
+    }
+  }
+}
+
+template <typename T>
+void FillInt(HostTensor& t, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  T* d = t.as<T>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    uint64_t r = rng();
+    if (rng() % 4 == 0) r %= 7;  // small values produce ties
+    d[i] = static_cast<T>(r);
+  }
+}
+
+// Terms of each output in the canonical order (row-major over the reduced axes).
+std::vector<std::vector<int64_t>> TermIndices(const std::vector<int64_t>& shape, const std::vector<int64_t>& axes) {
+  const int rank = static_cast<int>(shape.size());
+  std::vector<bool> red(rank, false);
+  for (int64_t a : axes) red[a] = true;
+  std::vector<int64_t> strides(rank, 1);
+  for (int i = rank - 2; i >= 0; --i) strides[i] = strides[i + 1] * shape[i + 1];
+  std::vector<int> kept_axes, red_axes;
+  for (int i = 0; i < rank; ++i) (red[i] ? red_axes : kept_axes).push_back(i);
+  int64_t n_out = 1, n_terms = 1;
+  for (int a : kept_axes) n_out *= shape[a];
+  for (int a : red_axes) n_terms *= shape[a];
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(n_out));
+  for (int64_t o = 0; o < n_out; ++o) {
+    int64_t base = 0, rem = o;
+    for (int k = static_cast<int>(kept_axes.size()) - 1; k >= 0; --k) {
+      base += (rem % shape[kept_axes[k]]) * strides[kept_axes[k]];
+      rem /= shape[kept_axes[k]];
+    }
+    out[o].resize(static_cast<size_t>(n_terms));
+    for (int64_t t = 0; t < n_terms; ++t) {
+      int64_t off = base, r = t;
+      for (int k = static_cast<int>(red_axes.size()) - 1; k >= 0; --k) {
+        off += (r % shape[red_axes[k]]) * strides[red_axes[k]];
+        r /= shape[red_axes[k]];
+      }
+      out[o][t] = off;
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> OutShape(const std::vector<int64_t>& shape, const std::vector<int64_t>& axes, bool keepdims) {
+  std::vector<int64_t> s;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    bool r = false;
+    for (int64_t a : axes) r = r || a == static_cast<int64_t>(i);
+    if (!r) s.push_back(shape[i]);
+    else if (keepdims) s.push_back(1);
+  }
+  return s;
+}
+
+// Section 1.1 max/min, written directly.
+float RefMax(float a, float b) {
+  if (IsNaN(a) || IsNaN(b)) return FromBits(0x7FC00000u);
+  if (a == 0 && b == 0) return (Bits(a) == 0 || Bits(b) == 0) ? 0.0f : -0.0f;
+  return a > b ? a : b;
+}
+float RefMin(float a, float b) {
+  if (IsNaN(a) || IsNaN(b)) return FromBits(0x7FC00000u);
+  if (a == 0 && b == 0) return (Bits(a) == 0x80000000u || Bits(b) == 0x80000000u) ? -0.0f : 0.0f;
+  return a < b ? a : b;
+}
+
+HostTensor RefReduceF32(Op op, const HostTensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  HostTensor y(DType::kF32, OutShape(x.shape, axes, keepdims));
+  auto terms = TermIndices(x.shape, axes);
+  const float* d = x.as<float>();
+  for (size_t o = 0; o < terms.size(); ++o) {
+    const auto& t = terms[o];
+    const int64_t n = static_cast<int64_t>(t.size());
+    float r;
+    switch (op) {
+      case Op::kReduceSum:
+        r = CanonicalSumReference([&](int64_t i) { return d[t[i]]; }, n);
+        break;
+      case Op::kReduceMean:
+        r = CanonicalSumReference([&](int64_t i) { return d[t[i]]; }, n) / static_cast<float>(n);
+        break;
+      case Op::kReduceMax:
+        r = -std::numeric_limits<float>::infinity();
+        for (int64_t i : t) r = RefMax(r, d[i]);
+        break;
+      default:
+        r = std::numeric_limits<float>::infinity();
+        for (int64_t i : t) r = RefMin(r, d[i]);
+        break;
+    }
+    y.as<float>()[o] = Canon(r);
+  }
+  return y;
+}
+
+template <typename T>
+HostTensor RefReduceInt(Op op, const HostTensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  HostTensor y(x.dtype, OutShape(x.shape, axes, keepdims));
+  auto terms = TermIndices(x.shape, axes);
+  const T* d = x.as<T>();
+  for (size_t o = 0; o < terms.size(); ++o) {
+    T r;
+    if (op == Op::kReduceSum) {
+      uint64_t s = 0;
+      for (int64_t i : terms[o]) s += static_cast<uint64_t>(static_cast<int64_t>(d[i]));
+      r = static_cast<T>(s);
+    } else if (op == Op::kReduceMax) {
+      r = std::numeric_limits<T>::min();
+      for (int64_t i : terms[o]) r = std::max(r, d[i]);
+    } else {
+      r = std::numeric_limits<T>::max();
+      for (int64_t i : terms[o]) r = std::min(r, d[i]);
+    }
+    y.as<T>()[o] = r;
+  }
+  return y;
+}
+
+HostTensor RefReduce(Op op, const HostTensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  switch (x.dtype) {
+    case DType::kF32: return RefReduceF32(op, x, axes, keepdims);
+    case DType::kI32: return RefReduceInt<int32_t>(op, x, axes, keepdims);
+    case DType::kI8: return RefReduceInt<int8_t>(op, x, axes, keepdims);
+    default: return RefReduceInt<int64_t>(op, x, axes, keepdims);
+  }
+}
+
+std::string Describe(Op op, const HostTensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  std::string s = std::string(OpName(op)) + " " + std::string(DTypeName(x.dtype)) + " [";
+  for (int64_t d : x.shape) s += std::to_string(d) + ",";
+  s += "] axes {";
+  for (int64_t a : axes) s += std::to_string(a) + ",";
+  return s + "} keepdims=" + std::to_string(keepdims);
+}
+
+// Runs the op and compares with the reference bit for bit.
+void CheckReduce(ReduceTest* t, Op op, HostTensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  OpParams p;
+  p.axes = axes;
+  p.keepdims = keepdims;
+  HostTensor want = RefReduce(op, x, axes, keepdims);
+  HostTensor got(want.dtype, want.shape);
+  Status s = t->Run(op, p, x, got);
+  ASSERT_TRUE(s.ok()) << Describe(op, x, axes, keepdims) << ": " << s.ToString();
+  ASSERT_EQ(got.bytes.size(), want.bytes.size());
+  if (std::memcmp(got.bytes.data(), want.bytes.data(), want.bytes.size()) != 0) {
+    size_t first = 0;
+    while (got.bytes[first] == want.bytes[first]) ++first;
+    FAIL() << Describe(op, x, axes, keepdims) << ": first differing byte " << first;
+  }
+}
+
+std::vector<std::vector<int64_t>> AllSubsets(int rank) {
+  std::vector<std::vector<int64_t>> out;
+  for (int m = 0; m < (1 << rank); ++m) {
+    std::vector<int64_t> a;
+    for (int i = 0; i < rank; ++i)
+      if (m & (1 << i)) a.push_back(i);
+    out.push_back(a);
+  }
+  return out;
+}
+
+// The row lengths the spec's chunking cares about.
+const int64_t kLengths[] = {0, 1, 63, 64, 65, 4095, 4096, 4097, 3 * 4096 + 17, 1 << 20};
+
+// ---------------------------------------------------------------------------------------
+// Tests.
+
+TEST_P(ReduceTest, SumContiguousLengths) {
+  for (int64_t n : kLengths) {
+    HostTensor x(DType::kF32, {n});
+    FillF32(x, static_cast<uint32_t>(n) + 1);
+    CheckReduce(this, Op::kReduceSum, x, {0}, false);
+    CheckReduce(this, Op::kReduceMean, x, {0}, true);
+    if (n <= 4096 * 4) {
+      HostTensor x3(DType::kF32, {3, n});
+      FillF32(x3, static_cast<uint32_t>(n) + 7);
+      CheckReduce(this, Op::kReduceSum, x3, {1}, true);
+      CheckReduce(this, Op::kReduceSum, x3, {0}, false);
+      CheckReduce(this, Op::kReduceMean, x3, {0, 1}, false);
+    }
+  }
+}
+
+TEST_P(ReduceTest, SumColumnsLengths) {
+  // Reduce over a leading axis with the kept inner dim vectorized; lengths cross chunks.
+  for (int64_t n : kLengths) {
+    if (n > 4 * 4096) continue;
+    for (int64_t cols : {1, 3, 8, 70}) {
+      HostTensor x(DType::kF32, {n, cols});
+      FillF32(x, static_cast<uint32_t>(n * 131 + cols));
+      CheckReduce(this, Op::kReduceSum, x, {0}, false);
+      CheckReduce(this, Op::kReduceMean, x, {0}, true);
+    }
+  }
+  HostTensor big(DType::kF32, {2, 9000, 300});  // several chunks, several column blocks
+  FillF32(big, 99);
+  CheckReduce(this, Op::kReduceSum, big, {1}, false);
+  HostTensor single(DType::kF32, {1 << 18, 4});  // few outputs, long sums: parallel chunks
+  FillF32(single, 98);
+  CheckReduce(this, Op::kReduceSum, single, {0}, false);
+}
+
+TEST_P(ReduceTest, AllAxisSubsetsRank3And4) {
+  const std::vector<std::vector<int64_t>> shapes = {{3, 5, 7}, {4, 70, 9}, {2, 3, 4, 5}, {3, 1, 4, 2}, {2, 1500, 2, 3}};
+  const Op ops[] = {Op::kReduceSum, Op::kReduceMean, Op::kReduceMax, Op::kReduceMin};
+  uint32_t seed = 1000;
+  for (const auto& shape : shapes) {
+    for (const auto& axes : AllSubsets(static_cast<int>(shape.size()))) {
+      for (bool keep : {false, true}) {
+        HostTensor x(DType::kF32, shape);
+        FillF32(x, ++seed);
+        for (Op op : ops) CheckReduce(this, op, x, axes, keep);
+      }
+    }
+  }
+}
+
+TEST_P(ReduceTest, IntegerSumMaxMinWrap) {
+  const std::vector<std::vector<int64_t>> shapes = {{3, 5, 7}, {2, 3, 4, 5}, {5000}, {300, 40}};
+  uint32_t seed = 5;
+  for (DType dt : {DType::kI32, DType::kI8, DType::kI64}) {
+    for (const auto& shape : shapes) {
+      for (const auto& axes : AllSubsets(static_cast<int>(shape.size()))) {
+        HostTensor x(dt, shape);
+        if (dt == DType::kI32) FillInt<int32_t>(x, ++seed);
+        if (dt == DType::kI8) FillInt<int8_t>(x, ++seed);
+        if (dt == DType::kI64) FillInt<int64_t>(x, ++seed);
+        for (Op op : {Op::kReduceSum, Op::kReduceMax, Op::kReduceMin}) CheckReduce(this, op, x, axes, axes.size() % 2);
+      }
+    }
+  }
+  // Explicit wrap: 200 * 127 as i8 and INT32_MAX + 1.
+  HostTensor a(DType::kI8, {200});
+  for (int i = 0; i < 200; ++i) a.as<int8_t>()[i] = 127;
+  HostTensor ya(DType::kI8, {});
+  OpParams p;
+  p.axes = {0};
+  p.keepdims = false;
+  ASSERT_TRUE(Run(Op::kReduceSum, p, a, ya).ok());
+  EXPECT_EQ(ya.as<int8_t>()[0], static_cast<int8_t>(200 * 127 % 256));
+  HostTensor b(DType::kI32, {2});
+  b.as<int32_t>()[0] = std::numeric_limits<int32_t>::max();
+  b.as<int32_t>()[1] = 1;
+  HostTensor yb(DType::kI32, {});
+  ASSERT_TRUE(Run(Op::kReduceSum, p, b, yb).ok());
+  EXPECT_EQ(yb.as<int32_t>()[0], std::numeric_limits<int32_t>::min());
+}
+
+TEST_P(ReduceTest, SpecialValues) {
+  // NaN payloads, infinities, signed zeros and subnormals mixed in at various rates.
+  const std::vector<std::vector<int64_t>> shapes = {{4, 65}, {9, 4097}, {70, 6}, {3, 4, 5, 6}};
+  uint32_t seed = 77;
+  for (double rate : {0.002, 0.05, 0.5}) {
+    for (const auto& shape : shapes) {
+      for (const auto& axes : AllSubsets(static_cast<int>(shape.size()))) {
+        HostTensor x(DType::kF32, shape);
+        FillF32(x, ++seed, rate);
+        for (Op op : {Op::kReduceSum, Op::kReduceMean, Op::kReduceMax, Op::kReduceMin})
+          CheckReduce(this, op, x, axes, true);
+      }
+    }
+  }
+}
+
+TEST_P(ReduceTest, SignedZerosAndSubnormals) {
+  OpParams p;
+  p.axes = {0};
+  p.keepdims = false;
+  for (int64_t n : {1, 5, 64, 65, 4096, 4097, 9000}) {
+    HostTensor x(DType::kF32, {n});
+    for (int64_t i = 0; i < n; ++i) x.as<float>()[i] = -0.0f;
+    HostTensor y(DType::kF32, {});
+    ASSERT_TRUE(Run(Op::kReduceSum, p, x, y).ok());
+    EXPECT_EQ(Bits(y.as<float>()[0]), 0x80000000u) << "sum of " << n << " x -0 must be -0";
+    ASSERT_TRUE(Run(Op::kReduceMax, p, x, y).ok());
+    EXPECT_EQ(Bits(y.as<float>()[0]), 0x80000000u);
+    x.as<float>()[n / 2] = 0.0f;
+    ASSERT_TRUE(Run(Op::kReduceSum, p, x, y).ok());
+    EXPECT_EQ(Bits(y.as<float>()[0]), 0u) << "sum of -0s and one +0 must be +0";
+    ASSERT_TRUE(Run(Op::kReduceMax, p, x, y).ok());
+    EXPECT_EQ(Bits(y.as<float>()[0]), 0u);
+    ASSERT_TRUE(Run(Op::kReduceMin, p, x, y).ok());
+    EXPECT_EQ(Bits(y.as<float>()[0]), n == 1 ? 0u : 0x80000000u);
+    // Subnormals are honoured (no FTZ/DAZ): n copies of the smallest subnormal.
+    for (int64_t i = 0; i < n; ++i) x.as<float>()[i] = FromBits(1);
+    ASSERT_TRUE(Run(Op::kReduceSum, p, x, y).ok());
+    EXPECT_EQ(Bits(y.as<float>()[0]), static_cast<uint32_t>(n));
+    ASSERT_TRUE(Run(Op::kReduceMean, p, x, y).ok());
+    EXPECT_EQ(y.as<float>()[0], FromBits(static_cast<uint32_t>(n)) / static_cast<float>(n));
+  }
+  // Columns and all-(-0) with kept inner dim.
+  HostTensor x(DType::kF32, {5000, 9});
+  for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = -0.0f;
+  HostTensor y(DType::kF32, {9});
+  ASSERT_TRUE(Run(Op::kReduceSum, p, x, y).ok());
+  for (int c = 0; c < 9; ++c) EXPECT_EQ(Bits(y.as<float>()[c]), 0x80000000u);
+}
+
+TEST_P(ReduceTest, NaNIsCanonical) {
+  OpParams p;
+  p.axes = {1};
+  p.keepdims = false;
+  HostTensor x(DType::kF32, {4, 100});
+  FillF32(x, 3);
+  x.as<float>()[7] = FromBits(0xFFC12345u);     // row 0: negative NaN with payload
+  x.as<float>()[100 + 5] = FromBits(0x7F800001u);  // row 1: signalling NaN
+  x.as<float>()[200] = INFINITY;                // row 2: +inf - inf = NaN
+  x.as<float>()[201] = -INFINITY;
+  for (Op op : {Op::kReduceSum, Op::kReduceMean, Op::kReduceMax, Op::kReduceMin}) {
+    HostTensor y(DType::kF32, {4});
+    ASSERT_TRUE(Run(op, p, x, y).ok());
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(Bits(y.as<float>()[r]), 0x7FC00000u) << OpName(op);
+    if (op == Op::kReduceSum || op == Op::kReduceMean) EXPECT_EQ(Bits(y.as<float>()[2]), 0x7FC00000u);
+  }
+}
+
+TEST_P(ReduceTest, EmptyReductions) {
+  // A reduced dim of size 0: sum +0, mean NaN, max -inf, min +inf; zero outputs: no-op.
+  OpParams p;
+  p.axes = {1};
+  p.keepdims = true;
+  HostTensor x(DType::kF32, {3, 0, 2});
+  struct Case {
+    Op op;
+    uint32_t bits;
+  } cases[] = {{Op::kReduceSum, 0u}, {Op::kReduceMean, 0x7FC00000u}, {Op::kReduceMax, 0xFF800000u},
+               {Op::kReduceMin, 0x7F800000u}};
+  for (const Case& c : cases) {
+    HostTensor y(DType::kF32, {3, 1, 2});
+    ASSERT_TRUE(Run(c.op, p, x, y).ok());
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(Bits(y.as<float>()[i]), c.bits) << OpName(c.op);
+  }
+  HostTensor xi(DType::kI32, {3, 0});
+  HostTensor yi(DType::kI32, {3, 1});
+  ASSERT_TRUE(Run(Op::kReduceSum, p, xi, yi).ok());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(yi.as<int32_t>()[i], 0);
+  // Kept dim of size 0: nothing to write.
+  HostTensor x0(DType::kF32, {0, 5});
+  HostTensor y0(DType::kF32, {0, 1});
+  for (Op op : {Op::kReduceSum, Op::kReduceMean, Op::kReduceMax, Op::kReduceMin})
+    EXPECT_TRUE(Run(op, p, x0, y0).ok());
+  // Rank 0 with no axes is the identity (NaN canonicalized).
+  HostTensor s(DType::kF32, {});
+  s.as<float>()[0] = FromBits(0xFFC00001u);
+  HostTensor ys(DType::kF32, {});
+  OpParams none;
+  ASSERT_TRUE(Run(Op::kReduceSum, none, s, ys).ok());
+  EXPECT_EQ(Bits(ys.as<float>()[0]), 0x7FC00000u);
+}
+
+TEST_P(ReduceTest, CanonicalOrderPinned) {
+  // Lane tree: lanes {1, 2^24, 1}; fold s=2 gives lane0 = 1 + 1 = 2, then 2 + 2^24 = 2^24+2
+  // exactly. A sequential (or left-to-right pairwise) sum rounds 2^24 + 1 to 2^24 twice.
+  OpParams p;
+  p.axes = {0};
+  p.keepdims = false;
+  HostTensor x(DType::kF32, {3});
+  x.as<float>()[0] = 1.0f;
+  x.as<float>()[1] = 16777216.0f;
+  x.as<float>()[2] = 1.0f;
+  HostTensor y(DType::kF32, {});
+  ASSERT_TRUE(Run(Op::kReduceSum, p, x, y).ok());
+  EXPECT_EQ(y.as<float>()[0], 16777218.0f);
+  volatile float seq = 0.0f;
+  for (int i = 0; i < 3; ++i) seq = seq + x.as<float>()[i];
+  EXPECT_EQ(seq, 16777216.0f);  // the order matters for this input
+
+  // Chunking: x[0] = 1, x[1] = 2^24, x[4096] = 1 (n = 4097). The first chunk's tree gives
+  // 1 + 2^24 = 2^24, then 2^24 + 1 = 2^24. One flat 64-lane tree over all 4097 terms would put
+  // x[0] and x[4096] in lane 0 (= 2) and give 2^24 + 2.
+  HostTensor c(DType::kF32, {4097});
+  for (int64_t i = 0; i < 4097; ++i) c.as<float>()[i] = -0.0f;
+  c.as<float>()[0] = 1.0f;
+  c.as<float>()[1] = 16777216.0f;
+  c.as<float>()[4096] = 1.0f;
+  ASSERT_TRUE(Run(Op::kReduceSum, p, c, y).ok());
+  EXPECT_EQ(y.as<float>()[0], 16777216.0f);
+  EXPECT_EQ(LaneTreeSum([&](int64_t i) { return c.as<float>()[i]; }, 4097), 16777218.0f);
+
+  // Columns keep the same per-output order: [3, 2] reduced over axis 0.
+  HostTensor col(DType::kF32, {3, 2});
+  const float cv[] = {1.0f, 16777216.0f, 16777216.0f, 1.0f, 1.0f, 1.0f};
+  std::memcpy(col.as<float>(), cv, sizeof(cv));
+  HostTensor yc(DType::kF32, {2});
+  ASSERT_TRUE(Run(Op::kReduceSum, p, col, yc).ok());
+  EXPECT_EQ(yc.as<float>()[0], 16777218.0f);  // (1 + 1) + 2^24
+  EXPECT_EQ(yc.as<float>()[1], 16777216.0f);  // (2^24 + 1) + 1: each add rounds to even
+}
+
+TEST_P(ReduceTest, ArgMax) {
+  auto ref = [](const HostTensor& x, int64_t axis) {
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= x.shape[i];
+    for (size_t i = axis + 1; i < x.shape.size(); ++i) inner *= x.shape[i];
+    const int64_t n = x.shape[axis];
+    std::vector<int64_t> out(static_cast<size_t>(outer * inner));
+    for (int64_t p = 0; p < outer; ++p)
+      for (int64_t c = 0; c < inner; ++c) {
+        int64_t best = 0;
+        for (int64_t a = 1; a < n; ++a) {
+          const int64_t i = (p * n + a) * inner + c, j = (p * n + best) * inner + c;
+          bool greater;
+          if (x.dtype == DType::kF32) {
+            const float v = x.as<float>()[i], b = x.as<float>()[j];
+            greater = !IsNaN(b) && (IsNaN(v) || v > b);
+          } else if (x.dtype == DType::kI32) {
+            greater = x.as<int32_t>()[i] > x.as<int32_t>()[j];
+          } else if (x.dtype == DType::kI8) {
+            greater = x.as<int8_t>()[i] > x.as<int8_t>()[j];
+          } else {
+            greater = x.as<int64_t>()[i] > x.as<int64_t>()[j];
+          }
+          if (greater) best = a;
+        }
+        out[p * inner + c] = best;
+      }
+    return out;
+  };
+  const std::vector<std::vector<int64_t>> shapes = {{7}, {5, 300}, {4, 9, 300}, {3, 2, 4, 5}, {1000, 3}};
+  uint32_t seed = 400;
+  for (DType dt : {DType::kF32, DType::kI32, DType::kI8, DType::kI64}) {
+    for (const auto& shape : shapes) {
+      for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis) {
+        for (double rate : {0.0, 0.1}) {
+          if (dt != DType::kF32 && rate > 0) continue;
+          HostTensor x(dt, shape);
+          if (dt == DType::kF32) {
+            FillF32(x, ++seed, rate);
+            // Ties including -0 / +0.
+            if (x.numel() > 3 && rate == 0) {
+              x.as<float>()[0] = -0.0f;
+              x.as<float>()[1] = 0.0f;
+            }
+          }
+          if (dt == DType::kI32) FillInt<int32_t>(x, ++seed);
+          if (dt == DType::kI8) FillInt<int8_t>(x, ++seed);
+          if (dt == DType::kI64) FillInt<int64_t>(x, ++seed);
+          for (bool keep : {false, true}) {
+            OpParams p;
+            p.axis = axis;
+            p.keepdims = keep;
+            HostTensor y(DType::kI64, OutShape(shape, {axis}, keep));
+            ASSERT_TRUE(Run(Op::kArgMax, p, x, y).ok());
+            auto want = ref(x, axis);
+            ASSERT_EQ(0, std::memcmp(want.data(), y.as<int64_t>(), want.size() * 8)) << DTypeName(dt) << " axis " << axis;
+          }
+        }
+      }
+    }
+  }
+  // Explicit: first NaN wins; -0 and +0 tie (first wins); first of equal maxima.
+  OpParams p;
+  p.axis = 0;
+  p.keepdims = false;
+  HostTensor x(DType::kF32, {6});
+  const float v[] = {1.0f, -0.0f, FromBits(0xFFC00001u), 5.0f, FromBits(0x7FC00000u), INFINITY};
+  std::memcpy(x.as<float>(), v, sizeof(v));
+  HostTensor y(DType::kI64, {});
+  ASSERT_TRUE(Run(Op::kArgMax, p, x, y).ok());
+  EXPECT_EQ(y.as<int64_t>()[0], 2);
+  const float z[] = {-1.0f, -0.0f, 0.0f, -0.0f, -2.0f, -3.0f};
+  std::memcpy(x.as<float>(), z, sizeof(z));
+  ASSERT_TRUE(Run(Op::kArgMax, p, x, y).ok());
+  EXPECT_EQ(y.as<int64_t>()[0], 1);
+}
+
+TEST_P(ReduceTest, RejectsBadCalls) {
+  HostTensor x(DType::kF32, {2, 3});
+  FillF32(x, 1);
+  OpParams p;
+  p.axes = {1, 0};  // not sorted
+  HostTensor y(DType::kF32, {1, 1});
+  EXPECT_EQ(Run(Op::kReduceSum, p, x, y).code(), StatusCode::kInvalidArgument);
+  p.axes = {2};  // out of range
+  EXPECT_EQ(Run(Op::kReduceSum, p, x, y).code(), StatusCode::kInvalidArgument);
+  p.axes = {1};
+  HostTensor wrong(DType::kF32, {2, 2});
+  EXPECT_EQ(Run(Op::kReduceSum, p, x, wrong).code(), StatusCode::kInvalidArgument);
+  HostTensor xi(DType::kI32, {2, 3});
+  HostTensor yi(DType::kI32, {2, 1});
+  EXPECT_EQ(Run(Op::kReduceMean, p, xi, yi).code(), StatusCode::kInvalidArgument);
+  HostTensor xb(DType::kBool, {2, 3});
+  HostTensor yb(DType::kBool, {2, 1});
+  EXPECT_EQ(Run(Op::kReduceMax, p, xb, yb).code(), StatusCode::kInvalidArgument);
+  OpParams a;
+  a.axis = 1;
+  HostTensor e(DType::kF32, {2, 0});
+  HostTensor ye(DType::kI64, {2, 1});
+  EXPECT_EQ(Run(Op::kArgMax, a, e, ye).code(), StatusCode::kInvalidArgument);  // empty axis
+  HostTensor yf(DType::kF32, {2, 1});
+  EXPECT_EQ(Run(Op::kArgMax, a, x, yf).code(), StatusCode::kInvalidArgument);  // output not i64
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, ReduceTest, testing::ValuesIn(kConfigs), ConfigName);
+
+}  // namespace
+}  // namespace consensor::kernels
