@@ -9,6 +9,7 @@ add_compile_options(
   -fno-associative-math
   -fno-reciprocal-math
   -fno-finite-math-only
+  -fno-math-errno
   -Wall -Wextra -Wno-unused-parameter
 )
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
@@ -24,7 +25,8 @@ endif()
 function(cnsr_mark_avx2_sources)
   foreach(src ${ARGN})
     if(src MATCHES "_avx2\\.cc$")
-      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma")
+      # -O3 so that loops over detmath functions are auto-vectorized in every build type.
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-O3")
     endif()
   endforeach()
 endfunction()

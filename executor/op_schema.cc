@@ -914,9 +914,9 @@ std::vector<Spec> BuildSpecs() {
       // Reductions. Integer reduce_sum wraps; the others are f32 only (DETERMINISM.md 4.3).
       {"reduce_sum", Op::kReduceSum, 1, 1, reduce, InferReduce, kMaskNumeric, 1},
       {"reduce_mean", Op::kReduceMean, 1, 1, reduce, InferReduce, kMaskF32, 1},
-      {"reduce_max", Op::kReduceMax, 1, 1, reduce, InferReduce, kMaskF32, 1},
-      {"reduce_min", Op::kReduceMin, 1, 1, reduce, InferReduce, kMaskF32, 1},
-      {"argmax", Op::kArgMax, 1, 1, {"axis", "keepdims"}, InferArgMax, kMaskF32, 1},
+      {"reduce_max", Op::kReduceMax, 1, 1, reduce, InferReduce, kMaskNumeric, 1},
+      {"reduce_min", Op::kReduceMin, 1, 1, reduce, InferReduce, kMaskNumeric, 1},
+      {"argmax", Op::kArgMax, 1, 1, {"axis", "keepdims"}, InferArgMax, kMaskNumeric, 1},
       // Linear algebra.
       {"matmul", Op::kMatMul, 2, 2, none, InferMatMul, kMaskF32, 2},
       {"matmul_i8", Op::kMatMulInt8, 2, 2, none, InferMatMul, kMaskI8, 2},

@@ -119,7 +119,15 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
     return buffer_of[value];
   };
 
-  // Inputs and constants live for the whole run.
+  // Inputs and constants live for the whole run. Check their total against the cap before
+  // reading any blob, so an over-cap task never loads its weights.
+  int64_t resident = 0;
+  for (int v : vg.placeholders) resident += AlignUp(NumElements(vg.types[v].shape) * DTypeSize(vg.types[v].dtype));
+  for (int v : vg.constants) resident += AlignUp(NumElements(vg.types[v].shape) * DTypeSize(vg.types[v].dtype));
+  if (resident > limits.max_total_bytes) {
+    return ResourceExhausted("inputs and weights need " + std::to_string(resident) + " bytes, over the cap of " +
+                             std::to_string(limits.max_total_bytes));
+  }
   for (int v : vg.placeholders) p.inputs.emplace_back(values[v].name, new_buffer(v, BufferRole::kInput));
   for (int v : vg.constants) {
     ASSIGN_OR_RETURN(Tensor t, ResolveConstant(values[v], blobs));

@@ -17,7 +17,11 @@ namespace consensor::kernels::cpu {
 
 namespace {
 
-constexpr int64_t kScratchBudget = int64_t{64} << 20;  // bytes of im2col scratch per call
+constexpr int64_t kDefaultScratchBudget = int64_t{64} << 20;  // bytes of im2col scratch per call
+std::atomic<int64_t> g_scratch_budget{kDefaultScratchBudget};
+// Preferred size of one im2col tile: small enough to stay in L2/L3 between im2col and the
+// GEMM's packing, large enough to amortize packing the weights once per tile.
+constexpr int64_t kTileTarget = int64_t{2} << 20;
 constexpr uint32_t kCanonicalNaN = 0x7FC00000u;
 
 struct ConvGeom {
@@ -100,19 +104,16 @@ void Im2Col(const ConvGeom& g, const float* x, int64_t n, int64_t gi, int64_t p0
       } else {
         const float* row = xc + ih * g.W;
         const int64_t iw0 = ow * g.sw - g.pl + kw * g.dw;
+        // Valid j: 0 <= iw0 + j*sw < W, i.e. jb <= j < je.
+        const int64_t jb = std::clamp<int64_t>(iw0 >= 0 ? 0 : (-iw0 + g.sw - 1) / g.sw, 0, cnt);
+        const int64_t je = std::clamp<int64_t>(g.W - iw0 <= 0 ? 0 : (g.W - iw0 + g.sw - 1) / g.sw, jb, cnt);
+        std::fill(dst, dst + jb, 0.0f);
         if (g.sw == 1) {
-          // Valid j: 0 <= iw0 + j < W.
-          const int64_t jb = std::clamp<int64_t>(-iw0, 0, cnt);
-          const int64_t je = std::clamp<int64_t>(g.W - iw0, jb, cnt);
-          std::fill(dst, dst + jb, 0.0f);
           if (je > jb) std::memcpy(dst + jb, row + iw0 + jb, sizeof(float) * (je - jb));
-          std::fill(dst + je, dst + cnt, 0.0f);
         } else {
-          for (int64_t j = 0; j < cnt; ++j) {
-            const int64_t iw = iw0 + j * g.sw;
-            dst[j] = (iw >= 0 && iw < g.W) ? row[iw] : 0.0f;
-          }
+          for (int64_t j = jb; j < je; ++j) dst[j] = row[iw0 + j * g.sw];
         }
+        std::fill(dst + je, dst + cnt, 0.0f);
       }
       dst += cnt;
       p += cnt;
@@ -146,6 +147,10 @@ int64_t TileCols(const ConvGeom& g, int64_t budget) {
 
 }  // namespace
 
+void SetConvScratchBudgetForTesting(int64_t bytes) {
+  g_scratch_budget.store(bytes > 0 ? bytes : kDefaultScratchBudget);
+}
+
 Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   if (call.op != Op::kConv2D) return InvalidArgument("RunConv: unexpected op " + std::string(OpName(call.op)));
   if (ctx.isa == Isa::kAvx2 && !CpuHasAvx2Fma()) return FailedPrecondition("conv2d: CPU lacks AVX2/FMA");
@@ -158,6 +163,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   float* y = call.out(0).as<float>();
   if (g.N == 0 || g.F == 0 || g.P == 0) return OkStatus();
   const int64_t threads = ctx.pool ? ctx.pool->num_threads() : 1;
+  const int64_t scratch_budget = g_scratch_budget.load();
   const gemm::Dims gd{g.Fg, 0, g.Kc};
 
   // 1x1, stride 1, no padding: the input image is already the GEMM's B operand.
@@ -187,7 +193,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   }
 
   // Mode A: many (image, group, tile) jobs, each done by one thread with its own scratch.
-  const int64_t pt_a = TileCols(g, kScratchBudget / threads);
+  const int64_t pt_a = TileCols(g, std::min(kTileTarget, scratch_budget / threads));
   const int64_t tiles_a = (g.P + pt_a - 1) / pt_a;
   const int64_t jobs_a = g.N * g.G * tiles_a;
   if (threads == 1 || jobs_a >= 2 * threads) {
@@ -226,7 +232,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   }
 
   // Mode B: few large jobs, one after another; im2col and the GEMM each use the pool.
-  const int64_t pt_b = TileCols(g, kScratchBudget);
+  const int64_t pt_b = TileCols(g, std::min(kTileTarget * threads, scratch_budget));
   gemm::Workspace col_ws;
   auto* col = static_cast<float*>(col_ws.Get(0, sizeof(float) * g.Kc * pt_b));
   if (!col) return ResourceExhausted("conv2d: cannot allocate scratch memory");

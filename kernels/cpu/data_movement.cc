@@ -101,6 +101,42 @@ void StridedRun(uint8_t* out, const uint8_t* in, int64_t stride, int64_t n) {
   }
 }
 
+// Coalesced layout whose dim rank-2 has input stride 1 and dim rank-1 input stride s:
+// out[b][r][c] = in[base(b) + r + c * s]. Each output element is written by exactly one
+// tile, so the split does not matter.
+template <typename T>
+void TiledTranspose(const CpuContext& ctx, const StridedLayout& l, uint8_t* out, const uint8_t* in) {
+  constexpr int64_t kTile = 32;
+  const int r = l.rank;
+  const int64_t rows = l.dims[r - 2], cols = l.dims[r - 1], s = l.strides[0][r - 1];
+  int64_t batch = 1;
+  for (int d = 0; d < r - 2; ++d) batch *= l.dims[d];
+  const int64_t row_tiles = (rows + kTile - 1) / kTile;
+  T* o = reinterpret_cast<T*>(out);
+  const T* src = reinterpret_cast<const T*>(in);
+  Parallel(ctx, batch * row_tiles, GrainFor(kTile * cols * static_cast<int64_t>(sizeof(T))),
+           [&](int64_t ub, int64_t ue) {
+             for (int64_t u = ub; u < ue; ++u) {
+               const int64_t bi = u / row_tiles;
+               const int64_t r0 = (u - bi * row_tiles) * kTile, r1 = std::min(rows, r0 + kTile);
+               int64_t base = 0, rem = bi;
+               for (int d = r - 3; d >= 0; --d) {
+                 base += (rem % l.dims[d]) * l.strides[0][d];
+                 rem /= l.dims[d];
+               }
+               T* ob = o + bi * rows * cols;
+               for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+                 const int64_t c1 = std::min(cols, c0 + kTile);
+                 for (int64_t row = r0; row < r1; ++row) {
+                   const T* sp = src + base + row;
+                   T* op = ob + row * cols;
+                   for (int64_t c = c0; c < c1; ++c) op[c] = sp[c * s];
+                 }
+               }
+             }
+           });
+}
+
 // Writes the contiguous output `out` (layout.dims, `esize`-byte elements) where output
 // multi-index idx reads input element `sum idx[d] * layout.strides[0][d]` relative to
 // `in` (strides may be 0 or negative). The caller has checked every access is in bounds.
@@ -113,6 +149,15 @@ void StridedCopy(const CpuContext& ctx, StridedLayout layout, int64_t esize, voi
   uint8_t* o = static_cast<uint8_t*>(out);
   const uint8_t* p = static_cast<const uint8_t*>(in);
   const int64_t inner_stride = layout.strides[0][layout.rank - 1];
+  if (layout.rank >= 2 && layout.strides[0][layout.rank - 2] == 1 && inner_stride != 0 && inner_stride != 1) {
+    // A (batched) 2-D transpose of the two innermost dims: copy in cache-friendly tiles.
+    switch (esize) {
+      case 1: TiledTranspose<uint8_t>(ctx, layout, o, p); return;
+      case 4: TiledTranspose<uint32_t>(ctx, layout, o, p); return;
+      case 8: TiledTranspose<uint64_t>(ctx, layout, o, p); return;
+      default: break;
+    }
+  }
   Parallel(ctx, n, GrainFor(esize), [&](int64_t b, int64_t e) {
     ForEachRun(layout, b, e, [&](int64_t pos, const int64_t* off, int64_t len) {
       uint8_t* dst = o + pos * esize;

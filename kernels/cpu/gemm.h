@@ -46,7 +46,7 @@ class Workspace {
   // nullptr if the allocation fails.
   void* Get(int i, size_t bytes) {
     Slot& s = slots_[i];
-    if (s.size < bytes) {
+    if (!s.ptr || s.size < bytes) {
       std::free(s.ptr);
       size_t alloc = (bytes + 63) / 64 * 64;
       s.ptr = std::aligned_alloc(64, alloc == 0 ? 64 : alloc);
@@ -86,3 +86,9 @@ Status I8Batched(int64_t batch, const Dims& d, const std::function<I8Operands(in
 bool F32Single(const F32Operands& op, const Dims& d, Isa isa, Workspace* ws);
 
 }  // namespace consensor::kernels::cpu::gemm
+
+namespace consensor::kernels::cpu {
+// conv.cc: caps the im2col scratch of one Conv2D call (bytes; 0 restores the default of
+// 64 MiB). For tests that exercise column tiling on small inputs. Never changes a bit.
+void SetConvScratchBudgetForTesting(int64_t bytes);
+}  // namespace consensor::kernels::cpu

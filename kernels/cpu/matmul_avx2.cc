@@ -78,17 +78,13 @@ void PackBF32(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* bp) {
   }
 }
 
-inline __m256 CanonNaN(__m256 v) {
-  const __m256 nan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000));
-  return _mm256_blendv_ps(v, nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-}
-
 // C[0:6, 0:16] (row stride ldc) = chain over kc of the packed panels.
 // first: accumulators start at +0.0, else they are loaded from C. last: canonicalize NaN.
 //
-// The k-loop is written in inline assembly only to pin the 12 accumulators to ymm4-ymm15
-// (GCC spills with intrinsics); every step is the same vfmadd231ps (a*b + acc, one
-// rounding) that _mm256_fmadd_ps emits, applied in increasing k.
+// Written in inline assembly only to pin the 12 accumulators to ymm4-ymm15 (GCC spills
+// them when written with intrinsics); every step is the vfmadd231ps that _mm256_fmadd_ps
+// emits (a*b + acc, one rounding), applied in increasing k. x86-64 only (this file is
+// compiled for AVX2 targets).
 #define CNSR_MK_STEP(K)                                         \
   "vmovaps " #K "*64(%[bp]), %%ymm0\n\t"                        \
   "vmovaps " #K "*64+32(%[bp]), %%ymm1\n\t"                     \
@@ -284,34 +280,92 @@ void PackBI8(const int8_t* b, int64_t ldb, int64_t kc, int64_t nc, int16_t* bp) 
   }
 }
 
+// One k-pair for row R (A word at byte offset AOFF): acc += madd(a, b) for both halves.
+#define CNSR_I8_ROW(K, R, ACC0, ACC1)                                   \
+  "vpbroadcastd " #K "*24+" #R "*4(%[ap]), %%ymm2\n\t"                  \
+  "vpmaddwd %%ymm0, %%ymm2, %%ymm3\n\t"                                 \
+  "vpaddd %%ymm3, %%ymm" #ACC0 ", %%ymm" #ACC0 "\n\t"                   \
+  "vpmaddwd %%ymm1, %%ymm2, %%ymm2\n\t"                                 \
+  "vpaddd %%ymm2, %%ymm" #ACC1 ", %%ymm" #ACC1 "\n\t"
+#define CNSR_I8_STEP(K)                                                 \
+  "vmovdqa " #K "*64(%[bp]), %%ymm0\n\t"                                \
+  "vmovdqa " #K "*64+32(%[bp]), %%ymm1\n\t"                             \
+  CNSR_I8_ROW(K, 0, 4, 5) CNSR_I8_ROW(K, 1, 6, 7) CNSR_I8_ROW(K, 2, 8, 9) \
+  CNSR_I8_ROW(K, 3, 10, 11) CNSR_I8_ROW(K, 4, 12, 13) CNSR_I8_ROW(K, 5, 14, 15)
+
+// C[0:6, 0:16] (+)= sum over kp k-pairs; inline assembly to keep the 12 accumulators in
+// registers, as for the f32 kernel.
 void MicroI8(int64_t kp, const int32_t* __restrict ap, const int16_t* __restrict bp, int32_t* c, int64_t ldc,
              bool first) {
-  __m256i acc[kMR][2];
-  for (int r = 0; r < kMR; ++r) {
-    if (first) {
-      acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-    } else {
-      acc[r][0] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + r * ldc));
-      acc[r][1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + r * ldc + 8));
-    }
-  }
-  for (int64_t p = 0; p < kp; ++p) {
-    const __m256i b0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(bp));
-    const __m256i b1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(bp + 16));
-#pragma GCC unroll 6
-    for (int r = 0; r < kMR; ++r) {
-      const __m256i a = _mm256_set1_epi32(ap[r]);
-      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(a, b0));
-      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(a, b1));
-    }
-    ap += kMR;
-    bp += 2 * kNR;
-  }
-  for (int r = 0; r < kMR; ++r) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * ldc), acc[r][0]);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + r * ldc + 8), acc[r][1]);
-  }
+  int64_t k2 = kp / 2, k1 = kp % 2;
+  const int64_t ldcb = ldc * static_cast<int64_t>(sizeof(int32_t));
+  int32_t* c3 = c + 3 * ldc;
+  const int64_t flags = first ? 1 : 0;
+  asm volatile(
+      "test $1, %[flags]\n\t"
+      "jz 5f\n\t"
+      "vpxor %%ymm4, %%ymm4, %%ymm4\n\t"
+      "vpxor %%ymm5, %%ymm5, %%ymm5\n\t"
+      "vpxor %%ymm6, %%ymm6, %%ymm6\n\t"
+      "vpxor %%ymm7, %%ymm7, %%ymm7\n\t"
+      "vpxor %%ymm8, %%ymm8, %%ymm8\n\t"
+      "vpxor %%ymm9, %%ymm9, %%ymm9\n\t"
+      "vpxor %%ymm10, %%ymm10, %%ymm10\n\t"
+      "vpxor %%ymm11, %%ymm11, %%ymm11\n\t"
+      "vpxor %%ymm12, %%ymm12, %%ymm12\n\t"
+      "vpxor %%ymm13, %%ymm13, %%ymm13\n\t"
+      "vpxor %%ymm14, %%ymm14, %%ymm14\n\t"
+      "vpxor %%ymm15, %%ymm15, %%ymm15\n\t"
+      "jmp 6f\n\t"
+      "5:\n\t"
+      "vmovdqu (%[c]), %%ymm4\n\t"
+      "vmovdqu 32(%[c]), %%ymm5\n\t"
+      "vmovdqu (%[c],%[ldcb],1), %%ymm6\n\t"
+      "vmovdqu 32(%[c],%[ldcb],1), %%ymm7\n\t"
+      "vmovdqu (%[c],%[ldcb],2), %%ymm8\n\t"
+      "vmovdqu 32(%[c],%[ldcb],2), %%ymm9\n\t"
+      "vmovdqu (%[c3]), %%ymm10\n\t"
+      "vmovdqu 32(%[c3]), %%ymm11\n\t"
+      "vmovdqu (%[c3],%[ldcb],1), %%ymm12\n\t"
+      "vmovdqu 32(%[c3],%[ldcb],1), %%ymm13\n\t"
+      "vmovdqu (%[c3],%[ldcb],2), %%ymm14\n\t"
+      "vmovdqu 32(%[c3],%[ldcb],2), %%ymm15\n\t"
+      "6:\n\t"
+      "test %[k2], %[k2]\n\t"
+      "jz 2f\n\t"
+      ".p2align 5\n\t"
+      "1:\n\t"
+      "prefetcht0 384(%[ap])\n\t"
+      CNSR_I8_STEP(0) CNSR_I8_STEP(1)
+      "add $48, %[ap]\n\t"
+      "add $128, %[bp]\n\t"
+      "dec %[k2]\n\t"
+      "jnz 1b\n\t"
+      "2:\n\t"
+      "test %[k1], %[k1]\n\t"
+      "jz 4f\n\t"
+      CNSR_I8_STEP(0)
+      "4:\n\t"
+      "vmovdqu %%ymm4, (%[c])\n\t"
+      "vmovdqu %%ymm5, 32(%[c])\n\t"
+      "vmovdqu %%ymm6, (%[c],%[ldcb],1)\n\t"
+      "vmovdqu %%ymm7, 32(%[c],%[ldcb],1)\n\t"
+      "vmovdqu %%ymm8, (%[c],%[ldcb],2)\n\t"
+      "vmovdqu %%ymm9, 32(%[c],%[ldcb],2)\n\t"
+      "vmovdqu %%ymm10, (%[c3])\n\t"
+      "vmovdqu %%ymm11, 32(%[c3])\n\t"
+      "vmovdqu %%ymm12, (%[c3],%[ldcb],1)\n\t"
+      "vmovdqu %%ymm13, 32(%[c3],%[ldcb],1)\n\t"
+      "vmovdqu %%ymm14, (%[c3],%[ldcb],2)\n\t"
+      "vmovdqu %%ymm15, 32(%[c3],%[ldcb],2)\n\t"
+      "vzeroupper\n\t"
+      : [ap] "+r"(ap), [bp] "+r"(bp), [k2] "+r"(k2), [k1] "+r"(k1)
+      : [c] "r"(c), [c3] "r"(c3), [ldcb] "r"(ldcb), [flags] "r"(flags)
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+        "xmm13", "xmm14", "xmm15", "cc", "memory");
 }
+#undef CNSR_I8_STEP
+#undef CNSR_I8_ROW
 
 void MicroI8Edge(int64_t kp, const int32_t* ap, const int16_t* bp, int32_t* c, int64_t ldc, int64_t mr, int64_t nr,
                  bool first) {
@@ -357,6 +411,10 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
           for (int64_t ir = 0; ir < mc; ir += kMR) {
             const int64_t mr = std::min<int64_t>(kMR, mc - ir);
             float* c = op.c + (ic + ir) * op.ldc + jc + jr;
+            if (ir + kMR < mc) {  // the next tile's C rows, loaded (or written) next
+              const float* cn = c + kMR * op.ldc;
+              for (int r = 0; r < kMR; ++r) _mm_prefetch(reinterpret_cast<const char*>(cn + r * op.ldc), _MM_HINT_T0);
+            }
             if (mr == kMR && nr == kNR) {
               MicroF32(kc, ap + ir * kc, bpanel, c, op.ldc, first, last);
             } else {

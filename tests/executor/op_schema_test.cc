@@ -263,7 +263,9 @@ TEST(OpSchemaReduce, DTypes) {
   EXPECT_EQ(Ok("reduce_sum", {I8({4})}).output.dtype, DType::kI8);
   EXPECT_INVALID(Infer("reduce_mean", {I32({4})}), "reduce_mean: input has dtype i32; expected f32");
   EXPECT_INVALID(Infer("reduce_sum", {Bool({4})}), "expected f32, i8, i32 or i64");
-  EXPECT_INVALID(Infer("reduce_max", {I64({4})}), "expected f32");
+  EXPECT_EQ(Ok("reduce_max", {I64({4})}).output.dtype, DType::kI64);
+  EXPECT_EQ(Ok("argmax", {I8({4})}).output.dtype, DType::kI64);
+  EXPECT_INVALID(Infer("reduce_max", {Bool({4})}), "expected f32, i8, i32 or i64");
 }
 
 TEST(OpSchemaReduce, ArgMax) {

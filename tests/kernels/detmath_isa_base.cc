@@ -1,14 +1,10 @@
 // Copyright (c) Consensor developers.
 //
-// AVX2+FMA instance of the detmath array kernels, for the cross-ISA bit-identity test
-// in detmath_test.cc. Compile this file with -mavx2 -mfma (plus the usual -ffp-contract=off);
-// the loops below then auto-vectorize at -O2/-O3 and use hardware FMA. detmath_isa_a.cc is
-// the same code compiled for the baseline ISA.
+// Baseline-ISA instance of the detmath array kernels, for the cross-ISA bit-identity test
+// in detmath_test.cc. Compile this file with the project's normal flags (no -m options
+// beyond the baseline; -ffp-contract=off as everywhere). detmath_isa_avx2.cc is the same
+// code compiled with -mavx2 -mfma.
 #include <cstddef>
-
-#if !defined(__AVX2__) || !defined(__FMA__)
-#error "detmath_isa_b.cc must be compiled with -mavx2 -mfma (see detmath_test.cc)"
-#endif
 
 #include "kernels/detmath.h"
 
@@ -34,7 +30,7 @@ namespace consensor::detmath_isa {
 
 // fn: 0 exp, 1 log, 2 tanh, 3 sigmoid, 4 erf, 5 gelu_erf, 6 gelu_tanh, 7 rsqrt, 8 sin,
 // 9 cos, 10 pow(x[i], y[i]), 11 canonicalize_nan.
-void ApplyB(int fn, const float* __restrict x, const float* __restrict y, float* __restrict out,
+void ApplyA(int fn, const float* __restrict x, const float* __restrict y, float* __restrict out,
             size_t n) {
   CNSR_DETMATH_ISA_BODY
 }

@@ -1,10 +1,15 @@
 // Copyright (c) Consensor developers.
 //
-// Baseline-ISA instance of the detmath array kernels, for the cross-ISA bit-identity test
-// in detmath_test.cc. Compile this file with the project's normal flags (no -m options
-// beyond the baseline; -ffp-contract=off as everywhere). detmath_isa_b.cc is the same
-// code compiled with -mavx2 -mfma.
+// AVX2+FMA instance of the detmath array kernels, for the cross-ISA bit-identity test
+// in detmath_test.cc. Compile this file with -mavx2 -mfma (plus the usual -ffp-contract=off);
+// use -O3 (GCC 12 at -O2 only vectorizes loops with a known trip count), so that the loops
+// below auto-vectorize and use hardware FMA. detmath_isa_base.cc is
+// the same code compiled for the baseline ISA.
 #include <cstddef>
+
+#if !defined(__AVX2__) || !defined(__FMA__)
+#error "detmath_isa_avx2.cc must be compiled with -mavx2 -mfma (see detmath_test.cc)"
+#endif
 
 #include "kernels/detmath.h"
 
@@ -30,7 +35,7 @@ namespace consensor::detmath_isa {
 
 // fn: 0 exp, 1 log, 2 tanh, 3 sigmoid, 4 erf, 5 gelu_erf, 6 gelu_tanh, 7 rsqrt, 8 sin,
 // 9 cos, 10 pow(x[i], y[i]), 11 canonicalize_nan.
-void ApplyA(int fn, const float* __restrict x, const float* __restrict y, float* __restrict out,
+void ApplyB(int fn, const float* __restrict x, const float* __restrict y, float* __restrict out,
             size_t n) {
   CNSR_DETMATH_ISA_BODY
 }

@@ -1,0 +1,279 @@
+// Conv2D against a naive reference written straight from docs/DETERMINISM.md 4.4, bit for
+// bit, for both ISAs and several thread counts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
+
+namespace consensor::kernels {
+namespace {
+
+struct Engine {
+  std::string label;
+  std::unique_ptr<CpuBackend> backend;
+};
+
+std::vector<Engine>& Engines() {
+  static std::vector<Engine>* engines = [] {
+    auto* v = new std::vector<Engine>();
+    for (const char* isa : {"portable", "avx2"}) {
+      if (std::string(isa) == "avx2" && !cpu::CpuHasAvx2Fma()) continue;
+      for (int t : {1, 2, 8}) {
+        auto b = CpuBackend::Create({.num_threads = t, .isa = isa});
+        EXPECT_TRUE(b.ok()) << b.status().ToString();
+        if (b.ok()) v->push_back({std::string(isa) + "/t" + std::to_string(t), std::move(b).value()});
+      }
+    }
+    return v;
+  }();
+  return *engines;
+}
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+TensorView View(const std::vector<int64_t>& shape, void* data) {
+  TensorView v;
+  v.dtype = DType::kF32;
+  v.rank = static_cast<int>(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) v.dims[i] = shape[i];
+  v.data = data;
+  return v;
+}
+
+struct Conv {
+  int64_t N, C, H, W, F, KH, KW;
+  int64_t sh = 1, sw = 1;
+  int64_t pt = 0, pl = 0, pb = 0, pr = 0;
+  int64_t dh = 1, dw = 1;
+  int64_t group = 1;
+  bool bias = false;
+
+  int64_t OH() const { return FloorDiv(H + pt + pb - dh * (KH - 1) - 1, sh) + 1; }
+  int64_t OW() const { return FloorDiv(W + pl + pr - dw * (KW - 1) - 1, sw) + 1; }
+  static int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+  std::string ToString() const {
+    char buf[256];
+    std::snprintf(buf, sizeof(buf),
+                  "x[%lld,%lld,%lld,%lld] w[%lld,%lld,%lld,%lld] s(%lld,%lld) p(%lld,%lld,%lld,%lld) d(%lld,%lld) "
+                  "g%lld bias=%d",
+                  (long long)N, (long long)C, (long long)H, (long long)W, (long long)F, (long long)(C / group),
+                  (long long)KH, (long long)KW, (long long)sh, (long long)sw, (long long)pt, (long long)pl,
+                  (long long)pb, (long long)pr, (long long)dh, (long long)dw, (long long)group, int(bias));
+    return buf;
+  }
+};
+
+// The spec, literally.
+std::vector<float> Reference(const Conv& p, const std::vector<float>& x, const std::vector<float>& w,
+                             const std::vector<float>& b) {
+  const int64_t OH = p.OH(), OW = p.OW(), Cg = p.C / p.group, Fg = p.F / p.group;
+  std::vector<float> y(p.N * p.F * OH * OW);
+  for (int64_t n = 0; n < p.N; ++n)
+    for (int64_t f = 0; f < p.F; ++f)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t g = f / Fg;
+          float acc = +0.0f;
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t kh = 0; kh < p.KH; ++kh)
+              for (int64_t kw = 0; kw < p.KW; ++kw) {
+                const int64_t ih = oh * p.sh - p.pt + kh * p.dh, iw = ow * p.sw - p.pl + kw * p.dw;
+                const float xv = (ih >= 0 && ih < p.H && iw >= 0 && iw < p.W)
+                                     ? x[((n * p.C + g * Cg + c) * p.H + ih) * p.W + iw]
+                                     : +0.0f;
+                acc = std::fma(xv, w[((f * Cg + c) * p.KH + kh) * p.KW + kw], acc);
+              }
+          if (p.bias) acc = acc + b[f];
+          if (std::isnan(acc)) acc = FromBits(0x7FC00000u);
+          y[((n * p.F + f) * OH + oh) * OW + ow] = acc;
+        }
+  return y;
+}
+
+Status RunConv(Backend& be, const Conv& p, std::vector<float>& x, std::vector<float>& w, std::vector<float>& b,
+               std::vector<float>* y, OpParams* override_params = nullptr, std::vector<int64_t> yshape = {}) {
+  OpParams params;
+  params.strides = {p.sh, p.sw};
+  params.pads = {p.pt, p.pl, p.pb, p.pr};
+  params.dilations = {p.dh, p.dw};
+  params.kernel = {p.KH, p.KW};
+  params.group = p.group;
+  if (override_params) params = *override_params;
+  if (yshape.empty()) yshape = {p.N, p.F, p.OH(), p.OW()};
+  TensorView in[3] = {View({p.N, p.C, p.H, p.W}, x.data()), View({p.F, p.C / p.group, p.KH, p.KW}, w.data()),
+                      View({p.F}, b.data())};
+  TensorView out = View(yshape, y->data());
+  KernelCall call;
+  call.op = Op::kConv2D;
+  call.params = &params;
+  call.inputs = in;
+  call.num_inputs = p.bias ? 3 : 2;
+  call.outputs = &out;
+  call.num_outputs = 1;
+  return be.Run(call);
+}
+
+std::vector<float> Random(int64_t n, std::mt19937& rng, bool special) {
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  static const uint32_t kSpecial[] = {0x7FC00000u, 0xFFC00001u, 0x7F800000u, 0xFF800000u, 0x80000000u,
+                                      0x00000000u, 0x00000001u, 0x807FFFFFu, 0x7F7FFFFFu};
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    const uint32_t r = rng() % 64;
+    if (special && r == 0) {
+      x = FromBits(kSpecial[rng() % (sizeof(kSpecial) / sizeof(kSpecial[0]))]);
+    } else if (special && r == 1) {
+      x = u(rng) * 1e-39f;
+    } else {
+      x = u(rng);
+    }
+  }
+  return v;
+}
+
+void Check(const Conv& p, uint32_t seed, bool special = false) {
+  SCOPED_TRACE(p.ToString());
+  std::mt19937 rng(seed);
+  auto x = Random(p.N * p.C * p.H * p.W, rng, special);
+  auto w = Random(p.F * (p.C / p.group) * p.KH * p.KW, rng, special);
+  auto b = Random(p.F, rng, special);
+  const auto ref = Reference(p, x, w, b);
+  for (auto& e : Engines()) {
+    std::vector<float> y(ref.size(), FromBits(0x7F81234Fu));
+    Status s = RunConv(*e.backend, p, x, w, b, &y);
+    ASSERT_TRUE(s.ok()) << e.label << ": " << s.ToString();
+    if (!y.empty() && std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)) != 0) {
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(Bits(y[i]), Bits(ref[i])) << e.label << " element " << i;
+    }
+  }
+}
+
+const std::vector<Conv>& Cases() {
+  static const std::vector<Conv> cases = [] {
+    std::vector<Conv> v;
+    auto add = [&](Conv c) { v.push_back(c); };
+    // N, C, H, W, F, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, group, bias
+    add({2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});         // 3x3 same
+    add({1, 4, 9, 7, 6, 3, 2, 2, 3, 0, 2, 1, 0, 1, 1, 2, false});        // strides, asymmetric pads, groups
+    add({1, 2, 10, 11, 3, 3, 3, 1, 2, 2, 1, 0, 3, 2, 3, 1, true});       // dilations
+    add({2, 6, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, true});         // depthwise
+    add({1, 4, 6, 5, 8, 3, 3, 2, 1, 1, 0, 1, 2, 1, 1, 4, false});        // depthwise, multiplier 2
+    add({2, 5, 6, 7, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true});         // 1x1 (direct GEMM)
+    add({2, 6, 5, 4, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 3, false});        // grouped 1x1
+    add({1, 5, 9, 9, 7, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, true});         // strided 1x1
+    add({1, 3, 5, 5, 2, 1, 1, 1, 1, 1, 0, 0, 2, 1, 1, 1, true});         // padded 1x1
+    add({1, 2, 4, 4, 3, 3, 3, 1, 1, 4, 4, 4, 4, 1, 1, 1, true});         // windows fully in padding
+    add({1, 2, 3, 2, 3, 5, 4, 1, 1, 2, 2, 2, 2, 1, 1, 1, false});        // kernel larger than input
+    add({1, 32, 6, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});       // Kc = 288 > one k-block
+    add({3, 8, 13, 17, 16, 3, 5, 2, 1, 2, 0, 1, 2, 1, 2, 2, false});     // odd everything
+    add({1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false});        // 1x1x1x1
+    add({1, 3, 20, 20, 14, 4, 4, 3, 3, 0, 1, 2, 0, 1, 1, 1, true});      // stride > 1, M edge tiles
+    add({2, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 16, true});    // depthwise 16
+    return v;
+  }();
+  return cases;
+}
+
+TEST(Conv2D, MatchesSpecBits) {
+  uint32_t seed = 1;
+  for (const Conv& c : Cases()) Check(c, seed++);
+}
+
+TEST(Conv2D, SpecialValuesMatchSpecBits) {
+  uint32_t seed = 100;
+  for (const Conv& c : Cases()) Check(c, seed++, /*special=*/true);
+}
+
+TEST(Conv2D, BiasOverflowAndCanonicalNaN) {
+  // acc + bias overflowing to inf, and inf + -inf = NaN -> canonical.
+  Conv p{1, 1, 1, 2, 3, 1, 1};
+  p.bias = true;
+  std::vector<float> x = {3e38f, -0.0f}, w = {2.0f, 1.0f, -1.0f}, b = {3e38f, -INFINITY, -0.0f};
+  w[1] = std::numeric_limits<float>::infinity();
+  const auto ref = Reference(p, x, w, b);
+  for (auto& e : Engines()) {
+    std::vector<float> y(6);
+    ASSERT_TRUE(RunConv(*e.backend, p, x, w, b, &y).ok());
+    EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), 24)) << e.label;
+    EXPECT_EQ(Bits(y[2]), 0x7FC00000u) << e.label;  // 3e38*inf + -inf = NaN
+    EXPECT_EQ(Bits(y[3]), 0x7FC00000u) << e.label;  // -0*inf = NaN
+  }
+}
+
+TEST(Conv2D, ColumnTilingDoesNotChangeBits) {
+  // A tiny scratch budget forces many im2col column tiles (and both parallel modes).
+  for (int64_t budget : {int64_t{1}, int64_t{4096}, int64_t{40000}}) {
+    cpu::SetConvScratchBudgetForTesting(budget);
+    Check({1, 3, 17, 19, 5, 3, 3, 1, 2, 1, 0, 2, 1, 1, 1, 1, true}, 7);
+    Check({2, 4, 11, 13, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2, 1, 2, false}, 8);
+    Check({1, 5, 8, 40, 6, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 1, true}, 9);
+  }
+  cpu::SetConvScratchBudgetForTesting(0);
+}
+
+TEST(Conv2D, EmptyDims) {
+  Check({0, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true}, 1);  // N = 0
+  Check({1, 3, 5, 5, 0, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false}, 2);  // F = 0
+  Check({2, 0, 4, 4, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true}, 3);  // C = 0: outputs are bias
+  Check({1, 2, 0, 3, 2, 1, 1, 1, 1, 1, 0, 1, 0, 1, 1, 1, true}, 4);  // H = 0, all padding
+  Check({1, 2, 2, 2, 2, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, false}, 5);  // OH = OW = 0
+  Check({1, 2, 4, 4, 2, 0, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true}, 6);  // KH = 0: empty chain
+}
+
+TEST(Conv2D, RejectsBadCalls) {
+  Conv p{1, 4, 5, 5, 6, 3, 3};
+  std::vector<float> x(100), w(6 * 4 * 9), b(6), y(6 * 9);
+  auto& be = *Engines().front().backend;
+  OpParams params;
+  params.strides = {1, 1};
+  params.pads = {0, 0, 0};  // wrong length
+  params.dilations = {1, 1};
+  EXPECT_EQ(RunConv(be, p, x, w, b, &y, &params).code(), StatusCode::kInvalidArgument);
+  params.pads = {0, 0, 0, 0};
+  params.strides = {0, 1};
+  EXPECT_EQ(RunConv(be, p, x, w, b, &y, &params).code(), StatusCode::kInvalidArgument);
+  params.strides = {1, 1};
+  params.group = 3;  // does not divide C
+  EXPECT_EQ(RunConv(be, p, x, w, b, &y, &params).code(), StatusCode::kInvalidArgument);
+  params.group = 1;
+  EXPECT_TRUE(RunConv(be, p, x, w, b, &y, &params).ok());
+  // Output shape that does not match.
+  EXPECT_EQ(RunConv(be, p, x, w, b, &y, &params, {1, 6, 4, 3}).code(), StatusCode::kInvalidArgument);
+  // Wrong dtype.
+  TensorView in[2] = {View({1, 4, 5, 5}, x.data()), View({6, 4, 3, 3}, w.data())};
+  in[0].dtype = DType::kI32;
+  TensorView out = View({1, 6, 3, 3}, y.data());
+  KernelCall call;
+  call.op = Op::kConv2D;
+  call.params = &params;
+  call.inputs = in;
+  call.num_inputs = 2;
+  call.outputs = &out;
+  call.num_outputs = 1;
+  EXPECT_EQ(be.Run(call).code(), StatusCode::kInvalidArgument);
+  in[0].dtype = DType::kF32;
+  in[0].rank = 3;
+  EXPECT_EQ(be.Run(call).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace consensor::kernels

@@ -1,0 +1,274 @@
+// Pool family (docs/DETERMINISM.md 4.5): max_pool2d and avg_pool2d on every CPU path
+// (portable and AVX2, 1/2/8 threads) must match a naive reference written from the spec,
+// bit for bit.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+
+namespace consensor::kernels {
+namespace {
+
+struct HostTensor {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  HostTensor() = default;
+  HostTensor(DType t, std::vector<int64_t> s) : dtype(t), shape(std::move(s)) {
+    bytes.assign(static_cast<size_t>(numel() * DTypeSize(t)), 0xCD);
+  }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+  template <typename T> T* as() { return reinterpret_cast<T*>(bytes.data()); }
+  template <typename T> const T* as() const { return reinterpret_cast<const T*>(bytes.data()); }
+  TensorView view() {
+    TensorView v;
+    v.dtype = dtype;
+    v.rank = static_cast<int>(shape.size());
+    for (size_t i = 0; i < shape.size(); ++i) v.dims[i] = shape[i];
+    v.data = bytes.empty() ? nullptr : bytes.data();
+    return v;
+  }
+};
+
+uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
+float FromBits(uint32_t b) { return std::bit_cast<float>(b); }
+bool IsNaN(float f) { return f != f; }
+float Canon(float f) { return IsNaN(f) ? FromBits(0x7FC00000u) : f; }
+
+struct Config {
+  const char* isa;
+  int threads;
+};
+
+std::string ConfigName(const testing::TestParamInfo<Config>& info) {
+  return std::string(info.param.isa) + "_t" + std::to_string(info.param.threads);
+}
+
+const Config kConfigs[] = {{"portable", 1}, {"portable", 2}, {"portable", 8},
+                           {"avx2", 1},     {"avx2", 2},     {"avx2", 8}};
+
+class PoolTest : public testing::TestWithParam<Config> {
+ public:
+  void SetUp() override {
+    if (std::string(GetParam().isa) == "avx2" && !cpu::CpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
+    auto b = CpuBackend::Create({.num_threads = GetParam().threads, .isa = GetParam().isa});
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    backend_ = std::move(b.value());
+  }
+
+  Status Run(Op op, const OpParams& p, HostTensor& x, HostTensor& y) {
+    TensorView in = x.view(), out = y.view();
+    KernelCall call;
+    call.op = op;
+    call.params = &p;
+    call.inputs = &in;
+    call.num_inputs = 1;
+    call.outputs = &out;
+    call.num_outputs = 1;
+    return backend_->Run(call);
+  }
+
+  std::unique_ptr<CpuBackend> backend_;
+};
+
+// Random f32 with widely varying magnitudes (so the summation order shows in the bits),
+// plus optional specials.
+void FillF32(HostTensor& t, uint32_t seed, double special_rate = 0.0) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> ex(-24, 24);
+  std::uniform_real_distribution<double> p(0.0, 1.0);
+  const uint32_t specials[] = {0x7FC00000u, 0x7FC00001u, 0xFFC12345u, 0x7F800001u, 0x7F800000u, 0xFF800000u,
+                               0x80000000u, 0x00000000u, 0x00000001u, 0x807FFFFFu, 0x00400000u};
+  float* d = t.as<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (special_rate > 0 && p(rng) < special_rate) {
+      d[i] = FromBits(specials[rng() % (sizeof(specials) / sizeof(specials[0]))]);
+    } else {
+      d[i] = std::ldexp(u(rng), ex(rng));
+    }
+  }
+}
+
+struct PoolCase {
+  int64_t N, C, H, W, kh, kw, sh, sw, dh, dw, top, left, bottom, right;
+  bool include_pad;
+};
+
+bool OutDims(const PoolCase& c, int64_t* oh, int64_t* ow) {
+  const int64_t sh = c.H + c.top + c.bottom - c.dh * (c.kh - 1) - 1;
+  const int64_t sw = c.W + c.left + c.right - c.dw * (c.kw - 1) - 1;
+  if (sh < 0 || sw < 0) return false;
+  *oh = sh / c.sh + 1;
+  *ow = sw / c.sw + 1;
+  return true;
+}
+
+OpParams ParamsOf(const PoolCase& c) {
+  OpParams p;
+  p.kernel = {c.kh, c.kw};
+  p.strides = {c.sh, c.sw};
+  p.dilations = {c.dh, c.dw};
+  p.pads = {c.top, c.left, c.bottom, c.right};
+  p.count_include_pad = c.include_pad;
+  return p;
+}
+
+// Naive reference: visit every window position (padding included) in row-major order.
+HostTensor RefPool(bool is_max, const PoolCase& c, const HostTensor& x, int64_t OH, int64_t OW) {
+  HostTensor y(DType::kF32, {c.N, c.C, OH, OW});
+  const uint32_t* xb = x.as<uint32_t>();
+  for (int64_t n = 0; n < c.N; ++n)
+    for (int64_t ch = 0; ch < c.C; ++ch)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          uint32_t best = 0xFF800000u;  // -inf: window entirely in padding
+          bool have = false, nan = false;
+          float s = -0.0f;
+          int64_t count = 0;
+          for (int64_t i = 0; i < c.kh; ++i)
+            for (int64_t j = 0; j < c.kw; ++j) {
+              const int64_t h = oh * c.sh - c.top + i * c.dh, w = ow * c.sw - c.left + j * c.dw;
+              if (h < 0 || h >= c.H || w < 0 || w >= c.W) continue;
+              const uint32_t v = xb[((n * c.C + ch) * c.H + h) * c.W + w];
+              const float f = FromBits(v);
+              s = s + f;
+              ++count;
+              if (nan) continue;
+              if (IsNaN(f)) {
+                best = v;
+                nan = true;
+              } else if (!have) {
+                best = v;
+                have = true;
+              } else {
+                const float b = FromBits(best);
+                if (f > b || (f == 0.0f && b == 0.0f && v == 0u)) best = v;
+              }
+            }
+          const int64_t o = ((n * c.C + ch) * OH + oh) * OW + ow;
+          if (is_max) {
+            y.as<uint32_t>()[o] = best;
+          } else {
+            const float div = static_cast<float>(c.include_pad ? c.kh * c.kw : count);
+            y.as<float>()[o] = Canon(s / div);
+          }
+        }
+  return y;
+}
+
+void CheckPool(PoolTest* t, const PoolCase& c, uint32_t seed, double special_rate) {
+  int64_t OH, OW;
+  if (!OutDims(c, &OH, &OW)) return;
+  HostTensor x(DType::kF32, {c.N, c.C, c.H, c.W});
+  FillF32(x, seed, special_rate);
+  const OpParams p = ParamsOf(c);
+  for (bool is_max : {true, false}) {
+    HostTensor want = RefPool(is_max, c, x, OH, OW);
+    HostTensor got(DType::kF32, {c.N, c.C, OH, OW});
+    Status s = t->Run(is_max ? Op::kMaxPool2D : Op::kAvgPool2D, p, x, got);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(0, std::memcmp(got.bytes.data(), want.bytes.data(), want.bytes.size()))
+        << (is_max ? "max" : "avg") << " H=" << c.H << " W=" << c.W << " k=" << c.kh << "x" << c.kw << " s=" << c.sh
+        << "," << c.sw << " d=" << c.dh << "," << c.dw << " pads=" << c.top << "," << c.left << "," << c.bottom << ","
+        << c.right << " include_pad=" << c.include_pad;
+  }
+}
+
+TEST_P(PoolTest, RandomGeometries) {
+  std::mt19937 rng(12345);
+  auto r = [&](int lo, int hi) { return static_cast<int64_t>(lo + static_cast<int>(rng() % (hi - lo + 1))); };
+  for (int iter = 0; iter < 400; ++iter) {
+    PoolCase c{r(1, 2), r(1, 3), r(0, 9), r(0, 9), r(1, 3), r(1, 3), r(1, 3), r(1, 3), r(1, 2), r(1, 2),
+               r(0, 2), r(0, 2), r(0, 2), r(0, 2), (rng() & 1) != 0};
+    CheckPool(this, c, static_cast<uint32_t>(iter), iter % 3 == 0 ? 0.1 : 0.0);
+  }
+  // A typical CNN layer.
+  CheckPool(this, PoolCase{2, 16, 32, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false}, 7, 0.0);
+  CheckPool(this, PoolCase{2, 16, 32, 32, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, true}, 8, 0.001);
+}
+
+TEST_P(PoolTest, HandCases) {
+  // 1x1 kernel with padding: corner outputs see only padding.
+  PoolCase c{1, 1, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, false};
+  HostTensor x(DType::kF32, {1, 1, 2, 2});
+  const float v[] = {-0.0f, 0.0f, FromBits(0xFFC12345u), 2.0f};
+  std::memcpy(x.as<float>(), v, sizeof(v));
+  const OpParams p = ParamsOf(c);
+  HostTensor y(DType::kF32, {1, 1, 4, 4});
+  ASSERT_TRUE(Run(Op::kMaxPool2D, p, x, y).ok());
+  EXPECT_EQ(Bits(y.as<float>()[0]), 0xFF800000u);        // all padding: -inf
+  EXPECT_EQ(Bits(y.as<float>()[1 * 4 + 1]), 0x80000000u);  // copies -0
+  EXPECT_EQ(Bits(y.as<float>()[2 * 4 + 1]), 0xFFC12345u);  // NaN bits copied, not canonicalized
+  ASSERT_TRUE(Run(Op::kAvgPool2D, p, x, y).ok());
+  EXPECT_EQ(Bits(y.as<float>()[0]), 0x7FC00000u);  // -0 / 0
+  EXPECT_EQ(Bits(y.as<float>()[1 * 4 + 1]), 0x80000000u);
+  EXPECT_EQ(Bits(y.as<float>()[2 * 4 + 1]), 0x7FC00000u);  // arithmetic: canonical NaN
+  OpParams pi = p;
+  pi.count_include_pad = true;
+  ASSERT_TRUE(Run(Op::kAvgPool2D, pi, x, y).ok());
+  EXPECT_EQ(Bits(y.as<float>()[0]), 0x80000000u);  // -0 / 1
+
+  // 2x2 window over {-0, +0, first NaN, second NaN}: max is +0 in a zero-only window, and
+  // the first NaN (row-major) wins.
+  PoolCase d{1, 1, 2, 4, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, false};
+  HostTensor x2(DType::kF32, {1, 1, 2, 4});
+  const float w[] = {-0.0f, 1.0f, FromBits(0x7FC00005u), 3.0f, 0.0f, -0.0f, 4.0f, FromBits(0xFF800001u)};
+  std::memcpy(x2.as<float>(), w, sizeof(w));
+  HostTensor y2(DType::kF32, {1, 1, 1, 2});
+  ASSERT_TRUE(Run(Op::kMaxPool2D, ParamsOf(d), x2, y2).ok());
+  EXPECT_EQ(y2.as<float>()[0], 1.0f);
+  EXPECT_EQ(Bits(y2.as<float>()[1]), 0x7FC00005u);
+  const float z[] = {-0.0f, 0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f, -0.0f};
+  std::memcpy(x2.as<float>(), z, sizeof(z));
+  ASSERT_TRUE(Run(Op::kMaxPool2D, ParamsOf(d), x2, y2).ok());
+  EXPECT_EQ(Bits(y2.as<float>()[0]), 0u);
+  EXPECT_EQ(Bits(y2.as<float>()[1]), 0x80000000u);
+  ASSERT_TRUE(Run(Op::kAvgPool2D, ParamsOf(d), x2, y2).ok());
+  EXPECT_EQ(Bits(y2.as<float>()[0]), 0u);           // -0 + -0 + +0 + -0 = +0
+  EXPECT_EQ(Bits(y2.as<float>()[1]), 0x80000000u);  // all -0
+}
+
+TEST_P(PoolTest, ZeroSizesAndBadCalls) {
+  PoolCase c{0, 3, 4, 4, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, false};
+  HostTensor x(DType::kF32, {0, 3, 4, 4}), y(DType::kF32, {0, 3, 3, 3});
+  EXPECT_TRUE(Run(Op::kMaxPool2D, ParamsOf(c), x, y).ok());
+  // H = 0 with padding: every window is padding.
+  PoolCase e{1, 1, 0, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, false};
+  HostTensor xe(DType::kF32, {1, 1, 0, 2}), ye(DType::kF32, {1, 1, 1, 2});
+  ASSERT_TRUE(Run(Op::kMaxPool2D, ParamsOf(e), xe, ye).ok());
+  EXPECT_EQ(Bits(ye.as<float>()[0]), 0xFF800000u);
+  // Wrong output shape, rank, dtype, non-positive stride, window larger than the input.
+  HostTensor xf(DType::kF32, {1, 1, 4, 4}), bad(DType::kF32, {1, 1, 2, 2});
+  PoolCase k{1, 1, 4, 4, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, false};
+  EXPECT_EQ(Run(Op::kMaxPool2D, ParamsOf(k), xf, bad).code(), StatusCode::kInvalidArgument);
+  HostTensor x3(DType::kF32, {1, 4, 4}), y3(DType::kF32, {1, 3, 3});
+  EXPECT_EQ(Run(Op::kAvgPool2D, ParamsOf(k), x3, y3).code(), StatusCode::kInvalidArgument);
+  HostTensor xi(DType::kI32, {1, 1, 4, 4}), yi(DType::kI32, {1, 1, 3, 3});
+  EXPECT_EQ(Run(Op::kMaxPool2D, ParamsOf(k), xi, yi).code(), StatusCode::kInvalidArgument);
+  OpParams p0 = ParamsOf(k);
+  p0.strides = {0, 1};
+  HostTensor y33(DType::kF32, {1, 1, 3, 3});
+  EXPECT_EQ(Run(Op::kMaxPool2D, p0, xf, y33).code(), StatusCode::kInvalidArgument);
+  OpParams big = ParamsOf(k);
+  big.kernel = {5, 5};
+  EXPECT_EQ(Run(Op::kMaxPool2D, big, xf, y33).code(), StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, PoolTest, testing::ValuesIn(kConfigs), ConfigName);
+
+}  // namespace
+}  // namespace consensor::kernels
