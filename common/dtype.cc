@@ -29,7 +29,7 @@ StatusOr<int64_t> CheckedNumElements(const Shape& shape) {
   bool has_zero = false;
   for (int64_t d : shape) {
     if (d < 0) return InvalidArgument("negative dimension in shape " + ShapeToString(shape));
-    if (d > (int64_t{1} << 62)) return InvalidArgument("dimension too large in shape " + ShapeToString(shape));
+    if (d > (int64_t{1} << 62)) return InvalidArgument("shape " + ShapeToString(shape) + " has too many elements");
     has_zero = has_zero || d == 0;
   }
   if (has_zero) return int64_t{0};

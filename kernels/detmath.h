@@ -35,14 +35,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define CNSR_HD __host__ __device__ __forceinline__
-#else
-// always_inline: the functions are small enough, it lets loops over them vectorize, and
-// it keeps translation units compiled with different -m flags from sharing out-of-line
-// copies (tests/kernels/detmath_isa_*.cc rely on this).
-#define CNSR_HD [[gnu::always_inline]] inline
-#endif
+#include "kernels/hd.h"
 
 namespace consensor::detmath {
 

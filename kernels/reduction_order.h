@@ -16,13 +16,11 @@
 // skipped by an implementation without changing any bit.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
-#ifdef __CUDACC__
-#define CNSR_HD __host__ __device__ __forceinline__
-#else
-#define CNSR_HD inline
-#endif
+#include "kernels/hd.h"
 
 namespace consensor::kernels {
 
@@ -42,22 +40,28 @@ CNSR_HD float LaneTreeSum(const Term& term, int64_t n) {
   return lane[0];
 }
 
-// Canonical sum over n terms. Host-only recursion is replaced by an explicit loop over
-// levels: each level turns n terms into ceil(n / kSumChunk) partial sums.
+// Canonical sum of a contiguous array; defined below.
+inline float CanonicalSumOfArray(const float* x, int64_t n);
+
+// Canonical sum over n terms, host reference. Each level turns n terms into
+// ceil(n / kSumChunk) chunk sums; levels repeat until one chunk remains.
 template <typename Term>
 inline float CanonicalSumReference(const Term& term, int64_t n) {
   if (n == 0) return 0.0f;
   if (n <= kSumChunk) return LaneTreeSum(term, n);
   int64_t m = (n + kSumChunk - 1) / kSumChunk;
-  float* partial = new float[m];
+  std::vector<float> partial(static_cast<std::size_t>(m));
   for (int64_t c = 0; c < m; ++c) {
     int64_t begin = c * kSumChunk;
     int64_t len = (n - begin < kSumChunk) ? n - begin : kSumChunk;
     partial[c] = LaneTreeSum([&](int64_t i) { return term(begin + i); }, len);
   }
-  float r = CanonicalSumReference([&](int64_t i) { return partial[i]; }, m);
-  delete[] partial;
-  return r;
+  // The next levels sum plain arrays; a non-template recursion keeps instantiation finite.
+  return CanonicalSumOfArray(partial.data(), m);
+}
+
+inline float CanonicalSumOfArray(const float* x, int64_t n) {
+  return CanonicalSumReference([x](int64_t i) { return x[i]; }, n);
 }
 
 }  // namespace consensor::kernels

@@ -93,6 +93,8 @@ StatusOr<std::unique_ptr<Arena>> CpuBackend::AllocateArena(int64_t bytes) {
 }
 
 Status CpuBackend::Run(const KernelCall& call) {
+  // The caller's thread computes too; pin its float environment as the pool's threads are.
+  SetDeterministicFloatEnvironment();
   switch (FamilyOf(call.op)) {
     case Family::kElementwise: return cpu::RunElementwise(call, ctx_);
     case Family::kReduce: return cpu::RunReduce(call, ctx_);

@@ -10,10 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-// detmath.h and reduction_order.h both define CNSR_HD; include detmath.h first and drop its
-// definition so reduction_order.h can define its own without a redefinition warning.
 #include "kernels/detmath.h"
-#undef CNSR_HD
 #include "kernels/cpu/canonical_sum.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/reduce_impl.h"  // F32MaxMinOp, CombineRun

@@ -98,9 +98,9 @@ void MaxPoolPlane(const uint32_t* x, uint32_t* y, const PoolGeom& g) {
       uint32_t best = kNegInf;
       bool have = false, nan = false;
       for (int64_t i = khl; i < khh && !nan; ++i) {
-        const uint32_t* row = x + (h0 + i * g.dh) * g.W + w0;
+        const int64_t row = (h0 + i * g.dh) * g.W + w0;  // index math only: w0 may be negative
         for (int64_t j = kwl; j < kwh; ++j) {
-          const uint32_t b = row[j * g.dw];
+          const uint32_t b = x[row + j * g.dw];
           if (IsNaNBits(b)) {  // the first NaN wins
             best = b;
             nan = true;
@@ -129,8 +129,8 @@ void AvgPoolPlane(const float* x, float* y, const PoolGeom& g, bool include_pad)
       ValidRange(w0, g.dw, g.kw, g.W, &kwl, &kwh);
       float s = -0.0f;
       for (int64_t i = khl; i < khh; ++i) {
-        const float* row = x + (h0 + i * g.dh) * g.W + w0;
-        for (int64_t j = kwl; j < kwh; ++j) s = s + row[j * g.dw];
+        const int64_t row = (h0 + i * g.dh) * g.W + w0;
+        for (int64_t j = kwl; j < kwh; ++j) s = s + x[row + j * g.dw];
       }
       const float count = include_pad ? full : static_cast<float>((khh - khl) * (kwh - kwl));
       const float r = s / count;
@@ -157,10 +157,13 @@ Status RunPool(const KernelCall& call, const CpuContext& ctx) {
   TensorView& yv = call.out(0);
   ctx.pool->ParallelFor(planes, grain, [&](int64_t b, int64_t e) {
     for (int64_t pl = b; pl < e; ++pl) {
+      // With H or W == 0 the input may have no storage; no element is read then.
       if (is_max) {
-        MaxPoolPlane(xv.as<const uint32_t>() + pl * in_plane, yv.as<uint32_t>() + pl * out_plane, g);
+        const uint32_t* x = in_plane ? xv.as<const uint32_t>() + pl * in_plane : xv.as<const uint32_t>();
+        MaxPoolPlane(x, yv.as<uint32_t>() + pl * out_plane, g);
       } else {
-        AvgPoolPlane(xv.as<const float>() + pl * in_plane, yv.as<float>() + pl * out_plane, g, include_pad);
+        const float* x = in_plane ? xv.as<const float>() + pl * in_plane : xv.as<const float>();
+        AvgPoolPlane(x, yv.as<float>() + pl * out_plane, g, include_pad);
       }
     }
   });

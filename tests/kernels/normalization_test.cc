@@ -17,7 +17,6 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/detmath.h"
-#undef CNSR_HD  // reduction_order.h defines its own
 #include "kernels/reduction_order.h"
 
 namespace consensor::kernels {
