@@ -1,25 +1,32 @@
 # Compiler flags that docs/DETERMINISM.md requires of every translation unit.
 # -ffp-contract=off: the compiler may not fuse a*b+c on its own; only explicit fma fuses.
 # -fno-fast-math and friends: no reassociation, no flush-to-zero, no approximate math.
-# -fexcess-precision=standard: no x87-style extended intermediates.
-add_compile_options(
+# -fno-math-errno only drops errno bookkeeping (so sqrt can vectorize); results are unchanged.
+set(CNSR_CXX_DETERMINISM_FLAGS
   -ffp-contract=off
   -fno-fast-math
   -fno-unsafe-math-optimizations
   -fno-associative-math
   -fno-reciprocal-math
   -fno-finite-math-only
-  -fno-math-errno
-  -Wall -Wextra -Wno-unused-parameter
-)
+  -fno-math-errno)
+add_compile_options(
+  "$<$<COMPILE_LANGUAGE:CXX>:${CNSR_CXX_DETERMINISM_FLAGS}>"
+  "$<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wno-unused-parameter>")
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
-  add_compile_options(-mfpmath=sse)
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-mfpmath=sse>")
 endif()
 
 if(CNSR_SANITIZE)
-  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined;-fno-sanitize-recover=undefined;-fno-omit-frame-pointer>")
   add_link_options(-fsanitize=address,undefined)
 endif()
+
+# nvcc: no fused multiply-add unless written, IEEE division and square root, no
+# flush-to-zero, never --use_fast_math. The host side of .cu files gets the C++ flags.
+set(CNSR_CUDA_DETERMINISM_FLAGS
+  --fmad=false --prec-div=true --prec-sqrt=true --ftz=false
+  "-Xcompiler=-ffp-contract=off,-fno-fast-math")
 
 # Sources named *_avx2.cc are compiled for AVX2+FMA and called only after a runtime check.
 function(cnsr_mark_avx2_sources)

@@ -41,6 +41,10 @@ enum class Op : uint16_t {
 
 std::string_view OpName(Op op);
 
+// Kernel families: one source file per family in each backend (kernels/cpu/, kernels/cuda/).
+enum class OpFamily { kElementwise, kReduce, kMatMul, kConv, kPool, kNormalization, kDataMovement, kNone };
+OpFamily FamilyOf(Op op);
+
 // Resolved parameters. Each op reads only the fields documented for it.
 struct OpParams {
   std::vector<int64_t> axes;       // reductions: sorted, unique, in [0, rank)

@@ -14,50 +14,12 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace consensor::kernels {
 namespace {
 
-struct Engine {
-  std::string label;
-  std::unique_ptr<CpuBackend> backend;
-};
-
-std::vector<Engine>& Engines() {
-  static std::vector<Engine>* engines = [] {
-    auto* v = new std::vector<Engine>();
-    for (const char* isa : {"portable", "avx2"}) {
-      if (std::string(isa) == "avx2" && !cpu::CpuHasAvx2Fma()) continue;
-      for (int t : {1, 2, 8}) {
-        auto b = CpuBackend::Create({.num_threads = t, .isa = isa});
-        EXPECT_TRUE(b.ok()) << b.status().ToString();
-        if (b.ok()) v->push_back({std::string(isa) + "/t" + std::to_string(t), std::move(b).value()});
-      }
-    }
-    return v;
-  }();
-  return *engines;
-}
-
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float FromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-TensorView View(const std::vector<int64_t>& shape, void* data) {
-  TensorView v;
-  v.dtype = DType::kF32;
-  v.rank = static_cast<int>(shape.size());
-  for (size_t i = 0; i < shape.size(); ++i) v.dims[i] = shape[i];
-  v.data = data;
-  return v;
-}
+using namespace test_util;
 
 struct Conv {
   int64_t N, C, H, W, F, KH, KW;
@@ -119,17 +81,10 @@ Status RunConv(Backend& be, const Conv& p, std::vector<float>& x, std::vector<fl
   params.group = p.group;
   if (override_params) params = *override_params;
   if (yshape.empty()) yshape = {p.N, p.F, p.OH(), p.OW()};
-  TensorView in[3] = {View({p.N, p.C, p.H, p.W}, x.data()), View({p.F, p.C / p.group, p.KH, p.KW}, w.data()),
-                      View({p.F}, b.data())};
-  TensorView out = View(yshape, y->data());
-  KernelCall call;
-  call.op = Op::kConv2D;
-  call.params = &params;
-  call.inputs = in;
-  call.num_inputs = p.bias ? 3 : 2;
-  call.outputs = &out;
-  call.num_outputs = 1;
-  return be.Run(call);
+  std::vector<TensorView> in = {MakeView(DType::kF32, {p.N, p.C, p.H, p.W}, x.data()),
+                                MakeView(DType::kF32, {p.F, p.C / p.group, p.KH, p.KW}, w.data())};
+  if (p.bias) in.push_back(MakeView(DType::kF32, {p.F}, b.data()));
+  return RunKernel(be, Op::kConv2D, params, in, MakeView(DType::kF32, yshape, y->data()));
 }
 
 std::vector<float> Random(int64_t n, std::mt19937& rng, bool special) {
@@ -259,16 +214,10 @@ TEST(Conv2D, RejectsBadCalls) {
   // Output shape that does not match.
   EXPECT_EQ(RunConv(be, p, x, w, b, &y, &params, {1, 6, 4, 3}).code(), StatusCode::kInvalidArgument);
   // Wrong dtype.
-  TensorView in[2] = {View({1, 4, 5, 5}, x.data()), View({6, 4, 3, 3}, w.data())};
+  TensorView in[2] = {MakeView(DType::kF32, {1, 4, 5, 5}, x.data()), MakeView(DType::kF32, {6, 4, 3, 3}, w.data())};
   in[0].dtype = DType::kI32;
-  TensorView out = View({1, 6, 3, 3}, y.data());
-  KernelCall call;
-  call.op = Op::kConv2D;
-  call.params = &params;
-  call.inputs = in;
-  call.num_inputs = 2;
-  call.outputs = &out;
-  call.num_outputs = 1;
+  TensorView out = MakeView(DType::kF32, {1, 6, 3, 3}, y.data());
+  KernelCall call = MakeCall(Op::kConv2D, params, in, 2, &out);
   EXPECT_EQ(be.Run(call).code(), StatusCode::kInvalidArgument);
   in[0].dtype = DType::kF32;
   in[0].rank = 3;

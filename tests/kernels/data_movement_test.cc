@@ -15,131 +15,15 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace consensor::kernels {
 namespace {
 
-struct Buf {
-  DType dtype = DType::kInvalid;
-  Shape shape;
-  std::vector<uint8_t> bytes;
-
-  int64_t n() const { return NumElements(shape); }
-  template <typename T> T at(int64_t i) const {
-    T v;
-    std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
-    return v;
-  }
-  template <typename T> std::vector<T> vec() const {
-    std::vector<T> v(static_cast<size_t>(n()));
-    if (!v.empty()) std::memcpy(v.data(), bytes.data(), bytes.size());
-    return v;
-  }
-  TensorView view() {
-    TensorView v;
-    v.dtype = dtype;
-    v.rank = static_cast<int>(shape.size());
-    for (int i = 0; i < v.rank; ++i) v.dims[i] = shape[i];
-    v.data = bytes.empty() ? nullptr : bytes.data();
-    return v;
-  }
-};
-
-template <typename T>
-Buf Make(DType dtype, Shape shape, const std::vector<T>& values) {
-  Buf b;
-  b.dtype = dtype;
-  b.shape = std::move(shape);
-  EXPECT_EQ(static_cast<int64_t>(values.size()), b.n());
-  EXPECT_EQ(static_cast<int64_t>(sizeof(T)), DTypeSize(dtype));
-  b.bytes.resize(values.size() * sizeof(T));
-  if (!values.empty()) std::memcpy(b.bytes.data(), values.data(), b.bytes.size());
-  return b;
-}
-Buf F32(Shape s, const std::vector<float>& v) { return Make(DType::kF32, std::move(s), v); }
-Buf F32Bits(Shape s, const std::vector<uint32_t>& v) { return Make(DType::kF32, std::move(s), v); }
-Buf I32(Shape s, const std::vector<int32_t>& v) { return Make(DType::kI32, std::move(s), v); }
-Buf I8(Shape s, const std::vector<int8_t>& v) { return Make(DType::kI8, std::move(s), v); }
-Buf I64(Shape s, const std::vector<int64_t>& v) { return Make(DType::kI64, std::move(s), v); }
-Buf Bool(Shape s, const std::vector<uint8_t>& v) { return Make(DType::kBool, std::move(s), v); }
-
-
-struct Config {
-  std::string isa;
-  int threads;
-};
-
-std::vector<Config> Configs() {
-  std::vector<Config> c = {{"portable", 1}, {"portable", 2}, {"portable", 8}};
-  if (cpu::CpuHasAvx2Fma()) {
-    for (int t : {1, 2, 8}) c.push_back({"avx2", t});
-  }
-  return c;
-}
-
-std::vector<std::unique_ptr<CpuBackend>>& Backends() {
-  static auto* backends = [] {
-    auto* v = new std::vector<std::unique_ptr<CpuBackend>>();
-    for (const Config& c : Configs()) {
-      auto b = CpuBackend::Create({.num_threads = c.threads, .isa = c.isa});
-      EXPECT_TRUE(b.ok()) << b.status().ToString();
-      v->push_back(std::move(b).value());
-    }
-    return v;
-  }();
-  return *backends;
-}
-
-Status RunOn(CpuBackend& backend, Op op, const OpParams& params, std::vector<Buf> inputs, Buf& out) {
-  std::vector<TensorView> in_views;
-  for (Buf& b : inputs) in_views.push_back(b.view());
-  TensorView out_view = out.view();
-  KernelCall call;
-  call.op = op;
-  call.params = &params;
-  call.inputs = in_views.data();
-  call.num_inputs = static_cast<int>(in_views.size());
-  call.outputs = &out_view;
-  call.num_outputs = 1;
-  return backend.Run(call);
-}
-
-// Runs on every backend configuration, checks that all produce identical bytes, and
-// returns the result.
-Buf RunAll(Op op, std::vector<Buf> inputs, DType out_dtype, Shape out_shape, const OpParams& params = {}) {
-  Buf first;
-  bool have = false;
-  for (size_t i = 0; i < Backends().size(); ++i) {
-    Buf out;
-    out.dtype = out_dtype;
-    out.shape = out_shape;
-    out.bytes.assign(static_cast<size_t>(NumElements(out_shape) * DTypeSize(out_dtype)), 0xCD);
-    Status s = RunOn(*Backends()[i], op, params, inputs, out);
-    EXPECT_TRUE(s.ok()) << OpName(op) << ": " << s.ToString();
-    if (!have) {
-      first = out;
-      have = true;
-    } else {
-      const Config c = Configs()[i];
-      EXPECT_TRUE(first.bytes == out.bytes)
-          << OpName(op) << " differs on isa=" << c.isa << " threads=" << c.threads;
-    }
-  }
-  return first;
-}
-
-Status RunStatus(Op op, std::vector<Buf> inputs, DType out_dtype, Shape out_shape, const OpParams& params = {}) {
-  Buf out;
-  out.dtype = out_dtype;
-  out.shape = out_shape;
-  out.bytes.assign(static_cast<size_t>(std::max<int64_t>(0, NumElements(out_shape)) * DTypeSize(out_dtype)), 0);
-  return RunOn(*Backends()[0], op, params, std::move(inputs), out);
-}
-
-
+using namespace test_util;
 
 // Deterministic content of any dtype with distinct values (bool alternates).
-Buf Iota(DType t, Shape shape) {
+HostTensor Iota(DType t, Shape shape) {
   const int64_t n = NumElements(shape);
   switch (t) {
     case DType::kF32: {
@@ -171,18 +55,12 @@ Buf Iota(DType t, Shape shape) {
 }
 
 // Copies element `src_i` of `src` into element `dst_i` of `dst` (raw bytes).
-void CopyElem(Buf& dst, int64_t dst_i, const Buf& src, int64_t src_i) {
+void CopyElem(HostTensor& dst, int64_t dst_i, const HostTensor& src, int64_t src_i) {
   const int64_t es = DTypeSize(src.dtype);
   std::memcpy(dst.bytes.data() + dst_i * es, src.bytes.data() + src_i * es, static_cast<size_t>(es));
 }
 
-Buf Empty(DType t, Shape shape) {
-  Buf b;
-  b.dtype = t;
-  b.shape = std::move(shape);
-  b.bytes.assign(static_cast<size_t>(NumElements(b.shape) * DTypeSize(t)), 0);
-  return b;
-}
+HostTensor Empty(DType t, Shape shape) { return HostTensor(t, std::move(shape), 0); }
 
 std::vector<int64_t> Strides(const Shape& s) {
   std::vector<int64_t> st(s.size());
@@ -215,26 +93,26 @@ const DType kAllTypes[] = {DType::kF32, DType::kI32, DType::kI8, DType::kBool, D
 
 TEST(DataMovementTest, IdentityAndReshapeCopyBits) {
   for (DType t : kAllTypes) {
-    Buf x = Iota(t, {4, 6});
+    HostTensor x = Iota(t, {4, 6});
     EXPECT_EQ(RunAll(Op::kIdentity, {x}, t, {4, 6}).bytes, x.bytes) << DTypeName(t);
     EXPECT_EQ(RunAll(Op::kReshape, {x}, t, {3, 2, 4}).bytes, x.bytes) << DTypeName(t);
     EXPECT_EQ(RunAll(Op::kReshape, {x}, t, {24}).bytes, x.bytes) << DTypeName(t);
   }
   // NaN payloads and -0 survive untouched.
-  Buf f = F32Bits({3}, {0x7FC0BEEFu, 0xFF800001u, 0x80000000u});
+  HostTensor f = F32Bits({3}, {0x7FC0BEEFu, 0xFF800001u, 0x80000000u});
   EXPECT_EQ(RunAll(Op::kIdentity, {f}, DType::kF32, {3}).bytes, f.bytes);
-  EXPECT_EQ(RunAll(Op::kReshape, {F32({0, 3}, {})}, DType::kF32, {3, 0}).n(), 0);
+  EXPECT_EQ(RunAll(Op::kReshape, {F32({0, 3}, {})}, DType::kF32, {3, 0}).numel(), 0);
   EXPECT_EQ(RunStatus(Op::kReshape, {f}, DType::kF32, {4}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(RunStatus(Op::kIdentity, {f}, DType::kI32, {3}).code(), StatusCode::kInvalidArgument);
   // Large copy split across threads.
-  Buf big = Iota(DType::kI64, {300001});
+  HostTensor big = Iota(DType::kI64, {300001});
   EXPECT_EQ(RunAll(Op::kReshape, {big}, DType::kI64, {1, 300001}).bytes, big.bytes);
 }
 
-Buf TransposeRef(const Buf& x, const std::vector<int64_t>& perm) {
+HostTensor TransposeRef(const HostTensor& x, const std::vector<int64_t>& perm) {
   Shape out_shape(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) out_shape[i] = x.shape[perm[i]];
-  Buf y = Empty(x.dtype, out_shape);
+  HostTensor y = Empty(x.dtype, out_shape);
   std::vector<int64_t> in_st = Strides(x.shape);
   ForEachIndex(out_shape, [&](const std::vector<int64_t>& idx, int64_t i) {
     int64_t src = 0;
@@ -257,11 +135,11 @@ TEST(DataMovementTest, Transpose) {
   };
   for (const Case& c : cases) {
     for (DType t : kAllTypes) {
-      Buf x = Iota(t, c.shape);
-      Buf want = TransposeRef(x, c.perm);
+      HostTensor x = Iota(t, c.shape);
+      HostTensor want = TransposeRef(x, c.perm);
       OpParams p;
       p.perm = c.perm;
-      Buf y = RunAll(Op::kTranspose, {x}, t, want.shape, p);
+      HostTensor y = RunAll(Op::kTranspose, {x}, t, want.shape, p);
       EXPECT_EQ(y.bytes, want.bytes) << DTypeName(t) << " rank " << c.shape.size();
     }
   }
@@ -271,8 +149,9 @@ TEST(DataMovementTest, Transpose) {
             StatusCode::kInvalidArgument);
 }
 
-Buf SliceRef(const Buf& x, const std::vector<int64_t>& starts, const std::vector<int64_t>& steps, const Shape& out) {
-  Buf y = Empty(x.dtype, out);
+HostTensor SliceRef(const HostTensor& x, const std::vector<int64_t>& starts, const std::vector<int64_t>& steps,
+                    const Shape& out) {
+  HostTensor y = Empty(x.dtype, out);
   std::vector<int64_t> in_st = Strides(x.shape);
   ForEachIndex(out, [&](const std::vector<int64_t>& idx, int64_t i) {
     int64_t src = 0;
@@ -299,11 +178,11 @@ TEST(DataMovementTest, SliceWithNegativeSteps) {
   };
   for (const Case& c : cases) {
     for (DType t : kAllTypes) {
-      Buf x = Iota(t, c.in);
+      HostTensor x = Iota(t, c.in);
       OpParams p;
       p.starts = c.starts;
       p.steps = c.steps;
-      Buf y = RunAll(Op::kSlice, {x}, t, c.out, p);
+      HostTensor y = RunAll(Op::kSlice, {x}, t, c.out, p);
       EXPECT_EQ(y.bytes, SliceRef(x, c.starts, c.steps, c.out).bytes) << DTypeName(t);
     }
   }
@@ -331,9 +210,9 @@ TEST(DataMovementTest, SliceWithNegativeSteps) {
 TEST(DataMovementTest, ConcatThreeInputsWithZeroSize) {
   OpParams p;
   p.axis = 1;
-  Buf a = I32({2, 3}, {1, 2, 3, 4, 5, 6});
-  Buf b = I32({2, 0}, {});
-  Buf c = I32({2, 2}, {7, 8, 9, 10});
+  HostTensor a = I32({2, 3}, {1, 2, 3, 4, 5, 6});
+  HostTensor b = I32({2, 0}, {});
+  HostTensor c = I32({2, 2}, {7, 8, 9, 10});
   EXPECT_EQ(RunAll(Op::kConcat, {a, b, c}, DType::kI32, {2, 5}, p).vec<int32_t>(),
             (std::vector<int32_t>{1, 2, 3, 7, 8, 4, 5, 6, 9, 10}));
   EXPECT_EQ(RunAll(Op::kConcat, {b, a, b, c, b}, DType::kI32, {2, 5}, p).vec<int32_t>(),
@@ -343,7 +222,7 @@ TEST(DataMovementTest, ConcatThreeInputsWithZeroSize) {
                 .vec<int8_t>(),
             (std::vector<int8_t>{1, 2, 3, 4, 5, 6}));
   // All inputs empty.
-  EXPECT_EQ(RunAll(Op::kConcat, {I64({0, 2}, {}), I64({0, 2}, {})}, DType::kI64, {0, 2}, p).n(), 0);
+  EXPECT_EQ(RunAll(Op::kConcat, {I64({0, 2}, {}), I64({0, 2}, {})}, DType::kI64, {0, 2}, p).numel(), 0);
   // Large, every dtype, against a reference, along each axis.
   for (DType t : kAllTypes) {
     for (int axis = 0; axis < 3; ++axis) {
@@ -352,11 +231,11 @@ TEST(DataMovementTest, ConcatThreeInputsWithZeroSize) {
       s3[axis] = 7;
       Shape so = s1;
       so[axis] = s1[axis] + s3[axis];
-      Buf x1 = Iota(t, s1), x2 = Empty(t, s2), x3 = Iota(t, s3);
+      HostTensor x1 = Iota(t, s1), x2 = Empty(t, s2), x3 = Iota(t, s3);
       OpParams q;
       q.axis = axis;
-      Buf y = RunAll(Op::kConcat, {x1, x2, x3}, t, so, q);
-      Buf want = Empty(t, so);
+      HostTensor y = RunAll(Op::kConcat, {x1, x2, x3}, t, so, q);
+      HostTensor want = Empty(t, so);
       std::vector<int64_t> st1 = Strides(s1), st3 = Strides(s3);
       ForEachIndex(so, [&](const std::vector<int64_t>& idx, int64_t i) {
         std::vector<int64_t> k = idx;
@@ -377,7 +256,7 @@ TEST(DataMovementTest, ConcatThreeInputsWithZeroSize) {
 }
 
 TEST(DataMovementTest, Gather) {
-  Buf data = I32({3, 4}, {0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23});
+  HostTensor data = I32({3, 4}, {0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23});
   OpParams p;
   p.axis = 0;
   EXPECT_EQ(RunAll(Op::kGather, {data, I64({2}, {-1, 0})}, DType::kI32, {2, 4}, p).vec<int32_t>(),
@@ -389,7 +268,7 @@ TEST(DataMovementTest, Gather) {
   EXPECT_EQ(RunAll(Op::kGather, {data, I32({2, 2}, {3, -4, -1, 1})}, DType::kI32, {3, 2, 2}, p).vec<int32_t>(),
             (std::vector<int32_t>{3, 0, 3, 1, 13, 10, 13, 11, 23, 20, 23, 21}));
   // Empty indices.
-  EXPECT_EQ(RunAll(Op::kGather, {data, I64({0}, {})}, DType::kI32, {3, 0}, p).n(), 0);
+  EXPECT_EQ(RunAll(Op::kGather, {data, I64({0}, {})}, DType::kI32, {3, 0}, p).numel(), 0);
   // Out-of-range indices are a run-time OutOfRange error naming the index and the bound.
   for (int64_t bad : {int64_t{4}, int64_t{-5}, int64_t{1} << 40, std::numeric_limits<int64_t>::min()}) {
     Status s = RunStatus(Op::kGather, {data, I64({2}, {0, bad})}, DType::kI32, {3, 2}, p);
@@ -409,8 +288,8 @@ TEST(DataMovementTest, Gather) {
       const int64_t dim = ds[axis];
       std::vector<int64_t> iv(2 * 311);
       for (size_t j = 0; j < iv.size(); ++j) iv[j] = static_cast<int64_t>((j * 7919) % (2 * dim)) - dim;
-      Buf x = Iota(t, ds);
-      Buf ind = I64({2, 311}, iv);
+      HostTensor x = Iota(t, ds);
+      HostTensor ind = I64({2, 311}, iv);
       Shape os;
       for (int d = 0; d < axis; ++d) os.push_back(ds[d]);
       os.push_back(2);
@@ -418,8 +297,8 @@ TEST(DataMovementTest, Gather) {
       for (int d = axis + 1; d < 3; ++d) os.push_back(ds[d]);
       OpParams q;
       q.axis = axis;
-      Buf y = RunAll(Op::kGather, {x, ind}, t, os, q);
-      Buf want = Empty(t, os);
+      HostTensor y = RunAll(Op::kGather, {x, ind}, t, os, q);
+      HostTensor want = Empty(t, os);
       std::vector<int64_t> st = Strides(ds);
       ForEachIndex(os, [&](const std::vector<int64_t>& idx, int64_t i) {
         std::vector<int64_t> src_idx;
@@ -437,16 +316,16 @@ TEST(DataMovementTest, Gather) {
 TEST(DataMovementTest, Expand) {
   EXPECT_EQ(RunAll(Op::kExpand, {I32({3, 1}, {1, 2, 3})}, DType::kI32, {2, 3, 4}).vec<int32_t>(),
             (std::vector<int32_t>{1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3}));
-  Buf nan = F32Bits({}, {0x7FC0DEADu});
-  Buf y = RunAll(Op::kExpand, {nan}, DType::kF32, {5});
+  HostTensor nan = F32Bits({}, {0x7FC0DEADu});
+  HostTensor y = RunAll(Op::kExpand, {nan}, DType::kF32, {5});
   for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(y.at<uint32_t>(i), 0x7FC0DEADu);
   EXPECT_EQ(RunAll(Op::kExpand, {Bool({1, 3}, {1, 0, 1})}, DType::kBool, {2, 3}).vec<uint8_t>(),
             (std::vector<uint8_t>{1, 0, 1, 1, 0, 1}));
-  EXPECT_EQ(RunAll(Op::kExpand, {I8({1, 3}, {1, 2, 3})}, DType::kI8, {0, 3}).n(), 0);
+  EXPECT_EQ(RunAll(Op::kExpand, {I8({1, 3}, {1, 2, 3})}, DType::kI8, {0, 3}).numel(), 0);
   for (DType t : kAllTypes) {
-    Buf x = Iota(t, {37, 1, 41});
+    HostTensor x = Iota(t, {37, 1, 41});
     Shape os = {3, 37, 59, 41};
-    Buf want = Empty(t, os);
+    HostTensor want = Empty(t, os);
     ForEachIndex(os, [&](const std::vector<int64_t>& idx, int64_t i) { CopyElem(want, i, x, idx[1] * 41 + idx[3]); });
     EXPECT_EQ(RunAll(Op::kExpand, {x}, t, os).bytes, want.bytes) << DTypeName(t);
   }
@@ -458,7 +337,7 @@ TEST(DataMovementTest, Pad) {
   p.pad_begin = {1, 0};
   p.pad_end = {0, 2};
   p.pad_value = 7.5f;
-  Buf x = F32({2, 3}, {1, 2, 3, 4, 5, 6});
+  HostTensor x = F32({2, 3}, {1, 2, 3, 4, 5, 6});
   EXPECT_EQ(RunAll(Op::kPad, {x}, DType::kF32, {3, 5}, p).vec<float>(),
             (std::vector<float>{7.5f, 7.5f, 7.5f, 7.5f, 7.5f, 1, 2, 3, 7.5f, 7.5f, 4, 5, 6, 7.5f, 7.5f}));
   // The fill value converts like cast: truncation, saturation, NaN -> 0, != 0 for bool.
@@ -475,11 +354,11 @@ TEST(DataMovementTest, Pad) {
   EXPECT_EQ(RunAll(Op::kPad, {Bool({1, 1}, {0})}, DType::kBool, {2, 3}, p).vec<uint8_t>(),
             (std::vector<uint8_t>{1, 1, 1, 0, 1, 1}));
   p.pad_value = -0.0f;
-  Buf z = RunAll(Op::kPad, {F32({1, 1}, {1})}, DType::kF32, {2, 3}, p);
+  HostTensor z = RunAll(Op::kPad, {F32({1, 1}, {1})}, DType::kF32, {2, 3}, p);
   EXPECT_EQ(z.at<uint32_t>(0), 0x80000000u);  // f32 fill copies the attribute's bits
   // Empty input padded to a non-empty output is all fill; a rank-0 tensor is copied.
   p.pad_value = 2.0f;
-  EXPECT_EQ(RunAll(Op::kPad, {I32({0, 2}, {})}, DType::kI32, {1, 4}, OpParams{p}).n(), 4);
+  EXPECT_EQ(RunAll(Op::kPad, {I32({0, 2}, {})}, DType::kI32, {1, 4}, OpParams{p}).numel(), 4);
   OpParams q = p;
   q.pad_begin = {1, 1};
   q.pad_end = {0, 1};
@@ -495,15 +374,15 @@ TEST(DataMovementTest, Pad) {
     s.pad_end = {1, 4, 0};
     s.pad_value = 1.0f;
     Shape os = {26, 35, 48};
-    Buf xin = Iota(t, is);
-    Buf fill = Empty(t, {1});
+    HostTensor xin = Iota(t, is);
+    HostTensor fill = Empty(t, {1});
     switch (t) {
       case DType::kF32: { float one = 1.0f; std::memcpy(fill.bytes.data(), &one, 4); break; }
       case DType::kI32: { int32_t one = 1; std::memcpy(fill.bytes.data(), &one, 4); break; }
       case DType::kI64: { int64_t one = 1; std::memcpy(fill.bytes.data(), &one, 8); break; }
       default: fill.bytes[0] = 1; break;
     }
-    Buf want = Empty(t, os);
+    HostTensor want = Empty(t, os);
     std::vector<int64_t> st = Strides(is);
     ForEachIndex(os, [&](const std::vector<int64_t>& idx, int64_t i) {
       int64_t src = 0;
@@ -527,18 +406,12 @@ TEST(DataMovementTest, RejectsNonDataMovementOps) {
   ThreadPool pool(1);
   cpu::CpuContext ctx;
   ctx.pool = &pool;
-  Buf x = F32({1}, {1});
-  Buf y = F32({1}, {0});
+  HostTensor x = F32({1}, {1});
+  HostTensor y = F32({1}, {0});
   TensorView in[2] = {x.view(), x.view()};
   TensorView out = y.view();
   OpParams params;
-  KernelCall call;
-  call.op = Op::kAdd;
-  call.params = &params;
-  call.inputs = in;
-  call.num_inputs = 2;
-  call.outputs = &out;
-  call.num_outputs = 1;
+  KernelCall call = MakeCall(Op::kAdd, params, in, 2, &out);
   EXPECT_EQ(cpu::RunDataMovement(call, ctx).code(), StatusCode::kInvalidArgument);
 }
 

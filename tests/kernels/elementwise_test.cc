@@ -16,148 +16,30 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/detmath.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace consensor::kernels {
 namespace {
 
-constexpr uint32_t kCanon = 0x7FC00000u;
+using namespace test_util;
 
-struct Buf {
-  DType dtype = DType::kInvalid;
-  Shape shape;
-  std::vector<uint8_t> bytes;
-
-  int64_t n() const { return NumElements(shape); }
-  template <typename T> T at(int64_t i) const {
-    T v;
-    std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
-    return v;
-  }
-  template <typename T> std::vector<T> vec() const {
-    std::vector<T> v(static_cast<size_t>(n()));
-    if (!v.empty()) std::memcpy(v.data(), bytes.data(), bytes.size());
-    return v;
-  }
-  TensorView view() {
-    TensorView v;
-    v.dtype = dtype;
-    v.rank = static_cast<int>(shape.size());
-    for (int i = 0; i < v.rank; ++i) v.dims[i] = shape[i];
-    v.data = bytes.empty() ? nullptr : bytes.data();
-    return v;
-  }
-};
-
-template <typename T>
-Buf Make(DType dtype, Shape shape, const std::vector<T>& values) {
-  Buf b;
-  b.dtype = dtype;
-  b.shape = std::move(shape);
-  EXPECT_EQ(static_cast<int64_t>(values.size()), b.n());
-  EXPECT_EQ(static_cast<int64_t>(sizeof(T)), DTypeSize(dtype));
-  b.bytes.resize(values.size() * sizeof(T));
-  if (!values.empty()) std::memcpy(b.bytes.data(), values.data(), b.bytes.size());
-  return b;
-}
-Buf F32(Shape s, const std::vector<float>& v) { return Make(DType::kF32, std::move(s), v); }
-Buf F32Bits(Shape s, const std::vector<uint32_t>& v) { return Make(DType::kF32, std::move(s), v); }
-Buf I32(Shape s, const std::vector<int32_t>& v) { return Make(DType::kI32, std::move(s), v); }
-Buf I8(Shape s, const std::vector<int8_t>& v) { return Make(DType::kI8, std::move(s), v); }
-Buf I64(Shape s, const std::vector<int64_t>& v) { return Make(DType::kI64, std::move(s), v); }
-Buf Bool(Shape s, const std::vector<uint8_t>& v) { return Make(DType::kBool, std::move(s), v); }
-
-float Bits(uint32_t u) { return std::bit_cast<float>(u); }
-uint32_t U(float f) { return std::bit_cast<uint32_t>(f); }
-
-struct Config {
-  std::string isa;
-  int threads;
-};
-
-std::vector<Config> Configs() {
-  std::vector<Config> c = {{"portable", 1}, {"portable", 2}, {"portable", 8}};
-  if (cpu::CpuHasAvx2Fma()) {
-    for (int t : {1, 2, 8}) c.push_back({"avx2", t});
-  }
-  return c;
-}
-
-std::vector<std::unique_ptr<CpuBackend>>& Backends() {
-  static auto* backends = [] {
-    auto* v = new std::vector<std::unique_ptr<CpuBackend>>();
-    for (const Config& c : Configs()) {
-      auto b = CpuBackend::Create({.num_threads = c.threads, .isa = c.isa});
-      EXPECT_TRUE(b.ok()) << b.status().ToString();
-      v->push_back(std::move(b).value());
-    }
-    return v;
-  }();
-  return *backends;
-}
-
-Status RunOn(CpuBackend& backend, Op op, const OpParams& params, std::vector<Buf> inputs, Buf& out) {
-  std::vector<TensorView> in_views;
-  for (Buf& b : inputs) in_views.push_back(b.view());
-  TensorView out_view = out.view();
-  KernelCall call;
-  call.op = op;
-  call.params = &params;
-  call.inputs = in_views.data();
-  call.num_inputs = static_cast<int>(in_views.size());
-  call.outputs = &out_view;
-  call.num_outputs = 1;
-  return backend.Run(call);
-}
-
-// Runs on every backend configuration, checks that all produce identical bytes, and
-// returns the result.
-Buf RunAll(Op op, std::vector<Buf> inputs, DType out_dtype, Shape out_shape, const OpParams& params = {}) {
-  Buf first;
-  bool have = false;
-  for (size_t i = 0; i < Backends().size(); ++i) {
-    Buf out;
-    out.dtype = out_dtype;
-    out.shape = out_shape;
-    out.bytes.assign(static_cast<size_t>(NumElements(out_shape) * DTypeSize(out_dtype)), 0xCD);
-    Status s = RunOn(*Backends()[i], op, params, inputs, out);
-    EXPECT_TRUE(s.ok()) << OpName(op) << ": " << s.ToString();
-    if (!have) {
-      first = out;
-      have = true;
-    } else {
-      const Config c = Configs()[i];
-      EXPECT_TRUE(first.bytes == out.bytes)
-          << OpName(op) << " differs on isa=" << c.isa << " threads=" << c.threads;
-    }
-  }
-  return first;
-}
-
-Status RunStatus(Op op, std::vector<Buf> inputs, DType out_dtype, Shape out_shape, const OpParams& params = {}) {
-  Buf out;
-  out.dtype = out_dtype;
-  out.shape = out_shape;
-  out.bytes.assign(static_cast<size_t>(std::max<int64_t>(0, NumElements(out_shape)) * DTypeSize(out_dtype)), 0);
-  return RunOn(*Backends()[0], op, params, std::move(inputs), out);
-}
-
-Buf Unary(Op op, Buf in) {
+HostTensor Unary(Op op, HostTensor in) {
   Shape s = in.shape;
   DType t = in.dtype;
   return RunAll(op, {std::move(in)}, t, s);
 }
-Buf Binary(Op op, Buf a, Buf b, DType out_dtype, Shape out_shape) {
+HostTensor Binary(Op op, HostTensor a, HostTensor b, DType out_dtype, Shape out_shape) {
   return RunAll(op, {std::move(a), std::move(b)}, out_dtype, std::move(out_shape));
 }
-Buf Cast(Buf in, DType to) {
+HostTensor Cast(HostTensor in, DType to) {
   OpParams p;
   p.to = to;
   Shape s = in.shape;
   return RunAll(Op::kCast, {std::move(in)}, to, s, p);
 }
 
-void ExpectBits(const Buf& b, const std::vector<uint32_t>& want, const std::string& what) {
-  ASSERT_EQ(b.n(), static_cast<int64_t>(want.size())) << what;
+void ExpectBits(const HostTensor& b, const std::vector<uint32_t>& want, const std::string& what) {
+  ASSERT_EQ(b.numel(), static_cast<int64_t>(want.size())) << what;
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(b.at<uint32_t>(static_cast<int64_t>(i)), want[i]) << what << " element " << i;
   }
@@ -176,7 +58,7 @@ const std::vector<uint32_t> kSpecials = {
 // ---------------------------------------------------------------------------------------
 
 TEST(ElementwiseTest, NegAbsReluF32) {
-  Buf x = F32Bits({13}, kSpecials);
+  HostTensor x = F32Bits({13}, kSpecials);
   ExpectBits(Unary(Op::kNeg, x),
              {kCanon, kCanon, kCanon, kCanon, 0xFF800000u, 0x7F800000u, 0x80000000u, 0x00000000u, 0x80000001u,
               0x00000001u, 0x807FFFFFu, 0xBFC00000u, 0x40200000u},
@@ -192,42 +74,44 @@ TEST(ElementwiseTest, NegAbsReluF32) {
 }
 
 TEST(ElementwiseTest, SqrtRsqrt) {
-  Buf x = F32({6}, {4.0f, -1.0f, 0.0f, -0.0f, std::numeric_limits<float>::infinity(), 2.0f});
-  ExpectBits(Unary(Op::kSqrt, x), {U(2.0f), kCanon, 0u, 0x80000000u, 0x7F800000u, U(std::sqrt(2.0f))}, "sqrt");
+  HostTensor x = F32({6}, {4.0f, -1.0f, 0.0f, -0.0f, std::numeric_limits<float>::infinity(), 2.0f});
+  ExpectBits(Unary(Op::kSqrt, x), {Bits(2.0f), kCanon, 0u, 0x80000000u, 0x7F800000u, Bits(std::sqrt(2.0f))}, "sqrt");
   ExpectBits(Unary(Op::kRsqrt, x),
-             {U(0.5f), kCanon, 0x7F800000u, 0xFF800000u, 0u, U(1.0f / std::sqrt(2.0f))}, "rsqrt");
+             {Bits(0.5f), kCanon, 0x7F800000u, 0xFF800000u, 0u, Bits(1.0f / std::sqrt(2.0f))}, "rsqrt");
 }
 
 TEST(ElementwiseTest, ArithmeticF32) {
   const float inf = std::numeric_limits<float>::infinity();
-  Buf a = F32Bits({8}, {0x7FC12345u, U(inf), U(0.0f), U(1.0f), 0x00000001u, U(1.0f), U(3.0f), U(-0.0f)});
-  Buf b = F32Bits({8}, {U(1.0f), U(-inf), U(0.0f), U(-0.0f), 0x00000001u, U(3.0f), 0xFFC00000u, U(-0.0f)});
+  HostTensor a = F32Bits(
+      {8}, {0x7FC12345u, Bits(inf), Bits(0.0f), Bits(1.0f), 0x00000001u, Bits(1.0f), Bits(3.0f), Bits(-0.0f)});
+  HostTensor b = F32Bits(
+      {8}, {Bits(1.0f), Bits(-inf), Bits(0.0f), Bits(-0.0f), 0x00000001u, Bits(3.0f), 0xFFC00000u, Bits(-0.0f)});
   ExpectBits(Binary(Op::kAdd, a, b, DType::kF32, {8}),
-             {kCanon, kCanon, 0u, U(1.0f), 0x00000002u, U(4.0f), kCanon, 0x80000000u}, "add");
+             {kCanon, kCanon, 0u, Bits(1.0f), 0x00000002u, Bits(4.0f), kCanon, 0x80000000u}, "add");
   ExpectBits(Binary(Op::kSub, a, b, DType::kF32, {8}),
-             {kCanon, U(inf), 0u, U(1.0f), 0u, U(-2.0f), kCanon, 0u}, "sub");
+             {kCanon, Bits(inf), 0u, Bits(1.0f), 0u, Bits(-2.0f), kCanon, 0u}, "sub");
   ExpectBits(Binary(Op::kMul, a, b, DType::kF32, {8}),
-             {kCanon, U(-inf), 0u, 0x80000000u, 0u, U(3.0f), kCanon, 0u}, "mul");
+             {kCanon, Bits(-inf), 0u, 0x80000000u, 0u, Bits(3.0f), kCanon, 0u}, "mul");
   ExpectBits(Binary(Op::kDiv, a, b, DType::kF32, {8}),
-             {kCanon, kCanon, kCanon, U(-inf), U(1.0f), U(1.0f / 3.0f), kCanon, kCanon}, "div");
+             {kCanon, kCanon, kCanon, Bits(-inf), Bits(1.0f), Bits(1.0f / 3.0f), kCanon, kCanon}, "div");
 }
 
 TEST(ElementwiseTest, MaxMinF32SignedZeroAndNaN) {
   const float inf = std::numeric_limits<float>::infinity();
-  Buf a = F32Bits({7}, {U(-0.0f), U(0.0f), U(-0.0f), 0x7FC00001u, U(1.0f), U(-inf), U(2.0f)});
-  Buf b = F32Bits({7}, {U(0.0f), U(-0.0f), U(-0.0f), U(1.0f), 0xFF800001u, U(5.0f), U(2.0f)});
+  HostTensor a = F32Bits({7}, {Bits(-0.0f), Bits(0.0f), Bits(-0.0f), 0x7FC00001u, Bits(1.0f), Bits(-inf), Bits(2.0f)});
+  HostTensor b = F32Bits({7}, {Bits(0.0f), Bits(-0.0f), Bits(-0.0f), Bits(1.0f), 0xFF800001u, Bits(5.0f), Bits(2.0f)});
   ExpectBits(Binary(Op::kMax, a, b, DType::kF32, {7}),
-             {0u, 0u, 0x80000000u, kCanon, kCanon, U(5.0f), U(2.0f)}, "max");
+             {0u, 0u, 0x80000000u, kCanon, kCanon, Bits(5.0f), Bits(2.0f)}, "max");
   ExpectBits(Binary(Op::kMin, a, b, DType::kF32, {7}),
-             {0x80000000u, 0x80000000u, 0x80000000u, kCanon, kCanon, U(-inf), U(2.0f)}, "min");
+             {0x80000000u, 0x80000000u, 0x80000000u, kCanon, kCanon, Bits(-inf), Bits(2.0f)}, "min");
 }
 
 TEST(ElementwiseTest, TranscendentalsUseDetmathAndCanonicalNaN) {
   std::vector<float> xs;
-  for (uint32_t u : kSpecials) xs.push_back(Bits(u));
+  for (uint32_t u : kSpecials) xs.push_back(FromBits(u));
   for (float v : {-100.0f, -10.0f, -3.3f, -1.0f, -0.25f, 0.1f, 0.7f, 1.0f, 2.5f, 9.0f, 88.0f, 1e30f}) xs.push_back(v);
   const int64_t n = static_cast<int64_t>(xs.size());
-  Buf x = F32({n}, xs);
+  HostTensor x = F32({n}, xs);
   struct Case {
     Op op;
     float (*ref)(float);
@@ -258,26 +142,26 @@ TEST(ElementwiseTest, TranscendentalsUseDetmathAndCanonicalNaN) {
       {Op::kRsqrt, [](float v) { return 1.0f / std::sqrt(v); }},
   };
   for (const Case& c : cases) {
-    Buf y = Unary(c.op, x);
+    HostTensor y = Unary(c.op, x);
     for (int64_t i = 0; i < n; ++i) {
       float r = c.ref(xs[i]);
-      uint32_t want = r != r ? kCanon : U(r);
+      uint32_t want = r != r ? kCanon : Bits(r);
       EXPECT_EQ(y.at<uint32_t>(i), want) << OpName(c.op) << "(" << xs[i] << ")";
     }
   }
-  Buf base = F32({4}, {2.0f, -8.0f, 0.0f, Bits(0x7FC00009u)});
-  Buf ex = F32({4}, {10.0f, 1.0f / 3.0f, -1.0f, 0.0f});
-  Buf p = Binary(Op::kPow, base, ex, DType::kF32, {4});
+  HostTensor base = F32({4}, {2.0f, -8.0f, 0.0f, FromBits(0x7FC00009u)});
+  HostTensor ex = F32({4}, {10.0f, 1.0f / 3.0f, -1.0f, 0.0f});
+  HostTensor p = Binary(Op::kPow, base, ex, DType::kF32, {4});
   for (int64_t i = 0; i < 4; ++i) {
     float r = detmath::pow(base.at<float>(i), ex.at<float>(i));
-    EXPECT_EQ(p.at<uint32_t>(i), r != r ? kCanon : U(r)) << "pow " << i;
+    EXPECT_EQ(p.at<uint32_t>(i), r != r ? kCanon : Bits(r)) << "pow " << i;
   }
 }
 
 TEST(ElementwiseTest, IntegerWraparound) {
   const int32_t mn = std::numeric_limits<int32_t>::min(), mx = std::numeric_limits<int32_t>::max();
-  Buf a = I32({7}, {mx, mn, mn, 7, -7, 5, mn});
-  Buf b = I32({7}, {1, -1, 1, 0, 2, -3, mn});
+  HostTensor a = I32({7}, {mx, mn, mn, 7, -7, 5, mn});
+  HostTensor b = I32({7}, {1, -1, 1, 0, 2, -3, mn});
   EXPECT_EQ(Binary(Op::kAdd, a, b, DType::kI32, {7}).vec<int32_t>(),
             (std::vector<int32_t>{mn, mx, mn + 1, 7, -5, 2, 0}));
   EXPECT_EQ(Binary(Op::kSub, a, b, DType::kI32, {7}).vec<int32_t>(),
@@ -292,8 +176,8 @@ TEST(ElementwiseTest, IntegerWraparound) {
   EXPECT_EQ(Binary(Op::kMax, a, b, DType::kI32, {7}).vec<int32_t>(), (std::vector<int32_t>{mx, -1, 1, 7, 2, 5, mn}));
   EXPECT_EQ(Binary(Op::kMin, a, b, DType::kI32, {7}).vec<int32_t>(), (std::vector<int32_t>{1, mn, mn, 0, -7, -3, mn}));
 
-  Buf c = I8({6}, {127, -128, 16, -128, 100, -7});
-  Buf d = I8({6}, {1, -1, 16, 0, 100, 2});
+  HostTensor c = I8({6}, {127, -128, 16, -128, 100, -7});
+  HostTensor d = I8({6}, {1, -1, 16, 0, 100, 2});
   EXPECT_EQ(Binary(Op::kAdd, c, d, DType::kI8, {6}).vec<int8_t>(), (std::vector<int8_t>{-128, 127, 32, -128, -56, -5}));
   EXPECT_EQ(Binary(Op::kSub, c, d, DType::kI8, {6}).vec<int8_t>(), (std::vector<int8_t>{126, -127, 0, -128, 0, -9}));
   EXPECT_EQ(Binary(Op::kMul, c, d, DType::kI8, {6}).vec<int8_t>(), (std::vector<int8_t>{127, -128, 0, 0, 16, -14}));
@@ -302,8 +186,8 @@ TEST(ElementwiseTest, IntegerWraparound) {
   EXPECT_EQ(Unary(Op::kNeg, I8({3}, {-128, -1, 3})).vec<int8_t>(), (std::vector<int8_t>{-128, 1, -3}));
 
   const int64_t lmn = std::numeric_limits<int64_t>::min(), lmx = std::numeric_limits<int64_t>::max();
-  Buf e = I64({5}, {lmx, lmn, lmn, 9, lmx});
-  Buf f = I64({5}, {1, -1, 0, -2, 2});
+  HostTensor e = I64({5}, {lmx, lmn, lmn, 9, lmx});
+  HostTensor f = I64({5}, {1, -1, 0, -2, 2});
   EXPECT_EQ(Binary(Op::kAdd, e, f, DType::kI64, {5}).vec<int64_t>(), (std::vector<int64_t>{lmn, lmx, lmn, 7, lmn + 1}));
   EXPECT_EQ(Binary(Op::kMul, e, f, DType::kI64, {5}).vec<int64_t>(), (std::vector<int64_t>{lmx, lmn, 0, -18, -2}));
   EXPECT_EQ(Binary(Op::kDiv, e, f, DType::kI64, {5}).vec<int64_t>(), (std::vector<int64_t>{lmx, lmn, 0, -4, lmx / 2}));
@@ -312,11 +196,11 @@ TEST(ElementwiseTest, IntegerWraparound) {
 
 TEST(ElementwiseTest, CastFromF32) {
   const float inf = std::numeric_limits<float>::infinity();
-  const std::vector<float> xs = {Bits(0x7FC12345u), Bits(0xFFC00000u), inf, -inf, 2147483648.0f, -2147483649.0f,
+  const std::vector<float> xs = {FromBits(0x7FC12345u), FromBits(0xFFC00000u), inf, -inf, 2147483648.0f, -2147483649.0f,
                                  3.7f, -3.7f, 0.5f, -0.5f, 2147483520.0f, -0.0f, 127.9f, 128.0f, -129.0f,
                                  9223372036854775808.0f, -9223372036854775808.0f, 1e-45f};
   const int64_t n = static_cast<int64_t>(xs.size());
-  Buf x = F32({n}, xs);
+  HostTensor x = F32({n}, xs);
   const int32_t mn = std::numeric_limits<int32_t>::min(), mx = std::numeric_limits<int32_t>::max();
   EXPECT_EQ(Cast(x, DType::kI32).vec<int32_t>(),
             (std::vector<int32_t>{0, 0, mx, mn, mx, mn, 3, -3, 0, 0, 2147483520, 0, 127, 128, -129, mx, mn, 0}));
@@ -333,31 +217,32 @@ TEST(ElementwiseTest, CastFromF32) {
 }
 
 TEST(ElementwiseTest, CastFromIntegersAndBool) {
-  Buf a = I32({6}, {16777217, 16777219, -16777217, 300, -129, 2});
+  HostTensor a = I32({6}, {16777217, 16777219, -16777217, 300, -129, 2});
   ExpectBits(Cast(a, DType::kF32),
-             {U(16777216.0f), U(16777220.0f), U(-16777216.0f), U(300.0f), U(-129.0f), U(2.0f)}, "i32->f32");
+             {Bits(16777216.0f), Bits(16777220.0f), Bits(-16777216.0f), Bits(300.0f), Bits(-129.0f), Bits(2.0f)},
+             "i32->f32");
   EXPECT_EQ(Cast(a, DType::kI8).vec<int8_t>(), (std::vector<int8_t>{1, 3, -1, 44, 127, 2}));
   EXPECT_EQ(Cast(a, DType::kI64).vec<int64_t>(), (std::vector<int64_t>{16777217, 16777219, -16777217, 300, -129, 2}));
   EXPECT_EQ(Cast(a, DType::kBool).vec<uint8_t>(), (std::vector<uint8_t>{1, 1, 1, 1, 1, 1}));
   const int64_t lmx = std::numeric_limits<int64_t>::max();
-  Buf l = I64({4}, {lmx, (int64_t{1} << 32) + 5, -1, 0});
-  ExpectBits(Cast(l, DType::kF32), {U(9223372036854775808.0f), U(4294967296.0f), U(-1.0f), 0u}, "i64->f32");
+  HostTensor l = I64({4}, {lmx, (int64_t{1} << 32) + 5, -1, 0});
+  ExpectBits(Cast(l, DType::kF32), {Bits(9223372036854775808.0f), Bits(4294967296.0f), Bits(-1.0f), 0u}, "i64->f32");
   EXPECT_EQ(Cast(l, DType::kI32).vec<int32_t>(), (std::vector<int32_t>{-1, 5, -1, 0}));
   EXPECT_EQ(Cast(l, DType::kBool).vec<uint8_t>(), (std::vector<uint8_t>{1, 1, 1, 0}));
-  Buf c = I8({3}, {-128, -5, 0});
+  HostTensor c = I8({3}, {-128, -5, 0});
   EXPECT_EQ(Cast(c, DType::kI64).vec<int64_t>(), (std::vector<int64_t>{-128, -5, 0}));
   EXPECT_EQ(Cast(c, DType::kI32).vec<int32_t>(), (std::vector<int32_t>{-128, -5, 0}));
-  ExpectBits(Cast(c, DType::kF32), {U(-128.0f), U(-5.0f), 0u}, "i8->f32");
-  Buf t = Bool({2}, {1, 0});
-  ExpectBits(Cast(t, DType::kF32), {U(1.0f), 0u}, "bool->f32");
+  ExpectBits(Cast(c, DType::kF32), {Bits(-128.0f), Bits(-5.0f), 0u}, "i8->f32");
+  HostTensor t = Bool({2}, {1, 0});
+  ExpectBits(Cast(t, DType::kF32), {Bits(1.0f), 0u}, "bool->f32");
   EXPECT_EQ(Cast(t, DType::kI64).vec<int64_t>(), (std::vector<int64_t>{1, 0}));
   EXPECT_EQ(Cast(t, DType::kI8).vec<int8_t>(), (std::vector<int8_t>{1, 0}));
   EXPECT_EQ(Cast(t, DType::kBool).vec<uint8_t>(), (std::vector<uint8_t>{1, 0}));
 }
 
 TEST(ElementwiseTest, Comparisons) {
-  Buf a = F32Bits({5}, {0x7FC00000u, U(1.0f), U(-0.0f), U(1.0f), U(2.0f)});
-  Buf b = F32Bits({5}, {0x7FC00000u, 0xFFC00001u, U(0.0f), U(2.0f), U(1.0f)});
+  HostTensor a = F32Bits({5}, {0x7FC00000u, Bits(1.0f), Bits(-0.0f), Bits(1.0f), Bits(2.0f)});
+  HostTensor b = F32Bits({5}, {0x7FC00000u, 0xFFC00001u, Bits(0.0f), Bits(2.0f), Bits(1.0f)});
   auto cmp = [&](Op op) { return Binary(op, a, b, DType::kBool, {5}).vec<uint8_t>(); };
   EXPECT_EQ(cmp(Op::kEqual), (std::vector<uint8_t>{0, 0, 1, 0, 0}));
   EXPECT_EQ(cmp(Op::kNotEqual), (std::vector<uint8_t>{1, 1, 0, 1, 1}));
@@ -374,8 +259,8 @@ TEST(ElementwiseTest, Comparisons) {
 }
 
 TEST(ElementwiseTest, Logical) {
-  Buf a = Bool({4}, {0, 0, 1, 1});
-  Buf b = Bool({4}, {0, 1, 0, 1});
+  HostTensor a = Bool({4}, {0, 0, 1, 1});
+  HostTensor b = Bool({4}, {0, 1, 0, 1});
   EXPECT_EQ(Binary(Op::kAnd, a, b, DType::kBool, {4}).vec<uint8_t>(), (std::vector<uint8_t>{0, 0, 0, 1}));
   EXPECT_EQ(Binary(Op::kOr, a, b, DType::kBool, {4}).vec<uint8_t>(), (std::vector<uint8_t>{0, 1, 1, 1}));
   EXPECT_EQ(Binary(Op::kXor, a, b, DType::kBool, {4}).vec<uint8_t>(), (std::vector<uint8_t>{0, 1, 1, 0}));
@@ -384,18 +269,19 @@ TEST(ElementwiseTest, Logical) {
 
 TEST(ElementwiseTest, WhereBroadcastCopiesBits) {
   // cond [3,1], a [1,4] (with a NaN payload), b scalar (rank 0) -> [3,4].
-  Buf c = Bool({3, 1}, {1, 0, 1});
-  Buf a = F32Bits({1, 4}, {0x7FC0BEEFu, U(-0.0f), U(1.0f), U(2.0f)});
-  Buf b = F32Bits({}, {0xFF800001u});
-  Buf y = RunAll(Op::kWhere, {c, a, b}, DType::kF32, {3, 4});
+  HostTensor c = Bool({3, 1}, {1, 0, 1});
+  HostTensor a = F32Bits({1, 4}, {0x7FC0BEEFu, Bits(-0.0f), Bits(1.0f), Bits(2.0f)});
+  HostTensor b = F32Bits({}, {0xFF800001u});
+  HostTensor y = RunAll(Op::kWhere, {c, a, b}, DType::kF32, {3, 4});
   std::vector<uint32_t> want;
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 4; ++j) want.push_back(c.at<uint8_t>(i) ? a.at<uint32_t>(j) : 0xFF800001u);
   ExpectBits(y, want, "where");
   // Integer and bool payloads (element sizes 8 and 1).
-  Buf yi = RunAll(Op::kWhere, {Bool({2}, {0, 1}), I64({2}, {1, 2}), I64({1}, {-9})}, DType::kI64, {2});
+  HostTensor yi = RunAll(Op::kWhere, {Bool({2}, {0, 1}), I64({2}, {1, 2}), I64({1}, {-9})}, DType::kI64, {2});
   EXPECT_EQ(yi.vec<int64_t>(), (std::vector<int64_t>{-9, 2}));
-  Buf yb = RunAll(Op::kWhere, {Bool({3}, {0, 1, 0}), Bool({3}, {1, 1, 1}), Bool({3}, {0, 0, 1})}, DType::kBool, {3});
+  HostTensor yb =
+      RunAll(Op::kWhere, {Bool({3}, {0, 1, 0}), Bool({3}, {1, 1, 1}), Bool({3}, {0, 0, 1})}, DType::kBool, {3});
   EXPECT_EQ(yb.vec<uint8_t>(), (std::vector<uint8_t>{0, 1, 1}));
 }
 
@@ -404,29 +290,29 @@ TEST(ElementwiseTest, BroadcastShapes) {
   std::vector<float> av(15), bv(4);
   for (int i = 0; i < 15; ++i) av[i] = static_cast<float>(i) * 100.0f;
   for (int i = 0; i < 4; ++i) bv[i] = static_cast<float>(i);
-  Buf y = Binary(Op::kAdd, F32({3, 1, 5}, av), F32({4, 1}, bv), DType::kF32, {3, 4, 5});
+  HostTensor y = Binary(Op::kAdd, F32({3, 1, 5}, av), F32({4, 1}, bv), DType::kF32, {3, 4, 5});
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 4; ++j)
       for (int k = 0; k < 5; ++k) EXPECT_EQ(y.at<float>((i * 4 + j) * 5 + k), av[i * 5 + k] + bv[j]);
   // Scalar on the left, i32.
-  Buf s = Binary(Op::kSub, I32({}, {10}), I32({2, 3}, {1, 2, 3, 4, 5, 6}), DType::kI32, {2, 3});
+  HostTensor s = Binary(Op::kSub, I32({}, {10}), I32({2, 3}, {1, 2, 3, 4, 5, 6}), DType::kI32, {2, 3});
   EXPECT_EQ(s.vec<int32_t>(), (std::vector<int32_t>{9, 8, 7, 6, 5, 4}));
   // Both operands broadcast: [2,1] * [1,3].
-  Buf m = Binary(Op::kMul, I64({2, 1}, {2, 3}), I64({1, 3}, {1, 10, 100}), DType::kI64, {2, 3});
+  HostTensor m = Binary(Op::kMul, I64({2, 1}, {2, 3}), I64({1, 3}, {1, 10, 100}), DType::kI64, {2, 3});
   EXPECT_EQ(m.vec<int64_t>(), (std::vector<int64_t>{2, 20, 200, 3, 30, 300}));
   // Comparison with broadcast.
-  Buf g = Binary(Op::kGreater, F32({3}, {1, 2, 3}), F32({2, 1}, {1.5f, 2.5f}), DType::kBool, {2, 3});
+  HostTensor g = Binary(Op::kGreater, F32({3}, {1, 2, 3}), F32({2, 1}, {1.5f, 2.5f}), DType::kBool, {2, 3});
   EXPECT_EQ(g.vec<uint8_t>(), (std::vector<uint8_t>{0, 1, 1, 0, 0, 1}));
 }
 
 TEST(ElementwiseTest, EmptyTensors) {
-  Buf y = Binary(Op::kAdd, F32({0, 3}, {}), F32({1, 3}, {1, 2, 3}), DType::kF32, {0, 3});
-  EXPECT_EQ(y.n(), 0);
-  Buf z = Binary(Op::kAdd, F32({2, 1}, {1, 2}), F32({0}, {}), DType::kF32, {2, 0});
-  EXPECT_EQ(z.n(), 0);
-  EXPECT_EQ(Unary(Op::kExp, F32({0}, {})).n(), 0);
-  EXPECT_EQ(Cast(I32({3, 0}, {}), DType::kF32).n(), 0);
-  EXPECT_EQ(RunAll(Op::kWhere, {Bool({0}, {}), I8({1}, {1}), I8({0}, {})}, DType::kI8, {0}).n(), 0);
+  HostTensor y = Binary(Op::kAdd, F32({0, 3}, {}), F32({1, 3}, {1, 2, 3}), DType::kF32, {0, 3});
+  EXPECT_EQ(y.numel(), 0);
+  HostTensor z = Binary(Op::kAdd, F32({2, 1}, {1, 2}), F32({0}, {}), DType::kF32, {2, 0});
+  EXPECT_EQ(z.numel(), 0);
+  EXPECT_EQ(Unary(Op::kExp, F32({0}, {})).numel(), 0);
+  EXPECT_EQ(Cast(I32({3, 0}, {}), DType::kF32).numel(), 0);
+  EXPECT_EQ(RunAll(Op::kWhere, {Bool({0}, {}), I8({1}, {1}), I8({0}, {})}, DType::kI8, {0}).numel(), 0);
 }
 
 TEST(ElementwiseTest, InvalidCalls) {
@@ -465,7 +351,7 @@ std::vector<float> RandomF32(int64_t n, uint32_t seed) {
   std::uniform_real_distribution<float> dist(-6.0f, 6.0f);
   std::vector<float> v(static_cast<size_t>(n));
   for (auto& x : v) x = dist(rng);
-  for (int64_t i = 0; i < n; i += 97) v[i] = Bits(kSpecials[(i / 97) % kSpecials.size()]);
+  for (int64_t i = 0; i < n; i += 97) v[i] = FromBits(kSpecials[(i / 97) % kSpecials.size()]);
   for (int64_t i = 13; i < n; i += 1013) v[i] = static_cast<float>(static_cast<int>(i % 7) - 3);
   return v;
 }
@@ -484,7 +370,7 @@ std::vector<T> RandomInt(int64_t n, uint32_t seed) {
   return v;
 }
 
-Buf RandomOf(DType t, Shape shape, uint32_t seed) {
+HostTensor RandomOf(DType t, Shape shape, uint32_t seed) {
   const int64_t n = NumElements(shape);
   switch (t) {
     case DType::kF32: return F32(shape, RandomF32(n, seed));

@@ -14,51 +14,12 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace consensor::kernels {
 namespace {
 
-struct Engine {
-  std::string label;
-  std::unique_ptr<CpuBackend> backend;
-};
-
-// Portable and (when the CPU has it) AVX2 backends with 1, 2 and 8 threads.
-std::vector<Engine>& Engines() {
-  static std::vector<Engine>* engines = [] {
-    auto* v = new std::vector<Engine>();
-    for (const char* isa : {"portable", "avx2"}) {
-      if (std::string(isa) == "avx2" && !cpu::CpuHasAvx2Fma()) continue;
-      for (int t : {1, 2, 8}) {
-        auto b = CpuBackend::Create({.num_threads = t, .isa = isa});
-        EXPECT_TRUE(b.ok()) << b.status().ToString();
-        if (b.ok()) v->push_back({std::string(isa) + "/t" + std::to_string(t), std::move(b).value()});
-      }
-    }
-    return v;
-  }();
-  return *engines;
-}
-
-TensorView View(DType dt, const std::vector<int64_t>& shape, void* data) {
-  TensorView v;
-  v.dtype = dt;
-  v.rank = static_cast<int>(shape.size());
-  for (size_t i = 0; i < shape.size(); ++i) v.dims[i] = shape[i];
-  v.data = data;
-  return v;
-}
-
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float FromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using namespace test_util;
 
 // Numpy broadcasting of the batch dims; returns the output shape.
 std::vector<int64_t> OutShape(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
@@ -146,17 +107,9 @@ Status RunOne(Backend& be, Op op, const std::vector<In>& a, const std::vector<in
               const std::vector<int64_t>& bs, std::vector<Out>* y, const std::vector<int64_t>& ys) {
   const DType in_dt = std::is_same_v<In, float> ? DType::kF32 : DType::kI8;
   const DType out_dt = std::is_same_v<Out, float> ? DType::kF32 : DType::kI32;
-  TensorView in[2] = {View(in_dt, as, const_cast<In*>(a.data())), View(in_dt, bs, const_cast<In*>(b.data()))};
-  TensorView out = View(out_dt, ys, y->data());
-  OpParams params;
-  KernelCall call;
-  call.op = op;
-  call.params = &params;
-  call.inputs = in;
-  call.num_inputs = 2;
-  call.outputs = &out;
-  call.num_outputs = 1;
-  return be.Run(call);
+  return RunKernel(be, op, OpParams{},
+                   {MakeView(in_dt, as, const_cast<In*>(a.data())), MakeView(in_dt, bs, const_cast<In*>(b.data()))},
+                   MakeView(out_dt, ys, y->data()));
 }
 
 // A mix of ordinary values and, when `special`, NaNs with payloads, infinities, signed

@@ -13,95 +13,14 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace consensor::kernels {
 namespace {
 
-struct HostTensor {
-  DType dtype = DType::kF32;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
+using namespace test_util;
 
-  HostTensor() = default;
-  HostTensor(DType t, std::vector<int64_t> s) : dtype(t), shape(std::move(s)) {
-    bytes.assign(static_cast<size_t>(numel() * DTypeSize(t)), 0xCD);
-  }
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    return n;
-  }
-  template <typename T> T* as() { return reinterpret_cast<T*>(bytes.data()); }
-  template <typename T> const T* as() const { return reinterpret_cast<const T*>(bytes.data()); }
-  TensorView view() {
-    TensorView v;
-    v.dtype = dtype;
-    v.rank = static_cast<int>(shape.size());
-    for (size_t i = 0; i < shape.size(); ++i) v.dims[i] = shape[i];
-    v.data = bytes.empty() ? nullptr : bytes.data();
-    return v;
-  }
-};
-
-uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
-float FromBits(uint32_t b) { return std::bit_cast<float>(b); }
-bool IsNaN(float f) { return f != f; }
-float Canon(float f) { return IsNaN(f) ? FromBits(0x7FC00000u) : f; }
-
-struct Config {
-  const char* isa;
-  int threads;
-};
-
-std::string ConfigName(const testing::TestParamInfo<Config>& info) {
-  return std::string(info.param.isa) + "_t" + std::to_string(info.param.threads);
-}
-
-const Config kConfigs[] = {{"portable", 1}, {"portable", 2}, {"portable", 8},
-                           {"avx2", 1},     {"avx2", 2},     {"avx2", 8}};
-
-class PoolTest : public testing::TestWithParam<Config> {
- public:
-  void SetUp() override {
-    if (std::string(GetParam().isa) == "avx2" && !cpu::CpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
-    auto b = CpuBackend::Create({.num_threads = GetParam().threads, .isa = GetParam().isa});
-    ASSERT_TRUE(b.ok()) << b.status().ToString();
-    backend_ = std::move(b.value());
-  }
-
-  Status Run(Op op, const OpParams& p, HostTensor& x, HostTensor& y) {
-    TensorView in = x.view(), out = y.view();
-    KernelCall call;
-    call.op = op;
-    call.params = &p;
-    call.inputs = &in;
-    call.num_inputs = 1;
-    call.outputs = &out;
-    call.num_outputs = 1;
-    return backend_->Run(call);
-  }
-
-  std::unique_ptr<CpuBackend> backend_;
-};
-
-// Random f32 with widely varying magnitudes (so the summation order shows in the bits),
-// plus optional specials.
-void FillF32(HostTensor& t, uint32_t seed, double special_rate = 0.0) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::uniform_int_distribution<int> ex(-24, 24);
-  std::uniform_real_distribution<double> p(0.0, 1.0);
-  const uint32_t specials[] = {0x7FC00000u, 0x7FC00001u, 0xFFC12345u, 0x7F800001u, 0x7F800000u, 0xFF800000u,
-                               0x80000000u, 0x00000000u, 0x00000001u, 0x807FFFFFu, 0x00400000u};
-  float* d = t.as<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if (special_rate > 0 && p(rng) < special_rate) {
-      d[i] = FromBits(specials[rng() % (sizeof(specials) / sizeof(specials[0]))]);
-    } else {
-      d[i] = std::ldexp(u(rng), ex(rng));
-    }
-  }
-}
+class PoolTest : public BackendTest {};
 
 struct PoolCase {
   int64_t N, C, H, W, kh, kw, sh, sw, dh, dw, top, left, bottom, right;
@@ -268,7 +187,7 @@ TEST_P(PoolTest, ZeroSizesAndBadCalls) {
   EXPECT_EQ(Run(Op::kMaxPool2D, big, xf, y33).code(), StatusCode::kInvalidArgument);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, PoolTest, testing::ValuesIn(kConfigs), ConfigName);
+INSTANTIATE_TEST_SUITE_P(Cpu, PoolTest, testing::ValuesIn(AllConfigs()), ConfigName);
 
 }  // namespace
 }  // namespace consensor::kernels

@@ -15,109 +15,14 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/reduction_order.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace consensor::kernels {
 namespace {
 
-// ---------------------------------------------------------------------------------------
-// Helpers.
+using namespace test_util;
 
-struct HostTensor {
-  DType dtype = DType::kF32;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-
-  HostTensor() = default;
-  HostTensor(DType t, std::vector<int64_t> s) : dtype(t), shape(std::move(s)) {
-    bytes.assign(static_cast<size_t>(numel() * DTypeSize(t)), 0xCD);
-  }
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    return n;
-  }
-  template <typename T> T* as() { return reinterpret_cast<T*>(bytes.data()); }
-  template <typename T> const T* as() const { return reinterpret_cast<const T*>(bytes.data()); }
-  TensorView view() {
-    TensorView v;
-    v.dtype = dtype;
-    v.rank = static_cast<int>(shape.size());
-    for (size_t i = 0; i < shape.size(); ++i) v.dims[i] = shape[i];
-    v.data = bytes.empty() ? nullptr : bytes.data();
-    return v;
-  }
-};
-
-uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
-float FromBits(uint32_t b) { return std::bit_cast<float>(b); }
-bool IsNaN(float f) { return f != f; }
-float Canon(float f) { return IsNaN(f) ? FromBits(0x7FC00000u) : f; }
-
-struct Config {
-  const char* isa;
-  int threads;
-};
-
-std::string ConfigName(const testing::TestParamInfo<Config>& info) {
-  return std::string(info.param.isa) + "_t" + std::to_string(info.param.threads);
-}
-
-const Config kConfigs[] = {{"portable", 1}, {"portable", 2}, {"portable", 8},
-                           {"avx2", 1},     {"avx2", 2},     {"avx2", 8}};
-
-class ReduceTest : public testing::TestWithParam<Config> {
- public:
-  void SetUp() override {
-    if (std::string(GetParam().isa) == "avx2" && !cpu::CpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
-    auto b = CpuBackend::Create({.num_threads = GetParam().threads, .isa = GetParam().isa});
-    ASSERT_TRUE(b.ok()) << b.status().ToString();
-    backend_ = std::move(b.value());
-  }
-
-  Status Run(Op op, const OpParams& p, HostTensor& x, HostTensor& y) {
-    TensorView in = x.view(), out = y.view();
-    KernelCall call;
-    call.op = op;
-    call.params = &p;
-    call.inputs = &in;
-    call.num_inputs = 1;
-    call.outputs = &out;
-    call.num_outputs = 1;
-    return backend_->Run(call);
-  }
-
-  std::unique_ptr<CpuBackend> backend_;
-};
-
-// Random f32 with widely varying magnitudes (so the summation order shows in the bits),
-// plus optional specials.
-void FillF32(HostTensor& t, uint32_t seed, double special_rate = 0.0) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::uniform_int_distribution<int> ex(-24, 24);
-  std::uniform_real_distribution<double> p(0.0, 1.0);
-  const uint32_t specials[] = {0x7FC00000u, 0x7FC00001u, 0xFFC12345u, 0x7F800001u, 0x7F800000u, 0xFF800000u,
-                               0x80000000u, 0x00000000u, 0x00000001u, 0x807FFFFFu, 0x00400000u};
-  float* d = t.as<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if (special_rate > 0 && p(rng) < special_rate) {
-      d[i] = FromBits(specials[rng() % (sizeof(specials) / sizeof(specials[0]))]);
-    } else {
-      d[i] = std::ldexp(u(rng), ex(rng));
-    }
-  }
-}
-
-template <typename T>
-void FillInt(HostTensor& t, uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  T* d = t.as<T>();
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    uint64_t r = rng();
-    if (rng() % 4 == 0) r %= 7;  // small values produce ties
-    d[i] = static_cast<T>(r);
-  }
-}
+class ReduceTest : public BackendTest {};
 
 // Terms of each output in the canonical order (row-major over the reduced axes).
 std::vector<std::vector<int64_t>> TermIndices(const std::vector<int64_t>& shape, const std::vector<int64_t>& axes) {
@@ -160,33 +65,6 @@ std::vector<int64_t> OutShape(const std::vector<int64_t>& shape, const std::vect
     else if (keepdims) s.push_back(1);
   }
   return s;
-}
-
-// csum of section 4.1 from the reference pieces of kernels/reduction_order.h. (Calling
-// CanonicalSumReference itself with a lambda recurses without bound at compile time: each
-// instantiation creates a new lambda type for its partials. std::function stops that.)
-float RefCsum(const std::function<float(int64_t)>& term, int64_t n) {
-  if (n == 0) return 0.0f;
-  if (n <= kSumChunk) return LaneTreeSum(term, n);
-  const int64_t m = (n + kSumChunk - 1) / kSumChunk;
-  std::vector<float> partial(static_cast<size_t>(m));
-  for (int64_t c = 0; c < m; ++c) {
-    const int64_t begin = c * kSumChunk;
-    partial[c] = LaneTreeSum([&](int64_t i) { return term(begin + i); }, std::min(kSumChunk, n - begin));
-  }
-  return RefCsum([&](int64_t i) { return partial[i]; }, m);
-}
-
-// Section 1.1 max/min, written directly.
-float RefMax(float a, float b) {
-  if (IsNaN(a) || IsNaN(b)) return FromBits(0x7FC00000u);
-  if (a == 0 && b == 0) return (Bits(a) == 0 || Bits(b) == 0) ? 0.0f : -0.0f;
-  return a > b ? a : b;
-}
-float RefMin(float a, float b) {
-  if (IsNaN(a) || IsNaN(b)) return FromBits(0x7FC00000u);
-  if (a == 0 && b == 0) return (Bits(a) == 0x80000000u || Bits(b) == 0x80000000u) ? -0.0f : 0.0f;
-  return a < b ? a : b;
 }
 
 HostTensor RefReduceF32(Op op, const HostTensor& x, const std::vector<int64_t>& axes, bool keepdims) {
@@ -620,7 +498,7 @@ TEST_P(ReduceTest, RejectsBadCalls) {
   EXPECT_EQ(Run(Op::kArgMax, a, x, yf).code(), StatusCode::kInvalidArgument);  // output not i64
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, ReduceTest, testing::ValuesIn(kConfigs), ConfigName);
+INSTANTIATE_TEST_SUITE_P(Cpu, ReduceTest, testing::ValuesIn(AllConfigs()), ConfigName);
 
 }  // namespace
 }  // namespace consensor::kernels

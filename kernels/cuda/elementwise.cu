@@ -1,0 +1,11 @@
+// Placeholder until the CUDA elementwise family is written.
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/simt.h"
+
+namespace consensor::kernels::CNSR_CUDA_NS {
+
+Status RunElementwise(const KernelCall& call, const LaunchContext& ctx) {
+  return Unimplemented("CUDA kernel family 'elementwise' is not implemented yet");
+}
+
+}  // namespace consensor::kernels::CNSR_CUDA_NS
