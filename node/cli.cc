@@ -17,7 +17,7 @@
 #include "executor/runtime.h"
 #include "executor/serialize.h"
 #include "executor/validate.h"
-#include "kernels/cpu/cpu_backend.h"
+#include "kernels/backend_factory.h"
 
 namespace consensor::node {
 
@@ -30,10 +30,13 @@ constexpr int kExitUsage = 2;
 constexpr char kUsage[] = R"(usage: consensor <command> [options]
 
 commands:
-  run GRAPH [--input NAME=FILE.npy]... [--out DIR] [--threads N] [--isa auto|avx2|portable]
+  run GRAPH [--input NAME=FILE.npy]... [--out DIR] [--backend cpu|cuda|cuda-emu]
+            [--threads N] [--isa auto|avx2|portable] [--device N] [--fallback-cpu]
             [--blobs DIR] [--trace]
-      Executes a graph deterministically on the CPU and prints each output's name, dtype,
-      shape and SHA-256 tensor hash, then the result root. --out writes outputs as NAME.npy.
+      Executes a graph deterministically and prints each output's name, dtype, shape and
+      SHA-256 tensor hash, then the result root. Every backend gives the same bits.
+      --out writes outputs as NAME.npy. --fallback-cpu reruns on the CPU when the GPU
+      backend is unavailable or fails (out of memory, launch error); without it, it does not.
   inspect GRAPH [--blobs DIR]
       Prints the graph id, inputs, outputs, every op in canonical order with its output
       type and estimated FLOPs, and the planned peak memory.
@@ -50,9 +53,9 @@ struct Args {
 };
 
 // Options that take a value; everything else starting with "--" is a boolean flag.
-const char* const kValueOptions[] = {"--input", "--out", "--threads", "--isa", "--blobs",
+const char* const kValueOptions[] = {"--input", "--out", "--threads", "--isa", "--blobs", "--backend", "--device",
                                      "--max-elements", "--max-memory", "--max-flops", "--max-ops"};
-const char* const kFlags[] = {"--trace", "--help"};
+const char* const kFlags[] = {"--trace", "--help", "--fallback-cpu"};
 
 bool IsValueOption(const std::string& s) {
   for (const char* o : kValueOptions) {
@@ -201,16 +204,36 @@ int CmdRun(const Args& a, std::ostream& out, std::ostream& err) {
   auto lg = LoadAndCompile(a.positional[1], a, *limits);
   if (!lg.ok()) return Fail(err, lg.status());
 
-  kernels::CpuBackendOptions bo;
-  bo.num_threads = threads;
+  kernels::BackendOptions bo;
+  bo.name = Option(a, "--backend").value_or("cpu");
+  bo.threads = threads;
   bo.isa = Option(a, "--isa").value_or("auto");
-  auto backend = kernels::CpuBackend::Create(bo);
-  if (!backend.ok()) return Fail(err, backend.status());
-  auto loaded = executor::LoadedProgram::Load(lg->program, backend->get());
-  if (!loaded.ok()) return Fail(err, loaded.status());
+  if (auto d = Option(a, "--device")) {
+    int64_t device = 0;
+    auto [ptr, ec] = std::from_chars(d->data(), d->data() + d->size(), device);
+    if (ec != std::errc() || ptr != d->data() + d->size() || device < 0 || device > 64) {
+      return Usage(err, "--device must be a GPU index, got '" + *d + "'");
+    }
+    bo.device = static_cast<int>(device);
+  }
   executor::RunOptions ro;
   ro.trace = HasFlag(a, "--trace");
-  auto result = (*loaded)->Run(inputs, ro);
+  std::string backend_name;
+  auto run_on = [&](const kernels::BackendOptions& options) -> StatusOr<executor::RunResult> {
+    ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(options));
+    backend_name = backend->name();
+    ASSIGN_OR_RETURN(auto loaded, executor::LoadedProgram::Load(lg->program, backend.get()));
+    return loaded->Run(inputs, ro);
+  };
+  auto result = run_on(bo);
+  // Fall back only for failures of the device itself, never for a bad task or input.
+  bool device_failure = !result.ok() && result.status().code() != StatusCode::kInvalidArgument &&
+                        result.status().code() != StatusCode::kOutOfRange;
+  if (device_failure && bo.name != "cpu" && HasFlag(a, "--fallback-cpu")) {
+    err << "warning: backend " << bo.name << " failed (" << result.status().message() << "); falling back to the CPU\n";
+    bo.name = "cpu";
+    result = run_on(bo);
+  }
   if (!result.ok()) return Fail(err, result.status());
 
   std::optional<std::string> out_dir = Option(a, "--out");
@@ -220,7 +243,7 @@ int CmdRun(const Args& a, std::ostream& out, std::ostream& err) {
     }
   }
   out << "graph    " << ToHex(lg->program.graph_id) << "\n";
-  out << "backend  " << (*backend)->name() << " x" << threads << "\n";
+  out << "backend  " << backend_name << (bo.name == "cpu" ? " x" + std::to_string(threads) : "") << "\n";
   for (const auto& o : result->outputs) {
     out << "output   " << o.name << " " << TypeString(o.tensor.dtype(), o.tensor.shape()) << " sha256:" << ToHex(o.hash)
         << "\n";

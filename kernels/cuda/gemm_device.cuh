@@ -27,6 +27,13 @@
 #define CNSR_GEMM_UNROLL
 #endif
 
+// Occupancy hint for the GEMM kernels: two 256-thread blocks per SM (<= 128 registers).
+#if defined(__CUDACC__)
+#define CNSR_GEMM_LAUNCH_BOUNDS __launch_bounds__(256, 2)
+#else
+#define CNSR_GEMM_LAUNCH_BOUNDS
+#endif
+
 namespace consensor::kernels::CNSR_CUDA_NS::gemm_dev {
 
 constexpr int kBM = 128;

@@ -12,23 +12,35 @@
 #include "executor/program.h"
 #include "executor/runtime.h"
 #include "executor/serialize.h"
-#include "kernels/cpu/cpu_backend.h"
+#include "kernels/backend_factory.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 namespace consensor {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct BackendConfig {
-  std::string isa;
-  int threads;
-};
-
-std::vector<BackendConfig> AvailableBackends() {
-  std::vector<BackendConfig> configs = {{"portable", 1}, {"portable", 3}};
+// Every backend configuration this machine can run: the CPU paths with several thread
+// counts, the CUDA kernels under emulation, and a real GPU when there is one.
+std::vector<kernels::BackendOptions> AvailableBackends() {
+  std::vector<kernels::BackendOptions> configs;
+  auto cpu = [&](const char* isa, int threads) {
+    kernels::BackendOptions o;
+    o.isa = isa;
+    o.threads = threads;
+    configs.push_back(o);
+  };
+  cpu("portable", 1);
+  cpu("portable", 3);
   if (kernels::cpu::CpuHasAvx2Fma()) {
-    for (int t : {1, 2, 8}) configs.push_back({"avx2", t});
+    for (int t : {1, 2, 8}) cpu("avx2", t);
   }
+  kernels::BackendOptions emu;
+  emu.name = "cuda-emu";
+  configs.push_back(emu);
+  kernels::BackendOptions gpu;
+  gpu.name = "cuda";
+  if (kernels::CreateBackend(gpu).ok()) configs.push_back(gpu);
   return configs;
 }
 
@@ -82,12 +94,9 @@ TEST_P(ConformanceTest, AllBackendsMatchGoldenHashes) {
   auto program = executor::CompileGraph(*graph, nullptr, {});
   ASSERT_TRUE(program.ok()) << program.status().ToString();
   for (const auto& cfg : AvailableBackends()) {
-    SCOPED_TRACE(cfg.isa + " x" + std::to_string(cfg.threads));
-    kernels::CpuBackendOptions o;
-    o.isa = cfg.isa;
-    o.num_threads = cfg.threads;
-    auto backend = kernels::CpuBackend::Create(o);
-    ASSERT_TRUE(backend.ok());
+    SCOPED_TRACE(cfg.name + " " + cfg.isa + " x" + std::to_string(cfg.threads));
+    auto backend = kernels::CreateBackend(cfg);
+    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
     auto loaded = executor::LoadedProgram::Load(*program, backend->get());
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
     executor::RunOptions ro;

@@ -121,6 +121,33 @@ TEST_F(CliTest, IdenticalAcrossThreadsAndIsas) {
   }
 }
 
+TEST_F(CliTest, BackendsAgreeAndGpuFallbackIsOptIn) {
+  std::string graph = SaveGraph(SmallModel(), "model.cgraph");
+  std::string x = SaveNpy(SmallInput(), "x.npy");
+  auto result_lines = [](const std::string& s) { return s.substr(s.find("output")); };
+  auto cpu = RunCli("run " + graph + " --input x=" + x + " --trace");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.out;
+  auto emu = RunCli("run " + graph + " --input x=" + x + " --trace --backend cuda-emu");
+  ASSERT_EQ(emu.exit_code, 0) << emu.out;
+  EXPECT_NE(emu.out.find("backend  cuda-emu"), std::string::npos) << emu.out;
+  EXPECT_EQ(result_lines(emu.out), result_lines(cpu.out));
+
+  auto gpu = RunCli("run " + graph + " --input x=" + x + " --trace --backend cuda");
+  if (gpu.exit_code == 0) {
+    EXPECT_EQ(result_lines(gpu.out), result_lines(cpu.out));  // a machine with a GPU
+  } else {
+    EXPECT_EQ(gpu.exit_code, 1);
+    EXPECT_NE(gpu.out.find("CUDA"), std::string::npos) << gpu.out;
+    auto fallback = RunCli("run " + graph + " --input x=" + x + " --trace --backend cuda --fallback-cpu");
+    ASSERT_EQ(fallback.exit_code, 0) << fallback.out;
+    EXPECT_NE(fallback.out.find("falling back to the CPU"), std::string::npos);
+    EXPECT_EQ(result_lines(fallback.out), result_lines(cpu.out));
+  }
+  auto unknown = RunCli("run " + graph + " --input x=" + x + " --backend tpu --fallback-cpu");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.out.find("unknown backend 'tpu'"), std::string::npos) << unknown.out;
+}
+
 TEST_F(CliTest, InspectShowsOpsFlopsAndMemory) {
   std::string graph = SaveGraph(SmallModel(), "model.cgraph");
   auto r = RunCli("inspect " + graph);

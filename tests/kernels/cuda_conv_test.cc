@@ -1,0 +1,230 @@
+// The CUDA conv family (kernels/cuda/conv.cu, an implicit GEMM) against the CPU backend,
+// bit for bit: the same KernelCall runs on the portable single-threaded CpuBackend, on the
+// emulated CUDA backend (the exact kernel source under the SIMT emulation) and, where a GPU
+// is usable, on the real CUDA backend. Covers strides, asymmetric pads, dilations, groups,
+// depthwise, bias, windows in the padding, special values and the validation errors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/emulated_backend.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace consensor::kernels {
+namespace {
+
+using namespace test_util;
+
+struct Backends {
+  std::unique_ptr<CpuBackend> cpu;
+  std::unique_ptr<Backend> emu;
+  std::unique_ptr<Backend> gpu;  // null without a usable GPU
+};
+
+Backends& GetBackends() {
+  static Backends* b = [] {
+    auto* r = new Backends;
+    auto cpu = CpuBackend::Create({.num_threads = 1, .isa = "portable"});
+    EXPECT_TRUE(cpu.ok()) << cpu.status().ToString();
+    if (cpu.ok()) r->cpu = std::move(cpu).value();
+    r->emu = CreateEmulatedCudaBackend();
+    auto gpu = CreateCudaBackend({});
+    if (gpu.ok()) r->gpu = std::move(gpu).value();
+    return r;
+  }();
+  return *b;
+}
+
+// Runs one call on `be` with every tensor placed in an arena of that backend (inputs
+// copied in, the output pre-filled with kPoison and copied back out).
+Status RunInArena(Backend& be, Op op, const OpParams& params, const std::vector<HostTensor*>& inputs,
+                  HostTensor* out) {
+  auto align = [](int64_t v) { return (v + 255) / 256 * 256; };
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (HostTensor* t : inputs) {
+    offsets.push_back(total);
+    total = align(total + static_cast<int64_t>(t->bytes.size()));
+  }
+  const int64_t out_offset = total;
+  total = align(total + static_cast<int64_t>(out->bytes.size())) + 256;
+  auto arena_or = be.AllocateArena(total);
+  if (!arena_or.ok()) return arena_or.status();
+  std::unique_ptr<Arena> arena = std::move(arena_or).value();
+  std::vector<TensorView> views;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    HostTensor* t = inputs[i];
+    if (!t->bytes.empty()) {
+      Status s = arena->CopyIn(offsets[i], t->bytes.data(), static_cast<int64_t>(t->bytes.size()));
+      if (!s.ok()) return s;
+    }
+    views.push_back(MakeView(t->dtype, t->shape, arena->base() + offsets[i]));
+  }
+  if (!out->bytes.empty()) {
+    Status s = arena->CopyIn(out_offset, out->bytes.data(), static_cast<int64_t>(out->bytes.size()));
+    if (!s.ok()) return s;
+  }
+  TensorView y = MakeView(out->dtype, out->shape, arena->base() + out_offset);
+  KernelCall call = MakeCall(op, params, views.data(), static_cast<int>(views.size()), &y);
+  Status s = be.Run(call);
+  if (!s.ok()) return s;
+  s = be.Synchronize();
+  if (!s.ok()) return s;
+  if (!out->bytes.empty()) return arena->CopyOut(out_offset, out->bytes.data(), static_cast<int64_t>(out->bytes.size()));
+  return OkStatus();
+}
+
+// Runs on the CPU reference and on every CUDA backend; expects identical bytes.
+void Compare(Op op, std::vector<HostTensor> inputs, DType out_dtype, const Shape& out_shape,
+             const OpParams& params = {}) {
+  Backends& b = GetBackends();
+  ASSERT_TRUE(b.cpu && b.emu);
+  std::vector<HostTensor*> in;
+  for (HostTensor& t : inputs) in.push_back(&t);
+  HostTensor ref(out_dtype, out_shape);
+  Status s = RunInArena(*b.cpu, op, params, in, &ref);
+  ASSERT_TRUE(s.ok()) << "cpu: " << s.ToString();
+  std::vector<std::pair<std::string, Backend*>> cuda = {{"cuda-emu", b.emu.get()}};
+  if (b.gpu) cuda.push_back({b.gpu->name(), b.gpu.get()});
+  for (auto& [name, be] : cuda) {
+    HostTensor out(out_dtype, out_shape);
+    s = RunInArena(*be, op, params, in, &out);
+    ASSERT_TRUE(s.ok()) << name << ": " << s.ToString();
+    if (out.bytes != ref.bytes) {
+      const int64_t es = DTypeSize(out_dtype);
+      for (int64_t i = 0; i < out.numel(); ++i) {
+        ASSERT_EQ(0, std::memcmp(out.bytes.data() + i * es, ref.bytes.data() + i * es, es))
+            << name << " differs from cpu at element " << i << " of " << ShapeToString(out_shape);
+      }
+      FAIL() << name << " differs from cpu";
+    }
+  }
+}
+
+struct Conv {
+  int64_t N, C, H, W, F, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, group;
+  bool bias;
+  int64_t OH() const { return (H + pt + pb - dh * (KH - 1) - 1) / sh + 1; }
+  int64_t OW() const { return (W + pl + pr - dw * (KW - 1) - 1) / sw + 1; }
+  OpParams Params() const {
+    OpParams p;
+    p.strides = {sh, sw};
+    p.dilations = {dh, dw};
+    p.pads = {pt, pl, pb, pr};
+    p.kernel = {KH, KW};
+    p.group = group;
+    return p;
+  }
+  std::string ToString() const {
+    return "N" + std::to_string(N) + " C" + std::to_string(C) + " H" + std::to_string(H) + " W" + std::to_string(W) +
+           " F" + std::to_string(F) + " k" + std::to_string(KH) + "x" + std::to_string(KW) + " s" +
+           std::to_string(sh) + "," + std::to_string(sw) + " p" + std::to_string(pt) + "," + std::to_string(pl) +
+           "," + std::to_string(pb) + "," + std::to_string(pr) + " d" + std::to_string(dh) + "," +
+           std::to_string(dw) + " g" + std::to_string(group) + (bias ? " bias" : "");
+  }
+};
+
+void Check(const Conv& c, uint32_t seed, double special_rate = 0.0) {
+  SCOPED_TRACE(c.ToString());
+  HostTensor x(DType::kF32, {c.N, c.C, c.H, c.W});
+  HostTensor w(DType::kF32, {c.F, c.C / c.group, c.KH, c.KW});
+  FillF32(x, seed, special_rate);
+  FillF32(w, seed + 101, special_rate);
+  std::vector<HostTensor> ins = {x, w};
+  if (c.bias) {
+    HostTensor b(DType::kF32, {c.F});
+    FillF32(b, seed + 202, special_rate);
+    ins.push_back(b);
+  }
+  Compare(Op::kConv2D, ins, DType::kF32, {c.N, c.F, c.OH(), c.OW()}, c.Params());
+}
+
+const std::vector<Conv>& Cases() {
+  static const std::vector<Conv> cases = {
+      // N, C, H, W, F, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, group, bias
+      {2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true},       // 3x3 same
+      {1, 4, 9, 7, 6, 3, 2, 2, 3, 0, 2, 1, 0, 1, 1, 2, false},      // strides, asymmetric pads, groups
+      {1, 2, 10, 11, 3, 3, 3, 1, 2, 2, 1, 0, 3, 2, 3, 1, true},     // dilations
+      {2, 6, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, true},       // depthwise
+      {1, 4, 6, 5, 8, 3, 3, 2, 1, 1, 0, 1, 2, 1, 1, 4, false},      // depthwise, multiplier 2
+      {2, 5, 6, 7, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true},       // 1x1
+      {2, 6, 5, 4, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 3, false},      // grouped 1x1
+      {1, 3, 5, 5, 2, 1, 1, 1, 1, 1, 0, 0, 2, 1, 1, 1, true},       // padded 1x1
+      {1, 2, 4, 4, 3, 3, 3, 1, 1, 4, 4, 4, 4, 1, 1, 1, true},       // windows fully in padding
+      {1, 2, 3, 2, 3, 5, 4, 1, 1, 2, 2, 2, 2, 1, 1, 1, false},      // kernel larger than input
+      {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false},      // 1x1x1x1
+      {1, 3, 12, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true},     // P = 156 > one 128 tile, Kc = 27
+      {1, 1, 12, 12, 130, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 1, true},   // F = 130 > one 128 tile
+      {1, 12, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false},     // Kc = 108, K tail 4
+      {2, 4, 7, 9, 4, 3, 5, 2, 1, 2, 0, 1, 2, 1, 2, 2, true},       // odd everything
+  };
+  return cases;
+}
+
+TEST(CudaConv, MatchesCpu) {
+  uint32_t seed = 1;
+  for (const Conv& c : Cases()) Check(c, seed++);
+}
+
+TEST(CudaConv, SpecialValuesMatchCpu) {
+  uint32_t seed = 100;
+  for (const Conv& c : Cases()) Check(c, seed++, /*special_rate=*/0.1);
+}
+
+TEST(CudaConv, EmptyShapes) {
+  Check({0, 3, 5, 5, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true}, 7);   // N = 0
+  Check({1, 3, 5, 5, 0, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false}, 8);  // F = 0
+  Check({1, 0, 5, 5, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true}, 9);   // C = 0: bias only
+  Check({1, 2, 3, 3, 2, 4, 4, 1, 1, 0, 0, 0, 0, 1, 1, 1, true}, 10);  // OH = OW = 0
+}
+
+TEST(CudaConv, InvalidArgumentsMatchCpu) {
+  Backends& be = GetBackends();
+  auto code = [&](Backend& bk, const OpParams& p, const Shape& xs, const Shape& ws, const Shape& ys, int bias_n) {
+    std::vector<HostTensor> ins = {HostTensor(DType::kF32, xs), HostTensor(DType::kF32, ws)};
+    if (bias_n >= 0) ins.push_back(HostTensor(DType::kF32, {bias_n}));
+    std::vector<HostTensor*> in;
+    for (HostTensor& t : ins) in.push_back(&t);
+    HostTensor out(DType::kF32, ys);
+    return RunInArena(bk, Op::kConv2D, p, in, &out).code();
+  };
+  const Conv base{1, 4, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false};
+  OpParams good = base.Params();
+  OpParams bad_stride = good;
+  bad_stride.strides = {0, 1};
+  OpParams bad_pads = good;
+  bad_pads.pads = {1, 1, 1};
+  OpParams bad_group = good;
+  bad_group.group = 3;
+  OpParams neg_pad = good;
+  neg_pad.pads = {-1, 0, 0, 0};
+  struct Case {
+    OpParams p;
+    Shape xs, ws, ys;
+    int bias_n;
+  };
+  const std::vector<Case> cases = {
+      {bad_stride, {1, 4, 6, 6}, {4, 4, 3, 3}, {1, 4, 6, 6}, -1},
+      {bad_pads, {1, 4, 6, 6}, {4, 4, 3, 3}, {1, 4, 6, 6}, -1},
+      {bad_group, {1, 4, 6, 6}, {4, 4, 3, 3}, {1, 4, 6, 6}, -1},
+      {neg_pad, {1, 4, 6, 6}, {4, 4, 3, 3}, {1, 4, 6, 6}, -1},
+      {good, {1, 4, 6, 6}, {4, 4, 3, 3}, {1, 4, 5, 6}, -1},   // wrong output shape
+      {good, {1, 4, 6, 6}, {4, 2, 3, 3}, {1, 4, 6, 6}, -1},   // w.dims[1] != C / group
+      {good, {1, 4, 6, 6}, {4, 4, 3, 3}, {1, 4, 6, 6}, 3},    // bias size
+      {good, {4, 6, 6}, {4, 4, 3, 3}, {1, 4, 6, 6}, -1},      // rank
+  };
+  for (const Case& c : cases) {
+    const StatusCode want = code(*be.cpu, c.p, c.xs, c.ws, c.ys, c.bias_n);
+    EXPECT_EQ(want, StatusCode::kInvalidArgument);
+    EXPECT_EQ(code(*be.emu, c.p, c.xs, c.ws, c.ys, c.bias_n), want);
+  }
+}
+
+}  // namespace
+}  // namespace consensor::kernels
