@@ -63,12 +63,6 @@ Tensor F32(const Shape& shape, uint32_t seed, float scale = 2.0f, bool specials 
   return t;
 }
 
-Tensor Positive(const Shape& shape, uint32_t seed) {
-  Tensor t = F32(shape, seed, 4.0f, false);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.data_as<float>()[i] = std::fabs(t.data_as<float>()[i]) + 0.01f;
-  return t;
-}
-
 template <typename T>
 Tensor Ints(DType dtype, const Shape& shape, uint32_t seed, int64_t lo, int64_t hi, std::vector<T> specials = {}) {
   Tensor t(dtype, shape);
