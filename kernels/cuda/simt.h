@@ -11,6 +11,16 @@
 // __shfl_{down,xor,sync}_sync with a full mask, CNSR_SHARED / CNSR_DYNAMIC_SHARED for shared
 // memory, CNSR_GLOBAL / CNSR_DEVICE qualifiers, CNSR_LAUNCH to launch, and detmath.
 // Float atomics are forbidden by docs/DETERMINISM.md and are not provided.
+//
+// Rules the emulation enforces or relies on (a GPU relies on most of them too):
+//   * every thread of a block reaches every __syncthreads; every live lane joins every
+//     shuffle (a violation is a launch error, not a hang);
+//   * no RAII objects alive across a barrier or shuffle (an abandoned block drops frames);
+//   * shared memory starts as 0xFF bytes, not zero; a shuffle moves at most 8 bytes;
+//   * about 64 KiB of stack per thread (keep big arrays in shared or global memory);
+//   * no order between blocks may be assumed;
+//   * CNSR_LAUNCH(kernel<A, B>, ...) breaks on template commas: take a function pointer
+//     first (`auto* k = &Kernel<A, B>; CNSR_LAUNCH(k, ...)`).
 #pragma once
 
 #include <cstdint>
