@@ -5,7 +5,12 @@ namespace consensor {
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
     case StatusCode::kOk: return "OK";
+    case StatusCode::kCancelled: return "CANCELLED";
+    case StatusCode::kUnknown: return "UNKNOWN";
     case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
+    case StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
+    case StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
+    case StatusCode::kAborted: return "ABORTED";
     case StatusCode::kNotFound: return "NOT_FOUND";
     case StatusCode::kAlreadyExists: return "ALREADY_EXISTS";
     case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";

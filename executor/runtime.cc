@@ -62,6 +62,7 @@ StatusOr<RunResult> LoadedProgram::Run(const std::map<std::string, Tensor>& inpu
   std::vector<kernels::TensorView> views;
   for (size_t i = 0; i < program_.instructions.size(); ++i) {
     const Instruction& ins = program_.instructions[i];
+    if (options.check_continue) RETURN_IF_ERROR(options.check_continue());
     views.clear();
     for (size_t k = 0; k < ins.inputs.size(); ++k) views.push_back(View(ins.inputs[k], ins.input_view_shapes[k]));
     kernels::TensorView out = View(ins.output, ins.output_view_shape);

@@ -2,6 +2,7 @@
 // uploaded once, then the instructions in canonical order.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,6 +31,10 @@ struct RunResult {
 
 struct RunOptions {
   bool trace = false;
+  // Called before every instruction; a non-OK status stops the run and is returned. The node
+  // uses it for wall-time caps and shutdown. A single kernel is never interrupted, which is
+  // why the FLOP cap bounds the longest one.
+  std::function<Status()> check_continue;
 };
 
 class LoadedProgram {

@@ -1,5 +1,9 @@
 #include "node/cli.h"
 
+#include "node/cli_args.h"
+#include "node/client_commands.h"
+#include "node/keys_command.h"
+
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -40,81 +44,43 @@ commands:
   inspect GRAPH [--blobs DIR]
       Prints the graph id, inputs, outputs, every op in canonical order with its output
       type and estimated FLOPs, and the planned peak memory.
+  submit GRAPH [--input NAME=FILE.npy]... [--node ADDR] [--blobs DIR] [--nonce N]
+               [--max-wall-ms N] [--wait [--out DIR] [--timeout SECONDS]]
+      Uploads the graph, its weight blobs and the inputs to a node and submits the task.
+      Prints the task id; with --wait, shows progress, then the result hashes, and writes
+      the outputs to --out DIR.
+  status TASK_ID [--node ADDR] [--json]
+      Shows a task's state, and its result hashes once it has finished.
+  result TASK_ID --out DIR [--node ADDR]
+      Downloads a finished task's outputs as NAME.npy files and verifies their hashes.
+  node info [--node ADDR] [--json]
+      Shows the node's version, backend, queue, limits and store.
+  keys new|import|list ...
+      Manages Ethereum v3 keystores (see `consensor keys --help`).
   version
       Prints the version.
+
+The node address comes from --node, else $CONSENSOR_NODE, else 127.0.0.1:7400.
 
 caps (run and inspect): --max-elements N  --max-memory BYTES  --max-flops N  --max-ops N
 )";
 
-struct Args {
-  std::vector<std::string> positional;
-  std::multimap<std::string, std::string> options;
-  std::vector<std::string> flags;
-};
+using Args = ParsedArgs;
 
-// Options that take a value; everything else starting with "--" is a boolean flag.
-const char* const kValueOptions[] = {"--input", "--out", "--threads", "--isa", "--blobs", "--backend", "--device",
-                                     "--max-elements", "--max-memory", "--max-flops", "--max-ops"};
-const char* const kFlags[] = {"--trace", "--help", "--fallback-cpu"};
-
-bool IsValueOption(const std::string& s) {
-  for (const char* o : kValueOptions) {
-    if (s == o) return true;
-  }
-  return false;
+ArgSpec CliArgSpec() {
+  ArgSpec spec;
+  spec.value_options = {"--input", "--out", "--threads", "--isa", "--blobs", "--backend", "--device",
+                        "--max-elements", "--max-memory", "--max-flops", "--max-ops", "--node", "--nonce",
+                        "--timeout", "--max-wall-ms"};
+  spec.flags = {"--trace", "--help", "--fallback-cpu", "--wait", "--json"};
+  return spec;
 }
 
-StatusOr<Args> ParseArgs(const std::vector<std::string>& raw) {
-  Args a;
-  for (size_t i = 0; i < raw.size(); ++i) {
-    const std::string& s = raw[i];
-    if (s.rfind("--", 0) == 0) {
-      std::string key = s, value;
-      size_t eq = s.find('=');
-      bool inline_value = eq != std::string::npos;
-      if (inline_value) {
-        key = s.substr(0, eq);
-        value = s.substr(eq + 1);
-      }
-      if (IsValueOption(key)) {
-        if (!inline_value) {
-          if (i + 1 >= raw.size()) return InvalidArgument("option " + key + " needs a value");
-          value = raw[++i];
-        }
-        a.options.emplace(key, value);
-      } else {
-        bool known = false;
-        for (const char* f : kFlags) known = known || key == f;
-        if (!known || inline_value) return InvalidArgument("unknown option '" + s + "'");
-        a.flags.push_back(key);
-      }
-    } else {
-      a.positional.push_back(s);
-    }
-  }
-  return a;
-}
-
-bool HasFlag(const Args& a, const std::string& f) {
-  for (const auto& x : a.flags) {
-    if (x == f) return true;
-  }
-  return false;
-}
-
-std::optional<std::string> Option(const Args& a, const std::string& key) {
-  auto it = a.options.find(key);
-  if (it == a.options.end()) return std::nullopt;
-  return it->second;
-}
+bool HasFlag(const Args& a, const std::string& f) { return a.HasFlag(f); }
+std::optional<std::string> Option(const Args& a, const std::string& key) { return a.Option(key); }
 
 StatusOr<int64_t> ParsePositiveInt(const std::string& text, const std::string& what) {
-  int64_t v = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || ptr != text.data() + text.size() || v <= 0) {
-    return InvalidArgument(what + " must be a positive integer, got '" + text + "'");
-  }
-  return v;
+  return ParseIntOption(text, what, 1, INT64_MAX);
 }
 
 StatusOr<executor::Limits> ParseLimits(const Args& a) {
@@ -291,7 +257,10 @@ int CmdInspect(const Args& a, std::ostream& out, std::ostream& err) {
 }  // namespace
 
 int RunCli(const std::vector<std::string>& raw, std::ostream& out, std::ostream& err) {
-  auto parsed = ParseArgs(raw);
+  if (!raw.empty() && raw[0] == "keys") {
+    return RunKeysCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
+  }
+  auto parsed = ParseArgs(raw, CliArgSpec());
   if (!parsed.ok()) return Usage(err, parsed.status().message());
   const Args& a = *parsed;
   if (HasFlag(a, "--help") || a.positional.empty() || a.positional[0] == "help") {
@@ -301,6 +270,10 @@ int RunCli(const std::vector<std::string>& raw, std::ostream& out, std::ostream&
   const std::string& cmd = a.positional[0];
   if (cmd == "run") return CmdRun(a, out, err);
   if (cmd == "inspect") return CmdInspect(a, out, err);
+  if (cmd == "submit") return CmdSubmit(a, out, err);
+  if (cmd == "status") return CmdStatus(a, out, err);
+  if (cmd == "result") return CmdResult(a, out, err);
+  if (cmd == "node") return CmdNode(a, out, err);
   if (cmd == "version") {
     out << "consensor 0.1.0\n";
     return kExitOk;

@@ -1,0 +1,209 @@
+// Node benchmark (not a test): starts a real consensord with its own datadir on a loopback
+// port, then
+//  1. load: C client threads submit tiny tasks and wait for each result (submit -> result);
+//     reports throughput and p50/p99 latency;
+//  2. large matmul: end-to-end client time (upload, submit, execute, fetch the output) against
+//     `consensor run` of the same graph and input in the same run; reports the ratio.
+//
+//   build/bench/node_bench [--tasks N] [--clients C] [--n SIZE] [--threads T] [--repeats R]
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/npy.h"
+#include "executor/graph.h"
+#include "executor/serialize.h"
+#include "node/client.h"
+#include "tests/functional/daemon_harness.h"
+
+namespace consensor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using executor::Graph;
+using executor::Value;
+
+Tensor RandomTensor(Shape shape, uint32_t seed) {
+  Tensor t(DType::kF32, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data_as<float>()[i] = d(rng);
+  return t;
+}
+
+Graph TinyGraph() {
+  Graph g;
+  Value x = g.input("x", DType::kF32, {4, 8});
+  g.output("y", softmax(tanh(matmul(x, g.constant(RandomTensor({8, 8}, 1))) + g.constant(RandomTensor({8}, 2))), -1));
+  return g;
+}
+
+Graph MatmulGraph(int64_t n) {
+  Graph g;
+  Value a = g.input("a", DType::kF32, {n, n});
+  Value b = g.input("b", DType::kF32, {n, n});
+  g.output("c", matmul(a, b));
+  return g;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * (v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+int RunProcess(const std::vector<std::string>& args) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    freopen("/dev/null", "w", stdout);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+int Main(int argc, char** argv) {
+  int tasks = 2000, clients = 8, n = 2048, threads = 1, repeats = 3;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i];
+    int v = std::atoi(argv[i + 1]);
+    if (k == "--tasks") tasks = v;
+    else if (k == "--clients") clients = v;
+    else if (k == "--n") n = v;
+    else if (k == "--threads") threads = v;
+    else if (k == "--repeats") repeats = v;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", argv[i]);
+      return 2;
+    }
+  }
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("consensor-node-bench-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  testing_support::DaemonProcess daemon((dir / "datadir").string(),
+                                        {"--workers", "2", "--queue", "100000", "--threads", std::to_string(threads),
+                                         "--log-level", "warn"});
+  if (!daemon.Start()) {
+    std::fprintf(stderr, "consensord did not start:\n%s\n", daemon.Log().c_str());
+    return 1;
+  }
+  std::printf("consensord at %s, datadir %s (sync writes on)\n", daemon.address().c_str(), daemon.datadir().c_str());
+
+  // ---- 1. load of tiny tasks
+  {
+    node::NodeClient client(daemon.address());
+    Graph g = TinyGraph();
+    auto graph_blob = client.PutBlob(executor::SerializeGraph(g));
+    auto x_blob = client.PutBlob(EncodeNpy(RandomTensor({4, 8}, 3)));
+    if (!graph_blob.ok() || !x_blob.ok()) {
+      std::fprintf(stderr, "upload failed\n");
+      return 1;
+    }
+    std::vector<double> latencies;
+    std::mutex mu;
+    std::atomic<int> next{0}, failures{0};
+    auto start = Clock::now();
+    std::vector<std::thread> workers;
+    for (int c = 0; c < clients; ++c) {
+      workers.emplace_back([&] {
+        node::NodeClient own(daemon.address());
+        while (true) {
+          int i = next.fetch_add(1);
+          if (i >= tasks) return;
+          v1::SubmitTaskRequest r;
+          r.set_graph_sha256(graph_blob->sha256());
+          (*r.mutable_inputs())["x"] = x_blob->sha256();
+          r.mutable_options()->set_nonce(static_cast<uint64_t>(i) + 1000000);
+          auto t0 = Clock::now();
+          auto s = own.SubmitTask(r);
+          if (!s.ok()) {
+            failures++;
+            continue;
+          }
+          auto done = own.WatchTask(s->task_id(), std::chrono::seconds(600), nullptr);
+          double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+          if (!done.ok() || done->state() != v1::TASK_STATE_SUCCEEDED) {
+            failures++;
+            continue;
+          }
+          std::lock_guard<std::mutex> lock(mu);
+          latencies.push_back(ms);
+        }
+      });
+    }
+    for (auto& w : workers) w.join();
+    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    std::printf("\nload: %d tiny tasks (matmul 4x8x8, add, tanh, softmax), %d client threads, 2 workers\n", tasks,
+                clients);
+    std::printf("  completed %zu, failed %d, %.2f s\n", latencies.size(), failures.load(), seconds);
+    if (!latencies.empty()) {
+      std::printf("  throughput %.1f tasks/s\n", latencies.size() / seconds);
+      std::printf("  submit->result latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", Percentile(latencies, 0.5),
+                  Percentile(latencies, 0.99), Percentile(latencies, 1.0));
+    }
+  }
+
+  // ---- 2. large matmul, node end to end vs consensor run
+  {
+    Graph g = MatmulGraph(n);
+    const std::string graph_path = (dir / "matmul.cgraph").string();
+    const std::string a_path = (dir / "a.npy").string(), b_path = (dir / "b.npy").string();
+    if (!executor::SaveGraphFile(graph_path, g).ok() || !WriteNpyFile(a_path, RandomTensor({n, n}, 4)).ok() ||
+        !WriteNpyFile(b_path, RandomTensor({n, n}, 5)).ok()) {
+      std::fprintf(stderr, "cannot write inputs\n");
+      return 1;
+    }
+    std::vector<double> run_s, node_s, exec_s;
+    for (int r = 0; r < repeats; ++r) {
+      auto t0 = Clock::now();
+      int rc = RunProcess({testing_support::CliBinary(), "run", graph_path, "--input", "a=" + a_path, "--input",
+                           "b=" + b_path, "--threads", std::to_string(threads), "--out", (dir / "run_out").string()});
+      run_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      if (rc != 0) {
+        std::fprintf(stderr, "consensor run failed (%d)\n", rc);
+        return 1;
+      }
+      // The same work through the node: upload, submit, wait, download the output.
+      t0 = Clock::now();
+      rc = RunProcess({testing_support::CliBinary(), "submit", graph_path, "--input", "a=" + a_path, "--input",
+                       "b=" + b_path, "--node", daemon.address(), "--nonce", std::to_string(r), "--wait", "--out",
+                       (dir / "node_out").string()});
+      node_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      if (rc != 0) {
+        std::fprintf(stderr, "consensor submit failed (%d)\n", rc);
+        return 1;
+      }
+    }
+    double best_run = *std::min_element(run_s.begin(), run_s.end());
+    double best_node = *std::min_element(node_s.begin(), node_s.end());
+    std::printf("\nlarge matmul %dx%dx%d f32, %d thread(s), best of %d\n", n, n, n, threads, repeats);
+    std::printf("  consensor run (local, reads .npy, writes output)        %.3f s\n", best_run);
+    std::printf("  consensor submit --wait --out (node, end to end)        %.3f s\n", best_node);
+    std::printf("  ratio node / local                                      %.3f\n", best_node / best_run);
+  }
+  daemon.Kill(SIGTERM);
+  fs::remove_all(dir);
+  return 0;
+}
+
+}  // namespace
+}  // namespace consensor
+
+int main(int argc, char** argv) { return consensor::Main(argc, argv); }

@@ -1,0 +1,57 @@
+#include "consensus/task.h"
+
+#include <algorithm>
+
+namespace consensor::consensus {
+
+StatusOr<Hash256> ComputeTaskId(const TaskSpec& spec) {
+  std::vector<const std::pair<std::string, Hash256>*> sorted;
+  sorted.reserve(spec.inputs.size());
+  for (const auto& in : spec.inputs) {
+    if (in.first.empty()) return InvalidArgument("task input with an empty placeholder name");
+    sorted.push_back(&in);
+  }
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    if (sorted[i]->first == sorted[i - 1]->first) {
+      return InvalidArgument("task input '" + sorted[i]->first + "' is given twice");
+    }
+  }
+  Sha256 h;
+  static constexpr char kTag[] = "consensor.task.v1";
+  h.Update(std::string_view(kTag, sizeof(kTag)));  // with the NUL
+  h.Update(spec.graph_sha256);
+  h.UpdateU32(static_cast<uint32_t>(sorted.size()));
+  for (const auto* in : sorted) {
+    h.UpdateU32(static_cast<uint32_t>(in->first.size()));
+    h.Update(std::string_view(in->first));
+    h.Update(in->second);
+  }
+  h.UpdateU64(spec.nonce);
+  return h.Finish();
+}
+
+std::string_view TaskStateName(TaskState state) {
+  switch (state) {
+    case TaskState::kQueued: return "queued";
+    case TaskState::kRunning: return "running";
+    case TaskState::kSucceeded: return "succeeded";
+    case TaskState::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+bool IsFinal(TaskState state) { return state == TaskState::kSucceeded || state == TaskState::kFailed; }
+
+bool IsAllowedTransition(TaskState from, TaskState to) {
+  switch (from) {
+    case TaskState::kQueued: return to == TaskState::kRunning || to == TaskState::kFailed;
+    case TaskState::kRunning:
+      return to == TaskState::kSucceeded || to == TaskState::kFailed || to == TaskState::kQueued;
+    case TaskState::kSucceeded:
+    case TaskState::kFailed: return false;
+  }
+  return false;
+}
+
+}  // namespace consensor::consensus

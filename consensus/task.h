@@ -1,0 +1,42 @@
+// A task's identity and lifecycle: pure rules shared by every node.
+//
+// The task id is a hash of exactly what determines the result (the graph blob, the input blobs
+// by placeholder name, and the client's nonce), so any node computes the same id for the same
+// submission, resubmission is idempotent, and the id can be signed in attestations.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/sha256.h"
+#include "common/status.h"
+
+namespace consensor::consensus {
+
+struct TaskSpec {
+  Hash256 graph_sha256{};
+  // Placeholder name -> blob hash. The id does not depend on the order given.
+  std::vector<std::pair<std::string, Hash256>> inputs;
+  uint64_t nonce = 0;
+};
+
+// SHA-256 over "consensor.task.v1\0", the graph hash, the input count (u32 LE), each input
+// sorted by name as (u32 LE name length, name bytes, hash), and the nonce (u64 LE).
+// INVALID_ARGUMENT for an empty or duplicate input name.
+StatusOr<Hash256> ComputeTaskId(const TaskSpec& spec);
+
+enum class TaskState : uint8_t { kQueued = 1, kRunning = 2, kSucceeded = 3, kFailed = 4 };
+
+std::string_view TaskStateName(TaskState state);  // "queued", "running", ...
+bool IsFinal(TaskState state);
+
+// The lifecycle on one node: queued -> running -> succeeded | failed. running -> queued is
+// allowed only on recovery after a crash (the execution is repeated; results are
+// deterministic, so repeating is safe). queued -> failed covers tasks that can no longer run
+// (e.g. a blob lost to disk corruption). Final states never change.
+bool IsAllowedTransition(TaskState from, TaskState to);
+
+}  // namespace consensor::consensus

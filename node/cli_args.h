@@ -1,0 +1,36 @@
+// Command-line parsing shared by `consensor` subcommands and `consensord`.
+// Options either take a value (`--out DIR` or `--out=DIR`) or are boolean flags; anything
+// else starting with "--" is an error, so a typo never silently changes behaviour.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace consensor::node {
+
+struct ParsedArgs {
+  std::vector<std::string> positional;
+  std::multimap<std::string, std::string> options;
+  std::vector<std::string> flags;
+
+  bool HasFlag(const std::string& flag) const;
+  std::optional<std::string> Option(const std::string& key) const;  // the last one given
+  std::vector<std::string> All(const std::string& key) const;       // every value, in order
+};
+
+struct ArgSpec {
+  std::vector<std::string> value_options;  // e.g. {"--out", "--input"}
+  std::vector<std::string> flags;          // e.g. {"--wait", "--help"}
+};
+
+StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& raw, const ArgSpec& spec);
+
+// Strict integer parsing for option values: the whole text must be a number in [min, max].
+StatusOr<int64_t> ParseIntOption(const std::string& text, const std::string& what, int64_t min, int64_t max);
+
+}  // namespace consensor::node

@@ -1,0 +1,47 @@
+// A client of a node's consensor.v1.Client API, used by the `consensor` CLI and the
+// benchmarks. Errors come back as Status with the server's code and message.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "consensor/v1/node.grpc.pb.h"
+
+namespace grpc {
+class Status;
+}
+
+namespace consensor::node {
+
+class NodeClient {
+ public:
+  // Connects lazily; the first call fails with UNAVAILABLE if nothing listens at `address`.
+  explicit NodeClient(const std::string& address, std::chrono::milliseconds call_timeout = std::chrono::seconds(60));
+
+  // Uploads in chunks; the node verifies the hash it computes against the one computed here.
+  StatusOr<v1::PutBlobResponse> PutBlob(std::span<const uint8_t> bytes);
+  StatusOr<v1::PutBlobResponse> PutBlobFile(const std::string& path, int64_t max_bytes);
+  StatusOr<std::vector<uint8_t>> GetBlob(const std::string& sha256_hex, int64_t max_bytes);
+  StatusOr<v1::SubmitTaskResponse> SubmitTask(const v1::SubmitTaskRequest& request);
+  StatusOr<v1::Task> GetTask(const std::string& task_id);
+  // Calls on_update for every state the node reports; returns the final task.
+  StatusOr<v1::Task> WatchTask(const std::string& task_id, std::chrono::milliseconds timeout,
+                               const std::function<void(const v1::Task&)>& on_update);
+  StatusOr<v1::NodeInfo> GetNodeInfo();
+
+  const std::string& address() const { return address_; }
+
+ private:
+  std::string address_;
+  std::chrono::milliseconds call_timeout_;
+  std::unique_ptr<v1::Client::Stub> stub_;
+};
+
+Status FromGrpcStatus(const grpc::Status& status, const std::string& address);
+
+}  // namespace consensor::node

@@ -1,0 +1,264 @@
+#include "node/client_commands.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <iomanip>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <google/protobuf/util/json_util.h>
+
+#include "common/npy.h"
+#include "common/sha256.h"
+#include "executor/serialize.h"
+#include "node/client.h"
+
+namespace consensor::node {
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+constexpr int64_t kMaxUploadBytes = int64_t{4} << 30;
+
+int Fail(std::ostream& err, const Status& s) {
+  err << "error: " << s.message() << "\n";
+  return kExitFailure;
+}
+
+int Usage(std::ostream& err, const std::string& message) {
+  err << "error: " << message << "\n(see `consensor --help`)\n";
+  return kExitUsage;
+}
+
+std::string NodeAddress(const ParsedArgs& a) {
+  if (auto n = a.Option("--node")) return *n;
+  if (const char* env = std::getenv("CONSENSOR_NODE"); env && *env) return env;
+  return "127.0.0.1:7400";
+}
+
+std::string StateName(v1::TaskState s) {
+  switch (s) {
+    case v1::TASK_STATE_QUEUED: return "queued";
+    case v1::TASK_STATE_RUNNING: return "running";
+    case v1::TASK_STATE_SUCCEEDED: return "succeeded";
+    case v1::TASK_STATE_FAILED: return "failed";
+    default: return "unknown";
+  }
+}
+
+bool IsFinal(const v1::Task& t) {
+  return t.state() == v1::TASK_STATE_SUCCEEDED || t.state() == v1::TASK_STATE_FAILED;
+}
+
+std::string OutputType(const v1::TaskOutput& o) {
+  Shape shape(o.shape().begin(), o.shape().end());
+  return std::string(DTypeName(static_cast<DType>(o.dtype()))) + ShapeToString(shape);
+}
+
+// Output names are free text; keep file names safe.
+std::string SafeFileName(const std::string& name) {
+  std::string file = name;
+  for (char& c : file) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  }
+  if (file.empty() || file == "." || file == "..") file = "_" + file;
+  return file;
+}
+
+void PrintTask(const v1::Task& t, std::ostream& out) {
+  out << "task     " << t.task_id() << "\n";
+  out << "state    " << StateName(t.state());
+  if (t.attempts() > 1) out << " (attempt " << t.attempts() << ")";
+  out << "\n";
+  if (t.state() == v1::TASK_STATE_FAILED) out << "error    " << t.error_code() << ": " << t.error_message() << "\n";
+  if (t.state() == v1::TASK_STATE_SUCCEEDED) {
+    const v1::TaskResult& r = t.result();
+    out << "graph    " << r.graph_id() << "\n";
+    out << "backend  " << r.backend() << "\n";
+    for (const auto& o : r.outputs()) {
+      out << "output   " << o.name() << " " << OutputType(o) << " sha256:" << o.tensor_hash() << "\n";
+    }
+    out << "result   " << r.result_root() << "\n";
+    out << "trace    " << r.trace_root() << " (" << r.trace_ops() << " ops)\n";
+    out << "seconds  " << std::fixed << std::setprecision(6) << r.execution_seconds() << "\n";
+  }
+}
+
+Status DownloadOutputs(NodeClient& client, const v1::Task& task, const std::string& dir, std::ostream& out) {
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return NotFound("cannot create output directory '" + dir + "': " + std::strerror(errno));
+  }
+  std::set<std::string> used;
+  for (const auto& o : task.result().outputs()) {
+    ASSIGN_OR_RETURN(auto bytes, client.GetBlob(o.blob_sha256(), kMaxUploadBytes));
+    // Check the tensor itself against the hash the node reported (and would sign).
+    NpyLimits limits;
+    limits.max_bytes = kMaxUploadBytes;
+    auto tensor = ParseNpy(bytes, limits);
+    if (!tensor.ok()) return DataLoss("output '" + o.name() + "' from the node is not a valid .npy: " + tensor.status().message());
+    if (ToHex(TensorHash(*tensor)) != o.tensor_hash()) {
+      return DataLoss("output '" + o.name() + "' does not match its tensor hash");
+    }
+    std::string file = SafeFileName(o.name());
+    while (!used.insert(file).second) file += "_";
+    const std::string path = dir + "/" + file + ".npy";
+    RETURN_IF_ERROR(executor::WriteFileAtomic(path, bytes));
+    out << "wrote    " << path << "\n";
+  }
+  return OkStatus();
+}
+
+StatusOr<std::chrono::milliseconds> Timeout(const ParsedArgs& a) {
+  if (auto t = a.Option("--timeout")) {
+    ASSIGN_OR_RETURN(int64_t s, ParseIntOption(*t, "--timeout", 1, 7 * 24 * 3600));
+    return std::chrono::milliseconds(s * 1000);
+  }
+  return std::chrono::milliseconds(3600 * 1000);
+}
+
+}  // namespace
+
+int CmdSubmit(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
+  if (a.positional.size() != 2) return Usage(err, "submit takes exactly one GRAPH argument");
+  v1::SubmitTaskRequest request;
+  if (auto n = a.Option("--nonce")) {
+    auto v = ParseIntOption(*n, "--nonce", 0, INT64_MAX);
+    if (!v.ok()) return Usage(err, v.status().message());
+    request.mutable_options()->set_nonce(static_cast<uint64_t>(*v));
+  }
+  if (auto n = a.Option("--max-wall-ms")) {
+    auto v = ParseIntOption(*n, "--max-wall-ms", 1, INT64_MAX);
+    if (!v.ok()) return Usage(err, v.status().message());
+    request.mutable_options()->set_max_wall_ms(static_cast<uint64_t>(*v));
+  }
+  auto timeout = Timeout(a);
+  if (!timeout.ok()) return Usage(err, timeout.status().message());
+  if (a.Option("--out") && !a.HasFlag("--wait")) return Usage(err, "--out needs --wait");
+  std::map<std::string, std::string> input_files;
+  for (const std::string& spec : a.All("--input")) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      return Usage(err, "--input expects NAME=FILE.npy, got '" + spec + "'");
+    }
+    if (!input_files.emplace(spec.substr(0, eq), spec.substr(eq + 1)).second) {
+      return Usage(err, "input '" + spec.substr(0, eq) + "' is given twice");
+    }
+  }
+
+  // The graph is uploaded in its canonical binary form, whatever the file's format.
+  executor::Limits limits;
+  auto graph = executor::LoadGraphFile(a.positional[1], limits);
+  if (!graph.ok()) return Fail(err, graph.status().WithContext("graph '" + a.positional[1] + "'"));
+  NodeClient client(NodeAddress(a));
+  auto graph_blob = client.PutBlob(executor::SerializeGraph(*graph));
+  if (!graph_blob.ok()) return Fail(err, graph_blob.status().WithContext("uploading the graph"));
+  request.set_graph_sha256(graph_blob->sha256());
+
+  // Weights stored as blobs travel too, from --blobs DIR (files named by their hash).
+  for (const auto& v : graph->values()) {
+    if (!v.blob) continue;
+    auto dir = a.Option("--blobs");
+    if (!dir) return Usage(err, "the graph references weight blobs; give their directory with --blobs DIR");
+    const std::string hex = ToHex(v.blob->sha256);
+    auto put = client.PutBlobFile(*dir + "/" + hex, kMaxUploadBytes);
+    if (!put.ok()) return Fail(err, put.status().WithContext("uploading weights blob " + hex));
+    if (put->sha256() != hex) return Fail(err, DataLoss("file " + *dir + "/" + hex + " does not match its name"));
+  }
+  for (const auto& [name, file] : input_files) {
+    auto put = client.PutBlobFile(file, kMaxUploadBytes);
+    if (!put.ok()) return Fail(err, put.status().WithContext("input '" + name + "' from '" + file + "'"));
+    (*request.mutable_inputs())[name] = put->sha256();
+  }
+  auto submitted = client.SubmitTask(request);
+  if (!submitted.ok()) return Fail(err, submitted.status());
+  out << "task     " << submitted->task_id() << (submitted->already_known() ? " (already known)" : "") << "\n";
+  if (!a.HasFlag("--wait")) return kExitOk;
+
+  v1::TaskState last_state = v1::TASK_STATE_UNSPECIFIED;
+  uint32_t last_attempts = 0;
+  auto task = client.WatchTask(submitted->task_id(), *timeout, [&](const v1::Task& t) {
+    if (t.state() == last_state && t.attempts() == last_attempts) return;
+    last_state = t.state();
+    last_attempts = t.attempts();
+    err << "  " << StateName(t.state());
+    if (t.state() == v1::TASK_STATE_RUNNING && t.attempts() > 1) err << " (attempt " << t.attempts() << ")";
+    err << "\n";
+  });
+  if (!task.ok()) return Fail(err, task.status().WithContext("waiting for task " + submitted->task_id()));
+  PrintTask(*task, out);
+  if (task->state() != v1::TASK_STATE_SUCCEEDED) return kExitFailure;
+  if (auto dir = a.Option("--out")) {
+    if (Status s = DownloadOutputs(client, *task, *dir, out); !s.ok()) return Fail(err, s);
+  }
+  return kExitOk;
+}
+
+int CmdStatus(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
+  if (a.positional.size() != 2) return Usage(err, "status takes exactly one TASK_ID argument");
+  NodeClient client(NodeAddress(a));
+  auto task = client.GetTask(a.positional[1]);
+  if (!task.ok()) return Fail(err, task.status());
+  if (a.HasFlag("--json")) {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    options.preserve_proto_field_names = true;
+    (void)google::protobuf::util::MessageToJsonString(*task, &json, options);
+    out << json;
+    return kExitOk;
+  }
+  PrintTask(*task, out);
+  return kExitOk;
+}
+
+int CmdResult(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
+  if (a.positional.size() != 2) return Usage(err, "result takes exactly one TASK_ID argument");
+  auto dir = a.Option("--out");
+  if (!dir) return Usage(err, "result needs --out DIR");
+  NodeClient client(NodeAddress(a));
+  auto task = client.GetTask(a.positional[1]);
+  if (!task.ok()) return Fail(err, task.status());
+  if (task->state() == v1::TASK_STATE_FAILED) {
+    return Fail(err, FailedPrecondition("task failed: " + task->error_code() + ": " + task->error_message()));
+  }
+  if (!IsFinal(*task)) return Fail(err, FailedPrecondition("task is " + StateName(task->state()) + "; no result yet"));
+  PrintTask(*task, out);
+  if (Status s = DownloadOutputs(client, *task, *dir, out); !s.ok()) return Fail(err, s);
+  return kExitOk;
+}
+
+int CmdNode(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
+  if (a.positional.size() != 2 || a.positional[1] != "info") return Usage(err, "usage: consensor node info [--node ADDR]");
+  NodeClient client(NodeAddress(a));
+  auto info = client.GetNodeInfo();
+  if (!info.ok()) return Fail(err, info.status());
+  if (a.HasFlag("--json")) {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    options.preserve_proto_field_names = true;
+    (void)google::protobuf::util::MessageToJsonString(*info, &json, options);
+    out << json;
+    return kExitOk;
+  }
+  const auto& l = info->limits();
+  out << "node       " << client.address() << "\n";
+  out << "version    " << info->version() << "\n";
+  out << "operator   " << (info->operator_address().empty() ? "(none)" : info->operator_address()) << "\n";
+  out << "backend    " << info->backend() << ", " << info->workers() << " workers\n";
+  out << "queue      " << info->queue_depth() << " waiting / " << info->queue_capacity() << ", " << info->running()
+      << " running\n";
+  out << "store      " << info->blob_count() << " blobs (" << info->blob_bytes() << " bytes), " << info->task_count()
+      << " tasks\n";
+  out << "limits     blob " << l.max_blob_bytes() << " B, task memory " << l.max_task_bytes() << " B, flops "
+      << l.max_task_flops() << ", wall " << l.max_task_seconds() << " s, inputs " << l.max_inputs() << "\n";
+  return kExitOk;
+}
+
+}  // namespace consensor::node

@@ -1,0 +1,81 @@
+// consensord configuration: a TOML file (--config) overridden by command-line flags.
+// Every key is optional; defaults are below. Unknown keys and wrong types are errors that
+// name the key, so a typo in an operator's config never goes unnoticed.
+//
+//   datadir = "~/.consensor"
+//   [rpc]      listen = "127.0.0.1:7400"   max_message_bytes = 4194304   max_streams = 64
+//   [metrics]  listen = ""                 (empty: no HTTP server)
+//   [log]      level = "info"              format = "logfmt"   (or "json")
+//   [executor] backend = "cpu"  threads = 1  isa = "auto"  device = 0  fallback_cpu = false
+//              workers = 2      queue_capacity = 64
+//   [limits]   max_blob_bytes, max_task_bytes, max_task_flops, max_task_seconds,
+//              max_elements, max_ops, max_inputs
+//   [operator] keystore = ""  password_file = ""  password_env = ""
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace consensor::node {
+
+struct NodeConfig {
+  std::string datadir = "~/.consensor";
+
+  std::string rpc_listen = "127.0.0.1:7400";
+  int64_t rpc_max_message_bytes = int64_t{4} << 20;  // per gRPC message; blobs are streamed in chunks
+  int64_t rpc_max_streams = 64;                      // concurrent RPCs (server threads)
+
+  std::string metrics_listen;  // empty = disabled
+
+  std::string log_level = "info";
+  std::string log_format = "logfmt";
+
+  std::string backend = "cpu";  // cpu | cuda | cuda-emu
+  int64_t threads = 1;          // per task, CPU backend
+  std::string isa = "auto";     // auto | avx2 | portable
+  int64_t device = 0;           // GPU index
+  bool fallback_cpu = false;    // rerun on the CPU when the GPU backend fails
+  int64_t workers = 2;          // tasks executing at once
+  int64_t queue_capacity = 64;  // tasks waiting; beyond this SubmitTask gets RESOURCE_EXHAUSTED
+
+  int64_t max_blob_bytes = int64_t{1} << 30;
+  int64_t max_task_bytes = int64_t{4} << 30;  // planned arena: inputs + weights + live values
+  int64_t max_task_flops = int64_t{10} * 1000 * 1000 * 1000 * 1000;  // 1e13
+  int64_t max_task_seconds = 600;             // wall time per task execution
+  int64_t max_elements = int64_t{1} << 28;    // per tensor
+  int64_t max_ops = 100000;
+  int64_t max_inputs = 1024;                  // placeholders per task
+
+  std::string keystore;       // optional v3 keystore file of the operator key
+  std::string password_file;  // password for the keystore, from a file...
+  std::string password_env;   // ...or from this environment variable
+};
+
+// Parses TOML text; `origin` names the source in error messages.
+StatusOr<NodeConfig> ParseNodeConfig(const std::string& toml_text, const std::string& origin);
+StatusOr<NodeConfig> LoadNodeConfigFile(const std::string& path);
+// Range and consistency checks (after flags are applied). Expands "~/" in paths.
+Status FinalizeNodeConfig(NodeConfig* config);
+
+// The datadir's single-writer lock: an flock on <datadir>/LOCK holding the owner's pid.
+// Creates the directory (mode 0700) when missing. FAILED_PRECONDITION, naming the datadir and
+// the pid of the holder, when another process has it. Released on destruction or process exit
+// (including kill -9, because the kernel drops flocks with the process).
+class DatadirLock {
+ public:
+  static StatusOr<std::unique_ptr<DatadirLock>> Acquire(const std::string& datadir);
+  ~DatadirLock();
+  DatadirLock(const DatadirLock&) = delete;
+  DatadirLock& operator=(const DatadirLock&) = delete;
+  const std::string& datadir() const { return datadir_; }
+
+ private:
+  DatadirLock(std::string datadir, int fd) : datadir_(std::move(datadir)), fd_(fd) {}
+  std::string datadir_;
+  int fd_ = -1;
+};
+
+}  // namespace consensor::node

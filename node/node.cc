@@ -1,0 +1,250 @@
+#include "node/node.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "common/sha256.h"
+#include "executor/serialize.h"
+#include "node/client_service.h"
+#include "node/http_server.h"
+#include "node/keystore.h"
+#include "node/log.h"
+#include "node/metrics.h"
+#include "node/node_metrics.h"
+#include "node/store.h"
+#include "node/task_manager.h"
+
+namespace consensor::node {
+
+namespace {
+
+int64_t UnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+enum class Health { kStarting, kHealthy, kStopping };
+
+std::string HostOf(const std::string& address) { return address.substr(0, address.rfind(':')); }
+
+Status WriteTextFile(const std::string& path, const std::string& text) {
+  return executor::WriteFileAtomic(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+}  // namespace
+
+struct Node::Impl {
+  NodeConfig config;
+  std::unique_ptr<DatadirLock> lock;
+  std::unique_ptr<Store> store;
+  MetricsRegistry registry;
+  std::unique_ptr<NodeMetrics> metrics;
+  std::unique_ptr<TaskManager> tasks;
+  std::unique_ptr<ClientService> service;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<HttpServer> http;
+  std::string operator_address;
+  std::string rpc_address;  // as bound
+  int rpc_port = 0;
+  int64_t started_unix_ms = 0;
+  std::atomic<Health> health{Health::kStarting};
+  bool shut_down = false;
+
+  HttpResponse ServeHttp(const std::string& path);
+};
+
+HttpResponse Node::Impl::ServeHttp(const std::string& path) {
+  HttpResponse r;
+  const Health h = health.load();
+  auto json_response = [&](int status, const nlohmann::json& body) {
+    r.status = status;
+    r.content_type = "application/json";
+    r.body = body.dump();
+    return r;
+  };
+  auto service_status = [&] { return h == Health::kHealthy ? "Up" : h == Health::kStarting ? "Initializing" : "Down"; };
+  auto health_code = [&] { return h == Health::kHealthy ? 200 : h == Health::kStarting ? 206 : 503; };
+  if (path == "/metrics") {
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = registry.RenderPrometheusText();
+    return r;
+  }
+  if (path == "/eigen/node") {
+    return json_response(200, {{"node_name", "consensord"}, {"spec_version", "v0.0.1"}, {"node_version", kNodeVersion}});
+  }
+  if (path == "/eigen/node/version") return json_response(200, {{"version", kNodeVersion}});
+  if (path == "/eigen/node/health") {
+    r.status = health_code();
+    r.body = "";
+    return r;
+  }
+  if (path == "/eigen/node/services") {
+    nlohmann::json services = nlohmann::json::array();
+    services.push_back({{"id", "client-api"},
+                        {"name", "Consensor client API"},
+                        {"description", "gRPC consensor.v1.Client on " + rpc_address},
+                        {"status", service_status()}});
+    services.push_back({{"id", "executor"},
+                        {"name", "Deterministic executor"},
+                        {"description", "backend " + config.backend + ", " + std::to_string(config.workers) + " workers"},
+                        {"status", service_status()}});
+    return json_response(200, {{"services", services}});
+  }
+  if (path == "/eigen/node/services/client-api/health" || path == "/eigen/node/services/executor/health") {
+    r.status = health_code();
+    r.body = "";
+    return r;
+  }
+  r.status = 404;
+  r.body = "not found\n";
+  return r;
+}
+
+Node::Node(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Node::~Node() { Shutdown(); }
+
+int Node::rpc_port() const { return impl_->rpc_port; }
+int Node::metrics_port() const { return impl_->http ? impl_->http->port() : 0; }
+
+StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  impl->started_unix_ms = UnixMillis();
+  ASSIGN_OR_RETURN(impl->lock, DatadirLock::Acquire(config.datadir));
+
+  if (!config.keystore.empty()) {
+    auto json = executor::ReadFileBytes(config.keystore, 1 << 20);
+    if (!json.ok()) return json.status().WithContext("operator keystore");
+    auto password = ReadPassword(config.password_file, config.password_env);
+    if (!password.ok()) return password.status().WithContext("operator keystore password");
+    auto key = DecryptKeystore(std::string_view(reinterpret_cast<const char*>(json->data()), json->size()), *password);
+    if (!key.ok()) return key.status().WithContext("operator keystore '" + config.keystore + "'");
+    impl->operator_address = AddressToChecksumHex(key->address);
+  }
+
+  auto store = OpenRocksDbStore(config.datadir + "/db");
+  if (!store.ok()) return store.status().WithContext("opening the store in " + config.datadir + "/db");
+  impl->store = std::move(store).value();
+  impl->metrics = std::make_unique<NodeMetrics>(&impl->registry);
+
+  if (!config.metrics_listen.empty()) {
+    Impl* raw = impl.get();
+    auto http = HttpServer::Start(config.metrics_listen, [raw](const std::string& path) { return raw->ServeHttp(path); });
+    if (!http.ok()) return http.status().WithContext("metrics server on " + config.metrics_listen);
+    impl->http = std::move(http).value();
+  }
+
+  TaskManagerOptions to;
+  to.workers = static_cast<int>(config.workers);
+  to.queue_capacity = static_cast<int>(config.queue_capacity);
+  to.backend.name = config.backend;
+  to.backend.threads = static_cast<int>(config.threads);
+  to.backend.isa = config.isa;
+  to.backend.device = static_cast<int>(config.device);
+  to.fallback_cpu = config.fallback_cpu;
+  to.limits.max_graph_file_bytes = config.max_blob_bytes;
+  to.limits.max_elements_per_tensor = config.max_elements;
+  to.limits.max_total_bytes = config.max_task_bytes;
+  to.limits.max_ops = config.max_ops;
+  to.limits.max_flops = config.max_task_flops;
+  to.max_inputs = config.max_inputs;
+  to.max_task_seconds = config.max_task_seconds;
+  impl->tasks = std::make_unique<TaskManager>(impl->store.get(), impl->metrics.get(), to);
+  RETURN_IF_ERROR(impl->tasks->Recover().WithContext("recovering tasks"));
+
+  Impl* raw = impl.get();
+  impl->service = std::make_unique<ClientService>(
+      impl->store.get(), impl->tasks.get(), impl->metrics.get(), config.max_blob_bytes, [raw](v1::NodeInfo* info) {
+        const NodeConfig& c = raw->config;
+        info->set_version(kNodeVersion);
+        info->set_operator_address(raw->operator_address);
+        info->set_backend(c.backend);
+        info->set_workers(static_cast<uint32_t>(c.workers));
+        info->set_queue_capacity(static_cast<uint32_t>(c.queue_capacity));
+        info->set_started_unix_ms(raw->started_unix_ms);
+        v1::NodeLimits* l = info->mutable_limits();
+        l->set_max_blob_bytes(c.max_blob_bytes);
+        l->set_max_task_bytes(c.max_task_bytes);
+        l->set_max_task_flops(c.max_task_flops);
+        l->set_max_task_seconds(c.max_task_seconds);
+        l->set_max_elements(c.max_elements);
+        l->set_max_ops(c.max_ops);
+        l->set_max_inputs(c.max_inputs);
+      });
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config.rpc_listen, grpc::InsecureServerCredentials(), &impl->rpc_port);
+  builder.RegisterService(impl->service.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config.rpc_max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(config.rpc_max_message_bytes));
+  // A bounded number of server threads: beyond it, new RPCs get RESOURCE_EXHAUSTED instead of
+  // the node growing without limit.
+  grpc::ResourceQuota quota("consensord");
+  quota.SetMaxThreads(static_cast<int>(config.rpc_max_streams) + 2);
+  builder.SetResourceQuota(quota);
+  impl->server = builder.BuildAndStart();
+  if (!impl->server || impl->rpc_port == 0) {
+    return Unavailable("cannot listen for gRPC on " + config.rpc_listen + " (address in use or invalid?)");
+  }
+  auto* health = impl->server->GetHealthCheckService();
+  health->SetServingStatus("", false);
+  health->SetServingStatus("consensor.v1.Client", false);
+
+  // The bound addresses, for scripts and tests that asked for port 0.
+  const std::string rpc_addr = HostOf(config.rpc_listen) + ":" + std::to_string(impl->rpc_port);
+  impl->rpc_address = rpc_addr;
+  RETURN_IF_ERROR(WriteTextFile(config.datadir + "/rpc.addr", rpc_addr + "\n"));
+  std::string metrics_addr = "off";
+  if (impl->http) {
+    metrics_addr = HostOf(config.metrics_listen) + ":" + std::to_string(impl->http->port());
+    RETURN_IF_ERROR(WriteTextFile(config.datadir + "/metrics.addr", metrics_addr + "\n"));
+  }
+
+  impl->tasks->Start();
+  health->SetServingStatus("", true);
+  health->SetServingStatus("consensor.v1.Client", true);
+  impl->metrics->up->Set(1);
+  impl->health = Health::kHealthy;
+  Log(LogLevel::kInfo, "consensord started",
+      {{"version", kNodeVersion},
+       {"datadir", config.datadir},
+       {"rpc", rpc_addr},
+       {"metrics", metrics_addr},
+       {"backend", config.backend},
+       {"workers", config.workers},
+       {"queue_capacity", config.queue_capacity},
+       {"operator", impl->operator_address.empty() ? std::string("none") : impl->operator_address}});
+  return std::unique_ptr<Node>(new Node(std::move(impl)));
+}
+
+void Node::Shutdown() {
+  if (!impl_ || impl_->shut_down) return;
+  impl_->shut_down = true;
+  Log(LogLevel::kInfo, "shutting down");
+  impl_->health = Health::kStopping;
+  impl_->metrics->up->Set(0);
+  if (impl_->server) {
+    auto* health = impl_->server->GetHealthCheckService();
+    health->SetServingStatus("", false);
+    health->SetServingStatus("consensor.v1.Client", false);
+  }
+  impl_->tasks->Shutdown();  // stops admission, drains running tasks, wakes watchers
+  // Tasks have drained and watchers were woken; RPCs still open after a short grace period
+  // (uploads, downloads) are cancelled.
+  if (impl_->server) impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  if (impl_->http) impl_->http->Stop();
+  impl_->service.reset();
+  impl_->tasks.reset();
+  impl_->store.reset();  // closes RocksDB cleanly
+  Log(LogLevel::kInfo, "consensord stopped");
+  impl_->lock.reset();
+}
+
+}  // namespace consensor::node

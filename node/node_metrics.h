@@ -1,0 +1,29 @@
+// The node's Prometheus metrics, registered once at startup and passed to the components
+// that update them.
+#pragma once
+
+#include "node/metrics.h"
+
+namespace consensor::node {
+
+struct NodeMetrics {
+  explicit NodeMetrics(MetricsRegistry* registry);
+
+  MetricsRegistry* registry;
+  Counter* tasks_received;    // accepted by SubmitTask (new tasks only)
+  Counter* tasks_rejected;    // SubmitTask refused (bad request, over cap, queue full)
+  Counter* tasks_completed;   // finished with a result
+  Counter* tasks_failed;      // finished with an error
+  Counter* tasks_recovered;   // re-queued after a restart
+  Histogram* execution_seconds;
+  Gauge* queue_depth;
+  Gauge* tasks_running;
+  Counter* blob_bytes_received;  // committed uploads
+  Counter* blobs_received;
+  Counter* blob_bytes_sent;
+  Gauge* blobs_stored_bytes;
+  Gauge* blobs_stored;
+  Gauge* up;                 // 1 while serving
+};
+
+}  // namespace consensor::node

@@ -1,0 +1,96 @@
+// Durable storage of the node: content-addressed blobs, task records, results and metadata.
+// The interface is the seam for unit tests; RocksDbStore is the real thing.
+//
+// Durability contract (see docs/NODE.md): every write that the node acknowledges to a client
+// (a committed blob, a new task, a state change) returns only after the RocksDB WAL has been
+// fsynced, so it survives kill -9 and power loss.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/sha256.h"
+#include "common/status.h"
+
+namespace consensor::node {
+
+struct BlobInfo {
+  Hash256 sha256{};
+  int64_t size = 0;
+  bool already_present = false;  // Commit found an identical blob already stored
+};
+
+// Streams a blob into the store without holding it in memory. The SHA-256 is computed as
+// bytes arrive; Commit verifies it against the expected hash (when given) and only then makes
+// the blob visible. A writer destroyed without Commit leaves nothing behind.
+// One writer is used by one thread at a time; different writers may run concurrently.
+class BlobWriter {
+ public:
+  virtual ~BlobWriter() = default;
+  // RESOURCE_EXHAUSTED once the total passes the writer's max_bytes.
+  virtual Status Append(std::span<const uint8_t> bytes) = 0;
+  // INVALID_ARGUMENT on a hash mismatch. At most one call.
+  virtual StatusOr<BlobInfo> Commit() = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // ---- blobs (column family "blobs")
+  virtual StatusOr<std::unique_ptr<BlobWriter>> NewBlobWriter(std::optional<Hash256> expected_sha256,
+                                                              int64_t max_bytes) = 0;
+  // NOT_FOUND when absent.
+  virtual StatusOr<int64_t> BlobSize(const Hash256& sha256) = 0;
+  // Calls `sink` with consecutive pieces (each at most kBlobChunkBytes); stops at the first
+  // error the sink returns. DATA_LOSS if the stored bytes no longer match the hash.
+  // The hash can only be checked at the end, so on DATA_LOSS the sink may already have
+  // received (some of) the damaged bytes: callers must discard what they got.
+  virtual Status ReadBlob(const Hash256& sha256, const std::function<Status(std::span<const uint8_t>)>& sink) = 0;
+  // Whole blob in memory; RESOURCE_EXHAUSTED when larger than max_bytes (checked before reading).
+  virtual StatusOr<std::vector<uint8_t>> GetBlob(const Hash256& sha256, int64_t max_bytes) = 0;
+  // Convenience: one-shot put (writer + commit).
+  StatusOr<BlobInfo> PutBlob(std::span<const uint8_t> bytes, std::optional<Hash256> expected_sha256 = std::nullopt);
+
+  // ---- tasks and results (column families "tasks" and "results")
+  // Records are opaque serialized bytes (the node stores consensor.v1 protos). Writes are synced.
+  // PutTask writes the task record and, when `result` is given, the result record, atomically.
+  virtual Status PutTask(const std::string& task_id, const std::string& task_record,
+                         const std::optional<std::string>& result_record = std::nullopt) = 0;
+  // nullopt when the task is unknown.
+  virtual StatusOr<std::optional<std::string>> GetTask(const std::string& task_id) = 0;
+  virtual StatusOr<std::optional<std::string>> GetResult(const std::string& task_id) = 0;
+  // Every task record in key order; stops at the first error the visitor returns.
+  virtual Status ForEachTask(const std::function<Status(const std::string& task_id, const std::string& record)>& visit) = 0;
+
+  // ---- metadata (column family "meta"): schema version, node identity, counters
+  virtual Status PutMeta(const std::string& key, const std::string& value) = 0;
+  virtual StatusOr<std::optional<std::string>> GetMeta(const std::string& key) = 0;
+
+  struct Stats {
+    int64_t blob_count = 0;
+    int64_t blob_bytes = 0;
+    int64_t task_count = 0;
+  };
+  virtual Stats GetStats() = 0;
+};
+
+constexpr int64_t kBlobChunkBytes = int64_t{1} << 20;
+
+struct StoreOptions {
+  // false only in tests that measure throughput; the node always syncs.
+  bool sync_writes = true;
+  int64_t block_cache_bytes = int64_t{64} << 20;
+};
+
+// Opens (creating if needed) a RocksDB database in `path`. FAILED_PRECONDITION when the database
+// is locked by another process or its schema version is newer than this binary understands.
+// Uploads interrupted by a crash are garbage-collected here.
+StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(const std::string& path, const StoreOptions& options = {});
+
+}  // namespace consensor::node

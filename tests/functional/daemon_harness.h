@@ -1,0 +1,130 @@
+// Starts real consensord processes for functional tests: each with its own datadir and a
+// port the kernel picks (--listen 127.0.0.1:0; the daemon writes the bound address to
+// <datadir>/rpc.addr). Output goes to <datadir>/consensord.log, shown when a test fails.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace consensor::testing_support {
+
+inline std::string DaemonBinary() { return std::string(CNSR_BINARY_DIR) + "/node/consensord"; }
+inline std::string CliBinary() { return std::string(CNSR_BINARY_DIR) + "/node/consensor"; }
+
+inline std::string ReadWholeFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+class DaemonProcess {
+ public:
+  DaemonProcess(std::string datadir, std::vector<std::string> extra_args)
+      : datadir_(std::move(datadir)), extra_args_(std::move(extra_args)) {}
+  ~DaemonProcess() { Kill(SIGKILL); }
+
+  // Spawns the daemon. Does not wait for it to be ready.
+  void Spawn() {
+    std::filesystem::create_directories(datadir_);
+    std::filesystem::remove(datadir_ + "/rpc.addr");
+    std::vector<std::string> args = {DaemonBinary(), "--datadir", datadir_, "--listen", "127.0.0.1:0",
+                                     "--log-level", "debug"};
+    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+    const std::string log = datadir_ + "/consensord.log";
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+      }
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+
+  // Waits until the daemon has written its address (it is serving) or has exited.
+  bool WaitReady(std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+      std::string addr = ReadWholeFile(datadir_ + "/rpc.addr");
+      if (!addr.empty() && addr.back() == '\n') {
+        address_ = addr.substr(0, addr.size() - 1);
+        return true;
+      }
+      if (Exited()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
+  bool Start() {
+    Spawn();
+    return WaitReady();
+  }
+
+  // True once the process has exited; the exit code is then in exit_code().
+  bool Exited() {
+    if (pid_ <= 0) return true;
+    int status = 0;
+    pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      pid_ = -1;
+      return true;
+    }
+    return false;
+  }
+
+  // Sends `signal` and waits for the exit. Returns the exit code (128+signal when killed).
+  int Kill(int signal, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    if (pid_ <= 0) return exit_code_;
+    kill(pid_, signal);
+    auto until = std::chrono::steady_clock::now() + timeout;
+    while (!Exited()) {
+      if (std::chrono::steady_clock::now() > until) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, nullptr, 0);
+        pid_ = -1;
+        exit_code_ = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return exit_code_;
+  }
+
+  int WaitExit(std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    auto until = std::chrono::steady_clock::now() + timeout;
+    while (!Exited() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return pid_ <= 0 ? exit_code_ : -1;
+  }
+
+  const std::string& address() const { return address_; }
+  const std::string& datadir() const { return datadir_; }
+  std::string Log() const { return ReadWholeFile(datadir_ + "/consensord.log"); }
+  pid_t pid() const { return pid_; }
+
+ private:
+  std::string datadir_;
+  std::vector<std::string> extra_args_;
+  pid_t pid_ = -1;
+  int exit_code_ = -1;
+  std::string address_;
+};
+
+}  // namespace consensor::testing_support
