@@ -8,6 +8,19 @@
 
 namespace consensor::node {
 
+namespace {
+
+// Counts a finished RPC by method and status code (consensor_rpc_requests_total).
+grpc::Status Count(NodeMetrics* metrics, const char* method, grpc::Status status) {
+  metrics->registry
+      ->AddCounter("consensor_rpc_requests_total", "Client API calls handled, by method and status code.",
+                   {{"method", method}, {"code", std::string(StatusCodeName(static_cast<StatusCode>(status.error_code())))}})
+      ->Increment();
+  return status;
+}
+
+}  // namespace
+
 grpc::Status ToGrpcStatus(const Status& status) {
   if (status.ok()) return grpc::Status::OK;
   // StatusCode values are gRPC's by construction (common/status.h).
@@ -26,7 +39,7 @@ void ClientService::UpdateStoreGauges() {
   metrics_->blobs_stored_bytes->Set(static_cast<double>(stats.blob_bytes));
 }
 
-grpc::Status ClientService::PutBlob(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
+grpc::Status ClientService::PutBlobImpl(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
                                     v1::PutBlobResponse* response) {
   v1::PutBlobRequest message;
   std::optional<Hash256> expected;
@@ -71,7 +84,7 @@ grpc::Status ClientService::PutBlob(grpc::ServerContext* context, grpc::ServerRe
   return grpc::Status::OK;
 }
 
-grpc::Status ClientService::GetBlob(grpc::ServerContext* context, const v1::GetBlobRequest* request,
+grpc::Status ClientService::GetBlobImpl(grpc::ServerContext* context, const v1::GetBlobRequest* request,
                                     grpc::ServerWriter<v1::BlobChunk>* writer) {
   auto h = Hash256FromHex(request->sha256());
   if (!h.ok()) return ToGrpcStatus(InvalidArgument("sha256: " + h.status().message()));
@@ -101,7 +114,7 @@ grpc::Status ClientService::GetBlob(grpc::ServerContext* context, const v1::GetB
   return grpc::Status::OK;
 }
 
-grpc::Status ClientService::SubmitTask(grpc::ServerContext*, const v1::SubmitTaskRequest* request,
+grpc::Status ClientService::SubmitTaskImpl(grpc::ServerContext*, const v1::SubmitTaskRequest* request,
                                        v1::SubmitTaskResponse* response) {
   auto outcome = tasks_->Submit(*request);
   if (!outcome.ok()) {
@@ -115,14 +128,14 @@ grpc::Status ClientService::SubmitTask(grpc::ServerContext*, const v1::SubmitTas
   return grpc::Status::OK;
 }
 
-grpc::Status ClientService::GetTask(grpc::ServerContext*, const v1::GetTaskRequest* request, v1::Task* response) {
+grpc::Status ClientService::GetTaskImpl(grpc::ServerContext*, const v1::GetTaskRequest* request, v1::Task* response) {
   auto task = tasks_->Get(request->task_id());
   if (!task.ok()) return ToGrpcStatus(task.status());
   *response = std::move(task).value();
   return grpc::Status::OK;
 }
 
-grpc::Status ClientService::WatchTask(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
+grpc::Status ClientService::WatchTaskImpl(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
                                       grpc::ServerWriter<v1::Task>* writer) {
   auto task = tasks_->Get(request->task_id());
   if (!task.ok()) return ToGrpcStatus(task.status());
@@ -143,7 +156,7 @@ grpc::Status ClientService::WatchTask(grpc::ServerContext* context, const v1::Wa
   }
 }
 
-grpc::Status ClientService::GetNodeInfo(grpc::ServerContext*, const v1::GetNodeInfoRequest*, v1::NodeInfo* response) {
+grpc::Status ClientService::GetNodeInfoImpl(grpc::ServerContext*, const v1::GetNodeInfoRequest*, v1::NodeInfo* response) {
   if (node_info_) node_info_(response);
   response->set_queue_depth(static_cast<uint32_t>(tasks_->queue_depth()));
   response->set_running(static_cast<uint32_t>(tasks_->running()));
@@ -152,6 +165,30 @@ grpc::Status ClientService::GetNodeInfo(grpc::ServerContext*, const v1::GetNodeI
   response->set_blob_bytes(static_cast<uint64_t>(stats.blob_bytes));
   response->set_task_count(static_cast<uint64_t>(stats.task_count));
   return grpc::Status::OK;
+}
+
+grpc::Status ClientService::PutBlob(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader, v1::PutBlobResponse* response) {
+  return Count(metrics_, "PutBlob", PutBlobImpl(context, reader, response));
+}
+
+grpc::Status ClientService::GetBlob(grpc::ServerContext* context, const v1::GetBlobRequest* request, grpc::ServerWriter<v1::BlobChunk>* writer) {
+  return Count(metrics_, "GetBlob", GetBlobImpl(context, request, writer));
+}
+
+grpc::Status ClientService::SubmitTask(grpc::ServerContext* context, const v1::SubmitTaskRequest* request, v1::SubmitTaskResponse* response) {
+  return Count(metrics_, "SubmitTask", SubmitTaskImpl(context, request, response));
+}
+
+grpc::Status ClientService::GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request, v1::Task* response) {
+  return Count(metrics_, "GetTask", GetTaskImpl(context, request, response));
+}
+
+grpc::Status ClientService::WatchTask(grpc::ServerContext* context, const v1::WatchTaskRequest* request, grpc::ServerWriter<v1::Task>* writer) {
+  return Count(metrics_, "WatchTask", WatchTaskImpl(context, request, writer));
+}
+
+grpc::Status ClientService::GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request, v1::NodeInfo* response) {
+  return Count(metrics_, "GetNodeInfo", GetNodeInfoImpl(context, request, response));
 }
 
 }  // namespace consensor::node

@@ -35,6 +35,12 @@ class ClientService final : public v1::Client::Service {
                            v1::NodeInfo* response) override;
 
  private:
+  grpc::Status PutBlobImpl(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader, v1::PutBlobResponse* response);
+  grpc::Status GetBlobImpl(grpc::ServerContext* context, const v1::GetBlobRequest* request, grpc::ServerWriter<v1::BlobChunk>* writer);
+  grpc::Status SubmitTaskImpl(grpc::ServerContext* context, const v1::SubmitTaskRequest* request, v1::SubmitTaskResponse* response);
+  grpc::Status GetTaskImpl(grpc::ServerContext* context, const v1::GetTaskRequest* request, v1::Task* response);
+  grpc::Status WatchTaskImpl(grpc::ServerContext* context, const v1::WatchTaskRequest* request, grpc::ServerWriter<v1::Task>* writer);
+  grpc::Status GetNodeInfoImpl(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request, v1::NodeInfo* response);
   void UpdateStoreGauges();
 
   Store* store_;

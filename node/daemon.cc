@@ -32,6 +32,8 @@ options:
   --queue N              tasks waiting before SubmitTask answers RESOURCE_EXHAUSTED
   --fallback-cpu         rerun on the CPU when the GPU backend fails
   --max-blob-bytes N  --max-task-bytes N  --max-task-flops N  --max-task-seconds N
+  --max-elements N  --max-ops N  --max-inputs N
+                         per-task caps (docs/NODE.md)
   --keystore FILE        operator key (v3 keystore); password from --password-file FILE
   --password-file FILE   or from the environment variable named by --password-env VAR
   --password-env VAR
@@ -49,7 +51,7 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
   ArgSpec spec;
   spec.value_options = {"--config", "--datadir", "--listen", "--metrics", "--log-level", "--log-format",
                         "--backend", "--threads", "--workers", "--queue", "--max-blob-bytes", "--max-task-bytes",
-                        "--max-task-flops", "--max-task-seconds", "--keystore", "--password-file", "--password-env"};
+                        "--max-task-flops", "--max-task-seconds", "--max-elements", "--max-ops", "--max-inputs", "--keystore", "--password-file", "--password-env"};
   spec.flags = {"--help", "--version", "--fallback-cpu"};
   auto parsed = ParseArgs(raw, spec);
   if (!parsed.ok()) return Usage(err, parsed.status().message());
@@ -94,7 +96,10 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
                    {"--max-blob-bytes", &config.max_blob_bytes},
                    {"--max-task-bytes", &config.max_task_bytes},
                    {"--max-task-flops", &config.max_task_flops},
-                   {"--max-task-seconds", &config.max_task_seconds}};
+                   {"--max-task-seconds", &config.max_task_seconds},
+                   {"--max-elements", &config.max_elements},
+                   {"--max-ops", &config.max_ops},
+                   {"--max-inputs", &config.max_inputs}};
   for (const auto& f : int_flags) {
     if (auto v = a.Option(f.flag)) {
       auto n = ParseIntOption(*v, f.flag, 1, INT64_MAX);

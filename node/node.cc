@@ -10,6 +10,7 @@
 
 #include "common/sha256.h"
 #include "executor/serialize.h"
+#include "kernels/backend_factory.h"
 #include "node/client_service.h"
 #include "node/http_server.h"
 #include "node/keystore.h"
@@ -154,6 +155,15 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   to.limits.max_flops = config.max_task_flops;
   to.max_inputs = config.max_inputs;
   to.max_task_seconds = config.max_task_seconds;
+  // Fail fast on a backend that cannot work here (e.g. cuda on a machine without a GPU),
+  // unless the operator asked for the CPU fallback.
+  if (auto probe = kernels::CreateBackend(to.backend); !probe.ok()) {
+    if (!config.fallback_cpu) {
+      return probe.status().WithContext("executor backend '" + config.backend + "' (set fallback_cpu to run on the CPU instead)");
+    }
+    Log(LogLevel::kWarn, "executor backend unavailable; tasks will run on the CPU",
+        {{"backend", config.backend}, {"error", probe.status().message()}});
+  }
   impl->tasks = std::make_unique<TaskManager>(impl->store.get(), impl->metrics.get(), to);
   RETURN_IF_ERROR(impl->tasks->Recover().WithContext("recovering tasks"));
 

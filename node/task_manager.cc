@@ -137,6 +137,18 @@ bool IsDeviceFailure(const Status& s) {
   }
 }
 
+// Applies a state change if the protocol's lifecycle allows it (consensus/task.h).
+Status Transition(v1::Task* task, v1::TaskState to) {
+  auto from = static_cast<consensus::TaskState>(task->state());
+  if (!consensus::IsAllowedTransition(from, static_cast<consensus::TaskState>(to))) {
+    return Internal("task " + task->task_id() + ": transition from " + std::string(consensus::TaskStateName(from)) +
+                    " to " + std::string(consensus::TaskStateName(static_cast<consensus::TaskState>(to))) +
+                    " is not allowed");
+  }
+  task->set_state(to);
+  return OkStatus();
+}
+
 }  // namespace
 
 TaskManager::TaskManager(Store* store, NodeMetrics* metrics, TaskManagerOptions options)
@@ -186,7 +198,7 @@ Status TaskManager::Recover() {
                    [](const v1::Task& a, const v1::Task& b) { return a.created_unix_ms() < b.created_unix_ms(); });
   for (v1::Task& task : pending) {
     if (task.state() == v1::TASK_STATE_RUNNING) {
-      task.set_state(v1::TASK_STATE_QUEUED);
+      RETURN_IF_ERROR(Transition(&task, v1::TASK_STATE_QUEUED));
       RETURN_IF_ERROR(PersistTask(task, nullptr));
     }
     ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(task.task_id()));
@@ -389,7 +401,10 @@ void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached
   if (task.state() != v1::TASK_STATE_QUEUED) return;  // finished meanwhile (e.g. recovered twice)
 
   const auto start = Clock::now();
-  task.set_state(v1::TASK_STATE_RUNNING);
+  if (Status s = Transition(&task, v1::TASK_STATE_RUNNING); !s.ok()) {
+    Log(LogLevel::kError, "cannot start task", {{"task", id_hex}, {"error", s.ToString()}});
+    return;
+  }
   task.set_attempts(task.attempts() + 1);
   task.set_started_unix_ms(UnixMillis());
   if (Status s = PersistTask(task, nullptr); !s.ok()) {
@@ -421,18 +436,22 @@ void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached
       ASSIGN_OR_RETURN(auto program, executor::LoadedProgram::Load(prepared.program, backend));
       return program->Run(prepared.inputs, ro);
     };
+    kernels::BackendOptions cpu_options = options_.backend;
+    cpu_options.name = "cpu";
     if (!*cached_backend) {
-      ASSIGN_OR_RETURN(*backend_storage, kernels::CreateBackend(options_.backend));
+      auto created = kernels::CreateBackend(options_.backend);
+      if (!created.ok() && options_.fallback_cpu && options_.backend.name != "cpu") created = kernels::CreateBackend(cpu_options);
+      RETURN_IF_ERROR(created.status());
+      *backend_storage = std::move(created).value();
       *cached_backend = backend_storage->get();
     }
     kernels::Backend* backend = *cached_backend;
     auto outcome = run_on(backend);
     std::unique_ptr<kernels::Backend> cpu;
-    if (!outcome.ok() && options_.fallback_cpu && options_.backend.name != "cpu" && IsDeviceFailure(outcome.status())) {
+    const bool on_cpu = backend->name().rfind("cpu", 0) == 0;
+    if (!outcome.ok() && options_.fallback_cpu && !on_cpu && IsDeviceFailure(outcome.status())) {
       Log(LogLevel::kWarn, "backend failed; rerunning on the CPU",
           {{"task", id_hex}, {"backend", options_.backend.name}, {"error", outcome.status().ToString()}});
-      kernels::BackendOptions cpu_options = options_.backend;
-      cpu_options.name = "cpu";
       ASSIGN_OR_RETURN(cpu, kernels::CreateBackend(cpu_options));
       backend = cpu.get();
       outcome = run_on(backend);
@@ -470,9 +489,9 @@ void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached
   task.set_finished_unix_ms(UnixMillis());
   if (status.ok()) {
     result.set_execution_seconds(seconds);
-    task.set_state(v1::TASK_STATE_SUCCEEDED);
+    Transition(&task, v1::TASK_STATE_SUCCEEDED).IgnoreError();  // running -> succeeded is always allowed
   } else {
-    task.set_state(v1::TASK_STATE_FAILED);
+    Transition(&task, v1::TASK_STATE_FAILED).IgnoreError();
     task.set_error_code(std::string(StatusCodeName(status.code())));
     task.set_error_message(status.message());
   }

@@ -1,7 +1,10 @@
 // Functional tests of consensord: real daemon processes with their own datadirs and loopback
 // ports, driven through the gRPC API (NodeClient) and the `consensor` CLI.
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <array>
 #include <cstdio>
@@ -10,6 +13,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <sstream>
 #include <thread>
 
 #include "common/npy.h"
@@ -59,6 +63,8 @@ Graph SlowModel(int64_t n, int repeats) {
   g.output("y", h);
   return g;
 }
+
+std::string ReadWholeFileForTest(const std::string& path) { return testing_support::ReadWholeFile(path); }
 
 std::span<const uint8_t> Bytes(const std::string& s) {
   return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
@@ -420,6 +426,223 @@ TEST_F(NodeTest, KillNineDuringLoadThenRestartCompletesEveryAcknowledgedTask) {
   std::string log = restarted.Log();
   EXPECT_NE(log.find("recovered unfinished tasks"), std::string::npos) << log;
   EXPECT_EQ(restarted.Kill(SIGTERM), 0);
+}
+
+}  // namespace
+}  // namespace consensor
+
+namespace consensor {
+namespace {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+};
+
+CliResult RunCliCommand(const std::string& args) {
+  std::string cmd = testing_support::CliBinary() + " " + args + " 2>&1";
+  CliResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+// A minimal HTTP GET over a raw socket: returns the status code and body.
+std::pair<int, std::string> HttpGet(const std::string& address, const std::string& path) {
+  size_t colon = address.rfind(':');
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  inet_pton(AF_INET, address.substr(0, colon).c_str(), &sa.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    close(fd);
+    return {-1, ""};
+  }
+  std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  (void)!write(fd, request.data(), request.size());
+  std::string response;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, static_cast<size_t>(n));
+  close(fd);
+  if (response.size() < 12) return {-1, response};
+  size_t body = response.find("\r\n\r\n");
+  return {std::stoi(response.substr(9, 3)), body == std::string::npos ? "" : response.substr(body + 4)};
+}
+
+// The CLI against a daemon: submit --wait --out, status, result, node info; and the same
+// hashes as `consensor run`.
+TEST_F(NodeTest, CliSubmitStatusResultAndNodeInfo) {
+  DaemonProcess* d = StartDaemon("n1");
+  Graph g = SmallModel();
+  ASSERT_TRUE(executor::SaveGraphFile(Path("model.pbtxt"), g).ok());
+  ASSERT_TRUE(WriteNpyFile(Path("x.npy"), RandomTensor({4, 8}, 7)).ok());
+  const std::string node = " --node " + d->address();
+
+  CliResult local = RunCliCommand("run " + Path("model.pbtxt") + " --input x=" + Path("x.npy"));
+  ASSERT_EQ(local.exit_code, 0) << local.out;
+  CliResult submitted = RunCliCommand("submit " + Path("model.pbtxt") + " --input x=" + Path("x.npy") + node +
+                                      " --wait --out " + Path("out"));
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.out;
+  // Every "output ..." and "result ..." line of the local run appears in the node's answer.
+  std::istringstream lines(local.out);
+  std::string line;
+  int compared = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("output", 0) == 0 || line.rfind("result", 0) == 0) {
+      EXPECT_NE(submitted.out.find(line), std::string::npos) << line << "\n" << submitted.out;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 3);
+  EXPECT_NE(submitted.out.find("succeeded"), std::string::npos);
+  EXPECT_TRUE(fs::exists(Path("out/y.npy")));
+  EXPECT_TRUE(fs::exists(Path("out/s.npy")));
+
+  const std::string id = submitted.out.substr(submitted.out.find("task     ") + 9, 64);
+  CliResult status = RunCliCommand("status " + id + node);
+  EXPECT_EQ(status.exit_code, 0) << status.out;
+  EXPECT_NE(status.out.find("state    succeeded"), std::string::npos) << status.out;
+  CliResult json = RunCliCommand("status " + id + node + " --json");
+  EXPECT_NE(json.out.find("\"TASK_STATE_SUCCEEDED\""), std::string::npos) << json.out;
+  CliResult result = RunCliCommand("result " + id + node + " --out " + Path("out2"));
+  EXPECT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_EQ(ReadWholeFileForTest(Path("out/y.npy")), ReadWholeFileForTest(Path("out2/y.npy")));
+  CliResult info = RunCliCommand("node info" + node);
+  EXPECT_EQ(info.exit_code, 0) << info.out;
+  EXPECT_NE(info.out.find("version    0.1.0"), std::string::npos) << info.out;
+
+  // Errors: unknown task, malformed id, unreachable node, missing input file.
+  CliResult unknown = RunCliCommand("status " + std::string(64, 'e') + node);
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.out.find("unknown task"), std::string::npos) << unknown.out;
+  CliResult malformed = RunCliCommand("result nothex --out " + Path("o3") + node);
+  EXPECT_EQ(malformed.exit_code, 1);
+  EXPECT_NE(malformed.out.find("64 hex digits"), std::string::npos) << malformed.out;
+  CliResult down = RunCliCommand("node info --node 127.0.0.1:1");
+  EXPECT_EQ(down.exit_code, 1);
+  EXPECT_NE(down.out.find("unavailable"), std::string::npos) << down.out;
+  CliResult missing = RunCliCommand("submit " + Path("model.pbtxt") + node);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.out.find("missing input 'x'"), std::string::npos) << missing.out;
+  CliResult usage = RunCliCommand("submit" + node);
+  EXPECT_EQ(usage.exit_code, 2) << usage.out;
+}
+
+TEST_F(NodeTest, MetricsAndEigenHealthEndpoints) {
+  DaemonProcess* d = StartDaemon("n1", {"--metrics", "127.0.0.1:0"});
+  const std::string metrics = testing_support::ReadWholeFile(d->datadir() + "/metrics.addr");
+  ASSERT_FALSE(metrics.empty());
+  const std::string addr = metrics.substr(0, metrics.size() - 1);
+  EXPECT_EQ(HttpGet(addr, "/eigen/node/health").first, 200);
+  EXPECT_EQ(HttpGet(addr, "/eigen/node/services/client-api/health").first, 200);
+  auto version = HttpGet(addr, "/eigen/node/version");
+  EXPECT_EQ(version.first, 200);
+  EXPECT_NE(version.second.find("0.1.0"), std::string::npos);
+  EXPECT_EQ(HttpGet(addr, "/nope").first, 404);
+
+  NodeClient client(d->address());
+  v1::SubmitTaskRequest r = Prepare(client, SmallModel(), {{"x", RandomTensor({4, 8}, 7)}});
+  auto s = client.SubmitTask(r);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(client.WatchTask(s->task_id(), std::chrono::seconds(60), nullptr).ok());
+  r.mutable_inputs()->clear();
+  EXPECT_FALSE(client.SubmitTask(r).ok());
+
+  auto text = HttpGet(addr, "/metrics");
+  EXPECT_EQ(text.first, 200);
+  for (const char* expected :
+       {"consensor_tasks_received_total 1", "consensor_tasks_completed_total 1", "consensor_tasks_failed_total 0",
+        "consensor_tasks_rejected_total 1", "consensor_task_execution_seconds_count 1", "consensor_queue_depth 0",
+        "consensor_blobs_received_total 2", "consensor_up 1"}) {
+    EXPECT_NE(text.second.find(expected), std::string::npos) << expected << "\n" << text.second;
+  }
+}
+
+TEST_F(NodeTest, ConfigFileOperatorKeyAndBadConfig) {
+  // An operator key made with the CLI, its password in a file.
+  std::ofstream(Path("password")) << "correct horse\n";
+  CliResult key = RunCliCommand("keys new --keystore " + Path("keys") + " --password-file " + Path("password") +
+                                " --light-kdf");
+  ASSERT_EQ(key.exit_code, 0) << key.out;
+  std::string keyfile;
+  for (const auto& e : fs::directory_iterator(Path("keys"))) keyfile = e.path().string();
+  ASSERT_FALSE(keyfile.empty());
+  std::ofstream(Path("node.toml")) << "[executor]\nworkers = 3\nqueue_capacity = 7\n\n[operator]\nkeystore = \""
+                                   << keyfile << "\"\npassword_file = \"" << Path("password") << "\"\n";
+  DaemonProcess* d = StartDaemon("n1", {"--config", Path("node.toml"), "--queue", "9"});
+  NodeClient client(d->address());
+  auto info = client.GetNodeInfo();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->workers(), 3u);
+  EXPECT_EQ(info->queue_capacity(), 9u);  // the flag overrides the file
+  ASSERT_EQ(info->operator_address().size(), 42u);
+  std::string lower = info->operator_address();
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  EXPECT_NE(keyfile.find(lower.substr(2)), std::string::npos) << keyfile << " vs " << lower;
+
+  // Bad configs are refused at startup with a message naming the problem.
+  std::ofstream(Path("bad.toml")) << "[executor]\nwokers = 3\n";
+  DaemonProcess bad(Path("bad"), {"--config", Path("bad.toml")});
+  bad.Spawn();
+  EXPECT_EQ(bad.WaitExit(), 1);
+  EXPECT_NE(bad.Log().find("unknown key 'executor.wokers'"), std::string::npos) << bad.Log();
+  std::ofstream(Path("wrongpw")) << "wrong\n";
+  DaemonProcess locked(Path("locked"), {"--keystore", keyfile, "--password-file", Path("wrongpw")});
+  locked.Spawn();
+  EXPECT_EQ(locked.WaitExit(), 1);
+  EXPECT_NE(locked.Log().find("operator keystore"), std::string::npos) << locked.Log();
+  DaemonProcess usage(Path("usage"), {"--no-such-flag"});
+  usage.Spawn();
+  EXPECT_EQ(usage.WaitExit(), 2);
+}
+
+}  // namespace
+}  // namespace consensor
+
+namespace consensor {
+namespace {
+
+// The executor backend comes from the node's config: the emulated CUDA kernels give the CPU's
+// bits; a GPU backend that cannot run here stops startup unless fallback_cpu is set.
+TEST_F(NodeTest, BackendFromConfigAndCpuFallback) {
+  Graph g = SmallModel();
+  std::map<std::string, Tensor> inputs = {{"x", RandomTensor({4, 8}, 7)}};
+  const std::string expected = ToHex(RunLocally(g, inputs).result_root);
+
+  DaemonProcess* emu = StartDaemon("emu", {"--backend", "cuda-emu"});
+  NodeClient client(emu->address());
+  auto s = client.SubmitTask(Prepare(client, g, inputs));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto t = client.WatchTask(s->task_id(), std::chrono::seconds(120), nullptr);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->state(), v1::TASK_STATE_SUCCEEDED) << t->error_message();
+  EXPECT_EQ(t->result().result_root(), expected);
+  EXPECT_NE(t->result().backend().find("emu"), std::string::npos) << t->result().backend();
+
+  // A CUDA backend on a machine without a usable GPU.
+  auto probe = kernels::CreateBackend(kernels::BackendOptions{"cuda", 1, "auto", 0});
+  if (probe.ok()) GTEST_SKIP() << "this machine has a GPU; the no-GPU paths are not reachable";
+  DaemonProcess strict(Path("strict"), {"--backend", "cuda"});
+  strict.Spawn();
+  EXPECT_EQ(strict.WaitExit(), 1);
+  EXPECT_NE(strict.Log().find("fallback_cpu"), std::string::npos) << strict.Log();
+
+  DaemonProcess* fallback = StartDaemon("fallback", {"--backend", "cuda", "--fallback-cpu"});
+  NodeClient client2(fallback->address());
+  auto s2 = client2.SubmitTask(Prepare(client2, g, inputs));
+  ASSERT_TRUE(s2.ok()) << s2.status().ToString();
+  auto t2 = client2.WatchTask(s2->task_id(), std::chrono::seconds(120), nullptr);
+  ASSERT_TRUE(t2.ok());
+  ASSERT_EQ(t2->state(), v1::TASK_STATE_SUCCEEDED) << t2->error_message();
+  EXPECT_EQ(t2->result().result_root(), expected);
+  EXPECT_EQ(t2->result().backend().rfind("cpu", 0), 0u) << t2->result().backend();
 }
 
 }  // namespace
