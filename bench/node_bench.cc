@@ -35,13 +35,7 @@ using Clock = std::chrono::steady_clock;
 using executor::Graph;
 using executor::Value;
 
-Tensor RandomTensor(Shape shape, uint32_t seed) {
-  Tensor t(DType::kF32, shape);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.data_as<float>()[i] = d(rng);
-  return t;
-}
+Tensor RandomTensor(Shape shape, uint32_t seed) { return testing_support::RandomF32(std::move(shape), seed); }
 
 Graph TinyGraph() {
   Graph g;

@@ -114,6 +114,16 @@ Status DownloadOutputs(NodeClient& client, const v1::Task& task, const std::stri
   return OkStatus();
 }
 
+// Proto field names, as a script reading the output would expect.
+std::string ToJson(const google::protobuf::Message& message) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  if (!google::protobuf::util::MessageToJsonString(message, &json, options).ok()) return "{}\n";
+  return json;
+}
+
 StatusOr<std::chrono::milliseconds> Timeout(const ParsedArgs& a) {
   if (auto t = a.Option("--timeout")) {
     ASSIGN_OR_RETURN(int64_t s, ParseIntOption(*t, "--timeout", 1, 7 * 24 * 3600));
@@ -205,12 +215,7 @@ int CmdStatus(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   auto task = client.GetTask(a.positional[1]);
   if (!task.ok()) return Fail(err, task.status());
   if (a.HasFlag("--json")) {
-    std::string json;
-    google::protobuf::util::JsonPrintOptions options;
-    options.add_whitespace = true;
-    options.preserve_proto_field_names = true;
-    (void)google::protobuf::util::MessageToJsonString(*task, &json, options);
-    out << json;
+    out << ToJson(*task);
     return kExitOk;
   }
   PrintTask(*task, out);
@@ -239,12 +244,7 @@ int CmdNode(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   auto info = client.GetNodeInfo();
   if (!info.ok()) return Fail(err, info.status());
   if (a.HasFlag("--json")) {
-    std::string json;
-    google::protobuf::util::JsonPrintOptions options;
-    options.add_whitespace = true;
-    options.preserve_proto_field_names = true;
-    (void)google::protobuf::util::MessageToJsonString(*info, &json, options);
-    out << json;
+    out << ToJson(*info);
     return kExitOk;
   }
   const auto& l = info->limits();

@@ -63,9 +63,10 @@ void AppendHexEscape(std::string* out, unsigned char c) {
   out->append(buf);
 }
 
-// JSON string literal with quotes. Control characters become \uXXXX and invalid UTF-8 bytes
-// become U+FFFD, so the output is always valid JSON whatever the input bytes were.
-void AppendJsonString(std::string* out, std::string_view s) {
+// A double-quoted string: \" \\ \n \r \t (and \b \f in JSON) and \u00XX for other control
+// characters; invalid UTF-8 bytes become U+FFFD. The result is always valid JSON, and a logfmt
+// value never spans lines, whatever bytes a client sent.
+void AppendQuoted(std::string* out, std::string_view s, bool json) {
   out->push_back('"');
   for (size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
@@ -86,10 +87,12 @@ void AppendJsonString(std::string* out, std::string_view s) {
       case '\n': out->append("\\n"); break;
       case '\r': out->append("\\r"); break;
       case '\t': out->append("\\t"); break;
-      case '\b': out->append("\\b"); break;
-      case '\f': out->append("\\f"); break;
       default:
-        if (c < 0x20 || c == 0x7F) {
+        if (json && c == '\b') {
+          out->append("\\b");
+        } else if (json && c == '\f') {
+          out->append("\\f");
+        } else if (c < 0x20 || c == 0x7F) {
           AppendHexEscape(out, c);
         } else {
           out->push_back(static_cast<char>(c));
@@ -99,6 +102,8 @@ void AppendJsonString(std::string* out, std::string_view s) {
   }
   out->push_back('"');
 }
+
+void AppendJsonString(std::string* out, std::string_view s) { AppendQuoted(out, s, /*json=*/true); }
 
 bool LogfmtNeedsQuotes(std::string_view s) {
   if (s.empty()) return true;
@@ -116,43 +121,13 @@ bool LogfmtNeedsQuotes(std::string_view s) {
   return false;
 }
 
-// logfmt value: bare when it is a simple token, otherwise quoted with \" \\ \n \r \t and
-// \u00XX for other control characters, so every line stays one line.
+// logfmt value: bare when it is a simple token, otherwise quoted.
 void AppendLogfmtValue(std::string* out, std::string_view s) {
   if (!LogfmtNeedsQuotes(s)) {
     out->append(s);
     return;
   }
-  out->push_back('"');
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x80) {
-      const size_t len = Utf8SequenceLength(s, i);
-      if (len == 0) {
-        out->append(kReplacementChar);
-        ++i;
-      } else {
-        out->append(s.substr(i, len));
-        i += len;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          AppendHexEscape(out, c);
-        } else {
-          out->push_back(static_cast<char>(c));
-        }
-    }
-    ++i;
-  }
-  out->push_back('"');
+  AppendQuoted(out, s, /*json=*/false);
 }
 
 // Keys come from code, but a stray space or '=' would make the line unparseable: replace.

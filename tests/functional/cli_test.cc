@@ -14,6 +14,7 @@
 #include "common/npy.h"
 #include "executor/graph.h"
 #include "executor/serialize.h"
+#include "tests/functional/daemon_harness.h"
 
 namespace consensor {
 namespace {
@@ -22,25 +23,11 @@ namespace fs = std::filesystem;
 using executor::Graph;
 using executor::Value;
 
-struct ProcResult {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr together
-};
+using ProcResult = testing_support::CommandResult;
 
-std::string Binary() { return std::string(CNSR_BINARY_DIR) + "/node/consensor"; }
+std::string Binary() { return testing_support::CliBinary(); }
 
-ProcResult RunCli(const std::string& args) {
-  std::string cmd = Binary() + " " + args + " 2>&1";
-  ProcResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+ProcResult RunCli(const std::string& args) { return testing_support::RunCommand(Binary(), args); }
 
 class CliTest : public ::testing::Test {
  protected:

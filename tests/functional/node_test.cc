@@ -35,13 +35,7 @@ using executor::Value;
 using node::NodeClient;
 using testing_support::DaemonProcess;
 
-Tensor RandomTensor(Shape shape, uint32_t seed) {
-  Tensor t(DType::kF32, shape);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.data_as<float>()[i] = d(rng);
-  return t;
-}
+Tensor RandomTensor(Shape shape, uint32_t seed) { return testing_support::RandomF32(std::move(shape), seed); }
 
 // x[4,8] -> softmax(tanh(x @ w + b)), plus a reduction.
 Graph SmallModel() {
@@ -434,23 +428,8 @@ TEST_F(NodeTest, KillNineDuringLoadThenRestartCompletesEveryAcknowledgedTask) {
 namespace consensor {
 namespace {
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out;
-};
-
-CliResult RunCliCommand(const std::string& args) {
-  std::string cmd = testing_support::CliBinary() + " " + args + " 2>&1";
-  CliResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+using CliResult = testing_support::CommandResult;
+CliResult RunCliCommand(const std::string& args) { return testing_support::RunCommand(testing_support::CliBinary(), args); }
 
 // A minimal HTTP GET over a raw socket: returns the status code and body.
 std::pair<int, std::string> HttpGet(const std::string& address, const std::string& path) {
