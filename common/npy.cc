@@ -286,31 +286,35 @@ std::string ErrnoText(int err) { return std::strerror(err); }
 
 }  // namespace
 
-StatusOr<Tensor> ParseNpy(std::span<const uint8_t> bytes, const NpyLimits& limits) {
-  if (bytes.empty()) return InvalidArgument("empty npy file (no magic string)");
-  if (bytes.size() < kMagicLen || std::memcmp(bytes.data(), kMagic, kMagicLen) != 0) {
+StatusOr<NpyHeaderInfo> ParseNpyHeader(std::span<const uint8_t> prefix, uint64_t file_size, const NpyLimits& limits) {
+  if (prefix.size() > file_size) return InvalidArgument("npy prefix is longer than the file");
+  if (file_size == 0) return InvalidArgument("empty npy file (no magic string)");
+  if (prefix.size() < kMagicLen || std::memcmp(prefix.data(), kMagic, kMagicLen) != 0) {
     return InvalidArgument("not an npy file: bad magic (expected \\x93NUMPY)");
   }
-  if (bytes.size() < kMagicLen + 2) return InvalidArgument("truncated npy file: missing format version");
-  const int major = bytes[6], minor = bytes[7];
+  if (prefix.size() < kMagicLen + 2) return InvalidArgument("truncated npy file: missing format version");
+  const int major = prefix[6], minor = prefix[7];
   if ((major != 1 && major != 2 && major != 3) || minor != 0) {
     return InvalidArgument("unsupported npy format version " + std::to_string(major) + "." +
                            std::to_string(minor) + " (supported: 1.0, 2.0, 3.0)");
   }
   const int len_bytes = major == 1 ? 2 : 4;
   const size_t header_start = kMagicLen + 2 + len_bytes;
-  if (bytes.size() < header_start) return InvalidArgument("truncated npy file: missing header length");
-  const uint64_t header_len = LoadLe(bytes.data() + 8, len_bytes);
+  if (prefix.size() < header_start) return InvalidArgument("truncated npy file: missing header length");
+  const uint64_t header_len = LoadLe(prefix.data() + 8, len_bytes);
   if (header_len > static_cast<uint64_t>(kNpyMaxHeaderBytes)) {
     return InvalidArgument("npy header length " + std::to_string(header_len) + " exceeds the maximum of " +
                            std::to_string(kNpyMaxHeaderBytes) + " bytes");
   }
-  if (header_len > bytes.size() - header_start) {
+  if (header_len > file_size - header_start) {
     return InvalidArgument("truncated npy header: header length " + std::to_string(header_len) +
-                           " runs past the end of the file (" + std::to_string(bytes.size() - header_start) +
+                           " runs past the end of the file (" + std::to_string(file_size - header_start) +
                            " bytes available)");
   }
-  std::string_view header_text(reinterpret_cast<const char*>(bytes.data() + header_start), header_len);
+  if (header_len > prefix.size() - header_start) {
+    return InvalidArgument("npy header is not within the first " + std::to_string(prefix.size()) + " bytes");
+  }
+  std::string_view header_text(reinterpret_cast<const char*>(prefix.data() + header_start), header_len);
   ASSIGN_OR_RETURN(HeaderParser::Header header, HeaderParser(header_text).Parse());
 
   ASSIGN_OR_RETURN(DType dtype, DTypeFromDescr(header.descr));
@@ -329,7 +333,7 @@ StatusOr<Tensor> ParseNpy(std::span<const uint8_t> bytes, const NpyLimits& limit
                              " bytes, over the limit of " + std::to_string(max_bytes) + " bytes");
   }
   const uint64_t expected = static_cast<uint64_t>(n * itemsize);
-  const uint64_t actual = bytes.size() - header_start - header_len;
+  const uint64_t actual = file_size - header_start - header_len;
   const std::string desc = std::string(DTypeName(dtype)) + ShapeToString(header.shape);
   if (actual < expected) {
     return InvalidArgument("truncated npy data: " + desc + " needs " + std::to_string(expected) +
@@ -340,12 +344,25 @@ StatusOr<Tensor> ParseNpy(std::span<const uint8_t> bytes, const NpyLimits& limit
                            desc + " needs " + std::to_string(expected) + " bytes, file has " +
                            std::to_string(actual) + ")");
   }
+  NpyHeaderInfo info;
+  info.dtype = dtype;
+  info.shape = std::move(header.shape);
+  info.data_offset = static_cast<int64_t>(header_start + header_len);
+  info.data_bytes = static_cast<int64_t>(expected);
+  return info;
+}
+
+StatusOr<Tensor> ParseNpy(std::span<const uint8_t> bytes, const NpyLimits& limits) {
+  ASSIGN_OR_RETURN(NpyHeaderInfo info, ParseNpyHeader(bytes, bytes.size(), limits));
+  const DType dtype = info.dtype;
+  const int64_t n = info.data_bytes / DTypeSize(dtype);
+  const uint64_t expected = static_cast<uint64_t>(info.data_bytes);
 
   // Allocation is bounded by the input size (checked above) and by limits.max_bytes.
-  Tensor t(dtype, std::move(header.shape));
+  Tensor t(dtype, std::move(info.shape));
   if (expected > 0) {
     if (t.data() == nullptr) return ResourceExhausted("out of memory allocating " + std::to_string(expected) + " bytes");
-    std::memcpy(t.data(), bytes.data() + header_start + header_len, expected);
+    std::memcpy(t.data(), bytes.data() + info.data_offset, expected);
   }
   if (dtype == DType::kBool) {
     const uint8_t* d = t.data();

@@ -27,6 +27,18 @@ struct NpyLimits {
 // Largest header (the dict text after the length field) accepted when reading.
 inline constexpr int64_t kNpyMaxHeaderBytes = 64 * 1024;
 
+struct NpyHeaderInfo {
+  DType dtype = DType::kInvalid;
+  Shape shape;
+  int64_t data_offset = 0;  // where the array data starts
+  int64_t data_bytes = 0;
+};
+
+// Parses and checks the header of an .npy file of `file_size` bytes from its first bytes
+// (`prefix` must hold the whole header: 64 KiB + 10 bytes always suffice), including that the
+// size matches the shape exactly. Lets a caller validate a large file without reading it.
+StatusOr<NpyHeaderInfo> ParseNpyHeader(std::span<const uint8_t> prefix, uint64_t file_size, const NpyLimits& limits);
+
 // Parses a complete .npy file held in memory.
 StatusOr<Tensor> ParseNpy(std::span<const uint8_t> bytes, const NpyLimits& limits);
 // Reads and parses a .npy file. Never reads more than the limits allow.

@@ -60,7 +60,23 @@ struct PreparedTask {
   std::map<std::string, Tensor> inputs;
 };
 
-StatusOr<PreparedTask> PrepareTask(Store* store, const v1::SubmitTaskRequest& spec, const executor::Limits& limits) {
+// Reads only the start of an .npy blob and checks its header, dtype, shape and size.
+StatusOr<NpyHeaderInfo> ReadNpyBlobHeader(Store* store, const Hash256& h, const NpyLimits& limits) {
+  ASSIGN_OR_RETURN(int64_t size, store->BlobSize(h));
+  std::vector<uint8_t> prefix;
+  const Status enough = Cancelled("header read");
+  Status s = store->ReadBlob(h, [&](std::span<const uint8_t> piece) -> Status {
+    prefix.insert(prefix.end(), piece.begin(), piece.end());
+    return prefix.size() >= static_cast<size_t>(kNpyMaxHeaderBytes + 16) ? enough : OkStatus();
+  });
+  if (!s.ok() && s.code() != StatusCode::kCancelled) return s;
+  return ParseNpyHeader(prefix, static_cast<uint64_t>(size), limits);
+}
+
+// With load_inputs false, inputs are checked from their .npy headers only (what SubmitTask
+// needs before acknowledging); execution loads them in full.
+StatusOr<PreparedTask> PrepareTask(Store* store, const v1::SubmitTaskRequest& spec, const executor::Limits& limits,
+                                   bool load_inputs) {
   ASSIGN_OR_RETURN(Hash256 graph_hash, ParseHash(spec.graph_sha256(), "graph_sha256"));
   auto graph_bytes = store->GetBlob(graph_hash, limits.max_graph_file_bytes);
   if (!graph_bytes.ok()) {
@@ -98,25 +114,39 @@ StatusOr<PreparedTask> PrepareTask(Store* store, const v1::SubmitTaskRequest& sp
     auto it = spec.inputs().find(name);
     if (it == spec.inputs().end()) return InvalidArgument("missing input '" + name + "'");
     ASSIGN_OR_RETURN(Hash256 h, ParseHash(it->second, "input '" + name + "'"));
-    // An .npy file adds a header of at most kNpyMaxHeaderBytes to the data.
-    auto bytes = store->GetBlob(h, limits.max_total_bytes + kNpyMaxHeaderBytes + 16);
-    if (!bytes.ok()) {
-      if (bytes.status().code() == StatusCode::kNotFound) {
+    auto not_stored = [&](const Status& s) -> Status {
+      if (s.code() == StatusCode::kNotFound) {
         return NotFound("input '" + name + "': blob " + it->second + " is not stored on this node; upload it with PutBlob first");
       }
-      return bytes.status().WithContext("input '" + name + "'");
-    }
-    auto tensor = ParseNpy(*bytes, npy_limits);
-    if (!tensor.ok()) {
-      if (tensor.status().code() == StatusCode::kResourceExhausted) return tensor.status().WithContext("input '" + name + "'");
-      return InvalidArgument("input '" + name + "' is not a valid .npy file: " + tensor.status().message());
+      if (s.code() == StatusCode::kResourceExhausted || s.code() == StatusCode::kDataLoss) {
+        return s.WithContext("input '" + name + "'");
+      }
+      return InvalidArgument("input '" + name + "' is not a valid .npy file: " + s.message());
+    };
+    DType dtype;
+    Shape shape;
+    std::optional<Tensor> tensor;
+    if (load_inputs) {
+      // An .npy file adds a header of at most kNpyMaxHeaderBytes to the data.
+      auto bytes = store->GetBlob(h, limits.max_total_bytes + kNpyMaxHeaderBytes + 16);
+      if (!bytes.ok()) return not_stored(bytes.status());
+      auto parsed = ParseNpy(*bytes, npy_limits);
+      if (!parsed.ok()) return not_stored(parsed.status());
+      dtype = parsed->dtype();
+      shape = parsed->shape();
+      tensor = std::move(parsed).value();
+    } else {
+      auto header = ReadNpyBlobHeader(store, h, npy_limits);
+      if (!header.ok()) return not_stored(header.status());
+      dtype = header->dtype;
+      shape = header->shape;
     }
     const executor::Buffer& b = prepared.program.buffers[buffer];
-    if (tensor->dtype() != b.dtype || tensor->shape() != b.shape) {
+    if (dtype != b.dtype || shape != b.shape) {
       return InvalidArgument("input '" + name + "' must be " + std::string(DTypeName(b.dtype)) + ShapeToString(b.shape) +
-                             ", got " + std::string(DTypeName(tensor->dtype())) + ShapeToString(tensor->shape()));
+                             ", got " + std::string(DTypeName(dtype)) + ShapeToString(shape));
     }
-    prepared.inputs.emplace(name, std::move(tensor).value());
+    if (tensor) prepared.inputs.emplace(name, std::move(*tensor));
   }
   return prepared;
 }
@@ -266,7 +296,7 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   }
 
   // Everything the task needs must be here and valid before the node acknowledges it.
-  ASSIGN_OR_RETURN(PreparedTask prepared, PrepareTask(store_, request, options_.limits));
+  ASSIGN_OR_RETURN(PreparedTask prepared, PrepareTask(store_, request, options_.limits, /*load_inputs=*/false));
   (void)prepared;
 
   {
@@ -421,8 +451,14 @@ void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached
   const auto deadline = start + std::chrono::milliseconds(cap_ms);
 
   v1::TaskResult result;
+  // Phase times for the debug log: where a slow task spends its time.
+  double prepare_s = 0, run_s = 0, store_s = 0;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   auto run = [&]() -> Status {
-    ASSIGN_OR_RETURN(PreparedTask prepared, PrepareTask(store_, task.spec(), options_.limits));
+    auto phase = Clock::now();
+    ASSIGN_OR_RETURN(PreparedTask prepared, PrepareTask(store_, task.spec(), options_.limits, /*load_inputs=*/true));
+    prepare_s = since(phase);
+    phase = Clock::now();
     executor::RunOptions ro;
     ro.trace = true;  // the trace root is part of what nodes sign
     ro.check_continue = [&]() -> Status {
@@ -457,6 +493,8 @@ void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached
       outcome = run_on(backend);
     }
     RETURN_IF_ERROR(outcome.status());
+    run_s = since(phase);
+    phase = Clock::now();
     std::string backend_name = backend->name();
     if (backend_name.rfind("cpu", 0) == 0) backend_name += " x" + std::to_string(options_.backend.threads);
     result.set_backend(backend_name);
@@ -475,6 +513,7 @@ void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached
       out->set_blob_sha256(ToHex(info.sha256));
       out->set_blob_size(static_cast<uint64_t>(info.size));
     }
+    store_s = since(phase);
     return OkStatus();
   };
   Status status = run();
@@ -501,6 +540,8 @@ void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached
     Log(LogLevel::kError, "cannot store task result", {{"task", id_hex}, {"error", persisted.ToString()}});
     return;
   }
+  Log(LogLevel::kDebug, "task phases",
+      {{"task", id_hex}, {"prepare_seconds", prepare_s}, {"run_seconds", run_s}, {"store_seconds", store_s}});
   if (status.ok()) {
     metrics_->tasks_completed->Increment();
     Log(LogLevel::kInfo, "task succeeded",

@@ -693,3 +693,34 @@ TEST(NpyFuzzTest, RandomMutationsNeverCrash) {
 
 }  // namespace
 }  // namespace consensor
+
+namespace consensor {
+namespace {
+
+TEST(NpyHeader, ValidatesFromThePrefixAlone) {
+  Tensor t(DType::kF32, {300, 500});
+  std::vector<uint8_t> file = EncodeNpy(t);
+  NpyLimits limits;
+  auto info = ParseNpyHeader(std::span<const uint8_t>(file.data(), 200), file.size(), limits);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->dtype, DType::kF32);
+  EXPECT_EQ(info->shape, (Shape{300, 500}));
+  EXPECT_EQ(info->data_bytes, 300 * 500 * 4);
+  EXPECT_EQ(info->data_offset + info->data_bytes, static_cast<int64_t>(file.size()));
+  // The size of the whole file must match the shape, though only the prefix was read.
+  auto short_file = ParseNpyHeader(std::span<const uint8_t>(file.data(), 200), file.size() - 1, limits);
+  EXPECT_EQ(short_file.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(short_file.status().message().find("truncated npy data"), std::string::npos);
+  auto long_file = ParseNpyHeader(std::span<const uint8_t>(file.data(), 200), file.size() + 3, limits);
+  EXPECT_NE(long_file.status().message().find("trailing bytes"), std::string::npos);
+  // A prefix that stops inside the header is an error, not a read past the end.
+  auto cut = ParseNpyHeader(std::span<const uint8_t>(file.data(), 20), file.size(), limits);
+  EXPECT_EQ(cut.status().code(), StatusCode::kInvalidArgument);
+  // The cap applies before anything is allocated.
+  limits.max_bytes = 1000;
+  EXPECT_EQ(ParseNpyHeader(std::span<const uint8_t>(file.data(), 200), file.size(), limits).status().code(),
+            StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace consensor
