@@ -30,3 +30,14 @@ if ((${#missing[@]})); then
 else
   echo "setup: all Debian packages present"
 fi
+
+# Node.js and npm bring the offline Foundry toolchain (anvil, forge, cast) and solc-js.
+if ! command -v npm >/dev/null 2>&1; then
+  echo "setup: installing nodejs npm"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+# Into contracts/node_modules, pinned by contracts/package-lock.json; quick when present.
+"$(dirname "$0")/../contracts/setup.sh"

@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.30;
+
+import {Vm, VM_ADDRESS} from "../test/utils/Vm.sol";
+import {NativeStakeRegistry} from "../src/NativeStakeRegistry.sol";
+import {ConsensorServiceManager} from "../src/ConsensorServiceManager.sol";
+import {IStakeSource} from "../src/IStakeSource.sol";
+
+/// @notice Deploys NativeStakeRegistry + ConsensorServiceManager and writes
+///         deployments/<chainid>.json.
+///
+///   forge script script/Deploy.s.sol --rpc-url $RPC --broadcast --private-key $KEY
+///   (or PRIVATE_KEY=0x... in the environment instead of --private-key)
+///
+/// Parameters (environment, all optional):
+///   MINIMUM_STAKE_WEI (default 1 ether), WITHDRAWAL_DELAY_BLOCKS (default 50400, ~7 days of
+///   12 s blocks), THRESHOLD_BPS (default 6667), REWARD_BPS (default 1000),
+///   TREASURY (default 0x000000000000000000000000000000000000dEaD, i.e. burn).
+contract Deploy {
+    Vm internal constant vm = Vm(VM_ADDRESS);
+    bool public IS_SCRIPT = true;
+
+    function run() external returns (NativeStakeRegistry registry, ConsensorServiceManager manager) {
+        uint256 minimumStake = vm.envOr("MINIMUM_STAKE_WEI", uint256(1 ether));
+        uint256 delay = vm.envOr("WITHDRAWAL_DELAY_BLOCKS", uint256(50400));
+        uint256 thresholdBps = vm.envOr("THRESHOLD_BPS", uint256(6667));
+        uint256 rewardBps = vm.envOr("REWARD_BPS", uint256(1000));
+        address treasury = vm.envOr("TREASURY", address(0x000000000000000000000000000000000000dEaD));
+        require(delay <= type(uint32).max, "WITHDRAWAL_DELAY_BLOCKS too large");
+
+        uint256 pk = vm.envOr("PRIVATE_KEY", uint256(0));
+        if (pk != 0) vm.startBroadcast(pk);
+        else vm.startBroadcast();
+        (, address deployer,) = vm.readCallers();
+
+        // The registry names the manager as its only slasher: precompute the manager's address
+        // (deployed right after the registry, i.e. at the deployer's nonce + 1).
+        address predicted = vm.computeCreateAddress(deployer, vm.getNonce(deployer) + 1);
+        registry = new NativeStakeRegistry(minimumStake, uint32(delay), predicted);
+        manager = new ConsensorServiceManager(IStakeSource(address(registry)), thresholdBps, rewardBps, treasury);
+        require(address(manager) == predicted, "manager address prediction failed");
+        vm.stopBroadcast();
+
+        string memory json = string.concat(
+            "{\n",
+            '  "chainId": ', vm.toString(block.chainid), ",\n",
+            '  "deployer": "', vm.toString(deployer), '",\n',
+            '  "deployBlock": ', vm.toString(block.number), ",\n",
+            '  "NativeStakeRegistry": "', vm.toString(address(registry)), '",\n',
+            '  "ConsensorServiceManager": "', vm.toString(address(manager)), '",\n',
+            '  "minimumStake": "', vm.toString(minimumStake), '",\n',
+            '  "withdrawalDelayBlocks": ', vm.toString(delay), ",\n",
+            '  "thresholdBps": ', vm.toString(thresholdBps), ",\n",
+            '  "rewardBps": ', vm.toString(rewardBps), ",\n",
+            '  "treasury": "', vm.toString(treasury), '"\n',
+            "}\n"
+        );
+        vm.writeFile(string.concat("deployments/", vm.toString(block.chainid), ".json"), json);
+    }
+}

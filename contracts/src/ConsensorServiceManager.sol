@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.30;
+
+import {IStakeSource} from "./IStakeSource.sol";
+
+/// @title ConsensorServiceManager
+/// @notice Entry point of the Consensor AVS. Verifies EIP-712 attestations signed by operators
+///         and slashes provable misbehaviour:
+///           * equivocation: one operator signed two different result roots for one task;
+///           * dispute: an operator signed a result root that differs from the one certified by
+///             operators holding >= `thresholdBps` of the total stake at the reference block.
+///         A slash takes ALL slashable stake of the operator (active + pending withdrawal);
+///         `rewardBps` of it goes to the reporter (msg.sender), the rest to `treasury`.
+///         Evidence is single-use per (operator, taskId).
+contract ConsensorServiceManager {
+    // ----------------------------------------------------------------------------------------
+    // Types and EIP-712 constants
+    // ----------------------------------------------------------------------------------------
+
+    /// @notice The signed statement of an operator about a task.
+    struct Attestation {
+        bytes32 taskId;
+        bytes32 resultRoot;
+        bytes32 traceRoot;
+        uint64 referenceBlock;
+    }
+
+    string public constant NAME = "Consensor";
+    string public constant VERSION = "1";
+
+    bytes32 public constant DOMAIN_TYPEHASH =
+        keccak256("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)");
+    bytes32 public constant ATTESTATION_TYPEHASH =
+        keccak256("Attestation(bytes32 taskId,bytes32 resultRoot,bytes32 traceRoot,uint64 referenceBlock)");
+
+    uint256 public constant BPS = 10_000;
+    /// @dev secp256k1n / 2; signatures with a larger s are rejected (EIP-2).
+    uint256 internal constant HALF_CURVE_ORDER =
+        0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0;
+
+    // ----------------------------------------------------------------------------------------
+    // Immutables and storage
+    // ----------------------------------------------------------------------------------------
+
+    /// @notice Where operator stake lives (NativeStakeRegistry, or a restaking adapter).
+    IStakeSource public immutable stakeSource;
+    /// @notice Stake fraction (basis points of total stake at the reference block) a certificate
+    ///         must carry. 5001..10000.
+    uint256 public immutable thresholdBps;
+    /// @notice Fraction of a slash paid to the reporter, in basis points (0..10000).
+    uint256 public immutable rewardBps;
+    /// @notice Receives the non-reward part of every slash (a treasury, or a burn address).
+    address public immutable treasury;
+
+    uint256 private immutable _cachedChainId;
+    bytes32 private immutable _cachedDomainSeparator;
+
+    /// @notice True once `operator` was slashed for `taskId` (by either kind of evidence).
+    mapping(address operator => mapping(bytes32 taskId => bool)) public evidenceUsed;
+
+    bool private transient _locked;
+
+    // ----------------------------------------------------------------------------------------
+    // Events
+    // ----------------------------------------------------------------------------------------
+
+    event EquivocationSlashed(
+        address indexed operator, bytes32 indexed taskId, uint256 amount, address indexed reporter, uint256 reward
+    );
+    event DisputeSlashed(
+        address indexed operator,
+        bytes32 indexed taskId,
+        uint256 amount,
+        address indexed reporter,
+        uint256 reward,
+        bytes32 certifiedResultRoot,
+        uint256 certifiedStake
+    );
+
+    // ----------------------------------------------------------------------------------------
+    // Errors
+    // ----------------------------------------------------------------------------------------
+
+    error ZeroStakeSource();
+    error ZeroTreasury();
+    error InvalidThresholdBps(uint256 thresholdBps);
+    error InvalidRewardBps(uint256 rewardBps);
+    error StakeSourceSlasherMismatch(address expected, address actual);
+    error InvalidSignatureLength(uint256 length);
+    error InvalidSignatureS();
+    error InvalidSignatureV(uint8 v);
+    error InvalidSignature();
+    error TaskIdMismatch();
+    error ReferenceBlockMismatch();
+    error SameResultRoot();
+    error SignerMismatch(address signer1, address signer2);
+    error ReferenceBlockNotFinal(uint256 referenceBlock, uint256 currentBlock);
+    error AccusedNotOperatorAtReferenceBlock(address accused);
+    error EmptyCertificate();
+    error SignersNotAscending(address previous, address signer);
+    error SignerNotOperatorAtReferenceBlock(address signer);
+    error InsufficientQuorum(uint256 signedStake, uint256 totalStake, uint256 thresholdBps);
+    error EvidenceAlreadyUsed(address operator, bytes32 taskId);
+    error NothingToSlash(address operator);
+    error UnexpectedEther(address sender);
+    error TransferFailed(address to, uint256 amount);
+    error Reentrancy();
+
+    modifier nonReentrant() {
+        if (_locked) revert Reentrancy();
+        _locked = true;
+        _;
+        _locked = false;
+    }
+
+    constructor(IStakeSource stakeSource_, uint256 thresholdBps_, uint256 rewardBps_, address treasury_) {
+        if (address(stakeSource_) == address(0)) revert ZeroStakeSource();
+        if (treasury_ == address(0)) revert ZeroTreasury();
+        if (thresholdBps_ <= BPS / 2 || thresholdBps_ > BPS) revert InvalidThresholdBps(thresholdBps_);
+        if (rewardBps_ > BPS) revert InvalidRewardBps(rewardBps_);
+        address s = stakeSource_.slasher();
+        if (s != address(this)) revert StakeSourceSlasherMismatch(address(this), s);
+        stakeSource = stakeSource_;
+        thresholdBps = thresholdBps_;
+        rewardBps = rewardBps_;
+        treasury = treasury_;
+        _cachedChainId = block.chainid;
+        _cachedDomainSeparator = _buildDomainSeparator();
+    }
+
+    /// @notice Only the stake source sends ETH here (the proceeds of a slash).
+    receive() external payable {
+        if (msg.sender != address(stakeSource)) revert UnexpectedEther(msg.sender);
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // EIP-712
+    // ----------------------------------------------------------------------------------------
+
+    /// @notice keccak256(abi.encode(DOMAIN_TYPEHASH, keccak256("Consensor"), keccak256("1"),
+    ///         block.chainid, address(this))).
+    function domainSeparator() public view returns (bytes32) {
+        return block.chainid == _cachedChainId ? _cachedDomainSeparator : _buildDomainSeparator();
+    }
+
+    /// @notice keccak256(0x1901 || domainSeparator || hashStruct(Attestation)).
+    function attestationDigest(bytes32 taskId, bytes32 resultRoot, bytes32 traceRoot, uint64 referenceBlock)
+        public
+        view
+        returns (bytes32)
+    {
+        bytes32 structHash = keccak256(abi.encode(ATTESTATION_TYPEHASH, taskId, resultRoot, traceRoot, referenceBlock));
+        return keccak256(abi.encodePacked(hex"1901", domainSeparator(), structHash));
+    }
+
+    /// @notice Signer of `a` given a 65-byte r||s||v signature; reverts on any malformed signature.
+    function recoverAttestationSigner(Attestation calldata a, bytes calldata signature)
+        external
+        view
+        returns (address)
+    {
+        return _recover(_digest(a), signature);
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Slashing
+    // ----------------------------------------------------------------------------------------
+
+    /// @notice Slash an operator that signed two attestations for the same task with different
+    ///         result roots. Permissionless; the caller receives the reward.
+    function slashEquivocation(
+        Attestation calldata a1,
+        bytes calldata sig1,
+        Attestation calldata a2,
+        bytes calldata sig2
+    ) external nonReentrant returns (uint256 amount) {
+        if (a1.taskId != a2.taskId) revert TaskIdMismatch();
+        if (a1.resultRoot == a2.resultRoot) revert SameResultRoot();
+        address s1 = _recover(_digest(a1), sig1);
+        address s2 = _recover(_digest(a2), sig2);
+        if (s1 != s2) revert SignerMismatch(s1, s2);
+
+        uint256 reward;
+        (amount, reward) = _slash(s1, a1.taskId);
+        emit EquivocationSlashed(s1, a1.taskId, amount, msg.sender, reward);
+        _payout(reward, amount - reward);
+    }
+
+    /// @notice Slash an operator whose attestation contradicts a quorum certificate for the same
+    ///         task and reference block. `certificateSigs` are signatures over `certified` whose
+    ///         recovered signers must be strictly ascending by address, each with stake > 0 at the
+    ///         reference block, together holding >= thresholdBps of the total stake at that block.
+    ///         Permissionless; the caller receives the reward.
+    function slashDispute(
+        Attestation calldata accused,
+        bytes calldata accusedSig,
+        Attestation calldata certified,
+        bytes[] calldata certificateSigs
+    ) external nonReentrant returns (uint256 amount) {
+        if (accused.taskId != certified.taskId) revert TaskIdMismatch();
+        if (accused.referenceBlock != certified.referenceBlock) revert ReferenceBlockMismatch();
+        if (accused.resultRoot == certified.resultRoot) revert SameResultRoot();
+        uint256 ref = certified.referenceBlock;
+        if (ref >= block.number) revert ReferenceBlockNotFinal(ref, block.number);
+
+        address operator = _recover(_digest(accused), accusedSig);
+        if (stakeSource.stakeAt(operator, ref) == 0) revert AccusedNotOperatorAtReferenceBlock(operator);
+        uint256 signedStake = _verifyCertificate(certified, certificateSigs);
+
+        uint256 reward;
+        (amount, reward) = _slash(operator, accused.taskId);
+        emit DisputeSlashed(operator, accused.taskId, amount, msg.sender, reward, certified.resultRoot, signedStake);
+        _payout(reward, amount - reward);
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Internals
+    // ----------------------------------------------------------------------------------------
+
+    function _buildDomainSeparator() private view returns (bytes32) {
+        return keccak256(
+            abi.encode(DOMAIN_TYPEHASH, keccak256(bytes(NAME)), keccak256(bytes(VERSION)), block.chainid, address(this))
+        );
+    }
+
+    function _digest(Attestation calldata a) internal view returns (bytes32) {
+        return attestationDigest(a.taskId, a.resultRoot, a.traceRoot, a.referenceBlock);
+    }
+
+    /// @dev Returns the stake behind a valid certificate over `certified`; reverts otherwise.
+    function _verifyCertificate(Attestation calldata certified, bytes[] calldata sigs)
+        internal
+        view
+        returns (uint256 signedStake)
+    {
+        uint256 n = sigs.length;
+        if (n == 0) revert EmptyCertificate();
+        IStakeSource source = stakeSource;
+        uint256 ref = certified.referenceBlock;
+        bytes32 certDigest = _digest(certified);
+        address previous = address(0);
+        for (uint256 i; i < n; ++i) {
+            address signer = _recover(certDigest, sigs[i]);
+            if (signer <= previous) revert SignersNotAscending(previous, signer);
+            uint256 s = source.stakeAt(signer, ref);
+            if (s == 0) revert SignerNotOperatorAtReferenceBlock(signer);
+            signedStake += s;
+            previous = signer;
+        }
+        uint256 total = source.totalStakeAt(ref);
+        if (signedStake * BPS < total * thresholdBps) revert InsufficientQuorum(signedStake, total, thresholdBps);
+    }
+
+    /// @dev 65 bytes r||s||v, v in {27, 28}, s <= secp256k1n/2, recovered address != 0.
+    function _recover(bytes32 digest, bytes calldata sig) internal pure returns (address signer) {
+        if (sig.length != 65) revert InvalidSignatureLength(sig.length);
+        bytes32 r;
+        bytes32 s;
+        uint8 v;
+        assembly ("memory-safe") {
+            r := calldataload(sig.offset)
+            s := calldataload(add(sig.offset, 32))
+            v := byte(0, calldataload(add(sig.offset, 64)))
+        }
+        if (uint256(s) > HALF_CURVE_ORDER) revert InvalidSignatureS();
+        if (v != 27 && v != 28) revert InvalidSignatureV(v);
+        signer = ecrecover(digest, v, r, s);
+        if (signer == address(0)) revert InvalidSignature();
+    }
+
+    /// @dev Effects + the stake-source interaction (which sends the slashed ETH here).
+    function _slash(address operator, bytes32 taskId) internal returns (uint256 amount, uint256 reward) {
+        if (evidenceUsed[operator][taskId]) revert EvidenceAlreadyUsed(operator, taskId);
+        evidenceUsed[operator][taskId] = true;
+        amount = stakeSource.slash(operator, type(uint256).max);
+        if (amount == 0) revert NothingToSlash(operator);
+        reward = amount * rewardBps / BPS;
+    }
+
+    function _payout(uint256 reward, uint256 toTreasury) internal {
+        _send(msg.sender, reward);
+        _send(treasury, toTreasury);
+    }
+
+    function _send(address to, uint256 amount) internal {
+        if (amount == 0) return;
+        (bool ok,) = to.call{value: amount}("");
+        if (!ok) revert TransferFailed(to, amount);
+    }
+}
