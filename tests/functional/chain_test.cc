@@ -3,7 +3,10 @@
 
 #include <filesystem>
 
+#include "common/secp256k1_sign.h"
+#include "node/abi.h"
 #include "node/eth_rpc.h"
+#include "node/eth_tx.h"
 #include "tests/functional/anvil_harness.h"
 
 namespace consensor {
@@ -78,6 +81,67 @@ TEST_F(ChainTest, ErrorsAreClear) {
   for (const char* url : {"https://127.0.0.1:8545", "127.0.0.1:8545", "http://:8545", "http://host:0", "http://h:99999"}) {
     EXPECT_EQ(node::NewHttpRpcTransport(url).status().code(), StatusCode::kInvalidArgument) << url;
   }
+}
+
+std::array<uint8_t, 32> Key(const std::string& hex) {
+  std::array<uint8_t, 32> k{};
+  auto h = Hash256FromHex(hex);
+  if (h.ok()) k = *h;
+  return k;
+}
+
+// A transaction signed in C++ (EIP-1559, RFC 6979, low s) is accepted and mined by a real
+// chain; one for another chain id is refused with the node's reason.
+TEST_F(ChainTest, SignedTransactionsAreMined) {
+  auto key = Key(testing_support::kAnvilKey0);
+  auto from = AddressFromSecretKey(key);
+  ASSERT_TRUE(from.ok());
+  auto fees = rpc_->SuggestFees();
+  ASSERT_TRUE(fees.ok()) << fees.status().ToString();
+  auto nonce = rpc_->GetTransactionCount(testing_support::kAnvilAddress0);
+  ASSERT_TRUE(nonce.ok());
+
+  node::Eip1559Transaction tx;
+  tx.chain_id = 31337;
+  tx.nonce = *nonce;
+  tx.max_priority_fee_per_gas = node::Uint256FromU64(fees->max_priority_fee_per_gas);
+  tx.max_fee_per_gas = node::Uint256FromU64(2 * fees->base_fee_per_gas + fees->max_priority_fee_per_gas);
+  tx.gas_limit = 21000;
+  Address20 to{};
+  to[19] = 0x42;
+  tx.to = to;
+  tx.value = node::Uint256FromU64(1234567);
+  auto raw = node::SignTransaction(key, tx);
+  ASSERT_TRUE(raw.ok()) << raw.status().ToString();
+  auto hash = rpc_->SendRawTransaction(*raw);
+  ASSERT_TRUE(hash.ok()) << hash.status().ToString();
+  EXPECT_EQ(*hash, "0x" + ToHex(node::TransactionHash(*raw)));
+  auto receipt = rpc_->WaitForReceipt(*hash, std::chrono::seconds(30));
+  ASSERT_TRUE(receipt.ok()) << receipt.status().ToString();
+  EXPECT_EQ((*receipt)["status"], "0x1");
+  EXPECT_EQ((*receipt)["from"], "0x" + ToHex(*from));
+  auto balance = rpc_->GetBalanceHex("0x0000000000000000000000000000000000000042");
+  ASSERT_TRUE(balance.ok());
+  EXPECT_EQ(*balance, "0x12d687");  // 1234567
+  auto next_nonce = rpc_->GetTransactionCount(testing_support::kAnvilAddress0);
+  ASSERT_TRUE(next_nonce.ok());
+  EXPECT_EQ(*next_nonce, *nonce + 1);
+
+  // Wrong chain id: refused by the node, with its message.
+  tx.nonce = *next_nonce;
+  tx.chain_id = 1;
+  auto wrong = node::SignTransaction(key, tx);
+  ASSERT_TRUE(wrong.ok());
+  auto refused = rpc_->SendRawTransaction(*wrong);
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("eth_sendRawTransaction"), std::string::npos) << refused.status().message();
+  // A sender without funds: refused too.
+  tx.chain_id = 31337;
+  tx.nonce = 0;
+  auto poor = node::SignTransaction(Key(std::string(63, '0') + "7"), tx);
+  ASSERT_TRUE(poor.ok());
+  auto insufficient = rpc_->SendRawTransaction(*poor);
+  EXPECT_EQ(insufficient.status().code(), StatusCode::kFailedPrecondition);
 }
 
 TEST(RpcHex, QuantitiesAndData) {
