@@ -3,6 +3,7 @@
 #include "node/cli_args.h"
 #include "node/client_commands.h"
 #include "node/keys_command.h"
+#include "node/operator_command.h"
 
 #include <sys/stat.h>
 
@@ -57,6 +58,10 @@ commands:
       Shows the node's version, backend, queue, limits and store.
   keys new|import|list ...
       Manages Ethereum v3 keystores (see `consensor keys --help`).
+  operator register|status|deregister|withdraw|set ...
+  evidence submit FILE
+      Registers and stakes on the AVS contracts, reads the operator set at a block, and
+      submits slashing evidence (see `consensor operator --help`).
   version
       Prints the version.
 
@@ -257,6 +262,12 @@ int CmdInspect(const Args& a, std::ostream& out, std::ostream& err) {
 }  // namespace
 
 int RunCli(const std::vector<std::string>& raw, std::ostream& out, std::ostream& err) {
+  if (!raw.empty() && raw[0] == "operator") {
+    return RunOperatorCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
+  }
+  if (!raw.empty() && raw[0] == "evidence") {
+    return RunEvidenceCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
+  }
   if (!raw.empty() && raw[0] == "keys") {
     return RunKeysCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
   }

@@ -55,6 +55,9 @@ contract Deploy {
             '  "treasury": "', vm.toString(treasury), '"\n',
             "}\n"
         );
-        vm.writeFile(string.concat("deployments/", vm.toString(block.chainid), ".json"), json);
+        // DEPLOYMENT_FILE (under deployments/) lets tests deploy side by side.
+        string memory out =
+            vm.envOr("DEPLOYMENT_FILE", string.concat("deployments/", vm.toString(block.chainid), ".json"));
+        vm.writeFile(out, json);
     }
 }

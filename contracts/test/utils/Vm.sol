@@ -55,6 +55,7 @@ interface Vm {
     function envUint(string calldata name) external view returns (uint256 value);
     function envOr(string calldata name, uint256 defaultValue) external view returns (uint256 value);
     function envOr(string calldata name, address defaultValue) external view returns (address value);
+    function envOr(string calldata name, string calldata defaultValue) external view returns (string memory value);
     function toString(address value) external pure returns (string memory);
     function toString(uint256 value) external pure returns (string memory);
     function writeFile(string calldata path, string calldata data) external;

@@ -1,0 +1,243 @@
+// The AVS contracts through the C++ chain client and the `consensor` CLI, on a real anvil
+// with the contracts deployed by the forge script: registration and stake, the operator set
+// at a past block, equivocation and dispute slashing, withdrawal, and the errors an operator
+// sees. Stake changes are checked independently with `cast call`.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "common/secp256k1_sign.h"
+#include "consensus/attestation.h"
+#include "node/chain_client.h"
+#include "node/eth_rpc.h"
+#include "node/operator_command.h"
+#include "tests/functional/anvil_harness.h"
+
+namespace consensor {
+namespace {
+
+namespace fs = std::filesystem;
+using testing_support::AnvilProcess;
+using testing_support::CommandResult;
+
+const char* const kKeys[] = {
+    "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
+    "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+    "5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
+    "7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
+    "47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a",
+};
+
+Secp256k1Secret Key(int i) { return *Hash256FromHex(kKeys[i]); }
+Address20 Addr(int i) { return *AddressFromSecretKey(Key(i)); }
+std::string AddrHex(int i) { return "0x" + ToHex(Addr(i)); }
+
+std::string Tool(const std::string& name) {
+  return std::string(CNSR_SOURCE_DIR) + "/contracts/node_modules/@foundry-rs/" + name + "-linux-amd64/bin/" + name;
+}
+
+Hash256 H(uint8_t v) {
+  Hash256 h{};
+  h[31] = v;
+  return h;
+}
+
+nlohmann::json AttestationJson(const consensus::Attestation& a, const std::array<uint8_t, 65>* sig) {
+  nlohmann::json j = {{"task_id", "0x" + ToHex(a.task_id)},
+                      {"result_root", "0x" + ToHex(a.result_root)},
+                      {"trace_root", "0x" + ToHex(a.trace_root)},
+                      {"reference_block", a.reference_block}};
+  if (sig) j["signature"] = "0x" + ToHex(*sig);
+  return j;
+}
+
+class OperatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("consensor-operator-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    anvil_ = std::make_unique<AnvilProcess>((dir_ / "anvil.log").string());
+    ASSERT_TRUE(anvil_->Start()) << anvil_->Log();
+    // Deploy with the project's forge script, into a file of this test's own.
+    deployment_rel_ = "deployments/test-" + std::to_string(getpid()) + ".json";
+    deployment_ = std::string(CNSR_SOURCE_DIR) + "/contracts/" + deployment_rel_;
+    CommandResult deploy = testing_support::RunCommand(
+        // flock: tests run in parallel, and forge's build cache is shared.
+        "cd " + std::string(CNSR_SOURCE_DIR) + "/contracts && DEPLOYMENT_FILE=" + deployment_rel_ +
+            " WITHDRAWAL_DELAY_BLOCKS=20 flock .forge.lock " + Tool("forge"),
+        "script script/Deploy.s.sol --rpc-url " + anvil_->url() + " --broadcast --private-key 0x" + kKeys[0]);
+    ASSERT_EQ(deploy.exit_code, 0) << deploy.out;
+    auto d = node::LoadDeployment(deployment_);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    deployed_ = *d;
+    rpc_ = std::make_unique<node::EthRpc>(std::move(node::NewHttpRpcTransport(anvil_->url())).value());
+  }
+  void TearDown() override {
+    anvil_.reset();
+    fs::remove(deployment_);
+    fs::remove_all(dir_);
+  }
+
+  CommandResult Cli(const std::string& args) {
+    return testing_support::RunCommand(testing_support::CliBinary(),
+                                       args + " --rpc " + anvil_->url() + " --deployment " + deployment_);
+  }
+  // Independent of our client: cast reads the registry.
+  std::string CastCall(const std::string& signature, const std::string& arg) {
+    CommandResult r = testing_support::RunCommand(
+        Tool("cast"), "call --rpc-url " + anvil_->url() + " 0x" + ToHex(deployed_.registry) + " '" + signature + "' " + arg);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    return r.out.substr(0, r.out.find_first_of(" \n"));
+  }
+  std::string WriteEvidence(const std::string& name, const nlohmann::json& j) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path) << j.dump(2);
+    return path;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<AnvilProcess> anvil_;
+  std::string deployment_rel_, deployment_;
+  node::Deployment deployed_;
+  std::unique_ptr<node::EthRpc> rpc_;
+};
+
+TEST_F(OperatorTest, RegisterSlashAndWithdrawOnChain) {
+  // Four operators with 2 ETH each, through the CLI.
+  for (int i = 1; i <= 4; ++i) {
+    CommandResult r = Cli("operator register --stake 2ether --endpoint 127.0.0.1:" + std::to_string(7400 + i) +
+                          " --devnet-key " + std::to_string(i));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("registered with 2 ETH"), std::string::npos) << r.out;
+  }
+  CommandResult status = Cli("operator status --devnet-key 1");
+  ASSERT_EQ(status.exit_code, 0) << status.out;
+  EXPECT_NE(status.out.find("status     active"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("127.0.0.1:7401"), std::string::npos) << status.out;
+  EXPECT_EQ(CastCall("stakeOf(address)(uint256)", AddrHex(1)), "2000000000000000000");
+
+  auto reference = rpc_->BlockNumber();
+  ASSERT_TRUE(reference.ok());
+  const uint64_t ref = *reference;
+
+  // The errors an operator sees: the contract's custom error by name, and wrong-chain checks.
+  CommandResult twice = Cli("operator register --stake 2ether --endpoint x:1 --devnet-key 1");
+  EXPECT_EQ(twice.exit_code, 1);
+  EXPECT_NE(twice.out.find("AlreadyRegistered(0x70997970C51812dc3A010C7d01b50e0d17dc79C8)"), std::string::npos)
+      << twice.out;
+  CommandResult below = Cli("operator register --stake 0.5ether --endpoint x:1 --devnet-key 0");
+  EXPECT_EQ(below.exit_code, 1);
+  EXPECT_NE(below.out.find("StakeBelowMinimum(500000000000000000, 1000000000000000000)"), std::string::npos)
+      << below.out;
+  CommandResult nokey = Cli("operator deregister");
+  EXPECT_EQ(nokey.exit_code, 1);
+  EXPECT_NE(nokey.out.find("--keystore FILE or --devnet-key N"), std::string::npos) << nokey.out;
+
+  // The operator set at the reference block, after more blocks have been mined.
+  ASSERT_EQ(Cli("operator deregister --devnet-key 4").exit_code, 0);
+  node::ChainClient reader(rpc_.get(), deployed_, std::nullopt);
+  auto set = reader.OperatorsAt(ref);
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  ASSERT_EQ(set->operators.size(), 4u);
+  for (int i = 1; i <= 4; ++i) EXPECT_EQ(set->operators[i - 1], Addr(i));
+  auto now_set = reader.OperatorsAt(*rpc_->BlockNumber());
+  ASSERT_TRUE(now_set.ok());
+  EXPECT_EQ(now_set->operators.size(), 3u);  // operator 4 is exiting: no active stake now
+  CommandResult set_cli = Cli("operator set --block " + std::to_string(ref));
+  EXPECT_NE(set_cli.out.find("operators at block " + std::to_string(ref) + ": 4"), std::string::npos) << set_cli.out;
+
+  consensus::Eip712Domain domain{deployed_.chain_id, deployed_.manager};
+
+  // Equivocation: operator 1 signs two results for one task; anyone may report it.
+  consensus::Attestation a1{H(7), H(1), H(3), ref}, a2{H(7), H(2), H(3), ref};
+  auto s1 = consensus::SignAttestation(Key(1), domain, a1);
+  auto s2 = consensus::SignAttestation(Key(1), domain, a2);
+  ASSERT_TRUE(s1.ok() && s2.ok());
+  std::string equivocation = WriteEvidence(
+      "equivocation.json", {{"kind", "equivocation"}, {"attestations", {AttestationJson(a1, &*s1), AttestationJson(a2, &*s2)}}});
+  CommandResult slashed = Cli("evidence submit " + equivocation + " --devnet-key 0");
+  ASSERT_EQ(slashed.exit_code, 0) << slashed.out;
+  EXPECT_EQ(CastCall("stakeOf(address)(uint256)", AddrHex(1)), "0");
+  auto info1 = reader.GetOperatorInfo(Addr(1));
+  ASSERT_TRUE(info1.ok());
+  EXPECT_TRUE(info1->slashed);
+  // The same evidence twice: refused, with the contract's reason.
+  CommandResult replay = Cli("evidence submit " + equivocation + " --devnet-key 0");
+  EXPECT_EQ(replay.exit_code, 1);
+  EXPECT_NE(replay.out.find("EvidenceAlreadyUsed"), std::string::npos) << replay.out;
+
+  // Dispute: operator 2 signed result 9; operators 1, 3 and 4 (6 of 8 ETH at the reference
+  // block) certified result 5. Certificate signers go in ascending address order.
+  consensus::Attestation accused{H(8), H(9), H(3), ref}, certified{H(8), H(5), H(3), ref};
+  auto accused_sig = consensus::SignAttestation(Key(2), domain, accused);
+  ASSERT_TRUE(accused_sig.ok());
+  std::vector<int> signers = {1, 3, 4};
+  std::sort(signers.begin(), signers.end(), [](int x, int y) { return Addr(x) < Addr(y); });
+  nlohmann::json certificate = nlohmann::json::array();
+  for (int i : signers) certificate.push_back("0x" + ToHex(*consensus::SignAttestation(Key(i), domain, certified)));
+  nlohmann::json dispute = {{"kind", "dispute"},
+                            {"accused", AttestationJson(accused, &*accused_sig)},
+                            {"certified", AttestationJson(certified, nullptr)},
+                            {"certificate", certificate}};
+  // Too few signers first: 2 of 8 ETH is under the threshold.
+  nlohmann::json weak = dispute;
+  weak["certificate"] = nlohmann::json::array({certificate[0]});
+  CommandResult under = Cli("evidence submit " + WriteEvidence("weak.json", weak) + " --devnet-key 0");
+  EXPECT_EQ(under.exit_code, 1);
+  EXPECT_NE(under.out.find("InsufficientQuorum"), std::string::npos) << under.out;
+  CommandResult disputed = Cli("evidence submit " + WriteEvidence("dispute.json", dispute) + " --devnet-key 0");
+  ASSERT_EQ(disputed.exit_code, 0) << disputed.out;
+  EXPECT_EQ(CastCall("stakeOf(address)(uint256)", AddrHex(2)), "0");
+  EXPECT_EQ(CastCall("stakeOf(address)(uint256)", AddrHex(3)), "2000000000000000000");
+
+  // Withdrawal waits for the delay (20 blocks), then pays out.
+  CommandResult early = Cli("operator withdraw --devnet-key 4");
+  EXPECT_EQ(early.exit_code, 1);
+  EXPECT_NE(early.out.find("WithdrawalDelayNotPassed"), std::string::npos) << early.out;
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(rpc_->transport()->Call("evm_mine", nlohmann::json::array()).ok());
+  }
+  CommandResult withdrawn = Cli("operator withdraw --devnet-key 4");
+  EXPECT_EQ(withdrawn.exit_code, 0) << withdrawn.out;
+  EXPECT_EQ(CastCall("slashableStakeOf(address)(uint256)", AddrHex(4)), "0");
+
+  // Malformed evidence and an unreachable chain: clear errors, exit 1.
+  CommandResult malformed = Cli("evidence submit " + WriteEvidence("bad.json", {{"kind", "equivocation"}}) + " --devnet-key 0");
+  EXPECT_EQ(malformed.exit_code, 1);
+  EXPECT_NE(malformed.out.find("two signed attestations"), std::string::npos) << malformed.out;
+  CommandResult unreachable = testing_support::RunCommand(testing_support::CliBinary(),
+                                                          "operator status --address " + AddrHex(3) +
+                                                              " --rpc http://127.0.0.1:1 --deployment " + deployment_);
+  EXPECT_EQ(unreachable.exit_code, 1);
+  EXPECT_NE(unreachable.out.find("cannot reach"), std::string::npos) << unreachable.out;
+}
+
+TEST_F(OperatorTest, WrongChainIsRefused) {
+  // A deployment file for another chain id than the RPC serves.
+  auto json = nlohmann::json::parse(testing_support::ReadWholeFile(deployment_));
+  json["chainId"] = 1;
+  std::string other = (dir_ / "other.json").string();
+  std::ofstream(other) << json.dump();
+  CommandResult r = testing_support::RunCommand(
+      testing_support::CliBinary(),
+      "operator register --stake 2ether --endpoint x:1 --devnet-key 1 --rpc " + anvil_->url() + " --deployment " + other);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("wrong chain"), std::string::npos) << r.out;
+  // Keys never appear in output.
+  EXPECT_EQ(r.out.find(kKeys[1]), std::string::npos);
+}
+
+TEST(EtherAmount, Parses) {
+  EXPECT_EQ(node::Uint256ToDecimal(*node::ParseEtherAmount("1ether")), "1000000000000000000");
+  EXPECT_EQ(node::Uint256ToDecimal(*node::ParseEtherAmount("0.5ether")), "500000000000000000");
+  EXPECT_EQ(node::Uint256ToDecimal(*node::ParseEtherAmount("20gwei")), "20000000000");
+  EXPECT_EQ(node::Uint256ToDecimal(*node::ParseEtherAmount("123")), "123");
+  for (const char* bad : {"", "ether", "1.5", "0.0000000000000000001ether", "-1ether", "1e18", "abc"}) {
+    EXPECT_FALSE(node::ParseEtherAmount(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace consensor
