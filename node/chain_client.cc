@@ -149,6 +149,47 @@ StatusOr<Uint256> ChainClient::MinimumStake() {
   return v[0].uint;
 }
 
+StatusOr<std::vector<SlashEvent>> ChainClient::SlashEvents(uint64_t from_block, uint64_t to_block) {
+  static constexpr const char* kEquivocation =
+      "EquivocationSlashed(address indexed,bytes32 indexed,uint256,address indexed,uint256)";
+  static constexpr const char* kDispute =
+      "DisputeSlashed(address indexed,bytes32 indexed,uint256,address indexed,uint256,bytes32,uint256)";
+  ASSIGN_OR_RETURN(Hash256 equivocation_topic, EventTopic(kEquivocation));
+  ASSIGN_OR_RETURN(Hash256 dispute_topic, EventTopic(kDispute));
+  nlohmann::json filter = {
+      {"address", Hex0x(deployment_.manager)},
+      {"fromBlock", QuantityHex(from_block)},
+      {"toBlock", QuantityHex(to_block)},
+      {"topics", nlohmann::json::array({nlohmann::json::array({"0x" + ToHex(equivocation_topic), "0x" + ToHex(dispute_topic)})})}};
+  ASSIGN_OR_RETURN(auto logs, rpc_->GetLogs(filter));
+  std::vector<SlashEvent> events;
+  for (const auto& log : logs) {
+    if (!log.is_object() || !log.contains("topics") || !log["topics"].is_array() || log["topics"].empty()) {
+      return InvalidArgument("eth_getLogs returned a log without topics");
+    }
+    std::vector<Hash256> topics;
+    for (const auto& t : log["topics"]) {
+      ASSIGN_OR_RETURN(auto bytes, ParseData(t, "log topic"));
+      if (bytes.size() != 32) return InvalidArgument("log topic is not 32 bytes");
+      Hash256 h;
+      std::copy(bytes.begin(), bytes.end(), h.begin());
+      topics.push_back(h);
+    }
+    ASSIGN_OR_RETURN(auto data, ParseData(log.value("data", nlohmann::json("0x")), "log data"));
+    SlashEvent e;
+    e.kind = topics[0] == equivocation_topic ? "equivocation" : "dispute";
+    ASSIGN_OR_RETURN(auto v, DecodeEventLog(e.kind == "equivocation" ? kEquivocation : kDispute, topics, data));
+    e.operator_address = v[0].address;
+    ASSIGN_OR_RETURN(e.task_id, v[1].AsBytes32());
+    e.amount = v[2].uint;
+    e.reporter = v[3].address;
+    ASSIGN_OR_RETURN(e.block_number, ParseQuantity(log.value("blockNumber", nlohmann::json()), "log blockNumber"));
+    if (log.contains("transactionHash") && log["transactionHash"].is_string()) e.tx_hash = log["transactionHash"];
+    events.push_back(std::move(e));
+  }
+  return events;
+}
+
 StatusOr<TxOutcome> ChainClient::Transact(const Address20& to, std::vector<uint8_t> data, const Uint256& value) {
   if (!key_ || !address_) return FailedPrecondition("this command needs an operator key (--keystore or --devnet-key)");
   RETURN_IF_ERROR(CheckChain());

@@ -48,6 +48,17 @@ struct OperatorSet {
   std::vector<Uint256> stakes;
 };
 
+// A slashing event from the service manager (docs/CONTRACTS.md, "Events").
+struct SlashEvent {
+  std::string kind;  // "equivocation" or "dispute"
+  Address20 operator_address{};
+  Hash256 task_id{};
+  Uint256 amount{};
+  Address20 reporter{};
+  uint64_t block_number = 0;
+  std::string tx_hash;
+};
+
 // Decodes revert data against the contracts' custom errors: "StakeBelowMinimum(1, 1000)".
 std::string DescribeRevert(const std::string& revert_data_hex);
 
@@ -62,6 +73,9 @@ class ChainClient {
   StatusOr<OperatorInfo> GetOperatorInfo(const Address20& operator_address);
   StatusOr<OperatorSet> OperatorsAt(uint64_t block_number);
   StatusOr<Uint256> MinimumStake();
+  // Slashing events in [from_block, to_block] (eth_getLogs on the manager, decoded). Nodes poll
+  // this to see evidence land.
+  StatusOr<std::vector<SlashEvent>> SlashEvents(uint64_t from_block, uint64_t to_block);
 
   StatusOr<TxOutcome> Register(const std::string& endpoint, const Uint256& stake_wei);
   StatusOr<TxOutcome> Deregister();

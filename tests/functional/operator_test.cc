@@ -192,6 +192,25 @@ TEST_F(OperatorTest, RegisterSlashAndWithdrawOnChain) {
   EXPECT_EQ(CastCall("stakeOf(address)(uint256)", AddrHex(2)), "0");
   EXPECT_EQ(CastCall("stakeOf(address)(uint256)", AddrHex(3)), "2000000000000000000");
 
+  // Both slashes are visible as events, decoded from the chain's logs.
+  auto events = reader.SlashEvents(0, *rpc_->BlockNumber());
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[0].kind, "equivocation");
+  EXPECT_EQ((*events)[0].operator_address, Addr(1));
+  EXPECT_EQ((*events)[0].task_id, H(7));
+  EXPECT_EQ(node::Uint256ToDecimal((*events)[0].amount), "2000000000000000000");
+  EXPECT_EQ((*events)[0].reporter, Addr(0));
+  EXPECT_EQ((*events)[1].kind, "dispute");
+  EXPECT_EQ((*events)[1].operator_address, Addr(2));
+  EXPECT_EQ((*events)[1].task_id, H(8));
+
+  // More stake than the account holds: refused before anything is sent.
+  CommandResult poor = Cli("operator register --stake 20000ether --endpoint x:1 --devnet-key 5");
+  EXPECT_EQ(poor.exit_code, 1);
+  EXPECT_NE(poor.out.find("error: register: "), std::string::npos) << poor.out;
+  EXPECT_NE(poor.out.find("nsufficient funds"), std::string::npos) << poor.out;
+
   // Withdrawal waits for the delay (20 blocks), then pays out.
   CommandResult early = Cli("operator withdraw --devnet-key 4");
   EXPECT_EQ(early.exit_code, 1);
