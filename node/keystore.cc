@@ -1,10 +1,11 @@
 #include "node/keystore.h"
 
+#include "common/secp256k1_sign.h"
+
 #include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
-#include <secp256k1.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -66,22 +67,6 @@ std::optional<std::vector<uint8_t>> DecodeHex(std::string_view hex) {
 
 // OpenSSL wants a non-null pointer even for an empty password.
 const char* PasswordPtr(std::string_view password) { return password.empty() ? "" : password.data(); }
-
-const secp256k1_context* Secp256k1() {
-  static secp256k1_context* ctx = [] {
-    secp256k1_context* c = secp256k1_context_create(SECP256K1_CONTEXT_NONE);
-    // Blinding for the signing/keygen multiplication; without a seed the context still works.
-    unsigned char seed[32];
-    if (c != nullptr && RAND_bytes(seed, sizeof(seed)) == 1) {
-      if (secp256k1_context_randomize(c, seed) != 1) {
-        // Unreachable with a fresh context; an unrandomized context is still correct.
-      }
-    }
-    OPENSSL_cleanse(seed, sizeof(seed));
-    return c;
-  }();
-  return ctx;
-}
 
 // ---------------------------------------------------------------------------------------------
 // scrypt
@@ -426,25 +411,7 @@ StatusOr<EthAddress> AddressFromHex(std::string_view hex) {
   return a;
 }
 
-StatusOr<EthAddress> AddressFromSecret(const SecretKey& secret) {
-  const secp256k1_context* ctx = Secp256k1();
-  if (ctx == nullptr) return Internal("secp256k1 context could not be created");
-  if (secp256k1_ec_seckey_verify(ctx, secret.data()) != 1) {
-    return InvalidArgument("not a valid secp256k1 private key (zero, or not below the group order)");
-  }
-  secp256k1_pubkey pubkey;
-  if (secp256k1_ec_pubkey_create(ctx, &pubkey, secret.data()) != 1) return Internal("secp256k1 public key failed");
-  uint8_t serialized[65];
-  size_t len = sizeof(serialized);
-  if (secp256k1_ec_pubkey_serialize(ctx, serialized, &len, &pubkey, SECP256K1_EC_UNCOMPRESSED) != 1 || len != 65) {
-    return Internal("secp256k1 public key serialization failed");
-  }
-  // Ethereum hashes X||Y without the 0x04 tag and keeps the low 20 bytes.
-  const Hash256 h = Keccak256(std::span<const uint8_t>(serialized + 1, 64));
-  EthAddress address{};
-  std::memcpy(address.data(), h.data() + 12, address.size());
-  return address;
-}
+StatusOr<EthAddress> AddressFromSecret(const SecretKey& secret) { return AddressFromSecretKey(secret); }
 
 StatusOr<SecretKey> GenerateSecretKey() {
   SecretKey key{};

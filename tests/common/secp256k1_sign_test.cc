@@ -1,3 +1,4 @@
+#include "tests/test_hex.h"
 #include "common/secp256k1_sign.h"
 
 #include <gtest/gtest.h>
@@ -11,22 +12,8 @@
 namespace consensor {
 namespace {
 
-std::vector<uint8_t> Hex(std::string_view h) {
-  if (h.starts_with("0x")) h.remove_prefix(2);
-  std::vector<uint8_t> out;
-  auto nib = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
-  for (size_t i = 0; i + 1 < h.size(); i += 2) out.push_back(static_cast<uint8_t>(nib(h[i]) << 4 | nib(h[i + 1])));
-  return out;
-}
-
-template <size_t N>
-std::array<uint8_t, N> Arr(std::string_view h) {
-  std::vector<uint8_t> v = Hex(h);
-  EXPECT_EQ(v.size(), N);
-  std::array<uint8_t, N> a{};
-  std::copy(v.begin(), v.begin() + std::min(N, v.size()), a.begin());
-  return a;
-}
+using testing_support::Hex;
+using testing_support::Arr;
 
 const Secp256k1Secret kAnvilKey = Arr<32>("ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80");
 const std::array<uint8_t, 32> kOrder = Arr<32>("fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141");

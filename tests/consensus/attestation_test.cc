@@ -1,3 +1,4 @@
+#include "tests/test_hex.h"
 #include "consensus/attestation.h"
 
 #include <gtest/gtest.h>
@@ -11,22 +12,8 @@
 namespace consensor::consensus {
 namespace {
 
-std::vector<uint8_t> Hex(std::string_view h) {
-  if (h.starts_with("0x")) h.remove_prefix(2);
-  std::vector<uint8_t> out;
-  auto nib = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
-  for (size_t i = 0; i + 1 < h.size(); i += 2) out.push_back(static_cast<uint8_t>(nib(h[i]) << 4 | nib(h[i + 1])));
-  return out;
-}
-
-template <size_t N>
-std::array<uint8_t, N> Arr(std::string_view h) {
-  std::vector<uint8_t> v = Hex(h);
-  EXPECT_EQ(v.size(), N);
-  std::array<uint8_t, N> a{};
-  std::copy(v.begin(), v.begin() + std::min(N, v.size()), a.begin());
-  return a;
-}
+using testing_support::Hex;
+using testing_support::Arr;
 
 // The example from EIP-712 itself (https://eips.ethereum.org/EIPS/eip-712, Example.js):
 //   Person(string name,address wallet), Mail(Person from,Person to,string contents)

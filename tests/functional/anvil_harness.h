@@ -35,19 +35,7 @@ class AnvilProcess {
   bool Start(std::vector<std::string> extra_args = {}) {
     std::vector<std::string> args = {AnvilBinary(), "--host", "127.0.0.1", "--port", "0"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-      }
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
+    pid_ = SpawnWithLog(args, log_path_, /*append=*/false);
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < until) {
       std::string log = ReadWholeFile(log_path_);

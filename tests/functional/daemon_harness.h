@@ -61,6 +61,24 @@ inline Tensor RandomF32(Shape shape, uint32_t seed) {
   return t;
 }
 
+// fork + exec with stdout and stderr going to `log_path`; returns the child's pid.
+inline pid_t SpawnWithLog(std::vector<std::string> args, const std::string& log_path, bool append) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC), 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
 class DaemonProcess {
  public:
   DaemonProcess(std::string datadir, std::vector<std::string> extra_args)
@@ -74,20 +92,7 @@ class DaemonProcess {
     std::vector<std::string> args = {DaemonBinary(), "--datadir", datadir_, "--listen", "127.0.0.1:0",
                                      "--log-level", "debug"};
     args.insert(args.end(), extra_args_.begin(), extra_args_.end());
-    const std::string log = datadir_ + "/consensord.log";
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-      }
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
+    pid_ = SpawnWithLog(args, datadir_ + "/consensord.log", /*append=*/true);
   }
 
   // Waits until the daemon has written its address (it is serving) or has exited.

@@ -1,3 +1,4 @@
+#include "tests/test_hex.h"
 #include "node/rlp.h"
 
 #include <gtest/gtest.h>
@@ -10,13 +11,7 @@
 namespace consensor::node {
 namespace {
 
-std::vector<uint8_t> Hex(std::string_view h) {
-  if (h.starts_with("0x")) h.remove_prefix(2);
-  std::vector<uint8_t> out;
-  auto nib = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
-  for (size_t i = 0; i + 1 < h.size(); i += 2) out.push_back(static_cast<uint8_t>(nib(h[i]) << 4 | nib(h[i + 1])));
-  return out;
-}
+using testing_support::Hex;
 
 RlpItem S(std::string_view s) { return RlpItem::String(s); }
 RlpItem L(std::vector<RlpItem> v) { return RlpItem::List(std::move(v)); }
