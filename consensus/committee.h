@@ -1,0 +1,38 @@
+// Committee selection: which operators execute a task. Every node computes the same answer
+// from the same inputs (the task id, the reference block, the operator set at that block), so
+// no coordinator is needed.
+//
+// The committee order is a stake-weighted sample without replacement over the whole operator
+// set. Draw i (i = 0, 1, ...) takes
+//   seed_i,k = keccak256("consensor.committee.v1" || task_id || u64be(reference_block) ||
+//                        u32be(i) || u32be(k))         for k = 0, 1, ... (rejection sampling)
+// reads its first 16 bytes as a big-endian u128 x, and accepts the first k with
+// x < floor((2^128 - 1) / remaining) * remaining, so r = x mod remaining is exactly uniform in
+// [0, remaining stake). Walking the remaining operators in ascending address order, the first
+// whose cumulative stake exceeds r is drawn and removed. The first `replicas` operators of the
+// order form the committee; a member that stays silent is replaced by the next one in the order.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "common/secp256k1_sign.h"
+#include "common/sha256.h"
+#include "common/status.h"
+
+namespace consensor::consensus {
+
+struct WeightedOperator {
+  Address20 address{};
+  // Stake in wei, as a 256-bit big-endian integer; the total must stay below 2^127.
+  std::array<uint8_t, 32> stake{};
+};
+
+// The first `count` operators of the task's committee order (fewer when the set is smaller).
+// Operators with zero stake are never drawn. INVALID_ARGUMENT for duplicate addresses or a
+// total stake of 2^127 or more.
+StatusOr<std::vector<Address20>> CommitteeOrder(const Hash256& task_id, uint64_t reference_block,
+                                                std::vector<WeightedOperator> operators, size_t count);
+
+}  // namespace consensor::consensus
