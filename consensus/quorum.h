@@ -1,0 +1,83 @@
+// The per-task quorum tracker: collects signed attestations from committee members, finalizes
+// the task when `quorum` distinct members sign the same result, and keeps the evidence that
+// disputes and slashing need (conflicting results, equivocating signers). Pure: signatures are
+// verified here, but time, gossip and storage live in node/.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "common/status.h"
+#include "consensus/attestation.h"
+
+namespace consensor::consensus {
+
+using Signature65 = std::array<uint8_t, 65>;
+
+struct SignedAttestation {
+  Attestation attestation;
+  Signature65 signature{};
+};
+
+// What the contract's slashDispute takes as a certificate: one result, signatures in strictly
+// ascending signer order.
+struct Certificate {
+  Attestation attestation;
+  std::vector<Address20> signers;      // ascending
+  std::vector<Signature65> signatures;  // same order
+};
+
+// One signer, two different results for the same task: slashable on its own.
+struct Equivocation {
+  Address20 signer{};
+  SignedAttestation first, second;
+};
+
+enum class AddOutcome {
+  kCounted,    // a new vote for its result
+  kDuplicate,  // this signer already voted for this result; nothing changed
+  // This signer had voted for a different attestation; not counted. When the result roots
+  // differ it is recorded as equivocation evidence.
+  kConflictingVote,
+  kFinalized,  // this vote completed the quorum
+};
+
+class QuorumTracker {
+ public:
+  // `committee` must not be empty and `quorum` must be in [1, committee size].
+  static StatusOr<QuorumTracker> Create(const Eip712Domain& domain, const Hash256& task_id, uint64_t reference_block,
+                                        std::vector<Address20> committee, size_t quorum);
+
+  // INVALID_ARGUMENT for another task or reference block, or a signature that does not
+  // recover; PERMISSION_DENIED when the signer is not in the committee.
+  StatusOr<AddOutcome> Add(const SignedAttestation& signed_attestation);
+
+  bool finalized() const { return certificate_.has_value(); }
+  const std::optional<Certificate>& certificate() const { return certificate_; }
+  const std::vector<Equivocation>& equivocations() const { return equivocations_; }
+  // True once committee members have signed different results: honest nodes then widen the
+  // re-execution (issue: disputes).
+  bool conflicting() const { return votes_.size() > 1; }
+  // Distinct signers of exactly this attestation.
+  size_t votes_for(const Attestation& attestation) const;
+
+ private:
+  QuorumTracker() = default;
+
+  Eip712Domain domain_{};
+  Hash256 task_id_{};
+  uint64_t reference_block_ = 0;
+  std::vector<Address20> committee_;  // sorted
+  size_t quorum_ = 0;
+  // Votes are per whole attestation (struct hash): signatures in one certificate must all be
+  // over the same message, trace root included.
+  std::map<Hash256, std::map<Address20, SignedAttestation>> votes_;  // struct hash -> signer -> vote
+  std::map<Address20, Hash256> vote_of_;                             // signer -> its counted struct hash
+  std::vector<Equivocation> equivocations_;
+  std::optional<Certificate> certificate_;
+};
+
+}  // namespace consensor::consensus

@@ -1,0 +1,95 @@
+#include "consensus/quorum.h"
+
+#include <gtest/gtest.h>
+
+#include "common/keccak.h"
+#include "common/secp256k1_sign.h"
+
+namespace consensor::consensus {
+namespace {
+
+Secp256k1Secret Key(int i) { return Keccak256("operator key " + std::to_string(i)); }
+Address20 Addr(int i) { return *AddressFromSecretKey(Key(i)); }
+
+Hash256 H(uint8_t v) {
+  Hash256 h{};
+  h[31] = v;
+  return h;
+}
+
+class QuorumTest : public ::testing::Test {
+ protected:
+  SignedAttestation Vote(int signer, uint8_t result, uint8_t trace = 3, uint8_t task = 7, uint64_t block = 100) {
+    SignedAttestation sa;
+    sa.attestation = {H(task), H(result), H(trace), block};
+    sa.signature = *SignAttestation(Key(signer), domain_, sa.attestation);
+    return sa;
+  }
+  QuorumTracker Tracker(size_t quorum) {
+    return std::move(QuorumTracker::Create(domain_, H(7), 100, {Addr(1), Addr(2), Addr(3), Addr(4)}, quorum)).value();
+  }
+  Eip712Domain domain_{31337, Address20{0x11}};
+};
+
+TEST_F(QuorumTest, FinalizesWithASortedCertificate) {
+  QuorumTracker t = Tracker(3);
+  EXPECT_EQ(*t.Add(Vote(4, 1)), AddOutcome::kCounted);
+  EXPECT_EQ(*t.Add(Vote(4, 1)), AddOutcome::kDuplicate);
+  EXPECT_EQ(*t.Add(Vote(2, 1)), AddOutcome::kCounted);
+  EXPECT_FALSE(t.finalized());
+  EXPECT_EQ(*t.Add(Vote(1, 1)), AddOutcome::kFinalized);
+  ASSERT_TRUE(t.finalized());
+  const Certificate& c = *t.certificate();
+  EXPECT_EQ(c.attestation.result_root, H(1));
+  ASSERT_EQ(c.signers.size(), 3u);
+  EXPECT_TRUE(std::is_sorted(c.signers.begin(), c.signers.end()));
+  for (size_t i = 0; i < c.signers.size(); ++i) {
+    EXPECT_EQ(*RecoverAttestationSigner(domain_, c.attestation, c.signatures[i]), c.signers[i]);
+  }
+  // Later votes still count, but the certificate does not change.
+  EXPECT_EQ(*t.Add(Vote(3, 1)), AddOutcome::kCounted);
+  EXPECT_EQ(t.certificate()->signers.size(), 3u);
+  EXPECT_EQ(t.votes_for(Vote(3, 1).attestation), 4u);
+  EXPECT_FALSE(t.conflicting());
+}
+
+TEST_F(QuorumTest, ConflictsAndEquivocationAreRecorded) {
+  QuorumTracker t = Tracker(3);
+  EXPECT_EQ(*t.Add(Vote(1, 1)), AddOutcome::kCounted);
+  EXPECT_EQ(*t.Add(Vote(2, 9)), AddOutcome::kCounted);  // another result: a conflict
+  EXPECT_TRUE(t.conflicting());
+  // Operator 2 also signs result 1: equivocation evidence, and not counted for result 1.
+  EXPECT_EQ(*t.Add(Vote(2, 1)), AddOutcome::kConflictingVote);
+  ASSERT_EQ(t.equivocations().size(), 1u);
+  const Equivocation& e = t.equivocations()[0];
+  EXPECT_EQ(e.signer, Addr(2));
+  EXPECT_EQ(e.first.attestation.result_root, H(9));
+  EXPECT_EQ(e.second.attestation.result_root, H(1));
+  EXPECT_EQ(t.votes_for(Vote(1, 1).attestation), 1u);
+  // Same result root with another trace root: not counted, not slashable as equivocation.
+  EXPECT_EQ(*t.Add(Vote(1, 1, /*trace=*/5)), AddOutcome::kConflictingVote);
+  EXPECT_EQ(t.equivocations().size(), 1u);
+  EXPECT_EQ(*t.Add(Vote(3, 1)), AddOutcome::kCounted);
+  EXPECT_EQ(*t.Add(Vote(4, 1)), AddOutcome::kFinalized);
+}
+
+TEST_F(QuorumTest, RejectsOutsidersAndMismatches) {
+  QuorumTracker t = Tracker(2);
+  EXPECT_EQ(t.Add(Vote(9, 1)).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(t.Add(Vote(1, 1, 3, /*task=*/8)).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.Add(Vote(1, 1, 3, 7, /*block=*/99)).status().code(), StatusCode::kInvalidArgument);
+  SignedAttestation forged = Vote(1, 1);
+  forged.attestation.result_root = H(2);  // signature no longer matches: recovers someone else
+  EXPECT_EQ(t.Add(forged).status().code(), StatusCode::kPermissionDenied);
+  SignedAttestation garbage = Vote(1, 1);
+  garbage.signature[64] = 5;  // invalid v
+  EXPECT_EQ(t.Add(garbage).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(t.finalized());
+  EXPECT_EQ(QuorumTracker::Create(domain_, H(7), 100, {}, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(QuorumTracker::Create(domain_, H(7), 100, {Addr(1)}, 2).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(QuorumTracker::Create(domain_, H(7), 100, {Addr(1), Addr(1)}, 1).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace consensor::consensus
