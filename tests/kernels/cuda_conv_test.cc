@@ -14,87 +14,27 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/emulated_backend.h"
-#include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/cuda_test_util.h"
 
 namespace consensor::kernels {
 namespace {
 
 using namespace test_util;
 
-struct Backends {
-  std::unique_ptr<CpuBackend> cpu;
-  std::unique_ptr<Backend> emu;
-  std::unique_ptr<Backend> gpu;  // null without a usable GPU
-};
-
-Backends& GetBackends() {
-  static Backends* b = [] {
-    auto* r = new Backends;
-    auto cpu = CpuBackend::Create({.num_threads = 1, .isa = "portable"});
-    EXPECT_TRUE(cpu.ok()) << cpu.status().ToString();
-    if (cpu.ok()) r->cpu = std::move(cpu).value();
-    r->emu = CreateEmulatedCudaBackend();
-    auto gpu = CreateCudaBackend({});
-    if (gpu.ok()) r->gpu = std::move(gpu).value();
-    return r;
-  }();
-  return *b;
-}
-
-// Runs one call on `be` with every tensor placed in an arena of that backend (inputs
-// copied in, the output pre-filled with kPoison and copied back out).
-Status RunInArena(Backend& be, Op op, const OpParams& params, const std::vector<HostTensor*>& inputs,
-                  HostTensor* out) {
-  auto align = [](int64_t v) { return (v + 255) / 256 * 256; };
-  std::vector<int64_t> offsets;
-  int64_t total = 0;
-  for (HostTensor* t : inputs) {
-    offsets.push_back(total);
-    total = align(total + static_cast<int64_t>(t->bytes.size()));
-  }
-  const int64_t out_offset = total;
-  total = align(total + static_cast<int64_t>(out->bytes.size())) + 256;
-  auto arena_or = be.AllocateArena(total);
-  if (!arena_or.ok()) return arena_or.status();
-  std::unique_ptr<Arena> arena = std::move(arena_or).value();
-  std::vector<TensorView> views;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    HostTensor* t = inputs[i];
-    if (!t->bytes.empty()) {
-      Status s = arena->CopyIn(offsets[i], t->bytes.data(), static_cast<int64_t>(t->bytes.size()));
-      if (!s.ok()) return s;
-    }
-    views.push_back(MakeView(t->dtype, t->shape, arena->base() + offsets[i]));
-  }
-  if (!out->bytes.empty()) {
-    Status s = arena->CopyIn(out_offset, out->bytes.data(), static_cast<int64_t>(out->bytes.size()));
-    if (!s.ok()) return s;
-  }
-  TensorView y = MakeView(out->dtype, out->shape, arena->base() + out_offset);
-  KernelCall call = MakeCall(op, params, views.data(), static_cast<int>(views.size()), &y);
-  Status s = be.Run(call);
-  if (!s.ok()) return s;
-  s = be.Synchronize();
-  if (!s.ok()) return s;
-  if (!out->bytes.empty()) return arena->CopyOut(out_offset, out->bytes.data(), static_cast<int64_t>(out->bytes.size()));
-  return OkStatus();
-}
-
 // Runs on the CPU reference and on every CUDA backend; expects identical bytes.
 void Compare(Op op, std::vector<HostTensor> inputs, DType out_dtype, const Shape& out_shape,
              const OpParams& params = {}) {
-  Backends& b = GetBackends();
+  CudaTestBackends& b = GetBackends();
   ASSERT_TRUE(b.cpu && b.emu);
-  std::vector<HostTensor*> in;
-  for (HostTensor& t : inputs) in.push_back(&t);
+  const std::vector<const HostTensor*> in = Ptrs(inputs);
   HostTensor ref(out_dtype, out_shape);
-  Status s = RunInArena(*b.cpu, op, params, in, &ref);
+  Status s = RunInArena(*b.cpu, op, params, in, ref);
   ASSERT_TRUE(s.ok()) << "cpu: " << s.ToString();
   std::vector<std::pair<std::string, Backend*>> cuda = {{"cuda-emu", b.emu.get()}};
   if (b.gpu) cuda.push_back({b.gpu->name(), b.gpu.get()});
   for (auto& [name, be] : cuda) {
     HostTensor out(out_dtype, out_shape);
-    s = RunInArena(*be, op, params, in, &out);
+    s = RunInArena(*be, op, params, in, out);
     ASSERT_TRUE(s.ok()) << name << ": " << s.ToString();
     if (out.bytes != ref.bytes) {
       const int64_t es = DTypeSize(out_dtype);
@@ -185,14 +125,12 @@ TEST(CudaConv, EmptyShapes) {
 }
 
 TEST(CudaConv, InvalidArgumentsMatchCpu) {
-  Backends& be = GetBackends();
+  CudaTestBackends& be = GetBackends();
   auto code = [&](Backend& bk, const OpParams& p, const Shape& xs, const Shape& ws, const Shape& ys, int bias_n) {
     std::vector<HostTensor> ins = {HostTensor(DType::kF32, xs), HostTensor(DType::kF32, ws)};
     if (bias_n >= 0) ins.push_back(HostTensor(DType::kF32, {bias_n}));
-    std::vector<HostTensor*> in;
-    for (HostTensor& t : ins) in.push_back(&t);
     HostTensor out(DType::kF32, ys);
-    return RunInArena(bk, Op::kConv2D, p, in, &out).code();
+    return RunInArena(bk, Op::kConv2D, p, Ptrs(ins), out).code();
   };
   const Conv base{1, 4, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false};
   OpParams good = base.Params();

@@ -15,93 +15,35 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/emulated_backend.h"
-#include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/cuda_test_util.h"
 
 namespace consensor::kernels {
 namespace {
 
 using namespace test_util;
 
-struct Backends {
-  std::unique_ptr<CpuBackend> cpu;
-  std::unique_ptr<Backend> emu;
-  std::unique_ptr<Backend> gpu;  // null without a usable GPU
-};
-
-Backends& GetBackends() {
-  static Backends* b = [] {
-    auto* r = new Backends;
-    auto cpu = CpuBackend::Create({.num_threads = 1, .isa = "portable"});
-    EXPECT_TRUE(cpu.ok()) << cpu.status().ToString();
-    if (cpu.ok()) r->cpu = std::move(cpu).value();
-    r->emu = CreateEmulatedCudaBackend();
-    auto gpu = CreateCudaBackend({});
-    if (gpu.ok()) r->gpu = std::move(gpu).value();
-    return r;
-  }();
-  return *b;
-}
-
-// Runs one call on `be` with every tensor in an arena of that backend. Tensors start at
-// 256-byte aligned offsets plus `misalign` elements (to exercise the unaligned paths).
-Status RunInArena(Backend& be, Op op, const OpParams& params, const std::vector<HostTensor*>& inputs,
-                  HostTensor* out, int misalign) {
-  auto align = [](int64_t v) { return (v + 255) / 256 * 256; };
-  std::vector<int64_t> offsets;
-  int64_t total = 0;
-  for (HostTensor* t : inputs) {
-    total += misalign * DTypeSize(t->dtype);
-    offsets.push_back(total);
-    total = align(total + static_cast<int64_t>(t->bytes.size()));
-  }
-  const int64_t out_offset = total + misalign * DTypeSize(out->dtype);
-  total = align(out_offset + static_cast<int64_t>(out->bytes.size())) + 256;
-  ASSIGN_OR_RETURN(std::unique_ptr<Arena> arena, be.AllocateArena(total));
-  std::vector<TensorView> views;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    HostTensor* t = inputs[i];
-    if (!t->bytes.empty()) RETURN_IF_ERROR(arena->CopyIn(offsets[i], t->bytes.data(), static_cast<int64_t>(t->bytes.size())));
-    views.push_back(MakeView(t->dtype, t->shape, arena->base() + offsets[i]));
-  }
-  if (!out->bytes.empty()) {
-    RETURN_IF_ERROR(arena->CopyIn(out_offset, out->bytes.data(), static_cast<int64_t>(out->bytes.size())));
-  }
-  TensorView y = MakeView(out->dtype, out->shape, arena->base() + out_offset);
-  KernelCall call = MakeCall(op, params, views.data(), static_cast<int>(views.size()), &y);
-  RETURN_IF_ERROR(be.Run(call));
-  RETURN_IF_ERROR(be.Synchronize());
-  if (!out->bytes.empty()) return arena->CopyOut(out_offset, out->bytes.data(), static_cast<int64_t>(out->bytes.size()));
-  return OkStatus();
-}
-
 // Runs on every backend; statuses must agree in code, outputs bit for bit. Returns the
 // CPU status.
 Status Compare(Op op, std::vector<HostTensor> inputs, DType out_dtype, Shape out_shape, const OpParams& params = {},
                int misalign = 0, const std::string& what = "") {
-  Backends& b = GetBackends();
-  std::vector<HostTensor*> in;
-  for (HostTensor& t : inputs) in.push_back(&t);
+  CudaTestBackends& b = GetBackends();
+  const std::vector<const HostTensor*> in = Ptrs(inputs);
+  std::vector<int> input_misalign;
+  for (size_t i = 0; i < in.size(); ++i) input_misalign.push_back(misalign);
   const std::string label = std::string(OpName(op)) + " " + ShapeToString(out_shape) + " " +
                             std::string(DTypeName(out_dtype)) + " misalign " + std::to_string(misalign) + " " + what;
   HostTensor ref(out_dtype, out_shape);
-  Status cs = RunInArena(*b.cpu, op, params, in, &ref, misalign);
+  Status cs = RunInArena(*b.cpu, op, params, in, ref, input_misalign, misalign);
   std::vector<std::pair<std::string, Backend*>> others = {{"emu", b.emu.get()}};
   if (b.gpu) others.push_back({"gpu", b.gpu.get()});
   for (auto& [name, be] : others) {
     HostTensor got(out_dtype, out_shape);
-    Status s = RunInArena(*be, op, params, in, &got, misalign);
+    Status s = RunInArena(*be, op, params, in, got, input_misalign, misalign);
     EXPECT_EQ(cs.code(), s.code()) << label << " on " << name << ": cpu " << cs.ToString() << " vs " << s.ToString();
     if (cs.ok() && s.ok()) {
       EXPECT_EQ(ref.bytes.size(), got.bytes.size());
       if (ref.bytes != got.bytes) {
-        const int64_t es = DTypeSize(out_dtype);
-        int64_t first = -1;
-        for (size_t i = 0; i < ref.bytes.size(); ++i) {
-          if (ref.bytes[i] != got.bytes[i]) {
-            first = static_cast<int64_t>(i) / es;
-            break;
-          }
-        }
+        const int64_t first = FirstDifferentElement(ref, got);
         ADD_FAILURE() << label << " on " << name << ": output differs from the CPU backend, first at element "
                       << first;
       }

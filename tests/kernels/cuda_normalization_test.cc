@@ -17,7 +17,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/emulated_backend.h"
-#include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/cuda_test_util.h"
 
 namespace consensor::kernels {
 namespace {
@@ -30,55 +30,10 @@ OpParams AxisP(int64_t axis) {
   return p;
 }
 
-// Runs one call with every tensor in an arena of `be`; returns the output bytes.
-Status RunInArena(Backend& be, Op op, const OpParams& p, const std::vector<const HostTensor*>& ins, HostTensor& out) {
-  auto align = [](int64_t v) { return (v + 255) / 256 * 256; };
-  int64_t total = 0;
-  std::vector<int64_t> offs;
-  for (const HostTensor* t : ins) {
-    offs.push_back(total);
-    total += align(static_cast<int64_t>(t->bytes.size()));
-  }
-  const int64_t out_off = total;
-  total += align(static_cast<int64_t>(out.bytes.size()));
-  ASSIGN_OR_RETURN(std::unique_ptr<Arena> arena, be.AllocateArena(std::max<int64_t>(total, 256)));
-  std::vector<TensorView> views;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    RETURN_IF_ERROR(arena->CopyIn(offs[i], ins[i]->bytes.data(), static_cast<int64_t>(ins[i]->bytes.size())));
-    views.push_back(MakeView(ins[i]->dtype, ins[i]->shape, arena->base() + offs[i]));
-  }
-  RETURN_IF_ERROR(arena->CopyIn(out_off, out.bytes.data(), static_cast<int64_t>(out.bytes.size())));
-  TensorView ov = MakeView(out.dtype, out.shape, arena->base() + out_off);
-  KernelCall call = MakeCall(op, p, views.data(), static_cast<int>(views.size()), &ov);
-  RETURN_IF_ERROR(be.Run(call));
-  RETURN_IF_ERROR(be.Synchronize());
-  return arena->CopyOut(out_off, out.bytes.data(), static_cast<int64_t>(out.bytes.size()));
-}
-
-struct Backends {
-  std::unique_ptr<CpuBackend> cpu;
-  std::unique_ptr<Backend> emu;
-  std::unique_ptr<Backend> gpu;  // null without a GPU
-};
-
-Backends& GetBackends() {
-  static Backends* b = [] {
-    auto* r = new Backends;
-    auto cpu = CpuBackend::Create({.num_threads = 1, .isa = "portable"});
-    EXPECT_TRUE(cpu.ok());
-    if (cpu.ok()) r->cpu = std::move(cpu).value();
-    r->emu = CreateEmulatedCudaBackend();
-    auto gpu = CreateCudaBackend({});
-    if (gpu.ok()) r->gpu = std::move(gpu).value();
-    return r;
-  }();
-  return *b;
-}
-
 // Runs on the CPU and the CUDA backends, expects success and identical bytes.
 HostTensor Compare(const std::string& what, Op op, const OpParams& p, const std::vector<const HostTensor*>& ins,
                    DType odt, const Shape& oshape) {
-  Backends& b = GetBackends();
+  CudaTestBackends& b = GetBackends();
   HostTensor ref(odt, oshape);
   Status s = RunInArena(*b.cpu, op, p, ins, ref);
   EXPECT_TRUE(s.ok()) << what << " cpu: " << s.ToString();
@@ -89,10 +44,8 @@ HostTensor Compare(const std::string& what, Op op, const OpParams& p, const std:
     EXPECT_TRUE(st.ok()) << what << " " << be->name() << ": " << st.ToString();
     if (!st.ok()) continue;
     if (out.bytes != ref.bytes) {
-      size_t i = 0;
-      while (i < out.bytes.size() && out.bytes[i] == ref.bytes[i]) ++i;
-      ADD_FAILURE() << what << " " << be->name() << ": bytes differ from the CPU backend at byte " << i << " of "
-                    << out.bytes.size();
+      ADD_FAILURE() << what << " " << be->name() << ": output differs from the CPU backend, first at element "
+                    << FirstDifferentElement(ref, out) << " of " << out.numel();
     }
   }
   return ref;
@@ -187,7 +140,7 @@ TEST(CudaNormalization, LayerNorm) {
 }
 
 TEST(CudaNormalization, ValidationMatchesCpu) {
-  Backends& b = GetBackends();
+  CudaTestBackends& b = GetBackends();
   HostTensor x = Rand({3, 4}, 1);
   HostTensor bad_scale = Rand({3}, 2);
   HostTensor xi(DType::kI32, {3, 4}, 0);
