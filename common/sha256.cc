@@ -1,5 +1,7 @@
 #include "common/sha256.h"
 
+#include <algorithm>
+
 #include <openssl/evp.h>
 
 namespace consensor {
@@ -50,15 +52,23 @@ std::string ToHex(std::span<const uint8_t> bytes) {
   return s;
 }
 
-StatusOr<Hash256> Hash256FromHex(std::string_view hex) {
-  if (hex.size() != 64) return InvalidArgument("a SHA-256 hash is 64 hex digits, got " + std::to_string(hex.size()));
-  Hash256 out{};
-  for (size_t i = 0; i < 64; ++i) {
+StatusOr<std::vector<uint8_t>> BytesFromHex(std::string_view hex) {
+  if (hex.size() % 2 != 0) return InvalidArgument("hex text has an odd number of digits (" + std::to_string(hex.size()) + ")");
+  std::vector<uint8_t> out(hex.size() / 2);
+  for (size_t i = 0; i < hex.size(); ++i) {
     char c = hex[i];
     int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
-    if (v < 0) return InvalidArgument("invalid hex digit in hash '" + std::string(hex) + "'");
+    if (v < 0) return InvalidArgument("invalid hex digit in '" + std::string(hex.substr(0, 140)) + "'");
     out[i / 2] = static_cast<uint8_t>((out[i / 2] << 4) | v);
   }
+  return out;
+}
+
+StatusOr<Hash256> Hash256FromHex(std::string_view hex) {
+  if (hex.size() != 64) return InvalidArgument("a SHA-256 hash is 64 hex digits, got " + std::to_string(hex.size()));
+  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, BytesFromHex(hex));
+  Hash256 out{};
+  std::copy(bytes.begin(), bytes.end(), out.begin());
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "common/status.h"
@@ -39,5 +40,7 @@ inline Hash256 Sha256Of(std::string_view data) {
 
 std::string ToHex(std::span<const uint8_t> bytes);
 StatusOr<Hash256> Hash256FromHex(std::string_view hex);
+// Any even number of hex digits, no prefix.
+StatusOr<std::vector<uint8_t>> BytesFromHex(std::string_view hex);
 
 }  // namespace consensor

@@ -25,6 +25,67 @@ StatusOr<QuorumTracker> QuorumTracker::Create(const Eip712Domain& domain, const 
   return t;
 }
 
+namespace {
+
+using u128 = unsigned __int128;
+constexpr int kMaxStakeBits = 100;
+
+StatusOr<u128> SmallStake(const std::array<uint8_t, 32>& be) {
+  for (int i = 0; i < 16; ++i) {
+    if (be[i] != 0) return InvalidArgument("stake must be below 2^100 wei");
+  }
+  u128 v = 0;
+  for (int i = 16; i < 32; ++i) v = (v << 8) | be[i];
+  if (v >> kMaxStakeBits) return InvalidArgument("stake must be below 2^100 wei");
+  return v;
+}
+
+}  // namespace
+
+StatusOr<QuorumTracker> QuorumTracker::CreateWeighted(const Eip712Domain& domain, const Hash256& task_id,
+                                                      uint64_t reference_block,
+                                                      const std::vector<WeightedOperator>& committee,
+                                                      const std::array<uint8_t, 32>& total_stake,
+                                                      uint32_t threshold_bps) {
+  if (threshold_bps == 0 || threshold_bps > 10000) {
+    return InvalidArgument("threshold " + std::to_string(threshold_bps) + " bps must be in 1..10000");
+  }
+  std::vector<Address20> members;
+  for (const auto& op : committee) members.push_back(op.address);
+  ASSIGN_OR_RETURN(QuorumTracker t, Create(domain, task_id, reference_block, members, 1));
+  t.weighted_ = true;
+  t.threshold_bps_ = threshold_bps;
+  ASSIGN_OR_RETURN(t.total_stake_, SmallStake(total_stake));
+  u128 sum = 0;
+  for (const auto& op : committee) {
+    ASSIGN_OR_RETURN(u128 stake, SmallStake(op.stake));
+    t.stake_of_[op.address] = stake;
+    sum += stake;
+  }
+  if (sum > t.total_stake_) return InvalidArgument("the committee holds more stake than the total");
+  return t;
+}
+
+bool QuorumTracker::is_member(const Address20& a) const {
+  return std::binary_search(committee_.begin(), committee_.end(), a);
+}
+
+Status QuorumTracker::ExtendCommittee(const std::vector<Address20>& members) {
+  if (weighted_) return InvalidArgument("a dispute committee cannot be extended");
+  for (const Address20& m : members) {
+    if (!is_member(m)) committee_.insert(std::upper_bound(committee_.begin(), committee_.end(), m), m);
+  }
+  return OkStatus();
+}
+
+bool QuorumTracker::Reached(const std::map<Address20, SignedAttestation>& voters) const {
+  if (!weighted_) return voters.size() >= quorum_;
+  u128 signed_stake = 0;
+  for (const auto& [address, vote] : voters) signed_stake += stake_of_.at(address);
+  // Both sides stay below 2^114, so the products are exact.
+  return signed_stake * 10000 >= total_stake_ * threshold_bps_;
+}
+
 size_t QuorumTracker::votes_for(const Attestation& attestation) const {
   auto it = votes_.find(AttestationStructHash(attestation));
   return it == votes_.end() ? 0 : it->second.size();
@@ -58,7 +119,7 @@ StatusOr<AddOutcome> QuorumTracker::Add(const SignedAttestation& sa) {
   vote_of_[*signer] = key;
   auto& voters = votes_[key];
   voters.emplace(*signer, sa);
-  if (certificate_ || voters.size() < quorum_) return AddOutcome::kCounted;
+  if (certificate_ || !Reached(voters)) return AddOutcome::kCounted;
   Certificate c;
   c.attestation = a;
   for (const auto& [address, vote] : voters) {  // std::map: ascending signer order

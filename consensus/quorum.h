@@ -12,6 +12,7 @@
 
 #include "common/status.h"
 #include "consensus/attestation.h"
+#include "consensus/committee.h"
 
 namespace consensor::consensus {
 
@@ -47,9 +48,24 @@ enum class AddOutcome {
 
 class QuorumTracker {
  public:
+  // Count mode: finalizes when `quorum` committee members sign the same attestation.
   // `committee` must not be empty and `quorum` must be in [1, committee size].
   static StatusOr<QuorumTracker> Create(const Eip712Domain& domain, const Hash256& task_id, uint64_t reference_block,
                                         std::vector<Address20> committee, size_t quorum);
+  // Stake mode, for dispute rounds: finalizes when members holding at least threshold_bps /
+  // 10000 of `total_stake` (the whole operator set's stake at the reference block) sign the same
+  // attestation — the rule the contract's slashDispute applies to a certificate. Stakes are
+  // 256-bit big-endian; the total must be below 2^100 wei so the comparison is exact in 128 bits.
+  static StatusOr<QuorumTracker> CreateWeighted(const Eip712Domain& domain, const Hash256& task_id,
+                                                uint64_t reference_block, const std::vector<WeightedOperator>& committee,
+                                                const std::array<uint8_t, 32>& total_stake, uint32_t threshold_bps);
+
+  // Adds members (a silent member's replacement). Votes from non-members were refused, so the
+  // caller re-adds what it kept aside. Members already present are ignored.
+  // Stake mode: INVALID_ARGUMENT (the dispute committee is fixed).
+  Status ExtendCommittee(const std::vector<Address20>& members);
+  size_t committee_size() const { return committee_.size(); }
+  bool is_member(const Address20& a) const;
 
   // INVALID_ARGUMENT for another task or reference block, or a signature that does not
   // recover; PERMISSION_DENIED when the signer is not in the committee.
@@ -70,8 +86,15 @@ class QuorumTracker {
   Eip712Domain domain_{};
   Hash256 task_id_{};
   uint64_t reference_block_ = 0;
+  bool Reached(const std::map<Address20, SignedAttestation>& voters) const;
+
   std::vector<Address20> committee_;  // sorted
   size_t quorum_ = 0;
+  // Stake mode only.
+  bool weighted_ = false;
+  std::map<Address20, unsigned __int128> stake_of_;
+  unsigned __int128 total_stake_ = 0;
+  uint32_t threshold_bps_ = 0;
   // Votes are per whole attestation (struct hash): signatures in one certificate must all be
   // over the same message, trace root included.
   std::map<Hash256, std::map<Address20, SignedAttestation>> votes_;  // struct hash -> signer -> vote

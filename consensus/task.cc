@@ -37,6 +37,7 @@ std::string_view TaskStateName(TaskState state) {
     case TaskState::kRunning: return "running";
     case TaskState::kSucceeded: return "succeeded";
     case TaskState::kFailed: return "failed";
+    case TaskState::kCertifying: return "certifying";
   }
   return "unknown";
 }
@@ -45,8 +46,12 @@ bool IsFinal(TaskState state) { return state == TaskState::kSucceeded || state =
 
 bool IsAllowedTransition(TaskState from, TaskState to) {
   switch (from) {
-    case TaskState::kQueued: return to == TaskState::kRunning || to == TaskState::kFailed;
+    case TaskState::kQueued:
+      return to == TaskState::kRunning || to == TaskState::kFailed || to == TaskState::kCertifying;
     case TaskState::kRunning:
+      return to == TaskState::kSucceeded || to == TaskState::kFailed || to == TaskState::kQueued ||
+             to == TaskState::kCertifying;
+    case TaskState::kCertifying:
       return to == TaskState::kSucceeded || to == TaskState::kFailed || to == TaskState::kQueued;
     case TaskState::kSucceeded:
     case TaskState::kFailed: return false;

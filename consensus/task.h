@@ -28,7 +28,9 @@ struct TaskSpec {
 // INVALID_ARGUMENT for an empty or duplicate input name.
 StatusOr<Hash256> ComputeTaskId(const TaskSpec& spec);
 
-enum class TaskState : uint8_t { kQueued = 1, kRunning = 2, kSucceeded = 3, kFailed = 4 };
+// kCertifying exists in network mode only: the node has executed the task (or is not in its
+// committee) and waits for a quorum certificate; kSucceeded then means certified.
+enum class TaskState : uint8_t { kQueued = 1, kRunning = 2, kSucceeded = 3, kFailed = 4, kCertifying = 5 };
 
 std::string_view TaskStateName(TaskState state);  // "queued", "running", ...
 bool IsFinal(TaskState state);
@@ -37,6 +39,10 @@ bool IsFinal(TaskState state);
 // allowed only on recovery after a crash (the execution is repeated; results are
 // deterministic, so repeating is safe). queued -> failed covers tasks that can no longer run
 // (e.g. a blob lost to disk corruption). Final states never change.
+// Network mode adds: running -> certifying (executed, waiting for the quorum), queued ->
+// certifying (an observer never runs it), certifying -> queued (the node became a member as a
+// silent member's replacement or in a dispute), certifying -> succeeded (certified) and
+// certifying -> failed (the committee order ran out without a quorum).
 bool IsAllowedTransition(TaskState from, TaskState to);
 
 }  // namespace consensor::consensus

@@ -43,6 +43,14 @@ AbiValue AttestationTuple(const consensus::Attestation& a) {
                           AbiValue::Bytes32(a.trace_root), AbiValue::Uint(a.reference_block)});
 }
 
+// bytes[] of a certificate, as slashDispute and verifyCertificate take it.
+AbiValue SignatureArray(const std::vector<std::vector<uint8_t>>& sigs) {
+  std::vector<AbiValue> items;
+  items.reserve(sigs.size());
+  for (const auto& s : sigs) items.push_back(AbiValue::Bytes(s));
+  return AbiValue::Array(std::move(items));
+}
+
 std::string Hex0x(const Address20& a) { return "0x" + ToHex(a); }
 
 }  // namespace
@@ -147,6 +155,21 @@ StatusOr<Uint256> ChainClient::MinimumStake() {
   ASSIGN_OR_RETURN(auto out, View(deployment_.registry, "minimumStake()", {}));
   ASSIGN_OR_RETURN(auto v, AbiDecode("(uint256)", out));
   return v[0].uint;
+}
+
+StatusOr<CertificateStake> ChainClient::VerifyCertificate(const consensus::Attestation& certified,
+                                                          const std::vector<std::vector<uint8_t>>& sigs) {
+  const AbiValue args[] = {AttestationTuple(certified), SignatureArray(sigs)};
+  ASSIGN_OR_RETURN(auto out,
+                   View(deployment_.manager, "verifyCertificate((bytes32,bytes32,bytes32,uint64),bytes[])", args));
+  ASSIGN_OR_RETURN(auto v, AbiDecode("(uint256,uint256,bool)", out));
+  return CertificateStake{v[0].uint, v[1].uint, v[2].boolean};
+}
+
+StatusOr<uint64_t> ChainClient::ThresholdBps() {
+  ASSIGN_OR_RETURN(auto out, View(deployment_.manager, "thresholdBps()", {}));
+  ASSIGN_OR_RETURN(auto v, AbiDecode("(uint256)", out));
+  return v[0].AsUint64();
 }
 
 StatusOr<std::vector<SlashEvent>> ChainClient::SlashEvents(uint64_t from_block, uint64_t to_block) {
@@ -254,10 +277,8 @@ StatusOr<TxOutcome> ChainClient::SlashEquivocation(const consensus::Attestation&
 StatusOr<TxOutcome> ChainClient::SlashDispute(const consensus::Attestation& accused, std::span<const uint8_t> accused_sig,
                                               const consensus::Attestation& certified,
                                               const std::vector<std::vector<uint8_t>>& certificate_sigs) {
-  std::vector<AbiValue> sigs;
-  for (const auto& s : certificate_sigs) sigs.push_back(AbiValue::Bytes(s));
   const AbiValue args[] = {AttestationTuple(accused), AbiValue::Bytes(accused_sig), AttestationTuple(certified),
-                           AbiValue::Array(std::move(sigs))};
+                           SignatureArray(certificate_sigs)};
   ASSIGN_OR_RETURN(auto data, EncodeCall("slashDispute((bytes32,bytes32,bytes32,uint64),bytes,"
                                          "(bytes32,bytes32,bytes32,uint64),bytes[])",
                                          args));

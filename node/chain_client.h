@@ -59,6 +59,13 @@ struct SlashEvent {
   std::string tx_hash;
 };
 
+// What verifyCertificate reports about a certificate (docs/CONTRACTS.md).
+struct CertificateStake {
+  Uint256 signed_stake{};
+  Uint256 total_stake{};
+  bool meets_threshold = false;
+};
+
 // Decodes revert data against the contracts' custom errors: "StakeBelowMinimum(1, 1000)".
 std::string DescribeRevert(const std::string& revert_data_hex);
 
@@ -73,6 +80,11 @@ class ChainClient {
   StatusOr<OperatorInfo> GetOperatorInfo(const Address20& operator_address);
   StatusOr<OperatorSet> OperatorsAt(uint64_t block_number);
   StatusOr<Uint256> MinimumStake();
+  // eth_call of the manager's verifyCertificate: the contract's own certificate checks at the
+  // chain head. A revert comes back as FAILED_PRECONDITION naming the custom error.
+  StatusOr<CertificateStake> VerifyCertificate(const consensus::Attestation& certified,
+                                               const std::vector<std::vector<uint8_t>>& sigs);
+  StatusOr<uint64_t> ThresholdBps();  // the manager's thresholdBps(), basis points of total stake
   // Slashing events in [from_block, to_block] (eth_getLogs on the manager, decoded). Nodes poll
   // this to see evidence land.
   StatusOr<std::vector<SlashEvent>> SlashEvents(uint64_t from_block, uint64_t to_block);

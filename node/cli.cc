@@ -4,6 +4,7 @@
 #include "node/client_commands.h"
 #include "node/keys_command.h"
 #include "node/operator_command.h"
+#include "node/verify_command.h"
 
 #include <sys/stat.h>
 
@@ -46,10 +47,11 @@ commands:
       Prints the graph id, inputs, outputs, every op in canonical order with its output
       type and estimated FLOPs, and the planned peak memory.
   submit GRAPH [--input NAME=FILE.npy]... [--node ADDR] [--blobs DIR] [--nonce N]
-               [--max-wall-ms N] [--wait [--out DIR] [--timeout SECONDS]]
+               [--max-wall-ms N] [--replicas N --quorum N] [--wait [--out DIR] [--timeout SECONDS]]
       Uploads the graph, its weight blobs and the inputs to a node and submits the task.
       Prints the task id; with --wait, shows progress, then the result hashes, and writes
-      the outputs to --out DIR.
+      the outputs to --out DIR. On a network node --wait ends when the task is certified;
+      --replicas and --quorum choose its committee size and matching signatures.
   status TASK_ID [--node ADDR] [--json]
       Shows a task's state, and its result hashes once it has finished.
   result TASK_ID --out DIR [--node ADDR]
@@ -62,6 +64,11 @@ commands:
   evidence submit FILE
       Registers and stakes on the AVS contracts, reads the operator set at a block, and
       submits slashing evidence (see `consensor operator --help`).
+  verify TASK_ID [--node ADDR] [--rpc URL] [--deployment FILE] [--json]
+  verify --certificate FILE [--rpc URL] [--deployment FILE] [--json]
+      Checks a task's quorum certificate against the chain without trusting the node:
+      signatures, signer order, committee membership at the reference block, and the
+      contract's verifyCertificate. Prints VERIFIED and exits 0, or the failed check and 1.
   version
       Prints the version.
 
@@ -76,7 +83,7 @@ ArgSpec CliArgSpec() {
   ArgSpec spec;
   spec.value_options = {"--input", "--out", "--threads", "--isa", "--blobs", "--backend", "--device",
                         "--max-elements", "--max-memory", "--max-flops", "--max-ops", "--node", "--nonce",
-                        "--timeout", "--max-wall-ms"};
+                        "--timeout", "--max-wall-ms", "--replicas", "--quorum"};
   spec.flags = {"--trace", "--help", "--fallback-cpu", "--wait", "--json"};
   return spec;
 }
@@ -267,6 +274,9 @@ int RunCli(const std::vector<std::string>& raw, std::ostream& out, std::ostream&
   }
   if (!raw.empty() && raw[0] == "evidence") {
     return RunEvidenceCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
+  }
+  if (!raw.empty() && raw[0] == "verify") {
+    return RunVerifyCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
   }
   if (!raw.empty() && raw[0] == "keys") {
     return RunKeysCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);

@@ -36,18 +36,13 @@ int Usage(std::ostream& err, const std::string& message) {
   return kExitUsage;
 }
 
-std::string NodeAddress(const ParsedArgs& a) {
-  if (auto n = a.Option("--node")) return *n;
-  if (const char* env = std::getenv("CONSENSOR_NODE"); env && *env) return env;
-  return "127.0.0.1:7400";
-}
-
 std::string StateName(v1::TaskState s) {
   switch (s) {
     case v1::TASK_STATE_QUEUED: return "queued";
     case v1::TASK_STATE_RUNNING: return "running";
     case v1::TASK_STATE_SUCCEEDED: return "succeeded";
     case v1::TASK_STATE_FAILED: return "failed";
+    case v1::TASK_STATE_CERTIFYING: return "certifying";
     default: return "unknown";
   }
 }
@@ -87,6 +82,23 @@ void PrintTask(const v1::Task& t, std::ostream& out) {
     out << "result   " << r.result_root() << "\n";
     out << "trace    " << r.trace_root() << " (" << r.trace_ops() << " ops)\n";
     out << "seconds  " << std::fixed << std::setprecision(6) << r.execution_seconds() << "\n";
+  }
+  if (t.has_consensus()) {
+    const v1::TaskConsensus& c = t.consensus();
+    out << "committee " << c.committee_size() << " of the order at block " << c.reference_block() << ", quorum "
+        << c.quorum() << " (" << (c.member() ? "this node is a member" : "this node observes") << "), "
+        << c.attestations_size() << " attestations\n";
+    if (c.has_certificate()) {
+      const v1::Certificate& cert = c.certificate();
+      out << "certified " << cert.result_root() << " by " << cert.signers_size()
+          << (cert.dispute() ? " signers (dispute certificate)" : " signers") << "\n";
+      for (const auto& s : cert.signers()) out << "  signer " << s << "\n";
+    }
+    if (c.disputed()) out << "disputed conflicting results were signed; dispute committee of " << c.dispute_committee_size() << "\n";
+    for (const auto& s : c.slashes()) {
+      out << "slash    " << s.kind() << " " << s.operator_address() << " "
+          << (s.tx_hash().empty() ? "not sent: " + s.error() : "tx " + s.tx_hash()) << "\n";
+    }
   }
 }
 
@@ -134,6 +146,12 @@ StatusOr<std::chrono::milliseconds> Timeout(const ParsedArgs& a) {
 
 }  // namespace
 
+std::string NodeAddress(const ParsedArgs& a) {
+  if (auto n = a.Option("--node")) return *n;
+  if (const char* env = std::getenv("CONSENSOR_NODE"); env && *env) return env;
+  return "127.0.0.1:7400";
+}
+
 int CmdSubmit(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   if (a.positional.size() != 2) return Usage(err, "submit takes exactly one GRAPH argument");
   v1::SubmitTaskRequest request;
@@ -141,6 +159,14 @@ int CmdSubmit(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
     auto v = ParseIntOption(*n, "--nonce", 0, INT64_MAX);
     if (!v.ok()) return Usage(err, v.status().message());
     request.mutable_options()->set_nonce(static_cast<uint64_t>(*v));
+  }
+  for (const char* flag : {"--replicas", "--quorum"}) {
+    if (auto n = a.Option(flag)) {
+      auto v = ParseIntOption(*n, flag, 1, 256);
+      if (!v.ok()) return Usage(err, v.status().message());
+      if (std::string(flag) == "--replicas") request.mutable_options()->set_replicas(static_cast<uint32_t>(*v));
+      else request.mutable_options()->set_quorum(static_cast<uint32_t>(*v));
+    }
   }
   if (auto n = a.Option("--max-wall-ms")) {
     auto v = ParseIntOption(*n, "--max-wall-ms", 1, INT64_MAX);
@@ -258,6 +284,17 @@ int CmdNode(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
       << " tasks\n";
   out << "limits     blob " << l.max_blob_bytes() << " B, task memory " << l.max_task_bytes() << " B, flops "
       << l.max_task_flops() << ", wall " << l.max_task_seconds() << " s, inputs " << l.max_inputs() << "\n";
+  if (info->has_consensus()) {
+    const auto& c = info->consensus();
+    out << "network    chain " << c.chain_id() << " head " << c.chain_head() << ", manager " << c.service_manager()
+        << "\n";
+    out << "operators  " << c.operator_count() << " active" << (c.registered() ? " (this node is one)" : " (this node is NOT registered)")
+        << ", " << c.peers() << " peers connected\n";
+    out << "consensus  " << c.default_replicas() << " replicas, quorum " << c.default_quorum() << " by default (max "
+        << c.max_replicas() << ")\n";
+  } else {
+    out << "network    standalone (no chain configured)\n";
+  }
   return kExitOk;
 }
 

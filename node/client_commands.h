@@ -2,10 +2,14 @@
 #pragma once
 
 #include <ostream>
+#include <string>
 
 #include "node/cli_args.h"
 
 namespace consensor::node {
+
+// The node's gRPC address: --node, else $CONSENSOR_NODE, else 127.0.0.1:7400.
+std::string NodeAddress(const ParsedArgs& args);
 
 int CmdSubmit(const ParsedArgs& args, std::ostream& out, std::ostream& err);
 int CmdStatus(const ParsedArgs& args, std::ostream& out, std::ostream& err);

@@ -116,7 +116,7 @@ grpc::Status ClientService::GetBlobImpl(grpc::ServerContext* context, const v1::
 
 grpc::Status ClientService::SubmitTaskImpl(grpc::ServerContext*, const v1::SubmitTaskRequest* request,
                                        v1::SubmitTaskResponse* response) {
-  auto outcome = tasks_->Submit(*request);
+  auto outcome = submitter_ ? submitter_(*request) : tasks_->Submit(*request);
   if (!outcome.ok()) {
     metrics_->tasks_rejected->Increment();
     Log(LogLevel::kInfo, "task rejected", {{"code", StatusCodeName(outcome.status().code())},
@@ -149,7 +149,7 @@ grpc::Status ClientService::WatchTaskImpl(grpc::ServerContext* context, const v1
     auto next = tasks_->WaitForChange(request->task_id(), last, deadline, [context] { return context->IsCancelled(); });
     if (!next.ok()) return ToGrpcStatus(next.status());
     if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled");
-    if (next->state() == last.state() && next->attempts() == last.attempts()) {
+    if (!TaskManager::Changed(last, *next)) {
       return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "watch ended before the task finished");
     }
     current = std::move(next).value();

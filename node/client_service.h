@@ -34,6 +34,10 @@ class ClientService final : public v1::Client::Service {
   grpc::Status GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
                            v1::NodeInfo* response) override;
 
+  // Network mode: SubmitTask goes to the consensus engine (which announces the task).
+  using Submitter = std::function<StatusOr<SubmitOutcome>(const v1::SubmitTaskRequest&)>;
+  void SetSubmitter(Submitter submitter) { submitter_ = std::move(submitter); }
+
  private:
   grpc::Status PutBlobImpl(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader, v1::PutBlobResponse* response);
   grpc::Status GetBlobImpl(grpc::ServerContext* context, const v1::GetBlobRequest* request, grpc::ServerWriter<v1::BlobChunk>* writer);
@@ -48,6 +52,7 @@ class ClientService final : public v1::Client::Service {
   NodeMetrics* metrics_;
   int64_t max_blob_bytes_;
   std::function<void(v1::NodeInfo*)> node_info_;
+  Submitter submitter_;
 };
 
 }  // namespace consensor::node

@@ -30,7 +30,8 @@ namespace {
 
 constexpr size_t kMaxConfigBytes = size_t{1} << 20;
 
-using Field = std::variant<std::string NodeConfig::*, int64_t NodeConfig::*, bool NodeConfig::*>;
+using Field = std::variant<std::string NodeConfig::*, int64_t NodeConfig::*, bool NodeConfig::*,
+                           std::vector<std::string> NodeConfig::*>;
 
 struct KeySpec {
   std::string_view section;  // "" for top-level keys
@@ -64,6 +65,23 @@ const std::vector<KeySpec>& Keys() {
       {"operator", "keystore", &NodeConfig::keystore},
       {"operator", "password_file", &NodeConfig::password_file},
       {"operator", "password_env", &NodeConfig::password_env},
+      {"chain", "rpc", &NodeConfig::chain_rpc},
+      {"chain", "deployment", &NodeConfig::chain_deployment},
+      {"chain", "confirmations", &NodeConfig::chain_confirmations},
+      {"chain", "poll_ms", &NodeConfig::chain_poll_ms},
+      {"chain", "submit_evidence", &NodeConfig::chain_submit_evidence},
+      {"p2p", "advertise", &NodeConfig::p2p_advertise},
+      {"p2p", "bootstrap", &NodeConfig::p2p_bootstrap},
+      {"p2p", "fanout", &NodeConfig::p2p_fanout},
+      {"p2p", "max_messages_per_second", &NodeConfig::p2p_max_messages_per_second},
+      {"p2p", "pull_interval_ms", &NodeConfig::p2p_pull_interval_ms},
+      {"consensus", "replicas", &NodeConfig::consensus_replicas},
+      {"consensus", "quorum", &NodeConfig::consensus_quorum},
+      {"consensus", "max_replicas", &NodeConfig::consensus_max_replicas},
+      {"consensus", "member_timeout_ms", &NodeConfig::consensus_member_timeout_ms},
+      {"consensus", "max_dispute_committee", &NodeConfig::consensus_max_dispute_committee},
+      {"consensus", "max_reference_age", &NodeConfig::consensus_max_reference_age},
+      {"fault", "mode", &NodeConfig::fault_mode},
   };
   return keys;
 }
@@ -155,6 +173,16 @@ Status Assign(const std::string& origin, const KeySpec& spec, const toml::key& k
     const auto* v = value.as_boolean();
     if (v == nullptr) return InvalidArgument(where + ": '" + name + "' must be true or false");
     config->*(*b) = v->get();
+  } else if (auto* l = std::get_if<std::vector<std::string> NodeConfig::*>(&spec.field)) {
+    const auto* v = value.as_array();
+    if (v == nullptr) return InvalidArgument(where + ": '" + name + "' must be an array of strings");
+    std::vector<std::string> items;
+    for (const auto& item : *v) {
+      const auto* str = item.as_string();
+      if (str == nullptr) return InvalidArgument(where + ": '" + name + "' must be an array of strings");
+      items.push_back(str->get());
+    }
+    config->*(*l) = std::move(items);
   }
   return OkStatus();
 }
@@ -379,6 +407,31 @@ Status FinalizeNodeConfig(NodeConfig* c) {
 
   if (!c->password_file.empty() && !c->password_env.empty()) {
     return InvalidArgument("operator.password_file and operator.password_env are both set; use one");
+  }
+
+  RETURN_IF_ERROR(ExpandHome("chain.deployment", &c->chain_deployment));
+  RETURN_IF_ERROR(CheckRange("chain.confirmations", c->chain_confirmations, 0, 10000));
+  RETURN_IF_ERROR(CheckRange("chain.poll_ms", c->chain_poll_ms, 50, 3600000));
+  RETURN_IF_ERROR(CheckListen("p2p.advertise", c->p2p_advertise, true));
+  if (c->p2p_bootstrap.size() > 256) return InvalidArgument("p2p.bootstrap lists more than 256 peers");
+  for (const std::string& peer : c->p2p_bootstrap) RETURN_IF_ERROR(CheckListen("p2p.bootstrap", peer, false));
+  RETURN_IF_ERROR(CheckRange("p2p.fanout", c->p2p_fanout, 1, 64));
+  RETURN_IF_ERROR(CheckRange("p2p.max_messages_per_second", c->p2p_max_messages_per_second, 1, 1000000));
+  RETURN_IF_ERROR(CheckRange("p2p.pull_interval_ms", c->p2p_pull_interval_ms, 50, 3600000));
+  RETURN_IF_ERROR(CheckRange("consensus.max_replicas", c->consensus_max_replicas, 1, 256));
+  RETURN_IF_ERROR(CheckRange("consensus.replicas", c->consensus_replicas, 1, c->consensus_max_replicas));
+  RETURN_IF_ERROR(CheckRange("consensus.quorum", c->consensus_quorum, c->consensus_replicas / 2 + 1, c->consensus_replicas));
+  RETURN_IF_ERROR(CheckRange("consensus.member_timeout_ms", c->consensus_member_timeout_ms, 100, 86400000));
+  RETURN_IF_ERROR(CheckRange("consensus.max_dispute_committee", c->consensus_max_dispute_committee, 1, 1024));
+  RETURN_IF_ERROR(CheckRange("consensus.max_reference_age", c->consensus_max_reference_age, 1, 1000000));
+  if (!c->fault_mode.empty()) {
+    RETURN_IF_ERROR(CheckOneOf("fault.mode", c->fault_mode, {"corrupt-output", "equivocate", "silent", "crash-mid-task"}));
+  }
+  if (!c->chain_rpc.empty()) {
+    if (c->chain_deployment.empty()) return InvalidArgument("chain.rpc is set but chain.deployment is not");
+    if (c->keystore.empty()) return InvalidArgument("network mode (chain.rpc) needs an operator key: set operator.keystore");
+  } else if (!c->fault_mode.empty()) {
+    return InvalidArgument("fault.mode needs network mode (chain.rpc)");
   }
   return OkStatus();
 }

@@ -11,11 +11,19 @@
 //   [limits]   max_blob_bytes, max_task_bytes, max_task_flops, max_task_seconds,
 //              max_elements, max_ops, max_inputs
 //   [operator] keystore = ""  password_file = ""  password_env = ""
+//   [chain]    rpc = ""  (empty: standalone, no network)  deployment = ""  confirmations = 1
+//              poll_ms = 1000   submit_evidence = true
+//   [p2p]      advertise = ""  bootstrap = []  fanout = 6  max_messages_per_second = 500
+//              pull_interval_ms = 2000
+//   [consensus] replicas = 3  quorum = 2  max_replicas = 16  member_timeout_ms = 20000
+//              max_dispute_committee = 64  max_reference_age = 256
+//   [fault]    mode = ""  (testing only: corrupt-output | equivocate | silent | crash-mid-task)
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -52,6 +60,29 @@ struct NodeConfig {
   std::string keystore;       // optional v3 keystore file of the operator key
   std::string password_file;  // password for the keystore, from a file...
   std::string password_env;   // ...or from this environment variable
+
+  // Network mode: set chain_rpc to join the operator network of the deployment's contracts.
+  std::string chain_rpc;             // JSON-RPC URL of the chain (e.g. http://127.0.0.1:8545)
+  std::string chain_deployment;      // contracts/deployments/<chainid>.json
+  int64_t chain_confirmations = 1;   // reference block = head - confirmations (a mined, settled block)
+  int64_t chain_poll_ms = 1000;      // how often the operator set and head are refreshed
+  bool chain_submit_evidence = true; // send slashing transactions for evidence this node finds
+
+  std::string p2p_advertise;                // endpoint peers reach this node at (default: rpc.listen)
+  std::vector<std::string> p2p_bootstrap;   // peers to contact besides the registry's endpoints
+  int64_t p2p_fanout = 6;
+  int64_t p2p_max_messages_per_second = 500;  // per peer
+  int64_t p2p_pull_interval_ms = 2000;        // anti-entropy
+
+  int64_t consensus_replicas = 3;        // default committee size
+  int64_t consensus_quorum = 2;          // default matching signatures
+  int64_t consensus_max_replicas = 16;   // bound on a task's requested replicas
+  int64_t consensus_member_timeout_ms = 20000;  // a silent member is replaced after this
+  int64_t consensus_max_dispute_committee = 64;
+  int64_t consensus_max_reference_age = 256;    // blocks; older announcements are refused
+
+  // Fault injection for tests and devnets; empty in every real deployment.
+  std::string fault_mode;
 };
 
 // Parses TOML text; `origin` names the source in error messages.

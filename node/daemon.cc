@@ -37,6 +37,10 @@ options:
   --keystore FILE        operator key (v3 keystore); password from --password-file FILE
   --password-file FILE   or from the environment variable named by --password-env VAR
   --password-env VAR
+  --chain-rpc URL        join the network of this chain (JSON-RPC URL); needs --deployment
+  --deployment FILE      contracts/deployments/<chainid>.json
+  --advertise ADDR       endpoint peers reach this node at (default: --listen)
+  --bootstrap LIST       comma-separated peer endpoints besides the on-chain registry's
   --version              print the version and exit
 )";
 
@@ -51,7 +55,8 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
   ArgSpec spec;
   spec.value_options = {"--config", "--datadir", "--listen", "--metrics", "--log-level", "--log-format",
                         "--backend", "--threads", "--workers", "--queue", "--max-blob-bytes", "--max-task-bytes",
-                        "--max-task-flops", "--max-task-seconds", "--max-elements", "--max-ops", "--max-inputs", "--keystore", "--password-file", "--password-env"};
+                        "--max-task-flops", "--max-task-seconds", "--max-elements", "--max-ops", "--max-inputs", "--keystore", "--password-file", "--password-env",
+                        "--chain-rpc", "--deployment", "--advertise", "--bootstrap"};
   spec.flags = {"--help", "--version", "--fallback-cpu"};
   auto parsed = ParseArgs(raw, spec);
   if (!parsed.ok()) return Usage(err, parsed.status().message());
@@ -83,7 +88,8 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
                       {"--metrics", &config.metrics_listen}, {"--log-level", &config.log_level},
                       {"--log-format", &config.log_format},  {"--backend", &config.backend},
                       {"--keystore", &config.keystore},      {"--password-file", &config.password_file},
-                      {"--password-env", &config.password_env}};
+                      {"--password-env", &config.password_env}, {"--chain-rpc", &config.chain_rpc},
+                      {"--deployment", &config.chain_deployment}, {"--advertise", &config.p2p_advertise}};
   for (const auto& f : string_flags) {
     if (auto v = a.Option(f.flag)) *f.field = *v;
   }
@@ -108,6 +114,16 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
     }
   }
   if (a.HasFlag("--fallback-cpu")) config.fallback_cpu = true;
+  if (auto list = a.Option("--bootstrap")) {
+    config.p2p_bootstrap.clear();
+    size_t start = 0;
+    while (start <= list->size()) {
+      size_t comma = list->find(',', start);
+      if (comma == std::string::npos) comma = list->size();
+      if (comma > start) config.p2p_bootstrap.push_back(list->substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
   if (Status s = FinalizeNodeConfig(&config); !s.ok()) {
     err << "consensord: " << s.message() << "\n";
     return 1;

@@ -11,7 +11,11 @@
 #include "common/sha256.h"
 #include "executor/serialize.h"
 #include "kernels/backend_factory.h"
+#include "node/chain_client.h"
+#include "node/chain_view.h"
 #include "node/client_service.h"
+#include "node/consensus_engine.h"
+#include "node/gossip.h"
 #include "node/http_server.h"
 #include "node/keystore.h"
 #include "node/log.h"
@@ -31,6 +35,41 @@ int64_t UnixMillis() {
 
 enum class Health { kStarting, kHealthy, kStopping };
 
+// Slashing evidence through the chain client with the operator's key. Sends are serialized,
+// so the account nonce is never reused by two concurrent transactions.
+class ChainEvidence final : public EvidenceSubmitter {
+ public:
+  static StatusOr<std::unique_ptr<ChainEvidence>> Open(const std::string& rpc_url, const Deployment& deployment,
+                                                       const Secp256k1Secret& key) {
+    auto evidence = std::unique_ptr<ChainEvidence>(new ChainEvidence());
+    ASSIGN_OR_RETURN(auto transport, NewHttpRpcTransport(rpc_url));
+    evidence->rpc_ = std::make_unique<EthRpc>(std::move(transport));
+    evidence->client_ = std::make_unique<ChainClient>(evidence->rpc_.get(), deployment, key);
+    return evidence;
+  }
+  StatusOr<std::string> SlashEquivocation(const consensus::SignedAttestation& a,
+                                          const consensus::SignedAttestation& b) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(TxOutcome tx, client_->SlashEquivocation(a.attestation, a.signature, b.attestation, b.signature));
+    return tx.tx_hash;
+  }
+  StatusOr<std::string> SlashDispute(const consensus::SignedAttestation& accused,
+                                     const consensus::Certificate& certificate) override {
+    std::vector<std::vector<uint8_t>> sigs;
+    for (const auto& s : certificate.signatures) sigs.emplace_back(s.begin(), s.end());
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(TxOutcome tx,
+                     client_->SlashDispute(accused.attestation, accused.signature, certificate.attestation, sigs));
+    return tx.tx_hash;
+  }
+
+ private:
+  ChainEvidence() = default;
+  std::mutex mu_;
+  std::unique_ptr<EthRpc> rpc_;
+  std::unique_ptr<ChainClient> client_;
+};
+
 std::string HostOf(const std::string& address) { return address.substr(0, address.rfind(':')); }
 
 Status WriteTextFile(const std::string& path, const std::string& text) {
@@ -46,6 +85,13 @@ struct Node::Impl {
   MetricsRegistry registry;
   std::unique_ptr<NodeMetrics> metrics;
   std::unique_ptr<TaskManager> tasks;
+  // Network mode only.
+  std::optional<Secp256k1Secret> operator_key;
+  std::unique_ptr<RpcChainView> chain;
+  std::unique_ptr<ChainEvidence> evidence;
+  std::unique_ptr<ConsensusEngine> engine;
+  std::unique_ptr<GossipNetwork> gossip;
+  std::string advertise;
   std::unique_ptr<ClientService> service;
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<HttpServer> http;
@@ -126,6 +172,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     auto key = DecryptKeystore(std::string_view(reinterpret_cast<const char*>(json->data()), json->size()), *password);
     if (!key.ok()) return key.status().WithContext("operator keystore '" + config.keystore + "'");
     impl->operator_address = AddressToChecksumHex(key->address);
+    impl->operator_key = key->secret;
   }
 
   auto store = OpenRocksDbStore(config.datadir + "/db");
@@ -164,10 +211,56 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     Log(LogLevel::kWarn, "executor backend unavailable; tasks will run on the CPU",
         {{"backend", config.backend}, {"error", probe.status().message()}});
   }
+  Impl* raw = impl.get();
+  const bool network = !config.chain_rpc.empty();
+  Deployment deployment;
+  if (network) {
+    ASSIGN_OR_RETURN(deployment, LoadDeployment(config.chain_deployment));
+    auto chain = RpcChainView::Open(config.chain_rpc, deployment, std::chrono::milliseconds(config.chain_poll_ms));
+    if (!chain.ok()) return chain.status().WithContext("chain " + config.chain_rpc);
+    impl->chain = std::move(chain).value();
+    if (config.chain_submit_evidence) {
+      ASSIGN_OR_RETURN(impl->evidence, ChainEvidence::Open(config.chain_rpc, deployment, *impl->operator_key));
+    }
+    to.network_mode = true;
+    to.on_executed = [raw](const std::string& id, const v1::TaskResult& result) {
+      if (raw->engine) raw->engine->OnExecuted(id, result);
+    };
+    if (!config.fault_mode.empty()) {
+      Log(LogLevel::kWarn, "FAULT INJECTION ENABLED: this node misbehaves on purpose", {{"fault", config.fault_mode}});
+    }
+  }
   impl->tasks = std::make_unique<TaskManager>(impl->store.get(), impl->metrics.get(), to);
   RETURN_IF_ERROR(impl->tasks->Recover().WithContext("recovering tasks"));
+  if (network) {
+    ConsensusOptions co;
+    co.default_replicas = static_cast<uint32_t>(config.consensus_replicas);
+    co.default_quorum = static_cast<uint32_t>(config.consensus_quorum);
+    co.max_replicas = static_cast<uint32_t>(config.consensus_max_replicas);
+    co.member_timeout = std::chrono::milliseconds(config.consensus_member_timeout_ms);
+    co.max_dispute_committee = static_cast<uint32_t>(config.consensus_max_dispute_committee);
+    co.max_reference_age = static_cast<uint64_t>(config.consensus_max_reference_age);
+    co.confirmations = static_cast<uint64_t>(config.chain_confirmations);
+    co.max_blob_bytes = config.max_blob_bytes;
+    co.fault_mode = config.fault_mode;
+    impl->engine = std::make_unique<ConsensusEngine>(co, *impl->operator_key, impl->chain.get(), impl->tasks.get(),
+                                                     impl->store.get(), &impl->registry, impl->evidence.get());
+    GossipOptions go;
+    go.chain_id = deployment.chain_id;
+    go.key = *impl->operator_key;
+    go.fanout = static_cast<int>(config.p2p_fanout);
+    go.max_messages_per_second = static_cast<double>(config.p2p_max_messages_per_second);
+    go.pull_interval = std::chrono::milliseconds(config.p2p_pull_interval_ms);
+    go.max_message_bytes = config.rpc_max_message_bytes;
+    impl->gossip = std::make_unique<GossipNetwork>(
+        go,
+        [raw](const v1::GossipMessage& m, const Hash256& id, const Address20& sender) {
+          return raw->engine->OnMessage(m, id, sender);
+        },
+        [raw](const Address20& sender) { return raw->chain->IsActiveOperator(sender); }, &impl->registry);
+    impl->engine->SetGossip(impl->gossip.get());
+  }
 
-  Impl* raw = impl.get();
   impl->service = std::make_unique<ClientService>(
       impl->store.get(), impl->tasks.get(), impl->metrics.get(), config.max_blob_bytes, [raw](v1::NodeInfo* info) {
         const NodeConfig& c = raw->config;
@@ -185,13 +278,30 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
         l->set_max_elements(c.max_elements);
         l->set_max_ops(c.max_ops);
         l->set_max_inputs(c.max_inputs);
+        if (raw->chain) {
+          v1::ConsensusInfo* ci = info->mutable_consensus();
+          const auto domain = raw->chain->domain();
+          ci->set_chain_id(domain.chain_id);
+          ci->set_service_manager(AddressHex(domain.verifying_contract));
+          ci->set_default_replicas(static_cast<uint32_t>(c.consensus_replicas));
+          ci->set_default_quorum(static_cast<uint32_t>(c.consensus_quorum));
+          ci->set_max_replicas(static_cast<uint32_t>(c.consensus_max_replicas));
+          ci->set_peers(static_cast<uint32_t>(raw->gossip->connected_peers()));
+          ci->set_operator_count(raw->chain->active_operators());
+          ci->set_chain_head(raw->chain->head());
+          ci->set_registered(raw->engine && raw->chain->IsActiveOperator(raw->engine->address()));
+        }
       });
+  if (impl->engine) {
+    impl->service->SetSubmitter([raw](const v1::SubmitTaskRequest& r) { return raw->engine->Submit(r); });
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config.rpc_listen, grpc::InsecureServerCredentials(), &impl->rpc_port);
   builder.RegisterService(impl->service.get());
+  if (impl->gossip) builder.RegisterService(impl->gossip->service());
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.rpc_max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(config.rpc_max_message_bytes));
   // A bounded number of server threads: beyond it, new RPCs get RESOURCE_EXHAUSTED instead of
@@ -218,6 +328,26 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   }
 
   impl->tasks->Start();
+  if (impl->engine) {
+    impl->advertise = config.p2p_advertise.empty() ? rpc_addr : config.p2p_advertise;
+    // Peers: the registry's endpoints of the other active operators, plus the bootstrap list.
+    auto update_peers = [raw] {
+      std::vector<std::string> peers = raw->chain->PeerEndpoints(raw->engine->address());
+      for (const std::string& b : raw->config.p2p_bootstrap) peers.push_back(b);
+      std::sort(peers.begin(), peers.end());
+      peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+      peers.erase(std::remove(peers.begin(), peers.end(), raw->advertise), peers.end());
+      raw->gossip->SetPeers(peers);
+    };
+    RETURN_IF_ERROR(impl->chain->Start(update_peers).WithContext("reading the operator set"));
+    impl->gossip->Start();
+    RETURN_IF_ERROR(impl->engine->Recover().WithContext("recovering consensus rounds"));
+    impl->engine->Start();
+    if (!impl->chain->IsActiveOperator(impl->engine->address())) {
+      Log(LogLevel::kWarn, "this node's key is not an active operator: peers will ignore its messages",
+          {{"operator", impl->operator_address}});
+    }
+  }
   health->SetServingStatus("", true);
   health->SetServingStatus("consensor.v1.Client", true);
   impl->metrics->up->Set(1);
@@ -245,13 +375,18 @@ void Node::Shutdown() {
     health->SetServingStatus("", false);
     health->SetServingStatus("consensor.v1.Client", false);
   }
+  if (impl_->engine) impl_->engine->Shutdown();
+  if (impl_->gossip) impl_->gossip->Shutdown();
   impl_->tasks->Shutdown();  // stops admission, drains running tasks, wakes watchers
   // Tasks have drained and watchers were woken; RPCs still open after a short grace period
   // (uploads, downloads) are cancelled.
   if (impl_->server) impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   if (impl_->http) impl_->http->Stop();
+  if (impl_->chain) impl_->chain->Shutdown();
   impl_->service.reset();
   impl_->tasks.reset();
+  impl_->engine.reset();
+  impl_->gossip.reset();
   impl_->store.reset();  // closes RocksDB cleanly
   Log(LogLevel::kInfo, "consensord stopped");
   impl_->lock.reset();

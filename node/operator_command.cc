@@ -1,11 +1,11 @@
 #include "node/operator_command.h"
 
-#include <cstdlib>
 #include <optional>
 
 #include "consensus/attestation.h"
 #include "executor/serialize.h"
 #include "node/chain_client.h"
+#include "node/chain_flags.h"
 #include "node/keystore.h"
 
 namespace consensor::node {
@@ -31,17 +31,6 @@ key:   --keystore FILE (--password-file FILE | --password-env VAR)
 AMOUNT: wei, or with a unit: 1ether, 0.5ether, 20gwei.
 )";
 
-// anvil's default mnemonic accounts 0..5: public test keys, refused on any chain but 31337.
-constexpr const char* kDevnetKeys[] = {
-    "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
-    "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
-    "5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
-    "7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
-    "47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a",
-    "8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba",
-};
-constexpr uint64_t kDevnetChainId = 31337;
-
 ArgSpec OperatorArgSpec() {
   ArgSpec spec;
   spec.value_options = {"--rpc", "--deployment", "--keystore", "--password-file", "--password-env", "--devnet-key",
@@ -58,60 +47,6 @@ int Fail(std::ostream& err, const Status& s) {
 int Usage(std::ostream& err, const std::string& message) {
   err << "error: " << message << "\n\n" << kOperatorUsage;
   return kExitUsage;
-}
-
-struct Session {
-  std::unique_ptr<EthRpc> rpc;
-  std::unique_ptr<ChainClient> chain;
-};
-
-// Connects, loads the deployment for the RPC's chain and the key (when one is given).
-StatusOr<Session> OpenSession(const ParsedArgs& a, bool need_key) {
-  std::string url = a.Option("--rpc").value_or("");
-  if (url.empty()) {
-    const char* env = std::getenv("CONSENSOR_RPC");
-    url = env && *env ? env : "http://127.0.0.1:8545";
-  }
-  ASSIGN_OR_RETURN(auto transport, NewHttpRpcTransport(url));
-  Session s;
-  s.rpc = std::make_unique<EthRpc>(std::move(transport));
-  ASSIGN_OR_RETURN(uint64_t chain_id, s.rpc->ChainId());
-  const std::string deployment_path =
-      a.Option("--deployment").value_or("contracts/deployments/" + std::to_string(chain_id) + ".json");
-  ASSIGN_OR_RETURN(Deployment deployment, LoadDeployment(deployment_path));
-
-  std::optional<Secp256k1Secret> key;
-  if (auto n = a.Option("--devnet-key")) {
-    if (a.Option("--keystore")) return InvalidArgument("give either --keystore or --devnet-key, not both");
-    ASSIGN_OR_RETURN(int64_t index, ParseIntOption(*n, "--devnet-key", 0, std::size(kDevnetKeys) - 1));
-    if (chain_id != kDevnetChainId) {
-      return FailedPrecondition("--devnet-key uses public test keys and works only on chain " +
-                                std::to_string(kDevnetChainId) + "; this RPC serves chain " + std::to_string(chain_id));
-    }
-    ASSIGN_OR_RETURN(Hash256 k, Hash256FromHex(kDevnetKeys[index]));
-    key = k;
-  } else if (auto file = a.Option("--keystore")) {
-    ASSIGN_OR_RETURN(auto password, ReadPassword(a.Option("--password-file").value_or(""),
-                                                 a.Option("--password-env").value_or("")));
-    ASSIGN_OR_RETURN(auto json, executor::ReadFileBytes(*file, 1 << 20));
-    auto decrypted = DecryptKeystore(std::string_view(reinterpret_cast<const char*>(json.data()), json.size()), password);
-    if (!decrypted.ok()) return decrypted.status().WithContext("keystore '" + *file + "'");
-    key = decrypted->secret;
-  } else if (need_key) {
-    return InvalidArgument("this command signs a transaction: give --keystore FILE or --devnet-key N");
-  }
-  s.chain = std::make_unique<ChainClient>(s.rpc.get(), deployment, key);
-  RETURN_IF_ERROR(s.chain->CheckChain());
-  return s;
-}
-
-std::string Ether(const Uint256& wei) {
-  // Decimal ether with up to 18 fractional digits, trailing zeros dropped.
-  std::string d = Uint256ToDecimal(wei);
-  if (d.size() <= 18) d = std::string(19 - d.size(), '0') + d;
-  std::string whole = d.substr(0, d.size() - 18), frac = d.substr(d.size() - 18);
-  while (!frac.empty() && frac.back() == '0') frac.pop_back();
-  return whole + (frac.empty() ? "" : "." + frac) + " ETH";
 }
 
 void PrintTx(std::ostream& out, const std::string& what, const TxOutcome& tx) {
@@ -191,16 +126,16 @@ int RunOperatorCommand(const std::vector<std::string>& raw, std::ostream& out, s
     if (!stake || !endpoint) return Usage(err, "operator register needs --stake AMOUNT and --endpoint HOST:PORT");
     auto wei = ParseEtherAmount(*stake);
     if (!wei.ok()) return Usage(err, wei.status().message());
-    auto s = OpenSession(a, true);
+    auto s = OpenChainSession(a, true);
     if (!s.ok()) return Fail(err, s.status());
     auto tx = s->chain->Register(*endpoint, *wei);
     if (!tx.ok()) return Fail(err, tx.status().WithContext("register"));
-    out << "operator " << AddressToChecksumHex(*s->chain->address()) << " registered with " << Ether(*wei) << "\n";
+    out << "operator " << AddressToChecksumHex(*s->chain->address()) << " registered with " << FormatEther(*wei) << "\n";
     PrintTx(out, "mined", *tx);
     return kExitOk;
   }
   if (cmd == "deregister" || cmd == "withdraw") {
-    auto s = OpenSession(a, true);
+    auto s = OpenChainSession(a, true);
     if (!s.ok()) return Fail(err, s.status());
     auto tx = cmd == "deregister" ? s->chain->Deregister() : s->chain->Withdraw();
     if (!tx.ok()) return Fail(err, tx.status().WithContext(cmd));
@@ -210,7 +145,7 @@ int RunOperatorCommand(const std::vector<std::string>& raw, std::ostream& out, s
     return kExitOk;
   }
   if (cmd == "status") {
-    auto s = OpenSession(a, false);
+    auto s = OpenChainSession(a, false);
     if (!s.ok()) return Fail(err, s.status());
     std::optional<Address20> who = s->chain->address();
     if (auto addr = a.Option("--address")) {
@@ -223,14 +158,14 @@ int RunOperatorCommand(const std::vector<std::string>& raw, std::ostream& out, s
     if (!info.ok()) return Fail(err, info.status());
     out << "operator   " << AddressToChecksumHex(*who) << "\n";
     out << "status     " << OperatorStatusName(info->status) << (info->slashed ? " (slashed)" : "") << "\n";
-    out << "stake      " << Ether(info->stake) << "\n";
-    out << "pending    " << Ether(info->pending_withdrawal);
+    out << "stake      " << FormatEther(info->stake) << "\n";
+    out << "pending    " << FormatEther(info->pending_withdrawal);
     if (info->withdrawable_at_block) out << ", withdrawable at block " << info->withdrawable_at_block;
     out << "\nendpoint   " << info->endpoint << "\n";
     return kExitOk;
   }
   if (cmd == "set") {
-    auto s = OpenSession(a, false);
+    auto s = OpenChainSession(a, false);
     if (!s.ok()) return Fail(err, s.status());
     uint64_t block = 0;
     if (auto b = a.Option("--block")) {
@@ -246,7 +181,7 @@ int RunOperatorCommand(const std::vector<std::string>& raw, std::ostream& out, s
     if (!set.ok()) return Fail(err, set.status());
     out << "operators at block " << block << ": " << set->operators.size() << "\n";
     for (size_t i = 0; i < set->operators.size(); ++i) {
-      out << "  " << AddressToChecksumHex(set->operators[i]) << "  " << Ether(set->stakes[i]) << "\n";
+      out << "  " << AddressToChecksumHex(set->operators[i]) << "  " << FormatEther(set->stakes[i]) << "\n";
     }
     return kExitOk;
   }
@@ -270,7 +205,7 @@ int RunEvidenceCommand(const std::vector<std::string>& raw, std::ostream& out, s
     return Fail(err, InvalidArgument("evidence file '" + a.positional[1] + "' must be a JSON object with a \"kind\""));
   }
   const std::string kind = j["kind"].get<std::string>();
-  auto s = OpenSession(a, true);
+  auto s = OpenChainSession(a, true);
   if (!s.ok()) return Fail(err, s.status());
   auto submit = [&]() -> StatusOr<TxOutcome> {
     if (kind == "equivocation") {

@@ -203,10 +203,14 @@ StatusOr<v1::Task> TaskManager::LoadTask(const std::string& id_bytes) {
   if (!record) return NotFound("unknown task " + IdHex(id_bytes));
   v1::Task task;
   if (!task.ParseFromString(*record)) return DataLoss("the stored record of task " + IdHex(id_bytes) + " is corrupt");
-  if (task.state() == v1::TASK_STATE_SUCCEEDED) {
+  if (task.state() == v1::TASK_STATE_SUCCEEDED || task.state() == v1::TASK_STATE_CERTIFYING) {
     ASSIGN_OR_RETURN(auto result_record, store_->GetResult(id_bytes));
-    if (!result_record || !task.mutable_result()->ParseFromString(*result_record)) {
-      return DataLoss("the stored result of task " + IdHex(id_bytes) + " is missing or corrupt");
+    // A certifying observer has no result yet; a succeeded task always has one.
+    if (result_record && !task.mutable_result()->ParseFromString(*result_record)) {
+      return DataLoss("the stored result of task " + IdHex(id_bytes) + " is corrupt");
+    }
+    if (!result_record && task.state() == v1::TASK_STATE_SUCCEEDED) {
+      return DataLoss("the stored result of task " + IdHex(id_bytes) + " is missing");
     }
   }
   return task;
@@ -270,8 +274,7 @@ void TaskManager::Shutdown() {
   workers_.clear();
 }
 
-StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request) {
-  if (!accepting_) return Unavailable("the node is not accepting tasks (starting or shutting down)");
+StatusOr<consensus::TaskSpec> TaskManager::SpecOf(const v1::SubmitTaskRequest& request) {
   consensus::TaskSpec spec;
   ASSIGN_OR_RETURN(spec.graph_sha256, ParseHash(request.graph_sha256(), "graph_sha256"));
   if (static_cast<int64_t>(request.inputs_size()) > options_.max_inputs) {
@@ -284,9 +287,24 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
     spec.inputs.emplace_back(name, h);
   }
   spec.nonce = request.options().nonce();
+  return spec;
+}
+
+StatusOr<std::string> TaskManager::Check(const v1::SubmitTaskRequest& request) {
+  ASSIGN_OR_RETURN(consensus::TaskSpec spec, SpecOf(request));
+  ASSIGN_OR_RETURN(Hash256 id, consensus::ComputeTaskId(spec));
+  ASSIGN_OR_RETURN(PreparedTask prepared, PrepareTask(store_, request, options_.limits, /*load_inputs=*/false));
+  (void)prepared;
+  return ToHex(id);
+}
+
+StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request, const v1::TaskConsensus* consensus) {
+  if (!accepting_) return Unavailable("the node is not accepting tasks (starting or shutting down)");
+  ASSIGN_OR_RETURN(consensus::TaskSpec spec, SpecOf(request));
   ASSIGN_OR_RETURN(Hash256 id, consensus::ComputeTaskId(spec));
   const std::string id_bytes = IdBytes(id);
   SubmitOutcome outcome{ToHex(id), false};
+  const bool execute = consensus == nullptr || consensus->member();
 
   // Idempotent: the same content is the same task.
   ASSIGN_OR_RETURN(auto existing, store_->GetTask(id_bytes));
@@ -307,7 +325,7 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
       return outcome;
     }
     int waiting = static_cast<int>(queue_.size()) + reserved_slots_;
-    if (waiting >= options_.queue_capacity) {
+    if (execute && waiting >= options_.queue_capacity) {
       return ResourceExhausted("the task queue is full (" + std::to_string(waiting) + " tasks waiting, capacity " +
                                std::to_string(options_.queue_capacity) + "); retry later");
     }
@@ -317,19 +335,33 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
 
   v1::Task task;
   task.set_task_id(outcome.task_id);
-  task.set_state(v1::TASK_STATE_QUEUED);
+  task.set_state(execute ? v1::TASK_STATE_QUEUED : v1::TASK_STATE_CERTIFYING);
   *task.mutable_spec() = request;
   task.set_created_unix_ms(UnixMillis());
-  Status persisted = PersistTask(task, nullptr);
+  if (consensus) *task.mutable_consensus() = *consensus;
+  Status persisted;
+  {
+    std::lock_guard<std::mutex> record_lock(record_mu_);
+    auto raced = store_->GetTask(id_bytes);  // another path stored it meanwhile
+    persisted = !raced.ok() ? raced.status() : (*raced ? AlreadyExists("stored meanwhile") : PersistTask(task, nullptr));
+  }
 
   {
     std::lock_guard<std::mutex> lock(mu_);
     --reserved_slots_;
     if (!persisted.ok()) {
       in_flight_.erase(id_bytes);
+      if (persisted.code() == StatusCode::kAlreadyExists) {
+        outcome.already_known = true;
+        return outcome;
+      }
       return persisted.WithContext("storing task");
     }
-    queue_.push_back(id_bytes);
+    if (execute) {
+      queue_.push_back(id_bytes);
+    } else {
+      in_flight_.erase(id_bytes);
+    }
     ++change_counter_;
   }
   work_cv_.notify_one();
@@ -345,6 +377,74 @@ StatusOr<v1::Task> TaskManager::Get(const std::string& task_id_hex) {
   return LoadTask(IdBytes(id));
 }
 
+bool TaskManager::Changed(const v1::Task& before, const v1::Task& after) {
+  const v1::TaskConsensus& b = before.consensus();
+  const v1::TaskConsensus& a = after.consensus();
+  return before.state() != after.state() || before.attempts() != after.attempts() ||
+         b.attestations_size() != a.attestations_size() || b.has_certificate() != a.has_certificate() ||
+         b.certificate().dispute() != a.certificate().dispute() || b.committee_size() != a.committee_size() ||
+         b.disputed() != a.disputed() || b.slashes_size() != a.slashes_size();
+}
+
+Status TaskManager::Mutate(const std::string& task_id_hex, const std::function<Status(v1::Task*)>& change,
+                           const v1::TaskResult* result) {
+  ASSIGN_OR_RETURN(Hash256 id, ParseHash(task_id_hex, "task_id"));
+  {
+    std::lock_guard<std::mutex> record_lock(record_mu_);
+    ASSIGN_OR_RETURN(v1::Task task, LoadTask(IdBytes(id)));
+    const v1::TaskState before = task.state();
+    task.clear_result();  // stored separately
+    RETURN_IF_ERROR(change(&task));
+    if (task.state() != before) {
+      const v1::TaskState after = task.state();
+      task.set_state(before);
+      RETURN_IF_ERROR(Transition(&task, after));
+    }
+    task.clear_result();
+    RETURN_IF_ERROR(PersistTask(task, result));
+  }
+  NotifyChanged();
+  return OkStatus();
+}
+
+Status TaskManager::Requeue(const std::string& task_id_hex) {
+  ASSIGN_OR_RETURN(Hash256 id, ParseHash(task_id_hex, "task_id"));
+  const std::string id_bytes = IdBytes(id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return Unavailable("the node is shutting down");
+    if (in_flight_.count(id_bytes)) return OkStatus();
+    in_flight_.insert(id_bytes);
+  }
+  Status s = Mutate(task_id_hex, [](v1::Task* t) -> Status {
+    if (t->state() != v1::TASK_STATE_CERTIFYING) return FailedPrecondition("task is not certifying");
+    t->set_state(v1::TASK_STATE_QUEUED);
+    return OkStatus();
+  });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!s.ok()) {
+      in_flight_.erase(id_bytes);
+      return s;
+    }
+    queue_.push_back(id_bytes);
+  }
+  work_cv_.notify_one();
+  UpdateGauges();
+  return OkStatus();
+}
+
+Status TaskManager::ForEach(const std::function<Status(const v1::Task&)>& visit) {
+  return store_->ForEachTask([&](const std::string& id, const std::string&) -> Status {
+    auto task = LoadTask(id);
+    if (!task.ok()) {
+      Log(LogLevel::kError, "unreadable task record skipped", {{"task", IdHex(id)}, {"error", task.status().ToString()}});
+      return OkStatus();
+    }
+    return visit(*task);
+  });
+}
+
 StatusOr<v1::Task> TaskManager::WaitForChange(const std::string& task_id_hex, const v1::Task& last_seen,
                                               Clock::time_point deadline, const std::function<bool()>& stop) {
   ASSIGN_OR_RETURN(Hash256 id, ParseHash(task_id_hex, "task_id"));
@@ -356,7 +456,7 @@ StatusOr<v1::Task> TaskManager::WaitForChange(const std::string& task_id_hex, co
       seen_counter = change_counter_;
     }
     ASSIGN_OR_RETURN(v1::Task current, LoadTask(id_bytes));
-    if (current.state() != last_seen.state() || current.attempts() != last_seen.attempts()) return current;
+    if (Changed(last_seen, current)) return current;
     std::unique_lock<std::mutex> lock(mu_);
     // Wake at least every 200 ms to notice a cancelled client.
     auto until = std::min(deadline, Clock::now() + std::chrono::milliseconds(200));
@@ -431,17 +531,21 @@ void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached
   if (task.state() != v1::TASK_STATE_QUEUED) return;  // finished meanwhile (e.g. recovered twice)
 
   const auto start = Clock::now();
-  if (Status s = Transition(&task, v1::TASK_STATE_RUNNING); !s.ok()) {
-    Log(LogLevel::kError, "cannot start task", {{"task", id_hex}, {"error", s.ToString()}});
+  // Records are re-read under the record lock for every write: the consensus engine adds
+  // attestations to the same record while the task runs.
+  Status started = Mutate(id_hex, [](v1::Task* t) -> Status {
+    if (t->state() != v1::TASK_STATE_QUEUED) return Aborted("no longer queued");
+    t->set_state(v1::TASK_STATE_RUNNING);
+    t->set_attempts(t->attempts() + 1);
+    t->set_started_unix_ms(UnixMillis());
+    return OkStatus();
+  });
+  if (!started.ok()) {
+    if (started.code() != StatusCode::kAborted) {
+      Log(LogLevel::kError, "cannot store task state", {{"task", id_hex}, {"error", started.ToString()}});
+    }
     return;
   }
-  task.set_attempts(task.attempts() + 1);
-  task.set_started_unix_ms(UnixMillis());
-  if (Status s = PersistTask(task, nullptr); !s.ok()) {
-    Log(LogLevel::kError, "cannot store task state", {{"task", id_hex}, {"error", s.ToString()}});
-    return;
-  }
-  NotifyChanged();
 
   int64_t cap_ms = options_.max_task_seconds * 1000;
   if (task.spec().options().max_wall_ms() > 0) {
@@ -525,16 +629,21 @@ void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached
     Log(LogLevel::kWarn, "task interrupted by shutdown", {{"task", id_hex}});
     return;
   }
-  task.set_finished_unix_ms(UnixMillis());
-  if (status.ok()) {
-    result.set_execution_seconds(seconds);
-    Transition(&task, v1::TASK_STATE_SUCCEEDED).IgnoreError();  // running -> succeeded is always allowed
-  } else {
-    Transition(&task, v1::TASK_STATE_FAILED).IgnoreError();
-    task.set_error_code(std::string(StatusCodeName(status.code())));
-    task.set_error_message(status.message());
-  }
-  Status persisted = PersistTask(task, status.ok() ? &result : nullptr);
+  if (status.ok()) result.set_execution_seconds(seconds);
+  Status persisted = Mutate(
+      id_hex,
+      [&](v1::Task* t) -> Status {
+        t->set_finished_unix_ms(UnixMillis());
+        if (status.ok()) {
+          t->set_state(options_.network_mode ? v1::TASK_STATE_CERTIFYING : v1::TASK_STATE_SUCCEEDED);
+        } else {
+          t->set_state(v1::TASK_STATE_FAILED);
+          t->set_error_code(std::string(StatusCodeName(status.code())));
+          t->set_error_message(status.message());
+        }
+        return OkStatus();
+      },
+      status.ok() ? &result : nullptr);
   if (!persisted.ok()) {
     // The task stays running in the store and is retried after a restart.
     Log(LogLevel::kError, "cannot store task result", {{"task", id_hex}, {"error", persisted.ToString()}});
@@ -544,8 +653,9 @@ void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached
       {{"task", id_hex}, {"prepare_seconds", prepare_s}, {"run_seconds", run_s}, {"store_seconds", store_s}});
   if (status.ok()) {
     metrics_->tasks_completed->Increment();
-    Log(LogLevel::kInfo, "task succeeded",
+    Log(LogLevel::kInfo, options_.network_mode ? "task executed" : "task succeeded",
         {{"task", id_hex}, {"result_root", result.result_root()}, {"seconds", seconds}, {"backend", result.backend()}});
+    if (options_.on_executed) options_.on_executed(id_hex, result);
   } else {
     metrics_->tasks_failed->Increment();
     Log(LogLevel::kWarn, "task failed", {{"task", id_hex}, {"error", status.ToString()}, {"seconds", seconds}});

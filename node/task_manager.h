@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "consensus/task.h"
 #include "consensor/v1/node.pb.h"
 #include "executor/limits.h"
 #include "kernels/backend_factory.h"
@@ -42,6 +43,10 @@ struct TaskManagerOptions {
   // How long Shutdown waits for running tasks before interrupting them (they are then left
   // running in the store and resume after a restart).
   std::chrono::milliseconds drain_timeout{30000};
+  // Network mode: a successful execution ends in CERTIFYING (the consensus engine finalizes
+  // it) and on_executed runs after the result is stored.
+  bool network_mode = false;
+  std::function<void(const std::string& task_id_hex, const v1::TaskResult& result)> on_executed;
 };
 
 struct SubmitOutcome {
@@ -64,15 +69,32 @@ class TaskManager {
   // Errors carry the gRPC-style code the API returns: INVALID_ARGUMENT (malformed request,
   // invalid graph, missing or extra input, wrong input type), NOT_FOUND (unknown blob),
   // RESOURCE_EXHAUSTED (over a cap, or the queue is full), UNAVAILABLE (shutting down).
-  StatusOr<SubmitOutcome> Submit(const v1::SubmitTaskRequest& request);
+  // In network mode `consensus` comes with the task: a member's task is queued, an observer's
+  // is stored as CERTIFYING and never runs (unless Requeue'd later).
+  StatusOr<SubmitOutcome> Submit(const v1::SubmitTaskRequest& request, const v1::TaskConsensus* consensus = nullptr);
+  // Validates a request without storing anything (the same checks as Submit); returns the id.
+  StatusOr<std::string> Check(const v1::SubmitTaskRequest& request);
+  // Read-modify-write of a stored task record, serialized with every other record write.
+  // `change` may alter any field; a state change must follow the lifecycle (INTERNAL otherwise).
+  // With `result`, the result record is written in the same batch.
+  Status Mutate(const std::string& task_id_hex, const std::function<Status(v1::Task*)>& change,
+                const v1::TaskResult* result = nullptr);
+  // certifying -> queued, and into the work queue (a replacement or dispute member).
+  Status Requeue(const std::string& task_id_hex);
+  // Every stored task, in key order (for the consensus engine's recovery).
+  Status ForEach(const std::function<Status(const v1::Task&)>& visit);
   // NOT_FOUND for an unknown id, INVALID_ARGUMENT for a malformed one.
   StatusOr<v1::Task> Get(const std::string& task_id_hex);
 
-  // Blocks until the task's record differs from `last_seen` (compared by state and attempt),
+  // Blocks until the task's record differs from `last_seen` (see Changed),
   // `deadline` passes, `stop()` returns true, or the manager shuts down; then returns the
   // current record. Used by WatchTask.
   StatusOr<v1::Task> WaitForChange(const std::string& task_id_hex, const v1::Task& last_seen,
                                    std::chrono::steady_clock::time_point deadline, const std::function<bool()>& stop);
+
+  // What WatchTask reports: a new state or attempt, or consensus progress (votes, certificate,
+  // committee changes, disputes, slashes).
+  static bool Changed(const v1::Task& before, const v1::Task& after);
 
   int queue_depth() const;
   int running() const;
@@ -84,6 +106,7 @@ class TaskManager {
   void Execute(const std::string& task_id, kernels::Backend** cached_backend,
                std::unique_ptr<kernels::Backend>* backend_storage);
   Status PersistTask(const v1::Task& task, const v1::TaskResult* result);
+  StatusOr<consensus::TaskSpec> SpecOf(const v1::SubmitTaskRequest& request);
   StatusOr<v1::Task> LoadTask(const std::string& task_id_bytes);
   void NotifyChanged();
   void UpdateGauges();
@@ -92,6 +115,7 @@ class TaskManager {
   NodeMetrics* metrics_;
   TaskManagerOptions options_;
 
+  std::mutex record_mu_;  // serializes read-modify-write of task records
   mutable std::mutex mu_;
   std::condition_variable work_cv_;     // workers wait for queued tasks
   std::condition_variable changed_cv_;  // watchers wait for state changes

@@ -163,6 +163,28 @@ contract ConsensorServiceManager {
     }
 
     // ----------------------------------------------------------------------------------------
+    // Certificates
+    // ----------------------------------------------------------------------------------------
+
+    /// @notice Checks a certificate over `certified` exactly as `slashDispute` does and returns
+    ///         the stake behind it, so anyone can verify a result off-chain with one eth_call.
+    ///         Reverts with the same errors for a malformed certificate (empty, bad signature,
+    ///         signers not strictly ascending, a signer without stake at the reference block) and
+    ///         for a reference block that is not final; a quorum short of `thresholdBps` is not an
+    ///         error here but `meetsThreshold == false`.
+    function verifyCertificate(Attestation calldata certified, bytes[] calldata certificateSigs)
+        external
+        view
+        returns (uint256 signedStake, uint256 totalStake, bool meetsThreshold)
+    {
+        uint256 ref = certified.referenceBlock;
+        // Stake at the current or a future block can still change, so it certifies nothing.
+        if (ref >= block.number) revert ReferenceBlockNotFinal(ref, block.number);
+        (signedStake, totalStake) = _certificateStake(certified, certificateSigs);
+        meetsThreshold = _meetsThreshold(signedStake, totalStake);
+    }
+
+    // ----------------------------------------------------------------------------------------
     // Slashing
     // ----------------------------------------------------------------------------------------
 
@@ -227,11 +249,30 @@ contract ConsensorServiceManager {
         return attestationDigest(a.taskId, a.resultRoot, a.traceRoot, a.referenceBlock);
     }
 
-    /// @dev Returns the stake behind a valid certificate over `certified`; reverts otherwise.
+    /// @dev Returns the stake behind a valid certificate over `certified` that reaches the
+    ///      threshold; reverts otherwise.
     function _verifyCertificate(Attestation calldata certified, bytes[] calldata sigs)
         internal
         view
         returns (uint256 signedStake)
+    {
+        uint256 total;
+        (signedStake, total) = _certificateStake(certified, sigs);
+        if (!_meetsThreshold(signedStake, total)) revert InsufficientQuorum(signedStake, total, thresholdBps);
+    }
+
+    function _meetsThreshold(uint256 signedStake, uint256 total) internal view returns (bool) {
+        return signedStake * BPS >= total * thresholdBps;
+    }
+
+    /// @dev The stake of a certificate's signers and the total stake at its reference block.
+    ///      Reverts for an empty certificate, an invalid signature, signers that are not strictly
+    ///      ascending, or a signer without stake at the reference block; the quorum is the
+    ///      caller's decision.
+    function _certificateStake(Attestation calldata certified, bytes[] calldata sigs)
+        internal
+        view
+        returns (uint256 signedStake, uint256 total)
     {
         uint256 n = sigs.length;
         if (n == 0) revert EmptyCertificate();
@@ -247,8 +288,7 @@ contract ConsensorServiceManager {
             signedStake += s;
             previous = signer;
         }
-        uint256 total = source.totalStakeAt(ref);
-        if (signedStake * BPS < total * thresholdBps) revert InsufficientQuorum(signedStake, total, thresholdBps);
+        total = source.totalStakeAt(ref);
     }
 
     /// @dev 65 bytes r||s||v, v in {27, 28}, s <= secp256k1n/2, recovered address != 0.

@@ -610,6 +610,166 @@ contract ConsensorServiceManagerTest is Fixture {
         assertEq(manager.slashDispute(ac, as_, ce, sigs), 2 ether, "slashed by REF quorum");
     }
 
+    // ================================================================ verifyCertificate (view)
+
+    function _certified(uint256[] memory signers)
+        internal
+        view
+        returns (ConsensorServiceManager.Attestation memory certified, bytes[] memory sigs)
+    {
+        certified = att(TASK, GOOD_ROOT, REF);
+        sigs = signAll(signers, certified);
+    }
+
+    function test_verifyCertificate_meetsThreshold() public view {
+        // 4 honest x 2 ether of 10 ether total = 80%
+        (ConsensorServiceManager.Attestation memory ce, bytes[] memory sigs) = _certified(honest());
+        (uint256 signed, uint256 total, bool ok) = manager.verifyCertificate(ce, sigs);
+        assertEq(signed, 8 ether, "signed");
+        assertEq(total, 10 ether, "total");
+        assertTrue(ok, "meets threshold");
+    }
+
+    function test_verifyCertificate_belowThresholdReturnsFalse() public view {
+        // 3 x 2 ether = 60% < 66.67%: reported, not reverted
+        (ConsensorServiceManager.Attestation memory ce, bytes[] memory sigs) = _certified(subset(honest(), 0, 3));
+        (uint256 signed, uint256 total, bool ok) = manager.verifyCertificate(ce, sigs);
+        assertEq(signed, 6 ether, "signed");
+        assertEq(total, 10 ether, "total");
+        assertFalse(ok, "below threshold");
+    }
+
+    function test_verifyCertificate_exactThreshold() public {
+        deployDefault();
+        register(0xA, 6667 ether);
+        register(0xB, 3333 ether);
+        uint64 ref = uint64(block.number);
+        vm.roll(block.number + 1);
+        ConsensorServiceManager.Attestation memory ce = att(TASK, GOOD_ROOT, ref);
+        bytes[] memory sigs = new bytes[](1);
+        sigs[0] = sign(0xA, ce);
+        (,, bool ok) = manager.verifyCertificate(ce, sigs);
+        assertTrue(ok, "6667 of 10000 meets 6667 bps");
+        sigs[0] = sign(0xB, ce);
+        (,, ok) = manager.verifyCertificate(ce, sigs);
+        assertFalse(ok, "3333 of 10000");
+    }
+
+    function test_verifyCertificate_usesReferenceBlockStake() public {
+        vm.prank(vm.addr(honestPks[0]));
+        registry.deregister();
+        register(0x7777, 50 ether);
+        vm.roll(block.number + 1);
+        (ConsensorServiceManager.Attestation memory ce, bytes[] memory sigs) = _certified(honest());
+        (uint256 signed, uint256 total, bool ok) = manager.verifyCertificate(ce, sigs);
+        assertEq(signed, 8 ether, "signed at REF");
+        assertEq(total, 10 ether, "total at REF");
+        assertTrue(ok, "REF quorum");
+    }
+
+    function test_verifyCertificate_revertsReferenceBlockNotFinal() public {
+        (ConsensorServiceManager.Attestation memory ce, bytes[] memory sigs) = _certified(honest());
+        vm.roll(REF);
+        vm.expectRevert(abi.encodeWithSelector(ConsensorServiceManager.ReferenceBlockNotFinal.selector, REF, REF));
+        manager.verifyCertificate(ce, sigs);
+        ce.referenceBlock = REF + 7;
+        sigs = signAll(honest(), ce);
+        vm.expectRevert(abi.encodeWithSelector(ConsensorServiceManager.ReferenceBlockNotFinal.selector, REF + 7, REF));
+        manager.verifyCertificate(ce, sigs);
+    }
+
+    function test_verifyCertificate_revertsEmpty() public {
+        vm.expectRevert(ConsensorServiceManager.EmptyCertificate.selector);
+        manager.verifyCertificate(att(TASK, GOOD_ROOT, REF), new bytes[](0));
+    }
+
+    function test_verifyCertificate_revertsUnsorted() public {
+        uint256[] memory pks = honest();
+        (pks[0], pks[3]) = (pks[3], pks[0]);
+        (ConsensorServiceManager.Attestation memory ce, bytes[] memory sigs) = _certified(pks);
+        vm.expectRevert(
+            abi.encodeWithSelector(ConsensorServiceManager.SignersNotAscending.selector, vm.addr(pks[0]), vm.addr(pks[1]))
+        );
+        manager.verifyCertificate(ce, sigs);
+    }
+
+    function test_verifyCertificate_revertsDuplicate() public {
+        uint256[] memory pks = new uint256[](3);
+        pks[0] = honestPks[0];
+        pks[1] = honestPks[1];
+        pks[2] = honestPks[1];
+        (ConsensorServiceManager.Attestation memory ce, bytes[] memory sigs) = _certified(pks);
+        address d = vm.addr(honestPks[1]);
+        vm.expectRevert(abi.encodeWithSelector(ConsensorServiceManager.SignersNotAscending.selector, d, d));
+        manager.verifyCertificate(ce, sigs);
+    }
+
+    function test_verifyCertificate_revertsSignerNotOperator() public {
+        uint256[] memory pks = new uint256[](5);
+        for (uint256 i; i < 4; ++i) pks[i] = honestPks[i];
+        pks[4] = 0x5EED; // never registered
+        pks = sortByAddress(pks);
+        (ConsensorServiceManager.Attestation memory ce, bytes[] memory sigs) = _certified(pks);
+        vm.expectRevert(
+            abi.encodeWithSelector(ConsensorServiceManager.SignerNotOperatorAtReferenceBlock.selector, vm.addr(0x5EED))
+        );
+        manager.verifyCertificate(ce, sigs);
+        // an operator that registered after the reference block had no stake there
+        register(0x1A7E, 5 ether);
+        vm.roll(block.number + 1);
+        pks[0] = 0x1A7E;
+        pks = sortByAddress(subset(pks, 0, 1));
+        (ce, sigs) = _certified(pks);
+        vm.expectRevert(
+            abi.encodeWithSelector(ConsensorServiceManager.SignerNotOperatorAtReferenceBlock.selector, vm.addr(0x1A7E))
+        );
+        manager.verifyCertificate(ce, sigs);
+    }
+
+    function test_verifyCertificate_revertsBadSignatures() public {
+        (ConsensorServiceManager.Attestation memory ce, bytes[] memory sigs) = _certified(honest());
+        bytes memory good = sigs[1];
+        sigs[1] = new bytes(64);
+        vm.expectRevert(abi.encodeWithSelector(ConsensorServiceManager.InvalidSignatureLength.selector, 64));
+        manager.verifyCertificate(ce, sigs);
+        sigs[1] = bytes.concat(good);
+        sigs[1][64] = bytes1(uint8(1)); // raw recovery id instead of 27/28
+        vm.expectRevert(abi.encodeWithSelector(ConsensorServiceManager.InvalidSignatureV.selector, 1));
+        manager.verifyCertificate(ce, sigs);
+        sigs[1] = bytes.concat(good);
+        for (uint256 i = 32; i < 64; ++i) sigs[1][i] = 0xff; // s above n/2
+        vm.expectRevert(ConsensorServiceManager.InvalidSignatureS.selector);
+        manager.verifyCertificate(ce, sigs);
+        sigs[1] = abi.encodePacked(bytes32(0), bytes32(uint256(1)), uint8(27));
+        vm.expectRevert(ConsensorServiceManager.InvalidSignature.selector);
+        manager.verifyCertificate(ce, sigs);
+    }
+
+    /// The view and slashDispute agree: the dispute goes through iff meetsThreshold, and the
+    /// stake the view reports is the one the DisputeSlashed event carries.
+    function testFuzz_verifyCertificate_agreesWithSlashDispute(uint8 mask) public {
+        mask = uint8(bound(mask, 1, 15));
+        uint256 n;
+        for (uint256 i; i < 4; ++i) if (mask & (1 << i) != 0) ++n;
+        uint256[] memory chosen = new uint256[](n);
+        uint256 k;
+        for (uint256 i; i < 4; ++i) if (mask & (1 << i) != 0) chosen[k++] = honestPks[i];
+        (ConsensorServiceManager.Attestation memory ac, bytes memory as_, ConsensorServiceManager.Attestation memory ce, bytes[] memory sigs) =
+            _dispute(chosen);
+        (uint256 signed, uint256 total, bool ok) = manager.verifyCertificate(ce, sigs);
+        assertEq(signed, n * 2 ether, "signed");
+        assertEq(total, 10 ether, "total");
+        if (!ok) {
+            vm.expectRevert(
+                abi.encodeWithSelector(ConsensorServiceManager.InsufficientQuorum.selector, signed, total, THRESHOLD_BPS)
+            );
+        } else {
+            vm.expectEmit(true, true, true, true, address(manager));
+            emit DisputeSlashed(bad, TASK, 2 ether, address(this), 0.2 ether, GOOD_ROOT, signed);
+        }
+        manager.slashDispute(ac, as_, ce, sigs);
+    }
+
     // ---------------------------------------------------------------- certificate fuzzing
 
     /// Random subsets of 8 operators with random stakes: the dispute succeeds iff the subset's

@@ -104,4 +104,12 @@ contract GasDispute15Test is GasBase {
     function test_gas_slashDispute_15() public {
         emit log_named_uint("gas slashDispute 15 signers", _disputeGas());
     }
+
+    function test_gas_verifyCertificate_15() public {
+        ConsensorServiceManager.Attestation memory ce = att(TASK, keccak256("good"), 100);
+        bytes[] memory sigs = signAll(signerPks, ce);
+        uint256 g = gasleft();
+        manager.verifyCertificate(ce, sigs);
+        emit log_named_uint("gas verifyCertificate 15 signers (view)", g - gasleft());
+    }
 }

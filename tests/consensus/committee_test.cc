@@ -92,5 +92,40 @@ TEST(Committee, ZeroStakeSmallSetsAndBadInput) {
   EXPECT_TRUE(CommitteeOrder(Task(3), 1, {half}, 1).ok());
 }
 
+
+// Every node must derive the same committee whatever order its chain client listed the
+// operators in: thousands of task ids, each against a differently shuffled operator list.
+TEST(CommitteeAgreementTest, ThousandsOfTaskIdsAgreeAcrossOperatorListOrders) {
+  std::vector<WeightedOperator> ops;
+  for (int i = 0; i < 12; ++i) {
+    WeightedOperator op;
+    op.address[0] = static_cast<uint8_t>(0x10 + i * 7);
+    op.address[19] = static_cast<uint8_t>(i);
+    op.stake[31] = static_cast<uint8_t>(1 + (i * 37) % 11);
+    op.stake[30] = static_cast<uint8_t>(i % 3);
+    ops.push_back(op);
+  }
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  auto next = [&] {
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return rng;
+  };
+  for (int t = 0; t < 3000; ++t) {
+    Hash256 task{};
+    for (int b = 0; b < 32; b += 8) {
+      uint64_t v = next();
+      for (int k = 0; k < 8; ++k) task[b + k] = static_cast<uint8_t>(v >> (8 * k));
+    }
+    const uint64_t block = 1000 + t % 17;
+    auto reference = CommitteeOrder(task, block, ops, 5);
+    ASSERT_TRUE(reference.ok());
+    ASSERT_EQ(reference->size(), 5u);
+    std::vector<WeightedOperator> shuffled = ops;
+    for (size_t i = shuffled.size(); i > 1; --i) std::swap(shuffled[i - 1], shuffled[next() % i]);
+    auto other = CommitteeOrder(task, block, shuffled, 5);
+    ASSERT_TRUE(other.ok());
+    ASSERT_EQ(*reference, *other) << "task " << t;
+  }
+}
 }  // namespace
 }  // namespace consensor::consensus

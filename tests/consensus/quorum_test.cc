@@ -91,5 +91,56 @@ TEST_F(QuorumTest, RejectsOutsidersAndMismatches) {
             StatusCode::kInvalidArgument);
 }
 
+
+std::array<uint8_t, 32> Stake(uint64_t v) {
+  std::array<uint8_t, 32> s{};
+  for (int i = 0; i < 8; ++i) s[31 - i] = static_cast<uint8_t>(v >> (8 * i));
+  return s;
+}
+
+TEST_F(QuorumTest, StakeModeFinalizesAtTheContractsThreshold) {
+  // Four operators with 1, 1, 1, 3 units; 6667 bps of 6 needs 4.0002, so 3 + 1 + ... is needed.
+  std::vector<WeightedOperator> ops = {{Addr(1), Stake(1)}, {Addr(2), Stake(1)}, {Addr(3), Stake(1)}, {Addr(4), Stake(3)}};
+  auto t = QuorumTracker::CreateWeighted(domain_, H(7), 100, ops, Stake(6), 6667);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(*t->Add(Vote(1, 1)), AddOutcome::kCounted);
+  EXPECT_EQ(*t->Add(Vote(2, 1)), AddOutcome::kCounted);
+  EXPECT_EQ(*t->Add(Vote(3, 1)), AddOutcome::kCounted);  // 3 of 6 = 50%: not enough
+  EXPECT_FALSE(t->finalized());
+  EXPECT_EQ(*t->Add(Vote(4, 1)), AddOutcome::kFinalized);  // 6 of 6
+  EXPECT_EQ(t->certificate()->signers.size(), 4u);
+
+  // 4 of 6 is 66.67% > 6667 bps? 4 * 10000 = 40000 < 6 * 6667 = 40002: still not enough.
+  auto u = QuorumTracker::CreateWeighted(domain_, H(7), 100, ops, Stake(6), 6667);
+  EXPECT_EQ(*u->Add(Vote(4, 1)), AddOutcome::kCounted);
+  EXPECT_EQ(*u->Add(Vote(1, 1)), AddOutcome::kCounted);
+  EXPECT_FALSE(u->finalized());
+  EXPECT_EQ(*u->Add(Vote(2, 1)), AddOutcome::kFinalized);  // 5 of 6
+}
+
+TEST_F(QuorumTest, StakeModeRejectsBadParameters) {
+  std::vector<WeightedOperator> ops = {{Addr(1), Stake(5)}};
+  EXPECT_FALSE(QuorumTracker::CreateWeighted(domain_, H(7), 100, ops, Stake(4), 6667).ok());  // more than total
+  EXPECT_FALSE(QuorumTracker::CreateWeighted(domain_, H(7), 100, ops, Stake(9), 0).ok());
+  EXPECT_FALSE(QuorumTracker::CreateWeighted(domain_, H(7), 100, ops, Stake(9), 10001).ok());
+  std::array<uint8_t, 32> huge{};
+  huge[16] = 0x40;  // 2^126
+  EXPECT_FALSE(QuorumTracker::CreateWeighted(domain_, H(7), 100, ops, huge, 6667).ok());
+  auto t = QuorumTracker::CreateWeighted(domain_, H(7), 100, ops, Stake(9), 6667);
+  ASSERT_TRUE(t.ok());
+  EXPECT_FALSE(t->ExtendCommittee({Addr(2)}).ok());
+}
+
+TEST_F(QuorumTest, ExtendedCommitteeAcceptsTheReplacement) {
+  auto t = QuorumTracker::Create(domain_, H(7), 100, {Addr(1), Addr(2), Addr(3)}, 2);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(*t->Add(Vote(1, 1)), AddOutcome::kCounted);
+  EXPECT_EQ(t->Add(Vote(4, 1)).status().code(), StatusCode::kPermissionDenied);
+  ASSERT_TRUE(t->ExtendCommittee({Addr(4), Addr(1)}).ok());
+  EXPECT_EQ(t->committee_size(), 4u);
+  EXPECT_TRUE(t->is_member(Addr(4)));
+  EXPECT_EQ(*t->Add(Vote(4, 1)), AddOutcome::kFinalized);
+}
+
 }  // namespace
 }  // namespace consensor::consensus

@@ -72,4 +72,20 @@ class AnvilProcess {
   std::string url_;
 };
 
+// One of the Foundry tools installed next to anvil: "forge", "cast".
+inline std::string FoundryTool(const std::string& name) {
+  return std::string(CNSR_SOURCE_DIR) + "/contracts/node_modules/@foundry-rs/" + name + "-linux-amd64/bin/" + name;
+}
+
+// Deploys the AVS contracts to `rpc_url` with the project's forge script (deployer: anvil key
+// 0), writing the deployment to contracts/<deployment_rel>. `env` is prepended to the command
+// (deploy parameters such as "WITHDRAWAL_DELAY_BLOCKS=20").
+inline CommandResult DeployContracts(const std::string& rpc_url, const std::string& deployment_rel,
+                                     const std::string& env = "") {
+  // flock: tests run in parallel, and forge's build cache is shared.
+  return RunCommand("cd " + std::string(CNSR_SOURCE_DIR) + "/contracts && DEPLOYMENT_FILE=" + deployment_rel + " " +
+                        env + " flock .forge.lock " + FoundryTool("forge"),
+                    "script script/Deploy.s.sol --rpc-url " + rpc_url + " --broadcast --private-key 0x" + kAnvilKey0);
+}
+
 }  // namespace consensor::testing_support

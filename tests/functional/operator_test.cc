@@ -34,10 +34,6 @@ Secp256k1Secret Key(int i) { return *Hash256FromHex(kKeys[i]); }
 Address20 Addr(int i) { return *AddressFromSecretKey(Key(i)); }
 std::string AddrHex(int i) { return "0x" + ToHex(Addr(i)); }
 
-std::string Tool(const std::string& name) {
-  return std::string(CNSR_SOURCE_DIR) + "/contracts/node_modules/@foundry-rs/" + name + "-linux-amd64/bin/" + name;
-}
-
 Hash256 H(uint8_t v) {
   Hash256 h{};
   h[31] = v;
@@ -63,11 +59,7 @@ class OperatorTest : public ::testing::Test {
     // Deploy with the project's forge script, into a file of this test's own.
     deployment_rel_ = "deployments/test-" + std::to_string(getpid()) + ".json";
     deployment_ = std::string(CNSR_SOURCE_DIR) + "/contracts/" + deployment_rel_;
-    CommandResult deploy = testing_support::RunCommand(
-        // flock: tests run in parallel, and forge's build cache is shared.
-        "cd " + std::string(CNSR_SOURCE_DIR) + "/contracts && DEPLOYMENT_FILE=" + deployment_rel_ +
-            " WITHDRAWAL_DELAY_BLOCKS=20 flock .forge.lock " + Tool("forge"),
-        "script script/Deploy.s.sol --rpc-url " + anvil_->url() + " --broadcast --private-key 0x" + kKeys[0]);
+    CommandResult deploy = testing_support::DeployContracts(anvil_->url(), deployment_rel_, "WITHDRAWAL_DELAY_BLOCKS=20");
     ASSERT_EQ(deploy.exit_code, 0) << deploy.out;
     auto d = node::LoadDeployment(deployment_);
     ASSERT_TRUE(d.ok()) << d.status().ToString();
@@ -87,7 +79,7 @@ class OperatorTest : public ::testing::Test {
   // Independent of our client: cast reads the registry.
   std::string CastCall(const std::string& signature, const std::string& arg) {
     CommandResult r = testing_support::RunCommand(
-        Tool("cast"), "call --rpc-url " + anvil_->url() + " 0x" + ToHex(deployed_.registry) + " '" + signature + "' " + arg);
+        testing_support::FoundryTool("cast"), "call --rpc-url " + anvil_->url() + " 0x" + ToHex(deployed_.registry) + " '" + signature + "' " + arg);
     EXPECT_EQ(r.exit_code, 0) << r.out;
     return r.out.substr(0, r.out.find_first_of(" \n"));
   }

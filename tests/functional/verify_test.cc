@@ -1,0 +1,291 @@
+// `consensor verify` on a real anvil with the contracts deployed by the forge script: four
+// operators with equal stake, certificates signed here with anvil's dev keys over a committee
+// computed with consensus::CommitteeOrder, checked by the CLI against the chain. Also the chain
+// client's verifyCertificate call on its own, including the contract's custom errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <google/protobuf/util/json_util.h>
+
+#include "consensus/attestation.h"
+#include "consensus/committee.h"
+#include "consensor/v1/node.pb.h"
+#include "node/chain_client.h"
+#include "node/chain_flags.h"
+#include "node/keystore.h"
+#include "node/eth_rpc.h"
+#include "tests/functional/anvil_harness.h"
+
+namespace consensor {
+namespace {
+
+namespace fs = std::filesystem;
+using testing_support::AnvilProcess;
+using testing_support::CommandResult;
+
+Secp256k1Secret Key(size_t i) { return *node::DevnetKey(i); }
+Address20 Addr(size_t i) { return *AddressFromSecretKey(Key(i)); }
+
+Hash256 TaskId() {
+  Hash256 h{};
+  h[0] = 0x7a;
+  h[31] = 0x11;
+  return h;
+}
+
+class VerifyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("consensor-verify-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    anvil_ = std::make_unique<AnvilProcess>((dir_ / "anvil.log").string());
+    ASSERT_TRUE(anvil_->Start()) << anvil_->Log();
+    deployment_rel_ = "deployments/test-verify-" + std::to_string(getpid()) + ".json";
+    deployment_ = std::string(CNSR_SOURCE_DIR) + "/contracts/" + deployment_rel_;
+    CommandResult deploy = testing_support::DeployContracts(anvil_->url(), deployment_rel_);
+    ASSERT_EQ(deploy.exit_code, 0) << deploy.out;
+    auto d = node::LoadDeployment(deployment_);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    domain_ = {d->chain_id, d->manager};
+    rpc_ = std::make_unique<node::EthRpc>(std::move(node::NewHttpRpcTransport(anvil_->url())).value());
+    chain_ = std::make_unique<node::ChainClient>(rpc_.get(), *d, std::nullopt);
+
+    // Operators 1..4 with 2 ETH each; the reference block is then made final by one more block.
+    for (int i = 1; i <= 4; ++i) {
+      CommandResult r = Cli("operator register --stake 2ether --endpoint 127.0.0.1:" + std::to_string(7400 + i) +
+                            " --devnet-key " + std::to_string(i));
+      ASSERT_EQ(r.exit_code, 0) << r.out;
+    }
+    ref_ = *rpc_->BlockNumber();
+    Mine();
+
+    auto set = chain_->OperatorsAt(ref_);
+    ASSERT_TRUE(set.ok()) << set.status().ToString();
+    ASSERT_EQ(set->operators.size(), 4u);
+    std::vector<consensus::WeightedOperator> weighted;
+    for (size_t i = 0; i < set->operators.size(); ++i) weighted.push_back({set->operators[i], set->stakes[i]});
+    auto order = consensus::CommitteeOrder(TaskId(), ref_, weighted, weighted.size());
+    ASSERT_TRUE(order.ok()) << order.status().ToString();
+    for (const Address20& a : *order) {
+      for (size_t i = 1; i <= 4; ++i) {
+        if (Addr(i) == a) order_.push_back(i);
+      }
+    }
+    ASSERT_EQ(order_.size(), 4u);
+    attestation_ = {TaskId(), Hash256{}, Hash256{}, ref_};
+    attestation_.result_root[31] = 0x52;
+    attestation_.trace_root[31] = 0x7e;
+  }
+
+  void TearDown() override {
+    anvil_.reset();
+    fs::remove(deployment_);
+    fs::remove_all(dir_);
+  }
+
+  void Mine() { ASSERT_TRUE(rpc_->transport()->Call("evm_mine", nlohmann::json::array()).ok()); }
+
+  CommandResult Cli(const std::string& args) {
+    return testing_support::RunCommand(testing_support::CliBinary(),
+                                       args + " --rpc " + anvil_->url() + " --deployment " + deployment_);
+  }
+
+  // A certificate signed by dev accounts `signers`, listed in ascending address order.
+  v1::Certificate Make(std::vector<size_t> signers, bool dispute) {
+    std::sort(signers.begin(), signers.end(), [](size_t x, size_t y) { return Addr(x) < Addr(y); });
+    v1::Certificate c;
+    c.set_task_id(ToHex(attestation_.task_id));
+    c.set_result_root(ToHex(attestation_.result_root));
+    c.set_trace_root(ToHex(attestation_.trace_root));
+    c.set_reference_block(attestation_.reference_block);
+    for (size_t i : signers) {
+      c.add_signers(node::AddressToChecksumHex(Addr(i)));
+      c.add_signatures(ToHex(*consensus::SignAttestation(Key(i), domain_, attestation_)));
+    }
+    if (dispute) {
+      c.set_dispute(true);
+    } else {
+      c.set_replicas(3);
+      c.set_quorum(2);
+      c.set_committee_size(3);
+    }
+    return c;
+  }
+
+  std::vector<std::vector<uint8_t>> Signatures(const v1::Certificate& c) {
+    std::vector<std::vector<uint8_t>> sigs;
+    for (const std::string& hex : c.signatures()) sigs.push_back(*node::ParseData("0x" + hex, "signature"));
+    return sigs;
+  }
+
+  std::string Write(const std::string& name, const v1::Certificate& c) {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    EXPECT_TRUE(google::protobuf::util::MessageToJsonString(c, &json, options).ok());
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << json;
+    return path;
+  }
+
+  fs::path dir_;
+  std::unique_ptr<AnvilProcess> anvil_;
+  std::string deployment_rel_, deployment_;
+  consensus::Eip712Domain domain_;
+  std::unique_ptr<node::EthRpc> rpc_;
+  std::unique_ptr<node::ChainClient> chain_;
+  uint64_t ref_ = 0;
+  std::vector<size_t> order_;  // dev account indices in the task's committee order
+  consensus::Attestation attestation_;
+};
+
+TEST_F(VerifyTest, ResultCertificate) {
+  const std::string file = Write("cert.json", Make({order_[0], order_[1]}, false));
+  CommandResult ok = Cli("verify --certificate " + file);
+  ASSERT_EQ(ok.exit_code, 0) << ok.out;
+  EXPECT_NE(ok.out.find("VERIFIED"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("task        " + ToHex(TaskId())), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("reference   block " + std::to_string(ref_)), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find(node::AddressToChecksumHex(Addr(order_[0])) + "  position 0  2 ETH"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("stake       4 ETH of 8 ETH (50.00%); contract threshold 66.67%, not met"), std::string::npos)
+      << ok.out;
+
+  CommandResult json = Cli("verify --certificate " + file + " --json");
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  auto j = nlohmann::json::parse(json.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << json.out;
+  EXPECT_EQ(j["verified"], true);
+  EXPECT_EQ(j["signed_stake"], "4000000000000000000");
+  EXPECT_EQ(j["total_stake"], "8000000000000000000");
+  EXPECT_EQ(j["meets_threshold"], false);
+  EXPECT_EQ(j["threshold_bps"], 6667);
+  EXPECT_EQ(j["signers"].size(), 2u);
+
+  // Tampering with the result invalidates every signature.
+  v1::Certificate tampered = Make({order_[0], order_[1]}, false);
+  tampered.set_result_root(std::string(63, '0') + "1");
+  CommandResult bad = Cli("verify --certificate " + Write("tampered.json", tampered));
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("error: signature 0"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("does not recover to its signer"), std::string::npos) << bad.out;
+  EXPECT_EQ(bad.out.find("VERIFIED"), std::string::npos) << bad.out;
+  CommandResult bad_json = Cli("verify --certificate " + Write("tampered.json", tampered) + " --json");
+  EXPECT_EQ(bad_json.exit_code, 1);
+  EXPECT_NE(bad_json.out.find("\"verified\": false"), std::string::npos) << bad_json.out;
+
+  // A member beyond the committee prefix may not sign.
+  CommandResult outsider = Cli("verify --certificate " + Write("outsider.json", Make({order_[0], order_[3]}, false)));
+  EXPECT_EQ(outsider.exit_code, 1);
+  EXPECT_NE(outsider.out.find("is at position 3 of the task's committee order"), std::string::npos) << outsider.out;
+}
+
+TEST_F(VerifyTest, DisputeCertificateNeedsTheThreshold) {
+  // 2 of 4 equal stakes is 50% < 66.67%.
+  CommandResult two = Cli("verify --certificate " + Write("two.json", Make({order_[1], order_[3]}, true)));
+  EXPECT_EQ(two.exit_code, 1) << two.out;
+  EXPECT_NE(two.out.find("dispute certificate carries 4 ETH of 8 ETH (50.00%), below the contract's threshold of 66.67%"),
+            std::string::npos)
+      << two.out;
+  // 3 of 4 is 75%, from any members of the operator set.
+  CommandResult three = Cli("verify --certificate " + Write("three.json", Make({order_[1], order_[2], order_[3]}, true)));
+  ASSERT_EQ(three.exit_code, 0) << three.out;
+  EXPECT_NE(three.out.find("dispute certificate; committee: all 4 operators"), std::string::npos) << three.out;
+  EXPECT_NE(three.out.find("6 ETH of 8 ETH (75.00%); contract threshold 66.67%, met"), std::string::npos) << three.out;
+  EXPECT_NE(three.out.find("VERIFIED"), std::string::npos) << three.out;
+}
+
+TEST_F(VerifyTest, ChainClientVerifyCertificate) {
+  auto threshold = chain_->ThresholdBps();
+  ASSERT_TRUE(threshold.ok()) << threshold.status().ToString();
+  EXPECT_EQ(*threshold, 6667u);
+
+  v1::Certificate three = Make({1, 2, 3}, true);
+  auto stake = chain_->VerifyCertificate(attestation_, Signatures(three));
+  ASSERT_TRUE(stake.ok()) << stake.status().ToString();
+  EXPECT_EQ(node::Uint256ToDecimal(stake->signed_stake), "6000000000000000000");
+  EXPECT_EQ(node::Uint256ToDecimal(stake->total_stake), "8000000000000000000");
+  EXPECT_TRUE(stake->meets_threshold);
+
+  // The contract's own checks come back as its custom errors.
+  auto sigs = Signatures(three);
+  std::swap(sigs[0], sigs[2]);
+  auto unsorted = chain_->VerifyCertificate(attestation_, sigs);
+  ASSERT_FALSE(unsorted.ok());
+  EXPECT_EQ(unsorted.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(unsorted.status().message().find("SignersNotAscending("), std::string::npos) << unsorted.status().message();
+  auto empty = chain_->VerifyCertificate(attestation_, {});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("EmptyCertificate()"), std::string::npos) << empty.status().message();
+  consensus::Attestation future = attestation_;
+  future.reference_block = ref_ + 100;
+  auto not_final = chain_->VerifyCertificate(future, Signatures(three));
+  ASSERT_FALSE(not_final.ok());
+  EXPECT_NE(not_final.status().message().find("ReferenceBlockNotFinal("), std::string::npos)
+      << not_final.status().message();
+  // Dev account 5 never registered.
+  auto sig5 = consensus::SignAttestation(Key(5), domain_, attestation_);
+  ASSERT_TRUE(sig5.ok());
+  auto not_operator = chain_->VerifyCertificate(attestation_, {std::vector<uint8_t>(sig5->begin(), sig5->end())});
+  ASSERT_FALSE(not_operator.ok());
+  EXPECT_NE(not_operator.status().message().find("SignerNotOperatorAtReferenceBlock(" +
+                                                 node::AddressToChecksumHex(Addr(5)) + ")"),
+            std::string::npos)
+      << not_operator.status().message();
+}
+
+TEST_F(VerifyTest, ClearErrors) {
+  const std::string file = Write("cert.json", Make({order_[0], order_[1]}, false));
+  // A reference block that is not mined yet.
+  attestation_.reference_block = *rpc_->BlockNumber() + 1;
+  CommandResult early = Cli("verify --certificate " + Write("early.json", Make({order_[0], order_[1]}, false)));
+  EXPECT_EQ(early.exit_code, 1);
+  EXPECT_NE(early.out.find("is not mined yet"), std::string::npos) << early.out;
+  // Not a certificate.
+  std::ofstream(dir_ / "junk.json") << "{\"task_id\": 5}";
+  CommandResult junk = Cli("verify --certificate " + (dir_ / "junk.json").string());
+  EXPECT_EQ(junk.exit_code, 1);
+  EXPECT_NE(junk.out.find("is not a consensor.v1.Certificate in JSON"), std::string::npos) << junk.out;
+  // A deployment for another chain.
+  auto json = nlohmann::json::parse(testing_support::ReadWholeFile(deployment_));
+  json["chainId"] = 1;
+  const std::string other = (dir_ / "other.json").string();
+  std::ofstream(other) << json.dump();
+  CommandResult wrong = testing_support::RunCommand(
+      testing_support::CliBinary(), "verify --certificate " + file + " --rpc " + anvil_->url() + " --deployment " + other);
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.out.find("wrong chain"), std::string::npos) << wrong.out;
+  // A node that is not there.
+  CommandResult no_node = Cli("verify " + ToHex(TaskId()) + " --node 127.0.0.1:1");
+  EXPECT_EQ(no_node.exit_code, 1);
+  EXPECT_NE(no_node.out.find("error: "), std::string::npos) << no_node.out;
+  // Usage.
+  EXPECT_EQ(Cli("verify").exit_code, 2);
+  EXPECT_EQ(Cli("verify " + ToHex(TaskId()) + " --certificate " + file).exit_code, 2);
+}
+
+TEST_F(VerifyTest, TaskFromANode) {
+  // A single node (no network mode) finishes tasks without a certificate: verify says so.
+  testing_support::DaemonProcess daemon((dir_ / "node").string(), {});
+  ASSERT_TRUE(daemon.Start()) << daemon.Log();
+  const std::string node = " --node " + daemon.address();
+  CommandResult submitted = testing_support::RunCommand(
+      testing_support::CliBinary(), "submit " + std::string(CNSR_SOURCE_DIR) + "/examples/mlp.cgraph --input x=" +
+                                        std::string(CNSR_SOURCE_DIR) + "/examples/mlp_x.npy --wait" + node);
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.out;
+  const size_t at = submitted.out.find("task     ");
+  ASSERT_NE(at, std::string::npos) << submitted.out;
+  const std::string task_id = submitted.out.substr(at + 9, 64);
+  CommandResult none = Cli("verify " + task_id + node);
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.out.find("task " + task_id + " has no certificate on node " + daemon.address()), std::string::npos)
+      << none.out;
+  CommandResult unknown = Cli("verify " + std::string(64, 'e') + node);
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.out.find("error: fetching task " + std::string(64, 'e')), std::string::npos) << unknown.out;
+}
+
+}  // namespace
+}  // namespace consensor
