@@ -6,6 +6,11 @@
 //     `consensor run` of the same graph and input in the same run; reports the ratio.
 //
 //   build/bench/node_bench [--tasks N] [--clients C] [--n SIZE] [--threads T] [--repeats R]
+//                          [--network ADDR,ADDR,... --replicas K --quorum Q]
+//
+// With --network the benchmark uses running network nodes (scripts/devnet.sh up) instead of
+// starting one: tasks go round-robin to the listed nodes with K replicas, and latency is time to
+// finality (SubmitTask -> certified result).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,11 +80,22 @@ int RunProcess(const std::vector<std::string>& args) {
 }
 
 int Main(int argc, char** argv) {
-  int tasks = 2000, clients = 8, n = 2048, threads = 1, repeats = 3;
+  int tasks = 2000, clients = 8, n = 2048, threads = 1, repeats = 3, replicas = 0, quorum = 0;
+  std::vector<std::string> network;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     int v = std::atoi(argv[i + 1]);
-    if (k == "--tasks") tasks = v;
+    if (k == "--network") {
+      std::string list = argv[i + 1];
+      for (size_t start = 0; start < list.size();) {
+        size_t comma = list.find(',', start);
+        if (comma == std::string::npos) comma = list.size();
+        network.push_back(list.substr(start, comma - start));
+        start = comma + 1;
+      }
+    } else if (k == "--replicas") replicas = v;
+    else if (k == "--quorum") quorum = v;
+    else if (k == "--tasks") tasks = v;
     else if (k == "--clients") clients = v;
     else if (k == "--n") n = v;
     else if (k == "--threads") threads = v;
@@ -95,37 +111,53 @@ int Main(int argc, char** argv) {
   testing_support::DaemonProcess daemon((dir / "datadir").string(),
                                         {"--workers", "2", "--queue", "100000", "--threads", std::to_string(threads),
                                          "--log-level", "warn"});
-  if (!daemon.Start()) {
-    std::fprintf(stderr, "consensord did not start:\n%s\n", daemon.Log().c_str());
-    return 1;
+  if (network.empty()) {
+    if (!daemon.Start()) {
+      std::fprintf(stderr, "consensord did not start:\n%s\n", daemon.Log().c_str());
+      return 1;
+    }
+    network.push_back(daemon.address());
+    std::printf("consensord at %s, datadir %s (sync writes on)\n", daemon.address().c_str(), daemon.datadir().c_str());
+  } else {
+    std::printf("network of %zu nodes, %d replicas, quorum %d (0: node default)\n", network.size(), replicas, quorum);
   }
-  std::printf("consensord at %s, datadir %s (sync writes on)\n", daemon.address().c_str(), daemon.datadir().c_str());
+  auto set_consensus = [&](v1::SubmitTaskRequest* r) {
+    if (replicas) r->mutable_options()->set_replicas(static_cast<uint32_t>(replicas));
+    if (quorum) r->mutable_options()->set_quorum(static_cast<uint32_t>(quorum));
+  };
+  const std::string entry = network[0];
 
   // ---- 1. load of tiny tasks
   {
-    node::NodeClient client(daemon.address());
     Graph g = TinyGraph();
-    auto graph_blob = client.PutBlob(executor::SerializeGraph(g));
-    auto x_blob = client.PutBlob(EncodeNpy(RandomTensor({4, 8}, 3)));
-    if (!graph_blob.ok() || !x_blob.ok()) {
-      std::fprintf(stderr, "upload failed\n");
-      return 1;
+    StatusOr<v1::PutBlobResponse> graph_blob = Unavailable("not uploaded"), x_blob = Unavailable("not uploaded");
+    for (const std::string& address : network) {  // every entry node needs the task's blobs
+      node::NodeClient client(address);
+      graph_blob = client.PutBlob(executor::SerializeGraph(g));
+      x_blob = client.PutBlob(EncodeNpy(RandomTensor({4, 8}, 3)));
+      if (!graph_blob.ok() || !x_blob.ok()) {
+        std::fprintf(stderr, "upload failed\n");
+        return 1;
+      }
     }
+    // Fresh task ids on every run against a long-lived network.
+    const uint64_t salt = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) << 20;
     std::vector<double> latencies;
     std::mutex mu;
     std::atomic<int> next{0}, failures{0};
     auto start = Clock::now();
     std::vector<std::thread> workers;
     for (int c = 0; c < clients; ++c) {
-      workers.emplace_back([&] {
-        node::NodeClient own(daemon.address());
+      workers.emplace_back([&, c] {
+        node::NodeClient own(network[static_cast<size_t>(c) % network.size()]);
         while (true) {
           int i = next.fetch_add(1);
           if (i >= tasks) return;
           v1::SubmitTaskRequest r;
           r.set_graph_sha256(graph_blob->sha256());
           (*r.mutable_inputs())["x"] = x_blob->sha256();
-          r.mutable_options()->set_nonce(static_cast<uint64_t>(i) + 1000000);
+          r.mutable_options()->set_nonce(static_cast<uint64_t>(i) + 1000000 + salt);
+          set_consensus(&r);
           auto t0 = Clock::now();
           auto s = own.SubmitTask(r);
           if (!s.ok()) {
@@ -166,8 +198,9 @@ int Main(int argc, char** argv) {
       return 1;
     }
     // The task's blobs go up once; "task" times SubmitTask -> final WatchTask update.
-    node::NodeClient client(daemon.address());
+    node::NodeClient client(entry);
     v1::SubmitTaskRequest request;
+    set_consensus(&request);
     auto graph_blob = client.PutBlobFile(graph_path, int64_t{1} << 30);
     auto a_blob = client.PutBlobFile(a_path, int64_t{1} << 30);
     auto b_blob = client.PutBlobFile(b_path, int64_t{1} << 30);
@@ -189,7 +222,8 @@ int Main(int argc, char** argv) {
         std::fprintf(stderr, "consensor run failed (%d)\n", rc);
         return 1;
       }
-      request.mutable_options()->set_nonce(static_cast<uint64_t>(r) + 1);
+      const uint64_t salt = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+      request.mutable_options()->set_nonce(salt + static_cast<uint64_t>(r));
       t0 = Clock::now();
       auto submitted = client.SubmitTask(request);
       auto done = submitted.ok() ? client.WatchTask(submitted->task_id(), std::chrono::seconds(600), nullptr)
@@ -204,7 +238,7 @@ int Main(int argc, char** argv) {
       // download and write the output.
       t0 = Clock::now();
       rc = RunProcess({testing_support::CliBinary(), "submit", graph_path, "--input", "a=" + a_path, "--input",
-                       "b=" + b_path, "--node", daemon.address(), "--nonce", std::to_string(1000 + r), "--wait",
+                       "b=" + b_path, "--node", entry, "--nonce", std::to_string(salt + 1000 + r), "--wait",
                        "--out", (dir / "node_out").string()});
       client_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       if (rc != 0) {
@@ -221,7 +255,7 @@ int Main(int argc, char** argv) {
     std::printf("  consensor submit --wait --out (process: upload, wait, download)  %.3f s   ratio %.3f\n",
                 best(client_s), best(client_s) / best(run_s));
   }
-  daemon.Kill(SIGTERM);
+  if (daemon.pid() > 0) daemon.Kill(SIGTERM);
   if (!std::getenv("CNSR_BENCH_KEEP")) fs::remove_all(dir);
   return 0;
 }

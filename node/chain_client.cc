@@ -172,6 +172,13 @@ StatusOr<uint64_t> ChainClient::ThresholdBps() {
   return v[0].AsUint64();
 }
 
+StatusOr<bool> ChainClient::EvidenceUsed(const Address20& operator_address, const Hash256& task_id) {
+  const AbiValue args[] = {AbiValue::Address(operator_address), AbiValue::Bytes32(task_id)};
+  ASSIGN_OR_RETURN(auto out, View(deployment_.manager, "evidenceUsed(address,bytes32)", args));
+  ASSIGN_OR_RETURN(auto v, AbiDecode("(bool)", out));
+  return v[0].boolean;
+}
+
 StatusOr<std::vector<SlashEvent>> ChainClient::SlashEvents(uint64_t from_block, uint64_t to_block) {
   static constexpr const char* kEquivocation =
       "EquivocationSlashed(address indexed,bytes32 indexed,uint256,address indexed,uint256)";

@@ -84,7 +84,9 @@ class ChainClient {
   // chain head. A revert comes back as FAILED_PRECONDITION naming the custom error.
   StatusOr<CertificateStake> VerifyCertificate(const consensus::Attestation& certified,
                                                const std::vector<std::vector<uint8_t>>& sigs);
-  StatusOr<uint64_t> ThresholdBps();  // the manager's thresholdBps(), basis points of total stake
+  StatusOr<uint64_t> ThresholdBps();
+  // True once `operator_address` was slashed for `task_id` (evidence is single-use).
+  StatusOr<bool> EvidenceUsed(const Address20& operator_address, const Hash256& task_id);  // the manager's thresholdBps(), basis points of total stake
   // Slashing events in [from_block, to_block] (eth_getLogs on the manager, decoded). Nodes poll
   // this to see evidence land.
   StatusOr<std::vector<SlashEvent>> SlashEvents(uint64_t from_block, uint64_t to_block);

@@ -5,6 +5,8 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <chrono>
+#include <random>
+#include <thread>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -49,7 +51,9 @@ class ChainEvidence final : public EvidenceSubmitter {
   }
   StatusOr<std::string> SlashEquivocation(const consensus::SignedAttestation& a,
                                           const consensus::SignedAttestation& b) override {
+    ASSIGN_OR_RETURN(Address20 accused, consensus::RecoverAttestationSigner(client_->domain(), a.attestation, a.signature));
     std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(NotYetSlashed(accused, a.attestation.task_id));
     ASSIGN_OR_RETURN(TxOutcome tx, client_->SlashEquivocation(a.attestation, a.signature, b.attestation, b.signature));
     return tx.tx_hash;
   }
@@ -57,7 +61,10 @@ class ChainEvidence final : public EvidenceSubmitter {
                                      const consensus::Certificate& certificate) override {
     std::vector<std::vector<uint8_t>> sigs;
     for (const auto& s : certificate.signatures) sigs.emplace_back(s.begin(), s.end());
+    ASSIGN_OR_RETURN(Address20 operator_address,
+                     consensus::RecoverAttestationSigner(client_->domain(), accused.attestation, accused.signature));
     std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(NotYetSlashed(operator_address, accused.attestation.task_id));
     ASSIGN_OR_RETURN(TxOutcome tx,
                      client_->SlashDispute(accused.attestation, accused.signature, certificate.attestation, sigs));
     return tx.tx_hash;
@@ -65,6 +72,16 @@ class ChainEvidence final : public EvidenceSubmitter {
 
  private:
   ChainEvidence() = default;
+  // Every honest node that sees the evidence may report it; the first transaction wins and the
+  // others would only burn gas on a revert. A random pause spreads the reporters out, then the
+  // contract's evidenceUsed tells the later ones to stand down.
+  Status NotYetSlashed(const Address20& accused, const Hash256& task_id) {
+    thread_local std::mt19937 rng(std::random_device{}());
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 3000)(rng)));
+    ASSIGN_OR_RETURN(bool used, client_->EvidenceUsed(accused, task_id));
+    if (used) return AlreadyExists("already slashed for this task (another node reported it first)");
+    return OkStatus();
+  }
   std::mutex mu_;
   std::unique_ptr<EthRpc> rpc_;
   std::unique_ptr<ChainClient> client_;
