@@ -601,6 +601,10 @@ void ConsensusEngine::OnFinalized(Round& r, Actions* actions) {
   Log(LogLevel::kInfo, "task certified",
       {{"task", r.id_hex}, {"result_root", ToHex(cert.attestation.result_root)},
        {"signers", static_cast<int64_t>(cert.signers.size())}});
+  // Store the certified result now rather than at the next tick: clients are waiting.
+  const std::string id_hex = r.id_hex;
+  r.next_result_fetch = r.finalized_at + std::chrono::seconds(1);
+  actions->jobs.push_back([this, id_hex] { FetchCertifiedResult(id_hex); });
 }
 
 void ConsensusEngine::StartDispute(Round& r, Actions* actions) {
@@ -714,6 +718,11 @@ void ConsensusEngine::Attest(const std::string& task_id_hex, const v1::TaskResul
     if (it == rounds_.end()) return;
     Round& r = *it->second;
     r.executed = true;
+    if (r.finalized && !r.result_stored) {
+      // The quorum was reached while this node was still executing.
+      const std::string id_hex = r.id_hex;
+      actions.jobs.push_back([this, id_hex] { FetchCertifiedResult(id_hex); });
+    }
     if (options_.fault_mode == "silent") {
       Log(LogLevel::kWarn, "fault injection: staying silent", {{"task", task_id_hex}});
       return;

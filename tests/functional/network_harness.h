@@ -1,0 +1,546 @@
+// A local operator network for functional tests, like scripts/devnet.sh but driven from C++:
+// anvil (one block per second), the AVS contracts deployed by the forge script, and N
+// consensord processes in network mode. Each node is one of anvil's dev accounts 1..9 with its
+// own keystore (imported with `consensor keys import --light-kdf`), datadir, TOML config and a
+// loopback port chosen up front (the endpoint is registered on-chain before the node starts),
+// registered with `consensor operator register` and equal stake. Nodes can be killed (any
+// signal), restarted on the same datadir and config, and configured with a fault mode, a
+// member timeout, an unreachable registered endpoint, a bootstrap list, or a key that is never
+// registered.
+//
+// Every wait is a bounded polling loop. Logs go to <dir>/nodeK/consensord.log (appended across
+// restarts); the directory is kept when a test failed (or with CNSR_KEEP_TEST_DIRS set).
+#pragma once
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/npy.h"
+#include "common/secp256k1_sign.h"
+#include "common/sha256.h"
+#include "executor/graph.h"
+#include "executor/program.h"
+#include "executor/runtime.h"
+#include "executor/serialize.h"
+#include "kernels/backend_factory.h"
+#include "node/chain_client.h"
+#include "node/client.h"
+#include "node/eth_rpc.h"
+#include "tests/functional/anvil_harness.h"
+#include "tests/functional/daemon_harness.h"
+
+namespace consensor::testing_support {
+
+// anvil's default-mnemonic accounts 0..9 ("test test ... junk"): public test keys.
+inline constexpr const char* kAnvilDevKeys[10] = {
+    "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
+    "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+    "5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
+    "7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
+    "47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a",
+    "8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba",
+    "92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d6b8d88b2b4ec1564e",
+    "4bbbf85ce3377467afe5d46f804f221813b2bb87f24d81f60f1fcdbf7cbf4356",
+    "dbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97",
+    "2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6",
+};
+
+inline Secp256k1Secret AnvilDevKey(int account) { return *Hash256FromHex(kAnvilDevKeys[account]); }
+inline Address20 AnvilDevAddress(int account) { return *AddressFromSecretKey(AnvilDevKey(account)); }
+inline std::string AddressText(const Address20& a) { return "0x" + ToHex(a); }  // lowercase, as the node writes it
+
+// Polls `done` every `step` until it returns true or `timeout` passes; returns its last answer.
+inline bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout,
+                      std::chrono::milliseconds step = std::chrono::milliseconds(100)) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(step);
+  }
+}
+
+// A loopback port that was free a moment ago (bound to port 0, read back, closed).
+inline int FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = 0;
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
+    socklen_t len = sizeof(sa);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0) port = ntohs(sa.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+// A plain HTTP/1.1 GET on loopback: {status, body}; status -1 when nothing answered.
+inline std::pair<int, std::string> HttpGetText(const std::string& address, const std::string& path) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return {-1, ""};
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  inet_pton(AF_INET, address.substr(0, colon).c_str(), &sa.sin_addr);
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    close(fd);
+    return {-1, ""};
+  }
+  std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  (void)!write(fd, request.data(), request.size());
+  std::string response;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, static_cast<size_t>(n));
+  close(fd);
+  if (response.size() < 12) return {-1, response};
+  size_t body = response.find("\r\n\r\n");
+  return {std::stoi(response.substr(9, 3)), body == std::string::npos ? "" : response.substr(body + 4)};
+}
+
+// The value of one series in a Prometheus exposition, e.g.
+// `consensor_p2p_messages_dropped_total{reason="unregistered"}`; -1 when it is absent.
+inline double PrometheusValue(const std::string& text, const std::string& series) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 && line[series.size()] == ' ') {
+      return std::stod(line.substr(series.size() + 1));
+    }
+  }
+  return -1;
+}
+
+// ---- tasks
+
+// x[4,8] -> softmax(tanh(x @ w + b)), plus a reduction: a task that runs in well under a millisecond.
+inline executor::Graph TinyModel() {
+  using executor::Value;
+  executor::Graph g;
+  Value x = g.input("x", DType::kF32, {4, 8});
+  Value h = tanh(matmul(x, g.constant(RandomF32({8, 6}, 1))) + g.constant(RandomF32({6}, 2)));
+  g.output("y", softmax(h, -1));
+  g.output("s", reduce_sum(h, {0}));
+  return g;
+}
+
+// The honest result: the executor run here, in this process, outside any node.
+inline StatusOr<executor::RunResult> ExecuteLocally(const executor::Graph& g, const std::map<std::string, Tensor>& inputs) {
+  ASSIGN_OR_RETURN(auto program, executor::CompileGraph(g, nullptr, executor::Limits()));
+  ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(kernels::BackendOptions()));
+  ASSIGN_OR_RETURN(auto loaded, executor::LoadedProgram::Load(program, backend.get()));
+  executor::RunOptions ro;
+  ro.trace = true;
+  return loaded->Run(inputs, ro);
+}
+
+// Uploads the graph and inputs to `client`'s node; returns the request ready to submit.
+inline StatusOr<v1::SubmitTaskRequest> UploadTask(node::NodeClient& client, const executor::Graph& g,
+                                                  const std::map<std::string, Tensor>& inputs, uint32_t replicas,
+                                                  uint32_t quorum, uint64_t nonce) {
+  v1::SubmitTaskRequest request;
+  ASSIGN_OR_RETURN(auto graph_blob, client.PutBlob(executor::SerializeGraph(g)));
+  request.set_graph_sha256(graph_blob.sha256());
+  for (const auto& [name, t] : inputs) {
+    ASSIGN_OR_RETURN(auto put, client.PutBlob(EncodeNpy(t)));
+    (*request.mutable_inputs())[name] = put.sha256();
+  }
+  request.mutable_options()->set_nonce(nonce);
+  request.mutable_options()->set_replicas(replicas);
+  request.mutable_options()->set_quorum(quorum);
+  return request;
+}
+
+// SUCCEEDED, with a result that has outputs, and a certificate.
+inline bool IsCertified(const v1::Task& t) {
+  return t.state() == v1::TASK_STATE_SUCCEEDED && t.consensus().has_certificate() && t.has_result() &&
+         t.result().outputs_size() > 0;
+}
+
+inline std::string Describe(const v1::Task& t) {
+  std::ostringstream s;
+  s << "task " << t.task_id() << " state " << v1::TaskState_Name(t.state()) << " attempts " << t.attempts()
+    << " result_root " << t.result().result_root() << " certificate " << (t.consensus().has_certificate() ? "yes" : "no")
+    << " cert_root " << t.consensus().certificate().result_root() << " committee " << t.consensus().committee_size()
+    << " votes " << t.consensus().attestations_size() << " disputed " << t.consensus().disputed() << " member "
+    << t.consensus().member() << " error " << t.error_code() << " " << t.error_message();
+  return s.str();
+}
+
+// ---- nodes
+
+struct NodeSpec {
+  int account = 1;            // anvil dev account, 1..9 (0 deploys)
+  bool registered = true;     // false: the key is never registered on-chain
+  std::string fault;          // [fault] mode
+  int64_t member_timeout_ms = 20000;
+  bool unreachable = false;   // the registered endpoint is a port nothing listens on (others cannot reach it)
+  bool bootstrap_all = false; // [p2p] bootstrap: every other node's endpoint
+};
+
+class NetworkNode {
+ public:
+  NetworkNode(std::string name, std::string dir, NodeSpec spec)
+      : name_(std::move(name)), dir_(std::move(dir)), spec_(std::move(spec)) {}
+  ~NetworkNode() { Kill(SIGKILL); }
+  NetworkNode(const NetworkNode&) = delete;
+  NetworkNode& operator=(const NetworkNode&) = delete;
+
+  // Starts consensord with its config file only; does not wait.
+  void Spawn() {
+    std::filesystem::create_directories(datadir());
+    std::filesystem::remove(datadir() + "/rpc.addr");
+    std::filesystem::remove(datadir() + "/metrics.addr");
+    pid_ = SpawnWithLog({DaemonBinary(), "--config", config_path(), "--log-level", "debug"}, log_path(),
+                        /*append=*/true);
+    exit_code_ = -1;
+    client_.reset();  // a fresh channel: the old one may sit in gRPC's reconnect backoff
+  }
+  // Waits until the daemon has written rpc.addr and answers GetNodeInfo, or has exited.
+  bool WaitServing(std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+    return WaitUntil(
+        [&] {
+          if (Exited()) return true;
+          std::string addr = ReadWholeFile(datadir() + "/rpc.addr");
+          return !addr.empty() && addr.back() == '\n' && client().GetNodeInfo().ok();
+        },
+        timeout, std::chrono::milliseconds(50)) &&
+           running();
+  }
+  bool Start() {
+    Spawn();
+    return WaitServing();
+  }
+
+  bool Exited() {
+    if (pid_ <= 0) return true;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      pid_ = -1;
+      return true;
+    }
+    return false;
+  }
+  bool running() { return !Exited(); }
+  // Sends `signal` and waits for the exit; returns the exit code (128+signal when killed by it).
+  int Kill(int signal) {
+    if (pid_ <= 0) return exit_code_;
+    kill(pid_, signal);
+    if (!WaitUntil([&] { return Exited(); }, std::chrono::seconds(60), std::chrono::milliseconds(10))) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+      exit_code_ = -1;
+    }
+    return exit_code_;
+  }
+  // The exit code once the process exits by itself within `timeout`; -1 otherwise.
+  int WaitExit(std::chrono::milliseconds timeout) {
+    WaitUntil([&] { return Exited(); }, timeout, std::chrono::milliseconds(20));
+    return pid_ <= 0 ? exit_code_ : -1;
+  }
+
+  node::NodeClient& client() {
+    if (!client_) client_ = std::make_unique<node::NodeClient>(address(), std::chrono::seconds(30));
+    return *client_;
+  }
+  StatusOr<v1::Task> GetTask(const std::string& id) { return client().GetTask(id); }
+  // Peers with a working connection, as the node reports them; -1 when it does not answer.
+  int Peers() {
+    auto info = client().GetNodeInfo();
+    return info.ok() ? static_cast<int>(info->consensus().peers()) : -1;
+  }
+  std::string MetricsText() {
+    std::string addr = ReadWholeFile(datadir() + "/metrics.addr");
+    if (addr.empty()) return "";
+    auto r = HttpGetText(addr.substr(0, addr.size() - 1), "/metrics");
+    return r.first == 200 ? r.second : "";
+  }
+  double Metric(const std::string& series) { return PrometheusValue(MetricsText(), series); }
+
+  const std::string& name() const { return name_; }
+  const NodeSpec& spec() const { return spec_; }
+  std::string dir() const { return dir_; }
+  std::string datadir() const { return dir_ + "/data"; }
+  std::string config_path() const { return dir_ + "/consensord.toml"; }
+  std::string log_path() const { return dir_ + "/consensord.log"; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }  // where it listens
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(registered_port_); }  // on-chain
+  Address20 operator_address() const { return AnvilDevAddress(spec_.account); }
+  std::string operator_hex() const { return AddressText(operator_address()); }
+  int exit_code() const { return exit_code_; }
+  std::string Log() const { return ReadWholeFile(log_path()); }
+  std::string LogTail(size_t lines) const {
+    std::string log = Log();
+    size_t at = log.size();
+    for (size_t n = 0; n <= lines && at != std::string::npos && at > 0; ++n) at = log.rfind('\n', at - 1);
+    return at == std::string::npos ? log : log.substr(at + 1);
+  }
+
+ private:
+  friend class TestNetwork;
+  std::string name_, dir_;
+  NodeSpec spec_;
+  int port_ = 0;
+  int registered_port_ = 0;
+  std::string keystore_path_;
+  pid_t pid_ = -1;
+  int exit_code_ = -1;
+  std::unique_ptr<node::NodeClient> client_;
+};
+
+struct NetworkOptions {
+  int64_t poll_ms = 200;
+  int64_t pull_interval_ms = 300;
+  uint32_t default_replicas = 3;
+  uint32_t default_quorum = 2;
+  std::string stake = "10ether";
+};
+
+class TestNetwork {
+ public:
+  explicit TestNetwork(std::string name, NetworkOptions options = {}) : name_(std::move(name)), options_(options) {
+    dir_ = (std::filesystem::temp_directory_path() / ("consensor-net-" + std::to_string(getpid()) + "-" + name_)).string();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  ~TestNetwork() {
+    const bool failed = ::testing::Test::HasFailure() || failed_;
+    if (failed) PrintLogs();
+    Stop();
+    if (!failed && !getenv("CNSR_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir_);
+    else std::cerr << "network " << name_ << ": files kept in " << dir_ << "\n";
+  }
+  TestNetwork(const TestNetwork&) = delete;
+  TestNetwork& operator=(const TestNetwork&) = delete;
+
+  void MarkFailed() { failed_ = true; }
+
+  // anvil, contracts, keys, registrations, configs, daemons; then waits until every node sees
+  // the operator set and its peers. Returns an empty string on success, else what went wrong.
+  std::string Start(const std::vector<NodeSpec>& specs) {
+    anvil_ = std::make_unique<AnvilProcess>(dir_ + "/anvil.log");
+    if (!anvil_->Start({"--block-time", "1"})) return "anvil did not start (scripts/setup.sh installs it): " + anvil_->Log();
+    const std::string rel = "deployments/test-network-" + std::to_string(getpid()) + "-" + name_ + ".json";
+    CommandResult deploy = DeployContracts(anvil_->url(), rel);
+    const std::string written = std::string(CNSR_SOURCE_DIR) + "/contracts/" + rel;
+    if (deploy.exit_code != 0) {
+      std::filesystem::remove(written);
+      return "deploy failed: " + deploy.out;
+    }
+    deployment_ = dir_ + "/deployment.json";
+    std::error_code ec;
+    std::filesystem::copy_file(written, deployment_, std::filesystem::copy_options::overwrite_existing, ec);
+    std::filesystem::remove(written);
+    if (ec) return "cannot copy the deployment file: " + ec.message();
+    auto d = node::LoadDeployment(deployment_);
+    if (!d.ok()) return d.status().ToString();
+    deployed_ = *d;
+    auto transport = node::NewHttpRpcTransport(anvil_->url());
+    if (!transport.ok()) return transport.status().ToString();
+    rpc_ = std::make_unique<node::EthRpc>(std::move(transport).value());
+    chain_ = std::make_unique<node::ChainClient>(rpc_.get(), deployed_, std::nullopt);
+    std::ofstream(dir_ + "/password") << "network-test-password\n";
+
+    for (const NodeSpec& spec : specs) {
+      nodes_.push_back(std::make_unique<NetworkNode>("node" + std::to_string(nodes_.size() + 1),
+                                                     dir_ + "/node" + std::to_string(nodes_.size() + 1), spec));
+      NetworkNode& n = *nodes_.back();
+      n.port_ = FreeLoopbackPort();
+      n.registered_port_ = spec.unreachable ? FreeLoopbackPort() : n.port_;
+      if (n.port_ <= 0 || n.registered_port_ <= 0) return "no free port";
+    }
+    // Keystores and registrations in parallel: each is its own account.
+    std::vector<std::string> errors(nodes_.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      threads.emplace_back([this, i, &errors] { errors[i] = Provision(*nodes_[i]); });
+    }
+    for (auto& t : threads) t.join();
+    for (const std::string& e : errors) {
+      if (!e.empty()) return e;
+    }
+    // Nodes take the reference block as head - 1: wait until that block has every registration.
+    size_t registered = 0;
+    for (const auto& n : nodes_) registered += n->spec().registered ? 1 : 0;
+    if (!WaitUntil(
+            [&] {
+              auto head = rpc_->BlockNumber();
+              if (!head.ok() || *head == 0) return false;
+              auto set = chain_->OperatorsAt(*head - 1);
+              return set.ok() && set->operators.size() == registered;
+            },
+            std::chrono::seconds(60))) {
+      return "the registrations did not reach a settled block";
+    }
+    for (auto& n : nodes_) WriteConfig(*n);
+    for (auto& n : nodes_) n->Spawn();
+    for (auto& n : nodes_) {
+      if (!n->WaitServing()) return n->name() + " did not start (exit code " + std::to_string(n->exit_code()) + ")";
+    }
+    return WaitConnected();
+  }
+
+  // Adds and starts a node after Start (e.g. one with an unregistered key).
+  StatusOr<NetworkNode*> AddNode(const NodeSpec& spec) {
+    nodes_.push_back(std::make_unique<NetworkNode>("node" + std::to_string(nodes_.size() + 1),
+                                                   dir_ + "/node" + std::to_string(nodes_.size() + 1), spec));
+    NetworkNode& n = *nodes_.back();
+    n.port_ = FreeLoopbackPort();
+    n.registered_port_ = spec.unreachable ? FreeLoopbackPort() : n.port_;
+    if (std::string e = Provision(n); !e.empty()) return Internal(e);
+    WriteConfig(n);
+    if (!n.Start()) return Internal(n.name() + " did not start");
+    return &n;
+  }
+
+  // Every running node reports the registered operators and a working connection to each peer
+  // it can reach (the nodes it knows, minus unreachable ones and ones that are not running).
+  std::string WaitConnected(std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+    size_t registered = 0;
+    for (const auto& n : nodes_) registered += n->spec().registered ? 1 : 0;
+    std::string last;
+    bool ok = WaitUntil(
+        [&] {
+          for (auto& n : nodes_) {
+            if (!n->running()) continue;
+            auto info = n->client().GetNodeInfo();
+            if (!info.ok()) {
+              last = n->name() + ": " + info.status().ToString();
+              return false;
+            }
+            const int want = ExpectedPeers(*n);
+            if (info->consensus().operator_count() != registered || static_cast<int>(info->consensus().peers()) < want) {
+              last = n->name() + " sees " + std::to_string(info->consensus().operator_count()) + " operators and " +
+                     std::to_string(info->consensus().peers()) + " peers (want " + std::to_string(registered) + " and " +
+                     std::to_string(want) + ")";
+              return false;
+            }
+          }
+          return true;
+        },
+        timeout);
+    return ok ? "" : "nodes did not connect: " + last;
+  }
+
+  int ExpectedPeers(const NetworkNode& n) const {
+    int want = 0;
+    for (const auto& other : nodes_) {
+      if (other.get() == &n || other->spec().unreachable || other->pid_ <= 0) continue;
+      if (other->spec().registered || n.spec().bootstrap_all) ++want;
+    }
+    return want;
+  }
+
+  void Stop() {
+    for (auto& n : nodes_) n->Kill(SIGKILL);
+    if (anvil_) anvil_->Stop();
+  }
+
+  void PrintLogs(size_t lines = 150) {
+    for (auto& n : nodes_) {
+      std::cerr << "---- " << name_ << "/" << n->name() << " (" << n->operator_hex() << ", fault '" << n->spec().fault
+                << "') last " << lines << " lines of " << n->log_path() << "\n"
+                << n->LogTail(lines) << "----\n";
+    }
+  }
+
+  // `consensor ARGS --rpc URL --deployment FILE`
+  CommandResult Cli(const std::string& args) const {
+    return RunCommand(CliBinary(), args + " --rpc " + anvil_->url() + " --deployment " + deployment_);
+  }
+  StatusOr<node::OperatorInfo> OperatorInfo(const Address20& a) {
+    std::lock_guard<std::mutex> lock(chain_mu_);
+    return chain_->GetOperatorInfo(a);
+  }
+  StatusOr<std::vector<node::SlashEvent>> SlashEvents() {
+    std::lock_guard<std::mutex> lock(chain_mu_);
+    ASSIGN_OR_RETURN(uint64_t head, rpc_->BlockNumber());
+    return chain_->SlashEvents(deployed_.deploy_block, head);
+  }
+
+  NetworkNode& node(size_t i) { return *nodes_.at(i); }
+  size_t size() const { return nodes_.size(); }
+  const std::string& dir() const { return dir_; }
+  const std::string& rpc_url() const { return anvil_->url(); }
+  const std::string& deployment() const { return deployment_; }
+  const node::Deployment& deployed() const { return deployed_; }
+
+ private:
+  // Keystore import and (for registered nodes) the on-chain registration, through the CLI.
+  std::string Provision(NetworkNode& n) {
+    std::filesystem::create_directories(n.dir() + "/keystore");
+    const std::string keyfile = n.dir() + "/key.hex";
+    std::ofstream(keyfile) << kAnvilDevKeys[n.spec().account] << "\n";
+    CommandResult imported = RunCommand(CliBinary(), "keys import " + keyfile + " --keystore " + n.dir() +
+                                                         "/keystore --password-file " + dir_ + "/password --light-kdf");
+    std::filesystem::remove(keyfile);
+    if (imported.exit_code != 0) return n.name() + ": keys import failed: " + imported.out;
+    for (const auto& e : std::filesystem::directory_iterator(n.dir() + "/keystore")) n.keystore_path_ = e.path().string();
+    if (!n.spec().registered) return "";
+    CommandResult reg = Cli("operator register --stake " + options_.stake + " --endpoint " + n.endpoint() +
+                            " --keystore " + n.keystore_path_ + " --password-file " + dir_ + "/password");
+    if (reg.exit_code != 0) return n.name() + ": operator register failed: " + reg.out;
+    return "";
+  }
+
+  void WriteConfig(NetworkNode& n) {
+    std::ofstream f(n.config_path());
+    f << "datadir = \"" << n.datadir() << "\"\n"
+      << "[rpc]\nlisten = \"" << n.address() << "\"\n"
+      << "[metrics]\nlisten = \"127.0.0.1:0\"\n"
+      << "[executor]\nworkers = 2\n"
+      << "[operator]\nkeystore = \"" << n.keystore_path_ << "\"\npassword_file = \"" << dir_ << "/password\"\n"
+      << "[chain]\nrpc = \"" << anvil_->url() << "\"\ndeployment = \"" << deployment_ << "\"\npoll_ms = "
+      << options_.poll_ms << "\n"
+      << "[p2p]\npull_interval_ms = " << options_.pull_interval_ms << "\n";
+    if (n.spec().bootstrap_all) {
+      f << "bootstrap = [";
+      bool first = true;
+      for (const auto& other : nodes_) {
+        if (other.get() == &n) continue;
+        f << (first ? "" : ", ") << "\"" << other->endpoint() << "\"";
+        first = false;
+      }
+      f << "]\n";
+    }
+    f << "[consensus]\nreplicas = " << options_.default_replicas << "\nquorum = " << options_.default_quorum
+      << "\nmember_timeout_ms = " << n.spec().member_timeout_ms << "\n";
+    if (!n.spec().fault.empty()) f << "[fault]\nmode = \"" << n.spec().fault << "\"\n";
+  }
+
+  std::string name_;
+  NetworkOptions options_;
+  std::string dir_;
+  bool failed_ = false;
+  std::unique_ptr<AnvilProcess> anvil_;
+  std::string deployment_;
+  node::Deployment deployed_;
+  std::mutex chain_mu_;
+  std::unique_ptr<node::EthRpc> rpc_;
+  std::unique_ptr<node::ChainClient> chain_;
+  std::vector<std::unique_ptr<NetworkNode>> nodes_;
+};
+
+}  // namespace consensor::testing_support
