@@ -217,7 +217,9 @@ void ConsensusEngine::Enqueue(std::function<void()> job) {
     if (stopping_) return;
     jobs_.push_back(std::move(job));
   }
-  jobs_cv_.notify_one();
+  // notify_all: the ticker waits on the same condition variable, and a notify_one that woke
+  // only the ticker would leave the job queued with every worker asleep.
+  jobs_cv_.notify_all();
 }
 
 size_t ConsensusEngine::open_rounds() const {
@@ -958,6 +960,15 @@ Status ConsensusEngine::Recover() {
         Log(LogLevel::kWarn, "cannot reopen consensus round", {{"task", t.task_id()}, {"error", s.ToString()}});
         continue;
       }
+    }
+    // Our own announcement may have been lost with the gossip log too (killed right after
+    // SubmitTask acknowledged the task, before any peer got it): announce it again. Peers that
+    // know the task already ignore it.
+    if (!t.consensus().has_certificate() && t.consensus().announcer() == AddressHex(address_)) {
+      v1::GossipMessage message;
+      *message.mutable_announcement()->mutable_spec() = t.spec();
+      message.mutable_announcement()->set_reference_block(t.consensus().reference_block());
+      actions.publish.insert(actions.publish.begin(), message);
     }
     RunActions(actions);
     // Our own vote may have been lost with the gossip log: sign it again (same bytes: RFC 6979).

@@ -144,6 +144,19 @@ inline executor::Graph TinyModel() {
   return g;
 }
 
+// `repeats` rounds of h = tanh(h @ w) on an n x n input: a task that keeps a worker busy for a
+// while (the time scales with n^3 * repeats).
+inline executor::Graph SlowModel(int64_t n, int repeats) {
+  using executor::Value;
+  executor::Graph g;
+  Value x = g.input("x", DType::kF32, {n, n});
+  Value w = g.constant(RandomF32({n, n}, 3));
+  Value h = x;
+  for (int i = 0; i < repeats; ++i) h = tanh(matmul(h, w));
+  g.output("y", h);
+  return g;
+}
+
 // The honest result: the executor run here, in this process, outside any node.
 inline StatusOr<executor::RunResult> ExecuteLocally(const executor::Graph& g, const std::map<std::string, Tensor>& inputs) {
   ASSIGN_OR_RETURN(auto program, executor::CompileGraph(g, nullptr, executor::Limits()));
@@ -196,7 +209,20 @@ struct NodeSpec {
   int64_t member_timeout_ms = 20000;
   bool unreachable = false;   // the registered endpoint is a port nothing listens on (others cannot reach it)
   bool bootstrap_all = false; // [p2p] bootstrap: every other node's endpoint
+
+  NodeSpec& Fault(std::string mode) { fault = std::move(mode); return *this; }
+  NodeSpec& MemberTimeoutMs(int64_t ms) { member_timeout_ms = ms; return *this; }
+  NodeSpec& Unregistered() { registered = false; return *this; }
+  NodeSpec& Unreachable() { unreachable = true; return *this; }
+  NodeSpec& BootstrapAll() { bootstrap_all = true; return *this; }
 };
+
+// Dev account `account` as an operator; chain the setters above for anything else.
+inline NodeSpec Operator(int account) {
+  NodeSpec spec;
+  spec.account = account;
+  return spec;
+}
 
 class NetworkNode {
  public:
@@ -255,6 +281,10 @@ class NetworkNode {
     }
     return exit_code_;
   }
+  // Sends a signal without waiting (SIGSTOP / SIGCONT freeze and thaw the node).
+  void Signal(int signal) {
+    if (pid_ > 0) kill(pid_, signal);
+  }
   // The exit code once the process exits by itself within `timeout`; -1 otherwise.
   int WaitExit(std::chrono::milliseconds timeout) {
     WaitUntil([&] { return Exited(); }, timeout, std::chrono::milliseconds(20));
@@ -290,6 +320,7 @@ class NetworkNode {
   Address20 operator_address() const { return AnvilDevAddress(spec_.account); }
   std::string operator_hex() const { return AddressText(operator_address()); }
   int exit_code() const { return exit_code_; }
+  pid_t pid() const { return pid_; }
   std::string Log() const { return ReadWholeFile(log_path()); }
   std::string LogTail(size_t lines) const {
     std::string log = Log();
@@ -404,8 +435,8 @@ class TestNetwork {
 
   // Adds and starts a node after Start (e.g. one with an unregistered key).
   StatusOr<NetworkNode*> AddNode(const NodeSpec& spec) {
-    nodes_.push_back(std::make_unique<NetworkNode>("node" + std::to_string(nodes_.size() + 1),
-                                                   dir_ + "/node" + std::to_string(nodes_.size() + 1), spec));
+    const std::string name = "node" + std::to_string(nodes_.size() + retired_.size() + 1);
+    nodes_.push_back(std::make_unique<NetworkNode>(name, dir_ + "/" + name, spec));
     NetworkNode& n = *nodes_.back();
     n.port_ = FreeLoopbackPort();
     n.registered_port_ = spec.unreachable ? FreeLoopbackPort() : n.port_;
@@ -453,13 +484,29 @@ class TestNetwork {
     return want;
   }
 
+  // Kills a node for good and takes it out of the network's list (its files stay, and its log
+  // is still printed when a test fails).
+  void Retire(NetworkNode& node) {
+    node.Kill(SIGKILL);
+    for (auto it = nodes_.begin(); it != nodes_.end(); ++it) {
+      if (it->get() == &node) {
+        retired_.push_back(std::move(*it));
+        nodes_.erase(it);
+        return;
+      }
+    }
+  }
+
   void Stop() {
     for (auto& n : nodes_) n->Kill(SIGKILL);
     if (anvil_) anvil_->Stop();
   }
 
   void PrintLogs(size_t lines = 150) {
-    for (auto& n : nodes_) {
+    std::vector<NetworkNode*> all;
+    for (auto& n : nodes_) all.push_back(n.get());
+    for (auto& n : retired_) all.push_back(n.get());
+    for (NetworkNode* n : all) {
       std::cerr << "---- " << name_ << "/" << n->name() << " (" << n->operator_hex() << ", fault '" << n->spec().fault
                 << "') last " << lines << " lines of " << n->log_path() << "\n"
                 << n->LogTail(lines) << "----\n";
@@ -541,6 +588,7 @@ class TestNetwork {
   std::unique_ptr<node::EthRpc> rpc_;
   std::unique_ptr<node::ChainClient> chain_;
   std::vector<std::unique_ptr<NetworkNode>> nodes_;
+  std::vector<std::unique_ptr<NetworkNode>> retired_;
 };
 
 }  // namespace consensor::testing_support

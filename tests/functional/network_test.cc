@@ -1,0 +1,630 @@
+// Functional tests of network mode: real consensord processes joined into an operator network
+// on a real anvil chain (tests/functional/network_harness.h). Tasks are submitted over gRPC and
+// must finalize with certificates that verify on-chain; injected faults (corrupt output,
+// equivocation, silence, a crash mid-task) must be detected and, where provable, slashed on the
+// contract; a node killed with -9 must catch up after a restart; a node with a bad clock or an
+// unreachable endpoint must not cause a wrong finalization; and messages signed by keys that are
+// not registered must be ignored.
+//
+// Every result is checked against the honest result computed here with the executor. Waits are
+// bounded polling loops; nothing asserts on timing.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/npy.h"
+#include "consensor/v1/peer.grpc.pb.h"
+#include "consensus/task.h"
+#include "node/gossip.h"
+#include "tests/functional/network_harness.h"
+
+namespace consensor {
+namespace {
+
+using namespace std::chrono_literals;
+using testing_support::IsCertified;
+using testing_support::NetworkNode;
+using testing_support::NodeSpec;
+using testing_support::Operator;
+using testing_support::TestNetwork;
+using testing_support::WaitUntil;
+
+// Generous: a task finalizes in about a second on an idle machine.
+constexpr std::chrono::milliseconds kFinality = 90s;
+constexpr char kDroppedUnregistered[] = "consensor_p2p_messages_dropped_total{reason=\"unregistered\"}";
+
+// A task submitted to a node, with the result the executor computes for it here.
+struct Submitted {
+  std::string id;
+  std::string entry;                           // the node it was submitted to
+  std::string honest_root;                     // result root computed locally
+  std::map<std::string, std::string> outputs;  // name -> tensor hash computed locally
+  v1::SubmitTaskRequest request;
+};
+
+uint64_t NextNonce() {
+  static uint64_t nonce = 1000;
+  return ++nonce;
+}
+
+// Uploads `g` and `inputs` to `node` and submits the task.
+StatusOr<Submitted> SubmitGraph(NetworkNode& node, const executor::Graph& g, const std::map<std::string, Tensor>& inputs,
+                                uint32_t replicas, uint32_t quorum) {
+  ASSIGN_OR_RETURN(executor::RunResult local, testing_support::ExecuteLocally(g, inputs));
+  Submitted s;
+  s.entry = node.name();
+  s.honest_root = ToHex(local.result_root);
+  for (const auto& out : local.outputs) s.outputs[out.name] = ToHex(TensorHash(out.tensor));
+  ASSIGN_OR_RETURN(s.request, testing_support::UploadTask(node.client(), g, inputs, replicas, quorum, NextNonce()));
+  ASSIGN_OR_RETURN(v1::SubmitTaskResponse response, node.client().SubmitTask(s.request));
+  if (response.already_known()) return Internal("task " + response.task_id() + " was already known");
+  s.id = response.task_id();
+  return s;
+}
+
+// TinyModel with input x = RandomF32(seed).
+StatusOr<Submitted> Submit(NetworkNode& node, uint32_t replicas, uint32_t quorum, uint32_t seed) {
+  return SubmitGraph(node, testing_support::TinyModel(), {{"x", testing_support::RandomF32({4, 8}, seed)}}, replicas,
+                     quorum);
+}
+
+std::string TaskIdOf(const v1::SubmitTaskRequest& r) {
+  consensus::TaskSpec spec;
+  spec.graph_sha256 = *Hash256FromHex(r.graph_sha256());
+  for (const auto& [name, hex] : r.inputs()) spec.inputs.emplace_back(name, *Hash256FromHex(hex));
+  spec.nonce = r.options().nonce();
+  return ToHex(*consensus::ComputeTaskId(spec));
+}
+
+// Polls the node until the task is SUCCEEDED with outputs and a certificate (and `also` holds).
+StatusOr<v1::Task> WaitCertified(NetworkNode& node, const std::string& id, std::chrono::milliseconds timeout = kFinality,
+                                 const std::function<bool(const v1::Task&)>& also = nullptr) {
+  v1::Task last;
+  Status error = OkStatus();
+  const bool done = WaitUntil(
+      [&] {
+        auto t = node.GetTask(id);
+        if (!t.ok()) {
+          error = t.status();
+          return false;
+        }
+        last = *t;
+        return IsCertified(last) && (!also || also(last));
+      },
+      timeout);
+  if (done) return last;
+  return DeadlineExceeded(node.name() + " did not certify " + id + ": " +
+                          (last.task_id().empty() ? error.ToString() : testing_support::Describe(last)));
+}
+
+// The task's record agrees with the honest result: the certified and the stored result roots,
+// and every output's tensor hash.
+void ExpectHonest(const v1::Task& t, const Submitted& s, const std::string& where) {
+  EXPECT_EQ(t.consensus().certificate().result_root(), s.honest_root) << where << ": " << testing_support::Describe(t);
+  EXPECT_EQ(t.result().result_root(), s.honest_root) << where << ": " << testing_support::Describe(t);
+  std::map<std::string, std::string> got;
+  for (const auto& out : t.result().outputs()) got[out.name()] = out.tensor_hash();
+  EXPECT_EQ(got, s.outputs) << where;
+}
+
+bool Signed(const v1::Certificate& c, const NetworkNode& n) {
+  return std::find(c.signers().begin(), c.signers().end(), n.operator_hex()) != c.signers().end();
+}
+
+std::vector<std::string> Committee(const v1::Task& t) {
+  return {t.consensus().committee().begin(), t.consensus().committee().end()};
+}
+
+bool InCommittee(const v1::Task& t, const NetworkNode& n) {
+  return std::find(t.consensus().committee().begin(), t.consensus().committee().end(), n.operator_hex()) !=
+         t.consensus().committee().end();
+}
+
+// A slash record about `accused` of `kind` on any of `nodes`' copies of the task, with a tx hash.
+bool HasSlashRecord(TestNetwork& net, const std::string& id, const NetworkNode& accused, const std::string& kind,
+                    bool need_tx) {
+  for (size_t i = 0; i < net.size(); ++i) {
+    NetworkNode& n = net.node(i);
+    if (&n == &accused || !n.running()) continue;
+    auto t = n.GetTask(id);
+    if (!t.ok()) continue;
+    for (const auto& s : t->consensus().slashes()) {
+      if (s.operator_address() == accused.operator_hex() && s.kind() == kind && (!need_tx || !s.tx_hash().empty())) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool SlashedOnChain(TestNetwork& net, const NetworkNode& n) {
+  auto info = net.OperatorInfo(n.operator_address());
+  return info.ok() && info->slashed;
+}
+
+std::string StakeOf(TestNetwork& net, const NetworkNode& n) {
+  auto info = net.OperatorInfo(n.operator_address());
+  return info.ok() ? node::Uint256ToDecimal(info->stake) : info.status().ToString();
+}
+
+constexpr char kTenEther[] = "10000000000000000000";
+
+// `consensor verify TASK --node ADDR` against the chain, without trusting the node.
+void ExpectVerifies(TestNetwork& net, NetworkNode& n, const std::string& id) {
+  testing_support::CommandResult v = net.Cli("verify " + id + " --node " + n.address());
+  EXPECT_EQ(v.exit_code, 0) << n.name() << ": " << v.out;
+  EXPECT_NE(v.out.find("VERIFIED"), std::string::npos) << n.name() << ": " << v.out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Four honest operators, shared by the tests of the suite.
+
+class NetworkHonestTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    net_ = new TestNetwork("honest");
+    error_ = net_->Start({Operator(1), Operator(2), Operator(3), Operator(4)});
+  }
+  static void TearDownTestSuite() {
+    delete net_;
+    net_ = nullptr;
+  }
+  void SetUp() override { ASSERT_EQ(error_, "") << "the network did not start"; }
+  void TearDown() override {
+    if (HasFailure()) {
+      net_->MarkFailed();
+      net_->PrintLogs();
+    }
+  }
+  static TestNetwork* net_;
+  static std::string error_;
+};
+TestNetwork* NetworkHonestTest::net_ = nullptr;
+std::string NetworkHonestTest::error_;
+
+// A task finalizes with a certificate that verifies on-chain, and every node, committee member
+// or observer, ends SUCCEEDED with the same certified result (observers fetch it).
+TEST_F(NetworkHonestTest, CertificateVerifiesOnChainAndEveryNodeAgrees) {
+  TestNetwork& net = *net_;
+  auto s = Submit(net.node(0), 3, 2, 11);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto task = WaitCertified(net.node(0), s->id);
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  ExpectHonest(*task, *s, "entry node");
+  const v1::Certificate& cert = task->consensus().certificate();
+  EXPECT_FALSE(cert.dispute());
+  EXPECT_EQ(cert.task_id(), s->id);
+  EXPECT_EQ(cert.replicas(), 3u);
+  EXPECT_EQ(cert.quorum(), 2u);
+  EXPECT_GE(cert.committee_size(), 3u);
+  EXPECT_GE(cert.signers_size(), 2);
+  EXPECT_EQ(cert.signers_size(), cert.signatures_size());
+  EXPECT_EQ(task->consensus().committee_size(), 3);
+
+  testing_support::CommandResult v = net.Cli("verify " + s->id + " --node " + net.node(0).address());
+  ASSERT_EQ(v.exit_code, 0) << v.out;
+  EXPECT_NE(v.out.find("VERIFIED"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find(s->id), std::string::npos) << v.out;
+
+  int members = 0, observers = 0;
+  for (size_t i = 0; i < net.size(); ++i) {
+    NetworkNode& n = net.node(i);
+    auto t = WaitCertified(n, s->id);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ExpectHonest(*t, *s, n.name());
+    EXPECT_EQ(Committee(*t), Committee(*task)) << n.name();
+    EXPECT_EQ(t->consensus().reference_block(), cert.reference_block()) << n.name();
+    EXPECT_EQ(t->consensus().member(), InCommittee(*t, n)) << n.name();
+    if (!t->consensus().member()) {
+      ++observers;
+      // The observer never executed: its outputs came from a signer, checked against the
+      // certificate, and they are served like any other.
+      for (const auto& out : t->result().outputs()) {
+        auto blob = n.client().GetBlob(out.blob_sha256(), 1 << 20);
+        ASSERT_TRUE(blob.ok()) << blob.status().ToString();
+        auto tensor = ParseNpy(*blob, NpyLimits{});
+        ASSERT_TRUE(tensor.ok()) << tensor.status().ToString();
+        EXPECT_EQ(ToHex(TensorHash(*tensor)), s->outputs[out.name()]) << n.name() << " output " << out.name();
+      }
+      ExpectVerifies(net, n, s->id);
+    } else {
+      ++members;
+    }
+  }
+  EXPECT_EQ(members, 3);
+  EXPECT_EQ(observers, 1);
+}
+
+// kill -9 on one node while 20 tasks go to the others: every task finalizes without it, and
+// after a restart on the same datadir it reports every task SUCCEEDED with the certificate
+// (anti-entropy pulls from cursor 0 plus its own stored records).
+TEST_F(NetworkHonestTest, KillNineDuringLoadThenRestartCatchesUp) {
+  TestNetwork& net = *net_;
+  NetworkNode& victim = net.node(3);
+  std::vector<Submitted> tasks;
+  for (uint32_t i = 0; i < 20; ++i) {
+    if (i == 6) {
+      EXPECT_EQ(victim.Kill(SIGKILL), 128 + SIGKILL);
+    }
+    auto s = Submit(net.node(i % 3), 3, 2, 100 + i);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    tasks.push_back(*s);
+  }
+  for (const Submitted& s : tasks) {
+    for (size_t i = 0; i < 3; ++i) {
+      auto t = WaitCertified(net.node(i), s.id);
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      ExpectHonest(*t, s, net.node(i).name());
+    }
+  }
+
+  ASSERT_TRUE(victim.Start()) << victim.LogTail(50);
+  ASSERT_EQ(net.WaitConnected(), "");
+  for (const Submitted& s : tasks) {
+    auto t = WaitCertified(victim, s.id);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ExpectHonest(*t, s, "restarted " + victim.name());
+    auto entry = net.node(0).GetTask(s.id);
+    ASSERT_TRUE(entry.ok());
+    EXPECT_EQ(Committee(*t), Committee(*entry));
+    EXPECT_EQ(t->consensus().reference_block(), entry->consensus().reference_block());
+  }
+}
+
+// A node whose key is not registered: its announcements are dropped by every registered node
+// (reason "unregistered") and the task submitted to it is never adopted; a raw envelope signed
+// by an unregistered key is refused the same way, while the same message signed by an operator
+// is accepted.
+TEST_F(NetworkHonestTest, MessagesFromUnregisteredKeysAreIgnored) {
+  TestNetwork& net = *net_;
+  const size_t registered = net.size();
+  // Restart anything a previous test left down.
+  for (size_t i = 0; i < registered; ++i) {
+    if (!net.node(i).running()) {
+      ASSERT_TRUE(net.node(i).Start());
+    }
+  }
+  std::vector<double> before;
+  for (size_t i = 0; i < registered; ++i) before.push_back(net.node(i).Metric(kDroppedUnregistered));
+  for (double b : before) ASSERT_GE(b, 0) << "metric missing";
+
+  auto extra = net.AddNode(Operator(6).Unregistered().BootstrapAll());
+  ASSERT_TRUE(extra.ok()) << extra.status().ToString();
+  NetworkNode& outsider = **extra;
+  ASSERT_EQ(net.WaitConnected(), "");
+  auto info = outsider.client().GetNodeInfo();
+  ASSERT_TRUE(info.ok());
+  EXPECT_FALSE(info->consensus().registered());
+
+  auto s = Submit(outsider, 3, 2, 500);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  // Every registered node receives the announcement (pushed to all of them) and drops it.
+  std::string last;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        for (size_t i = 0; i < registered; ++i) {
+          const double now = net.node(i).Metric(kDroppedUnregistered);
+          if (!(now > before[i])) {
+            last = net.node(i).name() + " dropped " + std::to_string(now);
+            return false;
+          }
+        }
+        return true;
+      },
+      kFinality))
+      << last;
+  // A barrier: a task announced by an operator afterwards finalizes everywhere...
+  auto honest = Submit(net.node(0), 3, 2, 501);
+  ASSERT_TRUE(honest.ok()) << honest.status().ToString();
+  for (size_t i = 0; i < registered; ++i) {
+    auto t = WaitCertified(net.node(i), honest->id);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+  }
+  // ...while the outsider's task is unknown to every operator, and nobody attested it.
+  for (size_t i = 0; i < registered; ++i) {
+    auto t = net.node(i).GetTask(s->id);
+    ASSERT_FALSE(t.ok()) << net.node(i).name() << " adopted it: " << testing_support::Describe(*t);
+    EXPECT_EQ(t.status().code(), StatusCode::kNotFound) << t.status().ToString();
+  }
+  auto own = outsider.GetTask(s->id);
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  EXPECT_FALSE(own->consensus().has_certificate()) << testing_support::Describe(*own);
+  EXPECT_EQ(own->consensus().attestations_size(), 0) << testing_support::Describe(*own);
+  EXPECT_FALSE(own->consensus().member());
+  net.Retire(outsider);
+
+  // A raw envelope pushed straight to node1's Peer service: an announcement of a task whose
+  // blobs node1 has, signed by dev account 7 (never registered), then by operator 2.
+  NetworkNode& target = net.node(0);
+  auto request = testing_support::UploadTask(target.client(), testing_support::TinyModel(),
+                                             {{"x", testing_support::RandomF32({4, 8}, 502)}}, 3, 2, NextNonce());
+  ASSERT_TRUE(request.ok()) << request.status().ToString();
+  auto node_info = target.client().GetNodeInfo();
+  ASSERT_TRUE(node_info.ok());
+  v1::GossipMessage message;
+  *message.mutable_announcement()->mutable_spec() = *request;
+  message.mutable_announcement()->set_reference_block(node_info->consensus().chain_head() - 1);
+  auto stub = v1::Peer::NewStub(grpc::CreateChannel(target.address(), grpc::InsecureChannelCredentials()));
+  auto push = [&](int account) -> StatusOr<uint32_t> {
+    ASSIGN_OR_RETURN(v1::Envelope envelope,
+                     node::GossipNetwork::Sign(testing_support::AnvilDevKey(account), net.deployed().chain_id, message));
+    v1::GossipRequest req;
+    *req.add_messages() = envelope;
+    v1::GossipResponse resp;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 10s);
+    grpc::Status status = stub->Gossip(&context, req, &resp);
+    if (!status.ok()) return Unavailable(status.error_message());
+    return resp.accepted();
+  };
+  const double dropped = target.Metric(kDroppedUnregistered);
+  auto refused = push(7);
+  ASSERT_TRUE(refused.ok()) << refused.status().ToString();
+  EXPECT_EQ(*refused, 0u);
+  EXPECT_EQ(target.Metric(kDroppedUnregistered), dropped + 1);
+  // The same message from a registered operator is accepted and the task runs.
+  auto accepted = push(2);
+  ASSERT_TRUE(accepted.ok()) << accepted.status().ToString();
+  EXPECT_EQ(*accepted, 1u);
+  auto t = WaitCertified(target, TaskIdOf(*request));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->consensus().announcer(), net.node(1).operator_hex()) << testing_support::Describe(*t);
+}
+
+// The entry node is killed right after it acknowledged a task, before its announcement reached
+// anyone (the other nodes are frozen with SIGSTOP, so the pushes cannot land, and the gossip log
+// is in memory only). The task was acknowledged, so it must not be lost: after a restart on the
+// same datadir the node announces it again and the network finalizes it.
+TEST_F(NetworkHonestTest, TaskAcknowledgedJustBeforeEntryNodeCrashStillFinalizes) {
+  TestNetwork& net = *net_;
+  for (size_t i = 0; i < net.size(); ++i) {
+    if (!net.node(i).running()) {
+      ASSERT_TRUE(net.node(i).Start());
+    }
+  }
+  ASSERT_EQ(net.WaitConnected(), "");
+  NetworkNode& entry = net.node(0);
+  struct Thaw {
+    TestNetwork& net;
+    ~Thaw() {
+      for (size_t i = 1; i < net.size(); ++i) net.node(i).Signal(SIGCONT);
+    }
+  } thaw{net};
+  for (size_t i = 1; i < net.size(); ++i) net.node(i).Signal(SIGSTOP);
+  auto s = Submit(entry, 3, 2, 600);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(entry.Kill(SIGKILL), 128 + SIGKILL);
+  for (size_t i = 1; i < net.size(); ++i) net.node(i).Signal(SIGCONT);
+
+  ASSERT_TRUE(entry.Start()) << entry.LogTail(50);
+  for (size_t i = 0; i < net.size(); ++i) {
+    if (!net.node(i).running()) continue;
+    auto t = WaitCertified(net.node(i), s->id);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ExpectHonest(*t, *s, net.node(i).name());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Faults, each in a network of its own (a slashed operator leaves the set).
+
+// One operator signs a corrupted result root. With replicas 4 and quorum 3 it is always in the
+// committee: the honest members certify, the conflict starts a dispute round whose certificate
+// (75% of the stake) proves the fault, and the operator is slashed on-chain.
+TEST(NetworkFaultTest, CorruptOutputIsDisputedAndSlashed) {
+  TestNetwork net("corrupt");
+  ASSERT_EQ(net.Start({Operator(1), Operator(2), Operator(3), Operator(4).Fault("corrupt-output")}), "");
+  NetworkNode& bad = net.node(3);
+  auto s = Submit(net.node(0), 4, 3, 21);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+
+  for (size_t i = 0; i < 3; ++i) {
+    auto t = WaitCertified(net.node(i), s->id, kFinality, [](const v1::Task& t) { return t.consensus().disputed(); });
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ExpectHonest(*t, *s, net.node(i).name());
+    EXPECT_EQ(t->consensus().dispute_committee_size(), 4) << testing_support::Describe(*t);
+    EXPECT_FALSE(Signed(t->consensus().certificate(), bad));
+    // The corrupted vote was received and kept as evidence.
+    bool saw_bad_vote = false;
+    for (const auto& a : t->consensus().attestations()) {
+      if (a.signer() == bad.operator_hex()) {
+        saw_bad_vote = true;
+        EXPECT_NE(a.result_root(), s->honest_root);
+      }
+    }
+    EXPECT_TRUE(saw_bad_vote) << net.node(i).name() << ": " << testing_support::Describe(*t);
+  }
+  EXPECT_TRUE(WaitUntil([&] { return HasSlashRecord(net, s->id, bad, "dispute", /*need_tx=*/true); }, kFinality))
+      << "no honest node sent dispute evidence";
+  EXPECT_TRUE(WaitUntil([&] { return SlashedOnChain(net, bad); }, kFinality)) << "not slashed on-chain";
+  auto events = net.SlashEvents();
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].kind, "dispute");
+  EXPECT_EQ((*events)[0].operator_address, bad.operator_address());
+  EXPECT_EQ(ToHex((*events)[0].task_id), s->id);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_FALSE(SlashedOnChain(net, net.node(i))) << net.node(i).name();
+    EXPECT_EQ(StakeOf(net, net.node(i)), kTenEther) << net.node(i).name();
+  }
+  // What a client gets is the honest result, and its certificate verifies on-chain.
+  ExpectVerifies(net, net.node(0), s->id);
+}
+
+// One operator signs two different results for the same task: the two signatures are the
+// evidence, and the operator is slashed for equivocation.
+TEST(NetworkFaultTest, EquivocationIsSlashed) {
+  TestNetwork net("equivocate");
+  ASSERT_EQ(net.Start({Operator(1), Operator(2), Operator(3), Operator(4).Fault("equivocate")}), "");
+  NetworkNode& bad = net.node(3);
+  auto s = Submit(net.node(0), 4, 3, 31);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (size_t i = 0; i < 3; ++i) {
+    auto t = WaitCertified(net.node(i), s->id);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ExpectHonest(*t, *s, net.node(i).name());
+  }
+  EXPECT_TRUE(WaitUntil([&] { return HasSlashRecord(net, s->id, bad, "equivocation", /*need_tx=*/false); }, kFinality))
+      << "no honest node found the equivocation";
+  EXPECT_TRUE(WaitUntil([&] { return SlashedOnChain(net, bad); }, kFinality)) << "not slashed on-chain";
+  auto events = net.SlashEvents();
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].kind, "equivocation");
+  EXPECT_EQ((*events)[0].operator_address, bad.operator_address());
+  EXPECT_TRUE(HasSlashRecord(net, s->id, bad, "equivocation", /*need_tx=*/true));
+  for (size_t i = 0; i < 3; ++i) EXPECT_FALSE(SlashedOnChain(net, net.node(i))) << net.node(i).name();
+  ExpectVerifies(net, net.node(0), s->id);
+}
+
+// A member that executes but never attests: with replicas 3 and quorum 3 the task cannot
+// finalize without it, so after the member timeout the committee is extended to the next
+// operator and the task finalizes. Silence proves nothing: nobody is slashed.
+TEST(NetworkFaultTest, SilentMemberIsReplacedAndNotSlashed) {
+  TestNetwork net("silent");
+  ASSERT_EQ(net.Start({Operator(1).MemberTimeoutMs(1500),
+                       Operator(2).MemberTimeoutMs(1500),
+                       Operator(3).MemberTimeoutMs(1500),
+                       Operator(4).Fault("silent").MemberTimeoutMs(1500)}),
+            "");
+  NetworkNode& silent = net.node(3);
+  // Submit until the silent node is in the committee (each task: 3 of 4 operators).
+  std::vector<Submitted> all;
+  std::optional<Submitted> chosen;
+  for (uint32_t seed = 40; seed < 60 && !chosen; ++seed) {
+    auto s = Submit(net.node(0), 3, 3, seed);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    all.push_back(*s);
+    auto t = net.node(0).GetTask(s->id);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_EQ(t->consensus().committee_size(), 3);
+    if (InCommittee(*t, silent)) chosen = *s;
+  }
+  ASSERT_TRUE(chosen.has_value()) << "the silent node was in none of 20 committees";
+
+  auto t = WaitCertified(net.node(0), chosen->id);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ExpectHonest(*t, *chosen, "entry node");
+  EXPECT_GT(t->consensus().certificate().committee_size(), 3u) << testing_support::Describe(*t);
+  EXPECT_GT(t->consensus().committee_size(), 3) << testing_support::Describe(*t);
+  EXPECT_EQ(t->consensus().certificate().signers_size(), 3);
+  EXPECT_FALSE(Signed(t->consensus().certificate(), silent));
+  EXPECT_FALSE(t->consensus().disputed());
+  EXPECT_GE(net.node(0).Metric("consensor_committee_extensions_total"), 1);
+  // Every task finalizes everywhere (a barrier before looking for slashing).
+  for (const Submitted& s : all) {
+    for (size_t i = 0; i < 3; ++i) {
+      auto r = WaitCertified(net.node(i), s.id);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      ExpectHonest(*r, s, net.node(i).name());
+      EXPECT_TRUE(r->consensus().slashes().empty()) << testing_support::Describe(*r);
+    }
+  }
+  EXPECT_FALSE(SlashedOnChain(net, silent));
+  EXPECT_EQ(StakeOf(net, silent), kTenEther);
+  auto events = net.SlashEvents();
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  EXPECT_TRUE(events->empty());
+  ExpectVerifies(net, net.node(0), chosen->id);
+}
+
+// A member whose process dies when it executes (exit code 86, before attesting): the other two
+// members still make the quorum.
+TEST(NetworkFaultTest, CrashMidTaskStillFinalizes) {
+  TestNetwork net("crash");
+  ASSERT_EQ(net.Start({Operator(1), Operator(2), Operator(3).Fault("crash-mid-task")}), "");
+  NetworkNode& crashing = net.node(2);
+  auto s = Submit(net.node(0), 3, 2, 51);  // three replicas of three operators: it is a member
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(crashing.WaitExit(kFinality), 86) << crashing.LogTail(30);
+  for (size_t i = 0; i < 2; ++i) {
+    auto t = WaitCertified(net.node(i), s->id);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ExpectHonest(*t, *s, net.node(i).name());
+    EXPECT_FALSE(Signed(t->consensus().certificate(), crashing));
+  }
+  ExpectVerifies(net, net.node(1), s->id);
+  EXPECT_FALSE(SlashedOnChain(net, crashing));
+
+  // Restarted on the same datadir, the node recovers its stored result (it does not execute
+  // again), attests late, and ends with the certified result too.
+  ASSERT_TRUE(crashing.Start()) << crashing.LogTail(30);
+  auto t = WaitCertified(crashing, s->id);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ExpectHonest(*t, *s, "restarted " + crashing.name());
+  EXPECT_EQ(t->attempts(), 1u) << testing_support::Describe(*t);
+  EXPECT_TRUE(crashing.running());
+}
+
+// ---------------------------------------------------------------------------------------------
+// A node with a bad clock (member timeout 100 ms: it believes time passes 200 times faster and
+// extends committees almost at once) and a partitioned node (its registered endpoint is a port
+// nothing listens on, no bootstrap list: nobody can reach it, though it can reach the others)
+// next to three honest ones. No node, these two included, ends with a certificate for anything
+// but the honest result.
+TEST(NetworkAdversarialTest, BadClockAndPartitionedPeerCauseNoWrongFinalization) {
+  // Tasks that run for about a second, so that rounds stay open well past the bad clock's
+  // timeout (the work is calibrated here, on this machine's executor).
+  constexpr int64_t kN = 512;
+  int repeats = 16;
+  double seconds = 0;
+  for (;;) {
+    const auto start = std::chrono::steady_clock::now();
+    auto r = testing_support::ExecuteLocally(testing_support::SlowModel(kN, repeats),
+                                             {{"x", testing_support::RandomF32({kN, kN}, 1)}});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (seconds >= 0.8 || repeats >= 4096) break;
+    repeats *= 2;
+  }
+  std::cerr << "slow task: " << repeats << " matmuls of " << kN << "x" << kN << ", " << seconds << " s here\n";
+  const executor::Graph slow = testing_support::SlowModel(kN, repeats);
+
+  TestNetwork net("adversarial");
+  ASSERT_EQ(net.Start({Operator(1), Operator(2), Operator(3), Operator(4).MemberTimeoutMs(100),
+                       Operator(5).Unreachable()}),
+            "");
+  NetworkNode& bad_clock = net.node(3);
+  NetworkNode& partitioned = net.node(4);
+  EXPECT_EQ(net.node(0).Peers(), 3);  // node5 is unreachable
+  EXPECT_EQ(partitioned.Peers(), 4);  // but it reaches everyone
+  std::vector<Submitted> tasks;
+  for (uint32_t i = 0; i < 3; ++i) {
+    auto s = SubmitGraph(net.node(i), slow, {{"x", testing_support::RandomF32({kN, kN}, 60 + i)}}, 3, 2);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    tasks.push_back(*s);
+  }
+  // Tiny tasks too, several at once.
+  for (uint32_t i = 0; i < 6; ++i) {
+    auto s = Submit(net.node(i % 3), 3, 2, 70 + i);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    tasks.push_back(*s);
+  }
+  for (const Submitted& s : tasks) {
+    for (size_t i = 0; i < net.size(); ++i) {
+      auto t = WaitCertified(net.node(i), s.id);
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      ExpectHonest(*t, s, net.node(i).name());
+      EXPECT_FALSE(t->consensus().certificate().dispute());
+    }
+    ExpectVerifies(net, net.node(0), s.id);
+    ExpectVerifies(net, bad_clock, s.id);  // the bad clock's own certificate
+    ExpectVerifies(net, partitioned, s.id);
+  }
+  // The faults were exercised: the bad clock replaced members that were merely slower than it
+  // thinks, and the partitioned node stayed unreachable.
+  EXPECT_GE(bad_clock.Metric("consensor_committee_extensions_total"), 1);
+  EXPECT_EQ(net.node(0).Peers(), 3);
+  auto events = net.SlashEvents();
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  EXPECT_TRUE(events->empty());
+}
+
+}  // namespace
+}  // namespace consensor
