@@ -357,8 +357,9 @@ class TestNetwork {
     std::filesystem::create_directories(dir_);
   }
   ~TestNetwork() {
+    // MarkFailed() callers have printed the logs already.
+    if (::testing::Test::HasFailure() && !failed_) PrintLogs();
     const bool failed = ::testing::Test::HasFailure() || failed_;
-    if (failed) PrintLogs();
     Stop();
     if (!failed && !getenv("CNSR_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir_);
     else std::cerr << "network " << name_ << ": files kept in " << dir_ << "\n";
@@ -366,6 +367,7 @@ class TestNetwork {
   TestNetwork(const TestNetwork&) = delete;
   TestNetwork& operator=(const TestNetwork&) = delete;
 
+  // Keeps the files (and skips printing the logs again at destruction).
   void MarkFailed() { failed_ = true; }
 
   // anvil, contracts, keys, registrations, configs, daemons; then waits until every node sees

@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -126,7 +125,8 @@ bool InCommittee(const v1::Task& t, const NetworkNode& n) {
          t.consensus().committee().end();
 }
 
-// A slash record about `accused` of `kind` on any of `nodes`' copies of the task, with a tx hash.
+// A slash record of `kind` against `accused` in some other running node's copy of the task
+// (with a transaction hash when `need_tx`).
 bool HasSlashRecord(TestNetwork& net, const std::string& id, const NetworkNode& accused, const std::string& kind,
                     bool need_tx) {
   for (size_t i = 0; i < net.size(); ++i) {
@@ -478,7 +478,8 @@ TEST(NetworkFaultTest, EquivocationIsSlashed) {
   ASSERT_EQ(events->size(), 1u);
   EXPECT_EQ((*events)[0].kind, "equivocation");
   EXPECT_EQ((*events)[0].operator_address, bad.operator_address());
-  EXPECT_TRUE(HasSlashRecord(net, s->id, bad, "equivocation", /*need_tx=*/true));
+  // The sender records its transaction once the receipt is in.
+  EXPECT_TRUE(WaitUntil([&] { return HasSlashRecord(net, s->id, bad, "equivocation", /*need_tx=*/true); }, kFinality));
   for (size_t i = 0; i < 3; ++i) EXPECT_FALSE(SlashedOnChain(net, net.node(i))) << net.node(i).name();
   ExpectVerifies(net, net.node(0), s->id);
 }
