@@ -1,5 +1,7 @@
 #include "common/npy.h"
 
+#include "common/sha256.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -374,6 +376,13 @@ StatusOr<Tensor> ParseNpy(std::span<const uint8_t> bytes, const NpyLimits& limit
     }
   }
   return t;
+}
+
+Status CheckNpyTensorHash(std::span<const uint8_t> npy, std::string_view tensor_hash_hex, const NpyLimits& limits) {
+  auto tensor = ParseNpy(npy, limits);
+  if (!tensor.ok()) return DataLoss("not a valid .npy: " + tensor.status().message());
+  if (ToHex(TensorHash(*tensor)) != tensor_hash_hex) return DataLoss("does not match its tensor hash");
+  return OkStatus();
 }
 
 StatusOr<Tensor> ReadNpyFile(const std::string& path, const NpyLimits& limits) {

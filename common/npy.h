@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -42,6 +43,10 @@ StatusOr<NpyHeaderInfo> ParseNpyHeader(std::span<const uint8_t> prefix, uint64_t
 // Parses a complete .npy file held in memory.
 StatusOr<Tensor> ParseNpy(std::span<const uint8_t> bytes, const NpyLimits& limits);
 // Reads and parses a .npy file. Never reads more than the limits allow.
+// DATA_LOSS unless `npy` is a valid .npy file holding exactly the tensor whose canonical hash
+// (TensorHash, lowercase hex) is `tensor_hash_hex`: how outputs fetched from a peer or a node
+// are checked against what was signed.
+Status CheckNpyTensorHash(std::span<const uint8_t> npy, std::string_view tensor_hash_hex, const NpyLimits& limits);
 StatusOr<Tensor> ReadNpyFile(const std::string& path, const NpyLimits& limits);
 
 // Encodes a tensor as a version 1.0 .npy file (data starts at a multiple of 64 bytes).

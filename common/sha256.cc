@@ -1,6 +1,7 @@
 #include "common/sha256.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include <openssl/evp.h>
 
@@ -62,6 +63,27 @@ StatusOr<std::vector<uint8_t>> BytesFromHex(std::string_view hex) {
     out[i / 2] = static_cast<uint8_t>((out[i / 2] << 4) | v);
   }
   return out;
+}
+
+StatusOr<std::vector<uint8_t>> FixedBytesFromHex(std::string_view hex, size_t bytes, std::string_view what) {
+  if (hex.size() >= 2 && hex[0] == '0' && (hex[1] == 'x' || hex[1] == 'X')) hex.remove_prefix(2);
+  if (hex.size() != 2 * bytes) {
+    return InvalidArgument(std::string(what) + " must be " + std::to_string(2 * bytes) + " hex digits, got " +
+                           std::to_string(hex.size()));
+  }
+  for (char c : hex) {
+    if (!std::isxdigit(static_cast<unsigned char>(c))) {
+      return InvalidArgument(std::string(what) + " has a non-hex digit '" + std::string(1, c) + "'");
+    }
+  }
+  return BytesFromHex(hex);
+}
+
+StatusOr<Hash256> HashFieldFromHex(std::string_view hex, std::string_view what) {
+  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, FixedBytesFromHex(hex, 32, what));
+  Hash256 h{};
+  std::copy(bytes.begin(), bytes.end(), h.begin());
+  return h;
 }
 
 StatusOr<Hash256> Hash256FromHex(std::string_view hex) {

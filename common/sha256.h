@@ -42,5 +42,9 @@ std::string ToHex(std::span<const uint8_t> bytes);
 StatusOr<Hash256> Hash256FromHex(std::string_view hex);
 // Any even number of hex digits, no prefix.
 StatusOr<std::vector<uint8_t>> BytesFromHex(std::string_view hex);
+// Exactly `bytes` bytes as hex digits, with an optional 0x prefix; INVALID_ARGUMENT naming `what`.
+StatusOr<std::vector<uint8_t>> FixedBytesFromHex(std::string_view hex, size_t bytes, std::string_view what);
+// FixedBytesFromHex for a 32-byte hash.
+StatusOr<Hash256> HashFieldFromHex(std::string_view hex, std::string_view what);
 
 }  // namespace consensor

@@ -10,15 +10,6 @@ namespace {
 
 using u128 = unsigned __int128;
 
-StatusOr<u128> StakeToU128(const std::array<uint8_t, 32>& stake) {
-  for (int i = 0; i < 16; ++i) {
-    if (stake[i] != 0) return InvalidArgument("an operator's stake does not fit in 128 bits");
-  }
-  u128 v = 0;
-  for (int i = 16; i < 32; ++i) v = (v << 8) | stake[i];
-  return v;
-}
-
 void AppendBe(std::vector<uint8_t>* out, uint64_t v, int bytes) {
   for (int i = bytes - 1; i >= 0; --i) out->push_back(static_cast<uint8_t>(v >> (8 * i)));
 }
@@ -42,6 +33,15 @@ u128 UniformBelow(const Hash256& task_id, uint64_t reference_block, uint32_t dra
 }
 
 }  // namespace
+
+StatusOr<unsigned __int128> StakeToU128(const std::array<uint8_t, 32>& stake) {
+  for (int i = 0; i < 16; ++i) {
+    if (stake[i] != 0) return InvalidArgument("an operator's stake does not fit in 128 bits");
+  }
+  u128 v = 0;
+  for (int i = 16; i < 32; ++i) v = (v << 8) | stake[i];
+  return v;
+}
 
 StatusOr<std::vector<Address20>> CommitteeOrder(const Hash256& task_id, uint64_t reference_block,
                                                 std::vector<WeightedOperator> operators, size_t count) {

@@ -29,6 +29,9 @@ struct WeightedOperator {
   std::array<uint8_t, 32> stake{};
 };
 
+// A 256-bit big-endian stake as an integer; INVALID_ARGUMENT when it needs more than 128 bits.
+StatusOr<unsigned __int128> StakeToU128(const std::array<uint8_t, 32>& stake);
+
 // The first `count` operators of the task's committee order (fewer when the set is smaller).
 // Operators with zero stake are never drawn. INVALID_ARGUMENT for duplicate addresses or a
 // total stake of 2^127 or more.

@@ -31,12 +31,8 @@ using u128 = unsigned __int128;
 constexpr int kMaxStakeBits = 100;
 
 StatusOr<u128> SmallStake(const std::array<uint8_t, 32>& be) {
-  for (int i = 0; i < 16; ++i) {
-    if (be[i] != 0) return InvalidArgument("stake must be below 2^100 wei");
-  }
-  u128 v = 0;
-  for (int i = 16; i < 32; ++i) v = (v << 8) | be[i];
-  if (v >> kMaxStakeBits) return InvalidArgument("stake must be below 2^100 wei");
+  auto v = StakeToU128(be);
+  if (!v.ok() || (*v >> kMaxStakeBits) != 0) return InvalidArgument("stake must be below 2^100 wei");
   return v;
 }
 

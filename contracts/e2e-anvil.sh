@@ -10,12 +10,20 @@ BIN=node_modules/@foundry-rs
 FORGE=$BIN/forge-linux-amd64/bin/forge
 CAST=$BIN/cast-linux-amd64/bin/cast
 ANVIL=$BIN/anvil-linux-amd64/bin/anvil
-PORT=${PORT:-$((20000 + RANDOM % 20000))}
-RPC=http://127.0.0.1:$PORT
-$ANVIL --port "$PORT" --silent >/dev/null 2>&1 &
+# anvil picks a free port itself (a random port may be taken) and prints it; a loaded machine
+# may take a while to start it, so wait up to 60 s.
+LOG=$(mktemp)
+$ANVIL --host 127.0.0.1 --port 0 >"$LOG" 2>&1 &
 APID=$!
-trap 'kill $APID 2>/dev/null || true' EXIT
-for _ in $(seq 50); do $CAST chain-id --rpc-url "$RPC" >/dev/null 2>&1 && break; sleep 0.1; done
+trap 'kill $APID 2>/dev/null || true; rm -f "$LOG"' EXIT
+RPC=
+for _ in $(seq 600); do
+  ADDR=$(sed -n 's/^Listening on \(.*\)$/\1/p' "$LOG" | head -1)
+  if [ -n "$ADDR" ] && $CAST chain-id --rpc-url "http://$ADDR" >/dev/null 2>&1; then RPC=http://$ADDR; break; fi
+  kill -0 $APID 2>/dev/null || { cat "$LOG"; echo "anvil exited"; exit 1; }
+  sleep 0.1
+done
+[ -n "$RPC" ] || { cat "$LOG"; echo "anvil did not come up"; exit 1; }
 
 M="test test test test test test test test test test test junk"
 K0=$($CAST wallet private-key "$M" 0); K1=$($CAST wallet private-key "$M" 1); K2=$($CAST wallet private-key "$M" 2)

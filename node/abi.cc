@@ -445,6 +445,24 @@ Status DecodeStaticFromWord(const AbiType& type, const Hash256& word, AbiValue& 
 // ---------------------------------------------------------------------------------------------
 // Uint256
 
+Uint256 Uint256Add(const Uint256& a, const Uint256& b) {
+  Uint256 sum{};
+  unsigned carry = 0;
+  for (size_t i = sum.size(); i-- > 0;) {
+    const unsigned s = a[i] + b[i] + carry;
+    sum[i] = static_cast<uint8_t>(s);
+    carry = s >> 8;
+  }
+  return sum;
+}
+
+bool Uint256IsZero(const Uint256& v) {
+  for (uint8_t b : v) {
+    if (b != 0) return false;
+  }
+  return true;
+}
+
 Uint256 Uint256FromU64(uint64_t v) {
   Uint256 out{};
   for (int i = 0; i < 8; ++i) out[31 - i] = static_cast<uint8_t>(v >> (8 * i));

@@ -39,6 +39,9 @@ StatusOr<Uint256> Uint256FromDecimal(std::string_view s);
 StatusOr<Uint256> Uint256FromHex(std::string_view s);
 std::string Uint256ToDecimal(const Uint256& v);
 std::string Uint256ToHex(const Uint256& v);  // "0x" + minimal lowercase digits ("0x0" for zero)
+// a + b modulo 2^256 (stake sums stay far below it).
+Uint256 Uint256Add(const Uint256& a, const Uint256& b);
+bool Uint256IsZero(const Uint256& v);
 
 // ---------------------------------------------------------------------------------------------
 // Types

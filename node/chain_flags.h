@@ -20,9 +20,9 @@
 namespace consensor::node {
 
 inline constexpr uint64_t kDevnetChainId = 31337;
-inline constexpr size_t kDevnetKeyCount = 6;
+inline constexpr size_t kDevnetKeyCount = 10;  // all ten of anvil's default accounts
 
-// anvil's default-mnemonic account `index` (0..5): public test keys, for devnets and tests only.
+// anvil's default-mnemonic account `index` (0..9): public test keys, for devnets and tests only.
 // INVALID_ARGUMENT for an index out of range.
 StatusOr<Secp256k1Secret> DevnetKey(size_t index);
 

@@ -8,23 +8,6 @@ namespace {
 
 constexpr size_t kMaxCachedSnapshots = 256;
 
-// Big-endian 256-bit add; the contract's totalStakeAt is the same sum.
-void AddBigEndian(std::array<uint8_t, 32>* acc, const std::array<uint8_t, 32>& v) {
-  unsigned carry = 0;
-  for (int i = 31; i >= 0; --i) {
-    unsigned sum = (*acc)[i] + v[i] + carry;
-    (*acc)[i] = static_cast<uint8_t>(sum);
-    carry = sum >> 8;
-  }
-}
-
-bool IsZero(const std::array<uint8_t, 32>& v) {
-  for (uint8_t b : v) {
-    if (b) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<RpcChainView>> RpcChainView::Open(const std::string& rpc_url, const Deployment& deployment,
@@ -162,9 +145,9 @@ StatusOr<std::shared_ptr<const OperatorSnapshot>> RpcChainView::FetchOperators(u
   auto snapshot = std::make_shared<OperatorSnapshot>();
   snapshot->block = block;
   for (size_t i = 0; i < set.operators.size(); ++i) {
-    if (IsZero(set.stakes[i])) continue;
+    if (Uint256IsZero(set.stakes[i])) continue;
     snapshot->operators.push_back({set.operators[i], set.stakes[i]});
-    AddBigEndian(&snapshot->total_stake, set.stakes[i]);
+    snapshot->total_stake = Uint256Add(snapshot->total_stake, set.stakes[i]);
   }
   return std::shared_ptr<const OperatorSnapshot>(std::move(snapshot));
 }

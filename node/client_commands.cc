@@ -112,11 +112,7 @@ Status DownloadOutputs(NodeClient& client, const v1::Task& task, const std::stri
     // Check the tensor itself against the hash the node reported (and would sign).
     NpyLimits limits;
     limits.max_bytes = kMaxUploadBytes;
-    auto tensor = ParseNpy(bytes, limits);
-    if (!tensor.ok()) return DataLoss("output '" + o.name() + "' from the node is not a valid .npy: " + tensor.status().message());
-    if (ToHex(TensorHash(*tensor)) != o.tensor_hash()) {
-      return DataLoss("output '" + o.name() + "' does not match its tensor hash");
-    }
+    RETURN_IF_ERROR(CheckNpyTensorHash(bytes, o.tensor_hash(), limits).WithContext("output '" + o.name() + "' from the node"));
     std::string file = SafeFileName(o.name());
     while (!used.insert(file).second) file += "_";
     const std::string path = dir + "/" + file + ".npy";

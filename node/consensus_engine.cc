@@ -7,10 +7,8 @@
 
 #include "consensor/v1/node.grpc.pb.h"
 #include "consensus/committee.h"
-#include "consensus/task.h"
 #include "executor/merkle.h"
 #include "common/npy.h"
-#include "common/tensor.h"
 #include "executor/serialize.h"
 #include "node/gossip.h"
 #include "node/keystore.h"
@@ -33,18 +31,11 @@ int64_t UnixMillis() {
       .count();
 }
 
-StatusOr<Hash256> HashField(const std::string& hex, const char* what) {
-  auto h = Hash256FromHex(hex);
-  if (!h.ok() || hex.size() != 64) return InvalidArgument(std::string(what) + " must be 64 hex digits");
-  return h;
-}
 
 StatusOr<consensus::Signature65> SignatureField(const std::string& hex) {
-  if (hex.size() != 130) return InvalidArgument("signature must be 130 hex digits");
-  auto bytes = BytesFromHex(hex);
-  if (!bytes.ok()) return InvalidArgument("signature must be hex");
+  ASSIGN_OR_RETURN(auto bytes, FixedBytesFromHex(hex, 65, "signature"));
   consensus::Signature65 sig{};
-  std::copy(bytes->begin(), bytes->end(), sig.begin());
+  std::copy(bytes.begin(), bytes.end(), sig.begin());
   return sig;
 }
 
@@ -60,9 +51,9 @@ StatusOr<Address20> ParseAddress(const std::string& text) {
 
 StatusOr<consensus::SignedAttestation> FromProto(const v1::SignedAttestation& p) {
   consensus::SignedAttestation a;
-  ASSIGN_OR_RETURN(a.attestation.task_id, HashField(p.task_id(), "task_id"));
-  ASSIGN_OR_RETURN(a.attestation.result_root, HashField(p.result_root(), "result_root"));
-  ASSIGN_OR_RETURN(a.attestation.trace_root, HashField(p.trace_root(), "trace_root"));
+  ASSIGN_OR_RETURN(a.attestation.task_id, HashFieldFromHex(p.task_id(), "task_id"));
+  ASSIGN_OR_RETURN(a.attestation.result_root, HashFieldFromHex(p.result_root(), "result_root"));
+  ASSIGN_OR_RETURN(a.attestation.trace_root, HashFieldFromHex(p.trace_root(), "trace_root"));
   a.attestation.reference_block = p.reference_block();
   ASSIGN_OR_RETURN(a.signature, SignatureField(p.signature()));
   return a;
@@ -95,22 +86,6 @@ v1::Certificate ToProto(const consensus::Certificate& c, uint32_t quorum, uint32
   p.set_replicas(replicas);
   p.set_dispute(dispute);
   return p;
-}
-
-StatusOr<consensus::Certificate> FromProto(const v1::Certificate& p) {
-  consensus::Certificate c;
-  ASSIGN_OR_RETURN(c.attestation.task_id, HashField(p.task_id(), "task_id"));
-  ASSIGN_OR_RETURN(c.attestation.result_root, HashField(p.result_root(), "result_root"));
-  ASSIGN_OR_RETURN(c.attestation.trace_root, HashField(p.trace_root(), "trace_root"));
-  c.attestation.reference_block = p.reference_block();
-  if (p.signers_size() != p.signatures_size()) return InvalidArgument("signers and signatures differ in number");
-  for (int i = 0; i < p.signers_size(); ++i) {
-    ASSIGN_OR_RETURN(Address20 a, ParseAddress(p.signers(i)));
-    ASSIGN_OR_RETURN(consensus::Signature65 s, SignatureField(p.signatures(i)));
-    c.signers.push_back(a);
-    c.signatures.push_back(s);
-  }
-  return c;
 }
 
 // One task's consensus state on this node (memory only; the task record holds what must
@@ -222,13 +197,6 @@ void ConsensusEngine::Enqueue(std::function<void()> job) {
   jobs_cv_.notify_all();
 }
 
-size_t ConsensusEngine::open_rounds() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  size_t n = 0;
-  for (const auto& [id, r] : rounds_) n += r->finalized ? 0 : 1;
-  return n;
-}
-
 std::vector<std::string> ConsensusEngine::PeersFor(const Address20& preferred) const {
   std::vector<std::string> endpoints;
   std::string first = chain_->EndpointOf(preferred);
@@ -241,9 +209,7 @@ std::vector<std::string> ConsensusEngine::PeersFor(const Address20& preferred) c
 
 // ---- planning and admission
 
-StatusOr<v1::TaskConsensus> ConsensusEngine::PlanConsensus(const Hash256& task_id, uint64_t reference_block,
-                                                           uint32_t replicas, uint32_t quorum,
-                                                           const std::string& announcer) {
+Status ConsensusEngine::CheckReplicasAndQuorum(uint32_t replicas, uint32_t quorum) const {
   if (replicas == 0 || replicas > options_.max_replicas) {
     return InvalidArgument("replicas must be between 1 and " + std::to_string(options_.max_replicas) + " (got " +
                            std::to_string(replicas) + ")");
@@ -252,6 +218,13 @@ StatusOr<v1::TaskConsensus> ConsensusEngine::PlanConsensus(const Hash256& task_i
     return InvalidArgument("quorum must be a majority of the replicas: between " + std::to_string(replicas / 2 + 1) +
                            " and " + std::to_string(replicas) + " (got " + std::to_string(quorum) + ")");
   }
+  return OkStatus();
+}
+
+StatusOr<v1::TaskConsensus> ConsensusEngine::PlanConsensus(const Hash256& task_id, uint64_t reference_block,
+                                                           uint32_t replicas, uint32_t quorum,
+                                                           const std::string& announcer) {
+  RETURN_IF_ERROR(CheckReplicasAndQuorum(replicas, quorum));
   ASSIGN_OR_RETURN(auto operators, chain_->OperatorsAt(reference_block));
   if (operators->operators.size() < replicas) {
     return FailedPrecondition("the task asks for " + std::to_string(replicas) + " replicas but only " +
@@ -330,11 +303,11 @@ Status ConsensusEngine::OnMessage(const v1::GossipMessage& message, const Hash25
       announcements_refused_->Increment();
       return InvalidArgument("reference block " + std::to_string(ann.reference_block()) + " is too old");
     }
+    // Refused here, not only at adoption, so that peers do not relay it either.
     const auto& o = ann.spec().options();
-    if (o.replicas() == 0 || o.replicas() > options_.max_replicas || o.quorum() * 2 <= o.replicas() ||
-        o.quorum() > o.replicas()) {
+    if (Status s = CheckReplicasAndQuorum(o.replicas(), o.quorum()); !s.ok()) {
       announcements_refused_->Increment();
-      return InvalidArgument("replicas/quorum out of bounds");
+      return s;
     }
     // Blob fetching can take long: adopt in the background.
     Enqueue([this, ann, sender] {
@@ -409,7 +382,7 @@ Status ConsensusEngine::FetchBlob(const Hash256& sha256, const std::vector<std::
 }
 
 Status ConsensusEngine::FetchTaskBlobs(const v1::SubmitTaskRequest& spec, const std::vector<std::string>& endpoints) {
-  ASSIGN_OR_RETURN(Hash256 graph_hash, HashField(spec.graph_sha256(), "graph_sha256"));
+  ASSIGN_OR_RETURN(Hash256 graph_hash, HashFieldFromHex(spec.graph_sha256(), "graph_sha256"));
   RETURN_IF_ERROR(FetchBlob(graph_hash, endpoints).WithContext("graph"));
   // Weights referenced by the graph are blobs too.
   executor::Limits limits = tasks_->options().limits;
@@ -421,7 +394,7 @@ Status ConsensusEngine::FetchTaskBlobs(const v1::SubmitTaskRequest& spec, const 
     }
   }
   for (const auto& [name, hex] : spec.inputs()) {
-    ASSIGN_OR_RETURN(Hash256 h, HashField(hex, "input"));
+    ASSIGN_OR_RETURN(Hash256 h, HashFieldFromHex(hex, "input"));
     RETURN_IF_ERROR(FetchBlob(h, endpoints).WithContext("input '" + name + "'"));
   }
   return OkStatus();
@@ -429,16 +402,8 @@ Status ConsensusEngine::FetchTaskBlobs(const v1::SubmitTaskRequest& spec, const 
 
 Status ConsensusEngine::Adopt(const v1::TaskAnnouncement& ann, const Address20& announcer) {
   const v1::SubmitTaskRequest& spec = ann.spec();
-  // The id check needs no blobs.
-  consensus::TaskSpec task_spec;
-  ASSIGN_OR_RETURN(task_spec.graph_sha256, HashField(spec.graph_sha256(), "graph_sha256"));
-  for (const auto& [name, hex] : spec.inputs()) {
-    ASSIGN_OR_RETURN(Hash256 h, HashField(hex, "input"));
-    task_spec.inputs.emplace_back(name, h);
-  }
-  task_spec.nonce = spec.options().nonce();
-  ASSIGN_OR_RETURN(Hash256 id, consensus::ComputeTaskId(task_spec));
-  const std::string id_hex = ToHex(id);
+  ASSIGN_OR_RETURN(const std::string id_hex, tasks_->IdOf(spec));  // needs no blobs
+  ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(id_hex));
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (rounds_.count(id_hex) || adopting_.count(id_hex)) return OkStatus();
@@ -521,7 +486,6 @@ Status ConsensusEngine::OpenRound(const v1::Task& task, Actions* actions) {
     for (const auto& vote : votes) AddVote(r, vote, /*persist=*/true, actions);
   }
   if (c.disputed() && !r.dispute) StartDispute(r, actions);
-  open_rounds_gauge_->Set(static_cast<double>(rounds_.size()));
   return OkStatus();
 }
 
@@ -810,20 +774,18 @@ void ConsensusEngine::FetchCertifiedResult(const std::string& task_id_hex) {
       else named.emplace_back(out.name(), *h);
     }
     if (!ok || ToHex(executor::ResultRoot(named)) != cert.result_root()) continue;
-    bool blobs = true;
-    for (const auto& out : result.outputs()) {
-      auto h = Hash256FromHex(out.blob_sha256());
-      if (!h.ok() || !FetchBlob(*h, {endpoint}).ok()) blobs = false;
-    }
     // Each output blob must hold the tensor its hash names.
-    for (const auto& out : result.outputs()) {
-      if (!blobs) break;
-      auto bytes = store_->GetBlob(*Hash256FromHex(out.blob_sha256()), options_.max_blob_bytes);
-      if (!bytes.ok()) { blobs = false; break; }
-      auto tensor = ParseNpy(*bytes, NpyLimits{});
-      if (!tensor.ok() || ToHex(TensorHash(*tensor)) != out.tensor_hash()) blobs = false;
-    }
-    if (!blobs) continue;
+    auto fetch_output = [&](const v1::TaskOutput& out) -> Status {
+      ASSIGN_OR_RETURN(Hash256 h, Hash256FromHex(out.blob_sha256()));
+      RETURN_IF_ERROR(FetchBlob(h, {endpoint}));
+      ASSIGN_OR_RETURN(auto bytes, store_->GetBlob(h, options_.max_blob_bytes));
+      NpyLimits limits;
+      limits.max_bytes = options_.max_blob_bytes;
+      return CheckNpyTensorHash(bytes, out.tensor_hash(), limits);
+    };
+    bool outputs_ok = true;
+    for (const auto& out : result.outputs()) outputs_ok = outputs_ok && fetch_output(out).ok();
+    if (!outputs_ok) continue;
     v1::TaskResult stored = result;
     Status s = tasks_->Mutate(task_id_hex, [](v1::Task* t) -> Status {
       if (t->state() == v1::TASK_STATE_QUEUED || t->state() == v1::TASK_STATE_RUNNING) {
@@ -915,7 +877,9 @@ void ConsensusEngine::Tick() {
       }
       it = orphan_since_.erase(it);
     }
-    open_rounds_gauge_->Set(static_cast<double>(rounds_.size()));
+    size_t open = 0;
+    for (const auto& [id, round] : rounds_) open += round->finalized ? 0 : 1;
+    open_rounds_gauge_->Set(static_cast<double>(open));
   }
   RunActions(actions);
   for (const auto& id : fetch) Enqueue([this, id] { FetchCertifiedResult(id); });

@@ -84,12 +84,13 @@ class ConsensusEngine {
   // The task manager's callback after a successful local execution.
   void OnExecuted(const std::string& task_id_hex, const v1::TaskResult& result);
 
-  size_t open_rounds() const;
 
  private:
   struct Round;
   struct Actions;  // side effects gathered under the lock, run after it
 
+  // Bounds from config; the quorum must be a majority of the replicas.
+  Status CheckReplicasAndQuorum(uint32_t replicas, uint32_t quorum) const;
   StatusOr<v1::TaskConsensus> PlanConsensus(const Hash256& task_id, uint64_t reference_block, uint32_t replicas,
                                             uint32_t quorum, const std::string& announcer);
   Status Adopt(const v1::TaskAnnouncement& announcement, const Address20& announcer);
@@ -149,7 +150,6 @@ StatusOr<consensus::SignedAttestation> FromProto(const v1::SignedAttestation& p)
 v1::SignedAttestation ToProto(const consensus::SignedAttestation& a, const Address20& signer);
 v1::Certificate ToProto(const consensus::Certificate& c, uint32_t quorum, uint32_t committee_size, uint32_t replicas,
                         bool dispute);
-StatusOr<consensus::Certificate> FromProto(const v1::Certificate& p);
 std::string AddressHex(const Address20& a);  // 0x + 40 lowercase hex digits
 StatusOr<Address20> ParseAddress(const std::string& text);
 

@@ -290,20 +290,25 @@ StatusOr<consensus::TaskSpec> TaskManager::SpecOf(const v1::SubmitTaskRequest& r
   return spec;
 }
 
-StatusOr<std::string> TaskManager::Check(const v1::SubmitTaskRequest& request) {
+StatusOr<std::string> TaskManager::IdOf(const v1::SubmitTaskRequest& request) {
   ASSIGN_OR_RETURN(consensus::TaskSpec spec, SpecOf(request));
   ASSIGN_OR_RETURN(Hash256 id, consensus::ComputeTaskId(spec));
+  return ToHex(id);
+}
+
+StatusOr<std::string> TaskManager::Check(const v1::SubmitTaskRequest& request) {
+  ASSIGN_OR_RETURN(std::string id, IdOf(request));
   ASSIGN_OR_RETURN(PreparedTask prepared, PrepareTask(store_, request, options_.limits, /*load_inputs=*/false));
   (void)prepared;
-  return ToHex(id);
+  return id;
 }
 
 StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request, const v1::TaskConsensus* consensus) {
   if (!accepting_) return Unavailable("the node is not accepting tasks (starting or shutting down)");
-  ASSIGN_OR_RETURN(consensus::TaskSpec spec, SpecOf(request));
-  ASSIGN_OR_RETURN(Hash256 id, consensus::ComputeTaskId(spec));
+  ASSIGN_OR_RETURN(std::string id_hex, IdOf(request));
+  ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(id_hex));
   const std::string id_bytes = IdBytes(id);
-  SubmitOutcome outcome{ToHex(id), false};
+  SubmitOutcome outcome{id_hex, false};
   const bool execute = consensus == nullptr || consensus->member();
 
   // Idempotent: the same content is the same task.
@@ -393,14 +398,13 @@ Status TaskManager::Mutate(const std::string& task_id_hex, const std::function<S
     std::lock_guard<std::mutex> record_lock(record_mu_);
     ASSIGN_OR_RETURN(v1::Task task, LoadTask(IdBytes(id)));
     const v1::TaskState before = task.state();
-    task.clear_result();  // stored separately
     RETURN_IF_ERROR(change(&task));
     if (task.state() != before) {
       const v1::TaskState after = task.state();
       task.set_state(before);
       RETURN_IF_ERROR(Transition(&task, after));
     }
-    task.clear_result();
+    task.clear_result();  // the result has its own record
     RETURN_IF_ERROR(PersistTask(task, result));
   }
   NotifyChanged();

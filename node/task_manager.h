@@ -72,6 +72,8 @@ class TaskManager {
   // In network mode `consensus` comes with the task: a member's task is queued, an observer's
   // is stored as CERTIFYING and never runs (unless Requeue'd later).
   StatusOr<SubmitOutcome> Submit(const v1::SubmitTaskRequest& request, const v1::TaskConsensus* consensus = nullptr);
+  // The task id of a request (consensus/task.h); checks the hashes and the input cap, reads no blobs.
+  StatusOr<std::string> IdOf(const v1::SubmitTaskRequest& request);
   // Validates a request without storing anything (the same checks as Submit); returns the id.
   StatusOr<std::string> Check(const v1::SubmitTaskRequest& request);
   // Read-modify-write of a stored task record, serialized with every other record write.

@@ -51,44 +51,6 @@ int Usage(std::ostream& err, const std::string& message) {
   return kExitUsage;
 }
 
-// `bytes` bytes as hex digits, with an optional 0x prefix.
-StatusOr<std::vector<uint8_t>> HexField(std::string_view text, size_t bytes, const std::string& what) {
-  if (text.size() >= 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) text.remove_prefix(2);
-  if (text.size() != 2 * bytes) {
-    return InvalidArgument(what + " must be " + std::to_string(2 * bytes) + " hex digits, got " +
-                           std::to_string(text.size()));
-  }
-  std::vector<uint8_t> out(bytes);
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    const int v = c >= '0' && c <= '9'   ? c - '0'
-                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                         : -1;
-    if (v < 0) return InvalidArgument(what + " has a non-hex digit '" + std::string(1, c) + "'");
-    out[i / 2] = static_cast<uint8_t>(out[i / 2] << 4 | v);
-  }
-  return out;
-}
-
-StatusOr<Hash256> HashField(const std::string& text, const std::string& what) {
-  ASSIGN_OR_RETURN(auto bytes, HexField(text, 32, what));
-  Hash256 h{};
-  std::copy(bytes.begin(), bytes.end(), h.begin());
-  return h;
-}
-
-// Stakes are sums of registry checkpoints (uint224 each), far below 2^256: no carry out.
-Uint256 AddStake(const Uint256& a, const Uint256& b) {
-  Uint256 sum{};
-  unsigned carry = 0;
-  for (size_t i = sum.size(); i-- > 0;) {
-    const unsigned s = a[i] + b[i] + carry;
-    sum[i] = static_cast<uint8_t>(s);
-    carry = s >> 8;
-  }
-  return sum;
-}
 
 long double StakeValue(const Uint256& v) {
   long double x = 0;
@@ -108,9 +70,9 @@ std::string Checksum(const Address20& a) { return AddressToChecksumHex(a); }
 
 StatusOr<ParsedCertificate> ParseCertificate(const v1::Certificate& c) {
   ParsedCertificate p;
-  ASSIGN_OR_RETURN(p.attestation.task_id, HashField(c.task_id(), "task_id"));
-  ASSIGN_OR_RETURN(p.attestation.result_root, HashField(c.result_root(), "result_root"));
-  ASSIGN_OR_RETURN(p.attestation.trace_root, HashField(c.trace_root(), "trace_root"));
+  ASSIGN_OR_RETURN(p.attestation.task_id, HashFieldFromHex(c.task_id(), "task_id"));
+  ASSIGN_OR_RETURN(p.attestation.result_root, HashFieldFromHex(c.result_root(), "result_root"));
+  ASSIGN_OR_RETURN(p.attestation.trace_root, HashFieldFromHex(c.trace_root(), "trace_root"));
   p.attestation.reference_block = c.reference_block();
   if (c.signers_size() == 0) return InvalidArgument("the certificate has no signers");
   if (static_cast<size_t>(c.signers_size()) > kMaxCertificateSigners) {
@@ -126,7 +88,7 @@ StatusOr<ParsedCertificate> ParseCertificate(const v1::Certificate& c) {
     auto address = AddressFromHex(c.signers(i));
     if (!address.ok()) return InvalidArgument(what + ": " + address.status().message());
     p.signers.push_back(*address);
-    ASSIGN_OR_RETURN(auto sig, HexField(c.signatures(i), 65, "signatures[" + std::to_string(i) + "]"));
+    ASSIGN_OR_RETURN(auto sig, FixedBytesFromHex(c.signatures(i), 65, "signatures[" + std::to_string(i) + "]"));
     p.signatures.push_back(std::move(sig));
   }
   p.quorum = c.quorum();
@@ -176,7 +138,7 @@ StatusOr<CertificateReport> CheckCertificate(const v1::Certificate& certificate,
     if (operators.stakes[i] == Uint256{}) continue;
     stake_of[operators.operators[i]] = operators.stakes[i];
     weighted.push_back({operators.operators[i], operators.stakes[i]});
-    report.total_stake = AddStake(report.total_stake, operators.stakes[i]);
+    report.total_stake = Uint256Add(report.total_stake, operators.stakes[i]);
   }
   report.operator_count = weighted.size();
   for (const Address20& signer : p.signers) {
@@ -220,7 +182,7 @@ StatusOr<CertificateReport> CheckCertificate(const v1::Certificate& certificate,
     }
     const Uint256& stake = stake_of[p.signers[i]];
     report.signers.push_back({p.signers[i], it->second, stake});
-    report.signed_stake = AddStake(report.signed_stake, stake);
+    report.signed_stake = Uint256Add(report.signed_stake, stake);
   }
   return report;
 }
@@ -251,8 +213,8 @@ StatusOr<v1::Certificate> LoadCertificate(const ParsedArgs& a) {
   }
   certificate = task.consensus().certificate();
   // The node answers for the task asked about, or its certificate proves nothing about it.
-  auto asked = HashField(task_id, "TASK_ID");
-  auto got = HashField(certificate.task_id(), "the certificate's task_id");
+  auto asked = HashFieldFromHex(task_id, "TASK_ID");
+  auto got = HashFieldFromHex(certificate.task_id(), "the certificate's task_id");
   if (asked.ok() && got.ok() && *asked != *got) {
     return FailedPrecondition("node " + client.address() + " returned a certificate for task " + certificate.task_id() +
                               ", not " + task_id);

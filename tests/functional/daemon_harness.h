@@ -3,6 +3,9 @@
 // <datadir>/rpc.addr). Output goes to <datadir>/consensord.log, shown when a test fails.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -164,5 +167,32 @@ class DaemonProcess {
   int exit_code_ = -1;
   std::string address_;
 };
+
+// A plain HTTP/1.1 GET on loopback: {status, body}; status -1 when nothing answered.
+inline std::pair<int, std::string> HttpGet(const std::string& address, const std::string& path) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return {-1, ""};
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  inet_pton(AF_INET, address.substr(0, colon).c_str(), &sa.sin_addr);
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    close(fd);
+    return {-1, ""};
+  }
+  std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  (void)!write(fd, request.data(), request.size());
+  std::string response;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, static_cast<size_t>(n));
+  close(fd);
+  if (response.size() < 12) return {-1, response};
+  size_t body = response.find("\r\n\r\n");
+  return {std::stoi(response.substr(9, 3)), body == std::string::npos ? "" : response.substr(body + 4)};
+}
 
 }  // namespace consensor::testing_support

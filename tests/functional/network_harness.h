@@ -42,25 +42,13 @@
 #include "node/client.h"
 #include "node/eth_rpc.h"
 #include "tests/functional/anvil_harness.h"
+#include "node/chain_flags.h"
 #include "tests/functional/daemon_harness.h"
 
 namespace consensor::testing_support {
 
-// anvil's default-mnemonic accounts 0..9 ("test test ... junk"): public test keys.
-inline constexpr const char* kAnvilDevKeys[10] = {
-    "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
-    "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
-    "5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
-    "7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
-    "47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a",
-    "8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba",
-    "92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d6b8d88b2b4ec1564e",
-    "4bbbf85ce3377467afe5d46f804f221813b2bb87f24d81f60f1fcdbf7cbf4356",
-    "dbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97",
-    "2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6",
-};
 
-inline Secp256k1Secret AnvilDevKey(int account) { return *Hash256FromHex(kAnvilDevKeys[account]); }
+inline Secp256k1Secret AnvilDevKey(int account) { return *node::DevnetKey(static_cast<size_t>(account)); }
 inline Address20 AnvilDevAddress(int account) { return *AddressFromSecretKey(AnvilDevKey(account)); }
 inline std::string AddressText(const Address20& a) { return "0x" + ToHex(a); }  // lowercase, as the node writes it
 
@@ -91,32 +79,6 @@ inline int FreeLoopbackPort() {
   return port;
 }
 
-// A plain HTTP/1.1 GET on loopback: {status, body}; status -1 when nothing answered.
-inline std::pair<int, std::string> HttpGetText(const std::string& address, const std::string& path) {
-  size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return {-1, ""};
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
-  inet_pton(AF_INET, address.substr(0, colon).c_str(), &sa.sin_addr);
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    close(fd);
-    return {-1, ""};
-  }
-  std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-  (void)!write(fd, request.data(), request.size());
-  std::string response;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, static_cast<size_t>(n));
-  close(fd);
-  if (response.size() < 12) return {-1, response};
-  size_t body = response.find("\r\n\r\n");
-  return {std::stoi(response.substr(9, 3)), body == std::string::npos ? "" : response.substr(body + 4)};
-}
 
 // The value of one series in a Prometheus exposition, e.g.
 // `consensor_p2p_messages_dropped_total{reason="unregistered"}`; -1 when it is absent.
@@ -304,7 +266,7 @@ class NetworkNode {
   std::string MetricsText() {
     std::string addr = ReadWholeFile(datadir() + "/metrics.addr");
     if (addr.empty()) return "";
-    auto r = HttpGetText(addr.substr(0, addr.size() - 1), "/metrics");
+    auto r = HttpGet(addr.substr(0, addr.size() - 1), "/metrics");
     return r.first == 200 ? r.second : "";
   }
   double Metric(const std::string& series) { return PrometheusValue(MetricsText(), series); }
@@ -541,7 +503,7 @@ class TestNetwork {
   std::string Provision(NetworkNode& n) {
     std::filesystem::create_directories(n.dir() + "/keystore");
     const std::string keyfile = n.dir() + "/key.hex";
-    std::ofstream(keyfile) << kAnvilDevKeys[n.spec().account] << "\n";
+    std::ofstream(keyfile) << ToHex(AnvilDevKey(n.spec().account)) << "\n";
     CommandResult imported = RunCommand(CliBinary(), "keys import " + keyfile + " --keystore " + n.dir() +
                                                          "/keystore --password-file " + dir_ + "/password --light-kdf");
     std::filesystem::remove(keyfile);

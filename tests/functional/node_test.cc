@@ -431,29 +431,7 @@ namespace {
 using CliResult = testing_support::CommandResult;
 CliResult RunCliCommand(const std::string& args) { return testing_support::RunCommand(testing_support::CliBinary(), args); }
 
-// A minimal HTTP GET over a raw socket: returns the status code and body.
-std::pair<int, std::string> HttpGet(const std::string& address, const std::string& path) {
-  size_t colon = address.rfind(':');
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
-  inet_pton(AF_INET, address.substr(0, colon).c_str(), &sa.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    close(fd);
-    return {-1, ""};
-  }
-  std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-  (void)!write(fd, request.data(), request.size());
-  std::string response;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, static_cast<size_t>(n));
-  close(fd);
-  if (response.size() < 12) return {-1, response};
-  size_t body = response.find("\r\n\r\n");
-  return {std::stoi(response.substr(9, 3)), body == std::string::npos ? "" : response.substr(body + 4)};
-}
+using testing_support::HttpGet;
 
 // The CLI against a daemon: submit --wait --out, status, result, node info; and the same
 // hashes as `consensor run`.
