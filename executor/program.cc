@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "common/safetensors.h"
 #include "executor/serialize.h"
 
 namespace consensor::executor {
@@ -14,6 +15,18 @@ StatusOr<std::vector<uint8_t>> DirectoryBlobSource::Get(const Hash256& sha256) {
   if (!bytes.ok()) return bytes.status().WithContext("blob " + ToHex(sha256));
   if (Sha256Of(*bytes) != sha256) return DataLoss("blob file '" + path + "' does not match its hash");
   return bytes;
+}
+
+Hash256 MemoryBlobSource::Add(std::vector<uint8_t> bytes) {
+  Hash256 h = Sha256Of(bytes);
+  blobs_.insert_or_assign(h, std::move(bytes));
+  return h;
+}
+
+StatusOr<std::vector<uint8_t>> MemoryBlobSource::Get(const Hash256& sha256) {
+  auto it = blobs_.find(sha256);
+  if (it == blobs_.end()) return NotFound("blob " + ToHex(sha256) + " is not in the in-memory blob source");
+  return it->second;
 }
 
 namespace {
@@ -79,17 +92,55 @@ class ArenaPlanner {
   int64_t top_ = 0;
 };
 
-StatusOr<Tensor> ResolveConstant(const ValueDef& v, BlobSource* blobs) {
+// Container blobs (safetensors) read during one Compile call, with how many constants still
+// need each one; a blob's bytes are released when that count reaches zero.
+struct ContainerBlob {
+  std::vector<uint8_t> bytes;
+  SafetensorsIndex index;
+  int remaining_uses = 0;
+  bool loaded = false;
+};
+using ContainerCache = std::map<Hash256, ContainerBlob>;
+
+StatusOr<Tensor> ResolveContainerEntry(const ValueDef& v, BlobSource* blobs, ContainerCache& cache) {
+  const BlobRef& ref = *v.blob;
+  const std::string what = "constant '" + v.name + "' (entry '" + ref.entry + "' of safetensors blob " +
+                           ToHex(ref.sha256) + ")";
+  auto it = cache.find(ref.sha256);
+  if (it == cache.end()) return Internal(what + ": container blob was not counted");
+  ContainerBlob& c = it->second;
+  if (!c.loaded) {
+    auto bytes = blobs->Get(ref.sha256);
+    if (!bytes.ok()) return bytes.status().WithContext(what);
+    c.bytes = std::move(bytes).value();
+    auto index = ParseSafetensors(c.bytes);
+    if (!index.ok()) {
+      return Status(index.status().code(), what + ": blob is not a valid safetensors file: " + index.status().message());
+    }
+    c.index = std::move(index).value();
+    c.loaded = true;
+  }
+  const SafetensorsEntry* e = c.index.Find(ref.entry);
+  if (e == nullptr) return NotFound(what + ": the blob has no tensor named '" + ref.entry + "'");
+  if (e->dtype != v.dtype || e->shape != v.shape) {
+    return InvalidArgument(what + ": the constant is declared " + std::string(DTypeName(v.dtype)) +
+                           ShapeToString(v.shape) + " but the entry is " + std::string(DTypeName(e->dtype)) +
+                           ShapeToString(e->shape));
+  }
+  auto t = ReadSafetensorsTensor(c.bytes, c.index, ref.entry);
+  if (!t.ok()) return t.status().WithContext(what);
+  if (--c.remaining_uses <= 0) cache.erase(it);
+  return t;
+}
+
+StatusOr<Tensor> ResolveConstant(const ValueDef& v, BlobSource* blobs, ContainerCache& containers) {
   if (v.inline_data) return *v.inline_data;
   if (!v.blob) return InvalidArgument("constant '" + v.name + "' has no data");
-  if (!v.blob->entry.empty()) {
-    return Unimplemented("constant '" + v.name + "' refers to entry '" + v.blob->entry +
-                         "' inside a container blob; container blobs are not supported yet");
-  }
   if (!blobs) {
     return FailedPrecondition("constant '" + v.name + "' is stored in blob " + ToHex(v.blob->sha256) +
                               " but no blob source was given (use --blobs DIR)");
   }
+  if (!v.blob->entry.empty()) return ResolveContainerEntry(v, blobs, containers);
   auto bytes = blobs->Get(v.blob->sha256);
   if (!bytes.ok()) return bytes.status().WithContext("constant '" + v.name + "'");
   auto t = Tensor::FromBytes(v.dtype, v.shape, *bytes);
@@ -129,10 +180,16 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
                              std::to_string(limits.max_total_bytes));
   }
   for (int v : vg.placeholders) p.inputs.emplace_back(values[v].name, new_buffer(v, BufferRole::kInput));
+  ContainerCache containers;
   for (int v : vg.constants) {
-    ASSIGN_OR_RETURN(Tensor t, ResolveConstant(values[v], blobs));
+    const ValueDef& def = values[v];
+    if (!def.inline_data && def.blob && !def.blob->entry.empty()) ++containers[def.blob->sha256].remaining_uses;
+  }
+  for (int v : vg.constants) {
+    ASSIGN_OR_RETURN(Tensor t, ResolveConstant(values[v], blobs, containers));
     p.constants.emplace_back(new_buffer(v, BufferRole::kConstant), std::move(t));
   }
+  containers.clear();  // every container was released by its last use; this is a backstop
 
   // Last use of every intermediate; outputs are used "after the end".
   const int n = static_cast<int>(vg.order.size());

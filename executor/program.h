@@ -38,6 +38,18 @@ class DirectoryBlobSource final : public BlobSource {
   int64_t max_blob_bytes_;
 };
 
+// Blobs held in memory (e.g. an imported model's weights before upload). Get returns a copy.
+class MemoryBlobSource final : public BlobSource {
+ public:
+  Hash256 Add(std::vector<uint8_t> bytes);  // returns its SHA-256
+  StatusOr<std::vector<uint8_t>> Get(const Hash256& sha256) override;  // NOT_FOUND if absent
+  bool Contains(const Hash256& sha256) const { return blobs_.count(sha256) != 0; }
+  size_t size() const { return blobs_.size(); }
+
+ private:
+  std::map<Hash256, std::vector<uint8_t>> blobs_;
+};
+
 enum class BufferRole : uint8_t { kInput, kConstant, kIntermediate };
 
 struct Buffer {
@@ -72,7 +84,10 @@ struct Program {
   int64_t total_flops = 0;
 };
 
-// Resolves blob constants through `blobs` (may be null when the graph has none).
+// Resolves blob constants through `blobs` (may be null when the graph has none). A constant
+// whose BlobRef has an `entry` is that tensor inside a safetensors blob; each such blob is
+// fetched and parsed once per call, and its bytes are dropped as soon as the last constant
+// reading it has been copied out.
 StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& validated, BlobSource* blobs,
                           const Limits& limits);
 

@@ -3,6 +3,8 @@
 #include "node/cli_args.h"
 #include "node/client_commands.h"
 #include "node/keys_command.h"
+#include "node/model_file.h"
+#include "node/onnx_command.h"
 #include "node/operator_command.h"
 #include "node/verify_command.h"
 
@@ -38,17 +40,26 @@ constexpr char kUsage[] = R"(usage: consensor <command> [options]
 commands:
   run GRAPH [--input NAME=FILE.npy]... [--out DIR] [--backend cpu|cuda|cuda-emu]
             [--threads N] [--isa auto|avx2|portable] [--device N] [--fallback-cpu]
-            [--blobs DIR] [--trace]
+            [--blobs DIR] [--trace] [--shape NAME=D0,D1,...]
       Executes a graph deterministically and prints each output's name, dtype, shape and
       SHA-256 tensor hash, then the result root. Every backend gives the same bits.
+      GRAPH is a Consensor graph (.pb, .pbtxt) or an ONNX model (.onnx), imported on the
+      fly; an ONNX input with symbolic dimensions takes its shape from its --input file.
       --out writes outputs as NAME.npy. --fallback-cpu reruns on the CPU when the GPU
       backend is unavailable or fails (out of memory, launch error); without it, it does not.
-  inspect GRAPH [--blobs DIR]
+  inspect GRAPH [--blobs DIR] [--shape NAME=D0,D1,...]
       Prints the graph id, inputs, outputs, every op in canonical order with its output
       type and estimated FLOPs, and the planned peak memory.
+  import MODEL.onnx --out DIR [--input NAME=FILE.npy | --shape NAME=D0,D1,...]...
+      Imports an ONNX model: writes DIR/graph.pb and its weights as a safetensors blob in
+      DIR (see `consensor import --help`).
+  onnx-test DIR... [--expect FILE] [--filter TEXT] [--report FILE.json]
+      Runs ONNX backend test cases (e.g. /usr/share/libonnx-testdata/data/node) and counts
+      passed, failed and unsupported tests (see `consensor onnx-test --help`).
   submit GRAPH [--input NAME=FILE.npy]... [--node ADDR] [--blobs DIR] [--nonce N]
                [--max-wall-ms N] [--replicas N --quorum N] [--wait [--out DIR] [--timeout SECONDS]]
       Uploads the graph, its weight blobs and the inputs to a node and submits the task.
+      An ONNX model is imported first and its weights uploaded as one safetensors blob.
       Prints the task id; with --wait, shows progress, then the result hashes, and writes
       the outputs to --out DIR. On a network node --wait ends when the task is certified;
       --replicas and --quorum choose its committee size and matching signatures.
@@ -83,7 +94,7 @@ ArgSpec CliArgSpec() {
   ArgSpec spec;
   spec.value_options = {"--input", "--out", "--threads", "--isa", "--blobs", "--backend", "--device",
                         "--max-elements", "--max-memory", "--max-flops", "--max-ops", "--node", "--nonce",
-                        "--timeout", "--max-wall-ms", "--replicas", "--quorum"};
+                        "--timeout", "--max-wall-ms", "--replicas", "--quorum", "--shape"};
   spec.flags = {"--trace", "--help", "--fallback-cpu", "--wait", "--json"};
   return spec;
 }
@@ -129,15 +140,23 @@ struct LoadedGraph {
   executor::Program program;
 };
 
-StatusOr<LoadedGraph> LoadAndCompile(const std::string& path, const Args& a, const executor::Limits& limits) {
+StatusOr<LoadedGraph> LoadAndCompile(const std::string& path, const Args& a, const executor::Limits& limits,
+                                     const std::map<std::string, Tensor>& inputs = {}) {
+  std::map<std::string, Shape> shapes;
+  RETURN_IF_ERROR(ParseShapeSpecs(a.All("--shape"), &shapes));
+  for (const auto& [name, t] : inputs) shapes.emplace(name, t.shape());
   LoadedGraph lg;
-  ASSIGN_OR_RETURN(lg.graph, executor::LoadGraphFile(path, limits));
+  ASSIGN_OR_RETURN(ModelFile model, LoadModelFile(path, shapes, limits));
+  lg.graph = std::move(model.graph);
   auto vg = executor::Validate(lg.graph, limits);
   if (!vg.ok()) return vg.status().WithContext("graph '" + path + "'");
   lg.validated = std::move(vg).value();
   std::optional<executor::DirectoryBlobSource> blobs;
   if (auto dir = Option(a, "--blobs")) blobs.emplace(*dir);
-  auto program = executor::Compile(lg.graph, lg.validated, blobs ? &*blobs : nullptr, limits);
+  executor::BlobSource* source = nullptr;
+  if (model.onnx_blobs) source = model.onnx_blobs.get();
+  else if (blobs) source = &*blobs;
+  auto program = executor::Compile(lg.graph, lg.validated, source, limits);
   if (!program.ok()) return program.status().WithContext("graph '" + path + "'");
   lg.program = std::move(program).value();
   return lg;
@@ -179,7 +198,7 @@ int CmdRun(const Args& a, std::ostream& out, std::ostream& err) {
     inputs.emplace(name, std::move(t).value());
   }
 
-  auto lg = LoadAndCompile(a.positional[1], a, *limits);
+  auto lg = LoadAndCompile(a.positional[1], a, *limits, inputs);
   if (!lg.ok()) return Fail(err, lg.status());
 
   kernels::BackendOptions bo;
@@ -277,6 +296,12 @@ int RunCli(const std::vector<std::string>& raw, std::ostream& out, std::ostream&
   }
   if (!raw.empty() && raw[0] == "verify") {
     return RunVerifyCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
+  }
+  if (!raw.empty() && raw[0] == "import") {
+    return RunImportCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
+  }
+  if (!raw.empty() && raw[0] == "onnx-test") {
+    return RunOnnxTestCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
   }
   if (!raw.empty() && raw[0] == "keys") {
     return RunKeysCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);

@@ -16,6 +16,7 @@
 #include "common/sha256.h"
 #include "executor/serialize.h"
 #include "node/client.h"
+#include "node/model_file.h"
 
 namespace consensor::node {
 
@@ -183,18 +184,38 @@ int CmdSubmit(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
     }
   }
 
+  // An ONNX model is imported here, with the shapes of the inputs it will be fed.
+  std::map<std::string, Shape> shapes;
+  if (Status s = ParseShapeSpecs(a.All("--shape"), &shapes); !s.ok()) return Usage(err, s.message());
+  if (executor::IsOnnxPath(a.positional[1])) {
+    for (const auto& [name, file] : input_files) {
+      auto t = ReadNpyFile(file, NpyLimits{});
+      if (!t.ok()) return Fail(err, t.status().WithContext("input '" + name + "' from '" + file + "'"));
+      shapes.emplace(name, t->shape());
+    }
+  }
   // The graph is uploaded in its canonical binary form, whatever the file's format.
   executor::Limits limits;
-  auto graph = executor::LoadGraphFile(a.positional[1], limits);
-  if (!graph.ok()) return Fail(err, graph.status().WithContext("graph '" + a.positional[1] + "'"));
+  auto model = LoadModelFile(a.positional[1], shapes, limits);
+  if (!model.ok()) return Fail(err, model.status().WithContext("graph '" + a.positional[1] + "'"));
+  const executor::Graph* graph = &model->graph;
   NodeClient client(NodeAddress(a));
   auto graph_blob = client.PutBlob(executor::SerializeGraph(*graph));
   if (!graph_blob.ok()) return Fail(err, graph_blob.status().WithContext("uploading the graph"));
   request.set_graph_sha256(graph_blob->sha256());
 
-  // Weights stored as blobs travel too, from --blobs DIR (files named by their hash).
+  // Weights stored as blobs travel too: an imported model's from memory, otherwise from
+  // --blobs DIR (files named by their hash). Several constants may share one blob.
+  std::set<Hash256> uploaded;
   for (const auto& v : graph->values()) {
-    if (!v.blob) continue;
+    if (!v.blob || !uploaded.insert(v.blob->sha256).second) continue;
+    if (model->onnx_blobs) {
+      auto bytes = model->onnx_blobs->Get(v.blob->sha256);
+      if (!bytes.ok()) return Fail(err, bytes.status());
+      auto put = client.PutBlob(*bytes);
+      if (!put.ok()) return Fail(err, put.status().WithContext("uploading the model's weights"));
+      continue;
+    }
     auto dir = a.Option("--blobs");
     if (!dir) return Usage(err, "the graph references weight blobs; give their directory with --blobs DIR");
     const std::string hex = ToHex(v.blob->sha256);

@@ -1,0 +1,122 @@
+// What an ONNX op converter sees: the node's inputs (typed, and known at import time when
+// they are constants), its attributes, and a builder that emits Consensor ops. Converters
+// live in onnx_ops_*.cc, one file per op family; the driver is onnx_import.cc.
+#pragma once
+
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "common/tensor.h"
+#include "executor/graph.h"
+#include "executor/limits.h"
+#include "executor/op_schema.h"
+
+namespace onnx {
+class TensorProto;
+class NodeProto;
+class AttributeProto;
+}  // namespace onnx
+
+namespace consensor::executor::onnx_import {
+
+// Index of a value in the importer's table. Every value has a known dtype and static shape;
+// a value is either a constant known at import time or a graph value computed at run time.
+using ValueId = int;
+
+class Importer;
+
+class NodeContext {
+ public:
+  NodeContext(Importer& importer, const onnx::NodeProto& node, std::vector<ValueId> inputs, int64_t opset);
+
+  const std::string& op_type() const;
+  const std::string& node_name() const;
+  int64_t opset() const { return opset_; }
+
+  // --- inputs (an optional input left empty in the model is absent) ---
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  bool has_input(int i) const { return i < num_inputs() && inputs_[i] >= 0; }
+  ValueId input(int i) const { return inputs_[i]; }
+  const TypeInfo& input_type(int i) const { return type(input(i)); }
+  // Required input i, or an error naming it.
+  StatusOr<ValueId> RequiredInput(int i) const;
+  // The value of input i when it is known at import time; nullptr otherwise.
+  const Tensor* input_constant(int i) const { return has_input(i) ? constant(input(i)) : nullptr; }
+  // An integer (i32/i64) input that must be known at import time, e.g. Reshape's shape.
+  StatusOr<std::vector<int64_t>> ConstantInts(int i, std::string_view what) const;
+  // A scalar or one-element input known at import time, converted to double.
+  StatusOr<double> ConstantScalar(int i, std::string_view what) const;
+
+  // --- attributes ---
+  // Fails naming the op, the node and the first attribute not in `accepted`.
+  Status CheckAttributes(std::initializer_list<std::string_view> accepted) const;
+  bool has_attr(std::string_view name) const { return FindAttr(name) != nullptr; }
+  StatusOr<int64_t> AttrInt(std::string_view name, int64_t fallback) const;
+  StatusOr<float> AttrFloat(std::string_view name, float fallback) const;
+  StatusOr<std::vector<int64_t>> AttrInts(std::string_view name, std::vector<int64_t> fallback) const;
+  StatusOr<std::string> AttrString(std::string_view name, std::string fallback) const;
+  StatusOr<Tensor> AttrTensor(std::string_view name) const;
+
+  // --- errors; messages name the op and the node ---
+  Status Unsupported(std::string_view what) const;  // UNIMPLEMENTED
+  Status Invalid(std::string_view what) const;      // INVALID_ARGUMENT
+  std::string Where() const;                        // "node 'name' (Conv)"
+
+  // --- building ---
+  // Emits one Consensor op (op_schema.h names). Shapes and dtypes are checked and inferred
+  // right away; when every input is known at import time the op is evaluated now and the
+  // result is a constant.
+  StatusOr<ValueId> Emit(std::string_view op, std::vector<ValueId> inputs, Attributes attrs = {});
+  ValueId Constant(Tensor t);
+  ValueId ScalarF32(float v);
+  // A rank-0 constant of `dtype` holding `v` (converted like `cast`).
+  ValueId Scalar(DType dtype, double v);
+  const TypeInfo& type(ValueId v) const;
+  const Tensor* constant(ValueId v) const;
+
+  // --- outputs ---
+  int num_outputs() const;
+  // True when output i exists and something (a later node or a graph output) may read it.
+  bool wants_output(int i) const;
+  void SetOutput(int i, ValueId v);
+  // Outputs a converter does not set are an error when wanted.
+  const std::vector<std::optional<ValueId>>& outputs() const { return outputs_; }
+
+ private:
+  const onnx::AttributeProto* FindAttr(std::string_view name) const;
+
+  Importer& importer_;
+  const onnx::NodeProto& node_;
+  std::vector<ValueId> inputs_;
+  std::vector<std::optional<ValueId>> outputs_;
+  int64_t opset_;
+};
+
+using ConvertFn = Status (*)(NodeContext& ctx);
+
+struct OpConverter {
+  std::string_view op_type;
+  ConvertFn convert;
+};
+
+// One table per op family (onnx_ops_*.cc).
+const std::vector<OpConverter>& ElementwiseConverters();
+const std::vector<OpConverter>& NnConverters();
+const std::vector<OpConverter>& TensorConverters();
+
+// Helpers shared by converters.
+// ONNX element type -> DType; other types are UNIMPLEMENTED ("unsupported dtype ...").
+StatusOr<DType> DTypeFromOnnx(int32_t onnx_type, std::string_view what);
+// Normalizes an axis against `rank` (negative counts from the end), or fails naming it.
+StatusOr<int64_t> NormalizeAxis(const NodeContext& ctx, int64_t axis, int64_t rank, std::string_view what);
+// A constant i64 tensor of shape [n].
+Tensor Int64Vector(const std::vector<int64_t>& values);
+// Reads an integer tensor (i32/i64) as int64 values.
+StatusOr<std::vector<int64_t>> TensorToInts(const Tensor& t);
+StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& proto, const Limits& limits);
+
+}  // namespace consensor::executor::onnx_import
