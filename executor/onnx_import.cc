@@ -384,18 +384,30 @@ Status Importer::Run(const onnx::ModelProto& model, OnnxImport* out) {
     by_name_[init.name()] = AddConstant(std::move(t).value(), init.name());
   }
 
-  std::set<std::string> shapes_used;
+  std::set<std::string> input_names;
+  for (const auto& in : g.input()) {
+    if (!by_name_.count(in.name())) input_names.insert(in.name());
+  }
+  for (const auto& [name, shape] : options_.input_shapes) {
+    if (!input_names.count(name)) return InvalidArgument("the model has no input named '" + name + "'");
+  }
+  for (const auto& [name, value] : options_.constant_inputs) {
+    if (!input_names.count(name)) return InvalidArgument("the model has no input named '" + name + "'");
+  }
   for (const auto& in : g.input()) {
     if (by_name_.count(in.name())) continue;  // IR < 4 lists initializers as inputs too
     const std::string what = "input '" + in.name() + "'";
     if (in.name().empty()) return InvalidArgument("a graph input has no name");
+    if (auto bound = options_.constant_inputs.find(in.name()); bound != options_.constant_inputs.end()) {
+      by_name_[in.name()] = AddConstant(bound->second, in.name());
+      continue;
+    }
     if (!in.type().has_tensor_type()) return Unimplemented("unsupported non-tensor " + what);
     const auto& tt = in.type().tensor_type();
     ASSIGN_OR_RETURN(DType dtype, DTypeFromOnnx(tt.elem_type(), what));
     auto given = options_.input_shapes.find(in.name());
     Shape shape;
     if (given != options_.input_shapes.end()) {
-      shapes_used.insert(in.name());
       shape = given->second;
       if (tt.has_shape()) {
         if (tt.shape().dim_size() != static_cast<int>(shape.size())) {
@@ -437,9 +449,6 @@ Status Importer::Run(const onnx::ModelProto& model, OnnxImport* out) {
     values_.push_back(std::move(e));
     by_name_[in.name()] = static_cast<ValueId>(values_.size()) - 1;
     out->inputs.push_back(in.name());
-  }
-  for (const auto& [name, shape] : options_.input_shapes) {
-    if (!shapes_used.count(name)) return InvalidArgument("the model has no input named '" + name + "'");
   }
   // Output names become graph value names only through outputs; keep them out of the way.
   for (const auto& o : g.output()) used_names_.insert(o.name());

@@ -31,6 +31,10 @@ struct OnnxImportOptions {
   // Shapes for graph inputs whose declared shape has symbolic or missing dimensions; a
   // shape given here must agree with every fixed dimension the model declares.
   std::map<std::string, Shape> input_shapes;
+  // Graph inputs bound to values at import: they become constants, not placeholders. For
+  // inputs that steer shapes (a Reshape's target, ReduceSum's axes), which Consensor needs
+  // to know before the task runs.
+  std::map<std::string, Tensor> constant_inputs;
   Limits limits;
   int64_t max_model_bytes = (int64_t{2} << 30) - 1;  // protobuf's own ceiling
   // Constants up to this many bytes stay inline in the graph; larger ones (the weights) go

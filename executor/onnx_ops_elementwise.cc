@@ -219,6 +219,125 @@ Status Dropout(NodeContext& ctx) {
   return OkStatus();
 }
 
+
+// x < 0 ? slope * x : x, with the slope broadcast.
+Status PRelu(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId slope, ctx.RequiredInput(1));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  ASSIGN_OR_RETURN(ValueId neg, ctx.Emit("less", {x, ctx.ScalarF32(0.0f)}));
+  ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {x, slope}));
+  return SetResult(ctx, ctx.Emit("where", {neg, scaled, x}));
+}
+
+// x > alpha ? x : 0
+Status ThresholdedRelu(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"alpha"}));
+  ASSIGN_OR_RETURN(float alpha, ctx.AttrFloat("alpha", 1.0f));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  ASSIGN_OR_RETURN(ValueId above, ctx.Emit("greater", {x, ctx.ScalarF32(alpha)}));
+  return SetResult(ctx, ctx.Emit("where", {above, x, ctx.ScalarF32(0.0f)}));
+}
+
+// x > 0 ? 1 : (x < 0 ? -1 : x * 0); the last term keeps zeros zero and NaN NaN.
+Status Sign(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  const DType d = ctx.type(x).dtype;
+  if (d == DType::kBool) return ctx.Unsupported("dtype bool for the input");
+  ASSIGN_OR_RETURN(ValueId pos, ctx.Emit("greater", {x, ctx.Scalar(d, 0)}));
+  ASSIGN_OR_RETURN(ValueId neg, ctx.Emit("less", {x, ctx.Scalar(d, 0)}));
+  ASSIGN_OR_RETURN(ValueId zero, ctx.Emit("mul", {x, ctx.Scalar(d, 0)}));
+  ASSIGN_OR_RETURN(ValueId rest, ctx.Emit("where", {neg, ctx.Scalar(d, -1), zero}));
+  return SetResult(ctx, ctx.Emit("where", {pos, ctx.Scalar(d, 1), rest}));
+}
+
+Status IsNaN(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  return SetResult(ctx, ctx.Emit("not_equal", {x, x}));
+}
+
+Status IsInf(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"detect_negative", "detect_positive"}));
+  ASSIGN_OR_RETURN(int64_t negative, ctx.AttrInt("detect_negative", 1));
+  ASSIGN_OR_RETURN(int64_t positive, ctx.AttrInt("detect_positive", 1));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  const float inf = std::numeric_limits<float>::infinity();
+  ASSIGN_OR_RETURN(ValueId pos, ctx.Emit("equal", {x, ctx.ScalarF32(inf)}));
+  ASSIGN_OR_RETURN(ValueId neg, ctx.Emit("equal", {x, ctx.ScalarF32(-inf)}));
+  if (positive && negative) return SetResult(ctx, ctx.Emit("or", {pos, neg}));
+  if (positive) return SetResult(ctx, ctx.Emit("identity", {pos}));
+  if (negative) return SetResult(ctx, ctx.Emit("identity", {neg}));
+  return SetResult(ctx, ctx.Emit("and", {pos, neg}));  // never both: all false
+}
+
+// x / (1 + |x|)
+Status Softsign(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  ASSIGN_OR_RETURN(ValueId a, ctx.Emit("abs", {x}));
+  ASSIGN_OR_RETURN(ValueId d, ctx.Emit("add", {a, ctx.ScalarF32(1.0f)}));
+  return SetResult(ctx, ctx.Emit("div", {x, d}));
+}
+
+// x * max(0, min(1, x / 6 + 0.5)), the multiply by 1/6 rounded as a float.
+Status HardSwish(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  ASSIGN_OR_RETURN(ValueId ax, ctx.Emit("mul", {x, ctx.ScalarF32(1.0f / 6.0f)}));
+  ASSIGN_OR_RETURN(ValueId lin, ctx.Emit("add", {ax, ctx.ScalarF32(0.5f)}));
+  ASSIGN_OR_RETURN(ValueId hi, ctx.Emit("min", {lin, ctx.ScalarF32(1.0f)}));
+  ASSIGN_OR_RETURN(ValueId gate, ctx.Emit("max", {hi, ctx.ScalarF32(0.0f)}));
+  return SetResult(ctx, ctx.Emit("mul", {x, gate}));
+}
+
+// x < -lambd ? x + bias : (x > lambd ? x - bias : 0)
+Status Shrink(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"bias", "lambd"}));
+  ASSIGN_OR_RETURN(float bias, ctx.AttrFloat("bias", 0.0f));
+  ASSIGN_OR_RETURN(float lambd, ctx.AttrFloat("lambd", 0.5f));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  ASSIGN_OR_RETURN(ValueId low, ctx.Emit("less", {x, ctx.ScalarF32(-lambd)}));
+  ASSIGN_OR_RETURN(ValueId high, ctx.Emit("greater", {x, ctx.ScalarF32(lambd)}));
+  ASSIGN_OR_RETURN(ValueId plus, ctx.Emit("add", {x, ctx.ScalarF32(bias)}));
+  ASSIGN_OR_RETURN(ValueId minus, ctx.Emit("sub", {x, ctx.ScalarF32(bias)}));
+  ASSIGN_OR_RETURN(ValueId upper, ctx.Emit("where", {high, minus, ctx.ScalarF32(0.0f)}));
+  return SetResult(ctx, ctx.Emit("where", {low, plus, upper}));
+}
+
+// max(0, x) + min(0, alpha * (exp(x / alpha) - 1))
+Status Celu(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"alpha"}));
+  ASSIGN_OR_RETURN(float alpha, ctx.AttrFloat("alpha", 1.0f));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  ASSIGN_OR_RETURN(ValueId pos, ctx.Emit("max", {x, ctx.ScalarF32(0.0f)}));
+  ASSIGN_OR_RETURN(ValueId xa, ctx.Emit("div", {x, ctx.ScalarF32(alpha)}));
+  ASSIGN_OR_RETURN(ValueId e, ctx.Emit("exp", {xa}));
+  ASSIGN_OR_RETURN(ValueId em1, ctx.Emit("sub", {e, ctx.ScalarF32(1.0f)}));
+  ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {em1, ctx.ScalarF32(alpha)}));
+  ASSIGN_OR_RETURN(ValueId neg, ctx.Emit("min", {scaled, ctx.ScalarF32(0.0f)}));
+  return SetResult(ctx, ctx.Emit("add", {pos, neg}));
+}
+
+// sin(x) / cos(x)
+Status Tan(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  ASSIGN_OR_RETURN(ValueId s, ctx.Emit("sin", {x}));
+  ASSIGN_OR_RETURN(ValueId c, ctx.Emit("cos", {x}));
+  return SetResult(ctx, ctx.Emit("div", {s, c}));
+}
+
 }  // namespace
 
 const std::vector<OpConverter>& ElementwiseConverters() {
@@ -263,6 +382,16 @@ const std::vector<OpConverter>& ElementwiseConverters() {
       {"Where", Where},
       {"Cast", Cast},
       {"Dropout", Dropout},
+      {"PRelu", PRelu},
+      {"ThresholdedRelu", ThresholdedRelu},
+      {"Sign", Sign},
+      {"IsNaN", IsNaN},
+      {"IsInf", IsInf},
+      {"Softsign", Softsign},
+      {"HardSwish", HardSwish},
+      {"Shrink", Shrink},
+      {"Celu", Celu},
+      {"Tan", Tan},
   };
   return table;
 }

@@ -1,9 +1,478 @@
+// ONNX neural-network ops: MatMul, Gemm, Conv, pooling, BatchNormalization, Softmax and
+// LogSoftmax, LayerNormalization, reductions and ArgMax/ArgMin. Lowerings are written down
+// in docs/ONNX.md; the Consensor ops they use are specified in docs/DETERMINISM.md.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
 #include "executor/onnx_context.h"
 
 namespace consensor::executor::onnx_import {
 
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+Status SetResult(NodeContext& ctx, StatusOr<ValueId> v) {
+  if (!v.ok()) return v.status();
+  ctx.SetOutput(0, *v);
+  return OkStatus();
+}
+
+Status RequireF32(const NodeContext& ctx, ValueId v, std::string_view role) {
+  DType d = ctx.type(v).dtype;
+  if (d != DType::kF32) {
+    return ctx.Unsupported("dtype " + std::string(DTypeName(d)) + " for " + std::string(role) + " (needs float)");
+  }
+  return OkStatus();
+}
+
+int64_t Rank(const NodeContext& ctx, ValueId v) { return static_cast<int64_t>(ctx.type(v).shape.size()); }
+
+StatusOr<ValueId> Reshape(NodeContext& ctx, ValueId v, const Shape& shape) {
+  if (ctx.type(v).shape == shape) return v;
+  return ctx.Emit("reshape", {v}, {{"shape", Ints(shape.begin(), shape.end())}});
+}
+
+// --- MatMul, Gemm ---
+
+Status MatMul(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({}));
+  ASSIGN_OR_RETURN(ValueId a, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId b, ctx.RequiredInput(1));
+  RETURN_IF_ERROR(RequireF32(ctx, a, "input A"));
+  RETURN_IF_ERROR(RequireF32(ctx, b, "input B"));
+  return SetResult(ctx, ctx.Emit("matmul", {a, b}));
+}
+
+// alpha * op(A) @ op(B) + beta * C, evaluated as written: the matmul's fma chain, then one
+// multiply by alpha (skipped when alpha is 1), then one add of beta * C.
+Status Gemm(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"alpha", "beta", "transA", "transB"}));
+  ASSIGN_OR_RETURN(float alpha, ctx.AttrFloat("alpha", 1.0f));
+  ASSIGN_OR_RETURN(float beta, ctx.AttrFloat("beta", 1.0f));
+  ASSIGN_OR_RETURN(int64_t trans_a, ctx.AttrInt("transA", 0));
+  ASSIGN_OR_RETURN(int64_t trans_b, ctx.AttrInt("transB", 0));
+  ASSIGN_OR_RETURN(ValueId a, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId b, ctx.RequiredInput(1));
+  RETURN_IF_ERROR(RequireF32(ctx, a, "input A"));
+  RETURN_IF_ERROR(RequireF32(ctx, b, "input B"));
+  if (Rank(ctx, a) != 2 || Rank(ctx, b) != 2) return ctx.Invalid("A and B must be matrices");
+  // Constant weights are transposed once, at import.
+  if (trans_a) {
+    ASSIGN_OR_RETURN(a, ctx.Emit("transpose", {a}, {{"perm", Ints{1, 0}}}));
+  }
+  if (trans_b) {
+    ASSIGN_OR_RETURN(b, ctx.Emit("transpose", {b}, {{"perm", Ints{1, 0}}}));
+  }
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("matmul", {a, b}));
+  if (alpha != 1.0f) {
+    ASSIGN_OR_RETURN(y, ctx.Emit("mul", {y, ctx.ScalarF32(alpha)}));
+  }
+  if (ctx.has_input(2) && beta != 0.0f) {
+    ValueId c = ctx.input(2);
+    RETURN_IF_ERROR(RequireF32(ctx, c, "input C"));
+    if (beta != 1.0f) {
+      ASSIGN_OR_RETURN(c, ctx.Emit("mul", {c, ctx.ScalarF32(beta)}));
+    }
+    ASSIGN_OR_RETURN(y, ctx.Emit("add", {y, c}));
+  }
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
+// --- windows: Conv and pooling share the auto_pad and 1-D handling ---
+
+struct Window {
+  Ints kernel, strides, dilations;
+  Ints pads;  // ONNX order: begin of every spatial dim, then end of every spatial dim
+};
+
+// Fills defaults and resolves auto_pad against the static input size.
+StatusOr<Window> ReadWindow(const NodeContext& ctx, const Shape& x, const Ints& kernel) {
+  const size_t spatial = kernel.size();
+  Window w;
+  w.kernel = kernel;
+  ASSIGN_OR_RETURN(w.strides, ctx.AttrInts("strides", Ints(spatial, 1)));
+  ASSIGN_OR_RETURN(w.dilations, ctx.AttrInts("dilations", Ints(spatial, 1)));
+  ASSIGN_OR_RETURN(w.pads, ctx.AttrInts("pads", Ints(2 * spatial, 0)));
+  ASSIGN_OR_RETURN(std::string auto_pad, ctx.AttrString("auto_pad", "NOTSET"));
+  if (w.strides.size() != spatial || w.dilations.size() != spatial || w.pads.size() != 2 * spatial) {
+    return ctx.Invalid("strides, dilations and pads must match the kernel's " + std::to_string(spatial) + " dims");
+  }
+  for (size_t i = 0; i < spatial; ++i) {
+    if (w.strides[i] < 1 || w.dilations[i] < 1 || w.kernel[i] < 1) return ctx.Invalid("non-positive window parameter");
+  }
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (size_t i = 0; i < spatial; ++i) {
+      const int64_t in = x[2 + i];
+      const int64_t out = (in + w.strides[i] - 1) / w.strides[i];
+      const int64_t total =
+          std::max<int64_t>((out - 1) * w.strides[i] + (w.kernel[i] - 1) * w.dilations[i] + 1 - in, 0);
+      const int64_t small = total / 2;
+      w.pads[i] = auto_pad == "SAME_UPPER" ? small : total - small;
+      w.pads[i + spatial] = total - w.pads[i];
+    }
+  } else if (auto_pad == "VALID") {
+    std::fill(w.pads.begin(), w.pads.end(), 0);
+  } else if (auto_pad != "NOTSET") {
+    return ctx.Unsupported("auto_pad '" + auto_pad + "'");
+  }
+  return w;
+}
+
+// 1-D windows run as 2-D ones over a height of 1.
+Window As2D(const Window& w) {
+  if (w.kernel.size() == 2) return w;
+  return Window{{1, w.kernel[0]}, {1, w.strides[0]}, {1, w.dilations[0]}, {0, w.pads[0], 0, w.pads[1]}};
+}
+
+Ints ConsensorPads(const Window& w) { return {w.pads[0], w.pads[1], w.pads[2], w.pads[3]}; }
+
+Status Conv(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId w, ctx.RequiredInput(1));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+  RETURN_IF_ERROR(RequireF32(ctx, w, "input W"));
+  const Shape xs = ctx.type(x).shape;
+  const Shape ws = ctx.type(w).shape;
+  if (xs.size() != ws.size() || xs.size() < 3) return ctx.Invalid("X and W must have the same rank, at least 3");
+  if (xs.size() > 4) return ctx.Unsupported("attribute kernel_shape with " + std::to_string(xs.size() - 2) + " spatial dims");
+  Ints kernel(ws.begin() + 2, ws.end());
+  ASSIGN_OR_RETURN(Ints kernel_attr, ctx.AttrInts("kernel_shape", kernel));
+  if (kernel_attr != kernel) return ctx.Invalid("kernel_shape does not match the weight's shape");
+  ASSIGN_OR_RETURN(int64_t group, ctx.AttrInt("group", 1));
+  ASSIGN_OR_RETURN(Window win, ReadWindow(ctx, xs, kernel));
+  const bool one_d = xs.size() == 3;
+  if (one_d) {
+    ASSIGN_OR_RETURN(x, Reshape(ctx, x, {xs[0], xs[1], 1, xs[2]}));
+    ASSIGN_OR_RETURN(w, Reshape(ctx, w, {ws[0], ws[1], 1, ws[2]}));
+    win = As2D(win);
+  }
+  std::vector<ValueId> inputs = {x, w};
+  if (ctx.has_input(2)) inputs.push_back(ctx.input(2));
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("conv2d", inputs,
+                                       {{"strides", win.strides}, {"pads", ConsensorPads(win)},
+                                        {"dilations", win.dilations}, {"group", group}}));
+  if (one_d) {
+    Shape ys = ctx.type(y).shape;
+    ASSIGN_OR_RETURN(y, Reshape(ctx, y, {ys[0], ys[1], ys[3]}));
+  }
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
+Status Pool(NodeContext& ctx, bool is_max) {
+  if (is_max) {
+    RETURN_IF_ERROR(ctx.CheckAttributes(
+        {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}));
+  } else {
+    RETURN_IF_ERROR(ctx.CheckAttributes(
+        {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"}));
+  }
+  if (ctx.wants_output(1)) return ctx.Unsupported("output Indices");
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+  const Shape xs = ctx.type(x).shape;
+  if (xs.size() < 3) return ctx.Invalid("X must have rank 3 or more");
+  if (xs.size() > 4) return ctx.Unsupported("attribute kernel_shape with " + std::to_string(xs.size() - 2) + " spatial dims");
+  ASSIGN_OR_RETURN(Ints kernel, ctx.AttrInts("kernel_shape", {}));
+  if (kernel.size() != xs.size() - 2) return ctx.Invalid("kernel_shape must have one value per spatial dim");
+  ASSIGN_OR_RETURN(int64_t ceil_mode, ctx.AttrInt("ceil_mode", 0));
+  ASSIGN_OR_RETURN(int64_t count_include_pad, ctx.AttrInt("count_include_pad", 0));
+  ASSIGN_OR_RETURN(Window win, ReadWindow(ctx, xs, kernel));
+  const size_t spatial = kernel.size();
+  if (ceil_mode) {
+    // Rounding the output size up equals extra end padding that no window counts: max
+    // ignores padding, and so does the average unless count_include_pad asks otherwise.
+    if (count_include_pad) return ctx.Unsupported("attribute ceil_mode with count_include_pad");
+    for (size_t i = 0; i < spatial; ++i) {
+      const int64_t span = (kernel[i] - 1) * win.dilations[i] + 1;
+      const int64_t padded = xs[2 + i] + win.pads[i] + win.pads[i + spatial];
+      if (padded < span) continue;
+      const int64_t out = (padded - span + win.strides[i] - 1) / win.strides[i] + 1;
+      win.pads[i + spatial] += (out - 1) * win.strides[i] + span - padded;
+    }
+  }
+  const bool one_d = spatial == 1;
+  if (one_d) {
+    ASSIGN_OR_RETURN(x, Reshape(ctx, x, {xs[0], xs[1], 1, xs[2]}));
+    win = As2D(win);
+  }
+  Attributes attrs = {{"kernel", win.kernel}, {"strides", win.strides}, {"pads", ConsensorPads(win)},
+                      {"dilations", win.dilations}};
+  if (!is_max) attrs["count_include_pad"] = count_include_pad;
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit(is_max ? "max_pool2d" : "avg_pool2d", {x}, attrs));
+  if (one_d) {
+    Shape ys = ctx.type(y).shape;
+    ASSIGN_OR_RETURN(y, Reshape(ctx, y, {ys[0], ys[1], ys[3]}));
+  }
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
+Status GlobalPool(NodeContext& ctx, std::string_view reduce_op) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+  const int64_t rank = Rank(ctx, x);
+  if (rank < 3) return ctx.Invalid("X must have rank 3 or more");
+  Ints axes(static_cast<size_t>(rank - 2));
+  std::iota(axes.begin(), axes.end(), int64_t{2});
+  return SetResult(ctx, ctx.Emit(reduce_op, {x}, {{"axes", axes}, {"keepdims", int64_t{1}}}));
+}
+
+// --- BatchNormalization (inference) ---
+
+// y = (x - mean) * (scale / sqrt(var + epsilon)) + bias, per channel (dim 1). The factor is a
+// per-channel constant folded at import; subtracting the mean first keeps the precision
+// when x is close to a large mean.
+Status BatchNormalization(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"epsilon", "momentum", "training_mode", "spatial", "is_test", "consumed_inputs"}));
+  ASSIGN_OR_RETURN(int64_t training, ctx.AttrInt("training_mode", 0));
+  if (training) return ctx.Unsupported("attribute training_mode = 1");
+  ASSIGN_OR_RETURN(int64_t spatial, ctx.AttrInt("spatial", 1));
+  if (!spatial) return ctx.Unsupported("attribute spatial = 0");
+  for (int i = 1; i < ctx.num_outputs(); ++i) {
+    if (ctx.wants_output(i)) return ctx.Unsupported("training outputs (running mean and variance)");
+  }
+  ASSIGN_OR_RETURN(float epsilon, ctx.AttrFloat("epsilon", 1e-5f));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+  const Shape xs = ctx.type(x).shape;
+  if (xs.size() < 2) return ctx.Invalid("X must have rank 2 or more");
+  const int64_t c = xs[1];
+  Shape per_channel = {c};
+  for (size_t i = 2; i < xs.size(); ++i) per_channel.push_back(1);
+  ValueId params[4];
+  const char* names[] = {"scale", "B", "input_mean", "input_var"};
+  for (int i = 0; i < 4; ++i) {
+    ASSIGN_OR_RETURN(params[i], ctx.RequiredInput(i + 1));
+    RETURN_IF_ERROR(RequireF32(ctx, params[i], names[i]));
+    if (ctx.type(params[i]).shape != Shape{c}) return ctx.Invalid(std::string(names[i]) + " must have shape [C]");
+    ASSIGN_OR_RETURN(params[i], Reshape(ctx, params[i], per_channel));
+  }
+  ASSIGN_OR_RETURN(ValueId var_eps, ctx.Emit("add", {params[3], ctx.ScalarF32(epsilon)}));
+  ASSIGN_OR_RETURN(ValueId std_dev, ctx.Emit("sqrt", {var_eps}));
+  ASSIGN_OR_RETURN(ValueId factor, ctx.Emit("div", {params[0], std_dev}));
+  ASSIGN_OR_RETURN(ValueId centered, ctx.Emit("sub", {x, params[2]}));
+  ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {centered, factor}));
+  return SetResult(ctx, ctx.Emit("add", {scaled, params[1]}));
+}
+
+// --- Softmax, LogSoftmax ---
+
+// Before opset 13 both ops worked on the input coerced to 2-D at `axis` (default 1).
+StatusOr<std::pair<ValueId, int64_t>> SoftmaxOperand(NodeContext& ctx, ValueId x) {
+  const int64_t rank = Rank(ctx, x);
+  ASSIGN_OR_RETURN(int64_t axis_attr, ctx.AttrInt("axis", ctx.opset() >= 13 ? -1 : 1));
+  if (rank == 0) return ctx.Invalid("input must have rank 1 or more");
+  if (ctx.opset() >= 13) {
+    ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, axis_attr, rank, "axis"));
+    return std::make_pair(x, axis);
+  }
+  int64_t axis = axis_attr < 0 ? axis_attr + rank : axis_attr;
+  if (axis < 0 || axis > rank) return ctx.Invalid("axis out of range");
+  const Shape& s = ctx.type(x).shape;
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < rank; ++i) (i < axis ? outer : inner) *= s[i];
+  ASSIGN_OR_RETURN(ValueId flat, Reshape(ctx, x, {outer, inner}));
+  return std::make_pair(flat, int64_t{1});
+}
+
+Status Softmax(NodeContext& ctx, bool log) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"axis"}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  ASSIGN_OR_RETURN(auto operand, SoftmaxOperand(ctx, x));
+  auto [v, axis] = operand;
+  ValueId y;
+  if (!log) {
+    ASSIGN_OR_RETURN(y, ctx.Emit("softmax", {v}, {{"axis", axis}}));
+  } else {
+    // (x - max) - log(sum(exp(x - max))): never log(0) for the smallest probabilities.
+    Attributes reduce = {{"axes", Ints{axis}}, {"keepdims", int64_t{1}}};
+    ASSIGN_OR_RETURN(ValueId m, ctx.Emit("reduce_max", {v}, reduce));
+    ASSIGN_OR_RETURN(ValueId d, ctx.Emit("sub", {v, m}));
+    ASSIGN_OR_RETURN(ValueId e, ctx.Emit("exp", {d}));
+    ASSIGN_OR_RETURN(ValueId s, ctx.Emit("reduce_sum", {e}, reduce));
+    ASSIGN_OR_RETURN(ValueId ls, ctx.Emit("log", {s}));
+    ASSIGN_OR_RETURN(y, ctx.Emit("sub", {d, ls}));
+  }
+  return SetResult(ctx, Reshape(ctx, y, ctx.type(x).shape));
+}
+
+// --- LayerNormalization (opset 17) ---
+
+Status LayerNormalization(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"axis", "epsilon", "stash_type"}));
+  ASSIGN_OR_RETURN(int64_t stash_type, ctx.AttrInt("stash_type", 1));
+  if (stash_type != 1) return ctx.Unsupported("attribute stash_type " + std::to_string(stash_type));
+  ASSIGN_OR_RETURN(float epsilon, ctx.AttrFloat("epsilon", 1e-5f));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId scale, ctx.RequiredInput(1));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+  const Shape xs = ctx.type(x).shape;
+  ASSIGN_OR_RETURN(int64_t axis_attr, ctx.AttrInt("axis", -1));
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, axis_attr, static_cast<int64_t>(xs.size()), "axis"));
+  const Shape norm(xs.begin() + axis, xs.end());
+  // Scale and bias may be given broadcastable to the normalized shape.
+  auto fit = [&](ValueId v) -> StatusOr<ValueId> {
+    if (ctx.type(v).shape == norm) return v;
+    return ctx.Emit("expand", {v}, {{"shape", Ints(norm.begin(), norm.end())}});
+  };
+  ASSIGN_OR_RETURN(scale, fit(scale));
+  std::vector<ValueId> inputs = {x, scale};
+  if (ctx.has_input(2)) {
+    ASSIGN_OR_RETURN(ValueId bias, fit(ctx.input(2)));
+    inputs.push_back(bias);
+  }
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("layer_norm", inputs, {{"axis", axis}, {"epsilon", epsilon}}));
+  ctx.SetOutput(0, y);
+  if (ctx.wants_output(1) || ctx.wants_output(2)) {
+    // The same statistics layer_norm computes (DETERMINISM.md 4.5), spelled out.
+    Ints axes;
+    for (int64_t i = axis; i < static_cast<int64_t>(xs.size()); ++i) axes.push_back(i);
+    Attributes reduce = {{"axes", axes}, {"keepdims", int64_t{1}}};
+    ASSIGN_OR_RETURN(ValueId mean, ctx.Emit("reduce_mean", {x}, reduce));
+    ASSIGN_OR_RETURN(ValueId d, ctx.Emit("sub", {x, mean}));
+    ASSIGN_OR_RETURN(ValueId d2, ctx.Emit("mul", {d, d}));
+    ASSIGN_OR_RETURN(ValueId var, ctx.Emit("reduce_mean", {d2}, reduce));
+    ASSIGN_OR_RETURN(ValueId ve, ctx.Emit("add", {var, ctx.ScalarF32(epsilon)}));
+    ASSIGN_OR_RETURN(ValueId sd, ctx.Emit("sqrt", {ve}));
+    ASSIGN_OR_RETURN(ValueId inv, ctx.Emit("div", {ctx.ScalarF32(1.0f), sd}));
+    ctx.SetOutput(1, mean);
+    ctx.SetOutput(2, inv);
+  }
+  return OkStatus();
+}
+
+// --- reductions ---
+
+enum class ReduceKind { kSum, kMean, kMax, kMin, kSumSquare, kL1, kL2, kLogSum, kLogSumExp };
+
+Status Reduce(NodeContext& ctx, ReduceKind kind) {
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  const int64_t rank = Rank(ctx, x);
+  ASSIGN_OR_RETURN(int64_t keepdims, ctx.AttrInt("keepdims", 1));
+  ASSIGN_OR_RETURN(int64_t noop_with_empty_axes, ctx.AttrInt("noop_with_empty_axes", 0));
+  Ints axes;
+  // ReduceSum takes its axes as an input from opset 13; the others (until opset 18) as an attribute.
+  const bool axes_input = kind == ReduceKind::kSum && ctx.opset() >= 13;
+  if (axes_input) {
+    RETURN_IF_ERROR(ctx.CheckAttributes({"keepdims", "noop_with_empty_axes"}));
+    if (ctx.has_input(1)) {
+      ASSIGN_OR_RETURN(axes, ctx.ConstantInts(1, "axes"));
+    }
+  } else {
+    RETURN_IF_ERROR(ctx.CheckAttributes({"axes", "keepdims"}));
+    ASSIGN_OR_RETURN(axes, ctx.AttrInts("axes", {}));
+  }
+  if (axes.empty()) {
+    if (noop_with_empty_axes) return SetResult(ctx, ctx.Emit("identity", {x}));
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  }
+  for (int64_t& a : axes) {
+    ASSIGN_OR_RETURN(a, NormalizeAxis(ctx, a, rank, "axis"));
+  }
+  if (rank == 0) return SetResult(ctx, ctx.Emit("identity", {x}));
+  if (kind != ReduceKind::kSum && kind != ReduceKind::kMax && kind != ReduceKind::kMin) {
+    RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  }
+  Attributes attrs = {{"axes", axes}, {"keepdims", keepdims}};
+  ValueId operand = x;
+  switch (kind) {
+    case ReduceKind::kSumSquare:
+    case ReduceKind::kL2: {
+      ASSIGN_OR_RETURN(operand, ctx.Emit("mul", {x, x}));
+      break;
+    }
+    case ReduceKind::kL1: {
+      ASSIGN_OR_RETURN(operand, ctx.Emit("abs", {x}));
+      break;
+    }
+    case ReduceKind::kLogSumExp: {
+      ASSIGN_OR_RETURN(operand, ctx.Emit("exp", {x}));
+      break;
+    }
+    default:
+      break;
+  }
+  const char* op = kind == ReduceKind::kMean ? "reduce_mean"
+                   : kind == ReduceKind::kMax ? "reduce_max"
+                   : kind == ReduceKind::kMin ? "reduce_min"
+                                              : "reduce_sum";
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit(op, {operand}, attrs));
+  if (kind == ReduceKind::kL2) {
+    ASSIGN_OR_RETURN(y, ctx.Emit("sqrt", {y}));
+  }
+  if (kind == ReduceKind::kLogSum || kind == ReduceKind::kLogSumExp) {
+    ASSIGN_OR_RETURN(y, ctx.Emit("log", {y}));
+  }
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
+// ArgMax directly; the last index by running it over the axis reversed; ArgMin of floats as
+// the ArgMax of the negation (exact: negation only flips the sign bit, NaN still wins).
+Status ArgExtreme(NodeContext& ctx, bool is_max) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"axis", "keepdims", "select_last_index"}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(int64_t axis_attr, ctx.AttrInt("axis", 0));
+  ASSIGN_OR_RETURN(int64_t keepdims, ctx.AttrInt("keepdims", 1));
+  ASSIGN_OR_RETURN(int64_t last, ctx.AttrInt("select_last_index", 0));
+  const int64_t rank = Rank(ctx, x);
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, axis_attr, rank, "axis"));
+  if (!is_max) {
+    RETURN_IF_ERROR(RequireF32(ctx, x, "the input of ArgMin"));
+    ASSIGN_OR_RETURN(x, ctx.Emit("neg", {x}));
+  }
+  const int64_t n = ctx.type(x).shape[axis];
+  if (last) {
+    ASSIGN_OR_RETURN(x, ctx.Emit("slice", {x},
+                                 {{"starts", Ints{-1}},
+                                  {"ends", Ints{std::numeric_limits<int64_t>::min()}},
+                                  {"axes", Ints{axis}},
+                                  {"steps", Ints{-1}}}));
+  }
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("argmax", {x}, {{"axis", axis}, {"keepdims", keepdims}}));
+  if (last) {
+    ValueId top = ctx.Constant(Tensor::FromVector<int64_t>(DType::kI64, {}, {n - 1}));
+    ASSIGN_OR_RETURN(y, ctx.Emit("sub", {top, y}));
+  }
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
+}  // namespace
+
 const std::vector<OpConverter>& NnConverters() {
-  static const std::vector<OpConverter> table = {};
+  static const std::vector<OpConverter> table = {
+      {"MatMul", MatMul},
+      {"Gemm", Gemm},
+      {"Conv", Conv},
+      {"MaxPool", [](NodeContext& c) { return Pool(c, true); }},
+      {"AveragePool", [](NodeContext& c) { return Pool(c, false); }},
+      {"GlobalAveragePool", [](NodeContext& c) { return GlobalPool(c, "reduce_mean"); }},
+      {"GlobalMaxPool", [](NodeContext& c) { return GlobalPool(c, "reduce_max"); }},
+      {"BatchNormalization", BatchNormalization},
+      {"Softmax", [](NodeContext& c) { return Softmax(c, false); }},
+      {"LogSoftmax", [](NodeContext& c) { return Softmax(c, true); }},
+      {"LayerNormalization", LayerNormalization},
+      {"ReduceSum", [](NodeContext& c) { return Reduce(c, ReduceKind::kSum); }},
+      {"ReduceMean", [](NodeContext& c) { return Reduce(c, ReduceKind::kMean); }},
+      {"ReduceMax", [](NodeContext& c) { return Reduce(c, ReduceKind::kMax); }},
+      {"ReduceMin", [](NodeContext& c) { return Reduce(c, ReduceKind::kMin); }},
+      {"ReduceSumSquare", [](NodeContext& c) { return Reduce(c, ReduceKind::kSumSquare); }},
+      {"ReduceL1", [](NodeContext& c) { return Reduce(c, ReduceKind::kL1); }},
+      {"ReduceL2", [](NodeContext& c) { return Reduce(c, ReduceKind::kL2); }},
+      {"ReduceLogSum", [](NodeContext& c) { return Reduce(c, ReduceKind::kLogSum); }},
+      {"ReduceLogSumExp", [](NodeContext& c) { return Reduce(c, ReduceKind::kLogSumExp); }},
+      {"ArgMax", [](NodeContext& c) { return ArgExtreme(c, true); }},
+      {"ArgMin", [](NodeContext& c) { return ArgExtreme(c, false); }},
+  };
   return table;
 }
 

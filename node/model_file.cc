@@ -6,7 +6,8 @@
 namespace consensor::node {
 
 StatusOr<ModelFile> LoadModelFile(const std::string& path, const std::map<std::string, Shape>& input_shapes,
-                                  const executor::Limits& limits) {
+                                  const executor::Limits& limits,
+                                  const std::map<std::string, Tensor>& constant_inputs) {
   ModelFile model;
   if (!executor::IsOnnxPath(path)) {
     ASSIGN_OR_RETURN(model.graph, executor::LoadGraphFile(path, limits));
@@ -15,6 +16,7 @@ StatusOr<ModelFile> LoadModelFile(const std::string& path, const std::map<std::s
   executor::OnnxImportOptions options;
   options.limits = limits;
   options.input_shapes = input_shapes;
+  options.constant_inputs = constant_inputs;
   ASSIGN_OR_RETURN(executor::OnnxImport imported, executor::ImportOnnxFile(path, options));
   model.onnx_blobs = std::make_unique<executor::MemoryBlobSource>();
   if (!imported.weights.empty()) model.onnx_blobs->Add(imported.weights);

@@ -27,7 +27,8 @@ struct ModelFile {
 // `input_shapes` gives the shapes of the inputs the caller will feed (an ONNX model with
 // symbolic dimensions takes them from there); it is ignored for Consensor graph files.
 StatusOr<ModelFile> LoadModelFile(const std::string& path, const std::map<std::string, Shape>& input_shapes,
-                                  const executor::Limits& limits);
+                                  const executor::Limits& limits,
+                                  const std::map<std::string, Tensor>& constant_inputs = {});
 
 // Parses repeated `--shape NAME=D0,D1,...` values into `shapes` (later inputs do not override).
 Status ParseShapeSpecs(const std::vector<std::string>& specs, std::map<std::string, Shape>* shapes);

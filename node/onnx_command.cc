@@ -36,13 +36,14 @@ constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 
 constexpr char kImportUsage[] = R"(usage: consensor import MODEL.onnx --out DIR [--input NAME=FILE.npy]... [--shape NAME=D0,D1,...]...
-                        [--inline-max BYTES] [--text]
+                        [--bind NAME=FILE.npy]... [--inline-max BYTES] [--text]
 
 Imports an ONNX model: writes DIR/graph.pb (DIR/graph.pbtxt with --text), the weights as one
 safetensors file DIR/<sha256> (so `--blobs DIR` finds it) with the link DIR/weights.safetensors,
 and prints the graph's inputs, outputs and id. Inputs with symbolic dimensions take their
-shapes from --shape, or from the .npy files given with --input. Constants up to --inline-max
-bytes (default 1024) stay inline in the graph.
+shapes from --shape, or from the .npy files given with --input. --bind fixes an input's value
+at import (it becomes a constant): for inputs that steer shapes, such as a Reshape's target.
+Constants up to --inline-max bytes (default 1024) stay inline in the graph.
 )";
 
 constexpr char kOnnxTestUsage[] = R"(usage: consensor onnx-test DIR... [--filter TEXT] [--expect FILE] [--write-expect FILE]
@@ -92,7 +93,7 @@ StatusOr<std::map<std::string, Tensor>> ReadInputs(const std::vector<std::string
 
 int RunImportCommand(const std::vector<std::string>& raw, std::ostream& out, std::ostream& err) {
   ArgSpec spec;
-  spec.value_options = {"--out", "--input", "--shape", "--inline-max"};
+  spec.value_options = {"--out", "--input", "--shape", "--bind", "--inline-max"};
   spec.flags = {"--text", "--help"};
   auto parsed = ParseArgs(raw, spec);
   if (!parsed.ok()) return Usage(err, parsed.status().message(), kImportUsage);
@@ -116,6 +117,9 @@ int RunImportCommand(const std::vector<std::string>& raw, std::ostream& out, std
       return Usage(err, "input '" + name + "' has both --shape and --input", kImportUsage);
     }
   }
+  auto bound = ReadInputs(a.All("--bind"));
+  if (!bound.ok()) return Fail(err, bound.status());
+  options.constant_inputs = std::move(bound).value();
   if (auto v = a.Option("--inline-max")) {
     auto n = ParseIntOption(*v, "--inline-max", 0, int64_t{1} << 30);
     if (!n.ok()) return Usage(err, n.status().message(), kImportUsage);
@@ -250,6 +254,7 @@ TestOutcome RunOneTest(const std::filesystem::path& dir, const std::string& name
   auto backend = kernels::CreateBackend(settings.backend);
   if (!backend.ok()) return unsupported_or_fail(backend.status());
   std::map<std::string, Shape> imported_shapes;
+  std::map<std::string, Tensor> bound;  // inputs bound as constants at import
   std::optional<ModelFile> model;
   std::optional<executor::Program> program;
   for (const auto& set : sets) {
@@ -272,13 +277,31 @@ TestOutcome RunOneTest(const std::filesystem::path& dir, const std::string& name
       return unsupported_or_fail(InvalidArgument("more output files than model outputs"));
     }
     if (!model || shapes != imported_shapes) {
+      bound.clear();
       auto loaded = LoadModelFile((dir / "model.onnx").string(), shapes, executor::Limits{});
+      if (!loaded.ok() && loaded.status().message().find("computed at run time") != std::string::npos) {
+        // Consensor needs shapes before a task runs, so inputs that steer them (a Reshape's
+        // target, ReduceSum's axes) are bound at import, as `consensor import --bind` does.
+        std::map<std::string, Shape> rest;
+        for (auto& [name, t] : inputs) {
+          if (t.dtype() == DType::kF32) rest[name] = t.shape();
+          else bound.emplace(name, t);
+        }
+        loaded = LoadModelFile((dir / "model.onnx").string(), rest, executor::Limits{}, bound);
+      }
       if (!loaded.ok()) return unsupported_or_fail(loaded.status());
       model = std::move(loaded).value();
       auto compiled = executor::CompileGraph(model->graph, model->onnx_blobs.get(), executor::Limits{});
       if (!compiled.ok()) return unsupported_or_fail(compiled.status());
       program = std::move(compiled).value();
       imported_shapes = shapes;
+    }
+    for (const auto& [name, t] : bound) {
+      auto it = inputs.find(name);
+      if (it == inputs.end() || TensorHash(it->second) != TensorHash(t)) {
+        return unsupported_or_fail(Unimplemented("unsupported: bound input '" + name + "' differs between data sets"));
+      }
+      inputs.erase(it);
     }
     auto loaded = executor::LoadedProgram::Load(*program, backend->get());
     if (!loaded.ok()) return unsupported_or_fail(loaded.status());

@@ -11,7 +11,7 @@ DEB_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   libtomlplusplus-dev nlohmann-json3-dev libbotan-2-dev
   libonnx-dev libonnx-testdata
-  python3-numpy python3-grpcio python3-protobuf
+  python3-numpy python3-grpcio python3-protobuf python3-torch python3-onnx
 )
 
 missing=()
