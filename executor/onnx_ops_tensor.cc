@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -566,11 +567,12 @@ int64_t SourceIndex(const std::string& mode, int64_t j, int64_t dim) {
 }
 
 // Constant mode lowers to Consensor's pad, whose fill value is an f32 attribute converted
-// like `cast`: when the fill of an integer tensor does not survive the trip through f32,
-// the tensor is padded with 0 and the fill is selected with `where` from a constant mask.
-// Negative pads remove elements: a slice after the pad. Edge, reflect and wrap modes copy
-// existing elements, so each padded axis is one gather with constant indices.
-Status PadImpl(NodeContext& ctx, ValueId x, Ints pads, const std::string& mode, const Tensor* fill) {
+// like `cast`. When the fill is computed at run time, or is an integer that does not
+// survive the trip through f32, the tensor is padded with 0 and the fill is chosen with
+// `where` from a constant mask (true inside the original tensor): still exact. Negative
+// pads remove elements: a slice after the pad. Edge, reflect and wrap modes copy existing
+// elements, so each padded axis is one gather with constant indices.
+Status PadImpl(NodeContext& ctx, ValueId x, Ints pads, const std::string& mode, std::optional<ValueId> fill) {
   const Shape in = ctx.type(x).shape;  // a copy: Emit may move the value table
   const int64_t rank = static_cast<int64_t>(in.size());
   const DType dtype = ctx.type(x).dtype;
@@ -608,26 +610,31 @@ Status PadImpl(NodeContext& ctx, ValueId x, Ints pads, const std::string& mode, 
   }
   if (mode != "constant") return ctx.Unsupported("mode '" + mode + "'");
 
-  // The fill value as a double (exact for f32, i32, i8, bool; i64 may not be).
-  double value = 0.0;
-  int64_t ivalue = 0;
-  bool exact_in_f32 = true;
+  // The fill as an f32 attribute, when that is exact (0 when absent).
+  float attr_value = 0.0f;
+  bool use_attr = true;
   if (fill) {
-    if (fill->num_elements() != 1) return ctx.Invalid("constant_value must have one element");
-    if (fill->dtype() != dtype) {
-      return ctx.Invalid("constant_value has dtype " + std::string(DTypeName(fill->dtype())) + " but the data is " +
-                         std::string(DTypeName(dtype)));
+    const TypeInfo fill_type = ctx.type(*fill);
+    if (fill_type.dtype != dtype) {
+      return ctx.Invalid("constant_value has dtype " + std::string(DTypeName(fill_type.dtype)) +
+                         " but the data is " + std::string(DTypeName(dtype)));
     }
-    if (dtype == DType::kF32) {
-      value = fill->data_as<float>()[0];
-    } else if (dtype == DType::kBool) {
-      value = fill->data()[0];
-    } else {
-      ASSIGN_OR_RETURN(Ints v, TensorToInts(*fill));
-      ivalue = v[0];
-      const float f = static_cast<float>(ivalue);
-      exact_in_f32 = std::fabs(f) < 9.2e18f && static_cast<int64_t>(f) == ivalue;
-      value = static_cast<double>(ivalue);
+    if (Product(fill_type.shape, 0, fill_type.shape.size()) != 1) {
+      return ctx.Invalid("constant_value must have one element, got shape " + ShapeToString(fill_type.shape));
+    }
+    use_attr = false;
+    if (const Tensor* t = ctx.constant(*fill)) {
+      if (dtype == DType::kF32) {
+        attr_value = t->data_as<float>()[0];
+        use_attr = true;
+      } else if (dtype == DType::kBool) {
+        attr_value = static_cast<float>(t->data()[0]);
+        use_attr = true;
+      } else {
+        ASSIGN_OR_RETURN(Ints iv, TensorToInts(*t));
+        attr_value = static_cast<float>(iv[0]);
+        use_attr = std::fabs(attr_value) < 9.2e18f && static_cast<int64_t>(attr_value) == iv[0];
+      }
     }
   }
   // Negative pads are applied after the pad, as a slice of the grown tensor.
@@ -644,16 +651,14 @@ Status PadImpl(NodeContext& ctx, ValueId x, Ints pads, const std::string& mode, 
   ValueId v = x;
   const bool grows = std::any_of(grow.begin(), grow.end(), [](int64_t p) { return p > 0; });
   if (grows) {
-    if (exact_in_f32) {
-      ASSIGN_OR_RETURN(v, ctx.Emit("pad", {x}, {{"pads", grow}, {"value", static_cast<float>(value)}}));
+    if (use_attr) {
+      ASSIGN_OR_RETURN(v, ctx.Emit("pad", {x}, {{"pads", grow}, {"value", attr_value}}));
     } else {
       ASSIGN_OR_RETURN(ValueId padded, ctx.Emit("pad", {x}, {{"pads", grow}, {"value", 0.0f}}));
       const Tensor one = Tensor::FromVector<uint8_t>(DType::kBool, {}, {1});
       ASSIGN_OR_RETURN(ValueId inside, Filled(ctx, one, Ints(in)));
       ASSIGN_OR_RETURN(ValueId mask, ctx.Emit("pad", {inside}, {{"pads", grow}, {"value", 0.0f}}));
-      Tensor fill_scalar(dtype, {});
-      std::memcpy(fill_scalar.data(), fill->data(), static_cast<size_t>(DTypeSize(dtype)));
-      const ValueId fill_value = ctx.Constant(std::move(fill_scalar));
+      ASSIGN_OR_RETURN(ValueId fill_value, ReshapeTo(ctx, *fill, {}));
       ASSIGN_OR_RETURN(v, ctx.Emit("where", {mask, padded, fill_value}));
     }
   }
@@ -676,22 +681,17 @@ Status Pad(NodeContext& ctx) {
     ASSIGN_OR_RETURN(Ints pads, ctx.AttrInts("pads", {}));
     ASSIGN_OR_RETURN(float value, ctx.AttrFloat("value", 0.0f));
     // The attribute is a float; converted to the data's dtype like `cast`.
-    Tensor fill = Tensor::FromVector<float>(DType::kF32, {}, {value});
-    const DType dtype = ctx.type(x).dtype;
-    if (dtype != DType::kF32) {
-      ASSIGN_OR_RETURN(ValueId c, ctx.Emit("cast", {ctx.Constant(fill)}, {{"to", dtype}}));
-      fill = *ctx.constant(c);
+    ValueId fill = ctx.ScalarF32(value);
+    if (ctx.type(x).dtype != DType::kF32) {
+      ASSIGN_OR_RETURN(fill, ctx.Emit("cast", {fill}, {{"to", ctx.type(x).dtype}}));
     }
-    return PadImpl(ctx, x, std::move(pads), mode, &fill);
+    return PadImpl(ctx, x, std::move(pads), mode, fill);
   }
   RETURN_IF_ERROR(ctx.CheckAttributes({"mode"}));
   ASSIGN_OR_RETURN(std::string mode, ctx.AttrString("mode", "constant"));
   ASSIGN_OR_RETURN(Ints pads_in, ctx.ConstantInts(1, "pads"));
-  const Tensor* fill = nullptr;
-  if (ctx.has_input(2)) {
-    fill = ctx.input_constant(2);
-    if (!fill) return ctx.Unsupported("constant_value computed at run time");
-  }
+  std::optional<ValueId> fill;
+  if (ctx.has_input(2)) fill = ctx.input(2);
   Ints pads = pads_in;
   if (ctx.has_input(3)) {
     // Opset 18: pads are given for the listed axes only.

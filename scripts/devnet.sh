@@ -6,6 +6,9 @@
 #   scripts/devnet.sh status          chain, nodes, peers
 #   scripts/devnet.sh submit-example  runs examples/mlp.cgraph on the network, prints the
 #                                     certified result and verifies the certificate on-chain
+#   scripts/devnet.sh submit MODEL [consensor submit options]
+#                                     the same for any graph or ONNX model (.onnx), e.g.
+#                                     submit model.onnx --input x=x.npy --replicas 3 --quorum 2
 #   scripts/devnet.sh down            stops everything and removes the devnet's state
 #
 # State lives in $CONSENSOR_DEVNET_DIR (default build/devnet). Operators use anvil's well-known
@@ -193,6 +196,20 @@ cmd_submit_example() {
   "$CONSENSOR" verify "$task" --node "$addr" --rpc "$(rpc_url)" --deployment "$DIR/deployment.json"
 }
 
+cmd_submit() {
+  [ -f "$DIR/nodes" ] || die "no devnet in $DIR (scripts/devnet.sh up)"
+  [ $# -ge 1 ] || die "usage: scripts/devnet.sh submit MODEL [consensor submit options]"
+  local model=$1 addr result task
+  shift
+  addr=$(node_addr 1)
+  result=$DIR/submit-$(date +%s%N).txt
+  log "submitting $model to node1 ($addr)"
+  "$CONSENSOR" submit "$model" --node "$addr" --nonce "$(date +%s%N)" --wait --timeout 180 "$@" | tee "$result"
+  task=$(awk '/^task/ {print $2; exit}' "$result")
+  log "verifying the certificate of $task against the chain, without trusting the node"
+  "$CONSENSOR" verify "$task" --node "$addr" --rpc "$(rpc_url)" --deployment "$DIR/deployment.json"
+}
+
 cmd_down() {
   if [ ! -d "$DIR" ]; then
     log "no devnet in $DIR"
@@ -215,6 +232,7 @@ case "${1:-}" in
   up) shift; cmd_up "$@" ;;
   status) cmd_status ;;
   submit-example) cmd_submit_example ;;
+  submit) shift; cmd_submit "$@" ;;
   down) cmd_down ;;
-  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

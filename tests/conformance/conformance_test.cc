@@ -14,35 +14,12 @@
 #include "executor/serialize.h"
 #include "kernels/backend_factory.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "tests/conformance/backends.h"
 
 namespace consensor {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Every backend configuration this machine can run: the CPU paths with several thread
-// counts, the CUDA kernels under emulation, and a real GPU when there is one.
-std::vector<kernels::BackendOptions> AvailableBackends() {
-  std::vector<kernels::BackendOptions> configs;
-  auto cpu = [&](const char* isa, int threads) {
-    kernels::BackendOptions o;
-    o.isa = isa;
-    o.threads = threads;
-    configs.push_back(o);
-  };
-  cpu("portable", 1);
-  cpu("portable", 3);
-  if (kernels::cpu::CpuHasAvx2Fma()) {
-    for (int t : {1, 2, 8}) cpu("avx2", t);
-  }
-  kernels::BackendOptions emu;
-  emu.name = "cuda-emu";
-  configs.push_back(emu);
-  kernels::BackendOptions gpu;
-  gpu.name = "cuda";
-  if (kernels::CreateBackend(gpu).ok()) configs.push_back(gpu);
-  return configs;
-}
 
 std::vector<std::string> VectorNames() {
   std::vector<std::string> names;
@@ -93,7 +70,7 @@ TEST_P(ConformanceTest, AllBackendsMatchGoldenHashes) {
   ASSERT_FALSE(expected.empty());
   auto program = executor::CompileGraph(*graph, nullptr, {});
   ASSERT_TRUE(program.ok()) << program.status().ToString();
-  for (const auto& cfg : AvailableBackends()) {
+  for (const auto& cfg : testing::AvailableBackends()) {
     SCOPED_TRACE(cfg.name + " " + cfg.isa + " x" + std::to_string(cfg.threads));
     auto backend = kernels::CreateBackend(cfg);
     ASSERT_TRUE(backend.ok()) << backend.status().ToString();

@@ -1,0 +1,152 @@
+// Golden hashes for imported ONNX models: for each model of Debian's libonnx-testdata listed
+// in tests/conformance/onnx_golden.txt ("SUITE/TEST GRAPH_ID RESULT_ROOT"), the import must
+// give the same graph id (the lowering of docs/ONNX.md did not change) and every backend
+// configuration must give the same result root on the test's first data set.
+// CNSR_WRITE_ONNX_GOLDEN=FILE regenerates the list from kGoldenModels (only when a lowering
+// changes on purpose).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "executor/onnx_import.h"
+#include "executor/program.h"
+#include "executor/runtime.h"
+#include "executor/serialize.h"
+#include "executor/validate.h"
+#include "tests/conformance/backends.h"
+
+namespace consensor {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kData = "/usr/share/libonnx-testdata/data";
+
+// One or two models per lowering in docs/ONNX.md.
+constexpr const char* kGoldenModels[] = {
+    "node/test_gemm_all_attributes", "node/test_gemm_default_vector_bias", "node/test_matmul_4d",
+    "node/test_conv_with_strides_and_asymmetric_padding", "node/test_conv_with_autopad_same",
+    "pytorch-converted/test_Conv1d_dilated", "pytorch-converted/test_Conv2d_depthwise_strided",
+    "node/test_batchnorm_epsilon", "pytorch-converted/test_BatchNorm2d_eval", "node/test_maxpool_2d_ceil",
+    "node/test_maxpool_1d_default", "node/test_maxpool_2d_same_lower", "node/test_averagepool_2d_same_upper",
+    "node/test_averagepool_2d_pads_count_include_pad", "node/test_globalaveragepool", "node/test_globalmaxpool",
+    "node/test_softmax_axis_1", "node/test_softmax_large_number", "node/test_logsoftmax_axis_1",
+    "node/test_layer_normalization_4d_axis1", "node/test_layer_normalization_default_axis_expanded",
+    "node/test_reduce_mean_keepdims_random", "node/test_reduce_sum_keepdims_random",
+    "node/test_reduce_log_sum_exp_default_axes_keepdims_random", "node/test_reduce_l2_keep_dims_random",
+    "node/test_argmax_keepdims_random_select_last_index", "node/test_argmin_no_keepdims_random",
+    "node/test_erf", "node/test_pow", "node/test_sigmoid", "node/test_tanh", "node/test_leakyrelu",
+    "node/test_selu", "node/test_elu", "node/test_hardswish", "node/test_softplus", "node/test_clip",
+    "node/test_prelu_broadcast", "node/test_mean_example", "node/test_where_long_example", "node/test_cast_FLOAT_to_INT32",
+    "node/test_reshape_negative_dim", "node/test_slice_neg_steps", "node/test_gather_negative_indices",
+    "node/test_expand_dim_changed", "node/test_split_variable_parts_2d", "node/test_concat_3d_axis_1",
+    "node/test_flatten_axis2", "node/test_unsqueeze_two_axes", "node/test_squeeze", "node/test_transpose_all_permutations_3",
+    "node/test_tile", "node/test_constant_pad", "node/test_constantofshape_float_ones", "node/test_range_float_type_positive_delta",
+    "node/test_depthtospace_crd_mode", "pytorch-operator/test_operator_flatten", "pytorch-converted/test_Linear",
+    "pytorch-converted/test_PReLU_2d", "pytorch-converted/test_Softmax",
+};
+
+struct Imported {
+  executor::OnnxImport model;
+  std::map<std::string, Tensor> inputs;
+  Hash256 graph_id{};
+};
+
+StatusOr<Imported> ImportTest(const std::string& name) {
+  const fs::path dir = kData / name;
+  ASSIGN_OR_RETURN(auto model_bytes, executor::ReadFileBytes((dir / "model.onnx").string(), 1 << 28));
+  ASSIGN_OR_RETURN(executor::OnnxModelInfo info, executor::ReadOnnxModelInfo(model_bytes));
+  Imported out;
+  std::map<std::string, Tensor> all;
+  for (size_t k = 0; k < info.inputs.size(); ++k) {
+    const fs::path pb = dir / "test_data_set_0" / ("input_" + std::to_string(k) + ".pb");
+    if (!fs::exists(pb)) break;
+    ASSIGN_OR_RETURN(auto bytes, executor::ReadFileBytes(pb.string(), 1 << 28));
+    ASSIGN_OR_RETURN(Tensor t, executor::ParseOnnxTensor(bytes, {}));
+    all.emplace(info.inputs[k].name, std::move(t));
+  }
+  executor::OnnxImportOptions options;
+  for (const auto& [n, t] : all) options.input_shapes[n] = t.shape();
+  auto imported = executor::ImportOnnx(model_bytes, options);
+  if (!imported.ok() && imported.status().message().find("computed at run time") != std::string::npos) {
+    // As `consensor onnx-test` does: integer inputs that steer shapes are bound at import.
+    options.input_shapes.clear();
+    for (const auto& [n, t] : all) {
+      if (t.dtype() == DType::kF32) options.input_shapes[n] = t.shape();
+      else options.constant_inputs.emplace(n, t);
+    }
+    imported = executor::ImportOnnx(model_bytes, options);
+  }
+  if (!imported.ok()) return imported.status();
+  out.model = std::move(imported).value();
+  for (auto& [n, t] : all) {
+    if (!options.constant_inputs.count(n)) out.inputs.emplace(n, std::move(t));
+  }
+  ASSIGN_OR_RETURN(auto validated, executor::Validate(out.model.graph, {}));
+  out.graph_id = validated.id;
+  return out;
+}
+
+StatusOr<Hash256> ResultRoot(const Imported& imported, const kernels::BackendOptions& config) {
+  executor::MemoryBlobSource blobs;
+  if (!imported.model.weights.empty()) blobs.Add(imported.model.weights);
+  ASSIGN_OR_RETURN(executor::Program program, executor::CompileGraph(imported.model.graph, &blobs, {}));
+  ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(config));
+  ASSIGN_OR_RETURN(auto loaded, executor::LoadedProgram::Load(program, backend.get()));
+  ASSIGN_OR_RETURN(executor::RunResult result, loaded->Run(imported.inputs));
+  return result.result_root;
+}
+
+struct GoldenLine {
+  std::string name, graph_id, result_root;
+};
+
+std::vector<GoldenLine> ReadGolden() {
+  std::vector<GoldenLine> lines;
+  std::ifstream in(fs::path(CNSR_SOURCE_DIR) / "tests/conformance/onnx_golden.txt");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    GoldenLine g;
+    fields >> g.name >> g.graph_id >> g.result_root;
+    lines.push_back(g);
+  }
+  return lines;
+}
+
+TEST(OnnxGolden, ImportedModelsMatchOnEveryBackend) {
+  if (!fs::exists(kData)) GTEST_SKIP() << "libonnx-testdata is not installed (scripts/setup.sh installs it)";
+  if (const char* path = std::getenv("CNSR_WRITE_ONNX_GOLDEN")) {
+    std::ofstream out(path);
+    out << "# Imported libonnx-testdata models: SUITE/TEST GRAPH_ID RESULT_ROOT (tests/conformance/onnx_golden_test.cc)\n";
+    for (const char* name : kGoldenModels) {
+      auto imported = ImportTest(name);
+      ASSERT_TRUE(imported.ok()) << name << ": " << imported.status().message();
+      auto root = ResultRoot(*imported, kernels::BackendOptions{});
+      ASSERT_TRUE(root.ok()) << name << ": " << root.status().message();
+      out << name << " " << ToHex(imported->graph_id) << " " << ToHex(*root) << "\n";
+    }
+    return;
+  }
+  const auto golden = ReadGolden();
+  ASSERT_GE(golden.size(), 40u);
+  const auto configs = testing::AvailableBackends();
+  for (const auto& g : golden) {
+    SCOPED_TRACE(g.name);
+    auto imported = ImportTest(g.name);
+    ASSERT_TRUE(imported.ok()) << imported.status().message();
+    EXPECT_EQ(ToHex(imported->graph_id), g.graph_id) << "the lowering changed";
+    for (const auto& config : configs) {
+      auto root = ResultRoot(*imported, config);
+      ASSERT_TRUE(root.ok()) << config.name << ": " << root.status().message();
+      EXPECT_EQ(ToHex(*root), g.result_root) << config.name << " " << config.isa << " x" << config.threads;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace consensor
