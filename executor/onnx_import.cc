@@ -363,8 +363,8 @@ Status Importer::Run(const onnx::ModelProto& model, OnnxImport* out) {
     if (model.ir_version() >= 3) return InvalidArgument("the model does not import the default ONNX opset");
     opset_ = 1;
   }
-  if (opset_ < 7) {
-    return Unimplemented("unsupported opset " + std::to_string(opset_) + " (Consensor imports opsets 7 to 17)");
+  if (opset_ < 1 || opset_ > 17) {
+    return Unimplemented("unsupported opset " + std::to_string(opset_) + " (Consensor imports opsets 1 to 17)");
   }
   out->opset = opset_;
   out->producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());

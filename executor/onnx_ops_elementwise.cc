@@ -226,6 +226,14 @@ Status PRelu(NodeContext& ctx) {
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
   ASSIGN_OR_RETURN(ValueId slope, ctx.RequiredInput(1));
   RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  const Shape& xs = ctx.type(x).shape;
+  const Shape& ss = ctx.type(slope).shape;
+  if (ctx.opset() < 7 && ss.size() == 1 && xs.size() >= 2 && ss[0] == xs[1]) {
+    // Before opset 7 a [C] slope is per channel (dim 1), not numpy-aligned to the last dim.
+    std::vector<int64_t> per_channel(xs.size() - 1, 1);
+    per_channel[0] = ss[0];
+    ASSIGN_OR_RETURN(slope, ctx.Emit("reshape", {slope}, {{"shape", per_channel}}));
+  }
   ASSIGN_OR_RETURN(ValueId neg, ctx.Emit("less", {x, ctx.ScalarF32(0.0f)}));
   ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {x, slope}));
   return SetResult(ctx, ctx.Emit("where", {neg, scaled, x}));

@@ -179,7 +179,8 @@ Status Range(NodeContext& ctx) {
     }
   }
   const DType dtype = t[0]->dtype();
-  // Rejects counts over the element cap before anything is allocated.
+  // Rejects counts over the element cap before anything is allocated. It emits, which may
+  // move the value table: t[] is not read after it.
   auto check_count = [&](int64_t n) -> Status {
     const Tensor zero(dtype, {});
     return Filled(ctx, zero, {n}).status();
@@ -237,11 +238,20 @@ Status Range(NodeContext& ctx) {
 
 // The ONNX 0 ("copy the input dim") is resolved here; the -1 is left to Consensor's
 // reshape, which infers it the same way.
+// Before opset 5 the shape is an attribute.
 Status Reshape(NodeContext& ctx) {
-  RETURN_IF_ERROR(ctx.CheckAttributes({"allowzero"}));
-  ASSIGN_OR_RETURN(int64_t allowzero, ctx.AttrInt("allowzero", 0));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
-  ASSIGN_OR_RETURN(Ints shape, ctx.ConstantInts(1, "shape"));
+  Ints shape;
+  int64_t allowzero = 0;
+  if (ctx.opset() < 5) {
+    RETURN_IF_ERROR(ctx.CheckAttributes({"shape", "consumed_inputs"}));
+    if (!ctx.has_attr("shape")) return ctx.Invalid("attribute 'shape' is required");
+    ASSIGN_OR_RETURN(shape, ctx.AttrInts("shape", {}));
+  } else {
+    RETURN_IF_ERROR(ctx.CheckAttributes({"allowzero"}));
+    ASSIGN_OR_RETURN(allowzero, ctx.AttrInt("allowzero", 0));
+    ASSIGN_OR_RETURN(shape, ctx.ConstantInts(1, "shape"));
+  }
   const Shape in = ctx.type(x).shape;  // a copy: Emit may move the value table
   if (allowzero == 0) {
     for (size_t i = 0; i < shape.size(); ++i) {
@@ -354,7 +364,9 @@ Status Slice(NodeContext& ctx) {
   Attributes attrs;
   if (ctx.opset() < 10) {
     RETURN_IF_ERROR(ctx.CheckAttributes({"starts", "ends", "axes"}));
-    if (!ctx.has_attr("starts") || !ctx.has_attr("ends")) return ctx.Invalid("attributes 'starts' and 'ends' are required");
+    if (!ctx.has_attr("starts") || !ctx.has_attr("ends")) {
+      return ctx.Invalid("attributes 'starts' and 'ends' are required");
+    }
     ASSIGN_OR_RETURN(Ints starts, ctx.AttrInts("starts", {}));
     ASSIGN_OR_RETURN(Ints ends, ctx.AttrInts("ends", {}));
     attrs["starts"] = starts;
@@ -381,10 +393,12 @@ Status Slice(NodeContext& ctx) {
   return SetResult(ctx, ctx.Emit("slice", {x}, std::move(attrs)));
 }
 
+// Same semantics as Consensor's concat.
 Status Concat(NodeContext& ctx) {
   RETURN_IF_ERROR(ctx.CheckAttributes({"axis"}));
-  if (!ctx.has_attr("axis")) return ctx.Invalid("attribute 'axis' is required");
-  ASSIGN_OR_RETURN(int64_t axis, ctx.AttrInt("axis", 0));
+  // Required from opset 4; before, it defaults to 1.
+  if (ctx.opset() >= 4 && !ctx.has_attr("axis")) return ctx.Invalid("attribute 'axis' is required");
+  ASSIGN_OR_RETURN(int64_t axis, ctx.AttrInt("axis", 1));
   std::vector<ValueId> inputs;
   for (int i = 0; i < ctx.num_inputs(); ++i) {
     ASSIGN_OR_RETURN(ValueId v, ctx.RequiredInput(i));
@@ -428,7 +442,8 @@ Status Expand(NodeContext& ctx) {
   return SetResult(ctx, ctx.Emit("expand", {x}, {{"shape", out}}));
 }
 
-// Each output is one slice along the axis.
+// Each output is one slice along the axis. Sizes: input 1 (opset 1 and from 13), attribute
+// 'split' (opsets 1 to 12), num_outputs (opset 18), or equal parts.
 Status Split(NodeContext& ctx) {
   RETURN_IF_ERROR(ctx.CheckAttributes({"axis", "split", "num_outputs"}));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
@@ -441,7 +456,9 @@ Status Split(NodeContext& ctx) {
   if (n_out < 1) return ctx.Invalid("needs at least one output");
   Ints sizes;
   if (ctx.opset() >= 13 && ctx.has_attr("split")) return ctx.Unsupported("attribute 'split' (an input from opset 13)");
-  if (ctx.opset() < 13 && ctx.has_input(1)) return ctx.Invalid("split sizes are an attribute before opset 13");
+  if (ctx.opset() >= 2 && ctx.opset() < 13 && ctx.has_input(1)) {
+    return ctx.Invalid("split sizes are an attribute in opsets 2 to 12");
+  }
   if (ctx.has_input(1)) {
     ASSIGN_OR_RETURN(sizes, ctx.ConstantInts(1, "split"));
   } else if (ctx.has_attr("split")) {
@@ -498,13 +515,24 @@ Status Split(NodeContext& ctx) {
 // Tiling only copies bits. A dim d repeated r times becomes [1, d] (a reshape), broadcast
 // to [r, d] (expand), merged back to r*d (a reshape): row-major order makes that exactly
 // r copies of the dim one after another. A dim of size 1 needs no extra axis (expand
-// repeats it directly), nor does r == 1. When the extra axes would pass rank 8, one
-// concat of r copies per repeated axis does the same.
+// repeats it directly), nor does r == 1. When the extra axes would pass rank 8, the
+// copies are concatenated along each repeated axis instead.
 Status Tile(NodeContext& ctx) {
   RETURN_IF_ERROR(ctx.CheckAttributes({}));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
-  ASSIGN_OR_RETURN(Ints repeats, ctx.ConstantInts(1, "repeats"));
   const Shape in = ctx.type(x).shape;  // a copy: Emit may move the value table
+  Ints repeats;
+  if (ctx.opset() < 6) {
+    // Opsets 1 to 5: one count (input 1) for one axis (input 2).
+    ASSIGN_OR_RETURN(Ints tiles, ctx.ConstantInts(1, "tiles"));
+    ASSIGN_OR_RETURN(Ints axis_in, ctx.ConstantInts(2, "axis"));
+    if (tiles.size() != 1 || axis_in.size() != 1) return ctx.Invalid("tiles and axis must be scalars");
+    ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, axis_in[0], static_cast<int64_t>(in.size()), "axis"));
+    repeats.assign(in.size(), 1);
+    if (!in.empty()) repeats[axis] = tiles[0];
+  } else {
+    ASSIGN_OR_RETURN(repeats, ctx.ConstantInts(1, "repeats"));
+  }
   if (repeats.size() != in.size()) {
     return ctx.Invalid("repeats " + IntsStr(repeats) + " must have one value per dim of the input " +
                        ShapeToString(in));
@@ -541,8 +569,23 @@ Status Tile(NodeContext& ctx) {
                                                   {"axes", Ints{static_cast<int64_t>(i)}}}));
       continue;
     }
-    std::vector<ValueId> copies(static_cast<size_t>(repeats[i]), v);
-    ASSIGN_OR_RETURN(v, ctx.Emit("concat", std::move(copies), {{"axis", static_cast<int64_t>(i)}}));
+    // r copies by binary doubling: O(log r) concats, each checked against the caps.
+    const Attributes axis_attr = {{"axis", static_cast<int64_t>(i)}};
+    std::optional<ValueId> acc;
+    ValueId power = v;  // 2^k copies
+    for (int64_t r = repeats[i];;) {
+      if (r & 1) {
+        if (acc) {
+          ASSIGN_OR_RETURN(acc, ctx.Emit("concat", {*acc, power}, axis_attr));
+        } else {
+          acc = power;
+        }
+      }
+      r >>= 1;
+      if (r == 0) break;
+      ASSIGN_OR_RETURN(power, ctx.Emit("concat", {power, power}, axis_attr));
+    }
+    v = *acc;
   }
   if (v == x) {
     ASSIGN_OR_RETURN(v, ctx.Emit("identity", {x}));
@@ -675,10 +718,12 @@ Status Pad(NodeContext& ctx) {
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
   const int64_t rank = static_cast<int64_t>(ctx.type(x).shape.size());
   if (ctx.opset() < 11) {
-    RETURN_IF_ERROR(ctx.CheckAttributes({"pads", "value", "mode"}));
+    // Opsets 1 to 10: attributes ('paddings' in opset 1).
+    const char* pads_name = ctx.opset() < 2 ? "paddings" : "pads";
+    RETURN_IF_ERROR(ctx.CheckAttributes({pads_name, "value", "mode"}));
     ASSIGN_OR_RETURN(std::string mode, ctx.AttrString("mode", "constant"));
-    if (!ctx.has_attr("pads")) return ctx.Invalid("attribute 'pads' is required");
-    ASSIGN_OR_RETURN(Ints pads, ctx.AttrInts("pads", {}));
+    if (!ctx.has_attr(pads_name)) return ctx.Invalid("attribute '" + std::string(pads_name) + "' is required");
+    ASSIGN_OR_RETURN(Ints pads, ctx.AttrInts(pads_name, {}));
     ASSIGN_OR_RETURN(float value, ctx.AttrFloat("value", 0.0f));
     // The attribute is a float; converted to the data's dtype like `cast`.
     ValueId fill = ctx.ScalarF32(value);

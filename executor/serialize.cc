@@ -1,5 +1,7 @@
 #include "executor/serialize.h"
 
+#include <filesystem>
+
 #include <google/protobuf/text_format.h>
 
 #include <cstdio>
@@ -279,6 +281,15 @@ Status SaveGraphFile(const std::string& path, const Graph& graph) {
   }
   auto bytes = SerializeGraph(graph);
   return WriteFileAtomic(path, bytes);
+}
+
+Status CreateDirectories(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec || !std::filesystem::is_directory(path, ec)) {
+    return NotFound("cannot create directory '" + path + "': " + (ec ? ec.message() : std::string("not a directory")));
+  }
+  return OkStatus();
 }
 
 }  // namespace consensor::executor

@@ -30,5 +30,7 @@ Status SaveGraphFile(const std::string& path, const Graph& graph);
 // Reads a whole file, refusing files larger than max_bytes.
 StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path, int64_t max_bytes);
 Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes);
+// Creates a directory and any missing parents (mkdir -p); an existing directory is fine.
+Status CreateDirectories(const std::string& path);
 
 }  // namespace consensor::executor

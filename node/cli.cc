@@ -235,9 +235,7 @@ int CmdRun(const Args& a, std::ostream& out, std::ostream& err) {
 
   std::optional<std::string> out_dir = Option(a, "--out");
   if (out_dir) {
-    if (::mkdir(out_dir->c_str(), 0755) != 0 && errno != EEXIST) {
-      return Fail(err, NotFound("cannot create output directory '" + *out_dir + "': " + std::strerror(errno)));
-    }
+    if (Status s = executor::CreateDirectories(*out_dir); !s.ok()) return Fail(err, s);
   }
   out << "graph    " << ToHex(lg->program.graph_id) << "\n";
   out << "backend  " << backend_name << (bo.name == "cpu" ? " x" + std::to_string(threads) : "") << "\n";

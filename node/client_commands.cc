@@ -104,9 +104,7 @@ void PrintTask(const v1::Task& t, std::ostream& out) {
 }
 
 Status DownloadOutputs(NodeClient& client, const v1::Task& task, const std::string& dir, std::ostream& out) {
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return NotFound("cannot create output directory '" + dir + "': " + std::strerror(errno));
-  }
+  RETURN_IF_ERROR(executor::CreateDirectories(dir));
   std::set<std::string> used;
   for (const auto& o : task.result().outputs()) {
     ASSIGN_OR_RETURN(auto bytes, client.GetBlob(o.blob_sha256(), kMaxUploadBytes));

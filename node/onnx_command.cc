@@ -130,9 +130,7 @@ int RunImportCommand(const std::vector<std::string>& raw, std::ostream& out, std
   auto validated = executor::Validate(imported->graph, options.limits);
   if (!validated.ok()) return Fail(err, validated.status());
 
-  if (::mkdir(dir->c_str(), 0755) != 0 && errno != EEXIST) {
-    return Fail(err, NotFound("cannot create directory '" + *dir + "': " + std::strerror(errno)));
-  }
+  if (Status s = executor::CreateDirectories(*dir); !s.ok()) return Fail(err, s);
   const std::string graph_path = *dir + (a.HasFlag("--text") ? "/graph.pbtxt" : "/graph.pb");
   if (Status s = executor::SaveGraphFile(graph_path, imported->graph); !s.ok()) return Fail(err, s);
   std::string weights_path;

@@ -109,6 +109,7 @@ def check_model(consensor, export_dir, work, entry, table, skipped):
     rtol, atol = entry["rtol"], entry["atol"]
 
     runs = {}
+    os.makedirs(os.path.join(work, name))  # consensor creates --out DIR, not its parents
     for variant, flags in VARIANTS:
         out_dir = os.path.join(work, name, variant)
         args = ["run", model] + input_args + ["--out", out_dir] + flags
