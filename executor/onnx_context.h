@@ -58,6 +58,7 @@ class NodeContext {
   StatusOr<int64_t> AttrInt(std::string_view name, int64_t fallback) const;
   StatusOr<float> AttrFloat(std::string_view name, float fallback) const;
   StatusOr<std::vector<int64_t>> AttrInts(std::string_view name, std::vector<int64_t> fallback) const;
+  StatusOr<std::vector<float>> AttrFloats(std::string_view name, std::vector<float> fallback) const;
   StatusOr<std::string> AttrString(std::string_view name, std::string fallback) const;
   StatusOr<Tensor> AttrTensor(std::string_view name) const;
 

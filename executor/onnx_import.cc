@@ -5,6 +5,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -192,7 +193,9 @@ class Importer {
   Status ExternalizeWeights(OnnxImport* out);
 
   const OnnxImportOptions& options_;
-  std::vector<Entry> values_;
+  // A deque, so references handed to converters (ctx.type(v), ctx.constant(v)) stay valid
+  // while they emit more values.
+  std::deque<Entry> values_;
   std::unordered_map<std::string, ValueId> by_name_;
   std::unordered_map<std::string, int> consumers_;
   std::set<std::string> used_names_;
@@ -573,6 +576,13 @@ StatusOr<std::vector<int64_t>> NodeContext::AttrInts(std::string_view name, std:
   if (!a) return fallback;
   if (a->type() != onnx::AttributeProto::INTS) return Invalid("attribute '" + std::string(name) + "' must be ints");
   return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+StatusOr<std::vector<float>> NodeContext::AttrFloats(std::string_view name, std::vector<float> fallback) const {
+  const auto* a = FindAttr(name);
+  if (!a) return fallback;
+  if (a->type() != onnx::AttributeProto::FLOATS) return Invalid("attribute '" + std::string(name) + "' must be floats");
+  return std::vector<float>(a->floats().begin(), a->floats().end());
 }
 
 StatusOr<std::string> NodeContext::AttrString(std::string_view name, std::string fallback) const {

@@ -34,9 +34,28 @@ Status Unary(NodeContext& ctx, std::string_view op, bool f32_only) {
 }
 
 Status Binary(NodeContext& ctx, std::string_view op) {
-  RETURN_IF_ERROR(ctx.CheckAttributes({}));
   ASSIGN_OR_RETURN(ValueId a, ctx.RequiredInput(0));
   ASSIGN_OR_RETURN(ValueId b, ctx.RequiredInput(1));
+  if (ctx.opset() < 7) {
+    // Legacy broadcasting: B aligned with A's dims starting at `axis` (default: the suffix,
+    // which is what numpy does anyway).
+    RETURN_IF_ERROR(ctx.CheckAttributes({"broadcast", "axis", "consumed_inputs"}));
+    ASSIGN_OR_RETURN(int64_t broadcast, ctx.AttrInt("broadcast", 0));
+    const Shape as = ctx.type(a).shape, bs = ctx.type(b).shape;
+    if (broadcast && ctx.has_attr("axis")) {
+      ASSIGN_OR_RETURN(int64_t axis, ctx.AttrInt("axis", 0));
+      if (axis < 0) axis += static_cast<int64_t>(as.size());
+      const int64_t trailing = static_cast<int64_t>(as.size()) - axis - static_cast<int64_t>(bs.size());
+      if (axis < 0 || trailing < 0) return ctx.Invalid("axis does not fit B's rank");
+      std::vector<int64_t> aligned(bs.begin(), bs.end());
+      aligned.insert(aligned.end(), static_cast<size_t>(trailing), 1);
+      ASSIGN_OR_RETURN(b, ctx.Emit("reshape", {b}, {{"shape", aligned}}));
+    } else if (!broadcast && as != bs) {
+      return ctx.Invalid("inputs of different shapes need broadcast=1 before opset 7");
+    }
+  } else {
+    RETURN_IF_ERROR(ctx.CheckAttributes({}));
+  }
   if (ctx.type(a).dtype != ctx.type(b).dtype) {
     return ctx.Invalid("inputs have different dtypes (" + std::string(DTypeName(ctx.type(a).dtype)) + ", " +
                        std::string(DTypeName(ctx.type(b).dtype)) + ")");
@@ -207,7 +226,15 @@ Status Dropout(NodeContext& ctx) {
   if (ctx.has_input(2)) {
     const Tensor* training = ctx.input_constant(2);
     if (!training) return ctx.Unsupported("training_mode computed at run time");
-    if (training->num_elements() != 1 || training->data()[0] != 0) return ctx.Unsupported("training_mode = true");
+    // Training drops elements at random, which no two operators could agree on; only a
+    // ratio of 0 (nothing dropped) is deterministic.
+    if (training->num_elements() != 1 || training->data()[0] != 0) {
+      double ratio = 0.5;
+      if (ctx.has_input(1)) {
+        ASSIGN_OR_RETURN(ratio, ctx.ConstantScalar(1, "ratio"));
+      }
+      if (ratio != 0.0) return ctx.Unsupported("training_mode = true (random dropout)");
+    }
   }
   ASSIGN_OR_RETURN(ValueId y, ctx.Emit("identity", {x}));
   ctx.SetOutput(0, y);

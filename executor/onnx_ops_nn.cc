@@ -49,7 +49,8 @@ Status MatMul(NodeContext& ctx) {
 // alpha * op(A) @ op(B) + beta * C, evaluated as written: the matmul's fma chain, then one
 // multiply by alpha (skipped when alpha is 1), then one add of beta * C.
 Status Gemm(NodeContext& ctx) {
-  RETURN_IF_ERROR(ctx.CheckAttributes({"alpha", "beta", "transA", "transB"}));
+  // `broadcast` (before opset 7) only allowed C to broadcast, which `add` does anyway.
+  RETURN_IF_ERROR(ctx.CheckAttributes({"alpha", "beta", "transA", "transB", "broadcast"}));
   ASSIGN_OR_RETURN(float alpha, ctx.AttrFloat("alpha", 1.0f));
   ASSIGN_OR_RETURN(float beta, ctx.AttrFloat("beta", 1.0f));
   ASSIGN_OR_RETURN(int64_t trans_a, ctx.AttrInt("transA", 0));
@@ -130,6 +131,208 @@ Window As2D(const Window& w) {
 
 Ints ConsensorPads(const Window& w) { return {w.pads[0], w.pads[1], w.pads[2], w.pads[3]}; }
 
+// --- 3-D windows: the depth window is gathered, the H/W window runs as a 2-D op ---
+
+// The H/W part of a 3-D window.
+Window HW2D(const Window& w) {
+  return Window{{w.kernel[1], w.kernel[2]}, {w.strides[1], w.strides[2]}, {w.dilations[1], w.dilations[2]},
+                {w.pads[1], w.pads[2], w.pads[4], w.pads[5]}};
+}
+
+// x [N,C,D,H,W] -> depth padded with `pad_value` (only the depth pads) -> one gather on
+// axis 2 of the depth positions od*sd + kd*dd, od-major -> [N,C,OD*KD,H,W]. Sets *od.
+StatusOr<ValueId> GatherDepthWindows(NodeContext& ctx, ValueId x, const Window& win, float pad_value, int64_t* od) {
+  const Shape xs = ctx.type(x).shape;
+  const int64_t kd = win.kernel[0], sd = win.strides[0], dd = win.dilations[0];
+  const int64_t padded = xs[2] + win.pads[0] + win.pads[3];
+  const int64_t span = (kd - 1) * dd + 1;
+  if (padded < span) return ctx.Invalid("the depth window is larger than the padded input");
+  *od = (padded - span) / sd + 1;
+  if (win.pads[0] != 0 || win.pads[3] != 0) {
+    ASSIGN_OR_RETURN(x, ctx.Emit("pad", {x}, {{"pads", Ints{0, 0, win.pads[0], 0, 0, 0, 0, win.pads[3], 0, 0}},
+                                             {"value", pad_value}}));
+  }
+  Ints positions;
+  positions.reserve(static_cast<size_t>(*od * kd));
+  for (int64_t o = 0; o < *od; ++o) {
+    for (int64_t k = 0; k < kd; ++k) positions.push_back(o * sd + k * dd);
+  }
+  return ctx.Emit("gather", {x, ctx.Constant(Int64Vector(positions))}, {{"axis", int64_t{2}}});
+}
+
+// 3-D Conv as one conv2d: the gathered depth slices [N,C,OD*KD,H,W] become
+// [N*OD, C*KD, H, W] (channel index c*KD + kd, so each group's channels stay contiguous) and
+// W [F, C/g, KD, KH, KW] becomes [F, (C/g)*KD, KH, KW]. Each output element is therefore the
+// conv2d fma chain over (c, kd, kh, kw) in this nesting order, depth padding taking part as
+// +0.0 terms like conv2d's own padding; then the bias add.
+StatusOr<ValueId> Conv3D(NodeContext& ctx, ValueId x, ValueId w, const Window& win, int64_t group) {
+  const Shape xs = ctx.type(x).shape;
+  const Shape ws = ctx.type(w).shape;
+  const int64_t n = xs[0], c = xs[1], h = xs[3], wd = xs[4];
+  const int64_t f = ws[0], kd = ws[2];
+  if (group < 1 || c % group != 0 || ws[1] != c / group || f % group != 0) {
+    return ctx.Invalid("channels of X and W do not match the group");
+  }
+  int64_t od = 0;
+  ASSIGN_OR_RETURN(ValueId g, GatherDepthWindows(ctx, x, win, 0.0f, &od));
+  ASSIGN_OR_RETURN(g, Reshape(ctx, g, {n, c, od, kd, h, wd}));
+  ASSIGN_OR_RETURN(g, ctx.Emit("transpose", {g}, {{"perm", Ints{0, 2, 1, 3, 4, 5}}}));
+  ASSIGN_OR_RETURN(g, Reshape(ctx, g, {n * od, c * kd, h, wd}));
+  ASSIGN_OR_RETURN(ValueId w2, Reshape(ctx, w, {f, ws[1] * kd, ws[3], ws[4]}));
+  std::vector<ValueId> inputs = {g, w2};
+  if (ctx.has_input(2)) inputs.push_back(ctx.input(2));
+  const Window hw = HW2D(win);
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("conv2d", inputs,
+                                       {{"strides", hw.strides}, {"pads", ConsensorPads(hw)},
+                                        {"dilations", hw.dilations}, {"group", group}}));
+  const Shape ys = ctx.type(y).shape;  // [N*OD, F, OH, OW]
+  ASSIGN_OR_RETURN(y, Reshape(ctx, y, {n, od, f, ys[2], ys[3]}));
+  return ctx.Emit("transpose", {y}, {{"perm", Ints{0, 2, 1, 3, 4}}});
+}
+
+// 3-D MaxPool: depth padded with -inf and gathered, max_pool2d over H/W on every
+// [N, C*OD*KD] slice, then reduce_max over KD. 3-D AveragePool: depth padded with zeros and
+// gathered; the H/W window sums come from a depthwise conv2d with an all-ones kernel (an fma
+// with 1 is an exact add, so each sum is +0.0 then the (kh, kw) terms in row-major order,
+// H/W padding adding +0.0), then reduce_sum over KD (csum in kd order), then one division
+// by a constant count: the in-input positions of the window, or the full window size with
+// count_include_pad.
+StatusOr<ValueId> Pool3D(NodeContext& ctx, ValueId x, const Window& win, bool is_max, int64_t count_include_pad) {
+  const Shape xs = ctx.type(x).shape;
+  const int64_t n = xs[0], c = xs[1], h = xs[3], wd = xs[4];
+  const int64_t kd = win.kernel[0];
+  int64_t od = 0;
+  const float pad_value = is_max ? -std::numeric_limits<float>::infinity() : 0.0f;
+  ASSIGN_OR_RETURN(ValueId g, GatherDepthWindows(ctx, x, win, pad_value, &od));
+  const int64_t slices = c * od * kd;
+  ASSIGN_OR_RETURN(g, Reshape(ctx, g, {n, slices, h, wd}));
+  const Window hw = HW2D(win);
+  ValueId y;
+  if (is_max) {
+    ASSIGN_OR_RETURN(y, ctx.Emit("max_pool2d", {g},
+                                 {{"kernel", hw.kernel}, {"strides", hw.strides}, {"pads", ConsensorPads(hw)},
+                                  {"dilations", hw.dilations}}));
+  } else {
+    const int64_t kh = hw.kernel[0], kw = hw.kernel[1];
+    ValueId ones = ctx.Constant(Tensor::FromVector<float>(
+        DType::kF32, {slices, 1, kh, kw}, std::vector<float>(static_cast<size_t>(slices * kh * kw), 1.0f)));
+    ASSIGN_OR_RETURN(y, ctx.Emit("conv2d", {g, ones},
+                                 {{"strides", hw.strides}, {"pads", ConsensorPads(hw)},
+                                  {"dilations", hw.dilations}, {"group", slices}}));
+  }
+  const Shape ys = ctx.type(y).shape;  // [N, C*OD*KD, OH, OW]
+  const int64_t oh = ys[2], ow = ys[3];
+  ASSIGN_OR_RETURN(y, Reshape(ctx, y, {n, c, od, kd, oh, ow}));
+  Attributes reduce = {{"axes", Ints{3}}, {"keepdims", int64_t{0}}};
+  ASSIGN_OR_RETURN(y, ctx.Emit(is_max ? "reduce_max" : "reduce_sum", {y}, reduce));
+  if (is_max) return y;
+  // Divisor per output position: the product over the three dims of the in-input taps.
+  const Ints outs = {od, oh, ow};
+  std::vector<Ints> taps(3);
+  for (int i = 0; i < 3; ++i) {
+    for (int64_t o = 0; o < outs[i]; ++o) {
+      int64_t count = 0;
+      for (int64_t k = 0; k < win.kernel[i]; ++k) {
+        const int64_t pos = o * win.strides[i] - win.pads[i] + k * win.dilations[i];
+        if (count_include_pad || (pos >= 0 && pos < xs[2 + i])) ++count;
+      }
+      taps[i].push_back(count);
+    }
+  }
+  std::vector<float> counts;
+  counts.reserve(static_cast<size_t>(od * oh * ow));
+  for (int64_t a : taps[0]) {
+    for (int64_t b : taps[1]) {
+      for (int64_t e : taps[2]) counts.push_back(static_cast<float>(a * b * e));
+    }
+  }
+  ValueId divisor = ctx.Constant(Tensor::FromVector<float>(DType::kF32, {od, oh, ow}, counts));
+  return ctx.Emit("div", {y, divisor});
+}
+
+// MaxPool's Indices for any number of spatial dims, from the ceil-adjusted window. X becomes
+// [N*C, S] (S spatial positions); one gather with a constant index list lays out every
+// window's K positions [N*C, P*K] (a position in the padding is replaced by the window's
+// first in-input position, so no padding is needed and the chosen element never changes);
+// argmax over K (first maximum, NaN largest) gives the window-local k; a constant table maps
+// p*K + k to the spatial index (row-major, or column-major for storage_order 1), and the
+// constant (n*C + c)*S is added.
+StatusOr<ValueId> MaxPoolIndices(NodeContext& ctx, ValueId x, const Window& win, int64_t storage_order) {
+  const Shape xs = ctx.type(x).shape;
+  const size_t spatial = win.kernel.size();
+  const int64_t nc = xs[0] * xs[1];
+  int64_t s_total = 1, k_total = 1, p_total = 1;
+  Ints outs(spatial), row_stride(spatial), col_stride(spatial);
+  for (size_t i = 0; i < spatial; ++i) {
+    const int64_t span = (win.kernel[i] - 1) * win.dilations[i] + 1;
+    const int64_t padded = xs[2 + i] + win.pads[i] + win.pads[i + spatial];
+    if (padded < span) return ctx.Invalid("the window is larger than the padded input");
+    outs[i] = (padded - span) / win.strides[i] + 1;
+    col_stride[i] = s_total;
+    s_total *= xs[2 + i];
+    k_total *= win.kernel[i];
+    p_total *= outs[i];
+  }
+  for (size_t i = spatial; i-- > 0;) row_stride[i] = i + 1 == spatial ? 1 : row_stride[i + 1] * xs[3 + i];
+  if (p_total * k_total > (int64_t{1} << 28)) return ctx.Unsupported("output Indices for this many window positions");
+  Ints gather_idx, table;
+  gather_idx.reserve(static_cast<size_t>(p_total * k_total));
+  table.reserve(static_cast<size_t>(p_total * k_total));
+  Ints o(spatial, 0), coord(spatial);
+  for (int64_t p = 0; p < p_total; ++p) {
+    const size_t start = gather_idx.size();
+    int64_t first_row = -1, first_col = -1;
+    Ints k(spatial, 0);
+    for (int64_t kk = 0; kk < k_total; ++kk) {
+      bool inside = true;
+      int64_t row = 0, col = 0;
+      for (size_t i = 0; i < spatial; ++i) {
+        const int64_t pos = o[i] * win.strides[i] - win.pads[i] + k[i] * win.dilations[i];
+        if (pos < 0 || pos >= xs[2 + i]) inside = false;
+        row += pos * row_stride[i];
+        col += pos * col_stride[i];
+      }
+      if (inside && first_row < 0) {
+        first_row = row;
+        first_col = col;
+      }
+      gather_idx.push_back(inside ? row : -1);
+      table.push_back(inside ? (storage_order ? col : row) : -1);
+      for (size_t i = spatial; i-- > 0;) {  // next k, row-major
+        if (++k[i] < win.kernel[i]) break;
+        k[i] = 0;
+      }
+    }
+    if (first_row < 0) return ctx.Unsupported("output Indices with a window entirely in the padding");
+    for (size_t j = start; j < gather_idx.size(); ++j) {
+      if (gather_idx[j] < 0) {
+        gather_idx[j] = first_row;
+        table[j] = storage_order ? first_col : first_row;
+      }
+    }
+    for (size_t i = spatial; i-- > 0;) {  // next output position, row-major
+      if (++o[i] < outs[i]) break;
+      o[i] = 0;
+    }
+  }
+  ASSIGN_OR_RETURN(ValueId flat, Reshape(ctx, x, {nc, s_total}));
+  ASSIGN_OR_RETURN(ValueId windows,
+                   ctx.Emit("gather", {flat, ctx.Constant(Int64Vector(gather_idx))}, {{"axis", int64_t{1}}}));
+  ASSIGN_OR_RETURN(windows, Reshape(ctx, windows, {nc, p_total, k_total}));
+  ASSIGN_OR_RETURN(ValueId local, ctx.Emit("argmax", {windows}, {{"axis", int64_t{2}}, {"keepdims", int64_t{0}}}));
+  Ints window_base(static_cast<size_t>(p_total));
+  for (int64_t p = 0; p < p_total; ++p) window_base[p] = p * k_total;
+  ASSIGN_OR_RETURN(ValueId slot, ctx.Emit("add", {local, ctx.Constant(Int64Vector(window_base))}));
+  ASSIGN_OR_RETURN(ValueId idx, ctx.Emit("gather", {ctx.Constant(Int64Vector(table)), slot}, {{"axis", int64_t{0}}}));
+  Ints plane_base(static_cast<size_t>(nc));
+  for (int64_t i = 0; i < nc; ++i) plane_base[i] = i * s_total;
+  ValueId planes = ctx.Constant(Tensor::FromVector<int64_t>(DType::kI64, {nc, 1}, plane_base));
+  ASSIGN_OR_RETURN(idx, ctx.Emit("add", {idx, planes}));
+  Shape out_shape = {xs[0], xs[1]};
+  out_shape.insert(out_shape.end(), outs.begin(), outs.end());
+  return Reshape(ctx, idx, out_shape);
+}
+
 Status Conv(NodeContext& ctx) {
   RETURN_IF_ERROR(ctx.CheckAttributes({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
@@ -139,12 +342,13 @@ Status Conv(NodeContext& ctx) {
   const Shape xs = ctx.type(x).shape;
   const Shape ws = ctx.type(w).shape;
   if (xs.size() != ws.size() || xs.size() < 3) return ctx.Invalid("X and W must have the same rank, at least 3");
-  if (xs.size() > 4) return ctx.Unsupported("attribute kernel_shape with " + std::to_string(xs.size() - 2) + " spatial dims");
+  if (xs.size() > 5) return ctx.Unsupported("attribute kernel_shape with " + std::to_string(xs.size() - 2) + " spatial dims");
   Ints kernel(ws.begin() + 2, ws.end());
   ASSIGN_OR_RETURN(Ints kernel_attr, ctx.AttrInts("kernel_shape", kernel));
   if (kernel_attr != kernel) return ctx.Invalid("kernel_shape does not match the weight's shape");
   ASSIGN_OR_RETURN(int64_t group, ctx.AttrInt("group", 1));
   ASSIGN_OR_RETURN(Window win, ReadWindow(ctx, xs, kernel));
+  if (xs.size() == 5) return SetResult(ctx, Conv3D(ctx, x, w, win, group));
   const bool one_d = xs.size() == 3;
   if (one_d) {
     ASSIGN_OR_RETURN(x, Reshape(ctx, x, {xs[0], xs[1], 1, xs[2]}));
@@ -172,12 +376,13 @@ Status Pool(NodeContext& ctx, bool is_max) {
     RETURN_IF_ERROR(ctx.CheckAttributes(
         {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"}));
   }
-  if (ctx.wants_output(1)) return ctx.Unsupported("output Indices");
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
   RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+  const ValueId x_in = x;
   const Shape xs = ctx.type(x).shape;
   if (xs.size() < 3) return ctx.Invalid("X must have rank 3 or more");
-  if (xs.size() > 4) return ctx.Unsupported("attribute kernel_shape with " + std::to_string(xs.size() - 2) + " spatial dims");
+  ASSIGN_OR_RETURN(int64_t storage_order, ctx.AttrInt("storage_order", 0));
+  if (xs.size() > 5) return ctx.Unsupported("attribute kernel_shape with " + std::to_string(xs.size() - 2) + " spatial dims");
   ASSIGN_OR_RETURN(Ints kernel, ctx.AttrInts("kernel_shape", {}));
   if (kernel.size() != xs.size() - 2) return ctx.Invalid("kernel_shape must have one value per spatial dim");
   ASSIGN_OR_RETURN(int64_t ceil_mode, ctx.AttrInt("ceil_mode", 0));
@@ -196,20 +401,31 @@ Status Pool(NodeContext& ctx, bool is_max) {
       win.pads[i + spatial] += (out - 1) * win.strides[i] + span - padded;
     }
   }
-  const bool one_d = spatial == 1;
-  if (one_d) {
-    ASSIGN_OR_RETURN(x, Reshape(ctx, x, {xs[0], xs[1], 1, xs[2]}));
-    win = As2D(win);
-  }
-  Attributes attrs = {{"kernel", win.kernel}, {"strides", win.strides}, {"pads", ConsensorPads(win)},
-                      {"dilations", win.dilations}};
-  if (!is_max) attrs["count_include_pad"] = count_include_pad;
-  ASSIGN_OR_RETURN(ValueId y, ctx.Emit(is_max ? "max_pool2d" : "avg_pool2d", {x}, attrs));
-  if (one_d) {
-    Shape ys = ctx.type(y).shape;
-    ASSIGN_OR_RETURN(y, Reshape(ctx, y, {ys[0], ys[1], ys[3]}));
+  const Window nd_win = win;  // after the ceil_mode padding; Indices use it
+  ValueId y;
+  if (spatial == 3) {
+    ASSIGN_OR_RETURN(y, Pool3D(ctx, x, win, is_max, count_include_pad));
+  } else {
+    const bool one_d = spatial == 1;
+    if (one_d) {
+      ASSIGN_OR_RETURN(x, Reshape(ctx, x, {xs[0], xs[1], 1, xs[2]}));
+      win = As2D(win);
+    }
+    Attributes attrs = {{"kernel", win.kernel}, {"strides", win.strides}, {"pads", ConsensorPads(win)},
+                        {"dilations", win.dilations}};
+    if (!is_max) attrs["count_include_pad"] = count_include_pad;
+    ASSIGN_OR_RETURN(y, ctx.Emit(is_max ? "max_pool2d" : "avg_pool2d", {x}, attrs));
+    if (one_d) {
+      Shape ys = ctx.type(y).shape;
+      ASSIGN_OR_RETURN(y, Reshape(ctx, y, {ys[0], ys[1], ys[3]}));
+    }
   }
   ctx.SetOutput(0, y);
+  if (is_max && ctx.wants_output(1)) {
+    if (storage_order != 0 && storage_order != 1) return ctx.Invalid("storage_order must be 0 or 1");
+    ASSIGN_OR_RETURN(ValueId indices, MaxPoolIndices(ctx, x_in, nd_win, storage_order));
+    ctx.SetOutput(1, indices);
+  }
   return OkStatus();
 }
 

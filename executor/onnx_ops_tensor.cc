@@ -117,8 +117,11 @@ Status ConstantOp(NodeContext& ctx) {
   if (ctx.has_attr("sparse_value")) return ctx.Unsupported("attribute 'sparse_value' (sparse tensors)");
   if (ctx.has_attr("value_string")) return ctx.Unsupported("attribute 'value_string' (dtype STRING)");
   if (ctx.has_attr("value_strings")) return ctx.Unsupported("attribute 'value_strings' (dtype STRING)");
-  // NodeContext has no getter for a FLOATS attribute yet.
-  if (ctx.has_attr("value_floats")) return ctx.Unsupported("attribute 'value_floats'");
+  if (ctx.has_attr("value_floats")) {
+    ASSIGN_OR_RETURN(std::vector<float> v, ctx.AttrFloats("value_floats", {}));
+    ctx.SetOutput(0, ctx.Constant(Tensor::FromVector<float>(DType::kF32, {static_cast<int64_t>(v.size())}, v)));
+    return OkStatus();
+  }
   if (ctx.has_attr("value_float")) {
     ASSIGN_OR_RETURN(float v, ctx.AttrFloat("value_float", 0.0f));
     ctx.SetOutput(0, ctx.Constant(Tensor::FromVector<float>(DType::kF32, {}, {v})));
