@@ -397,8 +397,13 @@ Status Pool(NodeContext& ctx, bool is_max) {
       const int64_t span = (kernel[i] - 1) * win.dilations[i] + 1;
       const int64_t padded = xs[2 + i] + win.pads[i] + win.pads[i + spatial];
       if (padded < span) continue;
-      const int64_t out = (padded - span + win.strides[i] - 1) / win.strides[i] + 1;
-      win.pads[i + spatial] += (out - 1) * win.strides[i] + span - padded;
+      int64_t out = (padded - span + win.strides[i] - 1) / win.strides[i] + 1;
+      // As PyTorch (and later ONNX specs): a last window that would start in the end padding
+      // is dropped, so models exported with ceil_mode keep their shapes.
+      if ((out - 1) * win.strides[i] >= xs[2 + i] + win.pads[i]) --out;
+      const int64_t extra = (out - 1) * win.strides[i] + span - padded;  // < 0 only when a window is dropped
+      if (win.pads[i + spatial] + extra < 0) return ctx.Unsupported("attribute ceil_mode with pads over the kernel size");
+      win.pads[i + spatial] += extra;
     }
   }
   const Window nd_win = win;  // after the ceil_mode padding; Indices use it
@@ -440,7 +445,68 @@ Status GlobalPool(NodeContext& ctx, std::string_view reduce_op) {
   return SetResult(ctx, ctx.Emit(reduce_op, {x}, {{"axes", axes}, {"keepdims", int64_t{1}}}));
 }
 
-// --- BatchNormalization (inference) ---
+// --- BatchNormalization ---
+
+// training_mode = 1 (opset 14+): the statistics of the batch, over every axis but 1.
+// mean = reduce_mean(x); d = x - mean; var = reduce_mean(d * d) (population variance);
+// y = d * (scale / sqrt(var + epsilon)) + bias. The optional outputs are
+// running_mean = input_mean * momentum + mean * (1 - momentum), running_var likewise with var.
+Status BatchNormalizationTraining(NodeContext& ctx) {
+  if (ctx.opset() < 14) return ctx.Unsupported("training before opset 14");
+  ASSIGN_OR_RETURN(float epsilon, ctx.AttrFloat("epsilon", 1e-5f));
+  ASSIGN_OR_RETURN(float momentum, ctx.AttrFloat("momentum", 0.9f));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+  const Shape xs = ctx.type(x).shape;
+  if (xs.size() < 2) return ctx.Invalid("X must have rank 2 or more");
+  const int64_t c = xs[1];
+  Shape per_channel = {c};
+  for (size_t i = 2; i < xs.size(); ++i) per_channel.push_back(1);
+  ValueId params[4];
+  const char* names[] = {"scale", "B", "input_mean", "input_var"};
+  for (int i = 0; i < 4; ++i) {
+    ASSIGN_OR_RETURN(params[i], ctx.RequiredInput(i + 1));
+    RETURN_IF_ERROR(RequireF32(ctx, params[i], names[i]));
+    if (ctx.type(params[i]).shape != Shape{c}) return ctx.Invalid(std::string(names[i]) + " must have shape [C]");
+  }
+  Ints axes = {0};
+  for (int64_t i = 2; i < static_cast<int64_t>(xs.size()); ++i) axes.push_back(i);
+  Attributes reduce = {{"axes", axes}, {"keepdims", int64_t{0}}};
+  ASSIGN_OR_RETURN(ValueId mean, ctx.Emit("reduce_mean", {x}, reduce));  // [C]
+  ASSIGN_OR_RETURN(ValueId mean_pc, Reshape(ctx, mean, per_channel));
+  ASSIGN_OR_RETURN(ValueId d, ctx.Emit("sub", {x, mean_pc}));
+  ASSIGN_OR_RETURN(ValueId d2, ctx.Emit("mul", {d, d}));
+  ASSIGN_OR_RETURN(ValueId var, ctx.Emit("reduce_mean", {d2}, reduce));  // [C]
+  ASSIGN_OR_RETURN(ValueId var_eps, ctx.Emit("add", {var, ctx.ScalarF32(epsilon)}));
+  ASSIGN_OR_RETURN(ValueId std_dev, ctx.Emit("sqrt", {var_eps}));
+  ASSIGN_OR_RETURN(ValueId factor, ctx.Emit("div", {params[0], std_dev}));
+  ASSIGN_OR_RETURN(factor, Reshape(ctx, factor, per_channel));
+  ASSIGN_OR_RETURN(ValueId bias, Reshape(ctx, params[1], per_channel));
+  ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {d, factor}));
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("add", {scaled, bias}));
+  ctx.SetOutput(0, y);
+  const float keep = momentum;
+  const float take = static_cast<float>(1.0 - static_cast<double>(momentum));
+  auto running = [&](ValueId input, ValueId current) -> StatusOr<ValueId> {
+    ASSIGN_OR_RETURN(ValueId a, ctx.Emit("mul", {input, ctx.ScalarF32(keep)}));
+    ASSIGN_OR_RETURN(ValueId b, ctx.Emit("mul", {current, ctx.ScalarF32(take)}));
+    return ctx.Emit("add", {a, b});
+  };
+  if (ctx.wants_output(1)) {
+    ASSIGN_OR_RETURN(ValueId rm, running(params[2], mean));
+    ctx.SetOutput(1, rm);
+  }
+  if (ctx.wants_output(2)) {
+    ASSIGN_OR_RETURN(ValueId rv, running(params[3], var));
+    ctx.SetOutput(2, rv);
+  }
+  for (int i = 3; i < ctx.num_outputs(); ++i) {
+    if (ctx.wants_output(i)) return ctx.Unsupported("output " + std::to_string(i));
+  }
+  return OkStatus();
+}
+
+// Inference:
 
 // y = (x - mean) * (scale / sqrt(var + epsilon)) + bias, per channel (dim 1). The factor is a
 // per-channel constant folded at import; subtracting the mean first keeps the precision
@@ -448,7 +514,7 @@ Status GlobalPool(NodeContext& ctx, std::string_view reduce_op) {
 Status BatchNormalization(NodeContext& ctx) {
   RETURN_IF_ERROR(ctx.CheckAttributes({"epsilon", "momentum", "training_mode", "spatial", "is_test", "consumed_inputs"}));
   ASSIGN_OR_RETURN(int64_t training, ctx.AttrInt("training_mode", 0));
-  if (training) return ctx.Unsupported("attribute training_mode = 1");
+  if (training) return BatchNormalizationTraining(ctx);
   ASSIGN_OR_RETURN(int64_t spatial, ctx.AttrInt("spatial", 1));
   if (!spatial) return ctx.Unsupported("attribute spatial = 0");
   for (int i = 1; i < ctx.num_outputs(); ++i) {

@@ -232,6 +232,9 @@ TestOutcome RunOneTest(const std::filesystem::path& dir, const std::string& name
   auto unsupported_or_fail = [&](const Status& s) {
     o.status = s.code() == StatusCode::kUnimplemented ? "UNSUPPORTED" : "FAIL";
     o.reason = s.message();
+    // The test's name already says which model it is.
+    const std::string prefix = "model '" + (dir / "model.onnx").string() + "': ";
+    if (o.reason.rfind(prefix, 0) == 0) o.reason = o.reason.substr(prefix.size());
     return o;
   };
   auto bytes = executor::ReadFileBytes((dir / "model.onnx").string(), int64_t{1} << 30);

@@ -259,16 +259,21 @@ TEST(OnnxImport, UnsupportedThingsAreNamed) {
   }
   {
     ModelBuilder m;
-    m.Input("x", onnx::TensorProto::FLOAT, {1, 1, 4, 4, 4});
+    m.Input("x", onnx::TensorProto::FLOAT, {1, 1, 4, 4});
     auto* n = m.Node("MaxPool", {"x"}, {"y"}, "pool3d");
     auto* a = n->add_attribute();
     a->set_name("kernel_shape");
     a->set_type(onnx::AttributeProto::INTS);
-    for (int i = 0; i < 3; ++i) a->add_ints(2);
+    for (int i = 0; i < 2; ++i) a->add_ints(2);
+    auto* pad = n->add_attribute();
+    pad->set_name("auto_pad");
+    pad->set_type(onnx::AttributeProto::STRING);
+    pad->set_s("SIDEWAYS");
     m.Output("y");
     auto r = ImportOnnx(m.Bytes(), {});
     ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.status().message().find("kernel_shape"), std::string::npos) << r.status().message();
+    EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(r.status().message().find("auto_pad 'SIDEWAYS'"), std::string::npos) << r.status().message();
     EXPECT_NE(r.status().message().find("'pool3d' (MaxPool)"), std::string::npos) << r.status().message();
   }
   {
