@@ -1,5 +1,7 @@
 #include "common/npy.h"
 
+#include "common/text.h"
+
 #include "common/sha256.h"
 
 #include <fcntl.h>
@@ -51,23 +53,6 @@ std::string_view WriteDescr(DType t) {
   }
 }
 
-// Printable form of untrusted text for error messages: bounded length, non-printables escaped.
-std::string Printable(std::string_view s, size_t max_len = 40) {
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < max_len; ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  if (s.size() > max_len) out += "...";
-  return out;
-}
 
 StatusOr<DType> DTypeFromDescr(std::string_view descr) {
   for (const DescrInfo& d : kAcceptedDescrs) {

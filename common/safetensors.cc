@@ -1,5 +1,7 @@
 #include "common/safetensors.h"
 
+#include "common/text.h"
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -40,25 +42,8 @@ constexpr std::string_view kUnsupported[] = {
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-// Printable form of untrusted text for error messages: bounded length, non-printables escaped.
-std::string Printable(std::string_view s, size_t max_len = 64) {
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < max_len; ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  if (s.size() > max_len) out += "...";
-  return out;
-}
 
-std::string Quoted(std::string_view s) { return "'" + Printable(s) + "'"; }
+std::string Quoted(std::string_view s) { return "'" + Printable(s, 64) + "'"; }
 std::string TensorLabel(std::string_view name) { return "tensor " + Quoted(name); }
 
 Status Invalid(const std::string& what) { return InvalidArgument("invalid safetensors file: " + what); }

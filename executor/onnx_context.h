@@ -116,6 +116,12 @@ StatusOr<DType> DTypeFromOnnx(int32_t onnx_type, std::string_view what);
 StatusOr<int64_t> NormalizeAxis(const NodeContext& ctx, int64_t axis, int64_t rank, std::string_view what);
 // A constant i64 tensor of shape [n].
 Tensor Int64Vector(const std::vector<int64_t>& values);
+// Sets output 0 to `v`, or returns its error.
+Status SetResult(NodeContext& ctx, StatusOr<ValueId> v);
+// Consensor's f32-only ops refuse other dtypes as UNIMPLEMENTED "unsupported dtype ...".
+Status RequireF32(const NodeContext& ctx, ValueId v, std::string_view role);
+// A `reshape` unless the shape is already right (keeps the graph small; same value).
+StatusOr<ValueId> ReshapeTo(NodeContext& ctx, ValueId v, const Shape& shape);
 // Reads an integer tensor (i32/i64) as int64 values.
 StatusOr<std::vector<int64_t>> TensorToInts(const Tensor& t);
 StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& proto, const Limits& limits);

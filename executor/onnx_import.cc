@@ -146,6 +146,25 @@ StatusOr<std::vector<int64_t>> TensorToInts(const Tensor& t) {
   return out;
 }
 
+Status SetResult(NodeContext& ctx, StatusOr<ValueId> v) {
+  if (!v.ok()) return v.status();
+  ctx.SetOutput(0, *v);
+  return OkStatus();
+}
+
+Status RequireF32(const NodeContext& ctx, ValueId v, std::string_view role) {
+  const DType d = ctx.type(v).dtype;
+  if (d != DType::kF32) {
+    return ctx.Unsupported("dtype " + std::string(DTypeName(d)) + " for " + std::string(role) + " (needs float)");
+  }
+  return OkStatus();
+}
+
+StatusOr<ValueId> ReshapeTo(NodeContext& ctx, ValueId v, const Shape& shape) {
+  if (ctx.type(v).shape == shape) return v;
+  return ctx.Emit("reshape", {v}, {{"shape", std::vector<int64_t>(shape.begin(), shape.end())}});
+}
+
 StatusOr<int64_t> NormalizeAxis(const NodeContext& ctx, int64_t axis, int64_t rank, std::string_view what) {
   int64_t a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a >= std::max<int64_t>(rank, 1)) {

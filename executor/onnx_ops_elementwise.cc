@@ -11,21 +11,6 @@ namespace consensor::executor::onnx_import {
 
 namespace {
 
-Status SetResult(NodeContext& ctx, StatusOr<ValueId> v) {
-  if (!v.ok()) return v.status();
-  ctx.SetOutput(0, *v);
-  return OkStatus();
-}
-
-// Consensor's f32-only ops refuse other dtypes with a message that says "dtype".
-Status RequireF32(const NodeContext& ctx, ValueId v, std::string_view role) {
-  DType d = ctx.type(v).dtype;
-  if (d != DType::kF32) {
-    return ctx.Unsupported("dtype " + std::string(DTypeName(d)) + " for " + std::string(role) + " (needs float)");
-  }
-  return OkStatus();
-}
-
 Status Unary(NodeContext& ctx, std::string_view op, bool f32_only) {
   RETURN_IF_ERROR(ctx.CheckAttributes({}));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));

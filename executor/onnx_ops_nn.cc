@@ -14,26 +14,7 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-Status SetResult(NodeContext& ctx, StatusOr<ValueId> v) {
-  if (!v.ok()) return v.status();
-  ctx.SetOutput(0, *v);
-  return OkStatus();
-}
-
-Status RequireF32(const NodeContext& ctx, ValueId v, std::string_view role) {
-  DType d = ctx.type(v).dtype;
-  if (d != DType::kF32) {
-    return ctx.Unsupported("dtype " + std::string(DTypeName(d)) + " for " + std::string(role) + " (needs float)");
-  }
-  return OkStatus();
-}
-
 int64_t Rank(const NodeContext& ctx, ValueId v) { return static_cast<int64_t>(ctx.type(v).shape.size()); }
-
-StatusOr<ValueId> Reshape(NodeContext& ctx, ValueId v, const Shape& shape) {
-  if (ctx.type(v).shape == shape) return v;
-  return ctx.Emit("reshape", {v}, {{"shape", Ints(shape.begin(), shape.end())}});
-}
 
 // --- MatMul, Gemm ---
 
@@ -175,10 +156,10 @@ StatusOr<ValueId> Conv3D(NodeContext& ctx, ValueId x, ValueId w, const Window& w
   }
   int64_t od = 0;
   ASSIGN_OR_RETURN(ValueId g, GatherDepthWindows(ctx, x, win, 0.0f, &od));
-  ASSIGN_OR_RETURN(g, Reshape(ctx, g, {n, c, od, kd, h, wd}));
+  ASSIGN_OR_RETURN(g, ReshapeTo(ctx, g, {n, c, od, kd, h, wd}));
   ASSIGN_OR_RETURN(g, ctx.Emit("transpose", {g}, {{"perm", Ints{0, 2, 1, 3, 4, 5}}}));
-  ASSIGN_OR_RETURN(g, Reshape(ctx, g, {n * od, c * kd, h, wd}));
-  ASSIGN_OR_RETURN(ValueId w2, Reshape(ctx, w, {f, ws[1] * kd, ws[3], ws[4]}));
+  ASSIGN_OR_RETURN(g, ReshapeTo(ctx, g, {n * od, c * kd, h, wd}));
+  ASSIGN_OR_RETURN(ValueId w2, ReshapeTo(ctx, w, {f, ws[1] * kd, ws[3], ws[4]}));
   std::vector<ValueId> inputs = {g, w2};
   if (ctx.has_input(2)) inputs.push_back(ctx.input(2));
   const Window hw = HW2D(win);
@@ -186,7 +167,7 @@ StatusOr<ValueId> Conv3D(NodeContext& ctx, ValueId x, ValueId w, const Window& w
                                        {{"strides", hw.strides}, {"pads", ConsensorPads(hw)},
                                         {"dilations", hw.dilations}, {"group", group}}));
   const Shape ys = ctx.type(y).shape;  // [N*OD, F, OH, OW]
-  ASSIGN_OR_RETURN(y, Reshape(ctx, y, {n, od, f, ys[2], ys[3]}));
+  ASSIGN_OR_RETURN(y, ReshapeTo(ctx, y, {n, od, f, ys[2], ys[3]}));
   return ctx.Emit("transpose", {y}, {{"perm", Ints{0, 2, 1, 3, 4}}});
 }
 
@@ -205,7 +186,7 @@ StatusOr<ValueId> Pool3D(NodeContext& ctx, ValueId x, const Window& win, bool is
   const float pad_value = is_max ? -std::numeric_limits<float>::infinity() : 0.0f;
   ASSIGN_OR_RETURN(ValueId g, GatherDepthWindows(ctx, x, win, pad_value, &od));
   const int64_t slices = c * od * kd;
-  ASSIGN_OR_RETURN(g, Reshape(ctx, g, {n, slices, h, wd}));
+  ASSIGN_OR_RETURN(g, ReshapeTo(ctx, g, {n, slices, h, wd}));
   const Window hw = HW2D(win);
   ValueId y;
   if (is_max) {
@@ -222,7 +203,7 @@ StatusOr<ValueId> Pool3D(NodeContext& ctx, ValueId x, const Window& win, bool is
   }
   const Shape ys = ctx.type(y).shape;  // [N, C*OD*KD, OH, OW]
   const int64_t oh = ys[2], ow = ys[3];
-  ASSIGN_OR_RETURN(y, Reshape(ctx, y, {n, c, od, kd, oh, ow}));
+  ASSIGN_OR_RETURN(y, ReshapeTo(ctx, y, {n, c, od, kd, oh, ow}));
   Attributes reduce = {{"axes", Ints{3}}, {"keepdims", int64_t{0}}};
   ASSIGN_OR_RETURN(y, ctx.Emit(is_max ? "reduce_max" : "reduce_sum", {y}, reduce));
   if (is_max) return y;
@@ -315,10 +296,10 @@ StatusOr<ValueId> MaxPoolIndices(NodeContext& ctx, ValueId x, const Window& win,
       o[i] = 0;
     }
   }
-  ASSIGN_OR_RETURN(ValueId flat, Reshape(ctx, x, {nc, s_total}));
+  ASSIGN_OR_RETURN(ValueId flat, ReshapeTo(ctx, x, {nc, s_total}));
   ASSIGN_OR_RETURN(ValueId windows,
                    ctx.Emit("gather", {flat, ctx.Constant(Int64Vector(gather_idx))}, {{"axis", int64_t{1}}}));
-  ASSIGN_OR_RETURN(windows, Reshape(ctx, windows, {nc, p_total, k_total}));
+  ASSIGN_OR_RETURN(windows, ReshapeTo(ctx, windows, {nc, p_total, k_total}));
   ASSIGN_OR_RETURN(ValueId local, ctx.Emit("argmax", {windows}, {{"axis", int64_t{2}}, {"keepdims", int64_t{0}}}));
   Ints window_base(static_cast<size_t>(p_total));
   for (int64_t p = 0; p < p_total; ++p) window_base[p] = p * k_total;
@@ -330,7 +311,7 @@ StatusOr<ValueId> MaxPoolIndices(NodeContext& ctx, ValueId x, const Window& win,
   ASSIGN_OR_RETURN(idx, ctx.Emit("add", {idx, planes}));
   Shape out_shape = {xs[0], xs[1]};
   out_shape.insert(out_shape.end(), outs.begin(), outs.end());
-  return Reshape(ctx, idx, out_shape);
+  return ReshapeTo(ctx, idx, out_shape);
 }
 
 Status Conv(NodeContext& ctx) {
@@ -351,8 +332,8 @@ Status Conv(NodeContext& ctx) {
   if (xs.size() == 5) return SetResult(ctx, Conv3D(ctx, x, w, win, group));
   const bool one_d = xs.size() == 3;
   if (one_d) {
-    ASSIGN_OR_RETURN(x, Reshape(ctx, x, {xs[0], xs[1], 1, xs[2]}));
-    ASSIGN_OR_RETURN(w, Reshape(ctx, w, {ws[0], ws[1], 1, ws[2]}));
+    ASSIGN_OR_RETURN(x, ReshapeTo(ctx, x, {xs[0], xs[1], 1, xs[2]}));
+    ASSIGN_OR_RETURN(w, ReshapeTo(ctx, w, {ws[0], ws[1], 1, ws[2]}));
     win = As2D(win);
   }
   std::vector<ValueId> inputs = {x, w};
@@ -362,7 +343,7 @@ Status Conv(NodeContext& ctx) {
                                         {"dilations", win.dilations}, {"group", group}}));
   if (one_d) {
     Shape ys = ctx.type(y).shape;
-    ASSIGN_OR_RETURN(y, Reshape(ctx, y, {ys[0], ys[1], ys[3]}));
+    ASSIGN_OR_RETURN(y, ReshapeTo(ctx, y, {ys[0], ys[1], ys[3]}));
   }
   ctx.SetOutput(0, y);
   return OkStatus();
@@ -413,7 +394,7 @@ Status Pool(NodeContext& ctx, bool is_max) {
   } else {
     const bool one_d = spatial == 1;
     if (one_d) {
-      ASSIGN_OR_RETURN(x, Reshape(ctx, x, {xs[0], xs[1], 1, xs[2]}));
+      ASSIGN_OR_RETURN(x, ReshapeTo(ctx, x, {xs[0], xs[1], 1, xs[2]}));
       win = As2D(win);
     }
     Attributes attrs = {{"kernel", win.kernel}, {"strides", win.strides}, {"pads", ConsensorPads(win)},
@@ -422,7 +403,7 @@ Status Pool(NodeContext& ctx, bool is_max) {
     ASSIGN_OR_RETURN(y, ctx.Emit(is_max ? "max_pool2d" : "avg_pool2d", {x}, attrs));
     if (one_d) {
       Shape ys = ctx.type(y).shape;
-      ASSIGN_OR_RETURN(y, Reshape(ctx, y, {ys[0], ys[1], ys[3]}));
+      ASSIGN_OR_RETURN(y, ReshapeTo(ctx, y, {ys[0], ys[1], ys[3]}));
     }
   }
   ctx.SetOutput(0, y);
@@ -447,6 +428,32 @@ Status GlobalPool(NodeContext& ctx, std::string_view reduce_op) {
 
 // --- BatchNormalization ---
 
+// X and the four per-channel inputs (scale, B, input_mean, input_var), checked.
+struct BatchNormOperands {
+  ValueId x = -1;
+  Shape xs;
+  Shape per_channel;  // [C, 1, ...]: broadcasts along dim 1 of X
+  ValueId params[4] = {-1, -1, -1, -1};
+};
+
+StatusOr<BatchNormOperands> ReadBatchNormOperands(NodeContext& ctx) {
+  BatchNormOperands op;
+  ASSIGN_OR_RETURN(op.x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, op.x, "input X"));
+  op.xs = ctx.type(op.x).shape;
+  if (op.xs.size() < 2) return ctx.Invalid("X must have rank 2 or more");
+  const int64_t c = op.xs[1];
+  op.per_channel = {c};
+  for (size_t i = 2; i < op.xs.size(); ++i) op.per_channel.push_back(1);
+  const char* names[] = {"scale", "B", "input_mean", "input_var"};
+  for (int i = 0; i < 4; ++i) {
+    ASSIGN_OR_RETURN(op.params[i], ctx.RequiredInput(i + 1));
+    RETURN_IF_ERROR(RequireF32(ctx, op.params[i], names[i]));
+    if (ctx.type(op.params[i]).shape != Shape{c}) return ctx.Invalid(std::string(names[i]) + " must have shape [C]");
+  }
+  return op;
+}
+
 // training_mode = 1 (opset 14+): the statistics of the batch, over every axis but 1.
 // mean = reduce_mean(x); d = x - mean; var = reduce_mean(d * d) (population variance);
 // y = d * (scale / sqrt(var + epsilon)) + bias. The optional outputs are
@@ -455,33 +462,24 @@ Status BatchNormalizationTraining(NodeContext& ctx) {
   if (ctx.opset() < 14) return ctx.Unsupported("training before opset 14");
   ASSIGN_OR_RETURN(float epsilon, ctx.AttrFloat("epsilon", 1e-5f));
   ASSIGN_OR_RETURN(float momentum, ctx.AttrFloat("momentum", 0.9f));
-  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
-  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
-  const Shape xs = ctx.type(x).shape;
-  if (xs.size() < 2) return ctx.Invalid("X must have rank 2 or more");
-  const int64_t c = xs[1];
-  Shape per_channel = {c};
-  for (size_t i = 2; i < xs.size(); ++i) per_channel.push_back(1);
-  ValueId params[4];
-  const char* names[] = {"scale", "B", "input_mean", "input_var"};
-  for (int i = 0; i < 4; ++i) {
-    ASSIGN_OR_RETURN(params[i], ctx.RequiredInput(i + 1));
-    RETURN_IF_ERROR(RequireF32(ctx, params[i], names[i]));
-    if (ctx.type(params[i]).shape != Shape{c}) return ctx.Invalid(std::string(names[i]) + " must have shape [C]");
-  }
+  ASSIGN_OR_RETURN(BatchNormOperands op, ReadBatchNormOperands(ctx));
+  const ValueId x = op.x;
+  const Shape& xs = op.xs;
+  const Shape& per_channel = op.per_channel;
+  const ValueId* params = op.params;
   Ints axes = {0};
   for (int64_t i = 2; i < static_cast<int64_t>(xs.size()); ++i) axes.push_back(i);
   Attributes reduce = {{"axes", axes}, {"keepdims", int64_t{0}}};
   ASSIGN_OR_RETURN(ValueId mean, ctx.Emit("reduce_mean", {x}, reduce));  // [C]
-  ASSIGN_OR_RETURN(ValueId mean_pc, Reshape(ctx, mean, per_channel));
+  ASSIGN_OR_RETURN(ValueId mean_pc, ReshapeTo(ctx, mean, per_channel));
   ASSIGN_OR_RETURN(ValueId d, ctx.Emit("sub", {x, mean_pc}));
   ASSIGN_OR_RETURN(ValueId d2, ctx.Emit("mul", {d, d}));
   ASSIGN_OR_RETURN(ValueId var, ctx.Emit("reduce_mean", {d2}, reduce));  // [C]
   ASSIGN_OR_RETURN(ValueId var_eps, ctx.Emit("add", {var, ctx.ScalarF32(epsilon)}));
   ASSIGN_OR_RETURN(ValueId std_dev, ctx.Emit("sqrt", {var_eps}));
   ASSIGN_OR_RETURN(ValueId factor, ctx.Emit("div", {params[0], std_dev}));
-  ASSIGN_OR_RETURN(factor, Reshape(ctx, factor, per_channel));
-  ASSIGN_OR_RETURN(ValueId bias, Reshape(ctx, params[1], per_channel));
+  ASSIGN_OR_RETURN(factor, ReshapeTo(ctx, factor, per_channel));
+  ASSIGN_OR_RETURN(ValueId bias, ReshapeTo(ctx, params[1], per_channel));
   ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {d, factor}));
   ASSIGN_OR_RETURN(ValueId y, ctx.Emit("add", {scaled, bias}));
   ctx.SetOutput(0, y);
@@ -521,20 +519,11 @@ Status BatchNormalization(NodeContext& ctx) {
     if (ctx.wants_output(i)) return ctx.Unsupported("training outputs (running mean and variance)");
   }
   ASSIGN_OR_RETURN(float epsilon, ctx.AttrFloat("epsilon", 1e-5f));
-  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
-  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
-  const Shape xs = ctx.type(x).shape;
-  if (xs.size() < 2) return ctx.Invalid("X must have rank 2 or more");
-  const int64_t c = xs[1];
-  Shape per_channel = {c};
-  for (size_t i = 2; i < xs.size(); ++i) per_channel.push_back(1);
+  ASSIGN_OR_RETURN(BatchNormOperands op, ReadBatchNormOperands(ctx));
+  const ValueId x = op.x;
   ValueId params[4];
-  const char* names[] = {"scale", "B", "input_mean", "input_var"};
   for (int i = 0; i < 4; ++i) {
-    ASSIGN_OR_RETURN(params[i], ctx.RequiredInput(i + 1));
-    RETURN_IF_ERROR(RequireF32(ctx, params[i], names[i]));
-    if (ctx.type(params[i]).shape != Shape{c}) return ctx.Invalid(std::string(names[i]) + " must have shape [C]");
-    ASSIGN_OR_RETURN(params[i], Reshape(ctx, params[i], per_channel));
+    ASSIGN_OR_RETURN(params[i], ReshapeTo(ctx, op.params[i], op.per_channel));
   }
   ASSIGN_OR_RETURN(ValueId var_eps, ctx.Emit("add", {params[3], ctx.ScalarF32(epsilon)}));
   ASSIGN_OR_RETURN(ValueId std_dev, ctx.Emit("sqrt", {var_eps}));
@@ -560,7 +549,7 @@ StatusOr<std::pair<ValueId, int64_t>> SoftmaxOperand(NodeContext& ctx, ValueId x
   const Shape& s = ctx.type(x).shape;
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < rank; ++i) (i < axis ? outer : inner) *= s[i];
-  ASSIGN_OR_RETURN(ValueId flat, Reshape(ctx, x, {outer, inner}));
+  ASSIGN_OR_RETURN(ValueId flat, ReshapeTo(ctx, x, {outer, inner}));
   return std::make_pair(flat, int64_t{1});
 }
 
@@ -583,7 +572,7 @@ Status Softmax(NodeContext& ctx, bool log) {
     ASSIGN_OR_RETURN(ValueId ls, ctx.Emit("log", {s}));
     ASSIGN_OR_RETURN(y, ctx.Emit("sub", {d, ls}));
   }
-  return SetResult(ctx, Reshape(ctx, y, ctx.type(x).shape));
+  return SetResult(ctx, ReshapeTo(ctx, y, ctx.type(x).shape));
 }
 
 // --- LayerNormalization (opset 17) ---

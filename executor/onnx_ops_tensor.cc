@@ -22,25 +22,12 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-Status SetResult(NodeContext& ctx, StatusOr<ValueId> v) {
-  if (!v.ok()) return v.status();
-  ctx.SetOutput(0, *v);
-  return OkStatus();
-}
-
 std::string IntsStr(const Ints& v) { return ShapeToString(v); }
 
 int64_t Product(const Shape& s, size_t begin, size_t end) {
   int64_t p = 1;
   for (size_t i = begin; i < end; ++i) p *= s[i];  // dims of a valid shape: fits
   return p;
-}
-
-// Emits a reshape unless the shape is already right (keeps the graph small; the value is
-// the same either way).
-StatusOr<ValueId> ReshapeTo(NodeContext& ctx, ValueId x, const Shape& shape) {
-  if (ctx.type(x).shape == shape) return x;
-  return ctx.Emit("reshape", {x}, {{"shape", Ints(shape)}});
 }
 
 // Outputs that are a node's input unchanged still go through identity, so every ONNX

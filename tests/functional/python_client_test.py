@@ -12,7 +12,6 @@ import io
 import os
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ import time
 
 import grpc
 import numpy as np
+from tensor_hash import tensor_hash
 
 
 def generate_stubs(source_dir, out_dir):
@@ -35,17 +35,6 @@ def generate_stubs(source_dir, out_dir):
     for root, _, _ in os.walk(out_dir):
         open(os.path.join(root, "__init__.py"), "a").close()
     sys.path.insert(0, out_dir)
-
-
-def tensor_hash(array):
-    codes = {np.dtype(np.float32): 1, np.dtype(np.int32): 2, np.dtype(np.int8): 3, np.dtype(np.bool_): 4,
-             np.dtype(np.int64): 5}
-    h = hashlib.sha256(b"consensor.tensor.v1\0")
-    h.update(struct.pack("<BB", codes[array.dtype], array.ndim))
-    for d in array.shape:
-        h.update(struct.pack("<Q", d))
-    h.update(np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes())
-    return h.hexdigest()
 
 
 def npy_bytes(array):

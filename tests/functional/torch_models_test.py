@@ -18,17 +18,16 @@ variants. A truncated model.onnx must fail cleanly: exit code 1 and an "error:" 
 
 usage: /usr/bin/python3 torch_models_test.py SOURCE_DIR BINARY_DIR   (Debian's python3-torch/onnx)
 """
-import hashlib
 import json
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 
 import numpy as np
+from tensor_hash import tensor_hash
 
 VARIANTS = [
     ("threads1", ["--threads", "1"]),
@@ -46,22 +45,8 @@ RESULT_LINE = re.compile(r"^result\s+([0-9a-f]{64})\s*$")
 GRAPH_LINE = re.compile(r"^graph\s+([0-9a-f]+)\s*$")
 BACKEND_LINE = re.compile(r"^backend\s+(.*?)\s*$")
 
-DTYPE_CODES = {np.dtype(np.float32): 1, np.dtype(np.int32): 2, np.dtype(np.int8): 3, np.dtype(np.bool_): 4,
-               np.dtype(np.int64): 5}
-
-
 class Failure(Exception):
     pass
-
-
-def tensor_hash(array):
-    """The canonical tensor hash of docs/DETERMINISM.md."""
-    h = hashlib.sha256(b"consensor.tensor.v1\0")
-    h.update(struct.pack("<BB", DTYPE_CODES[array.dtype], array.ndim))
-    for d in array.shape:
-        h.update(struct.pack("<Q", d))
-    h.update(np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes())
-    return h.hexdigest()
 
 
 def file_name(output_name):
