@@ -4,6 +4,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -108,6 +109,12 @@ struct OpConverter {
 const std::vector<OpConverter>& ElementwiseConverters();
 const std::vector<OpConverter>& NnConverters();
 const std::vector<OpConverter>& TensorConverters();
+
+// Every converter by ONNX op type (the three families merged).
+const std::map<std::string, ConvertFn>& ConverterTable();
+
+// The phrase every "this input must be known at import" error carries (NeedsValueAtImport).
+inline constexpr std::string_view kComputedAtRunTime = "computed at run time";
 
 // Helpers shared by converters.
 // ONNX element type -> DType; other types are UNIMPLEMENTED ("unsupported dtype ...").

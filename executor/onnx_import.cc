@@ -128,6 +128,17 @@ StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& p, const Limits& limits
   return t;
 }
 
+const std::map<std::string, ConvertFn>& ConverterTable() {
+  static const auto* table = [] {
+    auto* t = new std::map<std::string, ConvertFn>;
+    for (const auto* family : {&ElementwiseConverters(), &NnConverters(), &TensorConverters()}) {
+      for (const OpConverter& c : *family) t->emplace(std::string(c.op_type), c.convert);
+    }
+    return t;
+  }();
+  return *table;
+}
+
 Tensor Int64Vector(const std::vector<int64_t>& values) {
   return Tensor::FromVector<int64_t>(DType::kI64, {static_cast<int64_t>(values.size())}, values);
 }
@@ -222,7 +233,6 @@ class Importer {
   int64_t opset_ = 0;
   int64_t folded_ = 0;
   std::unique_ptr<kernels::Backend> cpu_;
-  std::unordered_map<std::string, ConvertFn> converters_;
 };
 
 std::string Importer::UniqueName(const std::string& base) {
@@ -310,8 +320,9 @@ Status Importer::ImportNode(const onnx::NodeProto& node, int index) {
     return Unimplemented("unsupported op " + node.domain() + "." + node.op_type() + " in node '" + label +
                          "' (only the default ONNX domain is supported)");
   }
-  auto it = converters_.find(node.op_type());
-  if (it == converters_.end()) {
+  const auto& converters = ConverterTable();
+  auto it = converters.find(node.op_type());
+  if (it == converters.end()) {
     return Unimplemented("unsupported op " + node.op_type() + " in node '" + label +
                          "' (docs/ONNX.md lists the supported ops)");
   }
@@ -369,9 +380,6 @@ Status Importer::ExternalizeWeights(OnnxImport* out) {
 }
 
 Status Importer::Run(const onnx::ModelProto& model, OnnxImport* out) {
-  for (const auto& table : {ElementwiseConverters(), NnConverters(), TensorConverters()}) {
-    for (const OpConverter& c : table) converters_.emplace(std::string(c.op_type), c.convert);
-  }
   for (const auto& op : model.opset_import()) {
     if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = op.version();
   }
@@ -537,7 +545,7 @@ StatusOr<std::vector<int64_t>> NodeContext::ConstantInts(int i, std::string_view
   if (!has_input(i)) return Invalid(std::string(what) + " (input " + std::to_string(i) + ") is required");
   const Tensor* t = input_constant(i);
   if (!t) {
-    return Unsupported(std::string(what) + " computed at run time (input " + std::to_string(i) +
+    return Unsupported(std::string(what) + " " + std::string(kComputedAtRunTime) + " (input " + std::to_string(i) +
                        " must be known at import time)");
   }
   auto ints = TensorToInts(*t);
@@ -548,7 +556,7 @@ StatusOr<std::vector<int64_t>> NodeContext::ConstantInts(int i, std::string_view
 StatusOr<double> NodeContext::ConstantScalar(int i, std::string_view what) const {
   if (!has_input(i)) return Invalid(std::string(what) + " (input " + std::to_string(i) + ") is required");
   const Tensor* t = input_constant(i);
-  if (!t) return Unsupported(std::string(what) + " computed at run time");
+  if (!t) return Unsupported(std::string(what) + " " + std::string(kComputedAtRunTime));
   if (t->num_elements() != 1) return Invalid(std::string(what) + " must have one element");
   switch (t->dtype()) {
     case DType::kF32: return static_cast<double>(t->data_as<float>()[0]);
@@ -685,6 +693,34 @@ StatusOr<OnnxImport> ImportOnnxFile(const std::string& path, const OnnxImportOpt
   return imported;
 }
 
+bool NeedsValueAtImport(const Status& status) {
+  return status.code() == StatusCode::kUnimplemented &&
+         status.message().find(onnx_import::kComputedAtRunTime) != std::string::npos;
+}
+
+StatusOr<OnnxImportForValues> ImportOnnxForValues(std::span<const uint8_t> model,
+                                                  const std::map<std::string, Tensor>& values,
+                                                  OnnxImportOptions options) {
+  // Three tries: nothing bound, the integer inputs bound, everything bound.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    OnnxImportForValues out;
+    for (const auto& [name, t] : values) {
+      const bool bind = attempt == 2 || (attempt == 1 && t.dtype() != DType::kF32);
+      (bind ? out.bound : out.run_inputs).emplace(name, t);
+    }
+    options.input_shapes.clear();
+    for (const auto& [name, t] : out.run_inputs) options.input_shapes[name] = t.shape();
+    options.constant_inputs = out.bound;
+    auto imported = ImportOnnx(model, options);
+    if (imported.ok()) {
+      out.model = std::move(imported).value();
+      return out;
+    }
+    if (!NeedsValueAtImport(imported.status()) || attempt == 2) return imported.status();
+  }
+  return Internal("unreachable");
+}
+
 StatusOr<OnnxModelInfo> ReadOnnxModelInfo(std::span<const uint8_t> bytes) {
   ASSIGN_OR_RETURN(onnx::ModelProto model, ParseModel(bytes, (int64_t{2} << 30) - 1));
   std::set<std::string> initializers;
@@ -723,12 +759,9 @@ StatusOr<Tensor> ParseOnnxTensor(std::span<const uint8_t> bytes, const Limits& l
 }
 
 std::vector<std::string> SupportedOnnxOps() {
-  std::set<std::string> ops;
-  for (const auto& table : {onnx_import::ElementwiseConverters(), onnx_import::NnConverters(),
-                            onnx_import::TensorConverters()}) {
-    for (const auto& c : table) ops.insert(std::string(c.op_type));
-  }
-  return {ops.begin(), ops.end()};
+  std::vector<std::string> ops;
+  for (const auto& [op, convert] : onnx_import::ConverterTable()) ops.push_back(op);
+  return ops;
 }
 
 bool IsOnnxPath(const std::string& path) {

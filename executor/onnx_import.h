@@ -58,6 +58,22 @@ struct OnnxImport {
 StatusOr<OnnxImport> ImportOnnx(std::span<const uint8_t> model, const OnnxImportOptions& options);
 StatusOr<OnnxImport> ImportOnnxFile(const std::string& path, const OnnxImportOptions& options);
 
+// True for the UNIMPLEMENTED error of an input that must be known at import (it steers a
+// shape: a Reshape target, ReduceSum's axes, Range's bounds) but is a graph input.
+bool NeedsValueAtImport(const Status& status);
+
+// Imports a model that will run on known input values, as an ONNX test case does. When an
+// input must be known at import, the integer inputs are bound as constants (`constant_inputs`),
+// and if that is not enough, every input. `run_inputs` are the values still to feed.
+struct OnnxImportForValues {
+  OnnxImport model;
+  std::map<std::string, Tensor> bound;
+  std::map<std::string, Tensor> run_inputs;
+};
+StatusOr<OnnxImportForValues> ImportOnnxForValues(std::span<const uint8_t> model,
+                                                  const std::map<std::string, Tensor>& values,
+                                                  OnnxImportOptions options = {});
+
 // What a model declares, without importing it: lets a caller match .npy inputs and
 // expected outputs to names before the import.
 struct OnnxInputInfo {

@@ -210,7 +210,7 @@ Status Dropout(NodeContext& ctx) {
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
   if (ctx.has_input(2)) {
     const Tensor* training = ctx.input_constant(2);
-    if (!training) return ctx.Unsupported("training_mode computed at run time");
+    if (!training) return ctx.Unsupported("training_mode " + std::string(kComputedAtRunTime));
     // Training drops elements at random, which no two operators could agree on; only a
     // ratio of 0 (nothing dropped) is deterministic.
     if (training->num_elements() != 1 || training->data()[0] != 0) {

@@ -159,7 +159,7 @@ Status Range(NodeContext& ctx) {
   for (int i = 0; i < 3; ++i) {
     if (!ctx.has_input(i)) return ctx.Invalid(std::string(names[i]) + " (input " + std::to_string(i) + ") is required");
     t[i] = ctx.input_constant(i);
-    if (!t[i]) return ctx.Unsupported(std::string(names[i]) + " computed at run time");
+    if (!t[i]) return ctx.Unsupported(std::string(names[i]) + " " + std::string(kComputedAtRunTime));
     if (t[i]->num_elements() != 1) {
       return ctx.Invalid(std::string(names[i]) + " must be a scalar, got shape " + ShapeToString(t[i]->shape()));
     }

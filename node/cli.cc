@@ -182,21 +182,13 @@ int CmdRun(const Args& a, std::ostream& out, std::ostream& err) {
     if (!v.ok() || *v > 256) return Usage(err, "--threads must be between 1 and 256, got '" + *t + "'");
     threads = static_cast<int>(*v);
   }
-  std::map<std::string, Tensor> inputs;
+  auto input_files = ParseNamedFiles(a.All("--input"), "--input");
+  if (!input_files.ok()) return Usage(err, input_files.status().message());
   NpyLimits npy_limits;
   npy_limits.max_bytes = limits->max_total_bytes;
-  for (auto [it, end] = a.options.equal_range("--input"); it != end; ++it) {
-    const std::string& spec = it->second;
-    size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
-      return Usage(err, "--input expects NAME=FILE.npy, got '" + spec + "'");
-    }
-    std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
-    if (inputs.count(name)) return Usage(err, "input '" + name + "' is given twice");
-    auto t = ReadNpyFile(file, npy_limits);
-    if (!t.ok()) return Fail(err, t.status().WithContext("input '" + name + "' from '" + file + "'"));
-    inputs.emplace(name, std::move(t).value());
-  }
+  auto read = ReadNpyFiles(*input_files, npy_limits);
+  if (!read.ok()) return Fail(err, read.status());
+  const std::map<std::string, Tensor>& inputs = *read;
 
   auto lg = LoadAndCompile(a.positional[1], a, *limits, inputs);
   if (!lg.ok()) return Fail(err, lg.status());

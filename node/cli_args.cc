@@ -54,6 +54,21 @@ StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& raw, const ArgSpe
   return a;
 }
 
+StatusOr<std::map<std::string, std::string>> ParseNamedFiles(const std::vector<std::string>& specs,
+                                                            const std::string& flag) {
+  std::map<std::string, std::string> files;
+  for (const std::string& spec : specs) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      return InvalidArgument(flag + " expects NAME=FILE.npy, got '" + spec + "'");
+    }
+    if (!files.emplace(spec.substr(0, eq), spec.substr(eq + 1)).second) {
+      return InvalidArgument("input '" + spec.substr(0, eq) + "' is given twice");
+    }
+  }
+  return files;
+}
+
 StatusOr<int64_t> ParseIntOption(const std::string& text, const std::string& what, int64_t min, int64_t max) {
   int64_t v = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);

@@ -171,26 +171,17 @@ int CmdSubmit(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   auto timeout = Timeout(a);
   if (!timeout.ok()) return Usage(err, timeout.status().message());
   if (a.Option("--out") && !a.HasFlag("--wait")) return Usage(err, "--out needs --wait");
-  std::map<std::string, std::string> input_files;
-  for (const std::string& spec : a.All("--input")) {
-    size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
-      return Usage(err, "--input expects NAME=FILE.npy, got '" + spec + "'");
-    }
-    if (!input_files.emplace(spec.substr(0, eq), spec.substr(eq + 1)).second) {
-      return Usage(err, "input '" + spec.substr(0, eq) + "' is given twice");
-    }
-  }
+  auto parsed_inputs = ParseNamedFiles(a.All("--input"), "--input");
+  if (!parsed_inputs.ok()) return Usage(err, parsed_inputs.status().message());
+  const std::map<std::string, std::string>& input_files = *parsed_inputs;
 
   // An ONNX model is imported here, with the shapes of the inputs it will be fed.
   std::map<std::string, Shape> shapes;
   if (Status s = ParseShapeSpecs(a.All("--shape"), &shapes); !s.ok()) return Usage(err, s.message());
   if (executor::IsOnnxPath(a.positional[1])) {
-    for (const auto& [name, file] : input_files) {
-      auto t = ReadNpyFile(file, NpyLimits{});
-      if (!t.ok()) return Fail(err, t.status().WithContext("input '" + name + "' from '" + file + "'"));
-      shapes.emplace(name, t->shape());
-    }
+    auto tensors = ReadNpyFiles(input_files, NpyLimits{});
+    if (!tensors.ok()) return Fail(err, tensors.status());
+    for (const auto& [name, t] : *tensors) shapes.emplace(name, t.shape());
   }
   // The graph is uploaded in its canonical binary form, whatever the file's format.
   executor::Limits limits;

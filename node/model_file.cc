@@ -25,6 +25,17 @@ StatusOr<ModelFile> LoadModelFile(const std::string& path, const std::map<std::s
   return model;
 }
 
+StatusOr<std::map<std::string, Tensor>> ReadNpyFiles(const std::map<std::string, std::string>& files,
+                                                     const NpyLimits& limits) {
+  std::map<std::string, Tensor> tensors;
+  for (const auto& [name, file] : files) {
+    auto t = ReadNpyFile(file, limits);
+    if (!t.ok()) return t.status().WithContext("input '" + name + "' from '" + file + "'");
+    tensors.emplace(name, std::move(t).value());
+  }
+  return tensors;
+}
+
 Status ParseShapeSpecs(const std::vector<std::string>& specs, std::map<std::string, Shape>* shapes) {
   for (const std::string& spec : specs) {
     size_t eq = spec.find('=');

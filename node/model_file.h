@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/npy.h"
 #include "common/status.h"
 #include "common/tensor.h"
 #include "executor/graph.h"
@@ -29,6 +30,10 @@ struct ModelFile {
 StatusOr<ModelFile> LoadModelFile(const std::string& path, const std::map<std::string, Shape>& input_shapes,
                                   const executor::Limits& limits,
                                   const std::map<std::string, Tensor>& constant_inputs = {});
+
+// Reads each named .npy file; errors name the input and the file.
+StatusOr<std::map<std::string, Tensor>> ReadNpyFiles(const std::map<std::string, std::string>& files,
+                                                     const NpyLimits& limits);
 
 // Parses repeated `--shape NAME=D0,D1,...` values into `shapes` (later inputs do not override).
 Status ParseShapeSpecs(const std::vector<std::string>& specs, std::map<std::string, Shape>* shapes);

@@ -77,20 +77,10 @@ int Usage(std::ostream& err, const std::string& message, const char* usage) {
 
 std::string TypeString(DType dtype, const Shape& shape) { return std::string(DTypeName(dtype)) + ShapeToString(shape); }
 
-StatusOr<std::map<std::string, Tensor>> ReadInputs(const std::vector<std::string>& specs) {
-  std::map<std::string, Tensor> inputs;
-  for (const std::string& spec : specs) {
-    size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
-      return InvalidArgument("--input expects NAME=FILE.npy, got '" + spec + "'");
-    }
-    std::string name = spec.substr(0, eq), file = spec.substr(eq + 1);
-    if (inputs.count(name)) return InvalidArgument("input '" + name + "' is given twice");
-    auto t = ReadNpyFile(file, NpyLimits{});
-    if (!t.ok()) return t.status().WithContext("input '" + name + "' from '" + file + "'");
-    inputs.emplace(name, std::move(t).value());
-  }
-  return inputs;
+// Reads repeated `flag NAME=FILE.npy` values.
+StatusOr<std::map<std::string, Tensor>> ReadInputs(const ParsedArgs& a, const std::string& flag) {
+  ASSIGN_OR_RETURN(auto files, ParseNamedFiles(a.All(flag), flag));
+  return ReadNpyFiles(files, NpyLimits{});
 }
 
 }  // namespace
@@ -118,14 +108,14 @@ int RunImportCommand(const std::vector<std::string>& raw, std::ostream& out, std
   if (Status s = ParseShapeSpecs(a.All("--shape"), &options.input_shapes); !s.ok()) {
     return Usage(err, s.message(), kImportUsage);
   }
-  auto inputs = ReadInputs(a.All("--input"));
+  auto inputs = ReadInputs(a, "--input");
   if (!inputs.ok()) return Fail(err, inputs.status());
   for (const auto& [name, t] : *inputs) {
     if (!options.input_shapes.emplace(name, t.shape()).second) {
       return Usage(err, "input '" + name + "' has both --shape and --input", kImportUsage);
     }
   }
-  auto bound = ReadInputs(a.All("--bind"));
+  auto bound = ReadInputs(a, "--bind");
   if (!bound.ok()) return Fail(err, bound.status());
   options.constant_inputs = std::move(bound).value();
   if (auto v = a.Option("--inline-max")) {
@@ -264,7 +254,6 @@ TestOutcome RunOneTest(const std::filesystem::path& dir, const std::string& name
   if (!backend.ok()) return unsupported_or_fail(backend.status());
   std::map<std::string, Shape> imported_shapes;
   std::map<std::string, Tensor> bound;  // inputs bound as constants at import
-  std::optional<ModelFile> model;
   std::optional<executor::Program> program;
   for (const auto& set : sets) {
     std::map<std::string, Tensor> inputs;
@@ -285,27 +274,15 @@ TestOutcome RunOneTest(const std::filesystem::path& dir, const std::string& name
     if (expected.size() > info->outputs.size()) {
       return unsupported_or_fail(InvalidArgument("more output files than model outputs"));
     }
-    if (!model || shapes != imported_shapes) {
-      bound.clear();
-      auto loaded = LoadModelFile((dir / "model.onnx").string(), shapes, executor::Limits{});
-      if (!loaded.ok() && loaded.status().message().find("computed at run time") != std::string::npos) {
-        // Consensor needs shapes before a task runs, so inputs that steer them (a Reshape's
-        // target, ReduceSum's axes) are bound at import, as `consensor import --bind` does.
-        std::map<std::string, Shape> rest;
-        for (auto& [name, t] : inputs) {
-          if (t.dtype() == DType::kF32) rest[name] = t.shape();
-          else bound.emplace(name, t);
-        }
-        loaded = LoadModelFile((dir / "model.onnx").string(), rest, executor::Limits{}, bound);
-        if (!loaded.ok() && loaded.status().message().find("computed at run time") != std::string::npos) {
-          // Float inputs can steer shapes too (Range's bounds): bind everything.
-          bound = inputs;
-          loaded = LoadModelFile((dir / "model.onnx").string(), {}, executor::Limits{}, bound);
-        }
-      }
-      if (!loaded.ok()) return unsupported_or_fail(loaded.status());
-      model = std::move(loaded).value();
-      auto compiled = executor::CompileGraph(model->graph, model->onnx_blobs.get(), executor::Limits{});
+    if (!program || shapes != imported_shapes) {
+      // Consensor needs shapes before a task runs, so inputs that steer them (a Reshape
+      // target, ReduceSum's axes) are bound at import, as `consensor import --bind` does.
+      auto imported = executor::ImportOnnxForValues(*bytes, inputs);
+      if (!imported.ok()) return unsupported_or_fail(imported.status());
+      bound = std::move(imported->bound);
+      executor::MemoryBlobSource blobs;
+      if (!imported->model.weights.empty()) blobs.Add(imported->model.weights);
+      auto compiled = executor::CompileGraph(imported->model.graph, &blobs, executor::Limits{});
       if (!compiled.ok()) return unsupported_or_fail(compiled.status());
       program = std::move(compiled).value();
       imported_shapes = shapes;

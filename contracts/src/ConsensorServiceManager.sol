@@ -2,6 +2,7 @@
 pragma solidity 0.8.30;
 
 import {IStakeSource} from "./IStakeSource.sol";
+import {ReentrancyGuard} from "./ReentrancyGuard.sol";
 
 /// @title ConsensorServiceManager
 /// @notice Entry point of the Consensor AVS. Verifies EIP-712 attestations signed by operators
@@ -12,7 +13,7 @@ import {IStakeSource} from "./IStakeSource.sol";
 ///         A slash takes ALL slashable stake of the operator (active + pending withdrawal);
 ///         `rewardBps` of it goes to the reporter (msg.sender), the rest to `treasury`.
 ///         Evidence is single-use per (operator, taskId).
-contract ConsensorServiceManager {
+contract ConsensorServiceManager is ReentrancyGuard {
     // ----------------------------------------------------------------------------------------
     // Types and EIP-712 constants
     // ----------------------------------------------------------------------------------------
@@ -58,8 +59,6 @@ contract ConsensorServiceManager {
     /// @notice True once `operator` was slashed for `taskId` (by either kind of evidence).
     mapping(address operator => mapping(bytes32 taskId => bool)) public evidenceUsed;
 
-    bool private transient _locked;
-
     // ----------------------------------------------------------------------------------------
     // Events
     // ----------------------------------------------------------------------------------------
@@ -104,14 +103,7 @@ contract ConsensorServiceManager {
     error NothingToSlash(address operator);
     error UnexpectedEther(address sender);
     error TransferFailed(address to, uint256 amount);
-    error Reentrancy();
 
-    modifier nonReentrant() {
-        if (_locked) revert Reentrancy();
-        _locked = true;
-        _;
-        _locked = false;
-    }
 
     constructor(IStakeSource stakeSource_, uint256 thresholdBps_, uint256 rewardBps_, address treasury_) {
         if (address(stakeSource_) == address(0)) revert ZeroStakeSource();

@@ -2,6 +2,7 @@
 pragma solidity 0.8.30;
 
 import {IStakeSource} from "./IStakeSource.sol";
+import {ReentrancyGuard} from "./ReentrancyGuard.sol";
 
 /// @title NativeStakeRegistry
 /// @notice Operator registry of the Consensor AVS, staked in native ETH.
@@ -11,7 +12,7 @@ import {IStakeSource} from "./IStakeSource.sol";
 ///         `withdrawalDelayBlocks` blocks; after that the operator withdraws it.
 ///         Stake history is checkpointed per operator and in total, so any node can reconstruct
 ///         the exact operator set and stakes at a reference block (`operatorsAt`).
-contract NativeStakeRegistry is IStakeSource {
+contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
     // ----------------------------------------------------------------------------------------
     // Types
     // ----------------------------------------------------------------------------------------
@@ -61,8 +62,6 @@ contract NativeStakeRegistry is IStakeSource {
     /// @notice Sum of all pending withdrawals.
     uint256 public totalPendingWithdrawals;
 
-    bool private transient _locked;
-
     // ----------------------------------------------------------------------------------------
     // Events
     // ----------------------------------------------------------------------------------------
@@ -93,14 +92,7 @@ contract NativeStakeRegistry is IStakeSource {
     error StakeOverflow();
     error BlockNumberOverflow();
     error TransferFailed(address to, uint256 amount);
-    error Reentrancy();
 
-    modifier nonReentrant() {
-        if (_locked) revert Reentrancy();
-        _locked = true;
-        _;
-        _locked = false;
-    }
 
     /// @param minimumStake_ minimum stake in wei (> 0)
     /// @param withdrawalDelayBlocks_ withdrawal delay in blocks (may be 0 only for tests/devnets;

@@ -3,6 +3,7 @@ pragma solidity 0.8.30;
 
 import {Fixture, EthRejecter, Reenterer} from "./utils/Fixture.sol";
 import {NativeStakeRegistry} from "../src/NativeStakeRegistry.sol";
+import {ReentrancyGuard} from "../src/ReentrancyGuard.sol";
 import {ConsensorServiceManager} from "../src/ConsensorServiceManager.sol";
 import {IStakeSource} from "../src/IStakeSource.sol";
 
@@ -15,19 +16,6 @@ contract ConsensorServiceManagerTest is Fixture {
     bytes32 constant GOOD_ROOT = keccak256("good");
     bytes32 constant BAD_ROOT = keccak256("bad");
     uint64 REF;
-
-    event EquivocationSlashed(
-        address indexed operator, bytes32 indexed taskId, uint256 amount, address indexed reporter, uint256 reward
-    );
-    event DisputeSlashed(
-        address indexed operator,
-        bytes32 indexed taskId,
-        uint256 amount,
-        address indexed reporter,
-        uint256 reward,
-        bytes32 certifiedResultRoot,
-        uint256 certifiedStake
-    );
 
     function setUp() public {
         vm.roll(500);
@@ -232,7 +220,7 @@ contract ConsensorServiceManagerTest is Fixture {
             _equivocation();
         uint256 totalBefore = registry.totalStake();
         vm.expectEmit(true, true, true, true, address(manager));
-        emit EquivocationSlashed(bad, TASK, 2 ether, reporter, 0.2 ether);
+        emit ConsensorServiceManager.EquivocationSlashed(bad, TASK, 2 ether, reporter, 0.2 ether);
         vm.prank(reporter);
         uint256 amount = manager.slashEquivocation(a1, s1, a2, s2);
         assertEq(amount, 2 ether, "amount");
@@ -375,7 +363,7 @@ contract ConsensorServiceManagerTest is Fixture {
         assertFalse(r.reentrySucceeded(), "reentry must fail");
         assertEq(
             keccak256(r.reentryRevertData()),
-            keccak256(abi.encodeWithSelector(ConsensorServiceManager.Reentrancy.selector)),
+            keccak256(abi.encodeWithSelector(ReentrancyGuard.Reentrancy.selector)),
             "Reentrancy"
         );
         assertEq(address(r).balance, 0.2 ether, "rewarded once");
@@ -418,7 +406,7 @@ contract ConsensorServiceManagerTest is Fixture {
         (ConsensorServiceManager.Attestation memory ac, bytes memory as_, ConsensorServiceManager.Attestation memory ce, bytes[] memory sigs) =
             _dispute(honest());
         vm.expectEmit(true, true, true, true, address(manager));
-        emit DisputeSlashed(bad, TASK, 2 ether, reporter, 0.2 ether, GOOD_ROOT, 8 ether);
+        emit ConsensorServiceManager.DisputeSlashed(bad, TASK, 2 ether, reporter, 0.2 ether, GOOD_ROOT, 8 ether);
         vm.prank(reporter);
         assertEq(manager.slashDispute(ac, as_, ce, sigs), 2 ether, "amount");
         assertEq(reporter.balance, 0.2 ether, "reward");
@@ -765,7 +753,7 @@ contract ConsensorServiceManagerTest is Fixture {
             );
         } else {
             vm.expectEmit(true, true, true, true, address(manager));
-            emit DisputeSlashed(bad, TASK, 2 ether, address(this), 0.2 ether, GOOD_ROOT, signed);
+            emit ConsensorServiceManager.DisputeSlashed(bad, TASK, 2 ether, address(this), 0.2 ether, GOOD_ROOT, signed);
         }
         manager.slashDispute(ac, as_, ce, sigs);
     }

@@ -3,6 +3,7 @@ pragma solidity 0.8.30;
 
 import {Fixture, EthRejecter, Reenterer} from "./utils/Fixture.sol";
 import {NativeStakeRegistry} from "../src/NativeStakeRegistry.sol";
+import {ReentrancyGuard} from "../src/ReentrancyGuard.sol";
 
 contract NativeStakeRegistryTest is Fixture {
     uint256 constant PK_A = 0xA11CE;
@@ -283,7 +284,7 @@ contract NativeStakeRegistryTest is Fixture {
         r.arm(address(registry), abi.encodeCall(registry.withdraw, ()));
         r.call(address(registry), 0, abi.encodeCall(registry.withdraw, ()));
         assertFalse(r.reentrySucceeded(), "reentry must fail");
-        assertEq(keccak256(r.reentryRevertData()), keccak256(abi.encodeWithSelector(NativeStakeRegistry.Reentrancy.selector)), "Reentrancy");
+        assertEq(keccak256(r.reentryRevertData()), keccak256(abi.encodeWithSelector(ReentrancyGuard.Reentrancy.selector)), "Reentrancy");
         assertEq(address(r).balance, 1 ether, "paid once");
         assertEq(address(registry).balance, 0, "empty");
     }

@@ -68,23 +68,10 @@ StatusOr<Imported> ImportTest(const std::string& name) {
     ASSIGN_OR_RETURN(Tensor t, executor::ParseOnnxTensor(bytes, {}));
     all.emplace(info.inputs[k].name, std::move(t));
   }
-  executor::OnnxImportOptions options;
-  for (const auto& [n, t] : all) options.input_shapes[n] = t.shape();
-  auto imported = executor::ImportOnnx(model_bytes, options);
-  if (!imported.ok() && imported.status().message().find("computed at run time") != std::string::npos) {
-    // As `consensor onnx-test` does: integer inputs that steer shapes are bound at import.
-    options.input_shapes.clear();
-    for (const auto& [n, t] : all) {
-      if (t.dtype() == DType::kF32) options.input_shapes[n] = t.shape();
-      else options.constant_inputs.emplace(n, t);
-    }
-    imported = executor::ImportOnnx(model_bytes, options);
-  }
-  if (!imported.ok()) return imported.status();
-  out.model = std::move(imported).value();
-  for (auto& [n, t] : all) {
-    if (!options.constant_inputs.count(n)) out.inputs.emplace(n, std::move(t));
-  }
+  // As `consensor onnx-test` does: inputs that steer shapes are bound at import.
+  ASSIGN_OR_RETURN(executor::OnnxImportForValues imported, executor::ImportOnnxForValues(model_bytes, all));
+  out.model = std::move(imported.model);
+  out.inputs = std::move(imported.run_inputs);
   ASSIGN_OR_RETURN(auto validated, executor::Validate(out.model.graph, {}));
   out.graph_id = validated.id;
   return out;

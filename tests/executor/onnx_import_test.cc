@@ -373,6 +373,15 @@ TEST(OnnxImport, MalformedModelsAreRejected) {
     auto bound = ImportOnnx(m.Bytes(), options);
     ASSERT_TRUE(bound.ok()) << bound.status().message();
     EXPECT_EQ(bound->inputs, std::vector<std::string>{"x"});
+    // With known values (a test case), the integer input is bound and the float one fed.
+    EXPECT_TRUE(NeedsValueAtImport(r.status()));
+    auto for_values = ImportOnnxForValues(
+        m.Bytes(), {{"x", RandomF32({2, 3}, 3)}, {"shape", Tensor::FromVector<int64_t>(DType::kI64, {2}, {3, 2})}});
+    ASSERT_TRUE(for_values.ok()) << for_values.status().message();
+    EXPECT_EQ(for_values->bound.size(), 1u);
+    EXPECT_TRUE(for_values->bound.count("shape"));
+    EXPECT_EQ(for_values->run_inputs.size(), 1u);
+    EXPECT_TRUE(for_values->run_inputs.count("x"));
   }
 }
 
