@@ -5,18 +5,19 @@
 // is one sequential explicit-fma chain over k held in a register, so the bits equal the
 // CPU backend's. NaN results are canonicalized at the store.
 //
-// i8: the same tiling with K-tiles of 32 bytes packed 4 per 32-bit word; __dp4a on the
-// GPU, an exact host equivalent under the emulation. Integer sums wrap (two's complement)
-// and are exact in any order.
+// i8: int8 tensor cores (mma.m16n8k32, tensor_core.cuh), the fast verifiable path. Integer
+// sums wrap (two's complement) and are exact in any order, so the MMA's internal order does
+// not matter.
 //
 // Batches: gridDim.z (grid-strided when there are more than 65535), with numpy
-// broadcasting of the batch dims through per-dim strides computed on the host.
+// broadcasting of the batch dims through per-dim batch-index strides computed on the host.
 #include <cstdint>
 #include <string>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/gemm_device.cuh"
 #include "kernels/cuda/simt.h"
+#include "kernels/cuda/tensor_core.cuh"
 #include "kernels/detmath.h"
 
 namespace consensor::kernels::CNSR_CUDA_NS {
@@ -30,15 +31,18 @@ using gemm_dev::kThreads;
 
 constexpr int64_t kMaxGridYZ = 65535;
 
-// Output batch dims and each input's element stride per output batch dim (0 = broadcast).
+// Output batch dims and each input's batch-index stride per output batch dim (0 =
+// broadcast); a_batches / b_batches are the inputs' own batch counts.
 struct BatchPlan {
   int nb = 0;
   int64_t dims[kMaxRank] = {};
   int64_t a_stride[kMaxRank] = {};
   int64_t b_stride[kMaxRank] = {};
   int64_t count = 1;
+  int64_t a_batches = 1, b_batches = 1;
 };
 
+// The batch indices of A and B that output batch i reads.
 CNSR_DEVICE void BatchOffsets(const BatchPlan& plan, int64_t i, int64_t* a_off, int64_t* b_off) {
   int64_t ao = 0, bo = 0;
   for (int j = plan.nb - 1; j >= 0; --j) {
@@ -85,8 +89,9 @@ CNSR_GLOBAL CNSR_GEMM_LAUNCH_BOUNDS void MatMulF32Kernel(const float* A, const f
   const int64_t m_tiles = (M + kBM - 1) / kBM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBN;
   for (int64_t z = blockIdx.z; z < plan.count; z += gridDim.z) {
-    int64_t a_off = 0, b_off = 0;
-    BatchOffsets(plan, z, &a_off, &b_off);
+    int64_t a_idx = 0, b_idx = 0;
+    BatchOffsets(plan, z, &a_idx, &b_idx);
+    const int64_t a_off = a_idx * M * K, b_off = b_idx * K * N;
     float* c_batch = C + z * M * N;
     for (int64_t by = blockIdx.y; by < m_tiles; by += gridDim.y) {
       const int64_t m0 = by * kBM;
@@ -126,156 +131,189 @@ CNSR_GLOBAL CNSR_GEMM_LAUNCH_BOUNDS void MatMulF32Kernel(const float* A, const f
 }
 
 // ---------------------------------------------------------------------------------------
-// i8
+// i8: an exact int8 tensor-core GEMM (tensor_core.cuh). The MMA wants both operands with k
+// contiguous, so the host side first transposes B (K x N per batch) into scratch as Bt
+// (N x kp, kp = K rounded up to 16, zero-padded) and, unless A's rows are already 16-byte
+// aligned (K % 16 == 0 and an aligned base), copies A into scratch with rows padded to kp.
+// Zero padding is exact for integers, so whole 64-byte K-tiles are always consumed.
+//
+// GEMM: 128 x 128 output tiles per block of 4 warps, each warp 64 x 64 (4 x 8 MMA tiles of
+// 16 x 8, 128 accumulators per thread); K-tiles of 64 bytes flow through a 3-stage cp.async
+// pipeline into shared memory, rows of 64 bytes as four 16-byte chunks XOR-swizzled by
+// row so the ldmatrix reads of 8 consecutive rows hit 8 different bank groups.
 
-constexpr int kI8BK = 32;             // k bytes per K-tile
-constexpr int kI8Words = kI8BK / 4;   // packed words per K-tile
-constexpr int kI8AStride = kBM + 4;   // padded row of the transposed A tile (words)
-constexpr int kI8AStage = kI8Words * kI8AStride;
-constexpr int kI8BStage = kI8Words * kBN;
+constexpr int kI8BM = 128;
+constexpr int kI8BN = 128;
+constexpr int kI8BK = 64;  // k bytes per K-tile: 4 chunks of 16
+constexpr int kI8Stages = 3;
+constexpr int kI8Threads = 128;
+constexpr int kI8StageChunks = kI8BM * kI8BK / 16;  // per operand (kI8BM == kI8BN)
+constexpr int64_t kI8KAlign = 16;
 
-struct alignas(16) Int4Words {
-  int32_t v[4];
+#if defined(__CUDACC__)
+#define CNSR_I8_LAUNCH_BOUNDS __launch_bounds__(kI8Threads)
+#else
+#define CNSR_I8_LAUNCH_BOUNDS
+#endif
+
+struct alignas(16) Chunk16 {
+  uint32_t w[4];
 };
 
-CNSR_DEVICE int32_t Dp4a(int32_t a, int32_t b, int32_t c) {
-#if defined(CNSR_SIMT_EMULATION)
-  uint32_t s = static_cast<uint32_t>(c);
-  for (int i = 0; i < 4; ++i) {
-    const int32_t x = static_cast<int8_t>(static_cast<uint8_t>(static_cast<uint32_t>(a) >> (8 * i)));
-    const int32_t y = static_cast<int8_t>(static_cast<uint8_t>(static_cast<uint32_t>(b) >> (8 * i)));
-    s += static_cast<uint32_t>(x * y);
-  }
-  return static_cast<int32_t>(s);
-#else
-  return __dp4a(a, b, c);
-#endif
-}
+// Chunk c (0..3) of tile row `row`, swizzled: rows 2r and 2r+1 share an XOR pattern, so any
+// 8 consecutive rows starting at a multiple of 8 cover all 8 16-byte bank groups.
+CNSR_DEVICE int SwizzledChunk(int row, int c) { return row * 4 + (c ^ ((row >> 1) & 3)); }
 
-CNSR_DEVICE void Load4Words(const int32_t* p, int32_t* out) {
-#if defined(CNSR_SIMT_EMULATION)
-  out[0] = p[0];
-  out[1] = p[1];
-  out[2] = p[2];
-  out[3] = p[3];
-#else
-  const int4 v = *reinterpret_cast<const int4*>(p);
-  out[0] = v.x;
-  out[1] = v.y;
-  out[2] = v.z;
-  out[3] = v.w;
-#endif
-}
-
-CNSR_DEVICE uint32_t PackByte(int8_t v, int i) { return static_cast<uint32_t>(static_cast<uint8_t>(v)) << (8 * i); }
-
-// Thread mapping of the loads: A row tid / 2, k bytes (tid % 2) * 16 + {0..15} (words
-// (tid % 2) * 4 + {0..3}); B column tid % 128, k bytes (tid / 128) * 16 + {0..15}.
-CNSR_DEVICE void LoadI8A(const int8_t* row, int64_t K, int64_t k0, int tid, int32_t* w) {
-  const int64_t kb = k0 + (tid & 1) * 16;
-  for (int q = 0; q < 4; ++q) {
-    uint32_t word = 0;
-    for (int i = 0; i < 4; ++i) {
-      const int64_t k = kb + q * 4 + i;
-      if (row != nullptr && k < K) word |= PackByte(row[k], i);
-    }
-    w[q] = static_cast<int32_t>(word);
+// One operand's K-tile (128 rows x 64 bytes) into a stage; rows >= rows_left and chunks at
+// k >= kp are zero-filled.
+CNSR_DEVICE void LoadI8Stage(Chunk16* stage, const int8_t* rows, int64_t rows_left, int64_t ld, int64_t k0, int64_t kp,
+                             int tid, const int8_t* any_valid) {
+  CNSR_GEMM_UNROLL
+  for (int i = 0; i < kI8StageChunks / kI8Threads; ++i) {
+    const int idx = i * kI8Threads + tid;
+    const int row = idx >> 2, c = idx & 3;
+    const int64_t k = k0 + c * 16;
+    const bool valid = row < rows_left && k < kp;
+    tensor_core::CpAsync16(stage + SwizzledChunk(row, c), valid ? rows + row * ld + k : any_valid, valid);
   }
 }
 
-CNSR_DEVICE void LoadI8B(const int8_t* col, int64_t K, int64_t N, int64_t k0, int tid, int32_t* w) {
-  const int64_t kb = k0 + (tid >> 7) * 16;
-  for (int q = 0; q < 4; ++q) {
-    uint32_t word = 0;
-    for (int i = 0; i < 4; ++i) {
-      const int64_t k = kb + q * 4 + i;
-      if (col != nullptr && k < K) word |= PackByte(col[k * N], i);
-    }
-    w[q] = static_cast<int32_t>(word);
-  }
-}
-
-CNSR_DEVICE void StoreI8Stage(int32_t* As, int32_t* Bs, int tid, const int32_t* ra, const int32_t* rb) {
-  const int a_row = tid >> 1, a_w = (tid & 1) * 4;
-  const int b_col = tid & 127, b_w = (tid >> 7) * 4;
-  for (int q = 0; q < 4; ++q) {
-    As[(a_w + q) * kI8AStride + a_row] = ra[q];
-    Bs[(b_w + q) * kBN + b_col] = rb[q];
-  }
-}
-
-CNSR_GLOBAL CNSR_GEMM_LAUNCH_BOUNDS void MatMulI8Kernel(const int8_t* A, const int8_t* B, int32_t* C, int64_t M, int64_t N, int64_t K,
-                                BatchPlan plan) {
-  CNSR_SHARED(Int4Words, as_vec, 2 * kI8AStage / 4);
-  CNSR_SHARED(Int4Words, bs_vec, 2 * kI8BStage / 4);
-  int32_t* As = reinterpret_cast<int32_t*>(as_vec);
-  int32_t* Bs = reinterpret_cast<int32_t*>(bs_vec);
+CNSR_GLOBAL CNSR_I8_LAUNCH_BOUNDS void MatMulI8Kernel(const int8_t* A, int64_t lda, int64_t a_batch_elems,
+                                                      const int8_t* Bt, int64_t b_batch_elems, int32_t* C, int64_t M,
+                                                      int64_t N, int64_t kp, BatchPlan plan) {
+  CNSR_SHARED(Chunk16, a_sh, kI8Stages * kI8StageChunks);
+  CNSR_SHARED(Chunk16, b_sh, kI8Stages * kI8StageChunks);
   const int tid = static_cast<int>(threadIdx.x);
-  const int tx = tid & 15, ty = tid >> 4;
-  const int64_t m_tiles = (M + kBM - 1) / kBM;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBN;
-  const int64_t ntiles = (K + kI8BK - 1) / kI8BK;
+  const int lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int wm = (warp >> 1) * 64, wn = (warp & 1) * 64;
+  const int64_t m_tiles = (M + kI8BM - 1) / kI8BM;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kI8BN;
+  const int64_t ntiles = (kp + kI8BK - 1) / kI8BK;
   for (int64_t z = blockIdx.z; z < plan.count; z += gridDim.z) {
-    int64_t a_off = 0, b_off = 0;
-    BatchOffsets(plan, z, &a_off, &b_off);
+    int64_t a_idx = 0, b_idx = 0;
+    BatchOffsets(plan, z, &a_idx, &b_idx);
+    const int8_t* b_rows = Bt + b_idx * b_batch_elems + n0 * kp;
     int32_t* c_batch = C + z * M * N;
     for (int64_t by = blockIdx.y; by < m_tiles; by += gridDim.y) {
-      const int64_t m0 = by * kBM;
-      const int64_t a_row = m0 + (tid >> 1);
-      const int8_t* arow = (K > 0 && a_row < M) ? A + a_off + a_row * K : nullptr;
-      const int64_t b_col = n0 + (tid & 127);
-      const int8_t* bcol = (K > 0 && b_col < N) ? B + b_off + b_col : nullptr;
-      int32_t acc[8][8];
+      const int64_t m0 = by * kI8BM;
+      const int8_t* a_rows = A + a_idx * a_batch_elems + m0 * lda;
+      int32_t acc[4][8][4];
       CNSR_GEMM_UNROLL
-      for (int i = 0; i < 8; ++i) {
+      for (int i = 0; i < 4; ++i) {
         CNSR_GEMM_UNROLL
-        for (int j = 0; j < 8; ++j) acc[i][j] = 0;
-      }
-      if (ntiles > 0) {
-        int32_t ra[4], rb[4];
-        LoadI8A(arow, K, 0, tid, ra);
-        LoadI8B(bcol, K, N, 0, tid, rb);
-        StoreI8Stage(As, Bs, tid, ra, rb);
-        __syncthreads();
-        for (int64_t t = 0; t < ntiles; ++t) {
-          const int cur = static_cast<int>(t & 1);
-          const bool more = t + 1 < ntiles;
-          if (more) {
-            LoadI8A(arow, K, (t + 1) * kI8BK, tid, ra);
-            LoadI8B(bcol, K, N, (t + 1) * kI8BK, tid, rb);
-          }
-          const int32_t* as = As + cur * kI8AStage;
-          const int32_t* bs = Bs + cur * kI8BStage;
-          // Zero padding beyond K is exact for integers, so the whole tile is consumed.
+        for (int j = 0; j < 8; ++j) {
           CNSR_GEMM_UNROLL
-          for (int w = 0; w < kI8Words; ++w) {
-            int32_t a[8], b[8];
-            Load4Words(as + w * kI8AStride + ty * 4, a);
-            Load4Words(as + w * kI8AStride + 64 + ty * 4, a + 4);
-            Load4Words(bs + w * kBN + tx * 4, b);
-            Load4Words(bs + w * kBN + 64 + tx * 4, b + 4);
-            CNSR_GEMM_UNROLL
-            for (int i = 0; i < 8; ++i) {
-              CNSR_GEMM_UNROLL
-              for (int j = 0; j < 8; ++j) acc[i][j] = Dp4a(a[i], b[j], acc[i][j]);
-            }
-          }
-          if (more) StoreI8Stage(As + (cur ^ 1) * kI8AStage, Bs + (cur ^ 1) * kI8BStage, tid, ra, rb);
-          __syncthreads();
+          for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
         }
       }
       CNSR_GEMM_UNROLL
-      for (int i = 0; i < 8; ++i) {
-        const int64_t row = m0 + gemm_dev::MicroRow(ty, i);
-        if (row >= M) continue;
-        int32_t* crow = c_batch + row * N;
+      for (int s = 0; s < kI8Stages - 1; ++s) {
+        if (s < ntiles) {
+          LoadI8Stage(a_sh + s * kI8StageChunks, a_rows, M - m0, lda, s * kI8BK, kp, tid, A);
+          LoadI8Stage(b_sh + s * kI8StageChunks, b_rows, N - n0, kp, s * kI8BK, kp, tid, Bt);
+        }
+        tensor_core::CpAsyncCommit();
+      }
+      for (int64_t kt = 0; kt < ntiles; ++kt) {
+        // Tile kt has landed (at most kI8Stages - 2 younger groups pending), and every warp
+        // is done with the stage the prefetch below overwrites (it held tile kt - 1).
+        tensor_core::CpAsyncWait<kI8Stages - 2>();
+        __syncthreads();
+        const int64_t next = kt + kI8Stages - 1;
+        if (next < ntiles) {
+          const int stage = static_cast<int>(next % kI8Stages);
+          LoadI8Stage(a_sh + stage * kI8StageChunks, a_rows, M - m0, lda, next * kI8BK, kp, tid, A);
+          LoadI8Stage(b_sh + stage * kI8StageChunks, b_rows, N - n0, kp, next * kI8BK, kp, tid, Bt);
+        }
+        tensor_core::CpAsyncCommit();
+        const Chunk16* as = a_sh + static_cast<int>(kt % kI8Stages) * kI8StageChunks;
+        const Chunk16* bs = b_sh + static_cast<int>(kt % kI8Stages) * kI8StageChunks;
         CNSR_GEMM_UNROLL
-        for (int j = 0; j < 8; ++j) {
-          const int64_t col = n0 + gemm_dev::MicroCol(tx, j);
-          if (col < N) crow[col] = acc[i][j];
+        for (int half = 0; half < 2; ++half) {  // two k32 steps per 64-byte K-tile
+          uint32_t af[4][4], bf[8][2];
+          CNSR_GEMM_UNROLL
+          for (int i = 0; i < 4; ++i) {
+            // Matrices: rows 0-7 / 8-15 of the m16 tile, times k bytes 0-15 / 16-31.
+            const int row = wm + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+            tensor_core::LdMatrixX4(af[i], as + SwizzledChunk(row, 2 * half + (lane >> 4)));
+          }
+          CNSR_GEMM_UNROLL
+          for (int jj = 0; jj < 4; ++jj) {
+            // Matrices: columns 0-7 (k 0-15, k 16-31), then columns 8-15: two n8 tiles.
+            const int row = wn + jj * 16 + (lane & 7) + (lane >> 4) * 8;
+            uint32_t r[4];
+            tensor_core::LdMatrixX4(r, bs + SwizzledChunk(row, 2 * half + ((lane >> 3) & 1)));
+            bf[2 * jj][0] = r[0];
+            bf[2 * jj][1] = r[1];
+            bf[2 * jj + 1][0] = r[2];
+            bf[2 * jj + 1][1] = r[3];
+          }
+          CNSR_GEMM_UNROLL
+          for (int i = 0; i < 4; ++i) {
+            CNSR_GEMM_UNROLL
+            for (int j = 0; j < 8; ++j) tensor_core::MmaS8(acc[i][j], af[i], bf[j]);
+          }
+        }
+      }
+      // No copy in flight and no warp still reading before the next tile's prologue.
+      tensor_core::CpAsyncWait<0>();
+      __syncthreads();
+      CNSR_GEMM_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        CNSR_GEMM_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const int64_t row = m0 + wm + i * 16 + g + 8 * h;
+          if (row >= M) continue;
+          int32_t* crow = c_batch + row * N;
+          CNSR_GEMM_UNROLL
+          for (int j = 0; j < 8; ++j) {
+            const int64_t col = n0 + wn + j * 8 + 2 * t;
+            if (col < N) crow[col] = acc[i][j][2 * h];
+            if (col + 1 < N) crow[col + 1] = acc[i][j][2 * h + 1];
+          }
         }
       }
     }
+  }
+}
+
+// Bt[z][n][k] = B[z][k][n] for k < K, 0 for K <= k < kp; 64 x 64 tiles through shared memory.
+constexpr int kTransposeTile = 64;
+constexpr int kTransposeThreads = 256;
+
+CNSR_GLOBAL void TransposeI8Kernel(const int8_t* B, int8_t* Bt, int64_t K, int64_t N, int64_t kp, int64_t batches) {
+  constexpr int kPitch = kTransposeTile + 1;  // odd pitch: a warp reading a column hits distinct words
+  CNSR_SHARED(int8_t, tile, kTransposeTile * kPitch);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTransposeTile;
+  const int64_t k_tiles = (kp + kTransposeTile - 1) / kTransposeTile;
+  for (int64_t z = blockIdx.z; z < batches; z += gridDim.z) {
+    const int8_t* b = B + z * K * N;
+    int8_t* bt = Bt + z * N * kp;
+    for (int64_t ky = blockIdx.y; ky < k_tiles; ky += gridDim.y) {
+      const int64_t k0 = ky * kTransposeTile;
+      for (int idx = tid; idx < kTransposeTile * kTransposeTile; idx += kTransposeThreads) {
+        const int k = idx / kTransposeTile, n = idx % kTransposeTile;
+        tile[k * kPitch + n] = (k0 + k < K && n0 + n < N) ? b[(k0 + k) * N + n0 + n] : int8_t{0};
+      }
+      __syncthreads();
+      for (int idx = tid; idx < kTransposeTile * kTransposeTile; idx += kTransposeThreads) {
+        const int n = idx / kTransposeTile, k = idx % kTransposeTile;
+        if (n0 + n < N && k0 + k < kp) bt[(n0 + n) * kp + k0 + k] = tile[k * kPitch + n];
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// Ap[r][k] = A[r][k] for k < K, 0 for K <= k < kp, over rows = batches * M rows.
+CNSR_GLOBAL void PadRowsI8Kernel(const int8_t* A, int8_t* Ap, int64_t rows, int64_t K, int64_t kp) {
+  const int64_t total = rows * kp;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t r = i / kp, k = i % kp;
+    Ap[i] = k < K ? A[r * K + k] : int8_t{0};
   }
 }
 
@@ -322,7 +360,7 @@ Status PlanMatMul(const KernelCall& call, DType in_dtype, DType out_dtype, Dims*
                            ShapeStr(y));
   }
   plan->nb = y.rank - 2;
-  int64_t a_el = d->M * d->K, b_el = d->K * d->N;
+  int64_t a_count = 1, b_count = 1;
   for (int i = plan->nb - 1; i >= 0; --i) {
     const int ia = i - (y.rank - a.rank), ib = i - (y.rank - b.rank);
     const int64_t da = ia >= 0 ? a.dims[ia] : 1, db = ib >= 0 ? b.dims[ib] : 1;
@@ -332,12 +370,14 @@ Status PlanMatMul(const KernelCall& call, DType in_dtype, DType out_dtype, Dims*
                              ShapeStr(b) + " -> " + ShapeStr(y));
     }
     plan->dims[i] = dy;
-    plan->a_stride[i] = da == 1 ? 0 : a_el;
-    plan->b_stride[i] = db == 1 ? 0 : b_el;
-    a_el *= da;
-    b_el *= db;
+    plan->a_stride[i] = da == 1 ? 0 : a_count;
+    plan->b_stride[i] = db == 1 ? 0 : b_count;
+    a_count *= da;
+    b_count *= db;
     plan->count *= dy;
   }
+  plan->a_batches = a_count;
+  plan->b_batches = b_count;
   if (y.num_elements() > 0 && (!y.data || (d->K > 0 && (!a.data || !b.data)))) {
     return InvalidArgument(std::string(name) + ": missing tensor data");
   }
@@ -345,6 +385,55 @@ Status PlanMatMul(const KernelCall& call, DType in_dtype, DType out_dtype, Dims*
 }
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+unsigned GridDim(int64_t n, int64_t cap) { return static_cast<unsigned>(n < cap ? (n > 0 ? n : 1) : cap); }
+
+// Lays the operands out for the tensor-core kernel in scratch (Bt always; A only when its
+// rows are not 16-byte aligned), then runs it. Scratch holds as many bytes as B (plus A).
+Status RunMatMulI8(const Dims& d, const BatchPlan& plan, const int8_t* A, const int8_t* B, int32_t* C,
+                   const LaunchContext& ctx) {
+  [[maybe_unused]] cudaStream_t stream = (cudaStream_t)ctx.stream;
+  const int64_t kp = RoundUp(d.K, kI8KAlign);
+  const int8_t* a_op = A;
+  const int8_t* bt = B;  // unread when K == 0
+  int64_t lda = d.K;
+  if (kp > 0) {
+    const bool a_in_place = d.K % kI8KAlign == 0 && Aligned16(A);
+    const int64_t bt_bytes = RoundUp(plan.b_batches * d.N * kp, 16);
+    const int64_t ap_bytes = a_in_place ? 0 : plan.a_batches * d.M * kp;
+    if (ctx.scratch == nullptr) return Internal("matmul_i8: no scratch memory");
+    ASSIGN_OR_RETURN(void* scratch, ctx.scratch->Get(bt_bytes + ap_bytes));
+    int8_t* bt_buf = static_cast<int8_t*>(scratch);
+    const int64_t n_tiles = (d.N + kTransposeTile - 1) / kTransposeTile;
+    if (n_tiles > 0x7FFFFFFF) return InvalidArgument("matmul_i8: N is too large for the CUDA grid");
+    const dim3 tgrid(static_cast<unsigned>(n_tiles), GridDim((kp + kTransposeTile - 1) / kTransposeTile, kMaxGridYZ),
+                     GridDim(plan.b_batches, kMaxGridYZ));
+    CNSR_LAUNCH(TransposeI8Kernel, tgrid, dim3(kTransposeThreads), 0, stream, B, bt_buf, d.K, d.N, kp,
+                plan.b_batches);
+    RETURN_IF_ERROR(CheckLaunch("matmul_i8 (transpose)"));
+    bt = bt_buf;
+    if (!a_in_place) {
+      int8_t* ap = bt_buf + bt_bytes;
+      const int64_t total = plan.a_batches * d.M * kp;
+      const int64_t blocks = (total + 255) / 256;
+      const int64_t max_blocks = static_cast<int64_t>(ctx.multiprocessors > 0 ? ctx.multiprocessors : 1) * 32;
+      CNSR_LAUNCH(PadRowsI8Kernel, dim3(GridDim(blocks, max_blocks)), dim3(256), 0, stream, A, ap,
+                  plan.a_batches * d.M, d.K, kp);
+      RETURN_IF_ERROR(CheckLaunch("matmul_i8 (pad A)"));
+      a_op = ap;
+      lda = kp;
+    }
+  }
+  const int64_t n_tiles = (d.N + kI8BN - 1) / kI8BN;
+  if (n_tiles > 0x7FFFFFFF) return InvalidArgument("matmul_i8: N is too large for the CUDA grid");
+  const dim3 grid(static_cast<unsigned>(n_tiles), GridDim((d.M + kI8BM - 1) / kI8BM, kMaxGridYZ),
+                  GridDim(plan.count, kMaxGridYZ));
+  CNSR_LAUNCH(MatMulI8Kernel, grid, dim3(kI8Threads), 0, stream, a_op, lda, d.M * lda, bt, d.N * kp, C, d.M, d.N, kp,
+              plan);
+  return CheckLaunch("matmul_i8");
+}
 
 }  // namespace
 
@@ -357,28 +446,24 @@ Status RunMatMul(const KernelCall& call, const LaunchContext& ctx) {
   BatchPlan plan;
   RETURN_IF_ERROR(PlanMatMul(call, f32 ? DType::kF32 : DType::kI8, f32 ? DType::kF32 : DType::kI32, &d, &plan));
   if (plan.count == 0 || d.M == 0 || d.N == 0) return OkStatus();
-  const int64_t n_tiles = (d.N + kBN - 1) / kBN;
-  const int64_t m_tiles = (d.M + kBM - 1) / kBM;
-  if (n_tiles > 0x7FFFFFFF) return InvalidArgument("matmul: N is too large for the CUDA grid");
-  const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(m_tiles < kMaxGridYZ ? m_tiles : kMaxGridYZ),
-                  static_cast<unsigned>(plan.count < kMaxGridYZ ? plan.count : kMaxGridYZ));
-  const dim3 block(kThreads);
   const TensorView& a = call.in(0);
   const TensorView& b = call.in(1);
   const TensorView& y = call.out(0);
   if (f32) {
+    const int64_t n_tiles = (d.N + kBN - 1) / kBN;
+    if (n_tiles > 0x7FFFFFFF) return InvalidArgument("matmul: N is too large for the CUDA grid");
+    const dim3 grid(static_cast<unsigned>(n_tiles), GridDim((d.M + kBM - 1) / kBM, kMaxGridYZ),
+                    GridDim(plan.count, kMaxGridYZ));
     const float* A = a.as<const float>();
     const float* B = b.as<const float>();
     float* C = y.as<float>();
     const bool vec_a = d.K % 4 == 0 && Aligned16(A);
     const bool vec_b = d.N % 4 == 0 && Aligned16(B);
-    CNSR_LAUNCH(MatMulF32Kernel, grid, block, 0, (cudaStream_t)ctx.stream, A, B, C, d.M, d.N, d.K, plan, vec_a,
-                vec_b);
+    CNSR_LAUNCH(MatMulF32Kernel, grid, dim3(kThreads), 0, (cudaStream_t)ctx.stream, A, B, C, d.M, d.N, d.K, plan,
+                vec_a, vec_b);
     return CheckLaunch("matmul");
   }
-  CNSR_LAUNCH(MatMulI8Kernel, grid, block, 0, (cudaStream_t)ctx.stream, a.as<const int8_t>(), b.as<const int8_t>(),
-              y.as<int32_t>(), d.M, d.N, d.K, plan);
-  return CheckLaunch("matmul_i8");
+  return RunMatMulI8(d, plan, a.as<const int8_t>(), b.as<const int8_t>(), y.as<int32_t>(), ctx);
 }
 
 }  // namespace consensor::kernels::CNSR_CUDA_NS

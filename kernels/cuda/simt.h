@@ -81,6 +81,10 @@ void SyncThreads();
 // of a partial last warp) must call it together, as CUDA requires with a full mask.
 uint64_t WarpExchange(uint64_t value, int src_lane);
 int LaneId();
+// Warp all-gather: every lane deposits `bytes` bytes (at most 64) and receives all 32
+// lanes' deposits, lane by lane, in `all` (32 * bytes). Lanes missing from a partial last
+// warp read as 0xFF bytes. Emulates the warp-wide operand exchange of ldmatrix and mma.
+void WarpAllGather(const void* mine, size_t bytes, void* all);
 
 // Per-block shared memory: the same pointer for every thread of the block. `key` tells
 // the static allocations of a kernel apart.

@@ -199,12 +199,19 @@ struct Fiber {
   }
 };
 
+constexpr size_t kMaxGatherBytes = 64;
+
 struct WarpState {
   unsigned lanes = 0;    // lanes that exist (32, or fewer in a partial last warp)
   unsigned arrived = 0;  // lanes waiting in the current exchange
   uint64_t value[kWarpSize];
   int src[kWarpSize];
   Fiber* waiter[kWarpSize];
+  // The current round is an all-gather (WarpAllGather) rather than a shuffle.
+  bool gather_round = false;
+  size_t gather_bytes = 0;
+  void* gather_out[kWarpSize];
+  alignas(16) uint8_t gather_data[kWarpSize * kMaxGatherBytes];
 };
 
 struct SharedBuffer {
@@ -584,9 +591,15 @@ uint64_t WarpExchange(uint64_t value, int src_lane) {
   Emu& e = *t_emu;
   unsigned lane = f->linear % kWarpSize;
   WarpState& w = e.warps[f->linear / kWarpSize];
+  if (w.arrived == 0) {
+    w.gather_round = false;
+  } else if (w.gather_round) {
+    e.Fail("lanes of a warp meet in different warp collectives (a shuffle and an all-gather)");
+  }
   w.value[lane] = value;
   w.src[lane] = src_lane;
   w.waiter[lane] = f;
+  w.gather_out[lane] = nullptr;
   if (++w.arrived < w.lanes) {
     f->wait = Wait::kShuffle;
     Park(e, f);
@@ -608,6 +621,55 @@ uint64_t WarpExchange(uint64_t value, int src_lane) {
     }
   }
   return mine;
+}
+
+void WarpAllGather(const void* mine, size_t bytes, void* all) {
+  Fiber* f = t_fiber;
+  if (bytes > kMaxGatherBytes) {
+    if (t_emu != nullptr) t_emu->Fail("warp all-gather of more than 64 bytes per lane");
+    bytes = kMaxGatherBytes;
+  }
+  uint8_t* out = static_cast<uint8_t*>(all);
+  if (f == nullptr) {  // not in kernel code: a warp of one lane
+    std::memset(out, 0xFF, kWarpSize * bytes);
+    std::memcpy(out, mine, bytes);
+    return;
+  }
+  Emu& e = *t_emu;
+  unsigned lane = f->linear % kWarpSize;
+  WarpState& w = e.warps[f->linear / kWarpSize];
+  if (w.arrived == 0) {
+    w.gather_round = true;
+    w.gather_bytes = bytes;
+  } else if (!w.gather_round || w.gather_bytes != bytes) {
+    e.Fail("lanes of a warp meet in different warp collectives (a shuffle and an all-gather, or sizes)");
+    bytes = std::min(bytes, w.gather_bytes);
+  }
+  std::memcpy(w.gather_data + lane * w.gather_bytes, mine, bytes);
+  w.gather_out[lane] = out;
+  w.waiter[lane] = f;
+  if (++w.arrived < w.lanes) {
+    f->wait = Wait::kShuffle;
+    Park(e, f);
+    return;
+  }
+  // The last lane to arrive copies the gathered bytes to every lane and goes on. Lanes
+  // missing from a partial last warp read as poison, like a shuffle from a missing lane.
+  w.arrived = 0;
+  const size_t stride = w.gather_bytes;
+  for (unsigned l = 0; l < w.lanes; ++l) {
+    if (w.gather_out[l] != nullptr) {
+      uint8_t* dst = static_cast<uint8_t*>(w.gather_out[l]);
+      std::memcpy(dst, w.gather_data, w.lanes * stride);
+      std::memset(dst + w.lanes * stride, 0xFF, (kWarpSize - w.lanes) * stride);
+    }
+    if (l != lane) {
+      Fiber* other = w.waiter[l];
+      other->shuffle_result = kPoison;  // a lane that called a shuffle in this round
+      other->wait = Wait::kNone;
+      e.PushReady(other);
+    }
+  }
 }
 
 void* BlockShared(const void* key, size_t bytes) {

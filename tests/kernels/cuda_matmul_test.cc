@@ -2,7 +2,7 @@
 // the same KernelCall runs on the portable single-threaded CpuBackend, on the emulated
 // CUDA backend (the exact kernel source under the SIMT emulation) and, where a GPU is
 // usable, on the real CUDA backend. Shapes straddle the 128 x 128 x 8 (f32) and
-// 128 x 128 x 32 (i8) tiles of the kernels.
+// 128 x 128 x 64 (i8, tensor cores, 3-stage pipeline, K padded to 16) tiles of the kernels.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -139,6 +139,17 @@ TEST(CudaMatMul, I8) {
   CheckI8({3, 5, 6}, {6, 2}, seed++);
 }
 
+TEST(CudaMatMul, I8TensorCoreTiles) {
+  uint32_t seed = 140;
+  CheckI8({128, 64}, {64, 128}, seed++);          // one whole tile, A used in place
+  CheckI8({200, 200}, {200, 136}, seed++);        // K % 16 = 8: A padded; 4 K-tiles wrap the 3 stages
+  CheckI8({64, 256}, {256, 72}, seed++);          // in place, 4 K-tiles
+  CheckI8({257, 48}, {48, 9}, seed++);            // three row tiles, N under one MMA column group
+  CheckI8({3, 33, 80}, {3, 80, 40}, seed++);      // batches, in place
+  CheckI8({2, 1, 17, 96}, {1, 3, 96, 130}, seed++);  // broadcast batches, N over one tile
+  CheckI8({5, 17}, {2, 17, 3}, seed++);           // A broadcast over B's batches, padded
+}
+
 TEST(CudaMatMul, I8Extremes) {
   // -128 * -128 = 16384 per term, over many K-tiles and a tail. (Overflowing int32 would
   // need more than 2^17 terms: too slow under the emulation; integer sums are exact and
@@ -152,6 +163,24 @@ TEST(CudaMatMul, I8Extremes) {
   ASSERT_TRUE(RunInArena(*GetBackends().emu, Op::kMatMulInt8, {}, {&a, &b}, y).ok());
   EXPECT_EQ(y.as<int32_t>()[0], static_cast<int32_t>(K * 16384));
   EXPECT_EQ(y.as<int32_t>()[2], static_cast<int32_t>(K * -128 * 127));
+}
+
+TEST(CudaMatMul, I8SumsWrapOnTheGpu) {
+  // More than 2^17 terms of -128 * -128 overflow int32: the tensor-core accumulation must
+  // wrap exactly like the CPU. Too slow under the emulation (its MMA wraps by construction,
+  // see SimtTensorCore.MmaS8MatchesThePtxFragmentLayout), so this runs on a real GPU only.
+  if (!GetBackends().gpu) GTEST_SKIP() << "no GPU";
+  const int64_t K = 131200;
+  HostTensor a(DType::kI8, {1, K}), b(DType::kI8, {K, 2});
+  for (int64_t i = 0; i < a.numel(); ++i) a.as<int8_t>()[i] = -128;
+  for (int64_t i = 0; i < b.numel(); ++i) b.as<int8_t>()[i] = (i % 2) ? 127 : -128;
+  HostTensor y(DType::kI32, {1, 2});
+  ASSERT_TRUE(RunInArena(*GetBackends().gpu, Op::kMatMulInt8, {}, {&a, &b}, y).ok());
+  EXPECT_EQ(y.as<int32_t>()[0], static_cast<int32_t>(static_cast<uint32_t>(K * 16384)));
+  EXPECT_EQ(y.as<int32_t>()[1], static_cast<int32_t>(K * -128 * 127));
+  HostTensor ref(DType::kI32, {1, 2});
+  ASSERT_TRUE(RunInArena(*GetBackends().cpu, Op::kMatMulInt8, {}, {&a, &b}, ref).ok());
+  EXPECT_EQ(y.bytes, ref.bytes);
 }
 
 TEST(CudaMatMul, InvalidArgumentsMatchCpu) {

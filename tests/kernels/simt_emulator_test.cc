@@ -2,6 +2,7 @@
 // CUDA execution model that runs kernels/cuda/*.cu on machines without a GPU.
 #define CNSR_SIMT_EMULATION 1
 #include "kernels/cuda/simt.h"
+#include "kernels/cuda/tensor_core.cuh"
 
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -556,6 +558,147 @@ TEST(SimtEmulator, ThroughputReport) {
               "one barrier %.1f ms (%.1f ns/thread), 5-step shuffle tree %.1f ms (%.1f ns/thread)\n",
               n, blocks, threads, plain * 1e3, plain * 1e9 / n, barrier * 1e3, barrier * 1e9 / n, shuffle * 1e3,
               shuffle * 1e9 / n);
+}
+
+
+// ---------------------------------------------------------------------------------------
+// Tensor-core primitives (kernels/cuda/tensor_core.cuh). The operand fragments are built
+// here from the PTX ISA's per-element description of mma.m16n8k32 (element i of a lane's
+// fragment), independently of the register-wise formulas in tensor_core.cuh.
+
+namespace tc = ::consensor::kernels::cuda_emu::tensor_core;
+
+struct MmaCase {
+  int8_t a[16][32];  // row-major M x K
+  int8_t b[32][8];   // K x N
+  int32_t c[16][8];
+};
+
+// Byte i (0..15) of lane's A fragment: row = g for i in [0,4) or [8,12), else g + 8;
+// col = 4t + (i % 4) for i < 8, 4t + (i % 4) + 16 otherwise.
+uint32_t AFragmentWord(const MmaCase& m, int lane, int reg) {
+  const int g = lane / 4, t = lane % 4;
+  uint32_t w = 0;
+  for (int byte = 0; byte < 4; ++byte) {
+    const int i = reg * 4 + byte;
+    const int row = (i < 4 || (i >= 8 && i < 12)) ? g : g + 8;
+    const int col = t * 4 + (i % 4) + (i >= 8 ? 16 : 0);
+    w |= static_cast<uint32_t>(static_cast<uint8_t>(m.a[row][col])) << (8 * byte);
+  }
+  return w;
+}
+
+// Byte i (0..7) of lane's B fragment: row (k) = 4t + (i % 4) (+16 for i >= 4), col = g.
+uint32_t BFragmentWord(const MmaCase& m, int lane, int reg) {
+  const int g = lane / 4, t = lane % 4;
+  uint32_t w = 0;
+  for (int byte = 0; byte < 4; ++byte) {
+    const int i = reg * 4 + byte;
+    const int k = t * 4 + (i % 4) + (i >= 4 ? 16 : 0);
+    w |= static_cast<uint32_t>(static_cast<uint8_t>(m.b[k][g])) << (8 * byte);
+  }
+  return w;
+}
+
+CNSR_GLOBAL void MmaKernel(const uint32_t* a_frag, const uint32_t* b_frag, int32_t* c_frag) {
+  const int lane = static_cast<int>(threadIdx.x);
+  uint32_t a[4], b[2];
+  int32_t c[4];
+  for (int r = 0; r < 4; ++r) a[r] = a_frag[lane * 4 + r];
+  for (int r = 0; r < 2; ++r) b[r] = b_frag[lane * 2 + r];
+  for (int r = 0; r < 4; ++r) c[r] = c_frag[lane * 4 + r];
+  tc::MmaS8(c, a, b);
+  for (int r = 0; r < 4; ++r) c_frag[lane * 4 + r] = c[r];
+}
+
+TEST(SimtTensorCore, MmaS8MatchesThePtxFragmentLayout) {
+  std::mt19937 rng(7);
+  MmaCase m;
+  for (auto& row : m.a) for (auto& v : row) v = static_cast<int8_t>(rng());
+  for (auto& row : m.b) for (auto& v : row) v = static_cast<int8_t>(rng());
+  for (auto& row : m.c) for (auto& v : row) v = static_cast<int32_t>(rng());
+  m.a[0][0] = -128;  // extremes, and an accumulator that wraps past INT32_MAX
+  m.b[0][0] = -128;
+  m.c[0][0] = 2147483647;
+  std::vector<uint32_t> a(32 * 4), b(32 * 2);
+  std::vector<int32_t> c(32 * 4);
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int r = 0; r < 4; ++r) a[lane * 4 + r] = AFragmentWord(m, lane, r);
+    for (int r = 0; r < 2; ++r) b[lane * 2 + r] = BFragmentWord(m, lane, r);
+    // C element i: row = g (+8 for i >= 2), col = 2t + (i % 2).
+    for (int i = 0; i < 4; ++i) c[lane * 4 + i] = m.c[lane / 4 + (i >= 2 ? 8 : 0)][2 * (lane % 4) + i % 2];
+  }
+  ASSERT_EQ(emu::Launch(dim3(1), dim3(32), 0, [&] { MmaKernel(a.data(), b.data(), c.data()); }), "");
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int i = 0; i < 4; ++i) {
+      const int row = lane / 4 + (i >= 2 ? 8 : 0), col = 2 * (lane % 4) + i % 2;
+      uint32_t want = static_cast<uint32_t>(m.c[row][col]);
+      for (int k = 0; k < 32; ++k) want += static_cast<uint32_t>(int32_t{m.a[row][k]} * int32_t{m.b[k][col]});
+      EXPECT_EQ(c[lane * 4 + i], static_cast<int32_t>(want)) << "lane " << lane << " element " << i;
+    }
+  }
+  EXPECT_LT(c[0], 0) << "C[0][0] must wrap past INT32_MAX";
+}
+
+// Four 8 x 16-byte matrices in shared memory, rows addressed by lanes 8j..8j+7.
+CNSR_GLOBAL void LdMatrixKernel(const uint8_t* src, uint32_t* out) {
+  CNSR_SHARED(uint8_t, sh, 4 * 8 * 32);  // rows padded to 32 bytes: not contiguous matrices
+  const int lane = static_cast<int>(threadIdx.x);
+  for (int i = 0; i < 32; ++i) sh[lane * 32 + i] = src[lane * 32 + i];
+  __syncthreads();
+  uint32_t r[4];
+  const int matrix = lane / 8, row = lane % 8;
+  tc::LdMatrixX4(r, sh + (matrix * 8 + row) * 32 + 16);  // the second 16 bytes of each row
+  for (int j = 0; j < 4; ++j) out[lane * 4 + j] = r[j];
+}
+
+TEST(SimtTensorCore, LdMatrixGivesEachLaneItsFragmentWord) {
+  std::vector<uint8_t> src(4 * 8 * 32);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 37 + 11);
+  std::vector<uint32_t> out(32 * 4);
+  ASSERT_EQ(emu::Launch(dim3(1), dim3(32), 0, [&] { LdMatrixKernel(src.data(), out.data()); }), "");
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int j = 0; j < 4; ++j) {
+      // Register j: matrix j, row lane / 4, bytes 4 * (lane % 4) .. +3.
+      const uint8_t* p = src.data() + (j * 8 + lane / 4) * 32 + 16 + 4 * (lane % 4);
+      const uint32_t want = p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
+      EXPECT_EQ(out[lane * 4 + j], want) << "lane " << lane << " register " << j;
+    }
+  }
+}
+
+CNSR_GLOBAL void CpAsyncKernel(const uint8_t* src, uint8_t* out) {
+  CNSR_SHARED(uint8_t, sh, 64);
+  const int t = static_cast<int>(threadIdx.x);
+  tc::CpAsync16(sh + 16 * t, src + 16 * t, t % 2 == 0);  // odd chunks zero-filled
+  tc::CpAsyncCommit();
+  tc::CpAsyncWait<0>();
+  __syncthreads();
+  for (int i = 0; i < 16; ++i) out[16 * t + i] = sh[16 * t + i];
+}
+
+TEST(SimtTensorCore, CpAsyncCopiesOrZeroFills) {
+  std::vector<uint8_t> src(64), out(64, 0xAA);
+  for (int i = 0; i < 64; ++i) src[i] = static_cast<uint8_t>(i + 1);
+  ASSERT_EQ(emu::Launch(dim3(1), dim3(4), 0, [&] { CpAsyncKernel(src.data(), out.data()); }), "");
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(out[i], (i / 16) % 2 == 0 ? src[i] : 0) << i;
+}
+
+CNSR_GLOBAL void MixedCollectivesKernel(int* out) {
+  uint32_t word = threadIdx.x;
+  if (threadIdx.x == 5) {
+    out[threadIdx.x] = __shfl_sync(CNSR_FULL_MASK, static_cast<int>(word), 0);
+  } else {
+    uint32_t all[32];
+    ::consensor::simt::emu::WarpAllGather(&word, sizeof(word), all);
+    out[threadIdx.x] = static_cast<int>(all[0]);
+  }
+}
+
+TEST(SimtTensorCore, MixingAShuffleAndAnAllGatherIsAnError) {
+  std::vector<int> out(32);
+  const std::string err = emu::Launch(dim3(1), dim3(32), 0, [&] { MixedCollectivesKernel(out.data()); });
+  EXPECT_NE(err.find("different warp collectives"), std::string::npos) << err;
 }
 
 }  // namespace
