@@ -6,6 +6,7 @@
 #include "node/model_file.h"
 #include "node/onnx_command.h"
 #include "node/operator_command.h"
+#include "node/selftest_command.h"
 #include "node/verify_command.h"
 
 #include <sys/stat.h>
@@ -80,6 +81,11 @@ commands:
       Checks a task's quorum certificate against the chain without trusting the node:
       signatures, signer order, committee membership at the reference block, and the
       contract's verifyCertificate. Prints VERIFIED and exits 0, or the failed check and 1.
+  selftest [--backend cpu|cuda|cuda-emu] [--device N] [--isa auto|avx2|portable] [--threads N]
+           [--full] [--json]
+      Checks that a backend reproduces the CPU reference bit for bit on this machine: runs
+      graphs covering every op on both and compares hashes; a mismatch names the first
+      differing op. Exit 0 when all match, 1 otherwise (see `consensor selftest --help`).
   version
       Prints the version.
 
@@ -292,6 +298,9 @@ int RunCli(const std::vector<std::string>& raw, std::ostream& out, std::ostream&
   }
   if (!raw.empty() && raw[0] == "onnx-test") {
     return RunOnnxTestCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
+  }
+  if (!raw.empty() && raw[0] == "selftest") {
+    return RunSelfTestCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
   }
   if (!raw.empty() && raw[0] == "keys") {
     return RunKeysCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);

@@ -53,6 +53,7 @@ const std::vector<KeySpec>& Keys() {
       {"executor", "isa", &NodeConfig::isa},
       {"executor", "device", &NodeConfig::device},
       {"executor", "fallback_cpu", &NodeConfig::fallback_cpu},
+      {"executor", "selftest", &NodeConfig::selftest},
       {"executor", "workers", &NodeConfig::workers},
       {"executor", "queue_capacity", &NodeConfig::queue_capacity},
       {"limits", "max_blob_bytes", &NodeConfig::max_blob_bytes},

@@ -7,7 +7,7 @@
 //   [metrics]  listen = ""                 (empty: no HTTP server)
 //   [log]      level = "info"              format = "logfmt"   (or "json")
 //   [executor] backend = "cpu"  threads = 1  isa = "auto"  device = 0  fallback_cpu = false
-//              workers = 2      queue_capacity = 64
+//              selftest = true  workers = 2      queue_capacity = 64
 //   [limits]   max_blob_bytes, max_task_bytes, max_task_flops, max_task_seconds,
 //              max_elements, max_ops, max_inputs
 //   [operator] keystore = ""  password_file = ""  password_env = ""
@@ -46,6 +46,9 @@ struct NodeConfig {
   std::string isa = "auto";     // auto | avx2 | portable
   int64_t device = 0;           // GPU index
   bool fallback_cpu = false;    // rerun on the CPU when the GPU backend fails
+  // A non-CPU backend must reproduce the CPU reference (executor/selftest.h) before the node
+  // serves; on a mismatch it refuses to start, or runs on the CPU when fallback_cpu is set.
+  bool selftest = true;
   int64_t workers = 2;          // tasks executing at once
   int64_t queue_capacity = 64;  // tasks waiting; beyond this SubmitTask gets RESOURCE_EXHAUSTED
 

@@ -30,7 +30,9 @@ options:
   --threads N            CPU threads per task
   --workers N            tasks executing at once
   --queue N              tasks waiting before SubmitTask answers RESOURCE_EXHAUSTED
-  --fallback-cpu         rerun on the CPU when the GPU backend fails
+  --fallback-cpu         rerun on the CPU when the GPU backend fails, and run on the CPU
+                         when the backend fails its startup self-test
+  --no-selftest          skip the startup self-test of a non-CPU backend (executor.selftest)
   --max-blob-bytes N  --max-task-bytes N  --max-task-flops N  --max-task-seconds N
   --max-elements N  --max-ops N  --max-inputs N
                          per-task caps (docs/NODE.md)
@@ -57,7 +59,7 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
                         "--backend", "--threads", "--workers", "--queue", "--max-blob-bytes", "--max-task-bytes",
                         "--max-task-flops", "--max-task-seconds", "--max-elements", "--max-ops", "--max-inputs", "--keystore", "--password-file", "--password-env",
                         "--chain-rpc", "--deployment", "--advertise", "--bootstrap"};
-  spec.flags = {"--help", "--version", "--fallback-cpu"};
+  spec.flags = {"--help", "--version", "--fallback-cpu", "--no-selftest"};
   auto parsed = ParseArgs(raw, spec);
   if (!parsed.ok()) return Usage(err, parsed.status().message());
   const ParsedArgs& a = *parsed;
@@ -114,6 +116,7 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
     }
   }
   if (a.HasFlag("--fallback-cpu")) config.fallback_cpu = true;
+  if (a.HasFlag("--no-selftest")) config.selftest = false;
   if (auto list = a.Option("--bootstrap")) {
     config.p2p_bootstrap.clear();
     size_t start = 0;

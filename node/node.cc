@@ -23,6 +23,7 @@
 #include "node/log.h"
 #include "node/metrics.h"
 #include "node/node_metrics.h"
+#include "node/startup_selftest.h"
 #include "node/store.h"
 #include "node/task_manager.h"
 
@@ -227,6 +228,14 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     }
     Log(LogLevel::kWarn, "executor backend unavailable; tasks will run on the CPU",
         {{"backend", config.backend}, {"error", probe.status().message()}});
+  } else if (config.backend != "cpu") {
+    if (config.selftest) {
+      ASSIGN_OR_RETURN(to.backend, SelfTestBackendAtStartup(**probe, to.backend, config.fallback_cpu, &impl->registry));
+      impl->config.backend = to.backend.name;  // node info and the services endpoint say what runs
+    } else {
+      Log(LogLevel::kWarn, "backend self-test skipped (executor.selftest = false): results are signed unchecked",
+          {{"backend", (*probe)->name()}});
+    }
   }
   Impl* raw = impl.get();
   const bool network = !config.chain_rpc.empty();

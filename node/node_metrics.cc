@@ -23,4 +23,16 @@ NodeMetrics::NodeMetrics(MetricsRegistry* r)
       blobs_stored(r->AddGauge("consensor_blobs_stored", "Number of blobs in the store.")),
       up(r->AddGauge("consensor_up", "1 while the node serves requests.")) {}
 
+void ExportBackendSelfTest(MetricsRegistry* registry, const std::string& backend, bool ok, double seconds) {
+  const MetricsRegistry::Labels labels = {{"backend", backend}};
+  registry
+      ->AddGauge("consensor_backend_selftest_ok",
+                 "1 when the executor backend reproduced the CPU reference in the startup self-test, 0 when it did "
+                 "not (the node then runs on the CPU or does not start).",
+                 labels)
+      ->Set(ok ? 1 : 0);
+  registry->AddGauge("consensor_backend_selftest_seconds", "Wall time of the startup backend self-test.", labels)
+      ->Set(seconds);
+}
+
 }  // namespace consensor::node

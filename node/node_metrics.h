@@ -2,6 +2,8 @@
 // that update them.
 #pragma once
 
+#include <string>
+
 #include "node/metrics.h"
 
 namespace consensor::node {
@@ -25,5 +27,10 @@ struct NodeMetrics {
   Gauge* blobs_stored;
   Gauge* up;                 // 1 while serving
 };
+
+// The outcome of the startup self-test of a non-CPU backend (executor/selftest.h):
+// consensor_backend_selftest_ok{backend} 1 or 0 and consensor_backend_selftest_seconds{backend}.
+// Exported only when the self-test ran.
+void ExportBackendSelfTest(MetricsRegistry* registry, const std::string& backend, bool ok, double seconds);
 
 }  // namespace consensor::node

@@ -13,6 +13,7 @@
 
 #include "common/npy.h"
 #include "executor/graph.h"
+#include "executor/selftest.h"
 #include "executor/serialize.h"
 #include "tests/functional/daemon_harness.h"
 
@@ -133,6 +134,51 @@ TEST_F(CliTest, BackendsAgreeAndGpuFallbackIsOptIn) {
   auto unknown = RunCli("run " + graph + " --input x=" + x + " --backend tpu --fallback-cpu");
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_NE(unknown.out.find("unknown backend 'tpu'"), std::string::npos) << unknown.out;
+}
+
+// `consensor selftest`: the emulated CUDA kernels reproduce the CPU reference graph by graph;
+// a GPU backend that cannot run here is a clear error (exit 1); bad usage exits 2.
+TEST_F(CliTest, SelfTestChecksABackendAgainstTheCpuReference) {
+  auto emu = RunCli("selftest --backend cuda-emu");
+  ASSERT_EQ(emu.exit_code, 0) << emu.out;
+  EXPECT_NE(emu.out.find("selftest  cuda-emu against cpu-portable x1 (quick set)\n"), std::string::npos) << emu.out;
+  const auto graphs = executor::BuildSelfTestGraphs(executor::SelfTestSize::kQuick);
+  for (const auto& g : graphs) {
+    const size_t line = emu.out.find("\n" + g.name + " ");
+    ASSERT_NE(line, std::string::npos) << g.name << "\n" << emu.out;
+    const std::string text = emu.out.substr(line + 1, emu.out.find('\n', line + 1) - line - 1);
+    EXPECT_NE(text.find(" ops  PASS  "), std::string::npos) << text;
+    EXPECT_NE(text.find(" s"), std::string::npos) << text;
+  }
+  EXPECT_NE(emu.out.find("PASS      " + std::to_string(graphs.size()) + " of " + std::to_string(graphs.size()) +
+                         " graphs match the CPU reference bit for bit"),
+            std::string::npos)
+      << emu.out;
+
+  auto json = RunCli("selftest --json --threads 2 --isa portable");
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  EXPECT_NE(json.out.find("\"passed\": true"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"backend\": \"cpu-portable x2\""), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"name\": \"transformer_block\""), std::string::npos) << json.out;
+
+  auto gpu = RunCli("selftest --backend cuda");
+  if (gpu.exit_code == 0) {
+    EXPECT_NE(gpu.out.find("graphs match the CPU reference bit for bit"), std::string::npos) << gpu.out;  // a GPU
+  } else {
+    EXPECT_EQ(gpu.exit_code, 1) << gpu.out;
+    EXPECT_NE(gpu.out.find("error: backend 'cuda' is not available: "), std::string::npos) << gpu.out;
+    EXPECT_EQ(gpu.out.find("PASS"), std::string::npos) << gpu.out;
+  }
+
+  for (const char* bad : {"selftest --backend tpu", "selftest --threads 0", "selftest --device -1", "selftest extra",
+                          "selftest --isa sse", "selftest --fast"}) {
+    auto r = RunCli(bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << "\n" << r.out;
+    EXPECT_NE(r.out.find("usage: consensor selftest"), std::string::npos) << bad << "\n" << r.out;
+  }
+  auto help = RunCli("selftest --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(RunCli("--help").out.find("selftest [--backend"), std::string::npos);
 }
 
 TEST_F(CliTest, InspectShowsOpsFlopsAndMemory) {

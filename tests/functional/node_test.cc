@@ -566,14 +566,27 @@ TEST_F(NodeTest, ConfigFileOperatorKeyAndBadConfig) {
 namespace consensor {
 namespace {
 
-// The executor backend comes from the node's config: the emulated CUDA kernels give the CPU's
-// bits; a GPU backend that cannot run here stops startup unless fallback_cpu is set.
-TEST_F(NodeTest, BackendFromConfigAndCpuFallback) {
+// The executor backend comes from the node's config: the emulated CUDA kernels pass the
+// startup self-test (logged and exported) and give the CPU's bits; executor.selftest = false
+// and --no-selftest skip the self-test; a GPU backend that cannot run here stops startup
+// unless fallback_cpu is set.
+TEST_F(NodeTest, BackendFromConfigSelfTestAndCpuFallback) {
   Graph g = SmallModel();
   std::map<std::string, Tensor> inputs = {{"x", RandomTensor({4, 8}, 7)}};
   const std::string expected = ToHex(RunLocally(g, inputs).result_root);
 
-  DaemonProcess* emu = StartDaemon("emu", {"--backend", "cuda-emu"});
+  DaemonProcess* emu = StartDaemon("emu", {"--backend", "cuda-emu", "--metrics", "127.0.0.1:0"});
+  const std::string log = emu->Log();
+  EXPECT_NE(log.find("msg=\"backend self-test started\" backend=cuda-emu set=quick"), std::string::npos) << log;
+  EXPECT_NE(log.find("msg=\"backend self-test passed\" backend=cuda-emu reference=\"cpu-portable x1\""),
+            std::string::npos)
+      << log;
+  EXPECT_LT(log.find("backend self-test passed"), log.find("consensord started")) << log;
+  const std::string metrics_addr = testing_support::ReadWholeFile(emu->datadir() + "/metrics.addr");
+  auto metrics = HttpGet(metrics_addr.substr(0, metrics_addr.size() - 1), "/metrics");
+  EXPECT_NE(metrics.second.find("consensor_backend_selftest_ok{backend=\"cuda-emu\"} 1"), std::string::npos)
+      << metrics.second;
+  EXPECT_NE(metrics.second.find("consensor_backend_selftest_seconds{backend=\"cuda-emu\"} "), std::string::npos);
   NodeClient client(emu->address());
   auto s = client.SubmitTask(Prepare(client, g, inputs));
   ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -582,6 +595,22 @@ TEST_F(NodeTest, BackendFromConfigAndCpuFallback) {
   ASSERT_EQ(t->state(), v1::TASK_STATE_SUCCEEDED) << t->error_message();
   EXPECT_EQ(t->result().result_root(), expected);
   EXPECT_NE(t->result().backend().find("emu"), std::string::npos) << t->result().backend();
+
+  std::ofstream(Path("unchecked.toml")) << "[executor]\nbackend = \"cuda-emu\"\nselftest = false\n";
+  for (const auto& [name, args] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"unchecked", {"--config", Path("unchecked.toml"), "--metrics", "127.0.0.1:0"}},
+           {"flagged", {"--backend", "cuda-emu", "--no-selftest", "--metrics", "127.0.0.1:0"}}}) {
+    DaemonProcess* d = StartDaemon(name, args);
+    EXPECT_NE(d->Log().find("level=warn msg=\"backend self-test skipped (executor.selftest = false)"),
+              std::string::npos)
+        << d->Log();
+    EXPECT_EQ(d->Log().find("self-test started"), std::string::npos) << d->Log();
+    const std::string addr = testing_support::ReadWholeFile(d->datadir() + "/metrics.addr");
+    auto text = HttpGet(addr.substr(0, addr.size() - 1), "/metrics");
+    EXPECT_NE(text.second.find("consensor_up 1"), std::string::npos) << text.second;
+    EXPECT_EQ(text.second.find("consensor_backend_selftest_ok"), std::string::npos) << text.second;
+    d->Kill(SIGTERM);
+  }
 
   // A CUDA backend on a machine without a usable GPU.
   auto probe = kernels::CreateBackend(kernels::BackendOptions{"cuda", 1, "auto", 0});

@@ -89,6 +89,7 @@ TEST(ConfigTest, EmptyFileGivesDefaults) {
   EXPECT_EQ(config->log_level, "info");
   EXPECT_EQ(config->log_format, "logfmt");
   EXPECT_EQ(config->backend, "cpu");
+  EXPECT_TRUE(config->selftest);
   EXPECT_EQ(config->workers, 2);
   EXPECT_EQ(config->queue_capacity, 64);
   EXPECT_EQ(config->max_task_flops, defaults.max_task_flops);
@@ -121,6 +122,7 @@ threads = 8
 isa = "avx2"
 device = 1
 fallback_cpu = true
+selftest = false
 workers = 4
 queue_capacity = 1000
 
@@ -152,6 +154,7 @@ password_file = "/run/secrets/pw"
   EXPECT_EQ(c.isa, "avx2");
   EXPECT_EQ(c.device, 1);
   EXPECT_TRUE(c.fallback_cpu);
+  EXPECT_FALSE(c.selftest);
   EXPECT_EQ(c.workers, 4);
   EXPECT_EQ(c.queue_capacity, 1000);
   EXPECT_EQ(c.max_blob_bytes, int64_t{2147483648});
@@ -184,6 +187,9 @@ TEST(ConfigTest, UnknownKeysAreNamed) {
   EXPECT_TRUE(Contains(e, "line 3")) << e;
   EXPECT_TRUE(Contains(e, "did you mean 'executor.workers'")) << e;
 
+  e = ParseError("[executor]\nselftst = false\n");
+  EXPECT_TRUE(Contains(e, "did you mean 'executor.selftest'")) << e;
+
   e = ParseError("datadirr = \"/x\"\n");
   EXPECT_TRUE(Contains(e, "unknown key 'datadirr'")) << e;
   EXPECT_TRUE(Contains(e, "did you mean 'datadir'")) << e;
@@ -208,6 +214,8 @@ TEST(ConfigTest, WrongTypesNameTheKeyAndPosition) {
   EXPECT_TRUE(Contains(e, "'limits.max_task_flops' must be an integer")) << e;
   e = ParseError("[executor]\nfallback_cpu = 1\n");
   EXPECT_TRUE(Contains(e, "'executor.fallback_cpu' must be true or false")) << e;
+  e = ParseError("[executor]\nselftest = \"no\"\n");
+  EXPECT_TRUE(Contains(e, "'executor.selftest' must be true or false")) << e;
   e = ParseError("datadir = [\"/a\"]\n");
   EXPECT_TRUE(Contains(e, "'datadir' must be a string")) << e;
   e = ParseError("rpc = \"127.0.0.1:1\"\n");
