@@ -7,8 +7,9 @@
 #
 #   scripts/gpu_bundle.sh            (build dir: build-gpu, or $BUILD_DIR)
 #
-# .gpu/ is kept out of git through .git/info/exclude; it is built here, on the CI-like
-# machine that has nvcc and the Debian packages, and copied to the GPU machine as is.
+# The result is one file, .gpu/bundle.tar.xz (about 25 MB: the fat binaries compress well;
+# unpacked they are over 100 MB, more than a lent machine's 64 MiB carry). .gpu/ is kept out
+# of git through .git/info/exclude; carry it to the GPU machine as is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,29 +26,32 @@ fi
 targets=(conformance_tests kernels_tests executor_tests cuda_bench consensor)
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 
-rm -rf .gpu
-mkdir -p .gpu/bin .gpu/lib .gpu/onnx-testdata
+stage=$build/gpu-bundle
+rm -rf "$stage" .gpu
+mkdir -p "$stage/bin" "$stage/lib" "$stage/onnx-testdata" .gpu
 for t in "${targets[@]}"; do
   bin=$(find "$build" -type f -name "$t" -perm -u+x | head -n 1)
   [ -n "$bin" ] || { echo "gpu_bundle: $t was not built" >&2; exit 1; }
-  strip -o ".gpu/bin/$t" "$bin"
+  strip -o "$stage/bin/$t" "$bin"
 done
 
 # Everything ldd resolves except the C/C++ runtime and the NVIDIA driver and libraries,
 # which the GPU machine has in versions at least as new.
-ldd .gpu/bin/* | awk '/=> \// {print $3}' | sort -u |
+ldd "$stage"/bin/* | awk '/=> \// {print $3}' | sort -u |
   grep -Ev '/(libc|libm|libdl|libpthread|librt|libutil|ld-linux-x86-64|libstdc\+\+|libgcc_s|libcuda|libcublas|libcublasLt|libcudart)\.so' |
-  while read -r lib; do cp -L "$lib" .gpu/lib/; done
+  while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 
 # The models of the ONNX golden test (tests/conformance/onnx_golden.txt).
 data=/usr/share/libonnx-testdata/data
 grep -v '^#' tests/conformance/onnx_golden.txt | awk '{print $1}' | while read -r test; do
-  mkdir -p ".gpu/onnx-testdata/$(dirname "$test")"
-  cp -r "$data/$test" ".gpu/onnx-testdata/$test"
+  mkdir -p "$stage/onnx-testdata/$(dirname "$test")"
+  cp -r "$data/$test" "$stage/onnx-testdata/$test"
 done
 
 # The tests read their inputs from the source path compiled into them.
-pwd >.gpu/SOURCE_DIR
-git rev-parse HEAD >.gpu/COMMIT
+pwd >"$stage/SOURCE_DIR"
+git rev-parse HEAD >"$stage/COMMIT"
+tar -C "$stage" -cJf .gpu/bundle.tar.xz .
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >>.git/info/exclude
-echo "gpu_bundle: .gpu/ holds $(du -sh .gpu | cut -f1) ($(ls .gpu/lib | wc -l) libraries) for commit $(cut -c1-12 .gpu/COMMIT)"
+echo "gpu_bundle: .gpu/bundle.tar.xz is $(du -h .gpu/bundle.tar.xz | cut -f1) ($(du -sh "$stage" | cut -f1) unpacked," \
+  "$(ls "$stage/lib" | wc -l) libraries) for commit $(cut -c1-12 "$stage/COMMIT")"
