@@ -6,9 +6,9 @@
 #include <bit>
 #include <cstring>
 #include <functional>
-#include <string>
 #include <vector>
 
+#include "kernels/checks/data_movement.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_impl.h"
@@ -17,17 +17,6 @@ namespace consensor::kernels::cpu {
 namespace {
 
 constexpr int64_t kCopyGrainBytes = 256 * 1024;
-
-std::string Prefix(Op op) { return std::string(OpName(op)) + ": "; }
-
-std::string ShapeOf(const TensorView& v) {
-  std::string s = "[";
-  for (int i = 0; i < v.rank; ++i) {
-    if (i) s += ", ";
-    s += std::to_string(v.dims[i]);
-  }
-  return s + "]";
-}
 
 void Parallel(const CpuContext& ctx, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
@@ -40,44 +29,6 @@ void Parallel(const CpuContext& ctx, int64_t n, int64_t grain, const std::functi
 
 // Grain in units of `unit_bytes`-sized items so that a chunk moves about kCopyGrainBytes.
 int64_t GrainFor(int64_t unit_bytes) { return std::max<int64_t>(1, kCopyGrainBytes / std::max<int64_t>(1, unit_bytes)); }
-
-Status CheckView(const TensorView& v, const std::string& what, Op op) {
-  if (!IsValidDType(v.dtype)) return InvalidArgument(Prefix(op) + what + " has an invalid dtype");
-  if (v.rank < 0 || v.rank > kMaxRank) return InvalidArgument(Prefix(op) + what + " has rank out of range");
-  for (int d = 0; d < v.rank; ++d) {
-    if (v.dims[d] < 0) return InvalidArgument(Prefix(op) + what + " has a negative dim");
-  }
-  if (v.data == nullptr && v.num_elements() != 0) return InvalidArgument(Prefix(op) + what + " has no data");
-  return OkStatus();
-}
-
-Status CheckCall(const KernelCall& call, int min_inputs, int max_inputs) {
-  if (call.num_outputs != 1 || call.outputs == nullptr) return InvalidArgument(Prefix(call.op) + "expects 1 output");
-  if (call.num_inputs < min_inputs || call.num_inputs > max_inputs || (call.num_inputs > 0 && call.inputs == nullptr)) {
-    return InvalidArgument(Prefix(call.op) + "unexpected number of inputs: " + std::to_string(call.num_inputs));
-  }
-  RETURN_IF_ERROR(CheckView(call.out(), "output", call.op));
-  for (int i = 0; i < call.num_inputs; ++i) {
-    RETURN_IF_ERROR(CheckView(call.in(i), "input " + std::to_string(i), call.op));
-  }
-  return OkStatus();
-}
-
-Status CheckSameDType(const KernelCall& call, const TensorView& in) {
-  if (in.dtype != call.out().dtype) {
-    return InvalidArgument(Prefix(call.op) + "output dtype " + std::string(DTypeName(call.out().dtype)) +
-                           " differs from input dtype " + std::string(DTypeName(in.dtype)));
-  }
-  return OkStatus();
-}
-
-void ContiguousStrides(const TensorView& v, int64_t* strides) {
-  int64_t s = 1;
-  for (int d = v.rank - 1; d >= 0; --d) {
-    strides[d] = s;
-    s *= v.dims[d];
-  }
-}
 
 // Flat byte copy of `bytes` bytes, split across the pool.
 void CopyBytes(const CpuContext& ctx, void* dst, const void* src, int64_t bytes) {
@@ -177,138 +128,13 @@ void StridedCopy(const CpuContext& ctx, StridedLayout layout, int64_t esize, voi
 }
 
 // ---------------------------------------------------------------------------------------
-
-Status RunCopy(const KernelCall& call, const CpuContext& ctx) {
-  RETURN_IF_ERROR(CheckCall(call, 1, 1));
-  const TensorView& in = call.in(0);
-  const TensorView& out = call.out();
-  RETURN_IF_ERROR(CheckSameDType(call, in));
-  if (call.op == Op::kIdentity && in.rank != out.rank) {
-    return InvalidArgument(Prefix(call.op) + "output shape " + ShapeOf(out) + " differs from input shape " + ShapeOf(in));
-  }
-  if (call.op == Op::kIdentity) {
-    for (int d = 0; d < in.rank; ++d) {
-      if (in.dims[d] != out.dims[d]) {
-        return InvalidArgument(Prefix(call.op) + "output shape " + ShapeOf(out) + " differs from input shape " +
-                               ShapeOf(in));
-      }
-    }
-  }
-  if (in.num_elements() != out.num_elements()) {
-    return InvalidArgument(Prefix(call.op) + "element count differs: input " + ShapeOf(in) + ", output " +
-                           ShapeOf(out));
-  }
-  CopyBytes(ctx, out.data, in.data, out.byte_size());
-  return OkStatus();
-}
-
-Status RunTranspose(const KernelCall& call, const CpuContext& ctx) {
-  RETURN_IF_ERROR(CheckCall(call, 1, 1));
-  const TensorView& in = call.in(0);
-  const TensorView& out = call.out();
-  RETURN_IF_ERROR(CheckSameDType(call, in));
-  if (call.params == nullptr) return InvalidArgument(Prefix(call.op) + "missing parameters");
-  const std::vector<int64_t>& perm = call.params->perm;
-  if (out.rank != in.rank || static_cast<int>(perm.size()) != in.rank) {
-    return InvalidArgument(Prefix(call.op) + "perm size " + std::to_string(perm.size()) + " does not match rank " +
-                           std::to_string(in.rank));
-  }
-  bool seen[kMaxRank] = {};
-  for (int i = 0; i < in.rank; ++i) {
-    if (perm[i] < 0 || perm[i] >= in.rank || seen[perm[i]]) {
-      return InvalidArgument(Prefix(call.op) + "perm is not a permutation of [0, " + std::to_string(in.rank) + ")");
-    }
-    seen[perm[i]] = true;
-    if (out.dims[i] != in.dims[perm[i]]) {
-      return InvalidArgument(Prefix(call.op) + "output shape " + ShapeOf(out) + " does not match the permuted input " +
-                             ShapeOf(in));
-    }
-  }
-  int64_t cs[kMaxRank];
-  ContiguousStrides(in, cs);
-  StridedLayout l;
-  l.rank = out.rank;
-  for (int i = 0; i < out.rank; ++i) {
-    l.dims[i] = out.dims[i];
-    l.strides[0][i] = cs[perm[i]];
-  }
-  StridedCopy(ctx, l, DTypeSize(in.dtype), out.data, in.data);
-  return OkStatus();
-}
-
-Status RunSlice(const KernelCall& call, const CpuContext& ctx) {
-  RETURN_IF_ERROR(CheckCall(call, 1, 1));
-  const TensorView& in = call.in(0);
-  const TensorView& out = call.out();
-  RETURN_IF_ERROR(CheckSameDType(call, in));
-  if (call.params == nullptr) return InvalidArgument(Prefix(call.op) + "missing parameters");
-  const auto& starts = call.params->starts;
-  const auto& steps = call.params->steps;
-  if (out.rank != in.rank || static_cast<int>(starts.size()) != in.rank || static_cast<int>(steps.size()) != in.rank) {
-    return InvalidArgument(Prefix(call.op) + "starts/steps must have one entry per input dim (rank " +
-                           std::to_string(in.rank) + ")");
-  }
-  for (int d = 0; d < in.rank; ++d) {
-    if (steps[d] == 0) return InvalidArgument(Prefix(call.op) + "step of dim " + std::to_string(d) + " is 0");
-  }
-  if (out.num_elements() == 0) return OkStatus();
-  int64_t cs[kMaxRank];
-  ContiguousStrides(in, cs);
-  StridedLayout l;
-  l.rank = out.rank;
-  int64_t base = 0;
-  for (int d = 0; d < in.rank; ++d) {
-    // Every element index start + i * step, i in [0, out_dim), must lie in [0, in_dim).
-    const int64_t start = starts[d], step = steps[d], n = out.dims[d];
-    int64_t span, last;
-    const bool overflow = __builtin_mul_overflow(n - 1, step, &span) || __builtin_add_overflow(start, span, &last);
-    if (start < 0 || start >= in.dims[d] || overflow || last < 0 || last >= in.dims[d]) {
-      return InvalidArgument(Prefix(call.op) + "dim " + std::to_string(d) + ": start " + std::to_string(start) +
-                             ", step " + std::to_string(step) + " and output size " + std::to_string(n) +
-                             " read outside the input size " + std::to_string(in.dims[d]));
-    }
-    base += start * cs[d];
-    l.dims[d] = n;
-    l.strides[0][d] = step * cs[d];
-  }
-  const int64_t esize = DTypeSize(in.dtype);
-  StridedCopy(ctx, l, esize, out.data, static_cast<const uint8_t*>(in.data) + base * esize);
-  return OkStatus();
-}
+// Ops of calls validated by ValidateDataMovement.
 
 Status RunConcat(const KernelCall& call, const CpuContext& ctx) {
-  RETURN_IF_ERROR(CheckCall(call, 1, 1 << 30));
   const TensorView& out = call.out();
-  if (call.params == nullptr) return InvalidArgument(Prefix(call.op) + "missing parameters");
   const int64_t axis = call.params->axis;
-  if (axis < 0 || axis >= out.rank) {
-    return InvalidArgument(Prefix(call.op) + "axis " + std::to_string(axis) + " out of range for rank " +
-                           std::to_string(out.rank));
-  }
-  int64_t axis_sum = 0;
-  for (int i = 0; i < call.num_inputs; ++i) {
-    const TensorView& in = call.in(i);
-    RETURN_IF_ERROR(CheckSameDType(call, in));
-    if (in.rank != out.rank) {
-      return InvalidArgument(Prefix(call.op) + "input " + std::to_string(i) + " has rank " + std::to_string(in.rank) +
-                             ", output has rank " + std::to_string(out.rank));
-    }
-    for (int d = 0; d < out.rank; ++d) {
-      if (d != axis && in.dims[d] != out.dims[d]) {
-        return InvalidArgument(Prefix(call.op) + "input " + std::to_string(i) + " shape " + ShapeOf(in) +
-                               " does not match output " + ShapeOf(out) + " outside the axis");
-      }
-    }
-    axis_sum += in.dims[axis];
-  }
-  if (axis_sum != out.dims[axis]) {
-    return InvalidArgument(Prefix(call.op) + "input sizes along axis sum to " + std::to_string(axis_sum) +
-                           ", output has " + std::to_string(out.dims[axis]));
-  }
-  const int64_t esize = DTypeSize(out.dtype);
-  int64_t outer = 1, inner = esize;
-  for (int d = 0; d < axis; ++d) outer *= out.dims[d];
-  for (int d = static_cast<int>(axis) + 1; d < out.rank; ++d) inner *= out.dims[d];
+  const AxisSplit split = SplitAtAxis(out, axis);
+  const int64_t outer = split.outer, inner = split.inner * DTypeSize(out.dtype);  // inner in bytes
   // Each output row (one outer index) is the concatenation of one block per input.
   std::vector<int64_t> block(static_cast<size_t>(call.num_inputs)), start(static_cast<size_t>(call.num_inputs));
   int64_t row = 0;
@@ -345,67 +171,36 @@ Status RunConcat(const KernelCall& call, const CpuContext& ctx) {
 }
 
 template <typename I>
-Status NormalizeIndices(const TensorView& indices, int64_t dim, Op op, std::vector<int64_t>* out) {
+Status NormalizeIndices(const TensorView& indices, int64_t dim, std::vector<int64_t>* out) {
   const I* p = indices.as<I>();
   const int64_t n = indices.num_elements();
   out->resize(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) {
     int64_t v = static_cast<int64_t>(p[j]);
     int64_t k = v < 0 ? v + dim : v;
-    if (k < 0 || k >= dim) {
-      return OutOfRange(Prefix(op) + "index " + std::to_string(v) + " (at indices position " + std::to_string(j) +
-                        ") is out of range for an axis of size " + std::to_string(dim) + "; valid indices are [-" +
-                        std::to_string(dim) + ", " + std::to_string(dim) + ")");
-    }
+    if (k < 0 || k >= dim) return GatherIndexError(v, j, dim);
     (*out)[j] = k;
   }
   return OkStatus();
 }
 
 Status RunGather(const KernelCall& call, const CpuContext& ctx) {
-  RETURN_IF_ERROR(CheckCall(call, 2, 2));
   const TensorView& data = call.in(0);
   const TensorView& indices = call.in(1);
   const TensorView& out = call.out();
-  RETURN_IF_ERROR(CheckSameDType(call, data));
-  if (indices.dtype != DType::kI32 && indices.dtype != DType::kI64) {
-    return InvalidArgument(Prefix(call.op) + "indices must be i32 or i64, got " + std::string(DTypeName(indices.dtype)));
-  }
-  if (call.params == nullptr) return InvalidArgument(Prefix(call.op) + "missing parameters");
-  const int64_t axis = call.params->axis;
-  if (axis < 0 || axis >= data.rank) {
-    return InvalidArgument(Prefix(call.op) + "axis " + std::to_string(axis) + " out of range for data rank " +
-                           std::to_string(data.rank));
-  }
-  // Output shape = data.shape[:axis] + indices.shape + data.shape[axis+1:].
-  bool shape_ok = out.rank == data.rank - 1 + indices.rank;
-  for (int d = 0; shape_ok && d < out.rank; ++d) {
-    int64_t want;
-    if (d < axis) want = data.dims[d];
-    else if (d < axis + indices.rank) want = indices.dims[d - axis];
-    else want = data.dims[d - indices.rank + 1];
-    shape_ok = out.dims[d] == want;
-  }
-  if (!shape_ok) {
-    return InvalidArgument(Prefix(call.op) + "output shape " + ShapeOf(out) + " does not match data " + ShapeOf(data) +
-                           ", indices " + ShapeOf(indices) + ", axis " + std::to_string(axis));
-  }
+  const AxisSplit split = SplitAtAxis(data, call.params->axis);
   // Indices are run-time data: check them all before touching memory (first bad one in
   // index order is reported, independently of the thread count).
-  const int64_t dim = data.dims[axis];
+  const int64_t dim = split.n;
   std::vector<int64_t> idx;
   if (indices.dtype == DType::kI32) {
-    RETURN_IF_ERROR(NormalizeIndices<int32_t>(indices, dim, call.op, &idx));
+    RETURN_IF_ERROR(NormalizeIndices<int32_t>(indices, dim, &idx));
   } else {
-    RETURN_IF_ERROR(NormalizeIndices<int64_t>(indices, dim, call.op, &idx));
+    RETURN_IF_ERROR(NormalizeIndices<int64_t>(indices, dim, &idx));
   }
-  const int64_t esize = DTypeSize(data.dtype);
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= data.dims[d];
-  for (int d = static_cast<int>(axis) + 1; d < data.rank; ++d) inner *= data.dims[d];
   const int64_t n = static_cast<int64_t>(idx.size());
-  const int64_t rows = outer * n;
-  const int64_t row_bytes = inner * esize;
+  const int64_t rows = split.outer * n;
+  const int64_t row_bytes = split.inner * DTypeSize(data.dtype);
   if (rows == 0 || row_bytes == 0) return OkStatus();
   const uint8_t* src = static_cast<const uint8_t*>(data.data);
   uint8_t* dst = static_cast<uint8_t*>(out.data);
@@ -415,27 +210,6 @@ Status RunGather(const KernelCall& call, const CpuContext& ctx) {
       std::memcpy(dst + r * row_bytes, src + (o * dim + idx[j]) * row_bytes, static_cast<size_t>(row_bytes));
     }
   });
-  return OkStatus();
-}
-
-Status RunExpand(const KernelCall& call, const CpuContext& ctx) {
-  RETURN_IF_ERROR(CheckCall(call, 1, 1));
-  const TensorView& in = call.in(0);
-  const TensorView& out = call.out();
-  RETURN_IF_ERROR(CheckSameDType(call, in));
-  bool ok = in.rank <= out.rank;
-  for (int d = 0; ok && d < in.rank; ++d) {
-    const int64_t x = in.dims[d], y = out.dims[d + out.rank - in.rank];
-    ok = x == y || x == 1;
-  }
-  if (!ok) {
-    return InvalidArgument(Prefix(call.op) + "input shape " + ShapeOf(in) + " does not broadcast to " + ShapeOf(out));
-  }
-  StridedLayout l;
-  l.rank = out.rank;
-  for (int d = 0; d < out.rank; ++d) l.dims[d] = out.dims[d];
-  BroadcastStrides(in.dims, in.rank, out.dims, out.rank, l.strides[0]);
-  StridedCopy(ctx, l, DTypeSize(in.dtype), out.data, in.data);
   return OkStatus();
 }
 
@@ -481,24 +255,9 @@ void PadRows(const CpuContext& ctx, const TensorView& in, const TensorView& out,
 }
 
 Status RunPad(const KernelCall& call, const CpuContext& ctx) {
-  RETURN_IF_ERROR(CheckCall(call, 1, 1));
   const TensorView& in = call.in(0);
   const TensorView& out = call.out();
-  RETURN_IF_ERROR(CheckSameDType(call, in));
-  if (call.params == nullptr) return InvalidArgument(Prefix(call.op) + "missing parameters");
   const auto& pb = call.params->pad_begin;
-  const auto& pe = call.params->pad_end;
-  if (out.rank != in.rank || static_cast<int>(pb.size()) != in.rank || static_cast<int>(pe.size()) != in.rank) {
-    return InvalidArgument(Prefix(call.op) + "pad_begin/pad_end must have one entry per dim (rank " +
-                           std::to_string(in.rank) + ")");
-  }
-  for (int d = 0; d < in.rank; ++d) {
-    if (pb[d] < 0 || pe[d] < 0 || out.dims[d] != in.dims[d] + pb[d] + pe[d]) {
-      return InvalidArgument(Prefix(call.op) + "dim " + std::to_string(d) + ": output size " +
-                             std::to_string(out.dims[d]) + " != input " + std::to_string(in.dims[d]) + " + pads " +
-                             std::to_string(pb[d]) + " + " + std::to_string(pe[d]) + " (pads must be >= 0)");
-    }
-  }
   if (out.num_elements() == 0) return OkStatus();
   if (out.rank == 0) {
     CopyBytes(ctx, out.data, in.data, out.byte_size());
@@ -511,7 +270,7 @@ Status RunPad(const KernelCall& call, const CpuContext& ctx) {
     case DType::kI8: PadRows<int8_t>(ctx, in, out, pb, PadValueAs<int8_t>(v)); break;
     case DType::kBool: PadRows<uint8_t>(ctx, in, out, pb, PadValueAs<uint8_t>(v)); break;
     case DType::kI64: PadRows<int64_t>(ctx, in, out, pb, PadValueAs<int64_t>(v)); break;
-    default: return InvalidArgument(Prefix(call.op) + "unsupported dtype");
+    default: return InvalidArgument("pad: unsupported dtype");
   }
   return OkStatus();
 }
@@ -519,17 +278,22 @@ Status RunPad(const KernelCall& call, const CpuContext& ctx) {
 }  // namespace
 
 Status RunDataMovement(const KernelCall& call, const CpuContext& ctx) {
+  RETURN_IF_ERROR(ValidateDataMovement(call));
+  const TensorView& out = call.out();
   switch (call.op) {
-    case Op::kIdentity: case Op::kReshape: return RunCopy(call, ctx);
-    case Op::kTranspose: return RunTranspose(call, ctx);
-    case Op::kSlice: return RunSlice(call, ctx);
+    case Op::kTranspose: case Op::kSlice: case Op::kExpand: {
+      const StridedRead r = PlanStridedRead(call);
+      const int64_t esize = DTypeSize(out.dtype);
+      StridedCopy(ctx, r.layout, esize, out.data, static_cast<const uint8_t*>(call.in(0).data) + r.offset * esize);
+      return OkStatus();
+    }
     case Op::kConcat: return RunConcat(call, ctx);
     case Op::kGather: return RunGather(call, ctx);
-    case Op::kExpand: return RunExpand(call, ctx);
     case Op::kPad: return RunPad(call, ctx);
-    default: break;
+    default:  // identity, reshape
+      CopyBytes(ctx, out.data, call.in(0).data, out.byte_size());
+      return OkStatus();
   }
-  return InvalidArgument("data movement: op '" + std::string(OpName(call.op)) + "' is not a data-movement op");
 }
 
 }  // namespace consensor::kernels::cpu

@@ -1,7 +1,7 @@
-// Elementwise kernels: validation, broadcast planning and the portable instantiation of
-// kernels/cpu/elementwise_impl.h. elementwise_avx2.cc compiles the same loops with AVX2.
-#include <string>
-
+// Elementwise kernels: the portable instantiation of kernels/cpu/elementwise_impl.h, run
+// over the layout planned by kernels/checks/elementwise.h. elementwise_avx2.cc compiles the
+// same loops with AVX2.
+#include "kernels/checks/elementwise.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_impl.h"
 
@@ -11,194 +11,22 @@ void EwRunChunkPortable(const EwPlan& plan, int64_t begin, int64_t end) {
   EwRunChunkImpl(plan, begin, end);
 }
 
-namespace {
-
-enum class Kind { kNumericUnary, kFloatUnary, kBoolUnary, kCast, kNumericBinary, kFloatBinary, kCompare,
-                  kLogical, kWhere, kNone };
-
-Kind KindOf(Op op) {
-  switch (op) {
-    case Op::kNeg: case Op::kAbs: case Op::kRelu:
-      return Kind::kNumericUnary;
-    case Op::kExp: case Op::kLog: case Op::kSqrt: case Op::kRsqrt: case Op::kTanh: case Op::kSigmoid:
-    case Op::kErf: case Op::kGeluErf: case Op::kGeluTanh: case Op::kSin: case Op::kCos:
-      return Kind::kFloatUnary;
-    case Op::kNot:
-      return Kind::kBoolUnary;
-    case Op::kCast:
-      return Kind::kCast;
-    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kMax: case Op::kMin:
-      return Kind::kNumericBinary;
-    case Op::kPow:
-      return Kind::kFloatBinary;
-    case Op::kEqual: case Op::kNotEqual: case Op::kLess: case Op::kLessEqual: case Op::kGreater:
-    case Op::kGreaterEqual:
-      return Kind::kCompare;
-    case Op::kAnd: case Op::kOr: case Op::kXor:
-      return Kind::kLogical;
-    case Op::kWhere:
-      return Kind::kWhere;
-    default:
-      return Kind::kNone;
-  }
-}
-
-int ArityOf(Kind k) {
-  switch (k) {
-    case Kind::kNumericUnary: case Kind::kFloatUnary: case Kind::kBoolUnary: case Kind::kCast:
-      return 1;
-    case Kind::kWhere:
-      return 3;
-    default:
-      return 2;
-  }
-}
-
-bool IsNumeric(DType t) { return t == DType::kF32 || IsIntegerDType(t); }
-
-std::string ShapeOf(const TensorView& v) {
-  std::string s = "[";
-  for (int i = 0; i < v.rank; ++i) {
-    if (i) s += ", ";
-    s += std::to_string(v.dims[i]);
-  }
-  return s + "]";
-}
-
-std::string Prefix(Op op) { return "elementwise op '" + std::string(OpName(op)) + "': "; }
-
-Status CheckShapes(const KernelCall& call) {
-  const TensorView& out = call.out();
-  if (out.rank < 0 || out.rank > kMaxRank) return InvalidArgument(Prefix(call.op) + "output rank out of range");
-  for (int d = 0; d < out.rank; ++d) {
-    if (out.dims[d] < 0) return InvalidArgument(Prefix(call.op) + "negative output dim");
-  }
-  // The output shape must be exactly the numpy broadcast of the input shapes.
-  for (int d = 0; d < out.rank; ++d) {
-    int64_t b = 1;
-    for (int i = 0; i < call.num_inputs; ++i) {
-      const TensorView& in = call.in(i);
-      int id = d - (out.rank - in.rank);
-      if (id < 0) continue;
-      int64_t x = in.dims[id];
-      if (x == 1) continue;
-      if (b != 1 && b != x) {
-        return InvalidArgument(Prefix(call.op) + "input shapes are not broadcast-compatible at output dim " +
-                               std::to_string(d));
-      }
-      b = x;
-    }
-    if (b != out.dims[d]) {
-      std::string shapes;
-      for (int i = 0; i < call.num_inputs; ++i) shapes += (i ? ", " : "") + ShapeOf(call.in(i));
-      return InvalidArgument(Prefix(call.op) + "output shape " + ShapeOf(out) +
-                             " is not the broadcast of the input shapes " + shapes);
-    }
-  }
-  return OkStatus();
-}
-
-Status Validate(const KernelCall& call, Kind kind) {
-  const std::string p = Prefix(call.op);
-  if (kind == Kind::kNone) return InvalidArgument(p + "not an elementwise op");
-  const int arity = ArityOf(kind);
-  if (call.num_inputs != arity || call.inputs == nullptr) {
-    return InvalidArgument(p + "expects " + std::to_string(arity) + " input(s), got " +
-                           std::to_string(call.num_inputs));
-  }
-  if (call.num_outputs != 1 || call.outputs == nullptr) return InvalidArgument(p + "expects 1 output");
-  for (int i = 0; i < arity; ++i) {
-    const TensorView& in = call.in(i);
-    if (!IsValidDType(in.dtype)) return InvalidArgument(p + "input " + std::to_string(i) + " has an invalid dtype");
-    if (in.rank < 0 || in.rank > call.out().rank) {
-      return InvalidArgument(p + "input " + std::to_string(i) + " has rank " + std::to_string(in.rank) +
-                             " but the output has rank " + std::to_string(call.out().rank));
-    }
-    for (int d = 0; d < in.rank; ++d) {
-      if (in.dims[d] < 0) return InvalidArgument(p + "negative input dim");
-    }
-  }
-  const DType a = call.in(0).dtype;
-  const DType o = call.out().dtype;
-  if (!IsValidDType(o)) return InvalidArgument(p + "output has an invalid dtype");
-  auto name = [](DType t) { return std::string(DTypeName(t)); };
-  auto same_out = [&](DType want) -> Status {
-    if (o != want) return InvalidArgument(p + "output dtype must be " + name(want) + ", got " + name(o));
-    return OkStatus();
-  };
-  switch (kind) {
-    case Kind::kNumericUnary:
-      if (!IsNumeric(a)) return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32, i32, i8 or i64)");
-      return same_out(a);
-    case Kind::kFloatUnary:
-      if (a != DType::kF32) return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32)");
-      return same_out(a);
-    case Kind::kBoolUnary:
-      if (a != DType::kBool) return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects bool)");
-      return same_out(a);
-    case Kind::kCast:
-      if (call.params != nullptr && call.params->to != DType::kInvalid && call.params->to != o) {
-        return InvalidArgument(p + "output dtype " + name(o) + " differs from the cast target " +
-                               name(call.params->to));
-      }
-      return OkStatus();
-    case Kind::kNumericBinary: case Kind::kFloatBinary: case Kind::kCompare: case Kind::kLogical: {
-      const DType b = call.in(1).dtype;
-      if (a != b) return InvalidArgument(p + "input dtypes differ (" + name(a) + " vs " + name(b) + ")");
-      if (kind == Kind::kNumericBinary && !IsNumeric(a)) {
-        return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32, i32, i8 or i64)");
-      }
-      if (kind == Kind::kFloatBinary && a != DType::kF32) {
-        return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32)");
-      }
-      if (kind == Kind::kLogical && a != DType::kBool) {
-        return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects bool)");
-      }
-      return same_out(kind == Kind::kCompare || kind == Kind::kLogical ? DType::kBool : a);
-    }
-    case Kind::kWhere: {
-      const DType x = call.in(1).dtype, y = call.in(2).dtype;
-      if (a != DType::kBool) return InvalidArgument(p + "condition must be bool, got " + name(a));
-      if (x != y) return InvalidArgument(p + "value dtypes differ (" + name(x) + " vs " + name(y) + ")");
-      return same_out(x);
-    }
-    case Kind::kNone: break;
-  }
-  return InvalidArgument(p + "not an elementwise op");
-}
-
 constexpr int64_t kGrain = 16384;
 
-}  // namespace
-
 Status RunElementwise(const KernelCall& call, const CpuContext& ctx) {
-  const Kind kind = KindOf(call.op);
-  RETURN_IF_ERROR(Validate(call, kind));
-  RETURN_IF_ERROR(CheckShapes(call));
+  RETURN_IF_ERROR(ValidateElementwise(call));
   const TensorView& out = call.out();
   const int64_t n = out.num_elements();
   if (n == 0) return OkStatus();
-  if (out.data == nullptr) return InvalidArgument(Prefix(call.op) + "output has no data");
-  for (int i = 0; i < call.num_inputs; ++i) {
-    if (call.in(i).data == nullptr) return InvalidArgument(Prefix(call.op) + "input has no data");
-  }
 
   EwPlan plan;
   plan.op = call.op;
   plan.num_inputs = call.num_inputs;
-  plan.in_dtype = kind == Kind::kWhere ? call.in(1).dtype : call.in(0).dtype;
+  plan.in_dtype = call.op == Op::kWhere ? call.in(1).dtype : call.in(0).dtype;
   plan.out_dtype = out.dtype;
   plan.out = out.data;
-  StridedLayout& l = plan.layout;
-  l.rank = out.rank;
-  l.num_operands = call.num_inputs;
-  for (int d = 0; d < out.rank; ++d) l.dims[d] = out.dims[d];
-  for (int i = 0; i < call.num_inputs; ++i) {
-    const TensorView& in = call.in(i);
-    plan.in[i] = in.data;
-    BroadcastStrides(in.dims, in.rank, out.dims, out.rank, l.strides[i]);
-  }
-  CoalesceLayout(l);
+  plan.layout = ElementwiseLayout(call);
+  for (int i = 0; i < call.num_inputs; ++i) plan.in[i] = call.in(i).data;
 
   void (*chunk)(const EwPlan&, int64_t, int64_t) =
       ctx.isa == Isa::kAvx2 ? &EwRunChunkAvx2 : &EwRunChunkPortable;

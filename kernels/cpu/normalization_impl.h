@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/checks/common.h"
 #include "kernels/detmath.h"
 #include "kernels/cpu/canonical_sum.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -99,11 +100,8 @@ inline void SoftmaxColumns(const float* x, float* y, int64_t n, int64_t inner, i
 
 inline Status SoftmaxImpl(const KernelCall& call, const CpuContext& ctx) {
   const TensorView& xv = call.in(0);
-  const int axis = static_cast<int>(call.params->axis);
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < axis; ++i) outer *= xv.dims[i];
-  for (int i = axis + 1; i < xv.rank; ++i) inner *= xv.dims[i];
-  const int64_t n = xv.dims[axis];
+  const AxisSplit split = SplitAtAxis(xv, call.params->axis);
+  const int64_t outer = split.outer, n = split.n, inner = split.inner;
   if (outer == 0 || inner == 0 || n == 0) return OkStatus();
   const float* x = xv.as<const float>();
   float* y = call.out(0).as<float>();
@@ -161,10 +159,8 @@ inline void LayerNormRow(const float* x, float* y, int64_t n, const float* scale
 
 inline Status LayerNormImpl(const KernelCall& call, const CpuContext& ctx) {
   const TensorView& xv = call.in(0);
-  const int axis = static_cast<int>(call.params->axis);
-  int64_t outer = 1, n = 1;
-  for (int i = 0; i < axis; ++i) outer *= xv.dims[i];
-  for (int i = axis; i < xv.rank; ++i) n *= xv.dims[i];
+  const AxisSplit split = SplitAtAxis(xv, call.params->axis);
+  const int64_t outer = split.outer, n = split.n * split.inner;  // rows of the trailing dims
   if (outer == 0 || n == 0) return OkStatus();
   const float* x = xv.as<const float>();
   const float* scale = call.in(1).as<const float>();

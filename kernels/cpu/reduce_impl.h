@@ -12,6 +12,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/checks/common.h"
+#include "kernels/checks/reduce.h"
 #include "kernels/cpu/canonical_sum.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -22,61 +24,19 @@ Status RunReduceAvx2(const KernelCall& call, const CpuContext& ctx);
 
 namespace {
 
-// ---------------------------------------------------------------------------------------
-// Layout: dims of size 1 are dropped and adjacent dims of the same kind (kept / reduced)
-// are merged. Neither changes the row-major term order of any output.
-
-struct Group {
-  int64_t size;
-  int64_t stride;  // in elements
-};
-
-struct ReduceLayout {
-  std::vector<Group> kept, red;  // outermost first
-  bool inner_reduced = false;    // the innermost group is a reduced one
-  int64_t n_out = 1, n_terms = 1;
-};
-
-// Requires every dim > 0.
-inline ReduceLayout MakeReduceLayout(const TensorView& x, const bool* is_red) {
-  ReduceLayout L;
-  int64_t strides[kMaxRank];
-  int64_t s = 1;
-  for (int i = x.rank - 1; i >= 0; --i) {
-    strides[i] = s;
-    s *= x.dims[i];
-  }
-  std::vector<std::pair<Group, bool>> seq;
-  for (int i = 0; i < x.rank; ++i) {
-    if (x.dims[i] == 1) continue;
-    if (!seq.empty() && seq.back().second == is_red[i]) {
-      seq.back().first.size *= x.dims[i];
-      seq.back().first.stride = strides[i];
-    } else {
-      seq.push_back({{x.dims[i], strides[i]}, is_red[i]});
-    }
-  }
-  for (const auto& [g, r] : seq) {
-    (r ? L.red : L.kept).push_back(g);
-    (r ? L.n_terms : L.n_out) *= g.size;
-  }
-  L.inner_reduced = !seq.empty() && seq.back().second;
-  return L;
-}
-
-// Offsets of the row-major enumeration of groups g[0..ng).
-inline std::vector<int64_t> EnumerateOffsets(const Group* g, int ng) {
+// Offsets of the row-major enumeration of the groups g[0..ng).
+inline std::vector<int64_t> EnumerateOffsets(const ReduceGroups& g, int ng) {
   int64_t total = 1;
-  for (int k = 0; k < ng; ++k) total *= g[k].size;
+  for (int k = 0; k < ng; ++k) total *= g.size[k];
   std::vector<int64_t> out(static_cast<size_t>(total));
   int64_t idx[kMaxRank] = {};
   int64_t off = 0;
   for (int64_t t = 0; t < total; ++t) {
     out[t] = off;
     for (int k = ng - 1; k >= 0; --k) {
-      off += g[k].stride;
-      if (++idx[k] < g[k].size) break;
-      off -= g[k].stride * g[k].size;
+      off += g.stride[k];
+      if (++idx[k] < g.size[k]) break;
+      off -= g.stride[k] * g.size[k];
       idx[k] = 0;
     }
   }
@@ -150,23 +110,23 @@ inline void SumCols(const float* base, const int64_t* outer_off, int64_t outer_s
 
 // out[o] = csum over the reduced terms of output o (n_out >= 1, n_terms >= 1).
 inline void SumF32(const float* x, const ReduceLayout& L, float* out, ThreadPool* pool) {
-  if (L.red.empty()) {  // one term per output: -0 + x == x
+  if (L.red.n == 0) {  // one term per output: -0 + x == x
     std::memcpy(out, x, static_cast<size_t>(L.n_out) * sizeof(float));
     return;
   }
-  if (L.inner_reduced && L.red.size() == 1) {  // every kept dim is outside: contiguous rows
+  if (L.inner_reduced && L.red.n == 1) {  // every kept dim is outside: contiguous rows
     SumRows(x, L.n_out, L.n_terms, out, pool);
     return;
   }
   if (!L.inner_reduced) {  // vectorize across the innermost kept group
-    const int64_t C = L.kept.back().size;
-    std::vector<int64_t> outer_off = EnumerateOffsets(L.kept.data(), static_cast<int>(L.kept.size()) - 1);
+    const int64_t C = L.kept.size[L.kept.n - 1];
+    std::vector<int64_t> outer_off = EnumerateOffsets(L.kept, L.kept.n - 1);
     std::vector<int64_t> term_off;
     int64_t term_stride = 0;
-    if (L.red.size() == 1) {
-      term_stride = L.red[0].stride;
+    if (L.red.n == 1) {
+      term_stride = L.red.stride[0];
     } else {
-      term_off = EnumerateOffsets(L.red.data(), static_cast<int>(L.red.size()));
+      term_off = EnumerateOffsets(L.red, L.red.n);
     }
     SumCols(x, outer_off.data(), 0, static_cast<int64_t>(outer_off.size()), term_off.empty() ? nullptr : term_off.data(),
             term_stride, L.n_terms, C, out, pool);
@@ -174,9 +134,9 @@ inline void SumF32(const float* x, const ReduceLayout& L, float* out, ThreadPool
   }
   // Innermost reduced, several reduced groups (e.g. axes {0, 2} of a rank-3 tensor): gather
   // each output's terms in row-major order, then sum them contiguously.
-  const int64_t run = L.red.back().size;
-  const std::vector<int64_t> run_off = EnumerateOffsets(L.red.data(), static_cast<int>(L.red.size()) - 1);
-  const std::vector<int64_t> out_off = EnumerateOffsets(L.kept.data(), static_cast<int>(L.kept.size()));
+  const int64_t run = L.red.size[L.red.n - 1];
+  const std::vector<int64_t> run_off = EnumerateOffsets(L.red, L.red.n - 1);
+  const std::vector<int64_t> out_off = EnumerateOffsets(L.kept, L.kept.n);
   pool->ParallelFor(L.n_out, GrainFor(L.n_terms), [&](int64_t b, int64_t e) {
     std::vector<float> buf(static_cast<size_t>(L.n_terms));
     for (int64_t o = b; o < e; ++o) {
@@ -263,14 +223,14 @@ inline typename Op::A CombineRun(const typename Op::In* x, int64_t n, typename O
 template <class Op>
 void ReduceOrderFree(const typename Op::In* x, const ReduceLayout& L, typename Op::Out* out, ThreadPool* pool) {
   using A = typename Op::A;
-  if (L.red.empty()) {
+  if (L.red.n == 0) {
     for (int64_t o = 0; o < L.n_out; ++o) out[o] = Op::Finish(Op::Load(x[o]));
     return;
   }
   if (L.inner_reduced) {
-    const int64_t run = L.red.back().size;
-    const std::vector<int64_t> run_off = EnumerateOffsets(L.red.data(), static_cast<int>(L.red.size()) - 1);
-    const std::vector<int64_t> out_off = EnumerateOffsets(L.kept.data(), static_cast<int>(L.kept.size()));
+    const int64_t run = L.red.size[L.red.n - 1];
+    const std::vector<int64_t> run_off = EnumerateOffsets(L.red, L.red.n - 1);
+    const std::vector<int64_t> out_off = EnumerateOffsets(L.kept, L.kept.n);
     pool->ParallelFor(L.n_out, GrainFor(L.n_terms), [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) {
         A acc = Op::Init();
@@ -280,9 +240,9 @@ void ReduceOrderFree(const typename Op::In* x, const ReduceLayout& L, typename O
     });
     return;
   }
-  const int64_t C = L.kept.back().size;
-  const std::vector<int64_t> outer_off = EnumerateOffsets(L.kept.data(), static_cast<int>(L.kept.size()) - 1);
-  const std::vector<int64_t> term_off = EnumerateOffsets(L.red.data(), static_cast<int>(L.red.size()));
+  const int64_t C = L.kept.size[L.kept.n - 1];
+  const std::vector<int64_t> outer_off = EnumerateOffsets(L.kept, L.kept.n - 1);
+  const std::vector<int64_t> term_off = EnumerateOffsets(L.red, L.red.n);
   const int64_t nb = (C + kColWork - 1) / kColWork;
   const int64_t n_outer = static_cast<int64_t>(outer_off.size());
   pool->ParallelFor(n_outer * nb, GrainFor(L.n_terms * std::min(C, kColWork)), [&](int64_t b, int64_t e) {
@@ -394,11 +354,8 @@ inline Status RunReduceImpl(const KernelCall& call, const CpuContext& ctx) {
   if (y.num_elements() == 0) return OkStatus();
 
   if (call.op == Op::kArgMax) {
-    const int axis = static_cast<int>(p.axis);
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < axis; ++i) outer *= x.dims[i];
-    for (int i = axis + 1; i < x.rank; ++i) inner *= x.dims[i];
-    const int64_t n = x.dims[axis];
+    const AxisSplit split = SplitAtAxis(x, p.axis);
+    const int64_t outer = split.outer, n = split.n, inner = split.inner;
     int64_t* out = y.as<int64_t>();
     switch (x.dtype) {
       case DType::kF32: ArgMaxImpl(x.as<const float>(), outer, n, inner, out, ctx.pool); break;
@@ -410,13 +367,8 @@ inline Status RunReduceImpl(const KernelCall& call, const CpuContext& ctx) {
     return OkStatus();
   }
 
-  bool is_red[kMaxRank] = {};
-  for (int64_t a : p.axes) is_red[a] = true;
-  bool empty = false;
-  for (int i = 0; i < x.rank; ++i) empty = empty || (is_red[i] && x.dims[i] == 0);
-  ReduceLayout layout;
-  if (!empty) layout = MakeReduceLayout(x, is_red);
-  const ReduceLayout* L = empty ? nullptr : &layout;
+  const std::optional<ReduceLayout> layout = PlanReduction(x, p);
+  const ReduceLayout* L = layout ? &*layout : nullptr;
 
   switch (call.op) {
     case Op::kReduceSum:

@@ -1,12 +1,13 @@
 // Strided/broadcast iteration shared by the CUDA elementwise and data-movement families
-// (both builds: nvcc and the SIMT emulation). The host plans a layout (numpy broadcast
-// strides, coalesced dims) and passes it to kernels by value; kernels map an output
-// element index to per-operand element offsets. Same semantics as kernels/cpu/broadcast.h.
+// (both builds: nvcc and the SIMT emulation). The host plans a StridedLayout
+// (kernels/checks/common.h: numpy broadcast strides, coalesced dims) and passes it to
+// kernels by value; kernels map an output element index to per-operand element offsets.
 #pragma once
 
 #include <cstdint>
 
 #include "common/dtype.h"
+#include "kernels/checks/common.h"
 #include "kernels/cuda/simt.h"
 
 #if defined(__CUDACC__)
@@ -17,86 +18,7 @@
 
 namespace consensor::kernels::CNSR_CUDA_NS {
 
-constexpr int kDevMaxOperands = 3;
 constexpr int kDevBlock = 256;
-
-// Iteration over a contiguous row-major output; operand k reads element
-// sum_d idx[d] * strides[k][d] (strides may be 0 or negative).
-struct DevLayout {
-  int rank;
-  int num_operands;
-  int64_t dims[kMaxRank];
-  int64_t strides[kDevMaxOperands][kMaxRank];
-};
-
-inline DevLayout EmptyDevLayout() {
-  DevLayout l;
-  l.rank = 0;
-  l.num_operands = 0;
-  for (int d = 0; d < kMaxRank; ++d) {
-    l.dims[d] = 1;
-    for (int k = 0; k < kDevMaxOperands; ++k) l.strides[k][d] = 0;
-  }
-  return l;
-}
-
-// Strides of a contiguous input aligned from the right to the output; stretched dims of
-// size 1 and missing leading dims get stride 0.
-inline void DevBroadcastStrides(const int64_t* in_dims, int in_rank, const int64_t* out_dims, int out_rank,
-                                int64_t* strides) {
-  int64_t s = 1;
-  for (int d = out_rank - 1; d >= 0; --d) {
-    int id = d - (out_rank - in_rank);
-    if (id < 0) {
-      strides[d] = 0;
-      continue;
-    }
-    strides[d] = (in_dims[id] == 1 && out_dims[d] != 1) ? 0 : s;
-    s *= in_dims[id];
-  }
-}
-
-// Drops dims of size 1 and merges adjacent dims that form one linear run for every
-// operand. Leaves rank >= 1 (rank 0 becomes [1]). Unused trailing entries are dims 1,
-// strides 0.
-inline void DevCoalesce(DevLayout& l) {
-  int64_t dims[kMaxRank];
-  int64_t st[kDevMaxOperands][kMaxRank];
-  int r = 0;
-  for (int d = 0; d < l.rank; ++d) {
-    if (l.dims[d] == 1) continue;
-    if (r > 0) {
-      bool mergeable = true;
-      for (int k = 0; k < l.num_operands; ++k) {
-        if (st[k][r - 1] != l.strides[k][d] * l.dims[d]) mergeable = false;
-      }
-      if (mergeable) {
-        dims[r - 1] *= l.dims[d];
-        for (int k = 0; k < l.num_operands; ++k) st[k][r - 1] = l.strides[k][d];
-        continue;
-      }
-    }
-    dims[r] = l.dims[d];
-    for (int k = 0; k < l.num_operands; ++k) st[k][r] = l.strides[k][d];
-    ++r;
-  }
-  if (r == 0) {
-    dims[0] = 1;
-    for (int k = 0; k < l.num_operands; ++k) st[k][0] = 0;
-    r = 1;
-  }
-  l.rank = r;
-  for (int d = 0; d < kMaxRank; ++d) {
-    l.dims[d] = d < r ? dims[d] : 1;
-    for (int k = 0; k < kDevMaxOperands; ++k) l.strides[k][d] = (d < r && k < l.num_operands) ? st[k][d] : 0;
-  }
-}
-
-inline bool DevFitsU32(const DevLayout& l) {
-  int64_t n = 1;
-  for (int d = 0; d < l.rank; ++d) n *= l.dims[d];
-  return n <= 0x7FFFFFFF;
-}
 
 // Grid size for `work` independent items with a grid-stride loop; depends on the device
 // only through the block count, never the results.
@@ -112,7 +34,7 @@ inline unsigned DevBlocks(int64_t work, int multiprocessors, int64_t per_thread 
 // Element offsets of output element i for the first NOP operands. `narrow` (every dim
 // and i below 2^31) selects 32-bit index arithmetic, which is much cheaper on GPUs.
 template <int NOP>
-CNSR_DEVICE void DevOffsets(const DevLayout& l, int64_t i, bool narrow, int64_t* off) {
+CNSR_DEVICE void DevOffsets(const StridedLayout& l, int64_t i, bool narrow, int64_t* off) {
   CNSR_UNROLL
   for (int k = 0; k < NOP; ++k) off[k] = 0;
   if (narrow) {

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "common/status.h"
+#include "kernels/checks/reduce.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/simt.h"
 #include "kernels/detmath.h"
@@ -45,13 +46,10 @@ constexpr int64_t kChunk = 4096;     // spec chunk (kSumChunk)
 constexpr int kBlock = 256;          // threads per block of every launch here
 
 // ---------------------------------------------------------------------------------------
-// Addressing: the row-major enumeration of up to kMaxRank (size, stride) groups.
+// Addressing: the row-major enumeration of up to kMaxRank (size, stride) groups, as the
+// host plans them (kernels/checks/reduce.h).
 
-struct Groups {
-  int n = 0;
-  int64_t size[kMaxRank] = {};
-  int64_t stride[kMaxRank] = {};
-};
+using Groups = ReduceGroups;
 
 // Offset of the idx-th element (row-major) of the groups. n == 0: 0.
 CNSR_DEVICE int64_t GroupOffset(const Groups& g, int64_t idx) {

@@ -9,8 +9,8 @@
 // gemm_device.cuh (128 x 128 tiles of (f, p), K-tiles of 8, 8 x 8 per thread); (n, g)
 // pairs go to gridDim.z. The bias is one add after the chain, then NaN is canonicalized.
 #include <cstdint>
-#include <string>
 
+#include "kernels/checks/conv.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/gemm_device.cuh"
 #include "kernels/cuda/simt.h"
@@ -33,11 +33,6 @@ constexpr int64_t kMaxGridYZ = 65535;
 #else
 #define CNSR_CONV_LAUNCH_BOUNDS
 #endif
-
-struct ConvGeom {
-  int64_t N, C, H, W, F, Cg, KH, KW, G, Fg, OH, OW, P, Kc;
-  int64_t sh, sw, dh, dw, pt, pl, pb, pr;
-};
 
 // B operand of the implicit GEMM: B[k, p] = xpad(c, oh*sh - pt + kh*dh, ow*sw - pl + kw*dw).
 // Spatial coordinates are 32-bit (RunConv checks that they fit) so that the per-thread
@@ -133,75 +128,12 @@ CNSR_GLOBAL CNSR_CONV_LAUNCH_BOUNDS void ConvF32Kernel(const float* X, const flo
   }
 }
 
-// ---------------------------------------------------------------------------------------
-// Host side: validation mirrors kernels/cpu/conv.cc.
-
-int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
-Status Validate(const KernelCall& call, ConvGeom* g) {
-  if ((call.num_inputs != 2 && call.num_inputs != 3) || call.num_outputs != 1 || !call.inputs || !call.outputs) {
-    return InvalidArgument("conv2d: expects 2 or 3 inputs and 1 output");
-  }
-  if (!call.params) return InvalidArgument("conv2d: missing parameters");
-  const OpParams& p = *call.params;
-  const TensorView& x = call.in(0);
-  const TensorView& w = call.in(1);
-  const TensorView& y = call.out(0);
-  if (x.dtype != DType::kF32 || w.dtype != DType::kF32 || y.dtype != DType::kF32 ||
-      (call.num_inputs == 3 && call.in(2).dtype != DType::kF32)) {
-    return InvalidArgument("conv2d: expects f32 tensors");
-  }
-  if (x.rank != 4 || w.rank != 4 || y.rank != 4 || (call.num_inputs == 3 && call.in(2).rank != 1)) {
-    return InvalidArgument("conv2d: expects x, w, y of rank 4 and bias of rank 1");
-  }
-  if (p.strides.size() != 2 || p.dilations.size() != 2 || p.pads.size() != 4) {
-    return InvalidArgument("conv2d: expects 2 strides, 2 dilations and 4 pads");
-  }
-  for (const TensorView* t : {&x, &w, &y}) {
-    for (int i = 0; i < 4; ++i) {
-      if (t->dims[i] < 0) return InvalidArgument("conv2d: negative dimension");
-    }
-  }
-  g->N = x.dims[0], g->C = x.dims[1], g->H = x.dims[2], g->W = x.dims[3];
-  g->F = w.dims[0], g->Cg = w.dims[1], g->KH = w.dims[2], g->KW = w.dims[3];
-  g->G = p.group;
-  g->sh = p.strides[0], g->sw = p.strides[1], g->dh = p.dilations[0], g->dw = p.dilations[1];
-  g->pt = p.pads[0], g->pl = p.pads[1], g->pb = p.pads[2], g->pr = p.pads[3];
-  if (g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->pt < 0 || g->pl < 0 || g->pb < 0 || g->pr < 0) {
-    return InvalidArgument("conv2d: strides and dilations must be >= 1, pads >= 0");
-  }
-  if (g->G < 1 || g->C % g->G != 0 || g->F % g->G != 0 || g->Cg != g->C / g->G) {
-    return InvalidArgument("conv2d: group " + std::to_string(g->G) + " does not fit C=" + std::to_string(g->C) +
-                           ", F=" + std::to_string(g->F) + ", w.dims[1]=" + std::to_string(g->Cg));
-  }
-  if (call.num_inputs == 3 && call.in(2).dims[0] != g->F) return InvalidArgument("conv2d: bias must have F elements");
-  g->Fg = g->F / g->G;
-  g->OH = FloorDiv(g->H + g->pt + g->pb - g->dh * (g->KH - 1) - 1, g->sh) + 1;
-  g->OW = FloorDiv(g->W + g->pl + g->pr - g->dw * (g->KW - 1) - 1, g->sw) + 1;
-  if (g->OH < 0 || g->OW < 0 || y.dims[0] != g->N || y.dims[1] != g->F || y.dims[2] != g->OH ||
-      y.dims[3] != g->OW) {
-    return InvalidArgument("conv2d: output shape does not match the input, kernel and attributes");
-  }
-  g->P = g->OH * g->OW;
-  g->Kc = g->Cg * g->KH * g->KW;
-  if (y.num_elements() > 0) {
-    bool missing = !y.data;
-    for (int i = 0; i < call.num_inputs; ++i) missing |= call.in(i).num_elements() > 0 && !call.in(i).data;
-    if (missing) {
-      return InvalidArgument("conv2d: missing tensor data");
-    }
-  }
-  return OkStatus();
-}
-
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace
 
 Status RunConv(const KernelCall& call, const LaunchContext& ctx) {
-  if (call.op != Op::kConv2D) return InvalidArgument("RunConv: unexpected op " + std::string(OpName(call.op)));
-  ConvGeom g;
-  RETURN_IF_ERROR(Validate(call, &g));
+  ASSIGN_OR_RETURN(const ConvGeom g, ValidateConv(call));
   if (g.N == 0 || g.F == 0 || g.P == 0) return OkStatus();
   // The kernel's 32-bit coordinates: every ih lies in [-pt, H + pb) and every kh*dh below
   // H + pt + pb (likewise for w), and k < Kc. Larger extents would need a padded input of

@@ -1,14 +1,14 @@
 // CUDA data-movement family (docs/DETERMINISM.md section 4.6): identity, reshape,
-// transpose, slice, concat, gather, expand, pad. Exact bit copies for every dtype; the
-// validation and error messages are those of kernels/cpu/data_movement.cc. Copies move
-// the widest unit (up to 16 bytes) that the addresses and sizes allow; a swap of the two
-// innermost (coalesced) dims goes through 32x32 shared-memory tiles.
+// transpose, slice, concat, gather, expand, pad. Exact bit copies for every dtype; calls are
+// validated by kernels/checks/data_movement.h, as on the CPU. Copies move the widest unit
+// (up to 16 bytes) that the addresses and sizes allow; a swap of the two innermost
+// (coalesced) dims goes through 32x32 shared-memory tiles.
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
 #include <string>
-#include <vector>
 
+#include "kernels/checks/data_movement.h"
 #include "kernels/cuda/broadcast_device.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/simt.h"
@@ -55,7 +55,7 @@ CNSR_GLOBAL void Copy2DKernel(U* dst, int64_t dst_pitch, const U* src, int64_t s
 
 // out[i] = in[offset of i in the layout] (operand 0).
 template <typename T>
-CNSR_GLOBAL void StridedCopyKernel(T* out, const T* in, DevLayout l, int64_t n) {
+CNSR_GLOBAL void StridedCopyKernel(T* out, const T* in, StridedLayout l, int64_t n) {
   const int64_t nthreads = DevThreadCount();
   const bool narrow = n <= 0x7FFFFFFF;
   for (int64_t i = DevThreadIndex(); i < n; i += nthreads) {
@@ -69,7 +69,7 @@ CNSR_GLOBAL void StridedCopyKernel(T* out, const T* in, DevLayout l, int64_t n) 
 // stride s: out[b][row][c] = in[base(b) + row + c * s]. Tiles of 32x32 through shared
 // memory so that both the reads (along row) and the writes (along c) are coalesced.
 template <typename T>
-CNSR_GLOBAL void TransposeKernel(T* out, const T* in, DevLayout l, int64_t rows, int64_t cols, int64_t s,
+CNSR_GLOBAL void TransposeKernel(T* out, const T* in, StridedLayout l, int64_t rows, int64_t cols, int64_t s,
                                  int64_t row_tiles, int64_t col_tiles, int64_t total_tiles) {
   CNSR_SHARED(T, tile, kTile * (kTile + 1));
   const int tx = static_cast<int>(threadIdx.x);
@@ -253,7 +253,7 @@ Status Copy2D(const LaunchContext& ctx, uint8_t* dst, int64_t dst_pitch, const u
 }
 
 template <typename T>
-Status LaunchStrided(const LaunchContext& ctx, const DevLayout& l, int64_t n, void* out, const void* in) {
+Status LaunchStrided(const LaunchContext& ctx, const StridedLayout& l, int64_t n, void* out, const void* in) {
   cudaStream_t stream = StreamOf(ctx);
   (void)stream;
   T* o = static_cast<T*>(out);
@@ -283,12 +283,12 @@ Status LaunchStrided(const LaunchContext& ctx, const DevLayout& l, int64_t n, vo
 
 // Contiguous output of layout.dims; output multi-index idx reads input element
 // sum idx[d] * strides[0][d] relative to `in`. The caller has checked the bounds.
-Status StridedCopy(const LaunchContext& ctx, DevLayout layout, int64_t esize, void* out, const void* in) {
+Status StridedCopy(const LaunchContext& ctx, StridedLayout layout, int64_t esize, void* out, const void* in) {
   int64_t n = 1;
   for (int d = 0; d < layout.rank; ++d) n *= layout.dims[d];
   if (n == 0) return OkStatus();
   layout.num_operands = 1;
-  DevCoalesce(layout);
+  CoalesceLayout(layout);
   if (layout.rank == 1 && layout.strides[0][0] == 1) return CopyBytes(ctx, out, in, n * esize);
   switch (esize) {
     case 1: return LaunchStrided<uint8_t>(ctx, layout, n, out, in);
@@ -300,188 +300,13 @@ Status StridedCopy(const LaunchContext& ctx, DevLayout layout, int64_t esize, vo
 }
 
 // ---------------------------------------------------------------------------------------
-// Validation (identical to kernels/cpu/data_movement.cc).
-
-std::string Prefix(Op op) { return std::string(OpName(op)) + ": "; }
-
-std::string ShapeOf(const TensorView& v) {
-  std::string s = "[";
-  for (int i = 0; i < v.rank; ++i) {
-    if (i) s += ", ";
-    s += std::to_string(v.dims[i]);
-  }
-  return s + "]";
-}
-
-Status CheckView(const TensorView& v, const std::string& what, Op op) {
-  if (!IsValidDType(v.dtype)) return InvalidArgument(Prefix(op) + what + " has an invalid dtype");
-  if (v.rank < 0 || v.rank > kMaxRank) return InvalidArgument(Prefix(op) + what + " has rank out of range");
-  for (int d = 0; d < v.rank; ++d) {
-    if (v.dims[d] < 0) return InvalidArgument(Prefix(op) + what + " has a negative dim");
-  }
-  if (v.data == nullptr && v.num_elements() != 0) return InvalidArgument(Prefix(op) + what + " has no data");
-  return OkStatus();
-}
-
-Status CheckCall(const KernelCall& call, int min_inputs, int max_inputs) {
-  if (call.num_outputs != 1 || call.outputs == nullptr) return InvalidArgument(Prefix(call.op) + "expects 1 output");
-  if (call.num_inputs < min_inputs || call.num_inputs > max_inputs || (call.num_inputs > 0 && call.inputs == nullptr)) {
-    return InvalidArgument(Prefix(call.op) + "unexpected number of inputs: " + std::to_string(call.num_inputs));
-  }
-  RETURN_IF_ERROR(CheckView(call.out(), "output", call.op));
-  for (int i = 0; i < call.num_inputs; ++i) {
-    RETURN_IF_ERROR(CheckView(call.in(i), "input " + std::to_string(i), call.op));
-  }
-  return OkStatus();
-}
-
-Status CheckSameDType(const KernelCall& call, const TensorView& in) {
-  if (in.dtype != call.out().dtype) {
-    return InvalidArgument(Prefix(call.op) + "output dtype " + std::string(DTypeName(call.out().dtype)) +
-                           " differs from input dtype " + std::string(DTypeName(in.dtype)));
-  }
-  return OkStatus();
-}
-
-void ContiguousStrides(const TensorView& v, int64_t* strides) {
-  int64_t s = 1;
-  for (int d = v.rank - 1; d >= 0; --d) {
-    strides[d] = s;
-    s *= v.dims[d];
-  }
-}
-
-DevLayout OneOperandLayout(const TensorView& out) {
-  DevLayout l = EmptyDevLayout();
-  l.rank = out.rank;
-  l.num_operands = 1;
-  for (int d = 0; d < out.rank; ++d) l.dims[d] = out.dims[d];
-  return l;
-}
-
-// ---------------------------------------------------------------------------------------
-
-Status RunCopy(const KernelCall& call, const LaunchContext& ctx) {
-  RETURN_IF_ERROR(CheckCall(call, 1, 1));
-  const TensorView& in = call.in(0);
-  const TensorView& out = call.out();
-  RETURN_IF_ERROR(CheckSameDType(call, in));
-  if (call.op == Op::kIdentity && in.rank != out.rank) {
-    return InvalidArgument(Prefix(call.op) + "output shape " + ShapeOf(out) + " differs from input shape " + ShapeOf(in));
-  }
-  if (call.op == Op::kIdentity) {
-    for (int d = 0; d < in.rank; ++d) {
-      if (in.dims[d] != out.dims[d]) {
-        return InvalidArgument(Prefix(call.op) + "output shape " + ShapeOf(out) + " differs from input shape " +
-                               ShapeOf(in));
-      }
-    }
-  }
-  if (in.num_elements() != out.num_elements()) {
-    return InvalidArgument(Prefix(call.op) + "element count differs: input " + ShapeOf(in) + ", output " +
-                           ShapeOf(out));
-  }
-  return CopyBytes(ctx, out.data, in.data, out.byte_size());
-}
-
-Status RunTranspose(const KernelCall& call, const LaunchContext& ctx) {
-  RETURN_IF_ERROR(CheckCall(call, 1, 1));
-  const TensorView& in = call.in(0);
-  const TensorView& out = call.out();
-  RETURN_IF_ERROR(CheckSameDType(call, in));
-  if (call.params == nullptr) return InvalidArgument(Prefix(call.op) + "missing parameters");
-  const std::vector<int64_t>& perm = call.params->perm;
-  if (out.rank != in.rank || static_cast<int>(perm.size()) != in.rank) {
-    return InvalidArgument(Prefix(call.op) + "perm size " + std::to_string(perm.size()) + " does not match rank " +
-                           std::to_string(in.rank));
-  }
-  bool seen[kMaxRank] = {};
-  for (int i = 0; i < in.rank; ++i) {
-    if (perm[i] < 0 || perm[i] >= in.rank || seen[perm[i]]) {
-      return InvalidArgument(Prefix(call.op) + "perm is not a permutation of [0, " + std::to_string(in.rank) + ")");
-    }
-    seen[perm[i]] = true;
-    if (out.dims[i] != in.dims[perm[i]]) {
-      return InvalidArgument(Prefix(call.op) + "output shape " + ShapeOf(out) + " does not match the permuted input " +
-                             ShapeOf(in));
-    }
-  }
-  int64_t cs[kMaxRank];
-  ContiguousStrides(in, cs);
-  DevLayout l = OneOperandLayout(out);
-  for (int i = 0; i < out.rank; ++i) l.strides[0][i] = cs[perm[i]];
-  return StridedCopy(ctx, l, DTypeSize(in.dtype), out.data, in.data);
-}
-
-Status RunSlice(const KernelCall& call, const LaunchContext& ctx) {
-  RETURN_IF_ERROR(CheckCall(call, 1, 1));
-  const TensorView& in = call.in(0);
-  const TensorView& out = call.out();
-  RETURN_IF_ERROR(CheckSameDType(call, in));
-  if (call.params == nullptr) return InvalidArgument(Prefix(call.op) + "missing parameters");
-  const auto& starts = call.params->starts;
-  const auto& steps = call.params->steps;
-  if (out.rank != in.rank || static_cast<int>(starts.size()) != in.rank || static_cast<int>(steps.size()) != in.rank) {
-    return InvalidArgument(Prefix(call.op) + "starts/steps must have one entry per input dim (rank " +
-                           std::to_string(in.rank) + ")");
-  }
-  for (int d = 0; d < in.rank; ++d) {
-    if (steps[d] == 0) return InvalidArgument(Prefix(call.op) + "step of dim " + std::to_string(d) + " is 0");
-  }
-  if (out.num_elements() == 0) return OkStatus();
-  int64_t cs[kMaxRank];
-  ContiguousStrides(in, cs);
-  DevLayout l = OneOperandLayout(out);
-  int64_t base = 0;
-  for (int d = 0; d < in.rank; ++d) {
-    const int64_t start = starts[d], step = steps[d], n = out.dims[d];
-    int64_t span, last;
-    const bool overflow = __builtin_mul_overflow(n - 1, step, &span) || __builtin_add_overflow(start, span, &last);
-    if (start < 0 || start >= in.dims[d] || overflow || last < 0 || last >= in.dims[d]) {
-      return InvalidArgument(Prefix(call.op) + "dim " + std::to_string(d) + ": start " + std::to_string(start) +
-                             ", step " + std::to_string(step) + " and output size " + std::to_string(n) +
-                             " read outside the input size " + std::to_string(in.dims[d]));
-    }
-    base += start * cs[d];
-    l.strides[0][d] = step * cs[d];
-  }
-  const int64_t esize = DTypeSize(in.dtype);
-  return StridedCopy(ctx, l, esize, out.data, static_cast<const uint8_t*>(in.data) + base * esize);
-}
+// Ops of calls validated by ValidateDataMovement.
 
 Status RunConcat(const KernelCall& call, const LaunchContext& ctx) {
-  RETURN_IF_ERROR(CheckCall(call, 1, 1 << 30));
   const TensorView& out = call.out();
-  if (call.params == nullptr) return InvalidArgument(Prefix(call.op) + "missing parameters");
   const int64_t axis = call.params->axis;
-  if (axis < 0 || axis >= out.rank) {
-    return InvalidArgument(Prefix(call.op) + "axis " + std::to_string(axis) + " out of range for rank " +
-                           std::to_string(out.rank));
-  }
-  int64_t axis_sum = 0;
-  for (int i = 0; i < call.num_inputs; ++i) {
-    const TensorView& in = call.in(i);
-    RETURN_IF_ERROR(CheckSameDType(call, in));
-    if (in.rank != out.rank) {
-      return InvalidArgument(Prefix(call.op) + "input " + std::to_string(i) + " has rank " + std::to_string(in.rank) +
-                             ", output has rank " + std::to_string(out.rank));
-    }
-    for (int d = 0; d < out.rank; ++d) {
-      if (d != axis && in.dims[d] != out.dims[d]) {
-        return InvalidArgument(Prefix(call.op) + "input " + std::to_string(i) + " shape " + ShapeOf(in) +
-                               " does not match output " + ShapeOf(out) + " outside the axis");
-      }
-    }
-    axis_sum += in.dims[axis];
-  }
-  if (axis_sum != out.dims[axis]) {
-    return InvalidArgument(Prefix(call.op) + "input sizes along axis sum to " + std::to_string(axis_sum) +
-                           ", output has " + std::to_string(out.dims[axis]));
-  }
-  const int64_t esize = DTypeSize(out.dtype);
-  int64_t outer = 1, inner = esize;
-  for (int d = 0; d < axis; ++d) outer *= out.dims[d];
-  for (int d = static_cast<int>(axis) + 1; d < out.rank; ++d) inner *= out.dims[d];
+  const AxisSplit split = SplitAtAxis(out, axis);
+  const int64_t outer = split.outer, inner = split.inner * DTypeSize(out.dtype);  // inner in bytes
   int64_t row = 0;
   for (int i = 0; i < call.num_inputs; ++i) row += call.in(i).dims[axis] * inner;
   if (outer * row == 0) return OkStatus();
@@ -523,7 +348,7 @@ Status GatherTyped(const KernelCall& call, const LaunchContext& ctx, int64_t dim
   const I* idx = static_cast<const I*>(indices.data);
   if (n > 0) {
     // Check every index before touching memory; report the first bad one in index order.
-    if (ctx.scratch == nullptr) return Internal(Prefix(call.op) + "no scratch memory");
+    if (ctx.scratch == nullptr) return Internal("gather: no scratch memory");
     ASSIGN_OR_RETURN(void* scratch, ctx.scratch->Get(static_cast<int64_t>(sizeof(unsigned long long))));
     unsigned long long* flag = static_cast<unsigned long long*>(scratch);
     unsigned long long first_bad = ~0ull;
@@ -531,7 +356,7 @@ Status GatherTyped(const KernelCall& call, const LaunchContext& ctx, int64_t dim
     *flag = first_bad;
 #else
     if (cudaMemsetAsync(flag, 0xFF, sizeof(unsigned long long), stream) != cudaSuccess) {
-      return Internal(Prefix(call.op) + "cudaMemsetAsync failed");
+      return Internal("gather: cudaMemsetAsync failed");
     }
 #endif
     const dim3 grid(DevBlocks(n, ctx.multiprocessors));
@@ -546,20 +371,17 @@ Status GatherTyped(const KernelCall& call, const LaunchContext& ctx, int64_t dim
 #else
     if (cudaMemcpyAsync(&first_bad, flag, sizeof(first_bad), cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
         cudaStreamSynchronize(stream) != cudaSuccess) {
-      return Internal(Prefix(call.op) + "reading the index check result failed");
+      return Internal("gather: reading the index check result failed");
     }
     if (first_bad < static_cast<unsigned long long>(n)) {
       if (cudaMemcpyAsync(&bad_value, idx + first_bad, sizeof(I), cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
           cudaStreamSynchronize(stream) != cudaSuccess) {
-        return Internal(Prefix(call.op) + "reading the bad index failed");
+        return Internal("gather: reading the bad index failed");
       }
     }
 #endif
     if (first_bad < static_cast<unsigned long long>(n)) {
-      const int64_t v = static_cast<int64_t>(bad_value);
-      return OutOfRange(Prefix(call.op) + "index " + std::to_string(v) + " (at indices position " +
-                        std::to_string(first_bad) + ") is out of range for an axis of size " + std::to_string(dim) +
-                        "; valid indices are [-" + std::to_string(dim) + ", " + std::to_string(dim) + ")");
+      return GatherIndexError(static_cast<int64_t>(bad_value), static_cast<int64_t>(first_bad), dim);
     }
   }
   const int64_t esize = DTypeSize(data.dtype);
@@ -580,56 +402,9 @@ Status GatherTyped(const KernelCall& call, const LaunchContext& ctx, int64_t dim
 }
 
 Status RunGather(const KernelCall& call, const LaunchContext& ctx) {
-  RETURN_IF_ERROR(CheckCall(call, 2, 2));
-  const TensorView& data = call.in(0);
-  const TensorView& indices = call.in(1);
-  const TensorView& out = call.out();
-  RETURN_IF_ERROR(CheckSameDType(call, data));
-  if (indices.dtype != DType::kI32 && indices.dtype != DType::kI64) {
-    return InvalidArgument(Prefix(call.op) + "indices must be i32 or i64, got " + std::string(DTypeName(indices.dtype)));
-  }
-  if (call.params == nullptr) return InvalidArgument(Prefix(call.op) + "missing parameters");
-  const int64_t axis = call.params->axis;
-  if (axis < 0 || axis >= data.rank) {
-    return InvalidArgument(Prefix(call.op) + "axis " + std::to_string(axis) + " out of range for data rank " +
-                           std::to_string(data.rank));
-  }
-  bool shape_ok = out.rank == data.rank - 1 + indices.rank;
-  for (int d = 0; shape_ok && d < out.rank; ++d) {
-    int64_t want;
-    if (d < axis) want = data.dims[d];
-    else if (d < axis + indices.rank) want = indices.dims[d - axis];
-    else want = data.dims[d - indices.rank + 1];
-    shape_ok = out.dims[d] == want;
-  }
-  if (!shape_ok) {
-    return InvalidArgument(Prefix(call.op) + "output shape " + ShapeOf(out) + " does not match data " + ShapeOf(data) +
-                           ", indices " + ShapeOf(indices) + ", axis " + std::to_string(axis));
-  }
-  const int64_t dim = data.dims[axis];
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= data.dims[d];
-  for (int d = static_cast<int>(axis) + 1; d < data.rank; ++d) inner *= data.dims[d];
-  if (indices.dtype == DType::kI32) return GatherTyped<int32_t>(call, ctx, dim, outer, inner);
-  return GatherTyped<int64_t>(call, ctx, dim, outer, inner);
-}
-
-Status RunExpand(const KernelCall& call, const LaunchContext& ctx) {
-  RETURN_IF_ERROR(CheckCall(call, 1, 1));
-  const TensorView& in = call.in(0);
-  const TensorView& out = call.out();
-  RETURN_IF_ERROR(CheckSameDType(call, in));
-  bool ok = in.rank <= out.rank;
-  for (int d = 0; ok && d < in.rank; ++d) {
-    const int64_t x = in.dims[d], y = out.dims[d + out.rank - in.rank];
-    ok = x == y || x == 1;
-  }
-  if (!ok) {
-    return InvalidArgument(Prefix(call.op) + "input shape " + ShapeOf(in) + " does not broadcast to " + ShapeOf(out));
-  }
-  DevLayout l = OneOperandLayout(out);
-  DevBroadcastStrides(in.dims, in.rank, out.dims, out.rank, l.strides[0]);
-  return StridedCopy(ctx, l, DTypeSize(in.dtype), out.data, in.data);
+  const AxisSplit split = SplitAtAxis(call.in(0), call.params->axis);
+  if (call.in(1).dtype == DType::kI32) return GatherTyped<int32_t>(call, ctx, split.n, split.outer, split.inner);
+  return GatherTyped<int64_t>(call, ctx, split.n, split.outer, split.inner);
 }
 
 // The f32 pad value converted like cast (section 4.2); f32 keeps its bits.
@@ -658,24 +433,9 @@ Status LaunchPad(const LaunchContext& ctx, const TensorView& in, const TensorVie
 }
 
 Status RunPad(const KernelCall& call, const LaunchContext& ctx) {
-  RETURN_IF_ERROR(CheckCall(call, 1, 1));
   const TensorView& in = call.in(0);
   const TensorView& out = call.out();
-  RETURN_IF_ERROR(CheckSameDType(call, in));
-  if (call.params == nullptr) return InvalidArgument(Prefix(call.op) + "missing parameters");
   const auto& pb = call.params->pad_begin;
-  const auto& pe = call.params->pad_end;
-  if (out.rank != in.rank || static_cast<int>(pb.size()) != in.rank || static_cast<int>(pe.size()) != in.rank) {
-    return InvalidArgument(Prefix(call.op) + "pad_begin/pad_end must have one entry per dim (rank " +
-                           std::to_string(in.rank) + ")");
-  }
-  for (int d = 0; d < in.rank; ++d) {
-    if (pb[d] < 0 || pe[d] < 0 || out.dims[d] != in.dims[d] + pb[d] + pe[d]) {
-      return InvalidArgument(Prefix(call.op) + "dim " + std::to_string(d) + ": output size " +
-                             std::to_string(out.dims[d]) + " != input " + std::to_string(in.dims[d]) + " + pads " +
-                             std::to_string(pb[d]) + " + " + std::to_string(pe[d]) + " (pads must be >= 0)");
-    }
-  }
   if (out.num_elements() == 0) return OkStatus();
   if (out.rank == 0) return CopyBytes(ctx, out.data, in.data, out.byte_size());
   PadArgs a;
@@ -702,23 +462,25 @@ Status RunPad(const KernelCall& call, const LaunchContext& ctx) {
     case DType::kI64: return LaunchPad<int64_t>(ctx, in, out, a, PadIntValue<int64_t>(v));
     default: break;
   }
-  return InvalidArgument(Prefix(call.op) + "unsupported dtype");
+  return InvalidArgument("pad: unsupported dtype");
 }
 
 }  // namespace
 
 Status RunDataMovement(const KernelCall& call, const LaunchContext& ctx) {
+  RETURN_IF_ERROR(ValidateDataMovement(call));
+  const TensorView& out = call.out();
   switch (call.op) {
-    case Op::kIdentity: case Op::kReshape: return RunCopy(call, ctx);
-    case Op::kTranspose: return RunTranspose(call, ctx);
-    case Op::kSlice: return RunSlice(call, ctx);
+    case Op::kTranspose: case Op::kSlice: case Op::kExpand: {
+      const StridedRead r = PlanStridedRead(call);
+      const int64_t esize = DTypeSize(out.dtype);
+      return StridedCopy(ctx, r.layout, esize, out.data, static_cast<const uint8_t*>(call.in(0).data) + r.offset * esize);
+    }
     case Op::kConcat: return RunConcat(call, ctx);
     case Op::kGather: return RunGather(call, ctx);
-    case Op::kExpand: return RunExpand(call, ctx);
     case Op::kPad: return RunPad(call, ctx);
-    default: break;
+    default: return CopyBytes(ctx, out.data, call.in(0).data, out.byte_size());  // identity, reshape
   }
-  return InvalidArgument("data movement: op '" + std::string(OpName(call.op)) + "' is not a data-movement op");
 }
 
 }  // namespace consensor::kernels::CNSR_CUDA_NS

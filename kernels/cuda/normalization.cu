@@ -14,8 +14,8 @@
 //     partial levels, then an elementwise kernel.
 //   * softmax over a non-innermost axis: one thread per column (max, then e_i and the
 //     64-lane tree per chunk in registers, partial levels, then the division).
-#include <string>
-
+#include "kernels/checks/common.h"
+#include "kernels/checks/normalization.h"
 #include "kernels/cuda/canonical_sum_device.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/simt.h"
@@ -24,46 +24,6 @@
 namespace consensor::kernels::CNSR_CUDA_NS {
 
 namespace {
-
-bool SameShape(const TensorView& a, const TensorView& b) {
-  if (a.rank != b.rank) return false;
-  for (int i = 0; i < a.rank; ++i)
-    if (a.dims[i] != b.dims[i]) return false;
-  return true;
-}
-
-// The same cases as kernels/cpu/normalization.cc.
-Status ValidateNormalization(const KernelCall& call) {
-  const std::string name(OpName(call.op));
-  if (call.op != Op::kSoftmax && call.op != Op::kLayerNorm) return InvalidArgument(name + ": not a normalization op");
-  if (call.params == nullptr) return InvalidArgument(name + ": missing parameters");
-  const bool ln = call.op == Op::kLayerNorm;
-  if (call.num_outputs != 1) return InvalidArgument(name + ": expects one output");
-  if (ln ? (call.num_inputs != 2 && call.num_inputs != 3) : call.num_inputs != 1)
-    return InvalidArgument(name + (ln ? ": expects inputs (x, scale[, bias])" : ": expects one input"));
-  const TensorView& x = call.in(0);
-  const TensorView& y = call.out(0);
-  if (x.rank < 1 || x.rank > kMaxRank) return InvalidArgument(name + ": input rank must be 1..8");
-  for (int i = 0; i < x.rank; ++i)
-    if (x.dims[i] < 0) return InvalidArgument(name + ": negative dimension");
-  if (x.dtype != DType::kF32 || y.dtype != DType::kF32) return InvalidArgument(name + ": f32 only");
-  if (!SameShape(x, y)) return InvalidArgument(name + ": output shape must equal the input shape");
-  const int64_t axis = call.params->axis;
-  if (axis < 0 || axis >= x.rank) return InvalidArgument(name + ": axis out of range");
-  const int64_t count = x.num_elements();
-  if (count > 0 && (x.data == nullptr || y.data == nullptr)) return InvalidArgument(name + ": missing tensor data");
-  if (ln) {
-    for (int k = 1; k < call.num_inputs; ++k) {
-      const TensorView& t = call.in(k);
-      if (t.dtype != DType::kF32) return InvalidArgument(name + ": scale and bias must be f32");
-      bool ok = t.rank == x.rank - axis;
-      for (int i = 0; ok && i < t.rank; ++i) ok = t.dims[i] == x.dims[axis + i];
-      if (!ok) return InvalidArgument(name + ": scale and bias must have the shape of the normalized dims");
-      if (count > 0 && t.num_elements() > 0 && t.data == nullptr) return InvalidArgument(name + ": missing tensor data");
-    }
-  }
-  return OkStatus();
-}
 
 using MaxOp = F32MaxMinOp<true>;
 
@@ -182,11 +142,8 @@ CNSR_GLOBAL void DivideColsKernel(float* y, const float* s, int64_t total, int64
 
 Status SoftmaxGpu(const KernelCall& call, const LaunchContext& ctx) {
   const TensorView& xv = call.in(0);
-  const int axis = static_cast<int>(call.params->axis);
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < axis; ++i) outer *= xv.dims[i];
-  for (int i = axis + 1; i < xv.rank; ++i) inner *= xv.dims[i];
-  const int64_t n = xv.dims[axis];
+  const AxisSplit split = SplitAtAxis(xv, call.params->axis);
+  const int64_t outer = split.outer, n = split.n, inner = split.inner;
   if (outer == 0 || inner == 0 || n == 0) return OkStatus();
   const float* x = xv.as<const float>();
   float* y = call.out(0).as<float>();
@@ -306,10 +263,8 @@ CNSR_GLOBAL void LayerNormApplyKernel(const float* x, float* y, int64_t total, i
 
 Status LayerNormGpu(const KernelCall& call, const LaunchContext& ctx) {
   const TensorView& xv = call.in(0);
-  const int axis = static_cast<int>(call.params->axis);
-  int64_t outer = 1, n = 1;
-  for (int i = 0; i < axis; ++i) outer *= xv.dims[i];
-  for (int i = axis; i < xv.rank; ++i) n *= xv.dims[i];
+  const AxisSplit split = SplitAtAxis(xv, call.params->axis);
+  const int64_t outer = split.outer, n = split.n * split.inner;  // rows of the trailing dims
   if (outer == 0 || n == 0) return OkStatus();
   const float* x = xv.as<const float>();
   const float* scale = call.in(1).as<const float>();

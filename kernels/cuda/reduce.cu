@@ -1,7 +1,7 @@
 // The CUDA reduce family: ReduceSum/Mean/Max/Min and ArgMax (docs/DETERMINISM.md 4.1, 4.3).
-// Bits identical to kernels/cpu/reduce_impl.h. Layout (as on the CPU): dims of size 1 are
-// dropped and adjacent dims of the same kind (kept / reduced) merged, which keeps the
-// row-major term order of every output. Then:
+// Bits identical to kernels/cpu/reduce_impl.h. Layout (kernels/checks/reduce.h, shared with
+// the CPU): dims of size 1 are dropped and adjacent dims of the same kind (kept / reduced)
+// merged, which keeps the row-major term order of every output. Then:
 //   * no reduced dim left: one term per output (a map);
 //   * innermost dim reduced: rows, one warp per chunk of <= 4096 terms of an output
 //     (contiguous loads when a single reduced group remains, group offsets otherwise);
@@ -9,10 +9,8 @@
 //     columns), running the 64 spec lanes in registers.
 // Long outputs go through chunk partials in scratch (canonical_sum_device.cuh).
 // ArgMax: one warp per row when the axis is innermost, else one thread per column.
-#include <string>
-#include <utility>
-#include <vector>
-
+#include "kernels/checks/common.h"
+#include "kernels/checks/reduce.h"
 #include "kernels/cuda/canonical_sum_device.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/simt.h"
@@ -20,105 +18,6 @@
 namespace consensor::kernels::CNSR_CUDA_NS {
 
 namespace {
-
-// ---------------------------------------------------------------------------------------
-// Validation: the same cases as kernels/cpu/reduce.cc.
-
-Status ValidateReduce(const KernelCall& call) {
-  const std::string name(OpName(call.op));
-  if (call.params == nullptr) return InvalidArgument(name + ": missing parameters");
-  if (call.num_inputs != 1 || call.num_outputs != 1) return InvalidArgument(name + ": expects one input and one output");
-  const TensorView& x = call.in(0);
-  const TensorView& y = call.out(0);
-  const OpParams& p = *call.params;
-  if (x.rank < 0 || x.rank > kMaxRank || y.rank < 0 || y.rank > kMaxRank) return InvalidArgument(name + ": bad rank");
-  for (int i = 0; i < x.rank; ++i)
-    if (x.dims[i] < 0) return InvalidArgument(name + ": negative dimension");
-  const bool numeric = x.dtype == DType::kF32 || x.dtype == DType::kI32 || x.dtype == DType::kI8 || x.dtype == DType::kI64;
-
-  int64_t expect_out = 1;
-  if (call.op == Op::kArgMax) {
-    if (!numeric) return InvalidArgument(name + ": input must be f32, i32, i8 or i64");
-    if (y.dtype != DType::kI64) return InvalidArgument(name + ": output must be i64");
-    if (p.axis < 0 || p.axis >= x.rank) return InvalidArgument(name + ": axis out of range");
-    if (x.dims[p.axis] == 0) return InvalidArgument(name + ": empty reduction axis");
-    for (int i = 0; i < x.rank; ++i)
-      if (i != p.axis) expect_out *= x.dims[i];
-  } else {
-    if (call.op == Op::kReduceMean) {
-      if (x.dtype != DType::kF32) return InvalidArgument(name + ": input must be f32");
-    } else if (call.op == Op::kReduceSum || call.op == Op::kReduceMax || call.op == Op::kReduceMin) {
-      if (!numeric) return InvalidArgument(name + ": input must be f32, i32, i8 or i64");
-    } else {
-      return InvalidArgument(name + ": not a reduction");
-    }
-    if (y.dtype != x.dtype) return InvalidArgument(name + ": output dtype must match the input");
-    int64_t prev = -1;
-    for (int64_t a : p.axes) {
-      if (a <= prev || a >= x.rank) return InvalidArgument(name + ": axes must be sorted, unique and in range");
-      prev = a;
-    }
-    size_t k = 0;
-    int out_rank = 0;
-    for (int i = 0; i < x.rank; ++i) {
-      const bool reduced = k < p.axes.size() && p.axes[k] == i;
-      if (reduced) ++k;
-      if (reduced && !p.keepdims) continue;
-      const int64_t d = reduced ? 1 : x.dims[i];
-      if (out_rank >= y.rank || y.dims[out_rank] != d) return InvalidArgument(name + ": output shape does not match");
-      ++out_rank;
-      expect_out *= d;
-    }
-    if (out_rank != y.rank) return InvalidArgument(name + ": output rank does not match");
-  }
-  if (y.num_elements() != expect_out) return InvalidArgument(name + ": output element count does not match");
-  if ((x.num_elements() > 0 && x.data == nullptr) || (expect_out > 0 && y.data == nullptr))
-    return InvalidArgument(name + ": missing tensor data");
-  return OkStatus();
-}
-
-// ---------------------------------------------------------------------------------------
-// Layout (as kernels/cpu/reduce_impl.h MakeReduceLayout). Requires every reduced dim > 0.
-
-struct ReduceLayout {
-  Groups kept, red;  // outermost first
-  bool inner_reduced = false;
-  int64_t n_out = 1, n_terms = 1;
-};
-
-ReduceLayout MakeLayout(const TensorView& x, const bool* is_red) {
-  int64_t strides[kMaxRank];
-  int64_t s = 1;
-  for (int i = x.rank - 1; i >= 0; --i) {
-    strides[i] = s;
-    s *= x.dims[i];
-  }
-  struct Seg {
-    int64_t size, stride;
-    bool red;
-  };
-  Seg seq[kMaxRank];
-  int ns = 0;
-  for (int i = 0; i < x.rank; ++i) {
-    if (x.dims[i] == 1) continue;
-    if (ns > 0 && seq[ns - 1].red == is_red[i]) {
-      seq[ns - 1].size *= x.dims[i];
-      seq[ns - 1].stride = strides[i];
-    } else {
-      seq[ns++] = {x.dims[i], strides[i], is_red[i]};
-    }
-  }
-  ReduceLayout L;
-  for (int k = 0; k < ns; ++k) {
-    Groups& g = seq[k].red ? L.red : L.kept;
-    g.size[g.n] = seq[k].size;
-    g.stride[g.n] = seq[k].stride;
-    ++g.n;
-    (seq[k].red ? L.n_terms : L.n_out) *= seq[k].size;
-  }
-  L.inner_reduced = ns > 0 && seq[ns - 1].red;
-  return L;
-}
 
 template <class Op>
 Status RunReduction(const TensorView& xv, const ReduceLayout* L, TensorView& yv, float divisor,
@@ -265,11 +164,8 @@ Status RunReduce(const KernelCall& call, const LaunchContext& ctx) {
   if (y.num_elements() == 0) return OkStatus();
 
   if (call.op == Op::kArgMax) {
-    const int axis = static_cast<int>(p.axis);
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < axis; ++i) outer *= x.dims[i];
-    for (int i = axis + 1; i < x.rank; ++i) inner *= x.dims[i];
-    const int64_t n = x.dims[axis];
+    const AxisSplit split = SplitAtAxis(x, p.axis);
+    const int64_t outer = split.outer, n = split.n, inner = split.inner;
     int64_t* out = y.as<int64_t>();
     switch (x.dtype) {
       case DType::kF32: return RunArgMaxTyped<float>(x, outer, n, inner, out, ctx);
@@ -280,15 +176,10 @@ Status RunReduce(const KernelCall& call, const LaunchContext& ctx) {
     }
   }
 
-  bool is_red[kMaxRank] = {};
-  for (int64_t a : p.axes) is_red[a] = true;
-  bool empty = false;
-  for (int i = 0; i < x.rank; ++i) empty = empty || (is_red[i] && x.dims[i] == 0);
-  ReduceLayout layout;
-  if (!empty) layout = MakeLayout(x, is_red);
-  const ReduceLayout* L = empty ? nullptr : &layout;
+  const std::optional<ReduceLayout> layout = PlanReduction(x, p);
+  const ReduceLayout* L = layout ? &*layout : nullptr;
   // reduce_mean divides by the term count rounded to nearest even.
-  const float divisor = empty ? 0.0f : static_cast<float>(layout.n_terms);
+  const float divisor = L ? static_cast<float>(L->n_terms) : 0.0f;
 
   switch (call.op) {
     case Op::kReduceSum: return DispatchDtype<IntSumOp, SumF32Op>(x, L, y, divisor, ctx);

@@ -1,0 +1,22 @@
+// Checks and geometry of the conv family (Conv2D, NCHW), shared by kernels/cpu/conv.cc
+// and kernels/cuda/conv.cu.
+#pragma once
+
+#include <cstdint>
+
+#include "common/status.h"
+#include "kernels/op.h"
+
+namespace consensor::kernels {
+
+// Geometry of a validated call: x [N, C, H, W], w [F, Cg, KH, KW], G groups of Fg = F / G
+// filters, y [N, F, OH, OW] with P = OH * OW, and Kc = Cg * KH * KW terms per output.
+// Passed by value to the CUDA kernels.
+struct ConvGeom {
+  int64_t N, C, H, W, F, Cg, KH, KW, G, Fg, OH, OW, P, Kc;
+  int64_t sh, sw, dh, dw, pt, pl, pb, pr;
+};
+
+StatusOr<ConvGeom> ValidateConv(const KernelCall& call);
+
+}  // namespace consensor::kernels
