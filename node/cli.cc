@@ -182,12 +182,9 @@ int CmdRun(const Args& a, std::ostream& out, std::ostream& err) {
   if (a.positional.size() != 2) return Usage(err, "run takes exactly one GRAPH argument");
   auto limits = ParseLimits(a);
   if (!limits.ok()) return Usage(err, limits.status().message());
-  int threads = 1;
-  if (auto t = Option(a, "--threads")) {
-    auto v = ParsePositiveInt(*t, "--threads");
-    if (!v.ok() || *v > 256) return Usage(err, "--threads must be between 1 and 256, got '" + *t + "'");
-    threads = static_cast<int>(*v);
-  }
+  auto flags = ParseBackendFlags(a);
+  if (!flags.ok()) return Usage(err, flags.status().message());
+  kernels::BackendOptions bo = *flags;
   auto input_files = ParseNamedFiles(a.All("--input"), "--input");
   if (!input_files.ok()) return Usage(err, input_files.status().message());
   NpyLimits npy_limits;
@@ -199,18 +196,6 @@ int CmdRun(const Args& a, std::ostream& out, std::ostream& err) {
   auto lg = LoadAndCompile(a.positional[1], a, *limits, inputs);
   if (!lg.ok()) return Fail(err, lg.status());
 
-  kernels::BackendOptions bo;
-  bo.name = Option(a, "--backend").value_or("cpu");
-  bo.threads = threads;
-  bo.isa = Option(a, "--isa").value_or("auto");
-  if (auto d = Option(a, "--device")) {
-    int64_t device = 0;
-    auto [ptr, ec] = std::from_chars(d->data(), d->data() + d->size(), device);
-    if (ec != std::errc() || ptr != d->data() + d->size() || device < 0 || device > 64) {
-      return Usage(err, "--device must be a GPU index, got '" + *d + "'");
-    }
-    bo.device = static_cast<int>(device);
-  }
   executor::RunOptions ro;
   ro.trace = HasFlag(a, "--trace");
   std::string backend_name;
@@ -236,7 +221,7 @@ int CmdRun(const Args& a, std::ostream& out, std::ostream& err) {
     if (Status s = executor::CreateDirectories(*out_dir); !s.ok()) return Fail(err, s);
   }
   out << "graph    " << ToHex(lg->program.graph_id) << "\n";
-  out << "backend  " << backend_name << (bo.name == "cpu" ? " x" + std::to_string(threads) : "") << "\n";
+  out << "backend  " << backend_name << (bo.name == "cpu" ? " x" + std::to_string(bo.threads) : "") << "\n";
   for (const auto& o : result->outputs) {
     out << "output   " << o.name << " " << TypeString(o.tensor.dtype(), o.tensor.shape()) << " sha256:" << ToHex(o.hash)
         << "\n";

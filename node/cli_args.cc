@@ -79,4 +79,25 @@ StatusOr<int64_t> ParseIntOption(const std::string& text, const std::string& wha
   return v;
 }
 
+StatusOr<kernels::BackendOptions> ParseBackendFlags(const ParsedArgs& args) {
+  kernels::BackendOptions options;
+  options.name = args.Option("--backend").value_or("cpu");
+  if (options.name != "cpu" && options.name != "cuda" && options.name != "cuda-emu") {
+    return InvalidArgument("--backend must be cpu, cuda or cuda-emu, got '" + options.name + "'");
+  }
+  options.isa = args.Option("--isa").value_or("auto");
+  if (options.isa != "auto" && options.isa != "avx2" && options.isa != "portable") {
+    return InvalidArgument("--isa must be auto, avx2 or portable, got '" + options.isa + "'");
+  }
+  if (auto text = args.Option("--threads")) {
+    ASSIGN_OR_RETURN(int64_t threads, ParseIntOption(*text, "--threads", 1, 256));
+    options.threads = static_cast<int>(threads);
+  }
+  if (auto text = args.Option("--device")) {
+    ASSIGN_OR_RETURN(int64_t device, ParseIntOption(*text, "--device", 0, 1023));
+    options.device = static_cast<int>(device);
+  }
+  return options;
+}
+
 }  // namespace consensor::node

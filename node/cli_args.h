@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/backend_factory.h"
 
 namespace consensor::node {
 
@@ -37,5 +38,10 @@ StatusOr<std::map<std::string, std::string>> ParseNamedFiles(const std::vector<s
 
 // Strict integer parsing for option values: the whole text must be a number in [min, max].
 StatusOr<int64_t> ParseIntOption(const std::string& text, const std::string& what, int64_t min, int64_t max);
+
+// The backend flags shared by `run`, `selftest` and `onnx-test`: --backend, --device,
+// --isa and --threads (defaults where absent), with the node config's ranges
+// (executor.backend, .device, .isa, .threads). Errors are usage errors.
+StatusOr<kernels::BackendOptions> ParseBackendFlags(const ParsedArgs& args);
 
 }  // namespace consensor::node

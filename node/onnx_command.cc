@@ -49,8 +49,9 @@ the ONNX ops the importer supports.
 )";
 
 constexpr char kOnnxTestUsage[] = R"(usage: consensor onnx-test DIR... [--filter TEXT] [--expect FILE] [--write-expect FILE]
-                           [--report FILE.json] [--verbose] [--backend cpu|cuda|cuda-emu] [--threads N]
-                           [--rtol X] [--atol Y] [--require-claimed]
+                           [--report FILE.json] [--verbose] [--backend cpu|cuda|cuda-emu] [--device N]
+                           [--isa auto|avx2|portable] [--threads N] [--rtol X] [--atol Y]
+                           [--require-claimed]
 
 Runs ONNX backend test cases: each DIR is a test (a folder with model.onnx and
 test_data_set_*/{input,output}_*.pb) or a folder of tests, such as Debian's
@@ -359,7 +360,8 @@ StatusOr<std::map<std::string, std::string>> ReadExpectations(const std::string&
 
 int RunOnnxTestCommand(const std::vector<std::string>& raw, std::ostream& out, std::ostream& err) {
   ArgSpec spec;
-  spec.value_options = {"--filter", "--expect", "--write-expect", "--report", "--backend", "--threads", "--rtol", "--atol"};
+  spec.value_options = {"--filter", "--expect", "--write-expect", "--report", "--backend", "--device", "--isa",
+                        "--threads", "--rtol", "--atol"};
   spec.flags = {"--verbose", "--require-claimed", "--help"};
   auto parsed = ParseArgs(raw, spec);
   if (!parsed.ok()) return Usage(err, parsed.status().message(), kOnnxTestUsage);
@@ -370,12 +372,9 @@ int RunOnnxTestCommand(const std::vector<std::string>& raw, std::ostream& out, s
   }
   if (a.positional.empty()) return Usage(err, "onnx-test needs at least one DIR", kOnnxTestUsage);
   TestSettings settings;
-  settings.backend.name = a.Option("--backend").value_or("cpu");
-  if (auto t = a.Option("--threads")) {
-    auto n = ParseIntOption(*t, "--threads", 1, 256);
-    if (!n.ok()) return Usage(err, n.status().message(), kOnnxTestUsage);
-    settings.backend.threads = static_cast<int>(*n);
-  }
+  auto flags = ParseBackendFlags(a);
+  if (!flags.ok()) return Usage(err, flags.status().message(), kOnnxTestUsage);
+  settings.backend = *flags;
   for (auto [flag, field] : {std::pair{"--rtol", &settings.rtol}, std::pair{"--atol", &settings.atol}}) {
     if (auto v = a.Option(flag)) {
       char* end = nullptr;

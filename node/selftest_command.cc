@@ -102,25 +102,9 @@ int RunSelfTestCommand(const std::vector<std::string>& raw, std::ostream& out, s
   }
   if (!a.positional.empty()) return Usage(err, "selftest takes no arguments, got '" + a.positional[0] + "'");
 
-  kernels::BackendOptions bo;
-  bo.name = a.Option("--backend").value_or("cpu");
-  if (bo.name != "cpu" && bo.name != "cuda" && bo.name != "cuda-emu") {
-    return Usage(err, "--backend must be cpu, cuda or cuda-emu, got '" + bo.name + "'");
-  }
-  bo.isa = a.Option("--isa").value_or("auto");
-  if (bo.isa != "auto" && bo.isa != "avx2" && bo.isa != "portable") {
-    return Usage(err, "--isa must be auto, avx2 or portable, got '" + bo.isa + "'");
-  }
-  if (auto t = a.Option("--threads")) {
-    auto v = ParseIntOption(*t, "--threads", 1, 256);
-    if (!v.ok()) return Usage(err, v.status().message());
-    bo.threads = static_cast<int>(*v);
-  }
-  if (auto d = a.Option("--device")) {
-    auto v = ParseIntOption(*d, "--device", 0, 1023);
-    if (!v.ok()) return Usage(err, v.status().message());
-    bo.device = static_cast<int>(*v);
-  }
+  auto flags = ParseBackendFlags(a);
+  if (!flags.ok()) return Usage(err, flags.status().message());
+  const kernels::BackendOptions& bo = *flags;
   const bool json = a.HasFlag("--json");
   executor::SelfTestOptions options;
   options.size = a.HasFlag("--full") ? executor::SelfTestSize::kFull : executor::SelfTestSize::kQuick;

@@ -8,7 +8,8 @@
 //   * innermost dim kept: columns, one thread per output column (coalesced across the
 //     columns), running the 64 spec lanes in registers.
 // Long outputs go through chunk partials in scratch (canonical_sum_device.cuh).
-// ArgMax: one warp per row when the axis is innermost, else one thread per column.
+// ArgMax: one warp per chunk of a row when the axis is innermost, else one thread per
+// chunk of a column; rows or columns longer than a chunk combine the chunk results.
 #include "kernels/checks/common.h"
 #include "kernels/checks/reduce.h"
 #include "kernels/cuda/canonical_sum_device.cuh"
@@ -90,52 +91,94 @@ CNSR_DEVICE long long ArgMaxKey(int32_t v) { return v; }
 CNSR_DEVICE long long ArgMaxKey(int8_t v) { return v; }
 CNSR_DEVICE long long ArgMaxKey(int64_t v) { return static_cast<long long>(v); }
 
-// One warp per row of n contiguous elements; lane l scans i == l (mod 32) keeping its first
-// best, then the warp combines (larger key wins; equal keys: smaller index).
-template <typename T>
-CNSR_GLOBAL void ArgMaxRowsKernel(const T* x, int64_t rows, int64_t n, int64_t* out) {
-  const int lane = LaneOf();
-  for (int64_t r = GlobalThread() / kWarp; r < rows; r += GlobalThreads() / kWarp) {
-    const T* row = x + r * n;
-    long long best = INT64_MIN;
-    long long idx = INT64_MAX;
-    for (int64_t i = lane; i < n; i += kWarp) {
-      const long long k = ArgMaxKey(row[i]);
-      if (i == lane || k > best) {  // the lane's first element, or a strictly larger one
-        best = k;
-        idx = i;
-      }
-    }
-    // A lane that saw no element keeps (INT64_MIN, INT64_MAX); it loses to every real
-    // element (n >= 1, so lane 0 has one, and a real INT64_MIN key has a smaller index).
-    for (int s = kWarp / 2; s >= 1; s >>= 1) {
-      const long long ob = __shfl_xor_sync(CNSR_FULL_MASK, best, s);
-      const long long oi = __shfl_xor_sync(CNSR_FULL_MASK, idx, s);
-      if (ob > best || (ob == best && oi < idx)) {
-        best = ob;
-        idx = oi;
-      }
-    }
-    if (lane == 0) out[r] = static_cast<int64_t>(idx);
+// Argmax splits the axis into chunks so a few long rows (or columns) still fill the GPU:
+// each chunk yields its first best (key, index), then one thread per output takes the
+// chunk results in index order. "Larger key wins, equal keys keep the smaller index" is a
+// total order, so the chunking never changes the answer.
+constexpr int64_t kArgMaxRowChunk = 4096;  // one warp: 128 elements per lane
+constexpr int64_t kArgMaxColChunk = 256;   // one thread, strided (coalesced across columns)
+
+CNSR_DEVICE void ArgMaxTake(long long key, int64_t index, long long& best, int64_t& best_index) {
+  if (key > best || (key == best && index < best_index)) {
+    best = key;
+    best_index = index;
   }
 }
 
-// One thread per (p, c) of [outer, n, inner].
+// One warp per (row r, chunk c) of rows of n contiguous elements, m chunks per row; lane l
+// scans i == l (mod 32) of the chunk keeping its first best, then the warp combines. With
+// m == 1 the warp writes out[r]; otherwise the chunk's best goes to keys/indices[r*m + c].
 template <typename T>
-CNSR_GLOBAL void ArgMaxColsKernel(const T* x, int64_t outer, int64_t n, int64_t inner, int64_t* out) {
-  const int64_t total = outer * inner;
+CNSR_GLOBAL void ArgMaxRowsKernel(const T* x, int64_t rows, int64_t n, int64_t m, int64_t* out, long long* keys,
+                                  int64_t* indices) {
+  const int lane = LaneOf();
+  for (int64_t w = GlobalThread() / kWarp; w < rows * m; w += GlobalThreads() / kWarp) {
+    const int64_t r = w / m, c = w - r * m;
+    const int64_t begin = c * kArgMaxRowChunk;
+    const int64_t end = (n - begin < kArgMaxRowChunk) ? n : begin + kArgMaxRowChunk;
+    const T* row = x + r * n;
+    // A lane that sees no element keeps (INT64_MIN, INT64_MAX): it loses to every real
+    // element (lane 0 always has one, and a real INT64_MIN key has a smaller index).
+    long long best = INT64_MIN;
+    int64_t idx = INT64_MAX;
+    for (int64_t i = begin + lane; i < end; i += kWarp) ArgMaxTake(ArgMaxKey(row[i]), i, best, idx);
+    for (int s = kWarp / 2; s >= 1; s >>= 1) {
+      const long long ob = __shfl_xor_sync(CNSR_FULL_MASK, best, s);
+      const long long oi = __shfl_xor_sync(CNSR_FULL_MASK, static_cast<long long>(idx), s);
+      ArgMaxTake(ob, static_cast<int64_t>(oi), best, idx);
+    }
+    if (lane == 0) {
+      if (m == 1) {
+        out[r] = idx;
+      } else {
+        keys[w] = best;
+        indices[w] = idx;
+      }
+    }
+  }
+}
+
+// One thread per (p, chunk c, column j) of [outer, n, inner], m chunks along n. With m == 1
+// it writes out[p*inner + j]; otherwise keys/indices[(p*m + c)*inner + j].
+template <typename T>
+CNSR_GLOBAL void ArgMaxColsKernel(const T* x, int64_t outer, int64_t n, int64_t inner, int64_t m, int64_t* out,
+                                  long long* keys, int64_t* indices) {
+  const int64_t total = outer * m * inner;
   for (int64_t t = GlobalThread(); t < total; t += GlobalThreads()) {
-    const int64_t p = t / inner, c = t - p * inner;
-    const T* base = x + p * n * inner + c;
-    long long best = ArgMaxKey(base[0]);
-    int64_t idx = 0;
-    for (int64_t a = 1; a < n; ++a) {
-      const long long k = ArgMaxKey(base[a * inner]);
-      if (k > best) {
+    const int64_t pc = t / inner, j = t - pc * inner;
+    const int64_t p = pc / m, c = pc - p * m;
+    const int64_t begin = c * kArgMaxColChunk;
+    const int64_t end = (n - begin < kArgMaxColChunk) ? n : begin + kArgMaxColChunk;
+    const T* column = x + p * n * inner + j;
+    long long best = ArgMaxKey(column[begin * inner]);
+    int64_t idx = begin;
+    for (int64_t a = begin + 1; a < end; ++a) {
+      const long long k = ArgMaxKey(column[a * inner]);
+      if (k > best) {  // strictly larger: the first best stays
         best = k;
         idx = a;
       }
     }
+    if (m == 1) {
+      out[p * inner + j] = idx;
+    } else {
+      keys[t] = best;
+      indices[t] = idx;
+    }
+  }
+}
+
+// One thread per output (p, j): the m chunk results of (p, j), at (p*m + c)*inner + j,
+// taken in chunk order (rows are the case inner == 1).
+CNSR_GLOBAL void ArgMaxCombineKernel(const long long* keys, const int64_t* indices, int64_t outer, int64_t m,
+                                     int64_t inner, int64_t* out) {
+  const int64_t total = outer * inner;
+  for (int64_t t = GlobalThread(); t < total; t += GlobalThreads()) {
+    const int64_t p = t / inner, j = t - p * inner;
+    const int64_t first = p * m * inner + j;
+    long long best = keys[first];
+    int64_t idx = indices[first];
+    for (int64_t c = 1; c < m; ++c) ArgMaxTake(keys[first + c * inner], indices[first + c * inner], best, idx);
     out[t] = idx;
   }
 }
@@ -144,14 +187,30 @@ template <typename T>
 Status RunArgMaxTyped(const TensorView& xv, int64_t outer, int64_t n, int64_t inner, int64_t* out,
                       const LaunchContext& ctx) {
   const T* x = xv.as<const T>();
-  if (inner == 1) {
-    const Geometry g = GeometryFor(outer * kWarp, ctx);
-    CNSR_LAUNCH(ArgMaxRowsKernel<T>, g.grid, g.block, 0, StreamOf(ctx), x, outer, n, out);
-    return CheckLaunch("argmax rows");
+  const bool rows = inner == 1;
+  const int64_t m = CeilDiv(n, rows ? kArgMaxRowChunk : kArgMaxColChunk);
+  long long* keys = nullptr;
+  int64_t* indices = nullptr;
+  const int64_t partials = outer * m * inner;
+  if (m > 1) {
+    const int64_t key_bytes = AlignUp(partials * static_cast<int64_t>(sizeof(long long)));
+    ASSIGN_OR_RETURN(void* scratch, ctx.scratch->Get(key_bytes + partials * static_cast<int64_t>(sizeof(int64_t))));
+    keys = static_cast<long long*>(scratch);
+    indices = reinterpret_cast<int64_t*>(static_cast<uint8_t*>(scratch) + key_bytes);
   }
+  if (rows) {
+    const Geometry g = GeometryFor(outer * m * kWarp, ctx);
+    CNSR_LAUNCH(ArgMaxRowsKernel<T>, g.grid, g.block, 0, StreamOf(ctx), x, outer, n, m, out, keys, indices);
+    RETURN_IF_ERROR(CheckLaunch("argmax rows"));
+  } else {
+    const Geometry g = GeometryFor(partials, ctx);
+    CNSR_LAUNCH(ArgMaxColsKernel<T>, g.grid, g.block, 0, StreamOf(ctx), x, outer, n, inner, m, out, keys, indices);
+    RETURN_IF_ERROR(CheckLaunch("argmax columns"));
+  }
+  if (m == 1) return OkStatus();
   const Geometry g = GeometryFor(outer * inner, ctx);
-  CNSR_LAUNCH(ArgMaxColsKernel<T>, g.grid, g.block, 0, StreamOf(ctx), x, outer, n, inner, out);
-  return CheckLaunch("argmax columns");
+  CNSR_LAUNCH(ArgMaxCombineKernel, g.grid, g.block, 0, StreamOf(ctx), keys, indices, outer, m, inner, out);
+  return CheckLaunch("argmax (chunk results)");
 }
 
 }  // namespace

@@ -131,9 +131,10 @@ TEST_F(CliTest, BackendsAgreeAndGpuFallbackIsOptIn) {
     EXPECT_NE(fallback.out.find("falling back to the CPU"), std::string::npos);
     EXPECT_EQ(result_lines(fallback.out), result_lines(cpu.out));
   }
+  // A backend name that does not exist is a usage error, even with --fallback-cpu.
   auto unknown = RunCli("run " + graph + " --input x=" + x + " --backend tpu --fallback-cpu");
-  EXPECT_EQ(unknown.exit_code, 1);
-  EXPECT_NE(unknown.out.find("unknown backend 'tpu'"), std::string::npos) << unknown.out;
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.out.find("--backend must be cpu, cuda or cuda-emu, got 'tpu'"), std::string::npos) << unknown.out;
 }
 
 // `consensor selftest`: the emulated CUDA kernels reproduce the CPU reference graph by graph;
@@ -282,7 +283,9 @@ TEST_F(CliTest, BadInputsAndCaps) {
       {"run " + graph + " --input x=" + good + " --max-elements 16", 1, "over the cap"},
       {"run " + graph + " --input x=" + good + " --max-memory 256", 1, "over the cap"},
       {"run " + graph + " --input x=" + good + " --threads 0", 2, "--threads"},
-      {"run " + graph + " --input x=" + good + " --isa sse9", 1, "unknown ISA"},
+      {"run " + graph + " --input x=" + good + " --isa sse9", 2, "--isa must be auto, avx2 or portable"},
+      {"run " + graph + " --input x=" + good + " --device 1024", 2, "--device"},
+      {"run " + graph + " --input x=" + good + " --threads 257", 2, "--threads"},
       {"run " + graph + " --input x", 2, "NAME=FILE.npy"},
       {"run " + graph + " --bogus", 2, "unknown option"},
       {"frobnicate", 2, "unknown command"},

@@ -130,6 +130,12 @@ TEST_F(OnnxCliTest, BadModelsAndInputsAreClearErrors) {
   EXPECT_EQ(RunCli("import " + model).exit_code, 2);
   EXPECT_EQ(RunCli("import " + model + " --out " + Path("o") + " --shape a=3,").exit_code, 2);
   EXPECT_EQ(RunCli("onnx-test").exit_code, 2);
+  const std::string node_dir = (kData / "node").string();
+  for (const char* bad : {" --backend tpu", " --device 1024", " --isa sse", " --threads 0"}) {
+    auto r = RunCli("onnx-test " + node_dir + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << "\n" << r.out;
+    EXPECT_NE(r.out.find("usage: consensor onnx-test"), std::string::npos) << bad << "\n" << r.out;
+  }
 }
 
 TEST_F(OnnxCliTest, OnnxTestCountsAndExpectations) {

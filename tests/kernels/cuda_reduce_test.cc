@@ -202,7 +202,10 @@ TEST(CudaReduce, ArgMax) {
   const DType dtypes[] = {DType::kF32, DType::kI32, DType::kI8, DType::kI64};
   uint32_t seed = 500;
   for (DType dt : dtypes) {
-    for (const Shape& shape : {Shape{4, 5, 70}, Shape{70, 3, 5}, Shape{1, 100}, Shape{5000}}) {
+    // {2, 9000} and {5000} split rows into 4096-element chunks; {600, 3} and {2, 700, 3}
+    // split columns into 256-element chunks.
+    for (const Shape& shape :
+         {Shape{4, 5, 70}, Shape{70, 3, 5}, Shape{1, 100}, Shape{5000}, Shape{2, 9000}, Shape{600, 3}, Shape{2, 700, 3}}) {
       HostTensor x = RandomTensor(dt, shape, ++seed, dt == DType::kF32 ? 0.02 : 0.0);
       for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis) {
         OpParams p;
@@ -222,6 +225,39 @@ TEST(CudaReduce, ArgMax) {
   EXPECT_EQ(r.at<int64_t>(0), 0);
   EXPECT_EQ(r.at<int64_t>(1), 1);
   Compare("argmax ties axis 0", Op::kArgMax, AxisP(0), {&t}, DType::kI64, {6});
+  // Across chunk boundaries: the first of equal maxima wins, a later NaN beats an earlier
+  // maximum, and -0 == +0.
+  {
+    const int64_t n = 3 * 4096 + 17;
+    std::vector<uint32_t> bits(static_cast<size_t>(2 * n));
+    for (int64_t i = 0; i < n; ++i) {
+      bits[static_cast<size_t>(i)] = (i % 3 == 0) ? 0x80000000u : 0u;  // row 0: zeros of both signs
+      bits[static_cast<size_t>(n + i)] = 0u;
+    }
+    bits[static_cast<size_t>(5000)] = 0x3F800000u;    // row 0: 1.0 at 5000 and 9000
+    bits[static_cast<size_t>(9000)] = 0x3F800000u;
+    bits[static_cast<size_t>(n + 100)] = 0x7F800000u;    // row 1: +inf early, NaN late
+    bits[static_cast<size_t>(n + 11000)] = 0x7FC00000u;
+    HostTensor long_rows = F32Bits({2, n}, bits);
+    HostTensor got = Compare("argmax long rows", Op::kArgMax, AxisP(1), {&long_rows}, DType::kI64, {2});
+    EXPECT_EQ(got.at<int64_t>(0), 5000);
+    EXPECT_EQ(got.at<int64_t>(1), 11000);
+    std::vector<uint32_t> zeros(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) zeros[static_cast<size_t>(i)] = (i % 2 == 0) ? 0x80000000u : 0u;
+    HostTensor signed_zeros = F32Bits({n}, zeros);
+    got = Compare("argmax signed zeros", Op::kArgMax, AxisP(0), {&signed_zeros}, DType::kI64, {});
+    EXPECT_EQ(got.at<int64_t>(0), 0);
+
+    std::vector<int32_t> col_values(700 * 3, 7);  // column 1: the maximum at rows 300 and 600
+    col_values[300 * 3 + 1] = 9;
+    col_values[600 * 3 + 1] = 9;
+    col_values[650 * 3 + 2] = 8;
+    HostTensor cols = I32({700, 3}, col_values);
+    got = Compare("argmax long columns", Op::kArgMax, AxisP(0), {&cols}, DType::kI64, {3});
+    EXPECT_EQ(got.at<int64_t>(0), 0);
+    EXPECT_EQ(got.at<int64_t>(1), 300);
+    EXPECT_EQ(got.at<int64_t>(2), 650);
+  }
   std::vector<int64_t> mins(100, std::numeric_limits<int64_t>::min());
   HostTensor im = I64({100}, mins);
   r = Compare("argmax all int64 min", Op::kArgMax, AxisP(0), {&im}, DType::kI64, {});
