@@ -207,6 +207,19 @@ CNSR_DEVICE typename Op::A WarpAllCombine(typename Op::A v) {
   return v;
 }
 
+// The spec fold "lane[j] += lane[j + s] for j < s", for s = S, S/2, ..., 1. A template
+// rather than a loop over s: each step's trip count is then a constant, every index is
+// known after unrolling, and nvcc keeps the lanes in registers (with a run-time s the
+// array lived in local memory and every term also stored its lane there).
+template <class Op, int S>
+CNSR_DEVICE void FoldLanes(typename Op::A* lane) {
+  if constexpr (S >= 1) {
+    CNSR_CSUM_UNROLL_FULL
+    for (int j = 0; j < S; ++j) lane[j] = Op::Combine(lane[j], lane[j + S]);
+    FoldLanes<Op, S / 2>(lane);
+  }
+}
+
 // Single-thread lane tree of term(0..len), len <= kChunk: the 64 spec lanes in registers.
 template <class Op, class Term>
 CNSR_DEVICE typename Op::A ThreadLaneTree(const Term& term, int64_t len) {
@@ -219,21 +232,14 @@ CNSR_DEVICE typename Op::A ThreadLaneTree(const Term& term, int64_t len) {
     A lane[kLanes];
     CNSR_CSUM_UNROLL_FULL
     for (int j = 0; j < kLanes; ++j) lane[j] = Op::Init();
+    // One unrolled body serves full rounds and the tail: a lane past the end adds Init()
+    // (-0.0), the exact identity, so the bits are those of skipping it (section 4.1), and
+    // nvcc compiles the 64 terms once instead of twice.
     for (int64_t base = 0; base < len; base += kLanes) {
-      if (base + kLanes <= len) {
-        CNSR_CSUM_UNROLL_FULL
-        for (int j = 0; j < kLanes; ++j) lane[j] = Op::Combine(lane[j], term(base + j));
-      } else {
-        CNSR_CSUM_UNROLL_FULL
-        for (int j = 0; j < kLanes; ++j)
-          if (base + j < len) lane[j] = Op::Combine(lane[j], term(base + j));
-      }
-    }
-    CNSR_CSUM_UNROLL_FULL
-    for (int s = kLanes / 2; s >= 1; s >>= 1) {
       CNSR_CSUM_UNROLL_FULL
-      for (int j = 0; j < s; ++j) lane[j] = Op::Combine(lane[j], lane[j + s]);
+      for (int j = 0; j < kLanes; ++j) lane[j] = Op::Combine(lane[j], base + j < len ? term(base + j) : Op::Init());
     }
+    FoldLanes<Op, kLanes / 2>(lane);
     return lane[0];
   }
 }
@@ -276,12 +282,14 @@ inline int64_t AlignUp(int64_t v) { return (v + 255) / 256 * 256; }
 //   kContig:  x[o * n + i]
 //   general:  x[GroupOffset(kept, o) + GroupOffset(red, i)]
 // kPartialIn: x holds accumulators (Op::A) instead of tensor elements (always kContig).
-// One warp per (o, chunk c), c < m = ceil(n / kChunk). kFinal (m == 1): out[o] =
-// Finish(sum); otherwise partial[o * m + c] = chunk sum.
+// One warp per (o, chunk c), c < m = ceil(n / kChunk). final (m == 1): out[o] =
+// Finish(sum); otherwise partial[o * m + c] = chunk sum. `final` is a run-time flag, not a
+// template parameter: it costs one uniform branch per warp and halves the kernels nvcc
+// compiles.
 
-template <class Op, bool kPartialIn, bool kContig, bool kFinal>
+template <class Op, bool kPartialIn, bool kContig>
 CNSR_GLOBAL void RowChunksKernel(const void* x, Groups kept, Groups red, int64_t n_out, int64_t n, int64_t m,
-                                 void* out, float divisor) {
+                                 void* out, float divisor, bool final) {
   using A = typename Op::A;
   using In = typename Op::In;
   const int lane = LaneOf();
@@ -302,7 +310,7 @@ CNSR_GLOBAL void RowChunksKernel(const void* x, Groups kept, Groups red, int64_t
       v = WarpLaneTree<Op>([&](int64_t i) { return Op::Load(p[GroupOffset(red, begin + i)]); }, len, lane);
     }
     if (lane == 0) {
-      if constexpr (kFinal) {
+      if (final) {
         static_cast<typename Op::Out*>(out)[o] = Op::Finish(v, divisor);
       } else {
         static_cast<A*>(out)[w] = v;
@@ -329,13 +337,13 @@ Status RunRows(const LaunchContext& ctx, const typename Op::In* x, const Groups&
   int64_t m = CeilDiv(n, kChunk);
   Geometry g = GeometryFor(n_out * m * kWarp, ctx);
   if (m == 1) {
-    CNSR_LAUNCH((RowChunksKernel<Op, false, kContig, true>), g.grid, g.block, 0, StreamOf(ctx), x, kept, red, n_out, n, m,
-                out, divisor);
+    CNSR_LAUNCH((RowChunksKernel<Op, false, kContig>), g.grid, g.block, 0, StreamOf(ctx), x, kept, red, n_out, n, m, out,
+                divisor, true);
     return CheckLaunch("reduce rows");
   }
   A* level = static_cast<A*>(scratch);
-  CNSR_LAUNCH((RowChunksKernel<Op, false, kContig, false>), g.grid, g.block, 0, StreamOf(ctx), x, kept, red, n_out, n, m,
-              level, divisor);
+  CNSR_LAUNCH((RowChunksKernel<Op, false, kContig>), g.grid, g.block, 0, StreamOf(ctx), x, kept, red, n_out, n, m, level,
+              divisor, false);
   RETURN_IF_ERROR(CheckLaunch("reduce rows (chunk partials)"));
   uint8_t* next = static_cast<uint8_t*>(scratch) + AlignUp(n_out * m * static_cast<int64_t>(sizeof(A)));
   while (true) {
@@ -343,13 +351,13 @@ Status RunRows(const LaunchContext& ctx, const typename Op::In* x, const Groups&
     m = CeilDiv(len, kChunk);
     g = GeometryFor(n_out * m * kWarp, ctx);
     if (m == 1) {
-      CNSR_LAUNCH((RowChunksKernel<Op, true, true, true>), g.grid, g.block, 0, StreamOf(ctx), level, kept, red, n_out, len,
-                  m, out, divisor);
+      CNSR_LAUNCH((RowChunksKernel<Op, true, true>), g.grid, g.block, 0, StreamOf(ctx), level, kept, red, n_out, len, m,
+                  out, divisor, true);
       return CheckLaunch("reduce rows (final level)");
     }
     A* dst = reinterpret_cast<A*>(next);
-    CNSR_LAUNCH((RowChunksKernel<Op, true, true, false>), g.grid, g.block, 0, StreamOf(ctx), level, kept, red, n_out, len, m,
-                dst, divisor);
+    CNSR_LAUNCH((RowChunksKernel<Op, true, true>), g.grid, g.block, 0, StreamOf(ctx), level, kept, red, n_out, len, m, dst,
+                divisor, false);
     RETURN_IF_ERROR(CheckLaunch("reduce rows (partial level)"));
     next += AlignUp(n_out * m * static_cast<int64_t>(sizeof(A)));
     level = dst;
@@ -360,12 +368,13 @@ Status RunRows(const LaunchContext& ctx, const typename Op::In* x, const Groups&
 // Columns: outputs (p, c), p < n_outer, c < C; term r < n of output (p, c) is at
 //   kPartialIn: x[(p * n + r) * C + c]                   (accumulators, as written below)
 //   otherwise:  x[GroupOffset(outer, p) + GroupOffset(red, r) + c]
-// One thread per (p, chunk, c); order-free ops use a single chunk (m == 1). kFinal:
-// out[p * C + c] = Finish(sum); otherwise partial[(p * m + chunk) * C + c] = chunk sum.
+// One thread per (p, chunk, c); order-free ops use a single chunk (m == 1). final (run-time,
+// as for rows): out[p * C + c] = Finish(sum); otherwise partial[(p * m + chunk) * C + c] =
+// chunk sum.
 
-template <class Op, bool kPartialIn, bool kFinal>
+template <class Op, bool kPartialIn>
 CNSR_GLOBAL void ColChunksKernel(const void* x, Groups outer, Groups red, int64_t n_outer, int64_t C, int64_t n,
-                                 int64_t m, void* out, float divisor) {
+                                 int64_t m, void* out, float divisor, bool final) {
   using A = typename Op::A;
   using In = typename Op::In;
   const int64_t total = n_outer * m * C;
@@ -383,7 +392,7 @@ CNSR_GLOBAL void ColChunksKernel(const void* x, Groups outer, Groups red, int64_
       const In* base = static_cast<const In*>(x) + GroupOffset(outer, p) + c;
       v = ThreadLaneTree<Op>([&](int64_t r) { return Op::Load(base[GroupOffset(red, begin + r)]); }, len);
     }
-    if constexpr (kFinal) {
+    if (final) {
       static_cast<typename Op::Out*>(out)[p * C + c] = Op::Finish(v, divisor);
     } else {
       static_cast<A*>(out)[t] = v;
@@ -412,16 +421,16 @@ Status RunCols(const LaunchContext& ctx, const typename Op::In* x, const Groups&
   int64_t m = ColChunkCount<Op>(n);
   Geometry g = GeometryFor(n_outer * m * C, ctx);
   if (m == 1) {
-    CNSR_LAUNCH((ColChunksKernel<Op, false, true>), g.grid, g.block, 0, StreamOf(ctx), x, outer, red, n_outer, C, n, m, out,
-                divisor);
+    CNSR_LAUNCH((ColChunksKernel<Op, false>), g.grid, g.block, 0, StreamOf(ctx), x, outer, red, n_outer, C, n, m, out,
+                divisor, true);
     return CheckLaunch("reduce columns");
   }
   if constexpr (Op::kOrderFree) {
     return Internal("reduce columns: unexpected chunking of an order-free reduction");
   } else {
   A* level = static_cast<A*>(scratch);
-  CNSR_LAUNCH((ColChunksKernel<Op, false, false>), g.grid, g.block, 0, StreamOf(ctx), x, outer, red, n_outer, C, n, m,
-              level, divisor);
+  CNSR_LAUNCH((ColChunksKernel<Op, false>), g.grid, g.block, 0, StreamOf(ctx), x, outer, red, n_outer, C, n, m, level,
+              divisor, false);
   RETURN_IF_ERROR(CheckLaunch("reduce columns (chunk partials)"));
   uint8_t* next = static_cast<uint8_t*>(scratch) + AlignUp(n_outer * m * C * static_cast<int64_t>(sizeof(A)));
   while (true) {
@@ -429,13 +438,13 @@ Status RunCols(const LaunchContext& ctx, const typename Op::In* x, const Groups&
     m = CeilDiv(len, kChunk);
     g = GeometryFor(n_outer * m * C, ctx);
     if (m == 1) {
-      CNSR_LAUNCH((ColChunksKernel<Op, true, true>), g.grid, g.block, 0, StreamOf(ctx), level, outer, red, n_outer, C, len,
-                  m, out, divisor);
+      CNSR_LAUNCH((ColChunksKernel<Op, true>), g.grid, g.block, 0, StreamOf(ctx), level, outer, red, n_outer, C, len, m,
+                  out, divisor, true);
       return CheckLaunch("reduce columns (final level)");
     }
     A* dst = reinterpret_cast<A*>(next);
-    CNSR_LAUNCH((ColChunksKernel<Op, true, false>), g.grid, g.block, 0, StreamOf(ctx), level, outer, red, n_outer, C, len, m,
-                dst, divisor);
+    CNSR_LAUNCH((ColChunksKernel<Op, true>), g.grid, g.block, 0, StreamOf(ctx), level, outer, red, n_outer, C, len, m, dst,
+                divisor, false);
     RETURN_IF_ERROR(CheckLaunch("reduce columns (partial level)"));
     next += AlignUp(n_outer * m * C * static_cast<int64_t>(sizeof(A)));
     level = dst;
