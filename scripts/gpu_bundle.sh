@@ -7,7 +7,7 @@
 #
 #   scripts/gpu_bundle.sh            (build dir: build-gpu, or $BUILD_DIR)
 #
-# The result is one file, .gpu/bundle.tar.xz (about 25 MB: the fat binaries compress well;
+# The result is one file, .gpu/bundle.tar.xz (about 21 MB: the fat binaries compress well;
 # unpacked they are over 100 MB, more than a lent machine's 64 MiB carry). .gpu/ is kept out
 # of git through .git/info/exclude; carry it to the GPU machine as is.
 set -euo pipefail
