@@ -30,6 +30,9 @@ class Backend {
   virtual ~Backend() = default;
   // Stable name, e.g. "cpu-avx2" or "cpu-portable"; reported by the CLI.
   virtual std::string name() const = 0;
+  // One line for logs and node info: the name, plus the hardware where there is some to name
+  // (the GPU's model, compute capability and memory).
+  virtual std::string description() const { return name(); }
   virtual bool Supports(const KernelCall& call) const = 0;
   virtual StatusOr<std::unique_ptr<Arena>> AllocateArena(int64_t bytes) = 0;
   // Runs one call whose views point into an arena of this backend.

@@ -229,6 +229,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     Log(LogLevel::kWarn, "executor backend unavailable; tasks will run on the CPU",
         {{"backend", config.backend}, {"error", probe.status().message()}});
   } else if (config.backend != "cpu") {
+    Log(LogLevel::kInfo, "executor backend", {{"backend", (*probe)->description()}});
     if (config.selftest) {
       ASSIGN_OR_RETURN(to.backend, SelfTestBackendAtStartup(**probe, to.backend, config.fallback_cpu, &impl->registry));
       impl->config.backend = to.backend.name;  // node info and the services endpoint say what runs

@@ -1,5 +1,30 @@
 #include "kernels/cuda/cuda_backend.h"
 
+#include <cstdio>
+
+namespace consensor::kernels {
+
+Status CheckGpuSupported(const GpuProperties& gpu, int device) {
+  if (gpu.major >= 8) return OkStatus();
+  return FailedPrecondition("GPU " + std::to_string(device) + " (" + gpu.name + ") has compute capability " +
+                            std::to_string(gpu.major) + "." + std::to_string(gpu.minor) +
+                            "; the CUDA backend needs 8.0 or newer (Ampere, Ada, Hopper or later)");
+}
+
+std::string DescribeGpu(const GpuProperties& gpu, int device) {
+  char memory[32];
+  std::snprintf(memory, sizeof memory, "%.1f GiB", static_cast<double>(gpu.memory_bytes) / (1024.0 * 1024.0 * 1024.0));
+  std::string text = "cuda:" + std::to_string(device) + " " + gpu.name + " (sm_" + std::to_string(gpu.major) +
+                     std::to_string(gpu.minor) + ", " + std::to_string(gpu.multiprocessors) + " SMs, " + memory;
+  if (gpu.driver_version > 0) {
+    text += ", driver CUDA " + std::to_string(gpu.driver_version / 1000) + "." +
+            std::to_string(gpu.driver_version % 1000 / 10);
+  }
+  return text + ")";
+}
+
+}  // namespace consensor::kernels
+
 #if defined(CNSR_HAVE_CUDA)
 
 #include <cuda_runtime.h>
@@ -7,6 +32,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "kernels/cuda/cuda_dispatch.h"
 
@@ -109,10 +135,12 @@ class GpuScratch final : public DeviceScratch {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, cudaStream_t stream, int sms) : device_(device), stream_(stream), sms_(sms) {}
+  CudaBackend(int device, cudaStream_t stream, int sms, std::string description)
+      : device_(device), stream_(stream), sms_(sms), description_(std::move(description)) {}
   ~CudaBackend() override { cudaStreamDestroy(stream_); }
 
   std::string name() const override { return "cuda:" + std::to_string(device_); }
+  std::string description() const override { return description_; }
   bool Supports(const KernelCall& call) const override { return FamilyOf(call.op) != OpFamily::kNone; }
 
   StatusOr<std::unique_ptr<Arena>> AllocateArena(int64_t bytes) override {
@@ -137,6 +165,7 @@ class CudaBackend final : public Backend {
   int device_;
   cudaStream_t stream_;
   int sms_;
+  std::string description_;
   PinnedStaging staging_;
   GpuScratch scratch_;
 };
@@ -155,9 +184,18 @@ StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOptions& o
   RETURN_IF_ERROR(CudaError(cudaSetDevice(options.device), "select GPU"));
   cudaDeviceProp prop{};
   RETURN_IF_ERROR(CudaError(cudaGetDeviceProperties(&prop, options.device), "query GPU"));
+  GpuProperties gpu;
+  gpu.name = prop.name;
+  gpu.major = prop.major;
+  gpu.minor = prop.minor;
+  gpu.multiprocessors = prop.multiProcessorCount;
+  gpu.memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+  if (cudaDriverGetVersion(&gpu.driver_version) != cudaSuccess) gpu.driver_version = 0;
+  RETURN_IF_ERROR(CheckGpuSupported(gpu, options.device));
   cudaStream_t stream;
   RETURN_IF_ERROR(CudaError(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "create stream"));
-  return std::unique_ptr<Backend>(new CudaBackend(options.device, stream, prop.multiProcessorCount));
+  return std::unique_ptr<Backend>(
+      new CudaBackend(options.device, stream, prop.multiProcessorCount, DescribeGpu(gpu, options.device)));
 }
 
 }  // namespace consensor::kernels

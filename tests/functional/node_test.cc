@@ -582,6 +582,9 @@ TEST_F(NodeTest, BackendFromConfigSelfTestAndCpuFallback) {
             std::string::npos)
       << log;
   EXPECT_LT(log.find("backend self-test passed"), log.find("consensord started")) << log;
+  EXPECT_NE(log.find("msg=\"executor backend\" backend=\"cuda-emu (the CUDA kernels under the SIMT emulation, on the CPU)\""),
+            std::string::npos)
+      << log;
   const std::string metrics_addr = testing_support::ReadWholeFile(emu->datadir() + "/metrics.addr");
   auto metrics = HttpGet(metrics_addr.substr(0, metrics_addr.size() - 1), "/metrics");
   EXPECT_NE(metrics.second.find("consensor_backend_selftest_ok{backend=\"cuda-emu\"} 1"), std::string::npos)
