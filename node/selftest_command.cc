@@ -122,6 +122,7 @@ int RunSelfTestCommand(const std::vector<std::string>& raw, std::ostream& out, s
   if (!json) {
     out << "selftest  " << candidate << " against cpu-portable x1 (" << executor::SelfTestSizeName(options.size)
         << " set)\n";
+    if (bo.name != "cpu") out << "device    " << (*backend)->description() << "\n";
     options.on_case = [&](const executor::SelfTestCase& c) { PrintCase(c, out); };
   }
   auto report = executor::RunBackendSelfTest(**backend, options);
@@ -134,6 +135,7 @@ int RunSelfTestCommand(const std::vector<std::string>& raw, std::ostream& out, s
     for (const auto& c : report->cases) cases.push_back(CaseJson(c));
     out << nlohmann::json{{"passed", report->passed()},
                           {"backend", candidate},
+                          {"device", (*backend)->description()},
                           {"reference", report->reference},
                           {"size", executor::SelfTestSizeName(options.size)},
                           {"graphs", graphs},

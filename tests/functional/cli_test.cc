@@ -142,7 +142,10 @@ TEST_F(CliTest, BackendsAgreeAndGpuFallbackIsOptIn) {
 TEST_F(CliTest, SelfTestChecksABackendAgainstTheCpuReference) {
   auto emu = RunCli("selftest --backend cuda-emu");
   ASSERT_EQ(emu.exit_code, 0) << emu.out;
-  EXPECT_NE(emu.out.find("selftest  cuda-emu against cpu-portable x1 (quick set)\n"), std::string::npos) << emu.out;
+  EXPECT_NE(emu.out.find("selftest  cuda-emu against cpu-portable x1 (quick set)\n"
+                         "device    cuda-emu (the CUDA kernels under the SIMT emulation, on the CPU)\n"),
+            std::string::npos)
+      << emu.out;
   const auto graphs = executor::BuildSelfTestGraphs(executor::SelfTestSize::kQuick);
   for (const auto& g : graphs) {
     const size_t line = emu.out.find("\n" + g.name + " ");
@@ -160,6 +163,7 @@ TEST_F(CliTest, SelfTestChecksABackendAgainstTheCpuReference) {
   ASSERT_EQ(json.exit_code, 0) << json.out;
   EXPECT_NE(json.out.find("\"passed\": true"), std::string::npos) << json.out;
   EXPECT_NE(json.out.find("\"backend\": \"cpu-portable x2\""), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"device\": \"cpu-portable\""), std::string::npos) << json.out;
   EXPECT_NE(json.out.find("\"name\": \"transformer_block\""), std::string::npos) << json.out;
 
   auto gpu = RunCli("selftest --backend cuda");
