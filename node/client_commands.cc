@@ -284,6 +284,7 @@ int CmdNode(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   out << "version    " << info->version() << "\n";
   out << "operator   " << (info->operator_address().empty() ? "(none)" : info->operator_address()) << "\n";
   out << "backend    " << info->backend() << ", " << info->workers() << " workers\n";
+  if (!info->backend_device().empty()) out << "device     " << info->backend_device() << "\n";
   out << "queue      " << info->queue_depth() << " waiting / " << info->queue_capacity() << ", " << info->running()
       << " running\n";
   out << "store      " << info->blob_count() << " blobs (" << info->blob_bytes() << " bytes), " << info->task_count()

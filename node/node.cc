@@ -114,6 +114,7 @@ struct Node::Impl {
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<HttpServer> http;
   std::string operator_address;
+  std::string backend_device;  // what runs tasks, in words (Backend::description())
   std::string rpc_address;  // as bound
   int rpc_port = 0;
   int64_t started_unix_ms = 0;
@@ -228,16 +229,25 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     }
     Log(LogLevel::kWarn, "executor backend unavailable; tasks will run on the CPU",
         {{"backend", config.backend}, {"error", probe.status().message()}});
-  } else if (config.backend != "cpu") {
-    Log(LogLevel::kInfo, "executor backend", {{"backend", (*probe)->description()}});
+    impl->backend_device = "unavailable (" + probe.status().message() + "); tasks run on the CPU";
+  } else if (config.backend == "cpu") {
+    impl->backend_device = (*probe)->description();
+  } else {
+    impl->backend_device = (*probe)->description();
+    Log(LogLevel::kInfo, "executor backend", {{"backend", impl->backend_device}});
     if (config.selftest) {
       ASSIGN_OR_RETURN(to.backend, SelfTestBackendAtStartup(**probe, to.backend, config.fallback_cpu, &impl->registry));
       impl->config.backend = to.backend.name;  // node info and the services endpoint say what runs
+      if (to.backend.name == "cpu") {  // the self-test failed and fallback_cpu moved every task to the CPU
+        auto cpu = kernels::CreateBackend(to.backend);
+        impl->backend_device = cpu.ok() ? (*cpu)->description() : "cpu";
+      }
     } else {
       Log(LogLevel::kWarn, "backend self-test skipped (executor.selftest = false): results are signed unchecked",
           {{"backend", (*probe)->name()}});
     }
   }
+  ExportBackendInfo(&impl->registry, impl->config.backend, impl->backend_device);
   Impl* raw = impl.get();
   const bool network = !config.chain_rpc.empty();
   Deployment deployment;
@@ -294,6 +304,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
         info->set_version(kNodeVersion);
         info->set_operator_address(raw->operator_address);
         info->set_backend(c.backend);
+        info->set_backend_device(raw->backend_device);
         info->set_workers(static_cast<uint32_t>(c.workers));
         info->set_queue_capacity(static_cast<uint32_t>(c.queue_capacity));
         info->set_started_unix_ms(raw->started_unix_ms);

@@ -35,4 +35,13 @@ void ExportBackendSelfTest(MetricsRegistry* registry, const std::string& backend
       ->Set(seconds);
 }
 
+void ExportBackendInfo(MetricsRegistry* registry, const std::string& backend, const std::string& device) {
+  registry
+      ->AddGauge("consensor_backend_info",
+                 "Always 1; the labels say which executor backend runs tasks and on what device (GPU model, "
+                 "compute capability, memory).",
+                 {{"backend", backend}, {"device", device}})
+      ->Set(1);
+}
+
 }  // namespace consensor::node

@@ -33,4 +33,8 @@ struct NodeMetrics {
 // Exported only when the self-test ran.
 void ExportBackendSelfTest(MetricsRegistry* registry, const std::string& backend, bool ok, double seconds);
 
+// consensor_backend_info{backend, device} = 1: the Prometheus "info" pattern, so dashboards
+// can show and join on the device that runs tasks.
+void ExportBackendInfo(MetricsRegistry* registry, const std::string& backend, const std::string& device);
+
 }  // namespace consensor::node

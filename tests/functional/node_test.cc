@@ -474,6 +474,7 @@ TEST_F(NodeTest, CliSubmitStatusResultAndNodeInfo) {
   CliResult info = RunCliCommand("node info" + node);
   EXPECT_EQ(info.exit_code, 0) << info.out;
   EXPECT_NE(info.out.find("version    0.1.0"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("\ndevice     cpu-"), std::string::npos) << info.out;
 
   // Errors: unknown task, malformed id, unreachable node, missing input file.
   CliResult unknown = RunCliCommand("status " + std::string(64, 'e') + node);
@@ -590,6 +591,10 @@ TEST_F(NodeTest, BackendFromConfigSelfTestAndCpuFallback) {
   EXPECT_NE(metrics.second.find("consensor_backend_selftest_ok{backend=\"cuda-emu\"} 1"), std::string::npos)
       << metrics.second;
   EXPECT_NE(metrics.second.find("consensor_backend_selftest_seconds{backend=\"cuda-emu\"} "), std::string::npos);
+  EXPECT_NE(metrics.second.find("consensor_backend_info{backend=\"cuda-emu\",device=\"cuda-emu (the CUDA kernels under "
+                                "the SIMT emulation, on the CPU)\"} 1"),
+            std::string::npos)
+      << metrics.second;
   NodeClient client(emu->address());
   auto s = client.SubmitTask(Prepare(client, g, inputs));
   ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -632,6 +637,10 @@ TEST_F(NodeTest, BackendFromConfigSelfTestAndCpuFallback) {
   ASSERT_EQ(t2->state(), v1::TASK_STATE_SUCCEEDED) << t2->error_message();
   EXPECT_EQ(t2->result().result_root(), expected);
   EXPECT_EQ(t2->result().backend().rfind("cpu", 0), 0u) << t2->result().backend();
+  auto info2 = client2.GetNodeInfo();
+  ASSERT_TRUE(info2.ok()) << info2.status().ToString();
+  EXPECT_EQ(info2->backend_device().rfind("unavailable (", 0), 0u) << info2->backend_device();
+  EXPECT_NE(info2->backend_device().find("); tasks run on the CPU"), std::string::npos) << info2->backend_device();
 }
 
 }  // namespace
