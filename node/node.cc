@@ -230,21 +230,22 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     Log(LogLevel::kWarn, "executor backend unavailable; tasks will run on the CPU",
         {{"backend", config.backend}, {"error", probe.status().message()}});
     impl->backend_device = "unavailable (" + probe.status().message() + "); tasks run on the CPU";
-  } else if (config.backend == "cpu") {
-    impl->backend_device = (*probe)->description();
   } else {
     impl->backend_device = (*probe)->description();
-    Log(LogLevel::kInfo, "executor backend", {{"backend", impl->backend_device}});
-    if (config.selftest) {
-      ASSIGN_OR_RETURN(to.backend, SelfTestBackendAtStartup(**probe, to.backend, config.fallback_cpu, &impl->registry));
-      impl->config.backend = to.backend.name;  // node info and the services endpoint say what runs
-      if (to.backend.name == "cpu") {  // the self-test failed and fallback_cpu moved every task to the CPU
-        auto cpu = kernels::CreateBackend(to.backend);
-        impl->backend_device = cpu.ok() ? (*cpu)->description() : "cpu";
+    if (config.backend != "cpu") {
+      Log(LogLevel::kInfo, "executor backend", {{"backend", impl->backend_device}});
+      if (config.selftest) {
+        ASSIGN_OR_RETURN(to.backend,
+                         SelfTestBackendAtStartup(**probe, to.backend, config.fallback_cpu, &impl->registry));
+        impl->config.backend = to.backend.name;  // node info and the services endpoint say what runs
+        if (to.backend.name == "cpu") {  // the self-test failed and fallback_cpu moved every task to the CPU
+          auto cpu = kernels::CreateBackend(to.backend);
+          impl->backend_device = cpu.ok() ? (*cpu)->description() : "cpu";
+        }
+      } else {
+        Log(LogLevel::kWarn, "backend self-test skipped (executor.selftest = false): results are signed unchecked",
+            {{"backend", (*probe)->name()}});
       }
-    } else {
-      Log(LogLevel::kWarn, "backend self-test skipped (executor.selftest = false): results are signed unchecked",
-          {{"backend", (*probe)->name()}});
     }
   }
   ExportBackendInfo(&impl->registry, impl->config.backend, impl->backend_device);
