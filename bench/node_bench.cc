@@ -30,7 +30,7 @@
 #include "common/npy.h"
 #include "executor/graph.h"
 #include "executor/serialize.h"
-#include "node/client.h"
+#include "node/api/client.h"
 #include "tests/functional/daemon_harness.h"
 
 namespace consensor {

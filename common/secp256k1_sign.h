@@ -3,7 +3,7 @@
 // keccak256(uncompressed public key without the 0x04 prefix).
 //
 // common cannot depend on node, so the address type is defined here as a plain 20-byte array;
-// node::EthAddress (node/keystore.h) is the same type and the two interoperate freely.
+// node::EthAddress (node/keys/keystore.h) is the same type and the two interoperate freely.
 #pragma once
 
 #include <array>

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "common/file_io.h"
 #include "common/safetensors.h"
 #include "executor/serialize.h"
 

@@ -1,5 +1,7 @@
 #include "executor/serialize.h"
 
+#include "common/file_io.h"
+
 #include <filesystem>
 
 #include <google/protobuf/text_format.h>
@@ -223,40 +225,6 @@ StatusOr<Graph> ParseGraph(std::span<const uint8_t> bytes, bool text_format, con
   return GraphFromProto(proto);
 }
 
-StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path, int64_t max_bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return NotFound("cannot open '" + path + "'");
-  std::vector<uint8_t> bytes;
-  uint8_t buf[1 << 16];
-  for (;;) {
-    size_t n = std::fread(buf, 1, sizeof(buf), f);
-    if (n == 0) break;
-    if (static_cast<int64_t>(bytes.size() + n) > max_bytes) {
-      std::fclose(f);
-      return ResourceExhausted("'" + path + "' is larger than the cap of " + std::to_string(max_bytes) + " bytes");
-    }
-    bytes.insert(bytes.end(), buf, buf + n);
-  }
-  bool failed = std::ferror(f);
-  std::fclose(f);
-  if (failed) return DataLoss("error reading '" + path + "'");
-  return bytes;
-}
-
-Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes) {
-  std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return NotFound("cannot create '" + tmp + "'");
-  bool ok = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  ok = (std::fflush(f) == 0) && ok;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return DataLoss("cannot write '" + path + "'");
-  }
-  return OkStatus();
-}
-
 static bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -281,15 +249,6 @@ Status SaveGraphFile(const std::string& path, const Graph& graph) {
   }
   auto bytes = SerializeGraph(graph);
   return WriteFileAtomic(path, bytes);
-}
-
-Status CreateDirectories(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::create_directories(path, ec);
-  if (ec || !std::filesystem::is_directory(path, ec)) {
-    return NotFound("cannot create directory '" + path + "': " + (ec ? ec.message() : std::string("not a directory")));
-  }
-  return OkStatus();
 }
 
 }  // namespace consensor::executor

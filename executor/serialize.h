@@ -27,10 +27,4 @@ std::vector<uint8_t> SerializeGraph(const Graph& graph);
 // Writes atomically (temp file + rename). Text format when the path ends in .pbtxt.
 Status SaveGraphFile(const std::string& path, const Graph& graph);
 
-// Reads a whole file, refusing files larger than max_bytes.
-StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path, int64_t max_bytes);
-Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes);
-// Creates a directory and any missing parents (mkdir -p); an existing directory is fine.
-Status CreateDirectories(const std::string& path);
-
 }  // namespace consensor::executor

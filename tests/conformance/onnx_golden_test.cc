@@ -11,7 +11,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "executor/onnx_import.h"
+#include "common/file_io.h"
+#include "executor/onnx/import.h"
 #include "executor/program.h"
 #include "executor/runtime.h"
 #include "executor/serialize.h"
@@ -57,14 +58,14 @@ struct Imported {
 
 StatusOr<Imported> ImportTest(const std::string& name) {
   const fs::path dir = kData / name;
-  ASSIGN_OR_RETURN(auto model_bytes, executor::ReadFileBytes((dir / "model.onnx").string(), 1 << 28));
+  ASSIGN_OR_RETURN(auto model_bytes, consensor::ReadFileBytes((dir / "model.onnx").string(), 1 << 28));
   ASSIGN_OR_RETURN(executor::OnnxModelInfo info, executor::ReadOnnxModelInfo(model_bytes));
   Imported out;
   std::map<std::string, Tensor> all;
   for (size_t k = 0; k < info.inputs.size(); ++k) {
     const fs::path pb = dir / "test_data_set_0" / ("input_" + std::to_string(k) + ".pb");
     if (!fs::exists(pb)) break;
-    ASSIGN_OR_RETURN(auto bytes, executor::ReadFileBytes(pb.string(), 1 << 28));
+    ASSIGN_OR_RETURN(auto bytes, consensor::ReadFileBytes(pb.string(), 1 << 28));
     ASSIGN_OR_RETURN(Tensor t, executor::ParseOnnxTensor(bytes, {}));
     all.emplace(info.inputs[k].name, std::move(t));
   }

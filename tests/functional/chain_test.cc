@@ -4,9 +4,9 @@
 #include <filesystem>
 
 #include "common/secp256k1_sign.h"
-#include "node/abi.h"
-#include "node/eth_rpc.h"
-#include "node/eth_tx.h"
+#include "node/chain/abi.h"
+#include "node/chain/eth_rpc.h"
+#include "node/chain/eth_tx.h"
 #include "tests/functional/anvil_harness.h"
 
 namespace consensor {

@@ -38,11 +38,11 @@
 #include "executor/runtime.h"
 #include "executor/serialize.h"
 #include "kernels/backend_factory.h"
-#include "node/chain_client.h"
-#include "node/client.h"
-#include "node/eth_rpc.h"
+#include "node/chain/chain_client.h"
+#include "node/api/client.h"
+#include "node/chain/eth_rpc.h"
 #include "tests/functional/anvil_harness.h"
-#include "node/chain_flags.h"
+#include "node/cli/chain_flags.h"
 #include "tests/functional/daemon_harness.h"
 
 namespace consensor::testing_support {

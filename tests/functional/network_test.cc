@@ -20,7 +20,7 @@
 #include "common/npy.h"
 #include "consensor/v1/peer.grpc.pb.h"
 #include "consensus/task.h"
-#include "node/gossip.h"
+#include "node/p2p/gossip.h"
 #include "tests/functional/network_harness.h"
 
 namespace consensor {

@@ -23,7 +23,7 @@
 #include "executor/runtime.h"
 #include "executor/serialize.h"
 #include "kernels/backend_factory.h"
-#include "node/client.h"
+#include "node/api/client.h"
 #include "tests/functional/daemon_harness.h"
 
 namespace consensor {

@@ -6,9 +6,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/file_io.h"
 #include "common/npy.h"
 #include "common/safetensors.h"
-#include "executor/onnx_import.h"
+#include "executor/onnx/import.h"
 #include "executor/serialize.h"
 #include "tests/functional/daemon_harness.h"
 
@@ -46,7 +47,7 @@ class OnnxCliTest : public ::testing::Test {
 
   // Input k of a test's first data set as an .npy file.
   std::string InputNpy(const std::string& test, int k) {
-    auto bytes = executor::ReadFileBytes(
+    auto bytes = consensor::ReadFileBytes(
         (kData / test / "test_data_set_0" / ("input_" + std::to_string(k) + ".pb")).string(), 1 << 26);
     EXPECT_TRUE(bytes.ok());
     auto t = executor::ParseOnnxTensor(*bytes, {});
@@ -73,7 +74,7 @@ TEST_F(OnnxCliTest, RunImportAndRunTheGraphAgree) {
   EXPECT_NE(imported.out.find("input    0 f32[2, 4, 6, 6]"), std::string::npos) << imported.out;
   EXPECT_TRUE(fs::exists(Path("imp/graph.pb")));
   EXPECT_TRUE(fs::exists(Path("imp/weights.safetensors")));
-  auto weights = executor::ReadFileBytes(Path("imp/weights.safetensors"), 1 << 26);
+  auto weights = consensor::ReadFileBytes(Path("imp/weights.safetensors"), 1 << 26);
   ASSERT_TRUE(weights.ok());
   ASSERT_TRUE(ParseSafetensors(*weights).ok());
   EXPECT_TRUE(fs::exists(Path("imp/" + ToHex(Sha256Of(*weights)))));
@@ -105,7 +106,7 @@ TEST_F(OnnxCliTest, BadModelsAndInputsAreClearErrors) {
   ASSERT_EQ(RunCli("run " + model + ok_inputs).exit_code, 0);
 
   // A truncated model.
-  auto bytes = executor::ReadFileBytes(model, 1 << 20);
+  auto bytes = consensor::ReadFileBytes(model, 1 << 20);
   ASSERT_TRUE(bytes.ok());
   std::ofstream(Path("cut.onnx"), std::ios::binary).write(reinterpret_cast<const char*>(bytes->data()), 40);
   auto cut = RunCli("run " + Path("cut.onnx") + ok_inputs);

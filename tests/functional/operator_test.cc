@@ -10,9 +10,9 @@
 
 #include "common/secp256k1_sign.h"
 #include "consensus/attestation.h"
-#include "node/chain_client.h"
-#include "node/eth_rpc.h"
-#include "node/operator_command.h"
+#include "node/chain/chain_client.h"
+#include "node/chain/eth_rpc.h"
+#include "node/cli/operator_command.h"
 #include "tests/functional/anvil_harness.h"
 
 namespace consensor {

@@ -13,10 +13,10 @@
 #include "consensus/attestation.h"
 #include "consensus/committee.h"
 #include "consensor/v1/node.pb.h"
-#include "node/chain_client.h"
-#include "node/chain_flags.h"
-#include "node/keystore.h"
-#include "node/eth_rpc.h"
+#include "node/chain/chain_client.h"
+#include "node/cli/chain_flags.h"
+#include "node/keys/keystore.h"
+#include "node/chain/eth_rpc.h"
 #include "tests/functional/anvil_harness.h"
 
 namespace consensor {

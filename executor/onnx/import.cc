@@ -1,0 +1,775 @@
+#include "executor/onnx/import.h"
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <unordered_map>
+
+#include "common/file_io.h"
+#include "common/safetensors.h"
+#include "executor/onnx/context.h"
+#include "executor/program.h"
+#include "executor/runtime.h"
+#include "executor/serialize.h"
+#include "executor/validate.h"
+#include "kernels/backend_factory.h"
+#include "onnx/onnx_pb.h"
+
+namespace consensor::executor {
+
+namespace onnx_import {
+
+namespace {
+
+const char* OnnxTypeName(int32_t t) {
+  switch (t) {
+    case onnx::TensorProto::FLOAT: return "FLOAT";
+    case onnx::TensorProto::UINT8: return "UINT8";
+    case onnx::TensorProto::INT8: return "INT8";
+    case onnx::TensorProto::UINT16: return "UINT16";
+    case onnx::TensorProto::INT16: return "INT16";
+    case onnx::TensorProto::INT32: return "INT32";
+    case onnx::TensorProto::INT64: return "INT64";
+    case onnx::TensorProto::STRING: return "STRING";
+    case onnx::TensorProto::BOOL: return "BOOL";
+    case onnx::TensorProto::FLOAT16: return "FLOAT16";
+    case onnx::TensorProto::DOUBLE: return "DOUBLE";
+    case onnx::TensorProto::UINT32: return "UINT32";
+    case onnx::TensorProto::UINT64: return "UINT64";
+    case onnx::TensorProto::COMPLEX64: return "COMPLEX64";
+    case onnx::TensorProto::COMPLEX128: return "COMPLEX128";
+    case onnx::TensorProto::BFLOAT16: return "BFLOAT16";
+    default: return "UNDEFINED";
+  }
+}
+
+}  // namespace
+
+// ONNX element type -> DType; anything else is UNIMPLEMENTED ("unsupported dtype ...").
+StatusOr<DType> DTypeFromOnnx(int32_t t, std::string_view what) {
+  switch (t) {
+    case onnx::TensorProto::FLOAT: return DType::kF32;
+    case onnx::TensorProto::INT32: return DType::kI32;
+    case onnx::TensorProto::INT8: return DType::kI8;
+    case onnx::TensorProto::BOOL: return DType::kBool;
+    case onnx::TensorProto::INT64: return DType::kI64;
+    default:
+      return Unimplemented("unsupported dtype " + std::string(OnnxTypeName(t)) + " for " + std::string(what) +
+                           " (Consensor computes in FLOAT, INT32, INT8, BOOL and INT64)");
+  }
+}
+
+StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& p, const Limits& limits) {
+  const std::string what = "tensor '" + p.name() + "'";
+  ASSIGN_OR_RETURN(DType dtype, DTypeFromOnnx(p.data_type(), what));
+  if (p.dims_size() > kMaxRank) return Unimplemented(what + " has rank " + std::to_string(p.dims_size()) + " (at most 8)");
+  Shape shape;
+  for (int64_t d : p.dims()) {
+    if (d < 0) return InvalidArgument(what + " has a negative dimension");
+    shape.push_back(d);
+  }
+  ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(shape));
+  if (n > limits.max_elements_per_tensor) {
+    return ResourceExhausted(what + " has " + std::to_string(n) + " elements, over the cap of " +
+                             std::to_string(limits.max_elements_per_tensor));
+  }
+  if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0) {
+    return Unimplemented(what + " keeps its data in an external file; re-export the model with the weights inside "
+                                "it (models under 2 GB)");
+  }
+  if (p.has_segment()) return Unimplemented(what + " is segmented");
+  const int64_t size = DTypeSize(dtype);
+  Tensor t(dtype, shape);
+  if (p.has_raw_data()) {
+    if (static_cast<int64_t>(p.raw_data().size()) != n * size) {
+      return InvalidArgument(what + " has " + std::to_string(p.raw_data().size()) + " bytes of data, expected " +
+                             std::to_string(n * size));
+    }
+    if (n > 0) std::memcpy(t.data(), p.raw_data().data(), static_cast<size_t>(n * size));
+  } else {
+    auto count_error = [&](int64_t got) {
+      return InvalidArgument(what + " has " + std::to_string(got) + " values, expected " + std::to_string(n));
+    };
+    switch (dtype) {
+      case DType::kF32:
+        if (p.float_data_size() != n) return count_error(p.float_data_size());
+        for (int64_t i = 0; i < n; ++i) t.data_as<float>()[i] = p.float_data(static_cast<int>(i));
+        break;
+      case DType::kI64:
+        if (p.int64_data_size() != n) return count_error(p.int64_data_size());
+        for (int64_t i = 0; i < n; ++i) t.data_as<int64_t>()[i] = p.int64_data(static_cast<int>(i));
+        break;
+      case DType::kI32:
+        if (p.int32_data_size() != n) return count_error(p.int32_data_size());
+        for (int64_t i = 0; i < n; ++i) t.data_as<int32_t>()[i] = p.int32_data(static_cast<int>(i));
+        break;
+      case DType::kI8:
+        if (p.int32_data_size() != n) return count_error(p.int32_data_size());
+        for (int64_t i = 0; i < n; ++i) t.data_as<int8_t>()[i] = static_cast<int8_t>(p.int32_data(static_cast<int>(i)));
+        break;
+      case DType::kBool:
+        if (p.int32_data_size() != n) return count_error(p.int32_data_size());
+        for (int64_t i = 0; i < n; ++i) t.data()[i] = p.int32_data(static_cast<int>(i)) != 0 ? 1 : 0;
+        break;
+      default:
+        return Internal("unhandled dtype");
+    }
+  }
+  if (dtype == DType::kBool) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (t.data()[i] > 1) return InvalidArgument(what + " has a bool byte other than 0 or 1");
+    }
+  }
+  return t;
+}
+
+const std::map<std::string, ConvertFn>& ConverterTable() {
+  static const auto* table = [] {
+    auto* t = new std::map<std::string, ConvertFn>;
+    for (const auto* family : {&ElementwiseConverters(), &NnConverters(), &TensorConverters()}) {
+      for (const OpConverter& c : *family) t->emplace(std::string(c.op_type), c.convert);
+    }
+    return t;
+  }();
+  return *table;
+}
+
+Tensor Int64Vector(const std::vector<int64_t>& values) {
+  return Tensor::FromVector<int64_t>(DType::kI64, {static_cast<int64_t>(values.size())}, values);
+}
+
+StatusOr<std::vector<int64_t>> TensorToInts(const Tensor& t) {
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(t.num_elements()));
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    switch (t.dtype()) {
+      case DType::kI64: out.push_back(t.data_as<int64_t>()[i]); break;
+      case DType::kI32: out.push_back(t.data_as<int32_t>()[i]); break;
+      case DType::kI8: out.push_back(t.data_as<int8_t>()[i]); break;
+      default: return InvalidArgument("expected an integer tensor, got " + std::string(DTypeName(t.dtype())));
+    }
+  }
+  return out;
+}
+
+Status SetResult(NodeContext& ctx, StatusOr<ValueId> v) {
+  if (!v.ok()) return v.status();
+  ctx.SetOutput(0, *v);
+  return OkStatus();
+}
+
+Status RequireF32(const NodeContext& ctx, ValueId v, std::string_view role) {
+  const DType d = ctx.type(v).dtype;
+  if (d != DType::kF32) {
+    return ctx.Unsupported("dtype " + std::string(DTypeName(d)) + " for " + std::string(role) + " (needs float)");
+  }
+  return OkStatus();
+}
+
+StatusOr<ValueId> ReshapeTo(NodeContext& ctx, ValueId v, const Shape& shape) {
+  if (ctx.type(v).shape == shape) return v;
+  return ctx.Emit("reshape", {v}, {{"shape", std::vector<int64_t>(shape.begin(), shape.end())}});
+}
+
+StatusOr<int64_t> NormalizeAxis(const NodeContext& ctx, int64_t axis, int64_t rank, std::string_view what) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= std::max<int64_t>(rank, 1)) {
+    return ctx.Invalid(std::string(what) + " " + std::to_string(axis) + " is out of range for rank " +
+                       std::to_string(rank));
+  }
+  return a;
+}
+
+// The driver: owns the value table and the graph under construction.
+class Importer {
+ public:
+  explicit Importer(const OnnxImportOptions& options) : options_(options) {}
+
+  Status Run(const onnx::ModelProto& model, OnnxImport* out);
+
+  struct Entry {
+    TypeInfo type;
+    std::optional<Tensor> constant;
+    int graph_value = -1;
+    std::string name_hint;
+  };
+
+  ValueId AddConstant(Tensor t, std::string name_hint = "") {
+    Entry e;
+    e.type.dtype = t.dtype();
+    e.type.shape = t.shape();
+    e.constant = std::move(t);
+    e.name_hint = std::move(name_hint);
+    values_.push_back(std::move(e));
+    return static_cast<ValueId>(values_.size()) - 1;
+  }
+  const TypeInfo& type(ValueId v) const { return values_[v].type; }
+  const Tensor* constant(ValueId v) const { return values_[v].constant ? &*values_[v].constant : nullptr; }
+  bool IsConsumed(const std::string& onnx_name) const { return consumers_.count(onnx_name) > 0; }
+  const Limits& limits() const { return options_.limits; }
+
+  StatusOr<ValueId> Emit(const NodeContext& ctx, std::string_view op, std::vector<ValueId> inputs, Attributes attrs);
+
+ private:
+  int Materialize(ValueId v);
+  std::string UniqueName(const std::string& base);
+  StatusOr<Tensor> Evaluate(std::string_view op, const std::vector<ValueId>& inputs, const Attributes& attrs);
+  Status ImportNode(const onnx::NodeProto& node, int index);
+  Status ExternalizeWeights(OnnxImport* out);
+
+  const OnnxImportOptions& options_;
+  // A deque, so references handed to converters (ctx.type(v), ctx.constant(v)) stay valid
+  // while they emit more values.
+  std::deque<Entry> values_;
+  std::unordered_map<std::string, ValueId> by_name_;
+  std::unordered_map<std::string, int> consumers_;
+  std::set<std::string> used_names_;
+  Graph graph_;
+  int64_t opset_ = 0;
+  int64_t folded_ = 0;
+  std::unique_ptr<kernels::Backend> cpu_;
+};
+
+std::string Importer::UniqueName(const std::string& base) {
+  std::string name = base.empty() ? "v" : base;
+  if (used_names_.insert(name).second) return name;
+  for (int i = 1;; ++i) {
+    std::string candidate = name + "_" + std::to_string(i);
+    if (used_names_.insert(candidate).second) return candidate;
+  }
+}
+
+int Importer::Materialize(ValueId v) {
+  Entry& e = values_[v];
+  if (e.graph_value >= 0) return e.graph_value;
+  // Only constants lack a graph value.
+  Value gv = graph_.constant(*e.constant, UniqueName(e.name_hint.empty() ? "const" : e.name_hint));
+  e.graph_value = gv.index();
+  return e.graph_value;
+}
+
+StatusOr<Tensor> Importer::Evaluate(std::string_view op, const std::vector<ValueId>& inputs, const Attributes& attrs) {
+  if (!cpu_) {
+    kernels::BackendOptions bo;
+    bo.name = "cpu";
+    bo.threads = 1;
+    ASSIGN_OR_RETURN(cpu_, kernels::CreateBackend(bo));
+  }
+  Graph g;
+  std::vector<Value> in;
+  for (ValueId v : inputs) in.push_back(g.constant(*values_[v].constant));
+  g.output("y", g.node(std::string(op), in, attrs));
+  ASSIGN_OR_RETURN(Program program, CompileGraph(g, nullptr, options_.limits));
+  ASSIGN_OR_RETURN(auto loaded, LoadedProgram::Load(program, cpu_.get()));
+  ASSIGN_OR_RETURN(RunResult r, loaded->Run({}));
+  return std::move(r.outputs[0].tensor);
+}
+
+StatusOr<ValueId> Importer::Emit(const NodeContext& ctx, std::string_view op, std::vector<ValueId> inputs,
+                                 Attributes attrs) {
+  const OpSchema* schema = FindOpSchema(op);
+  if (!schema) return Internal(ctx.Where() + ": lowering uses unknown op '" + std::string(op) + "'");
+  std::vector<TypeInfo> types;
+  bool all_constant = true;
+  for (ValueId v : inputs) {
+    if (v < 0 || v >= static_cast<ValueId>(values_.size())) return Internal(ctx.Where() + ": bad value in lowering");
+    types.push_back(values_[v].type);
+    all_constant = all_constant && values_[v].constant.has_value();
+  }
+  const int n = static_cast<int>(inputs.size());
+  if (n < schema->min_inputs || (schema->max_inputs >= 0 && n > schema->max_inputs)) {
+    return Internal(ctx.Where() + ": lowering gives " + std::string(op) + " " + std::to_string(n) + " inputs");
+  }
+  auto inferred = schema->infer(types, attrs);
+  if (!inferred.ok()) return inferred.status().WithContext(ctx.Where() + " (as " + std::string(op) + ")");
+  ASSIGN_OR_RETURN(int64_t elements, CheckedNumElements(inferred->output.shape));
+  if (elements > options_.limits.max_elements_per_tensor) {
+    return ResourceExhausted(ctx.Where() + ": a tensor of " + std::to_string(elements) +
+                             " elements is over the cap of " + std::to_string(options_.limits.max_elements_per_tensor));
+  }
+  if (all_constant) {
+    auto value = Evaluate(op, inputs, attrs);
+    if (!value.ok()) return value.status().WithContext(ctx.Where() + " (evaluated at import)");
+    return AddConstant(std::move(value).value());
+  }
+  NodeDef node;
+  node.op = std::string(op);
+  node.attrs = std::move(attrs);
+  node.name = ctx.node_name();
+  for (ValueId v : inputs) node.inputs.push_back(Materialize(v));
+  ValueDef out;
+  out.kind = ValueKind::kNodeOutput;
+  out.name = UniqueName(ctx.node_name().empty() ? "v" : ctx.node_name());
+  node.output = graph_.AddValue(std::move(out));
+  graph_.AddNode(std::move(node));
+  Entry e;
+  e.type = inferred->output;
+  e.graph_value = graph_.nodes().back().output;
+  values_.push_back(std::move(e));
+  return static_cast<ValueId>(values_.size()) - 1;
+}
+
+Status Importer::ImportNode(const onnx::NodeProto& node, int index) {
+  const std::string label = node.name().empty() ? "#" + std::to_string(index) : node.name();
+  if (!node.domain().empty() && node.domain() != "ai.onnx") {
+    return Unimplemented("unsupported op " + node.domain() + "." + node.op_type() + " in node '" + label +
+                         "' (only the default ONNX domain is supported)");
+  }
+  const auto& converters = ConverterTable();
+  auto it = converters.find(node.op_type());
+  if (it == converters.end()) {
+    return Unimplemented("unsupported op " + node.op_type() + " in node '" + label +
+                         "' (docs/ONNX.md lists the supported ops)");
+  }
+  std::vector<ValueId> inputs;
+  for (const std::string& name : node.input()) {
+    if (name.empty()) {
+      inputs.push_back(-1);
+      continue;
+    }
+    auto v = by_name_.find(name);
+    if (v == by_name_.end()) {
+      return InvalidArgument("node '" + label + "' (" + node.op_type() + ") reads '" + name +
+                             "', which no earlier node, input or initializer defines");
+    }
+    inputs.push_back(v->second);
+  }
+  NodeContext ctx(*this, node, std::move(inputs), opset_);
+  RETURN_IF_ERROR(it->second(ctx));
+  bool all_constant = true;
+  for (int i = 0; i < node.output_size(); ++i) {
+    const std::string& name = node.output(i);
+    if (name.empty()) continue;
+    const auto& produced = ctx.outputs()[i];
+    if (!produced) {
+      if (ctx.wants_output(i)) return ctx.Unsupported("output " + std::to_string(i) + " ('" + name + "')");
+      continue;
+    }
+    all_constant = all_constant && values_[*produced].constant.has_value();
+    if (values_[*produced].name_hint.empty()) values_[*produced].name_hint = name;
+    by_name_[name] = *produced;
+  }
+  if (all_constant) ++folded_;
+  return OkStatus();
+}
+
+Status Importer::ExternalizeWeights(OnnxImport* out) {
+  std::vector<int> moved;
+  std::vector<std::pair<std::string, const Tensor*>> entries;
+  for (int i = 0; i < static_cast<int>(graph_.values().size()); ++i) {
+    const ValueDef& v = graph_.values()[i];
+    if (v.kind == ValueKind::kConstant && v.inline_data && v.inline_data->byte_size() > options_.inline_max_bytes) {
+      moved.push_back(i);
+      entries.emplace_back(v.name, &*v.inline_data);
+    }
+  }
+  if (moved.empty()) return OkStatus();
+  ASSIGN_OR_RETURN(out->weights, WriteSafetensors(entries, {{"format", "consensor.weights.v1"}}));
+  out->weights_sha256 = Sha256Of(out->weights);
+  for (int i : moved) {
+    ValueDef& v = graph_.mutable_values()[i];
+    v.blob = BlobRef{out->weights_sha256, v.name};
+    v.inline_data.reset();
+  }
+  return OkStatus();
+}
+
+Status Importer::Run(const onnx::ModelProto& model, OnnxImport* out) {
+  for (const auto& op : model.opset_import()) {
+    if (op.domain().empty() || op.domain() == "ai.onnx") opset_ = op.version();
+  }
+  if (opset_ == 0) {
+    // IR version 3 and later must declare it; older models mean opset 1.
+    if (model.opset_import_size() > 0) {
+      std::string domains;
+      for (const auto& op : model.opset_import()) domains += (domains.empty() ? "" : ", ") + op.domain();
+      return Unimplemented("unsupported op domains: the model imports only " + domains);
+    }
+    if (model.ir_version() >= 3) return InvalidArgument("the model does not import the default ONNX opset");
+    opset_ = 1;
+  }
+  if (opset_ < 1 || opset_ > 17) {
+    return Unimplemented("unsupported opset " + std::to_string(opset_) + " (Consensor imports opsets 1 to 17)");
+  }
+  out->opset = opset_;
+  out->producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
+  if (!model.has_graph()) return InvalidArgument("the model has no graph");
+  const onnx::GraphProto& g = model.graph();
+  if (g.sparse_initializer_size() > 0) return Unimplemented("unsupported sparse initializers");
+
+  for (const auto& node : g.node()) {
+    for (const std::string& name : node.input()) ++consumers_[name];
+  }
+  for (const auto& o : g.output()) ++consumers_[o.name()];
+
+  for (const auto& init : g.initializer()) {
+    auto t = TensorFromOnnx(init, options_.limits);
+    if (!t.ok()) return t.status().WithContext("initializer");
+    if (by_name_.count(init.name())) return InvalidArgument("initializer '" + init.name() + "' is defined twice");
+    by_name_[init.name()] = AddConstant(std::move(t).value(), init.name());
+  }
+
+  std::set<std::string> input_names;
+  for (const auto& in : g.input()) {
+    if (!by_name_.count(in.name())) input_names.insert(in.name());
+  }
+  for (const auto& [name, shape] : options_.input_shapes) {
+    if (!input_names.count(name)) return InvalidArgument("the model has no input named '" + name + "'");
+  }
+  for (const auto& [name, value] : options_.constant_inputs) {
+    if (!input_names.count(name)) return InvalidArgument("the model has no input named '" + name + "'");
+  }
+  for (const auto& in : g.input()) {
+    if (by_name_.count(in.name())) continue;  // IR < 4 lists initializers as inputs too
+    const std::string what = "input '" + in.name() + "'";
+    if (in.name().empty()) return InvalidArgument("a graph input has no name");
+    if (auto bound = options_.constant_inputs.find(in.name()); bound != options_.constant_inputs.end()) {
+      by_name_[in.name()] = AddConstant(bound->second, in.name());
+      continue;
+    }
+    if (!in.type().has_tensor_type()) return Unimplemented("unsupported non-tensor " + what);
+    const auto& tt = in.type().tensor_type();
+    ASSIGN_OR_RETURN(DType dtype, DTypeFromOnnx(tt.elem_type(), what));
+    auto given = options_.input_shapes.find(in.name());
+    Shape shape;
+    if (given != options_.input_shapes.end()) {
+      shape = given->second;
+      if (tt.has_shape()) {
+        if (tt.shape().dim_size() != static_cast<int>(shape.size())) {
+          return InvalidArgument(what + " has rank " + std::to_string(tt.shape().dim_size()) + " in the model, but " +
+                                 ShapeToString(shape) + " was given");
+        }
+        for (int d = 0; d < tt.shape().dim_size(); ++d) {
+          const auto& dim = tt.shape().dim(d);
+          if (dim.has_dim_value() && dim.dim_value() != shape[d]) {
+            return InvalidArgument(what + " has dimension " + std::to_string(d) + " fixed to " +
+                                   std::to_string(dim.dim_value()) + " in the model, but " + ShapeToString(shape) +
+                                   " was given");
+          }
+        }
+      }
+    } else {
+      if (!tt.has_shape()) {
+        return FailedPrecondition(what + " has no declared shape; give it (for example with an --input .npy file)");
+      }
+      for (int d = 0; d < tt.shape().dim_size(); ++d) {
+        const auto& dim = tt.shape().dim(d);
+        if (!dim.has_dim_value() || dim.dim_value() < 0) {
+          std::string sym = dim.has_dim_param() ? " '" + dim.dim_param() + "'" : "";
+          return FailedPrecondition(what + " has a symbolic dimension" + sym + " (dim " + std::to_string(d) +
+                                    "); give the input's shape (for example with an --input .npy file)");
+        }
+        shape.push_back(dim.dim_value());
+      }
+    }
+    if (shape.size() > static_cast<size_t>(kMaxRank)) return Unimplemented(what + " has rank over 8");
+    ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(shape));
+    if (n > options_.limits.max_elements_per_tensor) return ResourceExhausted(what + " is over the element cap");
+    if (by_name_.count(in.name())) return InvalidArgument(what + " is declared twice");
+    used_names_.insert(in.name());
+    Value v = graph_.input(in.name(), dtype, shape);
+    Entry e;
+    e.type = {dtype, shape};
+    e.graph_value = v.index();
+    values_.push_back(std::move(e));
+    by_name_[in.name()] = static_cast<ValueId>(values_.size()) - 1;
+    out->inputs.push_back(in.name());
+  }
+  // Output names become graph value names only through outputs; keep them out of the way.
+  for (const auto& o : g.output()) used_names_.insert(o.name());
+
+  if (g.node_size() > options_.limits.max_ops) {
+    return ResourceExhausted("the model has " + std::to_string(g.node_size()) + " nodes, over the cap of " +
+                             std::to_string(options_.limits.max_ops));
+  }
+  for (int i = 0; i < g.node_size(); ++i) RETURN_IF_ERROR(ImportNode(g.node(i), i));
+
+  if (g.output_size() == 0) return InvalidArgument("the model has no outputs");
+  std::set<std::string> seen_outputs;
+  for (const auto& o : g.output()) {
+    if (!seen_outputs.insert(o.name()).second) return InvalidArgument("output '" + o.name() + "' is listed twice");
+    auto it = by_name_.find(o.name());
+    if (it == by_name_.end()) return InvalidArgument("output '" + o.name() + "' is not produced by the graph");
+    int gv = Materialize(it->second);
+    // A public output must be computed by a node: copy inputs and constants through identity.
+    if (graph_.values()[gv].kind != ValueKind::kNodeOutput) {
+      NodeDef node;
+      node.op = "identity";
+      node.inputs = {gv};
+      ValueDef v;
+      v.name = UniqueName(o.name() + ".out");
+      node.output = graph_.AddValue(std::move(v));
+      gv = node.output;
+      graph_.AddNode(std::move(node));
+    }
+    graph_.AddOutput(o.name(), gv);
+    out->outputs.push_back(o.name());
+  }
+  RETURN_IF_ERROR(ExternalizeWeights(out));
+  out->folded_nodes = folded_;
+  out->graph = std::move(graph_);
+  return OkStatus();
+}
+
+// --- NodeContext ---
+
+NodeContext::NodeContext(Importer& importer, const onnx::NodeProto& node, std::vector<ValueId> inputs, int64_t opset)
+    : importer_(importer), node_(node), inputs_(std::move(inputs)), opset_(opset) {
+  outputs_.resize(static_cast<size_t>(node.output_size()));
+}
+
+const std::string& NodeContext::op_type() const { return node_.op_type(); }
+const std::string& NodeContext::node_name() const { return node_.name(); }
+
+std::string NodeContext::Where() const {
+  return "node '" + (node_.name().empty() ? (node_.output_size() ? node_.output(0) : std::string("?")) : node_.name()) +
+         "' (" + node_.op_type() + ")";
+}
+
+Status NodeContext::Unsupported(std::string_view what) const {
+  return Unimplemented("unsupported " + std::string(what) + " in " + Where());
+}
+Status NodeContext::Invalid(std::string_view what) const { return InvalidArgument(Where() + ": " + std::string(what)); }
+
+StatusOr<ValueId> NodeContext::RequiredInput(int i) const {
+  if (!has_input(i)) return Invalid("input " + std::to_string(i) + " is required");
+  return input(i);
+}
+
+StatusOr<std::vector<int64_t>> NodeContext::ConstantInts(int i, std::string_view what) const {
+  if (!has_input(i)) return Invalid(std::string(what) + " (input " + std::to_string(i) + ") is required");
+  const Tensor* t = input_constant(i);
+  if (!t) {
+    return Unsupported(std::string(what) + " " + std::string(kComputedAtRunTime) + " (input " + std::to_string(i) +
+                       " must be known at import time)");
+  }
+  auto ints = TensorToInts(*t);
+  if (!ints.ok()) return Invalid(std::string(what) + ": " + ints.status().message());
+  return ints;
+}
+
+StatusOr<double> NodeContext::ConstantScalar(int i, std::string_view what) const {
+  if (!has_input(i)) return Invalid(std::string(what) + " (input " + std::to_string(i) + ") is required");
+  const Tensor* t = input_constant(i);
+  if (!t) return Unsupported(std::string(what) + " " + std::string(kComputedAtRunTime));
+  if (t->num_elements() != 1) return Invalid(std::string(what) + " must have one element");
+  switch (t->dtype()) {
+    case DType::kF32: return static_cast<double>(t->data_as<float>()[0]);
+    case DType::kI32: return static_cast<double>(t->data_as<int32_t>()[0]);
+    case DType::kI64: return static_cast<double>(t->data_as<int64_t>()[0]);
+    case DType::kI8: return static_cast<double>(t->data_as<int8_t>()[0]);
+    case DType::kBool: return static_cast<double>(t->data()[0]);
+    default: return Invalid(std::string(what) + " has an unknown dtype");
+  }
+}
+
+const onnx::AttributeProto* NodeContext::FindAttr(std::string_view name) const {
+  for (const auto& a : node_.attribute()) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+
+Status NodeContext::CheckAttributes(std::initializer_list<std::string_view> accepted) const {
+  for (const auto& a : node_.attribute()) {
+    if (std::find(accepted.begin(), accepted.end(), a.name()) == accepted.end()) {
+      return Unsupported("attribute '" + a.name() + "'");
+    }
+  }
+  return OkStatus();
+}
+
+StatusOr<int64_t> NodeContext::AttrInt(std::string_view name, int64_t fallback) const {
+  const auto* a = FindAttr(name);
+  if (!a) return fallback;
+  if (a->type() != onnx::AttributeProto::INT) return Invalid("attribute '" + std::string(name) + "' must be an int");
+  return a->i();
+}
+
+StatusOr<float> NodeContext::AttrFloat(std::string_view name, float fallback) const {
+  const auto* a = FindAttr(name);
+  if (!a) return fallback;
+  if (a->type() != onnx::AttributeProto::FLOAT) return Invalid("attribute '" + std::string(name) + "' must be a float");
+  return a->f();
+}
+
+StatusOr<std::vector<int64_t>> NodeContext::AttrInts(std::string_view name, std::vector<int64_t> fallback) const {
+  const auto* a = FindAttr(name);
+  if (!a) return fallback;
+  if (a->type() != onnx::AttributeProto::INTS) return Invalid("attribute '" + std::string(name) + "' must be ints");
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+StatusOr<std::vector<float>> NodeContext::AttrFloats(std::string_view name, std::vector<float> fallback) const {
+  const auto* a = FindAttr(name);
+  if (!a) return fallback;
+  if (a->type() != onnx::AttributeProto::FLOATS) return Invalid("attribute '" + std::string(name) + "' must be floats");
+  return std::vector<float>(a->floats().begin(), a->floats().end());
+}
+
+StatusOr<std::string> NodeContext::AttrString(std::string_view name, std::string fallback) const {
+  const auto* a = FindAttr(name);
+  if (!a) return fallback;
+  if (a->type() != onnx::AttributeProto::STRING) return Invalid("attribute '" + std::string(name) + "' must be a string");
+  return a->s();
+}
+
+StatusOr<Tensor> NodeContext::AttrTensor(std::string_view name) const {
+  const auto* a = FindAttr(name);
+  if (!a) return Invalid("attribute '" + std::string(name) + "' is required");
+  if (a->type() != onnx::AttributeProto::TENSOR) return Invalid("attribute '" + std::string(name) + "' must be a tensor");
+  auto t = TensorFromOnnx(a->t(), importer_.limits());
+  if (!t.ok()) return t.status().WithContext(Where() + " attribute '" + std::string(name) + "'");
+  return t;
+}
+
+StatusOr<ValueId> NodeContext::Emit(std::string_view op, std::vector<ValueId> inputs, Attributes attrs) {
+  return importer_.Emit(*this, op, std::move(inputs), std::move(attrs));
+}
+
+ValueId NodeContext::Constant(Tensor t) { return importer_.AddConstant(std::move(t)); }
+ValueId NodeContext::ScalarF32(float v) { return Constant(Tensor::FromVector<float>(DType::kF32, {}, {v})); }
+
+ValueId NodeContext::Scalar(DType dtype, double v) {
+  Tensor t(dtype, {});
+  switch (dtype) {
+    case DType::kF32: t.data_as<float>()[0] = static_cast<float>(v); break;
+    case DType::kI32: t.data_as<int32_t>()[0] = static_cast<int32_t>(v); break;
+    case DType::kI64: t.data_as<int64_t>()[0] = static_cast<int64_t>(v); break;
+    case DType::kI8: t.data_as<int8_t>()[0] = static_cast<int8_t>(v); break;
+    case DType::kBool: t.data()[0] = v != 0 ? 1 : 0; break;
+    default: break;
+  }
+  return Constant(std::move(t));
+}
+
+const TypeInfo& NodeContext::type(ValueId v) const { return importer_.type(v); }
+const Tensor* NodeContext::constant(ValueId v) const { return importer_.constant(v); }
+int NodeContext::num_outputs() const { return node_.output_size(); }
+bool NodeContext::wants_output(int i) const {
+  return i < node_.output_size() && !node_.output(i).empty() && importer_.IsConsumed(node_.output(i));
+}
+void NodeContext::SetOutput(int i, ValueId v) {
+  if (i >= 0 && i < static_cast<int>(outputs_.size())) outputs_[i] = v;
+}
+
+}  // namespace onnx_import
+
+namespace {
+
+StatusOr<onnx::ModelProto> ParseModel(std::span<const uint8_t> bytes, int64_t max_bytes) {
+  if (static_cast<int64_t>(bytes.size()) > max_bytes || bytes.size() > static_cast<size_t>(INT_MAX)) {
+    return ResourceExhausted("the model is " + std::to_string(bytes.size()) + " bytes, over the cap of " +
+                             std::to_string(max_bytes));
+  }
+  onnx::ModelProto model;
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return InvalidArgument("not an ONNX model (the protobuf does not parse)");
+  }
+  return model;
+}
+
+}  // namespace
+
+StatusOr<OnnxImport> ImportOnnx(std::span<const uint8_t> bytes, const OnnxImportOptions& options) {
+  ASSIGN_OR_RETURN(onnx::ModelProto model, ParseModel(bytes, options.max_model_bytes));
+  OnnxImport out;
+  onnx_import::Importer importer(options);
+  RETURN_IF_ERROR(importer.Run(model, &out));
+  auto validated = Validate(out.graph, options.limits);
+  if (!validated.ok()) return validated.status().WithContext("the imported graph");
+  return out;
+}
+
+StatusOr<OnnxImport> ImportOnnxFile(const std::string& path, const OnnxImportOptions& options) {
+  ASSIGN_OR_RETURN(auto bytes, ReadFileBytes(path, options.max_model_bytes));
+  auto imported = ImportOnnx(bytes, options);
+  if (!imported.ok()) return imported.status().WithContext("model '" + path + "'");
+  return imported;
+}
+
+bool NeedsValueAtImport(const Status& status) {
+  return status.code() == StatusCode::kUnimplemented &&
+         status.message().find(onnx_import::kComputedAtRunTime) != std::string::npos;
+}
+
+StatusOr<OnnxImportForValues> ImportOnnxForValues(std::span<const uint8_t> model,
+                                                  const std::map<std::string, Tensor>& values,
+                                                  OnnxImportOptions options) {
+  // Three tries: nothing bound, the integer inputs bound, everything bound.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    OnnxImportForValues out;
+    for (const auto& [name, t] : values) {
+      const bool bind = attempt == 2 || (attempt == 1 && t.dtype() != DType::kF32);
+      (bind ? out.bound : out.run_inputs).emplace(name, t);
+    }
+    options.input_shapes.clear();
+    for (const auto& [name, t] : out.run_inputs) options.input_shapes[name] = t.shape();
+    options.constant_inputs = out.bound;
+    auto imported = ImportOnnx(model, options);
+    if (imported.ok()) {
+      out.model = std::move(imported).value();
+      return out;
+    }
+    if (!NeedsValueAtImport(imported.status()) || attempt == 2) return imported.status();
+  }
+  return Internal("unreachable");
+}
+
+StatusOr<OnnxModelInfo> ReadOnnxModelInfo(std::span<const uint8_t> bytes) {
+  ASSIGN_OR_RETURN(onnx::ModelProto model, ParseModel(bytes, (int64_t{2} << 30) - 1));
+  std::set<std::string> initializers;
+  for (const auto& init : model.graph().initializer()) initializers.insert(init.name());
+  OnnxModelInfo info;
+  for (const auto& in : model.graph().input()) {
+    if (initializers.count(in.name())) continue;
+    if (!in.type().has_tensor_type()) info.non_tensor = true;
+    OnnxInputInfo input;
+    input.name = in.name();
+    const auto& tt = in.type().tensor_type();
+    auto dtype = onnx_import::DTypeFromOnnx(tt.elem_type(), "input '" + in.name() + "'");
+    input.dtype = dtype.ok() ? *dtype : DType::kInvalid;
+    for (const auto& dim : tt.shape().dim()) input.shape.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+    info.inputs.push_back(std::move(input));
+  }
+  for (const auto& o : model.graph().output()) {
+    if (!o.type().has_tensor_type()) info.non_tensor = true;
+    info.outputs.push_back(o.name());
+  }
+  std::set<std::string> ops;
+  for (const auto& node : model.graph().node()) {
+    ops.insert(node.domain().empty() || node.domain() == "ai.onnx" ? node.op_type() : node.domain() + "." + node.op_type());
+  }
+  info.op_types.assign(ops.begin(), ops.end());
+  return info;
+}
+
+StatusOr<Tensor> ParseOnnxTensor(std::span<const uint8_t> bytes, const Limits& limits) {
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) return ResourceExhausted("tensor file too large");
+  onnx::TensorProto p;
+  if (!p.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return InvalidArgument("not an ONNX TensorProto (the protobuf does not parse)");
+  }
+  return onnx_import::TensorFromOnnx(p, limits);
+}
+
+std::vector<std::string> SupportedOnnxOps() {
+  std::vector<std::string> ops;
+  for (const auto& [op, convert] : onnx_import::ConverterTable()) ops.push_back(op);
+  return ops;
+}
+
+bool IsOnnxPath(const std::string& path) {
+  if (path.size() < 5) return false;
+  std::string tail = path.substr(path.size() - 5);
+  for (char& c : tail) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return tail == ".onnx";
+}
+
+}  // namespace consensor::executor

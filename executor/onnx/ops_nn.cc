@@ -1,0 +1,750 @@
+// ONNX neural-network ops: MatMul, Gemm, Conv, pooling, BatchNormalization, Softmax and
+// LogSoftmax, LayerNormalization, reductions and ArgMax/ArgMin. Lowerings are written down
+// in docs/ONNX.md; the Consensor ops they use are specified in docs/DETERMINISM.md.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "executor/onnx/context.h"
+
+namespace consensor::executor::onnx_import {
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+int64_t Rank(const NodeContext& ctx, ValueId v) { return static_cast<int64_t>(ctx.type(v).shape.size()); }
+
+// --- MatMul, Gemm ---
+
+Status MatMul(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({}));
+  ASSIGN_OR_RETURN(ValueId a, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId b, ctx.RequiredInput(1));
+  RETURN_IF_ERROR(RequireF32(ctx, a, "input A"));
+  RETURN_IF_ERROR(RequireF32(ctx, b, "input B"));
+  return SetResult(ctx, ctx.Emit("matmul", {a, b}));
+}
+
+// alpha * op(A) @ op(B) + beta * C, evaluated as written: the matmul's fma chain, then one
+// multiply by alpha (skipped when alpha is 1), then one add of beta * C.
+Status Gemm(NodeContext& ctx) {
+  // `broadcast` (before opset 7) only allowed C to broadcast, which `add` does anyway.
+  RETURN_IF_ERROR(ctx.CheckAttributes({"alpha", "beta", "transA", "transB", "broadcast"}));
+  ASSIGN_OR_RETURN(float alpha, ctx.AttrFloat("alpha", 1.0f));
+  ASSIGN_OR_RETURN(float beta, ctx.AttrFloat("beta", 1.0f));
+  ASSIGN_OR_RETURN(int64_t trans_a, ctx.AttrInt("transA", 0));
+  ASSIGN_OR_RETURN(int64_t trans_b, ctx.AttrInt("transB", 0));
+  ASSIGN_OR_RETURN(ValueId a, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId b, ctx.RequiredInput(1));
+  RETURN_IF_ERROR(RequireF32(ctx, a, "input A"));
+  RETURN_IF_ERROR(RequireF32(ctx, b, "input B"));
+  if (Rank(ctx, a) != 2 || Rank(ctx, b) != 2) return ctx.Invalid("A and B must be matrices");
+  // Constant weights are transposed once, at import.
+  if (trans_a) {
+    ASSIGN_OR_RETURN(a, ctx.Emit("transpose", {a}, {{"perm", Ints{1, 0}}}));
+  }
+  if (trans_b) {
+    ASSIGN_OR_RETURN(b, ctx.Emit("transpose", {b}, {{"perm", Ints{1, 0}}}));
+  }
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("matmul", {a, b}));
+  if (alpha != 1.0f) {
+    ASSIGN_OR_RETURN(y, ctx.Emit("mul", {y, ctx.ScalarF32(alpha)}));
+  }
+  if (ctx.has_input(2) && beta != 0.0f) {
+    ValueId c = ctx.input(2);
+    RETURN_IF_ERROR(RequireF32(ctx, c, "input C"));
+    if (beta != 1.0f) {
+      ASSIGN_OR_RETURN(c, ctx.Emit("mul", {c, ctx.ScalarF32(beta)}));
+    }
+    ASSIGN_OR_RETURN(y, ctx.Emit("add", {y, c}));
+  }
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
+// --- windows: Conv and pooling share the auto_pad and 1-D handling ---
+
+struct Window {
+  Ints kernel, strides, dilations;
+  Ints pads;  // ONNX order: begin of every spatial dim, then end of every spatial dim
+};
+
+// Fills defaults and resolves auto_pad against the static input size.
+StatusOr<Window> ReadWindow(const NodeContext& ctx, const Shape& x, const Ints& kernel) {
+  const size_t spatial = kernel.size();
+  Window w;
+  w.kernel = kernel;
+  ASSIGN_OR_RETURN(w.strides, ctx.AttrInts("strides", Ints(spatial, 1)));
+  ASSIGN_OR_RETURN(w.dilations, ctx.AttrInts("dilations", Ints(spatial, 1)));
+  ASSIGN_OR_RETURN(w.pads, ctx.AttrInts("pads", Ints(2 * spatial, 0)));
+  ASSIGN_OR_RETURN(std::string auto_pad, ctx.AttrString("auto_pad", "NOTSET"));
+  if (w.strides.size() != spatial || w.dilations.size() != spatial || w.pads.size() != 2 * spatial) {
+    return ctx.Invalid("strides, dilations and pads must match the kernel's " + std::to_string(spatial) + " dims");
+  }
+  for (size_t i = 0; i < spatial; ++i) {
+    if (w.strides[i] < 1 || w.dilations[i] < 1 || w.kernel[i] < 1) return ctx.Invalid("non-positive window parameter");
+  }
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (size_t i = 0; i < spatial; ++i) {
+      const int64_t in = x[2 + i];
+      const int64_t out = (in + w.strides[i] - 1) / w.strides[i];
+      const int64_t total =
+          std::max<int64_t>((out - 1) * w.strides[i] + (w.kernel[i] - 1) * w.dilations[i] + 1 - in, 0);
+      const int64_t small = total / 2;
+      w.pads[i] = auto_pad == "SAME_UPPER" ? small : total - small;
+      w.pads[i + spatial] = total - w.pads[i];
+    }
+  } else if (auto_pad == "VALID") {
+    std::fill(w.pads.begin(), w.pads.end(), 0);
+  } else if (auto_pad != "NOTSET") {
+    return ctx.Unsupported("auto_pad '" + auto_pad + "'");
+  }
+  return w;
+}
+
+// 1-D windows run as 2-D ones over a height of 1.
+Window As2D(const Window& w) {
+  if (w.kernel.size() == 2) return w;
+  return Window{{1, w.kernel[0]}, {1, w.strides[0]}, {1, w.dilations[0]}, {0, w.pads[0], 0, w.pads[1]}};
+}
+
+Ints ConsensorPads(const Window& w) { return {w.pads[0], w.pads[1], w.pads[2], w.pads[3]}; }
+
+// --- 3-D windows: the depth window is gathered, the H/W window runs as a 2-D op ---
+
+// The H/W part of a 3-D window.
+Window HW2D(const Window& w) {
+  return Window{{w.kernel[1], w.kernel[2]}, {w.strides[1], w.strides[2]}, {w.dilations[1], w.dilations[2]},
+                {w.pads[1], w.pads[2], w.pads[4], w.pads[5]}};
+}
+
+// x [N,C,D,H,W] -> depth padded with `pad_value` (only the depth pads) -> one gather on
+// axis 2 of the depth positions od*sd + kd*dd, od-major -> [N,C,OD*KD,H,W]. Sets *od.
+StatusOr<ValueId> GatherDepthWindows(NodeContext& ctx, ValueId x, const Window& win, float pad_value, int64_t* od) {
+  const Shape xs = ctx.type(x).shape;
+  const int64_t kd = win.kernel[0], sd = win.strides[0], dd = win.dilations[0];
+  const int64_t padded = xs[2] + win.pads[0] + win.pads[3];
+  const int64_t span = (kd - 1) * dd + 1;
+  if (padded < span) return ctx.Invalid("the depth window is larger than the padded input");
+  *od = (padded - span) / sd + 1;
+  if (win.pads[0] != 0 || win.pads[3] != 0) {
+    ASSIGN_OR_RETURN(x, ctx.Emit("pad", {x}, {{"pads", Ints{0, 0, win.pads[0], 0, 0, 0, 0, win.pads[3], 0, 0}},
+                                             {"value", pad_value}}));
+  }
+  Ints positions;
+  positions.reserve(static_cast<size_t>(*od * kd));
+  for (int64_t o = 0; o < *od; ++o) {
+    for (int64_t k = 0; k < kd; ++k) positions.push_back(o * sd + k * dd);
+  }
+  return ctx.Emit("gather", {x, ctx.Constant(Int64Vector(positions))}, {{"axis", int64_t{2}}});
+}
+
+// 3-D Conv as one conv2d: the gathered depth slices [N,C,OD*KD,H,W] become
+// [N*OD, C*KD, H, W] (channel index c*KD + kd, so each group's channels stay contiguous) and
+// W [F, C/g, KD, KH, KW] becomes [F, (C/g)*KD, KH, KW]. Each output element is therefore the
+// conv2d fma chain over (c, kd, kh, kw) in this nesting order, depth padding taking part as
+// +0.0 terms like conv2d's own padding; then the bias add.
+StatusOr<ValueId> Conv3D(NodeContext& ctx, ValueId x, ValueId w, const Window& win, int64_t group) {
+  const Shape xs = ctx.type(x).shape;
+  const Shape ws = ctx.type(w).shape;
+  const int64_t n = xs[0], c = xs[1], h = xs[3], wd = xs[4];
+  const int64_t f = ws[0], kd = ws[2];
+  if (group < 1 || c % group != 0 || ws[1] != c / group || f % group != 0) {
+    return ctx.Invalid("channels of X and W do not match the group");
+  }
+  int64_t od = 0;
+  ASSIGN_OR_RETURN(ValueId g, GatherDepthWindows(ctx, x, win, 0.0f, &od));
+  ASSIGN_OR_RETURN(g, ReshapeTo(ctx, g, {n, c, od, kd, h, wd}));
+  ASSIGN_OR_RETURN(g, ctx.Emit("transpose", {g}, {{"perm", Ints{0, 2, 1, 3, 4, 5}}}));
+  ASSIGN_OR_RETURN(g, ReshapeTo(ctx, g, {n * od, c * kd, h, wd}));
+  ASSIGN_OR_RETURN(ValueId w2, ReshapeTo(ctx, w, {f, ws[1] * kd, ws[3], ws[4]}));
+  std::vector<ValueId> inputs = {g, w2};
+  if (ctx.has_input(2)) inputs.push_back(ctx.input(2));
+  const Window hw = HW2D(win);
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("conv2d", inputs,
+                                       {{"strides", hw.strides}, {"pads", ConsensorPads(hw)},
+                                        {"dilations", hw.dilations}, {"group", group}}));
+  const Shape ys = ctx.type(y).shape;  // [N*OD, F, OH, OW]
+  ASSIGN_OR_RETURN(y, ReshapeTo(ctx, y, {n, od, f, ys[2], ys[3]}));
+  return ctx.Emit("transpose", {y}, {{"perm", Ints{0, 2, 1, 3, 4}}});
+}
+
+// 3-D MaxPool: depth padded with -inf and gathered, max_pool2d over H/W on every
+// [N, C*OD*KD] slice, then reduce_max over KD. 3-D AveragePool: depth padded with zeros and
+// gathered; the H/W window sums come from a depthwise conv2d with an all-ones kernel (an fma
+// with 1 is an exact add, so each sum is +0.0 then the (kh, kw) terms in row-major order,
+// H/W padding adding +0.0), then reduce_sum over KD (csum in kd order), then one division
+// by a constant count: the in-input positions of the window, or the full window size with
+// count_include_pad.
+StatusOr<ValueId> Pool3D(NodeContext& ctx, ValueId x, const Window& win, bool is_max, int64_t count_include_pad) {
+  const Shape xs = ctx.type(x).shape;
+  const int64_t n = xs[0], c = xs[1], h = xs[3], wd = xs[4];
+  const int64_t kd = win.kernel[0];
+  int64_t od = 0;
+  const float pad_value = is_max ? -std::numeric_limits<float>::infinity() : 0.0f;
+  ASSIGN_OR_RETURN(ValueId g, GatherDepthWindows(ctx, x, win, pad_value, &od));
+  const int64_t slices = c * od * kd;
+  ASSIGN_OR_RETURN(g, ReshapeTo(ctx, g, {n, slices, h, wd}));
+  const Window hw = HW2D(win);
+  ValueId y;
+  if (is_max) {
+    ASSIGN_OR_RETURN(y, ctx.Emit("max_pool2d", {g},
+                                 {{"kernel", hw.kernel}, {"strides", hw.strides}, {"pads", ConsensorPads(hw)},
+                                  {"dilations", hw.dilations}}));
+  } else {
+    const int64_t kh = hw.kernel[0], kw = hw.kernel[1];
+    ValueId ones = ctx.Constant(Tensor::FromVector<float>(
+        DType::kF32, {slices, 1, kh, kw}, std::vector<float>(static_cast<size_t>(slices * kh * kw), 1.0f)));
+    ASSIGN_OR_RETURN(y, ctx.Emit("conv2d", {g, ones},
+                                 {{"strides", hw.strides}, {"pads", ConsensorPads(hw)},
+                                  {"dilations", hw.dilations}, {"group", slices}}));
+  }
+  const Shape ys = ctx.type(y).shape;  // [N, C*OD*KD, OH, OW]
+  const int64_t oh = ys[2], ow = ys[3];
+  ASSIGN_OR_RETURN(y, ReshapeTo(ctx, y, {n, c, od, kd, oh, ow}));
+  Attributes reduce = {{"axes", Ints{3}}, {"keepdims", int64_t{0}}};
+  ASSIGN_OR_RETURN(y, ctx.Emit(is_max ? "reduce_max" : "reduce_sum", {y}, reduce));
+  if (is_max) return y;
+  // Divisor per output position: the product over the three dims of the in-input taps.
+  const Ints outs = {od, oh, ow};
+  std::vector<Ints> taps(3);
+  for (int i = 0; i < 3; ++i) {
+    for (int64_t o = 0; o < outs[i]; ++o) {
+      int64_t count = 0;
+      for (int64_t k = 0; k < win.kernel[i]; ++k) {
+        const int64_t pos = o * win.strides[i] - win.pads[i] + k * win.dilations[i];
+        if (count_include_pad || (pos >= 0 && pos < xs[2 + i])) ++count;
+      }
+      taps[i].push_back(count);
+    }
+  }
+  std::vector<float> counts;
+  counts.reserve(static_cast<size_t>(od * oh * ow));
+  for (int64_t a : taps[0]) {
+    for (int64_t b : taps[1]) {
+      for (int64_t e : taps[2]) counts.push_back(static_cast<float>(a * b * e));
+    }
+  }
+  ValueId divisor = ctx.Constant(Tensor::FromVector<float>(DType::kF32, {od, oh, ow}, counts));
+  return ctx.Emit("div", {y, divisor});
+}
+
+// MaxPool's Indices for any number of spatial dims, from the ceil-adjusted window. X becomes
+// [N*C, S] (S spatial positions); one gather with a constant index list lays out every
+// window's K positions [N*C, P*K] (a position in the padding is replaced by the window's
+// first in-input position, so no padding is needed and the chosen element never changes);
+// argmax over K (first maximum, NaN largest) gives the window-local k; a constant table maps
+// p*K + k to the spatial index (row-major, or column-major for storage_order 1), and the
+// constant (n*C + c)*S is added.
+StatusOr<ValueId> MaxPoolIndices(NodeContext& ctx, ValueId x, const Window& win, int64_t storage_order) {
+  const Shape xs = ctx.type(x).shape;
+  const size_t spatial = win.kernel.size();
+  const int64_t nc = xs[0] * xs[1];
+  int64_t s_total = 1, k_total = 1, p_total = 1;
+  Ints outs(spatial), row_stride(spatial), col_stride(spatial);
+  for (size_t i = 0; i < spatial; ++i) {
+    const int64_t span = (win.kernel[i] - 1) * win.dilations[i] + 1;
+    const int64_t padded = xs[2 + i] + win.pads[i] + win.pads[i + spatial];
+    if (padded < span) return ctx.Invalid("the window is larger than the padded input");
+    outs[i] = (padded - span) / win.strides[i] + 1;
+    col_stride[i] = s_total;
+    s_total *= xs[2 + i];
+    k_total *= win.kernel[i];
+    p_total *= outs[i];
+  }
+  for (size_t i = spatial; i-- > 0;) row_stride[i] = i + 1 == spatial ? 1 : row_stride[i + 1] * xs[3 + i];
+  if (p_total * k_total > (int64_t{1} << 28)) return ctx.Unsupported("output Indices for this many window positions");
+  Ints gather_idx, table;
+  gather_idx.reserve(static_cast<size_t>(p_total * k_total));
+  table.reserve(static_cast<size_t>(p_total * k_total));
+  Ints o(spatial, 0), coord(spatial);
+  for (int64_t p = 0; p < p_total; ++p) {
+    const size_t start = gather_idx.size();
+    int64_t first_row = -1, first_col = -1;
+    Ints k(spatial, 0);
+    for (int64_t kk = 0; kk < k_total; ++kk) {
+      bool inside = true;
+      int64_t row = 0, col = 0;
+      for (size_t i = 0; i < spatial; ++i) {
+        const int64_t pos = o[i] * win.strides[i] - win.pads[i] + k[i] * win.dilations[i];
+        if (pos < 0 || pos >= xs[2 + i]) inside = false;
+        row += pos * row_stride[i];
+        col += pos * col_stride[i];
+      }
+      if (inside && first_row < 0) {
+        first_row = row;
+        first_col = col;
+      }
+      gather_idx.push_back(inside ? row : -1);
+      table.push_back(inside ? (storage_order ? col : row) : -1);
+      for (size_t i = spatial; i-- > 0;) {  // next k, row-major
+        if (++k[i] < win.kernel[i]) break;
+        k[i] = 0;
+      }
+    }
+    if (first_row < 0) return ctx.Unsupported("output Indices with a window entirely in the padding");
+    for (size_t j = start; j < gather_idx.size(); ++j) {
+      if (gather_idx[j] < 0) {
+        gather_idx[j] = first_row;
+        table[j] = storage_order ? first_col : first_row;
+      }
+    }
+    for (size_t i = spatial; i-- > 0;) {  // next output position, row-major
+      if (++o[i] < outs[i]) break;
+      o[i] = 0;
+    }
+  }
+  ASSIGN_OR_RETURN(ValueId flat, ReshapeTo(ctx, x, {nc, s_total}));
+  ASSIGN_OR_RETURN(ValueId windows,
+                   ctx.Emit("gather", {flat, ctx.Constant(Int64Vector(gather_idx))}, {{"axis", int64_t{1}}}));
+  ASSIGN_OR_RETURN(windows, ReshapeTo(ctx, windows, {nc, p_total, k_total}));
+  ASSIGN_OR_RETURN(ValueId local, ctx.Emit("argmax", {windows}, {{"axis", int64_t{2}}, {"keepdims", int64_t{0}}}));
+  Ints window_base(static_cast<size_t>(p_total));
+  for (int64_t p = 0; p < p_total; ++p) window_base[p] = p * k_total;
+  ASSIGN_OR_RETURN(ValueId slot, ctx.Emit("add", {local, ctx.Constant(Int64Vector(window_base))}));
+  ASSIGN_OR_RETURN(ValueId idx, ctx.Emit("gather", {ctx.Constant(Int64Vector(table)), slot}, {{"axis", int64_t{0}}}));
+  Ints plane_base(static_cast<size_t>(nc));
+  for (int64_t i = 0; i < nc; ++i) plane_base[i] = i * s_total;
+  ValueId planes = ctx.Constant(Tensor::FromVector<int64_t>(DType::kI64, {nc, 1}, plane_base));
+  ASSIGN_OR_RETURN(idx, ctx.Emit("add", {idx, planes}));
+  Shape out_shape = {xs[0], xs[1]};
+  out_shape.insert(out_shape.end(), outs.begin(), outs.end());
+  return ReshapeTo(ctx, idx, out_shape);
+}
+
+Status Conv(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId w, ctx.RequiredInput(1));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+  RETURN_IF_ERROR(RequireF32(ctx, w, "input W"));
+  const Shape xs = ctx.type(x).shape;
+  const Shape ws = ctx.type(w).shape;
+  if (xs.size() != ws.size() || xs.size() < 3) return ctx.Invalid("X and W must have the same rank, at least 3");
+  if (xs.size() > 5) return ctx.Unsupported("attribute kernel_shape with " + std::to_string(xs.size() - 2) + " spatial dims");
+  Ints kernel(ws.begin() + 2, ws.end());
+  ASSIGN_OR_RETURN(Ints kernel_attr, ctx.AttrInts("kernel_shape", kernel));
+  if (kernel_attr != kernel) return ctx.Invalid("kernel_shape does not match the weight's shape");
+  ASSIGN_OR_RETURN(int64_t group, ctx.AttrInt("group", 1));
+  ASSIGN_OR_RETURN(Window win, ReadWindow(ctx, xs, kernel));
+  if (xs.size() == 5) return SetResult(ctx, Conv3D(ctx, x, w, win, group));
+  const bool one_d = xs.size() == 3;
+  if (one_d) {
+    ASSIGN_OR_RETURN(x, ReshapeTo(ctx, x, {xs[0], xs[1], 1, xs[2]}));
+    ASSIGN_OR_RETURN(w, ReshapeTo(ctx, w, {ws[0], ws[1], 1, ws[2]}));
+    win = As2D(win);
+  }
+  std::vector<ValueId> inputs = {x, w};
+  if (ctx.has_input(2)) inputs.push_back(ctx.input(2));
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("conv2d", inputs,
+                                       {{"strides", win.strides}, {"pads", ConsensorPads(win)},
+                                        {"dilations", win.dilations}, {"group", group}}));
+  if (one_d) {
+    Shape ys = ctx.type(y).shape;
+    ASSIGN_OR_RETURN(y, ReshapeTo(ctx, y, {ys[0], ys[1], ys[3]}));
+  }
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
+Status Pool(NodeContext& ctx, bool is_max) {
+  if (is_max) {
+    RETURN_IF_ERROR(ctx.CheckAttributes(
+        {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}));
+  } else {
+    RETURN_IF_ERROR(ctx.CheckAttributes(
+        {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"}));
+  }
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+  const ValueId x_in = x;
+  const Shape xs = ctx.type(x).shape;
+  if (xs.size() < 3) return ctx.Invalid("X must have rank 3 or more");
+  ASSIGN_OR_RETURN(int64_t storage_order, ctx.AttrInt("storage_order", 0));
+  if (xs.size() > 5) return ctx.Unsupported("attribute kernel_shape with " + std::to_string(xs.size() - 2) + " spatial dims");
+  ASSIGN_OR_RETURN(Ints kernel, ctx.AttrInts("kernel_shape", {}));
+  if (kernel.size() != xs.size() - 2) return ctx.Invalid("kernel_shape must have one value per spatial dim");
+  ASSIGN_OR_RETURN(int64_t ceil_mode, ctx.AttrInt("ceil_mode", 0));
+  ASSIGN_OR_RETURN(int64_t count_include_pad, ctx.AttrInt("count_include_pad", 0));
+  ASSIGN_OR_RETURN(Window win, ReadWindow(ctx, xs, kernel));
+  const size_t spatial = kernel.size();
+  if (ceil_mode) {
+    // Rounding the output size up equals extra end padding that no window counts: max
+    // ignores padding, and so does the average unless count_include_pad asks otherwise.
+    if (count_include_pad) return ctx.Unsupported("attribute ceil_mode with count_include_pad");
+    for (size_t i = 0; i < spatial; ++i) {
+      const int64_t span = (kernel[i] - 1) * win.dilations[i] + 1;
+      const int64_t padded = xs[2 + i] + win.pads[i] + win.pads[i + spatial];
+      if (padded < span) continue;
+      int64_t out = (padded - span + win.strides[i] - 1) / win.strides[i] + 1;
+      // As PyTorch (and later ONNX specs): a last window that would start in the end padding
+      // is dropped, so models exported with ceil_mode keep their shapes.
+      if ((out - 1) * win.strides[i] >= xs[2 + i] + win.pads[i]) --out;
+      const int64_t extra = (out - 1) * win.strides[i] + span - padded;  // < 0 only when a window is dropped
+      if (win.pads[i + spatial] + extra < 0) return ctx.Unsupported("attribute ceil_mode with pads over the kernel size");
+      win.pads[i + spatial] += extra;
+    }
+  }
+  const Window nd_win = win;  // after the ceil_mode padding; Indices use it
+  ValueId y;
+  if (spatial == 3) {
+    ASSIGN_OR_RETURN(y, Pool3D(ctx, x, win, is_max, count_include_pad));
+  } else {
+    const bool one_d = spatial == 1;
+    if (one_d) {
+      ASSIGN_OR_RETURN(x, ReshapeTo(ctx, x, {xs[0], xs[1], 1, xs[2]}));
+      win = As2D(win);
+    }
+    Attributes attrs = {{"kernel", win.kernel}, {"strides", win.strides}, {"pads", ConsensorPads(win)},
+                        {"dilations", win.dilations}};
+    if (!is_max) attrs["count_include_pad"] = count_include_pad;
+    ASSIGN_OR_RETURN(y, ctx.Emit(is_max ? "max_pool2d" : "avg_pool2d", {x}, attrs));
+    if (one_d) {
+      Shape ys = ctx.type(y).shape;
+      ASSIGN_OR_RETURN(y, ReshapeTo(ctx, y, {ys[0], ys[1], ys[3]}));
+    }
+  }
+  ctx.SetOutput(0, y);
+  if (is_max && ctx.wants_output(1)) {
+    if (storage_order != 0 && storage_order != 1) return ctx.Invalid("storage_order must be 0 or 1");
+    ASSIGN_OR_RETURN(ValueId indices, MaxPoolIndices(ctx, x_in, nd_win, storage_order));
+    ctx.SetOutput(1, indices);
+  }
+  return OkStatus();
+}
+
+Status GlobalPool(NodeContext& ctx, std::string_view reduce_op) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+  const int64_t rank = Rank(ctx, x);
+  if (rank < 3) return ctx.Invalid("X must have rank 3 or more");
+  Ints axes(static_cast<size_t>(rank - 2));
+  std::iota(axes.begin(), axes.end(), int64_t{2});
+  return SetResult(ctx, ctx.Emit(reduce_op, {x}, {{"axes", axes}, {"keepdims", int64_t{1}}}));
+}
+
+// --- BatchNormalization ---
+
+// X and the four per-channel inputs (scale, B, input_mean, input_var), checked.
+struct BatchNormOperands {
+  ValueId x = -1;
+  Shape xs;
+  Shape per_channel;  // [C, 1, ...]: broadcasts along dim 1 of X
+  ValueId params[4] = {-1, -1, -1, -1};
+};
+
+StatusOr<BatchNormOperands> ReadBatchNormOperands(NodeContext& ctx) {
+  BatchNormOperands op;
+  ASSIGN_OR_RETURN(op.x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, op.x, "input X"));
+  op.xs = ctx.type(op.x).shape;
+  if (op.xs.size() < 2) return ctx.Invalid("X must have rank 2 or more");
+  const int64_t c = op.xs[1];
+  op.per_channel = {c};
+  for (size_t i = 2; i < op.xs.size(); ++i) op.per_channel.push_back(1);
+  const char* names[] = {"scale", "B", "input_mean", "input_var"};
+  for (int i = 0; i < 4; ++i) {
+    ASSIGN_OR_RETURN(op.params[i], ctx.RequiredInput(i + 1));
+    RETURN_IF_ERROR(RequireF32(ctx, op.params[i], names[i]));
+    if (ctx.type(op.params[i]).shape != Shape{c}) return ctx.Invalid(std::string(names[i]) + " must have shape [C]");
+  }
+  return op;
+}
+
+// training_mode = 1 (opset 14+): the statistics of the batch, over every axis but 1.
+// mean = reduce_mean(x); d = x - mean; var = reduce_mean(d * d) (population variance);
+// y = d * (scale / sqrt(var + epsilon)) + bias. The optional outputs are
+// running_mean = input_mean * momentum + mean * (1 - momentum), running_var likewise with var.
+Status BatchNormalizationTraining(NodeContext& ctx) {
+  if (ctx.opset() < 14) return ctx.Unsupported("training before opset 14");
+  ASSIGN_OR_RETURN(float epsilon, ctx.AttrFloat("epsilon", 1e-5f));
+  ASSIGN_OR_RETURN(float momentum, ctx.AttrFloat("momentum", 0.9f));
+  ASSIGN_OR_RETURN(BatchNormOperands op, ReadBatchNormOperands(ctx));
+  const ValueId x = op.x;
+  const Shape& xs = op.xs;
+  const Shape& per_channel = op.per_channel;
+  const ValueId* params = op.params;
+  Ints axes = {0};
+  for (int64_t i = 2; i < static_cast<int64_t>(xs.size()); ++i) axes.push_back(i);
+  Attributes reduce = {{"axes", axes}, {"keepdims", int64_t{0}}};
+  ASSIGN_OR_RETURN(ValueId mean, ctx.Emit("reduce_mean", {x}, reduce));  // [C]
+  ASSIGN_OR_RETURN(ValueId mean_pc, ReshapeTo(ctx, mean, per_channel));
+  ASSIGN_OR_RETURN(ValueId d, ctx.Emit("sub", {x, mean_pc}));
+  ASSIGN_OR_RETURN(ValueId d2, ctx.Emit("mul", {d, d}));
+  ASSIGN_OR_RETURN(ValueId var, ctx.Emit("reduce_mean", {d2}, reduce));  // [C]
+  ASSIGN_OR_RETURN(ValueId var_eps, ctx.Emit("add", {var, ctx.ScalarF32(epsilon)}));
+  ASSIGN_OR_RETURN(ValueId std_dev, ctx.Emit("sqrt", {var_eps}));
+  ASSIGN_OR_RETURN(ValueId factor, ctx.Emit("div", {params[0], std_dev}));
+  ASSIGN_OR_RETURN(factor, ReshapeTo(ctx, factor, per_channel));
+  ASSIGN_OR_RETURN(ValueId bias, ReshapeTo(ctx, params[1], per_channel));
+  ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {d, factor}));
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("add", {scaled, bias}));
+  ctx.SetOutput(0, y);
+  const float keep = momentum;
+  const float take = static_cast<float>(1.0 - static_cast<double>(momentum));
+  auto running = [&](ValueId input, ValueId current) -> StatusOr<ValueId> {
+    ASSIGN_OR_RETURN(ValueId a, ctx.Emit("mul", {input, ctx.ScalarF32(keep)}));
+    ASSIGN_OR_RETURN(ValueId b, ctx.Emit("mul", {current, ctx.ScalarF32(take)}));
+    return ctx.Emit("add", {a, b});
+  };
+  if (ctx.wants_output(1)) {
+    ASSIGN_OR_RETURN(ValueId rm, running(params[2], mean));
+    ctx.SetOutput(1, rm);
+  }
+  if (ctx.wants_output(2)) {
+    ASSIGN_OR_RETURN(ValueId rv, running(params[3], var));
+    ctx.SetOutput(2, rv);
+  }
+  for (int i = 3; i < ctx.num_outputs(); ++i) {
+    if (ctx.wants_output(i)) return ctx.Unsupported("output " + std::to_string(i));
+  }
+  return OkStatus();
+}
+
+// Inference:
+
+// y = (x - mean) * (scale / sqrt(var + epsilon)) + bias, per channel (dim 1). The factor is a
+// per-channel constant folded at import; subtracting the mean first keeps the precision
+// when x is close to a large mean.
+Status BatchNormalization(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"epsilon", "momentum", "training_mode", "spatial", "is_test", "consumed_inputs"}));
+  ASSIGN_OR_RETURN(int64_t training, ctx.AttrInt("training_mode", 0));
+  if (training) return BatchNormalizationTraining(ctx);
+  ASSIGN_OR_RETURN(int64_t spatial, ctx.AttrInt("spatial", 1));
+  if (!spatial) return ctx.Unsupported("attribute spatial = 0");
+  for (int i = 1; i < ctx.num_outputs(); ++i) {
+    if (ctx.wants_output(i)) return ctx.Unsupported("training outputs (running mean and variance)");
+  }
+  ASSIGN_OR_RETURN(float epsilon, ctx.AttrFloat("epsilon", 1e-5f));
+  ASSIGN_OR_RETURN(BatchNormOperands op, ReadBatchNormOperands(ctx));
+  const ValueId x = op.x;
+  ValueId params[4];
+  for (int i = 0; i < 4; ++i) {
+    ASSIGN_OR_RETURN(params[i], ReshapeTo(ctx, op.params[i], op.per_channel));
+  }
+  ASSIGN_OR_RETURN(ValueId var_eps, ctx.Emit("add", {params[3], ctx.ScalarF32(epsilon)}));
+  ASSIGN_OR_RETURN(ValueId std_dev, ctx.Emit("sqrt", {var_eps}));
+  ASSIGN_OR_RETURN(ValueId factor, ctx.Emit("div", {params[0], std_dev}));
+  ASSIGN_OR_RETURN(ValueId centered, ctx.Emit("sub", {x, params[2]}));
+  ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {centered, factor}));
+  return SetResult(ctx, ctx.Emit("add", {scaled, params[1]}));
+}
+
+// --- Softmax, LogSoftmax ---
+
+// Before opset 13 both ops worked on the input coerced to 2-D at `axis` (default 1).
+StatusOr<std::pair<ValueId, int64_t>> SoftmaxOperand(NodeContext& ctx, ValueId x) {
+  const int64_t rank = Rank(ctx, x);
+  ASSIGN_OR_RETURN(int64_t axis_attr, ctx.AttrInt("axis", ctx.opset() >= 13 ? -1 : 1));
+  if (rank == 0) return ctx.Invalid("input must have rank 1 or more");
+  if (ctx.opset() >= 13) {
+    ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, axis_attr, rank, "axis"));
+    return std::make_pair(x, axis);
+  }
+  int64_t axis = axis_attr < 0 ? axis_attr + rank : axis_attr;
+  if (axis < 0 || axis > rank) return ctx.Invalid("axis out of range");
+  const Shape& s = ctx.type(x).shape;
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < rank; ++i) (i < axis ? outer : inner) *= s[i];
+  ASSIGN_OR_RETURN(ValueId flat, ReshapeTo(ctx, x, {outer, inner}));
+  return std::make_pair(flat, int64_t{1});
+}
+
+Status Softmax(NodeContext& ctx, bool log) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"axis"}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  ASSIGN_OR_RETURN(auto operand, SoftmaxOperand(ctx, x));
+  auto [v, axis] = operand;
+  ValueId y;
+  if (!log) {
+    ASSIGN_OR_RETURN(y, ctx.Emit("softmax", {v}, {{"axis", axis}}));
+  } else {
+    // (x - max) - log(sum(exp(x - max))): never log(0) for the smallest probabilities.
+    Attributes reduce = {{"axes", Ints{axis}}, {"keepdims", int64_t{1}}};
+    ASSIGN_OR_RETURN(ValueId m, ctx.Emit("reduce_max", {v}, reduce));
+    ASSIGN_OR_RETURN(ValueId d, ctx.Emit("sub", {v, m}));
+    ASSIGN_OR_RETURN(ValueId e, ctx.Emit("exp", {d}));
+    ASSIGN_OR_RETURN(ValueId s, ctx.Emit("reduce_sum", {e}, reduce));
+    ASSIGN_OR_RETURN(ValueId ls, ctx.Emit("log", {s}));
+    ASSIGN_OR_RETURN(y, ctx.Emit("sub", {d, ls}));
+  }
+  return SetResult(ctx, ReshapeTo(ctx, y, ctx.type(x).shape));
+}
+
+// --- LayerNormalization (opset 17) ---
+
+Status LayerNormalization(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"axis", "epsilon", "stash_type"}));
+  ASSIGN_OR_RETURN(int64_t stash_type, ctx.AttrInt("stash_type", 1));
+  if (stash_type != 1) return ctx.Unsupported("attribute stash_type " + std::to_string(stash_type));
+  ASSIGN_OR_RETURN(float epsilon, ctx.AttrFloat("epsilon", 1e-5f));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId scale, ctx.RequiredInput(1));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+  const Shape xs = ctx.type(x).shape;
+  ASSIGN_OR_RETURN(int64_t axis_attr, ctx.AttrInt("axis", -1));
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, axis_attr, static_cast<int64_t>(xs.size()), "axis"));
+  const Shape norm(xs.begin() + axis, xs.end());
+  // Scale and bias may be given broadcastable to the normalized shape.
+  auto fit = [&](ValueId v) -> StatusOr<ValueId> {
+    if (ctx.type(v).shape == norm) return v;
+    return ctx.Emit("expand", {v}, {{"shape", Ints(norm.begin(), norm.end())}});
+  };
+  ASSIGN_OR_RETURN(scale, fit(scale));
+  std::vector<ValueId> inputs = {x, scale};
+  if (ctx.has_input(2)) {
+    ASSIGN_OR_RETURN(ValueId bias, fit(ctx.input(2)));
+    inputs.push_back(bias);
+  }
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("layer_norm", inputs, {{"axis", axis}, {"epsilon", epsilon}}));
+  ctx.SetOutput(0, y);
+  if (ctx.wants_output(1) || ctx.wants_output(2)) {
+    // The same statistics layer_norm computes (DETERMINISM.md 4.5), spelled out.
+    Ints axes;
+    for (int64_t i = axis; i < static_cast<int64_t>(xs.size()); ++i) axes.push_back(i);
+    Attributes reduce = {{"axes", axes}, {"keepdims", int64_t{1}}};
+    ASSIGN_OR_RETURN(ValueId mean, ctx.Emit("reduce_mean", {x}, reduce));
+    ASSIGN_OR_RETURN(ValueId d, ctx.Emit("sub", {x, mean}));
+    ASSIGN_OR_RETURN(ValueId d2, ctx.Emit("mul", {d, d}));
+    ASSIGN_OR_RETURN(ValueId var, ctx.Emit("reduce_mean", {d2}, reduce));
+    ASSIGN_OR_RETURN(ValueId ve, ctx.Emit("add", {var, ctx.ScalarF32(epsilon)}));
+    ASSIGN_OR_RETURN(ValueId sd, ctx.Emit("sqrt", {ve}));
+    ASSIGN_OR_RETURN(ValueId inv, ctx.Emit("div", {ctx.ScalarF32(1.0f), sd}));
+    ctx.SetOutput(1, mean);
+    ctx.SetOutput(2, inv);
+  }
+  return OkStatus();
+}
+
+// --- reductions ---
+
+enum class ReduceKind { kSum, kMean, kMax, kMin, kSumSquare, kL1, kL2, kLogSum, kLogSumExp };
+
+Status Reduce(NodeContext& ctx, ReduceKind kind) {
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  const int64_t rank = Rank(ctx, x);
+  ASSIGN_OR_RETURN(int64_t keepdims, ctx.AttrInt("keepdims", 1));
+  ASSIGN_OR_RETURN(int64_t noop_with_empty_axes, ctx.AttrInt("noop_with_empty_axes", 0));
+  Ints axes;
+  // ReduceSum takes its axes as an input from opset 13; the others (until opset 18) as an attribute.
+  const bool axes_input = kind == ReduceKind::kSum && ctx.opset() >= 13;
+  if (axes_input) {
+    RETURN_IF_ERROR(ctx.CheckAttributes({"keepdims", "noop_with_empty_axes"}));
+    if (ctx.has_input(1)) {
+      ASSIGN_OR_RETURN(axes, ctx.ConstantInts(1, "axes"));
+    }
+  } else {
+    RETURN_IF_ERROR(ctx.CheckAttributes({"axes", "keepdims"}));
+    ASSIGN_OR_RETURN(axes, ctx.AttrInts("axes", {}));
+  }
+  if (axes.empty()) {
+    if (noop_with_empty_axes) return SetResult(ctx, ctx.Emit("identity", {x}));
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  }
+  for (int64_t& a : axes) {
+    ASSIGN_OR_RETURN(a, NormalizeAxis(ctx, a, rank, "axis"));
+  }
+  if (rank == 0) return SetResult(ctx, ctx.Emit("identity", {x}));
+  if (kind != ReduceKind::kSum && kind != ReduceKind::kMax && kind != ReduceKind::kMin) {
+    RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  }
+  Attributes attrs = {{"axes", axes}, {"keepdims", keepdims}};
+  ValueId operand = x;
+  switch (kind) {
+    case ReduceKind::kSumSquare:
+    case ReduceKind::kL2: {
+      ASSIGN_OR_RETURN(operand, ctx.Emit("mul", {x, x}));
+      break;
+    }
+    case ReduceKind::kL1: {
+      ASSIGN_OR_RETURN(operand, ctx.Emit("abs", {x}));
+      break;
+    }
+    case ReduceKind::kLogSumExp: {
+      ASSIGN_OR_RETURN(operand, ctx.Emit("exp", {x}));
+      break;
+    }
+    default:
+      break;
+  }
+  const char* op = kind == ReduceKind::kMean ? "reduce_mean"
+                   : kind == ReduceKind::kMax ? "reduce_max"
+                   : kind == ReduceKind::kMin ? "reduce_min"
+                                              : "reduce_sum";
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit(op, {operand}, attrs));
+  if (kind == ReduceKind::kL2) {
+    ASSIGN_OR_RETURN(y, ctx.Emit("sqrt", {y}));
+  }
+  if (kind == ReduceKind::kLogSum || kind == ReduceKind::kLogSumExp) {
+    ASSIGN_OR_RETURN(y, ctx.Emit("log", {y}));
+  }
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
+// ArgMax directly; the last index by running it over the axis reversed; ArgMin of floats as
+// the ArgMax of the negation (exact: negation only flips the sign bit, NaN still wins).
+Status ArgExtreme(NodeContext& ctx, bool is_max) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"axis", "keepdims", "select_last_index"}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(int64_t axis_attr, ctx.AttrInt("axis", 0));
+  ASSIGN_OR_RETURN(int64_t keepdims, ctx.AttrInt("keepdims", 1));
+  ASSIGN_OR_RETURN(int64_t last, ctx.AttrInt("select_last_index", 0));
+  const int64_t rank = Rank(ctx, x);
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, axis_attr, rank, "axis"));
+  if (!is_max) {
+    RETURN_IF_ERROR(RequireF32(ctx, x, "the input of ArgMin"));
+    ASSIGN_OR_RETURN(x, ctx.Emit("neg", {x}));
+  }
+  const int64_t n = ctx.type(x).shape[axis];
+  if (last) {
+    ASSIGN_OR_RETURN(x, ctx.Emit("slice", {x},
+                                 {{"starts", Ints{-1}},
+                                  {"ends", Ints{std::numeric_limits<int64_t>::min()}},
+                                  {"axes", Ints{axis}},
+                                  {"steps", Ints{-1}}}));
+  }
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("argmax", {x}, {{"axis", axis}, {"keepdims", keepdims}}));
+  if (last) {
+    ValueId top = ctx.Constant(Tensor::FromVector<int64_t>(DType::kI64, {}, {n - 1}));
+    ASSIGN_OR_RETURN(y, ctx.Emit("sub", {top, y}));
+  }
+  ctx.SetOutput(0, y);
+  return OkStatus();
+}
+
+}  // namespace
+
+const std::vector<OpConverter>& NnConverters() {
+  static const std::vector<OpConverter> table = {
+      {"MatMul", MatMul},
+      {"Gemm", Gemm},
+      {"Conv", Conv},
+      {"MaxPool", [](NodeContext& c) { return Pool(c, true); }},
+      {"AveragePool", [](NodeContext& c) { return Pool(c, false); }},
+      {"GlobalAveragePool", [](NodeContext& c) { return GlobalPool(c, "reduce_mean"); }},
+      {"GlobalMaxPool", [](NodeContext& c) { return GlobalPool(c, "reduce_max"); }},
+      {"BatchNormalization", BatchNormalization},
+      {"Softmax", [](NodeContext& c) { return Softmax(c, false); }},
+      {"LogSoftmax", [](NodeContext& c) { return Softmax(c, true); }},
+      {"LayerNormalization", LayerNormalization},
+      {"ReduceSum", [](NodeContext& c) { return Reduce(c, ReduceKind::kSum); }},
+      {"ReduceMean", [](NodeContext& c) { return Reduce(c, ReduceKind::kMean); }},
+      {"ReduceMax", [](NodeContext& c) { return Reduce(c, ReduceKind::kMax); }},
+      {"ReduceMin", [](NodeContext& c) { return Reduce(c, ReduceKind::kMin); }},
+      {"ReduceSumSquare", [](NodeContext& c) { return Reduce(c, ReduceKind::kSumSquare); }},
+      {"ReduceL1", [](NodeContext& c) { return Reduce(c, ReduceKind::kL1); }},
+      {"ReduceL2", [](NodeContext& c) { return Reduce(c, ReduceKind::kL2); }},
+      {"ReduceLogSum", [](NodeContext& c) { return Reduce(c, ReduceKind::kLogSum); }},
+      {"ReduceLogSumExp", [](NodeContext& c) { return Reduce(c, ReduceKind::kLogSumExp); }},
+      {"ArgMax", [](NodeContext& c) { return ArgExtreme(c, true); }},
+      {"ArgMin", [](NodeContext& c) { return ArgExtreme(c, false); }},
+  };
+  return table;
+}
+
+}  // namespace consensor::executor::onnx_import

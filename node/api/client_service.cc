@@ -1,0 +1,194 @@
+#include "node/api/client_service.h"
+
+#include <chrono>
+
+#include "common/sha256.h"
+#include "consensus/task.h"
+#include "node/telemetry/log.h"
+
+namespace consensor::node {
+
+namespace {
+
+// Counts a finished RPC by method and status code (consensor_rpc_requests_total).
+grpc::Status Count(NodeMetrics* metrics, const char* method, grpc::Status status) {
+  metrics->registry
+      ->AddCounter("consensor_rpc_requests_total", "Client API calls handled, by method and status code.",
+                   {{"method", method}, {"code", std::string(StatusCodeName(static_cast<StatusCode>(status.error_code())))}})
+      ->Increment();
+  return status;
+}
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // StatusCode values are gRPC's by construction (common/status.h).
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), status.message());
+}
+
+ClientService::ClientService(Store* store, TaskManager* tasks, NodeMetrics* metrics, int64_t max_blob_bytes,
+                             std::function<void(v1::NodeInfo*)> node_info)
+    : store_(store), tasks_(tasks), metrics_(metrics), max_blob_bytes_(max_blob_bytes), node_info_(std::move(node_info)) {
+  UpdateStoreGauges();
+}
+
+void ClientService::UpdateStoreGauges() {
+  Store::Stats stats = store_->GetStats();
+  metrics_->blobs_stored->Set(static_cast<double>(stats.blob_count));
+  metrics_->blobs_stored_bytes->Set(static_cast<double>(stats.blob_bytes));
+}
+
+grpc::Status ClientService::PutBlobImpl(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
+                                    v1::PutBlobResponse* response) {
+  v1::PutBlobRequest message;
+  std::optional<Hash256> expected;
+  std::unique_ptr<BlobWriter> writer;
+  bool first = true;
+  while (reader->Read(&message)) {
+    if (first) {
+      if (!message.expected_sha256().empty()) {
+        auto h = Hash256FromHex(message.expected_sha256());
+        if (!h.ok()) return ToGrpcStatus(InvalidArgument("expected_sha256: " + h.status().message()));
+        expected = *h;
+      }
+      auto w = store_->NewBlobWriter(expected, max_blob_bytes_);
+      if (!w.ok()) return ToGrpcStatus(w.status());
+      writer = std::move(w).value();
+      first = false;
+    } else if (!message.expected_sha256().empty()) {
+      return ToGrpcStatus(InvalidArgument("expected_sha256 may only be set in the first message of an upload"));
+    }
+    const std::string& data = message.data();
+    Status s = writer->Append(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+    if (!s.ok()) return ToGrpcStatus(s);
+  }
+  if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "upload cancelled by the client");
+  if (!writer) {  // no messages at all: the empty blob
+    auto w = store_->NewBlobWriter(std::nullopt, max_blob_bytes_);
+    if (!w.ok()) return ToGrpcStatus(w.status());
+    writer = std::move(w).value();
+  }
+  auto info = writer->Commit();
+  if (!info.ok()) return ToGrpcStatus(info.status());
+  response->set_sha256(ToHex(info->sha256));
+  response->set_size(static_cast<uint64_t>(info->size));
+  response->set_already_present(info->already_present);
+  if (!info->already_present) {
+    metrics_->blobs_received->Increment();
+    metrics_->blob_bytes_received->Increment(static_cast<double>(info->size));
+  }
+  UpdateStoreGauges();
+  Log(LogLevel::kDebug, "blob stored", {{"sha256", response->sha256()}, {"bytes", static_cast<int64_t>(info->size)},
+                                        {"already_present", info->already_present}});
+  return grpc::Status::OK;
+}
+
+grpc::Status ClientService::GetBlobImpl(grpc::ServerContext* context, const v1::GetBlobRequest* request,
+                                    grpc::ServerWriter<v1::BlobChunk>* writer) {
+  auto h = Hash256FromHex(request->sha256());
+  if (!h.ok()) return ToGrpcStatus(InvalidArgument("sha256: " + h.status().message()));
+  auto size = store_->BlobSize(*h);
+  if (!size.ok()) {
+    if (size.status().code() == StatusCode::kNotFound) {
+      return ToGrpcStatus(NotFound("blob " + request->sha256() + " is not stored on this node"));
+    }
+    return ToGrpcStatus(size.status());
+  }
+  v1::BlobChunk chunk;
+  chunk.set_total_size(static_cast<uint64_t>(*size));
+  bool sent_any = false;
+  Status s = store_->ReadBlob(*h, [&](std::span<const uint8_t> piece) -> Status {
+    if (context->IsCancelled()) return Cancelled("client cancelled");
+    chunk.set_data(piece.data(), piece.size());
+    if (!writer->Write(chunk)) return Cancelled("client went away");
+    sent_any = true;
+    metrics_->blob_bytes_sent->Increment(static_cast<double>(piece.size()));
+    return OkStatus();
+  });
+  if (!s.ok()) return ToGrpcStatus(s);
+  if (!sent_any) {  // the empty blob still answers with one chunk carrying the size
+    chunk.clear_data();
+    writer->Write(chunk);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ClientService::SubmitTaskImpl(grpc::ServerContext*, const v1::SubmitTaskRequest* request,
+                                       v1::SubmitTaskResponse* response) {
+  auto outcome = submitter_ ? submitter_(*request) : tasks_->Submit(*request);
+  if (!outcome.ok()) {
+    metrics_->tasks_rejected->Increment();
+    Log(LogLevel::kInfo, "task rejected", {{"code", StatusCodeName(outcome.status().code())},
+                                           {"error", outcome.status().message()}});
+    return ToGrpcStatus(outcome.status());
+  }
+  response->set_task_id(outcome->task_id);
+  response->set_already_known(outcome->already_known);
+  return grpc::Status::OK;
+}
+
+grpc::Status ClientService::GetTaskImpl(grpc::ServerContext*, const v1::GetTaskRequest* request, v1::Task* response) {
+  auto task = tasks_->Get(request->task_id());
+  if (!task.ok()) return ToGrpcStatus(task.status());
+  *response = std::move(task).value();
+  return grpc::Status::OK;
+}
+
+grpc::Status ClientService::WatchTaskImpl(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
+                                      grpc::ServerWriter<v1::Task>* writer) {
+  auto task = tasks_->Get(request->task_id());
+  if (!task.ok()) return ToGrpcStatus(task.status());
+  v1::Task current = std::move(task).value();
+  // A watch without a client deadline still ends: the server re-checks the client every wait.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::hours(24);
+  while (true) {
+    if (!writer->Write(current)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+    if (consensus::IsFinal(static_cast<consensus::TaskState>(current.state()))) return grpc::Status::OK;
+    v1::Task last = current;
+    auto next = tasks_->WaitForChange(request->task_id(), last, deadline, [context] { return context->IsCancelled(); });
+    if (!next.ok()) return ToGrpcStatus(next.status());
+    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled");
+    if (!TaskManager::Changed(last, *next)) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "watch ended before the task finished");
+    }
+    current = std::move(next).value();
+  }
+}
+
+grpc::Status ClientService::GetNodeInfoImpl(grpc::ServerContext*, const v1::GetNodeInfoRequest*, v1::NodeInfo* response) {
+  if (node_info_) node_info_(response);
+  response->set_queue_depth(static_cast<uint32_t>(tasks_->queue_depth()));
+  response->set_running(static_cast<uint32_t>(tasks_->running()));
+  Store::Stats stats = store_->GetStats();
+  response->set_blob_count(static_cast<uint64_t>(stats.blob_count));
+  response->set_blob_bytes(static_cast<uint64_t>(stats.blob_bytes));
+  response->set_task_count(static_cast<uint64_t>(stats.task_count));
+  return grpc::Status::OK;
+}
+
+grpc::Status ClientService::PutBlob(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader, v1::PutBlobResponse* response) {
+  return Count(metrics_, "PutBlob", PutBlobImpl(context, reader, response));
+}
+
+grpc::Status ClientService::GetBlob(grpc::ServerContext* context, const v1::GetBlobRequest* request, grpc::ServerWriter<v1::BlobChunk>* writer) {
+  return Count(metrics_, "GetBlob", GetBlobImpl(context, request, writer));
+}
+
+grpc::Status ClientService::SubmitTask(grpc::ServerContext* context, const v1::SubmitTaskRequest* request, v1::SubmitTaskResponse* response) {
+  return Count(metrics_, "SubmitTask", SubmitTaskImpl(context, request, response));
+}
+
+grpc::Status ClientService::GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request, v1::Task* response) {
+  return Count(metrics_, "GetTask", GetTaskImpl(context, request, response));
+}
+
+grpc::Status ClientService::WatchTask(grpc::ServerContext* context, const v1::WatchTaskRequest* request, grpc::ServerWriter<v1::Task>* writer) {
+  return Count(metrics_, "WatchTask", WatchTaskImpl(context, request, writer));
+}
+
+grpc::Status ClientService::GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request, v1::NodeInfo* response) {
+  return Count(metrics_, "GetNodeInfo", GetNodeInfoImpl(context, request, response));
+}
+
+}  // namespace consensor::node

@@ -1,0 +1,58 @@
+// gRPC service consensor.v1.Client: blobs in and out, task submission and status. Thin: the
+// rules live in TaskManager and Store; this file maps them to RPCs and status codes.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "consensor/v1/node.grpc.pb.h"
+#include "node/telemetry/node_metrics.h"
+#include "node/storage/store.h"
+#include "node/engine/task_manager.h"
+
+namespace consensor::node {
+
+grpc::Status ToGrpcStatus(const Status& status);
+
+class ClientService final : public v1::Client::Service {
+ public:
+  // `node_info` fills the static part of GetNodeInfo (version, address, limits...).
+  ClientService(Store* store, TaskManager* tasks, NodeMetrics* metrics, int64_t max_blob_bytes,
+                std::function<void(v1::NodeInfo*)> node_info);
+
+  grpc::Status PutBlob(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
+                       v1::PutBlobResponse* response) override;
+  grpc::Status GetBlob(grpc::ServerContext* context, const v1::GetBlobRequest* request,
+                       grpc::ServerWriter<v1::BlobChunk>* writer) override;
+  grpc::Status SubmitTask(grpc::ServerContext* context, const v1::SubmitTaskRequest* request,
+                          v1::SubmitTaskResponse* response) override;
+  grpc::Status GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request, v1::Task* response) override;
+  grpc::Status WatchTask(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
+                         grpc::ServerWriter<v1::Task>* writer) override;
+  grpc::Status GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
+                           v1::NodeInfo* response) override;
+
+  // Network mode: SubmitTask goes to the consensus engine (which announces the task).
+  using Submitter = std::function<StatusOr<SubmitOutcome>(const v1::SubmitTaskRequest&)>;
+  void SetSubmitter(Submitter submitter) { submitter_ = std::move(submitter); }
+
+ private:
+  grpc::Status PutBlobImpl(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader, v1::PutBlobResponse* response);
+  grpc::Status GetBlobImpl(grpc::ServerContext* context, const v1::GetBlobRequest* request, grpc::ServerWriter<v1::BlobChunk>* writer);
+  grpc::Status SubmitTaskImpl(grpc::ServerContext* context, const v1::SubmitTaskRequest* request, v1::SubmitTaskResponse* response);
+  grpc::Status GetTaskImpl(grpc::ServerContext* context, const v1::GetTaskRequest* request, v1::Task* response);
+  grpc::Status WatchTaskImpl(grpc::ServerContext* context, const v1::WatchTaskRequest* request, grpc::ServerWriter<v1::Task>* writer);
+  grpc::Status GetNodeInfoImpl(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request, v1::NodeInfo* response);
+  void UpdateStoreGauges();
+
+  Store* store_;
+  TaskManager* tasks_;
+  NodeMetrics* metrics_;
+  int64_t max_blob_bytes_;
+  std::function<void(v1::NodeInfo*)> node_info_;
+  Submitter submitter_;
+};
+
+}  // namespace consensor::node

@@ -1,0 +1,116 @@
+// The node's chain client: reads and writes the Consensor AVS contracts (docs/CONTRACTS.md)
+// through JSON-RPC. Writes are EIP-1559 transactions signed locally; a revert comes back as
+// FAILED_PRECONDITION naming the contract's custom error with its arguments. Keys are never
+// logged or put in messages.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/secp256k1_sign.h"
+#include "common/status.h"
+#include "consensus/attestation.h"
+#include "node/chain/abi.h"
+#include "node/chain/eth_rpc.h"
+
+namespace consensor::node {
+
+// contracts/deployments/<chainid>.json, written by contracts/script/Deploy.s.sol.
+struct Deployment {
+  uint64_t chain_id = 0;
+  Address20 registry{};
+  Address20 manager{};
+  uint64_t deploy_block = 0;
+};
+StatusOr<Deployment> LoadDeployment(const std::string& path);
+
+struct TxOutcome {
+  std::string tx_hash;
+  uint64_t block_number = 0;
+  uint64_t gas_used = 0;
+};
+
+struct OperatorInfo {
+  uint8_t status = 0;  // 0 unregistered, 1 active, 2 exiting, (3 withdrawn)
+  bool slashed = false;
+  Uint256 stake{};
+  Uint256 pending_withdrawal{};
+  uint64_t withdrawable_at_block = 0;
+  std::string endpoint;
+};
+std::string OperatorStatusName(uint8_t status);
+
+struct OperatorSet {
+  std::vector<Address20> operators;  // in registration order
+  std::vector<Uint256> stakes;
+};
+
+// A slashing event from the service manager (docs/CONTRACTS.md, "Events").
+struct SlashEvent {
+  std::string kind;  // "equivocation" or "dispute"
+  Address20 operator_address{};
+  Hash256 task_id{};
+  Uint256 amount{};
+  Address20 reporter{};
+  uint64_t block_number = 0;
+  std::string tx_hash;
+};
+
+// What verifyCertificate reports about a certificate (docs/CONTRACTS.md).
+struct CertificateStake {
+  Uint256 signed_stake{};
+  Uint256 total_stake{};
+  bool meets_threshold = false;
+};
+
+// Decodes revert data against the contracts' custom errors: "StakeBelowMinimum(1, 1000)".
+std::string DescribeRevert(const std::string& revert_data_hex);
+
+class ChainClient {
+ public:
+  ChainClient(EthRpc* rpc, Deployment deployment, std::optional<Secp256k1Secret> key);
+
+  // FAILED_PRECONDITION when the RPC's chain is not the deployment's.
+  Status CheckChain();
+  std::optional<Address20> address() const { return address_; }
+
+  StatusOr<OperatorInfo> GetOperatorInfo(const Address20& operator_address);
+  StatusOr<OperatorSet> OperatorsAt(uint64_t block_number);
+  StatusOr<Uint256> MinimumStake();
+  // eth_call of the manager's verifyCertificate: the contract's own certificate checks at the
+  // chain head. A revert comes back as FAILED_PRECONDITION naming the custom error.
+  StatusOr<CertificateStake> VerifyCertificate(const consensus::Attestation& certified,
+                                               const std::vector<std::vector<uint8_t>>& sigs);
+  StatusOr<uint64_t> ThresholdBps();
+  // True once `operator_address` was slashed for `task_id` (evidence is single-use).
+  StatusOr<bool> EvidenceUsed(const Address20& operator_address, const Hash256& task_id);  // the manager's thresholdBps(), basis points of total stake
+  // Slashing events in [from_block, to_block] (eth_getLogs on the manager, decoded). Nodes poll
+  // this to see evidence land.
+  StatusOr<std::vector<SlashEvent>> SlashEvents(uint64_t from_block, uint64_t to_block);
+
+  StatusOr<TxOutcome> Register(const std::string& endpoint, const Uint256& stake_wei);
+  StatusOr<TxOutcome> Deregister();
+  StatusOr<TxOutcome> Withdraw();
+  StatusOr<TxOutcome> SlashEquivocation(const consensus::Attestation& a1, std::span<const uint8_t> sig1,
+                                        const consensus::Attestation& a2, std::span<const uint8_t> sig2);
+  StatusOr<TxOutcome> SlashDispute(const consensus::Attestation& accused, std::span<const uint8_t> accused_sig,
+                                   const consensus::Attestation& certified,
+                                   const std::vector<std::vector<uint8_t>>& certificate_sigs);
+
+  consensus::Eip712Domain domain() const { return {deployment_.chain_id, deployment_.manager}; }
+
+ private:
+  StatusOr<std::vector<uint8_t>> View(const Address20& to, std::string_view signature, std::span<const AbiValue> args);
+  StatusOr<TxOutcome> Transact(const Address20& to, std::vector<uint8_t> data, const Uint256& value);
+
+  EthRpc* rpc_;
+  Deployment deployment_;
+  std::optional<Secp256k1Secret> key_;
+  std::optional<Address20> address_;
+  std::chrono::milliseconds receipt_timeout_{60000};
+};
+
+}  // namespace consensor::node

@@ -1,0 +1,155 @@
+#include "node/chain/chain_view.h"
+
+#include "node/telemetry/log.h"
+
+namespace consensor::node {
+
+namespace {
+
+constexpr size_t kMaxCachedSnapshots = 256;
+
+}  // namespace
+
+StatusOr<std::unique_ptr<RpcChainView>> RpcChainView::Open(const std::string& rpc_url, const Deployment& deployment,
+                                                           std::chrono::milliseconds poll_interval) {
+  std::unique_ptr<RpcChainView> view(new RpcChainView());
+  HttpRpcOptions options;
+  options.timeout = std::chrono::milliseconds(5000);
+  ASSIGN_OR_RETURN(auto transport, NewHttpRpcTransport(rpc_url, options));
+  view->rpc_ = std::make_unique<EthRpc>(std::move(transport));
+  view->client_ = std::make_unique<ChainClient>(view->rpc_.get(), deployment, std::nullopt);
+  view->poll_interval_ = poll_interval;
+  RETURN_IF_ERROR(view->client_->CheckChain());
+  ASSIGN_OR_RETURN(uint64_t bps, view->client_->ThresholdBps());
+  if (bps == 0 || bps > 10000) return FailedPrecondition("the service manager's thresholdBps is " + std::to_string(bps));
+  view->threshold_bps_ = static_cast<uint32_t>(bps);
+  return view;
+}
+
+RpcChainView::~RpcChainView() { Shutdown(); }
+
+Status RpcChainView::Start(std::function<void()> on_change) {
+  bool changed = false;
+  RETURN_IF_ERROR(PollOnce(&changed));
+  if (on_change) on_change();
+  poller_ = std::thread([this, on_change = std::move(on_change)] {
+    std::unique_lock<std::mutex> lock(stop_mu_);
+    while (!stop_cv_.wait_for(lock, poll_interval_, [this] { return stopping_; })) {
+      lock.unlock();
+      bool changed_now = false;
+      if (Status s = PollOnce(&changed_now); !s.ok()) {
+        Log(LogLevel::kWarn, "chain poll failed", {{"error", s.ToString()}});
+      } else if (changed_now && on_change) {
+        on_change();
+      }
+      lock.lock();
+    }
+  });
+  return OkStatus();
+}
+
+void RpcChainView::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (poller_.joinable()) poller_.join();
+}
+
+StatusOr<uint64_t> RpcChainView::RefreshHead() {
+  uint64_t block;
+  {
+    std::lock_guard<std::mutex> lock(rpc_mu_);
+    ASSIGN_OR_RETURN(block, rpc_->BlockNumber());
+  }
+  uint64_t seen = head_.load();
+  while (block > seen && !head_.compare_exchange_weak(seen, block)) {
+  }
+  return std::max(block, seen);
+}
+
+Status RpcChainView::PollOnce(bool* changed) {
+  ASSIGN_OR_RETURN(uint64_t head, RefreshHead());
+  ASSIGN_OR_RETURN(auto snapshot, OperatorsAt(head));
+  std::map<Address20, std::string> active;
+  for (const auto& op : snapshot->operators) {
+    std::string endpoint;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = active_.find(op.address); it != active_.end()) endpoint = it->second;
+    }
+    // Endpoints can change (operators re-register elsewhere), so they are re-read every poll;
+    // devnets and small networks make this cheap, and a failure keeps the last known value.
+    StatusOr<OperatorInfo> info = [&]() -> StatusOr<OperatorInfo> {
+      std::lock_guard<std::mutex> lock(rpc_mu_);
+      return client_->GetOperatorInfo(op.address);
+    }();
+    if (info.ok()) {
+      endpoint = info->endpoint;
+    } else {
+      Log(LogLevel::kWarn, "cannot read an operator's endpoint", {{"operator", "0x" + ToHex(op.address)}, {"error", info.status().ToString()}});
+    }
+    active[op.address] = endpoint;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  *changed = active != active_;
+  active_ = std::move(active);
+  return OkStatus();
+}
+
+bool RpcChainView::IsActiveOperator(const Address20& address) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return active_.count(address) > 0;
+}
+
+std::vector<std::string> RpcChainView::PeerEndpoints(const Address20& self) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [address, endpoint] : active_) {
+    if (address != self && !endpoint.empty()) out.push_back(endpoint);
+  }
+  return out;
+}
+
+std::string RpcChainView::EndpointOf(const Address20& address) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = active_.find(address);
+  return it == active_.end() ? std::string() : it->second;
+}
+
+size_t RpcChainView::active_operators() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return active_.size();
+}
+
+StatusOr<std::shared_ptr<const OperatorSnapshot>> RpcChainView::OperatorsAt(uint64_t block) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = snapshots_.find(block); it != snapshots_.end()) return it->second;
+  }
+  ASSIGN_OR_RETURN(auto snapshot, FetchOperators(block));
+  std::lock_guard<std::mutex> lock(mu_);
+  snapshots_[block] = snapshot;
+  // Old reference blocks are rarely asked again; keep the newest ones.
+  while (snapshots_.size() > kMaxCachedSnapshots) snapshots_.erase(snapshots_.begin());
+  return snapshot;
+}
+
+StatusOr<std::shared_ptr<const OperatorSnapshot>> RpcChainView::FetchOperators(uint64_t block) {
+  OperatorSet set;
+  {
+    std::lock_guard<std::mutex> lock(rpc_mu_);
+    ASSIGN_OR_RETURN(set, client_->OperatorsAt(block));
+  }
+  auto snapshot = std::make_shared<OperatorSnapshot>();
+  snapshot->block = block;
+  for (size_t i = 0; i < set.operators.size(); ++i) {
+    if (Uint256IsZero(set.stakes[i])) continue;
+    snapshot->operators.push_back({set.operators[i], set.stakes[i]});
+    snapshot->total_stake = Uint256Add(snapshot->total_stake, set.stakes[i]);
+  }
+  return std::shared_ptr<const OperatorSnapshot>(std::move(snapshot));
+}
+
+}  // namespace consensor::node

@@ -1,0 +1,92 @@
+// What the consensus engine needs to know about the chain: the head, the active operators with
+// their endpoints, and the operator set (with stakes) at any reference block. The interface is
+// the seam for unit tests; RpcChainView polls a real chain through the ChainClient.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/secp256k1_sign.h"
+#include "common/status.h"
+#include "consensus/attestation.h"
+#include "consensus/committee.h"
+#include "node/chain/chain_client.h"
+
+namespace consensor::node {
+
+struct OperatorSnapshot {
+  uint64_t block = 0;
+  std::vector<consensus::WeightedOperator> operators;  // stake > 0, registration order
+  std::array<uint8_t, 32> total_stake{};               // big-endian, as the contract sums it
+};
+
+class ChainView {
+ public:
+  virtual ~ChainView() = default;
+  virtual consensus::Eip712Domain domain() const = 0;
+  virtual uint32_t threshold_bps() const = 0;
+  // The newest head seen by the poller (0 before the first poll).
+  virtual uint64_t head() const = 0;
+  // Asks the chain now (used when a peer names a block newer than the last poll).
+  virtual StatusOr<uint64_t> RefreshHead() = 0;
+  // Active operator at the last polled head.
+  virtual bool IsActiveOperator(const Address20& address) const = 0;
+  // Registered endpoints of the active operators (except `self`), as of the last poll.
+  virtual std::vector<std::string> PeerEndpoints(const Address20& self) const = 0;
+  virtual std::string EndpointOf(const Address20& address) const = 0;
+  virtual size_t active_operators() const = 0;
+  // Cached per block: the set at a past block never changes.
+  virtual StatusOr<std::shared_ptr<const OperatorSnapshot>> OperatorsAt(uint64_t block) = 0;
+};
+
+class RpcChainView final : public ChainView {
+ public:
+  // Connects, checks the chain id against the deployment and reads the contract's threshold.
+  static StatusOr<std::unique_ptr<RpcChainView>> Open(const std::string& rpc_url, const Deployment& deployment,
+                                                      std::chrono::milliseconds poll_interval);
+  ~RpcChainView() override;
+  // Polls once synchronously, then in the background; `on_change` runs once at start and after
+  // each poll that changed the operator set or endpoints.
+  Status Start(std::function<void()> on_change);
+  void Shutdown();
+
+  consensus::Eip712Domain domain() const override { return client_->domain(); }
+  uint32_t threshold_bps() const override { return threshold_bps_; }
+  uint64_t head() const override { return head_.load(); }
+  StatusOr<uint64_t> RefreshHead() override;
+  bool IsActiveOperator(const Address20& address) const override;
+  std::vector<std::string> PeerEndpoints(const Address20& self) const override;
+  std::string EndpointOf(const Address20& address) const override;
+  size_t active_operators() const override;
+  StatusOr<std::shared_ptr<const OperatorSnapshot>> OperatorsAt(uint64_t block) override;
+
+ private:
+  RpcChainView() = default;
+  Status PollOnce(bool* changed);
+  StatusOr<std::shared_ptr<const OperatorSnapshot>> FetchOperators(uint64_t block);
+
+  std::unique_ptr<EthRpc> rpc_;
+  std::unique_ptr<ChainClient> client_;
+  std::mutex rpc_mu_;  // one request at a time on the chain client
+  uint32_t threshold_bps_ = 0;
+  std::chrono::milliseconds poll_interval_{1000};
+  std::atomic<uint64_t> head_{0};
+
+  mutable std::mutex mu_;
+  std::map<Address20, std::string> active_;  // address -> endpoint
+  std::map<uint64_t, std::shared_ptr<const OperatorSnapshot>> snapshots_;  // newest blocks kept
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::thread poller_;
+};
+
+}  // namespace consensor::node

@@ -1,0 +1,361 @@
+#include "node/cli/verify_command.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include <google/protobuf/util/json_util.h>
+#include <nlohmann/json.hpp>
+
+#include "common/file_io.h"
+#include "consensus/committee.h"
+#include "node/cli/chain_flags.h"
+#include "node/cli/cli_args.h"
+#include "node/api/client.h"
+#include "node/cli/client_commands.h"
+#include "node/keys/keystore.h"
+
+namespace consensor::node {
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+constexpr int64_t kMaxCertificateFileBytes = 4 << 20;
+
+constexpr char kVerifyUsage[] = R"(usage:
+  consensor verify TASK_ID [--node HOST:PORT] [chain] [--json]
+  consensor verify --certificate FILE [chain] [--json]
+
+Checks a task's quorum certificate against the chain: every signature recovers to its signer
+under the deployment's EIP-712 domain, the signers are strictly ascending operators at the
+reference block and belong to the task's committee, and the contract's verifyCertificate
+accepts them. With TASK_ID the certificate comes from a node (--node, else $CONSENSOR_NODE,
+else 127.0.0.1:7400); with --certificate from a consensor.v1.Certificate in protobuf JSON.
+The node is only a source of bytes: nothing it says is trusted.
+
+chain: --rpc URL (default $CONSENSOR_RPC or http://127.0.0.1:8545)
+       --deployment FILE (default contracts/deployments/<chain id>.json)
+)";
+
+ArgSpec VerifyArgSpec() {
+  ArgSpec spec;
+  spec.value_options = {"--node", "--certificate", "--rpc", "--deployment"};
+  spec.flags = {"--json", "--help"};
+  return spec;
+}
+
+int Usage(std::ostream& err, const std::string& message) {
+  err << "error: " << message << "\n\n" << kVerifyUsage;
+  return kExitUsage;
+}
+
+
+long double StakeValue(const Uint256& v) {
+  long double x = 0;
+  for (uint8_t b : v) x = x * 256 + b;
+  return x;
+}
+
+std::string Percent(long double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2Lf%%", fraction * 100);
+  return buf;
+}
+
+std::string Checksum(const Address20& a) { return AddressToChecksumHex(a); }
+
+}  // namespace
+
+StatusOr<ParsedCertificate> ParseCertificate(const v1::Certificate& c) {
+  ParsedCertificate p;
+  ASSIGN_OR_RETURN(p.attestation.task_id, HashFieldFromHex(c.task_id(), "task_id"));
+  ASSIGN_OR_RETURN(p.attestation.result_root, HashFieldFromHex(c.result_root(), "result_root"));
+  ASSIGN_OR_RETURN(p.attestation.trace_root, HashFieldFromHex(c.trace_root(), "trace_root"));
+  p.attestation.reference_block = c.reference_block();
+  if (c.signers_size() == 0) return InvalidArgument("the certificate has no signers");
+  if (static_cast<size_t>(c.signers_size()) > kMaxCertificateSigners) {
+    return InvalidArgument("the certificate has " + std::to_string(c.signers_size()) + " signers, more than " +
+                           std::to_string(kMaxCertificateSigners));
+  }
+  if (c.signatures_size() != c.signers_size()) {
+    return InvalidArgument("the certificate has " + std::to_string(c.signers_size()) + " signers but " +
+                           std::to_string(c.signatures_size()) + " signatures");
+  }
+  for (int i = 0; i < c.signers_size(); ++i) {
+    const std::string what = "signers[" + std::to_string(i) + "]";
+    auto address = AddressFromHex(c.signers(i));
+    if (!address.ok()) return InvalidArgument(what + ": " + address.status().message());
+    p.signers.push_back(*address);
+    ASSIGN_OR_RETURN(auto sig, FixedBytesFromHex(c.signatures(i), 65, "signatures[" + std::to_string(i) + "]"));
+    p.signatures.push_back(std::move(sig));
+  }
+  p.quorum = c.quorum();
+  p.committee_size = c.committee_size();
+  p.replicas = c.replicas();
+  p.dispute = c.dispute();
+  return p;
+}
+
+StatusOr<CertificateReport> CheckCertificate(const v1::Certificate& certificate, const consensus::Eip712Domain& domain,
+                                             const OperatorSet& operators) {
+  CertificateReport report;
+  ASSIGN_OR_RETURN(report.certificate, ParseCertificate(certificate));
+  const ParsedCertificate& p = report.certificate;
+  const uint64_t ref = p.attestation.reference_block;
+
+  // Signatures: each over exactly this attestation in this deployment's domain, from its signer.
+  for (size_t i = 0; i < p.signers.size(); ++i) {
+    const std::string who = "signature " + std::to_string(i) + " (signer " + Checksum(p.signers[i]) + ")";
+    auto recovered = consensus::RecoverAttestationSigner(domain, p.attestation, p.signatures[i]);
+    if (!recovered.ok()) return InvalidArgument(who + " is malformed: " + recovered.status().message());
+    if (*recovered != p.signers[i]) {
+      return FailedPrecondition(who + " does not recover to its signer but to " + Checksum(*recovered) +
+                                ": it was not made by that signer over this attestation in the EIP-712 domain of "
+                                "chain " + std::to_string(domain.chain_id) + ", contract " +
+                                Checksum(domain.verifying_contract));
+    }
+    // Strict order is what the contract requires, and it rules out counting a signer twice.
+    if (i > 0 && !(p.signers[i - 1] < p.signers[i])) {
+      if (p.signers[i - 1] == p.signers[i]) {
+        return FailedPrecondition("signer " + Checksum(p.signers[i]) + " appears twice (signatures " +
+                                  std::to_string(i - 1) + " and " + std::to_string(i) + ")");
+      }
+      return FailedPrecondition("signers are not strictly ascending: signer " + std::to_string(i) + " " +
+                                Checksum(p.signers[i]) + " comes after " + Checksum(p.signers[i - 1]));
+    }
+  }
+
+  // The operator set at the reference block decides who may sign and with what weight.
+  if (operators.operators.size() != operators.stakes.size()) {
+    return InvalidArgument("the operator set has " + std::to_string(operators.operators.size()) + " operators but " +
+                           std::to_string(operators.stakes.size()) + " stakes");
+  }
+  std::map<Address20, Uint256> stake_of;
+  std::vector<consensus::WeightedOperator> weighted;
+  for (size_t i = 0; i < operators.operators.size(); ++i) {
+    if (operators.stakes[i] == Uint256{}) continue;
+    stake_of[operators.operators[i]] = operators.stakes[i];
+    weighted.push_back({operators.operators[i], operators.stakes[i]});
+    report.total_stake = Uint256Add(report.total_stake, operators.stakes[i]);
+  }
+  report.operator_count = weighted.size();
+  for (const Address20& signer : p.signers) {
+    if (!stake_of.count(signer)) {
+      return FailedPrecondition("signer " + Checksum(signer) + " is not an operator at reference block " +
+                                std::to_string(ref) + " (it had no stake there)");
+    }
+  }
+
+  // The full order, so a signer outside the committee can be told its position.
+  const size_t operator_count = weighted.size();
+  auto order = consensus::CommitteeOrder(p.attestation.task_id, ref, std::move(weighted), operator_count);
+  if (!order.ok()) return order.status().WithContext("computing the committee order");
+  std::map<Address20, size_t> position_of;
+  for (size_t i = 0; i < order->size(); ++i) position_of[(*order)[i]] = i;
+
+  if (!p.dispute) {
+    if (p.replicas == 0) return InvalidArgument("replicas is 0; a result certificate needs at least one replica");
+    if (uint64_t{p.quorum} * 2 <= p.replicas) {
+      return FailedPrecondition("quorum " + std::to_string(p.quorum) + " is not a majority of " +
+                                std::to_string(p.replicas) + " replicas (needs quorum * 2 > replicas)");
+    }
+    if (p.committee_size < p.replicas) {
+      return FailedPrecondition("committee_size " + std::to_string(p.committee_size) + " is smaller than replicas " +
+                                std::to_string(p.replicas));
+    }
+    if (p.signers.size() < p.quorum) {
+      return FailedPrecondition(std::to_string(p.signers.size()) + " signatures are fewer than the quorum of " +
+                                std::to_string(p.quorum));
+    }
+  }
+  for (size_t i = 0; i < p.signers.size(); ++i) {
+    auto it = position_of.find(p.signers[i]);
+    if (it == position_of.end()) {
+      return Internal("signer " + Checksum(p.signers[i]) + " has stake but is missing from the committee order");
+    }
+    if (!p.dispute && it->second >= p.committee_size) {
+      return FailedPrecondition("signer " + Checksum(p.signers[i]) + " is at position " + std::to_string(it->second) +
+                                " of the task's committee order, outside the committee (positions 0.." +
+                                std::to_string(p.committee_size - 1) + ")");
+    }
+    const Uint256& stake = stake_of[p.signers[i]];
+    report.signers.push_back({p.signers[i], it->second, stake});
+    report.signed_stake = Uint256Add(report.signed_stake, stake);
+  }
+  return report;
+}
+
+namespace {
+
+// Where the certificate's bytes come from: a node or a file. Neither is trusted.
+StatusOr<v1::Certificate> LoadCertificate(const ParsedArgs& a) {
+  v1::Certificate certificate;
+  if (auto file = a.Option("--certificate")) {
+    ASSIGN_OR_RETURN(auto bytes, consensor::ReadFileBytes(*file, kMaxCertificateFileBytes));
+    const std::string json(bytes.begin(), bytes.end());
+    auto parsed = google::protobuf::util::JsonStringToMessage(json, &certificate);
+    if (!parsed.ok()) {
+      return InvalidArgument("certificate file '" + *file + "' is not a consensor.v1.Certificate in JSON: " +
+                             std::string(parsed.message().data(), parsed.message().size()));
+    }
+    return certificate;
+  }
+  const std::string& task_id = a.positional[0];
+  NodeClient client(NodeAddress(a));
+  auto fetched = client.GetTask(task_id);
+  if (!fetched.ok()) return fetched.status().WithContext("fetching task " + task_id + " from node " + client.address());
+  const v1::Task& task = *fetched;
+  if (!task.has_consensus() || !task.consensus().has_certificate()) {
+    return FailedPrecondition("task " + task_id + " has no certificate on node " + client.address() +
+                              " (certificates exist for finalized tasks of a networked node)");
+  }
+  certificate = task.consensus().certificate();
+  // The node answers for the task asked about, or its certificate proves nothing about it.
+  auto asked = HashFieldFromHex(task_id, "TASK_ID");
+  auto got = HashFieldFromHex(certificate.task_id(), "the certificate's task_id");
+  if (asked.ok() && got.ok() && *asked != *got) {
+    return FailedPrecondition("node " + client.address() + " returned a certificate for task " + certificate.task_id() +
+                              ", not " + task_id);
+  }
+  return certificate;
+}
+
+long double Fraction(const CertificateStake& s) {
+  const long double total = StakeValue(s.total_stake);
+  return total > 0 ? StakeValue(s.signed_stake) / total : 0;
+}
+
+struct Verified {
+  CertificateReport report;
+  CertificateStake onchain;
+  uint64_t threshold_bps = 0;
+  consensus::Eip712Domain domain;  // chain id and manager of the deployment
+  uint64_t head = 0;
+};
+
+StatusOr<Verified> Verify(const ParsedArgs& a) {
+  ASSIGN_OR_RETURN(v1::Certificate certificate, LoadCertificate(a));
+  // Formats first: a malformed file should not need a chain to be rejected.
+  ASSIGN_OR_RETURN(ParsedCertificate parsed, ParseCertificate(certificate));
+  const uint64_t ref = parsed.attestation.reference_block;
+
+  ASSIGN_OR_RETURN(ChainSession session, OpenChainSession(a, /*need_key=*/false));
+  Verified v;
+  ASSIGN_OR_RETURN(v.head, session.rpc->BlockNumber());
+  // Stake in a block that is not mined yet can still change; the contract refuses it the same
+  // way (its eth_call runs in the pending block, so the head itself is settled).
+  if (ref > v.head) {
+    return FailedPrecondition("reference block " + std::to_string(ref) + " is not mined yet (the chain head is block " +
+                              std::to_string(v.head) + ")");
+  }
+  auto operators = session.chain->OperatorsAt(ref);
+  if (!operators.ok()) return operators.status().WithContext("reading the operator set at block " + std::to_string(ref));
+  ASSIGN_OR_RETURN(v.report, CheckCertificate(certificate, session.chain->domain(), *operators));
+
+  auto onchain = session.chain->VerifyCertificate(parsed.attestation, parsed.signatures);
+  if (!onchain.ok()) return onchain.status().WithContext("the contract rejects the certificate");
+  v.onchain = *onchain;
+  ASSIGN_OR_RETURN(v.threshold_bps, session.chain->ThresholdBps());
+  // Two views of one registry must agree; a difference means the RPC or the deployment is off.
+  if (v.onchain.signed_stake != v.report.signed_stake || v.onchain.total_stake != v.report.total_stake) {
+    return DataLoss("the contract counts " + FormatEther(v.onchain.signed_stake) + " of " +
+                    FormatEther(v.onchain.total_stake) + " but operatorsAt(" + std::to_string(ref) + ") gives " +
+                    FormatEther(v.report.signed_stake) + " of " + FormatEther(v.report.total_stake));
+  }
+  if (parsed.dispute && !v.onchain.meets_threshold) {
+    return FailedPrecondition(
+        "dispute certificate carries " + FormatEther(v.onchain.signed_stake) + " of " +
+        FormatEther(v.onchain.total_stake) + " (" +
+        Percent(Fraction(v.onchain)) +
+        "), below the contract's threshold of " + Percent(v.threshold_bps / 10000.0L) + " of the stake");
+  }
+  v.domain = session.chain->domain();
+  return v;
+}
+
+void PrintHuman(const Verified& v, std::ostream& out) {
+  const CertificateReport& r = v.report;
+  const ParsedCertificate& c = r.certificate;
+  out << "task        " << ToHex(c.attestation.task_id) << "\n";
+  out << "result      " << ToHex(c.attestation.result_root) << "\n";
+  out << "trace       " << ToHex(c.attestation.trace_root) << "\n";
+  out << "reference   block " << c.attestation.reference_block << " (chain " << v.domain.chain_id << ", head "
+      << v.head << ")\n";
+  if (c.dispute) {
+    out << "kind        dispute certificate; committee: all " << r.operator_count << " operators\n";
+  } else {
+    out << "kind        result certificate; quorum " << c.quorum << " of " << c.replicas << " replicas, committee "
+        << "positions 0.." << c.committee_size - 1 << " of " << r.operator_count << " operators\n";
+  }
+  for (const CertificateSigner& s : r.signers) {
+    out << "signer      " << Checksum(s.address) << "  position " << s.position << "  " << FormatEther(s.stake)
+        << "\n";
+  }
+  out << "stake       " << FormatEther(v.onchain.signed_stake) << " of " << FormatEther(v.onchain.total_stake) << " ("
+      << Percent(Fraction(v.onchain)) << "); contract threshold " << Percent(v.threshold_bps / 10000.0L)
+      << (v.onchain.meets_threshold ? ", met" : ", not met") << "\n";
+  out << "VERIFIED    " << r.signers.size() << " valid signatures"
+      << (c.dispute ? " carrying the slashing threshold" : " from the task's committee") << "\n";
+}
+
+nlohmann::json JsonReport(const Verified& v) {
+  const CertificateReport& r = v.report;
+  const ParsedCertificate& c = r.certificate;
+  nlohmann::json signers = nlohmann::json::array();
+  for (const CertificateSigner& s : r.signers) {
+    signers.push_back({{"address", Checksum(s.address)}, {"position", s.position}, {"stake", Uint256ToDecimal(s.stake)}});
+  }
+  return {{"verified", true},
+          {"task_id", ToHex(c.attestation.task_id)},
+          {"result_root", ToHex(c.attestation.result_root)},
+          {"trace_root", ToHex(c.attestation.trace_root)},
+          {"reference_block", c.attestation.reference_block},
+          {"chain_id", v.domain.chain_id},
+          {"manager", Checksum(v.domain.verifying_contract)},
+          {"dispute", c.dispute},
+          {"quorum", c.quorum},
+          {"replicas", c.replicas},
+          {"committee_size", c.committee_size},
+          {"operators", r.operator_count},
+          {"signers", signers},
+          {"signed_stake", Uint256ToDecimal(v.onchain.signed_stake)},
+          {"total_stake", Uint256ToDecimal(v.onchain.total_stake)},
+          {"stake_fraction", static_cast<double>(Fraction(v.onchain))},
+          {"threshold_bps", v.threshold_bps},
+          {"meets_threshold", v.onchain.meets_threshold}};
+}
+
+}  // namespace
+
+int RunVerifyCommand(const std::vector<std::string>& raw, std::ostream& out, std::ostream& err) {
+  auto parsed = ParseArgs(raw, VerifyArgSpec());
+  if (!parsed.ok()) return Usage(err, parsed.status().message());
+  const ParsedArgs& a = *parsed;
+  if (a.HasFlag("--help")) {
+    out << kVerifyUsage;
+    return kExitOk;
+  }
+  const bool from_file = a.Option("--certificate").has_value();
+  if (from_file && !a.positional.empty()) return Usage(err, "give either TASK_ID or --certificate FILE, not both");
+  if (!from_file && a.positional.size() != 1) return Usage(err, "verify takes one TASK_ID or --certificate FILE");
+  if (from_file && a.Option("--node")) return Usage(err, "--node is for TASK_ID; a --certificate file needs no node");
+
+  const bool json = a.HasFlag("--json");
+  auto verified = Verify(a);
+  if (!verified.ok()) {
+    const std::string message = verified.status().message();
+    if (json) out << nlohmann::json{{"verified", false}, {"error", message}}.dump(2) << "\n";
+    err << "error: " << message << "\n";
+    return kExitFailure;
+  }
+  if (json) {
+    out << JsonReport(*verified).dump(2) << "\n";
+  } else {
+    PrintHuman(*verified, out);
+  }
+  return kExitOk;
+}
+
+}  // namespace consensor::node

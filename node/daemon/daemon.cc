@@ -1,0 +1,160 @@
+#include "node/daemon/daemon.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstring>
+
+#include "node/cli/cli_args.h"
+#include "node/daemon/config.h"
+#include "node/telemetry/log.h"
+#include "node/daemon/node.h"
+
+namespace consensor::node {
+
+namespace {
+
+constexpr char kDaemonUsage[] = R"(usage: consensord [options]
+
+Runs a Consensor node: the gRPC client API, durable task storage and the deterministic
+executor. Settings come from a TOML file (--config) and are overridden by flags.
+
+options:
+  --config FILE          TOML configuration (docs/NODE.md lists every key)
+  --datadir DIR          data directory, locked by one node at a time (default ~/.consensor)
+  --listen ADDR          gRPC address, host:port (default 127.0.0.1:7400; port 0 picks one)
+  --metrics ADDR         HTTP address for /metrics and /eigen/node/* (default: off)
+  --log-level LEVEL      debug | info | warn | error
+  --log-format FORMAT    logfmt | json
+  --backend NAME         cpu | cuda | cuda-emu
+  --threads N            CPU threads per task
+  --workers N            tasks executing at once
+  --queue N              tasks waiting before SubmitTask answers RESOURCE_EXHAUSTED
+  --fallback-cpu         rerun on the CPU when the GPU backend fails, and run on the CPU
+                         when the backend fails its startup self-test
+  --no-selftest          skip the startup self-test of a non-CPU backend (executor.selftest)
+  --max-blob-bytes N  --max-task-bytes N  --max-task-flops N  --max-task-seconds N
+  --max-elements N  --max-ops N  --max-inputs N
+                         per-task caps (docs/NODE.md)
+  --keystore FILE        operator key (v3 keystore); password from --password-file FILE
+  --password-file FILE   or from the environment variable named by --password-env VAR
+  --password-env VAR
+  --chain-rpc URL        join the network of this chain (JSON-RPC URL); needs --deployment
+  --deployment FILE      contracts/deployments/<chainid>.json
+  --advertise ADDR       endpoint peers reach this node at (default: --listen)
+  --bootstrap LIST       comma-separated peer endpoints besides the on-chain registry's
+  --version              print the version and exit
+)";
+
+int Usage(std::ostream& err, const std::string& message) {
+  err << "consensord: " << message << "\n\n" << kDaemonUsage;
+  return 2;
+}
+
+}  // namespace
+
+int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostream& err) {
+  ArgSpec spec;
+  spec.value_options = {"--config", "--datadir", "--listen", "--metrics", "--log-level", "--log-format",
+                        "--backend", "--threads", "--workers", "--queue", "--max-blob-bytes", "--max-task-bytes",
+                        "--max-task-flops", "--max-task-seconds", "--max-elements", "--max-ops", "--max-inputs", "--keystore", "--password-file", "--password-env",
+                        "--chain-rpc", "--deployment", "--advertise", "--bootstrap"};
+  spec.flags = {"--help", "--version", "--fallback-cpu", "--no-selftest"};
+  auto parsed = ParseArgs(raw, spec);
+  if (!parsed.ok()) return Usage(err, parsed.status().message());
+  const ParsedArgs& a = *parsed;
+  if (a.HasFlag("--help")) {
+    out << kDaemonUsage;
+    return 0;
+  }
+  if (a.HasFlag("--version")) {
+    out << "consensord " << kNodeVersion << "\n";
+    return 0;
+  }
+  if (!a.positional.empty()) return Usage(err, "unexpected argument '" + a.positional[0] + "'");
+
+  NodeConfig config;
+  if (auto file = a.Option("--config")) {
+    auto loaded = LoadNodeConfigFile(*file);
+    if (!loaded.ok()) {
+      err << "consensord: " << loaded.status().message() << "\n";
+      return 1;
+    }
+    config = std::move(loaded).value();
+  }
+  // Flags override the file.
+  struct StringFlag {
+    const char* flag;
+    std::string* field;
+  } string_flags[] = {{"--datadir", &config.datadir},       {"--listen", &config.rpc_listen},
+                      {"--metrics", &config.metrics_listen}, {"--log-level", &config.log_level},
+                      {"--log-format", &config.log_format},  {"--backend", &config.backend},
+                      {"--keystore", &config.keystore},      {"--password-file", &config.password_file},
+                      {"--password-env", &config.password_env}, {"--chain-rpc", &config.chain_rpc},
+                      {"--deployment", &config.chain_deployment}, {"--advertise", &config.p2p_advertise}};
+  for (const auto& f : string_flags) {
+    if (auto v = a.Option(f.flag)) *f.field = *v;
+  }
+  struct IntFlag {
+    const char* flag;
+    int64_t* field;
+  } int_flags[] = {{"--threads", &config.threads},
+                   {"--workers", &config.workers},
+                   {"--queue", &config.queue_capacity},
+                   {"--max-blob-bytes", &config.max_blob_bytes},
+                   {"--max-task-bytes", &config.max_task_bytes},
+                   {"--max-task-flops", &config.max_task_flops},
+                   {"--max-task-seconds", &config.max_task_seconds},
+                   {"--max-elements", &config.max_elements},
+                   {"--max-ops", &config.max_ops},
+                   {"--max-inputs", &config.max_inputs}};
+  for (const auto& f : int_flags) {
+    if (auto v = a.Option(f.flag)) {
+      auto n = ParseIntOption(*v, f.flag, 1, INT64_MAX);
+      if (!n.ok()) return Usage(err, n.status().message());
+      *f.field = *n;
+    }
+  }
+  if (a.HasFlag("--fallback-cpu")) config.fallback_cpu = true;
+  if (a.HasFlag("--no-selftest")) config.selftest = false;
+  if (auto list = a.Option("--bootstrap")) {
+    config.p2p_bootstrap.clear();
+    size_t start = 0;
+    while (start <= list->size()) {
+      size_t comma = list->find(',', start);
+      if (comma == std::string::npos) comma = list->size();
+      if (comma > start) config.p2p_bootstrap.push_back(list->substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  if (Status s = FinalizeNodeConfig(&config); !s.ok()) {
+    err << "consensord: " << s.message() << "\n";
+    return 1;
+  }
+  auto level = ParseLogLevel(config.log_level);
+  auto format = ParseLogFormat(config.log_format);
+  ConfigureLogging(level.ok() ? *level : LogLevel::kInfo, format.ok() ? *format : LogFormat::kLogfmt, 2);
+
+  // Block the shutdown signals in every thread; the main thread waits for them with sigwait,
+  // so no work happens inside a signal handler.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto node = Node::Start(config);
+  if (!node.ok()) {
+    Log(LogLevel::kError, "startup failed", {{"error", node.status().message()}});
+    err << "consensord: " << node.status().message() << "\n";
+    return 1;
+  }
+  int received = 0;
+  sigwait(&signals, &received);
+  Log(LogLevel::kInfo, "signal received", {{"signal", received == SIGINT ? "SIGINT" : "SIGTERM"}});
+  (*node)->Shutdown();
+  return 0;
+}
+
+}  // namespace consensor::node

@@ -1,0 +1,435 @@
+#include "node/daemon/node.h"
+#include "common/file_io.h"
+#include "node/storage/datadir_lock.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "common/sha256.h"
+#include "kernels/backend_factory.h"
+#include "node/chain/chain_client.h"
+#include "node/chain/chain_view.h"
+#include "node/api/client_service.h"
+#include "node/engine/consensus_engine.h"
+#include "node/p2p/gossip.h"
+#include "node/telemetry/http_server.h"
+#include "node/keys/keystore.h"
+#include "node/telemetry/log.h"
+#include "node/telemetry/metrics.h"
+#include "node/telemetry/node_metrics.h"
+#include "node/daemon/startup_selftest.h"
+#include "node/storage/store.h"
+#include "node/engine/task_manager.h"
+
+namespace consensor::node {
+
+namespace {
+
+int64_t UnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+enum class Health { kStarting, kHealthy, kStopping };
+
+// Slashing evidence through the chain client with the operator's key. Sends are serialized,
+// so the account nonce is never reused by two concurrent transactions.
+class ChainEvidence final : public EvidenceSubmitter {
+ public:
+  static StatusOr<std::unique_ptr<ChainEvidence>> Open(const std::string& rpc_url, const Deployment& deployment,
+                                                       const Secp256k1Secret& key) {
+    auto evidence = std::unique_ptr<ChainEvidence>(new ChainEvidence());
+    ASSIGN_OR_RETURN(auto transport, NewHttpRpcTransport(rpc_url));
+    evidence->rpc_ = std::make_unique<EthRpc>(std::move(transport));
+    evidence->client_ = std::make_unique<ChainClient>(evidence->rpc_.get(), deployment, key);
+    return evidence;
+  }
+  StatusOr<std::string> SlashEquivocation(const consensus::SignedAttestation& a,
+                                          const consensus::SignedAttestation& b) override {
+    ASSIGN_OR_RETURN(Address20 accused, consensus::RecoverAttestationSigner(client_->domain(), a.attestation, a.signature));
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(NotYetSlashed(accused, a.attestation.task_id));
+    ASSIGN_OR_RETURN(TxOutcome tx, client_->SlashEquivocation(a.attestation, a.signature, b.attestation, b.signature));
+    return tx.tx_hash;
+  }
+  StatusOr<std::string> SlashDispute(const consensus::SignedAttestation& accused,
+                                     const consensus::Certificate& certificate) override {
+    std::vector<std::vector<uint8_t>> sigs;
+    for (const auto& s : certificate.signatures) sigs.emplace_back(s.begin(), s.end());
+    ASSIGN_OR_RETURN(Address20 operator_address,
+                     consensus::RecoverAttestationSigner(client_->domain(), accused.attestation, accused.signature));
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(NotYetSlashed(operator_address, accused.attestation.task_id));
+    ASSIGN_OR_RETURN(TxOutcome tx,
+                     client_->SlashDispute(accused.attestation, accused.signature, certificate.attestation, sigs));
+    return tx.tx_hash;
+  }
+
+ private:
+  ChainEvidence() = default;
+  // Every honest node that sees the evidence may report it; the first transaction wins and the
+  // others would only burn gas on a revert. A random pause spreads the reporters out, then the
+  // contract's evidenceUsed tells the later ones to stand down.
+  Status NotYetSlashed(const Address20& accused, const Hash256& task_id) {
+    thread_local std::mt19937 rng(std::random_device{}());
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 3000)(rng)));
+    ASSIGN_OR_RETURN(bool used, client_->EvidenceUsed(accused, task_id));
+    if (used) return AlreadyExists("already slashed for this task (another node reported it first)");
+    return OkStatus();
+  }
+  std::mutex mu_;
+  std::unique_ptr<EthRpc> rpc_;
+  std::unique_ptr<ChainClient> client_;
+};
+
+std::string HostOf(const std::string& address) { return address.substr(0, address.rfind(':')); }
+
+Status WriteTextFile(const std::string& path, const std::string& text) {
+  return consensor::WriteFileAtomic(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+}  // namespace
+
+struct Node::Impl {
+  NodeConfig config;
+  std::unique_ptr<DatadirLock> lock;
+  std::unique_ptr<Store> store;
+  MetricsRegistry registry;
+  std::unique_ptr<NodeMetrics> metrics;
+  std::unique_ptr<TaskManager> tasks;
+  // Network mode only.
+  std::optional<Secp256k1Secret> operator_key;
+  std::unique_ptr<RpcChainView> chain;
+  std::unique_ptr<ChainEvidence> evidence;
+  std::unique_ptr<ConsensusEngine> engine;
+  std::unique_ptr<GossipNetwork> gossip;
+  std::string advertise;
+  std::unique_ptr<ClientService> service;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<HttpServer> http;
+  std::string operator_address;
+  std::string backend_device;  // what runs tasks, in words (Backend::description())
+  std::string rpc_address;  // as bound
+  int rpc_port = 0;
+  int64_t started_unix_ms = 0;
+  std::atomic<Health> health{Health::kStarting};
+  bool shut_down = false;
+
+  HttpResponse ServeHttp(const std::string& path);
+};
+
+HttpResponse Node::Impl::ServeHttp(const std::string& path) {
+  HttpResponse r;
+  const Health h = health.load();
+  auto json_response = [&](int status, const nlohmann::json& body) {
+    r.status = status;
+    r.content_type = "application/json";
+    r.body = body.dump();
+    return r;
+  };
+  auto service_status = [&] { return h == Health::kHealthy ? "Up" : h == Health::kStarting ? "Initializing" : "Down"; };
+  auto health_code = [&] { return h == Health::kHealthy ? 200 : h == Health::kStarting ? 206 : 503; };
+  if (path == "/metrics") {
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = registry.RenderPrometheusText();
+    return r;
+  }
+  if (path == "/eigen/node") {
+    return json_response(200, {{"node_name", "consensord"}, {"spec_version", "v0.0.1"}, {"node_version", kNodeVersion}});
+  }
+  if (path == "/eigen/node/version") return json_response(200, {{"version", kNodeVersion}});
+  if (path == "/eigen/node/health") {
+    r.status = health_code();
+    r.body = "";
+    return r;
+  }
+  if (path == "/eigen/node/services") {
+    nlohmann::json services = nlohmann::json::array();
+    services.push_back({{"id", "client-api"},
+                        {"name", "Consensor client API"},
+                        {"description", "gRPC consensor.v1.Client on " + rpc_address},
+                        {"status", service_status()}});
+    services.push_back({{"id", "executor"},
+                        {"name", "Deterministic executor"},
+                        {"description", "backend " + config.backend + ", " + std::to_string(config.workers) + " workers"},
+                        {"status", service_status()}});
+    return json_response(200, {{"services", services}});
+  }
+  if (path == "/eigen/node/services/client-api/health" || path == "/eigen/node/services/executor/health") {
+    r.status = health_code();
+    r.body = "";
+    return r;
+  }
+  r.status = 404;
+  r.body = "not found\n";
+  return r;
+}
+
+Node::Node(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Node::~Node() { Shutdown(); }
+
+int Node::rpc_port() const { return impl_->rpc_port; }
+int Node::metrics_port() const { return impl_->http ? impl_->http->port() : 0; }
+
+StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  impl->started_unix_ms = UnixMillis();
+  ASSIGN_OR_RETURN(impl->lock, DatadirLock::Acquire(config.datadir));
+
+  if (!config.keystore.empty()) {
+    auto json = consensor::ReadFileBytes(config.keystore, 1 << 20);
+    if (!json.ok()) return json.status().WithContext("operator keystore");
+    auto password = ReadPassword(config.password_file, config.password_env);
+    if (!password.ok()) return password.status().WithContext("operator keystore password");
+    auto key = DecryptKeystore(std::string_view(reinterpret_cast<const char*>(json->data()), json->size()), *password);
+    if (!key.ok()) return key.status().WithContext("operator keystore '" + config.keystore + "'");
+    impl->operator_address = AddressToChecksumHex(key->address);
+    impl->operator_key = key->secret;
+  }
+
+  auto store = OpenRocksDbStore(config.datadir + "/db");
+  if (!store.ok()) return store.status().WithContext("opening the store in " + config.datadir + "/db");
+  impl->store = std::move(store).value();
+  impl->metrics = std::make_unique<NodeMetrics>(&impl->registry);
+
+  if (!config.metrics_listen.empty()) {
+    Impl* raw = impl.get();
+    auto http = HttpServer::Start(config.metrics_listen, [raw](const std::string& path) { return raw->ServeHttp(path); });
+    if (!http.ok()) return http.status().WithContext("metrics server on " + config.metrics_listen);
+    impl->http = std::move(http).value();
+  }
+
+  TaskManagerOptions to;
+  to.workers = static_cast<int>(config.workers);
+  to.queue_capacity = static_cast<int>(config.queue_capacity);
+  to.backend.name = config.backend;
+  to.backend.threads = static_cast<int>(config.threads);
+  to.backend.isa = config.isa;
+  to.backend.device = static_cast<int>(config.device);
+  to.fallback_cpu = config.fallback_cpu;
+  to.limits.max_graph_file_bytes = config.max_blob_bytes;
+  to.limits.max_elements_per_tensor = config.max_elements;
+  to.limits.max_total_bytes = config.max_task_bytes;
+  to.limits.max_ops = config.max_ops;
+  to.limits.max_flops = config.max_task_flops;
+  to.max_inputs = config.max_inputs;
+  to.max_task_seconds = config.max_task_seconds;
+  // Fail fast on a backend that cannot work here (e.g. cuda on a machine without a GPU),
+  // unless the operator asked for the CPU fallback.
+  if (auto probe = kernels::CreateBackend(to.backend); !probe.ok()) {
+    if (!config.fallback_cpu) {
+      return probe.status().WithContext("executor backend '" + config.backend + "' (set fallback_cpu to run on the CPU instead)");
+    }
+    Log(LogLevel::kWarn, "executor backend unavailable; tasks will run on the CPU",
+        {{"backend", config.backend}, {"error", probe.status().message()}});
+    impl->backend_device = "unavailable (" + probe.status().message() + "); tasks run on the CPU";
+  } else {
+    impl->backend_device = (*probe)->description();
+    if (config.backend != "cpu") {
+      Log(LogLevel::kInfo, "executor backend", {{"backend", impl->backend_device}});
+      if (config.selftest) {
+        ASSIGN_OR_RETURN(to.backend,
+                         SelfTestBackendAtStartup(**probe, to.backend, config.fallback_cpu, &impl->registry));
+        impl->config.backend = to.backend.name;  // node info and the services endpoint say what runs
+        if (to.backend.name == "cpu") {  // the self-test failed and fallback_cpu moved every task to the CPU
+          auto cpu = kernels::CreateBackend(to.backend);
+          impl->backend_device = cpu.ok() ? (*cpu)->description() : "cpu";
+        }
+      } else {
+        Log(LogLevel::kWarn, "backend self-test skipped (executor.selftest = false): results are signed unchecked",
+            {{"backend", (*probe)->name()}});
+      }
+    }
+  }
+  ExportBackendInfo(&impl->registry, impl->config.backend, impl->backend_device);
+  Impl* raw = impl.get();
+  const bool network = !config.chain_rpc.empty();
+  Deployment deployment;
+  if (network) {
+    ASSIGN_OR_RETURN(deployment, LoadDeployment(config.chain_deployment));
+    auto chain = RpcChainView::Open(config.chain_rpc, deployment, std::chrono::milliseconds(config.chain_poll_ms));
+    if (!chain.ok()) return chain.status().WithContext("chain " + config.chain_rpc);
+    impl->chain = std::move(chain).value();
+    if (config.chain_submit_evidence) {
+      ASSIGN_OR_RETURN(impl->evidence, ChainEvidence::Open(config.chain_rpc, deployment, *impl->operator_key));
+    }
+    to.network_mode = true;
+    to.on_executed = [raw](const std::string& id, const v1::TaskResult& result) {
+      if (raw->engine) raw->engine->OnExecuted(id, result);
+    };
+    if (!config.fault_mode.empty()) {
+      Log(LogLevel::kWarn, "FAULT INJECTION ENABLED: this node misbehaves on purpose", {{"fault", config.fault_mode}});
+    }
+  }
+  impl->tasks = std::make_unique<TaskManager>(impl->store.get(), impl->metrics.get(), to);
+  RETURN_IF_ERROR(impl->tasks->Recover().WithContext("recovering tasks"));
+  if (network) {
+    ConsensusOptions co;
+    co.default_replicas = static_cast<uint32_t>(config.consensus_replicas);
+    co.default_quorum = static_cast<uint32_t>(config.consensus_quorum);
+    co.max_replicas = static_cast<uint32_t>(config.consensus_max_replicas);
+    co.member_timeout = std::chrono::milliseconds(config.consensus_member_timeout_ms);
+    co.max_dispute_committee = static_cast<uint32_t>(config.consensus_max_dispute_committee);
+    co.max_reference_age = static_cast<uint64_t>(config.consensus_max_reference_age);
+    co.confirmations = static_cast<uint64_t>(config.chain_confirmations);
+    co.max_blob_bytes = config.max_blob_bytes;
+    co.fault_mode = config.fault_mode;
+    impl->engine = std::make_unique<ConsensusEngine>(co, *impl->operator_key, impl->chain.get(), impl->tasks.get(),
+                                                     impl->store.get(), &impl->registry, impl->evidence.get());
+    GossipOptions go;
+    go.chain_id = deployment.chain_id;
+    go.key = *impl->operator_key;
+    go.fanout = static_cast<int>(config.p2p_fanout);
+    go.max_messages_per_second = static_cast<double>(config.p2p_max_messages_per_second);
+    go.pull_interval = std::chrono::milliseconds(config.p2p_pull_interval_ms);
+    go.max_message_bytes = config.rpc_max_message_bytes;
+    impl->gossip = std::make_unique<GossipNetwork>(
+        go,
+        [raw](const v1::GossipMessage& m, const Hash256& id, const Address20& sender) {
+          return raw->engine->OnMessage(m, id, sender);
+        },
+        [raw](const Address20& sender) { return raw->chain->IsActiveOperator(sender); }, &impl->registry);
+    impl->engine->SetGossip(impl->gossip.get());
+  }
+
+  impl->service = std::make_unique<ClientService>(
+      impl->store.get(), impl->tasks.get(), impl->metrics.get(), config.max_blob_bytes, [raw](v1::NodeInfo* info) {
+        const NodeConfig& c = raw->config;
+        info->set_version(kNodeVersion);
+        info->set_operator_address(raw->operator_address);
+        info->set_backend(c.backend);
+        info->set_backend_device(raw->backend_device);
+        info->set_workers(static_cast<uint32_t>(c.workers));
+        info->set_queue_capacity(static_cast<uint32_t>(c.queue_capacity));
+        info->set_started_unix_ms(raw->started_unix_ms);
+        v1::NodeLimits* l = info->mutable_limits();
+        l->set_max_blob_bytes(c.max_blob_bytes);
+        l->set_max_task_bytes(c.max_task_bytes);
+        l->set_max_task_flops(c.max_task_flops);
+        l->set_max_task_seconds(c.max_task_seconds);
+        l->set_max_elements(c.max_elements);
+        l->set_max_ops(c.max_ops);
+        l->set_max_inputs(c.max_inputs);
+        if (raw->chain) {
+          v1::ConsensusInfo* ci = info->mutable_consensus();
+          const auto domain = raw->chain->domain();
+          ci->set_chain_id(domain.chain_id);
+          ci->set_service_manager(AddressHex(domain.verifying_contract));
+          ci->set_default_replicas(static_cast<uint32_t>(c.consensus_replicas));
+          ci->set_default_quorum(static_cast<uint32_t>(c.consensus_quorum));
+          ci->set_max_replicas(static_cast<uint32_t>(c.consensus_max_replicas));
+          ci->set_peers(static_cast<uint32_t>(raw->gossip->connected_peers()));
+          ci->set_operator_count(raw->chain->active_operators());
+          ci->set_chain_head(raw->chain->head());
+          ci->set_registered(raw->engine && raw->chain->IsActiveOperator(raw->engine->address()));
+        }
+      });
+  if (impl->engine) {
+    impl->service->SetSubmitter([raw](const v1::SubmitTaskRequest& r) { return raw->engine->Submit(r); });
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config.rpc_listen, grpc::InsecureServerCredentials(), &impl->rpc_port);
+  builder.RegisterService(impl->service.get());
+  if (impl->gossip) builder.RegisterService(impl->gossip->service());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config.rpc_max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(config.rpc_max_message_bytes));
+  // A bounded number of server threads: beyond it, new RPCs get RESOURCE_EXHAUSTED instead of
+  // the node growing without limit.
+  grpc::ResourceQuota quota("consensord");
+  quota.SetMaxThreads(static_cast<int>(config.rpc_max_streams) + 2);
+  builder.SetResourceQuota(quota);
+  impl->server = builder.BuildAndStart();
+  if (!impl->server || impl->rpc_port == 0) {
+    return Unavailable("cannot listen for gRPC on " + config.rpc_listen + " (address in use or invalid?)");
+  }
+  auto* health = impl->server->GetHealthCheckService();
+  health->SetServingStatus("", false);
+  health->SetServingStatus("consensor.v1.Client", false);
+
+  // The bound addresses, for scripts and tests that asked for port 0.
+  const std::string rpc_addr = HostOf(config.rpc_listen) + ":" + std::to_string(impl->rpc_port);
+  impl->rpc_address = rpc_addr;
+  RETURN_IF_ERROR(WriteTextFile(config.datadir + "/rpc.addr", rpc_addr + "\n"));
+  std::string metrics_addr = "off";
+  if (impl->http) {
+    metrics_addr = HostOf(config.metrics_listen) + ":" + std::to_string(impl->http->port());
+    RETURN_IF_ERROR(WriteTextFile(config.datadir + "/metrics.addr", metrics_addr + "\n"));
+  }
+
+  impl->tasks->Start();
+  if (impl->engine) {
+    impl->advertise = config.p2p_advertise.empty() ? rpc_addr : config.p2p_advertise;
+    // Peers: the registry's endpoints of the other active operators, plus the bootstrap list.
+    auto update_peers = [raw] {
+      std::vector<std::string> peers = raw->chain->PeerEndpoints(raw->engine->address());
+      for (const std::string& b : raw->config.p2p_bootstrap) peers.push_back(b);
+      std::sort(peers.begin(), peers.end());
+      peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+      peers.erase(std::remove(peers.begin(), peers.end(), raw->advertise), peers.end());
+      raw->gossip->SetPeers(peers);
+    };
+    RETURN_IF_ERROR(impl->chain->Start(update_peers).WithContext("reading the operator set"));
+    impl->gossip->Start();
+    RETURN_IF_ERROR(impl->engine->Recover().WithContext("recovering consensus rounds"));
+    impl->engine->Start();
+    if (!impl->chain->IsActiveOperator(impl->engine->address())) {
+      Log(LogLevel::kWarn, "this node's key is not an active operator: peers will ignore its messages",
+          {{"operator", impl->operator_address}});
+    }
+  }
+  health->SetServingStatus("", true);
+  health->SetServingStatus("consensor.v1.Client", true);
+  impl->metrics->up->Set(1);
+  impl->health = Health::kHealthy;
+  Log(LogLevel::kInfo, "consensord started",
+      {{"version", kNodeVersion},
+       {"datadir", config.datadir},
+       {"rpc", rpc_addr},
+       {"metrics", metrics_addr},
+       {"backend", config.backend},
+       {"workers", config.workers},
+       {"queue_capacity", config.queue_capacity},
+       {"operator", impl->operator_address.empty() ? std::string("none") : impl->operator_address}});
+  return std::unique_ptr<Node>(new Node(std::move(impl)));
+}
+
+void Node::Shutdown() {
+  if (!impl_ || impl_->shut_down) return;
+  impl_->shut_down = true;
+  Log(LogLevel::kInfo, "shutting down");
+  impl_->health = Health::kStopping;
+  impl_->metrics->up->Set(0);
+  if (impl_->server) {
+    auto* health = impl_->server->GetHealthCheckService();
+    health->SetServingStatus("", false);
+    health->SetServingStatus("consensor.v1.Client", false);
+  }
+  if (impl_->engine) impl_->engine->Shutdown();
+  if (impl_->gossip) impl_->gossip->Shutdown();
+  impl_->tasks->Shutdown();  // stops admission, drains running tasks, wakes watchers
+  // Tasks have drained and watchers were woken; RPCs still open after a short grace period
+  // (uploads, downloads) are cancelled.
+  if (impl_->server) impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  if (impl_->http) impl_->http->Stop();
+  if (impl_->chain) impl_->chain->Shutdown();
+  impl_->service.reset();
+  impl_->tasks.reset();
+  impl_->engine.reset();
+  impl_->gossip.reset();
+  impl_->store.reset();  // closes RocksDB cleanly
+  Log(LogLevel::kInfo, "consensord stopped");
+  impl_->lock.reset();
+}
+
+}  // namespace consensor::node

@@ -1,0 +1,947 @@
+#include "node/engine/consensus_engine.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "consensor/v1/node.grpc.pb.h"
+#include "consensus/committee.h"
+#include "executor/merkle.h"
+#include "common/npy.h"
+#include "executor/serialize.h"
+#include "node/p2p/gossip.h"
+#include "node/keys/keystore.h"
+#include "node/telemetry/log.h"
+
+namespace consensor::node {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kMaxOrphanVotes = 20000;         // across all tasks
+constexpr size_t kMaxAsideVotesPerRound = 1024;   // votes from operators not (yet) in the committee
+constexpr auto kRetainFinalized = std::chrono::minutes(10);
+constexpr auto kOrphanLifetime = std::chrono::minutes(2);
+constexpr int kJobThreads = 2;
+
+int64_t UnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+
+StatusOr<consensus::Signature65> SignatureField(const std::string& hex) {
+  ASSIGN_OR_RETURN(auto bytes, FixedBytesFromHex(hex, 65, "signature"));
+  consensus::Signature65 sig{};
+  std::copy(bytes.begin(), bytes.end(), sig.begin());
+  return sig;
+}
+
+}  // namespace
+
+std::string AddressHex(const Address20& a) { return "0x" + ToHex(a); }
+
+StatusOr<Address20> ParseAddress(const std::string& text) {
+  auto a = AddressFromHex(text);
+  if (!a.ok()) return InvalidArgument("'" + text.substr(0, 64) + "' is not an address: " + a.status().message());
+  return *a;
+}
+
+StatusOr<consensus::SignedAttestation> FromProto(const v1::SignedAttestation& p) {
+  consensus::SignedAttestation a;
+  ASSIGN_OR_RETURN(a.attestation.task_id, HashFieldFromHex(p.task_id(), "task_id"));
+  ASSIGN_OR_RETURN(a.attestation.result_root, HashFieldFromHex(p.result_root(), "result_root"));
+  ASSIGN_OR_RETURN(a.attestation.trace_root, HashFieldFromHex(p.trace_root(), "trace_root"));
+  a.attestation.reference_block = p.reference_block();
+  ASSIGN_OR_RETURN(a.signature, SignatureField(p.signature()));
+  return a;
+}
+
+v1::SignedAttestation ToProto(const consensus::SignedAttestation& a, const Address20& signer) {
+  v1::SignedAttestation p;
+  p.set_task_id(ToHex(a.attestation.task_id));
+  p.set_result_root(ToHex(a.attestation.result_root));
+  p.set_trace_root(ToHex(a.attestation.trace_root));
+  p.set_reference_block(a.attestation.reference_block);
+  p.set_signer(AddressHex(signer));
+  p.set_signature(ToHex(a.signature));
+  return p;
+}
+
+v1::Certificate ToProto(const consensus::Certificate& c, uint32_t quorum, uint32_t committee_size, uint32_t replicas,
+                        bool dispute) {
+  v1::Certificate p;
+  p.set_task_id(ToHex(c.attestation.task_id));
+  p.set_result_root(ToHex(c.attestation.result_root));
+  p.set_trace_root(ToHex(c.attestation.trace_root));
+  p.set_reference_block(c.attestation.reference_block);
+  for (size_t i = 0; i < c.signers.size(); ++i) {
+    p.add_signers(AddressHex(c.signers[i]));
+    p.add_signatures(ToHex(c.signatures[i]));
+  }
+  p.set_quorum(quorum);
+  p.set_committee_size(committee_size);
+  p.set_replicas(replicas);
+  p.set_dispute(dispute);
+  return p;
+}
+
+// One task's consensus state on this node (memory only; the task record holds what must
+// survive a restart: the plan, the votes and the certificate).
+struct ConsensusEngine::Round {
+  std::string id_hex;
+  Hash256 id{};
+  uint64_t reference_block = 0;
+  uint32_t replicas = 0;
+  uint32_t quorum = 0;
+  std::vector<Address20> order;  // the committee order over the whole operator set
+  std::shared_ptr<const OperatorSnapshot> operators;
+  std::optional<consensus::QuorumTracker> tracker;
+  std::optional<consensus::QuorumTracker> dispute;
+  std::vector<consensus::SignedAttestation> aside;  // signers outside the committee so far
+  std::vector<consensus::SignedAttestation> all_votes;  // every verified vote, for evidence
+  std::set<Address20> voters;
+  bool member = false;
+  bool executed = false;     // this node has a local result
+  bool finalized = false;
+  bool dispute_finalized = false;
+  bool result_stored = false;  // SUCCEEDED with the certified result
+  Clock::time_point adopted_at;
+  Clock::time_point last_extension;
+  Clock::time_point finalized_at;
+  Clock::time_point next_result_fetch;
+  std::set<Address20> reported;  // operators we already sent evidence about
+};
+
+struct ConsensusEngine::Actions {
+  std::vector<v1::GossipMessage> publish;
+  std::vector<std::string> requeue;  // task ids to execute here
+  std::vector<std::function<void()>> jobs;
+  // Record updates, applied in order after the lock.
+  std::vector<std::pair<std::string, std::function<Status(v1::Task*)>>> mutations;
+};
+
+ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, ChainView* chain, TaskManager* tasks,
+                                 Store* store, MetricsRegistry* metrics, EvidenceSubmitter* evidence)
+    : options_(std::move(options)), key_(key), chain_(chain), tasks_(tasks), store_(store), evidence_(evidence) {
+  if (auto a = AddressFromSecretKey(key_); a.ok()) address_ = *a;
+  attestations_signed_ = metrics->AddCounter("consensor_attestations_signed_total", "Attestations this node signed.");
+  attestations_received_ =
+      metrics->AddCounter("consensor_attestations_received_total", "Valid attestations counted from committee members.");
+  attestations_refused_ =
+      metrics->AddCounter("consensor_attestations_refused_total", "Attestations refused (bad signature, wrong task).");
+  tasks_certified_ = metrics->AddCounter("consensor_tasks_certified_total", "Tasks finalized with a quorum certificate.");
+  disputes_ = metrics->AddCounter("consensor_disputes_total", "Tasks whose committee signed conflicting results.");
+  members_replaced_ =
+      metrics->AddCounter("consensor_committee_extensions_total", "Silent committee members replaced by the next operator.");
+  evidence_submitted_ =
+      metrics->AddCounter("consensor_evidence_submitted_total", "Slashing transactions this node sent successfully.");
+  evidence_failed_ = metrics->AddCounter("consensor_evidence_failed_total", "Slashing submissions that failed.");
+  announcements_refused_ =
+      metrics->AddCounter("consensor_announcements_refused_total", "Task announcements refused (invalid or stale).");
+  finality_seconds_ = metrics->AddHistogram("consensor_task_finality_seconds",
+                                            "From adopting a task to its quorum certificate.", DefaultSecondsBuckets());
+  open_rounds_gauge_ = metrics->AddGauge("consensor_consensus_open_rounds", "Tasks waiting for a quorum.");
+}
+
+ConsensusEngine::~ConsensusEngine() { Shutdown(); }
+
+void ConsensusEngine::Start() {
+  for (int i = 0; i < kJobThreads; ++i) {
+    workers_.emplace_back([this] {
+      while (true) {
+        std::function<void()> job;
+        {
+          std::unique_lock<std::mutex> lock(jobs_mu_);
+          jobs_cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+          if (stopping_) return;
+          job = std::move(jobs_.front());
+          jobs_.pop_front();
+        }
+        job();
+      }
+    });
+  }
+  ticker_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(jobs_mu_);
+    while (!jobs_cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping_; })) {
+      lock.unlock();
+      Tick();
+      lock.lock();
+    }
+  });
+}
+
+void ConsensusEngine::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(jobs_mu_);
+    if (stopping_ && workers_.empty() && !ticker_.joinable()) return;
+    stopping_ = true;
+  }
+  jobs_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+  if (ticker_.joinable()) ticker_.join();
+}
+
+void ConsensusEngine::Enqueue(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(jobs_mu_);
+    if (stopping_) return;
+    jobs_.push_back(std::move(job));
+  }
+  // notify_all: the ticker waits on the same condition variable, and a notify_one that woke
+  // only the ticker would leave the job queued with every worker asleep.
+  jobs_cv_.notify_all();
+}
+
+std::vector<std::string> ConsensusEngine::PeersFor(const Address20& preferred) const {
+  std::vector<std::string> endpoints;
+  std::string first = chain_->EndpointOf(preferred);
+  if (!first.empty() && preferred != address_) endpoints.push_back(first);
+  for (const std::string& e : chain_->PeerEndpoints(address_)) {
+    if (e != first) endpoints.push_back(e);
+  }
+  return endpoints;
+}
+
+// ---- planning and admission
+
+Status ConsensusEngine::CheckReplicasAndQuorum(uint32_t replicas, uint32_t quorum) const {
+  if (replicas == 0 || replicas > options_.max_replicas) {
+    return InvalidArgument("replicas must be between 1 and " + std::to_string(options_.max_replicas) + " (got " +
+                           std::to_string(replicas) + ")");
+  }
+  if (quorum * 2 <= replicas || quorum > replicas) {
+    return InvalidArgument("quorum must be a majority of the replicas: between " + std::to_string(replicas / 2 + 1) +
+                           " and " + std::to_string(replicas) + " (got " + std::to_string(quorum) + ")");
+  }
+  return OkStatus();
+}
+
+StatusOr<v1::TaskConsensus> ConsensusEngine::PlanConsensus(const Hash256& task_id, uint64_t reference_block,
+                                                           uint32_t replicas, uint32_t quorum,
+                                                           const std::string& announcer) {
+  RETURN_IF_ERROR(CheckReplicasAndQuorum(replicas, quorum));
+  ASSIGN_OR_RETURN(auto operators, chain_->OperatorsAt(reference_block));
+  if (operators->operators.size() < replicas) {
+    return FailedPrecondition("the task asks for " + std::to_string(replicas) + " replicas but only " +
+                              std::to_string(operators->operators.size()) + " operators were registered at block " +
+                              std::to_string(reference_block));
+  }
+  ASSIGN_OR_RETURN(auto order, consensus::CommitteeOrder(task_id, reference_block, operators->operators, replicas));
+  v1::TaskConsensus plan;
+  plan.set_reference_block(reference_block);
+  plan.set_replicas(replicas);
+  plan.set_quorum(quorum);
+  for (const Address20& a : order) {
+    plan.add_committee(AddressHex(a));
+    if (a == address_) plan.set_member(true);
+  }
+  plan.set_announcer(announcer);
+  plan.set_announced_unix_ms(UnixMillis());
+  return plan;
+}
+
+StatusOr<SubmitOutcome> ConsensusEngine::Submit(const v1::SubmitTaskRequest& request) {
+  v1::SubmitTaskRequest resolved = request;
+  auto* opts = resolved.mutable_options();
+  if (opts->replicas() == 0) opts->set_replicas(options_.default_replicas);
+  if (opts->quorum() == 0) {
+    // The node's default quorum belongs to its default committee size; otherwise a majority.
+    opts->set_quorum(opts->replicas() == options_.default_replicas ? options_.default_quorum
+                                                                   : opts->replicas() / 2 + 1);
+  }
+  // Validate before anything is announced: the content must be here and within the caps.
+  ASSIGN_OR_RETURN(std::string id_hex, tasks_->Check(resolved));
+  if (auto known = tasks_->Get(id_hex); known.ok()) return SubmitOutcome{id_hex, true};
+
+  const uint64_t head = chain_->head();
+  const uint64_t reference = head > options_.confirmations ? head - options_.confirmations : 0;
+  ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(id_hex));
+  ASSIGN_OR_RETURN(v1::TaskConsensus plan,
+                   PlanConsensus(id, reference, opts->replicas(), opts->quorum(), AddressHex(address_)));
+  ASSIGN_OR_RETURN(SubmitOutcome outcome, tasks_->Submit(resolved, &plan));
+  if (outcome.already_known) return outcome;
+
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto task = tasks_->Get(id_hex);
+    if (task.ok()) {
+      if (Status s = OpenRound(*task, &actions); !s.ok()) {
+        Log(LogLevel::kError, "cannot open consensus round", {{"task", id_hex}, {"error", s.ToString()}});
+      }
+    }
+  }
+  v1::GossipMessage message;
+  auto* announcement = message.mutable_announcement();
+  *announcement->mutable_spec() = resolved;
+  announcement->set_reference_block(reference);
+  actions.publish.insert(actions.publish.begin(), message);
+  RunActions(actions);
+  Log(LogLevel::kInfo, "task announced",
+      {{"task", id_hex}, {"reference_block", static_cast<int64_t>(reference)}, {"member", plan.member()}});
+  return outcome;
+}
+
+Status ConsensusEngine::OnMessage(const v1::GossipMessage& message, const Hash256& message_id, const Address20& sender) {
+  (void)message_id;
+  if (message.has_announcement()) {
+    const v1::TaskAnnouncement& ann = message.announcement();
+    uint64_t head = chain_->head();
+    if (ann.reference_block() > head) {
+      ASSIGN_OR_RETURN(head, chain_->RefreshHead());
+      if (ann.reference_block() > head) {
+        announcements_refused_->Increment();
+        return InvalidArgument("reference block " + std::to_string(ann.reference_block()) + " is ahead of the chain");
+      }
+    }
+    if (ann.reference_block() + options_.max_reference_age < head) {
+      announcements_refused_->Increment();
+      return InvalidArgument("reference block " + std::to_string(ann.reference_block()) + " is too old");
+    }
+    // Refused here, not only at adoption, so that peers do not relay it either.
+    const auto& o = ann.spec().options();
+    if (Status s = CheckReplicasAndQuorum(o.replicas(), o.quorum()); !s.ok()) {
+      announcements_refused_->Increment();
+      return s;
+    }
+    // Blob fetching can take long: adopt in the background.
+    Enqueue([this, ann, sender] {
+      if (Status s = Adopt(ann, sender); !s.ok()) {
+        announcements_refused_->Increment();
+        Log(LogLevel::kWarn, "task announcement not adopted", {{"announcer", AddressHex(sender)}, {"error", s.ToString()}});
+      }
+    });
+    return OkStatus();
+  }
+  if (message.has_attestation()) {
+    auto vote = FromProto(message.attestation());
+    if (!vote.ok()) {
+      attestations_refused_->Increment();
+      return vote.status();
+    }
+    const std::string id_hex = ToHex(vote->attestation.task_id);
+    Actions actions;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = rounds_.find(id_hex);
+      if (it == rounds_.end()) {
+        // The announcement may still be on its way (or being fetched): keep the vote aside.
+        if (orphan_count_ >= kMaxOrphanVotes) return ResourceExhausted("too many votes for unknown tasks");
+        if (orphans_.find(id_hex) == orphans_.end()) orphan_since_[id_hex] = Clock::now();
+        orphans_[id_hex].push_back(*vote);
+        ++orphan_count_;
+        return OkStatus();
+      }
+      AddVote(*it->second, *vote, /*persist=*/true, &actions);
+    }
+    RunActions(actions);
+    return OkStatus();
+  }
+  return InvalidArgument("empty gossip message");
+}
+
+Status ConsensusEngine::FetchBlob(const Hash256& sha256, const std::vector<std::string>& endpoints) {
+  if (store_->BlobSize(sha256).ok()) return OkStatus();
+  Status last = Unavailable("no peer to fetch blob " + ToHex(sha256) + " from");
+  for (const std::string& endpoint : endpoints) {
+    auto channel = grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
+    auto stub = v1::Client::NewStub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    v1::GetBlobRequest request;
+    request.set_sha256(ToHex(sha256));
+    auto writer = store_->NewBlobWriter(sha256, options_.max_blob_bytes);
+    if (!writer.ok()) return writer.status();
+    auto reader = stub->GetBlob(&context, request);
+    v1::BlobChunk chunk;
+    Status appended = OkStatus();
+    while (appended.ok() && reader->Read(&chunk)) {
+      appended = (*writer)->Append(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(chunk.data().data()),
+                                                            chunk.data().size()));
+    }
+    if (!appended.ok()) context.TryCancel();
+    grpc::Status finished = reader->Finish();
+    if (!appended.ok()) {
+      last = appended;
+      continue;
+    }
+    if (!finished.ok()) {
+      last = Unavailable(endpoint + ": " + finished.error_message());
+      continue;
+    }
+    auto committed = (*writer)->Commit();  // verifies the hash
+    if (committed.ok()) return OkStatus();
+    last = committed.status().WithContext("blob from " + endpoint);
+  }
+  return last;
+}
+
+Status ConsensusEngine::FetchTaskBlobs(const v1::SubmitTaskRequest& spec, const std::vector<std::string>& endpoints) {
+  ASSIGN_OR_RETURN(Hash256 graph_hash, HashFieldFromHex(spec.graph_sha256(), "graph_sha256"));
+  RETURN_IF_ERROR(FetchBlob(graph_hash, endpoints).WithContext("graph"));
+  // Weights referenced by the graph are blobs too.
+  executor::Limits limits = tasks_->options().limits;
+  ASSIGN_OR_RETURN(auto bytes, store_->GetBlob(graph_hash, limits.max_graph_file_bytes));
+  auto graph = executor::ParseGraph(bytes, /*text_format=*/false, limits);
+  if (graph.ok()) {
+    for (const auto& value : graph->values()) {
+      if (value.blob) RETURN_IF_ERROR(FetchBlob(value.blob->sha256, endpoints).WithContext("weights"));
+    }
+  }
+  for (const auto& [name, hex] : spec.inputs()) {
+    ASSIGN_OR_RETURN(Hash256 h, HashFieldFromHex(hex, "input"));
+    RETURN_IF_ERROR(FetchBlob(h, endpoints).WithContext("input '" + name + "'"));
+  }
+  return OkStatus();
+}
+
+Status ConsensusEngine::Adopt(const v1::TaskAnnouncement& ann, const Address20& announcer) {
+  const v1::SubmitTaskRequest& spec = ann.spec();
+  ASSIGN_OR_RETURN(const std::string id_hex, tasks_->IdOf(spec));  // needs no blobs
+  ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(id_hex));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (rounds_.count(id_hex) || adopting_.count(id_hex)) return OkStatus();
+    adopting_.insert(id_hex);
+  }
+  auto done = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    adopting_.erase(id_hex);
+  };
+  if (auto known = tasks_->Get(id_hex); known.ok()) {
+    done();
+    return OkStatus();  // e.g. announced twice; the first announcement stands
+  }
+  Status fetched = FetchTaskBlobs(spec, PeersFor(announcer));
+  if (!fetched.ok()) {
+    done();
+    return fetched.WithContext("fetching the task's blobs");
+  }
+  auto plan = PlanConsensus(id, ann.reference_block(), spec.options().replicas(), spec.options().quorum(),
+                            AddressHex(announcer));
+  if (!plan.ok()) {
+    done();
+    return plan.status();
+  }
+  auto submitted = tasks_->Submit(spec, &*plan);
+  if (!submitted.ok()) {
+    done();
+    return submitted.status();
+  }
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    adopting_.erase(id_hex);
+    auto task = tasks_->Get(id_hex);
+    if (task.ok() && !rounds_.count(id_hex)) RETURN_IF_ERROR(OpenRound(*task, &actions));
+  }
+  RunActions(actions);
+  Log(LogLevel::kInfo, "task adopted",
+      {{"task", id_hex}, {"announcer", AddressHex(announcer)}, {"member", plan->member()}});
+  return OkStatus();
+}
+
+// ---- rounds (called with mu_ held)
+
+Status ConsensusEngine::OpenRound(const v1::Task& task, Actions* actions) {
+  const v1::TaskConsensus& c = task.consensus();
+  auto round = std::make_unique<Round>();
+  round->id_hex = task.task_id();
+  ASSIGN_OR_RETURN(round->id, Hash256FromHex(task.task_id()));
+  round->reference_block = c.reference_block();
+  round->replicas = c.replicas();
+  round->quorum = c.quorum();
+  ASSIGN_OR_RETURN(round->operators, chain_->OperatorsAt(c.reference_block()));
+  ASSIGN_OR_RETURN(round->order, consensus::CommitteeOrder(round->id, c.reference_block(), round->operators->operators,
+                                                           round->operators->operators.size()));
+  std::vector<Address20> committee;
+  for (const std::string& a : c.committee()) {
+    ASSIGN_OR_RETURN(Address20 addr, ParseAddress(a));
+    committee.push_back(addr);
+  }
+  if (committee.empty()) committee.assign(round->order.begin(), round->order.begin() + std::min<size_t>(round->replicas, round->order.size()));
+  ASSIGN_OR_RETURN(auto tracker, consensus::QuorumTracker::Create(chain_->domain(), round->id, round->reference_block,
+                                                                  committee, round->quorum));
+  round->tracker = std::move(tracker);
+  round->member = round->tracker->is_member(address_);
+  round->executed = task.has_result() && !task.result().result_root().empty() && task.state() != v1::TASK_STATE_SUCCEEDED;
+  round->result_stored = task.state() == v1::TASK_STATE_SUCCEEDED;
+  round->finalized = c.has_certificate();
+  round->adopted_at = round->last_extension = Clock::now();
+  Round& r = *round;
+  rounds_[r.id_hex] = std::move(round);
+  for (const auto& stored : c.attestations()) {
+    if (auto vote = FromProto(stored); vote.ok()) AddVote(r, *vote, /*persist=*/false, actions);
+  }
+  if (auto it = orphans_.find(r.id_hex); it != orphans_.end()) {
+    orphan_since_.erase(r.id_hex);
+    orphan_count_ -= it->second.size();
+    auto votes = std::move(it->second);
+    orphans_.erase(it);
+    for (const auto& vote : votes) AddVote(r, vote, /*persist=*/true, actions);
+  }
+  if (c.disputed() && !r.dispute) StartDispute(r, actions);
+  return OkStatus();
+}
+
+void ConsensusEngine::AddVote(Round& r, const consensus::SignedAttestation& vote, bool persist, Actions* actions) {
+  auto signer = consensus::RecoverAttestationSigner(chain_->domain(), vote.attestation, vote.signature);
+  if (!signer.ok() || vote.attestation.task_id != r.id || vote.attestation.reference_block != r.reference_block) {
+    attestations_refused_->Increment();
+    return;
+  }
+  const bool seen = std::any_of(r.all_votes.begin(), r.all_votes.end(), [&](const consensus::SignedAttestation& v) {
+    return v.signature == vote.signature;
+  });
+  if (seen) return;
+  bool counted = false;
+  auto outcome = r.tracker->Add(vote);
+  if (outcome.ok()) {
+    counted = *outcome == consensus::AddOutcome::kCounted || *outcome == consensus::AddOutcome::kFinalized ||
+              *outcome == consensus::AddOutcome::kConflictingVote;
+  } else if (outcome.status().code() == StatusCode::kPermissionDenied) {
+    // Not in the committee (yet): a replacement this node has not extended to, or a dispute vote.
+    if (r.aside.size() < kMaxAsideVotesPerRound) r.aside.push_back(vote);
+    counted = true;
+  }
+  if (r.dispute) {
+    auto d = r.dispute->Add(vote);
+    if (d.ok()) counted = true;
+  }
+  if (!counted) return;
+  r.all_votes.push_back(vote);
+  r.voters.insert(*signer);
+  attestations_received_->Increment();
+  if (persist) {
+    v1::SignedAttestation stored = ToProto(vote, *signer);
+    actions->mutations.emplace_back(r.id_hex, [stored](v1::Task* t) -> Status {
+      for (const auto& existing : t->consensus().attestations()) {
+        if (existing.signature() == stored.signature()) return OkStatus();
+      }
+      *t->mutable_consensus()->add_attestations() = stored;
+      return OkStatus();
+    });
+  }
+  if (!r.finalized && r.tracker->finalized()) OnFinalized(r, actions);
+  if (r.tracker->conflicting() && !r.dispute) StartDispute(r, actions);
+  if (r.dispute && r.dispute->finalized() && !r.dispute_finalized) {
+    r.dispute_finalized = true;
+    const consensus::Certificate& cert = *r.dispute->certificate();
+    v1::Certificate proto = ToProto(cert, 0, static_cast<uint32_t>(r.dispute->committee_size()), r.replicas, true);
+    Log(LogLevel::kInfo, "dispute certificate",
+        {{"task", r.id_hex}, {"result_root", ToHex(cert.attestation.result_root)},
+         {"signers", static_cast<int64_t>(cert.signers.size())}});
+    const bool replaces = !r.finalized || r.tracker->certificate()->attestation.result_root != cert.attestation.result_root;
+    actions->mutations.emplace_back(r.id_hex, [proto, replaces](v1::Task* t) -> Status {
+      // The dispute certificate carries the contract's stake threshold: it supersedes a committee
+      // certificate that disagrees with it.
+      if (replaces || !t->consensus().has_certificate()) *t->mutable_consensus()->mutable_certificate() = proto;
+      return OkStatus();
+    });
+    if (!r.finalized) {
+      r.finalized = true;
+      r.finalized_at = Clock::now();
+      tasks_certified_->Increment();
+    }
+    if (replaces) r.result_stored = false;
+  }
+  CheckEvidence(r, actions);
+}
+
+void ConsensusEngine::OnFinalized(Round& r, Actions* actions) {
+  r.finalized = true;
+  r.finalized_at = Clock::now();
+  tasks_certified_->Increment();
+  finality_seconds_->Observe(std::chrono::duration<double>(r.finalized_at - r.adopted_at).count());
+  const consensus::Certificate& cert = *r.tracker->certificate();
+  v1::Certificate proto = ToProto(cert, r.quorum, static_cast<uint32_t>(r.tracker->committee_size()), r.replicas, false);
+  actions->mutations.emplace_back(r.id_hex, [proto](v1::Task* t) -> Status {
+    if (!t->consensus().has_certificate()) *t->mutable_consensus()->mutable_certificate() = proto;
+    return OkStatus();
+  });
+  Log(LogLevel::kInfo, "task certified",
+      {{"task", r.id_hex}, {"result_root", ToHex(cert.attestation.result_root)},
+       {"signers", static_cast<int64_t>(cert.signers.size())}});
+  // Store the certified result now rather than at the next tick: clients are waiting.
+  const std::string id_hex = r.id_hex;
+  r.next_result_fetch = r.finalized_at + std::chrono::seconds(1);
+  actions->jobs.push_back([this, id_hex] { FetchCertifiedResult(id_hex); });
+}
+
+void ConsensusEngine::StartDispute(Round& r, Actions* actions) {
+  disputes_->Increment();
+  const size_t size = std::min<size_t>(r.order.size(), options_.max_dispute_committee);
+  std::vector<consensus::WeightedOperator> committee;
+  for (size_t i = 0; i < size; ++i) {
+    for (const auto& op : r.operators->operators) {
+      if (op.address == r.order[i]) committee.push_back(op);
+    }
+  }
+  auto tracker = consensus::QuorumTracker::CreateWeighted(chain_->domain(), r.id, r.reference_block, committee,
+                                                          r.operators->total_stake, chain_->threshold_bps());
+  if (!tracker.ok()) {
+    Log(LogLevel::kError, "cannot start dispute round", {{"task", r.id_hex}, {"error", tracker.status().ToString()}});
+    return;
+  }
+  r.dispute = std::move(tracker).value();
+  std::vector<std::string> members;
+  for (const auto& op : committee) members.push_back(AddressHex(op.address));
+  actions->mutations.emplace_back(r.id_hex, [members](v1::Task* t) -> Status {
+    t->mutable_consensus()->set_disputed(true);
+    t->mutable_consensus()->clear_dispute_committee();
+    for (const auto& m : members) t->mutable_consensus()->add_dispute_committee(m);
+    return OkStatus();
+  });
+  Log(LogLevel::kWarn, "conflicting results: dispute round",
+      {{"task", r.id_hex}, {"dispute_committee", static_cast<int64_t>(committee.size())}});
+  for (const auto& vote : r.all_votes) (void)r.dispute->Add(vote);
+  if (r.dispute->is_member(address_) && !r.executed && !r.member) {
+    r.member = true;
+    actions->requeue.push_back(r.id_hex);
+  }
+}
+
+void ConsensusEngine::CheckEvidence(Round& r, Actions* actions) {
+  if (evidence_ == nullptr) return;
+  // Equivocation: two signatures of one operator over different results.
+  for (const auto& e : r.tracker->equivocations()) {
+    if (e.signer == address_ || !r.reported.insert(e.signer).second) continue;
+    auto a = e.first, b = e.second;
+    const std::string id_hex = r.id_hex;
+    const Address20 accused = e.signer;
+    actions->jobs.push_back([this, a, b, id_hex, accused] {
+      auto tx = evidence_->SlashEquivocation(a, b);
+      v1::SlashRecord record;
+      record.set_kind("equivocation");
+      record.set_operator_address(AddressHex(accused));
+      if (tx.ok()) {
+        record.set_tx_hash(*tx);
+        evidence_submitted_->Increment();
+        Log(LogLevel::kInfo, "equivocation evidence sent", {{"task", id_hex}, {"operator", AddressHex(accused)}, {"tx", *tx}});
+      } else {
+        record.set_error(tx.status().message());
+        evidence_failed_->Increment();
+        Log(LogLevel::kWarn, "equivocation evidence failed", {{"task", id_hex}, {"error", tx.status().ToString()}});
+      }
+      tasks_->Mutate(id_hex, [record](v1::Task* t) -> Status {
+        *t->mutable_consensus()->add_slashes() = record;
+        return OkStatus();
+      }).IgnoreError();
+    });
+  }
+  // Dispute: every operator that signed another result than the dispute certificate.
+  if (!r.dispute || !r.dispute->finalized()) return;
+  const consensus::Certificate cert = *r.dispute->certificate();
+  for (const auto& vote : r.all_votes) {
+    if (vote.attestation.result_root == cert.attestation.result_root) continue;
+    auto signer = consensus::RecoverAttestationSigner(chain_->domain(), vote.attestation, vote.signature);
+    if (!signer.ok() || *signer == address_ || !r.reported.insert(*signer).second) continue;
+    const std::string id_hex = r.id_hex;
+    const Address20 accused = *signer;
+    actions->jobs.push_back([this, vote, cert, id_hex, accused] {
+      auto tx = evidence_->SlashDispute(vote, cert);
+      v1::SlashRecord record;
+      record.set_kind("dispute");
+      record.set_operator_address(AddressHex(accused));
+      if (tx.ok()) {
+        record.set_tx_hash(*tx);
+        evidence_submitted_->Increment();
+        Log(LogLevel::kInfo, "dispute evidence sent", {{"task", id_hex}, {"operator", AddressHex(accused)}, {"tx", *tx}});
+      } else {
+        record.set_error(tx.status().message());
+        evidence_failed_->Increment();
+        // Another honest node may have been first (EvidenceAlreadyUsed): that is the expected race.
+        Log(LogLevel::kInfo, "dispute evidence not sent", {{"task", id_hex}, {"error", tx.status().ToString()}});
+      }
+      tasks_->Mutate(id_hex, [record](v1::Task* t) -> Status {
+        *t->mutable_consensus()->add_slashes() = record;
+        return OkStatus();
+      }).IgnoreError();
+    });
+  }
+}
+
+// ---- local execution
+
+void ConsensusEngine::OnExecuted(const std::string& task_id_hex, const v1::TaskResult& result) {
+  if (options_.fault_mode == "crash-mid-task") {
+    Log(LogLevel::kWarn, "fault injection: crashing before attesting", {{"task", task_id_hex}});
+    std::_Exit(86);
+  }
+  Attest(task_id_hex, result);
+}
+
+void ConsensusEngine::Attest(const std::string& task_id_hex, const v1::TaskResult& result) {
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = rounds_.find(task_id_hex);
+    if (it == rounds_.end()) return;
+    Round& r = *it->second;
+    r.executed = true;
+    if (r.finalized && !r.result_stored) {
+      // The quorum was reached while this node was still executing.
+      const std::string id_hex = r.id_hex;
+      actions.jobs.push_back([this, id_hex] { FetchCertifiedResult(id_hex); });
+    }
+    if (options_.fault_mode == "silent") {
+      Log(LogLevel::kWarn, "fault injection: staying silent", {{"task", task_id_hex}});
+      return;
+    }
+    consensus::SignedAttestation vote;
+    vote.attestation.task_id = r.id;
+    auto root = Hash256FromHex(result.result_root());
+    auto trace = Hash256FromHex(result.trace_root());
+    if (!root.ok() || !trace.ok()) return;
+    vote.attestation.result_root = *root;
+    vote.attestation.trace_root = *trace;
+    vote.attestation.reference_block = r.reference_block;
+    std::vector<consensus::Attestation> to_sign = {vote.attestation};
+    if (options_.fault_mode == "corrupt-output") {
+      // One flipped bit of the output: a different result root than honest members compute.
+      to_sign[0].result_root[31] ^= 1;
+      Log(LogLevel::kWarn, "fault injection: signing a corrupted result", {{"task", task_id_hex}});
+    } else if (options_.fault_mode == "equivocate") {
+      consensus::Attestation other = vote.attestation;
+      other.result_root[0] ^= 0x80;
+      to_sign.push_back(other);
+      Log(LogLevel::kWarn, "fault injection: signing two results", {{"task", task_id_hex}});
+    }
+    for (const auto& a : to_sign) {
+      auto sig = consensus::SignAttestation(key_, chain_->domain(), a);
+      if (!sig.ok()) return;
+      consensus::SignedAttestation signed_vote{a, *sig};
+      attestations_signed_->Increment();
+      AddVote(r, signed_vote, /*persist=*/true, &actions);
+      v1::GossipMessage message;
+      *message.mutable_attestation() = ToProto(signed_vote, address_);
+      actions.publish.push_back(message);
+    }
+  }
+  RunActions(actions);
+}
+
+void ConsensusEngine::FetchCertifiedResult(const std::string& task_id_hex) {
+  v1::Certificate cert;
+  std::vector<std::string> endpoints;
+  {
+    auto task = tasks_->Get(task_id_hex);
+    if (!task.ok() || task->state() == v1::TASK_STATE_SUCCEEDED || !task->consensus().has_certificate()) return;
+    cert = task->consensus().certificate();
+    // Our own result may already be the certified one.
+    if (task->has_result() && task->result().result_root() == cert.result_root() &&
+        task->result().trace_root() == cert.trace_root()) {
+      v1::TaskResult result = task->result();
+      Status s = tasks_->Mutate(task_id_hex, [](v1::Task* t) -> Status {
+        t->set_state(v1::TASK_STATE_SUCCEEDED);
+        return OkStatus();
+      }, &result);
+      if (s.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (auto it = rounds_.find(task_id_hex); it != rounds_.end()) it->second->result_stored = true;
+      }
+      return;
+    }
+    for (const std::string& signer : cert.signers()) {
+      auto a = ParseAddress(signer);
+      if (!a.ok() || *a == address_) continue;
+      std::string e = chain_->EndpointOf(*a);
+      if (!e.empty()) endpoints.push_back(e);
+    }
+  }
+  // Not executed here (an observer) or executed differently: take the outputs from a signer,
+  // and accept them only if their hashes make up the certified result root.
+  for (const std::string& endpoint : endpoints) {
+    auto channel = grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
+    auto stub = v1::Client::NewStub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::GetTaskRequest request;
+    request.set_task_id(task_id_hex);
+    v1::Task remote;
+    if (!stub->GetTask(&context, request, &remote).ok() || !remote.has_result()) continue;
+    const v1::TaskResult& result = remote.result();
+    std::vector<std::pair<std::string, Hash256>> named;
+    bool ok = result.result_root() == cert.result_root() && result.trace_root() == cert.trace_root();
+    for (const auto& out : result.outputs()) {
+      auto h = Hash256FromHex(out.tensor_hash());
+      if (!h.ok()) ok = false;
+      else named.emplace_back(out.name(), *h);
+    }
+    if (!ok || ToHex(executor::ResultRoot(named)) != cert.result_root()) continue;
+    // Each output blob must hold the tensor its hash names.
+    auto fetch_output = [&](const v1::TaskOutput& out) -> Status {
+      ASSIGN_OR_RETURN(Hash256 h, Hash256FromHex(out.blob_sha256()));
+      RETURN_IF_ERROR(FetchBlob(h, {endpoint}));
+      ASSIGN_OR_RETURN(auto bytes, store_->GetBlob(h, options_.max_blob_bytes));
+      NpyLimits limits;
+      limits.max_bytes = options_.max_blob_bytes;
+      return CheckNpyTensorHash(bytes, out.tensor_hash(), limits);
+    };
+    bool outputs_ok = true;
+    for (const auto& out : result.outputs()) outputs_ok = outputs_ok && fetch_output(out).ok();
+    if (!outputs_ok) continue;
+    v1::TaskResult stored = result;
+    Status s = tasks_->Mutate(task_id_hex, [](v1::Task* t) -> Status {
+      if (t->state() == v1::TASK_STATE_QUEUED || t->state() == v1::TASK_STATE_RUNNING) {
+        return Aborted("executing here meanwhile");
+      }
+      t->set_state(v1::TASK_STATE_SUCCEEDED);
+      return OkStatus();
+    }, &stored);
+    if (s.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = rounds_.find(task_id_hex); it != rounds_.end()) it->second->result_stored = true;
+      Log(LogLevel::kInfo, "certified result fetched", {{"task", task_id_hex}, {"from", endpoint}});
+    }
+    return;
+  }
+}
+
+// ---- timers
+
+void ConsensusEngine::Tick() {
+  Actions actions;
+  std::vector<std::string> fetch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = Clock::now();
+    for (auto it = rounds_.begin(); it != rounds_.end();) {
+      Round& r = *it->second;
+      if (r.finalized && !r.result_stored && now >= r.next_result_fetch) {
+        r.next_result_fetch = now + std::chrono::seconds(1);
+        fetch.push_back(r.id_hex);
+      }
+      if (r.finalized && r.result_stored && now - r.finalized_at > kRetainFinalized) {
+        it = rounds_.erase(it);
+        continue;
+      }
+      // A silent member is replaced by the next operator of the order; each timeout adds as
+      // many operators as members that have not voted, until the order runs out.
+      if (!r.finalized && now - r.last_extension >= options_.member_timeout &&
+          r.tracker->committee_size() < r.order.size()) {
+        size_t silent = 0;
+        // committee_size() is a prefix of the order by construction.
+        for (size_t i = 0; i < r.tracker->committee_size(); ++i) silent += r.voters.count(r.order[i]) ? 0 : 1;
+        r.last_extension = now;
+        if (silent > 0) {
+          const size_t new_size = std::min(r.order.size(), r.tracker->committee_size() + silent);
+          std::vector<Address20> added(r.order.begin() + r.tracker->committee_size(), r.order.begin() + new_size);
+          r.tracker->ExtendCommittee(added).IgnoreError();
+          members_replaced_->Increment(static_cast<double>(added.size()));
+          std::vector<std::string> committee;
+          for (size_t i = 0; i < new_size; ++i) committee.push_back(AddressHex(r.order[i]));
+          const bool now_member = !r.member && r.tracker->is_member(address_);
+          actions.mutations.emplace_back(r.id_hex, [committee, now_member](v1::Task* t) -> Status {
+            t->mutable_consensus()->clear_committee();
+            for (const auto& c : committee) t->mutable_consensus()->add_committee(c);
+            if (now_member) t->mutable_consensus()->set_member(true);
+            return OkStatus();
+          });
+          Log(LogLevel::kInfo, "silent committee members replaced",
+              {{"task", r.id_hex}, {"silent", static_cast<int64_t>(silent)}, {"committee", static_cast<int64_t>(new_size)}});
+          if (now_member) {
+            r.member = true;
+            if (!r.executed) actions.requeue.push_back(r.id_hex);
+          }
+          // Votes kept aside may now count.
+          auto aside = std::move(r.aside);
+          r.aside.clear();
+          for (const auto& v : aside) {
+            r.all_votes.erase(std::remove_if(r.all_votes.begin(), r.all_votes.end(),
+                                             [&](const auto& x) { return x.signature == v.signature; }),
+                              r.all_votes.end());
+            if (auto signer = consensus::RecoverAttestationSigner(chain_->domain(), v.attestation, v.signature); signer.ok()) {
+              r.voters.erase(*signer);
+            }
+            AddVote(r, v, /*persist=*/false, &actions);
+          }
+        }
+      }
+      ++it;
+    }
+    // Votes for tasks never announced to us (or long finished) do not stay forever.
+    for (auto it = orphan_since_.begin(); it != orphan_since_.end();) {
+      if (now - it->second < kOrphanLifetime) {
+        ++it;
+        continue;
+      }
+      if (auto o = orphans_.find(it->first); o != orphans_.end()) {
+        orphan_count_ -= o->second.size();
+        orphans_.erase(o);
+      }
+      it = orphan_since_.erase(it);
+    }
+    size_t open = 0;
+    for (const auto& [id, round] : rounds_) open += round->finalized ? 0 : 1;
+    open_rounds_gauge_->Set(static_cast<double>(open));
+  }
+  RunActions(actions);
+  for (const auto& id : fetch) Enqueue([this, id] { FetchCertifiedResult(id); });
+}
+
+void ConsensusEngine::RunActions(Actions& actions) {
+  for (auto& [id, change] : actions.mutations) {
+    if (Status s = tasks_->Mutate(id, change); !s.ok()) {
+      Log(LogLevel::kWarn, "cannot update task record", {{"task", id}, {"error", s.ToString()}});
+    }
+  }
+  for (const std::string& id : actions.requeue) {
+    if (Status s = tasks_->Requeue(id); !s.ok()) {
+      Log(LogLevel::kWarn, "cannot queue task for execution", {{"task", id}, {"error", s.ToString()}});
+    }
+  }
+  if (gossip_) {
+    for (auto& m : actions.publish) {
+      if (auto published = gossip_->Publish(m); !published.ok()) {
+        Log(LogLevel::kWarn, "cannot publish", {{"error", published.status().ToString()}});
+      }
+    }
+  }
+  for (auto& job : actions.jobs) Enqueue(std::move(job));
+}
+
+// ---- recovery
+
+Status ConsensusEngine::Recover() {
+  std::vector<v1::Task> open;
+  RETURN_IF_ERROR(tasks_->ForEach([&](const v1::Task& t) -> Status {
+    if (t.has_consensus() && (t.state() != v1::TASK_STATE_SUCCEEDED && t.state() != v1::TASK_STATE_FAILED)) {
+      open.push_back(t);
+    }
+    return OkStatus();
+  }));
+  for (const v1::Task& t : open) {
+    Actions actions;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (Status s = OpenRound(t, &actions); !s.ok()) {
+        Log(LogLevel::kWarn, "cannot reopen consensus round", {{"task", t.task_id()}, {"error", s.ToString()}});
+        continue;
+      }
+    }
+    // Our own announcement may have been lost with the gossip log too (killed right after
+    // SubmitTask acknowledged the task, before any peer got it): announce it again. Peers that
+    // know the task already ignore it.
+    if (!t.consensus().has_certificate() && t.consensus().announcer() == AddressHex(address_)) {
+      v1::GossipMessage message;
+      *message.mutable_announcement()->mutable_spec() = t.spec();
+      message.mutable_announcement()->set_reference_block(t.consensus().reference_block());
+      actions.publish.insert(actions.publish.begin(), message);
+    }
+    RunActions(actions);
+    // Our own vote may have been lost with the gossip log: sign it again (same bytes: RFC 6979).
+    if (t.state() == v1::TASK_STATE_CERTIFYING && t.has_result() && t.consensus().member()) {
+      Attest(t.task_id(), t.result());
+    }
+  }
+  if (!open.empty()) Log(LogLevel::kInfo, "reopened consensus rounds", {{"count", static_cast<int64_t>(open.size())}});
+  return OkStatus();
+}
+
+}  // namespace consensor::node

@@ -1,0 +1,156 @@
+// Network mode: wires the pure protocol rules of consensus/ to gossip, the task manager, the
+// store and the chain. For each task it
+//   - derives the committee from the task id and the operator set at the reference block,
+//   - fetches the task's blobs from peers (verified by hash) and stores the task,
+//   - signs and gossips an EIP-712 attestation when this node is a member and has executed,
+//   - counts attestations in a QuorumTracker and stores the certificate when the quorum is met,
+//   - replaces members that stay silent past the member timeout with the next operators of the
+//     committee order,
+//   - on conflicting results runs a dispute round (the whole operator set up to a bound, with the
+//     contract's stake threshold) and sends dispute and equivocation evidence to the contract.
+// Time comes from the steady clock of this node only; peers' clocks are never trusted.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/secp256k1_sign.h"
+#include "common/status.h"
+#include "consensor/v1/peer.pb.h"
+#include "consensus/quorum.h"
+#include "node/chain/chain_view.h"
+#include "node/telemetry/metrics.h"
+#include "node/storage/store.h"
+#include "node/engine/task_manager.h"
+
+namespace consensor::node {
+
+class GossipNetwork;
+
+struct ConsensusOptions {
+  uint32_t default_replicas = 3;
+  uint32_t default_quorum = 2;
+  uint32_t max_replicas = 16;
+  std::chrono::milliseconds member_timeout{20000};
+  uint32_t max_dispute_committee = 64;
+  uint64_t max_reference_age = 256;
+  uint64_t confirmations = 0;
+  int64_t max_blob_bytes = int64_t{1} << 30;
+  // Fault injection (tests and devnets only): "", "corrupt-output", "equivocate", "silent",
+  // "crash-mid-task".
+  std::string fault_mode;
+};
+
+// Sends slashing evidence to the contract; ChainClient in the node, a fake in unit tests.
+class EvidenceSubmitter {
+ public:
+  virtual ~EvidenceSubmitter() = default;
+  // Returns the transaction hash.
+  virtual StatusOr<std::string> SlashEquivocation(const consensus::SignedAttestation& a,
+                                                  const consensus::SignedAttestation& b) = 0;
+  virtual StatusOr<std::string> SlashDispute(const consensus::SignedAttestation& accused,
+                                             const consensus::Certificate& certificate) = 0;
+};
+
+class ConsensusEngine {
+ public:
+  ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, ChainView* chain, TaskManager* tasks, Store* store,
+                  MetricsRegistry* metrics, EvidenceSubmitter* evidence /* null: report only */);
+  ~ConsensusEngine();
+
+  void SetGossip(GossipNetwork* gossip) { gossip_ = gossip; }
+  const Address20& address() const { return address_; }
+
+  // Rebuilds the rounds of unfinished tasks from the store and re-sends this node's own
+  // attestations. Call after the task manager recovered and before Start.
+  Status Recover();
+  void Start();
+  void Shutdown();
+
+  // SubmitTask from a client: validates, stores and announces. Errors use the client API's codes.
+  StatusOr<SubmitOutcome> Submit(const v1::SubmitTaskRequest& request);
+  // The gossip handler: OK accepts (and relays) the message.
+  Status OnMessage(const v1::GossipMessage& message, const Hash256& message_id, const Address20& sender);
+  // The task manager's callback after a successful local execution.
+  void OnExecuted(const std::string& task_id_hex, const v1::TaskResult& result);
+
+
+ private:
+  struct Round;
+  struct Actions;  // side effects gathered under the lock, run after it
+
+  // Bounds from config; the quorum must be a majority of the replicas.
+  Status CheckReplicasAndQuorum(uint32_t replicas, uint32_t quorum) const;
+  StatusOr<v1::TaskConsensus> PlanConsensus(const Hash256& task_id, uint64_t reference_block, uint32_t replicas,
+                                            uint32_t quorum, const std::string& announcer);
+  Status Adopt(const v1::TaskAnnouncement& announcement, const Address20& announcer);
+  Status FetchBlob(const Hash256& sha256, const std::vector<std::string>& endpoints);
+  Status FetchTaskBlobs(const v1::SubmitTaskRequest& spec, const std::vector<std::string>& endpoints);
+  Status OpenRound(const v1::Task& task, Actions* actions);
+  void AddVote(Round& round, const consensus::SignedAttestation& vote, bool persist, Actions* actions);
+  void OnFinalized(Round& round, Actions* actions);
+  void StartDispute(Round& round, Actions* actions);
+  void CheckEvidence(Round& round, Actions* actions);
+  void Attest(const std::string& task_id_hex, const v1::TaskResult& result);
+  void FetchCertifiedResult(const std::string& task_id_hex);
+  void Tick();
+  void RunActions(Actions& actions);
+  void Enqueue(std::function<void()> job);
+  std::vector<std::string> PeersFor(const Address20& preferred) const;
+
+  ConsensusOptions options_;
+  Secp256k1Secret key_;
+  Address20 address_{};
+  ChainView* chain_;
+  TaskManager* tasks_;
+  Store* store_;
+  EvidenceSubmitter* evidence_;
+  GossipNetwork* gossip_ = nullptr;
+
+  Counter* attestations_signed_;
+  Counter* attestations_received_;
+  Counter* attestations_refused_;
+  Counter* tasks_certified_;
+  Counter* disputes_;
+  Counter* members_replaced_;
+  Counter* evidence_submitted_;
+  Counter* evidence_failed_;
+  Counter* announcements_refused_;
+  Histogram* finality_seconds_;
+  Gauge* open_rounds_gauge_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Round>> rounds_;  // by task id hex
+  // Votes that arrived before their task's announcement, by task id; bounded.
+  std::map<std::string, std::vector<consensus::SignedAttestation>> orphans_;
+  std::map<std::string, std::chrono::steady_clock::time_point> orphan_since_;
+  size_t orphan_count_ = 0;
+  std::set<std::string> adopting_;  // announcements being fetched
+
+  std::mutex jobs_mu_;
+  std::condition_variable jobs_cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+  std::thread ticker_;
+};
+
+// Conversions between the wire form (hex strings) and the protocol types.
+StatusOr<consensus::SignedAttestation> FromProto(const v1::SignedAttestation& p);
+v1::SignedAttestation ToProto(const consensus::SignedAttestation& a, const Address20& signer);
+v1::Certificate ToProto(const consensus::Certificate& c, uint32_t quorum, uint32_t committee_size, uint32_t replicas,
+                        bool dispute);
+std::string AddressHex(const Address20& a);  // 0x + 40 lowercase hex digits
+StatusOr<Address20> ParseAddress(const std::string& text);
+
+}  // namespace consensor::node

@@ -1,0 +1,669 @@
+#include "node/engine/task_manager.h"
+
+#include <algorithm>
+
+#include "common/npy.h"
+#include "common/sha256.h"
+#include "consensus/task.h"
+#include "executor/program.h"
+#include "executor/runtime.h"
+#include "executor/serialize.h"
+#include "node/telemetry/log.h"
+
+namespace consensor::node {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t UnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string IdBytes(const Hash256& h) { return std::string(reinterpret_cast<const char*>(h.data()), h.size()); }
+std::string IdHex(const std::string& id_bytes) {
+  return ToHex(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(id_bytes.data()), id_bytes.size()));
+}
+
+StatusOr<Hash256> ParseHash(const std::string& hex, const std::string& what) {
+  if (hex.empty()) return InvalidArgument(what + " is missing");
+  if (hex.size() != 64) {
+    return InvalidArgument(what + " must be a SHA-256 hash as 64 hex digits, got " + std::to_string(hex.size()) +
+                           " characters");
+  }
+  auto h = Hash256FromHex(hex);
+  if (!h.ok()) return InvalidArgument(what + " must be a SHA-256 hash as 64 hex digits: " + h.status().message());
+  return h;
+}
+
+// Reads blob constants of a graph from the node's store.
+class StoreBlobSource final : public executor::BlobSource {
+ public:
+  StoreBlobSource(Store* store, int64_t max_bytes) : store_(store), max_bytes_(max_bytes) {}
+  StatusOr<std::vector<uint8_t>> Get(const Hash256& sha256) override {
+    auto bytes = store_->GetBlob(sha256, max_bytes_);
+    if (!bytes.ok() && bytes.status().code() == StatusCode::kNotFound) {
+      return NotFound("weights blob " + ToHex(sha256) + " is not stored on this node; upload it with PutBlob");
+    }
+    return bytes;
+  }
+
+ private:
+  Store* store_;
+  int64_t max_bytes_;
+};
+
+// Everything needed to run a task, loaded from the store and checked against the caps.
+struct PreparedTask {
+  executor::Program program;
+  std::map<std::string, Tensor> inputs;
+};
+
+// Reads only the start of an .npy blob and checks its header, dtype, shape and size.
+StatusOr<NpyHeaderInfo> ReadNpyBlobHeader(Store* store, const Hash256& h, const NpyLimits& limits) {
+  ASSIGN_OR_RETURN(int64_t size, store->BlobSize(h));
+  std::vector<uint8_t> prefix;
+  const Status enough = Cancelled("header read");
+  Status s = store->ReadBlob(h, [&](std::span<const uint8_t> piece) -> Status {
+    prefix.insert(prefix.end(), piece.begin(), piece.end());
+    return prefix.size() >= static_cast<size_t>(kNpyMaxHeaderBytes + 16) ? enough : OkStatus();
+  });
+  if (!s.ok() && s.code() != StatusCode::kCancelled) return s;
+  return ParseNpyHeader(prefix, static_cast<uint64_t>(size), limits);
+}
+
+// With load_inputs false, inputs are checked from their .npy headers only (what SubmitTask
+// needs before acknowledging); execution loads them in full.
+StatusOr<PreparedTask> PrepareTask(Store* store, const v1::SubmitTaskRequest& spec, const executor::Limits& limits,
+                                   bool load_inputs) {
+  ASSIGN_OR_RETURN(Hash256 graph_hash, ParseHash(spec.graph_sha256(), "graph_sha256"));
+  auto graph_bytes = store->GetBlob(graph_hash, limits.max_graph_file_bytes);
+  if (!graph_bytes.ok()) {
+    if (graph_bytes.status().code() == StatusCode::kNotFound) {
+      return NotFound("graph blob " + spec.graph_sha256() + " is not stored on this node; upload it with PutBlob first");
+    }
+    return graph_bytes.status().WithContext("graph blob " + spec.graph_sha256());
+  }
+  auto graph = executor::ParseGraph(*graph_bytes, /*text_format=*/false, limits);
+  if (!graph.ok()) {
+    if (graph.status().code() == StatusCode::kResourceExhausted) return graph.status();
+    return InvalidArgument("invalid graph: " + graph.status().message());
+  }
+  StoreBlobSource blobs(store, limits.max_total_bytes);
+  auto program = executor::CompileGraph(*graph, &blobs, limits);
+  if (!program.ok()) {
+    StatusCode code = program.status().code();
+    if (code == StatusCode::kResourceExhausted || code == StatusCode::kNotFound || code == StatusCode::kDataLoss) {
+      return program.status();
+    }
+    return InvalidArgument("invalid graph: " + program.status().message());
+  }
+  PreparedTask prepared;
+  prepared.program = std::move(program).value();
+
+  // Inputs must match the placeholders exactly, by name, dtype and shape.
+  for (const auto& [name, hex] : spec.inputs()) {
+    bool known = false;
+    for (const auto& [placeholder, buffer] : prepared.program.inputs) known = known || placeholder == name;
+    if (!known) return InvalidArgument("the graph has no input named '" + name + "'");
+  }
+  NpyLimits npy_limits;
+  npy_limits.max_bytes = limits.max_total_bytes;
+  for (const auto& [name, buffer] : prepared.program.inputs) {
+    auto it = spec.inputs().find(name);
+    if (it == spec.inputs().end()) return InvalidArgument("missing input '" + name + "'");
+    ASSIGN_OR_RETURN(Hash256 h, ParseHash(it->second, "input '" + name + "'"));
+    auto not_stored = [&](const Status& s) -> Status {
+      if (s.code() == StatusCode::kNotFound) {
+        return NotFound("input '" + name + "': blob " + it->second + " is not stored on this node; upload it with PutBlob first");
+      }
+      if (s.code() == StatusCode::kResourceExhausted || s.code() == StatusCode::kDataLoss) {
+        return s.WithContext("input '" + name + "'");
+      }
+      return InvalidArgument("input '" + name + "' is not a valid .npy file: " + s.message());
+    };
+    DType dtype;
+    Shape shape;
+    std::optional<Tensor> tensor;
+    if (load_inputs) {
+      // An .npy file adds a header of at most kNpyMaxHeaderBytes to the data.
+      auto bytes = store->GetBlob(h, limits.max_total_bytes + kNpyMaxHeaderBytes + 16);
+      if (!bytes.ok()) return not_stored(bytes.status());
+      auto parsed = ParseNpy(*bytes, npy_limits);
+      if (!parsed.ok()) return not_stored(parsed.status());
+      dtype = parsed->dtype();
+      shape = parsed->shape();
+      tensor = std::move(parsed).value();
+    } else {
+      auto header = ReadNpyBlobHeader(store, h, npy_limits);
+      if (!header.ok()) return not_stored(header.status());
+      dtype = header->dtype;
+      shape = header->shape;
+    }
+    const executor::Buffer& b = prepared.program.buffers[buffer];
+    if (dtype != b.dtype || shape != b.shape) {
+      return InvalidArgument("input '" + name + "' must be " + std::string(DTypeName(b.dtype)) + ShapeToString(b.shape) +
+                             ", got " + std::string(DTypeName(dtype)) + ShapeToString(shape));
+    }
+    if (tensor) prepared.inputs.emplace(name, std::move(*tensor));
+  }
+  return prepared;
+}
+
+// Failures of the device itself (not of the task) may fall back to the CPU.
+bool IsDeviceFailure(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kDeadlineExceeded:
+    case StatusCode::kAborted:
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kNotFound:
+    case StatusCode::kDataLoss:
+      return false;
+    default:
+      return true;
+  }
+}
+
+// Applies a state change if the protocol's lifecycle allows it (consensus/task.h).
+Status Transition(v1::Task* task, v1::TaskState to) {
+  auto from = static_cast<consensus::TaskState>(task->state());
+  if (!consensus::IsAllowedTransition(from, static_cast<consensus::TaskState>(to))) {
+    return Internal("task " + task->task_id() + ": transition from " + std::string(consensus::TaskStateName(from)) +
+                    " to " + std::string(consensus::TaskStateName(static_cast<consensus::TaskState>(to))) +
+                    " is not allowed");
+  }
+  task->set_state(to);
+  return OkStatus();
+}
+
+}  // namespace
+
+TaskManager::TaskManager(Store* store, NodeMetrics* metrics, TaskManagerOptions options)
+    : store_(store), metrics_(metrics), options_(std::move(options)) {}
+
+TaskManager::~TaskManager() { Shutdown(); }
+
+Status TaskManager::PersistTask(const v1::Task& task, const v1::TaskResult* result) {
+  std::string record;
+  if (!task.SerializeToString(&record)) return Internal("cannot serialize task record");
+  std::optional<std::string> result_record;
+  if (result) {
+    result_record.emplace();
+    if (!result->SerializeToString(&*result_record)) return Internal("cannot serialize task result");
+  }
+  ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(task.task_id()));
+  return store_->PutTask(IdBytes(id), record, result_record);
+}
+
+StatusOr<v1::Task> TaskManager::LoadTask(const std::string& id_bytes) {
+  ASSIGN_OR_RETURN(auto record, store_->GetTask(id_bytes));
+  if (!record) return NotFound("unknown task " + IdHex(id_bytes));
+  v1::Task task;
+  if (!task.ParseFromString(*record)) return DataLoss("the stored record of task " + IdHex(id_bytes) + " is corrupt");
+  if (task.state() == v1::TASK_STATE_SUCCEEDED || task.state() == v1::TASK_STATE_CERTIFYING) {
+    ASSIGN_OR_RETURN(auto result_record, store_->GetResult(id_bytes));
+    // A certifying observer has no result yet; a succeeded task always has one.
+    if (result_record && !task.mutable_result()->ParseFromString(*result_record)) {
+      return DataLoss("the stored result of task " + IdHex(id_bytes) + " is corrupt");
+    }
+    if (!result_record && task.state() == v1::TASK_STATE_SUCCEEDED) {
+      return DataLoss("the stored result of task " + IdHex(id_bytes) + " is missing");
+    }
+  }
+  return task;
+}
+
+Status TaskManager::Recover() {
+  std::vector<v1::Task> pending;
+  RETURN_IF_ERROR(store_->ForEachTask([&](const std::string& id, const std::string& record) -> Status {
+    v1::Task task;
+    if (!task.ParseFromString(record)) {
+      Log(LogLevel::kError, "corrupt task record skipped", {{"task", IdHex(id)}});
+      return OkStatus();
+    }
+    if (task.state() == v1::TASK_STATE_QUEUED || task.state() == v1::TASK_STATE_RUNNING) pending.push_back(task);
+    return OkStatus();
+  }));
+  // Oldest first, so recovery keeps the order in which clients submitted.
+  std::stable_sort(pending.begin(), pending.end(),
+                   [](const v1::Task& a, const v1::Task& b) { return a.created_unix_ms() < b.created_unix_ms(); });
+  for (v1::Task& task : pending) {
+    if (task.state() == v1::TASK_STATE_RUNNING) {
+      RETURN_IF_ERROR(Transition(&task, v1::TASK_STATE_QUEUED));
+      RETURN_IF_ERROR(PersistTask(task, nullptr));
+    }
+    ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(task.task_id()));
+    std::lock_guard<std::mutex> lock(mu_);
+    // Acknowledged tasks are never dropped, so recovery may exceed the queue capacity.
+    queue_.push_back(IdBytes(id));
+    in_flight_.insert(IdBytes(id));
+    metrics_->tasks_recovered->Increment();
+  }
+  if (!pending.empty()) Log(LogLevel::kInfo, "recovered unfinished tasks", {{"count", static_cast<int64_t>(pending.size())}});
+  UpdateGauges();
+  return OkStatus();
+}
+
+void TaskManager::Start() {
+  accepting_ = true;
+  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+}
+
+void TaskManager::Shutdown() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  accepting_ = false;
+  stopping_ = true;
+  work_cv_.notify_all();
+  changed_cv_.notify_all();
+  if (running_ > 0) {
+    Log(LogLevel::kInfo, "draining running tasks", {{"running", running_}});
+    bool drained = changed_cv_.wait_for(lock, options_.drain_timeout, [this] { return running_ == 0; });
+    if (!drained) {
+      Log(LogLevel::kWarn, "drain timeout: interrupting running tasks; they resume after restart",
+          {{"running", running_}});
+      interrupt_ = true;
+    }
+  }
+  lock.unlock();
+  for (auto& t : workers_) t.join();
+  workers_.clear();
+}
+
+StatusOr<consensus::TaskSpec> TaskManager::SpecOf(const v1::SubmitTaskRequest& request) {
+  consensus::TaskSpec spec;
+  ASSIGN_OR_RETURN(spec.graph_sha256, ParseHash(request.graph_sha256(), "graph_sha256"));
+  if (static_cast<int64_t>(request.inputs_size()) > options_.max_inputs) {
+    return ResourceExhausted("task has " + std::to_string(request.inputs_size()) + " inputs, over the cap of " +
+                             std::to_string(options_.max_inputs));
+  }
+  for (const auto& [name, hex] : request.inputs()) {
+    if (name.empty()) return InvalidArgument("an input has an empty placeholder name");
+    ASSIGN_OR_RETURN(Hash256 h, ParseHash(hex, "input '" + name + "'"));
+    spec.inputs.emplace_back(name, h);
+  }
+  spec.nonce = request.options().nonce();
+  return spec;
+}
+
+StatusOr<std::string> TaskManager::IdOf(const v1::SubmitTaskRequest& request) {
+  ASSIGN_OR_RETURN(consensus::TaskSpec spec, SpecOf(request));
+  ASSIGN_OR_RETURN(Hash256 id, consensus::ComputeTaskId(spec));
+  return ToHex(id);
+}
+
+StatusOr<std::string> TaskManager::Check(const v1::SubmitTaskRequest& request) {
+  ASSIGN_OR_RETURN(std::string id, IdOf(request));
+  ASSIGN_OR_RETURN(PreparedTask prepared, PrepareTask(store_, request, options_.limits, /*load_inputs=*/false));
+  (void)prepared;
+  return id;
+}
+
+StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request, const v1::TaskConsensus* consensus) {
+  if (!accepting_) return Unavailable("the node is not accepting tasks (starting or shutting down)");
+  ASSIGN_OR_RETURN(std::string id_hex, IdOf(request));
+  ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(id_hex));
+  const std::string id_bytes = IdBytes(id);
+  SubmitOutcome outcome{id_hex, false};
+  const bool execute = consensus == nullptr || consensus->member();
+
+  // Idempotent: the same content is the same task.
+  ASSIGN_OR_RETURN(auto existing, store_->GetTask(id_bytes));
+  if (existing) {
+    outcome.already_known = true;
+    return outcome;
+  }
+
+  // Everything the task needs must be here and valid before the node acknowledges it.
+  ASSIGN_OR_RETURN(PreparedTask prepared, PrepareTask(store_, request, options_.limits, /*load_inputs=*/false));
+  (void)prepared;
+
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return Unavailable("the node is shutting down");
+    if (in_flight_.count(id_bytes)) {
+      outcome.already_known = true;
+      return outcome;
+    }
+    int waiting = static_cast<int>(queue_.size()) + reserved_slots_;
+    if (execute && waiting >= options_.queue_capacity) {
+      return ResourceExhausted("the task queue is full (" + std::to_string(waiting) + " tasks waiting, capacity " +
+                               std::to_string(options_.queue_capacity) + "); retry later");
+    }
+    ++reserved_slots_;
+    in_flight_.insert(id_bytes);
+  }
+
+  v1::Task task;
+  task.set_task_id(outcome.task_id);
+  task.set_state(execute ? v1::TASK_STATE_QUEUED : v1::TASK_STATE_CERTIFYING);
+  *task.mutable_spec() = request;
+  task.set_created_unix_ms(UnixMillis());
+  if (consensus) *task.mutable_consensus() = *consensus;
+  Status persisted;
+  {
+    std::lock_guard<std::mutex> record_lock(record_mu_);
+    auto raced = store_->GetTask(id_bytes);  // another path stored it meanwhile
+    persisted = !raced.ok() ? raced.status() : (*raced ? AlreadyExists("stored meanwhile") : PersistTask(task, nullptr));
+  }
+
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --reserved_slots_;
+    if (!persisted.ok()) {
+      in_flight_.erase(id_bytes);
+      if (persisted.code() == StatusCode::kAlreadyExists) {
+        outcome.already_known = true;
+        return outcome;
+      }
+      return persisted.WithContext("storing task");
+    }
+    if (execute) {
+      queue_.push_back(id_bytes);
+    } else {
+      in_flight_.erase(id_bytes);
+    }
+    ++change_counter_;
+  }
+  work_cv_.notify_one();
+  metrics_->tasks_received->Increment();
+  UpdateGauges();
+  Log(LogLevel::kInfo, "task accepted",
+      {{"task", outcome.task_id}, {"graph", request.graph_sha256()}, {"ops", static_cast<int64_t>(prepared.program.instructions.size())}});
+  return outcome;
+}
+
+StatusOr<v1::Task> TaskManager::Get(const std::string& task_id_hex) {
+  ASSIGN_OR_RETURN(Hash256 id, ParseHash(task_id_hex, "task_id"));
+  return LoadTask(IdBytes(id));
+}
+
+bool TaskManager::Changed(const v1::Task& before, const v1::Task& after) {
+  const v1::TaskConsensus& b = before.consensus();
+  const v1::TaskConsensus& a = after.consensus();
+  return before.state() != after.state() || before.attempts() != after.attempts() ||
+         b.attestations_size() != a.attestations_size() || b.has_certificate() != a.has_certificate() ||
+         b.certificate().dispute() != a.certificate().dispute() || b.committee_size() != a.committee_size() ||
+         b.disputed() != a.disputed() || b.slashes_size() != a.slashes_size();
+}
+
+Status TaskManager::Mutate(const std::string& task_id_hex, const std::function<Status(v1::Task*)>& change,
+                           const v1::TaskResult* result) {
+  ASSIGN_OR_RETURN(Hash256 id, ParseHash(task_id_hex, "task_id"));
+  {
+    std::lock_guard<std::mutex> record_lock(record_mu_);
+    ASSIGN_OR_RETURN(v1::Task task, LoadTask(IdBytes(id)));
+    const v1::TaskState before = task.state();
+    RETURN_IF_ERROR(change(&task));
+    if (task.state() != before) {
+      const v1::TaskState after = task.state();
+      task.set_state(before);
+      RETURN_IF_ERROR(Transition(&task, after));
+    }
+    task.clear_result();  // the result has its own record
+    RETURN_IF_ERROR(PersistTask(task, result));
+  }
+  NotifyChanged();
+  return OkStatus();
+}
+
+Status TaskManager::Requeue(const std::string& task_id_hex) {
+  ASSIGN_OR_RETURN(Hash256 id, ParseHash(task_id_hex, "task_id"));
+  const std::string id_bytes = IdBytes(id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return Unavailable("the node is shutting down");
+    if (in_flight_.count(id_bytes)) return OkStatus();
+    in_flight_.insert(id_bytes);
+  }
+  Status s = Mutate(task_id_hex, [](v1::Task* t) -> Status {
+    if (t->state() != v1::TASK_STATE_CERTIFYING) return FailedPrecondition("task is not certifying");
+    t->set_state(v1::TASK_STATE_QUEUED);
+    return OkStatus();
+  });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!s.ok()) {
+      in_flight_.erase(id_bytes);
+      return s;
+    }
+    queue_.push_back(id_bytes);
+  }
+  work_cv_.notify_one();
+  UpdateGauges();
+  return OkStatus();
+}
+
+Status TaskManager::ForEach(const std::function<Status(const v1::Task&)>& visit) {
+  return store_->ForEachTask([&](const std::string& id, const std::string&) -> Status {
+    auto task = LoadTask(id);
+    if (!task.ok()) {
+      Log(LogLevel::kError, "unreadable task record skipped", {{"task", IdHex(id)}, {"error", task.status().ToString()}});
+      return OkStatus();
+    }
+    return visit(*task);
+  });
+}
+
+StatusOr<v1::Task> TaskManager::WaitForChange(const std::string& task_id_hex, const v1::Task& last_seen,
+                                              Clock::time_point deadline, const std::function<bool()>& stop) {
+  ASSIGN_OR_RETURN(Hash256 id, ParseHash(task_id_hex, "task_id"));
+  const std::string id_bytes = IdBytes(id);
+  while (true) {
+    uint64_t seen_counter;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      seen_counter = change_counter_;
+    }
+    ASSIGN_OR_RETURN(v1::Task current, LoadTask(id_bytes));
+    if (Changed(last_seen, current)) return current;
+    std::unique_lock<std::mutex> lock(mu_);
+    // Wake at least every 200 ms to notice a cancelled client.
+    auto until = std::min(deadline, Clock::now() + std::chrono::milliseconds(200));
+    changed_cv_.wait_until(lock, until, [&] { return change_counter_ != seen_counter || stopping_; });
+    if (stopping_) return Unavailable("the node is shutting down");
+    if (Clock::now() >= deadline || (stop && stop())) return current;
+  }
+}
+
+int TaskManager::queue_depth() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(queue_.size());
+}
+
+int TaskManager::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_;
+}
+
+void TaskManager::UpdateGauges() {
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_->queue_depth->Set(static_cast<double>(queue_.size()));
+  metrics_->tasks_running->Set(running_);
+}
+
+void TaskManager::NotifyChanged() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++change_counter_;
+  }
+  changed_cv_.notify_all();
+}
+
+void TaskManager::WorkerLoop(int worker_index) {
+  // Each worker keeps its backend: creating one (thread pool, GPU context) per task would
+  // dominate small tasks.
+  std::unique_ptr<kernels::Backend> backend;
+  kernels::Backend* cached = nullptr;
+  while (true) {
+    std::string id;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;  // queued tasks stay queued in the store
+      id = std::move(queue_.front());
+      queue_.pop_front();
+      ++running_;
+    }
+    UpdateGauges();
+    Execute(id, &cached, &backend);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --running_;
+      in_flight_.erase(id);
+      ++change_counter_;
+    }
+    changed_cv_.notify_all();
+    UpdateGauges();
+    (void)worker_index;
+  }
+}
+
+void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached_backend,
+                          std::unique_ptr<kernels::Backend>* backend_storage) {
+  const std::string id_hex = IdHex(id_bytes);
+  auto loaded = LoadTask(id_bytes);
+  if (!loaded.ok()) {
+    Log(LogLevel::kError, "cannot load queued task", {{"task", id_hex}, {"error", loaded.status().ToString()}});
+    return;
+  }
+  v1::Task task = std::move(loaded).value();
+  if (task.state() != v1::TASK_STATE_QUEUED) return;  // finished meanwhile (e.g. recovered twice)
+
+  const auto start = Clock::now();
+  // Records are re-read under the record lock for every write: the consensus engine adds
+  // attestations to the same record while the task runs.
+  Status started = Mutate(id_hex, [](v1::Task* t) -> Status {
+    if (t->state() != v1::TASK_STATE_QUEUED) return Aborted("no longer queued");
+    t->set_state(v1::TASK_STATE_RUNNING);
+    t->set_attempts(t->attempts() + 1);
+    t->set_started_unix_ms(UnixMillis());
+    return OkStatus();
+  });
+  if (!started.ok()) {
+    if (started.code() != StatusCode::kAborted) {
+      Log(LogLevel::kError, "cannot store task state", {{"task", id_hex}, {"error", started.ToString()}});
+    }
+    return;
+  }
+
+  int64_t cap_ms = options_.max_task_seconds * 1000;
+  if (task.spec().options().max_wall_ms() > 0) {
+    cap_ms = std::min<int64_t>(cap_ms, static_cast<int64_t>(std::min<uint64_t>(task.spec().options().max_wall_ms(),
+                                                                                 uint64_t{1} << 62)));
+  }
+  const auto deadline = start + std::chrono::milliseconds(cap_ms);
+
+  v1::TaskResult result;
+  // Phase times for the debug log: where a slow task spends its time.
+  double prepare_s = 0, run_s = 0, store_s = 0;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  auto run = [&]() -> Status {
+    auto phase = Clock::now();
+    ASSIGN_OR_RETURN(PreparedTask prepared, PrepareTask(store_, task.spec(), options_.limits, /*load_inputs=*/true));
+    prepare_s = since(phase);
+    phase = Clock::now();
+    executor::RunOptions ro;
+    ro.trace = true;  // the trace root is part of what nodes sign
+    ro.check_continue = [&]() -> Status {
+      if (interrupt_) return Aborted("interrupted by node shutdown");
+      if (Clock::now() > deadline) {
+        return DeadlineExceeded("task exceeded its wall-time cap of " + std::to_string(cap_ms) + " ms");
+      }
+      return OkStatus();
+    };
+    auto run_on = [&](kernels::Backend* backend) -> StatusOr<executor::RunResult> {
+      ASSIGN_OR_RETURN(auto program, executor::LoadedProgram::Load(prepared.program, backend));
+      return program->Run(prepared.inputs, ro);
+    };
+    kernels::BackendOptions cpu_options = options_.backend;
+    cpu_options.name = "cpu";
+    if (!*cached_backend) {
+      auto created = kernels::CreateBackend(options_.backend);
+      if (!created.ok() && options_.fallback_cpu && options_.backend.name != "cpu") created = kernels::CreateBackend(cpu_options);
+      RETURN_IF_ERROR(created.status());
+      *backend_storage = std::move(created).value();
+      *cached_backend = backend_storage->get();
+    }
+    kernels::Backend* backend = *cached_backend;
+    auto outcome = run_on(backend);
+    std::unique_ptr<kernels::Backend> cpu;
+    const bool on_cpu = backend->name().rfind("cpu", 0) == 0;
+    if (!outcome.ok() && options_.fallback_cpu && !on_cpu && IsDeviceFailure(outcome.status())) {
+      Log(LogLevel::kWarn, "backend failed; rerunning on the CPU",
+          {{"task", id_hex}, {"backend", options_.backend.name}, {"error", outcome.status().ToString()}});
+      ASSIGN_OR_RETURN(cpu, kernels::CreateBackend(cpu_options));
+      backend = cpu.get();
+      outcome = run_on(backend);
+    }
+    RETURN_IF_ERROR(outcome.status());
+    run_s = since(phase);
+    phase = Clock::now();
+    std::string backend_name = backend->name();
+    if (backend_name.rfind("cpu", 0) == 0) backend_name += " x" + std::to_string(options_.backend.threads);
+    result.set_backend(backend_name);
+    result.set_graph_id(ToHex(prepared.program.graph_id));
+    result.set_result_root(ToHex(outcome->result_root));
+    result.set_trace_root(ToHex(outcome->trace_root));
+    result.set_trace_ops(static_cast<uint32_t>(outcome->trace.size()));
+    for (const auto& o : outcome->outputs) {
+      std::vector<uint8_t> npy = EncodeNpy(o.tensor);
+      ASSIGN_OR_RETURN(BlobInfo info, store_->PutBlob(npy));
+      v1::TaskOutput* out = result.add_outputs();
+      out->set_name(o.name);
+      out->set_dtype(static_cast<v1::DType>(o.tensor.dtype()));
+      for (int64_t d : o.tensor.shape()) out->add_shape(d);
+      out->set_tensor_hash(ToHex(o.hash));
+      out->set_blob_sha256(ToHex(info.sha256));
+      out->set_blob_size(static_cast<uint64_t>(info.size));
+    }
+    store_s = since(phase);
+    return OkStatus();
+  };
+  Status status = run();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  metrics_->execution_seconds->Observe(seconds);
+
+  if (!status.ok() && interrupt_ && status.code() == StatusCode::kAborted) {
+    // Left running in the store: recovery queues it again after restart.
+    Log(LogLevel::kWarn, "task interrupted by shutdown", {{"task", id_hex}});
+    return;
+  }
+  if (status.ok()) result.set_execution_seconds(seconds);
+  Status persisted = Mutate(
+      id_hex,
+      [&](v1::Task* t) -> Status {
+        t->set_finished_unix_ms(UnixMillis());
+        if (status.ok()) {
+          t->set_state(options_.network_mode ? v1::TASK_STATE_CERTIFYING : v1::TASK_STATE_SUCCEEDED);
+        } else {
+          t->set_state(v1::TASK_STATE_FAILED);
+          t->set_error_code(std::string(StatusCodeName(status.code())));
+          t->set_error_message(status.message());
+        }
+        return OkStatus();
+      },
+      status.ok() ? &result : nullptr);
+  if (!persisted.ok()) {
+    // The task stays running in the store and is retried after a restart.
+    Log(LogLevel::kError, "cannot store task result", {{"task", id_hex}, {"error", persisted.ToString()}});
+    return;
+  }
+  Log(LogLevel::kDebug, "task phases",
+      {{"task", id_hex}, {"prepare_seconds", prepare_s}, {"run_seconds", run_s}, {"store_seconds", store_s}});
+  if (status.ok()) {
+    metrics_->tasks_completed->Increment();
+    Log(LogLevel::kInfo, options_.network_mode ? "task executed" : "task succeeded",
+        {{"task", id_hex}, {"result_root", result.result_root()}, {"seconds", seconds}, {"backend", result.backend()}});
+    if (options_.on_executed) options_.on_executed(id_hex, result);
+  } else {
+    metrics_->tasks_failed->Increment();
+    Log(LogLevel::kWarn, "task failed", {{"task", id_hex}, {"error", status.ToString()}, {"seconds", seconds}});
+  }
+}
+
+}  // namespace consensor::node

@@ -1,0 +1,136 @@
+// The task lifecycle on one node: admission (validation, caps, a bounded queue), durable
+// records, a worker pool that executes tasks with the deterministic executor, recovery after
+// a crash, and change notification for WatchTask.
+//
+// Durability: SubmitTask returns only after the task record is synced to the store, so every
+// acknowledged task survives kill -9. At startup, tasks found queued or running are queued
+// again (running ones count another attempt); results are deterministic, so re-executing a
+// task that was interrupted is safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "consensus/task.h"
+#include "consensor/v1/node.pb.h"
+#include "executor/limits.h"
+#include "kernels/backend_factory.h"
+#include "node/telemetry/node_metrics.h"
+#include "node/storage/store.h"
+
+namespace consensor::node {
+
+struct TaskManagerOptions {
+  int workers = 2;
+  int queue_capacity = 64;
+  kernels::BackendOptions backend;
+  bool fallback_cpu = false;
+  executor::Limits limits;       // per task: elements, bytes, FLOPs, ops, graph size
+  int64_t max_inputs = 1024;
+  int64_t max_task_seconds = 600;
+  // How long Shutdown waits for running tasks before interrupting them (they are then left
+  // running in the store and resume after a restart).
+  std::chrono::milliseconds drain_timeout{30000};
+  // Network mode: a successful execution ends in CERTIFYING (the consensus engine finalizes
+  // it) and on_executed runs after the result is stored.
+  bool network_mode = false;
+  std::function<void(const std::string& task_id_hex, const v1::TaskResult& result)> on_executed;
+};
+
+struct SubmitOutcome {
+  std::string task_id;  // hex
+  bool already_known = false;
+};
+
+class TaskManager {
+ public:
+  TaskManager(Store* store, NodeMetrics* metrics, TaskManagerOptions options);
+  ~TaskManager();  // calls Shutdown
+
+  // Queues every task the store holds in a non-final state. Call once, before Start.
+  Status Recover();
+  void Start();
+  // Stops admission, lets running tasks finish (up to drain_timeout), and joins the workers.
+  // Queued tasks stay queued in the store. Idempotent.
+  void Shutdown();
+
+  // Errors carry the gRPC-style code the API returns: INVALID_ARGUMENT (malformed request,
+  // invalid graph, missing or extra input, wrong input type), NOT_FOUND (unknown blob),
+  // RESOURCE_EXHAUSTED (over a cap, or the queue is full), UNAVAILABLE (shutting down).
+  // In network mode `consensus` comes with the task: a member's task is queued, an observer's
+  // is stored as CERTIFYING and never runs (unless Requeue'd later).
+  StatusOr<SubmitOutcome> Submit(const v1::SubmitTaskRequest& request, const v1::TaskConsensus* consensus = nullptr);
+  // The task id of a request (consensus/task.h); checks the hashes and the input cap, reads no blobs.
+  StatusOr<std::string> IdOf(const v1::SubmitTaskRequest& request);
+  // Validates a request without storing anything (the same checks as Submit); returns the id.
+  StatusOr<std::string> Check(const v1::SubmitTaskRequest& request);
+  // Read-modify-write of a stored task record, serialized with every other record write.
+  // `change` may alter any field; a state change must follow the lifecycle (INTERNAL otherwise).
+  // With `result`, the result record is written in the same batch.
+  Status Mutate(const std::string& task_id_hex, const std::function<Status(v1::Task*)>& change,
+                const v1::TaskResult* result = nullptr);
+  // certifying -> queued, and into the work queue (a replacement or dispute member).
+  Status Requeue(const std::string& task_id_hex);
+  // Every stored task, in key order (for the consensus engine's recovery).
+  Status ForEach(const std::function<Status(const v1::Task&)>& visit);
+  // NOT_FOUND for an unknown id, INVALID_ARGUMENT for a malformed one.
+  StatusOr<v1::Task> Get(const std::string& task_id_hex);
+
+  // Blocks until the task's record differs from `last_seen` (see Changed),
+  // `deadline` passes, `stop()` returns true, or the manager shuts down; then returns the
+  // current record. Used by WatchTask.
+  StatusOr<v1::Task> WaitForChange(const std::string& task_id_hex, const v1::Task& last_seen,
+                                   std::chrono::steady_clock::time_point deadline, const std::function<bool()>& stop);
+
+  // What WatchTask reports: a new state or attempt, or consensus progress (votes, certificate,
+  // committee changes, disputes, slashes).
+  static bool Changed(const v1::Task& before, const v1::Task& after);
+
+  int queue_depth() const;
+  int running() const;
+  bool accepting() const { return accepting_.load(); }
+  const TaskManagerOptions& options() const { return options_; }
+
+ private:
+  void WorkerLoop(int worker_index);
+  void Execute(const std::string& task_id, kernels::Backend** cached_backend,
+               std::unique_ptr<kernels::Backend>* backend_storage);
+  Status PersistTask(const v1::Task& task, const v1::TaskResult* result);
+  StatusOr<consensus::TaskSpec> SpecOf(const v1::SubmitTaskRequest& request);
+  StatusOr<v1::Task> LoadTask(const std::string& task_id_bytes);
+  void NotifyChanged();
+  void UpdateGauges();
+
+  Store* store_;
+  NodeMetrics* metrics_;
+  TaskManagerOptions options_;
+
+  std::mutex record_mu_;  // serializes read-modify-write of task records
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;     // workers wait for queued tasks
+  std::condition_variable changed_cv_;  // watchers wait for state changes
+  std::deque<std::string> queue_;       // task ids (raw 32 bytes), FIFO
+  std::set<std::string> in_flight_;     // queued or running, to refuse duplicate queueing
+  int reserved_slots_ = 0;              // admissions validated but not yet queued
+  int running_ = 0;
+  uint64_t change_counter_ = 0;
+  bool stopping_ = false;
+  std::atomic<bool> accepting_{false};
+  std::atomic<bool> interrupt_{false};  // drain timeout passed: stop running tasks
+  std::vector<std::thread> workers_;
+  bool shut_down_ = false;
+};
+
+}  // namespace consensor::node

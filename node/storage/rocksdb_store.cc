@@ -1,0 +1,651 @@
+// RocksDbStore: the node's durable store (see node/storage/store.h for the contract).
+//
+// Layout. One RocksDB database with column families:
+//   "default" - unused (RocksDB requires it).
+//   "blobs"   - content-addressed blobs, split in chunks, under three key kinds:
+//       "c" + u64be upload_id + u32be chunk_index -> chunk bytes (every chunk is exactly
+//                                                    kBlobChunkBytes except the last)
+//       "u" + u64be upload_id                     -> "" : upload in progress (not committed)
+//       "m" + 32-byte sha256                      -> u64be size + u64be upload_id
+//     Chunks are keyed by upload id rather than by hash so an upload can write them before its
+//     hash is known; the "m" record makes them visible in one atomic write at commit.
+//   "tasks", "results" - key = task id as given, value = opaque record.
+//   "meta"    - "schema_version" ("1"), "next_upload_id" (u64be) and the node's own keys.
+//
+// Durability. The WAL is always on. Every write the node acknowledges (blob commit, PutTask,
+// PutMeta, schema version) uses WriteOptions::sync = StoreOptions::sync_writes, so it survives
+// kill -9 and power loss. Chunk writes and upload markers are not synced: the commit that makes
+// them reachable is, and a synced WAL write also makes every earlier WAL write durable. The WAL
+// is replayed as a consistent prefix (kPointInTimeRecovery), so a surviving chunk always has a
+// surviving "u" marker or "m" record; markers left by a crash are garbage-collected at open
+// together with their chunks.
+//
+// Upload ids come from a counter in meta. Allocation and the write of the marker plus the new
+// counter value happen under one mutex, so the persisted counter only grows; at open it is
+// also raised past every id still referenced, so an id is never reused while chunks exist.
+//
+// Concurrency. RocksDB is thread-safe. Our own invariants (one "m" record per hash, exact
+// counts) need check-then-write sequences; these are serialized per key by striped mutexes.
+// Stats are atomics seeded by a scan at open (fine for node-sized datasets).
+//
+// Writers hold a shared reference to the open database, so a writer that outlives its Store
+// keeps the database open until it is destroyed (no dangling handle).
+#include <rocksdb/cache.h>
+#include <rocksdb/convenience.h>
+#include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/options.h>
+#include <rocksdb/slice.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "node/storage/store.h"
+
+namespace consensor::node {
+
+// Non-virtual convenience on the interface: works with any Store implementation.
+StatusOr<BlobInfo> Store::PutBlob(std::span<const uint8_t> bytes, std::optional<Hash256> expected_sha256) {
+  ASSIGN_OR_RETURN(auto writer, NewBlobWriter(expected_sha256, static_cast<int64_t>(bytes.size())));
+  RETURN_IF_ERROR(writer->Append(bytes));
+  return writer->Commit();
+}
+
+namespace {
+
+constexpr int kSchemaVersion = 1;
+constexpr char kSchemaKey[] = "schema_version";
+constexpr char kNextUploadIdKey[] = "next_upload_id";
+
+constexpr char kChunkPrefix = 'c';
+constexpr char kMarkerPrefix = 'u';
+constexpr char kMetaPrefix = 'm';
+constexpr size_t kChunkKeySize = 1 + 8 + 4;
+constexpr size_t kMarkerKeySize = 1 + 8;
+constexpr size_t kBlobMetaKeySize = 1 + 32;
+constexpr size_t kBlobMetaValueSize = 8 + 8;
+constexpr size_t kChunkBytes = static_cast<size_t>(kBlobChunkBytes);
+constexpr uint64_t kMaxChunks = uint64_t{1} << 32;  // 4-byte chunk index
+
+constexpr size_t kLockStripes = 64;
+
+// Column family order inside Core::handles.
+enum Cf : size_t { kDefaultCf = 0, kBlobsCf, kTasksCf, kResultsCf, kMetaCf, kNumOwnCfs };
+constexpr std::array<const char*, kNumOwnCfs> kCfNames = {"default", "blobs", "tasks", "results",
+                                                          "meta"};
+
+void AppendU64(std::string* out, uint64_t v) {
+  for (int i = 7; i >= 0; --i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+void AppendU32(std::string* out, uint32_t v) {
+  for (int i = 3; i >= 0; --i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+uint64_t ReadU64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+std::string ChunkKey(uint64_t upload_id, uint32_t index) {
+  std::string k(1, kChunkPrefix);
+  AppendU64(&k, upload_id);
+  AppendU32(&k, index);
+  return k;
+}
+// Exclusive upper bound of every chunk key of `upload_id`: the prefix followed by a byte string
+// that sorts after any 4-byte index.
+std::string ChunkRangeEnd(uint64_t upload_id) {
+  std::string k(1, kChunkPrefix);
+  AppendU64(&k, upload_id);
+  k.append(5, '\xff');
+  return k;
+}
+std::string MarkerKey(uint64_t upload_id) {
+  std::string k(1, kMarkerPrefix);
+  AppendU64(&k, upload_id);
+  return k;
+}
+std::string BlobMetaKey(const Hash256& h) {
+  std::string k(1, kMetaPrefix);
+  k.append(reinterpret_cast<const char*>(h.data()), h.size());
+  return k;
+}
+
+struct BlobRecord {
+  int64_t size = 0;
+  uint64_t upload_id = 0;
+};
+std::string EncodeBlobRecord(const BlobRecord& r) {
+  std::string v;
+  AppendU64(&v, static_cast<uint64_t>(r.size));
+  AppendU64(&v, r.upload_id);
+  return v;
+}
+std::optional<BlobRecord> DecodeBlobRecord(std::string_view v) {
+  if (v.size() != kBlobMetaValueSize) return std::nullopt;
+  uint64_t size = ReadU64(v.data());
+  if (size > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+  return BlobRecord{static_cast<int64_t>(size), ReadU64(v.data() + 8)};
+}
+
+std::string HashHex(const Hash256& h) { return ToHex(h); }
+
+// RocksDB status -> ours, keeping RocksDB's message.
+Status FromRocks(const rocksdb::Status& s, std::string_view what) {
+  std::string msg = std::string(what) + ": " + s.ToString();
+  if (s.IsCorruption()) return DataLoss(std::move(msg));
+  if (s.IsNoSpace()) return ResourceExhausted(std::move(msg));
+  if (s.IsNotFound()) return NotFound(std::move(msg));
+  return Internal(std::move(msg));
+}
+
+bool LooksLikeLockError(const rocksdb::Status& s) {
+  if (!s.IsIOError()) return false;
+  // RocksDB reports "While lock file: <dir>/LOCK: ..." (other process) or
+  // "lock hold by current process ...: <dir>/LOCK: ..." (same process).
+  const std::string m = s.ToString();
+  return m.find("/LOCK") != std::string::npos &&
+         (m.find("lock file") != std::string::npos || m.find("lock hold") != std::string::npos);
+}
+
+// The open database and the state shared by the store and its writers.
+struct Core {
+  std::string path;
+  StoreOptions options;
+  rocksdb::DB* db = nullptr;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;  // kNumOwnCfs first, then foreign CFs
+
+  rocksdb::WriteOptions sync_write;    // acknowledged writes
+  rocksdb::WriteOptions nosync_write;  // chunks, markers, cleanup of garbage
+
+  std::mutex upload_id_mu;
+  uint64_t next_upload_id = 1;  // guarded by upload_id_mu
+
+  std::array<std::mutex, kLockStripes> blob_stripes;
+  std::array<std::mutex, kLockStripes> task_stripes;
+
+  std::atomic<int64_t> blob_count{0};
+  std::atomic<int64_t> blob_bytes{0};
+  std::atomic<int64_t> task_count{0};
+
+  rocksdb::ColumnFamilyHandle* cf(Cf c) const { return handles[c]; }
+
+  ~Core() {
+    if (db == nullptr) return;
+    // Unsynced tail (sync_writes=false, or chunks of live uploads) reaches disk on a clean close.
+    db->FlushWAL(/*sync=*/true).PermitUncheckedError();
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+    db->Close().PermitUncheckedError();
+    delete db;
+  }
+
+  std::mutex& BlobStripe(const Hash256& h) { return blob_stripes[h[0] % kLockStripes]; }
+  std::mutex& TaskStripe(const std::string& id) {
+    return task_stripes[std::hash<std::string>{}(id) % kLockStripes];
+  }
+
+  // Deletes every chunk of an upload and its marker, in one batch. Unsynced: if it is lost, the
+  // marker survives with the chunks and the next open collects both.
+  Status DropUpload(uint64_t upload_id) {
+    rocksdb::WriteBatch batch;
+    rocksdb::Status s = batch.DeleteRange(cf(kBlobsCf), ChunkKey(upload_id, 0), ChunkRangeEnd(upload_id));
+    if (s.ok()) s = batch.Delete(cf(kBlobsCf), MarkerKey(upload_id));
+    if (s.ok()) s = db->Write(nosync_write, &batch);
+    if (!s.ok()) return FromRocks(s, "deleting chunks of upload " + std::to_string(upload_id));
+    return OkStatus();
+  }
+
+  StatusOr<std::optional<std::string>> GetString(Cf c, const rocksdb::Slice& key) {
+    std::string value;
+    rocksdb::Status s = db->Get(rocksdb::ReadOptions(), cf(c), key, &value);
+    if (s.IsNotFound()) return std::optional<std::string>();
+    if (!s.ok()) return FromRocks(s, std::string("reading from column family ") + kCfNames[c]);
+    return std::optional<std::string>(std::move(value));
+  }
+
+  StatusOr<std::optional<BlobRecord>> GetBlobRecord(const Hash256& h) {
+    ASSIGN_OR_RETURN(std::optional<std::string> v, GetString(kBlobsCf, BlobMetaKey(h)));
+    if (!v) return std::optional<BlobRecord>();
+    std::optional<BlobRecord> r = DecodeBlobRecord(*v);
+    if (!r) return DataLoss("blob " + HashHex(h) + ": malformed metadata record");
+    return r;
+  }
+};
+
+class RocksDbBlobWriter final : public BlobWriter {
+ public:
+  RocksDbBlobWriter(std::shared_ptr<Core> core, uint64_t upload_id, std::optional<Hash256> expected,
+                    int64_t max_bytes)
+      : core_(std::move(core)), upload_id_(upload_id), expected_(expected), max_bytes_(max_bytes) {}
+
+  ~RocksDbBlobWriter() override {
+    // Failure here is harmless: the marker survives and the next open collects the chunks.
+    if (state_ == State::kOpen) core_->DropUpload(upload_id_).IgnoreError();
+  }
+
+  Status Append(std::span<const uint8_t> bytes) override {
+    if (state_ != State::kOpen) return FailedPrecondition("blob writer is already committed or failed");
+    if (bytes.size() > static_cast<uint64_t>(max_bytes_ - total_)) {
+      return Fail(ResourceExhausted("blob exceeds the cap of " + std::to_string(max_bytes_) + " bytes"));
+    }
+    hasher_.Update(bytes);
+    total_ += static_cast<int64_t>(bytes.size());
+    while (!bytes.empty()) {
+      if (buffer_.empty() && bytes.size() >= kChunkBytes) {
+        // Whole chunk available in the caller's span: write it without copying.
+        Status s = WriteChunk(bytes.first(kChunkBytes));
+        if (!s.ok()) return Fail(s);
+        bytes = bytes.subspan(kChunkBytes);
+        continue;
+      }
+      if (buffer_.capacity() < kChunkBytes) buffer_.reserve(kChunkBytes);
+      const size_t take = std::min(bytes.size(), kChunkBytes - buffer_.size());
+      buffer_.insert(buffer_.end(), bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(take));
+      bytes = bytes.subspan(take);
+      if (buffer_.size() == kChunkBytes) {
+        Status s = WriteChunk(buffer_);
+        if (!s.ok()) return Fail(s);
+        buffer_.clear();
+      }
+    }
+    return OkStatus();
+  }
+
+  StatusOr<BlobInfo> Commit() override {
+    if (state_ != State::kOpen) return FailedPrecondition("blob writer is already committed or failed");
+    if (!buffer_.empty()) {
+      Status s = WriteChunk(buffer_);
+      if (!s.ok()) return Fail(s);
+      buffer_.clear();
+      buffer_.shrink_to_fit();
+    }
+    BlobInfo info;
+    info.sha256 = hasher_.Finish();
+    info.size = total_;
+    if (expected_ && *expected_ != info.sha256) {
+      return Fail(InvalidArgument("blob hash mismatch: expected " + HashHex(*expected_) + ", got " +
+                                  HashHex(info.sha256)));
+    }
+
+    Core& core = *core_;
+    std::lock_guard<std::mutex> lock(core.BlobStripe(info.sha256));
+    StatusOr<std::optional<BlobRecord>> existing = core.GetBlobRecord(info.sha256);
+    if (!existing.ok()) return Fail(existing.status());
+    if (existing->has_value()) {
+      // Identical content is already stored (and synced when it was committed).
+      state_ = State::kCommitted;
+      core.DropUpload(upload_id_).IgnoreError();  // leftovers are GC'd at open
+      info.already_present = true;
+      return info;
+    }
+    rocksdb::WriteBatch batch;
+    rocksdb::Status s = batch.Put(core.cf(kBlobsCf), BlobMetaKey(info.sha256),
+                                  EncodeBlobRecord(BlobRecord{total_, upload_id_}));
+    if (s.ok()) s = batch.Delete(core.cf(kBlobsCf), MarkerKey(upload_id_));
+    if (s.ok()) s = core.db->Write(core.sync_write, &batch);
+    if (!s.ok()) return Fail(FromRocks(s, "committing blob " + HashHex(info.sha256)));
+    state_ = State::kCommitted;
+    core.blob_count.fetch_add(1, std::memory_order_relaxed);
+    core.blob_bytes.fetch_add(total_, std::memory_order_relaxed);
+    return info;
+  }
+
+ private:
+  enum class State { kOpen, kCommitted, kFailed };
+
+  Status WriteChunk(std::span<const uint8_t> data) {
+    if (next_chunk_ >= kMaxChunks) return ResourceExhausted("blob has too many chunks");
+    rocksdb::Slice value(reinterpret_cast<const char*>(data.data()), data.size());
+    rocksdb::Status s = core_->db->Put(core_->nosync_write, core_->cf(kBlobsCf),
+                                       ChunkKey(upload_id_, static_cast<uint32_t>(next_chunk_)), value);
+    if (!s.ok()) return FromRocks(s, "writing blob chunk");
+    ++next_chunk_;
+    return OkStatus();
+  }
+
+  // Ends the upload: drops what was written so a failed writer leaves nothing behind.
+  Status Fail(Status why) {
+    if (state_ == State::kOpen) {
+      state_ = State::kFailed;
+      core_->DropUpload(upload_id_).IgnoreError();
+      buffer_.clear();
+      buffer_.shrink_to_fit();
+    }
+    return why;
+  }
+
+  std::shared_ptr<Core> core_;
+  const uint64_t upload_id_;
+  const std::optional<Hash256> expected_;
+  const int64_t max_bytes_;
+  State state_ = State::kOpen;
+  Sha256 hasher_;
+  int64_t total_ = 0;
+  uint64_t next_chunk_ = 0;
+  std::vector<uint8_t> buffer_;  // at most one chunk
+};
+
+class RocksDbStore final : public Store {
+ public:
+  explicit RocksDbStore(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+
+  StatusOr<std::unique_ptr<BlobWriter>> NewBlobWriter(std::optional<Hash256> expected_sha256,
+                                                      int64_t max_bytes) override {
+    if (max_bytes < 0) return InvalidArgument("blob cap must be non-negative, got " + std::to_string(max_bytes));
+    Core& core = *core_;
+    uint64_t id = 0;
+    {
+      // Under the mutex so the persisted counter never goes backwards.
+      std::lock_guard<std::mutex> lock(core.upload_id_mu);
+      id = core.next_upload_id;
+      std::string next;
+      AppendU64(&next, id + 1);
+      rocksdb::WriteBatch batch;
+      rocksdb::Status s = batch.Put(core.cf(kBlobsCf), MarkerKey(id), rocksdb::Slice());
+      if (s.ok()) s = batch.Put(core.cf(kMetaCf), kNextUploadIdKey, next);
+      if (s.ok()) s = core.db->Write(core.nosync_write, &batch);
+      if (!s.ok()) return FromRocks(s, "starting blob upload");
+      core.next_upload_id = id + 1;
+    }
+    return std::unique_ptr<BlobWriter>(
+        std::make_unique<RocksDbBlobWriter>(core_, id, expected_sha256, max_bytes));
+  }
+
+  StatusOr<int64_t> BlobSize(const Hash256& sha256) override {
+    ASSIGN_OR_RETURN(std::optional<BlobRecord> r, core_->GetBlobRecord(sha256));
+    if (!r) return NotFound("blob " + HashHex(sha256) + " not found");
+    return r->size;
+  }
+
+  Status ReadBlob(const Hash256& sha256,
+                  const std::function<Status(std::span<const uint8_t>)>& sink) override {
+    ASSIGN_OR_RETURN(std::optional<BlobRecord> r, core_->GetBlobRecord(sha256));
+    if (!r) return NotFound("blob " + HashHex(sha256) + " not found");
+    return StreamChunks(sha256, *r, sink);
+  }
+
+  StatusOr<std::vector<uint8_t>> GetBlob(const Hash256& sha256, int64_t max_bytes) override {
+    ASSIGN_OR_RETURN(std::optional<BlobRecord> r, core_->GetBlobRecord(sha256));
+    if (!r) return NotFound("blob " + HashHex(sha256) + " not found");
+    if (r->size > max_bytes) {
+      return ResourceExhausted("blob " + HashHex(sha256) + " has " + std::to_string(r->size) +
+                               " bytes, over the cap of " + std::to_string(max_bytes));
+    }
+    std::vector<uint8_t> out;
+    out.reserve(static_cast<size_t>(r->size));
+    // StreamChunks checks every chunk's length, so `out` never grows past r->size.
+    RETURN_IF_ERROR(StreamChunks(sha256, *r, [&out](std::span<const uint8_t> piece) {
+      out.insert(out.end(), piece.begin(), piece.end());
+      return OkStatus();
+    }));
+    return out;
+  }
+
+  Status PutTask(const std::string& task_id, const std::string& task_record,
+                 const std::optional<std::string>& result_record) override {
+    if (task_id.empty()) return InvalidArgument("task id is empty");
+    Core& core = *core_;
+    std::lock_guard<std::mutex> lock(core.TaskStripe(task_id));
+    // Existence check under the stripe lock keeps task_count exact.
+    std::string ignored;
+    rocksdb::Status s = core.db->Get(rocksdb::ReadOptions(), core.cf(kTasksCf), task_id, &ignored);
+    if (!s.ok() && !s.IsNotFound()) return FromRocks(s, "reading task " + task_id);
+    const bool is_new = s.IsNotFound();
+    rocksdb::WriteBatch batch;
+    s = batch.Put(core.cf(kTasksCf), task_id, task_record);
+    if (s.ok() && result_record) s = batch.Put(core.cf(kResultsCf), task_id, *result_record);
+    if (s.ok()) s = core.db->Write(core.sync_write, &batch);
+    if (!s.ok()) return FromRocks(s, "writing task " + task_id);
+    if (is_new) core.task_count.fetch_add(1, std::memory_order_relaxed);
+    return OkStatus();
+  }
+
+  StatusOr<std::optional<std::string>> GetTask(const std::string& task_id) override {
+    return core_->GetString(kTasksCf, task_id);
+  }
+
+  StatusOr<std::optional<std::string>> GetResult(const std::string& task_id) override {
+    return core_->GetString(kResultsCf, task_id);
+  }
+
+  Status ForEachTask(
+      const std::function<Status(const std::string& task_id, const std::string& record)>& visit) override {
+    // Implicit snapshot: the iterator sees a consistent view while writers go on.
+    std::unique_ptr<rocksdb::Iterator> it(core_->db->NewIterator(rocksdb::ReadOptions(), core_->cf(kTasksCf)));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      RETURN_IF_ERROR(visit(it->key().ToString(), it->value().ToString()));
+    }
+    if (!it->status().ok()) return FromRocks(it->status(), "iterating tasks");
+    return OkStatus();
+  }
+
+  Status PutMeta(const std::string& key, const std::string& value) override {
+    if (key == kSchemaKey || key == kNextUploadIdKey) {
+      return InvalidArgument("meta key \"" + key + "\" is reserved for the store");
+    }
+    rocksdb::Status s = core_->db->Put(core_->sync_write, core_->cf(kMetaCf), key, value);
+    if (!s.ok()) return FromRocks(s, "writing meta key " + key);
+    return OkStatus();
+  }
+
+  StatusOr<std::optional<std::string>> GetMeta(const std::string& key) override {
+    return core_->GetString(kMetaCf, key);
+  }
+
+  Stats GetStats() override {
+    Stats st;
+    st.blob_count = core_->blob_count.load(std::memory_order_relaxed);
+    st.blob_bytes = core_->blob_bytes.load(std::memory_order_relaxed);
+    st.task_count = core_->task_count.load(std::memory_order_relaxed);
+    return st;
+  }
+
+ private:
+  // Streams the chunks of a committed blob in order, re-hashing as it goes. Each chunk must have
+  // exactly the expected length, so a damaged record can neither overfeed the sink nor hide.
+  Status StreamChunks(const Hash256& sha256, const BlobRecord& r,
+                      const std::function<Status(std::span<const uint8_t>)>& sink) {
+    const std::string name = "blob " + HashHex(sha256);
+    const uint64_t size = static_cast<uint64_t>(r.size);
+    const uint64_t chunks = (size + kChunkBytes - 1) / kChunkBytes;
+    if (chunks > kMaxChunks) return DataLoss(name + ": stored size " + std::to_string(size) + " is impossible");
+    rocksdb::ReadOptions ro;
+    ro.fill_cache = false;  // large, streamed once: keep the block cache for metadata
+    Sha256 hasher;
+    rocksdb::PinnableSlice chunk;
+    for (uint64_t i = 0; i < chunks; ++i) {
+      chunk.Reset();
+      rocksdb::Status s = core_->db->Get(ro, core_->cf(kBlobsCf), ChunkKey(r.upload_id, static_cast<uint32_t>(i)), &chunk);
+      if (s.IsNotFound()) return DataLoss(name + ": chunk " + std::to_string(i) + " is missing");
+      if (!s.ok()) return FromRocks(s, name + ": reading chunk " + std::to_string(i));
+      const uint64_t want = (i + 1 < chunks) ? kChunkBytes : size - i * kChunkBytes;
+      if (chunk.size() != want) {
+        return DataLoss(name + ": chunk " + std::to_string(i) + " has " + std::to_string(chunk.size()) +
+                        " bytes, expected " + std::to_string(want));
+      }
+      std::span<const uint8_t> piece(reinterpret_cast<const uint8_t*>(chunk.data()), chunk.size());
+      hasher.Update(piece);
+      RETURN_IF_ERROR(sink(piece));
+    }
+    const Hash256 got = hasher.Finish();
+    if (got != sha256) return DataLoss(name + ": stored bytes hash to " + HashHex(got));
+    return OkStatus();
+  }
+
+  std::shared_ptr<Core> core_;
+};
+
+rocksdb::CompressionType MetadataCompression() {
+  // lz4 when this RocksDB build has it; tiny records otherwise go uncompressed.
+  for (rocksdb::CompressionType t : rocksdb::GetSupportedCompressions()) {
+    if (t == rocksdb::kLZ4Compression) return t;
+  }
+  return rocksdb::kNoCompression;
+}
+
+rocksdb::ColumnFamilyOptions CfOptions(Cf c, const std::shared_ptr<rocksdb::Cache>& cache) {
+  rocksdb::ColumnFamilyOptions o;
+  rocksdb::BlockBasedTableOptions t;
+  if (cache) {
+    t.block_cache = cache;
+  } else {
+    t.no_block_cache = true;
+  }
+  t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));  // point lookups dominate
+  t.cache_index_and_filter_blocks = false;
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+  if (c == kBlobsCf) {
+    // Tensor bytes compress poorly; 1 MiB chunks go to blob files so compaction does not keep
+    // rewriting them, and garbage collection reclaims space of deleted chunks.
+    o.compression = rocksdb::kNoCompression;
+    o.enable_blob_files = true;
+    o.min_blob_size = 4096;
+    o.blob_file_size = uint64_t{256} << 20;
+    o.blob_compression_type = rocksdb::kNoCompression;
+    o.enable_blob_garbage_collection = true;
+  } else {
+    o.compression = MetadataCompression();
+  }
+  return o;
+}
+
+// Scans the blobs CF: garbage-collects interrupted uploads, seeds stats, and finds the highest
+// upload id still referenced.
+Status RecoverBlobs(Core& core, uint64_t* max_id_seen) {
+  std::vector<uint64_t> orphans;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(core.db->NewIterator(rocksdb::ReadOptions(), core.cf(kBlobsCf)));
+    for (it->Seek(std::string(1, kMarkerPrefix)); it->Valid() && it->key()[0] == kMarkerPrefix; it->Next()) {
+      if (it->key().size() != kMarkerKeySize) continue;  // not ours; leave it
+      orphans.push_back(ReadU64(it->key().data() + 1));
+    }
+    if (!it->status().ok()) return FromRocks(it->status(), "scanning upload markers");
+    for (it->Seek(std::string(1, kMetaPrefix)); it->Valid() && it->key()[0] == kMetaPrefix; it->Next()) {
+      if (it->key().size() != kBlobMetaKeySize) continue;
+      std::optional<BlobRecord> r = DecodeBlobRecord(std::string_view(it->value().data(), it->value().size()));
+      if (!r) continue;  // reported as DATA_LOSS when that blob is read
+      core.blob_count.fetch_add(1, std::memory_order_relaxed);
+      core.blob_bytes.fetch_add(r->size, std::memory_order_relaxed);
+      *max_id_seen = std::max(*max_id_seen, r->upload_id);
+    }
+    if (!it->status().ok()) return FromRocks(it->status(), "scanning blob records");
+  }
+  for (uint64_t id : orphans) {
+    *max_id_seen = std::max(*max_id_seen, id);
+    RETURN_IF_ERROR(core.DropUpload(id));
+  }
+  return OkStatus();
+}
+
+Status CountTasks(Core& core) {
+  std::unique_ptr<rocksdb::Iterator> it(core.db->NewIterator(rocksdb::ReadOptions(), core.cf(kTasksCf)));
+  int64_t n = 0;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) ++n;
+  if (!it->status().ok()) return FromRocks(it->status(), "counting tasks");
+  core.task_count.store(n, std::memory_order_relaxed);
+  return OkStatus();
+}
+
+Status CheckSchema(Core& core) {
+  ASSIGN_OR_RETURN(std::optional<std::string> v, core.GetString(kMetaCf, kSchemaKey));
+  if (!v) {
+    rocksdb::Status s = core.db->Put(core.sync_write, core.cf(kMetaCf), kSchemaKey, std::to_string(kSchemaVersion));
+    if (!s.ok()) return FromRocks(s, "writing schema version");
+    return OkStatus();
+  }
+  int version = 0;
+  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), version);
+  if (ec != std::errc() || end != v->data() + v->size()) {
+    return DataLoss("database " + core.path + " has an unreadable schema version \"" + *v + "\"");
+  }
+  if (version > kSchemaVersion) {
+    return FailedPrecondition("database " + core.path + " has schema version " + std::to_string(version) +
+                              ", newer than this binary supports (" + std::to_string(kSchemaVersion) + ")");
+  }
+  if (version < kSchemaVersion) {
+    return FailedPrecondition("database " + core.path + " has unsupported schema version " + std::to_string(version));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(const std::string& path, const StoreOptions& options) {
+  if (path.empty()) return InvalidArgument("store path is empty");
+  if (options.block_cache_bytes < 0) return InvalidArgument("block_cache_bytes must be non-negative");
+
+  auto core = std::make_shared<Core>();
+  core->path = path;
+  core->options = options;
+  core->sync_write.sync = options.sync_writes;
+  core->nosync_write.sync = false;
+
+  rocksdb::DBOptions dbo;
+  dbo.create_if_missing = true;
+  dbo.create_missing_column_families = true;
+  dbo.max_open_files = 512;
+  dbo.keep_log_file_num = 5;
+  dbo.max_log_file_size = uint64_t{16} << 20;
+  dbo.max_total_wal_size = uint64_t{256} << 20;  // bounds WAL kept alive by idle column families
+  dbo.db_write_buffer_size = size_t{256} << 20;
+  dbo.max_background_jobs = 4;
+  dbo.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+
+  std::shared_ptr<rocksdb::Cache> cache;
+  if (options.block_cache_bytes > 0) cache = rocksdb::NewLRUCache(static_cast<size_t>(options.block_cache_bytes));
+
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+  for (size_t i = 0; i < kNumOwnCfs; ++i) cfs.emplace_back(kCfNames[i], CfOptions(static_cast<Cf>(i), cache));
+  // RocksDB refuses to open without every existing CF; open unknown ones (from a newer
+  // version) too, so the schema check below can give the real reason.
+  std::vector<std::string> existing;
+  if (rocksdb::DB::ListColumnFamilies(dbo, path, &existing).ok()) {
+    for (const std::string& name : existing) {
+      if (std::find(kCfNames.begin(), kCfNames.end(), name) == kCfNames.end()) {
+        cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
+      }
+    }
+  }
+
+  rocksdb::Status s = rocksdb::DB::Open(dbo, path, cfs, &core->handles, &core->db);
+  if (!s.ok()) {
+    core->db = nullptr;
+    if (LooksLikeLockError(s)) {
+      return FailedPrecondition("database " + path + " is in use by another process (or already open): " +
+                                s.ToString());
+    }
+    return FromRocks(s, "opening database " + path);
+  }
+
+  RETURN_IF_ERROR(CheckSchema(*core));
+
+  uint64_t max_id_seen = 0;
+  RETURN_IF_ERROR(RecoverBlobs(*core, &max_id_seen));
+  RETURN_IF_ERROR(CountTasks(*core));
+
+  ASSIGN_OR_RETURN(std::optional<std::string> counter, core->GetString(kMetaCf, kNextUploadIdKey));
+  uint64_t next = 1;
+  if (counter && counter->size() == 8) next = ReadU64(counter->data());
+  if (max_id_seen == UINT64_MAX) return DataLoss("database " + path + ": upload id space exhausted");
+  core->next_upload_id = std::max({next, max_id_seen + 1, uint64_t{1}});
+
+  // Make the GC and schema record durable before serving.
+  s = core->db->FlushWAL(/*sync=*/true);
+  if (!s.ok()) return FromRocks(s, "syncing WAL of " + path);
+  return std::unique_ptr<Store>(std::make_unique<RocksDbStore>(std::move(core)));
+}
+
+}  // namespace consensor::node

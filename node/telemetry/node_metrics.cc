@@ -1,0 +1,47 @@
+#include "node/telemetry/node_metrics.h"
+
+namespace consensor::node {
+
+NodeMetrics::NodeMetrics(MetricsRegistry* r)
+    : registry(r),
+      tasks_received(r->AddCounter("consensor_tasks_received_total", "Tasks accepted by SubmitTask.")),
+      tasks_rejected(r->AddCounter("consensor_tasks_rejected_total",
+                                   "SubmitTask requests refused: bad request, over a cap, or queue full.")),
+      tasks_completed(r->AddCounter("consensor_tasks_completed_total", "Tasks that finished with a result.")),
+      tasks_failed(r->AddCounter("consensor_tasks_failed_total", "Tasks that finished with an error.")),
+      tasks_recovered(r->AddCounter("consensor_tasks_recovered_total",
+                                    "Unfinished tasks found in the store at startup and queued again.")),
+      execution_seconds(r->AddHistogram("consensor_task_execution_seconds",
+                                        "Wall time of task execution: load, compile, run and store outputs.",
+                                        DefaultSecondsBuckets())),
+      queue_depth(r->AddGauge("consensor_queue_depth", "Tasks waiting for a worker.")),
+      tasks_running(r->AddGauge("consensor_tasks_running", "Tasks executing now.")),
+      blob_bytes_received(r->AddCounter("consensor_blob_received_bytes_total", "Bytes of blobs committed by PutBlob.")),
+      blobs_received(r->AddCounter("consensor_blobs_received_total", "Blobs committed by PutBlob.")),
+      blob_bytes_sent(r->AddCounter("consensor_blob_sent_bytes_total", "Bytes of blobs streamed by GetBlob.")),
+      blobs_stored_bytes(r->AddGauge("consensor_blobs_stored_bytes", "Total size of the blobs in the store.")),
+      blobs_stored(r->AddGauge("consensor_blobs_stored", "Number of blobs in the store.")),
+      up(r->AddGauge("consensor_up", "1 while the node serves requests.")) {}
+
+void ExportBackendSelfTest(MetricsRegistry* registry, const std::string& backend, bool ok, double seconds) {
+  const MetricsRegistry::Labels labels = {{"backend", backend}};
+  registry
+      ->AddGauge("consensor_backend_selftest_ok",
+                 "1 when the executor backend reproduced the CPU reference in the startup self-test, 0 when it did "
+                 "not (the node then runs on the CPU or does not start).",
+                 labels)
+      ->Set(ok ? 1 : 0);
+  registry->AddGauge("consensor_backend_selftest_seconds", "Wall time of the startup backend self-test.", labels)
+      ->Set(seconds);
+}
+
+void ExportBackendInfo(MetricsRegistry* registry, const std::string& backend, const std::string& device) {
+  registry
+      ->AddGauge("consensor_backend_info",
+                 "Always 1; the labels say which executor backend runs tasks and on what device (GPU model, "
+                 "compute capability, memory).",
+                 {{"backend", backend}, {"device", device}})
+      ->Set(1);
+}
+
+}  // namespace consensor::node

@@ -1,0 +1,442 @@
+// ONNX import: models built here with onnx.proto, plus Debian's libonnx-testdata files for
+// malformed-input checks. The full backend-test suite runs as the `onnx_conformance` ctest.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "common/file_io.h"
+#include "common/safetensors.h"
+#include "executor/onnx/import.h"
+#include "executor/serialize.h"
+#include "executor/validate.h"
+#include "onnx/onnx_pb.h"
+#include "tests/executor/test_util.h"
+
+namespace consensor::executor {
+namespace {
+
+using consensor::testing::MakeCpu;
+using consensor::testing::RandomF32;
+
+// --- a tiny builder for ONNX models ---
+
+class ModelBuilder {
+ public:
+  explicit ModelBuilder(int64_t opset = 17) {
+    model_.set_ir_version(8);
+    model_.set_producer_name("consensor-test");
+    auto* op = model_.add_opset_import();
+    op->set_domain("");
+    op->set_version(opset);
+  }
+  onnx::GraphProto* graph() { return model_.mutable_graph(); }
+
+  // dims: -1 is a symbolic dimension named "batch".
+  void Input(const std::string& name, int32_t elem, const std::vector<int64_t>& dims) {
+    auto* in = graph()->add_input();
+    in->set_name(name);
+    auto* tt = in->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem);
+    auto* shape = tt->mutable_shape();
+    for (int64_t d : dims) {
+      auto* dim = shape->add_dim();
+      if (d < 0) dim->set_dim_param("batch");
+      else dim->set_dim_value(d);
+    }
+  }
+  void Output(const std::string& name) {
+    auto* out = graph()->add_output();
+    out->set_name(name);
+    out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  void InitializerF32(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& values) {
+    auto* t = graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
+  }
+  void InitializerI64(const std::string& name, const std::vector<int64_t>& values) {
+    auto* t = graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values) t->add_int64_data(v);
+  }
+  onnx::NodeProto* Node(const std::string& op, const std::vector<std::string>& inputs,
+                        const std::vector<std::string>& outputs, const std::string& name = "") {
+    auto* n = graph()->add_node();
+    n->set_op_type(op);
+    n->set_name(name.empty() ? outputs[0] + "_node" : name);
+    for (const auto& i : inputs) n->add_input(i);
+    for (const auto& o : outputs) n->add_output(o);
+    return n;
+  }
+  static void IntAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  std::vector<uint8_t> Bytes() const {
+    std::string s = model_.SerializeAsString();
+    return {s.begin(), s.end()};
+  }
+  onnx::ModelProto model_;
+};
+
+std::vector<float> Values(const Tensor& t) { return {t.data_as<float>(), t.data_as<float>() + t.num_elements()}; }
+
+StatusOr<RunResult> RunImported(const OnnxImport& imported, const std::map<std::string, Tensor>& inputs) {
+  MemoryBlobSource blobs;
+  if (!imported.weights.empty()) blobs.Add(imported.weights);
+  ASSIGN_OR_RETURN(Program p, CompileGraph(imported.graph, &blobs, Limits{}));
+  auto cpu = MakeCpu();
+  ASSIGN_OR_RETURN(auto loaded, LoadedProgram::Load(p, cpu.get()));
+  return loaded->Run(inputs);
+}
+
+// y = relu(Gemm(x, W, b, transB=1)): weights go to safetensors, transposed once at import.
+ModelBuilder GemmModel(int64_t batch = 2) {
+  ModelBuilder m;
+  m.Input("x", onnx::TensorProto::FLOAT, {batch, 3});
+  std::vector<float> w(4 * 3 * 30);  // large enough to leave the graph for the weights blob
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) - 3.0f;
+  m.InitializerF32("W", {120, 3}, w);
+  std::vector<float> b(120);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 0.25f * static_cast<float>(i % 5);
+  m.InitializerF32("b", {120}, b);
+  ModelBuilder::IntAttr(m.Node("Gemm", {"x", "W", "b"}, {"h"}, "fc"), "transB", 1);
+  m.Node("Relu", {"h"}, {"y"});
+  m.Output("y");
+  return m;
+}
+
+TEST(OnnxImport, GemmReluMatchesDirectComputation) {
+  ModelBuilder m = GemmModel();
+  auto imported = ImportOnnx(m.Bytes(), {});
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  EXPECT_EQ(imported->inputs, std::vector<std::string>{"x"});
+  EXPECT_EQ(imported->outputs, std::vector<std::string>{"y"});
+  EXPECT_EQ(imported->opset, 17);
+  EXPECT_EQ(imported->producer, "consensor-test");
+
+  // W^T was folded at import and lives in the safetensors blob; b (480 bytes) stays inline.
+  ASSERT_FALSE(imported->weights.empty());
+  EXPECT_EQ(imported->weights_sha256, Sha256Of(imported->weights));
+  auto index = ParseSafetensors(imported->weights);
+  ASSERT_TRUE(index.ok()) << index.status().message();
+  ASSERT_EQ(index->entries.size(), 1u);
+  EXPECT_EQ(index->entries[0].shape, (Shape{3, 120}));
+  int blob_constants = 0;
+  for (const auto& v : imported->graph.values()) {
+    if (v.kind == ValueKind::kConstant && v.blob) {
+      ++blob_constants;
+      EXPECT_EQ(v.blob->sha256, imported->weights_sha256);
+      EXPECT_NE(index->Find(v.blob->entry), nullptr) << v.blob->entry;
+    }
+  }
+  EXPECT_EQ(blob_constants, 1);
+
+  Tensor x = RandomF32({2, 3}, 7);
+  auto r = RunImported(*imported, {{"x", x}});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->outputs.size(), 1u);
+  const auto y = Values(r->outputs[0].tensor);
+  const float* xv = x.data_as<float>();
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 120; ++j) {
+      float acc = 0.0f;
+      for (int k = 0; k < 3; ++k) acc = std::fma(xv[i * 3 + k], static_cast<float>((j * 3 + k) % 7) - 3.0f, acc);
+      float want = std::max(acc + 0.25f * static_cast<float>(j % 5), 0.0f);
+      EXPECT_EQ(y[i * 120 + j], want) << i << "," << j;
+    }
+  }
+}
+
+TEST(OnnxImport, SameModelSameGraphId) {
+  auto a = ImportOnnx(GemmModel().Bytes(), {});
+  auto b = ImportOnnx(GemmModel().Bytes(), {});
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto va = Validate(a->graph, {});
+  auto vb = Validate(b->graph, {});
+  ASSERT_TRUE(va.ok() && vb.ok());
+  EXPECT_EQ(va->id, vb->id);
+  EXPECT_EQ(a->weights, b->weights);
+  // And through serialization: the graph file round-trips to the same id.
+  auto parsed = ParseGraph(SerializeGraph(a->graph), false, {});
+  ASSERT_TRUE(parsed.ok());
+  auto vp = Validate(*parsed, {});
+  ASSERT_TRUE(vp.ok());
+  EXPECT_EQ(vp->id, va->id);
+}
+
+TEST(OnnxImport, ShapeArithmeticIsFoldedAtImport) {
+  // y = Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1])): a PyTorch-style flatten.
+  ModelBuilder m;
+  m.Input("x", onnx::TensorProto::FLOAT, {2, 3, 4});
+  m.InitializerI64("zero", {0});
+  m.InitializerI64("minus_one", {-1});
+  m.Node("Shape", {"x"}, {"s"});
+  m.Node("Gather", {"s", "zero"}, {"n"});
+  m.Node("Concat", {"n", "minus_one"}, {"target"})->add_attribute()->CopyFrom([] {
+    onnx::AttributeProto a;
+    a.set_name("axis");
+    a.set_type(onnx::AttributeProto::INT);
+    a.set_i(0);
+    return a;
+  }());
+  m.Node("Reshape", {"x", "target"}, {"y"});
+  m.Output("y");
+  auto imported = ImportOnnx(m.Bytes(), {});
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  EXPECT_EQ(imported->folded_nodes, 3);
+  auto vg = Validate(imported->graph, {});
+  ASSERT_TRUE(vg.ok());
+  ASSERT_EQ(vg->order.size(), 1u);
+  EXPECT_EQ(vg->order[0].schema->name, "reshape");
+  EXPECT_EQ(vg->types[vg->outputs[0].second].shape, (Shape{2, 12}));
+}
+
+TEST(OnnxImport, SymbolicDimensionsNeedAShape) {
+  ModelBuilder m = GemmModel(-1);
+  auto missing = ImportOnnx(m.Bytes(), {});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(missing.status().message().find("'batch'"), std::string::npos) << missing.status().message();
+
+  OnnxImportOptions options;
+  options.input_shapes["x"] = {5, 3};
+  auto given = ImportOnnx(m.Bytes(), options);
+  ASSERT_TRUE(given.ok()) << given.status().message();
+  auto r = RunImported(*given, {{"x", RandomF32({5, 3}, 1)}});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->outputs[0].tensor.shape(), (Shape{5, 120}));
+
+  options.input_shapes["x"] = {5, 4};  // contradicts the fixed dim 3
+  auto wrong = ImportOnnx(m.Bytes(), options);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("fixed to 3"), std::string::npos) << wrong.status().message();
+
+  options.input_shapes = {{"nope", {1}}};
+  auto unknown = ImportOnnx(m.Bytes(), options);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("no input named 'nope'"), std::string::npos);
+}
+
+TEST(OnnxImport, UnsupportedThingsAreNamed) {
+  {
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {2});
+    m.Node("Hardmax", {"x"}, {"y"}, "the_node");
+    m.Output("y");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(r.status().message().find("unsupported op Hardmax in node 'the_node'"), std::string::npos)
+        << r.status().message();
+  }
+  {
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {2});
+    ModelBuilder::IntAttr(m.Node("Relu", {"x"}, {"y"}, "r1"), "mystery", 1);
+    m.Output("y");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(r.status().message().find("attribute 'mystery' in node 'r1' (Relu)"), std::string::npos)
+        << r.status().message();
+  }
+  {
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::DOUBLE, {2});
+    m.Node("Relu", {"x"}, {"y"});
+    m.Output("y");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("unsupported dtype DOUBLE for input 'x'"), std::string::npos)
+        << r.status().message();
+  }
+  {
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {1, 1, 4, 4});
+    auto* n = m.Node("MaxPool", {"x"}, {"y"}, "pool3d");
+    auto* a = n->add_attribute();
+    a->set_name("kernel_shape");
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int i = 0; i < 2; ++i) a->add_ints(2);
+    auto* pad = n->add_attribute();
+    pad->set_name("auto_pad");
+    pad->set_type(onnx::AttributeProto::STRING);
+    pad->set_s("SIDEWAYS");
+    m.Output("y");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(r.status().message().find("auto_pad 'SIDEWAYS'"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("'pool3d' (MaxPool)"), std::string::npos) << r.status().message();
+  }
+  {
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {2});
+    m.Node("Relu", {"x"}, {"y"});
+    m.Output("y");
+    auto* op = m.model_.add_opset_import();
+    op->set_domain("com.microsoft");
+    op->set_version(1);
+    m.graph()->mutable_node(0)->set_domain("com.microsoft");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("com.microsoft.Relu"), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(OnnxImport, MalformedModelsAreRejected) {
+  EXPECT_EQ(ImportOnnx(std::vector<uint8_t>{0xff, 0xff, 0xff, 0x01}, {}).status().code(), StatusCode::kInvalidArgument);
+  {
+    // A node reading a name nothing defines.
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {2});
+    m.Node("Add", {"x", "ghost"}, {"y"});
+    m.Output("y");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("'ghost'"), std::string::npos);
+  }
+  {
+    // Raw data shorter than the dims say.
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {2});
+    m.InitializerF32("w", {4}, {1, 2});
+    m.Node("Add", {"x", "w"}, {"y"});
+    m.Output("y");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("tensor 'w' has 8 bytes of data, expected 16"), std::string::npos)
+        << r.status().message();
+  }
+  {
+    // Weights in an external file.
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {2});
+    m.InitializerF32("w", {2}, {1, 2});
+    auto* w = m.graph()->mutable_initializer(0);
+    w->clear_raw_data();
+    w->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* e = w->add_external_data();
+    e->set_key("location");
+    e->set_value("../../etc/passwd");
+    m.Node("Add", {"x", "w"}, {"y"});
+    m.Output("y");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(r.status().message().find("external file"), std::string::npos);
+  }
+  {
+    // An output nothing produces, and a duplicated output.
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {2});
+    m.Node("Relu", {"x"}, {"y"});
+    m.Output("z");
+    EXPECT_FALSE(ImportOnnx(m.Bytes(), {}).ok());
+    ModelBuilder d;
+    d.Input("x", onnx::TensorProto::FLOAT, {2});
+    d.Node("Relu", {"x"}, {"y"});
+    d.Output("y");
+    d.Output("y");
+    EXPECT_FALSE(ImportOnnx(d.Bytes(), {}).ok());
+  }
+  {
+    // A shape beyond the element cap is refused before anything is allocated.
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {1 << 20, 1 << 20});
+    m.Node("Relu", {"x"}, {"y"});
+    m.Output("y");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  }
+  {
+    // A Reshape whose target is computed at run time cannot be imported.
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {2, 3});
+    m.Input("shape", onnx::TensorProto::INT64, {2});
+    m.Node("Reshape", {"x", "shape"}, {"y"});
+    m.Output("y");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("computed at run time"), std::string::npos) << r.status().message();
+    // Binding it at import makes it a constant.
+    OnnxImportOptions options;
+    options.constant_inputs["shape"] = Tensor::FromVector<int64_t>(DType::kI64, {2}, {3, 2});
+    auto bound = ImportOnnx(m.Bytes(), options);
+    ASSERT_TRUE(bound.ok()) << bound.status().message();
+    EXPECT_EQ(bound->inputs, std::vector<std::string>{"x"});
+    // With known values (a test case), the integer input is bound and the float one fed.
+    EXPECT_TRUE(NeedsValueAtImport(r.status()));
+    auto for_values = ImportOnnxForValues(
+        m.Bytes(), {{"x", RandomF32({2, 3}, 3)}, {"shape", Tensor::FromVector<int64_t>(DType::kI64, {2}, {3, 2})}});
+    ASSERT_TRUE(for_values.ok()) << for_values.status().message();
+    EXPECT_EQ(for_values->bound.size(), 1u);
+    EXPECT_TRUE(for_values->bound.count("shape"));
+    EXPECT_EQ(for_values->run_inputs.size(), 1u);
+    EXPECT_TRUE(for_values->run_inputs.count("x"));
+  }
+}
+
+// Random corruption of real models never crashes the importer (ASan/UBSan run this too).
+TEST(OnnxImport, CorruptedModelsNeverCrash) {
+  std::vector<std::vector<uint8_t>> seeds = {GemmModel().Bytes()};
+  const std::filesystem::path data = "/usr/share/libonnx-testdata/data";
+  for (const char* t : {"node/test_conv_with_strides_padding", "node/test_layer_normalization_4d_axis1",
+                        "pytorch-converted/test_BatchNorm2d_eval", "node/test_slice_neg_steps"}) {
+    auto bytes = ReadFileBytes((data / t / "model.onnx").string(), 1 << 20);
+    if (bytes.ok()) seeds.push_back(std::move(bytes).value());
+  }
+  std::mt19937 rng(1234);
+  int ok = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::vector<uint8_t> bytes = seeds[i % seeds.size()];
+    switch (rng() % 3) {
+      case 0:
+        bytes.resize(rng() % (bytes.size() + 1));
+        break;
+      case 1:
+        for (int k = 0; k < 4; ++k) bytes[rng() % bytes.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+        break;
+      default:
+        bytes[rng() % bytes.size()] = static_cast<uint8_t>(rng());
+        break;
+    }
+    OnnxImportOptions options;
+    options.limits.max_elements_per_tensor = 1 << 20;
+    auto r = ImportOnnx(bytes, options);
+    if (r.ok()) ++ok;
+  }
+  SUCCEED() << ok << " of 3000 corrupted models still imported";
+}
+
+TEST(OnnxImport, TensorFilesFromTheTestSuite) {
+  auto bytes = ReadFileBytes("/usr/share/libonnx-testdata/data/node/test_abs/test_data_set_0/input_0.pb", 1 << 20);
+  if (!bytes.ok()) GTEST_SKIP() << "libonnx-testdata is not installed";
+  auto t = ParseOnnxTensor(*bytes, {});
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->dtype(), DType::kF32);
+  EXPECT_EQ(t->shape(), (Shape{3, 4, 5}));
+  bytes->resize(bytes->size() / 2);
+  EXPECT_FALSE(ParseOnnxTensor(*bytes, {}).ok());
+}
+
+TEST(OnnxImport, SupportedOpsCoverTheIssueList) {
+  const auto ops = SupportedOnnxOps();
+  for (const char* op : {"Gemm", "MatMul", "Add", "Erf", "Softmax", "Conv", "BatchNormalization", "MaxPool",
+                         "AveragePool", "GlobalAveragePool", "LayerNormalization", "ReduceMean", "Sub", "Pow", "Sqrt",
+                         "Div"}) {
+    EXPECT_TRUE(std::binary_search(ops.begin(), ops.end(), op)) << op;
+  }
+}
+
+}  // namespace
+}  // namespace consensor::executor

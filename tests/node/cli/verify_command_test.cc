@@ -1,0 +1,279 @@
+// CheckCertificate, the chain-free part of `consensor verify`: certificates signed here with
+// known keys must pass, and every kind of tampering must fail with a message naming the check.
+#include "node/cli/verify_command.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "consensus/attestation.h"
+#include "consensus/committee.h"
+#include "node/keys/keystore.h"
+
+namespace consensor::node {
+namespace {
+
+constexpr size_t kOperators = 6;
+constexpr uint64_t kRef = 42;
+
+Secp256k1Secret Key(size_t i) {
+  Secp256k1Secret k{};
+  k[30] = 0x10;
+  k[31] = static_cast<uint8_t>(i + 1);
+  return k;
+}
+Address20 Addr(size_t i) { return *AddressFromSecretKey(Key(i)); }
+
+Hash256 H(uint8_t v) {
+  Hash256 h{};
+  h[0] = 0xab;
+  h[31] = v;
+  return h;
+}
+
+consensus::Eip712Domain Domain() {
+  Address20 manager{};
+  manager[19] = 0x51;
+  return {31337, manager};
+}
+
+// Operators 0..5 with 1..6 ether (different weights, so the order is not just the address order).
+OperatorSet Operators() {
+  OperatorSet set;
+  for (size_t i = 0; i < kOperators; ++i) {
+    set.operators.push_back(Addr(i));
+    set.stakes.push_back(*Uint256FromDecimal(std::to_string(i + 1) + "000000000000000000"));
+  }
+  return set;
+}
+
+class CheckCertificateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    attestation_ = {H(1), H(2), H(3), kRef};
+    std::vector<consensus::WeightedOperator> weighted;
+    for (size_t i = 0; i < kOperators; ++i) weighted.push_back({Addr(i), set_.stakes[i]});
+    auto order = consensus::CommitteeOrder(attestation_.task_id, kRef, weighted, kOperators);
+    ASSERT_TRUE(order.ok()) << order.status().ToString();
+    for (const Address20& a : *order) {
+      for (size_t i = 0; i < kOperators; ++i) {
+        if (Addr(i) == a) order_.push_back(i);
+      }
+    }
+    ASSERT_EQ(order_.size(), kOperators);
+  }
+
+  // Signs with `signers` (operator indices) and lists them in ascending address order.
+  v1::Certificate Make(std::vector<size_t> signers, const consensus::Eip712Domain& domain = Domain()) {
+    std::sort(signers.begin(), signers.end(), [](size_t x, size_t y) { return Addr(x) < Addr(y); });
+    v1::Certificate c;
+    c.set_task_id(ToHex(attestation_.task_id));
+    c.set_result_root(ToHex(attestation_.result_root));
+    c.set_trace_root(ToHex(attestation_.trace_root));
+    c.set_reference_block(kRef);
+    for (size_t i : signers) {
+      c.add_signers("0x" + ToHex(Addr(i)));
+      c.add_signatures(ToHex(*consensus::SignAttestation(Key(i), domain, attestation_)));
+    }
+    c.set_replicas(3);
+    c.set_quorum(2);
+    c.set_committee_size(3);
+    return c;
+  }
+
+  std::string Error(const v1::Certificate& c) {
+    auto r = CheckCertificate(c, Domain(), set_);
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? "" : r.status().message();
+  }
+
+  OperatorSet set_ = Operators();
+  consensus::Attestation attestation_;
+  std::vector<size_t> order_;  // operator indices in committee order
+};
+
+TEST_F(CheckCertificateTest, CommitteeQuorumPasses) {
+  auto report = CheckCertificate(Make({order_[0], order_[2]}), Domain(), set_);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->certificate.attestation, attestation_);
+  EXPECT_EQ(report->operator_count, kOperators);
+  EXPECT_EQ(Uint256ToDecimal(report->total_stake), "21000000000000000000");
+  ASSERT_EQ(report->signers.size(), 2u);
+  for (const CertificateSigner& s : report->signers) {
+    EXPECT_TRUE(s.position == 0 || s.position == 2) << s.position;
+    EXPECT_EQ(s.address, Addr(order_[s.position]));
+    EXPECT_EQ(s.stake, set_.stakes[order_[s.position]]);
+  }
+  EXPECT_LT(report->signers[0].address, report->signers[1].address);
+  const uint64_t signed_ether = (order_[0] + 1) + (order_[2] + 1);
+  EXPECT_EQ(Uint256ToDecimal(report->signed_stake), std::to_string(signed_ether) + "000000000000000000");
+  // The whole committee, and a larger prefix (replacements) that includes position 3.
+  EXPECT_TRUE(CheckCertificate(Make({order_[0], order_[1], order_[2]}), Domain(), set_).ok());
+  v1::Certificate replaced = Make({order_[1], order_[3]});
+  replaced.set_committee_size(4);
+  EXPECT_TRUE(CheckCertificate(replaced, Domain(), set_).ok());
+}
+
+TEST_F(CheckCertificateTest, ZeroStakeOperatorsAreNotCounted) {
+  set_.operators.push_back(Addr(9));
+  set_.stakes.push_back(Uint256{});
+  auto report = CheckCertificate(Make({order_[0], order_[1]}), Domain(), set_);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->operator_count, kOperators);
+}
+
+TEST_F(CheckCertificateTest, WrongSignatureFails) {
+  v1::Certificate c = Make({order_[0], order_[1]});
+  // Signer 1's slot carries a valid signature by someone else.
+  const size_t other = order_[4];
+  c.set_signatures(1, ToHex(*consensus::SignAttestation(Key(other), Domain(), attestation_)));
+  std::string e = Error(c);
+  EXPECT_NE(e.find("signature 1 (signer " + AddressToChecksumHex(*AddressFromHex(c.signers(1))) + ")"), std::string::npos)
+      << e;
+  EXPECT_NE(e.find("does not recover to its signer but to " + AddressToChecksumHex(Addr(other))), std::string::npos)
+      << e;
+}
+
+TEST_F(CheckCertificateTest, MalformedSignatureFails) {
+  v1::Certificate c = Make({order_[0], order_[1]});
+  std::string sig = c.signatures(0);
+  sig.replace(128, 2, "00");  // v = 0
+  c.set_signatures(0, sig);
+  EXPECT_NE(Error(c).find("signature 0 (signer "), std::string::npos);
+  EXPECT_NE(Error(c).find("is malformed"), std::string::npos) << Error(c);
+  c.set_signatures(0, sig.substr(0, 128));
+  EXPECT_NE(Error(c).find("signatures[0] must be 130 hex digits, got 128"), std::string::npos) << Error(c);
+  c.set_signatures(0, std::string(129, '0') + "g");
+  EXPECT_NE(Error(c).find("signatures[0] has a non-hex digit 'g'"), std::string::npos) << Error(c);
+}
+
+TEST_F(CheckCertificateTest, TamperedAttestationFails) {
+  v1::Certificate c = Make({order_[0], order_[1]});
+  c.set_result_root(ToHex(H(9)));
+  EXPECT_NE(Error(c).find("does not recover to its signer"), std::string::npos) << Error(c);
+  c = Make({order_[0], order_[1]});
+  c.set_reference_block(kRef + 1);
+  EXPECT_FALSE(CheckCertificate(c, Domain(), set_).ok());
+}
+
+TEST_F(CheckCertificateTest, WrongDomainFails) {
+  consensus::Eip712Domain other_chain = Domain();
+  other_chain.chain_id = 1;
+  std::string e = Error(Make({order_[0], order_[1]}, other_chain));
+  EXPECT_NE(e.find("does not recover to its signer"), std::string::npos) << e;
+  EXPECT_NE(e.find("EIP-712 domain of chain 31337"), std::string::npos) << e;
+  consensus::Eip712Domain other_contract = Domain();
+  other_contract.verifying_contract[0] = 1;
+  EXPECT_NE(Error(Make({order_[0], order_[1]}, other_contract)).find("does not recover"), std::string::npos);
+}
+
+TEST_F(CheckCertificateTest, UnsortedFails) {
+  v1::Certificate c = Make({order_[0], order_[1]});
+  std::string s0 = c.signers(0), g0 = c.signatures(0);
+  c.set_signers(0, c.signers(1));
+  c.set_signatures(0, c.signatures(1));
+  c.set_signers(1, s0);
+  c.set_signatures(1, g0);
+  std::string e = Error(c);
+  EXPECT_NE(e.find("signers are not strictly ascending: signer 1"), std::string::npos) << e;
+}
+
+TEST_F(CheckCertificateTest, DuplicateFails) {
+  v1::Certificate c = Make({order_[0], order_[1]});
+  c.add_signers(c.signers(1));
+  c.add_signatures(c.signatures(1));
+  std::string e = Error(c);
+  EXPECT_NE(e.find("appears twice (signatures 1 and 2)"), std::string::npos) << e;
+}
+
+TEST_F(CheckCertificateTest, SignerOutsideCommitteePrefixFails) {
+  v1::Certificate c = Make({order_[0], order_[3]});
+  std::string e = Error(c);
+  EXPECT_NE(e.find("signer " + AddressToChecksumHex(Addr(order_[3])) + " is at position 3 of the task's committee order"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("outside the committee (positions 0..2)"), std::string::npos) << e;
+}
+
+TEST_F(CheckCertificateTest, BelowQuorumFails) {
+  std::string e = Error(Make({order_[0]}));
+  EXPECT_NE(e.find("1 signatures are fewer than the quorum of 2"), std::string::npos) << e;
+}
+
+TEST_F(CheckCertificateTest, CommitteeParametersChecked) {
+  v1::Certificate c = Make({order_[0], order_[1]});
+  c.set_quorum(1);
+  EXPECT_NE(Error(c).find("quorum 1 is not a majority of 3 replicas"), std::string::npos) << Error(c);
+  c = Make({order_[0], order_[1]});
+  c.set_committee_size(2);
+  EXPECT_NE(Error(c).find("committee_size 2 is smaller than replicas 3"), std::string::npos) << Error(c);
+  c = Make({order_[0], order_[1]});
+  c.set_replicas(0);
+  c.set_quorum(0);
+  EXPECT_NE(Error(c).find("replicas is 0"), std::string::npos) << Error(c);
+}
+
+TEST_F(CheckCertificateTest, NonOperatorFails) {
+  // Key 7 never registered: a valid signature, but no stake at the reference block.
+  v1::Certificate c = Make({order_[0], order_[1]});
+  c.add_signers("0x" + ToHex(Addr(7)));
+  c.add_signatures(ToHex(*consensus::SignAttestation(Key(7), Domain(), attestation_)));
+  // Keep the ascending order: rebuild from a set that contains 7.
+  set_.operators.push_back(Addr(7));
+  set_.stakes.push_back(Uint256{});  // listed, but zero stake
+  std::vector<std::pair<std::string, std::string>> rows;
+  for (int i = 0; i < c.signers_size(); ++i) rows.push_back({c.signers(i), c.signatures(i)});
+  std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return *AddressFromHex(x.first) < *AddressFromHex(y.first); });
+  for (int i = 0; i < c.signers_size(); ++i) {
+    c.set_signers(i, rows[i].first);
+    c.set_signatures(i, rows[i].second);
+  }
+  std::string e = Error(c);
+  EXPECT_NE(e.find("signer " + AddressToChecksumHex(Addr(7)) + " is not an operator at reference block 42"),
+            std::string::npos)
+      << e;
+}
+
+TEST_F(CheckCertificateTest, DisputeCommitteeIsTheWholeSet) {
+  // Positions 3, 4, 5 are outside any result committee of 3, but a dispute counts everyone.
+  v1::Certificate c = Make({order_[3], order_[4], order_[5]});
+  c.set_dispute(true);
+  c.set_quorum(0);
+  c.set_replicas(0);
+  c.set_committee_size(0);
+  auto report = CheckCertificate(c, Domain(), set_);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  for (const CertificateSigner& s : report->signers) EXPECT_GE(s.position, 3u);
+  // Still: signatures, order and membership.
+  c.set_signatures(0, c.signatures(1));
+  EXPECT_NE(Error(c).find("does not recover to its signer"), std::string::npos);
+}
+
+TEST_F(CheckCertificateTest, FormatErrorsNameTheField) {
+  v1::Certificate c = Make({order_[0], order_[1]});
+  c.set_task_id("xyz");
+  EXPECT_NE(Error(c).find("task_id must be 64 hex digits, got 3"), std::string::npos) << Error(c);
+  c = Make({order_[0], order_[1]});
+  c.set_trace_root("0x" + c.trace_root());  // a 0x prefix is fine
+  EXPECT_TRUE(CheckCertificate(c, Domain(), set_).ok());
+  c.set_signers(1, "0x1234");
+  EXPECT_NE(Error(c).find("signers[1]: "), std::string::npos) << Error(c);
+  c = Make({order_[0], order_[1]});
+  c.add_signatures(c.signatures(0));
+  EXPECT_NE(Error(c).find("2 signers but 3 signatures"), std::string::npos) << Error(c);
+  EXPECT_NE(Error(v1::Certificate(Make({}))).find("no signers"), std::string::npos);
+  v1::Certificate big = Make({order_[0]});
+  for (size_t i = 0; i < kMaxCertificateSigners; ++i) {
+    big.add_signers(big.signers(0));
+    big.add_signatures(big.signatures(0));
+  }
+  EXPECT_NE(Error(big).find("more than 1024"), std::string::npos) << Error(big);
+}
+
+TEST_F(CheckCertificateTest, MismatchedOperatorSetIsRejected) {
+  set_.stakes.pop_back();
+  EXPECT_NE(Error(Make({order_[0], order_[1]})).find("6 operators but 5 stakes"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace consensor::node

@@ -1,0 +1,365 @@
+#include "node/daemon/config.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace consensor::node {
+namespace {
+
+std::string ParseError(const std::string& text) {
+  auto config = ParseNodeConfig(text, "config.toml");
+  if (config.ok()) return "OK";
+  EXPECT_EQ(config.status().code(), StatusCode::kInvalidArgument) << config.status().ToString();
+  return config.status().message();
+}
+
+std::string FinalizeError(NodeConfig config) {
+  const Status status = FinalizeNodeConfig(&config);
+  if (status.ok()) return "OK";
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
+  return status.message();
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// Sets $HOME for one test and restores it afterwards.
+class ScopedHome {
+ public:
+  explicit ScopedHome(const char* value) {
+    if (const char* old = std::getenv("HOME")) old_ = old;
+    if (value) {
+      ::setenv("HOME", value, 1);
+    } else {
+      ::unsetenv("HOME");
+    }
+  }
+  ~ScopedHome() {
+    if (old_) {
+      ::setenv("HOME", old_->c_str(), 1);
+    } else {
+      ::unsetenv("HOME");
+    }
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
+std::string MakeTempDir() {
+  std::string tmpl = ::testing::TempDir() + "/consensor_config_test_XXXXXX";
+  char* dir = ::mkdtemp(tmpl.data());
+  EXPECT_NE(dir, nullptr);
+  return tmpl;
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+TEST(ConfigTest, EmptyFileGivesDefaults) {
+  auto config = ParseNodeConfig("", "config.toml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const NodeConfig defaults;
+  EXPECT_EQ(config->datadir, "~/.consensor");
+  EXPECT_EQ(config->rpc_listen, "127.0.0.1:7400");
+  EXPECT_EQ(config->rpc_max_message_bytes, defaults.rpc_max_message_bytes);
+  EXPECT_EQ(config->metrics_listen, "");
+  EXPECT_EQ(config->log_level, "info");
+  EXPECT_EQ(config->log_format, "logfmt");
+  EXPECT_EQ(config->backend, "cpu");
+  EXPECT_TRUE(config->selftest);
+  EXPECT_EQ(config->workers, 2);
+  EXPECT_EQ(config->queue_capacity, 64);
+  EXPECT_EQ(config->max_task_flops, defaults.max_task_flops);
+
+  ScopedHome home("/home/op");
+  NodeConfig finalized = *config;
+  ASSERT_TRUE(FinalizeNodeConfig(&finalized).ok());
+  EXPECT_EQ(finalized.datadir, "/home/op/.consensor");
+}
+
+TEST(ConfigTest, FullExample) {
+  const std::string text = R"(# every key
+datadir = "/var/lib/consensor"
+
+[rpc]
+listen = "0.0.0.0:7401"
+max_message_bytes = 8_388_608
+max_streams = 128
+
+[metrics]
+listen = "127.0.0.1:9100"
+
+[log]
+level = "debug"
+format = "json"
+
+[executor]
+backend = "cuda"
+threads = 8
+isa = "avx2"
+device = 1
+fallback_cpu = true
+selftest = false
+workers = 4
+queue_capacity = 1000
+
+[limits]
+max_blob_bytes = 2147483648
+max_task_bytes = 17179869184
+max_task_flops = 100_000_000_000_000
+max_task_seconds = 120
+max_elements = 1048576
+max_ops = 5000
+max_inputs = 16
+
+[operator]
+keystore = "~/keys/operator.json"
+password_file = "/run/secrets/pw"
+)";
+  auto parsed = ParseNodeConfig(text, "config.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  NodeConfig c = *parsed;
+  EXPECT_EQ(c.datadir, "/var/lib/consensor");
+  EXPECT_EQ(c.rpc_listen, "0.0.0.0:7401");
+  EXPECT_EQ(c.rpc_max_message_bytes, 8388608);
+  EXPECT_EQ(c.rpc_max_streams, 128);
+  EXPECT_EQ(c.metrics_listen, "127.0.0.1:9100");
+  EXPECT_EQ(c.log_level, "debug");
+  EXPECT_EQ(c.log_format, "json");
+  EXPECT_EQ(c.backend, "cuda");
+  EXPECT_EQ(c.threads, 8);
+  EXPECT_EQ(c.isa, "avx2");
+  EXPECT_EQ(c.device, 1);
+  EXPECT_TRUE(c.fallback_cpu);
+  EXPECT_FALSE(c.selftest);
+  EXPECT_EQ(c.workers, 4);
+  EXPECT_EQ(c.queue_capacity, 1000);
+  EXPECT_EQ(c.max_blob_bytes, int64_t{2147483648});
+  EXPECT_EQ(c.max_task_bytes, int64_t{17179869184});
+  EXPECT_EQ(c.max_task_flops, int64_t{100000000000000});
+  EXPECT_EQ(c.max_task_seconds, 120);
+  EXPECT_EQ(c.max_elements, 1048576);
+  EXPECT_EQ(c.max_ops, 5000);
+  EXPECT_EQ(c.max_inputs, 16);
+  EXPECT_EQ(c.keystore, "~/keys/operator.json");
+  EXPECT_EQ(c.password_file, "/run/secrets/pw");
+  EXPECT_EQ(c.password_env, "");
+
+  ScopedHome home("/home/op/");
+  ASSERT_TRUE(FinalizeNodeConfig(&c).ok());
+  EXPECT_EQ(c.keystore, "/home/op/keys/operator.json");
+  EXPECT_EQ(c.datadir, "/var/lib/consensor");
+}
+
+TEST(ConfigTest, DottedKeysAndInlineTables) {
+  auto c = ParseNodeConfig("rpc.listen = \"127.0.0.1:1\"\nlog = { level = \"warn\" }\n", "config.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rpc_listen, "127.0.0.1:1");
+  EXPECT_EQ(c->log_level, "warn");
+}
+
+TEST(ConfigTest, UnknownKeysAreNamed) {
+  std::string e = ParseError("[executor]\nworkers = 2\nwokers = 4\n");
+  EXPECT_TRUE(Contains(e, "config.toml: unknown key 'executor.wokers'")) << e;
+  EXPECT_TRUE(Contains(e, "line 3")) << e;
+  EXPECT_TRUE(Contains(e, "did you mean 'executor.workers'")) << e;
+
+  e = ParseError("[executor]\nselftst = false\n");
+  EXPECT_TRUE(Contains(e, "did you mean 'executor.selftest'")) << e;
+
+  e = ParseError("datadirr = \"/x\"\n");
+  EXPECT_TRUE(Contains(e, "unknown key 'datadirr'")) << e;
+  EXPECT_TRUE(Contains(e, "did you mean 'datadir'")) << e;
+
+  e = ParseError("[storage]\npath = \"/x\"\n");
+  EXPECT_TRUE(Contains(e, "unknown section [storage]")) << e;
+
+  e = ParseError("[limits]\ncompletely_unrelated = 1\n");
+  EXPECT_TRUE(Contains(e, "unknown key 'limits.completely_unrelated'")) << e;
+  EXPECT_FALSE(Contains(e, "did you mean")) << e;
+
+  e = ParseError("[rpc.tls]\ncert = \"x\"\n");  // a sub-table inside a known section
+  EXPECT_TRUE(Contains(e, "unknown key 'rpc.tls'")) << e;
+}
+
+TEST(ConfigTest, WrongTypesNameTheKeyAndPosition) {
+  std::string e = ParseError("# rpc\n[rpc]\nlisten = 7400\n");
+  EXPECT_EQ(e, "config.toml:3:1: 'rpc.listen' must be a string");
+  e = ParseError("[executor]\nworkers = \"4\"\n");
+  EXPECT_EQ(e, "config.toml:2:1: 'executor.workers' must be an integer");
+  e = ParseError("[limits]\nmax_task_flops = 1e13\n");
+  EXPECT_TRUE(Contains(e, "'limits.max_task_flops' must be an integer")) << e;
+  e = ParseError("[executor]\nfallback_cpu = 1\n");
+  EXPECT_TRUE(Contains(e, "'executor.fallback_cpu' must be true or false")) << e;
+  e = ParseError("[executor]\nselftest = \"no\"\n");
+  EXPECT_TRUE(Contains(e, "'executor.selftest' must be true or false")) << e;
+  e = ParseError("datadir = [\"/a\"]\n");
+  EXPECT_TRUE(Contains(e, "'datadir' must be a string")) << e;
+  e = ParseError("rpc = \"127.0.0.1:1\"\n");
+  EXPECT_TRUE(Contains(e, "'rpc' must be a table")) << e;
+  e = ParseError("[[executor]]\nworkers = 1\n");
+  EXPECT_TRUE(Contains(e, "'executor' must be a table")) << e;
+}
+
+TEST(ConfigTest, SyntaxErrorsCarryThePosition) {
+  std::string e = ParseError("[rpc]\nlisten = \"unterminated\n");
+  EXPECT_TRUE(Contains(e, "config.toml:2:")) << e;
+  e = ParseError("[log]\nlevel = \"info\"\nlevel = \"debug\"\n");  // redefinition
+  EXPECT_TRUE(Contains(e, "config.toml:3:")) << e;
+  e = ParseError(std::string("datadir = \"\xff\"\n"));  // invalid UTF-8
+  EXPECT_TRUE(Contains(e, "config.toml:1:")) << e;
+  e = ParseError(std::string(200, '['));  // toml++ asserts on "[[[" in debug builds
+  EXPECT_TRUE(Contains(e, "config.toml")) << e;
+  // Deep nesting must be an error, not a stack overflow.
+  e = ParseError("a = " + std::string(100000, '['));
+  EXPECT_TRUE(Contains(e, "config.toml")) << e;
+  std::string inline_tables = "a = ";
+  for (int i = 0; i < 20000; ++i) inline_tables += "{b=";
+  e = ParseError(inline_tables);
+  EXPECT_TRUE(Contains(e, "config.toml")) << e;
+  e = ParseError(std::string("datadir = \"a\0b\"\n", 16));  // NUL inside a string
+  EXPECT_TRUE(Contains(e, "config.toml:1:")) << e;
+}
+
+TEST(ConfigTest, SizeCap) {
+  std::string big = "# " + std::string(size_t{1} << 20, 'x') + "\n";
+  std::string e = ParseError(big);
+  EXPECT_TRUE(Contains(e, "larger than")) << e;
+
+  const std::string dir = MakeTempDir();
+  WriteFile(dir + "/big.toml", big);
+  auto loaded = LoadNodeConfigFile(dir + "/big.toml");
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(loaded.status().message(), "larger than")) << loaded.status().message();
+}
+
+TEST(ConfigTest, LoadFile) {
+  const std::string dir = MakeTempDir();
+  const std::string path = dir + "/config.toml";
+  WriteFile(path, "[executor]\nworkers = 3\n");
+  auto c = LoadNodeConfigFile(path);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->workers, 3);
+
+  WriteFile(path, "[executor]\nworkers = \"3\"\n");
+  c = LoadNodeConfigFile(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(Contains(c.status().message(), path + ":2:1: 'executor.workers'")) << c.status().message();
+
+  c = LoadNodeConfigFile(dir + "/missing.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(Contains(c.status().message(), "missing.toml")) << c.status().message();
+
+  c = LoadNodeConfigFile(dir);  // a directory
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(Contains(c.status().message(), "not a regular file")) << c.status().message();
+}
+
+TEST(ConfigTest, FinalizeRangeChecks) {
+  ScopedHome home("/home/op");
+  NodeConfig base;
+  EXPECT_EQ(FinalizeError(base), "OK");
+
+  struct Case {
+    void (*mutate)(NodeConfig*);
+    const char* key;
+  };
+  const Case cases[] = {
+      {[](NodeConfig* c) { c->workers = 0; }, "executor.workers"},
+      {[](NodeConfig* c) { c->workers = 257; }, "executor.workers"},
+      {[](NodeConfig* c) { c->queue_capacity = 0; }, "executor.queue_capacity"},
+      {[](NodeConfig* c) { c->queue_capacity = 1000001; }, "executor.queue_capacity"},
+      {[](NodeConfig* c) { c->threads = 0; }, "executor.threads"},
+      {[](NodeConfig* c) { c->threads = 1000; }, "executor.threads"},
+      {[](NodeConfig* c) { c->device = -1; }, "executor.device"},
+      {[](NodeConfig* c) { c->backend = "tpu"; }, "executor.backend"},
+      {[](NodeConfig* c) { c->isa = "sse"; }, "executor.isa"},
+      {[](NodeConfig* c) { c->log_level = "loud"; }, "log.level"},
+      {[](NodeConfig* c) { c->log_format = "xml"; }, "log.format"},
+      {[](NodeConfig* c) { c->rpc_listen = ""; }, "rpc.listen"},
+      {[](NodeConfig* c) { c->rpc_listen = "7400"; }, "rpc.listen"},
+      {[](NodeConfig* c) { c->rpc_listen = "127.0.0.1:99999"; }, "rpc.listen"},
+      {[](NodeConfig* c) { c->metrics_listen = "localhost"; }, "metrics.listen"},
+      {[](NodeConfig* c) { c->rpc_max_message_bytes = 0; }, "rpc.max_message_bytes"},
+      {[](NodeConfig* c) { c->rpc_max_streams = 0; }, "rpc.max_streams"},
+      {[](NodeConfig* c) { c->max_blob_bytes = 0; }, "limits.max_blob_bytes"},
+      {[](NodeConfig* c) { c->max_task_bytes = -1; }, "limits.max_task_bytes"},
+      {[](NodeConfig* c) { c->max_task_flops = 0; }, "limits.max_task_flops"},
+      {[](NodeConfig* c) { c->max_task_seconds = 0; }, "limits.max_task_seconds"},
+      {[](NodeConfig* c) { c->max_elements = 0; }, "limits.max_elements"},
+      {[](NodeConfig* c) { c->max_ops = 0; }, "limits.max_ops"},
+      {[](NodeConfig* c) { c->max_inputs = 0; }, "limits.max_inputs"},
+      {[](NodeConfig* c) { c->datadir = ""; }, "datadir"},
+      {[](NodeConfig* c) {
+         c->password_file = "/pw";
+         c->password_env = "PW";
+       },
+       "operator.password_file"},
+  };
+  for (const Case& tc : cases) {
+    NodeConfig c = base;
+    tc.mutate(&c);
+    const std::string e = FinalizeError(c);
+    EXPECT_TRUE(Contains(e, tc.key)) << tc.key << ": " << e;
+  }
+  // Edges that are allowed.
+  NodeConfig edge = base;
+  edge.workers = 256;
+  edge.queue_capacity = 1000000;
+  edge.backend = "cuda-emu";
+  edge.isa = "portable";
+  edge.metrics_listen = "[::1]:9100";
+  edge.rpc_listen = "localhost:0";
+  edge.password_env = "CONSENSOR_PASSWORD";
+  EXPECT_EQ(FinalizeError(edge), "OK");
+}
+
+TEST(ConfigTest, HomeExpansion) {
+  {
+    ScopedHome home("/home/op");
+    NodeConfig c;
+    c.datadir = "~";
+    c.keystore = "~/k.json";
+    c.password_file = "~/pw.txt";
+    ASSERT_EQ(FinalizeError(c), "OK");
+    FinalizeNodeConfig(&c).IgnoreError();
+    EXPECT_EQ(c.datadir, "/home/op");
+    EXPECT_EQ(c.keystore, "/home/op/k.json");
+    EXPECT_EQ(c.password_file, "/home/op/pw.txt");
+
+    NodeConfig plain;
+    plain.datadir = "/data/~/x";  // only a leading ~ is special
+    plain.keystore = "rel/key.json";
+    ASSERT_TRUE(FinalizeNodeConfig(&plain).ok());
+    EXPECT_EQ(plain.datadir, "/data/~/x");
+    EXPECT_EQ(plain.keystore, "rel/key.json");
+
+    NodeConfig other_user;
+    other_user.datadir = "~bob/data";
+    EXPECT_TRUE(Contains(FinalizeError(other_user), "datadir")) << FinalizeError(other_user);
+  }
+  {
+    ScopedHome home(nullptr);
+    NodeConfig c;  // default datadir is under ~
+    const std::string e = FinalizeError(c);
+    EXPECT_TRUE(Contains(e, "datadir")) << e;
+    EXPECT_TRUE(Contains(e, "HOME")) << e;
+  }
+}
+
+}  // namespace
+}  // namespace consensor::node
