@@ -34,7 +34,7 @@ u128 UniformBelow(const Hash256& task_id, uint64_t reference_block, uint32_t dra
 
 }  // namespace
 
-StatusOr<unsigned __int128> StakeToU128(const std::array<uint8_t, 32>& stake) {
+StatusOr<unsigned __int128> StakeToU128(const Uint256& stake) {
   for (int i = 0; i < 16; ++i) {
     if (stake[i] != 0) return InvalidArgument("an operator's stake does not fit in 128 bits");
   }

@@ -20,17 +20,12 @@
 #include "common/secp256k1_sign.h"
 #include "common/sha256.h"
 #include "common/status.h"
+#include "consensus/operator_set.h"
 
 namespace consensor::consensus {
 
-struct WeightedOperator {
-  Address20 address{};
-  // Stake in wei, as a 256-bit big-endian integer; the total must stay below 2^127.
-  std::array<uint8_t, 32> stake{};
-};
-
 // A 256-bit big-endian stake as an integer; INVALID_ARGUMENT when it needs more than 128 bits.
-StatusOr<unsigned __int128> StakeToU128(const std::array<uint8_t, 32>& stake);
+StatusOr<unsigned __int128> StakeToU128(const Uint256& stake);
 
 // The first `count` operators of the task's committee order (fewer when the set is smaller).
 // Operators with zero stake are never drawn. INVALID_ARGUMENT for duplicate addresses or a

@@ -138,17 +138,14 @@ StatusOr<OperatorInfo> ChainClient::GetOperatorInfo(const Address20& operator_ad
   return info;
 }
 
-StatusOr<OperatorSet> ChainClient::OperatorsAt(uint64_t block_number) {
+StatusOr<std::vector<consensus::WeightedOperator>> ChainClient::OperatorsAt(uint64_t block_number) {
   const AbiValue args[] = {AbiValue::Uint(block_number)};
   ASSIGN_OR_RETURN(auto out, View(deployment_.registry, "operatorsAt(uint256)", args));
   ASSIGN_OR_RETURN(auto v, AbiDecode("(address[],uint256[])", out));
   if (v[0].items.size() != v[1].items.size()) return DataLoss("operatorsAt returned arrays of different lengths");
-  OperatorSet set;
-  for (size_t i = 0; i < v[0].items.size(); ++i) {
-    set.operators.push_back(v[0].items[i].address);
-    set.stakes.push_back(v[1].items[i].uint);
-  }
-  return set;
+  std::vector<consensus::WeightedOperator> registered;
+  for (size_t i = 0; i < v[0].items.size(); ++i) registered.push_back({v[0].items[i].address, v[1].items[i].uint});
+  return registered;
 }
 
 StatusOr<Uint256> ChainClient::MinimumStake() {

@@ -13,6 +13,7 @@
 #include "common/secp256k1_sign.h"
 #include "common/status.h"
 #include "consensus/attestation.h"
+#include "consensus/operator_set.h"
 #include "node/chain/abi.h"
 #include "node/chain/eth_rpc.h"
 
@@ -42,11 +43,6 @@ struct OperatorInfo {
   std::string endpoint;
 };
 std::string OperatorStatusName(uint8_t status);
-
-struct OperatorSet {
-  std::vector<Address20> operators;  // in registration order
-  std::vector<Uint256> stakes;
-};
 
 // A slashing event from the service manager (docs/CONTRACTS.md, "Events").
 struct SlashEvent {
@@ -78,7 +74,9 @@ class ChainClient {
   std::optional<Address20> address() const { return address_; }
 
   StatusOr<OperatorInfo> GetOperatorInfo(const Address20& operator_address);
-  StatusOr<OperatorSet> OperatorsAt(uint64_t block_number);
+  // The registry's operators at a block with their stake there, in registration order (stake
+  // may be zero); consensus::OperatorSet::FromRegistry turns it into the protocol's view.
+  StatusOr<std::vector<consensus::WeightedOperator>> OperatorsAt(uint64_t block_number);
   StatusOr<Uint256> MinimumStake();
   // eth_call of the manager's verifyCertificate: the contract's own certificate checks at the
   // chain head. A revert comes back as FAILED_PRECONDITION naming the custom error.

@@ -123,7 +123,7 @@ size_t RpcChainView::active_operators() const {
   return active_.size();
 }
 
-StatusOr<std::shared_ptr<const OperatorSnapshot>> RpcChainView::OperatorsAt(uint64_t block) {
+StatusOr<std::shared_ptr<const consensus::OperatorSet>> RpcChainView::OperatorsAt(uint64_t block) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = snapshots_.find(block); it != snapshots_.end()) return it->second;
@@ -136,20 +136,13 @@ StatusOr<std::shared_ptr<const OperatorSnapshot>> RpcChainView::OperatorsAt(uint
   return snapshot;
 }
 
-StatusOr<std::shared_ptr<const OperatorSnapshot>> RpcChainView::FetchOperators(uint64_t block) {
-  OperatorSet set;
+StatusOr<std::shared_ptr<const consensus::OperatorSet>> RpcChainView::FetchOperators(uint64_t block) {
+  std::vector<consensus::WeightedOperator> registered;
   {
     std::lock_guard<std::mutex> lock(rpc_mu_);
-    ASSIGN_OR_RETURN(set, client_->OperatorsAt(block));
+    ASSIGN_OR_RETURN(registered, client_->OperatorsAt(block));
   }
-  auto snapshot = std::make_shared<OperatorSnapshot>();
-  snapshot->block = block;
-  for (size_t i = 0; i < set.operators.size(); ++i) {
-    if (Uint256IsZero(set.stakes[i])) continue;
-    snapshot->operators.push_back({set.operators[i], set.stakes[i]});
-    snapshot->total_stake = Uint256Add(snapshot->total_stake, set.stakes[i]);
-  }
-  return std::shared_ptr<const OperatorSnapshot>(std::move(snapshot));
+  return std::make_shared<const consensus::OperatorSet>(consensus::OperatorSet::FromRegistry(block, registered));
 }
 
 }  // namespace consensor::node

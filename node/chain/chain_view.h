@@ -17,15 +17,10 @@
 #include "common/status.h"
 #include "consensus/attestation.h"
 #include "consensus/committee.h"
+#include "consensus/operator_set.h"
 #include "node/chain/chain_client.h"
 
 namespace consensor::node {
-
-struct OperatorSnapshot {
-  uint64_t block = 0;
-  std::vector<consensus::WeightedOperator> operators;  // stake > 0, registration order
-  std::array<uint8_t, 32> total_stake{};               // big-endian, as the contract sums it
-};
 
 class ChainView {
  public:
@@ -43,7 +38,7 @@ class ChainView {
   virtual std::string EndpointOf(const Address20& address) const = 0;
   virtual size_t active_operators() const = 0;
   // Cached per block: the set at a past block never changes.
-  virtual StatusOr<std::shared_ptr<const OperatorSnapshot>> OperatorsAt(uint64_t block) = 0;
+  virtual StatusOr<std::shared_ptr<const consensus::OperatorSet>> OperatorsAt(uint64_t block) = 0;
 };
 
 class RpcChainView final : public ChainView {
@@ -65,12 +60,12 @@ class RpcChainView final : public ChainView {
   std::vector<std::string> PeerEndpoints(const Address20& self) const override;
   std::string EndpointOf(const Address20& address) const override;
   size_t active_operators() const override;
-  StatusOr<std::shared_ptr<const OperatorSnapshot>> OperatorsAt(uint64_t block) override;
+  StatusOr<std::shared_ptr<const consensus::OperatorSet>> OperatorsAt(uint64_t block) override;
 
  private:
   RpcChainView() = default;
   Status PollOnce(bool* changed);
-  StatusOr<std::shared_ptr<const OperatorSnapshot>> FetchOperators(uint64_t block);
+  StatusOr<std::shared_ptr<const consensus::OperatorSet>> FetchOperators(uint64_t block);
 
   std::unique_ptr<EthRpc> rpc_;
   std::unique_ptr<ChainClient> client_;
@@ -81,7 +76,7 @@ class RpcChainView final : public ChainView {
 
   mutable std::mutex mu_;
   std::map<Address20, std::string> active_;  // address -> endpoint
-  std::map<uint64_t, std::shared_ptr<const OperatorSnapshot>> snapshots_;  // newest blocks kept
+  std::map<uint64_t, std::shared_ptr<const consensus::OperatorSet>> snapshots_;  // newest blocks kept
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

@@ -179,9 +179,9 @@ int RunOperatorCommand(const std::vector<std::string>& raw, std::ostream& out, s
     }
     auto set = s->chain->OperatorsAt(block);
     if (!set.ok()) return Fail(err, set.status());
-    out << "operators at block " << block << ": " << set->operators.size() << "\n";
-    for (size_t i = 0; i < set->operators.size(); ++i) {
-      out << "  " << AddressToChecksumHex(set->operators[i]) << "  " << FormatEther(set->stakes[i]) << "\n";
+    out << "operators at block " << block << ": " << set->size() << "\n";
+    for (const consensus::WeightedOperator& op : *set) {
+      out << "  " << AddressToChecksumHex(op.address) << "  " << FormatEther(op.stake) << "\n";
     }
     return kExitOk;
   }

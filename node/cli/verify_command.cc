@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/file_io.h"
-#include "consensus/committee.h"
+#include "consensus/certificate.h"
 #include "node/cli/chain_flags.h"
 #include "node/cli/cli_args.h"
 #include "node/api/client.h"
@@ -68,8 +68,8 @@ std::string Checksum(const Address20& a) { return AddressToChecksumHex(a); }
 
 }  // namespace
 
-StatusOr<ParsedCertificate> ParseCertificate(const v1::Certificate& c) {
-  ParsedCertificate p;
+StatusOr<consensus::CertificateClaims> ParseCertificate(const v1::Certificate& c) {
+  consensus::CertificateClaims p;
   ASSIGN_OR_RETURN(p.attestation.task_id, HashFieldFromHex(c.task_id(), "task_id"));
   ASSIGN_OR_RETURN(p.attestation.result_root, HashFieldFromHex(c.result_root(), "result_root"));
   ASSIGN_OR_RETURN(p.attestation.trace_root, HashFieldFromHex(c.trace_root(), "trace_root"));
@@ -99,92 +99,9 @@ StatusOr<ParsedCertificate> ParseCertificate(const v1::Certificate& c) {
 }
 
 StatusOr<CertificateReport> CheckCertificate(const v1::Certificate& certificate, const consensus::Eip712Domain& domain,
-                                             const OperatorSet& operators) {
-  CertificateReport report;
-  ASSIGN_OR_RETURN(report.certificate, ParseCertificate(certificate));
-  const ParsedCertificate& p = report.certificate;
-  const uint64_t ref = p.attestation.reference_block;
-
-  // Signatures: each over exactly this attestation in this deployment's domain, from its signer.
-  for (size_t i = 0; i < p.signers.size(); ++i) {
-    const std::string who = "signature " + std::to_string(i) + " (signer " + Checksum(p.signers[i]) + ")";
-    auto recovered = consensus::RecoverAttestationSigner(domain, p.attestation, p.signatures[i]);
-    if (!recovered.ok()) return InvalidArgument(who + " is malformed: " + recovered.status().message());
-    if (*recovered != p.signers[i]) {
-      return FailedPrecondition(who + " does not recover to its signer but to " + Checksum(*recovered) +
-                                ": it was not made by that signer over this attestation in the EIP-712 domain of "
-                                "chain " + std::to_string(domain.chain_id) + ", contract " +
-                                Checksum(domain.verifying_contract));
-    }
-    // Strict order is what the contract requires, and it rules out counting a signer twice.
-    if (i > 0 && !(p.signers[i - 1] < p.signers[i])) {
-      if (p.signers[i - 1] == p.signers[i]) {
-        return FailedPrecondition("signer " + Checksum(p.signers[i]) + " appears twice (signatures " +
-                                  std::to_string(i - 1) + " and " + std::to_string(i) + ")");
-      }
-      return FailedPrecondition("signers are not strictly ascending: signer " + std::to_string(i) + " " +
-                                Checksum(p.signers[i]) + " comes after " + Checksum(p.signers[i - 1]));
-    }
-  }
-
-  // The operator set at the reference block decides who may sign and with what weight.
-  if (operators.operators.size() != operators.stakes.size()) {
-    return InvalidArgument("the operator set has " + std::to_string(operators.operators.size()) + " operators but " +
-                           std::to_string(operators.stakes.size()) + " stakes");
-  }
-  std::map<Address20, Uint256> stake_of;
-  std::vector<consensus::WeightedOperator> weighted;
-  for (size_t i = 0; i < operators.operators.size(); ++i) {
-    if (operators.stakes[i] == Uint256{}) continue;
-    stake_of[operators.operators[i]] = operators.stakes[i];
-    weighted.push_back({operators.operators[i], operators.stakes[i]});
-    report.total_stake = Uint256Add(report.total_stake, operators.stakes[i]);
-  }
-  report.operator_count = weighted.size();
-  for (const Address20& signer : p.signers) {
-    if (!stake_of.count(signer)) {
-      return FailedPrecondition("signer " + Checksum(signer) + " is not an operator at reference block " +
-                                std::to_string(ref) + " (it had no stake there)");
-    }
-  }
-
-  // The full order, so a signer outside the committee can be told its position.
-  const size_t operator_count = weighted.size();
-  auto order = consensus::CommitteeOrder(p.attestation.task_id, ref, std::move(weighted), operator_count);
-  if (!order.ok()) return order.status().WithContext("computing the committee order");
-  std::map<Address20, size_t> position_of;
-  for (size_t i = 0; i < order->size(); ++i) position_of[(*order)[i]] = i;
-
-  if (!p.dispute) {
-    if (p.replicas == 0) return InvalidArgument("replicas is 0; a result certificate needs at least one replica");
-    if (uint64_t{p.quorum} * 2 <= p.replicas) {
-      return FailedPrecondition("quorum " + std::to_string(p.quorum) + " is not a majority of " +
-                                std::to_string(p.replicas) + " replicas (needs quorum * 2 > replicas)");
-    }
-    if (p.committee_size < p.replicas) {
-      return FailedPrecondition("committee_size " + std::to_string(p.committee_size) + " is smaller than replicas " +
-                                std::to_string(p.replicas));
-    }
-    if (p.signers.size() < p.quorum) {
-      return FailedPrecondition(std::to_string(p.signers.size()) + " signatures are fewer than the quorum of " +
-                                std::to_string(p.quorum));
-    }
-  }
-  for (size_t i = 0; i < p.signers.size(); ++i) {
-    auto it = position_of.find(p.signers[i]);
-    if (it == position_of.end()) {
-      return Internal("signer " + Checksum(p.signers[i]) + " has stake but is missing from the committee order");
-    }
-    if (!p.dispute && it->second >= p.committee_size) {
-      return FailedPrecondition("signer " + Checksum(p.signers[i]) + " is at position " + std::to_string(it->second) +
-                                " of the task's committee order, outside the committee (positions 0.." +
-                                std::to_string(p.committee_size - 1) + ")");
-    }
-    const Uint256& stake = stake_of[p.signers[i]];
-    report.signers.push_back({p.signers[i], it->second, stake});
-    report.signed_stake = Uint256Add(report.signed_stake, stake);
-  }
-  return report;
+                                             const consensus::OperatorSet& operators) {
+  ASSIGN_OR_RETURN(consensus::CertificateClaims claims, ParseCertificate(certificate));
+  return consensus::CheckCertificate(claims, domain, operators);
 }
 
 namespace {
@@ -238,7 +155,7 @@ struct Verified {
 StatusOr<Verified> Verify(const ParsedArgs& a) {
   ASSIGN_OR_RETURN(v1::Certificate certificate, LoadCertificate(a));
   // Formats first: a malformed file should not need a chain to be rejected.
-  ASSIGN_OR_RETURN(ParsedCertificate parsed, ParseCertificate(certificate));
+  ASSIGN_OR_RETURN(consensus::CertificateClaims parsed, ParseCertificate(certificate));
   const uint64_t ref = parsed.attestation.reference_block;
 
   ASSIGN_OR_RETURN(ChainSession session, OpenChainSession(a, /*need_key=*/false));
@@ -250,9 +167,12 @@ StatusOr<Verified> Verify(const ParsedArgs& a) {
     return FailedPrecondition("reference block " + std::to_string(ref) + " is not mined yet (the chain head is block " +
                               std::to_string(v.head) + ")");
   }
-  auto operators = session.chain->OperatorsAt(ref);
-  if (!operators.ok()) return operators.status().WithContext("reading the operator set at block " + std::to_string(ref));
-  ASSIGN_OR_RETURN(v.report, CheckCertificate(certificate, session.chain->domain(), *operators));
+  auto registered = session.chain->OperatorsAt(ref);
+  if (!registered.ok()) {
+    return registered.status().WithContext("reading the operator set at block " + std::to_string(ref));
+  }
+  ASSIGN_OR_RETURN(v.report, consensus::CheckCertificate(parsed, session.chain->domain(),
+                                                         consensus::OperatorSet::FromRegistry(ref, *registered)));
 
   auto onchain = session.chain->VerifyCertificate(parsed.attestation, parsed.signatures);
   if (!onchain.ok()) return onchain.status().WithContext("the contract rejects the certificate");
@@ -277,7 +197,7 @@ StatusOr<Verified> Verify(const ParsedArgs& a) {
 
 void PrintHuman(const Verified& v, std::ostream& out) {
   const CertificateReport& r = v.report;
-  const ParsedCertificate& c = r.certificate;
+  const consensus::CertificateClaims& c = r.certificate;
   out << "task        " << ToHex(c.attestation.task_id) << "\n";
   out << "result      " << ToHex(c.attestation.result_root) << "\n";
   out << "trace       " << ToHex(c.attestation.trace_root) << "\n";
@@ -302,7 +222,7 @@ void PrintHuman(const Verified& v, std::ostream& out) {
 
 nlohmann::json JsonReport(const Verified& v) {
   const CertificateReport& r = v.report;
-  const ParsedCertificate& c = r.certificate;
+  const consensus::CertificateClaims& c = r.certificate;
   nlohmann::json signers = nlohmann::json::array();
   for (const CertificateSigner& s : r.signers) {
     signers.push_back({{"address", Checksum(s.address)}, {"position", s.position}, {"stake", Uint256ToDecimal(s.stake)}});

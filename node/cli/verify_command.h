@@ -14,55 +14,27 @@
 #include "common/status.h"
 #include "consensor/v1/node.pb.h"
 #include "consensus/attestation.h"
+#include "consensus/certificate.h"
+#include "consensus/operator_set.h"
 #include "node/chain/abi.h"
 #include "node/chain/chain_client.h"
 
 namespace consensor::node {
 
-// The most signatures a certificate may carry (a bound on work for hostile input).
-inline constexpr size_t kMaxCertificateSigners = 1024;
+using consensus::CertificateReport;
+using consensus::CertificateSigner;
+using consensus::kMaxCertificateSigners;
 
-// A certificate's fields in binary form; formats checked, nothing else.
-struct ParsedCertificate {
-  consensus::Attestation attestation;
-  std::vector<Address20> signers;
-  std::vector<std::vector<uint8_t>> signatures;  // 65 bytes r || s || v each, same order
-  uint32_t quorum = 0;
-  uint32_t committee_size = 0;
-  uint32_t replicas = 0;
-  bool dispute = false;
-};
+// The certificate's fields in binary form; formats checked, nothing else. INVALID_ARGUMENT
+// naming the field that is malformed: hashes must be 64 hex digits, signers addresses,
+// signatures 130 hex digits (each may carry a 0x prefix), and there must be as many signatures
+// as signers, at least one and at most kMaxCertificateSigners.
+StatusOr<consensus::CertificateClaims> ParseCertificate(const v1::Certificate& certificate);
 
-// INVALID_ARGUMENT naming the field that is malformed: hashes must be 64 hex digits, signers
-// addresses, signatures 130 hex digits (each may carry a 0x prefix), and there must be as many
-// signatures as signers, at least one and at most kMaxCertificateSigners.
-StatusOr<ParsedCertificate> ParseCertificate(const v1::Certificate& certificate);
-
-struct CertificateSigner {
-  Address20 address{};
-  size_t position = 0;  // 0-based index in the task's committee order
-  Uint256 stake{};      // at the reference block
-};
-
-struct CertificateReport {
-  ParsedCertificate certificate;
-  std::vector<CertificateSigner> signers;  // in certificate (ascending) order
-  Uint256 signed_stake{};
-  Uint256 total_stake{};  // of the whole operator set at the reference block
-  size_t operator_count = 0;
-};
-
-// Everything that can be checked without a chain, given the operator set at the certificate's
-// reference block (ChainClient::OperatorsAt): formats; every signature recovers, under
-// `domain`, to its listed signer; signers strictly ascending; every signer an operator with
-// stake. A result certificate must also satisfy the committee rules: replicas >= 1,
-// quorum * 2 > replicas, committee_size >= replicas, at least `quorum` signers, each within the
-// first `committee_size` of the committee order (consensus::CommitteeOrder). A dispute
-// certificate's committee is the whole operator set; whether it carries enough stake is the
-// contract's threshold, which the caller checks. Errors are INVALID_ARGUMENT (malformed) or
-// FAILED_PRECONDITION (well-formed but not valid), with a message that names the failed check.
+// ParseCertificate, then the protocol's validity rules (consensus::CheckCertificate) against
+// the operator set at the certificate's reference block.
 StatusOr<CertificateReport> CheckCertificate(const v1::Certificate& certificate, const consensus::Eip712Domain& domain,
-                                             const OperatorSet& operators);
+                                             const consensus::OperatorSet& operators);
 
 // consensor verify TASK_ID [--node HOST:PORT] [chain] [--json]
 // consensor verify --certificate FILE [chain] [--json]

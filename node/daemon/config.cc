@@ -21,6 +21,7 @@
 #endif
 #include <toml++/toml.h>
 
+#include "consensus/replication.h"
 #include "node/telemetry/http_server.h"
 #include "node/telemetry/log.h"
 
@@ -386,7 +387,10 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   RETURN_IF_ERROR(CheckRange("p2p.pull_interval_ms", c->p2p_pull_interval_ms, 50, 3600000));
   RETURN_IF_ERROR(CheckRange("consensus.max_replicas", c->consensus_max_replicas, 1, 256));
   RETURN_IF_ERROR(CheckRange("consensus.replicas", c->consensus_replicas, 1, c->consensus_max_replicas));
-  RETURN_IF_ERROR(CheckRange("consensus.quorum", c->consensus_quorum, c->consensus_replicas / 2 + 1, c->consensus_replicas));
+  // The default quorum must itself be a majority of the default committee (consensus/replication.h).
+  RETURN_IF_ERROR(CheckRange("consensus.quorum", c->consensus_quorum,
+                             static_cast<int64_t>(consensus::SmallestMajority(c->consensus_replicas)),
+                             c->consensus_replicas));
   RETURN_IF_ERROR(CheckRange("consensus.member_timeout_ms", c->consensus_member_timeout_ms, 100, 86400000));
   RETURN_IF_ERROR(CheckRange("consensus.max_dispute_committee", c->consensus_max_dispute_committee, 1, 1024));
   RETURN_IF_ERROR(CheckRange("consensus.max_reference_age", c->consensus_max_reference_age, 1, 1000000));

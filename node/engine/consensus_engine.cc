@@ -7,6 +7,7 @@
 
 #include "consensor/v1/node.grpc.pb.h"
 #include "consensus/committee.h"
+#include "consensus/replication.h"
 #include "executor/merkle.h"
 #include "common/npy.h"
 #include "executor/serialize.h"
@@ -88,31 +89,17 @@ v1::Certificate ToProto(const consensus::Certificate& c, uint32_t quorum, uint32
   return p;
 }
 
-// One task's consensus state on this node (memory only; the task record holds what must
-// survive a restart: the plan, the votes and the certificate).
+// One task's round on this node: the protocol's state (consensus::TaskRound) and what only
+// this node cares about (memory only; the task record holds what must survive a restart: the
+// plan, the votes and the certificate).
 struct ConsensusEngine::Round {
+  Round(std::string id, consensus::TaskRound protocol) : id_hex(std::move(id)), rules(std::move(protocol)) {}
   std::string id_hex;
-  Hash256 id{};
-  uint64_t reference_block = 0;
-  uint32_t replicas = 0;
-  uint32_t quorum = 0;
-  std::vector<Address20> order;  // the committee order over the whole operator set
-  std::shared_ptr<const OperatorSnapshot> operators;
-  std::optional<consensus::QuorumTracker> tracker;
-  std::optional<consensus::QuorumTracker> dispute;
-  std::vector<consensus::SignedAttestation> aside;  // signers outside the committee so far
-  std::vector<consensus::SignedAttestation> all_votes;  // every verified vote, for evidence
-  std::set<Address20> voters;
-  bool member = false;
-  bool executed = false;     // this node has a local result
-  bool finalized = false;
-  bool dispute_finalized = false;
+  consensus::TaskRound rules;
   bool result_stored = false;  // SUCCEEDED with the certified result
   Clock::time_point adopted_at;
-  Clock::time_point last_extension;
   Clock::time_point finalized_at;
   Clock::time_point next_result_fetch;
-  std::set<Address20> reported;  // operators we already sent evidence about
 };
 
 struct ConsensusEngine::Actions {
@@ -209,22 +196,10 @@ std::vector<std::string> ConsensusEngine::PeersFor(const Address20& preferred) c
 
 // ---- planning and admission
 
-Status ConsensusEngine::CheckReplicasAndQuorum(uint32_t replicas, uint32_t quorum) const {
-  if (replicas == 0 || replicas > options_.max_replicas) {
-    return InvalidArgument("replicas must be between 1 and " + std::to_string(options_.max_replicas) + " (got " +
-                           std::to_string(replicas) + ")");
-  }
-  if (quorum * 2 <= replicas || quorum > replicas) {
-    return InvalidArgument("quorum must be a majority of the replicas: between " + std::to_string(replicas / 2 + 1) +
-                           " and " + std::to_string(replicas) + " (got " + std::to_string(quorum) + ")");
-  }
-  return OkStatus();
-}
-
 StatusOr<v1::TaskConsensus> ConsensusEngine::PlanConsensus(const Hash256& task_id, uint64_t reference_block,
                                                            uint32_t replicas, uint32_t quorum,
                                                            const std::string& announcer) {
-  RETURN_IF_ERROR(CheckReplicasAndQuorum(replicas, quorum));
+  RETURN_IF_ERROR(consensus::CheckReplication(replicas, quorum, options_.max_replicas));
   ASSIGN_OR_RETURN(auto operators, chain_->OperatorsAt(reference_block));
   if (operators->operators.size() < replicas) {
     return FailedPrecondition("the task asks for " + std::to_string(replicas) + " replicas but only " +
@@ -250,9 +225,7 @@ StatusOr<SubmitOutcome> ConsensusEngine::Submit(const v1::SubmitTaskRequest& req
   auto* opts = resolved.mutable_options();
   if (opts->replicas() == 0) opts->set_replicas(options_.default_replicas);
   if (opts->quorum() == 0) {
-    // The node's default quorum belongs to its default committee size; otherwise a majority.
-    opts->set_quorum(opts->replicas() == options_.default_replicas ? options_.default_quorum
-                                                                   : opts->replicas() / 2 + 1);
+    opts->set_quorum(consensus::DefaultQuorum(opts->replicas(), options_.default_replicas, options_.default_quorum));
   }
   // Validate before anything is announced: the content must be here and within the caps.
   ASSIGN_OR_RETURN(std::string id_hex, tasks_->Check(resolved));
@@ -267,11 +240,13 @@ StatusOr<SubmitOutcome> ConsensusEngine::Submit(const v1::SubmitTaskRequest& req
   if (outcome.already_known) return outcome;
 
   Actions actions;
+  // Chain reads happen before the lock (PlanConsensus already cached this block's set).
+  auto operators = chain_->OperatorsAt(reference);
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto task = tasks_->Get(id_hex);
-    if (task.ok()) {
-      if (Status s = OpenRound(*task, &actions); !s.ok()) {
+    if (task.ok() && operators.ok()) {
+      if (Status s = OpenRound(*task, *operators, &actions); !s.ok()) {
         Log(LogLevel::kError, "cannot open consensus round", {{"task", id_hex}, {"error", s.ToString()}});
       }
     }
@@ -305,7 +280,7 @@ Status ConsensusEngine::OnMessage(const v1::GossipMessage& message, const Hash25
     }
     // Refused here, not only at adoption, so that peers do not relay it either.
     const auto& o = ann.spec().options();
-    if (Status s = CheckReplicasAndQuorum(o.replicas(), o.quorum()); !s.ok()) {
+    if (Status s = consensus::CheckReplication(o.replicas(), o.quorum(), options_.max_replicas); !s.ok()) {
       announcements_refused_->Increment();
       return s;
     }
@@ -434,11 +409,13 @@ Status ConsensusEngine::Adopt(const v1::TaskAnnouncement& ann, const Address20& 
     return submitted.status();
   }
   Actions actions;
+  auto operators = chain_->OperatorsAt(ann.reference_block());  // before the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
     adopting_.erase(id_hex);
+    if (!operators.ok()) return operators.status();
     auto task = tasks_->Get(id_hex);
-    if (task.ok() && !rounds_.count(id_hex)) RETURN_IF_ERROR(OpenRound(*task, &actions));
+    if (task.ok() && !rounds_.count(id_hex)) RETURN_IF_ERROR(OpenRound(*task, *operators, &actions));
   }
   RunActions(actions);
   Log(LogLevel::kInfo, "task adopted",
@@ -448,31 +425,44 @@ Status ConsensusEngine::Adopt(const v1::TaskAnnouncement& ann, const Address20& 
 
 // ---- rounds (called with mu_ held)
 
-Status ConsensusEngine::OpenRound(const v1::Task& task, Actions* actions) {
+namespace {
+int64_t SteadyMillis(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+}  // namespace
+
+consensus::RoundRules ConsensusEngine::Rules() const {
+  consensus::RoundRules rules;
+  rules.domain = chain_->domain();
+  rules.self = address_;
+  rules.dispute_threshold_bps = chain_->threshold_bps();
+  rules.max_dispute_committee = options_.max_dispute_committee;
+  rules.member_timeout_ms = options_.member_timeout.count();
+  rules.max_aside_votes = kMaxAsideVotesPerRound;
+  rules.report_evidence = evidence_ != nullptr;
+  return rules;
+}
+
+Status ConsensusEngine::OpenRound(const v1::Task& task, std::shared_ptr<const consensus::OperatorSet> operators,
+                                  Actions* actions) {
   const v1::TaskConsensus& c = task.consensus();
-  auto round = std::make_unique<Round>();
-  round->id_hex = task.task_id();
-  ASSIGN_OR_RETURN(round->id, Hash256FromHex(task.task_id()));
-  round->reference_block = c.reference_block();
-  round->replicas = c.replicas();
-  round->quorum = c.quorum();
-  ASSIGN_OR_RETURN(round->operators, chain_->OperatorsAt(c.reference_block()));
-  ASSIGN_OR_RETURN(round->order, consensus::CommitteeOrder(round->id, c.reference_block(), round->operators->operators,
-                                                           round->operators->operators.size()));
-  std::vector<Address20> committee;
+  consensus::RoundRecord record;
+  ASSIGN_OR_RETURN(record.task_id, Hash256FromHex(task.task_id()));
+  record.reference_block = c.reference_block();
+  record.replicas = c.replicas();
+  record.quorum = c.quorum();
   for (const std::string& a : c.committee()) {
     ASSIGN_OR_RETURN(Address20 addr, ParseAddress(a));
-    committee.push_back(addr);
+    record.committee.push_back(addr);
   }
-  if (committee.empty()) committee.assign(round->order.begin(), round->order.begin() + std::min<size_t>(round->replicas, round->order.size()));
-  ASSIGN_OR_RETURN(auto tracker, consensus::QuorumTracker::Create(chain_->domain(), round->id, round->reference_block,
-                                                                  committee, round->quorum));
-  round->tracker = std::move(tracker);
-  round->member = round->tracker->is_member(address_);
-  round->executed = task.has_result() && !task.result().result_root().empty() && task.state() != v1::TASK_STATE_SUCCEEDED;
+  record.executed = task.has_result() && !task.result().result_root().empty() && task.state() != v1::TASK_STATE_SUCCEEDED;
+  record.finalized = c.has_certificate();
+  const auto now = Clock::now();
+  ASSIGN_OR_RETURN(consensus::TaskRound protocol,
+                   consensus::TaskRound::Open(Rules(), std::move(operators), record, SteadyMillis(now)));
+  auto round = std::make_unique<Round>(task.task_id(), std::move(protocol));
   round->result_stored = task.state() == v1::TASK_STATE_SUCCEEDED;
-  round->finalized = c.has_certificate();
-  round->adopted_at = round->last_extension = Clock::now();
+  round->adopted_at = now;
   Round& r = *round;
   rounds_[r.id_hex] = std::move(round);
   for (const auto& stored : c.attestations()) {
@@ -485,81 +475,100 @@ Status ConsensusEngine::OpenRound(const v1::Task& task, Actions* actions) {
     orphans_.erase(it);
     for (const auto& vote : votes) AddVote(r, vote, /*persist=*/true, actions);
   }
-  if (c.disputed() && !r.dispute) StartDispute(r, actions);
+  if (c.disputed()) {
+    consensus::RoundDecisions decisions;
+    r.rules.ResumeDispute(&decisions);
+    Carry(r, decisions, /*persist=*/true, actions);
+  }
   return OkStatus();
 }
 
 void ConsensusEngine::AddVote(Round& r, const consensus::SignedAttestation& vote, bool persist, Actions* actions) {
-  auto signer = consensus::RecoverAttestationSigner(chain_->domain(), vote.attestation, vote.signature);
-  if (!signer.ok() || vote.attestation.task_id != r.id || vote.attestation.reference_block != r.reference_block) {
-    attestations_refused_->Increment();
-    return;
-  }
-  const bool seen = std::any_of(r.all_votes.begin(), r.all_votes.end(), [&](const consensus::SignedAttestation& v) {
-    return v.signature == vote.signature;
-  });
-  if (seen) return;
-  bool counted = false;
-  auto outcome = r.tracker->Add(vote);
-  if (outcome.ok()) {
-    counted = *outcome == consensus::AddOutcome::kCounted || *outcome == consensus::AddOutcome::kFinalized ||
-              *outcome == consensus::AddOutcome::kConflictingVote;
-  } else if (outcome.status().code() == StatusCode::kPermissionDenied) {
-    // Not in the committee (yet): a replacement this node has not extended to, or a dispute vote.
-    if (r.aside.size() < kMaxAsideVotesPerRound) r.aside.push_back(vote);
-    counted = true;
-  }
-  if (r.dispute) {
-    auto d = r.dispute->Add(vote);
-    if (d.ok()) counted = true;
-  }
-  if (!counted) return;
-  r.all_votes.push_back(vote);
-  r.voters.insert(*signer);
-  attestations_received_->Increment();
-  if (persist) {
-    v1::SignedAttestation stored = ToProto(vote, *signer);
-    actions->mutations.emplace_back(r.id_hex, [stored](v1::Task* t) -> Status {
-      for (const auto& existing : t->consensus().attestations()) {
-        if (existing.signature() == stored.signature()) return OkStatus();
-      }
-      *t->mutable_consensus()->add_attestations() = stored;
-      return OkStatus();
-    });
-  }
-  if (!r.finalized && r.tracker->finalized()) OnFinalized(r, actions);
-  if (r.tracker->conflicting() && !r.dispute) StartDispute(r, actions);
-  if (r.dispute && r.dispute->finalized() && !r.dispute_finalized) {
-    r.dispute_finalized = true;
-    const consensus::Certificate& cert = *r.dispute->certificate();
-    v1::Certificate proto = ToProto(cert, 0, static_cast<uint32_t>(r.dispute->committee_size()), r.replicas, true);
-    Log(LogLevel::kInfo, "dispute certificate",
-        {{"task", r.id_hex}, {"result_root", ToHex(cert.attestation.result_root)},
-         {"signers", static_cast<int64_t>(cert.signers.size())}});
-    const bool replaces = !r.finalized || r.tracker->certificate()->attestation.result_root != cert.attestation.result_root;
-    actions->mutations.emplace_back(r.id_hex, [proto, replaces](v1::Task* t) -> Status {
-      // The dispute certificate carries the contract's stake threshold: it supersedes a committee
-      // certificate that disagrees with it.
-      if (replaces || !t->consensus().has_certificate()) *t->mutable_consensus()->mutable_certificate() = proto;
-      return OkStatus();
-    });
-    if (!r.finalized) {
-      r.finalized = true;
-      r.finalized_at = Clock::now();
-      tasks_certified_->Increment();
-    }
-    if (replaces) r.result_stored = false;
-  }
-  CheckEvidence(r, actions);
+  consensus::RoundDecisions decisions;
+  r.rules.AddVote(vote, &decisions);
+  Carry(r, decisions, persist, actions);
 }
 
-void ConsensusEngine::OnFinalized(Round& r, Actions* actions) {
-  r.finalized = true;
+// Carries out the round's decisions in order: record updates, metrics, logs, and the jobs that
+// talk to peers and the chain (run after the lock).
+void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions, bool persist, Actions* actions) {
+  for (const consensus::RoundDecision& decision : decisions) {
+    if (auto* counted = std::get_if<consensus::VoteCounted>(&decision)) {
+      attestations_received_->Increment();
+      if (!persist) continue;
+      v1::SignedAttestation stored = ToProto(counted->vote, counted->signer);
+      actions->mutations.emplace_back(r.id_hex, [stored](v1::Task* t) -> Status {
+        for (const auto& existing : t->consensus().attestations()) {
+          if (existing.signature() == stored.signature()) return OkStatus();
+        }
+        *t->mutable_consensus()->add_attestations() = stored;
+        return OkStatus();
+      });
+    } else if (std::holds_alternative<consensus::VoteRefused>(decision)) {
+      attestations_refused_->Increment();
+    } else if (auto* certified = std::get_if<consensus::Certified>(&decision)) {
+      OnCertified(r, *certified, actions);
+    } else if (auto* started = std::get_if<consensus::DisputeStarted>(&decision)) {
+      disputes_->Increment();
+      std::vector<std::string> members;
+      for (const Address20& m : started->members) members.push_back(AddressHex(m));
+      actions->mutations.emplace_back(r.id_hex, [members](v1::Task* t) -> Status {
+        t->mutable_consensus()->set_disputed(true);
+        t->mutable_consensus()->clear_dispute_committee();
+        for (const auto& m : members) t->mutable_consensus()->add_dispute_committee(m);
+        return OkStatus();
+      });
+      Log(LogLevel::kWarn, "conflicting results: dispute round",
+          {{"task", r.id_hex}, {"dispute_committee", static_cast<int64_t>(members.size())}});
+    } else if (auto* failed = std::get_if<consensus::DisputeNotStarted>(&decision)) {
+      disputes_->Increment();
+      Log(LogLevel::kError, "cannot start dispute round", {{"task", r.id_hex}, {"error", failed->error.ToString()}});
+    } else if (auto* dispute = std::get_if<consensus::DisputeCertified>(&decision)) {
+      const consensus::Certificate& cert = dispute->certificate;
+      v1::Certificate proto =
+          ToProto(cert, 0, static_cast<uint32_t>(dispute->committee_size), r.rules.replicas(), true);
+      Log(LogLevel::kInfo, "dispute certificate",
+          {{"task", r.id_hex}, {"result_root", ToHex(cert.attestation.result_root)},
+           {"signers", static_cast<int64_t>(cert.signers.size())}});
+      const bool replaces = dispute->supersedes;
+      actions->mutations.emplace_back(r.id_hex, [proto, replaces](v1::Task* t) -> Status {
+        if (replaces || !t->consensus().has_certificate()) *t->mutable_consensus()->mutable_certificate() = proto;
+        return OkStatus();
+      });
+      if (dispute->first_certificate) {
+        r.finalized_at = Clock::now();
+        tasks_certified_->Increment();
+      }
+      if (replaces) r.result_stored = false;
+    } else if (auto* extended = std::get_if<consensus::CommitteeExtended>(&decision)) {
+      members_replaced_->Increment(static_cast<double>(extended->added));
+      std::vector<std::string> committee;
+      for (const Address20& m : extended->members) committee.push_back(AddressHex(m));
+      const bool now_member = extended->self_joined;
+      actions->mutations.emplace_back(r.id_hex, [committee, now_member](v1::Task* t) -> Status {
+        t->mutable_consensus()->clear_committee();
+        for (const auto& c : committee) t->mutable_consensus()->add_committee(c);
+        if (now_member) t->mutable_consensus()->set_member(true);
+        return OkStatus();
+      });
+      Log(LogLevel::kInfo, "silent committee members replaced",
+          {{"task", r.id_hex}, {"silent", static_cast<int64_t>(extended->silent)},
+           {"committee", static_cast<int64_t>(committee.size())}});
+    } else if (std::holds_alternative<consensus::ExecuteHere>(decision)) {
+      actions->requeue.push_back(r.id_hex);
+    } else if (auto* evidence = std::get_if<consensus::SendEvidence>(&decision)) {
+      SendEvidence(r.id_hex, evidence->slash, actions);
+    }
+  }
+}
+
+void ConsensusEngine::OnCertified(Round& r, const consensus::Certified& certified, Actions* actions) {
   r.finalized_at = Clock::now();
   tasks_certified_->Increment();
   finality_seconds_->Observe(std::chrono::duration<double>(r.finalized_at - r.adopted_at).count());
-  const consensus::Certificate& cert = *r.tracker->certificate();
-  v1::Certificate proto = ToProto(cert, r.quorum, static_cast<uint32_t>(r.tracker->committee_size()), r.replicas, false);
+  const consensus::Certificate& cert = certified.certificate;
+  v1::Certificate proto =
+      ToProto(cert, r.rules.quorum(), static_cast<uint32_t>(certified.committee_size), r.rules.replicas(), false);
   actions->mutations.emplace_back(r.id_hex, [proto](v1::Task* t) -> Status {
     if (!t->consensus().has_certificate()) *t->mutable_consensus()->mutable_certificate() = proto;
     return OkStatus();
@@ -573,97 +582,35 @@ void ConsensusEngine::OnFinalized(Round& r, Actions* actions) {
   actions->jobs.push_back([this, id_hex] { FetchCertifiedResult(id_hex); });
 }
 
-void ConsensusEngine::StartDispute(Round& r, Actions* actions) {
-  disputes_->Increment();
-  const size_t size = std::min<size_t>(r.order.size(), options_.max_dispute_committee);
-  std::vector<consensus::WeightedOperator> committee;
-  for (size_t i = 0; i < size; ++i) {
-    for (const auto& op : r.operators->operators) {
-      if (op.address == r.order[i]) committee.push_back(op);
-    }
-  }
-  auto tracker = consensus::QuorumTracker::CreateWeighted(chain_->domain(), r.id, r.reference_block, committee,
-                                                          r.operators->total_stake, chain_->threshold_bps());
-  if (!tracker.ok()) {
-    Log(LogLevel::kError, "cannot start dispute round", {{"task", r.id_hex}, {"error", tracker.status().ToString()}});
-    return;
-  }
-  r.dispute = std::move(tracker).value();
-  std::vector<std::string> members;
-  for (const auto& op : committee) members.push_back(AddressHex(op.address));
-  actions->mutations.emplace_back(r.id_hex, [members](v1::Task* t) -> Status {
-    t->mutable_consensus()->set_disputed(true);
-    t->mutable_consensus()->clear_dispute_committee();
-    for (const auto& m : members) t->mutable_consensus()->add_dispute_committee(m);
-    return OkStatus();
-  });
-  Log(LogLevel::kWarn, "conflicting results: dispute round",
-      {{"task", r.id_hex}, {"dispute_committee", static_cast<int64_t>(committee.size())}});
-  for (const auto& vote : r.all_votes) (void)r.dispute->Add(vote);
-  if (r.dispute->is_member(address_) && !r.executed && !r.member) {
-    r.member = true;
-    actions->requeue.push_back(r.id_hex);
-  }
-}
-
-void ConsensusEngine::CheckEvidence(Round& r, Actions* actions) {
+void ConsensusEngine::SendEvidence(const std::string& id_hex, const consensus::SlashDecision& slash, Actions* actions) {
   if (evidence_ == nullptr) return;
-  // Equivocation: two signatures of one operator over different results.
-  for (const auto& e : r.tracker->equivocations()) {
-    if (e.signer == address_ || !r.reported.insert(e.signer).second) continue;
-    auto a = e.first, b = e.second;
-    const std::string id_hex = r.id_hex;
-    const Address20 accused = e.signer;
-    actions->jobs.push_back([this, a, b, id_hex, accused] {
-      auto tx = evidence_->SlashEquivocation(a, b);
-      v1::SlashRecord record;
-      record.set_kind("equivocation");
-      record.set_operator_address(AddressHex(accused));
-      if (tx.ok()) {
-        record.set_tx_hash(*tx);
-        evidence_submitted_->Increment();
-        Log(LogLevel::kInfo, "equivocation evidence sent", {{"task", id_hex}, {"operator", AddressHex(accused)}, {"tx", *tx}});
-      } else {
-        record.set_error(tx.status().message());
-        evidence_failed_->Increment();
+  const bool equivocation = slash.kind == consensus::SlashDecision::Kind::kEquivocation;
+  actions->jobs.push_back([this, slash, id_hex, equivocation] {
+    auto tx = equivocation ? evidence_->SlashEquivocation(slash.first, slash.second)
+                           : evidence_->SlashDispute(slash.first, *slash.certificate);
+    v1::SlashRecord record;
+    record.set_kind(equivocation ? "equivocation" : "dispute");
+    record.set_operator_address(AddressHex(slash.accused));
+    if (tx.ok()) {
+      record.set_tx_hash(*tx);
+      evidence_submitted_->Increment();
+      Log(LogLevel::kInfo, equivocation ? "equivocation evidence sent" : "dispute evidence sent",
+          {{"task", id_hex}, {"operator", AddressHex(slash.accused)}, {"tx", *tx}});
+    } else {
+      record.set_error(tx.status().message());
+      evidence_failed_->Increment();
+      if (equivocation) {
         Log(LogLevel::kWarn, "equivocation evidence failed", {{"task", id_hex}, {"error", tx.status().ToString()}});
-      }
-      tasks_->Mutate(id_hex, [record](v1::Task* t) -> Status {
-        *t->mutable_consensus()->add_slashes() = record;
-        return OkStatus();
-      }).IgnoreError();
-    });
-  }
-  // Dispute: every operator that signed another result than the dispute certificate.
-  if (!r.dispute || !r.dispute->finalized()) return;
-  const consensus::Certificate cert = *r.dispute->certificate();
-  for (const auto& vote : r.all_votes) {
-    if (vote.attestation.result_root == cert.attestation.result_root) continue;
-    auto signer = consensus::RecoverAttestationSigner(chain_->domain(), vote.attestation, vote.signature);
-    if (!signer.ok() || *signer == address_ || !r.reported.insert(*signer).second) continue;
-    const std::string id_hex = r.id_hex;
-    const Address20 accused = *signer;
-    actions->jobs.push_back([this, vote, cert, id_hex, accused] {
-      auto tx = evidence_->SlashDispute(vote, cert);
-      v1::SlashRecord record;
-      record.set_kind("dispute");
-      record.set_operator_address(AddressHex(accused));
-      if (tx.ok()) {
-        record.set_tx_hash(*tx);
-        evidence_submitted_->Increment();
-        Log(LogLevel::kInfo, "dispute evidence sent", {{"task", id_hex}, {"operator", AddressHex(accused)}, {"tx", *tx}});
       } else {
-        record.set_error(tx.status().message());
-        evidence_failed_->Increment();
         // Another honest node may have been first (EvidenceAlreadyUsed): that is the expected race.
         Log(LogLevel::kInfo, "dispute evidence not sent", {{"task", id_hex}, {"error", tx.status().ToString()}});
       }
-      tasks_->Mutate(id_hex, [record](v1::Task* t) -> Status {
-        *t->mutable_consensus()->add_slashes() = record;
-        return OkStatus();
-      }).IgnoreError();
-    });
-  }
+    }
+    tasks_->Mutate(id_hex, [record](v1::Task* t) -> Status {
+      *t->mutable_consensus()->add_slashes() = record;
+      return OkStatus();
+    }).IgnoreError();
+  });
 }
 
 // ---- local execution
@@ -683,8 +630,8 @@ void ConsensusEngine::Attest(const std::string& task_id_hex, const v1::TaskResul
     auto it = rounds_.find(task_id_hex);
     if (it == rounds_.end()) return;
     Round& r = *it->second;
-    r.executed = true;
-    if (r.finalized && !r.result_stored) {
+    r.rules.MarkExecuted();
+    if (r.rules.finalized() && !r.result_stored) {
       // The quorum was reached while this node was still executing.
       const std::string id_hex = r.id_hex;
       actions.jobs.push_back([this, id_hex] { FetchCertifiedResult(id_hex); });
@@ -694,13 +641,13 @@ void ConsensusEngine::Attest(const std::string& task_id_hex, const v1::TaskResul
       return;
     }
     consensus::SignedAttestation vote;
-    vote.attestation.task_id = r.id;
+    vote.attestation.task_id = r.rules.task_id();
     auto root = Hash256FromHex(result.result_root());
     auto trace = Hash256FromHex(result.trace_root());
     if (!root.ok() || !trace.ok()) return;
     vote.attestation.result_root = *root;
     vote.attestation.trace_root = *trace;
-    vote.attestation.reference_block = r.reference_block;
+    vote.attestation.reference_block = r.rules.reference_block();
     std::vector<consensus::Attestation> to_sign = {vote.attestation};
     if (options_.fault_mode == "corrupt-output") {
       // One flipped bit of the output: a different result root than honest members compute.
@@ -813,56 +760,18 @@ void ConsensusEngine::Tick() {
     const auto now = Clock::now();
     for (auto it = rounds_.begin(); it != rounds_.end();) {
       Round& r = *it->second;
-      if (r.finalized && !r.result_stored && now >= r.next_result_fetch) {
+      if (r.rules.finalized() && !r.result_stored && now >= r.next_result_fetch) {
         r.next_result_fetch = now + std::chrono::seconds(1);
         fetch.push_back(r.id_hex);
       }
-      if (r.finalized && r.result_stored && now - r.finalized_at > kRetainFinalized) {
+      if (r.rules.finalized() && r.result_stored && now - r.finalized_at > kRetainFinalized) {
         it = rounds_.erase(it);
         continue;
       }
-      // A silent member is replaced by the next operator of the order; each timeout adds as
-      // many operators as members that have not voted, until the order runs out.
-      if (!r.finalized && now - r.last_extension >= options_.member_timeout &&
-          r.tracker->committee_size() < r.order.size()) {
-        size_t silent = 0;
-        // committee_size() is a prefix of the order by construction.
-        for (size_t i = 0; i < r.tracker->committee_size(); ++i) silent += r.voters.count(r.order[i]) ? 0 : 1;
-        r.last_extension = now;
-        if (silent > 0) {
-          const size_t new_size = std::min(r.order.size(), r.tracker->committee_size() + silent);
-          std::vector<Address20> added(r.order.begin() + r.tracker->committee_size(), r.order.begin() + new_size);
-          r.tracker->ExtendCommittee(added).IgnoreError();
-          members_replaced_->Increment(static_cast<double>(added.size()));
-          std::vector<std::string> committee;
-          for (size_t i = 0; i < new_size; ++i) committee.push_back(AddressHex(r.order[i]));
-          const bool now_member = !r.member && r.tracker->is_member(address_);
-          actions.mutations.emplace_back(r.id_hex, [committee, now_member](v1::Task* t) -> Status {
-            t->mutable_consensus()->clear_committee();
-            for (const auto& c : committee) t->mutable_consensus()->add_committee(c);
-            if (now_member) t->mutable_consensus()->set_member(true);
-            return OkStatus();
-          });
-          Log(LogLevel::kInfo, "silent committee members replaced",
-              {{"task", r.id_hex}, {"silent", static_cast<int64_t>(silent)}, {"committee", static_cast<int64_t>(new_size)}});
-          if (now_member) {
-            r.member = true;
-            if (!r.executed) actions.requeue.push_back(r.id_hex);
-          }
-          // Votes kept aside may now count.
-          auto aside = std::move(r.aside);
-          r.aside.clear();
-          for (const auto& v : aside) {
-            r.all_votes.erase(std::remove_if(r.all_votes.begin(), r.all_votes.end(),
-                                             [&](const auto& x) { return x.signature == v.signature; }),
-                              r.all_votes.end());
-            if (auto signer = consensus::RecoverAttestationSigner(chain_->domain(), v.attestation, v.signature); signer.ok()) {
-              r.voters.erase(*signer);
-            }
-            AddVote(r, v, /*persist=*/false, &actions);
-          }
-        }
-      }
+      // Silent members are replaced at the member deadline (consensus/membership.h).
+      consensus::RoundDecisions decisions;
+      r.rules.OnTimer(SteadyMillis(now), &decisions);
+      Carry(r, decisions, /*persist=*/false, &actions);
       ++it;
     }
     // Votes for tasks never announced to us (or long finished) do not stay forever.
@@ -878,7 +787,7 @@ void ConsensusEngine::Tick() {
       it = orphan_since_.erase(it);
     }
     size_t open = 0;
-    for (const auto& [id, round] : rounds_) open += round->finalized ? 0 : 1;
+    for (const auto& [id, round] : rounds_) open += round->rules.finalized() ? 0 : 1;
     open_rounds_gauge_->Set(static_cast<double>(open));
   }
   RunActions(actions);
@@ -918,9 +827,11 @@ Status ConsensusEngine::Recover() {
   }));
   for (const v1::Task& t : open) {
     Actions actions;
+    auto operators = chain_->OperatorsAt(t.consensus().reference_block());  // before the lock
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (Status s = OpenRound(t, &actions); !s.ok()) {
+      Status s = operators.ok() ? OpenRound(t, *operators, &actions) : operators.status();
+      if (!s.ok()) {
         Log(LogLevel::kWarn, "cannot reopen consensus round", {{"task", t.task_id()}, {"error", s.ToString()}});
         continue;
       }

@@ -28,6 +28,7 @@
 #include "common/status.h"
 #include "consensor/v1/peer.pb.h"
 #include "consensus/quorum.h"
+#include "consensus/round.h"
 #include "node/chain/chain_view.h"
 #include "node/telemetry/metrics.h"
 #include "node/storage/store.h"
@@ -89,18 +90,17 @@ class ConsensusEngine {
   struct Round;
   struct Actions;  // side effects gathered under the lock, run after it
 
-  // Bounds from config; the quorum must be a majority of the replicas.
-  Status CheckReplicasAndQuorum(uint32_t replicas, uint32_t quorum) const;
   StatusOr<v1::TaskConsensus> PlanConsensus(const Hash256& task_id, uint64_t reference_block, uint32_t replicas,
                                             uint32_t quorum, const std::string& announcer);
   Status Adopt(const v1::TaskAnnouncement& announcement, const Address20& announcer);
   Status FetchBlob(const Hash256& sha256, const std::vector<std::string>& endpoints);
   Status FetchTaskBlobs(const v1::SubmitTaskRequest& spec, const std::vector<std::string>& endpoints);
-  Status OpenRound(const v1::Task& task, Actions* actions);
+  consensus::RoundRules Rules() const;
+  Status OpenRound(const v1::Task& task, std::shared_ptr<const consensus::OperatorSet> operators, Actions* actions);
   void AddVote(Round& round, const consensus::SignedAttestation& vote, bool persist, Actions* actions);
-  void OnFinalized(Round& round, Actions* actions);
-  void StartDispute(Round& round, Actions* actions);
-  void CheckEvidence(Round& round, Actions* actions);
+  void Carry(Round& round, const consensus::RoundDecisions& decisions, bool persist, Actions* actions);
+  void OnCertified(Round& round, const consensus::Certified& certified, Actions* actions);
+  void SendEvidence(const std::string& id_hex, const consensus::SlashDecision& slash, Actions* actions);
   void Attest(const std::string& task_id_hex, const v1::TaskResult& result);
   void FetchCertifiedResult(const std::string& task_id_hex);
   void Tick();

@@ -10,16 +10,13 @@
 #include <string_view>
 #include <vector>
 
+#include "common/address.h"  // AddressToHex, AddressToChecksumHex, AddressFromHex
 #include "common/status.h"
 
 namespace consensor::node {
 
 using SecretKey = std::array<uint8_t, 32>;
 using EthAddress = std::array<uint8_t, 20>;
-
-// "0x" + 40 lowercase hex digits, or the EIP-55 mixed-case checksum form.
-std::string AddressToHex(const EthAddress& address);
-std::string AddressToChecksumHex(const EthAddress& address);
 
 // secp256k1: INVALID_ARGUMENT when the key is zero or not below the group order.
 StatusOr<EthAddress> AddressFromSecret(const SecretKey& secret);
@@ -55,10 +52,6 @@ StatusOr<DecryptedKey> DecryptKeystore(std::string_view json, std::string_view p
 // The password: exactly one of `file` and `env_var` must be non-empty. One trailing newline
 // ("\n" or "\r\n") is stripped from a file, as geth does.
 StatusOr<std::string> ReadPassword(const std::string& file, const std::string& env_var);
-
-// "0x"-prefixed or bare 40 hex digits. All-lowercase and all-uppercase are accepted as they are;
-// mixed case must be a valid EIP-55 checksum (a mistyped address is rejected, not used).
-StatusOr<EthAddress> AddressFromHex(std::string_view hex);
 
 // Validates a keystore's structure and parameters without a password or any KDF work, and
 // returns its "address" field (INVALID_ARGUMENT when the field is missing). The address is not

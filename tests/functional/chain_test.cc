@@ -104,13 +104,13 @@ TEST_F(ChainTest, SignedTransactionsAreMined) {
   node::Eip1559Transaction tx;
   tx.chain_id = 31337;
   tx.nonce = *nonce;
-  tx.max_priority_fee_per_gas = node::Uint256FromU64(fees->max_priority_fee_per_gas);
-  tx.max_fee_per_gas = node::Uint256FromU64(2 * fees->base_fee_per_gas + fees->max_priority_fee_per_gas);
+  tx.max_priority_fee_per_gas = Uint256FromU64(fees->max_priority_fee_per_gas);
+  tx.max_fee_per_gas = Uint256FromU64(2 * fees->base_fee_per_gas + fees->max_priority_fee_per_gas);
   tx.gas_limit = 21000;
   Address20 to{};
   to[19] = 0x42;
   tx.to = to;
-  tx.value = node::Uint256FromU64(1234567);
+  tx.value = Uint256FromU64(1234567);
   auto raw = node::SignTransaction(key, tx);
   ASSERT_TRUE(raw.ok()) << raw.status().ToString();
   auto hash = rpc_->SendRawTransaction(*raw);

@@ -384,7 +384,7 @@ class TestNetwork {
               auto head = rpc_->BlockNumber();
               if (!head.ok() || *head == 0) return false;
               auto set = chain_->OperatorsAt(*head - 1);
-              return set.ok() && set->operators.size() == registered;
+              return set.ok() && set->size() == registered;
             },
             std::chrono::seconds(60))) {
       return "the registrations did not reach a settled block";

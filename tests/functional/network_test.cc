@@ -150,7 +150,7 @@ bool SlashedOnChain(TestNetwork& net, const NetworkNode& n) {
 
 std::string StakeOf(TestNetwork& net, const NetworkNode& n) {
   auto info = net.OperatorInfo(n.operator_address());
-  return info.ok() ? node::Uint256ToDecimal(info->stake) : info.status().ToString();
+  return info.ok() ? Uint256ToDecimal(info->stake) : info.status().ToString();
 }
 
 constexpr char kTenEther[] = "10000000000000000000";

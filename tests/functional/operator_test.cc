@@ -132,11 +132,11 @@ TEST_F(OperatorTest, RegisterSlashAndWithdrawOnChain) {
   node::ChainClient reader(rpc_.get(), deployed_, std::nullopt);
   auto set = reader.OperatorsAt(ref);
   ASSERT_TRUE(set.ok()) << set.status().ToString();
-  ASSERT_EQ(set->operators.size(), 4u);
-  for (int i = 1; i <= 4; ++i) EXPECT_EQ(set->operators[i - 1], Addr(i));
+  ASSERT_EQ(set->size(), 4u);
+  for (int i = 1; i <= 4; ++i) EXPECT_EQ((*set)[i - 1].address, Addr(i));
   auto now_set = reader.OperatorsAt(*rpc_->BlockNumber());
   ASSERT_TRUE(now_set.ok());
-  EXPECT_EQ(now_set->operators.size(), 3u);  // operator 4 is exiting: no active stake now
+  EXPECT_EQ(now_set->size(), 3u);  // operator 4 is exiting: no active stake now
   CommandResult set_cli = Cli("operator set --block " + std::to_string(ref));
   EXPECT_NE(set_cli.out.find("operators at block " + std::to_string(ref) + ": 4"), std::string::npos) << set_cli.out;
 
@@ -191,7 +191,7 @@ TEST_F(OperatorTest, RegisterSlashAndWithdrawOnChain) {
   EXPECT_EQ((*events)[0].kind, "equivocation");
   EXPECT_EQ((*events)[0].operator_address, Addr(1));
   EXPECT_EQ((*events)[0].task_id, H(7));
-  EXPECT_EQ(node::Uint256ToDecimal((*events)[0].amount), "2000000000000000000");
+  EXPECT_EQ(Uint256ToDecimal((*events)[0].amount), "2000000000000000000");
   EXPECT_EQ((*events)[0].reporter, Addr(0));
   EXPECT_EQ((*events)[1].kind, "dispute");
   EXPECT_EQ((*events)[1].operator_address, Addr(2));
@@ -241,10 +241,10 @@ TEST_F(OperatorTest, WrongChainIsRefused) {
 }
 
 TEST(EtherAmount, Parses) {
-  EXPECT_EQ(node::Uint256ToDecimal(*node::ParseEtherAmount("1ether")), "1000000000000000000");
-  EXPECT_EQ(node::Uint256ToDecimal(*node::ParseEtherAmount("0.5ether")), "500000000000000000");
-  EXPECT_EQ(node::Uint256ToDecimal(*node::ParseEtherAmount("20gwei")), "20000000000");
-  EXPECT_EQ(node::Uint256ToDecimal(*node::ParseEtherAmount("123")), "123");
+  EXPECT_EQ(Uint256ToDecimal(*node::ParseEtherAmount("1ether")), "1000000000000000000");
+  EXPECT_EQ(Uint256ToDecimal(*node::ParseEtherAmount("0.5ether")), "500000000000000000");
+  EXPECT_EQ(Uint256ToDecimal(*node::ParseEtherAmount("20gwei")), "20000000000");
+  EXPECT_EQ(Uint256ToDecimal(*node::ParseEtherAmount("123")), "123");
   for (const char* bad : {"", "ether", "1.5", "0.0000000000000000001ether", "-1ether", "1e18", "abc"}) {
     EXPECT_FALSE(node::ParseEtherAmount(bad).ok()) << bad;
   }

@@ -64,9 +64,8 @@ class VerifyTest : public ::testing::Test {
 
     auto set = chain_->OperatorsAt(ref_);
     ASSERT_TRUE(set.ok()) << set.status().ToString();
-    ASSERT_EQ(set->operators.size(), 4u);
-    std::vector<consensus::WeightedOperator> weighted;
-    for (size_t i = 0; i < set->operators.size(); ++i) weighted.push_back({set->operators[i], set->stakes[i]});
+    ASSERT_EQ(set->size(), 4u);
+    const std::vector<consensus::WeightedOperator>& weighted = *set;
     auto order = consensus::CommitteeOrder(TaskId(), ref_, weighted, weighted.size());
     ASSERT_TRUE(order.ok()) << order.status().ToString();
     for (const Address20& a : *order) {
@@ -102,7 +101,7 @@ class VerifyTest : public ::testing::Test {
     c.set_trace_root(ToHex(attestation_.trace_root));
     c.set_reference_block(attestation_.reference_block);
     for (size_t i : signers) {
-      c.add_signers(node::AddressToChecksumHex(Addr(i)));
+      c.add_signers(AddressToChecksumHex(Addr(i)));
       c.add_signatures(ToHex(*consensus::SignAttestation(Key(i), domain_, attestation_)));
     }
     if (dispute) {
@@ -149,7 +148,7 @@ TEST_F(VerifyTest, ResultCertificate) {
   EXPECT_NE(ok.out.find("VERIFIED"), std::string::npos) << ok.out;
   EXPECT_NE(ok.out.find("task        " + ToHex(TaskId())), std::string::npos) << ok.out;
   EXPECT_NE(ok.out.find("reference   block " + std::to_string(ref_)), std::string::npos) << ok.out;
-  EXPECT_NE(ok.out.find(node::AddressToChecksumHex(Addr(order_[0])) + "  position 0  2 ETH"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find(AddressToChecksumHex(Addr(order_[0])) + "  position 0  2 ETH"), std::string::npos) << ok.out;
   EXPECT_NE(ok.out.find("stake       4 ETH of 8 ETH (50.00%); contract threshold 66.67%, not met"), std::string::npos)
       << ok.out;
 
@@ -205,8 +204,8 @@ TEST_F(VerifyTest, ChainClientVerifyCertificate) {
   v1::Certificate three = Make({1, 2, 3}, true);
   auto stake = chain_->VerifyCertificate(attestation_, Signatures(three));
   ASSERT_TRUE(stake.ok()) << stake.status().ToString();
-  EXPECT_EQ(node::Uint256ToDecimal(stake->signed_stake), "6000000000000000000");
-  EXPECT_EQ(node::Uint256ToDecimal(stake->total_stake), "8000000000000000000");
+  EXPECT_EQ(Uint256ToDecimal(stake->signed_stake), "6000000000000000000");
+  EXPECT_EQ(Uint256ToDecimal(stake->total_stake), "8000000000000000000");
   EXPECT_TRUE(stake->meets_threshold);
 
   // The contract's own checks come back as its custom errors.
@@ -231,7 +230,7 @@ TEST_F(VerifyTest, ChainClientVerifyCertificate) {
   auto not_operator = chain_->VerifyCertificate(attestation_, {std::vector<uint8_t>(sig5->begin(), sig5->end())});
   ASSERT_FALSE(not_operator.ok());
   EXPECT_NE(not_operator.status().message().find("SignerNotOperatorAtReferenceBlock(" +
-                                                 node::AddressToChecksumHex(Addr(5)) + ")"),
+                                                 AddressToChecksumHex(Addr(5)) + ")"),
             std::string::npos)
       << not_operator.status().message();
 }

@@ -1,0 +1,292 @@
+// A task's round driven by hand-made votes and times: the decisions the node carries out.
+#include "consensus/round.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "tests/consensus/operators_fixture.h"
+
+namespace consensor::consensus {
+namespace {
+
+using fixture::Addr;
+using fixture::Domain;
+using fixture::H;
+using fixture::Key;
+
+constexpr uint64_t kRef = 500;
+constexpr int kOperators = 6;
+constexpr int64_t kStart = 1000;
+constexpr int64_t kTimeout = 20000;
+
+// One line per decision, with what identifies it: what a replay must reproduce exactly.
+std::string Describe(const RoundDecision& d) {
+  std::ostringstream out;
+  auto signer_name = [](const Address20& a) { return "op" + std::to_string(fixture::OperatorNumber(a, 9)); };
+  if (auto* v = std::get_if<VoteCounted>(&d)) {
+    out << "counted " << signer_name(v->signer) << " r" << int(v->vote.attestation.result_root[31]);
+  } else if (std::holds_alternative<VoteRefused>(d)) {
+    out << "refused";
+  } else if (auto* c = std::get_if<Certified>(&d)) {
+    out << "certified r" << int(c->certificate.attestation.result_root[31]) << " by";
+    for (const auto& s : c->certificate.signers) out << " " << signer_name(s);
+    out << " committee " << c->committee_size;
+  } else if (auto* s = std::get_if<DisputeStarted>(&d)) {
+    out << "dispute over " << s->members.size();
+  } else if (auto* n = std::get_if<DisputeNotStarted>(&d)) {
+    out << "no dispute: " << n->error.message();
+  } else if (auto* dc = std::get_if<DisputeCertified>(&d)) {
+    out << "dispute certified r" << int(dc->certificate.attestation.result_root[31])
+        << (dc->supersedes ? " supersedes" : "") << (dc->first_certificate ? " first" : "");
+  } else if (auto* e = std::get_if<CommitteeExtended>(&d)) {
+    out << "extended to " << e->members.size() << " silent " << e->silent << " added " << e->added
+        << (e->self_joined ? " self joined" : "");
+  } else if (std::holds_alternative<ExecuteHere>(d)) {
+    out << "execute here";
+  } else if (auto* ev = std::get_if<SendEvidence>(&d)) {
+    out << (ev->slash.kind == SlashDecision::Kind::kEquivocation ? "slash equivocation " : "slash dispute ")
+        << signer_name(ev->slash.accused);
+  }
+  return out.str();
+}
+
+std::vector<std::string> Describe(const RoundDecisions& decisions) {
+  std::vector<std::string> lines;
+  for (const auto& d : decisions) lines.push_back(Describe(d));
+  return lines;
+}
+
+class RoundTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    operators_ = std::make_shared<OperatorSet>(OperatorSet::FromRegistry(kRef, fixture::Registry(kOperators)));
+  }
+
+  // Opens the round with this node at `self_position` of the committee order.
+  TaskRound Open(size_t self_position, RoundRecord record = {}) {
+    record.task_id = H(7);
+    record.reference_block = kRef;
+    if (record.replicas == 0) record.replicas = 3;
+    if (record.quorum == 0) record.quorum = 2;
+    // The order does not depend on who this node is: find it with a throwaway round first.
+    rules_.self = Address20{};
+    auto probe = TaskRound::Open(rules_, operators_, record, kStart);
+    EXPECT_TRUE(probe.ok()) << probe.status().ToString();
+    order_ = probe->order();
+    rules_.self = order_.at(self_position);
+    auto round = TaskRound::Open(rules_, operators_, record, kStart);
+    EXPECT_TRUE(round.ok()) << round.status().ToString();
+    return std::move(round).value();
+  }
+  // Operator number of order position `position`.
+  int At(size_t position) const { return fixture::OperatorNumber(order_.at(position), kOperators); }
+  SignedAttestation VoteAt(size_t position, uint8_t result) const {
+    return fixture::Vote(At(position), H(7), kRef, result);
+  }
+  std::vector<std::string> Add(TaskRound& round, const SignedAttestation& vote) {
+    RoundDecisions d;
+    round.AddVote(vote, &d);
+    return Describe(d);
+  }
+  std::vector<std::string> Tick(TaskRound& round, int64_t now) {
+    RoundDecisions d;
+    round.OnTimer(now, &d);
+    return Describe(d);
+  }
+  std::string Op(size_t position) const { return "op" + std::to_string(At(position)); }
+  // "by opA opB" for the signers at these positions, in the certificate's ascending order.
+  std::string By(std::vector<size_t> positions) const {
+    std::sort(positions.begin(), positions.end(), [&](size_t a, size_t b) { return order_[a] < order_[b]; });
+    std::string s = "by";
+    for (size_t p : positions) s += " " + Op(p);
+    return s;
+  }
+
+  RoundRules rules_{Domain(), Address20{}, /*dispute_threshold_bps=*/6000, /*max_dispute_committee=*/64, kTimeout,
+                    /*max_aside_votes=*/1024, /*report_evidence=*/true};
+  std::shared_ptr<const OperatorSet> operators_;
+  std::vector<Address20> order_;
+};
+
+TEST_F(RoundTest, QuorumCertifiesOnce) {
+  TaskRound round = Open(/*self_position=*/5);  // an observer
+  EXPECT_FALSE(round.member());
+  EXPECT_EQ(round.committee().committee_size(), 3u);
+  EXPECT_EQ(Add(round, VoteAt(0, 1)), std::vector<std::string>{"counted " + Op(0) + " r1"});
+  EXPECT_EQ(Add(round, VoteAt(1, 1)),
+            (std::vector<std::string>{"counted " + Op(1) + " r1", "certified r1 " + By({0, 1}) + " committee 3"}));
+  EXPECT_TRUE(round.finalized());
+  EXPECT_EQ(Add(round, VoteAt(2, 1)), std::vector<std::string>{"counted " + Op(2) + " r1"});
+  // The same vote again changes nothing and says nothing.
+  EXPECT_TRUE(Add(round, VoteAt(2, 1)).empty());
+}
+
+TEST_F(RoundTest, ForeignVotesAreRefused) {
+  TaskRound round = Open(5);
+  EXPECT_EQ(Add(round, fixture::Vote(At(0), H(8), kRef, 1)), std::vector<std::string>{"refused"});  // another task
+  EXPECT_EQ(Add(round, fixture::Vote(At(0), H(7), kRef + 1, 1)), std::vector<std::string>{"refused"});
+  SignedAttestation broken = VoteAt(0, 1);
+  broken.signature[64] = 0;
+  EXPECT_EQ(Add(round, broken), std::vector<std::string>{"refused"});
+  EXPECT_FALSE(round.finalized());
+}
+
+TEST_F(RoundTest, HonestDisputeConvictsTheWrongSigner) {
+  TaskRound round = Open(5);
+  Add(round, VoteAt(0, 1));
+  // A member signs another result: the dispute round covers all six, and this node (outside the
+  // committee, without a result) must execute.
+  EXPECT_EQ(Add(round, VoteAt(1, 9)),
+            (std::vector<std::string>{"counted " + Op(1) + " r9", "dispute over 6", "execute here"}));
+  EXPECT_TRUE(round.disputed());
+  EXPECT_EQ(Add(round, VoteAt(2, 1)),
+            (std::vector<std::string>{"counted " + Op(2) + " r1", "certified r1 " + By({0, 2}) + " committee 3"}));
+  EXPECT_EQ(Add(round, VoteAt(3, 1)), std::vector<std::string>{"counted " + Op(3) + " r1"});  // 3 of 6: 50%
+  // 4 of 6 equal stakes is 66.7% >= 60%: the dispute certificate agrees with the committee's.
+  EXPECT_EQ(Add(round, VoteAt(4, 1)), (std::vector<std::string>{"counted " + Op(4) + " r1", "dispute certified r1",
+                                                                "slash dispute " + Op(1)}));
+}
+
+TEST_F(RoundTest, DisputeSupersedesAColludingCommittee) {
+  TaskRound round = Open(5);
+  Add(round, VoteAt(0, 9));
+  EXPECT_EQ(Add(round, VoteAt(1, 9)),
+            (std::vector<std::string>{"counted " + Op(1) + " r9", "certified r9 " + By({0, 1}) + " committee 3"}));
+  EXPECT_EQ(Add(round, VoteAt(2, 1)),
+            (std::vector<std::string>{"counted " + Op(2) + " r1", "dispute over 6", "execute here"}));
+  Add(round, VoteAt(3, 1));
+  Add(round, VoteAt(4, 1));
+  EXPECT_EQ(Add(round, VoteAt(5, 1)),
+            (std::vector<std::string>{"counted " + Op(5) + " r1", "dispute certified r1 supersedes",
+                                      "slash dispute " + Op(0), "slash dispute " + Op(1)}));
+}
+
+TEST_F(RoundTest, EquivocationIsReportedOnItsOwn) {
+  TaskRound round = Open(5);
+  Add(round, VoteAt(0, 1));
+  EXPECT_EQ(Add(round, VoteAt(0, 9)),
+            (std::vector<std::string>{"counted " + Op(0) + " r9", "slash equivocation " + Op(0)}));
+  EXPECT_FALSE(round.disputed());  // one signer's two votes are not two results of the committee
+  // Reported once per task, however often it repeats itself.
+  EXPECT_TRUE(Add(round, VoteAt(0, 8)) == std::vector<std::string>{"counted " + Op(0) + " r8"});
+}
+
+TEST_F(RoundTest, NoEvidenceWhenTheNodeSendsNone) {
+  rules_.report_evidence = false;
+  TaskRound round = Open(5);
+  Add(round, VoteAt(0, 1));
+  EXPECT_EQ(Add(round, VoteAt(0, 9)), std::vector<std::string>{"counted " + Op(0) + " r9"});
+}
+
+TEST_F(RoundTest, SilentMembersAreReplacedAtTheDeadline) {
+  TaskRound round = Open(/*self_position=*/3);  // the first replacement
+  EXPECT_FALSE(round.member());
+  Add(round, VoteAt(0, 1));
+  // An early vote from position 4, not yet a member: kept aside, not counted for the quorum.
+  EXPECT_EQ(Add(round, VoteAt(4, 1)), std::vector<std::string>{"counted " + Op(4) + " r1"});
+  EXPECT_FALSE(round.finalized());
+  EXPECT_TRUE(Tick(round, kStart + kTimeout - 1).empty());
+  // Two members (positions 1 and 2) are silent: positions 3 and 4 join; this node must execute,
+  // and the vote kept aside now completes the quorum.
+  EXPECT_EQ(Tick(round, kStart + kTimeout),
+            (std::vector<std::string>{"extended to 5 silent 2 added 2 self joined", "execute here",
+                                      "counted " + Op(4) + " r1", "certified r1 " + By({0, 4}) + " committee 5"}));
+  EXPECT_TRUE(round.member());
+  // Finalized: no more replacements.
+  EXPECT_TRUE(Tick(round, kStart + 5 * kTimeout).empty());
+}
+
+TEST_F(RoundTest, ReplacementStepsWaitAFullTimeoutAndStopAtTheEndOfTheOrder) {
+  TaskRound round = Open(5);
+  EXPECT_EQ(Tick(round, kStart + kTimeout),
+            (std::vector<std::string>{"extended to 6 silent 3 added 3 self joined", "execute here"}));
+  EXPECT_TRUE(Tick(round, kStart + 2 * kTimeout).empty());  // the order is exhausted
+  TaskRound other = Open(5);
+  Add(other, VoteAt(0, 1));
+  // Conflicting: a dispute round, in which this node already takes part. Position 2 is silent.
+  EXPECT_EQ(Add(other, VoteAt(1, 2)),
+            (std::vector<std::string>{"counted " + Op(1) + " r2", "dispute over 6", "execute here"}));
+  EXPECT_EQ(Tick(other, kStart + kTimeout), std::vector<std::string>{"extended to 4 silent 1 added 1"});
+  EXPECT_TRUE(Tick(other, kStart + kTimeout + kTimeout - 1).empty());
+  // The replacement (position 3) is silent too now: each silent member, old or new, brings one
+  // more operator, so the committee keeps growing while members stay silent.
+  EXPECT_EQ(Tick(other, kStart + 2 * kTimeout), std::vector<std::string>{"extended to 6 silent 2 added 2"});
+}
+
+TEST_F(RoundTest, ExecutedMemberIsNotAskedToExecuteAgain) {
+  RoundRecord record;
+  record.executed = true;
+  TaskRound round = Open(5, record);
+  Add(round, VoteAt(0, 1));
+  EXPECT_EQ(Add(round, VoteAt(1, 9)), (std::vector<std::string>{"counted " + Op(1) + " r9", "dispute over 6"}));
+}
+
+TEST_F(RoundTest, RestoredRoundKeepsItsCommitteeAndResumesItsDispute) {
+  RoundRecord record;
+  record.finalized = true;
+  TaskRound probe = Open(0);
+  record.committee.assign(order_.begin(), order_.begin() + 4);  // one replacement happened
+  TaskRound round = Open(0, record);
+  EXPECT_EQ(round.committee().committee_size(), 4u);
+  EXPECT_TRUE(round.finalized());
+  EXPECT_TRUE(round.member());
+  RoundDecisions d;
+  round.ResumeDispute(&d);
+  EXPECT_EQ(Describe(d), std::vector<std::string>{"dispute over 6"});  // a member: no extra execution
+  d.clear();
+  round.ResumeDispute(&d);
+  EXPECT_TRUE(d.empty());
+}
+
+TEST_F(RoundTest, DisputeCommitteeIsBounded) {
+  rules_.max_dispute_committee = 4;
+  TaskRound round = Open(5);
+  Add(round, VoteAt(0, 1));
+  EXPECT_EQ(Add(round, VoteAt(1, 9)), (std::vector<std::string>{"counted " + Op(1) + " r9", "dispute over 4"}));
+  rules_.dispute_threshold_bps = 0;  // the contract's threshold is read from chain; 0 is refused
+  TaskRound broken = Open(5);
+  Add(broken, VoteAt(0, 1));
+  auto lines = Add(broken, VoteAt(1, 9));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[1].find("no dispute: threshold 0 bps"), std::string::npos) << lines[1];
+}
+
+// The standard for consensus/: a recorded sequence of events replays to the same decisions.
+TEST_F(RoundTest, ReplayingTheEventsGivesTheSameDecisions) {
+  struct Event {
+    int64_t now;  // a timer event when vote_position < 0
+    int vote_position;
+    uint8_t result;
+  };
+  const std::vector<Event> events = {{kStart + 10, 0, 9},  {kStart + 20, 4, 1},     {kStart + kTimeout, -1, 0},
+                                     {kStart + 21000, 1, 9}, {kStart + 21010, 3, 1}, {kStart + 21020, 3, 7},
+                                     {kStart + 21030, 5, 1}, {kStart + 21040, 2, 1}, {kStart + 3 * kTimeout, -1, 0}};
+  auto run = [&]() {
+    TaskRound round = Open(2);
+    std::vector<std::string> log;
+    for (const Event& e : events) {
+      RoundDecisions d;
+      if (e.vote_position < 0) {
+        round.OnTimer(e.now, &d);
+      } else {
+        round.AddVote(VoteAt(static_cast<size_t>(e.vote_position), e.result), &d);
+      }
+      for (const auto& line : Describe(d)) log.push_back(std::to_string(e.now) + ": " + line);
+    }
+    return log;
+  };
+  const std::vector<std::string> first = run();
+  EXPECT_EQ(first, run());
+  // The script exercises the whole rulebook: replacement, certificate, dispute and both kinds
+  // of evidence.
+  std::string all;
+  for (const auto& line : first) all += line + "\n";
+  for (const char* expected : {"extended to", "certified r9", "dispute over 6", "dispute certified r1 supersedes",
+                               "slash equivocation", "slash dispute"}) {
+    EXPECT_NE(all.find(expected), std::string::npos) << expected << " missing from:\n" << all;
+  }
+}
+
+}  // namespace
+}  // namespace consensor::consensus
