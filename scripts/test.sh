@@ -16,6 +16,9 @@ done
 scripts/setup.sh
 jobs=$(nproc)
 
+echo "== Layering"
+scripts/check_layers.sh
+
 run_suite() {
   local dir=$1; shift
   cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
