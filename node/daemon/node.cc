@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "common/sha256.h"
 #include "kernels/backend_factory.h"
 #include "node/chain/chain_client.h"
@@ -31,11 +32,6 @@
 namespace consensor::node {
 
 namespace {
-
-int64_t UnixMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 enum class Health { kStarting, kHealthy, kStopping };
 
@@ -181,7 +177,7 @@ int Node::metrics_port() const { return impl_->http ? impl_->http->port() : 0; }
 StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
-  impl->started_unix_ms = UnixMillis();
+  impl->started_unix_ms = UnixMillisNow();
   ASSIGN_OR_RETURN(impl->lock, DatadirLock::Acquire(config.datadir));
 
   if (!config.keystore.empty()) {
