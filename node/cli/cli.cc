@@ -23,6 +23,7 @@
 
 #include "common/npy.h"
 #include "common/sha256.h"
+#include "common/version.h"
 #include "executor/program.h"
 #include "executor/runtime.h"
 #include "executor/validate.h"
@@ -305,7 +306,7 @@ int RunCli(const std::vector<std::string>& raw, std::ostream& out, std::ostream&
   if (cmd == "result") return CmdResult(a, out, err);
   if (cmd == "node") return CmdNode(a, out, err);
   if (cmd == "version") {
-    out << "consensor 0.1.0\n";
+    out << "consensor " << kProjectVersion << "\n";
     return kExitOk;
   }
   return Usage(err, "unknown command '" + cmd + "'");
