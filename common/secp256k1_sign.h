@@ -2,8 +2,8 @@
 // nonces, low-s signatures (EIP-2), recovery ids, and addresses = last 20 bytes of
 // keccak256(uncompressed public key without the 0x04 prefix).
 //
-// common cannot depend on node, so the address type is defined here as a plain 20-byte array;
-// node::EthAddress (node/keys/keystore.h) is the same type and the two interoperate freely.
+// Address20 and Secp256k1Secret are the project's one Ethereum address type and one secret-key
+// type; they live here, in common, so every layer (consensus, node/keys, node/chain) shares them.
 #pragma once
 
 #include <array>
@@ -16,7 +16,7 @@
 namespace consensor {
 
 using Address20 = std::array<uint8_t, 20>;
-using Secp256k1Secret = std::array<uint8_t, 32>;  // same type as node::SecretKey
+using Secp256k1Secret = std::array<uint8_t, 32>;
 
 struct EcdsaSignature {
   std::array<uint8_t, 32> r{};

@@ -12,6 +12,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -20,9 +21,11 @@
 #include <optional>
 #include <ostream>
 #include <sstream>
+#include <string_view>
 
 #include "common/npy.h"
 #include "common/sha256.h"
+#include "common/version.h"
 #include "executor/program.h"
 #include "executor/runtime.h"
 #include "executor/validate.h"
@@ -96,7 +99,11 @@ caps (run and inspect): --max-elements N  --max-memory BYTES  --max-flops N  --m
 
 using Args = ParsedArgs;
 
-ArgSpec CliArgSpec() {
+// run, inspect, submit, status, result, node and version share one set of options: each has
+// always accepted all of them (ignoring those it does not use), and they may come before the
+// command name (`consensor --node ADDR status ID`). Narrowing the set per command would turn
+// command lines that work today into usage errors.
+ArgSpec SharedArgSpec() {
   ArgSpec spec;
   spec.value_options = {"--input", "--out", "--threads", "--isa", "--blobs", "--backend", "--device",
                         "--max-elements", "--max-memory", "--max-flops", "--max-ops", "--node", "--nonce",
@@ -178,8 +185,10 @@ int Usage(std::ostream& err, const std::string& message) {
   return kExitUsage;
 }
 
+// The commands below get the arguments after the command name, parsed with SharedArgSpec.
+
 int CmdRun(const Args& a, std::ostream& out, std::ostream& err) {
-  if (a.positional.size() != 2) return Usage(err, "run takes exactly one GRAPH argument");
+  if (a.positional.size() != 1) return Usage(err, "run takes exactly one GRAPH argument");
   auto limits = ParseLimits(a);
   if (!limits.ok()) return Usage(err, limits.status().message());
   auto flags = ParseBackendFlags(a);
@@ -193,7 +202,7 @@ int CmdRun(const Args& a, std::ostream& out, std::ostream& err) {
   if (!read.ok()) return Fail(err, read.status());
   const std::map<std::string, Tensor>& inputs = *read;
 
-  auto lg = LoadAndCompile(a.positional[1], a, *limits, inputs);
+  auto lg = LoadAndCompile(a.positional[0], a, *limits, inputs);
   if (!lg.ok()) return Fail(err, lg.status());
 
   executor::RunOptions ro;
@@ -241,10 +250,10 @@ int CmdRun(const Args& a, std::ostream& out, std::ostream& err) {
 }
 
 int CmdInspect(const Args& a, std::ostream& out, std::ostream& err) {
-  if (a.positional.size() != 2) return Usage(err, "inspect takes exactly one GRAPH argument");
+  if (a.positional.size() != 1) return Usage(err, "inspect takes exactly one GRAPH argument");
   auto limits = ParseLimits(a);
   if (!limits.ok()) return Usage(err, limits.status().message());
-  auto lg = LoadAndCompile(a.positional[1], a, *limits);
+  auto lg = LoadAndCompile(a.positional[0], a, *limits);
   if (!lg.ok()) return Fail(err, lg.status());
   const auto& p = lg->program;
   out << "graph id     " << ToHex(p.graph_id) << "\n";
@@ -266,49 +275,97 @@ int CmdInspect(const Args& a, std::ostream& out, std::ostream& err) {
   return kExitOk;
 }
 
-}  // namespace
+int CmdVersion(const Args&, std::ostream& out, std::ostream&) {
+  out << "consensor " << kProjectVersion << "\n";
+  return kExitOk;
+}
 
-int RunCli(const std::vector<std::string>& raw, std::ostream& out, std::ostream& err) {
-  if (!raw.empty() && raw[0] == "operator") {
-    return RunOperatorCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
+using SharedOptionsCommand = int (*)(const Args& args, std::ostream& out, std::ostream& err);
+
+// Parses a shared-options command's arguments; --help anywhere prints the general usage.
+template <SharedOptionsCommand command>
+int WithSharedOptions(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto parsed = ParseArgs(args, SharedArgSpec());
+  if (!parsed.ok()) return Usage(err, parsed.status().message());
+  if (parsed->HasFlag("--help")) {
+    out << kUsage;
+    return kExitOk;
   }
-  if (!raw.empty() && raw[0] == "evidence") {
-    return RunEvidenceCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
+  return command(*parsed, out, err);
+}
+
+struct Command {
+  std::string_view name;
+  // Gets the arguments after the command name and parses its own options.
+  int (*run)(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+  bool shared_options;  // reads SharedArgSpec, so its options may also precede its name
+};
+
+constexpr Command kCommands[] = {
+    {"run", WithSharedOptions<CmdRun>, true},
+    {"inspect", WithSharedOptions<CmdInspect>, true},
+    {"import", RunImportCommand, false},
+    {"onnx-test", RunOnnxTestCommand, false},
+    {"submit", WithSharedOptions<CmdSubmit>, true},
+    {"status", WithSharedOptions<CmdStatus>, true},
+    {"result", WithSharedOptions<CmdResult>, true},
+    {"node", WithSharedOptions<CmdNode>, true},
+    {"keys", RunKeysCommand, false},
+    {"operator", RunOperatorCommand, false},
+    {"evidence", RunEvidenceCommand, false},
+    {"verify", RunVerifyCommand, false},
+    {"selftest", RunSelfTestCommand, false},
+    {"version", WithSharedOptions<CmdVersion>, true},
+};
+
+const Command* FindCommand(std::string_view name) {
+  for (const Command& command : kCommands) {
+    if (command.name == name) return &command;
   }
-  if (!raw.empty() && raw[0] == "verify") {
-    return RunVerifyCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
+  return nullptr;
+}
+
+// Where ParseArgs found its first positional argument in `raw` (which it parsed without error).
+size_t FirstPositionalIndex(const std::vector<std::string>& raw, const ArgSpec& spec) {
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const std::string& s = raw[i];
+    if (s.rfind("--", 0) != 0 || s == "--") return i;
+    const bool takes_next_value = s.find('=') == std::string::npos &&
+                                  std::find(spec.value_options.begin(), spec.value_options.end(), s) !=
+                                      spec.value_options.end();
+    if (takes_next_value) ++i;
   }
-  if (!raw.empty() && raw[0] == "import") {
-    return RunImportCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
-  }
-  if (!raw.empty() && raw[0] == "onnx-test") {
-    return RunOnnxTestCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
-  }
-  if (!raw.empty() && raw[0] == "selftest") {
-    return RunSelfTestCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
-  }
-  if (!raw.empty() && raw[0] == "keys") {
-    return RunKeysCommand(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
-  }
-  auto parsed = ParseArgs(raw, CliArgSpec());
+  return raw.size();
+}
+
+// The first argument names no command: no arguments, --help or help, shared options before
+// the command name, or an unknown command.
+int RunWithoutLeadingCommand(const std::vector<std::string>& raw, std::ostream& out, std::ostream& err) {
+  const ArgSpec spec = SharedArgSpec();
+  auto parsed = ParseArgs(raw, spec);
   if (!parsed.ok()) return Usage(err, parsed.status().message());
   const Args& a = *parsed;
   if (HasFlag(a, "--help") || a.positional.empty() || a.positional[0] == "help") {
     (a.positional.empty() && !HasFlag(a, "--help") ? err : out) << kUsage;
     return a.positional.empty() && !HasFlag(a, "--help") ? kExitUsage : kExitOk;
   }
-  const std::string& cmd = a.positional[0];
-  if (cmd == "run") return CmdRun(a, out, err);
-  if (cmd == "inspect") return CmdInspect(a, out, err);
-  if (cmd == "submit") return CmdSubmit(a, out, err);
-  if (cmd == "status") return CmdStatus(a, out, err);
-  if (cmd == "result") return CmdResult(a, out, err);
-  if (cmd == "node") return CmdNode(a, out, err);
-  if (cmd == "version") {
-    out << "consensor 0.1.0\n";
-    return kExitOk;
+  const std::string& name = a.positional[0];
+  const Command* command = FindCommand(name);
+  if (command == nullptr || !command->shared_options) return Usage(err, "unknown command '" + name + "'");
+  std::vector<std::string> args = raw;
+  args.erase(args.begin() + static_cast<std::ptrdiff_t>(FirstPositionalIndex(raw, spec)));
+  return command->run(args, out, err);
+}
+
+}  // namespace
+
+int RunCli(const std::vector<std::string>& raw, std::ostream& out, std::ostream& err) {
+  if (!raw.empty()) {
+    if (const Command* command = FindCommand(raw[0])) {
+      return command->run(std::vector<std::string>(raw.begin() + 1, raw.end()), out, err);
+    }
   }
-  return Usage(err, "unknown command '" + cmd + "'");
+  return RunWithoutLeadingCommand(raw, out, err);
 }
 
 }  // namespace consensor::node

@@ -149,7 +149,7 @@ std::string NodeAddress(const ParsedArgs& a) {
 }
 
 int CmdSubmit(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
-  if (a.positional.size() != 2) return Usage(err, "submit takes exactly one GRAPH argument");
+  if (a.positional.size() != 1) return Usage(err, "submit takes exactly one GRAPH argument");
   v1::SubmitTaskRequest request;
   if (auto n = a.Option("--nonce")) {
     auto v = ParseIntOption(*n, "--nonce", 0, INT64_MAX);
@@ -179,15 +179,15 @@ int CmdSubmit(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   // An ONNX model is imported here, with the shapes of the inputs it will be fed.
   std::map<std::string, Shape> shapes;
   if (Status s = ParseShapeSpecs(a.All("--shape"), &shapes); !s.ok()) return Usage(err, s.message());
-  if (executor::IsOnnxPath(a.positional[1])) {
+  if (executor::IsOnnxPath(a.positional[0])) {
     auto tensors = ReadNpyFiles(input_files, NpyLimits{});
     if (!tensors.ok()) return Fail(err, tensors.status());
     for (const auto& [name, t] : *tensors) shapes.emplace(name, t.shape());
   }
   // The graph is uploaded in its canonical binary form, whatever the file's format.
   executor::Limits limits;
-  auto model = LoadModelFile(a.positional[1], shapes, limits);
-  if (!model.ok()) return Fail(err, model.status().WithContext("graph '" + a.positional[1] + "'"));
+  auto model = LoadModelFile(a.positional[0], shapes, limits);
+  if (!model.ok()) return Fail(err, model.status().WithContext("graph '" + a.positional[0] + "'"));
   const executor::Graph* graph = &model->graph;
   NodeClient client(NodeAddress(a));
   auto graph_blob = client.PutBlob(executor::SerializeGraph(*graph));
@@ -243,9 +243,9 @@ int CmdSubmit(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
 }
 
 int CmdStatus(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
-  if (a.positional.size() != 2) return Usage(err, "status takes exactly one TASK_ID argument");
+  if (a.positional.size() != 1) return Usage(err, "status takes exactly one TASK_ID argument");
   NodeClient client(NodeAddress(a));
-  auto task = client.GetTask(a.positional[1]);
+  auto task = client.GetTask(a.positional[0]);
   if (!task.ok()) return Fail(err, task.status());
   if (a.HasFlag("--json")) {
     out << ToJson(*task);
@@ -256,11 +256,11 @@ int CmdStatus(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
 }
 
 int CmdResult(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
-  if (a.positional.size() != 2) return Usage(err, "result takes exactly one TASK_ID argument");
+  if (a.positional.size() != 1) return Usage(err, "result takes exactly one TASK_ID argument");
   auto dir = a.Option("--out");
   if (!dir) return Usage(err, "result needs --out DIR");
   NodeClient client(NodeAddress(a));
-  auto task = client.GetTask(a.positional[1]);
+  auto task = client.GetTask(a.positional[0]);
   if (!task.ok()) return Fail(err, task.status());
   if (task->state() == v1::TASK_STATE_FAILED) {
     return Fail(err, FailedPrecondition("task failed: " + task->error_code() + ": " + task->error_message()));
@@ -272,7 +272,7 @@ int CmdResult(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
 }
 
 int CmdNode(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
-  if (a.positional.size() != 2 || a.positional[1] != "info") return Usage(err, "usage: consensor node info [--node ADDR]");
+  if (a.positional.size() != 1 || a.positional[0] != "info") return Usage(err, "usage: consensor node info [--node ADDR]");
   NodeClient client(NodeAddress(a));
   auto info = client.GetNodeInfo();
   if (!info.ok()) return Fail(err, info.status());

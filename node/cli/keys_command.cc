@@ -205,7 +205,7 @@ StatusOr<std::string> ReadSecretFile(const std::string& path, size_t cap) {
 
 // A hex private key, optionally 0x-prefixed, surrounded by optional whitespace. The text is
 // never echoed in errors.
-StatusOr<SecretKey> ParseHexSecret(const std::string& text, const std::string& path) {
+StatusOr<Secp256k1Secret> ParseHexSecret(const std::string& text, const std::string& path) {
   auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
   size_t begin = 0, end = text.size();
   while (begin < end && is_space(text[begin])) ++begin;
@@ -218,7 +218,7 @@ StatusOr<SecretKey> ParseHexSecret(const std::string& text, const std::string& p
   }
   StatusOr<Hash256> bytes = Hash256FromHex(hex);
   if (!bytes.ok()) return InvalidArgument("'" + path + "' holds a non-hex character");
-  SecretKey key = *bytes;
+  Secp256k1Secret key = *bytes;
   OPENSSL_cleanse(bytes->data(), bytes->size());
   return key;
 }
@@ -226,7 +226,7 @@ StatusOr<SecretKey> ParseHexSecret(const std::string& text, const std::string& p
 struct KeystoreEntry {
   std::string name;
   std::string path;
-  EthAddress address{};
+  Address20 address{};
 };
 
 bool Ignored(const std::string& name) {
@@ -249,7 +249,7 @@ StatusOr<std::vector<KeystoreEntry>> ScanKeystores(const std::string& dir, std::
     if (Ignored(name) || !it->is_regular_file(type_ec)) continue;
     const std::string path = it->path().string();
     StatusOr<std::string> text = ReadKeystoreFile(path);
-    StatusOr<EthAddress> address = text.ok() ? KeystoreAddress(*text) : StatusOr<EthAddress>(text.status());
+    StatusOr<Address20> address = text.ok() ? KeystoreAddress(*text) : StatusOr<Address20>(text.status());
     if (!address.ok()) {
       warnings.push_back("skipping '" + path + "': " + address.status().message());
       continue;
@@ -263,9 +263,9 @@ StatusOr<std::vector<KeystoreEntry>> ScanKeystores(const std::string& dir, std::
 }
 
 // Encrypts `secret` and writes it into the keystore directory; prints the address and path.
-int StoreKey(const SecretKey& secret, const std::string& password, const KdfParams& params, const std::string& dir,
+int StoreKey(const Secp256k1Secret& secret, const std::string& password, const KdfParams& params, const std::string& dir,
              std::ostream& out, std::ostream& err) {
-  StatusOr<EthAddress> address = AddressFromSecret(secret);
+  StatusOr<Address20> address = AddressFromSecret(secret);
   if (!address.ok()) return Fail(err, address.status());
   StatusOr<std::string> json = EncryptKeystore(secret, password, params);
   if (!json.ok()) return Fail(err, json.status());
@@ -319,9 +319,9 @@ int CmdNew(const std::vector<std::string>& args, std::ostream& out, std::ostream
   Wiper<std::string> wipe_password{opts.password};
   if (auto code = CheckStoreUsage(a, opts, err)) return *code;
   if (auto code = PrepareStore(a, opts, err)) return *code;
-  StatusOr<SecretKey> secret = GenerateSecretKey();
+  StatusOr<Secp256k1Secret> secret = GenerateSecretKey();
   if (!secret.ok()) return Fail(err, secret.status());
-  Wiper<SecretKey> wipe_secret{*secret};
+  Wiper<Secp256k1Secret> wipe_secret{*secret};
   return StoreKey(*secret, opts.password, opts.params, opts.dir, out, err);
 }
 
@@ -339,10 +339,10 @@ int CmdImport(const std::vector<std::string>& args, std::ostream& out, std::ostr
   StatusOr<std::string> text = ReadSecretFile(key_file, kMaxKeyFileBytes);
   if (!text.ok()) return Fail(err, text.status());
   Wiper<std::string> wipe_text{*text};
-  StatusOr<SecretKey> secret = ParseHexSecret(*text, key_file);
+  StatusOr<Secp256k1Secret> secret = ParseHexSecret(*text, key_file);
   if (!secret.ok()) return Fail(err, secret.status());
-  Wiper<SecretKey> wipe_secret{*secret};
-  StatusOr<EthAddress> address = AddressFromSecret(*secret);
+  Wiper<Secp256k1Secret> wipe_secret{*secret};
+  StatusOr<Address20> address = AddressFromSecret(*secret);
   if (!address.ok()) return Fail(err, address.status().WithContext("'" + key_file + "'"));
 
   if (auto code = PrepareStore(a, opts, err)) return *code;
@@ -387,7 +387,7 @@ int CmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
   Wiper<std::string> wipe_password{*password};
   StatusOr<DecryptedKey> key = DecryptKeystoreFile(a.positional[0], *password);
   if (!key.ok()) return Fail(err, key.status());
-  Wiper<SecretKey> wipe_secret{key->secret};
+  Wiper<Secp256k1Secret> wipe_secret{key->secret};
   out << "address: " << AddressToChecksumHex(key->address) << "\n";
   if (a.HasFlag("--show-private")) {
     std::string hex = ToHex(key->secret);
@@ -411,7 +411,7 @@ int Dispatch(const std::vector<std::string>& args, std::ostream& out, std::ostre
 
 }  // namespace
 
-std::string KeystoreFileName(const EthAddress& address, std::chrono::system_clock::time_point time) {
+std::string KeystoreFileName(const Address20& address, std::chrono::system_clock::time_point time) {
   using namespace std::chrono;
   const auto since_epoch = time.time_since_epoch();
   auto secs = duration_cast<seconds>(since_epoch);

@@ -17,6 +17,6 @@ namespace consensor::node {
 int RunKeysCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 // geth's keystore file name: "UTC--2006-01-02T15-04-05.000000000Z--<40 lowercase hex digits>".
-std::string KeystoreFileName(const EthAddress& address, std::chrono::system_clock::time_point time);
+std::string KeystoreFileName(const Address20& address, std::chrono::system_clock::time_point time);
 
 }  // namespace consensor::node

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "common/version.h"
 #include "node/cli/cli_args.h"
 #include "node/daemon/config.h"
 #include "node/telemetry/log.h"
@@ -68,7 +69,7 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
     return 0;
   }
   if (a.HasFlag("--version")) {
-    out << "consensord " << kNodeVersion << "\n";
+    out << "consensord " << kProjectVersion << "\n";
     return 0;
   }
   if (!a.positional.empty()) return Usage(err, "unexpected argument '" + a.positional[0] + "'");

@@ -12,7 +12,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "common/sha256.h"
+#include "common/version.h"
 #include "kernels/backend_factory.h"
 #include "node/chain/chain_client.h"
 #include "node/chain/chain_view.h"
@@ -31,11 +33,6 @@
 namespace consensor::node {
 
 namespace {
-
-int64_t UnixMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 enum class Health { kStarting, kHealthy, kStopping };
 
@@ -142,9 +139,9 @@ HttpResponse Node::Impl::ServeHttp(const std::string& path) {
     return r;
   }
   if (path == "/eigen/node") {
-    return json_response(200, {{"node_name", "consensord"}, {"spec_version", "v0.0.1"}, {"node_version", kNodeVersion}});
+    return json_response(200, {{"node_name", "consensord"}, {"spec_version", "v0.0.1"}, {"node_version", kProjectVersion}});
   }
-  if (path == "/eigen/node/version") return json_response(200, {{"version", kNodeVersion}});
+  if (path == "/eigen/node/version") return json_response(200, {{"version", kProjectVersion}});
   if (path == "/eigen/node/health") {
     r.status = health_code();
     r.body = "";
@@ -181,7 +178,7 @@ int Node::metrics_port() const { return impl_->http ? impl_->http->port() : 0; }
 StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
-  impl->started_unix_ms = UnixMillis();
+  impl->started_unix_ms = UnixMillisNow();
   ASSIGN_OR_RETURN(impl->lock, DatadirLock::Acquire(config.datadir));
 
   if (!config.keystore.empty()) {
@@ -303,7 +300,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   impl->service = std::make_unique<ClientService>(
       impl->store.get(), impl->tasks.get(), impl->metrics.get(), config.max_blob_bytes, [raw](v1::NodeInfo* info) {
         const NodeConfig& c = raw->config;
-        info->set_version(kNodeVersion);
+        info->set_version(kProjectVersion);
         info->set_operator_address(raw->operator_address);
         info->set_backend(c.backend);
         info->set_backend_device(raw->backend_device);
@@ -393,7 +390,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   impl->metrics->up->Set(1);
   impl->health = Health::kHealthy;
   Log(LogLevel::kInfo, "consensord started",
-      {{"version", kNodeVersion},
+      {{"version", kProjectVersion},
        {"datadir", config.datadir},
        {"rpc", rpc_addr},
        {"metrics", metrics_addr},

@@ -12,8 +12,6 @@
 
 namespace consensor::node {
 
-inline constexpr char kNodeVersion[] = "0.1.0";
-
 class Node {
  public:
   // Takes the datadir lock, opens the store, recovers unfinished tasks and starts serving.

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "consensor/v1/node.grpc.pb.h"
+#include "common/clock.h"
 #include "consensus/committee.h"
 #include "consensus/replication.h"
 #include "executor/merkle.h"
@@ -26,11 +27,6 @@ constexpr size_t kMaxAsideVotesPerRound = 1024;   // votes from operators not (y
 constexpr auto kRetainFinalized = std::chrono::minutes(10);
 constexpr auto kOrphanLifetime = std::chrono::minutes(2);
 constexpr int kJobThreads = 2;
-
-int64_t UnixMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 
 StatusOr<consensus::Signature65> SignatureField(const std::string& hex) {
@@ -216,7 +212,7 @@ StatusOr<v1::TaskConsensus> ConsensusEngine::PlanConsensus(const Hash256& task_i
     if (a == address_) plan.set_member(true);
   }
   plan.set_announcer(announcer);
-  plan.set_announced_unix_ms(UnixMillis());
+  plan.set_announced_unix_ms(UnixMillisNow());
   return plan;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/clock.h"
 #include "common/npy.h"
 #include "common/sha256.h"
 #include "consensus/task.h"
@@ -15,11 +16,6 @@ namespace consensor::node {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-int64_t UnixMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string IdBytes(const Hash256& h) { return std::string(reinterpret_cast<const char*>(h.data()), h.size()); }
 std::string IdHex(const std::string& id_bytes) {
@@ -342,7 +338,7 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   task.set_task_id(outcome.task_id);
   task.set_state(execute ? v1::TASK_STATE_QUEUED : v1::TASK_STATE_CERTIFYING);
   *task.mutable_spec() = request;
-  task.set_created_unix_ms(UnixMillis());
+  task.set_created_unix_ms(UnixMillisNow());
   if (consensus) *task.mutable_consensus() = *consensus;
   Status persisted;
   {
@@ -541,7 +537,7 @@ void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached
     if (t->state() != v1::TASK_STATE_QUEUED) return Aborted("no longer queued");
     t->set_state(v1::TASK_STATE_RUNNING);
     t->set_attempts(t->attempts() + 1);
-    t->set_started_unix_ms(UnixMillis());
+    t->set_started_unix_ms(UnixMillisNow());
     return OkStatus();
   });
   if (!started.ok()) {
@@ -637,7 +633,7 @@ void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached
   Status persisted = Mutate(
       id_hex,
       [&](v1::Task* t) -> Status {
-        t->set_finished_unix_ms(UnixMillis());
+        t->set_finished_unix_ms(UnixMillisNow());
         if (status.ok()) {
           t->set_state(options_.network_mode ? v1::TASK_STATE_CERTIFYING : v1::TASK_STATE_SUCCEEDED);
         } else {

@@ -190,7 +190,7 @@ struct ParsedKeystore {
   uint64_t n = 0, r = 0, p = 0, c = 0;
   std::vector<uint8_t> salt, iv, ciphertext;
   std::vector<uint8_t> mac;
-  std::optional<EthAddress> address;
+  std::optional<Address20> address;
 };
 
 Status FieldError(std::string_view field, std::string_view problem) {
@@ -269,7 +269,7 @@ StatusOr<ParsedKeystore> ParseKeystoreJson(std::string_view text) {
   }
   if (auto it = doc.find("address"); it != doc.end()) {
     if (!it->is_string()) return FieldError("address", "must be a string");
-    StatusOr<EthAddress> address = AddressFromHex(it->get<std::string>());
+    StatusOr<Address20> address = AddressFromHex(it->get<std::string>());
     if (!address.ok()) return FieldError("address", address.status().message());
     k.address = *address;
   }
@@ -379,10 +379,10 @@ std::string NewUuid() {
 // ---------------------------------------------------------------------------------------------
 // Addresses
 
-StatusOr<EthAddress> AddressFromSecret(const SecretKey& secret) { return AddressFromSecretKey(secret); }
+StatusOr<Address20> AddressFromSecret(const Secp256k1Secret& secret) { return AddressFromSecretKey(secret); }
 
-StatusOr<SecretKey> GenerateSecretKey() {
-  SecretKey key{};
+StatusOr<Secp256k1Secret> GenerateSecretKey() {
+  Secp256k1Secret key{};
   // A random 256-bit value is out of range with probability ~2^-128; retry rather than reduce.
   for (int attempt = 0; attempt < 16; ++attempt) {
     if (RAND_bytes(key.data(), static_cast<int>(key.size())) != 1) {
@@ -441,8 +441,8 @@ Status Scrypt(std::string_view password, std::span<const uint8_t> salt, uint64_t
 // ---------------------------------------------------------------------------------------------
 // Keystore files
 
-StatusOr<std::string> EncryptKeystore(const SecretKey& secret, std::string_view password, const KdfParams& params) {
-  ASSIGN_OR_RETURN(EthAddress address, AddressFromSecret(secret));
+StatusOr<std::string> EncryptKeystore(const Secp256k1Secret& secret, std::string_view password, const KdfParams& params) {
+  ASSIGN_OR_RETURN(Address20 address, AddressFromSecret(secret));
   if (params.kdf == Kdf::kScrypt) {
     RETURN_IF_ERROR(CheckScryptParams(params.scrypt_n, params.scrypt_r, params.scrypt_p)
                         .WithContext("scrypt parameters"));
@@ -515,7 +515,7 @@ StatusOr<DecryptedKey> DecryptKeystore(std::string_view json_text, std::string_v
   DecryptedKey out;
   // Shorter plaintexts are big-endian numbers with their leading zero bytes dropped.
   std::memcpy(out.secret.data() + (out.secret.size() - plain.size()), plain.data(), plain.size());
-  StatusOr<EthAddress> address = AddressFromSecret(out.secret);
+  StatusOr<Address20> address = AddressFromSecret(out.secret);
   if (!address.ok()) {
     OPENSSL_cleanse(out.secret.data(), out.secret.size());
     return InvalidArgument("keystore decrypts to an invalid secp256k1 key");
@@ -529,7 +529,7 @@ StatusOr<DecryptedKey> DecryptKeystore(std::string_view json_text, std::string_v
   return out;
 }
 
-StatusOr<EthAddress> KeystoreAddress(std::string_view json_text) {
+StatusOr<Address20> KeystoreAddress(std::string_view json_text) {
   ASSIGN_OR_RETURN(ParsedKeystore k, ParseKeystore(json_text));
   if (!k.address) return FieldError("address", "missing");
   return *k.address;

@@ -10,18 +10,17 @@
 #include <string_view>
 #include <vector>
 
-#include "common/address.h"  // AddressToHex, AddressToChecksumHex, AddressFromHex
+#include "common/address.h"  // Address20 and its text forms
+#include "common/secp256k1_sign.h"  // Secp256k1Secret
 #include "common/status.h"
 
 namespace consensor::node {
 
-using SecretKey = std::array<uint8_t, 32>;
-using EthAddress = std::array<uint8_t, 20>;
 
 // secp256k1: INVALID_ARGUMENT when the key is zero or not below the group order.
-StatusOr<EthAddress> AddressFromSecret(const SecretKey& secret);
+StatusOr<Address20> AddressFromSecret(const Secp256k1Secret& secret);
 // A fresh key from the OS CSPRNG.
-StatusOr<SecretKey> GenerateSecretKey();
+StatusOr<Secp256k1Secret> GenerateSecretKey();
 
 enum class Kdf { kScrypt, kPbkdf2 };
 struct KdfParams {
@@ -35,11 +34,11 @@ struct KdfParams {
 KdfParams LightKdfParams();  // scrypt n=4096 p=6, geth's --lightkdf
 
 // Returns the keystore JSON (version 3, with "address", "id" (a random UUID), "crypto").
-StatusOr<std::string> EncryptKeystore(const SecretKey& secret, std::string_view password, const KdfParams& params);
+StatusOr<std::string> EncryptKeystore(const Secp256k1Secret& secret, std::string_view password, const KdfParams& params);
 
 struct DecryptedKey {
-  SecretKey secret{};
-  EthAddress address{};
+  Secp256k1Secret secret{};
+  Address20 address{};
 };
 // INVALID_ARGUMENT for malformed JSON or unsupported parameters (with the field named),
 // PERMISSION_DENIED for a wrong password (MAC mismatch). KDF work is capped so a hostile file
@@ -56,7 +55,7 @@ StatusOr<std::string> ReadPassword(const std::string& file, const std::string& e
 // Validates a keystore's structure and parameters without a password or any KDF work, and
 // returns its "address" field (INVALID_ARGUMENT when the field is missing). The address is not
 // covered by the MAC, so it is only a label until the file is decrypted.
-StatusOr<EthAddress> KeystoreAddress(std::string_view json);
+StatusOr<Address20> KeystoreAddress(std::string_view json);
 
 // Reads a keystore file, refusing anything over 1 MiB (real ones are about 500 bytes).
 StatusOr<std::string> ReadKeystoreFile(const std::string& path);

@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/keccak.h"
 #include "node/telemetry/log.h"
 
@@ -193,9 +194,7 @@ StatusOr<Hash256> GossipNetwork::Publish(v1::GossipMessage message) {
   RETURN_IF_ERROR(key_status_);
   message.set_chain_id(options_.chain_id);
   message.set_sender(std::string(AsBytes(self_address_)));
-  message.set_sent_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count());
+  message.set_sent_unix_ms(UnixMillisNow());
   ASSIGN_OR_RETURN(v1::Envelope envelope, Sign(options_.key, options_.chain_id, message));
   if (static_cast<int64_t>(envelope.payload().size()) > max_payload_bytes_) {
     return InvalidArgument("gossip message of " + std::to_string(envelope.payload().size()) +

@@ -16,7 +16,7 @@ namespace {
 using testing_support::Hex;
 using testing_support::Arr;
 
-const SecretKey kAnvilKey = Arr<32>("ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80");
+const Secp256k1Secret kAnvilKey = Arr<32>("ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80");
 
 TEST(EthTx, AnvilDevKeyAddressAndKeystoreInterop) {
   auto a = AddressFromSecretKey(kAnvilKey);
@@ -51,7 +51,7 @@ const Vector1559 kVectors[] = {
      "b87002f86d821e8e778260918301a4d182f38594000000000000000000000000000000000000aaaa8403e6c7f380c001a0e38e239770801eb995498c82"
      "1e55ac9c19ae09184bb27b34be105e02fe3b7615a067c64ca6bd6d9107e85fd581ab2e70a14b637eb36505bb40861ef9d6e800cab6"},
 };
-const SecretKey kVectorKey = Arr<32>("8f2a55949038a9610f50fb23b5883af3b4ecb3c3bb792cbcefbd1542c692be63");
+const Secp256k1Secret kVectorKey = Arr<32>("8f2a55949038a9610f50fb23b5883af3b4ecb3c3bb792cbcefbd1542c692be63");
 
 Eip1559Transaction FromVector(const Vector1559& v) {
   Eip1559Transaction tx;
@@ -235,7 +235,7 @@ TEST(EthTx, Eip155LegacyExample) {
   EXPECT_EQ(ToHex(LegacySigningPayload(tx)),
             "ec098504a817c800825208943535353535353535353535353535353535353535880de0b6b3a764000080018080");
   EXPECT_EQ(ToHex(LegacySigningHash(tx)), "daf5a779ae972f972197303d7b574746c7ef83eadac0f2791ad23db92e4c8e53");
-  SecretKey key = Arr<32>("4646464646464646464646464646464646464646464646464646464646464646");
+  Secp256k1Secret key = Arr<32>("4646464646464646464646464646464646464646464646464646464646464646");
   auto raw = SignLegacyTransaction(key, tx);
   ASSERT_TRUE(raw.ok()) << raw.status().ToString();
   EXPECT_EQ(ToHex(*raw),

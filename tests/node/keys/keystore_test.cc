@@ -135,10 +135,10 @@ std::string PaddedPrivHex(const char* name) {
   return std::string(64 - priv.size(), '0') + priv;
 }
 
-SecretKey SecretFromHex(const std::string& hex) {
+Secp256k1Secret SecretFromHex(const std::string& hex) {
   auto h = Hash256FromHex(hex);
   EXPECT_TRUE(h.ok()) << hex;
-  SecretKey k{};
+  Secp256k1Secret k{};
   if (h.ok()) k = *h;
   return k;
 }
@@ -242,7 +242,7 @@ TEST(ScryptTest, RejectsBadAndExcessiveParameters) {
 // Addresses
 
 TEST(AddressTest, KnownSecrets) {
-  SecretKey one{};
+  Secp256k1Secret one{};
   one[31] = 1;
   auto a = AddressFromSecret(one);
   ASSERT_TRUE(a.ok());
@@ -255,7 +255,7 @@ TEST(AddressTest, KnownSecrets) {
 }
 
 TEST(AddressTest, RejectsOutOfRangeSecrets) {
-  SecretKey zero{};
+  Secp256k1Secret zero{};
   EXPECT_EQ(AddressFromSecret(zero).status().code(), StatusCode::kInvalidArgument);
   // The group order n, n+1 and 2^256-1 are invalid; n-1 is the largest valid key.
   const std::string order = "fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141";
@@ -264,7 +264,7 @@ TEST(AddressTest, RejectsOutOfRangeSecrets) {
                 .status()
                 .code(),
             StatusCode::kInvalidArgument);
-  SecretKey ff;
+  Secp256k1Secret ff;
   ff.fill(0xff);
   EXPECT_EQ(AddressFromSecret(ff).status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(
@@ -315,12 +315,12 @@ TEST(AddressTest, GeneratedKeysAreValidAndDistinct) {
 // ------------------------------------------------------------------------------------------
 // Round trips
 
-SecretKey TestSecret() {
+Secp256k1Secret TestSecret() {
   return SecretFromHex("4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318");
 }
 
 TEST(KeystoreTest, RoundTripScrypt) {
-  const SecretKey secret = TestSecret();
+  const Secp256k1Secret secret = TestSecret();
   auto text = EncryptKeystore(secret, "correct horse", LightKdfParams());
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   json doc = json::parse(*text);
@@ -348,7 +348,7 @@ TEST(KeystoreTest, RoundTripScrypt) {
 }
 
 TEST(KeystoreTest, RoundTripPbkdf2AndEmptyPassword) {
-  const SecretKey secret = TestSecret();
+  const Secp256k1Secret secret = TestSecret();
   KdfParams params = LightKdfParams();
   params.kdf = Kdf::kPbkdf2;
   params.pbkdf2_iterations = 1000;
@@ -365,7 +365,7 @@ TEST(KeystoreTest, RoundTripPbkdf2AndEmptyPassword) {
 }
 
 TEST(KeystoreTest, EncryptRejectsBadInputs) {
-  SecretKey zero{};
+  Secp256k1Secret zero{};
   EXPECT_EQ(EncryptKeystore(zero, "pw", LightKdfParams()).status().code(), StatusCode::kInvalidArgument);
   KdfParams heavy = LightKdfParams();
   heavy.scrypt_n = uint64_t{1} << 40;
