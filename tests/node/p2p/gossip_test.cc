@@ -66,9 +66,9 @@ v1::GossipMessage Announcement(const std::string& tag, uint64_t reference_block 
 }
 
 // Operators allowed to gossip; can grow during a test (a registration the node learns late).
-class OperatorSet {
+class AllowedGossipers {
  public:
-  explicit OperatorSet(std::set<Address20> members) : members_(std::move(members)) {}
+  explicit AllowedGossipers(std::set<Address20> members) : members_(std::move(members)) {}
   void Add(const Address20& address) {
     std::lock_guard lock(mu_);
     members_.insert(address);
@@ -88,7 +88,7 @@ class TestNode {
  public:
   using Verdict = std::function<Status(const v1::GossipMessage&)>;
 
-  TestNode(uint8_t key_number, std::shared_ptr<OperatorSet> operators, GossipOptions options = {},
+  TestNode(uint8_t key_number, std::shared_ptr<AllowedGossipers> operators, GossipOptions options = {},
            Verdict verdict = nullptr, int port = 0,
            const std::function<void(grpc::ServerBuilder&)>& configure_server = nullptr)
       : operators_(std::move(operators)), verdict_(std::move(verdict)) {
@@ -165,7 +165,7 @@ class TestNode {
     return verdict;
   }
 
-  std::shared_ptr<OperatorSet> operators_;
+  std::shared_ptr<AllowedGossipers> operators_;
   Verdict verdict_;
   int port_ = 0;
   bool stopped_ = false;
@@ -246,7 +246,7 @@ TEST(GossipSigningTest, DigestIdAndSignatureFollowTheWireFormat) {
 }
 
 TEST(GossipNetworkTest, PublishReachesEveryOtherNodeExactlyOnce) {
-  auto operators = std::make_shared<OperatorSet>(std::set<Address20>{AddressOf(1), AddressOf(2), AddressOf(3), AddressOf(4)});
+  auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1), AddressOf(2), AddressOf(3), AddressOf(4)});
   std::vector<std::unique_ptr<TestNode>> nodes;
   for (uint8_t k = 1; k <= 4; ++k) {
     nodes.push_back(std::make_unique<TestNode>(k, operators, FastOptions()));
@@ -322,7 +322,7 @@ TEST(GossipNetworkTest, PublishReachesEveryOtherNodeExactlyOnce) {
 }
 
 TEST(GossipNetworkTest, InvalidMessagesAreDroppedAndCounted) {
-  auto operators = std::make_shared<OperatorSet>(std::set<Address20>{AddressOf(1), AddressOf(2)});
+  auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1), AddressOf(2)});
   GossipOptions options = FastOptions();
   options.max_message_bytes = 4096;
   TestNode node(2, operators, options);
@@ -393,7 +393,7 @@ TEST(GossipNetworkTest, InvalidMessagesAreDroppedAndCounted) {
 }
 
 TEST(GossipNetworkTest, RejectedMessagesAreNotRelayed) {
-  auto operators = std::make_shared<OperatorSet>(std::set<Address20>{AddressOf(1), AddressOf(2), AddressOf(3)});
+  auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1), AddressOf(2), AddressOf(3)});
   // A -> B -> C, and C also pulls from B. B refuses announcements at reference block 666.
   TestNode a(1, operators, FastOptions());
   TestNode b(2, operators, FastOptions(), [](const v1::GossipMessage& message) {
@@ -418,7 +418,7 @@ TEST(GossipNetworkTest, RejectedMessagesAreNotRelayed) {
 }
 
 TEST(GossipNetworkTest, AntiEntropyCatchesUpANodeThatHadNoPeers) {
-  auto operators = std::make_shared<OperatorSet>(std::set<Address20>{AddressOf(1), AddressOf(4)});
+  auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1), AddressOf(4)});
   TestNode a(1, operators, FastOptions());
   TestNode d(4, operators, FastOptions());
   ASSERT_TRUE(a.ok() && d.ok());
@@ -441,7 +441,7 @@ TEST(GossipNetworkTest, AntiEntropyCatchesUpANodeThatHadNoPeers) {
 }
 
 TEST(GossipNetworkTest, PullPagesShrinkToFitThePeersMessageLimit) {
-  auto operators = std::make_shared<OperatorSet>(std::set<Address20>{AddressOf(1), AddressOf(4)});
+  auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1), AddressOf(4)});
   // A's server refuses to send any gRPC message over 2 KB, a handful of envelopes.
   TestNode a(1, operators, FastOptions(), nullptr, 0,
              [](grpc::ServerBuilder& builder) { builder.SetMaxSendMessageSize(2000); });
@@ -456,7 +456,7 @@ TEST(GossipNetworkTest, PullPagesShrinkToFitThePeersMessageLimit) {
 }
 
 TEST(GossipNetworkTest, PublishRefusesMessagesTooLargeForOneRpc) {
-  auto operators = std::make_shared<OperatorSet>(std::set<Address20>{AddressOf(1)});
+  auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1)});
   GossipOptions options = FastOptions();
   options.max_message_bytes = int64_t{64} << 20;  // capped to what one gRPC message can carry
   TestNode node(1, operators, options);
@@ -467,7 +467,7 @@ TEST(GossipNetworkTest, PublishRefusesMessagesTooLargeForOneRpc) {
 }
 
 TEST(GossipNetworkTest, RestartedPeerIsPulledFromTheStartOfItsNewLog) {
-  auto operators = std::make_shared<OperatorSet>(std::set<Address20>{AddressOf(1), AddressOf(4)});
+  auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1), AddressOf(4)});
   auto a = std::make_unique<TestNode>(1, operators, FastOptions());
   TestNode d(4, operators, FastOptions());
   ASSERT_TRUE(a->ok() && d.ok());
@@ -489,7 +489,7 @@ TEST(GossipNetworkTest, RestartedPeerIsPulledFromTheStartOfItsNewLog) {
 }
 
 TEST(GossipNetworkTest, PullServesTheLogByEpochAndCursor) {
-  auto operators = std::make_shared<OperatorSet>(std::set<Address20>{AddressOf(1)});
+  auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1)});
   GossipOptions options = FastOptions();
   options.log_capacity = 4;
   TestNode node(1, operators, options);
@@ -537,7 +537,7 @@ TEST(GossipNetworkTest, PullServesTheLogByEpochAndCursor) {
 }
 
 TEST(GossipNetworkTest, PeerOverItsRateLimitGetsResourceExhausted) {
-  auto operators = std::make_shared<OperatorSet>(std::set<Address20>{AddressOf(1), AddressOf(2)});
+  auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1), AddressOf(2)});
   GossipOptions options = FastOptions();
   options.max_messages_per_second = 1;  // burst of 2
   TestNode node(2, operators, options);
@@ -570,7 +570,7 @@ TEST(GossipNetworkTest, ShutdownCancelsRpcsToAPeerThatNeverAnswers) {
   ASSERT_EQ(::listen(listener, 16), 0);
   ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
 
-  auto operators = std::make_shared<OperatorSet>(std::set<Address20>{AddressOf(1)});
+  auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1)});
   GossipOptions options;
   options.pull_interval = 60s;
   TestNode node(1, operators, options);
