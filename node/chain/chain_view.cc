@@ -10,15 +10,15 @@ constexpr size_t kMaxCachedSnapshots = 256;
 
 }  // namespace
 
-StatusOr<std::unique_ptr<RpcChainView>> RpcChainView::Open(const std::string& rpc_url, const Deployment& deployment,
-                                                           std::chrono::milliseconds poll_interval) {
+StatusOr<std::unique_ptr<RpcChainView>> RpcChainView::Open(const ChainViewOptions& options,
+                                                           const Deployment& deployment) {
   std::unique_ptr<RpcChainView> view(new RpcChainView());
-  HttpRpcOptions options;
-  options.timeout = std::chrono::milliseconds(5000);
-  ASSIGN_OR_RETURN(auto transport, NewHttpRpcTransport(rpc_url, options));
+  HttpRpcOptions http;
+  http.timeout = std::chrono::milliseconds(5000);
+  ASSIGN_OR_RETURN(auto transport, NewHttpRpcTransport(options.rpc_url, http));
   view->rpc_ = std::make_unique<EthRpc>(std::move(transport));
   view->client_ = std::make_unique<ChainClient>(view->rpc_.get(), deployment, std::nullopt);
-  view->poll_interval_ = poll_interval;
+  view->poll_interval_ = options.poll_interval;
   RETURN_IF_ERROR(view->client_->CheckChain());
   ASSIGN_OR_RETURN(uint64_t bps, view->client_->ThresholdBps());
   if (bps == 0 || bps > 10000) return FailedPrecondition("the service manager's thresholdBps is " + std::to_string(bps));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -41,11 +42,15 @@ class ChainView {
   virtual StatusOr<std::shared_ptr<const consensus::OperatorSet>> OperatorsAt(uint64_t block) = 0;
 };
 
+struct ChainViewOptions {
+  std::string rpc_url;                            // JSON-RPC URL of the chain, e.g. http://127.0.0.1:8545
+  std::chrono::milliseconds poll_interval{1000};  // how often the head and operator set are re-read
+};
+
 class RpcChainView final : public ChainView {
  public:
   // Connects, checks the chain id against the deployment and reads the contract's threshold.
-  static StatusOr<std::unique_ptr<RpcChainView>> Open(const std::string& rpc_url, const Deployment& deployment,
-                                                      std::chrono::milliseconds poll_interval);
+  static StatusOr<std::unique_ptr<RpcChainView>> Open(const ChainViewOptions& options, const Deployment& deployment);
   ~RpcChainView() override;
   // Polls once synchronously, then in the background; `on_change` runs once at start and after
   // each poll that changed the operator set or endpoints.
@@ -71,7 +76,7 @@ class RpcChainView final : public ChainView {
   std::unique_ptr<ChainClient> client_;
   std::mutex rpc_mu_;  // one request at a time on the chain client
   uint32_t threshold_bps_ = 0;
-  std::chrono::milliseconds poll_interval_{1000};
+  std::chrono::milliseconds poll_interval_{};  // from ChainViewOptions
   std::atomic<uint64_t> head_{0};
 
   mutable std::mutex mu_;

@@ -6,10 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -30,8 +33,15 @@ namespace {
 
 constexpr size_t kMaxConfigBytes = size_t{1} << 20;
 
-using Field = std::variant<std::string NodeConfig::*, int64_t NodeConfig::*, bool NodeConfig::*,
-                           std::vector<std::string> NodeConfig::*>;
+// Where a key's value goes: the field, inside NodeConfig or one of the component options it
+// holds. The field's type says how the TOML value is read: string, integer (int64_t, a narrower
+// integer or double, or std::chrono::milliseconds for the *_ms keys), true/false, or an array of
+// strings.
+template <typename T>
+using FieldOf = T& (*)(NodeConfig&);
+using Field = std::variant<FieldOf<std::string>, FieldOf<bool>, FieldOf<std::vector<std::string>>, FieldOf<int64_t>,
+                           FieldOf<int>, FieldOf<uint32_t>, FieldOf<uint64_t>, FieldOf<double>,
+                           FieldOf<std::chrono::milliseconds>>;
 
 struct KeySpec {
   std::string_view section;  // "" for top-level keys
@@ -39,53 +49,58 @@ struct KeySpec {
   Field field;
 };
 
+// The field of NodeConfig that `member` names, as a Field.
+#define CONFIG_FIELD(member) +[](NodeConfig& c) -> auto& { return c.member; }
+
 const std::vector<KeySpec>& Keys() {
   static const std::vector<KeySpec> keys = {
-      {"", "datadir", &NodeConfig::datadir},
-      {"rpc", "listen", &NodeConfig::rpc_listen},
-      {"rpc", "max_message_bytes", &NodeConfig::rpc_max_message_bytes},
-      {"rpc", "max_streams", &NodeConfig::rpc_max_streams},
-      {"metrics", "listen", &NodeConfig::metrics_listen},
-      {"log", "level", &NodeConfig::log_level},
-      {"log", "format", &NodeConfig::log_format},
-      {"executor", "backend", &NodeConfig::backend},
-      {"executor", "threads", &NodeConfig::threads},
-      {"executor", "isa", &NodeConfig::isa},
-      {"executor", "device", &NodeConfig::device},
-      {"executor", "fallback_cpu", &NodeConfig::fallback_cpu},
-      {"executor", "selftest", &NodeConfig::selftest},
-      {"executor", "workers", &NodeConfig::workers},
-      {"executor", "queue_capacity", &NodeConfig::queue_capacity},
-      {"limits", "max_blob_bytes", &NodeConfig::max_blob_bytes},
-      {"limits", "max_task_bytes", &NodeConfig::max_task_bytes},
-      {"limits", "max_task_flops", &NodeConfig::max_task_flops},
-      {"limits", "max_task_seconds", &NodeConfig::max_task_seconds},
-      {"limits", "max_elements", &NodeConfig::max_elements},
-      {"limits", "max_ops", &NodeConfig::max_ops},
-      {"limits", "max_inputs", &NodeConfig::max_inputs},
-      {"operator", "keystore", &NodeConfig::keystore},
-      {"operator", "password_file", &NodeConfig::password_file},
-      {"operator", "password_env", &NodeConfig::password_env},
-      {"chain", "rpc", &NodeConfig::chain_rpc},
-      {"chain", "deployment", &NodeConfig::chain_deployment},
-      {"chain", "confirmations", &NodeConfig::chain_confirmations},
-      {"chain", "poll_ms", &NodeConfig::chain_poll_ms},
-      {"chain", "submit_evidence", &NodeConfig::chain_submit_evidence},
-      {"p2p", "advertise", &NodeConfig::p2p_advertise},
-      {"p2p", "bootstrap", &NodeConfig::p2p_bootstrap},
-      {"p2p", "fanout", &NodeConfig::p2p_fanout},
-      {"p2p", "max_messages_per_second", &NodeConfig::p2p_max_messages_per_second},
-      {"p2p", "pull_interval_ms", &NodeConfig::p2p_pull_interval_ms},
-      {"consensus", "replicas", &NodeConfig::consensus_replicas},
-      {"consensus", "quorum", &NodeConfig::consensus_quorum},
-      {"consensus", "max_replicas", &NodeConfig::consensus_max_replicas},
-      {"consensus", "member_timeout_ms", &NodeConfig::consensus_member_timeout_ms},
-      {"consensus", "max_dispute_committee", &NodeConfig::consensus_max_dispute_committee},
-      {"consensus", "max_reference_age", &NodeConfig::consensus_max_reference_age},
-      {"fault", "mode", &NodeConfig::fault_mode},
+      {"", "datadir", CONFIG_FIELD(datadir)},
+      {"rpc", "listen", CONFIG_FIELD(rpc_listen)},
+      {"rpc", "max_message_bytes", CONFIG_FIELD(rpc_max_message_bytes)},
+      {"rpc", "max_streams", CONFIG_FIELD(rpc_max_streams)},
+      {"metrics", "listen", CONFIG_FIELD(metrics_listen)},
+      {"log", "level", CONFIG_FIELD(log_level)},
+      {"log", "format", CONFIG_FIELD(log_format)},
+      {"executor", "backend", CONFIG_FIELD(tasks.backend.name)},
+      {"executor", "threads", CONFIG_FIELD(tasks.backend.threads)},
+      {"executor", "isa", CONFIG_FIELD(tasks.backend.isa)},
+      {"executor", "device", CONFIG_FIELD(tasks.backend.device)},
+      {"executor", "fallback_cpu", CONFIG_FIELD(tasks.fallback_cpu)},
+      {"executor", "selftest", CONFIG_FIELD(selftest)},
+      {"executor", "workers", CONFIG_FIELD(tasks.workers)},
+      {"executor", "queue_capacity", CONFIG_FIELD(tasks.queue_capacity)},
+      {"limits", "max_blob_bytes", CONFIG_FIELD(tasks.limits.max_graph_file_bytes)},
+      {"limits", "max_task_bytes", CONFIG_FIELD(tasks.limits.max_total_bytes)},
+      {"limits", "max_task_flops", CONFIG_FIELD(tasks.limits.max_flops)},
+      {"limits", "max_task_seconds", CONFIG_FIELD(tasks.max_task_seconds)},
+      {"limits", "max_elements", CONFIG_FIELD(tasks.limits.max_elements_per_tensor)},
+      {"limits", "max_ops", CONFIG_FIELD(tasks.limits.max_ops)},
+      {"limits", "max_inputs", CONFIG_FIELD(tasks.max_inputs)},
+      {"operator", "keystore", CONFIG_FIELD(keystore)},
+      {"operator", "password_file", CONFIG_FIELD(password_file)},
+      {"operator", "password_env", CONFIG_FIELD(password_env)},
+      {"chain", "rpc", CONFIG_FIELD(chain_view.rpc_url)},
+      {"chain", "deployment", CONFIG_FIELD(chain_deployment)},
+      {"chain", "confirmations", CONFIG_FIELD(consensus.confirmations)},
+      {"chain", "poll_ms", CONFIG_FIELD(chain_view.poll_interval)},
+      {"chain", "submit_evidence", CONFIG_FIELD(chain_submit_evidence)},
+      {"p2p", "advertise", CONFIG_FIELD(p2p_advertise)},
+      {"p2p", "bootstrap", CONFIG_FIELD(p2p_bootstrap)},
+      {"p2p", "fanout", CONFIG_FIELD(gossip.fanout)},
+      {"p2p", "max_messages_per_second", CONFIG_FIELD(gossip.max_messages_per_second)},
+      {"p2p", "pull_interval_ms", CONFIG_FIELD(gossip.pull_interval)},
+      {"consensus", "replicas", CONFIG_FIELD(consensus.default_replicas)},
+      {"consensus", "quorum", CONFIG_FIELD(consensus.default_quorum)},
+      {"consensus", "max_replicas", CONFIG_FIELD(consensus.max_replicas)},
+      {"consensus", "member_timeout_ms", CONFIG_FIELD(consensus.member_timeout)},
+      {"consensus", "max_dispute_committee", CONFIG_FIELD(consensus.max_dispute_committee)},
+      {"consensus", "max_reference_age", CONFIG_FIELD(consensus.max_reference_age)},
+      {"fault", "mode", CONFIG_FIELD(consensus.fault_mode)},
   };
   return keys;
 }
+
+#undef CONFIG_FIELD
 
 bool IsSection(std::string_view name) {
   return std::any_of(Keys().begin(), Keys().end(),
@@ -158,32 +173,121 @@ Status UnknownKey(const std::string& origin, std::string_view section, std::stri
                          LineSuffix(region) + Suggestion(section, key));
 }
 
+enum class Kind { kString, kInteger, kBool, kStringList };
+
+template <typename T>
+constexpr Kind KindOfType() {
+  if constexpr (std::is_same_v<T, std::string>) return Kind::kString;
+  else if constexpr (std::is_same_v<T, bool>) return Kind::kBool;
+  else if constexpr (std::is_same_v<T, std::vector<std::string>>) return Kind::kStringList;
+  else return Kind::kInteger;
+}
+
+// The type of the field an accessor reaches.
+template <typename Accessor>
+using FieldType = std::remove_reference_t<std::invoke_result_t<Accessor, NodeConfig&>>;
+
+Kind KindOf(const Field& field) {
+  return std::visit([](auto accessor) { return KindOfType<FieldType<decltype(accessor)>>(); }, field);
+}
+
+Kind KindOf(const NodeSetting& value) {
+  return std::visit([](const auto& v) { return KindOfType<std::decay_t<decltype(v)>>(); }, value);
+}
+
+// Whether an integer option field of type T holds `value` exactly.
+template <typename T>
+bool Holds(int64_t value) {
+  if constexpr (std::is_same_v<T, double>) return value >= -(int64_t{1} << 53) && value <= (int64_t{1} << 53);
+  else if constexpr (std::is_same_v<T, std::chrono::milliseconds>) return std::in_range<typename T::rep>(value);
+  else return std::in_range<T>(value);
+}
+
+template <typename T>
+int64_t ToInteger(const T& field) {
+  if constexpr (std::is_same_v<T, std::chrono::milliseconds>) return static_cast<int64_t>(field.count());
+  else return static_cast<int64_t>(field);
+}
+
+// Stores a value whose kind matches the key's field (callers check).
+void StoreSetting(NodeConfig* config, const KeySpec& spec, NodeSetting value) {
+  std::visit(
+      [&](auto accessor) {
+        using T = FieldType<decltype(accessor)>;
+        T& field = accessor(*config);
+        if constexpr (KindOfType<T>() != Kind::kInteger) {
+          field = std::get<T>(std::move(value));
+        } else {
+          const int64_t number = std::get<int64_t>(value);
+          const std::string name = DottedName(spec.section, spec.key);
+          if (Holds<T>(number)) {
+            field = static_cast<T>(number);
+            config->unrepresentable_integers.erase(name);
+          } else {
+            config->unrepresentable_integers[name] = number;
+          }
+        }
+      },
+      spec.field);
+}
+
+const KeySpec* FindDottedKey(std::string_view dotted) {
+  const size_t dot = dotted.find('.');
+  if (dot == std::string_view::npos) return FindKey("", dotted);
+  return FindKey(dotted.substr(0, dot), dotted.substr(dot + 1));
+}
+
+// An integer setting as it was written, for range checks of fields narrower than int64_t (a
+// uint32_t cannot hold the -1 an error message must show).
+int64_t AsWritten(NodeConfig* config, std::string_view dotted) {
+  if (auto it = config->unrepresentable_integers.find(dotted); it != config->unrepresentable_integers.end()) {
+    return it->second;
+  }
+  const KeySpec* spec = FindDottedKey(dotted);
+  return std::visit(
+      [&](auto accessor) -> int64_t {
+        using T = FieldType<decltype(accessor)>;
+        if constexpr (KindOfType<T>() == Kind::kInteger) return ToInteger(accessor(*config));
+        else return 0;  // not an integer key; never asked
+      },
+      spec->field);
+}
+
 Status Assign(const std::string& origin, const KeySpec& spec, const toml::key& key, const toml::node& value,
               NodeConfig* config) {
   const std::string name = DottedName(spec.section, spec.key);
   const std::string where = Where(origin, key.source());
-  if (auto* s = std::get_if<std::string NodeConfig::*>(&spec.field)) {
-    const auto* v = value.as_string();
-    if (v == nullptr) return InvalidArgument(where + ": '" + name + "' must be a string");
-    config->*(*s) = v->get();
-  } else if (auto* i = std::get_if<int64_t NodeConfig::*>(&spec.field)) {
-    const auto* v = value.as_integer();
-    if (v == nullptr) return InvalidArgument(where + ": '" + name + "' must be an integer");
-    config->*(*i) = v->get();
-  } else if (auto* b = std::get_if<bool NodeConfig::*>(&spec.field)) {
-    const auto* v = value.as_boolean();
-    if (v == nullptr) return InvalidArgument(where + ": '" + name + "' must be true or false");
-    config->*(*b) = v->get();
-  } else if (auto* l = std::get_if<std::vector<std::string> NodeConfig::*>(&spec.field)) {
-    const auto* v = value.as_array();
-    if (v == nullptr) return InvalidArgument(where + ": '" + name + "' must be an array of strings");
-    std::vector<std::string> items;
-    for (const auto& item : *v) {
-      const auto* str = item.as_string();
-      if (str == nullptr) return InvalidArgument(where + ": '" + name + "' must be an array of strings");
-      items.push_back(str->get());
+  switch (KindOf(spec.field)) {
+    case Kind::kString: {
+      const auto* v = value.as_string();
+      if (v == nullptr) return InvalidArgument(where + ": '" + name + "' must be a string");
+      StoreSetting(config, spec, v->get());
+      break;
     }
-    config->*(*l) = std::move(items);
+    case Kind::kInteger: {
+      const auto* v = value.as_integer();
+      if (v == nullptr) return InvalidArgument(where + ": '" + name + "' must be an integer");
+      StoreSetting(config, spec, v->get());
+      break;
+    }
+    case Kind::kBool: {
+      const auto* v = value.as_boolean();
+      if (v == nullptr) return InvalidArgument(where + ": '" + name + "' must be true or false");
+      StoreSetting(config, spec, v->get());
+      break;
+    }
+    case Kind::kStringList: {
+      const auto* v = value.as_array();
+      if (v == nullptr) return InvalidArgument(where + ": '" + name + "' must be an array of strings");
+      std::vector<std::string> items;
+      for (const auto& item : *v) {
+        const auto* str = item.as_string();
+        if (str == nullptr) return InvalidArgument(where + ": '" + name + "' must be an array of strings");
+        items.push_back(str->get());
+      }
+      StoreSetting(config, spec, std::move(items));
+      break;
+    }
   }
   return OkStatus();
 }
@@ -339,6 +443,16 @@ StatusOr<NodeConfig> LoadNodeConfigFile(const std::string& path) {
   return ParseNodeConfig(text, path);
 }
 
+Status SetNodeConfigValue(NodeConfig* config, std::string_view key, NodeSetting value) {
+  const KeySpec* spec = FindDottedKey(key);
+  if (spec == nullptr) return InvalidArgument("unknown config key '" + Printable(key) + "'");
+  if (KindOf(spec->field) != KindOf(value)) {
+    return InvalidArgument("wrong kind of value for config key '" + std::string(key) + "'");
+  }
+  StoreSetting(config, *spec, std::move(value));
+  return OkStatus();
+}
+
 Status FinalizeNodeConfig(NodeConfig* c) {
   RETURN_IF_ERROR(ExpandHome("datadir", &c->datadir));
   RETURN_IF_ERROR(ExpandHome("operator.keystore", &c->keystore));
@@ -357,51 +471,59 @@ Status FinalizeNodeConfig(NodeConfig* c) {
     return InvalidArgument("log.format (--log-format): " + format.status().message());
   }
 
-  RETURN_IF_ERROR(CheckOneOf("executor.backend (--backend)", c->backend, {"cpu", "cuda", "cuda-emu"}));
-  RETURN_IF_ERROR(CheckRange("executor.threads (--threads)", c->threads, 1, 256));
-  RETURN_IF_ERROR(CheckOneOf("executor.isa", c->isa, {"auto", "avx2", "portable"}));
-  RETURN_IF_ERROR(CheckRange("executor.device", c->device, 0, 1023));
-  RETURN_IF_ERROR(CheckRange("executor.workers (--workers)", c->workers, 1, 256));
-  RETURN_IF_ERROR(CheckRange("executor.queue_capacity (--queue)", c->queue_capacity, 1, 1000000));
+  RETURN_IF_ERROR(CheckOneOf("executor.backend (--backend)", c->tasks.backend.name, {"cpu", "cuda", "cuda-emu"}));
+  RETURN_IF_ERROR(CheckRange("executor.threads (--threads)", AsWritten(c, "executor.threads"), 1, 256));
+  RETURN_IF_ERROR(CheckOneOf("executor.isa", c->tasks.backend.isa, {"auto", "avx2", "portable"}));
+  RETURN_IF_ERROR(CheckRange("executor.device", AsWritten(c, "executor.device"), 0, 1023));
+  RETURN_IF_ERROR(CheckRange("executor.workers (--workers)", AsWritten(c, "executor.workers"), 1, 256));
+  RETURN_IF_ERROR(CheckRange("executor.queue_capacity (--queue)", AsWritten(c, "executor.queue_capacity"), 1, 1000000));
 
-  RETURN_IF_ERROR(CheckPositive("limits.max_blob_bytes (--max-blob-bytes)", c->max_blob_bytes));
-  RETURN_IF_ERROR(CheckPositive("limits.max_task_bytes (--max-task-bytes)", c->max_task_bytes));
-  RETURN_IF_ERROR(CheckPositive("limits.max_task_flops (--max-task-flops)", c->max_task_flops));
-  RETURN_IF_ERROR(CheckPositive("limits.max_task_seconds (--max-task-seconds)", c->max_task_seconds));
-  RETURN_IF_ERROR(CheckPositive("limits.max_elements (--max-elements)", c->max_elements));
-  RETURN_IF_ERROR(CheckPositive("limits.max_ops (--max-ops)", c->max_ops));
-  RETURN_IF_ERROR(CheckPositive("limits.max_inputs (--max-inputs)", c->max_inputs));
+  RETURN_IF_ERROR(CheckPositive("limits.max_blob_bytes (--max-blob-bytes)", c->tasks.limits.max_graph_file_bytes));
+  RETURN_IF_ERROR(CheckPositive("limits.max_task_bytes (--max-task-bytes)", c->tasks.limits.max_total_bytes));
+  RETURN_IF_ERROR(CheckPositive("limits.max_task_flops (--max-task-flops)", c->tasks.limits.max_flops));
+  RETURN_IF_ERROR(CheckPositive("limits.max_task_seconds (--max-task-seconds)", c->tasks.max_task_seconds));
+  RETURN_IF_ERROR(CheckPositive("limits.max_elements (--max-elements)", c->tasks.limits.max_elements_per_tensor));
+  RETURN_IF_ERROR(CheckPositive("limits.max_ops (--max-ops)", c->tasks.limits.max_ops));
+  RETURN_IF_ERROR(CheckPositive("limits.max_inputs (--max-inputs)", c->tasks.max_inputs));
 
   if (!c->password_file.empty() && !c->password_env.empty()) {
     return InvalidArgument("operator.password_file and operator.password_env are both set; use one");
   }
 
   RETURN_IF_ERROR(ExpandHome("chain.deployment", &c->chain_deployment));
-  RETURN_IF_ERROR(CheckRange("chain.confirmations", c->chain_confirmations, 0, 10000));
-  RETURN_IF_ERROR(CheckRange("chain.poll_ms", c->chain_poll_ms, 50, 3600000));
+  RETURN_IF_ERROR(CheckRange("chain.confirmations", AsWritten(c, "chain.confirmations"), 0, 10000));
+  RETURN_IF_ERROR(CheckRange("chain.poll_ms", c->chain_view.poll_interval.count(), 50, 3600000));
   RETURN_IF_ERROR(CheckListen("p2p.advertise", c->p2p_advertise, true));
   if (c->p2p_bootstrap.size() > 256) return InvalidArgument("p2p.bootstrap lists more than 256 peers");
   for (const std::string& peer : c->p2p_bootstrap) RETURN_IF_ERROR(CheckListen("p2p.bootstrap", peer, false));
-  RETURN_IF_ERROR(CheckRange("p2p.fanout", c->p2p_fanout, 1, 64));
-  RETURN_IF_ERROR(CheckRange("p2p.max_messages_per_second", c->p2p_max_messages_per_second, 1, 1000000));
-  RETURN_IF_ERROR(CheckRange("p2p.pull_interval_ms", c->p2p_pull_interval_ms, 50, 3600000));
-  RETURN_IF_ERROR(CheckRange("consensus.max_replicas", c->consensus_max_replicas, 1, 256));
-  RETURN_IF_ERROR(CheckRange("consensus.replicas", c->consensus_replicas, 1, c->consensus_max_replicas));
+  RETURN_IF_ERROR(CheckRange("p2p.fanout", AsWritten(c, "p2p.fanout"), 1, 64));
+  RETURN_IF_ERROR(CheckRange("p2p.max_messages_per_second", AsWritten(c, "p2p.max_messages_per_second"), 1, 1000000));
+  RETURN_IF_ERROR(CheckRange("p2p.pull_interval_ms", c->gossip.pull_interval.count(), 50, 3600000));
+  RETURN_IF_ERROR(CheckRange("consensus.max_replicas", AsWritten(c, "consensus.max_replicas"), 1, 256));
+  RETURN_IF_ERROR(CheckRange("consensus.replicas", AsWritten(c, "consensus.replicas"), 1, c->consensus.max_replicas));
   // The default quorum must itself be a majority of the default committee (consensus/replication.h).
-  RETURN_IF_ERROR(CheckRange("consensus.quorum", c->consensus_quorum,
-                             static_cast<int64_t>(consensus::SmallestMajority(c->consensus_replicas)),
-                             c->consensus_replicas));
-  RETURN_IF_ERROR(CheckRange("consensus.member_timeout_ms", c->consensus_member_timeout_ms, 100, 86400000));
-  RETURN_IF_ERROR(CheckRange("consensus.max_dispute_committee", c->consensus_max_dispute_committee, 1, 1024));
-  RETURN_IF_ERROR(CheckRange("consensus.max_reference_age", c->consensus_max_reference_age, 1, 1000000));
-  if (!c->fault_mode.empty()) {
-    RETURN_IF_ERROR(CheckOneOf("fault.mode", c->fault_mode, {"corrupt-output", "equivocate", "silent", "crash-mid-task"}));
+  RETURN_IF_ERROR(CheckRange("consensus.quorum", AsWritten(c, "consensus.quorum"),
+                             static_cast<int64_t>(consensus::SmallestMajority(c->consensus.default_replicas)),
+                             c->consensus.default_replicas));
+  RETURN_IF_ERROR(CheckRange("consensus.member_timeout_ms", c->consensus.member_timeout.count(), 100, 86400000));
+  RETURN_IF_ERROR(
+      CheckRange("consensus.max_dispute_committee", AsWritten(c, "consensus.max_dispute_committee"), 1, 1024));
+  RETURN_IF_ERROR(CheckRange("consensus.max_reference_age", AsWritten(c, "consensus.max_reference_age"), 1, 1000000));
+  if (!c->consensus.fault_mode.empty()) {
+    RETURN_IF_ERROR(
+        CheckOneOf("fault.mode", c->consensus.fault_mode, {"corrupt-output", "equivocate", "silent", "crash-mid-task"}));
   }
-  if (!c->chain_rpc.empty()) {
+  if (!c->chain_view.rpc_url.empty()) {
     if (c->chain_deployment.empty()) return InvalidArgument("chain.rpc is set but chain.deployment is not");
     if (c->keystore.empty()) return InvalidArgument("network mode (chain.rpc) needs an operator key: set operator.keystore");
-  } else if (!c->fault_mode.empty()) {
+  } else if (!c->consensus.fault_mode.empty()) {
     return InvalidArgument("fault.mode needs network mode (chain.rpc)");
+  }
+  // Unreachable while every key with a field narrower than int64_t has a range check above;
+  // a new key without one must not pass with its field left unset.
+  if (!c->unrepresentable_integers.empty()) {
+    const auto& [key, value] = *c->unrepresentable_integers.begin();
+    return InvalidArgument(key + " is out of range (got " + std::to_string(value) + ")");
   }
   return OkStatus();
 }

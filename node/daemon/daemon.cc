@@ -3,7 +3,10 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <cstdint>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "common/version.h"
 #include "node/cli/cli_args.h"
@@ -83,49 +86,55 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
     }
     config = std::move(loaded).value();
   }
-  // Flags override the file.
-  struct StringFlag {
+  // Flags override the file, through the same keys.
+  struct FlagKey {
     const char* flag;
-    std::string* field;
-  } string_flags[] = {{"--datadir", &config.datadir},       {"--listen", &config.rpc_listen},
-                      {"--metrics", &config.metrics_listen}, {"--log-level", &config.log_level},
-                      {"--log-format", &config.log_format},  {"--backend", &config.backend},
-                      {"--keystore", &config.keystore},      {"--password-file", &config.password_file},
-                      {"--password-env", &config.password_env}, {"--chain-rpc", &config.chain_rpc},
-                      {"--deployment", &config.chain_deployment}, {"--advertise", &config.p2p_advertise}};
+    const char* key;
+  };
+  const FlagKey string_flags[] = {{"--datadir", "datadir"},          {"--listen", "rpc.listen"},
+                                  {"--metrics", "metrics.listen"},    {"--log-level", "log.level"},
+                                  {"--log-format", "log.format"},     {"--backend", "executor.backend"},
+                                  {"--keystore", "operator.keystore"}, {"--password-file", "operator.password_file"},
+                                  {"--password-env", "operator.password_env"}, {"--chain-rpc", "chain.rpc"},
+                                  {"--deployment", "chain.deployment"}, {"--advertise", "p2p.advertise"}};
+  const FlagKey int_flags[] = {{"--threads", "executor.threads"},
+                               {"--workers", "executor.workers"},
+                               {"--queue", "executor.queue_capacity"},
+                               {"--max-blob-bytes", "limits.max_blob_bytes"},
+                               {"--max-task-bytes", "limits.max_task_bytes"},
+                               {"--max-task-flops", "limits.max_task_flops"},
+                               {"--max-task-seconds", "limits.max_task_seconds"},
+                               {"--max-elements", "limits.max_elements"},
+                               {"--max-ops", "limits.max_ops"},
+                               {"--max-inputs", "limits.max_inputs"}};
+  std::vector<std::pair<const char*, NodeSetting>> overrides;
   for (const auto& f : string_flags) {
-    if (auto v = a.Option(f.flag)) *f.field = *v;
+    if (auto v = a.Option(f.flag)) overrides.emplace_back(f.key, *v);
   }
-  struct IntFlag {
-    const char* flag;
-    int64_t* field;
-  } int_flags[] = {{"--threads", &config.threads},
-                   {"--workers", &config.workers},
-                   {"--queue", &config.queue_capacity},
-                   {"--max-blob-bytes", &config.max_blob_bytes},
-                   {"--max-task-bytes", &config.max_task_bytes},
-                   {"--max-task-flops", &config.max_task_flops},
-                   {"--max-task-seconds", &config.max_task_seconds},
-                   {"--max-elements", &config.max_elements},
-                   {"--max-ops", &config.max_ops},
-                   {"--max-inputs", &config.max_inputs}};
   for (const auto& f : int_flags) {
     if (auto v = a.Option(f.flag)) {
       auto n = ParseIntOption(*v, f.flag, 1, INT64_MAX);
       if (!n.ok()) return Usage(err, n.status().message());
-      *f.field = *n;
+      overrides.emplace_back(f.key, *n);
     }
   }
-  if (a.HasFlag("--fallback-cpu")) config.fallback_cpu = true;
-  if (a.HasFlag("--no-selftest")) config.selftest = false;
+  if (a.HasFlag("--fallback-cpu")) overrides.emplace_back("executor.fallback_cpu", true);
+  if (a.HasFlag("--no-selftest")) overrides.emplace_back("executor.selftest", false);
   if (auto list = a.Option("--bootstrap")) {
-    config.p2p_bootstrap.clear();
+    std::vector<std::string> peers;
     size_t start = 0;
     while (start <= list->size()) {
       size_t comma = list->find(',', start);
       if (comma == std::string::npos) comma = list->size();
-      if (comma > start) config.p2p_bootstrap.push_back(list->substr(start, comma - start));
+      if (comma > start) peers.push_back(list->substr(start, comma - start));
       start = comma + 1;
+    }
+    overrides.emplace_back("p2p.bootstrap", std::move(peers));
+  }
+  for (auto& [key, value] : overrides) {
+    if (Status s = SetNodeConfigValue(&config, key, std::move(value)); !s.ok()) {
+      err << "consensord: " << s.message() << "\n";
+      return 1;
     }
   }
   if (Status s = FinalizeNodeConfig(&config); !s.ok()) {

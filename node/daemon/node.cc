@@ -155,7 +155,8 @@ HttpResponse Node::Impl::ServeHttp(const std::string& path) {
                         {"status", service_status()}});
     services.push_back({{"id", "executor"},
                         {"name", "Deterministic executor"},
-                        {"description", "backend " + config.backend + ", " + std::to_string(config.workers) + " workers"},
+                        {"description", "backend " + config.tasks.backend.name + ", " +
+                                            std::to_string(config.tasks.workers) + " workers"},
                         {"status", service_status()}});
     return json_response(200, {{"services", services}});
   }
@@ -204,38 +205,25 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     impl->http = std::move(http).value();
   }
 
-  TaskManagerOptions to;
-  to.workers = static_cast<int>(config.workers);
-  to.queue_capacity = static_cast<int>(config.queue_capacity);
-  to.backend.name = config.backend;
-  to.backend.threads = static_cast<int>(config.threads);
-  to.backend.isa = config.isa;
-  to.backend.device = static_cast<int>(config.device);
-  to.fallback_cpu = config.fallback_cpu;
-  to.limits.max_graph_file_bytes = config.max_blob_bytes;
-  to.limits.max_elements_per_tensor = config.max_elements;
-  to.limits.max_total_bytes = config.max_task_bytes;
-  to.limits.max_ops = config.max_ops;
-  to.limits.max_flops = config.max_task_flops;
-  to.max_inputs = config.max_inputs;
-  to.max_task_seconds = config.max_task_seconds;
+  TaskManagerOptions to = config.tasks;
   // Fail fast on a backend that cannot work here (e.g. cuda on a machine without a GPU),
   // unless the operator asked for the CPU fallback.
   if (auto probe = kernels::CreateBackend(to.backend); !probe.ok()) {
-    if (!config.fallback_cpu) {
-      return probe.status().WithContext("executor backend '" + config.backend + "' (set fallback_cpu to run on the CPU instead)");
+    if (!config.tasks.fallback_cpu) {
+      return probe.status().WithContext("executor backend '" + config.tasks.backend.name +
+                                        "' (set fallback_cpu to run on the CPU instead)");
     }
     Log(LogLevel::kWarn, "executor backend unavailable; tasks will run on the CPU",
-        {{"backend", config.backend}, {"error", probe.status().message()}});
+        {{"backend", config.tasks.backend.name}, {"error", probe.status().message()}});
     impl->backend_device = "unavailable (" + probe.status().message() + "); tasks run on the CPU";
   } else {
     impl->backend_device = (*probe)->description();
-    if (config.backend != "cpu") {
+    if (config.tasks.backend.name != "cpu") {
       Log(LogLevel::kInfo, "executor backend", {{"backend", impl->backend_device}});
       if (config.selftest) {
         ASSIGN_OR_RETURN(to.backend,
-                         SelfTestBackendAtStartup(**probe, to.backend, config.fallback_cpu, &impl->registry));
-        impl->config.backend = to.backend.name;  // node info and the services endpoint say what runs
+                         SelfTestBackendAtStartup(**probe, to.backend, config.tasks.fallback_cpu, &impl->registry));
+        impl->config.tasks.backend.name = to.backend.name;  // node info and the services endpoint say what runs
         if (to.backend.name == "cpu") {  // the self-test failed and fallback_cpu moved every task to the CPU
           auto cpu = kernels::CreateBackend(to.backend);
           impl->backend_device = cpu.ok() ? (*cpu)->description() : "cpu";
@@ -246,48 +234,38 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
       }
     }
   }
-  ExportBackendInfo(&impl->registry, impl->config.backend, impl->backend_device);
+  ExportBackendInfo(&impl->registry, impl->config.tasks.backend.name, impl->backend_device);
   Impl* raw = impl.get();
-  const bool network = !config.chain_rpc.empty();
+  const bool network = !config.chain_view.rpc_url.empty();
   Deployment deployment;
   if (network) {
     ASSIGN_OR_RETURN(deployment, LoadDeployment(config.chain_deployment));
-    auto chain = RpcChainView::Open(config.chain_rpc, deployment, std::chrono::milliseconds(config.chain_poll_ms));
-    if (!chain.ok()) return chain.status().WithContext("chain " + config.chain_rpc);
+    auto chain = RpcChainView::Open(config.chain_view, deployment);
+    if (!chain.ok()) return chain.status().WithContext("chain " + config.chain_view.rpc_url);
     impl->chain = std::move(chain).value();
     if (config.chain_submit_evidence) {
-      ASSIGN_OR_RETURN(impl->evidence, ChainEvidence::Open(config.chain_rpc, deployment, *impl->operator_key));
+      ASSIGN_OR_RETURN(impl->evidence, ChainEvidence::Open(config.chain_view.rpc_url, deployment, *impl->operator_key));
     }
     to.network_mode = true;
     to.on_executed = [raw](const std::string& id, const v1::TaskResult& result) {
       if (raw->engine) raw->engine->OnExecuted(id, result);
     };
-    if (!config.fault_mode.empty()) {
-      Log(LogLevel::kWarn, "FAULT INJECTION ENABLED: this node misbehaves on purpose", {{"fault", config.fault_mode}});
+    if (!config.consensus.fault_mode.empty()) {
+      Log(LogLevel::kWarn, "FAULT INJECTION ENABLED: this node misbehaves on purpose",
+          {{"fault", config.consensus.fault_mode}});
     }
   }
   impl->tasks = std::make_unique<TaskManager>(impl->store.get(), impl->metrics.get(), to);
   RETURN_IF_ERROR(impl->tasks->Recover().WithContext("recovering tasks"));
   if (network) {
-    ConsensusOptions co;
-    co.default_replicas = static_cast<uint32_t>(config.consensus_replicas);
-    co.default_quorum = static_cast<uint32_t>(config.consensus_quorum);
-    co.max_replicas = static_cast<uint32_t>(config.consensus_max_replicas);
-    co.member_timeout = std::chrono::milliseconds(config.consensus_member_timeout_ms);
-    co.max_dispute_committee = static_cast<uint32_t>(config.consensus_max_dispute_committee);
-    co.max_reference_age = static_cast<uint64_t>(config.consensus_max_reference_age);
-    co.confirmations = static_cast<uint64_t>(config.chain_confirmations);
-    co.max_blob_bytes = config.max_blob_bytes;
-    co.fault_mode = config.fault_mode;
+    ConsensusOptions co = config.consensus;
+    co.max_blob_bytes = config.tasks.limits.max_graph_file_bytes;  // limits.max_blob_bytes
     impl->engine = std::make_unique<ConsensusEngine>(co, *impl->operator_key, impl->chain.get(), impl->tasks.get(),
                                                      impl->store.get(), &impl->registry, impl->evidence.get());
-    GossipOptions go;
+    GossipOptions go = config.gossip;
     go.chain_id = deployment.chain_id;
     go.key = *impl->operator_key;
-    go.fanout = static_cast<int>(config.p2p_fanout);
-    go.max_messages_per_second = static_cast<double>(config.p2p_max_messages_per_second);
-    go.pull_interval = std::chrono::milliseconds(config.p2p_pull_interval_ms);
-    go.max_message_bytes = config.rpc_max_message_bytes;
+    go.max_message_bytes = config.rpc_max_message_bytes;  // an envelope travels in one gRPC message
     impl->gossip = std::make_unique<GossipNetwork>(
         go,
         [raw](const v1::GossipMessage& m, const Hash256& id, const Address20& sender) {
@@ -298,31 +276,31 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   }
 
   impl->service = std::make_unique<ClientService>(
-      impl->store.get(), impl->tasks.get(), impl->metrics.get(), config.max_blob_bytes, [raw](v1::NodeInfo* info) {
+      impl->store.get(), impl->tasks.get(), impl->metrics.get(), config.tasks.limits.max_graph_file_bytes, [raw](v1::NodeInfo* info) {
         const NodeConfig& c = raw->config;
         info->set_version(kProjectVersion);
         info->set_operator_address(raw->operator_address);
-        info->set_backend(c.backend);
+        info->set_backend(c.tasks.backend.name);
         info->set_backend_device(raw->backend_device);
-        info->set_workers(static_cast<uint32_t>(c.workers));
-        info->set_queue_capacity(static_cast<uint32_t>(c.queue_capacity));
+        info->set_workers(static_cast<uint32_t>(c.tasks.workers));
+        info->set_queue_capacity(static_cast<uint32_t>(c.tasks.queue_capacity));
         info->set_started_unix_ms(raw->started_unix_ms);
         v1::NodeLimits* l = info->mutable_limits();
-        l->set_max_blob_bytes(c.max_blob_bytes);
-        l->set_max_task_bytes(c.max_task_bytes);
-        l->set_max_task_flops(c.max_task_flops);
-        l->set_max_task_seconds(c.max_task_seconds);
-        l->set_max_elements(c.max_elements);
-        l->set_max_ops(c.max_ops);
-        l->set_max_inputs(c.max_inputs);
+        l->set_max_blob_bytes(c.tasks.limits.max_graph_file_bytes);
+        l->set_max_task_bytes(c.tasks.limits.max_total_bytes);
+        l->set_max_task_flops(c.tasks.limits.max_flops);
+        l->set_max_task_seconds(c.tasks.max_task_seconds);
+        l->set_max_elements(c.tasks.limits.max_elements_per_tensor);
+        l->set_max_ops(c.tasks.limits.max_ops);
+        l->set_max_inputs(c.tasks.max_inputs);
         if (raw->chain) {
           v1::ConsensusInfo* ci = info->mutable_consensus();
           const auto domain = raw->chain->domain();
           ci->set_chain_id(domain.chain_id);
           ci->set_service_manager(AddressHex(domain.verifying_contract));
-          ci->set_default_replicas(static_cast<uint32_t>(c.consensus_replicas));
-          ci->set_default_quorum(static_cast<uint32_t>(c.consensus_quorum));
-          ci->set_max_replicas(static_cast<uint32_t>(c.consensus_max_replicas));
+          ci->set_default_replicas(c.consensus.default_replicas);
+          ci->set_default_quorum(c.consensus.default_quorum);
+          ci->set_max_replicas(c.consensus.max_replicas);
           ci->set_peers(static_cast<uint32_t>(raw->gossip->connected_peers()));
           ci->set_operator_count(raw->chain->active_operators());
           ci->set_chain_head(raw->chain->head());
@@ -394,9 +372,9 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
        {"datadir", config.datadir},
        {"rpc", rpc_addr},
        {"metrics", metrics_addr},
-       {"backend", config.backend},
-       {"workers", config.workers},
-       {"queue_capacity", config.queue_capacity},
+       {"backend", config.tasks.backend.name},
+       {"workers", config.tasks.workers},
+       {"queue_capacity", config.tasks.queue_capacity},
        {"operator", impl->operator_address.empty() ? std::string("none") : impl->operator_address}});
   return std::unique_ptr<Node>(new Node(std::move(impl)));
 }

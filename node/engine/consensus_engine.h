@@ -29,6 +29,7 @@
 #include "consensor/v1/peer.pb.h"
 #include "consensus/quorum.h"
 #include "consensus/round.h"
+#include "node/engine/consensus_options.h"
 #include "node/chain/chain_view.h"
 #include "node/telemetry/metrics.h"
 #include "node/storage/store.h"
@@ -37,20 +38,6 @@
 namespace consensor::node {
 
 class GossipNetwork;
-
-struct ConsensusOptions {
-  uint32_t default_replicas = 3;
-  uint32_t default_quorum = 2;
-  uint32_t max_replicas = 16;
-  std::chrono::milliseconds member_timeout{20000};
-  uint32_t max_dispute_committee = 64;
-  uint64_t max_reference_age = 256;
-  uint64_t confirmations = 0;
-  int64_t max_blob_bytes = int64_t{1} << 30;
-  // Fault injection (tests and devnets only): "", "corrupt-output", "equivocate", "silent",
-  // "crash-mid-task".
-  std::string fault_mode;
-};
 
 // Sends slashing evidence to the contract; ChainClient in the node, a fake in unit tests.
 class EvidenceSubmitter {

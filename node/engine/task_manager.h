@@ -33,13 +33,20 @@
 namespace consensor::node {
 
 struct TaskManagerOptions {
-  int workers = 2;
-  int queue_capacity = 64;
+  int workers = 2;          // tasks executing at once
+  int queue_capacity = 64;  // tasks waiting; beyond this Submit gets RESOURCE_EXHAUSTED
   kernels::BackendOptions backend;
-  bool fallback_cpu = false;
-  executor::Limits limits;       // per task: elements, bytes, FLOPs, ops, graph size
-  int64_t max_inputs = 1024;
-  int64_t max_task_seconds = 600;
+  bool fallback_cpu = false;  // rerun on the CPU when the GPU backend fails
+  // Per task: graph size (also the node's blob cap), elements, bytes, FLOPs, ops. A node serves
+  // many clients, so its arena and FLOP caps are tighter than executor::Limits' (the CLI's).
+  executor::Limits limits = [] {
+    executor::Limits node_limits;
+    node_limits.max_total_bytes = int64_t{4} << 30;                      // inputs + weights + live values
+    node_limits.max_flops = int64_t{10} * 1000 * 1000 * 1000 * 1000;  // 1e13
+    return node_limits;
+  }();
+  int64_t max_inputs = 1024;       // placeholders per task
+  int64_t max_task_seconds = 600;  // wall time per task execution
   // How long Shutdown waits for running tasks before interrupting them (they are then left
   // running in the store and resume after a restart).
   std::chrono::milliseconds drain_timeout{30000};

@@ -77,11 +77,11 @@ TEST(ConfigTest, EmptyFileGivesDefaults) {
   EXPECT_EQ(config->metrics_listen, "");
   EXPECT_EQ(config->log_level, "info");
   EXPECT_EQ(config->log_format, "logfmt");
-  EXPECT_EQ(config->backend, "cpu");
+  EXPECT_EQ(config->tasks.backend.name, "cpu");
   EXPECT_TRUE(config->selftest);
-  EXPECT_EQ(config->workers, 2);
-  EXPECT_EQ(config->queue_capacity, 64);
-  EXPECT_EQ(config->max_task_flops, defaults.max_task_flops);
+  EXPECT_EQ(config->tasks.workers, 2);
+  EXPECT_EQ(config->tasks.queue_capacity, 64);
+  EXPECT_EQ(config->tasks.limits.max_flops, defaults.tasks.limits.max_flops);
 
   ScopedHome home("/home/op");
   NodeConfig finalized = *config;
@@ -138,21 +138,21 @@ password_file = "/run/secrets/pw"
   EXPECT_EQ(c.metrics_listen, "127.0.0.1:9100");
   EXPECT_EQ(c.log_level, "debug");
   EXPECT_EQ(c.log_format, "json");
-  EXPECT_EQ(c.backend, "cuda");
-  EXPECT_EQ(c.threads, 8);
-  EXPECT_EQ(c.isa, "avx2");
-  EXPECT_EQ(c.device, 1);
-  EXPECT_TRUE(c.fallback_cpu);
+  EXPECT_EQ(c.tasks.backend.name, "cuda");
+  EXPECT_EQ(c.tasks.backend.threads, 8);
+  EXPECT_EQ(c.tasks.backend.isa, "avx2");
+  EXPECT_EQ(c.tasks.backend.device, 1);
+  EXPECT_TRUE(c.tasks.fallback_cpu);
   EXPECT_FALSE(c.selftest);
-  EXPECT_EQ(c.workers, 4);
-  EXPECT_EQ(c.queue_capacity, 1000);
-  EXPECT_EQ(c.max_blob_bytes, int64_t{2147483648});
-  EXPECT_EQ(c.max_task_bytes, int64_t{17179869184});
-  EXPECT_EQ(c.max_task_flops, int64_t{100000000000000});
-  EXPECT_EQ(c.max_task_seconds, 120);
-  EXPECT_EQ(c.max_elements, 1048576);
-  EXPECT_EQ(c.max_ops, 5000);
-  EXPECT_EQ(c.max_inputs, 16);
+  EXPECT_EQ(c.tasks.workers, 4);
+  EXPECT_EQ(c.tasks.queue_capacity, 1000);
+  EXPECT_EQ(c.tasks.limits.max_graph_file_bytes, int64_t{2147483648});
+  EXPECT_EQ(c.tasks.limits.max_total_bytes, int64_t{17179869184});
+  EXPECT_EQ(c.tasks.limits.max_flops, int64_t{100000000000000});
+  EXPECT_EQ(c.tasks.max_task_seconds, 120);
+  EXPECT_EQ(c.tasks.limits.max_elements_per_tensor, 1048576);
+  EXPECT_EQ(c.tasks.limits.max_ops, 5000);
+  EXPECT_EQ(c.tasks.max_inputs, 16);
   EXPECT_EQ(c.keystore, "~/keys/operator.json");
   EXPECT_EQ(c.password_file, "/run/secrets/pw");
   EXPECT_EQ(c.password_env, "");
@@ -252,7 +252,7 @@ TEST(ConfigTest, LoadFile) {
   WriteFile(path, "[executor]\nworkers = 3\n");
   auto c = LoadNodeConfigFile(path);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->workers, 3);
+  EXPECT_EQ(c->tasks.workers, 3);
 
   WriteFile(path, "[executor]\nworkers = \"3\"\n");
   c = LoadNodeConfigFile(path);
@@ -279,15 +279,15 @@ TEST(ConfigTest, FinalizeRangeChecks) {
     const char* key;
   };
   const Case cases[] = {
-      {[](NodeConfig* c) { c->workers = 0; }, "executor.workers"},
-      {[](NodeConfig* c) { c->workers = 257; }, "executor.workers"},
-      {[](NodeConfig* c) { c->queue_capacity = 0; }, "executor.queue_capacity"},
-      {[](NodeConfig* c) { c->queue_capacity = 1000001; }, "executor.queue_capacity"},
-      {[](NodeConfig* c) { c->threads = 0; }, "executor.threads"},
-      {[](NodeConfig* c) { c->threads = 1000; }, "executor.threads"},
-      {[](NodeConfig* c) { c->device = -1; }, "executor.device"},
-      {[](NodeConfig* c) { c->backend = "tpu"; }, "executor.backend"},
-      {[](NodeConfig* c) { c->isa = "sse"; }, "executor.isa"},
+      {[](NodeConfig* c) { c->tasks.workers = 0; }, "executor.workers"},
+      {[](NodeConfig* c) { c->tasks.workers = 257; }, "executor.workers"},
+      {[](NodeConfig* c) { c->tasks.queue_capacity = 0; }, "executor.queue_capacity"},
+      {[](NodeConfig* c) { c->tasks.queue_capacity = 1000001; }, "executor.queue_capacity"},
+      {[](NodeConfig* c) { c->tasks.backend.threads = 0; }, "executor.threads"},
+      {[](NodeConfig* c) { c->tasks.backend.threads = 1000; }, "executor.threads"},
+      {[](NodeConfig* c) { c->tasks.backend.device = -1; }, "executor.device"},
+      {[](NodeConfig* c) { c->tasks.backend.name = "tpu"; }, "executor.backend"},
+      {[](NodeConfig* c) { c->tasks.backend.isa = "sse"; }, "executor.isa"},
       {[](NodeConfig* c) { c->log_level = "loud"; }, "log.level"},
       {[](NodeConfig* c) { c->log_format = "xml"; }, "log.format"},
       {[](NodeConfig* c) { c->rpc_listen = ""; }, "rpc.listen"},
@@ -296,13 +296,13 @@ TEST(ConfigTest, FinalizeRangeChecks) {
       {[](NodeConfig* c) { c->metrics_listen = "localhost"; }, "metrics.listen"},
       {[](NodeConfig* c) { c->rpc_max_message_bytes = 0; }, "rpc.max_message_bytes"},
       {[](NodeConfig* c) { c->rpc_max_streams = 0; }, "rpc.max_streams"},
-      {[](NodeConfig* c) { c->max_blob_bytes = 0; }, "limits.max_blob_bytes"},
-      {[](NodeConfig* c) { c->max_task_bytes = -1; }, "limits.max_task_bytes"},
-      {[](NodeConfig* c) { c->max_task_flops = 0; }, "limits.max_task_flops"},
-      {[](NodeConfig* c) { c->max_task_seconds = 0; }, "limits.max_task_seconds"},
-      {[](NodeConfig* c) { c->max_elements = 0; }, "limits.max_elements"},
-      {[](NodeConfig* c) { c->max_ops = 0; }, "limits.max_ops"},
-      {[](NodeConfig* c) { c->max_inputs = 0; }, "limits.max_inputs"},
+      {[](NodeConfig* c) { c->tasks.limits.max_graph_file_bytes = 0; }, "limits.max_blob_bytes"},
+      {[](NodeConfig* c) { c->tasks.limits.max_total_bytes = -1; }, "limits.max_task_bytes"},
+      {[](NodeConfig* c) { c->tasks.limits.max_flops = 0; }, "limits.max_task_flops"},
+      {[](NodeConfig* c) { c->tasks.max_task_seconds = 0; }, "limits.max_task_seconds"},
+      {[](NodeConfig* c) { c->tasks.limits.max_elements_per_tensor = 0; }, "limits.max_elements"},
+      {[](NodeConfig* c) { c->tasks.limits.max_ops = 0; }, "limits.max_ops"},
+      {[](NodeConfig* c) { c->tasks.max_inputs = 0; }, "limits.max_inputs"},
       {[](NodeConfig* c) { c->datadir = ""; }, "datadir"},
       {[](NodeConfig* c) {
          c->password_file = "/pw";
@@ -318,10 +318,10 @@ TEST(ConfigTest, FinalizeRangeChecks) {
   }
   // Edges that are allowed.
   NodeConfig edge = base;
-  edge.workers = 256;
-  edge.queue_capacity = 1000000;
-  edge.backend = "cuda-emu";
-  edge.isa = "portable";
+  edge.tasks.workers = 256;
+  edge.tasks.queue_capacity = 1000000;
+  edge.tasks.backend.name = "cuda-emu";
+  edge.tasks.backend.isa = "portable";
   edge.metrics_listen = "[::1]:9100";
   edge.rpc_listen = "localhost:0";
   edge.password_env = "CONSENSOR_PASSWORD";
