@@ -169,7 +169,7 @@ class DaemonProcess {
 };
 
 // A plain HTTP/1.1 GET on loopback: {status, body}; status -1 when nothing answered.
-inline std::pair<int, std::string> HttpGet(const std::string& address, const std::string& path) {
+inline std::pair<int, std::string> HttpGetOnce(const std::string& address, const std::string& path) {
   size_t colon = address.rfind(':');
   if (colon == std::string::npos) return {-1, ""};
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -193,6 +193,18 @@ inline std::pair<int, std::string> HttpGet(const std::string& address, const std
   if (response.size() < 12) return {-1, response};
   size_t body = response.find("\r\n\r\n");
   return {std::stoi(response.substr(9, 3)), body == std::string::npos ? "" : response.substr(body + 4)};
+}
+
+// A loaded CI machine can refuse or cut a loopback connection now and then; a request that got
+// no HTTP answer at all is tried again (an answer, whatever its status, is returned as is).
+inline std::pair<int, std::string> HttpGet(const std::string& address, const std::string& path) {
+  std::pair<int, std::string> r;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    r = HttpGetOnce(address, path);
+    if (r.first != -1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return r;
 }
 
 }  // namespace consensor::testing_support
