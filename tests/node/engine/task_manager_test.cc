@@ -1,0 +1,1162 @@
+// Unit tests of the task manager (node/engine/task_manager.h) through its public interface: an
+// in-memory store (tests/node/fakes/memory_store.h) stands in for RocksDB, and the real CPU
+// backend and executor run the tasks, so results are compared with running the same graph
+// directly. No test sleeps to synchronize: tests wait on the manager's change notification
+// (WaitForChange) or on gates placed in the store, always with a generous timeout.
+#include "node/engine/task_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <latch>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/npy.h"
+#include "common/sha256.h"
+#include "consensus/task.h"
+#include "executor/graph.h"
+#include "executor/program.h"
+#include "executor/runtime.h"
+#include "executor/serialize.h"
+#include "kernels/backend_factory.h"
+#include "node/telemetry/metrics.h"
+#include "tests/node/fakes/memory_store.h"
+
+namespace consensor::node {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using executor::Value;
+using fakes::MemoryStore;
+
+// Generous, so that a loaded machine makes a test slow, never failed.
+constexpr auto kTimeout = 120s;
+
+std::string IdBytes(const std::string& id_hex) {
+  auto h = Hash256FromHex(id_hex);
+  EXPECT_TRUE(h.ok()) << id_hex;
+  return h.ok() ? std::string(reinterpret_cast<const char*>(h->data()), h->size()) : std::string();
+}
+
+std::vector<uint8_t> Bytes(std::string_view text) { return {text.begin(), text.end()}; }
+
+Tensor F32(Shape shape, const std::vector<float>& values) {
+  return Tensor::FromVector(DType::kF32, std::move(shape), values);
+}
+Tensor I32(Shape shape, const std::vector<int32_t>& values) {
+  return Tensor::FromVector(DType::kI32, std::move(shape), values);
+}
+
+// The value, or a default one after recording the error (value() of an error is undefined
+// behaviour in a release build).
+template <typename T>
+T ValueOf(StatusOr<T> s) {
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : T();
+}
+
+bool IsFinished(const v1::Task& t) {
+  return t.state() == v1::TASK_STATE_SUCCEEDED || t.state() == v1::TASK_STATE_FAILED;
+}
+
+// Weights blobs of a graph for the reference run, which needs no store.
+class MapBlobSource final : public executor::BlobSource {
+ public:
+  explicit MapBlobSource(std::map<Hash256, std::vector<uint8_t>> blobs) : blobs_(std::move(blobs)) {}
+  StatusOr<std::vector<uint8_t>> Get(const Hash256& sha256) override {
+    auto it = blobs_.find(sha256);
+    if (it == blobs_.end()) return NotFound("no blob " + ToHex(sha256));
+    return it->second;
+  }
+
+ private:
+  std::map<Hash256, std::vector<uint8_t>> blobs_;
+};
+
+// What a task's result must match: the graph compiled and run directly on the CPU, traced as
+// the node runs it.
+struct Reference {
+  Hash256 graph_id{};
+  executor::RunResult run;
+};
+
+StatusOr<Reference> RunDirectly(const executor::Graph& graph, const std::map<std::string, Tensor>& inputs,
+                                std::map<Hash256, std::vector<uint8_t>> blobs) {
+  MapBlobSource source(std::move(blobs));
+  ASSIGN_OR_RETURN(executor::Program program, executor::CompileGraph(graph, &source, executor::Limits{}));
+  ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(kernels::BackendOptions{}));
+  ASSIGN_OR_RETURN(auto loaded, executor::LoadedProgram::Load(program, backend.get()));
+  executor::RunOptions options;
+  options.trace = true;
+  ASSIGN_OR_RETURN(executor::RunResult run, loaded->Run(inputs, options));
+  return Reference{program.graph_id, std::move(run)};
+}
+
+// Holds the threads that pass it until it is opened: a worker stopped at a known point. An open
+// gate only counts who passed.
+class Gate {
+ public:
+  explicit Gate(bool open) : open_(open) {}
+
+  // Gives up after kTimeout, so a broken test fails instead of hanging.
+  Status Pass() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++arrived_;
+    cv_.notify_all();
+    if (!cv_.wait_for(lock, kTimeout, [&] { return open_; })) return DeadlineExceeded("the test never opened the gate");
+    return OkStatus();
+  }
+  [[nodiscard]] bool WaitArrived(int count) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kTimeout, [&] { return arrived_ >= count; });
+  }
+  void Open() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_;
+  int arrived_ = 0;
+};
+
+class TaskManagerTest : public ::testing::Test {
+ protected:
+  // One run of the daemon's task manager, with its own metrics.
+  struct Node {
+    MetricsRegistry registry;
+    NodeMetrics metrics{&registry};
+    std::unique_ptr<TaskManager> tasks;  // last member: stops before the metrics go away
+  };
+
+  void SetUp() override {
+    // y = tanh(x @ w + b) and its row sums: an inline constant, a weights blob and one input.
+    bias_ = F32({3}, {0.5f, -0.25f, 0.125f});
+    const std::vector<uint8_t> bias_bytes(bias_.bytes().begin(), bias_.bytes().end());
+    bias_hash_ = Put(bias_bytes);
+    Value x = graph_.input("x", DType::kF32, {2, 4});
+    const Tensor weights = F32({4, 3}, {0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f, 0.9f, -1.0f, 1.1f, 1.2f});
+    Value w = graph_.constant(weights, "w");
+    Value b = graph_.constant_blob(bias_hash_, DType::kF32, {3}, "b");
+    Value y = tanh(matmul(x, w) + b);
+    graph_.output("y", y);
+    graph_.output("row_sum", reduce_sum(y, {1}));
+    graph_hash_ = PutGraph(graph_);
+    x_ = F32({2, 4}, {1.0f, -2.0f, 0.5f, 3.0f, -1.5f, 0.25f, 2.0f, -0.75f});
+    x_hash_ = PutNpy(x_);
+
+    auto reference = RunDirectly(graph_, {{"x", x_}}, {{bias_hash_, bias_bytes}});
+    ASSERT_TRUE(reference.ok()) << reference.status().ToString();
+    reference_ = std::move(reference).value();
+  }
+
+  void TearDown() override {
+    for (auto& gate : gates_) gate->Open();  // Shutdown joins the workers: never leave one held
+    nodes_.clear();
+  }
+
+  static TaskManagerOptions Options(int workers, int queue_capacity = 64) {
+    TaskManagerOptions options;
+    options.workers = workers;
+    options.queue_capacity = queue_capacity;
+    return options;
+  }
+
+  // A manager over store_ that has not recovered or started yet.
+  Node& NewNode(TaskManagerOptions options) {
+    nodes_.push_back(std::make_unique<Node>());
+    Node& node = *nodes_.back();
+    node.tasks = std::make_unique<TaskManager>(&store_, &node.metrics, std::move(options));
+    return node;
+  }
+
+  // Recovered and started, as the daemon does at startup.
+  Node& StartNode(TaskManagerOptions options) {
+    Node& node = NewNode(std::move(options));
+    Status s = node.tasks->Recover();
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    node.tasks->Start();
+    return node;
+  }
+
+  Gate& NewGate(bool open = false) {
+    gates_.push_back(std::make_unique<Gate>(open));
+    return *gates_.back();
+  }
+
+  // Holds execution where a worker loads the input `x`. Submission reads only the .npy header
+  // (ReadBlob) while execution loads the whole input with GetBlob, so this fires only in
+  // execution, after the task was stored as running.
+  void HoldExecutionAtInput(Gate& gate) {
+    const Hash256 input = x_hash_;
+    store_.SetGetBlobHook([&gate, input](const Hash256& h) { return h == input ? gate.Pass() : OkStatus(); });
+  }
+
+  Hash256 Put(const std::vector<uint8_t>& bytes) {
+    auto info = store_.PutBlob(bytes);
+    EXPECT_TRUE(info.ok()) << info.status().ToString();
+    return info.ok() ? info->sha256 : Hash256{};
+  }
+  Hash256 PutGraph(const executor::Graph& graph) { return Put(executor::SerializeGraph(graph)); }
+  Hash256 PutNpy(const Tensor& t) { return Put(EncodeNpy(t)); }
+
+  v1::SubmitTaskRequest Request(uint64_t nonce = 0) const {
+    v1::SubmitTaskRequest request;
+    request.set_graph_sha256(ToHex(graph_hash_));
+    (*request.mutable_inputs())["x"] = ToHex(x_hash_);
+    request.mutable_options()->set_nonce(nonce);
+    return request;
+  }
+
+  std::string MustSubmit(TaskManager& tasks, const v1::SubmitTaskRequest& request,
+                         const v1::TaskConsensus* consensus = nullptr) {
+    auto outcome = tasks.Submit(request, consensus);
+    EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
+    if (!outcome.ok()) return "";
+    EXPECT_FALSE(outcome->already_known);
+    return outcome->task_id;
+  }
+
+  // Waits on the manager's change notification until `done` holds for the task's record.
+  static StatusOr<v1::Task> WaitUntil(TaskManager& tasks, const std::string& id,
+                                      const std::function<bool(const v1::Task&)>& done) {
+    const auto deadline = Clock::now() + kTimeout;
+    ASSIGN_OR_RETURN(v1::Task task, tasks.Get(id));
+    while (!done(task)) {
+      if (Clock::now() >= deadline) {
+        return DeadlineExceeded("task " + id + " is still " + v1::TaskState_Name(task.state()));
+      }
+      ASSIGN_OR_RETURN(task, tasks.WaitForChange(id, task, deadline, nullptr));
+    }
+    return task;
+  }
+  static v1::Task WaitFinished(TaskManager& tasks, const std::string& id) {
+    auto task = WaitUntil(tasks, id, IsFinished);
+    EXPECT_TRUE(task.ok()) << task.status().ToString();
+    return task.ok() ? *task : v1::Task();
+  }
+
+  // The states the manager persisted for one task, in write order.
+  std::vector<v1::TaskState> PersistedStates(const std::string& id_hex) const {
+    std::vector<v1::TaskState> states;
+    for (const auto& write : store_.TaskWrites()) {
+      if (write.task_id != IdBytes(id_hex)) continue;
+      v1::Task t;
+      EXPECT_TRUE(t.ParseFromString(write.record));
+      states.push_back(t.state());
+    }
+    return states;
+  }
+
+  void ExpectMatchesReference(const v1::TaskResult& result) const {
+    EXPECT_EQ(result.graph_id(), ToHex(reference_.graph_id));
+    EXPECT_EQ(result.result_root(), ToHex(reference_.run.result_root));
+    EXPECT_EQ(result.trace_root(), ToHex(reference_.run.trace_root));
+    EXPECT_EQ(result.trace_ops(), reference_.run.trace.size());
+    EXPECT_EQ(result.backend().rfind("cpu", 0), 0u) << result.backend();
+    ASSERT_EQ(result.outputs_size(), static_cast<int>(reference_.run.outputs.size()));
+    for (int i = 0; i < result.outputs_size(); ++i) {
+      const v1::TaskOutput& got = result.outputs(i);
+      const executor::NamedTensor& want = reference_.run.outputs[i];
+      EXPECT_EQ(got.name(), want.name);
+      EXPECT_EQ(got.tensor_hash(), ToHex(want.hash));
+      EXPECT_EQ(got.dtype(), static_cast<v1::DType>(want.tensor.dtype()));
+      EXPECT_EQ(std::vector<int64_t>(got.shape().begin(), got.shape().end()), want.tensor.shape());
+    }
+  }
+
+  MemoryStore store_;
+  executor::Graph graph_;
+  Tensor bias_, x_;
+  Hash256 bias_hash_{}, graph_hash_{}, x_hash_{};
+  Reference reference_;
+  std::vector<std::unique_ptr<Gate>> gates_;
+  std::vector<std::unique_ptr<Node>> nodes_;  // after the gates: destroyed first
+};
+
+// ---- submission
+
+TEST_F(TaskManagerTest, TaskIdIsTheProtocolIdOfTheSpec) {
+  Node& node = StartNode(Options(0));
+  consensus::TaskSpec spec;
+  spec.graph_sha256 = graph_hash_;
+  spec.inputs = {{"x", x_hash_}};
+  spec.nonce = 7;
+  auto expected = consensus::ComputeTaskId(spec);
+  ASSERT_TRUE(expected.ok());
+
+  const std::string id = MustSubmit(*node.tasks, Request(7));
+  EXPECT_EQ(id, ToHex(*expected));
+  EXPECT_EQ(ValueOf(node.tasks->IdOf(Request(7))), id);
+  EXPECT_EQ(ValueOf(node.tasks->Check(Request(7))), id);
+  EXPECT_NE(ValueOf(node.tasks->IdOf(Request(8))), id);  // the nonce is part of the identity
+
+  // Stored before the acknowledgement: queued, with the spec as submitted and no attempt yet.
+  auto task = node.tasks->Get(id);
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  EXPECT_EQ(task->task_id(), id);
+  EXPECT_EQ(task->state(), v1::TASK_STATE_QUEUED);
+  EXPECT_EQ(task->spec().SerializeAsString(), Request(7).SerializeAsString());
+  EXPECT_EQ(task->attempts(), 0u);
+  EXPECT_GT(task->created_unix_ms(), 0);
+  EXPECT_EQ(task->started_unix_ms(), 0);
+  EXPECT_EQ(node.tasks->queue_depth(), 1);
+  EXPECT_EQ(node.metrics.tasks_received->Value(), 1);
+  EXPECT_EQ(node.metrics.queue_depth->Value(), 1);
+}
+
+TEST_F(TaskManagerTest, IdOfReadsNoBlobsAndCheckStoresNothing) {
+  Node& node = StartNode(Options(0));
+  v1::SubmitTaskRequest absent;
+  absent.set_graph_sha256(ToHex(Sha256Of("never uploaded graph")));
+  (*absent.mutable_inputs())["x"] = ToHex(Sha256Of("never uploaded input"));
+  EXPECT_TRUE(node.tasks->IdOf(absent).ok());
+  EXPECT_EQ(node.tasks->Check(absent).status().code(), StatusCode::kNotFound);
+
+  EXPECT_TRUE(node.tasks->Check(Request()).ok());
+  EXPECT_EQ(store_.GetStats().task_count, 0);
+  EXPECT_EQ(node.tasks->queue_depth(), 0);
+  EXPECT_EQ(node.metrics.tasks_received->Value(), 0);
+}
+
+TEST_F(TaskManagerTest, SubmitRejectsInvalidRequestsWithTheirCodesAndStoresNothing) {
+  // A graph that parses but does not validate: [2,4] @ [3,3].
+  executor::Graph mismatched;
+  mismatched.output("y", matmul(mismatched.input("x", DType::kF32, {2, 4}), mismatched.constant(F32({3, 3}, {}))));
+  // A graph whose weights were never uploaded.
+  executor::Graph needs_weights;
+  needs_weights.output("y", needs_weights.input("x", DType::kF32, {2, 4}) +
+                                needs_weights.constant_blob(Sha256Of("never uploaded weights"), DType::kF32, {4}));
+  const std::string garbage_graph = ToHex(Put(Bytes("this is not a serialized graph")));
+  const std::string mismatched_graph = ToHex(PutGraph(mismatched));
+  const std::string weightless_graph = ToHex(PutGraph(needs_weights));
+  const std::string wrong_shape = ToHex(PutNpy(F32({4, 2}, {})));
+  const std::string wrong_dtype = ToHex(PutNpy(I32({2, 4}, {})));
+  const std::string not_npy = ToHex(Put(Bytes("not an npy file")));
+  const std::string absent = ToHex(Sha256Of("never uploaded"));
+
+  struct Case {
+    std::string name;
+    std::function<void(v1::SubmitTaskRequest*)> edit;
+    std::function<void(TaskManagerOptions*)> configure;
+    StatusCode code;
+    std::string message;  // part of the error message
+  };
+  using R = v1::SubmitTaskRequest;
+  using O = TaskManagerOptions;
+  auto no_options = [](O*) {};
+  auto keep = [](R*) {};
+  const std::vector<Case> cases = {
+      {"no graph hash", [](R* r) { r->clear_graph_sha256(); }, no_options, StatusCode::kInvalidArgument,
+       "graph_sha256 is missing"},
+      {"short graph hash", [](R* r) { r->set_graph_sha256("abcd"); }, no_options, StatusCode::kInvalidArgument,
+       "64 hex digits"},
+      {"graph hash not hex", [](R* r) { r->set_graph_sha256(std::string(64, 'z')); }, no_options,
+       StatusCode::kInvalidArgument, "graph_sha256"},
+      {"graph not uploaded", [&](R* r) { r->set_graph_sha256(absent); }, no_options, StatusCode::kNotFound,
+       "graph blob"},
+      {"graph blob is not a graph", [&](R* r) { r->set_graph_sha256(garbage_graph); }, no_options,
+       StatusCode::kInvalidArgument, "invalid graph"},
+      {"graph does not validate", [&](R* r) { r->set_graph_sha256(mismatched_graph); }, no_options,
+       StatusCode::kInvalidArgument, "invalid graph"},
+      {"weights not uploaded", [&](R* r) { r->set_graph_sha256(weightless_graph); }, no_options,
+       StatusCode::kNotFound, "weights blob"},
+      {"input not uploaded", [&](R* r) { (*r->mutable_inputs())["x"] = absent; }, no_options, StatusCode::kNotFound,
+       "input 'x'"},
+      {"input missing", [](R* r) { r->clear_inputs(); }, no_options, StatusCode::kInvalidArgument,
+       "missing input 'x'"},
+      {"unknown input name", [](R* r) { (*r->mutable_inputs())["extra"] = std::string(r->inputs().at("x")); },
+       no_options, StatusCode::kInvalidArgument, "no input named 'extra'"},
+      {"empty input name", [](R* r) { (*r->mutable_inputs())[""] = std::string(r->inputs().at("x")); }, no_options,
+       StatusCode::kInvalidArgument, "empty placeholder name"},
+      {"input hash malformed", [](R* r) { (*r->mutable_inputs())["x"] = "xyz"; }, no_options,
+       StatusCode::kInvalidArgument, "input 'x'"},
+      {"input of the wrong shape", [&](R* r) { (*r->mutable_inputs())["x"] = wrong_shape; }, no_options,
+       StatusCode::kInvalidArgument, "input 'x' must be"},
+      {"input of the wrong dtype", [&](R* r) { (*r->mutable_inputs())["x"] = wrong_dtype; }, no_options,
+       StatusCode::kInvalidArgument, "input 'x' must be"},
+      {"input is not an npy file", [&](R* r) { (*r->mutable_inputs())["x"] = not_npy; }, no_options,
+       StatusCode::kInvalidArgument, "not a valid .npy file"},
+      {"over the input cap", keep, [](O* o) { o->max_inputs = 0; }, StatusCode::kResourceExhausted,
+       "inputs, over the cap"},
+      {"over the op cap", keep, [](O* o) { o->limits.max_ops = 1; }, StatusCode::kResourceExhausted,
+       "nodes, over the cap"},
+      {"over the element cap", keep, [](O* o) { o->limits.max_elements_per_tensor = 4; },
+       StatusCode::kResourceExhausted, "elements, over the cap"},
+      {"over the FLOP cap", keep, [](O* o) { o->limits.max_flops = 1; }, StatusCode::kResourceExhausted,
+       "operations, over the cap"},
+      {"graph file over its cap", keep, [](O* o) { o->limits.max_graph_file_bytes = 16; },
+       StatusCode::kResourceExhausted, "over the cap of 16"},
+      {"over the memory cap", keep, [](O* o) { o->limits.max_total_bytes = 16; }, StatusCode::kResourceExhausted,
+       "over the cap of 16"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    TaskManagerOptions options = Options(0);
+    c.configure(&options);
+    Node& node = StartNode(options);
+    v1::SubmitTaskRequest request = Request();
+    c.edit(&request);
+    auto submitted = node.tasks->Submit(request);
+    ASSERT_FALSE(submitted.ok());
+    EXPECT_EQ(submitted.status().code(), c.code) << submitted.status().ToString();
+    EXPECT_NE(submitted.status().message().find(c.message), std::string::npos) << submitted.status().ToString();
+    // Check promises the same checks as Submit.
+    EXPECT_EQ(node.tasks->Check(request).status().code(), c.code);
+    EXPECT_EQ(node.tasks->queue_depth(), 0);
+    EXPECT_EQ(node.metrics.tasks_received->Value(), 0);
+  }
+  EXPECT_EQ(store_.GetStats().task_count, 0);
+  EXPECT_TRUE(store_.TaskWrites().empty());
+}
+
+TEST_F(TaskManagerTest, SubmitIsUnavailableBeforeStartAndAfterShutdown) {
+  Node& node = NewNode(Options(1));
+  ASSERT_TRUE(node.tasks->Recover().ok());
+  EXPECT_FALSE(node.tasks->accepting());
+  EXPECT_EQ(node.tasks->Submit(Request()).status().code(), StatusCode::kUnavailable);
+  node.tasks->Start();
+  EXPECT_TRUE(node.tasks->accepting());
+  const std::string id = MustSubmit(*node.tasks, Request());
+  EXPECT_EQ(WaitFinished(*node.tasks, id).state(), v1::TASK_STATE_SUCCEEDED);
+  node.tasks->Shutdown();
+  node.tasks->Shutdown();  // idempotent
+  EXPECT_FALSE(node.tasks->accepting());
+  EXPECT_EQ(node.tasks->Submit(Request(1)).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(store_.GetStats().task_count, 1);
+}
+
+TEST_F(TaskManagerTest, ResubmissionIsIdempotentWhileQueuedAndAfterCompletion) {
+  Node& first = StartNode(Options(0));
+  const std::string id = MustSubmit(*first.tasks, Request());
+  auto again = first.tasks->Submit(Request());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->already_known);
+  EXPECT_EQ(again->task_id, id);
+  EXPECT_EQ(first.tasks->queue_depth(), 1);
+  EXPECT_EQ(first.metrics.tasks_received->Value(), 1);
+  first.tasks.reset();
+
+  Node& second = StartNode(Options(1));
+  EXPECT_EQ(WaitFinished(*second.tasks, id).state(), v1::TASK_STATE_SUCCEEDED);
+  const size_t writes = store_.TaskWrites().size();
+  auto after = second.tasks->Submit(Request());
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_TRUE(after->already_known);
+  EXPECT_EQ(after->task_id, id);
+  second.tasks->Shutdown();
+  EXPECT_EQ(store_.TaskWrites().size(), writes);  // not queued or run again
+  EXPECT_EQ(ValueOf(second.tasks->Get(id)).attempts(), 1u);
+  EXPECT_EQ(second.metrics.tasks_received->Value(), 0);
+  EXPECT_EQ(store_.GetStats().task_count, 1);
+}
+
+TEST_F(TaskManagerTest, ConcurrentSubmissionsOfOneTaskStoreAndRunItOnce) {
+  Node& node = StartNode(Options(2));
+  constexpr int kClients = 8;
+  std::latch start(kClients);
+  std::vector<StatusOr<SubmitOutcome>> outcomes(kClients, StatusOr<SubmitOutcome>(Internal("not run")));
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&, i] {
+      start.arrive_and_wait();
+      outcomes[i] = node.tasks->Submit(Request());
+    });
+  }
+  for (auto& t : clients) t.join();
+  int new_tasks = 0;
+  for (const auto& o : outcomes) {
+    ASSERT_TRUE(o.ok()) << o.status().ToString();
+    EXPECT_EQ(o->task_id, outcomes[0]->task_id);
+    new_tasks += o->already_known ? 0 : 1;
+  }
+  EXPECT_EQ(new_tasks, 1);
+  const std::string id = outcomes[0]->task_id;
+  EXPECT_EQ(WaitFinished(*node.tasks, id).state(), v1::TASK_STATE_SUCCEEDED);
+  node.tasks->Shutdown();
+  EXPECT_EQ(ValueOf(node.tasks->Get(id)).attempts(), 1u);
+  EXPECT_EQ(PersistedStates(id),
+            (std::vector<v1::TaskState>{v1::TASK_STATE_QUEUED, v1::TASK_STATE_RUNNING, v1::TASK_STATE_SUCCEEDED}));
+  EXPECT_EQ(node.metrics.tasks_received->Value(), 1);
+}
+
+// ---- the bounded queue
+
+TEST_F(TaskManagerTest, FullQueueRefusesNewTasksWithResourceExhaustedAndStoresNothing) {
+  // A task that finished in an earlier run.
+  Node& earlier = StartNode(Options(1));
+  const std::string finished = MustSubmit(*earlier.tasks, Request(0));
+  ASSERT_EQ(WaitFinished(*earlier.tasks, finished).state(), v1::TASK_STATE_SUCCEEDED);
+  earlier.tasks.reset();
+
+  Gate& gate = NewGate();
+  HoldExecutionAtInput(gate);
+  Node& node = StartNode(Options(/*workers=*/1, /*queue_capacity=*/1));
+  const std::string running = MustSubmit(*node.tasks, Request(1));
+  ASSERT_TRUE(gate.WaitArrived(1));  // taken by the worker: the queue is empty again
+  const std::string queued = MustSubmit(*node.tasks, Request(2));
+  EXPECT_EQ(node.tasks->queue_depth(), 1);
+
+  const size_t writes = store_.TaskWrites().size();
+  auto refused = node.tasks->Submit(Request(3));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("queue is full"), std::string::npos);
+  EXPECT_EQ(store_.TaskWrites().size(), writes);
+  EXPECT_EQ(store_.GetStats().task_count, 3);
+  EXPECT_EQ(node.tasks->Get(ValueOf(node.tasks->IdOf(Request(3)))).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(node.metrics.tasks_received->Value(), 2);
+
+  // Tasks the node already has, waiting, running or finished, are acknowledged, not refused.
+  for (uint64_t nonce : {0, 1, 2}) {
+    auto known = node.tasks->Submit(Request(nonce));
+    ASSERT_TRUE(known.ok()) << nonce << ": " << known.status().ToString();
+    EXPECT_TRUE(known->already_known);
+  }
+
+  gate.Open();
+  EXPECT_EQ(WaitFinished(*node.tasks, running).state(), v1::TASK_STATE_SUCCEEDED);
+  EXPECT_EQ(WaitFinished(*node.tasks, queued).state(), v1::TASK_STATE_SUCCEEDED);
+  // With room again, the refused task is accepted.
+  const std::string later = MustSubmit(*node.tasks, Request(3));
+  EXPECT_EQ(WaitFinished(*node.tasks, later).state(), v1::TASK_STATE_SUCCEEDED);
+}
+
+// ---- execution
+
+TEST_F(TaskManagerTest, TaskGoesQueuedRunningSucceededWithTheExecutorsResult) {
+  Gate& gate = NewGate();
+  HoldExecutionAtInput(gate);
+  Node& node = StartNode(Options(1));
+  const std::string id = MustSubmit(*node.tasks, Request());
+  ASSERT_TRUE(gate.WaitArrived(1));
+
+  // Held mid-execution: the record says running, first attempt, no result yet.
+  auto running = node.tasks->Get(id);
+  ASSERT_TRUE(running.ok());
+  EXPECT_EQ(running->state(), v1::TASK_STATE_RUNNING);
+  EXPECT_EQ(running->attempts(), 1u);
+  EXPECT_GT(running->started_unix_ms(), 0);
+  EXPECT_FALSE(running->has_result());
+  EXPECT_EQ(node.tasks->running(), 1);
+  EXPECT_EQ(node.tasks->queue_depth(), 0);
+  EXPECT_EQ(node.metrics.tasks_running->Value(), 1);
+
+  gate.Open();
+  const v1::Task done = WaitFinished(*node.tasks, id);
+  EXPECT_EQ(done.state(), v1::TASK_STATE_SUCCEEDED) << done.error_message();
+  EXPECT_TRUE(done.error_code().empty());
+  EXPECT_GE(done.finished_unix_ms(), done.started_unix_ms());
+  EXPECT_GE(done.result().execution_seconds(), 0.0);
+  ExpectMatchesReference(done.result());
+  EXPECT_EQ(PersistedStates(id),
+            (std::vector<v1::TaskState>{v1::TASK_STATE_QUEUED, v1::TASK_STATE_RUNNING, v1::TASK_STATE_SUCCEEDED}));
+
+  // Each output is stored as an .npy blob of exactly the executor's tensor.
+  for (int i = 0; i < done.result().outputs_size(); ++i) {
+    const v1::TaskOutput& out = done.result().outputs(i);
+    auto hash = Hash256FromHex(out.blob_sha256());
+    ASSERT_TRUE(hash.ok());
+    auto blob = store_.GetBlob(*hash, int64_t{1} << 20);
+    ASSERT_TRUE(blob.ok()) << blob.status().ToString();
+    EXPECT_EQ(*blob, EncodeNpy(reference_.run.outputs[i].tensor));
+    EXPECT_EQ(out.blob_size(), blob->size());
+  }
+
+  node.tasks->Shutdown();  // joins the worker, so the counters below are final
+  EXPECT_EQ(node.metrics.tasks_completed->Value(), 1);
+  EXPECT_EQ(node.metrics.tasks_failed->Value(), 0);
+  EXPECT_EQ(node.metrics.execution_seconds->Read().count, 1u);
+  EXPECT_EQ(node.metrics.tasks_running->Value(), 0);
+  EXPECT_EQ(node.metrics.queue_depth->Value(), 0);
+}
+
+TEST_F(TaskManagerTest, TasksOnSeveralWorkersAllMatchTheReference) {
+  Node& node = StartNode(Options(2));
+  std::vector<std::string> ids;
+  for (uint64_t nonce = 1; nonce <= 6; ++nonce) ids.push_back(MustSubmit(*node.tasks, Request(nonce)));
+  for (const std::string& id : ids) {
+    SCOPED_TRACE(id);
+    const v1::Task done = WaitFinished(*node.tasks, id);
+    EXPECT_EQ(done.state(), v1::TASK_STATE_SUCCEEDED) << done.error_message();
+    ExpectMatchesReference(done.result());
+  }
+  node.tasks->Shutdown();
+  EXPECT_EQ(node.metrics.tasks_completed->Value(), 6);
+  EXPECT_EQ(node.metrics.execution_seconds->Read().count, 6u);
+  EXPECT_EQ(node.tasks->running(), 0);
+}
+
+TEST_F(TaskManagerTest, TaskWhoseExecutionFailsEndsFailedWithTheError) {
+  // The indices are data, so only running the graph finds index 7 out of range.
+  executor::Graph gather_graph;
+  gather_graph.output("picked", gather(gather_graph.constant(F32({3}, {1.0f, 2.0f, 3.0f}), "table"),
+                                       gather_graph.input("index", DType::kI32, {2})));
+  const Tensor index = I32({2}, {0, 7});
+  auto direct = RunDirectly(gather_graph, {{"index", index}}, {});
+  ASSERT_FALSE(direct.ok());
+  ASSERT_EQ(direct.status().code(), StatusCode::kOutOfRange) << direct.status().ToString();
+
+  Node& node = StartNode(Options(1));
+  v1::SubmitTaskRequest request;
+  request.set_graph_sha256(ToHex(PutGraph(gather_graph)));
+  (*request.mutable_inputs())["index"] = ToHex(PutNpy(index));
+  const std::string id = MustSubmit(*node.tasks, request);
+
+  const v1::Task done = WaitFinished(*node.tasks, id);
+  EXPECT_EQ(done.state(), v1::TASK_STATE_FAILED);
+  EXPECT_EQ(done.error_code(), "OUT_OF_RANGE");
+  EXPECT_EQ(done.error_message(), direct.status().message());
+  EXPECT_GT(done.finished_unix_ms(), 0);
+  EXPECT_FALSE(done.has_result());
+  EXPECT_FALSE(ValueOf(store_.GetResult(IdBytes(id))).has_value());
+  EXPECT_EQ(PersistedStates(id),
+            (std::vector<v1::TaskState>{v1::TASK_STATE_QUEUED, v1::TASK_STATE_RUNNING, v1::TASK_STATE_FAILED}));
+  node.tasks->Shutdown();
+  EXPECT_EQ(node.metrics.tasks_failed->Value(), 1);
+  EXPECT_EQ(node.metrics.tasks_completed->Value(), 0);
+  EXPECT_EQ(node.metrics.execution_seconds->Read().count, 1u);
+}
+
+TEST_F(TaskManagerTest, InputLostBeforeExecutionFailsTheTaskWithDataLoss) {
+  const Hash256 input = x_hash_;
+  store_.SetGetBlobHook([input](const Hash256& h) {
+    return h == input ? DataLoss("stored bytes no longer match the hash") : OkStatus();
+  });
+  Node& node = StartNode(Options(1));
+  const std::string id = MustSubmit(*node.tasks, Request());
+  const v1::Task done = WaitFinished(*node.tasks, id);
+  EXPECT_EQ(done.state(), v1::TASK_STATE_FAILED);
+  EXPECT_EQ(done.error_code(), "DATA_LOSS");
+  EXPECT_NE(done.error_message().find("no longer match"), std::string::npos) << done.error_message();
+}
+
+TEST_F(TaskManagerTest, TaskOverItsWallTimeCapFailsWithDeadlineExceeded) {
+  // The wall-time clock starts before the input is loaded; holding the load for longer than the
+  // task's 1 ms cap makes the executor's first check find the deadline passed. Time passing is
+  // what is under test here, not a way to synchronize.
+  const Hash256 input = x_hash_;
+  store_.SetGetBlobHook([input](const Hash256& h) {
+    if (h == input) std::this_thread::sleep_for(20ms);
+    return OkStatus();
+  });
+  Node& node = StartNode(Options(1));
+  v1::SubmitTaskRequest request = Request();
+  request.mutable_options()->set_max_wall_ms(1);
+  const std::string id = MustSubmit(*node.tasks, request);
+  const v1::Task done = WaitFinished(*node.tasks, id);
+  EXPECT_EQ(done.state(), v1::TASK_STATE_FAILED);
+  EXPECT_EQ(done.error_code(), "DEADLINE_EXCEEDED");
+  EXPECT_NE(done.error_message().find("wall-time cap of 1 ms"), std::string::npos) << done.error_message();
+}
+
+// ---- durability and recovery
+
+TEST_F(TaskManagerTest, RestartRequeuesQueuedAndRunningTasksAndCompletesThem) {
+  // A first run with no workers accepts tasks; then the records are set as a crash would leave
+  // them: `b` mid-execution (running, first attempt), `done` failed, `watched` an observer's.
+  Node& first = StartNode(Options(0));
+  const std::string a = MustSubmit(*first.tasks, Request(1));
+  const std::string b = MustSubmit(*first.tasks, Request(2));
+  const std::string c = MustSubmit(*first.tasks, Request(3));
+  const std::string done = MustSubmit(*first.tasks, Request(4));
+  v1::TaskConsensus observer;
+  observer.set_member(false);
+  const std::string watched = MustSubmit(*first.tasks, Request(5), &observer);
+  // Distinct creation times fix the recovery order: b, c, a.
+  auto created_at = [](int64_t ms) {
+    return [ms](v1::Task* t) {
+      t->set_created_unix_ms(ms);
+      return OkStatus();
+    };
+  };
+  ASSERT_TRUE(first.tasks->Mutate(a, created_at(3000)).ok());
+  ASSERT_TRUE(first.tasks->Mutate(c, created_at(2000)).ok());
+  ASSERT_TRUE(first.tasks->Mutate(b, [](v1::Task* t) {
+                t->set_created_unix_ms(1000);
+                t->set_state(v1::TASK_STATE_RUNNING);
+                t->set_attempts(1);
+                return OkStatus();
+              }).ok());
+  ASSERT_TRUE(first.tasks->Mutate(done, [](v1::Task* t) {
+                t->set_state(v1::TASK_STATE_FAILED);
+                t->set_error_code("INTERNAL");
+                return OkStatus();
+              }).ok());
+  first.tasks.reset();
+  const size_t writes_before_restart = store_.TaskWrites().size();
+
+  Node& second = NewNode(Options(/*workers=*/1, /*queue_capacity=*/1));
+  ASSERT_TRUE(second.tasks->Recover().ok());
+  // Acknowledged tasks are never dropped, even past the queue capacity.
+  ASSERT_EQ(second.tasks->queue_depth(), 3);
+  EXPECT_EQ(second.metrics.tasks_recovered->Value(), 3);
+  EXPECT_EQ(second.metrics.queue_depth->Value(), 3);
+  // The interrupted task is durably queued again before anything runs.
+  ASSERT_EQ(ValueOf(second.tasks->Get(b)).state(), v1::TASK_STATE_QUEUED);
+
+  second.tasks->Start();
+  for (const std::string& id : {a, b, c}) {
+    SCOPED_TRACE(id);
+    const v1::Task t = WaitFinished(*second.tasks, id);
+    EXPECT_EQ(t.state(), v1::TASK_STATE_SUCCEEDED) << t.error_message();
+    ExpectMatchesReference(t.result());
+    EXPECT_EQ(t.attempts(), id == b ? 2u : 1u);  // the interrupted attempt counts
+  }
+  second.tasks->Shutdown();
+
+  // Oldest first, with the single worker.
+  std::vector<std::string> started;
+  const auto writes = store_.TaskWrites();
+  for (size_t i = writes_before_restart; i < writes.size(); ++i) {
+    v1::Task t;
+    ASSERT_TRUE(t.ParseFromString(writes[i].record));
+    if (t.state() == v1::TASK_STATE_RUNNING) started.push_back(t.task_id());
+  }
+  EXPECT_EQ(started, (std::vector<std::string>{b, c, a}));
+  // Final and certifying tasks are left alone.
+  EXPECT_EQ(ValueOf(second.tasks->Get(done)).state(), v1::TASK_STATE_FAILED);
+  EXPECT_EQ(ValueOf(second.tasks->Get(watched)).state(), v1::TASK_STATE_CERTIFYING);
+  EXPECT_EQ(ValueOf(second.tasks->Get(watched)).attempts(), 0u);
+  EXPECT_EQ(second.metrics.tasks_completed->Value(), 3);
+}
+
+TEST_F(TaskManagerTest, SubmissionThatCannotBeStoredIsNotAcknowledged) {
+  store_.SetPutTaskHook([](const std::string&, const std::string&) { return Unavailable("disk full"); });
+  Node& node = StartNode(Options(1));
+  auto refused = node.tasks->Submit(Request());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("storing task"), std::string::npos) << refused.status().ToString();
+  EXPECT_EQ(store_.GetStats().task_count, 0);
+  EXPECT_EQ(node.tasks->queue_depth(), 0);
+  EXPECT_EQ(node.metrics.tasks_received->Value(), 0);
+
+  // Nothing was left reserved: the retry is a new task and runs.
+  store_.SetPutTaskHook(nullptr);
+  const std::string id = MustSubmit(*node.tasks, Request());
+  EXPECT_EQ(WaitFinished(*node.tasks, id).state(), v1::TASK_STATE_SUCCEEDED);
+}
+
+TEST_F(TaskManagerTest, ResultThatCannotBeStoredIsExecutedAgainAfterRestart) {
+  Gate& refused_writes = NewGate(/*open=*/true);  // counts them
+  store_.SetPutTaskHook([&refused_writes](const std::string&, const std::string& record) -> Status {
+    v1::Task t;
+    if (!t.ParseFromString(record) || t.state() != v1::TASK_STATE_SUCCEEDED) return OkStatus();
+    refused_writes.Pass().IgnoreError();
+    return Unavailable("disk full");
+  });
+  Node& first = StartNode(Options(1));
+  const std::string id = MustSubmit(*first.tasks, Request());
+  ASSERT_TRUE(refused_writes.WaitArrived(1));
+  first.tasks->Shutdown();  // waits until the worker is done with the task
+  auto stranded = first.tasks->Get(id);
+  ASSERT_TRUE(stranded.ok());
+  EXPECT_EQ(stranded->state(), v1::TASK_STATE_RUNNING);
+  EXPECT_EQ(stranded->attempts(), 1u);
+  EXPECT_FALSE(ValueOf(store_.GetResult(IdBytes(id))).has_value());
+  EXPECT_EQ(first.metrics.tasks_completed->Value(), 0);
+  EXPECT_EQ(first.metrics.tasks_failed->Value(), 0);
+
+  store_.SetPutTaskHook(nullptr);
+  Node& second = StartNode(Options(1));
+  ASSERT_EQ(second.metrics.tasks_recovered->Value(), 1);  // set by Recover, before Start
+  const v1::Task t = WaitFinished(*second.tasks, id);
+  EXPECT_EQ(t.state(), v1::TASK_STATE_SUCCEEDED) << t.error_message();
+  EXPECT_EQ(t.attempts(), 2u);
+  ExpectMatchesReference(t.result());
+}
+
+TEST_F(TaskManagerTest, ShutdownLetsTheRunningTaskFinishAndLeavesQueuedTasksQueued) {
+  Gate& gate = NewGate();
+  HoldExecutionAtInput(gate);
+  Node& node = StartNode(Options(1));
+  const std::string running = MustSubmit(*node.tasks, Request(1));
+  ASSERT_TRUE(gate.WaitArrived(1));
+  const std::string queued = MustSubmit(*node.tasks, Request(2));
+  const v1::Task seen = ValueOf(node.tasks->Get(running));
+
+  std::thread stopper([&] { node.tasks->Shutdown(); });
+  // Shutdown wakes every watcher with UNAVAILABLE once it has closed admission.
+  auto woken = node.tasks->WaitForChange(running, seen, Clock::now() + kTimeout, nullptr);
+  EXPECT_EQ(woken.status().code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(node.tasks->accepting());
+  EXPECT_EQ(node.tasks->Submit(Request(3)).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(node.tasks->Requeue(queued).code(), StatusCode::kUnavailable);
+  gate.Open();
+  stopper.join();
+
+  EXPECT_EQ(ValueOf(node.tasks->Get(running)).state(), v1::TASK_STATE_SUCCEEDED);
+  EXPECT_EQ(ValueOf(node.tasks->Get(queued)).state(), v1::TASK_STATE_QUEUED);
+  EXPECT_EQ(ValueOf(node.tasks->Get(queued)).attempts(), 0u);
+  EXPECT_EQ(node.tasks->running(), 0);
+
+  Node& next = StartNode(Options(1));
+  EXPECT_EQ(WaitFinished(*next.tasks, queued).state(), v1::TASK_STATE_SUCCEEDED);
+}
+
+TEST_F(TaskManagerTest, UnreadableRecordsAreReportedByGetAndSkippedByForEachAndRecover) {
+  Node& first = StartNode(Options(0));
+  const std::string a = MustSubmit(*first.tasks, Request(1));
+  const std::string b = MustSubmit(*first.tasks, Request(2));
+  first.tasks.reset();
+  const std::string corrupt = ToHex(Sha256Of("corrupt record"));
+  ASSERT_TRUE(store_.PutTask(IdBytes(corrupt), std::string("\x07 not a task record")).ok());
+  const std::string no_result = ToHex(Sha256Of("succeeded without a result"));
+  v1::Task lost;
+  lost.set_task_id(no_result);
+  lost.set_state(v1::TASK_STATE_SUCCEEDED);
+  ASSERT_TRUE(store_.PutTask(IdBytes(no_result), lost.SerializeAsString()).ok());
+
+  Node& node = NewNode(Options(0));
+  ASSERT_TRUE(node.tasks->Recover().ok());
+  EXPECT_EQ(node.tasks->queue_depth(), 2);
+  node.tasks->Start();
+
+  EXPECT_EQ(node.tasks->Get(corrupt).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(node.tasks->Get(no_result).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(node.tasks->Get(ToHex(Sha256Of("unknown"))).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(node.tasks->Get("not-a-task-id").status().code(), StatusCode::kInvalidArgument);
+
+  // Key order, unreadable records skipped.
+  std::vector<std::string> visited;
+  ASSERT_TRUE(node.tasks->ForEach([&](const v1::Task& t) {
+                visited.push_back(t.task_id());
+                return OkStatus();
+              }).ok());
+  std::vector<std::string> expected = {a, b};
+  std::sort(expected.begin(), expected.end(),
+            [](const std::string& l, const std::string& r) { return IdBytes(l) < IdBytes(r); });
+  EXPECT_EQ(visited, expected);
+  // The visitor's error stops the walk and is returned.
+  int visits = 0;
+  Status stopped = node.tasks->ForEach([&](const v1::Task&) {
+    ++visits;
+    return Cancelled("enough");
+  });
+  EXPECT_EQ(stopped.code(), StatusCode::kCancelled);
+  EXPECT_EQ(visits, 1);
+}
+
+// ---- Mutate, Requeue and the lifecycle
+
+TEST_F(TaskManagerTest, MutateAppliesChangesAndRefusesForbiddenTransitions) {
+  Node& node = StartNode(Options(0));
+  const std::string id = MustSubmit(*node.tasks, Request());
+  const size_t writes = store_.TaskWrites().size();
+
+  // A refused transition stores nothing, not even the other fields of the same change.
+  Status refused = node.tasks->Mutate(id, [](v1::Task* t) {
+    t->set_state(v1::TASK_STATE_SUCCEEDED);
+    t->set_error_message("must not be stored");
+    return OkStatus();
+  });
+  EXPECT_EQ(refused.code(), StatusCode::kInternal);
+  EXPECT_NE(refused.message().find("from queued to succeeded is not allowed"), std::string::npos)
+      << refused.ToString();
+  EXPECT_EQ(ValueOf(node.tasks->Get(id)).state(), v1::TASK_STATE_QUEUED);
+  EXPECT_TRUE(ValueOf(node.tasks->Get(id)).error_message().empty());
+  // So does a change that fails by itself; its error is returned.
+  EXPECT_EQ(node.tasks->Mutate(id, [](v1::Task*) { return FailedPrecondition("not now"); }).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_.TaskWrites().size(), writes);
+
+  // Allowed: queued -> running -> succeeded, the result written in the same batch.
+  ASSERT_TRUE(node.tasks->Mutate(id, [](v1::Task* t) {
+                t->set_state(v1::TASK_STATE_RUNNING);
+                return OkStatus();
+              }).ok());
+  v1::TaskResult result;
+  result.set_result_root(std::string(64, 'a'));
+  ASSERT_TRUE(node.tasks->Mutate(id,
+                                 [](v1::Task* t) {
+                                   t->set_state(v1::TASK_STATE_SUCCEEDED);
+                                   return OkStatus();
+                                 },
+                                 &result)
+                  .ok());
+  EXPECT_TRUE(store_.TaskWrites().back().with_result);
+  EXPECT_EQ(ValueOf(node.tasks->Get(id)).result().result_root(), result.result_root());
+
+  // A change that keeps the state needs no transition, and the result keeps its own record.
+  ASSERT_TRUE(node.tasks->Mutate(id, [](v1::Task* t) {
+                t->mutable_consensus()->set_disputed(true);
+                return OkStatus();
+              }).ok());
+  v1::Task raw;
+  ASSERT_TRUE(raw.ParseFromString(ValueOf(store_.GetTask(IdBytes(id))).value_or("")));
+  EXPECT_FALSE(raw.has_result());
+  EXPECT_TRUE(raw.consensus().disputed());
+  EXPECT_EQ(ValueOf(node.tasks->Get(id)).result().result_root(), result.result_root());
+
+  // Final states never change.
+  EXPECT_EQ(node.tasks->Mutate(id, [](v1::Task* t) {
+              t->set_state(v1::TASK_STATE_QUEUED);
+              return OkStatus();
+            }).code(),
+            StatusCode::kInternal);
+  EXPECT_EQ(ValueOf(node.tasks->Get(id)).state(), v1::TASK_STATE_SUCCEEDED);
+
+  auto noop = [](v1::Task*) { return OkStatus(); };
+  EXPECT_EQ(node.tasks->Mutate(ToHex(Sha256Of("unknown")), noop).code(), StatusCode::kNotFound);
+  EXPECT_EQ(node.tasks->Mutate("12ab", noop).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(TaskManagerTest, MutateFollowsTheProtocolLifecycleForEveryPairOfStates) {
+  Node& node = StartNode(Options(0));
+  const v1::TaskState states[] = {v1::TASK_STATE_QUEUED, v1::TASK_STATE_RUNNING, v1::TASK_STATE_SUCCEEDED,
+                                  v1::TASK_STATE_FAILED, v1::TASK_STATE_CERTIFYING, v1::TASK_STATE_UNSPECIFIED};
+  v1::TaskResult result;
+  result.set_result_root(std::string(64, 'b'));
+  int allowed = 0, refused = 0;
+  for (v1::TaskState from : states) {
+    if (from == v1::TASK_STATE_UNSPECIFIED) continue;  // never stored
+    for (v1::TaskState to : states) {
+      SCOPED_TRACE(v1::TaskState_Name(from) + " -> " + v1::TaskState_Name(to));
+      // A record stored directly in `from`; a succeeded one comes with its result.
+      const std::string id = ToHex(Sha256Of(v1::TaskState_Name(from) + "->" + v1::TaskState_Name(to)));
+      v1::Task record;
+      record.set_task_id(id);
+      record.set_state(from);
+      *record.mutable_spec() = Request();
+      std::optional<std::string> result_record;
+      if (from == v1::TASK_STATE_SUCCEEDED) result_record = result.SerializeAsString();
+      ASSERT_TRUE(store_.PutTask(IdBytes(id), record.SerializeAsString(), result_record).ok());
+
+      // Whoever marks a task succeeded stores its result with it, as the worker and the
+      // consensus engine do: a succeeded record without one reads as DATA_LOSS.
+      Status s = node.tasks->Mutate(
+          id,
+          [to](v1::Task* t) {
+            t->set_state(to);
+            return OkStatus();
+          },
+          to == v1::TASK_STATE_SUCCEEDED ? &result : nullptr);
+      const bool expect_allowed =
+          from == to || consensus::IsAllowedTransition(static_cast<consensus::TaskState>(from),
+                                                       static_cast<consensus::TaskState>(to));
+      auto after = node.tasks->Get(id);
+      ASSERT_TRUE(after.ok()) << after.status().ToString();
+      if (expect_allowed) {
+        ++allowed;
+        EXPECT_TRUE(s.ok()) << s.ToString();
+        EXPECT_EQ(after->state(), to);
+      } else {
+        ++refused;
+        EXPECT_EQ(s.code(), StatusCode::kInternal) << s.ToString();
+        EXPECT_EQ(after->state(), from);
+      }
+    }
+  }
+  EXPECT_GT(allowed, 0);
+  EXPECT_GT(refused, 0);
+}
+
+TEST_F(TaskManagerTest, ObserverTaskIsStoredCertifyingAndRunsOnlyWhenRequeued) {
+  TaskManagerOptions options = Options(1, /*queue_capacity=*/1);
+  options.network_mode = true;
+  std::mutex mu;
+  std::vector<std::pair<std::string, v1::TaskResult>> executed;
+  options.on_executed = [&](const std::string& id, const v1::TaskResult& result) {
+    std::lock_guard<std::mutex> lock(mu);
+    executed.emplace_back(id, result);
+  };
+  Gate& gate = NewGate();
+  HoldExecutionAtInput(gate);
+  Node& node = StartNode(options);
+  // A member's task fills the queue; an observer's is stored anyway, since it never waits there.
+  v1::TaskConsensus member;
+  member.set_member(true);
+  const std::string busy = MustSubmit(*node.tasks, Request(1), &member);
+  ASSERT_TRUE(gate.WaitArrived(1));
+  const std::string filler = MustSubmit(*node.tasks, Request(2), &member);
+  EXPECT_EQ(node.tasks->Submit(Request(3), &member).status().code(), StatusCode::kResourceExhausted);
+  v1::TaskConsensus observer;
+  observer.set_member(false);
+  observer.add_committee("0x00000000000000000000000000000000000000aa");
+  const std::string id = MustSubmit(*node.tasks, Request(4), &observer);
+  EXPECT_EQ(node.tasks->queue_depth(), 1);
+
+  auto stored = node.tasks->Get(id);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->state(), v1::TASK_STATE_CERTIFYING);
+  EXPECT_EQ(stored->attempts(), 0u);
+  EXPECT_FALSE(stored->has_result());
+  EXPECT_EQ(stored->consensus().committee_size(), 1);
+  EXPECT_FALSE(stored->consensus().member());
+  gate.Open();
+  ASSERT_TRUE(WaitUntil(*node.tasks, filler, [](const v1::Task& t) { return t.attempts() > 0 &&
+                                                                    t.state() == v1::TASK_STATE_CERTIFYING; }).ok());
+
+  // A task that is not certifying cannot be requeued; unknown and malformed ids are told apart.
+  ASSERT_TRUE(node.tasks->Mutate(busy, [](v1::Task* t) {
+                t->set_state(v1::TASK_STATE_SUCCEEDED);
+                return OkStatus();
+              }).ok());
+  EXPECT_EQ(node.tasks->Requeue(busy).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(node.tasks->Requeue(ToHex(Sha256Of("unknown"))).code(), StatusCode::kNotFound);
+  EXPECT_EQ(node.tasks->Requeue("xyz").code(), StatusCode::kInvalidArgument);
+
+  // Became a member (a replacement or a dispute): certifying -> queued -> running -> certifying.
+  ASSERT_TRUE(node.tasks->Requeue(id).ok());
+  auto ran = WaitUntil(*node.tasks, id,
+                       [](const v1::Task& t) { return t.attempts() > 0 && t.state() != v1::TASK_STATE_RUNNING; });
+  ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+  EXPECT_EQ(ran->state(), v1::TASK_STATE_CERTIFYING) << ran->error_message();
+  EXPECT_EQ(ran->attempts(), 1u);
+  ExpectMatchesReference(ran->result());
+  EXPECT_EQ(PersistedStates(id),
+            (std::vector<v1::TaskState>{v1::TASK_STATE_CERTIFYING, v1::TASK_STATE_QUEUED, v1::TASK_STATE_RUNNING,
+                                        v1::TASK_STATE_CERTIFYING}));
+  // Certified by the consensus engine.
+  ASSERT_TRUE(node.tasks->Mutate(id, [](v1::Task* t) {
+                t->set_state(v1::TASK_STATE_SUCCEEDED);
+                return OkStatus();
+              }).ok());
+
+  node.tasks->Shutdown();
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(executed.size(), 3u);  // busy, filler and the requeued observer task
+  EXPECT_EQ(executed.back().first, id);
+  EXPECT_EQ(executed.back().second.SerializeAsString(), ran->result().SerializeAsString());
+}
+
+TEST_F(TaskManagerTest, RequeueOfATaskAlreadyInTheQueueChangesNothing) {
+  Node& node = StartNode(Options(0));
+  const std::string id = MustSubmit(*node.tasks, Request());
+  const size_t writes = store_.TaskWrites().size();
+  EXPECT_TRUE(node.tasks->Requeue(id).ok());
+  EXPECT_EQ(node.tasks->queue_depth(), 1);
+  EXPECT_EQ(store_.TaskWrites().size(), writes);
+}
+
+TEST_F(TaskManagerTest, NetworkModeEndsInCertifyingAndCallsOnExecutedAfterStoringTheResult) {
+  TaskManagerOptions options = Options(1);
+  options.network_mode = true;
+  std::atomic<TaskManager*> self{nullptr};
+  std::mutex mu;
+  std::vector<std::string> ids;
+  std::optional<v1::Task> seen_in_callback;
+  std::optional<v1::TaskResult> reported;
+  options.on_executed = [&](const std::string& id, const v1::TaskResult& result) {
+    auto stored = self.load()->Get(id);
+    std::lock_guard<std::mutex> lock(mu);
+    ids.push_back(id);
+    if (stored.ok()) seen_in_callback = *stored;
+    reported = result;
+  };
+  Node& node = StartNode(options);
+  self = node.tasks.get();
+  v1::TaskConsensus member;
+  member.set_member(true);
+  member.set_replicas(3);
+  member.set_quorum(2);
+  const std::string id = MustSubmit(*node.tasks, Request(), &member);
+  auto executed = WaitUntil(*node.tasks, id, [](const v1::Task& t) { return t.state() == v1::TASK_STATE_CERTIFYING; });
+  ASSERT_TRUE(executed.ok()) << executed.status().ToString();
+  ExpectMatchesReference(executed->result());
+  EXPECT_EQ(executed->consensus().quorum(), 2u);
+  node.tasks->Shutdown();  // the callback has run once Shutdown returns
+
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(ids, std::vector<std::string>{id});
+  ASSERT_TRUE(seen_in_callback.has_value());
+  EXPECT_EQ(seen_in_callback->state(), v1::TASK_STATE_CERTIFYING);
+  EXPECT_EQ(seen_in_callback->result().SerializeAsString(), executed->result().SerializeAsString());
+  ASSERT_TRUE(reported.has_value());
+  EXPECT_EQ(reported->SerializeAsString(), executed->result().SerializeAsString());
+  EXPECT_EQ(node.metrics.tasks_completed->Value(), 1);
+}
+
+// ---- watching
+
+TEST_F(TaskManagerTest, WaitForChangeReturnsOnChangeDeadlineStopOrShutdown) {
+  Node& node = StartNode(Options(0));
+  const std::string id = MustSubmit(*node.tasks, Request());
+  const v1::Task queued = ValueOf(node.tasks->Get(id));
+
+  // Already different from what the caller saw: returns at once.
+  v1::Task stale = queued;
+  stale.set_attempts(5);
+  auto now = node.tasks->WaitForChange(id, stale, Clock::now() + kTimeout, nullptr);
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->state(), v1::TASK_STATE_QUEUED);
+
+  // Nothing changes: the current record at the deadline.
+  auto unchanged = node.tasks->WaitForChange(id, queued, Clock::now() + 50ms, nullptr);
+  ASSERT_TRUE(unchanged.ok());
+  EXPECT_EQ(unchanged->state(), v1::TASK_STATE_QUEUED);
+
+  // A change by another thread wakes the watcher (before or during its wait).
+  std::thread writer([&] {
+    EXPECT_TRUE(node.tasks->Mutate(id, [](v1::Task* t) {
+                  t->set_state(v1::TASK_STATE_RUNNING);
+                  return OkStatus();
+                }).ok());
+  });
+  auto changed = node.tasks->WaitForChange(id, queued, Clock::now() + kTimeout, nullptr);
+  writer.join();
+  ASSERT_TRUE(changed.ok());
+  EXPECT_EQ(changed->state(), v1::TASK_STATE_RUNNING);
+
+  // A cancelled client ends the wait long before the deadline.
+  auto stopped = node.tasks->WaitForChange(id, *changed, Clock::now() + kTimeout, [] { return true; });
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(stopped->state(), v1::TASK_STATE_RUNNING);
+
+  EXPECT_EQ(node.tasks->WaitForChange(ToHex(Sha256Of("unknown")), queued, Clock::now() + kTimeout, nullptr)
+                .status()
+                .code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(node.tasks->WaitForChange("nope", queued, Clock::now() + kTimeout, nullptr).status().code(),
+            StatusCode::kInvalidArgument);
+
+  // Shutdown ends every wait, whether it comes before or during the wait.
+  std::thread stopper([&] { node.tasks->Shutdown(); });
+  auto ended = node.tasks->WaitForChange(id, *changed, Clock::now() + kTimeout, nullptr);
+  stopper.join();
+  EXPECT_EQ(ended.status().code(), StatusCode::kUnavailable);
+}
+
+TEST(TaskManagerChangedTest, ReportsWhatWatchTaskShows) {
+  v1::Task before;
+  before.set_state(v1::TASK_STATE_CERTIFYING);
+  before.mutable_consensus()->mutable_certificate()->set_quorum(2);
+  auto changed = [&](const std::function<void(v1::Task*)>& edit) {
+    v1::Task after = before;
+    edit(&after);
+    return TaskManager::Changed(before, after);
+  };
+  EXPECT_FALSE(changed([](v1::Task*) {}));
+  EXPECT_TRUE(changed([](v1::Task* t) { t->set_state(v1::TASK_STATE_SUCCEEDED); }));
+  EXPECT_TRUE(changed([](v1::Task* t) { t->set_attempts(2); }));
+  EXPECT_TRUE(changed([](v1::Task* t) { t->mutable_consensus()->add_attestations(); }));
+  EXPECT_TRUE(changed([](v1::Task* t) { t->mutable_consensus()->clear_certificate(); }));
+  EXPECT_TRUE(changed([](v1::Task* t) { t->mutable_consensus()->mutable_certificate()->set_dispute(true); }));
+  EXPECT_TRUE(changed([](v1::Task* t) { t->mutable_consensus()->add_committee("0x01"); }));
+  EXPECT_TRUE(changed([](v1::Task* t) { t->mutable_consensus()->set_disputed(true); }));
+  EXPECT_TRUE(changed([](v1::Task* t) { t->mutable_consensus()->add_slashes(); }));
+  // Bookkeeping that a watcher does not need to be woken for.
+  EXPECT_FALSE(changed([](v1::Task* t) { t->set_started_unix_ms(123); }));
+  EXPECT_FALSE(changed([](v1::Task* t) { t->set_error_message("detail"); }));
+  EXPECT_FALSE(changed([](v1::Task* t) { t->mutable_consensus()->set_announced_unix_ms(5); }));
+}
+
+}  // namespace
+}  // namespace consensor::node
