@@ -8,7 +8,7 @@ DEB_PACKAGES=(
   libprotobuf-dev protobuf-compiler
   libgrpc++-dev protobuf-compiler-grpc
   librocksdb-dev libsecp256k1-dev libssl-dev libboost-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
+  libgtest-dev libbenchmark-dev libopenblas-dev
   libtomlplusplus-dev nlohmann-json3-dev libbotan-2-dev
   libonnx-dev libonnx-testdata
   python3-numpy python3-grpcio python3-protobuf python3-torch python3-onnx

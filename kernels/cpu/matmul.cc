@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/checks/matmul.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
 
@@ -147,82 +148,17 @@ Status I8Batched(int64_t batch, const Dims& d, const std::function<I8Operands(in
 
 namespace {
 
-std::string ShapeStr(const TensorView& t) {
-  std::string s = "[";
-  for (int i = 0; i < t.rank; ++i) s += (i ? ", " : "") + std::to_string(t.dims[i]);
-  return s + "]";
-}
-
-// Batch layout of one call: output batch dims and each input's element strides per
-// output batch dim (0 where the input's dim is 1 or absent).
-struct BatchPlan {
-  int nb = 0;  // number of output batch dims
-  int64_t dims[kMaxRank] = {};
-  int64_t a_stride[kMaxRank] = {}, b_stride[kMaxRank] = {};
-  int64_t count = 1;
-};
-
-Status PlanMatMul(const KernelCall& call, DType in_dtype, DType out_dtype, gemm::Dims* d, BatchPlan* plan) {
-  const char* name = call.op == Op::kMatMul ? "matmul" : "matmul_i8";
-  if (call.num_inputs != 2 || call.num_outputs != 1 || !call.inputs || !call.outputs) {
-    return InvalidArgument(std::string(name) + ": expects 2 inputs and 1 output");
-  }
-  const TensorView& a = call.in(0);
-  const TensorView& b = call.in(1);
-  const TensorView& y = call.out(0);
-  if (a.dtype != in_dtype || b.dtype != in_dtype || y.dtype != out_dtype) {
-    return InvalidArgument(std::string(name) + ": expects " + std::string(DTypeName(in_dtype)) + " inputs and " +
-                           std::string(DTypeName(out_dtype)) + " output");
-  }
-  if (a.rank < 2 || b.rank < 2 || y.rank < 2 || a.rank > kMaxRank || b.rank > kMaxRank || y.rank > kMaxRank ||
-      a.rank > y.rank || b.rank > y.rank) {
-    return InvalidArgument(std::string(name) + ": bad ranks " + ShapeStr(a) + " x " + ShapeStr(b) + " -> " +
-                           ShapeStr(y));
-  }
-  for (const TensorView* t : {&a, &b, &y}) {
-    for (int i = 0; i < t->rank; ++i) {
-      if (t->dims[i] < 0) return InvalidArgument(std::string(name) + ": negative dimension");
-    }
-  }
-  d->M = a.dims[a.rank - 2];
-  d->K = a.dims[a.rank - 1];
-  d->N = b.dims[b.rank - 1];
-  if (b.dims[b.rank - 2] != d->K || y.dims[y.rank - 2] != d->M || y.dims[y.rank - 1] != d->N) {
-    return InvalidArgument(std::string(name) + ": shape mismatch " + ShapeStr(a) + " x " + ShapeStr(b) + " -> " +
-                           ShapeStr(y));
-  }
-  plan->nb = y.rank - 2;
-  int64_t a_el = d->M * d->K, b_el = d->K * d->N;
-  for (int i = plan->nb - 1; i >= 0; --i) {
-    const int ia = i - (y.rank - a.rank), ib = i - (y.rank - b.rank);
-    const int64_t da = ia >= 0 ? a.dims[ia] : 1, db = ib >= 0 ? b.dims[ib] : 1;
-    const int64_t dy = y.dims[i];
-    if ((da != dy && da != 1) || (db != dy && db != 1) || (da == 1 && db == 1 && dy != 1)) {
-      return InvalidArgument(std::string(name) + ": batch dims do not broadcast " + ShapeStr(a) + " x " +
-                             ShapeStr(b) + " -> " + ShapeStr(y));
-    }
-    plan->dims[i] = dy;
-    plan->a_stride[i] = da == 1 ? 0 : a_el;
-    plan->b_stride[i] = db == 1 ? 0 : b_el;
-    a_el *= da;
-    b_el *= db;
-    plan->count *= dy;
-  }
-  if (y.num_elements() > 0 && (!y.data || (d->K > 0 && (!a.data || !b.data)))) {
-    return InvalidArgument(std::string(name) + ": missing tensor data");
-  }
-  return OkStatus();
-}
-
 // Element offsets of batch `i` (row-major over the output batch dims) in a and b.
-void BatchOffsets(const BatchPlan& plan, int64_t i, int64_t* a_off, int64_t* b_off) {
-  *a_off = *b_off = 0;
+void BatchOffsets(const MatMulBatchPlan& plan, const gemm::Dims& d, int64_t i, int64_t* a_off, int64_t* b_off) {
+  int64_t a_idx = 0, b_idx = 0;
   for (int j = plan.nb - 1; j >= 0; --j) {
     const int64_t idx = i % plan.dims[j];
     i /= plan.dims[j];
-    *a_off += idx * plan.a_stride[j];
-    *b_off += idx * plan.b_stride[j];
+    a_idx += idx * plan.a_stride[j];
+    b_idx += idx * plan.b_stride[j];
   }
+  *a_off = a_idx * d.M * d.K;
+  *b_off = b_idx * d.K * d.N;
 }
 
 }  // namespace
@@ -233,10 +169,9 @@ Status RunMatMul(const KernelCall& call, const CpuContext& ctx) {
   }
   if (ctx.isa == Isa::kAvx2 && !CpuHasAvx2Fma()) return FailedPrecondition("matmul: CPU lacks AVX2/FMA");
   const bool f32 = call.op == Op::kMatMul;
-  gemm::Dims d;
-  BatchPlan plan;
-  Status s = PlanMatMul(call, f32 ? DType::kF32 : DType::kI8, f32 ? DType::kF32 : DType::kI32, &d, &plan);
-  if (!s.ok()) return s;
+  ASSIGN_OR_RETURN(const MatMulPlan mp, PlanMatMul(call));
+  const gemm::Dims d{mp.dims.M, mp.dims.N, mp.dims.K};
+  const MatMulBatchPlan& plan = mp.batch;
   if (plan.count == 0 || d.M == 0 || d.N == 0) return OkStatus();
   const TensorView& a = call.in(0);
   const TensorView& b = call.in(1);
@@ -245,7 +180,7 @@ Status RunMatMul(const KernelCall& call, const CpuContext& ctx) {
   if (f32) {
     auto operands = [&](int64_t i) {
       int64_t ao, bo;
-      BatchOffsets(plan, i, &ao, &bo);
+      BatchOffsets(plan, d, i, &ao, &bo);
       gemm::F32Operands op;
       op.a = a.as<const float>() + (d.K ? ao : 0);
       op.lda = d.K;
@@ -259,7 +194,7 @@ Status RunMatMul(const KernelCall& call, const CpuContext& ctx) {
   }
   auto operands = [&](int64_t i) {
     int64_t ao, bo;
-    BatchOffsets(plan, i, &ao, &bo);
+    BatchOffsets(plan, d, i, &ao, &bo);
     gemm::I8Operands op;
     op.a = a.as<const int8_t>() + (d.K ? ao : 0);
     op.lda = d.K;

@@ -10,10 +10,12 @@
 // not matter.
 //
 // Batches: gridDim.z (grid-strided when there are more than 65535), with numpy
-// broadcasting of the batch dims through per-dim batch-index strides computed on the host.
+// broadcasting of the batch dims through the per-dim batch-index strides of
+// kernels/checks/matmul.h, computed on the host.
 #include <cstdint>
 #include <string>
 
+#include "kernels/checks/matmul.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/gemm_device.cuh"
 #include "kernels/cuda/simt.h"
@@ -31,19 +33,8 @@ using gemm_dev::kThreads;
 
 constexpr int64_t kMaxGridYZ = 65535;
 
-// Output batch dims and each input's batch-index stride per output batch dim (0 =
-// broadcast); a_batches / b_batches are the inputs' own batch counts.
-struct BatchPlan {
-  int nb = 0;
-  int64_t dims[kMaxRank] = {};
-  int64_t a_stride[kMaxRank] = {};
-  int64_t b_stride[kMaxRank] = {};
-  int64_t count = 1;
-  int64_t a_batches = 1, b_batches = 1;
-};
-
 // The batch indices of A and B that output batch i reads.
-CNSR_DEVICE void BatchOffsets(const BatchPlan& plan, int64_t i, int64_t* a_off, int64_t* b_off) {
+CNSR_DEVICE void BatchOffsets(const MatMulBatchPlan& plan, int64_t i, int64_t* a_off, int64_t* b_off) {
   int64_t ao = 0, bo = 0;
   for (int j = plan.nb - 1; j >= 0; --j) {
     const int64_t idx = i % plan.dims[j];
@@ -79,7 +70,7 @@ struct MatMulLoaderF32 {
 };
 
 CNSR_GLOBAL CNSR_GEMM_LAUNCH_BOUNDS void MatMulF32Kernel(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K,
-                                 BatchPlan plan, bool vec_a, bool vec_b) {
+                                 MatMulBatchPlan plan, bool vec_a, bool vec_b) {
   CNSR_SHARED(gemm_dev::Vec4, as_vec, gemm_dev::kSharedAVec4);
   CNSR_SHARED(gemm_dev::Vec4, bs_vec, gemm_dev::kSharedBVec4);
   float* As = reinterpret_cast<float*>(as_vec);
@@ -180,7 +171,7 @@ CNSR_DEVICE void LoadI8Stage(Chunk16* stage, const int8_t* rows, int64_t rows_le
 
 CNSR_GLOBAL CNSR_I8_LAUNCH_BOUNDS void MatMulI8Kernel(const int8_t* A, int64_t lda, int64_t a_batch_elems,
                                                       const int8_t* Bt, int64_t b_batch_elems, int32_t* C, int64_t M,
-                                                      int64_t N, int64_t kp, BatchPlan plan) {
+                                                      int64_t N, int64_t kp, MatMulBatchPlan plan) {
   CNSR_SHARED(Chunk16, a_sh, kI8Stages * kI8StageChunks);
   CNSR_SHARED(Chunk16, b_sh, kI8Stages * kI8StageChunks);
   const int tid = static_cast<int>(threadIdx.x);
@@ -318,71 +309,7 @@ CNSR_GLOBAL void PadRowsI8Kernel(const int8_t* A, int8_t* Ap, int64_t rows, int6
 }
 
 // ---------------------------------------------------------------------------------------
-// Host side: validation mirrors kernels/cpu/matmul.cc.
-
-std::string ShapeStr(const TensorView& t) {
-  std::string s = "[";
-  for (int i = 0; i < t.rank; ++i) s += (i ? ", " : "") + std::to_string(t.dims[i]);
-  return s + "]";
-}
-
-struct Dims {
-  int64_t M = 0, N = 0, K = 0;
-};
-
-Status PlanMatMul(const KernelCall& call, DType in_dtype, DType out_dtype, Dims* d, BatchPlan* plan) {
-  const char* name = call.op == Op::kMatMul ? "matmul" : "matmul_i8";
-  if (call.num_inputs != 2 || call.num_outputs != 1 || !call.inputs || !call.outputs) {
-    return InvalidArgument(std::string(name) + ": expects 2 inputs and 1 output");
-  }
-  const TensorView& a = call.in(0);
-  const TensorView& b = call.in(1);
-  const TensorView& y = call.out(0);
-  if (a.dtype != in_dtype || b.dtype != in_dtype || y.dtype != out_dtype) {
-    return InvalidArgument(std::string(name) + ": expects " + std::string(DTypeName(in_dtype)) + " inputs and " +
-                           std::string(DTypeName(out_dtype)) + " output");
-  }
-  if (a.rank < 2 || b.rank < 2 || y.rank < 2 || a.rank > kMaxRank || b.rank > kMaxRank || y.rank > kMaxRank ||
-      a.rank > y.rank || b.rank > y.rank) {
-    return InvalidArgument(std::string(name) + ": bad ranks " + ShapeStr(a) + " x " + ShapeStr(b) + " -> " +
-                           ShapeStr(y));
-  }
-  for (const TensorView* t : {&a, &b, &y}) {
-    for (int i = 0; i < t->rank; ++i) {
-      if (t->dims[i] < 0) return InvalidArgument(std::string(name) + ": negative dimension");
-    }
-  }
-  d->M = a.dims[a.rank - 2];
-  d->K = a.dims[a.rank - 1];
-  d->N = b.dims[b.rank - 1];
-  if (b.dims[b.rank - 2] != d->K || y.dims[y.rank - 2] != d->M || y.dims[y.rank - 1] != d->N) {
-    return InvalidArgument(std::string(name) + ": shape mismatch " + ShapeStr(a) + " x " + ShapeStr(b) + " -> " +
-                           ShapeStr(y));
-  }
-  plan->nb = y.rank - 2;
-  int64_t a_count = 1, b_count = 1;
-  for (int i = plan->nb - 1; i >= 0; --i) {
-    const int ia = i - (y.rank - a.rank), ib = i - (y.rank - b.rank);
-    const int64_t da = ia >= 0 ? a.dims[ia] : 1, db = ib >= 0 ? b.dims[ib] : 1;
-    const int64_t dy = y.dims[i];
-    if ((da != dy && da != 1) || (db != dy && db != 1) || (da == 1 && db == 1 && dy != 1)) {
-      return InvalidArgument(std::string(name) + ": batch dims do not broadcast " + ShapeStr(a) + " x " +
-                             ShapeStr(b) + " -> " + ShapeStr(y));
-    }
-    plan->dims[i] = dy;
-    plan->a_stride[i] = da == 1 ? 0 : a_count;
-    plan->b_stride[i] = db == 1 ? 0 : b_count;
-    a_count *= da;
-    b_count *= db;
-    plan->count *= dy;
-  }
-  plan->a_batches = a_count;
-  plan->b_batches = b_count;
-  if (y.num_elements() > 0 && (!y.data || (d->K > 0 && (!a.data || !b.data)))) {
-    return InvalidArgument(std::string(name) + ": missing tensor data");
-  }
-  return OkStatus();
-}
+// Host side.
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
@@ -392,7 +319,7 @@ unsigned GridDim(int64_t n, int64_t cap) { return static_cast<unsigned>(n < cap 
 
 // Lays the operands out for the tensor-core kernel in scratch (Bt always; A only when its
 // rows are not 16-byte aligned), then runs it. Scratch holds as many bytes as B (plus A).
-Status RunMatMulI8(const Dims& d, const BatchPlan& plan, const int8_t* A, const int8_t* B, int32_t* C,
+Status RunMatMulI8(const MatMulDims& d, const MatMulBatchPlan& plan, const int8_t* A, const int8_t* B, int32_t* C,
                    const LaunchContext& ctx) {
   [[maybe_unused]] cudaStream_t stream = (cudaStream_t)ctx.stream;
   const int64_t kp = RoundUp(d.K, kI8KAlign);
@@ -442,9 +369,9 @@ Status RunMatMul(const KernelCall& call, const LaunchContext& ctx) {
     return InvalidArgument("RunMatMul: unexpected op " + std::string(OpName(call.op)));
   }
   const bool f32 = call.op == Op::kMatMul;
-  Dims d;
-  BatchPlan plan;
-  RETURN_IF_ERROR(PlanMatMul(call, f32 ? DType::kF32 : DType::kI8, f32 ? DType::kF32 : DType::kI32, &d, &plan));
+  ASSIGN_OR_RETURN(const MatMulPlan mp, PlanMatMul(call));
+  const MatMulDims& d = mp.dims;
+  const MatMulBatchPlan& plan = mp.batch;
   if (plan.count == 0 || d.M == 0 || d.N == 0) return OkStatus();
   const TensorView& a = call.in(0);
   const TensorView& b = call.in(1);

@@ -17,8 +17,11 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include <botan/exceptn.h>
+#include <botan/scrypt.h>
 #include <nlohmann/json.hpp>
 
 #include "common/keccak.h"
@@ -32,6 +35,9 @@ using json = nlohmann::json;
 constexpr uint64_t kMaxScryptMemory = uint64_t{1} << 30;      // n*r*128 bytes
 constexpr uint64_t kMaxScryptBlockMemory = uint64_t{1} << 26;  // p*r*128 bytes
 constexpr uint64_t kMaxScryptWork = uint64_t{1} << 25;         // n*r*p, 16x geth's standard
+constexpr uint64_t kMaxBotanScryptN = uint64_t{1} << 22;  // Botan::Scrypt throws above these
+constexpr uint64_t kMaxBotanScryptR = 256;
+constexpr uint64_t kMaxBotanScryptP = 1024;
 constexpr uint64_t kMaxPbkdf2Iterations = 10'000'000;
 constexpr size_t kMaxKeystoreBytes = size_t{1} << 20;
 constexpr size_t kMaxPasswordFileBytes = size_t{64} << 10;
@@ -68,71 +74,6 @@ std::optional<std::vector<uint8_t>> DecodeHex(std::string_view hex) {
 // OpenSSL wants a non-null pointer even for an empty password.
 const char* PasswordPtr(std::string_view password) { return password.empty() ? "" : password.data(); }
 
-// ---------------------------------------------------------------------------------------------
-// scrypt
-
-inline uint32_t Rotl32(uint32_t v, int n) { return (v << n) | (v >> (32 - n)); }
-
-inline void QuarterRound(uint32_t* x, int a, int b, int c, int d) {
-  x[b] ^= Rotl32(x[a] + x[d], 7);
-  x[c] ^= Rotl32(x[b] + x[a], 9);
-  x[d] ^= Rotl32(x[c] + x[b], 13);
-  x[a] ^= Rotl32(x[d] + x[c], 18);
-}
-
-// Salsa20/8 core: four double rounds (column round then row round), then add the input.
-void Salsa20_8(uint32_t b[16]) {
-  uint32_t x[16];
-  std::memcpy(x, b, sizeof(x));
-  for (int i = 0; i < 4; ++i) {
-    QuarterRound(x, 0, 4, 8, 12);
-    QuarterRound(x, 5, 9, 13, 1);
-    QuarterRound(x, 10, 14, 2, 6);
-    QuarterRound(x, 15, 3, 7, 11);
-    QuarterRound(x, 0, 1, 2, 3);
-    QuarterRound(x, 5, 6, 7, 4);
-    QuarterRound(x, 10, 11, 8, 9);
-    QuarterRound(x, 15, 12, 13, 14);
-  }
-  for (int i = 0; i < 16; ++i) b[i] += x[i];
-}
-
-// scryptBlockMix over 2r 64-byte blocks: even outputs go to the first half, odd to the second.
-void BlockMix(const uint32_t* in, uint32_t* out, uint32_t r) {
-  uint32_t x[16];
-  std::memcpy(x, in + (2 * r - 1) * 16, sizeof(x));
-  for (uint32_t i = 0; i < 2 * r; ++i) {
-    for (int k = 0; k < 16; ++k) x[k] ^= in[i * 16 + k];
-    Salsa20_8(x);
-    uint32_t* dest = out + ((i % 2 == 0) ? i / 2 : r + i / 2) * 16;
-    std::memcpy(dest, x, sizeof(x));
-  }
-  OPENSSL_cleanse(x, sizeof(x));
-}
-
-// scryptROMix in place on one 128r-byte block; v holds n blocks, xy two scratch blocks.
-void RoMix(uint32_t* block, uint64_t n, uint32_t r, uint32_t* v, uint32_t* xy) {
-  const size_t words = size_t{32} * r;
-  uint32_t* x = xy;
-  uint32_t* y = xy + words;
-  std::memcpy(x, block, words * 4);
-  for (uint64_t i = 0; i < n; ++i) {
-    std::memcpy(v + i * words, x, words * 4);
-    BlockMix(x, y, r);
-    std::swap(x, y);
-  }
-  for (uint64_t i = 0; i < n; ++i) {
-    // Integerify: the first 8 bytes of the last 64-byte block, little-endian; n is a power of 2.
-    const uint32_t* last = x + (2 * r - 1) * 16;
-    uint64_t j = (uint64_t{last[0]} | uint64_t{last[1]} << 32) & (n - 1);
-    const uint32_t* vj = v + j * words;
-    for (size_t k = 0; k < words; ++k) x[k] ^= vj[k];
-    BlockMix(x, y, r);
-    std::swap(x, y);
-  }
-  std::memcpy(block, x, words * 4);
-}
-
 Status CheckScryptParams(uint64_t n, uint64_t r, uint64_t p) {
   if (n < 2 || (n & (n - 1)) != 0) return InvalidArgument("must be a power of two >= 2");
   if (r < 1 || p < 1) return InvalidArgument("r and p must be >= 1");
@@ -141,6 +82,12 @@ Status CheckScryptParams(uint64_t n, uint64_t r, uint64_t p) {
   }
   if (p > kMaxScryptBlockMemory / 128 / r) return InvalidArgument("p*r*128 exceeds the 64 MiB cap");
   if (n * r * p > kMaxScryptWork) return InvalidArgument("n*r*p exceeds the work cap of 2^25");
+  // Botan's own limits. Within the caps above they refuse only n = 2^23 (with r = 1), r > 256
+  // and p > 1024, which geth never writes; checked here so that validation without KDF work
+  // refuses the same files as decryption.
+  if (n > kMaxBotanScryptN) return InvalidArgument("n above 2^22 is not supported");
+  if (r > kMaxBotanScryptR) return InvalidArgument("r above 256 is not supported");
+  if (p > kMaxBotanScryptP) return InvalidArgument("p above 1024 is not supported");
   return OkStatus();
 }
 
@@ -413,29 +360,17 @@ Status Scrypt(std::string_view password, std::span<const uint8_t> salt, uint64_t
   if (!params.ok()) return InvalidArgument("scrypt parameters n=" + std::to_string(n) + " r=" + std::to_string(r) +
                                            " p=" + std::to_string(p) + ": " + params.message());
   if (out.empty() || out.size() > 4096) return InvalidArgument("scrypt output must be 1 to 4096 bytes");
-  const size_t block_words = size_t{32} * r;
-  std::vector<uint8_t> b(size_t{128} * r * p);
-  Wiper<std::vector<uint8_t>> wipe_b{b};
-  RETURN_IF_ERROR(Pbkdf2Sha256(password, salt, 1, b));
-
-  const size_t v_words = static_cast<size_t>(n) * block_words;
-  std::unique_ptr<uint32_t[]> v(new (std::nothrow) uint32_t[v_words]);
-  if (!v) return ResourceExhausted("scrypt needs " + std::to_string(v_words * 4) + " bytes of memory");
-  std::vector<uint32_t> block(block_words), xy(2 * block_words);
-  Wiper<std::vector<uint32_t>> wipe_block{block}, wipe_xy{xy};
-  for (uint32_t i = 0; i < p; ++i) {
-    uint8_t* chunk = b.data() + i * block_words * 4;
-    for (size_t w = 0; w < block_words; ++w) {
-      const uint8_t* q = chunk + 4 * w;
-      block[w] = uint32_t{q[0]} | uint32_t{q[1]} << 8 | uint32_t{q[2]} << 16 | uint32_t{q[3]} << 24;
-    }
-    RoMix(block.data(), n, r, v.get(), xy.data());
-    for (size_t w = 0; w < block_words; ++w) {
-      for (int k = 0; k < 4; ++k) chunk[4 * w + k] = static_cast<uint8_t>(block[w] >> (8 * k));
-    }
+  // Botan scrubs its scratch (secure_vector) when it frees it, on every path.
+  try {
+    Botan::scrypt(out.data(), out.size(), password.data(), password.size(), salt.data(), salt.size(), n, r, p);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("scrypt needs " + std::to_string(n * r * 128) + " bytes of memory");
+  } catch (const Botan::Invalid_Argument& e) {
+    return InvalidArgument(std::string("scrypt refused its parameters: ") + e.what());
+  } catch (const std::exception& e) {
+    return Internal(std::string("scrypt failed: ") + e.what());
   }
-  OPENSSL_cleanse(v.get(), v_words * 4);
-  return Pbkdf2Sha256(password, b, 1, out);
+  return OkStatus();
 }
 
 // ---------------------------------------------------------------------------------------------

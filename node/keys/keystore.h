@@ -62,11 +62,11 @@ StatusOr<std::string> ReadKeystoreFile(const std::string& path);
 // ReadKeystoreFile + DecryptKeystore, with the path in any error.
 StatusOr<DecryptedKey> DecryptKeystoreFile(const std::string& path, std::string_view password);
 
-// scrypt (RFC 7914) over PBKDF2-HMAC-SHA256. Written here rather than taken from OpenSSL because
-// OpenSSL enforces RFC 7914's N < 2^(16r), which real keystores (geth's wiki vector: n=2^18, r=1)
-// violate. Same caps as DecryptKeystore: n a power of two >= 2, n*r*128 <= 1 GiB,
-// p*r*128 <= 64 MiB, n*r*p <= 2^25; INVALID_ARGUMENT otherwise, RESOURCE_EXHAUSTED when the
-// memory cannot be allocated. Exposed for tests.
+// scrypt (RFC 7914), Botan's. Not OpenSSL's: it enforces RFC 7914's N < 2^(16r), which real
+// keystores (geth's wiki vector: n=2^18, r=1) violate. Same caps as DecryptKeystore: n a power
+// of two >= 2, n*r*128 <= 1 GiB, p*r*128 <= 64 MiB, n*r*p <= 2^25, and Botan's n <= 2^22,
+// r <= 256, p <= 1024; INVALID_ARGUMENT otherwise, RESOURCE_EXHAUSTED when the memory cannot
+// be allocated. Exposed for tests.
 Status Scrypt(std::string_view password, std::span<const uint8_t> salt, uint64_t n, uint32_t r, uint32_t p,
               std::span<uint8_t> out);
 

@@ -73,7 +73,7 @@ TEST(KeccakTest, IncrementalMatchesOneShot) {
     }
     EXPECT_EQ(h.Finish(), expected) << "chunk " << chunk;
   }
-  // A misaligned start followed by whole blocks takes the byte path then the lane path.
+  // A partial first block, then the rest of it, then whole blocks.
   Keccak256Hasher h;
   h.Update(std::span<const uint8_t>(data.data(), 3));
   h.Update(std::span<const uint8_t>(data.data() + 3, 133));
@@ -90,6 +90,21 @@ TEST(KeccakTest, FinishResets) {
   h.Update("ab");
   h.Update("c");
   EXPECT_EQ(ToHex(h.Finish()), "4e03657aea45a94fc7d47ba826c8d667c0d1e6e33a64a036ec44f58fa12d6c45");
+}
+
+TEST(KeccakTest, CopyContinuesFromTheSameState) {
+  Keccak256Hasher h;
+  h.Update("ab");
+  Keccak256Hasher copy(h);
+  copy.Update("c");
+  EXPECT_EQ(ToHex(copy.Finish()), "4e03657aea45a94fc7d47ba826c8d667c0d1e6e33a64a036ec44f58fa12d6c45");
+  // The original is unaffected by the copy's input.
+  h.Update("c");
+  EXPECT_EQ(ToHex(h.Finish()), "4e03657aea45a94fc7d47ba826c8d667c0d1e6e33a64a036ec44f58fa12d6c45");
+  Keccak256Hasher assigned;
+  assigned.Update("xyz");
+  assigned = copy;  // copy was reset by Finish
+  EXPECT_EQ(ToHex(assigned.Finish()), "c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470");
 }
 
 }  // namespace

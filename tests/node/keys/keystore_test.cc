@@ -238,6 +238,23 @@ TEST(ScryptTest, RejectsBadAndExcessiveParameters) {
   }
 }
 
+TEST(ScryptTest, RejectsWhatBotanRefusesWithinTheCaps) {
+  std::vector<uint8_t> out(32);
+  const uint8_t salt[] = {1};
+  struct Params {
+    uint64_t n;
+    uint32_t r, p;
+  };
+  // Each fits the memory and work caps; Botan's scrypt refuses n > 2^22, r > 256, p > 1024.
+  for (Params prm : {Params{uint64_t{1} << 23, 1, 1}, Params{2, 257, 1}, Params{2, 1, 1025}}) {
+    Status s = Scrypt("pw", salt, prm.n, prm.r, prm.p, out);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << "n=" << prm.n << " r=" << prm.r << " p=" << prm.p;
+  }
+  // The largest values Botan takes still work.
+  EXPECT_TRUE(Scrypt("pw", salt, 2, 256, 1, out).ok());
+  EXPECT_TRUE(Scrypt("pw", salt, 2, 1, 1024, out).ok());
+}
+
 // ------------------------------------------------------------------------------------------
 // Addresses
 
@@ -516,6 +533,15 @@ TEST(KeystoreMalformedTest, ExcessiveKdfCostRejectedWithoutWork) {
   ExpectRejected(c, "crypto.kdfparams.c", "huge c");
   c["crypto"]["kdfparams"]["c"] = 0;
   ExpectRejected(c, "crypto.kdfparams.c", "zero c");
+}
+
+TEST(KeystoreMalformedTest, ScryptLimitsOfBotanRejectedWithoutWork) {
+  json doc = CheapKeystore();
+  doc["crypto"]["kdfparams"]["n"] = uint64_t{1} << 23;  // 1 GiB with r = 1: within the memory cap
+  doc["crypto"]["kdfparams"]["r"] = 1;
+  doc["crypto"]["kdfparams"]["p"] = 1;
+  ExpectRejected(doc, "crypto.kdfparams.n", "n=2^23 r=1");
+  EXPECT_EQ(KeystoreAddress(doc.dump()).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(KeystoreMalformedTest, NotJsonOrWrongShape) {
