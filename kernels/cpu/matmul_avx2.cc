@@ -85,6 +85,7 @@ void PackBF32(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* bp) {
 // them when written with intrinsics); every step is the vfmadd231ps that _mm256_fmadd_ps
 // emits (a*b + acc, one rounding), applied in increasing k. x86-64 only (this file is
 // compiled for AVX2 targets).
+// clang-format off: one instruction per line reads better than what the formatter makes of it.
 #define CNSR_MK_STEP(K)                                         \
   "vmovaps " #K "*64(%[bp]), %%ymm0\n\t"                        \
   "vmovaps " #K "*64+32(%[bp]), %%ymm1\n\t"                     \
@@ -106,6 +107,7 @@ void PackBF32(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* bp) {
   "vbroadcastss " #K "*24+20(%[ap]), %%ymm3\n\t"                \
   "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                     \
   "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+// clang-format on
 
 alignas(4) const uint32_t kCanonNaNBits = 0x7FC00000u;
 
@@ -281,6 +283,7 @@ void PackBI8(const int8_t* b, int64_t ldb, int64_t kc, int64_t nc, int16_t* bp) 
 }
 
 // One k-pair for row R (A word at byte offset AOFF): acc += madd(a, b) for both halves.
+// clang-format off
 #define CNSR_I8_ROW(K, R, ACC0, ACC1)                                   \
   "vpbroadcastd " #K "*24+" #R "*4(%[ap]), %%ymm2\n\t"                  \
   "vpmaddwd %%ymm0, %%ymm2, %%ymm3\n\t"                                 \
@@ -292,6 +295,7 @@ void PackBI8(const int8_t* b, int64_t ldb, int64_t kc, int64_t nc, int16_t* bp) 
   "vmovdqa " #K "*64+32(%[bp]), %%ymm1\n\t"                             \
   CNSR_I8_ROW(K, 0, 4, 5) CNSR_I8_ROW(K, 1, 6, 7) CNSR_I8_ROW(K, 2, 8, 9) \
   CNSR_I8_ROW(K, 3, 10, 11) CNSR_I8_ROW(K, 4, 12, 13) CNSR_I8_ROW(K, 5, 14, 15)
+// clang-format on
 
 // C[0:6, 0:16] (+)= sum over kp k-pairs; inline assembly to keep the 12 accumulators in
 // registers, as for the f32 kernel.

@@ -10,6 +10,7 @@
 
 namespace consensor::detmath_isa {
 
+// clang-format off: one case per line.
 #define CNSR_DETMATH_ISA_BODY                                                   \
   namespace dm = ::consensor::detmath;                                          \
   switch (fn) {                                                                 \
@@ -27,6 +28,7 @@ namespace consensor::detmath_isa {
     case 11: for (size_t i = 0; i < n; ++i) out[i] = dm::canonicalize_nan(x[i]); break; \
     default: break;                                                             \
   }
+// clang-format on
 
 // fn: 0 exp, 1 log, 2 tanh, 3 sigmoid, 4 erf, 5 gelu_erf, 6 gelu_tanh, 7 rsqrt, 8 sin,
 // 9 cos, 10 pow(x[i], y[i]), 11 canonicalize_nan.
