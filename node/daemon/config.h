@@ -71,13 +71,7 @@ struct NodeConfig {
   TaskManagerOptions tasks;      // [executor] but selftest, [limits]
   ChainViewOptions chain_view;   // chain.rpc, chain.poll_ms
   GossipOptions gossip;          // p2p.fanout, p2p.max_messages_per_second, p2p.pull_interval_ms
-  // [consensus], chain.confirmations and fault.mode. The node's reference block is a mined,
-  // settled one: head - 1 unless chain.confirmations says otherwise.
-  ConsensusOptions consensus = [] {
-    ConsensusOptions options;
-    options.confirmations = 1;
-    return options;
-  }();
+  ConsensusOptions consensus;  // [consensus], chain.confirmations and fault.mode
 
   // Integers given in the file or by a flag that their option field cannot hold (a negative
   // consensus.replicas, say), by dotted key: FinalizeNodeConfig reports them with the value as

@@ -8,15 +8,17 @@
 
 namespace consensor::node {
 
+// Defaults are the node's ([consensus] in docs/NODE.md).
 struct ConsensusOptions {
-  uint32_t default_replicas = 3;
-  uint32_t default_quorum = 2;
-  uint32_t max_replicas = 16;
-  std::chrono::milliseconds member_timeout{20000};
+  uint32_t default_replicas = 3;                    // committee size when a task asks for 0
+  uint32_t default_quorum = 2;                      // matching signatures for that size
+  uint32_t max_replicas = 16;                       // bound on a task's requested replicas
+  std::chrono::milliseconds member_timeout{20000};  // a silent member is replaced after this
   uint32_t max_dispute_committee = 64;
-  uint64_t max_reference_age = 256;
-  uint64_t confirmations = 0;
-  int64_t max_blob_bytes = int64_t{1} << 30;
+  uint64_t max_reference_age = 256;                 // blocks; older announcements are refused
+  // Reference block = head - confirmations: a mined, settled block (chain.confirmations).
+  uint64_t confirmations = 1;
+  int64_t max_blob_bytes = int64_t{1} << 30;        // limits.max_blob_bytes
   // Fault injection (tests and devnets only): "", "corrupt-output", "equivocate", "silent",
   // "crash-mid-task".
   std::string fault_mode;
