@@ -53,12 +53,18 @@ std::string ToHex(std::span<const uint8_t> bytes) {
   return s;
 }
 
+int HexDigitValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 StatusOr<std::vector<uint8_t>> BytesFromHex(std::string_view hex) {
   if (hex.size() % 2 != 0) return InvalidArgument("hex text has an odd number of digits (" + std::to_string(hex.size()) + ")");
   std::vector<uint8_t> out(hex.size() / 2);
   for (size_t i = 0; i < hex.size(); ++i) {
-    char c = hex[i];
-    int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+    const int v = HexDigitValue(hex[i]);
     if (v < 0) return InvalidArgument("invalid hex digit in '" + std::string(hex.substr(0, 140)) + "'");
     out[i / 2] = static_cast<uint8_t>((out[i / 2] << 4) | v);
   }

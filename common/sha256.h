@@ -39,6 +39,8 @@ inline Hash256 Sha256Of(std::string_view data) {
 }
 
 std::string ToHex(std::span<const uint8_t> bytes);
+// The value of one hex digit (either case), or -1.
+int HexDigitValue(char c);
 StatusOr<Hash256> Hash256FromHex(std::string_view hex);
 // Any even number of hex digits, no prefix.
 StatusOr<std::vector<uint8_t>> BytesFromHex(std::string_view hex);

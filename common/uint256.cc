@@ -2,17 +2,10 @@
 
 #include <algorithm>
 
-#include "common/sha256.h"  // ToHex
+#include "common/sha256.h"  // ToHex, HexDigitValue
 
 namespace consensor {
 namespace {
-
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 // v = v * mul + add; returns false on overflow past 256 bits.
 bool MulAdd(Uint256& v, uint32_t mul, uint32_t add) {
@@ -76,7 +69,7 @@ StatusOr<Uint256> Uint256FromHex(std::string_view s) {
   if (s.size() > 64) return OutOfRange("hex number has more than 64 digits");
   Uint256 v{};
   for (char c : s) {
-    int d = HexDigit(c);
+    int d = HexDigitValue(c);
     if (d < 0) return InvalidArgument("invalid hex digit in '" + std::string(s) + "'");
     if (!MulAdd(v, 16, static_cast<uint32_t>(d))) return OutOfRange("hex number exceeds 2^256-1");
   }

@@ -11,13 +11,6 @@
 namespace consensor::node {
 namespace {
 
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 bool AllZero(std::span<const uint8_t> b) {
   return std::all_of(b.begin(), b.end(), [](uint8_t x) { return x == 0; });
 }

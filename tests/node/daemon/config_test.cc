@@ -11,8 +11,14 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/test_files.h"
+
 namespace consensor::node {
 namespace {
+
+using testing_support::MakeTempDir;
+using testing_support::ReadFile;
+using testing_support::WriteFile;
 
 std::string ParseError(const std::string& text) {
   auto config = ParseNodeConfig(text, "config.toml");
@@ -54,18 +60,6 @@ class ScopedHome {
  private:
   std::optional<std::string> old_;
 };
-
-std::string MakeTempDir() {
-  std::string tmpl = ::testing::TempDir() + "/consensor_config_test_XXXXXX";
-  char* dir = ::mkdtemp(tmpl.data());
-  EXPECT_NE(dir, nullptr);
-  return tmpl;
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
 
 TEST(ConfigTest, EmptyFileGivesDefaults) {
   auto config = ParseNodeConfig("", "config.toml");
@@ -238,7 +232,7 @@ TEST(ConfigTest, SizeCap) {
   std::string e = ParseError(big);
   EXPECT_TRUE(Contains(e, "larger than")) << e;
 
-  const std::string dir = MakeTempDir();
+  const std::string dir = MakeTempDir("consensor_config_test");
   WriteFile(dir + "/big.toml", big);
   auto loaded = LoadNodeConfigFile(dir + "/big.toml");
   ASSERT_FALSE(loaded.ok());
@@ -247,7 +241,7 @@ TEST(ConfigTest, SizeCap) {
 }
 
 TEST(ConfigTest, LoadFile) {
-  const std::string dir = MakeTempDir();
+  const std::string dir = MakeTempDir("consensor_config_test");
   const std::string path = dir + "/config.toml";
   WriteFile(path, "[executor]\nworkers = 3\n");
   auto c = LoadNodeConfigFile(path);

@@ -12,34 +12,21 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/test_files.h"
+
 namespace consensor::node {
 namespace {
+
+using testing_support::MakeTempDir;
+using testing_support::ReadFile;
+using testing_support::WriteFile;
 
 bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-std::string MakeTempDir() {
-  std::string tmpl = ::testing::TempDir() + "/consensor_lock_test_XXXXXX";
-  char* dir = ::mkdtemp(tmpl.data());
-  EXPECT_NE(dir, nullptr);
-  return tmpl;
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 TEST(DatadirLockTest, CreatesDirectoryAndWritesPid) {
-  const std::string root = MakeTempDir();
+  const std::string root = MakeTempDir("consensor_lock_test");
   const std::string datadir = root + "/a/b/datadir";
   auto lock = DatadirLock::Acquire(datadir);
   ASSERT_TRUE(lock.ok()) << lock.status().ToString();
@@ -54,7 +41,7 @@ TEST(DatadirLockTest, CreatesDirectoryAndWritesPid) {
 }
 
 TEST(DatadirLockTest, SecondAcquireInSameProcessFails) {
-  const std::string datadir = MakeTempDir() + "/data";
+  const std::string datadir = MakeTempDir("consensor_lock_test") + "/data";
   auto first = DatadirLock::Acquire(datadir);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   auto second = DatadirLock::Acquire(datadir);
@@ -68,7 +55,7 @@ TEST(DatadirLockTest, SecondAcquireInSameProcessFails) {
 }
 
 TEST(DatadirLockTest, DatadirThatIsAFileFails) {
-  const std::string root = MakeTempDir();
+  const std::string root = MakeTempDir("consensor_lock_test");
   WriteFile(root + "/file", "x");
   auto lock = DatadirLock::Acquire(root + "/file");
   ASSERT_FALSE(lock.ok());
@@ -79,7 +66,7 @@ TEST(DatadirLockTest, DatadirThatIsAFileFails) {
 }
 
 TEST(DatadirLockTest, ChildProcessHoldsLockUntilKilled) {
-  const std::string datadir = MakeTempDir() + "/data";
+  const std::string datadir = MakeTempDir("consensor_lock_test") + "/data";
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);
   const pid_t child = ::fork();
