@@ -21,6 +21,7 @@
 #include "node/api/client_service.h"
 #include "node/engine/consensus_engine.h"
 #include "node/p2p/gossip.h"
+#include "node/p2p/peer_client.h"
 #include "node/telemetry/http_server.h"
 #include "node/keys/keystore.h"
 #include "node/telemetry/log.h"
@@ -105,6 +106,7 @@ struct Node::Impl {
   std::optional<Secp256k1Secret> operator_key;
   std::unique_ptr<RpcChainView> chain;
   std::unique_ptr<ChainEvidence> evidence;
+  std::unique_ptr<PeerClient> peers;
   std::unique_ptr<ConsensusEngine> engine;
   std::unique_ptr<GossipNetwork> gossip;
   std::string advertise;
@@ -260,8 +262,15 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   if (network) {
     ConsensusOptions co = config.consensus;
     co.max_blob_bytes = config.tasks.limits.max_graph_file_bytes;  // limits.max_blob_bytes
-    impl->engine = std::make_unique<ConsensusEngine>(co, *impl->operator_key, impl->chain.get(), impl->tasks.get(),
-                                                     impl->store.get(), &impl->registry, impl->evidence.get());
+    impl->peers = NewGrpcPeerClient();
+    EngineParts parts;
+    parts.chain = impl->chain.get();
+    parts.tasks = impl->tasks.get();
+    parts.store = impl->store.get();
+    parts.metrics = &impl->registry;
+    parts.peers = impl->peers.get();
+    parts.evidence = impl->evidence.get();
+    impl->engine = std::make_unique<ConsensusEngine>(co, *impl->operator_key, parts);
     GossipOptions go = config.gossip;
     go.chain_id = deployment.chain_id;
     go.key = *impl->operator_key;

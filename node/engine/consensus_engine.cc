@@ -1,18 +1,14 @@
 #include "node/engine/consensus_engine.h"
 
-#include <grpcpp/grpcpp.h>
-
 #include <algorithm>
 #include <cstdlib>
 
-#include "consensor/v1/node.grpc.pb.h"
 #include "common/clock.h"
 #include "consensus/committee.h"
 #include "consensus/replication.h"
 #include "executor/merkle.h"
 #include "common/npy.h"
 #include "executor/serialize.h"
-#include "node/p2p/gossip.h"
 #include "node/keys/keystore.h"
 #include "node/telemetry/log.h"
 
@@ -106,9 +102,15 @@ struct ConsensusEngine::Actions {
   std::vector<std::pair<std::string, std::function<Status(v1::Task*)>>> mutations;
 };
 
-ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, ChainView* chain, TaskManager* tasks,
-                                 Store* store, MetricsRegistry* metrics, EvidenceSubmitter* evidence)
-    : options_(std::move(options)), key_(key), chain_(chain), tasks_(tasks), store_(store), evidence_(evidence) {
+ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, EngineParts parts)
+    : options_(std::move(options)),
+      key_(key),
+      chain_(parts.chain),
+      tasks_(parts.tasks),
+      store_(parts.store),
+      evidence_(parts.evidence),
+      peers_(parts.peers) {
+  MetricsRegistry* metrics = parts.metrics;
   if (auto a = AddressFromSecretKey(key_); a.ok()) address_ = *a;
   attestations_signed_ = metrics->AddCounter("consensor_attestations_signed_total", "Attestations this node signed.");
   attestations_received_ =
@@ -320,29 +322,13 @@ Status ConsensusEngine::FetchBlob(const Hash256& sha256, const std::vector<std::
   if (store_->BlobSize(sha256).ok()) return OkStatus();
   Status last = Unavailable("no peer to fetch blob " + ToHex(sha256) + " from");
   for (const std::string& endpoint : endpoints) {
-    auto channel = grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
-    auto stub = v1::Client::NewStub(channel);
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-    v1::GetBlobRequest request;
-    request.set_sha256(ToHex(sha256));
     auto writer = store_->NewBlobWriter(sha256, options_.max_blob_bytes);
     if (!writer.ok()) return writer.status();
-    auto reader = stub->GetBlob(&context, request);
-    v1::BlobChunk chunk;
-    Status appended = OkStatus();
-    while (appended.ok() && reader->Read(&chunk)) {
-      appended = (*writer)->Append(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(chunk.data().data()),
-                                                            chunk.data().size()));
-    }
-    if (!appended.ok()) context.TryCancel();
-    grpc::Status finished = reader->Finish();
-    if (!appended.ok()) {
-      last = appended;
-      continue;
-    }
-    if (!finished.ok()) {
-      last = Unavailable(endpoint + ": " + finished.error_message());
+    Status fetched = peers_->FetchBlob(endpoint, sha256, [&](std::span<const uint8_t> bytes) {
+      return (*writer)->Append(bytes);
+    });
+    if (!fetched.ok()) {
+      last = fetched;
       continue;
     }
     auto committed = (*writer)->Commit();  // verifies the hash
@@ -700,15 +686,9 @@ void ConsensusEngine::FetchCertifiedResult(const std::string& task_id_hex) {
   // Not executed here (an observer) or executed differently: take the outputs from a signer,
   // and accept them only if their hashes make up the certified result root.
   for (const std::string& endpoint : endpoints) {
-    auto channel = grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
-    auto stub = v1::Client::NewStub(channel);
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    v1::GetTaskRequest request;
-    request.set_task_id(task_id_hex);
-    v1::Task remote;
-    if (!stub->GetTask(&context, request, &remote).ok() || !remote.has_result()) continue;
-    const v1::TaskResult& result = remote.result();
+    auto remote = peers_->GetTask(endpoint, task_id_hex);
+    if (!remote.ok() || !remote->has_result()) continue;
+    const v1::TaskResult& result = remote->result();
     std::vector<std::pair<std::string, Hash256>> named;
     bool ok = result.result_root() == cert.result_root() && result.trace_root() == cert.trace_root();
     for (const auto& out : result.outputs()) {

@@ -31,13 +31,13 @@
 #include "consensus/round.h"
 #include "node/engine/consensus_options.h"
 #include "node/chain/chain_view.h"
+#include "node/p2p/gossip_publisher.h"
+#include "node/p2p/peer_client.h"
 #include "node/telemetry/metrics.h"
 #include "node/storage/store.h"
 #include "node/engine/task_manager.h"
 
 namespace consensor::node {
-
-class GossipNetwork;
 
 // Sends slashing evidence to the contract; ChainClient in the node, a fake in unit tests.
 class EvidenceSubmitter {
@@ -50,13 +50,24 @@ class EvidenceSubmitter {
                                              const consensus::Certificate& certificate) = 0;
 };
 
+// What the engine works with. The node assembles the real ones, unit tests pass fakes; the
+// engine owns none of them.
+struct EngineParts {
+  ChainView* chain = nullptr;
+  TaskManager* tasks = nullptr;
+  Store* store = nullptr;
+  MetricsRegistry* metrics = nullptr;
+  PeerClient* peers = nullptr;
+  EvidenceSubmitter* evidence = nullptr;  // null: report only
+};
+
 class ConsensusEngine {
  public:
-  ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, ChainView* chain, TaskManager* tasks, Store* store,
-                  MetricsRegistry* metrics, EvidenceSubmitter* evidence /* null: report only */);
+  ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, EngineParts parts);
   ~ConsensusEngine();
 
-  void SetGossip(GossipNetwork* gossip) { gossip_ = gossip; }
+  // Gossip is built after the engine (its handler calls OnMessage), so it comes in here.
+  void SetGossip(GossipPublisher* gossip) { gossip_ = gossip; }
   const Address20& address() const { return address_; }
 
   // Rebuilds the rounds of unfinished tasks from the store and re-sends this node's own
@@ -102,7 +113,8 @@ class ConsensusEngine {
   TaskManager* tasks_;
   Store* store_;
   EvidenceSubmitter* evidence_;
-  GossipNetwork* gossip_ = nullptr;
+  PeerClient* peers_;
+  GossipPublisher* gossip_ = nullptr;
 
   Counter* attestations_signed_;
   Counter* attestations_received_;

@@ -34,6 +34,7 @@
 #include "common/sha256.h"
 #include "common/status.h"
 #include "consensor/v1/peer.grpc.pb.h"
+#include "node/p2p/gossip_publisher.h"
 #include "node/telemetry/metrics.h"
 
 namespace consensor::node {
@@ -67,12 +68,12 @@ using GossipHandler =
 // Called concurrently from several threads.
 using GossipAuthorizer = std::function<bool(const Address20& sender)>;
 
-class GossipNetwork {
+class GossipNetwork final : public GossipPublisher {
  public:
   // `metrics` may be null (the network then keeps its own registry). An invalid key makes every
   // Publish fail (the constructor cannot).
   GossipNetwork(GossipOptions options, GossipHandler handler, GossipAuthorizer authorizer, MetricsRegistry* metrics);
-  ~GossipNetwork();  // Shutdown()
+  ~GossipNetwork() override;  // Shutdown()
   GossipNetwork(const GossipNetwork&) = delete;
   GossipNetwork& operator=(const GossipNetwork&) = delete;
 
@@ -89,7 +90,7 @@ class GossipNetwork {
 
   // Signs (sets chain_id, sender, sent_unix_ms), records as seen, appends to the log and pushes
   // to `fanout` peers. Returns the message id.
-  StatusOr<Hash256> Publish(v1::GossipMessage message);
+  StatusOr<Hash256> Publish(v1::GossipMessage message) override;
   // Re-pushes an already-built envelope (e.g. re-announcing after restart); not re-signed. The
   // envelope must parse, carry our chain id, be signed by the sender it names and be at most
   // max_message_bytes; it is logged (so peers can pull it) unless already seen.
