@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <span>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -25,6 +26,7 @@
 #include <toml++/toml.h>
 
 #include "consensus/replication.h"
+#include "node/engine/fault_injection.h"
 #include "node/telemetry/http_server.h"
 #include "node/telemetry/log.h"
 
@@ -95,7 +97,7 @@ const std::vector<KeySpec>& Keys() {
       {"consensus", "member_timeout_ms", CONFIG_FIELD(consensus.member_timeout)},
       {"consensus", "max_dispute_committee", CONFIG_FIELD(consensus.max_dispute_committee)},
       {"consensus", "max_reference_age", CONFIG_FIELD(consensus.max_reference_age)},
-      {"fault", "mode", CONFIG_FIELD(consensus.fault_mode)},
+      {"fault", "mode", CONFIG_FIELD(fault_mode)},
   };
   return keys;
 }
@@ -350,13 +352,17 @@ Status CheckPositive(const char* name, int64_t value) {
   return OkStatus();
 }
 
-Status CheckOneOf(const char* name, const std::string& value, std::initializer_list<std::string_view> allowed) {
+Status CheckOneOf(const char* name, const std::string& value, std::span<const std::string_view> allowed) {
   std::string list;
   for (std::string_view a : allowed) {
     if (value == a) return OkStatus();
     list += (list.empty() ? "" : ", ") + std::string(a);
   }
   return InvalidArgument(std::string(name) + " must be one of " + list + " (got '" + Printable(value) + "')");
+}
+
+Status CheckOneOf(const char* name, const std::string& value, std::initializer_list<std::string_view> allowed) {
+  return CheckOneOf(name, value, std::span<const std::string_view>(allowed.begin(), allowed.size()));
 }
 
 Status CheckListen(const char* name, const std::string& value, bool allow_empty) {
@@ -509,14 +515,13 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   RETURN_IF_ERROR(
       CheckRange("consensus.max_dispute_committee", AsWritten(c, "consensus.max_dispute_committee"), 1, 1024));
   RETURN_IF_ERROR(CheckRange("consensus.max_reference_age", AsWritten(c, "consensus.max_reference_age"), 1, 1000000));
-  if (!c->consensus.fault_mode.empty()) {
-    RETURN_IF_ERROR(
-        CheckOneOf("fault.mode", c->consensus.fault_mode, {"corrupt-output", "equivocate", "silent", "crash-mid-task"}));
+  if (!c->fault_mode.empty()) {
+    RETURN_IF_ERROR(CheckOneOf("fault.mode", c->fault_mode, FaultModeNames()));
   }
   if (!c->chain_view.rpc_url.empty()) {
     if (c->chain_deployment.empty()) return InvalidArgument("chain.rpc is set but chain.deployment is not");
     if (c->keystore.empty()) return InvalidArgument("network mode (chain.rpc) needs an operator key: set operator.keystore");
-  } else if (!c->consensus.fault_mode.empty()) {
+  } else if (!c->fault_mode.empty()) {
     return InvalidArgument("fault.mode needs network mode (chain.rpc)");
   }
   // Unreachable while every key with a field narrower than int64_t has a range check above;

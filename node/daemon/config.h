@@ -64,6 +64,10 @@ struct NodeConfig {
   std::string p2p_advertise;               // endpoint peers reach this node at (default: rpc.listen)
   std::vector<std::string> p2p_bootstrap;  // peers to contact besides the registry's endpoints
 
+  // Fault injection for tests and devnets, empty in every real deployment: the node turns it into
+  // the engine's FaultInjector (node/engine/fault_injection.h).
+  std::string fault_mode;
+
   // The components' options, with the components' defaults. The node sets their run-time fields
   // (the gossip key and chain id, the task manager's network hooks) and the values another key
   // already gives (gossip.max_message_bytes is rpc.max_message_bytes; consensus.max_blob_bytes is
@@ -71,7 +75,7 @@ struct NodeConfig {
   TaskManagerOptions tasks;      // [executor] but selftest, [limits]
   ChainViewOptions chain_view;   // chain.rpc, chain.poll_ms
   GossipOptions gossip;          // p2p.fanout, p2p.max_messages_per_second, p2p.pull_interval_ms
-  ConsensusOptions consensus;  // [consensus], chain.confirmations and fault.mode
+  ConsensusOptions consensus;    // [consensus], chain.confirmations
 
   // Integers given in the file or by a flag that their option field cannot hold (a negative
   // consensus.replicas, say), by dotted key: FinalizeNodeConfig reports them with the value as

@@ -20,6 +20,7 @@
 #include "node/chain/chain_view.h"
 #include "node/api/client_service.h"
 #include "node/engine/consensus_engine.h"
+#include "node/engine/fault_injection.h"
 #include "node/p2p/gossip.h"
 #include "node/p2p/peer_client.h"
 #include "node/telemetry/http_server.h"
@@ -107,6 +108,7 @@ struct Node::Impl {
   std::unique_ptr<RpcChainView> chain;
   std::unique_ptr<ChainEvidence> evidence;
   std::unique_ptr<PeerClient> peers;
+  std::unique_ptr<FaultInjector> faults;  // only with [fault] mode (tests and devnets)
   std::unique_ptr<ConsensusEngine> engine;
   std::unique_ptr<GossipNetwork> gossip;
   std::string advertise;
@@ -252,9 +254,10 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     to.on_executed = [raw](const std::string& id, const v1::TaskResult& result) {
       if (raw->engine) raw->engine->OnExecuted(id, result);
     };
-    if (!config.consensus.fault_mode.empty()) {
-      Log(LogLevel::kWarn, "FAULT INJECTION ENABLED: this node misbehaves on purpose",
-          {{"fault", config.consensus.fault_mode}});
+    if (!config.fault_mode.empty()) {
+      ASSIGN_OR_RETURN(FaultMode fault, ParseFaultMode(config.fault_mode));
+      impl->faults = NewFaultInjector(fault);
+      Log(LogLevel::kWarn, "FAULT INJECTION ENABLED: this node misbehaves on purpose", {{"fault", config.fault_mode}});
     }
   }
   impl->tasks = std::make_unique<TaskManager>(impl->store.get(), impl->metrics.get(), to);
@@ -270,6 +273,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     parts.metrics = &impl->registry;
     parts.peers = impl->peers.get();
     parts.evidence = impl->evidence.get();
+    parts.faults = impl->faults.get();
     impl->engine = std::make_unique<ConsensusEngine>(co, *impl->operator_key, parts);
     GossipOptions go = config.gossip;
     go.chain_id = deployment.chain_id;

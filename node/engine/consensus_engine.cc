@@ -1,7 +1,6 @@
 #include "node/engine/consensus_engine.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "common/clock.h"
 #include "consensus/committee.h"
@@ -109,7 +108,9 @@ ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, 
       tasks_(parts.tasks),
       store_(parts.store),
       evidence_(parts.evidence),
-      peers_(parts.peers) {
+      peers_(parts.peers),
+      honest_(parts.faults ? nullptr : NewFaultInjector(FaultMode::kNone)),
+      faults_(parts.faults ? parts.faults : honest_.get()) {
   MetricsRegistry* metrics = parts.metrics;
   if (auto a = AddressFromSecretKey(key_); a.ok()) address_ = *a;
   attestations_signed_ = metrics->AddCounter("consensor_attestations_signed_total", "Attestations this node signed.");
@@ -598,10 +599,7 @@ void ConsensusEngine::SendEvidence(const std::string& id_hex, const consensus::S
 // ---- local execution
 
 void ConsensusEngine::OnExecuted(const std::string& task_id_hex, const v1::TaskResult& result) {
-  if (options_.fault_mode == "crash-mid-task") {
-    Log(LogLevel::kWarn, "fault injection: crashing before attesting", {{"task", task_id_hex}});
-    std::_Exit(86);
-  }
+  faults_->BeforeAttesting(task_id_hex);
   Attest(task_id_hex, result);
 }
 
@@ -618,10 +616,7 @@ void ConsensusEngine::Attest(const std::string& task_id_hex, const v1::TaskResul
       const std::string id_hex = r.id_hex;
       actions.jobs.push_back([this, id_hex] { FetchCertifiedResult(id_hex); });
     }
-    if (options_.fault_mode == "silent") {
-      Log(LogLevel::kWarn, "fault injection: staying silent", {{"task", task_id_hex}});
-      return;
-    }
+    if (faults_->StaySilent(task_id_hex)) return;
     consensus::SignedAttestation vote;
     vote.attestation.task_id = r.rules.task_id();
     auto root = Hash256FromHex(result.result_root());
@@ -630,18 +625,7 @@ void ConsensusEngine::Attest(const std::string& task_id_hex, const v1::TaskResul
     vote.attestation.result_root = *root;
     vote.attestation.trace_root = *trace;
     vote.attestation.reference_block = r.rules.reference_block();
-    std::vector<consensus::Attestation> to_sign = {vote.attestation};
-    if (options_.fault_mode == "corrupt-output") {
-      // One flipped bit of the output: a different result root than honest members compute.
-      to_sign[0].result_root[31] ^= 1;
-      Log(LogLevel::kWarn, "fault injection: signing a corrupted result", {{"task", task_id_hex}});
-    } else if (options_.fault_mode == "equivocate") {
-      consensus::Attestation other = vote.attestation;
-      other.result_root[0] ^= 0x80;
-      to_sign.push_back(other);
-      Log(LogLevel::kWarn, "fault injection: signing two results", {{"task", task_id_hex}});
-    }
-    for (const auto& a : to_sign) {
+    for (const auto& a : faults_->ToSign(task_id_hex, vote.attestation)) {
       auto sig = consensus::SignAttestation(key_, chain_->domain(), a);
       if (!sig.ok()) return;
       consensus::SignedAttestation signed_vote{a, *sig};

@@ -31,6 +31,7 @@
 #include "consensus/round.h"
 #include "node/engine/consensus_options.h"
 #include "node/chain/chain_view.h"
+#include "node/engine/fault_injection.h"
 #include "node/p2p/gossip_publisher.h"
 #include "node/p2p/peer_client.h"
 #include "node/telemetry/metrics.h"
@@ -59,6 +60,7 @@ struct EngineParts {
   MetricsRegistry* metrics = nullptr;
   PeerClient* peers = nullptr;
   EvidenceSubmitter* evidence = nullptr;  // null: report only
+  FaultInjector* faults = nullptr;        // null: honest (tests and devnets set one)
 };
 
 class ConsensusEngine {
@@ -114,6 +116,8 @@ class ConsensusEngine {
   Store* store_;
   EvidenceSubmitter* evidence_;
   PeerClient* peers_;
+  std::unique_ptr<FaultInjector> honest_;  // when no injector was given
+  FaultInjector* faults_;
   GossipPublisher* gossip_ = nullptr;
 
   Counter* attestations_signed_;

@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <string>
 
 namespace consensor::node {
 
@@ -19,9 +18,6 @@ struct ConsensusOptions {
   // Reference block = head - confirmations: a mined, settled block (chain.confirmations).
   uint64_t confirmations = 1;
   int64_t max_blob_bytes = int64_t{1} << 30;        // limits.max_blob_bytes
-  // Fault injection (tests and devnets only): "", "corrupt-output", "equivocate", "silent",
-  // "crash-mid-task".
-  std::string fault_mode;
 };
 
 }  // namespace consensor::node

@@ -1,0 +1,80 @@
+#include "node/engine/fault_injection.h"
+
+#include <array>
+#include <cstdlib>
+
+#include "node/telemetry/log.h"
+
+namespace consensor::node {
+
+namespace {
+
+constexpr std::array<std::string_view, 4> kNames = {"corrupt-output", "equivocate", "silent", "crash-mid-task"};
+constexpr std::array<FaultMode, 4> kModes = {FaultMode::kCorruptOutput, FaultMode::kEquivocate, FaultMode::kSilent,
+                                             FaultMode::kCrashMidTask};
+
+class Honest final : public FaultInjector {
+ public:
+  void BeforeAttesting(const std::string&) override {}
+  bool StaySilent(const std::string&) override { return false; }
+  std::vector<consensus::Attestation> ToSign(const std::string&, const consensus::Attestation& honest) override {
+    return {honest};
+  }
+};
+
+class Faulty final : public FaultInjector {
+ public:
+  explicit Faulty(FaultMode mode) : mode_(mode) {}
+
+  void BeforeAttesting(const std::string& task_id_hex) override {
+    if (mode_ != FaultMode::kCrashMidTask) return;
+    Log(LogLevel::kWarn, "fault injection: crashing before attesting", {{"task", task_id_hex}});
+    std::_Exit(86);
+  }
+
+  bool StaySilent(const std::string& task_id_hex) override {
+    if (mode_ != FaultMode::kSilent) return false;
+    Log(LogLevel::kWarn, "fault injection: staying silent", {{"task", task_id_hex}});
+    return true;
+  }
+
+  std::vector<consensus::Attestation> ToSign(const std::string& task_id_hex,
+                                             const consensus::Attestation& honest) override {
+    std::vector<consensus::Attestation> out = {honest};
+    if (mode_ == FaultMode::kCorruptOutput) {
+      // One flipped bit of the output: a different result root than honest members compute.
+      out[0].result_root[31] ^= 1;
+      Log(LogLevel::kWarn, "fault injection: signing a corrupted result", {{"task", task_id_hex}});
+    } else if (mode_ == FaultMode::kEquivocate) {
+      consensus::Attestation other = honest;
+      other.result_root[0] ^= 0x80;
+      out.push_back(other);
+      Log(LogLevel::kWarn, "fault injection: signing two results", {{"task", task_id_hex}});
+    }
+    return out;
+  }
+
+ private:
+  const FaultMode mode_;
+};
+
+}  // namespace
+
+std::span<const std::string_view> FaultModeNames() { return kNames; }
+
+StatusOr<FaultMode> ParseFaultMode(std::string_view name) {
+  if (name.empty()) return FaultMode::kNone;
+  for (size_t i = 0; i < kNames.size(); ++i) {
+    if (name == kNames[i]) return kModes[i];
+  }
+  std::string list;
+  for (std::string_view n : kNames) list += (list.empty() ? "" : ", ") + std::string(n);
+  return InvalidArgument("unknown fault mode '" + std::string(name.substr(0, 64)) + "' (one of " + list + ")");
+}
+
+std::unique_ptr<FaultInjector> NewFaultInjector(FaultMode mode) {
+  if (mode == FaultMode::kNone) return std::make_unique<Honest>();
+  return std::make_unique<Faulty>(mode);
+}
+
+}  // namespace consensor::node

@@ -1,0 +1,45 @@
+// Operator misbehaviour on purpose, for tests and devnets only (config `[fault] mode`,
+// docs/NETWORK.md). The engine asks its FaultInjector at two points, after executing and when
+// signing; the honest injector changes nothing, so no fault code runs in a real deployment.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "consensus/attestation.h"
+
+namespace consensor::node {
+
+enum class FaultMode {
+  kNone,
+  kCorruptOutput,  // signs a result root with one bit flipped
+  kEquivocate,     // signs its result and a second, different one
+  kSilent,         // executes but never signs
+  kCrashMidTask,   // exits (code 86) after executing, before signing
+};
+
+// The config names of the faults, in the order the docs list them (kNone has none).
+std::span<const std::string_view> FaultModeNames();
+// "" is kNone; otherwise one of FaultModeNames(), or INVALID_ARGUMENT.
+StatusOr<FaultMode> ParseFaultMode(std::string_view name);
+
+class FaultInjector {
+ public:
+  virtual ~FaultInjector() = default;
+  // This node executed the task and is about to attest; crash-mid-task ends the process here.
+  virtual void BeforeAttesting(const std::string& task_id_hex) = 0;
+  // True: sign nothing for this task.
+  virtual bool StaySilent(const std::string& task_id_hex) = 0;
+  // What to sign in place of the honest attestation: itself, a corrupted one, or two.
+  virtual std::vector<consensus::Attestation> ToSign(const std::string& task_id_hex,
+                                                     const consensus::Attestation& honest) = 0;
+};
+
+// kNone gives the honest injector.
+std::unique_ptr<FaultInjector> NewFaultInjector(FaultMode mode);
+
+}  // namespace consensor::node
