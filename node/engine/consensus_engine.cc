@@ -306,7 +306,7 @@ Status ConsensusEngine::OnMessage(const v1::GossipMessage& message, const Hash25
       if (it == rounds_.end()) {
         // The announcement may still be on its way (or being fetched): keep the vote aside.
         if (orphan_count_ >= kMaxOrphanVotes) return ResourceExhausted("too many votes for unknown tasks");
-        if (orphans_.find(id_hex) == orphans_.end()) orphan_since_[id_hex] = Clock::now();
+        if (orphans_.find(id_hex) == orphans_.end()) orphan_since_[id_hex] = options_.now();
         orphans_[id_hex].push_back(*vote);
         ++orphan_count_;
         return OkStatus();
@@ -440,7 +440,7 @@ Status ConsensusEngine::OpenRound(const v1::Task& task, std::shared_ptr<const co
   }
   record.executed = task.has_result() && !task.result().result_root().empty() && task.state() != v1::TASK_STATE_SUCCEEDED;
   record.finalized = c.has_certificate();
-  const auto now = Clock::now();
+  const auto now = options_.now();
   ASSIGN_OR_RETURN(consensus::TaskRound protocol,
                    consensus::TaskRound::Open(Rules(), std::move(operators), record, SteadyMillis(now)));
   auto round = std::make_unique<Round>(task.task_id(), std::move(protocol));
@@ -519,7 +519,7 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
         return OkStatus();
       });
       if (dispute->first_certificate) {
-        r.finalized_at = Clock::now();
+        r.finalized_at = options_.now();
         tasks_certified_->Increment();
       }
       if (replaces) r.result_stored = false;
@@ -546,7 +546,7 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
 }
 
 void ConsensusEngine::OnCertified(Round& r, const consensus::Certified& certified, Actions* actions) {
-  r.finalized_at = Clock::now();
+  r.finalized_at = options_.now();
   tasks_certified_->Increment();
   finality_seconds_->Observe(std::chrono::duration<double>(r.finalized_at - r.adopted_at).count());
   const consensus::Certificate& cert = certified.certificate;
@@ -717,7 +717,7 @@ void ConsensusEngine::Tick() {
   std::vector<std::string> fetch;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const auto now = Clock::now();
+    const auto now = options_.now();
     for (auto it = rounds_.begin(); it != rounds_.end();) {
       Round& r = *it->second;
       if (r.rules.finalized() && !r.result_stored && now >= r.next_result_fetch) {

@@ -8,7 +8,8 @@
 //     committee order,
 //   - on conflicting results runs a dispute round (the whole operator set up to a bound, with the
 //     contract's stake threshold) and sends dispute and equivocation evidence to the contract.
-// Time comes from the steady clock of this node only; peers' clocks are never trusted.
+// Time comes from this node's steady clock only (ConsensusOptions::now); peers' clocks are never
+// trusted.
 #pragma once
 
 #include <chrono>

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 
 namespace consensor::node {
 
@@ -18,6 +19,9 @@ struct ConsensusOptions {
   // Reference block = head - confirmations: a mined, settled block (chain.confirmations).
   uint64_t confirmations = 1;
   int64_t max_blob_bytes = int64_t{1} << 30;        // limits.max_blob_bytes
+  // Every deadline and age the engine keeps (member timeout, orphan votes, finality) reads this
+  // clock; unit tests pass one they move by hand. Not a config key.
+  std::function<std::chrono::steady_clock::time_point()> now = [] { return std::chrono::steady_clock::now(); };
 };
 
 }  // namespace consensor::node
