@@ -746,12 +746,21 @@ void ConsensusEngine::Tick() {
       }
       it = orphan_since_.erase(it);
     }
-    size_t open = 0;
-    for (const auto& [id, round] : rounds_) open += round->rules.finalized() ? 0 : 1;
-    open_rounds_gauge_->Set(static_cast<double>(open));
+    open_rounds_gauge_->Set(static_cast<double>(OpenRoundsLocked()));
   }
   RunActions(actions);
   for (const auto& id : fetch) Enqueue([this, id] { FetchCertifiedResult(id); });
+}
+
+size_t ConsensusEngine::open_rounds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return OpenRoundsLocked();
+}
+
+size_t ConsensusEngine::OpenRoundsLocked() const {
+  size_t open = 0;
+  for (const auto& [id, round] : rounds_) open += round->rules.finalized() ? 0 : 1;
+  return open;
 }
 
 void ConsensusEngine::RunActions(Actions& actions) {

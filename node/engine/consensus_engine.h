@@ -85,6 +85,8 @@ class ConsensusEngine {
   Status OnMessage(const v1::GossipMessage& message, const Hash256& message_id, const Address20& sender);
   // The task manager's callback after a successful local execution.
   void OnExecuted(const std::string& task_id_hex, const v1::TaskResult& result);
+  // Rounds still waiting for a certificate (what the open-rounds gauge shows after a tick).
+  size_t open_rounds() const;
 
 
  private:
@@ -105,6 +107,7 @@ class ConsensusEngine {
   void Attest(const std::string& task_id_hex, const v1::TaskResult& result);
   void FetchCertifiedResult(const std::string& task_id_hex);
   void Tick();
+  size_t OpenRoundsLocked() const;
   void RunActions(Actions& actions);
   void Enqueue(std::function<void()> job);
   std::vector<std::string> PeersFor(const Address20& preferred) const;

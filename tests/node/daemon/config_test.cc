@@ -61,6 +61,19 @@ class ScopedHome {
   std::optional<std::string> old_;
 };
 
+TEST(ConfigTest, FaultModeIsOneOfTheInjectorsNamesAndNeedsNetworkMode) {
+  ScopedHome home("/home/op");
+  NodeConfig config;
+  config.fault_mode = "flaky";
+  EXPECT_EQ(FinalizeError(config),
+            "fault.mode must be one of corrupt-output, equivocate, silent, crash-mid-task (got 'flaky')");
+  config.fault_mode = "silent";
+  EXPECT_EQ(FinalizeError(config), "fault.mode needs network mode (chain.rpc)");
+  auto parsed = ParseNodeConfig("[fault]\nmode = \"equivocate\"\n", "config.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->fault_mode, "equivocate");
+}
+
 TEST(ConfigTest, EmptyFileGivesDefaults) {
   auto config = ParseNodeConfig("", "config.toml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();

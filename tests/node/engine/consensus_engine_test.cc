@@ -1,0 +1,1044 @@
+// Unit tests of the consensus engine (node/engine/consensus_engine.h) through its seams: a
+// hand-made operator set behind a fake ChainView, gossip that records what would be published,
+// an evidence submitter that records accusations, fake peers served from their own in-memory
+// stores, and the in-memory Store. The task manager, the executor and the CPU backend are the
+// real ones, so the roots this node signs are the ones the executor computes.
+//
+// Other operators are played by the test: their votes are signed with keys that are in the
+// fake operator set, and a fake peer (a task manager of its own over its own store) executes
+// the task when this node needs its blobs or its result. Time for the member deadline comes
+// from a clock the test moves (ConsensusOptions::now); the engine's ticker still runs every
+// 250 ms of real time, so a test waits at most a few ticks for a deadline it moved past.
+//
+// Every test also checks that the engine never called the chain while holding its lock: each
+// ChainView call that may do I/O in the real view probes, from another thread, whether the
+// engine's lock can be taken (see FakeChainView).
+#include "node/engine/consensus_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/keccak.h"
+#include "common/npy.h"
+#include "common/sha256.h"
+#include "common/uint256.h"
+#include "consensus/attestation.h"
+#include "consensus/committee.h"
+#include "consensus/operator_set.h"
+#include "executor/graph.h"
+#include "executor/serialize.h"
+#include "node/engine/fault_injection.h"
+#include "node/engine/task_manager.h"
+#include "node/telemetry/metrics.h"
+#include "node/telemetry/node_metrics.h"
+#include "tests/node/fakes/memory_store.h"
+
+namespace consensor::node {
+namespace {
+
+using namespace std::chrono_literals;
+using executor::Value;
+using fakes::MemoryStore;
+using SteadyClock = std::chrono::steady_clock;
+
+// Generous, so that a loaded machine makes a test slow, never failed.
+constexpr auto kTimeout = 60s;
+constexpr uint64_t kHead = 100;
+constexpr uint64_t kConfirmations = 2;
+constexpr uint64_t kReference = kHead - kConfirmations;  // what Submit plans against
+constexpr uint32_t kThresholdBps = 6600;                 // dispute certificates: 3 of 4 equal stakes
+constexpr auto kMemberTimeout = 5000ms;
+
+const consensus::Eip712Domain kDomain{31337, Address20{0x51}};
+
+// Operator i (1-based); operator 1 is the node under test.
+Secp256k1Secret Key(int i) { return Keccak256("consensus engine test operator " + std::to_string(i)); }
+Address20 Addr(int i) { return *AddressFromSecretKey(Key(i)); }
+std::string Endpoint(int i) { return "peer-" + std::to_string(i) + ":7400"; }
+Uint256 OneEther() { return *Uint256FromDecimal("1000000000000000000"); }
+
+int OperatorNumber(const Address20& a, int operators) {
+  for (int i = 1; i <= operators; ++i) {
+    if (Addr(i) == a) return i;
+  }
+  return 0;
+}
+
+template <typename T>
+T ValueOf(StatusOr<T> s) {
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : T();
+}
+
+// Polls `done` until it holds or kTimeout passes (for effects of the engine's background jobs,
+// which have no notification of their own).
+bool Eventually(const std::function<bool()>& done) {
+  const auto deadline = SteadyClock::now() + kTimeout;
+  while (!done()) {
+    if (SteadyClock::now() >= deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+// ---- fakes
+
+// A hand-made chain: a fixed operator set (equal stakes), domain, threshold and head.
+//
+// The engine must not call the chain while it holds its lock (docs/ARCHITECTURE.md). Each call
+// that may do I/O in RpcChainView (OperatorsAt, RefreshHead, EndpointOf, PeerEndpoints,
+// IsActiveOperator) runs `lock_probe_`, which asks another thread to take the engine's lock
+// (ConsensusEngine::open_rounds) and waits for it. When the calling thread holds the lock,
+// the other thread cannot finish until the call returns, the wait times out, and the call is
+// counted in calls_under_lock(). domain() and threshold_bps() are not probed: the real view
+// returns values it read once at startup, and the engine reads them under its lock on purpose.
+class FakeChainView final : public ChainView {
+ public:
+  explicit FakeChainView(int operators) : operators_(operators) {
+    for (int i = 1; i <= operators; ++i) registry_.push_back({Addr(i), OneEther()});
+  }
+
+  // `lock_free` returns false when the engine's lock could not be taken from another thread.
+  void SetLockProbe(std::function<bool()> lock_free) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lock_probe_ = std::move(lock_free);
+  }
+
+  consensus::Eip712Domain domain() const override { return kDomain; }
+  uint32_t threshold_bps() const override { return kThresholdBps; }
+  uint64_t head() const override { return kHead; }
+  StatusOr<uint64_t> RefreshHead() override {
+    Probe("RefreshHead");
+    return kHead;
+  }
+  bool IsActiveOperator(const Address20& address) const override {
+    Probe("IsActiveOperator");
+    return OperatorNumber(address, operators_) != 0;
+  }
+  std::vector<std::string> PeerEndpoints(const Address20& self) const override {
+    Probe("PeerEndpoints");
+    std::vector<std::string> endpoints;
+    for (int i = 1; i <= operators_; ++i) {
+      if (Addr(i) != self) endpoints.push_back(Endpoint(i));
+    }
+    return endpoints;
+  }
+  std::string EndpointOf(const Address20& address) const override {
+    Probe("EndpointOf");
+    const int i = OperatorNumber(address, operators_);
+    return i == 0 ? "" : Endpoint(i);
+  }
+  size_t active_operators() const override { return static_cast<size_t>(operators_); }
+  StatusOr<std::shared_ptr<const consensus::OperatorSet>> OperatorsAt(uint64_t block) override {
+    Probe("OperatorsAt");
+    operators_at_calls_.fetch_add(1);
+    return std::make_shared<const consensus::OperatorSet>(consensus::OperatorSet::FromRegistry(block, registry_));
+  }
+
+  const std::vector<consensus::WeightedOperator>& registry() const { return registry_; }
+  int operators_at_calls() const { return operators_at_calls_.load(); }
+  std::vector<std::string> calls_under_lock() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return under_lock_;
+  }
+
+ private:
+  void Probe(const char* call) const {
+    std::function<bool()> probe;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      probe = lock_probe_;
+    }
+    if (probe && !probe()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      under_lock_.push_back(call);
+    }
+  }
+
+  const int operators_;
+  std::vector<consensus::WeightedOperator> registry_;
+  mutable std::mutex mu_;
+  std::function<bool()> lock_probe_;
+  mutable std::vector<std::string> under_lock_;
+  std::atomic<int> operators_at_calls_{0};
+};
+
+// Records what the engine publishes.
+class RecordingGossip final : public GossipPublisher {
+ public:
+  StatusOr<Hash256> Publish(v1::GossipMessage message) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string bytes = message.SerializeAsString();
+    messages_.push_back(std::move(message));
+    cv_.notify_all();
+    return Sha256Of(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  }
+  std::vector<v1::GossipMessage> messages() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return messages_;
+  }
+  std::vector<v1::SignedAttestation> attestations() const {
+    std::vector<v1::SignedAttestation> out;
+    for (const auto& m : messages()) {
+      if (m.has_attestation()) out.push_back(m.attestation());
+    }
+    return out;
+  }
+  // Waits until at least `count` attestations were published.
+  [[nodiscard]] bool WaitForAttestations(size_t count) const {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kTimeout, [&] {
+      return static_cast<size_t>(std::count_if(messages_.begin(), messages_.end(), [](const v1::GossipMessage& m) {
+               return m.has_attestation();
+             })) >= count;
+    });
+  }
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    messages_.clear();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::vector<v1::GossipMessage> messages_;
+};
+
+// Records every accusation the engine sends, with the accused recovered from the evidence the
+// way the contract does.
+class RecordingEvidence final : public EvidenceSubmitter {
+ public:
+  struct Accusation {
+    std::string kind;
+    Address20 accused{};
+  };
+
+  StatusOr<std::string> SlashEquivocation(const consensus::SignedAttestation& a,
+                                          const consensus::SignedAttestation& b) override {
+    auto first = consensus::RecoverAttestationSigner(kDomain, a.attestation, a.signature);
+    auto second = consensus::RecoverAttestationSigner(kDomain, b.attestation, b.signature);
+    EXPECT_TRUE(first.ok() && second.ok() && *first == *second) << "equivocation evidence from two signers";
+    EXPECT_NE(a.attestation.result_root, b.attestation.result_root) << "equivocation over one result";
+    return Record("equivocation", first.ok() ? *first : Address20{});
+  }
+  StatusOr<std::string> SlashDispute(const consensus::SignedAttestation& accused,
+                                     const consensus::Certificate& certificate) override {
+    auto signer = consensus::RecoverAttestationSigner(kDomain, accused.attestation, accused.signature);
+    EXPECT_TRUE(signer.ok());
+    EXPECT_NE(accused.attestation.result_root, certificate.attestation.result_root)
+        << "accused of the certified result";
+    return Record("dispute", signer.ok() ? *signer : Address20{});
+  }
+
+  std::vector<Accusation> accusations() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return accusations_;
+  }
+  [[nodiscard]] bool WaitFor(size_t count) const {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kTimeout, [&] { return accusations_.size() >= count; });
+  }
+
+ private:
+  StatusOr<std::string> Record(std::string kind, const Address20& accused) {
+    std::lock_guard<std::mutex> lock(mu_);
+    accusations_.push_back({std::move(kind), accused});
+    cv_.notify_all();
+    return "0x" + std::string(64, 'a' + static_cast<char>(accusations_.size() % 6));
+  }
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::vector<Accusation> accusations_;
+};
+
+// Another operator's node as far as this one can see it: a store with the task's blobs and a
+// task manager (not in network mode) that executes the task, so its record carries the result
+// and its output blobs.
+struct PeerNode {
+  MemoryStore store;
+  MetricsRegistry registry;
+  NodeMetrics metrics{&registry};
+  std::unique_ptr<TaskManager> tasks;  // last: stops before the rest goes away
+
+  PeerNode() {
+    TaskManagerOptions options;
+    options.workers = 1;
+    tasks = std::make_unique<TaskManager>(&store, &metrics, options);
+    EXPECT_TRUE(tasks->Recover().ok());
+    tasks->Start();
+  }
+};
+
+// Serves peers' stores and records over the PeerClient interface, as the gRPC client would:
+// a failed request is UNAVAILABLE naming the endpoint, a sink error comes back as it is.
+// `tamper` may rewrite a record before it is returned (a dishonest peer).
+class FakePeerClient final : public PeerClient {
+ public:
+  void Add(const std::string& endpoint, PeerNode* peer) { peers_[endpoint] = peer; }
+  void SetTamper(std::function<void(const std::string& endpoint, v1::Task*)> tamper) {
+    std::lock_guard<std::mutex> lock(mu_);
+    tamper_ = std::move(tamper);
+  }
+
+  Status FetchBlob(const std::string& endpoint, const Hash256& sha256, const BlobSink& sink) override {
+    Log("blob " + ToHex(sha256) + " from " + endpoint);
+    auto it = peers_.find(endpoint);
+    if (it == peers_.end()) return Unavailable(endpoint + ": connection refused");
+    Status sink_error = OkStatus();
+    Status read = it->second->store.ReadBlob(sha256, [&](std::span<const uint8_t> bytes) {
+      sink_error = sink(bytes);
+      return sink_error;
+    });
+    if (!sink_error.ok()) return sink_error;
+    if (!read.ok()) return Unavailable(endpoint + ": " + read.message());
+    return OkStatus();
+  }
+
+  StatusOr<v1::Task> GetTask(const std::string& endpoint, const std::string& task_id_hex) override {
+    Log("task " + task_id_hex + " from " + endpoint);
+    auto it = peers_.find(endpoint);
+    if (it == peers_.end()) return Unavailable(endpoint + ": connection refused");
+    auto task = it->second->tasks->Get(task_id_hex);
+    if (!task.ok()) return Unavailable(endpoint + ": " + task.status().message());
+    std::function<void(const std::string&, v1::Task*)> tamper;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tamper = tamper_;
+    }
+    if (tamper) tamper(endpoint, &*task);
+    return *task;
+  }
+
+  std::vector<std::string> requests() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
+
+ private:
+  void Log(std::string request) {
+    std::lock_guard<std::mutex> lock(mu_);
+    requests_.push_back(std::move(request));
+  }
+
+  std::map<std::string, PeerNode*> peers_;  // set before the engine starts
+  mutable std::mutex mu_;
+  std::function<void(const std::string&, v1::Task*)> tamper_;
+  std::vector<std::string> requests_;
+};
+
+// Passes every question to a real injector and records what the engine asked.
+class WatchedInjector final : public FaultInjector {
+ public:
+  explicit WatchedInjector(FaultMode mode) : inner_(NewFaultInjector(mode)) {}
+  void BeforeAttesting(const std::string& task_id_hex) override {
+    inner_->BeforeAttesting(task_id_hex);
+    Note();
+  }
+  bool StaySilent(const std::string& task_id_hex) override {
+    const bool silent = inner_->StaySilent(task_id_hex);
+    Note();
+    return silent;
+  }
+  std::vector<consensus::Attestation> ToSign(const std::string& task_id_hex,
+                                             const consensus::Attestation& honest) override {
+    Note();
+    return inner_->ToSign(task_id_hex, honest);
+  }
+  [[nodiscard]] bool WaitForQuestions(int count) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kTimeout, [&] { return questions_ >= count; });
+  }
+
+ private:
+  void Note() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++questions_;
+    cv_.notify_all();
+  }
+  std::unique_ptr<FaultInjector> inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int questions_ = 0;
+};
+
+// ---- the fixture
+
+class ConsensusEngineTest : public ::testing::Test {
+ protected:
+  // The task: y = tanh(x @ w + b) and its row sums, with the bias in a weights blob, so that a
+  // node adopting it fetches a graph, a weights blob and an input.
+  void SetUp() override {
+    const Tensor bias = Tensor::FromVector(DType::kF32, {3}, std::vector<float>{0.5f, -0.25f, 0.125f});
+    bias_bytes_.assign(bias.bytes().begin(), bias.bytes().end());
+    bias_hash_ = Sha256Of(bias_bytes_);
+    executor::Graph graph;
+    Value x = graph.input("x", DType::kF32, {2, 4});
+    const Tensor weights = Tensor::FromVector(
+        DType::kF32, {4, 3},
+        std::vector<float>{0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f, 0.9f, -1.0f, 1.1f, 1.2f});
+    Value y = tanh(matmul(x, graph.constant(weights, "w")) + graph.constant_blob(bias_hash_, DType::kF32, {3}, "b"));
+    graph.output("y", y);
+    graph.output("row_sum", reduce_sum(y, {1}));
+    graph_bytes_ = executor::SerializeGraph(graph);
+    graph_hash_ = Sha256Of(graph_bytes_);
+    const Tensor x_value = Tensor::FromVector(DType::kF32, {2, 4},
+                                              std::vector<float>{1.0f, -2.0f, 0.5f, 3.0f, -1.5f, 0.25f, 2.0f, -0.75f});
+    x_bytes_ = EncodeNpy(x_value);
+    x_hash_ = Sha256Of(x_bytes_);
+  }
+
+  void TearDown() override {
+    StopNode();
+    for (auto& [i, peer] : peers_) peer->tasks->Shutdown();
+  }
+
+  // The network: `operators` operators with equal stake, each with a fake peer node holding the
+  // task's blobs; operator 1 is this node. Blobs are in this node's store only if it is the
+  // entry node (`entry`).
+  void MakeNetwork(int operators, bool entry) {
+    operators_ = operators;
+    chain_ = std::make_unique<FakeChainView>(operators);
+    for (int i = 2; i <= operators; ++i) {
+      auto peer = std::make_unique<PeerNode>();
+      PutBlobs(peer->store);
+      peer_client_.Add(Endpoint(i), peer.get());
+      peers_[i] = std::move(peer);
+    }
+    if (entry) PutBlobs(store_);
+  }
+
+  // Starts (or restarts over the same store) this node's task manager and engine, recovered as
+  // the daemon does at startup.
+  void StartNode(FaultInjector* faults = nullptr) {
+    StopNode();
+    registry_ = std::make_unique<MetricsRegistry>();
+    metrics_ = std::make_unique<NodeMetrics>(registry_.get());
+    TaskManagerOptions to;
+    to.workers = 1;
+    to.network_mode = true;
+    to.on_executed = [this](const std::string& id, const v1::TaskResult& result) {
+      if (engine_) engine_->OnExecuted(id, result);
+    };
+    tasks_ = std::make_unique<TaskManager>(&store_, metrics_.get(), to);
+    ASSERT_TRUE(tasks_->Recover().ok());
+    ConsensusOptions co;
+    co.default_replicas = 3;
+    co.default_quorum = 2;
+    co.member_timeout = kMemberTimeout;
+    co.confirmations = kConfirmations;
+    co.now = [this] {
+      return SteadyClock::time_point(std::chrono::hours(1000)) + std::chrono::milliseconds(now_ms_.load());
+    };
+    EngineParts parts;
+    parts.chain = chain_.get();
+    parts.tasks = tasks_.get();
+    parts.store = &store_;
+    parts.metrics = registry_.get();
+    parts.peers = &peer_client_;
+    parts.evidence = &evidence_;
+    parts.faults = faults;
+    engine_ = std::make_unique<ConsensusEngine>(co, Key(1), parts);
+    engine_->SetGossip(&gossip_);
+    ConsensusEngine* engine = engine_.get();
+    chain_->SetLockProbe([this, engine] { return EngineLockFree(engine); });
+    Status recovered = engine_->Recover();
+    ASSERT_TRUE(recovered.ok()) << recovered.ToString();
+    tasks_->Start();
+    engine_->Start();
+  }
+
+  void StopNode() {
+    if (engine_) engine_->Shutdown();
+    if (tasks_) tasks_->Shutdown();
+    if (chain_) chain_->SetLockProbe(nullptr);
+    std::vector<std::thread> probes;
+    {
+      std::lock_guard<std::mutex> lock(probes_mu_);
+      probes.swap(probes_);
+    }
+    for (auto& t : probes) t.join();
+    if (chain_)
+      EXPECT_EQ(chain_->calls_under_lock(), std::vector<std::string>{}) << "chain calls under the engine lock";
+    engine_.reset();
+    tasks_.reset();
+  }
+
+  // True when another thread takes the engine's lock within 5 s. The thread is joined at
+  // StopNode: when the lock is held by the caller it can only finish after the call returns.
+  bool EngineLockFree(ConsensusEngine* engine) {
+    auto taken = std::make_shared<std::promise<void>>();
+    std::future<void> done = taken->get_future();
+    {
+      std::lock_guard<std::mutex> lock(probes_mu_);
+      probes_.emplace_back([engine, taken] {
+        (void)engine->open_rounds();
+        taken->set_value();
+      });
+    }
+    return done.wait_for(5s) == std::future_status::ready;
+  }
+
+  void PutBlobs(Store& store) {
+    ASSERT_TRUE(store.PutBlob(graph_bytes_).ok());
+    ASSERT_TRUE(store.PutBlob(bias_bytes_).ok());
+    ASSERT_TRUE(store.PutBlob(x_bytes_).ok());
+  }
+
+  v1::SubmitTaskRequest Request(uint64_t nonce, uint32_t replicas, uint32_t quorum) const {
+    v1::SubmitTaskRequest request;
+    request.set_graph_sha256(ToHex(graph_hash_));
+    (*request.mutable_inputs())["x"] = ToHex(x_hash_);
+    request.mutable_options()->set_nonce(nonce);
+    request.mutable_options()->set_replicas(replicas);
+    request.mutable_options()->set_quorum(quorum);
+    return request;
+  }
+
+  Hash256 TaskId(const v1::SubmitTaskRequest& request) const {
+    // Any task manager computes the id; the first peer's needs no blobs for it.
+    return ValueOf(Hash256FromHex(ValueOf(peers_.begin()->second->tasks->IdOf(request))));
+  }
+
+  // The committee order of a task at kReference over the whole operator set.
+  std::vector<Address20> Order(const v1::SubmitTaskRequest& request) const {
+    return ValueOf(
+        consensus::CommitteeOrder(TaskId(request), kReference, chain_->registry(), chain_->registry().size()));
+  }
+
+  // The first request (by nonce) whose committee order puts this node at `position` (0-based).
+  v1::SubmitTaskRequest RequestWithSelfAt(size_t position, uint32_t replicas, uint32_t quorum) const {
+    for (uint64_t nonce = 1; nonce < 1000; ++nonce) {
+      v1::SubmitTaskRequest request = Request(nonce, replicas, quorum);
+      std::vector<Address20> order = Order(request);
+      if (position < order.size() && order[position] == Addr(1)) return request;
+    }
+    ADD_FAILURE() << "no nonce puts this node at position " << position;
+    return Request(0, replicas, quorum);
+  }
+
+  // SubmitTask on this node. Execution is held (where the worker loads the input) until Submit
+  // has returned, so that the node's own vote finds its round open.
+  std::string Submit(const v1::SubmitTaskRequest& request) {
+    struct Hold {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool released = false;
+    };
+    auto hold = std::make_shared<Hold>();  // the hook may run after this frame is gone
+    const Hash256 input = x_hash_;
+    store_.SetGetBlobHook([hold, input](const Hash256& h) {
+      if (h != input) return OkStatus();
+      std::unique_lock<std::mutex> lock(hold->mu);
+      hold->cv.wait_for(lock, kTimeout, [&] { return hold->released; });
+      return OkStatus();
+    });
+    auto outcome = engine_->Submit(request);
+    {
+      std::lock_guard<std::mutex> lock(hold->mu);
+      hold->released = true;
+    }
+    hold->cv.notify_all();
+    store_.SetGetBlobHook(nullptr);
+    EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
+    return outcome.ok() ? outcome->task_id : "";
+  }
+
+  // A peer's announcement of `request`, as gossip hands it to the engine.
+  Status Announce(const v1::SubmitTaskRequest& request, int announcer) {
+    v1::GossipMessage message;
+    *message.mutable_announcement()->mutable_spec() = request;
+    message.mutable_announcement()->set_reference_block(kReference);
+    return engine_->OnMessage(message, Hash256{}, Addr(announcer));
+  }
+
+  // Operator `signer`'s vote for the task, as gossip hands it to the engine.
+  Status Vote(int signer, const std::string& task_id_hex, const std::string& result_root_hex,
+              const std::string& trace_root_hex) {
+    consensus::SignedAttestation vote;
+    vote.attestation.task_id = ValueOf(Hash256FromHex(task_id_hex));
+    vote.attestation.result_root = ValueOf(Hash256FromHex(result_root_hex));
+    vote.attestation.trace_root = ValueOf(Hash256FromHex(trace_root_hex));
+    vote.attestation.reference_block = kReference;
+    vote.signature = ValueOf(consensus::SignAttestation(Key(signer), kDomain, vote.attestation));
+    v1::GossipMessage message;
+    *message.mutable_attestation() = ToProto(vote, Addr(signer));
+    return engine_->OnMessage(message, Hash256{}, Addr(signer));
+  }
+  Status Vote(int signer, const std::string& task_id_hex, const v1::TaskResult& result) {
+    return Vote(signer, task_id_hex, result.result_root(), result.trace_root());
+  }
+
+  // The honest result, computed by operator `i`'s peer node.
+  v1::TaskResult PeerResult(int i, const v1::SubmitTaskRequest& request) {
+    TaskManager& tasks = *peers_.at(i)->tasks;
+    v1::SubmitTaskRequest plain = request;  // the peer runs it outside network mode
+    auto outcome = tasks.Submit(plain);
+    EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
+    if (!outcome.ok()) return {};
+    auto task =
+        WaitUntil(tasks, outcome->task_id, [](const v1::Task& t) { return t.state() == v1::TASK_STATE_SUCCEEDED; });
+    return task.result();
+  }
+
+  static v1::Task WaitUntil(TaskManager& tasks, const std::string& id,
+                            const std::function<bool(const v1::Task&)>& done) {
+    const auto deadline = SteadyClock::now() + kTimeout;
+    auto task = tasks.Get(id);
+    while (task.ok() && !done(*task) && SteadyClock::now() < deadline) {
+      task = tasks.WaitForChange(id, *task, deadline, nullptr);
+    }
+    EXPECT_TRUE(task.ok() && done(*task)) << (task.ok() ? v1::TaskState_Name(task->state()) : task.status().ToString());
+    return task.ok() ? *task : v1::Task();
+  }
+  v1::Task WaitForTask(const std::string& id, const std::function<bool(const v1::Task&)>& done) {
+    return WaitUntil(*tasks_, id, done);
+  }
+  // For a task this node does not know yet (adoption runs in the background).
+  v1::Task WaitForAdoption(const std::string& id) {
+    EXPECT_TRUE(Eventually([&] { return tasks_->Get(id).ok(); })) << "task " << id << " never adopted";
+    return ValueOf(tasks_->Get(id));
+  }
+
+  static bool Certified(const v1::Task& t) {
+    return t.state() == v1::TASK_STATE_SUCCEEDED && t.consensus().has_certificate();
+  }
+
+  static std::set<std::string> Signers(const v1::Certificate& c) { return {c.signers().begin(), c.signers().end()}; }
+
+  void AdvanceClock(std::chrono::milliseconds d) { now_ms_.fetch_add(d.count()); }
+
+  std::string SelfHex() const { return AddressHex(Addr(1)); }
+
+  std::vector<uint8_t> graph_bytes_, bias_bytes_, x_bytes_;
+  Hash256 graph_hash_{}, bias_hash_{}, x_hash_{};
+
+  int operators_ = 0;
+  std::atomic<int64_t> now_ms_{0};
+  std::unique_ptr<FakeChainView> chain_;
+  RecordingGossip gossip_;
+  RecordingEvidence evidence_;
+  FakePeerClient peer_client_;
+  std::map<int, std::unique_ptr<PeerNode>> peers_;
+  MemoryStore store_;
+  std::mutex probes_mu_;
+  std::vector<std::thread> probes_;
+  std::unique_ptr<MetricsRegistry> registry_;
+  std::unique_ptr<NodeMetrics> metrics_;
+  std::unique_ptr<TaskManager> tasks_;
+  std::unique_ptr<ConsensusEngine> engine_;  // last: goes first
+};
+
+// ---- submission
+
+TEST_F(ConsensusEngineTest, SubmitPlansStoresAndAnnouncesThenAttests) {
+  MakeNetwork(3, /*entry=*/true);
+  StartNode();
+  v1::SubmitTaskRequest request = Request(1, 0, 0);  // the node's defaults: 3 replicas, quorum 2
+  const std::string id = Submit(request);
+  ASSERT_FALSE(id.empty());
+  EXPECT_GT(chain_->operators_at_calls(), 0);
+
+  // The announcement goes out first, with the resolved options and the reference block.
+  std::vector<v1::GossipMessage> sent = gossip_.messages();
+  ASSERT_FALSE(sent.empty());
+  ASSERT_TRUE(sent[0].has_announcement());
+  v1::SubmitTaskRequest resolved = Request(1, 3, 2);
+  EXPECT_EQ(sent[0].announcement().spec().SerializeAsString(), resolved.SerializeAsString());
+  EXPECT_EQ(sent[0].announcement().reference_block(), kReference);
+
+  // The stored plan: the committee is the order's first three, this node among them.
+  v1::Task task = ValueOf(tasks_->Get(id));
+  const v1::TaskConsensus& plan = task.consensus();
+  EXPECT_EQ(plan.reference_block(), kReference);
+  EXPECT_EQ(plan.replicas(), 3u);
+  EXPECT_EQ(plan.quorum(), 2u);
+  std::vector<std::string> expected;
+  for (const Address20& a : Order(resolved)) expected.push_back(AddressHex(a));
+  EXPECT_EQ(std::vector<std::string>(plan.committee().begin(), plan.committee().end()), expected);
+  EXPECT_TRUE(plan.member());
+  EXPECT_EQ(plan.announcer(), SelfHex());
+  EXPECT_GT(plan.announced_unix_ms(), 0);
+
+  // A member executes and gossips its signed vote for the executor's roots.
+  ASSERT_TRUE(gossip_.WaitForAttestations(1));
+  task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  const v1::SignedAttestation vote = gossip_.attestations().at(0);
+  EXPECT_EQ(vote.task_id(), id);
+  EXPECT_EQ(vote.result_root(), task.result().result_root());
+  EXPECT_EQ(vote.trace_root(), task.result().trace_root());
+  EXPECT_EQ(vote.reference_block(), kReference);
+  EXPECT_EQ(vote.signer(), SelfHex());
+  auto parsed = FromProto(vote);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(ValueOf(consensus::RecoverAttestationSigner(kDomain, parsed->attestation, parsed->signature)), Addr(1));
+  EXPECT_EQ(task.state(), v1::TASK_STATE_CERTIFYING);  // one vote of two
+
+  // The same task again: known, not announced again.
+  const size_t before = gossip_.messages().size();
+  auto again = engine_->Submit(resolved);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->already_known);
+  EXPECT_EQ(gossip_.messages().size(), before);
+}
+
+TEST_F(ConsensusEngineTest, SubmitRefusesMoreReplicasThanOperators) {
+  MakeNetwork(3, /*entry=*/true);
+  StartNode();
+  auto outcome = engine_->Submit(Request(1, 5, 3));
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_EQ(outcome.status().code(), StatusCode::kFailedPrecondition) << outcome.status().ToString();
+  EXPECT_TRUE(gossip_.messages().empty());
+}
+
+// ---- votes and certificates
+
+TEST_F(ConsensusEngineTest, VotesFromPeersCertifyTheTask) {
+  MakeNetwork(3, /*entry=*/true);
+  StartNode();
+  const std::string id = Submit(Request(1, 3, 2));
+  ASSERT_TRUE(gossip_.WaitForAttestations(1));
+  v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  EXPECT_EQ(engine_->open_rounds(), 1u);
+
+  ASSERT_TRUE(Vote(2, id, task.result()).ok());
+  task = WaitForTask(id, Certified);
+  const v1::Certificate& cert = task.consensus().certificate();
+  EXPECT_EQ(cert.task_id(), id);
+  EXPECT_EQ(cert.result_root(), task.result().result_root());
+  EXPECT_EQ(cert.trace_root(), task.result().trace_root());
+  EXPECT_EQ(cert.reference_block(), kReference);
+  EXPECT_EQ(Signers(cert), (std::set<std::string>{SelfHex(), AddressHex(Addr(2))}));
+  EXPECT_EQ(cert.signatures_size(), 2);
+  EXPECT_EQ(cert.quorum(), 2u);
+  EXPECT_EQ(cert.committee_size(), 3u);
+  EXPECT_EQ(cert.replicas(), 3u);
+  EXPECT_FALSE(cert.dispute());
+  EXPECT_EQ(task.consensus().attestations_size(), 2);
+  EXPECT_EQ(engine_->open_rounds(), 0u);
+  EXPECT_TRUE(evidence_.accusations().empty());
+}
+
+TEST_F(ConsensusEngineTest, ObserverAdoptsAnAnnouncementAndFetchesTheCertifiedResult) {
+  MakeNetwork(4, /*entry=*/false);
+  StartNode();
+  // Two replicas, this node third in the order: an observer.
+  const v1::SubmitTaskRequest request = RequestWithSelfAt(2, 2, 2);
+  const std::vector<Address20> order = Order(request);
+  const int first = OperatorNumber(order[0], 4), second = OperatorNumber(order[1], 4);
+  const v1::TaskResult result = PeerResult(first, request);
+  (void)PeerResult(second, request);
+  const std::string id = ToHex(TaskId(request));
+
+  ASSERT_TRUE(Announce(request, first).ok());
+  v1::Task task = WaitForAdoption(id);
+  EXPECT_EQ(task.state(), v1::TASK_STATE_CERTIFYING);
+  EXPECT_FALSE(task.consensus().member());
+  EXPECT_EQ(task.consensus().announcer(), AddressHex(Addr(first)));
+  EXPECT_EQ(task.consensus().committee_size(), 2);
+  // The graph, its weights and the input came from the announcer, checked by hash.
+  EXPECT_TRUE(store_.BlobSize(graph_hash_).ok());
+  EXPECT_TRUE(store_.BlobSize(bias_hash_).ok());
+  EXPECT_TRUE(store_.BlobSize(x_hash_).ok());
+  const std::vector<std::string> requests = peer_client_.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  for (const std::string& r : requests) EXPECT_NE(r.find(Endpoint(first)), std::string::npos) << r;
+
+  ASSERT_TRUE(Vote(first, id, result).ok());
+  ASSERT_TRUE(Vote(second, id, result).ok());
+  task = WaitForTask(id, Certified);
+  EXPECT_EQ(Signers(task.consensus().certificate()),
+            (std::set<std::string>{AddressHex(Addr(first)), AddressHex(Addr(second))}));
+  // The result came from a signer, and its outputs with it.
+  EXPECT_EQ(task.result().result_root(), result.result_root());
+  ASSERT_EQ(task.result().outputs_size(), result.outputs_size());
+  for (const auto& out : task.result().outputs()) {
+    EXPECT_TRUE(store_.BlobSize(ValueOf(Hash256FromHex(out.blob_sha256()))).ok()) << out.name();
+  }
+  EXPECT_TRUE(gossip_.attestations().empty());  // an observer never signs
+}
+
+TEST_F(ConsensusEngineTest, CertifiedResultWhoseOutputsDoNotMatchIsRefused) {
+  MakeNetwork(4, /*entry=*/false);
+  StartNode();
+  const v1::SubmitTaskRequest request = RequestWithSelfAt(2, 2, 2);
+  const std::vector<Address20> order = Order(request);
+  const int first = OperatorNumber(order[0], 4), second = OperatorNumber(order[1], 4);
+  const v1::TaskResult result = PeerResult(first, request);
+  (void)PeerResult(second, request);
+  const std::string id = ToHex(TaskId(request));
+  // Both signers serve a record whose first output names another blob (the input): the blob
+  // itself arrives intact, but it does not hold the tensor the certified root commits to.
+  peer_client_.SetTamper([&](const std::string&, v1::Task* t) {
+    t->mutable_result()->mutable_outputs(0)->set_blob_sha256(ToHex(x_hash_));
+  });
+
+  ASSERT_TRUE(Announce(request, first).ok());
+  WaitForAdoption(id);
+  ASSERT_TRUE(Vote(first, id, result).ok());
+  ASSERT_TRUE(Vote(second, id, result).ok());
+  v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().has_certificate(); });
+  // Both signers were asked, and neither result was taken.
+  auto asked = [&] {
+    int n = 0;
+    for (const std::string& r : peer_client_.requests()) n += r.rfind("task ", 0) == 0;
+    return n;
+  };
+  ASSERT_TRUE(Eventually([&] { return asked() >= 2 || ValueOf(tasks_->Get(id)).has_result(); }));
+  task = ValueOf(tasks_->Get(id));
+  EXPECT_EQ(task.state(), v1::TASK_STATE_CERTIFYING);
+  EXPECT_FALSE(task.has_result()) << "a result whose output does not hold its tensor was taken";
+  EXPECT_EQ(asked(), 2);
+
+  // The signers turn honest; the engine asks again a second later (on its clock).
+  peer_client_.SetTamper(nullptr);
+  AdvanceClock(1001ms);
+  task = WaitForTask(id, Certified);
+  EXPECT_GE(asked(), 3);
+  EXPECT_EQ(task.result().result_root(), result.result_root());
+}
+
+TEST_F(ConsensusEngineTest, VoteForAnUnknownTaskIsKeptAndCountedOnceAdopted) {
+  MakeNetwork(4, /*entry=*/false);
+  StartNode();
+  const v1::SubmitTaskRequest request = RequestWithSelfAt(2, 2, 2);
+  const std::vector<Address20> order = Order(request);
+  const int first = OperatorNumber(order[0], 4), second = OperatorNumber(order[1], 4);
+  const v1::TaskResult result = PeerResult(first, request);
+  const std::string id = ToHex(TaskId(request));
+
+  // The vote outruns the announcement: accepted (so gossip relays it), kept aside.
+  ASSERT_TRUE(Vote(first, id, result).ok());
+  EXPECT_EQ(tasks_->Get(id).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(engine_->open_rounds(), 0u);
+
+  ASSERT_TRUE(Announce(request, second).ok());
+  v1::Task task = WaitForTask(WaitForAdoption(id).task_id(),
+                              [](const v1::Task& t) { return t.consensus().attestations_size() == 1; });
+  EXPECT_EQ(task.consensus().attestations(0).signer(), AddressHex(Addr(first)));
+  EXPECT_FALSE(task.consensus().has_certificate());
+
+  // The second committee vote completes the quorum with the kept one.
+  ASSERT_TRUE(Vote(second, id, result).ok());
+  task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().has_certificate(); });
+  EXPECT_EQ(Signers(task.consensus().certificate()),
+            (std::set<std::string>{AddressHex(Addr(first)), AddressHex(Addr(second))}));
+}
+
+// ---- disputes and evidence
+
+TEST_F(ConsensusEngineTest, ConflictingVotesOpenADisputeAndTheLiarIsAccused) {
+  MakeNetwork(4, /*entry=*/true);
+  StartNode();
+  // Three replicas with this node first; the fourth operator is outside the committee.
+  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
+  const std::vector<Address20> order = Order(request);
+  const int liar = OperatorNumber(order[1], 4), honest = OperatorNumber(order[2], 4),
+            outsider = OperatorNumber(order[3], 4);
+  const std::string id = Submit(request);
+  ASSERT_TRUE(gossip_.WaitForAttestations(1));
+  v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  Hash256 wrong = ValueOf(Hash256FromHex(task.result().result_root()));
+  wrong[5] ^= 0x10;
+
+  ASSERT_TRUE(Vote(liar, id, ToHex(wrong), task.result().trace_root()).ok());
+  task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().disputed(); });
+  EXPECT_EQ(task.consensus().dispute_committee_size(), 4);  // the whole (small) operator set
+  EXPECT_FALSE(task.consensus().has_certificate());
+
+  // The honest member makes the committee's quorum; the outsider's vote brings the dispute
+  // round to 3 of 4 stakes, over the threshold: the liar is accused with the dispute
+  // certificate, and nobody else.
+  ASSERT_TRUE(Vote(honest, id, task.result()).ok());
+  ASSERT_TRUE(Vote(outsider, id, task.result()).ok());
+  ASSERT_TRUE(evidence_.WaitFor(1));
+  task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().slashes_size() == 1; });
+  const std::vector<RecordingEvidence::Accusation> accused = evidence_.accusations();
+  ASSERT_EQ(accused.size(), 1u);
+  EXPECT_EQ(accused[0].kind, "dispute");
+  EXPECT_EQ(accused[0].accused, Addr(liar));
+  EXPECT_EQ(task.consensus().slashes(0).kind(), "dispute");
+  EXPECT_EQ(task.consensus().slashes(0).operator_address(), AddressHex(Addr(liar)));
+  EXPECT_FALSE(task.consensus().slashes(0).tx_hash().empty());
+  task = WaitForTask(id, Certified);
+  EXPECT_EQ(task.consensus().certificate().result_root(), task.result().result_root());
+}
+
+TEST_F(ConsensusEngineTest, EquivocatorsAreAccusedButNeverThisNode) {
+  MakeNetwork(3, /*entry=*/true);
+  // This node equivocates too (fault injection): an honest node's evidence never names itself.
+  auto faults = NewFaultInjector(FaultMode::kEquivocate);
+  StartNode(faults.get());
+  const std::string id = Submit(Request(1, 3, 2));
+  ASSERT_TRUE(gossip_.WaitForAttestations(2));
+  v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  Hash256 other = ValueOf(Hash256FromHex(task.result().result_root()));
+  other[9] ^= 0x01;
+
+  ASSERT_TRUE(Vote(2, id, task.result()).ok());
+  ASSERT_TRUE(Vote(2, id, ToHex(other), task.result().trace_root()).ok());
+  ASSERT_TRUE(evidence_.WaitFor(1));
+  WaitForTask(id, [](const v1::Task& t) { return t.consensus().slashes_size() >= 1; });
+  for (const auto& a : evidence_.accusations()) {
+    EXPECT_NE(a.accused, Addr(1)) << "this node accused itself";
+  }
+  const std::vector<RecordingEvidence::Accusation> accused = evidence_.accusations();
+  ASSERT_EQ(accused.size(), 1u);
+  EXPECT_EQ(accused[0].kind, "equivocation");
+  EXPECT_EQ(accused[0].accused, Addr(2));
+}
+
+// ---- silent members
+
+TEST_F(ConsensusEngineTest, SilentMembersAreReplacedAtTheMemberDeadline) {
+  MakeNetwork(4, /*entry=*/false);
+  StartNode();
+  // Three replicas, this node fourth in the order: it joins only when a member stays silent.
+  const v1::SubmitTaskRequest request = RequestWithSelfAt(3, 3, 2);
+  const std::vector<Address20> order = Order(request);
+  const int voter = OperatorNumber(order[0], 4);
+  const v1::TaskResult result = PeerResult(voter, request);
+  const std::string id = ToHex(TaskId(request));
+  ASSERT_TRUE(Announce(request, voter).ok());
+  WaitForAdoption(id);
+  ASSERT_TRUE(Vote(voter, id, result).ok());
+  WaitForTask(id, [](const v1::Task& t) { return t.consensus().attestations_size() == 1; });
+
+  // Just before the deadline, a few ticks change nothing.
+  AdvanceClock(kMemberTimeout - 1ms);
+  std::this_thread::sleep_for(600ms);  // two ticks of the engine's real-time ticker
+  v1::Task task = ValueOf(tasks_->Get(id));
+  EXPECT_EQ(task.consensus().committee_size(), 3);
+  EXPECT_FALSE(task.consensus().member());
+  EXPECT_TRUE(gossip_.attestations().empty());
+
+  // Past it: the two silent members are replaced by the rest of the order (this node), which
+  // executes, signs, and with the one vote there was makes the quorum.
+  AdvanceClock(2ms);
+  task = WaitForTask(id, Certified);
+  EXPECT_EQ(task.consensus().committee_size(), 4);
+  EXPECT_TRUE(task.consensus().member());
+  EXPECT_EQ(Signers(task.consensus().certificate()), (std::set<std::string>{AddressHex(Addr(voter)), SelfHex()}));
+  EXPECT_EQ(task.consensus().certificate().committee_size(), 4u);
+  ASSERT_FALSE(gossip_.attestations().empty());
+  EXPECT_EQ(gossip_.attestations()[0].signer(), SelfHex());
+  EXPECT_EQ(task.result().result_root(), result.result_root());
+  EXPECT_TRUE(evidence_.accusations().empty());  // silence is not slashable
+  EXPECT_NE(registry_->RenderPrometheusText().find("consensor_committee_extensions_total 1"), std::string::npos);
+}
+
+// ---- fault injection through the seam
+
+TEST_F(ConsensusEngineTest, CorruptOutputSignsAResultRootWithOneBitFlipped) {
+  MakeNetwork(3, /*entry=*/true);
+  auto faults = NewFaultInjector(FaultMode::kCorruptOutput);
+  StartNode(faults.get());
+  const std::string id = Submit(Request(1, 3, 2));
+  ASSERT_TRUE(gossip_.WaitForAttestations(1));
+  const v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  const std::vector<v1::SignedAttestation> votes = gossip_.attestations();
+  ASSERT_EQ(votes.size(), 1u);
+  Hash256 flipped = ValueOf(Hash256FromHex(task.result().result_root()));
+  flipped[31] ^= 1;
+  EXPECT_EQ(votes[0].result_root(), ToHex(flipped));
+  EXPECT_EQ(votes[0].trace_root(), task.result().trace_root());
+  EXPECT_EQ(votes[0].signer(), SelfHex());
+}
+
+TEST_F(ConsensusEngineTest, EquivocateSignsTheResultAndAnotherOne) {
+  MakeNetwork(3, /*entry=*/true);
+  auto faults = NewFaultInjector(FaultMode::kEquivocate);
+  StartNode(faults.get());
+  const std::string id = Submit(Request(1, 3, 2));
+  ASSERT_TRUE(gossip_.WaitForAttestations(2));
+  const v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  const std::vector<v1::SignedAttestation> votes = gossip_.attestations();
+  ASSERT_EQ(votes.size(), 2u);
+  Hash256 other = ValueOf(Hash256FromHex(task.result().result_root()));
+  other[0] ^= 0x80;
+  EXPECT_EQ(votes[0].result_root(), task.result().result_root());
+  EXPECT_EQ(votes[1].result_root(), ToHex(other));
+  for (const auto& v : votes) {
+    auto parsed = FromProto(v);
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(ValueOf(consensus::RecoverAttestationSigner(kDomain, parsed->attestation, parsed->signature)), Addr(1));
+  }
+}
+
+TEST_F(ConsensusEngineTest, SilentSignsNothing) {
+  MakeNetwork(3, /*entry=*/true);
+  WatchedInjector faults(FaultMode::kSilent);
+  StartNode(&faults);
+  const std::string id = Submit(Request(1, 3, 2));
+  // Asked twice (crash? then silent?), never what to sign.
+  ASSERT_TRUE(faults.WaitForQuestions(2));
+  const v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  EXPECT_EQ(task.state(), v1::TASK_STATE_CERTIFYING);
+  EXPECT_EQ(task.consensus().attestations_size(), 0);
+  EXPECT_TRUE(gossip_.attestations().empty());
+  ASSERT_EQ(gossip_.messages().size(), 1u);
+  EXPECT_TRUE(gossip_.messages()[0].has_announcement());
+}
+
+TEST_F(ConsensusEngineTest, CrashMidTaskExitsAfterExecutingBeforeAttesting) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        MakeNetwork(3, /*entry=*/true);
+        auto faults = NewFaultInjector(FaultMode::kCrashMidTask);
+        StartNode(faults.get());
+        Submit(Request(1, 3, 2));
+        std::this_thread::sleep_for(kTimeout);  // the worker exits the process before this ends
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(86), "fault injection: crashing before attesting");
+}
+
+// ---- restart
+
+TEST_F(ConsensusEngineTest, RecoverReopensTheRoundAndResendsThisNodesMessages) {
+  MakeNetwork(3, /*entry=*/true);
+  StartNode();
+  const std::string id = Submit(Request(1, 3, 2));
+  ASSERT_TRUE(gossip_.WaitForAttestations(1));
+  const v1::SignedAttestation before = gossip_.attestations().at(0);
+  WaitForTask(id, [](const v1::Task& t) { return t.consensus().attestations_size() == 1; });
+
+  // A restart over the same store, the gossip log lost: the round is rebuilt from the record,
+  // the announcement and this node's vote are sent again (the same signature: RFC 6979).
+  gossip_.Clear();
+  const int calls = chain_->operators_at_calls();
+  StartNode();
+  EXPECT_GT(chain_->operators_at_calls(), calls);
+  EXPECT_EQ(engine_->open_rounds(), 1u);
+  const std::vector<v1::GossipMessage> resent = gossip_.messages();
+  ASSERT_EQ(resent.size(), 2u);
+  ASSERT_TRUE(resent[0].has_announcement());
+  EXPECT_EQ(resent[0].announcement().spec().options().nonce(), 1u);
+  EXPECT_EQ(resent[0].announcement().reference_block(), kReference);
+  ASSERT_TRUE(resent[1].has_attestation());
+  EXPECT_EQ(resent[1].attestation().signature(), before.signature());
+
+  // The reopened round still counts: one more vote certifies.
+  v1::Task task = ValueOf(tasks_->Get(id));
+  ASSERT_TRUE(Vote(3, id, task.result()).ok());
+  task = WaitForTask(id, Certified);
+  EXPECT_EQ(Signers(task.consensus().certificate()), (std::set<std::string>{SelfHex(), AddressHex(Addr(3))}));
+}
+
+}  // namespace
+}  // namespace consensor::node

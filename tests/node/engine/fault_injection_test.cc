@@ -1,0 +1,85 @@
+// The fault-injection seam (node/engine/fault_injection.h): the config names, and what each
+// injector answers. The engine's use of it is tested in consensus_engine_test.cc.
+#include "node/engine/fault_injection.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace consensor::node {
+namespace {
+
+consensus::Attestation Honest() {
+  consensus::Attestation a;
+  a.task_id[0] = 0x11;
+  a.result_root[0] = 0x22;
+  a.result_root[31] = 0x33;
+  a.trace_root[0] = 0x44;
+  a.reference_block = 7;
+  return a;
+}
+
+TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
+  EXPECT_EQ(std::vector<std::string_view>(FaultModeNames().begin(), FaultModeNames().end()),
+            (std::vector<std::string_view>{"corrupt-output", "equivocate", "silent", "crash-mid-task"}));
+  EXPECT_EQ(*ParseFaultMode(""), FaultMode::kNone);
+  EXPECT_EQ(*ParseFaultMode("corrupt-output"), FaultMode::kCorruptOutput);
+  EXPECT_EQ(*ParseFaultMode("equivocate"), FaultMode::kEquivocate);
+  EXPECT_EQ(*ParseFaultMode("silent"), FaultMode::kSilent);
+  EXPECT_EQ(*ParseFaultMode("crash-mid-task"), FaultMode::kCrashMidTask);
+  auto bad = ParseFaultMode("Silent");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(),
+            "unknown fault mode 'Silent' (one of corrupt-output, equivocate, silent, crash-mid-task)");
+}
+
+TEST(FaultInjectionTest, TheHonestInjectorChangesNothing) {
+  auto honest = NewFaultInjector(FaultMode::kNone);
+  honest->BeforeAttesting("t");  // returns
+  EXPECT_FALSE(honest->StaySilent("t"));
+  const std::vector<consensus::Attestation> signed_ = honest->ToSign("t", Honest());
+  ASSERT_EQ(signed_.size(), 1u);
+  EXPECT_EQ(signed_[0].result_root, Honest().result_root);
+  EXPECT_EQ(signed_[0].trace_root, Honest().trace_root);
+}
+
+TEST(FaultInjectionTest, EachModeMisbehavesAtItsOwnPointOnly) {
+  auto corrupt = NewFaultInjector(FaultMode::kCorruptOutput);
+  corrupt->BeforeAttesting("t");
+  EXPECT_FALSE(corrupt->StaySilent("t"));
+  std::vector<consensus::Attestation> out = corrupt->ToSign("t", Honest());
+  ASSERT_EQ(out.size(), 1u);
+  consensus::Attestation flipped = Honest();
+  flipped.result_root[31] ^= 1;
+  EXPECT_EQ(out[0].result_root, flipped.result_root);
+  EXPECT_EQ(out[0].trace_root, Honest().trace_root);
+  EXPECT_EQ(out[0].task_id, Honest().task_id);
+
+  auto equivocate = NewFaultInjector(FaultMode::kEquivocate);
+  EXPECT_FALSE(equivocate->StaySilent("t"));
+  out = equivocate->ToSign("t", Honest());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].result_root, Honest().result_root);
+  consensus::Attestation other = Honest();
+  other.result_root[0] ^= 0x80;
+  EXPECT_EQ(out[1].result_root, other.result_root);
+
+  auto silent = NewFaultInjector(FaultMode::kSilent);
+  silent->BeforeAttesting("t");
+  EXPECT_TRUE(silent->StaySilent("t"));
+
+  auto crash = NewFaultInjector(FaultMode::kCrashMidTask);
+  EXPECT_FALSE(crash->StaySilent("t"));
+  EXPECT_EQ(crash->ToSign("t", Honest()).size(), 1u);
+}
+
+TEST(FaultInjectionTest, CrashMidTaskExitsWithCode86) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto crash = NewFaultInjector(FaultMode::kCrashMidTask);
+  EXPECT_EXIT(crash->BeforeAttesting("t"), ::testing::ExitedWithCode(86), "crashing before attesting");
+}
+
+}  // namespace
+}  // namespace consensor::node
