@@ -463,7 +463,20 @@ Status ConsensusEngine::OpenRound(const v1::Task& task, std::shared_ptr<const co
     r.rules.ResumeDispute(&decisions);
     Carry(r, decisions, /*persist=*/true, actions);
   }
+  // Submit and Adopt queue the task before its round opens, so this node's execution can end
+  // first; its vote was not signed then (no round), and would never be: sign it now.
+  if (task.state() == v1::TASK_STATE_CERTIFYING && task.has_result() && r.rules.member() && !OwnVoteStored(task)) {
+    const std::string id_hex = r.id_hex;
+    const v1::TaskResult result = task.result();
+    actions->jobs.push_back([this, id_hex, result] { Attest(id_hex, result); });
+  }
   return OkStatus();
+}
+
+bool ConsensusEngine::OwnVoteStored(const v1::Task& task) const {
+  const std::string self = AddressHex(address_);
+  return std::any_of(task.consensus().attestations().begin(), task.consensus().attestations().end(),
+                     [&](const v1::SignedAttestation& a) { return a.signer() == self; });
 }
 
 void ConsensusEngine::AddVote(Round& r, const consensus::SignedAttestation& vote, bool persist, Actions* actions) {
@@ -816,7 +829,8 @@ Status ConsensusEngine::Recover() {
     }
     RunActions(actions);
     // Our own vote may have been lost with the gossip log: sign it again (same bytes: RFC 6979).
-    if (t.state() == v1::TASK_STATE_CERTIFYING && t.has_result() && t.consensus().member()) {
+    // (A vote never stored is signed by OpenRound.)
+    if (t.state() == v1::TASK_STATE_CERTIFYING && t.has_result() && t.consensus().member() && OwnVoteStored(t)) {
       Attest(t.task_id(), t.result());
     }
   }

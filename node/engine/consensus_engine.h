@@ -101,6 +101,7 @@ class ConsensusEngine {
   consensus::RoundRules Rules() const;
   Status OpenRound(const v1::Task& task, std::shared_ptr<const consensus::OperatorSet> operators, Actions* actions);
   void AddVote(Round& round, const consensus::SignedAttestation& vote, bool persist, Actions* actions);
+  bool OwnVoteStored(const v1::Task& task) const;
   void Carry(Round& round, const consensus::RoundDecisions& decisions, bool persist, Actions* actions);
   void OnCertified(Round& round, const consensus::Certified& certified, Actions* actions);
   void SendEvidence(const std::string& id_hex, const consensus::SlashDecision& slash, Actions* actions);

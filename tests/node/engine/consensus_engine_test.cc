@@ -145,8 +145,20 @@ class FakeChainView final : public ChainView {
   size_t active_operators() const override { return static_cast<size_t>(operators_); }
   StatusOr<std::shared_ptr<const consensus::OperatorSet>> OperatorsAt(uint64_t block) override {
     Probe("OperatorsAt");
-    operators_at_calls_.fetch_add(1);
+    const int call = operators_at_calls_.fetch_add(1) + 1;
+    std::function<void(int)> hook;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hook = operators_at_hook_;
+    }
+    if (hook) hook(call);
     return std::make_shared<const consensus::OperatorSet>(consensus::OperatorSet::FromRegistry(block, registry_));
+  }
+
+  // Runs in OperatorsAt with the call's number (1, 2, ...): a slow chain, on demand.
+  void SetOperatorsAtHook(std::function<void(int)> hook) {
+    std::lock_guard<std::mutex> lock(mu_);
+    operators_at_hook_ = std::move(hook);
   }
 
   const std::vector<consensus::WeightedOperator>& registry() const { return registry_; }
@@ -173,6 +185,7 @@ class FakeChainView final : public ChainView {
   std::vector<consensus::WeightedOperator> registry_;
   mutable std::mutex mu_;
   std::function<bool()> lock_probe_;
+  std::function<void(int)> operators_at_hook_;
   mutable std::vector<std::string> under_lock_;
   std::atomic<int> operators_at_calls_{0};
 };
@@ -1009,6 +1022,30 @@ TEST_F(ConsensusEngineTest, CrashMidTaskExitsAfterExecutingBeforeAttesting) {
 }
 
 // ---- restart
+
+// Submit queues the task before it opens the round. When the chain is slow there, this node's
+// execution ends first and finds no round to vote in; the round must still get its vote.
+TEST_F(ConsensusEngineTest, ExecutionThatEndsBeforeTheRoundOpensIsStillAttested) {
+  MakeNetwork(3, /*entry=*/true);
+  StartNode();
+  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
+  const std::string id = ToHex(TaskId(request));
+  int plan_calls = -1;
+  chain_->SetOperatorsAtHook([&](int call) {
+    // Submit's first call plans the round; the next one comes just before the round opens:
+    // hold it until the task has executed here.
+    if (plan_calls < 0) plan_calls = call;
+    if (call != plan_calls + 1) return;
+    WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  });
+  auto outcome = engine_->Submit(request);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  chain_->SetOperatorsAtHook(nullptr);
+  ASSERT_TRUE(gossip_.WaitForAttestations(1)) << "this node never signed its own result";
+  const v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().attestations_size() == 1; });
+  EXPECT_EQ(gossip_.attestations().at(0).signer(), SelfHex());
+  EXPECT_EQ(gossip_.attestations().at(0).result_root(), task.result().result_root());
+}
 
 TEST_F(ConsensusEngineTest, RecoverReopensTheRoundAndResendsThisNodesMessages) {
   MakeNetwork(3, /*entry=*/true);
