@@ -22,7 +22,9 @@ class Tensor {
   template <typename T>
   static Tensor FromVector(DType dtype, Shape shape, const std::vector<T>& values) {
     Tensor t(dtype, std::move(shape));
-    std::memcpy(t.data(), values.data(), std::min<size_t>(t.byte_size(), values.size() * sizeof(T)));
+    // memcpy with a null pointer is undefined even for 0 bytes (an empty vector may have one).
+    const size_t bytes = std::min<size_t>(t.byte_size(), values.size() * sizeof(T));
+    if (bytes > 0) std::memcpy(t.data(), values.data(), bytes);
     return t;
   }
 
