@@ -22,21 +22,21 @@ using namespace consensor::kernels;
 
 namespace {
 
-#define CHECK_CUDA(x)                                                                  \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(e_));             \
-      std::exit(1);                                                                    \
-    }                                                                                  \
+#define CHECK_CUDA(x)                                                      \
+  do {                                                                     \
+    cudaError_t e_ = (x);                                                  \
+    if (e_ != cudaSuccess) {                                               \
+      std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                        \
+    }                                                                      \
   } while (0)
-#define CHECK_BLAS(x)                                                                  \
-  do {                                                                                 \
-    int s_ = static_cast<int>(x);                                                      \
-    if (s_ != 0) {                                                                     \
-      std::fprintf(stderr, "%s failed: status %d\n", #x, s_);                          \
-      std::exit(1);                                                                    \
-    }                                                                                  \
+#define CHECK_BLAS(x)                                         \
+  do {                                                        \
+    int s_ = static_cast<int>(x);                             \
+    if (s_ != 0) {                                            \
+      std::fprintf(stderr, "%s failed: status %d\n", #x, s_); \
+      std::exit(1);                                           \
+    }                                                         \
   } while (0)
 
 // Median time in milliseconds of `reps` runs of fn, after two warm-ups.
@@ -130,8 +130,8 @@ int main(int argc, char** argv) {
     CHECK_BLAS(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, b, ni, a, ni, &zero, c, ni));
   });
   double flops = 2.0 * n * n * n;
-  std::printf("f32 gemm   ours %8.1f GFLOP/s   cuBLAS %8.1f GFLOP/s   ratio %.3f (target >= 0.8)\n",
-              flops / ours / 1e6, flops / vendor / 1e6, vendor / ours);
+  std::printf("f32 gemm   ours %8.1f GFLOP/s   cuBLAS %8.1f GFLOP/s   ratio %.3f (target >= 0.8)\n", flops / ours / 1e6,
+              flops / vendor / 1e6, vendor / ours);
 
   // --- int8 GEMM ---
   int8_t* a8 = reinterpret_cast<int8_t*>(base);
@@ -172,7 +172,14 @@ int main(int argc, char** argv) {
     std::vector<int64_t> out;
   } cases[] = {{"reduce_sum rows", Op::kReduceSum, sum_rows, {n}},
                {"reduce_max rows", Op::kReduceMax, sum_rows, {n}},
-               {"softmax rows", Op::kSoftmax, [] { OpParams p; p.axis = 1; return p; }(), {n, n}}};
+               {"softmax rows",
+                Op::kSoftmax,
+                [] {
+                  OpParams p;
+                  p.axis = 1;
+                  return p;
+                }(),
+                {n, n}}};
   for (const Case& k : cases) {
     double ms = TimeMs(reps, [&] {
       RunOrDie(gpu, k.op, k.params, {View(DType::kF32, {n, n}, a)}, View(DType::kF32, k.out, c));

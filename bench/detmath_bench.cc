@@ -37,16 +37,20 @@ void Run(benchmark::State& state, F f, float lo, float hi) {
 }
 
 void BM_DetmathExp(benchmark::State& s) {
-  Run(s, [](float v) { return consensor::detmath::exp(v); }, -20.0f, 20.0f);
+  Run(
+      s, [](float v) { return consensor::detmath::exp(v); }, -20.0f, 20.0f);
 }
 void BM_GlibcExpf(benchmark::State& s) {
-  Run(s, [](float v) { return ::expf(v); }, -20.0f, 20.0f);
+  Run(
+      s, [](float v) { return ::expf(v); }, -20.0f, 20.0f);
 }
 void BM_DetmathTanh(benchmark::State& s) {
-  Run(s, [](float v) { return consensor::detmath::tanh(v); }, -5.0f, 5.0f);
+  Run(
+      s, [](float v) { return consensor::detmath::tanh(v); }, -5.0f, 5.0f);
 }
 void BM_GlibcTanhf(benchmark::State& s) {
-  Run(s, [](float v) { return ::tanhf(v); }, -5.0f, 5.0f);
+  Run(
+      s, [](float v) { return ::tanhf(v); }, -5.0f, 5.0f);
 }
 
 BENCHMARK(BM_DetmathExp);

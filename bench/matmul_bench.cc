@@ -95,8 +95,7 @@ void BM_OpenBLAS_F32(benchmark::State& state) {
   auto a = Random<float>(n * n, 1), b = Random<float>(n * n, 2);
   std::vector<float> y(n * n);
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, y.data(),
-                n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, y.data(), n);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -120,9 +119,11 @@ void BM_Ours_I8(benchmark::State& state) {
 void Register() {
   for (int n : {256, 512, 1024, 2048}) {
     benchmark::RegisterBenchmark(("f32/ours/" + std::to_string(n)).c_str(), BM_Ours_F32)
-        ->Arg(n)->Unit(benchmark::kMillisecond);
+        ->Arg(n)
+        ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("f32/openblas/" + std::to_string(n)).c_str(), BM_OpenBLAS_F32)
-        ->Arg(n)->Unit(benchmark::kMillisecond);
+        ->Arg(n)
+        ->Unit(benchmark::kMillisecond);
   }
   benchmark::RegisterBenchmark("i8/ours/1024", BM_Ours_I8)->Arg(1024)->Unit(benchmark::kMillisecond);
 }

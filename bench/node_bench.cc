@@ -108,9 +108,8 @@ int Main(int argc, char** argv) {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / ("consensor-node-bench-" + std::to_string(getpid()));
   fs::create_directories(dir);
-  testing_support::DaemonProcess daemon((dir / "datadir").string(),
-                                        {"--workers", "2", "--queue", "100000", "--threads", std::to_string(threads),
-                                         "--log-level", "warn"});
+  testing_support::DaemonProcess daemon((dir / "datadir").string(), {"--workers", "2", "--queue", "100000", "--threads",
+                                                                     std::to_string(threads), "--log-level", "warn"});
   if (network.empty()) {
     if (!daemon.Start()) {
       std::fprintf(stderr, "consensord did not start:\n%s\n", daemon.Log().c_str());
@@ -238,8 +237,8 @@ int Main(int argc, char** argv) {
       // download and write the output.
       t0 = Clock::now();
       rc = RunProcess({testing_support::CliBinary(), "submit", graph_path, "--input", "a=" + a_path, "--input",
-                       "b=" + b_path, "--node", entry, "--nonce", std::to_string(salt + 1000 + r), "--wait",
-                       "--out", (dir / "node_out").string()});
+                       "b=" + b_path, "--node", entry, "--nonce", std::to_string(salt + 1000 + r), "--wait", "--out",
+                       (dir / "node_out").string()});
       client_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       if (rc != 0) {
         std::fprintf(stderr, "consensor submit failed (%d)\n", rc);

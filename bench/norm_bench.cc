@@ -90,16 +90,16 @@ void BM_Memcpy(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * kBytes);
-  state.counters["GBps"] = benchmark::Counter(static_cast<double>(state.iterations()) * kBytes / 1e9,
-                                              benchmark::Counter::kIsRate);
+  state.counters["GBps"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * kBytes / 1e9, benchmark::Counter::kIsRate);
 }
 
 void BM_ReadSum(benchmark::State& state) {
   Buffers& b = Bufs();
   for (auto _ : state) benchmark::DoNotOptimize(ReadSum(reinterpret_cast<const uint64_t*>(b.x.data()), kBytes / 8));
   state.SetBytesProcessed(state.iterations() * kBytes);
-  state.counters["GBps"] = benchmark::Counter(static_cast<double>(state.iterations()) * kBytes / 1e9,
-                                              benchmark::Counter::kIsRate);
+  state.counters["GBps"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * kBytes / 1e9, benchmark::Counter::kIsRate);
 }
 
 void RunNorm(benchmark::State& state, Op op) {

@@ -38,7 +38,7 @@ inline int64_t DTypeSize(DType t) {
 inline bool IsValidDType(DType t) { return DTypeSize(t) != 0; }
 inline bool IsIntegerDType(DType t) { return t == DType::kI32 || t == DType::kI8 || t == DType::kI64; }
 
-std::string_view DTypeName(DType t);                 // "f32", "i32", ...
+std::string_view DTypeName(DType t);  // "f32", "i32", ...
 StatusOr<DType> DTypeFromName(std::string_view name);
 
 // Product of dims; fails on negative dims or overflow past 2^62.

@@ -38,7 +38,7 @@ struct DescrInfo {
 };
 
 constexpr DescrInfo kAcceptedDescrs[] = {
-    {"<f4", DType::kF32}, {"<i4", DType::kI32}, {"|i1", DType::kI8},
+    {"<f4", DType::kF32}, {"<i4", DType::kI32},  {"|i1", DType::kI8},
     {"i1", DType::kI8},   {"|b1", DType::kBool}, {"<i8", DType::kI64},
 };
 
@@ -53,7 +53,6 @@ std::string_view WriteDescr(DType t) {
   }
 }
 
-
 StatusOr<DType> DTypeFromDescr(std::string_view descr) {
   for (const DescrInfo& d : kAcceptedDescrs) {
     if (d.descr == descr) return d.dtype;
@@ -62,8 +61,7 @@ StatusOr<DType> DTypeFromDescr(std::string_view descr) {
     return InvalidArgument("big-endian npy arrays are not supported (dtype '" + Printable(descr) +
                            "'); convert with arr.astype(arr.dtype.newbyteorder('<'))");
   }
-  return InvalidArgument("unsupported npy dtype '" + Printable(descr) +
-                         "' (supported: <f4, <i4, |i1, |b1, <i8)");
+  return InvalidArgument("unsupported npy dtype '" + Printable(descr) + "' (supported: <f4, <i4, |i1, |b1, <i8)");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -120,9 +118,9 @@ class HeaderParser {
         have_shape = true;
         ASSIGN_OR_RETURN(h.shape, ParseShape());
       } else {
-        return Error("unexpected key '" + Printable(key) +
-                         "' (an npy header has exactly 'descr', 'fortran_order' and 'shape')",
-                     key_pos);
+        return Error(
+            "unexpected key '" + Printable(key) + "' (an npy header has exactly 'descr', 'fortran_order' and 'shape')",
+            key_pos);
       }
       SkipWs();
       if (Peek() == ',') {
@@ -146,9 +144,7 @@ class HeaderParser {
  private:
   static bool IsWs(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
   static bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-  static bool IsIdent(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || IsDigit(c) || c == '_';
-  }
+  static bool IsIdent(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || IsDigit(c) || c == '_'; }
 
   char Peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
   void SkipWs() {
@@ -202,8 +198,7 @@ class HeaderParser {
     while (pos_ < s_.size() && IsDigit(s_[pos_])) {
       int d = s_[pos_] - '0';
       if (v > (std::numeric_limits<int64_t>::max() - d) / 10) {
-        return InvalidArgument("npy shape dimension " + Printable(s_.substr(start), 30) +
-                               " is too large");
+        return InvalidArgument("npy shape dimension " + Printable(s_.substr(start), 30) + " is too large");
       }
       v = v * 10 + d;
       ++pos_;
@@ -282,8 +277,8 @@ StatusOr<NpyHeaderInfo> ParseNpyHeader(std::span<const uint8_t> prefix, uint64_t
   if (prefix.size() < kMagicLen + 2) return InvalidArgument("truncated npy file: missing format version");
   const int major = prefix[6], minor = prefix[7];
   if ((major != 1 && major != 2 && major != 3) || minor != 0) {
-    return InvalidArgument("unsupported npy format version " + std::to_string(major) + "." +
-                           std::to_string(minor) + " (supported: 1.0, 2.0, 3.0)");
+    return InvalidArgument("unsupported npy format version " + std::to_string(major) + "." + std::to_string(minor) +
+                           " (supported: 1.0, 2.0, 3.0)");
   }
   const int len_bytes = major == 1 ? 2 : 4;
   const size_t header_start = kMagicLen + 2 + len_bytes;
@@ -323,13 +318,13 @@ StatusOr<NpyHeaderInfo> ParseNpyHeader(std::span<const uint8_t> prefix, uint64_t
   const uint64_t actual = file_size - header_start - header_len;
   const std::string desc = std::string(DTypeName(dtype)) + ShapeToString(header.shape);
   if (actual < expected) {
-    return InvalidArgument("truncated npy data: " + desc + " needs " + std::to_string(expected) +
-                           " bytes, file has " + std::to_string(actual));
+    return InvalidArgument("truncated npy data: " + desc + " needs " + std::to_string(expected) + " bytes, file has " +
+                           std::to_string(actual));
   }
   if (actual > expected) {
     return InvalidArgument("npy file has " + std::to_string(actual - expected) + " trailing bytes after the data (" +
-                           desc + " needs " + std::to_string(expected) + " bytes, file has " +
-                           std::to_string(actual) + ")");
+                           desc + " needs " + std::to_string(expected) + " bytes, file has " + std::to_string(actual) +
+                           ")");
   }
   NpyHeaderInfo info;
   info.dtype = dtype;
@@ -348,7 +343,8 @@ StatusOr<Tensor> ParseNpy(std::span<const uint8_t> bytes, const NpyLimits& limit
   // Allocation is bounded by the input size (checked above) and by limits.max_bytes.
   Tensor t(dtype, std::move(info.shape));
   if (expected > 0) {
-    if (t.data() == nullptr) return ResourceExhausted("out of memory allocating " + std::to_string(expected) + " bytes");
+    if (t.data() == nullptr)
+      return ResourceExhausted("out of memory allocating " + std::to_string(expected) + " bytes");
     std::memcpy(t.data(), bytes.data() + info.data_offset, expected);
   }
   if (dtype == DType::kBool) {
@@ -428,8 +424,8 @@ std::vector<uint8_t> EncodeNpy(const Tensor& tensor) {
   if (descr.empty()) return {};
   // Same layout as numpy's np.save (format 1.0): keys sorted, "key: repr(value), ", spare
   // spaces for growing the first axis, then padding so the data starts on a 64-byte boundary.
-  std::string dict = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': " +
-                     ShapeTuple(tensor.shape()) + ", }";
+  std::string dict =
+      "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': " + ShapeTuple(tensor.shape()) + ", }";
   if (!tensor.shape().empty()) {
     size_t digits = std::to_string(tensor.shape()[0]).size();
     if (digits < kGrowthAxisMaxDigits) dict.append(kGrowthAxisMaxDigits - digits, ' ');

@@ -34,14 +34,26 @@ constexpr DTypeInfo kSupported[] = {
 
 // Valid safetensors dtypes that consensor has no DType for.
 constexpr std::string_view kUnsupported[] = {
-    "F16", "BF16", "F64", "U8", "I16", "U16", "U32", "U64", "F8_E4M3", "F8_E5M2",
+    "F16",
+    "BF16",
+    "F64",
+    "U8",
+    "I16",
+    "U16",
+    "U32",
+    "U64",
+    "F8_E4M3",
+    "F8_E5M2",
     // Added by newer versions of the format.
-    "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "C64",
+    "F8_E8M0",
+    "F4",
+    "F6_E2M3",
+    "F6_E3M2",
+    "C64",
 };
 
 // ---------------------------------------------------------------------------------------------
 // helpers
-
 
 std::string Quoted(std::string_view s) { return "'" + Printable(s, 64) + "'"; }
 std::string TensorLabel(std::string_view name) { return "tensor " + Quoted(name); }
@@ -257,8 +269,7 @@ const SafetensorsEntry* SafetensorsIndex::Find(std::string_view name) const {
 
 StatusOr<SafetensorsIndex> ParseSafetensors(std::span<const uint8_t> file, const SafetensorsLimits& limits) {
   if (file.size() < 8) {
-    return Invalid("the file is " + std::to_string(file.size()) +
-                   " bytes, too short for the 8-byte header length");
+    return Invalid("the file is " + std::to_string(file.size()) + " bytes, too short for the 8-byte header length");
   }
   const uint64_t n = LoadU64(file.data());
   const uint64_t cap = static_cast<uint64_t>(std::max<int64_t>(0, limits.max_header_bytes));
@@ -309,8 +320,7 @@ StatusOr<SafetensorsIndex> ParseSafetensors(std::span<const uint8_t> file, const
         }
         return true;
       }
-      default:
-        return true;
+      default: return true;
     }
   };
   Json header = Json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/false,
@@ -361,9 +371,9 @@ StatusOr<SafetensorsIndex> ParseSafetensors(std::span<const uint8_t> file, const
                      ") of the data buffer belong to no tensor (a hole before " + TensorLabel(e.name) + ")");
     }
     if (e.begin < pos) {
-      return Invalid(TensorLabel(e.name) + " data_offsets [" + std::to_string(e.begin) + ", " +
-                     std::to_string(e.end) + "] overlap " + TensorLabel(prev->name) + " [" +
-                     std::to_string(prev->begin) + ", " + std::to_string(prev->end) + "]");
+      return Invalid(TensorLabel(e.name) + " data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                     "] overlap " + TensorLabel(prev->name) + " [" + std::to_string(prev->begin) + ", " +
+                     std::to_string(prev->end) + "]");
     }
     pos = e.end;
     prev = &e;
@@ -408,8 +418,8 @@ StatusOr<Tensor> ReadSafetensorsTensor(std::span<const uint8_t> file, const Safe
     const uint8_t* d = t.data();
     for (uint64_t i = 0; i < bytes; ++i) {
       if (d[i] > 1) {
-        return InvalidArgument("invalid safetensors file: " + TensorLabel(name) + ": bool element " + std::to_string(i) +
-                        " has byte value " + std::to_string(d[i]) + " (must be 0 or 1)");
+        return InvalidArgument("invalid safetensors file: " + TensorLabel(name) + ": bool element " +
+                               std::to_string(i) + " has byte value " + std::to_string(d[i]) + " (must be 0 or 1)");
       }
     }
   }

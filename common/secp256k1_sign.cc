@@ -16,12 +16,12 @@ namespace consensor {
 namespace {
 
 // The group order n and n/2, big-endian.
-constexpr std::array<uint8_t, 32> kOrder = {
-    0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE,
-    0xBA, 0xAE, 0xDC, 0xE6, 0xAF, 0x48, 0xA0, 0x3B, 0xBF, 0xD2, 0x5E, 0x8C, 0xD0, 0x36, 0x41, 0x41};
-constexpr std::array<uint8_t, 32> kHalfOrder = {
-    0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
-    0x5D, 0x57, 0x6E, 0x73, 0x57, 0xA4, 0x50, 0x1D, 0xDF, 0xE9, 0x2F, 0x46, 0x68, 0x1B, 0x20, 0xA0};
+constexpr std::array<uint8_t, 32> kOrder = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                            0xFF, 0xFF, 0xFF, 0xFF, 0xFE, 0xBA, 0xAE, 0xDC, 0xE6, 0xAF, 0x48,
+                                            0xA0, 0x3B, 0xBF, 0xD2, 0x5E, 0x8C, 0xD0, 0x36, 0x41, 0x41};
+constexpr std::array<uint8_t, 32> kHalfOrder = {0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                                0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x5D, 0x57, 0x6E, 0x73, 0x57, 0xA4,
+                                                0x50, 0x1D, 0xDF, 0xE9, 0x2F, 0x46, 0x68, 0x1B, 0x20, 0xA0};
 
 bool IsZero(const std::array<uint8_t, 32>& v) {
   return std::all_of(v.begin(), v.end(), [](uint8_t b) { return b == 0; });
@@ -51,10 +51,14 @@ const secp256k1_context* Context() {
 }
 
 Status CheckScalars(const EcdsaSignature& sig) {
-  if (IsZero(sig.r) || Compare(sig.r, kOrder) >= 0) return InvalidArgument("signature r is zero or not below the curve order");
-  if (IsZero(sig.s) || Compare(sig.s, kOrder) >= 0) return InvalidArgument("signature s is zero or not below the curve order");
-  if (!IsLowS(sig.s)) return InvalidArgument("signature s is in the upper half of the curve order (malleable, rejected per EIP-2)");
-  if (sig.recovery_id > 1) return InvalidArgument("signature recovery id must be 0 or 1, got " + std::to_string(sig.recovery_id));
+  if (IsZero(sig.r) || Compare(sig.r, kOrder) >= 0)
+    return InvalidArgument("signature r is zero or not below the curve order");
+  if (IsZero(sig.s) || Compare(sig.s, kOrder) >= 0)
+    return InvalidArgument("signature s is zero or not below the curve order");
+  if (!IsLowS(sig.s))
+    return InvalidArgument("signature s is in the upper half of the curve order (malleable, rejected per EIP-2)");
+  if (sig.recovery_id > 1)
+    return InvalidArgument("signature recovery id must be 0 or 1, got " + std::to_string(sig.recovery_id));
   return OkStatus();
 }
 
@@ -144,7 +148,8 @@ std::array<uint8_t, 65> ToBytes65(const EcdsaSignature& sig) {
 }
 
 StatusOr<EcdsaSignature> FromBytes65(std::span<const uint8_t> bytes, bool allow_raw_recovery_id) {
-  if (bytes.size() != 65) return InvalidArgument("a signature is 65 bytes (r || s || v), got " + std::to_string(bytes.size()));
+  if (bytes.size() != 65)
+    return InvalidArgument("a signature is 65 bytes (r || s || v), got " + std::to_string(bytes.size()));
   EcdsaSignature sig;
   std::copy(bytes.begin(), bytes.begin() + 32, sig.r.begin());
   std::copy(bytes.begin() + 32, bytes.begin() + 64, sig.s.begin());

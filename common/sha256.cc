@@ -7,9 +7,7 @@
 
 namespace consensor {
 
-Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
-  EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr);
-}
+Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr); }
 
 Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
 
@@ -61,7 +59,8 @@ int HexDigitValue(char c) {
 }
 
 StatusOr<std::vector<uint8_t>> BytesFromHex(std::string_view hex) {
-  if (hex.size() % 2 != 0) return InvalidArgument("hex text has an odd number of digits (" + std::to_string(hex.size()) + ")");
+  if (hex.size() % 2 != 0)
+    return InvalidArgument("hex text has an odd number of digits (" + std::to_string(hex.size()) + ")");
   std::vector<uint8_t> out(hex.size() / 2);
   for (size_t i = 0; i < hex.size(); ++i) {
     const int v = HexDigitValue(hex[i]);

@@ -72,16 +72,25 @@ inline Status Aborted(std::string m) { return Status(StatusCode::kAborted, std::
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(const Status& status) : status_(status) { assert(!status.ok()); }  // NOLINT
+  StatusOr(const Status& status) : status_(status) { assert(!status.ok()); }         // NOLINT
   StatusOr(Status&& status) : status_(std::move(status)) { assert(!status_.ok()); }  // NOLINT
-  StatusOr(const T& value) : value_(value) {}  // NOLINT
-  StatusOr(T&& value) : value_(std::move(value)) {}  // NOLINT
+  StatusOr(const T& value) : value_(value) {}                                        // NOLINT
+  StatusOr(T&& value) : value_(std::move(value)) {}                                  // NOLINT
 
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
-  T& value() & { assert(ok()); return *value_; }
-  const T& value() const& { assert(ok()); return *value_; }
-  T&& value() && { assert(ok()); return std::move(*value_); }
+  T& value() & {
+    assert(ok());
+    return *value_;
+  }
+  const T& value() const& {
+    assert(ok());
+    return *value_;
+  }
+  T&& value() && {
+    assert(ok());
+    return std::move(*value_);
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
@@ -98,10 +107,10 @@ class [[nodiscard]] StatusOr {
 #define CNSR_CONCAT(a, b) CNSR_CONCAT_INNER(a, b)
 
 // Returns from the enclosing function if `expr` (a Status) is not ok.
-#define RETURN_IF_ERROR(expr)                         \
-  do {                                                \
-    ::consensor::Status cnsr_status_ = (expr);        \
-    if (!cnsr_status_.ok()) return cnsr_status_;      \
+#define RETURN_IF_ERROR(expr)                    \
+  do {                                           \
+    ::consensor::Status cnsr_status_ = (expr);   \
+    if (!cnsr_status_.ok()) return cnsr_status_; \
   } while (0)
 
 // `ASSIGN_OR_RETURN(auto x, FunctionReturningStatusOr());`

@@ -20,11 +20,15 @@ uint8_t* AllocateAligned(int64_t bytes) {
 void Tensor::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
 
 Tensor::Tensor(DType dtype, Shape shape)
-    : dtype_(dtype), shape_(std::move(shape)), num_elements_(NumElements(shape_)),
+    : dtype_(dtype),
+      shape_(std::move(shape)),
+      num_elements_(NumElements(shape_)),
       data_(AllocateAligned(num_elements_ * DTypeSize(dtype))) {}
 
 Tensor::Tensor(const Tensor& other)
-    : dtype_(other.dtype_), shape_(other.shape_), num_elements_(other.num_elements_),
+    : dtype_(other.dtype_),
+      shape_(other.shape_),
+      num_elements_(other.num_elements_),
       data_(AllocateAligned(other.byte_size())) {
   if (other.byte_size()) std::memcpy(data_.get(), other.data_.get(), other.byte_size());
 }

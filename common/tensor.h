@@ -41,12 +41,20 @@ class Tensor {
 
   uint8_t* data() { return data_.get(); }
   const uint8_t* data() const { return data_.get(); }
-  template <typename T> T* data_as() { return reinterpret_cast<T*>(data_.get()); }
-  template <typename T> const T* data_as() const { return reinterpret_cast<const T*>(data_.get()); }
+  template <typename T>
+  T* data_as() {
+    return reinterpret_cast<T*>(data_.get());
+  }
+  template <typename T>
+  const T* data_as() const {
+    return reinterpret_cast<const T*>(data_.get());
+  }
   std::span<const uint8_t> bytes() const { return {data(), static_cast<size_t>(byte_size())}; }
 
  private:
-  struct FreeDeleter { void operator()(uint8_t* p) const; };
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const;
+  };
   DType dtype_ = DType::kInvalid;
   Shape shape_;
   int64_t num_elements_ = 0;

@@ -20,7 +20,6 @@ bool MulAdd(Uint256& v, uint32_t mul, uint32_t add) {
 
 }  // namespace
 
-
 Uint256 Uint256Add(const Uint256& a, const Uint256& b) {
   Uint256 sum{};
   unsigned carry = 0;
@@ -46,7 +45,8 @@ Uint256 Uint256FromU64(uint64_t v) {
 }
 
 StatusOr<uint64_t> Uint256ToU64(const Uint256& v) {
-  if (!std::all_of(v.begin(), v.begin() + 24, [](uint8_t b) { return b == 0; })) return OutOfRange("uint256 value does not fit in 64 bits");
+  if (!std::all_of(v.begin(), v.begin() + 24, [](uint8_t b) { return b == 0; }))
+    return OutOfRange("uint256 value does not fit in 64 bits");
   uint64_t out = 0;
   for (int i = 24; i < 32; ++i) out = (out << 8) | v[i];
   return out;

@@ -46,9 +46,9 @@ struct Eip712Domain {
 // ---- General EIP-712 building blocks (also used by the tests against the EIP's own example).
 
 // 32-byte ABI words as EIP-712's encodeData uses them.
-Hash256 Eip712WordU64(uint64_t v);               // uintN, left-padded
-Hash256 Eip712WordAddress(const Address20& a);   // address, left-padded
-Hash256 Eip712WordString(std::string_view s);    // string/bytes: keccak256 of the contents
+Hash256 Eip712WordU64(uint64_t v);              // uintN, left-padded
+Hash256 Eip712WordAddress(const Address20& a);  // address, left-padded
+Hash256 Eip712WordString(std::string_view s);   // string/bytes: keccak256 of the contents
 // keccak256(typeHash || words...), i.e. hashStruct for a struct whose fields are already words.
 Hash256 Eip712HashStruct(const Hash256& type_hash, std::span<const Hash256> words);
 // The domain separator for EIP712Domain(string name,string version,uint256 chainId,address verifyingContract).

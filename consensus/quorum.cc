@@ -91,8 +91,8 @@ StatusOr<AddOutcome> QuorumTracker::Add(const SignedAttestation& sa) {
   const Attestation& a = sa.attestation;
   if (a.task_id != task_id_) return InvalidArgument("attestation is for another task (" + ToHex(a.task_id) + ")");
   if (a.reference_block != reference_block_) {
-    return InvalidArgument("attestation names reference block " + std::to_string(a.reference_block) + ", the task's is " +
-                           std::to_string(reference_block_));
+    return InvalidArgument("attestation names reference block " + std::to_string(a.reference_block) +
+                           ", the task's is " + std::to_string(reference_block_));
   }
   auto signer = RecoverAttestationSigner(domain_, a, sa.signature);
   if (!signer.ok()) return InvalidArgument("attestation signature: " + signer.status().message());

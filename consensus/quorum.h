@@ -27,7 +27,7 @@ struct SignedAttestation {
 // ascending signer order.
 struct Certificate {
   Attestation attestation;
-  std::vector<Address20> signers;      // ascending
+  std::vector<Address20> signers;       // ascending
   std::vector<Signature65> signatures;  // same order
 };
 
@@ -57,7 +57,8 @@ class QuorumTracker {
   // attestation — the rule the contract's slashDispute applies to a certificate. Stakes are
   // 256-bit big-endian; the total must be below 2^100 wei so the comparison is exact in 128 bits.
   static StatusOr<QuorumTracker> CreateWeighted(const Eip712Domain& domain, const Hash256& task_id,
-                                                uint64_t reference_block, const std::vector<WeightedOperator>& committee,
+                                                uint64_t reference_block,
+                                                const std::vector<WeightedOperator>& committee,
                                                 const std::array<uint8_t, 32>& total_stake, uint32_t threshold_bps);
 
   // Adds members (a silent member's replacement). Votes from non-members were refused, so the

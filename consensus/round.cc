@@ -20,8 +20,8 @@ StatusOr<TaskRound> TaskRound::Open(const RoundRules& rules, std::shared_ptr<con
   if (committee.empty()) {
     committee.assign(r.order_.begin(), r.order_.begin() + std::min<size_t>(record.replicas, r.order_.size()));
   }
-  ASSIGN_OR_RETURN(auto tracker,
-                   QuorumTracker::Create(rules.domain, record.task_id, record.reference_block, committee, record.quorum));
+  ASSIGN_OR_RETURN(auto tracker, QuorumTracker::Create(rules.domain, record.task_id, record.reference_block, committee,
+                                                       record.quorum));
   r.tracker_ = std::move(tracker);
   r.member_ = r.tracker_->is_member(rules.self);
   r.executed_ = record.executed;
@@ -67,8 +67,8 @@ void TaskRound::AddVote(const SignedAttestation& vote, RoundDecisions* out) {
     certified.committee_size = dispute_->committee_size();
     // The dispute certificate carries the contract's stake threshold: it supersedes a committee
     // certificate that disagrees with it.
-    certified.supersedes = !tracker_->finalized() ||
-                           tracker_->certificate()->attestation.result_root != certified.certificate.attestation.result_root;
+    certified.supersedes = !tracker_->finalized() || tracker_->certificate()->attestation.result_root !=
+                                                         certified.certificate.attestation.result_root;
     certified.first_certificate = !finalized_;
     finalized_ = true;
     out->push_back(std::move(certified));
@@ -101,10 +101,9 @@ void TaskRound::StartDispute(RoundDecisions* out) {
 
 void TaskRound::DecideEvidence(RoundDecisions* out) {
   if (!rules_.report_evidence) return;
-  const Certificate* dispute_certificate =
-      dispute_ && dispute_->finalized() ? &*dispute_->certificate() : nullptr;
-  for (SlashDecision& slash :
-       ChooseSlashes(rules_.domain, tracker_->equivocations(), dispute_certificate, all_votes_, rules_.self, &reported_)) {
+  const Certificate* dispute_certificate = dispute_ && dispute_->finalized() ? &*dispute_->certificate() : nullptr;
+  for (SlashDecision& slash : ChooseSlashes(rules_.domain, tracker_->equivocations(), dispute_certificate, all_votes_,
+                                            rules_.self, &reported_)) {
     out->push_back(SendEvidence{std::move(slash)});
   }
 }

@@ -26,12 +26,12 @@ namespace consensor::consensus {
 // Node-wide parameters of the rules.
 struct RoundRules {
   Eip712Domain domain;
-  Address20 self{};                 // this node's operator address
+  Address20 self{};                    // this node's operator address
   uint32_t dispute_threshold_bps = 0;  // the contract's stake threshold for dispute certificates
   size_t max_dispute_committee = 64;
-  int64_t member_timeout_ms = 20000;   // a silent member is replaced after this
-  size_t max_aside_votes = 1024;       // votes kept from operators not (yet) in the committee
-  bool report_evidence = true;         // decide slashing evidence (a node that sends none: false)
+  int64_t member_timeout_ms = 20000;  // a silent member is replaced after this
+  size_t max_aside_votes = 1024;      // votes kept from operators not (yet) in the committee
+  bool report_evidence = true;        // decide slashing evidence (a node that sends none: false)
 };
 
 // What the task's record says about its round: the plan made at announcement, and what

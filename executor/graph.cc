@@ -80,9 +80,7 @@ Value Make(const char* op, std::vector<Value> inputs, Attributes attrs = {}) {
 }
 
 Value Unary(const char* op, Value x) { return Make(op, {x}); }
-Value Binary(const char* op, Value a, Value b) {
-  return Make(op, {a, b});
-}
+Value Binary(const char* op, Value a, Value b) { return Make(op, {a, b}); }
 }  // namespace
 
 Value neg(Value x) { return Unary("neg", x); }
@@ -128,10 +126,18 @@ Value Reduce(const char* op, Value x, std::vector<int64_t> axes, bool keepdims) 
 }
 }  // namespace
 
-Value reduce_sum(Value x, std::vector<int64_t> axes, bool keepdims) { return Reduce("reduce_sum", x, std::move(axes), keepdims); }
-Value reduce_mean(Value x, std::vector<int64_t> axes, bool keepdims) { return Reduce("reduce_mean", x, std::move(axes), keepdims); }
-Value reduce_max(Value x, std::vector<int64_t> axes, bool keepdims) { return Reduce("reduce_max", x, std::move(axes), keepdims); }
-Value reduce_min(Value x, std::vector<int64_t> axes, bool keepdims) { return Reduce("reduce_min", x, std::move(axes), keepdims); }
+Value reduce_sum(Value x, std::vector<int64_t> axes, bool keepdims) {
+  return Reduce("reduce_sum", x, std::move(axes), keepdims);
+}
+Value reduce_mean(Value x, std::vector<int64_t> axes, bool keepdims) {
+  return Reduce("reduce_mean", x, std::move(axes), keepdims);
+}
+Value reduce_max(Value x, std::vector<int64_t> axes, bool keepdims) {
+  return Reduce("reduce_max", x, std::move(axes), keepdims);
+}
+Value reduce_min(Value x, std::vector<int64_t> axes, bool keepdims) {
+  return Reduce("reduce_min", x, std::move(axes), keepdims);
+}
 Value argmax(Value x, int64_t axis, bool keepdims) {
   return Make("argmax", {x}, {{"axis", axis}, {"keepdims", int64_t{keepdims}}});
 }
@@ -155,7 +161,9 @@ Attributes PoolAttrs(const Pool2DOptions& o, bool is_avg) {
 }  // namespace
 
 Value conv2d(Value x, Value w, const Conv2DOptions& o) { return Make("conv2d", {x, w}, ConvAttrs(o)); }
-Value conv2d(Value x, Value w, Value bias, const Conv2DOptions& o) { return Make("conv2d", {x, w, bias}, ConvAttrs(o)); }
+Value conv2d(Value x, Value w, Value bias, const Conv2DOptions& o) {
+  return Make("conv2d", {x, w, bias}, ConvAttrs(o));
+}
 Value max_pool2d(Value x, const Pool2DOptions& o) { return Make("max_pool2d", {x}, PoolAttrs(o, false)); }
 Value avg_pool2d(Value x, const Pool2DOptions& o) { return Make("avg_pool2d", {x}, PoolAttrs(o, true)); }
 Value softmax(Value x, int64_t axis) { return Make("softmax", {x}, {{"axis", axis}}); }

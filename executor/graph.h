@@ -53,7 +53,7 @@ struct NodeDef {
   std::vector<int> inputs;  // value indices, argument order
   int output = -1;          // value index
   Attributes attrs;
-  std::string name;         // for messages only; never part of the identity
+  std::string name;  // for messages only; never part of the identity
 };
 
 class Graph;
@@ -79,8 +79,7 @@ class Graph {
   // --- builder ---
   Value input(std::string name, DType dtype, Shape shape);
   Value constant(Tensor tensor, std::string name = "");
-  Value constant_blob(const Hash256& sha256, DType dtype, Shape shape, std::string name = "",
-                      std::string entry = "");
+  Value constant_blob(const Hash256& sha256, DType dtype, Shape shape, std::string name = "", std::string entry = "");
   Value scalar(float v);  // an f32 constant of shape []
   // Adds a node with one output. Value handles from another graph are recorded as invalid
   // inputs and reported by validation.

@@ -33,8 +33,8 @@ void Append(std::string& s, std::string_view v) { s += v; }
 void Append(std::string& s, const std::string& v) { s += v; }
 void Append(std::string& s, const char* v) { s += v; }
 template <typename T>
-  requires(std::is_integral_v<T> && !std::is_same_v<T, char> && !std::is_same_v<T, bool>)
-void Append(std::string& s, T v) {
+requires(std::is_integral_v<T> && !std::is_same_v<T, char> && !std::is_same_v<T, bool>) void Append(std::string& s,
+                                                                                                    T v) {
   s += std::to_string(v);
 }
 
@@ -135,10 +135,10 @@ struct Spec;
 using FamilyFn = StatusOr<InferResult> (*)(const Spec& s, const Inputs& in, const Attributes& attrs);
 
 struct Spec {
-  OpSchema schema;          // schema.infer is filled in by the table builder
+  OpSchema schema;  // schema.infer is filled in by the table builder
   FamilyFn family;
-  uint8_t dtypes;           // allowed dtype(s) of the main input(s)
-  int64_t cost;             // estimated operations per output (or input) element
+  uint8_t dtypes;  // allowed dtype(s) of the main input(s)
+  int64_t cost;    // estimated operations per output (or input) element
 
   std::string_view name() const { return schema.name; }
   Op op() const { return schema.op; }
@@ -222,8 +222,8 @@ class AttrReader {
       return *def;
     }
     if (v->size() != count) {
-      return s_.Error(StrCat("attribute '", name, "' must have ", count, " values, got ", v->size(), ": ",
-                             IntsStr(*v)));
+      return s_.Error(
+          StrCat("attribute '", name, "' must have ", count, " values, got ", v->size(), ": ", IntsStr(*v)));
     }
     for (int64_t x : *v) {
       if (x < min_value) {
@@ -348,11 +348,13 @@ InferResult Result(DType dtype, Shape shape) {
 
 bool ProducesBool(Op op) {
   switch (op) {
-    case Op::kEqual: case Op::kNotEqual: case Op::kLess: case Op::kLessEqual: case Op::kGreater:
-    case Op::kGreaterEqual:
-      return true;
-    default:
-      return false;
+    case Op::kEqual:
+    case Op::kNotEqual:
+    case Op::kLess:
+    case Op::kLessEqual:
+    case Op::kGreater:
+    case Op::kGreaterEqual: return true;
+    default: return false;
   }
 }
 
@@ -700,16 +702,15 @@ StatusOr<InferResult> InferSlice(const Spec& s, const Inputs& in, const Attribut
   ASSIGN_OR_RETURN(std::optional<Ints> steps_attr, ar.OptInts("steps"));
   const size_t count = starts.size();
   if (ends.size() != count) {
-    return s.Error(StrCat("'starts' and 'ends' must have the same length, got ", IntsStr(starts), " and ",
-                          IntsStr(ends)));
+    return s.Error(
+        StrCat("'starts' and 'ends' must have the same length, got ", IntsStr(starts), " and ", IntsStr(ends)));
   }
   if (axes_attr && axes_attr->size() != count) {
-    return s.Error(StrCat("'axes' ", IntsStr(*axes_attr), " must have the same length as 'starts' ",
-                          IntsStr(starts)));
+    return s.Error(StrCat("'axes' ", IntsStr(*axes_attr), " must have the same length as 'starts' ", IntsStr(starts)));
   }
   if (steps_attr && steps_attr->size() != count) {
-    return s.Error(StrCat("'steps' ", IntsStr(*steps_attr), " must have the same length as 'starts' ",
-                          IntsStr(starts)));
+    return s.Error(
+        StrCat("'steps' ", IntsStr(*steps_attr), " must have the same length as 'starts' ", IntsStr(starts)));
   }
   if (!axes_attr && static_cast<int64_t>(count) > rank) {
     return s.Error(StrCat("'starts' has ", count, " values but the input ", TypeStr(x), " has rank ", rank));
@@ -783,8 +784,8 @@ StatusOr<InferResult> InferConcat(const Spec& s, const Inputs& in, const Attribu
       match = static_cast<int64_t>(d) == axis || t.shape[d] == first.shape[d];
     }
     if (!match) {
-      return s.Error(StrCat("input 0 is ", TypeStr(first), " but ", role, " is ", TypeStr(t),
-                            "; all dims except axis ", axis, " must match"));
+      return s.Error(StrCat("input 0 is ", TypeStr(first), " but ", role, " is ", TypeStr(t), "; all dims except axis ",
+                            axis, " must match"));
     }
     std::optional<int64_t> sum = CheckedAdd(out[axis], t.shape[axis]);
     if (!sum) return s.Error("concatenated dimension is too large");
@@ -937,8 +938,8 @@ std::vector<Spec> BuildSpecs() {
   };
   std::vector<Spec> specs;
   for (const Row& row : rows) {
-    specs.push_back(Spec{OpSchema{row.name, row.op, row.min_inputs, row.max_inputs, row.attrs, nullptr},
-                         row.family, row.dtypes, row.cost});
+    specs.push_back(Spec{OpSchema{row.name, row.op, row.min_inputs, row.max_inputs, row.attrs, nullptr}, row.family,
+                         row.dtypes, row.cost});
   }
   return specs;
 }
@@ -993,10 +994,10 @@ StatusOr<InferResult> RunInfer(Op op, const Inputs& in, const Attributes& attrs)
   const OpSchema& schema = s->schema;
   const int arity = static_cast<int>(in.size());
   if (arity < schema.min_inputs || (schema.max_inputs >= 0 && arity > schema.max_inputs)) {
-    std::string expected = schema.max_inputs < 0                       ? StrCat("at least ", schema.min_inputs)
-                           : schema.min_inputs == schema.max_inputs ? StrCat(schema.min_inputs)
-                                                                    : StrCat(schema.min_inputs, " or ",
-                                                                             schema.max_inputs);
+    std::string expected = schema.max_inputs < 0 ? StrCat("at least ", schema.min_inputs)
+                           : schema.min_inputs == schema.max_inputs
+                               ? StrCat(schema.min_inputs)
+                               : StrCat(schema.min_inputs, " or ", schema.max_inputs);
     return s->Error(StrCat("expected ", expected, " inputs, got ", arity));
   }
   for (const auto& [name, value] : attrs) {

@@ -35,10 +35,10 @@ struct InferResult {
 using InferFn = StatusOr<InferResult> (*)(const std::vector<TypeInfo>& inputs, const Attributes& attrs);
 
 struct OpSchema {
-  std::string_view name;   // graph-format name, e.g. "matmul"
+  std::string_view name;  // graph-format name, e.g. "matmul"
   kernels::Op op;
   int min_inputs;
-  int max_inputs;          // -1: variadic
+  int max_inputs;                            // -1: variadic
   std::vector<std::string_view> attributes;  // accepted attribute names; others are rejected
   InferFn infer;
 };

@@ -105,8 +105,8 @@ using ContainerCache = std::map<Hash256, ContainerBlob>;
 
 StatusOr<Tensor> ResolveContainerEntry(const ValueDef& v, BlobSource* blobs, ContainerCache& cache) {
   const BlobRef& ref = *v.blob;
-  const std::string what = "constant '" + v.name + "' (entry '" + ref.entry + "' of safetensors blob " +
-                           ToHex(ref.sha256) + ")";
+  const std::string what =
+      "constant '" + v.name + "' (entry '" + ref.entry + "' of safetensors blob " + ToHex(ref.sha256) + ")";
   auto it = cache.find(ref.sha256);
   if (it == cache.end()) return Internal(what + ": container blob was not counted");
   ContainerBlob& c = it->second;
@@ -116,7 +116,8 @@ StatusOr<Tensor> ResolveContainerEntry(const ValueDef& v, BlobSource* blobs, Con
     c.bytes = std::move(bytes).value();
     auto index = ParseSafetensors(c.bytes);
     if (!index.ok()) {
-      return Status(index.status().code(), what + ": blob is not a valid safetensors file: " + index.status().message());
+      return Status(index.status().code(),
+                    what + ": blob is not a valid safetensors file: " + index.status().message());
     }
     c.index = std::move(index).value();
     c.loaded = true;
@@ -208,7 +209,8 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
     Instruction ins;
     ins.op = cn.schema->op;
     ins.op_name = std::string(cn.schema->name);
-    ins.node_label = "node " + std::to_string(cn.node) + " (" + node.op + (node.name.empty() ? "" : " '" + node.name + "'") + ")";
+    ins.node_label =
+        "node " + std::to_string(cn.node) + " (" + node.op + (node.name.empty() ? "" : " '" + node.name + "'") + ")";
     ins.params = cn.inferred.params;
     ins.flops = cn.inferred.flops;
     for (int in : cn.inputs) ins.inputs.push_back(buffer_of[in]);
@@ -233,7 +235,8 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
   for (const auto& [name, v] : vg.outputs) p.outputs.emplace_back(name, buffer_of[v]);
   p.arena_bytes = planner.peak();
   if (p.arena_bytes > limits.max_total_bytes) {
-    return ResourceExhausted("program needs " + std::to_string(p.arena_bytes) + " bytes of memory (inputs, weights and live values), over the cap of " +
+    return ResourceExhausted("program needs " + std::to_string(p.arena_bytes) +
+                             " bytes of memory (inputs, weights and live values), over the cap of " +
                              std::to_string(limits.max_total_bytes));
   }
   return p;

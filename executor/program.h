@@ -41,7 +41,7 @@ class DirectoryBlobSource final : public BlobSource {
 // Blobs held in memory (e.g. an imported model's weights before upload). Get returns a copy.
 class MemoryBlobSource final : public BlobSource {
  public:
-  Hash256 Add(std::vector<uint8_t> bytes);  // returns its SHA-256
+  Hash256 Add(std::vector<uint8_t> bytes);                             // returns its SHA-256
   StatusOr<std::vector<uint8_t>> Get(const Hash256& sha256) override;  // NOT_FOUND if absent
   bool Contains(const Hash256& sha256) const { return blobs_.count(sha256) != 0; }
   size_t size() const { return blobs_.size(); }
@@ -76,11 +76,11 @@ struct Instruction {
 struct Program {
   Hash256 graph_id{};
   std::vector<Buffer> buffers;
-  std::vector<Instruction> instructions;               // canonical order
-  std::vector<std::pair<std::string, int>> inputs;     // placeholder name -> buffer, sorted
-  std::vector<std::pair<std::string, int>> outputs;    // output name -> buffer, sorted
-  std::vector<std::pair<int, Tensor>> constants;       // buffer -> data to upload
-  int64_t arena_bytes = 0;                             // planned peak
+  std::vector<Instruction> instructions;             // canonical order
+  std::vector<std::pair<std::string, int>> inputs;   // placeholder name -> buffer, sorted
+  std::vector<std::pair<std::string, int>> outputs;  // output name -> buffer, sorted
+  std::vector<std::pair<int, Tensor>> constants;     // buffer -> data to upload
+  int64_t arena_bytes = 0;                           // planned peak
   int64_t total_flops = 0;
 };
 
@@ -88,8 +88,7 @@ struct Program {
 // whose BlobRef has an `entry` is that tensor inside a safetensors blob; each such blob is
 // fetched and parsed once per call, and its bytes are dropped as soon as the last constant
 // reading it has been copied out.
-StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& validated, BlobSource* blobs,
-                          const Limits& limits);
+StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& validated, BlobSource* blobs, const Limits& limits);
 
 // Validate + Compile.
 StatusOr<Program> CompileGraph(const Graph& graph, BlobSource* blobs, const Limits& limits);

@@ -52,8 +52,9 @@ StatusOr<RunResult> LoadedProgram::Run(const std::map<std::string, Tensor>& inpu
     const Buffer& b = program_.buffers[buffer];
     const Tensor& t = it->second;
     if (t.dtype() != b.dtype || t.shape() != b.shape) {
-      return InvalidArgument("input '" + name + "' must be " + std::string(DTypeName(b.dtype)) + ShapeToString(b.shape) +
-                             ", got " + std::string(DTypeName(t.dtype())) + ShapeToString(t.shape()));
+      return InvalidArgument("input '" + name + "' must be " + std::string(DTypeName(b.dtype)) +
+                             ShapeToString(b.shape) + ", got " + std::string(DTypeName(t.dtype())) +
+                             ShapeToString(t.shape()));
     }
     RETURN_IF_ERROR(arena_->CopyIn(b.offset, t.data(), t.byte_size()));
   }
@@ -87,7 +88,8 @@ StatusOr<RunResult> LoadedProgram::Run(const std::map<std::string, Tensor>& inpu
   result.result_root = ResultRoot(std::move(named));
   if (options.trace) {
     std::vector<Hash256> leaves;
-    for (size_t i = 0; i < result.trace.size(); ++i) leaves.push_back(TraceLeaf(static_cast<uint32_t>(i), result.trace[i]));
+    for (size_t i = 0; i < result.trace.size(); ++i)
+      leaves.push_back(TraceLeaf(static_cast<uint32_t>(i), result.trace[i]));
     result.trace_root = MerkleRoot(std::move(leaves));
   }
   return result;

@@ -53,14 +53,49 @@ float FromBits(uint32_t bits) {
 // (quiet and signaling, both signs), subnormals, extremes, and values at the edges of the
 // detmath ranges and of the integer conversions.
 const std::vector<float>& SpecialF32Values() {
-  static const std::vector<float> v = {
-      FromBits(0x00000000), FromBits(0x80000000), FromBits(0x7F800000), FromBits(0xFF800000),
-      FromBits(0x7FC00000), FromBits(0xFFC00000), FromBits(0x7FC12345), FromBits(0x7F800001),
-      FromBits(0xFFA00001), FromBits(0x00000001), FromBits(0x80000001), FromBits(0x007FFFFF),
-      FromBits(0x807FFFFF), FromBits(0x00800000), FromBits(0x7F7FFFFF), FromBits(0xFF7FFFFF),
-      1.0f, -1.0f, 0.5f, -0.5f, 2.5f, -2.5f, 3.0f, 88.72f, 88.73f, -87.5f, -103.0f, 1e-30f, -1e-30f,
-      1e30f, 3e37f, -3e37f, 2147483648.0f, -2147483904.0f, 9.3e18f, 127.5f, -128.5f, 255.0f, 0.1f, 65504.0f,
-      16777216.0f, -9.5f, 1e-7f};
+  static const std::vector<float> v = {FromBits(0x00000000),
+                                       FromBits(0x80000000),
+                                       FromBits(0x7F800000),
+                                       FromBits(0xFF800000),
+                                       FromBits(0x7FC00000),
+                                       FromBits(0xFFC00000),
+                                       FromBits(0x7FC12345),
+                                       FromBits(0x7F800001),
+                                       FromBits(0xFFA00001),
+                                       FromBits(0x00000001),
+                                       FromBits(0x80000001),
+                                       FromBits(0x007FFFFF),
+                                       FromBits(0x807FFFFF),
+                                       FromBits(0x00800000),
+                                       FromBits(0x7F7FFFFF),
+                                       FromBits(0xFF7FFFFF),
+                                       1.0f,
+                                       -1.0f,
+                                       0.5f,
+                                       -0.5f,
+                                       2.5f,
+                                       -2.5f,
+                                       3.0f,
+                                       88.72f,
+                                       88.73f,
+                                       -87.5f,
+                                       -103.0f,
+                                       1e-30f,
+                                       -1e-30f,
+                                       1e30f,
+                                       3e37f,
+                                       -3e37f,
+                                       2147483648.0f,
+                                       -2147483904.0f,
+                                       9.3e18f,
+                                       127.5f,
+                                       -128.5f,
+                                       255.0f,
+                                       0.1f,
+                                       65504.0f,
+                                       16777216.0f,
+                                       -9.5f,
+                                       1e-7f};
   return v;
 }
 
@@ -93,13 +128,15 @@ Tensor F32Bits(const Shape& shape, uint64_t seed) {
 }
 
 template <typename T>
-Tensor Ints(DType dtype, const Shape& shape, uint64_t seed, int64_t lo, int64_t hi, const std::vector<T>& specials = {}) {
+Tensor Ints(DType dtype, const Shape& shape, uint64_t seed, int64_t lo, int64_t hi,
+            const std::vector<T>& specials = {}) {
   Tensor t(dtype, shape);
   Rng rng(seed);
   T* p = t.data_as<T>();
   const int64_t n = t.num_elements();
   for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(rng.Range(lo, hi));
-  for (size_t k = 0; k < specials.size() && static_cast<int64_t>(k) < n; ++k) p[SpreadIndex(k, specials.size(), n)] = specials[k];
+  for (size_t k = 0; k < specials.size() && static_cast<int64_t>(k) < n; ++k)
+    p[SpreadIndex(k, specials.size(), n)] = specials[k];
   return t;
 }
 
@@ -116,29 +153,23 @@ constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min(), kI64Max = std::
 // Integers of `dtype` over its full range, with its extremes, -1, 0 and 1 spread in.
 Tensor FullRangeInts(DType dtype, const Shape& shape, uint64_t seed) {
   switch (dtype) {
-    case DType::kI8:
-      return Ints<int8_t>(dtype, shape, seed, -128, 127, {-128, 127, -1, 0, 1, -128});
+    case DType::kI8: return Ints<int8_t>(dtype, shape, seed, -128, 127, {-128, 127, -1, 0, 1, -128});
     case DType::kI32:
       return Ints<int32_t>(dtype, shape, seed, kI32Min, kI32Max, {kI32Min, kI32Max, -1, 0, 1, -kI32Max, 16777217});
     case DType::kI64:
       return Ints<int64_t>(dtype, shape, seed, kI64Min, kI64Max,
                            {kI64Min, kI64Max, -1, 0, 1, -kI64Max, (int64_t{1} << 53) + 1, int64_t{1} << 40});
-    default:
-      return Tensor(dtype, shape);
+    default: return Tensor(dtype, shape);
   }
 }
 
 // Small integers (many ties and zeros), with the dtype's extremes spread in.
 Tensor SmallInts(DType dtype, const Shape& shape, uint64_t seed) {
   switch (dtype) {
-    case DType::kI8:
-      return Ints<int8_t>(dtype, shape, seed, -4, 4, {-128, 127, -1, -128});
-    case DType::kI32:
-      return Ints<int32_t>(dtype, shape, seed, -4, 4, {kI32Min, kI32Max, -1, kI32Min});
-    case DType::kI64:
-      return Ints<int64_t>(dtype, shape, seed, -4, 4, {kI64Min, kI64Max, -1, kI64Min});
-    default:
-      return Tensor(dtype, shape);
+    case DType::kI8: return Ints<int8_t>(dtype, shape, seed, -4, 4, {-128, 127, -1, -128});
+    case DType::kI32: return Ints<int32_t>(dtype, shape, seed, -4, 4, {kI32Min, kI32Max, -1, kI32Min});
+    case DType::kI64: return Ints<int64_t>(dtype, shape, seed, -4, 4, {kI64Min, kI64Max, -1, kI64Min});
+    default: return Tensor(dtype, shape);
   }
 }
 
@@ -189,9 +220,9 @@ SelfTestGraph UnaryF32(const Shape& shape, const std::string& name) {
   Value x = b.In("x", F32(shape, 1, 12.0f));
   Value big = b.In("big", F32(shape, 2, 3000.0f));
   const std::pair<const char*, Value (*)(Value)> unary[] = {
-      {"neg", neg},   {"abs", abs},         {"relu", relu},   {"exp", exp},         {"log", log},
-      {"sqrt", sqrt}, {"rsqrt", rsqrt},     {"tanh", tanh},   {"sigmoid", sigmoid}, {"erf", erf},
-      {"gelu", gelu}, {"gelu_tanh", gelu_tanh}, {"sin", sin}, {"cos", cos},         {"identity", identity}};
+      {"neg", neg},     {"abs", abs},   {"relu", relu},        {"exp", exp}, {"log", log},   {"sqrt", sqrt},
+      {"rsqrt", rsqrt}, {"tanh", tanh}, {"sigmoid", sigmoid},  {"erf", erf}, {"gelu", gelu}, {"gelu_tanh", gelu_tanh},
+      {"sin", sin},     {"cos", cos},   {"identity", identity}};
   for (const auto& [op, f] : unary) b.Out(op, f(x));
   // Wide arguments: argument reduction of sin/cos, large logs and roots.
   b.Out("sin_big", sin(big));
@@ -694,16 +725,16 @@ void Compare(const Program& program, const RunResult& ref, const RunResult& got,
                       got.outputs[i].hash == ref.outputs[i].hash;
     if (same) continue;
     c->differing_outputs.push_back(ref.outputs[i].name);
-    if (c->first_difference.empty() && i < got.outputs.size()) c->first_difference = FirstDifference(ref.outputs[i], got.outputs[i]);
+    if (c->first_difference.empty() && i < got.outputs.size())
+      c->first_difference = FirstDifference(ref.outputs[i], got.outputs[i]);
   }
   const size_t n = std::min(ref.trace.size(), got.trace.size());
   for (size_t i = 0; i < n; ++i) {
     if (ref.trace[i] == got.trace[i]) continue;
     const Instruction& ins = program.instructions[i];
     const Buffer& out = program.buffers[ins.output];
-    c->first_differing_op =
-        SelfTestOpMismatch{static_cast<int>(i), ins.op_name, ins.node_label,
-                           std::string(DTypeName(out.dtype)) + ShapeToString(out.shape)};
+    c->first_differing_op = SelfTestOpMismatch{static_cast<int>(i), ins.op_name, ins.node_label,
+                                               std::string(DTypeName(out.dtype)) + ShapeToString(out.shape)};
     break;
   }
   c->passed = c->result_root_matches && c->trace_root_matches && c->differing_outputs.empty() &&
@@ -786,7 +817,8 @@ StatusOr<SelfTestReport> RunBackendSelfTest(kernels::Backend& candidate, const S
   report.size = options.size;
   for (SelfTestGraph& g : BuildSelfTestGraphs(options.size)) {
     auto program = CompileGraph(g.graph, nullptr, Limits{});
-    if (!program.ok()) return Internal("self-test graph '" + g.name + "' does not compile: " + program.status().message());
+    if (!program.ok())
+      return Internal("self-test graph '" + g.name + "' does not compile: " + program.status().message());
     SelfTestCase c;
     c.name = g.name;
     c.ops = static_cast<int>(program->instructions.size());
@@ -821,7 +853,8 @@ StatusOr<SelfTestCoverage> SelfTestCoverageOf(SelfTestSize size) {
   SelfTestCoverage coverage;
   for (const SelfTestGraph& g : BuildSelfTestGraphs(size)) {
     auto program = CompileGraph(g.graph, nullptr, Limits{});
-    if (!program.ok()) return Internal("self-test graph '" + g.name + "' does not compile: " + program.status().message());
+    if (!program.ok())
+      return Internal("self-test graph '" + g.name + "' does not compile: " + program.status().message());
     for (const Instruction& ins : program->instructions) {
       std::vector<DType> dtypes;
       for (int buffer : ins.inputs) dtypes.push_back(program->buffers[buffer].dtype);

@@ -48,19 +48,19 @@ std::vector<SelfTestGraph> BuildSelfTestGraphs(SelfTestSize size);
 // The first instruction (canonical order) whose output hash differs from the reference. The
 // instructions before it matched, so its inputs were identical: it is where the backends diverge.
 struct SelfTestOpMismatch {
-  int index = -1;          // instruction index in the compiled program
-  std::string op;          // e.g. "matmul"
-  std::string node_label;  // e.g. "node 7 (matmul)"
-  std::string output_type; // e.g. "f32[2, 130, 129]"
+  int index = -1;           // instruction index in the compiled program
+  std::string op;           // e.g. "matmul"
+  std::string node_label;   // e.g. "node 7 (matmul)"
+  std::string output_type;  // e.g. "f32[2, 130, 129]"
 };
 
 struct SelfTestCase {
   std::string name;
-  int ops = 0;                    // instructions executed
+  int ops = 0;  // instructions executed
   bool passed = false;
-  double seconds = 0;             // on the candidate: load, run, trace
-  double reference_seconds = 0;   // on the CPU reference
-  std::string error;              // the candidate failed to run the graph (empty otherwise)
+  double seconds = 0;            // on the candidate: load, run, trace
+  double reference_seconds = 0;  // on the CPU reference
+  std::string error;             // the candidate failed to run the graph (empty otherwise)
   std::vector<std::string> differing_outputs;
   bool result_root_matches = false;
   bool trace_root_matches = false;
@@ -74,12 +74,12 @@ struct SelfTestCase {
 };
 
 struct SelfTestReport {
-  std::string candidate;   // backend name, e.g. "cuda:0"
-  std::string reference;   // "cpu-portable x1"
+  std::string candidate;  // backend name, e.g. "cuda:0"
+  std::string reference;  // "cpu-portable x1"
   SelfTestSize size = SelfTestSize::kQuick;
   std::vector<SelfTestCase> cases;
   int total_ops = 0;
-  double seconds = 0;      // wall time of the whole self-test, reference runs included
+  double seconds = 0;  // wall time of the whole self-test, reference runs included
 
   int failed() const;
   bool passed() const { return failed() == 0 && !cases.empty(); }

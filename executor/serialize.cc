@@ -34,7 +34,8 @@ StatusOr<AttrValue> AttrFromProto(const v1::Attribute& a) {
   switch (a.value_case()) {
     case v1::Attribute::kI: return AttrValue(static_cast<int64_t>(a.i()));
     case v1::Attribute::kF: return AttrValue(a.f());
-    case v1::Attribute::kInts: return AttrValue(std::vector<int64_t>(a.ints().values().begin(), a.ints().values().end()));
+    case v1::Attribute::kInts:
+      return AttrValue(std::vector<int64_t>(a.ints().values().begin(), a.ints().values().end()));
     case v1::Attribute::kS: return AttrValue(a.s());
     case v1::Attribute::kDtype: {
       ASSIGN_OR_RETURN(DType t, DTypeFromProto(a.dtype(), "attribute '" + a.name() + "'"));
@@ -79,8 +80,8 @@ StatusOr<Graph> GraphFromProto(const v1::Graph& proto) {
       ASSIGN_OR_RETURN(v.dtype, DTypeFromProto(c.inline_().dtype(), what));
       ASSIGN_OR_RETURN(v.shape, ShapeFromProto(c.inline_().shape(), what));
       const std::string& data = c.inline_().data();
-      auto tensor = Tensor::FromBytes(v.dtype, v.shape,
-                                      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+      auto tensor = Tensor::FromBytes(
+          v.dtype, v.shape, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
       if (!tensor.ok()) return tensor.status().WithContext(what);
       v.inline_data = std::move(tensor).value();
     } else if (c.has_blob()) {
@@ -138,7 +139,8 @@ StatusOr<Graph> GraphFromProto(const v1::Graph& proto) {
     if (o.name().empty()) return InvalidArgument("an output has an empty name");
     if (!output_names.insert(o.name()).second) return InvalidArgument("output name '" + o.name() + "' is used twice");
     auto it = by_name.find(o.value());
-    if (it == by_name.end()) return InvalidArgument("output '" + o.name() + "' refers to undefined value '" + o.value() + "'");
+    if (it == by_name.end())
+      return InvalidArgument("output '" + o.name() + "' refers to undefined value '" + o.value() + "'");
     g.AddOutput(o.name(), it->second);
   }
   return g;
@@ -218,7 +220,8 @@ StatusOr<Graph> ParseGraph(std::span<const uint8_t> bytes, bool text_format, con
       return InvalidArgument("graph is not valid protobuf text format");
     }
   } else {
-    if (bytes.size() > static_cast<size_t>(INT32_MAX) || !proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+        !proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
       return InvalidArgument("graph is not a valid serialized consensor.v1.Graph (malformed or truncated protobuf)");
     }
   }

@@ -107,7 +107,8 @@ StatusOr<ValidatedGraph> Validate(const Graph& graph, const Limits& limits) {
     Sha256 h;
     if (v.kind == ValueKind::kPlaceholder) {
       if (v.name.empty()) return InvalidArgument("an input has an empty name");
-      if (!placeholder_by_name.emplace(v.name, i).second) return InvalidArgument("input name '" + v.name + "' is used twice");
+      if (!placeholder_by_name.emplace(v.name, i).second)
+        return InvalidArgument("input name '" + v.name + "' is used twice");
       h.Update(std::string_view("placeholder"));
       HashString(h, v.name);
       HashShape(h, v.dtype, v.shape);
@@ -247,7 +248,8 @@ StatusOr<ValidatedGraph> Validate(const Graph& graph, const Limits& limits) {
       value_hash[node.output] = hash;
       out.types[node.output] = cn.inferred.output;
       cn.output = node.output;
-      out.total_flops = (cn.inferred.flops > INT64_MAX - out.total_flops) ? INT64_MAX : out.total_flops + cn.inferred.flops;
+      out.total_flops =
+          (cn.inferred.flops > INT64_MAX - out.total_flops) ? INT64_MAX : out.total_flops + cn.inferred.flops;
       out.order.push_back(std::move(cn));
     }
   }

@@ -14,10 +14,10 @@
 namespace consensor::executor {
 
 struct CanonicalNode {
-  int node = -1;                 // index into Graph::nodes()
+  int node = -1;  // index into Graph::nodes()
   const OpSchema* schema = nullptr;
-  std::vector<int> inputs;       // value indices after merging duplicates
-  int output = -1;               // value index
+  std::vector<int> inputs;  // value indices after merging duplicates
+  int output = -1;          // value index
   InferResult inferred;
 };
 
@@ -26,10 +26,10 @@ struct ValidatedGraph {
   std::vector<TypeInfo> types;
   // Reachable, deduplicated nodes in canonical order (docs/DETERMINISM.md section 3).
   std::vector<CanonicalNode> order;
-  std::vector<int> placeholders;                   // value indices, sorted by name
-  std::vector<int> constants;                      // used constants, in first-use order
+  std::vector<int> placeholders;                     // value indices, sorted by name
+  std::vector<int> constants;                        // used constants, in first-use order
   std::vector<std::pair<std::string, int>> outputs;  // sorted by name; value indices after merging
-  Hash256 id{};                                    // canonical graph id
+  Hash256 id{};                                      // canonical graph id
   int64_t total_flops = 0;
 };
 

@@ -104,9 +104,7 @@ CNSR_HD float xor_sign(float x, uint32_t sign_bit) { return as_float(as_uint(x) 
 CNSR_HD float pow2i(int32_t k) { return as_float(static_cast<uint32_t>(k + 127) << 23); }
 
 // Integer |v| < 2^22 to float, exactly, by the 1.5*2^23 bit trick.
-CNSR_HD float small_int_to_float(int32_t v) {
-  return as_float(0x4B400000u + static_cast<uint32_t>(v)) - 0x1.8p23f;
-}
+CNSR_HD float small_int_to_float(int32_t v) { return as_float(0x4B400000u + static_cast<uint32_t>(v)) - 0x1.8p23f; }
 
 // ln 2 split for exp's Cody-Waite reduction: hi has its last set bit at 2^-21, so
 // k*hi is exact and x - k*hi is exact in one fma for the reduced range used here.
@@ -211,7 +209,7 @@ CNSR_HD float log(float x) {
   const float tail = lo + fma_rn(f2, q, ef * kLn2Lo16);
   float y = s + tail;
   // Specials.
-  y = select(ix > 0x7F800000u, canonical_nan(), y);              // NaN or x < 0 -> NaN
+  y = select(ix > 0x7F800000u, canonical_nan(), y);               // NaN or x < 0 -> NaN
   y = select((ix & 0x7FFFFFFFu) == 0, as_float(0xFF800000u), y);  // +-0 -> -inf
   y = select(ix == 0x7F800000u, x, y);                            // +inf -> +inf
   return y;
@@ -334,9 +332,8 @@ namespace detail {
 // Bits of 2/pi after the binary point, preceded by one zero word (so that the window
 // arithmetic below never needs a negative index). Derived with exact integer arithmetic
 // in scripts/fit_detmath.py. Host and device read the same numbers.
-#define CNSR_DETMATH_TWO_OVER_PI_WORDS                                                 \
-  0x00000000u, 0xA2F9836Eu, 0x4E441529u, 0xFC2757D1u, 0xF534DDC0u, 0xDB629599u,        \
-      0x3C439041u, 0xFE5163ABu, 0xDEBBC561u
+#define CNSR_DETMATH_TWO_OVER_PI_WORDS \
+  0x00000000u, 0xA2F9836Eu, 0x4E441529u, 0xFC2757D1u, 0xF534DDC0u, 0xDB629599u, 0x3C439041u, 0xFE5163ABu, 0xDEBBC561u
 #if defined(__CUDACC__)
 static __device__ __constant__ const uint32_t kTwoOverPiDev[9] = {CNSR_DETMATH_TWO_OVER_PI_WORDS};
 #endif
@@ -367,7 +364,7 @@ inline constexpr float kPio2Hi = 0x1.921fb6p+0f;
 inline constexpr float kPio2Lo = -0x1.777a5cp-25f;
 
 struct Reduced {
-  uint32_t q;  // quadrant mod 4
+  uint32_t q;    // quadrant mod 4
   float rh, rl;  // a - q*pi/2 = rh + rl (|rl| <= ulp(rh)/2), |rh| <= pi/4 (+tiny)
 };
 
@@ -381,9 +378,9 @@ struct Reduced {
 // double-float arithmetic.
 CNSR_HD Reduced reduce_pio2(float a) {
   const uint32_t ia = as_uint(a);
-  uint32_t be = ia >> 23;            // biased exponent
-  be = be < 126u ? 126u : be;        // a < 0.5 takes the other path; keep indices valid
-  be = be > 254u ? 254u : be;        // inf/NaN: garbage, replaced by the caller
+  uint32_t be = ia >> 23;      // biased exponent
+  be = be < 126u ? 126u : be;  // a < 0.5 takes the other path; keep indices valid
+  be = be > 254u ? 254u : be;  // inf/NaN: garbage, replaced by the caller
   const uint32_t m = (ia & 0x007FFFFFu) | 0x00800000u;
   const uint32_t p0 = be - 150u + 30u;  // table bit position of 2/pi bit (e-1); e = be-150
   const uint32_t qw = p0 >> 5, sh = p0 & 31u;
@@ -578,7 +575,7 @@ CNSR_HD float pow(float x, float y) {
   const float absx = as_float(ax);
   // Integer / odd-integer classification of y.
   const int32_t ey = static_cast<int32_t>(ay >> 23) - 127;  // unbiased exponent of y
-  const int32_t ec = ey < 0 ? 0 : (ey > 23 ? 23 : ey);        // clamped: shifts stay valid
+  const int32_t ec = ey < 0 ? 0 : (ey > 23 ? 23 : ey);      // clamped: shifts stay valid
   const uint32_t my = (ay & 0x007FFFFFu) | 0x00800000u;
   const uint32_t fracmask = 0x00FFFFFFu >> (ec + 1);  // mantissa bits below 2^0 when ey=ec
   const bool y_int = (ey >= 23) | ((ey >= 0) & ((my & fracmask) == 0u)) | (ay == 0u);

@@ -64,23 +64,28 @@ std::string_view OpName(Op op) {
 
 OpFamily FamilyOf(Op op) {
   switch (op) {
-    case Op::kReduceSum: case Op::kReduceMean: case Op::kReduceMax: case Op::kReduceMin: case Op::kArgMax:
-      return OpFamily::kReduce;
-    case Op::kMatMul: case Op::kMatMulInt8:
-      return OpFamily::kMatMul;
-    case Op::kConv2D:
-      return OpFamily::kConv;
-    case Op::kMaxPool2D: case Op::kAvgPool2D:
-      return OpFamily::kPool;
-    case Op::kSoftmax: case Op::kLayerNorm:
-      return OpFamily::kNormalization;
-    case Op::kIdentity: case Op::kReshape: case Op::kTranspose: case Op::kSlice: case Op::kConcat:
-    case Op::kGather: case Op::kExpand: case Op::kPad:
-      return OpFamily::kDataMovement;
-    case Op::kNumOps:
-      return OpFamily::kNone;
-    default:
-      return OpFamily::kElementwise;
+    case Op::kReduceSum:
+    case Op::kReduceMean:
+    case Op::kReduceMax:
+    case Op::kReduceMin:
+    case Op::kArgMax: return OpFamily::kReduce;
+    case Op::kMatMul:
+    case Op::kMatMulInt8: return OpFamily::kMatMul;
+    case Op::kConv2D: return OpFamily::kConv;
+    case Op::kMaxPool2D:
+    case Op::kAvgPool2D: return OpFamily::kPool;
+    case Op::kSoftmax:
+    case Op::kLayerNorm: return OpFamily::kNormalization;
+    case Op::kIdentity:
+    case Op::kReshape:
+    case Op::kTranspose:
+    case Op::kSlice:
+    case Op::kConcat:
+    case Op::kGather:
+    case Op::kExpand:
+    case Op::kPad: return OpFamily::kDataMovement;
+    case Op::kNumOps: return OpFamily::kNone;
+    default: return OpFamily::kElementwise;
   }
 }
 

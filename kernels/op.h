@@ -14,28 +14,63 @@ namespace consensor::kernels {
 
 enum class Op : uint16_t {
   // Unary elementwise (f32 unless noted).
-  kNeg, kAbs, kRelu,                    // f32, i32, i8, i64
-  kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kErf, kGeluErf, kGeluTanh, kSin, kCos,
-  kNot,                                 // bool
-  kIdentity,                            // any dtype, copies bits
-  kCast,                                // params.to
+  kNeg,
+  kAbs,
+  kRelu,  // f32, i32, i8, i64
+  kExp,
+  kLog,
+  kSqrt,
+  kRsqrt,
+  kTanh,
+  kSigmoid,
+  kErf,
+  kGeluErf,
+  kGeluTanh,
+  kSin,
+  kCos,
+  kNot,       // bool
+  kIdentity,  // any dtype, copies bits
+  kCast,      // params.to
   // Binary elementwise with numpy broadcasting.
-  kAdd, kSub, kMul, kDiv, kPow, kMax, kMin,
-  kEqual, kNotEqual, kLess, kLessEqual, kGreater, kGreaterEqual,  // -> bool
-  kAnd, kOr, kXor,                      // bool
-  kWhere,                               // (bool cond, a, b)
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,
+  kMax,
+  kMin,
+  kEqual,
+  kNotEqual,
+  kLess,
+  kLessEqual,
+  kGreater,
+  kGreaterEqual,  // -> bool
+  kAnd,
+  kOr,
+  kXor,    // bool
+  kWhere,  // (bool cond, a, b)
   // Reductions over params.axes (sorted, unique); output keeps or drops axes per params.keepdims.
-  kReduceSum, kReduceMean, kReduceMax, kReduceMin,
-  kArgMax,                              // over params.axis -> i64
+  kReduceSum,
+  kReduceMean,
+  kReduceMax,
+  kReduceMin,
+  kArgMax,  // over params.axis -> i64
   // Linear algebra and neural-network ops.
-  kMatMul,                              // f32 batched, numpy broadcasting of batch dims
-  kMatMulInt8,                          // i8 x i8 -> i32, exact
-  kConv2D,                              // NCHW x (Cout, Cin/group, kh, kw) [+ bias(Cout)]
-  kMaxPool2D, kAvgPool2D,               // NCHW
-  kSoftmax,                             // over params.axis
-  kLayerNorm,                           // normalizes over dims [params.axis, rank); (x, scale[, bias])
+  kMatMul,      // f32 batched, numpy broadcasting of batch dims
+  kMatMulInt8,  // i8 x i8 -> i32, exact
+  kConv2D,      // NCHW x (Cout, Cin/group, kh, kw) [+ bias(Cout)]
+  kMaxPool2D,
+  kAvgPool2D,  // NCHW
+  kSoftmax,    // over params.axis
+  kLayerNorm,  // normalizes over dims [params.axis, rank); (x, scale[, bias])
   // Data movement: copies bits exactly.
-  kReshape, kTranspose, kSlice, kConcat, kGather, kExpand, kPad,
+  kReshape,
+  kTranspose,
+  kSlice,
+  kConcat,
+  kGather,
+  kExpand,
+  kPad,
   kNumOps,
 };
 
@@ -47,10 +82,10 @@ OpFamily FamilyOf(Op op);
 
 // Resolved parameters. Each op reads only the fields documented for it.
 struct OpParams {
-  std::vector<int64_t> axes;       // reductions: sorted, unique, in [0, rank)
-  bool keepdims = true;            // reductions
-  int64_t axis = 0;                // softmax, layernorm, concat, gather, argmax: in [0, rank)
-  std::vector<int64_t> perm;       // transpose
+  std::vector<int64_t> axes;  // reductions: sorted, unique, in [0, rank)
+  bool keepdims = true;       // reductions
+  int64_t axis = 0;           // softmax, layernorm, concat, gather, argmax: in [0, rank)
+  std::vector<int64_t> perm;  // transpose
   // Slice, one entry per input dim: start in [0, dim], step != 0; output dim is given.
   std::vector<int64_t> starts, steps;
   // Conv/pool: 2 entries each (H, W); pads is [top, left, bottom, right].
@@ -61,7 +96,7 @@ struct OpParams {
   // Pad: pad_begin/pad_end per dim (non-negative); constant mode fills with pad_value.
   std::vector<int64_t> pad_begin, pad_end;
   float pad_value = 0.0f;
-  DType to = DType::kInvalid;      // cast
+  DType to = DType::kInvalid;  // cast
 };
 
 struct TensorView {
@@ -76,7 +111,10 @@ struct TensorView {
     return n;
   }
   int64_t byte_size() const { return num_elements() * DTypeSize(dtype); }
-  template <typename T> T* as() const { return static_cast<T*>(data); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data);
+  }
 };
 
 struct KernelCall {

@@ -68,7 +68,8 @@ StatusOr<DType> DTypeFromOnnx(int32_t t, std::string_view what) {
 StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& p, const Limits& limits) {
   const std::string what = "tensor '" + p.name() + "'";
   ASSIGN_OR_RETURN(DType dtype, DTypeFromOnnx(p.data_type(), what));
-  if (p.dims_size() > kMaxRank) return Unimplemented(what + " has rank " + std::to_string(p.dims_size()) + " (at most 8)");
+  if (p.dims_size() > kMaxRank)
+    return Unimplemented(what + " has rank " + std::to_string(p.dims_size()) + " (at most 8)");
   Shape shape;
   for (int64_t d : p.dims()) {
     if (d < 0) return InvalidArgument(what + " has a negative dimension");
@@ -80,8 +81,9 @@ StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& p, const Limits& limits
                              std::to_string(limits.max_elements_per_tensor));
   }
   if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0) {
-    return Unimplemented(what + " keeps its data in an external file; re-export the model with the weights inside "
-                                "it (models under 2 GB)");
+    return Unimplemented(what +
+                         " keeps its data in an external file; re-export the model with the weights inside "
+                         "it (models under 2 GB)");
   }
   if (p.has_segment()) return Unimplemented(what + " is segmented");
   const int64_t size = DTypeSize(dtype);
@@ -117,8 +119,7 @@ StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& p, const Limits& limits
         if (p.int32_data_size() != n) return count_error(p.int32_data_size());
         for (int64_t i = 0; i < n; ++i) t.data()[i] = p.int32_data(static_cast<int>(i)) != 0 ? 1 : 0;
         break;
-      default:
-        return Internal("unhandled dtype");
+      default: return Internal("unhandled dtype");
     }
   }
   if (dtype == DType::kBool) {
@@ -616,14 +617,16 @@ StatusOr<std::vector<float>> NodeContext::AttrFloats(std::string_view name, std:
 StatusOr<std::string> NodeContext::AttrString(std::string_view name, std::string fallback) const {
   const auto* a = FindAttr(name);
   if (!a) return fallback;
-  if (a->type() != onnx::AttributeProto::STRING) return Invalid("attribute '" + std::string(name) + "' must be a string");
+  if (a->type() != onnx::AttributeProto::STRING)
+    return Invalid("attribute '" + std::string(name) + "' must be a string");
   return a->s();
 }
 
 StatusOr<Tensor> NodeContext::AttrTensor(std::string_view name) const {
   const auto* a = FindAttr(name);
   if (!a) return Invalid("attribute '" + std::string(name) + "' is required");
-  if (a->type() != onnx::AttributeProto::TENSOR) return Invalid("attribute '" + std::string(name) + "' must be a tensor");
+  if (a->type() != onnx::AttributeProto::TENSOR)
+    return Invalid("attribute '" + std::string(name) + "' must be a tensor");
   auto t = TensorFromOnnx(a->t(), importer_.limits());
   if (!t.ok()) return t.status().WithContext(Where() + " attribute '" + std::string(name) + "'");
   return t;
@@ -744,7 +747,8 @@ StatusOr<OnnxModelInfo> ReadOnnxModelInfo(std::span<const uint8_t> bytes) {
   }
   std::set<std::string> ops;
   for (const auto& node : model.graph().node()) {
-    ops.insert(node.domain().empty() || node.domain() == "ai.onnx" ? node.op_type() : node.domain() + "." + node.op_type());
+    ops.insert(node.domain().empty() || node.domain() == "ai.onnx" ? node.op_type()
+                                                                   : node.domain() + "." + node.op_type());
   }
   info.op_types.assign(ops.begin(), ops.end());
   return info;

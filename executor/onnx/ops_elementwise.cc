@@ -231,7 +231,6 @@ Status Dropout(NodeContext& ctx) {
   return OkStatus();
 }
 
-
 // x < 0 ? slope * x : x, with the slope broadcast.
 Status PRelu(NodeContext& ctx) {
   RETURN_IF_ERROR(ctx.CheckAttributes({}));

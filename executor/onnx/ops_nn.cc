@@ -116,7 +116,9 @@ Ints ConsensorPads(const Window& w) { return {w.pads[0], w.pads[1], w.pads[2], w
 
 // The H/W part of a 3-D window.
 Window HW2D(const Window& w) {
-  return Window{{w.kernel[1], w.kernel[2]}, {w.strides[1], w.strides[2]}, {w.dilations[1], w.dilations[2]},
+  return Window{{w.kernel[1], w.kernel[2]},
+                {w.strides[1], w.strides[2]},
+                {w.dilations[1], w.dilations[2]},
                 {w.pads[1], w.pads[2], w.pads[4], w.pads[5]}};
 }
 
@@ -130,8 +132,9 @@ StatusOr<ValueId> GatherDepthWindows(NodeContext& ctx, ValueId x, const Window& 
   if (padded < span) return ctx.Invalid("the depth window is larger than the padded input");
   *od = (padded - span) / sd + 1;
   if (win.pads[0] != 0 || win.pads[3] != 0) {
-    ASSIGN_OR_RETURN(x, ctx.Emit("pad", {x}, {{"pads", Ints{0, 0, win.pads[0], 0, 0, 0, 0, win.pads[3], 0, 0}},
-                                             {"value", pad_value}}));
+    ASSIGN_OR_RETURN(
+        x,
+        ctx.Emit("pad", {x}, {{"pads", Ints{0, 0, win.pads[0], 0, 0, 0, 0, win.pads[3], 0, 0}}, {"value", pad_value}}));
   }
   Ints positions;
   positions.reserve(static_cast<size_t>(*od * kd));
@@ -163,9 +166,10 @@ StatusOr<ValueId> Conv3D(NodeContext& ctx, ValueId x, ValueId w, const Window& w
   std::vector<ValueId> inputs = {g, w2};
   if (ctx.has_input(2)) inputs.push_back(ctx.input(2));
   const Window hw = HW2D(win);
-  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("conv2d", inputs,
-                                       {{"strides", hw.strides}, {"pads", ConsensorPads(hw)},
-                                        {"dilations", hw.dilations}, {"group", group}}));
+  ASSIGN_OR_RETURN(
+      ValueId y,
+      ctx.Emit("conv2d", inputs,
+               {{"strides", hw.strides}, {"pads", ConsensorPads(hw)}, {"dilations", hw.dilations}, {"group", group}}));
   const Shape ys = ctx.type(y).shape;  // [N*OD, F, OH, OW]
   ASSIGN_OR_RETURN(y, ReshapeTo(ctx, y, {n, od, f, ys[2], ys[3]}));
   return ctx.Emit("transpose", {y}, {{"perm", Ints{0, 2, 1, 3, 4}}});
@@ -191,15 +195,18 @@ StatusOr<ValueId> Pool3D(NodeContext& ctx, ValueId x, const Window& win, bool is
   ValueId y;
   if (is_max) {
     ASSIGN_OR_RETURN(y, ctx.Emit("max_pool2d", {g},
-                                 {{"kernel", hw.kernel}, {"strides", hw.strides}, {"pads", ConsensorPads(hw)},
+                                 {{"kernel", hw.kernel},
+                                  {"strides", hw.strides},
+                                  {"pads", ConsensorPads(hw)},
                                   {"dilations", hw.dilations}}));
   } else {
     const int64_t kh = hw.kernel[0], kw = hw.kernel[1];
     ValueId ones = ctx.Constant(Tensor::FromVector<float>(
         DType::kF32, {slices, 1, kh, kw}, std::vector<float>(static_cast<size_t>(slices * kh * kw), 1.0f)));
-    ASSIGN_OR_RETURN(y, ctx.Emit("conv2d", {g, ones},
-                                 {{"strides", hw.strides}, {"pads", ConsensorPads(hw)},
-                                  {"dilations", hw.dilations}, {"group", slices}}));
+    ASSIGN_OR_RETURN(
+        y, ctx.Emit(
+               "conv2d", {g, ones},
+               {{"strides", hw.strides}, {"pads", ConsensorPads(hw)}, {"dilations", hw.dilations}, {"group", slices}}));
   }
   const Shape ys = ctx.type(y).shape;  // [N, C*OD*KD, OH, OW]
   const int64_t oh = ys[2], ow = ys[3];
@@ -323,7 +330,8 @@ Status Conv(NodeContext& ctx) {
   const Shape xs = ctx.type(x).shape;
   const Shape ws = ctx.type(w).shape;
   if (xs.size() != ws.size() || xs.size() < 3) return ctx.Invalid("X and W must have the same rank, at least 3");
-  if (xs.size() > 5) return ctx.Unsupported("attribute kernel_shape with " + std::to_string(xs.size() - 2) + " spatial dims");
+  if (xs.size() > 5)
+    return ctx.Unsupported("attribute kernel_shape with " + std::to_string(xs.size() - 2) + " spatial dims");
   Ints kernel(ws.begin() + 2, ws.end());
   ASSIGN_OR_RETURN(Ints kernel_attr, ctx.AttrInts("kernel_shape", kernel));
   if (kernel_attr != kernel) return ctx.Invalid("kernel_shape does not match the weight's shape");
@@ -338,9 +346,11 @@ Status Conv(NodeContext& ctx) {
   }
   std::vector<ValueId> inputs = {x, w};
   if (ctx.has_input(2)) inputs.push_back(ctx.input(2));
-  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("conv2d", inputs,
-                                       {{"strides", win.strides}, {"pads", ConsensorPads(win)},
-                                        {"dilations", win.dilations}, {"group", group}}));
+  ASSIGN_OR_RETURN(
+      ValueId y,
+      ctx.Emit(
+          "conv2d", inputs,
+          {{"strides", win.strides}, {"pads", ConsensorPads(win)}, {"dilations", win.dilations}, {"group", group}}));
   if (one_d) {
     Shape ys = ctx.type(y).shape;
     ASSIGN_OR_RETURN(y, ReshapeTo(ctx, y, {ys[0], ys[1], ys[3]}));
@@ -363,7 +373,8 @@ Status Pool(NodeContext& ctx, bool is_max) {
   const Shape xs = ctx.type(x).shape;
   if (xs.size() < 3) return ctx.Invalid("X must have rank 3 or more");
   ASSIGN_OR_RETURN(int64_t storage_order, ctx.AttrInt("storage_order", 0));
-  if (xs.size() > 5) return ctx.Unsupported("attribute kernel_shape with " + std::to_string(xs.size() - 2) + " spatial dims");
+  if (xs.size() > 5)
+    return ctx.Unsupported("attribute kernel_shape with " + std::to_string(xs.size() - 2) + " spatial dims");
   ASSIGN_OR_RETURN(Ints kernel, ctx.AttrInts("kernel_shape", {}));
   if (kernel.size() != xs.size() - 2) return ctx.Invalid("kernel_shape must have one value per spatial dim");
   ASSIGN_OR_RETURN(int64_t ceil_mode, ctx.AttrInt("ceil_mode", 0));
@@ -383,7 +394,8 @@ Status Pool(NodeContext& ctx, bool is_max) {
       // is dropped, so models exported with ceil_mode keep their shapes.
       if ((out - 1) * win.strides[i] >= xs[2 + i] + win.pads[i]) --out;
       const int64_t extra = (out - 1) * win.strides[i] + span - padded;  // < 0 only when a window is dropped
-      if (win.pads[i + spatial] + extra < 0) return ctx.Unsupported("attribute ceil_mode with pads over the kernel size");
+      if (win.pads[i + spatial] + extra < 0)
+        return ctx.Unsupported("attribute ceil_mode with pads over the kernel size");
       win.pads[i + spatial] += extra;
     }
   }
@@ -397,8 +409,8 @@ Status Pool(NodeContext& ctx, bool is_max) {
       ASSIGN_OR_RETURN(x, ReshapeTo(ctx, x, {xs[0], xs[1], 1, xs[2]}));
       win = As2D(win);
     }
-    Attributes attrs = {{"kernel", win.kernel}, {"strides", win.strides}, {"pads", ConsensorPads(win)},
-                        {"dilations", win.dilations}};
+    Attributes attrs = {
+        {"kernel", win.kernel}, {"strides", win.strides}, {"pads", ConsensorPads(win)}, {"dilations", win.dilations}};
     if (!is_max) attrs["count_include_pad"] = count_include_pad;
     ASSIGN_OR_RETURN(y, ctx.Emit(is_max ? "max_pool2d" : "avg_pool2d", {x}, attrs));
     if (one_d) {
@@ -510,7 +522,8 @@ Status BatchNormalizationTraining(NodeContext& ctx) {
 // per-channel constant folded at import; subtracting the mean first keeps the precision
 // when x is close to a large mean.
 Status BatchNormalization(NodeContext& ctx) {
-  RETURN_IF_ERROR(ctx.CheckAttributes({"epsilon", "momentum", "training_mode", "spatial", "is_test", "consumed_inputs"}));
+  RETURN_IF_ERROR(
+      ctx.CheckAttributes({"epsilon", "momentum", "training_mode", "spatial", "is_test", "consumed_inputs"}));
   ASSIGN_OR_RETURN(int64_t training, ctx.AttrInt("training_mode", 0));
   if (training) return BatchNormalizationTraining(ctx);
   ASSIGN_OR_RETURN(int64_t spatial, ctx.AttrInt("spatial", 1));
@@ -668,10 +681,9 @@ Status Reduce(NodeContext& ctx, ReduceKind kind) {
       ASSIGN_OR_RETURN(operand, ctx.Emit("exp", {x}));
       break;
     }
-    default:
-      break;
+    default: break;
   }
-  const char* op = kind == ReduceKind::kMean ? "reduce_mean"
+  const char* op = kind == ReduceKind::kMean  ? "reduce_mean"
                    : kind == ReduceKind::kMax ? "reduce_max"
                    : kind == ReduceKind::kMin ? "reduce_min"
                                               : "reduce_sum";

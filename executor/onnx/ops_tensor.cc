@@ -468,8 +468,8 @@ Status Split(NodeContext& ctx) {
     }
   } else {
     if (dim % n_out != 0) {
-      return ctx.Invalid("axis " + std::to_string(axis) + " of size " + std::to_string(dim) +
-                         " cannot be split into " + std::to_string(n_out) + " equal parts");
+      return ctx.Invalid("axis " + std::to_string(axis) + " of size " + std::to_string(dim) + " cannot be split into " +
+                         std::to_string(n_out) + " equal parts");
     }
     sizes.assign(static_cast<size_t>(n_out), dim / n_out);
   }
@@ -484,17 +484,16 @@ Status Split(NodeContext& ctx) {
     if (total > dim) break;
   }
   if (total != dim) {
-    return ctx.Invalid("split " + IntsStr(sizes) + " does not add up to the size " + std::to_string(dim) +
-                       " of axis " + std::to_string(axis));
+    return ctx.Invalid("split " + IntsStr(sizes) + " does not add up to the size " + std::to_string(dim) + " of axis " +
+                       std::to_string(axis));
   }
   int64_t offset = 0;
   for (int64_t i = 0; i < n_out; ++i) {
     const int64_t size = sizes[i];
     if (ctx.wants_output(static_cast<int>(i))) {
-      ASSIGN_OR_RETURN(ValueId part, ctx.Emit("slice", {x},
-                                              {{"starts", Ints{offset}},
-                                               {"ends", Ints{offset + size}},
-                                               {"axes", Ints{axis}}}));
+      ASSIGN_OR_RETURN(
+          ValueId part,
+          ctx.Emit("slice", {x}, {{"starts", Ints{offset}}, {"ends", Ints{offset + size}}, {"axes", Ints{axis}}}));
       ctx.SetOutput(static_cast<int>(i), part);
     }
     offset += size;
@@ -555,8 +554,8 @@ Status Tile(NodeContext& ctx) {
     if (repeats[i] == 1) continue;
     if (repeats[i] == 0 || in[i] == 0) {
       // Nothing to copy along this axis: an empty slice has the right shape.
-      ASSIGN_OR_RETURN(v, ctx.Emit("slice", {v}, {{"starts", Ints{0}}, {"ends", Ints{0}},
-                                                  {"axes", Ints{static_cast<int64_t>(i)}}}));
+      ASSIGN_OR_RETURN(
+          v, ctx.Emit("slice", {v}, {{"starts", Ints{0}}, {"ends", Ints{0}}, {"axes", Ints{static_cast<int64_t>(i)}}}));
       continue;
     }
     // r copies by binary doubling: O(log r) concats, each checked against the caps.
@@ -649,8 +648,8 @@ Status PadImpl(NodeContext& ctx, ValueId x, Ints pads, const std::string& mode, 
   if (fill) {
     const TypeInfo fill_type = ctx.type(*fill);
     if (fill_type.dtype != dtype) {
-      return ctx.Invalid("constant_value has dtype " + std::string(DTypeName(fill_type.dtype)) +
-                         " but the data is " + std::string(DTypeName(dtype)));
+      return ctx.Invalid("constant_value has dtype " + std::string(DTypeName(fill_type.dtype)) + " but the data is " +
+                         std::string(DTypeName(dtype)));
     }
     if (Product(fill_type.shape, 0, fill_type.shape.size()) != 1) {
       return ctx.Invalid("constant_value must have one element, got shape " + ShapeToString(fill_type.shape));

@@ -150,7 +150,8 @@ Status ValidateGather(const KernelCall& call) {
   const TensorView& out = call.out();
   RETURN_IF_ERROR(CheckSameDType(call, data));
   if (indices.dtype != DType::kI32 && indices.dtype != DType::kI64) {
-    return InvalidArgument(Prefix(call.op) + "indices must be i32 or i64, got " + std::string(DTypeName(indices.dtype)));
+    return InvalidArgument(Prefix(call.op) + "indices must be i32 or i64, got " +
+                           std::string(DTypeName(indices.dtype)));
   }
   if (call.params == nullptr) return InvalidArgument(Prefix(call.op) + "missing parameters");
   const int64_t axis = call.params->axis;
@@ -217,7 +218,8 @@ Status ValidatePad(const KernelCall& call) {
 
 Status ValidateDataMovement(const KernelCall& call) {
   switch (call.op) {
-    case Op::kIdentity: case Op::kReshape: return ValidateCopy(call);
+    case Op::kIdentity:
+    case Op::kReshape: return ValidateCopy(call);
     case Op::kTranspose: return ValidateTranspose(call);
     case Op::kSlice: return ValidateSlice(call);
     case Op::kConcat: return ValidateConcat(call);

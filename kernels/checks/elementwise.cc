@@ -6,44 +6,66 @@ namespace consensor::kernels {
 
 namespace {
 
-enum class Kind { kNumericUnary, kFloatUnary, kBoolUnary, kCast, kNumericBinary, kFloatBinary, kCompare,
-                  kLogical, kWhere, kNone };
+enum class Kind {
+  kNumericUnary,
+  kFloatUnary,
+  kBoolUnary,
+  kCast,
+  kNumericBinary,
+  kFloatBinary,
+  kCompare,
+  kLogical,
+  kWhere,
+  kNone
+};
 
 Kind KindOf(Op op) {
   switch (op) {
-    case Op::kNeg: case Op::kAbs: case Op::kRelu:
-      return Kind::kNumericUnary;
-    case Op::kExp: case Op::kLog: case Op::kSqrt: case Op::kRsqrt: case Op::kTanh: case Op::kSigmoid:
-    case Op::kErf: case Op::kGeluErf: case Op::kGeluTanh: case Op::kSin: case Op::kCos:
-      return Kind::kFloatUnary;
-    case Op::kNot:
-      return Kind::kBoolUnary;
-    case Op::kCast:
-      return Kind::kCast;
-    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kMax: case Op::kMin:
-      return Kind::kNumericBinary;
-    case Op::kPow:
-      return Kind::kFloatBinary;
-    case Op::kEqual: case Op::kNotEqual: case Op::kLess: case Op::kLessEqual: case Op::kGreater:
-    case Op::kGreaterEqual:
-      return Kind::kCompare;
-    case Op::kAnd: case Op::kOr: case Op::kXor:
-      return Kind::kLogical;
-    case Op::kWhere:
-      return Kind::kWhere;
-    default:
-      return Kind::kNone;
+    case Op::kNeg:
+    case Op::kAbs:
+    case Op::kRelu: return Kind::kNumericUnary;
+    case Op::kExp:
+    case Op::kLog:
+    case Op::kSqrt:
+    case Op::kRsqrt:
+    case Op::kTanh:
+    case Op::kSigmoid:
+    case Op::kErf:
+    case Op::kGeluErf:
+    case Op::kGeluTanh:
+    case Op::kSin:
+    case Op::kCos: return Kind::kFloatUnary;
+    case Op::kNot: return Kind::kBoolUnary;
+    case Op::kCast: return Kind::kCast;
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kDiv:
+    case Op::kMax:
+    case Op::kMin: return Kind::kNumericBinary;
+    case Op::kPow: return Kind::kFloatBinary;
+    case Op::kEqual:
+    case Op::kNotEqual:
+    case Op::kLess:
+    case Op::kLessEqual:
+    case Op::kGreater:
+    case Op::kGreaterEqual: return Kind::kCompare;
+    case Op::kAnd:
+    case Op::kOr:
+    case Op::kXor: return Kind::kLogical;
+    case Op::kWhere: return Kind::kWhere;
+    default: return Kind::kNone;
   }
 }
 
 int ArityOf(Kind k) {
   switch (k) {
-    case Kind::kNumericUnary: case Kind::kFloatUnary: case Kind::kBoolUnary: case Kind::kCast:
-      return 1;
-    case Kind::kWhere:
-      return 3;
-    default:
-      return 2;
+    case Kind::kNumericUnary:
+    case Kind::kFloatUnary:
+    case Kind::kBoolUnary:
+    case Kind::kCast: return 1;
+    case Kind::kWhere: return 3;
+    default: return 2;
   }
 }
 
@@ -127,7 +149,10 @@ Status ValidateOperands(const KernelCall& call, Kind kind) {
                                name(call.params->to));
       }
       return OkStatus();
-    case Kind::kNumericBinary: case Kind::kFloatBinary: case Kind::kCompare: case Kind::kLogical: {
+    case Kind::kNumericBinary:
+    case Kind::kFloatBinary:
+    case Kind::kCompare:
+    case Kind::kLogical: {
       const DType b = call.in(1).dtype;
       if (a != b) return InvalidArgument(p + "input dtypes differ (" + name(a) + " vs " + name(b) + ")");
       if (kind == Kind::kNumericBinary && !IsNumeric(a)) {

@@ -35,8 +35,8 @@ StatusOr<MatMulPlan> PlanMatMul(const KernelCall& call) {
   }
   if (a.rank < 2 || b.rank < 2 || y.rank < 2 || a.rank > kMaxRank || b.rank > kMaxRank || y.rank > kMaxRank ||
       a.rank > y.rank || b.rank > y.rank) {
-    return InvalidArgument(name + ": bad ranks " + UncheckedShapeString(a) + " x " + UncheckedShapeString(b) +
-                           " -> " + UncheckedShapeString(y));
+    return InvalidArgument(name + ": bad ranks " + UncheckedShapeString(a) + " x " + UncheckedShapeString(b) + " -> " +
+                           UncheckedShapeString(y));
   }
   for (const TensorView* t : {&a, &b, &y}) {
     for (int i = 0; i < t->rank; ++i) {

@@ -33,7 +33,8 @@ Status ValidateNormalization(const KernelCall& call) {
       bool ok = t.rank == x.rank - axis;
       for (int i = 0; ok && i < t.rank; ++i) ok = t.dims[i] == x.dims[axis + i];
       if (!ok) return InvalidArgument(name + ": scale and bias must have the shape of the normalized dims");
-      if (count > 0 && t.num_elements() > 0 && t.data == nullptr) return InvalidArgument(name + ": missing tensor data");
+      if (count > 0 && t.num_elements() > 0 && t.data == nullptr)
+        return InvalidArgument(name + ": missing tensor data");
     }
   }
   return OkStatus();

@@ -8,7 +8,8 @@ StatusOr<PoolGeom> ValidatePool(const KernelCall& call) {
   const std::string name(OpName(call.op));
   if (call.op != Op::kMaxPool2D && call.op != Op::kAvgPool2D) return InvalidArgument(name + ": not a pool op");
   if (call.params == nullptr) return InvalidArgument(name + ": missing parameters");
-  if (call.num_inputs != 1 || call.num_outputs != 1) return InvalidArgument(name + ": expects one input and one output");
+  if (call.num_inputs != 1 || call.num_outputs != 1)
+    return InvalidArgument(name + ": expects one input and one output");
   const TensorView& x = call.in(0);
   const TensorView& y = call.out(0);
   const OpParams& p = *call.params;

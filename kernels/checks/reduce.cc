@@ -9,14 +9,16 @@ namespace consensor::kernels {
 Status ValidateReduce(const KernelCall& call) {
   const std::string name(OpName(call.op));
   if (call.params == nullptr) return InvalidArgument(name + ": missing parameters");
-  if (call.num_inputs != 1 || call.num_outputs != 1) return InvalidArgument(name + ": expects one input and one output");
+  if (call.num_inputs != 1 || call.num_outputs != 1)
+    return InvalidArgument(name + ": expects one input and one output");
   const TensorView& x = call.in(0);
   const TensorView& y = call.out(0);
   const OpParams& p = *call.params;
   if (x.rank < 0 || x.rank > kMaxRank || y.rank < 0 || y.rank > kMaxRank) return InvalidArgument(name + ": bad rank");
   for (int i = 0; i < x.rank; ++i)
     if (x.dims[i] < 0) return InvalidArgument(name + ": negative dimension");
-  const bool numeric = x.dtype == DType::kF32 || x.dtype == DType::kI32 || x.dtype == DType::kI8 || x.dtype == DType::kI64;
+  const bool numeric =
+      x.dtype == DType::kF32 || x.dtype == DType::kI32 || x.dtype == DType::kI8 || x.dtype == DType::kI64;
 
   int64_t expect_out = 1;
   if (call.op == Op::kArgMax) {

@@ -112,8 +112,14 @@ inline float LaneTreeChunkAvx2(const float* x, int64_t n) {
     int k = 0;
     for (; (k + 1) * 8 <= rem; ++k) acc[k] = _mm256_add_ps(acc[k], LoadTerms8<kSquare>(x + i + 8 * k));
     if (rem - 8 * k > 0) acc[k] = _mm256_add_ps(acc[k], LoadTermsPartial<kSquare>(x + i + 8 * k, rem - 8 * k));
-    a0 = acc[0]; a1 = acc[1]; a2 = acc[2]; a3 = acc[3];
-    a4 = acc[4]; a5 = acc[5]; a6 = acc[6]; a7 = acc[7];
+    a0 = acc[0];
+    a1 = acc[1];
+    a2 = acc[2];
+    a3 = acc[3];
+    a4 = acc[4];
+    a5 = acc[5];
+    a6 = acc[6];
+    a7 = acc[7];
   }
   // s = 32, 16, 8 between registers.
   a0 = _mm256_add_ps(a0, a4);
@@ -255,8 +261,7 @@ inline void LaneTreeColumns(const float* base, const int64_t* offs, int64_t stri
 }
 
 // out[c] = csum over r in [0, n) of base[off(r) + c] for c in [0, ncols) (sequential).
-inline void CsumColumns(const float* base, const int64_t* offs, int64_t stride, int64_t n, int64_t ncols,
-                        float* out) {
+inline void CsumColumns(const float* base, const int64_t* offs, int64_t stride, int64_t n, int64_t ncols, float* out) {
   if (ncols <= 0) return;
   if (n <= 0) {
     for (int64_t c = 0; c < ncols; ++c) out[c] = 0.0f;

@@ -25,8 +25,8 @@ constexpr int64_t kTileTarget = int64_t{2} << 20;
 constexpr uint32_t kCanonicalNaN = 0x7FC00000u;
 
 // COL[k - k0, j] for k in [k0, k1) and output positions p0 + j, j < ptc, of image n, group gi.
-void Im2Col(const ConvGeom& g, const float* x, int64_t n, int64_t gi, int64_t p0, int64_t ptc, int64_t k0,
-            int64_t k1, float* col) {
+void Im2Col(const ConvGeom& g, const float* x, int64_t n, int64_t gi, int64_t p0, int64_t ptc, int64_t k0, int64_t k1,
+            float* col) {
   const int64_t khw = g.KH * g.KW;
   for (int64_t k = k0; k < k1; ++k) {
     const int64_t c = k / khw, r = k % khw, kh = r / g.KW, kw = r % g.KW;
@@ -185,7 +185,8 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
         op.ldb = ptc;
         op.c = y + (n * g.F + gi * g.Fg) * g.P + p0;
         op.ldc = g.P;
-        RETURN_IF_ERROR(gemm::F32Batched(1, d, [&](int64_t) { return op; }, ctx));
+        RETURN_IF_ERROR(gemm::F32Batched(
+            1, d, [&](int64_t) { return op; }, ctx));
         if (bias) AddBias(op.c, g.P, g.Fg, ptc, bias + gi * g.Fg);
       }
     }

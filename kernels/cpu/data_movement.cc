@@ -28,7 +28,9 @@ void Parallel(const CpuContext& ctx, int64_t n, int64_t grain, const std::functi
 }
 
 // Grain in units of `unit_bytes`-sized items so that a chunk moves about kCopyGrainBytes.
-int64_t GrainFor(int64_t unit_bytes) { return std::max<int64_t>(1, kCopyGrainBytes / std::max<int64_t>(1, unit_bytes)); }
+int64_t GrainFor(int64_t unit_bytes) {
+  return std::max<int64_t>(1, kCopyGrainBytes / std::max<int64_t>(1, unit_bytes));
+}
 
 // Flat byte copy of `bytes` bytes, split across the pool.
 void CopyBytes(const CpuContext& ctx, void* dst, const void* src, int64_t bytes) {
@@ -281,7 +283,9 @@ Status RunDataMovement(const KernelCall& call, const CpuContext& ctx) {
   RETURN_IF_ERROR(ValidateDataMovement(call));
   const TensorView& out = call.out();
   switch (call.op) {
-    case Op::kTranspose: case Op::kSlice: case Op::kExpand: {
+    case Op::kTranspose:
+    case Op::kSlice:
+    case Op::kExpand: {
       const StridedRead r = PlanStridedRead(call);
       const int64_t esize = DTypeSize(out.dtype);
       StridedCopy(ctx, r.layout, esize, out.data, static_cast<const uint8_t*>(call.in(0).data) + r.offset * esize);

@@ -7,9 +7,7 @@
 
 namespace consensor::kernels::cpu {
 
-void EwRunChunkPortable(const EwPlan& plan, int64_t begin, int64_t end) {
-  EwRunChunkImpl(plan, begin, end);
-}
+void EwRunChunkPortable(const EwPlan& plan, int64_t begin, int64_t end) { EwRunChunkImpl(plan, begin, end); }
 
 constexpr int64_t kGrain = 16384;
 
@@ -28,8 +26,7 @@ Status RunElementwise(const KernelCall& call, const CpuContext& ctx) {
   plan.layout = ElementwiseLayout(call);
   for (int i = 0; i < call.num_inputs; ++i) plan.in[i] = call.in(i).data;
 
-  void (*chunk)(const EwPlan&, int64_t, int64_t) =
-      ctx.isa == Isa::kAvx2 ? &EwRunChunkAvx2 : &EwRunChunkPortable;
+  void (*chunk)(const EwPlan&, int64_t, int64_t) = ctx.isa == Isa::kAvx2 ? &EwRunChunkAvx2 : &EwRunChunkPortable;
   if (ctx.pool == nullptr) {
     chunk(plan, 0, n);
   } else {

@@ -5,8 +5,6 @@
 
 namespace consensor::kernels::cpu {
 
-void EwRunChunkAvx2(const EwPlan& plan, int64_t begin, int64_t end) {
-  EwRunChunkImpl(plan, begin, end);
-}
+void EwRunChunkAvx2(const EwPlan& plan, int64_t begin, int64_t end) { EwRunChunkImpl(plan, begin, end); }
 
 }  // namespace consensor::kernels::cpu

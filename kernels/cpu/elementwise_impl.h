@@ -60,16 +60,16 @@ constexpr uint32_t kCanonicalNaNBits = 0x7FC00000u;
 // DTypeSize, kept TU-local (see the linkage note at the top).
 CNSR_EW_INLINE int EwElemSize(DType t) {
   switch (t) {
-    case DType::kF32: case DType::kI32: return 4;
-    case DType::kI8: case DType::kBool: return 1;
+    case DType::kF32:
+    case DType::kI32: return 4;
+    case DType::kI8:
+    case DType::kBool: return 1;
     case DType::kI64: return 8;
     default: return 0;
   }
 }
 
-CNSR_EW_INLINE float CanonNaN(float x) {
-  return x != x ? std::bit_cast<float>(kCanonicalNaNBits) : x;
-}
+CNSR_EW_INLINE float CanonNaN(float x) { return x != x ? std::bit_cast<float>(kCanonicalNaNBits) : x; }
 
 template <typename T>
 using UnsignedOf = std::make_unsigned_t<T>;
@@ -110,12 +110,8 @@ CNSR_EW_INLINE T SafeDiv(T a, T b) {
   return zero ? static_cast<T>(0) : q;
 }
 
-CNSR_EW_INLINE float FNeg(float x) {
-  return CanonNaN(std::bit_cast<float>(std::bit_cast<uint32_t>(x) ^ 0x80000000u));
-}
-CNSR_EW_INLINE float FAbs(float x) {
-  return CanonNaN(std::bit_cast<float>(std::bit_cast<uint32_t>(x) & 0x7FFFFFFFu));
-}
+CNSR_EW_INLINE float FNeg(float x) { return CanonNaN(std::bit_cast<float>(std::bit_cast<uint32_t>(x) ^ 0x80000000u)); }
+CNSR_EW_INLINE float FAbs(float x) { return CanonNaN(std::bit_cast<float>(std::bit_cast<uint32_t>(x) & 0x7FFFFFFFu)); }
 // Section 1.1: NaN-propagating; max(-0, +0) = +0, min(-0, +0) = -0.
 CNSR_EW_INLINE float FMax(float a, float b) {
   const uint32_t ua = std::bit_cast<uint32_t>(a), ub = std::bit_cast<uint32_t>(b);
@@ -168,17 +164,22 @@ CNSR_EW_INLINE To CastValue(From x) {
 // Op functors: static Apply. `Out` is the output element type.
 
 struct NegF {
-  template <typename T> static CNSR_EW_INLINE T Apply(T x) {
-    if constexpr (std::is_same_v<T, float>) return FNeg(x); else return WrapNeg(x);
+  template <typename T>
+  static CNSR_EW_INLINE T Apply(T x) {
+    if constexpr (std::is_same_v<T, float>) return FNeg(x);
+    else return WrapNeg(x);
   }
 };
 struct AbsF {
-  template <typename T> static CNSR_EW_INLINE T Apply(T x) {
-    if constexpr (std::is_same_v<T, float>) return FAbs(x); else return x < 0 ? WrapNeg(x) : x;
+  template <typename T>
+  static CNSR_EW_INLINE T Apply(T x) {
+    if constexpr (std::is_same_v<T, float>) return FAbs(x);
+    else return x < 0 ? WrapNeg(x) : x;
   }
 };
 struct ReluF {
-  template <typename T> static CNSR_EW_INLINE T Apply(T x) {
+  template <typename T>
+  static CNSR_EW_INLINE T Apply(T x) {
     if constexpr (std::is_same_v<T, float>) {
       // x > 0 ? x : +0, with relu(NaN) = NaN (canonical) as the spec states.
       return x != x ? std::bit_cast<float>(kCanonicalNaNBits) : (x > 0.0f ? x : 0.0f);
@@ -187,68 +188,135 @@ struct ReluF {
     }
   }
 };
-struct ExpF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::exp(x)); } };
-struct LogF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::log(x)); } };
-struct TanhF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::tanh(x)); } };
-struct ErfF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::erf(x)); } };
-struct SinF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::sin(x)); } };
-struct CosF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::cos(x)); } };
+struct ExpF {
+  static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::exp(x)); }
+};
+struct LogF {
+  static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::log(x)); }
+};
+struct TanhF {
+  static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::tanh(x)); }
+};
+struct ErfF {
+  static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::erf(x)); }
+};
+struct SinF {
+  static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::sin(x)); }
+};
+struct CosF {
+  static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::cos(x)); }
+};
 struct SqrtF {
   static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::sqrt_rn(x)); }
 };
 // rsqrt, sigmoid, gelu and gelu_tanh are the exact sequences of section 4.2, implemented
 // once in detmath (shared with the CUDA backend); elementwise_test checks them against
 // the spec formulas.
-struct RsqrtF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::rsqrt(x)); } };
-struct SigmoidF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::sigmoid(x)); } };
-struct GeluErfF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::gelu_erf(x)); } };
-struct GeluTanhF { static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::gelu_tanh(x)); } };
-struct NotF { static CNSR_EW_INLINE uint8_t Apply(uint8_t x) { return static_cast<uint8_t>(x == 0); } };
+struct RsqrtF {
+  static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::rsqrt(x)); }
+};
+struct SigmoidF {
+  static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::sigmoid(x)); }
+};
+struct GeluErfF {
+  static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::gelu_erf(x)); }
+};
+struct GeluTanhF {
+  static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::gelu_tanh(x)); }
+};
+struct NotF {
+  static CNSR_EW_INLINE uint8_t Apply(uint8_t x) { return static_cast<uint8_t>(x == 0); }
+};
 template <typename To>
 struct CastF {
-  template <typename From> static CNSR_EW_INLINE To Apply(From x) { return CastValue<From, To>(x); }
+  template <typename From>
+  static CNSR_EW_INLINE To Apply(From x) {
+    return CastValue<From, To>(x);
+  }
 };
 
 struct AddF {
-  template <typename T> static CNSR_EW_INLINE T Apply(T a, T b) {
-    if constexpr (std::is_same_v<T, float>) return CanonNaN(a + b); else return WrapAdd(a, b);
+  template <typename T>
+  static CNSR_EW_INLINE T Apply(T a, T b) {
+    if constexpr (std::is_same_v<T, float>) return CanonNaN(a + b);
+    else return WrapAdd(a, b);
   }
 };
 struct SubF {
-  template <typename T> static CNSR_EW_INLINE T Apply(T a, T b) {
-    if constexpr (std::is_same_v<T, float>) return CanonNaN(a - b); else return WrapSub(a, b);
+  template <typename T>
+  static CNSR_EW_INLINE T Apply(T a, T b) {
+    if constexpr (std::is_same_v<T, float>) return CanonNaN(a - b);
+    else return WrapSub(a, b);
   }
 };
 struct MulF {
-  template <typename T> static CNSR_EW_INLINE T Apply(T a, T b) {
-    if constexpr (std::is_same_v<T, float>) return CanonNaN(a * b); else return WrapMul(a, b);
+  template <typename T>
+  static CNSR_EW_INLINE T Apply(T a, T b) {
+    if constexpr (std::is_same_v<T, float>) return CanonNaN(a * b);
+    else return WrapMul(a, b);
   }
 };
 struct DivF {
-  template <typename T> static CNSR_EW_INLINE T Apply(T a, T b) {
-    if constexpr (std::is_same_v<T, float>) return CanonNaN(a / b); else return SafeDiv(a, b);
+  template <typename T>
+  static CNSR_EW_INLINE T Apply(T a, T b) {
+    if constexpr (std::is_same_v<T, float>) return CanonNaN(a / b);
+    else return SafeDiv(a, b);
   }
 };
 struct PowF {
   static CNSR_EW_INLINE float Apply(float a, float b) { return CanonNaN(detmath::pow(a, b)); }
 };
 struct MaxF {
-  template <typename T> static CNSR_EW_INLINE T Apply(T a, T b) {
-    if constexpr (std::is_same_v<T, float>) return FMax(a, b); else return a > b ? a : b;
+  template <typename T>
+  static CNSR_EW_INLINE T Apply(T a, T b) {
+    if constexpr (std::is_same_v<T, float>) return FMax(a, b);
+    else return a > b ? a : b;
   }
 };
 struct MinF {
-  template <typename T> static CNSR_EW_INLINE T Apply(T a, T b) {
-    if constexpr (std::is_same_v<T, float>) return FMin(a, b); else return a < b ? a : b;
+  template <typename T>
+  static CNSR_EW_INLINE T Apply(T a, T b) {
+    if constexpr (std::is_same_v<T, float>) return FMin(a, b);
+    else return a < b ? a : b;
   }
 };
 // Comparisons follow IEEE (NaN compares false except !=; -0 == +0): the C++ operators.
-struct EqF { template <typename T> static CNSR_EW_INLINE uint8_t Apply(T a, T b) { return a == b; } };
-struct NeF { template <typename T> static CNSR_EW_INLINE uint8_t Apply(T a, T b) { return a != b; } };
-struct LtF { template <typename T> static CNSR_EW_INLINE uint8_t Apply(T a, T b) { return a < b; } };
-struct LeF { template <typename T> static CNSR_EW_INLINE uint8_t Apply(T a, T b) { return a <= b; } };
-struct GtF { template <typename T> static CNSR_EW_INLINE uint8_t Apply(T a, T b) { return a > b; } };
-struct GeF { template <typename T> static CNSR_EW_INLINE uint8_t Apply(T a, T b) { return a >= b; } };
+struct EqF {
+  template <typename T>
+  static CNSR_EW_INLINE uint8_t Apply(T a, T b) {
+    return a == b;
+  }
+};
+struct NeF {
+  template <typename T>
+  static CNSR_EW_INLINE uint8_t Apply(T a, T b) {
+    return a != b;
+  }
+};
+struct LtF {
+  template <typename T>
+  static CNSR_EW_INLINE uint8_t Apply(T a, T b) {
+    return a < b;
+  }
+};
+struct LeF {
+  template <typename T>
+  static CNSR_EW_INLINE uint8_t Apply(T a, T b) {
+    return a <= b;
+  }
+};
+struct GtF {
+  template <typename T>
+  static CNSR_EW_INLINE uint8_t Apply(T a, T b) {
+    return a > b;
+  }
+};
+struct GeF {
+  template <typename T>
+  static CNSR_EW_INLINE uint8_t Apply(T a, T b) {
+    return a >= b;
+  }
+};
 struct AndF {
   static CNSR_EW_INLINE uint8_t Apply(uint8_t a, uint8_t b) { return static_cast<uint8_t>((a != 0) & (b != 0)); }
 };
@@ -334,7 +402,8 @@ CNSR_EW_INLINE void WhereRun(T* o, const uint8_t* c, const T* a, const T* b, int
 
 template <typename T, bool SC, bool SA>
 CNSR_EW_INLINE void WhereRunB(int64_t sb, T* o, const uint8_t* c, const T* a, const T* b, int64_t n) {
-  if (sb == 1) WhereRun<T, SC, SA, true>(o, c, a, b, n); else WhereRun<T, SC, SA, false>(o, c, a, b, n);
+  if (sb == 1) WhereRun<T, SC, SA, true>(o, c, a, b, n);
+  else WhereRun<T, SC, SA, false>(o, c, a, b, n);
 }
 
 // where copies the bits of a or b: T is the unsigned integer of the element size.

@@ -70,10 +70,8 @@ bool F32BlockPortable(const F32Operands& op, const Dims& d, int64_t m0, int64_t 
 bool I8BlockPortable(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
                      Workspace* ws);
 // matmul_avx2.cc: call only when CpuHasAvx2Fma().
-bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
-                  Workspace* ws);
-bool I8BlockAvx2(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
-                 Workspace* ws);
+bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1, Workspace* ws);
+bool I8BlockAvx2(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1, Workspace* ws);
 
 // Batched GEMM of `batch` problems of identical dims; operands(i) gives problem i.
 // Splits the work over (batch, N-blocks, M-blocks) on ctx.pool, never over K.

@@ -86,33 +86,41 @@ void PackBF32(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* bp) {
 // emits (a*b + acc, one rounding), applied in increasing k. x86-64 only (this file is
 // compiled for AVX2 targets).
 // clang-format off: one instruction per line reads better than what the formatter makes of it.
-#define CNSR_MK_STEP(K)                                         \
-  "vmovaps " #K "*64(%[bp]), %%ymm0\n\t"                        \
-  "vmovaps " #K "*64+32(%[bp]), %%ymm1\n\t"                     \
-  "vbroadcastss " #K "*24+0(%[ap]), %%ymm2\n\t"                 \
-  "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"                      \
-  "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"                      \
-  "vbroadcastss " #K "*24+4(%[ap]), %%ymm3\n\t"                 \
-  "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"                      \
-  "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"                      \
-  "vbroadcastss " #K "*24+8(%[ap]), %%ymm2\n\t"                 \
-  "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"                      \
-  "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"                      \
-  "vbroadcastss " #K "*24+12(%[ap]), %%ymm3\n\t"                \
-  "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"                     \
-  "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"                     \
-  "vbroadcastss " #K "*24+16(%[ap]), %%ymm2\n\t"                \
-  "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"                     \
-  "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"                     \
-  "vbroadcastss " #K "*24+20(%[ap]), %%ymm3\n\t"                \
-  "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                     \
+#define CNSR_MK_STEP(K)                     \
+  "vmovaps " #K                             \
+  "*64(%[bp]), %%ymm0\n\t"                  \
+  "vmovaps " #K                             \
+  "*64+32(%[bp]), %%ymm1\n\t"               \
+  "vbroadcastss " #K                        \
+  "*24+0(%[ap]), %%ymm2\n\t"                \
+  "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"  \
+  "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"  \
+  "vbroadcastss " #K                        \
+  "*24+4(%[ap]), %%ymm3\n\t"                \
+  "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"  \
+  "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"  \
+  "vbroadcastss " #K                        \
+  "*24+8(%[ap]), %%ymm2\n\t"                \
+  "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"  \
+  "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"  \
+  "vbroadcastss " #K                        \
+  "*24+12(%[ap]), %%ymm3\n\t"               \
+  "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t" \
+  "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t" \
+  "vbroadcastss " #K                        \
+  "*24+16(%[ap]), %%ymm2\n\t"               \
+  "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t" \
+  "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t" \
+  "vbroadcastss " #K                        \
+  "*24+20(%[ap]), %%ymm3\n\t"               \
+  "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t" \
   "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
 // clang-format on
 
 alignas(4) const uint32_t kCanonNaNBits = 0x7FC00000u;
 
-void MicroF32(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, int64_t ldc,
-              bool first, bool last) {
+void MicroF32(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, int64_t ldc, bool first,
+              bool last) {
   int64_t k4 = kc / 4, k1 = kc % 4;
   const int64_t ldcb = ldc * static_cast<int64_t>(sizeof(float));
   float* c3 = c + 3 * ldc;
@@ -265,8 +273,8 @@ void PackBI8(const int8_t* b, int64_t ldb, int64_t kc, int64_t nc, int16_t* bp) 
       const bool has1 = k + 1 < kc;
       if (nr == kNR) {
         const __m256i x0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r0)));
-        const __m256i x1 = has1 ? _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r1)))
-                                : _mm256_setzero_si256();
+        const __m256i x1 =
+            has1 ? _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r1))) : _mm256_setzero_si256();
         const __m256i lo = _mm256_unpacklo_epi16(x0, x1);  // cols 0-3 | 8-11
         const __m256i hi = _mm256_unpackhi_epi16(x0, x1);  // cols 4-7 | 12-15
         _mm256_store_si256(reinterpret_cast<__m256i*>(bp), _mm256_permute2x128_si256(lo, hi, 0x20));
@@ -388,8 +396,7 @@ void FillZero(Out* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n
 
 }  // namespace
 
-bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
-                  Workspace* ws) {
+bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1, Workspace* ws) {
   if (m0 >= m1 || n0 >= n1) return true;
   if (d.K == 0) {
     FillZero(op.c, op.ldc, m0, m1, n0, n1);
@@ -432,8 +439,7 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
   return true;
 }
 
-bool I8BlockAvx2(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
-                 Workspace* ws) {
+bool I8BlockAvx2(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1, Workspace* ws) {
   if (m0 >= m1 || n0 >= n1) return true;
   if (d.K == 0) {
     FillZero(op.c, op.ldc, m0, m1, n0, n1);

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "kernels/checks/common.h"
-#include "kernels/detmath.h"
 #include "kernels/cpu/canonical_sum.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/reduce_impl.h"  // F32MaxMinOp, CombineRun
+#include "kernels/detmath.h"
 
 namespace consensor::kernels::cpu {
 
@@ -70,15 +70,14 @@ inline void SoftmaxRowParallel(const float* x, float* y, int64_t n, ThreadPool* 
     ForEachBlocked(b, e, [&](int64_t i) { y[i] = detmath::exp(x[i] - m); });
   });
   const float s = CsumContiguousParallel(y, n, pool);
-  pool->ParallelFor(n, kSumChunk, [&](int64_t b, int64_t e) {
-    ForEachBlocked(b, e, [&](int64_t i) { y[i] = CanonNaN(y[i] / s); });
-  });
+  pool->ParallelFor(n, kSumChunk,
+                    [&](int64_t b, int64_t e) { ForEachBlocked(b, e, [&](int64_t i) { y[i] = CanonNaN(y[i] / s); }); });
 }
 
 // Softmax over the middle axis of [outer, n, inner] with inner > 1, for columns
 // [c0, c0 + bw) of slice p. Vectorized across columns; each column keeps its exact order.
-inline void SoftmaxColumns(const float* x, float* y, int64_t n, int64_t inner, int64_t bw, int32_t* mkey,
-                           float* mval, float* s) {
+inline void SoftmaxColumns(const float* x, float* y, int64_t n, int64_t inner, int64_t bw, int32_t* mkey, float* mval,
+                           float* s) {
   using MaxOp = F32MaxMinOp<true>;
   for (int64_t c = 0; c < bw; ++c) mkey[c] = MaxOp::Init();
   for (int64_t a = 0; a < n; ++a) {

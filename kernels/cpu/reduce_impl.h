@@ -77,8 +77,7 @@ inline void SumRows(const float* x, int64_t rows, int64_t len, float* out, Threa
 constexpr int64_t kColWork = 256;
 
 inline void SumCols(const float* base, const int64_t* outer_off, int64_t outer_stride, int64_t n_outer,
-                    const int64_t* term_off, int64_t term_stride, int64_t n, int64_t C, float* out,
-                    ThreadPool* pool) {
+                    const int64_t* term_off, int64_t term_stride, int64_t n, int64_t C, float* out, ThreadPool* pool) {
   const int64_t nb = (C + kColWork - 1) / kColWork;
   auto ooff = [&](int64_t p) { return outer_off ? outer_off[p] : p * outer_stride; };
   if (n <= kSumChunk) {
@@ -128,8 +127,8 @@ inline void SumF32(const float* x, const ReduceLayout& L, float* out, ThreadPool
     } else {
       term_off = EnumerateOffsets(L.red, L.red.n);
     }
-    SumCols(x, outer_off.data(), 0, static_cast<int64_t>(outer_off.size()), term_off.empty() ? nullptr : term_off.data(),
-            term_stride, L.n_terms, C, out, pool);
+    SumCols(x, outer_off.data(), 0, static_cast<int64_t>(outer_off.size()),
+            term_off.empty() ? nullptr : term_off.data(), term_stride, L.n_terms, C, out, pool);
     return;
   }
   // Innermost reduced, several reduced groups (e.g. axes {0, 2} of a rank-3 tensor): gather
@@ -343,8 +342,10 @@ Status DispatchOrderFree(const TensorView& x, const ReduceLayout* L, TensorView&
   }
 }
 
-template <typename T> using IntMaxOp = IntMaxMinOp<T, true>;
-template <typename T> using IntMinOp = IntMaxMinOp<T, false>;
+template <typename T>
+using IntMaxOp = IntMaxMinOp<T, true>;
+template <typename T>
+using IntMinOp = IntMaxMinOp<T, false>;
 
 // The call has been validated by RunReduce.
 inline Status RunReduceImpl(const KernelCall& call, const CpuContext& ctx) {

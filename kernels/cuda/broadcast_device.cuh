@@ -69,9 +69,7 @@ CNSR_DEVICE void DevOffsets(const StridedLayout& l, int64_t i, bool narrow, int6
 CNSR_DEVICE int64_t DevThreadIndex() {
   return static_cast<int64_t>(blockIdx.x) * static_cast<int64_t>(blockDim.x) + static_cast<int64_t>(threadIdx.x);
 }
-CNSR_DEVICE int64_t DevThreadCount() {
-  return static_cast<int64_t>(gridDim.x) * static_cast<int64_t>(blockDim.x);
-}
+CNSR_DEVICE int64_t DevThreadCount() { return static_cast<int64_t>(gridDim.x) * static_cast<int64_t>(blockDim.x); }
 
 // Aligned vector load/store of V elements (one 16-byte (or smaller) transaction on GPUs).
 template <typename T, int V>

@@ -41,9 +41,9 @@ namespace consensor::kernels::CNSR_CUDA_NS {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int kLanes = 64;           // spec lanes (kSumLanes)
-constexpr int64_t kChunk = 4096;     // spec chunk (kSumChunk)
-constexpr int kBlock = 256;          // threads per block of every launch here
+constexpr int kLanes = 64;        // spec lanes (kSumLanes)
+constexpr int64_t kChunk = 4096;  // spec chunk (kSumChunk)
+constexpr int kBlock = 256;       // threads per block of every launch here
 
 // ---------------------------------------------------------------------------------------
 // Addressing: the row-major enumeration of up to kMaxRank (size, stride) groups, as the
@@ -123,18 +123,22 @@ struct F32MaxMinOp {
   CNSR_DEVICE static Out Empty() { return detmath::as_float(kMax ? 0xFF800000u : 0x7F800000u); }
 };
 
-template <typename T> struct IntTraits;
-template <> struct IntTraits<int8_t> {
+template <typename T>
+struct IntTraits;
+template <>
+struct IntTraits<int8_t> {
   using Wide = int32_t;  // shuffles need at least 32 bits
   using U = uint32_t;
   static constexpr int8_t kMin = INT8_MIN, kMax = INT8_MAX;
 };
-template <> struct IntTraits<int32_t> {
+template <>
+struct IntTraits<int32_t> {
   using Wide = int32_t;
   using U = uint32_t;
   static constexpr int32_t kMin = INT32_MIN, kMax = INT32_MAX;
 };
-template <> struct IntTraits<int64_t> {
+template <>
+struct IntTraits<int64_t> {
   using Wide = long long;
   using U = unsigned long long;
   static constexpr int64_t kMin = INT64_MIN, kMax = INT64_MAX;
@@ -267,9 +271,7 @@ inline Geometry GeometryFor(int64_t threads, const LaunchContext& ctx) {
 CNSR_DEVICE int64_t GlobalThread() {
   return static_cast<int64_t>(blockIdx.x) * static_cast<int64_t>(blockDim.x) + static_cast<int64_t>(threadIdx.x);
 }
-CNSR_DEVICE int64_t GlobalThreads() {
-  return static_cast<int64_t>(gridDim.x) * static_cast<int64_t>(blockDim.x);
-}
+CNSR_DEVICE int64_t GlobalThreads() { return static_cast<int64_t>(gridDim.x) * static_cast<int64_t>(blockDim.x); }
 CNSR_DEVICE int LaneOf() { return static_cast<int>(threadIdx.x) & (kWarp - 1); }
 
 inline cudaStream_t StreamOf(const LaunchContext& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
@@ -288,8 +290,8 @@ inline int64_t AlignUp(int64_t v) { return (v + 255) / 256 * 256; }
 // compiles.
 
 template <class Op, bool kPartialIn, bool kContig>
-CNSR_GLOBAL void RowChunksKernel(const void* x, Groups kept, Groups red, int64_t n_out, int64_t n, int64_t m,
-                                 void* out, float divisor, bool final) {
+CNSR_GLOBAL void RowChunksKernel(const void* x, Groups kept, Groups red, int64_t n_out, int64_t n, int64_t m, void* out,
+                                 float divisor, bool final) {
   using A = typename Op::A;
   using In = typename Op::In;
   const int lane = LaneOf();
@@ -331,19 +333,19 @@ int64_t RowsScratchBytes(int64_t n_out, int64_t n) {
 // out[o] = Finish(reduction of the n >= 1 terms of output o), n_out >= 1. `scratch` holds
 // RowsScratchBytes<Op>(n_out, n) bytes.
 template <class Op, bool kContig>
-Status RunRows(const LaunchContext& ctx, const typename Op::In* x, const Groups& kept, const Groups& red,
-               int64_t n_out, int64_t n, typename Op::Out* out, float divisor, void* scratch) {
+Status RunRows(const LaunchContext& ctx, const typename Op::In* x, const Groups& kept, const Groups& red, int64_t n_out,
+               int64_t n, typename Op::Out* out, float divisor, void* scratch) {
   using A = typename Op::A;
   int64_t m = CeilDiv(n, kChunk);
   Geometry g = GeometryFor(n_out * m * kWarp, ctx);
   if (m == 1) {
-    CNSR_LAUNCH((RowChunksKernel<Op, false, kContig>), g.grid, g.block, 0, StreamOf(ctx), x, kept, red, n_out, n, m, out,
-                divisor, true);
+    CNSR_LAUNCH((RowChunksKernel<Op, false, kContig>), g.grid, g.block, 0, StreamOf(ctx), x, kept, red, n_out, n, m,
+                out, divisor, true);
     return CheckLaunch("reduce rows");
   }
   A* level = static_cast<A*>(scratch);
-  CNSR_LAUNCH((RowChunksKernel<Op, false, kContig>), g.grid, g.block, 0, StreamOf(ctx), x, kept, red, n_out, n, m, level,
-              divisor, false);
+  CNSR_LAUNCH((RowChunksKernel<Op, false, kContig>), g.grid, g.block, 0, StreamOf(ctx), x, kept, red, n_out, n, m,
+              level, divisor, false);
   RETURN_IF_ERROR(CheckLaunch("reduce rows (chunk partials)"));
   uint8_t* next = static_cast<uint8_t*>(scratch) + AlignUp(n_out * m * static_cast<int64_t>(sizeof(A)));
   while (true) {
@@ -356,8 +358,8 @@ Status RunRows(const LaunchContext& ctx, const typename Op::In* x, const Groups&
       return CheckLaunch("reduce rows (final level)");
     }
     A* dst = reinterpret_cast<A*>(next);
-    CNSR_LAUNCH((RowChunksKernel<Op, true, true>), g.grid, g.block, 0, StreamOf(ctx), level, kept, red, n_out, len, m, dst,
-                divisor, false);
+    CNSR_LAUNCH((RowChunksKernel<Op, true, true>), g.grid, g.block, 0, StreamOf(ctx), level, kept, red, n_out, len, m,
+                dst, divisor, false);
     RETURN_IF_ERROR(CheckLaunch("reduce rows (partial level)"));
     next += AlignUp(n_out * m * static_cast<int64_t>(sizeof(A)));
     level = dst;
@@ -428,27 +430,27 @@ Status RunCols(const LaunchContext& ctx, const typename Op::In* x, const Groups&
   if constexpr (Op::kOrderFree) {
     return Internal("reduce columns: unexpected chunking of an order-free reduction");
   } else {
-  A* level = static_cast<A*>(scratch);
-  CNSR_LAUNCH((ColChunksKernel<Op, false>), g.grid, g.block, 0, StreamOf(ctx), x, outer, red, n_outer, C, n, m, level,
-              divisor, false);
-  RETURN_IF_ERROR(CheckLaunch("reduce columns (chunk partials)"));
-  uint8_t* next = static_cast<uint8_t*>(scratch) + AlignUp(n_outer * m * C * static_cast<int64_t>(sizeof(A)));
-  while (true) {
-    const int64_t len = m;
-    m = CeilDiv(len, kChunk);
-    g = GeometryFor(n_outer * m * C, ctx);
-    if (m == 1) {
-      CNSR_LAUNCH((ColChunksKernel<Op, true>), g.grid, g.block, 0, StreamOf(ctx), level, outer, red, n_outer, C, len, m,
-                  out, divisor, true);
-      return CheckLaunch("reduce columns (final level)");
-    }
-    A* dst = reinterpret_cast<A*>(next);
-    CNSR_LAUNCH((ColChunksKernel<Op, true>), g.grid, g.block, 0, StreamOf(ctx), level, outer, red, n_outer, C, len, m, dst,
+    A* level = static_cast<A*>(scratch);
+    CNSR_LAUNCH((ColChunksKernel<Op, false>), g.grid, g.block, 0, StreamOf(ctx), x, outer, red, n_outer, C, n, m, level,
                 divisor, false);
-    RETURN_IF_ERROR(CheckLaunch("reduce columns (partial level)"));
-    next += AlignUp(n_outer * m * C * static_cast<int64_t>(sizeof(A)));
-    level = dst;
-  }
+    RETURN_IF_ERROR(CheckLaunch("reduce columns (chunk partials)"));
+    uint8_t* next = static_cast<uint8_t*>(scratch) + AlignUp(n_outer * m * C * static_cast<int64_t>(sizeof(A)));
+    while (true) {
+      const int64_t len = m;
+      m = CeilDiv(len, kChunk);
+      g = GeometryFor(n_outer * m * C, ctx);
+      if (m == 1) {
+        CNSR_LAUNCH((ColChunksKernel<Op, true>), g.grid, g.block, 0, StreamOf(ctx), level, outer, red, n_outer, C, len,
+                    m, out, divisor, true);
+        return CheckLaunch("reduce columns (final level)");
+      }
+      A* dst = reinterpret_cast<A*>(next);
+      CNSR_LAUNCH((ColChunksKernel<Op, true>), g.grid, g.block, 0, StreamOf(ctx), level, outer, red, n_outer, C, len, m,
+                  dst, divisor, false);
+      RETURN_IF_ERROR(CheckLaunch("reduce columns (partial level)"));
+      next += AlignUp(n_outer * m * C * static_cast<int64_t>(sizeof(A)));
+      level = dst;
+    }
   }
 }
 

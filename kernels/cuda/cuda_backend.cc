@@ -87,7 +87,8 @@ class DeviceArena final : public Arena {
       int64_t n = std::min(kStagingChunk, bytes - done);
       ASSIGN_OR_RETURN(uint8_t * stage, staging_->Get(std::min(bytes, kStagingChunk)));
       std::memcpy(stage, static_cast<const uint8_t*>(src) + done, static_cast<size_t>(n));
-      RETURN_IF_ERROR(CudaError(cudaMemcpyAsync(base_ + offset + done, stage, n, cudaMemcpyHostToDevice, stream_), "copy to GPU"));
+      RETURN_IF_ERROR(
+          CudaError(cudaMemcpyAsync(base_ + offset + done, stage, n, cudaMemcpyHostToDevice, stream_), "copy to GPU"));
       RETURN_IF_ERROR(CudaError(cudaStreamSynchronize(stream_), "copy to GPU"));
     }
     return OkStatus();
@@ -98,7 +99,8 @@ class DeviceArena final : public Arena {
     for (int64_t done = 0; done < bytes; done += kStagingChunk) {
       int64_t n = std::min(kStagingChunk, bytes - done);
       ASSIGN_OR_RETURN(uint8_t * stage, staging_->Get(std::min(bytes, kStagingChunk)));
-      RETURN_IF_ERROR(CudaError(cudaMemcpyAsync(stage, base_ + offset + done, n, cudaMemcpyDeviceToHost, stream_), "copy from GPU"));
+      RETURN_IF_ERROR(CudaError(cudaMemcpyAsync(stage, base_ + offset + done, n, cudaMemcpyDeviceToHost, stream_),
+                                "copy from GPU"));
       RETURN_IF_ERROR(CudaError(cudaStreamSynchronize(stream_), "copy from GPU"));
       std::memcpy(static_cast<uint8_t*>(dst) + done, stage, static_cast<size_t>(n));
     }
@@ -176,10 +178,12 @@ StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOptions& o
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
-    return FailedPrecondition(std::string("no usable CUDA GPU: ") + (e != cudaSuccess ? cudaGetErrorString(e) : "no devices"));
+    return FailedPrecondition(std::string("no usable CUDA GPU: ") +
+                              (e != cudaSuccess ? cudaGetErrorString(e) : "no devices"));
   }
   if (options.device < 0 || options.device >= count) {
-    return InvalidArgument("GPU " + std::to_string(options.device) + " does not exist (" + std::to_string(count) + " found)");
+    return InvalidArgument("GPU " + std::to_string(options.device) + " does not exist (" + std::to_string(count) +
+                           " found)");
   }
   RETURN_IF_ERROR(CudaError(cudaSetDevice(options.device), "select GPU"));
   cudaDeviceProp prop{};

@@ -22,11 +22,11 @@ StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOptions& o
 // What the CUDA runtime reports of a GPU; plain data so that the checks below are testable
 // in builds without CUDA.
 struct GpuProperties {
-  std::string name;           // e.g. "NVIDIA H100 80GB HBM3"
-  int major = 0, minor = 0;   // compute capability
+  std::string name;          // e.g. "NVIDIA H100 80GB HBM3"
+  int major = 0, minor = 0;  // compute capability
   int multiprocessors = 0;
   int64_t memory_bytes = 0;
-  int driver_version = 0;     // e.g. 13000 for CUDA 13.0 (cudaDriverGetVersion)
+  int driver_version = 0;  // e.g. 13000 for CUDA 13.0 (cudaDriverGetVersion)
 };
 
 // The kernels need compute capability 8.0 or newer: the int8 GEMM uses

@@ -34,8 +34,7 @@ CNSR_GLOBAL void Copy1DKernel(U* dst, const U* src, int64_t n) {
 
 // dst[r * dst_pitch + c] = src[r * src_pitch + c] for r < rows, c < cols (units of U).
 template <typename U>
-CNSR_GLOBAL void Copy2DKernel(U* dst, int64_t dst_pitch, const U* src, int64_t src_pitch, int64_t rows,
-                              int64_t cols) {
+CNSR_GLOBAL void Copy2DKernel(U* dst, int64_t dst_pitch, const U* src, int64_t src_pitch, int64_t rows, int64_t cols) {
   const int64_t n = rows * cols;
   const int64_t nthreads = DevThreadCount();
   const bool narrow = n <= 0x7FFFFFFF;
@@ -209,8 +208,8 @@ Status LaunchCopy1D(const LaunchContext& ctx, void* dst, const void* src, int64_
 
 Status CopyBytes(const LaunchContext& ctx, void* dst, const void* src, int64_t bytes) {
   if (bytes <= 0 || dst == src) return OkStatus();
-  const int64_t u = UnitFor({reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src),
-                             static_cast<uint64_t>(bytes)});
+  const int64_t u =
+      UnitFor({reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src), static_cast<uint64_t>(bytes)});
   switch (u) {
     case 16: return LaunchCopy1D<U128>(ctx, dst, src, bytes / 16);
     case 8: return LaunchCopy1D<uint64_t>(ctx, dst, src, bytes / 8);
@@ -240,9 +239,9 @@ Status LaunchCopy2D(const LaunchContext& ctx, uint8_t* dst, int64_t dst_pitch, c
 Status Copy2D(const LaunchContext& ctx, uint8_t* dst, int64_t dst_pitch, const uint8_t* src, int64_t src_pitch,
               int64_t rows, int64_t cols) {
   if (rows <= 0 || cols <= 0) return OkStatus();
-  const int64_t u = UnitFor({reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src),
-                             static_cast<uint64_t>(dst_pitch), static_cast<uint64_t>(src_pitch),
-                             static_cast<uint64_t>(cols)});
+  const int64_t u =
+      UnitFor({reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src), static_cast<uint64_t>(dst_pitch),
+               static_cast<uint64_t>(src_pitch), static_cast<uint64_t>(cols)});
   switch (u) {
     case 16: return LaunchCopy2D<U128>(ctx, dst, dst_pitch, src, src_pitch, rows, cols);
     case 8: return LaunchCopy2D<uint64_t>(ctx, dst, dst_pitch, src, src_pitch, rows, cols);
@@ -471,10 +470,13 @@ Status RunDataMovement(const KernelCall& call, const LaunchContext& ctx) {
   RETURN_IF_ERROR(ValidateDataMovement(call));
   const TensorView& out = call.out();
   switch (call.op) {
-    case Op::kTranspose: case Op::kSlice: case Op::kExpand: {
+    case Op::kTranspose:
+    case Op::kSlice:
+    case Op::kExpand: {
       const StridedRead r = PlanStridedRead(call);
       const int64_t esize = DTypeSize(out.dtype);
-      return StridedCopy(ctx, r.layout, esize, out.data, static_cast<const uint8_t*>(call.in(0).data) + r.offset * esize);
+      return StridedCopy(ctx, r.layout, esize, out.data,
+                         static_cast<const uint8_t*>(call.in(0).data) + r.offset * esize);
     }
     case Op::kConcat: return RunConcat(call, ctx);
     case Op::kGather: return RunGather(call, ctx);

@@ -19,18 +19,22 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // Scalar semantics.
 
-template <typename T> struct IntTraits;
-template <> struct IntTraits<int8_t> {
+template <typename T>
+struct IntTraits;
+template <>
+struct IntTraits<int8_t> {
   using U = uint8_t;
   static constexpr int8_t kMin = -128, kMax = 127;
   static constexpr float kLo = -128.0f;
 };
-template <> struct IntTraits<int32_t> {
+template <>
+struct IntTraits<int32_t> {
   using U = uint32_t;
   static constexpr int32_t kMin = -2147483647 - 1, kMax = 2147483647;
   static constexpr float kLo = -2147483648.0f;
 };
-template <> struct IntTraits<int64_t> {
+template <>
+struct IntTraits<int64_t> {
   using U = uint64_t;
   static constexpr int64_t kMin = -9223372036854775807LL - 1, kMax = 9223372036854775807LL;
   static constexpr float kLo = -9223372036854775808.0f;
@@ -115,17 +119,22 @@ CNSR_DEVICE To CastValue(From x) {
 // Op functors.
 
 struct NegF {
-  template <typename T> static CNSR_DEVICE T Apply(T x) {
-    if constexpr (std::is_same<T, float>::value) return FNeg(x); else return WrapNeg(x);
+  template <typename T>
+  static CNSR_DEVICE T Apply(T x) {
+    if constexpr (std::is_same<T, float>::value) return FNeg(x);
+    else return WrapNeg(x);
   }
 };
 struct AbsF {
-  template <typename T> static CNSR_DEVICE T Apply(T x) {
-    if constexpr (std::is_same<T, float>::value) return FAbs(x); else return x < 0 ? WrapNeg(x) : x;
+  template <typename T>
+  static CNSR_DEVICE T Apply(T x) {
+    if constexpr (std::is_same<T, float>::value) return FAbs(x);
+    else return x < 0 ? WrapNeg(x) : x;
   }
 };
 struct ReluF {
-  template <typename T> static CNSR_DEVICE T Apply(T x) {
+  template <typename T>
+  static CNSR_DEVICE T Apply(T x) {
     if constexpr (std::is_same<T, float>::value) {
       return detmath::is_nan(x) ? detmath::canonical_nan() : (x > 0.0f ? x : 0.0f);
     } else {
@@ -133,82 +142,185 @@ struct ReluF {
     }
   }
 };
-struct ExpF { template <typename T> static CNSR_DEVICE float Apply(float x) { return CanonNaN(detmath::exp(x)); } };
-struct LogF { template <typename T> static CNSR_DEVICE float Apply(float x) { return CanonNaN(detmath::log(x)); } };
-struct TanhF { template <typename T> static CNSR_DEVICE float Apply(float x) { return CanonNaN(detmath::tanh(x)); } };
-struct ErfF { template <typename T> static CNSR_DEVICE float Apply(float x) { return CanonNaN(detmath::erf(x)); } };
-struct SinF { template <typename T> static CNSR_DEVICE float Apply(float x) { return CanonNaN(detmath::sin(x)); } };
-struct CosF { template <typename T> static CNSR_DEVICE float Apply(float x) { return CanonNaN(detmath::cos(x)); } };
-struct SqrtF { template <typename T> static CNSR_DEVICE float Apply(float x) { return CanonNaN(detmath::sqrt_rn(x)); } };
-struct RsqrtF { template <typename T> static CNSR_DEVICE float Apply(float x) { return CanonNaN(detmath::rsqrt(x)); } };
+struct ExpF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return CanonNaN(detmath::exp(x));
+  }
+};
+struct LogF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return CanonNaN(detmath::log(x));
+  }
+};
+struct TanhF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return CanonNaN(detmath::tanh(x));
+  }
+};
+struct ErfF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return CanonNaN(detmath::erf(x));
+  }
+};
+struct SinF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return CanonNaN(detmath::sin(x));
+  }
+};
+struct CosF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return CanonNaN(detmath::cos(x));
+  }
+};
+struct SqrtF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return CanonNaN(detmath::sqrt_rn(x));
+  }
+};
+struct RsqrtF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return CanonNaN(detmath::rsqrt(x));
+  }
+};
 struct SigmoidF {
-  template <typename T> static CNSR_DEVICE float Apply(float x) { return CanonNaN(detmath::sigmoid(x)); }
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return CanonNaN(detmath::sigmoid(x));
+  }
 };
 struct GeluErfF {
-  template <typename T> static CNSR_DEVICE float Apply(float x) { return CanonNaN(detmath::gelu_erf(x)); }
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return CanonNaN(detmath::gelu_erf(x));
+  }
 };
 struct GeluTanhF {
-  template <typename T> static CNSR_DEVICE float Apply(float x) { return CanonNaN(detmath::gelu_tanh(x)); }
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return CanonNaN(detmath::gelu_tanh(x));
+  }
 };
 struct NotF {
-  template <typename T> static CNSR_DEVICE uint8_t Apply(uint8_t x) { return static_cast<uint8_t>(x == 0); }
+  template <typename T>
+  static CNSR_DEVICE uint8_t Apply(uint8_t x) {
+    return static_cast<uint8_t>(x == 0);
+  }
 };
 template <typename To>
 struct CastF {
-  template <typename From> static CNSR_DEVICE To Apply(From x) { return CastValue<From, To>(x); }
+  template <typename From>
+  static CNSR_DEVICE To Apply(From x) {
+    return CastValue<From, To>(x);
+  }
 };
 
 struct AddF {
-  template <typename T> static CNSR_DEVICE T Apply(T a, T b) {
-    if constexpr (std::is_same<T, float>::value) return CanonNaN(a + b); else return WrapAdd(a, b);
+  template <typename T>
+  static CNSR_DEVICE T Apply(T a, T b) {
+    if constexpr (std::is_same<T, float>::value) return CanonNaN(a + b);
+    else return WrapAdd(a, b);
   }
 };
 struct SubF {
-  template <typename T> static CNSR_DEVICE T Apply(T a, T b) {
-    if constexpr (std::is_same<T, float>::value) return CanonNaN(a - b); else return WrapSub(a, b);
+  template <typename T>
+  static CNSR_DEVICE T Apply(T a, T b) {
+    if constexpr (std::is_same<T, float>::value) return CanonNaN(a - b);
+    else return WrapSub(a, b);
   }
 };
 struct MulF {
-  template <typename T> static CNSR_DEVICE T Apply(T a, T b) {
-    if constexpr (std::is_same<T, float>::value) return CanonNaN(a * b); else return WrapMul(a, b);
+  template <typename T>
+  static CNSR_DEVICE T Apply(T a, T b) {
+    if constexpr (std::is_same<T, float>::value) return CanonNaN(a * b);
+    else return WrapMul(a, b);
   }
 };
 struct DivF {
-  template <typename T> static CNSR_DEVICE T Apply(T a, T b) {
-    if constexpr (std::is_same<T, float>::value) return CanonNaN(a / b); else return SafeDiv(a, b);
+  template <typename T>
+  static CNSR_DEVICE T Apply(T a, T b) {
+    if constexpr (std::is_same<T, float>::value) return CanonNaN(a / b);
+    else return SafeDiv(a, b);
   }
 };
 struct PowF {
-  template <typename T> static CNSR_DEVICE float Apply(float a, float b) { return CanonNaN(detmath::pow(a, b)); }
+  template <typename T>
+  static CNSR_DEVICE float Apply(float a, float b) {
+    return CanonNaN(detmath::pow(a, b));
+  }
 };
 struct MaxF {
-  template <typename T> static CNSR_DEVICE T Apply(T a, T b) {
-    if constexpr (std::is_same<T, float>::value) return FMax(a, b); else return a > b ? a : b;
+  template <typename T>
+  static CNSR_DEVICE T Apply(T a, T b) {
+    if constexpr (std::is_same<T, float>::value) return FMax(a, b);
+    else return a > b ? a : b;
   }
 };
 struct MinF {
-  template <typename T> static CNSR_DEVICE T Apply(T a, T b) {
-    if constexpr (std::is_same<T, float>::value) return FMin(a, b); else return a < b ? a : b;
+  template <typename T>
+  static CNSR_DEVICE T Apply(T a, T b) {
+    if constexpr (std::is_same<T, float>::value) return FMin(a, b);
+    else return a < b ? a : b;
   }
 };
-struct EqF { template <typename T> static CNSR_DEVICE uint8_t Apply(T a, T b) { return a == b; } };
-struct NeF { template <typename T> static CNSR_DEVICE uint8_t Apply(T a, T b) { return a != b; } };
-struct LtF { template <typename T> static CNSR_DEVICE uint8_t Apply(T a, T b) { return a < b; } };
-struct LeF { template <typename T> static CNSR_DEVICE uint8_t Apply(T a, T b) { return a <= b; } };
-struct GtF { template <typename T> static CNSR_DEVICE uint8_t Apply(T a, T b) { return a > b; } };
-struct GeF { template <typename T> static CNSR_DEVICE uint8_t Apply(T a, T b) { return a >= b; } };
+struct EqF {
+  template <typename T>
+  static CNSR_DEVICE uint8_t Apply(T a, T b) {
+    return a == b;
+  }
+};
+struct NeF {
+  template <typename T>
+  static CNSR_DEVICE uint8_t Apply(T a, T b) {
+    return a != b;
+  }
+};
+struct LtF {
+  template <typename T>
+  static CNSR_DEVICE uint8_t Apply(T a, T b) {
+    return a < b;
+  }
+};
+struct LeF {
+  template <typename T>
+  static CNSR_DEVICE uint8_t Apply(T a, T b) {
+    return a <= b;
+  }
+};
+struct GtF {
+  template <typename T>
+  static CNSR_DEVICE uint8_t Apply(T a, T b) {
+    return a > b;
+  }
+};
+struct GeF {
+  template <typename T>
+  static CNSR_DEVICE uint8_t Apply(T a, T b) {
+    return a >= b;
+  }
+};
 struct AndF {
-  template <typename T> static CNSR_DEVICE uint8_t Apply(uint8_t a, uint8_t b) {
+  template <typename T>
+  static CNSR_DEVICE uint8_t Apply(uint8_t a, uint8_t b) {
     return static_cast<uint8_t>((a != 0) & (b != 0));
   }
 };
 struct OrF {
-  template <typename T> static CNSR_DEVICE uint8_t Apply(uint8_t a, uint8_t b) {
+  template <typename T>
+  static CNSR_DEVICE uint8_t Apply(uint8_t a, uint8_t b) {
     return static_cast<uint8_t>((a | b) != 0);
   }
 };
 struct XorF {
-  template <typename T> static CNSR_DEVICE uint8_t Apply(uint8_t a, uint8_t b) {
+  template <typename T>
+  static CNSR_DEVICE uint8_t Apply(uint8_t a, uint8_t b) {
     return static_cast<uint8_t>((a != 0) ^ (b != 0));
   }
 };
@@ -267,14 +379,20 @@ CNSR_GLOBAL void EwFlatKernel(EwPtrs<A, B, C, Out> p, bool sa, bool sb, bool sc,
       B bv[V];
       C cv[V];
       Out ov[V];
-      if (sa) DevLoadVec<A, V>(p.a + base, av); else for (int i = 0; i < V; ++i) av[i] = a0;
+      if (sa) DevLoadVec<A, V>(p.a + base, av);
+      else
+        for (int i = 0; i < V; ++i) av[i] = a0;
       if constexpr (NIN >= 2) {
-        if (sb) DevLoadVec<B, V>(p.b + base, bv); else for (int i = 0; i < V; ++i) bv[i] = b0;
+        if (sb) DevLoadVec<B, V>(p.b + base, bv);
+        else
+          for (int i = 0; i < V; ++i) bv[i] = b0;
       } else {
         for (int i = 0; i < V; ++i) bv[i] = b0;
       }
       if constexpr (NIN >= 3) {
-        if (sc) DevLoadVec<C, V>(p.c + base, cv); else for (int i = 0; i < V; ++i) cv[i] = c0;
+        if (sc) DevLoadVec<C, V>(p.c + base, cv);
+        else
+          for (int i = 0; i < V; ++i) cv[i] = c0;
       } else {
         for (int i = 0; i < V; ++i) cv[i] = c0;
       }

@@ -26,7 +26,9 @@ class HostScratch final : public DeviceScratch {
 class EmulatedCudaBackend final : public Backend {
  public:
   std::string name() const override { return "cuda-emu"; }
-  std::string description() const override { return "cuda-emu (the CUDA kernels under the SIMT emulation, on the CPU)"; }
+  std::string description() const override {
+    return "cuda-emu (the CUDA kernels under the SIMT emulation, on the CPU)";
+  }
   bool Supports(const KernelCall& call) const override { return FamilyOf(call.op) != OpFamily::kNone; }
   StatusOr<std::unique_ptr<Arena>> AllocateArena(int64_t bytes) override { return AllocateHostArena(bytes); }
   Status Run(const KernelCall& call) override {

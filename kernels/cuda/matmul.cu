@@ -69,8 +69,8 @@ struct MatMulLoaderF32 {
   }
 };
 
-CNSR_GLOBAL CNSR_GEMM_LAUNCH_BOUNDS void MatMulF32Kernel(const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K,
-                                 MatMulBatchPlan plan, bool vec_a, bool vec_b) {
+CNSR_GLOBAL CNSR_GEMM_LAUNCH_BOUNDS void MatMulF32Kernel(const float* A, const float* B, float* C, int64_t M, int64_t N,
+                                                         int64_t K, MatMulBatchPlan plan, bool vec_a, bool vec_b) {
   CNSR_SHARED(gemm_dev::Vec4, as_vec, gemm_dev::kSharedAVec4);
   CNSR_SHARED(gemm_dev::Vec4, bs_vec, gemm_dev::kSharedBVec4);
   float* As = reinterpret_cast<float*>(as_vec);
@@ -337,8 +337,7 @@ Status RunMatMulI8(const MatMulDims& d, const MatMulBatchPlan& plan, const int8_
     if (n_tiles > 0x7FFFFFFF) return InvalidArgument("matmul_i8: N is too large for the CUDA grid");
     const dim3 tgrid(static_cast<unsigned>(n_tiles), GridDim((kp + kTransposeTile - 1) / kTransposeTile, kMaxGridYZ),
                      GridDim(plan.b_batches, kMaxGridYZ));
-    CNSR_LAUNCH(TransposeI8Kernel, tgrid, dim3(kTransposeThreads), 0, stream, B, bt_buf, d.K, d.N, kp,
-                plan.b_batches);
+    CNSR_LAUNCH(TransposeI8Kernel, tgrid, dim3(kTransposeThreads), 0, stream, B, bt_buf, d.K, d.N, kp, plan.b_batches);
     RETURN_IF_ERROR(CheckLaunch("matmul_i8 (transpose)"));
     bt = bt_buf;
     if (!a_in_place) {
@@ -346,8 +345,8 @@ Status RunMatMulI8(const MatMulDims& d, const MatMulBatchPlan& plan, const int8_
       const int64_t total = plan.a_batches * d.M * kp;
       const int64_t blocks = (total + 255) / 256;
       const int64_t max_blocks = static_cast<int64_t>(ctx.multiprocessors > 0 ? ctx.multiprocessors : 1) * 32;
-      CNSR_LAUNCH(PadRowsI8Kernel, dim3(GridDim(blocks, max_blocks)), dim3(256), 0, stream, A, ap,
-                  plan.a_batches * d.M, d.K, kp);
+      CNSR_LAUNCH(PadRowsI8Kernel, dim3(GridDim(blocks, max_blocks)), dim3(256), 0, stream, A, ap, plan.a_batches * d.M,
+                  d.K, kp);
       RETURN_IF_ERROR(CheckLaunch("matmul_i8 (pad A)"));
       a_op = ap;
       lda = kp;
@@ -386,8 +385,8 @@ Status RunMatMul(const KernelCall& call, const LaunchContext& ctx) {
     float* C = y.as<float>();
     const bool vec_a = d.K % 4 == 0 && Aligned16(A);
     const bool vec_b = d.N % 4 == 0 && Aligned16(B);
-    CNSR_LAUNCH(MatMulF32Kernel, grid, dim3(kThreads), 0, (cudaStream_t)ctx.stream, A, B, C, d.M, d.N, d.K, plan,
-                vec_a, vec_b);
+    CNSR_LAUNCH(MatMulF32Kernel, grid, dim3(kThreads), 0, (cudaStream_t)ctx.stream, A, B, C, d.M, d.N, d.K, plan, vec_a,
+                vec_b);
     return CheckLaunch("matmul");
   }
   return RunMatMulI8(d, plan, a.as<const int8_t>(), b.as<const int8_t>(), y.as<int32_t>(), ctx);

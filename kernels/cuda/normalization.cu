@@ -109,8 +109,8 @@ CNSR_GLOBAL void ColMaxKernel(const float* x, float* mx, int64_t outer, int64_t 
 
 // One thread per (p, chunk, c): e = exp(x - mx) written to y; the chunk's lane tree goes to
 // partial[(p * m + chunk) * inner + c].
-CNSR_GLOBAL void ColExpChunksKernel(const float* x, float* y, const float* mx, int64_t outer, int64_t n,
-                                    int64_t inner, int64_t m, float* partial) {
+CNSR_GLOBAL void ColExpChunksKernel(const float* x, float* y, const float* mx, int64_t outer, int64_t n, int64_t inner,
+                                    int64_t m, float* partial) {
   const int64_t total = outer * m * inner;
   for (int64_t t = GlobalThread(); t < total; t += GlobalThreads()) {
     const int64_t c = t % inner;
@@ -251,8 +251,7 @@ CNSR_GLOBAL void LayerNormSqChunksKernel(const float* x, const float* mean, int6
 }
 
 CNSR_GLOBAL void LayerNormApplyKernel(const float* x, float* y, int64_t total, int64_t n, const float* mean,
-                                      const float* sq, const float* scale, const float* bias, float count,
-                                      float eps) {
+                                      const float* sq, const float* scale, const float* bias, float count, float eps) {
   for (int64_t t = GlobalThread(); t < total; t += GlobalThreads()) {
     const int64_t r = t / n, i = t - r * n;
     const float var = sq[r] / count;

@@ -74,8 +74,10 @@ Status DispatchDtype(const TensorView& x, const ReduceLayout* L, TensorView& y, 
   }
 }
 
-template <typename T> using IntMaxOp = IntMaxMinOp<T, true>;
-template <typename T> using IntMinOp = IntMaxMinOp<T, false>;
+template <typename T>
+using IntMaxOp = IntMaxMinOp<T, true>;
+template <typename T>
+using IntMinOp = IntMaxMinOp<T, false>;
 
 // ---------------------------------------------------------------------------------------
 // ArgMax: index of the first maximal element; NaN is larger than everything (first NaN

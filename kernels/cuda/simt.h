@@ -112,9 +112,9 @@ T Shuffle(T v, int src_lane) {
 }  // namespace emu
 }  // namespace consensor::simt
 
+using consensor::simt::cudaStream_t;
 using consensor::simt::dim3;
 using consensor::simt::uint3;
-using consensor::simt::cudaStream_t;
 
 #define threadIdx (::consensor::simt::emu::Current().thread_idx)
 #define blockIdx (::consensor::simt::emu::Current().block_idx)
@@ -145,12 +145,10 @@ inline T __shfl_xor_sync(unsigned, T v, int lane_mask, int width = 32) {
 
 #define CNSR_GLOBAL
 #define CNSR_DEVICE inline
-#define CNSR_SHARED(type, name, count)                                                    \
-  static const char name##_shared_key = 0;                                                \
-  type* name = static_cast<type*>(                                                        \
-      ::consensor::simt::emu::BlockShared(&name##_shared_key, sizeof(type) * (count)))
-#define CNSR_DYNAMIC_SHARED(type, name) \
-  type* name = static_cast<type*>(::consensor::simt::emu::BlockDynamicShared())
+#define CNSR_SHARED(type, name, count)     \
+  static const char name##_shared_key = 0; \
+  type* name = static_cast<type*>(::consensor::simt::emu::BlockShared(&name##_shared_key, sizeof(type) * (count)))
+#define CNSR_DYNAMIC_SHARED(type, name) type* name = static_cast<type*>(::consensor::simt::emu::BlockDynamicShared())
 #define CNSR_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
   ::consensor::simt::emu::Launch((grid), (block), (shared_bytes), [&] { kernel(__VA_ARGS__); })
 #define CNSR_FULL_MASK 0xffffffffu

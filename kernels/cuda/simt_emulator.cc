@@ -43,11 +43,11 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cfenv>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <exception>
 #include <memory>
 #include <string>
@@ -339,8 +339,8 @@ Fiber* NewFiber(Emu& e) {
   size_t guard = std::max(PageSize(), size_t{64} * 1024);
   size_t stack = StackBytes();
   size_t total = guard + stack;
-  void* map = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
-                   -1, 0);
+  void* map =
+      mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
   if (map == MAP_FAILED) return nullptr;
   // The stack grows down: the guard page sits below it, so an overflow faults.
   if (mprotect(map, guard, PROT_NONE) != 0) {
@@ -494,9 +494,8 @@ std::string DiagnoseStall(const Emu& e) {
     if (ws.arrived == 0) continue;
     return "warp shuffle not reached by every lane: " + BlockName(e) + ", warp " + std::to_string(w) + ": " +
            std::to_string(ws.arrived) + " of " + std::to_string(ws.lanes) +
-           " lanes wait at a shuffle; the others exited or wait at __syncthreads (" +
-           std::to_string(e.barrier.size()) + " threads of the block at __syncthreads, " +
-           std::to_string(e.finished) + " exited)";
+           " lanes wait at a shuffle; the others exited or wait at __syncthreads (" + std::to_string(e.barrier.size()) +
+           " threads of the block at __syncthreads, " + std::to_string(e.finished) + " exited)";
   }
   return "divergent __syncthreads: " + BlockName(e) + ": " + std::to_string(e.barrier.size()) + " of " +
          std::to_string(e.nthreads) + " threads wait at __syncthreads, " + std::to_string(e.finished) +

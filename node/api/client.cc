@@ -76,7 +76,8 @@ StatusOr<std::vector<uint8_t>> NodeClient::GetBlob(const std::string& sha256_hex
     bytes.insert(bytes.end(), chunk.data().begin(), chunk.data().end());
   }
   grpc::Status status = reader->Finish();
-  if (too_big) return ResourceExhausted("blob " + sha256_hex + " is larger than " + std::to_string(max_bytes) + " bytes");
+  if (too_big)
+    return ResourceExhausted("blob " + sha256_hex + " is larger than " + std::to_string(max_bytes) + " bytes");
   RETURN_IF_ERROR(FromGrpcStatus(status, address_));
   if (ToHex(Sha256Of(bytes)) != sha256_hex) {
     return DataLoss("blob " + sha256_hex + " from node " + address_ + " does not match its hash");

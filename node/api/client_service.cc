@@ -13,8 +13,9 @@ namespace {
 // Counts a finished RPC by method and status code (consensor_rpc_requests_total).
 grpc::Status Count(NodeMetrics* metrics, const char* method, grpc::Status status) {
   metrics->registry
-      ->AddCounter("consensor_rpc_requests_total", "Client API calls handled, by method and status code.",
-                   {{"method", method}, {"code", std::string(StatusCodeName(static_cast<StatusCode>(status.error_code())))}})
+      ->AddCounter(
+          "consensor_rpc_requests_total", "Client API calls handled, by method and status code.",
+          {{"method", method}, {"code", std::string(StatusCodeName(static_cast<StatusCode>(status.error_code())))}})
       ->Increment();
   return status;
 }
@@ -29,7 +30,11 @@ grpc::Status ToGrpcStatus(const Status& status) {
 
 ClientService::ClientService(Store* store, TaskManager* tasks, NodeMetrics* metrics, int64_t max_blob_bytes,
                              std::function<void(v1::NodeInfo*)> node_info)
-    : store_(store), tasks_(tasks), metrics_(metrics), max_blob_bytes_(max_blob_bytes), node_info_(std::move(node_info)) {
+    : store_(store),
+      tasks_(tasks),
+      metrics_(metrics),
+      max_blob_bytes_(max_blob_bytes),
+      node_info_(std::move(node_info)) {
   UpdateStoreGauges();
 }
 
@@ -40,7 +45,7 @@ void ClientService::UpdateStoreGauges() {
 }
 
 grpc::Status ClientService::PutBlobImpl(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
-                                    v1::PutBlobResponse* response) {
+                                        v1::PutBlobResponse* response) {
   v1::PutBlobRequest message;
   std::optional<Hash256> expected;
   std::unique_ptr<BlobWriter> writer;
@@ -79,13 +84,15 @@ grpc::Status ClientService::PutBlobImpl(grpc::ServerContext* context, grpc::Serv
     metrics_->blob_bytes_received->Increment(static_cast<double>(info->size));
   }
   UpdateStoreGauges();
-  Log(LogLevel::kDebug, "blob stored", {{"sha256", response->sha256()}, {"bytes", static_cast<int64_t>(info->size)},
-                                        {"already_present", info->already_present}});
+  Log(LogLevel::kDebug, "blob stored",
+      {{"sha256", response->sha256()},
+       {"bytes", static_cast<int64_t>(info->size)},
+       {"already_present", info->already_present}});
   return grpc::Status::OK;
 }
 
 grpc::Status ClientService::GetBlobImpl(grpc::ServerContext* context, const v1::GetBlobRequest* request,
-                                    grpc::ServerWriter<v1::BlobChunk>* writer) {
+                                        grpc::ServerWriter<v1::BlobChunk>* writer) {
   auto h = Hash256FromHex(request->sha256());
   if (!h.ok()) return ToGrpcStatus(InvalidArgument("sha256: " + h.status().message()));
   auto size = store_->BlobSize(*h);
@@ -115,12 +122,12 @@ grpc::Status ClientService::GetBlobImpl(grpc::ServerContext* context, const v1::
 }
 
 grpc::Status ClientService::SubmitTaskImpl(grpc::ServerContext*, const v1::SubmitTaskRequest* request,
-                                       v1::SubmitTaskResponse* response) {
+                                           v1::SubmitTaskResponse* response) {
   auto outcome = submitter_ ? submitter_(*request) : tasks_->Submit(*request);
   if (!outcome.ok()) {
     metrics_->tasks_rejected->Increment();
-    Log(LogLevel::kInfo, "task rejected", {{"code", StatusCodeName(outcome.status().code())},
-                                           {"error", outcome.status().message()}});
+    Log(LogLevel::kInfo, "task rejected",
+        {{"code", StatusCodeName(outcome.status().code())}, {"error", outcome.status().message()}});
     return ToGrpcStatus(outcome.status());
   }
   response->set_task_id(outcome->task_id);
@@ -136,7 +143,7 @@ grpc::Status ClientService::GetTaskImpl(grpc::ServerContext*, const v1::GetTaskR
 }
 
 grpc::Status ClientService::WatchTaskImpl(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
-                                      grpc::ServerWriter<v1::Task>* writer) {
+                                          grpc::ServerWriter<v1::Task>* writer) {
   auto task = tasks_->Get(request->task_id());
   if (!task.ok()) return ToGrpcStatus(task.status());
   v1::Task current = std::move(task).value();
@@ -156,7 +163,8 @@ grpc::Status ClientService::WatchTaskImpl(grpc::ServerContext* context, const v1
   }
 }
 
-grpc::Status ClientService::GetNodeInfoImpl(grpc::ServerContext*, const v1::GetNodeInfoRequest*, v1::NodeInfo* response) {
+grpc::Status ClientService::GetNodeInfoImpl(grpc::ServerContext*, const v1::GetNodeInfoRequest*,
+                                            v1::NodeInfo* response) {
   if (node_info_) node_info_(response);
   response->set_queue_depth(static_cast<uint32_t>(tasks_->queue_depth()));
   response->set_running(static_cast<uint32_t>(tasks_->running()));
@@ -167,27 +175,33 @@ grpc::Status ClientService::GetNodeInfoImpl(grpc::ServerContext*, const v1::GetN
   return grpc::Status::OK;
 }
 
-grpc::Status ClientService::PutBlob(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader, v1::PutBlobResponse* response) {
+grpc::Status ClientService::PutBlob(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
+                                    v1::PutBlobResponse* response) {
   return Count(metrics_, "PutBlob", PutBlobImpl(context, reader, response));
 }
 
-grpc::Status ClientService::GetBlob(grpc::ServerContext* context, const v1::GetBlobRequest* request, grpc::ServerWriter<v1::BlobChunk>* writer) {
+grpc::Status ClientService::GetBlob(grpc::ServerContext* context, const v1::GetBlobRequest* request,
+                                    grpc::ServerWriter<v1::BlobChunk>* writer) {
   return Count(metrics_, "GetBlob", GetBlobImpl(context, request, writer));
 }
 
-grpc::Status ClientService::SubmitTask(grpc::ServerContext* context, const v1::SubmitTaskRequest* request, v1::SubmitTaskResponse* response) {
+grpc::Status ClientService::SubmitTask(grpc::ServerContext* context, const v1::SubmitTaskRequest* request,
+                                       v1::SubmitTaskResponse* response) {
   return Count(metrics_, "SubmitTask", SubmitTaskImpl(context, request, response));
 }
 
-grpc::Status ClientService::GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request, v1::Task* response) {
+grpc::Status ClientService::GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request,
+                                    v1::Task* response) {
   return Count(metrics_, "GetTask", GetTaskImpl(context, request, response));
 }
 
-grpc::Status ClientService::WatchTask(grpc::ServerContext* context, const v1::WatchTaskRequest* request, grpc::ServerWriter<v1::Task>* writer) {
+grpc::Status ClientService::WatchTask(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
+                                      grpc::ServerWriter<v1::Task>* writer) {
   return Count(metrics_, "WatchTask", WatchTaskImpl(context, request, writer));
 }
 
-grpc::Status ClientService::GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request, v1::NodeInfo* response) {
+grpc::Status ClientService::GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
+                                        v1::NodeInfo* response) {
   return Count(metrics_, "GetNodeInfo", GetNodeInfoImpl(context, request, response));
 }
 

@@ -8,9 +8,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "consensor/v1/node.grpc.pb.h"
-#include "node/telemetry/node_metrics.h"
-#include "node/storage/store.h"
 #include "node/engine/task_manager.h"
+#include "node/storage/store.h"
+#include "node/telemetry/node_metrics.h"
 
 namespace consensor::node {
 
@@ -39,12 +39,17 @@ class ClientService final : public v1::Client::Service {
   void SetSubmitter(Submitter submitter) { submitter_ = std::move(submitter); }
 
  private:
-  grpc::Status PutBlobImpl(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader, v1::PutBlobResponse* response);
-  grpc::Status GetBlobImpl(grpc::ServerContext* context, const v1::GetBlobRequest* request, grpc::ServerWriter<v1::BlobChunk>* writer);
-  grpc::Status SubmitTaskImpl(grpc::ServerContext* context, const v1::SubmitTaskRequest* request, v1::SubmitTaskResponse* response);
+  grpc::Status PutBlobImpl(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
+                           v1::PutBlobResponse* response);
+  grpc::Status GetBlobImpl(grpc::ServerContext* context, const v1::GetBlobRequest* request,
+                           grpc::ServerWriter<v1::BlobChunk>* writer);
+  grpc::Status SubmitTaskImpl(grpc::ServerContext* context, const v1::SubmitTaskRequest* request,
+                              v1::SubmitTaskResponse* response);
   grpc::Status GetTaskImpl(grpc::ServerContext* context, const v1::GetTaskRequest* request, v1::Task* response);
-  grpc::Status WatchTaskImpl(grpc::ServerContext* context, const v1::WatchTaskRequest* request, grpc::ServerWriter<v1::Task>* writer);
-  grpc::Status GetNodeInfoImpl(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request, v1::NodeInfo* response);
+  grpc::Status WatchTaskImpl(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
+                             grpc::ServerWriter<v1::Task>* writer);
+  grpc::Status GetNodeInfoImpl(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
+                               v1::NodeInfo* response);
   void UpdateStoreGauges();
 
   Store* store_;

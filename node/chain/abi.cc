@@ -60,7 +60,8 @@ class TypeParser {
     }
     if (!out.IsDynamic()) {
       // HeadSize of children is already capped, so this product cannot overflow.
-      if (StaticSize(out) > kAbiMaxStaticSize) return Err("static type larger than " + std::to_string(kAbiMaxStaticSize) + " bytes");
+      if (StaticSize(out) > kAbiMaxStaticSize)
+        return Err("static type larger than " + std::to_string(kAbiMaxStaticSize) + " bytes");
     }
     return OkStatus();
   }
@@ -105,7 +106,8 @@ class TypeParser {
 
   bool AtEnd() const { return pos_ == s_.size(); }
   Status Err(const std::string& what) const {
-    return InvalidArgument("invalid ABI type string '" + std::string(s_) + "' at position " + std::to_string(pos_) + ": " + what);
+    return InvalidArgument("invalid ABI type string '" + std::string(s_) + "' at position " + std::to_string(pos_) +
+                           ": " + what);
   }
 
  private:
@@ -151,7 +153,8 @@ class TypeParser {
       out.size = n;
     } else if (id.starts_with("bytes")) {
       size_t n = 0;
-      if (!ParseSmallNumber(id.substr(5), n) || n < 1 || n > 32) return Err("'" + std::string(id) + "' is not bytes1..bytes32");
+      if (!ParseSmallNumber(id.substr(5), n) || n < 1 || n > 32)
+        return Err("'" + std::string(id) + "' is not bytes1..bytes32");
       out.kind = AbiType::Kind::kFixedBytes;
       out.size = n;
     } else {
@@ -310,7 +313,8 @@ class Decoder {
       case K::kUint: {
         ASSIGN_OR_RETURN(const uint8_t* w, Word(pos));
         size_t high_bytes = 32 - type.size / 8;
-        if (!AllZero(std::span<const uint8_t>(w, high_bytes))) return Err(pos, type.Canonical() + " has dirty high bits");
+        if (!AllZero(std::span<const uint8_t>(w, high_bytes)))
+          return Err(pos, type.Canonical() + " has dirty high bits");
         out = AbiValue{};
         out.kind = AbiValue::Kind::kUint;
         std::memcpy(out.uint.data(), w, 32);
@@ -345,7 +349,8 @@ class Decoder {
         size_t avail = data_.size() - start;
         if (len > avail) return Err(pos, "length " + std::to_string(len) + " runs past the end of the data");
         size_t padded = static_cast<size_t>(len) + (32 - static_cast<size_t>(len) % 32) % 32;
-        if (padded > avail) return Err(pos, "padding of a " + std::to_string(len) + "-byte value runs past the end of the data");
+        if (padded > avail)
+          return Err(pos, "padding of a " + std::to_string(len) + "-byte value runs past the end of the data");
         if (!AllZero(data_.subspan(start + len, padded - len))) return Err(pos, "nonzero padding after bytes/string");
         RETURN_IF_ERROR(Charge(pos, 32 + static_cast<size_t>(len)));
         out = AbiValue{};
@@ -364,7 +369,8 @@ class Decoder {
         }
         out = AbiValue{};
         out.kind = AbiValue::Kind::kArray;
-        return DecodeSequence([&](size_t) -> const AbiType& { return elem; }, static_cast<size_t>(len), pos + 32, out.items);
+        return DecodeSequence([&](size_t) -> const AbiType& { return elem; }, static_cast<size_t>(len), pos + 32,
+                              out.items);
       }
       case K::kFixedArray: {
         const AbiType& elem = type.components[0];
@@ -378,8 +384,8 @@ class Decoder {
       case K::kTuple: {
         out = AbiValue{};
         out.kind = AbiValue::Kind::kTuple;
-        return DecodeSequence([&](size_t i) -> const AbiType& { return type.components[i]; }, type.components.size(), pos,
-                              out.items);
+        return DecodeSequence([&](size_t i) -> const AbiType& { return type.components[i]; }, type.components.size(),
+                              pos, out.items);
       }
     }
     return Internal("unknown ABI type kind");
@@ -431,14 +437,11 @@ bool AbiType::IsDynamic() const {
   switch (kind) {
     case Kind::kBytes:
     case Kind::kString:
-    case Kind::kArray:
-      return true;
-    case Kind::kFixedArray:
-      return components[0].IsDynamic();
+    case Kind::kArray: return true;
+    case Kind::kFixedArray: return components[0].IsDynamic();
     case Kind::kTuple:
       return std::any_of(components.begin(), components.end(), [](const AbiType& t) { return t.IsDynamic(); });
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -599,7 +602,8 @@ StatusOr<Hash256> AbiValue::AsBytes32() const {
 }
 
 StatusOr<std::string> AbiValue::AsString() const {
-  if (kind != Kind::kString && kind != Kind::kBytes) return InvalidArgument("ABI value is a " + KindName(kind) + ", not a string");
+  if (kind != Kind::kString && kind != Kind::kBytes)
+    return InvalidArgument("ABI value is a " + KindName(kind) + ", not a string");
   return std::string(bytes.begin(), bytes.end());
 }
 
@@ -608,7 +612,8 @@ StatusOr<std::string> AbiValue::AsString() const {
 
 StatusOr<std::vector<uint8_t>> AbiEncode(std::span<const AbiType> types, std::span<const AbiValue> values) {
   if (types.size() != values.size()) {
-    return InvalidArgument("ABI encode: " + std::to_string(types.size()) + " types but " + std::to_string(values.size()) + " values");
+    return InvalidArgument("ABI encode: " + std::to_string(types.size()) + " types but " +
+                           std::to_string(values.size()) + " values");
   }
   std::vector<uint8_t> out;
   RETURN_IF_ERROR(EncodeSequence([&](size_t i) -> const AbiType& { return types[i]; }, values, out));
@@ -644,7 +649,8 @@ StatusOr<std::vector<AbiValue>> AbiDecode(std::string_view type_list, std::span<
 
 StatusOr<std::vector<AbiValue>> DecodeWithSelector(std::string_view signature, std::span<const uint8_t> data) {
   ASSIGN_OR_RETURN(AbiSignature sig, ParseAbiSignature(signature));
-  if (data.size() < 4) return InvalidArgument("ABI data of " + std::to_string(data.size()) + " bytes has no 4-byte selector");
+  if (data.size() < 4)
+    return InvalidArgument("ABI data of " + std::to_string(data.size()) + " bytes has no 4-byte selector");
   std::array<uint8_t, 4> sel = sig.Selector();
   if (!std::equal(sel.begin(), sel.end(), data.begin())) {
     return NotFound("selector 0x" + ToHex(data.first(4)) + " is not " + sig.Canonical() + " (0x" + ToHex(sel) + ")");
@@ -665,8 +671,8 @@ StatusOr<std::vector<AbiValue>> DecodeEventLog(std::string_view signature, std::
   if (topics.empty()) return InvalidArgument("event log has no topics (anonymous events are not supported)");
   if (topics[0] != sig.Topic()) return NotFound("log topic0 is not the topic of " + sig.Canonical());
   if (topics.size() != 1 + n_indexed) {
-    return InvalidArgument("event " + sig.Canonical() + " needs " + std::to_string(1 + n_indexed) + " topics, log has " +
-                           std::to_string(topics.size()));
+    return InvalidArgument("event " + sig.Canonical() + " needs " + std::to_string(1 + n_indexed) +
+                           " topics, log has " + std::to_string(topics.size()));
   }
   std::vector<AbiType> data_types;
   for (size_t i = 0; i < sig.params.size(); ++i) {

@@ -46,8 +46,8 @@ struct AbiType {
 };
 
 // Caps applied by the parser.
-inline constexpr size_t kAbiMaxTypeDepth = 16;        // tuple/array nesting
-inline constexpr size_t kAbiMaxTypeNodes = 512;       // types in one signature
+inline constexpr size_t kAbiMaxTypeDepth = 16;   // tuple/array nesting
+inline constexpr size_t kAbiMaxTypeNodes = 512;  // types in one signature
 inline constexpr size_t kAbiMaxSignatureLength = 4096;
 inline constexpr size_t kAbiMaxStaticSize = 1u << 20;  // bytes of a static type's encoding
 
@@ -62,9 +62,9 @@ struct AbiSignature {
   std::vector<AbiType> params;
   std::vector<bool> indexed;  // same length as params; all false for functions and errors
 
-  std::string Canonical() const;          // "name(t1,t2)" with canonical types, no "indexed"
+  std::string Canonical() const;            // "name(t1,t2)" with canonical types, no "indexed"
   std::array<uint8_t, 4> Selector() const;  // first 4 bytes of keccak256(Canonical())
-  Hash256 Topic() const;                  // keccak256(Canonical()), an event's topics[0]
+  Hash256 Topic() const;                    // keccak256(Canonical()), an event's topics[0]
 };
 StatusOr<AbiSignature> ParseAbiSignature(std::string_view s, bool allow_indexed = false);
 
@@ -97,7 +97,7 @@ struct AbiValue {
 
   // Checked views; INVALID_ARGUMENT on a kind mismatch, OUT_OF_RANGE when too wide.
   StatusOr<uint64_t> AsUint64() const;
-  StatusOr<Hash256> AsBytes32() const;  // kFixedBytes of 32 bytes
+  StatusOr<Hash256> AsBytes32() const;     // kFixedBytes of 32 bytes
   StatusOr<std::string> AsString() const;  // kString or kBytes
 
   bool operator==(const AbiValue&) const = default;
@@ -125,7 +125,8 @@ StatusOr<std::vector<AbiValue>> AbiDecode(std::string_view type_list, std::span<
 // NOT_FOUND when the selector differs (so callers can try several error signatures),
 // INVALID_ARGUMENT when the data is shorter than 4 bytes or malformed.
 StatusOr<std::vector<AbiValue>> DecodeWithSelector(std::string_view signature, std::span<const uint8_t> data);
-inline StatusOr<std::vector<AbiValue>> DecodeError(std::string_view error_signature, std::span<const uint8_t> revert_data) {
+inline StatusOr<std::vector<AbiValue>> DecodeError(std::string_view error_signature,
+                                                   std::span<const uint8_t> revert_data) {
   return DecodeWithSelector(error_signature, revert_data);
 }
 // The message of a standard Error(string) revert.

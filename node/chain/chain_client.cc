@@ -11,16 +11,37 @@ namespace consensor::node {
 namespace {
 
 // Every custom error of the contracts (docs/CONTRACTS.md), so a revert reads as its name.
-constexpr const char* kContractErrors[] = {
-    "TaskIdMismatch()", "ReferenceBlockMismatch()", "SameResultRoot()", "SignerMismatch(address,address)",
-    "ReferenceBlockNotFinal(uint256,uint256)", "AccusedNotOperatorAtReferenceBlock(address)", "EmptyCertificate()",
-    "SignersNotAscending(address,address)", "SignerNotOperatorAtReferenceBlock(address)",
-    "InsufficientQuorum(uint256,uint256,uint256)", "EvidenceAlreadyUsed(address,bytes32)", "NothingToSlash(address)",
-    "InvalidSignatureLength(uint256)", "InvalidSignatureS()", "InvalidSignatureV(uint8)", "InvalidSignature()",
-    "TransferFailed(address,uint256)", "Reentrancy()", "UnexpectedEther(address)", "AlreadyRegistered(address)",
-    "NotActive(address)", "NotExiting(address)", "OperatorWasSlashed(address)", "StakeBelowMinimum(uint256,uint256)",
-    "ZeroAmount()", "EmptyEndpoint()", "EndpointTooLong(uint256,uint256)", "WithdrawalDelayNotPassed(uint256,uint256)",
-    "OnlySlasher(address)", "StakeOverflow()", "BlockNumberOverflow()"};
+constexpr const char* kContractErrors[] = {"TaskIdMismatch()",
+                                           "ReferenceBlockMismatch()",
+                                           "SameResultRoot()",
+                                           "SignerMismatch(address,address)",
+                                           "ReferenceBlockNotFinal(uint256,uint256)",
+                                           "AccusedNotOperatorAtReferenceBlock(address)",
+                                           "EmptyCertificate()",
+                                           "SignersNotAscending(address,address)",
+                                           "SignerNotOperatorAtReferenceBlock(address)",
+                                           "InsufficientQuorum(uint256,uint256,uint256)",
+                                           "EvidenceAlreadyUsed(address,bytes32)",
+                                           "NothingToSlash(address)",
+                                           "InvalidSignatureLength(uint256)",
+                                           "InvalidSignatureS()",
+                                           "InvalidSignatureV(uint8)",
+                                           "InvalidSignature()",
+                                           "TransferFailed(address,uint256)",
+                                           "Reentrancy()",
+                                           "UnexpectedEther(address)",
+                                           "AlreadyRegistered(address)",
+                                           "NotActive(address)",
+                                           "NotExiting(address)",
+                                           "OperatorWasSlashed(address)",
+                                           "StakeBelowMinimum(uint256,uint256)",
+                                           "ZeroAmount()",
+                                           "EmptyEndpoint()",
+                                           "EndpointTooLong(uint256,uint256)",
+                                           "WithdrawalDelayNotPassed(uint256,uint256)",
+                                           "OnlySlasher(address)",
+                                           "StakeOverflow()",
+                                           "BlockNumberOverflow()"};
 
 std::string ValueText(const AbiValue& v) {
   switch (v.kind) {
@@ -89,9 +110,12 @@ StatusOr<Deployment> LoadDeployment(const std::string& path) {
     return InvalidArgument("deployment file '" + path + "': chainId must be a number");
   }
   d.chain_id = j["chainId"].get<uint64_t>();
-  ASSIGN_OR_RETURN(d.registry, ParseAddress(j.value("NativeStakeRegistry", nlohmann::json()), path + ": NativeStakeRegistry"));
-  ASSIGN_OR_RETURN(d.manager, ParseAddress(j.value("ConsensorServiceManager", nlohmann::json()), path + ": ConsensorServiceManager"));
-  if (j.contains("deployBlock") && j["deployBlock"].is_number_unsigned()) d.deploy_block = j["deployBlock"].get<uint64_t>();
+  ASSIGN_OR_RETURN(d.registry,
+                   ParseAddress(j.value("NativeStakeRegistry", nlohmann::json()), path + ": NativeStakeRegistry"));
+  ASSIGN_OR_RETURN(d.manager, ParseAddress(j.value("ConsensorServiceManager", nlohmann::json()),
+                                           path + ": ConsensorServiceManager"));
+  if (j.contains("deployBlock") && j["deployBlock"].is_number_unsigned())
+    d.deploy_block = j["deployBlock"].get<uint64_t>();
   return d;
 }
 
@@ -183,11 +207,11 @@ StatusOr<std::vector<SlashEvent>> ChainClient::SlashEvents(uint64_t from_block, 
       "DisputeSlashed(address indexed,bytes32 indexed,uint256,address indexed,uint256,bytes32,uint256)";
   ASSIGN_OR_RETURN(Hash256 equivocation_topic, EventTopic(kEquivocation));
   ASSIGN_OR_RETURN(Hash256 dispute_topic, EventTopic(kDispute));
-  nlohmann::json filter = {
-      {"address", Hex0x(deployment_.manager)},
-      {"fromBlock", QuantityHex(from_block)},
-      {"toBlock", QuantityHex(to_block)},
-      {"topics", nlohmann::json::array({nlohmann::json::array({"0x" + ToHex(equivocation_topic), "0x" + ToHex(dispute_topic)})})}};
+  nlohmann::json filter = {{"address", Hex0x(deployment_.manager)},
+                           {"fromBlock", QuantityHex(from_block)},
+                           {"toBlock", QuantityHex(to_block)},
+                           {"topics", nlohmann::json::array({nlohmann::json::array(
+                                          {"0x" + ToHex(equivocation_topic), "0x" + ToHex(dispute_topic)})})}};
   ASSIGN_OR_RETURN(auto logs, rpc_->GetLogs(filter));
   std::vector<SlashEvent> events;
   for (const auto& log : logs) {
@@ -245,7 +269,8 @@ StatusOr<TxOutcome> ChainClient::Transact(const Address20& to, std::vector<uint8
   ASSIGN_OR_RETURN(auto receipt, rpc_->WaitForReceipt(hash, receipt_timeout_));
   TxOutcome outcome;
   outcome.tx_hash = hash;
-  ASSIGN_OR_RETURN(outcome.block_number, ParseQuantity(receipt.value("blockNumber", nlohmann::json()), "receipt blockNumber"));
+  ASSIGN_OR_RETURN(outcome.block_number,
+                   ParseQuantity(receipt.value("blockNumber", nlohmann::json()), "receipt blockNumber"));
   ASSIGN_OR_RETURN(outcome.gas_used, ParseQuantity(receipt.value("gasUsed", nlohmann::json()), "receipt gasUsed"));
   if (receipt.value("status", std::string()) != "0x1") {
     return FailedPrecondition("transaction " + hash + " reverted in block " + std::to_string(outcome.block_number));
@@ -278,7 +303,8 @@ StatusOr<TxOutcome> ChainClient::SlashEquivocation(const consensus::Attestation&
   return Transact(deployment_.manager, std::move(data), Uint256{});
 }
 
-StatusOr<TxOutcome> ChainClient::SlashDispute(const consensus::Attestation& accused, std::span<const uint8_t> accused_sig,
+StatusOr<TxOutcome> ChainClient::SlashDispute(const consensus::Attestation& accused,
+                                              std::span<const uint8_t> accused_sig,
                                               const consensus::Attestation& certified,
                                               const std::vector<std::vector<uint8_t>>& certificate_sigs) {
   const AbiValue args[] = {AttestationTuple(accused), AbiValue::Bytes(accused_sig), AttestationTuple(certified),

@@ -84,7 +84,8 @@ class ChainClient {
                                                const std::vector<std::vector<uint8_t>>& sigs);
   StatusOr<uint64_t> ThresholdBps();
   // True once `operator_address` was slashed for `task_id` (evidence is single-use).
-  StatusOr<bool> EvidenceUsed(const Address20& operator_address, const Hash256& task_id);  // the manager's thresholdBps(), basis points of total stake
+  StatusOr<bool> EvidenceUsed(const Address20& operator_address,
+                              const Hash256& task_id);  // the manager's thresholdBps(), basis points of total stake
   // Slashing events in [from_block, to_block] (eth_getLogs on the manager, decoded). Nodes poll
   // this to see evidence land.
   StatusOr<std::vector<SlashEvent>> SlashEvents(uint64_t from_block, uint64_t to_block);

@@ -21,7 +21,8 @@ StatusOr<std::unique_ptr<RpcChainView>> RpcChainView::Open(const ChainViewOption
   view->poll_interval_ = options.poll_interval;
   RETURN_IF_ERROR(view->client_->CheckChain());
   ASSIGN_OR_RETURN(uint64_t bps, view->client_->ThresholdBps());
-  if (bps == 0 || bps > 10000) return FailedPrecondition("the service manager's thresholdBps is " + std::to_string(bps));
+  if (bps == 0 || bps > 10000)
+    return FailedPrecondition("the service manager's thresholdBps is " + std::to_string(bps));
   view->threshold_bps_ = static_cast<uint32_t>(bps);
   return view;
 }
@@ -88,7 +89,8 @@ Status RpcChainView::PollOnce(bool* changed) {
     if (info.ok()) {
       endpoint = info->endpoint;
     } else {
-      Log(LogLevel::kWarn, "cannot read an operator's endpoint", {{"operator", "0x" + ToHex(op.address)}, {"error", info.status().ToString()}});
+      Log(LogLevel::kWarn, "cannot read an operator's endpoint",
+          {{"operator", "0x" + ToHex(op.address)}, {"error", info.status().ToString()}});
     }
     active[op.address] = endpoint;
   }

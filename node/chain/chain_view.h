@@ -80,7 +80,7 @@ class RpcChainView final : public ChainView {
   std::atomic<uint64_t> head_{0};
 
   mutable std::mutex mu_;
-  std::map<Address20, std::string> active_;  // address -> endpoint
+  std::map<Address20, std::string> active_;                                      // address -> endpoint
   std::map<uint64_t, std::shared_ptr<const consensus::OperatorSet>> snapshots_;  // newest blocks kept
 
   std::mutex stop_mu_;

@@ -20,9 +20,14 @@ namespace net = boost::asio;
 class HttpTransport final : public JsonRpcTransport {
  public:
   HttpTransport(std::string url, std::string host, std::string port, std::string target, HttpRpcOptions options)
-      : url_(std::move(url)), host_(std::move(host)), port_(std::move(port)), target_(std::move(target)), options_(options) {}
+      : url_(std::move(url)),
+        host_(std::move(host)),
+        port_(std::move(port)),
+        target_(std::move(target)),
+        options_(options) {}
 
-  StatusOr<nlohmann::json> Call(const std::string& method, const nlohmann::json& params, std::string* error_data) override {
+  StatusOr<nlohmann::json> Call(const std::string& method, const nlohmann::json& params,
+                                std::string* error_data) override {
     nlohmann::json request = {{"jsonrpc", "2.0"}, {"id", ++next_id_}, {"method", method}, {"params", params}};
     ASSIGN_OR_RETURN(std::string body, Post(request.dump()));
     nlohmann::json response = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
@@ -110,7 +115,8 @@ StatusOr<std::unique_ptr<JsonRpcTransport>> NewHttpRpcTransport(const std::strin
   if (!host.empty() && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   int port_number = 0;
   auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), port_number);
-  if (host.empty() || ec != std::errc() || ptr != port.data() + port.size() || port_number <= 0 || port_number > 65535) {
+  if (host.empty() || ec != std::errc() || ptr != port.data() + port.size() || port_number <= 0 ||
+      port_number > 65535) {
     return InvalidArgument("RPC URL '" + url + "' needs a host and a port between 1 and 65535");
   }
   return std::unique_ptr<JsonRpcTransport>(new HttpTransport(url, host, port, target, options));
@@ -234,7 +240,8 @@ StatusOr<nlohmann::json> EthRpc::WaitForReceipt(const std::string& tx_hash, std:
     ASSIGN_OR_RETURN(auto receipt, GetTransactionReceipt(tx_hash));
     if (receipt) return std::move(*receipt);
     if (std::chrono::steady_clock::now() >= until) {
-      return DeadlineExceeded("transaction " + tx_hash + " has no receipt after " + std::to_string(timeout.count()) + " ms");
+      return DeadlineExceeded("transaction " + tx_hash + " has no receipt after " + std::to_string(timeout.count()) +
+                              " ms");
     }
     std::this_thread::sleep_for(poll);
   }

@@ -54,8 +54,9 @@ class EthRpc {
   // eth_call; a revert is FAILED_PRECONDITION and its data goes to *revert_data.
   StatusOr<std::vector<uint8_t>> Call(const std::string& to_hex, const std::vector<uint8_t>& data,
                                       const std::string& block = "latest", std::string* revert_data = nullptr);
-  StatusOr<uint64_t> EstimateGas(const std::string& from_hex, const std::string& to_hex, const std::vector<uint8_t>& data,
-                                 const std::string& value_hex = "0x0", std::string* revert_data = nullptr);
+  StatusOr<uint64_t> EstimateGas(const std::string& from_hex, const std::string& to_hex,
+                                 const std::vector<uint8_t>& data, const std::string& value_hex = "0x0",
+                                 std::string* revert_data = nullptr);
   // Suggested fees: max priority fee and base fee of the latest block.
   struct Fees {
     uint64_t base_fee_per_gas = 0;

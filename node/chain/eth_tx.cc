@@ -128,7 +128,8 @@ StatusOr<DecodedLegacyTransaction> DecodeSignedLegacyTransaction(std::span<const
   auto decoded = RlpDecode(raw, limits);
   if (!decoded.ok()) return InvalidArgument("legacy transaction: " + decoded.status().message());
   const RlpItem& root = *decoded;
-  if (!root.is_list || root.list.size() != 9) return InvalidArgument("legacy transaction must be an RLP list of 9 fields");
+  if (!root.is_list || root.list.size() != 9)
+    return InvalidArgument("legacy transaction must be an RLP list of 9 fields");
   const std::vector<RlpItem>& f = root.list;
   DecodedLegacyTransaction out;
   LegacyTransaction& tx = out.tx;
@@ -153,7 +154,9 @@ StatusOr<DecodedLegacyTransaction> DecodeSignedLegacyTransaction(std::span<const
   return out;
 }
 
-std::vector<uint8_t> UnsignedTransactionBytes(const Eip1559Transaction& tx) { return Typed(RlpItem::List(UnsignedFields(tx))); }
+std::vector<uint8_t> UnsignedTransactionBytes(const Eip1559Transaction& tx) {
+  return Typed(RlpItem::List(UnsignedFields(tx)));
+}
 
 Hash256 SigningHash(const Eip1559Transaction& tx) { return Keccak256(UnsignedTransactionBytes(tx)); }
 

@@ -92,7 +92,8 @@ class Decoder {
       if (l > end - pos_) return Err(start, "payload length " + std::to_string(l) + " runs past the end of the input");
       len = static_cast<size_t>(l);
     }
-    if (len > end - pos_) return Err(start, "payload length " + std::to_string(len) + " runs past the end of the input");
+    if (len > end - pos_)
+      return Err(start, "payload length " + std::to_string(len) + " runs past the end of the input");
     const size_t payload_end = pos_ + len;
     if (!is_list) {
       if (len == 1 && data_[pos_] < 0x80) return Err(start, "single byte below 0x80 must be encoded as itself");
@@ -187,7 +188,8 @@ StatusOr<RlpItem> RlpDecode(std::span<const uint8_t> data, const RlpLimits& limi
   RlpItem item;
   RETURN_IF_ERROR(d.DecodeItem(data.size(), 0, item));
   if (d.pos() != data.size()) {
-    return InvalidArgument("malformed RLP: " + std::to_string(data.size() - d.pos()) + " trailing bytes after the item");
+    return InvalidArgument("malformed RLP: " + std::to_string(data.size() - d.pos()) +
+                           " trailing bytes after the item");
   }
   return item;
 }

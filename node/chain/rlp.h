@@ -40,9 +40,9 @@ void RlpAppendBytes(std::span<const uint8_t> b, std::vector<uint8_t>& out);
 void RlpAppendListHeader(size_t payload_len, std::vector<uint8_t>& out);
 
 struct RlpLimits {
-  size_t max_depth = 64;          // lists nested more deeply are rejected
-  size_t max_items = 1u << 20;    // total items (strings and lists) in one input
-  size_t max_input = 64u << 20;   // input bytes
+  size_t max_depth = 64;         // lists nested more deeply are rejected
+  size_t max_items = 1u << 20;   // total items (strings and lists) in one input
+  size_t max_input = 64u << 20;  // input bytes
 };
 
 // Decodes exactly one item spanning the whole input. INVALID_ARGUMENT (with the byte offset)

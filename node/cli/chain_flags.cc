@@ -37,10 +37,11 @@ StatusOr<std::optional<Secp256k1Secret>> LoadKey(const ParsedArgs& a, uint64_t c
     return std::optional<Secp256k1Secret>(key);
   }
   if (auto file = a.Option("--keystore")) {
-    ASSIGN_OR_RETURN(auto password, ReadPassword(a.Option("--password-file").value_or(""),
-                                                 a.Option("--password-env").value_or("")));
+    ASSIGN_OR_RETURN(auto password,
+                     ReadPassword(a.Option("--password-file").value_or(""), a.Option("--password-env").value_or("")));
     ASSIGN_OR_RETURN(auto json, consensor::ReadFileBytes(*file, 1 << 20));
-    auto decrypted = DecryptKeystore(std::string_view(reinterpret_cast<const char*>(json.data()), json.size()), password);
+    auto decrypted =
+        DecryptKeystore(std::string_view(reinterpret_cast<const char*>(json.data()), json.size()), password);
     if (!decrypted.ok()) return decrypted.status().WithContext("keystore '" + *file + "'");
     return std::optional<Secp256k1Secret>(decrypted->secret);
   }

@@ -14,8 +14,8 @@
 #include "common/status.h"
 #include "node/chain/abi.h"
 #include "node/chain/chain_client.h"
-#include "node/cli/cli_args.h"
 #include "node/chain/eth_rpc.h"
+#include "node/cli/cli_args.h"
 
 namespace consensor::node {
 

@@ -105,9 +105,9 @@ using Args = ParsedArgs;
 // command lines that work today into usage errors.
 ArgSpec SharedArgSpec() {
   ArgSpec spec;
-  spec.value_options = {"--input", "--out", "--threads", "--isa", "--blobs", "--backend", "--device",
-                        "--max-elements", "--max-memory", "--max-flops", "--max-ops", "--node", "--nonce",
-                        "--timeout", "--max-wall-ms", "--replicas", "--quorum", "--shape"};
+  spec.value_options = {"--input",  "--out",          "--threads",     "--isa",       "--blobs",   "--backend",
+                        "--device", "--max-elements", "--max-memory",  "--max-flops", "--max-ops", "--node",
+                        "--nonce",  "--timeout",      "--max-wall-ms", "--replicas",  "--quorum",  "--shape"};
   spec.flags = {"--trace", "--help", "--fallback-cpu", "--wait", "--json"};
   return spec;
 }
@@ -257,20 +257,23 @@ int CmdInspect(const Args& a, std::ostream& out, std::ostream& err) {
   if (!lg.ok()) return Fail(err, lg.status());
   const auto& p = lg->program;
   out << "graph id     " << ToHex(p.graph_id) << "\n";
-  for (const auto& [name, b] : p.inputs) out << "input        " << name << " " << TypeString(p.buffers[b].dtype, p.buffers[b].shape) << "\n";
-  for (const auto& [name, b] : p.outputs) out << "output       " << name << " " << TypeString(p.buffers[b].dtype, p.buffers[b].shape) << "\n";
+  for (const auto& [name, b] : p.inputs)
+    out << "input        " << name << " " << TypeString(p.buffers[b].dtype, p.buffers[b].shape) << "\n";
+  for (const auto& [name, b] : p.outputs)
+    out << "output       " << name << " " << TypeString(p.buffers[b].dtype, p.buffers[b].shape) << "\n";
   int64_t weight_bytes = 0;
   for (const auto& [b, t] : p.constants) weight_bytes += t.byte_size();
   out << "constants    " << p.constants.size() << " (" << HumanBytes(weight_bytes) << ")\n";
   out << "ops          " << p.instructions.size() << "\n";
   out << "flops        " << p.total_flops << "\n";
   out << "peak memory  " << p.arena_bytes << " bytes (" << HumanBytes(p.arena_bytes) << ")\n\n";
-  out << std::left << std::setw(6) << "#" << std::setw(16) << "op" << std::setw(28) << "output" << "flops\n";
+  out << std::left << std::setw(6) << "#" << std::setw(16) << "op" << std::setw(28) << "output"
+      << "flops\n";
   for (size_t i = 0; i < p.instructions.size(); ++i) {
     const auto& ins = p.instructions[i];
     const auto& b = p.buffers[ins.output];
-    out << std::left << std::setw(6) << i << std::setw(16) << ins.op_name << std::setw(28) << TypeString(b.dtype, b.shape)
-        << ins.flops << "\n";
+    out << std::left << std::setw(6) << i << std::setw(16) << ins.op_name << std::setw(28)
+        << TypeString(b.dtype, b.shape) << ins.flops << "\n";
   }
   return kExitOk;
 }
@@ -330,9 +333,9 @@ size_t FirstPositionalIndex(const std::vector<std::string>& raw, const ArgSpec& 
   for (size_t i = 0; i < raw.size(); ++i) {
     const std::string& s = raw[i];
     if (s.rfind("--", 0) != 0 || s == "--") return i;
-    const bool takes_next_value = s.find('=') == std::string::npos &&
-                                  std::find(spec.value_options.begin(), spec.value_options.end(), s) !=
-                                      spec.value_options.end();
+    const bool takes_next_value =
+        s.find('=') == std::string::npos &&
+        std::find(spec.value_options.begin(), spec.value_options.end(), s) != spec.value_options.end();
     if (takes_next_value) ++i;
   }
   return raw.size();

@@ -55,7 +55,7 @@ StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& raw, const ArgSpe
 }
 
 StatusOr<std::map<std::string, std::string>> ParseNamedFiles(const std::vector<std::string>& specs,
-                                                            const std::string& flag) {
+                                                             const std::string& flag) {
   std::map<std::string, std::string> files;
   for (const std::string& spec : specs) {
     size_t eq = spec.find('=');
@@ -73,8 +73,8 @@ StatusOr<int64_t> ParseIntOption(const std::string& text, const std::string& wha
   int64_t v = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || ptr != text.data() + text.size() || v < min || v > max) {
-    return InvalidArgument(what + " must be an integer between " + std::to_string(min) + " and " +
-                           std::to_string(max) + ", got '" + text + "'");
+    return InvalidArgument(what + " must be an integer between " + std::to_string(min) + " and " + std::to_string(max) +
+                           ", got '" + text + "'");
   }
   return v;
 }

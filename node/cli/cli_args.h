@@ -34,7 +34,7 @@ StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& raw, const ArgSpe
 // Repeated `NAME=FILE` values of `flag` (e.g. `--input x=x.npy`) as name -> file; every name
 // once. Errors are usage errors.
 StatusOr<std::map<std::string, std::string>> ParseNamedFiles(const std::vector<std::string>& specs,
-                                                            const std::string& flag);
+                                                             const std::string& flag);
 
 // Strict integer parsing for option values: the whole text must be a number in [min, max].
 StatusOr<int64_t> ParseIntOption(const std::string& text, const std::string& what, int64_t min, int64_t max);

@@ -49,9 +49,7 @@ std::string StateName(v1::TaskState s) {
   }
 }
 
-bool IsFinal(const v1::Task& t) {
-  return t.state() == v1::TASK_STATE_SUCCEEDED || t.state() == v1::TASK_STATE_FAILED;
-}
+bool IsFinal(const v1::Task& t) { return t.state() == v1::TASK_STATE_SUCCEEDED || t.state() == v1::TASK_STATE_FAILED; }
 
 std::string OutputType(const v1::TaskOutput& o) {
   Shape shape(o.shape().begin(), o.shape().end());
@@ -96,7 +94,8 @@ void PrintTask(const v1::Task& t, std::ostream& out) {
           << (cert.dispute() ? " signers (dispute certificate)" : " signers") << "\n";
       for (const auto& s : cert.signers()) out << "  signer " << s << "\n";
     }
-    if (c.disputed()) out << "disputed conflicting results were signed; dispute committee of " << c.dispute_committee_size() << "\n";
+    if (c.disputed())
+      out << "disputed conflicting results were signed; dispute committee of " << c.dispute_committee_size() << "\n";
     for (const auto& s : c.slashes()) {
       out << "slash    " << s.kind() << " " << s.operator_address() << " "
           << (s.tx_hash().empty() ? "not sent: " + s.error() : "tx " + s.tx_hash()) << "\n";
@@ -112,7 +111,8 @@ Status DownloadOutputs(NodeClient& client, const v1::Task& task, const std::stri
     // Check the tensor itself against the hash the node reported (and would sign).
     NpyLimits limits;
     limits.max_bytes = kMaxUploadBytes;
-    RETURN_IF_ERROR(CheckNpyTensorHash(bytes, o.tensor_hash(), limits).WithContext("output '" + o.name() + "' from the node"));
+    RETURN_IF_ERROR(
+        CheckNpyTensorHash(bytes, o.tensor_hash(), limits).WithContext("output '" + o.name() + "' from the node"));
     std::string file = SafeFileName(o.name());
     while (!used.insert(file).second) file += "_";
     const std::string path = dir + "/" + file + ".npy";
@@ -272,7 +272,8 @@ int CmdResult(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
 }
 
 int CmdNode(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
-  if (a.positional.size() != 1 || a.positional[0] != "info") return Usage(err, "usage: consensor node info [--node ADDR]");
+  if (a.positional.size() != 1 || a.positional[0] != "info")
+    return Usage(err, "usage: consensor node info [--node ADDR]");
   NodeClient client(NodeAddress(a));
   auto info = client.GetNodeInfo();
   if (!info.ok()) return Fail(err, info.status());
@@ -296,8 +297,9 @@ int CmdNode(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
     const auto& c = info->consensus();
     out << "network    chain " << c.chain_id() << " head " << c.chain_head() << ", manager " << c.service_manager()
         << "\n";
-    out << "operators  " << c.operator_count() << " active" << (c.registered() ? " (this node is one)" : " (this node is NOT registered)")
-        << ", " << c.peers() << " peers connected\n";
+    out << "operators  " << c.operator_count() << " active"
+        << (c.registered() ? " (this node is one)" : " (this node is NOT registered)") << ", " << c.peers()
+        << " peers connected\n";
     out << "consensus  " << c.default_replicas() << " replicas, quorum " << c.default_quorum() << " by default (max "
         << c.max_replicas() << ")\n";
   } else {

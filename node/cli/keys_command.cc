@@ -263,8 +263,8 @@ StatusOr<std::vector<KeystoreEntry>> ScanKeystores(const std::string& dir, std::
 }
 
 // Encrypts `secret` and writes it into the keystore directory; prints the address and path.
-int StoreKey(const Secp256k1Secret& secret, const std::string& password, const KdfParams& params, const std::string& dir,
-             std::ostream& out, std::ostream& err) {
+int StoreKey(const Secp256k1Secret& secret, const std::string& password, const KdfParams& params,
+             const std::string& dir, std::ostream& out, std::ostream& err) {
   StatusOr<Address20> address = AddressFromSecret(secret);
   if (!address.ok()) return Fail(err, address.status());
   StatusOr<std::string> json = EncryptKeystore(secret, password, params);
@@ -301,7 +301,8 @@ std::optional<int> PrepareStore(const ParsedArgs& a, StoreOptions& opts, std::os
   opts.password = *password;
   OPENSSL_cleanse(password->data(), password->size());
   if (opts.password.empty()) err << "warning: the password is empty; anyone with the file can use the key\n";
-  if (a.HasFlag("--light-kdf")) err << "warning: --light-kdf keystores are cheap to brute-force; use them for tests only\n";
+  if (a.HasFlag("--light-kdf"))
+    err << "warning: --light-kdf keystores are cheap to brute-force; use them for tests only\n";
   Status made = EnsureDir(opts.dir);
   if (!made.ok()) return Fail(err, made);
   return std::nullopt;
@@ -351,7 +352,8 @@ int CmdImport(const std::vector<std::string>& args, std::ostream& out, std::ostr
   if (!existing.ok()) return Fail(err, existing.status());
   for (const KeystoreEntry& e : *existing) {
     if (e.address == *address) {
-      return Fail(err, AlreadyExists("a keystore for " + AddressToChecksumHex(*address) + " already exists: " + e.path));
+      return Fail(err,
+                  AlreadyExists("a keystore for " + AddressToChecksumHex(*address) + " already exists: " + e.path));
     }
   }
   return StoreKey(*secret, opts.password, opts.params, opts.dir, out, err);

@@ -36,7 +36,8 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 
-constexpr char kImportUsage[] = R"(usage: consensor import MODEL.onnx --out DIR [--input NAME=FILE.npy]... [--shape NAME=D0,D1,...]...
+constexpr char kImportUsage[] =
+    R"(usage: consensor import MODEL.onnx --out DIR [--input NAME=FILE.npy]... [--shape NAME=D0,D1,...]...
                         [--bind NAME=FILE.npy]... [--inline-max BYTES] [--text]
        consensor import --list-ops
 
@@ -49,7 +50,8 @@ Constants up to --inline-max bytes (default 1024) stay inline in the graph. --li
 the ONNX ops the importer supports.
 )";
 
-constexpr char kOnnxTestUsage[] = R"(usage: consensor onnx-test DIR... [--filter TEXT] [--expect FILE] [--write-expect FILE]
+constexpr char kOnnxTestUsage[] =
+    R"(usage: consensor onnx-test DIR... [--filter TEXT] [--expect FILE] [--write-expect FILE]
                            [--report FILE.json] [--verbose] [--backend cpu|cuda|cuda-emu] [--device N]
                            [--isa auto|avx2|portable] [--threads N] [--rtol X] [--atol Y]
                            [--require-claimed]
@@ -149,8 +151,8 @@ int RunImportCommand(const std::vector<std::string>& raw, std::ostream& out, std
       << (imported->producer.empty() ? "" : ", " + imported->producer) << ")\n";
   out << "graph    " << ToHex(validated->id) << "\n";
   for (int v : validated->placeholders) {
-    out << "input    " << imported->graph.values()[v].name << " " << TypeString(validated->types[v].dtype, validated->types[v].shape)
-        << "\n";
+    out << "input    " << imported->graph.values()[v].name << " "
+        << TypeString(validated->types[v].dtype, validated->types[v].shape) << "\n";
   }
   for (const auto& [name, v] : validated->outputs) {
     out << "output   " << name << " " << TypeString(validated->types[v].dtype, validated->types[v].shape) << "\n";
@@ -166,7 +168,7 @@ int RunImportCommand(const std::vector<std::string>& raw, std::ostream& out, std
 namespace {
 
 struct TestOutcome {
-  std::string name;  // SUITE/TEST
+  std::string name;    // SUITE/TEST
   std::string status;  // PASS, FAIL, UNSUPPORTED, NODATA
   std::string reason;
   std::vector<std::string> ops;
@@ -361,8 +363,8 @@ StatusOr<std::map<std::string, std::string>> ReadExpectations(const std::string&
 
 int RunOnnxTestCommand(const std::vector<std::string>& raw, std::ostream& out, std::ostream& err) {
   ArgSpec spec;
-  spec.value_options = {"--filter", "--expect", "--write-expect", "--report", "--backend", "--device", "--isa",
-                        "--threads", "--rtol", "--atol"};
+  spec.value_options = {"--filter", "--expect", "--write-expect", "--report", "--backend",
+                        "--device", "--isa",    "--threads",      "--rtol",   "--atol"};
   spec.flags = {"--verbose", "--require-claimed", "--help"};
   auto parsed = ParseArgs(raw, spec);
   if (!parsed.ok()) return Usage(err, parsed.status().message(), kOnnxTestUsage);
@@ -453,7 +455,8 @@ int RunOnnxTestCommand(const std::vector<std::string>& raw, std::ostream& out, s
       }
     }
   }
-  out << "\n" << outcomes.size() << " tests: " << counts["PASS"] << " passed, " << counts["FAIL"] << " failed, "
+  out << "\n"
+      << outcomes.size() << " tests: " << counts["PASS"] << " passed, " << counts["FAIL"] << " failed, "
       << counts["UNSUPPORTED"] << " unsupported (" << unsupported_kinds["op"] << " op, " << unsupported_kinds["dtype"]
       << " dtype, " << unsupported_kinds["random"] << " random, " << unsupported_kinds["feature"]
       << " attribute or feature), " << counts["NODATA"] << " without data\n";
@@ -471,7 +474,8 @@ int RunOnnxTestCommand(const std::vector<std::string>& raw, std::ostream& out, s
       text << o.name << " " << o.status << "  # " << reason << "\n";
     }
     const std::string s = text.str();
-    if (Status st = consensor::WriteFileAtomic(*path, {reinterpret_cast<const uint8_t*>(s.data()), s.size()}); !st.ok()) {
+    if (Status st = consensor::WriteFileAtomic(*path, {reinterpret_cast<const uint8_t*>(s.data()), s.size()});
+        !st.ok()) {
       return Fail(err, st);
     }
   }
@@ -484,7 +488,8 @@ int RunOnnxTestCommand(const std::vector<std::string>& raw, std::ostream& out, s
       report["tests"].push_back({{"name", o.name}, {"status", o.status}, {"reason", o.reason}, {"ops", o.ops}});
     }
     const std::string s = report.dump(1);
-    if (Status st = consensor::WriteFileAtomic(*path, {reinterpret_cast<const uint8_t*>(s.data()), s.size()}); !st.ok()) {
+    if (Status st = consensor::WriteFileAtomic(*path, {reinterpret_cast<const uint8_t*>(s.data()), s.size()});
+        !st.ok()) {
       return Fail(err, st);
     }
   }

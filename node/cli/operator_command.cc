@@ -33,8 +33,8 @@ AMOUNT: wei, or with a unit: 1ether, 0.5ether, 20gwei.
 
 ArgSpec OperatorArgSpec() {
   ArgSpec spec;
-  spec.value_options = {"--rpc", "--deployment", "--keystore", "--password-file", "--password-env", "--devnet-key",
-                        "--stake", "--endpoint", "--address", "--block"};
+  spec.value_options = {"--rpc",        "--deployment", "--keystore", "--password-file", "--password-env",
+                        "--devnet-key", "--stake",      "--endpoint", "--address",       "--block"};
   spec.flags = {"--help"};
   return spec;
 }
@@ -61,7 +61,8 @@ StatusOr<consensus::Attestation> AttestationFromJson(const nlohmann::json& j, co
     Hash256* out;
   } fields[] = {{"task_id", &a.task_id}, {"result_root", &a.result_root}, {"trace_root", &a.trace_root}};
   for (const auto& f : fields) {
-    if (!j.contains(f.name) || !j[f.name].is_string()) return InvalidArgument(what + "." + f.name + " must be a hex string");
+    if (!j.contains(f.name) || !j[f.name].is_string())
+      return InvalidArgument(what + "." + f.name + " must be a hex string");
     std::string hex = j[f.name].get<std::string>();
     if (hex.rfind("0x", 0) == 0) hex = hex.substr(2);
     auto h = Hash256FromHex(hex);
@@ -78,7 +79,8 @@ StatusOr<consensus::Attestation> AttestationFromJson(const nlohmann::json& j, co
 StatusOr<std::vector<uint8_t>> SignatureFromJson(const nlohmann::json& j, const std::string& what) {
   auto bytes = ParseData(j, what);
   if (!bytes.ok()) return bytes.status();
-  if (bytes->size() != 65) return InvalidArgument(what + " must be 65 bytes (r || s || v), got " + std::to_string(bytes->size()));
+  if (bytes->size() != 65)
+    return InvalidArgument(what + " must be 65 bytes (r || s || v), got " + std::to_string(bytes->size()));
   return bytes;
 }
 
@@ -130,7 +132,8 @@ int RunOperatorCommand(const std::vector<std::string>& raw, std::ostream& out, s
     if (!s.ok()) return Fail(err, s.status());
     auto tx = s->chain->Register(*endpoint, *wei);
     if (!tx.ok()) return Fail(err, tx.status().WithContext("register"));
-    out << "operator " << AddressToChecksumHex(*s->chain->address()) << " registered with " << FormatEther(*wei) << "\n";
+    out << "operator " << AddressToChecksumHex(*s->chain->address()) << " registered with " << FormatEther(*wei)
+        << "\n";
     PrintTx(out, "mined", *tx);
     return kExitOk;
   }
@@ -139,8 +142,8 @@ int RunOperatorCommand(const std::vector<std::string>& raw, std::ostream& out, s
     if (!s.ok()) return Fail(err, s.status());
     auto tx = cmd == "deregister" ? s->chain->Deregister() : s->chain->Withdraw();
     if (!tx.ok()) return Fail(err, tx.status().WithContext(cmd));
-    out << "operator " << AddressToChecksumHex(*s->chain->address()) << (cmd == "deregister" ? " deregistered" : " withdrew")
-        << "\n";
+    out << "operator " << AddressToChecksumHex(*s->chain->address())
+        << (cmd == "deregister" ? " deregistered" : " withdrew") << "\n";
     PrintTx(out, "mined", *tx);
     return kExitOk;
   }
@@ -197,7 +200,8 @@ int RunEvidenceCommand(const std::vector<std::string>& raw, std::ostream& out, s
   auto parsed = ParseArgs(raw, OperatorArgSpec());
   if (!parsed.ok()) return Usage(err, parsed.status().message());
   const ParsedArgs& a = *parsed;
-  if (a.positional.size() != 2 || a.positional[0] != "submit") return Usage(err, "usage: consensor evidence submit FILE");
+  if (a.positional.size() != 2 || a.positional[0] != "submit")
+    return Usage(err, "usage: consensor evidence submit FILE");
   auto bytes = consensor::ReadFileBytes(a.positional[1], 4 << 20);
   if (!bytes.ok()) return Fail(err, bytes.status());
   auto j = nlohmann::json::parse(bytes->begin(), bytes->end(), nullptr, /*allow_exceptions=*/false);
@@ -213,14 +217,17 @@ int RunEvidenceCommand(const std::vector<std::string>& raw, std::ostream& out, s
         return InvalidArgument("equivocation evidence needs \"attestations\": [two signed attestations]");
       }
       ASSIGN_OR_RETURN(auto a1, AttestationFromJson(j["attestations"][0], "attestations[0]"));
-      ASSIGN_OR_RETURN(auto s1, SignatureFromJson(j["attestations"][0].value("signature", nlohmann::json()), "attestations[0].signature"));
+      ASSIGN_OR_RETURN(auto s1, SignatureFromJson(j["attestations"][0].value("signature", nlohmann::json()),
+                                                  "attestations[0].signature"));
       ASSIGN_OR_RETURN(auto a2, AttestationFromJson(j["attestations"][1], "attestations[1]"));
-      ASSIGN_OR_RETURN(auto s2, SignatureFromJson(j["attestations"][1].value("signature", nlohmann::json()), "attestations[1].signature"));
+      ASSIGN_OR_RETURN(auto s2, SignatureFromJson(j["attestations"][1].value("signature", nlohmann::json()),
+                                                  "attestations[1].signature"));
       return s->chain->SlashEquivocation(a1, s1, a2, s2);
     }
     if (kind == "dispute") {
       ASSIGN_OR_RETURN(auto accused, AttestationFromJson(j.value("accused", nlohmann::json()), "accused"));
-      ASSIGN_OR_RETURN(auto accused_sig, SignatureFromJson(j["accused"].value("signature", nlohmann::json()), "accused.signature"));
+      ASSIGN_OR_RETURN(auto accused_sig,
+                       SignatureFromJson(j["accused"].value("signature", nlohmann::json()), "accused.signature"));
       ASSIGN_OR_RETURN(auto certified, AttestationFromJson(j.value("certified", nlohmann::json()), "certified"));
       if (!j.contains("certificate") || !j["certificate"].is_array() || j["certificate"].size() > 1024) {
         return InvalidArgument("dispute evidence needs \"certificate\": [up to 1024 signatures]");

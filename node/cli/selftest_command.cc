@@ -48,8 +48,12 @@ std::string Seconds(double s) {
   return buf;
 }
 
-std::string PadRight(const std::string& s, size_t width) { return s.size() >= width ? s : s + std::string(width - s.size(), ' '); }
-std::string PadLeft(const std::string& s, size_t width) { return s.size() >= width ? s : std::string(width - s.size(), ' ') + s; }
+std::string PadRight(const std::string& s, size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+std::string PadLeft(const std::string& s, size_t width) {
+  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
+}
 
 void PrintCase(const executor::SelfTestCase& c, std::ostream& out) {
   out << PadRight(c.name, 30) << PadLeft(std::to_string(c.ops), 4) << " ops  " << (c.passed ? "PASS" : "FAIL") << "  "
@@ -149,12 +153,13 @@ int RunSelfTestCommand(const std::vector<std::string>& raw, std::ostream& out, s
     out << "PASS      " << graphs << " of " << graphs << " graphs match the CPU reference bit for bit ("
         << report->total_ops << " ops, " << Seconds(report->seconds) << ")\n";
   } else {
-    out << "FAIL      " << failed << " of " << graphs << " graphs differ from the CPU reference ("
-        << report->total_ops << " ops, " << Seconds(report->seconds) << ")\n";
+    out << "FAIL      " << failed << " of " << graphs << " graphs differ from the CPU reference (" << report->total_ops
+        << " ops, " << Seconds(report->seconds) << ")\n";
   }
   if (report->passed()) return kExitOk;
-  err << "error: backend " << candidate << " does not reproduce the CPU reference: "
-      << FailureSummary(*report->first_failure()) << "; do not sign results with it\n";
+  err << "error: backend " << candidate
+      << " does not reproduce the CPU reference: " << FailureSummary(*report->first_failure())
+      << "; do not sign results with it\n";
   return kExitFailure;
 }
 

@@ -9,9 +9,9 @@
 
 #include "common/file_io.h"
 #include "consensus/certificate.h"
+#include "node/api/client.h"
 #include "node/cli/chain_flags.h"
 #include "node/cli/cli_args.h"
-#include "node/api/client.h"
 #include "node/cli/client_commands.h"
 #include "node/keys/keystore.h"
 
@@ -50,7 +50,6 @@ int Usage(std::ostream& err, const std::string& message) {
   err << "error: " << message << "\n\n" << kVerifyUsage;
   return kExitUsage;
 }
-
 
 long double StakeValue(const Uint256& v) {
   long double x = 0;
@@ -185,11 +184,10 @@ StatusOr<Verified> Verify(const ParsedArgs& a) {
                     FormatEther(v.report.signed_stake) + " of " + FormatEther(v.report.total_stake));
   }
   if (parsed.dispute && !v.onchain.meets_threshold) {
-    return FailedPrecondition(
-        "dispute certificate carries " + FormatEther(v.onchain.signed_stake) + " of " +
-        FormatEther(v.onchain.total_stake) + " (" +
-        Percent(Fraction(v.onchain)) +
-        "), below the contract's threshold of " + Percent(v.threshold_bps / 10000.0L) + " of the stake");
+    return FailedPrecondition("dispute certificate carries " + FormatEther(v.onchain.signed_stake) + " of " +
+                              FormatEther(v.onchain.total_stake) + " (" + Percent(Fraction(v.onchain)) +
+                              "), below the contract's threshold of " + Percent(v.threshold_bps / 10000.0L) +
+                              " of the stake");
   }
   v.domain = session.chain->domain();
   return v;
@@ -201,8 +199,8 @@ void PrintHuman(const Verified& v, std::ostream& out) {
   out << "task        " << ToHex(c.attestation.task_id) << "\n";
   out << "result      " << ToHex(c.attestation.result_root) << "\n";
   out << "trace       " << ToHex(c.attestation.trace_root) << "\n";
-  out << "reference   block " << c.attestation.reference_block << " (chain " << v.domain.chain_id << ", head "
-      << v.head << ")\n";
+  out << "reference   block " << c.attestation.reference_block << " (chain " << v.domain.chain_id << ", head " << v.head
+      << ")\n";
   if (c.dispute) {
     out << "kind        dispute certificate; committee: all " << r.operator_count << " operators\n";
   } else {
@@ -210,8 +208,7 @@ void PrintHuman(const Verified& v, std::ostream& out) {
         << "positions 0.." << c.committee_size - 1 << " of " << r.operator_count << " operators\n";
   }
   for (const CertificateSigner& s : r.signers) {
-    out << "signer      " << Checksum(s.address) << "  position " << s.position << "  " << FormatEther(s.stake)
-        << "\n";
+    out << "signer      " << Checksum(s.address) << "  position " << s.position << "  " << FormatEther(s.stake) << "\n";
   }
   out << "stake       " << FormatEther(v.onchain.signed_stake) << " of " << FormatEther(v.onchain.total_stake) << " ("
       << Percent(Fraction(v.onchain)) << "); contract threshold " << Percent(v.threshold_bps / 10000.0L)
@@ -225,7 +222,8 @@ nlohmann::json JsonReport(const Verified& v) {
   const consensus::CertificateClaims& c = r.certificate;
   nlohmann::json signers = nlohmann::json::array();
   for (const CertificateSigner& s : r.signers) {
-    signers.push_back({{"address", Checksum(s.address)}, {"position", s.position}, {"stake", Uint256ToDecimal(s.stake)}});
+    signers.push_back(
+        {{"address", Checksum(s.address)}, {"position", s.position}, {"stake", Uint256ToDecimal(s.stake)}});
   }
   return {{"verified", true},
           {"task_id", ToHex(c.attestation.task_id)},

@@ -41,9 +41,9 @@ constexpr size_t kMaxConfigBytes = size_t{1} << 20;
 // strings.
 template <typename T>
 using FieldOf = T& (*)(NodeConfig&);
-using Field = std::variant<FieldOf<std::string>, FieldOf<bool>, FieldOf<std::vector<std::string>>, FieldOf<int64_t>,
-                           FieldOf<int>, FieldOf<uint32_t>, FieldOf<uint64_t>, FieldOf<double>,
-                           FieldOf<std::chrono::milliseconds>>;
+using Field =
+    std::variant<FieldOf<std::string>, FieldOf<bool>, FieldOf<std::vector<std::string>>, FieldOf<int64_t>, FieldOf<int>,
+                 FieldOf<uint32_t>, FieldOf<uint64_t>, FieldOf<double>, FieldOf<std::chrono::milliseconds>>;
 
 struct KeySpec {
   std::string_view section;  // "" for top-level keys
@@ -52,7 +52,10 @@ struct KeySpec {
 };
 
 // The field of NodeConfig that `member` names, as a Field.
-#define CONFIG_FIELD(member) +[](NodeConfig& c) -> auto& { return c.member; }
+#define CONFIG_FIELD(member)     \
+  +[](NodeConfig & c) -> auto& { \
+    return c.member;             \
+  }
 
 const std::vector<KeySpec>& Keys() {
   static const std::vector<KeySpec> keys = {
@@ -171,8 +174,8 @@ std::string LineSuffix(const toml::source_region& region) {
 
 Status UnknownKey(const std::string& origin, std::string_view section, std::string_view key,
                   const toml::source_region& region) {
-  return InvalidArgument(origin + ": unknown key '" + Printable(DottedName(section, key)) + "'" +
-                         LineSuffix(region) + Suggestion(section, key));
+  return InvalidArgument(origin + ": unknown key '" + Printable(DottedName(section, key)) + "'" + LineSuffix(region) +
+                         Suggestion(section, key));
 }
 
 enum class Kind { kString, kInteger, kBool, kStringList };
@@ -331,7 +334,8 @@ Status ExpandHome(const char* name, std::string* path) {
   }
   const char* home = std::getenv("HOME");
   if (home == nullptr || home[0] == '\0') {
-    return InvalidArgument(std::string(name) + ": cannot expand '~' in '" + Printable(*path) + "' because $HOME is not set");
+    return InvalidArgument(std::string(name) + ": cannot expand '~' in '" + Printable(*path) +
+                           "' because $HOME is not set");
   }
   std::string expanded = home;
   while (expanded.size() > 1 && expanded.back() == '/') expanded.pop_back();
@@ -395,8 +399,7 @@ StatusOr<NodeConfig> ParseNodeConfig(const std::string& toml_text, const std::st
 #else
     toml::parse_result result = toml::parse(toml_text, origin);
     if (!result) {
-      return InvalidArgument(Where(origin, result.error().source()) + ": " +
-                             std::string(result.error().description()));
+      return InvalidArgument(Where(origin, result.error().source()) + ": " + std::string(result.error().description()));
     }
     toml::table root = std::move(result).table();
 #endif
@@ -520,7 +523,8 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   }
   if (!c->chain_view.rpc_url.empty()) {
     if (c->chain_deployment.empty()) return InvalidArgument("chain.rpc is set but chain.deployment is not");
-    if (c->keystore.empty()) return InvalidArgument("network mode (chain.rpc) needs an operator key: set operator.keystore");
+    if (c->keystore.empty())
+      return InvalidArgument("network mode (chain.rpc) needs an operator key: set operator.keystore");
   } else if (!c->fault_mode.empty()) {
     return InvalidArgument("fault.mode needs network mode (chain.rpc)");
   }

@@ -72,10 +72,10 @@ struct NodeConfig {
   // (the gossip key and chain id, the task manager's network hooks) and the values another key
   // already gives (gossip.max_message_bytes is rpc.max_message_bytes; consensus.max_blob_bytes is
   // limits.max_blob_bytes, which sets tasks.limits.max_graph_file_bytes).
-  TaskManagerOptions tasks;      // [executor] but selftest, [limits]
-  ChainViewOptions chain_view;   // chain.rpc, chain.poll_ms
-  GossipOptions gossip;          // p2p.fanout, p2p.max_messages_per_second, p2p.pull_interval_ms
-  ConsensusOptions consensus;    // [consensus], chain.confirmations
+  TaskManagerOptions tasks;     // [executor] but selftest, [limits]
+  ChainViewOptions chain_view;  // chain.rpc, chain.poll_ms
+  GossipOptions gossip;         // p2p.fanout, p2p.max_messages_per_second, p2p.pull_interval_ms
+  ConsensusOptions consensus;   // [consensus], chain.confirmations
 
   // Integers given in the file or by a flag that their option field cannot hold (a negative
   // consensus.replicas, say), by dotted key: FinalizeNodeConfig reports them with the value as

@@ -11,8 +11,8 @@
 #include "common/version.h"
 #include "node/cli/cli_args.h"
 #include "node/daemon/config.h"
-#include "node/telemetry/log.h"
 #include "node/daemon/node.h"
+#include "node/telemetry/log.h"
 
 namespace consensor::node {
 
@@ -59,10 +59,12 @@ int Usage(std::ostream& err, const std::string& message) {
 
 int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostream& err) {
   ArgSpec spec;
-  spec.value_options = {"--config", "--datadir", "--listen", "--metrics", "--log-level", "--log-format",
-                        "--backend", "--threads", "--workers", "--queue", "--max-blob-bytes", "--max-task-bytes",
-                        "--max-task-flops", "--max-task-seconds", "--max-elements", "--max-ops", "--max-inputs", "--keystore", "--password-file", "--password-env",
-                        "--chain-rpc", "--deployment", "--advertise", "--bootstrap"};
+  spec.value_options = {
+      "--config",         "--datadir",        "--listen",         "--metrics",          "--log-level",
+      "--log-format",     "--backend",        "--threads",        "--workers",          "--queue",
+      "--max-blob-bytes", "--max-task-bytes", "--max-task-flops", "--max-task-seconds", "--max-elements",
+      "--max-ops",        "--max-inputs",     "--keystore",       "--password-file",    "--password-env",
+      "--chain-rpc",      "--deployment",     "--advertise",      "--bootstrap"};
   spec.flags = {"--help", "--version", "--fallback-cpu", "--no-selftest"};
   auto parsed = ParseArgs(raw, spec);
   if (!parsed.ok()) return Usage(err, parsed.status().message());
@@ -91,12 +93,18 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
     const char* flag;
     const char* key;
   };
-  const FlagKey string_flags[] = {{"--datadir", "datadir"},          {"--listen", "rpc.listen"},
-                                  {"--metrics", "metrics.listen"},    {"--log-level", "log.level"},
-                                  {"--log-format", "log.format"},     {"--backend", "executor.backend"},
-                                  {"--keystore", "operator.keystore"}, {"--password-file", "operator.password_file"},
-                                  {"--password-env", "operator.password_env"}, {"--chain-rpc", "chain.rpc"},
-                                  {"--deployment", "chain.deployment"}, {"--advertise", "p2p.advertise"}};
+  const FlagKey string_flags[] = {{"--datadir", "datadir"},
+                                  {"--listen", "rpc.listen"},
+                                  {"--metrics", "metrics.listen"},
+                                  {"--log-level", "log.level"},
+                                  {"--log-format", "log.format"},
+                                  {"--backend", "executor.backend"},
+                                  {"--keystore", "operator.keystore"},
+                                  {"--password-file", "operator.password_file"},
+                                  {"--password-env", "operator.password_env"},
+                                  {"--chain-rpc", "chain.rpc"},
+                                  {"--deployment", "chain.deployment"},
+                                  {"--advertise", "p2p.advertise"}};
   const FlagKey int_flags[] = {{"--threads", "executor.threads"},
                                {"--workers", "executor.workers"},
                                {"--queue", "executor.queue_capacity"},

@@ -7,30 +7,30 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <chrono>
-#include <random>
-#include <thread>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
 
 #include "common/clock.h"
 #include "common/sha256.h"
 #include "common/version.h"
 #include "kernels/backend_factory.h"
+#include "node/api/client_service.h"
 #include "node/chain/chain_client.h"
 #include "node/chain/chain_view.h"
-#include "node/api/client_service.h"
+#include "node/daemon/startup_selftest.h"
 #include "node/engine/consensus_engine.h"
 #include "node/engine/fault_injection.h"
+#include "node/engine/task_manager.h"
+#include "node/keys/keystore.h"
 #include "node/p2p/gossip.h"
 #include "node/p2p/peer_client.h"
+#include "node/storage/store.h"
 #include "node/telemetry/http_server.h"
-#include "node/keys/keystore.h"
 #include "node/telemetry/log.h"
 #include "node/telemetry/metrics.h"
 #include "node/telemetry/node_metrics.h"
-#include "node/daemon/startup_selftest.h"
-#include "node/storage/store.h"
-#include "node/engine/task_manager.h"
 
 namespace consensor::node {
 
@@ -52,7 +52,8 @@ class ChainEvidence final : public EvidenceSubmitter {
   }
   StatusOr<std::string> SlashEquivocation(const consensus::SignedAttestation& a,
                                           const consensus::SignedAttestation& b) override {
-    ASSIGN_OR_RETURN(Address20 accused, consensus::RecoverAttestationSigner(client_->domain(), a.attestation, a.signature));
+    ASSIGN_OR_RETURN(Address20 accused,
+                     consensus::RecoverAttestationSigner(client_->domain(), a.attestation, a.signature));
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(NotYetSlashed(accused, a.attestation.task_id));
     ASSIGN_OR_RETURN(TxOutcome tx, client_->SlashEquivocation(a.attestation, a.signature, b.attestation, b.signature));
@@ -91,7 +92,8 @@ class ChainEvidence final : public EvidenceSubmitter {
 std::string HostOf(const std::string& address) { return address.substr(0, address.rfind(':')); }
 
 Status WriteTextFile(const std::string& path, const std::string& text) {
-  return consensor::WriteFileAtomic(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  return consensor::WriteFileAtomic(
+      path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
 }
 
 }  // namespace
@@ -117,7 +119,7 @@ struct Node::Impl {
   std::unique_ptr<HttpServer> http;
   std::string operator_address;
   std::string backend_device;  // what runs tasks, in words (Backend::description())
-  std::string rpc_address;  // as bound
+  std::string rpc_address;     // as bound
   int rpc_port = 0;
   int64_t started_unix_ms = 0;
   std::atomic<Health> health{Health::kStarting};
@@ -143,7 +145,8 @@ HttpResponse Node::Impl::ServeHttp(const std::string& path) {
     return r;
   }
   if (path == "/eigen/node") {
-    return json_response(200, {{"node_name", "consensord"}, {"spec_version", "v0.0.1"}, {"node_version", kProjectVersion}});
+    return json_response(200,
+                         {{"node_name", "consensord"}, {"spec_version", "v0.0.1"}, {"node_version", kProjectVersion}});
   }
   if (path == "/eigen/node/version") return json_response(200, {{"version", kProjectVersion}});
   if (path == "/eigen/node/health") {
@@ -204,7 +207,8 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
 
   if (!config.metrics_listen.empty()) {
     Impl* raw = impl.get();
-    auto http = HttpServer::Start(config.metrics_listen, [raw](const std::string& path) { return raw->ServeHttp(path); });
+    auto http =
+        HttpServer::Start(config.metrics_listen, [raw](const std::string& path) { return raw->ServeHttp(path); });
     if (!http.ok()) return http.status().WithContext("metrics server on " + config.metrics_listen);
     impl->http = std::move(http).value();
   }
@@ -289,7 +293,8 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   }
 
   impl->service = std::make_unique<ClientService>(
-      impl->store.get(), impl->tasks.get(), impl->metrics.get(), config.tasks.limits.max_graph_file_bytes, [raw](v1::NodeInfo* info) {
+      impl->store.get(), impl->tasks.get(), impl->metrics.get(), config.tasks.limits.max_graph_file_bytes,
+      [raw](v1::NodeInfo* info) {
         const NodeConfig& c = raw->config;
         info->set_version(kProjectVersion);
         info->set_operator_address(raw->operator_address);

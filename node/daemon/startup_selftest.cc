@@ -9,8 +9,8 @@
 namespace consensor::node {
 
 StatusOr<kernels::BackendOptions> SelfTestBackendAtStartup(kernels::Backend& backend,
-                                                           const kernels::BackendOptions& configured,
-                                                           bool fallback_cpu, MetricsRegistry* registry) {
+                                                           const kernels::BackendOptions& configured, bool fallback_cpu,
+                                                           MetricsRegistry* registry) {
   const std::string name = backend.name();
   Log(LogLevel::kInfo, "backend self-test started", {{"backend", name}, {"set", "quick"}});
   executor::SelfTestOptions options;

@@ -15,7 +15,7 @@ namespace consensor::node {
 // backend differed or failed and `fallback_cpu` is set; otherwise FAILED_PRECONDITION, which
 // stops startup.
 StatusOr<kernels::BackendOptions> SelfTestBackendAtStartup(kernels::Backend& backend,
-                                                           const kernels::BackendOptions& configured,
-                                                           bool fallback_cpu, MetricsRegistry* registry);
+                                                           const kernels::BackendOptions& configured, bool fallback_cpu,
+                                                           MetricsRegistry* registry);
 
 }  // namespace consensor::node

@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "common/clock.h"
+#include "common/npy.h"
 #include "consensus/committee.h"
 #include "consensus/replication.h"
 #include "executor/merkle.h"
-#include "common/npy.h"
 #include "executor/serialize.h"
 #include "node/keys/keystore.h"
 #include "node/telemetry/log.h"
@@ -17,12 +17,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kMaxOrphanVotes = 20000;         // across all tasks
-constexpr size_t kMaxAsideVotesPerRound = 1024;   // votes from operators not (yet) in the committee
+constexpr size_t kMaxOrphanVotes = 20000;        // across all tasks
+constexpr size_t kMaxAsideVotesPerRound = 1024;  // votes from operators not (yet) in the committee
 constexpr auto kRetainFinalized = std::chrono::minutes(10);
 constexpr auto kOrphanLifetime = std::chrono::minutes(2);
 constexpr int kJobThreads = 2;
-
 
 StatusOr<consensus::Signature65> SignatureField(const std::string& hex) {
   ASSIGN_OR_RETURN(auto bytes, FixedBytesFromHex(hex, 65, "signature"));
@@ -114,14 +113,15 @@ ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, 
   MetricsRegistry* metrics = parts.metrics;
   if (auto a = AddressFromSecretKey(key_); a.ok()) address_ = *a;
   attestations_signed_ = metrics->AddCounter("consensor_attestations_signed_total", "Attestations this node signed.");
-  attestations_received_ =
-      metrics->AddCounter("consensor_attestations_received_total", "Valid attestations counted from committee members.");
+  attestations_received_ = metrics->AddCounter("consensor_attestations_received_total",
+                                               "Valid attestations counted from committee members.");
   attestations_refused_ =
       metrics->AddCounter("consensor_attestations_refused_total", "Attestations refused (bad signature, wrong task).");
-  tasks_certified_ = metrics->AddCounter("consensor_tasks_certified_total", "Tasks finalized with a quorum certificate.");
+  tasks_certified_ =
+      metrics->AddCounter("consensor_tasks_certified_total", "Tasks finalized with a quorum certificate.");
   disputes_ = metrics->AddCounter("consensor_disputes_total", "Tasks whose committee signed conflicting results.");
-  members_replaced_ =
-      metrics->AddCounter("consensor_committee_extensions_total", "Silent committee members replaced by the next operator.");
+  members_replaced_ = metrics->AddCounter("consensor_committee_extensions_total",
+                                          "Silent committee members replaced by the next operator.");
   evidence_submitted_ =
       metrics->AddCounter("consensor_evidence_submitted_total", "Slashing transactions this node sent successfully.");
   evidence_failed_ = metrics->AddCounter("consensor_evidence_failed_total", "Slashing submissions that failed.");
@@ -261,7 +261,8 @@ StatusOr<SubmitOutcome> ConsensusEngine::Submit(const v1::SubmitTaskRequest& req
   return outcome;
 }
 
-Status ConsensusEngine::OnMessage(const v1::GossipMessage& message, const Hash256& message_id, const Address20& sender) {
+Status ConsensusEngine::OnMessage(const v1::GossipMessage& message, const Hash256& message_id,
+                                  const Address20& sender) {
   (void)message_id;
   if (message.has_announcement()) {
     const v1::TaskAnnouncement& ann = message.announcement();
@@ -287,7 +288,8 @@ Status ConsensusEngine::OnMessage(const v1::GossipMessage& message, const Hash25
     Enqueue([this, ann, sender] {
       if (Status s = Adopt(ann, sender); !s.ok()) {
         announcements_refused_->Increment();
-        Log(LogLevel::kWarn, "task announcement not adopted", {{"announcer", AddressHex(sender)}, {"error", s.ToString()}});
+        Log(LogLevel::kWarn, "task announcement not adopted",
+            {{"announcer", AddressHex(sender)}, {"error", s.ToString()}});
       }
     });
     return OkStatus();
@@ -325,9 +327,8 @@ Status ConsensusEngine::FetchBlob(const Hash256& sha256, const std::vector<std::
   for (const std::string& endpoint : endpoints) {
     auto writer = store_->NewBlobWriter(sha256, options_.max_blob_bytes);
     if (!writer.ok()) return writer.status();
-    Status fetched = peers_->FetchBlob(endpoint, sha256, [&](std::span<const uint8_t> bytes) {
-      return (*writer)->Append(bytes);
-    });
+    Status fetched =
+        peers_->FetchBlob(endpoint, sha256, [&](std::span<const uint8_t> bytes) { return (*writer)->Append(bytes); });
     if (!fetched.ok()) {
       last = fetched;
       continue;
@@ -438,7 +439,8 @@ Status ConsensusEngine::OpenRound(const v1::Task& task, std::shared_ptr<const co
     ASSIGN_OR_RETURN(Address20 addr, ParseAddress(a));
     record.committee.push_back(addr);
   }
-  record.executed = task.has_result() && !task.result().result_root().empty() && task.state() != v1::TASK_STATE_SUCCEEDED;
+  record.executed =
+      task.has_result() && !task.result().result_root().empty() && task.state() != v1::TASK_STATE_SUCCEEDED;
   record.finalized = c.has_certificate();
   const auto now = options_.now();
   ASSIGN_OR_RETURN(consensus::TaskRound protocol,
@@ -524,7 +526,8 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
       v1::Certificate proto =
           ToProto(cert, 0, static_cast<uint32_t>(dispute->committee_size), r.rules.replicas(), true);
       Log(LogLevel::kInfo, "dispute certificate",
-          {{"task", r.id_hex}, {"result_root", ToHex(cert.attestation.result_root)},
+          {{"task", r.id_hex},
+           {"result_root", ToHex(cert.attestation.result_root)},
            {"signers", static_cast<int64_t>(cert.signers.size())}});
       const bool replaces = dispute->supersedes;
       actions->mutations.emplace_back(r.id_hex, [proto, replaces](v1::Task* t) -> Status {
@@ -548,7 +551,8 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
         return OkStatus();
       });
       Log(LogLevel::kInfo, "silent committee members replaced",
-          {{"task", r.id_hex}, {"silent", static_cast<int64_t>(extended->silent)},
+          {{"task", r.id_hex},
+           {"silent", static_cast<int64_t>(extended->silent)},
            {"committee", static_cast<int64_t>(committee.size())}});
     } else if (std::holds_alternative<consensus::ExecuteHere>(decision)) {
       actions->requeue.push_back(r.id_hex);
@@ -570,7 +574,8 @@ void ConsensusEngine::OnCertified(Round& r, const consensus::Certified& certifie
     return OkStatus();
   });
   Log(LogLevel::kInfo, "task certified",
-      {{"task", r.id_hex}, {"result_root", ToHex(cert.attestation.result_root)},
+      {{"task", r.id_hex},
+       {"result_root", ToHex(cert.attestation.result_root)},
        {"signers", static_cast<int64_t>(cert.signers.size())}});
   // Store the certified result now rather than at the next tick: clients are waiting.
   const std::string id_hex = r.id_hex;
@@ -602,10 +607,13 @@ void ConsensusEngine::SendEvidence(const std::string& id_hex, const consensus::S
         Log(LogLevel::kInfo, "dispute evidence not sent", {{"task", id_hex}, {"error", tx.status().ToString()}});
       }
     }
-    tasks_->Mutate(id_hex, [record](v1::Task* t) -> Status {
-      *t->mutable_consensus()->add_slashes() = record;
-      return OkStatus();
-    }).IgnoreError();
+    tasks_
+        ->Mutate(id_hex,
+                 [record](v1::Task* t) -> Status {
+                   *t->mutable_consensus()->add_slashes() = record;
+                   return OkStatus();
+                 })
+        .IgnoreError();
   });
 }
 
@@ -663,10 +671,13 @@ void ConsensusEngine::FetchCertifiedResult(const std::string& task_id_hex) {
     if (task->has_result() && task->result().result_root() == cert.result_root() &&
         task->result().trace_root() == cert.trace_root()) {
       v1::TaskResult result = task->result();
-      Status s = tasks_->Mutate(task_id_hex, [](v1::Task* t) -> Status {
-        t->set_state(v1::TASK_STATE_SUCCEEDED);
-        return OkStatus();
-      }, &result);
+      Status s = tasks_->Mutate(
+          task_id_hex,
+          [](v1::Task* t) -> Status {
+            t->set_state(v1::TASK_STATE_SUCCEEDED);
+            return OkStatus();
+          },
+          &result);
       if (s.ok()) {
         std::lock_guard<std::mutex> lock(mu_);
         if (auto it = rounds_.find(task_id_hex); it != rounds_.end()) it->second->result_stored = true;
@@ -707,13 +718,16 @@ void ConsensusEngine::FetchCertifiedResult(const std::string& task_id_hex) {
     for (const auto& out : result.outputs()) outputs_ok = outputs_ok && fetch_output(out).ok();
     if (!outputs_ok) continue;
     v1::TaskResult stored = result;
-    Status s = tasks_->Mutate(task_id_hex, [](v1::Task* t) -> Status {
-      if (t->state() == v1::TASK_STATE_QUEUED || t->state() == v1::TASK_STATE_RUNNING) {
-        return Aborted("executing here meanwhile");
-      }
-      t->set_state(v1::TASK_STATE_SUCCEEDED);
-      return OkStatus();
-    }, &stored);
+    Status s = tasks_->Mutate(
+        task_id_hex,
+        [](v1::Task* t) -> Status {
+          if (t->state() == v1::TASK_STATE_QUEUED || t->state() == v1::TASK_STATE_RUNNING) {
+            return Aborted("executing here meanwhile");
+          }
+          t->set_state(v1::TASK_STATE_SUCCEEDED);
+          return OkStatus();
+        },
+        &stored);
     if (s.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = rounds_.find(task_id_hex); it != rounds_.end()) it->second->result_stored = true;

@@ -30,14 +30,14 @@
 #include "consensor/v1/peer.pb.h"
 #include "consensus/quorum.h"
 #include "consensus/round.h"
-#include "node/engine/consensus_options.h"
 #include "node/chain/chain_view.h"
+#include "node/engine/consensus_options.h"
 #include "node/engine/fault_injection.h"
+#include "node/engine/task_manager.h"
 #include "node/p2p/gossip_publisher.h"
 #include "node/p2p/peer_client.h"
-#include "node/telemetry/metrics.h"
 #include "node/storage/store.h"
-#include "node/engine/task_manager.h"
+#include "node/telemetry/metrics.h"
 
 namespace consensor::node {
 
@@ -87,7 +87,6 @@ class ConsensusEngine {
   void OnExecuted(const std::string& task_id_hex, const v1::TaskResult& result);
   // Rounds still waiting for a certificate (what the open-rounds gauge shows after a tick).
   size_t open_rounds() const;
-
 
  private:
   struct Round;

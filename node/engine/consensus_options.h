@@ -15,10 +15,10 @@ struct ConsensusOptions {
   uint32_t max_replicas = 16;                       // bound on a task's requested replicas
   std::chrono::milliseconds member_timeout{20000};  // a silent member is replaced after this
   uint32_t max_dispute_committee = 64;
-  uint64_t max_reference_age = 256;                 // blocks; older announcements are refused
+  uint64_t max_reference_age = 256;  // blocks; older announcements are refused
   // Reference block = head - confirmations: a mined, settled block (chain.confirmations).
   uint64_t confirmations = 1;
-  int64_t max_blob_bytes = int64_t{1} << 30;        // limits.max_blob_bytes
+  int64_t max_blob_bytes = int64_t{1} << 30;  // limits.max_blob_bytes
   // Every deadline and age the engine keeps (member timeout, orphan votes, finality) reads this
   // clock; unit tests pass one they move by hand. Not a config key.
   std::function<std::chrono::steady_clock::time_point()> now = [] { return std::chrono::steady_clock::now(); };

@@ -77,7 +77,8 @@ StatusOr<PreparedTask> PrepareTask(Store* store, const v1::SubmitTaskRequest& sp
   auto graph_bytes = store->GetBlob(graph_hash, limits.max_graph_file_bytes);
   if (!graph_bytes.ok()) {
     if (graph_bytes.status().code() == StatusCode::kNotFound) {
-      return NotFound("graph blob " + spec.graph_sha256() + " is not stored on this node; upload it with PutBlob first");
+      return NotFound("graph blob " + spec.graph_sha256() +
+                      " is not stored on this node; upload it with PutBlob first");
     }
     return graph_bytes.status().WithContext("graph blob " + spec.graph_sha256());
   }
@@ -112,7 +113,8 @@ StatusOr<PreparedTask> PrepareTask(Store* store, const v1::SubmitTaskRequest& sp
     ASSIGN_OR_RETURN(Hash256 h, ParseHash(it->second, "input '" + name + "'"));
     auto not_stored = [&](const Status& s) -> Status {
       if (s.code() == StatusCode::kNotFound) {
-        return NotFound("input '" + name + "': blob " + it->second + " is not stored on this node; upload it with PutBlob first");
+        return NotFound("input '" + name + "': blob " + it->second +
+                        " is not stored on this node; upload it with PutBlob first");
       }
       if (s.code() == StatusCode::kResourceExhausted || s.code() == StatusCode::kDataLoss) {
         return s.WithContext("input '" + name + "'");
@@ -139,8 +141,8 @@ StatusOr<PreparedTask> PrepareTask(Store* store, const v1::SubmitTaskRequest& sp
     }
     const executor::Buffer& b = prepared.program.buffers[buffer];
     if (dtype != b.dtype || shape != b.shape) {
-      return InvalidArgument("input '" + name + "' must be " + std::string(DTypeName(b.dtype)) + ShapeToString(b.shape) +
-                             ", got " + std::string(DTypeName(dtype)) + ShapeToString(shape));
+      return InvalidArgument("input '" + name + "' must be " + std::string(DTypeName(b.dtype)) +
+                             ShapeToString(b.shape) + ", got " + std::string(DTypeName(dtype)) + ShapeToString(shape));
     }
     if (tensor) prepared.inputs.emplace(name, std::move(*tensor));
   }
@@ -156,10 +158,8 @@ bool IsDeviceFailure(const Status& s) {
     case StatusCode::kAborted:
     case StatusCode::kResourceExhausted:
     case StatusCode::kNotFound:
-    case StatusCode::kDataLoss:
-      return false;
-    default:
-      return true;
+    case StatusCode::kDataLoss: return false;
+    default: return true;
   }
 }
 
@@ -238,7 +238,8 @@ Status TaskManager::Recover() {
     in_flight_.insert(IdBytes(id));
     metrics_->tasks_recovered->Increment();
   }
-  if (!pending.empty()) Log(LogLevel::kInfo, "recovered unfinished tasks", {{"count", static_cast<int64_t>(pending.size())}});
+  if (!pending.empty())
+    Log(LogLevel::kInfo, "recovered unfinished tasks", {{"count", static_cast<int64_t>(pending.size())}});
   UpdateGauges();
   return OkStatus();
 }
@@ -344,7 +345,8 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   {
     std::lock_guard<std::mutex> record_lock(record_mu_);
     auto raced = store_->GetTask(id_bytes);  // another path stored it meanwhile
-    persisted = !raced.ok() ? raced.status() : (*raced ? AlreadyExists("stored meanwhile") : PersistTask(task, nullptr));
+    persisted =
+        !raced.ok() ? raced.status() : (*raced ? AlreadyExists("stored meanwhile") : PersistTask(task, nullptr));
   }
 
   {
@@ -369,7 +371,9 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   metrics_->tasks_received->Increment();
   UpdateGauges();
   Log(LogLevel::kInfo, "task accepted",
-      {{"task", outcome.task_id}, {"graph", request.graph_sha256()}, {"ops", static_cast<int64_t>(prepared.program.instructions.size())}});
+      {{"task", outcome.task_id},
+       {"graph", request.graph_sha256()},
+       {"ops", static_cast<int64_t>(prepared.program.instructions.size())}});
   return outcome;
 }
 
@@ -438,7 +442,8 @@ Status TaskManager::ForEach(const std::function<Status(const v1::Task&)>& visit)
   return store_->ForEachTask([&](const std::string& id, const std::string&) -> Status {
     auto task = LoadTask(id);
     if (!task.ok()) {
-      Log(LogLevel::kError, "unreadable task record skipped", {{"task", IdHex(id)}, {"error", task.status().ToString()}});
+      Log(LogLevel::kError, "unreadable task record skipped",
+          {{"task", IdHex(id)}, {"error", task.status().ToString()}});
       return OkStatus();
     }
     return visit(*task);
@@ -549,8 +554,8 @@ void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached
 
   int64_t cap_ms = options_.max_task_seconds * 1000;
   if (task.spec().options().max_wall_ms() > 0) {
-    cap_ms = std::min<int64_t>(cap_ms, static_cast<int64_t>(std::min<uint64_t>(task.spec().options().max_wall_ms(),
-                                                                                 uint64_t{1} << 62)));
+    cap_ms = std::min<int64_t>(
+        cap_ms, static_cast<int64_t>(std::min<uint64_t>(task.spec().options().max_wall_ms(), uint64_t{1} << 62)));
   }
   const auto deadline = start + std::chrono::milliseconds(cap_ms);
 
@@ -580,7 +585,8 @@ void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached
     cpu_options.name = "cpu";
     if (!*cached_backend) {
       auto created = kernels::CreateBackend(options_.backend);
-      if (!created.ok() && options_.fallback_cpu && options_.backend.name != "cpu") created = kernels::CreateBackend(cpu_options);
+      if (!created.ok() && options_.fallback_cpu && options_.backend.name != "cpu")
+        created = kernels::CreateBackend(cpu_options);
       RETURN_IF_ERROR(created.status());
       *backend_storage = std::move(created).value();
       *cached_backend = backend_storage->get();

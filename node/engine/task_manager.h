@@ -23,12 +23,12 @@
 #include <vector>
 
 #include "common/status.h"
-#include "consensus/task.h"
 #include "consensor/v1/node.pb.h"
+#include "consensus/task.h"
 #include "executor/limits.h"
 #include "kernels/backend_factory.h"
-#include "node/telemetry/node_metrics.h"
 #include "node/storage/store.h"
+#include "node/telemetry/node_metrics.h"
 
 namespace consensor::node {
 
@@ -41,7 +41,7 @@ struct TaskManagerOptions {
   // many clients, so its arena and FLOP caps are tighter than executor::Limits' (the CLI's).
   executor::Limits limits = [] {
     executor::Limits node_limits;
-    node_limits.max_total_bytes = int64_t{4} << 30;                      // inputs + weights + live values
+    node_limits.max_total_bytes = int64_t{4} << 30;                   // inputs + weights + live values
     node_limits.max_flops = int64_t{10} * 1000 * 1000 * 1000 * 1000;  // 1e13
     return node_limits;
   }();

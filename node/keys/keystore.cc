@@ -32,10 +32,10 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr uint64_t kMaxScryptMemory = uint64_t{1} << 30;      // n*r*128 bytes
+constexpr uint64_t kMaxScryptMemory = uint64_t{1} << 30;       // n*r*128 bytes
 constexpr uint64_t kMaxScryptBlockMemory = uint64_t{1} << 26;  // p*r*128 bytes
 constexpr uint64_t kMaxScryptWork = uint64_t{1} << 25;         // n*r*p, 16x geth's standard
-constexpr uint64_t kMaxBotanScryptN = uint64_t{1} << 22;  // Botan::Scrypt throws above these
+constexpr uint64_t kMaxBotanScryptN = uint64_t{1} << 22;       // Botan::Scrypt throws above these
 constexpr uint64_t kMaxBotanScryptR = 256;
 constexpr uint64_t kMaxBotanScryptP = 1024;
 constexpr uint64_t kMaxPbkdf2Iterations = 10'000'000;
@@ -97,10 +97,9 @@ Status Pbkdf2Sha256(std::string_view password, std::span<const uint8_t> salt, ui
     return InvalidArgument("pbkdf2 input too large");
   }
   static const uint8_t kEmpty = 0;
-  if (PKCS5_PBKDF2_HMAC(PasswordPtr(password), static_cast<int>(password.size()),
-                        salt.empty() ? &kEmpty : salt.data(), static_cast<int>(salt.size()),
-                        static_cast<int>(iterations), EVP_sha256(), static_cast<int>(out.size()),
-                        out.data()) != 1) {
+  if (PKCS5_PBKDF2_HMAC(PasswordPtr(password), static_cast<int>(password.size()), salt.empty() ? &kEmpty : salt.data(),
+                        static_cast<int>(salt.size()), static_cast<int>(iterations), EVP_sha256(),
+                        static_cast<int>(out.size()), out.data()) != 1) {
     return Internal("PBKDF2-HMAC-SHA256 failed");
   }
   return OkStatus();
@@ -109,7 +108,8 @@ Status Pbkdf2Sha256(std::string_view password, std::span<const uint8_t> salt, ui
 Status Aes128Ctr(std::span<const uint8_t> key, std::span<const uint8_t> iv, std::span<const uint8_t> in,
                  std::vector<uint8_t>& out) {
   std::unique_ptr<EVP_CIPHER_CTX, decltype(&EVP_CIPHER_CTX_free)> ctx(EVP_CIPHER_CTX_new(), EVP_CIPHER_CTX_free);
-  if (!ctx || key.size() != 16 || iv.size() != kIvLen || in.size() > INT_MAX) return Internal("aes-128-ctr setup failed");
+  if (!ctx || key.size() != 16 || iv.size() != kIvLen || in.size() > INT_MAX)
+    return Internal("aes-128-ctr setup failed");
   out.assign(in.size() + 16, 0);
   int len = 0, final_len = 0;
   if (EVP_EncryptInit_ex(ctx.get(), EVP_aes_128_ctr(), nullptr, key.data(), iv.data()) != 1 ||
@@ -195,8 +195,8 @@ StatusOr<std::vector<uint8_t>> HexMember(const json& obj, const char* key, std::
   std::optional<std::vector<uint8_t>> bytes = DecodeHex(text);
   if (!bytes) return FieldError(path, "must be an even number of hex digits without 0x");
   if (bytes->size() < min_len || bytes->size() > max_len) {
-    std::string want = min_len == max_len ? std::to_string(min_len)
-                                          : std::to_string(min_len) + " to " + std::to_string(max_len);
+    std::string want =
+        min_len == max_len ? std::to_string(min_len) : std::to_string(min_len) + " to " + std::to_string(max_len);
     return FieldError(path, "must be " + want + " bytes, got " + std::to_string(bytes->size()));
   }
   return std::move(*bytes);
@@ -314,8 +314,8 @@ StatusOr<std::string> ReadSmallFile(const std::string& path, size_t cap, std::st
 std::string NewUuid() {
   uint8_t b[16];
   if (RAND_bytes(b, sizeof(b)) != 1) std::memset(b, 0, sizeof(b));  // the id is a label, not a secret
-  b[6] = static_cast<uint8_t>((b[6] & 0x0f) | 0x40);  // version 4
-  b[8] = static_cast<uint8_t>((b[8] & 0x3f) | 0x80);  // RFC 4122 variant
+  b[6] = static_cast<uint8_t>((b[6] & 0x0f) | 0x40);                // version 4
+  b[8] = static_cast<uint8_t>((b[8] & 0x3f) | 0x80);                // RFC 4122 variant
   std::string hex = ToHex(b);
   return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" + hex.substr(16, 4) + "-" +
          hex.substr(20);
@@ -357,8 +357,9 @@ KdfParams LightKdfParams() {
 Status Scrypt(std::string_view password, std::span<const uint8_t> salt, uint64_t n, uint32_t r, uint32_t p,
               std::span<uint8_t> out) {
   Status params = CheckScryptParams(n, r, p);
-  if (!params.ok()) return InvalidArgument("scrypt parameters n=" + std::to_string(n) + " r=" + std::to_string(r) +
-                                           " p=" + std::to_string(p) + ": " + params.message());
+  if (!params.ok())
+    return InvalidArgument("scrypt parameters n=" + std::to_string(n) + " r=" + std::to_string(r) +
+                           " p=" + std::to_string(p) + ": " + params.message());
   if (out.empty() || out.size() > 4096) return InvalidArgument("scrypt output must be 1 to 4096 bytes");
   // Botan scrubs its scratch (secure_vector) when it frees it, on every path.
   try {
@@ -376,11 +377,12 @@ Status Scrypt(std::string_view password, std::span<const uint8_t> salt, uint64_t
 // ---------------------------------------------------------------------------------------------
 // Keystore files
 
-StatusOr<std::string> EncryptKeystore(const Secp256k1Secret& secret, std::string_view password, const KdfParams& params) {
+StatusOr<std::string> EncryptKeystore(const Secp256k1Secret& secret, std::string_view password,
+                                      const KdfParams& params) {
   ASSIGN_OR_RETURN(Address20 address, AddressFromSecret(secret));
   if (params.kdf == Kdf::kScrypt) {
-    RETURN_IF_ERROR(CheckScryptParams(params.scrypt_n, params.scrypt_r, params.scrypt_p)
-                        .WithContext("scrypt parameters"));
+    RETURN_IF_ERROR(
+        CheckScryptParams(params.scrypt_n, params.scrypt_r, params.scrypt_p).WithContext("scrypt parameters"));
   } else if (params.pbkdf2_iterations < 1 || params.pbkdf2_iterations > kMaxPbkdf2Iterations) {
     return InvalidArgument("pbkdf2 iterations must be between 1 and 10^7");
   }
@@ -458,8 +460,8 @@ StatusOr<DecryptedKey> DecryptKeystore(std::string_view json_text, std::string_v
   out.address = *address;
   if (k.address && *k.address != out.address) {
     OPENSSL_cleanse(out.secret.data(), out.secret.size());
-    return FieldError("address", "says " + AddressToHex(*k.address) + " but the key's address is " +
-                                     AddressToHex(out.address));
+    return FieldError("address",
+                      "says " + AddressToHex(*k.address) + " but the key's address is " + AddressToHex(out.address));
   }
   return out;
 }

@@ -10,12 +10,11 @@
 #include <string_view>
 #include <vector>
 
-#include "common/address.h"  // Address20 and its text forms
+#include "common/address.h"         // Address20 and its text forms
 #include "common/secp256k1_sign.h"  // Secp256k1Secret
 #include "common/status.h"
 
 namespace consensor::node {
-
 
 // secp256k1: INVALID_ARGUMENT when the key is zero or not below the group order.
 StatusOr<Address20> AddressFromSecret(const Secp256k1Secret& secret);
@@ -34,7 +33,8 @@ struct KdfParams {
 KdfParams LightKdfParams();  // scrypt n=4096 p=6, geth's --lightkdf
 
 // Returns the keystore JSON (version 3, with "address", "id" (a random UUID), "crypto").
-StatusOr<std::string> EncryptKeystore(const Secp256k1Secret& secret, std::string_view password, const KdfParams& params);
+StatusOr<std::string> EncryptKeystore(const Secp256k1Secret& secret, std::string_view password,
+                                      const KdfParams& params);
 
 struct DecryptedKey {
   Secp256k1Secret secret{};

@@ -54,7 +54,8 @@ uint64_t RandomEpoch() {
 // Rebroadcast.
 Status VerifySender(uint64_t chain_id, const v1::Envelope& envelope, const v1::GossipMessage& message) {
   const std::string& signature = envelope.signature();
-  auto parsed = FromBytes65(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(signature.data()), signature.size()));
+  auto parsed =
+      FromBytes65(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(signature.data()), signature.size()));
   if (!parsed.ok()) return parsed.status();
   auto signer = RecoverAddress(GossipNetwork::SigningDigest(chain_id, envelope.payload()), *parsed);
   if (!signer.ok()) return signer.status();
@@ -143,8 +144,8 @@ GossipNetwork::GossipNetwork(GossipOptions options, GossipHandler handler, Gossi
     metrics_.dropped[reason] = metrics->AddCounter("consensor_p2p_messages_dropped_total",
                                                    "Gossip messages dropped, by reason.", {{"reason", reason}});
   }
-  metrics_.send_failures = metrics->AddCounter("consensor_p2p_send_failures_total",
-                                               "Gossip messages lost because a push to a peer failed.");
+  metrics_.send_failures =
+      metrics->AddCounter("consensor_p2p_send_failures_total", "Gossip messages lost because a push to a peer failed.");
   metrics_.queue_dropped = metrics->AddCounter("consensor_p2p_send_queue_dropped_total",
                                                "Gossip messages not pushed because a peer's queue was full.");
   metrics_.peers = metrics->AddGauge("consensor_p2p_peers", "Configured gossip peers.");
@@ -242,9 +243,9 @@ grpc::Status GossipNetwork::HandleGossip(grpc::ServerContext* context, const v1:
   if (!TakeTokens(context->peer(), static_cast<size_t>(count))) {
     metrics_.received->Increment(count);
     Drop("rate_limited", static_cast<size_t>(count));
-    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        "over the gossip rate limit of " + std::to_string(options_.max_messages_per_second) +
-                            " messages per second");
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        "over the gossip rate limit of " + std::to_string(options_.max_messages_per_second) + " messages per second");
   }
   uint32_t accepted = 0;
   for (const v1::Envelope& envelope : request.messages()) {
@@ -611,7 +612,9 @@ void GossipNetwork::PullFrom(Peer& peer) {
     SetConnected(peer, status.ok());
     if (!status.ok()) {
       Log(LogLevel::kDebug, "gossip pull failed",
-          {{"peer", peer.endpoint}, {"code", static_cast<int>(status.error_code())}, {"error", status.error_message()}});
+          {{"peer", peer.endpoint},
+           {"code", static_cast<int>(status.error_code())},
+           {"error", status.error_message()}});
       return;
     }
     if (response.epoch() != peer.pull_epoch && peer.pull_epoch != 0) {

@@ -84,8 +84,7 @@ constexpr size_t kLockStripes = 64;
 
 // Column family order inside Core::handles.
 enum Cf : size_t { kDefaultCf = 0, kBlobsCf, kTasksCf, kResultsCf, kMetaCf, kNumOwnCfs };
-constexpr std::array<const char*, kNumOwnCfs> kCfNames = {"default", "blobs", "tasks", "results",
-                                                          "meta"};
+constexpr std::array<const char*, kNumOwnCfs> kCfNames = {"default", "blobs", "tasks", "results", "meta"};
 
 void AppendU64(std::string* out, uint64_t v) {
   for (int i = 7; i >= 0; --i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -193,9 +192,7 @@ struct Core {
   }
 
   std::mutex& BlobStripe(const Hash256& h) { return blob_stripes[h[0] % kLockStripes]; }
-  std::mutex& TaskStripe(const std::string& id) {
-    return task_stripes[std::hash<std::string>{}(id) % kLockStripes];
-  }
+  std::mutex& TaskStripe(const std::string& id) { return task_stripes[std::hash<std::string>{}(id) % kLockStripes]; }
 
   // Deletes every chunk of an upload and its marker, in one batch. Unsynced: if it is lost, the
   // marker survives with the chunks and the next open collects both.
@@ -227,8 +224,7 @@ struct Core {
 
 class RocksDbBlobWriter final : public BlobWriter {
  public:
-  RocksDbBlobWriter(std::shared_ptr<Core> core, uint64_t upload_id, std::optional<Hash256> expected,
-                    int64_t max_bytes)
+  RocksDbBlobWriter(std::shared_ptr<Core> core, uint64_t upload_id, std::optional<Hash256> expected, int64_t max_bytes)
       : core_(std::move(core)), upload_id_(upload_id), expected_(expected), max_bytes_(max_bytes) {}
 
   ~RocksDbBlobWriter() override {
@@ -276,8 +272,8 @@ class RocksDbBlobWriter final : public BlobWriter {
     info.sha256 = hasher_.Finish();
     info.size = total_;
     if (expected_ && *expected_ != info.sha256) {
-      return Fail(InvalidArgument("blob hash mismatch: expected " + HashHex(*expected_) + ", got " +
-                                  HashHex(info.sha256)));
+      return Fail(
+          InvalidArgument("blob hash mismatch: expected " + HashHex(*expected_) + ", got " + HashHex(info.sha256)));
     }
 
     Core& core = *core_;
@@ -292,8 +288,8 @@ class RocksDbBlobWriter final : public BlobWriter {
       return info;
     }
     rocksdb::WriteBatch batch;
-    rocksdb::Status s = batch.Put(core.cf(kBlobsCf), BlobMetaKey(info.sha256),
-                                  EncodeBlobRecord(BlobRecord{total_, upload_id_}));
+    rocksdb::Status s =
+        batch.Put(core.cf(kBlobsCf), BlobMetaKey(info.sha256), EncodeBlobRecord(BlobRecord{total_, upload_id_}));
     if (s.ok()) s = batch.Delete(core.cf(kBlobsCf), MarkerKey(upload_id_));
     if (s.ok()) s = core.db->Write(core.sync_write, &batch);
     if (!s.ok()) return Fail(FromRocks(s, "committing blob " + HashHex(info.sha256)));
@@ -360,8 +356,7 @@ class RocksDbStore final : public Store {
       if (!s.ok()) return FromRocks(s, "starting blob upload");
       core.next_upload_id = id + 1;
     }
-    return std::unique_ptr<BlobWriter>(
-        std::make_unique<RocksDbBlobWriter>(core_, id, expected_sha256, max_bytes));
+    return std::unique_ptr<BlobWriter>(std::make_unique<RocksDbBlobWriter>(core_, id, expected_sha256, max_bytes));
   }
 
   StatusOr<int64_t> BlobSize(const Hash256& sha256) override {
@@ -370,8 +365,7 @@ class RocksDbStore final : public Store {
     return r->size;
   }
 
-  Status ReadBlob(const Hash256& sha256,
-                  const std::function<Status(std::span<const uint8_t>)>& sink) override {
+  Status ReadBlob(const Hash256& sha256, const std::function<Status(std::span<const uint8_t>)>& sink) override {
     ASSIGN_OR_RETURN(std::optional<BlobRecord> r, core_->GetBlobRecord(sha256));
     if (!r) return NotFound("blob " + HashHex(sha256) + " not found");
     return StreamChunks(sha256, *r, sink);
@@ -468,7 +462,8 @@ class RocksDbStore final : public Store {
     rocksdb::PinnableSlice chunk;
     for (uint64_t i = 0; i < chunks; ++i) {
       chunk.Reset();
-      rocksdb::Status s = core_->db->Get(ro, core_->cf(kBlobsCf), ChunkKey(r.upload_id, static_cast<uint32_t>(i)), &chunk);
+      rocksdb::Status s =
+          core_->db->Get(ro, core_->cf(kBlobsCf), ChunkKey(r.upload_id, static_cast<uint32_t>(i)), &chunk);
       if (s.IsNotFound()) return DataLoss(name + ": chunk " + std::to_string(i) + " is missing");
       if (!s.ok()) return FromRocks(s, name + ": reading chunk " + std::to_string(i));
       const uint64_t want = (i + 1 < chunks) ? kChunkBytes : size - i * kChunkBytes;
@@ -624,8 +619,8 @@ StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(const std::string& path, const
   if (!s.ok()) {
     core->db = nullptr;
     if (LooksLikeLockError(s)) {
-      return FailedPrecondition("database " + path + " is in use by another process (or already open): " +
-                                s.ToString());
+      return FailedPrecondition("database " + path +
+                                " is in use by another process (or already open): " + s.ToString());
     }
     return FromRocks(s, "opening database " + path);
   }

@@ -66,7 +66,8 @@ class Store {
   virtual StatusOr<std::optional<std::string>> GetTask(const std::string& task_id) = 0;
   virtual StatusOr<std::optional<std::string>> GetResult(const std::string& task_id) = 0;
   // Every task record in key order; stops at the first error the visitor returns.
-  virtual Status ForEachTask(const std::function<Status(const std::string& task_id, const std::string& record)>& visit) = 0;
+  virtual Status ForEachTask(
+      const std::function<Status(const std::string& task_id, const std::string& record)>& visit) = 0;
 
   // ---- metadata (column family "meta"): schema version, node identity, counters
   virtual Status PutMeta(const std::string& key, const std::string& value) = 0;

@@ -75,8 +75,8 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_) return;
     const HttpServerOptions& opt = shared_->options;
     parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(
-        std::min<size_t>(opt.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
+    parser_->header_limit(
+        static_cast<std::uint32_t>(std::min<size_t>(opt.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
     parser_->body_limit(opt.max_body_bytes);
     // The deadline covers the idle wait as well as the request itself, so neither an idle
     // keep-alive client nor a slow sender can hold a connection slot for long.
@@ -181,9 +181,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_) return;
     res_ = std::move(res);
     stream_.expires_after(shared_->options.read_timeout);  // a client that never reads is dropped too
-    http::async_write(stream_, *res_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      self->OnWrite(ec);
-    });
+    http::async_write(stream_, *res_, [self = shared_from_this()](beast::error_code ec, size_t) { self->OnWrite(ec); });
   }
 
   void OnWrite(beast::error_code ec) {
@@ -227,9 +225,11 @@ class HttpServerImpl final : public HttpServer {
     } else {
       tcp::resolver resolver(ioc_);
       auto results = resolver.resolve(host, std::to_string(port), tcp::resolver::numeric_service, ec);
-      if (ec) return InvalidArgument("cannot resolve host '" + host + "' in address '" + address + "': " + ec.message());
+      if (ec)
+        return InvalidArgument("cannot resolve host '" + host + "' in address '" + address + "': " + ec.message());
       for (const auto& entry : results) endpoints.push_back(entry.endpoint());
-      if (endpoints.empty()) return InvalidArgument("host '" + host + "' in address '" + address + "' has no addresses");
+      if (endpoints.empty())
+        return InvalidArgument("host '" + host + "' in address '" + address + "' has no addresses");
     }
 
     beast::error_code last;
@@ -397,7 +397,7 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& addre
 }
 
 StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& address, HttpHandler handler,
-                                                         const HttpServerOptions& options) {
+                                                        const HttpServerOptions& options) {
   if (!handler) return InvalidArgument("http server: no handler");
   if (options.read_timeout.count() <= 0 || options.max_connections < 1 || options.max_header_bytes < 64) {
     return InvalidArgument("http server: read_timeout, max_connections and max_header_bytes must be positive");

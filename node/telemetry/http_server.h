@@ -37,7 +37,7 @@ class HttpServer {
   // serves on its own thread until Stop() or destruction.
   static StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& address, HttpHandler handler);
   static StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& address, HttpHandler handler,
-                                                      const HttpServerOptions& options);
+                                                     const HttpServerOptions& options);
   virtual ~HttpServer() = default;
   virtual int port() const = 0;  // the bound port
   // Idempotent; returns when the serving thread has exited. Call it (and destroy the server)

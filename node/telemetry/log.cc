@@ -177,8 +177,8 @@ std::string NowTimestamp() {
   struct tm tm {};
   gmtime_r(&ts.tv_sec, &tm);
   char buf[96];  // sized for any int values, which silences -Wformat-truncation
-  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ts.tv_nsec / 1000000));
+  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ts.tv_nsec / 1000000));
   return buf;
 }
 
@@ -205,9 +205,7 @@ void ConfigureLogging(LogLevel min_level, LogFormat format, int fd) {
   g_fd.store(fd, std::memory_order_relaxed);
 }
 
-bool LogEnabled(LogLevel level) {
-  return static_cast<int>(level) >= g_min_level.load(std::memory_order_relaxed);
-}
+bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= g_min_level.load(std::memory_order_relaxed); }
 
 std::string FormatLogLine(LogFormat format, std::string_view timestamp, LogLevel level, std::string_view msg,
                           std::initializer_list<LogField> fields) {

@@ -27,14 +27,14 @@ bool LogEnabled(LogLevel level);
 
 struct LogValue {
   std::variant<std::string, int64_t, double, bool> v;
-  LogValue(std::string s) : v(std::move(s)) {}           // NOLINT
-  LogValue(std::string_view s) : v(std::string(s)) {}    // NOLINT
-  LogValue(const char* s) : v(std::string(s)) {}         // NOLINT
-  LogValue(int64_t i) : v(i) {}                          // NOLINT
-  LogValue(int i) : v(int64_t{i}) {}                     // NOLINT
-  LogValue(uint64_t i) : v(static_cast<int64_t>(i)) {}   // NOLINT
-  LogValue(double d) : v(d) {}                           // NOLINT
-  LogValue(bool b) : v(b) {}                             // NOLINT
+  LogValue(std::string s) : v(std::move(s)) {}          // NOLINT
+  LogValue(std::string_view s) : v(std::string(s)) {}   // NOLINT
+  LogValue(const char* s) : v(std::string(s)) {}        // NOLINT
+  LogValue(int64_t i) : v(i) {}                         // NOLINT
+  LogValue(int i) : v(int64_t{i}) {}                    // NOLINT
+  LogValue(uint64_t i) : v(static_cast<int64_t>(i)) {}  // NOLINT
+  LogValue(double d) : v(d) {}                          // NOLINT
+  LogValue(bool b) : v(b) {}                            // NOLINT
 };
 using LogField = std::pair<std::string_view, LogValue>;
 

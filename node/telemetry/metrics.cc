@@ -120,8 +120,7 @@ std::string RenderLabels(const MetricsRegistry::Labels& labels, const char* extr
 
 // Sorted, de-duplicated, finite bounds; +Inf is implicit.
 std::vector<double> NormalizeBounds(std::vector<double> bounds) {
-  bounds.erase(std::remove_if(bounds.begin(), bounds.end(), [](double b) { return !std::isfinite(b); }),
-               bounds.end());
+  bounds.erase(std::remove_if(bounds.begin(), bounds.end(), [](double b) { return !std::isfinite(b); }), bounds.end());
   std::sort(bounds.begin(), bounds.end());
   bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
   return bounds;
@@ -155,8 +154,8 @@ Histogram::Histogram(std::vector<double> upper_bounds)
 void Histogram::Observe(double v) {
   if (std::isnan(v)) return;  // a NaN would poison _sum forever
   // Buckets are "less than or equal": the first bound >= v.
-  const size_t idx = static_cast<size_t>(
-      std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), v) - upper_bounds_.begin());
+  const size_t idx =
+      static_cast<size_t>(std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), v) - upper_bounds_.begin());
   std::lock_guard<std::mutex> lock(mu_);
   if (idx < counts_.size()) ++counts_[idx];
   ++count_;
@@ -265,8 +264,7 @@ std::string MetricsRegistry::RenderPrometheusText() const {
 }
 
 std::vector<double> DefaultSecondsBuckets() {
-  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-          0.1,    0.25,    0.5,    1,     2.5,    5,     10,   25,    50,   100};
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100};
 }
 
 }  // namespace consensor::node

@@ -12,11 +12,11 @@ struct NodeMetrics {
   explicit NodeMetrics(MetricsRegistry* registry);
 
   MetricsRegistry* registry;
-  Counter* tasks_received;    // accepted by SubmitTask (new tasks only)
-  Counter* tasks_rejected;    // SubmitTask refused (bad request, over cap, queue full)
-  Counter* tasks_completed;   // finished with a result
-  Counter* tasks_failed;      // finished with an error
-  Counter* tasks_recovered;   // re-queued after a restart
+  Counter* tasks_received;   // accepted by SubmitTask (new tasks only)
+  Counter* tasks_rejected;   // SubmitTask refused (bad request, over cap, queue full)
+  Counter* tasks_completed;  // finished with a result
+  Counter* tasks_failed;     // finished with an error
+  Counter* tasks_recovered;  // re-queued after a restart
   Histogram* execution_seconds;
   Gauge* queue_depth;
   Gauge* tasks_running;
@@ -25,7 +25,7 @@ struct NodeMetrics {
   Counter* blob_bytes_sent;
   Gauge* blobs_stored_bytes;
   Gauge* blobs_stored;
-  Gauge* up;                 // 1 while serving
+  Gauge* up;  // 1 while serving
 };
 
 // The outcome of the startup self-test of a non-CPU backend (executor/selftest.h):

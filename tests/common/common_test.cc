@@ -296,7 +296,8 @@ TEST(HexTest, Errors) {
 // Tensor hash (docs/DETERMINISM.md section 2)
 
 // Builds the spec's byte string by hand, independently of TensorHash.
-std::vector<uint8_t> SpecEncoding(uint8_t dtype_code, const std::vector<uint64_t>& dims, const std::vector<uint8_t>& data) {
+std::vector<uint8_t> SpecEncoding(uint8_t dtype_code, const std::vector<uint64_t>& dims,
+                                  const std::vector<uint8_t>& data) {
   const char tag[] = "consensor.tensor.v1";
   std::vector<uint8_t> b(tag, tag + 20);  // 19 ASCII bytes and the NUL: the 20-byte tag
   EXPECT_EQ(b.back(), 0);

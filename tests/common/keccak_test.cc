@@ -33,8 +33,7 @@ TEST(KeccakTest, ShortStrings) {
   EXPECT_EQ(KeccakHex("The quick brown fox jumps over the lazy dog"),
             "4d741b6f1eb29cb2a9b9911c82f56fa8d73b04959d3d9d222895df6c0b28aa15");
   // The ERC-20 transfer selector is the first four bytes of this digest.
-  EXPECT_EQ(KeccakHex("transfer(address,uint256)"),
-            "a9059cbb2ab09eb219583f4a59a5d0623ade346d962bcd4e46b11da047c9049b");
+  EXPECT_EQ(KeccakHex("transfer(address,uint256)"), "a9059cbb2ab09eb219583f4a59a5d0623ade346d962bcd4e46b11da047c9049b");
 }
 
 TEST(KeccakTest, IsNotSha3) {

@@ -144,8 +144,8 @@ void ExpectError(std::span<const uint8_t> file, const std::string& needle, const
 
 TEST(NpyTest, RoundTripEveryDtypeAndRank) {
   const std::vector<Shape> shapes = {
-      {}, {1}, {7}, {0}, {3, 5}, {0, 4}, {4, 0}, {2, 3, 4}, {2, 0, 3}, {1, 2, 3, 4}, {3, 1, 0, 2}, {2, 2, 2, 2},
-      {1000},  // first dim with several digits
+      {},        {1},       {7},          {0},          {3, 5},       {0, 4}, {4, 0},
+      {2, 3, 4}, {2, 0, 3}, {1, 2, 3, 4}, {3, 1, 0, 2}, {2, 2, 2, 2}, {1000},  // first dim with several digits
   };
   std::mt19937_64 rng(1234);
   for (DType dtype : kAllDTypes) {
@@ -181,7 +181,8 @@ TEST(NpyTest, HeaderTextMatchesNumpyConventions) {
   EXPECT_EQ(header_of(Tensor(DType::kI64, {5, 6})), "{'descr': '<i8', 'fortran_order': False, 'shape': (5, 6), }");
   // Exact bytes of np.save(np.zeros(3, np.float32)) (numpy 1.24), captured once.
   std::vector<uint8_t> f = EncodeNpy(Tensor(DType::kF32, {3}));
-  std::string expected_header = "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }" + std::string(60, ' ') + "\n";
+  std::string expected_header =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }" + std::string(60, ' ') + "\n";
   ASSERT_EQ(f.size(), 128u + 12);
   EXPECT_EQ(f[8], 0x76);
   EXPECT_EQ(f[9], 0x00);
@@ -341,10 +342,10 @@ print('ok')
     const char* file;
     const char* needle;
   };
-  for (const Rejected& r : {Rejected{"rej_fortran.npy", "Fortran"}, Rejected{"rej_bigendian.npy", "big-endian"},
-                            Rejected{"rej_f8.npy", "unsupported npy dtype '<f8'"},
-                            Rejected{"rej_u1.npy", "unsupported npy dtype '|u1'"},
-                            Rejected{"rej_struct.npy", "structured"}}) {
+  for (const Rejected& r :
+       {Rejected{"rej_fortran.npy", "Fortran"}, Rejected{"rej_bigendian.npy", "big-endian"},
+        Rejected{"rej_f8.npy", "unsupported npy dtype '<f8'"}, Rejected{"rej_u1.npy", "unsupported npy dtype '|u1'"},
+        Rejected{"rej_struct.npy", "structured"}}) {
     StatusOr<Tensor> t = ReadNpyFile(dir.file(r.file), NpyLimits{});
     ASSERT_FALSE(t.ok()) << r.file;
     EXPECT_NE(t.status().message().find(r.needle), std::string::npos) << t.status().message();
@@ -360,10 +361,12 @@ TEST(NpyNumpyTest, NumpyReadsOurFiles) {
     Shape shape;
   };
   const std::vector<Case> cases = {
-      {"f32_scalar", DType::kF32, {}},     {"f32_vec", DType::kF32, {17}},   {"f32_empty", DType::kF32, {0}},
-      {"i32_mat", DType::kI32, {3, 4}},    {"i32_zero", DType::kI32, {2, 0}}, {"i8_r3", DType::kI8, {2, 3, 4}},
-      {"bool_vec", DType::kBool, {10}},    {"bool_scalar", DType::kBool, {}}, {"i64_r4", DType::kI64, {2, 1, 3, 2}},
-      {"f32_r8", DType::kF32, {2, 1, 2, 1, 2, 1, 2, 3}}, {"i8_long", DType::kI8, {123456}},
+      {"f32_scalar", DType::kF32, {}},       {"f32_vec", DType::kF32, {17}},
+      {"f32_empty", DType::kF32, {0}},       {"i32_mat", DType::kI32, {3, 4}},
+      {"i32_zero", DType::kI32, {2, 0}},     {"i8_r3", DType::kI8, {2, 3, 4}},
+      {"bool_vec", DType::kBool, {10}},      {"bool_scalar", DType::kBool, {}},
+      {"i64_r4", DType::kI64, {2, 1, 3, 2}}, {"f32_r8", DType::kF32, {2, 1, 2, 1, 2, 1, 2, 3}},
+      {"i8_long", DType::kI8, {123456}},
   };
   std::mt19937_64 rng(99);
   std::string listing;
@@ -371,7 +374,8 @@ TEST(NpyNumpyTest, NumpyReadsOurFiles) {
     Tensor t = RandomTensor(c.dtype, c.shape, rng);
     if (c.dtype == DType::kF32) {
       // Keep NaNs out so numpy's value comparison below is meaningful; bytes are compared too.
-      for (int64_t k = 0; k < t.num_elements(); ++k) t.data_as<float>()[k] = static_cast<float>(rng() % 2001) * 0.25f - 250.0f;
+      for (int64_t k = 0; k < t.num_elements(); ++k)
+        t.data_as<float>()[k] = static_cast<float>(rng() % 2001) * 0.25f - 250.0f;
       if (t.num_elements() > 1) t.data_as<float>()[1] = -0.0f;
     }
     ASSERT_TRUE(WriteNpyFile(dir.file(c.name + ".npy"), t).ok());

@@ -27,8 +27,7 @@ std::vector<uint8_t> MakeFile(const std::string& header, const std::vector<uint8
 }
 
 // One header entry: "name":{"dtype":..,"shape":..,"data_offsets":[b,e]}
-std::string Entry(const std::string& name, const std::string& dtype, const std::string& shape, uint64_t b,
-                  uint64_t e) {
+std::string Entry(const std::string& name, const std::string& dtype, const std::string& shape, uint64_t b, uint64_t e) {
   return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":[" +
          std::to_string(b) + "," + std::to_string(e) + "]}";
 }
@@ -46,7 +45,7 @@ TEST(SafetensorsTest, RoundTripAllDTypes) {
   Tensor empty_i64(DType::kI64, {2, 0});  // zero-size
   Tensor empty_f32(DType::kF32, {0});
   std::vector<std::pair<std::string, const Tensor*>> tensors = {
-      {"layer.0.weight", &f32}, {"ids", &i32}, {"scalar", &i8}, {"mask", &boolean},
+      {"layer.0.weight", &f32}, {"ids", &i32}, {"scalar", &i8},           {"mask", &boolean},
       {"empty", &empty_i64},    {"big", &i64}, {"empty_too", &empty_f32},
   };
   std::map<std::string, std::string> metadata = {{"format", "pt"}, {"note", "caf\xc3\xa9 \"quoted\"\n"}};
@@ -126,9 +125,8 @@ TEST(SafetensorsTest, WriterBytesExact) {
   auto with_meta = WriteSafetensors({{"a", &a}, {"b", &b}}, {{"format", "pt"}});
   ASSERT_TRUE(with_meta.ok());
   // 136 bytes: already a multiple of 8, no padding.
-  const std::string header2 =
-      R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-      R"("b":{"dtype":"I8","shape":[],"data_offsets":[8,9]}})";
+  const std::string header2 = R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                              R"("b":{"dtype":"I8","shape":[],"data_offsets":[8,9]}})";
   EXPECT_EQ(*with_meta, MakeFile(header2, {0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0, 0xfd}));
 }
 
@@ -229,15 +227,14 @@ std::vector<HostileCase> HostileCases() {
   add("overlong UTF-8", MakeFile("{\"\xc0\xaf\":1}", {}), kInvalid, "not valid UTF-8");
   add("UTF-8 surrogate", MakeFile("{\"\xed\xa0\x80\":1}", {}), kInvalid, "not valid UTF-8");
   add("duplicate tensor names",
-      MakeFile("{" + Entry("a", "F32", "[1]", 0, 4) + "," + Entry("a", "F32", "[1]", 4, 8) + "}", Zeros(8)),
-      kInvalid, "duplicate tensor name 'a'");
+      MakeFile("{" + Entry("a", "F32", "[1]", 0, 4) + "," + Entry("a", "F32", "[1]", 4, 8) + "}", Zeros(8)), kInvalid,
+      "duplicate tensor name 'a'");
   add("duplicate metadata key", MakeFile(R"({"__metadata__":{},"__metadata__":{}})", {}), kInvalid,
       "duplicate key '__metadata__'");
   add("duplicate key inside an entry",
       MakeFile(R"({"a":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}})", Zeros(8)), kInvalid,
       "duplicate key 'dtype' in the value of 'a'");
-  add("duplicate metadata entry", MakeFile(R"({"__metadata__":{"k":"1","k":"2"}})", {}), kInvalid,
-      "duplicate key 'k'");
+  add("duplicate metadata entry", MakeFile(R"({"__metadata__":{"k":"1","k":"2"}})", {}), kInvalid, "duplicate key 'k'");
   add("entry not an object", MakeFile(R"({"a":[0,8]})", Zeros(8)), kInvalid, "entry must be an object");
   add("missing dtype", MakeFile(R"({"a":{"shape":[2],"data_offsets":[0,8]}})", Zeros(8)), kInvalid,
       "tensor 'a' is missing 'dtype'");
@@ -245,8 +242,8 @@ std::vector<HostileCase> HostileCases() {
       "tensor 'a' is missing 'shape'");
   add("missing data_offsets", MakeFile(R"({"a":{"dtype":"F32","shape":[2]}})", Zeros(8)), kInvalid,
       "tensor 'a' is missing 'data_offsets'");
-  add("extra key", MakeFile(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"foo":1}})", Zeros(8)),
-      kInvalid, "tensor 'a' has unknown key 'foo'");
+  add("extra key", MakeFile(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"foo":1}})", Zeros(8)), kInvalid,
+      "tensor 'a' has unknown key 'foo'");
   add("wrong dtype string", MakeFile("{" + Entry("a", "FLOAT32", "[2]", 0, 8) + "}", Zeros(8)), kInvalid,
       "tensor 'a' has unknown dtype 'FLOAT32'");
   add("lowercase dtype", MakeFile("{" + Entry("a", "f32", "[2]", 0, 8) + "}", Zeros(8)), kInvalid,
@@ -257,8 +254,7 @@ std::vector<HostileCase> HostileCases() {
       "tensor 'x' has dtype F16, which consensor does not support (supported: F32, I32, I8, BOOL, I64)");
   add("BF16", MakeFile("{" + Entry("x", "BF16", "[2]", 0, 4) + "}", Zeros(4)), StatusCode::kUnimplemented,
       "has dtype BF16");
-  add("U8", MakeFile("{" + Entry("x", "U8", "[2]", 0, 2) + "}", Zeros(2)), StatusCode::kUnimplemented,
-      "has dtype U8");
+  add("U8", MakeFile("{" + Entry("x", "U8", "[2]", 0, 2) + "}", Zeros(2)), StatusCode::kUnimplemented, "has dtype U8");
   add("negative dim", MakeFile("{" + Entry("a", "F32", "[-1]", 0, 8) + "}", Zeros(8)), kInvalid,
       "not a non-negative integer");
   add("float dim", MakeFile("{" + Entry("a", "F32", "[2.0]", 0, 8) + "}", Zeros(8)), kInvalid,
@@ -271,44 +267,40 @@ std::vector<HostileCase> HostileCases() {
       "too large");
   add("shape not an array", MakeFile("{" + Entry("a", "F32", "2", 0, 8) + "}", Zeros(8)), kInvalid,
       "'shape' must be an array");
-  add("nested shape", MakeFile("{" + Entry("a", "F32", "[[2]]", 0, 8) + "}", Zeros(8)), kInvalid,
-      "nests too deeply");
+  add("nested shape", MakeFile("{" + Entry("a", "F32", "[[2]]", 0, 8) + "}", Zeros(8)), kInvalid, "nests too deeply");
   add("rank 9", MakeFile("{" + Entry("a", "F32", "[1,1,1,1,1,1,1,1,1]", 0, 4) + "}", Zeros(4)), kInvalid,
       "tensor 'a' has rank 9");
   add("offsets reversed", MakeFile("{" + Entry("a", "F32", "[0]", 8, 0) + "}", Zeros(8)), kInvalid,
       "reversed data_offsets [8, 0]");
   add("offsets size mismatch",
-      MakeFile("{" + Entry("a", "F32", "[2]", 0, 4) + "," + Entry("b", "F32", "[1]", 4, 8) + "}", Zeros(8)),
-      kInvalid, "tensor 'a' (f32[2]) has data_offsets [0, 4] spanning 4 bytes, but its shape needs 8 bytes");
+      MakeFile("{" + Entry("a", "F32", "[2]", 0, 4) + "," + Entry("b", "F32", "[1]", 4, 8) + "}", Zeros(8)), kInvalid,
+      "tensor 'a' (f32[2]) has data_offsets [0, 4] spanning 4 bytes, but its shape needs 8 bytes");
   add("offsets not two integers", MakeFile(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8,8]}})", Zeros(8)),
       kInvalid, "'data_offsets' must be an array of two");
   add("negative offset", MakeFile(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[-1,-1]}})", {}), kInvalid,
       "'data_offsets' must be an array of two");
   add("hole between tensors",
-      MakeFile("{" + Entry("a", "F32", "[1]", 0, 4) + "," + Entry("b", "F32", "[1]", 8, 12) + "}", Zeros(12)),
-      kInvalid, "bytes [4, 8) of the data buffer belong to no tensor (a hole before tensor 'b')");
-  add("hole at the start", MakeFile("{" + Entry("a", "F32", "[1]", 4, 8) + "}", Zeros(8)), kInvalid,
-      "bytes [0, 4)");
+      MakeFile("{" + Entry("a", "F32", "[1]", 0, 4) + "," + Entry("b", "F32", "[1]", 8, 12) + "}", Zeros(12)), kInvalid,
+      "bytes [4, 8) of the data buffer belong to no tensor (a hole before tensor 'b')");
+  add("hole at the start", MakeFile("{" + Entry("a", "F32", "[1]", 4, 8) + "}", Zeros(8)), kInvalid, "bytes [0, 4)");
   add("overlapping tensors",
-      MakeFile("{" + Entry("a", "F32", "[2]", 0, 8) + "," + Entry("b", "F32", "[1]", 4, 8) + "}", Zeros(8)),
-      kInvalid, "tensor 'b' data_offsets [4, 8] overlap tensor 'a' [0, 8]");
+      MakeFile("{" + Entry("a", "F32", "[2]", 0, 8) + "," + Entry("b", "F32", "[1]", 4, 8) + "}", Zeros(8)), kInvalid,
+      "tensor 'b' data_offsets [4, 8] overlap tensor 'a' [0, 8]");
   add("aliased tensors",
-      MakeFile("{" + Entry("a", "F32", "[2]", 0, 8) + "," + Entry("b", "F32", "[2]", 0, 8) + "}", Zeros(8)),
-      kInvalid, "overlap");
+      MakeFile("{" + Entry("a", "F32", "[2]", 0, 8) + "," + Entry("b", "F32", "[2]", 0, 8) + "}", Zeros(8)), kInvalid,
+      "overlap");
   add("zero-size inside another",
-      MakeFile("{" + Entry("a", "F32", "[2]", 0, 8) + "," + Entry("b", "F32", "[0]", 4, 4) + "}", Zeros(8)),
-      kInvalid, "overlap");
+      MakeFile("{" + Entry("a", "F32", "[2]", 0, 8) + "," + Entry("b", "F32", "[0]", 4, 4) + "}", Zeros(8)), kInvalid,
+      "overlap");
   add("trailing bytes", MakeFile("{" + f32_2 + "}", Zeros(10)), kInvalid, "2 trailing bytes after the last tensor");
   add("data but no tensors", MakeFile("{}", Zeros(1)), kInvalid, "1 trailing bytes");
   add("offsets beyond the buffer", MakeFile("{" + f32_2 + "}", Zeros(4)), kInvalid,
       "data_offsets [0, 8] run past the end of the data buffer (4 bytes)");
-  add("element-count overflow",
-      MakeFile("{" + Entry("a", "F32", "[1099511627776, 1099511627776]", 0, 0) + "}", {}), kInvalid,
-      "tensor 'a' shape [1099511627776, 1099511627776]");
-  add("byte-count overflow",
-      MakeFile("{" + Entry("a", "I64", "[4611686018427387904]", 0, 0) + "}", {}), kInvalid, "more than 2^64");
-  add("metadata not an object", MakeFile(R"({"__metadata__":"x"})", {}), kInvalid,
-      "'__metadata__' must be an object");
+  add("element-count overflow", MakeFile("{" + Entry("a", "F32", "[1099511627776, 1099511627776]", 0, 0) + "}", {}),
+      kInvalid, "tensor 'a' shape [1099511627776, 1099511627776]");
+  add("byte-count overflow", MakeFile("{" + Entry("a", "I64", "[4611686018427387904]", 0, 0) + "}", {}), kInvalid,
+      "more than 2^64");
+  add("metadata not an object", MakeFile(R"({"__metadata__":"x"})", {}), kInvalid, "'__metadata__' must be an object");
   add("metadata null", MakeFile(R"({"__metadata__":null})", {}), kInvalid, "'__metadata__' must be an object");
   add("metadata non-string value", MakeFile(R"({"__metadata__":{"k":1}})", {}), kInvalid,
       "'__metadata__' value of 'k' is not a string");
@@ -393,8 +385,7 @@ TEST(SafetensorsTest, FuzzMutationsNeverCrash) {
   Tensor b = Tensor::FromVector<uint8_t>(DType::kBool, {4}, {1, 0, 0, 1});
   Tensor i8 = Tensor::FromVector<int8_t>(DType::kI8, {}, {9});
   Tensor i64(DType::kI64, {0, 3});
-  auto base = WriteSafetensors({{"w", &f32}, {"ids", &i32}, {"mask", &b}, {"s", &i8}, {"e", &i64}},
-                               {{"format", "pt"}});
+  auto base = WriteSafetensors({{"w", &f32}, {"ids", &i32}, {"mask", &b}, {"s", &i8}, {"e", &i64}}, {{"format", "pt"}});
   ASSERT_TRUE(base.ok());
   ASSERT_TRUE(ParseSafetensors(*base).ok());
 

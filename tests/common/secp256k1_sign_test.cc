@@ -1,5 +1,5 @@
-#include "tests/test_hex.h"
 #include "common/secp256k1_sign.h"
+#include "tests/test_hex.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 namespace consensor {
 namespace {
 
-using testing_support::Hex;
 using testing_support::Arr;
+using testing_support::Hex;
 
 const Secp256k1Secret kAnvilKey = Arr<32>("ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80");
 const std::array<uint8_t, 32> kOrder = Arr<32>("fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141");

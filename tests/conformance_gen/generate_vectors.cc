@@ -37,13 +37,44 @@ float BitsToFloat(uint32_t b) {
 // Values every f32 op must get right: zeros of both signs, infinities, NaNs with several
 // payloads and signs, subnormals, extremes, and values near common thresholds.
 const std::vector<float>& SpecialValues() {
-  static const std::vector<float> v = {
-      0.0f, -0.0f, 1.0f, -1.0f, 0.5f, -0.5f, 2.0f, -2.0f, 3.0f, -3.0f,
-      std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-      BitsToFloat(0x7FC00000), BitsToFloat(0xFFC00000), BitsToFloat(0x7FC12345), BitsToFloat(0x7F800001),
-      BitsToFloat(0x00000001), BitsToFloat(0x80000001), BitsToFloat(0x007FFFFF), BitsToFloat(0x00800000),
-      std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), 88.72f, 88.73f, -103.0f, -87.5f,
-      1e-30f, -1e-30f, 1e30f, 9.0f, 20.0f, -20.0f, 0.1f, 1e-7f, 65504.0f, 1e6f, 12345.678f, -9.5f};
+  static const std::vector<float> v = {0.0f,
+                                       -0.0f,
+                                       1.0f,
+                                       -1.0f,
+                                       0.5f,
+                                       -0.5f,
+                                       2.0f,
+                                       -2.0f,
+                                       3.0f,
+                                       -3.0f,
+                                       std::numeric_limits<float>::infinity(),
+                                       -std::numeric_limits<float>::infinity(),
+                                       BitsToFloat(0x7FC00000),
+                                       BitsToFloat(0xFFC00000),
+                                       BitsToFloat(0x7FC12345),
+                                       BitsToFloat(0x7F800001),
+                                       BitsToFloat(0x00000001),
+                                       BitsToFloat(0x80000001),
+                                       BitsToFloat(0x007FFFFF),
+                                       BitsToFloat(0x00800000),
+                                       std::numeric_limits<float>::max(),
+                                       -std::numeric_limits<float>::max(),
+                                       88.72f,
+                                       88.73f,
+                                       -103.0f,
+                                       -87.5f,
+                                       1e-30f,
+                                       -1e-30f,
+                                       1e30f,
+                                       9.0f,
+                                       20.0f,
+                                       -20.0f,
+                                       0.1f,
+                                       1e-7f,
+                                       65504.0f,
+                                       1e6f,
+                                       12345.678f,
+                                       -9.5f};
   return v;
 }
 
@@ -54,7 +85,8 @@ Tensor F32(const Shape& shape, uint32_t seed, float scale = 2.0f, bool specials 
   const auto& sp = SpecialValues();
   float* p = t.data_as<float>();
   for (int64_t i = 0; i < t.num_elements(); ++i) {
-    p[i] = (specials && i < static_cast<int64_t>(sp.size()) * 3 && (rng() % 3 == 0)) ? sp[rng() % sp.size()] : dist(rng);
+    p[i] =
+        (specials && i < static_cast<int64_t>(sp.size()) * 3 && (rng() % 3 == 0)) ? sp[rng() % sp.size()] : dist(rng);
   }
   // Guarantee each special appears at least once when there is room.
   if (specials) {
@@ -70,7 +102,8 @@ Tensor Ints(DType dtype, const Shape& shape, uint32_t seed, int64_t lo, int64_t 
   std::uniform_int_distribution<int64_t> dist(lo, hi);
   T* p = t.data_as<T>();
   for (int64_t i = 0; i < t.num_elements(); ++i) p[i] = static_cast<T>(dist(rng));
-  for (size_t k = 0; k < specials.size() && static_cast<int64_t>(k) < t.num_elements(); ++k) p[k * 3 % t.num_elements()] = specials[k];
+  for (size_t k = 0; k < specials.size() && static_cast<int64_t>(k) < t.num_elements(); ++k)
+    p[k * 3 % t.num_elements()] = specials[k];
   return t;
 }
 
@@ -223,13 +256,15 @@ std::map<std::string, Builder> AllVectors() {
     v.inputs.emplace("b", b);
     return v;
   };
-  m["i8_arith"] = Binary(DType::kI8, [](Value a, Value b) { return a * b + a - b; },
-                         Ints<int8_t>(DType::kI8, {8, 32}, 42, -128, 127, {-128, 127, -128}),
-                         Ints<int8_t>(DType::kI8, {8, 32}, 43, -128, 127, {-1, 127, -128}));
-  m["i64_arith"] = Binary(DType::kI64, [](Value a, Value b) { return minimum(a * b, a / b); },
-                          Ints<int64_t>(DType::kI64, {8, 8}, 44, -(int64_t{1} << 40), int64_t{1} << 40,
-                                        {std::numeric_limits<int64_t>::min(), 5}),
-                          Ints<int64_t>(DType::kI64, {8, 8}, 45, -100, 100, {-1, 0}));
+  m["i8_arith"] = Binary(
+      DType::kI8, [](Value a, Value b) { return a * b + a - b; },
+      Ints<int8_t>(DType::kI8, {8, 32}, 42, -128, 127, {-128, 127, -128}),
+      Ints<int8_t>(DType::kI8, {8, 32}, 43, -128, 127, {-1, 127, -128}));
+  m["i64_arith"] = Binary(
+      DType::kI64, [](Value a, Value b) { return minimum(a * b, a / b); },
+      Ints<int64_t>(DType::kI64, {8, 8}, 44, -(int64_t{1} << 40), int64_t{1} << 40,
+                    {std::numeric_limits<int64_t>::min(), 5}),
+      Ints<int64_t>(DType::kI64, {8, 8}, 45, -100, 100, {-1, 0}));
 
   // --- casts ---
   m["cast_from_f32"] = [] {
@@ -248,7 +283,8 @@ std::map<std::string, Builder> AllVectors() {
   };
   m["cast_from_int"] = [=] {
     Vector v;
-    Tensor t = Ints<int32_t>(DType::kI32, {10, 10}, 51, kMin32, kMax32, {16777217, 16777219, -16777217, kMin32, kMax32, 0, 255, 128});
+    Tensor t = Ints<int32_t>(DType::kI32, {10, 10}, 51, kMin32, kMax32,
+                             {16777217, 16777219, -16777217, kMin32, kMax32, 0, 255, 128});
     Value x = v.graph.input("x", DType::kI32, {10, 10});
     v.graph.output("f32", cast(x, DType::kF32));
     v.graph.output("i8", cast(x, DType::kI8));
@@ -263,9 +299,12 @@ std::map<std::string, Builder> AllVectors() {
     return reduce_sum(x, {1}) + reduce_sum(reduce_sum(x, {0, 2}, true), {1});
   });
   m["reduce_sum_all"] = OneInput(F32({5, 7, 9}, 61), [](Graph&, Value x) { return reduce_sum(x, {}); });
-  m["reduce_sum_long_row"] = OneInput(F32({70001}, 62, 100.0f, false), [](Graph&, Value x) { return reduce_sum(x, {0}); });
-  m["reduce_sum_columns"] = OneInput(F32({300, 17}, 63, 1e4f, false), [](Graph&, Value x) { return reduce_sum(x, {0}); });
-  m["reduce_sum_rows_4097"] = OneInput(F32({3, 4097}, 64, 1e3f, false), [](Graph&, Value x) { return reduce_sum(x, {1}, true); });
+  m["reduce_sum_long_row"] =
+      OneInput(F32({70001}, 62, 100.0f, false), [](Graph&, Value x) { return reduce_sum(x, {0}); });
+  m["reduce_sum_columns"] =
+      OneInput(F32({300, 17}, 63, 1e4f, false), [](Graph&, Value x) { return reduce_sum(x, {0}); });
+  m["reduce_sum_rows_4097"] =
+      OneInput(F32({3, 4097}, 64, 1e3f, false), [](Graph&, Value x) { return reduce_sum(x, {1}, true); });
   m["reduce_mean"] = OneInput(F32({6, 100}, 65, 3.0f, false), [](Graph&, Value x) { return reduce_mean(x, {1}); });
   m["reduce_max_min_nan"] = [] {
     Vector v;
@@ -297,8 +336,10 @@ std::map<std::string, Builder> AllVectors() {
   m["reduce_int"] = OneInput(Ints<int32_t>(DType::kI32, {9, 11}, 67, kMin32, kMax32), [](Graph&, Value x) {
     return reduce_sum(x, {0}) + reduce_max(x, {0}) - reduce_min(x, {0});
   });
-  m["argmax_ties"] = OneInput(Tensor::FromVector<float>(DType::kF32, {2, 5}, {1, 3, 3, -0.0f, 0.0f, 2, BitsToFloat(0x7FC00000), 5, BitsToFloat(0xFFC00000), 5}),
-                              [](Graph&, Value x) { return argmax(x, 1, true); });
+  m["argmax_ties"] = OneInput(
+      Tensor::FromVector<float>(DType::kF32, {2, 5},
+                                {1, 3, 3, -0.0f, 0.0f, 2, BitsToFloat(0x7FC00000), 5, BitsToFloat(0xFFC00000), 5}),
+      [](Graph&, Value x) { return argmax(x, 1, true); });
 
   // --- linear algebra ---
   m["matmul"] = BinaryF32([](Value a, Value b) { return matmul(a, b); }, {33, 65}, {65, 17}, 70);
@@ -319,9 +360,10 @@ std::map<std::string, Builder> AllVectors() {
   };
   m["matmul_k0"] = BinaryF32([](Value a, Value b) { return matmul(a, b); }, {3, 0}, {0, 4}, 75);
   m["matmul_large_k"] = BinaryF32([](Value a, Value b) { return matmul(a, b); }, {8, 1500}, {1500, 24}, 76);
-  m["matmul_i8"] = Binary(DType::kI8, [](Value a, Value b) { return matmul_i8(a, b); },
-                          Ints<int8_t>(DType::kI8, {2, 19, 300}, 77, -128, 127, {-128, -128}),
-                          Ints<int8_t>(DType::kI8, {300, 23}, 78, -128, 127, {-128, -128}));
+  m["matmul_i8"] = Binary(
+      DType::kI8, [](Value a, Value b) { return matmul_i8(a, b); },
+      Ints<int8_t>(DType::kI8, {2, 19, 300}, 77, -128, 127, {-128, -128}),
+      Ints<int8_t>(DType::kI8, {300, 23}, 78, -128, 127, {-128, -128}));
 
   // --- convolution and pooling ---
   m["conv2d"] = BinaryF32([](Value x, Value w) { return conv2d(x, w); }, {1, 3, 9, 9}, {4, 3, 3, 3}, 80);
@@ -493,7 +535,8 @@ std::map<std::string, Builder> AllVectors() {
     Value x = g.input("x", DType::kF32, {2, 3, 16, 16});
     Conv2DOptions o;
     o.pads = {1, 1, 1, 1};
-    Value h = relu(conv2d(x, g.constant(F32({8, 3, 3, 3}, 130, 0.5f, false)), g.constant(F32({8}, 131, 0.1f, false)), o));
+    Value h =
+        relu(conv2d(x, g.constant(F32({8, 3, 3, 3}, 130, 0.5f, false)), g.constant(F32({8}, 131, 0.1f, false)), o));
     Pool2DOptions p;
     p.kernel = {2, 2};
     p.strides = {2, 2};

@@ -1,5 +1,5 @@
-#include "tests/test_hex.h"
 #include "consensus/attestation.h"
+#include "tests/test_hex.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 namespace consensor::consensus {
 namespace {
 
-using testing_support::Hex;
 using testing_support::Arr;
+using testing_support::Hex;
 
 // The example from EIP-712 itself (https://eips.ethereum.org/EIPS/eip-712, Example.js):
 //   Person(string name,address wallet), Mail(Person from,Person to,string contents)
@@ -30,7 +30,8 @@ Hash256 HashPerson(const Person& p) {
 
 Hash256 HashMail(const Person& from, const Person& to, std::string_view contents) {
   const Hash256 words[] = {HashPerson(from), HashPerson(to), Eip712WordString(contents)};
-  return Eip712HashStruct(Keccak256("Mail(Person from,Person to,string contents)Person(string name,address wallet)"), words);
+  return Eip712HashStruct(Keccak256("Mail(Person from,Person to,string contents)Person(string name,address wallet)"),
+                          words);
 }
 
 TEST(Eip712, OfficialMailExample) {
@@ -163,8 +164,9 @@ TEST(Attestation, MatchesTheContractsConformanceVector) {
   EXPECT_EQ(ToHex(AttestationDigest(domain, a)), "1c89b74d190cdf46a3874487e1b04a33e534988065cc43ebd1114923d03ee48f");
   auto sig = SignAttestation(Arr<32>("59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"), domain, a);
   ASSERT_TRUE(sig.ok());
-  EXPECT_EQ(ToHex(*sig),
-            "67ec98d9d730e40e8dff7a0f8e892d6408b602c91f85d8dbac009bc2191998e26a894b098219cf92cd47b7173cd0a4154b16ad1fbc6adf11b455bac86eb1fb801c");
+  EXPECT_EQ(
+      ToHex(*sig),
+      "67ec98d9d730e40e8dff7a0f8e892d6408b602c91f85d8dbac009bc2191998e26a894b098219cf92cd47b7173cd0a4154b16ad1fbc6adf11b455bac86eb1fb801c");
   auto signer = RecoverAttestationSigner(domain, a, *sig);
   ASSERT_TRUE(signer.ok());
   EXPECT_EQ(ToHex(*signer), "70997970c51812dc3a010c7d01b50e0d17dc79c8");

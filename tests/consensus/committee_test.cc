@@ -92,7 +92,6 @@ TEST(Committee, ZeroStakeSmallSetsAndBadInput) {
   EXPECT_TRUE(CommitteeOrder(Task(3), 1, {half}, 1).ok());
 }
 
-
 // Every node must derive the same committee whatever order its chain client listed the
 // operators in: thousands of task ids, each against a differently shuffled operator list.
 TEST(CommitteeAgreementTest, ThousandsOfTaskIdsAgreeAcrossOperatorListOrders) {
@@ -107,7 +106,9 @@ TEST(CommitteeAgreementTest, ThousandsOfTaskIdsAgreeAcrossOperatorListOrders) {
   }
   uint64_t rng = 0x9e3779b97f4a7c15ull;
   auto next = [&] {
-    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
     return rng;
   };
   for (int t = 0; t < 3000; ++t) {

@@ -91,7 +91,6 @@ TEST_F(QuorumTest, RejectsOutsidersAndMismatches) {
             StatusCode::kInvalidArgument);
 }
 
-
 std::array<uint8_t, 32> Stake(uint64_t v) {
   std::array<uint8_t, 32> s{};
   for (int i = 0; i < 8; ++i) s[31 - i] = static_cast<uint8_t>(v >> (8 * i));
@@ -100,7 +99,8 @@ std::array<uint8_t, 32> Stake(uint64_t v) {
 
 TEST_F(QuorumTest, StakeModeFinalizesAtTheContractsThreshold) {
   // Four operators with 1, 1, 1, 3 units; 6667 bps of 6 needs 4.0002, so 3 + 1 + ... is needed.
-  std::vector<WeightedOperator> ops = {{Addr(1), Stake(1)}, {Addr(2), Stake(1)}, {Addr(3), Stake(1)}, {Addr(4), Stake(3)}};
+  std::vector<WeightedOperator> ops = {
+      {Addr(1), Stake(1)}, {Addr(2), Stake(1)}, {Addr(3), Stake(1)}, {Addr(4), Stake(3)}};
   auto t = QuorumTracker::CreateWeighted(domain_, H(7), 100, ops, Stake(6), 6667);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(*t->Add(Vote(1, 1)), AddOutcome::kCounted);

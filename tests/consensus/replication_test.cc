@@ -9,9 +9,7 @@ namespace {
 
 TEST(Replication, MajorityIsStrict) {
   // replicas -> the smallest and largest valid quorum.
-  const struct {
-    uint64_t replicas, smallest;
-  } cases[] = {{1, 1}, {2, 2}, {3, 2}, {4, 3}, {5, 3}, {16, 9}, {17, 9}};
+  const struct { uint64_t replicas, smallest; } cases[] = {{1, 1}, {2, 2}, {3, 2}, {4, 3}, {5, 3}, {16, 9}, {17, 9}};
   for (const auto& c : cases) {
     EXPECT_EQ(SmallestMajority(c.replicas), c.smallest) << c.replicas;
     EXPECT_FALSE(IsMajorityQuorum(c.replicas, c.smallest - 1)) << c.replicas;  // half is not enough

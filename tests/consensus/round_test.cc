@@ -103,8 +103,13 @@ class RoundTest : public ::testing::Test {
     return s;
   }
 
-  RoundRules rules_{Domain(), Address20{}, /*dispute_threshold_bps=*/6000, /*max_dispute_committee=*/64, kTimeout,
-                    /*max_aside_votes=*/1024, /*report_evidence=*/true};
+  RoundRules rules_{Domain(),
+                    Address20{},
+                    /*dispute_threshold_bps=*/6000,
+                    /*max_dispute_committee=*/64,
+                    kTimeout,
+                    /*max_aside_votes=*/1024,
+                    /*report_evidence=*/true};
   std::shared_ptr<const OperatorSet> operators_;
   std::vector<Address20> order_;
 };
@@ -144,8 +149,8 @@ TEST_F(RoundTest, HonestDisputeConvictsTheWrongSigner) {
             (std::vector<std::string>{"counted " + Op(2) + " r1", "certified r1 " + By({0, 2}) + " committee 3"}));
   EXPECT_EQ(Add(round, VoteAt(3, 1)), std::vector<std::string>{"counted " + Op(3) + " r1"});  // 3 of 6: 50%
   // 4 of 6 equal stakes is 66.7% >= 60%: the dispute certificate agrees with the committee's.
-  EXPECT_EQ(Add(round, VoteAt(4, 1)), (std::vector<std::string>{"counted " + Op(4) + " r1", "dispute certified r1",
-                                                                "slash dispute " + Op(1)}));
+  EXPECT_EQ(Add(round, VoteAt(4, 1)),
+            (std::vector<std::string>{"counted " + Op(4) + " r1", "dispute certified r1", "slash dispute " + Op(1)}));
 }
 
 TEST_F(RoundTest, DisputeSupersedesAColludingCommittee) {
@@ -259,7 +264,7 @@ TEST_F(RoundTest, ReplayingTheEventsGivesTheSameDecisions) {
     int vote_position;
     uint8_t result;
   };
-  const std::vector<Event> events = {{kStart + 10, 0, 9},  {kStart + 20, 4, 1},     {kStart + kTimeout, -1, 0},
+  const std::vector<Event> events = {{kStart + 10, 0, 9},    {kStart + 20, 4, 1},    {kStart + kTimeout, -1, 0},
                                      {kStart + 21000, 1, 9}, {kStart + 21010, 3, 1}, {kStart + 21020, 3, 7},
                                      {kStart + 21030, 5, 1}, {kStart + 21040, 2, 1}, {kStart + 3 * kTimeout, -1, 0}};
   auto run = [&]() {

@@ -67,7 +67,8 @@ TEST(TaskLifecycle, Transitions) {
   EXPECT_FALSE(IsAllowedTransition(S::kQueued, S::kSucceeded));
   for (S final_state : {S::kSucceeded, S::kFailed}) {
     EXPECT_TRUE(IsFinal(final_state));
-    for (S to : {S::kQueued, S::kRunning, S::kSucceeded, S::kFailed}) EXPECT_FALSE(IsAllowedTransition(final_state, to));
+    for (S to : {S::kQueued, S::kRunning, S::kSucceeded, S::kFailed})
+      EXPECT_FALSE(IsAllowedTransition(final_state, to));
   }
   EXPECT_EQ(TaskStateName(S::kRunning), "running");
 }

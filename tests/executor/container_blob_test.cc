@@ -30,8 +30,8 @@ struct Weights {
 };
 
 std::vector<uint8_t> WeightsFile(const Weights& wt) {
-  auto file = WriteSafetensors({{"layer.w", &wt.w}, {"steps", &wt.steps}, {"layer.b", &wt.b}},
-                               {{"format", "consensor-test"}});
+  auto file =
+      WriteSafetensors({{"layer.w", &wt.w}, {"steps", &wt.steps}, {"layer.b", &wt.b}}, {{"format", "consensor-test"}});
   EXPECT_TRUE(file.ok());
   return file.ok() ? *file : std::vector<uint8_t>{};
 }

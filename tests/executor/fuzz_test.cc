@@ -32,7 +32,8 @@ std::vector<uint8_t> SeedGraph() {
 
 Tensor InputFor(const TypeInfo& t) {
   Tensor x(t.dtype, t.shape);
-  for (int64_t i = 0; i < x.byte_size(); ++i) x.data()[i] = t.dtype == DType::kBool ? (i & 1) : static_cast<uint8_t>(i * 37);
+  for (int64_t i = 0; i < x.byte_size(); ++i)
+    x.data()[i] = t.dtype == DType::kBool ? (i & 1) : static_cast<uint8_t>(i * 37);
   return x;
 }
 

@@ -45,11 +45,11 @@ InferResult Ok(std::string_view op, const std::vector<TypeInfo>& in, const Attri
   return *std::move(r);
 }
 
-#define EXPECT_INVALID(expr, substring)                                                          \
-  do {                                                                                           \
-    auto r_ = (expr);                                                                            \
-    ASSERT_FALSE(r_.ok()) << "expected an error mentioning: " << (substring);                   \
-    EXPECT_EQ(r_.status().code(), StatusCode::kInvalidArgument) << r_.status().ToString();       \
+#define EXPECT_INVALID(expr, substring)                                                           \
+  do {                                                                                            \
+    auto r_ = (expr);                                                                             \
+    ASSERT_FALSE(r_.ok()) << "expected an error mentioning: " << (substring);                     \
+    EXPECT_EQ(r_.status().code(), StatusCode::kInvalidArgument) << r_.status().ToString();        \
     EXPECT_NE(r_.status().message().find(substring), std::string::npos) << r_.status().message(); \
   } while (0)
 
@@ -176,8 +176,7 @@ TEST(OpSchemaBinary, Broadcasting) {
   EXPECT_EQ(Ok("max", {I64({2, 1}), I64({1, 2})}).output.dtype, DType::kI64);
   EXPECT_EQ(Ok("min", {I8({2}), I8({2})}).output.dtype, DType::kI8);
   EXPECT_EQ(Ok("pow", {F32({2}), F32({})}).output.dtype, DType::kF32);
-  EXPECT_INVALID(Infer("add", {F32({2, 3}), F32({4})}),
-                 "add: shapes cannot be broadcast together: f32[2, 3], f32[4]");
+  EXPECT_INVALID(Infer("add", {F32({2, 3}), F32({4})}), "add: shapes cannot be broadcast together: f32[2, 3], f32[4]");
   EXPECT_INVALID(Infer("add", {F32({0}), F32({2})}), "cannot be broadcast");
 }
 
@@ -250,10 +249,8 @@ TEST(OpSchemaReduce, Errors) {
                  "reduce_sum: axis 3 is out of range for rank 2");
   EXPECT_INVALID(Infer("reduce_sum", {F32({2, 3})}, {{"axes", Ints{-3}}}), "axis -3 is out of range for rank 2");
   EXPECT_INVALID(Infer("reduce_sum", {F32({2, 3})}, {{"axes", Ints{1, -1}}}), "appears more than once");
-  EXPECT_INVALID(Infer("reduce_sum", {F32({2, 3})}, {{"axes", int64_t{1}}}),
-                 "attribute 'axes' must be a list of ints");
-  EXPECT_INVALID(Infer("reduce_sum", {F32({2, 3})}, {{"keepdims", int64_t{2}}}),
-                 "attribute 'keepdims' must be 0 or 1");
+  EXPECT_INVALID(Infer("reduce_sum", {F32({2, 3})}, {{"axes", int64_t{1}}}), "attribute 'axes' must be a list of ints");
+  EXPECT_INVALID(Infer("reduce_sum", {F32({2, 3})}, {{"keepdims", int64_t{2}}}), "attribute 'keepdims' must be 0 or 1");
   EXPECT_INVALID(Infer("reduce_sum", {F32({2, 3})}, {{"keepdims", 1.0f}}), "attribute 'keepdims' must be an int");
   EXPECT_INVALID(Infer("reduce_sum", {F32({})}, {{"axes", Ints{0}}}), "out of range for rank 0");
 }
@@ -371,10 +368,10 @@ TEST(OpSchemaConv, Basic) {
   EXPECT_EQ(r.params.kernel, (Ints{3, 3}));
   EXPECT_EQ(r.params.group, 1);
   EXPECT_EQ(r.flops, int64_t{2} * (2 * 8 * 32 * 32) * 3 * 3 * 3);
-  EXPECT_EQ(r.canonical_attrs, (Attributes{{"strides", Ints{1, 1}},
-                                           {"pads", Ints{1, 1, 1, 1}},
-                                           {"dilations", Ints{1, 1}},
-                                           {"group", int64_t{1}}}));
+  EXPECT_EQ(
+      r.canonical_attrs,
+      (Attributes{
+          {"strides", Ints{1, 1}}, {"pads", Ints{1, 1, 1, 1}}, {"dilations", Ints{1, 1}}, {"group", int64_t{1}}}));
   // Same op spelled with all defaults explicit.
   InferResult same = Ok("conv2d", {F32({2, 3, 32, 32}), F32({8, 3, 3, 3})},
                         {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{1, 1}}, {"group", int64_t{1}}});
@@ -383,9 +380,9 @@ TEST(OpSchemaConv, Basic) {
 
 TEST(OpSchemaConv, StridesDilationsGroupsBias) {
   // OH = (9 + 0 + 1 - 2*(3-1) - 1) / 2 + 1 = 3; OW = (10 + 2 + 0 - 1*(2-1) - 1) / 3 + 1 = 4.
-  InferResult r = Ok("conv2d", {F32({1, 4, 9, 10}), F32({6, 2, 3, 2}), F32({6})},
-                     {{"strides", Ints{2, 3}}, {"pads", Ints{0, 2, 1, 0}}, {"dilations", Ints{2, 1}},
-                      {"group", int64_t{2}}});
+  InferResult r =
+      Ok("conv2d", {F32({1, 4, 9, 10}), F32({6, 2, 3, 2}), F32({6})},
+         {{"strides", Ints{2, 3}}, {"pads", Ints{0, 2, 1, 0}}, {"dilations", Ints{2, 1}}, {"group", int64_t{2}}});
   EXPECT_EQ(r.output.shape, (Shape{1, 6, 3, 4}));
   EXPECT_EQ(r.params.group, 2);
   EXPECT_EQ(r.params.kernel, (Ints{3, 2}));
@@ -435,19 +432,19 @@ TEST(OpSchemaPool, MaxAndAvg) {
   EXPECT_EQ(m.params.pads, (Ints{0, 0, 0, 0}));
   EXPECT_EQ(m.params.dilations, (Ints{1, 1}));
   EXPECT_EQ(m.flops, 3 * 4 * 4 * 4);
-  EXPECT_EQ(m.canonical_attrs, (Attributes{{"kernel", Ints{2, 2}},
-                                           {"strides", Ints{2, 2}},
-                                           {"pads", Ints{0, 0, 0, 0}},
-                                           {"dilations", Ints{1, 1}}}));
+  EXPECT_EQ(
+      m.canonical_attrs,
+      (Attributes{
+          {"kernel", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"pads", Ints{0, 0, 0, 0}}, {"dilations", Ints{1, 1}}}));
   // Dilated max pool: span 2*(3-1)+1 = 5 over 9 + 1 padding -> (10-5)/1+1 = 6.
   EXPECT_EQ(Ok("max_pool2d", {F32({1, 1, 9, 9})},
                {{"kernel", Ints{3, 3}}, {"dilations", Ints{2, 2}}, {"pads", Ints{1, 0, 0, 0}}})
                 .output.shape,
             (Shape{1, 1, 6, 5}));
 
-  InferResult a = Ok("avg_pool2d", {F32({2, 3, 7, 7})},
-                     {{"kernel", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}},
-                      {"count_include_pad", int64_t{1}}});
+  InferResult a = Ok(
+      "avg_pool2d", {F32({2, 3, 7, 7})},
+      {{"kernel", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}, {"count_include_pad", int64_t{1}}});
   EXPECT_EQ(a.output.shape, (Shape{2, 3, 4, 4}));
   EXPECT_TRUE(a.params.count_include_pad);
   EXPECT_EQ(a.canonical_attrs.at("count_include_pad"), AttrValue(int64_t{1}));
@@ -503,9 +500,9 @@ TEST(OpSchemaNorm, LayerNorm) {
   EXPECT_INVALID(Infer("layer_norm", {F32({2, 3, 4}), I32({4})}), "dtypes differ");
   EXPECT_INVALID(Infer("layer_norm", {F32({2, 3, 4}), F32({4})}, {{"epsilon", -1.0f}}),
                  "attribute 'epsilon' must be finite and non-negative");
-  EXPECT_INVALID(Infer("layer_norm", {F32({2, 3, 4}), F32({4})},
-                       {{"epsilon", std::numeric_limits<float>::quiet_NaN()}}),
-                 "must be finite");
+  EXPECT_INVALID(
+      Infer("layer_norm", {F32({2, 3, 4}), F32({4})}, {{"epsilon", std::numeric_limits<float>::quiet_NaN()}}),
+      "must be finite");
   EXPECT_INVALID(Infer("layer_norm", {F32({2, 3, 4}), F32({4})}, {{"epsilon", Ints{1}}}),
                  "attribute 'epsilon' must be a float");
   EXPECT_INVALID(Infer("layer_norm", {F32({2, 3, 4}), F32({4})}, {{"axis", int64_t{3}}}), "out of range for rank 3");
@@ -561,8 +558,8 @@ TEST(OpSchemaData, SliceBasic) {
   EXPECT_EQ(r.params.steps, (Ints{1, 1}));
   EXPECT_EQ(r.flops, 0);
 
-  InferResult ax = Ok("slice", {F32({10, 20})},
-                      {{"starts", Ints{3}}, {"ends", Ints{kMax}}, {"axes", Ints{-1}}, {"steps", Ints{4}}});
+  InferResult ax =
+      Ok("slice", {F32({10, 20})}, {{"starts", Ints{3}}, {"ends", Ints{kMax}}, {"axes", Ints{-1}}, {"steps", Ints{4}}});
   EXPECT_EQ(ax.output.shape, (Shape{10, 5}));  // 3, 7, 11, 15, 19
   EXPECT_EQ(ax.params.starts, (Ints{0, 3}));
   EXPECT_EQ(ax.params.steps, (Ints{1, 4}));
@@ -592,8 +589,7 @@ TEST(OpSchemaData, SliceNegativeSteps) {
   InferResult one = Ok("slice", {F32({10})}, {{"starts", Ints{5}}, {"ends", Ints{kMin}}, {"steps", Ints{kMin}}});
   EXPECT_EQ(one.output.shape, (Shape{1}));
   EXPECT_EQ(one.params.starts, (Ints{5}));
-  EXPECT_EQ(Ok("slice", {F32({10})}, {{"starts", Ints{0}}, {"ends", Ints{kMax}}, {"steps", Ints{kMax}}})
-                .output.shape,
+  EXPECT_EQ(Ok("slice", {F32({10})}, {{"starts", Ints{0}}, {"ends", Ints{kMax}}, {"steps", Ints{kMax}}}).output.shape,
             (Shape{1}));
   // Negative step on an empty dim.
   EXPECT_EQ(Ok("slice", {F32({0})}, {{"starts", Ints{-1}}, {"ends", Ints{kMin}}, {"steps", Ints{-1}}}).output.shape,
@@ -606,10 +602,8 @@ TEST(OpSchemaData, SliceCanonicalForm) {
   InferResult b = Ok("slice", {F32({10, 20})},
                      {{"starts", Ints{0, -18}}, {"ends", Ints{10, 20}}, {"axes", Ints{0, 1}}, {"steps", Ints{1, 1}}});
   EXPECT_EQ(a.canonical_attrs, b.canonical_attrs);
-  EXPECT_EQ(a.canonical_attrs, (Attributes{{"starts", Ints{0, 2}},
-                                           {"ends", Ints{10, 20}},
-                                           {"axes", Ints{0, 1}},
-                                           {"steps", Ints{1, 1}}}));
+  EXPECT_EQ(a.canonical_attrs,
+            (Attributes{{"starts", Ints{0, 2}}, {"ends", Ints{10, 20}}, {"axes", Ints{0, 1}}, {"steps", Ints{1, 1}}}));
   // Step 2 over [0, 5) and [0, 6) takes the same elements.
   EXPECT_EQ(Ok("slice", {F32({10})}, {{"starts", Ints{0}}, {"ends", Ints{5}}, {"steps", Ints{2}}}).canonical_attrs,
             Ok("slice", {F32({10})}, {{"starts", Ints{0}}, {"ends", Ints{6}}, {"steps", Ints{2}}}).canonical_attrs);

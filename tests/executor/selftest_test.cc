@@ -73,7 +73,8 @@ std::pair<std::vector<executor::TypeInfo>, executor::Attributes> Probe(const exe
       break;
     case Op::kExpand: attrs["shape"] = cube; break;
     case Op::kPad: attrs["pads"] = std::vector<int64_t>(8, 0); break;
-    case Op::kMaxPool2D: case Op::kAvgPool2D: attrs["kernel"] = std::vector<int64_t>{1, 1}; break;
+    case Op::kMaxPool2D:
+    case Op::kAvgPool2D: attrs["kernel"] = std::vector<int64_t>{1, 1}; break;
     default: break;
   }
   return {in, attrs};
@@ -88,7 +89,8 @@ TEST(SelfTestCoverage, EveryAcceptedDTypeOfEveryOpRuns) {
       auto [in, attrs] = Probe(s, t);
       if (!s.infer(in, attrs).ok()) continue;
       ++accepted;
-      EXPECT_TRUE(coverage->op_dtypes.count({s.op, t})) << s.name << " with " << DTypeName(t) << " has no self-test case";
+      EXPECT_TRUE(coverage->op_dtypes.count({s.op, t}))
+          << s.name << " with " << DTypeName(t) << " has no self-test case";
     }
     EXPECT_GT(accepted, 0) << "the probe in this test cannot build a valid " << s.name << " node; extend Probe()";
   }

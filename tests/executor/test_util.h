@@ -31,7 +31,8 @@ inline std::unique_ptr<kernels::CpuBackend> MakeCpu(int threads = 1, const std::
 }
 
 // Compiles and runs; returns the status or the result.
-inline StatusOr<executor::RunResult> CompileAndRun(const executor::Graph& g, const std::map<std::string, Tensor>& inputs,
+inline StatusOr<executor::RunResult> CompileAndRun(const executor::Graph& g,
+                                                   const std::map<std::string, Tensor>& inputs,
                                                    kernels::Backend* backend, bool trace = false,
                                                    const executor::Limits& limits = {}) {
   ASSIGN_OR_RETURN(executor::Program p, executor::CompileGraph(g, nullptr, limits));

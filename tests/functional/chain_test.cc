@@ -21,7 +21,8 @@ class ChainTest : public ::testing::Test {
     log_ = (std::filesystem::temp_directory_path() / ("consensor-anvil-" + std::to_string(getpid()) + ".log")).string();
     anvil_ = std::make_unique<AnvilProcess>(log_);
     ASSERT_TRUE(anvil_->Start()) << "anvil did not start (run scripts/setup.sh): " << testing_support::AnvilBinary()
-                                 << "\n" << anvil_->Log();
+                                 << "\n"
+                                 << anvil_->Log();
     auto transport = node::NewHttpRpcTransport(anvil_->url());
     ASSERT_TRUE(transport.ok()) << transport.status().ToString();
     rpc_ = std::make_unique<EthRpc>(std::move(transport).value());
@@ -78,7 +79,8 @@ TEST_F(ChainTest, ErrorsAreClear) {
   EXPECT_EQ(gone.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(gone.status().message().find(anvil_->url()), std::string::npos) << gone.status().message();
   // Malformed URLs never reach the network.
-  for (const char* url : {"https://127.0.0.1:8545", "127.0.0.1:8545", "http://:8545", "http://host:0", "http://h:99999"}) {
+  for (const char* url :
+       {"https://127.0.0.1:8545", "127.0.0.1:8545", "http://:8545", "http://host:0", "http://h:99999"}) {
     EXPECT_EQ(node::NewHttpRpcTransport(url).status().code(), StatusCode::kInvalidArgument) << url;
   }
 }

@@ -102,7 +102,8 @@ TEST_F(CliTest, IdenticalAcrossThreadsAndIsas) {
   ASSERT_EQ(base.exit_code, 0) << base.out;
   for (std::string isa : {"portable", "auto"}) {
     for (int threads : {1, 2, 8}) {
-      auto r = RunCli("run " + graph + " --input x=" + x + " --trace --threads " + std::to_string(threads) + " --isa " + isa);
+      auto r = RunCli("run " + graph + " --input x=" + x + " --trace --threads " + std::to_string(threads) + " --isa " +
+                      isa);
       ASSERT_EQ(r.exit_code, 0) << r.out;
       EXPECT_EQ(strip_backend(r.out), strip_backend(base.out)) << isa << " x" << threads;
     }
@@ -190,7 +191,8 @@ TEST_F(CliTest, InspectShowsOpsFlopsAndMemory) {
   std::string graph = SaveGraph(SmallModel(), "model.cgraph");
   auto r = RunCli("inspect " + graph);
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  for (const char* s : {"graph id", "input        x f32[4, 8]", "peak memory", "flops", "matmul", "softmax", "reduce_sum"}) {
+  for (const char* s :
+       {"graph id", "input        x f32[4, 8]", "peak memory", "flops", "matmul", "softmax", "reduce_sum"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   }
 }
@@ -241,29 +243,44 @@ TEST_F(CliTest, MalformedGraphFiles) {
 TEST_F(CliTest, InvalidGraphsAreRejectedBeforeRunning) {
   std::string x = SaveNpy(SmallInput(), "x.npy");
   auto expect_error = [&](const std::string& text, const std::string& expect) {
-    std::string f = WriteBytes("g.pbtxt", "format_version: 1\ninputs { name: \"x\" dtype: DTYPE_F32 shape: 4 shape: 8 }\n" + text);
+    std::string f =
+        WriteBytes("g.pbtxt", "format_version: 1\ninputs { name: \"x\" dtype: DTYPE_F32 shape: 4 shape: 8 }\n" + text);
     auto r = RunCli("run " + f + " --input x=" + x);
     EXPECT_EQ(r.exit_code, 1) << text << "\n" << r.out;
     EXPECT_NE(r.out.find(expect), std::string::npos) << text << "\n" << r.out;
   };
-  expect_error("nodes { op: \"frobnicate\" inputs: \"x\" outputs: \"y\" }\noutputs { name: \"y\" value: \"y\" }", "unknown op 'frobnicate'");
+  expect_error("nodes { op: \"frobnicate\" inputs: \"x\" outputs: \"y\" }\noutputs { name: \"y\" value: \"y\" }",
+               "unknown op 'frobnicate'");
   expect_error("nodes { op: \"add\" inputs: \"x\" outputs: \"y\" }\noutputs { name: \"y\" value: \"y\" }", "inputs");
-  expect_error("nodes { op: \"matmul\" inputs: \"x\" inputs: \"x\" outputs: \"y\" }\noutputs { name: \"y\" value: \"y\" }", "matmul");
-  expect_error("nodes { op: \"exp\" inputs: \"b\" outputs: \"a\" }\nnodes { op: \"exp\" inputs: \"a\" outputs: \"b\" }\n"
-               "outputs { name: \"y\" value: \"b\" }", "cycle");
-  expect_error("nodes { op: \"reduce_sum\" inputs: \"x\" outputs: \"y\" attributes { name: \"axes\" ints { values: 5 } } }\n"
-               "outputs { name: \"y\" value: \"y\" }", "out of range");
-  expect_error("nodes { op: \"slice\" inputs: \"x\" outputs: \"y\" attributes { name: \"starts\" ints { values: 0 } }"
-               " attributes { name: \"ends\" ints { values: 2 } } attributes { name: \"axes\" ints { values: 9 } } }\n"
-               "outputs { name: \"y\" value: \"y\" }", "slice");
-  expect_error("nodes { op: \"transpose\" inputs: \"x\" outputs: \"y\" attributes { name: \"perm\" ints { values: 0 values: 0 } } }\n"
-               "outputs { name: \"y\" value: \"y\" }", "transpose");
-  expect_error("nodes { op: \"relu\" inputs: \"x\" outputs: \"y\" attributes { name: \"alpha\" f: 1 } }\n"
-               "outputs { name: \"y\" value: \"y\" }", "unknown attribute 'alpha'");
+  expect_error(
+      "nodes { op: \"matmul\" inputs: \"x\" inputs: \"x\" outputs: \"y\" }\noutputs { name: \"y\" value: \"y\" }",
+      "matmul");
+  expect_error(
+      "nodes { op: \"exp\" inputs: \"b\" outputs: \"a\" }\nnodes { op: \"exp\" inputs: \"a\" outputs: \"b\" }\n"
+      "outputs { name: \"y\" value: \"b\" }",
+      "cycle");
+  expect_error(
+      "nodes { op: \"reduce_sum\" inputs: \"x\" outputs: \"y\" attributes { name: \"axes\" ints { values: 5 } } }\n"
+      "outputs { name: \"y\" value: \"y\" }",
+      "out of range");
+  expect_error(
+      "nodes { op: \"slice\" inputs: \"x\" outputs: \"y\" attributes { name: \"starts\" ints { values: 0 } }"
+      " attributes { name: \"ends\" ints { values: 2 } } attributes { name: \"axes\" ints { values: 9 } } }\n"
+      "outputs { name: \"y\" value: \"y\" }",
+      "slice");
+  expect_error(
+      "nodes { op: \"transpose\" inputs: \"x\" outputs: \"y\" attributes { name: \"perm\" ints { values: 0 values: 0 } } }\n"
+      "outputs { name: \"y\" value: \"y\" }",
+      "transpose");
+  expect_error(
+      "nodes { op: \"relu\" inputs: \"x\" outputs: \"y\" attributes { name: \"alpha\" f: 1 } }\n"
+      "outputs { name: \"y\" value: \"y\" }",
+      "unknown attribute 'alpha'");
   expect_error("outputs { name: \"y\" value: \"nope\" }", "undefined value 'nope'");
   expect_error("", "no outputs");
-  expect_error("constants { name: \"c\" inline { dtype: DTYPE_F32 shape: 3 data: \"abc\" } }\noutputs { name: \"y\" value: \"c\" }",
-               "needs 12 bytes");
+  expect_error(
+      "constants { name: \"c\" inline { dtype: DTYPE_F32 shape: 3 data: \"abc\" } }\noutputs { name: \"y\" value: \"c\" }",
+      "needs 12 bytes");
 }
 
 TEST_F(CliTest, BadInputsAndCaps) {

@@ -4,10 +4,10 @@
 #pragma once
 
 #include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,8 +15,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <random>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -92,8 +92,8 @@ class DaemonProcess {
   void Spawn() {
     std::filesystem::create_directories(datadir_);
     std::filesystem::remove(datadir_ + "/rpc.addr");
-    std::vector<std::string> args = {DaemonBinary(), "--datadir", datadir_, "--listen", "127.0.0.1:0",
-                                     "--log-level", "debug"};
+    std::vector<std::string> args = {DaemonBinary(), "--datadir",   datadir_, "--listen",
+                                     "127.0.0.1:0",  "--log-level", "debug"};
     args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     pid_ = SpawnWithLog(args, datadir_ + "/consensord.log", /*append=*/true);
   }
@@ -151,7 +151,8 @@ class DaemonProcess {
 
   int WaitExit(std::chrono::seconds timeout = std::chrono::seconds(30)) {
     auto until = std::chrono::steady_clock::now() + timeout;
-    while (!Exited() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    while (!Exited() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     return pid_ <= 0 ? exit_code_ : -1;
   }
 

@@ -38,15 +38,14 @@
 #include "executor/runtime.h"
 #include "executor/serialize.h"
 #include "kernels/backend_factory.h"
-#include "node/chain/chain_client.h"
 #include "node/api/client.h"
+#include "node/chain/chain_client.h"
 #include "node/chain/eth_rpc.h"
-#include "tests/functional/anvil_harness.h"
 #include "node/cli/chain_flags.h"
+#include "tests/functional/anvil_harness.h"
 #include "tests/functional/daemon_harness.h"
 
 namespace consensor::testing_support {
-
 
 inline Secp256k1Secret AnvilDevKey(int account) { return *node::DevnetKey(static_cast<size_t>(account)); }
 inline Address20 AnvilDevAddress(int account) { return *AddressFromSecretKey(AnvilDevKey(account)); }
@@ -78,7 +77,6 @@ inline int FreeLoopbackPort() {
   close(fd);
   return port;
 }
-
 
 // The value of one series in a Prometheus exposition, e.g.
 // `consensor_p2p_messages_dropped_total{reason="unregistered"}`; -1 when it is absent.
@@ -120,7 +118,8 @@ inline executor::Graph SlowModel(int64_t n, int repeats) {
 }
 
 // The honest result: the executor run here, in this process, outside any node.
-inline StatusOr<executor::RunResult> ExecuteLocally(const executor::Graph& g, const std::map<std::string, Tensor>& inputs) {
+inline StatusOr<executor::RunResult> ExecuteLocally(const executor::Graph& g,
+                                                    const std::map<std::string, Tensor>& inputs) {
   ASSIGN_OR_RETURN(auto program, executor::CompileGraph(g, nullptr, executor::Limits()));
   ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(kernels::BackendOptions()));
   ASSIGN_OR_RETURN(auto loaded, executor::LoadedProgram::Load(program, backend.get()));
@@ -155,28 +154,44 @@ inline bool IsCertified(const v1::Task& t) {
 inline std::string Describe(const v1::Task& t) {
   std::ostringstream s;
   s << "task " << t.task_id() << " state " << v1::TaskState_Name(t.state()) << " attempts " << t.attempts()
-    << " result_root " << t.result().result_root() << " certificate " << (t.consensus().has_certificate() ? "yes" : "no")
-    << " cert_root " << t.consensus().certificate().result_root() << " committee " << t.consensus().committee_size()
-    << " votes " << t.consensus().attestations_size() << " disputed " << t.consensus().disputed() << " member "
-    << t.consensus().member() << " error " << t.error_code() << " " << t.error_message();
+    << " result_root " << t.result().result_root() << " certificate "
+    << (t.consensus().has_certificate() ? "yes" : "no") << " cert_root " << t.consensus().certificate().result_root()
+    << " committee " << t.consensus().committee_size() << " votes " << t.consensus().attestations_size() << " disputed "
+    << t.consensus().disputed() << " member " << t.consensus().member() << " error " << t.error_code() << " "
+    << t.error_message();
   return s.str();
 }
 
 // ---- nodes
 
 struct NodeSpec {
-  int account = 1;            // anvil dev account, 1..9 (0 deploys)
-  bool registered = true;     // false: the key is never registered on-chain
-  std::string fault;          // [fault] mode
+  int account = 1;         // anvil dev account, 1..9 (0 deploys)
+  bool registered = true;  // false: the key is never registered on-chain
+  std::string fault;       // [fault] mode
   int64_t member_timeout_ms = 20000;
-  bool unreachable = false;   // the registered endpoint is a port nothing listens on (others cannot reach it)
-  bool bootstrap_all = false; // [p2p] bootstrap: every other node's endpoint
+  bool unreachable = false;    // the registered endpoint is a port nothing listens on (others cannot reach it)
+  bool bootstrap_all = false;  // [p2p] bootstrap: every other node's endpoint
 
-  NodeSpec& Fault(std::string mode) { fault = std::move(mode); return *this; }
-  NodeSpec& MemberTimeoutMs(int64_t ms) { member_timeout_ms = ms; return *this; }
-  NodeSpec& Unregistered() { registered = false; return *this; }
-  NodeSpec& Unreachable() { unreachable = true; return *this; }
-  NodeSpec& BootstrapAll() { bootstrap_all = true; return *this; }
+  NodeSpec& Fault(std::string mode) {
+    fault = std::move(mode);
+    return *this;
+  }
+  NodeSpec& MemberTimeoutMs(int64_t ms) {
+    member_timeout_ms = ms;
+    return *this;
+  }
+  NodeSpec& Unregistered() {
+    registered = false;
+    return *this;
+  }
+  NodeSpec& Unreachable() {
+    unreachable = true;
+    return *this;
+  }
+  NodeSpec& BootstrapAll() {
+    bootstrap_all = true;
+    return *this;
+  }
 };
 
 // Dev account `account` as an operator; chain the setters above for anything else.
@@ -207,12 +222,12 @@ class NetworkNode {
   // Waits until the daemon has written rpc.addr and answers GetNodeInfo, or has exited.
   bool WaitServing(std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
     return WaitUntil(
-        [&] {
-          if (Exited()) return true;
-          std::string addr = ReadWholeFile(datadir() + "/rpc.addr");
-          return !addr.empty() && addr.back() == '\n' && client().GetNodeInfo().ok();
-        },
-        timeout, std::chrono::milliseconds(50)) &&
+               [&] {
+                 if (Exited()) return true;
+                 std::string addr = ReadWholeFile(datadir() + "/rpc.addr");
+                 return !addr.empty() && addr.back() == '\n' && client().GetNodeInfo().ok();
+               },
+               timeout, std::chrono::milliseconds(50)) &&
            running();
   }
   bool Start() {
@@ -277,7 +292,7 @@ class NetworkNode {
   std::string datadir() const { return dir_ + "/data"; }
   std::string config_path() const { return dir_ + "/consensord.toml"; }
   std::string log_path() const { return dir_ + "/consensord.log"; }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }  // where it listens
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }              // where it listens
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(registered_port_); }  // on-chain
   Address20 operator_address() const { return AnvilDevAddress(spec_.account); }
   std::string operator_hex() const { return AddressText(operator_address()); }
@@ -314,7 +329,8 @@ struct NetworkOptions {
 class TestNetwork {
  public:
   explicit TestNetwork(std::string name, NetworkOptions options = {}) : name_(std::move(name)), options_(options) {
-    dir_ = (std::filesystem::temp_directory_path() / ("consensor-net-" + std::to_string(getpid()) + "-" + name_)).string();
+    dir_ =
+        (std::filesystem::temp_directory_path() / ("consensor-net-" + std::to_string(getpid()) + "-" + name_)).string();
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
@@ -336,7 +352,8 @@ class TestNetwork {
   // the operator set and its peers. Returns an empty string on success, else what went wrong.
   std::string Start(const std::vector<NodeSpec>& specs) {
     anvil_ = std::make_unique<AnvilProcess>(dir_ + "/anvil.log");
-    if (!anvil_->Start({"--block-time", "1"})) return "anvil did not start (scripts/setup.sh installs it): " + anvil_->Log();
+    if (!anvil_->Start({"--block-time", "1"}))
+      return "anvil did not start (scripts/setup.sh installs it): " + anvil_->Log();
     const std::string rel = "deployments/test-network-" + std::to_string(getpid()) + "-" + name_ + ".json";
     CommandResult deploy = DeployContracts(anvil_->url(), rel);
     const std::string written = std::string(CNSR_SOURCE_DIR) + "/contracts/" + rel;
@@ -426,10 +443,11 @@ class TestNetwork {
               return false;
             }
             const int want = ExpectedPeers(*n);
-            if (info->consensus().operator_count() != registered || static_cast<int>(info->consensus().peers()) < want) {
+            if (info->consensus().operator_count() != registered ||
+                static_cast<int>(info->consensus().peers()) < want) {
               last = n->name() + " sees " + std::to_string(info->consensus().operator_count()) + " operators and " +
-                     std::to_string(info->consensus().peers()) + " peers (want " + std::to_string(registered) + " and " +
-                     std::to_string(want) + ")";
+                     std::to_string(info->consensus().peers()) + " peers (want " + std::to_string(registered) +
+                     " and " + std::to_string(want) + ")";
               return false;
             }
           }
@@ -508,7 +526,8 @@ class TestNetwork {
                                                          "/keystore --password-file " + dir_ + "/password --light-kdf");
     std::filesystem::remove(keyfile);
     if (imported.exit_code != 0) return n.name() + ": keys import failed: " + imported.out;
-    for (const auto& e : std::filesystem::directory_iterator(n.dir() + "/keystore")) n.keystore_path_ = e.path().string();
+    for (const auto& e : std::filesystem::directory_iterator(n.dir() + "/keystore"))
+      n.keystore_path_ = e.path().string();
     if (!n.spec().registered) return "";
     CommandResult reg = Cli("operator register --stake " + options_.stake + " --endpoint " + n.endpoint() +
                             " --keystore " + n.keystore_path_ + " --password-file " + dir_ + "/password");
@@ -523,8 +542,8 @@ class TestNetwork {
       << "[metrics]\nlisten = \"127.0.0.1:0\"\n"
       << "[executor]\nworkers = 2\n"
       << "[operator]\nkeystore = \"" << n.keystore_path_ << "\"\npassword_file = \"" << dir_ << "/password\"\n"
-      << "[chain]\nrpc = \"" << anvil_->url() << "\"\ndeployment = \"" << deployment_ << "\"\npoll_ms = "
-      << options_.poll_ms << "\n"
+      << "[chain]\nrpc = \"" << anvil_->url() << "\"\ndeployment = \"" << deployment_
+      << "\"\npoll_ms = " << options_.poll_ms << "\n"
       << "[p2p]\npull_interval_ms = " << options_.pull_interval_ms << "\n";
     if (n.spec().bootstrap_all) {
       f << "bootstrap = [";

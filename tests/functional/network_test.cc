@@ -53,8 +53,8 @@ uint64_t NextNonce() {
 }
 
 // Uploads `g` and `inputs` to `node` and submits the task.
-StatusOr<Submitted> SubmitGraph(NetworkNode& node, const executor::Graph& g, const std::map<std::string, Tensor>& inputs,
-                                uint32_t replicas, uint32_t quorum) {
+StatusOr<Submitted> SubmitGraph(NetworkNode& node, const executor::Graph& g,
+                                const std::map<std::string, Tensor>& inputs, uint32_t replicas, uint32_t quorum) {
   ASSIGN_OR_RETURN(executor::RunResult local, testing_support::ExecuteLocally(g, inputs));
   Submitted s;
   s.entry = node.name();
@@ -82,7 +82,8 @@ std::string TaskIdOf(const v1::SubmitTaskRequest& r) {
 }
 
 // Polls the node until the task is SUCCEEDED with outputs and a certificate (and `also` holds).
-StatusOr<v1::Task> WaitCertified(NetworkNode& node, const std::string& id, std::chrono::milliseconds timeout = kFinality,
+StatusOr<v1::Task> WaitCertified(NetworkNode& node, const std::string& id,
+                                 std::chrono::milliseconds timeout = kFinality,
                                  const std::function<bool(const v1::Task&)>& also = nullptr) {
   v1::Task last;
   Status error = OkStatus();
@@ -352,8 +353,8 @@ TEST_F(NetworkHonestTest, MessagesFromUnregisteredKeysAreIgnored) {
   message.mutable_announcement()->set_reference_block(node_info->consensus().chain_head() - 1);
   auto stub = v1::Peer::NewStub(grpc::CreateChannel(target.address(), grpc::InsecureChannelCredentials()));
   auto push = [&](int account) -> StatusOr<uint32_t> {
-    ASSIGN_OR_RETURN(v1::Envelope envelope,
-                     node::GossipNetwork::Sign(testing_support::AnvilDevKey(account), net.deployed().chain_id, message));
+    ASSIGN_OR_RETURN(v1::Envelope envelope, node::GossipNetwork::Sign(testing_support::AnvilDevKey(account),
+                                                                      net.deployed().chain_id, message));
     v1::GossipRequest req;
     *req.add_messages() = envelope;
     v1::GossipResponse resp;
@@ -489,10 +490,8 @@ TEST(NetworkFaultTest, EquivocationIsSlashed) {
 // operator and the task finalizes. Silence proves nothing: nobody is slashed.
 TEST(NetworkFaultTest, SilentMemberIsReplacedAndNotSlashed) {
   TestNetwork net("silent");
-  ASSERT_EQ(net.Start({Operator(1).MemberTimeoutMs(1500),
-                       Operator(2).MemberTimeoutMs(1500),
-                       Operator(3).MemberTimeoutMs(1500),
-                       Operator(4).Fault("silent").MemberTimeoutMs(1500)}),
+  ASSERT_EQ(net.Start({Operator(1).MemberTimeoutMs(1500), Operator(2).MemberTimeoutMs(1500),
+                       Operator(3).MemberTimeoutMs(1500), Operator(4).Fault("silent").MemberTimeoutMs(1500)}),
             "");
   NetworkNode& silent = net.node(3);
   // Submit until the silent node is in the committee (each task: 3 of 4 operators).
@@ -588,9 +587,9 @@ TEST(NetworkAdversarialTest, BadClockAndPartitionedPeerCauseNoWrongFinalization)
   const executor::Graph slow = testing_support::SlowModel(kN, repeats);
 
   TestNetwork net("adversarial");
-  ASSERT_EQ(net.Start({Operator(1), Operator(2), Operator(3), Operator(4).MemberTimeoutMs(100),
-                       Operator(5).Unreachable()}),
-            "");
+  ASSERT_EQ(
+      net.Start({Operator(1), Operator(2), Operator(3), Operator(4).MemberTimeoutMs(100), Operator(5).Unreachable()}),
+      "");
   NetworkNode& bad_clock = net.node(3);
   NetworkNode& partitioned = net.node(4);
   EXPECT_EQ(net.node(0).Peers(), 3);  // node5 is unreachable

@@ -12,8 +12,8 @@
 #include <map>
 #include <random>
 #include <set>
-#include <string>
 #include <sstream>
+#include <string>
 #include <thread>
 
 #include "common/npy.h"
@@ -429,7 +429,9 @@ namespace consensor {
 namespace {
 
 using CliResult = testing_support::CommandResult;
-CliResult RunCliCommand(const std::string& args) { return testing_support::RunCommand(testing_support::CliBinary(), args); }
+CliResult RunCliCommand(const std::string& args) {
+  return testing_support::RunCommand(testing_support::CliBinary(), args);
+}
 
 using testing_support::HttpGet;
 
@@ -526,8 +528,8 @@ TEST_F(NodeTest, MetricsAndEigenHealthEndpoints) {
 TEST_F(NodeTest, ConfigFileOperatorKeyAndBadConfig) {
   // An operator key made with the CLI, its password in a file.
   std::ofstream(Path("password")) << "correct horse\n";
-  CliResult key = RunCliCommand("keys new --keystore " + Path("keys") + " --password-file " + Path("password") +
-                                " --light-kdf");
+  CliResult key =
+      RunCliCommand("keys new --keystore " + Path("keys") + " --password-file " + Path("password") + " --light-kdf");
   ASSERT_EQ(key.exit_code, 0) << key.out;
   std::string keyfile;
   for (const auto& e : fs::directory_iterator(Path("keys"))) keyfile = e.path().string();
@@ -583,8 +585,9 @@ TEST_F(NodeTest, BackendFromConfigSelfTestAndCpuFallback) {
             std::string::npos)
       << log;
   EXPECT_LT(log.find("backend self-test passed"), log.find("consensord started")) << log;
-  EXPECT_NE(log.find("msg=\"executor backend\" backend=\"cuda-emu (the CUDA kernels under the SIMT emulation, on the CPU)\""),
-            std::string::npos)
+  EXPECT_NE(
+      log.find("msg=\"executor backend\" backend=\"cuda-emu (the CUDA kernels under the SIMT emulation, on the CPU)\""),
+      std::string::npos)
       << log;
   const std::string metrics_addr = testing_support::ReadWholeFile(emu->datadir() + "/metrics.addr");
   auto metrics = HttpGet(metrics_addr.substr(0, metrics_addr.size() - 1), "/metrics");

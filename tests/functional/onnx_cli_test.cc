@@ -26,7 +26,8 @@ testing_support::CommandResult RunCli(const std::string& args) {
 
 std::string Field(const std::string& out, const std::string& key) {
   size_t p = out.find("\n" + key);
-  if (p == std::string::npos && out.rfind(key, 0) == 0) p = 0; else if (p != std::string::npos) ++p;
+  if (p == std::string::npos && out.rfind(key, 0) == 0) p = 0;
+  else if (p != std::string::npos) ++p;
   if (p == std::string::npos) return "";
   size_t start = out.find_first_not_of(' ', p + key.size());
   return out.substr(start, out.find('\n', start) - start);
@@ -148,8 +149,8 @@ TEST_F(OnnxCliTest, OnnxTestCountsAndExpectations) {
   EXPECT_TRUE(fs::exists(Path("report.json")));
   // An expectation file that disagrees makes it fail, naming the test.
   std::ofstream(Path("expect.txt")) << "node/test_softmax_axis_0 UNSUPPORTED  # wrong on purpose\n";
-  auto mismatch = RunCli("onnx-test " + (kData / "node").string() + " --filter test_softmax_axis_0 --expect " +
-                         Path("expect.txt"));
+  auto mismatch =
+      RunCli("onnx-test " + (kData / "node").string() + " --filter test_softmax_axis_0 --expect " + Path("expect.txt"));
   EXPECT_EQ(mismatch.exit_code, 1) << mismatch.out;
   EXPECT_NE(mismatch.out.find("UNEXPECTED  node/test_softmax_axis_0: PASS, expected UNSUPPORTED"), std::string::npos)
       << mismatch.out;

@@ -59,7 +59,8 @@ class OperatorTest : public ::testing::Test {
     // Deploy with the project's forge script, into a file of this test's own.
     deployment_rel_ = "deployments/test-" + std::to_string(getpid()) + ".json";
     deployment_ = std::string(CNSR_SOURCE_DIR) + "/contracts/" + deployment_rel_;
-    CommandResult deploy = testing_support::DeployContracts(anvil_->url(), deployment_rel_, "WITHDRAWAL_DELAY_BLOCKS=20");
+    CommandResult deploy =
+        testing_support::DeployContracts(anvil_->url(), deployment_rel_, "WITHDRAWAL_DELAY_BLOCKS=20");
     ASSERT_EQ(deploy.exit_code, 0) << deploy.out;
     auto d = node::LoadDeployment(deployment_);
     ASSERT_TRUE(d.ok()) << d.status().ToString();
@@ -79,7 +80,8 @@ class OperatorTest : public ::testing::Test {
   // Independent of our client: cast reads the registry.
   std::string CastCall(const std::string& signature, const std::string& arg) {
     CommandResult r = testing_support::RunCommand(
-        testing_support::FoundryTool("cast"), "call --rpc-url " + anvil_->url() + " 0x" + ToHex(deployed_.registry) + " '" + signature + "' " + arg);
+        testing_support::FoundryTool("cast"),
+        "call --rpc-url " + anvil_->url() + " 0x" + ToHex(deployed_.registry) + " '" + signature + "' " + arg);
     EXPECT_EQ(r.exit_code, 0) << r.out;
     return r.out.substr(0, r.out.find_first_of(" \n"));
   }
@@ -148,7 +150,8 @@ TEST_F(OperatorTest, RegisterSlashAndWithdrawOnChain) {
   auto s2 = consensus::SignAttestation(Key(1), domain, a2);
   ASSERT_TRUE(s1.ok() && s2.ok());
   std::string equivocation = WriteEvidence(
-      "equivocation.json", {{"kind", "equivocation"}, {"attestations", {AttestationJson(a1, &*s1), AttestationJson(a2, &*s2)}}});
+      "equivocation.json",
+      {{"kind", "equivocation"}, {"attestations", {AttestationJson(a1, &*s1), AttestationJson(a2, &*s2)}}});
   CommandResult slashed = Cli("evidence submit " + equivocation + " --devnet-key 0");
   ASSERT_EQ(slashed.exit_code, 0) << slashed.out;
   EXPECT_EQ(CastCall("stakeOf(address)(uint256)", AddrHex(1)), "0");
@@ -215,12 +218,13 @@ TEST_F(OperatorTest, RegisterSlashAndWithdrawOnChain) {
   EXPECT_EQ(CastCall("slashableStakeOf(address)(uint256)", AddrHex(4)), "0");
 
   // Malformed evidence and an unreachable chain: clear errors, exit 1.
-  CommandResult malformed = Cli("evidence submit " + WriteEvidence("bad.json", {{"kind", "equivocation"}}) + " --devnet-key 0");
+  CommandResult malformed =
+      Cli("evidence submit " + WriteEvidence("bad.json", {{"kind", "equivocation"}}) + " --devnet-key 0");
   EXPECT_EQ(malformed.exit_code, 1);
   EXPECT_NE(malformed.out.find("two signed attestations"), std::string::npos) << malformed.out;
-  CommandResult unreachable = testing_support::RunCommand(testing_support::CliBinary(),
-                                                          "operator status --address " + AddrHex(3) +
-                                                              " --rpc http://127.0.0.1:1 --deployment " + deployment_);
+  CommandResult unreachable = testing_support::RunCommand(
+      testing_support::CliBinary(),
+      "operator status --address " + AddrHex(3) + " --rpc http://127.0.0.1:1 --deployment " + deployment_);
   EXPECT_EQ(unreachable.exit_code, 1);
   EXPECT_NE(unreachable.out.find("cannot reach"), std::string::npos) << unreachable.out;
 }
@@ -232,8 +236,8 @@ TEST_F(OperatorTest, WrongChainIsRefused) {
   std::string other = (dir_ / "other.json").string();
   std::ofstream(other) << json.dump();
   CommandResult r = testing_support::RunCommand(
-      testing_support::CliBinary(),
-      "operator register --stake 2ether --endpoint x:1 --devnet-key 1 --rpc " + anvil_->url() + " --deployment " + other);
+      testing_support::CliBinary(), "operator register --stake 2ether --endpoint x:1 --devnet-key 1 --rpc " +
+                                        anvil_->url() + " --deployment " + other);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("wrong chain"), std::string::npos) << r.out;
   // Keys never appear in output.

@@ -10,13 +10,13 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "consensor/v1/node.pb.h"
 #include "consensus/attestation.h"
 #include "consensus/committee.h"
-#include "consensor/v1/node.pb.h"
 #include "node/chain/chain_client.h"
+#include "node/chain/eth_rpc.h"
 #include "node/cli/chain_flags.h"
 #include "node/keys/keystore.h"
-#include "node/chain/eth_rpc.h"
 #include "tests/functional/anvil_harness.h"
 
 namespace consensor {
@@ -185,11 +185,13 @@ TEST_F(VerifyTest, DisputeCertificateNeedsTheThreshold) {
   // 2 of 4 equal stakes is 50% < 66.67%.
   CommandResult two = Cli("verify --certificate " + Write("two.json", Make({order_[1], order_[3]}, true)));
   EXPECT_EQ(two.exit_code, 1) << two.out;
-  EXPECT_NE(two.out.find("dispute certificate carries 4 ETH of 8 ETH (50.00%), below the contract's threshold of 66.67%"),
-            std::string::npos)
+  EXPECT_NE(
+      two.out.find("dispute certificate carries 4 ETH of 8 ETH (50.00%), below the contract's threshold of 66.67%"),
+      std::string::npos)
       << two.out;
   // 3 of 4 is 75%, from any members of the operator set.
-  CommandResult three = Cli("verify --certificate " + Write("three.json", Make({order_[1], order_[2], order_[3]}, true)));
+  CommandResult three =
+      Cli("verify --certificate " + Write("three.json", Make({order_[1], order_[2], order_[3]}, true)));
   ASSERT_EQ(three.exit_code, 0) << three.out;
   EXPECT_NE(three.out.find("dispute certificate; committee: all 4 operators"), std::string::npos) << three.out;
   EXPECT_NE(three.out.find("6 ETH of 8 ETH (75.00%); contract threshold 66.67%, met"), std::string::npos) << three.out;
@@ -229,9 +231,9 @@ TEST_F(VerifyTest, ChainClientVerifyCertificate) {
   ASSERT_TRUE(sig5.ok());
   auto not_operator = chain_->VerifyCertificate(attestation_, {std::vector<uint8_t>(sig5->begin(), sig5->end())});
   ASSERT_FALSE(not_operator.ok());
-  EXPECT_NE(not_operator.status().message().find("SignerNotOperatorAtReferenceBlock(" +
-                                                 AddressToChecksumHex(Addr(5)) + ")"),
-            std::string::npos)
+  EXPECT_NE(
+      not_operator.status().message().find("SignerNotOperatorAtReferenceBlock(" + AddressToChecksumHex(Addr(5)) + ")"),
+      std::string::npos)
       << not_operator.status().message();
 }
 
@@ -252,8 +254,9 @@ TEST_F(VerifyTest, ClearErrors) {
   json["chainId"] = 1;
   const std::string other = (dir_ / "other.json").string();
   std::ofstream(other) << json.dump();
-  CommandResult wrong = testing_support::RunCommand(
-      testing_support::CliBinary(), "verify --certificate " + file + " --rpc " + anvil_->url() + " --deployment " + other);
+  CommandResult wrong =
+      testing_support::RunCommand(testing_support::CliBinary(), "verify --certificate " + file + " --rpc " +
+                                                                    anvil_->url() + " --deployment " + other);
   EXPECT_EQ(wrong.exit_code, 1);
   EXPECT_NE(wrong.out.find("wrong chain"), std::string::npos) << wrong.out;
   // A node that is not there.

@@ -63,10 +63,10 @@ struct Conv {
   }
   std::string ToString() const {
     return "N" + std::to_string(N) + " C" + std::to_string(C) + " H" + std::to_string(H) + " W" + std::to_string(W) +
-           " F" + std::to_string(F) + " k" + std::to_string(KH) + "x" + std::to_string(KW) + " s" +
-           std::to_string(sh) + "," + std::to_string(sw) + " p" + std::to_string(pt) + "," + std::to_string(pl) +
-           "," + std::to_string(pb) + "," + std::to_string(pr) + " d" + std::to_string(dh) + "," +
-           std::to_string(dw) + " g" + std::to_string(group) + (bias ? " bias" : "");
+           " F" + std::to_string(F) + " k" + std::to_string(KH) + "x" + std::to_string(KW) + " s" + std::to_string(sh) +
+           "," + std::to_string(sw) + " p" + std::to_string(pt) + "," + std::to_string(pl) + "," + std::to_string(pb) +
+           "," + std::to_string(pr) + " d" + std::to_string(dh) + "," + std::to_string(dw) + " g" +
+           std::to_string(group) + (bias ? " bias" : "");
   }
 };
 
@@ -88,21 +88,21 @@ void Check(const Conv& c, uint32_t seed, double special_rate = 0.0) {
 const std::vector<Conv>& Cases() {
   static const std::vector<Conv> cases = {
       // N, C, H, W, F, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, group, bias
-      {2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true},       // 3x3 same
-      {1, 4, 9, 7, 6, 3, 2, 2, 3, 0, 2, 1, 0, 1, 1, 2, false},      // strides, asymmetric pads, groups
-      {1, 2, 10, 11, 3, 3, 3, 1, 2, 2, 1, 0, 3, 2, 3, 1, true},     // dilations
-      {2, 6, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, true},       // depthwise
-      {1, 4, 6, 5, 8, 3, 3, 2, 1, 1, 0, 1, 2, 1, 1, 4, false},      // depthwise, multiplier 2
-      {2, 5, 6, 7, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true},       // 1x1
-      {2, 6, 5, 4, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 3, false},      // grouped 1x1
-      {1, 3, 5, 5, 2, 1, 1, 1, 1, 1, 0, 0, 2, 1, 1, 1, true},       // padded 1x1
-      {1, 2, 4, 4, 3, 3, 3, 1, 1, 4, 4, 4, 4, 1, 1, 1, true},       // windows fully in padding
-      {1, 2, 3, 2, 3, 5, 4, 1, 1, 2, 2, 2, 2, 1, 1, 1, false},      // kernel larger than input
-      {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false},      // 1x1x1x1
-      {1, 3, 12, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true},     // P = 156 > one 128 tile, Kc = 27
-      {1, 1, 12, 12, 130, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 1, true},   // F = 130 > one 128 tile
-      {1, 12, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false},     // Kc = 108, K tail 4
-      {2, 4, 7, 9, 4, 3, 5, 2, 1, 2, 0, 1, 2, 1, 2, 2, true},       // odd everything
+      {2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true},      // 3x3 same
+      {1, 4, 9, 7, 6, 3, 2, 2, 3, 0, 2, 1, 0, 1, 1, 2, false},     // strides, asymmetric pads, groups
+      {1, 2, 10, 11, 3, 3, 3, 1, 2, 2, 1, 0, 3, 2, 3, 1, true},    // dilations
+      {2, 6, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, true},      // depthwise
+      {1, 4, 6, 5, 8, 3, 3, 2, 1, 1, 0, 1, 2, 1, 1, 4, false},     // depthwise, multiplier 2
+      {2, 5, 6, 7, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true},      // 1x1
+      {2, 6, 5, 4, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 3, false},     // grouped 1x1
+      {1, 3, 5, 5, 2, 1, 1, 1, 1, 1, 0, 0, 2, 1, 1, 1, true},      // padded 1x1
+      {1, 2, 4, 4, 3, 3, 3, 1, 1, 4, 4, 4, 4, 1, 1, 1, true},      // windows fully in padding
+      {1, 2, 3, 2, 3, 5, 4, 1, 1, 2, 2, 2, 2, 1, 1, 1, false},     // kernel larger than input
+      {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false},     // 1x1x1x1
+      {1, 3, 12, 13, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true},    // P = 156 > one 128 tile, Kc = 27
+      {1, 1, 12, 12, 130, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 1, true},  // F = 130 > one 128 tile
+      {1, 12, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false},    // Kc = 108, K tail 4
+      {2, 4, 7, 9, 4, 3, 5, 2, 1, 2, 0, 1, 2, 1, 2, 2, true},      // odd everything
   };
   return cases;
 }
@@ -152,10 +152,10 @@ TEST(CudaConv, InvalidArgumentsMatchCpu) {
       {bad_pads, {1, 4, 6, 6}, {4, 4, 3, 3}, {1, 4, 6, 6}, -1},
       {bad_group, {1, 4, 6, 6}, {4, 4, 3, 3}, {1, 4, 6, 6}, -1},
       {neg_pad, {1, 4, 6, 6}, {4, 4, 3, 3}, {1, 4, 6, 6}, -1},
-      {good, {1, 4, 6, 6}, {4, 4, 3, 3}, {1, 4, 5, 6}, -1},   // wrong output shape
-      {good, {1, 4, 6, 6}, {4, 2, 3, 3}, {1, 4, 6, 6}, -1},   // w.dims[1] != C / group
-      {good, {1, 4, 6, 6}, {4, 4, 3, 3}, {1, 4, 6, 6}, 3},    // bias size
-      {good, {4, 6, 6}, {4, 4, 3, 3}, {1, 4, 6, 6}, -1},      // rank
+      {good, {1, 4, 6, 6}, {4, 4, 3, 3}, {1, 4, 5, 6}, -1},  // wrong output shape
+      {good, {1, 4, 6, 6}, {4, 2, 3, 3}, {1, 4, 6, 6}, -1},  // w.dims[1] != C / group
+      {good, {1, 4, 6, 6}, {4, 4, 3, 3}, {1, 4, 6, 6}, 3},   // bias size
+      {good, {4, 6, 6}, {4, 4, 3, 3}, {1, 4, 6, 6}, -1},     // rank
   };
   for (const Case& c : cases) {
     const StatusCode want = code(*be.cpu, c.p, c.xs, c.ws, c.ys, c.bias_n);

@@ -46,8 +46,7 @@ Status Compare(Op op, std::vector<HostTensor> inputs, DType out_dtype, Shape out
       EXPECT_EQ(ref.bytes.size(), got.bytes.size());
       if (ref.bytes != got.bytes) {
         const int64_t first = FirstDifferentElement(ref, got);
-        ADD_FAILURE() << label << " on " << name << ": output differs from the CPU backend, first at element "
-                      << first;
+        ADD_FAILURE() << label << " on " << name << ": output differs from the CPU backend, first at element " << first;
       }
     }
   }
@@ -79,9 +78,9 @@ TEST(CudaDataMovementTest, IdentityAndReshape) {
       EXPECT_TRUE(Compare(Op::kIdentity, {Random(t, {}, seed++)}, t, {}, {}, mis).ok());
       EXPECT_TRUE(Compare(Op::kReshape, {Random(t, {0, 3}, seed++)}, t, {3, 0}, {}, mis).ok());
       EXPECT_TRUE(Compare(Op::kReshape, {Random(t, {1001}, seed++)}, t, {7, 11, 13}, {}, mis).ok());
-      EXPECT_TRUE(Compare(Op::kIdentity, {Random(t, {1, 2, 1, 2, 1, 2, 1, 3}, seed++)}, t, {1, 2, 1, 2, 1, 2, 1, 3}, {},
-                          mis)
-                      .ok());
+      EXPECT_TRUE(
+          Compare(Op::kIdentity, {Random(t, {1, 2, 1, 2, 1, 2, 1, 3}, seed++)}, t, {1, 2, 1, 2, 1, 2, 1, 3}, {}, mis)
+              .ok());
     }
   }
   EXPECT_FALSE(Compare(Op::kReshape, {Random(DType::kF32, {3}, 9)}, DType::kF32, {4}).ok());
@@ -95,11 +94,20 @@ TEST(CudaDataMovementTest, Transpose) {
     std::vector<int64_t> perm;
   };
   const Case cases[] = {
-      {{2, 3, 4}, {2, 0, 1}},       {{2, 3, 4}, {0, 2, 1}},         {{2, 3, 4}, {0, 1, 2}},
-      {{5, 7}, {1, 0}},             {{1, 3, 1, 2}, {3, 2, 1, 0}},   {{2, 0, 3}, {2, 1, 0}},
-      {{}, {}},                     {{37, 45, 3}, {1, 2, 0}},       {{3, 4, 5, 6, 7}, {4, 2, 0, 3, 1}},
-      {{3, 70, 45}, {0, 2, 1}},     {{65, 1, 33}, {2, 1, 0}},       {{2, 3, 33, 35}, {1, 0, 3, 2}},
-      {{64, 64}, {1, 0}},           {{2, 1, 2, 1, 2, 3, 1, 2}, {7, 6, 5, 4, 3, 2, 1, 0}},
+      {{2, 3, 4}, {2, 0, 1}},
+      {{2, 3, 4}, {0, 2, 1}},
+      {{2, 3, 4}, {0, 1, 2}},
+      {{5, 7}, {1, 0}},
+      {{1, 3, 1, 2}, {3, 2, 1, 0}},
+      {{2, 0, 3}, {2, 1, 0}},
+      {{}, {}},
+      {{37, 45, 3}, {1, 2, 0}},
+      {{3, 4, 5, 6, 7}, {4, 2, 0, 3, 1}},
+      {{3, 70, 45}, {0, 2, 1}},
+      {{65, 1, 33}, {2, 1, 0}},
+      {{2, 3, 33, 35}, {1, 0, 3, 2}},
+      {{64, 64}, {1, 0}},
+      {{2, 1, 2, 1, 2, 3, 1, 2}, {7, 6, 5, 4, 3, 2, 1, 0}},
       {{2, 2, 2, 2, 2, 2, 2, 2}, {1, 0, 3, 2, 5, 4, 7, 6}},
   };
   uint32_t seed = 100;
@@ -207,15 +215,15 @@ TEST(CudaDataMovementTest, Concat) {
   }
   OpParams p;
   p.axis = 1;
-  EXPECT_FALSE(Compare(Op::kConcat, {Random(DType::kF32, {2, 3}, 1), Random(DType::kF32, {3, 3}, 2)}, DType::kF32,
-                       {2, 6}, p)
-                   .ok());
-  EXPECT_FALSE(Compare(Op::kConcat, {Random(DType::kF32, {2, 3}, 1), Random(DType::kF32, {2, 3}, 2)}, DType::kF32,
-                       {2, 7}, p)
-                   .ok());
-  EXPECT_FALSE(Compare(Op::kConcat, {Random(DType::kF32, {2, 3}, 1), Random(DType::kI32, {2, 3}, 2)}, DType::kF32,
-                       {2, 6}, p)
-                   .ok());
+  EXPECT_FALSE(
+      Compare(Op::kConcat, {Random(DType::kF32, {2, 3}, 1), Random(DType::kF32, {3, 3}, 2)}, DType::kF32, {2, 6}, p)
+          .ok());
+  EXPECT_FALSE(
+      Compare(Op::kConcat, {Random(DType::kF32, {2, 3}, 1), Random(DType::kF32, {2, 3}, 2)}, DType::kF32, {2, 7}, p)
+          .ok());
+  EXPECT_FALSE(
+      Compare(Op::kConcat, {Random(DType::kF32, {2, 3}, 1), Random(DType::kI32, {2, 3}, 2)}, DType::kF32, {2, 6}, p)
+          .ok());
 }
 
 HostTensor Indices(DType t, const Shape& shape, const std::vector<int64_t>& v) {
@@ -233,9 +241,16 @@ TEST(CudaDataMovementTest, Gather) {
     Shape idx_shape;
   };
   const Case cases[] = {
-      {{5, 3}, 0, {4}},        {{5, 3}, 1, {2, 2}},       {{2, 7, 3}, 1, {}},      {{2, 7, 3}, 2, {5}},
-      {{9}, 0, {3, 2}},        {{4, 0, 2}, 0, {3}},       {{4, 3}, 0, {0}},         {{6, 5, 4}, 0, {2, 3}},
-      {{2, 1, 2, 3, 1, 2, 2}, 3, {2}}, {{3, 2, 1, 2, 1, 2, 2, 2}, 0, {2}},
+      {{5, 3}, 0, {4}},
+      {{5, 3}, 1, {2, 2}},
+      {{2, 7, 3}, 1, {}},
+      {{2, 7, 3}, 2, {5}},
+      {{9}, 0, {3, 2}},
+      {{4, 0, 2}, 0, {3}},
+      {{4, 3}, 0, {0}},
+      {{6, 5, 4}, 0, {2, 3}},
+      {{2, 1, 2, 3, 1, 2, 2}, 3, {2}},
+      {{3, 2, 1, 2, 1, 2, 2, 2}, 0, {2}},
   };
   std::mt19937 rng(11);
   uint32_t seed = 700;
@@ -295,9 +310,11 @@ TEST(CudaDataMovementTest, Expand) {
     Shape in, out;
   };
   const Case cases[] = {
-      {{}, {3, 4}},          {{1}, {5}},           {{3, 1}, {3, 4}},       {{1, 4}, {3, 4}},
-      {{4}, {2, 3, 4}},      {{2, 1, 3}, {2, 5, 3}}, {{1, 1}, {0, 3}},       {{3, 1}, {2, 3, 33}},
-      {{5, 6}, {5, 6}},      {{2, 1, 2, 1, 2, 1, 2, 1}, {2, 2, 2, 2, 2, 2, 2, 3}},
+      {{}, {3, 4}},     {{1}, {5}},
+      {{3, 1}, {3, 4}}, {{1, 4}, {3, 4}},
+      {{4}, {2, 3, 4}}, {{2, 1, 3}, {2, 5, 3}},
+      {{1, 1}, {0, 3}}, {{3, 1}, {2, 3, 33}},
+      {{5, 6}, {5, 6}}, {{2, 1, 2, 1, 2, 1, 2, 1}, {2, 2, 2, 2, 2, 2, 2, 3}},
   };
   uint32_t seed = 900;
   for (const Case& c : cases) {
@@ -315,13 +332,26 @@ TEST(CudaDataMovementTest, Pad) {
     std::vector<int64_t> begin, end;
   };
   const Case cases[] = {
-      {{3}, {1}, {2}},          {{2, 3}, {0, 1}, {1, 0}},      {{2, 3, 4}, {1, 0, 2}, {0, 3, 1}},
-      {{}, {}, {}},             {{0, 2}, {1, 1}, {0, 1}},      {{2, 0}, {0, 0}, {0, 0}},
-      {{4, 5}, {0, 0}, {0, 0}}, {{1, 2, 1, 2, 1, 2, 1, 2}, {0, 1, 0, 0, 1, 0, 0, 1}, {1, 0, 0, 1, 0, 0, 1, 0}},
+      {{3}, {1}, {2}},
+      {{2, 3}, {0, 1}, {1, 0}},
+      {{2, 3, 4}, {1, 0, 2}, {0, 3, 1}},
+      {{}, {}, {}},
+      {{0, 2}, {1, 1}, {0, 1}},
+      {{2, 0}, {0, 0}, {0, 0}},
+      {{4, 5}, {0, 0}, {0, 0}},
+      {{1, 2, 1, 2, 1, 2, 1, 2}, {0, 1, 0, 0, 1, 0, 0, 1}, {1, 0, 0, 1, 0, 0, 1, 0}},
       {{3, 33}, {2, 7}, {1, 9}},
   };
-  const float values[] = {0.0f, -0.0f, 1.5f, -2.75f, 1e10f, -1e10f, 300.0f, -300.0f,
-                          std::bit_cast<float>(0x7FC0BEEFu), std::bit_cast<float>(0xFF800000u)};
+  const float values[] = {0.0f,
+                          -0.0f,
+                          1.5f,
+                          -2.75f,
+                          1e10f,
+                          -1e10f,
+                          300.0f,
+                          -300.0f,
+                          std::bit_cast<float>(0x7FC0BEEFu),
+                          std::bit_cast<float>(0xFF800000u)};
   uint32_t seed = 1100;
   int vi = 0;
   for (const Case& c : cases) {

@@ -44,8 +44,7 @@ Status Compare(Op op, std::vector<HostTensor> inputs, DType out_dtype, Shape out
       EXPECT_EQ(ref.bytes.size(), got.bytes.size());
       if (ref.bytes != got.bytes) {
         const int64_t first = FirstDifferentElement(ref, got);
-        ADD_FAILURE() << label << " on " << name << ": output differs from the CPU backend, first at element "
-                      << first;
+        ADD_FAILURE() << label << " on " << name << ": output differs from the CPU backend, first at element " << first;
       }
     }
   }
@@ -58,9 +57,7 @@ HostTensor RandomTensor(DType t, const Shape& shape, uint32_t seed) {
   std::mt19937_64 rng(seed);
   const int64_t n = x.numel();
   switch (t) {
-    case DType::kF32:
-      FillF32(x, seed, 0.25);
-      break;
+    case DType::kF32: FillF32(x, seed, 0.25); break;
     case DType::kI32: {
       const int32_t sp[] = {0, 1, -1, 2, -2, 7, INT32_MIN, INT32_MAX, INT32_MIN + 1, 16777217, -16777217};
       for (int64_t i = 0; i < n; ++i) {
@@ -74,8 +71,8 @@ HostTensor RandomTensor(DType t, const Shape& shape, uint32_t seed) {
       break;
     }
     case DType::kI64: {
-      const int64_t sp[] = {0, 1, -1, 3, -3, INT64_MIN, INT64_MAX, INT64_MIN + 1, (int64_t{1} << 53) + 1,
-                            -(int64_t{1} << 40)};
+      const int64_t sp[] = {
+          0, 1, -1, 3, -3, INT64_MIN, INT64_MAX, INT64_MIN + 1, (int64_t{1} << 53) + 1, -(int64_t{1} << 40)};
       for (int64_t i = 0; i < n; ++i) {
         x.as<int64_t>()[i] = rng() % 3 == 0 ? sp[rng() % 10] : static_cast<int64_t>(rng());
       }
@@ -84,8 +81,7 @@ HostTensor RandomTensor(DType t, const Shape& shape, uint32_t seed) {
     case DType::kBool:
       for (int64_t i = 0; i < n; ++i) x.as<uint8_t>()[i] = static_cast<uint8_t>(rng() & 1);
       break;
-    default:
-      break;
+    default: break;
   }
   return x;
 }
@@ -93,9 +89,10 @@ HostTensor RandomTensor(DType t, const Shape& shape, uint32_t seed) {
 // f32 values that are interesting for casts to integers (around the saturation bounds).
 HostTensor CastF32Inputs(const Shape& shape, uint32_t seed) {
   HostTensor x = RandomTensor(DType::kF32, shape, seed);
-  const float sp[] = {127.0f,  127.5f,  128.0f,  -128.0f, -128.5f, -129.0f, 2147483520.0f, 2147483648.0f,
-                      -2147483648.0f, -2147483904.0f, 9.2233715e18f, 9.223372e18f, -9.223372e18f, -9.2233730e18f,
-                      0.5f, -0.5f, -0.0f, 1e30f, -1e30f, 255.9f, 3.99f, -3.99f};
+  const float sp[] = {127.0f,        127.5f,         128.0f,         -128.0f,        -128.5f,       -129.0f,
+                      2147483520.0f, 2147483648.0f,  -2147483648.0f, -2147483904.0f, 9.2233715e18f, 9.223372e18f,
+                      -9.223372e18f, -9.2233730e18f, 0.5f,           -0.5f,          -0.0f,         1e30f,
+                      -1e30f,        255.9f,         3.99f,          -3.99f};
   std::mt19937 rng(seed + 1);
   for (int64_t i = 0; i < x.numel(); ++i) {
     if (rng() % 2 == 0) x.as<float>()[i] = sp[rng() % (sizeof(sp) / sizeof(sp[0]))];
@@ -138,8 +135,8 @@ const std::vector<BinShape>& BinaryShapes() {
 }
 
 const Op kNumericUnaryOps[] = {Op::kNeg, Op::kAbs, Op::kRelu};
-const Op kFloatUnaryOps[] = {Op::kExp,     Op::kLog,  Op::kSqrt, Op::kRsqrt, Op::kTanh, Op::kSigmoid,
-                             Op::kErf,     Op::kGeluErf, Op::kGeluTanh, Op::kSin, Op::kCos};
+const Op kFloatUnaryOps[] = {Op::kExp, Op::kLog,     Op::kSqrt,     Op::kRsqrt, Op::kTanh, Op::kSigmoid,
+                             Op::kErf, Op::kGeluErf, Op::kGeluTanh, Op::kSin,   Op::kCos};
 const Op kNumericBinaryOps[] = {Op::kAdd, Op::kSub, Op::kMul, Op::kDiv, Op::kMax, Op::kMin};
 const Op kCompareOps[] = {Op::kEqual, Op::kNotEqual, Op::kLess, Op::kLessEqual, Op::kGreater, Op::kGreaterEqual};
 const Op kLogicalOps[] = {Op::kAnd, Op::kOr, Op::kXor};
@@ -224,8 +221,8 @@ TEST(CudaElementwiseTest, IntegerDivisionEdgeCases) {
                       DType::kI32, {6})
                   .ok());
   EXPECT_TRUE(Compare(Op::kDiv, {I8({5}, {-128, -128, 127, -7, 3}), I8({5}, {-1, 0, -1, 2, 0})}, DType::kI8, {5}).ok());
-  EXPECT_TRUE(Compare(Op::kDiv, {I64({4}, {INT64_MIN, INT64_MIN, -9, 9}), I64({4}, {-1, 0, 4, -4})}, DType::kI64, {4})
-                  .ok());
+  EXPECT_TRUE(
+      Compare(Op::kDiv, {I64({4}, {INT64_MIN, INT64_MIN, -9, 9}), I64({4}, {-1, 0, 4, -4})}, DType::kI64, {4}).ok());
   EXPECT_TRUE(Compare(Op::kAbs, {I8({3}, {-128, -1, 127})}, DType::kI8, {3}).ok());
   EXPECT_TRUE(Compare(Op::kNeg, {I64({3}, {INT64_MIN, -1, INT64_MAX})}, DType::kI64, {3}).ok());
   EXPECT_TRUE(Compare(Op::kMul, {I32({2}, {INT32_MAX, INT32_MIN}), I32({2}, {2, -1})}, DType::kI32, {2}).ok());
@@ -312,19 +309,19 @@ TEST(CudaElementwiseTest, ErrorsMatchCpu) {
     Status s = Compare(op, std::move(in), out, std::move(shape), p);
     EXPECT_FALSE(s.ok()) << OpName(op);
   };
-  expect_error(Op::kAdd, {F32({3}, {1, 2, 3}), I32({3}, {1, 2, 3})}, DType::kF32, {3});       // dtypes differ
-  expect_error(Op::kAdd, {F32({3}, {1, 2, 3}), F32({2}, {1, 2})}, DType::kF32, {3});          // not broadcastable
-  expect_error(Op::kAdd, {F32({3}, {1, 2, 3}), F32({3}, {1, 2, 3})}, DType::kF32, {4});       // wrong output shape
-  expect_error(Op::kAdd, {F32({3}, {1, 2, 3}), F32({3}, {1, 2, 3})}, DType::kI32, {3});       // wrong output dtype
-  expect_error(Op::kExp, {I32({2}, {1, 2})}, DType::kI32, {2});                                // f32 only
-  expect_error(Op::kNeg, {Bool({2}, {1, 0})}, DType::kBool, {2});                              // numeric only
-  expect_error(Op::kNot, {F32({2}, {1, 0})}, DType::kF32, {2});                                // bool only
-  expect_error(Op::kAnd, {I8({2}, {1, 0}), I8({2}, {1, 0})}, DType::kBool, {2});               // bool only
-  expect_error(Op::kLess, {F32({2}, {1, 0}), F32({2}, {1, 0})}, DType::kF32, {2});             // -> bool
-  expect_error(Op::kPow, {I32({2}, {1, 0}), I32({2}, {1, 0})}, DType::kI32, {2});              // f32 only
-  expect_error(Op::kWhere, {I8({2}, {1, 0}), F32({2}, {1, 0}), F32({2}, {1, 0})}, DType::kF32, {2});   // cond
+  expect_error(Op::kAdd, {F32({3}, {1, 2, 3}), I32({3}, {1, 2, 3})}, DType::kF32, {3});  // dtypes differ
+  expect_error(Op::kAdd, {F32({3}, {1, 2, 3}), F32({2}, {1, 2})}, DType::kF32, {3});     // not broadcastable
+  expect_error(Op::kAdd, {F32({3}, {1, 2, 3}), F32({3}, {1, 2, 3})}, DType::kF32, {4});  // wrong output shape
+  expect_error(Op::kAdd, {F32({3}, {1, 2, 3}), F32({3}, {1, 2, 3})}, DType::kI32, {3});  // wrong output dtype
+  expect_error(Op::kExp, {I32({2}, {1, 2})}, DType::kI32, {2});                          // f32 only
+  expect_error(Op::kNeg, {Bool({2}, {1, 0})}, DType::kBool, {2});                        // numeric only
+  expect_error(Op::kNot, {F32({2}, {1, 0})}, DType::kF32, {2});                          // bool only
+  expect_error(Op::kAnd, {I8({2}, {1, 0}), I8({2}, {1, 0})}, DType::kBool, {2});         // bool only
+  expect_error(Op::kLess, {F32({2}, {1, 0}), F32({2}, {1, 0})}, DType::kF32, {2});       // -> bool
+  expect_error(Op::kPow, {I32({2}, {1, 0}), I32({2}, {1, 0})}, DType::kI32, {2});        // f32 only
+  expect_error(Op::kWhere, {I8({2}, {1, 0}), F32({2}, {1, 0}), F32({2}, {1, 0})}, DType::kF32, {2});    // cond
   expect_error(Op::kWhere, {Bool({2}, {1, 0}), F32({2}, {1, 0}), I32({2}, {1, 0})}, DType::kF32, {2});  // values
-  expect_error(Op::kAdd, {F32({2, 3}, {1, 2, 3, 4, 5, 6}), F32({3}, {1, 2, 3})}, DType::kF32, {3});  // in rank > out
+  expect_error(Op::kAdd, {F32({2, 3}, {1, 2, 3, 4, 5, 6}), F32({3}, {1, 2, 3})}, DType::kF32, {3});     // in rank > out
   OpParams p;
   p.to = DType::kI32;
   expect_error(Op::kCast, {F32({2}, {1, 0})}, DType::kI8, {2}, p);  // target differs from output

@@ -81,11 +81,11 @@ TEST(CudaMatMul, F32TinyAndOdd) {
   uint32_t seed = 1;
   CheckF32({1, 1}, {1, 1}, seed++);
   CheckF32({7, 5}, {5, 13}, seed++);
-  CheckF32({3, 8}, {8, 4}, seed++);      // exactly one K-tile, vector loads
-  CheckF32({5, 9}, {9, 3}, seed++);      // one full K-tile plus a tail of 1
+  CheckF32({3, 8}, {8, 4}, seed++);  // exactly one K-tile, vector loads
+  CheckF32({5, 9}, {9, 3}, seed++);  // one full K-tile plus a tail of 1
   CheckF32({2, 16}, {16, 2}, seed++);
   CheckF32({1, 33}, {33, 1}, seed++);
-  CheckF32({1, 4}, {4, 200}, seed++);    // N over two tiles, vector paths
+  CheckF32({1, 4}, {4, 200}, seed++);  // N over two tiles, vector paths
 }
 
 TEST(CudaMatMul, F32EdgeTiles) {
@@ -98,9 +98,9 @@ TEST(CudaMatMul, F32EdgeTiles) {
 
 TEST(CudaMatMul, F32EmptyDims) {
   uint32_t seed = 40;
-  CheckF32({0, 5}, {5, 3}, seed++);   // M = 0
-  CheckF32({4, 0}, {0, 3}, seed++);   // K = 0: all +0.0
-  CheckF32({4, 5}, {5, 0}, seed++);   // N = 0
+  CheckF32({0, 5}, {5, 3}, seed++);  // M = 0
+  CheckF32({4, 0}, {0, 3}, seed++);  // K = 0: all +0.0
+  CheckF32({4, 5}, {5, 0}, seed++);  // N = 0
   CheckF32({2, 0, 5}, {5, 3}, seed++);
   CheckF32({0, 4, 5}, {5, 3}, seed++);  // empty batch
 }
@@ -119,10 +119,9 @@ TEST(CudaMatMul, F32SpecialValues) {
   CheckF32({9, 11}, {11, 10}, seed++, 0.15);
   CheckF32({33, 21}, {21, 35}, seed++, 0.05);
   // Hand-made: inf * 0 = NaN, inf - inf = NaN, -0 sums, denormal products.
-  HostTensor a = F32Bits({2, 3}, {0x7F800000u, 0x00000000u, 0x3F800000u,     // inf, 0, 1
-                                  0x80000000u, 0x00000001u, 0xFF800000u});   // -0, denorm, -inf
-  HostTensor b = F32Bits({3, 3}, {0x00000000u, 0x3F800000u, 0x80000000u,
-                                  0x7FC12345u, 0x3F800000u, 0x80000000u,
+  HostTensor a = F32Bits({2, 3}, {0x7F800000u, 0x00000000u, 0x3F800000u,    // inf, 0, 1
+                                  0x80000000u, 0x00000001u, 0xFF800000u});  // -0, denorm, -inf
+  HostTensor b = F32Bits({3, 3}, {0x00000000u, 0x3F800000u, 0x80000000u, 0x7FC12345u, 0x3F800000u, 0x80000000u,
                                   0x80000000u, 0x7F800000u, 0x00800000u});
   Compare(Op::kMatMul, {a, b}, DType::kF32, {2, 3});
 }
@@ -141,13 +140,13 @@ TEST(CudaMatMul, I8) {
 
 TEST(CudaMatMul, I8TensorCoreTiles) {
   uint32_t seed = 140;
-  CheckI8({128, 64}, {64, 128}, seed++);          // one whole tile, A used in place
-  CheckI8({200, 200}, {200, 136}, seed++);        // K % 16 = 8: A padded; 4 K-tiles wrap the 3 stages
-  CheckI8({64, 256}, {256, 72}, seed++);          // in place, 4 K-tiles
-  CheckI8({257, 48}, {48, 9}, seed++);            // three row tiles, N under one MMA column group
-  CheckI8({3, 33, 80}, {3, 80, 40}, seed++);      // batches, in place
+  CheckI8({128, 64}, {64, 128}, seed++);             // one whole tile, A used in place
+  CheckI8({200, 200}, {200, 136}, seed++);           // K % 16 = 8: A padded; 4 K-tiles wrap the 3 stages
+  CheckI8({64, 256}, {256, 72}, seed++);             // in place, 4 K-tiles
+  CheckI8({257, 48}, {48, 9}, seed++);               // three row tiles, N under one MMA column group
+  CheckI8({3, 33, 80}, {3, 80, 40}, seed++);         // batches, in place
   CheckI8({2, 1, 17, 96}, {1, 3, 96, 130}, seed++);  // broadcast batches, N over one tile
-  CheckI8({5, 17}, {2, 17, 3}, seed++);           // A broadcast over B's batches, padded
+  CheckI8({5, 17}, {2, 17, 3}, seed++);              // A broadcast over B's batches, padded
 }
 
 TEST(CudaMatMul, I8Extremes) {
@@ -196,15 +195,17 @@ TEST(CudaMatMul, InvalidArgumentsMatchCpu) {
     Shape os;
   };
   std::vector<Case> cases;
-  cases.push_back({Op::kMatMul, {HostTensor(DType::kF32, {2, 3}), HostTensor(DType::kF32, {4, 5})}, DType::kF32, {2, 5}});
-  cases.push_back({Op::kMatMul, {HostTensor(DType::kF32, {2, 3}), HostTensor(DType::kF32, {3, 5})}, DType::kF32, {2, 4}});
-  cases.push_back({Op::kMatMul, {HostTensor(DType::kI8, {2, 3}), HostTensor(DType::kF32, {3, 5})}, DType::kF32, {2, 5}});
+  cases.push_back(
+      {Op::kMatMul, {HostTensor(DType::kF32, {2, 3}), HostTensor(DType::kF32, {4, 5})}, DType::kF32, {2, 5}});
+  cases.push_back(
+      {Op::kMatMul, {HostTensor(DType::kF32, {2, 3}), HostTensor(DType::kF32, {3, 5})}, DType::kF32, {2, 4}});
+  cases.push_back(
+      {Op::kMatMul, {HostTensor(DType::kI8, {2, 3}), HostTensor(DType::kF32, {3, 5})}, DType::kF32, {2, 5}});
   cases.push_back({Op::kMatMul, {HostTensor(DType::kF32, {3}), HostTensor(DType::kF32, {3, 5})}, DType::kF32, {1, 5}});
-  cases.push_back({Op::kMatMul,
-                   {HostTensor(DType::kF32, {2, 2, 3}), HostTensor(DType::kF32, {3, 3, 5})},
-                   DType::kF32,
-                   {3, 2, 5}});
-  cases.push_back({Op::kMatMulInt8, {HostTensor(DType::kI8, {2, 3}), HostTensor(DType::kI8, {3, 5})}, DType::kF32, {2, 5}});
+  cases.push_back(
+      {Op::kMatMul, {HostTensor(DType::kF32, {2, 2, 3}), HostTensor(DType::kF32, {3, 3, 5})}, DType::kF32, {3, 2, 5}});
+  cases.push_back(
+      {Op::kMatMulInt8, {HostTensor(DType::kI8, {2, 3}), HostTensor(DType::kI8, {3, 5})}, DType::kF32, {2, 5}});
   for (auto& c : cases) {
     const StatusCode want = status(*be.cpu, c.op, c.ins, c.od, c.os);
     EXPECT_EQ(want, StatusCode::kInvalidArgument);

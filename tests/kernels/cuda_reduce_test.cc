@@ -204,8 +204,8 @@ TEST(CudaReduce, ArgMax) {
   for (DType dt : dtypes) {
     // {2, 9000} and {5000} split rows into 4096-element chunks; {600, 3} and {2, 700, 3}
     // split columns into 256-element chunks.
-    for (const Shape& shape :
-         {Shape{4, 5, 70}, Shape{70, 3, 5}, Shape{1, 100}, Shape{5000}, Shape{2, 9000}, Shape{600, 3}, Shape{2, 700, 3}}) {
+    for (const Shape& shape : {Shape{4, 5, 70}, Shape{70, 3, 5}, Shape{1, 100}, Shape{5000}, Shape{2, 9000},
+                               Shape{600, 3}, Shape{2, 700, 3}}) {
       HostTensor x = RandomTensor(dt, shape, ++seed, dt == DType::kF32 ? 0.02 : 0.0);
       for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis) {
         OpParams p;
@@ -234,9 +234,9 @@ TEST(CudaReduce, ArgMax) {
       bits[static_cast<size_t>(i)] = (i % 3 == 0) ? 0x80000000u : 0u;  // row 0: zeros of both signs
       bits[static_cast<size_t>(n + i)] = 0u;
     }
-    bits[static_cast<size_t>(5000)] = 0x3F800000u;    // row 0: 1.0 at 5000 and 9000
+    bits[static_cast<size_t>(5000)] = 0x3F800000u;  // row 0: 1.0 at 5000 and 9000
     bits[static_cast<size_t>(9000)] = 0x3F800000u;
-    bits[static_cast<size_t>(n + 100)] = 0x7F800000u;    // row 1: +inf early, NaN late
+    bits[static_cast<size_t>(n + 100)] = 0x7F800000u;  // row 1: +inf early, NaN late
     bits[static_cast<size_t>(n + 11000)] = 0x7FC00000u;
     HostTensor long_rows = F32Bits({2, n}, bits);
     HostTensor got = Compare("argmax long rows", Op::kArgMax, AxisP(1), {&long_rows}, DType::kI64, {2});
@@ -277,13 +277,13 @@ TEST(CudaReduce, ValidationMatchesCpu) {
     Shape os;
   };
   const Case cases[] = {
-      {Op::kReduceSum, AxesP({1, 0}, true), &x, DType::kF32, {1, 1}},      // unsorted
-      {Op::kReduceSum, AxesP({2}, true), &x, DType::kF32, {3, 4}},         // out of range
-      {Op::kReduceSum, AxesP({1}, true), &x, DType::kF32, {3, 2}},         // bad shape
-      {Op::kReduceSum, AxesP({1}, true), &x, DType::kI32, {3, 1}},         // dtype mismatch
-      {Op::kReduceMean, AxesP({1}, true), &i32x, DType::kI32, {3, 1}},     // integer mean
-      {Op::kArgMax, AxisP(2), &x, DType::kI64, {3}},                 // axis
-      {Op::kArgMax, AxisP(1), &x, DType::kI32, {3}},                 // output dtype
+      {Op::kReduceSum, AxesP({1, 0}, true), &x, DType::kF32, {1, 1}},   // unsorted
+      {Op::kReduceSum, AxesP({2}, true), &x, DType::kF32, {3, 4}},      // out of range
+      {Op::kReduceSum, AxesP({1}, true), &x, DType::kF32, {3, 2}},      // bad shape
+      {Op::kReduceSum, AxesP({1}, true), &x, DType::kI32, {3, 1}},      // dtype mismatch
+      {Op::kReduceMean, AxesP({1}, true), &i32x, DType::kI32, {3, 1}},  // integer mean
+      {Op::kArgMax, AxisP(2), &x, DType::kI64, {3}},                    // axis
+      {Op::kArgMax, AxisP(1), &x, DType::kI32, {3}},                    // output dtype
   };
   for (const Case& c : cases) {
     HostTensor o1(c.odt, c.os), o2(c.odt, c.os);

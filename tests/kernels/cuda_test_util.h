@@ -55,10 +55,12 @@ inline Status RunInArena(Backend& be, Op op, const OpParams& params, const std::
   std::vector<TensorView> views;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const HostTensor* t = inputs[i];
-    if (!t->bytes.empty()) RETURN_IF_ERROR(arena->CopyIn(offsets[i], t->bytes.data(), static_cast<int64_t>(t->bytes.size())));
+    if (!t->bytes.empty())
+      RETURN_IF_ERROR(arena->CopyIn(offsets[i], t->bytes.data(), static_cast<int64_t>(t->bytes.size())));
     views.push_back(MakeView(t->dtype, t->shape, arena->base() + offsets[i]));
   }
-  if (!out.bytes.empty()) RETURN_IF_ERROR(arena->CopyIn(out_offset, out.bytes.data(), static_cast<int64_t>(out.bytes.size())));
+  if (!out.bytes.empty())
+    RETURN_IF_ERROR(arena->CopyIn(out_offset, out.bytes.data(), static_cast<int64_t>(out.bytes.size())));
   TensorView y = MakeView(out.dtype, out.shape, arena->base() + out_offset);
   KernelCall call = MakeCall(op, params, views.data(), static_cast<int>(views.size()), &y);
   RETURN_IF_ERROR(be.Run(call));

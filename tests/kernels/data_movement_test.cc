@@ -28,7 +28,9 @@ HostTensor Iota(DType t, Shape shape) {
   switch (t) {
     case DType::kF32: {
       std::vector<uint32_t> v(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) v[i] = i % 5 == 4 ? 0x7FC00000u + static_cast<uint32_t>(i) : std::bit_cast<uint32_t>(static_cast<float>(i) + 0.25f);
+      for (int64_t i = 0; i < n; ++i)
+        v[i] = i % 5 == 4 ? 0x7FC00000u + static_cast<uint32_t>(i)
+                          : std::bit_cast<uint32_t>(static_cast<float>(i) + 0.25f);
       return F32Bits(shape, v);
     }
     case DType::kI32: {
@@ -128,9 +130,17 @@ TEST(DataMovementTest, Transpose) {
     std::vector<int64_t> perm;
   };
   const Case cases[] = {
-      {{2, 3, 4}, {2, 0, 1}}, {{2, 3, 4}, {0, 2, 1}}, {{2, 3, 4}, {0, 1, 2}}, {{5, 7}, {1, 0}},
-      {{1, 3, 1, 2}, {3, 2, 1, 0}}, {{2, 0, 3}, {2, 1, 0}}, {{}, {}}, {{67, 129, 33}, {1, 2, 0}},
-      {{3, 4, 5, 6, 7}, {4, 2, 0, 3, 1}}, {{3, 70, 45}, {0, 2, 1}}, {{129, 1, 67}, {2, 1, 0}},
+      {{2, 3, 4}, {2, 0, 1}},
+      {{2, 3, 4}, {0, 2, 1}},
+      {{2, 3, 4}, {0, 1, 2}},
+      {{5, 7}, {1, 0}},
+      {{1, 3, 1, 2}, {3, 2, 1, 0}},
+      {{2, 0, 3}, {2, 1, 0}},
+      {{}, {}},
+      {{67, 129, 33}, {1, 2, 0}},
+      {{3, 4, 5, 6, 7}, {4, 2, 0, 3, 1}},
+      {{3, 70, 45}, {0, 2, 1}},
+      {{129, 1, 67}, {2, 1, 0}},
       {{2, 3, 33, 35}, {1, 0, 3, 2}},
   };
   for (const Case& c : cases) {
@@ -168,12 +178,12 @@ TEST(DataMovementTest, SliceWithNegativeSteps) {
     Shape out;
   };
   const Case cases[] = {
-      {{5, 6}, {4, 5}, {-2, -1}, {3, 6}},      // reverse both dims, every other row
-      {{5, 6}, {1, 0}, {1, 2}, {3, 3}},        // plain strided
-      {{5, 6}, {0, 2}, {1, 1}, {5, 3}},        // contiguous inner run
+      {{5, 6}, {4, 5}, {-2, -1}, {3, 6}},  // reverse both dims, every other row
+      {{5, 6}, {1, 0}, {1, 2}, {3, 3}},    // plain strided
+      {{5, 6}, {0, 2}, {1, 1}, {5, 3}},    // contiguous inner run
       {{4, 3, 2}, {3, 0, 1}, {-1, 1, -1}, {4, 3, 2}},
-      {{7}, {6}, {-3}, {3}},                   // 6, 3, 0
-      {{4, 4}, {2, 4}, {1, 1}, {2, 0}},        // empty output (start == dim allowed)
+      {{7}, {6}, {-3}, {3}},                       // 6, 3, 0
+      {{4, 4}, {2, 4}, {1, 1}, {2, 0}},            // empty output (start == dim allowed)
       {{301, 257}, {300, 1}, {-1, 3}, {301, 85}},  // large, multi-threaded
   };
   for (const Case& c : cases) {
@@ -276,11 +286,10 @@ TEST(DataMovementTest, Gather) {
     EXPECT_NE(s.message().find(std::to_string(bad)), std::string::npos) << s.message();
     EXPECT_NE(s.message().find("size 4"), std::string::npos) << s.message();
   }
-  EXPECT_EQ(RunStatus(Op::kGather, {data, I32({1}, {std::numeric_limits<int32_t>::max()})}, DType::kI32, {3, 1}, p)
-                .code(),
-            StatusCode::kOutOfRange);
-  EXPECT_EQ(RunStatus(Op::kGather, {data, F32({1}, {0})}, DType::kI32, {3, 1}, p).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      RunStatus(Op::kGather, {data, I32({1}, {std::numeric_limits<int32_t>::max()})}, DType::kI32, {3, 1}, p).code(),
+      StatusCode::kOutOfRange);
+  EXPECT_EQ(RunStatus(Op::kGather, {data, F32({1}, {0})}, DType::kI32, {3, 1}, p).code(), StatusCode::kInvalidArgument);
   // Every dtype, larger, multi-threaded, against a reference.
   for (DType t : kAllTypes) {
     for (int axis = 0; axis < 3; ++axis) {
@@ -377,9 +386,21 @@ TEST(DataMovementTest, Pad) {
     HostTensor xin = Iota(t, is);
     HostTensor fill = Empty(t, {1});
     switch (t) {
-      case DType::kF32: { float one = 1.0f; std::memcpy(fill.bytes.data(), &one, 4); break; }
-      case DType::kI32: { int32_t one = 1; std::memcpy(fill.bytes.data(), &one, 4); break; }
-      case DType::kI64: { int64_t one = 1; std::memcpy(fill.bytes.data(), &one, 8); break; }
+      case DType::kF32: {
+        float one = 1.0f;
+        std::memcpy(fill.bytes.data(), &one, 4);
+        break;
+      }
+      case DType::kI32: {
+        int32_t one = 1;
+        std::memcpy(fill.bytes.data(), &one, 4);
+        break;
+      }
+      case DType::kI64: {
+        int64_t one = 1;
+        std::memcpy(fill.bytes.data(), &one, 8);
+        break;
+      }
       default: fill.bytes[0] = 1; break;
     }
     HostTensor want = Empty(t, os);
@@ -392,7 +413,8 @@ TEST(DataMovementTest, Pad) {
         if (k < 0 || k >= is[d]) inside = false;
         src += k * st[d];
       }
-      if (inside) CopyElem(want, i, xin, src); else CopyElem(want, i, fill, 0);
+      if (inside) CopyElem(want, i, xin, src);
+      else CopyElem(want, i, fill, 0);
     });
     EXPECT_EQ(RunAll(Op::kPad, {xin}, t, os, s).bytes, want.bytes) << DTypeName(t);
   }

@@ -13,14 +13,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <functional>
-#include <string>
 #include <limits>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -122,8 +122,7 @@ void Apply(int fn, const float* x, const float* y, float* out, size_t n) {
 // values, both signs, all binades, subnormals, infinities and NaNs), plus every float in
 // the given dense ranges of bit patterns [lo, hi).
 template <class R>
-Stats Sweep(int fn, R ref, const std::vector<std::pair<uint32_t, uint32_t>>& dense,
-            uint32_t stride = 193) {
+Stats Sweep(int fn, R ref, const std::vector<std::pair<uint32_t, uint32_t>>& dense, uint32_t stride = 193) {
   Stats st;
   constexpr size_t kChunk = 1 << 16;
   std::vector<float> in, out(kChunk);
@@ -146,9 +145,8 @@ Stats Sweep(int fn, R ref, const std::vector<std::pair<uint32_t, uint32_t>>& den
 }
 
 void Report(const char* name, const Stats& st, double bound) {
-  std::printf("[detmath] %-10s max %.4f ULP over %llu inputs (worst x=%a got=%a ref=%a)\n", name,
-              st.max_err, static_cast<unsigned long long>(st.count), st.worst_x, st.worst_got,
-              st.worst_ref);
+  std::printf("[detmath] %-10s max %.4f ULP over %llu inputs (worst x=%a got=%a ref=%a)\n", name, st.max_err,
+              static_cast<unsigned long long>(st.count), st.worst_x, st.worst_got, st.worst_ref);
   EXPECT_LE(st.max_err, bound) << name << " worst x=" << st.worst_x;
 }
 
@@ -159,8 +157,8 @@ std::pair<uint32_t, uint32_t> NegRange(float a, float b) {
 }
 
 void ExpectBits(float got, float want, const char* what) {
-  EXPECT_EQ(Bits(got), Bits(want)) << what << ": got " << got << " (0x" << std::hex << Bits(got)
-                                   << "), want " << want << " (0x" << Bits(want) << ")";
+  EXPECT_EQ(Bits(got), Bits(want)) << what << ": got " << got << " (0x" << std::hex << Bits(got) << "), want " << want
+                                   << " (0x" << Bits(want) << ")";
 }
 
 void ExpectCanonNaN(float got, const char* what) {
@@ -174,13 +172,27 @@ void ExpectNaNInNaNOut(F f, const char* name) {
 
 // Common special inputs, whose results are compared against the double reference.
 std::vector<float> SpecialInputs() {
-  std::vector<float> v = {0.0f, -0.0f, kMinDen, -kMinDen, 2 * kMinDen, kMinNorm, -kMinNorm,
-                          FromBits(0x007FFFFFu), kMaxF, -kMaxF, 1.0f, -1.0f, 0.5f, 2.0f,
-                          88.72283f, 88.722839f, 88.7228394f, 88.72284f, 89.0f, -87.33654f,
-                          -87.336548f, -103.27893f, -103.972076f, -103.97208f, -104.0f,
-                          -150.0f, 1e-30f, -1e-30f, 1e30f, -1e30f, 3.9f, 3.92f, 4.0f, 10.0f,
-                          0.625f, -0.625f, 1e-8f, 0.7853981f, 1.5707964f, 3.1415927f, 1e10f,
-                          16367173.0f * 4.722366482869645e21f};
+  std::vector<float> v = {0.0f,         -0.0f,
+                          kMinDen,      -kMinDen,
+                          2 * kMinDen,  kMinNorm,
+                          -kMinNorm,    FromBits(0x007FFFFFu),
+                          kMaxF,        -kMaxF,
+                          1.0f,         -1.0f,
+                          0.5f,         2.0f,
+                          88.72283f,    88.722839f,
+                          88.7228394f,  88.72284f,
+                          89.0f,        -87.33654f,
+                          -87.336548f,  -103.27893f,
+                          -103.972076f, -103.97208f,
+                          -104.0f,      -150.0f,
+                          1e-30f,       -1e-30f,
+                          1e30f,        -1e30f,
+                          3.9f,         3.92f,
+                          4.0f,         10.0f,
+                          0.625f,       -0.625f,
+                          1e-8f,        0.7853981f,
+                          1.5707964f,   3.1415927f,
+                          1e10f,        16367173.0f * 4.722366482869645e21f};
   return v;
 }
 
@@ -246,8 +258,7 @@ TEST(DetMath, LogSpecials) {
 
 TEST(DetMath, TanhAccuracy) {
   const Stats st =
-      Sweep(kTanh, [](double x) { return std::tanh(x); },
-            {Range(0.5f, 0.8f), NegRange(0.6f, 0.7f), Range(1.0f, 1.2f)});
+      Sweep(kTanh, [](double x) { return std::tanh(x); }, {Range(0.5f, 0.8f), NegRange(0.6f, 0.7f), Range(1.0f, 1.2f)});
   Report("tanh", st, kTanhBound);
 }
 
@@ -269,9 +280,9 @@ TEST(DetMath, TanhSpecials) {
 // erf
 
 TEST(DetMath, ErfAccuracy) {
-  const Stats st = Sweep(kErf, [](double x) { return std::erf(x); },
-                         {Range(0.8f, 1.0f), Range(1.0f, 1.25f), NegRange(2.0f, 2.5f), Range(3.8f, 4.0f)},
-                         257);
+  const Stats st = Sweep(
+      kErf, [](double x) { return std::erf(x); },
+      {Range(0.8f, 1.0f), Range(1.0f, 1.25f), NegRange(2.0f, 2.5f), Range(3.8f, 4.0f)}, 257);
   Report("erf", st, kErfBound);
 }
 
@@ -292,17 +303,16 @@ TEST(DetMath, ErfSpecials) {
 // sin / cos
 
 TEST(DetMath, SinAccuracy) {
-  const Stats st = Sweep(kSin, [](double x) { return std::sin(x); },
-                         {Range(0.7f, 0.9f), NegRange(1.4f, 1.7f), Range(3.0f, 3.3f),
-                          Range(0x1p60f, 0x1.1p60f)},
-                         331);
+  const Stats st = Sweep(
+      kSin, [](double x) { return std::sin(x); },
+      {Range(0.7f, 0.9f), NegRange(1.4f, 1.7f), Range(3.0f, 3.3f), Range(0x1p60f, 0x1.1p60f)}, 331);
   Report("sin", st, kSinCosBound);
 }
 
 TEST(DetMath, CosAccuracy) {
-  const Stats st = Sweep(kCos, [](double x) { return std::cos(x); },
-                         {Range(0.7f, 0.9f), Range(1.5f, 1.65f), NegRange(4.6f, 4.8f), Range(0x1p100f, 0x1.1p100f)},
-                         331);
+  const Stats st = Sweep(
+      kCos, [](double x) { return std::cos(x); },
+      {Range(0.7f, 0.9f), Range(1.5f, 1.65f), NegRange(4.6f, 4.8f), Range(0x1p100f, 0x1.1p100f)}, 331);
   Report("cos", st, kSinCosBound);
 }
 
@@ -341,7 +351,6 @@ TEST(DetMath, SinCosAllBinadesNearMultiplesOfPiOver2) {
   Report("sin-bin", ss, kSinCosBound);
   Report("cos-bin", sc, kSinCosBound);
 }
-
 
 // Exhaustive check over all 2^32 inputs of every univariate function with an accuracy
 // claim. Too slow for the default run (about 6 x 4.3e9 evaluations); run it with
@@ -649,8 +658,8 @@ TEST(DetMath, IdenticalBitsAcrossIsas) {
   }
   ASSERT_EQ(x.size(), y.size());
   std::vector<float> a(x.size()), b(x.size());
-  const char* names[] = {"exp",  "log",   "tanh", "sigmoid", "erf", "gelu_erf",
-                         "gelu_tanh", "rsqrt", "sin", "cos", "pow", "canonicalize_nan"};
+  const char* names[] = {"exp",       "log",   "tanh", "sigmoid", "erf", "gelu_erf",
+                         "gelu_tanh", "rsqrt", "sin",  "cos",     "pow", "canonicalize_nan"};
   for (int fn = 0; fn < 12; ++fn) {
     consensor::detmath_isa::ApplyA(fn, x.data(), y.data(), a.data(), x.size());
     consensor::detmath_isa::ApplyB(fn, x.data(), y.data(), b.data(), x.size());
@@ -658,8 +667,8 @@ TEST(DetMath, IdenticalBitsAcrossIsas) {
     for (size_t i = 0; i < x.size(); ++i) {
       if (Bits(a[i]) != Bits(b[i])) {
         if (mismatches++ < 5) {
-          ADD_FAILURE() << names[fn] << " differs at x=" << x[i] << " y=" << y[i] << ": 0x"
-                        << std::hex << Bits(a[i]) << " vs 0x" << Bits(b[i]);
+          ADD_FAILURE() << names[fn] << " differs at x=" << x[i] << " y=" << y[i] << ": 0x" << std::hex << Bits(a[i])
+                        << " vs 0x" << Bits(b[i]);
         }
       }
     }

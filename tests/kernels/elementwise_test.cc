@@ -63,33 +63,32 @@ TEST(ElementwiseTest, NegAbsReluF32) {
              {kCanon, kCanon, kCanon, kCanon, 0xFF800000u, 0x7F800000u, 0x80000000u, 0x00000000u, 0x80000001u,
               0x00000001u, 0x807FFFFFu, 0xBFC00000u, 0x40200000u},
              "neg");
-  ExpectBits(Unary(Op::kAbs, x),
-             {kCanon, kCanon, kCanon, kCanon, 0x7F800000u, 0x7F800000u, 0u, 0u, 1u, 1u, 0x007FFFFFu, 0x3FC00000u,
-              0x40200000u},
-             "abs");
+  ExpectBits(
+      Unary(Op::kAbs, x),
+      {kCanon, kCanon, kCanon, kCanon, 0x7F800000u, 0x7F800000u, 0u, 0u, 1u, 1u, 0x007FFFFFu, 0x3FC00000u, 0x40200000u},
+      "abs");
   // relu(-0) = +0, relu(NaN) = canonical NaN, relu(-denormal) = +0.
   ExpectBits(Unary(Op::kRelu, x),
-             {kCanon, kCanon, kCanon, kCanon, 0x7F800000u, 0u, 0u, 0u, 1u, 0u, 0x007FFFFFu, 0x3FC00000u, 0u},
-             "relu");
+             {kCanon, kCanon, kCanon, kCanon, 0x7F800000u, 0u, 0u, 0u, 1u, 0u, 0x007FFFFFu, 0x3FC00000u, 0u}, "relu");
 }
 
 TEST(ElementwiseTest, SqrtRsqrt) {
   HostTensor x = F32({6}, {4.0f, -1.0f, 0.0f, -0.0f, std::numeric_limits<float>::infinity(), 2.0f});
   ExpectBits(Unary(Op::kSqrt, x), {Bits(2.0f), kCanon, 0u, 0x80000000u, 0x7F800000u, Bits(std::sqrt(2.0f))}, "sqrt");
-  ExpectBits(Unary(Op::kRsqrt, x),
-             {Bits(0.5f), kCanon, 0x7F800000u, 0xFF800000u, 0u, Bits(1.0f / std::sqrt(2.0f))}, "rsqrt");
+  ExpectBits(Unary(Op::kRsqrt, x), {Bits(0.5f), kCanon, 0x7F800000u, 0xFF800000u, 0u, Bits(1.0f / std::sqrt(2.0f))},
+             "rsqrt");
 }
 
 TEST(ElementwiseTest, ArithmeticF32) {
   const float inf = std::numeric_limits<float>::infinity();
-  HostTensor a = F32Bits(
-      {8}, {0x7FC12345u, Bits(inf), Bits(0.0f), Bits(1.0f), 0x00000001u, Bits(1.0f), Bits(3.0f), Bits(-0.0f)});
+  HostTensor a =
+      F32Bits({8}, {0x7FC12345u, Bits(inf), Bits(0.0f), Bits(1.0f), 0x00000001u, Bits(1.0f), Bits(3.0f), Bits(-0.0f)});
   HostTensor b = F32Bits(
       {8}, {Bits(1.0f), Bits(-inf), Bits(0.0f), Bits(-0.0f), 0x00000001u, Bits(3.0f), 0xFFC00000u, Bits(-0.0f)});
   ExpectBits(Binary(Op::kAdd, a, b, DType::kF32, {8}),
              {kCanon, kCanon, 0u, Bits(1.0f), 0x00000002u, Bits(4.0f), kCanon, 0x80000000u}, "add");
-  ExpectBits(Binary(Op::kSub, a, b, DType::kF32, {8}),
-             {kCanon, Bits(inf), 0u, Bits(1.0f), 0u, Bits(-2.0f), kCanon, 0u}, "sub");
+  ExpectBits(Binary(Op::kSub, a, b, DType::kF32, {8}), {kCanon, Bits(inf), 0u, Bits(1.0f), 0u, Bits(-2.0f), kCanon, 0u},
+             "sub");
   ExpectBits(Binary(Op::kMul, a, b, DType::kF32, {8}),
              {kCanon, Bits(-inf), 0u, 0x80000000u, 0u, Bits(3.0f), kCanon, 0u}, "mul");
   ExpectBits(Binary(Op::kDiv, a, b, DType::kF32, {8}),
@@ -100,8 +99,8 @@ TEST(ElementwiseTest, MaxMinF32SignedZeroAndNaN) {
   const float inf = std::numeric_limits<float>::infinity();
   HostTensor a = F32Bits({7}, {Bits(-0.0f), Bits(0.0f), Bits(-0.0f), 0x7FC00001u, Bits(1.0f), Bits(-inf), Bits(2.0f)});
   HostTensor b = F32Bits({7}, {Bits(0.0f), Bits(-0.0f), Bits(-0.0f), Bits(1.0f), 0xFF800001u, Bits(5.0f), Bits(2.0f)});
-  ExpectBits(Binary(Op::kMax, a, b, DType::kF32, {7}),
-             {0u, 0u, 0x80000000u, kCanon, kCanon, Bits(5.0f), Bits(2.0f)}, "max");
+  ExpectBits(Binary(Op::kMax, a, b, DType::kF32, {7}), {0u, 0u, 0x80000000u, kCanon, kCanon, Bits(5.0f), Bits(2.0f)},
+             "max");
   ExpectBits(Binary(Op::kMin, a, b, DType::kF32, {7}),
              {0x80000000u, 0x80000000u, 0x80000000u, kCanon, kCanon, Bits(-inf), Bits(2.0f)}, "min");
 }
@@ -168,8 +167,7 @@ TEST(ElementwiseTest, IntegerWraparound) {
             (std::vector<int32_t>{mx - 1, mn + 1, mx, 7, -9, 8, 0}));
   EXPECT_EQ(Binary(Op::kMul, a, b, DType::kI32, {7}).vec<int32_t>(),
             (std::vector<int32_t>{mx, mn, mn, 0, -14, -15, 0}));
-  EXPECT_EQ(Binary(Op::kDiv, a, b, DType::kI32, {7}).vec<int32_t>(),
-            (std::vector<int32_t>{mx, mn, mn, 0, -3, -1, 1}));
+  EXPECT_EQ(Binary(Op::kDiv, a, b, DType::kI32, {7}).vec<int32_t>(), (std::vector<int32_t>{mx, mn, mn, 0, -3, -1, 1}));
   EXPECT_EQ(Unary(Op::kAbs, I32({4}, {mn, -5, 5, 0})).vec<int32_t>(), (std::vector<int32_t>{mn, 5, 5, 0}));
   EXPECT_EQ(Unary(Op::kNeg, I32({4}, {mn, -5, 5, 0})).vec<int32_t>(), (std::vector<int32_t>{mn, 5, -5, 0}));
   EXPECT_EQ(Unary(Op::kRelu, I32({4}, {mn, -5, 5, 0})).vec<int32_t>(), (std::vector<int32_t>{0, 0, 5, 0}));
@@ -196,9 +194,24 @@ TEST(ElementwiseTest, IntegerWraparound) {
 
 TEST(ElementwiseTest, CastFromF32) {
   const float inf = std::numeric_limits<float>::infinity();
-  const std::vector<float> xs = {FromBits(0x7FC12345u), FromBits(0xFFC00000u), inf, -inf, 2147483648.0f, -2147483649.0f,
-                                 3.7f, -3.7f, 0.5f, -0.5f, 2147483520.0f, -0.0f, 127.9f, 128.0f, -129.0f,
-                                 9223372036854775808.0f, -9223372036854775808.0f, 1e-45f};
+  const std::vector<float> xs = {FromBits(0x7FC12345u),
+                                 FromBits(0xFFC00000u),
+                                 inf,
+                                 -inf,
+                                 2147483648.0f,
+                                 -2147483649.0f,
+                                 3.7f,
+                                 -3.7f,
+                                 0.5f,
+                                 -0.5f,
+                                 2147483520.0f,
+                                 -0.0f,
+                                 127.9f,
+                                 128.0f,
+                                 -129.0f,
+                                 9223372036854775808.0f,
+                                 -9223372036854775808.0f,
+                                 1e-45f};
   const int64_t n = static_cast<int64_t>(xs.size());
   HostTensor x = F32({n}, xs);
   const int32_t mn = std::numeric_limits<int32_t>::min(), mx = std::numeric_limits<int32_t>::max();
@@ -208,8 +221,8 @@ TEST(ElementwiseTest, CastFromF32) {
             (std::vector<int8_t>{0, 0, 127, -128, 127, -128, 3, -3, 0, 0, 127, 0, 127, 127, -128, 127, -128, 0}));
   const int64_t lmn = std::numeric_limits<int64_t>::min(), lmx = std::numeric_limits<int64_t>::max();
   EXPECT_EQ(Cast(x, DType::kI64).vec<int64_t>(),
-            (std::vector<int64_t>{0, 0, lmx, lmn, 2147483648LL, -2147483648LL, 3, -3, 0, 0, 2147483520LL, 0, 127,
-                                  128, -129, lmx, lmn, 0}));
+            (std::vector<int64_t>{0, 0, lmx, lmn, 2147483648LL, -2147483648LL, 3, -3, 0, 0, 2147483520LL, 0, 127, 128,
+                                  -129, lmx, lmn, 0}));
   EXPECT_EQ(Cast(x, DType::kBool).vec<uint8_t>(),
             (std::vector<uint8_t>{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1}));
   // f32 -> f32 copies bits, NaN payload included.
@@ -318,24 +331,19 @@ TEST(ElementwiseTest, EmptyTensors) {
 TEST(ElementwiseTest, InvalidCalls) {
   auto code = [](Status s) { return s.code(); };
   EXPECT_EQ(code(RunStatus(Op::kExp, {I32({1}, {1})}, DType::kI32, {1})), StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(RunStatus(Op::kAdd, {F32({1}, {1}), I32({1}, {1})}, DType::kF32, {1})),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(RunStatus(Op::kAdd, {F32({1}, {1}), I32({1}, {1})}, DType::kF32, {1})), StatusCode::kInvalidArgument);
   EXPECT_EQ(code(RunStatus(Op::kAdd, {Bool({1}, {1}), Bool({1}, {1})}, DType::kBool, {1})),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(RunStatus(Op::kAnd, {F32({1}, {1}), F32({1}, {1})}, DType::kBool, {1})),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(RunStatus(Op::kAnd, {F32({1}, {1}), F32({1}, {1})}, DType::kBool, {1})), StatusCode::kInvalidArgument);
   EXPECT_EQ(code(RunStatus(Op::kNeg, {Bool({1}, {1})}, DType::kBool, {1})), StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(RunStatus(Op::kPow, {I32({1}, {1}), I32({1}, {1})}, DType::kI32, {1})),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(RunStatus(Op::kLess, {F32({1}, {1}), F32({1}, {1})}, DType::kF32, {1})),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(RunStatus(Op::kPow, {I32({1}, {1}), I32({1}, {1})}, DType::kI32, {1})), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(RunStatus(Op::kLess, {F32({1}, {1}), F32({1}, {1})}, DType::kF32, {1})), StatusCode::kInvalidArgument);
   EXPECT_EQ(code(RunStatus(Op::kWhere, {I32({1}, {1}), F32({1}, {1}), F32({1}, {1})}, DType::kF32, {1})),
             StatusCode::kInvalidArgument);
   // Shapes that do not broadcast, and an output that is not the broadcast shape.
   EXPECT_EQ(code(RunStatus(Op::kAdd, {F32({2}, {1, 2}), F32({3}, {1, 2, 3})}, DType::kF32, {3})),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(RunStatus(Op::kAdd, {F32({1}, {1}), F32({1}, {1})}, DType::kF32, {4})),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(RunStatus(Op::kAdd, {F32({1}, {1}), F32({1}, {1})}, DType::kF32, {4})), StatusCode::kInvalidArgument);
   EXPECT_EQ(code(RunStatus(Op::kExp, {F32({2}, {1, 2})}, DType::kF32, {2, 2})), StatusCode::kInvalidArgument);
   OpParams p;
   p.to = DType::kI32;
@@ -390,12 +398,12 @@ struct ShapeCase {
   Shape a, b, out;
 };
 const ShapeCase kShapeCases[] = {
-    {{40009}, {40009}, {40009}},                // same shape, flat
-    {{40009}, {}, {40009}},                     // scalar right
-    {{}, {33, 1001}, {33, 1001}},               // scalar left
+    {{40009}, {40009}, {40009}},               // same shape, flat
+    {{40009}, {}, {40009}},                    // scalar right
+    {{}, {33, 1001}, {33, 1001}},              // scalar left
     {{13, 1, 67}, {1, 53, 67}, {13, 53, 67}},  // general broadcast, contiguous inner
-    {{61, 1}, {1, 1, 677}, {1, 61, 677}},       // broadcast inner on the left
-    {{5, 1, 7, 1}, {3, 7, 1}, {5, 3, 7, 1}},    // trailing 1 dims
+    {{61, 1}, {1, 1, 677}, {1, 61, 677}},      // broadcast inner on the left
+    {{5, 1, 7, 1}, {3, 7, 1}, {5, 3, 7, 1}},   // trailing 1 dims
 };
 
 TEST(ElementwiseTest, AllOpsBitIdenticalAcrossIsaAndThreads) {
@@ -433,8 +441,8 @@ TEST(ElementwiseTest, AllOpsBitIdenticalAcrossIsaAndThreads) {
       Binary(op, RandomOf(DType::kBool, sc.a, next()), RandomOf(DType::kBool, sc.b, next()), DType::kBool, sc.out);
     }
     for (DType t : all) {
-      RunAll(Op::kWhere,
-          {RandomOf(DType::kBool, sc.out, next()), RandomOf(t, sc.a, next()), RandomOf(t, sc.b, next())}, t, sc.out);
+      RunAll(Op::kWhere, {RandomOf(DType::kBool, sc.out, next()), RandomOf(t, sc.a, next()), RandomOf(t, sc.b, next())},
+             t, sc.out);
     }
   }
 }

@@ -61,14 +61,22 @@ struct HostTensor {
   }
 
   int64_t numel() const { return NumElements(shape); }
-  template <typename T> T* as() { return reinterpret_cast<T*>(bytes.data()); }
-  template <typename T> const T* as() const { return reinterpret_cast<const T*>(bytes.data()); }
-  template <typename T> T at(int64_t i) const {
+  template <typename T>
+  T* as() {
+    return reinterpret_cast<T*>(bytes.data());
+  }
+  template <typename T>
+  const T* as() const {
+    return reinterpret_cast<const T*>(bytes.data());
+  }
+  template <typename T>
+  T at(int64_t i) const {
     T v;
     std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
     return v;
   }
-  template <typename T> std::vector<T> vec() const {
+  template <typename T>
+  std::vector<T> vec() const {
     std::vector<T> v(static_cast<size_t>(numel()));
     if (!v.empty()) std::memcpy(v.data(), bytes.data(), bytes.size());
     return v;
@@ -207,8 +215,8 @@ inline std::vector<Engine>& Engines() {
 // ---------------------------------------------------------------------------------------
 // Kernel calls.
 
-inline KernelCall MakeCall(Op op, const OpParams& params, const TensorView* inputs, int num_inputs,
-                           TensorView* outputs, int num_outputs = 1) {
+inline KernelCall MakeCall(Op op, const OpParams& params, const TensorView* inputs, int num_inputs, TensorView* outputs,
+                           int num_outputs = 1) {
   KernelCall call;
   call.op = op;
   call.params = &params;

@@ -4,12 +4,12 @@
 
 #include <array>
 #include <cmath>
-#include <limits>
-#include <type_traits>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -147,8 +147,9 @@ void CheckF32(const std::vector<int64_t>& as, const std::vector<int64_t>& bs, bo
     if (y.empty()) continue;
     if (std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)) != 0) {
       for (size_t i = 0; i < y.size(); ++i) {
-        ASSERT_EQ(Bits(y[i]), Bits(ref[i])) << e.label << " element " << i << " of shape a="
-                                            << ::testing::PrintToString(as) << " b=" << ::testing::PrintToString(bs);
+        ASSERT_EQ(Bits(y[i]), Bits(ref[i]))
+            << e.label << " element " << i << " of shape a=" << ::testing::PrintToString(as)
+            << " b=" << ::testing::PrintToString(bs);
       }
     }
   }
@@ -177,10 +178,10 @@ const std::vector<std::array<int64_t, 3>>& MatShapes() {
   // {M, K, N}: tiny, odd, exact and off-by-one micro-tile sizes, k-blocks (KC=256),
   // M-blocks (MC=144), N beyond the portable (1024) and AVX2 (4080) N-blocks, empty dims.
   static const std::vector<std::array<int64_t, 3>> shapes = {
-      {1, 1, 1},    {1, 2, 1},     {2, 1, 3},     {7, 13, 5},    {17, 33, 65},  {6, 16, 16},  {12, 8, 32},
-      {5, 7, 15},   {7, 9, 17},    {13, 5, 31},   {6, 1, 16},    {1, 300, 1},   {13, 257, 31}, {8, 256, 24},
-      {3, 513, 19}, {145, 40, 47}, {150, 300, 50}, {37, 64, 100}, {2, 3, 4100},  {1, 0, 5},    {4, 0, 17},
-      {0, 5, 3},    {4, 5, 0},     {0, 0, 0},     {64, 64, 64},  {19, 1, 33},
+      {1, 1, 1},    {1, 2, 1},     {2, 1, 3},      {7, 13, 5},    {17, 33, 65}, {6, 16, 16},   {12, 8, 32},
+      {5, 7, 15},   {7, 9, 17},    {13, 5, 31},    {6, 1, 16},    {1, 300, 1},  {13, 257, 31}, {8, 256, 24},
+      {3, 513, 19}, {145, 40, 47}, {150, 300, 50}, {37, 64, 100}, {2, 3, 4100}, {1, 0, 5},     {4, 0, 17},
+      {0, 5, 3},    {4, 5, 0},     {0, 0, 0},      {64, 64, 64},  {19, 1, 33},
   };
   return shapes;
 }

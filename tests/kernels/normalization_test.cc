@@ -54,8 +54,7 @@ HostTensor RefSoftmax(const HostTensor& x, int64_t axis) {
   return y;
 }
 
-HostTensor RefLayerNorm(const HostTensor& x, const HostTensor& scale, const HostTensor* bias, int64_t axis,
-                        float eps) {
+HostTensor RefLayerNorm(const HostTensor& x, const HostTensor& scale, const HostTensor* bias, int64_t axis, float eps) {
   HostTensor y(DType::kF32, x.shape);
   int64_t outer = 1, n = 1;
   for (int64_t i = 0; i < axis; ++i) outer *= x.shape[i];

@@ -111,8 +111,8 @@ TEST_P(PoolTest, RandomGeometries) {
   std::mt19937 rng(12345);
   auto r = [&](int lo, int hi) { return static_cast<int64_t>(lo + static_cast<int>(rng() % (hi - lo + 1))); };
   for (int iter = 0; iter < 400; ++iter) {
-    PoolCase c{r(1, 2), r(1, 3), r(0, 9), r(0, 9), r(1, 3), r(1, 3), r(1, 3), r(1, 3), r(1, 2), r(1, 2),
-               r(0, 2), r(0, 2), r(0, 2), r(0, 2), (rng() & 1) != 0};
+    PoolCase c{r(1, 2), r(1, 3), r(0, 9), r(0, 9), r(1, 3), r(1, 3), r(1, 3),         r(1, 3),
+               r(1, 2), r(1, 2), r(0, 2), r(0, 2), r(0, 2), r(0, 2), (rng() & 1) != 0};
     CheckPool(this, c, static_cast<uint32_t>(iter), iter % 3 == 0 ? 0.1 : 0.0);
   }
   // A typical CNN layer.
@@ -129,7 +129,7 @@ TEST_P(PoolTest, HandCases) {
   const OpParams p = ParamsOf(c);
   HostTensor y(DType::kF32, {1, 1, 4, 4});
   ASSERT_TRUE(Run(Op::kMaxPool2D, p, x, y).ok());
-  EXPECT_EQ(Bits(y.as<float>()[0]), 0xFF800000u);        // all padding: -inf
+  EXPECT_EQ(Bits(y.as<float>()[0]), 0xFF800000u);          // all padding: -inf
   EXPECT_EQ(Bits(y.as<float>()[1 * 4 + 1]), 0x80000000u);  // copies -0
   EXPECT_EQ(Bits(y.as<float>()[2 * 4 + 1]), 0xFFC12345u);  // NaN bits copied, not canonicalized
   ASSERT_TRUE(Run(Op::kAvgPool2D, p, x, y).ok());

@@ -76,12 +76,8 @@ HostTensor RefReduceF32(Op op, const HostTensor& x, const std::vector<int64_t>& 
     const int64_t n = static_cast<int64_t>(t.size());
     float r;
     switch (op) {
-      case Op::kReduceSum:
-        r = RefCsum([&](int64_t i) { return d[t[i]]; }, n);
-        break;
-      case Op::kReduceMean:
-        r = RefCsum([&](int64_t i) { return d[t[i]]; }, n) / static_cast<float>(n);
-        break;
+      case Op::kReduceSum: r = RefCsum([&](int64_t i) { return d[t[i]]; }, n); break;
+      case Op::kReduceMean: r = RefCsum([&](int64_t i) { return d[t[i]]; }, n) / static_cast<float>(n); break;
       case Op::kReduceMax:
         r = -std::numeric_limits<float>::infinity();
         for (int64_t i : t) r = RefMax(r, d[i]);
@@ -307,9 +303,9 @@ TEST_P(ReduceTest, NaNIsCanonical) {
   p.keepdims = false;
   HostTensor x(DType::kF32, {4, 100});
   FillF32(x, 3);
-  x.as<float>()[7] = FromBits(0xFFC12345u);     // row 0: negative NaN with payload
+  x.as<float>()[7] = FromBits(0xFFC12345u);        // row 0: negative NaN with payload
   x.as<float>()[100 + 5] = FromBits(0x7F800001u);  // row 1: signalling NaN
-  x.as<float>()[200] = INFINITY;                // row 2: +inf - inf = NaN
+  x.as<float>()[200] = INFINITY;                   // row 2: +inf - inf = NaN
   x.as<float>()[201] = -INFINITY;
   for (Op op : {Op::kReduceSum, Op::kReduceMean, Op::kReduceMax, Op::kReduceMin}) {
     HostTensor y(DType::kF32, {4});
@@ -330,7 +326,9 @@ TEST_P(ReduceTest, EmptyReductions) {
   struct Case {
     Op op;
     uint32_t bits;
-  } cases[] = {{Op::kReduceSum, 0u}, {Op::kReduceMean, 0x7FC00000u}, {Op::kReduceMax, 0xFF800000u},
+  } cases[] = {{Op::kReduceSum, 0u},
+               {Op::kReduceMean, 0x7FC00000u},
+               {Op::kReduceMax, 0xFF800000u},
                {Op::kReduceMin, 0x7F800000u}};
   for (const Case& c : cases) {
     HostTensor y(DType::kF32, {3, 1, 2});
@@ -344,8 +342,7 @@ TEST_P(ReduceTest, EmptyReductions) {
   // Kept dim of size 0: nothing to write.
   HostTensor x0(DType::kF32, {0, 5});
   HostTensor y0(DType::kF32, {0, 1});
-  for (Op op : {Op::kReduceSum, Op::kReduceMean, Op::kReduceMax, Op::kReduceMin})
-    EXPECT_TRUE(Run(op, p, x0, y0).ok());
+  for (Op op : {Op::kReduceSum, Op::kReduceMean, Op::kReduceMax, Op::kReduceMin}) EXPECT_TRUE(Run(op, p, x0, y0).ok());
   // Rank 0 with no axes is the identity (NaN canonicalized).
   HostTensor s(DType::kF32, {});
   s.as<float>()[0] = FromBits(0xFFC00001u);
@@ -449,7 +446,8 @@ TEST_P(ReduceTest, ArgMax) {
             HostTensor y(DType::kI64, OutShape(shape, {axis}, keep));
             ASSERT_TRUE(Run(Op::kArgMax, p, x, y).ok());
             auto want = ref(x, axis);
-            ASSERT_EQ(0, std::memcmp(want.data(), y.as<int64_t>(), want.size() * 8)) << DTypeName(dt) << " axis " << axis;
+            ASSERT_EQ(0, std::memcmp(want.data(), y.as<int64_t>(), want.size() * 8))
+                << DTypeName(dt) << " axis " << axis;
           }
         }
       }

@@ -176,7 +176,6 @@ CNSR_GLOBAL void BigBlockKernel(const int* in, int* out) {
   }
 }
 
-
 CNSR_GLOBAL void NestedLaunchKernel(std::atomic<int>* count, int* nested_failed) {
   std::string err = CNSR_LAUNCH(CountKernel, dim3(1), dim3(1), 0, nullptr, count);
   if (!err.empty()) nested_failed[threadIdx.x] = 1;
@@ -215,7 +214,6 @@ CNSR_GLOBAL void SharedRefillKernel(int* dirty) {
   __syncthreads();
   s[threadIdx.x] = blockIdx.x;
 }
-
 
 #if SIMT_TEST_ASAN
 CNSR_GLOBAL void SharedOverflowKernel(int* out) {
@@ -332,8 +330,8 @@ TEST(SimtEmulator, DynamicSharedMemory) {
   std::vector<double> in(blocks * threads), out(blocks * threads);
   std::vector<unsigned> fresh(blocks * threads);
   for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<double>(i) + 0.25;
-  ASSERT_EQ(CNSR_LAUNCH(DynamicSharedKernel, dim3(blocks), dim3(threads), threads * sizeof(double), nullptr,
-                        in.data(), out.data(), fresh.data()),
+  ASSERT_EQ(CNSR_LAUNCH(DynamicSharedKernel, dim3(blocks), dim3(threads), threads * sizeof(double), nullptr, in.data(),
+                        out.data(), fresh.data()),
             "");
   for (unsigned b = 0; b < blocks; ++b)
     for (unsigned t = 0; t < threads; ++t) {
@@ -384,18 +382,10 @@ TEST(SimtEmulator, InvalidLaunchConfigurations) {
     size_t shared;
   };
   const Case cases[] = {
-      {dim3(1), dim3(0), 0},
-      {dim3(1), dim3(1, 0, 1), 0},
-      {dim3(0), dim3(32), 0},
-      {dim3(1, 1, 0), dim3(32), 0},
-      {dim3(1), dim3(1025), 0},
-      {dim3(1), dim3(32, 33), 0},
-      {dim3(1), dim3(1, 1, 65), 0},
-      {dim3(1), dim3(2048, 1, 1), 0},
-      {dim3(2147483648u), dim3(1), 0},
-      {dim3(1, 65536), dim3(1), 0},
-      {dim3(1, 1, 65536), dim3(1), 0},
-      {dim3(1), dim3(1), 228 * 1024 + 1},
+      {dim3(1), dim3(0), 0},        {dim3(1), dim3(1, 0, 1), 0},     {dim3(0), dim3(32), 0},
+      {dim3(1, 1, 0), dim3(32), 0}, {dim3(1), dim3(1025), 0},        {dim3(1), dim3(32, 33), 0},
+      {dim3(1), dim3(1, 1, 65), 0}, {dim3(1), dim3(2048, 1, 1), 0},  {dim3(2147483648u), dim3(1), 0},
+      {dim3(1, 65536), dim3(1), 0}, {dim3(1, 1, 65536), dim3(1), 0}, {dim3(1), dim3(1), 228 * 1024 + 1},
   };
   for (const Case& c : cases) {
     std::string err = CNSR_LAUNCH(CountKernel, c.grid, c.block, c.shared, nullptr, &count);
@@ -427,7 +417,7 @@ TEST(SimtEmulator, ExceptionInKernelIsReported) {
   std::string err = CNSR_LAUNCH(ThrowingKernel, dim3(4), dim3(8), 0, nullptr, out.data());
   EXPECT_NE(err.find("boom"), std::string::npos) << err;
   EXPECT_EQ(emu::TakeLastError(), err);
-  for (int t = 0; t < 8; ++t) EXPECT_EQ(out[t], 1);  // block 0 ran
+  for (int t = 0; t < 8; ++t) EXPECT_EQ(out[t], 1);       // block 0 ran
   for (int t = 8 * 2; t < 32; ++t) EXPECT_EQ(out[t], 0);  // the launch stopped
 }
 
@@ -554,12 +544,12 @@ TEST(SimtEmulator, ThroughputReport) {
   double shuffle =
       time([&] { return CNSR_LAUNCH(WarpSumKernel, dim3(blocks), dim3(threads), 0, nullptr, in.data(), sums.data()); });
   double n = double{blocks} * threads;
-  std::printf("[ simt     ] %.0f threads in %u blocks of %u: no barrier %.1f ms (%.1f ns/thread), "
-              "one barrier %.1f ms (%.1f ns/thread), 5-step shuffle tree %.1f ms (%.1f ns/thread)\n",
-              n, blocks, threads, plain * 1e3, plain * 1e9 / n, barrier * 1e3, barrier * 1e9 / n, shuffle * 1e3,
-              shuffle * 1e9 / n);
+  std::printf(
+      "[ simt     ] %.0f threads in %u blocks of %u: no barrier %.1f ms (%.1f ns/thread), "
+      "one barrier %.1f ms (%.1f ns/thread), 5-step shuffle tree %.1f ms (%.1f ns/thread)\n",
+      n, blocks, threads, plain * 1e3, plain * 1e9 / n, barrier * 1e3, barrier * 1e9 / n, shuffle * 1e3,
+      shuffle * 1e9 / n);
 }
-
 
 // ---------------------------------------------------------------------------------------
 // Tensor-core primitives (kernels/cuda/tensor_core.cuh). The operand fragments are built
@@ -614,9 +604,12 @@ CNSR_GLOBAL void MmaKernel(const uint32_t* a_frag, const uint32_t* b_frag, int32
 TEST(SimtTensorCore, MmaS8MatchesThePtxFragmentLayout) {
   std::mt19937 rng(7);
   MmaCase m;
-  for (auto& row : m.a) for (auto& v : row) v = static_cast<int8_t>(rng());
-  for (auto& row : m.b) for (auto& v : row) v = static_cast<int8_t>(rng());
-  for (auto& row : m.c) for (auto& v : row) v = static_cast<int32_t>(rng());
+  for (auto& row : m.a)
+    for (auto& v : row) v = static_cast<int8_t>(rng());
+  for (auto& row : m.b)
+    for (auto& v : row) v = static_cast<int8_t>(rng());
+  for (auto& row : m.c)
+    for (auto& v : row) v = static_cast<int32_t>(rng());
   m.a[0][0] = -128;  // extremes, and an accumulator that wraps past INT32_MAX
   m.b[0][0] = -128;
   m.c[0][0] = 2147483647;

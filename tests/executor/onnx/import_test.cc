@@ -400,15 +400,11 @@ TEST(OnnxImport, CorruptedModelsNeverCrash) {
   for (int i = 0; i < 3000; ++i) {
     std::vector<uint8_t> bytes = seeds[i % seeds.size()];
     switch (rng() % 3) {
-      case 0:
-        bytes.resize(rng() % (bytes.size() + 1));
-        break;
+      case 0: bytes.resize(rng() % (bytes.size() + 1)); break;
       case 1:
         for (int k = 0; k < 4; ++k) bytes[rng() % bytes.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
         break;
-      default:
-        bytes[rng() % bytes.size()] = static_cast<uint8_t>(rng());
-        break;
+      default: bytes[rng() % bytes.size()] = static_cast<uint8_t>(rng()); break;
     }
     OnnxImportOptions options;
     options.limits.max_elements_per_tensor = 1 << 20;
@@ -431,9 +427,9 @@ TEST(OnnxImport, TensorFilesFromTheTestSuite) {
 
 TEST(OnnxImport, SupportedOpsCoverTheIssueList) {
   const auto ops = SupportedOnnxOps();
-  for (const char* op : {"Gemm", "MatMul", "Add", "Erf", "Softmax", "Conv", "BatchNormalization", "MaxPool",
-                         "AveragePool", "GlobalAveragePool", "LayerNormalization", "ReduceMean", "Sub", "Pow", "Sqrt",
-                         "Div"}) {
+  for (const char* op :
+       {"Gemm", "MatMul", "Add", "Erf", "Softmax", "Conv", "BatchNormalization", "MaxPool", "AveragePool",
+        "GlobalAveragePool", "LayerNormalization", "ReduceMean", "Sub", "Pow", "Sqrt", "Div"}) {
     EXPECT_TRUE(std::binary_search(ops.begin(), ops.end(), op)) << op;
   }
 }

@@ -1,5 +1,5 @@
-#include "tests/test_hex.h"
 #include "node/chain/abi.h"
+#include "tests/test_hex.h"
 
 #include <gtest/gtest.h>
 
@@ -55,9 +55,12 @@ TEST(Abi, SpecBaz) {
 }
 
 TEST(Abi, SpecBar) {
-  std::vector<AbiValue> args = {AbiValue::Array({AbiValue::FixedBytes(Bytes("abc")), AbiValue::FixedBytes(Bytes("def"))})};
-  std::string expect = "fce353f6" "6162630000000000000000000000000000000000000000000000000000000000"
-                       "6465660000000000000000000000000000000000000000000000000000000000";
+  std::vector<AbiValue> args = {
+      AbiValue::Array({AbiValue::FixedBytes(Bytes("abc")), AbiValue::FixedBytes(Bytes("def"))})};
+  std::string expect =
+      "fce353f6"
+      "6162630000000000000000000000000000000000000000000000000000000000"
+      "6465660000000000000000000000000000000000000000000000000000000000";
   EXPECT_EQ(CallHex("bar(bytes3[2])", args), expect);
   ExpectCallRoundTrip("bar(bytes3[2])", args, Hex(expect));
 }
@@ -66,7 +69,8 @@ TEST(Abi, SpecSam) {
   std::vector<AbiValue> args = {AbiValue::Bytes(Bytes("dave")), AbiValue::Bool(true),
                                 AbiValue::Array({AbiValue::Uint(1), AbiValue::Uint(2), AbiValue::Uint(3)})};
   std::string expect = "a5643bf2" + W("60") + W("1") + W("a0") + W("4") +
-                       "6461766500000000000000000000000000000000000000000000000000000000" + W("3") + W("1") + W("2") + W("3");
+                       "6461766500000000000000000000000000000000000000000000000000000000" + W("3") + W("1") + W("2") +
+                       W("3");
   EXPECT_EQ(CallHex("sam(bytes,bool,uint256[])", args), expect);
   ExpectCallRoundTrip("sam(bytes,bool,uint256[])", args, Hex(expect));
 }
@@ -74,9 +78,9 @@ TEST(Abi, SpecSam) {
 TEST(Abi, SpecDynamicTypesF) {
   std::vector<AbiValue> args = {AbiValue::Uint(0x123), AbiValue::Array({AbiValue::Uint(0x456), AbiValue::Uint(0x789)}),
                                 AbiValue::FixedBytes(Bytes("1234567890")), AbiValue::Bytes(Bytes("Hello, world!"))};
-  std::string expect = "8be65246" + W("123") + W("80") + "3132333435363738393000000000000000000000000000000000000000000000" +
-                       W("e0") + W("2") + W("456") + W("789") + W("d") +
-                       "48656c6c6f2c20776f726c642100000000000000000000000000000000000000";
+  std::string expect =
+      "8be65246" + W("123") + W("80") + "3132333435363738393000000000000000000000000000000000000000000000" + W("e0") +
+      W("2") + W("456") + W("789") + W("d") + "48656c6c6f2c20776f726c642100000000000000000000000000000000000000";
   EXPECT_EQ(CallHex("f(uint256,uint32[],bytes10,bytes)", args), expect);
   ExpectCallRoundTrip("f(uint256,uint32[],bytes10,bytes)", args, Hex(expect));
 }
@@ -85,8 +89,8 @@ TEST(Abi, SpecNestedDynamicG) {
   std::vector<AbiValue> args = {
       AbiValue::Array({AbiValue::Array({AbiValue::Uint(1), AbiValue::Uint(2)}), AbiValue::Array({AbiValue::Uint(3)})}),
       AbiValue::Array({AbiValue::String("one"), AbiValue::String("two"), AbiValue::String("three")})};
-  std::string expect = "2289b18c" + W("40") + W("140") + W("2") + W("40") + W("a0") + W("2") + W("1") + W("2") + W("1") +
-                       W("3") + W("3") + W("60") + W("a0") + W("e0") + W("3") +
+  std::string expect = "2289b18c" + W("40") + W("140") + W("2") + W("40") + W("a0") + W("2") + W("1") + W("2") +
+                       W("1") + W("3") + W("3") + W("60") + W("a0") + W("e0") + W("3") +
                        "6f6e650000000000000000000000000000000000000000000000000000000000" + W("3") +
                        "74776f0000000000000000000000000000000000000000000000000000000000" + W("5") +
                        "7468726565000000000000000000000000000000000000000000000000000000";
@@ -103,7 +107,8 @@ AbiValue AttestationTuple(uint64_t block) {
 
 TEST(Abi, SlashDisputeRoundTrip) {
   const char* sig = "slashDispute((bytes32,bytes32,bytes32,uint64),bytes,(bytes32,bytes32,bytes32,uint64),bytes[])";
-  std::vector<AbiValue> args = {AttestationTuple(100), AbiValue::Bytes(std::vector<uint8_t>(65, 0xab)), AttestationTuple(101),
+  std::vector<AbiValue> args = {AttestationTuple(100), AbiValue::Bytes(std::vector<uint8_t>(65, 0xab)),
+                                AttestationTuple(101),
                                 AbiValue::Array({AbiValue::Bytes(Bytes("proof one")), AbiValue::Bytes({}),
                                                  AbiValue::Bytes(std::vector<uint8_t>(64, 7))})};
   auto enc = EncodeCall(sig, args);
@@ -134,17 +139,30 @@ TEST(Abi, EncodeTypeChecks) {
 }
 
 TEST(Abi, TypeParser) {
-  const char* good[] = {"uint8", "uint256", "bool", "address", "bytes1", "bytes32", "bytes", "string", "uint256[]",
-                        "uint8[3][]", "(bytes32,uint64)", "(bytes32,uint64)[]", "((uint8,bytes)[],string)[2]"};
+  const char* good[] = {"uint8",
+                        "uint256",
+                        "bool",
+                        "address",
+                        "bytes1",
+                        "bytes32",
+                        "bytes",
+                        "string",
+                        "uint256[]",
+                        "uint8[3][]",
+                        "(bytes32,uint64)",
+                        "(bytes32,uint64)[]",
+                        "((uint8,bytes)[],string)[2]"};
   for (const char* t : good) {
     auto r = ParseAbiType(t);
     ASSERT_TRUE(r.ok()) << t << ": " << r.status().ToString();
     EXPECT_EQ(r->Canonical(), t);
   }
   EXPECT_EQ(ParseAbiType("uint")->Canonical(), "uint256");
-  const char* bad[] = {"", "uint7", "uint0", "uint264", "uint08", "int256", "bytes0", "bytes33", "bytes01", "fixed128x18",
-                       "uint256[", "uint256]", "uint256[0]", "uint256[01]", "uint256[1000000]", "()", "(uint8", "(uint8,)",
-                       "(,uint8)", "uint8 ", " uint8", "UINT8", "tuple(uint8)", "uint8[2]x", "function"};
+  const char* bad[] = {"",         "uint7",    "uint0",        "uint264",     "uint08",
+                       "int256",   "bytes0",   "bytes33",      "bytes01",     "fixed128x18",
+                       "uint256[", "uint256]", "uint256[0]",   "uint256[01]", "uint256[1000000]",
+                       "()",       "(uint8",   "(uint8,)",     "(,uint8)",    "uint8 ",
+                       " uint8",   "UINT8",    "tuple(uint8)", "uint8[2]x",   "function"};
   for (const char* t : bad) EXPECT_FALSE(ParseAbiType(t).ok()) << t;
   // Depth and size caps.
   std::string deep = "uint8";
@@ -173,7 +191,9 @@ TEST(Abi, Uint256Helpers) {
   ASSERT_TRUE(max.ok());
   for (uint8_t b : *max) EXPECT_EQ(b, 0xff);
   EXPECT_EQ(Uint256ToDecimal(*max), "115792089237316195423570985008687907853269984665640564039457584007913129639935");
-  EXPECT_EQ(Uint256FromDecimal("115792089237316195423570985008687907853269984665640564039457584007913129639936").status().code(),
+  EXPECT_EQ(Uint256FromDecimal("115792089237316195423570985008687907853269984665640564039457584007913129639936")
+                .status()
+                .code(),
             StatusCode::kOutOfRange);
   EXPECT_FALSE(Uint256FromDecimal("").ok());
   EXPECT_FALSE(Uint256FromDecimal("12a").ok());
@@ -209,16 +229,16 @@ TEST(Abi, DecodeRejectsDirtyBits) {
 
 TEST(Abi, DecodeRejectsBadOffsetsAndLengths) {
   const char* types = "(bytes)";
-  EXPECT_FALSE(AbiDecode(types, {}).ok());                                     // empty
-  EXPECT_FALSE(AbiDecode(types, Hex(W("20"))).ok());                           // offset to end, no length
-  EXPECT_FALSE(AbiDecode(types, Hex(W("40") + W("0"))).ok());                  // offset past end
-  EXPECT_FALSE(AbiDecode(types, Hex(std::string(64, 'f'))).ok());              // huge offset
-  EXPECT_FALSE(AbiDecode(types, Hex(W("ffffffffffffffff") + W("0"))).ok());    // offset near 2^64
-  EXPECT_FALSE(AbiDecode(types, Hex(W("20") + std::string(64, 'f'))).ok());    // huge length
-  EXPECT_FALSE(AbiDecode(types, Hex(W("20") + W("ffffffffffffffff"))).ok());   // length near 2^64
-  EXPECT_FALSE(AbiDecode(types, Hex(W("20") + W("21") + W("0"))).ok());        // length past end
-  EXPECT_FALSE(AbiDecode(types, Hex(W("20") + W("1") + "61")).ok());           // missing padding
-  EXPECT_TRUE(AbiDecode(types, Hex(W("20") + W("0"))).ok());                   // empty bytes
+  EXPECT_FALSE(AbiDecode(types, {}).ok());                                    // empty
+  EXPECT_FALSE(AbiDecode(types, Hex(W("20"))).ok());                          // offset to end, no length
+  EXPECT_FALSE(AbiDecode(types, Hex(W("40") + W("0"))).ok());                 // offset past end
+  EXPECT_FALSE(AbiDecode(types, Hex(std::string(64, 'f'))).ok());             // huge offset
+  EXPECT_FALSE(AbiDecode(types, Hex(W("ffffffffffffffff") + W("0"))).ok());   // offset near 2^64
+  EXPECT_FALSE(AbiDecode(types, Hex(W("20") + std::string(64, 'f'))).ok());   // huge length
+  EXPECT_FALSE(AbiDecode(types, Hex(W("20") + W("ffffffffffffffff"))).ok());  // length near 2^64
+  EXPECT_FALSE(AbiDecode(types, Hex(W("20") + W("21") + W("0"))).ok());       // length past end
+  EXPECT_FALSE(AbiDecode(types, Hex(W("20") + W("1") + "61")).ok());          // missing padding
+  EXPECT_TRUE(AbiDecode(types, Hex(W("20") + W("0"))).ok());                  // empty bytes
   // Arrays: length far beyond the data, truncated elements.
   EXPECT_FALSE(AbiDecode("(uint256[])", Hex(W("20") + W("ffffffff"))).ok());
   EXPECT_FALSE(AbiDecode("(uint256[])", Hex(W("20") + W("2") + W("1"))).ok());
@@ -235,13 +255,13 @@ TEST(Abi, DecodeRejectsAliasedBlowup) {
   // bytes[] of N elements whose offsets all point at the same large payload: a tiny input that
   // would decode to N copies. The decode budget (bounded by the input size) stops it.
   const size_t n = 200;
-  std::string data = W("20");                 // offset of the array
+  std::string data = W("20");  // offset of the array
   char buf[32];
   snprintf(buf, sizeof(buf), "%zx", n);
   data += W(buf);                             // length n
   snprintf(buf, sizeof(buf), "%zx", n * 32);  // every element points past the offset table
   for (size_t i = 0; i < n; ++i) data += W(buf);
-  data += W("800");                           // bytes length 2048
+  data += W("800");  // bytes length 2048
   data += std::string(2048 * 2, 'a');
   auto r = AbiDecode("(bytes[])", Hex(data));
   ASSERT_FALSE(r.ok());
@@ -330,8 +350,8 @@ TEST(Abi, CustomErrorsAndRevertReason) {
   // Error(string) "Not enough Ether provided." as Solidity emits it.
   auto data = EncodeCall("Error(string)", std::vector<AbiValue>{AbiValue::String("Not enough Ether provided.")});
   ASSERT_TRUE(data.ok());
-  EXPECT_EQ(ToHex(*data), "08c379a0" + W("20") + W("1a") +
-                              "4e6f7420656e6f7567682045746865722070726f76696465642e000000000000");
+  EXPECT_EQ(ToHex(*data),
+            "08c379a0" + W("20") + W("1a") + "4e6f7420656e6f7567682045746865722070726f76696465642e000000000000");
   auto reason = DecodeRevertReason(*data);
   ASSERT_TRUE(reason.ok());
   EXPECT_EQ(*reason, "Not enough Ether provided.");
@@ -371,7 +391,8 @@ TEST(Abi, EventLogDecoding) {
 
   // Wrong topic count, wrong topic0, dirty indexed address.
   EXPECT_FALSE(DecodeEventLog(sig, std::vector<Hash256>{t0, t1}, Hex(W("3e8"))).ok());
-  EXPECT_EQ(DecodeEventLog(sig, std::vector<Hash256>{t1, t1, t2}, Hex(W("3e8"))).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(DecodeEventLog(sig, std::vector<Hash256>{t1, t1, t2}, Hex(W("3e8"))).status().code(),
+            StatusCode::kNotFound);
   Hash256 dirty = t1;
   dirty[0] = 1;
   EXPECT_FALSE(DecodeEventLog(sig, std::vector<Hash256>{t0, dirty, t2}, Hex(W("3e8"))).ok());
@@ -381,7 +402,8 @@ TEST(Abi, EventLogDecoding) {
   const char* sig2 = "Submitted(bytes32 indexed,string indexed,bytes)";
   Hash256 task = Keccak256("task");
   Hash256 name_hash = Keccak256("name");
-  auto data = AbiEncode(std::vector<AbiType>{*ParseAbiType("bytes")}, std::vector<AbiValue>{AbiValue::Bytes(Bytes("xyz"))});
+  auto data =
+      AbiEncode(std::vector<AbiType>{*ParseAbiType("bytes")}, std::vector<AbiValue>{AbiValue::Bytes(Bytes("xyz"))});
   ASSERT_TRUE(data.ok());
   auto r2 = DecodeEventLog(sig2, std::vector<Hash256>{*EventTopic(sig2), task, name_hash}, *data);
   ASSERT_TRUE(r2.ok()) << r2.status().ToString();

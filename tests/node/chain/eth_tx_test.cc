@@ -1,5 +1,5 @@
-#include "tests/test_hex.h"
 #include "node/chain/eth_tx.h"
+#include "tests/test_hex.h"
 
 #include <gtest/gtest.h>
 
@@ -7,14 +7,14 @@
 #include <vector>
 
 #include "common/keccak.h"
-#include "node/keys/keystore.h"
 #include "node/chain/rlp.h"
+#include "node/keys/keystore.h"
 
 namespace consensor::node {
 namespace {
 
-using testing_support::Hex;
 using testing_support::Arr;
+using testing_support::Hex;
 
 const Secp256k1Secret kAnvilKey = Arr<32>("ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80");
 
@@ -166,13 +166,14 @@ TEST(EthTx, DecodeRejectsHostileInput) {
 
   // Field-level violations.
   EXPECT_FALSE(DecodeSignedTransaction(WithField(raw, 1, RlpItem::Bytes(Hex("000333")))).ok());  // leading zero nonce
-  EXPECT_FALSE(DecodeSignedTransaction(WithField(raw, 0, RlpItem::Bytes(Hex("010000000000000000")))).ok());  // 9-byte u64
-  EXPECT_FALSE(DecodeSignedTransaction(WithField(raw, 5, RlpItem::Bytes(Hex("00aaaa")))).ok());  // short `to`
+  EXPECT_FALSE(
+      DecodeSignedTransaction(WithField(raw, 0, RlpItem::Bytes(Hex("010000000000000000")))).ok());  // 9-byte u64
+  EXPECT_FALSE(DecodeSignedTransaction(WithField(raw, 5, RlpItem::Bytes(Hex("00aaaa")))).ok());     // short `to`
   EXPECT_FALSE(DecodeSignedTransaction(WithField(raw, 5, RlpItem::List({}))).ok());
   EXPECT_FALSE(DecodeSignedTransaction(WithField(raw, 7, RlpItem::List({}))).ok());
   EXPECT_FALSE(DecodeSignedTransaction(WithField(raw, 8, RlpItem::Bytes({}))).ok());
   EXPECT_FALSE(DecodeSignedTransaction(WithField(raw, 8, RlpItem::List({RlpItem::List({})}))).ok());
-  EXPECT_FALSE(DecodeSignedTransaction(WithField(raw, 9, RlpItem::Uint(2))).ok());  // y parity
+  EXPECT_FALSE(DecodeSignedTransaction(WithField(raw, 9, RlpItem::Uint(2))).ok());     // y parity
   EXPECT_FALSE(DecodeSignedTransaction(WithField(raw, 10, RlpItem::Bytes({}))).ok());  // r = 0
   EXPECT_FALSE(DecodeSignedTransaction(WithField(raw, 11, RlpItem::Bytes(std::vector<uint8_t>(33, 1)))).ok());
   // High s (the malleable twin with flipped parity) is rejected.
@@ -238,9 +239,10 @@ TEST(EthTx, Eip155LegacyExample) {
   Secp256k1Secret key = Arr<32>("4646464646464646464646464646464646464646464646464646464646464646");
   auto raw = SignLegacyTransaction(key, tx);
   ASSERT_TRUE(raw.ok()) << raw.status().ToString();
-  EXPECT_EQ(ToHex(*raw),
-            "f86c098504a817c800825208943535353535353535353535353535353535353535880de0b6b3a76400008025a028ef61340bd939bc2195fe5375"
-            "67866003e1a15d3c71ff63e1590620aa636276a067cbe9d8997f761aecb703304b3800ccf555c9f3dc64214b297fb1966a3b6d83");
+  EXPECT_EQ(
+      ToHex(*raw),
+      "f86c098504a817c800825208943535353535353535353535353535353535353535880de0b6b3a76400008025a028ef61340bd939bc2195fe5375"
+      "67866003e1a15d3c71ff63e1590620aa636276a067cbe9d8997f761aecb703304b3800ccf555c9f3dc64214b297fb1966a3b6d83");
   auto dec = DecodeSignedLegacyTransaction(*raw);
   ASSERT_TRUE(dec.ok()) << dec.status().ToString();
   EXPECT_EQ(dec->tx, tx);

@@ -1,5 +1,5 @@
-#include "tests/test_hex.h"
 #include "node/chain/rlp.h"
+#include "tests/test_hex.h"
 
 #include <gtest/gtest.h>
 
@@ -35,12 +35,14 @@ TEST(Rlp, OfficialValidVectors) {
   ExpectVector(S("\x01"), "0x01", "bytestring01");
   ExpectVector(S("\x7f"), "0x7f", "bytestring7F");
   ExpectVector(S("dog"), "0x83646f67", "shortstring");
-  ExpectVector(S(lorem55),
-               "0xb74c6f72656d20697073756d20646f6c6f722073697420616d65742c20636f6e7365637465747572206164697069736963696e6720656c69",
-               "shortstring2");
-  ExpectVector(S(lorem56),
-               "0xb8384c6f72656d20697073756d20646f6c6f722073697420616d65742c20636f6e7365637465747572206164697069736963696e6720656c6974",
-               "longstring");
+  ExpectVector(
+      S(lorem55),
+      "0xb74c6f72656d20697073756d20646f6c6f722073697420616d65742c20636f6e7365637465747572206164697069736963696e6720656c69",
+      "shortstring2");
+  ExpectVector(
+      S(lorem56),
+      "0xb8384c6f72656d20697073756d20646f6c6f722073697420616d65742c20636f6e7365637465747572206164697069736963696e6720656c6974",
+      "longstring");
   ExpectVector(U(0), "0x80", "zero");
   ExpectVector(U(1), "0x01", "smallint");
   ExpectVector(U(16), "0x10", "smallint2");
@@ -60,22 +62,25 @@ TEST(Rlp, OfficialValidVectors) {
   ExpectVector(L({}), "0xc0", "emptylist");
   ExpectVector(L({S("dog"), S("god"), S("cat")}), "0xcc83646f6783676f6483636174", "stringlist");
   ExpectVector(L({S("zw"), L({U(4)}), U(1)}), "0xc6827a77c10401", "multilist");
-  ExpectVector(L({S("asdf"), S("qwer"), S("zxcv"), S("asdf"), S("qwer"), S("zxcv"), S("asdf"), S("qwer"), S("zxcv"),
-                  S("asdf"), S("qwer")}),
-               "0xf784617364668471776572847a78637684617364668471776572847a78637684617364668471776572847a78637684617364668471776572",
-               "shortListMax1");
+  ExpectVector(
+      L({S("asdf"), S("qwer"), S("zxcv"), S("asdf"), S("qwer"), S("zxcv"), S("asdf"), S("qwer"), S("zxcv"), S("asdf"),
+         S("qwer")}),
+      "0xf784617364668471776572847a78637684617364668471776572847a78637684617364668471776572847a78637684617364668471776572",
+      "shortListMax1");
   RlpItem triple = L({S("asdf"), S("qwer"), S("zxcv")});
-  ExpectVector(L({triple, triple, triple, triple}),
-               "0xf840cf84617364668471776572847a786376cf84617364668471776572847a786376cf84617364668471776572847a786376cf8461"
-               "7364668471776572847a786376",
-               "longList1");
+  ExpectVector(
+      L({triple, triple, triple, triple}),
+      "0xf840cf84617364668471776572847a786376cf84617364668471776572847a786376cf84617364668471776572847a786376cf8461"
+      "7364668471776572847a786376",
+      "longList1");
   std::string long2 = "0xf90200";
   for (int i = 0; i < 32; ++i) long2 += "cf84617364668471776572847a786376";
   ExpectVector(L(std::vector<RlpItem>(32, triple)), long2, "longList2");
   ExpectVector(L({L({L({}), L({})}), L({})}), "0xc4c2c0c0c0", "listsoflists");
   ExpectVector(L({L({}), L({L({})}), L({L({}), L({L({})})})}), "0xc7c0c1c0c3c0c1c0", "listsoflists2");
-  ExpectVector(L({L({S("key1"), S("val1")}), L({S("key2"), S("val2")}), L({S("key3"), S("val3")}), L({S("key4"), S("val4")})}),
-               "0xecca846b6579318476616c31ca846b6579328476616c32ca846b6579338476616c33ca846b6579348476616c34", "dictTest1");
+  ExpectVector(
+      L({L({S("key1"), S("val1")}), L({S("key2"), S("val2")}), L({S("key3"), S("val3")}), L({S("key4"), S("val4")})}),
+      "0xecca846b6579318476616c31ca846b6579328476616c32ca846b6579338476616c33ca846b6579348476616c34", "dictTest1");
 }
 
 TEST(Rlp, LongString1024) {
@@ -94,22 +99,22 @@ TEST(Rlp, LongString1024) {
 // Invalid vectors from ethereum/tests RLPTests/invalidRLPTest.json, plus a few more.
 TEST(Rlp, OfficialInvalidVectors) {
   const char* invalid[] = {
-      "bf0f000000000000021111",  // int32Overflow
-      "ff0f000000000000021111",  // int32Overflow2
-      "f80180",                  // wrongSizeList
-      "f80100",                  // wrongSizeList2
+      "bf0f000000000000021111",                                                    // int32Overflow
+      "ff0f000000000000021111",                                                    // int32Overflow2
+      "f80180",                                                                    // wrongSizeList
+      "f80100",                                                                    // wrongSizeList2
       "b9002100dc2b275d0f74e8a53e6f4ec61b27f24278820be3f82ea2110e582081b0565df0",  // incorrectLengthInArray
       "f861f83eb9002100dc2b275d0f74e8a53e6f4ec61b27f24278820be3f82ea2110e582081b0565df027b90015002d5ef8325ae4d034df55d4b58d0d"
       "fba64d61ddd17be00000b9001a00dae30907045a2f66fa36f2bb8aa9029cbb0b8a7b3b5c435ab331",  // randomRLP
-      "8100",  // bytesShouldBeSingleByte00
-      "8101",  // bytesShouldBeSingleByte01
-      "817f",  // bytesShouldBeSingleByte7F
+      "8100",                                                                              // bytesShouldBeSingleByte00
+      "8101",                                                                              // bytesShouldBeSingleByte01
+      "817f",                                                                              // bytesShouldBeSingleByte7F
       "b90040000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f303132333435"
       "363738393a3b3c3d3e3f",  // leadingZerosInLongLengthArray1
       "b800",                  // leadingZerosInLongLengthArray2
       "fb00000040000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f30313233"
-      "3435363738393a3b3c3d3e3f",  // leadingZerosInLongLengthList1
-      "f800",                      // leadingZerosInLongLengthList2
+      "3435363738393a3b3c3d3e3f",              // leadingZerosInLongLengthList1
+      "f800",                                  // leadingZerosInLongLengthList2
       "b81000112233445566778899aabbccddeeff",  // nonOptimalLongLengthArray1
       "b801ff",                                // nonOptimalLongLengthArray2
       "f810000102030405060708090a0b0c0d0e0f",  // nonOptimalLongLengthList1
@@ -173,8 +178,8 @@ TEST(Rlp, ItemLimit) {
 TEST(Rlp, IntegerViews) {
   EXPECT_EQ(*RlpToUint64(U(0)), 0u);
   EXPECT_EQ(*RlpToUint64(U(0xffffffffffffffffull)), 0xffffffffffffffffull);
-  EXPECT_FALSE(RlpToUint64(RlpItem::Bytes(Hex("00"))).ok());           // leading zero
-  EXPECT_FALSE(RlpToUint64(RlpItem::Bytes(Hex("0001"))).ok());         // leading zero
+  EXPECT_FALSE(RlpToUint64(RlpItem::Bytes(Hex("00"))).ok());                  // leading zero
+  EXPECT_FALSE(RlpToUint64(RlpItem::Bytes(Hex("0001"))).ok());                // leading zero
   EXPECT_FALSE(RlpToUint64(RlpItem::Bytes(Hex("010000000000000000"))).ok());  // 9 bytes
   EXPECT_FALSE(RlpToUint64(L({})).ok());
   auto u = RlpToUint256(RlpItem::Bytes(Hex("0102")));

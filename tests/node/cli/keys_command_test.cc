@@ -40,7 +40,9 @@ Result Keys(const std::vector<std::string>& args) {
   return {code, out.str(), err.str()};
 }
 
-std::string Describe(const Result& r) { return "code " + std::to_string(r.code) + "\nout: " + r.out + "\nerr: " + r.err; }
+std::string Describe(const Result& r) {
+  return "code " + std::to_string(r.code) + "\nout: " + r.out + "\nerr: " + r.err;
+}
 
 class KeysCommandTest : public ::testing::Test {
  protected:
@@ -153,8 +155,8 @@ TEST_F(KeysCommandTest, NewCreatesKeystore) {
 
 TEST_F(KeysCommandTest, NewWithPbkdf2AndPasswordFromEnvironment) {
   ASSERT_EQ(setenv("KEYS_COMMAND_TEST_PW", "from-env", 1), 0);
-  Result r = Keys({"new", "--keystore", keystore_, "--password-env", "KEYS_COMMAND_TEST_PW", "--kdf", "pbkdf2",
-                  "--light-kdf"});
+  Result r = Keys(
+      {"new", "--keystore", keystore_, "--password-env", "KEYS_COMMAND_TEST_PW", "--kdf", "pbkdf2", "--light-kdf"});
   unsetenv("KEYS_COMMAND_TEST_PW");
   ASSERT_EQ(r.code, 0) << Describe(r);
   const std::string path = PrintedPath(r.out);
@@ -282,8 +284,7 @@ TEST_F(KeysCommandTest, ImportUsageErrors) {
   EXPECT_EQ(Keys({"import", "--keystore", keystore_, "--password-file", password_file_}).code, 2);
   EXPECT_EQ(Keys({"import", key_file, key_file, "--keystore", keystore_, "--password-file", password_file_}).code, 2);
   EXPECT_EQ(Keys({"import", key_file, "--keystore", keystore_}).code, 2);
-  EXPECT_EQ(Keys({"import", key_file, "--keystore", keystore_, "--password-env", "A", "--password-file", "B"}).code,
-            2);
+  EXPECT_EQ(Keys({"import", key_file, "--keystore", keystore_, "--password-env", "A", "--password-file", "B"}).code, 2);
   EXPECT_EQ(Keys({"import", key_file, "--password-file", password_file_, "--kdf", "md5"}).code, 2);
   EXPECT_FALSE(fs::exists(keystore_));
 }

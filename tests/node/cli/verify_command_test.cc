@@ -127,7 +127,8 @@ TEST_F(CheckCertificateTest, WrongSignatureFails) {
   const size_t other = order_[4];
   c.set_signatures(1, ToHex(*consensus::SignAttestation(Key(other), Domain(), attestation_)));
   std::string e = Error(c);
-  EXPECT_NE(e.find("signature 1 (signer " + AddressToChecksumHex(*AddressFromHex(c.signers(1))) + ")"), std::string::npos)
+  EXPECT_NE(e.find("signature 1 (signer " + AddressToChecksumHex(*AddressFromHex(c.signers(1))) + ")"),
+            std::string::npos)
       << e;
   EXPECT_NE(e.find("does not recover to its signer but to " + AddressToChecksumHex(Addr(other))), std::string::npos)
       << e;
@@ -188,8 +189,9 @@ TEST_F(CheckCertificateTest, DuplicateFails) {
 TEST_F(CheckCertificateTest, SignerOutsideCommitteePrefixFails) {
   v1::Certificate c = Make({order_[0], order_[3]});
   std::string e = Error(c);
-  EXPECT_NE(e.find("signer " + AddressToChecksumHex(Addr(order_[3])) + " is at position 3 of the task's committee order"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find("signer " + AddressToChecksumHex(Addr(order_[3])) + " is at position 3 of the task's committee order"),
+      std::string::npos)
       << e;
   EXPECT_NE(e.find("outside the committee (positions 0..2)"), std::string::npos) << e;
 }
@@ -221,7 +223,8 @@ TEST_F(CheckCertificateTest, NonOperatorFails) {
   registry_.push_back({Addr(7), Uint256{}});  // listed, but zero stake
   std::vector<std::pair<std::string, std::string>> rows;
   for (int i = 0; i < c.signers_size(); ++i) rows.push_back({c.signers(i), c.signatures(i)});
-  std::sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return *AddressFromHex(x.first) < *AddressFromHex(y.first); });
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& x, const auto& y) { return *AddressFromHex(x.first) < *AddressFromHex(y.first); });
   for (int i = 0; i < c.signers_size(); ++i) {
     c.set_signers(i, rows[i].first);
     c.set_signatures(i, rows[i].second);

@@ -375,12 +375,11 @@ TEST_F(TaskManagerTest, SubmitRejectsInvalidRequestsWithTheirCodesAndStoresNothi
        StatusCode::kInvalidArgument, "invalid graph"},
       {"graph does not validate", [&](R* r) { r->set_graph_sha256(mismatched_graph); }, no_options,
        StatusCode::kInvalidArgument, "invalid graph"},
-      {"weights not uploaded", [&](R* r) { r->set_graph_sha256(weightless_graph); }, no_options,
-       StatusCode::kNotFound, "weights blob"},
+      {"weights not uploaded", [&](R* r) { r->set_graph_sha256(weightless_graph); }, no_options, StatusCode::kNotFound,
+       "weights blob"},
       {"input not uploaded", [&](R* r) { (*r->mutable_inputs())["x"] = absent; }, no_options, StatusCode::kNotFound,
        "input 'x'"},
-      {"input missing", [](R* r) { r->clear_inputs(); }, no_options, StatusCode::kInvalidArgument,
-       "missing input 'x'"},
+      {"input missing", [](R* r) { r->clear_inputs(); }, no_options, StatusCode::kInvalidArgument, "missing input 'x'"},
       {"unknown input name", [](R* r) { (*r->mutable_inputs())["extra"] = std::string(r->inputs().at("x")); },
        no_options, StatusCode::kInvalidArgument, "no input named 'extra'"},
       {"empty input name", [](R* r) { (*r->mutable_inputs())[""] = std::string(r->inputs().at("x")); }, no_options,
@@ -688,17 +687,23 @@ TEST_F(TaskManagerTest, RestartRequeuesQueuedAndRunningTasksAndCompletesThem) {
   };
   ASSERT_TRUE(first.tasks->Mutate(a, created_at(3000)).ok());
   ASSERT_TRUE(first.tasks->Mutate(c, created_at(2000)).ok());
-  ASSERT_TRUE(first.tasks->Mutate(b, [](v1::Task* t) {
-                t->set_created_unix_ms(1000);
-                t->set_state(v1::TASK_STATE_RUNNING);
-                t->set_attempts(1);
-                return OkStatus();
-              }).ok());
-  ASSERT_TRUE(first.tasks->Mutate(done, [](v1::Task* t) {
-                t->set_state(v1::TASK_STATE_FAILED);
-                t->set_error_code("INTERNAL");
-                return OkStatus();
-              }).ok());
+  ASSERT_TRUE(first.tasks
+                  ->Mutate(b,
+                           [](v1::Task* t) {
+                             t->set_created_unix_ms(1000);
+                             t->set_state(v1::TASK_STATE_RUNNING);
+                             t->set_attempts(1);
+                             return OkStatus();
+                           })
+                  .ok());
+  ASSERT_TRUE(first.tasks
+                  ->Mutate(done,
+                           [](v1::Task* t) {
+                             t->set_state(v1::TASK_STATE_FAILED);
+                             t->set_error_code("INTERNAL");
+                             return OkStatus();
+                           })
+                  .ok());
   first.tasks.reset();
   const size_t writes_before_restart = store_.TaskWrites().size();
 
@@ -836,10 +841,12 @@ TEST_F(TaskManagerTest, UnreadableRecordsAreReportedByGetAndSkippedByForEachAndR
 
   // Key order, unreadable records skipped.
   std::vector<std::string> visited;
-  ASSERT_TRUE(node.tasks->ForEach([&](const v1::Task& t) {
-                visited.push_back(t.task_id());
-                return OkStatus();
-              }).ok());
+  ASSERT_TRUE(node.tasks
+                  ->ForEach([&](const v1::Task& t) {
+                    visited.push_back(t.task_id());
+                    return OkStatus();
+                  })
+                  .ok());
   std::vector<std::string> expected = {a, b};
   std::sort(expected.begin(), expected.end(),
             [](const std::string& l, const std::string& r) { return IdBytes(l) < IdBytes(r); });
@@ -868,8 +875,7 @@ TEST_F(TaskManagerTest, MutateAppliesChangesAndRefusesForbiddenTransitions) {
     return OkStatus();
   });
   EXPECT_EQ(refused.code(), StatusCode::kInternal);
-  EXPECT_NE(refused.message().find("from queued to succeeded is not allowed"), std::string::npos)
-      << refused.ToString();
+  EXPECT_NE(refused.message().find("from queued to succeeded is not allowed"), std::string::npos) << refused.ToString();
   EXPECT_EQ(ValueOf(node.tasks->Get(id)).state(), v1::TASK_STATE_QUEUED);
   EXPECT_TRUE(ValueOf(node.tasks->Get(id)).error_message().empty());
   // So does a change that fails by itself; its error is returned.
@@ -878,27 +884,35 @@ TEST_F(TaskManagerTest, MutateAppliesChangesAndRefusesForbiddenTransitions) {
   EXPECT_EQ(store_.TaskWrites().size(), writes);
 
   // Allowed: queued -> running -> succeeded, the result written in the same batch.
-  ASSERT_TRUE(node.tasks->Mutate(id, [](v1::Task* t) {
-                t->set_state(v1::TASK_STATE_RUNNING);
-                return OkStatus();
-              }).ok());
+  ASSERT_TRUE(node.tasks
+                  ->Mutate(id,
+                           [](v1::Task* t) {
+                             t->set_state(v1::TASK_STATE_RUNNING);
+                             return OkStatus();
+                           })
+                  .ok());
   v1::TaskResult result;
   result.set_result_root(std::string(64, 'a'));
-  ASSERT_TRUE(node.tasks->Mutate(id,
-                                 [](v1::Task* t) {
-                                   t->set_state(v1::TASK_STATE_SUCCEEDED);
-                                   return OkStatus();
-                                 },
-                                 &result)
+  ASSERT_TRUE(node.tasks
+                  ->Mutate(
+                      id,
+                      [](v1::Task* t) {
+                        t->set_state(v1::TASK_STATE_SUCCEEDED);
+                        return OkStatus();
+                      },
+                      &result)
                   .ok());
   EXPECT_TRUE(store_.TaskWrites().back().with_result);
   EXPECT_EQ(ValueOf(node.tasks->Get(id)).result().result_root(), result.result_root());
 
   // A change that keeps the state needs no transition, and the result keeps its own record.
-  ASSERT_TRUE(node.tasks->Mutate(id, [](v1::Task* t) {
-                t->mutable_consensus()->set_disputed(true);
-                return OkStatus();
-              }).ok());
+  ASSERT_TRUE(node.tasks
+                  ->Mutate(id,
+                           [](v1::Task* t) {
+                             t->mutable_consensus()->set_disputed(true);
+                             return OkStatus();
+                           })
+                  .ok());
   v1::Task raw;
   ASSERT_TRUE(raw.ParseFromString(ValueOf(store_.GetTask(IdBytes(id))).value_or("")));
   EXPECT_FALSE(raw.has_result());
@@ -906,10 +920,13 @@ TEST_F(TaskManagerTest, MutateAppliesChangesAndRefusesForbiddenTransitions) {
   EXPECT_EQ(ValueOf(node.tasks->Get(id)).result().result_root(), result.result_root());
 
   // Final states never change.
-  EXPECT_EQ(node.tasks->Mutate(id, [](v1::Task* t) {
-              t->set_state(v1::TASK_STATE_QUEUED);
-              return OkStatus();
-            }).code(),
+  EXPECT_EQ(node.tasks
+                ->Mutate(id,
+                         [](v1::Task* t) {
+                           t->set_state(v1::TASK_STATE_QUEUED);
+                           return OkStatus();
+                         })
+                .code(),
             StatusCode::kInternal);
   EXPECT_EQ(ValueOf(node.tasks->Get(id)).state(), v1::TASK_STATE_SUCCEEDED);
 
@@ -920,7 +937,7 @@ TEST_F(TaskManagerTest, MutateAppliesChangesAndRefusesForbiddenTransitions) {
 
 TEST_F(TaskManagerTest, MutateFollowsTheProtocolLifecycleForEveryPairOfStates) {
   Node& node = StartNode(Options(0));
-  const v1::TaskState states[] = {v1::TASK_STATE_QUEUED, v1::TASK_STATE_RUNNING, v1::TASK_STATE_SUCCEEDED,
+  const v1::TaskState states[] = {v1::TASK_STATE_QUEUED, v1::TASK_STATE_RUNNING,    v1::TASK_STATE_SUCCEEDED,
                                   v1::TASK_STATE_FAILED, v1::TASK_STATE_CERTIFYING, v1::TASK_STATE_UNSPECIFIED};
   v1::TaskResult result;
   result.set_result_root(std::string(64, 'b'));
@@ -948,9 +965,8 @@ TEST_F(TaskManagerTest, MutateFollowsTheProtocolLifecycleForEveryPairOfStates) {
             return OkStatus();
           },
           to == v1::TASK_STATE_SUCCEEDED ? &result : nullptr);
-      const bool expect_allowed =
-          from == to || consensus::IsAllowedTransition(static_cast<consensus::TaskState>(from),
-                                                       static_cast<consensus::TaskState>(to));
+      const bool expect_allowed = from == to || consensus::IsAllowedTransition(static_cast<consensus::TaskState>(from),
+                                                                               static_cast<consensus::TaskState>(to));
       auto after = node.tasks->Get(id);
       ASSERT_TRUE(after.ok()) << after.status().ToString();
       if (expect_allowed) {
@@ -1001,14 +1017,18 @@ TEST_F(TaskManagerTest, ObserverTaskIsStoredCertifyingAndRunsOnlyWhenRequeued) {
   EXPECT_EQ(stored->consensus().committee_size(), 1);
   EXPECT_FALSE(stored->consensus().member());
   gate.Open();
-  ASSERT_TRUE(WaitUntil(*node.tasks, filler, [](const v1::Task& t) { return t.attempts() > 0 &&
-                                                                    t.state() == v1::TASK_STATE_CERTIFYING; }).ok());
+  ASSERT_TRUE(WaitUntil(*node.tasks, filler, [](const v1::Task& t) {
+                return t.attempts() > 0 && t.state() == v1::TASK_STATE_CERTIFYING;
+              }).ok());
 
   // A task that is not certifying cannot be requeued; unknown and malformed ids are told apart.
-  ASSERT_TRUE(node.tasks->Mutate(busy, [](v1::Task* t) {
-                t->set_state(v1::TASK_STATE_SUCCEEDED);
-                return OkStatus();
-              }).ok());
+  ASSERT_TRUE(node.tasks
+                  ->Mutate(busy,
+                           [](v1::Task* t) {
+                             t->set_state(v1::TASK_STATE_SUCCEEDED);
+                             return OkStatus();
+                           })
+                  .ok());
   EXPECT_EQ(node.tasks->Requeue(busy).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(node.tasks->Requeue(ToHex(Sha256Of("unknown"))).code(), StatusCode::kNotFound);
   EXPECT_EQ(node.tasks->Requeue("xyz").code(), StatusCode::kInvalidArgument);
@@ -1021,14 +1041,16 @@ TEST_F(TaskManagerTest, ObserverTaskIsStoredCertifyingAndRunsOnlyWhenRequeued) {
   EXPECT_EQ(ran->state(), v1::TASK_STATE_CERTIFYING) << ran->error_message();
   EXPECT_EQ(ran->attempts(), 1u);
   ExpectMatchesReference(ran->result());
-  EXPECT_EQ(PersistedStates(id),
-            (std::vector<v1::TaskState>{v1::TASK_STATE_CERTIFYING, v1::TASK_STATE_QUEUED, v1::TASK_STATE_RUNNING,
-                                        v1::TASK_STATE_CERTIFYING}));
+  EXPECT_EQ(PersistedStates(id), (std::vector<v1::TaskState>{v1::TASK_STATE_CERTIFYING, v1::TASK_STATE_QUEUED,
+                                                             v1::TASK_STATE_RUNNING, v1::TASK_STATE_CERTIFYING}));
   // Certified by the consensus engine.
-  ASSERT_TRUE(node.tasks->Mutate(id, [](v1::Task* t) {
-                t->set_state(v1::TASK_STATE_SUCCEEDED);
-                return OkStatus();
-              }).ok());
+  ASSERT_TRUE(node.tasks
+                  ->Mutate(id,
+                           [](v1::Task* t) {
+                             t->set_state(v1::TASK_STATE_SUCCEEDED);
+                             return OkStatus();
+                           })
+                  .ok());
 
   node.tasks->Shutdown();
   std::lock_guard<std::mutex> lock(mu);
@@ -1105,10 +1127,13 @@ TEST_F(TaskManagerTest, WaitForChangeReturnsOnChangeDeadlineStopOrShutdown) {
 
   // A change by another thread wakes the watcher (before or during its wait).
   std::thread writer([&] {
-    EXPECT_TRUE(node.tasks->Mutate(id, [](v1::Task* t) {
-                  t->set_state(v1::TASK_STATE_RUNNING);
-                  return OkStatus();
-                }).ok());
+    EXPECT_TRUE(node.tasks
+                    ->Mutate(id,
+                             [](v1::Task* t) {
+                               t->set_state(v1::TASK_STATE_RUNNING);
+                               return OkStatus();
+                             })
+                    .ok());
   });
   auto changed = node.tasks->WaitForChange(id, queued, Clock::now() + kTimeout, nullptr);
   writer.join();
@@ -1120,10 +1145,9 @@ TEST_F(TaskManagerTest, WaitForChangeReturnsOnChangeDeadlineStopOrShutdown) {
   ASSERT_TRUE(stopped.ok());
   EXPECT_EQ(stopped->state(), v1::TASK_STATE_RUNNING);
 
-  EXPECT_EQ(node.tasks->WaitForChange(ToHex(Sha256Of("unknown")), queued, Clock::now() + kTimeout, nullptr)
-                .status()
-                .code(),
-            StatusCode::kNotFound);
+  EXPECT_EQ(
+      node.tasks->WaitForChange(ToHex(Sha256Of("unknown")), queued, Clock::now() + kTimeout, nullptr).status().code(),
+      StatusCode::kNotFound);
   EXPECT_EQ(node.tasks->WaitForChange("nope", queued, Clock::now() + kTimeout, nullptr).status().code(),
             StatusCode::kInvalidArgument);
 

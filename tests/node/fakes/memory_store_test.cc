@@ -41,10 +41,13 @@ TEST(MemoryStoreTest, BlobsFollowTheStoreContract) {
   auto big = store.PutBlob(large);
   ASSERT_TRUE(big.ok());
   std::vector<size_t> pieces;
-  ASSERT_TRUE(store.ReadBlob(big->sha256, [&](std::span<const uint8_t> piece) {
-                     pieces.push_back(piece.size());
-                     return OkStatus();
-                   }).ok());
+  ASSERT_TRUE(store
+                  .ReadBlob(big->sha256,
+                            [&](std::span<const uint8_t> piece) {
+                              pieces.push_back(piece.size());
+                              return OkStatus();
+                            })
+                  .ok());
   EXPECT_EQ(pieces, (std::vector<size_t>{static_cast<size_t>(kBlobChunkBytes), 10}));
   int calls = 0;
   Status stopped = store.ReadBlob(big->sha256, [&](std::span<const uint8_t>) {
@@ -68,10 +71,12 @@ TEST(MemoryStoreTest, TasksAreVisitedInKeyOrderWithResultsKeptApart) {
   EXPECT_EQ(store.GetStats().task_count, 2);
 
   std::vector<std::string> keys;
-  ASSERT_TRUE(store.ForEachTask([&](const std::string& id, const std::string&) {
-                     keys.push_back(id);
-                     return OkStatus();
-                   }).ok());
+  ASSERT_TRUE(store
+                  .ForEachTask([&](const std::string& id, const std::string&) {
+                    keys.push_back(id);
+                    return OkStatus();
+                  })
+                  .ok());
   EXPECT_EQ(keys, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(store.TaskWrites().size(), 3u);
   EXPECT_TRUE(store.TaskWrites()[1].with_result);

@@ -196,9 +196,8 @@ TEST(ScryptTest, Rfc7914Vectors) {
             "77d6576238657b203b19ca42c18a0497f16b4844e3074ae8dfdffa3fede21442"
             "fcd0069ded0948f8326a753a0fc81f17e8d3e0fb2e0d3628cf35e20c38d18906");
   const std::string salt = "NaCl";
-  ASSERT_TRUE(Scrypt("password", std::span(reinterpret_cast<const uint8_t*>(salt.data()), salt.size()), 1024, 8, 16,
-                     out)
-                  .ok());
+  ASSERT_TRUE(
+      Scrypt("password", std::span(reinterpret_cast<const uint8_t*>(salt.data()), salt.size()), 1024, 8, 16, out).ok());
   EXPECT_EQ(ToHex(out),
             "fdbabe1c9d3472007856e7190d01e9fe7c6ad7cbc8237830e77376634b373162"
             "2eaf30d92e22a3886ff109279d9830dac727afb94a83ee6d8360cbdfa2cc0640");
@@ -290,13 +289,11 @@ TEST(AddressTest, RejectsOutOfRangeSecrets) {
 
 TEST(AddressTest, Eip55Vectors) {
   // From EIP-55.
-  for (const char* expected : {"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
-                               "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
-                               "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
-                               "0xD1220A0cf47c7B9Be7A2E6BA89F429762e7b9aDb",
-                               "0x52908400098527886E0F7030069857D2E4169EE7",
-                               "0xde709f2102306220921060314715629080e2fb77",
-                               "0x27b1fdb04752bbc536007a920d24acb045561c26"}) {
+  for (const char* expected :
+       {"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed", "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+        "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB", "0xD1220A0cf47c7B9Be7A2E6BA89F429762e7b9aDb",
+        "0x52908400098527886E0F7030069857D2E4169EE7", "0xde709f2102306220921060314715629080e2fb77",
+        "0x27b1fdb04752bbc536007a920d24acb045561c26"}) {
     auto a = AddressFromHex(expected);
     ASSERT_TRUE(a.ok()) << expected << ": " << a.status().ToString();
     EXPECT_EQ(AddressToChecksumHex(*a), expected);
@@ -313,8 +310,7 @@ TEST(AddressTest, FromHex) {
   ASSERT_TRUE(upper.ok());
   EXPECT_EQ(*lower, *upper);
   // One letter's case flipped: a checksum error, not silently accepted.
-  EXPECT_EQ(AddressFromHex("0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAeD").status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(AddressFromHex("0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAeD").status().code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(AddressFromHex("0x5aaeb6053f3e94c9b9a09f33669435e7ef1bea").ok());      // short
   EXPECT_FALSE(AddressFromHex("0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed00").ok());  // long
   EXPECT_FALSE(AddressFromHex("0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaeg").ok());    // non-hex
@@ -457,16 +453,16 @@ TEST(KeystoreMalformedTest, WrongTypes) {
                  "cipherparams array");
   ExpectRejected(mutate([](json& d) { d["crypto"]["cipherparams"]["iv"] = nullptr; }), "crypto.cipherparams.iv",
                  "null iv");
-  ExpectRejected(mutate([](json& d) { d["crypto"]["ciphertext"] = json::array({1, 2}); }), "crypto.ciphertext",
-                 "array ciphertext");
-  ExpectRejected(mutate([](json& d) { d["crypto"]["kdfparams"]["n"] = "262144"; }), "crypto.kdfparams.n",
-                 "string n");
+  ExpectRejected(mutate([](json& d) {
+                   d["crypto"]["ciphertext"] = json::array({1, 2});
+                 }),
+                 "crypto.ciphertext", "array ciphertext");
+  ExpectRejected(mutate([](json& d) { d["crypto"]["kdfparams"]["n"] = "262144"; }), "crypto.kdfparams.n", "string n");
   ExpectRejected(mutate([](json& d) { d["crypto"]["kdfparams"]["n"] = 2.5; }), "crypto.kdfparams.n", "float n");
   ExpectRejected(mutate([](json& d) { d["crypto"]["kdfparams"]["r"] = -8; }), "crypto.kdfparams.r", "negative r");
   ExpectRejected(mutate([](json& d) { d["crypto"]["kdfparams"]["dklen"] = true; }), "crypto.kdfparams.dklen",
                  "bool dklen");
-  ExpectRejected(mutate([](json& d) { d["crypto"]["kdfparams"]["dklen"] = 16; }), "crypto.kdfparams.dklen",
-                 "dklen 16");
+  ExpectRejected(mutate([](json& d) { d["crypto"]["kdfparams"]["dklen"] = 16; }), "crypto.kdfparams.dklen", "dklen 16");
   ExpectRejected(mutate([](json& d) { d["address"] = 7; }), "address", "numeric address");
   ExpectRejected(mutate([](json& d) { d["id"] = 7; }), "id", "numeric id");
 }
@@ -480,12 +476,12 @@ TEST(KeystoreMalformedTest, BadHexAndLengths) {
   };
   ExpectRejected(with("crypto", "cipherparams", "iv", "e0c41130a323adc1446fc82f724bca"), "crypto.cipherparams.iv",
                  "15-byte iv");
-  ExpectRejected(with("crypto", "cipherparams", "iv", "e0c41130a323adc1446fc82f724bca2f00"),
-                 "crypto.cipherparams.iv", "17-byte iv");
+  ExpectRejected(with("crypto", "cipherparams", "iv", "e0c41130a323adc1446fc82f724bca2f00"), "crypto.cipherparams.iv",
+                 "17-byte iv");
   ExpectRejected(with("crypto", "cipherparams", "iv", "zz c41130a323adc1446fc82f724bca2"), "crypto.cipherparams.iv",
                  "non-hex iv");
-  ExpectRejected(with("crypto", "cipherparams", "iv", "0xe0c41130a323adc1446fc82f724bca2f"),
-                 "crypto.cipherparams.iv", "0x iv");
+  ExpectRejected(with("crypto", "cipherparams", "iv", "0xe0c41130a323adc1446fc82f724bca2f"), "crypto.cipherparams.iv",
+                 "0x iv");
   ExpectRejected(with("crypto", "ciphertext", nullptr, "abc"), "crypto.ciphertext", "odd-length ciphertext");
   ExpectRejected(with("crypto", "ciphertext", nullptr, ""), "crypto.ciphertext", "empty ciphertext");
   ExpectRejected(with("crypto", "ciphertext", nullptr, std::string(66, 'a')), "crypto.ciphertext",
@@ -547,8 +543,8 @@ TEST(KeystoreMalformedTest, ScryptLimitsOfBotanRejectedWithoutWork) {
 TEST(KeystoreMalformedTest, NotJsonOrWrongShape) {
   for (const std::string& text :
        {std::string(""), std::string("{"), std::string("[]"), std::string("3"), std::string("null"),
-        std::string("{\"version\":3,"), std::string("\xff\xfe"), std::string(100000, '['),
-        std::string(100000, '{'), std::string("{\"a\":") + std::string(50, '[') + std::string(50, ']') + "}"}) {
+        std::string("{\"version\":3,"), std::string("\xff\xfe"), std::string(100000, '['), std::string(100000, '{'),
+        std::string("{\"a\":") + std::string(50, '[') + std::string(50, ']') + "}"}) {
     auto key = DecryptKeystore(text, "foo");
     EXPECT_EQ(key.status().code(), StatusCode::kInvalidArgument) << text.substr(0, 40);
   }

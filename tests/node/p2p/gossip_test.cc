@@ -215,7 +215,7 @@ TEST(GossipSigningTest, DigestIdAndSignatureFollowTheWireFormat) {
 
   v1::GossipMessage parsed;
   ASSERT_TRUE(parsed.ParseFromString(envelope.payload()));
-  EXPECT_EQ(parsed.chain_id(), kChain);                      // filled in when unset
+  EXPECT_EQ(parsed.chain_id(), kChain);                    // filled in when unset
   EXPECT_EQ(parsed.sender(), AddressBytes(AddressOf(7)));  // filled in when unset
   EXPECT_EQ(GossipNetwork::MessageId(envelope.payload()), Sha256Of(envelope.payload()));
 
@@ -229,8 +229,8 @@ TEST(GossipSigningTest, DigestIdAndSignatureFollowTheWireFormat) {
   ASSERT_EQ(envelope.signature().size(), 65u);
   const uint8_t v = static_cast<uint8_t>(envelope.signature()[64]);
   EXPECT_TRUE(v == 27 || v == 28);
-  auto signature = FromBytes65(std::span<const uint8_t>(
-      reinterpret_cast<const uint8_t*>(envelope.signature().data()), envelope.signature().size()));
+  auto signature = FromBytes65(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(envelope.signature().data()),
+                                                        envelope.signature().size()));
   ASSERT_TRUE(signature.ok());
   auto signer = RecoverAddress(digest, *signature);
   ASSERT_TRUE(signer.ok());
@@ -246,7 +246,8 @@ TEST(GossipSigningTest, DigestIdAndSignatureFollowTheWireFormat) {
 }
 
 TEST(GossipNetworkTest, PublishReachesEveryOtherNodeExactlyOnce) {
-  auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1), AddressOf(2), AddressOf(3), AddressOf(4)});
+  auto operators =
+      std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1), AddressOf(2), AddressOf(3), AddressOf(4)});
   std::vector<std::unique_ptr<TestNode>> nodes;
   for (uint8_t k = 1; k <= 4; ++k) {
     nodes.push_back(std::make_unique<TestNode>(k, operators, FastOptions()));

@@ -296,9 +296,9 @@ TEST_F(StoreTest, HashMismatchIsRejectedAndLeavesNothing) {
     auto info = store->PutBlob(data, wrong);
     ASSERT_FALSE(info.ok());
     EXPECT_EQ(info.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(info.status().message().find("blob hash mismatch: expected " + ToHex(wrong) + ", got " +
-                                           ToHex(Sha256Of(data))),
-              std::string::npos)
+    EXPECT_NE(
+        info.status().message().find("blob hash mismatch: expected " + ToHex(wrong) + ", got " + ToHex(Sha256Of(data))),
+        std::string::npos)
         << info.status().message();
     EXPECT_EQ(store->BlobSize(Sha256Of(data)).status().code(), StatusCode::kNotFound);
     EXPECT_EQ(store->BlobSize(wrong).status().code(), StatusCode::kNotFound);
@@ -625,16 +625,17 @@ TEST_F(StoreTest, ForEachTaskVisitsInKeyOrder) {
   ASSERT_NE(store, nullptr);
   for (const char* id : {"m", "b", "z", "a", "ab"}) ASSERT_TRUE(store->PutTask(id, std::string("rec-") + id).ok());
   std::vector<std::string> seen;
-  ASSERT_TRUE(store->ForEachTask([&seen](const std::string& id, const std::string& rec) {
-    EXPECT_EQ(rec, "rec-" + id);
-    seen.push_back(id);
-    return OkStatus();
-  }).ok());
+  ASSERT_TRUE(store
+                  ->ForEachTask([&seen](const std::string& id, const std::string& rec) {
+                    EXPECT_EQ(rec, "rec-" + id);
+                    seen.push_back(id);
+                    return OkStatus();
+                  })
+                  .ok());
   EXPECT_EQ(seen, (std::vector<std::string>{"a", "ab", "b", "m", "z"}));
   int visited = 0;
-  Status s = store->ForEachTask([&visited](const std::string&, const std::string&) {
-    return ++visited == 2 ? Aborted("enough") : OkStatus();
-  });
+  Status s = store->ForEachTask(
+      [&visited](const std::string&, const std::string&) { return ++visited == 2 ? Aborted("enough") : OkStatus(); });
   EXPECT_EQ(s.code(), StatusCode::kAborted);
   EXPECT_EQ(visited, 2);
 }

@@ -174,15 +174,16 @@ TEST_F(HttpServerTest, HeadHasLengthButNoBody) {
   Response r = Fetch(server_->port(), "HEAD /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", true, &raw);
   ASSERT_TRUE(r.ok) << raw;
   EXPECT_EQ(r.status, 200);
-  EXPECT_EQ(r.headers["content-length"], "9");  // length of "hello /x\n"
+  EXPECT_EQ(r.headers["content-length"], "9");               // length of "hello /x\n"
   EXPECT_EQ(raw.substr(raw.size() - 4), "\r\n\r\n") << raw;  // nothing after the headers
 }
 
 TEST_F(HttpServerTest, OtherMethodsGet405) {
   StartServer();
   for (const char* method : {"POST", "PUT", "DELETE", "OPTIONS"}) {
-    Response r = Fetch(server_->port(), std::string(method) +
-                                            " /x HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc");
+    Response r =
+        Fetch(server_->port(),
+              std::string(method) + " /x HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc");
     ASSERT_TRUE(r.ok) << method;
     EXPECT_EQ(r.status, 405) << method;
     EXPECT_EQ(r.headers["allow"], "GET, HEAD");
@@ -258,8 +259,8 @@ TEST_F(HttpServerTest, MalformedRequestsGet400OrClose) {
 TEST_F(HttpServerTest, OversizedHeaderAndBodyAreRejected) {
   StartServer();
   std::string raw;
-  Response r = Fetch(server_->port(),
-                     "GET / HTTP/1.1\r\nHost: t\r\nX-Big: " + std::string(16 * 1024, 'a') + "\r\n\r\n", false, &raw);
+  Response r = Fetch(server_->port(), "GET / HTTP/1.1\r\nHost: t\r\nX-Big: " + std::string(16 * 1024, 'a') + "\r\n\r\n",
+                     false, &raw);
   if (r.ok) {
     EXPECT_TRUE(r.status == 431 || r.status == 400) << r.status_line;
   }
@@ -392,9 +393,9 @@ TEST(SplitHostPortTest, Valid) {
 }
 
 TEST(SplitHostPortTest, Invalid) {
-  for (const char* address : {"", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:+80",
-                              "127.0.0.1:80x", "127.0.0.1:000080", ":80", "[::1]", "[::1]9100", "[]:80", "[::1:80",
-                              "::1:80", "host name:80", "a\nb:80"}) {
+  for (const char* address :
+       {"", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:+80", "127.0.0.1:80x",
+        "127.0.0.1:000080", ":80", "[::1]", "[::1]9100", "[]:80", "[::1:80", "::1:80", "host name:80", "a\nb:80"}) {
     auto r = SplitHostPort(address);
     ASSERT_FALSE(r.ok()) << address;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);

@@ -62,8 +62,8 @@ TEST(LogFormatTest, JsonEscaping) {
 TEST(LogFormatTest, JsonInvalidUtf8IsReplaced) {
   // Valid multi-byte text passes through; a lone continuation byte, a truncated sequence, an
   // overlong encoding and a surrogate each become U+FFFD.
-  const std::string bad = std::string("ok \xC3\xA9 ") + "\x80" + "|" + "\xE2\x82" + "|" + "\xC0\xAF" + "|" +
-                          "\xED\xA0\x80";
+  const std::string bad =
+      std::string("ok \xC3\xA9 ") + "\x80" + "|" + "\xE2\x82" + "|" + "\xC0\xAF" + "|" + "\xED\xA0\x80";
   const std::string line = FormatLogLine(LogFormat::kJson, kTs, LogLevel::kInfo, "m", {{"v", bad}});
   const std::string r = "\xEF\xBF\xBD";
   EXPECT_EQ(line, "{\"ts\":\"2026-11-21T10:00:00.123Z\",\"level\":\"info\",\"msg\":\"m\",\"v\":\"ok \xC3\xA9 " + r +
@@ -111,9 +111,7 @@ TEST(LogParseTest, Formats) {
 // Captures log output through a pipe and restores stderr logging afterwards.
 class LogPipeTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_EQ(::pipe2(fds_, O_CLOEXEC | O_NONBLOCK), 0);
-  }
+  void SetUp() override { ASSERT_EQ(::pipe2(fds_, O_CLOEXEC | O_NONBLOCK), 0); }
   void TearDown() override {
     ConfigureLogging(LogLevel::kInfo, LogFormat::kLogfmt, 2);
     ::close(fds_[0]);

@@ -26,7 +26,7 @@ TEST(MetricsTest, CounterAndGauge) {
 
 TEST(MetricsTest, HistogramBucketsAreCumulativeAndInclusive) {
   Histogram h({1, 0.5, 2, 2, std::numeric_limits<double>::infinity()});  // unsorted, duplicate, +Inf
-  h.Observe(0.5);  // le=0.5 is inclusive
+  h.Observe(0.5);                                                        // le=0.5 is inclusive
   h.Observe(0.7);
   h.Observe(2);
   h.Observe(100);
@@ -49,8 +49,8 @@ TEST(MetricsTest, RenderGolden) {
   bad->Increment();
   // Same name and labels returns the same object.
   EXPECT_EQ(r.AddCounter("consensor_rpc_requests_total", "", {{"method", "SubmitTask"}, {"code", "OK"}}), ok);
-  Histogram* h = r.AddHistogram("consensor_task_execution_seconds", "Wall time of one task execution.",
-                                {0.0001, 0.5, 1, 2.5});
+  Histogram* h =
+      r.AddHistogram("consensor_task_execution_seconds", "Wall time of one task execution.", {0.0001, 0.5, 1, 2.5});
   h->Observe(0.25);
   h->Observe(0.75);
   h->Observe(7);
