@@ -16,8 +16,9 @@ done
 scripts/setup.sh
 jobs=$(nproc)
 
-echo "== Layering"
+echo "== Layering and formatting"
 scripts/check_layers.sh
+scripts/check_format.sh
 
 run_suite() {
   local dir=$1; shift
