@@ -1,15 +1,14 @@
-// Network mode: wires the pure protocol rules of consensus/ to gossip, the task manager, the
-// store and the chain. For each task it
-//   - derives the committee from the task id and the operator set at the reference block,
-//   - fetches the task's blobs from peers (verified by hash) and stores the task,
+// Network mode: carries the protocol's decisions (consensus/) to gossip, the task manager, the
+// store, peers and the chain. It decides nothing itself. For each task it
+//   - plans the round (consensus/replication.h, consensus/committee.h) and announces it, or
+//     adopts a peer's announcement after fetching and verifying the task's blobs,
 //   - signs and gossips an EIP-712 attestation when this node is a member and has executed,
-//   - counts attestations in a QuorumTracker and stores the certificate when the quorum is met,
-//   - replaces members that stay silent past the member timeout with the next operators of the
-//     committee order,
-//   - on conflicting results runs a dispute round (the whole operator set up to a bound, with the
-//     contract's stake threshold) and sends dispute and equivocation evidence to the contract.
-// Time comes from this node's steady clock only (ConsensusOptions::now); peers' clocks are never
-// trusted.
+//   - feeds every vote and timer to the task's consensus::TaskRound and carries out what it
+//     returns, in order: store votes and certificates, re-queue the task when this node joins the
+//     committee or the dispute round, fetch a certified result it did not compute, and send
+//     equivocation and dispute evidence to the contract.
+// It reads the chain only outside its lock. Time comes from this node's steady clock only
+// (ConsensusOptions::now); peers' clocks are never trusted.
 #pragma once
 
 #include <chrono>
