@@ -1,6 +1,6 @@
 // What an ONNX op converter sees: the node's inputs (typed, and known at import time when
 // they are constants), its attributes, and a builder that emits Consensor ops. Converters
-// live in onnx_ops_*.cc, one file per op family; the driver is onnx_import.cc.
+// live in ops_*.cc, one file per op family; the driver is import.cc.
 #pragma once
 
 #include <initializer_list>
@@ -105,7 +105,7 @@ struct OpConverter {
   ConvertFn convert;
 };
 
-// One table per op family (onnx_ops_*.cc).
+// One table per op family (ops_*.cc).
 const std::vector<OpConverter>& ElementwiseConverters();
 const std::vector<OpConverter>& NnConverters();
 const std::vector<OpConverter>& TensorConverters();
