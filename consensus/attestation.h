@@ -30,6 +30,7 @@ inline constexpr std::string_view kDomainName = "Consensor";
 inline constexpr std::string_view kDomainVersion = "1";
 
 struct Attestation {
+  // Stays a Hash256: it is the signed bytes32, hashed and ABI-encoded like the roots beside it.
   Hash256 task_id{};
   Hash256 result_root{};
   Hash256 trace_root{};

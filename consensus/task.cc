@@ -4,7 +4,33 @@
 
 namespace consensor::consensus {
 
-StatusOr<Hash256> ComputeTaskId(const TaskSpec& spec) {
+StatusOr<TaskId> TaskId::FromHex(std::string_view hex) {
+  if (hex.empty()) return InvalidArgument("task_id is missing");
+  if (hex.size() != 64) {
+    return InvalidArgument("task_id must be a SHA-256 hash as 64 hex digits, got " + std::to_string(hex.size()) +
+                           " characters");
+  }
+  auto bytes = Hash256FromHex(hex);
+  if (!bytes.ok()) {
+    return InvalidArgument("task_id must be a SHA-256 hash as 64 hex digits: " + bytes.status().message());
+  }
+  return TaskId(*bytes);
+}
+
+StatusOr<TaskId> TaskId::FromKey(std::string_view key) {
+  if (key.size() != Hash256{}.size()) {
+    return DataLoss("a task key is 32 bytes, got " + std::to_string(key.size()));
+  }
+  Hash256 bytes{};
+  std::copy(key.begin(), key.end(), bytes.begin());
+  return TaskId(bytes);
+}
+
+std::string TaskId::Hex() const { return ToHex(bytes_); }
+
+std::string TaskId::Key() const { return std::string(reinterpret_cast<const char*>(bytes_.data()), bytes_.size()); }
+
+StatusOr<TaskId> ComputeTaskId(const TaskSpec& spec) {
   std::vector<const std::pair<std::string, Hash256>*> sorted;
   sorted.reserve(spec.inputs.size());
   for (const auto& in : spec.inputs) {
@@ -28,7 +54,7 @@ StatusOr<Hash256> ComputeTaskId(const TaskSpec& spec) {
     h.Update(in->second);
   }
   h.UpdateU64(spec.nonce);
-  return h.Finish();
+  return TaskId(h.Finish());
 }
 
 std::string_view TaskStateName(TaskState state) {

@@ -5,6 +5,7 @@
 // submission, resubmission is idempotent, and the id can be signed in attestations.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -23,10 +24,32 @@ struct TaskSpec {
   uint64_t nonce = 0;
 };
 
+// A task's id: the 32 bytes of ComputeTaskId. Hex() is the form of the API, gossip and logs;
+// Key() is the raw form the store keys records by.
+class TaskId {
+ public:
+  TaskId() = default;
+  explicit TaskId(const Hash256& bytes) : bytes_(bytes) {}
+
+  // INVALID_ARGUMENT, worded for the API's task_id field: missing, wrong length, or not hex.
+  static StatusOr<TaskId> FromHex(std::string_view hex);
+  // DATA_LOSS unless `key` is 32 bytes (a store key is never anything else).
+  static StatusOr<TaskId> FromKey(std::string_view key);
+
+  std::string Hex() const;  // 64 lowercase hex digits
+  std::string Key() const;  // the 32 raw bytes
+  const Hash256& bytes() const { return bytes_; }
+
+  friend auto operator<=>(const TaskId&, const TaskId&) = default;
+
+ private:
+  Hash256 bytes_{};
+};
+
 // SHA-256 over "consensor.task.v1\0", the graph hash, the input count (u32 LE), each input
 // sorted by name as (u32 LE name length, name bytes, hash), and the nonce (u64 LE).
 // INVALID_ARGUMENT for an empty or duplicate input name.
-StatusOr<Hash256> ComputeTaskId(const TaskSpec& spec);
+StatusOr<TaskId> ComputeTaskId(const TaskSpec& spec);
 
 // kCertifying exists in network mode only: the node has executed the task (or is not in its
 // committee) and waits for a quorum certificate; kSucceeded then means certified.

@@ -130,13 +130,15 @@ grpc::Status ClientService::SubmitTaskImpl(grpc::ServerContext*, const v1::Submi
         {{"code", StatusCodeName(outcome.status().code())}, {"error", outcome.status().message()}});
     return ToGrpcStatus(outcome.status());
   }
-  response->set_task_id(outcome->task_id);
+  response->set_task_id(outcome->task_id.Hex());
   response->set_already_known(outcome->already_known);
   return grpc::Status::OK;
 }
 
 grpc::Status ClientService::GetTaskImpl(grpc::ServerContext*, const v1::GetTaskRequest* request, v1::Task* response) {
-  auto task = tasks_->Get(request->task_id());
+  auto id = consensus::TaskId::FromHex(request->task_id());
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  auto task = tasks_->Get(*id);
   if (!task.ok()) return ToGrpcStatus(task.status());
   *response = std::move(task).value();
   return grpc::Status::OK;
@@ -144,7 +146,9 @@ grpc::Status ClientService::GetTaskImpl(grpc::ServerContext*, const v1::GetTaskR
 
 grpc::Status ClientService::WatchTaskImpl(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
                                           grpc::ServerWriter<v1::Task>* writer) {
-  auto task = tasks_->Get(request->task_id());
+  auto id = consensus::TaskId::FromHex(request->task_id());
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  auto task = tasks_->Get(*id);
   if (!task.ok()) return ToGrpcStatus(task.status());
   v1::Task current = std::move(task).value();
   // A watch without a client deadline still ends: the server re-checks the client every wait.
@@ -153,7 +157,7 @@ grpc::Status ClientService::WatchTaskImpl(grpc::ServerContext* context, const v1
     if (!writer->Write(current)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
     if (consensus::IsFinal(static_cast<consensus::TaskState>(current.state()))) return grpc::Status::OK;
     v1::Task last = current;
-    auto next = tasks_->WaitForChange(request->task_id(), last, deadline, [context] { return context->IsCancelled(); });
+    auto next = tasks_->WaitForChange(*id, last, deadline, [context] { return context->IsCancelled(); });
     if (!next.ok()) return ToGrpcStatus(next.status());
     if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled");
     if (!TaskManager::Changed(last, *next)) {

@@ -255,7 +255,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
       ASSIGN_OR_RETURN(impl->evidence, ChainEvidence::Open(config.chain_view.rpc_url, deployment, *impl->operator_key));
     }
     to.network_mode = true;
-    to.on_executed = [raw](const std::string& id, const v1::TaskResult& result) {
+    to.on_executed = [raw](const consensus::TaskId& id, const v1::TaskResult& result) {
       if (raw->engine) raw->engine->OnExecuted(id, result);
     };
     if (!config.fault_mode.empty()) {

@@ -83,8 +83,8 @@ v1::Certificate ToProto(const consensus::Certificate& c, uint32_t quorum, uint32
 // this node cares about (memory only; the task record holds what must survive a restart: the
 // plan, the votes and the certificate).
 struct ConsensusEngine::Round {
-  Round(std::string id, consensus::TaskRound protocol) : id_hex(std::move(id)), rules(std::move(protocol)) {}
-  std::string id_hex;
+  Round(consensus::TaskId task_id, consensus::TaskRound protocol) : id(task_id), rules(std::move(protocol)) {}
+  consensus::TaskId id;
   consensus::TaskRound rules;
   bool result_stored = false;  // SUCCEEDED with the certified result
   Clock::time_point adopted_at;
@@ -94,10 +94,10 @@ struct ConsensusEngine::Round {
 
 struct ConsensusEngine::Actions {
   std::vector<v1::GossipMessage> publish;
-  std::vector<std::string> requeue;  // task ids to execute here
+  std::vector<consensus::TaskId> requeue;  // to execute here
   std::vector<std::function<void()>> jobs;
   // Record updates, applied in order after the lock.
-  std::vector<std::pair<std::string, std::function<Status(v1::Task*)>>> mutations;
+  std::vector<std::pair<consensus::TaskId, std::function<Status(v1::Task*)>>> mutations;
 };
 
 ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, EngineParts parts)
@@ -227,14 +227,13 @@ StatusOr<SubmitOutcome> ConsensusEngine::Submit(const v1::SubmitTaskRequest& req
     opts->set_quorum(consensus::DefaultQuorum(opts->replicas(), options_.default_replicas, options_.default_quorum));
   }
   // Validate before anything is announced: the content must be here and within the caps.
-  ASSIGN_OR_RETURN(std::string id_hex, tasks_->Check(resolved));
-  if (auto known = tasks_->Get(id_hex); known.ok()) return SubmitOutcome{id_hex, true};
+  ASSIGN_OR_RETURN(consensus::TaskId id, tasks_->Check(resolved));
+  if (auto known = tasks_->Get(id); known.ok()) return SubmitOutcome{id, true};
 
   const uint64_t head = chain_->head();
   const uint64_t reference = head > options_.confirmations ? head - options_.confirmations : 0;
-  ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(id_hex));
   ASSIGN_OR_RETURN(v1::TaskConsensus plan,
-                   PlanConsensus(id, reference, opts->replicas(), opts->quorum(), AddressHex(address_)));
+                   PlanConsensus(id.bytes(), reference, opts->replicas(), opts->quorum(), AddressHex(address_)));
   ASSIGN_OR_RETURN(SubmitOutcome outcome, tasks_->Submit(resolved, &plan));
   if (outcome.already_known) return outcome;
 
@@ -243,10 +242,10 @@ StatusOr<SubmitOutcome> ConsensusEngine::Submit(const v1::SubmitTaskRequest& req
   auto operators = chain_->OperatorsAt(reference);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto task = tasks_->Get(id_hex);
+    auto task = tasks_->Get(id);
     if (task.ok() && operators.ok()) {
       if (Status s = OpenRound(*task, *operators, &actions); !s.ok()) {
-        Log(LogLevel::kError, "cannot open consensus round", {{"task", id_hex}, {"error", s.ToString()}});
+        Log(LogLevel::kError, "cannot open consensus round", {{"task", id.Hex()}, {"error", s.ToString()}});
       }
     }
   }
@@ -257,7 +256,7 @@ StatusOr<SubmitOutcome> ConsensusEngine::Submit(const v1::SubmitTaskRequest& req
   actions.publish.insert(actions.publish.begin(), message);
   RunActions(actions);
   Log(LogLevel::kInfo, "task announced",
-      {{"task", id_hex}, {"reference_block", static_cast<int64_t>(reference)}, {"member", plan.member()}});
+      {{"task", id.Hex()}, {"reference_block", static_cast<int64_t>(reference)}, {"member", plan.member()}});
   return outcome;
 }
 
@@ -300,16 +299,16 @@ Status ConsensusEngine::OnMessage(const v1::GossipMessage& message, const Hash25
       attestations_refused_->Increment();
       return vote.status();
     }
-    const std::string id_hex = ToHex(vote->attestation.task_id);
+    const consensus::TaskId id(vote->attestation.task_id);
     Actions actions;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = rounds_.find(id_hex);
+      auto it = rounds_.find(id);
       if (it == rounds_.end()) {
         // The announcement may still be on its way (or being fetched): keep the vote aside.
         if (orphan_count_ >= kMaxOrphanVotes) return ResourceExhausted("too many votes for unknown tasks");
-        if (orphans_.find(id_hex) == orphans_.end()) orphan_since_[id_hex] = options_.now();
-        orphans_[id_hex].push_back(*vote);
+        if (orphans_.find(id) == orphans_.end()) orphan_since_[id] = options_.now();
+        orphans_[id].push_back(*vote);
         ++orphan_count_;
         return OkStatus();
       }
@@ -361,18 +360,17 @@ Status ConsensusEngine::FetchTaskBlobs(const v1::SubmitTaskRequest& spec, const 
 
 Status ConsensusEngine::Adopt(const v1::TaskAnnouncement& ann, const Address20& announcer) {
   const v1::SubmitTaskRequest& spec = ann.spec();
-  ASSIGN_OR_RETURN(const std::string id_hex, tasks_->IdOf(spec));  // needs no blobs
-  ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(id_hex));
+  ASSIGN_OR_RETURN(const consensus::TaskId id, tasks_->IdOf(spec));  // needs no blobs
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (rounds_.count(id_hex) || adopting_.count(id_hex)) return OkStatus();
-    adopting_.insert(id_hex);
+    if (rounds_.count(id) || adopting_.count(id)) return OkStatus();
+    adopting_.insert(id);
   }
   auto done = [&] {
     std::lock_guard<std::mutex> lock(mu_);
-    adopting_.erase(id_hex);
+    adopting_.erase(id);
   };
-  if (auto known = tasks_->Get(id_hex); known.ok()) {
+  if (auto known = tasks_->Get(id); known.ok()) {
     done();
     return OkStatus();  // e.g. announced twice; the first announcement stands
   }
@@ -381,7 +379,7 @@ Status ConsensusEngine::Adopt(const v1::TaskAnnouncement& ann, const Address20& 
     done();
     return fetched.WithContext("fetching the task's blobs");
   }
-  auto plan = PlanConsensus(id, ann.reference_block(), spec.options().replicas(), spec.options().quorum(),
+  auto plan = PlanConsensus(id.bytes(), ann.reference_block(), spec.options().replicas(), spec.options().quorum(),
                             AddressHex(announcer));
   if (!plan.ok()) {
     done();
@@ -396,14 +394,14 @@ Status ConsensusEngine::Adopt(const v1::TaskAnnouncement& ann, const Address20& 
   auto operators = chain_->OperatorsAt(ann.reference_block());  // before the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
-    adopting_.erase(id_hex);
+    adopting_.erase(id);
     if (!operators.ok()) return operators.status();
-    auto task = tasks_->Get(id_hex);
-    if (task.ok() && !rounds_.count(id_hex)) RETURN_IF_ERROR(OpenRound(*task, *operators, &actions));
+    auto task = tasks_->Get(id);
+    if (task.ok() && !rounds_.count(id)) RETURN_IF_ERROR(OpenRound(*task, *operators, &actions));
   }
   RunActions(actions);
   Log(LogLevel::kInfo, "task adopted",
-      {{"task", id_hex}, {"announcer", AddressHex(announcer)}, {"member", plan->member()}});
+      {{"task", id.Hex()}, {"announcer", AddressHex(announcer)}, {"member", plan->member()}});
   return OkStatus();
 }
 
@@ -445,16 +443,16 @@ Status ConsensusEngine::OpenRound(const v1::Task& task, std::shared_ptr<const co
   const auto now = options_.now();
   ASSIGN_OR_RETURN(consensus::TaskRound protocol,
                    consensus::TaskRound::Open(Rules(), std::move(operators), record, SteadyMillis(now)));
-  auto round = std::make_unique<Round>(task.task_id(), std::move(protocol));
+  auto round = std::make_unique<Round>(consensus::TaskId(record.task_id), std::move(protocol));
   round->result_stored = task.state() == v1::TASK_STATE_SUCCEEDED;
   round->adopted_at = now;
   Round& r = *round;
-  rounds_[r.id_hex] = std::move(round);
+  rounds_[r.id] = std::move(round);
   for (const auto& stored : c.attestations()) {
     if (auto vote = FromProto(stored); vote.ok()) AddVote(r, *vote, /*persist=*/false, actions);
   }
-  if (auto it = orphans_.find(r.id_hex); it != orphans_.end()) {
-    orphan_since_.erase(r.id_hex);
+  if (auto it = orphans_.find(r.id); it != orphans_.end()) {
+    orphan_since_.erase(r.id);
     orphan_count_ -= it->second.size();
     auto votes = std::move(it->second);
     orphans_.erase(it);
@@ -468,9 +466,9 @@ Status ConsensusEngine::OpenRound(const v1::Task& task, std::shared_ptr<const co
   // Submit and Adopt queue the task before its round opens, so this node's execution can end
   // first; its vote was not signed then (no round), and would never be: sign it now.
   if (task.state() == v1::TASK_STATE_CERTIFYING && task.has_result() && r.rules.member() && !OwnVoteStored(task)) {
-    const std::string id_hex = r.id_hex;
+    const consensus::TaskId id = r.id;
     const v1::TaskResult result = task.result();
-    actions->jobs.push_back([this, id_hex, result] { Attest(id_hex, result); });
+    actions->jobs.push_back([this, id, result] { Attest(id, result); });
   }
   return OkStatus();
 }
@@ -495,7 +493,7 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
       attestations_received_->Increment();
       if (!persist) continue;
       v1::SignedAttestation stored = ToProto(counted->vote, counted->signer);
-      actions->mutations.emplace_back(r.id_hex, [stored](v1::Task* t) -> Status {
+      actions->mutations.emplace_back(r.id, [stored](v1::Task* t) -> Status {
         for (const auto& existing : t->consensus().attestations()) {
           if (existing.signature() == stored.signature()) return OkStatus();
         }
@@ -510,27 +508,27 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
       disputes_->Increment();
       std::vector<std::string> members;
       for (const Address20& m : started->members) members.push_back(AddressHex(m));
-      actions->mutations.emplace_back(r.id_hex, [members](v1::Task* t) -> Status {
+      actions->mutations.emplace_back(r.id, [members](v1::Task* t) -> Status {
         t->mutable_consensus()->set_disputed(true);
         t->mutable_consensus()->clear_dispute_committee();
         for (const auto& m : members) t->mutable_consensus()->add_dispute_committee(m);
         return OkStatus();
       });
       Log(LogLevel::kWarn, "conflicting results: dispute round",
-          {{"task", r.id_hex}, {"dispute_committee", static_cast<int64_t>(members.size())}});
+          {{"task", r.id.Hex()}, {"dispute_committee", static_cast<int64_t>(members.size())}});
     } else if (auto* failed = std::get_if<consensus::DisputeNotStarted>(&decision)) {
       disputes_->Increment();
-      Log(LogLevel::kError, "cannot start dispute round", {{"task", r.id_hex}, {"error", failed->error.ToString()}});
+      Log(LogLevel::kError, "cannot start dispute round", {{"task", r.id.Hex()}, {"error", failed->error.ToString()}});
     } else if (auto* dispute = std::get_if<consensus::DisputeCertified>(&decision)) {
       const consensus::Certificate& cert = dispute->certificate;
       v1::Certificate proto =
           ToProto(cert, 0, static_cast<uint32_t>(dispute->committee_size), r.rules.replicas(), true);
       Log(LogLevel::kInfo, "dispute certificate",
-          {{"task", r.id_hex},
+          {{"task", r.id.Hex()},
            {"result_root", ToHex(cert.attestation.result_root)},
            {"signers", static_cast<int64_t>(cert.signers.size())}});
       const bool replaces = dispute->supersedes;
-      actions->mutations.emplace_back(r.id_hex, [proto, replaces](v1::Task* t) -> Status {
+      actions->mutations.emplace_back(r.id, [proto, replaces](v1::Task* t) -> Status {
         if (replaces || !t->consensus().has_certificate()) *t->mutable_consensus()->mutable_certificate() = proto;
         return OkStatus();
       });
@@ -544,20 +542,20 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
       std::vector<std::string> committee;
       for (const Address20& m : extended->members) committee.push_back(AddressHex(m));
       const bool now_member = extended->self_joined;
-      actions->mutations.emplace_back(r.id_hex, [committee, now_member](v1::Task* t) -> Status {
+      actions->mutations.emplace_back(r.id, [committee, now_member](v1::Task* t) -> Status {
         t->mutable_consensus()->clear_committee();
         for (const auto& c : committee) t->mutable_consensus()->add_committee(c);
         if (now_member) t->mutable_consensus()->set_member(true);
         return OkStatus();
       });
       Log(LogLevel::kInfo, "silent committee members replaced",
-          {{"task", r.id_hex},
+          {{"task", r.id.Hex()},
            {"silent", static_cast<int64_t>(extended->silent)},
            {"committee", static_cast<int64_t>(committee.size())}});
     } else if (std::holds_alternative<consensus::ExecuteHere>(decision)) {
-      actions->requeue.push_back(r.id_hex);
+      actions->requeue.push_back(r.id);
     } else if (auto* evidence = std::get_if<consensus::SendEvidence>(&decision)) {
-      SendEvidence(r.id_hex, evidence->slash, actions);
+      SendEvidence(r.id, evidence->slash, actions);
     }
   }
 }
@@ -569,24 +567,26 @@ void ConsensusEngine::OnCertified(Round& r, const consensus::Certified& certifie
   const consensus::Certificate& cert = certified.certificate;
   v1::Certificate proto =
       ToProto(cert, r.rules.quorum(), static_cast<uint32_t>(certified.committee_size), r.rules.replicas(), false);
-  actions->mutations.emplace_back(r.id_hex, [proto](v1::Task* t) -> Status {
+  actions->mutations.emplace_back(r.id, [proto](v1::Task* t) -> Status {
     if (!t->consensus().has_certificate()) *t->mutable_consensus()->mutable_certificate() = proto;
     return OkStatus();
   });
   Log(LogLevel::kInfo, "task certified",
-      {{"task", r.id_hex},
+      {{"task", r.id.Hex()},
        {"result_root", ToHex(cert.attestation.result_root)},
        {"signers", static_cast<int64_t>(cert.signers.size())}});
   // Store the certified result now rather than at the next tick: clients are waiting.
-  const std::string id_hex = r.id_hex;
+  const consensus::TaskId id = r.id;
   r.next_result_fetch = r.finalized_at + std::chrono::seconds(1);
-  actions->jobs.push_back([this, id_hex] { FetchCertifiedResult(id_hex); });
+  actions->jobs.push_back([this, id] { FetchCertifiedResult(id); });
 }
 
-void ConsensusEngine::SendEvidence(const std::string& id_hex, const consensus::SlashDecision& slash, Actions* actions) {
+void ConsensusEngine::SendEvidence(const consensus::TaskId& task_id, const consensus::SlashDecision& slash,
+                                   Actions* actions) {
   if (evidence_ == nullptr) return;
   const bool equivocation = slash.kind == consensus::SlashDecision::Kind::kEquivocation;
-  actions->jobs.push_back([this, slash, id_hex, equivocation] {
+  actions->jobs.push_back([this, slash, task_id, equivocation] {
+    const std::string id_hex = task_id.Hex();
     auto tx = equivocation ? evidence_->SlashEquivocation(slash.first, slash.second)
                            : evidence_->SlashDispute(slash.first, *slash.certificate);
     v1::SlashRecord record;
@@ -608,7 +608,7 @@ void ConsensusEngine::SendEvidence(const std::string& id_hex, const consensus::S
       }
     }
     tasks_
-        ->Mutate(id_hex,
+        ->Mutate(task_id,
                  [record](v1::Task* t) -> Status {
                    *t->mutable_consensus()->add_slashes() = record;
                    return OkStatus();
@@ -619,25 +619,25 @@ void ConsensusEngine::SendEvidence(const std::string& id_hex, const consensus::S
 
 // ---- local execution
 
-void ConsensusEngine::OnExecuted(const std::string& task_id_hex, const v1::TaskResult& result) {
-  faults_->BeforeAttesting(task_id_hex);
-  Attest(task_id_hex, result);
+void ConsensusEngine::OnExecuted(const consensus::TaskId& task_id, const v1::TaskResult& result) {
+  faults_->BeforeAttesting(task_id.Hex());
+  Attest(task_id, result);
 }
 
-void ConsensusEngine::Attest(const std::string& task_id_hex, const v1::TaskResult& result) {
+void ConsensusEngine::Attest(const consensus::TaskId& task_id, const v1::TaskResult& result) {
   Actions actions;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = rounds_.find(task_id_hex);
+    auto it = rounds_.find(task_id);
     if (it == rounds_.end()) return;
     Round& r = *it->second;
     r.rules.MarkExecuted();
     if (r.rules.finalized() && !r.result_stored) {
       // The quorum was reached while this node was still executing.
-      const std::string id_hex = r.id_hex;
-      actions.jobs.push_back([this, id_hex] { FetchCertifiedResult(id_hex); });
+      const consensus::TaskId id = r.id;
+      actions.jobs.push_back([this, id] { FetchCertifiedResult(id); });
     }
-    if (faults_->StaySilent(task_id_hex)) return;
+    if (faults_->StaySilent(task_id.Hex())) return;
     consensus::SignedAttestation vote;
     vote.attestation.task_id = r.rules.task_id();
     auto root = Hash256FromHex(result.result_root());
@@ -646,7 +646,7 @@ void ConsensusEngine::Attest(const std::string& task_id_hex, const v1::TaskResul
     vote.attestation.result_root = *root;
     vote.attestation.trace_root = *trace;
     vote.attestation.reference_block = r.rules.reference_block();
-    for (const auto& a : faults_->ToSign(task_id_hex, vote.attestation)) {
+    for (const auto& a : faults_->ToSign(task_id.Hex(), vote.attestation)) {
       auto sig = consensus::SignAttestation(key_, chain_->domain(), a);
       if (!sig.ok()) return;
       consensus::SignedAttestation signed_vote{a, *sig};
@@ -660,11 +660,11 @@ void ConsensusEngine::Attest(const std::string& task_id_hex, const v1::TaskResul
   RunActions(actions);
 }
 
-void ConsensusEngine::FetchCertifiedResult(const std::string& task_id_hex) {
+void ConsensusEngine::FetchCertifiedResult(const consensus::TaskId& task_id) {
   v1::Certificate cert;
   std::vector<std::string> endpoints;
   {
-    auto task = tasks_->Get(task_id_hex);
+    auto task = tasks_->Get(task_id);
     if (!task.ok() || task->state() == v1::TASK_STATE_SUCCEEDED || !task->consensus().has_certificate()) return;
     cert = task->consensus().certificate();
     // Our own result may already be the certified one.
@@ -672,7 +672,7 @@ void ConsensusEngine::FetchCertifiedResult(const std::string& task_id_hex) {
         task->result().trace_root() == cert.trace_root()) {
       v1::TaskResult result = task->result();
       Status s = tasks_->Mutate(
-          task_id_hex,
+          task_id,
           [](v1::Task* t) -> Status {
             t->set_state(v1::TASK_STATE_SUCCEEDED);
             return OkStatus();
@@ -680,7 +680,7 @@ void ConsensusEngine::FetchCertifiedResult(const std::string& task_id_hex) {
           &result);
       if (s.ok()) {
         std::lock_guard<std::mutex> lock(mu_);
-        if (auto it = rounds_.find(task_id_hex); it != rounds_.end()) it->second->result_stored = true;
+        if (auto it = rounds_.find(task_id); it != rounds_.end()) it->second->result_stored = true;
       }
       return;
     }
@@ -694,7 +694,7 @@ void ConsensusEngine::FetchCertifiedResult(const std::string& task_id_hex) {
   // Not executed here (an observer) or executed differently: take the outputs from a signer,
   // and accept them only if their hashes make up the certified result root.
   for (const std::string& endpoint : endpoints) {
-    auto remote = peers_->GetTask(endpoint, task_id_hex);
+    auto remote = peers_->GetTask(endpoint, task_id.Hex());
     if (!remote.ok() || !remote->has_result()) continue;
     const v1::TaskResult& result = remote->result();
     std::vector<std::pair<std::string, Hash256>> named;
@@ -719,7 +719,7 @@ void ConsensusEngine::FetchCertifiedResult(const std::string& task_id_hex) {
     if (!outputs_ok) continue;
     v1::TaskResult stored = result;
     Status s = tasks_->Mutate(
-        task_id_hex,
+        task_id,
         [](v1::Task* t) -> Status {
           if (t->state() == v1::TASK_STATE_QUEUED || t->state() == v1::TASK_STATE_RUNNING) {
             return Aborted("executing here meanwhile");
@@ -730,8 +730,8 @@ void ConsensusEngine::FetchCertifiedResult(const std::string& task_id_hex) {
         &stored);
     if (s.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = rounds_.find(task_id_hex); it != rounds_.end()) it->second->result_stored = true;
-      Log(LogLevel::kInfo, "certified result fetched", {{"task", task_id_hex}, {"from", endpoint}});
+      if (auto it = rounds_.find(task_id); it != rounds_.end()) it->second->result_stored = true;
+      Log(LogLevel::kInfo, "certified result fetched", {{"task", task_id.Hex()}, {"from", endpoint}});
     }
     return;
   }
@@ -741,7 +741,7 @@ void ConsensusEngine::FetchCertifiedResult(const std::string& task_id_hex) {
 
 void ConsensusEngine::Tick() {
   Actions actions;
-  std::vector<std::string> fetch;
+  std::vector<consensus::TaskId> fetch;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const auto now = options_.now();
@@ -749,7 +749,7 @@ void ConsensusEngine::Tick() {
       Round& r = *it->second;
       if (r.rules.finalized() && !r.result_stored && now >= r.next_result_fetch) {
         r.next_result_fetch = now + std::chrono::seconds(1);
-        fetch.push_back(r.id_hex);
+        fetch.push_back(r.id);
       }
       if (r.rules.finalized() && r.result_stored && now - r.finalized_at > kRetainFinalized) {
         it = rounds_.erase(it);
@@ -793,12 +793,12 @@ size_t ConsensusEngine::OpenRoundsLocked() const {
 void ConsensusEngine::RunActions(Actions& actions) {
   for (auto& [id, change] : actions.mutations) {
     if (Status s = tasks_->Mutate(id, change); !s.ok()) {
-      Log(LogLevel::kWarn, "cannot update task record", {{"task", id}, {"error", s.ToString()}});
+      Log(LogLevel::kWarn, "cannot update task record", {{"task", id.Hex()}, {"error", s.ToString()}});
     }
   }
-  for (const std::string& id : actions.requeue) {
+  for (const consensus::TaskId& id : actions.requeue) {
     if (Status s = tasks_->Requeue(id); !s.ok()) {
-      Log(LogLevel::kWarn, "cannot queue task for execution", {{"task", id}, {"error", s.ToString()}});
+      Log(LogLevel::kWarn, "cannot queue task for execution", {{"task", id.Hex()}, {"error", s.ToString()}});
     }
   }
   if (gossip_) {
@@ -845,7 +845,7 @@ Status ConsensusEngine::Recover() {
     // Our own vote may have been lost with the gossip log: sign it again (same bytes: RFC 6979).
     // (A vote never stored is signed by OpenRound.)
     if (t.state() == v1::TASK_STATE_CERTIFYING && t.has_result() && t.consensus().member() && OwnVoteStored(t)) {
-      Attest(t.task_id(), t.result());
+      if (auto id = consensus::TaskId::FromHex(t.task_id()); id.ok()) Attest(*id, t.result());
     }
   }
   if (!open.empty()) Log(LogLevel::kInfo, "reopened consensus rounds", {{"count", static_cast<int64_t>(open.size())}});

@@ -83,7 +83,7 @@ class ConsensusEngine {
   // The gossip handler: OK accepts (and relays) the message.
   Status OnMessage(const v1::GossipMessage& message, const Hash256& message_id, const Address20& sender);
   // The task manager's callback after a successful local execution.
-  void OnExecuted(const std::string& task_id_hex, const v1::TaskResult& result);
+  void OnExecuted(const consensus::TaskId& task_id, const v1::TaskResult& result);
   // Rounds still waiting for a certificate (what the open-rounds gauge shows after a tick).
   size_t open_rounds() const;
 
@@ -102,9 +102,9 @@ class ConsensusEngine {
   bool OwnVoteStored(const v1::Task& task) const;
   void Carry(Round& round, const consensus::RoundDecisions& decisions, bool persist, Actions* actions);
   void OnCertified(Round& round, const consensus::Certified& certified, Actions* actions);
-  void SendEvidence(const std::string& id_hex, const consensus::SlashDecision& slash, Actions* actions);
-  void Attest(const std::string& task_id_hex, const v1::TaskResult& result);
-  void FetchCertifiedResult(const std::string& task_id_hex);
+  void SendEvidence(const consensus::TaskId& task_id, const consensus::SlashDecision& slash, Actions* actions);
+  void Attest(const consensus::TaskId& task_id, const v1::TaskResult& result);
+  void FetchCertifiedResult(const consensus::TaskId& task_id);
   void Tick();
   size_t OpenRoundsLocked() const;
   void RunActions(Actions& actions);
@@ -136,12 +136,12 @@ class ConsensusEngine {
   Gauge* open_rounds_gauge_;
 
   mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Round>> rounds_;  // by task id hex
+  std::map<consensus::TaskId, std::unique_ptr<Round>> rounds_;
   // Votes that arrived before their task's announcement, by task id; bounded.
-  std::map<std::string, std::vector<consensus::SignedAttestation>> orphans_;
-  std::map<std::string, std::chrono::steady_clock::time_point> orphan_since_;
+  std::map<consensus::TaskId, std::vector<consensus::SignedAttestation>> orphans_;
+  std::map<consensus::TaskId, std::chrono::steady_clock::time_point> orphan_since_;
   size_t orphan_count_ = 0;
-  std::set<std::string> adopting_;  // announcements being fetched
+  std::set<consensus::TaskId> adopting_;  // announcements being fetched
 
   std::mutex jobs_mu_;
   std::condition_variable jobs_cv_;

@@ -17,9 +17,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string IdBytes(const Hash256& h) { return std::string(reinterpret_cast<const char*>(h.data()), h.size()); }
-std::string IdHex(const std::string& id_bytes) {
-  return ToHex(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(id_bytes.data()), id_bytes.size()));
+// For logging a store key that may not be a valid task id.
+std::span<const uint8_t> BytesOf(const std::string& key) {
+  return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(key.data()), key.size());
 }
 
 StatusOr<Hash256> ParseHash(const std::string& hex, const std::string& what) {
@@ -191,22 +191,23 @@ Status TaskManager::PersistTask(const v1::Task& task, const v1::TaskResult* resu
     if (!result->SerializeToString(&*result_record)) return Internal("cannot serialize task result");
   }
   ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(task.task_id()));
-  return store_->PutTask(IdBytes(id), record, result_record);
+  return store_->PutTask(consensus::TaskId(id).Key(), record, result_record);
 }
 
-StatusOr<v1::Task> TaskManager::LoadTask(const std::string& id_bytes) {
-  ASSIGN_OR_RETURN(auto record, store_->GetTask(id_bytes));
-  if (!record) return NotFound("unknown task " + IdHex(id_bytes));
+StatusOr<v1::Task> TaskManager::LoadTask(const consensus::TaskId& id) {
+  const std::string key = id.Key();
+  ASSIGN_OR_RETURN(auto record, store_->GetTask(key));
+  if (!record) return NotFound("unknown task " + id.Hex());
   v1::Task task;
-  if (!task.ParseFromString(*record)) return DataLoss("the stored record of task " + IdHex(id_bytes) + " is corrupt");
+  if (!task.ParseFromString(*record)) return DataLoss("the stored record of task " + id.Hex() + " is corrupt");
   if (task.state() == v1::TASK_STATE_SUCCEEDED || task.state() == v1::TASK_STATE_CERTIFYING) {
-    ASSIGN_OR_RETURN(auto result_record, store_->GetResult(id_bytes));
+    ASSIGN_OR_RETURN(auto result_record, store_->GetResult(key));
     // A certifying observer has no result yet; a succeeded task always has one.
     if (result_record && !task.mutable_result()->ParseFromString(*result_record)) {
-      return DataLoss("the stored result of task " + IdHex(id_bytes) + " is corrupt");
+      return DataLoss("the stored result of task " + id.Hex() + " is corrupt");
     }
     if (!result_record && task.state() == v1::TASK_STATE_SUCCEEDED) {
-      return DataLoss("the stored result of task " + IdHex(id_bytes) + " is missing");
+      return DataLoss("the stored result of task " + id.Hex() + " is missing");
     }
   }
   return task;
@@ -217,7 +218,7 @@ Status TaskManager::Recover() {
   RETURN_IF_ERROR(store_->ForEachTask([&](const std::string& id, const std::string& record) -> Status {
     v1::Task task;
     if (!task.ParseFromString(record)) {
-      Log(LogLevel::kError, "corrupt task record skipped", {{"task", IdHex(id)}});
+      Log(LogLevel::kError, "corrupt task record skipped", {{"task", ToHex(BytesOf(id))}});
       return OkStatus();
     }
     if (task.state() == v1::TASK_STATE_QUEUED || task.state() == v1::TASK_STATE_RUNNING) pending.push_back(task);
@@ -234,8 +235,8 @@ Status TaskManager::Recover() {
     ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(task.task_id()));
     std::lock_guard<std::mutex> lock(mu_);
     // Acknowledged tasks are never dropped, so recovery may exceed the queue capacity.
-    queue_.push_back(IdBytes(id));
-    in_flight_.insert(IdBytes(id));
+    queue_.push_back(consensus::TaskId(id));
+    in_flight_.insert(consensus::TaskId(id));
     metrics_->tasks_recovered->Increment();
   }
   if (!pending.empty())
@@ -287,14 +288,13 @@ StatusOr<consensus::TaskSpec> TaskManager::SpecOf(const v1::SubmitTaskRequest& r
   return spec;
 }
 
-StatusOr<std::string> TaskManager::IdOf(const v1::SubmitTaskRequest& request) {
+StatusOr<consensus::TaskId> TaskManager::IdOf(const v1::SubmitTaskRequest& request) {
   ASSIGN_OR_RETURN(consensus::TaskSpec spec, SpecOf(request));
-  ASSIGN_OR_RETURN(Hash256 id, consensus::ComputeTaskId(spec));
-  return ToHex(id);
+  return consensus::ComputeTaskId(spec);
 }
 
-StatusOr<std::string> TaskManager::Check(const v1::SubmitTaskRequest& request) {
-  ASSIGN_OR_RETURN(std::string id, IdOf(request));
+StatusOr<consensus::TaskId> TaskManager::Check(const v1::SubmitTaskRequest& request) {
+  ASSIGN_OR_RETURN(consensus::TaskId id, IdOf(request));
   ASSIGN_OR_RETURN(PreparedTask prepared, PrepareTask(store_, request, options_.limits, /*load_inputs=*/false));
   (void)prepared;
   return id;
@@ -302,14 +302,13 @@ StatusOr<std::string> TaskManager::Check(const v1::SubmitTaskRequest& request) {
 
 StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request, const v1::TaskConsensus* consensus) {
   if (!accepting_) return Unavailable("the node is not accepting tasks (starting or shutting down)");
-  ASSIGN_OR_RETURN(std::string id_hex, IdOf(request));
-  ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(id_hex));
-  const std::string id_bytes = IdBytes(id);
-  SubmitOutcome outcome{id_hex, false};
+  ASSIGN_OR_RETURN(consensus::TaskId id, IdOf(request));
+  const std::string key = id.Key();
+  SubmitOutcome outcome{id, false};
   const bool execute = consensus == nullptr || consensus->member();
 
   // Idempotent: the same content is the same task.
-  ASSIGN_OR_RETURN(auto existing, store_->GetTask(id_bytes));
+  ASSIGN_OR_RETURN(auto existing, store_->GetTask(key));
   if (existing) {
     outcome.already_known = true;
     return outcome;
@@ -322,7 +321,7 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return Unavailable("the node is shutting down");
-    if (in_flight_.count(id_bytes)) {
+    if (in_flight_.count(id)) {
       outcome.already_known = true;
       return outcome;
     }
@@ -332,11 +331,11 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
                                std::to_string(options_.queue_capacity) + "); retry later");
     }
     ++reserved_slots_;
-    in_flight_.insert(id_bytes);
+    in_flight_.insert(id);
   }
 
   v1::Task task;
-  task.set_task_id(outcome.task_id);
+  task.set_task_id(id.Hex());
   task.set_state(execute ? v1::TASK_STATE_QUEUED : v1::TASK_STATE_CERTIFYING);
   *task.mutable_spec() = request;
   task.set_created_unix_ms(UnixMillisNow());
@@ -344,7 +343,7 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   Status persisted;
   {
     std::lock_guard<std::mutex> record_lock(record_mu_);
-    auto raced = store_->GetTask(id_bytes);  // another path stored it meanwhile
+    auto raced = store_->GetTask(key);  // another path stored it meanwhile
     persisted =
         !raced.ok() ? raced.status() : (*raced ? AlreadyExists("stored meanwhile") : PersistTask(task, nullptr));
   }
@@ -353,7 +352,7 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
     std::lock_guard<std::mutex> lock(mu_);
     --reserved_slots_;
     if (!persisted.ok()) {
-      in_flight_.erase(id_bytes);
+      in_flight_.erase(id);
       if (persisted.code() == StatusCode::kAlreadyExists) {
         outcome.already_known = true;
         return outcome;
@@ -361,9 +360,9 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
       return persisted.WithContext("storing task");
     }
     if (execute) {
-      queue_.push_back(id_bytes);
+      queue_.push_back(id);
     } else {
-      in_flight_.erase(id_bytes);
+      in_flight_.erase(id);
     }
     ++change_counter_;
   }
@@ -371,16 +370,13 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   metrics_->tasks_received->Increment();
   UpdateGauges();
   Log(LogLevel::kInfo, "task accepted",
-      {{"task", outcome.task_id},
+      {{"task", id.Hex()},
        {"graph", request.graph_sha256()},
        {"ops", static_cast<int64_t>(prepared.program.instructions.size())}});
   return outcome;
 }
 
-StatusOr<v1::Task> TaskManager::Get(const std::string& task_id_hex) {
-  ASSIGN_OR_RETURN(Hash256 id, ParseHash(task_id_hex, "task_id"));
-  return LoadTask(IdBytes(id));
-}
+StatusOr<v1::Task> TaskManager::Get(const consensus::TaskId& task_id) { return LoadTask(task_id); }
 
 bool TaskManager::Changed(const v1::Task& before, const v1::Task& after) {
   const v1::TaskConsensus& b = before.consensus();
@@ -391,12 +387,11 @@ bool TaskManager::Changed(const v1::Task& before, const v1::Task& after) {
          b.disputed() != a.disputed() || b.slashes_size() != a.slashes_size();
 }
 
-Status TaskManager::Mutate(const std::string& task_id_hex, const std::function<Status(v1::Task*)>& change,
+Status TaskManager::Mutate(const consensus::TaskId& task_id, const std::function<Status(v1::Task*)>& change,
                            const v1::TaskResult* result) {
-  ASSIGN_OR_RETURN(Hash256 id, ParseHash(task_id_hex, "task_id"));
   {
     std::lock_guard<std::mutex> record_lock(record_mu_);
-    ASSIGN_OR_RETURN(v1::Task task, LoadTask(IdBytes(id)));
+    ASSIGN_OR_RETURN(v1::Task task, LoadTask(task_id));
     const v1::TaskState before = task.state();
     RETURN_IF_ERROR(change(&task));
     if (task.state() != before) {
@@ -411,16 +406,14 @@ Status TaskManager::Mutate(const std::string& task_id_hex, const std::function<S
   return OkStatus();
 }
 
-Status TaskManager::Requeue(const std::string& task_id_hex) {
-  ASSIGN_OR_RETURN(Hash256 id, ParseHash(task_id_hex, "task_id"));
-  const std::string id_bytes = IdBytes(id);
+Status TaskManager::Requeue(const consensus::TaskId& task_id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return Unavailable("the node is shutting down");
-    if (in_flight_.count(id_bytes)) return OkStatus();
-    in_flight_.insert(id_bytes);
+    if (in_flight_.count(task_id)) return OkStatus();
+    in_flight_.insert(task_id);
   }
-  Status s = Mutate(task_id_hex, [](v1::Task* t) -> Status {
+  Status s = Mutate(task_id, [](v1::Task* t) -> Status {
     if (t->state() != v1::TASK_STATE_CERTIFYING) return FailedPrecondition("task is not certifying");
     t->set_state(v1::TASK_STATE_QUEUED);
     return OkStatus();
@@ -428,10 +421,10 @@ Status TaskManager::Requeue(const std::string& task_id_hex) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!s.ok()) {
-      in_flight_.erase(id_bytes);
+      in_flight_.erase(task_id);
       return s;
     }
-    queue_.push_back(id_bytes);
+    queue_.push_back(task_id);
   }
   work_cv_.notify_one();
   UpdateGauges();
@@ -439,28 +432,27 @@ Status TaskManager::Requeue(const std::string& task_id_hex) {
 }
 
 Status TaskManager::ForEach(const std::function<Status(const v1::Task&)>& visit) {
-  return store_->ForEachTask([&](const std::string& id, const std::string&) -> Status {
-    auto task = LoadTask(id);
+  return store_->ForEachTask([&](const std::string& key, const std::string&) -> Status {
+    auto id = consensus::TaskId::FromKey(key);
+    auto task = id.ok() ? LoadTask(*id) : StatusOr<v1::Task>(id.status());
     if (!task.ok()) {
       Log(LogLevel::kError, "unreadable task record skipped",
-          {{"task", IdHex(id)}, {"error", task.status().ToString()}});
+          {{"task", ToHex(BytesOf(key))}, {"error", task.status().ToString()}});
       return OkStatus();
     }
     return visit(*task);
   });
 }
 
-StatusOr<v1::Task> TaskManager::WaitForChange(const std::string& task_id_hex, const v1::Task& last_seen,
+StatusOr<v1::Task> TaskManager::WaitForChange(const consensus::TaskId& task_id, const v1::Task& last_seen,
                                               Clock::time_point deadline, const std::function<bool()>& stop) {
-  ASSIGN_OR_RETURN(Hash256 id, ParseHash(task_id_hex, "task_id"));
-  const std::string id_bytes = IdBytes(id);
   while (true) {
     uint64_t seen_counter;
     {
       std::lock_guard<std::mutex> lock(mu_);
       seen_counter = change_counter_;
     }
-    ASSIGN_OR_RETURN(v1::Task current, LoadTask(id_bytes));
+    ASSIGN_OR_RETURN(v1::Task current, LoadTask(task_id));
     if (Changed(last_seen, current)) return current;
     std::unique_lock<std::mutex> lock(mu_);
     // Wake at least every 200 ms to notice a cancelled client.
@@ -501,7 +493,7 @@ void TaskManager::WorkerLoop(int worker_index) {
   std::unique_ptr<kernels::Backend> backend;
   kernels::Backend* cached = nullptr;
   while (true) {
-    std::string id;
+    consensus::TaskId id;
     {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
@@ -524,10 +516,10 @@ void TaskManager::WorkerLoop(int worker_index) {
   }
 }
 
-void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached_backend,
+void TaskManager::Execute(const consensus::TaskId& id, kernels::Backend** cached_backend,
                           std::unique_ptr<kernels::Backend>* backend_storage) {
-  const std::string id_hex = IdHex(id_bytes);
-  auto loaded = LoadTask(id_bytes);
+  const std::string id_hex = id.Hex();
+  auto loaded = LoadTask(id);
   if (!loaded.ok()) {
     Log(LogLevel::kError, "cannot load queued task", {{"task", id_hex}, {"error", loaded.status().ToString()}});
     return;
@@ -538,7 +530,7 @@ void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached
   const auto start = Clock::now();
   // Records are re-read under the record lock for every write: the consensus engine adds
   // attestations to the same record while the task runs.
-  Status started = Mutate(id_hex, [](v1::Task* t) -> Status {
+  Status started = Mutate(id, [](v1::Task* t) -> Status {
     if (t->state() != v1::TASK_STATE_QUEUED) return Aborted("no longer queued");
     t->set_state(v1::TASK_STATE_RUNNING);
     t->set_attempts(t->attempts() + 1);
@@ -637,7 +629,7 @@ void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached
   }
   if (status.ok()) result.set_execution_seconds(seconds);
   Status persisted = Mutate(
-      id_hex,
+      id,
       [&](v1::Task* t) -> Status {
         t->set_finished_unix_ms(UnixMillisNow());
         if (status.ok()) {
@@ -661,7 +653,7 @@ void TaskManager::Execute(const std::string& id_bytes, kernels::Backend** cached
     metrics_->tasks_completed->Increment();
     Log(LogLevel::kInfo, options_.network_mode ? "task executed" : "task succeeded",
         {{"task", id_hex}, {"result_root", result.result_root()}, {"seconds", seconds}, {"backend", result.backend()}});
-    if (options_.on_executed) options_.on_executed(id_hex, result);
+    if (options_.on_executed) options_.on_executed(id, result);
   } else {
     metrics_->tasks_failed->Increment();
     Log(LogLevel::kWarn, "task failed", {{"task", id_hex}, {"error", status.ToString()}, {"seconds", seconds}});

@@ -53,11 +53,11 @@ struct TaskManagerOptions {
   // Network mode: a successful execution ends in CERTIFYING (the consensus engine finalizes
   // it) and on_executed runs after the result is stored.
   bool network_mode = false;
-  std::function<void(const std::string& task_id_hex, const v1::TaskResult& result)> on_executed;
+  std::function<void(const consensus::TaskId& task_id, const v1::TaskResult& result)> on_executed;
 };
 
 struct SubmitOutcome {
-  std::string task_id;  // hex
+  consensus::TaskId task_id;
   bool already_known = false;
 };
 
@@ -80,25 +80,25 @@ class TaskManager {
   // is stored as CERTIFYING and never runs (unless Requeue'd later).
   StatusOr<SubmitOutcome> Submit(const v1::SubmitTaskRequest& request, const v1::TaskConsensus* consensus = nullptr);
   // The task id of a request (consensus/task.h); checks the hashes and the input cap, reads no blobs.
-  StatusOr<std::string> IdOf(const v1::SubmitTaskRequest& request);
+  StatusOr<consensus::TaskId> IdOf(const v1::SubmitTaskRequest& request);
   // Validates a request without storing anything (the same checks as Submit); returns the id.
-  StatusOr<std::string> Check(const v1::SubmitTaskRequest& request);
+  StatusOr<consensus::TaskId> Check(const v1::SubmitTaskRequest& request);
   // Read-modify-write of a stored task record, serialized with every other record write.
   // `change` may alter any field; a state change must follow the lifecycle (INTERNAL otherwise).
   // With `result`, the result record is written in the same batch.
-  Status Mutate(const std::string& task_id_hex, const std::function<Status(v1::Task*)>& change,
+  Status Mutate(const consensus::TaskId& task_id, const std::function<Status(v1::Task*)>& change,
                 const v1::TaskResult* result = nullptr);
   // certifying -> queued, and into the work queue (a replacement or dispute member).
-  Status Requeue(const std::string& task_id_hex);
+  Status Requeue(const consensus::TaskId& task_id);
   // Every stored task, in key order (for the consensus engine's recovery).
   Status ForEach(const std::function<Status(const v1::Task&)>& visit);
-  // NOT_FOUND for an unknown id, INVALID_ARGUMENT for a malformed one.
-  StatusOr<v1::Task> Get(const std::string& task_id_hex);
+  // NOT_FOUND for an unknown id.
+  StatusOr<v1::Task> Get(const consensus::TaskId& task_id);
 
   // Blocks until the task's record differs from `last_seen` (see Changed),
   // `deadline` passes, `stop()` returns true, or the manager shuts down; then returns the
   // current record. Used by WatchTask.
-  StatusOr<v1::Task> WaitForChange(const std::string& task_id_hex, const v1::Task& last_seen,
+  StatusOr<v1::Task> WaitForChange(const consensus::TaskId& task_id, const v1::Task& last_seen,
                                    std::chrono::steady_clock::time_point deadline, const std::function<bool()>& stop);
 
   // What WatchTask reports: a new state or attempt, or consensus progress (votes, certificate,
@@ -112,11 +112,11 @@ class TaskManager {
 
  private:
   void WorkerLoop(int worker_index);
-  void Execute(const std::string& task_id, kernels::Backend** cached_backend,
+  void Execute(const consensus::TaskId& task_id, kernels::Backend** cached_backend,
                std::unique_ptr<kernels::Backend>* backend_storage);
   Status PersistTask(const v1::Task& task, const v1::TaskResult* result);
   StatusOr<consensus::TaskSpec> SpecOf(const v1::SubmitTaskRequest& request);
-  StatusOr<v1::Task> LoadTask(const std::string& task_id_bytes);
+  StatusOr<v1::Task> LoadTask(const consensus::TaskId& task_id);
   void NotifyChanged();
   void UpdateGauges();
 
@@ -126,11 +126,11 @@ class TaskManager {
 
   std::mutex record_mu_;  // serializes read-modify-write of task records
   mutable std::mutex mu_;
-  std::condition_variable work_cv_;     // workers wait for queued tasks
-  std::condition_variable changed_cv_;  // watchers wait for state changes
-  std::deque<std::string> queue_;       // task ids (raw 32 bytes), FIFO
-  std::set<std::string> in_flight_;     // queued or running, to refuse duplicate queueing
-  int reserved_slots_ = 0;              // admissions validated but not yet queued
+  std::condition_variable work_cv_;        // workers wait for queued tasks
+  std::condition_variable changed_cv_;     // watchers wait for state changes
+  std::deque<consensus::TaskId> queue_;    // FIFO
+  std::set<consensus::TaskId> in_flight_;  // queued or running, to refuse duplicate queueing
+  int reserved_slots_ = 0;                 // admissions validated but not yet queued
   int running_ = 0;
   uint64_t change_counter_ = 0;
   bool stopping_ = false;

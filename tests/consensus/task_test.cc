@@ -47,7 +47,7 @@ TEST(TaskId, GoldenValue) {
   h.Update(std::string_view("x"));
   h.Update(H(0xcd));
   h.UpdateU64(7);
-  EXPECT_EQ(*ComputeTaskId(spec), h.Finish());
+  EXPECT_EQ(ComputeTaskId(spec)->bytes(), h.Finish());
 }
 
 TEST(TaskId, RejectsEmptyAndDuplicateNames) {
@@ -55,6 +55,68 @@ TEST(TaskId, RejectsEmptyAndDuplicateNames) {
   auto dup = ComputeTaskId({H(1), {{"x", H(2)}, {"x", H(3)}}, 0});
   EXPECT_EQ(dup.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(dup.status().message().find("'x'"), std::string::npos);
+}
+
+TEST(TaskId, FromHexAcceptsLowerAndUpperCase) {
+  const std::string hex(64, 'a');
+  auto lower = TaskId::FromHex(hex);
+  ASSERT_TRUE(lower.ok()) << lower.status().ToString();
+  EXPECT_EQ(lower->bytes(), H(0xaa));
+  auto upper = TaskId::FromHex(std::string(64, 'A'));
+  ASSERT_TRUE(upper.ok());
+  EXPECT_EQ(*upper, *lower);
+}
+
+TEST(TaskId, FromHexRefusesMalformedIds) {
+  auto empty = TaskId::FromHex("");
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(empty.status().message(), "task_id is missing");
+  auto short_id = TaskId::FromHex("xyz");
+  EXPECT_EQ(short_id.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(short_id.status().message(), "task_id must be a SHA-256 hash as 64 hex digits, got 3 characters");
+  EXPECT_EQ(TaskId::FromHex(std::string(65, 'a')).status().code(), StatusCode::kInvalidArgument);
+  auto not_hex = TaskId::FromHex(std::string(63, 'a') + "g");
+  EXPECT_EQ(not_hex.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(not_hex.status().message().rfind("task_id must be a SHA-256 hash as 64 hex digits: ", 0), 0u);
+}
+
+TEST(TaskId, HexRoundTrips) {
+  Hash256 bytes{};
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7 + 0xa0);
+  const TaskId id(bytes);
+  const std::string hex = id.Hex();
+  EXPECT_EQ(hex.size(), 64u);
+  EXPECT_EQ(hex, ToHex(bytes));
+  EXPECT_EQ(hex.find_first_not_of("0123456789abcdef"), std::string::npos);
+  auto parsed = TaskId::FromHex(hex);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(*parsed, id);
+  auto from_key = TaskId::FromKey(id.Key());
+  ASSERT_TRUE(from_key.ok());
+  EXPECT_EQ(*from_key, id);
+  EXPECT_EQ(TaskId::FromKey("short").status().code(), StatusCode::kDataLoss);
+}
+
+TEST(TaskId, OrdersByBytes) {
+  Hash256 low = H(1), high = H(1);
+  high[31] = 2;
+  EXPECT_LT(TaskId(low), TaskId(high));
+  EXPECT_GT(TaskId(H(2)), TaskId(high));
+  EXPECT_NE(TaskId(low), TaskId(high));
+  EXPECT_EQ(TaskId(low), TaskId(H(1)));
+  // Hex order is byte order, so a map keyed by TaskId lists ids as the store does.
+  EXPECT_LT(TaskId(low).Hex(), TaskId(high).Hex());
+  EXPECT_EQ(TaskId().bytes(), Hash256{});
+}
+
+TEST(TaskId, ComputedIdWrapsTheHash) {
+  TaskSpec spec{H(3), {{"x", H(4)}}, 5};
+  auto id = ComputeTaskId(spec);
+  ASSERT_TRUE(id.ok());
+  auto parsed = TaskId::FromHex(ToHex(id->bytes()));
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(*parsed, *id);
+  EXPECT_EQ(TaskId(id->bytes()), *id);
 }
 
 TEST(TaskLifecycle, Transitions) {

@@ -78,7 +78,7 @@ std::string TaskIdOf(const v1::SubmitTaskRequest& r) {
   spec.graph_sha256 = *Hash256FromHex(r.graph_sha256());
   for (const auto& [name, hex] : r.inputs()) spec.inputs.emplace_back(name, *Hash256FromHex(hex));
   spec.nonce = r.options().nonce();
-  return ToHex(*consensus::ComputeTaskId(spec));
+  return consensus::ComputeTaskId(spec)->Hex();
 }
 
 // Polls the node until the task is SUCCEEDED with outputs and a certificate (and `also` holds).

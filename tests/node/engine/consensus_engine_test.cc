@@ -50,6 +50,14 @@
 namespace consensor::node {
 namespace {
 
+// Tests hold task ids as the API's hex; the task manager takes TaskIds.
+consensus::TaskId Id(const consensus::TaskId& id) { return id; }
+consensus::TaskId Id(const std::string& hex) {
+  auto id = consensus::TaskId::FromHex(hex);
+  EXPECT_TRUE(id.ok()) << id.status().ToString();
+  return id.ok() ? *id : consensus::TaskId();
+}
+
 using namespace std::chrono_literals;
 using executor::Value;
 using fakes::MemoryStore;
@@ -326,7 +334,7 @@ class FakePeerClient final : public PeerClient {
     Log("task " + task_id_hex + " from " + endpoint);
     auto it = peers_.find(endpoint);
     if (it == peers_.end()) return Unavailable(endpoint + ": connection refused");
-    auto task = it->second->tasks->Get(task_id_hex);
+    auto task = it->second->tasks->Get(Id(task_id_hex));
     if (!task.ok()) return Unavailable(endpoint + ": " + task.status().message());
     std::function<void(const std::string&, v1::Task*)> tamper;
     {
@@ -444,7 +452,7 @@ class ConsensusEngineTest : public ::testing::Test {
     TaskManagerOptions to;
     to.workers = 1;
     to.network_mode = true;
-    to.on_executed = [this](const std::string& id, const v1::TaskResult& result) {
+    to.on_executed = [this](const consensus::TaskId& id, const v1::TaskResult& result) {
       if (engine_) engine_->OnExecuted(id, result);
     };
     tasks_ = std::make_unique<TaskManager>(&store_, metrics_.get(), to);
@@ -524,7 +532,7 @@ class ConsensusEngineTest : public ::testing::Test {
 
   Hash256 TaskId(const v1::SubmitTaskRequest& request) const {
     // Any task manager computes the id; the first peer's needs no blobs for it.
-    return ValueOf(Hash256FromHex(ValueOf(peers_.begin()->second->tasks->IdOf(request))));
+    return ValueOf(peers_.begin()->second->tasks->IdOf(request)).bytes();
   }
 
   // The committee order of a task at kReference over the whole operator set.
@@ -568,7 +576,7 @@ class ConsensusEngineTest : public ::testing::Test {
     hold->cv.notify_all();
     store_.SetGetBlobHook(nullptr);
     EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
-    return outcome.ok() ? outcome->task_id : "";
+    return outcome.ok() ? outcome->task_id.Hex() : "";
   }
 
   // A peer's announcement of `request`, as gossip hands it to the engine.
@@ -603,17 +611,17 @@ class ConsensusEngineTest : public ::testing::Test {
     auto outcome = tasks.Submit(plain);
     EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
     if (!outcome.ok()) return {};
-    auto task =
-        WaitUntil(tasks, outcome->task_id, [](const v1::Task& t) { return t.state() == v1::TASK_STATE_SUCCEEDED; });
+    auto task = WaitUntil(tasks, outcome->task_id.Hex(),
+                          [](const v1::Task& t) { return t.state() == v1::TASK_STATE_SUCCEEDED; });
     return task.result();
   }
 
   static v1::Task WaitUntil(TaskManager& tasks, const std::string& id,
                             const std::function<bool(const v1::Task&)>& done) {
     const auto deadline = SteadyClock::now() + kTimeout;
-    auto task = tasks.Get(id);
+    auto task = tasks.Get(Id(id));
     while (task.ok() && !done(*task) && SteadyClock::now() < deadline) {
-      task = tasks.WaitForChange(id, *task, deadline, nullptr);
+      task = tasks.WaitForChange(Id(id), *task, deadline, nullptr);
     }
     EXPECT_TRUE(task.ok() && done(*task)) << (task.ok() ? v1::TaskState_Name(task->state()) : task.status().ToString());
     return task.ok() ? *task : v1::Task();
@@ -623,8 +631,8 @@ class ConsensusEngineTest : public ::testing::Test {
   }
   // For a task this node does not know yet (adoption runs in the background).
   v1::Task WaitForAdoption(const std::string& id) {
-    EXPECT_TRUE(Eventually([&] { return tasks_->Get(id).ok(); })) << "task " << id << " never adopted";
-    return ValueOf(tasks_->Get(id));
+    EXPECT_TRUE(Eventually([&] { return tasks_->Get(Id(id)).ok(); })) << "task " << id << " never adopted";
+    return ValueOf(tasks_->Get(Id(id)));
   }
 
   static bool Certified(const v1::Task& t) {
@@ -675,7 +683,7 @@ TEST_F(ConsensusEngineTest, SubmitPlansStoresAndAnnouncesThenAttests) {
   EXPECT_EQ(sent[0].announcement().reference_block(), kReference);
 
   // The stored plan: the committee is the order's first three, this node among them.
-  v1::Task task = ValueOf(tasks_->Get(id));
+  v1::Task task = ValueOf(tasks_->Get(Id(id)));
   const v1::TaskConsensus& plan = task.consensus();
   EXPECT_EQ(plan.reference_block(), kReference);
   EXPECT_EQ(plan.replicas(), 3u);
@@ -811,8 +819,8 @@ TEST_F(ConsensusEngineTest, CertifiedResultWhoseOutputsDoNotMatchIsRefused) {
     for (const std::string& r : peer_client_.requests()) n += r.rfind("task ", 0) == 0;
     return n;
   };
-  ASSERT_TRUE(Eventually([&] { return asked() >= 2 || ValueOf(tasks_->Get(id)).has_result(); }));
-  task = ValueOf(tasks_->Get(id));
+  ASSERT_TRUE(Eventually([&] { return asked() >= 2 || ValueOf(tasks_->Get(Id(id))).has_result(); }));
+  task = ValueOf(tasks_->Get(Id(id)));
   EXPECT_EQ(task.state(), v1::TASK_STATE_CERTIFYING);
   EXPECT_FALSE(task.has_result()) << "a result whose output does not hold its tensor was taken";
   EXPECT_EQ(asked(), 2);
@@ -836,7 +844,7 @@ TEST_F(ConsensusEngineTest, VoteForAnUnknownTaskIsKeptAndCountedOnceAdopted) {
 
   // The vote outruns the announcement: accepted (so gossip relays it), kept aside.
   ASSERT_TRUE(Vote(first, id, result).ok());
-  EXPECT_EQ(tasks_->Get(id).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(tasks_->Get(Id(id)).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(engine_->open_rounds(), 0u);
 
   ASSERT_TRUE(Announce(request, second).ok());
@@ -934,7 +942,7 @@ TEST_F(ConsensusEngineTest, SilentMembersAreReplacedAtTheMemberDeadline) {
   // Just before the deadline, a few ticks change nothing.
   AdvanceClock(kMemberTimeout - 1ms);
   std::this_thread::sleep_for(600ms);  // two ticks of the engine's real-time ticker
-  v1::Task task = ValueOf(tasks_->Get(id));
+  v1::Task task = ValueOf(tasks_->Get(Id(id)));
   EXPECT_EQ(task.consensus().committee_size(), 3);
   EXPECT_FALSE(task.consensus().member());
   EXPECT_TRUE(gossip_.attestations().empty());
@@ -1071,7 +1079,7 @@ TEST_F(ConsensusEngineTest, RecoverReopensTheRoundAndResendsThisNodesMessages) {
   EXPECT_EQ(resent[1].attestation().signature(), before.signature());
 
   // The reopened round still counts: one more vote certifies.
-  v1::Task task = ValueOf(tasks_->Get(id));
+  v1::Task task = ValueOf(tasks_->Get(Id(id)));
   ASSERT_TRUE(Vote(3, id, task.result()).ok());
   task = WaitForTask(id, Certified);
   EXPECT_EQ(Signers(task.consensus().certificate()), (std::set<std::string>{SelfHex(), AddressHex(Addr(3))}));

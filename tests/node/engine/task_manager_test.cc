@@ -35,6 +35,14 @@
 namespace consensor::node {
 namespace {
 
+// Tests hold task ids as the API's hex; the task manager takes TaskIds.
+consensus::TaskId Id(const consensus::TaskId& id) { return id; }
+consensus::TaskId Id(const std::string& hex) {
+  auto id = consensus::TaskId::FromHex(hex);
+  EXPECT_TRUE(id.ok()) << id.status().ToString();
+  return id.ok() ? *id : consensus::TaskId();
+}
+
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using executor::Value;
@@ -230,19 +238,19 @@ class TaskManagerTest : public ::testing::Test {
     EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
     if (!outcome.ok()) return "";
     EXPECT_FALSE(outcome->already_known);
-    return outcome->task_id;
+    return outcome->task_id.Hex();
   }
 
   // Waits on the manager's change notification until `done` holds for the task's record.
   static StatusOr<v1::Task> WaitUntil(TaskManager& tasks, const std::string& id,
                                       const std::function<bool(const v1::Task&)>& done) {
     const auto deadline = Clock::now() + kTimeout;
-    ASSIGN_OR_RETURN(v1::Task task, tasks.Get(id));
+    ASSIGN_OR_RETURN(v1::Task task, tasks.Get(Id(id)));
     while (!done(task)) {
       if (Clock::now() >= deadline) {
         return DeadlineExceeded("task " + id + " is still " + v1::TaskState_Name(task.state()));
       }
-      ASSIGN_OR_RETURN(task, tasks.WaitForChange(id, task, deadline, nullptr));
+      ASSIGN_OR_RETURN(task, tasks.WaitForChange(Id(id), task, deadline, nullptr));
     }
     return task;
   }
@@ -302,13 +310,13 @@ TEST_F(TaskManagerTest, TaskIdIsTheProtocolIdOfTheSpec) {
   ASSERT_TRUE(expected.ok());
 
   const std::string id = MustSubmit(*node.tasks, Request(7));
-  EXPECT_EQ(id, ToHex(*expected));
-  EXPECT_EQ(ValueOf(node.tasks->IdOf(Request(7))), id);
-  EXPECT_EQ(ValueOf(node.tasks->Check(Request(7))), id);
-  EXPECT_NE(ValueOf(node.tasks->IdOf(Request(8))), id);  // the nonce is part of the identity
+  EXPECT_EQ(id, expected->Hex());
+  EXPECT_EQ(ValueOf(node.tasks->IdOf(Request(7))).Hex(), id);
+  EXPECT_EQ(ValueOf(node.tasks->Check(Request(7))).Hex(), id);
+  EXPECT_NE(ValueOf(node.tasks->IdOf(Request(8))).Hex(), id);  // the nonce is part of the identity
 
   // Stored before the acknowledgement: queued, with the spec as submitted and no attempt yet.
-  auto task = node.tasks->Get(id);
+  auto task = node.tasks->Get(Id(id));
   ASSERT_TRUE(task.ok()) << task.status().ToString();
   EXPECT_EQ(task->task_id(), id);
   EXPECT_EQ(task->state(), v1::TASK_STATE_QUEUED);
@@ -447,7 +455,7 @@ TEST_F(TaskManagerTest, ResubmissionIsIdempotentWhileQueuedAndAfterCompletion) {
   auto again = first.tasks->Submit(Request());
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_TRUE(again->already_known);
-  EXPECT_EQ(again->task_id, id);
+  EXPECT_EQ(again->task_id.Hex(), id);
   EXPECT_EQ(first.tasks->queue_depth(), 1);
   EXPECT_EQ(first.metrics.tasks_received->Value(), 1);
   first.tasks.reset();
@@ -458,10 +466,10 @@ TEST_F(TaskManagerTest, ResubmissionIsIdempotentWhileQueuedAndAfterCompletion) {
   auto after = second.tasks->Submit(Request());
   ASSERT_TRUE(after.ok()) << after.status().ToString();
   EXPECT_TRUE(after->already_known);
-  EXPECT_EQ(after->task_id, id);
+  EXPECT_EQ(after->task_id.Hex(), id);
   second.tasks->Shutdown();
   EXPECT_EQ(store_.TaskWrites().size(), writes);  // not queued or run again
-  EXPECT_EQ(ValueOf(second.tasks->Get(id)).attempts(), 1u);
+  EXPECT_EQ(ValueOf(second.tasks->Get(Id(id))).attempts(), 1u);
   EXPECT_EQ(second.metrics.tasks_received->Value(), 0);
   EXPECT_EQ(store_.GetStats().task_count, 1);
 }
@@ -486,10 +494,10 @@ TEST_F(TaskManagerTest, ConcurrentSubmissionsOfOneTaskStoreAndRunItOnce) {
     new_tasks += o->already_known ? 0 : 1;
   }
   EXPECT_EQ(new_tasks, 1);
-  const std::string id = outcomes[0]->task_id;
+  const std::string id = outcomes[0]->task_id.Hex();
   EXPECT_EQ(WaitFinished(*node.tasks, id).state(), v1::TASK_STATE_SUCCEEDED);
   node.tasks->Shutdown();
-  EXPECT_EQ(ValueOf(node.tasks->Get(id)).attempts(), 1u);
+  EXPECT_EQ(ValueOf(node.tasks->Get(Id(id))).attempts(), 1u);
   EXPECT_EQ(PersistedStates(id),
             (std::vector<v1::TaskState>{v1::TASK_STATE_QUEUED, v1::TASK_STATE_RUNNING, v1::TASK_STATE_SUCCEEDED}));
   EXPECT_EQ(node.metrics.tasks_received->Value(), 1);
@@ -519,7 +527,7 @@ TEST_F(TaskManagerTest, FullQueueRefusesNewTasksWithResourceExhaustedAndStoresNo
   EXPECT_NE(refused.status().message().find("queue is full"), std::string::npos);
   EXPECT_EQ(store_.TaskWrites().size(), writes);
   EXPECT_EQ(store_.GetStats().task_count, 3);
-  EXPECT_EQ(node.tasks->Get(ValueOf(node.tasks->IdOf(Request(3)))).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(node.tasks->Get(Id(ValueOf(node.tasks->IdOf(Request(3))))).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(node.metrics.tasks_received->Value(), 2);
 
   // Tasks the node already has, waiting, running or finished, are acknowledged, not refused.
@@ -547,7 +555,7 @@ TEST_F(TaskManagerTest, TaskGoesQueuedRunningSucceededWithTheExecutorsResult) {
   ASSERT_TRUE(gate.WaitArrived(1));
 
   // Held mid-execution: the record says running, first attempt, no result yet.
-  auto running = node.tasks->Get(id);
+  auto running = node.tasks->Get(Id(id));
   ASSERT_TRUE(running.ok());
   EXPECT_EQ(running->state(), v1::TASK_STATE_RUNNING);
   EXPECT_EQ(running->attempts(), 1u);
@@ -685,10 +693,10 @@ TEST_F(TaskManagerTest, RestartRequeuesQueuedAndRunningTasksAndCompletesThem) {
       return OkStatus();
     };
   };
-  ASSERT_TRUE(first.tasks->Mutate(a, created_at(3000)).ok());
-  ASSERT_TRUE(first.tasks->Mutate(c, created_at(2000)).ok());
+  ASSERT_TRUE(first.tasks->Mutate(Id(a), created_at(3000)).ok());
+  ASSERT_TRUE(first.tasks->Mutate(Id(c), created_at(2000)).ok());
   ASSERT_TRUE(first.tasks
-                  ->Mutate(b,
+                  ->Mutate(Id(b),
                            [](v1::Task* t) {
                              t->set_created_unix_ms(1000);
                              t->set_state(v1::TASK_STATE_RUNNING);
@@ -697,7 +705,7 @@ TEST_F(TaskManagerTest, RestartRequeuesQueuedAndRunningTasksAndCompletesThem) {
                            })
                   .ok());
   ASSERT_TRUE(first.tasks
-                  ->Mutate(done,
+                  ->Mutate(Id(done),
                            [](v1::Task* t) {
                              t->set_state(v1::TASK_STATE_FAILED);
                              t->set_error_code("INTERNAL");
@@ -714,7 +722,7 @@ TEST_F(TaskManagerTest, RestartRequeuesQueuedAndRunningTasksAndCompletesThem) {
   EXPECT_EQ(second.metrics.tasks_recovered->Value(), 3);
   EXPECT_EQ(second.metrics.queue_depth->Value(), 3);
   // The interrupted task is durably queued again before anything runs.
-  ASSERT_EQ(ValueOf(second.tasks->Get(b)).state(), v1::TASK_STATE_QUEUED);
+  ASSERT_EQ(ValueOf(second.tasks->Get(Id(b))).state(), v1::TASK_STATE_QUEUED);
 
   second.tasks->Start();
   for (const std::string& id : {a, b, c}) {
@@ -736,9 +744,9 @@ TEST_F(TaskManagerTest, RestartRequeuesQueuedAndRunningTasksAndCompletesThem) {
   }
   EXPECT_EQ(started, (std::vector<std::string>{b, c, a}));
   // Final and certifying tasks are left alone.
-  EXPECT_EQ(ValueOf(second.tasks->Get(done)).state(), v1::TASK_STATE_FAILED);
-  EXPECT_EQ(ValueOf(second.tasks->Get(watched)).state(), v1::TASK_STATE_CERTIFYING);
-  EXPECT_EQ(ValueOf(second.tasks->Get(watched)).attempts(), 0u);
+  EXPECT_EQ(ValueOf(second.tasks->Get(Id(done))).state(), v1::TASK_STATE_FAILED);
+  EXPECT_EQ(ValueOf(second.tasks->Get(Id(watched))).state(), v1::TASK_STATE_CERTIFYING);
+  EXPECT_EQ(ValueOf(second.tasks->Get(Id(watched))).attempts(), 0u);
   EXPECT_EQ(second.metrics.tasks_completed->Value(), 3);
 }
 
@@ -771,7 +779,7 @@ TEST_F(TaskManagerTest, ResultThatCannotBeStoredIsExecutedAgainAfterRestart) {
   const std::string id = MustSubmit(*first.tasks, Request());
   ASSERT_TRUE(refused_writes.WaitArrived(1));
   first.tasks->Shutdown();  // waits until the worker is done with the task
-  auto stranded = first.tasks->Get(id);
+  auto stranded = first.tasks->Get(Id(id));
   ASSERT_TRUE(stranded.ok());
   EXPECT_EQ(stranded->state(), v1::TASK_STATE_RUNNING);
   EXPECT_EQ(stranded->attempts(), 1u);
@@ -795,21 +803,21 @@ TEST_F(TaskManagerTest, ShutdownLetsTheRunningTaskFinishAndLeavesQueuedTasksQueu
   const std::string running = MustSubmit(*node.tasks, Request(1));
   ASSERT_TRUE(gate.WaitArrived(1));
   const std::string queued = MustSubmit(*node.tasks, Request(2));
-  const v1::Task seen = ValueOf(node.tasks->Get(running));
+  const v1::Task seen = ValueOf(node.tasks->Get(Id(running)));
 
   std::thread stopper([&] { node.tasks->Shutdown(); });
   // Shutdown wakes every watcher with UNAVAILABLE once it has closed admission.
-  auto woken = node.tasks->WaitForChange(running, seen, Clock::now() + kTimeout, nullptr);
+  auto woken = node.tasks->WaitForChange(Id(running), seen, Clock::now() + kTimeout, nullptr);
   EXPECT_EQ(woken.status().code(), StatusCode::kUnavailable);
   EXPECT_FALSE(node.tasks->accepting());
   EXPECT_EQ(node.tasks->Submit(Request(3)).status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(node.tasks->Requeue(queued).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(node.tasks->Requeue(Id(queued)).code(), StatusCode::kUnavailable);
   gate.Open();
   stopper.join();
 
-  EXPECT_EQ(ValueOf(node.tasks->Get(running)).state(), v1::TASK_STATE_SUCCEEDED);
-  EXPECT_EQ(ValueOf(node.tasks->Get(queued)).state(), v1::TASK_STATE_QUEUED);
-  EXPECT_EQ(ValueOf(node.tasks->Get(queued)).attempts(), 0u);
+  EXPECT_EQ(ValueOf(node.tasks->Get(Id(running))).state(), v1::TASK_STATE_SUCCEEDED);
+  EXPECT_EQ(ValueOf(node.tasks->Get(Id(queued))).state(), v1::TASK_STATE_QUEUED);
+  EXPECT_EQ(ValueOf(node.tasks->Get(Id(queued))).attempts(), 0u);
   EXPECT_EQ(node.tasks->running(), 0);
 
   Node& next = StartNode(Options(1));
@@ -834,10 +842,10 @@ TEST_F(TaskManagerTest, UnreadableRecordsAreReportedByGetAndSkippedByForEachAndR
   EXPECT_EQ(node.tasks->queue_depth(), 2);
   node.tasks->Start();
 
-  EXPECT_EQ(node.tasks->Get(corrupt).status().code(), StatusCode::kDataLoss);
-  EXPECT_EQ(node.tasks->Get(no_result).status().code(), StatusCode::kDataLoss);
-  EXPECT_EQ(node.tasks->Get(ToHex(Sha256Of("unknown"))).status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(node.tasks->Get("not-a-task-id").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(node.tasks->Get(Id(corrupt)).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(node.tasks->Get(Id(no_result)).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(node.tasks->Get(Id(ToHex(Sha256Of("unknown")))).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(consensus::TaskId::FromHex("not-a-task-id").status().code(), StatusCode::kInvalidArgument);
 
   // Key order, unreadable records skipped.
   std::vector<std::string> visited;
@@ -869,23 +877,23 @@ TEST_F(TaskManagerTest, MutateAppliesChangesAndRefusesForbiddenTransitions) {
   const size_t writes = store_.TaskWrites().size();
 
   // A refused transition stores nothing, not even the other fields of the same change.
-  Status refused = node.tasks->Mutate(id, [](v1::Task* t) {
+  Status refused = node.tasks->Mutate(Id(id), [](v1::Task* t) {
     t->set_state(v1::TASK_STATE_SUCCEEDED);
     t->set_error_message("must not be stored");
     return OkStatus();
   });
   EXPECT_EQ(refused.code(), StatusCode::kInternal);
   EXPECT_NE(refused.message().find("from queued to succeeded is not allowed"), std::string::npos) << refused.ToString();
-  EXPECT_EQ(ValueOf(node.tasks->Get(id)).state(), v1::TASK_STATE_QUEUED);
-  EXPECT_TRUE(ValueOf(node.tasks->Get(id)).error_message().empty());
+  EXPECT_EQ(ValueOf(node.tasks->Get(Id(id))).state(), v1::TASK_STATE_QUEUED);
+  EXPECT_TRUE(ValueOf(node.tasks->Get(Id(id))).error_message().empty());
   // So does a change that fails by itself; its error is returned.
-  EXPECT_EQ(node.tasks->Mutate(id, [](v1::Task*) { return FailedPrecondition("not now"); }).code(),
+  EXPECT_EQ(node.tasks->Mutate(Id(id), [](v1::Task*) { return FailedPrecondition("not now"); }).code(),
             StatusCode::kFailedPrecondition);
   EXPECT_EQ(store_.TaskWrites().size(), writes);
 
   // Allowed: queued -> running -> succeeded, the result written in the same batch.
   ASSERT_TRUE(node.tasks
-                  ->Mutate(id,
+                  ->Mutate(Id(id),
                            [](v1::Task* t) {
                              t->set_state(v1::TASK_STATE_RUNNING);
                              return OkStatus();
@@ -895,7 +903,7 @@ TEST_F(TaskManagerTest, MutateAppliesChangesAndRefusesForbiddenTransitions) {
   result.set_result_root(std::string(64, 'a'));
   ASSERT_TRUE(node.tasks
                   ->Mutate(
-                      id,
+                      Id(id),
                       [](v1::Task* t) {
                         t->set_state(v1::TASK_STATE_SUCCEEDED);
                         return OkStatus();
@@ -903,11 +911,11 @@ TEST_F(TaskManagerTest, MutateAppliesChangesAndRefusesForbiddenTransitions) {
                       &result)
                   .ok());
   EXPECT_TRUE(store_.TaskWrites().back().with_result);
-  EXPECT_EQ(ValueOf(node.tasks->Get(id)).result().result_root(), result.result_root());
+  EXPECT_EQ(ValueOf(node.tasks->Get(Id(id))).result().result_root(), result.result_root());
 
   // A change that keeps the state needs no transition, and the result keeps its own record.
   ASSERT_TRUE(node.tasks
-                  ->Mutate(id,
+                  ->Mutate(Id(id),
                            [](v1::Task* t) {
                              t->mutable_consensus()->set_disputed(true);
                              return OkStatus();
@@ -917,22 +925,23 @@ TEST_F(TaskManagerTest, MutateAppliesChangesAndRefusesForbiddenTransitions) {
   ASSERT_TRUE(raw.ParseFromString(ValueOf(store_.GetTask(IdBytes(id))).value_or("")));
   EXPECT_FALSE(raw.has_result());
   EXPECT_TRUE(raw.consensus().disputed());
-  EXPECT_EQ(ValueOf(node.tasks->Get(id)).result().result_root(), result.result_root());
+  EXPECT_EQ(ValueOf(node.tasks->Get(Id(id))).result().result_root(), result.result_root());
 
   // Final states never change.
   EXPECT_EQ(node.tasks
-                ->Mutate(id,
+                ->Mutate(Id(id),
                          [](v1::Task* t) {
                            t->set_state(v1::TASK_STATE_QUEUED);
                            return OkStatus();
                          })
                 .code(),
             StatusCode::kInternal);
-  EXPECT_EQ(ValueOf(node.tasks->Get(id)).state(), v1::TASK_STATE_SUCCEEDED);
+  EXPECT_EQ(ValueOf(node.tasks->Get(Id(id))).state(), v1::TASK_STATE_SUCCEEDED);
 
   auto noop = [](v1::Task*) { return OkStatus(); };
-  EXPECT_EQ(node.tasks->Mutate(ToHex(Sha256Of("unknown")), noop).code(), StatusCode::kNotFound);
-  EXPECT_EQ(node.tasks->Mutate("12ab", noop).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(node.tasks->Mutate(Id(ToHex(Sha256Of("unknown"))), noop).code(), StatusCode::kNotFound);
+  // A malformed id is refused where it is parsed, before the task manager.
+  EXPECT_EQ(consensus::TaskId::FromHex("12ab").status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(TaskManagerTest, MutateFollowsTheProtocolLifecycleForEveryPairOfStates) {
@@ -959,7 +968,7 @@ TEST_F(TaskManagerTest, MutateFollowsTheProtocolLifecycleForEveryPairOfStates) {
       // Whoever marks a task succeeded stores its result with it, as the worker and the
       // consensus engine do: a succeeded record without one reads as DATA_LOSS.
       Status s = node.tasks->Mutate(
-          id,
+          Id(id),
           [to](v1::Task* t) {
             t->set_state(to);
             return OkStatus();
@@ -967,7 +976,7 @@ TEST_F(TaskManagerTest, MutateFollowsTheProtocolLifecycleForEveryPairOfStates) {
           to == v1::TASK_STATE_SUCCEEDED ? &result : nullptr);
       const bool expect_allowed = from == to || consensus::IsAllowedTransition(static_cast<consensus::TaskState>(from),
                                                                                static_cast<consensus::TaskState>(to));
-      auto after = node.tasks->Get(id);
+      auto after = node.tasks->Get(Id(id));
       ASSERT_TRUE(after.ok()) << after.status().ToString();
       if (expect_allowed) {
         ++allowed;
@@ -989,7 +998,8 @@ TEST_F(TaskManagerTest, ObserverTaskIsStoredCertifyingAndRunsOnlyWhenRequeued) {
   options.network_mode = true;
   std::mutex mu;
   std::vector<std::pair<std::string, v1::TaskResult>> executed;
-  options.on_executed = [&](const std::string& id, const v1::TaskResult& result) {
+  options.on_executed = [&](const consensus::TaskId& task_id, const v1::TaskResult& result) {
+    const std::string id = task_id.Hex();
     std::lock_guard<std::mutex> lock(mu);
     executed.emplace_back(id, result);
   };
@@ -1009,7 +1019,7 @@ TEST_F(TaskManagerTest, ObserverTaskIsStoredCertifyingAndRunsOnlyWhenRequeued) {
   const std::string id = MustSubmit(*node.tasks, Request(4), &observer);
   EXPECT_EQ(node.tasks->queue_depth(), 1);
 
-  auto stored = node.tasks->Get(id);
+  auto stored = node.tasks->Get(Id(id));
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
   EXPECT_EQ(stored->state(), v1::TASK_STATE_CERTIFYING);
   EXPECT_EQ(stored->attempts(), 0u);
@@ -1023,18 +1033,18 @@ TEST_F(TaskManagerTest, ObserverTaskIsStoredCertifyingAndRunsOnlyWhenRequeued) {
 
   // A task that is not certifying cannot be requeued; unknown and malformed ids are told apart.
   ASSERT_TRUE(node.tasks
-                  ->Mutate(busy,
+                  ->Mutate(Id(busy),
                            [](v1::Task* t) {
                              t->set_state(v1::TASK_STATE_SUCCEEDED);
                              return OkStatus();
                            })
                   .ok());
-  EXPECT_EQ(node.tasks->Requeue(busy).code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(node.tasks->Requeue(ToHex(Sha256Of("unknown"))).code(), StatusCode::kNotFound);
-  EXPECT_EQ(node.tasks->Requeue("xyz").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(node.tasks->Requeue(Id(busy)).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(node.tasks->Requeue(Id(ToHex(Sha256Of("unknown")))).code(), StatusCode::kNotFound);
+  EXPECT_EQ(consensus::TaskId::FromHex("xyz").status().code(), StatusCode::kInvalidArgument);
 
   // Became a member (a replacement or a dispute): certifying -> queued -> running -> certifying.
-  ASSERT_TRUE(node.tasks->Requeue(id).ok());
+  ASSERT_TRUE(node.tasks->Requeue(Id(id)).ok());
   auto ran = WaitUntil(*node.tasks, id,
                        [](const v1::Task& t) { return t.attempts() > 0 && t.state() != v1::TASK_STATE_RUNNING; });
   ASSERT_TRUE(ran.ok()) << ran.status().ToString();
@@ -1045,7 +1055,7 @@ TEST_F(TaskManagerTest, ObserverTaskIsStoredCertifyingAndRunsOnlyWhenRequeued) {
                                                              v1::TASK_STATE_RUNNING, v1::TASK_STATE_CERTIFYING}));
   // Certified by the consensus engine.
   ASSERT_TRUE(node.tasks
-                  ->Mutate(id,
+                  ->Mutate(Id(id),
                            [](v1::Task* t) {
                              t->set_state(v1::TASK_STATE_SUCCEEDED);
                              return OkStatus();
@@ -1063,7 +1073,7 @@ TEST_F(TaskManagerTest, RequeueOfATaskAlreadyInTheQueueChangesNothing) {
   Node& node = StartNode(Options(0));
   const std::string id = MustSubmit(*node.tasks, Request());
   const size_t writes = store_.TaskWrites().size();
-  EXPECT_TRUE(node.tasks->Requeue(id).ok());
+  EXPECT_TRUE(node.tasks->Requeue(Id(id)).ok());
   EXPECT_EQ(node.tasks->queue_depth(), 1);
   EXPECT_EQ(store_.TaskWrites().size(), writes);
 }
@@ -1076,8 +1086,9 @@ TEST_F(TaskManagerTest, NetworkModeEndsInCertifyingAndCallsOnExecutedAfterStorin
   std::vector<std::string> ids;
   std::optional<v1::Task> seen_in_callback;
   std::optional<v1::TaskResult> reported;
-  options.on_executed = [&](const std::string& id, const v1::TaskResult& result) {
-    auto stored = self.load()->Get(id);
+  options.on_executed = [&](const consensus::TaskId& task_id, const v1::TaskResult& result) {
+    const std::string id = task_id.Hex();
+    auto stored = self.load()->Get(Id(id));
     std::lock_guard<std::mutex> lock(mu);
     ids.push_back(id);
     if (stored.ok()) seen_in_callback = *stored;
@@ -1111,49 +1122,49 @@ TEST_F(TaskManagerTest, NetworkModeEndsInCertifyingAndCallsOnExecutedAfterStorin
 TEST_F(TaskManagerTest, WaitForChangeReturnsOnChangeDeadlineStopOrShutdown) {
   Node& node = StartNode(Options(0));
   const std::string id = MustSubmit(*node.tasks, Request());
-  const v1::Task queued = ValueOf(node.tasks->Get(id));
+  const v1::Task queued = ValueOf(node.tasks->Get(Id(id)));
 
   // Already different from what the caller saw: returns at once.
   v1::Task stale = queued;
   stale.set_attempts(5);
-  auto now = node.tasks->WaitForChange(id, stale, Clock::now() + kTimeout, nullptr);
+  auto now = node.tasks->WaitForChange(Id(id), stale, Clock::now() + kTimeout, nullptr);
   ASSERT_TRUE(now.ok());
   EXPECT_EQ(now->state(), v1::TASK_STATE_QUEUED);
 
   // Nothing changes: the current record at the deadline.
-  auto unchanged = node.tasks->WaitForChange(id, queued, Clock::now() + 50ms, nullptr);
+  auto unchanged = node.tasks->WaitForChange(Id(id), queued, Clock::now() + 50ms, nullptr);
   ASSERT_TRUE(unchanged.ok());
   EXPECT_EQ(unchanged->state(), v1::TASK_STATE_QUEUED);
 
   // A change by another thread wakes the watcher (before or during its wait).
   std::thread writer([&] {
     EXPECT_TRUE(node.tasks
-                    ->Mutate(id,
+                    ->Mutate(Id(id),
                              [](v1::Task* t) {
                                t->set_state(v1::TASK_STATE_RUNNING);
                                return OkStatus();
                              })
                     .ok());
   });
-  auto changed = node.tasks->WaitForChange(id, queued, Clock::now() + kTimeout, nullptr);
+  auto changed = node.tasks->WaitForChange(Id(id), queued, Clock::now() + kTimeout, nullptr);
   writer.join();
   ASSERT_TRUE(changed.ok());
   EXPECT_EQ(changed->state(), v1::TASK_STATE_RUNNING);
 
   // A cancelled client ends the wait long before the deadline.
-  auto stopped = node.tasks->WaitForChange(id, *changed, Clock::now() + kTimeout, [] { return true; });
+  auto stopped = node.tasks->WaitForChange(Id(id), *changed, Clock::now() + kTimeout, [] { return true; });
   ASSERT_TRUE(stopped.ok());
   EXPECT_EQ(stopped->state(), v1::TASK_STATE_RUNNING);
 
-  EXPECT_EQ(
-      node.tasks->WaitForChange(ToHex(Sha256Of("unknown")), queued, Clock::now() + kTimeout, nullptr).status().code(),
-      StatusCode::kNotFound);
-  EXPECT_EQ(node.tasks->WaitForChange("nope", queued, Clock::now() + kTimeout, nullptr).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(node.tasks->WaitForChange(Id(ToHex(Sha256Of("unknown"))), queued, Clock::now() + kTimeout, nullptr)
+                .status()
+                .code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(consensus::TaskId::FromHex("nope").status().code(), StatusCode::kInvalidArgument);
 
   // Shutdown ends every wait, whether it comes before or during the wait.
   std::thread stopper([&] { node.tasks->Shutdown(); });
-  auto ended = node.tasks->WaitForChange(id, *changed, Clock::now() + kTimeout, nullptr);
+  auto ended = node.tasks->WaitForChange(Id(id), *changed, Clock::now() + kTimeout, nullptr);
   stopper.join();
   EXPECT_EQ(ended.status().code(), StatusCode::kUnavailable);
 }
