@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -62,20 +63,30 @@ inline bool WaitUntil(const std::function<bool()>& done, std::chrono::millisecon
   }
 }
 
-// A loopback port that was free a moment ago (bound to port 0, read back, closed).
+// A loopback port that was free a moment ago, below the kernel's ephemeral range. A node keeps
+// its port across a restart (the endpoint is registered on-chain), so while it is down the port
+// must not be handed out to anyone else: the kernel gives ephemeral ports to every bind to port
+// 0 and to every outgoing connection (other tests' nodes, gRPC clients), never ports below
+// that range. Random, so that tests running in parallel do not pick the same ones.
 inline int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = 0;
-  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
-    socklen_t len = sizeof(sa);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0) port = ntohs(sa.sin_port);
+  int ephemeral_low = 32768;
+  if (std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range"); range) range >> ephemeral_low;
+  const int low = 10000;
+  if (ephemeral_low <= low + 1000) ephemeral_low = 65536;  // an unusual range: take any free port
+  thread_local std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> pick(low, ephemeral_low - 1);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int candidate = pick(rng);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(candidate));
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    const bool free = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0;
+    close(fd);
+    if (free) return candidate;
   }
-  close(fd);
-  return port;
+  return -1;
 }
 
 // The value of one series in a Prometheus exposition, e.g.
