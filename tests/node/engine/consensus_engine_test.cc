@@ -45,18 +45,13 @@
 #include "node/engine/task_manager.h"
 #include "node/telemetry/metrics.h"
 #include "node/telemetry/node_metrics.h"
+#include "tests/node/engine/task_ids.h"
 #include "tests/node/fakes/memory_store.h"
 
 namespace consensor::node {
 namespace {
 
-// Tests hold task ids as the API's hex; the task manager takes TaskIds.
-consensus::TaskId Id(const consensus::TaskId& id) { return id; }
-consensus::TaskId Id(const std::string& hex) {
-  auto id = consensus::TaskId::FromHex(hex);
-  EXPECT_TRUE(id.ok()) << id.status().ToString();
-  return id.ok() ? *id : consensus::TaskId();
-}
+using test_support::Id;
 
 using namespace std::chrono_literals;
 using executor::Value;
