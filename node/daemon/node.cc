@@ -353,12 +353,14 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   // The bound addresses, for scripts and tests that asked for port 0.
   const std::string rpc_addr = HostOf(config.rpc_listen) + ":" + std::to_string(impl->rpc_port);
   impl->rpc_address = rpc_addr;
-  RETURN_IF_ERROR(WriteTextFile(config.datadir + "/rpc.addr", rpc_addr + "\n"));
   std::string metrics_addr = "off";
   if (impl->http) {
     metrics_addr = HostOf(config.metrics_listen) + ":" + std::to_string(impl->http->port());
     RETURN_IF_ERROR(WriteTextFile(config.datadir + "/metrics.addr", metrics_addr + "\n"));
   }
+  // rpc.addr last: tools wait for it as the sign that the node serves, so every other address
+  // file must already be there.
+  RETURN_IF_ERROR(WriteTextFile(config.datadir + "/rpc.addr", rpc_addr + "\n"));
 
   impl->tasks->Start();
   if (impl->engine) {
