@@ -44,8 +44,9 @@ StatusOr<TaskId> ComputeTaskId(const TaskSpec& spec) {
     }
   }
   Sha256 h;
-  static constexpr char kTag[] = "consensor.task.v1";
+  static constexpr char kTag[] = "consensor.task.v2";
   h.Update(std::string_view(kTag, sizeof(kTag)));  // with the NUL
+  h.UpdateU32(spec.protocol_version);
   h.Update(spec.graph_sha256);
   h.UpdateU32(static_cast<uint32_t>(sorted.size()));
   for (const auto* in : sorted) {
@@ -54,6 +55,8 @@ StatusOr<TaskId> ComputeTaskId(const TaskSpec& spec) {
     h.Update(in->second);
   }
   h.UpdateU64(spec.nonce);
+  h.UpdateU32(spec.replicas);
+  h.UpdateU32(spec.quorum);
   return TaskId(h.Finish());
 }
 

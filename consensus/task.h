@@ -1,8 +1,11 @@
 // A task's identity and lifecycle: pure rules shared by every node.
 //
 // The task id is a hash of exactly what determines the result (the graph blob, the input blobs
-// by placeholder name, and the client's nonce), so any node computes the same id for the same
-// submission, resubmission is idempotent, and the id can be signed in attestations.
+// by placeholder name, and the client's nonce) and of what the client asked the network to
+// guarantee (replicas, quorum, protocol version). Any node computes the same id for the same
+// submission, resubmission is idempotent, and because attestations sign the id, every signature
+// covers the replication the client asked for: an entry node that announces the task with fewer
+// replicas announces a different task, under an id the client does not accept.
 #pragma once
 
 #include <compare>
@@ -17,11 +20,22 @@
 
 namespace consensor::consensus {
 
+// The protocol version this build speaks: the task-id encoding, the committee draw, the
+// attestation and the executor's bits (docs/DETERMINISM.md). Any change that could make two
+// honest nodes sign different bytes for one task bumps it; tasks carry it in their id, and a
+// node refuses a task of another version instead of attesting to it (an honest minority in a
+// rolling upgrade is then silent, not slashed).
+inline constexpr uint32_t kProtocolVersion = 2;
+
 struct TaskSpec {
   Hash256 graph_sha256{};
   // Placeholder name -> blob hash. The id does not depend on the order given.
   std::vector<std::pair<std::string, Hash256>> inputs;
   uint64_t nonce = 0;
+  // Network mode: committee size and matching signatures (0 in local mode, where nobody signs).
+  uint32_t replicas = 0;
+  uint32_t quorum = 0;
+  uint32_t protocol_version = kProtocolVersion;
 };
 
 // A task's id: the 32 bytes of ComputeTaskId. Hex() is the form of the API, gossip and logs;
@@ -46,8 +60,9 @@ class TaskId {
   Hash256 bytes_{};
 };
 
-// SHA-256 over "consensor.task.v1\0", the graph hash, the input count (u32 LE), each input
-// sorted by name as (u32 LE name length, name bytes, hash), and the nonce (u64 LE).
+// SHA-256 over "consensor.task.v2\0", the protocol version (u32 LE), the graph hash, the input
+// count (u32 LE), each input sorted by name as (u32 LE name length, name bytes, hash), the nonce
+// (u64 LE), replicas (u32 LE) and quorum (u32 LE).
 // INVALID_ARGUMENT for an empty or duplicate input name.
 StatusOr<TaskId> ComputeTaskId(const TaskSpec& spec);
 

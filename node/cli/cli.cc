@@ -61,12 +61,15 @@ commands:
       Runs ONNX backend test cases (e.g. /usr/share/libonnx-testdata/data/node) and counts
       passed, failed and unsupported tests (see `consensor onnx-test --help`).
   submit GRAPH [--input NAME=FILE.npy]... [--node ADDR] [--blobs DIR] [--nonce N]
-               [--max-wall-ms N] [--replicas N --quorum N] [--wait [--out DIR] [--timeout SECONDS]]
+               [--max-wall-ms N] [--replicas N --quorum N] [--request-out FILE]
+               [--wait [--out DIR] [--timeout SECONDS]]
       Uploads the graph, its weight blobs and the inputs to a node and submits the task.
       An ONNX model is imported first and its weights uploaded as one safetensors blob.
       Prints the task id; with --wait, shows progress, then the result hashes, and writes
       the outputs to --out DIR. On a network node --wait ends when the task is certified;
-      --replicas and --quorum choose its committee size and matching signatures.
+      --replicas and --quorum choose its committee size and matching signatures (else the
+      node's defaults). Both are part of the task id, and submit refuses a node that answers
+      with another id. --request-out FILE saves the request, for `consensor verify --request`.
   status TASK_ID [--node ADDR] [--json]
       Shows a task's state, and its result hashes once it has finished.
   result TASK_ID --out DIR [--node ADDR]
@@ -105,9 +108,10 @@ using Args = ParsedArgs;
 // command lines that work today into usage errors.
 ArgSpec SharedArgSpec() {
   ArgSpec spec;
-  spec.value_options = {"--input",  "--out",          "--threads",     "--isa",       "--blobs",   "--backend",
-                        "--device", "--max-elements", "--max-memory",  "--max-flops", "--max-ops", "--node",
-                        "--nonce",  "--timeout",      "--max-wall-ms", "--replicas",  "--quorum",  "--shape"};
+  spec.value_options = {"--input",    "--out",    "--threads",      "--isa",        "--blobs",
+                        "--backend",  "--device", "--max-elements", "--max-memory", "--max-flops",
+                        "--max-ops",  "--node",   "--nonce",        "--timeout",    "--max-wall-ms",
+                        "--replicas", "--quorum", "--shape",        "--request-out"};
   spec.flags = {"--trace", "--help", "--fallback-cpu", "--wait", "--json"};
   return spec;
 }

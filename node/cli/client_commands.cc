@@ -15,8 +15,11 @@
 #include "common/file_io.h"
 #include "common/npy.h"
 #include "common/sha256.h"
+#include "consensus/replication.h"
+#include "consensus/task.h"
 #include "executor/serialize.h"
 #include "node/api/client.h"
+#include "node/api/task_spec.h"
 #include "node/cli/model_file.h"
 
 namespace consensor::node {
@@ -142,6 +145,26 @@ StatusOr<std::chrono::milliseconds> Timeout(const ParsedArgs& a) {
 
 }  // namespace
 
+namespace {
+
+// A networked node's defaults fill what the user left open; the user sees them in the task
+// id's inputs (and can pin them with --replicas/--quorum). A standalone node has no committee,
+// and the id covers 0 for both.
+Status ResolveReplication(NodeClient& client, v1::TaskOptions* options) {
+  if (options->replicas() != 0 && options->quorum() != 0) return OkStatus();
+  auto info = client.GetNodeInfo();
+  if (!info.ok()) return info.status().WithContext("reading the node's default replication");
+  if (!info->has_consensus()) return OkStatus();
+  const v1::ConsensusInfo& c = info->consensus();
+  if (options->replicas() == 0) options->set_replicas(c.default_replicas());
+  if (options->quorum() == 0) {
+    options->set_quorum(consensus::DefaultQuorum(options->replicas(), c.default_replicas(), c.default_quorum()));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 std::string NodeAddress(const ParsedArgs& a) {
   if (auto n = a.Option("--node")) return *n;
   if (const char* env = std::getenv("CONSENSOR_NODE"); env && *env) return env;
@@ -218,8 +241,30 @@ int CmdSubmit(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
     if (!put.ok()) return Fail(err, put.status().WithContext("input '" + name + "' from '" + file + "'"));
     (*request.mutable_inputs())[name] = put->sha256();
   }
+  // Everything the task id covers is fixed here, by the client, and the id the node returns is
+  // checked against it: an entry node that changed the request (fewer replicas, a smaller
+  // quorum) would return another id, and certificates for that id say nothing about this task.
+  request.mutable_options()->set_protocol_version(consensus::kProtocolVersion);
+  if (Status s = ResolveReplication(client, request.mutable_options()); !s.ok()) return Fail(err, s);
+  auto expected_id = TaskIdOfRequest(request);
+  if (!expected_id.ok()) return Fail(err, expected_id.status());
+  if (auto file = a.Option("--request-out")) {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    (void)google::protobuf::util::MessageToJsonString(request, &json, options);
+    if (Status s = WriteFileAtomic(
+            *file, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(json.data()), json.size()));
+        !s.ok())
+      return Fail(err, s.WithContext("--request-out"));
+  }
   auto submitted = client.SubmitTask(request);
   if (!submitted.ok()) return Fail(err, submitted.status());
+  if (submitted->task_id() != expected_id->Hex()) {
+    return Fail(err, FailedPrecondition("node " + client.address() + " answered with task id " + submitted->task_id() +
+                                        ", but this request's id is " + expected_id->Hex() +
+                                        ": the node changed what was asked for; do not trust its results"));
+  }
   out << "task     " << submitted->task_id() << (submitted->already_known() ? " (already known)" : "") << "\n";
   if (!a.HasFlag("--wait")) return kExitOk;
 

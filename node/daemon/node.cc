@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/sha256.h"
 #include "common/version.h"
+#include "consensus/task.h"
 #include "kernels/backend_factory.h"
 #include "node/api/client_service.h"
 #include "node/chain/chain_client.h"
@@ -297,6 +298,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
       [raw](v1::NodeInfo* info) {
         const NodeConfig& c = raw->config;
         info->set_version(kProjectVersion);
+        info->set_protocol_version(consensus::kProtocolVersion);
         info->set_operator_address(raw->operator_address);
         info->set_backend(c.tasks.backend.name);
         info->set_backend_device(raw->backend_device);

@@ -222,9 +222,18 @@ StatusOr<v1::TaskConsensus> ConsensusEngine::PlanConsensus(const Hash256& task_i
 StatusOr<SubmitOutcome> ConsensusEngine::Submit(const v1::SubmitTaskRequest& request) {
   v1::SubmitTaskRequest resolved = request;
   auto* opts = resolved.mutable_options();
+  // The announcement states everything the id covers, so that every node computes the same id
+  // whatever its own defaults are.
+  if (opts->protocol_version() == 0) opts->set_protocol_version(consensus::kProtocolVersion);
   if (opts->replicas() == 0) opts->set_replicas(options_.default_replicas);
   if (opts->quorum() == 0) {
     opts->set_quorum(consensus::DefaultQuorum(opts->replicas(), options_.default_replicas, options_.default_quorum));
+  }
+  {
+    uint32_t replicas = opts->replicas(), quorum = opts->quorum();
+    faults_->BeforeAnnouncing(&replicas, &quorum);
+    opts->set_replicas(replicas);
+    opts->set_quorum(quorum);
   }
   // Validate before anything is announced: the content must be here and within the caps.
   ASSIGN_OR_RETURN(consensus::TaskId id, tasks_->Check(resolved));

@@ -9,12 +9,14 @@ namespace consensor::node {
 
 namespace {
 
-constexpr std::array<std::string_view, 4> kNames = {"corrupt-output", "equivocate", "silent", "crash-mid-task"};
-constexpr std::array<FaultMode, 4> kModes = {FaultMode::kCorruptOutput, FaultMode::kEquivocate, FaultMode::kSilent,
-                                             FaultMode::kCrashMidTask};
+constexpr std::array<std::string_view, 5> kNames = {"corrupt-output", "equivocate", "silent", "crash-mid-task",
+                                                    "downgrade-replicas"};
+constexpr std::array<FaultMode, 5> kModes = {FaultMode::kCorruptOutput, FaultMode::kEquivocate, FaultMode::kSilent,
+                                             FaultMode::kCrashMidTask, FaultMode::kDowngradeReplicas};
 
 class Honest final : public FaultInjector {
  public:
+  void BeforeAnnouncing(uint32_t*, uint32_t*) override {}
   void BeforeAttesting(const std::string&) override {}
   bool StaySilent(const std::string&) override { return false; }
   std::vector<consensus::Attestation> ToSign(const std::string&, const consensus::Attestation& honest) override {
@@ -25,6 +27,14 @@ class Honest final : public FaultInjector {
 class Faulty final : public FaultInjector {
  public:
   explicit Faulty(FaultMode mode) : mode_(mode) {}
+
+  void BeforeAnnouncing(uint32_t* replicas, uint32_t* quorum) override {
+    if (mode_ != FaultMode::kDowngradeReplicas) return;
+    Log(LogLevel::kWarn, "fault injection: announcing with one replica",
+        {{"replicas", static_cast<int64_t>(*replicas)}, {"quorum", static_cast<int64_t>(*quorum)}});
+    *replicas = 1;
+    *quorum = 1;
+  }
 
   void BeforeAttesting(const std::string& task_id_hex) override {
     if (mode_ != FaultMode::kCrashMidTask) return;

@@ -1,8 +1,10 @@
 // Operator misbehaviour on purpose, for tests and devnets only (config `[fault] mode`,
 // docs/NETWORK.md). The engine asks its FaultInjector at two points, after executing and when
-// signing; the honest injector changes nothing, so no fault code runs in a real deployment.
+// signing (and, as an entry node, before announcing); the honest injector changes nothing, so no fault code runs in a
+// real deployment.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -20,6 +22,8 @@ enum class FaultMode {
   kEquivocate,     // signs its result and a second, different one
   kSilent,         // executes but never signs
   kCrashMidTask,   // exits (code 86) after executing, before signing
+  // As an entry node, announces clients' tasks with replicas = quorum = 1, whatever they asked.
+  kDowngradeReplicas,
 };
 
 // The config names of the faults, in the order the docs list them (kNone has none).
@@ -30,6 +34,8 @@ StatusOr<FaultMode> ParseFaultMode(std::string_view name);
 class FaultInjector {
  public:
   virtual ~FaultInjector() = default;
+  // This node, as the entry node, is about to fix a client's task (replication resolved).
+  virtual void BeforeAnnouncing(uint32_t* replicas, uint32_t* quorum) = 0;
   // This node executed the task and is about to attest; crash-mid-task ends the process here.
   virtual void BeforeAttesting(const std::string& task_id_hex) = 0;
   // True: sign nothing for this task.

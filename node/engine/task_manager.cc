@@ -285,6 +285,16 @@ StatusOr<consensus::TaskSpec> TaskManager::SpecOf(const v1::SubmitTaskRequest& r
     spec.inputs.emplace_back(name, h);
   }
   spec.nonce = request.options().nonce();
+  spec.replicas = request.options().replicas();
+  spec.quorum = request.options().quorum();
+  // A task of another protocol version may have other bits: refuse it rather than attest to
+  // something its other signers do not compute (docs/SECURITY.md, versions).
+  const uint32_t version = request.options().protocol_version();
+  if (version != 0 && version != consensus::kProtocolVersion) {
+    return FailedPrecondition("the task asks for protocol version " + std::to_string(version) +
+                              "; this node runs protocol version " + std::to_string(consensus::kProtocolVersion));
+  }
+  spec.protocol_version = consensus::kProtocolVersion;
   return spec;
 }
 

@@ -31,6 +31,21 @@ TEST(TaskId, DependsOnContentNotOrder) {
   c = a;
   c.inputs[0].first = "z";
   EXPECT_NE(*ComputeTaskId(c), *ia);
+  // What the client asked the network for is part of the id, so signatures over the id cover it
+  // and an entry node cannot downgrade it (issue 16, hole 3).
+  c = a;
+  c.replicas = 1;
+  EXPECT_NE(*ComputeTaskId(c), *ia);
+  c = a;
+  c.quorum = 1;
+  EXPECT_NE(*ComputeTaskId(c), *ia);
+  c = a;
+  c.protocol_version = kProtocolVersion + 1;
+  EXPECT_NE(*ComputeTaskId(c), *ia);
+  // replicas and quorum are separate words: (3, 2) and (2, 3) differ.
+  TaskSpec r1 = a, r2 = a;
+  r1.replicas = 3, r1.quorum = 2, r2.replicas = 2, r2.quorum = 3;
+  EXPECT_NE(*ComputeTaskId(r1), *ComputeTaskId(r2));
   // Name/hash boundaries are length-prefixed: "ab"+h differs from "a"+... shifts.
   TaskSpec d1{H(1), {{"ab", H(2)}}, 0}, d2{H(1), {{"a", H(2)}}, 0};
   EXPECT_NE(*ComputeTaskId(d1), *ComputeTaskId(d2));
@@ -38,16 +53,22 @@ TEST(TaskId, DependsOnContentNotOrder) {
 
 TEST(TaskId, GoldenValue) {
   // The encoding written out byte by byte, as consensus/task.h specifies it.
-  TaskSpec spec{H(0xab), {{"x", H(0xcd)}}, 7};
+  TaskSpec spec{H(0xab), {{"x", H(0xcd)}}, 7, 5, 3, 2};
   Sha256 h;
-  h.Update(std::string_view("consensor.task.v1\0", 18));
+  h.Update(std::string_view("consensor.task.v2\0", 18));
+  h.UpdateU32(2);
   h.Update(H(0xab));
   h.UpdateU32(1);
   h.UpdateU32(1);
   h.Update(std::string_view("x"));
   h.Update(H(0xcd));
   h.UpdateU64(7);
+  h.UpdateU32(5);
+  h.UpdateU32(3);
   EXPECT_EQ(ComputeTaskId(spec)->bytes(), h.Finish());
+  // The same vector as a literal (checked with Python hashlib), so a change to Sha256 or to the
+  // encoding shows up here too.
+  EXPECT_EQ(ComputeTaskId(spec)->Hex(), "5225ea0ad01ebc3710256f3914e26468d4a7e4a09fa8228d4011ce39e0c52035");
 }
 
 TEST(TaskId, RejectsEmptyAndDuplicateNames) {

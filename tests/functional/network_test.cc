@@ -20,6 +20,7 @@
 #include "common/npy.h"
 #include "consensor/v1/peer.grpc.pb.h"
 #include "consensus/task.h"
+#include "node/api/task_spec.h"
 #include "node/p2p/gossip.h"
 #include "tests/functional/network_harness.h"
 
@@ -73,13 +74,7 @@ StatusOr<Submitted> Submit(NetworkNode& node, uint32_t replicas, uint32_t quorum
                      quorum);
 }
 
-std::string TaskIdOf(const v1::SubmitTaskRequest& r) {
-  consensus::TaskSpec spec;
-  spec.graph_sha256 = *Hash256FromHex(r.graph_sha256());
-  for (const auto& [name, hex] : r.inputs()) spec.inputs.emplace_back(name, *Hash256FromHex(hex));
-  spec.nonce = r.options().nonce();
-  return consensus::ComputeTaskId(spec)->Hex();
-}
+std::string TaskIdOf(const v1::SubmitTaskRequest& r) { return node::TaskIdOfRequest(r)->Hex(); }
 
 // Polls the node until the task is SUCCEEDED with outputs and a certificate (and `also` holds).
 StatusOr<v1::Task> WaitCertified(NetworkNode& node, const std::string& id,

@@ -361,6 +361,7 @@ class FakePeerClient final : public PeerClient {
 class WatchedInjector final : public FaultInjector {
  public:
   explicit WatchedInjector(FaultMode mode) : inner_(NewFaultInjector(mode)) {}
+  void BeforeAnnouncing(uint32_t* replicas, uint32_t* quorum) override { inner_->BeforeAnnouncing(replicas, quorum); }
   void BeforeAttesting(const std::string& task_id_hex) override {
     inner_->BeforeAttesting(task_id_hex);
     Note();
@@ -669,11 +670,13 @@ TEST_F(ConsensusEngineTest, SubmitPlansStoresAndAnnouncesThenAttests) {
   ASSERT_FALSE(id.empty());
   EXPECT_GT(chain_->operators_at_calls(), 0);
 
-  // The announcement goes out first, with the resolved options and the reference block.
+  // The announcement goes out first, with the resolved options (the protocol version too: the
+  // id covers it) and the reference block.
   std::vector<v1::GossipMessage> sent = gossip_.messages();
   ASSERT_FALSE(sent.empty());
   ASSERT_TRUE(sent[0].has_announcement());
   v1::SubmitTaskRequest resolved = Request(1, 3, 2);
+  resolved.mutable_options()->set_protocol_version(consensus::kProtocolVersion);
   EXPECT_EQ(sent[0].announcement().spec().SerializeAsString(), resolved.SerializeAsString());
   EXPECT_EQ(sent[0].announcement().reference_block(), kReference);
 

@@ -22,17 +22,20 @@ consensus::Attestation Honest() {
 
 TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
   EXPECT_EQ(std::vector<std::string_view>(FaultModeNames().begin(), FaultModeNames().end()),
-            (std::vector<std::string_view>{"corrupt-output", "equivocate", "silent", "crash-mid-task"}));
+            (std::vector<std::string_view>{"corrupt-output", "equivocate", "silent", "crash-mid-task",
+                                           "downgrade-replicas"}));
   EXPECT_EQ(*ParseFaultMode(""), FaultMode::kNone);
   EXPECT_EQ(*ParseFaultMode("corrupt-output"), FaultMode::kCorruptOutput);
   EXPECT_EQ(*ParseFaultMode("equivocate"), FaultMode::kEquivocate);
   EXPECT_EQ(*ParseFaultMode("silent"), FaultMode::kSilent);
   EXPECT_EQ(*ParseFaultMode("crash-mid-task"), FaultMode::kCrashMidTask);
+  EXPECT_EQ(*ParseFaultMode("downgrade-replicas"), FaultMode::kDowngradeReplicas);
   auto bad = ParseFaultMode("Silent");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message(),
-            "unknown fault mode 'Silent' (one of corrupt-output, equivocate, silent, crash-mid-task)");
+            "unknown fault mode 'Silent' (one of corrupt-output, equivocate, silent, crash-mid-task, "
+            "downgrade-replicas)");
 }
 
 TEST(FaultInjectionTest, TheHonestInjectorChangesNothing) {
@@ -73,6 +76,21 @@ TEST(FaultInjectionTest, EachModeMisbehavesAtItsOwnPointOnly) {
   auto crash = NewFaultInjector(FaultMode::kCrashMidTask);
   EXPECT_FALSE(crash->StaySilent("t"));
   EXPECT_EQ(crash->ToSign("t", Honest()).size(), 1u);
+
+  // Only the downgrading entry node touches replication, and it signs honestly.
+  for (FaultMode mode : {FaultMode::kNone, FaultMode::kCorruptOutput, FaultMode::kSilent}) {
+    uint32_t replicas = 5, quorum = 3;
+    NewFaultInjector(mode)->BeforeAnnouncing(&replicas, &quorum);
+    EXPECT_EQ(replicas, 5u);
+    EXPECT_EQ(quorum, 3u);
+  }
+  auto downgrade = NewFaultInjector(FaultMode::kDowngradeReplicas);
+  uint32_t replicas = 5, quorum = 3;
+  downgrade->BeforeAnnouncing(&replicas, &quorum);
+  EXPECT_EQ(replicas, 1u);
+  EXPECT_EQ(quorum, 1u);
+  EXPECT_FALSE(downgrade->StaySilent("t"));
+  EXPECT_EQ(downgrade->ToSign("t", Honest())[0].result_root, Honest().result_root);
 }
 
 TEST(FaultInjectionTest, CrashMidTaskExitsWithCode86) {

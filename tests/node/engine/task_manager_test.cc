@@ -29,6 +29,7 @@
 #include "executor/runtime.h"
 #include "executor/serialize.h"
 #include "kernels/backend_factory.h"
+#include "node/api/task_spec.h"
 #include "node/telemetry/metrics.h"
 #include "tests/node/engine/task_ids.h"
 #include "tests/node/fakes/memory_store.h"
@@ -322,6 +323,37 @@ TEST_F(TaskManagerTest, TaskIdIsTheProtocolIdOfTheSpec) {
   EXPECT_EQ(node.tasks->queue_depth(), 1);
   EXPECT_EQ(node.metrics.tasks_received->Value(), 1);
   EXPECT_EQ(node.metrics.queue_depth->Value(), 1);
+}
+
+// The id covers replication and the protocol version (issue 16): a client's own computation
+// (node/api/task_spec.h) and the node's agree, and a task of another version is refused before
+// anything is stored, so this node never attests to bits it may compute differently.
+TEST_F(TaskManagerTest, IdCoversReplicationAndRefusesOtherProtocolVersions) {
+  Node& node = StartNode(Options(0));
+  v1::SubmitTaskRequest asked = Request(3);
+  asked.mutable_options()->set_replicas(3);
+  asked.mutable_options()->set_quorum(2);
+  const std::string id = ValueOf(node.tasks->IdOf(asked)).Hex();
+  EXPECT_EQ(ValueOf(TaskIdOfRequest(asked)).Hex(), id);
+  // Version 0 means "the node's": the same id as naming this build's version.
+  v1::SubmitTaskRequest named = asked;
+  named.mutable_options()->set_protocol_version(consensus::kProtocolVersion);
+  EXPECT_EQ(ValueOf(node.tasks->IdOf(named)).Hex(), id);
+  // A downgraded request is another task.
+  v1::SubmitTaskRequest downgraded = asked;
+  downgraded.mutable_options()->set_replicas(1);
+  downgraded.mutable_options()->set_quorum(1);
+  EXPECT_NE(ValueOf(node.tasks->IdOf(downgraded)).Hex(), id);
+
+  v1::SubmitTaskRequest other = asked;
+  other.mutable_options()->set_protocol_version(consensus::kProtocolVersion + 1);
+  auto refused = node.tasks->Submit(other);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("protocol version"), std::string::npos) << refused.status().ToString();
+  EXPECT_EQ(node.tasks->queue_depth(), 0);
+  // Nothing was stored under the id either version would have.
+  EXPECT_EQ(node.tasks->Get(Id(id)).status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(TaskManagerTest, IdOfReadsNoBlobsAndCheckStoresNothing) {
