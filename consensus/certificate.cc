@@ -6,8 +6,36 @@
 #include "common/address.h"
 #include "consensus/committee.h"
 #include "consensus/replication.h"
+#include "consensus/task.h"
 
 namespace consensor::consensus {
+
+namespace {
+
+// The claims the signatures do not cover directly must follow from what they do: the task id.
+Status CheckTaskBinding(CertificateClaims* p) {
+  if (!p->task) {
+    return InvalidArgument(
+        "the certificate does not carry its task's request (graph, inputs, nonce, replicas, quorum, protocol "
+        "version), so nothing says what its signatures promise");
+  }
+  ASSIGN_OR_RETURN(TaskId id, ComputeTaskId(*p->task));
+  if (id.bytes() != p->attestation.task_id) {
+    return FailedPrecondition("the certificate's request is task " + id.Hex() + ", but its signatures are over task " +
+                              ToHex(p->attestation.task_id));
+  }
+  // Unsigned copies that disagree with the signed request are a forgery attempt, not a typo.
+  if ((p->replicas != 0 && p->replicas != p->task->replicas) || (p->quorum != 0 && p->quorum != p->task->quorum)) {
+    return FailedPrecondition("the certificate claims quorum " + std::to_string(p->quorum) + " of " +
+                              std::to_string(p->replicas) + " replicas, but its signed task asks for quorum " +
+                              std::to_string(p->task->quorum) + " of " + std::to_string(p->task->replicas));
+  }
+  p->replicas = p->task->replicas;
+  p->quorum = p->task->quorum;
+  return OkStatus();
+}
+
+}  // namespace
 
 StatusOr<CertificateReport> CheckCertificate(const CertificateClaims& certificate, const Eip712Domain& domain,
                                              const OperatorSet& operators) {
@@ -24,6 +52,7 @@ StatusOr<CertificateReport> CheckCertificate(const CertificateClaims& certificat
     return InvalidArgument("the certificate has " + std::to_string(p.signers.size()) + " signers but " +
                            std::to_string(p.signatures.size()) + " signatures");
   }
+  RETURN_IF_ERROR(CheckTaskBinding(&report.certificate));
 
   // Signatures: each over exactly this attestation in this deployment's domain, from its signer.
   for (size_t i = 0; i < p.signers.size(); ++i) {

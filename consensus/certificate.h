@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "common/secp256k1_sign.h"
@@ -12,16 +13,20 @@
 #include "common/uint256.h"
 #include "consensus/attestation.h"
 #include "consensus/operator_set.h"
+#include "consensus/task.h"
 
 namespace consensor::consensus {
 
 // The most signatures a certificate may carry (a bound on work for hostile input).
 inline constexpr size_t kMaxCertificateSigners = 1024;
 
-// A certificate in binary form: the signed attestation, its signatures, and the committee
-// parameters it claims (these are not covered by the signatures).
+// A certificate in binary form: the signed attestation, its signatures, the task it is about,
+// and the committee size it claims. The signatures cover the task id, and the id covers the
+// task's replicas, quorum and protocol version, so those come from `task` (checked to hash to
+// the signed id); `replicas` and `quorum` are unsigned copies that must agree with it (0: absent).
 struct CertificateClaims {
   Attestation attestation;
+  std::optional<TaskSpec> task;
   std::vector<Address20> signers;
   std::vector<std::vector<uint8_t>> signatures;  // 65 bytes r || s || v each, same order
   uint32_t quorum = 0;
@@ -44,7 +49,8 @@ struct CertificateReport {
   size_t operator_count = 0;
 };
 
-// Checks, in this order: every signature recovers, under `domain`, to its listed signer;
+// Checks, in this order: the task hashes to the signed task id (and the unsigned replicas and
+// quorum agree with it); every signature recovers, under `domain`, to its listed signer;
 // signers strictly ascending (what the contract requires; it also rules out counting a signer
 // twice); every signer holds stake in `operators`. A result certificate must also satisfy the
 // committee rules: replicas >= 1, quorum a majority of the replicas (consensus/replication.h),

@@ -10,6 +10,7 @@
 #include "common/file_io.h"
 #include "consensus/certificate.h"
 #include "node/api/client.h"
+#include "node/api/task_spec.h"
 #include "node/cli/chain_flags.h"
 #include "node/cli/cli_args.h"
 #include "node/cli/client_commands.h"
@@ -25,15 +26,24 @@ constexpr int kExitUsage = 2;
 constexpr int64_t kMaxCertificateFileBytes = 4 << 20;
 
 constexpr char kVerifyUsage[] = R"(usage:
-  consensor verify TASK_ID [--node HOST:PORT] [chain] [--json]
-  consensor verify --certificate FILE [chain] [--json]
+  consensor verify TASK_ID [--node HOST:PORT] [--require-stake] [chain] [--json]
+  consensor verify --certificate FILE [--request FILE] [--require-stake] [chain] [--json]
 
-Checks a task's quorum certificate against the chain: every signature recovers to its signer
-under the deployment's EIP-712 domain, the signers are strictly ascending operators at the
-reference block and belong to the task's committee, and the contract's verifyCertificate
-accepts them. With TASK_ID the certificate comes from a node (--node, else $CONSENSOR_NODE,
-else 127.0.0.1:7400); with --certificate from a consensor.v1.Certificate in protobuf JSON.
-The node is only a source of bytes: nothing it says is trusted.
+Checks a task's certificate against the chain and names the guarantee it carries:
+  stake threshold  its signers hold the contract's threshold of all stake at the reference
+                   block (what slashDispute accepts); a third party or a contract can rely on it
+  committee        the task's own committee reached its quorum; this protects the client who
+                   asked for the task, so it counts only for YOUR task: TASK_ID (the id
+                   `consensor submit` checked against your request) or --request FILE (the
+                   request `consensor submit --request-out` saved)
+  none             neither
+Every signature must recover to its signer under the deployment's EIP-712 domain, the
+certificate's request must hash to the signed task id (replicas, quorum and protocol version
+come from there, never from the unsigned fields), the signers must be operators at the
+reference block, none may have been slashed for the task, and the contract's
+verifyCertificate must accept them. VERIFIED (exit 0) only when the guarantee meets the
+policy: the stake threshold with --require-stake; otherwise the committee for your task or
+the stake threshold. The node is only a source of bytes: nothing it says is trusted.
 
 chain: --rpc URL (default $CONSENSOR_RPC or http://127.0.0.1:8545)
        --deployment FILE (default contracts/deployments/<chain id>.json)
@@ -41,8 +51,8 @@ chain: --rpc URL (default $CONSENSOR_RPC or http://127.0.0.1:8545)
 
 ArgSpec VerifyArgSpec() {
   ArgSpec spec;
-  spec.value_options = {"--node", "--certificate", "--rpc", "--deployment"};
-  spec.flags = {"--json", "--help"};
+  spec.value_options = {"--node", "--certificate", "--rpc", "--deployment", "--request"};
+  spec.flags = {"--json", "--help", "--require-stake"};
   return spec;
 }
 
@@ -94,6 +104,11 @@ StatusOr<consensus::CertificateClaims> ParseCertificate(const v1::Certificate& c
   p.committee_size = c.committee_size();
   p.replicas = c.replicas();
   p.dispute = c.dispute();
+  if (c.has_request()) {
+    auto task = TaskSpecOfRequest(c.request());
+    if (!task.ok()) return InvalidArgument("request: " + task.status().message());
+    p.task = *task;
+  }
   return p;
 }
 
@@ -143,22 +158,74 @@ long double Fraction(const CertificateStake& s) {
   return total > 0 ? StakeValue(s.signed_stake) / total : 0;
 }
 
+// What a certificate is worth, strongest first.
+enum class Guarantee {
+  // Signers holding the contract's threshold of all stake at the reference block: the same
+  // evidence slashDispute accepts, so a third party or a contract can rely on it (no choice of
+  // committee reaches it without that much stake).
+  kStakeThreshold,
+  // The task's own committee reached its quorum. It protects the client who asked for the task
+  // (the committee was drawn for the client's request); it is anchored only when the user named
+  // the task (TASK_ID) or gave the request (--request).
+  kCommittee,
+  kNone,
+};
+
+std::string_view GuaranteeName(Guarantee g) {
+  switch (g) {
+    case Guarantee::kStakeThreshold: return "stake threshold";
+    case Guarantee::kCommittee: return "committee";
+    case Guarantee::kNone: break;
+  }
+  return "none";
+}
+
 struct Verified {
   CertificateReport report;
   CertificateStake onchain;
   uint64_t threshold_bps = 0;
   consensus::Eip712Domain domain;  // chain id and manager of the deployment
   uint64_t head = 0;
+  Guarantee guarantee = Guarantee::kNone;
+  std::string committee_problem;  // why the committee rule does not hold, when it does not
+  bool anchored = false;          // checked against the user's own task id or request
+  bool require_stake = false;
+  bool verified = false;  // the guarantee meets the policy the user asked for
+  std::string verdict;    // why not, when not
 };
+
+// The user's own view of the task: a TASK_ID they typed (the id `consensor submit` checked
+// against their request) or the request itself. A certificate about another task is refused.
+StatusOr<bool> CheckAnchor(const ParsedArgs& a, const consensus::CertificateClaims& claims) {
+  if (auto file = a.Option("--request")) {
+    ASSIGN_OR_RETURN(auto bytes, consensor::ReadFileBytes(*file, kMaxCertificateFileBytes));
+    v1::SubmitTaskRequest request;
+    auto parsed = google::protobuf::util::JsonStringToMessage(std::string(bytes.begin(), bytes.end()), &request);
+    if (!parsed.ok()) {
+      return InvalidArgument("request file '" + *file + "' is not a consensor.v1.SubmitTaskRequest in JSON: " +
+                             std::string(parsed.message().data(), parsed.message().size()));
+    }
+    ASSIGN_OR_RETURN(consensus::TaskId id, TaskIdOfRequest(request));
+    if (id.bytes() != claims.attestation.task_id) {
+      return FailedPrecondition("the certificate is for task " + ToHex(claims.attestation.task_id) +
+                                ", but your request (" + *file + ") is task " + id.Hex() +
+                                ": it certifies something you did not ask for (e.g. fewer replicas)");
+    }
+    return true;
+  }
+  return !a.positional.empty();  // LoadCertificate checked the node answered for TASK_ID
+}
 
 StatusOr<Verified> Verify(const ParsedArgs& a) {
   ASSIGN_OR_RETURN(v1::Certificate certificate, LoadCertificate(a));
   // Formats first: a malformed file should not need a chain to be rejected.
   ASSIGN_OR_RETURN(consensus::CertificateClaims parsed, ParseCertificate(certificate));
   const uint64_t ref = parsed.attestation.reference_block;
+  Verified v;
+  ASSIGN_OR_RETURN(v.anchored, CheckAnchor(a, parsed));
+  v.require_stake = a.HasFlag("--require-stake");
 
   ASSIGN_OR_RETURN(ChainSession session, OpenChainSession(a, /*need_key=*/false));
-  Verified v;
   ASSIGN_OR_RETURN(v.head, session.rpc->BlockNumber());
   // Stake in a block that is not mined yet can still change; the contract refuses it the same
   // way (its eth_call runs in the pending block, so the head itself is settled).
@@ -170,8 +237,23 @@ StatusOr<Verified> Verify(const ParsedArgs& a) {
   if (!registered.ok()) {
     return registered.status().WithContext("reading the operator set at block " + std::to_string(ref));
   }
-  ASSIGN_OR_RETURN(v.report, consensus::CheckCertificate(parsed, session.chain->domain(),
-                                                         consensus::OperatorSet::FromRegistry(ref, *registered)));
+  const consensus::OperatorSet operators = consensus::OperatorSet::FromRegistry(ref, *registered);
+  // Signatures, binding and membership hold for any certificate; checked as a whole-set
+  // certificate, a failure here is a broken certificate, not a weak one.
+  consensus::CertificateClaims as_stake = parsed;
+  as_stake.dispute = true;
+  ASSIGN_OR_RETURN(v.report, consensus::CheckCertificate(as_stake, session.chain->domain(), operators));
+  v.report.certificate.dispute = parsed.dispute;
+  if (!parsed.dispute) {
+    auto committee = consensus::CheckCertificate(parsed, session.chain->domain(), operators);
+    if (committee.ok()) {
+      v.report = *committee;
+    } else {
+      v.committee_problem = committee.status().message();
+    }
+  } else {
+    v.committee_problem = "a dispute certificate has no committee quorum; it stands on stake alone";
+  }
 
   auto onchain = session.chain->VerifyCertificate(parsed.attestation, parsed.signatures);
   if (!onchain.ok()) return onchain.status().WithContext("the contract rejects the certificate");
@@ -183,29 +265,61 @@ StatusOr<Verified> Verify(const ParsedArgs& a) {
                     FormatEther(v.onchain.total_stake) + " but operatorsAt(" + std::to_string(ref) + ") gives " +
                     FormatEther(v.report.signed_stake) + " of " + FormatEther(v.report.total_stake));
   }
-  if (parsed.dispute && !v.onchain.meets_threshold) {
-    return FailedPrecondition("dispute certificate carries " + FormatEther(v.onchain.signed_stake) + " of " +
-                              FormatEther(v.onchain.total_stake) + " (" + Percent(Fraction(v.onchain)) +
-                              "), below the contract's threshold of " + Percent(v.threshold_bps / 10000.0L) +
-                              " of the stake");
+  // A signer already slashed for this very task signed something it was punished for: its
+  // signature backs nothing.
+  for (const CertificateSigner& s : v.report.signers) {
+    ASSIGN_OR_RETURN(bool used, session.chain->EvidenceUsed(s.address, parsed.attestation.task_id));
+    if (used) {
+      return FailedPrecondition("signer " + Checksum(s.address) + " was slashed for task " +
+                                ToHex(parsed.attestation.task_id) + " (evidenceUsed): its signature backs nothing");
+    }
   }
   v.domain = session.chain->domain();
+
+  if (v.onchain.meets_threshold) {
+    v.guarantee = Guarantee::kStakeThreshold;
+  } else if (v.committee_problem.empty()) {
+    v.guarantee = Guarantee::kCommittee;
+  }
+  const std::string stake_words = FormatEther(v.onchain.signed_stake) + " of " + FormatEther(v.onchain.total_stake) +
+                                  " (" + Percent(Fraction(v.onchain)) + "), below the contract's threshold of " +
+                                  Percent(v.threshold_bps / 10000.0L) + " of the stake";
+  if (v.guarantee == Guarantee::kStakeThreshold) {
+    v.verified = true;
+  } else if (v.require_stake) {
+    v.verdict = "--require-stake: the signers hold " + stake_words;
+  } else if (v.guarantee == Guarantee::kCommittee && v.anchored) {
+    v.verified = true;
+  } else if (v.guarantee == Guarantee::kCommittee) {
+    v.verdict =
+        "a committee certificate protects only the client who asked for the task; name the task (TASK_ID) or give "
+        "your request (--request FILE) to rely on it, or ask for the stake threshold (--require-stake)";
+  } else {
+    v.verdict = (parsed.dispute ? "dispute certificate carries "
+                                : "no committee quorum (" + v.committee_problem + ") and the signers hold ") +
+                stake_words;
+  }
   return v;
 }
 
 void PrintHuman(const Verified& v, std::ostream& out) {
   const CertificateReport& r = v.report;
   const consensus::CertificateClaims& c = r.certificate;
-  out << "task        " << ToHex(c.attestation.task_id) << "\n";
+  out << "task        " << ToHex(c.attestation.task_id) << (v.anchored ? " (yours)" : "") << "\n";
   out << "result      " << ToHex(c.attestation.result_root) << "\n";
   out << "trace       " << ToHex(c.attestation.trace_root) << "\n";
   out << "reference   block " << c.attestation.reference_block << " (chain " << v.domain.chain_id << ", head " << v.head
       << ")\n";
+  if (c.task) {
+    out << "request     replicas " << c.task->replicas << ", quorum " << c.task->quorum << ", protocol version "
+        << c.task->protocol_version << " (signed, in the task id)\n";
+  }
   if (c.dispute) {
     out << "kind        dispute certificate; committee: all " << r.operator_count << " operators\n";
   } else {
     out << "kind        result certificate; quorum " << c.quorum << " of " << c.replicas << " replicas, committee "
-        << "positions 0.." << c.committee_size - 1 << " of " << r.operator_count << " operators\n";
+        << "positions 0.." << (c.committee_size == 0 ? 0 : c.committee_size - 1) << " of " << r.operator_count
+        << " operators\n";
   }
   for (const CertificateSigner& s : r.signers) {
     out << "signer      " << Checksum(s.address) << "  position " << s.position << "  " << FormatEther(s.stake) << "\n";
@@ -213,8 +327,15 @@ void PrintHuman(const Verified& v, std::ostream& out) {
   out << "stake       " << FormatEther(v.onchain.signed_stake) << " of " << FormatEther(v.onchain.total_stake) << " ("
       << Percent(Fraction(v.onchain)) << "); contract threshold " << Percent(v.threshold_bps / 10000.0L)
       << (v.onchain.meets_threshold ? ", met" : ", not met") << "\n";
-  out << "VERIFIED    " << r.signers.size() << " valid signatures"
-      << (c.dispute ? " carrying the slashing threshold" : " from the task's committee") << "\n";
+  if (!v.committee_problem.empty() && !c.dispute) out << "committee   not met: " << v.committee_problem << "\n";
+  out << "guarantee   " << GuaranteeName(v.guarantee) << "\n";
+  out << "policy      " << (v.require_stake ? "stake threshold (--require-stake)" : "committee for your task, or stake")
+      << "\n";
+  if (v.verified) {
+    out << "VERIFIED    " << r.signers.size() << " valid signatures; guarantee: " << GuaranteeName(v.guarantee) << "\n";
+  } else {
+    out << "NOT VERIFIED  " << v.verdict << "\n";
+  }
 }
 
 nlohmann::json JsonReport(const Verified& v) {
@@ -225,24 +346,31 @@ nlohmann::json JsonReport(const Verified& v) {
     signers.push_back(
         {{"address", Checksum(s.address)}, {"position", s.position}, {"stake", Uint256ToDecimal(s.stake)}});
   }
-  return {{"verified", true},
-          {"task_id", ToHex(c.attestation.task_id)},
-          {"result_root", ToHex(c.attestation.result_root)},
-          {"trace_root", ToHex(c.attestation.trace_root)},
-          {"reference_block", c.attestation.reference_block},
-          {"chain_id", v.domain.chain_id},
-          {"manager", Checksum(v.domain.verifying_contract)},
-          {"dispute", c.dispute},
-          {"quorum", c.quorum},
-          {"replicas", c.replicas},
-          {"committee_size", c.committee_size},
-          {"operators", r.operator_count},
-          {"signers", signers},
-          {"signed_stake", Uint256ToDecimal(v.onchain.signed_stake)},
-          {"total_stake", Uint256ToDecimal(v.onchain.total_stake)},
-          {"stake_fraction", static_cast<double>(Fraction(v.onchain))},
-          {"threshold_bps", v.threshold_bps},
-          {"meets_threshold", v.onchain.meets_threshold}};
+  nlohmann::json j = {{"verified", v.verified},
+                      {"guarantee", GuaranteeName(v.guarantee)},
+                      {"anchored", v.anchored},
+                      {"require_stake", v.require_stake},
+                      {"task_id", ToHex(c.attestation.task_id)},
+                      {"result_root", ToHex(c.attestation.result_root)},
+                      {"trace_root", ToHex(c.attestation.trace_root)},
+                      {"reference_block", c.attestation.reference_block},
+                      {"chain_id", v.domain.chain_id},
+                      {"manager", Checksum(v.domain.verifying_contract)},
+                      {"dispute", c.dispute},
+                      {"quorum", c.quorum},
+                      {"replicas", c.replicas},
+                      {"committee_size", c.committee_size},
+                      {"operators", r.operator_count},
+                      {"signers", signers},
+                      {"signed_stake", Uint256ToDecimal(v.onchain.signed_stake)},
+                      {"total_stake", Uint256ToDecimal(v.onchain.total_stake)},
+                      {"stake_fraction", static_cast<double>(Fraction(v.onchain))},
+                      {"threshold_bps", v.threshold_bps},
+                      {"meets_threshold", v.onchain.meets_threshold}};
+  if (c.task) j["protocol_version"] = c.task->protocol_version;
+  if (!v.committee_problem.empty()) j["committee_problem"] = v.committee_problem;
+  if (!v.verified) j["error"] = v.verdict;
+  return j;
 }
 
 }  // namespace
@@ -272,6 +400,10 @@ int RunVerifyCommand(const std::vector<std::string>& raw, std::ostream& out, std
     out << JsonReport(*verified).dump(2) << "\n";
   } else {
     PrintHuman(*verified, out);
+  }
+  if (!verified->verified) {
+    err << "error: not verified: " << verified->verdict << "\n";
+    return kExitFailure;
   }
   return kExitOk;
 }

@@ -61,6 +61,14 @@ v1::SignedAttestation ToProto(const consensus::SignedAttestation& a, const Addre
   return p;
 }
 
+// The certificate travels with the task's request, which hashes to the signed task id: a
+// verifier takes replicas, quorum and protocol version from what the signatures cover.
+void StoreCertificate(const v1::Certificate& certificate, v1::Task* task) {
+  v1::Certificate* stored = task->mutable_consensus()->mutable_certificate();
+  *stored = certificate;
+  *stored->mutable_request() = task->spec();
+}
+
 v1::Certificate ToProto(const consensus::Certificate& c, uint32_t quorum, uint32_t committee_size, uint32_t replicas,
                         bool dispute) {
   v1::Certificate p;
@@ -538,7 +546,7 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
            {"signers", static_cast<int64_t>(cert.signers.size())}});
       const bool replaces = dispute->supersedes;
       actions->mutations.emplace_back(r.id, [proto, replaces](v1::Task* t) -> Status {
-        if (replaces || !t->consensus().has_certificate()) *t->mutable_consensus()->mutable_certificate() = proto;
+        if (replaces || !t->consensus().has_certificate()) StoreCertificate(proto, t);
         return OkStatus();
       });
       if (dispute->first_certificate) {
@@ -577,7 +585,7 @@ void ConsensusEngine::OnCertified(Round& r, const consensus::Certified& certifie
   v1::Certificate proto =
       ToProto(cert, r.rules.quorum(), static_cast<uint32_t>(certified.committee_size), r.rules.replicas(), false);
   actions->mutations.emplace_back(r.id, [proto](v1::Task* t) -> Status {
-    if (!t->consensus().has_certificate()) *t->mutable_consensus()->mutable_certificate() = proto;
+    if (!t->consensus().has_certificate()) StoreCertificate(proto, t);
     return OkStatus();
   });
   Log(LogLevel::kInfo, "task certified",

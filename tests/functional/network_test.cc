@@ -453,6 +453,39 @@ TEST(NetworkFaultTest, CorruptOutputIsDisputedAndSlashed) {
   ExpectVerifies(net, net.node(0), s->id);
 }
 
+// Issue 16, hole 3: a malicious entry node announces a client's task with replicas = quorum = 1.
+// The id covers replication, so the downgraded task is another task: `consensor submit` refuses
+// the node's answer, and that task's certificate does not verify against the client's request.
+TEST(NetworkFaultTest, DowngradedAnnouncementIsRefused) {
+  TestNetwork net("downgrade");
+  ASSERT_EQ(net.Start({Operator(1).Fault("downgrade-replicas"), Operator(2), Operator(3)}), "");
+  NetworkNode& entry = net.node(0);
+  const std::string examples = std::string(CNSR_SOURCE_DIR) + "/examples/";
+  const std::string request = entry.dir() + "/request.json";
+  testing_support::CommandResult submitted = testing_support::RunCommand(
+      testing_support::CliBinary(), "submit " + examples + "mlp.cgraph --input x=" + examples +
+                                        "mlp_x.npy --replicas 3 --quorum 2 --nonce 9" + " --request-out " + request +
+                                        " --node " + entry.address());
+  EXPECT_EQ(submitted.exit_code, 1) << submitted.out;
+  const std::string marker = "answered with task id ";
+  const size_t at = submitted.out.find(marker);
+  ASSERT_NE(at, std::string::npos) << submitted.out;
+  EXPECT_NE(submitted.out.find("the node changed what was asked for"), std::string::npos) << submitted.out;
+  const std::string downgraded = submitted.out.substr(at + marker.size(), 64);
+
+  // The downgraded task runs with one replica and is certified by one signature...
+  auto t = WaitCertified(net.node(1), downgraded);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->consensus().replicas(), 1u);
+  EXPECT_EQ(t->consensus().certificate().request().options().replicas(), 1u);
+  // ...which says nothing about the client's task.
+  testing_support::CommandResult v =
+      net.Cli("verify " + downgraded + " --node " + net.node(1).address() + " --request " + request);
+  EXPECT_EQ(v.exit_code, 1) << v.out;
+  EXPECT_NE(v.out.find("it certifies something you did not ask for"), std::string::npos) << v.out;
+  EXPECT_EQ(v.out.find("VERIFIED    "), std::string::npos) << v.out;
+}
+
 // One operator signs two different results for the same task: the two signatures are the
 // evidence, and the operator is slashed for equivocation.
 TEST(NetworkFaultTest, EquivocationIsSlashed) {

@@ -13,6 +13,8 @@
 #include "consensor/v1/node.pb.h"
 #include "consensus/attestation.h"
 #include "consensus/committee.h"
+#include "consensus/task.h"
+#include "node/api/task_spec.h"
 #include "node/chain/chain_client.h"
 #include "node/chain/eth_rpc.h"
 #include "node/cli/chain_flags.h"
@@ -29,12 +31,19 @@ using testing_support::CommandResult;
 Secp256k1Secret Key(size_t i) { return *node::DevnetKey(i); }
 Address20 Addr(size_t i) { return *AddressFromSecretKey(Key(i)); }
 
-Hash256 TaskId() {
-  Hash256 h{};
-  h[0] = 0x7a;
-  h[31] = 0x11;
-  return h;
+// The client's request; certificates carry it, and its id is what the attestations sign.
+v1::SubmitTaskRequest Request(uint32_t replicas = 3, uint32_t quorum = 2, uint64_t nonce = 11) {
+  v1::SubmitTaskRequest r;
+  r.set_graph_sha256(std::string(62, '7') + "a1");
+  (*r.mutable_inputs())["x"] = std::string(62, '5') + "b2";
+  r.mutable_options()->set_nonce(nonce);
+  r.mutable_options()->set_replicas(replicas);
+  r.mutable_options()->set_quorum(quorum);
+  r.mutable_options()->set_protocol_version(consensus::kProtocolVersion);
+  return r;
 }
+
+Hash256 TaskId() { return node::TaskIdOfRequest(Request())->bytes(); }
 
 class VerifyTest : public ::testing::Test {
  protected:
@@ -111,7 +120,16 @@ class VerifyTest : public ::testing::Test {
       c.set_quorum(2);
       c.set_committee_size(3);
     }
+    *c.mutable_request() = Request();
     return c;
+  }
+
+  std::string WriteRequest(const std::string& name, const v1::SubmitTaskRequest& r) {
+    std::string json;
+    EXPECT_TRUE(google::protobuf::util::MessageToJsonString(r, &json).ok());
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << json;
+    return path;
   }
 
   std::vector<std::vector<uint8_t>> Signatures(const v1::Certificate& c) {
@@ -143,25 +161,43 @@ class VerifyTest : public ::testing::Test {
 
 TEST_F(VerifyTest, ResultCertificate) {
   const std::string file = Write("cert.json", Make({order_[0], order_[1]}, false));
-  CommandResult ok = Cli("verify --certificate " + file);
+  const std::string request = WriteRequest("request.json", Request());
+  CommandResult ok = Cli("verify --certificate " + file + " --request " + request);
   ASSERT_EQ(ok.exit_code, 0) << ok.out;
-  EXPECT_NE(ok.out.find("VERIFIED"), std::string::npos) << ok.out;
-  EXPECT_NE(ok.out.find("task        " + ToHex(TaskId())), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("VERIFIED    2 valid signatures; guarantee: committee"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("task        " + ToHex(TaskId()) + " (yours)"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("request     replicas 3, quorum 2, protocol version"), std::string::npos) << ok.out;
   EXPECT_NE(ok.out.find("reference   block " + std::to_string(ref_)), std::string::npos) << ok.out;
   EXPECT_NE(ok.out.find(AddressToChecksumHex(Addr(order_[0])) + "  position 0  2 ETH"), std::string::npos) << ok.out;
   EXPECT_NE(ok.out.find("stake       4 ETH of 8 ETH (50.00%); contract threshold 66.67%, not met"), std::string::npos)
       << ok.out;
 
-  CommandResult json = Cli("verify --certificate " + file + " --json");
+  CommandResult json = Cli("verify --certificate " + file + " --request " + request + " --json");
   ASSERT_EQ(json.exit_code, 0) << json.out;
-  auto j = nlohmann::json::parse(json.out, nullptr, false);
+  auto j = nlohmann::json::parse(json.out.substr(0, json.out.rfind('}') + 1), nullptr, false);
   ASSERT_TRUE(j.is_object()) << json.out;
   EXPECT_EQ(j["verified"], true);
+  EXPECT_EQ(j["guarantee"], "committee");
+  EXPECT_EQ(j["anchored"], true);
   EXPECT_EQ(j["signed_stake"], "4000000000000000000");
   EXPECT_EQ(j["total_stake"], "8000000000000000000");
   EXPECT_EQ(j["meets_threshold"], false);
   EXPECT_EQ(j["threshold_bps"], 6667);
   EXPECT_EQ(j["signers"].size(), 2u);
+
+  // A committee certificate protects the client who asked: without the request it is a valid
+  // certificate with a guarantee nobody else can rely on, and --require-stake wants more.
+  CommandResult unanchored = Cli("verify --certificate " + file);
+  EXPECT_EQ(unanchored.exit_code, 1) << unanchored.out;
+  EXPECT_NE(unanchored.out.find("guarantee   committee"), std::string::npos) << unanchored.out;
+  EXPECT_NE(unanchored.out.find("NOT VERIFIED  a committee certificate protects only the client"), std::string::npos)
+      << unanchored.out;
+  CommandResult stake = Cli("verify --certificate " + file + " --request " + request + " --require-stake");
+  EXPECT_EQ(stake.exit_code, 1) << stake.out;
+  EXPECT_NE(stake.out.find("--require-stake: the signers hold 4 ETH of 8 ETH (50.00%), below the contract's "
+                           "threshold of 66.67%"),
+            std::string::npos)
+      << stake.out;
 
   // Tampering with the result invalidates every signature.
   v1::Certificate tampered = Make({order_[0], order_[1]}, false);
@@ -176,9 +212,70 @@ TEST_F(VerifyTest, ResultCertificate) {
   EXPECT_NE(bad_json.out.find("\"verified\": false"), std::string::npos) << bad_json.out;
 
   // A member beyond the committee prefix may not sign.
-  CommandResult outsider = Cli("verify --certificate " + Write("outsider.json", Make({order_[0], order_[3]}, false)));
+  CommandResult outsider = Cli("verify --certificate " + Write("outsider.json", Make({order_[0], order_[3]}, false)) +
+                               " --request " + request);
   EXPECT_EQ(outsider.exit_code, 1);
+  EXPECT_NE(outsider.out.find("guarantee   none"), std::string::npos) << outsider.out;
   EXPECT_NE(outsider.out.find("is at position 3 of the task's committee order"), std::string::npos) << outsider.out;
+}
+
+// Issue 16, hole 1, against the real contracts: one operator signs alone and rewrites the
+// unsigned fields, or makes up its own single-replica task. Whatever it does, the certificate
+// does not verify for the client's task nor as a stake certificate.
+TEST_F(VerifyTest, SingleOperatorForgeryIsRefused) {
+  const std::string request = WriteRequest("request.json", Request());
+  const size_t forger = order_[0];
+  // 1. The client's task, with the replication copies rewritten.
+  v1::Certificate rewritten = Make({forger}, false);
+  rewritten.set_replicas(1);
+  rewritten.set_quorum(1);
+  rewritten.set_committee_size(4);
+  for (const std::string& extra : {std::string(), " --request " + request, std::string(" --require-stake")}) {
+    CommandResult r = Cli("verify --certificate " + Write("rewritten.json", rewritten) + extra);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("claims quorum 1 of 1 replicas, but its signed task asks for quorum 2 of 3"),
+              std::string::npos)
+        << r.out;
+  }
+  // 2. A task of its own with one replica, its nonce ground until it heads the committee order.
+  consensus::Attestation own = attestation_;
+  v1::SubmitTaskRequest own_request;
+  for (uint64_t nonce = 0;; ++nonce) {
+    ASSERT_LT(nonce, 1000u) << "no nonce puts the forger first";
+    own_request = Request(1, 1, nonce);
+    own.task_id = node::TaskIdOfRequest(own_request)->bytes();
+    auto set = chain_->OperatorsAt(ref_);
+    ASSERT_TRUE(set.ok());
+    auto first = consensus::CommitteeOrder(own.task_id, ref_, *set, 1);
+    ASSERT_TRUE(first.ok());
+    if ((*first)[0] == Addr(forger)) break;
+  }
+  v1::Certificate forged;
+  forged.set_task_id(ToHex(own.task_id));
+  forged.set_result_root(ToHex(own.result_root));
+  forged.set_trace_root(ToHex(own.trace_root));
+  forged.set_reference_block(own.reference_block);
+  forged.add_signers(AddressToChecksumHex(Addr(forger)));
+  forged.add_signatures(ToHex(*consensus::SignAttestation(Key(forger), domain_, own)));
+  forged.set_replicas(1);
+  forged.set_quorum(1);
+  forged.set_committee_size(1);
+  *forged.mutable_request() = own_request;
+  const std::string file = Write("forged.json", forged);
+  // Valid as what it is: a committee of one for a task nobody else asked for...
+  CommandResult alone = Cli("verify --certificate " + file);
+  EXPECT_EQ(alone.exit_code, 1) << alone.out;
+  EXPECT_NE(alone.out.find("guarantee   committee"), std::string::npos) << alone.out;
+  EXPECT_NE(alone.out.find("NOT VERIFIED"), std::string::npos) << alone.out;
+  // ...so not for the client's request,
+  CommandResult theirs = Cli("verify --certificate " + file + " --request " + request);
+  EXPECT_EQ(theirs.exit_code, 1) << theirs.out;
+  EXPECT_NE(theirs.out.find("but your request (" + request + ") is task " + ToHex(TaskId())), std::string::npos)
+      << theirs.out;
+  // ...and not on stake.
+  CommandResult stake = Cli("verify --certificate " + file + " --require-stake");
+  EXPECT_EQ(stake.exit_code, 1) << stake.out;
+  EXPECT_NE(stake.out.find("the signers hold 2 ETH of 8 ETH (25.00%)"), std::string::npos) << stake.out;
 }
 
 TEST_F(VerifyTest, DisputeCertificateNeedsTheThreshold) {

@@ -8,6 +8,7 @@
 
 #include "consensus/attestation.h"
 #include "consensus/committee.h"
+#include "node/api/task_spec.h"
 #include "node/keys/keystore.h"
 
 namespace consensor::node {
@@ -48,8 +49,19 @@ std::vector<consensus::WeightedOperator> Operators() {
 
 class CheckCertificateTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    attestation_ = {H(1), H(2), H(3), kRef};
+  void SetUp() override { Bind(3, 2); }
+
+  // The task the certificates are about: its id is what the attestation signs.
+  void Bind(uint32_t replicas, uint32_t quorum) {
+    request_ = v1::SubmitTaskRequest();
+    request_.set_graph_sha256(ToHex(H(7)));
+    (*request_.mutable_inputs())["x"] = ToHex(H(8));
+    request_.mutable_options()->set_nonce(5);
+    request_.mutable_options()->set_replicas(replicas);
+    request_.mutable_options()->set_quorum(quorum);
+    request_.mutable_options()->set_protocol_version(consensus::kProtocolVersion);
+    attestation_ = {TaskIdOfRequest(request_)->bytes(), H(2), H(3), kRef};
+    order_.clear();
     auto order = consensus::CommitteeOrder(attestation_.task_id, kRef, registry_, kOperators);
     ASSERT_TRUE(order.ok()) << order.status().ToString();
     for (const Address20& a : *order) {
@@ -72,9 +84,10 @@ class CheckCertificateTest : public ::testing::Test {
       c.add_signers("0x" + ToHex(Addr(i)));
       c.add_signatures(ToHex(*consensus::SignAttestation(Key(i), domain, attestation_)));
     }
-    c.set_replicas(3);
-    c.set_quorum(2);
-    c.set_committee_size(3);
+    c.set_replicas(request_.options().replicas());
+    c.set_quorum(request_.options().quorum());
+    c.set_committee_size(request_.options().replicas());
+    *c.mutable_request() = request_;
     return c;
   }
 
@@ -88,6 +101,7 @@ class CheckCertificateTest : public ::testing::Test {
   }
 
   std::vector<consensus::WeightedOperator> registry_ = Operators();
+  v1::SubmitTaskRequest request_;
   consensus::Attestation attestation_;
   std::vector<size_t> order_;  // operator indices in committee order
 };
@@ -203,15 +217,43 @@ TEST_F(CheckCertificateTest, BelowQuorumFails) {
 
 TEST_F(CheckCertificateTest, CommitteeParametersChecked) {
   v1::Certificate c = Make({order_[0], order_[1]});
-  c.set_quorum(1);
-  EXPECT_NE(Error(c).find("quorum 1 is not a majority of 3 replicas"), std::string::npos) << Error(c);
-  c = Make({order_[0], order_[1]});
   c.set_committee_size(2);
   EXPECT_NE(Error(c).find("committee_size 2 is smaller than replicas 3"), std::string::npos) << Error(c);
+  // A task whose own request asks for a minority quorum is refused as such.
+  Bind(3, 1);
+  c = Make({order_[0], order_[1]});
+  EXPECT_NE(Error(c).find("quorum 1 is not a majority of 3 replicas"), std::string::npos) << Error(c);
+  Bind(0, 0);
+  c = Make({order_[0], order_[1]});
+  EXPECT_NE(Error(c).find("replicas is 0"), std::string::npos) << Error(c);
+}
+
+// Issue 16, hole 1: one operator signs alone and writes replicas=1, quorum=1 into the unsigned
+// fields. The signed task id covers the request's replication, so the forgery is refused
+// whether the forger edits the copies, the request, or drops the request.
+TEST_F(CheckCertificateTest, ForgedReplicationIsRefused) {
+  v1::Certificate c = Make({order_[0]});
+  c.set_replicas(1);
+  c.set_quorum(1);
+  c.set_committee_size(kOperators);
+  std::string e = Error(c);
+  EXPECT_NE(e.find("claims quorum 1 of 1 replicas, but its signed task asks for quorum 2 of 3"), std::string::npos)
+      << e;
+  c.mutable_request()->mutable_options()->set_replicas(1);
+  c.mutable_request()->mutable_options()->set_quorum(1);
+  e = Error(c);
+  EXPECT_NE(e.find("but its signatures are over task " + ToHex(attestation_.task_id)), std::string::npos) << e;
+  c.clear_request();
+  e = Error(c);
+  EXPECT_NE(e.find("does not carry its task's request"), std::string::npos) << e;
+  // Leaving the copies out changes nothing: they come from the signed request.
   c = Make({order_[0], order_[1]});
   c.set_replicas(0);
   c.set_quorum(0);
-  EXPECT_NE(Error(c).find("replicas is 0"), std::string::npos) << Error(c);
+  auto report = CheckCertificate(c, Domain(), Set());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->certificate.replicas, 3u);
+  EXPECT_EQ(report->certificate.quorum, 2u);
 }
 
 TEST_F(CheckCertificateTest, NonOperatorFails) {
