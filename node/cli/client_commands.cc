@@ -17,6 +17,7 @@
 #include "common/sha256.h"
 #include "consensus/replication.h"
 #include "consensus/task.h"
+#include "executor/merkle.h"
 #include "executor/serialize.h"
 #include "node/api/client.h"
 #include "node/api/task_spec.h"
@@ -106,7 +107,9 @@ void PrintTask(const v1::Task& t, std::ostream& out) {
   }
 }
 
-Status DownloadOutputs(NodeClient& client, const v1::Task& task, const std::string& dir, std::ostream& out) {
+Status DownloadOutputs(NodeClient& client, const v1::Task& task, const std::string& expected_task_id,
+                       const std::string& dir, std::ostream& out) {
+  RETURN_IF_ERROR(CheckTaskAgainstCertificate(task, expected_task_id));
   RETURN_IF_ERROR(consensor::CreateDirectories(dir));
   std::set<std::string> used;
   for (const auto& o : task.result().outputs()) {
@@ -144,6 +147,37 @@ StatusOr<std::chrono::milliseconds> Timeout(const ParsedArgs& a) {
 }
 
 }  // namespace
+
+Status CheckTaskAgainstCertificate(const v1::Task& task, const std::string& expected_task_id) {
+  ASSIGN_OR_RETURN(consensus::TaskId id, TaskIdOfRequest(task.spec()));
+  if (id.Hex() != expected_task_id) {
+    return DataLoss("the node's task " + expected_task_id + " has a request whose id is " + id.Hex() +
+                    ": its record does not belong to the task");
+  }
+  std::vector<std::pair<std::string, Hash256>> outputs;
+  for (const auto& o : task.result().outputs()) {
+    ASSIGN_OR_RETURN(Hash256 h, HashFieldFromHex(o.tensor_hash(), "output '" + o.name() + "' tensor_hash"));
+    outputs.emplace_back(o.name(), h);
+  }
+  const std::string root = ToHex(executor::ResultRoot(std::move(outputs)));
+  if (root != task.result().result_root()) {
+    return DataLoss("the outputs hash to result root " + root + ", but the node reports " +
+                    task.result().result_root());
+  }
+  if (task.has_consensus() && task.consensus().has_certificate()) {
+    const v1::Certificate& c = task.consensus().certificate();
+    ASSIGN_OR_RETURN(Hash256 certified, HashFieldFromHex(c.result_root(), "the certificate's result_root"));
+    ASSIGN_OR_RETURN(Hash256 certified_task, HashFieldFromHex(c.task_id(), "the certificate's task_id"));
+    if (ToHex(certified_task) != id.Hex()) {
+      return DataLoss("the node's certificate is for task " + ToHex(certified_task) + ", not " + id.Hex());
+    }
+    if (ToHex(certified) != root) {
+      return DataLoss("the node serves outputs with result root " + root + ", but the certificate certifies " +
+                      ToHex(certified) + ": these are not the certified outputs");
+    }
+  }
+  return OkStatus();
+}
 
 namespace {
 
@@ -282,7 +316,7 @@ int CmdSubmit(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   PrintTask(*task, out);
   if (task->state() != v1::TASK_STATE_SUCCEEDED) return kExitFailure;
   if (auto dir = a.Option("--out")) {
-    if (Status s = DownloadOutputs(client, *task, *dir, out); !s.ok()) return Fail(err, s);
+    if (Status s = DownloadOutputs(client, *task, expected_id->Hex(), *dir, out); !s.ok()) return Fail(err, s);
   }
   return kExitOk;
 }
@@ -312,7 +346,9 @@ int CmdResult(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   }
   if (!IsFinal(*task)) return Fail(err, FailedPrecondition("task is " + StateName(task->state()) + "; no result yet"));
   PrintTask(*task, out);
-  if (Status s = DownloadOutputs(client, *task, *dir, out); !s.ok()) return Fail(err, s);
+  auto asked = consensus::TaskId::FromHex(a.positional[0]);
+  if (!asked.ok()) return Fail(err, asked.status());
+  if (Status s = DownloadOutputs(client, *task, asked->Hex(), *dir, out); !s.ok()) return Fail(err, s);
   return kExitOk;
 }
 

@@ -4,12 +4,21 @@
 #include <ostream>
 #include <string>
 
+#include "common/status.h"
+#include "consensor/v1/node.pb.h"
 #include "node/cli/cli_args.h"
 
 namespace consensor::node {
 
 // The node's gRPC address: --node, else $CONSENSOR_NODE, else 127.0.0.1:7400.
 std::string NodeAddress(const ParsedArgs& args);
+
+// What a node says about a task must hang together before its outputs are trusted: the task's
+// request hashes to `expected_task_id` (the id the user asked about), and the outputs' tensor
+// hashes form the result root the node reports and, when the task is certified, the root the
+// certificate's signers signed. DATA_LOSS naming the first mismatch. (Each downloaded output is
+// then checked against its tensor hash, so the bytes are bound to the signed root.)
+Status CheckTaskAgainstCertificate(const v1::Task& task, const std::string& expected_task_id);
 
 // Each gets the arguments after its command name (cli.cc parses them with the options the
 // client commands share); positional[0] is the command's first argument.
