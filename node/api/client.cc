@@ -104,7 +104,8 @@ StatusOr<v1::Task> NodeClient::GetTask(const std::string& task_id) {
 }
 
 StatusOr<v1::Task> NodeClient::WatchTask(const std::string& task_id, std::chrono::milliseconds timeout,
-                                         const std::function<void(const v1::Task&)>& on_update) {
+                                         const std::function<void(const v1::Task&)>& on_update,
+                                         const std::function<bool(const v1::Task&)>& done) {
   grpc::ClientContext context;
   SetDeadline(&context, timeout);
   v1::WatchTaskRequest request;
@@ -116,6 +117,13 @@ StatusOr<v1::Task> NodeClient::WatchTask(const std::string& task_id, std::chrono
     if (on_update) on_update(task);
     last = task;
     any = true;
+    if (done && done(task)) {
+      context.TryCancel();
+      while (reader->Read(&task)) {
+      }
+      (void)reader->Finish();
+      return last;
+    }
   }
   RETURN_IF_ERROR(FromGrpcStatus(reader->Finish(), address_));
   if (!any) return Internal("the watch stream ended without a task");

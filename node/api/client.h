@@ -29,9 +29,11 @@ class NodeClient {
   StatusOr<std::vector<uint8_t>> GetBlob(const std::string& sha256_hex, int64_t max_bytes);
   StatusOr<v1::SubmitTaskResponse> SubmitTask(const v1::SubmitTaskRequest& request);
   StatusOr<v1::Task> GetTask(const std::string& task_id);
-  // Calls on_update for every state the node reports; returns the final task.
+  // Calls on_update for every state the node reports; returns the last task, when the node
+  // ends the stream (the task is done: final, or failed) or as soon as `done` holds.
   StatusOr<v1::Task> WatchTask(const std::string& task_id, std::chrono::milliseconds timeout,
-                               const std::function<void(const v1::Task&)>& on_update);
+                               const std::function<void(const v1::Task&)>& on_update,
+                               const std::function<bool(const v1::Task&)>& done = nullptr);
   StatusOr<v1::NodeInfo> GetNodeInfo();
 
   const std::string& address() const { return address_; }

@@ -144,6 +144,17 @@ grpc::Status ClientService::GetTaskImpl(grpc::ServerContext*, const v1::GetTaskR
   return grpc::Status::OK;
 }
 
+namespace {
+
+// A watch follows a certified task until its challenge window closes, so a client sees it
+// certified and then final (docs/SECURITY.md).
+bool WatchDone(const v1::Task& task) {
+  if (!consensus::IsFinal(static_cast<consensus::TaskState>(task.state()))) return false;
+  return !(task.has_consensus() && task.consensus().has_certificate() && !task.consensus().final());
+}
+
+}  // namespace
+
 grpc::Status ClientService::WatchTaskImpl(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
                                           grpc::ServerWriter<v1::Task>* writer) {
   auto id = consensus::TaskId::FromHex(request->task_id());
@@ -155,7 +166,7 @@ grpc::Status ClientService::WatchTaskImpl(grpc::ServerContext* context, const v1
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::hours(24);
   while (true) {
     if (!writer->Write(current)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
-    if (consensus::IsFinal(static_cast<consensus::TaskState>(current.state()))) return grpc::Status::OK;
+    if (WatchDone(current)) return grpc::Status::OK;
     v1::Task last = current;
     auto next = tasks_->WaitForChange(*id, last, deadline, [context] { return context->IsCancelled(); });
     if (!next.ok()) return ToGrpcStatus(next.status());

@@ -62,7 +62,7 @@ commands:
       passed, failed and unsupported tests (see `consensor onnx-test --help`).
   submit GRAPH [--input NAME=FILE.npy]... [--node ADDR] [--blobs DIR] [--nonce N]
                [--max-wall-ms N] [--replicas N --quorum N] [--request-out FILE]
-               [--wait [--out DIR] [--timeout SECONDS]]
+               [--wait [--final] [--out DIR] [--timeout SECONDS]]
       Uploads the graph, its weight blobs and the inputs to a node and submits the task.
       An ONNX model is imported first and its weights uploaded as one safetensors blob.
       Prints the task id; with --wait, shows progress, then the result hashes, and writes
@@ -70,6 +70,7 @@ commands:
       --replicas and --quorum choose its committee size and matching signatures (else the
       node's defaults). Both are part of the task id, and submit refuses a node that answers
       with another id. --request-out FILE saves the request, for `consensor verify --request`.
+      A certified task is final once its challenge window closes; --final waits for that.
   status TASK_ID [--node ADDR] [--json]
       Shows a task's state, and its result hashes once it has finished.
   result TASK_ID --out DIR [--node ADDR]
@@ -112,7 +113,7 @@ ArgSpec SharedArgSpec() {
                         "--backend",  "--device", "--max-elements", "--max-memory", "--max-flops",
                         "--max-ops",  "--node",   "--nonce",        "--timeout",    "--max-wall-ms",
                         "--replicas", "--quorum", "--shape",        "--request-out"};
-  spec.flags = {"--trace", "--help", "--fallback-cpu", "--wait", "--json"};
+  spec.flags = {"--trace", "--help", "--fallback-cpu", "--wait", "--json", "--final"};
   return spec;
 }
 

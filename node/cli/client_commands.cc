@@ -96,6 +96,12 @@ void PrintTask(const v1::Task& t, std::ostream& out) {
       const v1::Certificate& cert = c.certificate();
       out << "certified " << cert.result_root() << " by " << cert.signers_size()
           << (cert.dispute() ? " signers (dispute certificate)" : " signers") << "\n";
+      // Certified is not final: evidence may still overturn it until the window closes.
+      if (c.final()) {
+        out << "final    challenge window closed after block " << c.final_block() << "\n";
+      } else {
+        out << "final    not yet: challenge window open until block " << c.final_block() << "\n";
+      }
       for (const auto& s : cert.signers()) out << "  signer " << s << "\n";
     }
     if (c.disputed())
@@ -304,14 +310,24 @@ int CmdSubmit(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
 
   v1::TaskState last_state = v1::TASK_STATE_UNSPECIFIED;
   uint32_t last_attempts = 0;
-  auto task = client.WatchTask(submitted->task_id(), *timeout, [&](const v1::Task& t) {
-    if (t.state() == last_state && t.attempts() == last_attempts) return;
-    last_state = t.state();
-    last_attempts = t.attempts();
-    err << "  " << StateName(t.state());
-    if (t.state() == v1::TASK_STATE_RUNNING && t.attempts() > 1) err << " (attempt " << t.attempts() << ")";
-    err << "\n";
-  });
+  bool said_final = false;
+  // --wait ends when the task is certified (or done); --final waits out the challenge window.
+  const bool wait_final = a.HasFlag("--final");
+  auto task = client.WatchTask(
+      submitted->task_id(), *timeout,
+      [&](const v1::Task& t) {
+        if (t.consensus().final() && !said_final) {
+          said_final = true;
+          err << "  final\n";
+        }
+        if (t.state() == last_state && t.attempts() == last_attempts) return;
+        last_state = t.state();
+        last_attempts = t.attempts();
+        err << "  " << (t.consensus().has_certificate() ? "certified" : StateName(t.state()));
+        if (t.state() == v1::TASK_STATE_RUNNING && t.attempts() > 1) err << " (attempt " << t.attempts() << ")";
+        err << "\n";
+      },
+      [&](const v1::Task& t) { return !wait_final && t.state() == v1::TASK_STATE_SUCCEEDED; });
   if (!task.ok()) return Fail(err, task.status().WithContext("waiting for task " + submitted->task_id()));
   PrintTask(*task, out);
   if (task->state() != v1::TASK_STATE_SUCCEEDED) return kExitFailure;

@@ -100,6 +100,7 @@ const std::vector<KeySpec>& Keys() {
       {"consensus", "member_timeout_ms", CONFIG_FIELD(consensus.member_timeout)},
       {"consensus", "max_dispute_committee", CONFIG_FIELD(consensus.max_dispute_committee)},
       {"consensus", "max_reference_age", CONFIG_FIELD(consensus.max_reference_age)},
+      {"consensus", "challenge_window_blocks", CONFIG_FIELD(consensus.challenge_window_blocks)},
       {"fault", "mode", CONFIG_FIELD(fault_mode)},
   };
   return keys;
@@ -518,6 +519,8 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   RETURN_IF_ERROR(
       CheckRange("consensus.max_dispute_committee", AsWritten(c, "consensus.max_dispute_committee"), 1, 1024));
   RETURN_IF_ERROR(CheckRange("consensus.max_reference_age", AsWritten(c, "consensus.max_reference_age"), 1, 1000000));
+  RETURN_IF_ERROR(
+      CheckRange("consensus.challenge_window_blocks", AsWritten(c, "consensus.challenge_window_blocks"), 1, 1000000));
   if (!c->fault_mode.empty()) {
     RETURN_IF_ERROR(CheckOneOf("fault.mode", c->fault_mode, FaultModeNames()));
   }

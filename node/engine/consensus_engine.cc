@@ -5,6 +5,7 @@
 #include "common/clock.h"
 #include "common/npy.h"
 #include "consensus/committee.h"
+#include "consensus/finality.h"
 #include "consensus/replication.h"
 #include "executor/merkle.h"
 #include "executor/serialize.h"
@@ -63,10 +64,11 @@ v1::SignedAttestation ToProto(const consensus::SignedAttestation& a, const Addre
 
 // The certificate travels with the task's request, which hashes to the signed task id: a
 // verifier takes replicas, quorum and protocol version from what the signatures cover.
-void StoreCertificate(const v1::Certificate& certificate, v1::Task* task) {
+void StoreCertificate(const v1::Certificate& certificate, uint64_t final_block, v1::Task* task) {
   v1::Certificate* stored = task->mutable_consensus()->mutable_certificate();
   *stored = certificate;
   *stored->mutable_request() = task->spec();
+  task->mutable_consensus()->set_final_block(final_block);
 }
 
 v1::Certificate ToProto(const consensus::Certificate& c, uint32_t quorum, uint32_t committee_size, uint32_t replicas,
@@ -545,10 +547,12 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
            {"result_root", ToHex(cert.attestation.result_root)},
            {"signers", static_cast<int64_t>(cert.signers.size())}});
       const bool replaces = dispute->supersedes;
-      actions->mutations.emplace_back(r.id, [proto, replaces](v1::Task* t) -> Status {
-        if (replaces || !t->consensus().has_certificate()) StoreCertificate(proto, t);
+      const uint64_t final_block = FinalBlockOf(r);
+      actions->mutations.emplace_back(r.id, [proto, replaces, final_block](v1::Task* t) -> Status {
+        if (replaces || !t->consensus().has_certificate()) StoreCertificate(proto, final_block, t);
         return OkStatus();
       });
+      awaiting_final_.emplace(r.id, final_block);
       if (dispute->first_certificate) {
         r.finalized_at = options_.now();
         tasks_certified_->Increment();
@@ -577,6 +581,11 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
   }
 }
 
+uint64_t ConsensusEngine::FinalBlockOf(const Round& r) const {
+  return consensus::FinalityBlock(r.rules.reference_block(), options_.max_reference_age,
+                                  options_.challenge_window_blocks);
+}
+
 void ConsensusEngine::OnCertified(Round& r, const consensus::Certified& certified, Actions* actions) {
   r.finalized_at = options_.now();
   tasks_certified_->Increment();
@@ -584,10 +593,12 @@ void ConsensusEngine::OnCertified(Round& r, const consensus::Certified& certifie
   const consensus::Certificate& cert = certified.certificate;
   v1::Certificate proto =
       ToProto(cert, r.rules.quorum(), static_cast<uint32_t>(certified.committee_size), r.rules.replicas(), false);
-  actions->mutations.emplace_back(r.id, [proto](v1::Task* t) -> Status {
-    if (!t->consensus().has_certificate()) StoreCertificate(proto, t);
+  const uint64_t final_block = FinalBlockOf(r);
+  actions->mutations.emplace_back(r.id, [proto, final_block](v1::Task* t) -> Status {
+    if (!t->consensus().has_certificate()) StoreCertificate(proto, final_block, t);
     return OkStatus();
   });
+  awaiting_final_.emplace(r.id, final_block);
   Log(LogLevel::kInfo, "task certified",
       {{"task", r.id.Hex()},
        {"result_root", ToHex(cert.attestation.result_root)},
@@ -768,7 +779,10 @@ void ConsensusEngine::Tick() {
         r.next_result_fetch = now + std::chrono::seconds(1);
         fetch.push_back(r.id);
       }
-      if (r.rules.finalized() && r.result_stored && now - r.finalized_at > kRetainFinalized) {
+      // Kept while the challenge window is open: a late conflicting vote must still start a
+      // dispute. Then kept a while longer for stragglers' fetches.
+      if (r.rules.finalized() && r.result_stored && !awaiting_final_.count(r.id) &&
+          now - r.finalized_at > kRetainFinalized) {
         it = rounds_.erase(it);
         continue;
       }
@@ -789,6 +803,26 @@ void ConsensusEngine::Tick() {
         orphans_.erase(o);
       }
       it = orphan_since_.erase(it);
+    }
+    // Certified results become final once the chain passes their challenge window.
+    const uint64_t head = chain_->head();
+    for (auto it = awaiting_final_.begin(); it != awaiting_final_.end();) {
+      if (!consensus::IsFinalAt(head, it->second)) {
+        ++it;
+        continue;
+      }
+      const consensus::TaskId id = it->first;
+      const uint64_t final_block = it->second;
+      actions.mutations.emplace_back(id, [](v1::Task* t) -> Status {
+        if (!t->consensus().has_certificate()) return FailedPrecondition("no certificate to make final");
+        t->mutable_consensus()->set_final(true);
+        return OkStatus();
+      });
+      Log(LogLevel::kInfo, "task final",
+          {{"task", id.Hex()},
+           {"final_block", static_cast<int64_t>(final_block)},
+           {"head", static_cast<int64_t>(head)}});
+      it = awaiting_final_.erase(it);
     }
     open_rounds_gauge_->Set(static_cast<double>(OpenRoundsLocked()));
   }
@@ -832,7 +866,12 @@ void ConsensusEngine::RunActions(Actions& actions) {
 
 Status ConsensusEngine::Recover() {
   std::vector<v1::Task> open;
+  std::vector<std::pair<consensus::TaskId, uint64_t>> certified;
   RETURN_IF_ERROR(tasks_->ForEach([&](const v1::Task& t) -> Status {
+    if (t.has_consensus() && t.consensus().has_certificate() && !t.consensus().final()) {
+      if (auto id = consensus::TaskId::FromHex(t.task_id()); id.ok())
+        certified.emplace_back(*id, t.consensus().final_block());
+    }
     if (t.has_consensus() && (t.state() != v1::TASK_STATE_SUCCEEDED && t.state() != v1::TASK_STATE_FAILED)) {
       open.push_back(t);
     }
@@ -864,6 +903,10 @@ Status ConsensusEngine::Recover() {
     if (t.state() == v1::TASK_STATE_CERTIFYING && t.has_result() && t.consensus().member() && OwnVoteStored(t)) {
       if (auto id = consensus::TaskId::FromHex(t.task_id()); id.ok()) Attest(*id, t.result());
     }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, final_block] : certified) awaiting_final_.emplace(id, final_block);
   }
   if (!open.empty()) Log(LogLevel::kInfo, "reopened consensus rounds", {{"count", static_cast<int64_t>(open.size())}});
   return OkStatus();

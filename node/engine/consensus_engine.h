@@ -102,6 +102,7 @@ class ConsensusEngine {
   bool OwnVoteStored(const v1::Task& task) const;
   void Carry(Round& round, const consensus::RoundDecisions& decisions, bool persist, Actions* actions);
   void OnCertified(Round& round, const consensus::Certified& certified, Actions* actions);
+  uint64_t FinalBlockOf(const Round& round) const;
   void SendEvidence(const consensus::TaskId& task_id, const consensus::SlashDecision& slash, Actions* actions);
   void Attest(const consensus::TaskId& task_id, const v1::TaskResult& result);
   void FetchCertifiedResult(const consensus::TaskId& task_id);
@@ -137,6 +138,9 @@ class ConsensusEngine {
 
   mutable std::mutex mu_;
   std::map<consensus::TaskId, std::unique_ptr<Round>> rounds_;
+  // Certified tasks whose challenge window is still open -> its last block. A round is kept
+  // while its task is here, so late votes still count and conflicts still start disputes.
+  std::map<consensus::TaskId, uint64_t> awaiting_final_;
   // Votes that arrived before their task's announcement, by task id; bounded.
   std::map<consensus::TaskId, std::vector<consensus::SignedAttestation>> orphans_;
   std::map<consensus::TaskId, std::chrono::steady_clock::time_point> orphan_since_;

@@ -16,6 +16,9 @@ struct ConsensusOptions {
   std::chrono::milliseconds member_timeout{20000};  // a silent member is replaced after this
   uint32_t max_dispute_committee = 64;
   uint64_t max_reference_age = 256;  // blocks; older announcements are refused
+  // Blocks after the last possible announcement in which a certified result can still be
+  // challenged; it is final after them (consensus/finality.h).
+  uint64_t challenge_window_blocks = 4;
   // Reference block = head - confirmations: a mined, settled block (chain.confirmations).
   uint64_t confirmations = 1;
   int64_t max_blob_bytes = int64_t{1} << 30;  // limits.max_blob_bytes

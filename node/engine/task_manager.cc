@@ -394,7 +394,7 @@ bool TaskManager::Changed(const v1::Task& before, const v1::Task& after) {
   return before.state() != after.state() || before.attempts() != after.attempts() ||
          b.attestations_size() != a.attestations_size() || b.has_certificate() != a.has_certificate() ||
          b.certificate().dispute() != a.certificate().dispute() || b.committee_size() != a.committee_size() ||
-         b.disputed() != a.disputed() || b.slashes_size() != a.slashes_size();
+         b.disputed() != a.disputed() || b.slashes_size() != a.slashes_size() || b.final() != a.final();
 }
 
 Status TaskManager::Mutate(const consensus::TaskId& task_id, const std::function<Status(v1::Task*)>& change,

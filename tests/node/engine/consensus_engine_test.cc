@@ -65,6 +65,8 @@ constexpr uint64_t kConfirmations = 2;
 constexpr uint64_t kReference = kHead - kConfirmations;  // what Submit plans against
 constexpr uint32_t kThresholdBps = 6600;                 // dispute certificates: 3 of 4 equal stakes
 constexpr auto kMemberTimeout = 5000ms;
+constexpr uint64_t kMaxReferenceAge = 8;
+constexpr uint64_t kChallengeWindow = 4;
 
 const consensus::Eip712Domain kDomain{31337, Address20{0x51}};
 
@@ -123,11 +125,12 @@ class FakeChainView final : public ChainView {
 
   consensus::Eip712Domain domain() const override { return kDomain; }
   uint32_t threshold_bps() const override { return kThresholdBps; }
-  uint64_t head() const override { return kHead; }
+  uint64_t head() const override { return head_.load(); }
   StatusOr<uint64_t> RefreshHead() override {
     Probe("RefreshHead");
-    return kHead;
+    return head_.load();
   }
+  void SetHead(uint64_t head) { head_.store(head); }
   bool IsActiveOperator(const Address20& address) const override {
     Probe("IsActiveOperator");
     return OperatorNumber(address, operators_) != 0;
@@ -172,6 +175,7 @@ class FakeChainView final : public ChainView {
   }
 
  private:
+  std::atomic<uint64_t> head_{kHead};
   void Probe(const char* call) const {
     std::function<bool()> probe;
     {
@@ -458,6 +462,8 @@ class ConsensusEngineTest : public ::testing::Test {
     co.default_quorum = 2;
     co.member_timeout = kMemberTimeout;
     co.confirmations = kConfirmations;
+    co.max_reference_age = kMaxReferenceAge;
+    co.challenge_window_blocks = kChallengeWindow;
     co.now = [this] {
       return SteadyClock::time_point(std::chrono::hours(1000)) + std::chrono::milliseconds(now_ms_.load());
     };
@@ -750,6 +756,52 @@ TEST_F(ConsensusEngineTest, VotesFromPeersCertifyTheTask) {
   EXPECT_EQ(task.consensus().attestations_size(), 2);
   EXPECT_EQ(engine_->open_rounds(), 0u);
   EXPECT_TRUE(evidence_.accusations().empty());
+}
+
+// Certified first, final once the chain passes the challenge window (consensus/finality.h); the
+// round stays open meanwhile, so a conflicting vote that arrives late still starts a dispute.
+TEST_F(ConsensusEngineTest, CertifiedThenFinalAfterTheChallengeWindow) {
+  MakeNetwork(3, /*entry=*/true);
+  StartNode();
+  const std::string id = Submit(Request(1, 3, 2));
+  ASSERT_TRUE(gossip_.WaitForAttestations(1));
+  v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  ASSERT_TRUE(Vote(2, id, task.result()).ok());
+  task = WaitForTask(id, Certified);
+  const uint64_t final_block = kReference + kMaxReferenceAge + kChallengeWindow;
+  EXPECT_EQ(task.consensus().final_block(), final_block);
+  EXPECT_FALSE(task.consensus().final());
+
+  // The window's last block is still inside it.
+  chain_->SetHead(final_block);
+  std::this_thread::sleep_for(600ms);  // two ticks of the engine's real-time ticker
+  EXPECT_FALSE(ValueOf(tasks_->Get(Id(id))).consensus().final());
+  // A conflicting vote inside the window is still counted: the round was kept.
+  v1::TaskResult other = task.result();
+  other.set_result_root(std::string(64, 'e'));
+  ASSERT_TRUE(Vote(3, id, other).ok());
+  task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().disputed(); });
+  EXPECT_TRUE(task.consensus().disputed());
+
+  chain_->SetHead(final_block + 1);
+  task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().final(); });
+  EXPECT_TRUE(task.consensus().final());
+  EXPECT_EQ(task.consensus().final_block(), final_block);
+  // A restart keeps what is final final...
+  StartNode();
+  EXPECT_TRUE(ValueOf(tasks_->Get(Id(id))).consensus().final());
+
+  // ...and a node restarted inside another task's window still closes it.
+  chain_->SetHead(kHead);
+  const std::string second = Submit(Request(2, 3, 2));
+  v1::Task t2 = WaitForTask(second, [](const v1::Task& t) { return t.has_result(); });
+  ASSERT_TRUE(Vote(2, second, t2.result()).ok());
+  t2 = WaitForTask(second, Certified);
+  EXPECT_FALSE(t2.consensus().final());
+  StartNode();
+  chain_->SetHead(t2.consensus().final_block() + 1);
+  t2 = WaitForTask(second, [](const v1::Task& t) { return t.consensus().final(); });
+  EXPECT_TRUE(t2.consensus().final());
 }
 
 TEST_F(ConsensusEngineTest, ObserverAdoptsAnAnnouncementAndFetchesTheCertifiedResult) {
