@@ -7,6 +7,7 @@
 
 #include "common/address.h"
 #include "consensus/committee.h"
+#include "consensus/task.h"
 #include "tests/consensus/operators_fixture.h"
 
 namespace consensor::consensus {
@@ -25,6 +26,13 @@ class CertificateRules : public ::testing::Test {
  protected:
   void SetUp() override {
     for (int i = 1; i <= kOperators; ++i) registry_.push_back({Addr(i), Ether(i)});  // unequal weights
+    Bind(3, 2);
+  }
+  // The task the certificates are about; its id is what the signatures cover.
+  void Bind(uint32_t replicas, uint32_t quorum) {
+    task_ = TaskSpec{H(7), {{"x", H(8)}}, 5, replicas, quorum};
+    attestation_.task_id = ComputeTaskId(task_)->bytes();
+    order_.clear();
     auto order = CommitteeOrder(attestation_.task_id, kRef, registry_, kOperators);
     ASSERT_TRUE(order.ok());
     for (const Address20& a : *order) order_.push_back(fixture::OperatorNumber(a, kOperators));
@@ -41,8 +49,9 @@ class CertificateRules : public ::testing::Test {
       auto sig = *SignAttestation(Key(s), domain, attestation_);
       c.signatures.emplace_back(sig.begin(), sig.end());
     }
-    c.replicas = 3;
-    c.quorum = 2;
+    c.task = task_;
+    c.replicas = task_.replicas;
+    c.quorum = task_.quorum;
     c.committee_size = 3;
     return c;
   }
@@ -52,6 +61,7 @@ class CertificateRules : public ::testing::Test {
     return r.ok() ? "" : r.status().message();
   }
 
+  TaskSpec task_;
   Attestation attestation_{H(1), H(2), H(3), kRef};
   std::vector<WeightedOperator> registry_;
   std::vector<int> order_;  // operator numbers in committee order
@@ -92,14 +102,17 @@ TEST_F(CertificateRules, EveryRuleHasItsFailure) {
   EXPECT_NE(Error(Make({order_[0]})).find("1 signatures are fewer than the quorum of 2"), std::string::npos);
 
   c = Make({order_[0], order_[1]});
-  c.quorum = 1;
-  EXPECT_NE(Error(c).find("quorum 1 is not a majority of 3 replicas"), std::string::npos) << Error(c);
-  c = Make({order_[0], order_[1]});
   c.committee_size = 2;
   EXPECT_NE(Error(c).find("committee_size 2 is smaller than replicas 3"), std::string::npos) << Error(c);
+  // Replication comes from the signed task: a minority quorum or no replicas in the request
+  // itself are refused as such...
+  Bind(3, 1);
   c = Make({order_[0], order_[1]});
-  c.replicas = 0;
+  EXPECT_NE(Error(c).find("quorum 1 is not a majority of 3 replicas"), std::string::npos) << Error(c);
+  Bind(0, 0);
+  c = Make({order_[0], order_[1]});
   EXPECT_NE(Error(c).find("replicas is 0"), std::string::npos) << Error(c);
+  Bind(3, 2);
 
   c = Make({order_[0], order_[1]});
   c.signatures.pop_back();
@@ -107,6 +120,30 @@ TEST_F(CertificateRules, EveryRuleHasItsFailure) {
   c.signers.clear();
   c.signatures.clear();
   EXPECT_NE(Error(c).find("no signers"), std::string::npos) << Error(c);
+}
+
+// Issue 16, hole 1: the unsigned copies of replicas and quorum cannot lower what the signed task
+// asks for, and a certificate without its task, or with another task, proves nothing.
+TEST_F(CertificateRules, ReplicationComesFromTheSignedTask) {
+  CertificateClaims c = Make({order_[0]});
+  c.replicas = 1;
+  c.quorum = 1;
+  EXPECT_NE(Error(c).find("claims quorum 1 of 1 replicas, but its signed task asks for quorum 2 of 3"),
+            std::string::npos)
+      << Error(c);
+  c.task->replicas = 1;
+  c.task->quorum = 1;
+  EXPECT_NE(Error(c).find("but its signatures are over task " + ToHex(attestation_.task_id)), std::string::npos)
+      << Error(c);
+  c.task.reset();
+  EXPECT_NE(Error(c).find("does not carry its task's request"), std::string::npos) << Error(c);
+  // Absent copies are filled from the task.
+  c = Make({order_[0], order_[1]});
+  c.replicas = c.quorum = 0;
+  auto report = CheckCertificate(c, Domain(), Set());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->certificate.replicas, 3u);
+  EXPECT_EQ(report->certificate.quorum, 2u);
 }
 
 TEST_F(CertificateRules, SignerWithoutStakeIsNoOperator) {
