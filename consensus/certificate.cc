@@ -104,9 +104,16 @@ StatusOr<CertificateReport> CheckCertificate(const CertificateClaims& certificat
       return FailedPrecondition("committee_size " + std::to_string(p.committee_size) + " is smaller than replicas " +
                                 std::to_string(p.replicas));
     }
-    if (p.signers.size() < p.quorum) {
+    // A committee grown by replacements needs a quorum of its size (consensus/replication.h):
+    // claiming a larger committee never lowers the bar.
+    const uint64_t required = RequiredSignatures(p.replicas, p.quorum, p.committee_size);
+    if (p.signers.size() < required) {
       return FailedPrecondition(std::to_string(p.signers.size()) + " signatures are fewer than the quorum of " +
-                                std::to_string(p.quorum));
+                                std::to_string(required) +
+                                (required == p.quorum ? std::string()
+                                                      : " that a committee of " + std::to_string(p.committee_size) +
+                                                            " needs (" + std::to_string(p.quorum) + " of " +
+                                                            std::to_string(p.replicas) + " replicas, scaled)"));
     }
   }
   for (size_t i = 0; i < p.signers.size(); ++i) {

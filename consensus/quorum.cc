@@ -1,6 +1,7 @@
 #include "consensus/quorum.h"
 
 #include <algorithm>
+#include <string>
 
 namespace consensor::consensus {
 
@@ -66,11 +67,24 @@ bool QuorumTracker::is_member(const Address20& a) const {
   return std::binary_search(committee_.begin(), committee_.end(), a);
 }
 
-Status QuorumTracker::ExtendCommittee(const std::vector<Address20>& members) {
+Status QuorumTracker::ExtendCommittee(const std::vector<Address20>& members, size_t quorum) {
   if (weighted_) return InvalidArgument("a dispute committee cannot be extended");
-  for (const Address20& m : members) {
-    if (!is_member(m)) committee_.insert(std::upper_bound(committee_.begin(), committee_.end(), m), m);
+  if (quorum < quorum_) {
+    return InvalidArgument("extending the committee cannot lower the quorum (" + std::to_string(quorum_) + " to " +
+                           std::to_string(quorum) + ")");
   }
+  std::vector<Address20> grown = committee_;
+  for (const Address20& m : members) {
+    if (!std::binary_search(grown.begin(), grown.end(), m)) {
+      grown.insert(std::upper_bound(grown.begin(), grown.end(), m), m);
+    }
+  }
+  if (quorum > grown.size()) {
+    return InvalidArgument("quorum " + std::to_string(quorum) + " exceeds the committee of " +
+                           std::to_string(grown.size()));
+  }
+  committee_ = std::move(grown);
+  quorum_ = quorum;
   return OkStatus();
 }
 

@@ -61,10 +61,13 @@ class QuorumTracker {
                                                 const std::vector<WeightedOperator>& committee,
                                                 const std::array<uint8_t, 32>& total_stake, uint32_t threshold_bps);
 
-  // Adds members (a silent member's replacement). Votes from non-members were refused, so the
-  // caller re-adds what it kept aside. Members already present are ignored.
-  // Stake mode: INVALID_ARGUMENT (the dispute committee is fixed).
-  Status ExtendCommittee(const std::vector<Address20>& members);
+  // Adds members (a silent member's replacement) and raises the quorum to `quorum` for the
+  // larger committee (consensus/replication.h, RequiredSignatures). Votes from non-members were
+  // refused, so the caller re-adds what it kept aside. Members already present are ignored.
+  // INVALID_ARGUMENT in stake mode (the dispute committee is fixed), for a quorum lower than
+  // the current one, or one larger than the committee.
+  Status ExtendCommittee(const std::vector<Address20>& members, size_t quorum);
+  size_t quorum() const { return quorum_; }
   size_t committee_size() const { return committee_.size(); }
   bool is_member(const Address20& a) const;
 

@@ -14,6 +14,13 @@ namespace consensor::consensus {
 bool IsMajorityQuorum(uint64_t replicas, uint64_t quorum);
 // The smallest majority of `replicas`: replicas / 2 + 1.
 uint64_t SmallestMajority(uint64_t replicas);
+// Matching signatures a committee of `committee_size` (a prefix of the committee order, grown
+// from `replicas` by replacing silent members) needs: ceil(quorum * committee_size / replicas),
+// so that growing the committee never lowers the fraction of it the quorum needs. Without this,
+// a committee grown while honest members were still executing reaches colluders deep in the
+// order, and `quorum` of them certify (issue 16, hole 2). `quorum` for a committee of at most
+// `replicas`; 0 when replicas is 0.
+uint64_t RequiredSignatures(uint64_t replicas, uint64_t quorum, uint64_t committee_size);
 // What a task asks for, checked against the node's bound on replicas. INVALID_ARGUMENT naming
 // the allowed range: replicas in [1, max_replicas], quorum a majority of the replicas.
 Status CheckReplication(uint32_t replicas, uint32_t quorum, uint32_t max_replicas);

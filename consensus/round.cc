@@ -4,6 +4,7 @@
 
 #include "consensus/committee.h"
 #include "consensus/membership.h"
+#include "consensus/replication.h"
 
 namespace consensor::consensus {
 
@@ -20,8 +21,10 @@ StatusOr<TaskRound> TaskRound::Open(const RoundRules& rules, std::shared_ptr<con
   if (committee.empty()) {
     committee.assign(r.order_.begin(), r.order_.begin() + std::min<size_t>(record.replicas, r.order_.size()));
   }
-  ASSIGN_OR_RETURN(auto tracker, QuorumTracker::Create(rules.domain, record.task_id, record.reference_block, committee,
-                                                       record.quorum));
+  // A committee restored after extensions needs the quorum of its size.
+  const size_t quorum = RequiredSignatures(record.replicas, record.quorum, committee.size());
+  ASSIGN_OR_RETURN(auto tracker,
+                   QuorumTracker::Create(rules.domain, record.task_id, record.reference_block, committee, quorum));
   r.tracker_ = std::move(tracker);
   r.member_ = r.tracker_->is_member(rules.self);
   r.executed_ = record.executed;
@@ -109,17 +112,34 @@ void TaskRound::DecideEvidence(RoundDecisions* out) {
 }
 
 void TaskRound::OnTimer(int64_t now_ms, RoundDecisions* out) {
-  if (finalized_ || !ReplacementDue(now_ms, last_replacement_ms_, rules_.member_timeout_ms) ||
-      tracker_->committee_size() >= order_.size()) {
+  if (finalized_ || failed_) return;
+  if (tracker_->committee_size() >= order_.size()) {
+    // Nobody is left to replace anyone. A dispute round has its own end (the stake threshold);
+    // otherwise the round waits while votes still come, then gives up.
+    if (dispute_) return;
+    if (exhausted_progress_ms_ < 0 || voters_.size() != exhausted_votes_) {
+      exhausted_progress_ms_ = now_ms;
+      exhausted_votes_ = voters_.size();
+      return;
+    }
+    if (now_ms - exhausted_progress_ms_ >= kExhaustedGraceTimeouts * rules_.member_timeout_ms) {
+      failed_ = true;
+      out->push_back(RoundFailed{"the committee order is exhausted (all " + std::to_string(order_.size()) +
+                                 " operators) and no quorum of " + std::to_string(tracker_->quorum()) +
+                                 " matching signatures came"});
+    }
     return;
   }
+  if (!ReplacementDue(now_ms, last_replacement_ms_, rules_.member_timeout_ms)) return;
   last_replacement_ms_ = now_ms;
   const Replacement step = ReplaceSilentMembers(order_, tracker_->committee_size(), voters_);
   if (step.silent == 0) return;
   const size_t old_size = tracker_->committee_size();
   std::vector<Address20> added(order_.begin() + static_cast<std::ptrdiff_t>(old_size),
                                order_.begin() + static_cast<std::ptrdiff_t>(step.new_size));
-  tracker_->ExtendCommittee(added).IgnoreError();  // count mode: cannot fail
+  // The quorum grows with the committee: its required fraction never drops.
+  tracker_->ExtendCommittee(added, RequiredSignatures(record_.replicas, record_.quorum, step.new_size))
+      .IgnoreError();  // count mode, quorum within the grown committee: cannot fail
   CommitteeExtended extended;
   extended.members.assign(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(step.new_size));
   extended.silent = step.silent;

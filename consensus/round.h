@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -94,9 +95,16 @@ struct ExecuteHere {};
 struct SendEvidence {
   SlashDecision slash;
 };
+// The committee order ran out (every operator is in the committee) and no quorum came for
+// kExhaustedGraceTimeouts member timeouts without a new vote: the round is closed and the task
+// fails, instead of waiting forever.
+struct RoundFailed {
+  std::string reason;
+};
+inline constexpr int64_t kExhaustedGraceTimeouts = 3;
 
 using RoundDecision = std::variant<VoteCounted, VoteRefused, Certified, DisputeStarted, DisputeNotStarted,
-                                   DisputeCertified, CommitteeExtended, ExecuteHere, SendEvidence>;
+                                   DisputeCertified, CommitteeExtended, ExecuteHere, SendEvidence, RoundFailed>;
 using RoundDecisions = std::vector<RoundDecision>;
 
 class TaskRound {
@@ -110,7 +118,8 @@ class TaskRound {
   void AddVote(const SignedAttestation& vote, RoundDecisions* out);
   // The round was marked disputed before a restart: reopen the dispute round.
   void ResumeDispute(RoundDecisions* out);
-  // Time passes: replaces silent members when the member deadline has passed.
+  // Time passes: replaces silent members when the member deadline has passed, and closes the
+  // round as failed when the order is exhausted and votes stopped coming.
   void OnTimer(int64_t now_ms, RoundDecisions* out);
   // This node has its own result now.
   void MarkExecuted() { executed_ = true; }
@@ -146,6 +155,10 @@ class TaskRound {
   bool finalized_ = false;
   bool dispute_finalized_ = false;
   int64_t last_replacement_ms_ = 0;
+  // Once the order is exhausted: when the last counted vote was seen by a timer, and how many.
+  bool failed_ = false;
+  int64_t exhausted_progress_ms_ = -1;
+  size_t exhausted_votes_ = 0;
 };
 
 }  // namespace consensor::consensus

@@ -97,6 +97,7 @@ struct ConsensusEngine::Round {
   consensus::TaskId id;
   consensus::TaskRound rules;
   bool result_stored = false;  // SUCCEEDED with the certified result
+  bool closed = false;         // the round failed; dropped at the next tick
   Clock::time_point adopted_at;
   Clock::time_point finalized_at;
   Clock::time_point next_result_fetch;
@@ -577,6 +578,21 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
       actions->requeue.push_back(r.id);
     } else if (auto* evidence = std::get_if<consensus::SendEvidence>(&decision)) {
       SendEvidence(r.id, evidence->slash, actions);
+    } else if (auto* failed = std::get_if<consensus::RoundFailed>(&decision)) {
+      const std::string reason = failed->reason;
+      actions->mutations.emplace_back(r.id, [reason](v1::Task* t) -> Status {
+        // A node still executing finishes and attests; its vote is then an orphan.
+        if (t->state() != v1::TASK_STATE_CERTIFYING && t->state() != v1::TASK_STATE_QUEUED) {
+          return Aborted("executing here");
+        }
+        t->set_state(v1::TASK_STATE_FAILED);
+        t->set_error_code("ABORTED");
+        t->set_error_message(reason);
+        t->set_finished_unix_ms(UnixMillisNow());
+        return OkStatus();
+      });
+      r.closed = true;
+      Log(LogLevel::kWarn, "consensus round failed", {{"task", r.id.Hex()}, {"error", reason}});
     }
   }
 }
@@ -775,6 +791,10 @@ void ConsensusEngine::Tick() {
     const auto now = options_.now();
     for (auto it = rounds_.begin(); it != rounds_.end();) {
       Round& r = *it->second;
+      if (r.closed) {
+        it = rounds_.erase(it);
+        continue;
+      }
       if (r.rules.finalized() && !r.result_stored && now >= r.next_result_fetch) {
         r.next_result_fetch = now + std::chrono::seconds(1);
         fetch.push_back(r.id);
@@ -837,7 +857,7 @@ size_t ConsensusEngine::open_rounds() const {
 
 size_t ConsensusEngine::OpenRoundsLocked() const {
   size_t open = 0;
-  for (const auto& [id, round] : rounds_) open += round->rules.finalized() ? 0 : 1;
+  for (const auto& [id, round] : rounds_) open += round->rules.finalized() || round->closed ? 0 : 1;
   return open;
 }
 

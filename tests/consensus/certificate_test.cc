@@ -155,8 +155,25 @@ TEST_F(CertificateRules, SignerWithoutStakeIsNoOperator) {
 }
 
 TEST_F(CertificateRules, LargerCommitteeAfterReplacementsAdmitsLaterPositions) {
-  CertificateClaims c = Make({order_[1], order_[3]});
+  // A committee of 4 (one replacement) needs ceil(2 * 4 / 3) = 3 signatures.
+  CertificateClaims c = Make({order_[1], order_[3], order_[0]});
   c.committee_size = 4;
+  EXPECT_TRUE(CheckCertificate(c, Domain(), Set()).ok());
+  c = Make({order_[1], order_[3]});
+  c.committee_size = 4;
+  EXPECT_NE(Error(c).find("2 signatures are fewer than the quorum of 3 that a committee of 4 needs"), std::string::npos)
+      << Error(c);
+}
+
+// The forgery of issue 16 on the committee size: two colluders anywhere in the order claim the
+// committee is the whole operator set. The quorum scales with the claimed size, so they need 4
+// of 6, not 2.
+TEST_F(CertificateRules, ClaimingTheWholeSetAsCommitteeNeedsItsMajority) {
+  CertificateClaims c = Make({order_[4], order_[5]});
+  c.committee_size = kOperators;
+  EXPECT_NE(Error(c).find("fewer than the quorum of 4 that a committee of 6 needs"), std::string::npos) << Error(c);
+  c = Make({order_[2], order_[3], order_[4], order_[5]});
+  c.committee_size = kOperators;
   EXPECT_TRUE(CheckCertificate(c, Domain(), Set()).ok());
 }
 

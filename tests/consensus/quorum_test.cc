@@ -128,7 +128,7 @@ TEST_F(QuorumTest, StakeModeRejectsBadParameters) {
   EXPECT_FALSE(QuorumTracker::CreateWeighted(domain_, H(7), 100, ops, huge, 6667).ok());
   auto t = QuorumTracker::CreateWeighted(domain_, H(7), 100, ops, Stake(9), 6667);
   ASSERT_TRUE(t.ok());
-  EXPECT_FALSE(t->ExtendCommittee({Addr(2)}).ok());
+  EXPECT_FALSE(t->ExtendCommittee({Addr(2)}, 1).ok());
 }
 
 TEST_F(QuorumTest, ExtendedCommitteeAcceptsTheReplacement) {
@@ -136,7 +136,10 @@ TEST_F(QuorumTest, ExtendedCommitteeAcceptsTheReplacement) {
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(*t->Add(Vote(1, 1)), AddOutcome::kCounted);
   EXPECT_EQ(t->Add(Vote(4, 1)).status().code(), StatusCode::kPermissionDenied);
-  ASSERT_TRUE(t->ExtendCommittee({Addr(4), Addr(1)}).ok());
+  EXPECT_FALSE(t->ExtendCommittee({Addr(4)}, 1).ok());  // never a lower quorum
+  EXPECT_FALSE(t->ExtendCommittee({Addr(4)}, 5).ok());  // nor one the committee cannot reach
+  EXPECT_EQ(t->committee_size(), 3u);
+  ASSERT_TRUE(t->ExtendCommittee({Addr(4), Addr(1)}, 2).ok());
   EXPECT_EQ(t->committee_size(), 4u);
   EXPECT_TRUE(t->is_member(Addr(4)));
   EXPECT_EQ(*t->Add(Vote(4, 1)), AddOutcome::kFinalized);

@@ -43,5 +43,29 @@ TEST(Replication, DefaultQuorumBelongsToTheDefaultCommittee) {
   EXPECT_EQ(DefaultQuorum(1, 3, 2), 1u);
 }
 
+TEST(Replication, RequiredSignaturesKeepTheQuorumsFractionAsTheCommitteeGrows) {
+  EXPECT_EQ(RequiredSignatures(3, 2, 3), 2u);
+  EXPECT_EQ(RequiredSignatures(3, 2, 2), 2u);  // never below the quorum
+  EXPECT_EQ(RequiredSignatures(3, 2, 4), 3u);
+  EXPECT_EQ(RequiredSignatures(3, 2, 6), 4u);
+  EXPECT_EQ(RequiredSignatures(3, 2, 12), 8u);
+  EXPECT_EQ(RequiredSignatures(4, 3, 5), 4u);
+  EXPECT_EQ(RequiredSignatures(0, 0, 5), 0u);
+  EXPECT_EQ(RequiredSignatures(1, 1, 1000), 1000u);
+  // The fraction never drops, for every small committee.
+  for (uint64_t n = 1; n <= 16; ++n) {
+    for (uint64_t q = SmallestMajority(n); q <= n; ++q) {
+      for (uint64_t c = n; c <= 64; ++c) {
+        const uint64_t r = RequiredSignatures(n, q, c);
+        EXPECT_GE(r * n, q * c) << n << " " << q << " " << c;
+        EXPECT_LT((r - 1) * n, q * c) << n << " " << q << " " << c;  // and is the smallest such
+        EXPECT_LE(r, c);
+      }
+    }
+  }
+  // Hostile sizes do not wrap.
+  EXPECT_EQ(RequiredSignatures(1, UINT64_MAX, 1), UINT64_MAX);
+}
+
 }  // namespace
 }  // namespace consensor::consensus

@@ -44,6 +44,8 @@ std::string Describe(const RoundDecision& d) {
         << (e->self_joined ? " self joined" : "");
   } else if (std::holds_alternative<ExecuteHere>(d)) {
     out << "execute here";
+  } else if (auto* f = std::get_if<RoundFailed>(&d)) {
+    out << "failed: " << f->reason;
   } else if (auto* ev = std::get_if<SendEvidence>(&d)) {
     out << (ev->slash.kind == SlashDecision::Kind::kEquivocation ? "slash equivocation " : "slash dispute ")
         << signer_name(ev->slash.accused);
@@ -193,11 +195,16 @@ TEST_F(RoundTest, SilentMembersAreReplacedAtTheDeadline) {
   EXPECT_FALSE(round.finalized());
   EXPECT_TRUE(Tick(round, kStart + kTimeout - 1).empty());
   // Two members (positions 1 and 2) are silent: positions 3 and 4 join; this node must execute,
-  // and the vote kept aside now completes the quorum.
-  EXPECT_EQ(Tick(round, kStart + kTimeout),
-            (std::vector<std::string>{"extended to 5 silent 2 added 2 self joined", "execute here",
-                                      "counted " + Op(4) + " r1", "certified r1 " + By({0, 4}) + " committee 5"}));
+  // and the vote kept aside now counts. A committee of 5 needs 4 of its members (2 of 3, scaled),
+  // so two votes no longer certify.
+  EXPECT_EQ(Tick(round, kStart + kTimeout), (std::vector<std::string>{"extended to 5 silent 2 added 2 self joined",
+                                                                      "execute here", "counted " + Op(4) + " r1"}));
   EXPECT_TRUE(round.member());
+  EXPECT_EQ(round.committee().quorum(), 4u);
+  EXPECT_EQ(Add(round, VoteAt(3, 1)), std::vector<std::string>{"counted " + Op(3) + " r1"});
+  // The slow member at position 1 finishes after all: its vote is the fourth.
+  EXPECT_EQ(Add(round, VoteAt(1, 1)), (std::vector<std::string>{"counted " + Op(1) + " r1",
+                                                                "certified r1 " + By({0, 1, 3, 4}) + " committee 5"}));
   // Finalized: no more replacements.
   EXPECT_TRUE(Tick(round, kStart + 5 * kTimeout).empty());
 }
@@ -206,7 +213,15 @@ TEST_F(RoundTest, ReplacementStepsWaitAFullTimeoutAndStopAtTheEndOfTheOrder) {
   TaskRound round = Open(5);
   EXPECT_EQ(Tick(round, kStart + kTimeout),
             (std::vector<std::string>{"extended to 6 silent 3 added 3 self joined", "execute here"}));
-  EXPECT_TRUE(Tick(round, kStart + 2 * kTimeout).empty());  // the order is exhausted
+  // The order is exhausted: the round waits while votes come, then closes as failed.
+  EXPECT_TRUE(Tick(round, kStart + 2 * kTimeout).empty());
+  Add(round, VoteAt(0, 1));  // progress restarts the grace period
+  EXPECT_TRUE(Tick(round, kStart + 4 * kTimeout).empty());
+  EXPECT_TRUE(Tick(round, kStart + 4 * kTimeout + kExhaustedGraceTimeouts * kTimeout - 1).empty());
+  EXPECT_EQ(Tick(round, kStart + 4 * kTimeout + kExhaustedGraceTimeouts * kTimeout),
+            std::vector<std::string>{"failed: the committee order is exhausted (all 6 operators) and no quorum of 4 "
+                                     "matching signatures came"});
+  EXPECT_TRUE(Tick(round, kStart + 20 * kTimeout).empty());  // once
   TaskRound other = Open(5);
   Add(other, VoteAt(0, 1));
   // Conflicting: a dispute round, in which this node already takes part. Position 2 is silent.
@@ -217,6 +232,30 @@ TEST_F(RoundTest, ReplacementStepsWaitAFullTimeoutAndStopAtTheEndOfTheOrder) {
   // The replacement (position 3) is silent too now: each silent member, old or new, brings one
   // more operator, so the committee keeps growing while members stay silent.
   EXPECT_EQ(Tick(other, kStart + 2 * kTimeout), std::vector<std::string>{"extended to 6 silent 2 added 2"});
+}
+
+// Issue 16, hole 2: two colluders deep in the order sign a wrong result at once while the three
+// honest members are still executing a long task. Extension reaches the colluders, but the
+// quorum grows with the committee (4 of 6), so their two early votes never certify; the honest
+// members' votes, when they come, do.
+TEST_F(RoundTest, ColludersDeepInTheOrderNeverCertifyWhileHonestMembersAreSlow) {
+  TaskRound round = Open(/*self_position=*/5);
+  EXPECT_TRUE(Add(round, VoteAt(3, 9)).size() == 1);  // kept aside: not a member yet
+  EXPECT_TRUE(Add(round, VoteAt(4, 9)).size() == 1);
+  std::vector<std::string> lines = Tick(round, kStart + kTimeout);
+  EXPECT_EQ(lines.front(), "extended to 6 silent 3 added 3 self joined");
+  for (const std::string& l : lines) EXPECT_EQ(l.find("certified"), std::string::npos) << l;
+  EXPECT_EQ(round.committee().quorum(), 4u);
+  EXPECT_FALSE(round.finalized());
+  // The honest members finish: their result conflicts with the colluders' (a dispute), and the
+  // committee certifies it once four of the six signed it.
+  std::vector<std::string> all;
+  for (size_t honest : {0u, 1u, 2u, 5u}) {
+    for (const std::string& l : Add(round, VoteAt(honest, 1))) all.push_back(l);
+  }
+  for (const std::string& l : all) EXPECT_EQ(l.find("certified r9"), std::string::npos) << l;
+  EXPECT_NE(std::find(all.begin(), all.end(), "certified r1 " + By({0, 1, 2, 5}) + " committee 6"), all.end())
+      << ::testing::PrintToString(all);
 }
 
 TEST_F(RoundTest, ExecutedMemberIsNotAskedToExecuteAgain) {
@@ -283,11 +322,14 @@ TEST_F(RoundTest, ReplayingTheEventsGivesTheSameDecisions) {
   };
   const std::vector<std::string> first = run();
   EXPECT_EQ(first, run());
-  // The script exercises the whole rulebook: replacement, certificate, dispute and both kinds
-  // of evidence.
+  // The script exercises the whole rulebook: replacement, dispute and both kinds of evidence.
+  // (Before the quorum scaled with the committee, the two r9 votes certified r9 in the grown
+  // committee of 5 and the dispute superseded it; now r9 is never certified, and the dispute
+  // certificate is the task's first.)
   std::string all;
   for (const auto& line : first) all += line + "\n";
-  for (const char* expected : {"extended to", "certified r9", "dispute over 6", "dispute certified r1 supersedes",
+  EXPECT_EQ(all.find("certified r9"), std::string::npos) << all;
+  for (const char* expected : {"extended to 5", "dispute over 6", "dispute certified r1 supersedes first",
                                "slash equivocation", "slash dispute"}) {
     EXPECT_NE(all.find(expected), std::string::npos) << expected << " missing from:\n" << all;
   }

@@ -998,18 +998,42 @@ TEST_F(ConsensusEngineTest, SilentMembersAreReplacedAtTheMemberDeadline) {
   EXPECT_TRUE(gossip_.attestations().empty());
 
   // Past it: the two silent members are replaced by the rest of the order (this node), which
-  // executes, signs, and with the one vote there was makes the quorum.
+  // executes and signs. The committee of 4 needs 3 votes (2 of 3, scaled: growing it never
+  // lowers the fraction), so the quorum waits for one of the slow members too.
   AdvanceClock(2ms);
-  task = WaitForTask(id, Certified);
+  ASSERT_TRUE(gossip_.WaitForAttestations(1));
+  EXPECT_EQ(gossip_.attestations()[0].signer(), SelfHex());
+  task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().attestations_size() == 2; });
+  EXPECT_FALSE(task.consensus().has_certificate());
   EXPECT_EQ(task.consensus().committee_size(), 4);
   EXPECT_TRUE(task.consensus().member());
-  EXPECT_EQ(Signers(task.consensus().certificate()), (std::set<std::string>{AddressHex(Addr(voter)), SelfHex()}));
+  const int slow = OperatorNumber(order[1], 4);
+  ASSERT_TRUE(Vote(slow, id, result).ok());
+  task = WaitForTask(id, Certified);
+  EXPECT_EQ(Signers(task.consensus().certificate()),
+            (std::set<std::string>{AddressHex(Addr(voter)), AddressHex(Addr(slow)), SelfHex()}));
   EXPECT_EQ(task.consensus().certificate().committee_size(), 4u);
-  ASSERT_FALSE(gossip_.attestations().empty());
-  EXPECT_EQ(gossip_.attestations()[0].signer(), SelfHex());
   EXPECT_EQ(task.result().result_root(), result.result_root());
   EXPECT_TRUE(evidence_.accusations().empty());  // silence is not slashable
   EXPECT_NE(registry_->RenderPrometheusText().find("consensor_committee_extensions_total 1"), std::string::npos);
+}
+
+// Every operator is in the committee and the others never vote: the round does not wait
+// forever. Once votes stop for the grace period the task fails with the reason.
+TEST_F(ConsensusEngineTest, ExhaustedOrderWithoutQuorumFailsTheTask) {
+  MakeNetwork(3, /*entry=*/true);
+  StartNode();
+  const std::string id = Submit(Request(1, 3, 2));
+  ASSERT_TRUE(gossip_.WaitForAttestations(1));
+  WaitForTask(id, [](const v1::Task& t) { return t.state() == v1::TASK_STATE_CERTIFYING; });
+  std::this_thread::sleep_for(600ms);  // ticks see the exhausted order and this node's vote
+  AdvanceClock(consensus::kExhaustedGraceTimeouts * kMemberTimeout + 1ms);
+  v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.state() == v1::TASK_STATE_FAILED; });
+  EXPECT_EQ(task.error_code(), "ABORTED");
+  EXPECT_NE(task.error_message().find("the committee order is exhausted (all 3 operators)"), std::string::npos)
+      << task.error_message();
+  EXPECT_FALSE(task.consensus().has_certificate());
+  EXPECT_EQ(engine_->open_rounds(), 0u);
 }
 
 // ---- fault injection through the seam
