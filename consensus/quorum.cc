@@ -1,27 +1,37 @@
 #include "consensus/quorum.h"
 
+#include "consensus/replication.h"
+
 #include <algorithm>
 #include <string>
 
 namespace consensor::consensus {
 
 StatusOr<QuorumTracker> QuorumTracker::Create(const Eip712Domain& domain, const Hash256& task_id,
-                                              uint64_t reference_block, std::vector<Address20> committee,
-                                              size_t quorum) {
-  std::sort(committee.begin(), committee.end());
+                                              uint64_t reference_block, std::vector<Address20> committee, size_t quorum,
+                                              size_t replicas) {
   if (committee.empty()) return InvalidArgument("the committee is empty");
-  if (std::adjacent_find(committee.begin(), committee.end()) != committee.end()) {
+  if (replicas == 0) replicas = committee.size();
+  if (replicas > committee.size()) {
+    return InvalidArgument("replicas " + std::to_string(replicas) + " exceed the committee of " +
+                           std::to_string(committee.size()));
+  }
+  std::vector<Address20> sorted = committee;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
     return InvalidArgument("the committee lists an operator twice");
   }
-  if (quorum == 0 || quorum > committee.size()) {
+  if (quorum == 0 || quorum > replicas) {
     return InvalidArgument("quorum " + std::to_string(quorum) + " must be between 1 and the committee size " +
-                           std::to_string(committee.size()));
+                           std::to_string(replicas));
   }
   QuorumTracker t;
   t.domain_ = domain;
   t.task_id_ = task_id;
   t.reference_block_ = reference_block;
+  for (size_t i = 0; i < committee.size(); ++i) t.position_[committee[i]] = i;
   t.committee_ = std::move(committee);
+  t.replicas_ = replicas;
   t.quorum_ = quorum;
   return t;
 }
@@ -63,37 +73,54 @@ StatusOr<QuorumTracker> QuorumTracker::CreateWeighted(const Eip712Domain& domain
   return t;
 }
 
-bool QuorumTracker::is_member(const Address20& a) const {
-  return std::binary_search(committee_.begin(), committee_.end(), a);
-}
+bool QuorumTracker::is_member(const Address20& a) const { return position_.count(a) != 0; }
 
-Status QuorumTracker::ExtendCommittee(const std::vector<Address20>& members, size_t quorum) {
+Status QuorumTracker::ExtendCommittee(const std::vector<Address20>& members) {
   if (weighted_) return InvalidArgument("a dispute committee cannot be extended");
-  if (quorum < quorum_) {
-    return InvalidArgument("extending the committee cannot lower the quorum (" + std::to_string(quorum_) + " to " +
-                           std::to_string(quorum) + ")");
-  }
-  std::vector<Address20> grown = committee_;
   for (const Address20& m : members) {
-    if (!std::binary_search(grown.begin(), grown.end(), m)) {
-      grown.insert(std::upper_bound(grown.begin(), grown.end(), m), m);
-    }
+    if (position_.emplace(m, committee_.size()).second) committee_.push_back(m);
   }
-  if (quorum > grown.size()) {
-    return InvalidArgument("quorum " + std::to_string(quorum) + " exceeds the committee of " +
-                           std::to_string(grown.size()));
-  }
-  committee_ = std::move(grown);
-  quorum_ = quorum;
   return OkStatus();
 }
 
-bool QuorumTracker::Reached(const std::map<Address20, SignedAttestation>& voters) const {
-  if (!weighted_) return voters.size() >= quorum_;
+size_t QuorumTracker::quorum() const {
+  return weighted_ ? 0 : RequiredSignatures(replicas_, quorum_, committee_.size());
+}
+
+bool QuorumTracker::conflicting() const {
+  const Hash256* first_root = nullptr;
+  for (const auto& [struct_hash, voters] : votes_) {
+    if (voters.empty()) continue;
+    const Hash256& root = voters.begin()->second.attestation.result_root;
+    if (first_root == nullptr) {
+      first_root = &root;
+    } else if (root != *first_root) {
+      return true;
+    }
+  }
+  return false;
+}
+
+size_t QuorumTracker::Reached(const std::map<Address20, SignedAttestation>& voters) const {
+  if (!weighted_) {
+    // The smallest prefix c of the committee order (replicas <= c <= committee size) in which
+    // at least RequiredSignatures(replicas, quorum, c) of the first c members signed. Any such c
+    // is a valid certificate (consensus/certificate.h), and no c lets votes from deep in the
+    // order decide with a smaller fraction than the task asked for.
+    std::vector<size_t> positions;
+    for (const auto& [address, vote] : voters) positions.push_back(position_.at(address));
+    std::sort(positions.begin(), positions.end());
+    for (size_t c = replicas_; c <= committee_.size(); ++c) {
+      const size_t within =
+          static_cast<size_t>(std::lower_bound(positions.begin(), positions.end(), c) - positions.begin());
+      if (within >= RequiredSignatures(replicas_, quorum_, c)) return c;
+    }
+    return 0;
+  }
   u128 signed_stake = 0;
   for (const auto& [address, vote] : voters) signed_stake += stake_of_.at(address);
   // Both sides stay below 2^114, so the products are exact.
-  return signed_stake * 10000 >= total_stake_ * threshold_bps_;
+  return signed_stake * 10000 >= total_stake_ * threshold_bps_ ? committee_.size() : 0;
 }
 
 size_t QuorumTracker::votes_for(const Attestation& attestation) const {
@@ -110,7 +137,7 @@ StatusOr<AddOutcome> QuorumTracker::Add(const SignedAttestation& sa) {
   }
   auto signer = RecoverAttestationSigner(domain_, a, sa.signature);
   if (!signer.ok()) return InvalidArgument("attestation signature: " + signer.status().message());
-  if (!std::binary_search(committee_.begin(), committee_.end(), *signer)) {
+  if (!is_member(*signer)) {
     return PermissionDenied("signer " + ToHex(*signer) + " is not in the task's committee");
   }
   const Hash256 key = AttestationStructHash(a);
@@ -129,14 +156,18 @@ StatusOr<AddOutcome> QuorumTracker::Add(const SignedAttestation& sa) {
   vote_of_[*signer] = key;
   auto& voters = votes_[key];
   voters.emplace(*signer, sa);
-  if (certificate_ || !Reached(voters)) return AddOutcome::kCounted;
+  if (certificate_) return AddOutcome::kCounted;
+  const size_t prefix = Reached(voters);
+  if (prefix == 0) return AddOutcome::kCounted;
   Certificate c;
   c.attestation = a;
-  for (const auto& [address, vote] : voters) {  // std::map: ascending signer order
+  for (const auto& [address, vote] : voters) {      // std::map: ascending signer order
+    if (position_.at(address) >= prefix) continue;  // outside the certificate's committee
     c.signers.push_back(address);
     c.signatures.push_back(vote.signature);
   }
   certificate_ = std::move(c);
+  certified_committee_size_ = prefix;
   return AddOutcome::kFinalized;
 }
 

@@ -48,10 +48,13 @@ enum class AddOutcome {
 
 class QuorumTracker {
  public:
-  // Count mode: finalizes when `quorum` committee members sign the same attestation.
-  // `committee` must not be empty and `quorum` must be in [1, committee size].
+  // Count mode: `committee` in committee order; its first `replicas` (0: all of it) are the
+  // task's replicas and `quorum` of them certify. A committee grown by replacements certifies
+  // when, for some prefix c of it, RequiredSignatures(replicas, quorum, c) of the first c members
+  // signed the same attestation (consensus/replication.h): the fraction never drops.
+  // `quorum` must be in [1, replicas].
   static StatusOr<QuorumTracker> Create(const Eip712Domain& domain, const Hash256& task_id, uint64_t reference_block,
-                                        std::vector<Address20> committee, size_t quorum);
+                                        std::vector<Address20> committee, size_t quorum, size_t replicas = 0);
   // Stake mode, for dispute rounds: finalizes when members holding at least threshold_bps /
   // 10000 of `total_stake` (the whole operator set's stake at the reference block) sign the same
   // attestation — the rule the contract's slashDispute applies to a certificate. Stakes are
@@ -61,13 +64,15 @@ class QuorumTracker {
                                                 const std::vector<WeightedOperator>& committee,
                                                 const std::array<uint8_t, 32>& total_stake, uint32_t threshold_bps);
 
-  // Adds members (a silent member's replacement) and raises the quorum to `quorum` for the
-  // larger committee (consensus/replication.h, RequiredSignatures). Votes from non-members were
-  // refused, so the caller re-adds what it kept aside. Members already present are ignored.
-  // INVALID_ARGUMENT in stake mode (the dispute committee is fixed), for a quorum lower than
-  // the current one, or one larger than the committee.
-  Status ExtendCommittee(const std::vector<Address20>& members, size_t quorum);
-  size_t quorum() const { return quorum_; }
+  // Appends members (a silent member's replacement, the next operators of the order). Votes
+  // from non-members were refused, so the caller re-adds what it kept aside. Members already
+  // present are ignored. Stake mode: INVALID_ARGUMENT (the dispute committee is fixed).
+  Status ExtendCommittee(const std::vector<Address20>& members);
+  // Matching signatures the whole current committee needs (count mode; smaller prefixes may
+  // need fewer).
+  size_t quorum() const;
+  // The committee prefix the certificate was drawn from.
+  size_t certified_committee_size() const { return certified_committee_size_; }
   size_t committee_size() const { return committee_.size(); }
   bool is_member(const Address20& a) const;
 
@@ -78,9 +83,13 @@ class QuorumTracker {
   bool finalized() const { return certificate_.has_value(); }
   const std::optional<Certificate>& certificate() const { return certificate_; }
   const std::vector<Equivocation>& equivocations() const { return equivocations_; }
-  // True once committee members have signed different results: honest nodes then widen the
-  // re-execution (issue: disputes).
-  bool conflicting() const { return votes_.size() > 1; }
+  // True once committee members have signed different result roots: honest nodes then widen
+  // the re-execution (a dispute). Attestations that differ only in the trace root are not a
+  // conflict: the result is the same, nobody can be slashed for it, and a dispute would be a
+  // free way to make the whole operator set re-execute (issue 16, hole 7). Such votes still do
+  // not certify together (the signatures are over the whole attestation): a member that signs a
+  // wrong trace root does not count toward the quorum, like a silent one.
+  bool conflicting() const;
   // Distinct signers of exactly this attestation.
   size_t votes_for(const Attestation& attestation) const;
 
@@ -90,10 +99,15 @@ class QuorumTracker {
   Eip712Domain domain_{};
   Hash256 task_id_{};
   uint64_t reference_block_ = 0;
-  bool Reached(const std::map<Address20, SignedAttestation>& voters) const;
+  // The committee prefix that certifies these voters, 0 for none (count mode); in stake mode
+  // the committee size when the threshold is met.
+  size_t Reached(const std::map<Address20, SignedAttestation>& voters) const;
 
-  std::vector<Address20> committee_;  // sorted
-  size_t quorum_ = 0;
+  std::vector<Address20> committee_;  // in committee order
+  std::map<Address20, size_t> position_;
+  size_t replicas_ = 0;
+  size_t quorum_ = 0;  // of the first replicas_
+  size_t certified_committee_size_ = 0;
   // Stake mode only.
   bool weighted_ = false;
   std::map<Address20, unsigned __int128> stake_of_;

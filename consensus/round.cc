@@ -21,10 +21,11 @@ StatusOr<TaskRound> TaskRound::Open(const RoundRules& rules, std::shared_ptr<con
   if (committee.empty()) {
     committee.assign(r.order_.begin(), r.order_.begin() + std::min<size_t>(record.replicas, r.order_.size()));
   }
-  // A committee restored after extensions needs the quorum of its size.
-  const size_t quorum = RequiredSignatures(record.replicas, record.quorum, committee.size());
+  // A committee restored after extensions keeps its task's replicas and quorum: the tracker
+  // scales the quorum with the committee.
   ASSIGN_OR_RETURN(auto tracker,
-                   QuorumTracker::Create(rules.domain, record.task_id, record.reference_block, committee, quorum));
+                   QuorumTracker::Create(rules.domain, record.task_id, record.reference_block, committee, record.quorum,
+                                         std::min<size_t>(record.replicas, committee.size())));
   r.tracker_ = std::move(tracker);
   r.member_ = r.tracker_->is_member(rules.self);
   r.executed_ = record.executed;
@@ -60,7 +61,7 @@ void TaskRound::AddVote(const SignedAttestation& vote, RoundDecisions* out) {
 
   if (!finalized_ && tracker_->finalized()) {
     finalized_ = true;
-    out->push_back(Certified{*tracker_->certificate(), tracker_->committee_size()});
+    out->push_back(Certified{*tracker_->certificate(), tracker_->certified_committee_size()});
   }
   if (tracker_->conflicting() && !dispute_) StartDispute(out);
   if (dispute_ && dispute_->finalized() && !dispute_finalized_) {
@@ -122,7 +123,7 @@ void TaskRound::OnTimer(int64_t now_ms, RoundDecisions* out) {
       exhausted_votes_ = voters_.size();
       return;
     }
-    if (now_ms - exhausted_progress_ms_ >= kExhaustedGraceTimeouts * rules_.member_timeout_ms) {
+    if (now_ms - exhausted_progress_ms_ >= rules_.exhausted_grace_ms) {
       failed_ = true;
       out->push_back(RoundFailed{"the committee order is exhausted (all " + std::to_string(order_.size()) +
                                  " operators) and no quorum of " + std::to_string(tracker_->quorum()) +
@@ -137,9 +138,8 @@ void TaskRound::OnTimer(int64_t now_ms, RoundDecisions* out) {
   const size_t old_size = tracker_->committee_size();
   std::vector<Address20> added(order_.begin() + static_cast<std::ptrdiff_t>(old_size),
                                order_.begin() + static_cast<std::ptrdiff_t>(step.new_size));
-  // The quorum grows with the committee: its required fraction never drops.
-  tracker_->ExtendCommittee(added, RequiredSignatures(record_.replicas, record_.quorum, step.new_size))
-      .IgnoreError();  // count mode, quorum within the grown committee: cannot fail
+  // The quorum grows with the committee (the tracker scales it): its fraction never drops.
+  tracker_->ExtendCommittee(added).IgnoreError();  // count mode: cannot fail
   CommitteeExtended extended;
   extended.members.assign(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(step.new_size));
   extended.silent = step.silent;

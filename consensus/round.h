@@ -31,8 +31,11 @@ struct RoundRules {
   uint32_t dispute_threshold_bps = 0;  // the contract's stake threshold for dispute certificates
   size_t max_dispute_committee = 64;
   int64_t member_timeout_ms = 20000;  // a silent member is replaced after this
-  size_t max_aside_votes = 1024;      // votes kept from operators not (yet) in the committee
-  bool report_evidence = true;        // decide slashing evidence (a node that sends none: false)
+  // Once every operator is in the committee: how long without a new vote before the round fails.
+  // Longer than any task may run, or slow honest members are given up on.
+  int64_t exhausted_grace_ms = 120000;
+  size_t max_aside_votes = 1024;  // votes kept from operators not (yet) in the committee
+  bool report_evidence = true;    // decide slashing evidence (a node that sends none: false)
 };
 
 // What the task's record says about its round: the plan made at announcement, and what
@@ -95,13 +98,12 @@ struct ExecuteHere {};
 struct SendEvidence {
   SlashDecision slash;
 };
-// The committee order ran out (every operator is in the committee) and no quorum came for
-// kExhaustedGraceTimeouts member timeouts without a new vote: the round is closed and the task
-// fails, instead of waiting forever.
+// The committee order ran out (every operator is in the committee) and no quorum came within
+// RoundRules::exhausted_grace_ms without a new vote: the round is closed and the task fails,
+// instead of waiting forever.
 struct RoundFailed {
   std::string reason;
 };
-inline constexpr int64_t kExhaustedGraceTimeouts = 3;
 
 using RoundDecision = std::variant<VoteCounted, VoteRefused, Certified, DisputeStarted, DisputeNotStarted,
                                    DisputeCertified, CommitteeExtended, ExecuteHere, SendEvidence, RoundFailed>;

@@ -39,10 +39,8 @@ StatusOr<std::optional<Secp256k1Secret>> LoadKey(const ParsedArgs& a, uint64_t c
   if (auto file = a.Option("--keystore")) {
     ASSIGN_OR_RETURN(auto password,
                      ReadPassword(a.Option("--password-file").value_or(""), a.Option("--password-env").value_or("")));
-    ASSIGN_OR_RETURN(auto json, consensor::ReadFileBytes(*file, 1 << 20));
-    auto decrypted =
-        DecryptKeystore(std::string_view(reinterpret_cast<const char*>(json.data()), json.size()), password);
-    if (!decrypted.ok()) return decrypted.status().WithContext("keystore '" + *file + "'");
+    auto decrypted = DecryptKeystoreFile(*file, password);
+    if (!decrypted.ok()) return decrypted.status();
     return std::optional<Secp256k1Secret>(decrypted->secret);
   }
   if (need_key) return InvalidArgument("this command signs a transaction: give --keystore FILE or --devnet-key N");

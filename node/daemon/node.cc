@@ -191,12 +191,10 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   ASSIGN_OR_RETURN(impl->lock, DatadirLock::Acquire(config.datadir));
 
   if (!config.keystore.empty()) {
-    auto json = consensor::ReadFileBytes(config.keystore, 1 << 20);
-    if (!json.ok()) return json.status().WithContext("operator keystore");
     auto password = ReadPassword(config.password_file, config.password_env);
     if (!password.ok()) return password.status().WithContext("operator keystore password");
-    auto key = DecryptKeystore(std::string_view(reinterpret_cast<const char*>(json->data()), json->size()), *password);
-    if (!key.ok()) return key.status().WithContext("operator keystore '" + config.keystore + "'");
+    auto key = DecryptKeystoreFile(config.keystore, *password);
+    if (!key.ok()) return key.status().WithContext("operator keystore");
     impl->operator_address = AddressToChecksumHex(key->address);
     impl->operator_key = key->secret;
   }

@@ -440,6 +440,7 @@ consensus::RoundRules ConsensusEngine::Rules() const {
   rules.dispute_threshold_bps = chain_->threshold_bps();
   rules.max_dispute_committee = options_.max_dispute_committee;
   rules.member_timeout_ms = options_.member_timeout.count();
+  rules.exhausted_grace_ms = options_.exhausted_grace.count();
   rules.max_aside_votes = kMaxAsideVotesPerRound;
   rules.report_evidence = evidence_ != nullptr;
   return rules;

@@ -14,6 +14,8 @@ struct ConsensusOptions {
   uint32_t default_quorum = 2;                      // matching signatures for that size
   uint32_t max_replicas = 16;                       // bound on a task's requested replicas
   std::chrono::milliseconds member_timeout{20000};  // a silent member is replaced after this
+  // Every operator is in the committee and no vote came for this long: the task fails.
+  std::chrono::milliseconds exhausted_grace{120000};
   uint32_t max_dispute_committee = 64;
   uint64_t max_reference_age = 256;  // blocks; older announcements are refused
   // Blocks after the last possible announcement in which a certified result can still be

@@ -9,10 +9,11 @@ namespace consensor::node {
 
 namespace {
 
-constexpr std::array<std::string_view, 5> kNames = {"corrupt-output", "equivocate", "silent", "crash-mid-task",
-                                                    "downgrade-replicas"};
-constexpr std::array<FaultMode, 5> kModes = {FaultMode::kCorruptOutput, FaultMode::kEquivocate, FaultMode::kSilent,
-                                             FaultMode::kCrashMidTask, FaultMode::kDowngradeReplicas};
+constexpr std::array<std::string_view, 6> kNames = {"corrupt-output", "equivocate",         "silent",
+                                                    "crash-mid-task", "downgrade-replicas", "wrong-trace-root"};
+constexpr std::array<FaultMode, 6> kModes = {
+    FaultMode::kCorruptOutput, FaultMode::kEquivocate,        FaultMode::kSilent,
+    FaultMode::kCrashMidTask,  FaultMode::kDowngradeReplicas, FaultMode::kWrongTraceRoot};
 
 class Honest final : public FaultInjector {
  public:
@@ -55,6 +56,10 @@ class Faulty final : public FaultInjector {
       // One flipped bit of the output: a different result root than honest members compute.
       out[0].result_root[31] ^= 1;
       Log(LogLevel::kWarn, "fault injection: signing a corrupted result", {{"task", task_id_hex}});
+    } else if (mode_ == FaultMode::kWrongTraceRoot) {
+      // The right result with a made-up trace: cheap to sign, no execution trace behind it.
+      out[0].trace_root[0] ^= 0x5a;
+      Log(LogLevel::kWarn, "fault injection: signing a wrong trace root", {{"task", task_id_hex}});
     } else if (mode_ == FaultMode::kEquivocate) {
       consensus::Attestation other = honest;
       other.result_root[0] ^= 0x80;

@@ -24,6 +24,7 @@ enum class FaultMode {
   kCrashMidTask,   // exits (code 86) after executing, before signing
   // As an entry node, announces clients' tasks with replicas = quorum = 1, whatever they asked.
   kDowngradeReplicas,
+  kWrongTraceRoot,  // signs the right result root with a wrong trace root
 };
 
 // The config names of the faults, in the order the docs list them (kNone has none).

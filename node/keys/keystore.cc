@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -476,7 +477,20 @@ StatusOr<std::string> ReadKeystoreFile(const std::string& path) {
   return ReadSmallFile(path, kMaxKeystoreBytes, "keystore file");
 }
 
+Status CheckPrivateFile(const std::string& path, std::string_view what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return OkStatus();  // the read that follows reports it
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return PermissionDenied(std::string(what) + " '" + path + "' is accessible by group or others (mode " + mode +
+                            "); it holds a secret: run chmod 600 '" + path + "'");
+  }
+  return OkStatus();
+}
+
 StatusOr<DecryptedKey> DecryptKeystoreFile(const std::string& path, std::string_view password) {
+  RETURN_IF_ERROR(CheckPrivateFile(path, "keystore file"));
   ASSIGN_OR_RETURN(std::string text, ReadKeystoreFile(path));
   StatusOr<DecryptedKey> key = DecryptKeystore(text, password);
   if (!key.ok()) return key.status().WithContext("keystore '" + path + "'");
@@ -492,6 +506,7 @@ StatusOr<std::string> ReadPassword(const std::string& file, const std::string& e
     if (value == nullptr) return NotFound("environment variable " + env_var + " is not set");
     return std::string(value);
   }
+  RETURN_IF_ERROR(CheckPrivateFile(file, "password file"));
   ASSIGN_OR_RETURN(std::string password, ReadSmallFile(file, kMaxPasswordFileBytes, "password file"));
   if (password.size() >= 2 && password.compare(password.size() - 2, 2, "\r\n") == 0) {
     password.resize(password.size() - 2);

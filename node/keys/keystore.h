@@ -50,6 +50,7 @@ StatusOr<DecryptedKey> DecryptKeystore(std::string_view json, std::string_view p
 
 // The password: exactly one of `file` and `env_var` must be non-empty. One trailing newline
 // ("\n" or "\r\n") is stripped from a file, as geth does.
+// A password file must pass CheckPrivateFile.
 StatusOr<std::string> ReadPassword(const std::string& file, const std::string& env_var);
 
 // Validates a keystore's structure and parameters without a password or any KDF work, and
@@ -59,8 +60,13 @@ StatusOr<Address20> KeystoreAddress(std::string_view json);
 
 // Reads a keystore file, refusing anything over 1 MiB (real ones are about 500 bytes).
 StatusOr<std::string> ReadKeystoreFile(const std::string& path);
-// ReadKeystoreFile + DecryptKeystore, with the path in any error.
+// CheckPrivateFile + ReadKeystoreFile + DecryptKeystore, with the path in any error. This is how
+// every signing key is loaded (consensord, consensor's chain commands, keys inspect).
 StatusOr<DecryptedKey> DecryptKeystoreFile(const std::string& path, std::string_view password);
+
+// PERMISSION_DENIED when group or others have any access to `path` (mode & 077), naming the
+// file and the fix: a keystore or password file others can read is a key others can copy.
+Status CheckPrivateFile(const std::string& path, std::string_view what);
 
 // scrypt (RFC 7914), Botan's. Not OpenSSL's: it enforces RFC 7914's N < 2^(16r), which real
 // keystores (geth's wiki vector: n=2^18, r=1) violate. Same caps as DecryptKeystore: n a power

@@ -53,6 +53,25 @@ TEST_F(QuorumTest, FinalizesWithASortedCertificate) {
   EXPECT_FALSE(t.conflicting());
 }
 
+// Issue 16, hole 7: a member signs the right result root with a garbage trace root. That is no
+// conflict (no dispute, nobody slashable); the vote simply does not count with the others.
+TEST_F(QuorumTest, TraceOnlyDifferenceIsNoConflict) {
+  QuorumTracker t = Tracker(3);
+  EXPECT_EQ(*t.Add(Vote(1, 1)), AddOutcome::kCounted);
+  EXPECT_EQ(*t.Add(Vote(2, 1, /*trace=*/5)), AddOutcome::kCounted);
+  EXPECT_FALSE(t.conflicting());
+  EXPECT_TRUE(t.equivocations().empty());
+  EXPECT_EQ(t.votes_for(Vote(1, 1).attestation), 1u);
+  EXPECT_EQ(*t.Add(Vote(3, 1)), AddOutcome::kCounted);
+  EXPECT_EQ(*t.Add(Vote(4, 1)), AddOutcome::kFinalized);  // the matching three certify
+  for (const Address20& s : t.certificate()->signers) EXPECT_NE(s, Addr(2));
+  // A different result root is a conflict, whatever the trace roots.
+  QuorumTracker other = Tracker(3);
+  EXPECT_EQ(*other.Add(Vote(1, 1)), AddOutcome::kCounted);
+  EXPECT_EQ(*other.Add(Vote(2, 9, /*trace=*/5)), AddOutcome::kCounted);
+  EXPECT_TRUE(other.conflicting());
+}
+
 TEST_F(QuorumTest, ConflictsAndEquivocationAreRecorded) {
   QuorumTracker t = Tracker(3);
   EXPECT_EQ(*t.Add(Vote(1, 1)), AddOutcome::kCounted);
@@ -128,7 +147,7 @@ TEST_F(QuorumTest, StakeModeRejectsBadParameters) {
   EXPECT_FALSE(QuorumTracker::CreateWeighted(domain_, H(7), 100, ops, huge, 6667).ok());
   auto t = QuorumTracker::CreateWeighted(domain_, H(7), 100, ops, Stake(9), 6667);
   ASSERT_TRUE(t.ok());
-  EXPECT_FALSE(t->ExtendCommittee({Addr(2)}, 1).ok());
+  EXPECT_FALSE(t->ExtendCommittee({Addr(2)}).ok());
 }
 
 TEST_F(QuorumTest, ExtendedCommitteeAcceptsTheReplacement) {
@@ -136,13 +155,39 @@ TEST_F(QuorumTest, ExtendedCommitteeAcceptsTheReplacement) {
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(*t->Add(Vote(1, 1)), AddOutcome::kCounted);
   EXPECT_EQ(t->Add(Vote(4, 1)).status().code(), StatusCode::kPermissionDenied);
-  EXPECT_FALSE(t->ExtendCommittee({Addr(4)}, 1).ok());  // never a lower quorum
-  EXPECT_FALSE(t->ExtendCommittee({Addr(4)}, 5).ok());  // nor one the committee cannot reach
-  EXPECT_EQ(t->committee_size(), 3u);
-  ASSERT_TRUE(t->ExtendCommittee({Addr(4), Addr(1)}, 2).ok());
+  ASSERT_TRUE(t->ExtendCommittee({Addr(4), Addr(1)}).ok());
   EXPECT_EQ(t->committee_size(), 4u);
   EXPECT_TRUE(t->is_member(Addr(4)));
-  EXPECT_EQ(*t->Add(Vote(4, 1)), AddOutcome::kFinalized);
+  EXPECT_EQ(t->quorum(), 3u);                            // 2 of 3, scaled to a committee of 4
+  EXPECT_EQ(*t->Add(Vote(4, 1)), AddOutcome::kCounted);  // 2 of the first 4: not enough
+  // A late original member: 2 of the first 3 certify, as the task asked.
+  EXPECT_EQ(*t->Add(Vote(2, 1)), AddOutcome::kFinalized);
+  EXPECT_EQ(t->certified_committee_size(), 3u);
+  EXPECT_EQ(t->certificate()->signers.size(), 2u);  // operator 4 is outside that committee
+}
+
+// Two of the three replicas stay silent; three replacements join. The first 6 of the order
+// need 4 signatures (2 of 3, scaled), so the replacements plus the one live member certify,
+// and no smaller group could.
+TEST_F(QuorumTest, ReplacementsCertifyOnlyWithTheScaledQuorum) {
+  auto t = QuorumTracker::Create(domain_, H(7), 100, {Addr(1), Addr(2), Addr(3)}, 2);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(t->ExtendCommittee({Addr(4), Addr(5), Addr(6)}).ok());
+  EXPECT_EQ(*t->Add(Vote(1, 1)), AddOutcome::kCounted);
+  EXPECT_EQ(*t->Add(Vote(4, 1)), AddOutcome::kCounted);
+  EXPECT_EQ(*t->Add(Vote(5, 1)), AddOutcome::kCounted);
+  EXPECT_EQ(*t->Add(Vote(6, 1)), AddOutcome::kFinalized);
+  EXPECT_EQ(t->certified_committee_size(), 6u);
+  EXPECT_EQ(t->certificate()->signers.size(), 4u);
+  // Restored with the same committee: the same rule.
+  auto restored =
+      QuorumTracker::Create(domain_, H(7), 100, {Addr(1), Addr(2), Addr(3), Addr(4), Addr(5), Addr(6)}, 2, 3);
+  ASSERT_TRUE(restored.ok());
+  EXPECT_EQ(restored->quorum(), 4u);
+  EXPECT_EQ(*restored->Add(Vote(5, 1)), AddOutcome::kCounted);
+  EXPECT_EQ(*restored->Add(Vote(6, 1)), AddOutcome::kCounted);
+  EXPECT_EQ(*restored->Add(Vote(4, 1)), AddOutcome::kCounted);  // 3 deep in the order: not 4
+  EXPECT_FALSE(restored->finalized());
 }
 
 }  // namespace

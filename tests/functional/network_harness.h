@@ -180,6 +180,7 @@ struct NodeSpec {
   bool registered = true;  // false: the key is never registered on-chain
   std::string fault;       // [fault] mode
   int64_t member_timeout_ms = 20000;
+  int64_t exhausted_grace_ms = 120000;
   bool unreachable = false;    // the registered endpoint is a port nothing listens on (others cannot reach it)
   bool bootstrap_all = false;  // [p2p] bootstrap: every other node's endpoint
 
@@ -189,6 +190,10 @@ struct NodeSpec {
   }
   NodeSpec& MemberTimeoutMs(int64_t ms) {
     member_timeout_ms = ms;
+    return *this;
+  }
+  NodeSpec& ExhaustedGraceMs(int64_t ms) {
+    exhausted_grace_ms = ms;
     return *this;
   }
   NodeSpec& Unregistered() {
@@ -385,6 +390,8 @@ class TestNetwork {
     rpc_ = std::make_unique<node::EthRpc>(std::move(transport).value());
     chain_ = std::make_unique<node::ChainClient>(rpc_.get(), deployed_, std::nullopt);
     std::ofstream(dir_ + "/password") << "network-test-password\n";
+    std::filesystem::permissions(dir_ + "/password",
+                                 std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 
     for (const NodeSpec& spec : specs) {
       nodes_.push_back(std::make_unique<NetworkNode>("node" + std::to_string(nodes_.size() + 1),
@@ -567,7 +574,8 @@ class TestNetwork {
       f << "]\n";
     }
     f << "[consensus]\nreplicas = " << options_.default_replicas << "\nquorum = " << options_.default_quorum
-      << "\nmember_timeout_ms = " << n.spec().member_timeout_ms << "\n";
+      << "\nmember_timeout_ms = " << n.spec().member_timeout_ms
+      << "\nexhausted_grace_ms = " << n.spec().exhausted_grace_ms << "\n";
     if (!n.spec().fault.empty()) f << "[fault]\nmode = \"" << n.spec().fault << "\"\n";
   }
 

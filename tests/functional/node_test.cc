@@ -528,6 +528,7 @@ TEST_F(NodeTest, MetricsAndEigenHealthEndpoints) {
 TEST_F(NodeTest, ConfigFileOperatorKeyAndBadConfig) {
   // An operator key made with the CLI, its password in a file.
   std::ofstream(Path("password")) << "correct horse\n";
+  fs::permissions(Path("password"), fs::perms::owner_read | fs::perms::owner_write);  // a secret: 0600
   CliResult key =
       RunCliCommand("keys new --keystore " + Path("keys") + " --password-file " + Path("password") + " --light-kdf");
   ASSERT_EQ(key.exit_code, 0) << key.out;

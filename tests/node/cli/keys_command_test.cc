@@ -61,6 +61,7 @@ class KeysCommandTest : public ::testing::Test {
   std::string Write(const std::string& name, const std::string& contents) {
     std::string p = (fs::path(root_) / name).string();
     std::ofstream(p, std::ios::binary) << contents;
+    fs::permissions(p, fs::perms::owner_read | fs::perms::owner_write);  // secrets are private
     return p;
   }
 

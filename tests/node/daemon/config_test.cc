@@ -66,8 +66,8 @@ TEST(ConfigTest, FaultModeIsOneOfTheInjectorsNamesAndNeedsNetworkMode) {
   NodeConfig config;
   config.fault_mode = "flaky";
   EXPECT_EQ(FinalizeError(config),
-            "fault.mode must be one of corrupt-output, equivocate, silent, crash-mid-task, downgrade-replicas (got "
-            "'flaky')");
+            "fault.mode must be one of corrupt-output, equivocate, silent, crash-mid-task, downgrade-replicas, "
+            "wrong-trace-root (got 'flaky')");
   config.fault_mode = "silent";
   EXPECT_EQ(FinalizeError(config), "fault.mode needs network mode (chain.rpc)");
   auto parsed = ParseNodeConfig("[fault]\nmode = \"equivocate\"\n", "config.toml");

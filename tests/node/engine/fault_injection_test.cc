@@ -23,19 +23,20 @@ consensus::Attestation Honest() {
 TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
   EXPECT_EQ(std::vector<std::string_view>(FaultModeNames().begin(), FaultModeNames().end()),
             (std::vector<std::string_view>{"corrupt-output", "equivocate", "silent", "crash-mid-task",
-                                           "downgrade-replicas"}));
+                                           "downgrade-replicas", "wrong-trace-root"}));
   EXPECT_EQ(*ParseFaultMode(""), FaultMode::kNone);
   EXPECT_EQ(*ParseFaultMode("corrupt-output"), FaultMode::kCorruptOutput);
   EXPECT_EQ(*ParseFaultMode("equivocate"), FaultMode::kEquivocate);
   EXPECT_EQ(*ParseFaultMode("silent"), FaultMode::kSilent);
   EXPECT_EQ(*ParseFaultMode("crash-mid-task"), FaultMode::kCrashMidTask);
   EXPECT_EQ(*ParseFaultMode("downgrade-replicas"), FaultMode::kDowngradeReplicas);
+  EXPECT_EQ(*ParseFaultMode("wrong-trace-root"), FaultMode::kWrongTraceRoot);
   auto bad = ParseFaultMode("Silent");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message(),
             "unknown fault mode 'Silent' (one of corrupt-output, equivocate, silent, crash-mid-task, "
-            "downgrade-replicas)");
+            "downgrade-replicas, wrong-trace-root)");
 }
 
 TEST(FaultInjectionTest, TheHonestInjectorChangesNothing) {
@@ -84,6 +85,12 @@ TEST(FaultInjectionTest, EachModeMisbehavesAtItsOwnPointOnly) {
     EXPECT_EQ(replicas, 5u);
     EXPECT_EQ(quorum, 3u);
   }
+  auto trace = NewFaultInjector(FaultMode::kWrongTraceRoot);
+  out = trace->ToSign("t", Honest());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].result_root, Honest().result_root);
+  EXPECT_NE(out[0].trace_root, Honest().trace_root);
+
   auto downgrade = NewFaultInjector(FaultMode::kDowngradeReplicas);
   uint32_t replicas = 5, quorum = 3;
   downgrade->BeforeAnnouncing(&replicas, &quorum);

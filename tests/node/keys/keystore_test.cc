@@ -627,9 +627,11 @@ class TempDir {
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
   }
+  // Private (0600), as secrets must be.
   std::string File(const std::string& name, const std::string& contents) const {
     std::string p = (std::filesystem::path(path_) / name).string();
     std::ofstream(p, std::ios::binary) << contents;
+    std::filesystem::permissions(p, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
     return p;
   }
   const std::string& path() const { return path_; }
@@ -650,6 +652,33 @@ TEST(PasswordTest, FromFile) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(ReadPassword(dir.path() + "/missing", "").status().code(), StatusCode::kNotFound);
   EXPECT_FALSE(ReadPassword(dir.path(), "").ok());  // a directory
+}
+
+// Issue 16, hole 9: a secret others can read is a key others can copy. Refused with the fix.
+TEST(KeystoreFiles, SecretsReadableByOthersAreRefused) {
+  TempDir dir;
+  const std::string password = dir.File("pw", "secret\n");
+  std::filesystem::permissions(password, std::filesystem::perms::group_read, std::filesystem::perm_options::add);
+  auto refused = ReadPassword(password, "");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("password file '" + password +
+                                            "' is accessible by group or others (mode "
+                                            "0640)"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("chmod 600 '" + password + "'"), std::string::npos);
+
+  auto encrypted = EncryptKeystore(TestSecret(), "pw", LightKdfParams());
+  ASSERT_TRUE(encrypted.ok()) << encrypted.status().ToString();
+  const std::string keystore = dir.File("key.json", *encrypted);
+  EXPECT_TRUE(DecryptKeystoreFile(keystore, "pw").ok());
+  std::filesystem::permissions(keystore, std::filesystem::perms::others_read, std::filesystem::perm_options::add);
+  auto open = DecryptKeystoreFile(keystore, "pw");
+  ASSERT_FALSE(open.ok());
+  EXPECT_EQ(open.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(open.status().message().find("keystore file '" + keystore + "'"), std::string::npos)
+      << open.status().message();
 }
 
 TEST(PasswordTest, FromEnvironment) {
