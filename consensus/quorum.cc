@@ -150,6 +150,12 @@ StatusOr<AddOutcome> QuorumTracker::Add(const SignedAttestation& sa) {
                                 [&](const Equivocation& e) { return e.signer == *signer; });
     if (!recorded && counted.attestation.result_root != a.result_root) {
       equivocations_.push_back({*signer, counted, sa});
+      // An equivocator is slashable and, once slashed, its signature backs nothing
+      // (`consensor verify` checks evidenceUsed): it no longer counts toward any certificate.
+      equivocators_.insert(*signer);
+      if (certificate_ && std::binary_search(certificate_->signers.begin(), certificate_->signers.end(), *signer)) {
+        tainted_ = true;
+      }
     }
     return AddOutcome::kConflictingVote;
   }
@@ -157,8 +163,16 @@ StatusOr<AddOutcome> QuorumTracker::Add(const SignedAttestation& sa) {
   auto& voters = votes_[key];
   voters.emplace(*signer, sa);
   if (certificate_) return AddOutcome::kCounted;
+  return Certify(a, voters) ? AddOutcome::kFinalized : AddOutcome::kCounted;
+}
+
+bool QuorumTracker::Certify(const Attestation& a, const std::map<Address20, SignedAttestation>& all_voters) {
+  std::map<Address20, SignedAttestation> voters;
+  for (const auto& [address, vote] : all_voters) {
+    if (!equivocators_.count(address)) voters.emplace(address, vote);
+  }
   const size_t prefix = Reached(voters);
-  if (prefix == 0) return AddOutcome::kCounted;
+  if (prefix == 0) return false;
   Certificate c;
   c.attestation = a;
   for (const auto& [address, vote] : voters) {      // std::map: ascending signer order
@@ -168,7 +182,23 @@ StatusOr<AddOutcome> QuorumTracker::Add(const SignedAttestation& sa) {
   }
   certificate_ = std::move(c);
   certified_committee_size_ = prefix;
-  return AddOutcome::kFinalized;
+  return true;
+}
+
+bool QuorumTracker::RefreshCertificate() {
+  if (!certificate_ || !tainted_) return false;
+  const Attestation a = certificate_->attestation;
+  auto it = votes_.find(AttestationStructHash(a));
+  if (it == votes_.end()) return false;
+  const Certificate before = *certificate_;
+  const size_t before_size = certified_committee_size_;
+  if (!Certify(a, it->second)) {
+    certificate_ = before;  // not enough honest signers yet: keep it until there are
+    certified_committee_size_ = before_size;
+    return false;
+  }
+  tainted_ = false;
+  return true;
 }
 
 }  // namespace consensor::consensus

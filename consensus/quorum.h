@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "common/status.h"
@@ -81,6 +82,9 @@ class QuorumTracker {
   StatusOr<AddOutcome> Add(const SignedAttestation& signed_attestation);
 
   bool finalized() const { return certificate_.has_value(); }
+  // After a signer of the certificate equivocated: rebuilds it from the other signers once they
+  // reach the quorum on their own. True when the certificate changed.
+  bool RefreshCertificate();
   const std::optional<Certificate>& certificate() const { return certificate_; }
   const std::vector<Equivocation>& equivocations() const { return equivocations_; }
   // True once committee members have signed different result roots: honest nodes then widen
@@ -102,6 +106,8 @@ class QuorumTracker {
   // The committee prefix that certifies these voters, 0 for none (count mode); in stake mode
   // the committee size when the threshold is met.
   size_t Reached(const std::map<Address20, SignedAttestation>& voters) const;
+  // Builds the certificate from `voters` without equivocators; false when they do not reach it.
+  bool Certify(const Attestation& a, const std::map<Address20, SignedAttestation>& voters);
 
   std::vector<Address20> committee_;  // in committee order
   std::map<Address20, size_t> position_;
@@ -118,6 +124,8 @@ class QuorumTracker {
   std::map<Hash256, std::map<Address20, SignedAttestation>> votes_;  // struct hash -> signer -> vote
   std::map<Address20, Hash256> vote_of_;                             // signer -> its counted struct hash
   std::vector<Equivocation> equivocations_;
+  std::set<Address20> equivocators_;  // never counted toward a certificate
+  bool tainted_ = false;              // the certificate has an equivocator among its signers
   std::optional<Certificate> certificate_;
 };
 

@@ -62,6 +62,8 @@ void TaskRound::AddVote(const SignedAttestation& vote, RoundDecisions* out) {
   if (!finalized_ && tracker_->finalized()) {
     finalized_ = true;
     out->push_back(Certified{*tracker_->certificate(), tracker_->certified_committee_size()});
+  } else if (tracker_->RefreshCertificate()) {
+    out->push_back(CertificateRefreshed{*tracker_->certificate(), tracker_->certified_committee_size()});
   }
   if (tracker_->conflicting() && !dispute_) StartDispute(out);
   if (dispute_ && dispute_->finalized() && !dispute_finalized_) {
@@ -85,7 +87,16 @@ void TaskRound::ResumeDispute(RoundDecisions* out) {
 }
 
 void TaskRound::StartDispute(RoundDecisions* out) {
-  std::vector<WeightedOperator> committee = DisputeCommittee(order_, *operators_, rules_.max_dispute_committee);
+  // The dispute committee is the whole operator set: the contract's threshold is a share of all
+  // stake, so a smaller committee could not reach it on a larger network (issue 16, hole 2).
+  if (operators_->operators.size() > rules_.max_dispute_committee) {
+    out->push_back(DisputeNotStarted{
+        FailedPrecondition("the operator set of " + std::to_string(operators_->operators.size()) +
+                           " exceeds the dispute committee bound of " + std::to_string(rules_.max_dispute_committee) +
+                           ": a dispute certificate over fewer operators could not carry the stake threshold")});
+    return;
+  }
+  std::vector<WeightedOperator> committee = DisputeCommittee(order_, *operators_, order_.size());
   auto tracker = QuorumTracker::CreateWeighted(rules_.domain, record_.task_id, record_.reference_block, committee,
                                                operators_->total_stake, rules_.dispute_threshold_bps);
   if (!tracker.ok()) {

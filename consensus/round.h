@@ -29,7 +29,9 @@ struct RoundRules {
   Eip712Domain domain;
   Address20 self{};                    // this node's operator address
   uint32_t dispute_threshold_bps = 0;  // the contract's stake threshold for dispute certificates
-  size_t max_dispute_committee = 64;
+  // Disputes run over the whole operator set; this bounds it (a certificate carries at most
+  // kMaxCertificateSigners signatures). A larger set refuses to open a dispute, saying why.
+  size_t max_dispute_committee = 1024;
   int64_t member_timeout_ms = 20000;  // a silent member is replaced after this
   // Once every operator is in the committee: how long without a new vote before the round fails.
   // Longer than any task may run, or slow honest members are given up on.
@@ -62,6 +64,12 @@ struct VoteCounted {
 struct VoteRefused {};
 // The committee reached its quorum: the task's result certificate.
 struct Certified {
+  Certificate certificate;
+  size_t committee_size = 0;
+};
+// A signer of the certificate equivocated: the same result is now certified by signers that
+// did not (its signature would back nothing once it is slashed). Replaces the stored one.
+struct CertificateRefreshed {
   Certificate certificate;
   size_t committee_size = 0;
 };
@@ -105,8 +113,9 @@ struct RoundFailed {
   std::string reason;
 };
 
-using RoundDecision = std::variant<VoteCounted, VoteRefused, Certified, DisputeStarted, DisputeNotStarted,
-                                   DisputeCertified, CommitteeExtended, ExecuteHere, SendEvidence, RoundFailed>;
+using RoundDecision =
+    std::variant<VoteCounted, VoteRefused, Certified, CertificateRefreshed, DisputeStarted, DisputeNotStarted,
+                 DisputeCertified, CommitteeExtended, ExecuteHere, SendEvidence, RoundFailed>;
 using RoundDecisions = std::vector<RoundDecision>;
 
 class TaskRound {

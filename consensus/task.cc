@@ -83,6 +83,8 @@ bool IsAllowedTransition(TaskState from, TaskState to) {
     case TaskState::kCertifying:
       return to == TaskState::kSucceeded || to == TaskState::kFailed || to == TaskState::kQueued;
     case TaskState::kSucceeded:
+      // Network mode: a certified (not yet final) task re-executed for a dispute.
+      return to == TaskState::kQueued;
     case TaskState::kFailed: return false;
   }
   return false;

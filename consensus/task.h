@@ -76,11 +76,14 @@ bool IsFinal(TaskState state);
 // The lifecycle on one node: queued -> running -> succeeded | failed. running -> queued is
 // allowed only on recovery after a crash (the execution is repeated; results are
 // deterministic, so repeating is safe). queued -> failed covers tasks that can no longer run
-// (e.g. a blob lost to disk corruption). Final states never change.
+// (e.g. a blob lost to disk corruption). Final states never change, except as below.
 // Network mode adds: running -> certifying (executed, waiting for the quorum), queued ->
 // certifying (an observer never runs it), certifying -> queued (the node became a member as a
-// silent member's replacement or in a dispute), certifying -> succeeded (certified) and
-// certifying -> failed (the committee order ran out without a quorum).
+// silent member's replacement or in a dispute), certifying -> succeeded (certified),
+// certifying -> failed (the committee order ran out without a quorum), and succeeded -> queued:
+// a certified task whose challenge window is still open is re-executed for a dispute (the node
+// held outputs fetched from signers the dispute may overrule). In network mode SUCCEEDED means
+// certified; the task is final once its window closes (consensus/finality.h).
 bool IsAllowedTransition(TaskState from, TaskState to);
 
 }  // namespace consensor::consensus

@@ -579,6 +579,19 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
       actions->requeue.push_back(r.id);
     } else if (auto* evidence = std::get_if<consensus::SendEvidence>(&decision)) {
       SendEvidence(r.id, evidence->slash, actions);
+    } else if (auto* refreshed = std::get_if<consensus::CertificateRefreshed>(&decision)) {
+      // Same result, signers without the equivocator; a dispute certificate stays as it is.
+      v1::Certificate proto = ToProto(refreshed->certificate, r.rules.quorum(),
+                                      static_cast<uint32_t>(refreshed->committee_size), r.rules.replicas(), false);
+      const uint64_t final_block = FinalBlockOf(r);
+      actions->mutations.emplace_back(r.id, [proto, final_block](v1::Task* t) -> Status {
+        const v1::Certificate& stored = t->consensus().certificate();
+        if (stored.dispute() || stored.result_root() != proto.result_root()) return OkStatus();
+        StoreCertificate(proto, final_block, t);
+        return OkStatus();
+      });
+      Log(LogLevel::kInfo, "certificate re-signed without an equivocator",
+          {{"task", r.id.Hex()}, {"signers", static_cast<int64_t>(refreshed->certificate.signers.size())}});
     } else if (auto* failed = std::get_if<consensus::RoundFailed>(&decision)) {
       const std::string reason = failed->reason;
       actions->mutations.emplace_back(r.id, [reason](v1::Task* t) -> Status {
@@ -710,8 +723,16 @@ void ConsensusEngine::FetchCertifiedResult(const consensus::TaskId& task_id) {
   std::vector<std::string> endpoints;
   {
     auto task = tasks_->Get(task_id);
-    if (!task.ok() || task->state() == v1::TASK_STATE_SUCCEEDED || !task->consensus().has_certificate()) return;
+    if (!task.ok() || !task->consensus().has_certificate()) return;
     cert = task->consensus().certificate();
+    // Stored and certified already. A SUCCEEDED task whose outputs are not the certified ones
+    // (a dispute certificate overruled them) goes on: they are replaced, never served on.
+    if (task->state() == v1::TASK_STATE_SUCCEEDED && task->has_result() &&
+        task->result().result_root() == cert.result_root() && task->result().trace_root() == cert.trace_root()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = rounds_.find(task_id); it != rounds_.end()) it->second->result_stored = true;
+      return;
+    }
     // Our own result may already be the certified one.
     if (task->has_result() && task->result().result_root() == cert.result_root() &&
         task->result().trace_root() == cert.trace_root()) {
@@ -776,7 +797,8 @@ void ConsensusEngine::FetchCertifiedResult(const consensus::TaskId& task_id) {
     if (s.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = rounds_.find(task_id); it != rounds_.end()) it->second->result_stored = true;
-      Log(LogLevel::kInfo, "certified result fetched", {{"task", task_id.Hex()}, {"from", endpoint}});
+      Log(LogLevel::kInfo, "certified result fetched",
+          {{"task", task_id.Hex()}, {"from", endpoint}, {"result_root", cert.result_root()}});
     }
     return;
   }

@@ -16,8 +16,8 @@ struct ConsensusOptions {
   std::chrono::milliseconds member_timeout{20000};  // a silent member is replaced after this
   // Every operator is in the committee and no vote came for this long: the task fails.
   std::chrono::milliseconds exhausted_grace{120000};
-  uint32_t max_dispute_committee = 64;
-  uint64_t max_reference_age = 256;  // blocks; older announcements are refused
+  uint32_t max_dispute_committee = 1024;  // disputes run over the whole set, up to this many
+  uint64_t max_reference_age = 256;       // blocks; older announcements are refused
   // Blocks after the last possible announcement in which a certified result can still be
   // challenged; it is final after them (consensus/finality.h).
   uint64_t challenge_window_blocks = 4;

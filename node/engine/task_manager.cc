@@ -166,7 +166,10 @@ bool IsDeviceFailure(const Status& s) {
 // Applies a state change if the protocol's lifecycle allows it (consensus/task.h).
 Status Transition(v1::Task* task, v1::TaskState to) {
   auto from = static_cast<consensus::TaskState>(task->state());
-  if (!consensus::IsAllowedTransition(from, static_cast<consensus::TaskState>(to))) {
+  // succeeded -> queued is a dispute's re-execution: only while a certificate's window is open.
+  const bool reopens_final =
+      from == consensus::TaskState::kSucceeded && (!task->consensus().has_certificate() || task->consensus().final());
+  if (!consensus::IsAllowedTransition(from, static_cast<consensus::TaskState>(to)) || reopens_final) {
     return Internal("task " + task->task_id() + ": transition from " + std::string(consensus::TaskStateName(from)) +
                     " to " + std::string(consensus::TaskStateName(static_cast<consensus::TaskState>(to))) +
                     " is not allowed");
@@ -424,7 +427,13 @@ Status TaskManager::Requeue(const consensus::TaskId& task_id) {
     in_flight_.insert(task_id);
   }
   Status s = Mutate(task_id, [](v1::Task* t) -> Status {
-    if (t->state() != v1::TASK_STATE_CERTIFYING) return FailedPrecondition("task is not certifying");
+    // A certified task is re-executed when a dispute needs this node's own result (it may hold
+    // outputs fetched from signers the dispute overrules); a final one never is.
+    const bool disputable =
+        t->state() == v1::TASK_STATE_SUCCEEDED && t->consensus().has_certificate() && !t->consensus().final();
+    if (t->state() != v1::TASK_STATE_CERTIFYING && !disputable) {
+      return FailedPrecondition("task is neither certifying nor certified and disputable");
+    }
     t->set_state(v1::TASK_STATE_QUEUED);
     return OkStatus();
   });

@@ -150,9 +150,12 @@ TEST(TaskLifecycle, Transitions) {
   EXPECT_FALSE(IsAllowedTransition(S::kQueued, S::kSucceeded));
   for (S final_state : {S::kSucceeded, S::kFailed}) {
     EXPECT_TRUE(IsFinal(final_state));
-    for (S to : {S::kQueued, S::kRunning, S::kSucceeded, S::kFailed})
+    for (S to : {S::kRunning, S::kSucceeded, S::kFailed, S::kCertifying})
       EXPECT_FALSE(IsAllowedTransition(final_state, to));
   }
+  // Only a certified task goes back, to be re-executed for a dispute (issue 16); a failed one never.
+  EXPECT_TRUE(IsAllowedTransition(S::kSucceeded, S::kQueued));
+  EXPECT_FALSE(IsAllowedTransition(S::kFailed, S::kQueued));
   EXPECT_EQ(TaskStateName(S::kRunning), "running");
 }
 

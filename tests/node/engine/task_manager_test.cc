@@ -1001,8 +1001,12 @@ TEST_F(TaskManagerTest, MutateFollowsTheProtocolLifecycleForEveryPairOfStates) {
             return OkStatus();
           },
           to == v1::TASK_STATE_SUCCEEDED ? &result : nullptr);
-      const bool expect_allowed = from == to || consensus::IsAllowedTransition(static_cast<consensus::TaskState>(from),
-                                                                               static_cast<consensus::TaskState>(to));
+      // succeeded -> queued (a dispute's re-execution) also needs an open challenge window: these
+      // records have no certificate, so it is refused here (the certified case is tested below).
+      const bool reopen = from == v1::TASK_STATE_SUCCEEDED && to == v1::TASK_STATE_QUEUED;
+      const bool expect_allowed =
+          from == to || (!reopen && consensus::IsAllowedTransition(static_cast<consensus::TaskState>(from),
+                                                                   static_cast<consensus::TaskState>(to)));
       auto after = node.tasks->Get(Id(id));
       ASSERT_TRUE(after.ok()) << after.status().ToString();
       if (expect_allowed) {
@@ -1018,6 +1022,34 @@ TEST_F(TaskManagerTest, MutateFollowsTheProtocolLifecycleForEveryPairOfStates) {
   }
   EXPECT_GT(allowed, 0);
   EXPECT_GT(refused, 0);
+}
+
+// Issue 16, hole 2: a dispute must be able to re-execute a task this node already marked
+// certified (it may hold outputs fetched from the signers the dispute overrules); once the
+// challenge window closed, never.
+TEST_F(TaskManagerTest, CertifiedTaskIsRequeuedForADisputeUntilItIsFinal) {
+  TaskManagerOptions options = Options(0);
+  options.network_mode = true;
+  Node& node = StartNode(options);
+  v1::TaskResult result;
+  result.set_result_root(std::string(64, 'c'));
+  auto store_certified = [&](const std::string& name, bool final) {
+    const std::string id = ToHex(Sha256Of(name));
+    v1::Task record;
+    record.set_task_id(id);
+    record.set_state(v1::TASK_STATE_SUCCEEDED);
+    *record.mutable_spec() = Request();
+    record.mutable_consensus()->mutable_certificate()->set_result_root(std::string(64, 'c'));
+    record.mutable_consensus()->set_final(final);
+    EXPECT_TRUE(store_.PutTask(IdBytes(id), record.SerializeAsString(), result.SerializeAsString()).ok());
+    return id;
+  };
+  const std::string open = store_certified("window open", false);
+  ASSERT_TRUE(node.tasks->Requeue(Id(open)).ok());
+  EXPECT_EQ(ValueOf(node.tasks->Get(Id(open))).state(), v1::TASK_STATE_QUEUED);
+  const std::string closed = store_certified("window closed", true);
+  EXPECT_FALSE(node.tasks->Requeue(Id(closed)).ok());
+  EXPECT_EQ(ValueOf(node.tasks->Get(Id(closed))).state(), v1::TASK_STATE_SUCCEEDED);
 }
 
 TEST_F(TaskManagerTest, ObserverTaskIsStoredCertifyingAndRunsOnlyWhenRequeued) {
