@@ -88,7 +88,8 @@ cmd_up() {
     # forge writes into contracts/ (cache, out, deployments): one deploy at a time.
     exec 9>"$ROOT/contracts/.forge.lock"
     flock 9
-    DEPLOYMENT_FILE="deployments/devnet-$port.json" WITHDRAWAL_DELAY_BLOCKS=5 \
+    DEPLOYMENT_FILE="deployments/devnet-$port.json" WITHDRAWAL_DELAY_BLOCKS=600 MAX_REFERENCE_AGE=8 CHALLENGE_WINDOW_BLOCKS=4 \
+      EVIDENCE_DEADLINE_BLOCKS=64 \
       "$FORGE" script script/Deploy.s.sol --rpc-url "$(rpc_url)" --broadcast --private-key "$deployer" \
       >"$DIR/deploy.log" 2>&1 || { cat "$DIR/deploy.log" >&2; exit 1; }
     mv "deployments/devnet-$port.json" "$DIR/deployment.json"

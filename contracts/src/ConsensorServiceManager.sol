@@ -12,7 +12,9 @@ import {ReentrancyGuard} from "./ReentrancyGuard.sol";
 ///             operators holding >= `thresholdBps` of the total stake at the reference block.
 ///         A slash takes ALL slashable stake of the operator (active + pending withdrawal);
 ///         `rewardBps` of it goes to the reporter (msg.sender), the rest to `treasury`.
-///         Evidence is single-use per (operator, taskId).
+///         Evidence is single-use per (operator, taskId) and expires `evidenceDeadlineBlocks`
+///         after its reference block. A certified result is final after `finalityBlock(ref)`.
+///         docs/SECURITY.md gives the threat model these parameters answer.
 contract ConsensorServiceManager is ReentrancyGuard {
     // ----------------------------------------------------------------------------------------
     // Types and EIP-712 constants
@@ -52,6 +54,18 @@ contract ConsensorServiceManager is ReentrancyGuard {
     uint256 public immutable rewardBps;
     /// @notice Receives the non-reward part of every slash (a treasury, or a burn address).
     address public immutable treasury;
+    /// @notice R: nodes refuse announcements whose reference block is more than this many blocks
+    ///         behind their head.
+    uint64 public immutable maxReferenceAge;
+    /// @notice W: blocks after the last possible announcement in which a certified result can
+    ///         still be challenged; it is final after `finalityBlock(ref)`.
+    uint64 public immutable challengeWindowBlocks;
+    /// @notice E: evidence about reference block `ref` is accepted while block.number <= ref + E.
+    ///         E >= R + W, so every result can be challenged through its whole window, and the
+    ///         registry's withdrawal delay exceeds W + E, so a signer's stake is still there.
+    uint64 public immutable evidenceDeadlineBlocks;
+    /// @notice The network-wide minimum of replicas a task may ask for (nodes enforce it).
+    uint32 public immutable minReplicas;
 
     uint256 private immutable _cachedChainId;
     bytes32 private immutable _cachedDomainSeparator;
@@ -102,16 +116,51 @@ contract ConsensorServiceManager is ReentrancyGuard {
     error EvidenceAlreadyUsed(address operator, bytes32 taskId);
     error NothingToSlash(address operator);
     error UnexpectedEther(address sender);
+    error InvalidTimeParameters(uint64 maxReferenceAge, uint64 challengeWindowBlocks, uint64 evidenceDeadlineBlocks);
+    error WithdrawalDelayTooShort(uint256 withdrawalDelayBlocks, uint256 needed);
+    error InvalidMinReplicas();
+    error EvidenceExpired(uint256 referenceBlock, uint256 deadline);
+    error SignerAlreadySlashedForTask(address signer, bytes32 taskId);
+    error SignerNoLongerSlashable(address signer);
     error TransferFailed(address to, uint256 amount);
 
 
-    constructor(IStakeSource stakeSource_, uint256 thresholdBps_, uint256 rewardBps_, address treasury_) {
+    /// @notice The deployment's time parameters and replication floor (docs/SECURITY.md).
+    struct Params {
+        uint64 maxReferenceAge;
+        uint64 challengeWindowBlocks;
+        uint64 evidenceDeadlineBlocks;
+        uint32 minReplicas;
+    }
+
+    constructor(
+        IStakeSource stakeSource_,
+        uint256 thresholdBps_,
+        uint256 rewardBps_,
+        address treasury_,
+        Params memory params_
+    ) {
         if (address(stakeSource_) == address(0)) revert ZeroStakeSource();
         if (treasury_ == address(0)) revert ZeroTreasury();
         if (thresholdBps_ <= BPS / 2 || thresholdBps_ > BPS) revert InvalidThresholdBps(thresholdBps_);
         if (rewardBps_ > BPS) revert InvalidRewardBps(rewardBps_);
         address s = stakeSource_.slasher();
         if (s != address(this)) revert StakeSourceSlasherMismatch(address(this), s);
+        uint64 r = params_.maxReferenceAge;
+        uint64 w = params_.challengeWindowBlocks;
+        uint64 e = params_.evidenceDeadlineBlocks;
+        if (r == 0 || w == 0 || r > type(uint32).max || w > type(uint32).max || e < uint256(r) + w) {
+            revert InvalidTimeParameters(r, w, e);
+        }
+        // A signer's stake must outlive the evidence against it: exiting right after signing
+        // still leaves it slashable until every deadline about that signature has passed.
+        uint256 delay = stakeSource_.withdrawalDelayBlocks();
+        if (delay <= uint256(w) + e) revert WithdrawalDelayTooShort(delay, uint256(w) + e + 1);
+        if (params_.minReplicas == 0) revert InvalidMinReplicas();
+        maxReferenceAge = r;
+        challengeWindowBlocks = w;
+        evidenceDeadlineBlocks = e;
+        minReplicas = params_.minReplicas;
         stakeSource = stakeSource_;
         thresholdBps = thresholdBps_;
         rewardBps = rewardBps_;
@@ -155,6 +204,22 @@ contract ConsensorServiceManager is ReentrancyGuard {
     }
 
     // ----------------------------------------------------------------------------------------
+    // Finality
+    // ----------------------------------------------------------------------------------------
+
+    /// @notice The last block of the challenge window of a result certified at `referenceBlock`:
+    ///         nodes accept its announcement until ref + R, and anyone may challenge it for W
+    ///         blocks more. The result is final once block.number > finalityBlock(ref).
+    function finalityBlock(uint64 referenceBlock) public view returns (uint256) {
+        return uint256(referenceBlock) + maxReferenceAge + challengeWindowBlocks;
+    }
+
+    /// @notice True once the result certified at `referenceBlock` can no longer be challenged.
+    function isFinal(uint64 referenceBlock) external view returns (bool) {
+        return block.number > finalityBlock(referenceBlock);
+    }
+
+    // ----------------------------------------------------------------------------------------
     // Certificates
     // ----------------------------------------------------------------------------------------
 
@@ -190,6 +255,8 @@ contract ConsensorServiceManager is ReentrancyGuard {
     ) external nonReentrant returns (uint256 amount) {
         if (a1.taskId != a2.taskId) revert TaskIdMismatch();
         if (a1.resultRoot == a2.resultRoot) revert SameResultRoot();
+        _checkDeadline(a1.referenceBlock);
+        _checkDeadline(a2.referenceBlock);
         address s1 = _recover(_digest(a1), sig1);
         address s2 = _recover(_digest(a2), sig2);
         if (s1 != s2) revert SignerMismatch(s1, s2);
@@ -216,6 +283,7 @@ contract ConsensorServiceManager is ReentrancyGuard {
         if (accused.resultRoot == certified.resultRoot) revert SameResultRoot();
         uint256 ref = certified.referenceBlock;
         if (ref >= block.number) revert ReferenceBlockNotFinal(ref, block.number);
+        _checkDeadline(certified.referenceBlock);
 
         address operator = _recover(_digest(accused), accusedSig);
         if (stakeSource.stakeAt(operator, ref) == 0) revert AccusedNotOperatorAtReferenceBlock(operator);
@@ -230,6 +298,12 @@ contract ConsensorServiceManager is ReentrancyGuard {
     // ----------------------------------------------------------------------------------------
     // Internals
     // ----------------------------------------------------------------------------------------
+
+    /// @dev Evidence about `referenceBlock` expires E blocks after it.
+    function _checkDeadline(uint64 referenceBlock) internal view {
+        uint256 deadline = uint256(referenceBlock) + evidenceDeadlineBlocks;
+        if (block.number > deadline) revert EvidenceExpired(referenceBlock, deadline);
+    }
 
     function _buildDomainSeparator() private view returns (bytes32) {
         return keccak256(
@@ -277,6 +351,10 @@ contract ConsensorServiceManager is ReentrancyGuard {
             if (signer <= previous) revert SignersNotAscending(previous, signer);
             uint256 s = source.stakeAt(signer, ref);
             if (s == 0) revert SignerNotOperatorAtReferenceBlock(signer);
+            // Stake that backs a certificate must still be at risk: a signer slashed for this
+            // task, or one whose stake is gone, backs nothing.
+            if (evidenceUsed[signer][certified.taskId]) revert SignerAlreadySlashedForTask(signer, certified.taskId);
+            if (source.slashableStakeOf(signer) == 0) revert SignerNoLongerSlashable(signer);
             signedStake += s;
             previous = signer;
         }

@@ -22,6 +22,9 @@ interface IStakeSource {
     ///         waiting out the withdrawal delay).
     function slashableStakeOf(address operator) external view returns (uint256);
 
+    /// @notice Blocks an exiting operator's stake stays slashable before it can be withdrawn.
+    function withdrawalDelayBlocks() external view returns (uint32);
+
     /// @notice The only address allowed to call `slash` (the service manager).
     function slasher() external view returns (address);
 

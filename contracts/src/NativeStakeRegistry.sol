@@ -47,7 +47,7 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
     /// @notice Minimum active stake (wei) to register.
     uint256 public immutable minimumStake;
     /// @notice Blocks between deregistration and the earliest withdrawal.
-    uint32 public immutable withdrawalDelayBlocks;
+    uint32 public immutable override withdrawalDelayBlocks;
     /// @inheritdoc IStakeSource
     address public immutable slasher;
 

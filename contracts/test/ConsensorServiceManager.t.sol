@@ -44,7 +44,7 @@ contract ConsensorServiceManagerTest is Fixture {
     // ================================================================ constructor
 
     function _newManager(IStakeSource src, uint256 th, uint256 rw, address tr) internal returns (address) {
-        return address(new ConsensorServiceManager(src, th, rw, tr));
+        return address(new ConsensorServiceManager(src, th, rw, tr, params()));
     }
 
     function test_constructor_parameters() public view {
@@ -73,7 +73,7 @@ contract ConsensorServiceManagerTest is Fixture {
         _newManager(src, 6667, 0, TREASURY);
         // boundaries accepted (with a fresh registry pointing at the next manager)
         address predicted = vm.computeCreateAddress(address(this), vm.getNonce(address(this)) + 1);
-        NativeStakeRegistry r2 = new NativeStakeRegistry(1, 0, predicted);
+        NativeStakeRegistry r2 = new NativeStakeRegistry(1, uint32(CHALLENGE_WINDOW + EVIDENCE_DEADLINE + 1), predicted);
         assertEq(_newManager(IStakeSource(address(r2)), 10000, 10000, TREASURY), predicted, "boundaries");
     }
 
@@ -241,7 +241,8 @@ contract ConsensorServiceManagerTest is Fixture {
     function test_slashEquivocation_exitingOperatorStillSlashable() public {
         vm.prank(bad);
         registry.deregister();
-        vm.roll(block.number + DELAY - 1);
+        // The last block the evidence is accepted in; the stake is still pending (DELAY > W + E).
+        vm.roll(REF + EVIDENCE_DEADLINE);
         (ConsensorServiceManager.Attestation memory a1, bytes memory s1, ConsensorServiceManager.Attestation memory a2, bytes memory s2) =
             _equivocation();
         vm.prank(reporter);
@@ -344,7 +345,9 @@ contract ConsensorServiceManagerTest is Fixture {
         EthRejecter rej = new EthRejecter();
         address predicted = vm.computeCreateAddress(address(this), vm.getNonce(address(this)) + 1);
         registry = new NativeStakeRegistry(MIN_STAKE, DELAY, predicted);
-        manager = new ConsensorServiceManager(IStakeSource(address(registry)), THRESHOLD_BPS, REWARD_BPS, address(rej));
+        manager = new ConsensorServiceManager(
+            IStakeSource(address(registry)), THRESHOLD_BPS, REWARD_BPS, address(rej), params()
+        );
         register(PK_BAD, 2 ether);
         (ConsensorServiceManager.Attestation memory a1, bytes memory s1, ConsensorServiceManager.Attestation memory a2, bytes memory s2) =
             _equivocation();
@@ -372,7 +375,7 @@ contract ConsensorServiceManagerTest is Fixture {
     function test_slashEquivocation_zeroRewardAllToTreasury() public {
         address predicted = vm.computeCreateAddress(address(this), vm.getNonce(address(this)) + 1);
         registry = new NativeStakeRegistry(MIN_STAKE, DELAY, predicted);
-        manager = new ConsensorServiceManager(IStakeSource(address(registry)), THRESHOLD_BPS, 0, TREASURY);
+        manager = new ConsensorServiceManager(IStakeSource(address(registry)), THRESHOLD_BPS, 0, TREASURY, params());
         register(PK_BAD, 3 ether);
         (ConsensorServiceManager.Attestation memory a1, bytes memory s1, ConsensorServiceManager.Attestation memory a2, bytes memory s2) =
             _equivocation();
@@ -607,6 +610,132 @@ contract ConsensorServiceManagerTest is Fixture {
     {
         certified = att(TASK, GOOD_ROOT, REF);
         sigs = signAll(signers, certified);
+    }
+
+    // ================================================================ issue 16: stake at risk, deadlines, finality
+
+    /// A registry whose slasher is the manager created right after it.
+    function _sourceForNextManager() internal returns (IStakeSource) {
+        address predicted = vm.computeCreateAddress(address(this), vm.getNonce(address(this)) + 1);
+        return IStakeSource(address(new NativeStakeRegistry(MIN_STAKE, DELAY, predicted)));
+    }
+
+    function test_constructor_timeParameters() public {
+        ConsensorServiceManager.Params memory p = params();
+        p.maxReferenceAge = 0;
+        IStakeSource src = _sourceForNextManager();
+        vm.expectRevert(abi.encodeWithSelector(ConsensorServiceManager.InvalidTimeParameters.selector, 0, 4, 32));
+        new ConsensorServiceManager(src, 6667, 0, TREASURY, p);
+        p = params();
+        p.challengeWindowBlocks = 0;
+        src = _sourceForNextManager();
+        vm.expectRevert(abi.encodeWithSelector(ConsensorServiceManager.InvalidTimeParameters.selector, 8, 0, 32));
+        new ConsensorServiceManager(src, 6667, 0, TREASURY, p);
+        p = params();
+        p.evidenceDeadlineBlocks = 11; // < R + W: a result could outlive the evidence against it
+        src = _sourceForNextManager();
+        vm.expectRevert(abi.encodeWithSelector(ConsensorServiceManager.InvalidTimeParameters.selector, 8, 4, 11));
+        new ConsensorServiceManager(src, 6667, 0, TREASURY, p);
+        p = params();
+        p.evidenceDeadlineBlocks = DELAY; // W + E >= DELAY: a signer could withdraw before the deadline
+        src = _sourceForNextManager();
+        vm.expectRevert(
+            abi.encodeWithSelector(ConsensorServiceManager.WithdrawalDelayTooShort.selector, DELAY, DELAY + 4 + 1)
+        );
+        new ConsensorServiceManager(src, 6667, 0, TREASURY, p);
+        p = params();
+        p.minReplicas = 0;
+        src = _sourceForNextManager();
+        vm.expectRevert(ConsensorServiceManager.InvalidMinReplicas.selector);
+        new ConsensorServiceManager(src, 6667, 0, TREASURY, p);
+        assertEq(manager.maxReferenceAge(), MAX_REFERENCE_AGE, "R");
+        assertEq(manager.challengeWindowBlocks(), CHALLENGE_WINDOW, "W");
+        assertEq(manager.evidenceDeadlineBlocks(), EVIDENCE_DEADLINE, "E");
+        assertEq(manager.minReplicas(), 1, "min replicas");
+    }
+
+    function test_finality() public {
+        assertEq(manager.finalityBlock(500), 512, "ref + R + W");
+        vm.roll(512);
+        assertFalse(manager.isFinal(500), "the window's last block");
+        vm.roll(513);
+        assertTrue(manager.isFinal(500), "after it");
+    }
+
+    function test_slashEquivocation_evidenceExpires() public {
+        (ConsensorServiceManager.Attestation memory a1, bytes memory s1, ConsensorServiceManager.Attestation memory a2, bytes memory s2) =
+            _equivocation();
+        vm.roll(REF + EVIDENCE_DEADLINE + 1);
+        vm.prank(reporter);
+        vm.expectRevert(
+            abi.encodeWithSelector(ConsensorServiceManager.EvidenceExpired.selector, REF, REF + EVIDENCE_DEADLINE)
+        );
+        manager.slashEquivocation(a1, s1, a2, s2);
+    }
+
+    function test_slashDispute_evidenceExpires() public {
+        (ConsensorServiceManager.Attestation memory ce, bytes[] memory sigs) = _certified(honest());
+        ConsensorServiceManager.Attestation memory accused = att(TASK, BAD_ROOT, REF);
+        bytes memory accusedSig = sign(PK_BAD, accused);
+        vm.roll(REF + EVIDENCE_DEADLINE + 1);
+        vm.expectRevert(
+            abi.encodeWithSelector(ConsensorServiceManager.EvidenceExpired.selector, REF, REF + EVIDENCE_DEADLINE)
+        );
+        manager.slashDispute(accused, accusedSig, ce, sigs);
+        vm.roll(REF + EVIDENCE_DEADLINE);
+        assertEq(manager.slashDispute(accused, accusedSig, ce, sigs), 2 ether, "inside the deadline");
+    }
+
+    /// Flash/withdrawn stake: a signer whose stake is gone backs nothing, even if it had stake at
+    /// the reference block.
+    function test_verifyCertificate_refusesSignerNoLongerSlashable() public {
+        uint256[] memory signers = honest();
+        address gone = vm.addr(signers[0]);
+        vm.prank(gone);
+        registry.deregister();
+        vm.roll(block.number + DELAY);
+        vm.prank(gone);
+        registry.withdraw();
+        (ConsensorServiceManager.Attestation memory ce, bytes[] memory sigs) = _certified(signers);
+        vm.expectRevert(abi.encodeWithSelector(ConsensorServiceManager.SignerNoLongerSlashable.selector, gone));
+        manager.verifyCertificate(ce, sigs);
+    }
+
+    /// A signer already slashed for the task backs nothing in a certificate for it.
+    function test_verifyCertificate_refusesSignerSlashedForTheTask() public {
+        (ConsensorServiceManager.Attestation memory a1, bytes memory s1, ConsensorServiceManager.Attestation memory a2, bytes memory s2) =
+            _equivocation();
+        manager.slashEquivocation(a1, s1, a2, s2);
+        uint256[] memory signers = new uint256[](1);
+        signers[0] = PK_BAD;
+        ConsensorServiceManager.Attestation memory ce = att(TASK, GOOD_ROOT, REF);
+        bytes[] memory sigs = signAll(signers, ce);
+        vm.expectRevert(abi.encodeWithSelector(ConsensorServiceManager.SignerAlreadySlashedForTask.selector, bad, TASK));
+        manager.verifyCertificate(ce, sigs);
+    }
+
+    function testFuzz_evidenceDeadline(uint64 ref, uint32 age) public {
+        ref = uint64(bound(ref, 1, type(uint32).max - 1000));
+        vm.roll(uint256(ref) + 1);
+        // Fresh stake for this reference block: register in it, sign in the next.
+        vm.roll(ref);
+        address op = register(0xF00D, 2 ether);
+        vm.roll(uint256(ref) + 1 + uint256(age) % (EVIDENCE_DEADLINE * 2));
+        ConsensorServiceManager.Attestation memory a1 = att(TASK, GOOD_ROOT, ref);
+        ConsensorServiceManager.Attestation memory a2 = att(TASK, BAD_ROOT, ref);
+        bytes memory s1 = sign(0xF00D, a1);
+        bytes memory s2 = sign(0xF00D, a2);
+        if (block.number > uint256(ref) + EVIDENCE_DEADLINE) {
+            vm.expectRevert(
+                abi.encodeWithSelector(
+                    ConsensorServiceManager.EvidenceExpired.selector, ref, uint256(ref) + EVIDENCE_DEADLINE
+                )
+            );
+            manager.slashEquivocation(a1, s1, a2, s2);
+        } else {
+            assertEq(manager.slashEquivocation(a1, s1, a2, s2), 2 ether, "slashed inside the deadline");
+            assertEq(registry.slashableStakeOf(op), 0, "nothing left");
+        }
     }
 
     function test_verifyCertificate_meetsThreshold() public view {

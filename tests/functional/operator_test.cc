@@ -60,7 +60,7 @@ class OperatorTest : public ::testing::Test {
     deployment_rel_ = "deployments/test-" + std::to_string(getpid()) + ".json";
     deployment_ = std::string(CNSR_SOURCE_DIR) + "/contracts/" + deployment_rel_;
     CommandResult deploy =
-        testing_support::DeployContracts(anvil_->url(), deployment_rel_, "WITHDRAWAL_DELAY_BLOCKS=20");
+        testing_support::DeployContracts(anvil_->url(), deployment_rel_, "WITHDRAWAL_DELAY_BLOCKS=20 MAX_REFERENCE_AGE=4 CHALLENGE_WINDOW_BLOCKS=4 EVIDENCE_DEADLINE_BLOCKS=8");
     ASSERT_EQ(deploy.exit_code, 0) << deploy.out;
     auto d = node::LoadDeployment(deployment_);
     ASSERT_TRUE(d.ok()) << d.status().ToString();

@@ -17,13 +17,23 @@ abstract contract Fixture is Test {
     uint256 internal constant SECP256K1_N =
         0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141;
 
+    // R, W, E and the replication floor of the test deployment (DELAY > W + E).
+    uint64 internal constant MAX_REFERENCE_AGE = 8;
+    uint64 internal constant CHALLENGE_WINDOW = 4;
+    uint64 internal constant EVIDENCE_DEADLINE = 32;
+
     NativeStakeRegistry internal registry;
     ConsensorServiceManager internal manager;
+
+    function params() internal pure returns (ConsensorServiceManager.Params memory) {
+        return ConsensorServiceManager.Params(MAX_REFERENCE_AGE, CHALLENGE_WINDOW, EVIDENCE_DEADLINE, 1);
+    }
 
     function deploy(uint256 minStake, uint32 delay, uint256 thresholdBps, uint256 rewardBps) internal {
         address predicted = vm.computeCreateAddress(address(this), vm.getNonce(address(this)) + 1);
         registry = new NativeStakeRegistry(minStake, delay, predicted);
-        manager = new ConsensorServiceManager(IStakeSource(address(registry)), thresholdBps, rewardBps, TREASURY);
+        manager =
+            new ConsensorServiceManager(IStakeSource(address(registry)), thresholdBps, rewardBps, TREASURY, params());
         assertEq(address(manager), predicted, "predicted manager address");
     }
 
