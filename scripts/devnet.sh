@@ -129,6 +129,9 @@ pull_interval_ms = 1000
 replicas = 3
 quorum = 2
 member_timeout_ms = 10000
+# The deployment's R and W (the contract's maxReferenceAge and challengeWindowBlocks above).
+max_reference_age = 8
+challenge_window_blocks = 4
 EOF
     log "registering operator $i ($STAKE, endpoint 127.0.0.1:$rpc)"
     "$CONSENSOR" operator register --stake "$STAKE" --endpoint "127.0.0.1:$rpc" --rpc "$(rpc_url)" \

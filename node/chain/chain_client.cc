@@ -196,6 +196,35 @@ StatusOr<uint64_t> ChainClient::ThresholdBps() {
   return v[0].AsUint64();
 }
 
+StatusOr<DeploymentParams> ChainClient::ReadDeploymentParams() {
+  auto read = [&](const char* getter) -> StatusOr<uint64_t> {
+    auto out = View(deployment_.manager, std::string(getter) + "()", {});
+    if (!out.ok()) {
+      return out.status().WithContext(std::string("reading the manager's ") + getter +
+                                      " (a deployment from before issue 16 has none: redeploy)");
+    }
+    ASSIGN_OR_RETURN(auto v, AbiDecode("(uint256)", *out));
+    return v[0].AsUint64();
+  };
+  DeploymentParams p;
+  ASSIGN_OR_RETURN(p.max_reference_age, read("maxReferenceAge"));
+  ASSIGN_OR_RETURN(p.challenge_window_blocks, read("challengeWindowBlocks"));
+  ASSIGN_OR_RETURN(p.evidence_deadline_blocks, read("evidenceDeadlineBlocks"));
+  ASSIGN_OR_RETURN(uint64_t min_replicas, read("minReplicas"));
+  if (p.max_reference_age == 0 || p.challenge_window_blocks == 0 || min_replicas == 0 || min_replicas > UINT32_MAX) {
+    return FailedPrecondition("the service manager's parameters are out of range");
+  }
+  p.min_replicas = static_cast<uint32_t>(min_replicas);
+  return p;
+}
+
+StatusOr<uint64_t> ChainClient::FinalityBlock(uint64_t reference_block) {
+  const AbiValue args[] = {AbiValue::Uint(reference_block)};
+  ASSIGN_OR_RETURN(auto out, View(deployment_.manager, "finalityBlock(uint64)", args));
+  ASSIGN_OR_RETURN(auto v, AbiDecode("(uint256)", out));
+  return v[0].AsUint64();
+}
+
 StatusOr<bool> ChainClient::EvidenceUsed(const Address20& operator_address, const Hash256& task_id) {
   const AbiValue args[] = {AbiValue::Address(operator_address), AbiValue::Bytes32(task_id)};
   ASSIGN_OR_RETURN(auto out, View(deployment_.manager, "evidenceUsed(address,bytes32)", args));

@@ -56,6 +56,15 @@ struct SlashEvent {
 };
 
 // What verifyCertificate reports about a certificate (docs/CONTRACTS.md).
+// The deployment's time parameters and replication floor, from the service manager
+// (docs/SECURITY.md, section 5).
+struct DeploymentParams {
+  uint64_t max_reference_age = 0;         // R
+  uint64_t challenge_window_blocks = 0;   // W
+  uint64_t evidence_deadline_blocks = 0;  // E
+  uint32_t min_replicas = 0;
+};
+
 struct CertificateStake {
   Uint256 signed_stake{};
   Uint256 total_stake{};
@@ -83,6 +92,9 @@ class ChainClient {
   StatusOr<CertificateStake> VerifyCertificate(const consensus::Attestation& certified,
                                                const std::vector<std::vector<uint8_t>>& sigs);
   StatusOr<uint64_t> ThresholdBps();
+  StatusOr<DeploymentParams> ReadDeploymentParams();
+  // The manager's finalityBlock(ref): the last block of the challenge window.
+  StatusOr<uint64_t> FinalityBlock(uint64_t reference_block);
   // True once `operator_address` was slashed for `task_id` (evidence is single-use).
   StatusOr<bool> EvidenceUsed(const Address20& operator_address,
                               const Hash256& task_id);  // the manager's thresholdBps(), basis points of total stake

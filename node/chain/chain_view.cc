@@ -24,6 +24,7 @@ StatusOr<std::unique_ptr<RpcChainView>> RpcChainView::Open(const ChainViewOption
   if (bps == 0 || bps > 10000)
     return FailedPrecondition("the service manager's thresholdBps is " + std::to_string(bps));
   view->threshold_bps_ = static_cast<uint32_t>(bps);
+  ASSIGN_OR_RETURN(view->params_, view->client_->ReadDeploymentParams());
   return view;
 }
 

@@ -28,6 +28,8 @@ class ChainView {
   virtual ~ChainView() = default;
   virtual consensus::Eip712Domain domain() const = 0;
   virtual uint32_t threshold_bps() const = 0;
+  // The deployment's R, W, E and replication floor (read once at start).
+  virtual DeploymentParams deployment_params() const { return {}; }
   // The newest head seen by the poller (0 before the first poll).
   virtual uint64_t head() const = 0;
   // Asks the chain now (used when a peer names a block newer than the last poll).
@@ -59,6 +61,7 @@ class RpcChainView final : public ChainView {
 
   consensus::Eip712Domain domain() const override { return client_->domain(); }
   uint32_t threshold_bps() const override { return threshold_bps_; }
+  DeploymentParams deployment_params() const override { return params_; }
   uint64_t head() const override { return head_.load(); }
   StatusOr<uint64_t> RefreshHead() override;
   bool IsActiveOperator(const Address20& address) const override;
@@ -76,6 +79,7 @@ class RpcChainView final : public ChainView {
   std::unique_ptr<ChainClient> client_;
   std::mutex rpc_mu_;  // one request at a time on the chain client
   uint32_t threshold_bps_ = 0;
+  DeploymentParams params_;
   std::chrono::milliseconds poll_interval_{};  // from ChainViewOptions
   std::atomic<uint64_t> head_{0};
 

@@ -268,6 +268,22 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   if (network) {
     ConsensusOptions co = config.consensus;
     co.max_blob_bytes = config.tasks.limits.max_graph_file_bytes;  // limits.max_blob_bytes
+    // The deployment's time parameters and replication floor are the network's, not the
+    // node's: every node must agree on finality and on what it accepts.
+    const DeploymentParams params = impl->chain->deployment_params();
+    if (co.max_reference_age != params.max_reference_age ||
+        co.challenge_window_blocks != params.challenge_window_blocks) {
+      Log(LogLevel::kWarn, "using the deployment's reference age and challenge window, not the config's",
+          {{"max_reference_age", static_cast<int64_t>(params.max_reference_age)},
+           {"challenge_window_blocks", static_cast<int64_t>(params.challenge_window_blocks)}});
+    }
+    co.max_reference_age = params.max_reference_age;
+    co.challenge_window_blocks = params.challenge_window_blocks;
+    co.min_replicas = params.min_replicas;
+    if (co.default_replicas < co.min_replicas) {
+      return FailedPrecondition("consensus.replicas is " + std::to_string(co.default_replicas) +
+                                ", below the deployment's minReplicas of " + std::to_string(co.min_replicas));
+    }
     impl->peers = NewGrpcPeerClient();
     EngineParts parts;
     parts.chain = impl->chain.get();

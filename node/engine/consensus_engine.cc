@@ -210,6 +210,7 @@ StatusOr<v1::TaskConsensus> ConsensusEngine::PlanConsensus(const Hash256& task_i
                                                            uint32_t replicas, uint32_t quorum,
                                                            const std::string& announcer) {
   RETURN_IF_ERROR(consensus::CheckReplication(replicas, quorum, options_.max_replicas));
+  RETURN_IF_ERROR(CheckMinReplicas(replicas));
   ASSIGN_OR_RETURN(auto operators, chain_->OperatorsAt(reference_block));
   if (operators->operators.size() < replicas) {
     return FailedPrecondition("the task asks for " + std::to_string(replicas) + " replicas but only " +
@@ -300,6 +301,10 @@ Status ConsensusEngine::OnMessage(const v1::GossipMessage& message, const Hash25
     // Refused here, not only at adoption, so that peers do not relay it either.
     const auto& o = ann.spec().options();
     if (Status s = consensus::CheckReplication(o.replicas(), o.quorum(), options_.max_replicas); !s.ok()) {
+      announcements_refused_->Increment();
+      return s;
+    }
+    if (Status s = CheckMinReplicas(o.replicas()); !s.ok()) {
       announcements_refused_->Increment();
       return s;
     }
@@ -609,6 +614,12 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
       Log(LogLevel::kWarn, "consensus round failed", {{"task", r.id.Hex()}, {"error", reason}});
     }
   }
+}
+
+Status ConsensusEngine::CheckMinReplicas(uint32_t replicas) const {
+  if (replicas >= options_.min_replicas) return OkStatus();
+  return InvalidArgument("replicas must be at least " + std::to_string(options_.min_replicas) +
+                         ", the deployment's minReplicas (got " + std::to_string(replicas) + ")");
 }
 
 uint64_t ConsensusEngine::FinalBlockOf(const Round& r) const {

@@ -103,6 +103,7 @@ class ConsensusEngine {
   void Carry(Round& round, const consensus::RoundDecisions& decisions, bool persist, Actions* actions);
   void OnCertified(Round& round, const consensus::Certified& certified, Actions* actions);
   uint64_t FinalBlockOf(const Round& round) const;
+  Status CheckMinReplicas(uint32_t replicas) const;
   void SendEvidence(const consensus::TaskId& task_id, const consensus::SlashDecision& slash, Actions* actions);
   void Attest(const consensus::TaskId& task_id, const v1::TaskResult& result);
   void FetchCertifiedResult(const consensus::TaskId& task_id);

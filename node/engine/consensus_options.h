@@ -10,9 +10,10 @@ namespace consensor::node {
 
 // Defaults are the node's ([consensus] in docs/NODE.md).
 struct ConsensusOptions {
-  uint32_t default_replicas = 3;                    // committee size when a task asks for 0
-  uint32_t default_quorum = 2;                      // matching signatures for that size
-  uint32_t max_replicas = 16;                       // bound on a task's requested replicas
+  uint32_t default_replicas = 3;  // committee size when a task asks for 0
+  uint32_t default_quorum = 2;    // matching signatures for that size
+  uint32_t max_replicas = 16;     // bound on a task's requested replicas
+  uint32_t min_replicas = 1;      // the deployment's minReplicas (read from the chain, not a config key)
   std::chrono::milliseconds member_timeout{20000};  // a silent member is replaced after this
   // Every operator is in the committee and no vote came for this long: the task fails.
   std::chrono::milliseconds exhausted_grace{120000};

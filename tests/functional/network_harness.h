@@ -340,6 +340,7 @@ struct NetworkOptions {
   uint32_t default_replicas = 3;
   uint32_t default_quorum = 2;
   std::string stake = "10ether";
+  std::string deploy_env;  // deploy parameters, e.g. "MIN_REPLICAS=2"
 };
 
 class TestNetwork {
@@ -371,7 +372,7 @@ class TestNetwork {
     if (!anvil_->Start({"--block-time", "1"}))
       return "anvil did not start (scripts/setup.sh installs it): " + anvil_->Log();
     const std::string rel = "deployments/test-network-" + std::to_string(getpid()) + "-" + name_ + ".json";
-    CommandResult deploy = DeployContracts(anvil_->url(), rel);
+    CommandResult deploy = DeployContracts(anvil_->url(), rel, options_.deploy_env);
     const std::string written = std::string(CNSR_SOURCE_DIR) + "/contracts/" + rel;
     if (deploy.exit_code != 0) {
       std::filesystem::remove(written);

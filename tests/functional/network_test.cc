@@ -536,6 +536,32 @@ TEST(NetworkFaultTest, DowngradedAnnouncementIsRefused) {
   EXPECT_EQ(v.out.find("VERIFIED    "), std::string::npos) << v.out;
 }
 
+// Issue 16: a network-wide minimum of replicas, from the deployment. A client asking for fewer
+// is refused with the reason, and so is an entry node that announces a task with fewer (the
+// downgrading fault): no node executes it.
+TEST(NetworkFaultTest, DeploymentMinimumOfReplicasIsEnforced) {
+  testing_support::NetworkOptions options;
+  options.deploy_env = "MIN_REPLICAS=2";
+  TestNetwork net("minreplicas", options);
+  ASSERT_EQ(net.Start({Operator(1).Fault("downgrade-replicas"), Operator(2), Operator(3)}), "");
+  auto refused = Submit(net.node(1), 1, 1, 51);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("replicas must be at least 2, the deployment's minReplicas"),
+            std::string::npos)
+      << refused.status().ToString();
+  // The downgrading entry node cannot even plan its one-replica task...
+  auto downgraded = Submit(net.node(0), 3, 2, 52);
+  ASSERT_FALSE(downgraded.ok());
+  EXPECT_NE(downgraded.status().message().find("at least 2"), std::string::npos) << downgraded.status().ToString();
+  // ...and an honest request at the minimum goes through.
+  auto s = Submit(net.node(1), 2, 2, 53);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto t = WaitCertified(net.node(1), s->id);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ExpectHonest(*t, *s, net.node(1).name());
+}
+
 // One operator signs two different results for the same task: the two signatures are the
 // evidence, and the operator is slashed for equivocation.
 TEST(NetworkFaultTest, EquivocationIsSlashed) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/address.h"
 #include "common/secp256k1_sign.h"
 #include "consensus/attestation.h"
 #include "node/chain/chain_client.h"
@@ -59,8 +60,9 @@ class OperatorTest : public ::testing::Test {
     // Deploy with the project's forge script, into a file of this test's own.
     deployment_rel_ = "deployments/test-" + std::to_string(getpid()) + ".json";
     deployment_ = std::string(CNSR_SOURCE_DIR) + "/contracts/" + deployment_rel_;
-    CommandResult deploy =
-        testing_support::DeployContracts(anvil_->url(), deployment_rel_, "WITHDRAWAL_DELAY_BLOCKS=20 MAX_REFERENCE_AGE=4 CHALLENGE_WINDOW_BLOCKS=4 EVIDENCE_DEADLINE_BLOCKS=8");
+    CommandResult deploy = testing_support::DeployContracts(
+        anvil_->url(), deployment_rel_,
+        "WITHDRAWAL_DELAY_BLOCKS=20 MAX_REFERENCE_AGE=2 CHALLENGE_WINDOW_BLOCKS=2 EVIDENCE_DEADLINE_BLOCKS=16");
     ASSERT_EQ(deploy.exit_code, 0) << deploy.out;
     auto d = node::LoadDeployment(deployment_);
     ASSERT_TRUE(d.ok()) << d.status().ToString();
@@ -144,25 +146,6 @@ TEST_F(OperatorTest, RegisterSlashAndWithdrawOnChain) {
 
   consensus::Eip712Domain domain{deployed_.chain_id, deployed_.manager};
 
-  // Equivocation: operator 1 signs two results for one task; anyone may report it.
-  consensus::Attestation a1{H(7), H(1), H(3), ref}, a2{H(7), H(2), H(3), ref};
-  auto s1 = consensus::SignAttestation(Key(1), domain, a1);
-  auto s2 = consensus::SignAttestation(Key(1), domain, a2);
-  ASSERT_TRUE(s1.ok() && s2.ok());
-  std::string equivocation = WriteEvidence(
-      "equivocation.json",
-      {{"kind", "equivocation"}, {"attestations", {AttestationJson(a1, &*s1), AttestationJson(a2, &*s2)}}});
-  CommandResult slashed = Cli("evidence submit " + equivocation + " --devnet-key 0");
-  ASSERT_EQ(slashed.exit_code, 0) << slashed.out;
-  EXPECT_EQ(CastCall("stakeOf(address)(uint256)", AddrHex(1)), "0");
-  auto info1 = reader.GetOperatorInfo(Addr(1));
-  ASSERT_TRUE(info1.ok());
-  EXPECT_TRUE(info1->slashed);
-  // The same evidence twice: refused, with the contract's reason.
-  CommandResult replay = Cli("evidence submit " + equivocation + " --devnet-key 0");
-  EXPECT_EQ(replay.exit_code, 1);
-  EXPECT_NE(replay.out.find("EvidenceAlreadyUsed"), std::string::npos) << replay.out;
-
   // Dispute: operator 2 signed result 9; operators 1, 3 and 4 (6 of 8 ETH at the reference
   // block) certified result 5. Certificate signers go in ascending address order.
   consensus::Attestation accused{H(8), H(9), H(3), ref}, certified{H(8), H(5), H(3), ref};
@@ -187,18 +170,47 @@ TEST_F(OperatorTest, RegisterSlashAndWithdrawOnChain) {
   EXPECT_EQ(CastCall("stakeOf(address)(uint256)", AddrHex(2)), "0");
   EXPECT_EQ(CastCall("stakeOf(address)(uint256)", AddrHex(3)), "2000000000000000000");
 
+  // Equivocation: operator 1 signs two results for one task; anyone may report it.
+  consensus::Attestation a1{H(7), H(1), H(3), ref}, a2{H(7), H(2), H(3), ref};
+  auto s1 = consensus::SignAttestation(Key(1), domain, a1);
+  auto s2 = consensus::SignAttestation(Key(1), domain, a2);
+  ASSERT_TRUE(s1.ok() && s2.ok());
+  std::string equivocation = WriteEvidence(
+      "equivocation.json",
+      {{"kind", "equivocation"}, {"attestations", {AttestationJson(a1, &*s1), AttestationJson(a2, &*s2)}}});
+  CommandResult slashed = Cli("evidence submit " + equivocation + " --devnet-key 0");
+  ASSERT_EQ(slashed.exit_code, 0) << slashed.out;
+  EXPECT_EQ(CastCall("stakeOf(address)(uint256)", AddrHex(1)), "0");
+  auto info1 = reader.GetOperatorInfo(Addr(1));
+  ASSERT_TRUE(info1.ok());
+  EXPECT_TRUE(info1->slashed);
+  // The same evidence twice: refused, with the contract's reason.
+  CommandResult replay = Cli("evidence submit " + equivocation + " --devnet-key 0");
+  EXPECT_EQ(replay.exit_code, 1);
+  EXPECT_NE(replay.out.find("EvidenceAlreadyUsed"), std::string::npos) << replay.out;
+
+  // Operator 1's stake is gone now: the dispute certificate it signed with 3 and 4 backs nothing
+  // any more (issue 16: a certificate's stake must still be at risk).
+  std::vector<std::vector<uint8_t>> certificate_sigs;
+  for (const auto& sig : certificate) certificate_sigs.push_back(*node::ParseData(sig.get<std::string>(), "sig"));
+  auto stale = reader.VerifyCertificate(certified, certificate_sigs);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_NE(stale.status().message().find("SignerNoLongerSlashable(" + AddressToChecksumHex(Addr(1)) + ")"),
+            std::string::npos)
+      << stale.status().message();
+
   // Both slashes are visible as events, decoded from the chain's logs.
   auto events = reader.SlashEvents(0, *rpc_->BlockNumber());
   ASSERT_TRUE(events.ok()) << events.status().ToString();
   ASSERT_EQ(events->size(), 2u);
-  EXPECT_EQ((*events)[0].kind, "equivocation");
-  EXPECT_EQ((*events)[0].operator_address, Addr(1));
-  EXPECT_EQ((*events)[0].task_id, H(7));
-  EXPECT_EQ(Uint256ToDecimal((*events)[0].amount), "2000000000000000000");
-  EXPECT_EQ((*events)[0].reporter, Addr(0));
-  EXPECT_EQ((*events)[1].kind, "dispute");
-  EXPECT_EQ((*events)[1].operator_address, Addr(2));
-  EXPECT_EQ((*events)[1].task_id, H(8));
+  EXPECT_EQ((*events)[1].kind, "equivocation");
+  EXPECT_EQ((*events)[1].operator_address, Addr(1));
+  EXPECT_EQ((*events)[1].task_id, H(7));
+  EXPECT_EQ(Uint256ToDecimal((*events)[1].amount), "2000000000000000000");
+  EXPECT_EQ((*events)[1].reporter, Addr(0));
+  EXPECT_EQ((*events)[0].kind, "dispute");
+  EXPECT_EQ((*events)[0].operator_address, Addr(2));
+  EXPECT_EQ((*events)[0].task_id, H(8));
 
   // More stake than the account holds: refused before anything is sent.
   CommandResult poor = Cli("operator register --stake 20000ether --endpoint x:1 --devnet-key 5");
