@@ -26,8 +26,8 @@ constexpr int kExitUsage = 2;
 constexpr int64_t kMaxCertificateFileBytes = 4 << 20;
 
 constexpr char kVerifyUsage[] = R"(usage:
-  consensor verify TASK_ID [--node HOST:PORT] [--require-stake] [chain] [--json]
-  consensor verify --certificate FILE [--request FILE] [--require-stake] [chain] [--json]
+  consensor verify TASK_ID [--node HOST:PORT] [--require-stake] [--require-final] [chain] [--json]
+  consensor verify --certificate FILE [--request FILE] [--require-stake] [--require-final] [chain] [--json]
 
 Checks a task's certificate against the chain and names the guarantee it carries:
   stake threshold  its signers hold the contract's threshold of all stake at the reference
@@ -43,7 +43,9 @@ come from there, never from the unsigned fields), the signers must be operators 
 reference block, none may have been slashed for the task, and the contract's
 verifyCertificate must accept them. VERIFIED (exit 0) only when the guarantee meets the
 policy: the stake threshold with --require-stake; otherwise the committee for your task or
-the stake threshold. The node is only a source of bytes: nothing it says is trusted.
+the stake threshold; --require-final also wants the challenge window closed (the contract's
+finalityBlock(ref) passed; until then the result is certified but may still be disputed).
+The node is only a source of bytes: nothing it says is trusted.
 
 chain: --rpc URL (default $CONSENSOR_RPC or http://127.0.0.1:8545)
        --deployment FILE (default contracts/deployments/<chain id>.json)
@@ -52,7 +54,7 @@ chain: --rpc URL (default $CONSENSOR_RPC or http://127.0.0.1:8545)
 ArgSpec VerifyArgSpec() {
   ArgSpec spec;
   spec.value_options = {"--node", "--certificate", "--rpc", "--deployment", "--request"};
-  spec.flags = {"--json", "--help", "--require-stake"};
+  spec.flags = {"--json", "--help", "--require-stake", "--require-final"};
   return spec;
 }
 
@@ -190,8 +192,11 @@ struct Verified {
   std::string committee_problem;  // why the committee rule does not hold, when it does not
   bool anchored = false;          // checked against the user's own task id or request
   bool require_stake = false;
-  bool verified = false;  // the guarantee meets the policy the user asked for
-  std::string verdict;    // why not, when not
+  bool require_final = false;
+  uint64_t final_block = 0;  // the manager's finalityBlock(ref)
+  bool final = false;        // the chain is past it: nobody can challenge the result any more
+  bool verified = false;     // the guarantee meets the policy the user asked for
+  std::string verdict;       // why not, when not
 };
 
 // The user's own view of the task: a TASK_ID they typed (the id `consensor submit` checked
@@ -224,6 +229,7 @@ StatusOr<Verified> Verify(const ParsedArgs& a) {
   Verified v;
   ASSIGN_OR_RETURN(v.anchored, CheckAnchor(a, parsed));
   v.require_stake = a.HasFlag("--require-stake");
+  v.require_final = a.HasFlag("--require-final");
 
   ASSIGN_OR_RETURN(ChainSession session, OpenChainSession(a, /*need_key=*/false));
   ASSIGN_OR_RETURN(v.head, session.rpc->BlockNumber());
@@ -275,6 +281,8 @@ StatusOr<Verified> Verify(const ParsedArgs& a) {
     }
   }
   v.domain = session.chain->domain();
+  ASSIGN_OR_RETURN(v.final_block, session.chain->FinalityBlock(ref));
+  v.final = v.head > v.final_block;
 
   if (v.onchain.meets_threshold) {
     v.guarantee = Guarantee::kStakeThreshold;
@@ -284,7 +292,10 @@ StatusOr<Verified> Verify(const ParsedArgs& a) {
   const std::string stake_words = FormatEther(v.onchain.signed_stake) + " of " + FormatEther(v.onchain.total_stake) +
                                   " (" + Percent(Fraction(v.onchain)) + "), below the contract's threshold of " +
                                   Percent(v.threshold_bps / 10000.0L) + " of the stake";
-  if (v.guarantee == Guarantee::kStakeThreshold) {
+  if (v.require_final && !v.final) {
+    v.verdict = "--require-final: the result is certified but its challenge window is open until block " +
+                std::to_string(v.final_block) + " (head " + std::to_string(v.head) + ")";
+  } else if (v.guarantee == Guarantee::kStakeThreshold) {
     v.verified = true;
   } else if (v.require_stake) {
     v.verdict = "--require-stake: the signers hold " + stake_words;
@@ -329,6 +340,11 @@ void PrintHuman(const Verified& v, std::ostream& out) {
       << (v.onchain.meets_threshold ? ", met" : ", not met") << "\n";
   if (!v.committee_problem.empty() && !c.dispute) out << "committee   not met: " << v.committee_problem << "\n";
   out << "guarantee   " << GuaranteeName(v.guarantee) << "\n";
+  if (v.final) {
+    out << "finality    final: the challenge window closed after block " << v.final_block << "\n";
+  } else {
+    out << "finality    certified, not final: challengeable until block " << v.final_block << "\n";
+  }
   out << "policy      " << (v.require_stake ? "stake threshold (--require-stake)" : "committee for your task, or stake")
       << "\n";
   if (v.verified) {
@@ -350,6 +366,8 @@ nlohmann::json JsonReport(const Verified& v) {
                       {"guarantee", GuaranteeName(v.guarantee)},
                       {"anchored", v.anchored},
                       {"require_stake", v.require_stake},
+                      {"final", v.final},
+                      {"final_block", v.final_block},
                       {"task_id", ToHex(c.attestation.task_id)},
                       {"result_root", ToHex(c.attestation.result_root)},
                       {"trace_root", ToHex(c.attestation.trace_root)},

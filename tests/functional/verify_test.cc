@@ -192,6 +192,16 @@ TEST_F(VerifyTest, ResultCertificate) {
   EXPECT_NE(unanchored.out.find("guarantee   committee"), std::string::npos) << unanchored.out;
   EXPECT_NE(unanchored.out.find("NOT VERIFIED  a committee certificate protects only the client"), std::string::npos)
       << unanchored.out;
+  // The reference block is fresh: certified, not final; --require-final refuses it until the
+  // chain passes ref + R + W (the deploy defaults: 256 + 300 blocks).
+  EXPECT_NE(ok.out.find("finality    certified, not final: challengeable until block " + std::to_string(ref_ + 556)),
+            std::string::npos)
+      << ok.out;
+  CommandResult not_final = Cli("verify --certificate " + file + " --request " + request + " --require-final");
+  EXPECT_EQ(not_final.exit_code, 1) << not_final.out;
+  EXPECT_NE(not_final.out.find("--require-final: the result is certified but its challenge window is open"),
+            std::string::npos)
+      << not_final.out;
   CommandResult stake = Cli("verify --certificate " + file + " --request " + request + " --require-stake");
   EXPECT_EQ(stake.exit_code, 1) << stake.out;
   EXPECT_NE(stake.out.find("--require-stake: the signers hold 4 ETH of 8 ETH (50.00%), below the contract's "
@@ -217,6 +227,15 @@ TEST_F(VerifyTest, ResultCertificate) {
   EXPECT_EQ(outsider.exit_code, 1);
   EXPECT_NE(outsider.out.find("guarantee   none"), std::string::npos) << outsider.out;
   EXPECT_NE(outsider.out.find("is at position 3 of the task's committee order"), std::string::npos) << outsider.out;
+
+  // Past ref + R + W the same certificate is final, and --require-final accepts it.
+  ASSERT_TRUE(rpc_->transport()->Call("anvil_mine", nlohmann::json::array({557})).ok());
+  CommandResult final_now = Cli("verify --certificate " + file + " --request " + request + " --require-final");
+  EXPECT_EQ(final_now.exit_code, 0) << final_now.out;
+  EXPECT_NE(
+      final_now.out.find("finality    final: the challenge window closed after block " + std::to_string(ref_ + 556)),
+      std::string::npos)
+      << final_now.out;
 }
 
 // Issue 16, hole 1, against the real contracts: one operator signs alone and rewrites the
