@@ -530,6 +530,14 @@ Status FinalizeNodeConfig(NodeConfig* c) {
     if (c->chain_deployment.empty()) return InvalidArgument("chain.rpc is set but chain.deployment is not");
     if (c->keystore.empty())
       return InvalidArgument("network mode (chain.rpc) needs an operator key: set operator.keystore");
+    // A networked node signs what it computes. Results of a backend that was never checked
+    // against the CPU reference could differ by a bit, and that bit is a slashed stake
+    // (docs/SECURITY.md, versions): such a node does not start.
+    if (c->tasks.backend.name != "cpu" && !c->selftest) {
+      return InvalidArgument("executor.selftest = false with backend '" + c->tasks.backend.name +
+                             "' in network mode: a node signs only results its backend reproduced against the CPU; "
+                             "enable the self-test or use the cpu backend");
+    }
   } else if (!c->fault_mode.empty()) {
     return InvalidArgument("fault.mode needs network mode (chain.rpc)");
   }

@@ -75,6 +75,34 @@ TEST(ConfigTest, FaultModeIsOneOfTheInjectorsNamesAndNeedsNetworkMode) {
   EXPECT_EQ(parsed->fault_mode, "equivocate");
 }
 
+// Issue 16, hole 8: a GPU node without a passing self-test never signs. Skipping the self-test
+// is refused in network mode (a failed one stops startup or moves tasks to the CPU, see
+// node/daemon/startup_selftest.h).
+TEST(ConfigTest, NetworkNodeOnAnUncheckedBackendIsRefused) {
+  ScopedHome home("/home/op");
+  NodeConfig config;
+  config.chain_view.rpc_url = "http://127.0.0.1:8545";
+  config.chain_deployment = "/tmp/deployment.json";
+  config.keystore = "/tmp/key.json";
+  config.password_env = "PW";
+  config.tasks.backend.name = "cuda";
+  config.selftest = false;
+  EXPECT_EQ(FinalizeError(config),
+            "executor.selftest = false with backend 'cuda' in network mode: a node signs only results its backend "
+            "reproduced against the CPU; enable the self-test or use the cpu backend");
+  config.selftest = true;
+  EXPECT_EQ(FinalizeError(config), "OK");
+  config.selftest = false;
+  config.tasks.backend.name = "cpu";  // the reference itself needs no check
+  EXPECT_EQ(FinalizeError(config), "OK");
+  config.tasks.backend.name = "cuda";
+  config.chain_view.rpc_url.clear();  // standalone: signs nothing
+  config.chain_deployment.clear();
+  config.keystore.clear();
+  config.password_env.clear();
+  EXPECT_EQ(FinalizeError(config), "OK");
+}
+
 TEST(ConfigTest, EmptyFileGivesDefaults) {
   auto config = ParseNodeConfig("", "config.toml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
