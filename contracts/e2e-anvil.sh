@@ -29,13 +29,17 @@ M="test test test test test test test test test test test junk"
 K0=$($CAST wallet private-key "$M" 0); K1=$($CAST wallet private-key "$M" 1); K2=$($CAST wallet private-key "$M" 2)
 A1=$($CAST wallet address --private-key "$K1")
 
-WITHDRAWAL_DELAY_BLOCKS=5 $FORGE script script/Deploy.s.sol --rpc-url "$RPC" --broadcast --private-key "$K0" >/dev/null
+# R=2, W=2, E=8: evidence about block REF=1 is accepted through block 9; the withdrawal delay
+# must exceed W + E.
+WITHDRAWAL_DELAY_BLOCKS=20 MAX_REFERENCE_AGE=2 CHALLENGE_WINDOW_BLOCKS=2 EVIDENCE_DEADLINE_BLOCKS=8 \
+  $FORGE script script/Deploy.s.sol --rpc-url "$RPC" --broadcast --private-key "$K0" >/dev/null
 CHAIN=$($CAST chain-id --rpc-url "$RPC")
 REG=$(python3 -c "import json;print(json.load(open('deployments/$CHAIN.json'))['NativeStakeRegistry'])")
 SM=$(python3 -c "import json;print(json.load(open('deployments/$CHAIN.json'))['ConsensorServiceManager'])")
 echo "deployed: registry $REG manager $SM (chain $CHAIN)"
 [ "$($CAST call "$REG" 'slasher()(address)' --rpc-url "$RPC")" = "$SM" ] || { echo "slasher mismatch"; exit 1; }
 [ "$($CAST call "$SM" 'thresholdBps()(uint256)' --rpc-url "$RPC")" = "6667" ] || { echo "threshold mismatch"; exit 1; }
+[ "$($CAST call "$SM" 'finalityBlock(uint64)(uint256)' 1 --rpc-url "$RPC")" = "5" ] || { echo "finalityBlock mismatch"; exit 1; }
 
 gasused() { python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["status"] in ("0x1",1), r; print(int(r["gasUsed"],16))'; }
 echo "register tx gasUsed: $($CAST send "$REG" 'register(string)' 127.0.0.1:7001 --value 2ether --private-key "$K1" --rpc-url "$RPC" --json | gasused)"
