@@ -4,6 +4,13 @@
 // decisions it returns in order (persist, publish, execute, send evidence). Nothing here reads
 // a clock, touches the network or storage, or locks: times come in as arguments, so a recorded
 // sequence of events replays to the same decisions.
+//
+// Committee extension: at each member deadline the committee (a prefix of the order) grows by
+// as many operators as members that have not voted (consensus/membership.h), so a slow honest
+// member is not given up on, only joined. Growth never helps operators deep in the order: a
+// prefix of c operators needs RequiredSignatures(replicas, quorum, c) matching votes among
+// those c (consensus/replication.h), and votes kept aside from operators outside the committee
+// count only once the committee reaches them, under that scaled quorum.
 #pragma once
 
 #include <cstddef>

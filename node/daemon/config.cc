@@ -103,6 +103,7 @@ const std::vector<KeySpec>& Keys() {
       {"consensus", "max_reference_age", CONFIG_FIELD(consensus.max_reference_age)},
       {"consensus", "challenge_window_blocks", CONFIG_FIELD(consensus.challenge_window_blocks)},
       {"fault", "mode", CONFIG_FIELD(fault_mode)},
+      {"fault", "delay_ms", CONFIG_FIELD(fault_delay)},
   };
   return keys;
 }
@@ -523,6 +524,7 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   RETURN_IF_ERROR(CheckRange("consensus.max_reference_age", AsWritten(c, "consensus.max_reference_age"), 1, 1000000));
   RETURN_IF_ERROR(
       CheckRange("consensus.challenge_window_blocks", AsWritten(c, "consensus.challenge_window_blocks"), 1, 1000000));
+  RETURN_IF_ERROR(CheckRange("fault.delay_ms", c->fault_delay.count(), 0, 600000));
   if (!c->fault_mode.empty()) {
     RETURN_IF_ERROR(CheckOneOf("fault.mode", c->fault_mode, FaultModeNames()));
   }

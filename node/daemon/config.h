@@ -67,6 +67,7 @@ struct NodeConfig {
   // Fault injection for tests and devnets, empty in every real deployment: the node turns it into
   // the engine's FaultInjector (node/engine/fault_injection.h).
   std::string fault_mode;
+  std::chrono::milliseconds fault_delay{10000};  // fault.delay_ms: how late `slow` attests
 
   // The components' options, with the components' defaults. The node sets their run-time fields
   // (the gossip key and chain id, the task manager's network hooks) and the values another key

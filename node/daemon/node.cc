@@ -259,7 +259,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     };
     if (!config.fault_mode.empty()) {
       ASSIGN_OR_RETURN(FaultMode fault, ParseFaultMode(config.fault_mode));
-      impl->faults = NewFaultInjector(fault);
+      impl->faults = NewFaultInjector(fault, config.fault_delay.count());
       Log(LogLevel::kWarn, "FAULT INJECTION ENABLED: this node misbehaves on purpose", {{"fault", config.fault_mode}});
     }
   }

@@ -98,6 +98,8 @@ struct ConsensusEngine::Round {
   consensus::TaskRound rules;
   bool result_stored = false;  // SUCCEEDED with the certified result
   bool closed = false;         // the round failed; dropped at the next tick
+  // The round failed while this node was executing: the task is failed when execution ends.
+  std::string failed_reason;
   Clock::time_point adopted_at;
   Clock::time_point finalized_at;
   Clock::time_point next_result_fetch;
@@ -105,7 +107,7 @@ struct ConsensusEngine::Round {
 
 struct ConsensusEngine::Actions {
   std::vector<v1::GossipMessage> publish;
-  std::vector<consensus::TaskId> requeue;  // to execute here
+  std::vector<std::pair<consensus::TaskId, std::string>> requeue;  // to execute here, and why
   std::vector<std::function<void()>> jobs;
   // Record updates, applied in order after the lock.
   std::vector<std::pair<consensus::TaskId, std::function<Status(v1::Task*)>>> mutations;
@@ -513,6 +515,24 @@ void ConsensusEngine::AddVote(Round& r, const consensus::SignedAttestation& vote
 
 // Carries out the round's decisions in order: record updates, metrics, logs, and the jobs that
 // talk to peers and the chain (run after the lock).
+namespace {
+
+// The record change that ends a task whose round failed. Refused while it is executing here.
+std::function<Status(v1::Task*)> FailTask(const std::string& reason) {
+  return [reason](v1::Task* t) -> Status {
+    if (t->state() != v1::TASK_STATE_CERTIFYING && t->state() != v1::TASK_STATE_QUEUED) {
+      return Aborted("executing here");
+    }
+    t->set_state(v1::TASK_STATE_FAILED);
+    t->set_error_code("ABORTED");
+    t->set_error_message(reason);
+    t->set_finished_unix_ms(UnixMillisNow());
+    return OkStatus();
+  };
+}
+
+}  // namespace
+
 void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions, bool persist, Actions* actions) {
   for (const consensus::RoundDecision& decision : decisions) {
     if (auto* counted = std::get_if<consensus::VoteCounted>(&decision)) {
@@ -581,7 +601,7 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
            {"silent", static_cast<int64_t>(extended->silent)},
            {"committee", static_cast<int64_t>(committee.size())}});
     } else if (std::holds_alternative<consensus::ExecuteHere>(decision)) {
-      actions->requeue.push_back(r.id);
+      actions->requeue.emplace_back(r.id, r.rules.disputed() ? "dispute re-execution" : "joined the committee");
     } else if (auto* evidence = std::get_if<consensus::SendEvidence>(&decision)) {
       SendEvidence(r.id, evidence->slash, actions);
     } else if (auto* refreshed = std::get_if<consensus::CertificateRefreshed>(&decision)) {
@@ -599,18 +619,9 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
           {{"task", r.id.Hex()}, {"signers", static_cast<int64_t>(refreshed->certificate.signers.size())}});
     } else if (auto* failed = std::get_if<consensus::RoundFailed>(&decision)) {
       const std::string reason = failed->reason;
-      actions->mutations.emplace_back(r.id, [reason](v1::Task* t) -> Status {
-        // A node still executing finishes and attests; its vote is then an orphan.
-        if (t->state() != v1::TASK_STATE_CERTIFYING && t->state() != v1::TASK_STATE_QUEUED) {
-          return Aborted("executing here");
-        }
-        t->set_state(v1::TASK_STATE_FAILED);
-        t->set_error_code("ABORTED");
-        t->set_error_message(reason);
-        t->set_finished_unix_ms(UnixMillisNow());
-        return OkStatus();
-      });
-      r.closed = true;
+      // Carried out by Tick, which retries while the task is executing here (it cannot be
+      // failed under the executor); the round is closed once the task is.
+      r.failed_reason = reason;
       Log(LogLevel::kWarn, "consensus round failed", {{"task", r.id.Hex()}, {"error", reason}});
     }
   }
@@ -700,9 +711,14 @@ void ConsensusEngine::Attest(const consensus::TaskId& task_id, const v1::TaskRes
     auto it = rounds_.find(task_id);
     if (it == rounds_.end()) return;
     Round& r = *it->second;
+    // The round failed while this node executed: nothing to sign; Tick fails the task.
+    if (!r.failed_reason.empty()) return;
     r.rules.MarkExecuted();
-    if (r.rules.finalized() && !r.result_stored) {
-      // The quorum was reached while this node was still executing.
+    if (r.rules.finalized()) {
+      // Certified while this node was executing, or re-executed for a dispute after it stored a
+      // certified result: either way the record is now CERTIFYING with this node's own result,
+      // and must be brought back to the certified one (ours if it matches, else fetched).
+      r.result_stored = false;
       const consensus::TaskId id = r.id;
       actions.jobs.push_back([this, id] { FetchCertifiedResult(id); });
     }
@@ -820,6 +836,7 @@ void ConsensusEngine::FetchCertifiedResult(const consensus::TaskId& task_id) {
 void ConsensusEngine::Tick() {
   Actions actions;
   std::vector<consensus::TaskId> fetch;
+  std::vector<std::pair<consensus::TaskId, std::string>> failing;  // rounds that failed, tasks to fail
   {
     std::lock_guard<std::mutex> lock(mu_);
     const auto now = options_.now();
@@ -844,6 +861,7 @@ void ConsensusEngine::Tick() {
       consensus::RoundDecisions decisions;
       r.rules.OnTimer(SteadyMillis(now), &decisions);
       Carry(r, decisions, /*persist=*/false, &actions);
+      if (!r.failed_reason.empty()) failing.emplace_back(r.id, r.failed_reason);
       ++it;
     }
     // Votes for tasks never announced to us (or long finished) do not stay forever.
@@ -882,6 +900,13 @@ void ConsensusEngine::Tick() {
   }
   RunActions(actions);
   for (const auto& id : fetch) Enqueue([this, id] { FetchCertifiedResult(id); });
+  // Failed rounds end their tasks; one still executing here is tried again at the next tick.
+  for (const auto& [id, reason] : failing) {
+    Status s = tasks_->Mutate(id, FailTask(reason));
+    if (s.code() == StatusCode::kAborted) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = rounds_.find(id); it != rounds_.end()) it->second->closed = true;
+  }
 }
 
 size_t ConsensusEngine::open_rounds() const {
@@ -891,7 +916,9 @@ size_t ConsensusEngine::open_rounds() const {
 
 size_t ConsensusEngine::OpenRoundsLocked() const {
   size_t open = 0;
-  for (const auto& [id, round] : rounds_) open += round->rules.finalized() || round->closed ? 0 : 1;
+  for (const auto& [id, round] : rounds_) {
+    open += round->rules.finalized() || round->closed || !round->failed_reason.empty() ? 0 : 1;
+  }
   return open;
 }
 
@@ -901,8 +928,8 @@ void ConsensusEngine::RunActions(Actions& actions) {
       Log(LogLevel::kWarn, "cannot update task record", {{"task", id.Hex()}, {"error", s.ToString()}});
     }
   }
-  for (const consensus::TaskId& id : actions.requeue) {
-    if (Status s = tasks_->Requeue(id); !s.ok()) {
+  for (const auto& [id, reason] : actions.requeue) {
+    if (Status s = tasks_->Requeue(id, reason); !s.ok()) {
       Log(LogLevel::kWarn, "cannot queue task for execution", {{"task", id.Hex()}, {"error", s.ToString()}});
     }
   }

@@ -1,7 +1,9 @@
 #include "node/engine/fault_injection.h"
 
 #include <array>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "node/telemetry/log.h"
 
@@ -9,11 +11,11 @@ namespace consensor::node {
 
 namespace {
 
-constexpr std::array<std::string_view, 6> kNames = {"corrupt-output", "equivocate",         "silent",
-                                                    "crash-mid-task", "downgrade-replicas", "wrong-trace-root"};
-constexpr std::array<FaultMode, 6> kModes = {
-    FaultMode::kCorruptOutput, FaultMode::kEquivocate,        FaultMode::kSilent,
-    FaultMode::kCrashMidTask,  FaultMode::kDowngradeReplicas, FaultMode::kWrongTraceRoot};
+constexpr std::array<std::string_view, 7> kNames = {
+    "corrupt-output", "equivocate", "silent", "crash-mid-task", "downgrade-replicas", "wrong-trace-root", "slow"};
+constexpr std::array<FaultMode, 7> kModes = {
+    FaultMode::kCorruptOutput,     FaultMode::kEquivocate,     FaultMode::kSilent, FaultMode::kCrashMidTask,
+    FaultMode::kDowngradeReplicas, FaultMode::kWrongTraceRoot, FaultMode::kSlow};
 
 class Honest final : public FaultInjector {
  public:
@@ -27,7 +29,7 @@ class Honest final : public FaultInjector {
 
 class Faulty final : public FaultInjector {
  public:
-  explicit Faulty(FaultMode mode) : mode_(mode) {}
+  Faulty(FaultMode mode, int64_t delay_ms) : mode_(mode), delay_ms_(delay_ms) {}
 
   void BeforeAnnouncing(uint32_t* replicas, uint32_t* quorum) override {
     if (mode_ != FaultMode::kDowngradeReplicas) return;
@@ -38,6 +40,12 @@ class Faulty final : public FaultInjector {
   }
 
   void BeforeAttesting(const std::string& task_id_hex) override {
+    if (mode_ == FaultMode::kSlow) {
+      // Called on the executor worker that ran the task, so the engine keeps running meanwhile.
+      Log(LogLevel::kWarn, "fault injection: attesting late", {{"task", task_id_hex}, {"delay_ms", delay_ms_}});
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
+      return;
+    }
     if (mode_ != FaultMode::kCrashMidTask) return;
     Log(LogLevel::kWarn, "fault injection: crashing before attesting", {{"task", task_id_hex}});
     std::_Exit(86);
@@ -71,6 +79,7 @@ class Faulty final : public FaultInjector {
 
  private:
   const FaultMode mode_;
+  const int64_t delay_ms_;
 };
 
 }  // namespace
@@ -87,9 +96,9 @@ StatusOr<FaultMode> ParseFaultMode(std::string_view name) {
   return InvalidArgument("unknown fault mode '" + std::string(name.substr(0, 64)) + "' (one of " + list + ")");
 }
 
-std::unique_ptr<FaultInjector> NewFaultInjector(FaultMode mode) {
+std::unique_ptr<FaultInjector> NewFaultInjector(FaultMode mode, int64_t delay_ms) {
   if (mode == FaultMode::kNone) return std::make_unique<Honest>();
-  return std::make_unique<Faulty>(mode);
+  return std::make_unique<Faulty>(mode, delay_ms);
 }
 
 }  // namespace consensor::node

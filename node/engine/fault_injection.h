@@ -25,6 +25,9 @@ enum class FaultMode {
   // As an entry node, announces clients' tasks with replicas = quorum = 1, whatever they asked.
   kDowngradeReplicas,
   kWrongTraceRoot,  // signs the right result root with a wrong trace root
+  // Honest, but attests only `delay_ms` after executing: a member still working on a long task
+  // (to the others it looks silent until then).
+  kSlow,
 };
 
 // The config names of the faults, in the order the docs list them (kNone has none).
@@ -46,7 +49,7 @@ class FaultInjector {
                                                      const consensus::Attestation& honest) = 0;
 };
 
-// kNone gives the honest injector.
-std::unique_ptr<FaultInjector> NewFaultInjector(FaultMode mode);
+// kNone gives the honest injector. `delay_ms` is kSlow's wait between executing and attesting.
+std::unique_ptr<FaultInjector> NewFaultInjector(FaultMode mode, int64_t delay_ms = 0);
 
 }  // namespace consensor::node

@@ -419,14 +419,15 @@ Status TaskManager::Mutate(const consensus::TaskId& task_id, const std::function
   return OkStatus();
 }
 
-Status TaskManager::Requeue(const consensus::TaskId& task_id) {
+Status TaskManager::Requeue(const consensus::TaskId& task_id, std::string_view reason) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return Unavailable("the node is shutting down");
     if (in_flight_.count(task_id)) return OkStatus();
     in_flight_.insert(task_id);
   }
-  Status s = Mutate(task_id, [](v1::Task* t) -> Status {
+  v1::TaskState was = v1::TASK_STATE_UNSPECIFIED;
+  Status s = Mutate(task_id, [&was](v1::Task* t) -> Status {
     // A certified task is re-executed when a dispute needs this node's own result (it may hold
     // outputs fetched from signers the dispute overrules); a final one never is.
     const bool disputable =
@@ -434,6 +435,7 @@ Status TaskManager::Requeue(const consensus::TaskId& task_id) {
     if (t->state() != v1::TASK_STATE_CERTIFYING && !disputable) {
       return FailedPrecondition("task is neither certifying nor certified and disputable");
     }
+    was = t->state();
     t->set_state(v1::TASK_STATE_QUEUED);
     return OkStatus();
   });
@@ -445,6 +447,8 @@ Status TaskManager::Requeue(const consensus::TaskId& task_id) {
     }
     queue_.push_back(task_id);
   }
+  Log(LogLevel::kInfo, "task queued again",
+      {{"task", task_id.Hex()}, {"from", v1::TaskState_Name(was)}, {"reason", std::string(reason)}});
   work_cv_.notify_one();
   UpdateGauges();
   return OkStatus();

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -88,8 +89,10 @@ class TaskManager {
   // With `result`, the result record is written in the same batch.
   Status Mutate(const consensus::TaskId& task_id, const std::function<Status(v1::Task*)>& change,
                 const v1::TaskResult* result = nullptr);
-  // certifying -> queued, and into the work queue (a replacement or dispute member).
-  Status Requeue(const consensus::TaskId& task_id);
+  // certifying -> queued, and into the work queue (a replacement or dispute member); also
+  // succeeded -> queued while the certificate's challenge window is open (a dispute needs this
+  // node's own result). `reason` is logged with the state the task left.
+  Status Requeue(const consensus::TaskId& task_id, std::string_view reason = "executes here");
   // Every stored task, in key order (for the consensus engine's recovery).
   Status ForEach(const std::function<Status(const v1::Task&)>& visit);
   // NOT_FOUND for an unknown id.

@@ -67,12 +67,17 @@ TEST(ConfigTest, FaultModeIsOneOfTheInjectorsNamesAndNeedsNetworkMode) {
   config.fault_mode = "flaky";
   EXPECT_EQ(FinalizeError(config),
             "fault.mode must be one of corrupt-output, equivocate, silent, crash-mid-task, downgrade-replicas, "
-            "wrong-trace-root (got 'flaky')");
+            "wrong-trace-root, slow (got 'flaky')");
   config.fault_mode = "silent";
   EXPECT_EQ(FinalizeError(config), "fault.mode needs network mode (chain.rpc)");
   auto parsed = ParseNodeConfig("[fault]\nmode = \"equivocate\"\n", "config.toml");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->fault_mode, "equivocate");
+  parsed = ParseNodeConfig("[fault]\nmode = \"slow\"\ndelay_ms = 2500\n", "config.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->fault_delay.count(), 2500);
+  config.fault_delay = std::chrono::milliseconds(-1);
+  EXPECT_NE(FinalizeError(config).find("fault.delay_ms"), std::string::npos) << FinalizeError(config);
 }
 
 // Issue 16, hole 8: a GPU node without a passing self-test never signs. Skipping the self-test

@@ -40,6 +40,7 @@
 #include "consensus/committee.h"
 #include "consensus/operator_set.h"
 #include "executor/graph.h"
+#include "executor/merkle.h"
 #include "executor/serialize.h"
 #include "node/engine/fault_injection.h"
 #include "node/engine/task_manager.h"
@@ -949,6 +950,84 @@ TEST_F(ConsensusEngineTest, ConflictingVotesOpenADisputeAndTheLiarIsAccused) {
   EXPECT_FALSE(task.consensus().slashes(0).tx_hash().empty());
   task = WaitForTask(id, Certified);
   EXPECT_EQ(task.consensus().certificate().result_root(), task.result().result_root());
+}
+
+// Issue 16, holes 2 and 6: two colluding members certify a wrong result whose outputs they
+// serve consistently, so this observer fetches and stores them. The honest member's vote opens
+// the dispute: the node re-executes although the task is SUCCEEDED, and when the dispute
+// certificate supersedes the committee's, the stored wrong outputs are replaced by outputs that
+// make up the dispute certificate's root (checked against it), and the colluders are accused.
+TEST_F(ConsensusEngineTest, DisputeReexecutesACertifiedTaskAndReplacesItsWrongOutputs) {
+  MakeNetwork(6, /*entry=*/false);  // 4 honest of 6 equal stakes: over the dispute threshold
+  StartNode();
+  const v1::SubmitTaskRequest request = RequestWithSelfAt(3, 3, 2);
+  const std::vector<Address20> order = Order(request);
+  const int colluder_a = OperatorNumber(order[0], 6), colluder_b = OperatorNumber(order[1], 6),
+            honest = OperatorNumber(order[2], 6);
+  const v1::TaskResult right = PeerResult(honest, request);
+  (void)PeerResult(colluder_a, request);
+  (void)PeerResult(colluder_b, request);
+  for (size_t i = 4; i < 6; ++i) (void)PeerResult(OperatorNumber(order[i], 6), request);
+  const std::string id = ToHex(TaskId(request));
+
+  // The colluders' result: the first output is replaced by another tensor they hold (the
+  // input x), with its true hash, so the outputs make up the wrong root they sign.
+  const Tensor x = ValueOf(ParseNpy(x_bytes_, NpyLimits{}));
+  v1::TaskResult wrong = right;
+  v1::TaskOutput* first = wrong.mutable_outputs(0);
+  first->set_tensor_hash(ToHex(TensorHash(x)));
+  first->set_blob_sha256(ToHex(x_hash_));
+  first->clear_shape();
+  for (int64_t d : x.shape()) first->add_shape(d);
+  std::vector<std::pair<std::string, Hash256>> named;
+  for (const auto& out : wrong.outputs()) named.emplace_back(out.name(), ValueOf(Hash256FromHex(out.tensor_hash())));
+  wrong.set_result_root(ToHex(executor::ResultRoot(named)));
+  ASSERT_NE(wrong.result_root(), right.result_root());
+  const std::set<std::string> colluder_endpoints = {Endpoint(colluder_a), Endpoint(colluder_b)};
+  peer_client_.SetTamper([&](const std::string& endpoint, v1::Task* t) {
+    if (colluder_endpoints.count(endpoint)) *t->mutable_result() = wrong;
+  });
+
+  ASSERT_TRUE(Announce(request, colluder_a).ok());
+  WaitForAdoption(id);
+  ASSERT_TRUE(Vote(colluder_a, id, wrong).ok());
+  ASSERT_TRUE(Vote(colluder_b, id, wrong).ok());
+  v1::Task task = WaitForTask(id, [&](const v1::Task& t) { return Certified(t); });
+  // The attack worked this far: this node serves the colluders' outputs.
+  EXPECT_EQ(task.consensus().certificate().result_root(), wrong.result_root());
+  EXPECT_EQ(task.result().result_root(), wrong.result_root());
+
+  // The honest member conflicts: a dispute over all six, and this node executes it itself.
+  ASSERT_TRUE(Vote(honest, id, right).ok());
+  task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().disputed(); });
+  EXPECT_EQ(task.consensus().dispute_committee_size(), 6);
+  ASSERT_TRUE(gossip_.WaitForAttestations(1));  // its own vote, after re-executing
+  EXPECT_EQ(gossip_.attestations()[0].result_root(), right.result_root());
+
+  // Two more honest votes: 4 of 6 stakes, over the threshold.
+  ASSERT_TRUE(Vote(OperatorNumber(order[4], 6), id, right).ok());
+  ASSERT_TRUE(Vote(OperatorNumber(order[5], 6), id, right).ok());
+  task = WaitForTask(id, [&](const v1::Task& t) {
+    return t.consensus().certificate().dispute() && t.state() == v1::TASK_STATE_SUCCEEDED &&
+           t.result().result_root() == right.result_root();
+  });
+  EXPECT_EQ(task.consensus().certificate().result_root(), right.result_root());
+  ASSERT_EQ(task.result().outputs_size(), right.outputs_size());
+  for (int i = 0; i < right.outputs_size(); ++i) {
+    EXPECT_EQ(task.result().outputs(i).tensor_hash(), right.outputs(i).tensor_hash());
+    const Hash256 blob = ValueOf(Hash256FromHex(task.result().outputs(i).blob_sha256()));
+    auto bytes = store_.GetBlob(blob, 1 << 20);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    EXPECT_TRUE(CheckNpyTensorHash(*bytes, right.outputs(i).tensor_hash(), NpyLimits{}).ok());
+  }
+  ASSERT_TRUE(evidence_.WaitFor(2));
+  std::set<Address20> accused;
+  for (const auto& a : evidence_.accusations()) {
+    EXPECT_EQ(a.kind, "dispute");
+    accused.insert(a.accused);
+  }
+  EXPECT_EQ(accused, (std::set<Address20>{Addr(colluder_a), Addr(colluder_b)}));
+  EXPECT_EQ(task.attempts(), 1u);  // the dispute's execution, the only one here
 }
 
 TEST_F(ConsensusEngineTest, EquivocatorsAreAccusedButNeverThisNode) {

@@ -23,7 +23,7 @@ consensus::Attestation Honest() {
 TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
   EXPECT_EQ(std::vector<std::string_view>(FaultModeNames().begin(), FaultModeNames().end()),
             (std::vector<std::string_view>{"corrupt-output", "equivocate", "silent", "crash-mid-task",
-                                           "downgrade-replicas", "wrong-trace-root"}));
+                                           "downgrade-replicas", "wrong-trace-root", "slow"}));
   EXPECT_EQ(*ParseFaultMode(""), FaultMode::kNone);
   EXPECT_EQ(*ParseFaultMode("corrupt-output"), FaultMode::kCorruptOutput);
   EXPECT_EQ(*ParseFaultMode("equivocate"), FaultMode::kEquivocate);
@@ -31,12 +31,13 @@ TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
   EXPECT_EQ(*ParseFaultMode("crash-mid-task"), FaultMode::kCrashMidTask);
   EXPECT_EQ(*ParseFaultMode("downgrade-replicas"), FaultMode::kDowngradeReplicas);
   EXPECT_EQ(*ParseFaultMode("wrong-trace-root"), FaultMode::kWrongTraceRoot);
+  EXPECT_EQ(*ParseFaultMode("slow"), FaultMode::kSlow);
   auto bad = ParseFaultMode("Silent");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message(),
             "unknown fault mode 'Silent' (one of corrupt-output, equivocate, silent, crash-mid-task, "
-            "downgrade-replicas, wrong-trace-root)");
+            "downgrade-replicas, wrong-trace-root, slow)");
 }
 
 TEST(FaultInjectionTest, TheHonestInjectorChangesNothing) {
@@ -73,6 +74,15 @@ TEST(FaultInjectionTest, EachModeMisbehavesAtItsOwnPointOnly) {
   auto silent = NewFaultInjector(FaultMode::kSilent);
   silent->BeforeAttesting("t");
   EXPECT_TRUE(silent->StaySilent("t"));
+
+  // Slow only waits before attesting (here 0 ms), then signs the honest attestation.
+  auto slow = NewFaultInjector(FaultMode::kSlow, 0);
+  slow->BeforeAttesting("t");
+  EXPECT_FALSE(slow->StaySilent("t"));
+  out = slow->ToSign("t", Honest());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].result_root, Honest().result_root);
+  EXPECT_EQ(out[0].trace_root, Honest().trace_root);
 
   auto crash = NewFaultInjector(FaultMode::kCrashMidTask);
   EXPECT_FALSE(crash->StaySilent("t"));
