@@ -176,9 +176,10 @@ inline std::string Describe(const v1::Task& t) {
 // ---- nodes
 
 struct NodeSpec {
-  int account = 1;         // anvil dev account, 1..9 (0 deploys)
-  bool registered = true;  // false: the key is never registered on-chain
-  std::string fault;       // [fault] mode
+  int account = 1;                 // anvil dev account, 1..9 (0 deploys)
+  bool registered = true;          // false: the key is never registered on-chain
+  std::string fault;               // [fault] mode
+  int64_t fault_delay_ms = 10000;  // [fault] delay_ms (the `slow` mode's wait before attesting)
   int64_t member_timeout_ms = 20000;
   int64_t exhausted_grace_ms = 120000;
   bool unreachable = false;    // the registered endpoint is a port nothing listens on (others cannot reach it)
@@ -186,6 +187,10 @@ struct NodeSpec {
 
   NodeSpec& Fault(std::string mode) {
     fault = std::move(mode);
+    return *this;
+  }
+  NodeSpec& FaultDelayMs(int64_t ms) {
+    fault_delay_ms = ms;
     return *this;
   }
   NodeSpec& MemberTimeoutMs(int64_t ms) {
@@ -498,6 +503,13 @@ class TestNetwork {
     }
   }
 
+  // Gives a node another fault mode ("" for none) from its next start: the node must be stopped.
+  // Lets a test pick its faulty operators after it has seen a task's committee.
+  void SetFault(NetworkNode& n, std::string mode) {
+    n.spec_.fault = std::move(mode);
+    WriteConfig(n);
+  }
+
   void Stop() {
     for (auto& n : nodes_) n->Kill(SIGKILL);
     if (anvil_) anvil_->Stop();
@@ -577,7 +589,9 @@ class TestNetwork {
     f << "[consensus]\nreplicas = " << options_.default_replicas << "\nquorum = " << options_.default_quorum
       << "\nmember_timeout_ms = " << n.spec().member_timeout_ms
       << "\nexhausted_grace_ms = " << n.spec().exhausted_grace_ms << "\n";
-    if (!n.spec().fault.empty()) f << "[fault]\nmode = \"" << n.spec().fault << "\"\n";
+    if (!n.spec().fault.empty()) {
+      f << "[fault]\nmode = \"" << n.spec().fault << "\"\ndelay_ms = " << n.spec().fault_delay_ms << "\n";
+    }
   }
 
   std::string name_;

@@ -14,12 +14,16 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "common/npy.h"
 #include "consensor/v1/peer.grpc.pb.h"
 #include "consensus/task.h"
+#include "executor/merkle.h"
 #include "node/api/task_spec.h"
 #include "node/p2p/gossip.h"
 #include "tests/functional/network_harness.h"
@@ -684,6 +688,184 @@ TEST(NetworkFaultTest, CrashMidTaskStillFinalizes) {
   ExpectHonest(*t, *s, "restarted " + crashing.name());
   EXPECT_EQ(t->attempts(), 1u) << testing_support::Describe(*t);
   EXPECT_TRUE(crashing.running());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Colluders (issue 16, holes 2 and 6). Six operators; the deployment's dispute threshold is 60%
+// of the stake, so the four honest ones (67%) can finalize a dispute on their own (with the
+// default 66.67% they would need five of seven). Every node starts honest but `slow` (it attests
+// a while after executing, like members of a long task); once a task's committee is known, two
+// nodes are restarted as colluders that sign one and the same wrong result root at once
+// (`corrupt-output`, no delay). Picking them after the committee is drawn makes the committee
+// the test needs certain instead of likely.
+
+struct ColludingNetwork {
+  std::unique_ptr<TestNetwork> net;
+  std::optional<Submitted> task;
+  std::vector<NetworkNode*> colluders, honest;
+};
+
+// Starts the network, submits one task to node1 (honest) and turns two nodes into colluders:
+// two committee members when `colluders_in_committee`, else two operators outside it.
+void StartColluding(const std::string& name, bool colluders_in_committee, int64_t member_timeout_ms,
+                    int64_t honest_delay_ms, uint32_t seed, ColludingNetwork* out) {
+  testing_support::NetworkOptions options;
+  options.deploy_env = "THRESHOLD_BPS=6000";
+  out->net = std::make_unique<TestNetwork>(name, options);
+  TestNetwork& net = *out->net;
+  std::vector<NodeSpec> specs;
+  for (int account = 1; account <= 6; ++account) {
+    specs.push_back(Operator(account)
+                        .Fault("slow")
+                        .FaultDelayMs(honest_delay_ms)
+                        .MemberTimeoutMs(member_timeout_ms)
+                        .ExhaustedGraceMs(90000));
+  }
+  ASSERT_EQ(net.Start(specs), "");
+  auto s = Submit(net.node(0), 3, 2, seed);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  out->task = *s;
+  auto t = net.node(0).GetTask(s->id);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->consensus().committee_size(), 3) << testing_support::Describe(*t);
+  for (size_t i = 1; i < net.size() && out->colluders.size() < 2; ++i) {
+    if (InCommittee(*t, net.node(i)) == colluders_in_committee) out->colluders.push_back(&net.node(i));
+  }
+  ASSERT_EQ(out->colluders.size(), 2u) << testing_support::Describe(*t);
+  for (size_t i = 0; i < net.size(); ++i) {
+    if (std::find(out->colluders.begin(), out->colluders.end(), &net.node(i)) == out->colluders.end())
+      out->honest.push_back(&net.node(i));
+  }
+  for (NetworkNode* c : out->colluders) {
+    // It must hold the task before it restarts: it learns tasks from announcements.
+    ASSERT_TRUE(WaitUntil([&] { return c->GetTask(s->id).ok(); }, kFinality)) << c->name() << " never adopted it";
+    c->Kill(SIGKILL);
+    net.SetFault(*c, "corrupt-output");
+    ASSERT_TRUE(c->Start()) << c->LogTail(30);
+  }
+}
+
+// The colluders are slashed on-chain by dispute evidence and nobody else is.
+void ExpectOnlyColludersSlashed(ColludingNetwork& cn) {
+  TestNetwork& net = *cn.net;
+  for (NetworkNode* c : cn.colluders) {
+    EXPECT_TRUE(WaitUntil([&] { return SlashedOnChain(net, *c); }, kFinality)) << c->name() << " not slashed";
+  }
+  for (NetworkNode* h : cn.honest) {
+    EXPECT_FALSE(SlashedOnChain(net, *h)) << h->name();
+    EXPECT_EQ(StakeOf(net, *h), kTenEther) << h->name();
+  }
+  auto events = net.SlashEvents();
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  std::set<std::string> slashed;
+  for (const auto& e : *events) {
+    EXPECT_EQ(e.kind, "dispute");
+    slashed.insert(testing_support::AddressText(e.operator_address));
+  }
+  std::set<std::string> want;
+  for (NetworkNode* c : cn.colluders) want.insert(c->operator_hex());
+  EXPECT_EQ(slashed, want);
+}
+
+// Issue 16, hole 2: two colluders deep in the committee order sign a wrong result at once while
+// the honest members are still busy. Member timeouts extend the committee to the colluders, but
+// the quorum grows with it (4 of 6), so their two votes never certify. The honest result is
+// certified, the conflict opens a dispute, the colluders are slashed, and every node ends with
+// the honest outputs. Before the fix, the committee grew to 6 with a quorum of 2 and the two
+// colluders certified their result on every node.
+TEST(NetworkColluderTest, ColludersDeepInTheOrderNeverCertifyAWrongResultOnALongTask) {
+  ColludingNetwork cn;
+  StartColluding("colluders-deep", /*colluders_in_committee=*/false, /*member_timeout_ms=*/1500,
+                 /*honest_delay_ms=*/12000, 81, &cn);
+  if (HasFatalFailure()) return;
+  TestNetwork& net = *cn.net;
+  const Submitted& s = *cn.task;
+  // Watch every node until every one holds the honest certified result and the dispute has
+  // been decided; a certificate for anything else, anywhere, at any poll, is the attack working.
+  std::vector<std::string> wrong;
+  const bool settled = WaitUntil(
+      [&] {
+        bool all = true;
+        for (size_t i = 0; i < net.size(); ++i) {
+          auto t = net.node(i).GetTask(s.id);
+          if (!t.ok()) {
+            all = false;
+            continue;
+          }
+          if (t->consensus().has_certificate() && t->consensus().certificate().result_root() != s.honest_root) {
+            wrong.push_back(net.node(i).name() + ": " + testing_support::Describe(*t));
+          }
+          all = all && IsCertified(*t) && t->result().result_root() == s.honest_root && t->consensus().disputed();
+        }
+        return all || !wrong.empty();
+      },
+      kFinality);
+  EXPECT_TRUE(wrong.empty()) << "a wrong result was certified: " << wrong.front();
+  ASSERT_TRUE(settled) << "the network did not settle on the honest result";
+  for (size_t i = 0; i < net.size(); ++i) {
+    auto t = net.node(i).GetTask(s.id);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ExpectHonest(*t, s, net.node(i).name());
+    // The committee was extended to the colluders, and still they did not decide.
+    EXPECT_GE(t->consensus().committee_size(), 4) << testing_support::Describe(*t);
+    for (NetworkNode* c : cn.colluders) {
+      EXPECT_FALSE(Signed(t->consensus().certificate(), *c)) << net.node(i).name();
+    }
+  }
+  EXPECT_GE(net.node(0).Metric("consensor_committee_extensions_total"), 1);
+  ExpectOnlyColludersSlashed(cn);
+  ExpectVerifies(net, net.node(0), s.id);
+}
+
+// Issue 16, holes 2 and 6: two colluders are two of the three committee members, so they
+// certify their wrong result first. The honest member's vote conflicts with it, the dispute
+// round (the whole set) re-executes, even on nodes that hold the committee's certificate, and
+// its certificate supersedes the wrong one. Afterwards every node, the colluders' included,
+// serves outputs that make up the certified result root, which is the honest one.
+TEST(NetworkColluderTest, DisputeThatSupersedesLeavesEveryNodeWithTheCertifiedOutputs) {
+  ColludingNetwork cn;
+  StartColluding("colluders-committee", /*colluders_in_committee=*/true, /*member_timeout_ms=*/30000,
+                 /*honest_delay_ms=*/10000, 82, &cn);
+  if (HasFatalFailure()) return;
+  TestNetwork& net = *cn.net;
+  const Submitted& s = *cn.task;
+  bool wrong_certificate_seen = false;
+  const bool settled = WaitUntil(
+      [&] {
+        bool all = true;
+        for (size_t i = 0; i < net.size(); ++i) {
+          auto t = net.node(i).GetTask(s.id);
+          if (!t.ok()) {
+            all = false;
+            continue;
+          }
+          const v1::Certificate& c = t->consensus().certificate();
+          if (t->consensus().has_certificate() && c.result_root() != s.honest_root) wrong_certificate_seen = true;
+          all = all && IsCertified(*t) && c.dispute() && c.result_root() == s.honest_root;
+        }
+        return all;
+      },
+      kFinality);
+  ASSERT_TRUE(settled) << "the dispute certificate did not reach every node";
+  // The attack this test is about did happen: the committee certified the colluders' root.
+  EXPECT_TRUE(wrong_certificate_seen) << "the colluders never certified; the test did not exercise a supersede";
+  for (size_t i = 0; i < net.size(); ++i) {
+    auto t = net.node(i).GetTask(s.id);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    // What a client gets: outputs whose hashes make up the certificate's root, the honest ones.
+    std::vector<std::pair<std::string, Hash256>> named;
+    for (const auto& out : t->result().outputs()) {
+      auto h = Hash256FromHex(out.tensor_hash());
+      ASSERT_TRUE(h.ok()) << out.tensor_hash();
+      named.emplace_back(out.name(), *h);
+    }
+    EXPECT_EQ(ToHex(executor::ResultRoot(named)), t->consensus().certificate().result_root())
+        << net.node(i).name() << ": " << testing_support::Describe(*t);
+    ExpectHonest(*t, s, net.node(i).name());
+    EXPECT_EQ(t->consensus().dispute_committee_size(), 6);
+  }
+  ExpectOnlyColludersSlashed(cn);
+  ExpectVerifies(net, net.node(0), s.id);
 }
 
 // ---------------------------------------------------------------------------------------------
