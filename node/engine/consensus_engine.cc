@@ -584,7 +584,14 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
         r.finalized_at = options_.now();
         tasks_certified_->Increment();
       }
-      if (replaces) r.result_stored = false;
+      if (replaces) {
+        // The stored outputs may be the overruled ones: replace them now (after the mutation
+        // above stores the new certificate), not at the next fetch time.
+        r.result_stored = false;
+        r.next_result_fetch = options_.now() + std::chrono::seconds(1);
+        const consensus::TaskId id = r.id;
+        actions->jobs.push_back([this, id] { FetchCertifiedResult(id); });
+      }
     } else if (auto* extended = std::get_if<consensus::CommitteeExtended>(&decision)) {
       members_replaced_->Increment(static_cast<double>(extended->added));
       std::vector<std::string> committee;
@@ -764,9 +771,11 @@ void ConsensusEngine::FetchCertifiedResult(const consensus::TaskId& task_id) {
     if (task->has_result() && task->result().result_root() == cert.result_root() &&
         task->result().trace_root() == cert.trace_root()) {
       v1::TaskResult result = task->result();
+      const std::string root = cert.result_root();
       Status s = tasks_->Mutate(
           task_id,
-          [](v1::Task* t) -> Status {
+          [root](v1::Task* t) -> Status {
+            if (t->consensus().certificate().result_root() != root) return Aborted("the certificate changed meanwhile");
             t->set_state(v1::TASK_STATE_SUCCEEDED);
             return OkStatus();
           },
@@ -811,12 +820,16 @@ void ConsensusEngine::FetchCertifiedResult(const consensus::TaskId& task_id) {
     for (const auto& out : result.outputs()) outputs_ok = outputs_ok && fetch_output(out).ok();
     if (!outputs_ok) continue;
     v1::TaskResult stored = result;
+    const std::string root = cert.result_root();
     Status s = tasks_->Mutate(
         task_id,
-        [](v1::Task* t) -> Status {
+        [root](v1::Task* t) -> Status {
           if (t->state() == v1::TASK_STATE_QUEUED || t->state() == v1::TASK_STATE_RUNNING) {
             return Aborted("executing here meanwhile");
           }
+          // A dispute certificate replaced the one these outputs were fetched for: never store
+          // the overruled outputs over the ones it certifies.
+          if (t->consensus().certificate().result_root() != root) return Aborted("the certificate changed meanwhile");
           t->set_state(v1::TASK_STATE_SUCCEEDED);
           return OkStatus();
         },
