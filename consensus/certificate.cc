@@ -38,7 +38,7 @@ Status CheckTaskBinding(CertificateClaims* p) {
 }  // namespace
 
 StatusOr<CertificateReport> CheckCertificate(const CertificateClaims& certificate, const Eip712Domain& domain,
-                                             const OperatorSet& operators) {
+                                             const OperatorSet& operators, const Hash256& seed_block_hash) {
   CertificateReport report;
   report.certificate = certificate;
   const CertificateClaims& p = report.certificate;
@@ -89,7 +89,8 @@ StatusOr<CertificateReport> CheckCertificate(const CertificateClaims& certificat
   }
 
   // The full order, so a signer outside the committee can be told its position.
-  auto order = CommitteeOrder(p.attestation.task_id, ref, operators.operators, operators.operators.size());
+  auto order =
+      CommitteeOrder(p.attestation.task_id, ref, seed_block_hash, operators.operators, operators.operators.size());
   if (!order.ok()) return order.status().WithContext("computing the committee order");
   std::map<Address20, size_t> position_of;
   for (size_t i = 0; i < order->size(); ++i) position_of[(*order)[i]] = i;

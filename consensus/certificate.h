@@ -49,6 +49,8 @@ struct CertificateReport {
   size_t operator_count = 0;
 };
 
+// `seed_block_hash` is the hash of the task's seed block, SeedBlock(reference block, R)
+// (consensus/committee.h), read from the chain by the caller.
 // Checks, in this order: the task hashes to the signed task id (and the unsigned replicas and
 // quorum agree with it); every signature recovers, under `domain`, to its listed signer;
 // signers strictly ascending (what the contract requires; it also rules out counting a signer
@@ -60,6 +62,6 @@ struct CertificateReport {
 // threshold, which the caller checks. Errors are INVALID_ARGUMENT (malformed) or
 // FAILED_PRECONDITION (well-formed but not valid), with a message that names the failed check.
 StatusOr<CertificateReport> CheckCertificate(const CertificateClaims& certificate, const Eip712Domain& domain,
-                                             const OperatorSet& operators);
+                                             const OperatorSet& operators, const Hash256& seed_block_hash);
 
 }  // namespace consensor::consensus

@@ -15,14 +15,16 @@ void AppendBe(std::vector<uint8_t>* out, uint64_t v, int bytes) {
 }
 
 // Exactly uniform in [0, bound) by rejection; bound > 0.
-u128 UniformBelow(const Hash256& task_id, uint64_t reference_block, uint32_t draw, u128 bound) {
+u128 UniformBelow(const Hash256& task_id, uint64_t reference_block, const Hash256& seed_block_hash, uint32_t draw,
+                  u128 bound) {
   // floor((2^128 - 1) / bound) * bound values of x are accepted: a multiple of bound.
   const u128 limit = (~u128{0} / bound) * bound;
-  static constexpr char kTag[] = "consensor.committee.v1";
+  static constexpr char kTag[] = "consensor.committee.v2";
   for (uint32_t k = 0;; ++k) {
     std::vector<uint8_t> msg(kTag, kTag + sizeof(kTag) - 1);
     msg.insert(msg.end(), task_id.begin(), task_id.end());
     AppendBe(&msg, reference_block, 8);
+    msg.insert(msg.end(), seed_block_hash.begin(), seed_block_hash.end());
     AppendBe(&msg, draw, 4);
     AppendBe(&msg, k, 4);
     const Hash256 seed = Keccak256(msg);
@@ -44,7 +46,8 @@ StatusOr<unsigned __int128> StakeToU128(const Uint256& stake) {
 }
 
 StatusOr<std::vector<Address20>> CommitteeOrder(const Hash256& task_id, uint64_t reference_block,
-                                                std::vector<WeightedOperator> operators, size_t count) {
+                                                const Hash256& seed_block_hash, std::vector<WeightedOperator> operators,
+                                                size_t count) {
   std::sort(operators.begin(), operators.end(),
             [](const WeightedOperator& a, const WeightedOperator& b) { return a.address < b.address; });
   for (size_t i = 1; i < operators.size(); ++i) {
@@ -68,7 +71,7 @@ StatusOr<std::vector<Address20>> CommitteeOrder(const Hash256& task_id, uint64_t
   }
   std::vector<Address20> order;
   for (uint32_t draw = 0; order.size() < count && !remaining.empty(); ++draw) {
-    const u128 r = UniformBelow(task_id, reference_block, draw, total);
+    const u128 r = UniformBelow(task_id, reference_block, seed_block_hash, draw, total);
     u128 cumulative = 0;
     for (size_t i = 0; i < remaining.size(); ++i) {
       cumulative += remaining[i].stake;

@@ -15,8 +15,8 @@ StatusOr<TaskRound> TaskRound::Open(const RoundRules& rules, std::shared_ptr<con
   r.rules_ = rules;
   r.record_ = record;
   r.operators_ = std::move(operators);
-  ASSIGN_OR_RETURN(r.order_, CommitteeOrder(record.task_id, record.reference_block, r.operators_->operators,
-                                            r.operators_->operators.size()));
+  ASSIGN_OR_RETURN(r.order_, CommitteeOrder(record.task_id, record.reference_block, record.seed_block_hash,
+                                            r.operators_->operators, r.operators_->operators.size()));
   std::vector<Address20> committee = record.committee;
   if (committee.empty()) {
     committee.assign(r.order_.begin(), r.order_.begin() + std::min<size_t>(record.replicas, r.order_.size()));
@@ -27,7 +27,7 @@ StatusOr<TaskRound> TaskRound::Open(const RoundRules& rules, std::shared_ptr<con
                    QuorumTracker::Create(rules.domain, record.task_id, record.reference_block, committee, record.quorum,
                                          std::min<size_t>(record.replicas, committee.size())));
   r.tracker_ = std::move(tracker);
-  r.member_ = r.tracker_->is_member(rules.self);
+  r.member_ = !record.observer_only && r.tracker_->is_member(rules.self);
   r.executed_ = record.executed;
   r.finalized_ = record.finalized;
   r.last_replacement_ms_ = now_ms;
@@ -108,7 +108,7 @@ void TaskRound::StartDispute(RoundDecisions* out) {
   for (const WeightedOperator& op : committee) started.members.push_back(op.address);
   out->push_back(std::move(started));
   for (const SignedAttestation& vote : all_votes_) (void)dispute_->Add(vote);
-  if (dispute_->is_member(rules_.self) && !executed_ && !member_) {
+  if (!record_.observer_only && dispute_->is_member(rules_.self) && !executed_ && !member_) {
     member_ = true;
     out->push_back(ExecuteHere{});
   }
@@ -155,7 +155,7 @@ void TaskRound::OnTimer(int64_t now_ms, RoundDecisions* out) {
   extended.members.assign(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(step.new_size));
   extended.silent = step.silent;
   extended.added = added.size();
-  extended.self_joined = !member_ && tracker_->is_member(rules_.self);
+  extended.self_joined = !record_.observer_only && !member_ && tracker_->is_member(rules_.self);
   out->push_back(extended);
   if (extended.self_joined) {
     member_ = true;

@@ -52,11 +52,16 @@ struct RoundRules {
 struct RoundRecord {
   Hash256 task_id{};
   uint64_t reference_block = 0;
+  Hash256 seed_block_hash{};  // of SeedBlock(reference_block, R): it seeds the committee order
   uint32_t replicas = 0;
   uint32_t quorum = 0;
   std::vector<Address20> committee;  // empty: the first `replicas` operators of the order
   bool executed = false;             // this node holds its own result
-  bool finalized = false;            // a certificate is stored
+  // Adopted after its acceptance window (its seed block was already mined): this node only
+  // follows the round, never executes or signs, so a committee known in advance gains nothing
+  // from it (docs/SECURITY.md, hole 3).
+  bool observer_only = false;
+  bool finalized = false;  // a certificate is stored
 };
 
 // ---- Decisions, in the order the node must carry them out.

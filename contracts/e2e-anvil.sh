@@ -39,7 +39,7 @@ SM=$(python3 -c "import json;print(json.load(open('deployments/$CHAIN.json'))['C
 echo "deployed: registry $REG manager $SM (chain $CHAIN)"
 [ "$($CAST call "$REG" 'slasher()(address)' --rpc-url "$RPC")" = "$SM" ] || { echo "slasher mismatch"; exit 1; }
 [ "$($CAST call "$SM" 'thresholdBps()(uint256)' --rpc-url "$RPC")" = "6667" ] || { echo "threshold mismatch"; exit 1; }
-[ "$($CAST call "$SM" 'finalityBlock(uint64)(uint256)' 1 --rpc-url "$RPC")" = "5" ] || { echo "finalityBlock mismatch"; exit 1; }
+[ "$($CAST call "$SM" 'finalityBlock(uint64)(uint256)' 1 --rpc-url "$RPC")" = "6" ] || { echo "finalityBlock mismatch"; exit 1; }
 
 gasused() { python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["status"] in ("0x1",1), r; print(int(r["gasUsed"],16))'; }
 echo "register tx gasUsed: $($CAST send "$REG" 'register(string)' 127.0.0.1:7001 --value 2ether --private-key "$K1" --rpc-url "$RPC" --json | gasused)"

@@ -149,7 +149,8 @@ contract ConsensorServiceManager is ReentrancyGuard {
         uint64 r = params_.maxReferenceAge;
         uint64 w = params_.challengeWindowBlocks;
         uint64 e = params_.evidenceDeadlineBlocks;
-        if (r == 0 || w == 0 || r > type(uint32).max || w > type(uint32).max || e < uint256(r) + w) {
+        // Evidence must still be accepted in the window's last block, ref + R + 1 + W.
+        if (r == 0 || w == 0 || r > type(uint32).max || w > type(uint32).max || e < uint256(r) + 1 + w) {
             revert InvalidTimeParameters(r, w, e);
         }
         // A signer's stake must outlive the evidence against it: exiting right after signing
@@ -208,10 +209,11 @@ contract ConsensorServiceManager is ReentrancyGuard {
     // ----------------------------------------------------------------------------------------
 
     /// @notice The last block of the challenge window of a result certified at `referenceBlock`:
-    ///         nodes accept its announcement until ref + R, and anyone may challenge it for W
-    ///         blocks more. The result is final once block.number > finalityBlock(ref).
+    ///         nodes accept its announcement until ref + R, its committee is drawn from the hash
+    ///         of block ref + R + 1, and anyone may challenge it for W blocks after that. The
+    ///         result is final once block.number > finalityBlock(ref).
     function finalityBlock(uint64 referenceBlock) public view returns (uint256) {
-        return uint256(referenceBlock) + maxReferenceAge + challengeWindowBlocks;
+        return uint256(referenceBlock) + maxReferenceAge + 1 + challengeWindowBlocks;
     }
 
     /// @notice True once the result certified at `referenceBlock` can no longer be challenged.

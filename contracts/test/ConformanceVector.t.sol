@@ -22,7 +22,7 @@ contract ConformanceVectorTest is Test {
         vm.startPrank(DEPLOYER);
         NativeStakeRegistry registry = new NativeStakeRegistry(1 ether, 5, MANAGER);
         manager = new ConsensorServiceManager(
-            IStakeSource(address(registry)), 6667, 1000, address(0xdEaD), ConsensorServiceManager.Params(1, 1, 2, 1)
+            IStakeSource(address(registry)), 6667, 1000, address(0xdEaD), ConsensorServiceManager.Params(1, 1, 3, 1)
         );
         vm.stopPrank();
         assertEq(address(manager), MANAGER, "manager address as on a fresh anvil");

@@ -632,9 +632,13 @@ contract ConsensorServiceManagerTest is Fixture {
         vm.expectRevert(abi.encodeWithSelector(ConsensorServiceManager.InvalidTimeParameters.selector, 8, 0, 32));
         new ConsensorServiceManager(src, 6667, 0, TREASURY, p);
         p = params();
-        p.evidenceDeadlineBlocks = 11; // < R + W: a result could outlive the evidence against it
+        p.evidenceDeadlineBlocks = 12; // < R + 1 + W: a result could outlive the evidence against it
         src = _sourceForNextManager();
-        vm.expectRevert(abi.encodeWithSelector(ConsensorServiceManager.InvalidTimeParameters.selector, 8, 4, 11));
+        vm.expectRevert(abi.encodeWithSelector(ConsensorServiceManager.InvalidTimeParameters.selector, 8, 4, 12));
+        new ConsensorServiceManager(src, 6667, 0, TREASURY, p);
+        p = params();
+        p.evidenceDeadlineBlocks = 13; // exactly R + 1 + W: evidence lands in the window's last block
+        src = _sourceForNextManager();
         new ConsensorServiceManager(src, 6667, 0, TREASURY, p);
         p = params();
         p.evidenceDeadlineBlocks = DELAY; // W + E >= DELAY: a signer could withdraw before the deadline
@@ -655,10 +659,10 @@ contract ConsensorServiceManagerTest is Fixture {
     }
 
     function test_finality() public {
-        assertEq(manager.finalityBlock(500), 512, "ref + R + W");
-        vm.roll(512);
-        assertFalse(manager.isFinal(500), "the window's last block");
+        assertEq(manager.finalityBlock(500), 513, "ref + R + 1 + W");
         vm.roll(513);
+        assertFalse(manager.isFinal(500), "the window's last block");
+        vm.roll(514);
         assertTrue(manager.isFinal(500), "after it");
     }
 

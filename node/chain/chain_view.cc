@@ -139,6 +139,22 @@ StatusOr<std::shared_ptr<const consensus::OperatorSet>> RpcChainView::OperatorsA
   return snapshot;
 }
 
+StatusOr<Hash256> RpcChainView::BlockHashAt(uint64_t block) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = block_hashes_.find(block); it != block_hashes_.end()) return it->second;
+  }
+  Hash256 hash;
+  {
+    std::lock_guard<std::mutex> lock(rpc_mu_);
+    ASSIGN_OR_RETURN(hash, rpc_->BlockHash(block));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  block_hashes_[block] = hash;
+  while (block_hashes_.size() > kMaxCachedSnapshots) block_hashes_.erase(block_hashes_.begin());
+  return hash;
+}
+
 StatusOr<std::shared_ptr<const consensus::OperatorSet>> RpcChainView::FetchOperators(uint64_t block) {
   std::vector<consensus::WeightedOperator> registered;
   {

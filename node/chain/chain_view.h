@@ -42,6 +42,9 @@ class ChainView {
   virtual size_t active_operators() const = 0;
   // Cached per block: the set at a past block never changes.
   virtual StatusOr<std::shared_ptr<const consensus::OperatorSet>> OperatorsAt(uint64_t block) = 0;
+  // Hash of a mined block (it seeds committees, consensus/committee.h); NOT_FOUND before it is
+  // mined.
+  virtual StatusOr<Hash256> BlockHashAt(uint64_t block) = 0;
 };
 
 struct ChainViewOptions {
@@ -69,6 +72,7 @@ class RpcChainView final : public ChainView {
   std::string EndpointOf(const Address20& address) const override;
   size_t active_operators() const override;
   StatusOr<std::shared_ptr<const consensus::OperatorSet>> OperatorsAt(uint64_t block) override;
+  StatusOr<Hash256> BlockHashAt(uint64_t block) override;
 
  private:
   RpcChainView() = default;
@@ -86,6 +90,7 @@ class RpcChainView final : public ChainView {
   mutable std::mutex mu_;
   std::map<Address20, std::string> active_;                                      // address -> endpoint
   std::map<uint64_t, std::shared_ptr<const consensus::OperatorSet>> snapshots_;  // newest blocks kept
+  std::map<uint64_t, Hash256> block_hashes_;                                     // newest blocks kept
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

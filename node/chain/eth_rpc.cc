@@ -178,6 +178,25 @@ StatusOr<uint64_t> EthRpc::BlockNumber() {
   return ParseQuantity(v, "eth_blockNumber");
 }
 
+StatusOr<Hash256> EthRpc::BlockHash(uint64_t number) {
+  ASSIGN_OR_RETURN(auto v,
+                   transport_->Call("eth_getBlockByNumber", nlohmann::json::array({QuantityHex(number), false})));
+  if (v.is_null()) return NotFound("block " + std::to_string(number) + " is not mined yet");
+  if (!v.is_object() || !v.contains("hash")) return InvalidArgument("eth_getBlockByNumber: expected a block object");
+  if (auto n = v.find("number"); n != v.end()) {
+    ASSIGN_OR_RETURN(uint64_t got, ParseQuantity(*n, "block number"));
+    if (got != number) {
+      return InvalidArgument("eth_getBlockByNumber(" + std::to_string(number) + ") answered block " +
+                             std::to_string(got));
+    }
+  }
+  ASSIGN_OR_RETURN(auto bytes, ParseData(v["hash"], "block hash"));
+  if (bytes.size() != 32) return InvalidArgument("eth_getBlockByNumber: a block hash is 32 bytes");
+  Hash256 hash{};
+  std::copy(bytes.begin(), bytes.end(), hash.begin());
+  return hash;
+}
+
 StatusOr<std::string> EthRpc::GetBalanceHex(const std::string& address_hex) {
   ASSIGN_OR_RETURN(auto v, transport_->Call("eth_getBalance", nlohmann::json::array({address_hex, "latest"})));
   if (!v.is_string()) return InvalidArgument("eth_getBalance: expected a hex quantity");

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/sha256.h"
 #include "common/status.h"
 
 namespace consensor::node {
@@ -48,6 +49,8 @@ class EthRpc {
 
   StatusOr<uint64_t> ChainId();
   StatusOr<uint64_t> BlockNumber();
+  // Hash of block `number` (eth_getBlockByNumber); NOT_FOUND while it is not mined.
+  StatusOr<Hash256> BlockHash(uint64_t number);
   // Balance in wei as a 0x-quantity string (may exceed 64 bits).
   StatusOr<std::string> GetBalanceHex(const std::string& address_hex);
   StatusOr<uint64_t> GetTransactionCount(const std::string& address_hex, const std::string& block = "pending");

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include <google/protobuf/util/json_util.h>
 #include <nlohmann/json.hpp>
 
 #include "common/file_io.h"
 #include "consensus/certificate.h"
+#include "consensus/committee.h"
 #include "node/api/client.h"
 #include "node/api/task_spec.h"
 #include "node/cli/chain_flags.h"
@@ -115,9 +117,9 @@ StatusOr<consensus::CertificateClaims> ParseCertificate(const v1::Certificate& c
 }
 
 StatusOr<CertificateReport> CheckCertificate(const v1::Certificate& certificate, const consensus::Eip712Domain& domain,
-                                             const consensus::OperatorSet& operators) {
+                                             const consensus::OperatorSet& operators, const Hash256& seed_block_hash) {
   ASSIGN_OR_RETURN(consensus::CertificateClaims claims, ParseCertificate(certificate));
-  return consensus::CheckCertificate(claims, domain, operators);
+  return consensus::CheckCertificate(claims, domain, operators, seed_block_hash);
 }
 
 namespace {
@@ -244,14 +246,28 @@ StatusOr<Verified> Verify(const ParsedArgs& a) {
     return registered.status().WithContext("reading the operator set at block " + std::to_string(ref));
   }
   const consensus::OperatorSet operators = consensus::OperatorSet::FromRegistry(ref, *registered);
+  // The committee is drawn from the hash of the seed block, ref + R + 1 (consensus/committee.h),
+  // read from the chain: the certificate's own word on it counts for nothing.
+  ASSIGN_OR_RETURN(DeploymentParams params, session.chain->ReadDeploymentParams());
+  const uint64_t seed_block = consensus::SeedBlock(ref, params.max_reference_age);
+  std::optional<Hash256> seed_hash;
+  if (seed_block <= v.head) {
+    auto h = session.rpc->BlockHash(seed_block);
+    if (!h.ok()) return h.status().WithContext("reading the seed block " + std::to_string(seed_block));
+    seed_hash = *h;
+  }
   // Signatures, binding and membership hold for any certificate; checked as a whole-set
   // certificate, a failure here is a broken certificate, not a weak one.
   consensus::CertificateClaims as_stake = parsed;
   as_stake.dispute = true;
-  ASSIGN_OR_RETURN(v.report, consensus::CheckCertificate(as_stake, session.chain->domain(), operators));
+  ASSIGN_OR_RETURN(v.report, consensus::CheckCertificate(as_stake, session.chain->domain(), operators,
+                                                         seed_hash.value_or(Hash256{})));
   v.report.certificate.dispute = parsed.dispute;
-  if (!parsed.dispute) {
-    auto committee = consensus::CheckCertificate(parsed, session.chain->domain(), operators);
+  if (!parsed.dispute && !seed_hash) {
+    v.committee_problem = "the committee's seed block " + std::to_string(seed_block) +
+                          " is not mined yet, so no committee can have been drawn";
+  } else if (!parsed.dispute) {
+    auto committee = consensus::CheckCertificate(parsed, session.chain->domain(), operators, *seed_hash);
     if (committee.ok()) {
       v.report = *committee;
     } else {

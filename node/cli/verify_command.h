@@ -34,7 +34,7 @@ StatusOr<consensus::CertificateClaims> ParseCertificate(const v1::Certificate& c
 // ParseCertificate, then the protocol's validity rules (consensus::CheckCertificate) against
 // the operator set at the certificate's reference block.
 StatusOr<CertificateReport> CheckCertificate(const v1::Certificate& certificate, const consensus::Eip712Domain& domain,
-                                             const consensus::OperatorSet& operators);
+                                             const consensus::OperatorSet& operators, const Hash256& seed_block_hash);
 
 // consensor verify TASK_ID [--node HOST:PORT] [chain] [--json]
 // consensor verify --certificate FILE [chain] [--json]

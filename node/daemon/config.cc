@@ -87,6 +87,7 @@ const std::vector<KeySpec>& Keys() {
       {"chain", "rpc", CONFIG_FIELD(chain_view.rpc_url)},
       {"chain", "deployment", CONFIG_FIELD(chain_deployment)},
       {"chain", "confirmations", CONFIG_FIELD(consensus.confirmations)},
+      {"consensus", "reference_margin_blocks", CONFIG_FIELD(consensus.reference_margin_blocks)},
       {"chain", "poll_ms", CONFIG_FIELD(chain_view.poll_interval)},
       {"chain", "submit_evidence", CONFIG_FIELD(chain_submit_evidence)},
       {"p2p", "advertise", CONFIG_FIELD(p2p_advertise)},
@@ -504,6 +505,8 @@ Status FinalizeNodeConfig(NodeConfig* c) {
 
   RETURN_IF_ERROR(ExpandHome("chain.deployment", &c->chain_deployment));
   RETURN_IF_ERROR(CheckRange("chain.confirmations", AsWritten(c, "chain.confirmations"), 0, 10000));
+  RETURN_IF_ERROR(
+      CheckRange("consensus.reference_margin_blocks", AsWritten(c, "consensus.reference_margin_blocks"), 0, 1000000));
   RETURN_IF_ERROR(CheckRange("chain.poll_ms", c->chain_view.poll_interval.count(), 50, 3600000));
   RETURN_IF_ERROR(CheckListen("p2p.advertise", c->p2p_advertise, true));
   if (c->p2p_bootstrap.size() > 256) return InvalidArgument("p2p.bootstrap lists more than 256 peers");

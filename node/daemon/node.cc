@@ -278,6 +278,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
            {"challenge_window_blocks", static_cast<int64_t>(params.challenge_window_blocks)}});
     }
     co.max_reference_age = params.max_reference_age;
+    co.evidence_deadline_blocks = params.evidence_deadline_blocks;
     co.challenge_window_blocks = params.challenge_window_blocks;
     co.min_replicas = params.min_replicas;
     if (co.default_replicas < co.min_replicas) {

@@ -208,8 +208,7 @@ std::vector<std::string> ConsensusEngine::PeersFor(const Address20& preferred) c
 
 // ---- planning and admission
 
-StatusOr<v1::TaskConsensus> ConsensusEngine::PlanConsensus(const Hash256& task_id, uint64_t reference_block,
-                                                           uint32_t replicas, uint32_t quorum,
+StatusOr<v1::TaskConsensus> ConsensusEngine::PlanConsensus(uint64_t reference_block, uint32_t replicas, uint32_t quorum,
                                                            const std::string& announcer) {
   RETURN_IF_ERROR(consensus::CheckReplication(replicas, quorum, options_.max_replicas));
   RETURN_IF_ERROR(CheckMinReplicas(replicas));
@@ -219,18 +218,71 @@ StatusOr<v1::TaskConsensus> ConsensusEngine::PlanConsensus(const Hash256& task_i
                               std::to_string(operators->operators.size()) + " operators were registered at block " +
                               std::to_string(reference_block));
   }
-  ASSIGN_OR_RETURN(auto order, consensus::CommitteeOrder(task_id, reference_block, operators->operators, replicas));
+  // The committee itself is drawn once the seed block is mined (Seat).
   v1::TaskConsensus plan;
   plan.set_reference_block(reference_block);
+  plan.set_seed_block(consensus::SeedBlock(reference_block, options_.max_reference_age));
   plan.set_replicas(replicas);
   plan.set_quorum(quorum);
-  for (const Address20& a : order) {
-    plan.add_committee(AddressHex(a));
-    if (a == address_) plan.set_member(true);
-  }
+  plan.set_member(false);
   plan.set_announcer(announcer);
   plan.set_announced_unix_ms(UnixMillisNow());
   return plan;
+}
+
+uint64_t ConsensusEngine::ReferenceForNewTask(uint64_t head) const {
+  const uint64_t settled = head > options_.confirmations ? head - options_.confirmations : 0;
+  const uint64_t age = options_.max_reference_age > options_.reference_margin_blocks
+                           ? options_.max_reference_age - options_.reference_margin_blocks
+                           : 0;
+  const uint64_t oldest_accepted = head > age ? head - age : 0;
+  return std::min(settled, oldest_accepted);
+}
+
+Status ConsensusEngine::Seat(const consensus::TaskId& id) {
+  ASSIGN_OR_RETURN(v1::Task task, tasks_->Get(id));
+  if (task.consensus().committee_size() == 0) {
+    const v1::TaskConsensus& c = task.consensus();
+    ASSIGN_OR_RETURN(Hash256 seed_hash, chain_->BlockHashAt(c.seed_block()));
+    ASSIGN_OR_RETURN(auto operators, chain_->OperatorsAt(c.reference_block()));
+    ASSIGN_OR_RETURN(auto order, consensus::CommitteeOrder(id.bytes(), c.reference_block(), seed_hash,
+                                                           operators->operators, c.replicas()));
+    std::vector<std::string> committee;
+    bool member = false;
+    for (const Address20& a : order) {
+      committee.push_back(AddressHex(a));
+      member = member || (a == address_ && !c.observer_only());
+    }
+    const std::string seed_hex = ToHex(seed_hash);
+    RETURN_IF_ERROR(tasks_->Mutate(id, [&](v1::Task* t) -> Status {
+      auto* tc = t->mutable_consensus();
+      if (tc->committee_size() > 0) return OkStatus();  // seated by a concurrent job
+      for (const auto& m : committee) tc->add_committee(m);
+      tc->set_member(member);
+      tc->set_seed_block_hash(seed_hex);
+      return OkStatus();
+    }));
+    ASSIGN_OR_RETURN(task, tasks_->Get(id));
+    Log(LogLevel::kInfo, "committee seated",
+        {{"task", id.Hex()},
+         {"seed_block", static_cast<int64_t>(c.seed_block())},
+         {"member", task.consensus().member()}});
+  }
+  if (task.state() == v1::TASK_STATE_SUCCEEDED || task.state() == v1::TASK_STATE_FAILED) return OkStatus();
+  auto operators = chain_->OperatorsAt(task.consensus().reference_block());  // before the lock
+  if (!operators.ok()) return operators.status();
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seating_.erase(id);
+    if (rounds_.count(id)) return OkStatus();
+    RETURN_IF_ERROR(OpenRound(task, *operators, &actions));
+  }
+  if (task.consensus().member() && task.state() == v1::TASK_STATE_CERTIFYING && !task.has_result()) {
+    actions.requeue.emplace_back(id, "committee member");
+  }
+  RunActions(actions);
+  return OkStatus();
 }
 
 StatusOr<SubmitOutcome> ConsensusEngine::Submit(const v1::SubmitTaskRequest& request) {
@@ -254,23 +306,16 @@ StatusOr<SubmitOutcome> ConsensusEngine::Submit(const v1::SubmitTaskRequest& req
   if (auto known = tasks_->Get(id); known.ok()) return SubmitOutcome{id, true};
 
   const uint64_t head = chain_->head();
-  const uint64_t reference = head > options_.confirmations ? head - options_.confirmations : 0;
+  const uint64_t reference = faults_->ReferenceBlock(ReferenceForNewTask(head), head, options_.max_reference_age);
   ASSIGN_OR_RETURN(v1::TaskConsensus plan,
-                   PlanConsensus(id.bytes(), reference, opts->replicas(), opts->quorum(), AddressHex(address_)));
+                   PlanConsensus(reference, opts->replicas(), opts->quorum(), AddressHex(address_)));
   ASSIGN_OR_RETURN(SubmitOutcome outcome, tasks_->Submit(resolved, &plan));
   if (outcome.already_known) return outcome;
 
   Actions actions;
-  // Chain reads happen before the lock (PlanConsensus already cached this block's set).
-  auto operators = chain_->OperatorsAt(reference);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto task = tasks_->Get(id);
-    if (task.ok() && operators.ok()) {
-      if (Status s = OpenRound(*task, *operators, &actions); !s.ok()) {
-        Log(LogLevel::kError, "cannot open consensus round", {{"task", id.Hex()}, {"error", s.ToString()}});
-      }
-    }
+    seating_.emplace(id, plan.seed_block());
   }
   v1::GossipMessage message;
   auto* announcement = message.mutable_announcement();
@@ -279,7 +324,9 @@ StatusOr<SubmitOutcome> ConsensusEngine::Submit(const v1::SubmitTaskRequest& req
   actions.publish.insert(actions.publish.begin(), message);
   RunActions(actions);
   Log(LogLevel::kInfo, "task announced",
-      {{"task", id.Hex()}, {"reference_block", static_cast<int64_t>(reference)}, {"member", plan.member()}});
+      {{"task", id.Hex()},
+       {"reference_block", static_cast<int64_t>(reference)},
+       {"seed_block", static_cast<int64_t>(plan.seed_block())}});
   return outcome;
 }
 
@@ -296,10 +343,14 @@ Status ConsensusEngine::OnMessage(const v1::GossipMessage& message, const Hash25
         return InvalidArgument("reference block " + std::to_string(ann.reference_block()) + " is ahead of the chain");
       }
     }
-    if (ann.reference_block() + options_.max_reference_age < head) {
+    if (ann.reference_block() + options_.evidence_deadline_blocks < head) {
       announcements_refused_->Increment();
-      return InvalidArgument("reference block " + std::to_string(ann.reference_block()) + " is too old");
+      return InvalidArgument("reference block " + std::to_string(ann.reference_block()) +
+                             " is past the evidence deadline");
     }
+    // Past its acceptance window the seed block is mined, and the committee was known to
+    // whoever picked the reference block: follow the task, never execute or sign it.
+    const bool late = ann.reference_block() + options_.max_reference_age < head;
     // Refused here, not only at adoption, so that peers do not relay it either.
     const auto& o = ann.spec().options();
     if (Status s = consensus::CheckReplication(o.replicas(), o.quorum(), options_.max_replicas); !s.ok()) {
@@ -311,8 +362,8 @@ Status ConsensusEngine::OnMessage(const v1::GossipMessage& message, const Hash25
       return s;
     }
     // Blob fetching can take long: adopt in the background.
-    Enqueue([this, ann, sender] {
-      if (Status s = Adopt(ann, sender); !s.ok()) {
+    Enqueue([this, ann, sender, late] {
+      if (Status s = Adopt(ann, sender, late); !s.ok()) {
         announcements_refused_->Increment();
         Log(LogLevel::kWarn, "task announcement not adopted",
             {{"announcer", AddressHex(sender)}, {"error", s.ToString()}});
@@ -385,7 +436,7 @@ Status ConsensusEngine::FetchTaskBlobs(const v1::SubmitTaskRequest& spec, const 
   return OkStatus();
 }
 
-Status ConsensusEngine::Adopt(const v1::TaskAnnouncement& ann, const Address20& announcer) {
+Status ConsensusEngine::Adopt(const v1::TaskAnnouncement& ann, const Address20& announcer, bool late) {
   const v1::SubmitTaskRequest& spec = ann.spec();
   ASSIGN_OR_RETURN(const consensus::TaskId id, tasks_->IdOf(spec));  // needs no blobs
   {
@@ -406,29 +457,28 @@ Status ConsensusEngine::Adopt(const v1::TaskAnnouncement& ann, const Address20& 
     done();
     return fetched.WithContext("fetching the task's blobs");
   }
-  auto plan = PlanConsensus(id.bytes(), ann.reference_block(), spec.options().replicas(), spec.options().quorum(),
-                            AddressHex(announcer));
+  auto plan =
+      PlanConsensus(ann.reference_block(), spec.options().replicas(), spec.options().quorum(), AddressHex(announcer));
   if (!plan.ok()) {
     done();
     return plan.status();
   }
+  plan->set_observer_only(late);
   auto submitted = tasks_->Submit(spec, &*plan);
   if (!submitted.ok()) {
     done();
     return submitted.status();
   }
-  Actions actions;
-  auto operators = chain_->OperatorsAt(ann.reference_block());  // before the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
     adopting_.erase(id);
-    if (!operators.ok()) return operators.status();
-    auto task = tasks_->Get(id);
-    if (task.ok() && !rounds_.count(id)) RETURN_IF_ERROR(OpenRound(*task, *operators, &actions));
+    if (!rounds_.count(id)) seating_.emplace(id, plan->seed_block());
   }
-  RunActions(actions);
   Log(LogLevel::kInfo, "task adopted",
-      {{"task", id.Hex()}, {"announcer", AddressHex(announcer)}, {"member", plan->member()}});
+      {{"task", id.Hex()},
+       {"announcer", AddressHex(announcer)},
+       {"seed_block", static_cast<int64_t>(plan->seed_block())},
+       {"observer_only", late}});
   return OkStatus();
 }
 
@@ -459,6 +509,8 @@ Status ConsensusEngine::OpenRound(const v1::Task& task, std::shared_ptr<const co
   consensus::RoundRecord record;
   ASSIGN_OR_RETURN(record.task_id, Hash256FromHex(task.task_id()));
   record.reference_block = c.reference_block();
+  if (c.committee_size() == 0) return FailedPrecondition("the task's committee is not seated yet");
+  ASSIGN_OR_RETURN(record.seed_block_hash, Hash256FromHex(c.seed_block_hash()));
   record.replicas = c.replicas();
   record.quorum = c.quorum();
   for (const std::string& a : c.committee()) {
@@ -468,6 +520,7 @@ Status ConsensusEngine::OpenRound(const v1::Task& task, std::shared_ptr<const co
   record.executed =
       task.has_result() && !task.result().result_root().empty() && task.state() != v1::TASK_STATE_SUCCEEDED;
   record.finalized = c.has_certificate();
+  record.observer_only = c.observer_only();
   const auto now = options_.now();
   ASSIGN_OR_RETURN(consensus::TaskRound protocol,
                    consensus::TaskRound::Open(Rules(), std::move(operators), record, SteadyMillis(now)));
@@ -850,6 +903,7 @@ void ConsensusEngine::Tick() {
   Actions actions;
   std::vector<consensus::TaskId> fetch;
   std::vector<std::pair<consensus::TaskId, std::string>> failing;  // rounds that failed, tasks to fail
+  std::vector<consensus::TaskId> seat;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const auto now = options_.now();
@@ -889,8 +943,17 @@ void ConsensusEngine::Tick() {
       }
       it = orphan_since_.erase(it);
     }
-    // Certified results become final once the chain passes their challenge window.
+    // Committees whose seed block is mined and settled are drawn now.
     const uint64_t head = chain_->head();
+    for (auto it = seating_.begin(); it != seating_.end();) {
+      if (it->second > head || head - it->second < options_.confirmations) {
+        ++it;
+        continue;
+      }
+      seat.push_back(it->first);
+      it = seating_.erase(it);
+    }
+    // Certified results become final once the chain passes their challenge window.
     for (auto it = awaiting_final_.begin(); it != awaiting_final_.end();) {
       if (!consensus::IsFinalAt(head, it->second)) {
         ++it;
@@ -913,6 +976,17 @@ void ConsensusEngine::Tick() {
   }
   RunActions(actions);
   for (const auto& id : fetch) Enqueue([this, id] { FetchCertifiedResult(id); });
+  for (const auto& id : seat) {
+    Enqueue([this, id] {
+      if (Status s = Seat(id); !s.ok()) {
+        // Tried again at the next tick (the chain may be briefly unreachable).
+        Log(LogLevel::kWarn, "cannot seat the committee", {{"task", id.Hex()}, {"error", s.ToString()}});
+        auto task = tasks_->Get(id);
+        std::lock_guard<std::mutex> lock(mu_);
+        if (task.ok() && !rounds_.count(id)) seating_.emplace(id, task->consensus().seed_block());
+      }
+    });
+  }
   // Failed rounds end their tasks; one still executing here is tried again at the next tick.
   for (const auto& [id, reason] : failing) {
     Status s = tasks_->Mutate(id, FailTask(reason));
@@ -973,13 +1047,21 @@ Status ConsensusEngine::Recover() {
   }));
   for (const v1::Task& t : open) {
     Actions actions;
-    auto operators = chain_->OperatorsAt(t.consensus().reference_block());  // before the lock
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      Status s = operators.ok() ? OpenRound(t, *operators, &actions) : operators.status();
-      if (!s.ok()) {
-        Log(LogLevel::kWarn, "cannot reopen consensus round", {{"task", t.task_id()}, {"error", s.ToString()}});
-        continue;
+    if (t.consensus().committee_size() == 0) {
+      // Not seated before the restart: seated at a tick, like a new task.
+      if (auto id = consensus::TaskId::FromHex(t.task_id()); id.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        seating_.emplace(*id, t.consensus().seed_block());
+      }
+    } else {
+      auto operators = chain_->OperatorsAt(t.consensus().reference_block());  // before the lock
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        Status s = operators.ok() ? OpenRound(t, *operators, &actions) : operators.status();
+        if (!s.ok()) {
+          Log(LogLevel::kWarn, "cannot reopen consensus round", {{"task", t.task_id()}, {"error", s.ToString()}});
+          continue;
+        }
       }
     }
     // Our own announcement may have been lost with the gossip log too (killed right after

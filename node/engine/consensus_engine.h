@@ -91,9 +91,14 @@ class ConsensusEngine {
   struct Round;
   struct Actions;  // side effects gathered under the lock, run after it
 
-  StatusOr<v1::TaskConsensus> PlanConsensus(const Hash256& task_id, uint64_t reference_block, uint32_t replicas,
-                                            uint32_t quorum, const std::string& announcer);
-  Status Adopt(const v1::TaskAnnouncement& announcement, const Address20& announcer);
+  StatusOr<v1::TaskConsensus> PlanConsensus(uint64_t reference_block, uint32_t replicas, uint32_t quorum,
+                                            const std::string& announcer);
+  uint64_t ReferenceForNewTask(uint64_t head) const;
+  // Draws the committee from the seed block's hash, stores it with the task and opens its round
+  // (queueing the task here when this node is a member). Runs outside the lock.
+  Status Seat(const consensus::TaskId& task_id);
+  // `late`: accepted after its seed block was mined, so this node only observes the task.
+  Status Adopt(const v1::TaskAnnouncement& announcement, const Address20& announcer, bool late);
   Status FetchBlob(const Hash256& sha256, const std::vector<std::string>& endpoints);
   Status FetchTaskBlobs(const v1::SubmitTaskRequest& spec, const std::vector<std::string>& endpoints);
   consensus::RoundRules Rules() const;
@@ -147,6 +152,8 @@ class ConsensusEngine {
   std::map<consensus::TaskId, std::chrono::steady_clock::time_point> orphan_since_;
   size_t orphan_count_ = 0;
   std::set<consensus::TaskId> adopting_;  // announcements being fetched
+  // Stored tasks whose committee is not drawn yet -> their seed block.
+  std::map<consensus::TaskId, uint64_t> seating_;
 
   std::mutex jobs_mu_;
   std::condition_variable jobs_cv_;

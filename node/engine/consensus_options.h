@@ -18,12 +18,20 @@ struct ConsensusOptions {
   // Every operator is in the committee and no vote came for this long: the task fails.
   std::chrono::milliseconds exhausted_grace{120000};
   uint32_t max_dispute_committee = 1024;  // disputes run over the whole set, up to this many
-  uint64_t max_reference_age = 256;       // blocks; older announcements are refused
+  uint64_t max_reference_age = 256;       // blocks; older announcements are only observed
+  // Announcements older than this are refused outright: evidence about them has expired
+  // (the deployment's evidenceDeadlineBlocks in a networked node).
+  uint64_t evidence_deadline_blocks = 7200;
   // Blocks after the last possible announcement in which a certified result can still be
   // challenged; it is final after them (consensus/finality.h).
   uint64_t challenge_window_blocks = 4;
-  // Reference block = head - confirmations: a mined, settled block (chain.confirmations).
+  // Blocks a block must have on top before it is read: the reference block of a new task is
+  // at most head - confirmations, and a committee is seated once its seed block is this deep
+  // (chain.confirmations).
   uint64_t confirmations = 1;
+  // A new task's reference block is head - (R - margin): as old as peers still accept, less
+  // this margin for peers whose head is ahead, so its seed block ref + R + 1 comes soon.
+  uint64_t reference_margin_blocks = 2;
   int64_t max_blob_bytes = int64_t{1} << 30;  // limits.max_blob_bytes
   // Every deadline and age the engine keeps (member timeout, orphan votes, finality) reads this
   // clock; unit tests pass one they move by hand. Not a config key.

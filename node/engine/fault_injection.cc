@@ -11,15 +11,17 @@ namespace consensor::node {
 
 namespace {
 
-constexpr std::array<std::string_view, 7> kNames = {
-    "corrupt-output", "equivocate", "silent", "crash-mid-task", "downgrade-replicas", "wrong-trace-root", "slow"};
-constexpr std::array<FaultMode, 7> kModes = {
+constexpr std::array<std::string_view, 8> kNames = {"corrupt-output", "equivocate",         "silent",
+                                                    "crash-mid-task", "downgrade-replicas", "wrong-trace-root",
+                                                    "slow",           "stale-reference"};
+constexpr std::array<FaultMode, 8> kModes = {
     FaultMode::kCorruptOutput,     FaultMode::kEquivocate,     FaultMode::kSilent, FaultMode::kCrashMidTask,
-    FaultMode::kDowngradeReplicas, FaultMode::kWrongTraceRoot, FaultMode::kSlow};
+    FaultMode::kDowngradeReplicas, FaultMode::kWrongTraceRoot, FaultMode::kSlow,   FaultMode::kStaleReference};
 
 class Honest final : public FaultInjector {
  public:
   void BeforeAnnouncing(uint32_t*, uint32_t*) override {}
+  uint64_t ReferenceBlock(uint64_t honest, uint64_t, uint64_t) override { return honest; }
   void BeforeAttesting(const std::string&) override {}
   bool StaySilent(const std::string&) override { return false; }
   std::vector<consensus::Attestation> ToSign(const std::string&, const consensus::Attestation& honest) override {
@@ -37,6 +39,15 @@ class Faulty final : public FaultInjector {
         {{"replicas", static_cast<int64_t>(*replicas)}, {"quorum", static_cast<int64_t>(*quorum)}});
     *replicas = 1;
     *quorum = 1;
+  }
+
+  uint64_t ReferenceBlock(uint64_t honest, uint64_t head, uint64_t max_reference_age) override {
+    if (mode_ != FaultMode::kStaleReference || head < max_reference_age + 3) return honest;
+    // Seed block ref + R + 1 = head - 1: mined, so the committee is known before announcing.
+    const uint64_t stale = head - max_reference_age - 2;
+    Log(LogLevel::kWarn, "fault injection: announcing with a reference block whose seed is mined",
+        {{"reference_block", static_cast<int64_t>(stale)}, {"head", static_cast<int64_t>(head)}});
+    return stale;
   }
 
   void BeforeAttesting(const std::string& task_id_hex) override {

@@ -28,6 +28,9 @@ enum class FaultMode {
   // Honest, but attests only `delay_ms` after executing: a member still working on a long task
   // (to the others it looks silent until then).
   kSlow,
+  // As an entry node, announces with a reference block whose seed block is already mined, so it
+  // knows the committee before it announces (the grinding attempt of docs/SECURITY.md, hole 3).
+  kStaleReference,
 };
 
 // The config names of the faults, in the order the docs list them (kNone has none).
@@ -40,6 +43,8 @@ class FaultInjector {
   virtual ~FaultInjector() = default;
   // This node, as the entry node, is about to fix a client's task (replication resolved).
   virtual void BeforeAnnouncing(uint32_t* replicas, uint32_t* quorum) = 0;
+  // The reference block this node, as the entry node, announces with (`honest` is the rule's).
+  virtual uint64_t ReferenceBlock(uint64_t honest, uint64_t head, uint64_t max_reference_age) = 0;
   // This node executed the task and is about to attest; crash-mid-task ends the process here.
   virtual void BeforeAttesting(const std::string& task_id_hex) = 0;
   // True: sign nothing for this task.

@@ -20,6 +20,12 @@ using fixture::H;
 using fixture::Key;
 
 constexpr uint64_t kRef = 42;
+// The hash of the seed block, kRef + R + 1, that the committee is drawn from.
+const Hash256 kSeed = [] {
+  Hash256 h{};
+  h.fill(0x5e);
+  return h;
+}();
 constexpr int kOperators = 6;
 
 class CertificateRules : public ::testing::Test {
@@ -33,7 +39,7 @@ class CertificateRules : public ::testing::Test {
     task_ = TaskSpec{H(7), {{"x", H(8)}}, 5, replicas, quorum};
     attestation_.task_id = ComputeTaskId(task_)->bytes();
     order_.clear();
-    auto order = CommitteeOrder(attestation_.task_id, kRef, registry_, kOperators);
+    auto order = CommitteeOrder(attestation_.task_id, kRef, kSeed, registry_, kOperators);
     ASSERT_TRUE(order.ok());
     for (const Address20& a : *order) order_.push_back(fixture::OperatorNumber(a, kOperators));
   }
@@ -56,7 +62,7 @@ class CertificateRules : public ::testing::Test {
     return c;
   }
   std::string Error(const CertificateClaims& c) const {
-    auto r = CheckCertificate(c, Domain(), Set());
+    auto r = CheckCertificate(c, Domain(), Set(), kSeed);
     EXPECT_FALSE(r.ok());
     return r.ok() ? "" : r.status().message();
   }
@@ -68,7 +74,7 @@ class CertificateRules : public ::testing::Test {
 };
 
 TEST_F(CertificateRules, CommitteeQuorumPasses) {
-  auto report = CheckCertificate(Make({order_[0], order_[2]}), Domain(), Set());
+  auto report = CheckCertificate(Make({order_[0], order_[2]}), Domain(), Set(), kSeed);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->operator_count, 6u);
   EXPECT_EQ(Uint256ToDecimal(report->total_stake), "21000000000000000000");
@@ -140,7 +146,7 @@ TEST_F(CertificateRules, ReplicationComesFromTheSignedTask) {
   // Absent copies are filled from the task.
   c = Make({order_[0], order_[1]});
   c.replicas = c.quorum = 0;
-  auto report = CheckCertificate(c, Domain(), Set());
+  auto report = CheckCertificate(c, Domain(), Set(), kSeed);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->certificate.replicas, 3u);
   EXPECT_EQ(report->certificate.quorum, 2u);
@@ -158,7 +164,7 @@ TEST_F(CertificateRules, LargerCommitteeAfterReplacementsAdmitsLaterPositions) {
   // A committee of 4 (one replacement) needs ceil(2 * 4 / 3) = 3 signatures.
   CertificateClaims c = Make({order_[1], order_[3], order_[0]});
   c.committee_size = 4;
-  EXPECT_TRUE(CheckCertificate(c, Domain(), Set()).ok());
+  EXPECT_TRUE(CheckCertificate(c, Domain(), Set(), kSeed).ok());
   c = Make({order_[1], order_[3]});
   c.committee_size = 4;
   EXPECT_NE(Error(c).find("2 signatures are fewer than the quorum of 3 that a committee of 4 needs"), std::string::npos)
@@ -174,14 +180,14 @@ TEST_F(CertificateRules, ClaimingTheWholeSetAsCommitteeNeedsItsMajority) {
   EXPECT_NE(Error(c).find("fewer than the quorum of 4 that a committee of 6 needs"), std::string::npos) << Error(c);
   c = Make({order_[2], order_[3], order_[4], order_[5]});
   c.committee_size = kOperators;
-  EXPECT_TRUE(CheckCertificate(c, Domain(), Set()).ok());
+  EXPECT_TRUE(CheckCertificate(c, Domain(), Set(), kSeed).ok());
 }
 
 TEST_F(CertificateRules, DisputeCountsTheWholeSet) {
   CertificateClaims c = Make({order_[3], order_[4], order_[5]});
   c.dispute = true;
   c.quorum = c.replicas = c.committee_size = 0;
-  auto report = CheckCertificate(c, Domain(), Set());
+  auto report = CheckCertificate(c, Domain(), Set(), kSeed);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   for (const CertificateSigner& s : report->signers) EXPECT_GE(s.position, 3u);
 }

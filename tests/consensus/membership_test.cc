@@ -57,7 +57,7 @@ TEST(DisputeCommittee, IsThePrefixOfTheOrderWithStakes) {
   std::vector<WeightedOperator> registry;
   for (int i = 1; i <= 6; ++i) registry.push_back({Addr(i), Ether(i)});
   const OperatorSet set = OperatorSet::FromRegistry(10, registry);
-  auto order = CommitteeOrder(fixture::H(1), 10, set.operators, set.operators.size());
+  auto order = CommitteeOrder(fixture::H(1), 10, Hash256{}, set.operators, set.operators.size());
   ASSERT_TRUE(order.ok());
   std::vector<WeightedOperator> committee = DisputeCommittee(*order, set, 4);
   ASSERT_EQ(committee.size(), 4u);

@@ -350,6 +350,10 @@ struct NetworkOptions {
 
 class TestNetwork {
  public:
+  // The deployment's maxReferenceAge in test networks (blocks of one second).
+  static constexpr uint64_t kMaxReferenceAge = 8;
+
+ public:
   explicit TestNetwork(std::string name, NetworkOptions options = {}) : name_(std::move(name)), options_(options) {
     dir_ =
         (std::filesystem::temp_directory_path() / ("consensor-net-" + std::to_string(getpid()) + "-" + name_)).string();
@@ -377,7 +381,13 @@ class TestNetwork {
     if (!anvil_->Start({"--block-time", "1"}))
       return "anvil did not start (scripts/setup.sh installs it): " + anvil_->Log();
     const std::string rel = "deployments/test-network-" + std::to_string(getpid()) + "-" + name_ + ".json";
-    CommandResult deploy = DeployContracts(anvil_->url(), rel, options_.deploy_env);
+    // Time parameters that fit a test: R = 8 one-second blocks (a task is announced at
+    // head - 6 and its committee drawn from block ref + 9), W = 4. A test's own values follow
+    // and win.
+    CommandResult deploy =
+        DeployContracts(anvil_->url(), rel,
+                        "MAX_REFERENCE_AGE=" + std::to_string(kMaxReferenceAge) +
+                            " CHALLENGE_WINDOW_BLOCKS=4 EVIDENCE_DEADLINE_BLOCKS=64 " + options_.deploy_env);
     const std::string written = std::string(CNSR_SOURCE_DIR) + "/contracts/" + rel;
     if (deploy.exit_code != 0) {
       std::filesystem::remove(written);
@@ -417,14 +427,15 @@ class TestNetwork {
     for (const std::string& e : errors) {
       if (!e.empty()) return e;
     }
-    // Nodes take the reference block as head - 1: wait until that block has every registration.
+    // Nodes take the reference block as far as head - R: wait until that block has every
+    // registration.
     size_t registered = 0;
     for (const auto& n : nodes_) registered += n->spec().registered ? 1 : 0;
     if (!WaitUntil(
             [&] {
               auto head = rpc_->BlockNumber();
-              if (!head.ok() || *head == 0) return false;
-              auto set = chain_->OperatorsAt(*head - 1);
+              if (!head.ok() || *head <= kMaxReferenceAge) return false;
+              auto set = chain_->OperatorsAt(*head - kMaxReferenceAge);
               return set.ok() && set->size() == registered;
             },
             std::chrono::seconds(60))) {
@@ -533,6 +544,18 @@ class TestNetwork {
   StatusOr<node::OperatorInfo> OperatorInfo(const Address20& a) {
     std::lock_guard<std::mutex> lock(chain_mu_);
     return chain_->GetOperatorInfo(a);
+  }
+  StatusOr<Hash256> BlockHash(uint64_t block) {
+    std::lock_guard<std::mutex> lock(chain_mu_);
+    return rpc_->BlockHash(block);
+  }
+  StatusOr<uint64_t> Head() {
+    std::lock_guard<std::mutex> lock(chain_mu_);
+    return rpc_->BlockNumber();
+  }
+  StatusOr<std::vector<consensus::WeightedOperator>> OperatorsAt(uint64_t block) {
+    std::lock_guard<std::mutex> lock(chain_mu_);
+    return chain_->OperatorsAt(block);
   }
   StatusOr<std::vector<node::SlashEvent>> SlashEvents() {
     std::lock_guard<std::mutex> lock(chain_mu_);

@@ -22,6 +22,7 @@
 
 #include "common/npy.h"
 #include "consensor/v1/peer.grpc.pb.h"
+#include "consensus/committee.h"
 #include "consensus/task.h"
 #include "executor/merkle.h"
 #include "node/api/task_spec.h"
@@ -538,6 +539,90 @@ TEST(NetworkFaultTest, DowngradedAnnouncementIsRefused) {
   EXPECT_EQ(v.exit_code, 1) << v.out;
   EXPECT_NE(v.out.find("it certifies something you did not ask for"), std::string::npos) << v.out;
   EXPECT_EQ(v.out.find("VERIFIED    "), std::string::npos) << v.out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The committee seed (docs/SECURITY.md, section 6): drawn from the hash of block ref + R + 1,
+// which is not mined when honest nodes accept the task.
+
+// Every node draws the same committee, and it is the one this test draws from the chain itself:
+// the operator set at the reference block and the hash of the seed block.
+TEST(NetworkSeedTest, CommitteeIsDrawnFromTheSeedBlockHash) {
+  TestNetwork net("seed");
+  ASSERT_EQ(net.Start({Operator(1), Operator(2), Operator(3), Operator(4)}), "");
+  auto s = Submit(net.node(0), 3, 2, 700);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto entry = WaitCertified(net.node(0), s->id);
+  ASSERT_TRUE(entry.ok()) << entry.status().ToString();
+  ExpectHonest(*entry, *s, "entry");
+  const v1::TaskConsensus& c = entry->consensus();
+  EXPECT_EQ(c.seed_block(), c.reference_block() + TestNetwork::kMaxReferenceAge + 1);
+  auto seed = net.BlockHash(c.seed_block());
+  ASSERT_TRUE(seed.ok()) << seed.status().ToString();
+  EXPECT_EQ(c.seed_block_hash(), ToHex(*seed));
+  auto registered = net.OperatorsAt(c.reference_block());
+  ASSERT_TRUE(registered.ok()) << registered.status().ToString();
+  auto order = consensus::CommitteeOrder(*Hash256FromHex(s->id), c.reference_block(), *seed, *registered, 3);
+  ASSERT_TRUE(order.ok()) << order.status().ToString();
+  std::vector<std::string> expected;
+  for (const Address20& a : *order) expected.push_back("0x" + ToHex(a));
+  for (size_t i = 0; i < net.size(); ++i) {
+    auto t = WaitCertified(net.node(i), s->id);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    std::vector<std::string> committee(t->consensus().committee().begin(), t->consensus().committee().begin() + 3);
+    EXPECT_EQ(committee, expected) << net.node(i).name();
+    EXPECT_FALSE(t->consensus().observer_only()) << net.node(i).name();
+  }
+  // The certificate verifies, committee guarantee included, against the seed read from chain.
+  testing_support::CommandResult v = net.Cli("verify " + s->id + " --node " + net.node(1).address());
+  EXPECT_NE(v.out.find("guarantee   committee"), std::string::npos) << v.out;
+}
+
+// A malicious entry node announces with a reference block whose seed block is already mined:
+// it knows the committee before it commits, the grinding of hole 3. Honest nodes adopt the task
+// as observers only, so no honest operator executes or signs it and it is never certified, even
+// when the entry node itself heads the committee.
+TEST(NetworkSeedTest, StaleReferenceGetsNoHonestSignature) {
+  TestNetwork net("stale-reference");
+  ASSERT_EQ(net.Start({Operator(1).Fault("stale-reference"), Operator(2), Operator(3), Operator(4)}), "");
+  // The stale reference is head - R - 2; Start waited for every registration at head - R.
+  auto started = net.Head();
+  ASSERT_TRUE(started.ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto now = net.Head();
+        return now.ok() && *now >= *started + 3;
+      },
+      60s));
+  auto s = Submit(net.node(0), 3, 2, 701);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::set<std::string> honest;
+  for (size_t i = 1; i < net.size(); ++i) honest.insert(net.node(i).operator_hex());
+  for (size_t i = 1; i < net.size(); ++i) {
+    auto t = WaitUntilTask(net.node(i), s->id, kFinality,
+                           [](const v1::Task& t) { return t.consensus().committee_size() > 0; });
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_TRUE(t->consensus().observer_only()) << net.node(i).name();
+    EXPECT_FALSE(t->consensus().member()) << net.node(i).name();
+  }
+  // Long enough for an honest member to have executed and signed (a task takes about a second).
+  auto head = net.Head();
+  ASSERT_TRUE(head.ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto now = net.Head();
+        return now.ok() && *now >= *head + 8;
+      },
+      60s));
+  for (size_t i = 0; i < net.size(); ++i) {
+    auto t = net.node(i).GetTask(s->id);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_FALSE(t->consensus().has_certificate()) << net.node(i).name() << ": " << testing_support::Describe(*t);
+    for (const auto& a : t->consensus().attestations()) {
+      EXPECT_EQ(honest.count(a.signer()), 0u) << net.node(i).name() << ": an honest operator signed " << a.signer();
+    }
+    if (i > 0) EXPECT_FALSE(t->has_result()) << net.node(i).name() << " executed a task it only observes";
+  }
 }
 
 // Issue 16: a network-wide minimum of replicas, from the deployment. A client asking for fewer

@@ -70,12 +70,20 @@ class VerifyTest : public ::testing::Test {
     }
     ref_ = *rpc_->BlockNumber();
     Mine();
+    // The committee is drawn from the hash of block ref + R + 1 (R = 256 by default): mine it.
+    auto params = chain_->ReadDeploymentParams();
+    ASSERT_TRUE(params.ok()) << params.status().ToString();
+    const uint64_t seed_block = consensus::SeedBlock(ref_, params->max_reference_age);
+    ASSERT_TRUE(rpc_->transport()->Call("anvil_mine", nlohmann::json::array({seed_block - ref_})).ok());
+    auto seed = rpc_->BlockHash(seed_block);
+    ASSERT_TRUE(seed.ok()) << seed.status().ToString();
+    seed_ = *seed;
 
     auto set = chain_->OperatorsAt(ref_);
     ASSERT_TRUE(set.ok()) << set.status().ToString();
     ASSERT_EQ(set->size(), 4u);
     const std::vector<consensus::WeightedOperator>& weighted = *set;
-    auto order = consensus::CommitteeOrder(TaskId(), ref_, weighted, weighted.size());
+    auto order = consensus::CommitteeOrder(TaskId(), ref_, seed_, weighted, weighted.size());
     ASSERT_TRUE(order.ok()) << order.status().ToString();
     for (const Address20& a : *order) {
       for (size_t i = 1; i <= 4; ++i) {
@@ -155,6 +163,7 @@ class VerifyTest : public ::testing::Test {
   std::unique_ptr<node::EthRpc> rpc_;
   std::unique_ptr<node::ChainClient> chain_;
   uint64_t ref_ = 0;
+  Hash256 seed_{};             // hash of the seed block ref_ + R + 1
   std::vector<size_t> order_;  // dev account indices in the task's committee order
   consensus::Attestation attestation_;
 };
@@ -194,7 +203,7 @@ TEST_F(VerifyTest, ResultCertificate) {
       << unanchored.out;
   // The reference block is fresh: certified, not final; --require-final refuses it until the
   // chain passes ref + R + W (the deploy defaults: 256 + 300 blocks).
-  EXPECT_NE(ok.out.find("finality    certified, not final: challengeable until block " + std::to_string(ref_ + 556)),
+  EXPECT_NE(ok.out.find("finality    certified, not final: challengeable until block " + std::to_string(ref_ + 557)),
             std::string::npos)
       << ok.out;
   CommandResult not_final = Cli("verify --certificate " + file + " --request " + request + " --require-final");
@@ -228,12 +237,12 @@ TEST_F(VerifyTest, ResultCertificate) {
   EXPECT_NE(outsider.out.find("guarantee   none"), std::string::npos) << outsider.out;
   EXPECT_NE(outsider.out.find("is at position 3 of the task's committee order"), std::string::npos) << outsider.out;
 
-  // Past ref + R + W the same certificate is final, and --require-final accepts it.
+  // Past ref + R + 1 + W the same certificate is final, and --require-final accepts it.
   ASSERT_TRUE(rpc_->transport()->Call("anvil_mine", nlohmann::json::array({557})).ok());
   CommandResult final_now = Cli("verify --certificate " + file + " --request " + request + " --require-final");
   EXPECT_EQ(final_now.exit_code, 0) << final_now.out;
   EXPECT_NE(
-      final_now.out.find("finality    final: the challenge window closed after block " + std::to_string(ref_ + 556)),
+      final_now.out.find("finality    final: the challenge window closed after block " + std::to_string(ref_ + 557)),
       std::string::npos)
       << final_now.out;
 }
@@ -265,7 +274,7 @@ TEST_F(VerifyTest, SingleOperatorForgeryIsRefused) {
     own.task_id = node::TaskIdOfRequest(own_request)->bytes();
     auto set = chain_->OperatorsAt(ref_);
     ASSERT_TRUE(set.ok());
-    auto first = consensus::CommitteeOrder(own.task_id, ref_, *set, 1);
+    auto first = consensus::CommitteeOrder(own.task_id, ref_, seed_, *set, 1);
     ASSERT_TRUE(first.ok());
     if ((*first)[0] == Addr(forger)) break;
   }
@@ -337,7 +346,7 @@ TEST_F(VerifyTest, ChainClientVerifyCertificate) {
   ASSERT_FALSE(empty.ok());
   EXPECT_NE(empty.status().message().find("EmptyCertificate()"), std::string::npos) << empty.status().message();
   consensus::Attestation future = attestation_;
-  future.reference_block = ref_ + 100;
+  future.reference_block = *rpc_->BlockNumber() + 100;
   auto not_final = chain_->VerifyCertificate(future, Signatures(three));
   ASSERT_FALSE(not_final.ok());
   EXPECT_NE(not_final.status().message().find("ReferenceBlockNotFinal("), std::string::npos)

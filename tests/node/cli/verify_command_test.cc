@@ -16,6 +16,12 @@ namespace {
 
 constexpr size_t kOperators = 6;
 constexpr uint64_t kRef = 42;
+// The hash of the seed block, kRef + R + 1, that the committee is drawn from.
+const Hash256 kSeed = [] {
+  Hash256 h{};
+  h.fill(0x5e);
+  return h;
+}();
 
 Secp256k1Secret Key(size_t i) {
   Secp256k1Secret k{};
@@ -62,7 +68,7 @@ class CheckCertificateTest : public ::testing::Test {
     request_.mutable_options()->set_protocol_version(consensus::kProtocolVersion);
     attestation_ = {TaskIdOfRequest(request_)->bytes(), H(2), H(3), kRef};
     order_.clear();
-    auto order = consensus::CommitteeOrder(attestation_.task_id, kRef, registry_, kOperators);
+    auto order = consensus::CommitteeOrder(attestation_.task_id, kRef, kSeed, registry_, kOperators);
     ASSERT_TRUE(order.ok()) << order.status().ToString();
     for (const Address20& a : *order) {
       for (size_t i = 0; i < kOperators; ++i) {
@@ -95,7 +101,7 @@ class CheckCertificateTest : public ::testing::Test {
   consensus::OperatorSet Set() const { return consensus::OperatorSet::FromRegistry(kRef, registry_); }
 
   std::string Error(const v1::Certificate& c) {
-    auto r = CheckCertificate(c, Domain(), Set());
+    auto r = CheckCertificate(c, Domain(), Set(), kSeed);
     EXPECT_FALSE(r.ok());
     return r.ok() ? "" : r.status().message();
   }
@@ -107,7 +113,7 @@ class CheckCertificateTest : public ::testing::Test {
 };
 
 TEST_F(CheckCertificateTest, CommitteeQuorumPasses) {
-  auto report = CheckCertificate(Make({order_[0], order_[2]}), Domain(), Set());
+  auto report = CheckCertificate(Make({order_[0], order_[2]}), Domain(), Set(), kSeed);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->certificate.attestation, attestation_);
   EXPECT_EQ(report->operator_count, kOperators);
@@ -122,16 +128,16 @@ TEST_F(CheckCertificateTest, CommitteeQuorumPasses) {
   const uint64_t signed_ether = (order_[0] + 1) + (order_[2] + 1);
   EXPECT_EQ(Uint256ToDecimal(report->signed_stake), std::to_string(signed_ether) + "000000000000000000");
   // The whole committee, and a larger prefix (replacements) that includes position 3.
-  EXPECT_TRUE(CheckCertificate(Make({order_[0], order_[1], order_[2]}), Domain(), Set()).ok());
+  EXPECT_TRUE(CheckCertificate(Make({order_[0], order_[1], order_[2]}), Domain(), Set(), kSeed).ok());
   // (A committee of 4 needs 3 signatures: the quorum scales with the committee.)
   v1::Certificate replaced = Make({order_[1], order_[3], order_[0]});
   replaced.set_committee_size(4);
-  EXPECT_TRUE(CheckCertificate(replaced, Domain(), Set()).ok());
+  EXPECT_TRUE(CheckCertificate(replaced, Domain(), Set(), kSeed).ok());
 }
 
 TEST_F(CheckCertificateTest, ZeroStakeOperatorsAreNotCounted) {
   registry_.push_back({Addr(9), Uint256{}});
-  auto report = CheckCertificate(Make({order_[0], order_[1]}), Domain(), Set());
+  auto report = CheckCertificate(Make({order_[0], order_[1]}), Domain(), Set(), kSeed);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->operator_count, kOperators);
 }
@@ -168,7 +174,7 @@ TEST_F(CheckCertificateTest, TamperedAttestationFails) {
   EXPECT_NE(Error(c).find("does not recover to its signer"), std::string::npos) << Error(c);
   c = Make({order_[0], order_[1]});
   c.set_reference_block(kRef + 1);
-  EXPECT_FALSE(CheckCertificate(c, Domain(), Set()).ok());
+  EXPECT_FALSE(CheckCertificate(c, Domain(), Set(), kSeed).ok());
 }
 
 TEST_F(CheckCertificateTest, WrongDomainFails) {
@@ -251,7 +257,7 @@ TEST_F(CheckCertificateTest, ForgedReplicationIsRefused) {
   c = Make({order_[0], order_[1]});
   c.set_replicas(0);
   c.set_quorum(0);
-  auto report = CheckCertificate(c, Domain(), Set());
+  auto report = CheckCertificate(c, Domain(), Set(), kSeed);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_EQ(report->certificate.replicas, 3u);
   EXPECT_EQ(report->certificate.quorum, 2u);
@@ -285,7 +291,7 @@ TEST_F(CheckCertificateTest, DisputeCommitteeIsTheWholeSet) {
   c.set_quorum(0);
   c.set_replicas(0);
   c.set_committee_size(0);
-  auto report = CheckCertificate(c, Domain(), Set());
+  auto report = CheckCertificate(c, Domain(), Set(), kSeed);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   for (const CertificateSigner& s : report->signers) EXPECT_GE(s.position, 3u);
   // Still: signatures, order and membership.
@@ -299,7 +305,7 @@ TEST_F(CheckCertificateTest, FormatErrorsNameTheField) {
   EXPECT_NE(Error(c).find("task_id must be 64 hex digits, got 3"), std::string::npos) << Error(c);
   c = Make({order_[0], order_[1]});
   c.set_trace_root("0x" + c.trace_root());  // a 0x prefix is fine
-  EXPECT_TRUE(CheckCertificate(c, Domain(), Set()).ok());
+  EXPECT_TRUE(CheckCertificate(c, Domain(), Set(), kSeed).ok());
   c.set_signers(1, "0x1234");
   EXPECT_NE(Error(c).find("signers[1]: "), std::string::npos) << Error(c);
   c = Make({order_[0], order_[1]});

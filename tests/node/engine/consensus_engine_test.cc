@@ -69,6 +69,9 @@ constexpr auto kMemberTimeout = 5000ms;
 constexpr auto kExhaustedGrace = 15000ms;
 constexpr uint64_t kMaxReferenceAge = 8;
 constexpr uint64_t kChallengeWindow = 4;
+// The block whose hash seeds kReference's committees, and a head where it is settled.
+constexpr uint64_t kSeedBlock = kReference + kMaxReferenceAge + 1;
+constexpr uint64_t kSeated = kSeedBlock + kConfirmations;
 
 const consensus::Eip712Domain kDomain{31337, Address20{0x51}};
 
@@ -168,6 +171,20 @@ class FakeChainView final : public ChainView {
     std::lock_guard<std::mutex> lock(mu_);
     operators_at_hook_ = std::move(hook);
   }
+
+  StatusOr<Hash256> BlockHashAt(uint64_t block) override {
+    Probe("BlockHashAt");
+    if (block > head_.load()) return NotFound("block " + std::to_string(block) + " is not mined yet");
+    return HashOfBlock(block);
+  }
+  static Hash256 HashOfBlock(uint64_t block) {
+    Hash256 h{};
+    h.fill(0xb1);
+    for (int i = 0; i < 8; ++i) h[31 - i] = static_cast<uint8_t>(block >> (8 * i));
+    return h;
+  }
+  // The seed of tasks announced at kReference.
+  Hash256 SeedHash() const { return HashOfBlock(kSeedBlock); }
 
   const std::vector<consensus::WeightedOperator>& registry() const { return registry_; }
   int operators_at_calls() const { return operators_at_calls_.load(); }
@@ -368,6 +385,9 @@ class WatchedInjector final : public FaultInjector {
  public:
   explicit WatchedInjector(FaultMode mode) : inner_(NewFaultInjector(mode)) {}
   void BeforeAnnouncing(uint32_t* replicas, uint32_t* quorum) override { inner_->BeforeAnnouncing(replicas, quorum); }
+  uint64_t ReferenceBlock(uint64_t honest, uint64_t head, uint64_t max_reference_age) override {
+    return inner_->ReferenceBlock(honest, head, max_reference_age);
+  }
   void BeforeAttesting(const std::string& task_id_hex) override {
     inner_->BeforeAttesting(task_id_hex);
     Note();
@@ -466,6 +486,7 @@ class ConsensusEngineTest : public ::testing::Test {
     co.exhausted_grace = kExhaustedGrace;
     co.confirmations = kConfirmations;
     co.max_reference_age = kMaxReferenceAge;
+    co.reference_margin_blocks = kMaxReferenceAge - kConfirmations;  // new tasks at kReference
     co.challenge_window_blocks = kChallengeWindow;
     co.now = [this] {
       return SteadyClock::time_point(std::chrono::hours(1000)) + std::chrono::milliseconds(now_ms_.load());
@@ -542,8 +563,8 @@ class ConsensusEngineTest : public ::testing::Test {
 
   // The committee order of a task at kReference over the whole operator set.
   std::vector<Address20> Order(const v1::SubmitTaskRequest& request) const {
-    return ValueOf(
-        consensus::CommitteeOrder(TaskId(request), kReference, chain_->registry(), chain_->registry().size()));
+    return ValueOf(consensus::CommitteeOrder(TaskId(request), kReference, chain_->SeedHash(), chain_->registry(),
+                                             chain_->registry().size()));
   }
 
   // The first request (by nonce) whose committee order puts this node at `position` (0-based).
@@ -573,7 +594,10 @@ class ConsensusEngineTest : public ::testing::Test {
       hold->cv.wait_for(lock, kTimeout, [&] { return hold->released; });
       return OkStatus();
     });
+    // Planned at kReference; the committee is drawn once the seed block is settled.
+    chain_->SetHead(kHead);
     auto outcome = engine_->Submit(request);
+    chain_->SetHead(kSeated);
     {
       std::lock_guard<std::mutex> lock(hold->mu);
       hold->released = true;
@@ -589,7 +613,10 @@ class ConsensusEngineTest : public ::testing::Test {
     v1::GossipMessage message;
     *message.mutable_announcement()->mutable_spec() = request;
     message.mutable_announcement()->set_reference_block(kReference);
-    return engine_->OnMessage(message, Hash256{}, Addr(announcer));
+    chain_->SetHead(kHead);  // peers accept it until kReference + kMaxReferenceAge
+    Status accepted = engine_->OnMessage(message, Hash256{}, Addr(announcer));
+    chain_->SetHead(kSeated);
+    return accepted;
   }
 
   // Operator `signer`'s vote for the task, as gossip hands it to the engine.
@@ -635,8 +662,13 @@ class ConsensusEngineTest : public ::testing::Test {
     return WaitUntil(*tasks_, id, done);
   }
   // For a task this node does not know yet (adoption runs in the background).
+  // Adopted and its committee drawn from the seed block.
   v1::Task WaitForAdoption(const std::string& id) {
-    EXPECT_TRUE(Eventually([&] { return tasks_->Get(Id(id)).ok(); })) << "task " << id << " never adopted";
+    EXPECT_TRUE(Eventually([&] {
+      auto t = tasks_->Get(Id(id));
+      return t.ok() && t->consensus().committee_size() > 0;
+    })) << "task "
+        << id << " never adopted and seated";
     return ValueOf(tasks_->Get(Id(id)));
   }
 
@@ -689,8 +721,9 @@ TEST_F(ConsensusEngineTest, SubmitPlansStoresAndAnnouncesThenAttests) {
   EXPECT_EQ(sent[0].announcement().spec().SerializeAsString(), resolved.SerializeAsString());
   EXPECT_EQ(sent[0].announcement().reference_block(), kReference);
 
-  // The stored plan: the committee is the order's first three, this node among them.
-  v1::Task task = ValueOf(tasks_->Get(Id(id)));
+  // The stored plan, once the seed block is settled: the committee is the order's first three,
+  // this node among them.
+  v1::Task task = WaitForAdoption(id);
   const v1::TaskConsensus& plan = task.consensus();
   EXPECT_EQ(plan.reference_block(), kReference);
   EXPECT_EQ(plan.replicas(), 3u);
@@ -771,7 +804,7 @@ TEST_F(ConsensusEngineTest, CertifiedThenFinalAfterTheChallengeWindow) {
   v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
   ASSERT_TRUE(Vote(2, id, task.result()).ok());
   task = WaitForTask(id, Certified);
-  const uint64_t final_block = kReference + kMaxReferenceAge + kChallengeWindow;
+  const uint64_t final_block = kReference + kMaxReferenceAge + 1 + kChallengeWindow;
   EXPECT_EQ(task.consensus().final_block(), final_block);
   EXPECT_FALSE(task.consensus().final());
 
@@ -1190,26 +1223,82 @@ TEST_F(ConsensusEngineTest, CrashMidTaskExitsAfterExecutingBeforeAttesting) {
 
 // Submit queues the task before it opens the round. When the chain is slow there, this node's
 // execution ends first and finds no round to vote in; the round must still get its vote.
-TEST_F(ConsensusEngineTest, ExecutionThatEndsBeforeTheRoundOpensIsStillAttested) {
+// The committee is drawn from the hash of block kReference + R + 1 (consensus/committee.h): until
+// that block is mined and settled, a task is stored but nobody knows its committee, and no
+// member executes it. (Before the seed existed this test held the round's opening back while
+// the task executed; a member now executes only after its round is open.)
+TEST_F(ConsensusEngineTest, MemberWaitsForTheSeedBlockBeforeExecuting) {
   MakeNetwork(3, /*entry=*/true);
   StartNode();
   const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
   const std::string id = ToHex(TaskId(request));
-  int plan_calls = -1;
-  chain_->SetOperatorsAtHook([&](int call) {
-    // Submit's first call plans the round; the next one comes just before the round opens:
-    // hold it until the task has executed here.
-    if (plan_calls < 0) plan_calls = call;
-    if (call != plan_calls + 1) return;
-    WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
-  });
+  chain_->SetHead(kHead);
   auto outcome = engine_->Submit(request);
   ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
-  chain_->SetOperatorsAtHook(nullptr);
+  v1::Task task = ValueOf(tasks_->Get(Id(id)));
+  EXPECT_EQ(task.consensus().seed_block(), kSeedBlock);
+  EXPECT_EQ(task.consensus().committee_size(), 0);
+  EXPECT_FALSE(task.consensus().member());
+  // Mined but not yet settled: still waiting.
+  chain_->SetHead(kSeedBlock);
+  std::this_thread::sleep_for(600ms);  // two ticks of the engine's ticker
+  task = ValueOf(tasks_->Get(Id(id)));
+  EXPECT_EQ(task.consensus().committee_size(), 0);
+  EXPECT_FALSE(task.has_result());
+  EXPECT_TRUE(gossip_.attestations().empty());
+
+  chain_->SetHead(kSeated);
   ASSERT_TRUE(gossip_.WaitForAttestations(1)) << "this node never signed its own result";
-  const v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().attestations_size() == 1; });
+  task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().attestations_size() == 1; });
+  EXPECT_TRUE(task.consensus().member());
+  EXPECT_EQ(task.consensus().seed_block_hash(), ToHex(chain_->SeedHash()));
+  std::vector<std::string> expected;
+  for (const Address20& a : Order(request)) {
+    if (expected.size() < 3) expected.push_back(AddressHex(a));
+  }
+  EXPECT_EQ(std::vector<std::string>(task.consensus().committee().begin(), task.consensus().committee().end()),
+            expected);
   EXPECT_EQ(gossip_.attestations().at(0).signer(), SelfHex());
   EXPECT_EQ(gossip_.attestations().at(0).result_root(), task.result().result_root());
+}
+
+// An announcement that arrives after its seed block was mined: whoever picked the reference
+// block knew the committee. The node follows the task and stores the certified result, but
+// never executes or signs it, even as a first member of the order.
+TEST_F(ConsensusEngineTest, LateAnnouncementIsOnlyObserved) {
+  MakeNetwork(4, /*entry=*/false);
+  StartNode();
+  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
+  const std::vector<Address20> order = Order(request);
+  const int second = OperatorNumber(order[1], 4), third = OperatorNumber(order[2], 4);
+  const v1::TaskResult result = PeerResult(second, request);
+  (void)PeerResult(third, request);
+  const std::string id = ToHex(TaskId(request));
+
+  v1::GossipMessage message;
+  *message.mutable_announcement()->mutable_spec() = request;
+  message.mutable_announcement()->set_reference_block(kReference);
+  chain_->SetHead(kSeated);  // past kReference + R: the seed block is mined
+  ASSERT_TRUE(engine_->OnMessage(message, Hash256{}, Addr(second)).ok());
+  v1::Task task = WaitForAdoption(id);
+  EXPECT_TRUE(task.consensus().observer_only());
+  EXPECT_FALSE(task.consensus().member());
+  EXPECT_EQ(task.consensus().committee(0), SelfHex());  // first in the order, yet not a member
+  std::this_thread::sleep_for(600ms);
+  EXPECT_FALSE(ValueOf(tasks_->Get(Id(id))).has_result());
+
+  // The other two members certify; this node fetches their result.
+  ASSERT_TRUE(Vote(second, id, result).ok());
+  ASSERT_TRUE(Vote(third, id, result).ok());
+  task = WaitForTask(id, Certified);
+  EXPECT_EQ(task.result().result_root(), result.result_root());
+  EXPECT_TRUE(gossip_.attestations().empty());  // never signed
+
+  // Older than the evidence deadline: refused outright.
+  chain_->SetHead(kReference + 7200 + 1);
+  v1::GossipMessage ancient = message;
+  ancient.mutable_announcement()->mutable_spec()->mutable_options()->set_nonce(request.options().nonce() + 1);
+  EXPECT_EQ(engine_->OnMessage(ancient, Hash256{}, Addr(second)).code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(ConsensusEngineTest, RecoverReopensTheRoundAndResendsThisNodesMessages) {

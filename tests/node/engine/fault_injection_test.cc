@@ -20,10 +20,20 @@ consensus::Attestation Honest() {
   return a;
 }
 
+TEST(FaultInjectionTest, StaleReferencePicksABlockWhoseSeedIsMined) {
+  auto honest = NewFaultInjector(FaultMode::kNone);
+  auto stale = NewFaultInjector(FaultMode::kStaleReference);
+  EXPECT_EQ(honest->ReferenceBlock(94, 100, 8), 94u);
+  // Seed block 90 + 8 + 1 = 99 < head 100.
+  EXPECT_EQ(stale->ReferenceBlock(94, 100, 8), 90u);
+  EXPECT_EQ(stale->ReferenceBlock(1, 5, 8), 1u);  // too young a chain: honest
+}
+
 TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
   EXPECT_EQ(std::vector<std::string_view>(FaultModeNames().begin(), FaultModeNames().end()),
             (std::vector<std::string_view>{"corrupt-output", "equivocate", "silent", "crash-mid-task",
-                                           "downgrade-replicas", "wrong-trace-root", "slow"}));
+                                           "downgrade-replicas", "wrong-trace-root", "slow", "stale-reference"}));
+  EXPECT_EQ(*ParseFaultMode("stale-reference"), FaultMode::kStaleReference);
   EXPECT_EQ(*ParseFaultMode(""), FaultMode::kNone);
   EXPECT_EQ(*ParseFaultMode("corrupt-output"), FaultMode::kCorruptOutput);
   EXPECT_EQ(*ParseFaultMode("equivocate"), FaultMode::kEquivocate);
@@ -37,7 +47,7 @@ TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message(),
             "unknown fault mode 'Silent' (one of corrupt-output, equivocate, silent, crash-mid-task, "
-            "downgrade-replicas, wrong-trace-root, slow)");
+            "downgrade-replicas, wrong-trace-root, slow, stale-reference)");
 }
 
 TEST(FaultInjectionTest, TheHonestInjectorChangesNothing) {
