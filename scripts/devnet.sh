@@ -45,6 +45,12 @@ ensure_built() {
   fi
 }
 
+registrations_settled() {  # registrations_settled BLOCK: the head is 8 blocks past BLOCK
+  local head
+  head=$("$CAST" block-number --rpc-url "$(rpc_url)" 2>/dev/null) || return 1
+  [ "$head" -ge $(($1 + 8)) ]
+}
+
 wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
   local seconds=$1 what=$2
   shift 2
@@ -139,6 +145,7 @@ EOF
       { cat "$nd/register.log" >&2; die "registering operator $i failed"; }
   done
   echo "$n" >"$DIR/nodes"
+  registered_at=$("$CAST" block-number --rpc-url "$(rpc_url)")
 
   for i in $(seq 1 "$n"); do
     local nd=$DIR/node$i
@@ -156,6 +163,9 @@ EOF
       wait_for 60 "node $i to reach its peers" peers_at_least "$i" $((n - 1))
     done
   fi
+  # New tasks take their reference block R = 8 blocks back (less a margin): wait until the
+  # registrations are that deep, or the first task would see no operators.
+  wait_for 60 "the registrations to be 8 blocks deep" registrations_settled "$registered_at"
   log "devnet up: $n nodes, chain $chain_id at $(rpc_url)"
   cmd_status
 }

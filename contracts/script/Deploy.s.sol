@@ -18,7 +18,7 @@ import {IStakeSource} from "../src/IStakeSource.sol";
 ///   TREASURY (default 0x000000000000000000000000000000000000dEaD, i.e. burn),
 ///   MAX_REFERENCE_AGE (default 256 blocks), CHALLENGE_WINDOW_BLOCKS (default 300, one hour),
 ///   EVIDENCE_DEADLINE_BLOCKS (default 7200, a day), MIN_REPLICAS (default 1).
-///   The manager requires EVIDENCE_DEADLINE_BLOCKS >= MAX_REFERENCE_AGE + CHALLENGE_WINDOW_BLOCKS
+///   The manager requires EVIDENCE_DEADLINE_BLOCKS >= MAX_REFERENCE_AGE + 1 + CHALLENGE_WINDOW_BLOCKS
 ///   and WITHDRAWAL_DELAY_BLOCKS > CHALLENGE_WINDOW_BLOCKS + EVIDENCE_DEADLINE_BLOCKS.
 contract Deploy {
     Vm internal constant vm = Vm(VM_ADDRESS);

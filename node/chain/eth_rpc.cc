@@ -179,6 +179,11 @@ StatusOr<uint64_t> EthRpc::BlockNumber() {
 }
 
 StatusOr<Hash256> EthRpc::BlockHash(uint64_t number) {
+  ASSIGN_OR_RETURN(BlockHeader header, Block(number));
+  return header.hash;
+}
+
+StatusOr<EthRpc::BlockHeader> EthRpc::Block(uint64_t number) {
   ASSIGN_OR_RETURN(auto v,
                    transport_->Call("eth_getBlockByNumber", nlohmann::json::array({QuantityHex(number), false})));
   if (v.is_null()) return NotFound("block " + std::to_string(number) + " is not mined yet");
@@ -192,9 +197,11 @@ StatusOr<Hash256> EthRpc::BlockHash(uint64_t number) {
   }
   ASSIGN_OR_RETURN(auto bytes, ParseData(v["hash"], "block hash"));
   if (bytes.size() != 32) return InvalidArgument("eth_getBlockByNumber: a block hash is 32 bytes");
-  Hash256 hash{};
-  std::copy(bytes.begin(), bytes.end(), hash.begin());
-  return hash;
+  BlockHeader header;
+  std::copy(bytes.begin(), bytes.end(), header.hash.begin());
+  if (!v.contains("timestamp")) return InvalidArgument("eth_getBlockByNumber: a block has a timestamp");
+  ASSIGN_OR_RETURN(header.timestamp, ParseQuantity(v["timestamp"], "block timestamp"));
+  return header;
 }
 
 StatusOr<std::string> EthRpc::GetBalanceHex(const std::string& address_hex) {

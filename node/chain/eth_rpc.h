@@ -49,7 +49,12 @@ class EthRpc {
 
   StatusOr<uint64_t> ChainId();
   StatusOr<uint64_t> BlockNumber();
-  // Hash of block `number` (eth_getBlockByNumber); NOT_FOUND while it is not mined.
+  struct BlockHeader {
+    Hash256 hash{};
+    uint64_t timestamp = 0;  // unix seconds, as the block's proposer set it
+  };
+  // Block `number` (eth_getBlockByNumber); NOT_FOUND while it is not mined.
+  StatusOr<BlockHeader> Block(uint64_t number);
   StatusOr<Hash256> BlockHash(uint64_t number);
   // Balance in wei as a 0x-quantity string (may exceed 64 bits).
   StatusOr<std::string> GetBalanceHex(const std::string& address_hex);

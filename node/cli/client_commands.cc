@@ -12,6 +12,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "common/clock.h"
 #include "common/file_io.h"
 #include "common/npy.h"
 #include "common/sha256.h"
@@ -298,6 +299,9 @@ int CmdSubmit(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
         !s.ok())
       return Fail(err, s.WithContext("--request-out"));
   }
+  // Before the request leaves: `consensor verify --submitted-at` checks that the committee's
+  // seed block came after this moment.
+  const int64_t submitted_at = UnixMillisNow() / 1000;
   auto submitted = client.SubmitTask(request);
   if (!submitted.ok()) return Fail(err, submitted.status());
   if (submitted->task_id() != expected_id->Hex()) {
@@ -306,6 +310,7 @@ int CmdSubmit(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
                                         ": the node changed what was asked for; do not trust its results"));
   }
   out << "task     " << submitted->task_id() << (submitted->already_known() ? " (already known)" : "") << "\n";
+  out << "submitted " << submitted_at << " (unix seconds; for consensor verify --submitted-at)\n";
   if (!a.HasFlag("--wait")) return kExitOk;
 
   v1::TaskState last_state = v1::TASK_STATE_UNSPECIFIED;

@@ -30,6 +30,7 @@ constexpr int64_t kMaxCertificateFileBytes = 4 << 20;
 constexpr char kVerifyUsage[] = R"(usage:
   consensor verify TASK_ID [--node HOST:PORT] [--require-stake] [--require-final] [chain] [--json]
   consensor verify --certificate FILE [--request FILE] [--require-stake] [--require-final] [chain] [--json]
+  either form also takes [--submitted-at UNIX_SECONDS [--max-seed-delay BLOCKS]]
 
 Checks a task's certificate against the chain and names the guarantee it carries:
   stake threshold  its signers hold the contract's threshold of all stake at the reference
@@ -47,6 +48,10 @@ verifyCertificate must accept them. VERIFIED (exit 0) only when the guarantee me
 policy: the stake threshold with --require-stake; otherwise the committee for your task or
 the stake threshold; --require-final also wants the challenge window closed (the contract's
 finalityBlock(ref) passed; until then the result is certified but may still be disputed).
+The committee is drawn from the hash of the seed block ref + R + 1. With --submitted-at (the
+time `consensor submit` printed) the committee also needs its seed block mined after you
+submitted and at most --max-seed-delay blocks (default 8) after the head at that time: an entry
+node that held your task back to pick among seeds it had seen gets at most that many draws.
 The node is only a source of bytes: nothing it says is trusted.
 
 chain: --rpc URL (default $CONSENSOR_RPC or http://127.0.0.1:8545)
@@ -55,7 +60,8 @@ chain: --rpc URL (default $CONSENSOR_RPC or http://127.0.0.1:8545)
 
 ArgSpec VerifyArgSpec() {
   ArgSpec spec;
-  spec.value_options = {"--node", "--certificate", "--rpc", "--deployment", "--request"};
+  spec.value_options = {"--node",    "--certificate",  "--rpc",           "--deployment",
+                        "--request", "--submitted-at", "--max-seed-delay"};
   spec.flags = {"--json", "--help", "--require-stake", "--require-final"};
   return spec;
 }
@@ -193,6 +199,8 @@ struct Verified {
   Guarantee guarantee = Guarantee::kNone;
   std::string committee_problem;  // why the committee rule does not hold, when it does not
   bool anchored = false;          // checked against the user's own task id or request
+  uint64_t seed_block = 0;        // ref + R + 1: its hash seeds the committee
+  std::string seed_timing;        // what the --submitted-at check found ("" when not asked)
   bool require_stake = false;
   bool require_final = false;
   uint64_t final_block = 0;  // the manager's finalityBlock(ref)
@@ -200,6 +208,51 @@ struct Verified {
   bool verified = false;     // the guarantee meets the policy the user asked for
   std::string verdict;       // why not, when not
 };
+
+// The newest block mined at or before `unix_seconds` (0 when none), by binary search over
+// block timestamps; block 0..head.
+StatusOr<uint64_t> HeadAt(EthRpc& rpc, uint64_t unix_seconds, uint64_t head) {
+  uint64_t lo = 0, hi = head;  // invariant: the answer is in [lo, hi]
+  ASSIGN_OR_RETURN(EthRpc::BlockHeader last, rpc.Block(head));
+  if (last.timestamp <= unix_seconds) return head;
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo + 1) / 2;
+    ASSIGN_OR_RETURN(EthRpc::BlockHeader b, rpc.Block(mid));
+    if (b.timestamp <= unix_seconds) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+// --submitted-at: the seed block must come after the head at submission and within the
+// allowed delay. Returns what it found; a violation goes to *problem (and the committee
+// guarantee does not hold).
+StatusOr<std::string> CheckSeedTiming(EthRpc& rpc, const std::string& submitted_text,
+                                      const std::optional<std::string>& max_delay_text, uint64_t seed_block,
+                                      uint64_t head, std::string* problem) {
+  ASSIGN_OR_RETURN(const int64_t submitted_signed,
+                   ParseIntOption(submitted_text, "--submitted-at (unix seconds)", 0, INT64_MAX));
+  const uint64_t submitted = static_cast<uint64_t>(submitted_signed);
+  uint64_t max_delay = 8;
+  if (max_delay_text) {
+    ASSIGN_OR_RETURN(const int64_t d, ParseIntOption(*max_delay_text, "--max-seed-delay (blocks)", 1, 1000000));
+    max_delay = static_cast<uint64_t>(d);
+  }
+  ASSIGN_OR_RETURN(uint64_t head_then, HeadAt(rpc, submitted, head));
+  const std::string found = "the head was block " + std::to_string(head_then) + " when you submitted";
+  if (seed_block <= head_then) {
+    *problem = "the seed block " + std::to_string(seed_block) + " was mined before you submitted (" + found +
+               "): whoever picked the reference block knew this committee";
+  } else if (seed_block - head_then > max_delay) {
+    *problem = "the seed block " + std::to_string(seed_block) + " came " + std::to_string(seed_block - head_then) +
+               " blocks after you submitted (" + found + "), more than --max-seed-delay " + std::to_string(max_delay) +
+               ": the entry node could have waited and picked among that many draws";
+  }
+  return found + ", " + std::to_string(seed_block - std::min(seed_block, head_then)) + " blocks before the seed";
+}
 
 // The user's own view of the task: a TASK_ID they typed (the id `consensor submit` checked
 // against their request) or the request itself. A certificate about another task is refused.
@@ -252,9 +305,15 @@ StatusOr<Verified> Verify(const ParsedArgs& a) {
   const uint64_t seed_block = consensus::SeedBlock(ref, params.max_reference_age);
   std::optional<Hash256> seed_hash;
   if (seed_block <= v.head) {
-    auto h = session.rpc->BlockHash(seed_block);
+    auto h = session.rpc->Block(seed_block);
     if (!h.ok()) return h.status().WithContext("reading the seed block " + std::to_string(seed_block));
-    seed_hash = *h;
+    seed_hash = h->hash;
+  }
+  v.seed_block = seed_block;
+  std::string seed_problem;
+  if (auto submitted = a.Option("--submitted-at"); submitted && seed_hash) {
+    ASSIGN_OR_RETURN(v.seed_timing, CheckSeedTiming(*session.rpc, *submitted, a.Option("--max-seed-delay"), seed_block,
+                                                    v.head, &seed_problem));
   }
   // Signatures, binding and membership hold for any certificate; checked as a whole-set
   // certificate, a failure here is a broken certificate, not a weak one.
@@ -268,7 +327,10 @@ StatusOr<Verified> Verify(const ParsedArgs& a) {
                           " is not mined yet, so no committee can have been drawn";
   } else if (!parsed.dispute) {
     auto committee = consensus::CheckCertificate(parsed, session.chain->domain(), operators, *seed_hash);
-    if (committee.ok()) {
+    if (committee.ok() && !seed_problem.empty()) {
+      v.report = *committee;
+      v.committee_problem = seed_problem;
+    } else if (committee.ok()) {
       v.report = *committee;
     } else {
       v.committee_problem = committee.status().message();
@@ -354,6 +416,8 @@ void PrintHuman(const Verified& v, std::ostream& out) {
   out << "stake       " << FormatEther(v.onchain.signed_stake) << " of " << FormatEther(v.onchain.total_stake) << " ("
       << Percent(Fraction(v.onchain)) << "); contract threshold " << Percent(v.threshold_bps / 10000.0L)
       << (v.onchain.meets_threshold ? ", met" : ", not met") << "\n";
+  out << "seed        block " << v.seed_block
+      << (v.seed_timing.empty() ? " (timing not checked: give --submitted-at)" : "; " + v.seed_timing) << "\n";
   if (!v.committee_problem.empty() && !c.dispute) out << "committee   not met: " << v.committee_problem << "\n";
   out << "guarantee   " << GuaranteeName(v.guarantee) << "\n";
   if (v.final) {
@@ -388,6 +452,8 @@ nlohmann::json JsonReport(const Verified& v) {
                       {"result_root", ToHex(c.attestation.result_root)},
                       {"trace_root", ToHex(c.attestation.trace_root)},
                       {"reference_block", c.attestation.reference_block},
+                      {"seed_block", v.seed_block},
+                      {"seed_timing", v.seed_timing},
                       {"chain_id", v.domain.chain_id},
                       {"manager", Checksum(v.domain.verifying_contract)},
                       {"dispute", c.dispute},
@@ -421,6 +487,17 @@ int RunVerifyCommand(const std::vector<std::string>& raw, std::ostream& out, std
   if (from_file && !a.positional.empty()) return Usage(err, "give either TASK_ID or --certificate FILE, not both");
   if (!from_file && a.positional.size() != 1) return Usage(err, "verify takes one TASK_ID or --certificate FILE");
   if (from_file && a.Option("--node")) return Usage(err, "--node is for TASK_ID; a --certificate file needs no node");
+  if (auto t = a.Option("--submitted-at")) {
+    if (auto v = ParseIntOption(*t, "--submitted-at (unix seconds)", 0, INT64_MAX); !v.ok()) {
+      return Usage(err, v.status().message());
+    }
+  }
+  if (auto t = a.Option("--max-seed-delay")) {
+    if (!a.Option("--submitted-at")) return Usage(err, "--max-seed-delay needs --submitted-at");
+    if (auto v = ParseIntOption(*t, "--max-seed-delay (blocks)", 1, 1000000); !v.ok()) {
+      return Usage(err, v.status().message());
+    }
+  }
 
   const bool json = a.HasFlag("--json");
   auto verified = Verify(a);

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/npy.h"
 #include "consensor/v1/peer.grpc.pb.h"
 #include "consensus/committee.h"
@@ -122,6 +123,11 @@ StatusOr<v1::Task> WaitUntilTask(NetworkNode& node, const std::string& id, std::
   if (reached) return last;
   return DeadlineExceeded(node.name() + ": task " + id + " never got there: " +
                           (last.task_id().empty() ? error.ToString() : testing_support::Describe(last)));
+}
+
+// Polls until the task's committee is drawn: its seed block, ref + R + 1, is mined and settled.
+StatusOr<v1::Task> WaitSeated(NetworkNode& node, const std::string& id) {
+  return WaitUntilTask(node, id, kFinality, [](const v1::Task& t) { return t.consensus().committee_size() > 0; });
 }
 
 // The task's record agrees with the honest result: the certified and the stored result roots,
@@ -550,6 +556,7 @@ TEST(NetworkFaultTest, DowngradedAnnouncementIsRefused) {
 TEST(NetworkSeedTest, CommitteeIsDrawnFromTheSeedBlockHash) {
   TestNetwork net("seed");
   ASSERT_EQ(net.Start({Operator(1), Operator(2), Operator(3), Operator(4)}), "");
+  const int64_t submitted_at = UnixMillisNow() / 1000;
   auto s = Submit(net.node(0), 3, 2, 700);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   auto entry = WaitCertified(net.node(0), s->id);
@@ -573,9 +580,28 @@ TEST(NetworkSeedTest, CommitteeIsDrawnFromTheSeedBlockHash) {
     EXPECT_EQ(committee, expected) << net.node(i).name();
     EXPECT_FALSE(t->consensus().observer_only()) << net.node(i).name();
   }
-  // The certificate verifies, committee guarantee included, against the seed read from chain.
-  testing_support::CommandResult v = net.Cli("verify " + s->id + " --node " + net.node(1).address());
+  // The certificate verifies, committee guarantee included, against the seed read from chain,
+  // and its seed block came after the submission.
+  const std::string verify = "verify " + s->id + " --node " + net.node(1).address();
+  testing_support::CommandResult v = net.Cli(verify + " --submitted-at " + std::to_string(submitted_at));
+  EXPECT_EQ(v.exit_code, 0) << v.out;
   EXPECT_NE(v.out.find("guarantee   committee"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("seed        block " + std::to_string(c.seed_block()) + "; the head was block "),
+            std::string::npos)
+      << v.out;
+  // A client that submitted after the seed block was mined: whoever chose the reference block
+  // knew the committee, so the committee guarantee does not hold for it.
+  testing_support::CommandResult late = net.Cli(verify + " --submitted-at " + std::to_string(submitted_at + 3600));
+  EXPECT_EQ(late.exit_code, 1) << late.out;
+  EXPECT_NE(late.out.find("was mined before you submitted"), std::string::npos) << late.out;
+  EXPECT_NE(late.out.find("NOT VERIFIED"), std::string::npos) << late.out;
+  // One whose task was held back until many seeds had been seen: more draws than allowed.
+  testing_support::CommandResult held =
+      net.Cli(verify + " --submitted-at " + std::to_string(submitted_at) + " --max-seed-delay 1");
+  EXPECT_EQ(held.exit_code, 1) << held.out;
+  EXPECT_NE(held.out.find("more than --max-seed-delay 1"), std::string::npos) << held.out;
+  testing_support::CommandResult bad = net.Cli(verify + " --submitted-at yesterday");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
 }
 
 // A malicious entry node announces with a reference block whose seed block is already mined:
@@ -698,7 +724,7 @@ TEST(NetworkFaultTest, SilentMemberIsReplacedAndNotSlashed) {
     const bool want_unanimous = !unanimous;
     auto s = Submit(net.node(0), 3, want_unanimous ? 3 : 2, seed);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
-    auto t = net.node(0).GetTask(s->id);
+    auto t = WaitSeated(net.node(0), s->id);
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     ASSERT_EQ(t->consensus().committee_size(), 3);
     if (!InCommittee(*t, silent)) {
@@ -810,7 +836,7 @@ void StartColluding(const std::string& name, bool colluders_in_committee, int64_
   auto s = Submit(net.node(0), 3, 2, seed);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   out->task = *s;
-  auto t = net.node(0).GetTask(s->id);
+  auto t = WaitSeated(net.node(0), s->id);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   ASSERT_EQ(t->consensus().committee_size(), 3) << testing_support::Describe(*t);
   for (size_t i = 1; i < net.size() && out->colluders.size() < 2; ++i) {
