@@ -47,13 +47,14 @@ the stake threshold; --require-final also wants the challenge window closed (the
 finalityBlock(ref) passed; until then the result is certified but may still be disputed).
 The node is only a source of bytes: nothing it says is trusted.
 
-chain: --rpc URL (default $CONSENSOR_RPC or http://127.0.0.1:8545)
+chain: --rpc URL (default $CONSENSOR_RPC or http://127.0.0.1:8545; http:// or https://)
+       --rpc-ca-file FILE (default $CONSENSOR_RPC_CA_FILE; https: PEM CAs trusted instead of the system's)
        --deployment FILE (default contracts/deployments/<chain id>.json)
 )";
 
 ArgSpec VerifyArgSpec() {
   ArgSpec spec;
-  spec.value_options = {"--node", "--certificate", "--rpc", "--deployment", "--request"};
+  spec.value_options = {"--node", "--certificate", "--rpc", "--rpc-ca-file", "--deployment", "--request"};
   spec.flags = {"--json", "--help", "--require-stake", "--require-final"};
   return spec;
 }
