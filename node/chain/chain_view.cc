@@ -15,6 +15,7 @@ StatusOr<std::unique_ptr<RpcChainView>> RpcChainView::Open(const ChainViewOption
   std::unique_ptr<RpcChainView> view(new RpcChainView());
   HttpRpcOptions http;
   http.timeout = std::chrono::milliseconds(5000);
+  http.ca_file = options.rpc_ca_file;
   ASSIGN_OR_RETURN(auto transport, NewHttpRpcTransport(options.rpc_url, http));
   view->rpc_ = std::make_unique<EthRpc>(std::move(transport));
   view->client_ = std::make_unique<ChainClient>(view->rpc_.get(), deployment, std::nullopt);

@@ -49,6 +49,7 @@ class ChainView {
 
 struct ChainViewOptions {
   std::string rpc_url;                            // JSON-RPC URL of the chain, e.g. http://127.0.0.1:8545
+  std::string rpc_ca_file;                        // https: CA bundle instead of the system store
   std::chrono::milliseconds poll_interval{1000};  // how often the head and operator set are re-read
 };
 

@@ -1,11 +1,20 @@
 #include "node/chain/eth_rpc.h"
 
-#include <boost/asio/connect.hpp>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <charconv>
 #include <thread>
 
@@ -16,15 +25,96 @@ namespace {
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
+namespace ssl = boost::asio::ssl;
+
+bool IsHexDigit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+int HexValue(char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; }
+
+// "host", "host:port", "[v6]" or "[v6]:port" with a plain host name or IP literal and, when
+// present, a port 1..65535. The brackets are removed from *host; *port is empty without one.
+bool SplitHostPort(const std::string& hostport, std::string* host, std::string* port) {
+  std::string h, p;
+  bool has_port = false;
+  if (!hostport.empty() && hostport.front() == '[') {
+    const size_t close = hostport.find(']');
+    if (close == std::string::npos) return false;
+    h = hostport.substr(1, close - 1);
+    if (h.empty() || !std::all_of(h.begin(), h.end(), [](char c) { return IsHexDigit(c) || c == ':' || c == '.'; })) {
+      return false;
+    }
+    const std::string after = hostport.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return false;
+      has_port = true;
+      p = after.substr(1);
+    }
+  } else {
+    const size_t colon = hostport.find(':');
+    h = hostport.substr(0, colon);
+    if (colon != std::string::npos) {
+      has_port = true;
+      p = hostport.substr(colon + 1);
+    }
+    if (h.empty() || !std::all_of(h.begin(), h.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
+        })) {
+      return false;
+    }
+  }
+  if (has_port) {
+    if (p.empty() || p.size() > 5 ||
+        !std::all_of(p.begin(), p.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+      return false;
+    }
+    const int n = std::stoi(p);
+    if (n < 1 || n > 65535) return false;
+  }
+  *host = std::move(h);
+  *port = std::move(p);
+  return true;
+}
+
+// %XX escapes decoded; false for a malformed escape.
+bool PercentDecode(const std::string& in, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out->push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size() || !IsHexDigit(in[i + 1]) || !IsHexDigit(in[i + 2])) return false;
+    out->push_back(static_cast<char>(HexValue(in[i + 1]) << 4 | HexValue(in[i + 2])));
+    i += 2;
+  }
+  return true;
+}
+
+std::string Base64(const std::string& in) {
+  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
+  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return out;
+}
+
+// Runs one asynchronous operation to completion. The stream's deadline (expires_after) bounds
+// asynchronous operations only, so every network step goes through here.
+template <typename Initiate>
+beast::error_code Await(net::io_context& io, Initiate&& initiate) {
+  beast::error_code result = net::error::operation_aborted;
+  initiate([&result](beast::error_code ec, auto&&...) { result = ec; });
+  io.restart();
+  io.run();
+  return result;
+}
 
 class HttpTransport final : public JsonRpcTransport {
  public:
-  HttpTransport(std::string url, std::string host, std::string port, std::string target, HttpRpcOptions options)
-      : url_(std::move(url)),
-        host_(std::move(host)),
-        port_(std::move(port)),
-        target_(std::move(target)),
-        options_(options) {}
+  HttpTransport(RpcUrl url, std::string shown, std::unique_ptr<ssl::context> tls, HttpRpcOptions options)
+      : url_(std::move(url)), shown_(std::move(shown)), tls_(std::move(tls)), options_(std::move(options)) {
+    if (url_.has_userinfo) authorization_ = "Basic " + Base64(url_.username + ":" + url_.password);
+  }
 
   StatusOr<nlohmann::json> Call(const std::string& method, const nlohmann::json& params,
                                 std::string* error_data) override {
@@ -32,7 +122,7 @@ class HttpTransport final : public JsonRpcTransport {
     ASSIGN_OR_RETURN(std::string body, Post(request.dump()));
     nlohmann::json response = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (response.is_discarded() || !response.is_object()) {
-      return Unavailable(method + ": the RPC at " + url_ + " answered with something that is not JSON-RPC");
+      return Unavailable(method + ": the RPC at " + shown_ + " answered with something that is not JSON-RPC");
     }
     if (auto err = response.find("error"); err != response.end() && !err->is_null()) {
       std::string message = err->is_object() && err->contains("message") && (*err)["message"].is_string()
@@ -44,7 +134,7 @@ class HttpTransport final : public JsonRpcTransport {
       return FailedPrecondition(method + ": " + message);
     }
     auto result = response.find("result");
-    if (result == response.end()) return Unavailable(method + ": the RPC at " + url_ + " answered without a result");
+    if (result == response.end()) return Unavailable(method + ": the RPC at " + shown_ + " answered without a result");
     return *result;
   }
 
@@ -53,73 +143,200 @@ class HttpTransport final : public JsonRpcTransport {
     try {
       net::io_context io;
       net::ip::tcp::resolver resolver(io);
-      beast::tcp_stream stream(io);
-      stream.expires_after(options_.timeout);
       beast::error_code ec;
-      auto endpoints = resolver.resolve(host_, port_, ec);
-      if (ec) return Unavailable("cannot resolve the RPC host of " + url_ + ": " + ec.message());
-      stream.connect(endpoints, ec);
-      if (ec) return Unavailable("cannot reach the RPC at " + url_ + ": " + ec.message());
-      http::request<http::string_body> req{http::verb::post, target_, 11};
-      req.set(http::field::host, host_);
-      req.set(http::field::content_type, "application/json");
-      req.body() = payload;
-      req.prepare_payload();
-      http::write(stream, req, ec);
-      if (ec) return Unavailable("sending to the RPC at " + url_ + ": " + ec.message());
-      beast::flat_buffer buffer;
-      http::response_parser<http::string_body> parser;
-      parser.body_limit(static_cast<uint64_t>(options_.max_response_bytes));
-      http::read(stream, buffer, parser, ec);
-      if (ec == beast::error::timeout) return DeadlineExceeded("the RPC at " + url_ + " did not answer in time");
-      if (ec) return Unavailable("reading from the RPC at " + url_ + ": " + ec.message());
-      stream.socket().shutdown(net::ip::tcp::socket::shutdown_both, ec);
-      auto& res = parser.get();
-      if (res.result_int() != 200) {
-        return Unavailable("the RPC at " + url_ + " answered HTTP " + std::to_string(res.result_int()));
+      auto endpoints = resolver.resolve(url_.host, url_.port, ec);
+      if (ec) return Unavailable("cannot resolve the RPC host of " + shown_ + ": " + ec.message());
+      if (!tls_) {
+        beast::tcp_stream stream(io);
+        stream.expires_after(options_.timeout);
+        RETURN_IF_ERROR(Connect(io, stream, endpoints));
+        auto body = Exchange(io, stream, payload);
+        stream.socket().shutdown(net::ip::tcp::socket::shutdown_both, ec);
+        return body;
       }
-      return std::move(res.body());
+      beast::ssl_stream<beast::tcp_stream> stream(io, *tls_);
+      beast::get_lowest_layer(stream).expires_after(options_.timeout);
+      RETURN_IF_ERROR(VerifyPeerName(stream.native_handle()));
+      RETURN_IF_ERROR(Connect(io, beast::get_lowest_layer(stream), endpoints));
+      ec = Await(io, [&](auto handler) { stream.async_handshake(ssl::stream_base::client, std::move(handler)); });
+      if (ec) return HandshakeError(stream.native_handle(), ec);
+      auto body = Exchange(io, stream, payload);
+      // No TLS close_notify exchange: the response was framed by its length, so a truncation
+      // cannot pass unnoticed, and waiting for the server's close_notify would only add delay.
+      beast::get_lowest_layer(stream).socket().shutdown(net::ip::tcp::socket::shutdown_both, ec);
+      return body;
     } catch (const std::exception& e) {
-      return Unavailable("RPC at " + url_ + ": " + e.what());
+      return Unavailable("RPC at " + shown_ + ": " + e.what());
     }
   }
 
-  std::string url_, host_, port_, target_;
-  HttpRpcOptions options_;
+  Status Connect(net::io_context& io, beast::tcp_stream& stream, const net::ip::tcp::resolver::results_type& to) {
+    beast::error_code ec = Await(io, [&](auto handler) { stream.async_connect(to, std::move(handler)); });
+    if (ec == beast::error::timeout) return DeadlineExceeded("connecting to the RPC at " + shown_ + " timed out");
+    if (ec) return Unavailable("cannot reach the RPC at " + shown_ + ": " + ec.message());
+    return OkStatus();
+  }
+
+  // SNI for host names (not IP literals, RFC 6066), and the name or address the certificate
+  // must be issued for (RFC 2818 / RFC 6125, checked by OpenSSL during the handshake).
+  Status VerifyPeerName(SSL* ssl) {
+    beast::error_code not_ip;
+    net::ip::make_address(url_.host, not_ip);
+    bool ok;
+    if (not_ip) {
+      SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+      ok = SSL_set_tlsext_host_name(ssl, url_.host.c_str()) == 1 && SSL_set1_host(ssl, url_.host.c_str()) == 1;
+    } else {
+      ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), url_.host.c_str()) == 1;
+    }
+    if (!ok) return Internal("cannot set up TLS host verification for the RPC at " + shown_);
+    return OkStatus();
+  }
+
+  Status HandshakeError(SSL* ssl, const beast::error_code& ec) {
+    if (ec == beast::error::timeout)
+      return DeadlineExceeded("the TLS handshake with the RPC at " + shown_ + " timed out");
+    const long verify = SSL_get_verify_result(ssl);
+    if (verify != X509_V_OK) {
+      std::string hint = options_.ca_file.empty()
+                             ? " (checked against the system's CA store; for a private CA or a self-signed "
+                               "certificate give its CA with --rpc-ca-file or chain.rpc_ca_file)"
+                             : " (checked against the CA file " + options_.ca_file + ")";
+      return FailedPrecondition("the TLS certificate of the RPC at " + shown_ +
+                                " does not verify: " + X509_verify_cert_error_string(verify) + hint);
+    }
+    return Unavailable("the TLS handshake with the RPC at " + shown_ + " failed: " + ec.message());
+  }
+
+  template <typename Stream>
+  StatusOr<std::string> Exchange(net::io_context& io, Stream& stream, const std::string& payload) {
+    http::request<http::string_body> req{http::verb::post, url_.target, 11};
+    const bool default_port = url_.port == (url_.tls ? "443" : "80");
+    const std::string host = url_.host.find(':') != std::string::npos ? "[" + url_.host + "]" : url_.host;
+    req.set(http::field::host, default_port ? host : host + ":" + url_.port);
+    req.set(http::field::content_type, "application/json");
+    if (!authorization_.empty()) req.set(http::field::authorization, authorization_);
+    req.body() = payload;
+    req.prepare_payload();
+    beast::error_code ec = Await(io, [&](auto handler) { http::async_write(stream, req, std::move(handler)); });
+    if (ec == beast::error::timeout) return DeadlineExceeded("sending to the RPC at " + shown_ + " timed out");
+    if (ec) return Unavailable("sending to the RPC at " + shown_ + ": " + ec.message());
+    beast::flat_buffer buffer;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(static_cast<uint64_t>(options_.max_response_bytes));
+    ec = Await(io, [&](auto handler) { http::async_read(stream, buffer, parser, std::move(handler)); });
+    if (ec == beast::error::timeout) return DeadlineExceeded("the RPC at " + shown_ + " did not answer in time");
+    if (ec) return Unavailable("reading from the RPC at " + shown_ + ": " + ec.message());
+    auto& res = parser.get();
+    if (res.result_int() != 200) {
+      return Unavailable("the RPC at " + shown_ + " answered HTTP " + std::to_string(res.result_int()));
+    }
+    return std::move(res.body());
+  }
+
+  const RpcUrl url_;
+  const std::string shown_;                  // RedactRpcUrl of the URL: the only form that goes into messages
+  const std::unique_ptr<ssl::context> tls_;  // https only; shared by the calls' connections
+  const HttpRpcOptions options_;
+  std::string authorization_;
   std::atomic<int64_t> next_id_{0};
 };
 
-bool IsHexDigit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
-
-int HexValue(char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; }
-
 }  // namespace
 
+std::string RedactRpcUrl(const std::string& url) {
+  const size_t sep = url.find("://");
+  if (sep == std::string::npos) return "***";
+  const std::string scheme = url.substr(0, sep);
+  if (scheme.empty() || scheme.size() > 16 || !std::all_of(scheme.begin(), scheme.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '.' || c == '-';
+      })) {
+    return "***";
+  }
+  std::string rest = url.substr(sep + 3);
+  // User info ends at the last '@' before any query or fragment. A '/' before that '@' (a
+  // password with an unescaped slash, or an '@' in the path) makes the host ambiguous: hide it.
+  const size_t query = rest.find_first_of("?#");
+  const size_t at = rest.rfind('@', query == std::string::npos ? std::string::npos : query);
+  const bool userinfo = at != std::string::npos;
+  if (userinfo) {
+    if (rest.substr(0, at).find('/') != std::string::npos) return scheme + "://***";
+    rest = rest.substr(at + 1);
+  }
+  const size_t end = rest.find_first_of("/?#");
+  const std::string hostport = rest.substr(0, end);
+  const std::string tail = end == std::string::npos ? "" : rest.substr(end);
+  std::string host, port;
+  if (!SplitHostPort(hostport, &host, &port)) return scheme + "://***";
+  std::string out = scheme + "://" + (userinfo ? "***@" : "") + hostport;
+  if (!tail.empty() && tail != "/") out += "/***";
+  return out;
+}
+
+StatusOr<RpcUrl> ParseRpcUrl(const std::string& url) {
+  const std::string shown = RedactRpcUrl(url);
+  const size_t sep = url.find("://");
+  std::string scheme = sep == std::string::npos ? "" : url.substr(0, sep);
+  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (scheme != "http" && scheme != "https") {
+    return InvalidArgument("RPC URL must start with http:// or https://, got '" + shown + "'");
+  }
+  // Spaces or control characters would end up in the request line.
+  if (std::any_of(url.begin(), url.end(), [](unsigned char c) { return c <= 0x20 || c == 0x7f; })) {
+    return InvalidArgument("RPC URL '" + shown + "' contains spaces or control characters");
+  }
+  RpcUrl out;
+  out.tls = scheme == "https";
+  std::string rest = url.substr(sep + 3);
+  const size_t end = rest.find_first_of("/?#");
+  std::string authority = rest.substr(0, end);
+  std::string target = end == std::string::npos ? "" : rest.substr(end);
+  if (const size_t at = authority.rfind('@'); at != std::string::npos) {
+    const std::string userinfo = authority.substr(0, at);
+    authority = authority.substr(at + 1);
+    const size_t colon = userinfo.find(':');
+    if (!PercentDecode(userinfo.substr(0, colon), &out.username) ||
+        (colon != std::string::npos && !PercentDecode(userinfo.substr(colon + 1), &out.password))) {
+      return InvalidArgument("RPC URL '" + shown + "' has a malformed %-escape in its user info");
+    }
+    out.has_userinfo = true;
+  }
+  if (!SplitHostPort(authority, &out.host, &out.port)) {
+    return InvalidArgument("RPC URL '" + shown + "' needs a host and a port between 1 and 65535");
+  }
+  if (out.port.empty()) out.port = out.tls ? "443" : "80";
+  target = target.substr(0, target.find('#'));
+  if (target.empty() || target.front() != '/') target = "/" + target;
+  out.target = std::move(target);
+  return out;
+}
+
 StatusOr<std::unique_ptr<JsonRpcTransport>> NewHttpRpcTransport(const std::string& url, HttpRpcOptions options) {
-  const std::string scheme = "http://";
-  if (url.rfind(scheme, 0) != 0) return InvalidArgument("RPC URL must start with http://, got '" + url + "'");
-  std::string rest = url.substr(scheme.size());
-  std::string target = "/";
-  if (size_t slash = rest.find('/'); slash != std::string::npos) {
-    target = rest.substr(slash);
-    rest = rest.substr(0, slash);
+  ASSIGN_OR_RETURN(RpcUrl parsed, ParseRpcUrl(url));
+  std::unique_ptr<ssl::context> tls;
+  if (parsed.tls) {
+    try {
+      tls = std::make_unique<ssl::context>(ssl::context::tls_client);
+    } catch (const std::exception& e) {
+      return Internal(std::string("cannot create a TLS context: ") + e.what());
+    }
+    SSL_CTX_set_min_proto_version(tls->native_handle(), TLS1_2_VERSION);
+    beast::error_code ec;
+    tls->set_verify_mode(ssl::verify_peer, ec);
+    if (!ec) {
+      if (options.ca_file.empty()) {
+        tls->set_default_verify_paths(ec);
+      } else {
+        tls->load_verify_file(options.ca_file, ec);
+        if (ec) return InvalidArgument("cannot load the RPC CA file '" + options.ca_file + "': " + ec.message());
+      }
+    }
+    if (ec) return Internal("cannot set up TLS certificate verification: " + ec.message());
   }
-  // host:port, [v6]:port; without a port, 80.
-  const size_t bracket = rest.find(']');
-  const size_t colon = rest.rfind(':');
-  std::string host = rest, port = "80";
-  if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket)) {
-    host = rest.substr(0, colon);
-    port = rest.substr(colon + 1);
-  }
-  if (!host.empty() && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  int port_number = 0;
-  auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), port_number);
-  if (host.empty() || ec != std::errc() || ptr != port.data() + port.size() || port_number <= 0 ||
-      port_number > 65535) {
-    return InvalidArgument("RPC URL '" + url + "' needs a host and a port between 1 and 65535");
-  }
-  return std::unique_ptr<JsonRpcTransport>(new HttpTransport(url, host, port, target, options));
+  std::string shown = RedactRpcUrl(url);
+  return std::unique_ptr<JsonRpcTransport>(
+      new HttpTransport(std::move(parsed), std::move(shown), std::move(tls), std::move(options)));
 }
 
 std::string QuantityHex(uint64_t v) {

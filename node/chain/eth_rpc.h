@@ -1,7 +1,9 @@
-// Ethereum JSON-RPC over HTTP (Boost.Beast): the transport of the node's chain client.
-// The transport is an interface so unit tests can substitute a fake; functional tests use a
-// real anvil. Every failure is a Status that says what went wrong and where, and no request
-// body (which may carry a signed transaction) is ever logged.
+// Ethereum JSON-RPC over HTTP or HTTPS (Boost.Beast, Boost.Asio SSL on OpenSSL): the transport
+// of the node's chain client. The transport is an interface so unit tests can substitute a fake;
+// functional tests use a real anvil. Every failure is a Status that says what went wrong and
+// where. No request body (which may carry a signed transaction) is ever logged, and an RPC URL
+// appears in messages only through RedactRpcUrl: hosted RPCs put API keys in the path, the query
+// or the user info.
 #pragma once
 
 #include <chrono>
@@ -28,12 +30,41 @@ class JsonRpcTransport {
 };
 
 struct HttpRpcOptions {
-  std::chrono::milliseconds timeout{10000};  // connect + request + response, per call
+  std::chrono::milliseconds timeout{10000};  // connect + TLS handshake + request + response, per call
   int64_t max_response_bytes = int64_t{64} << 20;
+  // https only: a PEM file of CA certificates trusted instead of the system's default store
+  // (for an RPC behind a private CA or a self-signed certificate). Empty: the system store.
+  std::string ca_file;
 };
 
-// url: "http://host:port" or "http://host:port/path". Only plain HTTP (local or private nodes);
-// INVALID_ARGUMENT for anything else. Connection failures are UNAVAILABLE naming the URL.
+// The parts of an RPC URL: scheme://[user[:password]@]host[:port][/path][?query][#fragment].
+struct RpcUrl {
+  bool tls = false;    // https
+  std::string host;    // without the brackets of an IPv6 literal
+  std::string port;    // decimal; 80 or 443 when the URL has none
+  std::string target;  // path and query as sent in the request line; "/" when the URL has no path
+  bool has_userinfo = false;
+  std::string username;  // percent-decoded
+  std::string password;  // percent-decoded
+};
+
+// INVALID_ARGUMENT (naming only the redacted URL) for anything but an http:// or https:// URL
+// with a host and a port between 1 and 65535. The scheme is case-insensitive; the fragment is
+// dropped.
+StatusOr<RpcUrl> ParseRpcUrl(const std::string& url);
+
+// The URL as it may be printed or logged: scheme://host:port with any user info replaced by
+// "***@" and any path, query or fragment beyond a bare "/" replaced by "/***", e.g.
+// "https://***@rpc.example.org:443/***" for "https://u:p@rpc.example.org/v3/KEY?apikey=K".
+// Anything not shaped like scheme://host[:port] becomes "***" after the scheme (or "***"
+// entirely), so a malformed URL never leaks either.
+std::string RedactRpcUrl(const std::string& url);
+
+// url: see RpcUrl. https verifies the server's certificate chain (against options.ca_file or
+// the system store) and its host name or IP address, and sends SNI for host names. User info is
+// sent as HTTP Basic authorization. A malformed URL or an unreadable ca_file is
+// INVALID_ARGUMENT; connection failures are UNAVAILABLE and a certificate that does not verify
+// is FAILED_PRECONDITION, each naming the redacted URL.
 StatusOr<std::unique_ptr<JsonRpcTransport>> NewHttpRpcTransport(const std::string& url, HttpRpcOptions options = {});
 
 // Hex helpers for JSON-RPC quantities and data ("0x1a", "0x00ff...").

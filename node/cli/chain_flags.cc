@@ -63,7 +63,13 @@ StatusOr<ChainSession> OpenChainSession(const ParsedArgs& a, bool need_key) {
     const char* env = std::getenv("CONSENSOR_RPC");
     url = env && *env ? env : "http://127.0.0.1:8545";
   }
-  ASSIGN_OR_RETURN(auto transport, NewHttpRpcTransport(url));
+  HttpRpcOptions http;
+  http.ca_file = a.Option("--rpc-ca-file").value_or("");
+  if (http.ca_file.empty()) {
+    const char* env = std::getenv("CONSENSOR_RPC_CA_FILE");
+    if (env) http.ca_file = env;
+  }
+  ASSIGN_OR_RETURN(auto transport, NewHttpRpcTransport(url, http));
   ChainSession s;
   s.rpc = std::make_unique<EthRpc>(std::move(transport));
   ASSIGN_OR_RETURN(uint64_t chain_id, s.rpc->ChainId());

@@ -1,6 +1,7 @@
 // The chain flags shared by the CLI commands that talk to the AVS contracts (`consensor
 // operator`, `evidence`, `verify`):
-//   --rpc URL          (default $CONSENSOR_RPC, else http://127.0.0.1:8545)
+//   --rpc URL          (default $CONSENSOR_RPC, else http://127.0.0.1:8545); http:// or https://
+//   --rpc-ca-file FILE (default $CONSENSOR_RPC_CA_FILE) https: PEM CAs trusted instead of the system store
 //   --deployment FILE  (default contracts/deployments/<chain id of the RPC>.json)
 // and, for commands that sign transactions, the operator key:
 //   --keystore FILE (--password-file FILE | --password-env VAR), or --devnet-key N.

@@ -83,8 +83,8 @@ commands:
   evidence submit FILE
       Registers and stakes on the AVS contracts, reads the operator set at a block, and
       submits slashing evidence (see `consensor operator --help`).
-  verify TASK_ID [--node ADDR] [--rpc URL] [--deployment FILE] [--json]
-  verify --certificate FILE [--rpc URL] [--deployment FILE] [--json]
+  verify TASK_ID [--node ADDR] [--rpc URL] [--rpc-ca-file FILE] [--deployment FILE] [--json]
+  verify --certificate FILE [--rpc URL] [--rpc-ca-file FILE] [--deployment FILE] [--json]
       Checks a task's quorum certificate against the chain without trusting the node:
       signatures, signer order, committee membership at the reference block, and the
       contract's verifyCertificate. Prints VERIFIED and exits 0, or the failed check and 1.

@@ -24,7 +24,8 @@ constexpr char kOperatorUsage[] = R"(usage:
   consensor operator set [--block N] [chain]
   consensor evidence submit FILE [chain] [key]
 
-chain: --rpc URL (default $CONSENSOR_RPC or http://127.0.0.1:8545)
+chain: --rpc URL (default $CONSENSOR_RPC or http://127.0.0.1:8545; http:// or https://)
+       --rpc-ca-file FILE (default $CONSENSOR_RPC_CA_FILE; https: PEM CAs trusted instead of the system's)
        --deployment FILE (default contracts/deployments/<chain id>.json)
 key:   --keystore FILE (--password-file FILE | --password-env VAR)
        --devnet-key N   (anvil's well-known dev account N; only on chain 31337)
@@ -33,8 +34,9 @@ AMOUNT: wei, or with a unit: 1ether, 0.5ether, 20gwei.
 
 ArgSpec OperatorArgSpec() {
   ArgSpec spec;
-  spec.value_options = {"--rpc",        "--deployment", "--keystore", "--password-file", "--password-env",
-                        "--devnet-key", "--stake",      "--endpoint", "--address",       "--block"};
+  spec.value_options = {"--rpc",           "--rpc-ca-file",  "--deployment", "--keystore",
+                        "--password-file", "--password-env", "--devnet-key", "--stake",
+                        "--endpoint",      "--address",      "--block"};
   spec.flags = {"--help"};
   return spec;
 }

@@ -54,14 +54,15 @@ submitted and at most --max-seed-delay blocks (default 8) after the head at that
 node that held your task back to pick among seeds it had seen gets at most that many draws.
 The node is only a source of bytes: nothing it says is trusted.
 
-chain: --rpc URL (default $CONSENSOR_RPC or http://127.0.0.1:8545)
+chain: --rpc URL (default $CONSENSOR_RPC or http://127.0.0.1:8545; http:// or https://)
+       --rpc-ca-file FILE (default $CONSENSOR_RPC_CA_FILE; https: PEM CAs trusted instead of the system's)
        --deployment FILE (default contracts/deployments/<chain id>.json)
 )";
 
 ArgSpec VerifyArgSpec() {
   ArgSpec spec;
-  spec.value_options = {"--node",    "--certificate",  "--rpc",           "--deployment",
-                        "--request", "--submitted-at", "--max-seed-delay"};
+  spec.value_options = {"--node",       "--certificate", "--rpc",          "--rpc-ca-file",
+                        "--deployment", "--request",     "--submitted-at", "--max-seed-delay"};
   spec.flags = {"--json", "--help", "--require-stake", "--require-final"};
   return spec;
 }

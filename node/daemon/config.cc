@@ -26,6 +26,7 @@
 #include <toml++/toml.h>
 
 #include "consensus/replication.h"
+#include "node/chain/eth_rpc.h"
 #include "node/engine/fault_injection.h"
 #include "node/telemetry/http_server.h"
 #include "node/telemetry/log.h"
@@ -85,6 +86,7 @@ const std::vector<KeySpec>& Keys() {
       {"operator", "password_file", CONFIG_FIELD(password_file)},
       {"operator", "password_env", CONFIG_FIELD(password_env)},
       {"chain", "rpc", CONFIG_FIELD(chain_view.rpc_url)},
+      {"chain", "rpc_ca_file", CONFIG_FIELD(chain_view.rpc_ca_file)},
       {"chain", "deployment", CONFIG_FIELD(chain_deployment)},
       {"chain", "confirmations", CONFIG_FIELD(consensus.confirmations)},
       {"consensus", "reference_margin_blocks", CONFIG_FIELD(consensus.reference_margin_blocks)},
@@ -504,6 +506,7 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   }
 
   RETURN_IF_ERROR(ExpandHome("chain.deployment", &c->chain_deployment));
+  RETURN_IF_ERROR(ExpandHome("chain.rpc_ca_file", &c->chain_view.rpc_ca_file));
   RETURN_IF_ERROR(CheckRange("chain.confirmations", AsWritten(c, "chain.confirmations"), 0, 10000));
   RETURN_IF_ERROR(
       CheckRange("consensus.reference_margin_blocks", AsWritten(c, "consensus.reference_margin_blocks"), 0, 1000000));
@@ -533,6 +536,10 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   }
   if (!c->chain_view.rpc_url.empty()) {
     if (c->chain_deployment.empty()) return InvalidArgument("chain.rpc is set but chain.deployment is not");
+    // Messages name the URL only redacted: hosted RPCs carry API keys in it.
+    if (auto url = ParseRpcUrl(c->chain_view.rpc_url); !url.ok()) {
+      return InvalidArgument("chain.rpc (--chain-rpc): " + url.status().message());
+    }
     if (c->keystore.empty())
       return InvalidArgument("network mode (chain.rpc) needs an operator key: set operator.keystore");
     // A networked node signs what it computes. Results of a backend that was never checked

@@ -57,7 +57,8 @@ struct NodeConfig {
   std::string password_env;   // ...or from this environment variable
 
   // Network mode: set chain_view.rpc_url (chain.rpc) to join the operator network of the
-  // deployment's contracts.
+  // deployment's contracts; an https RPC behind a private CA also needs chain_view.rpc_ca_file
+  // (chain.rpc_ca_file).
   std::string chain_deployment;       // contracts/deployments/<chainid>.json
   bool chain_submit_evidence = true;  // send slashing transactions for evidence this node finds
 

@@ -43,7 +43,10 @@ options:
   --keystore FILE        operator key (v3 keystore); password from --password-file FILE
   --password-file FILE   or from the environment variable named by --password-env VAR
   --password-env VAR
-  --chain-rpc URL        join the network of this chain (JSON-RPC URL); needs --deployment
+  --chain-rpc URL        join the network of this chain (JSON-RPC URL, http:// or https://);
+                         needs --deployment
+  --chain-rpc-ca-file FILE
+                         https: trust the CAs in this PEM file instead of the system store
   --deployment FILE      contracts/deployments/<chainid>.json
   --advertise ADDR       endpoint peers reach this node at (default: --listen)
   --bootstrap LIST       comma-separated peer endpoints besides the on-chain registry's
@@ -60,11 +63,11 @@ int Usage(std::ostream& err, const std::string& message) {
 int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostream& err) {
   ArgSpec spec;
   spec.value_options = {
-      "--config",         "--datadir",        "--listen",         "--metrics",          "--log-level",
-      "--log-format",     "--backend",        "--threads",        "--workers",          "--queue",
-      "--max-blob-bytes", "--max-task-bytes", "--max-task-flops", "--max-task-seconds", "--max-elements",
-      "--max-ops",        "--max-inputs",     "--keystore",       "--password-file",    "--password-env",
-      "--chain-rpc",      "--deployment",     "--advertise",      "--bootstrap"};
+      "--config",         "--datadir",           "--listen",         "--metrics",          "--log-level",
+      "--log-format",     "--backend",           "--threads",        "--workers",          "--queue",
+      "--max-blob-bytes", "--max-task-bytes",    "--max-task-flops", "--max-task-seconds", "--max-elements",
+      "--max-ops",        "--max-inputs",        "--keystore",       "--password-file",    "--password-env",
+      "--chain-rpc",      "--chain-rpc-ca-file", "--deployment",     "--advertise",        "--bootstrap"};
   spec.flags = {"--help", "--version", "--fallback-cpu", "--no-selftest"};
   auto parsed = ParseArgs(raw, spec);
   if (!parsed.ok()) return Usage(err, parsed.status().message());
@@ -103,6 +106,7 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
                                   {"--password-file", "operator.password_file"},
                                   {"--password-env", "operator.password_env"},
                                   {"--chain-rpc", "chain.rpc"},
+                                  {"--chain-rpc-ca-file", "chain.rpc_ca_file"},
                                   {"--deployment", "chain.deployment"},
                                   {"--advertise", "p2p.advertise"}};
   const FlagKey int_flags[] = {{"--threads", "executor.threads"},

@@ -20,6 +20,7 @@
 #include "node/api/client_service.h"
 #include "node/chain/chain_client.h"
 #include "node/chain/chain_view.h"
+#include "node/chain/eth_rpc.h"
 #include "node/daemon/startup_selftest.h"
 #include "node/engine/consensus_engine.h"
 #include "node/engine/fault_injection.h"
@@ -43,10 +44,12 @@ enum class Health { kStarting, kHealthy, kStopping };
 // so the account nonce is never reused by two concurrent transactions.
 class ChainEvidence final : public EvidenceSubmitter {
  public:
-  static StatusOr<std::unique_ptr<ChainEvidence>> Open(const std::string& rpc_url, const Deployment& deployment,
+  static StatusOr<std::unique_ptr<ChainEvidence>> Open(const ChainViewOptions& chain, const Deployment& deployment,
                                                        const Secp256k1Secret& key) {
     auto evidence = std::unique_ptr<ChainEvidence>(new ChainEvidence());
-    ASSIGN_OR_RETURN(auto transport, NewHttpRpcTransport(rpc_url));
+    HttpRpcOptions http;
+    http.ca_file = chain.rpc_ca_file;
+    ASSIGN_OR_RETURN(auto transport, NewHttpRpcTransport(chain.rpc_url, http));
     evidence->rpc_ = std::make_unique<EthRpc>(std::move(transport));
     evidence->client_ = std::make_unique<ChainClient>(evidence->rpc_.get(), deployment, key);
     return evidence;
@@ -248,10 +251,10 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   if (network) {
     ASSIGN_OR_RETURN(deployment, LoadDeployment(config.chain_deployment));
     auto chain = RpcChainView::Open(config.chain_view, deployment);
-    if (!chain.ok()) return chain.status().WithContext("chain " + config.chain_view.rpc_url);
+    if (!chain.ok()) return chain.status().WithContext("chain " + RedactRpcUrl(config.chain_view.rpc_url));
     impl->chain = std::move(chain).value();
     if (config.chain_submit_evidence) {
-      ASSIGN_OR_RETURN(impl->evidence, ChainEvidence::Open(config.chain_view.rpc_url, deployment, *impl->operator_key));
+      ASSIGN_OR_RETURN(impl->evidence, ChainEvidence::Open(config.chain_view, deployment, *impl->operator_key));
     }
     to.network_mode = true;
     to.on_executed = [raw](const consensus::TaskId& id, const v1::TaskResult& result) {
@@ -410,6 +413,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
        {"rpc", rpc_addr},
        {"metrics", metrics_addr},
        {"backend", config.tasks.backend.name},
+       {"chain", network ? RedactRpcUrl(config.chain_view.rpc_url) : std::string("none")},
        {"workers", config.tasks.workers},
        {"queue_capacity", config.tasks.queue_capacity},
        {"operator", impl->operator_address.empty() ? std::string("none") : impl->operator_address}});

@@ -78,9 +78,8 @@ TEST_F(ChainTest, ErrorsAreClear) {
   auto gone = rpc_->ChainId();
   EXPECT_EQ(gone.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(gone.status().message().find(anvil_->url()), std::string::npos) << gone.status().message();
-  // Malformed URLs never reach the network.
-  for (const char* url :
-       {"https://127.0.0.1:8545", "127.0.0.1:8545", "http://:8545", "http://host:0", "http://h:99999"}) {
+  // Malformed URLs never reach the network (https is accepted: tests/functional/https_rpc_test.cc).
+  for (const char* url : {"ws://127.0.0.1:8545", "127.0.0.1:8545", "http://:8545", "http://host:0", "http://h:99999"}) {
     EXPECT_EQ(node::NewHttpRpcTransport(url).status().code(), StatusCode::kInvalidArgument) << url;
   }
 }

@@ -108,6 +108,31 @@ TEST(ConfigTest, NetworkNodeOnAnUncheckedBackendIsRefused) {
   EXPECT_EQ(FinalizeError(config), "OK");
 }
 
+// Issue 16, hole 9: an https RPC with its own CA file; a malformed chain.rpc is refused at
+// startup naming only its redacted form (hosted RPCs keep API keys in the URL).
+TEST(ConfigTest, ChainRpcOverHttpsWithACaFileAndNoEchoedSecrets) {
+  ScopedHome home("/home/op");
+  auto parsed = ParseNodeConfig(
+      "[operator]\nkeystore = \"/tmp/key.json\"\npassword_env = \"PW\"\n"
+      "[chain]\nrpc = \"https://rpc.example.org/v3/KEY\"\nrpc_ca_file = \"~/rpc-ca.pem\"\n"
+      "deployment = \"/tmp/deployment.json\"\n",
+      "config.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(FinalizeError(*parsed), "OK");
+  NodeConfig config = *parsed;
+  ASSERT_TRUE(FinalizeNodeConfig(&config).ok());
+  EXPECT_EQ(config.chain_view.rpc_ca_file, "/home/op/rpc-ca.pem");
+  EXPECT_EQ(config.chain_view.rpc_url, "https://rpc.example.org/v3/KEY");
+
+  config.chain_view.rpc_url = "wss://user:secret@rpc.example.org/v3/KEY";
+  const std::string error = FinalizeError(config);
+  EXPECT_EQ(error,
+            "chain.rpc (--chain-rpc): RPC URL must start with http:// or https://, got "
+            "'wss://***@rpc.example.org/***'");
+  EXPECT_FALSE(Contains(error, "secret"));
+  EXPECT_FALSE(Contains(error, "KEY"));
+}
+
 TEST(ConfigTest, EmptyFileGivesDefaults) {
   auto config = ParseNodeConfig("", "config.toml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
