@@ -375,12 +375,12 @@ contract ConsensorServiceManager is ReentrancyGuard {
         for (uint256 i; i < n; ++i) {
             address signer = _recover(certDigest, sigs[i]);
             if (signer <= previous) revert SignersNotAscending(previous, signer);
-            (address owner, uint256 s) = source.signerStakeAt(signer, ref);
+            (, uint256 s, uint256 slashable) = source.certificateSignerAt(signer, ref);
             if (s == 0) revert SignerNotOperatorAtReferenceBlock(signer);
             // Stake that backs a certificate must still be at risk: a signer slashed for this
             // task, or one whose owner's stake is gone, backs nothing.
             if (evidenceUsed[signer][certified.taskId]) revert SignerAlreadySlashedForTask(signer, certified.taskId);
-            if (source.slashableStakeOf(owner) == 0) revert SignerNoLongerSlashable(signer);
+            if (slashable == 0) revert SignerNoLongerSlashable(signer);
             signedStake += s;
             previous = signer;
         }

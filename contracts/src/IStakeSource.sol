@@ -26,6 +26,13 @@ interface IStakeSource {
     ///         stake then; (0, 0) when `signer` was nobody's signer at that block.
     function signerStakeAt(address signer, uint256 blockNumber) external view returns (address owner, uint256 stake);
 
+    /// @notice `signerStakeAt` plus the owner's `slashableStakeOf` now, in one call (what a
+    ///         certificate signer needs); slashable is 0 when there is no owner.
+    function certificateSignerAt(address signer, uint256 blockNumber)
+        external
+        view
+        returns (address owner, uint256 stake, uint256 slashable);
+
     /// @notice Sum of active stake at the end of block `blockNumber`.
     function totalStakeAt(uint256 blockNumber) external view returns (uint256);
 

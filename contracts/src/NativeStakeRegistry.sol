@@ -49,6 +49,7 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
         bool slashed; // ever slashed: may never register or add stake again
         uint32 withdrawableAtBlock; // first block at which `withdraw` succeeds (when Exiting)
         address signer; // current signer (the last entry of the signer history)
+        uint32 signerFromBlock; // ... and its first block (slot 0 holds both: a one-read fast path)
         uint256 stake; // deposited stake: active, or waiting for its activation block
         uint256 pendingWithdrawal; // stake waiting out the delay (slashable)
         string endpoint; // gRPC endpoint, e.g. "node1.example.org:7000"
@@ -279,6 +280,19 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
         stake = _lookup(_stakeHistory[owner], blockNumber);
     }
 
+    /// @inheritdoc IStakeSource
+    function certificateSignerAt(address signer, uint256 blockNumber)
+        external
+        view
+        returns (address owner, uint256 stake, uint256 slashable)
+    {
+        (owner, stake) = signerStakeAt(signer, blockNumber);
+        if (owner != address(0)) {
+            Operator storage op = _operators[owner];
+            slashable = op.stake + op.pendingWithdrawal;
+        }
+    }
+
     /// @notice Active stake of the operator `owner` at the end of block `blockNumber`, whoever
     ///         its signer was.
     function ownerStakeAt(address owner, uint256 blockNumber) external view returns (uint256) {
@@ -287,10 +301,13 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
 
     /// @notice The signer of `owner` at the end of block `blockNumber` (0 before it registered).
     function signerAt(address owner, uint256 blockNumber) public view returns (address) {
+        Operator storage op = _operators[owner];
+        // Fast path: the current signer (the history's last entry) from its first block on.
+        address current = op.signer;
+        if (current == address(0)) return address(0);
+        if (op.signerFromBlock <= blockNumber) return current;
         SignerCheckpoint[] storage h = _signerHistory[owner];
         uint256 hi = h.length;
-        if (hi == 0) return address(0);
-        if (h[hi - 1].fromBlock <= blockNumber) return h[hi - 1].signer;
         uint256 lo = 0;
         while (lo < hi) {
             uint256 mid = (lo + hi) >> 1;
@@ -449,6 +466,7 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
         if (block.number > type(uint32).max) revert BlockNumberOverflow();
         _signerOwner[signer] = owner;
         op.signer = signer;
+        op.signerFromBlock = uint32(block.number);
         SignerCheckpoint[] storage h = _signerHistory[owner];
         uint256 len = h.length;
         if (len > 0 && h[len - 1].fromBlock == block.number) {
