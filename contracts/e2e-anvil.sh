@@ -29,9 +29,9 @@ M="test test test test test test test test test test test junk"
 K0=$($CAST wallet private-key "$M" 0); K1=$($CAST wallet private-key "$M" 1); K2=$($CAST wallet private-key "$M" 2)
 A1=$($CAST wallet address --private-key "$K1")
 
-# R=2, W=2, E=8: evidence about block REF=1 is accepted through block 9; the withdrawal delay
-# must exceed W + E.
-WITHDRAWAL_DELAY_BLOCKS=20 MAX_REFERENCE_AGE=2 CHALLENGE_WINDOW_BLOCKS=2 EVIDENCE_DEADLINE_BLOCKS=8 \
+# R=2, W=2, E=8, A=2: evidence about block REF is accepted through block REF + 8; the stake
+# deposited at block b counts from b + 2; the withdrawal delay must exceed A + W + E.
+WITHDRAWAL_DELAY_BLOCKS=20 MAX_REFERENCE_AGE=2 CHALLENGE_WINDOW_BLOCKS=2 EVIDENCE_DEADLINE_BLOCKS=8 ACTIVATION_DELAY_BLOCKS=2 \
   $FORGE script script/Deploy.s.sol --rpc-url "$RPC" --broadcast --private-key "$K0" >/dev/null
 CHAIN=$($CAST chain-id --rpc-url "$RPC")
 REG=$(python3 -c "import json;print(json.load(open('deployments/$CHAIN.json'))['NativeStakeRegistry'])")
@@ -40,16 +40,21 @@ echo "deployed: registry $REG manager $SM (chain $CHAIN)"
 [ "$($CAST call "$REG" 'slasher()(address)' --rpc-url "$RPC")" = "$SM" ] || { echo "slasher mismatch"; exit 1; }
 [ "$($CAST call "$SM" 'thresholdBps()(uint256)' --rpc-url "$RPC")" = "6667" ] || { echo "threshold mismatch"; exit 1; }
 [ "$($CAST call "$SM" 'finalityBlock(uint64)(uint256)' 1 --rpc-url "$RPC")" = "6" ] || { echo "finalityBlock mismatch"; exit 1; }
+[ "$($CAST call "$REG" 'activationDelayBlocks()(uint32)' --rpc-url "$RPC")" = "2" ] || { echo "activation delay mismatch"; exit 1; }
 
 gasused() { python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["status"] in ("0x1",1), r; print(int(r["gasUsed"],16))'; }
 echo "register tx gasUsed: $($CAST send "$REG" 'register(string)' 127.0.0.1:7001 --value 2ether --private-key "$K1" --rpc-url "$RPC" --json | gasused)"
+# The stake counts A=2 blocks after the registration block: sign about that block.
+REF=$(( $($CAST block-number --rpc-url "$RPC") + 2 ))
+[ "$($CAST call "$REG" 'stakeAt(address,uint256)(uint256)' "$A1" $((REF - 1)) --rpc-url "$RPC" | cut -d' ' -f1)" = "0" ] || { echo "stake active too early"; exit 1; }
+$CAST rpc anvil_mine 3 --rpc-url "$RPC" >/dev/null
 
 # independent EIP-712 digest
 TH=$($CAST keccak "EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)")
 AH=$($CAST keccak "Attestation(bytes32 taskId,bytes32 resultRoot,bytes32 traceRoot,uint64 referenceBlock)")
 DS=$($CAST keccak "$($CAST abi-encode 'f(bytes32,bytes32,bytes32,uint256,address)' "$TH" "$($CAST keccak Consensor)" "$($CAST keccak 1)" "$CHAIN" "$SM")")
 [ "$($CAST call "$SM" 'domainSeparator()(bytes32)' --rpc-url "$RPC")" = "$DS" ] || { echo "domain separator mismatch"; exit 1; }
-T=0x$(printf '%064x' 1); R1=0x$(printf '%064x' 2); R2=0x$(printf '%064x' 3); TR=0x$(printf '%064x' 4); REF=1
+T=0x$(printf '%064x' 1); R1=0x$(printf '%064x' 2); R2=0x$(printf '%064x' 3); TR=0x$(printf '%064x' 4)
 digest() { $CAST keccak "$($CAST concat-hex 0x1901 "$DS" "$($CAST keccak "$($CAST abi-encode 'f(bytes32,bytes32,bytes32,bytes32,uint64)' "$AH" "$1" "$2" "$3" "$4")")")"; }
 D1=$(digest "$T" "$R1" "$TR" "$REF"); D2=$(digest "$T" "$R2" "$TR" "$REF")
 [ "$($CAST call "$SM" 'attestationDigest(bytes32,bytes32,bytes32,uint64)(bytes32)' "$T" "$R1" "$TR" "$REF" --rpc-url "$RPC")" = "$D1" ] || { echo "digest mismatch"; exit 1; }

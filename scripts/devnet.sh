@@ -94,8 +94,9 @@ cmd_up() {
     # forge writes into contracts/ (cache, out, deployments): one deploy at a time.
     exec 9>"$ROOT/contracts/.forge.lock"
     flock 9
+    # A >= R and D > A + W + E (600 > 8 + 4 + 64): docs/SECURITY.md, section 5.
     DEPLOYMENT_FILE="deployments/devnet-$port.json" WITHDRAWAL_DELAY_BLOCKS=600 MAX_REFERENCE_AGE=8 CHALLENGE_WINDOW_BLOCKS=4 \
-      EVIDENCE_DEADLINE_BLOCKS=64 \
+      EVIDENCE_DEADLINE_BLOCKS=64 ACTIVATION_DELAY_BLOCKS=8 \
       "$FORGE" script script/Deploy.s.sol --rpc-url "$(rpc_url)" --broadcast --private-key "$deployer" \
       >"$DIR/deploy.log" 2>&1 || { cat "$DIR/deploy.log" >&2; exit 1; }
     mv "deployments/devnet-$port.json" "$DIR/deployment.json"
@@ -144,6 +145,8 @@ EOF
       --deployment "$DIR/deployment.json" --devnet-key "$i" >"$nd/register.log" 2>&1 ||
       { cat "$nd/register.log" >&2; die "registering operator $i failed"; }
   done
+  # New stake counts A = 8 blocks after its deposit: mine them instead of waiting.
+  "$CAST" rpc anvil_mine 8 --rpc-url "$(rpc_url)" >/dev/null
   echo "$n" >"$DIR/nodes"
   registered_at=$("$CAST" block-number --rpc-url "$(rpc_url)")
 

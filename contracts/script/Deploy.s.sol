@@ -17,9 +17,12 @@ import {IStakeSource} from "../src/IStakeSource.sol";
 ///   12 s blocks), THRESHOLD_BPS (default 6667), REWARD_BPS (default 1000),
 ///   TREASURY (default 0x000000000000000000000000000000000000dEaD, i.e. burn),
 ///   MAX_REFERENCE_AGE (default 256 blocks), CHALLENGE_WINDOW_BLOCKS (default 300, one hour),
-///   EVIDENCE_DEADLINE_BLOCKS (default 7200, a day), MIN_REPLICAS (default 1).
-///   The manager requires EVIDENCE_DEADLINE_BLOCKS >= MAX_REFERENCE_AGE + 1 + CHALLENGE_WINDOW_BLOCKS
-///   and WITHDRAWAL_DELAY_BLOCKS > CHALLENGE_WINDOW_BLOCKS + EVIDENCE_DEADLINE_BLOCKS.
+///   EVIDENCE_DEADLINE_BLOCKS (default 7200, a day), MIN_REPLICAS (default 1),
+///   ACTIVATION_DELAY_BLOCKS (default: MAX_REFERENCE_AGE, the least the manager accepts).
+///   The manager requires EVIDENCE_DEADLINE_BLOCKS >= MAX_REFERENCE_AGE + 1 + CHALLENGE_WINDOW_BLOCKS,
+///   ACTIVATION_DELAY_BLOCKS >= MAX_REFERENCE_AGE and WITHDRAWAL_DELAY_BLOCKS >
+///   ACTIVATION_DELAY_BLOCKS + CHALLENGE_WINDOW_BLOCKS + EVIDENCE_DEADLINE_BLOCKS (the defaults:
+///   50400 > 256 + 300 + 7200).
 contract Deploy {
     Vm internal constant vm = Vm(VM_ADDRESS);
     bool public IS_SCRIPT = true;
@@ -37,6 +40,8 @@ contract Deploy {
             evidenceDeadlineBlocks: uint64(vm.envOr("EVIDENCE_DEADLINE_BLOCKS", uint256(7200))),
             minReplicas: uint32(vm.envOr("MIN_REPLICAS", uint256(1)))
         });
+        uint256 activation = vm.envOr("ACTIVATION_DELAY_BLOCKS", uint256(params.maxReferenceAge));
+        require(activation <= type(uint32).max, "ACTIVATION_DELAY_BLOCKS too large");
 
         uint256 pk = vm.envOr("PRIVATE_KEY", uint256(0));
         if (pk != 0) vm.startBroadcast(pk);
@@ -46,7 +51,7 @@ contract Deploy {
         // The registry names the manager as its only slasher: precompute the manager's address
         // (deployed right after the registry, i.e. at the deployer's nonce + 1).
         address predicted = vm.computeCreateAddress(deployer, vm.getNonce(deployer) + 1);
-        registry = new NativeStakeRegistry(minimumStake, uint32(delay), predicted);
+        registry = new NativeStakeRegistry(minimumStake, uint32(delay), uint32(activation), predicted);
         manager = new ConsensorServiceManager(IStakeSource(address(registry)), thresholdBps, rewardBps, treasury, params);
         require(address(manager) == predicted, "manager address prediction failed");
         vm.stopBroadcast();
@@ -55,6 +60,7 @@ contract Deploy {
             "{\n",
             _addressesJson(deployer, address(registry), address(manager)),
             _economicsJson(minimumStake, delay, thresholdBps, rewardBps),
+            '  "activationDelayBlocks": ', vm.toString(activation), ",\n",
             _paramsJson(params),
             '  "treasury": "', vm.toString(treasury), '"\n',
             "}\n"

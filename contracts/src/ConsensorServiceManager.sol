@@ -62,7 +62,8 @@ contract ConsensorServiceManager is ReentrancyGuard {
     uint64 public immutable challengeWindowBlocks;
     /// @notice E: evidence about reference block `ref` is accepted while block.number <= ref + E.
     ///         E >= R + W, so every result can be challenged through its whole window, and the
-    ///         registry's withdrawal delay exceeds W + E, so a signer's stake is still there.
+    ///         registry's withdrawal delay D exceeds A + W + E (A: its activation delay, >= R),
+    ///         so a signer's stake is still there.
     uint64 public immutable evidenceDeadlineBlocks;
     /// @notice The network-wide minimum of replicas a task may ask for (nodes enforce it).
     uint32 public immutable minReplicas;
@@ -70,7 +71,8 @@ contract ConsensorServiceManager is ReentrancyGuard {
     uint256 private immutable _cachedChainId;
     bytes32 private immutable _cachedDomainSeparator;
 
-    /// @notice True once `operator` was slashed for `taskId` (by either kind of evidence).
+    /// @notice True once the signer `operator` was slashed for `taskId` (by either kind of
+    ///         evidence; the stake taken is its owner's).
     mapping(address operator => mapping(bytes32 taskId => bool)) public evidenceUsed;
 
     // ----------------------------------------------------------------------------------------
@@ -118,6 +120,7 @@ contract ConsensorServiceManager is ReentrancyGuard {
     error UnexpectedEther(address sender);
     error InvalidTimeParameters(uint64 maxReferenceAge, uint64 challengeWindowBlocks, uint64 evidenceDeadlineBlocks);
     error WithdrawalDelayTooShort(uint256 withdrawalDelayBlocks, uint256 needed);
+    error ActivationDelayTooShort(uint256 activationDelayBlocks, uint256 needed);
     error InvalidMinReplicas();
     error EvidenceExpired(uint256 referenceBlock, uint256 deadline);
     error SignerAlreadySlashedForTask(address signer, bytes32 taskId);
@@ -153,10 +156,16 @@ contract ConsensorServiceManager is ReentrancyGuard {
         if (r == 0 || w == 0 || r > type(uint32).max || w > type(uint32).max || e < uint256(r) + 1 + w) {
             revert InvalidTimeParameters(r, w, e);
         }
+        // Flash stake: a deposit must have been visible for R blocks before any announcement
+        // can reference a block at which it counts.
+        uint256 activation = stakeSource_.activationDelayBlocks();
+        if (activation < r) revert ActivationDelayTooShort(activation, r);
         // A signer's stake must outlive the evidence against it: exiting right after signing
-        // still leaves it slashable until every deadline about that signature has passed.
+        // (at the earliest, A blocks after the deposit) still leaves it slashable until every
+        // deadline about that signature has passed.
         uint256 delay = stakeSource_.withdrawalDelayBlocks();
-        if (delay <= uint256(w) + e) revert WithdrawalDelayTooShort(delay, uint256(w) + e + 1);
+        uint256 needed = activation + w + e + 1;
+        if (delay < needed) revert WithdrawalDelayTooShort(delay, needed);
         if (params_.minReplicas == 0) revert InvalidMinReplicas();
         maxReferenceAge = r;
         challengeWindowBlocks = w;
@@ -248,7 +257,9 @@ contract ConsensorServiceManager is ReentrancyGuard {
     // ----------------------------------------------------------------------------------------
 
     /// @notice Slash an operator that signed two attestations for the same task with different
-    ///         result roots. Permissionless; the caller receives the reward.
+    ///         result roots. The signer must have been its owner's signer with active stake at
+    ///         both reference blocks; the owner's stake is taken. Permissionless; the caller
+    ///         receives the reward.
     function slashEquivocation(
         Attestation calldata a1,
         bytes calldata sig1,
@@ -262,9 +273,10 @@ contract ConsensorServiceManager is ReentrancyGuard {
         address s1 = _recover(_digest(a1), sig1);
         address s2 = _recover(_digest(a2), sig2);
         if (s1 != s2) revert SignerMismatch(s1, s2);
+        address owner = _equivocatingOwner(s1, a1.referenceBlock, a2.referenceBlock);
 
         uint256 reward;
-        (amount, reward) = _slash(s1, a1.taskId);
+        (amount, reward) = _slash(s1, owner, a1.taskId);
         emit EquivocationSlashed(s1, a1.taskId, amount, msg.sender, reward);
         _payout(reward, amount - reward);
     }
@@ -288,11 +300,12 @@ contract ConsensorServiceManager is ReentrancyGuard {
         _checkDeadline(certified.referenceBlock);
 
         address operator = _recover(_digest(accused), accusedSig);
-        if (stakeSource.stakeAt(operator, ref) == 0) revert AccusedNotOperatorAtReferenceBlock(operator);
+        (address owner, uint256 accusedStake) = stakeSource.signerStakeAt(operator, ref);
+        if (accusedStake == 0) revert AccusedNotOperatorAtReferenceBlock(operator);
         uint256 signedStake = _verifyCertificate(certified, certificateSigs);
 
         uint256 reward;
-        (amount, reward) = _slash(operator, accused.taskId);
+        (amount, reward) = _slash(operator, owner, accused.taskId);
         emit DisputeSlashed(operator, accused.taskId, amount, msg.sender, reward, certified.resultRoot, signedStake);
         _payout(reward, amount - reward);
     }
@@ -300,6 +313,19 @@ contract ConsensorServiceManager is ReentrancyGuard {
     // ----------------------------------------------------------------------------------------
     // Internals
     // ----------------------------------------------------------------------------------------
+
+    /// @dev The owner that answers for two statements `signer` made about `ref1` and `ref2`.
+    ///      Both must have been made while `signer` was its owner's signer with active stake: a
+    ///      rotated-away (possibly stolen) key cannot hurt the owner about later blocks, and the
+    ///      owner cannot escape the signatures it made before the rotation (a signer is bound to
+    ///      one owner forever, so both lookups name the same owner).
+    function _equivocatingOwner(address signer, uint64 ref1, uint64 ref2) internal view returns (address owner) {
+        uint256 stake;
+        (owner, stake) = stakeSource.signerStakeAt(signer, ref1);
+        if (stake == 0) revert AccusedNotOperatorAtReferenceBlock(signer);
+        (, stake) = stakeSource.signerStakeAt(signer, ref2);
+        if (stake == 0) revert AccusedNotOperatorAtReferenceBlock(signer);
+    }
 
     /// @dev Evidence about `referenceBlock` expires E blocks after it.
     function _checkDeadline(uint64 referenceBlock) internal view {
@@ -351,12 +377,12 @@ contract ConsensorServiceManager is ReentrancyGuard {
         for (uint256 i; i < n; ++i) {
             address signer = _recover(certDigest, sigs[i]);
             if (signer <= previous) revert SignersNotAscending(previous, signer);
-            uint256 s = source.stakeAt(signer, ref);
+            (, uint256 s, uint256 slashable) = source.certificateSignerAt(signer, ref);
             if (s == 0) revert SignerNotOperatorAtReferenceBlock(signer);
             // Stake that backs a certificate must still be at risk: a signer slashed for this
-            // task, or one whose stake is gone, backs nothing.
+            // task, or one whose owner's stake is gone, backs nothing.
             if (evidenceUsed[signer][certified.taskId]) revert SignerAlreadySlashedForTask(signer, certified.taskId);
-            if (source.slashableStakeOf(signer) == 0) revert SignerNoLongerSlashable(signer);
+            if (slashable == 0) revert SignerNoLongerSlashable(signer);
             signedStake += s;
             previous = signer;
         }
@@ -381,11 +407,12 @@ contract ConsensorServiceManager is ReentrancyGuard {
     }
 
     /// @dev Effects + the stake-source interaction (which sends the slashed ETH here).
-    function _slash(address operator, bytes32 taskId) internal returns (uint256 amount, uint256 reward) {
-        if (evidenceUsed[operator][taskId]) revert EvidenceAlreadyUsed(operator, taskId);
-        evidenceUsed[operator][taskId] = true;
-        amount = stakeSource.slash(operator, type(uint256).max);
-        if (amount == 0) revert NothingToSlash(operator);
+    ///      `signer` made the statement; its `owner` (at the statement's reference block) pays.
+    function _slash(address signer, address owner, bytes32 taskId) internal returns (uint256 amount, uint256 reward) {
+        if (evidenceUsed[signer][taskId]) revert EvidenceAlreadyUsed(signer, taskId);
+        evidenceUsed[signer][taskId] = true;
+        amount = stakeSource.slash(owner, type(uint256).max);
+        if (amount == 0) revert NothingToSlash(signer);
         reward = amount * rewardBps / BPS;
     }
 

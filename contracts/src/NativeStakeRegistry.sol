@@ -6,12 +6,22 @@ import {ReentrancyGuard} from "./ReentrancyGuard.sol";
 
 /// @title NativeStakeRegistry
 /// @notice Operator registry of the Consensor AVS, staked in native ETH.
-///         An operator registers from its signing address (msg.sender IS the key that signs
-///         attestations), announces a gRPC endpoint and deposits at least `minimumStake`.
-///         Deregistering moves the stake into a pending withdrawal that stays slashable for
-///         `withdrawalDelayBlocks` blocks; after that the operator withdraws it.
-///         Stake history is checkpointed per operator and in total, so any node can reconstruct
-///         the exact operator set and stakes at a reference block (`operatorsAt`).
+///         Two keys per operator (docs/CONTRACTS.md, "Owner and signer"):
+///           * the OWNER (cold key, msg.sender of register) deposits, adds stake, rotates the
+///             signer, deregisters and is the only address `withdraw` pays;
+///           * the SIGNER (hot key, the node's key) only signs attestations. Certificates and
+///             slashing look stake up by the signer an attestation recovers to, at its
+///             reference block, through a per-block history of each owner's signer.
+///         A signer is bound to one owner forever (never reused after a rotation), and an owner
+///         address is never another owner's signer, so signer -> owner is unambiguous at every
+///         block: a rotation neither frees the old signer's signatures from slashing nor makes
+///         the new key answer for signatures it did not make.
+///         Stake deposited at block b counts from block b + activationDelayBlocks (A) on
+///         (future-dated checkpoints), so stake that was not visible for A >= R blocks can back
+///         no certificate and no dispute ("flash stake", docs/SECURITY.md). An operator has at
+///         most one deposit waiting to activate; it may add stake or deregister only once it is
+///         active. Deregistering moves the stake into a pending withdrawal that stays slashable
+///         for `withdrawalDelayBlocks` blocks; after that the owner withdraws it.
 contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
     // ----------------------------------------------------------------------------------------
     // Types
@@ -19,7 +29,7 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
 
     enum Status {
         None, // never registered, or withdrew everything
-        Active, // registered, stake counts for committees
+        Active, // registered, stake counts for committees (once activated)
         Exiting // deregistered (or ejected by a slash); pending withdrawal still slashable
     }
 
@@ -28,11 +38,19 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
         uint224 stake;
     }
 
+    /// @dev `signer` is the owner's signer from the end of block `fromBlock` on.
+    struct SignerCheckpoint {
+        uint32 fromBlock;
+        address signer;
+    }
+
     struct Operator {
         Status status;
         bool slashed; // ever slashed: may never register or add stake again
         uint32 withdrawableAtBlock; // first block at which `withdraw` succeeds (when Exiting)
-        uint256 stake; // active stake
+        address signer; // current signer (the last entry of the signer history)
+        uint32 signerFromBlock; // ... and its first block (slot 0 holds both: a one-read fast path)
+        uint256 stake; // deposited stake: active, or waiting for its activation block
         uint256 pendingWithdrawal; // stake waiting out the delay (slashable)
         string endpoint; // gRPC endpoint, e.g. "node1.example.org:7000"
     }
@@ -44,20 +62,32 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
     /// @notice Maximum length in bytes of an operator's gRPC endpoint string.
     uint256 public constant MAX_ENDPOINT_LENGTH = 256;
 
-    /// @notice Minimum active stake (wei) to register.
+    /// @notice Minimum stake (wei) to register.
     uint256 public immutable minimumStake;
     /// @notice Blocks between deregistration and the earliest withdrawal.
     uint32 public immutable override withdrawalDelayBlocks;
+    /// @notice A: stake deposited at block b counts from block b + A on.
+    uint32 public immutable override activationDelayBlocks;
     /// @inheritdoc IStakeSource
     address public immutable slasher;
 
-    mapping(address => Operator) internal _operators;
-    mapping(address => Checkpoint[]) internal _stakeHistory;
-    Checkpoint[] internal _totalHistory;
-    address[] internal _allOperators; // every address that ever registered, in order of first registration
+    mapping(address owner => Operator) internal _operators;
+    /// @dev Per owner; ascending; at most the last entry lies in the future (a deposit waiting
+    ///      for its activation block).
+    mapping(address owner => Checkpoint[]) internal _stakeHistory;
+    mapping(address owner => SignerCheckpoint[]) internal _signerHistory;
+    /// @dev The one owner a signer was ever bound to (0: never bound).
+    mapping(address signer => address owner) internal _signerOwner;
+    /// @dev totalStakeAt(b) = cumulative(_totalIn, b) - cumulative(_totalOut, b). Both are
+    ///      append-only: _totalIn takes deposits at their activation block (block.number + A,
+    ///      never decreasing), _totalOut takes exits at block.number.
+    Checkpoint[] internal _totalIn;
+    Checkpoint[] internal _totalOut;
+    address[] internal _allOperators; // every owner that ever registered, in order of first registration
     mapping(address => bool) internal _known;
 
-    /// @notice Sum of active stake of all operators.
+    /// @notice Sum of deposited stake of all active operators (including deposits that are not
+    ///         active yet; `totalStakeAt` counts only active stake).
     uint256 public totalStake;
     /// @notice Sum of all pending withdrawals.
     uint256 public totalPendingWithdrawals;
@@ -66,12 +96,15 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
     // Events
     // ----------------------------------------------------------------------------------------
 
-    event OperatorRegistered(address indexed operator, uint256 stake, string endpoint);
-    event StakeAdded(address indexed operator, uint256 amount, uint256 newStake);
-    event EndpointUpdated(address indexed operator, string endpoint);
-    event OperatorDeregistered(address indexed operator, uint256 pendingWithdrawal, uint256 withdrawableAtBlock);
-    event StakeWithdrawn(address indexed operator, uint256 amount);
-    event OperatorSlashed(address indexed operator, uint256 amount, address indexed slasher);
+    event OperatorRegistered(
+        address indexed owner, address indexed signer, uint256 stake, uint256 activatesAtBlock, string endpoint
+    );
+    event StakeAdded(address indexed owner, uint256 amount, uint256 newStake, uint256 activatesAtBlock);
+    event SignerRotated(address indexed owner, address indexed oldSigner, address indexed newSigner, uint256 fromBlock);
+    event EndpointUpdated(address indexed owner, string endpoint);
+    event OperatorDeregistered(address indexed owner, uint256 pendingWithdrawal, uint256 withdrawableAtBlock);
+    event StakeWithdrawn(address indexed owner, uint256 amount);
+    event OperatorSlashed(address indexed owner, uint256 amount, address indexed slasher);
 
     // ----------------------------------------------------------------------------------------
     // Errors
@@ -82,6 +115,7 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
     error AlreadyRegistered(address operator);
     error NotActive(address operator);
     error NotExiting(address operator);
+    error NotRegistered(address operator);
     error OperatorWasSlashed(address operator);
     error StakeBelowMinimum(uint256 provided, uint256 minimum);
     error ZeroAmount();
@@ -92,56 +126,68 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
     error StakeOverflow();
     error BlockNumberOverflow();
     error TransferFailed(address to, uint256 amount);
-
+    error ZeroSigner();
+    error SignerAlreadyBound(address signer, address owner);
+    error SignerIsAnOwner(address signer);
+    error OwnerIsASigner(address owner);
+    error StakePendingActivation(uint256 activatesAtBlock);
 
     /// @param minimumStake_ minimum stake in wei (> 0)
-    /// @param withdrawalDelayBlocks_ withdrawal delay in blocks (may be 0 only for tests/devnets;
-    ///        with 0, disputes must land in the same block as the deregistration)
+    /// @param withdrawalDelayBlocks_ withdrawal delay D in blocks (the service manager requires
+    ///        D > A + W + E)
+    /// @param activationDelayBlocks_ activation delay A in blocks (the service manager requires
+    ///        A >= R; 0 makes a deposit count in the block it arrives in)
     /// @param slasher_ the service manager allowed to slash (its address can be precomputed)
-    constructor(uint256 minimumStake_, uint32 withdrawalDelayBlocks_, address slasher_) {
+    constructor(uint256 minimumStake_, uint32 withdrawalDelayBlocks_, uint32 activationDelayBlocks_, address slasher_) {
         if (minimumStake_ == 0) revert ZeroMinimumStake();
         if (slasher_ == address(0)) revert ZeroSlasher();
         if (minimumStake_ > type(uint224).max) revert StakeOverflow();
         minimumStake = minimumStake_;
         withdrawalDelayBlocks = withdrawalDelayBlocks_;
+        activationDelayBlocks = activationDelayBlocks_;
         slasher = slasher_;
     }
 
     // ----------------------------------------------------------------------------------------
-    // Operator actions
+    // Owner actions (msg.sender is the owner)
     // ----------------------------------------------------------------------------------------
 
-    /// @notice Register msg.sender as an operator with `msg.value` stake.
+    /// @notice Register msg.sender as an operator that signs with its own key (signer = owner),
+    ///         with `msg.value` stake, active from block.number + A.
     function register(string calldata endpoint) external payable {
-        Operator storage op = _operators[msg.sender];
-        if (op.slashed) revert OperatorWasSlashed(msg.sender);
-        if (op.status != Status.None) revert AlreadyRegistered(msg.sender);
-        if (msg.value < minimumStake) revert StakeBelowMinimum(msg.value, minimumStake);
-        _checkEndpoint(endpoint);
-
-        op.status = Status.Active;
-        op.stake = msg.value;
-        op.endpoint = endpoint;
-        if (!_known[msg.sender]) {
-            _known[msg.sender] = true;
-            _allOperators.push(msg.sender);
-        }
-        totalStake += msg.value;
-        _push(_stakeHistory[msg.sender], msg.value);
-        _push(_totalHistory, totalStake);
-        emit OperatorRegistered(msg.sender, msg.value, endpoint);
+        _register(msg.sender, endpoint);
     }
 
-    /// @notice Add `msg.value` to the active stake of msg.sender.
+    /// @notice Register msg.sender as the owner of an operator whose attestations `signer`
+    ///         signs, with `msg.value` stake, active from block.number + A. `signer` must never
+    ///         have been bound to another owner nor registered as an owner itself (it may be
+    ///         msg.sender, or msg.sender's current signer when it registers again).
+    function register(address signer, string calldata endpoint) external payable {
+        _register(signer, endpoint);
+    }
+
+    /// @notice Add `msg.value` to the stake of msg.sender, active from block.number + A. Reverts
+    ///         while an earlier deposit is still waiting for its activation block.
     function addStake() external payable {
         Operator storage op = _operators[msg.sender];
         if (op.status != Status.Active) revert NotActive(msg.sender);
         if (msg.value == 0) revert ZeroAmount();
+        _requireNothingPending(msg.sender);
         op.stake += msg.value;
         totalStake += msg.value;
-        _push(_stakeHistory[msg.sender], op.stake);
-        _push(_totalHistory, totalStake);
-        emit StakeAdded(msg.sender, msg.value, op.stake);
+        uint256 activatesAt = _deposit(msg.sender, op.stake, msg.value);
+        emit StakeAdded(msg.sender, msg.value, op.stake, activatesAt);
+    }
+
+    /// @notice Make `newSigner` msg.sender's signer from the end of this block on. The old
+    ///         signer's attestations about earlier reference blocks stay bound to msg.sender (and
+    ///         slashable until their evidence deadline); it is never anybody's signer again.
+    function rotateSigner(address newSigner) external {
+        Operator storage op = _operators[msg.sender];
+        if (op.status == Status.None) revert NotRegistered(msg.sender);
+        address old = op.signer;
+        _bindSigner(msg.sender, op, newSigner);
+        emit SignerRotated(msg.sender, old, newSigner, block.number);
     }
 
     /// @notice Change the announced gRPC endpoint of msg.sender.
@@ -154,14 +200,16 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
     }
 
     /// @notice Leave the active set. The whole stake becomes a pending withdrawal, still slashable,
-    ///         withdrawable from block `block.number + withdrawalDelayBlocks`.
+    ///         withdrawable from block `block.number + withdrawalDelayBlocks`. Reverts while a
+    ///         deposit is still waiting for its activation block.
     function deregister() external {
         Operator storage op = _operators[msg.sender];
         if (op.status != Status.Active) revert NotActive(msg.sender);
+        _requireNothingPending(msg.sender);
         _exit(msg.sender, op);
     }
 
-    /// @notice Withdraw the pending withdrawal once the delay has passed.
+    /// @notice Withdraw the pending withdrawal once the delay has passed; pays the owner only.
     function withdraw() external nonReentrant {
         Operator storage op = _operators[msg.sender];
         if (op.status != Status.Exiting) revert NotExiting(msg.sender);
@@ -182,14 +230,14 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
     // ----------------------------------------------------------------------------------------
 
     /// @inheritdoc IStakeSource
-    /// @dev Takes from the active stake first, then from the pending withdrawal. The operator is
-    ///      marked slashed (never re-registers) and, if still active, ejected: any remainder
-    ///      becomes a pending withdrawal with a fresh delay.
-    function slash(address operator, uint256 amount) external nonReentrant returns (uint256 slashed) {
+    /// @dev Takes from the stake first (active or waiting to activate), then from the pending
+    ///      withdrawal. The operator is marked slashed (never re-registers) and, if still active,
+    ///      ejected: any remainder becomes a pending withdrawal with a fresh delay.
+    function slash(address owner, uint256 amount) external nonReentrant returns (uint256 slashed) {
         if (msg.sender != slasher) revert OnlySlasher(msg.sender);
         if (amount == 0) return 0;
-        Operator storage op = _operators[operator];
-        if (op.status == Status.Active) _exit(operator, op);
+        Operator storage op = _operators[owner];
+        if (op.status == Status.Active) _exit(owner, op);
         // after _exit all slashable value is in pendingWithdrawal
         uint256 pending = op.pendingWithdrawal;
         slashed = amount < pending ? amount : pending;
@@ -201,7 +249,7 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
             op.status = Status.None;
             op.withdrawableAtBlock = 0;
         }
-        emit OperatorSlashed(operator, slashed, msg.sender);
+        emit OperatorSlashed(owner, slashed, msg.sender);
         _send(msg.sender, slashed);
     }
 
@@ -210,28 +258,94 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
     // ----------------------------------------------------------------------------------------
 
     /// @inheritdoc IStakeSource
-    function stakeOf(address operator) external view returns (uint256) {
-        return _operators[operator].stake;
+    function stakeOf(address owner) external view returns (uint256) {
+        return _lookup(_stakeHistory[owner], block.number);
     }
 
     /// @inheritdoc IStakeSource
-    function slashableStakeOf(address operator) external view returns (uint256) {
-        Operator storage op = _operators[operator];
+    function slashableStakeOf(address owner) external view returns (uint256) {
+        Operator storage op = _operators[owner];
         return op.stake + op.pendingWithdrawal;
     }
 
     /// @inheritdoc IStakeSource
-    function stakeAt(address operator, uint256 blockNumber) public view returns (uint256) {
-        return _lookup(_stakeHistory[operator], blockNumber);
+    function stakeAt(address signer, uint256 blockNumber) external view returns (uint256 stake) {
+        (, stake) = signerStakeAt(signer, blockNumber);
+    }
+
+    /// @inheritdoc IStakeSource
+    function signerStakeAt(address signer, uint256 blockNumber) public view returns (address owner, uint256 stake) {
+        owner = _signerOwner[signer];
+        if (owner == address(0) || signerAt(owner, blockNumber) != signer) return (address(0), 0);
+        stake = _lookup(_stakeHistory[owner], blockNumber);
+    }
+
+    /// @inheritdoc IStakeSource
+    function certificateSignerAt(address signer, uint256 blockNumber)
+        external
+        view
+        returns (address owner, uint256 stake, uint256 slashable)
+    {
+        (owner, stake) = signerStakeAt(signer, blockNumber);
+        if (owner != address(0)) {
+            Operator storage op = _operators[owner];
+            slashable = op.stake + op.pendingWithdrawal;
+        }
+    }
+
+    /// @notice Active stake of the operator `owner` at the end of block `blockNumber`, whoever
+    ///         its signer was.
+    function ownerStakeAt(address owner, uint256 blockNumber) external view returns (uint256) {
+        return _lookup(_stakeHistory[owner], blockNumber);
+    }
+
+    /// @notice The signer of `owner` at the end of block `blockNumber` (0 before it registered).
+    function signerAt(address owner, uint256 blockNumber) public view returns (address) {
+        Operator storage op = _operators[owner];
+        // Fast path: the current signer (the history's last entry) from its first block on.
+        address current = op.signer;
+        if (current == address(0)) return address(0);
+        if (op.signerFromBlock <= blockNumber) return current;
+        SignerCheckpoint[] storage h = _signerHistory[owner];
+        uint256 hi = h.length;
+        uint256 lo = 0;
+        while (lo < hi) {
+            uint256 mid = (lo + hi) >> 1;
+            if (h[mid].fromBlock > blockNumber) hi = mid;
+            else lo = mid + 1;
+        }
+        return lo == 0 ? address(0) : h[lo - 1].signer;
+    }
+
+    /// @notice The current signer of `owner` (0 if it never registered).
+    function signerOf(address owner) external view returns (address) {
+        return _operators[owner].signer;
+    }
+
+    /// @notice The owner `signer` is bound to, forever (0 if it never was a signer).
+    function ownerOf(address signer) external view returns (address) {
+        return _signerOwner[signer];
+    }
+
+    /// @notice Number of signer changes of `owner` (registration included).
+    function signerCheckpointCount(address owner) external view returns (uint256) {
+        return _signerHistory[owner].length;
+    }
+
+    /// @notice The `index`-th signer checkpoint of `owner`: (first block, signer).
+    function signerCheckpoint(address owner, uint256 index) external view returns (uint32, address) {
+        SignerCheckpoint storage c = _signerHistory[owner][index];
+        return (c.fromBlock, c.signer);
     }
 
     /// @inheritdoc IStakeSource
     function totalStakeAt(uint256 blockNumber) external view returns (uint256) {
-        return _lookup(_totalHistory, blockNumber);
+        return _lookup(_totalIn, blockNumber) - _lookup(_totalOut, blockNumber);
     }
 
-    /// @notice The operator set at the end of block `blockNumber`: every operator ever registered
-    ///         whose active stake at that block is > 0, in order of first registration, with stakes.
+    /// @notice The operator set at the end of block `blockNumber`: for every owner ever registered
+    ///         whose active stake at that block is > 0, in order of first registration, its
+    ///         SIGNER at that block (the address its attestations recover to) and its stake.
     ///         Every node derives the committee from this list for a given reference block.
     function operatorsAt(uint256 blockNumber)
         external
@@ -243,10 +357,10 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
         stakes = new uint256[](n);
         uint256 count;
         for (uint256 i; i < n; ++i) {
-            address a = _allOperators[i];
-            uint256 s = stakeAt(a, blockNumber);
+            address owner = _allOperators[i];
+            uint256 s = _lookup(_stakeHistory[owner], blockNumber);
             if (s > 0) {
-                operators[count] = a;
+                operators[count] = signerAt(owner, blockNumber);
                 stakes[count] = s;
                 ++count;
             }
@@ -257,18 +371,20 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
         }
     }
 
-    /// @notice Number of addresses that ever registered.
+    /// @notice Number of owners that ever registered.
     function operatorCount() external view returns (uint256) {
         return _allOperators.length;
     }
 
-    /// @notice The `index`-th address that ever registered.
+    /// @notice The `index`-th owner that ever registered.
     function operatorAtIndex(uint256 index) external view returns (address) {
         return _allOperators[index];
     }
 
-    /// @notice Full record of `operator`.
-    function operatorInfo(address operator)
+    /// @notice Full record of the operator `account` names: `account` is its owner, or a signer
+    ///         ever bound to it (so a node can look itself up by its signing key). `stake` is the
+    ///         deposited stake (active or waiting to activate; `stakeOf` is the active part).
+    function operatorInfo(address account)
         external
         view
         returns (
@@ -280,48 +396,140 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
             string memory endpoint
         )
     {
-        Operator storage op = _operators[operator];
+        Operator storage op = _operators[_resolve(account)];
         return (op.status, op.slashed, op.stake, op.pendingWithdrawal, op.withdrawableAtBlock, op.endpoint);
     }
 
-    /// @notice Announced gRPC endpoint of `operator` (kept after deregistration).
-    function endpointOf(address operator) external view returns (string memory) {
-        return _operators[operator].endpoint;
+    /// @notice Announced gRPC endpoint of the operator `account` (owner or signer) names (kept
+    ///         after deregistration).
+    function endpointOf(address account) external view returns (string memory) {
+        return _operators[_resolve(account)].endpoint;
     }
 
-    /// @notice Number of stake checkpoints of `operator`.
-    function stakeCheckpointCount(address operator) external view returns (uint256) {
-        return _stakeHistory[operator].length;
+    /// @notice First block from which the deposited stake of `owner` is all active (a past or
+    ///         the current block when nothing waits for activation).
+    function activationBlockOf(address owner) external view returns (uint256) {
+        Checkpoint[] storage h = _stakeHistory[owner];
+        return h.length == 0 ? 0 : h[h.length - 1].blockNumber;
     }
 
-    /// @notice The `index`-th stake checkpoint of `operator`.
-    function stakeCheckpoint(address operator, uint256 index) external view returns (uint32, uint224) {
-        Checkpoint storage c = _stakeHistory[operator][index];
+    /// @notice Number of stake checkpoints of `owner`.
+    function stakeCheckpointCount(address owner) external view returns (uint256) {
+        return _stakeHistory[owner].length;
+    }
+
+    /// @notice The `index`-th stake checkpoint of `owner`.
+    function stakeCheckpoint(address owner, uint256 index) external view returns (uint32, uint224) {
+        Checkpoint storage c = _stakeHistory[owner][index];
         return (c.blockNumber, c.stake);
     }
 
-    /// @notice Number of total-stake checkpoints.
-    function totalStakeCheckpointCount() external view returns (uint256) {
-        return _totalHistory.length;
+    /// @notice Number of checkpoints of the total (deposits in, exits out).
+    function totalStakeCheckpointCount() external view returns (uint256 deposits, uint256 exits) {
+        return (_totalIn.length, _totalOut.length);
     }
 
     // ----------------------------------------------------------------------------------------
     // Internals
     // ----------------------------------------------------------------------------------------
 
-    function _exit(address operator, Operator storage op) internal {
+    function _register(address signer, string calldata endpoint) internal {
+        address owner = msg.sender;
+        Operator storage op = _operators[owner];
+        if (op.slashed) revert OperatorWasSlashed(owner);
+        if (op.status != Status.None) revert AlreadyRegistered(owner);
+        if (msg.value < minimumStake) revert StakeBelowMinimum(msg.value, minimumStake);
+        _checkEndpoint(endpoint);
+        address boundTo = _signerOwner[owner];
+        if (boundTo != address(0) && boundTo != owner) revert OwnerIsASigner(owner);
+        // Registering again with the current signer keeps it; any other signer is a new binding.
+        if (signer != op.signer || signer == address(0)) _bindSigner(owner, op, signer);
+
+        op.status = Status.Active;
+        op.stake = msg.value;
+        op.endpoint = endpoint;
+        if (!_known[owner]) {
+            _known[owner] = true;
+            _allOperators.push(owner);
+        }
+        totalStake += msg.value;
+        uint256 activatesAt = _deposit(owner, msg.value, msg.value);
+        emit OperatorRegistered(owner, signer, msg.value, activatesAt, endpoint);
+    }
+
+    /// @dev Binds the never-used `signer` to `owner` from the end of this block on.
+    function _bindSigner(address owner, Operator storage op, address signer) internal {
+        if (signer == address(0)) revert ZeroSigner();
+        address boundTo = _signerOwner[signer];
+        if (boundTo != address(0)) revert SignerAlreadyBound(signer, boundTo);
+        if (signer != owner && _known[signer]) revert SignerIsAnOwner(signer);
+        if (block.number > type(uint32).max) revert BlockNumberOverflow();
+        _signerOwner[signer] = owner;
+        op.signer = signer;
+        op.signerFromBlock = uint32(block.number);
+        SignerCheckpoint[] storage h = _signerHistory[owner];
+        uint256 len = h.length;
+        if (len > 0 && h[len - 1].fromBlock == block.number) {
+            // The replaced signer was never the signer at the end of any block: it backs
+            // nothing and answers for nothing, and stays bound so it is never reused.
+            h[len - 1].signer = signer;
+        } else {
+            h.push(SignerCheckpoint({fromBlock: uint32(block.number), signer: signer}));
+        }
+    }
+
+    /// @dev Dates `newStake` of `owner` (after a deposit of `amount`) at block.number + A.
+    function _deposit(address owner, uint256 newStake, uint256 amount) internal returns (uint256 activatesAt) {
+        activatesAt = block.number + activationDelayBlocks;
+        _pushAt(_stakeHistory[owner], activatesAt, newStake);
+        _pushAt(_totalIn, activatesAt, _last(_totalIn) + amount);
+    }
+
+    function _requireNothingPending(address owner) internal view {
+        Checkpoint[] storage h = _stakeHistory[owner];
+        uint256 len = h.length;
+        if (len > 0 && h[len - 1].blockNumber > block.number) revert StakePendingActivation(h[len - 1].blockNumber);
+    }
+
+    function _exit(address owner, Operator storage op) internal {
         uint256 amount = op.stake;
         uint256 until = block.number + withdrawalDelayBlocks;
         if (until > type(uint32).max) revert BlockNumberOverflow();
+        Checkpoint[] storage h = _stakeHistory[owner];
+        uint256 len = h.length;
+        // Only a slash gets here with a deposit still waiting for activation: cancel it.
+        if (len > 0 && h[len - 1].blockNumber > block.number) {
+            uint256 activatesAt = h[len - 1].blockNumber;
+            uint256 waiting = amount - (len > 1 ? h[len - 2].stake : 0);
+            h.pop();
+            uint256 inLen = _totalIn.length;
+            if (_totalIn[inLen - 1].blockNumber == activatesAt) {
+                // No later deposit of anybody: take it out where it went in (exact).
+                _totalIn[inLen - 1].stake -= uint224(waiting);
+            } else {
+                // Later deposits are dated after it: take it out at the latest date. Until then
+                // the total over-counts it, which only makes a certificate harder to reach.
+                _pushAt(_totalIn, block.number + activationDelayBlocks, _last(_totalIn) - waiting);
+            }
+            amount -= waiting;
+            op.pendingWithdrawal += waiting;
+            totalPendingWithdrawals += waiting;
+            totalStake -= waiting;
+        }
         op.stake = 0;
         op.pendingWithdrawal += amount;
         op.status = Status.Exiting;
         op.withdrawableAtBlock = uint32(until);
         totalStake -= amount;
         totalPendingWithdrawals += amount;
-        _push(_stakeHistory[operator], 0);
-        _push(_totalHistory, totalStake);
-        emit OperatorDeregistered(operator, op.pendingWithdrawal, until);
+        _pushAt(h, block.number, 0);
+        _pushAt(_totalOut, block.number, _last(_totalOut) + amount);
+        emit OperatorDeregistered(owner, op.pendingWithdrawal, until);
+    }
+
+    function _resolve(address account) internal view returns (address) {
+        address owner = _signerOwner[account];
+        return owner == address(0) ? account : owner;
     }
 
     function _checkEndpoint(string calldata endpoint) internal pure {
@@ -330,15 +538,21 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
         if (len > MAX_ENDPOINT_LENGTH) revert EndpointTooLong(len, MAX_ENDPOINT_LENGTH);
     }
 
-    /// @dev Record `value` as of the current block (overwrites a checkpoint of the same block).
-    function _push(Checkpoint[] storage history, uint256 value) internal {
-        if (value > type(uint224).max) revert StakeOverflow();
-        if (block.number > type(uint32).max) revert BlockNumberOverflow();
+    function _last(Checkpoint[] storage history) internal view returns (uint256) {
         uint256 len = history.length;
-        if (len > 0 && history[len - 1].blockNumber == block.number) {
+        return len == 0 ? 0 : history[len - 1].stake;
+    }
+
+    /// @dev Record `value` as of block `at` (>= the last checkpoint's block; overwrites a
+    ///      checkpoint of the same block).
+    function _pushAt(Checkpoint[] storage history, uint256 at, uint256 value) internal {
+        if (value > type(uint224).max) revert StakeOverflow();
+        if (at > type(uint32).max) revert BlockNumberOverflow();
+        uint256 len = history.length;
+        if (len > 0 && history[len - 1].blockNumber == at) {
             history[len - 1].stake = uint224(value);
         } else {
-            history.push(Checkpoint({blockNumber: uint32(block.number), stake: uint224(value)}));
+            history.push(Checkpoint({blockNumber: uint32(at), stake: uint224(value)}));
         }
     }
 

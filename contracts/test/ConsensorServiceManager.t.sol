@@ -28,8 +28,9 @@ contract ConsensorServiceManagerTest is Fixture {
         }
         pks = sortByAddress(pks);
         for (uint256 i; i < 4; ++i) honestPks.push(pks[i]);
-        REF = 500;
-        vm.roll(510);
+        // The stake deposited at 500 counts from 500 + A = 508 on.
+        REF = 510;
+        vm.roll(520);
     }
 
     function honest() internal view returns (uint256[] memory p) {
@@ -73,7 +74,7 @@ contract ConsensorServiceManagerTest is Fixture {
         _newManager(src, 6667, 0, TREASURY);
         // boundaries accepted (with a fresh registry pointing at the next manager)
         address predicted = vm.computeCreateAddress(address(this), vm.getNonce(address(this)) + 1);
-        NativeStakeRegistry r2 = new NativeStakeRegistry(1, uint32(CHALLENGE_WINDOW + EVIDENCE_DEADLINE + 1), predicted);
+        NativeStakeRegistry r2 = new NativeStakeRegistry(1, uint32(ACTIVATION + CHALLENGE_WINDOW + EVIDENCE_DEADLINE + 1), ACTIVATION, predicted);
         assertEq(_newManager(IStakeSource(address(r2)), 10000, 10000, TREASURY), predicted, "boundaries");
     }
 
@@ -308,7 +309,9 @@ contract ConsensorServiceManagerTest is Fixture {
         ConsensorServiceManager.Attestation memory a2 = att(TASK, BAD_ROOT, REF);
         bytes memory u1 = sign(pk, a1);
         bytes memory u2 = sign(pk, a2);
-        vm.expectRevert(abi.encodeWithSelector(ConsensorServiceManager.NothingToSlash.selector, vm.addr(pk)));
+        vm.expectRevert(
+            abi.encodeWithSelector(ConsensorServiceManager.AccusedNotOperatorAtReferenceBlock.selector, vm.addr(pk))
+        );
         manager.slashEquivocation(a1, u1, a2, u2);
         // an operator already slashed for another task has nothing left
         (, bytes memory s1,, bytes memory s2) = _equivocation();
@@ -344,11 +347,13 @@ contract ConsensorServiceManagerTest is Fixture {
     function test_slashEquivocation_revertsTransferFailedToTreasury() public {
         EthRejecter rej = new EthRejecter();
         address predicted = vm.computeCreateAddress(address(this), vm.getNonce(address(this)) + 1);
-        registry = new NativeStakeRegistry(MIN_STAKE, DELAY, predicted);
+        registry = new NativeStakeRegistry(MIN_STAKE, DELAY, ACTIVATION, predicted);
         manager = new ConsensorServiceManager(
             IStakeSource(address(registry)), THRESHOLD_BPS, REWARD_BPS, address(rej), params()
         );
         register(PK_BAD, 2 ether);
+        REF = uint64(block.number + ACTIVATION);
+        vm.roll(REF + 1);
         (ConsensorServiceManager.Attestation memory a1, bytes memory s1, ConsensorServiceManager.Attestation memory a2, bytes memory s2) =
             _equivocation();
         vm.prank(reporter);
@@ -374,9 +379,11 @@ contract ConsensorServiceManagerTest is Fixture {
 
     function test_slashEquivocation_zeroRewardAllToTreasury() public {
         address predicted = vm.computeCreateAddress(address(this), vm.getNonce(address(this)) + 1);
-        registry = new NativeStakeRegistry(MIN_STAKE, DELAY, predicted);
+        registry = new NativeStakeRegistry(MIN_STAKE, DELAY, ACTIVATION, predicted);
         manager = new ConsensorServiceManager(IStakeSource(address(registry)), THRESHOLD_BPS, 0, TREASURY, params());
         register(PK_BAD, 3 ether);
+        REF = uint64(block.number + ACTIVATION);
+        vm.roll(REF + 1);
         (ConsensorServiceManager.Attestation memory a1, bytes memory s1, ConsensorServiceManager.Attestation memory a2, bytes memory s2) =
             _equivocation();
         uint256 tBefore = TREASURY.balance;
@@ -563,6 +570,7 @@ contract ConsensorServiceManagerTest is Fixture {
         uint256 pkB = 0xB;
         register(pkA, 6667 ether);
         register(pkB, 3333 ether);
+        vm.roll(block.number + ACTIVATION); // the stake counts from here on
         uint64 ref = uint64(block.number);
         vm.roll(block.number + 1);
         ConsensorServiceManager.Attestation memory ce = att(TASK, GOOD_ROOT, ref);
@@ -575,6 +583,7 @@ contract ConsensorServiceManagerTest is Fixture {
         deployDefault();
         register(pkA, 6666 ether);
         register(pkB, 3334 ether);
+        vm.roll(block.number + ACTIVATION);
         ref = uint64(block.number);
         vm.roll(block.number + 1);
         ce = att(TASK, GOOD_ROOT, ref);
@@ -617,7 +626,7 @@ contract ConsensorServiceManagerTest is Fixture {
     /// A registry whose slasher is the manager created right after it.
     function _sourceForNextManager() internal returns (IStakeSource) {
         address predicted = vm.computeCreateAddress(address(this), vm.getNonce(address(this)) + 1);
-        return IStakeSource(address(new NativeStakeRegistry(MIN_STAKE, DELAY, predicted)));
+        return IStakeSource(address(new NativeStakeRegistry(MIN_STAKE, DELAY, ACTIVATION, predicted)));
     }
 
     function test_constructor_timeParameters() public {
@@ -641,10 +650,10 @@ contract ConsensorServiceManagerTest is Fixture {
         src = _sourceForNextManager();
         new ConsensorServiceManager(src, 6667, 0, TREASURY, p);
         p = params();
-        p.evidenceDeadlineBlocks = DELAY; // W + E >= DELAY: a signer could withdraw before the deadline
+        p.evidenceDeadlineBlocks = DELAY - 4 - ACTIVATION; // A + W + E >= DELAY: a signer could withdraw before the deadline
         src = _sourceForNextManager();
         vm.expectRevert(
-            abi.encodeWithSelector(ConsensorServiceManager.WithdrawalDelayTooShort.selector, DELAY, DELAY + 4 + 1)
+            abi.encodeWithSelector(ConsensorServiceManager.WithdrawalDelayTooShort.selector, DELAY, DELAY + 1)
         );
         new ConsensorServiceManager(src, 6667, 0, TREASURY, p);
         p = params();
@@ -719,10 +728,9 @@ contract ConsensorServiceManagerTest is Fixture {
     }
 
     function testFuzz_evidenceDeadline(uint64 ref, uint32 age) public {
-        ref = uint64(bound(ref, 1, type(uint32).max - 1000));
-        vm.roll(uint256(ref) + 1);
-        // Fresh stake for this reference block: register in it, sign in the next.
-        vm.roll(ref);
+        ref = uint64(bound(ref, 1 + ACTIVATION, type(uint32).max - 1000));
+        // Fresh stake for this reference block: it counts from ref on, the signature follows.
+        vm.roll(ref - ACTIVATION);
         address op = register(0xF00D, 2 ether);
         vm.roll(uint256(ref) + 1 + uint256(age) % (EVIDENCE_DEADLINE * 2));
         ConsensorServiceManager.Attestation memory a1 = att(TASK, GOOD_ROOT, ref);
@@ -764,6 +772,7 @@ contract ConsensorServiceManagerTest is Fixture {
         deployDefault();
         register(0xA, 6667 ether);
         register(0xB, 3333 ether);
+        vm.roll(block.number + ACTIVATION); // the stake counts from here on
         uint64 ref = uint64(block.number);
         vm.roll(block.number + 1);
         ConsensorServiceManager.Attestation memory ce = att(TASK, GOOD_ROOT, ref);
@@ -907,6 +916,7 @@ contract ConsensorServiceManagerTest is Fixture {
             total += st;
         }
         pks = sortByAddress(pks);
+        vm.roll(block.number + ACTIVATION);
         uint64 ref = uint64(block.number);
         vm.roll(block.number + 3);
 

@@ -12,6 +12,7 @@ abstract contract GasBase is Fixture {
     bytes32 constant TASK = keccak256("gas-task");
     uint256 constant PK_BAD = 0xBAD;
     uint256[] internal signerPks;
+    uint64 constant REF_BLOCK = 100 + uint64(ACTIVATION);
 
     function _setUpOperators(uint256 n) internal {
         vm.roll(100);
@@ -24,12 +25,13 @@ abstract contract GasBase is Fixture {
         }
         pks = sortByAddress(pks);
         for (uint256 i; i < n; ++i) signerPks.push(pks[i]);
-        vm.roll(101);
+        // The stake deposited at 100 counts from REF_BLOCK = 100 + A on.
+        vm.roll(REF_BLOCK + 1);
     }
 
     function _disputeGas() internal returns (uint256) {
-        ConsensorServiceManager.Attestation memory ce = att(TASK, keccak256("good"), 100);
-        ConsensorServiceManager.Attestation memory ac = att(TASK, keccak256("bad"), 100);
+        ConsensorServiceManager.Attestation memory ce = att(TASK, keccak256("good"), REF_BLOCK);
+        ConsensorServiceManager.Attestation memory ac = att(TASK, keccak256("bad"), REF_BLOCK);
         bytes[] memory sigs = signAll(signerPks, ce);
         bytes memory acSig = sign(PK_BAD, ac);
         uint256 g = gasleft();
@@ -52,6 +54,31 @@ contract GasRegistryTest is GasBase {
         emit log_named_uint("gas register (first registration, 27-byte endpoint)", g - gasleft());
     }
 
+    function test_gas_registerWithSigner() public {
+        address op = vm.addr(0x1234);
+        address signer = vm.addr(0x5678);
+        vm.deal(op, 1 ether);
+        vm.prank(op);
+        uint256 g = gasleft();
+        registry.register{value: 1 ether}(signer, "operator-1.example.org:7000");
+        emit log_named_uint("gas register with a separate signer", g - gasleft());
+    }
+
+    function test_gas_rotateSigner() public {
+        vm.prank(vm.addr(PK_BAD));
+        uint256 g = gasleft();
+        registry.rotateSigner(vm.addr(0x5678));
+        emit log_named_uint("gas rotateSigner", g - gasleft());
+    }
+
+    function test_gas_addStake() public {
+        vm.deal(vm.addr(PK_BAD), 1 ether);
+        vm.prank(vm.addr(PK_BAD));
+        uint256 g = gasleft();
+        registry.addStake{value: 1 ether}();
+        emit log_named_uint("gas addStake", g - gasleft());
+    }
+
     function test_gas_deregister() public {
         vm.prank(vm.addr(PK_BAD));
         uint256 g = gasleft();
@@ -60,8 +87,8 @@ contract GasRegistryTest is GasBase {
     }
 
     function test_gas_slashEquivocation() public {
-        ConsensorServiceManager.Attestation memory a1 = att(TASK, keccak256("a"), 100);
-        ConsensorServiceManager.Attestation memory a2 = att(TASK, keccak256("b"), 100);
+        ConsensorServiceManager.Attestation memory a1 = att(TASK, keccak256("a"), REF_BLOCK);
+        ConsensorServiceManager.Attestation memory a2 = att(TASK, keccak256("b"), REF_BLOCK);
         bytes memory s1 = sign(PK_BAD, a1);
         bytes memory s2 = sign(PK_BAD, a2);
         uint256 g = gasleft();
@@ -71,7 +98,7 @@ contract GasRegistryTest is GasBase {
 
     function test_gas_operatorsAt_17() public {
         uint256 g = gasleft();
-        registry.operatorsAt(100);
+        registry.operatorsAt(REF_BLOCK);
         emit log_named_uint("gas operatorsAt (17 operators, view)", g - gasleft());
     }
 }
@@ -106,7 +133,7 @@ contract GasDispute15Test is GasBase {
     }
 
     function test_gas_verifyCertificate_15() public {
-        ConsensorServiceManager.Attestation memory ce = att(TASK, keccak256("good"), 100);
+        ConsensorServiceManager.Attestation memory ce = att(TASK, keccak256("good"), REF_BLOCK);
         bytes[] memory sigs = signAll(signerPks, ce);
         uint256 g = gasleft();
         manager.verifyCertificate(ce, sigs);

@@ -6,8 +6,10 @@ import {Vm, VM_ADDRESS} from "./utils/Vm.sol";
 import {NativeStakeRegistry} from "../src/NativeStakeRegistry.sol";
 import {ConsensorServiceManager} from "../src/ConsensorServiceManager.sol";
 
-/// Drives registry + manager with random register / addStake / deregister / withdraw / slash
-/// (equivocation and dispute) actions over a fixed set of 6 operator keys, tracking ghost totals.
+/// Drives registry + manager with random register / addStake / deregister / withdraw /
+/// rotateSigner / slash (equivocation and dispute, about reference blocks up to E old, so
+/// signatures of rotated-away signers are among them) actions over a fixed set of 6 owner keys
+/// (half sign with their own key, half with separate signer keys), tracking ghost totals.
 contract Handler {
     Vm internal constant vm = Vm(VM_ADDRESS);
     uint256 internal constant N = 6;
@@ -29,12 +31,26 @@ contract Handler {
     uint256 public slashes;
     uint256 public disputes;
     uint256 internal taskNonce;
+    uint256 public rotations;
+    uint256 public oldSignerSlashes;
+    mapping(address signer => uint256 pk) public pkOf;
+    mapping(uint256 index => uint256 pk) public signerPk; // current signer key of owner `index`
+    mapping(uint256 index => uint256) internal rotationCount;
 
     constructor(NativeStakeRegistry r, ConsensorServiceManager m) {
         registry = r;
         manager = m;
         treasury = m.treasury();
-        for (uint256 i; i < N; ++i) pks.push(0x9000 + i);
+        for (uint256 i; i < N; ++i) {
+            pks.push(0x9000 + i);
+            uint256 spk = i % 2 == 0 ? 0x9000 + i : 0x19000 + i;
+            signerPk[i] = spk;
+            pkOf[vm.addr(spk)] = spk;
+        }
+    }
+
+    function _waiting(address owner) internal view returns (bool) {
+        return registry.activationBlockOf(owner) > block.number;
     }
 
     function _op(uint256 seed) internal view returns (uint256 pk, address a) {
@@ -54,7 +70,7 @@ contract Handler {
         amount = MIN + amount % (20 ether);
         vm.deal(a, amount);
         vm.prank(a);
-        registry.register{value: amount}("h:1");
+        registry.register{value: amount}(vm.addr(signerPk[seed % N]), "h:1");
         deposited += amount;
         depositedBy[a] += amount;
     }
@@ -63,7 +79,7 @@ contract Handler {
         ++calls;
         (, address a) = _op(seed);
         (NativeStakeRegistry.Status st,) = _status(a);
-        if (st != NativeStakeRegistry.Status.Active) return;
+        if (st != NativeStakeRegistry.Status.Active || _waiting(a)) return;
         amount = 1 + amount % (5 ether);
         vm.deal(a, amount);
         vm.prank(a);
@@ -76,9 +92,23 @@ contract Handler {
         ++calls;
         (, address a) = _op(seed);
         (NativeStakeRegistry.Status st,) = _status(a);
-        if (st != NativeStakeRegistry.Status.Active) return;
+        if (st != NativeStakeRegistry.Status.Active || _waiting(a)) return;
         vm.prank(a);
         registry.deregister();
+    }
+
+    function rotateSigner(uint256 seed) external {
+        ++calls;
+        uint256 i = seed % N;
+        (, address a) = _op(seed);
+        (NativeStakeRegistry.Status st,) = _status(a);
+        if (st == NativeStakeRegistry.Status.None) return;
+        uint256 spk = 0x29000 + i * 1000 + (++rotationCount[i]);
+        pkOf[vm.addr(spk)] = spk;
+        vm.prank(a);
+        registry.rotateSigner(vm.addr(spk));
+        signerPk[i] = spk;
+        ++rotations;
     }
 
     function withdraw(uint256 seed) external {
@@ -102,10 +132,9 @@ contract Handler {
     function slashEquivocation(uint256 seed) external {
         ++calls;
         if ((seed >> 128) % 4 != 0) return; // keep slashing rare enough for long-lived operators
-        (uint256 pk, address a) = _op(seed);
-        if (registry.slashableStakeOf(a) == 0) return;
+        (uint64 ref, uint256 pk) = _equivocator(seed);
+        if (pk == 0) return;
         bytes32 task = keccak256(abi.encode("eq", ++taskNonce));
-        uint64 ref = uint64(block.number);
         ConsensorServiceManager.Attestation memory a1 =
             ConsensorServiceManager.Attestation(task, keccak256("r1"), bytes32(0), ref);
         ConsensorServiceManager.Attestation memory a2 =
@@ -121,37 +150,37 @@ contract Handler {
         ++slashes;
     }
 
+    /// @dev A reference block the evidence about is still accepted and the key of the signer of
+    ///      owner `seed` then (0 when there is none with stake).
+    function _equivocator(uint256 seed) internal returns (uint64 ref, uint256 pk) {
+        (, address a) = _op(seed);
+        if (registry.slashableStakeOf(a) == 0 || block.number < 3) return (0, 0);
+        uint256 e = manager.evidenceDeadlineBlocks();
+        uint256 maxAge = block.number - 2 < e ? block.number - 2 : e;
+        ref = uint64(block.number - 1 - (seed >> 8) % maxAge);
+        address signer = registry.signerAt(a, ref);
+        if (registry.stakeAt(signer, ref) == 0) return (0, 0);
+        pk = pkOf[signer];
+        if (signer != registry.signerOf(a)) ++oldSignerSlashes;
+    }
+
     /// Dispute at reference block block.number - 1: everyone but the accused with stake there
     /// signs the certified result; only attempted when that reaches the threshold.
     function slashDispute(uint256 seed) external {
         ++calls;
         if (block.number < 2) return;
         uint64 ref = uint64(block.number - 1);
-        (uint256 pkBad, address accused) = _op(seed);
-        if (registry.stakeAt(accused, ref) == 0 || registry.slashableStakeOf(accused) == 0) return;
+        (, address accusedOwner) = _op(seed);
+        address accused = registry.signerAt(accusedOwner, ref);
+        if (registry.stakeAt(accused, ref) == 0 || registry.slashableStakeOf(accusedOwner) == 0) return;
+        uint256 pkBad = pkOf[accused];
         bytes32 task = keccak256(abi.encode("dispute", ++taskNonce));
         ConsensorServiceManager.Attestation memory ce =
             ConsensorServiceManager.Attestation(task, keccak256("good"), bytes32(0), ref);
         ConsensorServiceManager.Attestation memory ac =
             ConsensorServiceManager.Attestation(task, keccak256("bad"), bytes32(0), ref);
-        // signers sorted by address
-        uint256[] memory chosen = new uint256[](N);
-        uint256 n;
-        uint256 signed;
-        for (uint256 i; i < N; ++i) {
-            address s = vm.addr(pks[i]);
-            if (s == accused) continue;
-            uint256 st = registry.stakeAt(s, ref);
-            if (st == 0) continue;
-            chosen[n++] = pks[i];
-            signed += st;
-        }
-        if (n == 0 || signed * 10_000 < registry.totalStakeAt(ref) * manager.thresholdBps()) return;
-        for (uint256 i = 1; i < n; ++i) {
-            for (uint256 j = i; j > 0 && vm.addr(chosen[j - 1]) > vm.addr(chosen[j]); --j) {
-                (chosen[j - 1], chosen[j]) = (chosen[j], chosen[j - 1]);
-            }
-        }
+        (uint256[] memory chosen, uint256 n) = _certificateSigners(accusedOwner, ref);
+        if (n == 0) return;
         bytes[] memory sigs = new bytes[](n);
         for (uint256 i; i < n; ++i) sigs[i] = _sign(chosen[i], ce);
         bytes memory acSig = _sign(pkBad, ac);
@@ -160,6 +189,32 @@ contract Handler {
         slashedTotal += amount;
         ++slashes;
         ++disputes;
+    }
+
+    /// @dev Keys of the signers (sorted by address) of every owner but `accusedOwner` with stake
+    ///      at `ref` that is still slashable; n = 0 when they miss the threshold.
+    function _certificateSigners(address accusedOwner, uint64 ref)
+        internal
+        view
+        returns (uint256[] memory chosen, uint256 n)
+    {
+        chosen = new uint256[](N);
+        uint256 signed;
+        for (uint256 i; i < N; ++i) {
+            address owner = vm.addr(pks[i]);
+            if (owner == accusedOwner) continue;
+            address s = registry.signerAt(owner, ref);
+            uint256 st = registry.stakeAt(s, ref);
+            if (st == 0 || registry.slashableStakeOf(owner) == 0) continue;
+            chosen[n++] = pkOf[s];
+            signed += st;
+        }
+        if (n == 0 || signed * 10_000 < registry.totalStakeAt(ref) * manager.thresholdBps()) return (chosen, 0);
+        for (uint256 i = 1; i < n; ++i) {
+            for (uint256 j = i; j > 0 && vm.addr(chosen[j - 1]) > vm.addr(chosen[j]); --j) {
+                (chosen[j - 1], chosen[j]) = (chosen[j], chosen[j - 1]);
+            }
+        }
     }
 
     function _sign(uint256 pk, ConsensorServiceManager.Attestation memory a) internal view returns (bytes memory) {
@@ -222,7 +277,15 @@ contract InvariantTest is Fixture {
             sumStake += stake;
             sumPending += pending;
             assertLe(stake + pending, handler.depositedBy(a) - handler.withdrawnBy(a), "never above deposits");
-            assertEq(registry.stakeAt(a, block.number), stake, "checkpoint == live stake");
+            // deposited stake is what the owner's checkpoints say once the last deposit activated
+            assertEq(registry.ownerStakeAt(a, block.number + ACTIVATION), stake, "checkpoint == live stake");
+            assertLe(registry.stakeOf(a), stake, "active <= deposited");
+            address signer = registry.signerOf(a);
+            if (signer != address(0)) {
+                assertEq(registry.ownerOf(signer), a, "signer bound to its owner");
+                assertEq(registry.signerAt(a, block.number), signer, "current signer in the history");
+                assertEq(registry.stakeAt(signer, block.number + ACTIVATION), stake, "signer-keyed view");
+            }
             if (st != NativeStakeRegistry.Status.Active) assertEq(stake, 0, "inactive has no active stake");
             if (st == NativeStakeRegistry.Status.Active) assertGe(stake, registry.minimumStake(), "active >= min");
             if (st == NativeStakeRegistry.Status.None) assertEq(pending, 0, "none has no pending");
@@ -230,16 +293,27 @@ contract InvariantTest is Fixture {
         }
         assertEq(sumStake, registry.totalStake(), "sum stake");
         assertEq(sumPending, registry.totalPendingWithdrawals(), "sum pending");
-        assertEq(registry.totalStakeAt(block.number), registry.totalStake(), "total checkpoint");
-        (, uint256[] memory stakes) = registry.operatorsAt(block.number);
+        // every deposit and every cancellation is dated at most A blocks ahead
+        assertEq(registry.totalStakeAt(block.number + ACTIVATION), registry.totalStake(), "total checkpoint");
+        (address[] memory signers, uint256[] memory stakes) = registry.operatorsAt(block.number + ACTIVATION);
         uint256 s;
         for (uint256 i; i < stakes.length; ++i) s += stakes[i];
         assertEq(s, registry.totalStake(), "operatorsAt sums to total");
+        // now: the total may over-count a deposit cancelled by a slash (never under-count)
+        (signers, stakes) = registry.operatorsAt(block.number);
+        s = 0;
+        for (uint256 i; i < stakes.length; ++i) {
+            s += stakes[i];
+            assertEq(registry.stakeAt(signers[i], block.number), stakes[i], "operatorsAt lists signers");
+        }
+        assertLe(s, registry.totalStakeAt(block.number), "total never under-counts");
     }
 
     function invariant_callSummary() public {
         emit log_named_uint("handler calls", handler.calls());
         emit log_named_uint("slashes", handler.slashes());
         emit log_named_uint("disputes", handler.disputes());
+        emit log_named_uint("rotations", handler.rotations());
+        emit log_named_uint("slashes of rotated-away signers", handler.oldSignerSlashes());
     }
 }

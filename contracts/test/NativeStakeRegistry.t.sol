@@ -11,8 +11,10 @@ contract NativeStakeRegistryTest is Fixture {
     address A;
     address B;
 
-    event OperatorRegistered(address indexed operator, uint256 stake, string endpoint);
-    event StakeAdded(address indexed operator, uint256 amount, uint256 newStake);
+    event OperatorRegistered(
+        address indexed owner, address indexed signer, uint256 stake, uint256 activatesAtBlock, string endpoint
+    );
+    event StakeAdded(address indexed owner, uint256 amount, uint256 newStake, uint256 activatesAtBlock);
     event EndpointUpdated(address indexed operator, string endpoint);
     event OperatorDeregistered(address indexed operator, uint256 pendingWithdrawal, uint256 withdrawableAtBlock);
     event StakeWithdrawn(address indexed operator, uint256 amount);
@@ -35,17 +37,17 @@ contract NativeStakeRegistryTest is Fixture {
 
     function test_constructor_revertsZeroMinimumStake() public {
         vm.expectRevert(NativeStakeRegistry.ZeroMinimumStake.selector);
-        new NativeStakeRegistry(0, DELAY, address(1));
+        new NativeStakeRegistry(0, DELAY, ACTIVATION, address(1));
     }
 
     function test_constructor_revertsZeroSlasher() public {
         vm.expectRevert(NativeStakeRegistry.ZeroSlasher.selector);
-        new NativeStakeRegistry(1, DELAY, address(0));
+        new NativeStakeRegistry(1, DELAY, ACTIVATION, address(0));
     }
 
     function test_constructor_revertsMinimumStakeOverflow() public {
         vm.expectRevert(NativeStakeRegistry.StakeOverflow.selector);
-        new NativeStakeRegistry(uint256(type(uint224).max) + 1, DELAY, address(1));
+        new NativeStakeRegistry(uint256(type(uint224).max) + 1, DELAY, ACTIVATION, address(1));
     }
 
     // ---------------------------------------------------------------- register
@@ -53,7 +55,7 @@ contract NativeStakeRegistryTest is Fixture {
     function test_register_success() public {
         vm.deal(A, 5 ether);
         vm.expectEmit(true, false, false, true, address(registry));
-        emit OperatorRegistered(A, 2 ether, "node-a:7000");
+        emit OperatorRegistered(A, A, 2 ether, 1000 + ACTIVATION, "node-a:7000");
         vm.prank(A);
         registry.register{value: 2 ether}("node-a:7000");
 
@@ -66,20 +68,27 @@ contract NativeStakeRegistryTest is Fixture {
         assertEq(wab, 0, "withdrawable");
         assertEq(ep, "node-a:7000", "endpoint");
         assertEq(registry.endpointOf(A), "node-a:7000", "endpointOf");
-        assertEq(registry.stakeOf(A), 2 ether, "stakeOf");
+        assertEq(registry.stakeOf(A), 0, "stakeOf: not active yet");
         assertEq(registry.slashableStakeOf(A), 2 ether, "slashable");
         assertEq(registry.totalStake(), 2 ether, "total");
-        assertEq(registry.stakeAt(A, 1000), 2 ether, "stakeAt now");
-        assertEq(registry.stakeAt(A, 999), 0, "stakeAt before");
-        assertEq(registry.totalStakeAt(1000), 2 ether, "totalAt now");
+        assertEq(registry.stakeAt(A, 1000), 0, "stakeAt now: not active yet");
+        assertEq(registry.stakeAt(A, 1000 + ACTIVATION - 1), 0, "stakeAt before activation");
+        assertEq(registry.stakeAt(A, 1000 + ACTIVATION), 2 ether, "stakeAt activation");
+        assertEq(registry.totalStakeAt(1000), 0, "totalAt now");
+        assertEq(registry.totalStakeAt(1000 + ACTIVATION), 2 ether, "totalAt activation");
+        assertEq(registry.signerOf(A), A, "signer = owner");
+        assertEq(registry.ownerOf(A), A, "bound to itself");
+        assertEq(registry.activationBlockOf(A), 1000 + ACTIVATION, "activation block");
         assertEq(registry.operatorCount(), 1, "count");
         assertEq(registry.operatorAtIndex(0), A, "index0");
         assertEq(address(registry).balance, 2 ether, "balance");
         assertEq(registry.stakeCheckpointCount(A), 1, "checkpoints");
         (uint32 bn, uint224 s) = registry.stakeCheckpoint(A, 0);
-        assertEq(bn, 1000, "cp block");
+        assertEq(bn, 1000 + ACTIVATION, "cp block");
         assertEq(s, 2 ether, "cp stake");
-        assertEq(registry.totalStakeCheckpointCount(), 1, "total checkpoints");
+        (uint256 ins, uint256 outs) = registry.totalStakeCheckpointCount();
+        assertEq(ins, 1, "total deposit checkpoints");
+        assertEq(outs, 0, "total exit checkpoints");
     }
 
     function test_register_exactMinimumAndMaxEndpoint() public {
@@ -88,7 +97,7 @@ contract NativeStakeRegistryTest is Fixture {
         for (uint256 i; i < 256; ++i) ep[i] = "x";
         vm.prank(A);
         registry.register{value: MIN_STAKE}(string(ep));
-        assertEq(registry.stakeOf(A), MIN_STAKE);
+        assertEq(registry.slashableStakeOf(A), MIN_STAKE);
     }
 
     function test_register_revertsAlreadyRegistered() public {
@@ -101,6 +110,7 @@ contract NativeStakeRegistryTest is Fixture {
 
     function test_register_revertsAlreadyRegisteredWhileExiting() public {
         register(PK_A, 1 ether);
+        vm.roll(block.number + ACTIVATION);
         vm.prank(A);
         registry.deregister();
         vm.deal(A, 1 ether);
@@ -145,16 +155,19 @@ contract NativeStakeRegistryTest is Fixture {
 
     function test_addStake_success() public {
         register(PK_A, 1 ether);
-        vm.roll(1001);
+        vm.roll(1000 + ACTIVATION);
         vm.deal(A, 3 ether);
         vm.expectEmit(true, false, false, true, address(registry));
-        emit StakeAdded(A, 3 ether, 4 ether);
+        emit StakeAdded(A, 3 ether, 4 ether, 1000 + 2 * ACTIVATION);
         vm.prank(A);
         registry.addStake{value: 3 ether}();
-        assertEq(registry.stakeOf(A), 4 ether, "stake");
+        assertEq(registry.stakeOf(A), 1 ether, "active stake");
+        assertEq(registry.slashableStakeOf(A), 4 ether, "slashable");
         assertEq(registry.totalStake(), 4 ether, "total");
-        assertEq(registry.stakeAt(A, 1000), 1 ether, "old");
-        assertEq(registry.stakeAt(A, 1001), 4 ether, "new");
+        assertEq(registry.stakeAt(A, 1000 + ACTIVATION), 1 ether, "old");
+        assertEq(registry.stakeAt(A, 1000 + 2 * ACTIVATION - 1), 1 ether, "not yet");
+        assertEq(registry.stakeAt(A, 1000 + 2 * ACTIVATION), 4 ether, "new");
+        assertEq(registry.totalStakeAt(1000 + 2 * ACTIVATION), 4 ether, "new total");
     }
 
     function test_addStake_revertsNotActive() public {
@@ -237,10 +250,11 @@ contract NativeStakeRegistryTest is Fixture {
         assertTrue(st == NativeStakeRegistry.Status.None, "none");
         assertEq(pending, 0, "pending");
 
-        // may register again, stays a single entry in the operator list
+        // may register again (with its signer), stays a single entry in the operator list
         register(PK_A, 1 ether);
         assertEq(registry.operatorCount(), 2, "count");
-        assertEq(registry.stakeOf(A), 1 ether, "re-registered");
+        assertEq(registry.slashableStakeOf(A), 1 ether, "re-registered");
+        assertEq(registry.stakeAt(A, block.number + ACTIVATION), 1 ether, "active after A");
     }
 
     function test_deregister_revertsNotActive() public {
@@ -248,6 +262,7 @@ contract NativeStakeRegistryTest is Fixture {
         vm.expectRevert(abi.encodeWithSelector(NativeStakeRegistry.NotActive.selector, A));
         registry.deregister();
         register(PK_A, 1 ether);
+        vm.roll(block.number + ACTIVATION);
         vm.prank(A);
         registry.deregister();
         vm.prank(A);
@@ -268,7 +283,8 @@ contract NativeStakeRegistryTest is Fixture {
     function test_withdraw_revertsTransferFailed() public {
         EthRejecter r = new EthRejecter();
         vm.deal(address(this), 1 ether);
-        r.call{value: 1 ether}(address(registry), 1 ether, abi.encodeCall(registry.register, ("r:1")));
+        r.call{value: 1 ether}(address(registry), 1 ether, abi.encodeWithSignature("register(string)", "r:1"));
+        vm.roll(block.number + ACTIVATION);
         r.call(address(registry), 0, abi.encodeCall(registry.deregister, ()));
         vm.roll(block.number + DELAY);
         vm.expectRevert(abi.encodeWithSelector(NativeStakeRegistry.TransferFailed.selector, address(r), 1 ether));
@@ -278,7 +294,8 @@ contract NativeStakeRegistryTest is Fixture {
     function test_withdraw_reentrancyBlocked() public {
         Reenterer r = new Reenterer();
         vm.deal(address(this), 1 ether);
-        r.call{value: 1 ether}(address(registry), 1 ether, abi.encodeCall(registry.register, ("r:1")));
+        r.call{value: 1 ether}(address(registry), 1 ether, abi.encodeWithSignature("register(string)", "r:1"));
+        vm.roll(block.number + ACTIVATION);
         r.call(address(registry), 0, abi.encodeCall(registry.deregister, ()));
         vm.roll(block.number + DELAY);
         r.arm(address(registry), abi.encodeCall(registry.withdraw, ()));
@@ -325,11 +342,12 @@ contract NativeStakeRegistryTest is Fixture {
         assertEq(registry.slash(A, 0), 0, "zero amount");
         assertEq(registry.slash(B, type(uint256).max), 0, "unknown");
         vm.stopPrank();
-        assertEq(registry.stakeOf(A), 1 ether, "untouched");
+        assertEq(registry.slashableStakeOf(A), 1 ether, "untouched");
     }
 
     function test_slash_takesPendingWithdrawal() public {
         register(PK_A, 2 ether);
+        vm.roll(block.number + ACTIVATION);
         vm.prank(A);
         registry.deregister();
         vm.prank(address(manager));
@@ -359,8 +377,9 @@ contract NativeStakeRegistryTest is Fixture {
     }
 
     function test_deregister_revertsBlockNumberOverflow() public {
-        vm.roll(uint256(type(uint32).max) - DELAY + 1);
+        vm.roll(uint256(type(uint32).max) - DELAY - ACTIVATION + 1);
         register(PK_A, 1 ether);
+        vm.roll(block.number + ACTIVATION);
         vm.prank(A);
         vm.expectRevert(NativeStakeRegistry.BlockNumberOverflow.selector);
         registry.deregister();
@@ -370,87 +389,97 @@ contract NativeStakeRegistryTest is Fixture {
 
     function test_sameBlockChangesOverwriteCheckpoint() public {
         register(PK_A, 1 ether);
-        vm.deal(A, 1 ether);
-        vm.prank(A);
-        registry.addStake{value: 1 ether}();
+        register(PK_B, 2 ether);
         assertEq(registry.stakeCheckpointCount(A), 1, "one checkpoint");
-        assertEq(registry.stakeAt(A, 1000), 2 ether, "latest value");
-        assertEq(registry.totalStakeCheckpointCount(), 1, "one total checkpoint");
+        (uint256 ins,) = registry.totalStakeCheckpointCount();
+        assertEq(ins, 1, "one total checkpoint");
+        assertEq(registry.totalStakeAt(1000 + ACTIVATION), 3 ether, "both");
     }
 
     function test_operatorsAt_history() public {
-        register(PK_A, 1 ether); // block 1000
+        register(PK_A, 1 ether); // block 1000, active from 1008
         vm.roll(1001);
-        register(PK_B, 2 ether);
-        vm.roll(1002);
+        register(PK_B, 2 ether); // active from 1009
+        vm.roll(1010);
         vm.prank(A);
         registry.deregister();
 
-        (address[] memory ops, uint256[] memory st) = registry.operatorsAt(999);
-        assertEq(ops.length, 0, "none before");
-        (ops, st) = registry.operatorsAt(1000);
+        (address[] memory ops, uint256[] memory st) = registry.operatorsAt(1000 + ACTIVATION - 1);
+        assertEq(ops.length, 0, "none before activation");
+        (ops, st) = registry.operatorsAt(1000 + ACTIVATION);
         assertEq(ops.length, 1, "one");
         assertEq(ops[0], A);
         assertEq(st[0], 1 ether);
-        (ops, st) = registry.operatorsAt(1001);
+        (ops, st) = registry.operatorsAt(1001 + ACTIVATION);
         assertEq(ops.length, 2, "two");
         assertEq(ops[0], A);
         assertEq(ops[1], B);
         assertEq(st[1], 2 ether);
-        (ops, st) = registry.operatorsAt(1002);
+        (ops, st) = registry.operatorsAt(1010);
         assertEq(ops.length, 1, "A left");
         assertEq(ops[0], B);
         (ops, st) = registry.operatorsAt(type(uint256).max);
         assertEq(ops.length, 1, "future = latest");
     }
 
-    /// Model-based fuzz: random stake changes over random block gaps; every historic query must
-    /// match a plain per-block record.
+    uint256 internal constant WINDOW = 80;
+
+    /// Model-based fuzz: random deposits, exits and block gaps; every query (past and future
+    /// blocks of the window) must match a plain per-block record in which a deposit at block b
+    /// counts from b + A and an exit at b from b.
     function testFuzz_checkpointsMatchModel(uint256 seed) public {
         uint256 startBlock = block.number;
-        uint256[] memory modelA = new uint256[](60);
-        uint256[] memory modelTotal = new uint256[](60);
-        uint256 blockOffset;
-        for (uint256 step; step < 20; ++step) {
+        uint256[] memory modelA = new uint256[](WINDOW);
+        uint256[] memory modelB = new uint256[](WINDOW);
+        uint256 offset;
+        for (uint256 step; step < 24; ++step) {
             uint256 r = uint256(keccak256(abi.encode(seed, step)));
-            blockOffset += r % 3; // 0 = same block
-            if (blockOffset >= 60) break;
-            vm.roll(startBlock + blockOffset);
-            if (_randomAction(r)) break;
-            for (uint256 k = blockOffset; k < 60; ++k) {
-                modelA[k] = registry.stakeOf(A);
-                modelTotal[k] = registry.stakeOf(A) + registry.stakeOf(B);
+            offset += r % 4; // 0 = same block
+            if (offset + ACTIVATION >= WINDOW) break;
+            vm.roll(startBlock + offset);
+            bool isA = (r >> 16) % 2 == 0;
+            (int256 kind, uint256 amount) = _randomAction(r, isA ? A : B);
+            if (kind == 3) break; // withdrawal: jumps past the window
+            uint256[] memory m = isA ? modelA : modelB;
+            if (kind == 0) {
+                for (uint256 k = offset + ACTIVATION; k < WINDOW; ++k) m[k] = amount;
+            } else if (kind == 1) {
+                for (uint256 k = offset + ACTIVATION; k < WINDOW; ++k) m[k] += amount;
+            } else if (kind == 2) {
+                for (uint256 k = offset; k < WINDOW; ++k) m[k] = 0;
             }
         }
-        for (uint256 k; k < 60; ++k) {
-            if (startBlock + k >= block.number) break;
+        for (uint256 k; k < WINDOW; ++k) {
             assertEq(registry.stakeAt(A, startBlock + k), modelA[k], "stakeAt");
-            assertEq(registry.totalStakeAt(startBlock + k), modelTotal[k], "totalStakeAt");
+            assertEq(registry.totalStakeAt(startBlock + k), modelA[k] + modelB[k], "totalStakeAt");
         }
         assertEq(registry.stakeAt(A, startBlock - 1), 0, "before start");
     }
 
-    /// @return stop true after a withdrawal (which jumps past the modelled window)
-    function _randomAction(uint256 r) internal returns (bool stop) {
+    /// @return kind 0 register, 1 addStake, 2 deregister, 3 withdraw, -1 nothing
+    function _randomAction(uint256 r, address who) internal returns (int256 kind, uint256 amount) {
         uint256 action = (r >> 8) % 4;
-        address who = (r >> 16) % 2 == 0 ? A : B;
         (NativeStakeRegistry.Status st,,,,,) = registry.operatorInfo(who);
-        uint256 amount = 1 ether + ((r >> 24) % 5) * 1 ether;
+        bool waiting = registry.activationBlockOf(who) > block.number;
+        amount = 1 ether + ((r >> 24) % 5) * 1 ether;
         if (action == 0 && st == NativeStakeRegistry.Status.None) {
             register(who == A ? PK_A : PK_B, amount);
-        } else if (action == 1 && st == NativeStakeRegistry.Status.Active) {
+            return (0, amount);
+        } else if (action == 1 && st == NativeStakeRegistry.Status.Active && !waiting) {
             vm.deal(who, amount);
             vm.prank(who);
             registry.addStake{value: amount}();
-        } else if (action == 2 && st == NativeStakeRegistry.Status.Active) {
+            return (1, amount);
+        } else if (action == 2 && st == NativeStakeRegistry.Status.Active && !waiting) {
             vm.prank(who);
             registry.deregister();
+            return (2, 0);
         } else if (action == 3 && st == NativeStakeRegistry.Status.Exiting) {
             vm.roll(block.number + DELAY);
             vm.prank(who);
             registry.withdraw();
-            return true;
+            return (3, 0);
         }
-        return false;
+        return (-1, 0);
     }
 }

@@ -44,7 +44,15 @@ constexpr const char* kContractErrors[] = {"TaskIdMismatch()",
                                            "WithdrawalDelayNotPassed(uint256,uint256)",
                                            "OnlySlasher(address)",
                                            "StakeOverflow()",
-                                           "BlockNumberOverflow()"};
+                                           "BlockNumberOverflow()",
+                                           "NotRegistered(address)",
+                                           "ZeroSigner()",
+                                           "SignerAlreadyBound(address,address)",
+                                           "SignerIsAnOwner(address)",
+                                           "OwnerIsASigner(address)",
+                                           "StakePendingActivation(uint256)",
+                                           "ActivationDelayTooShort(uint256,uint256)",
+                                           "WithdrawalDelayTooShort(uint256,uint256)"};
 
 std::string ValueText(const AbiValue& v) {
   switch (v.kind) {
@@ -310,10 +318,54 @@ StatusOr<TxOutcome> ChainClient::Transact(const Address20& to, std::vector<uint8
   return outcome;
 }
 
-StatusOr<TxOutcome> ChainClient::Register(const std::string& endpoint, const Uint256& stake_wei) {
-  const AbiValue args[] = {AbiValue::String(endpoint)};
-  ASSIGN_OR_RETURN(auto data, EncodeCall("register(string)", args));
+StatusOr<TxOutcome> ChainClient::Register(const std::string& endpoint, const Uint256& stake_wei,
+                                          std::optional<Address20> signer) {
+  if (!signer || (address_ && *signer == *address_)) {
+    const AbiValue args[] = {AbiValue::String(endpoint)};
+    ASSIGN_OR_RETURN(auto data, EncodeCall("register(string)", args));
+    return Transact(deployment_.registry, std::move(data), stake_wei);
+  }
+  const AbiValue args[] = {AbiValue::Address(*signer), AbiValue::String(endpoint)};
+  ASSIGN_OR_RETURN(auto data, EncodeCall("register(address,string)", args));
   return Transact(deployment_.registry, std::move(data), stake_wei);
+}
+
+StatusOr<TxOutcome> ChainClient::RotateSigner(const Address20& new_signer) {
+  const AbiValue args[] = {AbiValue::Address(new_signer)};
+  ASSIGN_OR_RETURN(auto data, EncodeCall("rotateSigner(address)", args));
+  return Transact(deployment_.registry, std::move(data), Uint256{});
+}
+
+StatusOr<uint64_t> ChainClient::ActivationDelayBlocks() {
+  auto out = View(deployment_.registry, "activationDelayBlocks()", {});
+  if (!out.ok()) {
+    return out.status().WithContext(
+        "reading the registry's activationDelayBlocks (a deployment from before "
+        "the activation delay has none: redeploy)");
+  }
+  ASSIGN_OR_RETURN(auto v, AbiDecode("(uint256)", *out));
+  return v[0].AsUint64();
+}
+
+StatusOr<Address20> ChainClient::SignerOf(const Address20& owner) {
+  const AbiValue args[] = {AbiValue::Address(owner)};
+  ASSIGN_OR_RETURN(auto out, View(deployment_.registry, "signerOf(address)", args));
+  ASSIGN_OR_RETURN(auto v, AbiDecode("(address)", out));
+  return v[0].address;
+}
+
+StatusOr<Address20> ChainClient::OwnerOf(const Address20& signer) {
+  const AbiValue args[] = {AbiValue::Address(signer)};
+  ASSIGN_OR_RETURN(auto out, View(deployment_.registry, "ownerOf(address)", args));
+  ASSIGN_OR_RETURN(auto v, AbiDecode("(address)", out));
+  return v[0].address;
+}
+
+StatusOr<uint64_t> ChainClient::ActivationBlockOf(const Address20& owner) {
+  const AbiValue args[] = {AbiValue::Address(owner)};
+  ASSIGN_OR_RETURN(auto out, View(deployment_.registry, "activationBlockOf(address)", args));
+  ASSIGN_OR_RETURN(auto v, AbiDecode("(uint256)", out));
+  return v[0].AsUint64();
 }
 
 StatusOr<TxOutcome> ChainClient::Deregister() {

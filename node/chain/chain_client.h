@@ -102,7 +102,21 @@ class ChainClient {
   // this to see evidence land.
   StatusOr<std::vector<SlashEvent>> SlashEvents(uint64_t from_block, uint64_t to_block);
 
-  StatusOr<TxOutcome> Register(const std::string& endpoint, const Uint256& stake_wei);
+  // Registers the key's address as the OWNER of an operator whose attestations `signer` signs
+  // (docs/CONTRACTS.md, "Owner and signer"); without a signer, or with the key's own address,
+  // the key signs itself (register(string)). The stake counts activationDelayBlocks later.
+  StatusOr<TxOutcome> Register(const std::string& endpoint, const Uint256& stake_wei,
+                               std::optional<Address20> signer = std::nullopt);
+  // The owner (this key) makes `new_signer` its signer from the end of the mined block on.
+  StatusOr<TxOutcome> RotateSigner(const Address20& new_signer);
+  // The registry's activationDelayBlocks(): A, blocks from a deposit to the block it counts at.
+  StatusOr<uint64_t> ActivationDelayBlocks();
+  // The current signer of the operator `owner` (zero when it never registered).
+  StatusOr<Address20> SignerOf(const Address20& owner);
+  // The owner a signer is bound to (zero when it never was a signer).
+  StatusOr<Address20> OwnerOf(const Address20& signer);
+  // First block from which all of `owner`'s deposited stake counts.
+  StatusOr<uint64_t> ActivationBlockOf(const Address20& owner);
   StatusOr<TxOutcome> Deregister();
   StatusOr<TxOutcome> Withdraw();
   StatusOr<TxOutcome> SlashEquivocation(const consensus::Attestation& a1, std::span<const uint8_t> sig1,

@@ -17,7 +17,8 @@ constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 
 constexpr char kOperatorUsage[] = R"(usage:
-  consensor operator register --stake AMOUNT --endpoint HOST:PORT [chain] [key]
+  consensor operator register --stake AMOUNT --endpoint HOST:PORT [--signer ADDR] [chain] [key]
+  consensor operator rotate-signer --signer ADDR [chain] [key]
   consensor operator status [--address ADDR] [chain] [key]
   consensor operator deregister [chain] [key]
   consensor operator withdraw [chain] [key]
@@ -30,13 +31,19 @@ chain: --rpc URL (default $CONSENSOR_RPC or http://127.0.0.1:8545; http:// or ht
 key:   --keystore FILE (--password-file FILE | --password-env VAR)
        --devnet-key N   (anvil's well-known dev account N; only on chain 31337)
 AMOUNT: wei, or with a unit: 1ether, 0.5ether, 20gwei.
+
+The key of register, rotate-signer, deregister and withdraw is the operator's OWNER (cold) key:
+it holds the stake and is the only one paid by withdraw. --signer names the address of the
+node's attestation-signing (hot) key; without it the owner key signs itself. A signer is bound
+to one owner forever: rotate-signer takes a fresh key, and the old one stays answerable for
+what it signed before the rotation. New stake counts activationDelayBlocks after it arrives.
 )";
 
 ArgSpec OperatorArgSpec() {
   ArgSpec spec;
   spec.value_options = {"--rpc",           "--rpc-ca-file",  "--deployment", "--keystore",
                         "--password-file", "--password-env", "--devnet-key", "--stake",
-                        "--endpoint",      "--address",      "--block"};
+                        "--endpoint",      "--address",      "--block",      "--signer"};
   spec.flags = {"--help"};
   return spec;
 }
@@ -130,12 +137,36 @@ int RunOperatorCommand(const std::vector<std::string>& raw, std::ostream& out, s
     if (!stake || !endpoint) return Usage(err, "operator register needs --stake AMOUNT and --endpoint HOST:PORT");
     auto wei = ParseEtherAmount(*stake);
     if (!wei.ok()) return Usage(err, wei.status().message());
+    std::optional<Address20> signer;
+    if (auto text = a.Option("--signer")) {
+      auto parsed_signer = AddressFromHex(*text);
+      if (!parsed_signer.ok()) return Usage(err, "--signer: " + parsed_signer.status().message());
+      signer = *parsed_signer;
+    }
     auto s = OpenChainSession(a, true);
     if (!s.ok()) return Fail(err, s.status());
-    auto tx = s->chain->Register(*endpoint, *wei);
+    auto tx = s->chain->Register(*endpoint, *wei, signer);
     if (!tx.ok()) return Fail(err, tx.status().WithContext("register"));
-    out << "operator " << AddressToChecksumHex(*s->chain->address()) << " registered with " << FormatEther(*wei)
-        << "\n";
+    const Address20 owner = *s->chain->address();
+    out << "operator " << AddressToChecksumHex(owner) << " registered with " << FormatEther(*wei) << "\n";
+    out << "signer " << AddressToChecksumHex(signer.value_or(owner)) << "\n";
+    if (auto active = s->chain->ActivationBlockOf(owner); active.ok()) {
+      out << "stake counts from block " << *active << "\n";
+    }
+    PrintTx(out, "mined", *tx);
+    return kExitOk;
+  }
+  if (cmd == "rotate-signer") {
+    auto text = a.Option("--signer");
+    if (!text) return Usage(err, "operator rotate-signer needs --signer ADDR");
+    auto new_signer = AddressFromHex(*text);
+    if (!new_signer.ok()) return Usage(err, "--signer: " + new_signer.status().message());
+    auto s = OpenChainSession(a, true);
+    if (!s.ok()) return Fail(err, s.status());
+    auto tx = s->chain->RotateSigner(*new_signer);
+    if (!tx.ok()) return Fail(err, tx.status().WithContext("rotate-signer"));
+    out << "operator " << AddressToChecksumHex(*s->chain->address()) << " signs with "
+        << AddressToChecksumHex(*new_signer) << " from block " << tx->block_number << " on\n";
     PrintTx(out, "mined", *tx);
     return kExitOk;
   }
@@ -162,6 +193,12 @@ int RunOperatorCommand(const std::vector<std::string>& raw, std::ostream& out, s
     auto info = s->chain->GetOperatorInfo(*who);
     if (!info.ok()) return Fail(err, info.status());
     out << "operator   " << AddressToChecksumHex(*who) << "\n";
+    // `who` may be the owner or a signer: name both.
+    if (auto owner = s->chain->OwnerOf(*who); owner.ok() && *owner != Address20{} && *owner != *who) {
+      out << "owner      " << AddressToChecksumHex(*owner) << "\n";
+    } else if (auto signer = s->chain->SignerOf(*who); signer.ok() && *signer != Address20{}) {
+      out << "signer     " << AddressToChecksumHex(*signer) << "\n";
+    }
     out << "status     " << OperatorStatusName(info->status) << (info->slashed ? " (slashed)" : "") << "\n";
     out << "stake      " << FormatEther(info->stake) << "\n";
     out << "pending    " << FormatEther(info->pending_withdrawal);

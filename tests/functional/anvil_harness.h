@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -71,6 +72,13 @@ class AnvilProcess {
   pid_t pid_ = -1;
   std::string url_;
 };
+
+// An Ethereum JSON-RPC quantity ("0x1f"), e.g. the block count of anvil_mine.
+inline std::string HexQuantity(uint64_t v) {
+  char hex[24];
+  snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(v));
+  return hex;
+}
 
 // One of the Foundry tools installed next to anvil: "forge", "cast".
 inline std::string FoundryTool(const std::string& name) {

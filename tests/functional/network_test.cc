@@ -269,6 +269,59 @@ TEST_F(NetworkHonestTest, CertificateVerifiesOnChainAndEveryNodeAgrees) {
   EXPECT_EQ(observers, 1);
 }
 
+// Issue 16, hole 4, with real processes: a deposit of far more than all honest stake, made
+// just before the reference block of a task (by a key that runs no node), counts for nothing at
+// that block. The honest certificate still meets the stake threshold (--require-stake: the
+// flash stake is not in the total), the operator set the nodes drew the committee from does not
+// list it, and a certificate the flash key signs alone is refused by the contract.
+TEST(NetworkFlashStakeTest, DepositRightBeforeTheReferenceBlockBacksNothing) {
+  TestNetwork net("flash");
+  ASSERT_EQ(net.Start({Operator(1), Operator(2), Operator(3)}), "") << "the network did not start";
+  constexpr int kFlash = 9;
+  testing_support::CommandResult flash =
+      net.Cli("operator register --stake 5000ether --endpoint 127.0.0.1:1 --devnet-key " + std::to_string(kFlash));
+  ASSERT_EQ(flash.exit_code, 0) << flash.out;
+  const size_t at = flash.out.find("mined in block ");
+  ASSERT_NE(at, std::string::npos) << flash.out;
+  const uint64_t deposit_block = std::stoull(flash.out.substr(at + 15));
+
+  auto rpc = node::EthRpc(std::move(node::NewHttpRpcTransport(net.rpc_url())).value());
+  node::ChainClient chain(&rpc, net.deployed(), std::nullopt);
+  // The nodes reference about head - 1: wait until that is at or past the deposit's block.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto head = rpc.BlockNumber();
+        return head.ok() && *head >= deposit_block + 2;
+      },
+      30s));
+  auto s = Submit(net.node(0), 3, 3, 31);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto task = WaitCertified(net.node(0), s->id);
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  // Without the activation delay the deposit would count at any ref >= its block.
+  const uint64_t ref = task->consensus().certificate().reference_block();
+  ASSERT_GE(ref, deposit_block);
+
+  auto set = chain.OperatorsAt(ref);
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->size(), 3u);
+  for (const auto& op : *set) EXPECT_NE(op.address, testing_support::AnvilDevAddress(kFlash));
+
+  testing_support::CommandResult v =
+      net.Cli("verify " + s->id + " --node " + net.node(0).address() + " --require-stake");
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+  EXPECT_NE(v.out.find("VERIFIED"), std::string::npos) << v.out;
+
+  consensus::Attestation wrong{*Hash256FromHex(s->id), Hash256{}, Hash256{}, ref};
+  wrong.result_root[0] = 0x66;
+  auto sig = consensus::SignAttestation(testing_support::AnvilDevKey(kFlash), chain.domain(), wrong);
+  ASSERT_TRUE(sig.ok());
+  auto forged = chain.VerifyCertificate(wrong, {std::vector<uint8_t>(sig->begin(), sig->end())});
+  ASSERT_FALSE(forged.ok());
+  EXPECT_NE(forged.status().message().find("SignerNotOperatorAtReferenceBlock"), std::string::npos)
+      << forged.status().message();
+}
+
 // kill -9 on one node while 20 tasks go to the others: every task finalizes without it, and
 // after a restart on the same datadir it reports every task SUCCEEDED with the certificate
 // (anti-entropy pulls from cursor 0 plus its own stored records).

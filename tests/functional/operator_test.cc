@@ -29,6 +29,9 @@ const char* const kKeys[] = {
     "5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
     "7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
     "47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a",
+    "8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba",
+    "92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d6b8d88b2b4ec1564e",
+    "4bbbf85ce3377467afe5d46f804f221813b2bb87f24d81f60f1fcdbf7cbf4356",
 };
 
 Secp256k1Secret Key(int i) { return *Hash256FromHex(kKeys[i]); }
@@ -62,7 +65,8 @@ class OperatorTest : public ::testing::Test {
     deployment_ = std::string(CNSR_SOURCE_DIR) + "/contracts/" + deployment_rel_;
     CommandResult deploy = testing_support::DeployContracts(
         anvil_->url(), deployment_rel_,
-        "WITHDRAWAL_DELAY_BLOCKS=20 MAX_REFERENCE_AGE=2 CHALLENGE_WINDOW_BLOCKS=2 EVIDENCE_DEADLINE_BLOCKS=16");
+        "WITHDRAWAL_DELAY_BLOCKS=20 MAX_REFERENCE_AGE=2 CHALLENGE_WINDOW_BLOCKS=2 EVIDENCE_DEADLINE_BLOCKS=15 "
+        "ACTIVATION_DELAY_BLOCKS=2");
     ASSERT_EQ(deploy.exit_code, 0) << deploy.out;
     auto d = node::LoadDeployment(deployment_);
     ASSERT_TRUE(d.ok()) << d.status().ToString();
@@ -86,6 +90,10 @@ class OperatorTest : public ::testing::Test {
         "call --rpc-url " + anvil_->url() + " 0x" + ToHex(deployed_.registry) + " '" + signature + "' " + arg);
     EXPECT_EQ(r.exit_code, 0) << r.out;
     return r.out.substr(0, r.out.find_first_of(" \n"));
+  }
+  // Mines `n` empty blocks (anvil mines one block per transaction otherwise).
+  void Mine(int n) {
+    for (int i = 0; i < n; ++i) ASSERT_TRUE(rpc_->transport()->Call("evm_mine", nlohmann::json::array()).ok());
   }
   std::string WriteEvidence(const std::string& name, const nlohmann::json& j) {
     std::string path = (dir_ / name).string();
@@ -112,6 +120,12 @@ TEST_F(OperatorTest, RegisterSlashAndWithdrawOnChain) {
   ASSERT_EQ(status.exit_code, 0) << status.out;
   EXPECT_NE(status.out.find("status     active"), std::string::npos) << status.out;
   EXPECT_NE(status.out.find("127.0.0.1:7401"), std::string::npos) << status.out;
+  // The stake counts A = 2 blocks after it arrived (flash stake, docs/SECURITY.md).
+  EXPECT_EQ(CastCall("stakeOf(address)(uint256)", AddrHex(4)), "0");
+  CommandResult pending = Cli("operator deregister --devnet-key 4");
+  EXPECT_EQ(pending.exit_code, 1);
+  EXPECT_NE(pending.out.find("StakePendingActivation"), std::string::npos) << pending.out;
+  Mine(2);
   EXPECT_EQ(CastCall("stakeOf(address)(uint256)", AddrHex(1)), "2000000000000000000");
 
   auto reference = rpc_->BlockNumber();
@@ -239,6 +253,62 @@ TEST_F(OperatorTest, RegisterSlashAndWithdrawOnChain) {
       "operator status --address " + AddrHex(3) + " --rpc http://127.0.0.1:1 --deployment " + deployment_);
   EXPECT_EQ(unreachable.exit_code, 1);
   EXPECT_NE(unreachable.out.find("cannot reach"), std::string::npos) << unreachable.out;
+}
+
+// Issue 16, hole 9: a cold owner key holds the stake, a hot signer key signs. The operator set
+// lists the signer; only the owner is paid; a rotation keeps the old key's earlier statements
+// slashable (from the owner's stake) and the old key can never be bound again.
+TEST_F(OperatorTest, OwnerAndSignerKeysAreSeparate) {
+  CommandResult r =
+      Cli("operator register --stake 2ether --endpoint 127.0.0.1:7405 --signer " + AddrHex(6) + " --devnet-key 5");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("signer " + AddressToChecksumHex(Addr(6))), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stake counts from block"), std::string::npos) << r.out;
+  Mine(2);
+  auto head = rpc_->BlockNumber();
+  ASSERT_TRUE(head.ok());
+  const uint64_t ref = *head;
+  node::ChainClient reader(rpc_.get(), deployed_, std::nullopt);
+  auto set = reader.OperatorsAt(ref);
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  ASSERT_EQ(set->size(), 1u);
+  EXPECT_EQ((*set)[0].address, Addr(6));  // attestations recover to the signer
+  // The node looks itself up by its signing key.
+  auto info = reader.GetOperatorInfo(Addr(6));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->endpoint, "127.0.0.1:7405");
+  CommandResult status = Cli("operator status --address " + AddrHex(6));
+  EXPECT_NE(status.out.find("owner      " + AddressToChecksumHex(Addr(5))), std::string::npos) << status.out;
+
+  // The hot key controls no stake.
+  CommandResult hot = Cli("operator deregister --devnet-key 6");
+  EXPECT_EQ(hot.exit_code, 1);
+  EXPECT_NE(hot.out.find("NotActive"), std::string::npos) << hot.out;
+
+  // Rotate to key 7; key 6 can never come back.
+  CommandResult rotated = Cli("operator rotate-signer --signer " + AddrHex(7) + " --devnet-key 5");
+  ASSERT_EQ(rotated.exit_code, 0) << rotated.out;
+  CommandResult back = Cli("operator rotate-signer --signer " + AddrHex(6) + " --devnet-key 5");
+  EXPECT_EQ(back.exit_code, 1);
+  EXPECT_NE(back.out.find("SignerAlreadyBound"), std::string::npos) << back.out;
+  Mine(1);
+  auto now_set = reader.OperatorsAt(*rpc_->BlockNumber());
+  ASSERT_TRUE(now_set.ok());
+  ASSERT_EQ(now_set->size(), 1u);
+  EXPECT_EQ((*now_set)[0].address, Addr(7));
+
+  // Key 6 equivocated about `ref`, before the rotation: still slashable, from the owner's stake.
+  consensus::Eip712Domain domain{deployed_.chain_id, deployed_.manager};
+  consensus::Attestation a1{H(7), H(1), H(3), ref}, a2{H(7), H(2), H(3), ref};
+  auto s1 = consensus::SignAttestation(Key(6), domain, a1);
+  auto s2 = consensus::SignAttestation(Key(6), domain, a2);
+  ASSERT_TRUE(s1.ok() && s2.ok());
+  std::string equivocation = WriteEvidence(
+      "old-signer.json",
+      {{"kind", "equivocation"}, {"attestations", {AttestationJson(a1, &*s1), AttestationJson(a2, &*s2)}}});
+  CommandResult slashed = Cli("evidence submit " + equivocation + " --devnet-key 0");
+  ASSERT_EQ(slashed.exit_code, 0) << slashed.out;
+  EXPECT_EQ(CastCall("slashableStakeOf(address)(uint256)", AddrHex(5)), "0");
 }
 
 TEST_F(OperatorTest, WrongChainIsRefused) {

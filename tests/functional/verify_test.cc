@@ -68,6 +68,11 @@ class VerifyTest : public ::testing::Test {
                             " --devnet-key " + std::to_string(i));
       ASSERT_EQ(r.exit_code, 0) << r.out;
     }
+    // The stake counts activationDelayBlocks after it arrived: mine them.
+    auto activation = chain_->ActivationDelayBlocks();
+    ASSERT_TRUE(activation.ok()) << activation.status().ToString();
+    ASSERT_TRUE(
+        rpc_->transport()->Call("anvil_mine", nlohmann::json::array({testing_support::HexQuantity(*activation)})).ok());
     ref_ = *rpc_->BlockNumber();
     Mine();
     // The committee is drawn from the hash of block ref + R + 1 (R = 256 by default): mine it.

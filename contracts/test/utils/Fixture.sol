@@ -17,8 +17,9 @@ abstract contract Fixture is Test {
     uint256 internal constant SECP256K1_N =
         0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141;
 
-    // R, W, E and the replication floor of the test deployment (DELAY > W + E).
+    // R, W, E, A and the replication floor of the test deployment (A >= R, DELAY > A + W + E).
     uint64 internal constant MAX_REFERENCE_AGE = 8;
+    uint32 internal constant ACTIVATION = 8;
     uint64 internal constant CHALLENGE_WINDOW = 4;
     uint64 internal constant EVIDENCE_DEADLINE = 32;
 
@@ -31,7 +32,7 @@ abstract contract Fixture is Test {
 
     function deploy(uint256 minStake, uint32 delay, uint256 thresholdBps, uint256 rewardBps) internal {
         address predicted = vm.computeCreateAddress(address(this), vm.getNonce(address(this)) + 1);
-        registry = new NativeStakeRegistry(minStake, delay, predicted);
+        registry = new NativeStakeRegistry(minStake, delay, ACTIVATION, predicted);
         manager =
             new ConsensorServiceManager(IStakeSource(address(registry)), thresholdBps, rewardBps, TREASURY, params());
         assertEq(address(manager), predicted, "predicted manager address");
@@ -44,11 +45,20 @@ abstract contract Fixture is Test {
         deploy(MIN_STAKE, DELAY, THRESHOLD_BPS, REWARD_BPS);
     }
 
+    /// @dev Registers the key `pk` as owner and signer; its stake counts from block.number + A.
     function register(uint256 pk, uint256 stake) internal returns (address op) {
         op = vm.addr(pk);
         vm.deal(op, op.balance + stake);
         vm.prank(op);
         registry.register{value: stake}("127.0.0.1:7000");
+    }
+
+    /// @dev Registers `owner` with the signer key `signerPk`; returns the signer address.
+    function registerWithSigner(address owner, uint256 signerPk, uint256 stake) internal returns (address signer) {
+        signer = vm.addr(signerPk);
+        vm.deal(owner, owner.balance + stake);
+        vm.prank(owner);
+        registry.register{value: stake}(signer, "127.0.0.1:7000");
     }
 
     function att(bytes32 taskId, bytes32 resultRoot, uint64 ref)
