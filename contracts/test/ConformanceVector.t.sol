@@ -20,7 +20,7 @@ contract ConformanceVectorTest is Test {
     function setUp() public {
         vm.chainId(31337);
         vm.startPrank(DEPLOYER);
-        NativeStakeRegistry registry = new NativeStakeRegistry(1 ether, 5, 1, MANAGER);
+        NativeStakeRegistry registry = new NativeStakeRegistry(1 ether, 6, 1, MANAGER);
         manager = new ConsensorServiceManager(
             IStakeSource(address(registry)), 6667, 1000, address(0xdEaD), ConsensorServiceManager.Params(1, 1, 3, 1)
         );

@@ -287,11 +287,12 @@ TEST(NetworkFlashStakeTest, DepositRightBeforeTheReferenceBlockBacksNothing) {
 
   auto rpc = node::EthRpc(std::move(node::NewHttpRpcTransport(net.rpc_url())).value());
   node::ChainClient chain(&rpc, net.deployed(), std::nullopt);
-  // The nodes reference about head - 1: wait until that is at or past the deposit's block.
+  // New tasks reference head - (R - 2) = head - 6: wait until that is past the deposit's block
+  // (and well before the deposit activates, A = R = 8 blocks after it).
   ASSERT_TRUE(WaitUntil(
       [&] {
         auto head = rpc.BlockNumber();
-        return head.ok() && *head >= deposit_block + 2;
+        return head.ok() && *head >= deposit_block + TestNetwork::kMaxReferenceAge - 1;
       },
       30s));
   auto s = Submit(net.node(0), 3, 3, 31);
@@ -301,6 +302,9 @@ TEST(NetworkFlashStakeTest, DepositRightBeforeTheReferenceBlockBacksNothing) {
   // Without the activation delay the deposit would count at any ref >= its block.
   const uint64_t ref = task->consensus().certificate().reference_block();
   ASSERT_GE(ref, deposit_block);
+  auto activation = chain.ActivationDelayBlocks();
+  ASSERT_TRUE(activation.ok()) << activation.status().ToString();
+  ASSERT_LT(ref, deposit_block + *activation) << "the task came too late to test anything";
 
   auto set = chain.OperatorsAt(ref);
   ASSERT_TRUE(set.ok()) << set.status().ToString();
