@@ -6,11 +6,13 @@
 //     `consensor run` of the same graph and input in the same run; reports the ratio.
 //
 //   build/bench/node_bench [--tasks N] [--clients C] [--n SIZE] [--threads T] [--repeats R]
-//                          [--network ADDR,ADDR,... --replicas K --quorum Q]
+//                          [--network ADDR,ADDR,... --replicas K --quorum Q [--final 1]]
 //
 // With --network the benchmark uses running network nodes (scripts/devnet.sh up) instead of
 // starting one: tasks go round-robin to the listed nodes with K replicas, and latency is time to
-// finality (SubmitTask -> certified result).
+// the certificate (SubmitTask -> certified result). With --final 1 each client also waits until
+// the task is final (its challenge window passed, consensus/finality.h) and both latencies are
+// reported.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +24,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -80,7 +83,7 @@ int RunProcess(const std::vector<std::string>& args) {
 }
 
 int Main(int argc, char** argv) {
-  int tasks = 2000, clients = 8, n = 2048, threads = 1, repeats = 3, replicas = 0, quorum = 0;
+  int tasks = 2000, clients = 8, n = 2048, threads = 1, repeats = 3, replicas = 0, quorum = 0, wait_final = 0;
   std::vector<std::string> network;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
@@ -95,6 +98,7 @@ int Main(int argc, char** argv) {
       }
     } else if (k == "--replicas") replicas = v;
     else if (k == "--quorum") quorum = v;
+    else if (k == "--final") wait_final = v;
     else if (k == "--tasks") tasks = v;
     else if (k == "--clients") clients = v;
     else if (k == "--n") n = v;
@@ -141,7 +145,7 @@ int Main(int argc, char** argv) {
     }
     // Fresh task ids on every run against a long-lived network.
     const uint64_t salt = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) << 20;
-    std::vector<double> latencies;
+    std::vector<double> latencies, final_latencies;
     std::mutex mu;
     std::atomic<int> next{0}, failures{0};
     auto start = Clock::now();
@@ -163,14 +167,25 @@ int Main(int argc, char** argv) {
             failures++;
             continue;
           }
-          auto done = own.WatchTask(s->task_id(), std::chrono::seconds(600), nullptr);
-          double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-          if (!done.ok() || done->state() != v1::TASK_STATE_SUCCEEDED) {
+          // The certificate arrives first (SUCCEEDED); finality only after the window.
+          std::optional<Clock::time_point> certified_at;
+          auto on_update = [&](const v1::Task& t) {
+            if (!certified_at && t.state() == v1::TASK_STATE_SUCCEEDED) certified_at = Clock::now();
+          };
+          auto until = [&](const v1::Task& t) {
+            return t.state() == v1::TASK_STATE_FAILED ||
+                   (t.state() == v1::TASK_STATE_SUCCEEDED && (!wait_final || t.consensus().final()));
+          };
+          auto done = own.WatchTask(s->task_id(), std::chrono::seconds(600), on_update, until);
+          const auto end = Clock::now();
+          if (!done.ok() || done->state() != v1::TASK_STATE_SUCCEEDED || (wait_final && !done->consensus().final())) {
             failures++;
             continue;
           }
+          const double ms = std::chrono::duration<double, std::milli>(certified_at.value_or(end) - t0).count();
           std::lock_guard<std::mutex> lock(mu);
           latencies.push_back(ms);
+          if (wait_final) final_latencies.push_back(std::chrono::duration<double, std::milli>(end - t0).count());
         }
       });
     }
@@ -183,6 +198,10 @@ int Main(int argc, char** argv) {
       std::printf("  throughput %.1f tasks/s\n", latencies.size() / seconds);
       std::printf("  submit->result latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", Percentile(latencies, 0.5),
                   Percentile(latencies, 0.99), Percentile(latencies, 1.0));
+    }
+    if (!final_latencies.empty()) {
+      std::printf("  submit->final latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", Percentile(final_latencies, 0.5),
+                  Percentile(final_latencies, 0.99), Percentile(final_latencies, 1.0));
     }
   }
 
