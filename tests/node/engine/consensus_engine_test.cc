@@ -1152,6 +1152,53 @@ TEST_F(ConsensusEngineTest, ExhaustedOrderWithoutQuorumFailsTheTask) {
   EXPECT_EQ(engine_->open_rounds(), 0u);
 }
 
+// The round fails (order exhausted, no quorum) while this node is still executing the task: the
+// record cannot leave RUNNING then, so the task is failed once the execution ends, and this
+// node never signs for a round that is over.
+TEST_F(ConsensusEngineTest, RoundThatFailsWhileExecutingFailsTheTaskWhenExecutionEnds) {
+  MakeNetwork(3, /*entry=*/true);
+  StartNode();
+  struct Hold {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool loading = false, released = false;
+  };
+  auto hold = std::make_shared<Hold>();
+  const Hash256 input = x_hash_;
+  store_.SetGetBlobHook([hold, input](const Hash256& h) {
+    if (h != input) return OkStatus();
+    std::unique_lock<std::mutex> lock(hold->mu);
+    hold->loading = true;
+    hold->cv.notify_all();
+    hold->cv.wait_for(lock, kTimeout, [&] { return hold->released; });
+    return OkStatus();
+  });
+  chain_->SetHead(kHead);
+  auto outcome = engine_->Submit(Request(1, 3, 2));
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  const std::string id = outcome->task_id.Hex();
+  chain_->SetHead(kSeated);
+  {
+    std::unique_lock<std::mutex> lock(hold->mu);
+    ASSERT_TRUE(hold->cv.wait_for(lock, kTimeout, [&] { return hold->loading; })) << "never started executing";
+  }
+  std::this_thread::sleep_for(600ms);  // ticks see the exhausted order
+  AdvanceClock(kExhaustedGrace + 1ms);
+  std::this_thread::sleep_for(600ms);  // the round fails; the task is still running here
+  EXPECT_EQ(ValueOf(tasks_->Get(Id(id))).state(), v1::TASK_STATE_RUNNING);
+  {
+    std::lock_guard<std::mutex> lock(hold->mu);
+    hold->released = true;
+  }
+  hold->cv.notify_all();
+  v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.state() == v1::TASK_STATE_FAILED; });
+  store_.SetGetBlobHook(nullptr);
+  EXPECT_NE(task.error_message().find("the committee order is exhausted"), std::string::npos) << task.error_message();
+  EXPECT_FALSE(task.consensus().has_certificate());
+  EXPECT_TRUE(gossip_.attestations().empty()) << "signed for a round that had failed";
+  EXPECT_EQ(engine_->open_rounds(), 0u);
+}
+
 // ---- fault injection through the seam
 
 TEST_F(ConsensusEngineTest, CorruptOutputSignsAResultRootWithOneBitFlipped) {
