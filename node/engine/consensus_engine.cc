@@ -224,7 +224,6 @@ StatusOr<v1::TaskConsensus> ConsensusEngine::PlanConsensus(uint64_t reference_bl
   plan.set_seed_block(consensus::SeedBlock(reference_block, options_.max_reference_age));
   plan.set_replicas(replicas);
   plan.set_quorum(quorum);
-  plan.set_member(false);
   plan.set_announcer(announcer);
   plan.set_announced_unix_ms(UnixMillisNow());
   return plan;
@@ -242,16 +241,18 @@ uint64_t ConsensusEngine::ReferenceForNewTask(uint64_t head) const {
 Status ConsensusEngine::Seat(const consensus::TaskId& id) {
   ASSIGN_OR_RETURN(v1::Task task, tasks_->Get(id));
   if (task.consensus().committee_size() == 0) {
-    const v1::TaskConsensus& c = task.consensus();
-    ASSIGN_OR_RETURN(Hash256 seed_hash, chain_->BlockHashAt(c.seed_block()));
-    ASSIGN_OR_RETURN(auto operators, chain_->OperatorsAt(c.reference_block()));
-    ASSIGN_OR_RETURN(auto order, consensus::CommitteeOrder(id.bytes(), c.reference_block(), seed_hash,
-                                                           operators->operators, c.replicas()));
+    const uint64_t seed_block = task.consensus().seed_block();
+    const uint64_t reference_block = task.consensus().reference_block();
+    const bool observer_only = task.consensus().observer_only();
+    ASSIGN_OR_RETURN(Hash256 seed_hash, chain_->BlockHashAt(seed_block));
+    ASSIGN_OR_RETURN(auto operators, chain_->OperatorsAt(reference_block));
+    ASSIGN_OR_RETURN(auto order, consensus::CommitteeOrder(id.bytes(), reference_block, seed_hash, operators->operators,
+                                                           task.consensus().replicas()));
     std::vector<std::string> committee;
     bool member = false;
     for (const Address20& a : order) {
       committee.push_back(AddressHex(a));
-      member = member || (a == address_ && !c.observer_only());
+      member = member || (a == address_ && !observer_only);
     }
     const std::string seed_hex = ToHex(seed_hash);
     RETURN_IF_ERROR(tasks_->Mutate(id, [&](v1::Task* t) -> Status {
@@ -264,9 +265,7 @@ Status ConsensusEngine::Seat(const consensus::TaskId& id) {
     }));
     ASSIGN_OR_RETURN(task, tasks_->Get(id));
     Log(LogLevel::kInfo, "committee seated",
-        {{"task", id.Hex()},
-         {"seed_block", static_cast<int64_t>(c.seed_block())},
-         {"member", task.consensus().member()}});
+        {{"task", id.Hex()}, {"seed_block", static_cast<int64_t>(seed_block)}, {"member", task.consensus().member()}});
   }
   if (task.state() == v1::TASK_STATE_SUCCEEDED || task.state() == v1::TASK_STATE_FAILED) return OkStatus();
   auto operators = chain_->OperatorsAt(task.consensus().reference_block());  // before the lock

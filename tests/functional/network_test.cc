@@ -125,6 +125,16 @@ StatusOr<v1::Task> WaitUntilTask(NetworkNode& node, const std::string& id, std::
                           (last.task_id().empty() ? error.ToString() : testing_support::Describe(last)));
 }
 
+// Polls until the chain has mined block `block`.
+bool WaitForBlock(TestNetwork& net, uint64_t block) {
+  return WaitUntil(
+      [&] {
+        auto head = net.Head();
+        return head.ok() && *head >= block;
+      },
+      60s);
+}
+
 // Polls until the task's committee is drawn: its seed block, ref + R + 1, is mined and settled.
 StatusOr<v1::Task> WaitSeated(NetworkNode& node, const std::string& id) {
   return WaitUntilTask(node, id, kFinality, [](const v1::Task& t) { return t.consensus().committee_size() > 0; });
@@ -671,12 +681,7 @@ TEST(NetworkSeedTest, StaleReferenceGetsNoHonestSignature) {
   // The stale reference is head - R - 2; Start waited for every registration at head - R.
   auto started = net.Head();
   ASSERT_TRUE(started.ok());
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        auto now = net.Head();
-        return now.ok() && *now >= *started + 3;
-      },
-      60s));
+  ASSERT_TRUE(WaitForBlock(net, *started + 3));
   auto s = Submit(net.node(0), 3, 2, 701);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   std::set<std::string> honest;
@@ -691,12 +696,7 @@ TEST(NetworkSeedTest, StaleReferenceGetsNoHonestSignature) {
   // Long enough for an honest member to have executed and signed (a task takes about a second).
   auto head = net.Head();
   ASSERT_TRUE(head.ok());
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        auto now = net.Head();
-        return now.ok() && *now >= *head + 8;
-      },
-      60s));
+  ASSERT_TRUE(WaitForBlock(net, *head + 8));
   for (size_t i = 0; i < net.size(); ++i) {
     auto t = net.node(i).GetTask(s->id);
     ASSERT_TRUE(t.ok()) << t.status().ToString();
