@@ -102,13 +102,27 @@ bool QuorumTracker::conflicting() const {
 }
 
 size_t QuorumTracker::Reached(const std::map<Address20, SignedAttestation>& voters) const {
+  std::vector<Address20> members;
+  for (const auto& [address, vote] : voters) members.push_back(address);
+  return ReachedByMembers(members);
+}
+
+bool QuorumTracker::ReachedBy(const std::set<Address20>& signers) const {
+  std::vector<Address20> members;
+  for (const Address20& a : signers) {
+    if (is_member(a)) members.push_back(a);
+  }
+  return ReachedByMembers(members) != 0;
+}
+
+size_t QuorumTracker::ReachedByMembers(const std::vector<Address20>& members) const {
   if (!weighted_) {
     // The smallest prefix c of the committee order (replicas <= c <= committee size) in which
     // at least RequiredSignatures(replicas, quorum, c) of the first c members signed. Any such c
     // is a valid certificate (consensus/certificate.h), and no c lets votes from deep in the
     // order decide with a smaller fraction than the task asked for.
     std::vector<size_t> positions;
-    for (const auto& [address, vote] : voters) positions.push_back(position_.at(address));
+    for (const Address20& address : members) positions.push_back(position_.at(address));
     std::sort(positions.begin(), positions.end());
     for (size_t c = replicas_; c <= committee_.size(); ++c) {
       const size_t within =
@@ -118,7 +132,7 @@ size_t QuorumTracker::Reached(const std::map<Address20, SignedAttestation>& vote
     return 0;
   }
   u128 signed_stake = 0;
-  for (const auto& [address, vote] : voters) signed_stake += stake_of_.at(address);
+  for (const Address20& address : members) signed_stake += stake_of_.at(address);
   // Both sides stay below 2^114, so the products are exact.
   return signed_stake * 10000 >= total_stake_ * threshold_bps_ ? committee_.size() : 0;
 }

@@ -96,6 +96,9 @@ class QuorumTracker {
   bool conflicting() const;
   // Distinct signers of exactly this attestation.
   size_t votes_for(const Attestation& attestation) const;
+  // True when `signers` would certify if they all signed the same attestation: what the commit
+  // window of commit-reveal waits for (consensus/commitment.h). Non-members are ignored.
+  bool ReachedBy(const std::set<Address20>& signers) const;
 
  private:
   QuorumTracker() = default;
@@ -106,6 +109,7 @@ class QuorumTracker {
   // The committee prefix that certifies these voters, 0 for none (count mode); in stake mode
   // the committee size when the threshold is met.
   size_t Reached(const std::map<Address20, SignedAttestation>& voters) const;
+  size_t ReachedByMembers(const std::vector<Address20>& members) const;
   // Builds the certificate from `voters` without equivocators; false when they do not reach it.
   bool Certify(const Attestation& a, const std::map<Address20, SignedAttestation>& voters);
 

@@ -11,10 +11,23 @@
 // prefix of c operators needs RequiredSignatures(replicas, quorum, c) matching votes among
 // those c (consensus/replication.h), and votes kept aside from operators outside the committee
 // count only once the committee reaches them, under that scaled quorum.
+//
+// Commit-reveal (consensus/commitment.h): votes from gossip are reveals. A reveal counts only
+// when its signer's commitment was admitted, that is, seen by this node while the commit window
+// of its phase was open. The window closes once the admitted commitments could certify
+// (QuorumTracker::ReachedBy: the committee's quorum, or the dispute round's stake threshold);
+// then this node reveals its own vote if it committed one. A reveal carries the commitments its
+// sender admitted, so every node closes the window on the same commitments as the first
+// revealer. Once the committee's window is closed the committee no longer grows (a newcomer
+// could only copy), and if no certificate comes and no vote counts for exhausted_grace_ms (an
+// admitted member withheld its reveal) the round fails. A member whose result differs from
+// every revealed one cannot have copied it: its late vote opens the dispute round.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -25,6 +38,7 @@
 #include "common/secp256k1_sign.h"
 #include "common/status.h"
 #include "consensus/attestation.h"
+#include "consensus/commitment.h"
 #include "consensus/operator_set.h"
 #include "consensus/quorum.h"
 #include "consensus/slashing.h"
@@ -45,6 +59,10 @@ struct RoundRules {
   int64_t exhausted_grace_ms = 120000;
   size_t max_aside_votes = 1024;  // votes kept from operators not (yet) in the committee
   bool report_evidence = true;    // decide slashing evidence (a node that sends none: false)
+  // Once the commitments could certify, the committee's window stays open this long for the
+  // other members (it closes at once when all committed): a spare commitment keeps one
+  // withholding or equivocating member from blocking the certificate.
+  int64_t commit_grace_ms = 1000;
 };
 
 // What the task's record says about its round: the plan made at announcement, and what
@@ -114,6 +132,31 @@ struct CommitteeExtended {
 // This node must execute the task (it joined the committee or the dispute round without a
 // result of its own).
 struct ExecuteHere {};
+// A commitment was admitted (seen while its window was open); the node stores it with the task.
+struct CommitmentAdmitted {
+  SignedCommitment commitment;
+  Address20 signer{};
+};
+// A commitment with a bad signature, for another task, or from an operator outside the order.
+struct CommitmentRefused {
+  std::string reason;
+};
+// The commit window of `phase` closed at this node; the node stores that with the task.
+struct WindowClosed {
+  VotePhase phase = VotePhase::kCommittee;
+};
+// This node committed a vote for `phase` and the window closed: gossip the vote now, with the
+// commitments that closed the window.
+struct RevealDue {
+  VotePhase phase = VotePhase::kCommittee;
+  std::vector<SignedCommitment> bundle;
+};
+// A well-signed reveal that does not count: no admitted commitment (a copy made after results
+// were public), a commitment for something else, or sent before its window closed.
+struct RevealNotCounted {
+  Address20 signer{};
+  std::string reason;
+};
 // Send this evidence to the contract.
 struct SendEvidence {
   SlashDecision slash;
@@ -127,7 +170,8 @@ struct RoundFailed {
 
 using RoundDecision =
     std::variant<VoteCounted, VoteRefused, Certified, CertificateRefreshed, DisputeStarted, DisputeNotStarted,
-                 DisputeCertified, CommitteeExtended, ExecuteHere, SendEvidence, RoundFailed>;
+                 DisputeCertified, CommitteeExtended, ExecuteHere, SendEvidence, RoundFailed, CommitmentAdmitted,
+                 CommitmentRefused, WindowClosed, RevealDue, RevealNotCounted>;
 using RoundDecisions = std::vector<RoundDecision>;
 
 class TaskRound {
@@ -137,7 +181,18 @@ class TaskRound {
   static StatusOr<TaskRound> Open(const RoundRules& rules, std::shared_ptr<const OperatorSet> operators,
                                   const RoundRecord& record, int64_t now_ms);
 
-  // A signed vote from gossip, the store, or this node itself.
+  // A commitment from gossip or this node itself.
+  void AddCommitment(const SignedCommitment& commitment, RoundDecisions* out);
+  // A revealed vote from gossip or this node itself, for `phase`, with the commitments its
+  // sender had admitted (they are admitted here first if the window is still open).
+  void AddReveal(const SignedAttestation& vote, VotePhase phase, const std::vector<SignedCommitment>& bundle,
+                 RoundDecisions* out);
+  // From the store after a restart: a commitment admitted before, the windows closed before
+  // (bit i: phase i). Call before AddVote for the stored votes.
+  void RestoreCommitment(const SignedCommitment& commitment);
+  void RestoreClosedWindows(uint32_t mask, int64_t now_ms);
+  // A vote whose commitment was already checked: a stored vote after a restart. (Unit tests
+  // of the other rules feed votes here directly.)
   void AddVote(const SignedAttestation& vote, RoundDecisions* out);
   // The round was marked disputed before a restart: reopen the dispute round.
   void ResumeDispute(RoundDecisions* out);
@@ -157,9 +212,33 @@ class TaskRound {
   bool disputed() const { return dispute_.has_value(); }
   const QuorumTracker& committee() const { return *tracker_; }
   const std::vector<Address20>& order() const { return order_; }
+  bool window_closed(VotePhase phase) const { return windows_[static_cast<size_t>(phase)].closed; }
+  // The phase this node's next vote is for.
+  VotePhase current_phase() const { return dispute_ ? VotePhase::kDispute : VotePhase::kCommittee; }
 
  private:
+  struct CommitWindow {
+    std::map<Address20, SignedCommitment> admitted;
+    bool closed = false;
+    int64_t closed_ms = -1;  // -1: closed before a restart, or by a vote and not yet by a timer
+    bool self_committed = false;
+    bool self_revealed = false;
+  };
+
   TaskRound() = default;
+  // Admits `c` if its window is open; false when it is not admitted.
+  bool Admit(const SignedCommitment& c, const Address20& signer, RoundDecisions* out);
+  // Closes the window of `phase` once its admitted commitments could certify.
+  // `by_reveal`: a reveal's bundle brought the commitments (the dispute window then closes
+  // without waiting).
+  void MaybeCloseWindow(VotePhase phase, RoundDecisions* out, bool by_reveal = false);
+  // Reveals this node's own vote once its commitment is admitted and the window is closed.
+  // `again`: also when it was due before (this node signed its vote again after a restart).
+  void MaybeRevealOwn(VotePhase phase, RoundDecisions* out, bool again = false);
+  // Counts a vote whose commitment holds. `committee_phase` false: a dispute-round vote, which
+  // never counts toward the committee's certificate (it was made after results were public).
+  void CountVote(const SignedAttestation& vote, bool committee_phase, RoundDecisions* out);
+  std::set<Address20> Committers(VotePhase phase) const;
   void StartDispute(RoundDecisions* out);
   void DecideEvidence(RoundDecisions* out);
 
@@ -171,6 +250,24 @@ class TaskRound {
   std::optional<QuorumTracker> dispute_;
   std::vector<SignedAttestation> aside_;      // signers outside the committee so far
   std::vector<SignedAttestation> all_votes_;  // every counted vote, for evidence
+  // A late member's vote that arrived before any vote counted here: judged once one does.
+  struct LateReveal {
+    SignedAttestation vote;
+    Address20 signer{};
+    bool new_root = false;  // its result differed from every one revealed before it
+  };
+  // True when `vote` is a second uncounted vote of `signer` for another result (evidence sent).
+  bool NoteUncounted(const SignedAttestation& vote, const Address20& signer, RoundDecisions* out);
+  // A late member's vote that disagrees with every counted and revealed result opens the
+  // dispute and counts there: true. Otherwise it counts nowhere: false.
+  bool JudgeLateReveal(const LateReveal& late, RoundDecisions* out);
+  void JudgeParkedLateReveals(RoundDecisions* out);
+
+  std::vector<SignedAttestation> early_dispute_votes_;  // before this node started the dispute
+  std::vector<LateReveal> late_reveals_;
+  std::map<Address20, SignedAttestation> uncounted_;  // each signer's first uncounted vote, bounded
+  std::vector<Equivocation> extra_equivocations_;     // found among uncounted votes
+  std::set<Hash256> revealed_roots_;                  // every result root revealed here, bounded
   std::set<Address20> voters_;
   std::set<Address20> reported_;  // operators already accused
   bool member_ = false;
@@ -182,6 +279,10 @@ class TaskRound {
   bool failed_ = false;
   int64_t exhausted_progress_ms_ = -1;
   size_t exhausted_votes_ = 0;
+  std::array<CommitWindow, kVotePhases> windows_;
+  int64_t last_now_ms_ = 0;  // the latest time a timer brought
+  int64_t dispute_started_ms_ = 0;
+  int64_t quorum_committed_ms_ = -1;  // when the committee's commitments first could certify
 };
 
 }  // namespace consensor::consensus

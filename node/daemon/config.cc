@@ -102,6 +102,7 @@ const std::vector<KeySpec>& Keys() {
       {"consensus", "max_replicas", CONFIG_FIELD(consensus.max_replicas)},
       {"consensus", "member_timeout_ms", CONFIG_FIELD(consensus.member_timeout)},
       {"consensus", "exhausted_grace_ms", CONFIG_FIELD(consensus.exhausted_grace)},
+      {"consensus", "commit_grace_ms", CONFIG_FIELD(consensus.commit_grace)},
       {"consensus", "max_dispute_committee", CONFIG_FIELD(consensus.max_dispute_committee)},
       {"consensus", "max_reference_age", CONFIG_FIELD(consensus.max_reference_age)},
       {"consensus", "challenge_window_blocks", CONFIG_FIELD(consensus.challenge_window_blocks)},
@@ -525,6 +526,7 @@ Status FinalizeNodeConfig(NodeConfig* c) {
                              c->consensus.default_replicas));
   RETURN_IF_ERROR(CheckRange("consensus.member_timeout_ms", c->consensus.member_timeout.count(), 100, 86400000));
   RETURN_IF_ERROR(CheckRange("consensus.exhausted_grace_ms", c->consensus.exhausted_grace.count(), 100, 86400000));
+  RETURN_IF_ERROR(CheckRange("consensus.commit_grace_ms", c->consensus.commit_grace.count(), 0, 600000));
   RETURN_IF_ERROR(
       CheckRange("consensus.max_dispute_committee", AsWritten(c, "consensus.max_dispute_committee"), 1, 1024));
   RETURN_IF_ERROR(CheckRange("consensus.max_reference_age", AsWritten(c, "consensus.max_reference_age"), 1, 1000000));

@@ -1,6 +1,7 @@
 #include "node/engine/consensus_engine.h"
 
 #include <algorithm>
+#include <array>
 
 #include "common/clock.h"
 #include "common/npy.h"
@@ -18,7 +19,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kMaxOrphanVotes = 20000;        // across all tasks
+constexpr size_t kMaxOrphanVotes = 20000;  // across all tasks (commitments and reveals)
+// A reveal's bundle lists the commitments its sender admitted: at most the task's operator set,
+// which a dispute bounds by RoundRules::max_dispute_committee.
+constexpr size_t kMaxRevealBundle = 1024;
 constexpr size_t kMaxAsideVotesPerRound = 1024;  // votes from operators not (yet) in the committee
 constexpr auto kRetainFinalized = std::chrono::minutes(10);
 constexpr auto kOrphanLifetime = std::chrono::minutes(2);
@@ -62,6 +66,51 @@ v1::SignedAttestation ToProto(const consensus::SignedAttestation& a, const Addre
   return p;
 }
 
+StatusOr<consensus::SignedCommitment> FromProto(const v1::ResultCommitment& p) {
+  consensus::SignedCommitment c;
+  ASSIGN_OR_RETURN(c.task_id, HashFieldFromHex(p.task_id(), "task_id"));
+  c.reference_block = p.reference_block();
+  ASSIGN_OR_RETURN(c.phase, consensus::VotePhaseFromNumber(p.phase()));
+  ASSIGN_OR_RETURN(c.commitment, HashFieldFromHex(p.commitment(), "commitment"));
+  ASSIGN_OR_RETURN(c.signature, SignatureField(p.signature()));
+  return c;
+}
+
+v1::ResultCommitment ToProto(const consensus::SignedCommitment& c, const std::optional<Address20>& signer) {
+  v1::ResultCommitment p;
+  p.set_task_id(ToHex(c.task_id));
+  p.set_reference_block(c.reference_block);
+  p.set_phase(static_cast<uint32_t>(c.phase));
+  p.set_commitment(ToHex(c.commitment));
+  if (signer) p.set_signer(AddressHex(*signer));
+  p.set_signature(ToHex(c.signature));
+  return p;
+}
+
+StatusOr<VoteMessage> ParseVoteMessage(const v1::GossipMessage& message) {
+  VoteMessage m;
+  if (message.has_commitment()) {
+    ASSIGN_OR_RETURN(m.commitment, FromProto(message.commitment()));
+    m.task_id = consensus::TaskId(m.commitment->task_id);
+    m.phase = m.commitment->phase;
+    return m;
+  }
+  if (!message.has_reveal()) return InvalidArgument("not a commitment or a reveal");
+  const v1::Reveal& reveal = message.reveal();
+  ASSIGN_OR_RETURN(m.vote, FromProto(reveal.attestation()));
+  ASSIGN_OR_RETURN(m.phase, consensus::VotePhaseFromNumber(reveal.phase()));
+  if (static_cast<size_t>(reveal.commitments_size()) > kMaxRevealBundle) {
+    return InvalidArgument("a reveal lists " + std::to_string(reveal.commitments_size()) + " commitments; at most " +
+                           std::to_string(kMaxRevealBundle) + " are allowed");
+  }
+  for (const auto& c : reveal.commitments()) {
+    ASSIGN_OR_RETURN(consensus::SignedCommitment parsed, FromProto(c));
+    m.bundle.push_back(parsed);
+  }
+  m.task_id = consensus::TaskId(m.vote->attestation.task_id);
+  return m;
+}
+
 // The certificate travels with the task's request, which hashes to the signed task id: a
 // verifier takes replicas, quorum and protocol version from what the signatures cover.
 void StoreCertificate(const v1::Certificate& certificate, uint64_t final_block, v1::Task* task) {
@@ -103,6 +152,8 @@ struct ConsensusEngine::Round {
   Clock::time_point adopted_at;
   Clock::time_point finalized_at;
   Clock::time_point next_result_fetch;
+  // This node's signed votes by phase, committed and waiting for their commit window to close.
+  std::array<std::vector<consensus::SignedAttestation>, consensus::kVotePhases> own_votes;
 };
 
 struct ConsensusEngine::Actions {
@@ -142,6 +193,14 @@ ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, 
       metrics->AddCounter("consensor_announcements_refused_total", "Task announcements refused (invalid or stale).");
   finality_seconds_ = metrics->AddHistogram("consensor_task_finality_seconds",
                                             "From adopting a task to its quorum certificate.", DefaultSecondsBuckets());
+  commitments_admitted_ = metrics->AddCounter("consensor_commitments_admitted_total",
+                                              "Vote commitments admitted while their commit window was open.");
+  commitments_refused_ = metrics->AddCounter("consensor_commitments_refused_total",
+                                             "Vote commitments refused (bad signature, wrong task, not an operator).");
+  reveals_not_counted_ = metrics->AddCounter(
+      "consensor_reveals_not_counted_total",
+      "Well-signed votes that did not count: no commitment seen before the commit window closed, a commitment "
+      "to something else, or revealed too early.");
   open_rounds_gauge_ = metrics->AddGauge("consensor_consensus_open_rounds", "Tasks waiting for a quorum.");
 }
 
@@ -370,26 +429,26 @@ Status ConsensusEngine::OnMessage(const v1::GossipMessage& message, const Hash25
     });
     return OkStatus();
   }
-  if (message.has_attestation()) {
-    auto vote = FromProto(message.attestation());
-    if (!vote.ok()) {
-      attestations_refused_->Increment();
-      return vote.status();
+  if (message.has_commitment() || message.has_reveal()) {
+    auto parsed = ParseVoteMessage(message);
+    if (!parsed.ok()) {
+      (message.has_commitment() ? commitments_refused_ : attestations_refused_)->Increment();
+      return parsed.status();
     }
-    const consensus::TaskId id(vote->attestation.task_id);
     Actions actions;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = rounds_.find(id);
+      auto it = rounds_.find(parsed->task_id);
       if (it == rounds_.end()) {
-        // The announcement may still be on its way (or being fetched): keep the vote aside.
+        // The announcement may still be on its way (or being fetched), or the committee is not
+        // drawn yet: keep the message aside, in arrival order (the order decides admission).
         if (orphan_count_ >= kMaxOrphanVotes) return ResourceExhausted("too many votes for unknown tasks");
-        if (orphans_.find(id) == orphans_.end()) orphan_since_[id] = options_.now();
-        orphans_[id].push_back(*vote);
+        if (orphans_.find(parsed->task_id) == orphans_.end()) orphan_since_[parsed->task_id] = options_.now();
+        orphans_[parsed->task_id].push_back(*std::move(parsed));
         ++orphan_count_;
         return OkStatus();
       }
-      AddVote(*it->second, *vote, /*persist=*/true, &actions);
+      ApplyVoteMessage(*it->second, *parsed, &actions);
     }
     RunActions(actions);
     return OkStatus();
@@ -497,6 +556,7 @@ consensus::RoundRules ConsensusEngine::Rules() const {
   rules.max_dispute_committee = options_.max_dispute_committee;
   rules.member_timeout_ms = options_.member_timeout.count();
   rules.exhausted_grace_ms = options_.exhausted_grace.count();
+  rules.commit_grace_ms = options_.commit_grace.count();
   rules.max_aside_votes = kMaxAsideVotesPerRound;
   rules.report_evidence = evidence_ != nullptr;
   return rules;
@@ -528,15 +588,20 @@ Status ConsensusEngine::OpenRound(const v1::Task& task, std::shared_ptr<const co
   round->adopted_at = now;
   Round& r = *round;
   rounds_[r.id] = std::move(round);
+  // What was admitted and closed before a restart, then the votes that counted then.
+  for (const auto& stored : c.commitments()) {
+    if (auto commitment = FromProto(stored); commitment.ok()) r.rules.RestoreCommitment(*commitment);
+  }
+  r.rules.RestoreClosedWindows(c.closed_commit_windows(), SteadyMillis(now));
   for (const auto& stored : c.attestations()) {
     if (auto vote = FromProto(stored); vote.ok()) AddVote(r, *vote, /*persist=*/false, actions);
   }
   if (auto it = orphans_.find(r.id); it != orphans_.end()) {
     orphan_since_.erase(r.id);
     orphan_count_ -= it->second.size();
-    auto votes = std::move(it->second);
+    auto messages = std::move(it->second);
     orphans_.erase(it);
-    for (const auto& vote : votes) AddVote(r, vote, /*persist=*/true, actions);
+    for (const auto& m : messages) ApplyVoteMessage(r, m, actions);
   }
   if (c.disputed()) {
     consensus::RoundDecisions decisions;
@@ -563,6 +628,45 @@ void ConsensusEngine::AddVote(Round& r, const consensus::SignedAttestation& vote
   consensus::RoundDecisions decisions;
   r.rules.AddVote(vote, &decisions);
   Carry(r, decisions, persist, actions);
+}
+
+void ConsensusEngine::ApplyVoteMessage(Round& r, const VoteMessage& m, Actions* actions) {
+  consensus::RoundDecisions decisions;
+  if (m.commitment) {
+    r.rules.AddCommitment(*m.commitment, &decisions);
+  } else {
+    r.rules.AddReveal(*m.vote, m.phase, m.bundle, &decisions);
+  }
+  Carry(r, decisions, /*persist=*/true, actions);
+  if (m.vote && faults_->CopiesRevealedVotes() && r.rules.member() && !r.rules.finalized() &&
+      r.own_votes[static_cast<size_t>(m.phase)].empty()) {
+    CopyVote(r, m, actions);
+  }
+}
+
+// The lazy-copy fault (tests only): signs the first result it sees revealed, commits to it and
+// reveals at once, with the bundle it saw plus its own commitment. Commit-reveal must keep this
+// vote out of every certificate.
+void ConsensusEngine::CopyVote(Round& r, const VoteMessage& seen, Actions* actions) {
+  consensus::SignedAttestation copy;
+  copy.attestation = seen.vote->attestation;
+  auto sig = consensus::SignAttestation(key_, chain_->domain(), copy.attestation);
+  if (!sig.ok()) return;
+  copy.signature = *sig;
+  auto commitment = consensus::SignCommitment(key_, chain_->domain(), copy, address_, seen.phase);
+  if (!commitment.ok()) return;
+  attestations_signed_->Increment();
+  r.own_votes[static_cast<size_t>(seen.phase)].push_back(copy);
+  v1::GossipMessage commit;
+  *commit.mutable_commitment() = ToProto(*commitment, address_);
+  actions->publish.push_back(commit);
+  v1::GossipMessage reveal;
+  *reveal.mutable_reveal()->mutable_attestation() = ToProto(copy, address_);
+  reveal.mutable_reveal()->set_phase(static_cast<uint32_t>(seen.phase));
+  for (const auto& c : seen.bundle) *reveal.mutable_reveal()->add_commitments() = ToProto(c, std::nullopt);
+  *reveal.mutable_reveal()->add_commitments() = ToProto(*commitment, address_);
+  actions->publish.push_back(reveal);
+  Log(LogLevel::kWarn, "fault: copied a revealed vote without executing", {{"task", r.id.Hex()}});
 }
 
 // Carries out the round's decisions in order: record updates, metrics, logs, and the jobs that
@@ -676,6 +780,43 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
       });
       Log(LogLevel::kInfo, "certificate re-signed without an equivocator",
           {{"task", r.id.Hex()}, {"signers", static_cast<int64_t>(refreshed->certificate.signers.size())}});
+    } else if (auto* admitted = std::get_if<consensus::CommitmentAdmitted>(&decision)) {
+      commitments_admitted_->Increment();
+      // Stored even from a timer's decisions: admission is what a restart must not forget.
+      v1::ResultCommitment stored = ToProto(admitted->commitment, admitted->signer);
+      actions->mutations.emplace_back(r.id, [stored](v1::Task* t) -> Status {
+        for (const auto& existing : t->consensus().commitments()) {
+          if (existing.signature() == stored.signature()) return OkStatus();
+        }
+        *t->mutable_consensus()->add_commitments() = stored;
+        return OkStatus();
+      });
+    } else if (auto* refused = std::get_if<consensus::CommitmentRefused>(&decision)) {
+      commitments_refused_->Increment();
+      Log(LogLevel::kDebug, "commitment refused", {{"task", r.id.Hex()}, {"reason", refused->reason}});
+    } else if (auto* closed = std::get_if<consensus::WindowClosed>(&decision)) {
+      const uint32_t bit = 1u << static_cast<uint32_t>(closed->phase);
+      actions->mutations.emplace_back(r.id, [bit](v1::Task* t) -> Status {
+        t->mutable_consensus()->set_closed_commit_windows(t->consensus().closed_commit_windows() | bit);
+        return OkStatus();
+      });
+    } else if (auto* due = std::get_if<consensus::RevealDue>(&decision)) {
+      // Not signed yet (reopened after a restart): Attest reveals when it signs again.
+      for (const consensus::SignedAttestation& vote : r.own_votes[static_cast<size_t>(due->phase)]) {
+        v1::GossipMessage message;
+        v1::Reveal* reveal = message.mutable_reveal();
+        *reveal->mutable_attestation() = ToProto(vote, address_);
+        reveal->set_phase(static_cast<uint32_t>(due->phase));
+        for (const auto& c : due->bundle) *reveal->add_commitments() = ToProto(c, std::nullopt);
+        actions->publish.push_back(std::move(message));
+        consensus::RoundDecisions counted;
+        r.rules.AddReveal(vote, due->phase, {}, &counted);
+        Carry(r, counted, /*persist=*/true, actions);
+      }
+    } else if (auto* not_counted = std::get_if<consensus::RevealNotCounted>(&decision)) {
+      reveals_not_counted_->Increment();
+      Log(LogLevel::kInfo, "vote not counted",
+          {{"task", r.id.Hex()}, {"signer", AddressHex(not_counted->signer)}, {"reason", not_counted->reason}});
     } else if (auto* failed = std::get_if<consensus::RoundFailed>(&decision)) {
       const std::string reason = failed->reason;
       // Carried out by Tick, which retries while the task is executing here (it cannot be
@@ -790,16 +931,27 @@ void ConsensusEngine::Attest(const consensus::TaskId& task_id, const v1::TaskRes
     vote.attestation.result_root = *root;
     vote.attestation.trace_root = *trace;
     vote.attestation.reference_block = r.rules.reference_block();
+    // Commit-reveal: gossip a commitment to the vote now, the vote once the commitments this
+    // node admitted could certify (consensus/commitment.h). An equivocator signs two votes and
+    // commits to the first.
+    const consensus::VotePhase phase = r.rules.current_phase();
+    std::vector<consensus::SignedAttestation>& own = r.own_votes[static_cast<size_t>(phase)];
+    own.clear();
     for (const auto& a : faults_->ToSign(task_id.Hex(), vote.attestation)) {
       auto sig = consensus::SignAttestation(key_, chain_->domain(), a);
       if (!sig.ok()) return;
-      consensus::SignedAttestation signed_vote{a, *sig};
+      own.push_back(consensus::SignedAttestation{a, *sig});
       attestations_signed_->Increment();
-      AddVote(r, signed_vote, /*persist=*/true, &actions);
-      v1::GossipMessage message;
-      *message.mutable_attestation() = ToProto(signed_vote, address_);
-      actions.publish.push_back(message);
     }
+    if (own.empty()) return;
+    auto commitment = consensus::SignCommitment(key_, chain_->domain(), own.front(), address_, phase);
+    if (!commitment.ok()) return;
+    v1::GossipMessage message;
+    *message.mutable_commitment() = ToProto(*commitment, address_);
+    actions.publish.push_back(message);  // before any reveal it lets out
+    consensus::RoundDecisions decisions;
+    r.rules.AddCommitment(*commitment, &decisions);
+    Carry(r, decisions, /*persist=*/true, &actions);
   }
   RunActions(actions);
 }

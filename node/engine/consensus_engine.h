@@ -27,6 +27,7 @@
 #include "common/secp256k1_sign.h"
 #include "common/status.h"
 #include "consensor/v1/peer.pb.h"
+#include "consensus/commitment.h"
 #include "consensus/quorum.h"
 #include "consensus/round.h"
 #include "node/chain/chain_view.h"
@@ -61,6 +62,15 @@ struct EngineParts {
   PeerClient* peers = nullptr;
   EvidenceSubmitter* evidence = nullptr;  // null: report only
   FaultInjector* faults = nullptr;        // null: honest (tests and devnets set one)
+};
+
+// A commitment or a reveal from gossip, parsed (consensus/commitment.h).
+struct VoteMessage {
+  consensus::TaskId task_id;
+  consensus::VotePhase phase = consensus::VotePhase::kCommittee;
+  std::optional<consensus::SignedCommitment> commitment;  // a commitment, or
+  std::optional<consensus::SignedAttestation> vote;       // a reveal, with
+  std::vector<consensus::SignedCommitment> bundle;        // the commitments its sender admitted
 };
 
 class ConsensusEngine {
@@ -104,6 +114,8 @@ class ConsensusEngine {
   consensus::RoundRules Rules() const;
   Status OpenRound(const v1::Task& task, std::shared_ptr<const consensus::OperatorSet> operators, Actions* actions);
   void AddVote(Round& round, const consensus::SignedAttestation& vote, bool persist, Actions* actions);
+  void ApplyVoteMessage(Round& round, const VoteMessage& message, Actions* actions);
+  void CopyVote(Round& round, const VoteMessage& seen, Actions* actions);
   bool OwnVoteStored(const v1::Task& task) const;
   void Carry(Round& round, const consensus::RoundDecisions& decisions, bool persist, Actions* actions);
   void OnCertified(Round& round, const consensus::Certified& certified, Actions* actions);
@@ -139,6 +151,9 @@ class ConsensusEngine {
   Counter* evidence_submitted_;
   Counter* evidence_failed_;
   Counter* announcements_refused_;
+  Counter* commitments_admitted_;
+  Counter* commitments_refused_;
+  Counter* reveals_not_counted_;
   Histogram* finality_seconds_;
   Gauge* open_rounds_gauge_;
 
@@ -148,7 +163,9 @@ class ConsensusEngine {
   // while its task is here, so late votes still count and conflicts still start disputes.
   std::map<consensus::TaskId, uint64_t> awaiting_final_;
   // Votes that arrived before their task's announcement, by task id; bounded.
-  std::map<consensus::TaskId, std::vector<consensus::SignedAttestation>> orphans_;
+  // Commitments and reveals that arrived before their task's round opened, by task id, in
+  // arrival order; bounded.
+  std::map<consensus::TaskId, std::vector<VoteMessage>> orphans_;
   std::map<consensus::TaskId, std::chrono::steady_clock::time_point> orphan_since_;
   size_t orphan_count_ = 0;
   std::set<consensus::TaskId> adopting_;  // announcements being fetched
@@ -166,6 +183,10 @@ class ConsensusEngine {
 // Conversions between the wire form (hex strings) and the protocol types.
 StatusOr<consensus::SignedAttestation> FromProto(const v1::SignedAttestation& p);
 v1::SignedAttestation ToProto(const consensus::SignedAttestation& a, const Address20& signer);
+StatusOr<consensus::SignedCommitment> FromProto(const v1::ResultCommitment& p);
+// `signer` is informational on the wire (receivers recover it); bundles leave it out.
+v1::ResultCommitment ToProto(const consensus::SignedCommitment& c, const std::optional<Address20>& signer);
+StatusOr<VoteMessage> ParseVoteMessage(const v1::GossipMessage& message);
 v1::Certificate ToProto(const consensus::Certificate& c, uint32_t quorum, uint32_t committee_size, uint32_t replicas,
                         bool dispute);
 std::string AddressHex(const Address20& a);  // 0x + 40 lowercase hex digits

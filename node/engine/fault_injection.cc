@@ -11,12 +11,13 @@ namespace consensor::node {
 
 namespace {
 
-constexpr std::array<std::string_view, 8> kNames = {"corrupt-output", "equivocate",         "silent",
+constexpr std::array<std::string_view, 9> kNames = {"corrupt-output", "equivocate",         "silent",
                                                     "crash-mid-task", "downgrade-replicas", "wrong-trace-root",
-                                                    "slow",           "stale-reference"};
-constexpr std::array<FaultMode, 8> kModes = {
-    FaultMode::kCorruptOutput,     FaultMode::kEquivocate,     FaultMode::kSilent, FaultMode::kCrashMidTask,
-    FaultMode::kDowngradeReplicas, FaultMode::kWrongTraceRoot, FaultMode::kSlow,   FaultMode::kStaleReference};
+                                                    "slow",           "stale-reference",    "lazy-copy"};
+constexpr std::array<FaultMode, 9> kModes = {
+    FaultMode::kCorruptOutput, FaultMode::kEquivocate,        FaultMode::kSilent,
+    FaultMode::kCrashMidTask,  FaultMode::kDowngradeReplicas, FaultMode::kWrongTraceRoot,
+    FaultMode::kSlow,          FaultMode::kStaleReference,    FaultMode::kLazyCopy};
 
 class Honest final : public FaultInjector {
  public:
@@ -24,6 +25,7 @@ class Honest final : public FaultInjector {
   uint64_t ReferenceBlock(uint64_t honest, uint64_t, uint64_t) override { return honest; }
   void BeforeAttesting(const std::string&) override {}
   bool StaySilent(const std::string&) override { return false; }
+  bool CopiesRevealedVotes() override { return false; }
   std::vector<consensus::Attestation> ToSign(const std::string&, const consensus::Attestation& honest) override {
     return {honest};
   }
@@ -63,10 +65,12 @@ class Faulty final : public FaultInjector {
   }
 
   bool StaySilent(const std::string& task_id_hex) override {
+    if (mode_ == FaultMode::kLazyCopy) return true;  // it signs only what it copies
     if (mode_ != FaultMode::kSilent) return false;
     Log(LogLevel::kWarn, "fault injection: staying silent", {{"task", task_id_hex}});
     return true;
   }
+  bool CopiesRevealedVotes() override { return mode_ == FaultMode::kLazyCopy; }
 
   std::vector<consensus::Attestation> ToSign(const std::string& task_id_hex,
                                              const consensus::Attestation& honest) override {

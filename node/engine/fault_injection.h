@@ -31,6 +31,9 @@ enum class FaultMode {
   // As an entry node, announces with a reference block whose seed block is already mined, so it
   // knows the committee before it announces (the grinding attempt of docs/SECURITY.md, hole 3).
   kStaleReference,
+  // A lazy member: never signs its own result; it signs the first result it sees revealed,
+  // commits to it and reveals at once (docs/SECURITY.md, hole 5).
+  kLazyCopy,
 };
 
 // The config names of the faults, in the order the docs list them (kNone has none).
@@ -49,6 +52,8 @@ class FaultInjector {
   virtual void BeforeAttesting(const std::string& task_id_hex) = 0;
   // True: sign nothing for this task.
   virtual bool StaySilent(const std::string& task_id_hex) = 0;
+  // True: sign a copy of the first vote revealed for a task this node is a member of.
+  virtual bool CopiesRevealedVotes() = 0;
   // What to sign in place of the honest attestation: itself, a corrupted one, or two.
   virtual std::vector<consensus::Attestation> ToSign(const std::string& task_id_hex,
                                                      const consensus::Attestation& honest) = 0;

@@ -49,6 +49,16 @@ std::string Describe(const RoundDecision& d) {
     for (const auto& s : rc->certificate.signers) out << " " << signer_name(s);
   } else if (auto* f = std::get_if<RoundFailed>(&d)) {
     out << "failed: " << f->reason;
+  } else if (auto* ca = std::get_if<CommitmentAdmitted>(&d)) {
+    out << "admitted " << signer_name(ca->signer) << (ca->commitment.phase == VotePhase::kDispute ? " dispute" : "");
+  } else if (auto* cr = std::get_if<CommitmentRefused>(&d)) {
+    out << "commitment refused: " << cr->reason;
+  } else if (auto* wc = std::get_if<WindowClosed>(&d)) {
+    out << "window closed" << (wc->phase == VotePhase::kDispute ? " dispute" : "");
+  } else if (auto* rd = std::get_if<RevealDue>(&d)) {
+    out << "reveal" << (rd->phase == VotePhase::kDispute ? " dispute" : "") << " with " << rd->bundle.size();
+  } else if (auto* nc = std::get_if<RevealNotCounted>(&d)) {
+    out << "not counted " << signer_name(nc->signer) << ": " << nc->reason;
   } else if (auto* ev = std::get_if<SendEvidence>(&d)) {
     out << (ev->slash.kind == SlashDecision::Kind::kEquivocation ? "slash equivocation " : "slash dispute ")
         << signer_name(ev->slash.accused);
@@ -367,6 +377,280 @@ TEST_F(RoundTest, ReplayingTheEventsGivesTheSameDecisions) {
                                "slash equivocation", "slash dispute"}) {
     EXPECT_NE(all.find(expected), std::string::npos) << expected << " missing from:\n" << all;
   }
+}
+
+// ---- Commit-reveal (docs/SECURITY.md, hole 5).
+
+class CommitRevealTest : public RoundTest {
+ protected:
+  // Most cases close the window at the quorum of commitments; the grace has its own test.
+  CommitRevealTest() { rules_.commit_grace_ms = 0; }
+  SignedCommitment CommitAt(size_t position, const SignedAttestation& vote,
+                            VotePhase phase = VotePhase::kCommittee) const {
+    auto c = SignCommitment(Key(At(position)), Domain(), vote, order_.at(position), phase);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return *c;
+  }
+  std::vector<std::string> Commit(TaskRound& round, const SignedCommitment& c) {
+    RoundDecisions d;
+    round.AddCommitment(c, &d);
+    return Describe(d);
+  }
+  std::vector<std::string> Reveal(TaskRound& round, const SignedAttestation& vote,
+                                  const std::vector<SignedCommitment>& bundle = {},
+                                  VotePhase phase = VotePhase::kCommittee) {
+    RoundDecisions d;
+    round.AddReveal(vote, phase, bundle, &d);
+    return Describe(d);
+  }
+};
+
+TEST_F(CommitRevealTest, CommitmentHidesTheVoteAndBindsItsSigner) {
+  Open(5);
+  const SignedAttestation a = VoteAt(0, 1);
+  EXPECT_EQ(VoteCommitment(a, order_[0]), VoteCommitment(a, order_[0]));
+  EXPECT_NE(VoteCommitment(a, order_[0]), VoteCommitment(a, order_[1]));
+  EXPECT_NE(VoteCommitment(a, order_[0]), VoteCommitment(VoteAt(0, 2), order_[0]));
+  // Another trace root is another commitment.
+  EXPECT_NE(VoteCommitment(a, order_[0]), VoteCommitment(fixture::Vote(At(0), H(7), kRef, 1, 4), order_[0]));
+  const SignedCommitment c = CommitAt(0, a);
+  auto signer = RecoverCommitmentSigner(Domain(), c);
+  ASSERT_TRUE(signer.ok());
+  EXPECT_EQ(*signer, order_[0]);
+  SignedCommitment moved = c;
+  moved.phase = VotePhase::kDispute;  // the phase is signed
+  EXPECT_NE(*RecoverCommitmentSigner(Domain(), moved), order_[0]);
+  EXPECT_FALSE(VotePhaseFromNumber(2).ok());
+}
+
+TEST_F(CommitRevealTest, WindowClosesAtAQuorumOfCommitmentsAndTheMemberRevealsThen) {
+  TaskRound round = Open(/*self_position=*/1);  // a member
+  const SignedAttestation own = VoteAt(1, 1);
+  EXPECT_EQ(Commit(round, CommitAt(1, own)), std::vector<std::string>{"admitted " + Op(1)});
+  EXPECT_FALSE(round.window_closed(VotePhase::kCommittee));
+  // A second commitment makes 2 of 3: the window closes and this node reveals with both.
+  EXPECT_EQ(Commit(round, CommitAt(0, VoteAt(0, 1))),
+            (std::vector<std::string>{"admitted " + Op(0), "window closed", "reveal with 2"}));
+  EXPECT_EQ(Reveal(round, own), std::vector<std::string>{"counted " + Op(1) + " r1"});
+  EXPECT_EQ(Reveal(round, VoteAt(0, 1)),
+            (std::vector<std::string>{"counted " + Op(0) + " r1", "certified r1 " + By({0, 1}) + " committee 3"}));
+}
+
+TEST_F(CommitRevealTest, CopiedRevealDoesNotCount) {
+  TaskRound round = Open(5);  // an observer
+  const SignedAttestation a = VoteAt(0, 1), b = VoteAt(1, 1);
+  Commit(round, CommitAt(0, a));
+  Commit(round, CommitAt(1, b));
+  ASSERT_TRUE(round.window_closed(VotePhase::kCommittee));
+  EXPECT_EQ(Reveal(round, a), std::vector<std::string>{"counted " + Op(0) + " r1"});
+  // The third member saw that reveal, copied its result and committed to it: too late.
+  const SignedAttestation copy = VoteAt(2, 1);
+  const SignedCommitment late = CommitAt(2, copy);
+  EXPECT_TRUE(Commit(round, late).empty());
+  EXPECT_EQ(Reveal(round, copy, {CommitAt(0, a), CommitAt(1, b), late}),
+            std::vector<std::string>{"not counted " + Op(2) +
+                                     ": no commitment of it was seen before the commit window "
+                                     "closed"});
+  EXPECT_FALSE(round.finalized());
+  EXPECT_EQ(Reveal(round, b),
+            (std::vector<std::string>{"counted " + Op(1) + " r1", "certified r1 " + By({0, 1}) + " committee 3"}));
+}
+
+TEST_F(CommitRevealTest, RevealWithoutAClosedWindowOrAMatchingCommitmentDoesNotCount) {
+  TaskRound round = Open(5);
+  const SignedAttestation a = VoteAt(0, 1);
+  Commit(round, CommitAt(0, a));
+  // Only one commitment: a reveal now is premature, and does not close the window.
+  EXPECT_EQ(Reveal(round, a),
+            std::vector<std::string>{"not counted " + Op(0) + ": revealed before its commit window closed"});
+  EXPECT_FALSE(round.window_closed(VotePhase::kCommittee));
+  // Its own commitment in its bundle does not help either: only the others' are taken.
+  const SignedAttestation c = VoteAt(2, 1);
+  EXPECT_EQ(Reveal(round, c, {CommitAt(2, c)}),
+            std::vector<std::string>{"not counted " + Op(2) + ": revealed before its commit window closed"});
+  // Member 1 committed to result 1 but reveals result 2.
+  Commit(round, CommitAt(1, VoteAt(1, 1)));
+  EXPECT_EQ(Reveal(round, VoteAt(1, 2)),
+            std::vector<std::string>{"not counted " + Op(1) + ": it does not match its signer's commitment"});
+  // Commitments for another task, or forged, are refused.
+  SignedCommitment forged = CommitAt(0, a);
+  forged.commitment[0] ^= 1;
+  Commit(round, forged);  // recovers to someone else: not an operator
+  SignedCommitment other = CommitAt(0, fixture::Vote(At(0), H(8), kRef, 1));
+  EXPECT_EQ(Commit(round, other),
+            std::vector<std::string>{"commitment refused: bad signature, or for another task or reference block"});
+}
+
+TEST_F(CommitRevealTest, BundleClosesTheWindowOnTheRevealersCommitments) {
+  TaskRound round = Open(5);
+  const SignedAttestation a = VoteAt(0, 1), b = VoteAt(1, 1);
+  // This node has seen only a's commitment; b's reveal lists a's and its own (which it sent
+  // before, and which this node then holds too).
+  Commit(round, CommitAt(1, b));
+  EXPECT_EQ(Reveal(round, b, {CommitAt(0, a), CommitAt(1, b)}),
+            (std::vector<std::string>{"admitted " + Op(0), "window closed", "counted " + Op(1) + " r1"}));
+  EXPECT_EQ(Reveal(round, a),
+            (std::vector<std::string>{"counted " + Op(0) + " r1", "certified r1 " + By({0, 1}) + " committee 3"}));
+}
+
+TEST_F(CommitRevealTest, WithheldRevealFailsTheRoundAndTheCommitteeStopsGrowing) {
+  TaskRound round = Open(5);
+  const SignedAttestation a = VoteAt(0, 1);
+  Commit(round, CommitAt(0, a));
+  Commit(round, CommitAt(1, VoteAt(1, 1)));  // member 1 commits and never reveals
+  Reveal(round, a);
+  EXPECT_TRUE(Tick(round, kStart + 1).empty());  // the deadline starts here: the grace period
+  EXPECT_TRUE(Tick(round, kStart + 3 * kTimeout).empty());
+  const std::vector<std::string> last = Tick(round, kStart + 1 + 3 * kTimeout);
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_NE(last[0].find("failed: the commit window closed with 2 commitments"), std::string::npos) << last[0];
+  EXPECT_EQ(round.committee().committee_size(), 3u);  // no extension after the window closed
+}
+
+TEST_F(CommitRevealTest, MembersThatCommittedAreNotReplacedAsSilent) {
+  TaskRound round = Open(5);
+  Commit(round, CommitAt(0, VoteAt(0, 1)));
+  // Members 1 and 2 are silent: two operators join; member 0 is not replaced.
+  EXPECT_EQ(Tick(round, kStart + kTimeout), std::vector<std::string>{"extended to 5 silent 2 added 2"});
+}
+
+TEST_F(CommitRevealTest, DisputeRoundHasItsOwnWindow) {
+  TaskRound round = Open(/*self_position=*/4);  // joins the dispute round
+  const SignedAttestation a = VoteAt(0, 1), b = VoteAt(1, 9);
+  Commit(round, CommitAt(0, a));
+  Commit(round, CommitAt(1, b));
+  Reveal(round, a);
+  EXPECT_EQ(Reveal(round, b), (std::vector<std::string>{"counted " + Op(1) + " r9", "dispute over 6", "execute here"}));
+  const SignedAttestation mine = VoteAt(4, 1);
+  EXPECT_EQ(Commit(round, CommitAt(4, mine, VotePhase::kDispute)),
+            std::vector<std::string>{"admitted " + Op(4) + " dispute"});
+  // a, b and two dispute commitments hold 4 of 6 equal stakes, above the 60% threshold, but b's
+  // stake is a liar's: the window waits a member timeout for the others.
+  EXPECT_EQ(Commit(round, CommitAt(3, VoteAt(3, 1), VotePhase::kDispute)),
+            std::vector<std::string>{"admitted " + Op(3) + " dispute"});
+  EXPECT_EQ(Commit(round, CommitAt(5, VoteAt(5, 1), VotePhase::kDispute)),
+            std::vector<std::string>{"admitted " + Op(5) + " dispute"});
+  EXPECT_EQ(Tick(round, kStart + kTimeout),
+            (std::vector<std::string>{"window closed dispute", "reveal dispute with 3"}));
+  EXPECT_EQ(Reveal(round, mine, {}, VotePhase::kDispute), std::vector<std::string>{"counted " + Op(4) + " r1"});
+  // A dispute vote never completes the committee's certificate (a's vote is alone there).
+  EXPECT_FALSE(round.committee().finalized());
+  // Tagged as a committee vote, it does not count: it was not committed in that window.
+  EXPECT_EQ(Reveal(round, VoteAt(3, 1)),
+            std::vector<std::string>{"not counted " + Op(3) +
+                                     ": no commitment of it was seen before the commit window closed"});
+  EXPECT_EQ(Reveal(round, VoteAt(3, 1), {}, VotePhase::kDispute), std::vector<std::string>{"counted " + Op(3) + " r1"});
+  // Operator 2 commits after the window closed: its vote does not count.
+  const SignedAttestation late = VoteAt(2, 1);
+  EXPECT_TRUE(Commit(round, CommitAt(2, late, VotePhase::kDispute)).empty());
+  EXPECT_EQ(Reveal(round, late, {}, VotePhase::kDispute),
+            std::vector<std::string>{"not counted " + Op(2) +
+                                     ": no commitment of it was seen before the commit window closed"});
+  EXPECT_EQ(Reveal(round, VoteAt(5, 1), {}, VotePhase::kDispute),
+            (std::vector<std::string>{"counted " + Op(5) + " r1", "dispute certified r1 supersedes first",
+                                      "slash dispute " + Op(1)}));
+}
+
+TEST_F(CommitRevealTest, LateMemberThatDisagreesOpensADispute) {
+  TaskRound round = Open(5);
+  // Two colluders commit at once and certify a wrong result before the third member commits.
+  const SignedAttestation a = VoteAt(0, 9), b = VoteAt(1, 9);
+  Commit(round, CommitAt(0, a));
+  Commit(round, CommitAt(1, b));
+  Reveal(round, a);
+  EXPECT_EQ(Reveal(round, b),
+            (std::vector<std::string>{"counted " + Op(1) + " r9", "certified r9 " + By({0, 1}) + " committee 3"}));
+  // The honest member's late vote was never public: it opens the dispute and counts there.
+  EXPECT_EQ(Reveal(round, VoteAt(2, 1)),
+            (std::vector<std::string>{"dispute over 6", "execute here", "counted " + Op(2) + " r1"}));
+  // A copy of it from an operator outside the committee counts nowhere.
+  EXPECT_EQ(Reveal(round, VoteAt(3, 1)),
+            std::vector<std::string>{"not counted " + Op(3) +
+                                     ": no commitment of it was seen before the commit window closed"});
+}
+
+TEST_F(CommitRevealTest, MemberThatCommitsLateStillReveals) {
+  TaskRound round = Open(/*self_position=*/2);
+  Commit(round, CommitAt(0, VoteAt(0, 9)));
+  Commit(round, CommitAt(1, VoteAt(1, 9)));
+  ASSERT_TRUE(round.window_closed(VotePhase::kCommittee));
+  // This node finishes executing after the window closed: its vote still goes out (a
+  // disagreement starts the dispute), without a bundle.
+  EXPECT_EQ(Commit(round, CommitAt(2, VoteAt(2, 1))), std::vector<std::string>{"reveal with 0"});
+}
+
+TEST_F(CommitRevealTest, LateVotesThatAgreeOrEquivocateStartNoDispute) {
+  TaskRound round = Open(5);
+  const SignedAttestation a = VoteAt(0, 1), b = VoteAt(1, 1);
+  Commit(round, CommitAt(0, a));
+  Commit(round, CommitAt(1, b));
+  Reveal(round, a, {CommitAt(1, b)});  // closes the window here and counts
+  // The late member reveals its (honest) result before b's reveal arrives: it agrees with a
+  // counted vote, so it counts nowhere and opens nothing.
+  EXPECT_EQ(Reveal(round, VoteAt(2, 1)),
+            std::vector<std::string>{"not counted " + Op(2) +
+                                     ": no commitment of it was seen before the commit window closed"});
+  // Then it signs another result too: that is equivocation, evidence with no dispute.
+  EXPECT_EQ(Reveal(round, VoteAt(2, 7)), std::vector<std::string>{"slash equivocation " + Op(2)});
+  EXPECT_FALSE(round.disputed());
+}
+
+TEST_F(CommitRevealTest, LateVoteBeforeAnyCountedVoteWaitsToBeJudged) {
+  TaskRound round = Open(5);
+  const SignedAttestation a = VoteAt(0, 1), b = VoteAt(1, 1);
+  Commit(round, CommitAt(0, a));
+  Commit(round, CommitAt(1, b));
+  // The late member's reveal outruns the first counted one: nothing to compare it with yet.
+  EXPECT_TRUE(Reveal(round, VoteAt(2, 1)).empty());
+  // Once a's vote counts, the late vote agrees with it: not counted, and no dispute.
+  EXPECT_EQ(Reveal(round, a),
+            (std::vector<std::string>{
+                "counted " + Op(0) + " r1",
+                "not counted " + Op(2) + ": no commitment of it was seen before the commit window closed"}));
+  EXPECT_FALSE(round.disputed());
+}
+
+TEST_F(CommitRevealTest, WindowWaitsTheGraceForTheRestOfTheCommittee) {
+  rules_.commit_grace_ms = 1000;
+  TaskRound round = Open(/*self_position=*/0);
+  const SignedAttestation own = VoteAt(0, 1);
+  Commit(round, CommitAt(0, own));
+  // 2 of 3 could certify, but the third member gets the grace: a spare commitment.
+  EXPECT_EQ(Commit(round, CommitAt(1, VoteAt(1, 1))), std::vector<std::string>{"admitted " + Op(1)});
+  EXPECT_TRUE(Tick(round, kStart + 999).empty());
+  EXPECT_EQ(Tick(round, kStart + 1000), (std::vector<std::string>{"window closed", "reveal with 2"}));
+
+  // When the whole committee commits, it closes at once.
+  TaskRound all = Open(0);
+  Commit(all, CommitAt(0, own));
+  Commit(all, CommitAt(1, VoteAt(1, 1)));
+  EXPECT_EQ(Commit(all, CommitAt(2, VoteAt(2, 1))),
+            (std::vector<std::string>{"admitted " + Op(2), "window closed", "reveal with 3"}));
+
+  // And a reveal whose bundle could certify closes it too (its sender's grace is over).
+  TaskRound revealed = Open(0);
+  Commit(revealed, CommitAt(0, own));
+  Commit(revealed, CommitAt(1, VoteAt(1, 1)));
+  EXPECT_EQ(Reveal(revealed, VoteAt(1, 1), {CommitAt(0, own)}),
+            (std::vector<std::string>{"window closed", "reveal with 2", "counted " + Op(1) + " r1"}));
+}
+
+TEST_F(CommitRevealTest, RestoredRoundRevealsAgainAfterARestart) {
+  TaskRound before = Open(/*self_position=*/1);
+  const SignedAttestation own = VoteAt(1, 1);
+  const SignedCommitment mine = CommitAt(1, own), theirs = CommitAt(0, VoteAt(0, 1));
+  Commit(before, mine);
+  Commit(before, theirs);
+  ASSERT_TRUE(before.window_closed(VotePhase::kCommittee));
+  // After a restart: the stored commitments and the closed window come back; this node's own
+  // commitment again says its vote is due (it may never have left before the crash).
+  TaskRound after = Open(1);
+  after.RestoreCommitment(mine);
+  after.RestoreCommitment(theirs);
+  after.RestoreClosedWindows(1u, kStart);
+  EXPECT_EQ(Commit(after, mine), std::vector<std::string>{"reveal with 2"});
+  EXPECT_EQ(Commit(after, mine), std::vector<std::string>{"reveal with 2"});  // each time it signs again
+  EXPECT_EQ(Reveal(after, VoteAt(0, 1)), std::vector<std::string>{"counted " + Op(0) + " r1"});
 }
 
 }  // namespace

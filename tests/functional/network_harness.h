@@ -352,6 +352,7 @@ class TestNetwork {
  public:
   // The deployment's maxReferenceAge in test networks (blocks of one second).
   static constexpr uint64_t kMaxReferenceAge = 8;
+  static constexpr uint64_t kEvidenceDeadline = 64;  // the deployment's evidenceDeadlineBlocks
 
  public:
   explicit TestNetwork(std::string name, NetworkOptions options = {}) : name_(std::move(name)), options_(options) {
@@ -387,7 +388,8 @@ class TestNetwork {
     CommandResult deploy =
         DeployContracts(anvil_->url(), rel,
                         "MAX_REFERENCE_AGE=" + std::to_string(kMaxReferenceAge) +
-                            " CHALLENGE_WINDOW_BLOCKS=4 EVIDENCE_DEADLINE_BLOCKS=64 " + options_.deploy_env);
+                            " CHALLENGE_WINDOW_BLOCKS=4 EVIDENCE_DEADLINE_BLOCKS=" + std::to_string(kEvidenceDeadline) +
+                            " " + options_.deploy_env);
     const std::string written = std::string(CNSR_SOURCE_DIR) + "/contracts/" + rel;
     if (deploy.exit_code != 0) {
       std::filesystem::remove(written);
@@ -574,6 +576,11 @@ class TestNetwork {
   const std::string& rpc_url() const { return anvil_->url(); }
   const std::string& deployment() const { return deployment_; }
   const node::Deployment& deployed() const { return deployed_; }
+  // Mines `blocks` blocks at once (anvil_mine); "" on success.
+  std::string Mine(uint64_t blocks) {
+    auto mined = rpc_->transport()->Call("anvil_mine", nlohmann::json::array({HexQuantity(blocks)}));
+    return mined.ok() ? "" : "anvil_mine: " + mined.status().ToString();
+  }
 
  private:
   // Mines the registry's activationDelayBlocks (anvil_mine), after which every stake deposited

@@ -562,12 +562,16 @@ TEST(NetworkFaultTest, TraceOnlyConflictStartsNoDisputeAndSlashesNobody) {
   auto s = Submit(net.node(0), 4, 3, 41);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   for (size_t i = 0; i < net.size(); ++i) {
-    // Wait until the odd vote has reached this node too, so the absence of a dispute means something.
-    auto t = WaitCertified(net.node(i), s->id, kFinality, [&](const v1::Task& t) {
+    // Wait until the odd vote has reached this node too, so the absence of a dispute means
+    // something: counted (its commitment was among the first three) or, committed after the
+    // window closed, refused as a late vote that agrees with the certified result.
+    NetworkNode& n = net.node(i);
+    auto t = WaitCertified(n, s->id, kFinality, [&](const v1::Task& t) {
       for (const auto& a : t.consensus().attestations()) {
         if (a.signer() == odd.operator_hex()) return true;
       }
-      return false;
+      const std::string log = n.LogTail(2000);
+      return log.find("msg=\"vote not counted\" task=" + s->id + " signer=" + odd.operator_hex()) != std::string::npos;
     });
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     ExpectHonest(*t, *s, net.node(i).name());
@@ -579,6 +583,48 @@ TEST(NetworkFaultTest, TraceOnlyConflictStartsNoDisputeAndSlashesNobody) {
   auto events = net.SlashEvents();
   ASSERT_TRUE(events.ok()) << events.status().ToString();
   EXPECT_TRUE(events->empty());
+}
+
+// Issue 16, hole 5: a lazy member signs whatever result it sees revealed first, without
+// executing. All four operators are the committee, three matching votes certify; two honest
+// members are fast, one is slow. Without commit-reveal the lazy copy of a fast member's vote
+// would make the third signature before the slow member finishes: a certificate resting on two
+// executions. With it, nobody reveals before three commitments are in, the lazy node has
+// nothing to copy until then, and its late commitment is never admitted: its vote counts on no
+// node, and the certificate is the three honest executions.
+TEST(NetworkCommitRevealTest, CopiedRevealDoesNotCount) {
+  TestNetwork net("lazy");
+  ASSERT_EQ(net.Start({Operator(1), Operator(2), Operator(3).Fault("slow").FaultDelayMs(3000),
+                       Operator(4).Fault("lazy-copy")}),
+            "");
+  NetworkNode& lazy = net.node(3);
+  auto s = Submit(net.node(0), 4, 3, 61);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (size_t i = 0; i < 3; ++i) {
+    auto t = WaitCertified(net.node(i), s->id);
+    ASSERT_TRUE(t.ok()) << net.node(i).name() << ": " << t.status().ToString();
+    ExpectHonest(*t, *s, net.node(i).name());
+    const v1::Certificate& cert = t->consensus().certificate();
+    EXPECT_EQ(cert.signers_size(), 3) << testing_support::Describe(*t);
+    EXPECT_FALSE(Signed(cert, lazy)) << net.node(i).name() << ": " << testing_support::Describe(*t);
+    EXPECT_TRUE(Signed(cert, net.node(2))) << "the slow member's execution is in the certificate";
+    EXPECT_FALSE(t->consensus().disputed());
+    EXPECT_EQ(t->consensus().closed_commit_windows(), 1u);
+    EXPECT_EQ(t->consensus().commitments_size(), 3) << testing_support::Describe(*t);
+  }
+  // The lazy node did copy, and every honest node refused to count the copy.
+  ASSERT_TRUE(WaitUntil([&] { return lazy.Metric("consensor_attestations_signed_total") >= 1; }, kFinality))
+      << "the lazy node never copied a vote";
+  for (size_t i = 0; i < 3; ++i) {
+    NetworkNode& n = net.node(i);
+    EXPECT_TRUE(WaitUntil([&] { return n.Metric("consensor_reveals_not_counted_total") >= 1; }, kFinality))
+        << n.name() << " never saw the copied vote";
+    auto t = n.GetTask(s->id);
+    ASSERT_TRUE(t.ok());
+    for (const auto& a : t->consensus().attestations()) {
+      EXPECT_NE(a.signer(), lazy.operator_hex()) << n.name() << " stored the copied vote";
+    }
+  }
 }
 
 // Issue 16, hole 3: a malicious entry node announces a client's task with replicas = quorum = 1.
@@ -706,6 +752,39 @@ TEST(NetworkSeedTest, StaleReferenceGetsNoHonestSignature) {
     }
     if (i > 0) EXPECT_FALSE(t->has_result()) << net.node(i).name() << " executed a task it only observes";
   }
+}
+
+// Issue 16, holes 1c and 4: an announcement older than the deployment's evidence deadline E is
+// refused outright. A node that was down while a task ran comes back E blocks later and pulls
+// the announcement from its peers' logs: it neither adopts nor observes the task (evidence about
+// it could no longer be used, and its operator set may have left), and says why in its metrics.
+TEST(NetworkSeedTest, AnnouncementPastTheEvidenceDeadlineIsRefused) {
+  TestNetwork net("evidence-deadline");
+  auto fast = [](int account) { return Operator(account).MemberTimeoutMs(1500); };
+  ASSERT_EQ(net.Start({fast(1), fast(2), fast(3), fast(4)}), "");
+  NetworkNode& away = net.node(3);
+  away.Kill(SIGKILL);
+  auto s = Submit(net.node(0), 3, 2, 711);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (size_t i = 0; i < 3; ++i) {
+    auto t = WaitCertified(net.node(i), s->id);
+    ASSERT_TRUE(t.ok()) << net.node(i).name() << ": " << t.status().ToString();
+  }
+  auto task = net.node(0).GetTask(s->id);
+  ASSERT_TRUE(task.ok());
+  const uint64_t ref = task->consensus().reference_block();
+  auto head = net.Head();
+  ASSERT_TRUE(head.ok());
+  const uint64_t deadline = ref + testing_support::TestNetwork::kEvidenceDeadline;
+  if (*head <= deadline) ASSERT_EQ(net.Mine(deadline + 2 - *head), "");
+
+  ASSERT_TRUE(away.Start()) << away.LogTail(50);
+  EXPECT_TRUE(WaitUntil([&] { return away.Metric("consensor_announcements_refused_total") >= 1; }, kFinality))
+      << away.LogTail(80);
+  auto missing = away.GetTask(s->id);
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound)
+      << (missing.ok() ? testing_support::Describe(*missing) : "");
+  EXPECT_NE(away.LogTail(400).find("past the evidence deadline"), std::string::npos);
 }
 
 // Issue 16: a network-wide minimum of replicas, from the deployment. A client asking for fewer

@@ -233,17 +233,31 @@ class RecordingGossip final : public GossipPublisher {
   std::vector<v1::SignedAttestation> attestations() const {
     std::vector<v1::SignedAttestation> out;
     for (const auto& m : messages()) {
-      if (m.has_attestation()) out.push_back(m.attestation());
+      if (m.has_reveal()) out.push_back(m.reveal().attestation());
     }
     return out;
   }
-  // Waits until at least `count` attestations were published.
+  std::vector<v1::ResultCommitment> commitments() const {
+    std::vector<v1::ResultCommitment> out;
+    for (const auto& m : messages()) {
+      if (m.has_commitment()) out.push_back(m.commitment());
+    }
+    return out;
+  }
+  // Waits until at least `count` commitments were published.
+  [[nodiscard]] bool WaitForCommitments(size_t count) const {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kTimeout, [&] {
+      return static_cast<size_t>(std::count_if(messages_.begin(), messages_.end(),
+                                               [](const v1::GossipMessage& m) { return m.has_commitment(); })) >= count;
+    });
+  }
+  // Waits until at least `count` attestations (reveals) were published.
   [[nodiscard]] bool WaitForAttestations(size_t count) const {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_for(lock, kTimeout, [&] {
-      return static_cast<size_t>(std::count_if(messages_.begin(), messages_.end(), [](const v1::GossipMessage& m) {
-               return m.has_attestation();
-             })) >= count;
+      return static_cast<size_t>(std::count_if(messages_.begin(), messages_.end(),
+                                               [](const v1::GossipMessage& m) { return m.has_reveal(); })) >= count;
     });
   }
   void Clear() {
@@ -397,6 +411,7 @@ class WatchedInjector final : public FaultInjector {
     Note();
     return silent;
   }
+  bool CopiesRevealedVotes() override { return inner_->CopiesRevealedVotes(); }
   std::vector<consensus::Attestation> ToSign(const std::string& task_id_hex,
                                              const consensus::Attestation& honest) override {
     Note();
@@ -484,6 +499,7 @@ class ConsensusEngineTest : public ::testing::Test {
     co.default_quorum = 2;
     co.member_timeout = kMemberTimeout;
     co.exhausted_grace = kExhaustedGrace;
+    co.commit_grace = std::chrono::milliseconds(0);  // windows close at the quorum of commitments
     co.confirmations = kConfirmations;
     co.max_reference_age = kMaxReferenceAge;
     co.reference_margin_blocks = kMaxReferenceAge - kConfirmations;  // new tasks at kReference
@@ -619,7 +635,10 @@ class ConsensusEngineTest : public ::testing::Test {
     return accepted;
   }
 
-  // Operator `signer`'s vote for the task, as gossip hands it to the engine.
+  // Operator `signer`'s vote for the task, as gossip hands it to the engine under commit-reveal:
+  // its commitment, then the reveals of every peer that committed so far (again: a reveal sent
+  // before the window closed did not count, one that counted is a no-op), each with every
+  // commitment known, this node's own included.
   Status Vote(int signer, const std::string& task_id_hex, const std::string& result_root_hex,
               const std::string& trace_root_hex) {
     consensus::SignedAttestation vote;
@@ -628,9 +647,60 @@ class ConsensusEngineTest : public ::testing::Test {
     vote.attestation.trace_root = ValueOf(Hash256FromHex(trace_root_hex));
     vote.attestation.reference_block = kReference;
     vote.signature = ValueOf(consensus::SignAttestation(Key(signer), kDomain, vote.attestation));
+    // An honest peer commits in the round the task is in: the dispute's once it saw conflict.
+    auto record = tasks_->Get(Id(task_id_hex));
+    const consensus::VotePhase phase = record.ok() && record->consensus().disputed() ? consensus::VotePhase::kDispute
+                                                                                     : consensus::VotePhase::kCommittee;
+    RETURN_IF_ERROR(Commit(signer, vote, phase));
+    const std::string key = task_id_hex + "/" + std::to_string(static_cast<int>(phase));
+    std::vector<v1::ResultCommitment> bundle;
+    for (const auto& [who, c] : peer_votes_[key]) bundle.push_back(c.second);
+    for (const auto& m : gossip_.messages()) {
+      if (m.has_commitment() && m.commitment().task_id() == task_id_hex &&
+          m.commitment().phase() == static_cast<uint32_t>(phase)) {
+        bundle.push_back(m.commitment());
+      }
+    }
+    // Peers reveal once the window is closed, which they see when this node does (they admit
+    // the same commitments): until then a reveal would not count.
+    // (The commitment may have waited as an orphan for the round to open: allow it a moment.)
+    const auto closed = [&] {
+      auto t = tasks_->Get(Id(task_id_hex));
+      return t.ok() && (t->consensus().closed_commit_windows() & (1u << static_cast<int>(phase))) != 0;
+    };
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    while (!closed() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(10ms);
+    if (!closed()) return OkStatus();
+    for (const auto& [who, c] : peer_votes_[key]) {
+      v1::GossipMessage message;
+      *message.mutable_reveal()->mutable_attestation() = ToProto(c.first, Addr(who));
+      message.mutable_reveal()->set_phase(static_cast<uint32_t>(phase));
+      for (const auto& b : bundle) *message.mutable_reveal()->add_commitments() = b;
+      RETURN_IF_ERROR(engine_->OnMessage(message, Hash256{}, Addr(who)));
+    }
+    return OkStatus();
+  }
+  // Only the commitment of operator `signer` to `vote`; its reveal goes with the next Vote.
+  Status Commit(int signer, const consensus::SignedAttestation& vote,
+                consensus::VotePhase phase = consensus::VotePhase::kCommittee) {
+    auto commitment = consensus::SignCommitment(Key(signer), kDomain, vote, Addr(signer), phase);
+    RETURN_IF_ERROR(commitment.status());
     v1::GossipMessage message;
-    *message.mutable_attestation() = ToProto(vote, Addr(signer));
+    *message.mutable_commitment() = ToProto(*commitment, Addr(signer));
+    const std::string key = ToHex(vote.attestation.task_id) + "/" + std::to_string(static_cast<int>(phase));
+    peer_votes_[key][signer] = {vote, message.commitment()};
     return engine_->OnMessage(message, Hash256{}, Addr(signer));
+  }
+  // Operator `signer` commits to `result` and reveals nothing yet: enough for this node's
+  // commit window to close when it is the quorum's other half.
+  Status CommitOnly(int signer, const std::string& task_id_hex, const v1::TaskResult& result) {
+    consensus::SignedAttestation vote;
+    vote.attestation.task_id = ValueOf(Hash256FromHex(task_id_hex));
+    vote.attestation.result_root = ValueOf(Hash256FromHex(result.result_root()));
+    vote.attestation.trace_root = ValueOf(Hash256FromHex(result.trace_root()));
+    vote.attestation.reference_block = kReference;
+    vote.signature = ValueOf(consensus::SignAttestation(Key(signer), kDomain, vote.attestation));
+    return Commit(signer, vote);
   }
   Status Vote(int signer, const std::string& task_id_hex, const v1::TaskResult& result) {
     return Vote(signer, task_id_hex, result.result_root(), result.trace_root());
@@ -653,7 +723,11 @@ class ConsensusEngineTest : public ::testing::Test {
     const auto deadline = SteadyClock::now() + kTimeout;
     auto task = tasks.Get(Id(id));
     while (task.ok() && !done(*task) && SteadyClock::now() < deadline) {
-      task = tasks.WaitForChange(Id(id), *task, deadline, nullptr);
+      // Wakes on a change, and re-reads every 200 ms anyway: WaitForChange watches the state
+      // and progress fields, not every field a condition may look at (a replaced result).
+      task = tasks.WaitForChange(Id(id), *task, std::min(deadline, SteadyClock::now() + std::chrono::milliseconds(200)),
+                                 nullptr);
+      if (task.ok() && !done(*task)) task = tasks.Get(Id(id));
     }
     EXPECT_TRUE(task.ok() && done(*task)) << (task.ok() ? v1::TaskState_Name(task->state()) : task.status().ToString());
     return task.ok() ? *task : v1::Task();
@@ -689,6 +763,8 @@ class ConsensusEngineTest : public ::testing::Test {
   std::atomic<int64_t> now_ms_{0};
   std::unique_ptr<FakeChainView> chain_;
   RecordingGossip gossip_;
+  // Peer votes sent so far, by "task id/phase" and signer: the vote and its commitment.
+  std::map<std::string, std::map<int, std::pair<consensus::SignedAttestation, v1::ResultCommitment>>> peer_votes_;
   RecordingEvidence evidence_;
   FakePeerClient peer_client_;
   std::map<int, std::unique_ptr<PeerNode>> peers_;
@@ -735,9 +811,18 @@ TEST_F(ConsensusEngineTest, SubmitPlansStoresAndAnnouncesThenAttests) {
   EXPECT_EQ(plan.announcer(), SelfHex());
   EXPECT_GT(plan.announced_unix_ms(), 0);
 
-  // A member executes and gossips its signed vote for the executor's roots.
-  ASSERT_TRUE(gossip_.WaitForAttestations(1));
+  // A member executes and gossips a commitment to its vote first (commit-reveal)...
+  ASSERT_TRUE(gossip_.WaitForCommitments(1));
   task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  const v1::ResultCommitment commitment = gossip_.commitments().at(0);
+  EXPECT_EQ(commitment.task_id(), id);
+  EXPECT_EQ(commitment.phase(), 0u);
+  EXPECT_EQ(commitment.signer(), SelfHex());
+  EXPECT_TRUE(gossip_.attestations().empty());
+  // ...and its signed vote for the executor's roots once another member's commitment closes the
+  // window (2 of 3).
+  ASSERT_TRUE(CommitOnly(2, id, task.result()).ok());
+  ASSERT_TRUE(gossip_.WaitForAttestations(1));
   const v1::SignedAttestation vote = gossip_.attestations().at(0);
   EXPECT_EQ(vote.task_id(), id);
   EXPECT_EQ(vote.result_root(), task.result().result_root());
@@ -747,6 +832,13 @@ TEST_F(ConsensusEngineTest, SubmitPlansStoresAndAnnouncesThenAttests) {
   auto parsed = FromProto(vote);
   ASSERT_TRUE(parsed.ok());
   EXPECT_EQ(ValueOf(consensus::RecoverAttestationSigner(kDomain, parsed->attestation, parsed->signature)), Addr(1));
+  auto committed = FromProto(commitment);
+  ASSERT_TRUE(committed.ok());
+  EXPECT_EQ(committed->commitment, consensus::VoteCommitment(*parsed, Addr(1)));
+  EXPECT_EQ(ValueOf(consensus::RecoverCommitmentSigner(kDomain, *committed)), Addr(1));
+  EXPECT_EQ(gossip_.messages().back().reveal().commitments_size(), 2);  // the two that closed the window
+  task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().closed_commit_windows() == 1u; });
+  EXPECT_EQ(task.consensus().commitments_size(), 2);
   EXPECT_EQ(task.state(), v1::TASK_STATE_CERTIFYING);  // one vote of two
 
   // The same task again: known, not announced again.
@@ -772,7 +864,7 @@ TEST_F(ConsensusEngineTest, VotesFromPeersCertifyTheTask) {
   MakeNetwork(3, /*entry=*/true);
   StartNode();
   const std::string id = Submit(Request(1, 3, 2));
-  ASSERT_TRUE(gossip_.WaitForAttestations(1));
+  ASSERT_TRUE(gossip_.WaitForCommitments(1));
   v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
   EXPECT_EQ(engine_->open_rounds(), 1u);
 
@@ -800,7 +892,7 @@ TEST_F(ConsensusEngineTest, CertifiedThenFinalAfterTheChallengeWindow) {
   MakeNetwork(3, /*entry=*/true);
   StartNode();
   const std::string id = Submit(Request(1, 3, 2));
-  ASSERT_TRUE(gossip_.WaitForAttestations(1));
+  ASSERT_TRUE(gossip_.WaitForCommitments(1));
   v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
   ASSERT_TRUE(Vote(2, id, task.result()).ok());
   task = WaitForTask(id, Certified);
@@ -935,8 +1027,8 @@ TEST_F(ConsensusEngineTest, VoteForAnUnknownTaskIsKeptAndCountedOnceAdopted) {
 
   ASSERT_TRUE(Announce(request, second).ok());
   v1::Task task = WaitForTask(WaitForAdoption(id).task_id(),
-                              [](const v1::Task& t) { return t.consensus().attestations_size() == 1; });
-  EXPECT_EQ(task.consensus().attestations(0).signer(), AddressHex(Addr(first)));
+                              [](const v1::Task& t) { return t.consensus().commitments_size() == 1; });
+  EXPECT_EQ(task.consensus().commitments(0).signer(), AddressHex(Addr(first)));
   EXPECT_FALSE(task.consensus().has_certificate());
 
   // The second committee vote completes the quorum with the kept one.
@@ -957,7 +1049,7 @@ TEST_F(ConsensusEngineTest, ConflictingVotesOpenADisputeAndTheLiarIsAccused) {
   const int liar = OperatorNumber(order[1], 4), honest = OperatorNumber(order[2], 4),
             outsider = OperatorNumber(order[3], 4);
   const std::string id = Submit(request);
-  ASSERT_TRUE(gossip_.WaitForAttestations(1));
+  ASSERT_TRUE(gossip_.WaitForCommitments(1));
   v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
   Hash256 wrong = ValueOf(Hash256FromHex(task.result().result_root()));
   wrong[5] ^= 0x10;
@@ -1034,12 +1126,16 @@ TEST_F(ConsensusEngineTest, DisputeReexecutesACertifiedTaskAndReplacesItsWrongOu
   ASSERT_TRUE(Vote(honest, id, right).ok());
   task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().disputed(); });
   EXPECT_EQ(task.consensus().dispute_committee_size(), 6);
-  ASSERT_TRUE(gossip_.WaitForAttestations(1));  // its own vote, after re-executing
-  EXPECT_EQ(gossip_.attestations()[0].result_root(), right.result_root());
+  // It commits to its own vote after re-executing, in the dispute round's window.
+  ASSERT_TRUE(gossip_.WaitForCommitments(1));
+  EXPECT_EQ(gossip_.commitments()[0].phase(), 1u);
 
-  // Two more honest votes: 4 of 6 stakes, over the threshold.
+  // Two more honest members commit: the whole set backs the window, which closes; the votes
+  // are revealed, 4 of 6 stakes, over the threshold.
   ASSERT_TRUE(Vote(OperatorNumber(order[4], 6), id, right).ok());
   ASSERT_TRUE(Vote(OperatorNumber(order[5], 6), id, right).ok());
+  ASSERT_TRUE(gossip_.WaitForAttestations(1));  // its own vote
+  EXPECT_EQ(gossip_.attestations()[0].result_root(), right.result_root());
   task = WaitForTask(id, [&](const v1::Task& t) {
     return t.consensus().certificate().dispute() && t.state() == v1::TASK_STATE_SUCCEEDED &&
            t.result().result_root() == right.result_root();
@@ -1069,7 +1165,7 @@ TEST_F(ConsensusEngineTest, EquivocatorsAreAccusedButNeverThisNode) {
   auto faults = NewFaultInjector(FaultMode::kEquivocate);
   StartNode(faults.get());
   const std::string id = Submit(Request(1, 3, 2));
-  ASSERT_TRUE(gossip_.WaitForAttestations(2));
+  ASSERT_TRUE(gossip_.WaitForCommitments(1));  // to its first vote
   v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
   Hash256 other = ValueOf(Hash256FromHex(task.result().result_root()));
   other[9] ^= 0x01;
@@ -1100,8 +1196,8 @@ TEST_F(ConsensusEngineTest, SilentMembersAreReplacedAtTheMemberDeadline) {
   const std::string id = ToHex(TaskId(request));
   ASSERT_TRUE(Announce(request, voter).ok());
   WaitForAdoption(id);
-  ASSERT_TRUE(Vote(voter, id, result).ok());
-  WaitForTask(id, [](const v1::Task& t) { return t.consensus().attestations_size() == 1; });
+  ASSERT_TRUE(Vote(voter, id, result).ok());  // a commitment: 1 of the 2 the window needs
+  WaitForTask(id, [](const v1::Task& t) { return t.consensus().commitments_size() == 1; });
 
   // Just before the deadline, a few ticks change nothing.
   AdvanceClock(kMemberTimeout - 1ms);
@@ -1111,13 +1207,14 @@ TEST_F(ConsensusEngineTest, SilentMembersAreReplacedAtTheMemberDeadline) {
   EXPECT_FALSE(task.consensus().member());
   EXPECT_TRUE(gossip_.attestations().empty());
 
-  // Past it: the two silent members are replaced by the rest of the order (this node), which
-  // executes and signs. The committee of 4 needs 3 votes (2 of 3, scaled: growing it never
-  // lowers the fraction), so the quorum waits for one of the slow members too.
+  // Past it: the two silent members (no commitment) are replaced by the rest of the order (this
+  // node), which executes and commits. The committee of 4 needs 3 votes (2 of 3, scaled:
+  // growing it never lowers the fraction), so the window waits for one of the slow members too.
   AdvanceClock(2ms);
-  ASSERT_TRUE(gossip_.WaitForAttestations(1));
-  EXPECT_EQ(gossip_.attestations()[0].signer(), SelfHex());
-  task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().attestations_size() == 2; });
+  ASSERT_TRUE(gossip_.WaitForCommitments(1));
+  EXPECT_EQ(gossip_.commitments()[0].signer(), SelfHex());
+  task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().commitments_size() == 2; });
+  EXPECT_TRUE(gossip_.attestations().empty());
   EXPECT_FALSE(task.consensus().has_certificate());
   EXPECT_EQ(task.consensus().committee_size(), 4);
   EXPECT_TRUE(task.consensus().member());
@@ -1140,7 +1237,7 @@ TEST_F(ConsensusEngineTest, ExhaustedOrderWithoutQuorumFailsTheTask) {
   MakeNetwork(3, /*entry=*/true);
   StartNode();
   const std::string id = Submit(Request(1, 3, 2));
-  ASSERT_TRUE(gossip_.WaitForAttestations(1));
+  ASSERT_TRUE(gossip_.WaitForCommitments(1));
   WaitForTask(id, [](const v1::Task& t) { return t.state() == v1::TASK_STATE_CERTIFYING; });
   std::this_thread::sleep_for(600ms);  // ticks see the exhausted order and this node's vote
   AdvanceClock(kExhaustedGrace + 1ms);
@@ -1206,8 +1303,10 @@ TEST_F(ConsensusEngineTest, CorruptOutputSignsAResultRootWithOneBitFlipped) {
   auto faults = NewFaultInjector(FaultMode::kCorruptOutput);
   StartNode(faults.get());
   const std::string id = Submit(Request(1, 3, 2));
-  ASSERT_TRUE(gossip_.WaitForAttestations(1));
+  ASSERT_TRUE(gossip_.WaitForCommitments(1));
   const v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  ASSERT_TRUE(CommitOnly(2, id, task.result()).ok());  // closes the window: the vote is revealed
+  ASSERT_TRUE(gossip_.WaitForAttestations(1));
   const std::vector<v1::SignedAttestation> votes = gossip_.attestations();
   ASSERT_EQ(votes.size(), 1u);
   Hash256 flipped = ValueOf(Hash256FromHex(task.result().result_root()));
@@ -1222,8 +1321,11 @@ TEST_F(ConsensusEngineTest, EquivocateSignsTheResultAndAnotherOne) {
   auto faults = NewFaultInjector(FaultMode::kEquivocate);
   StartNode(faults.get());
   const std::string id = Submit(Request(1, 3, 2));
-  ASSERT_TRUE(gossip_.WaitForAttestations(2));
+  ASSERT_TRUE(gossip_.WaitForCommitments(1));
   const v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  ASSERT_TRUE(CommitOnly(2, id, task.result()).ok());
+  ASSERT_TRUE(gossip_.WaitForAttestations(2));
+  EXPECT_EQ(gossip_.commitments().size(), 1u);  // one commitment, to the first
   const std::vector<v1::SignedAttestation> votes = gossip_.attestations();
   ASSERT_EQ(votes.size(), 2u);
   Hash256 other = ValueOf(Hash256FromHex(task.result().result_root()));
@@ -1295,7 +1397,10 @@ TEST_F(ConsensusEngineTest, MemberWaitsForTheSeedBlockBeforeExecuting) {
   EXPECT_TRUE(gossip_.attestations().empty());
 
   chain_->SetHead(kSeated);
-  ASSERT_TRUE(gossip_.WaitForAttestations(1)) << "this node never signed its own result";
+  ASSERT_TRUE(gossip_.WaitForCommitments(1)) << "this node never signed its own result";
+  task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  ASSERT_TRUE(CommitOnly(OperatorNumber(Order(request)[1], 3), id, task.result()).ok());
+  ASSERT_TRUE(gossip_.WaitForAttestations(1));
   task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().attestations_size() == 1; });
   EXPECT_TRUE(task.consensus().member());
   EXPECT_EQ(task.consensus().seed_block_hash(), ToHex(chain_->SeedHash()));
@@ -1352,6 +1457,8 @@ TEST_F(ConsensusEngineTest, RecoverReopensTheRoundAndResendsThisNodesMessages) {
   MakeNetwork(3, /*entry=*/true);
   StartNode();
   const std::string id = Submit(Request(1, 3, 2));
+  ASSERT_TRUE(gossip_.WaitForCommitments(1));
+  ASSERT_TRUE(CommitOnly(2, id, WaitForTask(id, [](const v1::Task& t) { return t.has_result(); }).result()).ok());
   ASSERT_TRUE(gossip_.WaitForAttestations(1));
   const v1::SignedAttestation before = gossip_.attestations().at(0);
   WaitForTask(id, [](const v1::Task& t) { return t.consensus().attestations_size() == 1; });
@@ -1364,18 +1471,20 @@ TEST_F(ConsensusEngineTest, RecoverReopensTheRoundAndResendsThisNodesMessages) {
   EXPECT_GT(chain_->operators_at_calls(), calls);
   EXPECT_EQ(engine_->open_rounds(), 1u);
   const std::vector<v1::GossipMessage> resent = gossip_.messages();
-  ASSERT_EQ(resent.size(), 2u);
+  ASSERT_EQ(resent.size(), 3u);
   ASSERT_TRUE(resent[0].has_announcement());
   EXPECT_EQ(resent[0].announcement().spec().options().nonce(), 1u);
   EXPECT_EQ(resent[0].announcement().reference_block(), kReference);
-  ASSERT_TRUE(resent[1].has_attestation());
-  EXPECT_EQ(resent[1].attestation().signature(), before.signature());
+  ASSERT_TRUE(resent[1].has_commitment());
+  ASSERT_TRUE(resent[2].has_reveal());
+  EXPECT_EQ(resent[2].reveal().attestation().signature(), before.signature());
 
-  // The reopened round still counts: one more vote certifies.
+  // The reopened round still counts: the reveal of the member whose commitment was admitted
+  // before the restart certifies.
   v1::Task task = ValueOf(tasks_->Get(Id(id)));
-  ASSERT_TRUE(Vote(3, id, task.result()).ok());
+  ASSERT_TRUE(Vote(2, id, task.result()).ok());
   task = WaitForTask(id, Certified);
-  EXPECT_EQ(Signers(task.consensus().certificate()), (std::set<std::string>{SelfHex(), AddressHex(Addr(3))}));
+  EXPECT_EQ(Signers(task.consensus().certificate()), (std::set<std::string>{SelfHex(), AddressHex(Addr(2))}));
 }
 
 }  // namespace

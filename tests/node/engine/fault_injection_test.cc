@@ -30,9 +30,10 @@ TEST(FaultInjectionTest, StaleReferencePicksABlockWhoseSeedIsMined) {
 }
 
 TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
-  EXPECT_EQ(std::vector<std::string_view>(FaultModeNames().begin(), FaultModeNames().end()),
-            (std::vector<std::string_view>{"corrupt-output", "equivocate", "silent", "crash-mid-task",
-                                           "downgrade-replicas", "wrong-trace-root", "slow", "stale-reference"}));
+  EXPECT_EQ(
+      std::vector<std::string_view>(FaultModeNames().begin(), FaultModeNames().end()),
+      (std::vector<std::string_view>{"corrupt-output", "equivocate", "silent", "crash-mid-task", "downgrade-replicas",
+                                     "wrong-trace-root", "slow", "stale-reference", "lazy-copy"}));
   EXPECT_EQ(*ParseFaultMode("stale-reference"), FaultMode::kStaleReference);
   EXPECT_EQ(*ParseFaultMode(""), FaultMode::kNone);
   EXPECT_EQ(*ParseFaultMode("corrupt-output"), FaultMode::kCorruptOutput);
@@ -42,12 +43,13 @@ TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
   EXPECT_EQ(*ParseFaultMode("downgrade-replicas"), FaultMode::kDowngradeReplicas);
   EXPECT_EQ(*ParseFaultMode("wrong-trace-root"), FaultMode::kWrongTraceRoot);
   EXPECT_EQ(*ParseFaultMode("slow"), FaultMode::kSlow);
+  EXPECT_EQ(*ParseFaultMode("lazy-copy"), FaultMode::kLazyCopy);
   auto bad = ParseFaultMode("Silent");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message(),
             "unknown fault mode 'Silent' (one of corrupt-output, equivocate, silent, crash-mid-task, "
-            "downgrade-replicas, wrong-trace-root, slow, stale-reference)");
+            "downgrade-replicas, wrong-trace-root, slow, stale-reference, lazy-copy)");
 }
 
 TEST(FaultInjectionTest, TheHonestInjectorChangesNothing) {
