@@ -19,8 +19,8 @@ Hash256 VoteCommitment(const SignedAttestation& vote, const Address20& signer) {
 
 Hash256 CommitmentDigest(const Eip712Domain& domain, const SignedCommitment& c) {
   static const Hash256 kTypeHash = Keccak256(kResultCommitmentType);
-  const Hash256 words[] = {c.task_id, Eip712WordU64(c.reference_block),
-                           Eip712WordU64(static_cast<uint64_t>(c.phase)), c.commitment};
+  const Hash256 words[] = {c.task_id, Eip712WordU64(c.reference_block), Eip712WordU64(static_cast<uint64_t>(c.phase)),
+                           c.commitment};
   return Eip712Digest(DomainSeparator(domain), Eip712HashStruct(kTypeHash, words));
 }
 

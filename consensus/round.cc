@@ -301,6 +301,9 @@ void TaskRound::MaybeCloseWindow(VotePhase phase, RoundDecisions* out, bool by_r
   w.closed_ms = -1;  // the deadline counts from the next timer
   out->push_back(WindowClosed{phase});
   MaybeRevealOwn(phase, out);
+  std::vector<SignedAttestation> premature = std::move(w.premature);
+  w.premature.clear();
+  for (const SignedAttestation& v : premature) AddReveal(v, phase, {}, out);
 }
 
 void TaskRound::MaybeRevealOwn(VotePhase phase, RoundDecisions* out, bool again) {
@@ -338,7 +341,11 @@ void TaskRound::AddReveal(const SignedAttestation& vote, VotePhase phase, const 
     MaybeCloseWindow(phase, out, /*by_reveal=*/true);
   }
   if (!w.closed) {
-    out->push_back(RevealNotCounted{*signer, "revealed before its commit window closed"});
+    // Too early here, but maybe not at its sender: a node catching up pulls messages in any
+    // order. It is judged when the window closes, by the same rule (its commitment must have
+    // been admitted by then).
+    if (w.premature.size() < rules_.max_aside_votes) w.premature.push_back(vote);
+    out->push_back(RevealNotCounted{*signer, "revealed before its commit window closed (kept until it closes)"});
     return;
   }
   const bool new_root = revealed_roots_.count(vote.attestation.result_root) == 0;

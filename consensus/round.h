@@ -223,6 +223,7 @@ class TaskRound {
     int64_t closed_ms = -1;  // -1: closed before a restart, or by a vote and not yet by a timer
     bool self_committed = false;
     bool self_revealed = false;
+    std::vector<SignedAttestation> premature;  // reveals that came before it closed, bounded
   };
 
   TaskRound() = default;

@@ -461,13 +461,15 @@ TEST_F(CommitRevealTest, RevealWithoutAClosedWindowOrAMatchingCommitmentDoesNotC
   const SignedAttestation a = VoteAt(0, 1);
   Commit(round, CommitAt(0, a));
   // Only one commitment: a reveal now is premature, and does not close the window.
-  EXPECT_EQ(Reveal(round, a),
-            std::vector<std::string>{"not counted " + Op(0) + ": revealed before its commit window closed"});
+  EXPECT_EQ(Reveal(round, a), std::vector<std::string>{"not counted " + Op(0) +
+                                                       ": revealed before its commit window closed (kept until it "
+                                                       "closes)"});
   EXPECT_FALSE(round.window_closed(VotePhase::kCommittee));
   // Its own commitment in its bundle does not help either: only the others' are taken.
   const SignedAttestation c = VoteAt(2, 1);
   EXPECT_EQ(Reveal(round, c, {CommitAt(2, c)}),
-            std::vector<std::string>{"not counted " + Op(2) + ": revealed before its commit window closed"});
+            std::vector<std::string>{"not counted " + Op(2) +
+                                     ": revealed before its commit window closed (kept until it closes)"});
   // Member 1 committed to result 1 but reveals result 2.
   Commit(round, CommitAt(1, VoteAt(1, 1)));
   EXPECT_EQ(Reveal(round, VoteAt(1, 2)),
@@ -633,6 +635,19 @@ TEST_F(CommitRevealTest, WindowWaitsTheGraceForTheRestOfTheCommittee) {
   Commit(revealed, CommitAt(1, VoteAt(1, 1)));
   EXPECT_EQ(Reveal(revealed, VoteAt(1, 1), {CommitAt(0, own)}),
             (std::vector<std::string>{"window closed", "reveal with 2", "counted " + Op(1) + " r1"}));
+}
+
+TEST_F(CommitRevealTest, NodeCatchingUpOutOfOrderStillCounts) {
+  TaskRound round = Open(5);
+  const SignedAttestation a = VoteAt(0, 1), b = VoteAt(1, 1);
+  // Pulled from a peer's log after a restart: a's reveal first, its commitment later.
+  Reveal(round, a, {CommitAt(0, a)});
+  EXPECT_FALSE(round.window_closed(VotePhase::kCommittee));
+  Commit(round, CommitAt(1, b));
+  EXPECT_EQ(Commit(round, CommitAt(0, a)),
+            (std::vector<std::string>{"admitted " + Op(0), "window closed", "counted " + Op(0) + " r1"}));
+  EXPECT_EQ(Reveal(round, b),
+            (std::vector<std::string>{"counted " + Op(1) + " r1", "certified r1 " + By({0, 1}) + " committee 3"}));
 }
 
 TEST_F(CommitRevealTest, RestoredRoundRevealsAgainAfterARestart) {
