@@ -18,6 +18,9 @@ std::string_view OpName(Op op) {
     case Op::kGeluTanh: return "gelu_tanh";
     case Op::kSin: return "sin";
     case Op::kCos: return "cos";
+    case Op::kFloor: return "floor";
+    case Op::kCeil: return "ceil";
+    case Op::kRound: return "round";
     case Op::kNot: return "not";
     case Op::kIdentity: return "identity";
     case Op::kCast: return "cast";
@@ -26,6 +29,7 @@ std::string_view OpName(Op op) {
     case Op::kMul: return "mul";
     case Op::kDiv: return "div";
     case Op::kPow: return "pow";
+    case Op::kFmod: return "fmod";
     case Op::kMax: return "max";
     case Op::kMin: return "min";
     case Op::kEqual: return "equal";

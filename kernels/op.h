@@ -28,6 +28,9 @@ enum class Op : uint16_t {
   kGeluTanh,
   kSin,
   kCos,
+  kFloor,  // f32; exact (section 4.2)
+  kCeil,
+  kRound,     // half to even
   kNot,       // bool
   kIdentity,  // any dtype, copies bits
   kCast,      // params.to
@@ -37,6 +40,7 @@ enum class Op : uint16_t {
   kMul,
   kDiv,
   kPow,
+  kFmod,  // f32, i8, i32, i64: remainder with the sign of the dividend
   kMax,
   kMin,
   kEqual,

@@ -588,6 +588,71 @@ Status Softmax(NodeContext& ctx, bool log) {
   return SetResult(ctx, ReshapeTo(ctx, y, ctx.type(x).shape));
 }
 
+// Hardmax: 1 at the first maximum along the axis (argmax's tie rule), 0 elsewhere:
+// cast(equal(argmax(x, keepdims), iota), f32). Before opset 13 the input is coerced to 2-D
+// at `axis`, as for Softmax.
+Status Hardmax(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"axis"}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  ASSIGN_OR_RETURN(auto operand, SoftmaxOperand(ctx, x));
+  auto [v, axis] = operand;
+  const Shape& vs = ctx.type(v).shape;
+  const Ints x_dims(ctx.type(x).shape.begin(), ctx.type(x).shape.end());
+  const int64_t n = vs[axis];
+  ASSIGN_OR_RETURN(int64_t count, CheckedNumElements(ctx.type(x).shape));
+  if (count == 0) {
+    // argmax refuses an empty axis; an empty input has an empty result anyway.
+    return SetResult(ctx, ctx.Emit("expand", {ctx.ScalarF32(0.0f)}, {{"shape", x_dims}}));
+  }
+  ASSIGN_OR_RETURN(ValueId first_max, ctx.Emit("argmax", {v}, {{"axis", axis}, {"keepdims", int64_t{1}}}));
+  Ints positions(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = i;
+  Shape iota_shape(vs.size() - static_cast<size_t>(axis), 1);
+  iota_shape[0] = n;
+  ASSIGN_OR_RETURN(ValueId iota, ReshapeTo(ctx, ctx.Constant(Int64Vector(positions)), iota_shape));
+  ASSIGN_OR_RETURN(ValueId hit, ctx.Emit("equal", {first_max, iota}));
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("cast", {hit}, {{"to", DType::kF32}}));
+  return SetResult(ctx, ReshapeTo(ctx, y, ctx.type(x).shape));
+}
+
+// InstanceNormalization: per (n, c), over the spatial axes, the statistics of layer_norm
+// spelled out (mean = reduce_mean(x), d = x - mean, var = reduce_mean(d * d),
+// r = 1 / sqrt(var + epsilon)), then y = (d * r) * scale[c] + B[c].
+Status InstanceNormalization(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"epsilon"}));
+  ASSIGN_OR_RETURN(float epsilon, ctx.AttrFloat("epsilon", 1e-5f));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId scale, ctx.RequiredInput(1));
+  ASSIGN_OR_RETURN(ValueId bias, ctx.RequiredInput(2));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "input"));
+  RETURN_IF_ERROR(RequireF32(ctx, scale, "scale"));
+  RETURN_IF_ERROR(RequireF32(ctx, bias, "B"));
+  const Shape xs = ctx.type(x).shape;
+  if (xs.size() < 3) return ctx.Invalid("input must have rank 3 or more ([N, C, D1, ...])");
+  const Shape per_channel = {xs[1]};
+  if (ctx.type(scale).shape != per_channel || ctx.type(bias).shape != per_channel) {
+    return ctx.Invalid("scale and B must have shape [C] = [" + std::to_string(xs[1]) + "]");
+  }
+  Ints axes;
+  for (int64_t i = 2; i < static_cast<int64_t>(xs.size()); ++i) axes.push_back(i);
+  Attributes reduce = {{"axes", axes}, {"keepdims", int64_t{1}}};
+  ASSIGN_OR_RETURN(ValueId mean, ctx.Emit("reduce_mean", {x}, reduce));
+  ASSIGN_OR_RETURN(ValueId d, ctx.Emit("sub", {x, mean}));
+  ASSIGN_OR_RETURN(ValueId d2, ctx.Emit("mul", {d, d}));
+  ASSIGN_OR_RETURN(ValueId var, ctx.Emit("reduce_mean", {d2}, reduce));
+  ASSIGN_OR_RETURN(ValueId ve, ctx.Emit("add", {var, ctx.ScalarF32(epsilon)}));
+  ASSIGN_OR_RETURN(ValueId sd, ctx.Emit("sqrt", {ve}));
+  ASSIGN_OR_RETURN(ValueId inv, ctx.Emit("div", {ctx.ScalarF32(1.0f), sd}));
+  ASSIGN_OR_RETURN(ValueId normalized, ctx.Emit("mul", {d, inv}));
+  Shape channel_shape(xs.size() - 1, 1);
+  channel_shape[0] = xs[1];
+  ASSIGN_OR_RETURN(ValueId scale_c, ReshapeTo(ctx, scale, channel_shape));
+  ASSIGN_OR_RETURN(ValueId bias_c, ReshapeTo(ctx, bias, channel_shape));
+  ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {normalized, scale_c}));
+  return SetResult(ctx, ctx.Emit("add", {scaled, bias_c}));
+}
+
 // --- LayerNormalization (opset 17) ---
 
 Status LayerNormalization(NodeContext& ctx) {
@@ -744,6 +809,8 @@ const std::vector<OpConverter>& NnConverters() {
       {"Softmax", [](NodeContext& c) { return Softmax(c, false); }},
       {"LogSoftmax", [](NodeContext& c) { return Softmax(c, true); }},
       {"LayerNormalization", LayerNormalization},
+      {"Hardmax", Hardmax},
+      {"InstanceNormalization", InstanceNormalization},
       {"ReduceSum", [](NodeContext& c) { return Reduce(c, ReduceKind::kSum); }},
       {"ReduceMean", [](NodeContext& c) { return Reduce(c, ReduceKind::kMean); }},
       {"ReduceMax", [](NodeContext& c) { return Reduce(c, ReduceKind::kMax); }},

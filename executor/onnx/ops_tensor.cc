@@ -795,6 +795,87 @@ Status SpaceToDepth(NodeContext& ctx) {
   return SetResult(ctx, ctx.Emit("reshape", {v}, {{"shape", Ints{n, c * b * b, h / b, w / b}}}));
 }
 
+// Trilu: where(mask, x, 0) with a constant [M, N] mask over the last two dims, true where
+// j - i >= k (upper) or j - i <= k (lower). k must be known at import.
+Status Trilu(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"upper"}));
+  ASSIGN_OR_RETURN(int64_t upper, ctx.AttrInt("upper", 1));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  int64_t k = 0;
+  if (ctx.has_input(1)) {
+    ASSIGN_OR_RETURN(Ints ks, ctx.ConstantInts(1, "k"));
+    if (ks.size() != 1) return ctx.Invalid("k must be a scalar");
+    k = ks[0];
+  }
+  const Shape& xs = ctx.type(x).shape;
+  if (xs.size() < 2) return ctx.Invalid("input must have rank 2 or more");
+  const int64_t rows = xs[xs.size() - 2], cols = xs[xs.size() - 1];
+  Tensor mask(DType::kBool, {rows, cols});  // no larger than x, whose shape passed the caps
+  uint8_t* m = mask.data();
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      // j - i cannot overflow (both are dims); k may be any int64.
+      const int64_t diagonal = j - i;
+      m[i * cols + j] = upper != 0 ? diagonal >= k : diagonal <= k;
+    }
+  }
+  const ValueId zero = ctx.Scalar(ctx.type(x).dtype, 0.0);
+  return SetResult(ctx, ctx.Emit("where", {ctx.Constant(std::move(mask)), x, zero}));
+}
+
+// OneHot: indices (cast to i64, truncating floats), negative ones + depth, compared with a
+// constant iota [depth] on the new axis: where(equal(idx, iota), on, off). Indices outside
+// [-depth, depth) match nothing and give an all-`off` row, as ONNX says. depth must be known
+// at import.
+Status OneHot(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"axis"}));
+  ASSIGN_OR_RETURN(ValueId indices, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId values, ctx.RequiredInput(2));
+  ASSIGN_OR_RETURN(double depth_value, ctx.ConstantScalar(1, "depth"));
+  const Shape is = ctx.type(indices).shape;
+  ASSIGN_OR_RETURN(int64_t index_count, CheckedNumElements(is));
+  // The cap keeps the iota table and the output bounded before anything is allocated.
+  const double cap = static_cast<double>(ctx.limits().max_elements_per_tensor);
+  if (!(depth_value >= 1.0) || depth_value > cap ||
+      depth_value * static_cast<double>(std::max<int64_t>(index_count, 1)) > cap) {
+    return ctx.Invalid("depth must be at least 1 and the output within the element cap");
+  }
+  const int64_t depth = static_cast<int64_t>(depth_value);
+  if (ctx.type(values).shape.size() != 1 || ctx.type(values).shape[0] != 2) {
+    return ctx.Invalid("values must have shape [2] (off, on)");
+  }
+  const int64_t out_rank = static_cast<int64_t>(is.size()) + 1;
+  if (out_rank > kMaxRank) return ctx.Unsupported("an output rank over 8");
+  ASSIGN_OR_RETURN(int64_t axis_attr, ctx.AttrInt("axis", -1));
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, axis_attr, out_rank, "axis"));
+  const DType index_dtype = ctx.type(indices).dtype;
+  if (index_dtype == DType::kBool) return ctx.Invalid("indices must be numeric");
+  ValueId idx = indices;
+  if (index_dtype != DType::kI64) {
+    ASSIGN_OR_RETURN(idx, ctx.Emit("cast", {indices}, {{"to", DType::kI64}}));
+  }
+  const ValueId depth_i64 = ctx.Constant(Tensor::FromVector<int64_t>(DType::kI64, {}, {depth}));
+  ASSIGN_OR_RETURN(ValueId negative, ctx.Emit("less", {idx, ctx.Scalar(DType::kI64, 0.0)}));
+  ASSIGN_OR_RETURN(ValueId wrapped, ctx.Emit("add", {idx, depth_i64}));
+  ASSIGN_OR_RETURN(idx, ctx.Emit("where", {negative, wrapped, idx}));
+  Shape expanded = is;
+  expanded.insert(expanded.begin() + axis, 1);
+  ASSIGN_OR_RETURN(idx, ReshapeTo(ctx, idx, expanded));
+  Ints positions(static_cast<size_t>(depth));
+  for (int64_t i = 0; i < depth; ++i) positions[static_cast<size_t>(i)] = i;
+  Shape iota_shape(static_cast<size_t>(out_rank - axis), 1);
+  iota_shape[0] = depth;
+  ASSIGN_OR_RETURN(ValueId iota, ReshapeTo(ctx, ctx.Constant(Int64Vector(positions)), iota_shape));
+  ASSIGN_OR_RETURN(ValueId hit, ctx.Emit("equal", {idx, iota}));
+  ASSIGN_OR_RETURN(ValueId off,
+                   ctx.Emit("slice", {values}, {{"starts", Ints{0}}, {"ends", Ints{1}}, {"axes", Ints{0}}}));
+  ASSIGN_OR_RETURN(ValueId on,
+                   ctx.Emit("slice", {values}, {{"starts", Ints{1}}, {"ends", Ints{2}}, {"axes", Ints{0}}}));
+  ASSIGN_OR_RETURN(off, ReshapeTo(ctx, off, {}));
+  ASSIGN_OR_RETURN(on, ReshapeTo(ctx, on, {}));
+  return SetResult(ctx, ctx.Emit("where", {hit, on, off}));
+}
+
 }  // namespace
 
 const std::vector<OpConverter>& TensorConverters() {
@@ -817,6 +898,8 @@ const std::vector<OpConverter>& TensorConverters() {
       {"Tile", Tile},
       {"Pad", Pad},
       {"DepthToSpace", DepthToSpace},
+      {"Trilu", Trilu},
+      {"OneHot", OneHot},
       {"SpaceToDepth", SpaceToDepth},
   };
   return table;

@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <tuple>
 
 #include "common/npy.h"
 #include "executor/program.h"
@@ -185,6 +186,23 @@ std::map<std::string, Builder> AllVectors() {
   m["sin"] = UnaryF32([](Value x) { return sin(x); }, {50, 40}, 12, 1000.0f);
   m["cos"] = UnaryF32([](Value x) { return cos(x); }, {50, 40}, 13, 1000.0f);
   m["sin_huge_args"] = UnaryF32([](Value x) { return sin(x); }, {20, 20}, 14, 3e37f);
+  m["floor_ceil_round"] = [] {
+    Vector v;
+    Tensor t = F32({40, 25}, 16, 20.0f);
+    float* p = t.data_as<float>();
+    // Ties and near-ties of round half to even, and the 2^23 boundary.
+    const float ties[] = {0.5f,         -0.5f,      1.5f,        -1.5f,      2.5f, -2.5f, 0.49999997f,
+                          -0.50000006f, 8388607.5f, -8388607.5f, 8388608.0f, 0.3f, -0.3f};
+    for (int i = 0; i < 13; ++i) p[500 + i] = ties[i];
+    Value x = v.graph.input("x", DType::kF32, {40, 25});
+    v.graph.output("floor", floor(x));
+    v.graph.output("ceil", ceil(x));
+    v.graph.output("round", round(x));
+    v.inputs.emplace("x", t);
+    return v;
+  };
+  m["fmod_f32"] = BinaryF32([](Value a, Value b) { return fmod(a, b); }, {30, 20}, {30, 20}, 27);
+  m["fmod_f32_broadcast"] = BinaryF32([](Value a, Value b) { return fmod(a * a, b); }, {3, 1, 50}, {4, 1}, 28);
   m["identity_nan_payloads"] = UnaryF32([](Value x) { return identity(x); }, {10, 10}, 15);
 
   // --- elementwise binary f32 with broadcasting ---
@@ -254,6 +272,29 @@ std::map<std::string, Builder> AllVectors() {
     v.graph.output("lt", less(x, y));
     v.inputs.emplace("a", a);
     v.inputs.emplace("b", b);
+    return v;
+  };
+  m["fmod_int"] = [=] {
+    Vector v;
+    Tensor a32 = Ints<int32_t>(DType::kI32, {16, 16}, 46, kMin32, kMax32, {kMin32, kMax32, kMin32, 7, -7, 0});
+    Tensor b32 = Ints<int32_t>(DType::kI32, {16, 16}, 47, -1000, 1000, {-1, 1, 0, 3, 3, 5});
+    Tensor a8 = Ints<int8_t>(DType::kI8, {64}, 48, -128, 127, {-128, 127, -7});
+    Tensor b8 = Ints<int8_t>(DType::kI8, {64}, 49, -10, 10, {-1, 0, 2});
+    Tensor a64 = Ints<int64_t>(DType::kI64, {64}, 50, -(int64_t{1} << 62), int64_t{1} << 62,
+                               {std::numeric_limits<int64_t>::min(), -9});
+    Tensor b64 = Ints<int64_t>(DType::kI64, {64}, 51, -100000, 100000, {-1, 4});
+    for (const auto& [suffix, dtype, shape] :
+         {std::tuple{"32", DType::kI32, Shape{16, 16}}, {"8", DType::kI8, Shape{64}}, {"64", DType::kI64, Shape{64}}}) {
+      Value a = v.graph.input(std::string("a") + suffix, dtype, shape);
+      Value b = v.graph.input(std::string("b") + suffix, dtype, shape);
+      v.graph.output(std::string("i") + suffix, fmod(a, b));
+    }
+    v.inputs.emplace("a32", a32);
+    v.inputs.emplace("b32", b32);
+    v.inputs.emplace("a8", a8);
+    v.inputs.emplace("b8", b8);
+    v.inputs.emplace("a64", a64);
+    v.inputs.emplace("b64", b64);
     return v;
   };
   m["i8_arith"] = Binary(
