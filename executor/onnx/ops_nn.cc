@@ -597,7 +597,7 @@ Status Hardmax(NodeContext& ctx) {
   RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
   ASSIGN_OR_RETURN(auto operand, SoftmaxOperand(ctx, x));
   auto [v, axis] = operand;
-  const Shape& vs = ctx.type(v).shape;
+  const Shape vs = ctx.type(v).shape;  // a copy: Emit may move the value table
   const Ints x_dims(ctx.type(x).shape.begin(), ctx.type(x).shape.end());
   const int64_t n = vs[axis];
   ASSIGN_OR_RETURN(int64_t count, CheckedNumElements(ctx.type(x).shape));
@@ -651,6 +651,49 @@ Status InstanceNormalization(NodeContext& ctx) {
   ASSIGN_OR_RETURN(ValueId bias_c, ReshapeTo(ctx, bias, channel_shape));
   ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {normalized, scale_c}));
   return SetResult(ctx, ctx.Emit("add", {scaled, bias_c}));
+}
+
+// LRN: s = the sum of x^2 over the channel window [c - (size-1)/2, c + ceil((size-1)/2)]
+// (zero-padded), one `reduce_sum` (csum) of `size` terms per output after a constant-index
+// `gather` of the windows; y = div(x, pow(add(mul(s, alpha / size), bias), beta)), with
+// alpha / size one f32 division at import.
+Status Lrn(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"alpha", "beta", "bias", "size"}));
+  ASSIGN_OR_RETURN(float alpha, ctx.AttrFloat("alpha", 1e-4f));
+  ASSIGN_OR_RETURN(float beta, ctx.AttrFloat("beta", 0.75f));
+  ASSIGN_OR_RETURN(float bias, ctx.AttrFloat("bias", 1.0f));
+  if (!ctx.has_attr("size")) return ctx.Invalid("attribute size is required");
+  ASSIGN_OR_RETURN(int64_t size, ctx.AttrInt("size", 1));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  const Shape xs = ctx.type(x).shape;  // a copy: Emit may move the value table
+  if (xs.size() < 2) return ctx.Invalid("input must have rank 2 or more ([N, C, ...])");
+  const int64_t batch = xs[0], channels = xs[1];
+  ASSIGN_OR_RETURN(int64_t count, CheckedNumElements(xs));
+  const int64_t spatial = batch * channels == 0 ? 0 : count / (batch * channels);
+  // The window table and the gathered windows are `size` times larger than x: cap them first.
+  const double windows = static_cast<double>(count) * static_cast<double>(size);
+  if (size < 1 || windows > static_cast<double>(ctx.limits().max_elements_per_tensor)) {
+    return ctx.Invalid("attribute size must be at least 1 and the windows within the element cap");
+  }
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  ASSIGN_OR_RETURN(ValueId sq, ctx.Emit("mul", {x, x}));
+  ASSIGN_OR_RETURN(sq, ReshapeTo(ctx, sq, {batch, channels, spatial}));
+  ASSIGN_OR_RETURN(ValueId padded, ctx.Emit("pad", {sq}, {{"pads", Ints{0, before, 0, 0, after, 0}}}));
+  Tensor window_index(DType::kI64, {channels, size});
+  int64_t* w = window_index.data_as<int64_t>();
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t k = 0; k < size; ++k) w[c * size + k] = c + k;
+  }
+  ASSIGN_OR_RETURN(ValueId gathered,
+                   ctx.Emit("gather", {padded, ctx.Constant(std::move(window_index))}, {{"axis", int64_t{1}}}));
+  ASSIGN_OR_RETURN(ValueId sum, ctx.Emit("reduce_sum", {gathered}, {{"axes", Ints{2}}, {"keepdims", int64_t{0}}}));
+  ASSIGN_OR_RETURN(sum, ReshapeTo(ctx, sum, xs));
+  const float alpha_over_size = alpha / static_cast<float>(size);
+  ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {sum, ctx.ScalarF32(alpha_over_size)}));
+  ASSIGN_OR_RETURN(ValueId base, ctx.Emit("add", {scaled, ctx.ScalarF32(bias)}));
+  ASSIGN_OR_RETURN(ValueId denominator, ctx.Emit("pow", {base, ctx.ScalarF32(beta)}));
+  return SetResult(ctx, ctx.Emit("div", {x, denominator}));
 }
 
 // --- LayerNormalization (opset 17) ---
@@ -810,6 +853,7 @@ const std::vector<OpConverter>& NnConverters() {
       {"LogSoftmax", [](NodeContext& c) { return Softmax(c, true); }},
       {"LayerNormalization", LayerNormalization},
       {"Hardmax", Hardmax},
+      {"LRN", Lrn},
       {"InstanceNormalization", InstanceNormalization},
       {"ReduceSum", [](NodeContext& c) { return Reduce(c, ReduceKind::kSum); }},
       {"ReduceMean", [](NodeContext& c) { return Reduce(c, ReduceKind::kMean); }},

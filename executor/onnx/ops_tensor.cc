@@ -408,6 +408,69 @@ Status Gather(NodeContext& ctx) {
   return SetResult(ctx, ctx.Emit("gather", {data, indices}, {{"axis", axis}}));
 }
 
+// GatherElements: one `gather` from the flattened data at flat positions
+// idx' * stride[axis] + base, where idx' = where(less(idx, 0), add(idx, n), idx) and base is
+// a constant holding every other coordinate's share. An idx' outside [0, n) is replaced by
+// the element count, so `gather` fails the task (or the import, for constant indices) as an
+// out-of-range index instead of reading a neighbouring row.
+Status GatherElements(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"axis"}));
+  ASSIGN_OR_RETURN(ValueId data, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId indices, ctx.RequiredInput(1));
+  const Shape ds = ctx.type(data).shape;  // copies: Emit may move the value table
+  const Shape is = ctx.type(indices).shape;
+  const DType index_dtype = ctx.type(indices).dtype;
+  const int64_t rank = static_cast<int64_t>(ds.size());
+  if (rank == 0 || static_cast<int64_t>(is.size()) != rank) {
+    return ctx.Invalid("data and indices must have the same rank, at least 1");
+  }
+  if (index_dtype != DType::kI32 && index_dtype != DType::kI64) return ctx.Invalid("indices must be int32 or int64");
+  ASSIGN_OR_RETURN(int64_t axis_attr, ctx.AttrInt("axis", 0));
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, axis_attr, rank, "axis"));
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != axis && is[d] > ds[d]) {
+      return ctx.Invalid("indices " + ShapeToString(is) + " exceed data " + ShapeToString(ds) + " on axis " +
+                         std::to_string(d));
+    }
+  }
+  ASSIGN_OR_RETURN(int64_t data_count, CheckedNumElements(ds));
+  ASSIGN_OR_RETURN(int64_t index_count, CheckedNumElements(is));
+  Ints strides(static_cast<size_t>(rank), 1);
+  for (int64_t d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * ds[d + 1];
+  // base[i] = sum over d != axis of i_d * strides[d], in row-major order of the indices.
+  Tensor base(DType::kI64, is);
+  int64_t* b = base.data_as<int64_t>();
+  Ints coord(static_cast<size_t>(rank), 0);
+  for (int64_t i = 0; i < index_count; ++i) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d != axis) offset += coord[d] * strides[d];
+    }
+    b[i] = offset;
+    for (int64_t d = rank - 1; d >= 0 && ++coord[d] == is[d]; --d) coord[d] = 0;
+  }
+  const int64_t n = ds[axis];
+  ValueId idx = indices;
+  if (index_dtype != DType::kI64) {
+    ASSIGN_OR_RETURN(idx, ctx.Emit("cast", {indices}, {{"to", DType::kI64}}));
+  }
+  const ValueId zero = ctx.Scalar(DType::kI64, 0.0);
+  const ValueId n_value = ctx.Constant(Tensor::FromVector<int64_t>(DType::kI64, {}, {n}));
+  ASSIGN_OR_RETURN(ValueId negative, ctx.Emit("less", {idx, zero}));
+  ASSIGN_OR_RETURN(ValueId wrapped, ctx.Emit("add", {idx, n_value}));
+  ASSIGN_OR_RETURN(idx, ctx.Emit("where", {negative, wrapped, idx}));
+  ASSIGN_OR_RETURN(ValueId below, ctx.Emit("less", {idx, zero}));
+  ASSIGN_OR_RETURN(ValueId above, ctx.Emit("greater_equal", {idx, n_value}));
+  ASSIGN_OR_RETURN(ValueId out_of_range, ctx.Emit("or", {below, above}));
+  const ValueId stride = ctx.Constant(Tensor::FromVector<int64_t>(DType::kI64, {}, {strides[axis]}));
+  ASSIGN_OR_RETURN(ValueId along, ctx.Emit("mul", {idx, stride}));
+  ASSIGN_OR_RETURN(ValueId flat_index, ctx.Emit("add", {along, ctx.Constant(std::move(base))}));
+  const ValueId past_end = ctx.Constant(Tensor::FromVector<int64_t>(DType::kI64, {}, {data_count}));
+  ASSIGN_OR_RETURN(flat_index, ctx.Emit("where", {out_of_range, past_end, flat_index}));
+  ASSIGN_OR_RETURN(ValueId flat_data, ReshapeTo(ctx, data, {data_count}));
+  return SetResult(ctx, ctx.Emit("gather", {flat_data, flat_index}, {{"axis", int64_t{0}}}));
+}
+
 // ONNX Expand broadcasts both ways (a 1 in `shape` keeps the input's dim), while
 // Consensor's expand targets a shape: give it broadcast(input shape, shape).
 Status Expand(NodeContext& ctx) {
@@ -893,6 +956,7 @@ const std::vector<OpConverter>& TensorConverters() {
       {"Slice", Slice},
       {"Concat", Concat},
       {"Gather", Gather},
+      {"GatherElements", GatherElements},
       {"Expand", Expand},
       {"Split", Split},
       {"Tile", Tile},

@@ -81,8 +81,7 @@ TEST(DetMathRounding, ZeroSignsAndTies) {
   EXPECT_EQ(Bits(dm::round_half_even(-2.5f)), Bits(-2.0f));
   EXPECT_EQ(Bits(dm::round_half_even(8388607.5f)), Bits(8388608.0f));  // carries into the exponent
   EXPECT_EQ(Bits(dm::floor(-0.0f)), Bits(-0.0f));
-  EXPECT_EQ(Bits(dm::ceil(-std::numeric_limits<float>::infinity())),
-            Bits(-std::numeric_limits<float>::infinity()));
+  EXPECT_EQ(Bits(dm::ceil(-std::numeric_limits<float>::infinity())), Bits(-std::numeric_limits<float>::infinity()));
   EXPECT_EQ(Bits(dm::floor(FromBits(0xFFC12345u))), kCanonicalNaN);
 }
 

@@ -547,6 +547,45 @@ TEST(OnnxImport, InstanceNormalizationChecksItsOperands) {
   EXPECT_NE(r.status().message().find("scale and B must have shape [C]"), std::string::npos) << r.status().message();
 }
 
+TEST(OnnxImport, GatherElementsRefusesOutOfRangeIndicesAtRunTime) {
+  ModelBuilder m;
+  m.Input("x", onnx::TensorProto::FLOAT, {2, 3});
+  m.Input("i", onnx::TensorProto::INT64, {2, 2});
+  ModelBuilder::IntAttr(m.Node("GatherElements", {"x", "i"}, {"y"}), "axis", 1);
+  m.Output("y");
+  Tensor x = Tensor::FromVector<float>(DType::kF32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  auto y = RunOne(m, {{"x", x}, {"i", Tensor::FromVector<int64_t>(DType::kI64, {2, 2}, {2, -3, -1, 0})}});
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  EXPECT_EQ(Values(*y), (std::vector<float>{3, 1, 6, 4}));
+  // 3 on an axis of 3 would be the next row's first element in the flat data: refused.
+  for (int64_t bad :
+       {int64_t{3}, int64_t{-4}, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}) {
+    auto r = RunOne(m, {{"x", x}, {"i", Tensor::FromVector<int64_t>(DType::kI64, {2, 2}, {0, 0, bad, 0})}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("out of range"), std::string::npos) << r.status().message();
+  }
+  ModelBuilder wrong_rank;
+  wrong_rank.Input("x", onnx::TensorProto::FLOAT, {2, 3});
+  wrong_rank.Input("i", onnx::TensorProto::INT64, {2});
+  wrong_rank.Node("GatherElements", {"x", "i"}, {"y"});
+  wrong_rank.Output("y");
+  auto r = ImportOnnx(wrong_rank.Bytes(), {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
+}
+
+TEST(OnnxImport, LrnRefusesHostileSizes) {
+  for (int64_t size : {int64_t{0}, int64_t{-1}, int64_t{1} << 40, std::numeric_limits<int64_t>::max()}) {
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {1, 4, 2, 2});
+    ModelBuilder::IntAttr(m.Node("LRN", {"x"}, {"y"}), "size", size);
+    m.Output("y");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok()) << size;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
+  }
+}
+
 TEST(OnnxImport, SupportedOpsCoverTheIssueList) {
   const auto ops = SupportedOnnxOps();
   for (const char* op : {"Gemm",
@@ -572,7 +611,9 @@ TEST(OnnxImport, SupportedOpsCoverTheIssueList) {
                          "Trilu",
                          "OneHot",
                          "Hardmax",
-                         "InstanceNormalization"}) {
+                         "InstanceNormalization",
+                         "GatherElements",
+                         "LRN"}) {
     EXPECT_TRUE(std::binary_search(ops.begin(), ops.end(), op)) << op;
   }
 }
