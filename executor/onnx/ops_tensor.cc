@@ -471,6 +471,78 @@ Status GatherElements(NodeContext& ctx) {
   return SetResult(ctx, ctx.Emit("gather", {flat_data, flat_index}, {{"axis", int64_t{0}}}));
 }
 
+// GatherND: the data reshaped to [B * R, T] (B the batch dims, R the k indexed dims, T the
+// rest); each index tuple becomes one row number, reduce_sum(mul(i', strides)) over the
+// tuple plus a constant batch offset, and one `gather` on axis 0 fetches the rows. As for
+// GatherElements, a tuple with any component outside [0, dim) after wrapping negatives is
+// replaced by B * R, so `gather` refuses it.
+Status GatherNd(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"batch_dims"}));
+  ASSIGN_OR_RETURN(int64_t batch_dims, ctx.AttrInt("batch_dims", 0));
+  ASSIGN_OR_RETURN(ValueId data, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId indices, ctx.RequiredInput(1));
+  const Shape ds = ctx.type(data).shape;  // copies: Emit may move the value table
+  const Shape is = ctx.type(indices).shape;
+  const DType index_dtype = ctx.type(indices).dtype;
+  const int64_t r = static_cast<int64_t>(ds.size()), q = static_cast<int64_t>(is.size());
+  if (index_dtype != DType::kI32 && index_dtype != DType::kI64) return ctx.Invalid("indices must be int32 or int64");
+  if (r < 1 || q < 1 || batch_dims < 0 || batch_dims >= std::min(r, q)) {
+    return ctx.Invalid("needs data and indices of rank 1 or more and 0 <= batch_dims < min(their ranks)");
+  }
+  const int64_t k = is[q - 1];
+  if (k < 1 || k > r - batch_dims) {
+    return ctx.Invalid("the last dim of indices must be between 1 and rank(data) - batch_dims");
+  }
+  for (int64_t d = 0; d < batch_dims; ++d) {
+    if (is[d] != ds[d]) return ctx.Invalid("the batch dims of data and indices differ");
+  }
+  int64_t batches = 1, rows_per_batch = 1;
+  for (int64_t d = 0; d < batch_dims; ++d) batches *= ds[d];
+  Ints dims_k(static_cast<size_t>(k)), strides_k(static_cast<size_t>(k));
+  for (int64_t j = k - 1; j >= 0; --j) {
+    dims_k[j] = ds[batch_dims + j];
+    strides_k[j] = rows_per_batch;
+    rows_per_batch *= dims_k[j];
+  }
+  Shape tuple_shape(is.begin(), is.end() - 1);
+  Shape out_shape = tuple_shape;
+  int64_t tail = 1;
+  for (int64_t d = batch_dims + k; d < r; ++d) {
+    tail *= ds[d];
+    out_shape.push_back(ds[d]);
+  }
+  ASSIGN_OR_RETURN(int64_t tuple_count, CheckedNumElements(tuple_shape));
+  // batch_base[t] = (the batch of tuple t) * rows_per_batch; tuples of one batch are contiguous.
+  Tensor batch_base(DType::kI64, tuple_shape);
+  const int64_t tuples_per_batch = batches == 0 ? 0 : tuple_count / batches;
+  int64_t* base = batch_base.data_as<int64_t>();
+  for (int64_t t = 0; t < tuple_count; ++t) base[t] = (t / tuples_per_batch) * rows_per_batch;
+  ValueId idx = indices;
+  if (index_dtype != DType::kI64) {
+    ASSIGN_OR_RETURN(idx, ctx.Emit("cast", {indices}, {{"to", DType::kI64}}));
+  }
+  const ValueId zero = ctx.Scalar(DType::kI64, 0.0);
+  const ValueId dims = ctx.Constant(Int64Vector(dims_k));
+  ASSIGN_OR_RETURN(ValueId negative, ctx.Emit("less", {idx, zero}));
+  ASSIGN_OR_RETURN(ValueId wrapped, ctx.Emit("add", {idx, dims}));
+  ASSIGN_OR_RETURN(idx, ctx.Emit("where", {negative, wrapped, idx}));
+  ASSIGN_OR_RETURN(ValueId below, ctx.Emit("less", {idx, zero}));
+  ASSIGN_OR_RETURN(ValueId above, ctx.Emit("greater_equal", {idx, dims}));
+  ASSIGN_OR_RETURN(ValueId bad, ctx.Emit("or", {below, above}));
+  ASSIGN_OR_RETURN(ValueId bad_count, ctx.Emit("cast", {bad}, {{"to", DType::kI64}}));
+  const Attributes over_tuple = {{"axes", Ints{q - 1}}, {"keepdims", int64_t{0}}};
+  ASSIGN_OR_RETURN(ValueId any_bad, ctx.Emit("reduce_max", {bad_count}, over_tuple));
+  ASSIGN_OR_RETURN(ValueId any_bad_bool, ctx.Emit("greater", {any_bad, zero}));
+  ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {idx, ctx.Constant(Int64Vector(strides_k))}));
+  ASSIGN_OR_RETURN(ValueId row, ctx.Emit("reduce_sum", {scaled}, over_tuple));
+  ASSIGN_OR_RETURN(row, ctx.Emit("add", {row, ctx.Constant(std::move(batch_base))}));
+  const ValueId past_end = ctx.Constant(Tensor::FromVector<int64_t>(DType::kI64, {}, {batches * rows_per_batch}));
+  ASSIGN_OR_RETURN(row, ctx.Emit("where", {any_bad_bool, past_end, row}));
+  ASSIGN_OR_RETURN(ValueId table, ReshapeTo(ctx, data, {batches * rows_per_batch, tail}));
+  ASSIGN_OR_RETURN(ValueId gathered, ctx.Emit("gather", {table, row}, {{"axis", int64_t{0}}}));
+  return SetResult(ctx, ReshapeTo(ctx, gathered, out_shape));
+}
+
 // ONNX Expand broadcasts both ways (a 1 in `shape` keeps the input's dim), while
 // Consensor's expand targets a shape: give it broadcast(input shape, shape).
 Status Expand(NodeContext& ctx) {
@@ -957,6 +1029,7 @@ const std::vector<OpConverter>& TensorConverters() {
       {"Concat", Concat},
       {"Gather", Gather},
       {"GatherElements", GatherElements},
+      {"GatherND", GatherNd},
       {"Expand", Expand},
       {"Split", Split},
       {"Tile", Tile},

@@ -98,6 +98,7 @@ constexpr const char* kGoldenModels[] = {
     "node/test_instancenorm_example",
     "node/test_gather_elements_negative_indices",
     "node/test_lrn",
+    "node/test_gathernd_example_int32_batch_dim1",
 };
 
 struct Imported {

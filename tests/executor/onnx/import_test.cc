@@ -574,6 +574,46 @@ TEST(OnnxImport, GatherElementsRefusesOutOfRangeIndicesAtRunTime) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
 }
 
+TEST(OnnxImport, GatherNdFetchesTuplesAndRefusesBadOnes) {
+  auto model = [](int64_t batch_dims, const std::vector<int64_t>& index_dims) {
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {2, 2, 2});
+    m.Input("i", onnx::TensorProto::INT64, index_dims);
+    ModelBuilder::IntAttr(m.Node("GatherND", {"x", "i"}, {"y"}), "batch_dims", batch_dims);
+    m.Output("y");
+    return m;
+  };
+  Tensor x = Tensor::FromVector<float>(DType::kF32, {2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  {
+    auto y =
+        RunOne(model(0, {2, 2}), {{"x", x}, {"i", Tensor::FromVector<int64_t>(DType::kI64, {2, 2}, {1, 0, -1, -1})}});
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    EXPECT_EQ(y->shape(), (Shape{2, 2}));
+    EXPECT_EQ(Values(*y), (std::vector<float>{4, 5, 6, 7}));
+  }
+  {
+    // batch_dims 1: tuple t of batch b indexes x[b].
+    auto y = RunOne(model(1, {2, 1, 2}),
+                    {{"x", x}, {"i", Tensor::FromVector<int64_t>(DType::kI64, {2, 1, 2}, {0, 1, 1, 0})}});
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    EXPECT_EQ(Values(*y), (std::vector<float>{1, 6}));
+  }
+  // One bad component refuses the tuple, even when the flat row number would exist.
+  for (int64_t bad : {int64_t{2}, int64_t{-3}, std::numeric_limits<int64_t>::min()}) {
+    auto r = RunOne(model(0, {1, 3}), {{"x", x}, {"i", Tensor::FromVector<int64_t>(DType::kI64, {1, 3}, {0, bad, 0})}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("out of range"), std::string::npos) << r.status().message();
+  }
+  for (int64_t batch_dims : {int64_t{-1}, int64_t{2}, std::numeric_limits<int64_t>::max()}) {
+    auto r = ImportOnnx(model(batch_dims, {2, 2}).Bytes(), {});
+    ASSERT_FALSE(r.ok()) << batch_dims;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
+  }
+  auto too_long = ImportOnnx(model(0, {1, 4}).Bytes(), {});
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_EQ(too_long.status().code(), StatusCode::kInvalidArgument) << too_long.status().message();
+}
+
 TEST(OnnxImport, LrnRefusesHostileSizes) {
   for (int64_t size : {int64_t{0}, int64_t{-1}, int64_t{1} << 40, std::numeric_limits<int64_t>::max()}) {
     ModelBuilder m;
@@ -613,6 +653,7 @@ TEST(OnnxImport, SupportedOpsCoverTheIssueList) {
                          "Hardmax",
                          "InstanceNormalization",
                          "GatherElements",
+                         "GatherND",
                          "LRN"}) {
     EXPECT_TRUE(std::binary_search(ops.begin(), ops.end(), op)) << op;
   }
