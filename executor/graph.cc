@@ -139,6 +139,9 @@ Value reduce_mean(Value x, std::vector<int64_t> axes, bool keepdims) {
 Value reduce_max(Value x, std::vector<int64_t> axes, bool keepdims) {
   return Reduce("reduce_max", x, std::move(axes), keepdims);
 }
+Value reduce_prod(Value x, std::vector<int64_t> axes, bool keepdims) {
+  return Reduce("reduce_prod", x, std::move(axes), keepdims);
+}
 Value reduce_min(Value x, std::vector<int64_t> axes, bool keepdims) {
   return Reduce("reduce_min", x, std::move(axes), keepdims);
 }

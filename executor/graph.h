@@ -149,6 +149,7 @@ Value where(Value cond, Value a, Value b);
 Value reduce_sum(Value x, std::vector<int64_t> axes, bool keepdims = false);
 Value reduce_mean(Value x, std::vector<int64_t> axes, bool keepdims = false);
 Value reduce_max(Value x, std::vector<int64_t> axes, bool keepdims = false);
+Value reduce_prod(Value x, std::vector<int64_t> axes, bool keepdims = false);
 Value reduce_min(Value x, std::vector<int64_t> axes, bool keepdims = false);
 Value argmax(Value x, int64_t axis, bool keepdims = false);
 

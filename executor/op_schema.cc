@@ -921,6 +921,7 @@ std::vector<Spec> BuildSpecs() {
       {"reduce_mean", Op::kReduceMean, 1, 1, reduce, InferReduce, kMaskF32, 1},
       {"reduce_max", Op::kReduceMax, 1, 1, reduce, InferReduce, kMaskNumeric, 1},
       {"reduce_min", Op::kReduceMin, 1, 1, reduce, InferReduce, kMaskNumeric, 1},
+      {"reduce_prod", Op::kReduceProd, 1, 1, reduce, InferReduce, kMaskNumeric, 1},
       {"argmax", Op::kArgMax, 1, 1, {"axis", "keepdims"}, InferArgMax, kMaskNumeric, 1},
       // Linear algebra.
       {"matmul", Op::kMatMul, 2, 2, none, InferMatMul, kMaskF32, 2},

@@ -376,11 +376,19 @@ SelfTestGraph Reductions() {
   b.Out("max_middle", reduce_max(x3, {1}, true));
   b.Out("min_outer", reduce_min(x3, {0, 1}));
   b.Out("mean_middle", reduce_mean(x3, {1}));
+  // Products of values near 1, so long chains stay finite and every rounding counts.
+  Tensor near_one = F32({4, 33, 40}, 55, 0.25f, false);
+  for (int64_t i = 0; i < near_one.num_elements(); ++i) near_one.data_as<float>()[i] += 1.0f;
+  Value ones = b.In("near_one", std::move(near_one));
+  b.Out("prod_inner", reduce_prod(ones, {2}));
+  b.Out("prod_outer_inner", reduce_prod(ones, {0, 2}, true));
+  b.Out("prod_middle", reduce_prod(ones, {1}));
   // Special values: NaN, infinities, signed zeros.
   Value sp = b.In("specials", F32({9, 37}, 53, 4.0f));
   b.Out("sum_specials", reduce_sum(sp, {1}));
   b.Out("max_specials", reduce_max(sp, {1}));
   b.Out("min_specials", reduce_min(sp, {0}));
+  b.Out("prod_specials", reduce_prod(sp, {1}));
   b.Out("argmax_specials", argmax(sp, 1));
   b.Out("argmax_specials_cols", argmax(sp, 0, true));
   // Argmax ties: equal maxima, -0 vs +0, NaN (twice), +inf (twice), a constant row.
@@ -407,6 +415,7 @@ SelfTestGraph Reductions() {
     b.Out(n + "_sum_cols", reduce_sum(full, {0}, true));
     b.Out(n + "_max", reduce_max(full, {0}));
     b.Out(n + "_min", reduce_min(full, {1}));
+    b.Out(n + "_prod", reduce_prod(full, {0}));
     b.Out(n + "_argmax", argmax(small, 1));
     b.Out(n + "_argmax_cols", argmax(small, 0));
   }

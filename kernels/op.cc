@@ -46,6 +46,7 @@ std::string_view OpName(Op op) {
     case Op::kReduceMean: return "reduce_mean";
     case Op::kReduceMax: return "reduce_max";
     case Op::kReduceMin: return "reduce_min";
+    case Op::kReduceProd: return "reduce_prod";
     case Op::kArgMax: return "argmax";
     case Op::kMatMul: return "matmul";
     case Op::kMatMulInt8: return "matmul_i8";
@@ -72,6 +73,7 @@ OpFamily FamilyOf(Op op) {
     case Op::kReduceMean:
     case Op::kReduceMax:
     case Op::kReduceMin:
+    case Op::kReduceProd:
     case Op::kArgMax: return OpFamily::kReduce;
     case Op::kMatMul:
     case Op::kMatMulInt8: return OpFamily::kMatMul;

@@ -58,7 +58,8 @@ enum class Op : uint16_t {
   kReduceMean,
   kReduceMax,
   kReduceMin,
-  kArgMax,  // over params.axis -> i64
+  kReduceProd,  // sequential product in row-major term order
+  kArgMax,      // over params.axis -> i64
   // Linear algebra and neural-network ops.
   kMatMul,      // f32 batched, numpy broadcasting of batch dims
   kMatMulInt8,  // i8 x i8 -> i32, exact

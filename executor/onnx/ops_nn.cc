@@ -743,7 +743,7 @@ Status LayerNormalization(NodeContext& ctx) {
 
 // --- reductions ---
 
-enum class ReduceKind { kSum, kMean, kMax, kMin, kSumSquare, kL1, kL2, kLogSum, kLogSumExp };
+enum class ReduceKind { kSum, kMean, kMax, kMin, kProd, kSumSquare, kL1, kL2, kLogSum, kLogSumExp };
 
 Status Reduce(NodeContext& ctx, ReduceKind kind) {
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
@@ -770,7 +770,7 @@ Status Reduce(NodeContext& ctx, ReduceKind kind) {
     ASSIGN_OR_RETURN(a, NormalizeAxis(ctx, a, rank, "axis"));
   }
   if (rank == 0) return SetResult(ctx, ctx.Emit("identity", {x}));
-  if (kind != ReduceKind::kSum && kind != ReduceKind::kMax && kind != ReduceKind::kMin) {
+  if (kind != ReduceKind::kSum && kind != ReduceKind::kMax && kind != ReduceKind::kMin && kind != ReduceKind::kProd) {
     RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
   }
   Attributes attrs = {{"axes", axes}, {"keepdims", keepdims}};
@@ -791,10 +791,11 @@ Status Reduce(NodeContext& ctx, ReduceKind kind) {
     }
     default: break;
   }
-  const char* op = kind == ReduceKind::kMean  ? "reduce_mean"
-                   : kind == ReduceKind::kMax ? "reduce_max"
-                   : kind == ReduceKind::kMin ? "reduce_min"
-                                              : "reduce_sum";
+  const char* op = kind == ReduceKind::kMean   ? "reduce_mean"
+                   : kind == ReduceKind::kMax  ? "reduce_max"
+                   : kind == ReduceKind::kMin  ? "reduce_min"
+                   : kind == ReduceKind::kProd ? "reduce_prod"
+                                               : "reduce_sum";
   ASSIGN_OR_RETURN(ValueId y, ctx.Emit(op, {operand}, attrs));
   if (kind == ReduceKind::kL2) {
     ASSIGN_OR_RETURN(y, ctx.Emit("sqrt", {y}));
@@ -859,6 +860,7 @@ const std::vector<OpConverter>& NnConverters() {
       {"ReduceMean", [](NodeContext& c) { return Reduce(c, ReduceKind::kMean); }},
       {"ReduceMax", [](NodeContext& c) { return Reduce(c, ReduceKind::kMax); }},
       {"ReduceMin", [](NodeContext& c) { return Reduce(c, ReduceKind::kMin); }},
+      {"ReduceProd", [](NodeContext& c) { return Reduce(c, ReduceKind::kProd); }},
       {"ReduceSumSquare", [](NodeContext& c) { return Reduce(c, ReduceKind::kSumSquare); }},
       {"ReduceL1", [](NodeContext& c) { return Reduce(c, ReduceKind::kL1); }},
       {"ReduceL2", [](NodeContext& c) { return Reduce(c, ReduceKind::kL2); }},

@@ -336,6 +336,39 @@ std::map<std::string, Builder> AllVectors() {
   };
 
   // --- reductions: canonical sum order, NaN, signed zeros, empty ---
+  m["reduce_prod"] = [] {
+    Vector v;
+    // Values near 1 keep long chains finite, so every rounding of the sequential order shows;
+    // a second input carries the specials (NaN, inf, signed zeros, subnormals).
+    Tensor near_one = F32({6, 50, 9}, 61, 0.3f, false);
+    for (int64_t i = 0; i < near_one.num_elements(); ++i) near_one.data_as<float>()[i] += 1.0f;
+    Value x = v.graph.input("x", DType::kF32, {6, 50, 9});
+    Value s = v.graph.input("s", DType::kF32, {12, 40});
+    v.graph.output("inner", reduce_prod(x, {2}));
+    v.graph.output("middle", reduce_prod(x, {1}, true));
+    v.graph.output("outer_inner", reduce_prod(x, {0, 2}));
+    v.graph.output("all", reduce_prod(x, {}));
+    v.graph.output("specials", reduce_prod(s, {1}));
+    v.inputs.emplace("x", near_one);
+    v.inputs.emplace("s", F32({12, 40}, 62, 3.0f));
+    return v;
+  };
+  m["reduce_prod_int"] = [=] {
+    Vector v;
+    Tensor a = Ints<int32_t>(DType::kI32, {8, 30}, 63, -9, 9, {kMin32, kMax32, -1});
+    Tensor b = Ints<int64_t>(DType::kI64, {8, 30}, 64, -(int64_t{1} << 20), int64_t{1} << 20, {});
+    Tensor c = Ints<int8_t>(DType::kI8, {8, 30}, 65, -128, 127, {});
+    Value x = v.graph.input("a", DType::kI32, {8, 30});
+    Value y = v.graph.input("b", DType::kI64, {8, 30});
+    Value z = v.graph.input("c", DType::kI8, {8, 30});
+    v.graph.output("i32", reduce_prod(x, {1}));
+    v.graph.output("i64", reduce_prod(y, {0}));
+    v.graph.output("i8", reduce_prod(z, {1}));
+    v.inputs.emplace("a", a);
+    v.inputs.emplace("b", b);
+    v.inputs.emplace("c", c);
+    return v;
+  };
   m["reduce_sum_axes"] = OneInput(F32({5, 7, 9}, 60, 2.0f, false), [](Graph&, Value x) {
     return reduce_sum(x, {1}) + reduce_sum(reduce_sum(x, {0, 2}, true), {1});
   });
