@@ -97,6 +97,9 @@ Value gelu(Value x) { return Unary("gelu", x); }
 Value gelu_tanh(Value x) { return Unary("gelu_tanh", x); }
 Value sin(Value x) { return Unary("sin", x); }
 Value cos(Value x) { return Unary("cos", x); }
+Value floor(Value x) { return Unary("floor", x); }
+Value ceil(Value x) { return Unary("ceil", x); }
+Value round(Value x) { return Unary("round", x); }
 Value logical_not(Value x) { return Unary("not", x); }
 Value identity(Value x) { return Unary("identity", x); }
 Value cast(Value x, DType to) { return Make("cast", {x}, {{"to", to}}); }
@@ -107,6 +110,7 @@ Value operator*(Value a, Value b) { return Binary("mul", a, b); }
 Value operator/(Value a, Value b) { return Binary("div", a, b); }
 Value operator-(Value a) { return neg(a); }
 Value pow(Value a, Value b) { return Binary("pow", a, b); }
+Value fmod(Value a, Value b) { return Binary("fmod", a, b); }
 Value maximum(Value a, Value b) { return Binary("max", a, b); }
 Value minimum(Value a, Value b) { return Binary("min", a, b); }
 Value equal(Value a, Value b) { return Binary("equal", a, b); }
@@ -134,6 +138,9 @@ Value reduce_mean(Value x, std::vector<int64_t> axes, bool keepdims) {
 }
 Value reduce_max(Value x, std::vector<int64_t> axes, bool keepdims) {
   return Reduce("reduce_max", x, std::move(axes), keepdims);
+}
+Value reduce_prod(Value x, std::vector<int64_t> axes, bool keepdims) {
+  return Reduce("reduce_prod", x, std::move(axes), keepdims);
 }
 Value reduce_min(Value x, std::vector<int64_t> axes, bool keepdims) {
   return Reduce("reduce_min", x, std::move(axes), keepdims);

@@ -119,6 +119,9 @@ Value gelu(Value x);
 Value gelu_tanh(Value x);
 Value sin(Value x);
 Value cos(Value x);
+Value floor(Value x);
+Value ceil(Value x);
+Value round(Value x);  // half to even
 Value logical_not(Value x);
 Value identity(Value x);
 Value cast(Value x, DType to);
@@ -129,6 +132,7 @@ Value operator*(Value a, Value b);
 Value operator/(Value a, Value b);
 Value operator-(Value a);
 Value pow(Value a, Value b);
+Value fmod(Value a, Value b);  // remainder with the sign of a
 Value maximum(Value a, Value b);
 Value minimum(Value a, Value b);
 Value equal(Value a, Value b);
@@ -145,6 +149,7 @@ Value where(Value cond, Value a, Value b);
 Value reduce_sum(Value x, std::vector<int64_t> axes, bool keepdims = false);
 Value reduce_mean(Value x, std::vector<int64_t> axes, bool keepdims = false);
 Value reduce_max(Value x, std::vector<int64_t> axes, bool keepdims = false);
+Value reduce_prod(Value x, std::vector<int64_t> axes, bool keepdims = false);
 Value reduce_min(Value x, std::vector<int64_t> axes, bool keepdims = false);
 Value argmax(Value x, int64_t axis, bool keepdims = false);
 

@@ -219,10 +219,12 @@ SelfTestGraph UnaryF32(const Shape& shape, const std::string& name) {
   CaseBuilder b(name);
   Value x = b.In("x", F32(shape, 1, 12.0f));
   Value big = b.In("big", F32(shape, 2, 3000.0f));
-  const std::pair<const char*, Value (*)(Value)> unary[] = {
-      {"neg", neg},     {"abs", abs},   {"relu", relu},        {"exp", exp}, {"log", log},   {"sqrt", sqrt},
-      {"rsqrt", rsqrt}, {"tanh", tanh}, {"sigmoid", sigmoid},  {"erf", erf}, {"gelu", gelu}, {"gelu_tanh", gelu_tanh},
-      {"sin", sin},     {"cos", cos},   {"identity", identity}};
+  const std::pair<const char*, Value (*)(Value)> unary[] = {{"neg", neg},     {"abs", abs},   {"relu", relu},
+                                                            {"exp", exp},     {"log", log},   {"sqrt", sqrt},
+                                                            {"rsqrt", rsqrt}, {"tanh", tanh}, {"sigmoid", sigmoid},
+                                                            {"erf", erf},     {"gelu", gelu}, {"gelu_tanh", gelu_tanh},
+                                                            {"sin", sin},     {"cos", cos},   {"identity", identity},
+                                                            {"floor", floor}, {"ceil", ceil}, {"round", round}};
   for (const auto& [op, f] : unary) b.Out(op, f(x));
   // Wide arguments: argument reduction of sin/cos, large logs and roots.
   b.Out("sin_big", sin(big));
@@ -253,6 +255,8 @@ SelfTestGraph BinaryF32(const Shape& shape, const std::string& name) {
   b.Out("div", a / bb);
   b.Out("pow", pow(a, e));
   b.Out("pow_broadcast", pow(row, a));
+  b.Out("fmod", fmod(a, bb));
+  b.Out("fmod_broadcast", fmod(a, col));
   b.Out("max", maximum(a, bb));
   b.Out("min", minimum(a, row));
   b.Out("equal", equal(a, bb));
@@ -288,6 +292,7 @@ SelfTestGraph IntegerArithmetic() {
     b.Out(n + "_mul_small", a * s);
     b.Out(n + "_div", a / s);
     b.Out(n + "_div_full", c / a);
+    b.Out(n + "_fmod", fmod(a, s));
     b.Out(n + "_max", maximum(a, c));
     b.Out(n + "_min", minimum(a, row));
     b.Out(n + "_neg", neg(a));
@@ -371,11 +376,19 @@ SelfTestGraph Reductions() {
   b.Out("max_middle", reduce_max(x3, {1}, true));
   b.Out("min_outer", reduce_min(x3, {0, 1}));
   b.Out("mean_middle", reduce_mean(x3, {1}));
+  // Products of values near 1, so long chains stay finite and every rounding counts.
+  Tensor near_one = F32({4, 33, 40}, 55, 0.25f, false);
+  for (int64_t i = 0; i < near_one.num_elements(); ++i) near_one.data_as<float>()[i] += 1.0f;
+  Value ones = b.In("near_one", std::move(near_one));
+  b.Out("prod_inner", reduce_prod(ones, {2}));
+  b.Out("prod_outer_inner", reduce_prod(ones, {0, 2}, true));
+  b.Out("prod_middle", reduce_prod(ones, {1}));
   // Special values: NaN, infinities, signed zeros.
   Value sp = b.In("specials", F32({9, 37}, 53, 4.0f));
   b.Out("sum_specials", reduce_sum(sp, {1}));
   b.Out("max_specials", reduce_max(sp, {1}));
   b.Out("min_specials", reduce_min(sp, {0}));
+  b.Out("prod_specials", reduce_prod(sp, {1}));
   b.Out("argmax_specials", argmax(sp, 1));
   b.Out("argmax_specials_cols", argmax(sp, 0, true));
   // Argmax ties: equal maxima, -0 vs +0, NaN (twice), +inf (twice), a constant row.
@@ -402,6 +415,7 @@ SelfTestGraph Reductions() {
     b.Out(n + "_sum_cols", reduce_sum(full, {0}, true));
     b.Out(n + "_max", reduce_max(full, {0}));
     b.Out(n + "_min", reduce_min(full, {1}));
+    b.Out(n + "_prod", reduce_prod(full, {0}));
     b.Out(n + "_argmax", argmax(small, 1));
     b.Out(n + "_argmax_cols", argmax(small, 0));
   }

@@ -610,4 +610,96 @@ CNSR_HD float pow(float x, float y) {
   return r;
 }
 
+// ---------------------------------------------------------------------------------------
+// Rounding to an integral value and the exact remainder (DETERMINISM.md section 5.12).
+// Each result is a float that exists exactly, so these are pure bit and integer
+// manipulation: no floating-point operation, and no rounding error to agree on.
+
+enum class IntegralMode { kFloor, kCeil, kHalfEven };
+
+// x rounded to an integral float by `mode`. A zero result keeps the sign of x
+// (floor(+0.3) = +0, ceil(-0.3) = -0, round(-0.5) = -0); +-0, +-inf and every |x| >= 2^23
+// are returned unchanged; NaN -> canonical NaN.
+CNSR_HD float round_integral(float x, IntegralMode mode) {
+  const uint32_t u = as_uint(x);
+  const uint32_t sign = u & 0x80000000u;
+  const uint32_t mag = u & 0x7FFFFFFFu;
+  const bool negative = sign != 0u;
+  if (mag > 0x7F800000u) return canonical_nan();
+  if (mag >= 0x4B000000u || mag == 0u) return x;  // |x| >= 2^23 (inf included) or +-0
+  // Whether the magnitude moves up to the next integer when x is not integral.
+  const bool up_if_inexact =
+      mode == IntegralMode::kFloor ? negative : (mode == IntegralMode::kCeil ? !negative : false);
+  if (mag < 0x3F800000u) {  // 0 < |x| < 1: the result is +-0 or +-1
+    bool up = up_if_inexact;
+    if (mode == IntegralMode::kHalfEven) up = mag > 0x3F000000u;  // |x| > 0.5 (0.5 ties to 0)
+    return as_float(sign | (up ? 0x3F800000u : 0u));
+  }
+  const uint32_t frac_bits = 150u - (mag >> 23);  // 1..23 fraction bits below the unit
+  const uint32_t frac_mask = (1u << frac_bits) - 1u;
+  const uint32_t frac = mag & frac_mask;
+  if (frac == 0u) return x;
+  const uint32_t truncated = mag & ~frac_mask;
+  bool up = up_if_inexact;
+  if (mode == IntegralMode::kHalfEven) {
+    const uint32_t half = 1u << (frac_bits - 1u);
+    const bool odd = ((truncated >> frac_bits) & 1u) != 0u;
+    up = frac > half || (frac == half && odd);
+  }
+  // Adding one unit to the bit pattern carries into the exponent when needed (1.5 -> 2).
+  return as_float(sign | (up ? truncated + (1u << frac_bits) : truncated));
+}
+
+CNSR_HD float floor(float x) { return round_integral(x, IntegralMode::kFloor); }
+CNSR_HD float ceil(float x) { return round_integral(x, IntegralMode::kCeil); }
+CNSR_HD float round_half_even(float x) { return round_integral(x, IntegralMode::kHalfEven); }
+
+// C's fmod: x - trunc(x / y) * y computed exactly (the result always exists as a float),
+// with the sign of x. NaN in, x infinite or y zero -> canonical NaN; y infinite -> x;
+// a zero result keeps the sign of x. Binary long division on the significands: at most
+// 277 shift-subtract steps.
+CNSR_HD float fmod(float x, float y) {
+  const uint32_t ux = as_uint(x), uy = as_uint(y);
+  const uint32_t sign = ux & 0x80000000u;
+  const uint32_t ax = ux & 0x7FFFFFFFu, ay = uy & 0x7FFFFFFFu;
+  if (ax > 0x7F800000u || ay > 0x7F800000u || ax == 0x7F800000u || ay == 0u) return canonical_nan();
+  if (ax < ay) return x;  // |x| < |y| (y = inf included): the quotient truncates to 0
+  // Unpack to significand m (bit 23 set) and unbiased-plus-127 exponent e.
+  int32_t ex = static_cast<int32_t>(ax >> 23), ey = static_cast<int32_t>(ay >> 23);
+  uint32_t mx = ax & 0x007FFFFFu, my = ay & 0x007FFFFFu;
+  if (ex == 0) {  // subnormal: normalize, letting the exponent go below 1
+    ex = 1;
+    while (mx < 0x00800000u) {
+      mx <<= 1;
+      --ex;
+    }
+  } else {
+    mx |= 0x00800000u;
+  }
+  if (ey == 0) {
+    ey = 1;
+    while (my < 0x00800000u) {
+      my <<= 1;
+      --ey;
+    }
+  } else {
+    my |= 0x00800000u;
+  }
+  // Invariant: mx < 2 * my < 2^25. Each step takes one more quotient bit.
+  for (; ex > ey; --ex) {
+    if (mx >= my) mx -= my;
+    mx <<= 1;
+  }
+  if (mx >= my) mx -= my;
+  if (mx == 0u) return as_float(sign);
+  while (mx < 0x00800000u) {
+    mx <<= 1;
+    --ey;
+  }
+  if (ey >= 1) return as_float(sign | (static_cast<uint32_t>(ey) << 23) | (mx & 0x007FFFFFu));
+  // Subnormal result: the remainder is a multiple of the smallest subnormal, so the
+  // shift drops only zero bits.
+  return as_float(sign | (mx >> static_cast<uint32_t>(1 - ey)));
+}
+
 }  // namespace consensor::detmath

@@ -18,6 +18,9 @@ std::string_view OpName(Op op) {
     case Op::kGeluTanh: return "gelu_tanh";
     case Op::kSin: return "sin";
     case Op::kCos: return "cos";
+    case Op::kFloor: return "floor";
+    case Op::kCeil: return "ceil";
+    case Op::kRound: return "round";
     case Op::kNot: return "not";
     case Op::kIdentity: return "identity";
     case Op::kCast: return "cast";
@@ -26,6 +29,7 @@ std::string_view OpName(Op op) {
     case Op::kMul: return "mul";
     case Op::kDiv: return "div";
     case Op::kPow: return "pow";
+    case Op::kFmod: return "fmod";
     case Op::kMax: return "max";
     case Op::kMin: return "min";
     case Op::kEqual: return "equal";
@@ -42,6 +46,7 @@ std::string_view OpName(Op op) {
     case Op::kReduceMean: return "reduce_mean";
     case Op::kReduceMax: return "reduce_max";
     case Op::kReduceMin: return "reduce_min";
+    case Op::kReduceProd: return "reduce_prod";
     case Op::kArgMax: return "argmax";
     case Op::kMatMul: return "matmul";
     case Op::kMatMulInt8: return "matmul_i8";
@@ -68,6 +73,7 @@ OpFamily FamilyOf(Op op) {
     case Op::kReduceMean:
     case Op::kReduceMax:
     case Op::kReduceMin:
+    case Op::kReduceProd:
     case Op::kArgMax: return OpFamily::kReduce;
     case Op::kMatMul:
     case Op::kMatMulInt8: return OpFamily::kMatMul;

@@ -28,6 +28,9 @@ enum class Op : uint16_t {
   kGeluTanh,
   kSin,
   kCos,
+  kFloor,  // f32; exact (section 4.2)
+  kCeil,
+  kRound,     // half to even
   kNot,       // bool
   kIdentity,  // any dtype, copies bits
   kCast,      // params.to
@@ -37,6 +40,7 @@ enum class Op : uint16_t {
   kMul,
   kDiv,
   kPow,
+  kFmod,  // f32, i8, i32, i64: remainder with the sign of the dividend
   kMax,
   kMin,
   kEqual,
@@ -54,7 +58,8 @@ enum class Op : uint16_t {
   kReduceMean,
   kReduceMax,
   kReduceMin,
-  kArgMax,  // over params.axis -> i64
+  kReduceProd,  // sequential product in row-major term order
+  kArgMax,      // over params.axis -> i64
   // Linear algebra and neural-network ops.
   kMatMul,      // f32 batched, numpy broadcasting of batch dims
   kMatMulInt8,  // i8 x i8 -> i32, exact

@@ -37,6 +37,8 @@ class NodeContext {
   const std::string& op_type() const;
   const std::string& node_name() const;
   int64_t opset() const { return opset_; }
+  // The import's resource caps (a converter that builds a table checks its size first).
+  const Limits& limits() const;
 
   // --- inputs (an optional input left empty in the model is absent) ---
   int num_inputs() const { return static_cast<int>(inputs_.size()); }

@@ -527,6 +527,7 @@ NodeContext::NodeContext(Importer& importer, const onnx::NodeProto& node, std::v
 
 const std::string& NodeContext::op_type() const { return node_.op_type(); }
 const std::string& NodeContext::node_name() const { return node_.name(); }
+const Limits& NodeContext::limits() const { return importer_.limits(); }
 
 std::string NodeContext::Where() const {
   return "node '" + (node_.name().empty() ? (node_.output_size() ? node_.output(0) : std::string("?")) : node_.name()) +

@@ -347,6 +347,30 @@ Status Celu(NodeContext& ctx) {
   return SetResult(ctx, ctx.Emit("add", {pos, neg}));
 }
 
+// fmod = 1: `fmod` (the remainder takes the dividend's sign; the only mode ONNX allows for
+// floats). fmod = 0, integers: the remainder takes the divisor's sign, so a nonzero `fmod`
+// result whose sign differs from the divisor's moves by one divisor.
+Status Mod(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"fmod"}));
+  ASSIGN_OR_RETURN(int64_t fmod_mode, ctx.AttrInt("fmod", 0));
+  if (fmod_mode != 0 && fmod_mode != 1) return ctx.Invalid("attribute fmod must be 0 or 1");
+  ASSIGN_OR_RETURN(ValueId a, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId b, ctx.RequiredInput(1));
+  const DType dtype = ctx.type(a).dtype;
+  if (dtype != ctx.type(b).dtype) return ctx.Invalid("inputs have different dtypes");
+  if (dtype == DType::kF32 && fmod_mode == 0) return ctx.Invalid("floating-point inputs need fmod = 1");
+  ASSIGN_OR_RETURN(ValueId r, ctx.Emit("fmod", {a, b}));
+  if (fmod_mode == 1) return SetResult(ctx, StatusOr<ValueId>(r));
+  const ValueId zero = ctx.Scalar(dtype, 0.0);
+  ASSIGN_OR_RETURN(ValueId nonzero, ctx.Emit("not_equal", {r, zero}));
+  ASSIGN_OR_RETURN(ValueId r_negative, ctx.Emit("less", {r, zero}));
+  ASSIGN_OR_RETURN(ValueId b_negative, ctx.Emit("less", {b, zero}));
+  ASSIGN_OR_RETURN(ValueId signs_differ, ctx.Emit("xor", {r_negative, b_negative}));
+  ASSIGN_OR_RETURN(ValueId adjust, ctx.Emit("and", {nonzero, signs_differ}));
+  ASSIGN_OR_RETURN(ValueId moved, ctx.Emit("add", {r, b}));
+  return SetResult(ctx, ctx.Emit("where", {adjust, moved, r}));
+}
+
 // sin(x) / cos(x)
 Status Tan(NodeContext& ctx) {
   RETURN_IF_ERROR(ctx.CheckAttributes({}));
@@ -372,6 +396,10 @@ const std::vector<OpConverter>& ElementwiseConverters() {
       {"Erf", [](NodeContext& c) { return Unary(c, "erf", true); }},
       {"Sin", [](NodeContext& c) { return Unary(c, "sin", true); }},
       {"Cos", [](NodeContext& c) { return Unary(c, "cos", true); }},
+      {"Floor", [](NodeContext& c) { return Unary(c, "floor", true); }},
+      {"Ceil", [](NodeContext& c) { return Unary(c, "ceil", true); }},
+      {"Round", [](NodeContext& c) { return Unary(c, "round", true); }},
+      {"Mod", Mod},
       {"Not", [](NodeContext& c) { return Unary(c, "not", false); }},
       {"Identity", [](NodeContext& c) { return Unary(c, "identity", false); }},
       {"Add", [](NodeContext& c) { return Binary(c, "add"); }},

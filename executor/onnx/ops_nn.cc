@@ -588,6 +588,114 @@ Status Softmax(NodeContext& ctx, bool log) {
   return SetResult(ctx, ReshapeTo(ctx, y, ctx.type(x).shape));
 }
 
+// Hardmax: 1 at the first maximum along the axis (argmax's tie rule), 0 elsewhere:
+// cast(equal(argmax(x, keepdims), iota), f32). Before opset 13 the input is coerced to 2-D
+// at `axis`, as for Softmax.
+Status Hardmax(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"axis"}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  ASSIGN_OR_RETURN(auto operand, SoftmaxOperand(ctx, x));
+  auto [v, axis] = operand;
+  const Shape vs = ctx.type(v).shape;  // a copy: Emit may move the value table
+  const Ints x_dims(ctx.type(x).shape.begin(), ctx.type(x).shape.end());
+  const int64_t n = vs[axis];
+  ASSIGN_OR_RETURN(int64_t count, CheckedNumElements(ctx.type(x).shape));
+  if (count == 0) {
+    // argmax refuses an empty axis; an empty input has an empty result anyway.
+    return SetResult(ctx, ctx.Emit("expand", {ctx.ScalarF32(0.0f)}, {{"shape", x_dims}}));
+  }
+  ASSIGN_OR_RETURN(ValueId first_max, ctx.Emit("argmax", {v}, {{"axis", axis}, {"keepdims", int64_t{1}}}));
+  Ints positions(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = i;
+  Shape iota_shape(vs.size() - static_cast<size_t>(axis), 1);
+  iota_shape[0] = n;
+  ASSIGN_OR_RETURN(ValueId iota, ReshapeTo(ctx, ctx.Constant(Int64Vector(positions)), iota_shape));
+  ASSIGN_OR_RETURN(ValueId hit, ctx.Emit("equal", {first_max, iota}));
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("cast", {hit}, {{"to", DType::kF32}}));
+  return SetResult(ctx, ReshapeTo(ctx, y, ctx.type(x).shape));
+}
+
+// InstanceNormalization: per (n, c), over the spatial axes, the statistics of layer_norm
+// spelled out (mean = reduce_mean(x), d = x - mean, var = reduce_mean(d * d),
+// r = 1 / sqrt(var + epsilon)), then y = (d * r) * scale[c] + B[c].
+Status InstanceNormalization(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"epsilon"}));
+  ASSIGN_OR_RETURN(float epsilon, ctx.AttrFloat("epsilon", 1e-5f));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId scale, ctx.RequiredInput(1));
+  ASSIGN_OR_RETURN(ValueId bias, ctx.RequiredInput(2));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "input"));
+  RETURN_IF_ERROR(RequireF32(ctx, scale, "scale"));
+  RETURN_IF_ERROR(RequireF32(ctx, bias, "B"));
+  const Shape xs = ctx.type(x).shape;
+  if (xs.size() < 3) return ctx.Invalid("input must have rank 3 or more ([N, C, D1, ...])");
+  const Shape per_channel = {xs[1]};
+  if (ctx.type(scale).shape != per_channel || ctx.type(bias).shape != per_channel) {
+    return ctx.Invalid("scale and B must have shape [C] = [" + std::to_string(xs[1]) + "]");
+  }
+  Ints axes;
+  for (int64_t i = 2; i < static_cast<int64_t>(xs.size()); ++i) axes.push_back(i);
+  Attributes reduce = {{"axes", axes}, {"keepdims", int64_t{1}}};
+  ASSIGN_OR_RETURN(ValueId mean, ctx.Emit("reduce_mean", {x}, reduce));
+  ASSIGN_OR_RETURN(ValueId d, ctx.Emit("sub", {x, mean}));
+  ASSIGN_OR_RETURN(ValueId d2, ctx.Emit("mul", {d, d}));
+  ASSIGN_OR_RETURN(ValueId var, ctx.Emit("reduce_mean", {d2}, reduce));
+  ASSIGN_OR_RETURN(ValueId ve, ctx.Emit("add", {var, ctx.ScalarF32(epsilon)}));
+  ASSIGN_OR_RETURN(ValueId sd, ctx.Emit("sqrt", {ve}));
+  ASSIGN_OR_RETURN(ValueId inv, ctx.Emit("div", {ctx.ScalarF32(1.0f), sd}));
+  ASSIGN_OR_RETURN(ValueId normalized, ctx.Emit("mul", {d, inv}));
+  Shape channel_shape(xs.size() - 1, 1);
+  channel_shape[0] = xs[1];
+  ASSIGN_OR_RETURN(ValueId scale_c, ReshapeTo(ctx, scale, channel_shape));
+  ASSIGN_OR_RETURN(ValueId bias_c, ReshapeTo(ctx, bias, channel_shape));
+  ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {normalized, scale_c}));
+  return SetResult(ctx, ctx.Emit("add", {scaled, bias_c}));
+}
+
+// LRN: s = the sum of x^2 over the channel window [c - (size-1)/2, c + ceil((size-1)/2)]
+// (zero-padded), one `reduce_sum` (csum) of `size` terms per output after a constant-index
+// `gather` of the windows; y = div(x, pow(add(mul(s, alpha / size), bias), beta)), with
+// alpha / size one f32 division at import.
+Status Lrn(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"alpha", "beta", "bias", "size"}));
+  ASSIGN_OR_RETURN(float alpha, ctx.AttrFloat("alpha", 1e-4f));
+  ASSIGN_OR_RETURN(float beta, ctx.AttrFloat("beta", 0.75f));
+  ASSIGN_OR_RETURN(float bias, ctx.AttrFloat("bias", 1.0f));
+  if (!ctx.has_attr("size")) return ctx.Invalid("attribute size is required");
+  ASSIGN_OR_RETURN(int64_t size, ctx.AttrInt("size", 1));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  const Shape xs = ctx.type(x).shape;  // a copy: Emit may move the value table
+  if (xs.size() < 2) return ctx.Invalid("input must have rank 2 or more ([N, C, ...])");
+  const int64_t batch = xs[0], channels = xs[1];
+  ASSIGN_OR_RETURN(int64_t count, CheckedNumElements(xs));
+  const int64_t spatial = batch * channels == 0 ? 0 : count / (batch * channels);
+  // The window table and the gathered windows are `size` times larger than x: cap them first.
+  const double windows = static_cast<double>(count) * static_cast<double>(size);
+  if (size < 1 || windows > static_cast<double>(ctx.limits().max_elements_per_tensor)) {
+    return ctx.Invalid("attribute size must be at least 1 and the windows within the element cap");
+  }
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  ASSIGN_OR_RETURN(ValueId sq, ctx.Emit("mul", {x, x}));
+  ASSIGN_OR_RETURN(sq, ReshapeTo(ctx, sq, {batch, channels, spatial}));
+  ASSIGN_OR_RETURN(ValueId padded, ctx.Emit("pad", {sq}, {{"pads", Ints{0, before, 0, 0, after, 0}}}));
+  Tensor window_index(DType::kI64, {channels, size});
+  int64_t* w = window_index.data_as<int64_t>();
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t k = 0; k < size; ++k) w[c * size + k] = c + k;
+  }
+  ASSIGN_OR_RETURN(ValueId gathered,
+                   ctx.Emit("gather", {padded, ctx.Constant(std::move(window_index))}, {{"axis", int64_t{1}}}));
+  ASSIGN_OR_RETURN(ValueId sum, ctx.Emit("reduce_sum", {gathered}, {{"axes", Ints{2}}, {"keepdims", int64_t{0}}}));
+  ASSIGN_OR_RETURN(sum, ReshapeTo(ctx, sum, xs));
+  const float alpha_over_size = alpha / static_cast<float>(size);
+  ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {sum, ctx.ScalarF32(alpha_over_size)}));
+  ASSIGN_OR_RETURN(ValueId base, ctx.Emit("add", {scaled, ctx.ScalarF32(bias)}));
+  ASSIGN_OR_RETURN(ValueId denominator, ctx.Emit("pow", {base, ctx.ScalarF32(beta)}));
+  return SetResult(ctx, ctx.Emit("div", {x, denominator}));
+}
+
 // --- LayerNormalization (opset 17) ---
 
 Status LayerNormalization(NodeContext& ctx) {
@@ -635,7 +743,7 @@ Status LayerNormalization(NodeContext& ctx) {
 
 // --- reductions ---
 
-enum class ReduceKind { kSum, kMean, kMax, kMin, kSumSquare, kL1, kL2, kLogSum, kLogSumExp };
+enum class ReduceKind { kSum, kMean, kMax, kMin, kProd, kSumSquare, kL1, kL2, kLogSum, kLogSumExp };
 
 Status Reduce(NodeContext& ctx, ReduceKind kind) {
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
@@ -662,7 +770,7 @@ Status Reduce(NodeContext& ctx, ReduceKind kind) {
     ASSIGN_OR_RETURN(a, NormalizeAxis(ctx, a, rank, "axis"));
   }
   if (rank == 0) return SetResult(ctx, ctx.Emit("identity", {x}));
-  if (kind != ReduceKind::kSum && kind != ReduceKind::kMax && kind != ReduceKind::kMin) {
+  if (kind != ReduceKind::kSum && kind != ReduceKind::kMax && kind != ReduceKind::kMin && kind != ReduceKind::kProd) {
     RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
   }
   Attributes attrs = {{"axes", axes}, {"keepdims", keepdims}};
@@ -683,10 +791,11 @@ Status Reduce(NodeContext& ctx, ReduceKind kind) {
     }
     default: break;
   }
-  const char* op = kind == ReduceKind::kMean  ? "reduce_mean"
-                   : kind == ReduceKind::kMax ? "reduce_max"
-                   : kind == ReduceKind::kMin ? "reduce_min"
-                                              : "reduce_sum";
+  const char* op = kind == ReduceKind::kMean   ? "reduce_mean"
+                   : kind == ReduceKind::kMax  ? "reduce_max"
+                   : kind == ReduceKind::kMin  ? "reduce_min"
+                   : kind == ReduceKind::kProd ? "reduce_prod"
+                                               : "reduce_sum";
   ASSIGN_OR_RETURN(ValueId y, ctx.Emit(op, {operand}, attrs));
   if (kind == ReduceKind::kL2) {
     ASSIGN_OR_RETURN(y, ctx.Emit("sqrt", {y}));
@@ -744,10 +853,14 @@ const std::vector<OpConverter>& NnConverters() {
       {"Softmax", [](NodeContext& c) { return Softmax(c, false); }},
       {"LogSoftmax", [](NodeContext& c) { return Softmax(c, true); }},
       {"LayerNormalization", LayerNormalization},
+      {"Hardmax", Hardmax},
+      {"LRN", Lrn},
+      {"InstanceNormalization", InstanceNormalization},
       {"ReduceSum", [](NodeContext& c) { return Reduce(c, ReduceKind::kSum); }},
       {"ReduceMean", [](NodeContext& c) { return Reduce(c, ReduceKind::kMean); }},
       {"ReduceMax", [](NodeContext& c) { return Reduce(c, ReduceKind::kMax); }},
       {"ReduceMin", [](NodeContext& c) { return Reduce(c, ReduceKind::kMin); }},
+      {"ReduceProd", [](NodeContext& c) { return Reduce(c, ReduceKind::kProd); }},
       {"ReduceSumSquare", [](NodeContext& c) { return Reduce(c, ReduceKind::kSumSquare); }},
       {"ReduceL1", [](NodeContext& c) { return Reduce(c, ReduceKind::kL1); }},
       {"ReduceL2", [](NodeContext& c) { return Reduce(c, ReduceKind::kL2); }},

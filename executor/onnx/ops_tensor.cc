@@ -408,6 +408,141 @@ Status Gather(NodeContext& ctx) {
   return SetResult(ctx, ctx.Emit("gather", {data, indices}, {{"axis", axis}}));
 }
 
+// GatherElements: one `gather` from the flattened data at flat positions
+// idx' * stride[axis] + base, where idx' = where(less(idx, 0), add(idx, n), idx) and base is
+// a constant holding every other coordinate's share. An idx' outside [0, n) is replaced by
+// the element count, so `gather` fails the task (or the import, for constant indices) as an
+// out-of-range index instead of reading a neighbouring row.
+Status GatherElements(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"axis"}));
+  ASSIGN_OR_RETURN(ValueId data, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId indices, ctx.RequiredInput(1));
+  const Shape ds = ctx.type(data).shape;  // copies: Emit may move the value table
+  const Shape is = ctx.type(indices).shape;
+  const DType index_dtype = ctx.type(indices).dtype;
+  const int64_t rank = static_cast<int64_t>(ds.size());
+  if (rank == 0 || static_cast<int64_t>(is.size()) != rank) {
+    return ctx.Invalid("data and indices must have the same rank, at least 1");
+  }
+  if (index_dtype != DType::kI32 && index_dtype != DType::kI64) return ctx.Invalid("indices must be int32 or int64");
+  ASSIGN_OR_RETURN(int64_t axis_attr, ctx.AttrInt("axis", 0));
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, axis_attr, rank, "axis"));
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != axis && is[d] > ds[d]) {
+      return ctx.Invalid("indices " + ShapeToString(is) + " exceed data " + ShapeToString(ds) + " on axis " +
+                         std::to_string(d));
+    }
+  }
+  ASSIGN_OR_RETURN(int64_t data_count, CheckedNumElements(ds));
+  ASSIGN_OR_RETURN(int64_t index_count, CheckedNumElements(is));
+  Ints strides(static_cast<size_t>(rank), 1);
+  for (int64_t d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * ds[d + 1];
+  // base[i] = sum over d != axis of i_d * strides[d], in row-major order of the indices.
+  Tensor base(DType::kI64, is);
+  int64_t* b = base.data_as<int64_t>();
+  Ints coord(static_cast<size_t>(rank), 0);
+  for (int64_t i = 0; i < index_count; ++i) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d != axis) offset += coord[d] * strides[d];
+    }
+    b[i] = offset;
+    for (int64_t d = rank - 1; d >= 0 && ++coord[d] == is[d]; --d) coord[d] = 0;
+  }
+  const int64_t n = ds[axis];
+  ValueId idx = indices;
+  if (index_dtype != DType::kI64) {
+    ASSIGN_OR_RETURN(idx, ctx.Emit("cast", {indices}, {{"to", DType::kI64}}));
+  }
+  const ValueId zero = ctx.Scalar(DType::kI64, 0.0);
+  const ValueId n_value = ctx.Constant(Tensor::FromVector<int64_t>(DType::kI64, {}, {n}));
+  ASSIGN_OR_RETURN(ValueId negative, ctx.Emit("less", {idx, zero}));
+  ASSIGN_OR_RETURN(ValueId wrapped, ctx.Emit("add", {idx, n_value}));
+  ASSIGN_OR_RETURN(idx, ctx.Emit("where", {negative, wrapped, idx}));
+  ASSIGN_OR_RETURN(ValueId below, ctx.Emit("less", {idx, zero}));
+  ASSIGN_OR_RETURN(ValueId above, ctx.Emit("greater_equal", {idx, n_value}));
+  ASSIGN_OR_RETURN(ValueId out_of_range, ctx.Emit("or", {below, above}));
+  const ValueId stride = ctx.Constant(Tensor::FromVector<int64_t>(DType::kI64, {}, {strides[axis]}));
+  ASSIGN_OR_RETURN(ValueId along, ctx.Emit("mul", {idx, stride}));
+  ASSIGN_OR_RETURN(ValueId flat_index, ctx.Emit("add", {along, ctx.Constant(std::move(base))}));
+  const ValueId past_end = ctx.Constant(Tensor::FromVector<int64_t>(DType::kI64, {}, {data_count}));
+  ASSIGN_OR_RETURN(flat_index, ctx.Emit("where", {out_of_range, past_end, flat_index}));
+  ASSIGN_OR_RETURN(ValueId flat_data, ReshapeTo(ctx, data, {data_count}));
+  return SetResult(ctx, ctx.Emit("gather", {flat_data, flat_index}, {{"axis", int64_t{0}}}));
+}
+
+// GatherND: the data reshaped to [B * R, T] (B the batch dims, R the k indexed dims, T the
+// rest); each index tuple becomes one row number, reduce_sum(mul(i', strides)) over the
+// tuple plus a constant batch offset, and one `gather` on axis 0 fetches the rows. As for
+// GatherElements, a tuple with any component outside [0, dim) after wrapping negatives is
+// replaced by B * R, so `gather` refuses it.
+Status GatherNd(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"batch_dims"}));
+  ASSIGN_OR_RETURN(int64_t batch_dims, ctx.AttrInt("batch_dims", 0));
+  ASSIGN_OR_RETURN(ValueId data, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId indices, ctx.RequiredInput(1));
+  const Shape ds = ctx.type(data).shape;  // copies: Emit may move the value table
+  const Shape is = ctx.type(indices).shape;
+  const DType index_dtype = ctx.type(indices).dtype;
+  const int64_t r = static_cast<int64_t>(ds.size()), q = static_cast<int64_t>(is.size());
+  if (index_dtype != DType::kI32 && index_dtype != DType::kI64) return ctx.Invalid("indices must be int32 or int64");
+  if (r < 1 || q < 1 || batch_dims < 0 || batch_dims >= std::min(r, q)) {
+    return ctx.Invalid("needs data and indices of rank 1 or more and 0 <= batch_dims < min(their ranks)");
+  }
+  const int64_t k = is[q - 1];
+  if (k < 1 || k > r - batch_dims) {
+    return ctx.Invalid("the last dim of indices must be between 1 and rank(data) - batch_dims");
+  }
+  for (int64_t d = 0; d < batch_dims; ++d) {
+    if (is[d] != ds[d]) return ctx.Invalid("the batch dims of data and indices differ");
+  }
+  int64_t batches = 1, rows_per_batch = 1;
+  for (int64_t d = 0; d < batch_dims; ++d) batches *= ds[d];
+  Ints dims_k(static_cast<size_t>(k)), strides_k(static_cast<size_t>(k));
+  for (int64_t j = k - 1; j >= 0; --j) {
+    dims_k[j] = ds[batch_dims + j];
+    strides_k[j] = rows_per_batch;
+    rows_per_batch *= dims_k[j];
+  }
+  Shape tuple_shape(is.begin(), is.end() - 1);
+  Shape out_shape = tuple_shape;
+  int64_t tail = 1;
+  for (int64_t d = batch_dims + k; d < r; ++d) {
+    tail *= ds[d];
+    out_shape.push_back(ds[d]);
+  }
+  ASSIGN_OR_RETURN(int64_t tuple_count, CheckedNumElements(tuple_shape));
+  // batch_base[t] = (the batch of tuple t) * rows_per_batch; tuples of one batch are contiguous.
+  Tensor batch_base(DType::kI64, tuple_shape);
+  const int64_t tuples_per_batch = batches == 0 ? 0 : tuple_count / batches;
+  int64_t* base = batch_base.data_as<int64_t>();
+  for (int64_t t = 0; t < tuple_count; ++t) base[t] = (t / tuples_per_batch) * rows_per_batch;
+  ValueId idx = indices;
+  if (index_dtype != DType::kI64) {
+    ASSIGN_OR_RETURN(idx, ctx.Emit("cast", {indices}, {{"to", DType::kI64}}));
+  }
+  const ValueId zero = ctx.Scalar(DType::kI64, 0.0);
+  const ValueId dims = ctx.Constant(Int64Vector(dims_k));
+  ASSIGN_OR_RETURN(ValueId negative, ctx.Emit("less", {idx, zero}));
+  ASSIGN_OR_RETURN(ValueId wrapped, ctx.Emit("add", {idx, dims}));
+  ASSIGN_OR_RETURN(idx, ctx.Emit("where", {negative, wrapped, idx}));
+  ASSIGN_OR_RETURN(ValueId below, ctx.Emit("less", {idx, zero}));
+  ASSIGN_OR_RETURN(ValueId above, ctx.Emit("greater_equal", {idx, dims}));
+  ASSIGN_OR_RETURN(ValueId bad, ctx.Emit("or", {below, above}));
+  ASSIGN_OR_RETURN(ValueId bad_count, ctx.Emit("cast", {bad}, {{"to", DType::kI64}}));
+  const Attributes over_tuple = {{"axes", Ints{q - 1}}, {"keepdims", int64_t{0}}};
+  ASSIGN_OR_RETURN(ValueId any_bad, ctx.Emit("reduce_max", {bad_count}, over_tuple));
+  ASSIGN_OR_RETURN(ValueId any_bad_bool, ctx.Emit("greater", {any_bad, zero}));
+  ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {idx, ctx.Constant(Int64Vector(strides_k))}));
+  ASSIGN_OR_RETURN(ValueId row, ctx.Emit("reduce_sum", {scaled}, over_tuple));
+  ASSIGN_OR_RETURN(row, ctx.Emit("add", {row, ctx.Constant(std::move(batch_base))}));
+  const ValueId past_end = ctx.Constant(Tensor::FromVector<int64_t>(DType::kI64, {}, {batches * rows_per_batch}));
+  ASSIGN_OR_RETURN(row, ctx.Emit("where", {any_bad_bool, past_end, row}));
+  ASSIGN_OR_RETURN(ValueId table, ReshapeTo(ctx, data, {batches * rows_per_batch, tail}));
+  ASSIGN_OR_RETURN(ValueId gathered, ctx.Emit("gather", {table, row}, {{"axis", int64_t{0}}}));
+  return SetResult(ctx, ReshapeTo(ctx, gathered, out_shape));
+}
+
 // ONNX Expand broadcasts both ways (a 1 in `shape` keeps the input's dim), while
 // Consensor's expand targets a shape: give it broadcast(input shape, shape).
 Status Expand(NodeContext& ctx) {
@@ -795,6 +930,87 @@ Status SpaceToDepth(NodeContext& ctx) {
   return SetResult(ctx, ctx.Emit("reshape", {v}, {{"shape", Ints{n, c * b * b, h / b, w / b}}}));
 }
 
+// Trilu: where(mask, x, 0) with a constant [M, N] mask over the last two dims, true where
+// j - i >= k (upper) or j - i <= k (lower). k must be known at import.
+Status Trilu(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"upper"}));
+  ASSIGN_OR_RETURN(int64_t upper, ctx.AttrInt("upper", 1));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  int64_t k = 0;
+  if (ctx.has_input(1)) {
+    ASSIGN_OR_RETURN(Ints ks, ctx.ConstantInts(1, "k"));
+    if (ks.size() != 1) return ctx.Invalid("k must be a scalar");
+    k = ks[0];
+  }
+  const Shape& xs = ctx.type(x).shape;
+  if (xs.size() < 2) return ctx.Invalid("input must have rank 2 or more");
+  const int64_t rows = xs[xs.size() - 2], cols = xs[xs.size() - 1];
+  Tensor mask(DType::kBool, {rows, cols});  // no larger than x, whose shape passed the caps
+  uint8_t* m = mask.data();
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      // j - i cannot overflow (both are dims); k may be any int64.
+      const int64_t diagonal = j - i;
+      m[i * cols + j] = upper != 0 ? diagonal >= k : diagonal <= k;
+    }
+  }
+  const ValueId zero = ctx.Scalar(ctx.type(x).dtype, 0.0);
+  return SetResult(ctx, ctx.Emit("where", {ctx.Constant(std::move(mask)), x, zero}));
+}
+
+// OneHot: indices (cast to i64, truncating floats), negative ones + depth, compared with a
+// constant iota [depth] on the new axis: where(equal(idx, iota), on, off). Indices outside
+// [-depth, depth) match nothing and give an all-`off` row, as ONNX says. depth must be known
+// at import.
+Status OneHot(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"axis"}));
+  ASSIGN_OR_RETURN(ValueId indices, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId values, ctx.RequiredInput(2));
+  ASSIGN_OR_RETURN(double depth_value, ctx.ConstantScalar(1, "depth"));
+  const Shape is = ctx.type(indices).shape;
+  ASSIGN_OR_RETURN(int64_t index_count, CheckedNumElements(is));
+  // The cap keeps the iota table and the output bounded before anything is allocated.
+  const double cap = static_cast<double>(ctx.limits().max_elements_per_tensor);
+  if (!(depth_value >= 1.0) || depth_value > cap ||
+      depth_value * static_cast<double>(std::max<int64_t>(index_count, 1)) > cap) {
+    return ctx.Invalid("depth must be at least 1 and the output within the element cap");
+  }
+  const int64_t depth = static_cast<int64_t>(depth_value);
+  if (ctx.type(values).shape.size() != 1 || ctx.type(values).shape[0] != 2) {
+    return ctx.Invalid("values must have shape [2] (off, on)");
+  }
+  const int64_t out_rank = static_cast<int64_t>(is.size()) + 1;
+  if (out_rank > kMaxRank) return ctx.Unsupported("an output rank over 8");
+  ASSIGN_OR_RETURN(int64_t axis_attr, ctx.AttrInt("axis", -1));
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, axis_attr, out_rank, "axis"));
+  const DType index_dtype = ctx.type(indices).dtype;
+  if (index_dtype == DType::kBool) return ctx.Invalid("indices must be numeric");
+  ValueId idx = indices;
+  if (index_dtype != DType::kI64) {
+    ASSIGN_OR_RETURN(idx, ctx.Emit("cast", {indices}, {{"to", DType::kI64}}));
+  }
+  const ValueId depth_i64 = ctx.Constant(Tensor::FromVector<int64_t>(DType::kI64, {}, {depth}));
+  ASSIGN_OR_RETURN(ValueId negative, ctx.Emit("less", {idx, ctx.Scalar(DType::kI64, 0.0)}));
+  ASSIGN_OR_RETURN(ValueId wrapped, ctx.Emit("add", {idx, depth_i64}));
+  ASSIGN_OR_RETURN(idx, ctx.Emit("where", {negative, wrapped, idx}));
+  Shape expanded = is;
+  expanded.insert(expanded.begin() + axis, 1);
+  ASSIGN_OR_RETURN(idx, ReshapeTo(ctx, idx, expanded));
+  Ints positions(static_cast<size_t>(depth));
+  for (int64_t i = 0; i < depth; ++i) positions[static_cast<size_t>(i)] = i;
+  Shape iota_shape(static_cast<size_t>(out_rank - axis), 1);
+  iota_shape[0] = depth;
+  ASSIGN_OR_RETURN(ValueId iota, ReshapeTo(ctx, ctx.Constant(Int64Vector(positions)), iota_shape));
+  ASSIGN_OR_RETURN(ValueId hit, ctx.Emit("equal", {idx, iota}));
+  ASSIGN_OR_RETURN(ValueId off,
+                   ctx.Emit("slice", {values}, {{"starts", Ints{0}}, {"ends", Ints{1}}, {"axes", Ints{0}}}));
+  ASSIGN_OR_RETURN(ValueId on,
+                   ctx.Emit("slice", {values}, {{"starts", Ints{1}}, {"ends", Ints{2}}, {"axes", Ints{0}}}));
+  ASSIGN_OR_RETURN(off, ReshapeTo(ctx, off, {}));
+  ASSIGN_OR_RETURN(on, ReshapeTo(ctx, on, {}));
+  return SetResult(ctx, ctx.Emit("where", {hit, on, off}));
+}
+
 }  // namespace
 
 const std::vector<OpConverter>& TensorConverters() {
@@ -812,11 +1028,15 @@ const std::vector<OpConverter>& TensorConverters() {
       {"Slice", Slice},
       {"Concat", Concat},
       {"Gather", Gather},
+      {"GatherElements", GatherElements},
+      {"GatherND", GatherNd},
       {"Expand", Expand},
       {"Split", Split},
       {"Tile", Tile},
       {"Pad", Pad},
       {"DepthToSpace", DepthToSpace},
+      {"Trilu", Trilu},
+      {"OneHot", OneHot},
       {"SpaceToDepth", SpaceToDepth},
   };
   return table;

@@ -34,7 +34,10 @@ Kind KindOf(Op op) {
     case Op::kGeluErf:
     case Op::kGeluTanh:
     case Op::kSin:
-    case Op::kCos: return Kind::kFloatUnary;
+    case Op::kCos:
+    case Op::kFloor:
+    case Op::kCeil:
+    case Op::kRound: return Kind::kFloatUnary;
     case Op::kNot: return Kind::kBoolUnary;
     case Op::kCast: return Kind::kCast;
     case Op::kAdd:
@@ -42,7 +45,8 @@ Kind KindOf(Op op) {
     case Op::kMul:
     case Op::kDiv:
     case Op::kMax:
-    case Op::kMin: return Kind::kNumericBinary;
+    case Op::kMin:
+    case Op::kFmod: return Kind::kNumericBinary;
     case Op::kPow: return Kind::kFloatBinary;
     case Op::kEqual:
     case Op::kNotEqual:

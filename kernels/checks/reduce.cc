@@ -31,7 +31,8 @@ Status ValidateReduce(const KernelCall& call) {
   } else {
     if (call.op == Op::kReduceMean) {
       if (x.dtype != DType::kF32) return InvalidArgument(name + ": input must be f32");
-    } else if (call.op == Op::kReduceSum || call.op == Op::kReduceMax || call.op == Op::kReduceMin) {
+    } else if (call.op == Op::kReduceSum || call.op == Op::kReduceMax || call.op == Op::kReduceMin ||
+               call.op == Op::kReduceProd) {
       if (!numeric) return InvalidArgument(name + ": input must be f32, i32, i8 or i64");
     } else {
       return InvalidArgument(name + ": not a reduction");

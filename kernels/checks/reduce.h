@@ -28,7 +28,7 @@ struct ReduceLayout {
   int64_t n_out = 1, n_terms = 1;
 };
 
-// The layout of a validated ReduceSum/Mean/Max/Min over params.axes, or nullopt when a
+// The layout of a validated ReduceSum/Mean/Max/Min/Prod over params.axes, or nullopt when a
 // reduced dim is 0 (every output is the empty reduction).
 std::optional<ReduceLayout> PlanReduction(const TensorView& x, const OpParams& params);
 

@@ -206,6 +206,15 @@ struct SinF {
 struct CosF {
   static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::cos(x)); }
 };
+struct FloorF {
+  static CNSR_EW_INLINE float Apply(float x) { return detmath::floor(x); }
+};
+struct CeilF {
+  static CNSR_EW_INLINE float Apply(float x) { return detmath::ceil(x); }
+};
+struct RoundF {
+  static CNSR_EW_INLINE float Apply(float x) { return detmath::round_half_even(x); }
+};
 struct SqrtF {
   static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::sqrt_rn(x)); }
 };
@@ -265,6 +274,15 @@ struct DivF {
 };
 struct PowF {
   static CNSR_EW_INLINE float Apply(float a, float b) { return CanonNaN(detmath::pow(a, b)); }
+};
+// Remainder with the sign of the dividend; for integers a - div(a, b) * b, wrapping
+// (so x fmod 0 == x and MIN fmod -1 == 0, following div's section 1 rules).
+struct FmodF {
+  template <typename T>
+  static CNSR_EW_INLINE T Apply(T a, T b) {
+    if constexpr (std::is_same_v<T, float>) return detmath::fmod(a, b);
+    else return WrapSub(a, WrapMul(SafeDiv(a, b), b));
+  }
 };
 struct MaxF {
   template <typename T>
@@ -522,6 +540,9 @@ inline void EwRunChunkImpl(const EwPlan& p, int64_t b, int64_t e) {
     case Op::kGeluTanh: UnaryChunk<float, float, GeluTanhF>(p, b, e); break;
     case Op::kSin: UnaryChunk<float, float, SinF>(p, b, e); break;
     case Op::kCos: UnaryChunk<float, float, CosF>(p, b, e); break;
+    case Op::kFloor: UnaryChunk<float, float, FloorF>(p, b, e); break;
+    case Op::kCeil: UnaryChunk<float, float, CeilF>(p, b, e); break;
+    case Op::kRound: UnaryChunk<float, float, RoundF>(p, b, e); break;
     case Op::kNot: UnaryChunk<uint8_t, uint8_t, NotF>(p, b, e); break;
     case Op::kCast: CastChunk(p, b, e); break;
     case Op::kAdd: NumericBinary<AddF>(p, b, e); break;
@@ -529,6 +550,7 @@ inline void EwRunChunkImpl(const EwPlan& p, int64_t b, int64_t e) {
     case Op::kMul: NumericBinary<MulF>(p, b, e); break;
     case Op::kDiv: NumericBinary<DivF>(p, b, e); break;
     case Op::kPow: BinaryChunk<float, float, PowF>(p, b, e); break;
+    case Op::kFmod: NumericBinary<FmodF>(p, b, e); break;
     case Op::kMax: NumericBinary<MaxF>(p, b, e); break;
     case Op::kMin: NumericBinary<MinF>(p, b, e); break;
     case Op::kEqual: CompareBinary<EqF>(p, b, e); break;

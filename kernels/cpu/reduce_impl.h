@@ -260,6 +260,56 @@ void ReduceOrderFree(const typename Op::In* x, const ReduceLayout& L, typename O
 }
 
 // ---------------------------------------------------------------------------------------
+// ReduceProd: p = 1; p = p * term, one rounding per step, in the row-major order of the
+// reduced axes (DETERMINISM.md 4.3). The chain is sequential, so only the outputs run in
+// parallel; integers wrap (exact in any order, but they share the loop).
+
+template <typename T>
+inline T ProdStep(T acc, T term) {
+  if constexpr (std::is_same_v<T, float>) {
+    return acc * term;
+  } else {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(acc) * static_cast<U>(term)));
+  }
+}
+
+template <typename T>
+void ProdImpl(const T* x, const ReduceLayout& L, T* out, ThreadPool* pool) {
+  const std::vector<int64_t> out_off = EnumerateOffsets(L.kept, L.kept.n);
+  pool->ParallelFor(L.n_out, GrainFor(L.n_terms), [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      const T* base = x + out_off[o];
+      T acc = static_cast<T>(1);
+      int64_t idx[kMaxRank] = {};
+      int64_t off = 0;
+      for (int64_t t = 0; t < L.n_terms; ++t) {
+        acc = ProdStep(acc, base[off]);
+        for (int k = L.red.n - 1; k >= 0; --k) {  // next term, row-major
+          off += L.red.stride[k];
+          if (++idx[k] < L.red.size[k]) break;
+          off -= L.red.stride[k] * L.red.size[k];
+          idx[k] = 0;
+        }
+      }
+      if constexpr (std::is_same_v<T, float>) acc = CanonNaN(acc);
+      out[o] = acc;
+    }
+  });
+}
+
+template <typename T>
+Status RunProd(const TensorView& x, const ReduceLayout* L, TensorView& y, ThreadPool* pool) {
+  T* out = y.as<T>();
+  if (L == nullptr) {  // empty reduction: the multiplicative identity
+    std::fill(out, out + y.num_elements(), static_cast<T>(1));
+    return OkStatus();
+  }
+  ProdImpl<T>(x.as<const T>(), *L, out, pool);
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------
 // ArgMax: index of the first maximal element; NaN is larger than everything (first NaN
 // wins), -0 == +0 (first wins).
 
@@ -397,6 +447,14 @@ inline Status RunReduceImpl(const KernelCall& call, const CpuContext& ctx) {
     }
     case Op::kReduceMax: return DispatchOrderFree<IntMaxOp, F32MaxMinOp<true>>(x, L, y, ctx.pool);
     case Op::kReduceMin: return DispatchOrderFree<IntMinOp, F32MaxMinOp<false>>(x, L, y, ctx.pool);
+    case Op::kReduceProd:
+      switch (x.dtype) {
+        case DType::kF32: return RunProd<float>(x, L, y, ctx.pool);
+        case DType::kI32: return RunProd<int32_t>(x, L, y, ctx.pool);
+        case DType::kI8: return RunProd<int8_t>(x, L, y, ctx.pool);
+        case DType::kI64: return RunProd<int64_t>(x, L, y, ctx.pool);
+        default: return InvalidArgument("reduce_prod: unsupported dtype");
+      }
     default: return InvalidArgument("reduce: unsupported op");
   }
 }

@@ -172,6 +172,24 @@ struct SinF {
     return CanonNaN(detmath::sin(x));
   }
 };
+struct FloorF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return detmath::floor(x);
+  }
+};
+struct CeilF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return detmath::ceil(x);
+  }
+};
+struct RoundF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return detmath::round_half_even(x);
+  }
+};
 struct CosF {
   template <typename T>
   static CNSR_DEVICE float Apply(float x) {
@@ -254,6 +272,14 @@ struct PowF {
   template <typename T>
   static CNSR_DEVICE float Apply(float a, float b) {
     return CanonNaN(detmath::pow(a, b));
+  }
+};
+// Remainder with the sign of the dividend; integers: a - div(a, b) * b, wrapping.
+struct FmodF {
+  template <typename T>
+  static CNSR_DEVICE T Apply(T a, T b) {
+    if constexpr (std::is_same<T, float>::value) return detmath::fmod(a, b);
+    else return WrapSub(a, WrapMul(SafeDiv(a, b), b));
   }
 };
 struct MaxF {
@@ -588,6 +614,9 @@ Status Dispatch(const Plan& p, const LaunchContext& ctx) {
     case Op::kGeluTanh: return Unary<GeluTanhF, float, float>(p, ctx);
     case Op::kSin: return Unary<SinF, float, float>(p, ctx);
     case Op::kCos: return Unary<CosF, float, float>(p, ctx);
+    case Op::kFloor: return Unary<FloorF, float, float>(p, ctx);
+    case Op::kCeil: return Unary<CeilF, float, float>(p, ctx);
+    case Op::kRound: return Unary<RoundF, float, float>(p, ctx);
     case Op::kNot: return Unary<NotF, uint8_t, uint8_t>(p, ctx);
     case Op::kCast: return Cast(p, ctx);
     case Op::kAdd: return NumericBinary<AddF>(p, ctx);
@@ -595,6 +624,7 @@ Status Dispatch(const Plan& p, const LaunchContext& ctx) {
     case Op::kMul: return NumericBinary<MulF>(p, ctx);
     case Op::kDiv: return NumericBinary<DivF>(p, ctx);
     case Op::kPow: return Binary<PowF, float, float>(p, ctx);
+    case Op::kFmod: return NumericBinary<FmodF>(p, ctx);
     case Op::kMax: return NumericBinary<MaxF>(p, ctx);
     case Op::kMin: return NumericBinary<MinF>(p, ctx);
     case Op::kEqual: return CompareBinary<EqF>(p, ctx);

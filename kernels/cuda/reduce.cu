@@ -1,4 +1,4 @@
-// The CUDA reduce family: ReduceSum/Mean/Max/Min and ArgMax (docs/DETERMINISM.md 4.1, 4.3).
+// The CUDA reduce family: ReduceSum/Mean/Max/Min/Prod and ArgMax (docs/DETERMINISM.md 4.1, 4.3).
 // Bits identical to kernels/cpu/reduce_impl.h. Layout (kernels/checks/reduce.h, shared with
 // the CPU): dims of size 1 are dropped and adjacent dims of the same kind (kept / reduced)
 // merged, which keeps the row-major term order of every output. Then:
@@ -10,6 +10,8 @@
 // Long outputs go through chunk partials in scratch (canonical_sum_device.cuh).
 // ArgMax: one warp per chunk of a row when the axis is innermost, else one thread per
 // chunk of a column; rows or columns longer than a chunk combine the chunk results.
+#include <type_traits>
+
 #include "kernels/checks/common.h"
 #include "kernels/checks/reduce.h"
 #include "kernels/cuda/canonical_sum_device.cuh"
@@ -78,6 +80,56 @@ template <typename T>
 using IntMaxOp = IntMaxMinOp<T, true>;
 template <typename T>
 using IntMinOp = IntMaxMinOp<T, false>;
+
+// ---------------------------------------------------------------------------------------
+// ReduceProd: one thread per output runs the sequential chain p = p * term in row-major
+// term order (DETERMINISM.md 4.3), as the CPU does; integers wrap. An empty reduction
+// (n_terms 0) leaves p = 1.
+
+template <typename T>
+CNSR_DEVICE T ProdStep(T acc, T term) {
+  if constexpr (std::is_same<T, float>::value) {
+    return acc * term;
+  } else {
+    using U = typename std::make_unsigned<T>::type;
+    return static_cast<T>(static_cast<U>(static_cast<U>(acc) * static_cast<U>(term)));
+  }
+}
+
+template <typename T>
+CNSR_GLOBAL void ProdKernel(const T* x, ReduceGroups kept, ReduceGroups red, int64_t n_out, int64_t n_terms, T* out) {
+  for (int64_t o = GlobalThread(); o < n_out; o += GlobalThreads()) {
+    int64_t base = 0, rest = o;
+    for (int k = kept.n - 1; k >= 0; --k) {
+      base += (rest % kept.size[k]) * kept.stride[k];
+      rest /= kept.size[k];
+    }
+    T acc = static_cast<T>(1);
+    int64_t idx[kMaxRank] = {};
+    int64_t off = 0;
+    for (int64_t t = 0; t < n_terms; ++t) {
+      acc = ProdStep(acc, x[base + off]);
+      for (int k = red.n - 1; k >= 0; --k) {
+        off += red.stride[k];
+        if (++idx[k] < red.size[k]) break;
+        off -= red.stride[k] * red.size[k];
+        idx[k] = 0;
+      }
+    }
+    if constexpr (std::is_same<T, float>::value) acc = detmath::canonicalize_nan(acc);
+    out[o] = acc;
+  }
+}
+
+template <typename T>
+Status RunProdTyped(const TensorView& xv, const ReduceLayout* L, TensorView& yv, const LaunchContext& ctx) {
+  const int64_t n_out = yv.num_elements();
+  const ReduceGroups none;
+  const Geometry g = GeometryFor(n_out, ctx);
+  CNSR_LAUNCH(ProdKernel<T>, g.grid, g.block, 0, StreamOf(ctx), xv.as<const T>(), L ? L->kept : none, L ? L->red : none,
+              n_out, L ? L->n_terms : int64_t{0}, yv.as<T>());
+  return CheckLaunch("reduce_prod");
+}
 
 // ---------------------------------------------------------------------------------------
 // ArgMax: index of the first maximal element; NaN is larger than everything (first NaN
@@ -247,6 +299,14 @@ Status RunReduce(const KernelCall& call, const LaunchContext& ctx) {
     case Op::kReduceMean: return RunReduction<MeanF32Op>(x, L, y, divisor, ctx);  // f32 only (validated)
     case Op::kReduceMax: return DispatchDtype<IntMaxOp, F32MaxMinOp<true>>(x, L, y, divisor, ctx);
     case Op::kReduceMin: return DispatchDtype<IntMinOp, F32MaxMinOp<false>>(x, L, y, divisor, ctx);
+    case Op::kReduceProd:
+      switch (x.dtype) {
+        case DType::kF32: return RunProdTyped<float>(x, L, y, ctx);
+        case DType::kI32: return RunProdTyped<int32_t>(x, L, y, ctx);
+        case DType::kI8: return RunProdTyped<int8_t>(x, L, y, ctx);
+        case DType::kI64: return RunProdTyped<int64_t>(x, L, y, ctx);
+        default: return InvalidArgument("reduce_prod: unsupported dtype");
+      }
     default: return InvalidArgument("reduce: unsupported op");
   }
 }

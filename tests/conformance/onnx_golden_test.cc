@@ -87,6 +87,19 @@ constexpr const char* kGoldenModels[] = {
     "pytorch-converted/test_Linear",
     "pytorch-converted/test_PReLU_2d",
     "pytorch-converted/test_Softmax",
+    // Issue 19's first ops.
+    "node/test_floor",
+    "node/test_round",
+    "node/test_mod_mixed_sign_float32",
+    "node/test_mod_mixed_sign_int32",
+    "node/test_tril_neg",
+    "node/test_onehot_negative_indices",
+    "node/test_hardmax_axis_1",
+    "node/test_instancenorm_example",
+    "node/test_gather_elements_negative_indices",
+    "node/test_lrn",
+    "node/test_gathernd_example_int32_batch_dim1",
+    "node/test_reduce_prod_keepdims_random",
 };
 
 struct Imported {

@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <tuple>
 
 #include "common/npy.h"
 #include "executor/program.h"
@@ -185,6 +186,23 @@ std::map<std::string, Builder> AllVectors() {
   m["sin"] = UnaryF32([](Value x) { return sin(x); }, {50, 40}, 12, 1000.0f);
   m["cos"] = UnaryF32([](Value x) { return cos(x); }, {50, 40}, 13, 1000.0f);
   m["sin_huge_args"] = UnaryF32([](Value x) { return sin(x); }, {20, 20}, 14, 3e37f);
+  m["floor_ceil_round"] = [] {
+    Vector v;
+    Tensor t = F32({40, 25}, 16, 20.0f);
+    float* p = t.data_as<float>();
+    // Ties and near-ties of round half to even, and the 2^23 boundary.
+    const float ties[] = {0.5f,         -0.5f,      1.5f,        -1.5f,      2.5f, -2.5f, 0.49999997f,
+                          -0.50000006f, 8388607.5f, -8388607.5f, 8388608.0f, 0.3f, -0.3f};
+    for (int i = 0; i < 13; ++i) p[500 + i] = ties[i];
+    Value x = v.graph.input("x", DType::kF32, {40, 25});
+    v.graph.output("floor", floor(x));
+    v.graph.output("ceil", ceil(x));
+    v.graph.output("round", round(x));
+    v.inputs.emplace("x", t);
+    return v;
+  };
+  m["fmod_f32"] = BinaryF32([](Value a, Value b) { return fmod(a, b); }, {30, 20}, {30, 20}, 27);
+  m["fmod_f32_broadcast"] = BinaryF32([](Value a, Value b) { return fmod(a * a, b); }, {3, 1, 50}, {4, 1}, 28);
   m["identity_nan_payloads"] = UnaryF32([](Value x) { return identity(x); }, {10, 10}, 15);
 
   // --- elementwise binary f32 with broadcasting ---
@@ -256,6 +274,29 @@ std::map<std::string, Builder> AllVectors() {
     v.inputs.emplace("b", b);
     return v;
   };
+  m["fmod_int"] = [=] {
+    Vector v;
+    Tensor a32 = Ints<int32_t>(DType::kI32, {16, 16}, 46, kMin32, kMax32, {kMin32, kMax32, kMin32, 7, -7, 0});
+    Tensor b32 = Ints<int32_t>(DType::kI32, {16, 16}, 47, -1000, 1000, {-1, 1, 0, 3, 3, 5});
+    Tensor a8 = Ints<int8_t>(DType::kI8, {64}, 48, -128, 127, {-128, 127, -7});
+    Tensor b8 = Ints<int8_t>(DType::kI8, {64}, 49, -10, 10, {-1, 0, 2});
+    Tensor a64 = Ints<int64_t>(DType::kI64, {64}, 50, -(int64_t{1} << 62), int64_t{1} << 62,
+                               {std::numeric_limits<int64_t>::min(), -9});
+    Tensor b64 = Ints<int64_t>(DType::kI64, {64}, 51, -100000, 100000, {-1, 4});
+    for (const auto& [suffix, dtype, shape] :
+         {std::tuple{"32", DType::kI32, Shape{16, 16}}, {"8", DType::kI8, Shape{64}}, {"64", DType::kI64, Shape{64}}}) {
+      Value a = v.graph.input(std::string("a") + suffix, dtype, shape);
+      Value b = v.graph.input(std::string("b") + suffix, dtype, shape);
+      v.graph.output(std::string("i") + suffix, fmod(a, b));
+    }
+    v.inputs.emplace("a32", a32);
+    v.inputs.emplace("b32", b32);
+    v.inputs.emplace("a8", a8);
+    v.inputs.emplace("b8", b8);
+    v.inputs.emplace("a64", a64);
+    v.inputs.emplace("b64", b64);
+    return v;
+  };
   m["i8_arith"] = Binary(
       DType::kI8, [](Value a, Value b) { return a * b + a - b; },
       Ints<int8_t>(DType::kI8, {8, 32}, 42, -128, 127, {-128, 127, -128}),
@@ -295,6 +336,39 @@ std::map<std::string, Builder> AllVectors() {
   };
 
   // --- reductions: canonical sum order, NaN, signed zeros, empty ---
+  m["reduce_prod"] = [] {
+    Vector v;
+    // Values near 1 keep long chains finite, so every rounding of the sequential order shows;
+    // a second input carries the specials (NaN, inf, signed zeros, subnormals).
+    Tensor near_one = F32({6, 50, 9}, 61, 0.3f, false);
+    for (int64_t i = 0; i < near_one.num_elements(); ++i) near_one.data_as<float>()[i] += 1.0f;
+    Value x = v.graph.input("x", DType::kF32, {6, 50, 9});
+    Value s = v.graph.input("s", DType::kF32, {12, 40});
+    v.graph.output("inner", reduce_prod(x, {2}));
+    v.graph.output("middle", reduce_prod(x, {1}, true));
+    v.graph.output("outer_inner", reduce_prod(x, {0, 2}));
+    v.graph.output("all", reduce_prod(x, {}));
+    v.graph.output("specials", reduce_prod(s, {1}));
+    v.inputs.emplace("x", near_one);
+    v.inputs.emplace("s", F32({12, 40}, 62, 3.0f));
+    return v;
+  };
+  m["reduce_prod_int"] = [=] {
+    Vector v;
+    Tensor a = Ints<int32_t>(DType::kI32, {8, 30}, 63, -9, 9, {kMin32, kMax32, -1});
+    Tensor b = Ints<int64_t>(DType::kI64, {8, 30}, 64, -(int64_t{1} << 20), int64_t{1} << 20, {});
+    Tensor c = Ints<int8_t>(DType::kI8, {8, 30}, 65, -128, 127, {});
+    Value x = v.graph.input("a", DType::kI32, {8, 30});
+    Value y = v.graph.input("b", DType::kI64, {8, 30});
+    Value z = v.graph.input("c", DType::kI8, {8, 30});
+    v.graph.output("i32", reduce_prod(x, {1}));
+    v.graph.output("i64", reduce_prod(y, {0}));
+    v.graph.output("i8", reduce_prod(z, {1}));
+    v.inputs.emplace("a", a);
+    v.inputs.emplace("b", b);
+    v.inputs.emplace("c", c);
+    return v;
+  };
   m["reduce_sum_axes"] = OneInput(F32({5, 7, 9}, 60, 2.0f, false), [](Graph&, Value x) {
     return reduce_sum(x, {1}) + reduce_sum(reduce_sum(x, {0, 2}, true), {1});
   });

@@ -135,9 +135,9 @@ const std::vector<BinShape>& BinaryShapes() {
 }
 
 const Op kNumericUnaryOps[] = {Op::kNeg, Op::kAbs, Op::kRelu};
-const Op kFloatUnaryOps[] = {Op::kExp, Op::kLog,     Op::kSqrt,     Op::kRsqrt, Op::kTanh, Op::kSigmoid,
-                             Op::kErf, Op::kGeluErf, Op::kGeluTanh, Op::kSin,   Op::kCos};
-const Op kNumericBinaryOps[] = {Op::kAdd, Op::kSub, Op::kMul, Op::kDiv, Op::kMax, Op::kMin};
+const Op kFloatUnaryOps[] = {Op::kExp,     Op::kLog,      Op::kSqrt, Op::kRsqrt, Op::kTanh,  Op::kSigmoid, Op::kErf,
+                             Op::kGeluErf, Op::kGeluTanh, Op::kSin,  Op::kCos,   Op::kFloor, Op::kCeil,    Op::kRound};
+const Op kNumericBinaryOps[] = {Op::kAdd, Op::kSub, Op::kMul, Op::kDiv, Op::kMax, Op::kMin, Op::kFmod};
 const Op kCompareOps[] = {Op::kEqual, Op::kNotEqual, Op::kLess, Op::kLessEqual, Op::kGreater, Op::kGreaterEqual};
 const Op kLogicalOps[] = {Op::kAnd, Op::kOr, Op::kXor};
 

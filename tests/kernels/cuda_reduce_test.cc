@@ -90,7 +90,7 @@ void CheckReduce(Op op, const HostTensor& x, const std::vector<int64_t>& axes, b
   Compare(what, op, p, {&x}, x.dtype, ReducedShape(x.shape, axes, keepdims));
 }
 
-const Op kReduceOps[] = {Op::kReduceSum, Op::kReduceMean, Op::kReduceMax, Op::kReduceMin};
+const Op kReduceOps[] = {Op::kReduceSum, Op::kReduceMean, Op::kReduceMax, Op::kReduceMin, Op::kReduceProd};
 
 TEST(CudaReduce, LongRowsF32) {
   const int64_t lens[] = {0, 1, 63, 64, 65, 4095, 4096, 4097, 3 * 4096 + 17, 100003};
@@ -180,7 +180,9 @@ TEST(CudaReduce, IntegerWrapAndEmpty) {
   HostTensor x8 = I8({300}, std::vector<int8_t>(300, 100));
   Compare("i8 wrap", Op::kReduceSum, AxesP({0}, false), {&x8}, DType::kI8, {});
   HostTensor x64 = RandomTensor(DType::kI64, {5000}, 3);
-  for (Op op : {Op::kReduceSum, Op::kReduceMax, Op::kReduceMin}) CheckReduce(op, x64, {0}, false, "i64");
+  for (Op op : {Op::kReduceSum, Op::kReduceMax, Op::kReduceMin, Op::kReduceProd}) {
+    CheckReduce(op, x64, {0}, false, "i64");
+  }
   // Empty reductions: sum 0, mean NaN, max -inf / dtype min, min +inf / dtype max.
   for (DType dt : {DType::kF32, DType::kI32, DType::kI8, DType::kI64}) {
     HostTensor e(dt, {3, 0, 2});

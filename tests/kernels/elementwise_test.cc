@@ -122,6 +122,9 @@ TEST(ElementwiseTest, TranscendentalsUseDetmathAndCanonicalNaN) {
       {Op::kErf, [](float v) { return detmath::erf(v); }},
       {Op::kSin, [](float v) { return detmath::sin(v); }},
       {Op::kCos, [](float v) { return detmath::cos(v); }},
+      {Op::kFloor, [](float v) { return static_cast<float>(std::floor(static_cast<double>(v))); }},
+      {Op::kCeil, [](float v) { return static_cast<float>(std::ceil(static_cast<double>(v))); }},
+      {Op::kRound, [](float v) { return static_cast<float>(std::nearbyint(static_cast<double>(v))); }},
       // Spec formulas of section 4.2, written out here independently of detmath.
       {Op::kSigmoid, [](float v) { return 1.0f / (1.0f + detmath::exp(-v)); }},
       {Op::kGeluErf,
@@ -157,6 +160,18 @@ TEST(ElementwiseTest, TranscendentalsUseDetmathAndCanonicalNaN) {
   }
 }
 
+TEST(ElementwiseTest, FmodF32IsExactWithTheDividendsSign) {
+  const float inf = std::numeric_limits<float>::infinity();
+  HostTensor a = F32({7}, {5.5f, -5.5f, -4.0f, 3.0f, inf, 3.0f, 1e30f});
+  HostTensor b = F32({7}, {2.0f, 2.0f, 2.0f, inf, 1.0f, 0.0f, 7.0f});
+  HostTensor y = Binary(Op::kFmod, a, b, DType::kF32, {7});
+  for (int64_t i = 0; i < 7; ++i) {
+    const float r =
+        static_cast<float>(std::fmod(static_cast<double>(a.at<float>(i)), static_cast<double>(b.at<float>(i))));
+    EXPECT_EQ(y.at<uint32_t>(i), r != r ? kCanon : Bits(r)) << "fmod " << i;
+  }
+}
+
 TEST(ElementwiseTest, IntegerWraparound) {
   const int32_t mn = std::numeric_limits<int32_t>::min(), mx = std::numeric_limits<int32_t>::max();
   HostTensor a = I32({7}, {mx, mn, mn, 7, -7, 5, mn});
@@ -173,6 +188,8 @@ TEST(ElementwiseTest, IntegerWraparound) {
   EXPECT_EQ(Unary(Op::kRelu, I32({4}, {mn, -5, 5, 0})).vec<int32_t>(), (std::vector<int32_t>{0, 0, 5, 0}));
   EXPECT_EQ(Binary(Op::kMax, a, b, DType::kI32, {7}).vec<int32_t>(), (std::vector<int32_t>{mx, -1, 1, 7, 2, 5, mn}));
   EXPECT_EQ(Binary(Op::kMin, a, b, DType::kI32, {7}).vec<int32_t>(), (std::vector<int32_t>{1, mn, mn, 0, -7, -3, mn}));
+  // a - div(a, b) * b: x fmod 0 == x, MIN fmod -1 == 0, the dividend's sign.
+  EXPECT_EQ(Binary(Op::kFmod, a, b, DType::kI32, {7}).vec<int32_t>(), (std::vector<int32_t>{0, 0, 0, 7, -1, 2, 0}));
 
   HostTensor c = I8({6}, {127, -128, 16, -128, 100, -7});
   HostTensor d = I8({6}, {1, -1, 16, 0, 100, 2});
@@ -181,6 +198,7 @@ TEST(ElementwiseTest, IntegerWraparound) {
   EXPECT_EQ(Binary(Op::kMul, c, d, DType::kI8, {6}).vec<int8_t>(), (std::vector<int8_t>{127, -128, 0, 0, 16, -14}));
   EXPECT_EQ(Binary(Op::kDiv, c, d, DType::kI8, {6}).vec<int8_t>(), (std::vector<int8_t>{127, -128, 1, 0, 1, -3}));
   EXPECT_EQ(Unary(Op::kAbs, I8({3}, {-128, -1, 3})).vec<int8_t>(), (std::vector<int8_t>{-128, 1, 3}));
+  EXPECT_EQ(Binary(Op::kFmod, c, d, DType::kI8, {6}).vec<int8_t>(), (std::vector<int8_t>{0, 0, 0, -128, 0, -1}));
   EXPECT_EQ(Unary(Op::kNeg, I8({3}, {-128, -1, 3})).vec<int8_t>(), (std::vector<int8_t>{-128, 1, -3}));
 
   const int64_t lmn = std::numeric_limits<int64_t>::min(), lmx = std::numeric_limits<int64_t>::max();
@@ -419,7 +437,7 @@ TEST(ElementwiseTest, AllOpsBitIdenticalAcrossIsaAndThreads) {
     for (DType t : numeric) Unary(op, RandomOf(t, {3, 20011}, next()));
   }
   for (Op op : {Op::kExp, Op::kLog, Op::kSqrt, Op::kRsqrt, Op::kTanh, Op::kSigmoid, Op::kErf, Op::kGeluErf,
-                Op::kGeluTanh, Op::kSin, Op::kCos}) {
+                Op::kGeluTanh, Op::kSin, Op::kCos, Op::kFloor, Op::kCeil, Op::kRound}) {
     Unary(op, RandomOf(DType::kF32, {40009}, next()));
   }
   Unary(Op::kNot, RandomOf(DType::kBool, {40009}, next()));
@@ -428,7 +446,7 @@ TEST(ElementwiseTest, AllOpsBitIdenticalAcrossIsaAndThreads) {
   }
   // Binary over several broadcast patterns.
   for (const ShapeCase& sc : kShapeCases) {
-    for (Op op : {Op::kAdd, Op::kSub, Op::kMul, Op::kDiv, Op::kMax, Op::kMin}) {
+    for (Op op : {Op::kAdd, Op::kSub, Op::kMul, Op::kDiv, Op::kMax, Op::kMin, Op::kFmod}) {
       for (DType t : numeric) Binary(op, RandomOf(t, sc.a, next()), RandomOf(t, sc.b, next()), t, sc.out);
     }
     Binary(Op::kPow, RandomOf(DType::kF32, sc.a, next()), RandomOf(DType::kF32, sc.b, next()), DType::kF32, sc.out);

@@ -82,6 +82,10 @@ HostTensor RefReduceF32(Op op, const HostTensor& x, const std::vector<int64_t>& 
         r = -std::numeric_limits<float>::infinity();
         for (int64_t i : t) r = RefMax(r, d[i]);
         break;
+      case Op::kReduceProd:  // the spec's sequential chain, in the canonical term order
+        r = 1.0f;
+        for (int64_t i : t) r = r * d[i];
+        break;
       default:
         r = std::numeric_limits<float>::infinity();
         for (int64_t i : t) r = RefMin(r, d[i]);
@@ -103,6 +107,10 @@ HostTensor RefReduceInt(Op op, const HostTensor& x, const std::vector<int64_t>& 
       uint64_t s = 0;
       for (int64_t i : terms[o]) s += static_cast<uint64_t>(static_cast<int64_t>(d[i]));
       r = static_cast<T>(s);
+    } else if (op == Op::kReduceProd) {
+      uint64_t p = 1;
+      for (int64_t i : terms[o]) p *= static_cast<uint64_t>(static_cast<int64_t>(d[i]));
+      r = static_cast<T>(p);
     } else if (op == Op::kReduceMax) {
       r = std::numeric_limits<T>::min();
       for (int64_t i : terms[o]) r = std::max(r, d[i]);
@@ -203,7 +211,7 @@ TEST_P(ReduceTest, SumColumnsLengths) {
 
 TEST_P(ReduceTest, AllAxisSubsetsRank3And4) {
   const std::vector<std::vector<int64_t>> shapes = {{3, 5, 7}, {4, 70, 9}, {2, 3, 4, 5}, {3, 1, 4, 2}, {2, 1500, 2, 3}};
-  const Op ops[] = {Op::kReduceSum, Op::kReduceMean, Op::kReduceMax, Op::kReduceMin};
+  const Op ops[] = {Op::kReduceSum, Op::kReduceMean, Op::kReduceMax, Op::kReduceMin, Op::kReduceProd};
   uint32_t seed = 1000;
   for (const auto& shape : shapes) {
     for (const auto& axes : AllSubsets(static_cast<int>(shape.size()))) {
@@ -226,7 +234,9 @@ TEST_P(ReduceTest, IntegerSumMaxMinWrap) {
         if (dt == DType::kI32) FillInt<int32_t>(x, ++seed);
         if (dt == DType::kI8) FillInt<int8_t>(x, ++seed);
         if (dt == DType::kI64) FillInt<int64_t>(x, ++seed);
-        for (Op op : {Op::kReduceSum, Op::kReduceMax, Op::kReduceMin}) CheckReduce(this, op, x, axes, axes.size() % 2);
+        for (Op op : {Op::kReduceSum, Op::kReduceMax, Op::kReduceMin, Op::kReduceProd}) {
+          CheckReduce(this, op, x, axes, axes.size() % 2);
+        }
       }
     }
   }
@@ -256,7 +266,7 @@ TEST_P(ReduceTest, SpecialValues) {
       for (const auto& axes : AllSubsets(static_cast<int>(shape.size()))) {
         HostTensor x(DType::kF32, shape);
         FillF32(x, ++seed, rate);
-        for (Op op : {Op::kReduceSum, Op::kReduceMean, Op::kReduceMax, Op::kReduceMin})
+        for (Op op : {Op::kReduceSum, Op::kReduceMean, Op::kReduceMax, Op::kReduceMin, Op::kReduceProd})
           CheckReduce(this, op, x, axes, true);
       }
     }
@@ -307,13 +317,32 @@ TEST_P(ReduceTest, NaNIsCanonical) {
   x.as<float>()[100 + 5] = FromBits(0x7F800001u);  // row 1: signalling NaN
   x.as<float>()[200] = INFINITY;                   // row 2: +inf - inf = NaN
   x.as<float>()[201] = -INFINITY;
-  for (Op op : {Op::kReduceSum, Op::kReduceMean, Op::kReduceMax, Op::kReduceMin}) {
+  for (Op op : {Op::kReduceSum, Op::kReduceMean, Op::kReduceMax, Op::kReduceMin, Op::kReduceProd}) {
     HostTensor y(DType::kF32, {4});
     ASSERT_TRUE(Run(op, p, x, y).ok());
     for (int r = 0; r < 2; ++r) EXPECT_EQ(Bits(y.as<float>()[r]), 0x7FC00000u) << OpName(op);
     if (op == Op::kReduceSum || op == Op::kReduceMean) {
       EXPECT_EQ(Bits(y.as<float>()[2]), 0x7FC00000u);
     }
+  }
+}
+
+TEST_P(ReduceTest, ProdIsTheSequentialChain) {
+  // (1 * 3) * (1/3) rounds differently from 3 * (1/3 * 1): the order is pinned, and
+  // a tree or lane order would differ on some of these rows.
+  OpParams p;
+  p.axes = {1};
+  p.keepdims = false;
+  HostTensor x(DType::kF32, {64, 37});
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(0.5f, 2.0f);
+  for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = dist(rng);
+  HostTensor y(DType::kF32, {64});
+  ASSERT_TRUE(Run(Op::kReduceProd, p, x, y).ok());
+  for (int r = 0; r < 64; ++r) {
+    float want = 1.0f;
+    for (int c = 0; c < 37; ++c) want = want * x.as<float>()[r * 37 + c];
+    EXPECT_EQ(Bits(y.as<float>()[r]), Bits(want)) << "row " << r;
   }
 }
 
@@ -329,7 +358,8 @@ TEST_P(ReduceTest, EmptyReductions) {
   } cases[] = {{Op::kReduceSum, 0u},
                {Op::kReduceMean, 0x7FC00000u},
                {Op::kReduceMax, 0xFF800000u},
-               {Op::kReduceMin, 0x7F800000u}};
+               {Op::kReduceMin, 0x7F800000u},
+               {Op::kReduceProd, 0x3F800000u}};
   for (const Case& c : cases) {
     HostTensor y(DType::kF32, {3, 1, 2});
     ASSERT_TRUE(Run(c.op, p, x, y).ok());

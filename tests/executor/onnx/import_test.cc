@@ -229,12 +229,12 @@ TEST(OnnxImport, UnsupportedThingsAreNamed) {
   {
     ModelBuilder m;
     m.Input("x", onnx::TensorProto::FLOAT, {2});
-    m.Node("Hardmax", {"x"}, {"y"}, "the_node");
+    m.Node("Bernoulli", {"x"}, {"y"}, "the_node");
     m.Output("y");
     auto r = ImportOnnx(m.Bytes(), {});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
-    EXPECT_NE(r.status().message().find("unsupported op Hardmax in node 'the_node'"), std::string::npos)
+    EXPECT_NE(r.status().message().find("unsupported op Bernoulli in node 'the_node'"), std::string::npos)
         << r.status().message();
   }
   {
@@ -425,11 +425,236 @@ TEST(OnnxImport, TensorFilesFromTheTestSuite) {
   EXPECT_FALSE(ParseOnnxTensor(*bytes, {}).ok());
 }
 
+// --- issue 19's simpler ops: values, and hostile inputs refused with a named error ---
+
+StatusOr<Tensor> RunOne(const ModelBuilder& m, const std::map<std::string, Tensor>& inputs) {
+  ASSIGN_OR_RETURN(OnnxImport imported, ImportOnnx(m.Bytes(), {}));
+  ASSIGN_OR_RETURN(RunResult r, RunImported(imported, inputs));
+  if (r.outputs.size() != 1) return Internal("expected one output");
+  return r.outputs[0].tensor;
+}
+
+TEST(OnnxImport, ModKeepsTheDividendsOrTheDivisorsSign) {
+  for (int64_t fmod_mode : {0, 1}) {
+    ModelBuilder m;
+    m.Input("a", onnx::TensorProto::INT64, {6});
+    m.Input("b", onnx::TensorProto::INT64, {6});
+    ModelBuilder::IntAttr(m.Node("Mod", {"a", "b"}, {"y"}), "fmod", fmod_mode);
+    m.Output("y");
+    Tensor a = Tensor::FromVector<int64_t>(DType::kI64, {6}, {7, -7, 7, -7, 6, 5});
+    Tensor b = Tensor::FromVector<int64_t>(DType::kI64, {6}, {3, 3, -3, -3, 3, 0});
+    auto y = RunOne(m, {{"a", a}, {"b", b}});
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    const int64_t* v = y->data_as<int64_t>();
+    // Python's % for fmod = 0, C's for fmod = 1; a zero divisor gives the dividend.
+    const std::vector<int64_t> want =
+        fmod_mode == 0 ? std::vector<int64_t>{1, 2, -2, -1, 0, 5} : std::vector<int64_t>{1, -1, 1, -1, 0, 5};
+    EXPECT_EQ(std::vector<int64_t>(v, v + 6), want) << "fmod " << fmod_mode;
+  }
+  for (int64_t fmod_mode : {0, 2}) {
+    ModelBuilder m;
+    m.Input("a", onnx::TensorProto::FLOAT, {2});
+    m.Input("b", onnx::TensorProto::FLOAT, {2});
+    ModelBuilder::IntAttr(m.Node("Mod", {"a", "b"}, {"y"}), "fmod", fmod_mode);
+    m.Output("y");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
+  }
+}
+
+TEST(OnnxImport, TriluNeedsAKnownKAndAMatrix) {
+  {
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {2, 3});
+    m.InitializerI64("k", {-1});
+    m.Node("Trilu", {"x", "k"}, {"y"});  // upper by default: j - i >= -1
+    m.Output("y");
+    Tensor x = Tensor::FromVector<float>(DType::kF32, {2, 3}, {1, 2, 3, 4, 5, 6});
+    auto y = RunOne(m, {{"x", x}});
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    EXPECT_EQ(Values(*y), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  }
+  {
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {2, 3});
+    m.Input("k", onnx::TensorProto::INT64, {});
+    m.Node("Trilu", {"x", "k"}, {"y"});
+    m.Output("y");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("computed at run time"), std::string::npos) << r.status().message();
+  }
+  {
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {4});
+    m.Node("Trilu", {"x"}, {"y"});
+    m.Output("y");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
+  }
+}
+
+TEST(OnnxImport, OneHotRefusesHostileDepthsAndValues) {
+  auto model = [](const std::vector<int64_t>& depth, int64_t values_size) {
+    ModelBuilder m;
+    m.Input("i", onnx::TensorProto::INT64, {3});
+    m.InitializerI64("depth", depth);
+    std::vector<float> values(static_cast<size_t>(values_size), 0.0f);
+    for (size_t k = 0; k < values.size(); ++k) values[k] = static_cast<float>(k) + 2.0f;
+    m.InitializerF32("values", {values_size}, values);
+    m.Node("OneHot", {"i", "depth", "values"}, {"y"});
+    m.Output("y");
+    return m;
+  };
+  for (int64_t depth : {int64_t{0}, int64_t{-3}, int64_t{1} << 40, std::numeric_limits<int64_t>::max()}) {
+    auto r = ImportOnnx(model({depth}, 2).Bytes(), {});
+    ASSERT_FALSE(r.ok()) << depth;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
+  }
+  auto r = ImportOnnx(model({3}, 3).Bytes(), {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("values must have shape [2]"), std::string::npos) << r.status().message();
+  // In range, negative, and out of range (an all-off row).
+  Tensor i = Tensor::FromVector<int64_t>(DType::kI64, {3}, {1, -1, 5});
+  auto y = RunOne(model({3}, 2), {{"i", i}});
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  EXPECT_EQ(y->shape(), (Shape{3, 3}));
+  EXPECT_EQ(Values(*y), (std::vector<float>{2, 3, 2, 2, 2, 3, 2, 2, 2}));
+}
+
+TEST(OnnxImport, HardmaxMarksTheFirstMaximum) {
+  ModelBuilder m;
+  m.Input("x", onnx::TensorProto::FLOAT, {2, 3});
+  m.Node("Hardmax", {"x"}, {"y"});
+  m.Output("y");
+  Tensor x = Tensor::FromVector<float>(DType::kF32, {2, 3}, {1, 5, 5, -1, -2, -1});
+  auto y = RunOne(m, {{"x", x}});
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  EXPECT_EQ(Values(*y), (std::vector<float>{0, 1, 0, 1, 0, 0}));
+}
+
+TEST(OnnxImport, InstanceNormalizationChecksItsOperands) {
+  ModelBuilder m;
+  m.Input("x", onnx::TensorProto::FLOAT, {1, 2, 4});
+  m.InitializerF32("scale", {3}, {1, 1, 1});
+  m.InitializerF32("B", {2}, {0, 0});
+  m.Node("InstanceNormalization", {"x", "scale", "B"}, {"y"});
+  m.Output("y");
+  auto r = ImportOnnx(m.Bytes(), {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("scale and B must have shape [C]"), std::string::npos) << r.status().message();
+}
+
+TEST(OnnxImport, GatherElementsRefusesOutOfRangeIndicesAtRunTime) {
+  ModelBuilder m;
+  m.Input("x", onnx::TensorProto::FLOAT, {2, 3});
+  m.Input("i", onnx::TensorProto::INT64, {2, 2});
+  ModelBuilder::IntAttr(m.Node("GatherElements", {"x", "i"}, {"y"}), "axis", 1);
+  m.Output("y");
+  Tensor x = Tensor::FromVector<float>(DType::kF32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  auto y = RunOne(m, {{"x", x}, {"i", Tensor::FromVector<int64_t>(DType::kI64, {2, 2}, {2, -3, -1, 0})}});
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  EXPECT_EQ(Values(*y), (std::vector<float>{3, 1, 6, 4}));
+  // 3 on an axis of 3 would be the next row's first element in the flat data: refused.
+  for (int64_t bad :
+       {int64_t{3}, int64_t{-4}, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}) {
+    auto r = RunOne(m, {{"x", x}, {"i", Tensor::FromVector<int64_t>(DType::kI64, {2, 2}, {0, 0, bad, 0})}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("out of range"), std::string::npos) << r.status().message();
+  }
+  ModelBuilder wrong_rank;
+  wrong_rank.Input("x", onnx::TensorProto::FLOAT, {2, 3});
+  wrong_rank.Input("i", onnx::TensorProto::INT64, {2});
+  wrong_rank.Node("GatherElements", {"x", "i"}, {"y"});
+  wrong_rank.Output("y");
+  auto r = ImportOnnx(wrong_rank.Bytes(), {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
+}
+
+TEST(OnnxImport, GatherNdFetchesTuplesAndRefusesBadOnes) {
+  auto model = [](int64_t batch_dims, const std::vector<int64_t>& index_dims) {
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {2, 2, 2});
+    m.Input("i", onnx::TensorProto::INT64, index_dims);
+    ModelBuilder::IntAttr(m.Node("GatherND", {"x", "i"}, {"y"}), "batch_dims", batch_dims);
+    m.Output("y");
+    return m;
+  };
+  Tensor x = Tensor::FromVector<float>(DType::kF32, {2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  {
+    auto y =
+        RunOne(model(0, {2, 2}), {{"x", x}, {"i", Tensor::FromVector<int64_t>(DType::kI64, {2, 2}, {1, 0, -1, -1})}});
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    EXPECT_EQ(y->shape(), (Shape{2, 2}));
+    EXPECT_EQ(Values(*y), (std::vector<float>{4, 5, 6, 7}));
+  }
+  {
+    // batch_dims 1: tuple t of batch b indexes x[b].
+    auto y = RunOne(model(1, {2, 1, 2}),
+                    {{"x", x}, {"i", Tensor::FromVector<int64_t>(DType::kI64, {2, 1, 2}, {0, 1, 1, 0})}});
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    EXPECT_EQ(Values(*y), (std::vector<float>{1, 6}));
+  }
+  // One bad component refuses the tuple, even when the flat row number would exist.
+  for (int64_t bad : {int64_t{2}, int64_t{-3}, std::numeric_limits<int64_t>::min()}) {
+    auto r = RunOne(model(0, {1, 3}), {{"x", x}, {"i", Tensor::FromVector<int64_t>(DType::kI64, {1, 3}, {0, bad, 0})}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("out of range"), std::string::npos) << r.status().message();
+  }
+  for (int64_t batch_dims : {int64_t{-1}, int64_t{2}, std::numeric_limits<int64_t>::max()}) {
+    auto r = ImportOnnx(model(batch_dims, {2, 2}).Bytes(), {});
+    ASSERT_FALSE(r.ok()) << batch_dims;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
+  }
+  auto too_long = ImportOnnx(model(0, {1, 4}).Bytes(), {});
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_EQ(too_long.status().code(), StatusCode::kInvalidArgument) << too_long.status().message();
+}
+
+TEST(OnnxImport, LrnRefusesHostileSizes) {
+  for (int64_t size : {int64_t{0}, int64_t{-1}, int64_t{1} << 40, std::numeric_limits<int64_t>::max()}) {
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {1, 4, 2, 2});
+    ModelBuilder::IntAttr(m.Node("LRN", {"x"}, {"y"}), "size", size);
+    m.Output("y");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok()) << size;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
+  }
+}
+
 TEST(OnnxImport, SupportedOpsCoverTheIssueList) {
   const auto ops = SupportedOnnxOps();
-  for (const char* op :
-       {"Gemm", "MatMul", "Add", "Erf", "Softmax", "Conv", "BatchNormalization", "MaxPool", "AveragePool",
-        "GlobalAveragePool", "LayerNormalization", "ReduceMean", "Sub", "Pow", "Sqrt", "Div"}) {
+  for (const char* op : {"Gemm",
+                         "MatMul",
+                         "Add",
+                         "Erf",
+                         "Softmax",
+                         "Conv",
+                         "BatchNormalization",
+                         "MaxPool",
+                         "AveragePool",
+                         "GlobalAveragePool",
+                         "LayerNormalization",
+                         "ReduceMean",
+                         "Sub",
+                         "Pow",
+                         "Sqrt",
+                         "Div",
+                         "Floor",
+                         "Ceil",
+                         "Round",
+                         "Mod",
+                         "Trilu",
+                         "OneHot",
+                         "Hardmax",
+                         "InstanceNormalization",
+                         "GatherElements",
+                         "GatherND",
+                         "LRN"}) {
     EXPECT_TRUE(std::binary_search(ops.begin(), ops.end(), op)) << op;
   }
 }
