@@ -34,6 +34,8 @@ options:
   --threads N            CPU threads per task
   --workers N            tasks executing at once
   --queue N              tasks waiting before SubmitTask answers RESOURCE_EXHAUSTED
+  --program-cache-bytes N
+                         compiled programs and weights kept between tasks (0: off)
   --fallback-cpu         rerun on the CPU when the GPU backend fails, and run on the CPU
                          when the backend fails its startup self-test
   --no-selftest          skip the startup self-test of a non-CPU backend (executor.selftest)
@@ -62,12 +64,19 @@ int Usage(std::ostream& err, const std::string& message) {
 
 int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostream& err) {
   ArgSpec spec;
-  spec.value_options = {
-      "--config",         "--datadir",           "--listen",         "--metrics",          "--log-level",
-      "--log-format",     "--backend",           "--threads",        "--workers",          "--queue",
-      "--max-blob-bytes", "--max-task-bytes",    "--max-task-flops", "--max-task-seconds", "--max-elements",
-      "--max-ops",        "--max-inputs",        "--keystore",       "--password-file",    "--password-env",
-      "--chain-rpc",      "--chain-rpc-ca-file", "--deployment",     "--advertise",        "--bootstrap"};
+  spec.value_options = {"--config",         "--datadir",
+                        "--listen",         "--metrics",
+                        "--log-level",      "--log-format",
+                        "--backend",        "--threads",
+                        "--workers",        "--queue",
+                        "--max-blob-bytes", "--max-task-bytes",
+                        "--max-task-flops", "--max-task-seconds",
+                        "--max-elements",   "--max-ops",
+                        "--max-inputs",     "--keystore",
+                        "--password-file",  "--password-env",
+                        "--chain-rpc",      "--chain-rpc-ca-file",
+                        "--deployment",     "--advertise",
+                        "--bootstrap",      "--program-cache-bytes"};
   spec.flags = {"--help", "--version", "--fallback-cpu", "--no-selftest"};
   auto parsed = ParseArgs(raw, spec);
   if (!parsed.ok()) return Usage(err, parsed.status().message());
@@ -112,6 +121,7 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
   const FlagKey int_flags[] = {{"--threads", "executor.threads"},
                                {"--workers", "executor.workers"},
                                {"--queue", "executor.queue_capacity"},
+                               {"--program-cache-bytes", "executor.program_cache_bytes"},
                                {"--max-blob-bytes", "limits.max_blob_bytes"},
                                {"--max-task-bytes", "limits.max_task_bytes"},
                                {"--max-task-flops", "limits.max_task_flops"},

@@ -496,7 +496,7 @@ TEST_F(NodeTest, CliSubmitStatusResultAndNodeInfo) {
 }
 
 TEST_F(NodeTest, MetricsAndEigenHealthEndpoints) {
-  DaemonProcess* d = StartDaemon("n1", {"--metrics", "127.0.0.1:0"});
+  DaemonProcess* d = StartDaemon("n1", {"--metrics", "127.0.0.1:0", "--program-cache-bytes", "1000000"});
   const std::string metrics = testing_support::ReadWholeFile(d->datadir() + "/metrics.addr");
   ASSERT_FALSE(metrics.empty());
   const std::string addr = metrics.substr(0, metrics.size() - 1);
@@ -520,7 +520,11 @@ TEST_F(NodeTest, MetricsAndEigenHealthEndpoints) {
   for (const char* expected :
        {"consensor_tasks_received_total 1", "consensor_tasks_completed_total 1", "consensor_tasks_failed_total 0",
         "consensor_tasks_rejected_total 1", "consensor_task_execution_seconds_count 1", "consensor_queue_depth 0",
-        "consensor_blobs_received_total 2", "consensor_up 1"}) {
+        "consensor_blobs_received_total 2", "consensor_up 1",
+        // The warm path: the first SubmitTask compiled the model; the execution and the refused
+        // second submission found it cached.
+        "consensor_program_cache_misses_total 1", "consensor_program_cache_hits_total 2",
+        "consensor_program_cache_entries 1"}) {
     EXPECT_NE(text.second.find(expected), std::string::npos) << expected << "\n" << text.second;
   }
 }
