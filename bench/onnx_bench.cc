@@ -164,8 +164,9 @@ int Main(int argc, char** argv) {
   }
   const size_t eq = shape_arg.find('=');
   if (model_path.empty() || eq == std::string::npos) {
-    std::fprintf(stderr, "usage: onnx_bench --model FILE.onnx --shape NAME=D0,D1,... [--threads 1,2] [--reps N] "
-                         "[--tasks N] [--ort-script FILE]\n");
+    std::fprintf(stderr,
+                 "usage: onnx_bench --model FILE.onnx --shape NAME=D0,D1,... [--threads 1,2] [--reps N] "
+                 "[--tasks N] [--ort-script FILE]\n");
     return 2;
   }
   const std::string input_name = shape_arg.substr(0, eq);
@@ -186,7 +187,7 @@ int Main(int argc, char** argv) {
   // 1. ONNX Runtime, in a child process (node.js), on the same input file.
   std::string ort_cmd = "node";
   std::string ort_args = "'" + ort_script + "' --model '" + model_path + "' --input " + input_name + "=" +
-                        input_path.string() + " --threads " + threads_arg + " --reps " + std::to_string(reps);
+                         input_path.string() + " --threads " + threads_arg + " --reps " + std::to_string(reps);
   auto ort = testing_support::RunCommand(ort_cmd, ort_args);
   if (ort.exit_code != 0) {
     std::fprintf(stderr, "ONNX Runtime failed (is bench/models installed? scripts/setup.sh):\n%s\n", ort.out.c_str());
@@ -255,10 +256,11 @@ int Main(int argc, char** argv) {
                 node_times->warm_task_ms / ort_ms);
     if (!same_root) return 1;
   }
-  std::printf("\nms, medians. node cold / warm: execution_seconds (load, run with the trace, store) of the first task "
-              "on a fresh node / of the next %d; no cache: the same with --program-cache-bytes 0; client warm: "
-              "SubmitTask -> result as a client sees it\n",
-              tasks - 1);
+  std::printf(
+      "\nms, medians. node cold / warm: execution_seconds (load, run with the trace, store) of the first task "
+      "on a fresh node / of the next %d; no cache: the same with --program-cache-bytes 0; client warm: "
+      "SubmitTask -> result as a client sees it\n",
+      tasks - 1);
   if (!std::getenv("CNSR_BENCH_KEEP")) fs::remove_all(dir);
   return 0;
 }

@@ -135,7 +135,9 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
   }
   for (const auto& f : int_flags) {
     if (auto v = a.Option(f.flag)) {
-      auto n = ParseIntOption(*v, f.flag, 1, INT64_MAX);
+      // Every count and cap is at least 1, except a cache budget, where 0 turns the cache off.
+      const int64_t min = std::string_view(f.flag) == "--program-cache-bytes" ? 0 : 1;
+      auto n = ParseIntOption(*v, f.flag, min, INT64_MAX);
       if (!n.ok()) return Usage(err, n.status().message());
       overrides.emplace_back(f.key, *n);
     }

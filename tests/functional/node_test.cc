@@ -541,7 +541,8 @@ TEST_F(NodeTest, ConfigFileOperatorKeyAndBadConfig) {
   ASSERT_FALSE(keyfile.empty());
   std::ofstream(Path("node.toml")) << "[executor]\nworkers = 3\nqueue_capacity = 7\n\n[operator]\nkeystore = \""
                                    << keyfile << "\"\npassword_file = \"" << Path("password") << "\"\n";
-  DaemonProcess* d = StartDaemon("n1", {"--config", Path("node.toml"), "--queue", "9"});
+  // A cache budget of 0 (the warm path off) is a valid setting, unlike a queue of 0.
+  DaemonProcess* d = StartDaemon("n1", {"--config", Path("node.toml"), "--queue", "9", "--program-cache-bytes", "0"});
   NodeClient client(d->address());
   auto info = client.GetNodeInfo();
   ASSERT_TRUE(info.ok()) << info.status().ToString();
@@ -566,6 +567,11 @@ TEST_F(NodeTest, ConfigFileOperatorKeyAndBadConfig) {
   DaemonProcess usage(Path("usage"), {"--no-such-flag"});
   usage.Spawn();
   EXPECT_EQ(usage.WaitExit(), 2);
+  DaemonProcess negative(Path("negative"), {"--program-cache-bytes", "-1"});
+  negative.Spawn();
+  EXPECT_EQ(negative.WaitExit(), 2);
+  EXPECT_NE(negative.Log().find("--program-cache-bytes must be an integer between 0"), std::string::npos)
+      << negative.Log();
 }
 
 }  // namespace
