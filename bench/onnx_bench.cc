@@ -7,7 +7,10 @@
 // each at every thread count, with the ratios to ONNX Runtime at the same thread count.
 //
 //   build/bench/onnx_bench --model FILE.onnx --shape x=1,3,48,320 [--threads 1,2] [--reps 20]
-//                          [--tasks 8] [--ort-script bench/models/ort_bench.js]
+//                          [--tasks 8] [--ort-script bench/models/ort_bench.js] [--perf DIR]
+//
+// With --perf, each node's warm tasks run under `perf record -g`, into
+// DIR/datadir-t<threads>-c<cache bytes>.data.
 //
 // The models and onnxruntime-node come from bench/models/package.json (scripts/setup.sh).
 #include <sys/wait.h>
@@ -15,10 +18,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/file_io.h"
@@ -96,6 +102,33 @@ StatusOr<KernelTimes> TimeKernels(const executor::Program& program, const std::m
   return times;
 }
 
+// `perf record -g` on a running process until Stop: a profile of the node's warm tasks alone.
+class PerfRecording {
+ public:
+  PerfRecording(pid_t target, const std::string& output) {
+    std::fflush(stdout);
+    pid_ = fork();
+    if (pid_ == 0) {
+      if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(127);
+      const std::string target_pid = std::to_string(target);
+      execlp("perf", "perf", "record", "-g", "-F", "999", "-o", output.c_str(), "-p", target_pid.c_str(),
+             static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    // perf needs a moment to attach; what it misses is the start of the first warm task.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  ~PerfRecording() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGINT);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
 struct NodeTimes {
   double cold_exec_ms = 0;  // execution_seconds of the first task on a fresh node
   double warm_exec_ms = 0;  // median execution_seconds of the following tasks
@@ -105,7 +138,8 @@ struct NodeTimes {
 
 StatusOr<NodeTimes> TimeNodeTasks(const fs::path& dir, int threads, int tasks, const fs::path& graph_path,
                                   const fs::path& weights_path, const fs::path& input_path,
-                                  const std::string& input_name, int64_t program_cache_bytes) {
+                                  const std::string& input_name, int64_t program_cache_bytes,
+                                  const std::string& perf_dir) {
   const std::string name = "datadir-t" + std::to_string(threads) + "-c" + std::to_string(program_cache_bytes);
   testing_support::DaemonProcess daemon((dir / name).string(),
                                         {"--workers", "1", "--threads", std::to_string(threads), "--log-level", "warn",
@@ -120,7 +154,10 @@ StatusOr<NodeTimes> TimeNodeTasks(const fs::path& dir, int threads, int tasks, c
   (*request.mutable_inputs())[input_name] = input_blob.sha256();
   NodeTimes times;
   std::vector<double> warm_exec, warm_task;
+  std::unique_ptr<PerfRecording> perf;
   for (int i = 0; i < tasks; ++i) {
+    if (i == 1 && !perf_dir.empty())
+      perf = std::make_unique<PerfRecording>(daemon.pid(), perf_dir + "/" + name + ".data");
     request.mutable_options()->set_nonce(static_cast<uint64_t>(i) + 1);
     auto t0 = Clock::now();
     ASSIGN_OR_RETURN(auto submitted, client.SubmitTask(request));
@@ -139,6 +176,7 @@ StatusOr<NodeTimes> TimeNodeTasks(const fs::path& dir, int threads, int tasks, c
       if (done.result().result_root() != times.result_root) return Internal("node result root changed between tasks");
     }
   }
+  perf.reset();
   times.warm_exec_ms = Median(warm_exec);
   times.warm_task_ms = Median(warm_task);
   daemon.Kill(SIGTERM);
@@ -146,7 +184,7 @@ StatusOr<NodeTimes> TimeNodeTasks(const fs::path& dir, int threads, int tasks, c
 }
 
 int Main(int argc, char** argv) {
-  std::string model_path, shape_arg, threads_arg = "1,2";
+  std::string model_path, shape_arg, threads_arg = "1,2", perf_dir;
   std::string ort_script = std::string(CNSR_SOURCE_DIR) + "/bench/models/ort_bench.js";
   int reps = 20, tasks = 8;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -157,6 +195,7 @@ int Main(int argc, char** argv) {
     else if (k == "--reps") reps = std::max(1, std::atoi(v.c_str()));
     else if (k == "--tasks") tasks = std::max(2, std::atoi(v.c_str()));
     else if (k == "--ort-script") ort_script = v;
+    else if (k == "--perf") perf_dir = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -223,7 +262,10 @@ int Main(int argc, char** argv) {
   std::printf("model %s\n  input %s%s, %zu instructions, %.1f MFLOP, arena %.1f MiB, weights %.1f MiB\n",
               model_path.c_str(), input_name.c_str(), ShapeToString(shape).c_str(), program->instructions.size(),
               program->total_flops / 1e6, program->arena_bytes / 1048576.0, imported->weights.size() / 1048576.0);
-  std::printf("  import %.1f ms, compile %.1f ms (once)\n", import_ms, compile_ms);
+  int64_t traced_bytes = 0;  // what the trace hashes per run
+  for (const executor::Instruction& ins : program->instructions) traced_bytes += program->buffers[ins.output].bytes;
+  std::printf("  import %.1f ms, compile %.1f ms (once); the trace hashes %.1f MiB per run\n", import_ms, compile_ms,
+              traced_bytes / 1048576.0);
   std::printf("  %s\n", ort.out.substr(0, ort.out.find('\n')).c_str());
   std::map<std::string, Tensor> inputs{{input_name, input}};
 
@@ -236,10 +278,11 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "executor failed: %s\n", kernels_times.status().ToString().c_str());
       return 1;
     }
-    auto node_times =
-        TimeNodeTasks(dir, threads, tasks, graph_path, weights_path, input_path, input_name, int64_t{1} << 30);
+    auto node_times = TimeNodeTasks(dir, threads, tasks, graph_path, weights_path, input_path, input_name,
+                                    int64_t{1} << 30, perf_dir);
     // The same node without the warm path: every task reads, verifies and compiles its model.
-    auto uncached_times = TimeNodeTasks(dir, threads, tasks, graph_path, weights_path, input_path, input_name, 0);
+    auto uncached_times =
+        TimeNodeTasks(dir, threads, tasks, graph_path, weights_path, input_path, input_name, 0, perf_dir);
     if (!node_times.ok() || !uncached_times.ok()) {
       std::fprintf(stderr, "node failed: %s\n",
                    (node_times.ok() ? uncached_times.status() : node_times.status()).ToString().c_str());
