@@ -500,7 +500,13 @@ TEST_F(NodeTest, MetricsAndEigenHealthEndpoints) {
   const std::string metrics = testing_support::ReadWholeFile(d->datadir() + "/metrics.addr");
   ASSERT_FALSE(metrics.empty());
   const std::string addr = metrics.substr(0, metrics.size() - 1);
-  EXPECT_EQ(HttpGet(addr, "/eigen/node/health").first, 200);
+  // rpc.addr is written just before the node reports healthy: "starting" (206) may come first.
+  int health = HttpGet(addr, "/eigen/node/health").first;
+  for (int i = 0; i < 200 && health == 206; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    health = HttpGet(addr, "/eigen/node/health").first;
+  }
+  EXPECT_EQ(health, 200);
   EXPECT_EQ(HttpGet(addr, "/eigen/node/services/client-api/health").first, 200);
   auto version = HttpGet(addr, "/eigen/node/version");
   EXPECT_EQ(version.first, 200);
@@ -515,7 +521,13 @@ TEST_F(NodeTest, MetricsAndEigenHealthEndpoints) {
   r.mutable_inputs()->clear();
   EXPECT_FALSE(client.SubmitTask(r).ok());
 
+  // The worker counts a completion just after storing it, so WatchTask can return first: wait
+  // for the counter (bounded) before reading the rest.
   auto text = HttpGet(addr, "/metrics");
+  for (int i = 0; i < 200 && text.second.find("consensor_tasks_completed_total 1") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    text = HttpGet(addr, "/metrics");
+  }
   EXPECT_EQ(text.first, 200);
   for (const char* expected :
        {"consensor_tasks_received_total 1", "consensor_tasks_completed_total 1", "consensor_tasks_failed_total 0",
