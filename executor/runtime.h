@@ -51,6 +51,8 @@ class LoadedProgram {
   LoadedProgram(const Program& program, kernels::Backend* backend) : program_(program), backend_(backend) {}
   kernels::TensorView View(int buffer, const Shape& shape) const;
   StatusOr<Tensor> ReadBuffer(int buffer) const;
+  // TensorHash of a buffer's value, in place when the arena is host memory.
+  StatusOr<Hash256> HashBuffer(int buffer) const;
 
   const Program& program_;
   kernels::Backend* backend_;

@@ -23,6 +23,10 @@ class Arena {
   virtual int64_t size() const = 0;
   virtual Status CopyIn(int64_t offset, const void* src, int64_t bytes) = 0;
   virtual Status CopyOut(int64_t offset, void* dst, int64_t bytes) const = 0;
+  // The arena's bytes as host memory, readable once the backend is synchronized; null when
+  // they live elsewhere (a GPU). Lets the runtime hash values where they are instead of
+  // copying each one out.
+  virtual const uint8_t* host_data() const { return nullptr; }
 };
 
 class Backend {

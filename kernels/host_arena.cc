@@ -16,6 +16,7 @@ class HostArena final : public Arena {
   ~HostArena() override { std::free(base_); }
   bool valid() const { return base_ != nullptr; }
   uint8_t* base() override { return base_; }
+  const uint8_t* host_data() const override { return base_; }
   int64_t size() const override { return size_; }
   Status CopyIn(int64_t offset, const void* src, int64_t bytes) override {
     if (offset < 0 || bytes < 0 || offset + bytes > size_) return OutOfRange("arena copy-in out of range");

@@ -75,6 +75,7 @@ const std::vector<KeySpec>& Keys() {
       {"executor", "selftest", CONFIG_FIELD(selftest)},
       {"executor", "workers", CONFIG_FIELD(tasks.workers)},
       {"executor", "queue_capacity", CONFIG_FIELD(tasks.queue_capacity)},
+      {"executor", "program_cache_bytes", CONFIG_FIELD(tasks.program_cache_bytes)},
       {"limits", "max_blob_bytes", CONFIG_FIELD(tasks.limits.max_graph_file_bytes)},
       {"limits", "max_task_bytes", CONFIG_FIELD(tasks.limits.max_total_bytes)},
       {"limits", "max_task_flops", CONFIG_FIELD(tasks.limits.max_flops)},
@@ -493,6 +494,8 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   RETURN_IF_ERROR(CheckRange("executor.device", AsWritten(c, "executor.device"), 0, 1023));
   RETURN_IF_ERROR(CheckRange("executor.workers (--workers)", AsWritten(c, "executor.workers"), 1, 256));
   RETURN_IF_ERROR(CheckRange("executor.queue_capacity (--queue)", AsWritten(c, "executor.queue_capacity"), 1, 1000000));
+  RETURN_IF_ERROR(CheckRange("executor.program_cache_bytes (--program-cache-bytes)", c->tasks.program_cache_bytes, 0,
+                             int64_t{1} << 50));
 
   RETURN_IF_ERROR(CheckPositive("limits.max_blob_bytes (--max-blob-bytes)", c->tasks.limits.max_graph_file_bytes));
   RETURN_IF_ERROR(CheckPositive("limits.max_task_bytes (--max-task-bytes)", c->tasks.limits.max_total_bytes));

@@ -8,6 +8,7 @@
 //   [metrics]   listen
 //   [log]       level  format
 //   [executor]  backend  threads  isa  device  fallback_cpu  selftest  workers  queue_capacity
+//               program_cache_bytes
 //   [limits]    max_blob_bytes  max_task_bytes  max_task_flops  max_task_seconds  max_elements
 //               max_ops  max_inputs
 //   [operator]  keystore  password_file  password_env

@@ -34,6 +34,8 @@ options:
   --threads N            CPU threads per task
   --workers N            tasks executing at once
   --queue N              tasks waiting before SubmitTask answers RESOURCE_EXHAUSTED
+  --program-cache-bytes N
+                         compiled programs and weights kept between tasks (0: off)
   --fallback-cpu         rerun on the CPU when the GPU backend fails, and run on the CPU
                          when the backend fails its startup self-test
   --no-selftest          skip the startup self-test of a non-CPU backend (executor.selftest)
@@ -62,12 +64,19 @@ int Usage(std::ostream& err, const std::string& message) {
 
 int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostream& err) {
   ArgSpec spec;
-  spec.value_options = {
-      "--config",         "--datadir",           "--listen",         "--metrics",          "--log-level",
-      "--log-format",     "--backend",           "--threads",        "--workers",          "--queue",
-      "--max-blob-bytes", "--max-task-bytes",    "--max-task-flops", "--max-task-seconds", "--max-elements",
-      "--max-ops",        "--max-inputs",        "--keystore",       "--password-file",    "--password-env",
-      "--chain-rpc",      "--chain-rpc-ca-file", "--deployment",     "--advertise",        "--bootstrap"};
+  spec.value_options = {"--config",         "--datadir",
+                        "--listen",         "--metrics",
+                        "--log-level",      "--log-format",
+                        "--backend",        "--threads",
+                        "--workers",        "--queue",
+                        "--max-blob-bytes", "--max-task-bytes",
+                        "--max-task-flops", "--max-task-seconds",
+                        "--max-elements",   "--max-ops",
+                        "--max-inputs",     "--keystore",
+                        "--password-file",  "--password-env",
+                        "--chain-rpc",      "--chain-rpc-ca-file",
+                        "--deployment",     "--advertise",
+                        "--bootstrap",      "--program-cache-bytes"};
   spec.flags = {"--help", "--version", "--fallback-cpu", "--no-selftest"};
   auto parsed = ParseArgs(raw, spec);
   if (!parsed.ok()) return Usage(err, parsed.status().message());
@@ -112,6 +121,7 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
   const FlagKey int_flags[] = {{"--threads", "executor.threads"},
                                {"--workers", "executor.workers"},
                                {"--queue", "executor.queue_capacity"},
+                               {"--program-cache-bytes", "executor.program_cache_bytes"},
                                {"--max-blob-bytes", "limits.max_blob_bytes"},
                                {"--max-task-bytes", "limits.max_task_bytes"},
                                {"--max-task-flops", "limits.max_task_flops"},
@@ -125,7 +135,9 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
   }
   for (const auto& f : int_flags) {
     if (auto v = a.Option(f.flag)) {
-      auto n = ParseIntOption(*v, f.flag, 1, INT64_MAX);
+      // Every count and cap is at least 1, except a cache budget, where 0 turns the cache off.
+      const int64_t min = std::string_view(f.flag) == "--program-cache-bytes" ? 0 : 1;
+      auto n = ParseIntOption(*v, f.flag, min, INT64_MAX);
       if (!n.ok()) return Usage(err, n.status().message());
       overrides.emplace_back(f.key, *n);
     }

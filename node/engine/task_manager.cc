@@ -52,7 +52,9 @@ class StoreBlobSource final : public executor::BlobSource {
 
 // Everything needed to run a task, loaded from the store and checked against the caps.
 struct PreparedTask {
-  executor::Program program;
+  std::shared_ptr<const executor::Program> program;
+  bool cached = false;  // `program` is (now) in the node's program cache
+  bool warm = false;    // found there: no blob was read or compiled
   std::map<std::string, Tensor> inputs;
 };
 
@@ -69,11 +71,9 @@ StatusOr<NpyHeaderInfo> ReadNpyBlobHeader(Store* store, const Hash256& h, const 
   return ParseNpyHeader(prefix, static_cast<uint64_t>(size), limits);
 }
 
-// With load_inputs false, inputs are checked from their .npy headers only (what SubmitTask
-// needs before acknowledging); execution loads them in full.
-StatusOr<PreparedTask> PrepareTask(Store* store, const v1::SubmitTaskRequest& spec, const executor::Limits& limits,
-                                   bool load_inputs) {
-  ASSIGN_OR_RETURN(Hash256 graph_hash, ParseHash(spec.graph_sha256(), "graph_sha256"));
+// Reads the graph blob and compiles it, resolving weights through the store.
+StatusOr<executor::Program> CompileFromStore(Store* store, const v1::SubmitTaskRequest& spec, const Hash256& graph_hash,
+                                             const executor::Limits& limits) {
   auto graph_bytes = store->GetBlob(graph_hash, limits.max_graph_file_bytes);
   if (!graph_bytes.ok()) {
     if (graph_bytes.status().code() == StatusCode::kNotFound) {
@@ -96,18 +96,36 @@ StatusOr<PreparedTask> PrepareTask(Store* store, const v1::SubmitTaskRequest& sp
     }
     return InvalidArgument("invalid graph: " + program.status().message());
   }
+  return std::move(program).value();
+}
+
+// The graph's program comes from the cache when this node compiled it recently; otherwise it is
+// read from the store (blobs were verified when they entered, and GetBlob verifies them again
+// on this cold read), compiled, and cached. With load_inputs false, inputs are checked from
+// their .npy headers only (what SubmitTask needs before acknowledging); execution loads them
+// in full.
+StatusOr<PreparedTask> PrepareTask(Store* store, ProgramCache* cache, const v1::SubmitTaskRequest& spec,
+                                   const executor::Limits& limits, bool load_inputs) {
+  ASSIGN_OR_RETURN(Hash256 graph_hash, ParseHash(spec.graph_sha256(), "graph_sha256"));
   PreparedTask prepared;
-  prepared.program = std::move(program).value();
+  prepared.program = cache->Find(graph_hash);
+  prepared.warm = prepared.cached = prepared.program != nullptr;
+  if (!prepared.program) {
+    ASSIGN_OR_RETURN(auto compiled, CompileFromStore(store, spec, graph_hash, limits));
+    prepared.program = std::make_shared<const executor::Program>(std::move(compiled));
+    prepared.cached = cache->Insert(graph_hash, prepared.program);
+  }
+  const executor::Program& program = *prepared.program;
 
   // Inputs must match the placeholders exactly, by name, dtype and shape.
   for (const auto& [name, hex] : spec.inputs()) {
     bool known = false;
-    for (const auto& [placeholder, buffer] : prepared.program.inputs) known = known || placeholder == name;
+    for (const auto& [placeholder, buffer] : program.inputs) known = known || placeholder == name;
     if (!known) return InvalidArgument("the graph has no input named '" + name + "'");
   }
   NpyLimits npy_limits;
   npy_limits.max_bytes = limits.max_total_bytes;
-  for (const auto& [name, buffer] : prepared.program.inputs) {
+  for (const auto& [name, buffer] : program.inputs) {
     auto it = spec.inputs().find(name);
     if (it == spec.inputs().end()) return InvalidArgument("missing input '" + name + "'");
     ASSIGN_OR_RETURN(Hash256 h, ParseHash(it->second, "input '" + name + "'"));
@@ -139,7 +157,7 @@ StatusOr<PreparedTask> PrepareTask(Store* store, const v1::SubmitTaskRequest& sp
       dtype = header->dtype;
       shape = header->shape;
     }
-    const executor::Buffer& b = prepared.program.buffers[buffer];
+    const executor::Buffer& b = program.buffers[buffer];
     if (dtype != b.dtype || shape != b.shape) {
       return InvalidArgument("input '" + name + "' must be " + std::string(DTypeName(b.dtype)) +
                              ShapeToString(b.shape) + ", got " + std::string(DTypeName(dtype)) + ShapeToString(shape));
@@ -181,7 +199,10 @@ Status Transition(v1::Task* task, v1::TaskState to) {
 }  // namespace
 
 TaskManager::TaskManager(Store* store, NodeMetrics* metrics, TaskManagerOptions options)
-    : store_(store), metrics_(metrics), options_(std::move(options)) {}
+    : store_(store),
+      metrics_(metrics),
+      options_(std::move(options)),
+      programs_(options_.program_cache_bytes, metrics) {}
 
 TaskManager::~TaskManager() { Shutdown(); }
 
@@ -308,7 +329,8 @@ StatusOr<consensus::TaskId> TaskManager::IdOf(const v1::SubmitTaskRequest& reque
 
 StatusOr<consensus::TaskId> TaskManager::Check(const v1::SubmitTaskRequest& request) {
   ASSIGN_OR_RETURN(consensus::TaskId id, IdOf(request));
-  ASSIGN_OR_RETURN(PreparedTask prepared, PrepareTask(store_, request, options_.limits, /*load_inputs=*/false));
+  ASSIGN_OR_RETURN(PreparedTask prepared,
+                   PrepareTask(store_, &programs_, request, options_.limits, /*load_inputs=*/false));
   (void)prepared;
   return id;
 }
@@ -328,7 +350,8 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   }
 
   // Everything the task needs must be here and valid before the node acknowledges it.
-  ASSIGN_OR_RETURN(PreparedTask prepared, PrepareTask(store_, request, options_.limits, /*load_inputs=*/false));
+  ASSIGN_OR_RETURN(PreparedTask prepared,
+                   PrepareTask(store_, &programs_, request, options_.limits, /*load_inputs=*/false));
   (void)prepared;
 
   {
@@ -385,7 +408,7 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   Log(LogLevel::kInfo, "task accepted",
       {{"task", id.Hex()},
        {"graph", request.graph_sha256()},
-       {"ops", static_cast<int64_t>(prepared.program.instructions.size())}});
+       {"ops", static_cast<int64_t>(prepared.program->instructions.size())}});
   return outcome;
 }
 
@@ -510,11 +533,20 @@ void TaskManager::NotifyChanged() {
   changed_cv_.notify_all();
 }
 
-void TaskManager::WorkerLoop(int worker_index) {
+struct TaskManager::WorkerState {
   // Each worker keeps its backend: creating one (thread pool, GPU context) per task would
   // dominate small tasks.
   std::unique_ptr<kernels::Backend> backend;
-  kernels::Backend* cached = nullptr;
+  // The program this worker ran last, loaded on `backend`: its arena already holds the weights
+  // and its pages are mapped, so the next task of the same program copies in only its inputs.
+  // Kept only for programs in the cache, whose budget counts one arena each. Declared after
+  // `backend`, so it is released first.
+  std::shared_ptr<const executor::Program> warm_program;
+  std::unique_ptr<executor::LoadedProgram> warm_loaded;
+};
+
+void TaskManager::WorkerLoop(int worker_index) {
+  WorkerState state;
   while (true) {
     consensus::TaskId id;
     {
@@ -526,7 +558,7 @@ void TaskManager::WorkerLoop(int worker_index) {
       ++running_;
     }
     UpdateGauges();
-    Execute(id, &cached, &backend);
+    Execute(id, &state);
     {
       std::lock_guard<std::mutex> lock(mu_);
       --running_;
@@ -539,8 +571,7 @@ void TaskManager::WorkerLoop(int worker_index) {
   }
 }
 
-void TaskManager::Execute(const consensus::TaskId& id, kernels::Backend** cached_backend,
-                          std::unique_ptr<kernels::Backend>* backend_storage) {
+void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   const std::string id_hex = id.Hex();
   auto loaded = LoadTask(id);
   if (!loaded.ok()) {
@@ -577,11 +608,14 @@ void TaskManager::Execute(const consensus::TaskId& id, kernels::Backend** cached
   v1::TaskResult result;
   // Phase times for the debug log: where a slow task spends its time.
   double prepare_s = 0, run_s = 0, store_s = 0;
+  bool warm = false;
   auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   auto run = [&]() -> Status {
     auto phase = Clock::now();
-    ASSIGN_OR_RETURN(PreparedTask prepared, PrepareTask(store_, task.spec(), options_.limits, /*load_inputs=*/true));
+    ASSIGN_OR_RETURN(PreparedTask prepared,
+                     PrepareTask(store_, &programs_, task.spec(), options_.limits, /*load_inputs=*/true));
     prepare_s = since(phase);
+    warm = prepared.warm;
     phase = Clock::now();
     executor::RunOptions ro;
     ro.trace = true;  // the trace root is part of what nodes sign
@@ -593,20 +627,34 @@ void TaskManager::Execute(const consensus::TaskId& id, kernels::Backend** cached
       return OkStatus();
     };
     auto run_on = [&](kernels::Backend* backend) -> StatusOr<executor::RunResult> {
-      ASSIGN_OR_RETURN(auto program, executor::LoadedProgram::Load(prepared.program, backend));
-      return program->Run(prepared.inputs, ro);
+      const bool own_backend = backend == worker->backend.get();
+      std::unique_ptr<executor::LoadedProgram> loaded;
+      if (own_backend && worker->warm_loaded && worker->warm_program == prepared.program) {
+        loaded = std::move(worker->warm_loaded);
+      } else {
+        worker->warm_loaded.reset();  // free the previous arena before allocating the next
+        worker->warm_program.reset();
+        ASSIGN_OR_RETURN(loaded, executor::LoadedProgram::Load(*prepared.program, backend));
+      }
+      auto outcome = loaded->Run(prepared.inputs, ro);
+      // Run writes only the inputs and intermediates, never the constants, so the arena can
+      // serve the next task of the same program; after a failure it is dropped all the same.
+      if (outcome.ok() && own_backend && prepared.cached) {
+        worker->warm_program = prepared.program;
+        worker->warm_loaded = std::move(loaded);
+      }
+      return outcome;
     };
     kernels::BackendOptions cpu_options = options_.backend;
     cpu_options.name = "cpu";
-    if (!*cached_backend) {
+    if (!worker->backend) {
       auto created = kernels::CreateBackend(options_.backend);
       if (!created.ok() && options_.fallback_cpu && options_.backend.name != "cpu")
         created = kernels::CreateBackend(cpu_options);
       RETURN_IF_ERROR(created.status());
-      *backend_storage = std::move(created).value();
-      *cached_backend = backend_storage->get();
+      worker->backend = std::move(created).value();
     }
-    kernels::Backend* backend = *cached_backend;
+    kernels::Backend* backend = worker->backend.get();
     auto outcome = run_on(backend);
     std::unique_ptr<kernels::Backend> cpu;
     const bool on_cpu = backend->name().rfind("cpu", 0) == 0;
@@ -623,7 +671,7 @@ void TaskManager::Execute(const consensus::TaskId& id, kernels::Backend** cached
     std::string backend_name = backend->name();
     if (backend_name.rfind("cpu", 0) == 0) backend_name += " x" + std::to_string(options_.backend.threads);
     result.set_backend(backend_name);
-    result.set_graph_id(ToHex(prepared.program.graph_id));
+    result.set_graph_id(ToHex(prepared.program->graph_id));
     result.set_result_root(ToHex(outcome->result_root));
     result.set_trace_root(ToHex(outcome->trace_root));
     result.set_trace_ops(static_cast<uint32_t>(outcome->trace.size()));
@@ -671,7 +719,11 @@ void TaskManager::Execute(const consensus::TaskId& id, kernels::Backend** cached
     return;
   }
   Log(LogLevel::kDebug, "task phases",
-      {{"task", id_hex}, {"prepare_seconds", prepare_s}, {"run_seconds", run_s}, {"store_seconds", store_s}});
+      {{"task", id_hex},
+       {"warm", warm},
+       {"prepare_seconds", prepare_s},
+       {"run_seconds", run_s},
+       {"store_seconds", store_s}});
   if (status.ok()) {
     metrics_->tasks_completed->Increment();
     Log(LogLevel::kInfo, options_.network_mode ? "task executed" : "task succeeded",

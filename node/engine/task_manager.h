@@ -28,6 +28,7 @@
 #include "consensus/task.h"
 #include "executor/limits.h"
 #include "kernels/backend_factory.h"
+#include "node/engine/program_cache.h"
 #include "node/storage/store.h"
 #include "node/telemetry/node_metrics.h"
 
@@ -46,6 +47,9 @@ struct TaskManagerOptions {
     node_limits.max_flops = int64_t{10} * 1000 * 1000 * 1000 * 1000;  // 1e13
     return node_limits;
   }();
+  // The warm path (program_cache.h): compiled programs and their weights kept between tasks,
+  // in bytes of weights plus arenas. 0 disables it.
+  int64_t program_cache_bytes = int64_t{1} << 30;
   int64_t max_inputs = 1024;       // placeholders per task
   int64_t max_task_seconds = 600;  // wall time per task execution
   // How long Shutdown waits for running tasks before interrupting them (they are then left
@@ -115,8 +119,10 @@ class TaskManager {
 
  private:
   void WorkerLoop(int worker_index);
-  void Execute(const consensus::TaskId& task_id, kernels::Backend** cached_backend,
-               std::unique_ptr<kernels::Backend>* backend_storage);
+  // What one worker keeps between tasks: its backend and, for the program it ran last (when
+  // that program is in the cache), the loaded program whose arena already holds the weights.
+  struct WorkerState;
+  void Execute(const consensus::TaskId& task_id, WorkerState* worker);
   Status PersistTask(const v1::Task& task, const v1::TaskResult* result);
   StatusOr<consensus::TaskSpec> SpecOf(const v1::SubmitTaskRequest& request);
   StatusOr<v1::Task> LoadTask(const consensus::TaskId& task_id);
@@ -126,6 +132,7 @@ class TaskManager {
   Store* store_;
   NodeMetrics* metrics_;
   TaskManagerOptions options_;
+  ProgramCache programs_;
 
   std::mutex record_mu_;  // serializes read-modify-write of task records
   mutable std::mutex mu_;

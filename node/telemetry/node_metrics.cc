@@ -21,7 +21,16 @@ NodeMetrics::NodeMetrics(MetricsRegistry* r)
       blob_bytes_sent(r->AddCounter("consensor_blob_sent_bytes_total", "Bytes of blobs streamed by GetBlob.")),
       blobs_stored_bytes(r->AddGauge("consensor_blobs_stored_bytes", "Total size of the blobs in the store.")),
       blobs_stored(r->AddGauge("consensor_blobs_stored", "Number of blobs in the store.")),
-      up(r->AddGauge("consensor_up", "1 while the node serves requests.")) {}
+      up(r->AddGauge("consensor_up", "1 while the node serves requests.")),
+      program_cache_hits(r->AddCounter("consensor_program_cache_hits_total",
+                                       "Tasks whose compiled program and weights were already resident.")),
+      program_cache_misses(r->AddCounter("consensor_program_cache_misses_total",
+                                         "Tasks that read, verified and compiled their graph and weights.")),
+      program_cache_evictions(r->AddCounter("consensor_program_cache_evictions_total",
+                                            "Programs dropped from the cache to stay within its byte budget.")),
+      program_cache_bytes(
+          r->AddGauge("consensor_program_cache_bytes", "Bytes the cached programs hold: weights plus one arena each.")),
+      program_cache_entries(r->AddGauge("consensor_program_cache_entries", "Compiled programs in the cache.")) {}
 
 void ExportBackendSelfTest(MetricsRegistry* registry, const std::string& backend, bool ok, double seconds) {
   const MetricsRegistry::Labels labels = {{"backend", backend}};

@@ -26,6 +26,12 @@ struct NodeMetrics {
   Gauge* blobs_stored_bytes;
   Gauge* blobs_stored;
   Gauge* up;  // 1 while serving
+  // The warm path (node/engine/program_cache.h).
+  Counter* program_cache_hits;
+  Counter* program_cache_misses;
+  Counter* program_cache_evictions;
+  Gauge* program_cache_bytes;
+  Gauge* program_cache_entries;
 };
 
 // The outcome of the startup self-test of a non-CPU backend (executor/selftest.h):

@@ -496,11 +496,17 @@ TEST_F(NodeTest, CliSubmitStatusResultAndNodeInfo) {
 }
 
 TEST_F(NodeTest, MetricsAndEigenHealthEndpoints) {
-  DaemonProcess* d = StartDaemon("n1", {"--metrics", "127.0.0.1:0"});
+  DaemonProcess* d = StartDaemon("n1", {"--metrics", "127.0.0.1:0", "--program-cache-bytes", "1000000"});
   const std::string metrics = testing_support::ReadWholeFile(d->datadir() + "/metrics.addr");
   ASSERT_FALSE(metrics.empty());
   const std::string addr = metrics.substr(0, metrics.size() - 1);
-  EXPECT_EQ(HttpGet(addr, "/eigen/node/health").first, 200);
+  // rpc.addr is written just before the node reports healthy: "starting" (206) may come first.
+  int health = HttpGet(addr, "/eigen/node/health").first;
+  for (int i = 0; i < 200 && health == 206; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    health = HttpGet(addr, "/eigen/node/health").first;
+  }
+  EXPECT_EQ(health, 200);
   EXPECT_EQ(HttpGet(addr, "/eigen/node/services/client-api/health").first, 200);
   auto version = HttpGet(addr, "/eigen/node/version");
   EXPECT_EQ(version.first, 200);
@@ -515,12 +521,22 @@ TEST_F(NodeTest, MetricsAndEigenHealthEndpoints) {
   r.mutable_inputs()->clear();
   EXPECT_FALSE(client.SubmitTask(r).ok());
 
+  // The worker counts a completion just after storing it, so WatchTask can return first: wait
+  // for the counter (bounded) before reading the rest.
   auto text = HttpGet(addr, "/metrics");
+  for (int i = 0; i < 200 && text.second.find("consensor_tasks_completed_total 1") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    text = HttpGet(addr, "/metrics");
+  }
   EXPECT_EQ(text.first, 200);
   for (const char* expected :
        {"consensor_tasks_received_total 1", "consensor_tasks_completed_total 1", "consensor_tasks_failed_total 0",
         "consensor_tasks_rejected_total 1", "consensor_task_execution_seconds_count 1", "consensor_queue_depth 0",
-        "consensor_blobs_received_total 2", "consensor_up 1"}) {
+        "consensor_blobs_received_total 2", "consensor_up 1",
+        // The warm path: the first SubmitTask compiled the model; the execution and the refused
+        // second submission found it cached.
+        "consensor_program_cache_misses_total 1", "consensor_program_cache_hits_total 2",
+        "consensor_program_cache_entries 1"}) {
     EXPECT_NE(text.second.find(expected), std::string::npos) << expected << "\n" << text.second;
   }
 }
@@ -537,7 +553,8 @@ TEST_F(NodeTest, ConfigFileOperatorKeyAndBadConfig) {
   ASSERT_FALSE(keyfile.empty());
   std::ofstream(Path("node.toml")) << "[executor]\nworkers = 3\nqueue_capacity = 7\n\n[operator]\nkeystore = \""
                                    << keyfile << "\"\npassword_file = \"" << Path("password") << "\"\n";
-  DaemonProcess* d = StartDaemon("n1", {"--config", Path("node.toml"), "--queue", "9"});
+  // A cache budget of 0 (the warm path off) is a valid setting, unlike a queue of 0.
+  DaemonProcess* d = StartDaemon("n1", {"--config", Path("node.toml"), "--queue", "9", "--program-cache-bytes", "0"});
   NodeClient client(d->address());
   auto info = client.GetNodeInfo();
   ASSERT_TRUE(info.ok()) << info.status().ToString();
@@ -562,6 +579,11 @@ TEST_F(NodeTest, ConfigFileOperatorKeyAndBadConfig) {
   DaemonProcess usage(Path("usage"), {"--no-such-flag"});
   usage.Spawn();
   EXPECT_EQ(usage.WaitExit(), 2);
+  DaemonProcess negative(Path("negative"), {"--program-cache-bytes", "-1"});
+  negative.Spawn();
+  EXPECT_EQ(negative.WaitExit(), 2);
+  EXPECT_NE(negative.Log().find("--program-cache-bytes must be an integer between 0"), std::string::npos)
+      << negative.Log();
 }
 
 }  // namespace

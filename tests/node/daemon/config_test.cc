@@ -147,6 +147,7 @@ TEST(ConfigTest, EmptyFileGivesDefaults) {
   EXPECT_TRUE(config->selftest);
   EXPECT_EQ(config->tasks.workers, 2);
   EXPECT_EQ(config->tasks.queue_capacity, 64);
+  EXPECT_EQ(config->tasks.program_cache_bytes, int64_t{1} << 30);
   EXPECT_EQ(config->tasks.limits.max_flops, defaults.tasks.limits.max_flops);
 
   ScopedHome home("/home/op");
@@ -180,6 +181,7 @@ fallback_cpu = true
 selftest = false
 workers = 4
 queue_capacity = 1000
+program_cache_bytes = 0
 
 [limits]
 max_blob_bytes = 2147483648
@@ -212,6 +214,7 @@ password_file = "/run/secrets/pw"
   EXPECT_FALSE(c.selftest);
   EXPECT_EQ(c.tasks.workers, 4);
   EXPECT_EQ(c.tasks.queue_capacity, 1000);
+  EXPECT_EQ(c.tasks.program_cache_bytes, 0);
   EXPECT_EQ(c.tasks.limits.max_graph_file_bytes, int64_t{2147483648});
   EXPECT_EQ(c.tasks.limits.max_total_bytes, int64_t{17179869184});
   EXPECT_EQ(c.tasks.limits.max_flops, int64_t{100000000000000});
@@ -349,6 +352,7 @@ TEST(ConfigTest, FinalizeRangeChecks) {
       {[](NodeConfig* c) { c->tasks.workers = 257; }, "executor.workers"},
       {[](NodeConfig* c) { c->tasks.queue_capacity = 0; }, "executor.queue_capacity"},
       {[](NodeConfig* c) { c->tasks.queue_capacity = 1000001; }, "executor.queue_capacity"},
+      {[](NodeConfig* c) { c->tasks.program_cache_bytes = -1; }, "executor.program_cache_bytes"},
       {[](NodeConfig* c) { c->tasks.backend.threads = 0; }, "executor.threads"},
       {[](NodeConfig* c) { c->tasks.backend.threads = 1000; }, "executor.threads"},
       {[](NodeConfig* c) { c->tasks.backend.device = -1; }, "executor.device"},

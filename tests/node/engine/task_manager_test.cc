@@ -637,6 +637,82 @@ TEST_F(TaskManagerTest, TasksOnSeveralWorkersAllMatchTheReference) {
   EXPECT_EQ(node.tasks->running(), 0);
 }
 
+// ---- the warm path (program_cache.h)
+
+TEST_F(TaskManagerTest, WarmTasksReuseTheCompiledProgramWithoutReadingItsBlobsAgain) {
+  std::map<Hash256, int> reads;
+  std::mutex reads_mu;
+  store_.SetGetBlobHook([&](const Hash256& h) {
+    std::lock_guard<std::mutex> lock(reads_mu);
+    ++reads[h];
+    return OkStatus();
+  });
+  Node& node = StartNode(Options(1));
+  for (uint64_t nonce = 1; nonce <= 3; ++nonce) {
+    SCOPED_TRACE(nonce);
+    const v1::Task done = WaitFinished(*node.tasks, MustSubmit(*node.tasks, Request(nonce)));
+    EXPECT_EQ(done.state(), v1::TASK_STATE_SUCCEEDED) << done.error_message();
+    ExpectMatchesReference(done.result());
+  }
+  node.tasks->Shutdown();
+  std::lock_guard<std::mutex> lock(reads_mu);
+  // The first submission read and verified the graph and its weights; nothing read them again.
+  EXPECT_EQ(reads[graph_hash_], 1);
+  EXPECT_EQ(reads[bias_hash_], 1);
+  EXPECT_EQ(reads[x_hash_], 3);  // inputs are per task
+  // Submit and execution each prepare the task: one miss, then five hits.
+  EXPECT_EQ(node.metrics.program_cache_misses->Value(), 1);
+  EXPECT_EQ(node.metrics.program_cache_hits->Value(), 5);
+  EXPECT_EQ(node.metrics.program_cache_entries->Value(), 1);
+  EXPECT_GT(node.metrics.program_cache_bytes->Value(), 0);
+}
+
+TEST_F(TaskManagerTest, WarmWorkerRunsNewInputsOnItsArenaWithTheSameBitsAsAFreshRun) {
+  // One worker alternates between two inputs on the arena it keeps: each result must be the
+  // one a fresh run of that input gives.
+  const Tensor other_x = F32({2, 4}, {-3.0f, 0.75f, 1.5f, -0.125f, 2.5f, -1.0f, 0.0f, 4.0f});
+  const Hash256 other_x_hash = PutNpy(other_x);
+  const std::vector<uint8_t> bias_bytes(bias_.bytes().begin(), bias_.bytes().end());
+  auto other_reference = RunDirectly(graph_, {{"x", other_x}}, {{bias_hash_, bias_bytes}});
+  ASSERT_TRUE(other_reference.ok()) << other_reference.status().ToString();
+  Node& node = StartNode(Options(1));
+  for (uint64_t nonce = 1; nonce <= 4; ++nonce) {
+    SCOPED_TRACE(nonce);
+    v1::SubmitTaskRequest request = Request(nonce);
+    const bool other = nonce % 2 == 0;
+    if (other) (*request.mutable_inputs())["x"] = ToHex(other_x_hash);
+    const v1::Task done = WaitFinished(*node.tasks, MustSubmit(*node.tasks, request));
+    ASSERT_EQ(done.state(), v1::TASK_STATE_SUCCEEDED) << done.error_message();
+    if (!other) {
+      ExpectMatchesReference(done.result());
+      continue;
+    }
+    EXPECT_EQ(done.result().result_root(), ToHex(other_reference->run.result_root));
+    EXPECT_EQ(done.result().trace_root(), ToHex(other_reference->run.trace_root));
+  }
+}
+
+TEST_F(TaskManagerTest, ZeroCacheBudgetReadsTheBlobsForEveryTaskWithTheSameResult) {
+  int graph_reads = 0;
+  const Hash256 graph = graph_hash_;
+  store_.SetGetBlobHook([&](const Hash256& h) {
+    if (h == graph) ++graph_reads;  // the worker is the only reader once Submit returned
+    return OkStatus();
+  });
+  TaskManagerOptions options = Options(1);
+  options.program_cache_bytes = 0;
+  Node& node = StartNode(options);
+  for (uint64_t nonce = 1; nonce <= 2; ++nonce) {
+    const v1::Task done = WaitFinished(*node.tasks, MustSubmit(*node.tasks, Request(nonce)));
+    EXPECT_EQ(done.state(), v1::TASK_STATE_SUCCEEDED) << done.error_message();
+    ExpectMatchesReference(done.result());
+  }
+  node.tasks->Shutdown();
+  EXPECT_EQ(graph_reads, 4);  // submit and execute, twice
+  EXPECT_EQ(node.metrics.program_cache_hits->Value(), 0);
+  EXPECT_EQ(node.metrics.program_cache_entries->Value(), 0);
+}
+
 TEST_F(TaskManagerTest, TaskWhoseExecutionFailsEndsFailedWithTheError) {
   // The indices are data, so only running the graph finds index 7 out of range.
   executor::Graph gather_graph;

@@ -1,0 +1,314 @@
+// Real-model benchmark (not a test): one published ONNX model, the same input, in one run:
+//   1. ONNX Runtime's steady-state CPU inference (bench/models/ort_bench.js over onnxruntime-node);
+//   2. Consensor's kernels alone: the imported graph compiled once and run by the executor,
+//      without and with the trace;
+//   3. a Consensor node task: a real consensord on a loopback port, the model's blobs uploaded
+//      once, then tasks with fresh nonces; the first task is cold, the rest warm.
+// each at every thread count, with the ratios to ONNX Runtime at the same thread count.
+//
+//   build/bench/onnx_bench --model FILE.onnx --shape x=1,3,48,320 [--threads 1,2] [--reps 20]
+//                          [--tasks 8] [--ort-script bench/models/ort_bench.js] [--perf DIR]
+//
+// With --perf, each node's warm tasks run under `perf record -g`, into
+// DIR/datadir-t<threads>-c<cache bytes>.data.
+//
+// The models and onnxruntime-node come from bench/models/package.json (scripts/setup.sh).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/file_io.h"
+#include "common/npy.h"
+#include "executor/onnx/import.h"
+#include "executor/program.h"
+#include "executor/runtime.h"
+#include "executor/serialize.h"
+#include "kernels/backend_factory.h"
+#include "node/api/client.h"
+#include "tests/functional/daemon_harness.h"
+
+namespace consensor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[(v.size() - 1) / 2];
+}
+
+double MillisSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  for (size_t start = 0; start <= s.size();) {
+    size_t end = s.find(sep, start);
+    if (end == std::string::npos) end = s.size();
+    parts.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+// The value of `"key": NUMBER` after `anchor` in a one-line JSON report; -1 when absent.
+double JsonNumberAfter(const std::string& json, const std::string& anchor, const std::string& key) {
+  size_t at = json.find(anchor);
+  if (at == std::string::npos) return -1;
+  at = json.find("\"" + key + "\":", at);
+  if (at == std::string::npos) return -1;
+  return std::atof(json.c_str() + at + key.size() + 3);
+}
+
+struct KernelTimes {
+  double plain_ms = 0;  // median Run without the trace
+  double trace_ms = 0;  // median Run with the trace (what a node signs)
+  Hash256 result_root{};
+};
+
+StatusOr<KernelTimes> TimeKernels(const executor::Program& program, const std::map<std::string, Tensor>& inputs,
+                                  int threads, int reps) {
+  kernels::BackendOptions options;
+  options.threads = threads;
+  ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(options));
+  ASSIGN_OR_RETURN(auto loaded, executor::LoadedProgram::Load(program, backend.get()));
+  KernelTimes times;
+  for (bool trace : {false, true}) {
+    executor::RunOptions ro;
+    ro.trace = trace;
+    ASSIGN_OR_RETURN(executor::RunResult warmup, loaded->Run(inputs, ro));
+    times.result_root = warmup.result_root;
+    std::vector<double> ms;
+    for (int i = 0; i < reps; ++i) {
+      auto t0 = Clock::now();
+      ASSIGN_OR_RETURN(executor::RunResult r, loaded->Run(inputs, ro));
+      ms.push_back(MillisSince(t0));
+      if (r.result_root != times.result_root) return Internal("result root changed between runs");
+    }
+    (trace ? times.trace_ms : times.plain_ms) = Median(ms);
+  }
+  return times;
+}
+
+// `perf record -g` on a running process until Stop: a profile of the node's warm tasks alone.
+class PerfRecording {
+ public:
+  PerfRecording(pid_t target, const std::string& output) {
+    std::fflush(stdout);
+    pid_ = fork();
+    if (pid_ == 0) {
+      if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(127);
+      const std::string target_pid = std::to_string(target);
+      execlp("perf", "perf", "record", "-g", "-F", "999", "-o", output.c_str(), "-p", target_pid.c_str(),
+             static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    // perf needs a moment to attach; what it misses is the start of the first warm task.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  ~PerfRecording() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGINT);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+struct NodeTimes {
+  double cold_exec_ms = 0;  // execution_seconds of the first task on a fresh node
+  double warm_exec_ms = 0;  // median execution_seconds of the following tasks
+  double warm_task_ms = 0;  // median SubmitTask -> final WatchTask update, as a client sees it
+  std::string result_root;
+};
+
+StatusOr<NodeTimes> TimeNodeTasks(const fs::path& dir, int threads, int tasks, const fs::path& graph_path,
+                                  const fs::path& weights_path, const fs::path& input_path,
+                                  const std::string& input_name, int64_t program_cache_bytes,
+                                  const std::string& perf_dir) {
+  const std::string name = "datadir-t" + std::to_string(threads) + "-c" + std::to_string(program_cache_bytes);
+  testing_support::DaemonProcess daemon((dir / name).string(),
+                                        {"--workers", "1", "--threads", std::to_string(threads), "--log-level", "warn",
+                                         "--program-cache-bytes", std::to_string(program_cache_bytes)});
+  if (!daemon.Start()) return Unavailable("consensord did not start:\n" + daemon.Log());
+  node::NodeClient client(daemon.address());
+  v1::SubmitTaskRequest request;
+  ASSIGN_OR_RETURN(auto graph_blob, client.PutBlobFile(graph_path.string(), int64_t{1} << 30));
+  if (!weights_path.empty()) RETURN_IF_ERROR(client.PutBlobFile(weights_path.string(), int64_t{1} << 30).status());
+  ASSIGN_OR_RETURN(auto input_blob, client.PutBlobFile(input_path.string(), int64_t{1} << 30));
+  request.set_graph_sha256(graph_blob.sha256());
+  (*request.mutable_inputs())[input_name] = input_blob.sha256();
+  NodeTimes times;
+  std::vector<double> warm_exec, warm_task;
+  std::unique_ptr<PerfRecording> perf;
+  for (int i = 0; i < tasks; ++i) {
+    if (i == 1 && !perf_dir.empty())
+      perf = std::make_unique<PerfRecording>(daemon.pid(), perf_dir + "/" + name + ".data");
+    request.mutable_options()->set_nonce(static_cast<uint64_t>(i) + 1);
+    auto t0 = Clock::now();
+    ASSIGN_OR_RETURN(auto submitted, client.SubmitTask(request));
+    ASSIGN_OR_RETURN(v1::Task done, client.WatchTask(submitted.task_id(), std::chrono::seconds(600), nullptr));
+    const double task_ms = MillisSince(t0);
+    if (done.state() != v1::TASK_STATE_SUCCEEDED) {
+      return Internal("node task failed: " + done.error_code() + " " + done.error_message());
+    }
+    const double exec_ms = done.result().execution_seconds() * 1000;
+    if (i == 0) {
+      times.cold_exec_ms = exec_ms;
+      times.result_root = done.result().result_root();
+    } else {
+      warm_exec.push_back(exec_ms);
+      warm_task.push_back(task_ms);
+      if (done.result().result_root() != times.result_root) return Internal("node result root changed between tasks");
+    }
+  }
+  perf.reset();
+  times.warm_exec_ms = Median(warm_exec);
+  times.warm_task_ms = Median(warm_task);
+  daemon.Kill(SIGTERM);
+  return times;
+}
+
+int Main(int argc, char** argv) {
+  std::string model_path, shape_arg, threads_arg = "1,2", perf_dir;
+  std::string ort_script = std::string(CNSR_SOURCE_DIR) + "/bench/models/ort_bench.js";
+  int reps = 20, tasks = 8;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--model") model_path = v;
+    else if (k == "--shape") shape_arg = v;
+    else if (k == "--threads") threads_arg = v;
+    else if (k == "--reps") reps = std::max(1, std::atoi(v.c_str()));
+    else if (k == "--tasks") tasks = std::max(2, std::atoi(v.c_str()));
+    else if (k == "--ort-script") ort_script = v;
+    else if (k == "--perf") perf_dir = v;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  const size_t eq = shape_arg.find('=');
+  if (model_path.empty() || eq == std::string::npos) {
+    std::fprintf(stderr,
+                 "usage: onnx_bench --model FILE.onnx --shape NAME=D0,D1,... [--threads 1,2] [--reps N] "
+                 "[--tasks N] [--ort-script FILE]\n");
+    return 2;
+  }
+  const std::string input_name = shape_arg.substr(0, eq);
+  Shape shape;
+  for (const std::string& d : Split(shape_arg.substr(eq + 1), ',')) shape.push_back(std::atoll(d.c_str()));
+  std::vector<int> thread_counts;
+  for (const std::string& t : Split(threads_arg, ',')) thread_counts.push_back(std::max(1, std::atoi(t.c_str())));
+
+  fs::path dir = fs::temp_directory_path() / ("consensor-onnx-bench-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path input_path = dir / "input.npy";
+  const Tensor input = testing_support::RandomF32(shape, 7);
+  if (!WriteNpyFile(input_path.string(), input).ok()) {
+    std::fprintf(stderr, "cannot write %s\n", input_path.c_str());
+    return 1;
+  }
+
+  // 1. ONNX Runtime, in a child process (node.js), on the same input file.
+  std::string ort_cmd = "node";
+  std::string ort_args = "'" + ort_script + "' --model '" + model_path + "' --input " + input_name + "=" +
+                         input_path.string() + " --threads " + threads_arg + " --reps " + std::to_string(reps);
+  auto ort = testing_support::RunCommand(ort_cmd, ort_args);
+  if (ort.exit_code != 0) {
+    std::fprintf(stderr, "ONNX Runtime failed (is bench/models installed? scripts/setup.sh):\n%s\n", ort.out.c_str());
+    return 1;
+  }
+
+  // 2. Import and compile once, as `consensor import` does.
+  executor::OnnxImportOptions import_options;
+  import_options.input_shapes[input_name] = shape;
+  auto t0 = Clock::now();
+  auto imported = executor::ImportOnnxFile(model_path, import_options);
+  if (!imported.ok()) {
+    std::fprintf(stderr, "import failed: %s\n", imported.status().ToString().c_str());
+    return 1;
+  }
+  const double import_ms = MillisSince(t0);
+  executor::MemoryBlobSource weights;
+  fs::path weights_path;
+  if (!imported->weights.empty()) {
+    weights_path = dir / ToHex(imported->weights_sha256);
+    if (!WriteFileAtomic(weights_path.string(), imported->weights).ok()) return 1;
+    weights.Add(imported->weights);
+  }
+  const fs::path graph_path = dir / "graph.pb";
+  if (!executor::SaveGraphFile(graph_path.string(), imported->graph).ok()) return 1;
+  t0 = Clock::now();
+  auto program = executor::CompileGraph(imported->graph, &weights, executor::Limits{});
+  if (!program.ok()) {
+    std::fprintf(stderr, "compile failed: %s\n", program.status().ToString().c_str());
+    return 1;
+  }
+  const double compile_ms = MillisSince(t0);
+  std::printf("model %s\n  input %s%s, %zu instructions, %.1f MFLOP, arena %.1f MiB, weights %.1f MiB\n",
+              model_path.c_str(), input_name.c_str(), ShapeToString(shape).c_str(), program->instructions.size(),
+              program->total_flops / 1e6, program->arena_bytes / 1048576.0, imported->weights.size() / 1048576.0);
+  int64_t traced_bytes = 0;  // what the trace hashes per run
+  for (const executor::Instruction& ins : program->instructions) traced_bytes += program->buffers[ins.output].bytes;
+  std::printf("  import %.1f ms, compile %.1f ms (once); the trace hashes %.1f MiB per run\n", import_ms, compile_ms,
+              traced_bytes / 1048576.0);
+  std::printf("  %s\n", ort.out.substr(0, ort.out.find('\n')).c_str());
+  std::map<std::string, Tensor> inputs{{input_name, input}};
+
+  std::printf("\n%-8s %10s %12s %12s %12s %12s %12s %12s\n", "threads", "ORT ms", "kernels ms", "+trace ms",
+              "node cold", "node warm", "no cache", "client warm");
+  for (int threads : thread_counts) {
+    const double ort_ms = JsonNumberAfter(ort.out, "\"" + std::to_string(threads) + "\":", "median_ms");
+    auto kernels_times = TimeKernels(*program, inputs, threads, reps);
+    if (!kernels_times.ok()) {
+      std::fprintf(stderr, "executor failed: %s\n", kernels_times.status().ToString().c_str());
+      return 1;
+    }
+    auto node_times = TimeNodeTasks(dir, threads, tasks, graph_path, weights_path, input_path, input_name,
+                                    int64_t{1} << 30, perf_dir);
+    // The same node without the warm path: every task reads, verifies and compiles its model.
+    auto uncached_times =
+        TimeNodeTasks(dir, threads, tasks, graph_path, weights_path, input_path, input_name, 0, perf_dir);
+    if (!node_times.ok() || !uncached_times.ok()) {
+      std::fprintf(stderr, "node failed: %s\n",
+                   (node_times.ok() ? uncached_times.status() : node_times.status()).ToString().c_str());
+      return 1;
+    }
+    const bool same_root = node_times->result_root == ToHex(kernels_times->result_root) &&
+                           uncached_times->result_root == node_times->result_root;
+    std::printf("%-8d %10.2f %12.2f %12.2f %12.2f %12.2f %12.2f %12.2f%s\n", threads, ort_ms, kernels_times->plain_ms,
+                kernels_times->trace_ms, node_times->cold_exec_ms, node_times->warm_exec_ms,
+                uncached_times->warm_exec_ms, node_times->warm_task_ms, same_root ? "" : "  RESULT ROOTS DIFFER");
+    std::printf("%-8s %10s %11.2fx %11.2fx %11.2fx %11.2fx %11.2fx %11.2fx\n", "  / ORT", "",
+                kernels_times->plain_ms / ort_ms, kernels_times->trace_ms / ort_ms, node_times->cold_exec_ms / ort_ms,
+                node_times->warm_exec_ms / ort_ms, uncached_times->warm_exec_ms / ort_ms,
+                node_times->warm_task_ms / ort_ms);
+    if (!same_root) return 1;
+  }
+  std::printf(
+      "\nms, medians. node cold / warm: execution_seconds (load, run with the trace, store) of the first task "
+      "on a fresh node / of the next %d; no cache: the same with --program-cache-bytes 0; client warm: "
+      "SubmitTask -> result as a client sees it\n",
+      tasks - 1);
+  if (!std::getenv("CNSR_BENCH_KEEP")) fs::remove_all(dir);
+  return 0;
+}
+
+}  // namespace
+}  // namespace consensor
+
+int main(int argc, char** argv) { return consensor::Main(argc, argv); }

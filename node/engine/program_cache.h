@@ -1,0 +1,64 @@
+// The warm path: compiled programs with their resident weights, kept between tasks so that a
+// task on a model the node ran recently skips reading the graph and weight blobs, parsing,
+// copying and compiling.
+//
+// Keyed by the graph blob's SHA-256. A graph's placeholders carry static shapes
+// (docs/ONNX.md, "Static shapes"), so the graph hash also fixes the input shapes; the node's
+// limits, which Compile checks, are fixed for its lifetime. A cached program is exactly what
+// Compile returned for those bytes: reusing it cannot change a bit of any result.
+//
+// LRU with a byte budget: an entry costs the bytes of its constants (the weights) plus its
+// planned arena, which is what one worker keeps resident to run it warm (TaskManager). A program
+// larger than the whole budget is not cached; a budget of 0 disables the cache.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "common/sha256.h"
+#include "executor/program.h"
+#include "node/telemetry/node_metrics.h"
+
+namespace consensor::node {
+
+class ProgramCache {
+ public:
+  // `metrics` may be null (unit tests).
+  ProgramCache(int64_t budget_bytes, NodeMetrics* metrics);
+
+  // The cached program of `graph_sha256`, now most recently used; null on a miss.
+  std::shared_ptr<const executor::Program> Find(const Hash256& graph_sha256);
+
+  // Caches `program`, evicting least recently used entries until it fits. Holders of an
+  // evicted program keep it alive through their shared_ptr. Returns false (and caches
+  // nothing) when the program alone is over the budget.
+  bool Insert(const Hash256& graph_sha256, std::shared_ptr<const executor::Program> program);
+
+  // What an entry costs against the budget.
+  static int64_t CostOf(const executor::Program& program);
+
+  int64_t budget_bytes() const { return budget_bytes_; }
+  int64_t bytes() const;
+  size_t entries() const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<const executor::Program> program;
+    int64_t cost = 0;
+    std::list<Hash256>::iterator lru_position;
+  };
+  void EvictLocked(int64_t needed);
+  void UpdateGaugesLocked();
+
+  const int64_t budget_bytes_;
+  NodeMetrics* metrics_;
+  mutable std::mutex mu_;
+  std::map<Hash256, Entry> entries_;
+  std::list<Hash256> lru_;  // front: most recently used
+  int64_t bytes_ = 0;
+};
+
+}  // namespace consensor::node
