@@ -62,7 +62,7 @@ struct RoundRules {
   // Once the commitments could certify, the committee's window stays open this long for the
   // other members (it closes at once when all committed): a spare commitment keeps one
   // withholding or equivocating member from blocking the certificate.
-  int64_t commit_grace_ms = 1000;
+  int64_t commit_grace_ms = 500;
 };
 
 // What the task's record says about its round: the plan made at announcement, and what

@@ -19,7 +19,7 @@ struct ConsensusOptions {
   std::chrono::milliseconds exhausted_grace{120000};
   // Commit-reveal: once a quorum of commitments is in, how long the commit window stays open for
   // the rest of the committee (it closes at once when every member committed).
-  std::chrono::milliseconds commit_grace{1000};
+  std::chrono::milliseconds commit_grace{500};
   uint32_t max_dispute_committee = 1024;  // disputes run over the whole set, up to this many
   uint64_t max_reference_age = 256;       // blocks; older announcements are only observed
   // Announcements older than this are refused outright: evidence about them has expired
