@@ -635,8 +635,8 @@ class TestNetwork {
       f << "]\n";
     }
     f << "[consensus]\nreplicas = " << options_.default_replicas << "\nquorum = " << options_.default_quorum
-      << "\nmember_timeout_ms = " << n.spec().member_timeout_ms
-      << "\nexhausted_grace_ms = " << n.spec().exhausted_grace_ms
+      << "\nmember_timeout_ms = " << n.spec().member_timeout_ms << "\nexhausted_grace_ms = "
+      << n.spec().exhausted_grace_ms
       // Every member's commitment in before the reveals, even on a loaded CI machine: the fault
       // tests need the honest spare commitment (a 4th member) next to an equivocating one.
       << "\ncommit_grace_ms = 2000\n";
