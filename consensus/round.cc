@@ -35,18 +35,24 @@ StatusOr<TaskRound> TaskRound::Open(const RoundRules& rules, std::shared_ptr<con
   return r;
 }
 
-void TaskRound::AddVote(const SignedAttestation& vote, RoundDecisions* out) { CountVote(vote, true, out); }
-
-void TaskRound::CountVote(const SignedAttestation& vote, bool committee_phase, RoundDecisions* out) {
+std::optional<Address20> TaskRound::CheckVote(const SignedAttestation& vote, RoundDecisions* out) const {
   auto signer = RecoverAttestationSigner(rules_.domain, vote.attestation, vote.signature);
   if (!signer.ok() || vote.attestation.task_id != record_.task_id ||
       vote.attestation.reference_block != record_.reference_block) {
     out->push_back(VoteRefused{});
-    return;
+    return std::nullopt;
   }
   const bool seen = std::any_of(all_votes_.begin(), all_votes_.end(),
                                 [&](const SignedAttestation& v) { return v.signature == vote.signature; });
-  if (seen) return;
+  if (seen) return std::nullopt;
+  return *signer;
+}
+
+void TaskRound::AddVote(const SignedAttestation& vote, RoundDecisions* out) { CountVote(vote, true, out); }
+
+void TaskRound::CountVote(const SignedAttestation& vote, bool committee_phase, RoundDecisions* out) {
+  auto signer = CheckVote(vote, out);
+  if (!signer) return;
   bool counted = false;
   if (committee_phase) {
     auto outcome = tracker_->Add(vote);
@@ -318,15 +324,8 @@ void TaskRound::MaybeRevealOwn(VotePhase phase, RoundDecisions* out, bool again)
 
 void TaskRound::AddReveal(const SignedAttestation& vote, VotePhase phase, const std::vector<SignedCommitment>& bundle,
                           RoundDecisions* out) {
-  auto signer = RecoverAttestationSigner(rules_.domain, vote.attestation, vote.signature);
-  if (!signer.ok() || vote.attestation.task_id != record_.task_id ||
-      vote.attestation.reference_block != record_.reference_block) {
-    out->push_back(VoteRefused{});
-    return;
-  }
-  const bool seen = std::any_of(all_votes_.begin(), all_votes_.end(),
-                                [&](const SignedAttestation& v) { return v.signature == vote.signature; });
-  if (seen) return;
+  auto signer = CheckVote(vote, out);
+  if (!signer) return;
   CommitWindow& w = windows_[static_cast<size_t>(phase)];
   if (!w.closed) {
     // The commitments the revealer had admitted. Its own is not taken from its bundle: a copier

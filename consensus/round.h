@@ -236,6 +236,9 @@ class TaskRound {
   // Reveals this node's own vote once its commitment is admitted and the window is closed.
   // `again`: also when it was due before (this node signed its vote again after a restart).
   void MaybeRevealOwn(VotePhase phase, RoundDecisions* out, bool again = false);
+  // The signer of a vote for this task, or nothing when it is refused (decided here) or was
+  // counted before.
+  std::optional<Address20> CheckVote(const SignedAttestation& vote, RoundDecisions* out) const;
   // Counts a vote whose commitment holds. `committee_phase` false: a dispute-round vote, which
   // never counts toward the committee's certificate (it was made after results were public).
   void CountVote(const SignedAttestation& vote, bool committee_phase, RoundDecisions* out);
