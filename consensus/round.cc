@@ -377,6 +377,15 @@ void TaskRound::AddReveal(const SignedAttestation& vote, VotePhase phase, const 
     return;
   }
   CountVote(vote, phase == VotePhase::kCommittee, out);
+  // Its other result came first and was set aside: now that this one counts, that one is
+  // equivocation. The tracker must see it, or the certificate keeps a signature that backs
+  // nothing once another node has it slashed.
+  if (auto other = uncounted_.find(*signer);
+      other != uncounted_.end() && other->second.attestation.result_root != vote.attestation.result_root) {
+    const SignedAttestation conflicting = other->second;
+    uncounted_.erase(other);
+    CountVote(conflicting, phase == VotePhase::kCommittee, out);
+  }
 }
 
 bool TaskRound::NoteUncounted(const SignedAttestation& vote, const Address20& signer, RoundDecisions* out) {

@@ -483,6 +483,24 @@ TEST_F(CommitRevealTest, RevealWithoutAClosedWindowOrAMatchingCommitmentDoesNotC
             std::vector<std::string>{"commitment refused: bad signature, or for another task or reference block"});
 }
 
+// An equivocator's other result reaches this node before the one it committed to: set aside
+// at first, it is the evidence once the committed one counts, and the certificate is made by
+// the honest members alone (its signature backs nothing once it is slashed).
+TEST_F(CommitRevealTest, EquivocationRevealedBeforeTheCommittedVoteKeepsItOutOfTheCertificate) {
+  rules_.commit_grace_ms = 60000;  // the window closes when all three have committed
+  TaskRound round = Open(5);
+  for (size_t i = 0; i < 3; ++i) Commit(round, CommitAt(i, VoteAt(i, 1)));
+  ASSERT_TRUE(round.window_closed(VotePhase::kCommittee));
+  EXPECT_EQ(Reveal(round, VoteAt(1, 2)),
+            std::vector<std::string>{"not counted " + Op(1) + ": it does not match its signer's commitment"});
+  std::vector<std::string> lines = Reveal(round, VoteAt(1, 1));
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "slash equivocation " + Op(1)), lines.end())
+      << ::testing::PrintToString(lines);
+  EXPECT_EQ(Reveal(round, VoteAt(0, 1)), std::vector<std::string>{"counted " + Op(0) + " r1"});
+  EXPECT_EQ(Reveal(round, VoteAt(2, 1)),
+            (std::vector<std::string>{"counted " + Op(2) + " r1", "certified r1 " + By({0, 2}) + " committee 3"}));
+}
+
 TEST_F(CommitRevealTest, BundleClosesTheWindowOnTheRevealersCommitments) {
   TaskRound round = Open(5);
   const SignedAttestation a = VoteAt(0, 1), b = VoteAt(1, 1);
