@@ -269,7 +269,7 @@ int Main(int argc, char** argv) {
     std::printf("  consensor run (process: read .npy, compile, run, write output)   %.3f s\n", best(run_s));
     std::printf("  node task: SubmitTask -> result (blobs on the node)              %.3f s   ratio %.3f\n",
                 best(task_s), best(task_s) / best(run_s));
-    std::printf("    of which execution on the node (load, run+trace, store)        %.3f s\n", best(exec_s));
+    std::printf("    of which execution on the node (load, run, store)              %.3f s\n", best(exec_s));
     std::printf("  consensor submit --wait --out (process: upload, wait, download)  %.3f s   ratio %.3f\n",
                 best(client_s), best(client_s) / best(run_s));
   }

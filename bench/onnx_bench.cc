@@ -1,7 +1,7 @@
 // Real-model benchmark (not a test): one published ONNX model, the same input, in one run:
 //   1. ONNX Runtime's steady-state CPU inference (bench/models/ort_bench.js over onnxruntime-node);
 //   2. Consensor's kernels alone: the imported graph compiled once and run by the executor,
-//      without and with the trace;
+//      without and with the trace (a node task runs without it; `consensor trace` with it);
 //   3. a Consensor node task: a real consensord on a loopback port, the model's blobs uploaded
 //      once, then tasks with fresh nonces; the first task is cold, the rest warm.
 // each at every thread count, with the ratios to ONNX Runtime at the same thread count.
@@ -74,7 +74,7 @@ double JsonNumberAfter(const std::string& json, const std::string& anchor, const
 
 struct KernelTimes {
   double plain_ms = 0;  // median Run without the trace
-  double trace_ms = 0;  // median Run with the trace (what a node signs)
+  double trace_ms = 0;  // median Run with the trace (what `consensor trace` recomputes)
   Hash256 result_root{};
 };
 
@@ -300,7 +300,7 @@ int Main(int argc, char** argv) {
     if (!same_root) return 1;
   }
   std::printf(
-      "\nms, medians. node cold / warm: execution_seconds (load, run with the trace, store) of the first task "
+      "\nms, medians. node cold / warm: execution_seconds (load, run without the trace, store) of the first task "
       "on a fresh node / of the next %d; no cache: the same with --program-cache-bytes 0; client warm: "
       "SubmitTask -> result as a client sees it\n",
       tasks - 1);

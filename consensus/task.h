@@ -25,7 +25,12 @@ namespace consensor::consensus {
 // honest nodes sign different bytes for one task bumps it; tasks carry it in their id, and a
 // node refuses a task of another version instead of attesting to it (an honest minority in a
 // rolling upgrade is then silent, not slashed).
-inline constexpr uint32_t kProtocolVersion = 2;
+// Version 3: attestations carry a zero trace root (kDeferredTraceRoot).
+inline constexpr uint32_t kProtocolVersion = 3;
+
+// The trace root an attestation carries: zero. The trace is computed only when asked for
+// (docs/DETERMINISM.md, "Trace root"; docs/SECURITY.md says why nothing rests on it before).
+inline constexpr Hash256 kDeferredTraceRoot{};
 
 struct TaskSpec {
   Hash256 graph_sha256{};

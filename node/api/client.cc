@@ -138,4 +138,16 @@ StatusOr<v1::NodeInfo> NodeClient::GetNodeInfo() {
   return info;
 }
 
+StatusOr<v1::TraceResponse> NodeClient::GetTrace(const std::string& task_id, uint32_t first_op, uint32_t max_ops) {
+  grpc::ClientContext context;
+  SetDeadline(&context, call_timeout_);
+  v1::GetTraceRequest request;
+  request.set_task_id(task_id);
+  request.set_first_op(first_op);
+  request.set_max_ops(max_ops);
+  v1::TraceResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->GetTrace(&context, request, &response), address_));
+  return response;
+}
+
 }  // namespace consensor::node

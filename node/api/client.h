@@ -35,6 +35,8 @@ class NodeClient {
                                const std::function<void(const v1::Task&)>& on_update,
                                const std::function<bool(const v1::Task&)>& done = nullptr);
   StatusOr<v1::NodeInfo> GetNodeInfo();
+  // The node executes the task again to recompute its trace (as long as `call_timeout`).
+  StatusOr<v1::TraceResponse> GetTrace(const std::string& task_id, uint32_t first_op, uint32_t max_ops);
 
   const std::string& address() const { return address_; }
 

@@ -190,6 +190,16 @@ grpc::Status ClientService::GetNodeInfoImpl(grpc::ServerContext*, const v1::GetN
   return grpc::Status::OK;
 }
 
+grpc::Status ClientService::GetTraceImpl(grpc::ServerContext*, const v1::GetTraceRequest* request,
+                                         v1::TraceResponse* response) {
+  auto id = consensus::TaskId::FromHex(request->task_id());
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  auto trace = tasks_->RecomputeTrace(*id, request->first_op(), request->max_ops());
+  if (!trace.ok()) return ToGrpcStatus(trace.status());
+  *response = std::move(trace).value();
+  return grpc::Status::OK;
+}
+
 grpc::Status ClientService::PutBlob(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
                                     v1::PutBlobResponse* response) {
   return Count(metrics_, "PutBlob", PutBlobImpl(context, reader, response));
@@ -218,6 +228,11 @@ grpc::Status ClientService::WatchTask(grpc::ServerContext* context, const v1::Wa
 grpc::Status ClientService::GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
                                         v1::NodeInfo* response) {
   return Count(metrics_, "GetNodeInfo", GetNodeInfoImpl(context, request, response));
+}
+
+grpc::Status ClientService::GetTrace(grpc::ServerContext* context, const v1::GetTraceRequest* request,
+                                     v1::TraceResponse* response) {
+  return Count(metrics_, "GetTrace", GetTraceImpl(context, request, response));
 }
 
 }  // namespace consensor::node

@@ -33,6 +33,8 @@ class ClientService final : public v1::Client::Service {
                          grpc::ServerWriter<v1::Task>* writer) override;
   grpc::Status GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
                            v1::NodeInfo* response) override;
+  grpc::Status GetTrace(grpc::ServerContext* context, const v1::GetTraceRequest* request,
+                        v1::TraceResponse* response) override;
 
   // Network mode: SubmitTask goes to the consensus engine (which announces the task).
   using Submitter = std::function<StatusOr<SubmitOutcome>(const v1::SubmitTaskRequest&)>;
@@ -50,6 +52,8 @@ class ClientService final : public v1::Client::Service {
                              grpc::ServerWriter<v1::Task>* writer);
   grpc::Status GetNodeInfoImpl(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
                                v1::NodeInfo* response);
+  grpc::Status GetTraceImpl(grpc::ServerContext* context, const v1::GetTraceRequest* request,
+                            v1::TraceResponse* response);
   void UpdateStoreGauges();
 
   Store* store_;

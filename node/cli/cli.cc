@@ -75,6 +75,11 @@ commands:
       Shows a task's state, and its result hashes once it has finished.
   result TASK_ID --out DIR [--node ADDR]
       Downloads a finished task's outputs as NAME.npy files and verifies their hashes.
+  trace TASK_ID [--node ADDR] [--from N] [--count N] [--timeout SECONDS] [--json]
+      Has the node execute a finished task again with the execution trace (tasks run
+      without it) and prints the trace root, the number of ops and, with --count, the
+      tensor hash of ops N, N+1, ... (at most 4096). The node checks the recomputed result
+      root against the one it stored; this command checks it against the certificate.
   node info [--node ADDR] [--json]
       Shows the node's version, backend, queue, limits and store.
   keys new|import|list ...
@@ -103,16 +108,16 @@ caps (run and inspect): --max-elements N  --max-memory BYTES  --max-flops N  --m
 
 using Args = ParsedArgs;
 
-// run, inspect, submit, status, result, node and version share one set of options: each has
+// run, inspect, submit, status, result, trace, node and version share one set of options: each has
 // always accepted all of them (ignoring those it does not use), and they may come before the
 // command name (`consensor --node ADDR status ID`). Narrowing the set per command would turn
 // command lines that work today into usage errors.
 ArgSpec SharedArgSpec() {
   ArgSpec spec;
-  spec.value_options = {"--input",    "--out",    "--threads",      "--isa",        "--blobs",
-                        "--backend",  "--device", "--max-elements", "--max-memory", "--max-flops",
-                        "--max-ops",  "--node",   "--nonce",        "--timeout",    "--max-wall-ms",
-                        "--replicas", "--quorum", "--shape",        "--request-out"};
+  spec.value_options = {"--input",       "--out",          "--threads",     "--isa",       "--blobs",   "--backend",
+                        "--device",      "--max-elements", "--max-memory",  "--max-flops", "--max-ops", "--node",
+                        "--nonce",       "--timeout",      "--max-wall-ms", "--replicas",  "--quorum",  "--shape",
+                        "--request-out", "--from",         "--count"};
   spec.flags = {"--trace", "--help", "--fallback-cpu", "--wait", "--json", "--final"};
   return spec;
 }
@@ -317,6 +322,7 @@ constexpr Command kCommands[] = {
     {"submit", WithSharedOptions<CmdSubmit>, true},
     {"status", WithSharedOptions<CmdStatus>, true},
     {"result", WithSharedOptions<CmdResult>, true},
+    {"trace", WithSharedOptions<CmdTrace>, true},
     {"node", WithSharedOptions<CmdNode>, true},
     {"keys", RunKeysCommand, false},
     {"operator", RunOperatorCommand, false},

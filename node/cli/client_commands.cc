@@ -32,6 +32,7 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 constexpr int64_t kMaxUploadBytes = int64_t{4} << 30;
+constexpr int64_t kMaxTraceOpsPerResponse = 4096;  // the node's limit (GetTraceRequest.max_ops)
 
 int Fail(std::ostream& err, const Status& s) {
   err << "error: " << s.message() << "\n";
@@ -85,7 +86,12 @@ void PrintTask(const v1::Task& t, std::ostream& out) {
       out << "output   " << o.name() << " " << OutputType(o) << " sha256:" << o.tensor_hash() << "\n";
     }
     out << "result   " << r.result_root() << "\n";
-    out << "trace    " << r.trace_root() << " (" << r.trace_ops() << " ops)\n";
+    // Tasks run without the trace since protocol version 3; `consensor trace` recomputes it.
+    if (r.trace_ops() == 0 && r.trace_root() == ToHex(consensus::kDeferredTraceRoot)) {
+      out << "trace    not computed (`consensor trace " << t.task_id() << "` recomputes it)\n";
+    } else {
+      out << "trace    " << r.trace_root() << " (" << r.trace_ops() << " ops)\n";
+    }
     out << "seconds  " << std::fixed << std::setprecision(6) << r.execution_seconds() << "\n";
   }
   if (t.has_consensus()) {
@@ -352,6 +358,49 @@ int CmdStatus(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
     return kExitOk;
   }
   PrintTask(*task, out);
+  return kExitOk;
+}
+
+int CmdTrace(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
+  if (a.positional.size() != 1) return Usage(err, "trace takes exactly one TASK_ID argument");
+  auto asked = consensus::TaskId::FromHex(a.positional[0]);
+  if (!asked.ok()) return Usage(err, asked.status().message());
+  uint32_t first = 0, count = 0;
+  if (auto v = a.Option("--from")) {
+    auto n = ParseIntOption(*v, "--from", 0, UINT32_MAX);
+    if (!n.ok()) return Usage(err, n.status().message());
+    first = static_cast<uint32_t>(*n);
+  }
+  if (auto v = a.Option("--count")) {
+    auto n = ParseIntOption(*v, "--count", 0, kMaxTraceOpsPerResponse);
+    if (!n.ok()) return Usage(err, n.status().message());
+    count = static_cast<uint32_t>(*n);
+  }
+  auto timeout = Timeout(a);
+  if (!timeout.ok()) return Usage(err, timeout.status().message());
+  NodeClient client(NodeAddress(a), *timeout);
+  auto task = client.GetTask(asked->Hex());
+  if (!task.ok()) return Fail(err, task.status());
+  auto trace = client.GetTrace(asked->Hex(), first, count);
+  if (!trace.ok()) return Fail(err, trace.status());
+  // The node re-executed the task: its result must be the one the certificate's signers signed.
+  if (task->has_consensus() && task->consensus().has_certificate() &&
+      task->consensus().certificate().result_root() != trace->result_root()) {
+    return Fail(err, DataLoss("the recomputed result root " + trace->result_root() + " is not the certified one " +
+                              task->consensus().certificate().result_root()));
+  }
+  if (a.HasFlag("--json")) {
+    out << ToJson(*trace);
+    return kExitOk;
+  }
+  out << "task     " << trace->task_id() << "\n";
+  out << "result   " << trace->result_root() << "\n";
+  out << "trace    " << trace->trace_root() << " (" << trace->trace_ops() << " ops)\n";
+  out << "backend  " << trace->backend() << "\n";
+  out << "seconds  " << std::fixed << std::setprecision(6) << trace->execution_seconds() << "\n";
+  for (int i = 0; i < trace->op_hashes_size(); ++i) {
+    out << "op " << (trace->first_op() + static_cast<uint32_t>(i)) << "\t" << trace->op_hashes(i) << "\n";
+  }
   return kExitOk;
 }
 

@@ -1,4 +1,4 @@
-// `consensor submit|status|result|node`: the CLI side of the node's client API.
+// `consensor submit|status|result|trace|node`: the CLI side of the node's client API.
 #pragma once
 
 #include <ostream>
@@ -25,6 +25,8 @@ Status CheckTaskAgainstCertificate(const v1::Task& task, const std::string& expe
 int CmdSubmit(const ParsedArgs& args, std::ostream& out, std::ostream& err);
 int CmdStatus(const ParsedArgs& args, std::ostream& out, std::ostream& err);
 int CmdResult(const ParsedArgs& args, std::ostream& out, std::ostream& err);
+// Asks the node to recompute a finished task's execution trace (GetTrace).
+int CmdTrace(const ParsedArgs& args, std::ostream& out, std::ostream& err);
 int CmdNode(const ParsedArgs& args, std::ostream& out, std::ostream& err);
 
 }  // namespace consensor::node

@@ -11,6 +11,7 @@
 #include "common/file_io.h"
 #include "consensus/certificate.h"
 #include "consensus/committee.h"
+#include "consensus/task.h"
 #include "node/api/client.h"
 #include "node/api/task_spec.h"
 #include "node/cli/chain_flags.h"
@@ -397,7 +398,10 @@ void PrintHuman(const Verified& v, std::ostream& out) {
   const consensus::CertificateClaims& c = r.certificate;
   out << "task        " << ToHex(c.attestation.task_id) << (v.anchored ? " (yours)" : "") << "\n";
   out << "result      " << ToHex(c.attestation.result_root) << "\n";
-  out << "trace       " << ToHex(c.attestation.trace_root) << "\n";
+  out << "trace       " << ToHex(c.attestation.trace_root)
+      << (c.attestation.trace_root == consensus::kDeferredTraceRoot ? " (not attested: `consensor trace` recomputes it)"
+                                                                    : "")
+      << "\n";
   out << "reference   block " << c.attestation.reference_block << " (chain " << v.domain.chain_id << ", head " << v.head
       << ")\n";
   if (c.task) {

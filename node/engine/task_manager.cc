@@ -618,7 +618,9 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     warm = prepared.warm;
     phase = Clock::now();
     executor::RunOptions ro;
-    ro.trace = true;  // the trace root is part of what nodes sign
+    // No trace: attestations carry a zero trace root, and the trace is recomputed when asked
+    // (RecomputeTrace; docs/DETERMINISM.md, "Trace root").
+    ro.trace = false;
     ro.check_continue = [&]() -> Status {
       if (interrupt_) return Aborted("interrupted by node shutdown");
       if (Clock::now() > deadline) {
@@ -673,8 +675,7 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     result.set_backend(backend_name);
     result.set_graph_id(ToHex(prepared.program->graph_id));
     result.set_result_root(ToHex(outcome->result_root));
-    result.set_trace_root(ToHex(outcome->trace_root));
-    result.set_trace_ops(static_cast<uint32_t>(outcome->trace.size()));
+    result.set_trace_root(ToHex(consensus::kDeferredTraceRoot));
     for (const auto& o : outcome->outputs) {
       std::vector<uint8_t> npy = EncodeNpy(o.tensor);
       ASSIGN_OR_RETURN(BlobInfo info, store_->PutBlob(npy));
@@ -733,6 +734,69 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     metrics_->tasks_failed->Increment();
     Log(LogLevel::kWarn, "task failed", {{"task", id_hex}, {"error", status.ToString()}, {"seconds", seconds}});
   }
+}
+
+StatusOr<v1::TraceResponse> TaskManager::RecomputeTrace(const consensus::TaskId& task_id, uint32_t first_op,
+                                                        uint32_t max_ops) {
+  if (max_ops > kMaxTraceOpsPerResponse) {
+    return InvalidArgument("max_ops " + std::to_string(max_ops) + " is over the limit of " +
+                           std::to_string(kMaxTraceOpsPerResponse) + " hashes per response");
+  }
+  ASSIGN_OR_RETURN(v1::Task task, Get(task_id));
+  const std::string id_hex = task_id.Hex();
+  if (task.result().result_root().empty()) {
+    return FailedPrecondition("task " + id_hex + " has no result on this node (state " +
+                              v1::TaskState_Name(task.state()) + "): only an executed task's trace is recomputed");
+  }
+  std::unique_lock<std::mutex> one_at_a_time(trace_mu_, std::try_to_lock);
+  if (!one_at_a_time.owns_lock()) return ResourceExhausted("this node is recomputing another trace; retry later");
+  if (!accepting_) return Unavailable("the node is shutting down");
+
+  const auto start = Clock::now();
+  auto prepared = PrepareTask(store_, &programs_, task.spec(), options_.limits, /*load_inputs=*/true);
+  if (!prepared.ok()) {
+    if (prepared.status().code() == StatusCode::kNotFound) {
+      return FailedPrecondition("this node does not hold the task's blobs: " + prepared.status().message());
+    }
+    return prepared.status();
+  }
+  kernels::BackendOptions backend_options = options_.backend;
+  auto backend = kernels::CreateBackend(backend_options);
+  if (!backend.ok() && options_.fallback_cpu && backend_options.name != "cpu") {
+    backend_options.name = "cpu";
+    backend = kernels::CreateBackend(backend_options);
+  }
+  RETURN_IF_ERROR(backend.status());
+  ASSIGN_OR_RETURN(auto loaded, executor::LoadedProgram::Load(*prepared->program, backend->get()));
+  const auto deadline = start + std::chrono::seconds(options_.max_task_seconds);
+  executor::RunOptions ro;
+  ro.trace = true;
+  ro.check_continue = [&]() -> Status {
+    if (!accepting_) return Aborted("interrupted by node shutdown");
+    if (Clock::now() > deadline) return DeadlineExceeded("the trace took longer than the task wall-time cap");
+    return OkStatus();
+  };
+  ASSIGN_OR_RETURN(executor::RunResult run, loaded->Run(prepared->inputs, ro));
+  const std::string result_root = ToHex(run.result_root);
+  if (result_root != task.result().result_root()) {
+    // Execution is deterministic: this node computed another result than the one it stored.
+    Log(LogLevel::kError, "recomputed result root differs from the stored one",
+        {{"task", id_hex}, {"stored", task.result().result_root()}, {"recomputed", result_root}});
+    return Internal("recomputed result root " + result_root + " differs from the stored " +
+                    task.result().result_root() + ": this node's execution is not deterministic");
+  }
+  v1::TraceResponse response;
+  response.set_task_id(id_hex);
+  response.set_result_root(result_root);
+  response.set_trace_root(ToHex(run.trace_root));
+  response.set_trace_ops(static_cast<uint32_t>(run.trace.size()));
+  response.set_first_op(first_op);
+  for (size_t i = first_op; i < run.trace.size() && i < size_t{first_op} + max_ops; ++i) {
+    response.add_op_hashes(ToHex(run.trace[i]));
+  }
+  response.set_backend((*backend)->name());
+  response.set_execution_seconds(std::chrono::duration<double>(Clock::now() - start).count());
+  return response;
 }
 
 }  // namespace consensor::node

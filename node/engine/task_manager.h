@@ -112,6 +112,13 @@ class TaskManager {
   // committee changes, disputes, slashes).
   static bool Changed(const v1::Task& before, const v1::Task& after);
 
+  // Executes a finished task again with the trace (tasks run without it: docs/DETERMINISM.md,
+  // "Trace root") and returns its roots and the per-operation hashes [first_op, first_op +
+  // max_ops). One at a time per node (RESOURCE_EXHAUSTED while another runs); the task's wall
+  // cap applies. INTERNAL if the recomputed result root is not the stored one.
+  StatusOr<v1::TraceResponse> RecomputeTrace(const consensus::TaskId& task_id, uint32_t first_op, uint32_t max_ops);
+  static constexpr uint32_t kMaxTraceOpsPerResponse = 4096;
+
   int queue_depth() const;
   int running() const;
   bool accepting() const { return accepting_.load(); }
@@ -135,6 +142,7 @@ class TaskManager {
   ProgramCache programs_;
 
   std::mutex record_mu_;  // serializes read-modify-write of task records
+  std::mutex trace_mu_;   // held while a trace is recomputed
   mutable std::mutex mu_;
   std::condition_variable work_cv_;        // workers wait for queued tasks
   std::condition_variable changed_cv_;     // watchers wait for state changes

@@ -18,6 +18,7 @@
 
 #include "common/npy.h"
 #include "common/sha256.h"
+#include "consensus/task.h"
 #include "executor/graph.h"
 #include "executor/program.h"
 #include "executor/runtime.h"
@@ -148,7 +149,26 @@ TEST_F(NodeTest, SubmitWatchAndFetchResult) {
   executor::RunResult local = RunLocally(g, inputs);
   const v1::TaskResult& r = task->result();
   EXPECT_EQ(r.result_root(), ToHex(local.result_root));
-  EXPECT_EQ(r.trace_root(), ToHex(local.trace_root));
+  // The task ran without the trace (protocol version 3): GetTrace recomputes it on request.
+  EXPECT_EQ(r.trace_root(), ToHex(consensus::kDeferredTraceRoot));
+  EXPECT_EQ(r.trace_ops(), 0u);
+  auto trace = client.GetTrace(submitted->task_id(), 1, 2);
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  EXPECT_EQ(trace->result_root(), ToHex(local.result_root));
+  EXPECT_EQ(trace->trace_root(), ToHex(local.trace_root));
+  EXPECT_EQ(trace->trace_ops(), local.trace.size());
+  ASSERT_EQ(trace->op_hashes_size(), 2);
+  EXPECT_EQ(trace->first_op(), 1u);
+  EXPECT_EQ(trace->op_hashes(0), ToHex(local.trace.at(1)));
+  EXPECT_EQ(trace->op_hashes(1), ToHex(local.trace.at(2)));
+  // Past the end: the roots and no hashes. Over the cap, unknown or malformed: clear errors.
+  auto past = client.GetTrace(submitted->task_id(), 1000, 5);
+  ASSERT_TRUE(past.ok()) << past.status().ToString();
+  EXPECT_EQ(past->op_hashes_size(), 0);
+  EXPECT_EQ(past->trace_root(), trace->trace_root());
+  EXPECT_EQ(client.GetTrace(submitted->task_id(), 0, 4097).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client.GetTrace(std::string(64, 'e'), 0, 0).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(client.GetTrace("nothex", 0, 0).status().code(), StatusCode::kInvalidArgument);
   ASSERT_EQ(r.outputs_size(), 2);
   for (int i = 0; i < r.outputs_size(); ++i) {
     EXPECT_EQ(r.outputs(i).name(), local.outputs[i].name);
@@ -473,6 +493,24 @@ TEST_F(NodeTest, CliSubmitStatusResultAndNodeInfo) {
   CliResult result = RunCliCommand("result " + id + node + " --out " + Path("out2"));
   EXPECT_EQ(result.exit_code, 0) << result.out;
   EXPECT_EQ(ReadWholeFileForTest(Path("out/y.npy")), ReadWholeFileForTest(Path("out2/y.npy")));
+  // `consensor trace` recomputes the trace the task ran without: the same root as `run --trace`.
+  CliResult traced_locally = RunCliCommand("run " + Path("model.pbtxt") + " --input x=" + Path("x.npy") + " --trace");
+  ASSERT_EQ(traced_locally.exit_code, 0) << traced_locally.out;
+  const size_t at = traced_locally.out.find("trace    ");
+  ASSERT_NE(at, std::string::npos) << traced_locally.out;
+  const std::string trace_line = traced_locally.out.substr(at, traced_locally.out.find('\n', at) - at);
+  EXPECT_NE(status.out.find("trace    not computed"), std::string::npos) << status.out;
+  CliResult traced = RunCliCommand("trace " + id + node + " --count 3");
+  EXPECT_EQ(traced.exit_code, 0) << traced.out;
+  EXPECT_NE(traced.out.find(trace_line), std::string::npos) << trace_line << "\n" << traced.out;
+  EXPECT_NE(traced.out.find("\nop 2\t"), std::string::npos) << traced.out;
+  CliResult trace_json = RunCliCommand("trace " + id + node + " --json");
+  EXPECT_NE(trace_json.out.find("\"trace_root\""), std::string::npos) << trace_json.out;
+  CliResult trace_unknown = RunCliCommand("trace " + std::string(64, 'e') + node);
+  EXPECT_EQ(trace_unknown.exit_code, 1) << trace_unknown.out;
+  CliResult trace_usage = RunCliCommand("trace " + id + node + " --count 5000");
+  EXPECT_EQ(trace_usage.exit_code, 2) << trace_usage.out;
+
   CliResult info = RunCliCommand("node info" + node);
   EXPECT_EQ(info.exit_code, 0) << info.out;
   EXPECT_NE(info.out.find("version    0.1.0"), std::string::npos) << info.out;

@@ -271,8 +271,8 @@ class TaskManagerTest : public ::testing::Test {
   void ExpectMatchesReference(const v1::TaskResult& result) const {
     EXPECT_EQ(result.graph_id(), ToHex(reference_.graph_id));
     EXPECT_EQ(result.result_root(), ToHex(reference_.run.result_root));
-    EXPECT_EQ(result.trace_root(), ToHex(reference_.run.trace_root));
-    EXPECT_EQ(result.trace_ops(), reference_.run.trace.size());
+    EXPECT_EQ(result.trace_root(), ToHex(consensus::kDeferredTraceRoot));  // computed on request only
+    EXPECT_EQ(result.trace_ops(), 0u);
     EXPECT_EQ(result.backend().rfind("cpu", 0), 0u) << result.backend();
     ASSERT_EQ(result.outputs_size(), static_cast<int>(reference_.run.outputs.size()));
     for (int i = 0; i < result.outputs_size(); ++i) {
@@ -621,6 +621,42 @@ TEST_F(TaskManagerTest, TaskGoesQueuedRunningSucceededWithTheExecutorsResult) {
   EXPECT_EQ(node.metrics.queue_depth->Value(), 0);
 }
 
+// Tasks run without the trace; RecomputeTrace executes a finished task again with it, one at a
+// time, and gets the executor's trace exactly.
+TEST_F(TaskManagerTest, TraceIsRecomputedOnRequestOneAtATime) {
+  Node& node = StartNode(Options(1));
+  const std::string id = MustSubmit(*node.tasks, Request());
+  ASSERT_EQ(WaitFinished(*node.tasks, id).state(), v1::TASK_STATE_SUCCEEDED);
+
+  // Held while it reads the input: a second request is refused meanwhile, not queued.
+  Gate& gate = NewGate();
+  HoldExecutionAtInput(gate);
+  StatusOr<v1::TraceResponse> trace = Internal("not run");
+  std::thread first([&] { trace = node.tasks->RecomputeTrace(Id(id), 1, 2); });
+  ASSERT_TRUE(gate.WaitArrived(1));
+  auto second = node.tasks->RecomputeTrace(Id(id), 0, 0);
+  EXPECT_EQ(second.status().code(), StatusCode::kResourceExhausted) << second.status().ToString();
+  gate.Open();
+  first.join();
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  EXPECT_EQ(trace->result_root(), ToHex(reference_.run.result_root));
+  EXPECT_EQ(trace->trace_root(), ToHex(reference_.run.trace_root));
+  EXPECT_EQ(trace->trace_ops(), reference_.run.trace.size());
+  ASSERT_EQ(trace->op_hashes_size(), 2);
+  EXPECT_EQ(trace->op_hashes(0), ToHex(reference_.run.trace.at(1)));
+  EXPECT_EQ(trace->op_hashes(1), ToHex(reference_.run.trace.at(2)));
+
+  // A task still running has nothing to trace yet; an unknown one is NOT_FOUND.
+  Gate& hold = NewGate();
+  HoldExecutionAtInput(hold);
+  const std::string running = MustSubmit(*node.tasks, Request(7));
+  ASSERT_TRUE(hold.WaitArrived(1));
+  EXPECT_EQ(node.tasks->RecomputeTrace(Id(running), 0, 0).status().code(), StatusCode::kFailedPrecondition);
+  hold.Open();
+  EXPECT_EQ(node.tasks->RecomputeTrace(Id(std::string(64, 'a')), 0, 0).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(node.tasks->RecomputeTrace(Id(id), 0, 4097).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(TaskManagerTest, TasksOnSeveralWorkersAllMatchTheReference) {
   Node& node = StartNode(Options(2));
   std::vector<std::string> ids;
@@ -688,7 +724,10 @@ TEST_F(TaskManagerTest, WarmWorkerRunsNewInputsOnItsArenaWithTheSameBitsAsAFresh
       continue;
     }
     EXPECT_EQ(done.result().result_root(), ToHex(other_reference->run.result_root));
-    EXPECT_EQ(done.result().trace_root(), ToHex(other_reference->run.trace_root));
+    EXPECT_EQ(done.result().trace_root(), ToHex(consensus::kDeferredTraceRoot));
+    auto trace = node.tasks->RecomputeTrace(Id(done.task_id()), 0, 0);
+    ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+    EXPECT_EQ(trace->trace_root(), ToHex(other_reference->run.trace_root));
   }
 }
 
