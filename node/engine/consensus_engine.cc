@@ -802,6 +802,7 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
       });
     } else if (auto* due = std::get_if<consensus::RevealDue>(&decision)) {
       // Not signed yet (reopened after a restart): Attest reveals when it signs again.
+      if (faults_->WithholdsReveal(r.id.Hex())) continue;
       for (const consensus::SignedAttestation& vote : r.own_votes[static_cast<size_t>(due->phase)]) {
         v1::GossipMessage message;
         v1::Reveal* reveal = message.mutable_reveal();

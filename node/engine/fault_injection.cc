@@ -11,13 +11,13 @@ namespace consensor::node {
 
 namespace {
 
-constexpr std::array<std::string_view, 9> kNames = {"corrupt-output", "equivocate",         "silent",
-                                                    "crash-mid-task", "downgrade-replicas", "wrong-trace-root",
-                                                    "slow",           "stale-reference",    "lazy-copy"};
-constexpr std::array<FaultMode, 9> kModes = {
-    FaultMode::kCorruptOutput, FaultMode::kEquivocate,        FaultMode::kSilent,
-    FaultMode::kCrashMidTask,  FaultMode::kDowngradeReplicas, FaultMode::kWrongTraceRoot,
-    FaultMode::kSlow,          FaultMode::kStaleReference,    FaultMode::kLazyCopy};
+constexpr std::array<std::string_view, 10> kNames = {
+    "corrupt-output",   "equivocate", "silent",          "crash-mid-task", "downgrade-replicas",
+    "wrong-trace-root", "slow",       "stale-reference", "lazy-copy",      "withhold-reveal"};
+constexpr std::array<FaultMode, 10> kModes = {
+    FaultMode::kCorruptOutput,     FaultMode::kEquivocate,     FaultMode::kSilent, FaultMode::kCrashMidTask,
+    FaultMode::kDowngradeReplicas, FaultMode::kWrongTraceRoot, FaultMode::kSlow,   FaultMode::kStaleReference,
+    FaultMode::kLazyCopy,          FaultMode::kWithholdReveal};
 
 class Honest final : public FaultInjector {
  public:
@@ -26,6 +26,7 @@ class Honest final : public FaultInjector {
   void BeforeAttesting(const std::string&) override {}
   bool StaySilent(const std::string&) override { return false; }
   bool CopiesRevealedVotes() override { return false; }
+  bool WithholdsReveal(const std::string&) override { return false; }
   std::vector<consensus::Attestation> ToSign(const std::string&, const consensus::Attestation& honest) override {
     return {honest};
   }
@@ -71,6 +72,11 @@ class Faulty final : public FaultInjector {
     return true;
   }
   bool CopiesRevealedVotes() override { return mode_ == FaultMode::kLazyCopy; }
+  bool WithholdsReveal(const std::string& task_id_hex) override {
+    if (mode_ != FaultMode::kWithholdReveal) return false;
+    Log(LogLevel::kWarn, "fault injection: withholding the reveal", {{"task", task_id_hex}});
+    return true;
+  }
 
   std::vector<consensus::Attestation> ToSign(const std::string& task_id_hex,
                                              const consensus::Attestation& honest) override {

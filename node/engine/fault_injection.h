@@ -34,6 +34,8 @@ enum class FaultMode {
   // A lazy member: never signs its own result; it signs the first result it sees revealed,
   // commits to it and reveals at once (docs/SECURITY.md, hole 5).
   kLazyCopy,
+  // Executes, signs and commits, but never reveals its vote (docs/SECURITY.md, section 8).
+  kWithholdReveal,
 };
 
 // The config names of the faults, in the order the docs list them (kNone has none).
@@ -54,6 +56,8 @@ class FaultInjector {
   virtual bool StaySilent(const std::string& task_id_hex) = 0;
   // True: sign a copy of the first vote revealed for a task this node is a member of.
   virtual bool CopiesRevealedVotes() = 0;
+  // True: commit to its vote but never reveal it.
+  virtual bool WithholdsReveal(const std::string& task_id_hex) = 0;
   // What to sign in place of the honest attestation: itself, a corrupted one, or two.
   virtual std::vector<consensus::Attestation> ToSign(const std::string& task_id_hex,
                                                      const consensus::Attestation& honest) = 0;

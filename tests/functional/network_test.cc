@@ -627,6 +627,41 @@ TEST(NetworkCommitRevealTest, CopiedRevealDoesNotCount) {
   }
 }
 
+// A member that commits and then withholds its reveal costs liveness, never safety. With a
+// spare member (4 members, 3 matching votes) the honest three certify without it. When every
+// member is needed (4 of 4, the whole operator set, so the committee cannot be extended) the
+// round fails after exhausted_grace_ms on every honest node, with the reason; nobody is slashed.
+TEST(NetworkCommitRevealTest, WithheldRevealCostsLivenessOnly) {
+  TestNetwork net("withhold");
+  auto fast = [](int account) { return Operator(account).MemberTimeoutMs(1500).ExhaustedGraceMs(4000); };
+  ASSERT_EQ(net.Start({fast(1), fast(2), fast(3), fast(4).Fault("withhold-reveal")}), "");
+  NetworkNode& withholder = net.node(3);
+  auto spare = Submit(net.node(0), 4, 3, 71);
+  ASSERT_TRUE(spare.ok()) << spare.status().ToString();
+  auto unanimous = Submit(net.node(0), 4, 4, 72);
+  ASSERT_TRUE(unanimous.ok()) << unanimous.status().ToString();
+  for (size_t i = 0; i < 3; ++i) {
+    NetworkNode& n = net.node(i);
+    auto t = WaitCertified(n, spare->id);
+    ASSERT_TRUE(t.ok()) << n.name() << ": " << t.status().ToString();
+    ExpectHonest(*t, *spare, n.name());
+    EXPECT_FALSE(Signed(t->consensus().certificate(), withholder)) << testing_support::Describe(*t);
+    EXPECT_FALSE(t->consensus().disputed());
+
+    auto failed = WaitUntilTask(n, unanimous->id, kFinality,
+                                [](const v1::Task& t) { return t.state() == v1::TASK_STATE_FAILED; });
+    ASSERT_TRUE(failed.ok()) << n.name() << ": " << failed.status().ToString();
+    EXPECT_NE(failed->error_message().find("a member withheld its reveal"), std::string::npos)
+        << testing_support::Describe(*failed);
+    EXPECT_FALSE(failed->consensus().has_certificate());
+    EXPECT_TRUE(failed->consensus().slashes().empty());
+    // The withholder did commit: its commitment is among the admitted ones.
+    EXPECT_EQ(failed->consensus().commitments_size(), 4) << testing_support::Describe(*failed);
+  }
+  EXPECT_GE(withholder.Metric("consensor_attestations_signed_total"), 2);
+  for (size_t i = 0; i < net.size(); ++i) EXPECT_FALSE(SlashedOnChain(net, net.node(i))) << net.node(i).name();
+}
+
 // Issue 16, hole 3: a malicious entry node announces a client's task with replicas = quorum = 1.
 // The id covers replication, so the downgraded task is another task: `consensor submit` refuses
 // the node's answer, and that task's certificate does not verify against the client's request.

@@ -67,7 +67,7 @@ TEST(ConfigTest, FaultModeIsOneOfTheInjectorsNamesAndNeedsNetworkMode) {
   config.fault_mode = "flaky";
   EXPECT_EQ(FinalizeError(config),
             "fault.mode must be one of corrupt-output, equivocate, silent, crash-mid-task, downgrade-replicas, "
-            "wrong-trace-root, slow, stale-reference, lazy-copy (got 'flaky')");
+            "wrong-trace-root, slow, stale-reference, lazy-copy, withhold-reveal (got 'flaky')");
   config.fault_mode = "silent";
   EXPECT_EQ(FinalizeError(config), "fault.mode needs network mode (chain.rpc)");
   auto parsed = ParseNodeConfig("[fault]\nmode = \"equivocate\"\n", "config.toml");

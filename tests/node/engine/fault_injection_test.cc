@@ -33,7 +33,7 @@ TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
   EXPECT_EQ(
       std::vector<std::string_view>(FaultModeNames().begin(), FaultModeNames().end()),
       (std::vector<std::string_view>{"corrupt-output", "equivocate", "silent", "crash-mid-task", "downgrade-replicas",
-                                     "wrong-trace-root", "slow", "stale-reference", "lazy-copy"}));
+                                     "wrong-trace-root", "slow", "stale-reference", "lazy-copy", "withhold-reveal"}));
   EXPECT_EQ(*ParseFaultMode("stale-reference"), FaultMode::kStaleReference);
   EXPECT_EQ(*ParseFaultMode(""), FaultMode::kNone);
   EXPECT_EQ(*ParseFaultMode("corrupt-output"), FaultMode::kCorruptOutput);
@@ -44,18 +44,24 @@ TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
   EXPECT_EQ(*ParseFaultMode("wrong-trace-root"), FaultMode::kWrongTraceRoot);
   EXPECT_EQ(*ParseFaultMode("slow"), FaultMode::kSlow);
   EXPECT_EQ(*ParseFaultMode("lazy-copy"), FaultMode::kLazyCopy);
+  EXPECT_EQ(*ParseFaultMode("withhold-reveal"), FaultMode::kWithholdReveal);
   auto bad = ParseFaultMode("Silent");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message(),
             "unknown fault mode 'Silent' (one of corrupt-output, equivocate, silent, crash-mid-task, "
-            "downgrade-replicas, wrong-trace-root, slow, stale-reference, lazy-copy)");
+            "downgrade-replicas, wrong-trace-root, slow, stale-reference, lazy-copy, withhold-reveal)");
 }
 
 TEST(FaultInjectionTest, TheHonestInjectorChangesNothing) {
   auto honest = NewFaultInjector(FaultMode::kNone);
   honest->BeforeAttesting("t");  // returns
   EXPECT_FALSE(honest->StaySilent("t"));
+  EXPECT_FALSE(honest->WithholdsReveal("t"));
+  EXPECT_FALSE(honest->CopiesRevealedVotes());
+  EXPECT_TRUE(NewFaultInjector(FaultMode::kWithholdReveal)->WithholdsReveal("t"));
+  EXPECT_FALSE(NewFaultInjector(FaultMode::kWithholdReveal)->StaySilent("t"));
+  EXPECT_FALSE(NewFaultInjector(FaultMode::kEquivocate)->WithholdsReveal("t"));
   const std::vector<consensus::Attestation> signed_ = honest->ToSign("t", Honest());
   ASSERT_EQ(signed_.size(), 1u);
   EXPECT_EQ(signed_[0].result_root, Honest().result_root);
