@@ -229,20 +229,32 @@ StatusOr<uint64_t> HeadAt(EthRpc& rpc, uint64_t unix_seconds, uint64_t head) {
   return lo;
 }
 
+// --submitted-at and --max-seed-delay, parsed once, before anything is read (a bad value is a
+// usage error).
+struct SeedTimingArgs {
+  std::optional<uint64_t> submitted;  // unix seconds; the check runs only when given
+  uint64_t max_delay = 8;             // blocks
+};
+
+StatusOr<SeedTimingArgs> ParseSeedTimingArgs(const ParsedArgs& a) {
+  SeedTimingArgs args;
+  if (auto t = a.Option("--submitted-at")) {
+    ASSIGN_OR_RETURN(const int64_t v, ParseIntOption(*t, "--submitted-at (unix seconds)", 0, INT64_MAX));
+    args.submitted = static_cast<uint64_t>(v);
+  }
+  if (auto t = a.Option("--max-seed-delay")) {
+    if (!args.submitted) return InvalidArgument("--max-seed-delay needs --submitted-at");
+    ASSIGN_OR_RETURN(const int64_t d, ParseIntOption(*t, "--max-seed-delay (blocks)", 1, 1000000));
+    args.max_delay = static_cast<uint64_t>(d);
+  }
+  return args;
+}
+
 // --submitted-at: the seed block must come after the head at submission and within the
 // allowed delay. Returns what it found; a violation goes to *problem (and the committee
 // guarantee does not hold).
-StatusOr<std::string> CheckSeedTiming(EthRpc& rpc, const std::string& submitted_text,
-                                      const std::optional<std::string>& max_delay_text, uint64_t seed_block,
+StatusOr<std::string> CheckSeedTiming(EthRpc& rpc, uint64_t submitted, uint64_t max_delay, uint64_t seed_block,
                                       uint64_t head, std::string* problem) {
-  ASSIGN_OR_RETURN(const int64_t submitted_signed,
-                   ParseIntOption(submitted_text, "--submitted-at (unix seconds)", 0, INT64_MAX));
-  const uint64_t submitted = static_cast<uint64_t>(submitted_signed);
-  uint64_t max_delay = 8;
-  if (max_delay_text) {
-    ASSIGN_OR_RETURN(const int64_t d, ParseIntOption(*max_delay_text, "--max-seed-delay (blocks)", 1, 1000000));
-    max_delay = static_cast<uint64_t>(d);
-  }
   ASSIGN_OR_RETURN(uint64_t head_then, HeadAt(rpc, submitted, head));
   const std::string found = "the head was block " + std::to_string(head_then) + " when you submitted";
   if (seed_block <= head_then) {
@@ -278,7 +290,7 @@ StatusOr<bool> CheckAnchor(const ParsedArgs& a, const consensus::CertificateClai
   return !a.positional.empty();  // LoadCertificate checked the node answered for TASK_ID
 }
 
-StatusOr<Verified> Verify(const ParsedArgs& a) {
+StatusOr<Verified> Verify(const ParsedArgs& a, const SeedTimingArgs& timing) {
   ASSIGN_OR_RETURN(v1::Certificate certificate, LoadCertificate(a));
   // Formats first: a malformed file should not need a chain to be rejected.
   ASSIGN_OR_RETURN(consensus::CertificateClaims parsed, ParseCertificate(certificate));
@@ -313,8 +325,8 @@ StatusOr<Verified> Verify(const ParsedArgs& a) {
   }
   v.seed_block = seed_block;
   std::string seed_problem;
-  if (auto submitted = a.Option("--submitted-at"); submitted && seed_hash) {
-    ASSIGN_OR_RETURN(v.seed_timing, CheckSeedTiming(*session.rpc, *submitted, a.Option("--max-seed-delay"), seed_block,
+  if (timing.submitted && seed_hash) {
+    ASSIGN_OR_RETURN(v.seed_timing, CheckSeedTiming(*session.rpc, *timing.submitted, timing.max_delay, seed_block,
                                                     v.head, &seed_problem));
   }
   // Signatures, binding and membership hold for any certificate; checked as a whole-set
@@ -492,20 +504,11 @@ int RunVerifyCommand(const std::vector<std::string>& raw, std::ostream& out, std
   if (from_file && !a.positional.empty()) return Usage(err, "give either TASK_ID or --certificate FILE, not both");
   if (!from_file && a.positional.size() != 1) return Usage(err, "verify takes one TASK_ID or --certificate FILE");
   if (from_file && a.Option("--node")) return Usage(err, "--node is for TASK_ID; a --certificate file needs no node");
-  if (auto t = a.Option("--submitted-at")) {
-    if (auto v = ParseIntOption(*t, "--submitted-at (unix seconds)", 0, INT64_MAX); !v.ok()) {
-      return Usage(err, v.status().message());
-    }
-  }
-  if (auto t = a.Option("--max-seed-delay")) {
-    if (!a.Option("--submitted-at")) return Usage(err, "--max-seed-delay needs --submitted-at");
-    if (auto v = ParseIntOption(*t, "--max-seed-delay (blocks)", 1, 1000000); !v.ok()) {
-      return Usage(err, v.status().message());
-    }
-  }
+  auto timing = ParseSeedTimingArgs(a);
+  if (!timing.ok()) return Usage(err, timing.status().message());
 
   const bool json = a.HasFlag("--json");
-  auto verified = Verify(a);
+  auto verified = Verify(a, *timing);
   if (!verified.ok()) {
     const std::string message = verified.status().message();
     if (json) out << nlohmann::json{{"verified", false}, {"error", message}}.dump(2) << "\n";

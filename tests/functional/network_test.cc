@@ -750,6 +750,9 @@ TEST(NetworkSeedTest, CommitteeIsDrawnFromTheSeedBlockHash) {
   EXPECT_NE(held.out.find("more than --max-seed-delay 1"), std::string::npos) << held.out;
   testing_support::CommandResult bad = net.Cli(verify + " --submitted-at yesterday");
   EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  testing_support::CommandResult alone = net.Cli(verify + " --max-seed-delay 3");
+  EXPECT_EQ(alone.exit_code, 2) << alone.out;
+  EXPECT_NE(alone.out.find("--max-seed-delay needs --submitted-at"), std::string::npos) << alone.out;
 }
 
 // A malicious entry node announces with a reference block whose seed block is already mined:
