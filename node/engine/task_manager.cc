@@ -206,6 +206,11 @@ TaskManager::TaskManager(Store* store, NodeMetrics* metrics, TaskManagerOptions 
 
 TaskManager::~TaskManager() { Shutdown(); }
 
+std::mutex& TaskManager::RecordLock(const consensus::TaskId& task_id) {
+  // Task ids are SHA-256 outputs: any byte spreads evenly.
+  return record_mu_[task_id.bytes()[0] % kRecordStripes];
+}
+
 Status TaskManager::PersistTask(const v1::Task& task, const v1::TaskResult* result) {
   std::string record;
   if (!task.SerializeToString(&record)) return Internal("cannot serialize task record");
@@ -378,7 +383,7 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   if (consensus) *task.mutable_consensus() = *consensus;
   Status persisted;
   {
-    std::lock_guard<std::mutex> record_lock(record_mu_);
+    std::lock_guard<std::mutex> record_lock(RecordLock(id));
     auto raced = store_->GetTask(key);  // another path stored it meanwhile
     persisted =
         !raced.ok() ? raced.status() : (*raced ? AlreadyExists("stored meanwhile") : PersistTask(task, nullptr));
@@ -426,7 +431,7 @@ bool TaskManager::Changed(const v1::Task& before, const v1::Task& after) {
 Status TaskManager::Mutate(const consensus::TaskId& task_id, const std::function<Status(v1::Task*)>& change,
                            const v1::TaskResult* result) {
   {
-    std::lock_guard<std::mutex> record_lock(record_mu_);
+    std::lock_guard<std::mutex> record_lock(RecordLock(task_id));
     ASSIGN_OR_RETURN(v1::Task task, LoadTask(task_id));
     const v1::TaskState before = task.state();
     RETURN_IF_ERROR(change(&task));

@@ -8,6 +8,7 @@
 // task that was interrupted is safe.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -134,7 +135,12 @@ class TaskManager {
   TaskManagerOptions options_;
   ProgramCache programs_;
 
-  std::mutex record_mu_;  // serializes read-modify-write of task records
+  // Serialize read-modify-write of one task's record, striped by task id: a write waits for
+  // its sync under the lock, so writes of different tasks must not share one lock, or they
+  // could never share a sync (the store's group commit).
+  static constexpr size_t kRecordStripes = 64;
+  std::array<std::mutex, kRecordStripes> record_mu_;
+  std::mutex& RecordLock(const consensus::TaskId& task_id);
   mutable std::mutex mu_;
   std::condition_variable work_cv_;        // workers wait for queued tasks
   std::condition_variable changed_cv_;     // watchers wait for state changes

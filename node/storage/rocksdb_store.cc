@@ -53,6 +53,7 @@
 #include <utility>
 #include <vector>
 
+#include "node/storage/group_commit.h"
 #include "node/storage/store.h"
 
 namespace consensor::node {
@@ -180,9 +181,13 @@ struct Core {
   std::atomic<int64_t> blob_bytes{0};
   std::atomic<int64_t> task_count{0};
 
+  // Every synced write goes through here, so concurrent writers share one fsync.
+  std::unique_ptr<GroupCommitter> committer;
+
   rocksdb::ColumnFamilyHandle* cf(Cf c) const { return handles[c]; }
 
   ~Core() {
+    if (committer) committer->Close();
     if (db == nullptr) return;
     // Unsynced tail (sync_writes=false, or chunks of live uploads) reaches disk on a clean close.
     db->FlushWAL(/*sync=*/true).PermitUncheckedError();
@@ -204,6 +209,64 @@ struct Core {
     if (!s.ok()) return FromRocks(s, "deleting chunks of upload " + std::to_string(upload_id));
     return OkStatus();
   }
+
+  // The committer's group write: every batch of the group in one WriteBatch, one synced write,
+  // so the group becomes visible to readers only once it is durable.
+  Status WriteGroup(std::span<rocksdb::WriteBatch* const> batches) {
+    std::vector<rocksdb::WriteBatch*> real;
+    for (rocksdb::WriteBatch* b : batches) {
+      if (b != nullptr && b->Count() > 0) real.push_back(b);
+    }
+    rocksdb::Status s;
+    if (real.empty()) {
+      // Only waiters for durability: sync what earlier unsynced writes left in the WAL.
+      s = options.sync_writes ? db->SyncWAL() : rocksdb::Status::OK();
+    } else if (real.size() == 1) {
+      s = db->Write(sync_write, real[0]);
+    } else {
+      rocksdb::WriteBatch merged;
+      BatchAppender appender(&merged, this);
+      for (rocksdb::WriteBatch* b : real) {
+        s = b->Iterate(&appender);
+        if (!s.ok()) break;
+      }
+      if (s.ok()) s = db->Write(sync_write, &merged);
+    }
+    if (!s.ok()) return FromRocks(s, "synced write of " + std::to_string(real.size()) + " batches");
+    return OkStatus();
+  }
+
+  // Replays a batch into another one. RocksDB has no public way to concatenate batches; the
+  // store only ever writes puts, deletes and range deletes, so anything else is refused.
+  class BatchAppender final : public rocksdb::WriteBatch::Handler {
+   public:
+    BatchAppender(rocksdb::WriteBatch* out, Core* core) : out_(out), core_(core) {}
+    rocksdb::Status PutCF(uint32_t cf_id, const rocksdb::Slice& key, const rocksdb::Slice& value) override {
+      rocksdb::ColumnFamilyHandle* h = Handle(cf_id);
+      return h ? out_->Put(h, key, value) : Unknown(cf_id);
+    }
+    rocksdb::Status DeleteCF(uint32_t cf_id, const rocksdb::Slice& key) override {
+      rocksdb::ColumnFamilyHandle* h = Handle(cf_id);
+      return h ? out_->Delete(h, key) : Unknown(cf_id);
+    }
+    rocksdb::Status DeleteRangeCF(uint32_t cf_id, const rocksdb::Slice& begin, const rocksdb::Slice& end) override {
+      rocksdb::ColumnFamilyHandle* h = Handle(cf_id);
+      return h ? out_->DeleteRange(h, begin, end) : Unknown(cf_id);
+    }
+
+   private:
+    rocksdb::ColumnFamilyHandle* Handle(uint32_t cf_id) const {
+      for (rocksdb::ColumnFamilyHandle* h : core_->handles) {
+        if (h->GetID() == cf_id) return h;
+      }
+      return nullptr;
+    }
+    static rocksdb::Status Unknown(uint32_t cf_id) {
+      return rocksdb::Status::InvalidArgument("batch names unknown column family " + std::to_string(cf_id));
+    }
+    rocksdb::WriteBatch* out_;
+    Core* core_;
+  };
 
   StatusOr<std::optional<std::string>> GetString(Cf c, const rocksdb::Slice& key) {
     std::string value;
@@ -291,8 +354,10 @@ class RocksDbBlobWriter final : public BlobWriter {
     rocksdb::Status s =
         batch.Put(core.cf(kBlobsCf), BlobMetaKey(info.sha256), EncodeBlobRecord(BlobRecord{total_, upload_id_}));
     if (s.ok()) s = batch.Delete(core.cf(kBlobsCf), MarkerKey(upload_id_));
-    if (s.ok()) s = core.db->Write(core.sync_write, &batch);
     if (!s.ok()) return Fail(FromRocks(s, "committing blob " + HashHex(info.sha256)));
+    if (Status c = core.committer->Commit(&batch); !c.ok()) {
+      return Fail(c.WithContext("committing blob " + HashHex(info.sha256)));
+    }
     state_ = State::kCommitted;
     core.blob_count.fetch_add(1, std::memory_order_relaxed);
     core.blob_bytes.fetch_add(total_, std::memory_order_relaxed);
@@ -401,8 +466,8 @@ class RocksDbStore final : public Store {
     rocksdb::WriteBatch batch;
     s = batch.Put(core.cf(kTasksCf), task_id, task_record);
     if (s.ok() && result_record) s = batch.Put(core.cf(kResultsCf), task_id, *result_record);
-    if (s.ok()) s = core.db->Write(core.sync_write, &batch);
     if (!s.ok()) return FromRocks(s, "writing task " + task_id);
+    RETURN_IF_ERROR(core.committer->Commit(&batch).WithContext("writing task " + task_id));
     if (is_new) core.task_count.fetch_add(1, std::memory_order_relaxed);
     return OkStatus();
   }
@@ -430,9 +495,10 @@ class RocksDbStore final : public Store {
     if (key == kSchemaKey || key == kNextUploadIdKey) {
       return InvalidArgument("meta key \"" + key + "\" is reserved for the store");
     }
-    rocksdb::Status s = core_->db->Put(core_->sync_write, core_->cf(kMetaCf), key, value);
+    rocksdb::WriteBatch batch;
+    rocksdb::Status s = batch.Put(core_->cf(kMetaCf), key, value);
     if (!s.ok()) return FromRocks(s, "writing meta key " + key);
-    return OkStatus();
+    return core_->committer->Commit(&batch).WithContext("writing meta key " + key);
   }
 
   StatusOr<std::optional<std::string>> GetMeta(const std::string& key) override {
@@ -636,6 +702,10 @@ StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(const std::string& path, const
   if (counter && counter->size() == 8) next = ReadU64(counter->data());
   if (max_id_seen == UINT64_MAX) return DataLoss("database " + path + ": upload id space exhausted");
   core->next_upload_id = std::max({next, max_id_seen + 1, uint64_t{1}});
+
+  Core* raw = core.get();  // the committer is closed and destroyed before the rest of Core
+  core->committer = std::make_unique<GroupCommitter>(
+      [raw](std::span<rocksdb::WriteBatch* const> batches) { return raw->WriteGroup(batches); });
 
   // Make the GC and schema record durable before serving.
   s = core->db->FlushWAL(/*sync=*/true);
