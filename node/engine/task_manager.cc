@@ -211,7 +211,7 @@ std::mutex& TaskManager::RecordLock(const consensus::TaskId& task_id) {
   return record_mu_[task_id.bytes()[0] % kRecordStripes];
 }
 
-Status TaskManager::PersistTask(const v1::Task& task, const v1::TaskResult* result) {
+Status TaskManager::PersistTask(const v1::Task& task, const v1::TaskResult* result, Durability durability) {
   std::string record;
   if (!task.SerializeToString(&record)) return Internal("cannot serialize task record");
   std::optional<std::string> result_record;
@@ -220,7 +220,7 @@ Status TaskManager::PersistTask(const v1::Task& task, const v1::TaskResult* resu
     if (!result->SerializeToString(&*result_record)) return Internal("cannot serialize task result");
   }
   ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(task.task_id()));
-  return store_->PutTask(consensus::TaskId(id).Key(), record, result_record);
+  return store_->PutTask(consensus::TaskId(id).Key(), record, result_record, durability);
 }
 
 StatusOr<v1::Task> TaskManager::LoadTask(const consensus::TaskId& id) {
@@ -429,7 +429,7 @@ bool TaskManager::Changed(const v1::Task& before, const v1::Task& after) {
 }
 
 Status TaskManager::Mutate(const consensus::TaskId& task_id, const std::function<Status(v1::Task*)>& change,
-                           const v1::TaskResult* result) {
+                           const v1::TaskResult* result, Durability durability) {
   {
     std::lock_guard<std::mutex> record_lock(RecordLock(task_id));
     ASSIGN_OR_RETURN(v1::Task task, LoadTask(task_id));
@@ -441,7 +441,7 @@ Status TaskManager::Mutate(const consensus::TaskId& task_id, const std::function
       RETURN_IF_ERROR(Transition(&task, after));
     }
     task.clear_result();  // the result has its own record
-    RETURN_IF_ERROR(PersistTask(task, result));
+    RETURN_IF_ERROR(PersistTask(task, result, durability));
   }
   NotifyChanged();
   return OkStatus();
@@ -588,14 +588,19 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
 
   const auto start = Clock::now();
   // Records are re-read under the record lock for every write: the consensus engine adds
-  // attestations to the same record while the task runs.
-  Status started = Mutate(id, [](v1::Task* t) -> Status {
-    if (t->state() != v1::TASK_STATE_QUEUED) return Aborted("no longer queued");
-    t->set_state(v1::TASK_STATE_RUNNING);
-    t->set_attempts(t->attempts() + 1);
-    t->set_started_unix_ms(UnixMillisNow());
-    return OkStatus();
-  });
+  // attestations to the same record while the task runs. "Running" is not synced: it survives a
+  // crash of the node (a task that kills it counts its attempts), and after a power loss the task
+  // is queued again, which is where recovery would put it anyway. The result's sync covers it.
+  Status started = Mutate(
+      id,
+      [](v1::Task* t) -> Status {
+        if (t->state() != v1::TASK_STATE_QUEUED) return Aborted("no longer queued");
+        t->set_state(v1::TASK_STATE_RUNNING);
+        t->set_attempts(t->attempts() + 1);
+        t->set_started_unix_ms(UnixMillisNow());
+        return OkStatus();
+      },
+      nullptr, Durability::kDeferred);
   if (!started.ok()) {
     if (started.code() != StatusCode::kAborted) {
       Log(LogLevel::kError, "cannot store task state", {{"task", id_hex}, {"error", started.ToString()}});
@@ -682,7 +687,8 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     result.set_trace_ops(static_cast<uint32_t>(outcome->trace.size()));
     for (const auto& o : outcome->outputs) {
       std::vector<uint8_t> npy = EncodeNpy(o.tensor);
-      ASSIGN_OR_RETURN(BlobInfo info, store_->PutBlob(npy));
+      // Deferred: the result record that names this blob is written synced after it.
+      ASSIGN_OR_RETURN(BlobInfo info, store_->PutBlob(npy, std::nullopt, Durability::kDeferred));
       v1::TaskOutput* out = result.add_outputs();
       out->set_name(o.name);
       out->set_dtype(static_cast<v1::DType>(o.tensor.dtype()));

@@ -92,8 +92,9 @@ class TaskManager {
   // Read-modify-write of a stored task record, serialized with every other record write.
   // `change` may alter any field; a state change must follow the lifecycle (INTERNAL otherwise).
   // With `result`, the result record is written in the same batch.
+  // `durability` kDeferred only for a change that may be lost in a power failure (running).
   Status Mutate(const consensus::TaskId& task_id, const std::function<Status(v1::Task*)>& change,
-                const v1::TaskResult* result = nullptr);
+                const v1::TaskResult* result = nullptr, Durability durability = Durability::kSynced);
   // certifying -> queued, and into the work queue (a replacement or dispute member); also
   // succeeded -> queued while the certificate's challenge window is open (a dispute needs this
   // node's own result). `reason` is logged with the state the task left.
@@ -124,7 +125,7 @@ class TaskManager {
   // that program is in the cache), the loaded program whose arena already holds the weights.
   struct WorkerState;
   void Execute(const consensus::TaskId& task_id, WorkerState* worker);
-  Status PersistTask(const v1::Task& task, const v1::TaskResult* result);
+  Status PersistTask(const v1::Task& task, const v1::TaskResult* result, Durability durability = Durability::kSynced);
   StatusOr<consensus::TaskSpec> SpecOf(const v1::SubmitTaskRequest& request);
   StatusOr<v1::Task> LoadTask(const consensus::TaskId& task_id);
   void NotifyChanged();

@@ -14,8 +14,12 @@
 //
 // Durability. The WAL is always on. Every write the node acknowledges (blob commit, PutTask,
 // PutMeta, schema version) uses WriteOptions::sync = StoreOptions::sync_writes, so it survives
-// kill -9 and power loss. Chunk writes and upload markers are not synced: the commit that makes
-// them reachable is, and a synced WAL write also makes every earlier WAL write durable. The WAL
+// kill -9 and power loss. Synced writes go through a GroupCommitter: concurrent ones are merged
+// into one WriteBatch and written with one sync, and become visible only once synced. Chunk
+// writes, upload markers and Durability::kDeferred writes are not synced: the synced write that
+// makes them reachable (or acknowledges them) follows them in the WAL, and a synced WAL write
+// makes every earlier WAL write durable. A synced commit of a blob that is already present
+// syncs first when writes readers can see may not be durable yet (durable_sequence). The WAL
 // is replayed as a consistent prefix (kPointInTimeRecovery), so a surviving chunk always has a
 // surviving "u" marker or "m" record; markers left by a crash are garbage-collected at open
 // together with their chunks.
@@ -59,10 +63,11 @@
 namespace consensor::node {
 
 // Non-virtual convenience on the interface: works with any Store implementation.
-StatusOr<BlobInfo> Store::PutBlob(std::span<const uint8_t> bytes, std::optional<Hash256> expected_sha256) {
+StatusOr<BlobInfo> Store::PutBlob(std::span<const uint8_t> bytes, std::optional<Hash256> expected_sha256,
+                                  Durability durability) {
   ASSIGN_OR_RETURN(auto writer, NewBlobWriter(expected_sha256, static_cast<int64_t>(bytes.size())));
   RETURN_IF_ERROR(writer->Append(bytes));
-  return writer->Commit();
+  return writer->Commit(durability);
 }
 
 namespace {
@@ -183,6 +188,8 @@ struct Core {
 
   // Every synced write goes through here, so concurrent writers share one fsync.
   std::unique_ptr<GroupCommitter> committer;
+  // Every write with a sequence number up to this one is synced (written by group leaders).
+  std::atomic<uint64_t> durable_sequence{0};
 
   rocksdb::ColumnFamilyHandle* cf(Cf c) const { return handles[c]; }
 
@@ -217,6 +224,8 @@ struct Core {
     for (rocksdb::WriteBatch* b : batches) {
       if (b != nullptr && b->Count() > 0) real.push_back(b);
     }
+    // Whatever readers could see before this write is in the WAL ahead of it, so synced with it.
+    const uint64_t published = db->GetLatestSequenceNumber();
     rocksdb::Status s;
     if (real.empty()) {
       // Only waiters for durability: sync what earlier unsynced writes left in the WAL.
@@ -233,6 +242,22 @@ struct Core {
       if (s.ok()) s = db->Write(sync_write, &merged);
     }
     if (!s.ok()) return FromRocks(s, "synced write of " + std::to_string(real.size()) + " batches");
+    if (options.sync_writes && published > durable_sequence.load()) durable_sequence.store(published);
+    return OkStatus();
+  }
+
+  // Returns once everything readers can see now is durable: at once when a sync since covers it,
+  // otherwise after a sync (shared with the other writers waiting).
+  Status WaitDurable() {
+    if (!options.sync_writes || db->GetLatestSequenceNumber() <= durable_sequence.load()) return OkStatus();
+    return committer->Commit(nullptr);
+  }
+
+  // One batch with the given durability.
+  Status Write(rocksdb::WriteBatch* batch, Durability durability) {
+    if (durability == Durability::kSynced) return committer->Commit(batch);
+    rocksdb::Status s = db->Write(nosync_write, batch);
+    if (!s.ok()) return FromRocks(s, "write");
     return OkStatus();
   }
 
@@ -323,7 +348,7 @@ class RocksDbBlobWriter final : public BlobWriter {
     return OkStatus();
   }
 
-  StatusOr<BlobInfo> Commit() override {
+  StatusOr<BlobInfo> Commit(Durability durability = Durability::kSynced) override {
     if (state_ != State::kOpen) return FailedPrecondition("blob writer is already committed or failed");
     if (!buffer_.empty()) {
       Status s = WriteChunk(buffer_);
@@ -344,10 +369,11 @@ class RocksDbBlobWriter final : public BlobWriter {
     StatusOr<std::optional<BlobRecord>> existing = core.GetBlobRecord(info.sha256);
     if (!existing.ok()) return Fail(existing.status());
     if (existing->has_value()) {
-      // Identical content is already stored (and synced when it was committed).
+      // Identical content is already stored, but its commit may have been deferred.
       state_ = State::kCommitted;
       core.DropUpload(upload_id_).IgnoreError();  // leftovers are GC'd at open
       info.already_present = true;
+      if (durability == Durability::kSynced) RETURN_IF_ERROR(core.WaitDurable().WithContext("syncing blob"));
       return info;
     }
     rocksdb::WriteBatch batch;
@@ -355,7 +381,7 @@ class RocksDbBlobWriter final : public BlobWriter {
         batch.Put(core.cf(kBlobsCf), BlobMetaKey(info.sha256), EncodeBlobRecord(BlobRecord{total_, upload_id_}));
     if (s.ok()) s = batch.Delete(core.cf(kBlobsCf), MarkerKey(upload_id_));
     if (!s.ok()) return Fail(FromRocks(s, "committing blob " + HashHex(info.sha256)));
-    if (Status c = core.committer->Commit(&batch); !c.ok()) {
+    if (Status c = core.Write(&batch, durability); !c.ok()) {
       return Fail(c.WithContext("committing blob " + HashHex(info.sha256)));
     }
     state_ = State::kCommitted;
@@ -454,7 +480,7 @@ class RocksDbStore final : public Store {
   }
 
   Status PutTask(const std::string& task_id, const std::string& task_record,
-                 const std::optional<std::string>& result_record) override {
+                 const std::optional<std::string>& result_record, Durability durability) override {
     if (task_id.empty()) return InvalidArgument("task id is empty");
     Core& core = *core_;
     std::lock_guard<std::mutex> lock(core.TaskStripe(task_id));
@@ -467,7 +493,7 @@ class RocksDbStore final : public Store {
     s = batch.Put(core.cf(kTasksCf), task_id, task_record);
     if (s.ok() && result_record) s = batch.Put(core.cf(kResultsCf), task_id, *result_record);
     if (!s.ok()) return FromRocks(s, "writing task " + task_id);
-    RETURN_IF_ERROR(core.committer->Commit(&batch).WithContext("writing task " + task_id));
+    RETURN_IF_ERROR(core.Write(&batch, durability).WithContext("writing task " + task_id));
     if (is_new) core.task_count.fetch_add(1, std::memory_order_relaxed);
     return OkStatus();
   }
