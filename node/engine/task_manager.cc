@@ -287,6 +287,7 @@ void TaskManager::Shutdown() {
   stopping_ = true;
   work_cv_.notify_all();
   changed_cv_.notify_all();
+  for (auto& [key, watch] : watches_) watch->cv.notify_all();
   if (running_ > 0) {
     Log(LogLevel::kInfo, "draining running tasks", {{"running", running_}});
     bool drained = changed_cv_.wait_for(lock, options_.drain_timeout, [this] { return running_ == 0; });
@@ -405,7 +406,6 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
     } else {
       in_flight_.erase(id);
     }
-    ++change_counter_;
   }
   work_cv_.notify_one();
   metrics_->tasks_received->Increment();
@@ -443,7 +443,7 @@ Status TaskManager::Mutate(const consensus::TaskId& task_id, const std::function
     task.clear_result();  // the result has its own record
     RETURN_IF_ERROR(PersistTask(task, result, durability));
   }
-  NotifyChanged();
+  NotifyChanged(task_id);
   return OkStatus();
 }
 
@@ -497,18 +497,36 @@ Status TaskManager::ForEach(const std::function<Status(const v1::Task&)>& visit)
 
 StatusOr<v1::Task> TaskManager::WaitForChange(const consensus::TaskId& task_id, const v1::Task& last_seen,
                                               Clock::time_point deadline, const std::function<bool()>& stop) {
+  const std::string key = task_id.Key();
+  Watch* watch = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_ptr<Watch>& slot = watches_[key];
+    if (!slot) slot = std::make_unique<Watch>();
+    watch = slot.get();
+    ++watch->watchers;
+  }
+  struct Unwatch {
+    TaskManager* self;
+    const std::string& key;
+    Watch* watch;
+    ~Unwatch() {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      if (--watch->watchers == 0) self->watches_.erase(key);
+    }
+  } unwatch{this, key, watch};
   while (true) {
-    uint64_t seen_counter;
+    uint64_t seen_version;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      seen_counter = change_counter_;
+      seen_version = watch->version;
     }
     ASSIGN_OR_RETURN(v1::Task current, LoadTask(task_id));
     if (Changed(last_seen, current)) return current;
     std::unique_lock<std::mutex> lock(mu_);
     // Wake at least every 200 ms to notice a cancelled client.
     auto until = std::min(deadline, Clock::now() + std::chrono::milliseconds(200));
-    changed_cv_.wait_until(lock, until, [&] { return change_counter_ != seen_counter || stopping_; });
+    watch->cv.wait_until(lock, until, [&] { return watch->version != seen_version || stopping_; });
     if (stopping_) return Unavailable("the node is shutting down");
     if (Clock::now() >= deadline || (stop && stop())) return current;
   }
@@ -530,12 +548,12 @@ void TaskManager::UpdateGauges() {
   metrics_->tasks_running->Set(running_);
 }
 
-void TaskManager::NotifyChanged() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++change_counter_;
-  }
-  changed_cv_.notify_all();
+void TaskManager::NotifyChanged(const consensus::TaskId& task_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = watches_.find(task_id.Key());
+  if (it == watches_.end()) return;
+  ++it->second->version;
+  it->second->cv.notify_all();
 }
 
 struct TaskManager::WorkerState {
@@ -568,7 +586,6 @@ void TaskManager::WorkerLoop(int worker_index) {
       std::lock_guard<std::mutex> lock(mu_);
       --running_;
       in_flight_.erase(id);
-      ++change_counter_;
     }
     changed_cv_.notify_all();
     UpdateGauges();

@@ -128,7 +128,8 @@ class TaskManager {
   Status PersistTask(const v1::Task& task, const v1::TaskResult* result, Durability durability = Durability::kSynced);
   StatusOr<consensus::TaskSpec> SpecOf(const v1::SubmitTaskRequest& request);
   StatusOr<v1::Task> LoadTask(const consensus::TaskId& task_id);
-  void NotifyChanged();
+  // Wakes the watchers of `task_id` (and a draining Shutdown).
+  void NotifyChanged(const consensus::TaskId& task_id);
   void UpdateGauges();
 
   Store* store_;
@@ -143,13 +144,20 @@ class TaskManager {
   std::array<std::mutex, kRecordStripes> record_mu_;
   std::mutex& RecordLock(const consensus::TaskId& task_id);
   mutable std::mutex mu_;
-  std::condition_variable work_cv_;        // workers wait for queued tasks
-  std::condition_variable changed_cv_;     // watchers wait for state changes
+  std::condition_variable work_cv_;     // workers wait for queued tasks
+  std::condition_variable changed_cv_;  // Shutdown waits for running tasks to end
+  // The tasks someone watches (WaitForChange), by store key: a change wakes only the watchers of
+  // that task, which then re-read its record, instead of every watcher re-reading its own.
+  struct Watch {
+    uint64_t version = 0;  // bumped on every change of the task
+    int watchers = 0;
+    std::condition_variable cv;
+  };
+  std::map<std::string, std::unique_ptr<Watch>> watches_;
   std::deque<consensus::TaskId> queue_;    // FIFO
   std::set<consensus::TaskId> in_flight_;  // queued or running, to refuse duplicate queueing
   int reserved_slots_ = 0;                 // admissions validated but not yet queued
   int running_ = 0;
-  uint64_t change_counter_ = 0;
   bool stopping_ = false;
   std::atomic<bool> accepting_{false};
   std::atomic<bool> interrupt_{false};  // drain timeout passed: stop running tasks

@@ -208,9 +208,19 @@ struct Core {
 
   // Deletes every chunk of an upload and its marker, in one batch. Unsynced: if it is lost, the
   // marker survives with the chunks and the next open collects both.
-  Status DropUpload(uint64_t upload_id) {
+  // `chunks`, when known, is how many chunks the upload wrote: a few point deletes then, because
+  // every range tombstone in the memtable slows down every later read of the column family.
+  Status DropUpload(uint64_t upload_id, std::optional<uint64_t> chunks = std::nullopt) {
+    constexpr uint64_t kMaxPointDeletes = 64;
     rocksdb::WriteBatch batch;
-    rocksdb::Status s = batch.DeleteRange(cf(kBlobsCf), ChunkKey(upload_id, 0), ChunkRangeEnd(upload_id));
+    rocksdb::Status s;
+    if (chunks && *chunks <= kMaxPointDeletes) {
+      for (uint64_t i = 0; s.ok() && i < *chunks; ++i) {
+        s = batch.Delete(cf(kBlobsCf), ChunkKey(upload_id, static_cast<uint32_t>(i)));
+      }
+    } else {
+      s = batch.DeleteRange(cf(kBlobsCf), ChunkKey(upload_id, 0), ChunkRangeEnd(upload_id));
+    }
     if (s.ok()) s = batch.Delete(cf(kBlobsCf), MarkerKey(upload_id));
     if (s.ok()) s = db->Write(nosync_write, &batch);
     if (!s.ok()) return FromRocks(s, "deleting chunks of upload " + std::to_string(upload_id));
@@ -317,7 +327,7 @@ class RocksDbBlobWriter final : public BlobWriter {
 
   ~RocksDbBlobWriter() override {
     // Failure here is harmless: the marker survives and the next open collects the chunks.
-    if (state_ == State::kOpen) core_->DropUpload(upload_id_).IgnoreError();
+    if (state_ == State::kOpen) core_->DropUpload(upload_id_, next_chunk_).IgnoreError();
   }
 
   Status Append(std::span<const uint8_t> bytes) override {
@@ -350,12 +360,6 @@ class RocksDbBlobWriter final : public BlobWriter {
 
   StatusOr<BlobInfo> Commit(Durability durability = Durability::kSynced) override {
     if (state_ != State::kOpen) return FailedPrecondition("blob writer is already committed or failed");
-    if (!buffer_.empty()) {
-      Status s = WriteChunk(buffer_);
-      if (!s.ok()) return Fail(s);
-      buffer_.clear();
-      buffer_.shrink_to_fit();
-    }
     BlobInfo info;
     info.sha256 = hasher_.Finish();
     info.size = total_;
@@ -370,11 +374,20 @@ class RocksDbBlobWriter final : public BlobWriter {
     if (!existing.ok()) return Fail(existing.status());
     if (existing->has_value()) {
       // Identical content is already stored, but its commit may have been deferred.
+      // The last chunk was never written: a small blob stored again costs no chunk write.
       state_ = State::kCommitted;
-      core.DropUpload(upload_id_).IgnoreError();  // leftovers are GC'd at open
+      core.DropUpload(upload_id_, next_chunk_).IgnoreError();  // leftovers are GC'd at open
+      buffer_.clear();
+      buffer_.shrink_to_fit();
       info.already_present = true;
       if (durability == Durability::kSynced) RETURN_IF_ERROR(core.WaitDurable().WithContext("syncing blob"));
       return info;
+    }
+    if (!buffer_.empty()) {
+      Status w = WriteChunk(buffer_);
+      if (!w.ok()) return Fail(w);
+      buffer_.clear();
+      buffer_.shrink_to_fit();
     }
     rocksdb::WriteBatch batch;
     rocksdb::Status s =
@@ -407,7 +420,7 @@ class RocksDbBlobWriter final : public BlobWriter {
   Status Fail(Status why) {
     if (state_ == State::kOpen) {
       state_ = State::kFailed;
-      core_->DropUpload(upload_id_).IgnoreError();
+      core_->DropUpload(upload_id_, next_chunk_).IgnoreError();
       buffer_.clear();
       buffer_.shrink_to_fit();
     }
