@@ -148,6 +148,12 @@ int Main(int argc, char** argv) {
     std::vector<double> latencies, final_latencies;
     std::mutex mu;
     std::atomic<int> next{0}, failures{0};
+    std::string first_failure;  // guarded by mu: why the first failed task failed
+    auto note_failure = [&](const std::string& why) {
+      failures++;
+      std::lock_guard<std::mutex> lock(mu);
+      if (first_failure.empty()) first_failure = why;
+    };
     auto start = Clock::now();
     std::vector<std::thread> workers;
     for (int c = 0; c < clients; ++c) {
@@ -164,7 +170,7 @@ int Main(int argc, char** argv) {
           auto t0 = Clock::now();
           auto s = own.SubmitTask(r);
           if (!s.ok()) {
-            failures++;
+            note_failure("SubmitTask: " + s.status().ToString());
             continue;
           }
           // The certificate arrives first (SUCCEEDED); finality only after the window.
@@ -179,7 +185,8 @@ int Main(int argc, char** argv) {
           auto done = own.WatchTask(s->task_id(), std::chrono::seconds(600), on_update, until);
           const auto end = Clock::now();
           if (!done.ok() || done->state() != v1::TASK_STATE_SUCCEEDED || (wait_final && !done->consensus().final())) {
-            failures++;
+            note_failure(!done.ok() ? "WatchTask: " + done.status().ToString()
+                                    : "task ended " + v1::TaskState_Name(done->state()) + " " + done->error_message());
             continue;
           }
           const double ms = std::chrono::duration<double, std::milli>(certified_at.value_or(end) - t0).count();
@@ -194,6 +201,7 @@ int Main(int argc, char** argv) {
     std::printf("\nload: %d tiny tasks (matmul 4x8x8, add, tanh, softmax), %d client threads, 2 workers\n", tasks,
                 clients);
     std::printf("  completed %zu, failed %d, %.2f s\n", latencies.size(), failures.load(), seconds);
+    if (!first_failure.empty()) std::printf("  first failure: %s\n", first_failure.c_str());
     if (!latencies.empty()) {
       std::printf("  throughput %.1f tasks/s\n", latencies.size() / seconds);
       std::printf("  submit->result latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", Percentile(latencies, 0.5),

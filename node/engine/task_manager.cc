@@ -206,7 +206,12 @@ TaskManager::TaskManager(Store* store, NodeMetrics* metrics, TaskManagerOptions 
 
 TaskManager::~TaskManager() { Shutdown(); }
 
-Status TaskManager::PersistTask(const v1::Task& task, const v1::TaskResult* result) {
+std::mutex& TaskManager::RecordLock(const consensus::TaskId& task_id) {
+  // Task ids are SHA-256 outputs: any byte spreads evenly.
+  return record_mu_[task_id.bytes()[0] % kRecordStripes];
+}
+
+Status TaskManager::PersistTask(const v1::Task& task, const v1::TaskResult* result, Durability durability) {
   std::string record;
   if (!task.SerializeToString(&record)) return Internal("cannot serialize task record");
   std::optional<std::string> result_record;
@@ -215,7 +220,7 @@ Status TaskManager::PersistTask(const v1::Task& task, const v1::TaskResult* resu
     if (!result->SerializeToString(&*result_record)) return Internal("cannot serialize task result");
   }
   ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(task.task_id()));
-  return store_->PutTask(consensus::TaskId(id).Key(), record, result_record);
+  return store_->PutTask(consensus::TaskId(id).Key(), record, result_record, durability);
 }
 
 StatusOr<v1::Task> TaskManager::LoadTask(const consensus::TaskId& id) {
@@ -282,6 +287,7 @@ void TaskManager::Shutdown() {
   stopping_ = true;
   work_cv_.notify_all();
   changed_cv_.notify_all();
+  for (auto& [key, watch] : watches_) watch->cv.notify_all();
   if (running_ > 0) {
     Log(LogLevel::kInfo, "draining running tasks", {{"running", running_}});
     bool drained = changed_cv_.wait_for(lock, options_.drain_timeout, [this] { return running_ == 0; });
@@ -378,7 +384,7 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   if (consensus) *task.mutable_consensus() = *consensus;
   Status persisted;
   {
-    std::lock_guard<std::mutex> record_lock(record_mu_);
+    std::lock_guard<std::mutex> record_lock(RecordLock(id));
     auto raced = store_->GetTask(key);  // another path stored it meanwhile
     persisted =
         !raced.ok() ? raced.status() : (*raced ? AlreadyExists("stored meanwhile") : PersistTask(task, nullptr));
@@ -400,7 +406,6 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
     } else {
       in_flight_.erase(id);
     }
-    ++change_counter_;
   }
   work_cv_.notify_one();
   metrics_->tasks_received->Increment();
@@ -424,9 +429,9 @@ bool TaskManager::Changed(const v1::Task& before, const v1::Task& after) {
 }
 
 Status TaskManager::Mutate(const consensus::TaskId& task_id, const std::function<Status(v1::Task*)>& change,
-                           const v1::TaskResult* result) {
+                           const v1::TaskResult* result, Durability durability) {
   {
-    std::lock_guard<std::mutex> record_lock(record_mu_);
+    std::lock_guard<std::mutex> record_lock(RecordLock(task_id));
     ASSIGN_OR_RETURN(v1::Task task, LoadTask(task_id));
     const v1::TaskState before = task.state();
     RETURN_IF_ERROR(change(&task));
@@ -436,9 +441,9 @@ Status TaskManager::Mutate(const consensus::TaskId& task_id, const std::function
       RETURN_IF_ERROR(Transition(&task, after));
     }
     task.clear_result();  // the result has its own record
-    RETURN_IF_ERROR(PersistTask(task, result));
+    RETURN_IF_ERROR(PersistTask(task, result, durability));
   }
-  NotifyChanged();
+  NotifyChanged(task_id);
   return OkStatus();
 }
 
@@ -492,18 +497,36 @@ Status TaskManager::ForEach(const std::function<Status(const v1::Task&)>& visit)
 
 StatusOr<v1::Task> TaskManager::WaitForChange(const consensus::TaskId& task_id, const v1::Task& last_seen,
                                               Clock::time_point deadline, const std::function<bool()>& stop) {
+  const std::string key = task_id.Key();
+  Watch* watch = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_ptr<Watch>& slot = watches_[key];
+    if (!slot) slot = std::make_unique<Watch>();
+    watch = slot.get();
+    ++watch->watchers;
+  }
+  struct Unwatch {
+    TaskManager* self;
+    const std::string& key;
+    Watch* watch;
+    ~Unwatch() {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      if (--watch->watchers == 0) self->watches_.erase(key);
+    }
+  } unwatch{this, key, watch};
   while (true) {
-    uint64_t seen_counter;
+    uint64_t seen_version;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      seen_counter = change_counter_;
+      seen_version = watch->version;
     }
     ASSIGN_OR_RETURN(v1::Task current, LoadTask(task_id));
     if (Changed(last_seen, current)) return current;
     std::unique_lock<std::mutex> lock(mu_);
     // Wake at least every 200 ms to notice a cancelled client.
     auto until = std::min(deadline, Clock::now() + std::chrono::milliseconds(200));
-    changed_cv_.wait_until(lock, until, [&] { return change_counter_ != seen_counter || stopping_; });
+    watch->cv.wait_until(lock, until, [&] { return watch->version != seen_version || stopping_; });
     if (stopping_) return Unavailable("the node is shutting down");
     if (Clock::now() >= deadline || (stop && stop())) return current;
   }
@@ -525,12 +548,12 @@ void TaskManager::UpdateGauges() {
   metrics_->tasks_running->Set(running_);
 }
 
-void TaskManager::NotifyChanged() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++change_counter_;
-  }
-  changed_cv_.notify_all();
+void TaskManager::NotifyChanged(const consensus::TaskId& task_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = watches_.find(task_id.Key());
+  if (it == watches_.end()) return;
+  ++it->second->version;
+  it->second->cv.notify_all();
 }
 
 struct TaskManager::WorkerState {
@@ -563,7 +586,6 @@ void TaskManager::WorkerLoop(int worker_index) {
       std::lock_guard<std::mutex> lock(mu_);
       --running_;
       in_flight_.erase(id);
-      ++change_counter_;
     }
     changed_cv_.notify_all();
     UpdateGauges();
@@ -583,14 +605,19 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
 
   const auto start = Clock::now();
   // Records are re-read under the record lock for every write: the consensus engine adds
-  // attestations to the same record while the task runs.
-  Status started = Mutate(id, [](v1::Task* t) -> Status {
-    if (t->state() != v1::TASK_STATE_QUEUED) return Aborted("no longer queued");
-    t->set_state(v1::TASK_STATE_RUNNING);
-    t->set_attempts(t->attempts() + 1);
-    t->set_started_unix_ms(UnixMillisNow());
-    return OkStatus();
-  });
+  // attestations to the same record while the task runs. "Running" is not synced: it survives a
+  // crash of the node (a task that kills it counts its attempts), and after a power loss the task
+  // is queued again, which is where recovery would put it anyway. The result's sync covers it.
+  Status started = Mutate(
+      id,
+      [](v1::Task* t) -> Status {
+        if (t->state() != v1::TASK_STATE_QUEUED) return Aborted("no longer queued");
+        t->set_state(v1::TASK_STATE_RUNNING);
+        t->set_attempts(t->attempts() + 1);
+        t->set_started_unix_ms(UnixMillisNow());
+        return OkStatus();
+      },
+      nullptr, Durability::kDeferred);
   if (!started.ok()) {
     if (started.code() != StatusCode::kAborted) {
       Log(LogLevel::kError, "cannot store task state", {{"task", id_hex}, {"error", started.ToString()}});
@@ -678,7 +705,8 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     result.set_trace_root(ToHex(consensus::kDeferredTraceRoot));
     for (const auto& o : outcome->outputs) {
       std::vector<uint8_t> npy = EncodeNpy(o.tensor);
-      ASSIGN_OR_RETURN(BlobInfo info, store_->PutBlob(npy));
+      // Deferred: the result record that names this blob is written synced after it.
+      ASSIGN_OR_RETURN(BlobInfo info, store_->PutBlob(npy, std::nullopt, Durability::kDeferred));
       v1::TaskOutput* out = result.add_outputs();
       out->set_name(o.name);
       out->set_dtype(static_cast<v1::DType>(o.tensor.dtype()));

@@ -8,6 +8,7 @@
 // task that was interrupted is safe.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -91,8 +92,9 @@ class TaskManager {
   // Read-modify-write of a stored task record, serialized with every other record write.
   // `change` may alter any field; a state change must follow the lifecycle (INTERNAL otherwise).
   // With `result`, the result record is written in the same batch.
+  // `durability` kDeferred only for a change that may be lost in a power failure (running).
   Status Mutate(const consensus::TaskId& task_id, const std::function<Status(v1::Task*)>& change,
-                const v1::TaskResult* result = nullptr);
+                const v1::TaskResult* result = nullptr, Durability durability = Durability::kSynced);
   // certifying -> queued, and into the work queue (a replacement or dispute member); also
   // succeeded -> queued while the certificate's challenge window is open (a dispute needs this
   // node's own result). `reason` is logged with the state the task left.
@@ -130,10 +132,11 @@ class TaskManager {
   // that program is in the cache), the loaded program whose arena already holds the weights.
   struct WorkerState;
   void Execute(const consensus::TaskId& task_id, WorkerState* worker);
-  Status PersistTask(const v1::Task& task, const v1::TaskResult* result);
+  Status PersistTask(const v1::Task& task, const v1::TaskResult* result, Durability durability = Durability::kSynced);
   StatusOr<consensus::TaskSpec> SpecOf(const v1::SubmitTaskRequest& request);
   StatusOr<v1::Task> LoadTask(const consensus::TaskId& task_id);
-  void NotifyChanged();
+  // Wakes the watchers of `task_id` (and a draining Shutdown).
+  void NotifyChanged(const consensus::TaskId& task_id);
   void UpdateGauges();
 
   Store* store_;
@@ -141,16 +144,28 @@ class TaskManager {
   TaskManagerOptions options_;
   ProgramCache programs_;
 
-  std::mutex record_mu_;  // serializes read-modify-write of task records
-  std::mutex trace_mu_;   // held while a trace is recomputed
+  // Serialize read-modify-write of one task's record, striped by task id: a write waits for
+  // its sync under the lock, so writes of different tasks must not share one lock, or they
+  // could never share a sync (the store's group commit).
+  static constexpr size_t kRecordStripes = 64;
+  std::array<std::mutex, kRecordStripes> record_mu_;
+  std::mutex& RecordLock(const consensus::TaskId& task_id);
+  std::mutex trace_mu_;  // held while a trace is recomputed
   mutable std::mutex mu_;
-  std::condition_variable work_cv_;        // workers wait for queued tasks
-  std::condition_variable changed_cv_;     // watchers wait for state changes
+  std::condition_variable work_cv_;     // workers wait for queued tasks
+  std::condition_variable changed_cv_;  // Shutdown waits for running tasks to end
+  // The tasks someone watches (WaitForChange), by store key: a change wakes only the watchers of
+  // that task, which then re-read its record, instead of every watcher re-reading its own.
+  struct Watch {
+    uint64_t version = 0;  // bumped on every change of the task
+    int watchers = 0;
+    std::condition_variable cv;
+  };
+  std::map<std::string, std::unique_ptr<Watch>> watches_;
   std::deque<consensus::TaskId> queue_;    // FIFO
   std::set<consensus::TaskId> in_flight_;  // queued or running, to refuse duplicate queueing
   int reserved_slots_ = 0;                 // admissions validated but not yet queued
   int running_ = 0;
-  uint64_t change_counter_ = 0;
   bool stopping_ = false;
   std::atomic<bool> accepting_{false};
   std::atomic<bool> interrupt_{false};  // drain timeout passed: stop running tasks

@@ -14,8 +14,12 @@
 //
 // Durability. The WAL is always on. Every write the node acknowledges (blob commit, PutTask,
 // PutMeta, schema version) uses WriteOptions::sync = StoreOptions::sync_writes, so it survives
-// kill -9 and power loss. Chunk writes and upload markers are not synced: the commit that makes
-// them reachable is, and a synced WAL write also makes every earlier WAL write durable. The WAL
+// kill -9 and power loss. Synced writes go through a GroupCommitter: concurrent ones are merged
+// into one WriteBatch and written with one sync, and become visible only once synced. Chunk
+// writes, upload markers and Durability::kDeferred writes are not synced: the synced write that
+// makes them reachable (or acknowledges them) follows them in the WAL, and a synced WAL write
+// makes every earlier WAL write durable. A synced commit of a blob that is already present
+// syncs first when writes readers can see may not be durable yet (durable_sequence). The WAL
 // is replayed as a consistent prefix (kPointInTimeRecovery), so a surviving chunk always has a
 // surviving "u" marker or "m" record; markers left by a crash are garbage-collected at open
 // together with their chunks.
@@ -53,15 +57,17 @@
 #include <utility>
 #include <vector>
 
+#include "node/storage/group_commit.h"
 #include "node/storage/store.h"
 
 namespace consensor::node {
 
 // Non-virtual convenience on the interface: works with any Store implementation.
-StatusOr<BlobInfo> Store::PutBlob(std::span<const uint8_t> bytes, std::optional<Hash256> expected_sha256) {
+StatusOr<BlobInfo> Store::PutBlob(std::span<const uint8_t> bytes, std::optional<Hash256> expected_sha256,
+                                  Durability durability) {
   ASSIGN_OR_RETURN(auto writer, NewBlobWriter(expected_sha256, static_cast<int64_t>(bytes.size())));
   RETURN_IF_ERROR(writer->Append(bytes));
-  return writer->Commit();
+  return writer->Commit(durability);
 }
 
 namespace {
@@ -180,9 +186,15 @@ struct Core {
   std::atomic<int64_t> blob_bytes{0};
   std::atomic<int64_t> task_count{0};
 
+  // Every synced write goes through here, so concurrent writers share one fsync.
+  std::unique_ptr<GroupCommitter> committer;
+  // Every write with a sequence number up to this one is synced (written by group leaders).
+  std::atomic<uint64_t> durable_sequence{0};
+
   rocksdb::ColumnFamilyHandle* cf(Cf c) const { return handles[c]; }
 
   ~Core() {
+    if (committer) committer->Close();
     if (db == nullptr) return;
     // Unsynced tail (sync_writes=false, or chunks of live uploads) reaches disk on a clean close.
     db->FlushWAL(/*sync=*/true).PermitUncheckedError();
@@ -196,14 +208,100 @@ struct Core {
 
   // Deletes every chunk of an upload and its marker, in one batch. Unsynced: if it is lost, the
   // marker survives with the chunks and the next open collects both.
-  Status DropUpload(uint64_t upload_id) {
+  // `chunks`, when known, is how many chunks the upload wrote: a few point deletes then, because
+  // every range tombstone in the memtable slows down every later read of the column family.
+  Status DropUpload(uint64_t upload_id, std::optional<uint64_t> chunks = std::nullopt) {
+    constexpr uint64_t kMaxPointDeletes = 64;
     rocksdb::WriteBatch batch;
-    rocksdb::Status s = batch.DeleteRange(cf(kBlobsCf), ChunkKey(upload_id, 0), ChunkRangeEnd(upload_id));
+    rocksdb::Status s;
+    if (chunks && *chunks <= kMaxPointDeletes) {
+      for (uint64_t i = 0; s.ok() && i < *chunks; ++i) {
+        s = batch.Delete(cf(kBlobsCf), ChunkKey(upload_id, static_cast<uint32_t>(i)));
+      }
+    } else {
+      s = batch.DeleteRange(cf(kBlobsCf), ChunkKey(upload_id, 0), ChunkRangeEnd(upload_id));
+    }
     if (s.ok()) s = batch.Delete(cf(kBlobsCf), MarkerKey(upload_id));
     if (s.ok()) s = db->Write(nosync_write, &batch);
     if (!s.ok()) return FromRocks(s, "deleting chunks of upload " + std::to_string(upload_id));
     return OkStatus();
   }
+
+  // The committer's group write: every batch of the group in one WriteBatch, one synced write,
+  // so the group becomes visible to readers only once it is durable.
+  Status WriteGroup(std::span<rocksdb::WriteBatch* const> batches) {
+    std::vector<rocksdb::WriteBatch*> real;
+    for (rocksdb::WriteBatch* b : batches) {
+      if (b != nullptr && b->Count() > 0) real.push_back(b);
+    }
+    // Whatever readers could see before this write is in the WAL ahead of it, so synced with it.
+    const uint64_t published = db->GetLatestSequenceNumber();
+    rocksdb::Status s;
+    if (real.empty()) {
+      // Only waiters for durability: sync what earlier unsynced writes left in the WAL.
+      s = options.sync_writes ? db->SyncWAL() : rocksdb::Status::OK();
+    } else if (real.size() == 1) {
+      s = db->Write(sync_write, real[0]);
+    } else {
+      rocksdb::WriteBatch merged;
+      BatchAppender appender(&merged, this);
+      for (rocksdb::WriteBatch* b : real) {
+        s = b->Iterate(&appender);
+        if (!s.ok()) break;
+      }
+      if (s.ok()) s = db->Write(sync_write, &merged);
+    }
+    if (!s.ok()) return FromRocks(s, "synced write of " + std::to_string(real.size()) + " batches");
+    if (options.sync_writes && published > durable_sequence.load()) durable_sequence.store(published);
+    return OkStatus();
+  }
+
+  // Returns once everything readers can see now is durable: at once when a sync since covers it,
+  // otherwise after a sync (shared with the other writers waiting).
+  Status WaitDurable() {
+    if (!options.sync_writes || db->GetLatestSequenceNumber() <= durable_sequence.load()) return OkStatus();
+    return committer->Commit(nullptr);
+  }
+
+  // One batch with the given durability.
+  Status Write(rocksdb::WriteBatch* batch, Durability durability) {
+    if (durability == Durability::kSynced) return committer->Commit(batch);
+    rocksdb::Status s = db->Write(nosync_write, batch);
+    if (!s.ok()) return FromRocks(s, "write");
+    return OkStatus();
+  }
+
+  // Replays a batch into another one. RocksDB has no public way to concatenate batches; the
+  // store only ever writes puts, deletes and range deletes, so anything else is refused.
+  class BatchAppender final : public rocksdb::WriteBatch::Handler {
+   public:
+    BatchAppender(rocksdb::WriteBatch* out, Core* core) : out_(out), core_(core) {}
+    rocksdb::Status PutCF(uint32_t cf_id, const rocksdb::Slice& key, const rocksdb::Slice& value) override {
+      rocksdb::ColumnFamilyHandle* h = Handle(cf_id);
+      return h ? out_->Put(h, key, value) : Unknown(cf_id);
+    }
+    rocksdb::Status DeleteCF(uint32_t cf_id, const rocksdb::Slice& key) override {
+      rocksdb::ColumnFamilyHandle* h = Handle(cf_id);
+      return h ? out_->Delete(h, key) : Unknown(cf_id);
+    }
+    rocksdb::Status DeleteRangeCF(uint32_t cf_id, const rocksdb::Slice& begin, const rocksdb::Slice& end) override {
+      rocksdb::ColumnFamilyHandle* h = Handle(cf_id);
+      return h ? out_->DeleteRange(h, begin, end) : Unknown(cf_id);
+    }
+
+   private:
+    rocksdb::ColumnFamilyHandle* Handle(uint32_t cf_id) const {
+      for (rocksdb::ColumnFamilyHandle* h : core_->handles) {
+        if (h->GetID() == cf_id) return h;
+      }
+      return nullptr;
+    }
+    static rocksdb::Status Unknown(uint32_t cf_id) {
+      return rocksdb::Status::InvalidArgument("batch names unknown column family " + std::to_string(cf_id));
+    }
+    rocksdb::WriteBatch* out_;
+    Core* core_;
+  };
 
   StatusOr<std::optional<std::string>> GetString(Cf c, const rocksdb::Slice& key) {
     std::string value;
@@ -229,7 +327,7 @@ class RocksDbBlobWriter final : public BlobWriter {
 
   ~RocksDbBlobWriter() override {
     // Failure here is harmless: the marker survives and the next open collects the chunks.
-    if (state_ == State::kOpen) core_->DropUpload(upload_id_).IgnoreError();
+    if (state_ == State::kOpen) core_->DropUpload(upload_id_, next_chunk_).IgnoreError();
   }
 
   Status Append(std::span<const uint8_t> bytes) override {
@@ -260,14 +358,8 @@ class RocksDbBlobWriter final : public BlobWriter {
     return OkStatus();
   }
 
-  StatusOr<BlobInfo> Commit() override {
+  StatusOr<BlobInfo> Commit(Durability durability = Durability::kSynced) override {
     if (state_ != State::kOpen) return FailedPrecondition("blob writer is already committed or failed");
-    if (!buffer_.empty()) {
-      Status s = WriteChunk(buffer_);
-      if (!s.ok()) return Fail(s);
-      buffer_.clear();
-      buffer_.shrink_to_fit();
-    }
     BlobInfo info;
     info.sha256 = hasher_.Finish();
     info.size = total_;
@@ -281,18 +373,30 @@ class RocksDbBlobWriter final : public BlobWriter {
     StatusOr<std::optional<BlobRecord>> existing = core.GetBlobRecord(info.sha256);
     if (!existing.ok()) return Fail(existing.status());
     if (existing->has_value()) {
-      // Identical content is already stored (and synced when it was committed).
+      // Identical content is already stored, but its commit may have been deferred.
+      // The last chunk was never written: a small blob stored again costs no chunk write.
       state_ = State::kCommitted;
-      core.DropUpload(upload_id_).IgnoreError();  // leftovers are GC'd at open
+      core.DropUpload(upload_id_, next_chunk_).IgnoreError();  // leftovers are GC'd at open
+      buffer_.clear();
+      buffer_.shrink_to_fit();
       info.already_present = true;
+      if (durability == Durability::kSynced) RETURN_IF_ERROR(core.WaitDurable().WithContext("syncing blob"));
       return info;
+    }
+    if (!buffer_.empty()) {
+      Status w = WriteChunk(buffer_);
+      if (!w.ok()) return Fail(w);
+      buffer_.clear();
+      buffer_.shrink_to_fit();
     }
     rocksdb::WriteBatch batch;
     rocksdb::Status s =
         batch.Put(core.cf(kBlobsCf), BlobMetaKey(info.sha256), EncodeBlobRecord(BlobRecord{total_, upload_id_}));
     if (s.ok()) s = batch.Delete(core.cf(kBlobsCf), MarkerKey(upload_id_));
-    if (s.ok()) s = core.db->Write(core.sync_write, &batch);
     if (!s.ok()) return Fail(FromRocks(s, "committing blob " + HashHex(info.sha256)));
+    if (Status c = core.Write(&batch, durability); !c.ok()) {
+      return Fail(c.WithContext("committing blob " + HashHex(info.sha256)));
+    }
     state_ = State::kCommitted;
     core.blob_count.fetch_add(1, std::memory_order_relaxed);
     core.blob_bytes.fetch_add(total_, std::memory_order_relaxed);
@@ -316,7 +420,7 @@ class RocksDbBlobWriter final : public BlobWriter {
   Status Fail(Status why) {
     if (state_ == State::kOpen) {
       state_ = State::kFailed;
-      core_->DropUpload(upload_id_).IgnoreError();
+      core_->DropUpload(upload_id_, next_chunk_).IgnoreError();
       buffer_.clear();
       buffer_.shrink_to_fit();
     }
@@ -389,7 +493,7 @@ class RocksDbStore final : public Store {
   }
 
   Status PutTask(const std::string& task_id, const std::string& task_record,
-                 const std::optional<std::string>& result_record) override {
+                 const std::optional<std::string>& result_record, Durability durability) override {
     if (task_id.empty()) return InvalidArgument("task id is empty");
     Core& core = *core_;
     std::lock_guard<std::mutex> lock(core.TaskStripe(task_id));
@@ -401,8 +505,8 @@ class RocksDbStore final : public Store {
     rocksdb::WriteBatch batch;
     s = batch.Put(core.cf(kTasksCf), task_id, task_record);
     if (s.ok() && result_record) s = batch.Put(core.cf(kResultsCf), task_id, *result_record);
-    if (s.ok()) s = core.db->Write(core.sync_write, &batch);
     if (!s.ok()) return FromRocks(s, "writing task " + task_id);
+    RETURN_IF_ERROR(core.Write(&batch, durability).WithContext("writing task " + task_id));
     if (is_new) core.task_count.fetch_add(1, std::memory_order_relaxed);
     return OkStatus();
   }
@@ -430,9 +534,10 @@ class RocksDbStore final : public Store {
     if (key == kSchemaKey || key == kNextUploadIdKey) {
       return InvalidArgument("meta key \"" + key + "\" is reserved for the store");
     }
-    rocksdb::Status s = core_->db->Put(core_->sync_write, core_->cf(kMetaCf), key, value);
+    rocksdb::WriteBatch batch;
+    rocksdb::Status s = batch.Put(core_->cf(kMetaCf), key, value);
     if (!s.ok()) return FromRocks(s, "writing meta key " + key);
-    return OkStatus();
+    return core_->committer->Commit(&batch).WithContext("writing meta key " + key);
   }
 
   StatusOr<std::optional<std::string>> GetMeta(const std::string& key) override {
@@ -636,6 +741,10 @@ StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(const std::string& path, const
   if (counter && counter->size() == 8) next = ReadU64(counter->data());
   if (max_id_seen == UINT64_MAX) return DataLoss("database " + path + ": upload id space exhausted");
   core->next_upload_id = std::max({next, max_id_seen + 1, uint64_t{1}});
+
+  Core* raw = core.get();  // the committer is closed and destroyed before the rest of Core
+  core->committer = std::make_unique<GroupCommitter>(
+      [raw](std::span<rocksdb::WriteBatch* const> batches) { return raw->WriteGroup(batches); });
 
   // Make the GC and schema record durable before serving.
   s = core->db->FlushWAL(/*sync=*/true);

@@ -3,7 +3,8 @@
 //
 // Durability contract (see docs/NODE.md): every write that the node acknowledges to a client
 // (a committed blob, a new task, a state change) returns only after the RocksDB WAL has been
-// fsynced, so it survives kill -9 and power loss.
+// fsynced, so it survives kill -9 and power loss. Concurrent synced writes share one fsync
+// (group commit), and a synced write becomes visible to readers only once it is durable.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,17 @@
 #include "common/status.h"
 
 namespace consensor::node {
+
+// How durable a write is when the call returns.
+enum class Durability {
+  // On disk: survives kill -9 and power loss. Everything the node acknowledges is written so.
+  kSynced,
+  // In the WAL, in the OS's page cache: survives kill -9 of the node but not a power loss, until
+  // the next synced write of this store returns (its sync covers every earlier write). Visible
+  // to readers at once. For writes that a later synced write makes reachable (a task's output
+  // blobs, then its result) or that may be lost without breaking a promise (a task's "running").
+  kDeferred,
+};
 
 struct BlobInfo {
   Hash256 sha256{};
@@ -34,8 +46,9 @@ class BlobWriter {
   virtual ~BlobWriter() = default;
   // RESOURCE_EXHAUSTED once the total passes the writer's max_bytes.
   virtual Status Append(std::span<const uint8_t> bytes) = 0;
-  // INVALID_ARGUMENT on a hash mismatch. At most one call.
-  virtual StatusOr<BlobInfo> Commit() = 0;
+  // INVALID_ARGUMENT on a hash mismatch. At most one call. A synced commit of content that is
+  // already stored also waits until that content is durable.
+  virtual StatusOr<BlobInfo> Commit(Durability durability = Durability::kSynced) = 0;
 };
 
 class Store {
@@ -55,13 +68,15 @@ class Store {
   // Whole blob in memory; RESOURCE_EXHAUSTED when larger than max_bytes (checked before reading).
   virtual StatusOr<std::vector<uint8_t>> GetBlob(const Hash256& sha256, int64_t max_bytes) = 0;
   // Convenience: one-shot put (writer + commit).
-  StatusOr<BlobInfo> PutBlob(std::span<const uint8_t> bytes, std::optional<Hash256> expected_sha256 = std::nullopt);
+  StatusOr<BlobInfo> PutBlob(std::span<const uint8_t> bytes, std::optional<Hash256> expected_sha256 = std::nullopt,
+                             Durability durability = Durability::kSynced);
 
   // ---- tasks and results (column families "tasks" and "results")
-  // Records are opaque serialized bytes (the node stores consensor.v1 protos). Writes are synced.
+  // Records are opaque serialized bytes (the node stores consensor.v1 protos).
   // PutTask writes the task record and, when `result` is given, the result record, atomically.
   virtual Status PutTask(const std::string& task_id, const std::string& task_record,
-                         const std::optional<std::string>& result_record = std::nullopt) = 0;
+                         const std::optional<std::string>& result_record = std::nullopt,
+                         Durability durability = Durability::kSynced) = 0;
   // nullopt when the task is unknown.
   virtual StatusOr<std::optional<std::string>> GetTask(const std::string& task_id) = 0;
   virtual StatusOr<std::optional<std::string>> GetResult(const std::string& task_id) = 0;

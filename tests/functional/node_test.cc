@@ -442,6 +442,100 @@ TEST_F(NodeTest, KillNineDuringLoadThenRestartCompletesEveryAcknowledgedTask) {
   EXPECT_EQ(restarted.Kill(SIGTERM), 0);
 }
 
+// kill -9 under a load of tiny tasks from several clients, while syncs are shared between
+// tasks (group commit): every task whose submission was acknowledged is there after a restart,
+// and every task a client saw succeed is still succeeded, without running again, with the same
+// result root and an output blob that can be read back.
+TEST_F(NodeTest, KillNineDuringTinyTaskLoadKeepsEveryAcknowledgedTaskAndResult) {
+  const std::string datadir = Path("crash-tiny");
+  const std::vector<std::string> args = {"--workers", "2", "--queue", "100000", "--log-level", "info"};
+  auto d = std::make_unique<DaemonProcess>(datadir, args);
+  ASSERT_TRUE(d->Start()) << d->Log();
+  Graph g = SmallModel();
+  std::map<std::string, Tensor> inputs = {{"x", RandomTensor({4, 8}, 5)}};
+  const executor::RunResult local = RunLocally(g, inputs);
+  const std::string expected_root = ToHex(local.result_root);
+  v1::SubmitTaskRequest base;
+  {
+    NodeClient client(d->address());
+    base = Prepare(client, g, inputs);
+  }
+
+  struct Seen {
+    std::string result_root;
+    std::map<std::string, std::string> output_blobs;  // name -> sha256
+  };
+  std::mutex mu;
+  std::vector<std::string> acknowledged;  // SubmitTask returned OK
+  std::map<std::string, Seen> succeeded;  // WatchTask reported SUCCEEDED
+  std::atomic<uint64_t> next_nonce{1};
+  std::atomic<bool> node_gone{false};
+  constexpr int kClients = 6;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&] {
+      NodeClient client(d->address());
+      while (!node_gone) {
+        v1::SubmitTaskRequest r = base;
+        r.mutable_options()->set_nonce(next_nonce.fetch_add(1));
+        auto s = client.SubmitTask(r);
+        if (!s.ok()) break;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          acknowledged.push_back(s->task_id());
+        }
+        auto t = client.WatchTask(s->task_id(), std::chrono::seconds(30), nullptr);
+        if (!t.ok() || t->state() != v1::TASK_STATE_SUCCEEDED) break;
+        Seen seen{t->result().result_root(), {}};
+        for (const auto& o : t->result().outputs()) seen.output_blobs[o.name()] = o.blob_sha256();
+        std::lock_guard<std::mutex> lock(mu);
+        succeeded[s->task_id()] = std::move(seen);
+      }
+    });
+  }
+  // Kill once a good number of results were acknowledged, with more tasks in flight.
+  for (int i = 0; i < 3000; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (succeeded.size() >= 150) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(d->Kill(SIGKILL), 128 + SIGKILL);
+  node_gone = true;
+  for (auto& t : clients) t.join();
+  ASSERT_GE(succeeded.size(), 150u);
+  ASSERT_GE(acknowledged.size(), succeeded.size());
+
+  DaemonProcess restarted(datadir, args);
+  ASSERT_TRUE(restarted.Start()) << restarted.Log();
+  NodeClient client2(restarted.address());
+  // Results first, before recovery could re-run anything: they must be there as they were seen.
+  for (const auto& [id, seen] : succeeded) {
+    auto t = client2.GetTask(id);
+    ASSERT_TRUE(t.ok()) << id << ": " << t.status().ToString();
+    ASSERT_EQ(t->state(), v1::TASK_STATE_SUCCEEDED) << id;
+    EXPECT_EQ(t->attempts(), 1u) << id;
+    EXPECT_EQ(t->result().result_root(), seen.result_root);
+    EXPECT_EQ(seen.result_root, expected_root);
+    ASSERT_EQ(t->result().outputs_size(), static_cast<int>(seen.output_blobs.size()));
+    for (const auto& o : t->result().outputs()) {
+      EXPECT_EQ(o.blob_sha256(), seen.output_blobs.at(o.name()));
+      auto bytes = client2.GetBlob(o.blob_sha256(), int64_t{1} << 20);
+      ASSERT_TRUE(bytes.ok()) << o.name() << ": " << bytes.status().ToString();
+      EXPECT_EQ(ToHex(Sha256Of(*bytes)), o.blob_sha256());
+    }
+  }
+  // Every acknowledged submission completes, with the same result.
+  for (const auto& id : acknowledged) {
+    auto t = client2.WatchTask(id, std::chrono::seconds(60), nullptr);
+    ASSERT_TRUE(t.ok()) << id << ": " << t.status().ToString();
+    ASSERT_EQ(t->state(), v1::TASK_STATE_SUCCEEDED) << id << ": " << t->error_message();
+    EXPECT_EQ(t->result().result_root(), expected_root);
+  }
+  EXPECT_EQ(restarted.Kill(SIGTERM), 0);
+}
+
 }  // namespace
 }  // namespace consensor
 

@@ -601,6 +601,12 @@ TEST_F(TaskManagerTest, TaskGoesQueuedRunningSucceededWithTheExecutorsResult) {
   ExpectMatchesReference(done.result());
   EXPECT_EQ(PersistedStates(id),
             (std::vector<v1::TaskState>{v1::TASK_STATE_QUEUED, v1::TASK_STATE_RUNNING, v1::TASK_STATE_SUCCEEDED}));
+  // What a client is told is synced: the accepted task and the result. "Running" is not (a
+  // power loss puts the task back in the queue, where recovery would put it anyway).
+  std::vector<Durability> durability;
+  for (const auto& write : store_.TaskWrites()) durability.push_back(write.durability);
+  EXPECT_EQ(durability, (std::vector<Durability>{Durability::kSynced, Durability::kDeferred, Durability::kSynced}));
+  EXPECT_TRUE(store_.TaskWrites().back().with_result);
 
   // Each output is stored as an .npy blob of exactly the executor's tensor.
   for (int i = 0; i < done.result().outputs_size(); ++i) {

@@ -21,7 +21,8 @@ class MemoryBlobWriter final : public BlobWriter {
     return OkStatus();
   }
 
-  StatusOr<BlobInfo> Commit() override {
+  // Memory has no durability levels: every commit counts as synced.
+  StatusOr<BlobInfo> Commit(Durability /*durability*/ = Durability::kSynced) override {
     if (state_ != State::kOpen) return FailedPrecondition("blob writer is already committed or failed");
     const Hash256 got = Sha256Of(bytes_);
     if (expected_ && *expected_ != got) {
@@ -120,7 +121,7 @@ StatusOr<std::vector<uint8_t>> MemoryStore::GetBlob(const Hash256& sha256, int64
 }
 
 Status MemoryStore::PutTask(const std::string& task_id, const std::string& task_record,
-                            const std::optional<std::string>& result_record) {
+                            const std::optional<std::string>& result_record, Durability durability) {
   if (task_id.empty()) return InvalidArgument("task id is empty");
   PutTaskHook hook;
   {
@@ -131,7 +132,7 @@ Status MemoryStore::PutTask(const std::string& task_id, const std::string& task_
   std::lock_guard<std::mutex> lock(mu_);
   tasks_[task_id] = task_record;
   if (result_record) results_[task_id] = *result_record;
-  task_writes_.push_back(TaskWrite{task_id, task_record, result_record.has_value()});
+  task_writes_.push_back(TaskWrite{task_id, task_record, result_record.has_value(), durability});
   return OkStatus();
 }
 

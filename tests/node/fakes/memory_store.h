@@ -33,6 +33,7 @@ class MemoryStore final : public Store {
     std::string task_id;
     std::string record;
     bool with_result = false;
+    Durability durability = Durability::kSynced;  // what the caller asked for
   };
 
   void SetGetBlobHook(GetBlobHook hook);
@@ -49,7 +50,8 @@ class MemoryStore final : public Store {
   StatusOr<std::vector<uint8_t>> GetBlob(const Hash256& sha256, int64_t max_bytes) override;
 
   Status PutTask(const std::string& task_id, const std::string& task_record,
-                 const std::optional<std::string>& result_record = std::nullopt) override;
+                 const std::optional<std::string>& result_record = std::nullopt,
+                 Durability durability = Durability::kSynced) override;
   StatusOr<std::optional<std::string>> GetTask(const std::string& task_id) override;
   StatusOr<std::optional<std::string>> GetResult(const std::string& task_id) override;
   Status ForEachTask(
