@@ -36,8 +36,8 @@ constexpr auto kMinPullInterval = std::chrono::milliseconds(10);
 constexpr size_t kMaxRateBuckets = 4096;
 constexpr std::string_view kSigningDomain = "consensor.gossip.v1";
 
-const char* const kDropReasons[] = {"rate_limited", "too_many",      "oversized",    "malformed",
-                                    "wrong_chain",  "bad_signature", "unregistered", "rejected"};
+const char* const kDropReasons[] = {"rate_limited",  "too_many",     "oversized", "malformed", "wrong_chain",
+                                    "bad_signature", "unregistered", "rejected",  "no_room"};
 
 std::string_view AsBytes(const Address20& address) {
   return {reinterpret_cast<const char*>(address.data()), address.size()};
@@ -286,6 +286,9 @@ bool GossipNetwork::TakeTokens(const std::string& peer, size_t messages) {
 // Which ids become "seen" (never processed again): accepted messages, and messages the handler
 // rejected (its verdict on the same bytes would not change, and re-running it is the expensive
 // part). Everything else stays unseen on purpose:
+//  - no_room: the handler refused it with RESOURCE_EXHAUSTED (e.g. its pool of votes for tasks
+//    not open yet is full); the same message is welcome once there is room, so a later copy,
+//    pushed or pulled from any peer, is handled again.
 //  - unregistered: our operator set may be stale (a new operator's first messages can arrive
 //    before we see its registration); the same message offered again by a peer's log is then
 //    accepted.
@@ -322,7 +325,7 @@ GossipNetwork::Outcome GossipNetwork::ProcessEnvelope(const v1::Envelope& envelo
   } else if (!authorizer_(sender)) {
     drop_reason = "unregistered";
   } else if (Status verdict = handler_(message, id, sender); !verdict.ok()) {
-    drop_reason = "rejected";
+    drop_reason = verdict.code() == StatusCode::kResourceExhausted ? "no_room" : "rejected";
     Log(LogLevel::kDebug, "gossip message rejected",
         {{"id", ToHex(id)}, {"sender", ToHex(sender)}, {"error", verdict.ToString()}});
   }

@@ -9,7 +9,7 @@
 // Inbound accounting: every envelope that arrives (pushed or pulled) counts in
 // consensor_p2p_messages_received_total and ends in exactly one of accepted_total,
 // duplicate_total or dropped_total{reason}, reason being one of rate_limited, too_many,
-// oversized, malformed, wrong_chain, bad_signature, unregistered, rejected.
+// oversized, malformed, wrong_chain, bad_signature, unregistered, rejected, no_room.
 #pragma once
 
 #include <atomic>
@@ -60,7 +60,8 @@ struct GossipOptions {
 
 // Called for each new, signature-verified message from an authorized sender (never for the
 // node's own Publish). OK accepts it (it is then logged and relayed); an error rejects it (not
-// relayed; counted as dropped with reason "rejected"; not offered to the handler again).
+// relayed; counted as dropped with reason "rejected"; not offered to the handler again), except
+// RESOURCE_EXHAUSTED: no room for it now (reason "no_room"; a later copy is offered again).
 // Called concurrently from several threads. It may call Publish, but not SetPeers or Shutdown.
 using GossipHandler =
     std::function<Status(const v1::GossipMessage& message, const Hash256& message_id, const Address20& sender)>;

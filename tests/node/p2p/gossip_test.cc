@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -416,6 +417,33 @@ TEST(GossipNetworkTest, RejectedMessagesAreNotRelayed) {
   EXPECT_FALSE(c.SawTag("refused"));
   EXPECT_EQ(b.Dropped("rejected"), 1);
   EXPECT_EQ(c.HandlerCalls(), 1u);
+}
+
+// A handler out of room (RESOURCE_EXHAUSTED) is not a verdict on the message: the id stays
+// unseen, and the same envelope is handled again, and accepted, once there is room.
+TEST(GossipNetworkTest, MessageRefusedForLackOfRoomIsAcceptedLater) {
+  auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1), AddressOf(2)});
+  std::atomic<bool> full{true};
+  TestNode node(2, operators, FastOptions(),
+                [&](const v1::GossipMessage&) { return full.load() ? ResourceExhausted("no room") : OkStatus(); });
+  ASSERT_TRUE(node.ok());
+  node.gossip->Start();
+  auto stub = node.RawStub();
+
+  const v1::Envelope early = SignedBy(1, Announcement("early"));
+  const Hash256 id = GossipNetwork::MessageId(early.payload());
+  EXPECT_EQ(Push(*stub, {early}), 0);
+  EXPECT_EQ(node.Dropped("no_room"), 1);
+  EXPECT_EQ(node.Dropped("rejected"), 0);
+  EXPECT_EQ(Push(*stub, {early}), 0);  // still no room: handled again, not a duplicate
+  EXPECT_EQ(node.Duplicates(), 0);
+  EXPECT_EQ(node.Deliveries(id), 2);
+
+  full = false;
+  EXPECT_EQ(Push(*stub, {early}), 1);
+  EXPECT_EQ(node.Deliveries(id), 3);
+  EXPECT_EQ(Push(*stub, {early}), 0);  // now it is seen
+  EXPECT_EQ(node.Duplicates(), 1);
 }
 
 TEST(GossipNetworkTest, AntiEntropyCatchesUpANodeThatHadNoPeers) {
