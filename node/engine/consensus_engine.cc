@@ -207,6 +207,7 @@ ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, 
 ConsensusEngine::~ConsensusEngine() { Shutdown(); }
 
 void ConsensusEngine::Start() {
+  adoptions_.Start();
   for (int i = 0; i < kJobThreads; ++i) {
     workers_.emplace_back([this] {
       while (true) {
@@ -239,6 +240,7 @@ void ConsensusEngine::Shutdown() {
     stopping_ = true;
   }
   jobs_cv_.notify_all();
+  adoptions_.Shutdown();
   for (auto& t : workers_) t.join();
   workers_.clear();
   if (ticker_.joinable()) ticker_.join();
@@ -419,15 +421,15 @@ Status ConsensusEngine::OnMessage(const v1::GossipMessage& message, const Hash25
       announcements_refused_->Increment();
       return s;
     }
-    // Blob fetching can take long: adopt in the background.
-    Enqueue([this, ann, sender, late] {
+    // Blob fetching can take long: adopt in the background, in turn with other announcers
+    // (a full queue is RESOURCE_EXHAUSTED: gossip takes a later copy).
+    return adoptions_.Add(sender, [this, ann, sender, late] {
       if (Status s = Adopt(ann, sender, late); !s.ok()) {
         announcements_refused_->Increment();
         Log(LogLevel::kWarn, "task announcement not adopted",
             {{"announcer", AddressHex(sender)}, {"error", s.ToString()}});
       }
     });
-    return OkStatus();
   }
   if (message.has_commitment() || message.has_reveal()) {
     auto parsed = ParseVoteMessage(message);

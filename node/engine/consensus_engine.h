@@ -31,6 +31,7 @@
 #include "consensus/quorum.h"
 #include "consensus/round.h"
 #include "node/chain/chain_view.h"
+#include "node/engine/adoption_queue.h"
 #include "node/engine/consensus_options.h"
 #include "node/engine/fault_injection.h"
 #include "node/engine/orphan_pool.h"
@@ -169,6 +170,8 @@ class ConsensusEngine {
   bool stopping_ = false;
   std::vector<std::thread> workers_;
   std::thread ticker_;
+  // Announcements waiting for their blobs, on threads of their own (last: stopped first).
+  AdoptionQueue adoptions_;
 };
 
 // Conversions between the wire form (hex strings) and the protocol types.

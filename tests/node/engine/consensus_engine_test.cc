@@ -348,8 +348,25 @@ class FakePeerClient final : public PeerClient {
     tamper_ = std::move(tamper);
   }
 
+  // Fetches from `endpoint` hang until Release: an announcer that never serves its blobs.
+  void Hold(const std::string& endpoint) {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_.insert(endpoint);
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_.clear();
+    }
+    released_.notify_all();
+  }
+
   Status FetchBlob(const std::string& endpoint, const Hash256& sha256, const BlobSink& sink) override {
     Log("blob " + ToHex(sha256) + " from " + endpoint);
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      released_.wait(lock, [&] { return !held_.contains(endpoint); });
+    }
     auto it = peers_.find(endpoint);
     if (it == peers_.end()) return Unavailable(endpoint + ": connection refused");
     Status sink_error = OkStatus();
@@ -392,6 +409,8 @@ class FakePeerClient final : public PeerClient {
   mutable std::mutex mu_;
   std::function<void(const std::string&, v1::Task*)> tamper_;
   std::vector<std::string> requests_;
+  std::set<std::string> held_;
+  std::condition_variable released_;
 };
 
 // Passes every question to a real injector and records what the engine asked.
@@ -461,6 +480,7 @@ class ConsensusEngineTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    peer_client_.Release();
     StopNode();
     for (auto& [i, peer] : peers_) peer->tasks->Shutdown();
   }
@@ -1102,6 +1122,37 @@ TEST_F(ConsensusEngineTest, OrphanVotesAreVerifiedAndBoundedPerSigner) {
   task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().has_certificate(); });
   EXPECT_EQ(Signers(task.consensus().certificate()),
             (std::set<std::string>{AddressHex(Addr(first)), AddressHex(Addr(second))}));
+}
+
+// An announcer that never serves its tasks' blobs holds one adoption thread, not all of them:
+// an honest operator's announcement made meanwhile is adopted (before issue 18 the attacker's
+// first two tasks held both job threads, and nothing else was adopted for 120 s per task).
+TEST_F(ConsensusEngineTest, AnnouncerThatNeverServesItsBlobsDoesNotBlockOtherAdoptions) {
+  MakeNetwork(4, /*entry=*/false);
+  peer_client_.Hold(Endpoint(4));
+  StartNode();
+  const auto FetchesFromTheAttacker = [&] {
+    const auto requests = peer_client_.requests();
+    return std::count_if(requests.begin(), requests.end(),
+                         [&](const std::string& r) { return r.ends_with(" from " + Endpoint(4)); });
+  };
+  std::vector<std::string> attacker_tasks;
+  for (uint64_t nonce = 500; nonce < 508; ++nonce) {
+    const v1::SubmitTaskRequest request = Request(nonce, 3, 2);
+    ASSERT_TRUE(Announce(request, 4).ok());
+    attacker_tasks.push_back(ToHex(TaskId(request)));
+  }
+  ASSERT_TRUE(Eventually([&] { return FetchesFromTheAttacker() >= 1; }));
+
+  const v1::SubmitTaskRequest honest = Request(600, 3, 2);
+  ASSERT_TRUE(Announce(honest, 2).ok());
+  WaitForAdoption(ToHex(TaskId(honest)));
+  EXPECT_EQ(FetchesFromTheAttacker(), 1) << "a second adoption of the same announcer ran at once";
+  for (const std::string& id : attacker_tasks) EXPECT_FALSE(tasks_->Get(Id(id)).ok());
+
+  // Once it serves, its tasks are adopted one after another.
+  peer_client_.Release();
+  for (const std::string& id : attacker_tasks) WaitForAdoption(id);
 }
 
 // ---- disputes and evidence
