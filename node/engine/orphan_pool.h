@@ -39,8 +39,8 @@ struct VoteMessage {
 size_t OrphanBytes(const VoteMessage& message);
 
 struct OrphanPoolLimits {
-  size_t max_bytes = size_t{32} << 20;            // all orphans together
-  size_t max_bytes_per_signer = size_t{2} << 20;  // one signer's orphans
+  size_t max_bytes = size_t{32} << 20;                                     // all orphans together
+  size_t max_bytes_per_signer = size_t{2} << 20;                           // one signer's orphans
   std::chrono::steady_clock::duration lifetime = std::chrono::minutes(2);  // from a task's first orphan
 };
 
