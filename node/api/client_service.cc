@@ -220,4 +220,36 @@ grpc::Status ClientService::GetNodeInfo(grpc::ServerContext* context, const v1::
   return Count(metrics_, "GetNodeInfo", GetNodeInfoImpl(context, request, response));
 }
 
+namespace {
+grpc::Status NotForPeers(const char* call) {
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                      std::string(call) + " is not served on the peer port; clients use the node's client port");
+}
+}  // namespace
+
+grpc::Status PeerFacingClientService::PutBlob(grpc::ServerContext*, grpc::ServerReader<v1::PutBlobRequest>*,
+                                              v1::PutBlobResponse*) {
+  return NotForPeers("PutBlob");
+}
+grpc::Status PeerFacingClientService::GetBlob(grpc::ServerContext* context, const v1::GetBlobRequest* request,
+                                              grpc::ServerWriter<v1::BlobChunk>* writer) {
+  return client_->GetBlob(context, request, writer);
+}
+grpc::Status PeerFacingClientService::SubmitTask(grpc::ServerContext*, const v1::SubmitTaskRequest*,
+                                                 v1::SubmitTaskResponse*) {
+  return NotForPeers("SubmitTask");
+}
+grpc::Status PeerFacingClientService::GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request,
+                                              v1::Task* response) {
+  return client_->GetTask(context, request, response);
+}
+grpc::Status PeerFacingClientService::WatchTask(grpc::ServerContext*, const v1::WatchTaskRequest*,
+                                                grpc::ServerWriter<v1::Task>*) {
+  return NotForPeers("WatchTask");
+}
+grpc::Status PeerFacingClientService::GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
+                                                  v1::NodeInfo* response) {
+  return client_->GetNodeInfo(context, request, response);
+}
+
 }  // namespace consensor::node

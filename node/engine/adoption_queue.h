@@ -25,7 +25,7 @@ namespace consensor::node {
 
 struct AdoptionQueueLimits {
   int threads = 4;
-  size_t max_pending = 1024;               // queued jobs, all announcers together
+  size_t max_pending = 1024;              // queued jobs, all announcers together
   size_t max_pending_per_announcer = 64;  // queued jobs of one announcer
 };
 
