@@ -304,6 +304,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     impl->engine = std::make_unique<ConsensusEngine>(co, *impl->operator_key, parts);
     GossipOptions go = config.gossip;
     go.chain_id = deployment.chain_id;
+    go.contract = deployment.manager;  // the EIP-712 verifying contract of attestations too
     go.key = *impl->operator_key;
     go.max_message_bytes = config.rpc_max_message_bytes;  // an envelope travels in one gRPC message
     impl->gossip = std::make_unique<GossipNetwork>(

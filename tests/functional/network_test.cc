@@ -523,8 +523,9 @@ TEST_F(NetworkHonestTest, MessagesFromUnregisteredKeysAreIgnored) {
   message.mutable_announcement()->set_reference_block(node_info->consensus().chain_head() - 1);
   auto stub = v1::Peer::NewStub(grpc::CreateChannel(target.endpoint(), grpc::InsecureChannelCredentials()));
   auto push = [&](int account) -> StatusOr<uint32_t> {
-    ASSIGN_OR_RETURN(v1::Envelope envelope, node::GossipNetwork::Sign(testing_support::AnvilDevKey(account),
-                                                                      net.deployed().chain_id, message));
+    ASSIGN_OR_RETURN(v1::Envelope envelope,
+                     node::GossipNetwork::Sign(testing_support::AnvilDevKey(account), net.deployed().chain_id,
+                                               net.deployed().manager, message));
     v1::GossipRequest req;
     *req.add_messages() = envelope;
     v1::GossipResponse resp;
