@@ -235,4 +235,41 @@ grpc::Status ClientService::GetTrace(grpc::ServerContext* context, const v1::Get
   return Count(metrics_, "GetTrace", GetTraceImpl(context, request, response));
 }
 
+namespace {
+grpc::Status NotForPeers(const char* call) {
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                      std::string(call) + " is not served on the peer port; clients use the node's client port");
+}
+}  // namespace
+
+grpc::Status PeerFacingClientService::PutBlob(grpc::ServerContext*, grpc::ServerReader<v1::PutBlobRequest>*,
+                                              v1::PutBlobResponse*) {
+  return NotForPeers("PutBlob");
+}
+grpc::Status PeerFacingClientService::GetBlob(grpc::ServerContext* context, const v1::GetBlobRequest* request,
+                                              grpc::ServerWriter<v1::BlobChunk>* writer) {
+  return client_->GetBlob(context, request, writer);
+}
+grpc::Status PeerFacingClientService::SubmitTask(grpc::ServerContext*, const v1::SubmitTaskRequest*,
+                                                 v1::SubmitTaskResponse*) {
+  return NotForPeers("SubmitTask");
+}
+grpc::Status PeerFacingClientService::GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request,
+                                              v1::Task* response) {
+  return client_->GetTask(context, request, response);
+}
+grpc::Status PeerFacingClientService::WatchTask(grpc::ServerContext*, const v1::WatchTaskRequest*,
+                                                grpc::ServerWriter<v1::Task>*) {
+  return NotForPeers("WatchTask");
+}
+grpc::Status PeerFacingClientService::GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
+                                                  v1::NodeInfo* response) {
+  return client_->GetNodeInfo(context, request, response);
+}
+
+grpc::Status PeerFacingClientService::GetTrace(grpc::ServerContext*, const v1::GetTraceRequest*, v1::TraceResponse*) {
+  // A whole re-execution: for clients, on the client port, one at a time.
+  return NotForPeers("GetTrace");
+}
+
 }  // namespace consensor::node

@@ -64,4 +64,30 @@ class ClientService final : public v1::Client::Service {
   Submitter submitter_;
 };
 
+// consensor.v1.Client on the peer listener (p2p.listen): only the calls other operators make
+// (GetBlob for a task's blobs, GetTask for a certified result, GetNodeInfo), answered by the
+// client API's service. Uploads, submissions and watches are refused with UNIMPLEMENTED, so a
+// client cannot take the peers' threads with long-lived streams.
+class PeerFacingClientService final : public v1::Client::Service {
+ public:
+  explicit PeerFacingClientService(ClientService* client) : client_(client) {}
+
+  grpc::Status PutBlob(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
+                       v1::PutBlobResponse* response) override;
+  grpc::Status GetBlob(grpc::ServerContext* context, const v1::GetBlobRequest* request,
+                       grpc::ServerWriter<v1::BlobChunk>* writer) override;
+  grpc::Status SubmitTask(grpc::ServerContext* context, const v1::SubmitTaskRequest* request,
+                          v1::SubmitTaskResponse* response) override;
+  grpc::Status GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request, v1::Task* response) override;
+  grpc::Status WatchTask(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
+                         grpc::ServerWriter<v1::Task>* writer) override;
+  grpc::Status GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
+                           v1::NodeInfo* response) override;
+  grpc::Status GetTrace(grpc::ServerContext* context, const v1::GetTraceRequest* request,
+                        v1::TraceResponse* response) override;
+
+ private:
+  ClientService* client_;
+};
+
 }  // namespace consensor::node

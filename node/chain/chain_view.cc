@@ -1,5 +1,6 @@
 #include "node/chain/chain_view.h"
 
+#include "node/telemetry/http_server.h"
 #include "node/telemetry/log.h"
 
 namespace consensor::node {
@@ -90,6 +91,12 @@ Status RpcChainView::PollOnce(bool* changed) {
     }();
     if (info.ok()) {
       endpoint = info->endpoint;
+      // Anyone can register any string; only a host:port is ever dialed.
+      if (Status valid = CheckPeerEndpoint(endpoint); !endpoint.empty() && !valid.ok()) {
+        Log(LogLevel::kWarn, "an operator's registered endpoint is not host:port; not dialing it",
+            {{"operator", "0x" + ToHex(op.address)}, {"error", valid.message()}});
+        endpoint.clear();
+      }
     } else {
       Log(LogLevel::kWarn, "cannot read an operator's endpoint",
           {{"operator", "0x" + ToHex(op.address)}, {"error", info.status().ToString()}});
@@ -99,6 +106,17 @@ Status RpcChainView::PollOnce(bool* changed) {
   std::lock_guard<std::mutex> lock(mu_);
   *changed = active != active_;
   active_ = std::move(active);
+  return OkStatus();
+}
+
+Status CheckPeerEndpoint(const std::string& endpoint) {
+  constexpr size_t kMaxEndpointBytes = 255;
+  if (endpoint.size() > kMaxEndpointBytes) {
+    return InvalidArgument("endpoint of " + std::to_string(endpoint.size()) + " bytes; at most " +
+                           std::to_string(kMaxEndpointBytes) + " are allowed");
+  }
+  ASSIGN_OR_RETURN(auto host_port, SplitHostPort(endpoint));
+  if (host_port.second == 0) return InvalidArgument("endpoint '" + endpoint + "' has port 0, which nobody can dial");
   return OkStatus();
 }
 

@@ -53,6 +53,10 @@ struct ChainViewOptions {
   std::chrono::milliseconds poll_interval{1000};  // how often the head and operator set are re-read
 };
 
+// An operator's registered endpoint is what every node dials: `host:port` (or `[v6]:port`),
+// a port from 1 to 65535, at most 255 bytes. INVALID_ARGUMENT otherwise, saying why.
+Status CheckPeerEndpoint(const std::string& endpoint);
+
 class RpcChainView final : public ChainView {
  public:
   // Connects, checks the chain id against the deployment and reads the contract's threshold.

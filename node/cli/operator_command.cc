@@ -5,6 +5,7 @@
 #include "common/file_io.h"
 #include "consensus/attestation.h"
 #include "node/chain/chain_client.h"
+#include "node/chain/chain_view.h"
 #include "node/cli/chain_flags.h"
 #include "node/keys/keystore.h"
 
@@ -135,6 +136,8 @@ int RunOperatorCommand(const std::vector<std::string>& raw, std::ostream& out, s
     auto stake = a.Option("--stake");
     auto endpoint = a.Option("--endpoint");
     if (!stake || !endpoint) return Usage(err, "operator register needs --stake AMOUNT and --endpoint HOST:PORT");
+    // Every node dials it: refused here rather than registered and ignored by peers.
+    if (Status valid = CheckPeerEndpoint(*endpoint); !valid.ok()) return Usage(err, "--endpoint: " + valid.message());
     auto wei = ParseEtherAmount(*stake);
     if (!wei.ok()) return Usage(err, wei.status().message());
     std::optional<Address20> signer;

@@ -93,6 +93,8 @@ const std::vector<KeySpec>& Keys() {
       {"consensus", "reference_margin_blocks", CONFIG_FIELD(consensus.reference_margin_blocks)},
       {"chain", "poll_ms", CONFIG_FIELD(chain_view.poll_interval)},
       {"chain", "submit_evidence", CONFIG_FIELD(chain_submit_evidence)},
+      {"p2p", "listen", CONFIG_FIELD(p2p_listen)},
+      {"p2p", "max_streams", CONFIG_FIELD(p2p_max_streams)},
       {"p2p", "advertise", CONFIG_FIELD(p2p_advertise)},
       {"p2p", "bootstrap", CONFIG_FIELD(p2p_bootstrap)},
       {"p2p", "fanout", CONFIG_FIELD(gossip.fanout)},
@@ -515,6 +517,8 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   RETURN_IF_ERROR(
       CheckRange("consensus.reference_margin_blocks", AsWritten(c, "consensus.reference_margin_blocks"), 0, 1000000));
   RETURN_IF_ERROR(CheckRange("chain.poll_ms", c->chain_view.poll_interval.count(), 50, 3600000));
+  RETURN_IF_ERROR(CheckListen("p2p.listen (--p2p-listen)", c->p2p_listen, true));
+  RETURN_IF_ERROR(CheckRange("p2p.max_streams", c->p2p_max_streams, 1, 4096));
   RETURN_IF_ERROR(CheckListen("p2p.advertise", c->p2p_advertise, true));
   if (c->p2p_bootstrap.size() > 256) return InvalidArgument("p2p.bootstrap lists more than 256 peers");
   for (const std::string& peer : c->p2p_bootstrap) RETURN_IF_ERROR(CheckListen("p2p.bootstrap", peer, false));
@@ -557,6 +561,11 @@ Status FinalizeNodeConfig(NodeConfig* c) {
     }
   } else if (!c->fault_mode.empty()) {
     return InvalidArgument("fault.mode needs network mode (chain.rpc)");
+  } else if (!c->p2p_listen.empty()) {
+    return InvalidArgument("p2p.listen (--p2p-listen) needs network mode (chain.rpc)");
+  }
+  if (!c->p2p_listen.empty() && c->p2p_listen == c->rpc_listen) {
+    return InvalidArgument("p2p.listen and rpc.listen are both " + c->rpc_listen + "; give peers a port of their own");
   }
   // Unreachable while every key with a field narrower than int64_t has a range check above;
   // a new key without one must not pass with its field left unset.

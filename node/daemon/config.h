@@ -63,7 +63,12 @@ struct NodeConfig {
   std::string chain_deployment;       // contracts/deployments/<chainid>.json
   bool chain_submit_evidence = true;  // send slashing transactions for evidence this node finds
 
-  std::string p2p_advertise;               // endpoint peers reach this node at (default: rpc.listen)
+  // The peer service's own gRPC listener, host:port (empty: it shares rpc.listen's server and
+  // thread quota with the client API, so clients holding streams can silence gossip). Peers get
+  // their own thread quota, p2p_max_streams; only the calls peers make are served there.
+  std::string p2p_listen;
+  int64_t p2p_max_streams = 64;
+  std::string p2p_advertise;               // endpoint peers reach this node at (default: p2p.listen, else rpc.listen)
   std::vector<std::string> p2p_bootstrap;  // peers to contact besides the registry's endpoints
 
   // Fault injection for tests and devnets, empty in every real deployment: the node turns it into

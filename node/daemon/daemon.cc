@@ -50,7 +50,9 @@ options:
   --chain-rpc-ca-file FILE
                          https: trust the CAs in this PEM file instead of the system store
   --deployment FILE      contracts/deployments/<chainid>.json
-  --advertise ADDR       endpoint peers reach this node at (default: --listen)
+  --p2p-listen ADDR      a gRPC listener of its own for peers (gossip, blob and result fetches),
+                         host:port, with its own thread quota (default: peers share --listen)
+  --advertise ADDR       endpoint peers reach this node at (default: --p2p-listen, else --listen)
   --bootstrap LIST       comma-separated peer endpoints besides the on-chain registry's
   --version              print the version and exit
 )";
@@ -76,7 +78,8 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
                         "--password-file",  "--password-env",
                         "--chain-rpc",      "--chain-rpc-ca-file",
                         "--deployment",     "--advertise",
-                        "--bootstrap",      "--program-cache-bytes"};
+                        "--bootstrap",      "--program-cache-bytes",
+                        "--p2p-listen"};
   spec.flags = {"--help", "--version", "--fallback-cpu", "--no-selftest"};
   auto parsed = ParseArgs(raw, spec);
   if (!parsed.ok()) return Usage(err, parsed.status().message());
@@ -117,7 +120,8 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
                                   {"--chain-rpc", "chain.rpc"},
                                   {"--chain-rpc-ca-file", "chain.rpc_ca_file"},
                                   {"--deployment", "chain.deployment"},
-                                  {"--advertise", "p2p.advertise"}};
+                                  {"--advertise", "p2p.advertise"},
+                                  {"--p2p-listen", "p2p.listen"}};
   const FlagKey int_flags[] = {{"--threads", "executor.threads"},
                                {"--workers", "executor.workers"},
                                {"--queue", "executor.queue_capacity"},

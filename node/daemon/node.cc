@@ -120,6 +120,10 @@ struct Node::Impl {
   std::string advertise;
   std::unique_ptr<ClientService> service;
   std::unique_ptr<grpc::Server> server;
+  // With p2p.listen: the peers' own server (gossip and the calls peers make), own thread quota.
+  std::unique_ptr<PeerFacingClientService> peer_facing;
+  std::unique_ptr<grpc::Server> peer_server;
+  int peer_port = 0;
   std::unique_ptr<HttpServer> http;
   std::string operator_address;
   std::string backend_device;  // what runs tasks, in words (Backend::description())
@@ -300,6 +304,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     impl->engine = std::make_unique<ConsensusEngine>(co, *impl->operator_key, parts);
     GossipOptions go = config.gossip;
     go.chain_id = deployment.chain_id;
+    go.contract = deployment.manager;  // the EIP-712 verifying contract of attestations too
     go.key = *impl->operator_key;
     go.max_message_bytes = config.rpc_max_message_bytes;  // an envelope travels in one gRPC message
     impl->gossip = std::make_unique<GossipNetwork>(
@@ -354,7 +359,8 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config.rpc_listen, grpc::InsecureServerCredentials(), &impl->rpc_port);
   builder.RegisterService(impl->service.get());
-  if (impl->gossip) builder.RegisterService(impl->gossip->service());
+  const bool own_peer_server = impl->gossip && !config.p2p_listen.empty();
+  if (impl->gossip && !own_peer_server) builder.RegisterService(impl->gossip->service());
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.rpc_max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(config.rpc_max_message_bytes));
   // A bounded number of server threads: beyond it, new RPCs get RESOURCE_EXHAUSTED instead of
@@ -369,6 +375,24 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   auto* health = impl->server->GetHealthCheckService();
   health->SetServingStatus("", false);
   health->SetServingStatus("consensor.v1.Client", false);
+  if (own_peer_server) {
+    // Clients holding every stream of the client server (watches, slow uploads) must not
+    // silence gossip: peers get a listener and a thread quota of their own.
+    impl->peer_facing = std::make_unique<PeerFacingClientService>(impl->service.get());
+    grpc::ServerBuilder peer_builder;
+    peer_builder.AddListeningPort(config.p2p_listen, grpc::InsecureServerCredentials(), &impl->peer_port);
+    peer_builder.RegisterService(impl->gossip->service());
+    peer_builder.RegisterService(impl->peer_facing.get());
+    peer_builder.SetMaxReceiveMessageSize(static_cast<int>(config.rpc_max_message_bytes));
+    peer_builder.SetMaxSendMessageSize(static_cast<int>(config.rpc_max_message_bytes));
+    grpc::ResourceQuota peer_quota("consensord-peers");
+    peer_quota.SetMaxThreads(static_cast<int>(config.p2p_max_streams) + 2);
+    peer_builder.SetResourceQuota(peer_quota);
+    impl->peer_server = peer_builder.BuildAndStart();
+    if (!impl->peer_server || impl->peer_port == 0) {
+      return Unavailable("cannot listen for peers on " + config.p2p_listen + " (address in use or invalid?)");
+    }
+  }
 
   // The bound addresses, for scripts and tests that asked for port 0.
   const std::string rpc_addr = HostOf(config.rpc_listen) + ":" + std::to_string(impl->rpc_port);
@@ -378,13 +402,18 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     metrics_addr = HostOf(config.metrics_listen) + ":" + std::to_string(impl->http->port());
     RETURN_IF_ERROR(WriteTextFile(config.datadir + "/metrics.addr", metrics_addr + "\n"));
   }
+  std::string p2p_addr;
+  if (impl->peer_server) {
+    p2p_addr = HostOf(config.p2p_listen) + ":" + std::to_string(impl->peer_port);
+    RETURN_IF_ERROR(WriteTextFile(config.datadir + "/p2p.addr", p2p_addr + "\n"));
+  }
   // rpc.addr last: tools wait for it as the sign that the node serves, so every other address
   // file must already be there.
   RETURN_IF_ERROR(WriteTextFile(config.datadir + "/rpc.addr", rpc_addr + "\n"));
 
   impl->tasks->Start();
   if (impl->engine) {
-    impl->advertise = config.p2p_advertise.empty() ? rpc_addr : config.p2p_advertise;
+    impl->advertise = !config.p2p_advertise.empty() ? config.p2p_advertise : !p2p_addr.empty() ? p2p_addr : rpc_addr;
     // Peers: the registry's endpoints of the other active operators, plus the bootstrap list.
     auto update_peers = [raw] {
       std::vector<std::string> peers = raw->chain->PeerEndpoints(raw->engine->address());
@@ -411,6 +440,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
       {{"version", kProjectVersion},
        {"datadir", config.datadir},
        {"rpc", rpc_addr},
+       {"p2p", p2p_addr.empty() ? std::string("shared with rpc") : p2p_addr},
        {"metrics", metrics_addr},
        {"backend", config.tasks.backend.name},
        {"chain", network ? RedactRpcUrl(config.chain_view.rpc_url) : std::string("none")},
@@ -437,6 +467,7 @@ void Node::Shutdown() {
   // Tasks have drained and watchers were woken; RPCs still open after a short grace period
   // (uploads, downloads) are cancelled.
   if (impl_->server) impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  if (impl_->peer_server) impl_->peer_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   if (impl_->http) impl_->http->Stop();
   if (impl_->chain) impl_->chain->Shutdown();
   impl_->service.reset();

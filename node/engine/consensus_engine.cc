@@ -19,13 +19,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kMaxOrphanVotes = 20000;  // across all tasks (commitments and reveals)
 // A reveal's bundle lists the commitments its sender admitted: at most the task's operator set,
 // which a dispute bounds by RoundRules::max_dispute_committee.
 constexpr size_t kMaxRevealBundle = 1024;
 constexpr size_t kMaxAsideVotesPerRound = 1024;  // votes from operators not (yet) in the committee
 constexpr auto kRetainFinalized = std::chrono::minutes(10);
-constexpr auto kOrphanLifetime = std::chrono::minutes(2);
 constexpr int kJobThreads = 2;
 
 StatusOr<consensus::Signature65> SignatureField(const std::string& hex) {
@@ -164,7 +162,8 @@ struct ConsensusEngine::Actions {
   std::vector<std::pair<consensus::TaskId, std::function<Status(v1::Task*)>>> mutations;
 };
 
-ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, EngineParts parts)
+ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, EngineParts parts,
+                                 OrphanPoolLimits orphan_limits)
     : options_(std::move(options)),
       key_(key),
       chain_(parts.chain),
@@ -173,7 +172,8 @@ ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, 
       evidence_(parts.evidence),
       peers_(parts.peers),
       honest_(parts.faults ? nullptr : NewFaultInjector(FaultMode::kNone)),
-      faults_(parts.faults ? parts.faults : honest_.get()) {
+      faults_(parts.faults ? parts.faults : honest_.get()),
+      orphans_(orphan_limits) {
   MetricsRegistry* metrics = parts.metrics;
   if (auto a = AddressFromSecretKey(key_); a.ok()) address_ = *a;
   attestations_signed_ = metrics->AddCounter("consensor_attestations_signed_total", "Attestations this node signed.");
@@ -207,6 +207,7 @@ ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, 
 ConsensusEngine::~ConsensusEngine() { Shutdown(); }
 
 void ConsensusEngine::Start() {
+  adoptions_.Start();
   for (int i = 0; i < kJobThreads; ++i) {
     workers_.emplace_back([this] {
       while (true) {
@@ -239,6 +240,7 @@ void ConsensusEngine::Shutdown() {
     stopping_ = true;
   }
   jobs_cv_.notify_all();
+  adoptions_.Shutdown();
   for (auto& t : workers_) t.join();
   workers_.clear();
   if (ticker_.joinable()) ticker_.join();
@@ -419,15 +421,15 @@ Status ConsensusEngine::OnMessage(const v1::GossipMessage& message, const Hash25
       announcements_refused_->Increment();
       return s;
     }
-    // Blob fetching can take long: adopt in the background.
-    Enqueue([this, ann, sender, late] {
+    // Blob fetching can take long: adopt in the background, in turn with other announcers
+    // (a full queue is RESOURCE_EXHAUSTED: gossip takes a later copy).
+    return adoptions_.Add(sender, [this, ann, sender, late] {
       if (Status s = Adopt(ann, sender, late); !s.ok()) {
         announcements_refused_->Increment();
         Log(LogLevel::kWarn, "task announcement not adopted",
             {{"announcer", AddressHex(sender)}, {"error", s.ToString()}});
       }
     });
-    return OkStatus();
   }
   if (message.has_commitment() || message.has_reveal()) {
     auto parsed = ParseVoteMessage(message);
@@ -436,24 +438,51 @@ Status ConsensusEngine::OnMessage(const v1::GossipMessage& message, const Hash25
       return parsed.status();
     }
     Actions actions;
+    bool orphan = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = rounds_.find(parsed->task_id);
-      if (it == rounds_.end()) {
-        // The announcement may still be on its way (or being fetched), or the committee is not
-        // drawn yet: keep the message aside, in arrival order (the order decides admission).
-        if (orphan_count_ >= kMaxOrphanVotes) return ResourceExhausted("too many votes for unknown tasks");
-        if (orphans_.find(parsed->task_id) == orphans_.end()) orphan_since_[parsed->task_id] = options_.now();
-        orphans_[parsed->task_id].push_back(*std::move(parsed));
-        ++orphan_count_;
-        return OkStatus();
-      }
-      ApplyVoteMessage(*it->second, *parsed, &actions);
+      orphan = it == rounds_.end();
+      if (!orphan) ApplyVoteMessage(*it->second, *parsed, &actions);
     }
+    // The announcement may still be on its way (or being fetched), or the committee is not
+    // drawn yet: keep the message aside (KeepOrphan checks it first, outside the lock).
+    if (orphan) return KeepOrphan(*std::move(parsed));
     RunActions(actions);
     return OkStatus();
   }
   return InvalidArgument("empty gossip message");
+}
+
+Status ConsensusEngine::KeepOrphan(VoteMessage message) {
+  // Verified before it is kept, so nobody can charge its junk to another operator's share of
+  // the pool, and an operator outside the set gets none.
+  const consensus::Eip712Domain domain = chain_->domain();
+  StatusOr<Address20> signer = message.commitment ? consensus::RecoverCommitmentSigner(domain, *message.commitment)
+                                                  : consensus::RecoverAttestationSigner(
+                                                        domain, message.vote->attestation, message.vote->signature);
+  Counter* refused = message.commitment ? commitments_refused_ : attestations_refused_;
+  if (!signer.ok()) {
+    refused->Increment();
+    return signer.status().WithContext("vote for a task not open here");
+  }
+  if (!chain_->IsActiveOperator(*signer)) {
+    refused->Increment();
+    return PermissionDenied("vote for a task not open here, signed by " + AddressHex(*signer) +
+                            ", who is not an active operator");
+  }
+  Actions actions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The round may have opened while the signature was checked.
+    if (auto it = rounds_.find(message.task_id); it != rounds_.end()) {
+      ApplyVoteMessage(*it->second, message, &actions);
+    } else {
+      return orphans_.Add(std::move(message), *signer, options_.now());
+    }
+  }
+  RunActions(actions);
+  return OkStatus();
 }
 
 Status ConsensusEngine::FetchBlob(const Hash256& sha256, const std::vector<std::string>& endpoints) {
@@ -596,13 +625,7 @@ Status ConsensusEngine::OpenRound(const v1::Task& task, std::shared_ptr<const co
   for (const auto& stored : c.attestations()) {
     if (auto vote = FromProto(stored); vote.ok()) AddVote(r, *vote, /*persist=*/false, actions);
   }
-  if (auto it = orphans_.find(r.id); it != orphans_.end()) {
-    orphan_since_.erase(r.id);
-    orphan_count_ -= it->second.size();
-    auto messages = std::move(it->second);
-    orphans_.erase(it);
-    for (const auto& m : messages) ApplyVoteMessage(r, m, actions);
-  }
+  for (const auto& m : orphans_.Take(r.id)) ApplyVoteMessage(r, m, actions);
   if (c.disputed()) {
     consensus::RoundDecisions decisions;
     r.rules.ResumeDispute(&decisions);
@@ -1084,17 +1107,7 @@ void ConsensusEngine::Tick() {
       ++it;
     }
     // Votes for tasks never announced to us (or long finished) do not stay forever.
-    for (auto it = orphan_since_.begin(); it != orphan_since_.end();) {
-      if (now - it->second < kOrphanLifetime) {
-        ++it;
-        continue;
-      }
-      if (auto o = orphans_.find(it->first); o != orphans_.end()) {
-        orphan_count_ -= o->second.size();
-        orphans_.erase(o);
-      }
-      it = orphan_since_.erase(it);
-    }
+    orphans_.Expire(now);
     // Committees whose seed block is mined and settled are drawn now.
     const uint64_t head = chain_->head();
     for (auto it = seating_.begin(); it != seating_.end();) {

@@ -31,8 +31,10 @@
 #include "consensus/quorum.h"
 #include "consensus/round.h"
 #include "node/chain/chain_view.h"
+#include "node/engine/adoption_queue.h"
 #include "node/engine/consensus_options.h"
 #include "node/engine/fault_injection.h"
+#include "node/engine/orphan_pool.h"
 #include "node/engine/task_manager.h"
 #include "node/p2p/gossip_publisher.h"
 #include "node/p2p/peer_client.h"
@@ -64,18 +66,10 @@ struct EngineParts {
   FaultInjector* faults = nullptr;        // null: honest (tests and devnets set one)
 };
 
-// A commitment or a reveal from gossip, parsed (consensus/commitment.h).
-struct VoteMessage {
-  consensus::TaskId task_id;
-  consensus::VotePhase phase = consensus::VotePhase::kCommittee;
-  std::optional<consensus::SignedCommitment> commitment;  // a commitment, or
-  std::optional<consensus::SignedAttestation> vote;       // a reveal, with
-  std::vector<consensus::SignedCommitment> bundle;        // the commitments its sender admitted
-};
-
 class ConsensusEngine {
  public:
-  ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, EngineParts parts);
+  ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, EngineParts parts,
+                  OrphanPoolLimits orphan_limits = {});
   ~ConsensusEngine();
 
   // Gossip is built after the engine (its handler calls OnMessage), so it comes in here.
@@ -115,6 +109,8 @@ class ConsensusEngine {
   Status OpenRound(const v1::Task& task, std::shared_ptr<const consensus::OperatorSet> operators, Actions* actions);
   void AddVote(Round& round, const consensus::SignedAttestation& vote, bool persist, Actions* actions);
   void ApplyVoteMessage(Round& round, const VoteMessage& message, Actions* actions);
+  // A vote for a task whose round is not open here: kept once its signer checks out.
+  Status KeepOrphan(VoteMessage message);
   void CopyVote(Round& round, const VoteMessage& seen, Actions* actions);
   bool OwnVoteStored(const v1::Task& task) const;
   void Carry(Round& round, const consensus::RoundDecisions& decisions, bool persist, Actions* actions);
@@ -162,12 +158,8 @@ class ConsensusEngine {
   // Certified tasks whose challenge window is still open -> its last block. A round is kept
   // while its task is here, so late votes still count and conflicts still start disputes.
   std::map<consensus::TaskId, uint64_t> awaiting_final_;
-  // Votes that arrived before their task's announcement, by task id; bounded.
-  // Commitments and reveals that arrived before their task's round opened, by task id, in
-  // arrival order; bounded.
-  std::map<consensus::TaskId, std::vector<VoteMessage>> orphans_;
-  std::map<consensus::TaskId, std::chrono::steady_clock::time_point> orphan_since_;
-  size_t orphan_count_ = 0;
+  // Commitments and reveals that arrived before their task's round opened, signature checked.
+  OrphanPool orphans_;
   std::set<consensus::TaskId> adopting_;  // announcements being fetched
   // Stored tasks whose committee is not drawn yet -> their seed block.
   std::map<consensus::TaskId, uint64_t> seating_;
@@ -178,6 +170,8 @@ class ConsensusEngine {
   bool stopping_ = false;
   std::vector<std::thread> workers_;
   std::thread ticker_;
+  // Announcements waiting for their blobs, on threads of their own (last: stopped first).
+  AdoptionQueue adoptions_;
 };
 
 // Conversions between the wire form (hex strings) and the protocol types.

@@ -34,10 +34,11 @@ constexpr auto kMinPullInterval = std::chrono::milliseconds(10);
 // Rate-limit buckets are per connection; this caps the memory an attacker opening many
 // connections can make us hold.
 constexpr size_t kMaxRateBuckets = 4096;
-constexpr std::string_view kSigningDomain = "consensor.gossip.v1";
+// v2: the contract joined the chain id (v1 messages replayed across deployments on one chain).
+constexpr std::string_view kSigningDomain = "consensor.gossip.v2";
 
-const char* const kDropReasons[] = {"rate_limited", "too_many",      "oversized",    "malformed",
-                                    "wrong_chain",  "bad_signature", "unregistered", "rejected"};
+const char* const kDropReasons[] = {"rate_limited",  "too_many",     "oversized", "malformed", "wrong_chain",
+                                    "bad_signature", "unregistered", "rejected",  "no_room"};
 
 std::string_view AsBytes(const Address20& address) {
   return {reinterpret_cast<const char*>(address.data()), address.size()};
@@ -52,12 +53,13 @@ uint64_t RandomEpoch() {
 
 // Checks an envelope's signature against the sender it names. Shared by the inbound path and
 // Rebroadcast.
-Status VerifySender(uint64_t chain_id, const v1::Envelope& envelope, const v1::GossipMessage& message) {
+Status VerifySender(uint64_t chain_id, const Address20& contract, const v1::Envelope& envelope,
+                    const v1::GossipMessage& message) {
   const std::string& signature = envelope.signature();
   auto parsed =
       FromBytes65(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(signature.data()), signature.size()));
   if (!parsed.ok()) return parsed.status();
-  auto signer = RecoverAddress(GossipNetwork::SigningDigest(chain_id, envelope.payload()), *parsed);
+  auto signer = RecoverAddress(GossipNetwork::SigningDigest(chain_id, contract, envelope.payload()), *parsed);
   if (!signer.ok()) return signer.status();
   if (AsBytes(*signer) != message.sender()) return PermissionDenied("signature is not the sender's");
   return OkStatus();
@@ -162,17 +164,18 @@ grpc::Service* GossipNetwork::service() { return service_.get(); }
 
 Hash256 GossipNetwork::MessageId(std::string_view payload) { return Sha256Of(payload); }
 
-Hash256 GossipNetwork::SigningDigest(uint64_t chain_id, std::string_view payload) {
+Hash256 GossipNetwork::SigningDigest(uint64_t chain_id, const Address20& contract, std::string_view payload) {
   uint8_t chain_be[8];
   for (int i = 0; i < 8; ++i) chain_be[i] = static_cast<uint8_t>(chain_id >> (56 - 8 * i));
   Keccak256Hasher hasher;
   hasher.Update(kSigningDomain);
   hasher.Update(std::span<const uint8_t>(chain_be, sizeof(chain_be)));
+  hasher.Update(std::span<const uint8_t>(contract.data(), contract.size()));
   hasher.Update(payload);
   return hasher.Finish();
 }
 
-StatusOr<v1::Envelope> GossipNetwork::Sign(const Secp256k1Secret& key, uint64_t chain_id,
+StatusOr<v1::Envelope> GossipNetwork::Sign(const Secp256k1Secret& key, uint64_t chain_id, const Address20& contract,
                                            const v1::GossipMessage& message) {
   v1::GossipMessage filled = message;
   if (filled.chain_id() == 0) filled.set_chain_id(chain_id);
@@ -182,7 +185,7 @@ StatusOr<v1::Envelope> GossipNetwork::Sign(const Secp256k1Secret& key, uint64_t 
   }
   v1::Envelope envelope;
   if (!filled.SerializeToString(envelope.mutable_payload())) return Internal("cannot serialize gossip message");
-  ASSIGN_OR_RETURN(EcdsaSignature signature, SignDigest(key, SigningDigest(chain_id, envelope.payload())));
+  ASSIGN_OR_RETURN(EcdsaSignature signature, SignDigest(key, SigningDigest(chain_id, contract, envelope.payload())));
   const auto bytes = ToBytes65(signature);
   envelope.set_signature(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   return envelope;
@@ -196,7 +199,7 @@ StatusOr<Hash256> GossipNetwork::Publish(v1::GossipMessage message) {
   message.set_chain_id(options_.chain_id);
   message.set_sender(std::string(AsBytes(self_address_)));
   message.set_sent_unix_ms(UnixMillisNow());
-  ASSIGN_OR_RETURN(v1::Envelope envelope, Sign(options_.key, options_.chain_id, message));
+  ASSIGN_OR_RETURN(v1::Envelope envelope, Sign(options_.key, options_.chain_id, options_.contract, message));
   if (static_cast<int64_t>(envelope.payload().size()) > max_payload_bytes_) {
     return InvalidArgument("gossip message of " + std::to_string(envelope.payload().size()) +
                            " bytes is over the limit of " + std::to_string(max_payload_bytes_));
@@ -214,7 +217,7 @@ StatusOr<Hash256> GossipNetwork::Rebroadcast(const v1::Envelope& envelope) {
   v1::GossipMessage message;
   if (!message.ParseFromString(envelope.payload())) return InvalidArgument("gossip envelope payload does not parse");
   if (message.chain_id() != options_.chain_id) return InvalidArgument("gossip envelope is for another chain");
-  RETURN_IF_ERROR(VerifySender(options_.chain_id, envelope, message).WithContext("gossip envelope"));
+  RETURN_IF_ERROR(VerifySender(options_.chain_id, options_.contract, envelope, message).WithContext("gossip envelope"));
   const Hash256 id = MessageId(envelope.payload());
   if (MarkSeenIfNew(id)) AppendToLog(envelope);
   Relay(envelope, nullptr);
@@ -286,6 +289,9 @@ bool GossipNetwork::TakeTokens(const std::string& peer, size_t messages) {
 // Which ids become "seen" (never processed again): accepted messages, and messages the handler
 // rejected (its verdict on the same bytes would not change, and re-running it is the expensive
 // part). Everything else stays unseen on purpose:
+//  - no_room: the handler refused it with RESOURCE_EXHAUSTED (e.g. its pool of votes for tasks
+//    not open yet is full); the same message is welcome once there is room, so a later copy,
+//    pushed or pulled from any peer, is handled again.
 //  - unregistered: our operator set may be stale (a new operator's first messages can arrive
 //    before we see its registration); the same message offered again by a peer's log is then
 //    accepted.
@@ -317,12 +323,12 @@ GossipNetwork::Outcome GossipNetwork::ProcessEnvelope(const v1::Envelope& envelo
   Address20 sender;
   std::memcpy(sender.data(), message.sender().data(), sender.size());
   const char* drop_reason = nullptr;
-  if (!VerifySender(options_.chain_id, envelope, message).ok()) {
+  if (!VerifySender(options_.chain_id, options_.contract, envelope, message).ok()) {
     drop_reason = "bad_signature";
   } else if (!authorizer_(sender)) {
     drop_reason = "unregistered";
   } else if (Status verdict = handler_(message, id, sender); !verdict.ok()) {
-    drop_reason = "rejected";
+    drop_reason = verdict.code() == StatusCode::kResourceExhausted ? "no_room" : "rejected";
     Log(LogLevel::kDebug, "gossip message rejected",
         {{"id", ToHex(id)}, {"sender", ToHex(sender)}, {"error", verdict.ToString()}});
   }

@@ -1,7 +1,9 @@
 // Operator-to-operator gossip (service consensor.v1.Peer, proto/consensor/v1/peer.proto).
 //
 // Every message is an Envelope: a serialized GossipMessage plus the sender's secp256k1 signature
-// over keccak256("consensor.gossip.v1" || u64be(chain_id) || payload). A node pushes each new
+// over keccak256("consensor.gossip.v2" || u64be(chain_id) || contract || payload), contract being
+// the deployment's service manager: a message does not replay on another deployment of the
+// same chain. A node pushes each new
 // message to a random `fanout` subset of its peers, which verify, dedupe and relay it. Pushes are
 // best effort (bounded queues, no retries); every pull_interval each node also pulls the recent
 // log of every peer (anti-entropy), which repairs whatever pushing lost.
@@ -9,7 +11,7 @@
 // Inbound accounting: every envelope that arrives (pushed or pulled) counts in
 // consensor_p2p_messages_received_total and ends in exactly one of accepted_total,
 // duplicate_total or dropped_total{reason}, reason being one of rate_limited, too_many,
-// oversized, malformed, wrong_chain, bad_signature, unregistered, rejected.
+// oversized, malformed, wrong_chain, bad_signature, unregistered, rejected, no_room.
 #pragma once
 
 #include <atomic>
@@ -41,6 +43,7 @@ namespace consensor::node {
 
 struct GossipOptions {
   uint64_t chain_id = 0;
+  Address20 contract{};   // the deployment's service manager (EIP-712 verifying contract)
   Secp256k1Secret key{};  // this operator's key: signs every message it publishes
   int fanout = 6;         // peers each new message is pushed to (random subset; all if fewer)
   // Per inbound peer (keyed by the grpc peer's address string): a token bucket holding up to
@@ -60,7 +63,8 @@ struct GossipOptions {
 
 // Called for each new, signature-verified message from an authorized sender (never for the
 // node's own Publish). OK accepts it (it is then logged and relayed); an error rejects it (not
-// relayed; counted as dropped with reason "rejected"; not offered to the handler again).
+// relayed; counted as dropped with reason "rejected"; not offered to the handler again), except
+// RESOURCE_EXHAUSTED: no room for it now (reason "no_room"; a later copy is offered again).
 // Called concurrently from several threads. It may call Publish, but not SetPeers or Shutdown.
 using GossipHandler =
     std::function<Status(const v1::GossipMessage& message, const Hash256& message_id, const Address20& sender)>;
@@ -100,12 +104,13 @@ class GossipNetwork final : public GossipPublisher {
   uint64_t log_epoch() const { return epoch_; }
 
   static Hash256 MessageId(std::string_view payload);  // SHA-256(payload)
-  // keccak256("consensor.gossip.v1" || u64be(chain_id) || payload)
-  static Hash256 SigningDigest(uint64_t chain_id, std::string_view payload);
+  // keccak256("consensor.gossip.v2" || u64be(chain_id) || contract (20 bytes) || payload)
+  static Hash256 SigningDigest(uint64_t chain_id, const Address20& contract, std::string_view payload);
   // Serializes and signs `message`. Fields left unset are filled in: chain_id (0 -> `chain_id`)
   // and sender (empty -> the key's address). Fields already set are kept as they are, so tests
   // can build envelopes that receivers must refuse.
-  static StatusOr<v1::Envelope> Sign(const Secp256k1Secret& key, uint64_t chain_id, const v1::GossipMessage& message);
+  static StatusOr<v1::Envelope> Sign(const Secp256k1Secret& key, uint64_t chain_id, const Address20& contract,
+                                     const v1::GossipMessage& message);
 
  private:
   enum class Outcome { kAccepted, kDuplicate, kDropped };

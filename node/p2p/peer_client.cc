@@ -2,6 +2,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 #include "consensor/v1/node.grpc.pb.h"
 
 namespace consensor::node {
@@ -21,15 +25,58 @@ class GrpcPeerClient final : public PeerClient {
     v1::GetBlobRequest request;
     request.set_sha256(ToHex(sha256));
     auto reader = stub->GetBlob(&context, request);
+    // The watchdog cancels the call once it runs past what the bytes received so far allow
+    // (a Read blocked on a silent peer cannot check that itself).
+    struct Progress {
+      std::mutex mu;
+      std::condition_variable cv;
+      int64_t received = 0;
+      bool done = false;
+      bool too_slow = false;
+    } progress;
+    const auto start = std::chrono::steady_clock::now();
+    std::thread watchdog([&] {
+      std::unique_lock<std::mutex> lock(progress.mu);
+      while (!progress.done) {
+        const auto allowed =
+            options_.first_bytes_within +
+            std::chrono::milliseconds(progress.received * 1000 / std::max<int64_t>(options_.min_bytes_per_second, 1));
+        if (std::chrono::steady_clock::now() - start > allowed) {
+          progress.too_slow = true;
+          context.TryCancel();
+          return;
+        }
+        progress.cv.wait_for(lock, std::chrono::milliseconds(100));
+      }
+    });
     v1::BlobChunk chunk;
     Status appended = OkStatus();
     while (appended.ok() && reader->Read(&chunk)) {
+      {
+        std::lock_guard<std::mutex> lock(progress.mu);
+        progress.received += static_cast<int64_t>(chunk.data().size());
+      }
       appended =
           sink(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(chunk.data().data()), chunk.data().size()));
     }
     if (!appended.ok()) context.TryCancel();
     grpc::Status finished = reader->Finish();
+    bool too_slow = false;
+    int64_t received = 0;
+    {
+      std::lock_guard<std::mutex> lock(progress.mu);
+      progress.done = true;
+      too_slow = progress.too_slow;
+      received = progress.received;
+    }
+    progress.cv.notify_all();
+    watchdog.join();
     if (!appended.ok()) return appended;
+    if (too_slow) {
+      return DeadlineExceeded(endpoint + ": blob " + ToHex(sha256) + " came too slowly (" + std::to_string(received) +
+                              " bytes; at least " + std::to_string(options_.min_bytes_per_second) +
+                              " bytes per second are expected)");
+    }
     if (!finished.ok()) return Unavailable(endpoint + ": " + finished.error_message());
     return OkStatus();
   }

@@ -30,8 +30,14 @@ class PeerClient {
   virtual StatusOr<v1::Task> GetTask(const std::string& endpoint, const std::string& task_id_hex) = 0;
 };
 
+// A blob's deadline is sized to its bytes as they arrive: a fetch may take first_bytes_within
+// plus one second per min_bytes_per_second received so far. A peer that sends nothing, or
+// trickles, is cut off (DEADLINE_EXCEEDED) and the caller tries the next holder; a large blob
+// from a peer that keeps up gets the time it needs, up to blob_deadline.
 struct GrpcPeerClientOptions {
-  std::chrono::seconds blob_deadline{120};  // a whole blob, however large
+  std::chrono::milliseconds first_bytes_within{10000};
+  int64_t min_bytes_per_second = 256 * 1024;
+  std::chrono::seconds blob_deadline{3600};  // a whole blob, however fast it comes
   std::chrono::seconds task_deadline{10};
 };
 

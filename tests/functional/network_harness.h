@@ -333,6 +333,7 @@ class NetworkNode {
   NodeSpec spec_;
   int port_ = 0;
   int registered_port_ = 0;
+  int peer_port_ = 0;  // 0: peers share port_
   std::string keystore_path_;
   pid_t pid_ = -1;
   int exit_code_ = -1;
@@ -346,6 +347,9 @@ struct NetworkOptions {
   uint32_t default_quorum = 2;
   std::string stake = "10ether";
   std::string deploy_env;  // deploy parameters, e.g. "MIN_REPLICAS=2"
+  // Each node gets a peer listener of its own ([p2p] listen), registered on-chain; clients
+  // keep using address().
+  bool separate_peer_ports = false;
 };
 
 class TestNetwork {
@@ -415,9 +419,7 @@ class TestNetwork {
       nodes_.push_back(std::make_unique<NetworkNode>("node" + std::to_string(nodes_.size() + 1),
                                                      dir_ + "/node" + std::to_string(nodes_.size() + 1), spec));
       NetworkNode& n = *nodes_.back();
-      n.port_ = FreeLoopbackPort();
-      n.registered_port_ = spec.unreachable ? FreeLoopbackPort() : n.port_;
-      if (n.port_ <= 0 || n.registered_port_ <= 0) return "no free port";
+      if (std::string e = PickPorts(n); !e.empty()) return e;
     }
     // Keystores and registrations in parallel: each is its own account.
     std::vector<std::string> errors(nodes_.size());
@@ -458,8 +460,7 @@ class TestNetwork {
     const std::string name = "node" + std::to_string(nodes_.size() + retired_.size() + 1);
     nodes_.push_back(std::make_unique<NetworkNode>(name, dir_ + "/" + name, spec));
     NetworkNode& n = *nodes_.back();
-    n.port_ = FreeLoopbackPort();
-    n.registered_port_ = spec.unreachable ? FreeLoopbackPort() : n.port_;
+    if (std::string e = PickPorts(n); !e.empty()) return Internal(e);
     if (std::string e = Provision(n); !e.empty()) return Internal(e);
     if (n.spec().registered) {
       if (std::string e = MineActivationDelay(); !e.empty()) return Internal(e);
@@ -596,6 +597,16 @@ class TestNetwork {
     return "";
   }
 
+  // The client port, the peer port (with separate_peer_ports) and the registered one.
+  std::string PickPorts(NetworkNode& n) {
+    n.port_ = FreeLoopbackPort();
+    n.peer_port_ = options_.separate_peer_ports ? FreeLoopbackPort() : 0;
+    const int peers_dial = options_.separate_peer_ports ? n.peer_port_ : n.port_;
+    n.registered_port_ = n.spec().unreachable ? FreeLoopbackPort() : peers_dial;
+    if (n.port_ <= 0 || n.registered_port_ <= 0 || n.peer_port_ < 0) return "no free port";
+    return "";
+  }
+
   // Keystore import and (for registered nodes) the on-chain registration, through the CLI.
   std::string Provision(NetworkNode& n) {
     std::filesystem::create_directories(n.dir() + "/keystore");
@@ -624,6 +635,7 @@ class TestNetwork {
       << "[chain]\nrpc = \"" << anvil_->url() << "\"\ndeployment = \"" << deployment_
       << "\"\npoll_ms = " << options_.poll_ms << "\n"
       << "[p2p]\npull_interval_ms = " << options_.pull_interval_ms << "\n";
+    if (n.peer_port_ > 0) f << "listen = \"127.0.0.1:" << n.peer_port_ << "\"\n";
     if (n.spec().bootstrap_all) {
       f << "bootstrap = [";
       bool first = true;

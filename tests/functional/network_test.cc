@@ -22,6 +22,7 @@
 
 #include "common/clock.h"
 #include "common/npy.h"
+#include "consensor/v1/node.grpc.pb.h"
 #include "consensor/v1/peer.grpc.pb.h"
 #include "consensus/committee.h"
 #include "consensus/task.h"
@@ -206,7 +207,11 @@ void ExpectVerifies(TestNetwork& net, NetworkNode& n, const std::string& id) {
 class NetworkHonestTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    net_ = new TestNetwork("honest");
+    // Peers on ports of their own: the tests below exercise that setup, the other suites the
+    // default (one port for clients and peers).
+    testing_support::NetworkOptions options;
+    options.separate_peer_ports = true;
+    net_ = new TestNetwork("honest", options);
     error_ = net_->Start({Operator(1), Operator(2), Operator(3), Operator(4)});
   }
   static void TearDownTestSuite() {
@@ -372,6 +377,77 @@ TEST_F(NetworkHonestTest, KillNineDuringLoadThenRestartCatchesUp) {
   }
 }
 
+// Clients cannot silence gossip: with peers on a listener of their own (this suite's setup,
+// [p2p] listen), slow uploads holding every thread of every node's client server leave the
+// peer servers free, so a task submitted just before still certifies. (With one shared port the
+// same uploads leave no thread for pushes, pulls or blob fetches, and nothing certifies.) The
+// client servers are really full meanwhile: a new client call is refused; progress is read
+// from the metrics endpoint, a server of its own.
+TEST_F(NetworkHonestTest, ClientsHoldingEveryStreamDoNotSilenceGossip) {
+  TestNetwork& net = *net_;
+  struct SlowUpload {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<v1::Client::Stub> stub;
+    grpc::ClientContext context;
+    v1::PutBlobResponse response;
+    std::unique_ptr<grpc::ClientWriter<v1::PutBlobRequest>> writer;
+  };
+  constexpr int kUploadsPerNode = 80;  // more than rpc.max_streams (64) threads
+  std::vector<std::unique_ptr<SlowUpload>> uploads;
+  const auto Starve = [&](size_t n) {
+    for (int k = 0; k < kUploadsPerNode; ++k) {
+      auto u = std::make_unique<SlowUpload>();
+      grpc::ChannelArguments args;
+      args.SetInt("consensor.test.connection", static_cast<int>(n * 1000 + k));  // one connection each
+      u->channel = grpc::CreateCustomChannel(net.node(n).address(), grpc::InsecureChannelCredentials(), args);
+      u->stub = v1::Client::NewStub(u->channel);
+      u->context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+      u->writer = u->stub->PutBlob(&u->context, &u->response);
+      v1::PutBlobRequest first;
+      first.set_data("a byte, then nothing for minutes");
+      u->writer->Write(first);
+      uploads.push_back(std::move(u));
+    }
+  };
+  const auto ClientCallFails = [&](NetworkNode& n) {
+    auto stub = v1::Client::NewStub(grpc::CreateChannel(n.address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 3s);
+    v1::NodeInfo info;
+    return !stub->GetNodeInfo(&context, v1::GetNodeInfoRequest(), &info).ok();
+  };
+  const char kCertified[] = "consensor_tasks_certified_total";
+  std::vector<double> before;
+  for (size_t n = 0; n < 4; ++n) before.push_back(net.node(n).Metric(kCertified));
+
+  for (size_t n = 1; n <= 3; ++n) Starve(n);
+  auto s = Submit(net.node(0), 3, 2, 77);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  Starve(0);
+  for (size_t n = 0; n < 4; ++n) {
+    EXPECT_TRUE(WaitUntil([&] { return ClientCallFails(net.node(n)); }, 60s))
+        << net.node(n).name() << "'s client server is not full";
+  }
+  const bool certified = WaitUntil(
+      [&] {
+        for (size_t n = 0; n < 4; ++n) {
+          if (net.node(n).Metric(kCertified) < before[n] + 1) return false;
+        }
+        return true;
+      },
+      kFinality);
+  EXPECT_TRUE(certified) << "not every node certified the task while clients held their client servers";
+  EXPECT_TRUE(ClientCallFails(net.node(1))) << "the uploads were let go before the task certified";
+
+  for (auto& u : uploads) u->context.TryCancel();
+  uploads.clear();
+  for (size_t n = 0; n < 4; ++n) {
+    auto t = WaitCertified(net.node(n), s->id);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ExpectHonest(*t, *s, net.node(n).name());
+  }
+}
+
 // A node whose key is not registered: its announcements are dropped by every registered node
 // (reason "unregistered") and the task submitted to it is never adopted; a raw envelope signed
 // by an unregistered key is refused the same way, while the same message signed by an operator
@@ -445,10 +521,11 @@ TEST_F(NetworkHonestTest, MessagesFromUnregisteredKeysAreIgnored) {
   v1::GossipMessage message;
   *message.mutable_announcement()->mutable_spec() = *request;
   message.mutable_announcement()->set_reference_block(node_info->consensus().chain_head() - 1);
-  auto stub = v1::Peer::NewStub(grpc::CreateChannel(target.address(), grpc::InsecureChannelCredentials()));
+  auto stub = v1::Peer::NewStub(grpc::CreateChannel(target.endpoint(), grpc::InsecureChannelCredentials()));
   auto push = [&](int account) -> StatusOr<uint32_t> {
-    ASSIGN_OR_RETURN(v1::Envelope envelope, node::GossipNetwork::Sign(testing_support::AnvilDevKey(account),
-                                                                      net.deployed().chain_id, message));
+    ASSIGN_OR_RETURN(v1::Envelope envelope,
+                     node::GossipNetwork::Sign(testing_support::AnvilDevKey(account), net.deployed().chain_id,
+                                               net.deployed().manager, message));
     v1::GossipRequest req;
     *req.add_messages() = envelope;
     v1::GossipResponse resp;

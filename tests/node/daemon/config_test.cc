@@ -80,6 +80,31 @@ TEST(ConfigTest, FaultModeIsOneOfTheInjectorsNamesAndNeedsNetworkMode) {
   EXPECT_NE(FinalizeError(config).find("fault.delay_ms"), std::string::npos) << FinalizeError(config);
 }
 
+// Issue 18: peers may get a listener (and thread quota) of their own; it needs network mode and
+// a port other than the client API's.
+TEST(ConfigTest, PeerListenerIsItsOwnPortInNetworkMode) {
+  ScopedHome home("/home/op");
+  auto parsed = ParseNodeConfig("[p2p]\nlisten = \"0.0.0.0:7401\"\nmax_streams = 32\n", "config.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->p2p_listen, "0.0.0.0:7401");
+  EXPECT_EQ(parsed->p2p_max_streams, 32);
+  NodeConfig config;
+  config.p2p_listen = "127.0.0.1:7401";
+  EXPECT_EQ(FinalizeError(config), "p2p.listen (--p2p-listen) needs network mode (chain.rpc)");
+  config.chain_view.rpc_url = "http://127.0.0.1:8545";
+  config.chain_deployment = "/tmp/deployment.json";
+  config.keystore = "/tmp/key.json";
+  config.password_env = "PW";
+  EXPECT_EQ(FinalizeError(config), "OK");
+  config.p2p_listen = config.rpc_listen;
+  EXPECT_EQ(FinalizeError(config), "p2p.listen and rpc.listen are both 127.0.0.1:7400; give peers a port of their own");
+  config.p2p_listen = "no port";
+  EXPECT_TRUE(Contains(FinalizeError(config), "p2p.listen (--p2p-listen)")) << FinalizeError(config);
+  config.p2p_listen = "127.0.0.1:7401";
+  config.p2p_max_streams = 0;
+  EXPECT_TRUE(Contains(FinalizeError(config), "p2p.max_streams")) << FinalizeError(config);
+}
+
 // Issue 16, hole 8: a GPU node without a passing self-test never signs. Skipping the self-test
 // is refused in network mode (a failed one stops startup or moves tasks to the CPU, see
 // node/daemon/startup_selftest.h).

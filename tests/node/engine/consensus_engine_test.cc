@@ -348,8 +348,25 @@ class FakePeerClient final : public PeerClient {
     tamper_ = std::move(tamper);
   }
 
+  // Fetches from `endpoint` hang until Release: an announcer that never serves its blobs.
+  void Hold(const std::string& endpoint) {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_.insert(endpoint);
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_.clear();
+    }
+    released_.notify_all();
+  }
+
   Status FetchBlob(const std::string& endpoint, const Hash256& sha256, const BlobSink& sink) override {
     Log("blob " + ToHex(sha256) + " from " + endpoint);
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      released_.wait(lock, [&] { return !held_.contains(endpoint); });
+    }
     auto it = peers_.find(endpoint);
     if (it == peers_.end()) return Unavailable(endpoint + ": connection refused");
     Status sink_error = OkStatus();
@@ -392,6 +409,8 @@ class FakePeerClient final : public PeerClient {
   mutable std::mutex mu_;
   std::function<void(const std::string&, v1::Task*)> tamper_;
   std::vector<std::string> requests_;
+  std::set<std::string> held_;
+  std::condition_variable released_;
 };
 
 // Passes every question to a real injector and records what the engine asked.
@@ -462,6 +481,7 @@ class ConsensusEngineTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    peer_client_.Release();
     StopNode();
     for (auto& [i, peer] : peers_) peer->tasks->Shutdown();
   }
@@ -516,7 +536,7 @@ class ConsensusEngineTest : public ::testing::Test {
     parts.peers = &peer_client_;
     parts.evidence = &evidence_;
     parts.faults = faults;
-    engine_ = std::make_unique<ConsensusEngine>(co, Key(1), parts);
+    engine_ = std::make_unique<ConsensusEngine>(co, Key(1), parts, orphan_limits_);
     engine_->SetGossip(&gossip_);
     ConsensusEngine* engine = engine_.get();
     chain_->SetLockProbe([this, engine] { return EngineLockFree(engine); });
@@ -761,6 +781,7 @@ class ConsensusEngineTest : public ::testing::Test {
   Hash256 graph_hash_{}, bias_hash_{}, x_hash_{};
 
   int operators_ = 0;
+  OrphanPoolLimits orphan_limits_;  // set before StartNode
   std::atomic<int64_t> now_ms_{0};
   std::unique_ptr<FakeChainView> chain_;
   RecordingGossip gossip_;
@@ -1037,6 +1058,102 @@ TEST_F(ConsensusEngineTest, VoteForAnUnknownTaskIsKeptAndCountedOnceAdopted) {
   task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().has_certificate(); });
   EXPECT_EQ(Signers(task.consensus().certificate()),
             (std::set<std::string>{AddressHex(Addr(first)), AddressHex(Addr(second))}));
+}
+
+// Votes for a task not open here are kept only once their signature recovers to an active
+// operator, and each signer gets a bounded share of the pool: a registered attacker spamming
+// commitments for tasks nobody announces cannot crowd out an honest member's early vote, and
+// a vote refused for lack of room is welcome again once the attacker's orphans expire.
+TEST_F(ConsensusEngineTest, OrphanVotesAreVerifiedAndBoundedPerSigner) {
+  MakeNetwork(4, /*entry=*/false);
+  VoteMessage a_commitment;
+  a_commitment.commitment.emplace();
+  const size_t one = OrphanBytes(a_commitment);
+  orphan_limits_ = {.max_bytes = 5 * one, .max_bytes_per_signer = 2 * one, .lifetime = std::chrono::minutes(2)};
+  StartNode();
+  const v1::SubmitTaskRequest request = RequestWithSelfAt(2, 2, 2);
+  const std::vector<Address20> order = Order(request);
+  const int first = OperatorNumber(order[0], 4), second = OperatorNumber(order[1], 4);
+  const int attacker = 10 - first - second - 1;  // the operator neither member nor this node
+  const v1::TaskResult result = PeerResult(first, request);
+  const std::string id = ToHex(TaskId(request));
+  const auto Junk = [&](int signer, uint8_t task) {
+    consensus::SignedAttestation vote;
+    vote.attestation.task_id.fill(task);
+    vote.attestation.reference_block = kReference;
+    vote.signature = ValueOf(consensus::SignAttestation(Key(signer), kDomain, vote.attestation));
+    return Commit(signer, vote);
+  };
+
+  // Not an operator: refused, and kept nowhere.
+  EXPECT_EQ(Junk(9, 0xe0).code(), StatusCode::kPermissionDenied);
+  // A signature that does not verify: refused.
+  {
+    v1::GossipMessage forged;
+    consensus::SignedAttestation vote;
+    vote.attestation.task_id.fill(0xe1);
+    vote.attestation.reference_block = kReference;
+    auto commitment = ValueOf(
+        consensus::SignCommitment(Key(attacker), kDomain, vote, Addr(attacker), consensus::VotePhase::kCommittee));
+    commitment.signature[64] = 99;  // v outside {27, 28}
+    *forged.mutable_commitment() = ToProto(commitment, Addr(first));
+    EXPECT_EQ(engine_->OnMessage(forged, Hash256{}, Addr(attacker)).code(), StatusCode::kInvalidArgument);
+  }
+  // A registered attacker fills its share; the next one is refused for lack of room.
+  EXPECT_TRUE(Junk(attacker, 0xe2).ok());
+  EXPECT_TRUE(Junk(attacker, 0xe3).ok());
+  EXPECT_EQ(Junk(attacker, 0xe4).code(), StatusCode::kResourceExhausted);
+  // Its share is full, not the pool: others' votes are still kept.
+  EXPECT_TRUE(Junk(first, 0xe5).ok());
+  EXPECT_TRUE(Junk(second, 0xe6).ok());
+  // A minute later the members' early commitments come; the pool is full for the second one.
+  AdvanceClock(std::chrono::minutes(1));
+  ASSERT_TRUE(CommitOnly(first, id, result).ok());
+  EXPECT_EQ(CommitOnly(second, id, result).code(), StatusCode::kResourceExhausted);
+
+  // The junk expires; gossip offers the refused commitment again (it was not marked seen) and
+  // it is kept now, with the first member's.
+  AdvanceClock(std::chrono::minutes(1) + std::chrono::milliseconds(1));
+  ASSERT_TRUE(Eventually([&] { return CommitOnly(second, id, result).ok(); }));
+  ASSERT_TRUE(Announce(request, second).ok());
+  v1::Task task = WaitForTask(WaitForAdoption(id).task_id(),
+                              [](const v1::Task& t) { return t.consensus().commitments_size() == 2; });
+  EXPECT_NE(task.consensus().closed_commit_windows(), 0u);
+  ASSERT_TRUE(Vote(first, id, result).ok());
+  task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().has_certificate(); });
+  EXPECT_EQ(Signers(task.consensus().certificate()),
+            (std::set<std::string>{AddressHex(Addr(first)), AddressHex(Addr(second))}));
+}
+
+// An announcer that never serves its tasks' blobs holds one adoption thread, not all of them:
+// an honest operator's announcement made meanwhile is adopted (before issue 18 the attacker's
+// first two tasks held both job threads, and nothing else was adopted for 120 s per task).
+TEST_F(ConsensusEngineTest, AnnouncerThatNeverServesItsBlobsDoesNotBlockOtherAdoptions) {
+  MakeNetwork(4, /*entry=*/false);
+  peer_client_.Hold(Endpoint(4));
+  StartNode();
+  const auto FetchesFromTheAttacker = [&] {
+    const auto requests = peer_client_.requests();
+    return std::count_if(requests.begin(), requests.end(),
+                         [&](const std::string& r) { return r.ends_with(" from " + Endpoint(4)); });
+  };
+  std::vector<std::string> attacker_tasks;
+  for (uint64_t nonce = 500; nonce < 508; ++nonce) {
+    const v1::SubmitTaskRequest request = Request(nonce, 3, 2);
+    ASSERT_TRUE(Announce(request, 4).ok());
+    attacker_tasks.push_back(ToHex(TaskId(request)));
+  }
+  ASSERT_TRUE(Eventually([&] { return FetchesFromTheAttacker() >= 1; }));
+
+  const v1::SubmitTaskRequest honest = Request(600, 3, 2);
+  ASSERT_TRUE(Announce(honest, 2).ok());
+  WaitForAdoption(ToHex(TaskId(honest)));
+  EXPECT_EQ(FetchesFromTheAttacker(), 1) << "a second adoption of the same announcer ran at once";
+  for (const std::string& id : attacker_tasks) EXPECT_FALSE(tasks_->Get(Id(id)).ok());
+
+  // Once it serves, its tasks are adopted one after another.
+  peer_client_.Release();
+  for (const std::string& id : attacker_tasks) WaitForAdoption(id);
 }
 
 // ---- disputes and evidence

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -27,6 +28,7 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kChain = 31337;
+const Address20 kContract{0xc0, 0x47};  // the deployment's service manager
 
 Secp256k1Secret SecretNumber(uint8_t n) {
   Secp256k1Secret secret{};
@@ -93,6 +95,7 @@ class TestNode {
            const std::function<void(grpc::ServerBuilder&)>& configure_server = nullptr)
       : operators_(std::move(operators)), verdict_(std::move(verdict)) {
     options.chain_id = kChain;
+    options.contract = kContract;
     options.key = SecretNumber(key_number);
     gossip = std::make_unique<GossipNetwork>(
         options,
@@ -180,8 +183,9 @@ GossipOptions FastOptions() {
   return options;
 }
 
-v1::Envelope SignedBy(uint8_t key_number, const v1::GossipMessage& message, uint64_t chain_id = kChain) {
-  return GossipNetwork::Sign(SecretNumber(key_number), chain_id, message).value();
+v1::Envelope SignedBy(uint8_t key_number, const v1::GossipMessage& message, uint64_t chain_id = kChain,
+                      const Address20& contract = kContract) {
+  return GossipNetwork::Sign(SecretNumber(key_number), chain_id, contract, message).value();
 }
 
 // Pushes envelopes the way a peer would; returns accepted (or -1 on an RPC error).
@@ -219,12 +223,17 @@ TEST(GossipSigningTest, DigestIdAndSignatureFollowTheWireFormat) {
   EXPECT_EQ(parsed.sender(), AddressBytes(AddressOf(7)));  // filled in when unset
   EXPECT_EQ(GossipNetwork::MessageId(envelope.payload()), Sha256Of(envelope.payload()));
 
-  // keccak256("consensor.gossip.v1" || u64be(chain_id) || payload), built independently.
-  std::string preimage = "consensor.gossip.v1";
+  // keccak256("consensor.gossip.v2" || u64be(chain_id) || contract || payload), built
+  // independently.
+  std::string preimage = "consensor.gossip.v2";
   for (int shift = 56; shift >= 0; shift -= 8) preimage.push_back(static_cast<char>((kChain >> shift) & 0xff));
+  preimage.append(reinterpret_cast<const char*>(kContract.data()), kContract.size());
   preimage += envelope.payload();
   const Hash256 digest = Keccak256(preimage);
-  EXPECT_EQ(GossipNetwork::SigningDigest(kChain, envelope.payload()), digest);
+  EXPECT_EQ(GossipNetwork::SigningDigest(kChain, kContract, envelope.payload()), digest);
+  Address20 other_contract = kContract;
+  other_contract[19] ^= 1;
+  EXPECT_NE(GossipNetwork::SigningDigest(kChain, other_contract, envelope.payload()), digest);
 
   ASSERT_EQ(envelope.signature().size(), 65u);
   const uint8_t v = static_cast<uint8_t>(envelope.signature()[64]);
@@ -362,6 +371,12 @@ TEST(GossipNetworkTest, InvalidMessagesAreDroppedAndCounted) {
   EXPECT_EQ(Push(*stub, {SignedBy(1, other_chain, kChain + 1)}), 0);
   EXPECT_EQ(node.Dropped("wrong_chain"), 1);
 
+  // Signed correctly for another deployment on the same chain (issue 18): does not replay here.
+  Address20 other_deployment = kContract;
+  other_deployment[0] ^= 0xff;
+  EXPECT_EQ(Push(*stub, {SignedBy(1, Announcement("other deployment"), kChain, other_deployment)}), 0);
+  EXPECT_EQ(node.Dropped("bad_signature"), 4);
+
   // Not a GossipMessage at all, and one whose sender is not 20 bytes.
   v1::Envelope malformed;
   malformed.set_payload(std::string("\xff\xff\xff\xff", 4));
@@ -416,6 +431,33 @@ TEST(GossipNetworkTest, RejectedMessagesAreNotRelayed) {
   EXPECT_FALSE(c.SawTag("refused"));
   EXPECT_EQ(b.Dropped("rejected"), 1);
   EXPECT_EQ(c.HandlerCalls(), 1u);
+}
+
+// A handler out of room (RESOURCE_EXHAUSTED) is not a verdict on the message: the id stays
+// unseen, and the same envelope is handled again, and accepted, once there is room.
+TEST(GossipNetworkTest, MessageRefusedForLackOfRoomIsAcceptedLater) {
+  auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1), AddressOf(2)});
+  std::atomic<bool> full{true};
+  TestNode node(2, operators, FastOptions(),
+                [&](const v1::GossipMessage&) { return full.load() ? ResourceExhausted("no room") : OkStatus(); });
+  ASSERT_TRUE(node.ok());
+  node.gossip->Start();
+  auto stub = node.RawStub();
+
+  const v1::Envelope early = SignedBy(1, Announcement("early"));
+  const Hash256 id = GossipNetwork::MessageId(early.payload());
+  EXPECT_EQ(Push(*stub, {early}), 0);
+  EXPECT_EQ(node.Dropped("no_room"), 1);
+  EXPECT_EQ(node.Dropped("rejected"), 0);
+  EXPECT_EQ(Push(*stub, {early}), 0);  // still no room: handled again, not a duplicate
+  EXPECT_EQ(node.Duplicates(), 0);
+  EXPECT_EQ(node.Deliveries(id), 2);
+
+  full = false;
+  EXPECT_EQ(Push(*stub, {early}), 1);
+  EXPECT_EQ(node.Deliveries(id), 3);
+  EXPECT_EQ(Push(*stub, {early}), 0);  // now it is seen
+  EXPECT_EQ(node.Duplicates(), 1);
 }
 
 TEST(GossipNetworkTest, AntiEntropyCatchesUpANodeThatHadNoPeers) {
