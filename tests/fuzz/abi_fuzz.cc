@@ -15,7 +15,7 @@ namespace {
 
 constexpr const char* kTypeLists[] = {
     "(uint8,bool,uint256,uint256,uint256,string)",  // operator info
-    "(address[],uint256[])",                         // operator set
+    "(address[],uint256[])",                        // operator set
     "(uint256)",
     "(uint256,uint256,bool)",
     "(bool)",
@@ -23,7 +23,8 @@ constexpr const char* kTypeLists[] = {
     "(bytes32,bytes,uint64[2][],(address,string)[])",  // nesting the client does not use yet
 };
 constexpr size_t kTypeListCount = sizeof(kTypeLists) / sizeof(kTypeLists[0]);
-constexpr const char* kEvent = "DisputeSlashed(address indexed,bytes32 indexed,uint256,address indexed,uint256,bytes32,uint256)";
+constexpr const char* kEvent =
+    "DisputeSlashed(address indexed,bytes32 indexed,uint256,address indexed,uint256,bytes32,uint256)";
 
 }  // namespace
 
@@ -55,7 +56,8 @@ CNSR_FUZZ_TARGET(abi) {
     auto topic0 = EventTopic(kEvent);
     CNSR_FUZZ_CHECK(topic0.ok());
     topics[0] = *topic0;
-    for (size_t i = 1; i < 4; ++i) std::copy_n(rest.begin() + static_cast<ptrdiff_t>(32 * (i - 1)), 32, topics[i].begin());
+    for (size_t i = 1; i < 4; ++i)
+      std::copy_n(rest.begin() + static_cast<ptrdiff_t>(32 * (i - 1)), 32, topics[i].begin());
     (void)DecodeEventLog(kEvent, topics, rest.subspan(3 * 32));
   }
   return 0;

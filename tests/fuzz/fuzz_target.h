@@ -51,26 +51,24 @@ inline std::vector<uint8_t> Bytes(const std::string& s) { return std::vector<uin
 
 }  // namespace consensor::fuzz
 
-#define CNSR_FUZZ_CHECK(cond) \
-  ((cond) ? (void)0 : ::consensor::fuzz::CheckFailed(__FILE__, __LINE__, #cond))
+#define CNSR_FUZZ_CHECK(cond) ((cond) ? (void)0 : ::consensor::fuzz::CheckFailed(__FILE__, __LINE__, #cond))
 
 #ifdef CNSR_LIBFUZZER
-#define CNSR_FUZZ_ENTRY(name)                                                  \
-  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { \
-    return CnsrFuzz_##name(data, size);                                        \
-  }
-#else
 #define CNSR_FUZZ_ENTRY(name) \
-  [[maybe_unused]] static const bool cnsr_fuzz_registered_##name = ::consensor::fuzz::RegisterTarget(#name, &CnsrFuzz_##name);
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { return CnsrFuzz_##name(data, size); }
+#else
+#define CNSR_FUZZ_ENTRY(name)                                      \
+  [[maybe_unused]] static const bool cnsr_fuzz_registered_##name = \
+      ::consensor::fuzz::RegisterTarget(#name, &CnsrFuzz_##name);
 #endif
 
-#define CNSR_FUZZ_TARGET(name)                                    \
-  static int CnsrFuzz_##name(const uint8_t* data, size_t size);  \
-  CNSR_FUZZ_ENTRY(name)                                           \
+#define CNSR_FUZZ_TARGET(name)                                  \
+  static int CnsrFuzz_##name(const uint8_t* data, size_t size); \
+  CNSR_FUZZ_ENTRY(name)                                         \
   static int CnsrFuzz_##name(const uint8_t* data, size_t size)
 
-#define CNSR_FUZZ_SEEDS(name)                                                                     \
-  static std::vector<std::vector<uint8_t>> CnsrFuzzSeeds_##name();                                \
-  [[maybe_unused]] static const bool cnsr_fuzz_seeds_registered_##name =                          \
-      ::consensor::fuzz::RegisterSeeds(#name, &CnsrFuzzSeeds_##name);                             \
+#define CNSR_FUZZ_SEEDS(name)                                            \
+  static std::vector<std::vector<uint8_t>> CnsrFuzzSeeds_##name();       \
+  [[maybe_unused]] static const bool cnsr_fuzz_seeds_registered_##name = \
+      ::consensor::fuzz::RegisterSeeds(#name, &CnsrFuzzSeeds_##name);    \
   static std::vector<std::vector<uint8_t>> CnsrFuzzSeeds_##name()

@@ -56,7 +56,8 @@ const Network& TheNetwork() {
       n.addresses.push_back(*address);
       registry.push_back({*address, Uint256FromU64(uint64_t{1000000} * static_cast<uint64_t>(i + 1))});
     }
-    n.operators = std::make_shared<consensus::OperatorSet>(consensus::OperatorSet::FromRegistry(kReferenceBlock, registry));
+    n.operators =
+        std::make_shared<consensus::OperatorSet>(consensus::OperatorSet::FromRegistry(kReferenceBlock, registry));
     n.rules.domain.chain_id = kChainId;
     n.rules.domain.verifying_contract.fill(0xcc);
     n.rules.self.fill(0xee);  // an observer: not an operator, so it never executes or signs
@@ -81,7 +82,8 @@ const Network& TheNetwork() {
 
 const Secp256k1Secret* KeyOf(const Network& n, std::string_view address) {
   for (size_t i = 0; i < n.addresses.size(); ++i) {
-    if (address.size() == sizeof(Address20) && std::memcmp(address.data(), n.addresses[i].data(), address.size()) == 0) {
+    if (address.size() == sizeof(Address20) &&
+        std::memcmp(address.data(), n.addresses[i].data(), address.size()) == 0) {
       return &n.keys[i];
     }
   }
@@ -214,7 +216,9 @@ CNSR_FUZZ_SEEDS(gossip) {
                                          n.operators->operators, kOperators);
   CNSR_FUZZ_CHECK(drawn.ok() && drawn->size() == kOperators);
   const std::vector<Address20>& order = *drawn;
-  auto key_at = [&](size_t position) { return *KeyOf(n, std::string_view(reinterpret_cast<const char*>(order[position].data()), 20)); };
+  auto key_at = [&](size_t position) {
+    return *KeyOf(n, std::string_view(reinterpret_cast<const char*>(order[position].data()), 20));
+  };
 
   auto envelope = [&](const Secp256k1Secret& key, const v1::GossipMessage& m) {
     auto e = GossipNetwork::Sign(key, kChainId, m);
@@ -266,7 +270,7 @@ CNSR_FUZZ_SEEDS(gossip) {
     return fuzz::Bytes(bytes);
   };
   return {
-      round_request({0, 1, 2}, {1, 1, 1}, true),  // certified by the committee
+      round_request({0, 1, 2}, {1, 1, 1}, true),   // certified by the committee
       round_request({0, 1, 2}, {1, 2, 1}, false),  // a dispute
       round_request({0}, {1}, false),              // one vote: the committee is extended at the deadline
       round_request({0, 1, 3, 4}, {1, 1, 2, 2}, false),

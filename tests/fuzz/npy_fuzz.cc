@@ -23,8 +23,8 @@ CNSR_FUZZ_TARGET(npy) {
   auto again = ParseNpy(encoded, limits);
   CNSR_FUZZ_CHECK(again.ok());
   CNSR_FUZZ_CHECK(again->dtype() == parsed->dtype() && again->shape() == parsed->shape());
-  CNSR_FUZZ_CHECK(std::equal(again->bytes().begin(), again->bytes().end(), parsed->bytes().begin(),
-                             parsed->bytes().end()));
+  CNSR_FUZZ_CHECK(
+      std::equal(again->bytes().begin(), again->bytes().end(), parsed->bytes().begin(), parsed->bytes().end()));
   CNSR_FUZZ_CHECK(CheckNpyTensorHash(bytes, ToHex(TensorHash(*parsed)), limits).ok());
   return 0;
 }

@@ -36,11 +36,11 @@ CNSR_FUZZ_SEEDS(rlp) {
   // The shape of an EIP-1559 transaction payload: integers, an address, data, an access list.
   std::vector<uint8_t> to(20, 0xab);
   std::vector<uint8_t> input(70, 0x11);
-  seeds.push_back(RlpEncode(RlpItem::List({RlpItem::Uint(31337), RlpItem::Uint(7), RlpItem::Uint(1000000000),
-                                           RlpItem::Uint(30000000000), RlpItem::Uint(21000), RlpItem::Bytes(to),
-                                           RlpItem::Uint(0), RlpItem::Bytes(input), RlpItem::List({}),
-                                           RlpItem::Uint(1), RlpItem::Bytes(std::vector<uint8_t>(32, 0x5a)),
-                                           RlpItem::Bytes(std::vector<uint8_t>(32, 0x33))})));
+  seeds.push_back(RlpEncode(
+      RlpItem::List({RlpItem::Uint(31337), RlpItem::Uint(7), RlpItem::Uint(1000000000), RlpItem::Uint(30000000000),
+                     RlpItem::Uint(21000), RlpItem::Bytes(to), RlpItem::Uint(0), RlpItem::Bytes(input),
+                     RlpItem::List({}), RlpItem::Uint(1), RlpItem::Bytes(std::vector<uint8_t>(32, 0x5a)),
+                     RlpItem::Bytes(std::vector<uint8_t>(32, 0x33))})));
   seeds.push_back(RlpEncode(RlpItem::String("dog")));
   seeds.push_back(RlpEncode(RlpItem::Uint(0)));
   seeds.push_back(RlpEncode(RlpItem::Uint(0x7f)));
