@@ -21,6 +21,13 @@ if(CNSR_SANITIZE)
   add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined;-fno-sanitize-recover=undefined;-fno-omit-frame-pointer>")
   add_link_options(-fsanitize=address,undefined)
 endif()
+if(CNSR_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "CNSR_FUZZ needs clang (libFuzzer); scripts/fuzz.sh configures it")
+  endif()
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link,address,undefined;-fno-sanitize-recover=undefined;-fno-omit-frame-pointer>")
+  add_link_options(-fsanitize=address,undefined)
+endif()
 
 # nvcc: no fused multiply-add unless written, IEEE division and square root, no
 # flush-to-zero, never --use_fast_math. The host side of .cu files gets the C++ flags.

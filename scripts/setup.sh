@@ -4,7 +4,7 @@
 set -euo pipefail
 
 DEB_PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config git clang-format
+  build-essential cmake ninja-build ccache pkg-config git clang-format clang-14 libclang-rt-14-dev
   libprotobuf-dev protobuf-compiler
   libgrpc++-dev protobuf-compiler-grpc
   librocksdb-dev libsecp256k1-dev libssl-dev libboost-dev

@@ -125,7 +125,8 @@ StatusOr<PreparedTask> PrepareTask(Store* store, ProgramCache* cache, const v1::
   }
   NpyLimits npy_limits;
   npy_limits.max_bytes = limits.max_total_bytes;
-  for (const auto& [name, buffer] : program.inputs) {
+  for (const auto& input : program.inputs) {
+    const std::string& name = input.first;  // not a structured binding: clang 14 cannot capture those
     auto it = spec.inputs().find(name);
     if (it == spec.inputs().end()) return InvalidArgument("missing input '" + name + "'");
     ASSIGN_OR_RETURN(Hash256 h, ParseHash(it->second, "input '" + name + "'"));
@@ -157,7 +158,7 @@ StatusOr<PreparedTask> PrepareTask(Store* store, ProgramCache* cache, const v1::
       dtype = header->dtype;
       shape = header->shape;
     }
-    const executor::Buffer& b = program.buffers[buffer];
+    const executor::Buffer& b = program.buffers[input.second];
     if (dtype != b.dtype || shape != b.shape) {
       return InvalidArgument("input '" + name + "' must be " + std::string(DTypeName(b.dtype)) +
                              ShapeToString(b.shape) + ", got " + std::string(DTypeName(dtype)) + ShapeToString(shape));

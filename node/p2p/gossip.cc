@@ -51,20 +51,6 @@ uint64_t RandomEpoch() {
   return epoch;
 }
 
-// Checks an envelope's signature against the sender it names. Shared by the inbound path and
-// Rebroadcast.
-Status VerifySender(uint64_t chain_id, const Address20& contract, const v1::Envelope& envelope,
-                    const v1::GossipMessage& message) {
-  const std::string& signature = envelope.signature();
-  auto parsed =
-      FromBytes65(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(signature.data()), signature.size()));
-  if (!parsed.ok()) return parsed.status();
-  auto signer = RecoverAddress(GossipNetwork::SigningDigest(chain_id, contract, envelope.payload()), *parsed);
-  if (!signer.ok()) return signer.status();
-  if (AsBytes(*signer) != message.sender()) return PermissionDenied("signature is not the sender's");
-  return OkStatus();
-}
-
 }  // namespace
 
 struct GossipNetwork::Peer {
@@ -210,6 +196,27 @@ StatusOr<Hash256> GossipNetwork::Publish(v1::GossipMessage message) {
   return id;
 }
 
+Status GossipNetwork::VerifySender(uint64_t chain_id, const Address20& contract, const v1::Envelope& envelope,
+                                   const v1::GossipMessage& message) {
+  const std::string& signature = envelope.signature();
+  auto parsed =
+      FromBytes65(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(signature.data()), signature.size()));
+  if (!parsed.ok()) return parsed.status();
+  auto signer = RecoverAddress(SigningDigest(chain_id, contract, envelope.payload()), *parsed);
+  if (!signer.ok()) return signer.status();
+  if (AsBytes(*signer) != message.sender()) return PermissionDenied("signature is not the sender's");
+  return OkStatus();
+}
+
+const char* GossipNetwork::DecodeInbound(const v1::Envelope& envelope, uint64_t chain_id, int64_t max_payload_bytes,
+                                         v1::GossipMessage* message) {
+  const std::string& payload = envelope.payload();
+  if (static_cast<int64_t>(payload.size()) > max_payload_bytes) return "oversized";
+  if (!message->ParseFromString(payload) || message->sender().size() != sizeof(Address20)) return "malformed";
+  if (message->chain_id() != chain_id) return "wrong_chain";
+  return nullptr;
+}
+
 StatusOr<Hash256> GossipNetwork::Rebroadcast(const v1::Envelope& envelope) {
   if (static_cast<int64_t>(envelope.payload().size()) > max_payload_bytes_) {
     return InvalidArgument("gossip envelope is over the size limit");
@@ -306,10 +313,10 @@ bool GossipNetwork::TakeTokens(const std::string& peer, size_t messages) {
 GossipNetwork::Outcome GossipNetwork::ProcessEnvelope(const v1::Envelope& envelope, const std::string* origin) {
   metrics_.received->Increment();
   const std::string& payload = envelope.payload();
-  if (static_cast<int64_t>(payload.size()) > max_payload_bytes_) return Drop("oversized");
   v1::GossipMessage message;
-  if (!message.ParseFromString(payload) || message.sender().size() != sizeof(Address20)) return Drop("malformed");
-  if (message.chain_id() != options_.chain_id) return Drop("wrong_chain");
+  if (const char* reason = DecodeInbound(envelope, options_.chain_id, max_payload_bytes_, &message)) {
+    return Drop(reason);
+  }
 
   const Hash256 id = MessageId(payload);
   {

@@ -111,6 +111,15 @@ class GossipNetwork final : public GossipPublisher {
   // can build envelopes that receivers must refuse.
   static StatusOr<v1::Envelope> Sign(const Secp256k1Secret& key, uint64_t chain_id, const Address20& contract,
                                      const v1::GossipMessage& message);
+  // The inbound path's checks before dedupe, in order: size, a payload that parses with a
+  // 20-byte sender, the chain id. Returns the drop reason ("oversized", "malformed",
+  // "wrong_chain"), or null with `message` parsed. Public for the fuzz target.
+  static const char* DecodeInbound(const v1::Envelope& envelope, uint64_t chain_id, int64_t max_payload_bytes,
+                                   v1::GossipMessage* message);
+  // OK when the envelope's signature (for this chain and contract) recovers to the sender its
+  // message names.
+  static Status VerifySender(uint64_t chain_id, const Address20& contract, const v1::Envelope& envelope,
+                             const v1::GossipMessage& message);
 
  private:
   enum class Outcome { kAccepted, kDuplicate, kDropped };

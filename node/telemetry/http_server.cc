@@ -15,6 +15,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -54,6 +55,102 @@ size_t BufferLimit(const HttpServerOptions& opt) {
   return header + body + 4096;
 }
 
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+using RequestParser = http::request_parser<http::string_body>;
+
+void ConfigureParser(RequestParser& parser, const HttpServerOptions& opt) {
+  parser.header_limit(
+      static_cast<std::uint32_t>(std::min<size_t>(opt.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
+  parser.body_limit(opt.max_body_bytes);
+}
+
+std::unique_ptr<Response> ErrorResponse(http::status status, std::string_view text) {
+  auto res = std::make_unique<Response>(status, 11);
+  res->set(http::field::server, "consensord");
+  res->set(http::field::content_type, "text/plain; charset=utf-8");
+  res->keep_alive(false);  // the parser is in an unknown state; never read after an error
+  res->body() = std::string(text);
+  res->prepare_payload();
+  return res;
+}
+
+// The answer to a read that failed with `ec`; null when there is nobody to answer (the client
+// went away or timed out, or the server is shutting down).
+std::unique_ptr<Response> ReadErrorResponse(const beast::error_code& ec) {
+  if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+    return ErrorResponse(http::status::request_header_fields_too_large, "request header too large\n");
+  }
+  if (ec == http::error::body_limit) return ErrorResponse(http::status::payload_too_large, "request body too large\n");
+  if (IsHttpParseError(ec) && ec != http::error::end_of_stream && ec != http::error::partial_message &&
+      ec != http::error::short_read) {
+    return ErrorResponse(http::status::bad_request, "malformed request\n");
+  }
+  return nullptr;
+}
+
+std::unique_ptr<Response> BuildResponse(const Request& req, const HttpHandler& handler) {
+  const bool head = req.method() == http::verb::head;
+  auto res = std::make_unique<Response>();
+  res->version(req.version() == 10 ? 10 : 11);
+  res->set(http::field::server, "consensord");
+
+  int status = 200;
+  bool keep_alive = req.keep_alive();
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+  const std::string_view target(req.target().data(), req.target().size());
+  if (req.method() != http::verb::get && !head) {
+    status = 405;
+    res->set(http::field::allow, "GET, HEAD");
+    body = "method not allowed\n";
+  } else if (target.empty() || target[0] != '/') {
+    status = 400;
+    keep_alive = false;
+    body = "request target must be an absolute path\n";
+  } else {
+    const std::string path(target.substr(0, target.find_first_of("?#")));
+    try {
+      HttpResponse r = handler(path);
+      status = r.status;
+      content_type = std::move(r.content_type);
+      body = std::move(r.body);
+    } catch (const std::exception& e) {
+      Log(LogLevel::kError, "http handler threw", {{"path", path}, {"error", e.what()}});
+      status = 500;
+      body = "internal error\n";
+    } catch (...) {
+      Log(LogLevel::kError, "http handler threw", {{"path", path}});
+      status = 500;
+      body = "internal error\n";
+    }
+    if (status < 200 || status > 599) {
+      Log(LogLevel::kError, "http handler returned an invalid status", {{"path", path}, {"status", status}});
+      status = 500;
+      content_type = "text/plain; charset=utf-8";
+      body = "internal error\n";
+    }
+  }
+  // A handler must not be able to inject headers through the content type.
+  if (content_type.empty() || HasControlChars(content_type)) content_type = "text/plain; charset=utf-8";
+
+  res->result(static_cast<unsigned>(status));
+  res->keep_alive(keep_alive);
+  if (status == 204 || status == 304) {
+    // No body allowed, and no Content-Length either.
+  } else {
+    res->set(http::field::content_type, content_type);
+    const size_t length = body.size();
+    if (head) {
+      res->content_length(length);  // what a GET would have sent; no body follows
+    } else {
+      res->body() = std::move(body);
+      res->prepare_payload();
+    }
+  }
+  return res;
+}
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, std::shared_ptr<const Shared> shared)
@@ -75,9 +172,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_) return;
     const HttpServerOptions& opt = shared_->options;
     parser_.emplace();
-    parser_->header_limit(
-        static_cast<std::uint32_t>(std::min<size_t>(opt.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
-    parser_->body_limit(opt.max_body_bytes);
+    ConfigureParser(*parser_, opt);
     // The deadline covers the idle wait as well as the request itself, so neither an idle
     // keep-alive client nor a slow sender can hold a connection slot for long.
     stream_.expires_after(opt.read_timeout);
@@ -88,93 +183,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnRead(beast::error_code ec) {
     if (closed_) return;
     if (ec) {
-      if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
-        return SendError(http::status::request_header_fields_too_large, "request header too large\n");
-      }
-      if (ec == http::error::body_limit) {
-        return SendError(http::status::payload_too_large, "request body too large\n");
-      }
-      if (IsHttpParseError(ec) && ec != http::error::end_of_stream && ec != http::error::partial_message &&
-          ec != http::error::short_read) {
-        return SendError(http::status::bad_request, "malformed request\n");
-      }
-      // Client went away, timed out, or we are shutting down.
-      return Shutdown();
+      if (auto res = ReadErrorResponse(ec)) return Write(std::move(res));
+      return Shutdown();  // the client went away or timed out, or we are shutting down
     }
-    HandleRequest();
-  }
-
-  void HandleRequest() {
-    http::request<http::string_body> req = parser_->release();
-    const bool head = req.method() == http::verb::head;
-    auto res = std::make_unique<http::response<http::string_body>>();
-    res->version(req.version() == 10 ? 10 : 11);
-    res->set(http::field::server, "consensord");
-
-    int status = 200;
-    bool keep_alive = req.keep_alive();
-    std::string content_type = "text/plain; charset=utf-8";
-    std::string body;
-    const std::string_view target(req.target().data(), req.target().size());
-    if (req.method() != http::verb::get && !head) {
-      status = 405;
-      res->set(http::field::allow, "GET, HEAD");
-      body = "method not allowed\n";
-    } else if (target.empty() || target[0] != '/') {
-      status = 400;
-      keep_alive = false;
-      body = "request target must be an absolute path\n";
-    } else {
-      const std::string path(target.substr(0, target.find_first_of("?#")));
-      try {
-        HttpResponse r = shared_->handler(path);
-        status = r.status;
-        content_type = std::move(r.content_type);
-        body = std::move(r.body);
-      } catch (const std::exception& e) {
-        Log(LogLevel::kError, "http handler threw", {{"path", path}, {"error", e.what()}});
-        status = 500;
-        body = "internal error\n";
-      } catch (...) {
-        Log(LogLevel::kError, "http handler threw", {{"path", path}});
-        status = 500;
-        body = "internal error\n";
-      }
-      if (status < 200 || status > 599) {
-        Log(LogLevel::kError, "http handler returned an invalid status", {{"path", path}, {"status", status}});
-        status = 500;
-        content_type = "text/plain; charset=utf-8";
-        body = "internal error\n";
-      }
-    }
-    // A handler must not be able to inject headers through the content type.
-    if (content_type.empty() || HasControlChars(content_type)) content_type = "text/plain; charset=utf-8";
-
-    res->result(static_cast<unsigned>(status));
-    res->keep_alive(keep_alive);
-    if (status == 204 || status == 304) {
-      // No body allowed, and no Content-Length either.
-    } else {
-      res->set(http::field::content_type, content_type);
-      const size_t length = body.size();
-      if (head) {
-        res->content_length(length);  // what a GET would have sent; no body follows
-      } else {
-        res->body() = std::move(body);
-        res->prepare_payload();
-      }
-    }
-    Write(std::move(res));
-  }
-
-  void SendError(http::status status, std::string_view text) {
-    auto res = std::make_unique<http::response<http::string_body>>(status, 11);
-    res->set(http::field::server, "consensord");
-    res->set(http::field::content_type, "text/plain; charset=utf-8");
-    res->keep_alive(false);  // the parser is in an unknown state; never read after an error
-    res->body() = std::string(text);
-    res->prepare_payload();
-    Write(std::move(res));
+    Write(BuildResponse(parser_->release(), shared_->handler));
   }
 
   void Write(std::unique_ptr<http::response<http::string_body>> res) {
@@ -390,6 +402,33 @@ StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address) 
   }
   if (port > 65535) return InvalidAddress(address, "port must be a number from 0 to 65535");
   return std::make_pair(std::move(host), port);
+}
+
+std::string AnswerHttpRequest(std::string_view bytes, const HttpHandler& handler, const HttpServerOptions& options) {
+  RequestParser parser;
+  ConfigureParser(parser, options);
+  parser.eager(true);
+  beast::error_code ec;
+  std::string_view rest = bytes;
+  while (!parser.is_done() && !rest.empty()) {
+    const size_t used = parser.put(net::buffer(rest.data(), rest.size()), ec);
+    rest.remove_prefix(used);
+    if (ec == http::error::need_more) {
+      ec = {};
+      if (used == 0) break;  // needs bytes that never come
+    } else if (ec) {
+      break;
+    }
+  }
+  if (!ec && !parser.is_done()) {
+    if (!parser.got_some()) return {};  // closed before a request started: end_of_stream
+    parser.put_eof(ec);                 // closed mid-request
+  }
+  std::unique_ptr<Response> res = ec ? ReadErrorResponse(ec) : BuildResponse(parser.release(), handler);
+  if (!res) return {};
+  std::ostringstream out;
+  out << *res;
+  return out.str();
 }
 
 StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& address, HttpHandler handler) {

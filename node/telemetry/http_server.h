@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -44,6 +45,12 @@ class HttpServer {
   // from outside the handler: the serving thread cannot wait for itself.
   virtual void Stop() = 0;
 };
+
+// What the server answers on a fresh connection that receives `bytes` and then is closed by the
+// client: the serialized response to the first request, or empty when the server would close
+// without answering (an incomplete request). The same parser limits and response rules as a
+// live connection; for tests and the fuzz target, which need no socket.
+std::string AnswerHttpRequest(std::string_view bytes, const HttpHandler& handler, const HttpServerOptions& options);
 
 // Splits "host:port" / "[v6]:port"; INVALID_ARGUMENT with a clear message otherwise.
 StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& address);

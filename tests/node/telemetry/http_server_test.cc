@@ -405,5 +405,26 @@ TEST(SplitHostPortTest, Invalid) {
   }
 }
 
+// The socket-free path the fuzz target drives answers as a live connection does.
+TEST(AnswerHttpRequestTest, AnswersLikeTheServer) {
+  HttpHandler handler = [](const std::string& path) {
+    return path == "/metrics" ? HttpResponse{200, "text/plain", "up 1\n"} : HttpResponse{404, "text/plain", "no\n"};
+  };
+  HttpServerOptions options;
+  options.max_header_bytes = 256;
+  const std::string ok = AnswerHttpRequest("GET /metrics?x HTTP/1.1\r\nHost: a\r\n\r\n", handler, options);
+  EXPECT_EQ(ok.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << ok;
+  EXPECT_NE(ok.find("\r\n\r\nup 1\n"), std::string::npos) << ok;
+  EXPECT_EQ(AnswerHttpRequest("GET /other HTTP/1.1\r\n\r\n", handler, options).rfind("HTTP/1.1 404", 0), 0u);
+  EXPECT_EQ(AnswerHttpRequest("POST /metrics HTTP/1.1\r\n\r\n", handler, options).rfind("HTTP/1.1 405", 0), 0u);
+  EXPECT_EQ(AnswerHttpRequest("GET /metrics HTTP/1.1\r\nX: " + std::string(300, 'a') + "\r\n\r\n", handler, options)
+                .rfind("HTTP/1.1 431", 0),
+            0u);
+  EXPECT_EQ(AnswerHttpRequest("BAD\x01 / HTTP/1.1\r\n\r\n", handler, options).rfind("HTTP/1.1 400", 0), 0u);
+  // Nothing, or half a request, then the client closes: no answer, as on a socket.
+  EXPECT_EQ(AnswerHttpRequest("", handler, options), "");
+  EXPECT_EQ(AnswerHttpRequest("GET /metrics HTTP/1.1\r\nHost:", handler, options), "");
+}
+
 }  // namespace
 }  // namespace consensor::node
