@@ -30,6 +30,13 @@ using ValueId = int;
 
 class Importer;
 
+// A node the importer emitted: its op, inputs and attributes as given to Emit.
+struct EmittedOp {
+  std::string op;
+  std::vector<ValueId> inputs;
+  Attributes attrs;
+};
+
 class NodeContext {
  public:
   NodeContext(Importer& importer, const onnx::NodeProto& node, std::vector<ValueId> inputs, int64_t opset);
@@ -81,6 +88,16 @@ class NodeContext {
   ValueId Scalar(DType dtype, double v);
   const TypeInfo& type(ValueId v) const;
   const Tensor* constant(ValueId v) const;
+
+  // --- import-time rewrites (BatchNormalization folding, docs/ONNX.md) ---
+  // The Consensor op this import emitted to compute v; nullptr for constants and inputs.
+  const EmittedOp* producer(ValueId v) const;
+  // True when this node is the only reader of input i: no other ONNX node reads it (under
+  // any name) and it is not a graph output. Only then may a rewrite replace its producer.
+  bool SoleReader(int i) const;
+  // Removes v's producer from the graph at the end of the import; for a rewrite that
+  // replaced it (v must have no reader left, see SoleReader).
+  void Supersede(ValueId v);
 
   // --- outputs ---
   int num_outputs() const;
