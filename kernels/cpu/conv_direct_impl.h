@@ -22,6 +22,12 @@
 
 #include "kernels/checks/conv.h"
 
+#if defined(__GNUC__)
+#define CNSR_CONV_FLATTEN __attribute__((flatten))
+#else
+#define CNSR_CONV_FLATTEN
+#endif
+
 namespace consensor::kernels::cpu {
 
 // Computes the output rows [begin, end) of y, a row being (n, f, oh) with index
@@ -35,11 +41,8 @@ namespace {
 
 constexpr int64_t kDirectTile = 128;  // output columns whose accumulators stay in L1
 
-#if defined(__GNUC__)
-__attribute__((flatten))
-#endif
-inline void ConvDirectRowsImpl(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y,
-                               int64_t begin, int64_t end) {
+CNSR_CONV_FLATTEN inline void ConvDirectRowsImpl(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                                                 float* y, int64_t begin, int64_t end) {
   constexpr uint32_t kCanonicalNaN = 0x7FC00000u;
   float nan;
   std::memcpy(&nan, &kCanonicalNaN, sizeof(nan));
