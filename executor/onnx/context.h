@@ -135,6 +135,11 @@ const std::map<std::string, ConvertFn>& ConverterTable();
 // The phrase every "this input must be known at import" error carries (NeedsValueAtImport).
 inline constexpr std::string_view kComputedAtRunTime = "computed at run time";
 
+// ops_nn.cc: folds `op` ("mul" or "add") of input `conv_input` (a conv2d output) and
+// input 1 - conv_input (a constant per output channel) into the conv's weights and bias
+// (docs/DETERMINISM.md 6.1). nullopt when the pattern does not apply.
+StatusOr<std::optional<ValueId>> FoldScaleOrShiftIntoConv(NodeContext& ctx, std::string_view op, int conv_input);
+
 // Helpers shared by converters.
 // ONNX element type -> DType; other types are UNIMPLEMENTED ("unsupported dtype ...").
 StatusOr<DType> DTypeFromOnnx(int32_t onnx_type, std::string_view what);

@@ -558,6 +558,66 @@ StatusOr<std::optional<ValueId>> FoldBatchNormIntoConv(NodeContext& ctx, const B
   return std::optional<ValueId>(y);
 }
 
+}  // namespace
+
+// A constant per-channel scale or shift after a conv2d (DETERMINISM.md 6.1): the constant
+// c varies at most along the channel axis of the conv output (scalar, [1], [F, 1, 1],
+// [1, F, 1, 1], ...). With c[f] its value for channel f:
+//   mul: conv2d(x, W * c[f], b * c[f])   (no bias stays without one)
+//   add: conv2d(x, W, b + c[f])          (c[f] itself without a bias: the same bits as
+//                                          the unfolded add, acc + c[f])
+StatusOr<std::optional<ValueId>> FoldScaleOrShiftIntoConv(NodeContext& ctx, std::string_view op, int conv_input) {
+  if (!ctx.has_input(0) || !ctx.has_input(1)) return std::optional<ValueId>();
+  const ValueId y = ctx.input(conv_input);
+  const ValueId c = ctx.input(1 - conv_input);
+  const EmittedOp* conv = ctx.producer(y);
+  if (!conv || conv->op != "conv2d" || !ctx.SoleReader(conv_input)) return std::optional<ValueId>();
+  if (!ctx.constant(c) || ctx.type(c).dtype != DType::kF32) return std::optional<ValueId>();
+  const ValueId w = conv->inputs[1];
+  const bool has_bias = conv->inputs.size() == 3;
+  if (!ctx.constant(w) || (has_bias && !ctx.constant(conv->inputs[2]))) return std::optional<ValueId>();
+  const Shape ys = ctx.type(y).shape;  // [N, F, OH, OW]
+  const Shape cs = ctx.type(c).shape;
+  const int64_t f_count = ys[1];
+  if (cs.size() > ys.size()) return std::optional<ValueId>();
+  int64_t per_channel = 1;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const size_t axis = ys.size() - cs.size() + i;
+    if (cs[i] == 1) continue;
+    if (axis != 1 || cs[i] != f_count) return std::optional<ValueId>();
+    per_channel = f_count;
+  }
+  const EmittedOp conv_op = *conv;  // Emit may grow the importer's tables
+  ASSIGN_OR_RETURN(ValueId cf, ReshapeTo(ctx, c, {per_channel}));
+  if (per_channel != f_count) {
+    ASSIGN_OR_RETURN(cf, ctx.Emit("expand", {cf}, {{"shape", Ints{f_count}}}));
+  }
+  std::vector<ValueId> inputs = conv_op.inputs;
+  if (op == "mul") {
+    ASSIGN_OR_RETURN(ValueId cw, ReshapeTo(ctx, cf, {f_count, 1, 1, 1}));
+    ASSIGN_OR_RETURN(inputs[1], ctx.Emit("mul", {w, cw}));
+    if (has_bias) {
+      ASSIGN_OR_RETURN(inputs[2], ctx.Emit("mul", {inputs[2], cf}));
+    }
+  } else if (op == "add") {
+    if (has_bias) {
+      ASSIGN_OR_RETURN(inputs[2], ctx.Emit("add", {inputs[2], cf}));
+    } else {
+      inputs.push_back(cf);
+    }
+  } else {
+    return std::optional<ValueId>();
+  }
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (!ctx.constant(inputs[i])) return Internal(ctx.Where() + ": folding left a run-time value");
+  }
+  ASSIGN_OR_RETURN(ValueId folded, ctx.Emit("conv2d", inputs, conv_op.attrs));
+  ctx.Supersede(y);
+  return std::optional<ValueId>(folded);
+}
+
+namespace {
+
 // Inference, unfolded:
 
 // y = (x - mean) * (scale / sqrt(var + epsilon)) + bias, per channel (dim 1). The factor is a

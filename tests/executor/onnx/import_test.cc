@@ -333,6 +333,93 @@ TEST(OnnxImport, BatchNormalizationStaysUnfoldedWhenTheConvOutputIsAlsoRead) {
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "mul"), 1);
 }
 
+// Conv [1, 2, 4, 5] -> [1, 3, 4, 5] (3x3, pads 1), then Mul and Add by constants `scale`
+// and `shift` of the given shapes (Mul's constant comes first, as PaddleOCR exports it).
+ModelBuilder ConvScaleShiftModel(bool conv_bias, const std::vector<int64_t>& scale_shape,
+                                 const std::vector<float>& scale, const std::vector<int64_t>& shift_shape,
+                                 const std::vector<float>& shift) {
+  ModelBuilder m;
+  m.Input("x", onnx::TensorProto::FLOAT, {1, 2, 4, 5});
+  std::vector<float> w(3 * 2 * 3 * 3);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.03f * static_cast<float>(static_cast<int>(i * 29 % 53) - 26);
+  m.InitializerF32("W", {3, 2, 3, 3}, w);
+  std::vector<std::string> conv_in = {"x", "W"};
+  if (conv_bias) {
+    m.InitializerF32("cb", {3}, {0.75f, -0.5f, 0.2f});
+    conv_in.push_back("cb");
+  }
+  auto* pads = m.Node("Conv", conv_in, {"c"}, "conv")->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  m.InitializerF32("scale", scale_shape, scale);
+  m.InitializerF32("shift", shift_shape, shift);
+  m.Node("Mul", {"scale", "c"}, {"s"});
+  m.Node("Add", {"s", "shift"}, {"y"});
+  m.Output("y");
+  return m;
+}
+
+TEST(OnnxImport, ConstantScaleAndShiftAreFoldedIntoTheConvolution) {
+  struct Case {
+    bool conv_bias;
+    std::vector<int64_t> scale_shape;
+    std::vector<float> scale;
+    std::vector<int64_t> shift_shape;
+    std::vector<float> shift;
+  };
+  const Case cases[] = {
+      {false, {1}, {1.7f}, {1, 3, 1, 1}, {0.1f, -0.3f, 2.5f}},  // scalar scale, per-channel shift
+      {true, {3, 1, 1}, {0.9f, -1.1f, 0.6f}, {}, {-0.35f}},     // per-channel scale, rank-0 shift
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.conv_bias ? "with a conv bias" : "without a conv bias");
+    auto imported =
+        ImportOnnx(ConvScaleShiftModel(k.conv_bias, k.scale_shape, k.scale, k.shift_shape, k.shift).Bytes(), {});
+    ASSERT_TRUE(imported.ok()) << imported.status().message();
+    EXPECT_EQ(OpsOf(imported->graph), std::vector<std::string>{"conv2d"});
+    EXPECT_EQ(imported->graph.nodes().size(), 1u);
+    Tensor x = RandomF32({1, 2, 4, 5}, 5);
+    auto r = RunImported(*imported, {{"x", x}});
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const float* xv = x.data_as<float>();
+    const float* y = r->outputs[0].tensor.data_as<float>();
+    const float cb[3] = {0.75f, -0.5f, 0.2f};
+    for (int f = 0; f < 3; ++f) {
+      // DETERMINISM.md 6.1: W' = W * s[f]; b' = b * s[f] (no bias: none); then b'' = b' + t[f]
+      // (no bias: t[f]).
+      const float s = k.scale.size() == 1 ? k.scale[0] : k.scale[f];
+      const float t = k.shift.size() == 1 ? k.shift[0] : k.shift[f];
+      const float bias = k.conv_bias ? (cb[f] * s) + t : t;
+      for (int oh = 0; oh < 4; ++oh) {
+        for (int ow = 0; ow < 5; ++ow) {
+          float acc = 0.0f;
+          for (int c = 0; c < 2; ++c) {
+            for (int kh = 0; kh < 3; ++kh) {
+              for (int kw = 0; kw < 3; ++kw) {
+                const int ih = oh - 1 + kh, iw = ow - 1 + kw;
+                const float xin = (ih < 0 || ih >= 4 || iw < 0 || iw >= 5) ? 0.0f : xv[(c * 4 + ih) * 5 + iw];
+                const int wi = ((f * 2 + c) * 3 + kh) * 3 + kw;
+                const float wv = 0.03f * static_cast<float>(static_cast<int>(wi * 29 % 53) - 26);
+                acc = std::fma(xin, wv * s, acc);
+              }
+            }
+          }
+          EXPECT_EQ(y[(f * 4 + oh) * 5 + ow], acc + bias) << f << "," << oh << "," << ow;
+        }
+      }
+    }
+  }
+}
+
+TEST(OnnxImport, ScaleThatVariesOverSpaceIsNotFolded) {
+  // A constant [1, 1, 1, 5] varies along the width: it is no per-channel scale.
+  auto imported =
+      ImportOnnx(ConvScaleShiftModel(true, {1, 1, 1, 5}, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f}, {1}, {0.5f}).Bytes(), {});
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  EXPECT_EQ(OpsOf(imported->graph), (std::vector<std::string>{"conv2d", "mul", "add"}));
+}
+
 TEST(OnnxImport, SymbolicDimensionsNeedAShape) {
   ModelBuilder m = GemmModel(-1);
   auto missing = ImportOnnx(m.Bytes(), {});
