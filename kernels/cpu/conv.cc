@@ -21,6 +21,7 @@ namespace {
 
 constexpr int64_t kDefaultScratchBudget = int64_t{64} << 20;  // bytes of im2col scratch per call
 std::atomic<int64_t> g_scratch_budget{kDefaultScratchBudget};
+std::atomic<bool> g_direct_enabled{true};
 // Preferred size of one im2col tile: small enough to stay in L2/L3 between im2col and the
 // GEMM's packing, large enough to amortize packing the weights once per tile.
 constexpr int64_t kTileTarget = int64_t{2} << 20;
@@ -94,6 +95,8 @@ void ConvDirectRowsPortable(const ConvGeom& g, const float* x, const float* w, c
   ConvDirectRowsImpl(g, x, w, bias, y, begin, end);
 }
 
+void SetConvDirectForTesting(bool enabled) { g_direct_enabled.store(enabled); }
+
 void SetConvScratchBudgetForTesting(int64_t bytes) {
   g_scratch_budget.store(bytes > 0 ? bytes : kDefaultScratchBudget);
 }
@@ -110,7 +113,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   const int64_t scratch_budget = g_scratch_budget.load();
   const gemm::Dims gd{g.Fg, 0, g.Kc};
 
-  if (g.G > 1 && g.Cg <= kDirectMaxChannelsPerGroup) {
+  if (g.G > 1 && g.Cg <= kDirectMaxChannelsPerGroup && g_direct_enabled.load()) {
     auto rows = ctx.isa == Isa::kAvx2 ? &ConvDirectRowsAvx2 : &ConvDirectRowsPortable;
     const int64_t n_rows = g.N * g.F * g.OH;
     if (ctx.pool) {
