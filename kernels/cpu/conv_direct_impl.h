@@ -9,9 +9,9 @@
 // so every element still sees its terms one by one in the spec's order; columns are
 // independent, so vector width and the thread split change no bit.
 //
-// Padding terms are fma(+0.0, w, acc). acc is never -0 (it starts at +0, and a sum that is
-// exactly zero rounds to +0 unless both addends are -0), so for a finite w the term returns
-// acc unchanged and is skipped; for w = +-inf or NaN it is applied (it makes acc NaN).
+// Padding terms are fma(+0.0, w, acc) and are always applied: they are not no-ops. With
+// w = +-inf or NaN they give NaN, and acc can be -0 (a product that underflows to -0), which
+// the term turns into +0 when w > 0.
 //
 // Linkage: as elementwise_impl.h, everything TU-local except the two entry points.
 #pragma once
@@ -73,10 +73,8 @@ CNSR_CONV_FLATTEN inline void ConvDirectRowsImpl(const ConvGeom& g, const float*
               if (je > tn) je = tn;
               if (je < jb) je = jb;
             }
-            if (!std::isfinite(wv)) {
-              for (int64_t j = 0; j < jb; ++j) acc[j] = std::fma(0.0f, wv, acc[j]);
-              for (int64_t j = je; j < tn; ++j) acc[j] = std::fma(0.0f, wv, acc[j]);
-            }
+            for (int64_t j = 0; j < jb; ++j) acc[j] = std::fma(0.0f, wv, acc[j]);
+            for (int64_t j = je; j < tn; ++j) acc[j] = std::fma(0.0f, wv, acc[j]);
             if (g.sw == 1) {
               const float* xs = xrow + (iw0 + jb);  // in bounds whenever jb < je
               for (int64_t j = jb; j < je; ++j) acc[j] = std::fma(xs[j - jb], wv, acc[j]);

@@ -200,6 +200,22 @@ TEST(Conv2D, DepthwisePaddingTermsWithInfiniteWeights) {
   }
 }
 
+TEST(Conv2D, DepthwisePaddingTermsTurnMinusZeroIntoPlusZero) {
+  // Depthwise, x [1, 2, 1, 2], 1x2 kernel, one column of right padding. Output column 1:
+  // tap 0 reads x = -1e-30 with w = 1e-30, a product that underflows, so acc = -0; tap 1 is
+  // in the padding with w = 0.5: fma(+0, 0.5, -0) = +0. Skipping the padding term keeps -0.
+  Conv d{1, 2, 1, 2, 2, 1, 2, 1, 1, 0, 0, 0, 1, 1, 1, 2, false};
+  std::vector<float> x = {1.0f, -1e-30f, 1.0f, -1e-30f}, w = {1e-30f, 0.5f, 1e-30f, 0.5f}, b;
+  const auto ref = Reference(d, x, w, b);
+  ASSERT_EQ(ref.size(), 4u);
+  EXPECT_EQ(Bits(ref[1]), 0x00000000u);
+  for (auto& e : Engines()) {
+    std::vector<float> y(ref.size());
+    ASSERT_TRUE(RunConv(*e.backend, d, x, w, b, &y).ok());
+    EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), sizeof(float) * y.size())) << e.label;
+  }
+}
+
 TEST(Conv2D, ColumnTilingDoesNotChangeBits) {
   // A tiny scratch budget forces many im2col column tiles (and both parallel modes).
   for (int64_t budget : {int64_t{1}, int64_t{4096}, int64_t{40000}}) {
