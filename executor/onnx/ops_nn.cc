@@ -517,9 +517,9 @@ Status BatchNormalizationTraining(NodeContext& ctx) {
   return OkStatus();
 }
 
-// Inference, folded into the convolution that computes X (docs/ONNX.md, "BatchNormalization
-// folding"): when X is a conv2d with constant weights (and bias) that nothing else reads and
-// the four parameters are constants, with f = scale / sqrt(var + epsilon) per channel,
+// Inference, folded into the convolution that computes X (docs/DETERMINISM.md 6.1): when
+// X is a conv2d with constant weights (and bias) that nothing else reads and the four
+// parameters are constants, with f = scale / sqrt(var + epsilon) per channel,
 //   W' = W * f[F]            (one mul per weight)
 //   b' = ((b - mean) * f) + B (b = +0.0 without a bias; three ops in this order)
 // and the result is conv2d(x, W', b'). Each op is a section-4 op evaluated at import by the
