@@ -30,6 +30,13 @@ using ValueId = int;
 
 class Importer;
 
+// A node the importer emitted: its op, inputs and attributes as given to Emit.
+struct EmittedOp {
+  std::string op;
+  std::vector<ValueId> inputs;
+  Attributes attrs;
+};
+
 class NodeContext {
  public:
   NodeContext(Importer& importer, const onnx::NodeProto& node, std::vector<ValueId> inputs, int64_t opset);
@@ -82,6 +89,16 @@ class NodeContext {
   const TypeInfo& type(ValueId v) const;
   const Tensor* constant(ValueId v) const;
 
+  // --- import-time rewrites (BatchNormalization folding, docs/ONNX.md) ---
+  // The Consensor op this import emitted to compute v; nullptr for constants and inputs.
+  const EmittedOp* producer(ValueId v) const;
+  // True when this node is the only reader of input i: no other ONNX node reads it (under
+  // any name) and it is not a graph output. Only then may a rewrite replace its producer.
+  bool SoleReader(int i) const;
+  // Removes v's producer from the graph at the end of the import; for a rewrite that
+  // replaced it (v must have no reader left, see SoleReader).
+  void Supersede(ValueId v);
+
   // --- outputs ---
   int num_outputs() const;
   // True when output i exists and something (a later node or a graph output) may read it.
@@ -117,6 +134,11 @@ const std::map<std::string, ConvertFn>& ConverterTable();
 
 // The phrase every "this input must be known at import" error carries (NeedsValueAtImport).
 inline constexpr std::string_view kComputedAtRunTime = "computed at run time";
+
+// ops_nn.cc: folds `op` ("mul" or "add") of input `conv_input` (a conv2d output) and
+// input 1 - conv_input (a constant per output channel) into the conv's weights and bias
+// (docs/DETERMINISM.md 6.1). nullopt when the pattern does not apply.
+StatusOr<std::optional<ValueId>> FoldScaleOrShiftIntoConv(NodeContext& ctx, std::string_view op, int conv_input);
 
 // Helpers shared by converters.
 // ONNX element type -> DType; other types are UNIMPLEMENTED ("unsupported dtype ...").

@@ -199,6 +199,8 @@ class Importer {
     std::optional<Tensor> constant;
     int graph_value = -1;
     std::string name_hint;
+    std::optional<EmittedOp> emitted;  // node outputs: how they were computed
+    int node = -1;                     // node outputs: index in graph_.nodes()
   };
 
   ValueId AddConstant(Tensor t, std::string name_hint = "") {
@@ -213,6 +215,20 @@ class Importer {
   const TypeInfo& type(ValueId v) const { return values_[v].type; }
   const Tensor* constant(ValueId v) const { return values_[v].constant ? &*values_[v].constant : nullptr; }
   bool IsConsumed(const std::string& onnx_name) const { return consumers_.count(onnx_name) > 0; }
+  const EmittedOp* producer(ValueId v) const { return values_[v].emitted ? &*values_[v].emitted : nullptr; }
+  // Readers of v so far and to come: the consumer counts of every ONNX name bound to v.
+  int Readers(ValueId v) const {
+    int n = 0;
+    for (const auto& [name, id] : by_name_) {
+      if (id != v) continue;
+      auto it = consumers_.find(name);
+      if (it != consumers_.end()) n += it->second;
+    }
+    return n;
+  }
+  void Supersede(ValueId v) {
+    if (values_[v].node >= 0) superseded_.insert(values_[v].node);
+  }
   const Limits& limits() const { return options_.limits; }
 
   StatusOr<ValueId> Emit(const NodeContext& ctx, std::string_view op, std::vector<ValueId> inputs, Attributes attrs);
@@ -223,6 +239,7 @@ class Importer {
   StatusOr<Tensor> Evaluate(std::string_view op, const std::vector<ValueId>& inputs, const Attributes& attrs);
   Status ImportNode(const onnx::NodeProto& node, int index);
   Status ExternalizeWeights(OnnxImport* out);
+  void DropSuperseded();
 
   const OnnxImportOptions& options_;
   // A deque, so references handed to converters (ctx.type(v), ctx.constant(v)) stay valid
@@ -235,6 +252,7 @@ class Importer {
   int64_t opset_ = 0;
   int64_t folded_ = 0;
   std::unique_ptr<kernels::Backend> cpu_;
+  std::set<int> superseded_;  // graph node indices replaced by import-time rewrites
 };
 
 std::string Importer::UniqueName(const std::string& base) {
@@ -299,6 +317,8 @@ StatusOr<ValueId> Importer::Emit(const NodeContext& ctx, std::string_view op, st
     if (!value.ok()) return value.status().WithContext(ctx.Where() + " (evaluated at import)");
     return AddConstant(std::move(value).value());
   }
+  Entry e;
+  e.emitted = EmittedOp{std::string(op), inputs, attrs};
   NodeDef node;
   node.op = std::string(op);
   node.attrs = std::move(attrs);
@@ -308,8 +328,7 @@ StatusOr<ValueId> Importer::Emit(const NodeContext& ctx, std::string_view op, st
   out.kind = ValueKind::kNodeOutput;
   out.name = UniqueName(ctx.node_name().empty() ? "v" : ctx.node_name());
   node.output = graph_.AddValue(std::move(out));
-  graph_.AddNode(std::move(node));
-  Entry e;
+  e.node = graph_.AddNode(std::move(node));
   e.type = inferred->output;
   e.graph_value = graph_.nodes().back().output;
   values_.push_back(std::move(e));
@@ -358,6 +377,48 @@ Status Importer::ImportNode(const onnx::NodeProto& node, int index) {
   }
   if (all_constant) ++folded_;
   return OkStatus();
+}
+
+// Rebuilds graph_ without the superseded nodes, their outputs, and the constants that only
+// they read, so replaced weights do not travel in the weights blob. Value and node order is
+// otherwise kept (the graph id does not depend on it anyway).
+void Importer::DropSuperseded() {
+  if (superseded_.empty()) return;
+  const auto& values = graph_.values();
+  const auto& nodes = graph_.nodes();
+  std::vector<bool> keep_value(values.size(), true);
+  std::vector<int> reads(values.size(), 0);
+  for (int n = 0; n < static_cast<int>(nodes.size()); ++n) {
+    if (superseded_.count(n)) {
+      keep_value[nodes[n].output] = false;
+      continue;
+    }
+    for (int v : nodes[n].inputs) ++reads[v];
+  }
+  for (const auto& [name, v] : graph_.outputs()) ++reads[v];
+  for (int n : superseded_) {
+    for (int v : nodes[n].inputs) {
+      if (values[v].kind == ValueKind::kConstant && reads[v] == 0) keep_value[v] = false;
+    }
+  }
+  Graph rebuilt;
+  std::vector<int> remap(values.size(), -1);
+  for (int v = 0; v < static_cast<int>(values.size()); ++v) {
+    if (!keep_value[v]) continue;
+    ValueDef def = values[v];
+    def.producer = -1;
+    remap[v] = rebuilt.AddValue(std::move(def));
+  }
+  for (int n = 0; n < static_cast<int>(nodes.size()); ++n) {
+    if (superseded_.count(n)) continue;
+    NodeDef def = nodes[n];
+    for (int& v : def.inputs) v = remap[v];
+    def.output = remap[def.output];
+    rebuilt.AddNode(std::move(def));
+  }
+  for (const auto& [name, v] : graph_.outputs()) rebuilt.AddOutput(name, remap[v]);
+  graph_ = std::move(rebuilt);
+  superseded_.clear();
 }
 
 Status Importer::ExternalizeWeights(OnnxImport* out) {
@@ -512,6 +573,7 @@ Status Importer::Run(const onnx::ModelProto& model, OnnxImport* out) {
     graph_.AddOutput(o.name(), gv);
     out->outputs.push_back(o.name());
   }
+  DropSuperseded();
   RETURN_IF_ERROR(ExternalizeWeights(out));
   out->folded_nodes = folded_;
   out->graph = std::move(graph_);
@@ -654,6 +716,9 @@ ValueId NodeContext::Scalar(DType dtype, double v) {
 }
 
 const TypeInfo& NodeContext::type(ValueId v) const { return importer_.type(v); }
+const EmittedOp* NodeContext::producer(ValueId v) const { return importer_.producer(v); }
+bool NodeContext::SoleReader(int i) const { return has_input(i) && importer_.Readers(input(i)) == 1; }
+void NodeContext::Supersede(ValueId v) { importer_.Supersede(v); }
 const Tensor* NodeContext::constant(ValueId v) const { return importer_.constant(v); }
 int NodeContext::num_outputs() const { return node_.output_size(); }
 bool NodeContext::wants_output(int i) const {

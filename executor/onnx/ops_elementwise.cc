@@ -3,6 +3,7 @@
 // Lowerings are written down in docs/ONNX.md.
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "executor/onnx/context.h"
 #include "onnx/onnx_pb.h"
@@ -44,6 +45,14 @@ Status Binary(NodeContext& ctx, std::string_view op) {
   if (ctx.type(a).dtype != ctx.type(b).dtype) {
     return ctx.Invalid("inputs have different dtypes (" + std::string(DTypeName(ctx.type(a).dtype)) + ", " +
                        std::string(DTypeName(ctx.type(b).dtype)) + ")");
+  }
+  // A constant per-channel scale or shift right after a Conv is folded into it (opset 7+:
+  // numpy broadcasting, which the fold checks).
+  if ((op == "mul" || op == "add") && ctx.opset() >= 7) {
+    for (int conv_input : {0, 1}) {
+      ASSIGN_OR_RETURN(std::optional<ValueId> folded, FoldScaleOrShiftIntoConv(ctx, op, conv_input));
+      if (folded) return SetResult(ctx, *folded);
+    }
   }
   return SetResult(ctx, ctx.Emit(op, {a, b}));
 }

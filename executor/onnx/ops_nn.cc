@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "executor/onnx/context.h"
 
@@ -516,7 +517,108 @@ Status BatchNormalizationTraining(NodeContext& ctx) {
   return OkStatus();
 }
 
-// Inference:
+// Inference, folded into the convolution that computes X (docs/DETERMINISM.md 6.1): when
+// X is a conv2d with constant weights (and bias) that nothing else reads and the four
+// parameters are constants, with f = scale / sqrt(var + epsilon) per channel,
+//   W' = W * f[F]            (one mul per weight)
+//   b' = ((b - mean) * f) + B (b = +0.0 without a bias; three ops in this order)
+// and the result is conv2d(x, W', b'). Each op is a section-4 op evaluated at import by the
+// CPU executor, so the folded constants are the same bits on every machine.
+// Returns nullopt when the pattern does not apply (the unfolded lowering is used then).
+StatusOr<std::optional<ValueId>> FoldBatchNormIntoConv(NodeContext& ctx, const BatchNormOperands& op, float epsilon) {
+  const EmittedOp* conv = ctx.producer(op.x);
+  if (!conv || conv->op != "conv2d" || !ctx.SoleReader(0)) return std::optional<ValueId>();
+  for (int i = 0; i < 4; ++i) {
+    if (!ctx.constant(op.params[i])) return std::optional<ValueId>();
+  }
+  const ValueId w = conv->inputs[1];
+  if (!ctx.constant(w)) return std::optional<ValueId>();
+  if (conv->inputs.size() == 3 && !ctx.constant(conv->inputs[2])) return std::optional<ValueId>();
+  const Shape ws = ctx.type(w).shape;  // [F, C/group, KH, KW]
+  const int64_t f_count = ws[0];
+  ValueId bias;
+  if (conv->inputs.size() == 3) {
+    bias = conv->inputs[2];
+  } else {
+    bias = ctx.Constant(Tensor::FromVector<float>(DType::kF32, {f_count}, std::vector<float>(f_count, 0.0f)));
+  }
+  const EmittedOp conv_op = *conv;  // Emit may grow the importer's tables
+  ASSIGN_OR_RETURN(ValueId var_eps, ctx.Emit("add", {op.params[3], ctx.ScalarF32(epsilon)}));
+  ASSIGN_OR_RETURN(ValueId std_dev, ctx.Emit("sqrt", {var_eps}));
+  ASSIGN_OR_RETURN(ValueId factor, ctx.Emit("div", {op.params[0], std_dev}));  // [F]
+  ASSIGN_OR_RETURN(ValueId factor_w, ReshapeTo(ctx, factor, {f_count, 1, 1, 1}));
+  ASSIGN_OR_RETURN(ValueId w_folded, ctx.Emit("mul", {w, factor_w}));
+  ASSIGN_OR_RETURN(ValueId centered, ctx.Emit("sub", {bias, op.params[2]}));
+  ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {centered, factor}));
+  ASSIGN_OR_RETURN(ValueId b_folded, ctx.Emit("add", {scaled, op.params[1]}));
+  if (!ctx.constant(w_folded) || !ctx.constant(b_folded))
+    return Internal(ctx.Where() + ": folding left a run-time value");
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("conv2d", {conv_op.inputs[0], w_folded, b_folded}, conv_op.attrs));
+  ctx.Supersede(op.x);
+  return std::optional<ValueId>(y);
+}
+
+}  // namespace
+
+// A constant per-channel scale or shift after a conv2d (DETERMINISM.md 6.1): the constant
+// c varies at most along the channel axis of the conv output (scalar, [1], [F, 1, 1],
+// [1, F, 1, 1], ...). With c[f] its value for channel f:
+//   mul: conv2d(x, W * c[f], b * c[f])   (no bias stays without one)
+//   add: conv2d(x, W, b + c[f])          (c[f] itself without a bias: the same bits as
+//                                          the unfolded add, acc + c[f])
+StatusOr<std::optional<ValueId>> FoldScaleOrShiftIntoConv(NodeContext& ctx, std::string_view op, int conv_input) {
+  if (!ctx.has_input(0) || !ctx.has_input(1)) return std::optional<ValueId>();
+  const ValueId y = ctx.input(conv_input);
+  const ValueId c = ctx.input(1 - conv_input);
+  const EmittedOp* conv = ctx.producer(y);
+  if (!conv || conv->op != "conv2d" || !ctx.SoleReader(conv_input)) return std::optional<ValueId>();
+  if (!ctx.constant(c) || ctx.type(c).dtype != DType::kF32) return std::optional<ValueId>();
+  const ValueId w = conv->inputs[1];
+  const bool has_bias = conv->inputs.size() == 3;
+  if (!ctx.constant(w) || (has_bias && !ctx.constant(conv->inputs[2]))) return std::optional<ValueId>();
+  const Shape ys = ctx.type(y).shape;  // [N, F, OH, OW]
+  const Shape cs = ctx.type(c).shape;
+  const int64_t f_count = ys[1];
+  if (cs.size() > ys.size()) return std::optional<ValueId>();
+  int64_t per_channel = 1;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const size_t axis = ys.size() - cs.size() + i;
+    if (cs[i] == 1) continue;
+    if (axis != 1 || cs[i] != f_count) return std::optional<ValueId>();
+    per_channel = f_count;
+  }
+  const EmittedOp conv_op = *conv;  // Emit may grow the importer's tables
+  ASSIGN_OR_RETURN(ValueId cf, ReshapeTo(ctx, c, {per_channel}));
+  if (per_channel != f_count) {
+    ASSIGN_OR_RETURN(cf, ctx.Emit("expand", {cf}, {{"shape", Ints{f_count}}}));
+  }
+  std::vector<ValueId> inputs = conv_op.inputs;
+  if (op == "mul") {
+    ASSIGN_OR_RETURN(ValueId cw, ReshapeTo(ctx, cf, {f_count, 1, 1, 1}));
+    ASSIGN_OR_RETURN(inputs[1], ctx.Emit("mul", {w, cw}));
+    if (has_bias) {
+      ASSIGN_OR_RETURN(inputs[2], ctx.Emit("mul", {inputs[2], cf}));
+    }
+  } else if (op == "add") {
+    if (has_bias) {
+      ASSIGN_OR_RETURN(inputs[2], ctx.Emit("add", {inputs[2], cf}));
+    } else {
+      inputs.push_back(cf);
+    }
+  } else {
+    return std::optional<ValueId>();
+  }
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (!ctx.constant(inputs[i])) return Internal(ctx.Where() + ": folding left a run-time value");
+  }
+  ASSIGN_OR_RETURN(ValueId folded, ctx.Emit("conv2d", inputs, conv_op.attrs));
+  ctx.Supersede(y);
+  return std::optional<ValueId>(folded);
+}
+
+namespace {
+
+// Inference, unfolded:
 
 // y = (x - mean) * (scale / sqrt(var + epsilon)) + bias, per channel (dim 1). The factor is a
 // per-channel constant folded at import; subtracting the mean first keeps the precision
@@ -533,6 +635,8 @@ Status BatchNormalization(NodeContext& ctx) {
   }
   ASSIGN_OR_RETURN(float epsilon, ctx.AttrFloat("epsilon", 1e-5f));
   ASSIGN_OR_RETURN(BatchNormOperands op, ReadBatchNormOperands(ctx));
+  ASSIGN_OR_RETURN(std::optional<ValueId> folded, FoldBatchNormIntoConv(ctx, op, epsilon));
+  if (folded) return SetResult(ctx, *folded);
   const ValueId x = op.x;
   ValueId params[4];
   for (int i = 0; i < 4; ++i) {

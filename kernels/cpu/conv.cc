@@ -1,4 +1,5 @@
-// Conv2D (NCHW), docs/DETERMINISM.md 4.4, as im2col + the GEMM of gemm.h.
+// Conv2D (NCHW), docs/DETERMINISM.md 4.4, as im2col + the GEMM of gemm.h, or, for grouped
+// and depthwise convolutions with few channels per group, directly (conv_direct_impl.h).
 //
 // For image n and group g, the GEMM is  Y[f, p] = chain_k fma(W[f, k], COL[k, p], acc)
 // with k = (c, kh, kw) in exactly that nesting order (row-major of W's trailing dims),
@@ -10,6 +11,7 @@
 #include <cstring>
 
 #include "kernels/checks/conv.h"
+#include "kernels/cpu/conv_direct_impl.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
 
@@ -19,10 +21,14 @@ namespace {
 
 constexpr int64_t kDefaultScratchBudget = int64_t{64} << 20;  // bytes of im2col scratch per call
 std::atomic<int64_t> g_scratch_budget{kDefaultScratchBudget};
+std::atomic<bool> g_direct_enabled{true};
 // Preferred size of one im2col tile: small enough to stay in L2/L3 between im2col and the
 // GEMM's packing, large enough to amortize packing the weights once per tile.
 constexpr int64_t kTileTarget = int64_t{2} << 20;
 constexpr uint32_t kCanonicalNaN = 0x7FC00000u;
+// Grouped convolutions with at most this many input channels per group (depthwise: 1) run
+// directly: their per-group GEMMs are too small to pay for im2col and packing.
+constexpr int64_t kDirectMaxChannelsPerGroup = 8;
 
 // COL[k - k0, j] for k in [k0, k1) and output positions p0 + j, j < ptc, of image n, group gi.
 void Im2Col(const ConvGeom& g, const float* x, int64_t n, int64_t gi, int64_t p0, int64_t ptc, int64_t k0, int64_t k1,
@@ -84,6 +90,13 @@ int64_t TileCols(const ConvGeom& g, int64_t budget) {
 
 }  // namespace
 
+void ConvDirectRowsPortable(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y,
+                            int64_t begin, int64_t end) {
+  ConvDirectRowsImpl(g, x, w, bias, y, begin, end);
+}
+
+void SetConvDirectForTesting(bool enabled) { g_direct_enabled.store(enabled); }
+
 void SetConvScratchBudgetForTesting(int64_t bytes) {
   g_scratch_budget.store(bytes > 0 ? bytes : kDefaultScratchBudget);
 }
@@ -99,6 +112,18 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   const int64_t threads = ctx.pool ? ctx.pool->num_threads() : 1;
   const int64_t scratch_budget = g_scratch_budget.load();
   const gemm::Dims gd{g.Fg, 0, g.Kc};
+
+  if (g.G > 1 && g.Cg <= kDirectMaxChannelsPerGroup && g_direct_enabled.load()) {
+    auto rows = ctx.isa == Isa::kAvx2 ? &ConvDirectRowsAvx2 : &ConvDirectRowsPortable;
+    const int64_t n_rows = g.N * g.F * g.OH;
+    if (ctx.pool) {
+      const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, g.OW * g.Kc));
+      ctx.pool->ParallelFor(n_rows, grain, [&](int64_t b, int64_t e) { rows(g, x, w, bias, y, b, e); });
+    } else {
+      rows(g, x, w, bias, y, 0, n_rows);
+    }
+    return OkStatus();
+  }
 
   // 1x1, stride 1, no padding: the input image is already the GEMM's B operand.
   if (g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.pb == 0 && g.pr == 0) {

@@ -89,4 +89,7 @@ namespace consensor::kernels::cpu {
 // conv.cc: caps the im2col scratch of one Conv2D call (bytes; 0 restores the default of
 // 64 MiB). For tests that exercise column tiling on small inputs. Never changes a bit.
 void SetConvScratchBudgetForTesting(int64_t bytes);
+// conv.cc: false sends grouped convolutions through im2col + GEMM instead of the direct
+// kernel (for benchmarks and tests comparing the two; the bits are the same).
+void SetConvDirectForTesting(bool enabled);
 }  // namespace consensor::kernels::cpu

@@ -143,6 +143,16 @@ const std::vector<Conv>& Cases() {
     add({1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false});      // 1x1x1x1
     add({1, 3, 20, 20, 14, 4, 4, 3, 3, 0, 1, 2, 0, 1, 1, 1, true});    // stride > 1, M edge tiles
     add({2, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 16, true});  // depthwise 16
+    // The direct grouped kernel (at most 8 channels per group): column tiles of 128, strides,
+    // dilations, asymmetric and oversized padding, multipliers; 9 channels per group go back to
+    // im2col.
+    add({1, 3, 7, 300, 3, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 3, true});   // depthwise 5x5 s2, 2 tiles
+    add({2, 4, 9, 131, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, false});  // depthwise, 131 columns
+    add({1, 5, 11, 10, 10, 3, 2, 1, 3, 0, 3, 2, 1, 2, 3, 5, true});  // dilated, strided, multiplier 2
+    add({1, 3, 4, 5, 6, 5, 5, 1, 1, 6, 7, 6, 7, 1, 1, 3, true});     // windows fully in padding
+    add({1, 16, 6, 7, 4, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 2, true});    // 8 channels per group, direct
+    add({1, 18, 6, 7, 4, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 2, false});   // 9 channels per group, im2col
+    add({1, 4, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, true});     // 1x1 image, 3x3 depthwise
     return v;
   }();
   return cases;
@@ -171,6 +181,38 @@ TEST(Conv2D, BiasOverflowAndCanonicalNaN) {
     EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), 24)) << e.label;
     EXPECT_EQ(Bits(y[2]), 0x7FC00000u) << e.label;  // 3e38*inf + -inf = NaN
     EXPECT_EQ(Bits(y[3]), 0x7FC00000u) << e.label;  // -0*inf = NaN
+  }
+}
+
+TEST(Conv2D, DepthwisePaddingTermsWithInfiniteWeights) {
+  // fma(+0, inf, acc) is NaN: a padding term with an infinite weight poisons the output even
+  // though the direct kernel skips padding terms of finite weights.
+  Conv p{1, 2, 3, 3, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, true};
+  std::vector<float> x(18, 1.0f), w(18, 0.5f), b = {0.25f, -0.0f};
+  w[0] = std::numeric_limits<float>::infinity();       // top-left tap of channel 0
+  w[9 + 4] = -std::numeric_limits<float>::infinity();  // centre tap of channel 1
+  const auto ref = Reference(p, x, w, b);
+  EXPECT_EQ(Bits(ref[0]), 0x7FC00000u);  // (0,0) reads padding at the top-left tap
+  for (auto& e : Engines()) {
+    std::vector<float> y(18);
+    ASSERT_TRUE(RunConv(*e.backend, p, x, w, b, &y).ok());
+    EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), sizeof(float) * 18)) << e.label;
+  }
+}
+
+TEST(Conv2D, DepthwisePaddingTermsTurnMinusZeroIntoPlusZero) {
+  // Depthwise, x [1, 2, 1, 2], 1x2 kernel, one column of right padding. Output column 1:
+  // tap 0 reads x = -1e-30 with w = 1e-30, a product that underflows, so acc = -0; tap 1 is
+  // in the padding with w = 0.5: fma(+0, 0.5, -0) = +0. Skipping the padding term keeps -0.
+  Conv d{1, 2, 1, 2, 2, 1, 2, 1, 1, 0, 0, 0, 1, 1, 1, 2, false};
+  std::vector<float> x = {1.0f, -1e-30f, 1.0f, -1e-30f}, w = {1e-30f, 0.5f, 1e-30f, 0.5f}, b;
+  const auto ref = Reference(d, x, w, b);
+  ASSERT_EQ(ref.size(), 4u);
+  EXPECT_EQ(Bits(ref[1]), 0x00000000u);
+  for (auto& e : Engines()) {
+    std::vector<float> y(ref.size());
+    ASSERT_TRUE(RunConv(*e.backend, d, x, w, b, &y).ok());
+    EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), sizeof(float) * y.size())) << e.label;
   }
 }
 

@@ -2,6 +2,8 @@
 // malformed-input checks. The full backend-test suite runs as the `onnx_conformance` ctest.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <random>
 
@@ -197,6 +199,225 @@ TEST(OnnxImport, ShapeArithmeticIsFoldedAtImport) {
   ASSERT_EQ(vg->order.size(), 1u);
   EXPECT_EQ(vg->order[0].schema->name, "reshape");
   EXPECT_EQ(vg->types[vg->outputs[0].second].shape, (Shape{2, 12}));
+}
+
+// Conv (2 groups, bias optional) -> BatchNormalization, on x [1, 4, 5, 6], W [6, 2, 3, 3].
+ModelBuilder ConvBnModel(bool conv_bias, bool conv_output_too) {
+  ModelBuilder m;
+  m.Input("x", onnx::TensorProto::FLOAT, {1, 4, 5, 6});
+  std::vector<float> w(6 * 2 * 3 * 3);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(static_cast<int>(i * 37 % 101) - 50);
+  m.InitializerF32("W", {6, 2, 3, 3}, w);
+  std::vector<std::string> conv_in = {"x", "W"};
+  if (conv_bias) {
+    m.InitializerF32("cb", {6}, {0.5f, -0.25f, 0.125f, 1.0f, -2.0f, 0.3f});
+    conv_in.push_back("cb");
+  }
+  auto* conv = m.Node("Conv", conv_in, {"c"}, "conv");
+  ModelBuilder::IntAttr(conv, "group", 2);
+  auto* pads = conv->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  m.InitializerF32("scale", {6}, {1.5f, 0.7f, -0.3f, 2.0f, 0.9f, 1.1f});
+  m.InitializerF32("shift", {6}, {0.1f, -0.2f, 0.3f, 0.0f, 1.0f, -1.5f});
+  m.InitializerF32("mean", {6}, {0.05f, -0.4f, 0.2f, 1.0f, -0.7f, 0.0f});
+  m.InitializerF32("var", {6}, {0.9f, 1.3f, 0.01f, 2.5f, 0.4f, 1.0f});
+  m.Node("BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"y"}, "bn");
+  m.Output("y");
+  if (conv_output_too) m.Output("c");
+  return m;
+}
+
+std::vector<std::string> OpsOf(const Graph& g) {
+  auto v = Validate(g, {});
+  EXPECT_TRUE(v.ok()) << v.status().message();
+  std::vector<std::string> ops;
+  if (v.ok()) {
+    for (const auto& n : v->order) ops.emplace_back(n.schema->name);
+  }
+  return ops;
+}
+
+TEST(OnnxImport, BatchNormalizationIsFoldedIntoTheConvolution) {
+  for (bool conv_bias : {false, true}) {
+    SCOPED_TRACE(conv_bias ? "with a conv bias" : "without a conv bias");
+    ModelBuilder m = ConvBnModel(conv_bias, false);
+    auto imported = ImportOnnx(m.Bytes(), {});
+    ASSERT_TRUE(imported.ok()) << imported.status().message();
+    EXPECT_EQ(OpsOf(imported->graph), std::vector<std::string>{"conv2d"});
+    // Only the folded weights travel: the replaced conv and its weights are gone.
+    EXPECT_EQ(imported->graph.nodes().size(), 1u);
+    if (!imported->weights.empty()) {
+      auto index = ParseSafetensors(imported->weights);
+      ASSERT_TRUE(index.ok());
+      EXPECT_EQ(index->entries.size(), 1u);
+    }
+
+    // The folding arithmetic of docs/ONNX.md, written out: f = scale / sqrt(var + eps);
+    // W' = W * f; b' = ((b - mean) * f) + B; then the conv2d fma chain over (c, kh, kw).
+    const float scale[6] = {1.5f, 0.7f, -0.3f, 2.0f, 0.9f, 1.1f}, shift[6] = {0.1f, -0.2f, 0.3f, 0.0f, 1.0f, -1.5f};
+    const float mean[6] = {0.05f, -0.4f, 0.2f, 1.0f, -0.7f, 0.0f}, var[6] = {0.9f, 1.3f, 0.01f, 2.5f, 0.4f, 1.0f};
+    const float cb[6] = {0.5f, -0.25f, 0.125f, 1.0f, -2.0f, 0.3f};
+    Tensor x = RandomF32({1, 4, 5, 6}, 11);
+    auto r = RunImported(*imported, {{"x", x}});
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const float* xv = x.data_as<float>();
+    const float* y = r->outputs[0].tensor.data_as<float>();
+    for (int f = 0; f < 6; ++f) {
+      const float factor = scale[f] / std::sqrt(var[f] + 1e-5f);
+      const float bias = (((conv_bias ? cb[f] : 0.0f) - mean[f]) * factor) + shift[f];
+      const int g = f / 3;
+      for (int oh = 0; oh < 5; ++oh) {
+        for (int ow = 0; ow < 6; ++ow) {
+          float acc = 0.0f;
+          for (int c = 0; c < 2; ++c) {
+            for (int kh = 0; kh < 3; ++kh) {
+              for (int kw = 0; kw < 3; ++kw) {
+                const int ih = oh - 1 + kh, iw = ow - 1 + kw;
+                const float xin = (ih < 0 || ih >= 5 || iw < 0 || iw >= 6) ? 0.0f : xv[((g * 2 + c) * 5 + ih) * 6 + iw];
+                const int wi = ((f * 2 + c) * 3 + kh) * 3 + kw;
+                const float wv = 0.01f * static_cast<float>(static_cast<int>(wi * 37 % 101) - 50);
+                acc = std::fma(xin, wv * factor, acc);
+              }
+            }
+          }
+          EXPECT_EQ(y[(f * 5 + oh) * 6 + ow], acc + bias) << f << "," << oh << "," << ow;
+        }
+      }
+    }
+  }
+}
+
+// Golden vector of the folding (docs/ONNX.md): the graph id of the folded Conv+BN model
+// (which pins the folded weight and bias bits) and its result root on a fixed input, on
+// every CPU configuration. Changes only when the folding arithmetic changes on purpose.
+TEST(OnnxImport, FoldedBatchNormalizationGolden) {
+  const char* kWant[2][2] = {
+      {"e5900425e6c5010f4a4dcf18d29c6822cec820f94f86aa7886ca85d0a8abd4bd",
+       "1ff7e9b166c2809a1032e2f99c5fe42d42968c0ed6a7693d92501c32168056e1"},
+      {"5a834bb5d0e317f6b1e3c4a27f78a5b54bf6be2e7a277fd3544ccdab1f666398",
+       "6054bca0d1bbc6ba5c1e3da07be6f6dfa26125464a5feb964985a02c8414f1e9"},
+  };
+  for (bool conv_bias : {false, true}) {
+    auto imported = ImportOnnx(ConvBnModel(conv_bias, false).Bytes(), {});
+    ASSERT_TRUE(imported.ok()) << imported.status().message();
+    auto v = Validate(imported->graph, {});
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(ToHex(v->id), kWant[conv_bias][0]) << "graph id, conv_bias=" << conv_bias;
+    MemoryBlobSource blobs;
+    if (!imported->weights.empty()) blobs.Add(imported->weights);
+    auto p = CompileGraph(imported->graph, &blobs, Limits{});
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    for (int threads : {1, 2, 8}) {
+      for (const char* isa : {"portable", "auto"}) {
+        auto cpu = MakeCpu(threads, isa);
+        auto loaded = LoadedProgram::Load(*p, cpu.get());
+        ASSERT_TRUE(loaded.ok());
+        auto r = (*loaded)->Run({{"x", RandomF32({1, 4, 5, 6}, 11)}});
+        ASSERT_TRUE(r.ok()) << r.status().message();
+        EXPECT_EQ(ToHex(r->result_root), kWant[conv_bias][1])
+            << "root, conv_bias=" << conv_bias << " " << isa << threads;
+      }
+    }
+  }
+}
+
+TEST(OnnxImport, BatchNormalizationStaysUnfoldedWhenTheConvOutputIsAlsoRead) {
+  ModelBuilder m = ConvBnModel(true, true);
+  auto imported = ImportOnnx(m.Bytes(), {});
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  const auto ops = OpsOf(imported->graph);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "conv2d"), 1);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "sub"), 1);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "mul"), 1);
+}
+
+// Conv [1, 2, 4, 5] -> [1, 3, 4, 5] (3x3, pads 1), then Mul and Add by constants `scale`
+// and `shift` of the given shapes (Mul's constant comes first, as PaddleOCR exports it).
+ModelBuilder ConvScaleShiftModel(bool conv_bias, const std::vector<int64_t>& scale_shape,
+                                 const std::vector<float>& scale, const std::vector<int64_t>& shift_shape,
+                                 const std::vector<float>& shift) {
+  ModelBuilder m;
+  m.Input("x", onnx::TensorProto::FLOAT, {1, 2, 4, 5});
+  std::vector<float> w(3 * 2 * 3 * 3);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.03f * static_cast<float>(static_cast<int>(i * 29 % 53) - 26);
+  m.InitializerF32("W", {3, 2, 3, 3}, w);
+  std::vector<std::string> conv_in = {"x", "W"};
+  if (conv_bias) {
+    m.InitializerF32("cb", {3}, {0.75f, -0.5f, 0.2f});
+    conv_in.push_back("cb");
+  }
+  auto* pads = m.Node("Conv", conv_in, {"c"}, "conv")->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  m.InitializerF32("scale", scale_shape, scale);
+  m.InitializerF32("shift", shift_shape, shift);
+  m.Node("Mul", {"scale", "c"}, {"s"});
+  m.Node("Add", {"s", "shift"}, {"y"});
+  m.Output("y");
+  return m;
+}
+
+TEST(OnnxImport, ConstantScaleAndShiftAreFoldedIntoTheConvolution) {
+  struct Case {
+    bool conv_bias;
+    std::vector<int64_t> scale_shape;
+    std::vector<float> scale;
+    std::vector<int64_t> shift_shape;
+    std::vector<float> shift;
+  };
+  const Case cases[] = {
+      {false, {1}, {1.7f}, {1, 3, 1, 1}, {0.1f, -0.3f, 2.5f}},  // scalar scale, per-channel shift
+      {true, {3, 1, 1}, {0.9f, -1.1f, 0.6f}, {}, {-0.35f}},     // per-channel scale, rank-0 shift
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.conv_bias ? "with a conv bias" : "without a conv bias");
+    auto imported =
+        ImportOnnx(ConvScaleShiftModel(k.conv_bias, k.scale_shape, k.scale, k.shift_shape, k.shift).Bytes(), {});
+    ASSERT_TRUE(imported.ok()) << imported.status().message();
+    EXPECT_EQ(OpsOf(imported->graph), std::vector<std::string>{"conv2d"});
+    EXPECT_EQ(imported->graph.nodes().size(), 1u);
+    Tensor x = RandomF32({1, 2, 4, 5}, 5);
+    auto r = RunImported(*imported, {{"x", x}});
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const float* xv = x.data_as<float>();
+    const float* y = r->outputs[0].tensor.data_as<float>();
+    const float cb[3] = {0.75f, -0.5f, 0.2f};
+    for (int f = 0; f < 3; ++f) {
+      // DETERMINISM.md 6.1: W' = W * s[f]; b' = b * s[f] (no bias: none); then b'' = b' + t[f]
+      // (no bias: t[f]).
+      const float s = k.scale.size() == 1 ? k.scale[0] : k.scale[f];
+      const float t = k.shift.size() == 1 ? k.shift[0] : k.shift[f];
+      const float bias = k.conv_bias ? (cb[f] * s) + t : t;
+      for (int oh = 0; oh < 4; ++oh) {
+        for (int ow = 0; ow < 5; ++ow) {
+          float acc = 0.0f;
+          for (int c = 0; c < 2; ++c) {
+            for (int kh = 0; kh < 3; ++kh) {
+              for (int kw = 0; kw < 3; ++kw) {
+                const int ih = oh - 1 + kh, iw = ow - 1 + kw;
+                const float xin = (ih < 0 || ih >= 4 || iw < 0 || iw >= 5) ? 0.0f : xv[(c * 4 + ih) * 5 + iw];
+                const int wi = ((f * 2 + c) * 3 + kh) * 3 + kw;
+                const float wv = 0.03f * static_cast<float>(static_cast<int>(wi * 29 % 53) - 26);
+                acc = std::fma(xin, wv * s, acc);
+              }
+            }
+          }
+          EXPECT_EQ(y[(f * 4 + oh) * 5 + ow], acc + bias) << f << "," << oh << "," << ow;
+        }
+      }
+    }
+  }
+}
+
+TEST(OnnxImport, ScaleThatVariesOverSpaceIsNotFolded) {
+  // A constant [1, 1, 1, 5] varies along the width: it is no per-channel scale.
+  auto imported =
+      ImportOnnx(ConvScaleShiftModel(true, {1, 1, 1, 5}, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f}, {1}, {0.5f}).Bytes(), {});
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  EXPECT_EQ(OpsOf(imported->graph), (std::vector<std::string>{"conv2d", "mul", "add"}));
 }
 
 TEST(OnnxImport, SymbolicDimensionsNeedAShape) {
