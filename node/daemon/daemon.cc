@@ -13,6 +13,7 @@
 #include "node/daemon/config.h"
 #include "node/daemon/node.h"
 #include "node/telemetry/log.h"
+#include "node/telemetry/protobuf_log.h"
 
 namespace consensor::node {
 
@@ -172,6 +173,7 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
   auto level = ParseLogLevel(config.log_level);
   auto format = ParseLogFormat(config.log_format);
   ConfigureLogging(level.ok() ? *level : LogLevel::kInfo, format.ok() ? *format : LogFormat::kLogfmt, 2);
+  RouteProtobufLogs();  // parse errors quote bytes from peers and clients: rate-limited
 
   // Block the shutdown signals in every thread; the main thread waits for them with sigwait,
   // so no work happens inside a signal handler.

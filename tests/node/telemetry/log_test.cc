@@ -1,4 +1,6 @@
 #include "node/telemetry/log.h"
+#include "consensor/v1/node.pb.h"
+#include "node/telemetry/protobuf_log.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -184,4 +186,37 @@ TEST_F(LogPipeTest, JsonLinesFromManyThreads) {
 }
 
 }  // namespace
+TEST(LogLineBudgetTest, AFixedWindowOfLinesThenACountOfTheRest) {
+  LogLineBudget budget(2, 1000);
+  uint64_t refused = 99;
+  EXPECT_TRUE(budget.Allow(0, &refused));
+  EXPECT_EQ(refused, 0u);
+  EXPECT_TRUE(budget.Allow(10, &refused));
+  EXPECT_FALSE(budget.Allow(20, &refused));
+  EXPECT_FALSE(budget.Allow(999, &refused));
+  EXPECT_TRUE(budget.Allow(1000, &refused));  // a new window
+  EXPECT_EQ(refused, 2u);                     // and the two it left out
+  EXPECT_TRUE(budget.Allow(1001, &refused));
+  EXPECT_EQ(refused, 0u);
+  EXPECT_TRUE(budget.Allow(5, &refused));  // a clock that goes back starts a new window too
+}
+
+// A peer or client that sends strings with invalid UTF-8 makes libprotobuf log each one: routed
+// into the structured log, a flood of them yields at most kProtobufLinesPerMinute lines.
+TEST_F(LogPipeTest, ProtobufParseErrorsFromHostileBytesAreRateLimited) {
+  ConfigureLogging(LogLevel::kInfo, LogFormat::kLogfmt, fds_[1]);
+  RouteProtobufLogs();
+  const std::string invalid_utf8 = std::string("\x0a\x02\xff\xfe", 4);  // task_id = FF FE
+  for (int i = 0; i < 200; ++i) {
+    v1::GetTaskRequest request;
+    EXPECT_FALSE(request.ParseFromString(invalid_utf8));
+  }
+  const std::string out = Drain();
+  size_t lines = 0;
+  for (size_t at = out.find("msg=protobuf"); at != std::string::npos; at = out.find("msg=protobuf", at + 1)) ++lines;
+  EXPECT_GE(lines, 1u) << out;
+  EXPECT_LE(lines, static_cast<size_t>(kProtobufLinesPerMinute)) << out;
+  EXPECT_NE(out.find("invalid UTF-8"), std::string::npos) << out;
+}
+
 }  // namespace consensor::node
