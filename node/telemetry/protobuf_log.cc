@@ -35,9 +35,9 @@ LogLineBudget& ProtobufBudget() {
 }
 
 void HandleProtobufLog(google::protobuf::LogLevel level, const char* filename, int line, const std::string& message) {
-  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::steady_clock::now().time_since_epoch())
-                             .count();
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
   uint64_t refused = 0;
   if (!ProtobufBudget().Allow(now_ms, &refused)) return;
   const LogLevel ours = level >= google::protobuf::LOGLEVEL_ERROR ? LogLevel::kError : LogLevel::kWarn;
