@@ -10,6 +10,7 @@
 #include "consensus/replication.h"
 #include "executor/merkle.h"
 #include "executor/serialize.h"
+#include "node/engine/certificate_record.h"
 #include "node/keys/keystore.h"
 #include "node/telemetry/log.h"
 
@@ -107,15 +108,6 @@ StatusOr<VoteMessage> ParseVoteMessage(const v1::GossipMessage& message) {
   }
   m.task_id = consensus::TaskId(m.vote->attestation.task_id);
   return m;
-}
-
-// The certificate travels with the task's request, which hashes to the signed task id: a
-// verifier takes replicas, quorum and protocol version from what the signatures cover.
-void StoreCertificate(const v1::Certificate& certificate, uint64_t final_block, v1::Task* task) {
-  v1::Certificate* stored = task->mutable_consensus()->mutable_certificate();
-  *stored = certificate;
-  *stored->mutable_request() = task->spec();
-  task->mutable_consensus()->set_final_block(final_block);
 }
 
 v1::Certificate ToProto(const consensus::Certificate& c, uint32_t quorum, uint32_t committee_size, uint32_t replicas,
@@ -795,10 +787,10 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
       v1::Certificate proto = ToProto(refreshed->certificate, r.rules.quorum(),
                                       static_cast<uint32_t>(refreshed->committee_size), r.rules.replicas(), false);
       const uint64_t final_block = FinalBlockOf(r);
+      // Possibly before the first certificate's write (another thread's actions): it must
+      // win either way (certificate_record.h).
       actions->mutations.emplace_back(r.id, [proto, final_block](v1::Task* t) -> Status {
-        const v1::Certificate& stored = t->consensus().certificate();
-        if (stored.dispute() || stored.result_root() != proto.result_root()) return OkStatus();
-        StoreCertificate(proto, final_block, t);
+        StoreRefreshedCertificate(proto, final_block, t);
         return OkStatus();
       });
       Log(LogLevel::kInfo, "certificate re-signed without an equivocator",
@@ -871,7 +863,7 @@ void ConsensusEngine::OnCertified(Round& r, const consensus::Certified& certifie
       ToProto(cert, r.rules.quorum(), static_cast<uint32_t>(certified.committee_size), r.rules.replicas(), false);
   const uint64_t final_block = FinalBlockOf(r);
   actions->mutations.emplace_back(r.id, [proto, final_block](v1::Task* t) -> Status {
-    if (!t->consensus().has_certificate()) StoreCertificate(proto, final_block, t);
+    StoreFirstCertificate(proto, final_block, t);
     return OkStatus();
   });
   awaiting_final_.emplace(r.id, final_block);
