@@ -168,6 +168,17 @@ StatusOr<PreparedTask> PrepareTask(Store* store, ProgramCache* cache, const v1::
   return prepared;
 }
 
+// The configured backend, or the CPU when that one cannot be created and fallback_cpu allows.
+StatusOr<std::unique_ptr<kernels::Backend>> CreateTaskBackend(const TaskManagerOptions& options) {
+  auto created = kernels::CreateBackend(options.backend);
+  if (!created.ok() && options.fallback_cpu && options.backend.name != "cpu") {
+    kernels::BackendOptions cpu_options = options.backend;
+    cpu_options.name = "cpu";
+    created = kernels::CreateBackend(cpu_options);
+  }
+  return created;
+}
+
 // Failures of the device itself (not of the task) may fall back to the CPU.
 bool IsDeviceFailure(const Status& s) {
   switch (s.code()) {
@@ -678,11 +689,7 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     kernels::BackendOptions cpu_options = options_.backend;
     cpu_options.name = "cpu";
     if (!worker->backend) {
-      auto created = kernels::CreateBackend(options_.backend);
-      if (!created.ok() && options_.fallback_cpu && options_.backend.name != "cpu")
-        created = kernels::CreateBackend(cpu_options);
-      RETURN_IF_ERROR(created.status());
-      worker->backend = std::move(created).value();
+      ASSIGN_OR_RETURN(worker->backend, CreateTaskBackend(options_));
     }
     kernels::Backend* backend = worker->backend.get();
     auto outcome = run_on(backend);
@@ -789,14 +796,8 @@ StatusOr<v1::TraceResponse> TaskManager::RecomputeTrace(const consensus::TaskId&
     }
     return prepared.status();
   }
-  kernels::BackendOptions backend_options = options_.backend;
-  auto backend = kernels::CreateBackend(backend_options);
-  if (!backend.ok() && options_.fallback_cpu && backend_options.name != "cpu") {
-    backend_options.name = "cpu";
-    backend = kernels::CreateBackend(backend_options);
-  }
-  RETURN_IF_ERROR(backend.status());
-  ASSIGN_OR_RETURN(auto loaded, executor::LoadedProgram::Load(*prepared->program, backend->get()));
+  ASSIGN_OR_RETURN(std::unique_ptr<kernels::Backend> backend, CreateTaskBackend(options_));
+  ASSIGN_OR_RETURN(auto loaded, executor::LoadedProgram::Load(*prepared->program, backend.get()));
   const auto deadline = start + std::chrono::seconds(options_.max_task_seconds);
   executor::RunOptions ro;
   ro.trace = true;
@@ -823,7 +824,7 @@ StatusOr<v1::TraceResponse> TaskManager::RecomputeTrace(const consensus::TaskId&
   for (size_t i = first_op; i < run.trace.size() && i < size_t{first_op} + max_ops; ++i) {
     response.add_op_hashes(ToHex(run.trace[i]));
   }
-  response.set_backend((*backend)->name());
+  response.set_backend(backend->name());
   response.set_execution_seconds(std::chrono::duration<double>(Clock::now() - start).count());
   return response;
 }

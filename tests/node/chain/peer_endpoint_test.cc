@@ -16,9 +16,9 @@ TEST(PeerEndpointTest, OnlyHostAndADialablePortAreAccepted) {
   for (const char* good : {"127.0.0.1:7400", "node.example.org:443", "[::1]:7401", "localhost:1"}) {
     EXPECT_TRUE(CheckPeerEndpoint(good).ok()) << good << ": " << CheckPeerEndpoint(good).ToString();
   }
-  for (const std::string bad : {std::string(""), std::string("127.0.0.1"), std::string("127.0.0.1:0"),
-                                std::string("host:99999"), std::string("http://host:80/path"), std::string("::1:7400"),
-                                std::string("ho st:7400"), std::string("a\n:7400"), std::string(300, 'a') + ":7400"}) {
+  for (const std::string& bad : {std::string(""), std::string("127.0.0.1"), std::string("127.0.0.1:0"),
+                                 std::string("host:99999"), std::string("http://host:80/path"), std::string("::1:7400"),
+                                 std::string("ho st:7400"), std::string("a\n:7400"), std::string(300, 'a') + ":7400"}) {
     Status s = CheckPeerEndpoint(bad);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << "'" << bad << "' was accepted";
   }

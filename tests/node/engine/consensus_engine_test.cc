@@ -556,8 +556,9 @@ class ConsensusEngineTest : public ::testing::Test {
       probes.swap(probes_);
     }
     for (auto& t : probes) t.join();
-    if (chain_)
+    if (chain_) {
       EXPECT_EQ(chain_->calls_under_lock(), std::vector<std::string>{}) << "chain calls under the engine lock";
+    }
     engine_.reset();
     tasks_.reset();
   }
