@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -169,6 +170,26 @@ TEST_F(NodeTest, SubmitWatchAndFetchResult) {
   EXPECT_EQ(client.GetTrace(submitted->task_id(), 0, 4097).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(client.GetTrace(std::string(64, 'e'), 0, 0).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(client.GetTrace("nothex", 0, 0).status().code(), StatusCode::kInvalidArgument);
+  // A flood of trace requests from many clients at once: each gets the right trace or is told
+  // to retry (one recomputation at a time), and the node keeps serving.
+  std::vector<std::thread> flood;
+  std::atomic<int> right{0}, retry{0}, wrong{0};
+  for (int c = 0; c < 8; ++c) {
+    flood.emplace_back([&] {
+      NodeClient attacker(d->address());
+      for (int i = 0; i < 5; ++i) {
+        auto t = attacker.GetTrace(submitted->task_id(), 0, 4096);
+        if (t.ok() && t->trace_root() == ToHex(local.trace_root)) ++right;
+        else if (t.status().code() == StatusCode::kResourceExhausted) ++retry;
+        else ++wrong;
+      }
+    });
+  }
+  for (auto& t : flood) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(right.load() + retry.load(), 40);
+  EXPECT_GE(right.load(), 1);
+  ASSERT_TRUE(client.GetNodeInfo().ok());
   ASSERT_EQ(r.outputs_size(), 2);
   for (int i = 0; i < r.outputs_size(); ++i) {
     EXPECT_EQ(r.outputs(i).name(), local.outputs[i].name);
