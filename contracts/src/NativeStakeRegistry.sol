@@ -12,6 +12,9 @@ import {ReentrancyGuard} from "./ReentrancyGuard.sol";
 ///           * the SIGNER (hot key, the node's key) only signs attestations. Certificates and
 ///             slashing look stake up by the signer an attestation recovers to, at its
 ///             reference block, through a per-block history of each owner's signer.
+///         Binding a signer other than the owner needs the signer's proof of possession: its
+///         signature over `signerBindingDigest(owner, signer)`. Without it, anyone could bind
+///         a node's address first and have that node's signatures count as its own stake.
 ///         A signer is bound to one owner forever (never reused after a rotation), and an owner
 ///         address is never another owner's signer, so signer -> owner is unambiguous at every
 ///         block: a rotation neither frees the old signer's signatures from slashing nor makes
@@ -61,6 +64,10 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
 
     /// @notice Maximum length in bytes of an operator's gRPC endpoint string.
     uint256 public constant MAX_ENDPOINT_LENGTH = 256;
+    /// @notice Domain tag of a signer's proof of possession (see `signerBindingDigest`).
+    bytes32 public constant SIGNER_BINDING_TAG = keccak256("consensor.signer-binding.v1");
+    uint256 internal constant HALF_CURVE_ORDER =
+        0x7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0;
 
     /// @notice Minimum stake (wei) to register.
     uint256 public immutable minimumStake;
@@ -131,6 +138,7 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
     error SignerIsAnOwner(address signer);
     error OwnerIsASigner(address owner);
     error StakePendingActivation(uint256 activatesAtBlock);
+    error SignerProofInvalid(address signer);
 
     /// @param minimumStake_ minimum stake in wei (> 0)
     /// @param withdrawalDelayBlocks_ withdrawal delay D in blocks (the service manager requires
@@ -155,15 +163,18 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
     /// @notice Register msg.sender as an operator that signs with its own key (signer = owner),
     ///         with `msg.value` stake, active from block.number + A.
     function register(string calldata endpoint) external payable {
-        _register(msg.sender, endpoint);
+        _register(msg.sender, endpoint, "");
     }
 
     /// @notice Register msg.sender as the owner of an operator whose attestations `signer`
     ///         signs, with `msg.value` stake, active from block.number + A. `signer` must never
     ///         have been bound to another owner nor registered as an owner itself (it may be
     ///         msg.sender, or msg.sender's current signer when it registers again).
-    function register(address signer, string calldata endpoint) external payable {
-        _register(signer, endpoint);
+    /// @param signerProof the signer's 65-byte signature (r||s||v) over
+    ///        `signerBindingDigest(msg.sender, signer)`; ignored when no new binding is made
+    ///        (signer == msg.sender, or msg.sender's current signer)
+    function register(address signer, string calldata endpoint, bytes calldata signerProof) external payable {
+        _register(signer, endpoint, signerProof);
     }
 
     /// @notice Add `msg.value` to the stake of msg.sender, active from block.number + A. Reverts
@@ -182,11 +193,12 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
     /// @notice Make `newSigner` msg.sender's signer from the end of this block on. The old
     ///         signer's attestations about earlier reference blocks stay bound to msg.sender (and
     ///         slashable until their evidence deadline); it is never anybody's signer again.
-    function rotateSigner(address newSigner) external {
+    /// @param signerProof `newSigner`'s signature over `signerBindingDigest(msg.sender, newSigner)`
+    function rotateSigner(address newSigner, bytes calldata signerProof) external {
         Operator storage op = _operators[msg.sender];
         if (op.status == Status.None) revert NotRegistered(msg.sender);
         address old = op.signer;
-        _bindSigner(msg.sender, op, newSigner);
+        _bindSigner(msg.sender, op, newSigner, signerProof);
         emit SignerRotated(msg.sender, old, newSigner, block.number);
     }
 
@@ -429,11 +441,33 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
         return (_totalIn.length, _totalOut.length);
     }
 
+    /// @notice What `signer` signs (raw, no message prefix) to let `owner` bind it: the tag,
+    ///         this chain and this registry, so a proof serves one binding on one deployment.
+    function signerBindingDigest(address owner, address signer) public view returns (bytes32) {
+        return keccak256(abi.encode(SIGNER_BINDING_TAG, block.chainid, address(this), owner, signer));
+    }
+
     // ----------------------------------------------------------------------------------------
     // Internals
     // ----------------------------------------------------------------------------------------
 
-    function _register(address signer, string calldata endpoint) internal {
+    /// @dev The address that made the 65-byte r||s||v `proof` over `digest`; 0 for any proof
+    ///      that is malformed, has a high s or a bad v (the caller reports which signer failed).
+    function _recoverProof(bytes32 digest, bytes memory proof) internal pure returns (address) {
+        if (proof.length != 65) return address(0);
+        bytes32 r;
+        bytes32 s;
+        uint8 v;
+        assembly ("memory-safe") {
+            r := mload(add(proof, 32))
+            s := mload(add(proof, 64))
+            v := byte(0, mload(add(proof, 96)))
+        }
+        if (uint256(s) > HALF_CURVE_ORDER || (v != 27 && v != 28)) return address(0);
+        return ecrecover(digest, v, r, s);
+    }
+
+    function _register(address signer, string calldata endpoint, bytes memory signerProof) internal {
         address owner = msg.sender;
         Operator storage op = _operators[owner];
         if (op.slashed) revert OperatorWasSlashed(owner);
@@ -443,7 +477,7 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
         address boundTo = _signerOwner[owner];
         if (boundTo != address(0) && boundTo != owner) revert OwnerIsASigner(owner);
         // Registering again with the current signer keeps it; any other signer is a new binding.
-        if (signer != op.signer || signer == address(0)) _bindSigner(owner, op, signer);
+        if (signer != op.signer || signer == address(0)) _bindSigner(owner, op, signer, signerProof);
 
         op.status = Status.Active;
         op.stake = msg.value;
@@ -457,12 +491,18 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
         emit OperatorRegistered(owner, signer, msg.value, activatesAt, endpoint);
     }
 
-    /// @dev Binds the never-used `signer` to `owner` from the end of this block on.
-    function _bindSigner(address owner, Operator storage op, address signer) internal {
+    /// @dev Binds the never-used `signer` to `owner` from the end of this block on. A signer
+    ///      other than the owner must prove it holds its key (`signerProof`).
+    function _bindSigner(address owner, Operator storage op, address signer, bytes memory signerProof) internal {
         if (signer == address(0)) revert ZeroSigner();
         address boundTo = _signerOwner[signer];
         if (boundTo != address(0)) revert SignerAlreadyBound(signer, boundTo);
-        if (signer != owner && _known[signer]) revert SignerIsAnOwner(signer);
+        if (signer != owner) {
+            if (_known[signer]) revert SignerIsAnOwner(signer);
+            if (_recoverProof(signerBindingDigest(owner, signer), signerProof) != signer) {
+                revert SignerProofInvalid(signer);
+            }
+        }
         if (block.number > type(uint32).max) revert BlockNumberOverflow();
         _signerOwner[signer] = owner;
         op.signer = signer;

@@ -296,7 +296,7 @@ contract ActivationAndSignerTest is Fixture {
         vm.expectRevert(abi.encodeWithSelector(NativeStakeRegistry.NotActive.selector, hot));
         registry.addStake{value: 1 ether}();
         vm.expectRevert(abi.encodeWithSelector(NativeStakeRegistry.NotRegistered.selector, hot));
-        registry.rotateSigner(address(0x1234));
+        registry.rotateSigner(address(0x1234), "");
         vm.expectRevert(abi.encodeWithSelector(NativeStakeRegistry.NotActive.selector, hot));
         registry.updateEndpoint("evil:1");
         vm.expectRevert(abi.encodeWithSelector(NativeStakeRegistry.OwnerIsASigner.selector, hot));
@@ -323,23 +323,23 @@ contract ActivationAndSignerTest is Fixture {
         vm.deal(other, 5 ether);
         vm.startPrank(other);
         vm.expectRevert(abi.encodeWithSelector(NativeStakeRegistry.SignerAlreadyBound.selector, hot, owner));
-        registry.register{value: 1 ether}(hot, "x:1");
+        registry.register{value: 1 ether}(hot, "x:1", "");
         vm.expectRevert(NativeStakeRegistry.ZeroSigner.selector);
-        registry.register{value: 1 ether}(address(0), "x:1");
+        registry.register{value: 1 ether}(address(0), "x:1", "");
         vm.expectRevert(abi.encodeWithSelector(NativeStakeRegistry.SignerIsAnOwner.selector, owner));
-        registry.register{value: 1 ether}(owner, "x:1");
+        registry.register{value: 1 ether}(owner, "x:1", "");
         vm.expectRevert(abi.encodeWithSelector(NativeStakeRegistry.SignerAlreadyBound.selector, bad, bad));
-        registry.register{value: 1 ether}(bad, "x:1");
+        registry.register{value: 1 ether}(bad, "x:1", "");
         vm.stopPrank();
         // an owner cannot rotate to another owner's key, a used key, or its own old key
         vm.startPrank(owner);
         vm.expectRevert(abi.encodeWithSelector(NativeStakeRegistry.SignerAlreadyBound.selector, bad, bad));
-        registry.rotateSigner(bad);
+        registry.rotateSigner(bad, "");
         address hot2 = vm.addr(0x408);
-        registry.rotateSigner(hot2);
+        registry.rotateSigner(hot2, signerProof(0x408, owner));
         vm.roll(block.number + 1);
         vm.expectRevert(abi.encodeWithSelector(NativeStakeRegistry.SignerAlreadyBound.selector, hot, owner));
-        registry.rotateSigner(hot);
+        registry.rotateSigner(hot, "");
         vm.stopPrank();
     }
 
@@ -356,7 +356,7 @@ contract ActivationAndSignerTest is Fixture {
         vm.roll(block.number + 1);
         uint64 rot = uint64(block.number);
         vm.prank(owner);
-        registry.rotateSigner(vm.addr(newPk));
+        registry.rotateSigner(vm.addr(newPk), signerProof(newPk, owner));
         assertEq(registry.signerAt(owner, before), vm.addr(oldPk), "old before");
         assertEq(registry.signerAt(owner, rot), vm.addr(newPk), "new from the rotation block");
         vm.roll(block.number + 2);
@@ -406,7 +406,7 @@ contract ActivationAndSignerTest is Fixture {
         uint256 rot = reg + 1 + rotOffset % 20;
         vm.roll(rot);
         vm.prank(owner);
-        registry.rotateSigner(vm.addr(newPk));
+        registry.rotateSigner(vm.addr(newPk), signerProof(newPk, owner));
         uint64 ref = uint64(reg + refOffset % 30); // the evidence about it is never expired here
         vm.roll(uint256(ref) + 1 > rot + 1 ? uint256(ref) + 1 : rot + 1);
         uint256 pk = useOldKey ? oldPk : newPk;
@@ -433,7 +433,7 @@ contract ActivationAndSignerTest is Fixture {
         vm.roll(block.number + 1);
         address newBad = vm.addr(0xBAD2);
         vm.prank(bad);
-        registry.rotateSigner(newBad);
+        registry.rotateSigner(newBad, signerProof(0xBAD2, bad));
         vm.roll(block.number + 1);
         ConsensorServiceManager.Attestation memory right = att(TASK, GOOD_ROOT, ref);
         ConsensorServiceManager.Attestation memory wrong = att(TASK, BAD_ROOT, ref);
@@ -460,8 +460,8 @@ contract ActivationAndSignerTest is Fixture {
         address mid = vm.addr(0x5A1);
         address fin = vm.addr(0x5A2);
         vm.startPrank(bad);
-        registry.rotateSigner(mid);
-        registry.rotateSigner(fin);
+        registry.rotateSigner(mid, signerProof(0x5A1, bad));
+        registry.rotateSigner(fin, signerProof(0x5A2, bad));
         vm.stopPrank();
         assertEq(registry.signerAt(bad, block.number), fin, "last one wins");
         assertEq(registry.stakeAt(mid, block.number), 0, "intermediate backs nothing");
@@ -470,7 +470,7 @@ contract ActivationAndSignerTest is Fixture {
         vm.deal(other, 1 ether);
         vm.prank(other);
         vm.expectRevert(abi.encodeWithSelector(NativeStakeRegistry.SignerAlreadyBound.selector, mid, bad));
-        registry.register{value: 1 ether}(mid, "x:1");
+        registry.register{value: 1 ether}(mid, "x:1", "");
     }
 
     /// Re-registering after a withdrawal keeps the current signer (or binds a fresh one).
@@ -485,7 +485,7 @@ contract ActivationAndSignerTest is Fixture {
         registry.withdraw();
         vm.deal(owner, 2 ether);
         vm.prank(owner);
-        registry.register{value: 1 ether}(hot, "again:1");
+        registry.register{value: 1 ether}(hot, "again:1", "");
         assertEq(registry.signerCheckpointCount(owner), 1, "same signer, no new binding");
         vm.roll(block.number + ACTIVATION);
         vm.prank(owner);
@@ -495,11 +495,112 @@ contract ActivationAndSignerTest is Fixture {
         registry.withdraw();
         address hot2 = vm.addr(0x408);
         vm.prank(owner);
-        registry.register{value: 1 ether}(hot2, "again:2");
+        registry.register{value: 1 ether}(hot2, "again:2", signerProof(0x408, owner));
         assertEq(registry.signerOf(owner), hot2, "new signer");
         assertEq(registry.signerCheckpointCount(owner), 2, "history");
         (uint32 from, address s) = registry.signerCheckpoint(owner, 0);
         assertEq(s, hot, "first signer kept in the history");
         assertEq(from, START + ACTIVATION, "bound at registration");
+    }
+
+    /// The attacker of a binding without proof: it saw the node's address (in the mempool, in a
+    /// registration that failed, in the node's logs) and binds it first, so that the victim's
+    /// work counts as its own stake and the victim can never register that key. Every proof
+    /// it can produce or copy is refused; only the signer's own proof for this owner binds.
+    function test_signerProof_onlyTheSignersOwnProofForThisOwnerBinds() public {
+        address victimOwner = address(0xC01D);
+        uint256 victimPk = 0x407;
+        address victimSigner = vm.addr(victimPk);
+        address attacker = address(0xA77A);
+        vm.deal(attacker, 10 ether);
+        bytes memory victimsProof = signerProof(victimPk, victimOwner);
+        bytes memory invalid = abi.encodeWithSelector(NativeStakeRegistry.SignerProofInvalid.selector, victimSigner);
+
+        vm.startPrank(attacker);
+        // no proof, a truncated one, random bytes
+        vm.expectRevert(invalid);
+        registry.register{value: 1 ether}(victimSigner, "x:1", "");
+        vm.expectRevert(invalid);
+        registry.register{value: 1 ether}(victimSigner, "x:1", _slice(victimsProof, 64));
+        vm.expectRevert(invalid);
+        registry.register{value: 1 ether}(victimSigner, "x:1", abi.encodePacked(keccak256("a"), keccak256("b"), uint8(27)));
+        // the victim's own proof, copied from its transaction: it names another owner
+        vm.expectRevert(invalid);
+        registry.register{value: 1 ether}(victimSigner, "x:1", victimsProof);
+        // a proof made by the attacker's key
+        vm.expectRevert(invalid);
+        registry.register{value: 1 ether}(victimSigner, "x:1", signerProof(0xA77, attacker));
+        // the victim's proof in its malleable high-s form
+        vm.expectRevert(invalid);
+        registry.register{value: 1 ether}(victimSigner, "x:1", _highS(victimsProof));
+        vm.stopPrank();
+
+        // a proof made for this owner on another chain does not bind here
+        uint256 chain = block.chainid;
+        vm.chainId(chain + 1);
+        bytes memory otherChain = signerProof(victimPk, victimOwner);
+        vm.chainId(chain);
+        vm.deal(victimOwner, 2 ether);
+        vm.prank(victimOwner);
+        vm.expectRevert(invalid);
+        registry.register{value: 1 ether}(victimSigner, "x:1", otherChain);
+
+        // the victim registers with its proof: bound to it, not to the attacker
+        vm.prank(victimOwner);
+        registry.register{value: 1 ether}(victimSigner, "victim:1", victimsProof);
+        assertEq(registry.ownerOf(victimSigner), victimOwner, "bound to the owner that held the proof");
+        // rotation follows the same rule
+        vm.prank(victimOwner);
+        vm.expectRevert(abi.encodeWithSelector(NativeStakeRegistry.SignerProofInvalid.selector, vm.addr(0x408)));
+        registry.rotateSigner(vm.addr(0x408), signerProof(0x408, attacker));
+    }
+
+    /// The registry's digest is the one written down (docs/CONTRACTS.md), which the node and the
+    /// CLI compute independently.
+    function test_signerProof_digestMatchesTheDocumentedEncoding() public view {
+        address owner = address(0xC01D);
+        address signer = vm.addr(0x407);
+        assertEq(
+            registry.signerBindingDigest(owner, signer),
+            keccak256(abi.encode(keccak256("consensor.signer-binding.v1"), block.chainid, address(registry), owner, signer))
+        );
+    }
+
+    /// Any proof that is not the signer's signature over the digest binds nothing.
+    function testFuzz_signerProof_randomBytesNeverBind(bytes calldata proof, uint256 signerPk) public {
+        signerPk = bound(signerPk, 1, SECP256K1_N - 1);
+        address signer = vm.addr(signerPk);
+        address owner = address(0xC01D);
+        vm.assume(keccak256(proof) != keccak256(signerProof(signerPk, owner)));
+        vm.deal(owner, 1 ether);
+        vm.prank(owner);
+        try registry.register{value: 1 ether}(signer, "x:1", proof) {
+            fail("a proof that is not the signer's signature bound it");
+        } catch (bytes memory reason) {
+            // only the proof check may refuse a fresh signer here
+            if (signer == owner || registry.ownerOf(signer) != address(0)) return;
+            assertEq(
+                keccak256(reason),
+                keccak256(abi.encodeWithSelector(NativeStakeRegistry.SignerProofInvalid.selector, signer)),
+                "refused for its proof"
+            );
+        }
+    }
+
+    function _slice(bytes memory b, uint256 n) internal pure returns (bytes memory out) {
+        out = new bytes(n);
+        for (uint256 i; i < n; ++i) out[i] = b[i];
+    }
+
+    /// (r, n - s, v ^ 1): the same signature's other valid form, refused to keep one proof per key.
+    function _highS(bytes memory sig) internal pure returns (bytes memory) {
+        bytes32 r;
+        bytes32 s;
+        uint8 v = uint8(sig[64]);
+        assembly ("memory-safe") {
+            r := mload(add(sig, 32))
+            s := mload(add(sig, 64))
+        }
+        return abi.encodePacked(r, bytes32(SECP256K1_N - uint256(s)), v == 27 ? uint8(28) : uint8(27));
     }
 }

@@ -58,16 +58,18 @@ contract GasRegistryTest is GasBase {
         address op = vm.addr(0x1234);
         address signer = vm.addr(0x5678);
         vm.deal(op, 1 ether);
+        bytes memory proof = signerProof(0x5678, op);
         vm.prank(op);
         uint256 g = gasleft();
-        registry.register{value: 1 ether}(signer, "operator-1.example.org:7000");
+        registry.register{value: 1 ether}(signer, "operator-1.example.org:7000", proof);
         emit log_named_uint("gas register with a separate signer", g - gasleft());
     }
 
     function test_gas_rotateSigner() public {
+        bytes memory proof = signerProof(0x5678, vm.addr(PK_BAD));
         vm.prank(vm.addr(PK_BAD));
         uint256 g = gasleft();
-        registry.rotateSigner(vm.addr(0x5678));
+        registry.rotateSigner(vm.addr(0x5678), proof);
         emit log_named_uint("gas rotateSigner", g - gasleft());
     }
 

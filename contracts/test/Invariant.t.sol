@@ -62,6 +62,14 @@ contract Handler {
         (st, slashed,,,,) = registry.operatorInfo(a);
     }
 
+    function _proof(uint256 signerPk_, address owner) internal view returns (bytes memory) {
+        bytes32 digest = keccak256(
+            abi.encode(keccak256("consensor.signer-binding.v1"), block.chainid, address(registry), owner, vm.addr(signerPk_))
+        );
+        (uint8 v, bytes32 r, bytes32 s) = vm.sign(signerPk_, digest);
+        return abi.encodePacked(r, s, v);
+    }
+
     function register(uint256 seed, uint256 amount) external {
         ++calls;
         (, address a) = _op(seed);
@@ -70,7 +78,7 @@ contract Handler {
         amount = MIN + amount % (20 ether);
         vm.deal(a, amount);
         vm.prank(a);
-        registry.register{value: amount}(vm.addr(signerPk[seed % N]), "h:1");
+        registry.register{value: amount}(vm.addr(signerPk[seed % N]), "h:1", _proof(signerPk[seed % N], a));
         deposited += amount;
         depositedBy[a] += amount;
     }
@@ -106,7 +114,7 @@ contract Handler {
         uint256 spk = 0x29000 + i * 1000 + (++rotationCount[i]);
         pkOf[vm.addr(spk)] = spk;
         vm.prank(a);
-        registry.rotateSigner(vm.addr(spk));
+        registry.rotateSigner(vm.addr(spk), _proof(spk, a));
         signerPk[i] = spk;
         ++rotations;
     }

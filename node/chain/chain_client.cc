@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/file_io.h"
+#include "common/keccak.h"
 #include "node/chain/eth_tx.h"
 #include "node/keys/keystore.h"
 
@@ -51,6 +52,7 @@ constexpr const char* kContractErrors[] = {"TaskIdMismatch()",
                                            "SignerIsAnOwner(address)",
                                            "OwnerIsASigner(address)",
                                            "StakePendingActivation(uint256)",
+                                           "SignerProofInvalid(address)",
                                            "ActivationDelayTooShort(uint256,uint256)",
                                            "WithdrawalDelayTooShort(uint256,uint256)"};
 
@@ -318,22 +320,73 @@ StatusOr<TxOutcome> ChainClient::Transact(const Address20& to, std::vector<uint8
   return outcome;
 }
 
+Hash256 SignerBindingDigest(uint64_t chain_id, const Address20& registry, const Address20& owner,
+                            const Address20& signer) {
+  // abi.encode of five static words: the tag, the chain id, then three left-padded addresses.
+  std::array<uint8_t, 5 * 32> words{};
+  const Hash256 tag = Keccak256("consensor.signer-binding.v1");
+  std::copy(tag.begin(), tag.end(), words.begin());
+  const Uint256 chain = Uint256FromU64(chain_id);
+  std::copy(chain.begin(), chain.end(), words.begin() + 32);
+  size_t offset = 64;
+  for (const Address20* a : {&registry, &owner, &signer}) {
+    std::copy(a->begin(), a->end(), words.begin() + offset + 12);
+    offset += 32;
+  }
+  return Keccak256(words);
+}
+
+StatusOr<std::array<uint8_t, 65>> MakeSignerProof(const Secp256k1Secret& signer_key, const Deployment& deployment,
+                                                  const Address20& owner) {
+  ASSIGN_OR_RETURN(const Address20 signer, AddressFromSecretKey(signer_key));
+  ASSIGN_OR_RETURN(
+      auto sig, SignDigest(signer_key, SignerBindingDigest(deployment.chain_id, deployment.registry, owner, signer)));
+  return ToBytes65(sig);
+}
+
+Status CheckSignerProof(std::span<const uint8_t> proof, const Deployment& deployment, const Address20& owner,
+                        const Address20& signer) {
+  auto sig = FromBytes65(proof);
+  if (!sig.ok()) return InvalidArgument("the signer proof is not a signature: " + sig.status().message());
+  auto made_by = RecoverAddress(SignerBindingDigest(deployment.chain_id, deployment.registry, owner, signer), *sig);
+  if (!made_by.ok()) return InvalidArgument("the signer proof does not verify: " + made_by.status().message());
+  if (*made_by != signer) {
+    return InvalidArgument("the signer proof is not " + AddressToChecksumHex(signer) + "'s proof for owner " +
+                           AddressToChecksumHex(owner) + " on chain " + std::to_string(deployment.chain_id) +
+                           " (make it with the signer's key: consensor operator signer-proof --owner " +
+                           AddressToChecksumHex(owner) + ")");
+  }
+  return OkStatus();
+}
+
 StatusOr<TxOutcome> ChainClient::Register(const std::string& endpoint, const Uint256& stake_wei,
-                                          std::optional<Address20> signer) {
+                                          std::optional<Address20> signer, std::span<const uint8_t> signer_proof) {
   if (!signer || (address_ && *signer == *address_)) {
     const AbiValue args[] = {AbiValue::String(endpoint)};
     ASSIGN_OR_RETURN(auto data, EncodeCall("register(string)", args));
     return Transact(deployment_.registry, std::move(data), stake_wei);
   }
-  const AbiValue args[] = {AbiValue::Address(*signer), AbiValue::String(endpoint)};
-  ASSIGN_OR_RETURN(auto data, EncodeCall("register(address,string)", args));
+  const AbiValue args[] = {AbiValue::Address(*signer), AbiValue::String(endpoint), AbiValue::Bytes(signer_proof)};
+  ASSIGN_OR_RETURN(auto data, EncodeCall("register(address,string,bytes)", args));
   return Transact(deployment_.registry, std::move(data), stake_wei);
 }
 
-StatusOr<TxOutcome> ChainClient::RotateSigner(const Address20& new_signer) {
-  const AbiValue args[] = {AbiValue::Address(new_signer)};
-  ASSIGN_OR_RETURN(auto data, EncodeCall("rotateSigner(address)", args));
+StatusOr<TxOutcome> ChainClient::RotateSigner(const Address20& new_signer, std::span<const uint8_t> signer_proof) {
+  const AbiValue args[] = {AbiValue::Address(new_signer), AbiValue::Bytes(signer_proof)};
+  ASSIGN_OR_RETURN(auto data, EncodeCall("rotateSigner(address,bytes)", args));
   return Transact(deployment_.registry, std::move(data), Uint256{});
+}
+
+StatusOr<std::array<uint8_t, 65>> ChainClient::SignerProofFor(const Address20& owner) const {
+  if (!key_) return FailedPrecondition("a signer proof needs the signer's key");
+  return MakeSignerProof(*key_, deployment_, owner);
+}
+
+StatusOr<Hash256> ChainClient::RegistrySignerBindingDigest(const Address20& owner, const Address20& signer) {
+  const AbiValue args[] = {AbiValue::Address(owner), AbiValue::Address(signer)};
+  ASSIGN_OR_RETURN(auto out, View(deployment_.registry, "signerBindingDigest(address,address)", args));
+  ASSIGN_OR_RETURN(auto v, AbiDecode("(bytes32)", out));
+  return v[0].AsBytes32();
 }
 
 StatusOr<uint64_t> ChainClient::ActivationDelayBlocks() {

@@ -71,6 +71,19 @@ struct CertificateStake {
   bool meets_threshold = false;
 };
 
+// What a signer key signs, raw, to let `owner` bind it on the registry (docs/CONTRACTS.md,
+// "Proof of possession"): keccak256(abi.encode(keccak256("consensor.signer-binding.v1"),
+// chain_id, registry, owner, signer)).
+Hash256 SignerBindingDigest(uint64_t chain_id, const Address20& registry, const Address20& owner,
+                            const Address20& signer);
+// The proof of possession `signer_key` gives `owner` on this deployment: 65 bytes r || s || v.
+StatusOr<std::array<uint8_t, 65>> MakeSignerProof(const Secp256k1Secret& signer_key, const Deployment& deployment,
+                                                  const Address20& owner);
+// OK when `proof` is `signer`'s proof for `owner` on this deployment; INVALID_ARGUMENT saying
+// which key made it otherwise (the contract would revert SignerProofInvalid).
+Status CheckSignerProof(std::span<const uint8_t> proof, const Deployment& deployment, const Address20& owner,
+                        const Address20& signer);
+
 // Decodes revert data against the contracts' custom errors: "StakeBelowMinimum(1, 1000)".
 std::string DescribeRevert(const std::string& revert_data_hex);
 
@@ -103,12 +116,19 @@ class ChainClient {
   StatusOr<std::vector<SlashEvent>> SlashEvents(uint64_t from_block, uint64_t to_block);
 
   // Registers the key's address as the OWNER of an operator whose attestations `signer` signs
-  // (docs/CONTRACTS.md, "Owner and signer"); without a signer, or with the key's own address,
-  // the key signs itself (register(string)). The stake counts activationDelayBlocks later.
+  // (docs/CONTRACTS.md, "Owner and signer"), with the signer's proof of possession
+  // (MakeSignerProof); without a signer, or with the key's own address, the key signs itself
+  // (register(string)). The stake counts activationDelayBlocks later.
   StatusOr<TxOutcome> Register(const std::string& endpoint, const Uint256& stake_wei,
-                               std::optional<Address20> signer = std::nullopt);
+                               std::optional<Address20> signer = std::nullopt,
+                               std::span<const uint8_t> signer_proof = {});
   // The owner (this key) makes `new_signer` its signer from the end of the mined block on.
-  StatusOr<TxOutcome> RotateSigner(const Address20& new_signer);
+  StatusOr<TxOutcome> RotateSigner(const Address20& new_signer, std::span<const uint8_t> signer_proof);
+  // This key's proof of possession for `owner` (the key is the signer being bound).
+  StatusOr<std::array<uint8_t, 65>> SignerProofFor(const Address20& owner) const;
+  // The registry's own signerBindingDigest(owner, signer) (eth_call).
+  StatusOr<Hash256> RegistrySignerBindingDigest(const Address20& owner, const Address20& signer);
+  const Deployment& deployment() const { return deployment_; }
   // The registry's activationDelayBlocks(): A, blocks from a deposit to the block it counts at.
   StatusOr<uint64_t> ActivationDelayBlocks();
   // The current signer of the operator `owner` (zero when it never registered).

@@ -18,8 +18,9 @@ constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 
 constexpr char kOperatorUsage[] = R"(usage:
-  consensor operator register --stake AMOUNT --endpoint HOST:PORT [--signer ADDR] [chain] [key]
-  consensor operator rotate-signer --signer ADDR [chain] [key]
+  consensor operator register --stake AMOUNT --endpoint HOST:PORT [--signer ADDR --signer-proof HEX] [chain] [key]
+  consensor operator rotate-signer --signer ADDR --signer-proof HEX [chain] [key]
+  consensor operator signer-proof --owner ADDR [chain] [key]
   consensor operator status [--address ADDR] [chain] [key]
   consensor operator deregister [chain] [key]
   consensor operator withdraw [chain] [key]
@@ -38,13 +39,15 @@ it holds the stake and is the only one paid by withdraw. --signer names the addr
 node's attestation-signing (hot) key; without it the owner key signs itself. A signer is bound
 to one owner forever: rotate-signer takes a fresh key, and the old one stays answerable for
 what it signed before the rotation. New stake counts activationDelayBlocks after it arrives.
+Binding a signer needs its proof of possession: run signer-proof with the SIGNER's key (the
+node's keystore) and the owner's address, and pass the printed hex as --signer-proof.
 )";
 
 ArgSpec OperatorArgSpec() {
   ArgSpec spec;
-  spec.value_options = {"--rpc",           "--rpc-ca-file",  "--deployment", "--keystore",
-                        "--password-file", "--password-env", "--devnet-key", "--stake",
-                        "--endpoint",      "--address",      "--block",      "--signer"};
+  spec.value_options = {"--rpc",          "--rpc-ca-file", "--deployment",   "--keystore", "--password-file",
+                        "--password-env", "--devnet-key",  "--stake",        "--endpoint", "--address",
+                        "--block",        "--signer",      "--signer-proof", "--owner"};
   spec.flags = {"--help"};
   return spec;
 }
@@ -92,6 +95,17 @@ StatusOr<std::vector<uint8_t>> SignatureFromJson(const nlohmann::json& j, const 
   if (bytes->size() != 65)
     return InvalidArgument(what + " must be 65 bytes (r || s || v), got " + std::to_string(bytes->size()));
   return bytes;
+}
+
+// The --signer-proof of a new binding of `signer` to the session's key, checked here so that a
+// wrong proof costs no transaction.
+StatusOr<std::vector<uint8_t>> SignerProofOption(const ParsedArgs& a, const ChainSession& s, const Address20& signer) {
+  auto text = a.Option("--signer-proof");
+  if (!text) return InvalidArgument("--signer-proof is missing");
+  auto proof = FixedBytesFromHex(*text, 65, "--signer-proof");
+  if (!proof.ok()) return proof.status();
+  RETURN_IF_ERROR(CheckSignerProof(*proof, s.chain->deployment(), *s.chain->address(), signer));
+  return proof;
 }
 
 }  // namespace
@@ -146,9 +160,21 @@ int RunOperatorCommand(const std::vector<std::string>& raw, std::ostream& out, s
       if (!parsed_signer.ok()) return Usage(err, "--signer: " + parsed_signer.status().message());
       signer = *parsed_signer;
     }
+    if (a.Option("--signer-proof") && !signer) return Usage(err, "--signer-proof goes with --signer ADDR");
     auto s = OpenChainSession(a, true);
     if (!s.ok()) return Fail(err, s.status());
-    auto tx = s->chain->Register(*endpoint, *wei, signer);
+    std::vector<uint8_t> proof;
+    if (signer && *signer != *s->chain->address()) {
+      if (!a.Option("--signer-proof")) {
+        return Usage(err, "binding --signer " + AddressToChecksumHex(*signer) +
+                              " needs its --signer-proof: run `consensor operator signer-proof --owner " +
+                              AddressToChecksumHex(*s->chain->address()) + "` with the signer's key");
+      }
+      auto checked = SignerProofOption(a, *s, *signer);
+      if (!checked.ok()) return Fail(err, checked.status());
+      proof = std::move(*checked);
+    }
+    auto tx = s->chain->Register(*endpoint, *wei, signer, proof);
     if (!tx.ok()) return Fail(err, tx.status().WithContext("register"));
     const Address20 owner = *s->chain->address();
     out << "operator " << AddressToChecksumHex(owner) << " registered with " << FormatEther(*wei) << "\n";
@@ -161,16 +187,35 @@ int RunOperatorCommand(const std::vector<std::string>& raw, std::ostream& out, s
   }
   if (cmd == "rotate-signer") {
     auto text = a.Option("--signer");
-    if (!text) return Usage(err, "operator rotate-signer needs --signer ADDR");
+    if (!text || !a.Option("--signer-proof")) {
+      return Usage(err,
+                   "operator rotate-signer needs --signer ADDR and --signer-proof HEX (from `consensor "
+                   "operator signer-proof --owner OWNER` with the new signer's key)");
+    }
     auto new_signer = AddressFromHex(*text);
     if (!new_signer.ok()) return Usage(err, "--signer: " + new_signer.status().message());
     auto s = OpenChainSession(a, true);
     if (!s.ok()) return Fail(err, s.status());
-    auto tx = s->chain->RotateSigner(*new_signer);
+    auto proof = SignerProofOption(a, *s, *new_signer);
+    if (!proof.ok()) return Fail(err, proof.status());
+    auto tx = s->chain->RotateSigner(*new_signer, *proof);
     if (!tx.ok()) return Fail(err, tx.status().WithContext("rotate-signer"));
     out << "operator " << AddressToChecksumHex(*s->chain->address()) << " signs with "
         << AddressToChecksumHex(*new_signer) << " from block " << tx->block_number << " on\n";
     PrintTx(out, "mined", *tx);
+    return kExitOk;
+  }
+  if (cmd == "signer-proof") {
+    // Run with the signer's (the node's) key; prints only the proof, for --signer-proof.
+    auto text = a.Option("--owner");
+    if (!text) return Usage(err, "operator signer-proof needs --owner ADDR (the owner that will bind this key)");
+    auto owner = AddressFromHex(*text);
+    if (!owner.ok()) return Usage(err, "--owner: " + owner.status().message());
+    auto s = OpenChainSession(a, true);
+    if (!s.ok()) return Fail(err, s.status());
+    auto proof = s->chain->SignerProofFor(*owner);
+    if (!proof.ok()) return Fail(err, proof.status());
+    out << "0x" << ToHex(*proof) << "\n";
     return kExitOk;
   }
   if (cmd == "deregister" || cmd == "withdraw") {

@@ -865,7 +865,9 @@ TEST(NetworkSeedTest, StaleReferenceGetsNoHonestSignature) {
     for (const auto& a : t->consensus().attestations()) {
       EXPECT_EQ(honest.count(a.signer()), 0u) << net.node(i).name() << ": an honest operator signed " << a.signer();
     }
-    if (i > 0) EXPECT_FALSE(t->has_result()) << net.node(i).name() << " executed a task it only observes";
+    if (i > 0) {
+      EXPECT_FALSE(t->has_result()) << net.node(i).name() << " executed a task it only observes";
+    }
   }
 }
 
@@ -891,7 +893,9 @@ TEST(NetworkSeedTest, AnnouncementPastTheEvidenceDeadlineIsRefused) {
   auto head = net.Head();
   ASSERT_TRUE(head.ok());
   const uint64_t deadline = ref + testing_support::TestNetwork::kEvidenceDeadline;
-  if (*head <= deadline) ASSERT_EQ(net.Mine(deadline + 2 - *head), "");
+  if (*head <= deadline) {
+    ASSERT_EQ(net.Mine(deadline + 2 - *head), "");
+  }
 
   ASSERT_TRUE(away.Start()) << away.LogTail(50);
   EXPECT_TRUE(WaitUntil([&] { return away.Metric("consensor_announcements_refused_total") >= 1; }, kFinality))

@@ -259,8 +259,12 @@ TEST_F(OperatorTest, RegisterSlashAndWithdrawOnChain) {
 // lists the signer; only the owner is paid; a rotation keeps the old key's earlier statements
 // slashable (from the owner's stake) and the old key can never be bound again.
 TEST_F(OperatorTest, OwnerAndSignerKeysAreSeparate) {
-  CommandResult r =
-      Cli("operator register --stake 2ether --endpoint 127.0.0.1:7405 --signer " + AddrHex(6) + " --devnet-key 5");
+  // The node's key proves possession for its owner; the owner binds it with that proof.
+  CommandResult proof6 = Cli("operator signer-proof --owner " + AddrHex(5) + " --devnet-key 6");
+  ASSERT_EQ(proof6.exit_code, 0) << proof6.out;
+  const std::string proof_for_6 = proof6.out.substr(0, proof6.out.find('\n'));
+  CommandResult r = Cli("operator register --stake 2ether --endpoint 127.0.0.1:7405 --signer " + AddrHex(6) +
+                        " --signer-proof " + proof_for_6 + " --devnet-key 5");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("signer " + AddressToChecksumHex(Addr(6))), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("stake counts from block"), std::string::npos) << r.out;
@@ -286,9 +290,13 @@ TEST_F(OperatorTest, OwnerAndSignerKeysAreSeparate) {
   EXPECT_NE(hot.out.find("NotActive"), std::string::npos) << hot.out;
 
   // Rotate to key 7; key 6 can never come back.
-  CommandResult rotated = Cli("operator rotate-signer --signer " + AddrHex(7) + " --devnet-key 5");
+  CommandResult proof7 = Cli("operator signer-proof --owner " + AddrHex(5) + " --devnet-key 7");
+  ASSERT_EQ(proof7.exit_code, 0) << proof7.out;
+  CommandResult rotated = Cli("operator rotate-signer --signer " + AddrHex(7) + " --signer-proof " +
+                              proof7.out.substr(0, proof7.out.find('\n')) + " --devnet-key 5");
   ASSERT_EQ(rotated.exit_code, 0) << rotated.out;
-  CommandResult back = Cli("operator rotate-signer --signer " + AddrHex(6) + " --devnet-key 5");
+  CommandResult back =
+      Cli("operator rotate-signer --signer " + AddrHex(6) + " --signer-proof " + proof_for_6 + " --devnet-key 5");
   EXPECT_EQ(back.exit_code, 1);
   EXPECT_NE(back.out.find("SignerAlreadyBound"), std::string::npos) << back.out;
   Mine(1);
@@ -309,6 +317,66 @@ TEST_F(OperatorTest, OwnerAndSignerKeysAreSeparate) {
   CommandResult slashed = Cli("evidence submit " + equivocation + " --devnet-key 0");
   ASSERT_EQ(slashed.exit_code, 0) << slashed.out;
   EXPECT_EQ(CastCall("slashableStakeOf(address)(uint256)", AddrHex(5)), "0");
+}
+
+// The squatter: it knows a node's public signing address (from the victim's pending
+// registration, its logs, its gossip) and tries to bind it to its own stake first, so that the
+// victim's signatures count as its own and the victim can never register that key. The CLI
+// refuses before sending; sent anyway, straight through the chain client, the registry reverts.
+// Only the victim's own owner, with the signer's proof, binds it.
+TEST_F(OperatorTest, SquatterCannotBindAnotherNodesKey) {
+  const int victim_owner = 3, victim_signer = 6, squatter = 4;
+  // The digest is the registry's own.
+  node::ChainClient reader(rpc_.get(), deployed_, std::nullopt);
+  auto on_chain = reader.RegistrySignerBindingDigest(Addr(victim_owner), Addr(victim_signer));
+  ASSERT_TRUE(on_chain.ok()) << on_chain.status().ToString();
+  EXPECT_EQ(*on_chain,
+            node::SignerBindingDigest(deployed_.chain_id, deployed_.registry, Addr(victim_owner), Addr(victim_signer)));
+
+  CommandResult made =
+      Cli("operator signer-proof --owner " + AddrHex(victim_owner) + " --devnet-key " + std::to_string(victim_signer));
+  ASSERT_EQ(made.exit_code, 0) << made.out;
+  const std::string victims_proof = made.out.substr(0, made.out.find('\n'));
+  ASSERT_EQ(victims_proof.size(), 2u + 130u) << made.out;
+
+  // Through the CLI: without a proof (usage, exit 2), with the victim's proof copied (exit 1).
+  const std::string squat = "operator register --stake 2ether --endpoint 127.0.0.1:7410 --signer " +
+                            AddrHex(victim_signer) + " --devnet-key " + std::to_string(squatter);
+  CommandResult no_proof = Cli(squat);
+  EXPECT_EQ(no_proof.exit_code, 2) << no_proof.out;
+  EXPECT_NE(no_proof.out.find("needs its --signer-proof"), std::string::npos) << no_proof.out;
+  CommandResult copied = Cli(squat + " --signer-proof " + victims_proof);
+  EXPECT_EQ(copied.exit_code, 1) << copied.out;
+  EXPECT_NE(copied.out.find("is not " + AddressToChecksumHex(Addr(victim_signer)) + "'s proof"), std::string::npos)
+      << copied.out;
+  CommandResult garbage = Cli(squat + " --signer-proof 0x1234");
+  EXPECT_EQ(garbage.exit_code, 1) << garbage.out;
+  EXPECT_NE(garbage.out.find("--signer-proof"), std::string::npos) << garbage.out;
+
+  // Straight to the contract: the copied proof, and a proof made by the squatter's own key.
+  node::ChainClient attacker(rpc_.get(), deployed_, Key(squatter));
+  auto stake = node::ParseEtherAmount("2ether");
+  ASSERT_TRUE(stake.ok());
+  std::vector<uint8_t> copied_bytes = *BytesFromHex(victims_proof.substr(2));
+  auto sent = attacker.Register("127.0.0.1:7410", *stake, Addr(victim_signer), copied_bytes);
+  ASSERT_FALSE(sent.ok());
+  EXPECT_NE(sent.status().message().find("SignerProofInvalid"), std::string::npos) << sent.status().ToString();
+  auto own = node::MakeSignerProof(Key(squatter), deployed_, Addr(squatter));
+  ASSERT_TRUE(own.ok());
+  sent = attacker.Register("127.0.0.1:7410", *stake, Addr(victim_signer), *own);
+  ASSERT_FALSE(sent.ok());
+  EXPECT_NE(sent.status().message().find("SignerProofInvalid"), std::string::npos) << sent.status().ToString();
+  EXPECT_EQ(CastCall("ownerOf(address)(address)", AddrHex(victim_signer)),
+            "0x0000000000000000000000000000000000000000");
+
+  // The victim binds its key with its proof.
+  CommandResult victim =
+      Cli("operator register --stake 2ether --endpoint 127.0.0.1:7411 --signer " + AddrHex(victim_signer) +
+          " --signer-proof " + victims_proof + " --devnet-key " + std::to_string(victim_owner));
+  ASSERT_EQ(victim.exit_code, 0) << victim.out;
+  auto bound_to = reader.OwnerOf(Addr(victim_signer));
+  ASSERT_TRUE(bound_to.ok());
+  EXPECT_EQ(*bound_to, Addr(victim_owner));
 }
 
 TEST_F(OperatorTest, WrongChainIsRefused) {
