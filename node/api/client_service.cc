@@ -1,6 +1,7 @@
 #include "node/api/client_service.h"
 
 #include <chrono>
+#include <thread>
 
 #include "common/sha256.h"
 #include "consensus/task.h"
@@ -111,6 +112,14 @@ grpc::Status ClientService::GetBlobImpl(grpc::ServerContext* context, const v1::
     if (!writer->Write(chunk)) return Cancelled("client went away");
     sent_any = true;
     metrics_->blob_bytes_sent->Increment(static_cast<double>(piece.size()));
+    if (stall_served_blobs_) {
+      // The adoption staller: hold the fetcher (and this thread) as long as it waits, capped.
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+      while (!context->IsCancelled() && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      return Cancelled("fault injection: blob stalled after its first chunk");
+    }
     return OkStatus();
   });
   if (!s.ok()) return ToGrpcStatus(s);

@@ -39,6 +39,9 @@ class ClientService final : public v1::Client::Service {
   // Network mode: SubmitTask goes to the consensus engine (which announces the task).
   using Submitter = std::function<StatusOr<SubmitOutcome>(const v1::SubmitTaskRequest&)>;
   void SetSubmitter(Submitter submitter) { submitter_ = std::move(submitter); }
+  // Fault injection only (`trickle-blobs`): GetBlob sends each blob's first chunk, then nothing
+  // until the caller gives up.
+  void StallServedBlobs() { stall_served_blobs_ = true; }
 
  private:
   grpc::Status PutBlobImpl(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
@@ -62,6 +65,7 @@ class ClientService final : public v1::Client::Service {
   int64_t max_blob_bytes_;
   std::function<void(v1::NodeInfo*)> node_info_;
   Submitter submitter_;
+  bool stall_served_blobs_ = false;
 };
 
 // consensor.v1.Client on the peer listener (p2p.listen): only the calls other operators make

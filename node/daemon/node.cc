@@ -353,6 +353,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   if (impl->engine) {
     impl->service->SetSubmitter([raw](const v1::SubmitTaskRequest& r) { return raw->engine->Submit(r); });
   }
+  if (impl->faults && impl->faults->StallsServedBlobs()) impl->service->StallServedBlobs();
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

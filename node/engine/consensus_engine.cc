@@ -479,21 +479,25 @@ Status ConsensusEngine::KeepOrphan(VoteMessage message) {
 
 Status ConsensusEngine::FetchBlob(const Hash256& sha256, const std::vector<std::string>& endpoints) {
   if (store_->BlobSize(sha256).ok()) return OkStatus();
-  Status last = Unavailable("no peer to fetch blob " + ToHex(sha256) + " from");
+  if (endpoints.empty()) return Unavailable("no peer to fetch blob " + ToHex(sha256) + " from");
+  // Every holder's failure is named: the one that stalled is rarely the last one asked.
+  StatusCode code = StatusCode::kUnavailable;
+  std::string failures;
   for (const std::string& endpoint : endpoints) {
     auto writer = store_->NewBlobWriter(sha256, options_.max_blob_bytes);
     if (!writer.ok()) return writer.status();
     Status fetched =
         peers_->FetchBlob(endpoint, sha256, [&](std::span<const uint8_t> bytes) { return (*writer)->Append(bytes); });
-    if (!fetched.ok()) {
-      last = fetched;
-      continue;
+    if (fetched.ok()) {
+      auto committed = (*writer)->Commit();  // verifies the hash
+      if (committed.ok()) return OkStatus();
+      fetched = committed.status().WithContext("blob from " + endpoint);
     }
-    auto committed = (*writer)->Commit();  // verifies the hash
-    if (committed.ok()) return OkStatus();
-    last = committed.status().WithContext("blob from " + endpoint);
+    code = fetched.code();
+    constexpr size_t kMaxFailureText = 2048;  // a long holder list must not make a huge log line
+    if (failures.size() < kMaxFailureText) failures += (failures.empty() ? "" : "; ") + fetched.message();
   }
-  return last;
+  return Status(code, failures);
 }
 
 Status ConsensusEngine::FetchTaskBlobs(const v1::SubmitTaskRequest& spec, const std::vector<std::string>& endpoints) {

@@ -11,13 +11,13 @@ namespace consensor::node {
 
 namespace {
 
-constexpr std::array<std::string_view, 10> kNames = {
-    "corrupt-output",   "equivocate", "silent",          "crash-mid-task", "downgrade-replicas",
-    "wrong-trace-root", "slow",       "stale-reference", "lazy-copy",      "withhold-reveal"};
-constexpr std::array<FaultMode, 10> kModes = {
-    FaultMode::kCorruptOutput,     FaultMode::kEquivocate,     FaultMode::kSilent, FaultMode::kCrashMidTask,
-    FaultMode::kDowngradeReplicas, FaultMode::kWrongTraceRoot, FaultMode::kSlow,   FaultMode::kStaleReference,
-    FaultMode::kLazyCopy,          FaultMode::kWithholdReveal};
+constexpr std::array<std::string_view, 11> kNames = {
+    "corrupt-output", "equivocate",      "silent",    "crash-mid-task",  "downgrade-replicas", "wrong-trace-root",
+    "slow",           "stale-reference", "lazy-copy", "withhold-reveal", "trickle-blobs"};
+constexpr std::array<FaultMode, 11> kModes = {
+    FaultMode::kCorruptOutput,     FaultMode::kEquivocate,     FaultMode::kSilent,      FaultMode::kCrashMidTask,
+    FaultMode::kDowngradeReplicas, FaultMode::kWrongTraceRoot, FaultMode::kSlow,        FaultMode::kStaleReference,
+    FaultMode::kLazyCopy,          FaultMode::kWithholdReveal, FaultMode::kTrickleBlobs};
 
 class Honest final : public FaultInjector {
  public:
@@ -27,6 +27,7 @@ class Honest final : public FaultInjector {
   bool StaySilent(const std::string&) override { return false; }
   bool CopiesRevealedVotes() override { return false; }
   bool WithholdsReveal(const std::string&) override { return false; }
+  bool StallsServedBlobs() override { return false; }
   std::vector<consensus::Attestation> ToSign(const std::string&, const consensus::Attestation& honest) override {
     return {honest};
   }
@@ -77,6 +78,7 @@ class Faulty final : public FaultInjector {
     Log(LogLevel::kWarn, "fault injection: withholding the reveal", {{"task", task_id_hex}});
     return true;
   }
+  bool StallsServedBlobs() override { return mode_ == FaultMode::kTrickleBlobs; }
 
   std::vector<consensus::Attestation> ToSign(const std::string& task_id_hex,
                                              const consensus::Attestation& honest) override {

@@ -36,6 +36,9 @@ enum class FaultMode {
   kLazyCopy,
   // Executes, signs and commits, but never reveals its vote (docs/SECURITY.md, section 8).
   kWithholdReveal,
+  // Serves its blobs to peers as the adoption staller of docs/SECURITY.md, section 9: the first
+  // chunk of each blob, then nothing until the fetcher gives up.
+  kTrickleBlobs,
 };
 
 // The config names of the faults, in the order the docs list them (kNone has none).
@@ -58,6 +61,8 @@ class FaultInjector {
   virtual bool CopiesRevealedVotes() = 0;
   // True: commit to its vote but never reveal it.
   virtual bool WithholdsReveal(const std::string& task_id_hex) = 0;
+  // True: stall every blob this node serves after its first chunk.
+  virtual bool StallsServedBlobs() = 0;
   // What to sign in place of the honest attestation: itself, a corrupted one, or two.
   virtual std::vector<consensus::Attestation> ToSign(const std::string& task_id_hex,
                                                      const consensus::Attestation& honest) = 0;

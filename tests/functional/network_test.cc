@@ -448,6 +448,44 @@ TEST_F(NetworkHonestTest, ClientsHoldingEveryStreamDoNotSilenceGossip) {
   }
 }
 
+// Issue 18, adoption stalls: any registered operator can announce tasks and then serve their
+// blobs as a staller (`trickle-blobs`: each blob's first chunk, then nothing). Honest nodes cut
+// each such fetch off (deadlines sized to the bytes received) and adopt one job per announcer at
+// a time, so a burst of stalled announcements holds one adoption thread per node while the
+// honest client's tasks are adopted, executed and certified on every honest node meanwhile.
+TEST(NetworkAttackTest, StallingAnnouncerDoesNotHoldUpOtherTasks) {
+  TestNetwork net("staller");
+  ASSERT_EQ(net.Start({Operator(1), Operator(2), Operator(3), Operator(4), Operator(5).Fault("trickle-blobs")}), "");
+  NetworkNode& staller = net.node(4);
+  for (uint32_t k = 0; k < 8; ++k) {  // more than one adoption thread's worth of stalled fetches
+    auto s = Submit(staller, 3, 2, 900 + k);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+  }
+  std::vector<Submitted> honest;
+  for (uint32_t k = 0; k < 3; ++k) {
+    auto s = Submit(net.node(k % 2), 3, 2, 950 + k);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    honest.push_back(*s);
+  }
+  for (const Submitted& s : honest) {
+    for (size_t n = 0; n < 4; ++n) {
+      auto t = WaitCertified(net.node(n), s.id);
+      ASSERT_TRUE(t.ok()) << t.status().ToString() << "\n" << net.node(n).LogTail(40);
+      ExpectHonest(*t, s, net.node(n).name());
+    }
+  }
+  // The stall really happened: honest nodes cut fetches from the staller off, and named it.
+  const bool cut_off = WaitUntil(
+      [&] {
+        for (size_t n = 0; n < 4; ++n) {
+          if (net.node(n).LogTail(5000).find("came too slowly") != std::string::npos) return true;
+        }
+        return false;
+      },
+      60s);
+  EXPECT_TRUE(cut_off) << "no honest node saw a stalled blob fetch: " << net.node(0).LogTail(40);
+}
+
 // A node whose key is not registered: its announcements are dropped by every registered node
 // (reason "unregistered") and the task submitted to it is never adopted; a raw envelope signed
 // by an unregistered key is refused the same way, while the same message signed by an operator

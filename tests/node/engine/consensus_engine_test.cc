@@ -432,6 +432,7 @@ class WatchedInjector final : public FaultInjector {
   }
   bool CopiesRevealedVotes() override { return inner_->CopiesRevealedVotes(); }
   bool WithholdsReveal(const std::string& task_id_hex) override { return inner_->WithholdsReveal(task_id_hex); }
+  bool StallsServedBlobs() override { return inner_->StallsServedBlobs(); }
   std::vector<consensus::Attestation> ToSign(const std::string& task_id_hex,
                                              const consensus::Attestation& honest) override {
     Note();

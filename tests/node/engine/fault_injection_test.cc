@@ -30,10 +30,10 @@ TEST(FaultInjectionTest, StaleReferencePicksABlockWhoseSeedIsMined) {
 }
 
 TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
-  EXPECT_EQ(
-      std::vector<std::string_view>(FaultModeNames().begin(), FaultModeNames().end()),
-      (std::vector<std::string_view>{"corrupt-output", "equivocate", "silent", "crash-mid-task", "downgrade-replicas",
-                                     "wrong-trace-root", "slow", "stale-reference", "lazy-copy", "withhold-reveal"}));
+  EXPECT_EQ(std::vector<std::string_view>(FaultModeNames().begin(), FaultModeNames().end()),
+            (std::vector<std::string_view>{"corrupt-output", "equivocate", "silent", "crash-mid-task",
+                                           "downgrade-replicas", "wrong-trace-root", "slow", "stale-reference",
+                                           "lazy-copy", "withhold-reveal", "trickle-blobs"}));
   EXPECT_EQ(*ParseFaultMode("stale-reference"), FaultMode::kStaleReference);
   EXPECT_EQ(*ParseFaultMode(""), FaultMode::kNone);
   EXPECT_EQ(*ParseFaultMode("corrupt-output"), FaultMode::kCorruptOutput);
@@ -50,7 +50,8 @@ TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message(),
             "unknown fault mode 'Silent' (one of corrupt-output, equivocate, silent, crash-mid-task, "
-            "downgrade-replicas, wrong-trace-root, slow, stale-reference, lazy-copy, withhold-reveal)");
+            "downgrade-replicas, wrong-trace-root, slow, stale-reference, lazy-copy, withhold-reveal, "
+            "trickle-blobs)");
 }
 
 TEST(FaultInjectionTest, TheHonestInjectorChangesNothing) {
@@ -62,6 +63,10 @@ TEST(FaultInjectionTest, TheHonestInjectorChangesNothing) {
   EXPECT_TRUE(NewFaultInjector(FaultMode::kWithholdReveal)->WithholdsReveal("t"));
   EXPECT_FALSE(NewFaultInjector(FaultMode::kWithholdReveal)->StaySilent("t"));
   EXPECT_FALSE(NewFaultInjector(FaultMode::kEquivocate)->WithholdsReveal("t"));
+  EXPECT_EQ(*ParseFaultMode("trickle-blobs"), FaultMode::kTrickleBlobs);
+  EXPECT_TRUE(NewFaultInjector(FaultMode::kTrickleBlobs)->StallsServedBlobs());
+  EXPECT_FALSE(honest->StallsServedBlobs());
+  EXPECT_FALSE(NewFaultInjector(FaultMode::kSlow)->StallsServedBlobs());
   const std::vector<consensus::Attestation> signed_ = honest->ToSign("t", Honest());
   ASSERT_EQ(signed_.size(), 1u);
   EXPECT_EQ(signed_[0].result_root, Honest().result_root);
