@@ -194,6 +194,15 @@ ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, 
       "Well-signed votes that did not count: no commitment seen before the commit window closed, a commitment "
       "to something else, or revealed too early.");
   open_rounds_gauge_ = metrics->AddGauge("consensor_consensus_open_rounds", "Tasks waiting for a quorum.");
+  orphan_votes_gauge_ =
+      metrics->AddGauge("consensor_orphan_votes", "Votes kept for tasks whose round is not open here.");
+  orphan_bytes_gauge_ = metrics->AddGauge("consensor_orphan_vote_bytes",
+                                          "Bytes of the votes kept for tasks whose round is not open here.");
+}
+
+void ConsensusEngine::UpdateOrphanGaugesLocked() {
+  orphan_votes_gauge_->Set(static_cast<double>(orphans_.messages()));
+  orphan_bytes_gauge_->Set(static_cast<double>(orphans_.bytes()));
 }
 
 ConsensusEngine::~ConsensusEngine() { Shutdown(); }
@@ -470,7 +479,9 @@ Status ConsensusEngine::KeepOrphan(VoteMessage message) {
     if (auto it = rounds_.find(message.task_id); it != rounds_.end()) {
       ApplyVoteMessage(*it->second, message, &actions);
     } else {
-      return orphans_.Add(std::move(message), *signer, options_.now());
+      Status kept = orphans_.Add(std::move(message), *signer, options_.now());
+      UpdateOrphanGaugesLocked();
+      return kept;
     }
   }
   RunActions(actions);
@@ -1134,6 +1145,7 @@ void ConsensusEngine::Tick() {
       it = awaiting_final_.erase(it);
     }
     open_rounds_gauge_->Set(static_cast<double>(OpenRoundsLocked()));
+    UpdateOrphanGaugesLocked();
   }
   RunActions(actions);
   for (const auto& id : fetch) Enqueue([this, id] { FetchCertifiedResult(id); });

@@ -152,6 +152,9 @@ class ConsensusEngine {
   Counter* reveals_not_counted_;
   Histogram* finality_seconds_;
   Gauge* open_rounds_gauge_;
+  Gauge* orphan_votes_gauge_;
+  Gauge* orphan_bytes_gauge_;
+  void UpdateOrphanGaugesLocked();
 
   mutable std::mutex mu_;
   std::map<consensus::TaskId, std::unique_ptr<Round>> rounds_;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "common/npy.h"
 #include "consensor/v1/node.grpc.pb.h"
 #include "consensor/v1/peer.grpc.pb.h"
+#include "consensus/commitment.h"
 #include "consensus/committee.h"
 #include "consensus/task.h"
 #include "executor/merkle.h"
@@ -484,6 +486,80 @@ TEST(NetworkAttackTest, StallingAnnouncerDoesNotHoldUpOtherTasks) {
       },
       60s);
   EXPECT_TRUE(cut_off) << "no honest node saw a stalled blob fetch: " << net.node(0).LogTail(40);
+}
+
+// Issue 18, orphan votes: a registered operator floods a node with validly signed commitments for
+// task ids nobody will announce, over many connections (a per-connection rate limit does not
+// stop it). The node keeps them only within the flooder's share of the orphan pool, refuses the
+// rest as "no_room" (not remembered as seen, so a genuine copy is taken later), and an honest
+// task submitted right after the flood certifies with the honest result on every node.
+TEST(NetworkAttackTest, OrphanVoteFloodStaysWithinTheFloodersShare) {
+  TestNetwork net("orphan-flood");
+  ASSERT_EQ(net.Start({Operator(1), Operator(2), Operator(3), Operator(4), Operator(5)}), "");
+  NetworkNode& target = net.node(0);
+  const Secp256k1Secret flooder = testing_support::AnvilDevKey(5);  // operator 5 turned hostile
+  const Address20 flooder_address = testing_support::AnvilDevAddress(5);
+  const consensus::Eip712Domain domain{net.deployed().chain_id, net.deployed().manager};
+  constexpr int kConnections = 16, kBatches = 4, kPerBatch = 250;  // 16,000 orphans, ~4x the share
+  const char kNoRoom[] = "consensor_p2p_messages_dropped_total{reason=\"no_room\"}";
+  const double no_room_before = target.Metric(kNoRoom);
+
+  uint32_t accepted = 0;
+  uint64_t counter = 0;
+  for (int c = 0; c < kConnections; ++c) {
+    grpc::ChannelArguments args;
+    args.SetInt("consensor.test.connection", 7000 + c);  // a connection of its own
+    auto stub =
+        v1::Peer::NewStub(grpc::CreateCustomChannel(target.endpoint(), grpc::InsecureChannelCredentials(), args));
+    for (int b = 0; b < kBatches; ++b) {
+      v1::GossipRequest request;
+      for (int k = 0; k < kPerBatch; ++k) {
+        consensus::SignedAttestation vote;
+        ++counter;
+        for (int i = 0; i < 8; ++i) vote.attestation.task_id[i] = static_cast<uint8_t>(counter >> (8 * i));
+        vote.attestation.task_id[31] = 0xF1;
+        vote.attestation.reference_block = 1;
+        auto commitment =
+            consensus::SignCommitment(flooder, domain, vote, flooder_address, consensus::VotePhase::kCommittee);
+        ASSERT_TRUE(commitment.ok()) << commitment.status().ToString();
+        v1::GossipMessage message;
+        v1::ResultCommitment* p = message.mutable_commitment();
+        p->set_task_id(ToHex(commitment->task_id));
+        p->set_reference_block(commitment->reference_block);
+        p->set_phase(0);
+        p->set_commitment(ToHex(commitment->commitment));
+        p->set_signature(ToHex(commitment->signature));
+        auto envelope = node::GossipNetwork::Sign(flooder, domain.chain_id, domain.verifying_contract, message);
+        ASSERT_TRUE(envelope.ok()) << envelope.status().ToString();
+        *request.add_messages() = *envelope;
+      }
+      v1::GossipResponse response;
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + 30s);
+      grpc::Status status = stub->Gossip(&context, request, &response);
+      ASSERT_TRUE(status.ok()) << status.error_message();
+      accepted += response.accepted();
+    }
+  }
+  // The flood reached the pool, and the pool stopped at the flooder's share.
+  std::cout << "orphan flood: " << accepted << " of " << kConnections * kBatches * kPerBatch << " accepted, "
+            << target.Metric("consensor_orphan_vote_bytes") << " orphan bytes, "
+            << target.Metric(kNoRoom) - no_room_before << " refused for room\n";
+  EXPECT_GT(accepted, 0u);
+  EXPECT_LT(accepted, static_cast<uint32_t>(kConnections * kBatches * kPerBatch));
+  EXPECT_GT(target.Metric(kNoRoom), no_room_before);
+  const double share = 2.0 * 1024 * 1024;  // OrphanPoolLimits::max_bytes_per_signer
+  EXPECT_LE(target.Metric("consensor_orphan_vote_bytes"), share + 64 * 1024);
+  EXPECT_GT(target.Metric("consensor_orphan_vote_bytes"), share / 2) << "the flood never filled the share";
+
+  // Honest work goes on, on the flooded node and everywhere else.
+  auto s = Submit(target, 3, 2, 960);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (size_t n = 0; n < net.size(); ++n) {
+    auto t = WaitCertified(net.node(n), s->id);
+    ASSERT_TRUE(t.ok()) << t.status().ToString() << "\n" << net.node(n).LogTail(40);
+    ExpectHonest(*t, *s, net.node(n).name());
+  }
 }
 
 // A node whose key is not registered: its announcements are dropped by every registered node
