@@ -69,6 +69,7 @@ struct GossipNetwork::Peer {
   std::mutex mu;  // guards queue, in_flight and writes to stop
   std::condition_variable cv;
   std::deque<v1::Envelope> queue;
+  size_t queue_bytes = 0;                    // serialized bytes in `queue`
   grpc::ClientContext* in_flight = nullptr;  // so Shutdown can cancel it
   std::atomic<bool> stop{false};
   std::thread worker;
@@ -371,38 +372,48 @@ void GossipNetwork::MarkSeenLocked(const Hash256& id) {
 }
 
 void GossipNetwork::AppendToLog(const v1::Envelope& envelope) {
+  Logged entry{std::make_shared<const v1::Envelope>(envelope), envelope.ByteSizeLong()};
   std::lock_guard lock(log_mu_);
-  log_.push_back(envelope);
+  log_bytes_ += entry.bytes;
+  log_.push_back(std::move(entry));
   ++log_head_;
   const size_t capacity = static_cast<size_t>(std::max(options_.log_capacity, 1));
-  while (log_.size() > capacity) log_.pop_front();
+  const size_t capacity_bytes = static_cast<size_t>(std::max<int64_t>(options_.log_capacity_bytes, 0));
+  while (log_.size() > capacity || (log_.size() > 1 && log_bytes_ > capacity_bytes)) {
+    log_bytes_ -= log_.front().bytes;
+    log_.pop_front();
+  }
 }
 
 grpc::Status GossipNetwork::HandlePull(const v1::PullRequest& request, v1::PullResponse* response) {
   const uint32_t limit =
       request.max_messages() == 0 ? kMaxPullMessages : std::min(request.max_messages(), kMaxPullMessages);
-  std::lock_guard lock(log_mu_);
-  response->set_epoch(epoch_);
-  // A cursor from another epoch refers to a previous run's log (or is a first contact).
-  uint64_t cursor = request.epoch() == epoch_ ? request.cursor() : 0;
-  if (cursor >= log_head_) {  // up to date (or a cursor we never handed out): nothing to send
-    response->set_next_cursor(log_head_);
-    return grpc::Status::OK;
+  // The page is chosen under the lock and copied after it, so a Pull never holds up publishing.
+  std::vector<std::shared_ptr<const v1::Envelope>> page;
+  {
+    std::lock_guard lock(log_mu_);
+    response->set_epoch(epoch_);
+    // A cursor from another epoch refers to a previous run's log (or is a first contact).
+    uint64_t cursor = request.epoch() == epoch_ ? request.cursor() : 0;
+    if (cursor >= log_head_) {  // up to date (or a cursor we never handed out): nothing to send
+      response->set_next_cursor(log_head_);
+      return grpc::Status::OK;
+    }
+    const uint64_t oldest = log_head_ - log_.size() + 1;
+    if (cursor + 1 < oldest) cursor = oldest - 1;  // what the cursor pointed at has been evicted
+    uint64_t seq = cursor + 1;
+    size_t bytes = 0;
+    while (seq <= log_head_ && page.size() < limit) {
+      const Logged& logged = log_[seq - oldest];
+      if (!page.empty() && bytes + logged.bytes > kMaxPullResponseBytes) break;
+      page.push_back(logged.envelope);
+      bytes += logged.bytes;
+      ++seq;
+    }
+    response->set_next_cursor(seq - 1);
+    response->set_more(seq <= log_head_);
   }
-  const uint64_t oldest = log_head_ - log_.size() + 1;
-  if (cursor + 1 < oldest) cursor = oldest - 1;  // what the cursor pointed at has been evicted
-  uint64_t seq = cursor + 1;
-  size_t bytes = 0;
-  while (seq <= log_head_ && static_cast<uint32_t>(response->messages_size()) < limit) {
-    const v1::Envelope& envelope = log_[seq - oldest];
-    const size_t size = envelope.ByteSizeLong();
-    if (response->messages_size() > 0 && bytes + size > kMaxPullResponseBytes) break;
-    *response->add_messages() = envelope;
-    bytes += size;
-    ++seq;
-  }
-  response->set_next_cursor(seq - 1);
-  response->set_more(seq <= log_head_);
+  for (const auto& envelope : page) *response->add_messages() = *envelope;
   return grpc::Status::OK;
 }
 
@@ -431,12 +442,16 @@ void GossipNetwork::Relay(const v1::Envelope& envelope, const std::string* origi
 
 void GossipNetwork::Enqueue(Peer& peer, const v1::Envelope& envelope) {
   {
+    const size_t bytes = envelope.ByteSizeLong();
     std::lock_guard lock(peer.mu);
-    if (peer.queue.size() >= static_cast<size_t>(std::max(options_.peer_queue_capacity, 1))) {
+    const size_t capacity_bytes = static_cast<size_t>(std::max<int64_t>(options_.peer_queue_capacity_bytes, 0));
+    if (peer.queue.size() >= static_cast<size_t>(std::max(options_.peer_queue_capacity, 1)) ||
+        (!peer.queue.empty() && peer.queue_bytes + bytes > capacity_bytes)) {
       metrics_.queue_dropped->Increment();  // anti-entropy delivers it later
       return;
     }
     peer.queue.push_back(envelope);
+    peer.queue_bytes += bytes;
   }
   peer.cv.notify_one();
 }
@@ -552,6 +567,7 @@ void GossipNetwork::RunWorker(Peer& peer) {
           const size_t size = peer.queue.front().ByteSizeLong();
           if (!batch.empty() && bytes + size > kMaxBatchBytes) break;
           bytes += size;
+          peer.queue_bytes -= std::min(peer.queue_bytes, size);
           batch.push_back(std::move(peer.queue.front()));
           peer.queue.pop_front();
         }

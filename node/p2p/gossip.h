@@ -51,6 +51,11 @@ struct GossipOptions {
   double max_messages_per_second = 500;
   int peer_queue_capacity = 4096;  // outbound messages waiting per peer; beyond: dropped and counted
   int log_capacity = 20000;        // recent messages kept for Pull
+  // The same two bounds in bytes (serialized envelopes): messages may be up to
+  // max_message_bytes each, so a count alone would allow gigabytes. The newest message is
+  // always kept in the log.
+  int64_t peer_queue_capacity_bytes = int64_t{16} << 20;
+  int64_t log_capacity_bytes = int64_t{64} << 20;
   // Message ids remembered for dedupe (FIFO eviction). Keep it above log_capacity: an id
   // forgotten while still in peers' logs is pulled and handled again.
   int seen_capacity = 100000;
@@ -188,9 +193,14 @@ class GossipNetwork final : public GossipPublisher {
   std::deque<Hash256> seen_order_;                 // FIFO eviction
   std::unordered_set<Hash256, IdHash> in_flight_;  // ids being verified or handled right now
 
+  struct Logged {
+    std::shared_ptr<const v1::Envelope> envelope;  // shared: Pull copies it outside log_mu_
+    size_t bytes = 0;
+  };
   mutable std::mutex log_mu_;
-  std::deque<v1::Envelope> log_;  // log_.back() has sequence number log_head_
+  std::deque<Logged> log_;  // log_.back() has sequence number log_head_
   uint64_t log_head_ = 0;
+  size_t log_bytes_ = 0;
 
   std::mutex rate_mu_;
   std::map<std::string, Bucket> buckets_;

@@ -579,6 +579,39 @@ TEST(GossipNetworkTest, PullServesTheLogByEpochAndCursor) {
   EXPECT_FALSE(page.more());
 }
 
+// Messages may be up to max_message_bytes each, so the log and the per-peer queues are bounded
+// in bytes too: a count of 20,000 (or 4,096 per peer) of 1 MiB messages would be gigabytes.
+TEST(GossipNetworkTest, LogAndPeerQueuesAreBoundedByBytes) {
+  auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1)});
+  GossipOptions options = FastOptions();
+  options.log_capacity_bytes = 250 * 1024;
+  options.peer_queue_capacity_bytes = 250 * 1024;
+  TestNode node(1, operators, options);
+  ASSERT_TRUE(node.ok());
+  node.gossip->SetPeers({"127.0.0.1:1"});  // never started: everything pushed waits in its queue
+  std::vector<Hash256> ids;
+  for (int i = 0; i < 6; ++i) {
+    ids.push_back(node.gossip->Publish(Announcement(Numbered("big", i) + std::string(100 * 1024, 'x'))).value());
+  }
+  // Two ~100 KiB messages fit in 250 KiB; the queue refused the other four.
+  EXPECT_EQ(node.CounterValue("consensor_p2p_send_queue_dropped_total"), 4);
+  auto stub = node.RawStub();
+  v1::PullResponse page = PullPage(*stub, 0, 0);
+  ASSERT_EQ(page.messages_size(), 2);
+  EXPECT_EQ(GossipNetwork::MessageId(page.messages(0).payload()), ids[4]);
+  EXPECT_EQ(GossipNetwork::MessageId(page.messages(1).payload()), ids[5]);
+  EXPECT_EQ(page.next_cursor(), 6u);
+
+  // A message larger than the byte bound alone is still logged (the newest always is).
+  auto huge = node.gossip->Publish(Announcement("huge" + std::string(300 * 1024, 'y')));
+  ASSERT_TRUE(huge.ok()) << huge.status().ToString();
+  page = PullPage(*stub, page.epoch(), 6);
+  ASSERT_EQ(page.messages_size(), 1);
+  EXPECT_EQ(GossipNetwork::MessageId(page.messages(0).payload()), *huge);
+  page = PullPage(*stub, 0, 0);
+  EXPECT_EQ(page.messages_size(), 1) << "older messages stay past the byte bound";
+}
+
 TEST(GossipNetworkTest, PeerOverItsRateLimitGetsResourceExhausted) {
   auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1), AddressOf(2)});
   GossipOptions options = FastOptions();
