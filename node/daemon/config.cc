@@ -99,6 +99,7 @@ const std::vector<KeySpec>& Keys() {
       {"p2p", "bootstrap", CONFIG_FIELD(p2p_bootstrap)},
       {"p2p", "fanout", CONFIG_FIELD(gossip.fanout)},
       {"p2p", "max_messages_per_second", CONFIG_FIELD(gossip.max_messages_per_second)},
+      {"p2p", "max_messages_per_second_per_operator", CONFIG_FIELD(gossip.max_messages_per_second_per_operator)},
       {"p2p", "pull_interval_ms", CONFIG_FIELD(gossip.pull_interval)},
       {"consensus", "replicas", CONFIG_FIELD(consensus.default_replicas)},
       {"consensus", "quorum", CONFIG_FIELD(consensus.default_quorum)},
@@ -524,6 +525,8 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   for (const std::string& peer : c->p2p_bootstrap) RETURN_IF_ERROR(CheckListen("p2p.bootstrap", peer, false));
   RETURN_IF_ERROR(CheckRange("p2p.fanout", AsWritten(c, "p2p.fanout"), 1, 64));
   RETURN_IF_ERROR(CheckRange("p2p.max_messages_per_second", AsWritten(c, "p2p.max_messages_per_second"), 1, 1000000));
+  RETURN_IF_ERROR(CheckRange("p2p.max_messages_per_second_per_operator",
+                             AsWritten(c, "p2p.max_messages_per_second_per_operator"), 1, 1000000));
   RETURN_IF_ERROR(CheckRange("p2p.pull_interval_ms", c->gossip.pull_interval.count(), 50, 3600000));
   RETURN_IF_ERROR(CheckRange("consensus.max_replicas", AsWritten(c, "consensus.max_replicas"), 1, 256));
   RETURN_IF_ERROR(CheckRange("consensus.replicas", AsWritten(c, "consensus.replicas"), 1, c->consensus.max_replicas));

@@ -13,7 +13,8 @@
 //               max_ops  max_inputs
 //   [operator]  keystore  password_file  password_env
 //   [chain]     rpc  deployment  confirmations  poll_ms  submit_evidence
-//   [p2p]       advertise  bootstrap  fanout  max_messages_per_second  pull_interval_ms
+//   [p2p]       advertise  bootstrap  fanout  max_messages_per_second
+//               max_messages_per_second_per_operator  pull_interval_ms
 //   [consensus] replicas  quorum  max_replicas  member_timeout_ms  max_dispute_committee
 //               max_reference_age
 //   [fault]     mode  (testing only: corrupt-output | equivocate | silent | crash-mid-task)

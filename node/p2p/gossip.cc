@@ -266,21 +266,24 @@ grpc::Status GossipNetwork::HandleGossip(grpc::ServerContext* context, const v1:
   return grpc::Status::OK;
 }
 
-bool GossipNetwork::TakeTokens(const std::string& peer, size_t messages) {
-  const double rate = options_.max_messages_per_second;
+namespace {
+
+// Takes `messages` tokens from `key`'s bucket (rate per second, burst 2x), creating it full.
+// Callers hold the lock that guards `buckets`.
+template <typename Key, typename BucketT>
+bool TakeFromBucket(std::map<Key, BucketT>& buckets, const Key& key, double rate, size_t messages) {
   if (!(rate > 0)) return true;
   const double burst = 2 * rate;
-  const auto now = Clock::now();
-  std::lock_guard lock(rate_mu_);
-  auto it = buckets_.find(peer);
-  if (it == buckets_.end()) {
-    if (buckets_.size() >= kMaxRateBuckets) {
+  const auto now = std::chrono::steady_clock::now();
+  auto it = buckets.find(key);
+  if (it == buckets.end()) {
+    if (buckets.size() >= kMaxRateBuckets) {
       // Buckets that have refilled completely carry no state worth keeping.
       const auto refill_time = std::chrono::duration<double>(burst / rate);
-      std::erase_if(buckets_, [&](const auto& entry) { return now - entry.second.last >= refill_time; });
-      if (buckets_.size() >= kMaxRateBuckets) return false;
+      std::erase_if(buckets, [&](const auto& entry) { return now - entry.second.last >= refill_time; });
+      if (buckets.size() >= kMaxRateBuckets) return false;
     }
-    it = buckets_.emplace(peer, Bucket{burst, now}).first;
+    it = buckets.emplace(key, BucketT{burst, now}).first;
   } else {
     const double elapsed = std::chrono::duration<double>(now - it->second.last).count();
     it->second.tokens = std::min(burst, it->second.tokens + elapsed * rate);
@@ -292,6 +295,18 @@ bool GossipNetwork::TakeTokens(const std::string& peer, size_t messages) {
   if (it->second.tokens < std::min(cost, burst)) return false;
   it->second.tokens -= cost;
   return true;
+}
+
+}  // namespace
+
+bool GossipNetwork::TakeTokens(const std::string& peer, size_t messages) {
+  std::lock_guard lock(rate_mu_);
+  return TakeFromBucket(buckets_, peer, options_.max_messages_per_second, messages);
+}
+
+bool GossipNetwork::TakeOperatorToken(const Address20& author) {
+  std::lock_guard lock(rate_mu_);
+  return TakeFromBucket(operator_buckets_, author, options_.max_messages_per_second_per_operator, 1);
 }
 
 // Which ids become "seen" (never processed again): accepted messages, and messages the handler
@@ -335,6 +350,8 @@ GossipNetwork::Outcome GossipNetwork::ProcessEnvelope(const v1::Envelope& envelo
     drop_reason = "bad_signature";
   } else if (!authorizer_(sender)) {
     drop_reason = "unregistered";
+  } else if (!TakeOperatorToken(sender)) {
+    drop_reason = "rate_limited";  // per author, however many connections it uses
   } else if (Status verdict = handler_(message, id, sender); !verdict.ok()) {
     drop_reason = verdict.code() == StatusCode::kResourceExhausted ? "no_room" : "rejected";
     Log(LogLevel::kDebug, "gossip message rejected",

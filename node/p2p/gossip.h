@@ -49,6 +49,11 @@ struct GossipOptions {
   // Per inbound peer (keyed by the grpc peer's address string): a token bucket holding up to
   // 2x this many messages. Zero or negative: no limit.
   double max_messages_per_second = 500;
+  // Per author: the registered operator whose signature an envelope carries, whichever peer or
+  // connection it comes through (new connections do not reset it). A token bucket holding up
+  // to 2x this many new messages; over it a message is dropped as rate_limited and not
+  // remembered, so a later copy is taken. Zero or negative: no limit.
+  double max_messages_per_second_per_operator = 1000;
   int peer_queue_capacity = 4096;  // outbound messages waiting per peer; beyond: dropped and counted
   int log_capacity = 20000;        // recent messages kept for Pull
   // The same two bounds in bytes (serialized envelopes): messages may be up to
@@ -143,6 +148,7 @@ class GossipNetwork final : public GossipPublisher {
   Outcome ProcessEnvelope(const v1::Envelope& envelope, const std::string* origin);
   Outcome Drop(const char* reason, size_t count = 1);
   bool TakeTokens(const std::string& peer, size_t messages);
+  bool TakeOperatorToken(const Address20& author);
   bool MarkSeenIfNew(const Hash256& id);  // false when already seen
   void MarkSeenLocked(const Hash256& id);
   void AppendToLog(const v1::Envelope& envelope);
@@ -203,7 +209,8 @@ class GossipNetwork final : public GossipPublisher {
   size_t log_bytes_ = 0;
 
   std::mutex rate_mu_;
-  std::map<std::string, Bucket> buckets_;
+  std::map<std::string, Bucket> buckets_;         // by connection
+  std::map<Address20, Bucket> operator_buckets_;  // by verified author
 
   std::mutex rng_mu_;
   std::mt19937_64 rng_;

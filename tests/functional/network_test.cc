@@ -490,9 +490,10 @@ TEST(NetworkAttackTest, StallingAnnouncerDoesNotHoldUpOtherTasks) {
 
 // Issue 18, orphan votes: a registered operator floods a node with validly signed commitments for
 // task ids nobody will announce, over many connections (a per-connection rate limit does not
-// stop it). The node keeps them only within the flooder's share of the orphan pool, refuses the
-// rest as "no_room" (not remembered as seen, so a genuine copy is taken later), and an honest
-// task submitted right after the flood certifies with the honest result on every node.
+// stop it). Its author's rate limit and its share of the orphan pool bound what the node takes;
+// the rest is dropped as "rate_limited" or "no_room" (neither remembered as seen, so a genuine
+// copy is taken later), and an honest task submitted right after the flood certifies with the
+// honest result on every node.
 TEST(NetworkAttackTest, OrphanVoteFloodStaysWithinTheFloodersShare) {
   TestNetwork net("orphan-flood");
   ASSERT_EQ(net.Start({Operator(1), Operator(2), Operator(3), Operator(4), Operator(5)}), "");
@@ -502,7 +503,9 @@ TEST(NetworkAttackTest, OrphanVoteFloodStaysWithinTheFloodersShare) {
   const consensus::Eip712Domain domain{net.deployed().chain_id, net.deployed().manager};
   constexpr int kConnections = 16, kBatches = 4, kPerBatch = 250;  // 16,000 orphans, ~4x the share
   const char kNoRoom[] = "consensor_p2p_messages_dropped_total{reason=\"no_room\"}";
+  const char kRateLimited[] = "consensor_p2p_messages_dropped_total{reason=\"rate_limited\"}";
   const double no_room_before = target.Metric(kNoRoom);
+  const double rate_limited_before = target.Metric(kRateLimited);
 
   uint32_t accepted = 0;
   uint64_t counter = 0;
@@ -541,16 +544,17 @@ TEST(NetworkAttackTest, OrphanVoteFloodStaysWithinTheFloodersShare) {
       accepted += response.accepted();
     }
   }
-  // The flood reached the pool, and the pool stopped at the flooder's share.
+  // The flood reached the pool, and what the node took stayed within the flooder's bounds.
+  const double no_room = target.Metric(kNoRoom) - no_room_before;
+  const double rate_limited = target.Metric(kRateLimited) - rate_limited_before;
   std::cout << "orphan flood: " << accepted << " of " << kConnections * kBatches * kPerBatch << " accepted, "
-            << target.Metric("consensor_orphan_vote_bytes") << " orphan bytes, "
-            << target.Metric(kNoRoom) - no_room_before << " refused for room\n";
+            << target.Metric("consensor_orphan_vote_bytes") << " orphan bytes, " << rate_limited
+            << " over the author's rate, " << no_room << " over its pool share\n";
   EXPECT_GT(accepted, 0u);
   EXPECT_LT(accepted, static_cast<uint32_t>(kConnections * kBatches * kPerBatch));
-  EXPECT_GT(target.Metric(kNoRoom), no_room_before);
+  EXPECT_GT(no_room + rate_limited, 0);
   const double share = 2.0 * 1024 * 1024;  // OrphanPoolLimits::max_bytes_per_signer
   EXPECT_LE(target.Metric("consensor_orphan_vote_bytes"), share + 64 * 1024);
-  EXPECT_GT(target.Metric("consensor_orphan_vote_bytes"), share / 2) << "the flood never filled the share";
 
   // Honest work goes on, on the flooded node and everywhere else.
   auto s = Submit(target, 3, 2, 960);

@@ -67,7 +67,7 @@ TEST(ConfigTest, FaultModeIsOneOfTheInjectorsNamesAndNeedsNetworkMode) {
   config.fault_mode = "flaky";
   EXPECT_EQ(FinalizeError(config),
             "fault.mode must be one of corrupt-output, equivocate, silent, crash-mid-task, downgrade-replicas, "
-            "wrong-trace-root, slow, stale-reference, lazy-copy, withhold-reveal (got 'flaky')");
+            "wrong-trace-root, slow, stale-reference, lazy-copy, withhold-reveal, trickle-blobs (got 'flaky')");
   config.fault_mode = "silent";
   EXPECT_EQ(FinalizeError(config), "fault.mode needs network mode (chain.rpc)");
   auto parsed = ParseNodeConfig("[fault]\nmode = \"equivocate\"\n", "config.toml");
@@ -398,6 +398,9 @@ TEST(ConfigTest, FinalizeRangeChecks) {
       {[](NodeConfig* c) { c->tasks.limits.max_elements_per_tensor = 0; }, "limits.max_elements"},
       {[](NodeConfig* c) { c->tasks.limits.max_ops = 0; }, "limits.max_ops"},
       {[](NodeConfig* c) { c->tasks.max_inputs = 0; }, "limits.max_inputs"},
+      {[](NodeConfig* c) { c->gossip.max_messages_per_second = 0; }, "p2p.max_messages_per_second"},
+      {[](NodeConfig* c) { c->gossip.max_messages_per_second_per_operator = 0; },
+       "p2p.max_messages_per_second_per_operator"},
       {[](NodeConfig* c) { c->datadir = ""; }, "datadir"},
       {[](NodeConfig* c) {
          c->password_file = "/pw";

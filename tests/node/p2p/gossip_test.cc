@@ -579,6 +579,41 @@ TEST(GossipNetworkTest, PullServesTheLogByEpochAndCursor) {
   EXPECT_FALSE(page.more());
 }
 
+// The rate limit that a new connection does not reset: per author, after the signature is
+// verified. One operator's messages over its budget are dropped (and taken again later, they are
+// not remembered); another operator's are unaffected.
+TEST(GossipNetworkTest, OperatorOverItsRateLimitIsLimitedOnEveryConnection) {
+  auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1), AddressOf(2), AddressOf(3)});
+  GossipOptions options = FastOptions();
+  options.max_messages_per_second = 0;               // no per-connection limit: only the author's
+  options.max_messages_per_second_per_operator = 1;  // burst of 2
+  TestNode node(3, operators, options);
+  ASSERT_TRUE(node.ok());
+  int accepted = 0;
+  std::vector<v1::Envelope> refused;
+  for (int i = 0; i < 6; ++i) {
+    grpc::ChannelArguments args;
+    args.SetInt("consensor.test.connection", 100 + i);  // a fresh connection each time
+    auto stub = v1::Peer::NewStub(grpc::CreateCustomChannel(node.endpoint, grpc::InsecureChannelCredentials(), args));
+    v1::Envelope envelope = SignedBy(1, Announcement(Numbered("flood", i)));
+    grpc::Status status;
+    const int n = Push(*stub, {envelope}, &status);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    accepted += n;
+    if (n == 0) refused.push_back(envelope);
+  }
+  EXPECT_LE(accepted, 3);  // the burst, plus at most one refill while pushing
+  EXPECT_EQ(node.Dropped("rate_limited"), 6 - accepted);
+  // Another author is unaffected.
+  auto stub = node.RawStub();
+  grpc::Status status;
+  EXPECT_EQ(Push(*stub, {SignedBy(2, Announcement("other"))}, &status), 1);
+  // A refused message was not remembered: once the bucket refills, the same bytes are taken.
+  ASSERT_FALSE(refused.empty());
+  std::this_thread::sleep_for(2100ms);
+  EXPECT_EQ(Push(*stub, {refused.front()}, &status), 1);
+}
+
 // Messages may be up to max_message_bytes each, so the log and the per-peer queues are bounded
 // in bytes too: a count of 20,000 (or 4,096 per peer) of 1 MiB messages would be gigabytes.
 TEST(GossipNetworkTest, LogAndPeerQueuesAreBoundedByBytes) {
