@@ -35,9 +35,9 @@ struct ResizeSpec {
 
 // The source taps of one output index along one axis.
 struct AxisTaps {
-  Ints index;                   // K indices, clamped into [0, n)
-  std::vector<double> weight;   // K weights (f64, before the one rounding to f32)
-  bool extrapolated = false;    // tf_crop_and_resize: the coordinate lies outside [0, n - 1]
+  Ints index;                  // K indices, clamped into [0, n)
+  std::vector<double> weight;  // K weights (f64, before the one rounding to f32)
+  bool extrapolated = false;   // tf_crop_and_resize: the coordinate lies outside [0, n - 1]
 };
 
 // Far beyond any dim the element cap allows, and small enough that every integer up to it
@@ -85,7 +85,8 @@ StatusOr<AxisTaps> TapsFor(const NodeContext& ctx, const ResizeSpec& spec, int64
                            double roi_start, double roi_end) {
   const double c = SourceCoordinate(spec, i, s, n, roi_start, roi_end);
   if (!(c >= -kCoordinateBound && c <= kCoordinateBound)) {
-    return ctx.Invalid("the scales or roi put output index " + std::to_string(i) + " at a source coordinate out of range");
+    return ctx.Invalid("the scales or roi put output index " + std::to_string(i) +
+                       " at a source coordinate out of range");
   }
   AxisTaps taps;
   if (spec.coordinates == Coordinates::kTfCrop) {
@@ -138,7 +139,8 @@ StatusOr<ValueId> ResizeAxis(NodeContext& ctx, const ResizeSpec& spec, ValueId v
   const Shape shape = ctx.type(v).shape;  // a copy: Emit may move the value table
   const int64_t rank = static_cast<int64_t>(shape.size());
   const int64_t n = shape[static_cast<size_t>(axis)];
-  if (n == 0 && m > 0) return ctx.Invalid("cannot resize the empty axis " + std::to_string(axis) + " to " + std::to_string(m));
+  if (n == 0 && m > 0)
+    return ctx.Invalid("cannot resize the empty axis " + std::to_string(axis) + " to " + std::to_string(m));
   std::vector<AxisTaps> all;
   all.reserve(static_cast<size_t>(m));
   bool identity = m == n && spec.coordinates != Coordinates::kTfCrop;
