@@ -7,6 +7,7 @@
 // weights and K - 1 `add`s in ascending tap order. Nearest is one `gather` (a bit copy).
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,13 @@ StatusOr<AxisTaps> TapsFor(const NodeContext& ctx, const ResizeSpec& spec, int64
   }
   if (spec.exclude_outside && total != 0.0) {  // 0 only far outside, where tf_crop_and_resize extrapolates
     for (double& w : taps.weight) w = w / total;
+  }
+  // Defensive: the cubic weights stay below 0.2 * |a| + 1 and a nonzero f64 total of them is
+  // not tiny, so a finite f32 cubic_coeff_a cannot get here; the cast to f32 below must not overflow.
+  for (double w : taps.weight) {
+    if (!(std::fabs(w) <= static_cast<double>(std::numeric_limits<float>::max()))) {
+      return ctx.Invalid("cubic_coeff_a and exclude_outside give a weight beyond the float range");
+    }
   }
   return taps;
 }

@@ -1084,6 +1084,17 @@ TEST(OnnxImport, ResizeRefusesBadScalesSizesAndAttributes) {
     ModelBuilder::IntAttr(m.graph()->mutable_node(0), "exclude_outside", 2);
     expect_code(m, StatusCode::kInvalidArgument, "exclude_outside");
   }
+  {  // an extreme but finite cubic_coeff_a: the weights (below 0.2 * |a| + 1) still fit f32
+    ModelBuilder m = ResizeModel({1, 4}, {1, 2}, {{"mode", "cubic"}});
+    FloatAttr(m.graph()->mutable_node(0), "cubic_coeff_a", -3e38f);
+    ModelBuilder::IntAttr(m.graph()->mutable_node(0), "exclude_outside", 1);
+    auto y = RunOne(m, {{"x", Tensor::FromVector<float>(DType::kF32, {1, 4}, {1, 2, 3, 4})}});
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    EXPECT_EQ(y->shape(), (Shape{1, 8}));
+    ModelBuilder bad = ResizeModel({1, 4}, {1, 2}, {{"mode", "cubic"}});
+    FloatAttr(bad.graph()->mutable_node(0), "cubic_coeff_a", std::numeric_limits<float>::infinity());
+    expect_code(bad, StatusCode::kInvalidArgument, "cubic_coeff_a must be finite");
+  }
   {
     ModelBuilder m = ResizeModel({1, 4}, {1, 2}, {});
     ModelBuilder::IntAttr(m.graph()->mutable_node(0), "antialias", 1);
