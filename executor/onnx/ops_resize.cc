@@ -6,6 +6,8 @@
 // the weights to f32 once, and emits per axis K constant-index `gather`s, K `mul`s by the
 // weights and K - 1 `add`s in ascending tap order. Nearest is one `gather` (a bit copy).
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -149,15 +151,25 @@ StatusOr<ValueId> ResizeAxis(NodeContext& ctx, const ResizeSpec& spec, ValueId v
   const int64_t n = shape[static_cast<size_t>(axis)];
   if (n == 0 && m > 0)
     return ctx.Invalid("cannot resize the empty axis " + std::to_string(axis) + " to " + std::to_string(m));
-  std::vector<AxisTaps> all;
-  all.reserve(static_cast<size_t>(m));
+  // Flat tables, tap-major (k * m + i): a few bytes per output index and tap, since m may be
+  // as large as the element cap.
+  const size_t taps = spec.mode == Mode::kNearest ? 1 : (spec.mode == Mode::kLinear ? 2 : 4);
+  const auto count = static_cast<size_t>(m);
+  std::vector<int64_t> index(taps * count);
+  std::vector<float> weight(taps * count);
+  std::vector<uint8_t> extrapolated(count);
   bool identity = m == n && spec.coordinates != Coordinates::kTfCrop;
   bool any_extrapolated = false;
-  for (int64_t i = 0; i < m; ++i) {
-    ASSIGN_OR_RETURN(AxisTaps taps, TapsFor(ctx, spec, i, s, n, roi_start, roi_end));
-    if (SourceCoordinate(spec, i, s, n, roi_start, roi_end) != static_cast<double>(i)) identity = false;
-    any_extrapolated = any_extrapolated || taps.extrapolated;
-    all.push_back(std::move(taps));
+  for (size_t i = 0; i < count; ++i) {
+    const auto out_index = static_cast<int64_t>(i);
+    ASSIGN_OR_RETURN(AxisTaps t, TapsFor(ctx, spec, out_index, s, n, roi_start, roi_end));
+    if (SourceCoordinate(spec, out_index, s, n, roi_start, roi_end) != static_cast<double>(out_index)) identity = false;
+    any_extrapolated = any_extrapolated || t.extrapolated;
+    extrapolated[i] = t.extrapolated ? 1 : 0;
+    for (size_t k = 0; k < taps; ++k) {
+      index[k * count + i] = t.index[k];
+      weight[k * count + i] = static_cast<float>(t.weight[k]);  // round to nearest even, once
+    }
   }
   if (identity) return v;
 
@@ -166,21 +178,18 @@ StatusOr<ValueId> ResizeAxis(NodeContext& ctx, const ResizeSpec& spec, ValueId v
   table_shape[0] = m;
   if (any_extrapolated) {
     Tensor mask(DType::kBool, table_shape);
-    for (int64_t i = 0; i < m; ++i) mask.data()[i] = all[static_cast<size_t>(i)].extrapolated ? 1 : 0;
+    std::memcpy(mask.data(), extrapolated.data(), count);
     extrapolation_masks.push_back(ctx.Constant(std::move(mask)));
   }
-  const size_t taps = spec.mode == Mode::kNearest ? 1 : (spec.mode == Mode::kLinear ? 2 : 4);
   ValueId sum = -1;
   for (size_t k = 0; k < taps; ++k) {
-    Ints index(static_cast<size_t>(m));
-    for (int64_t i = 0; i < m; ++i) index[static_cast<size_t>(i)] = all[static_cast<size_t>(i)].index[k];
-    ASSIGN_OR_RETURN(ValueId tap, ctx.Emit("gather", {v, ctx.Constant(Int64Vector(index))}, {{"axis", axis}}));
+    Ints tap_index(index.begin() + static_cast<std::ptrdiff_t>(k * count),
+                   index.begin() + static_cast<std::ptrdiff_t>((k + 1) * count));
+    ASSIGN_OR_RETURN(ValueId tap, ctx.Emit("gather", {v, ctx.Constant(Int64Vector(tap_index))}, {{"axis", axis}}));
     if (spec.mode == Mode::kNearest) return tap;
-    Tensor weight(DType::kF32, table_shape);
-    for (int64_t i = 0; i < m; ++i) {
-      weight.data_as<float>()[i] = static_cast<float>(all[static_cast<size_t>(i)].weight[k]);  // nearest even
-    }
-    ASSIGN_OR_RETURN(ValueId term, ctx.Emit("mul", {tap, ctx.Constant(std::move(weight))}));
+    Tensor w(DType::kF32, table_shape);
+    if (count > 0) std::memcpy(w.data(), weight.data() + k * count, count * sizeof(float));
+    ASSIGN_OR_RETURN(ValueId term, ctx.Emit("mul", {tap, ctx.Constant(std::move(w))}));
     if (k == 0) {
       sum = term;
     } else {
