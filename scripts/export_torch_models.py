@@ -29,6 +29,7 @@ import numpy as np
 import onnx
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 OPSET = 17
 
@@ -100,6 +101,25 @@ class TinyTransformer(nn.Module):
         return self.head(x)
 
 
+class UpsamplingNet(nn.Module):
+    """A small segmentation-style decoder: convolutions between the three interpolations PyTorch
+    models use (bilinear, nearest, bicubic with align_corners), each exported as a Resize."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Conv2d(3, 6, 3, stride=2, padding=1)
+        self.mid = nn.Conv2d(6, 6, 3, padding=1)
+        self.head = nn.Conv2d(6, 2, 1)
+
+    def forward(self, x):
+        x = torch.relu(self.enc(x))
+        x = F.interpolate(x, scale_factor=2.0, mode="bilinear", align_corners=False)
+        x = torch.relu(self.mid(x))
+        x = F.interpolate(x, scale_factor=2.0, mode="nearest")
+        x = F.interpolate(x, size=(20, 28), mode="bicubic", align_corners=True)
+        return self.head(x)
+
+
 def build_mlp():
     torch.manual_seed(1)
     model = MLP().eval()
@@ -137,6 +157,13 @@ def build_transformer():
     return model, {"tokens": tokens}, ["logits"]
 
 
+def build_upsample():
+    torch.manual_seed(4)
+    model = UpsamplingNet().eval()
+    image = torch.randn(1, 3, 12, 16)
+    return model, {"image": image}, ["mask"]
+
+
 # (name, builder, extra torch.onnx.export arguments, tolerance). In eval mode the exporter folds the
 # BatchNorm2d into the Conv before it; cnn_bn is the same network exported with
 # TrainingMode.PRESERVE (the module is still in eval mode), which keeps a BatchNormalization
@@ -146,6 +173,7 @@ MODELS = [
     ("cnn", build_cnn, {}, TIGHT),
     ("cnn_bn", build_cnn, {"training": torch.onnx.TrainingMode.PRESERVE}, TIGHT),
     ("transformer", build_transformer, {}, TRANSFORMER_TOL),
+    ("upsample", build_upsample, {}, TIGHT),
 ]
 
 
@@ -215,6 +243,8 @@ def main():
     # cnn_bn's PRESERVE export warns about constant folding in training mode; the module is in
     # eval mode, so nothing trainable is folded.
     warnings.filterwarnings("ignore", message=".*constant folding be turned off.*")
+    # F.interpolate's scale constants trip a harmless exporter shape-inference warning.
+    warnings.filterwarnings("ignore", message=".*shape inference of prim::Constant type is missing.*")
     torch.use_deterministic_algorithms(True)
     manifest = {"opset": OPSET, "torch": torch.__version__, "onnx": onnx.__version__,
                 "tolerance": "numpy allclose: |got - expected| <= atol + rtol * |expected|", "models": []}

@@ -128,8 +128,9 @@ struct OpConverter {
 const std::vector<OpConverter>& ElementwiseConverters();
 const std::vector<OpConverter>& NnConverters();
 const std::vector<OpConverter>& TensorConverters();
+const std::vector<OpConverter>& ResizeConverters();
 
-// Every converter by ONNX op type (the three families merged).
+// Every converter by ONNX op type (the families merged).
 const std::map<std::string, ConvertFn>& ConverterTable();
 
 // The phrase every "this input must be known at import" error carries (NeedsValueAtImport).

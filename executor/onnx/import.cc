@@ -133,7 +133,7 @@ StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& p, const Limits& limits
 const std::map<std::string, ConvertFn>& ConverterTable() {
   static const auto* table = [] {
     auto* t = new std::map<std::string, ConvertFn>;
-    for (const auto* family : {&ElementwiseConverters(), &NnConverters(), &TensorConverters()}) {
+    for (const auto* family : {&ElementwiseConverters(), &NnConverters(), &TensorConverters(), &ResizeConverters()}) {
       for (const OpConverter& c : *family) t->emplace(std::string(c.op_type), c.convert);
     }
     return t;
@@ -771,11 +771,15 @@ bool NeedsValueAtImport(const Status& status) {
 StatusOr<OnnxImportForValues> ImportOnnxForValues(std::span<const uint8_t> model,
                                                   const std::map<std::string, Tensor>& values,
                                                   OnnxImportOptions options) {
-  // Three tries: nothing bound, the integer inputs bound, everything bound.
-  for (int attempt = 0; attempt < 3; ++attempt) {
+  // Four tries: nothing bound; the integer inputs bound; also the short float vectors
+  // (Resize's scales and roi: at most 2 values per dim of a rank-8 tensor); everything bound.
+  constexpr int kLastAttempt = 3;
+  for (int attempt = 0; attempt <= kLastAttempt; ++attempt) {
     OnnxImportForValues out;
     for (const auto& [name, t] : values) {
-      const bool bind = attempt == 2 || (attempt == 1 && t.dtype() != DType::kF32);
+      const bool short_vector = t.shape().size() == 1 && t.num_elements() <= 16;
+      const bool bind =
+          attempt == kLastAttempt || (attempt >= 1 && t.dtype() != DType::kF32) || (attempt == 2 && short_vector);
       (bind ? out.bound : out.run_inputs).emplace(name, t);
     }
     options.input_shapes.clear();
@@ -786,7 +790,7 @@ StatusOr<OnnxImportForValues> ImportOnnxForValues(std::span<const uint8_t> model
       out.model = std::move(imported).value();
       return out;
     }
-    if (!NeedsValueAtImport(imported.status()) || attempt == 2) return imported.status();
+    if (!NeedsValueAtImport(imported.status()) || attempt == kLastAttempt) return imported.status();
   }
   return Internal("unreachable");
 }

@@ -64,6 +64,7 @@ bool NeedsValueAtImport(const Status& status);
 
 // Imports a model that will run on known input values, as an ONNX test case does. When an
 // input must be known at import, the integer inputs are bound as constants (`constant_inputs`),
+// if that is not enough also the float vectors of at most 16 values (Resize's scales and roi),
 // and if that is not enough, every input. `run_inputs` are the values still to feed.
 struct OnnxImportForValues {
   OnnxImport model;

@@ -100,6 +100,11 @@ constexpr const char* kGoldenModels[] = {
     "node/test_lrn",
     "node/test_gathernd_example_int32_batch_dim1",
     "node/test_reduce_prod_keepdims_random",
+    "node/test_resize_upsample_scales_cubic_A_n0p5_exclude_outside",
+    "node/test_resize_downsample_scales_linear_align_corners",
+    "node/test_resize_tf_crop_and_resize",
+    "node/test_resize_upsample_sizes_nearest_ceil_half_pixel",
+    "node/test_upsample_nearest",
 };
 
 struct Imported {

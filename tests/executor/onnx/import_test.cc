@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <tuple>
 
 #include "common/file_io.h"
 #include "common/safetensors.h"
@@ -847,6 +849,307 @@ TEST(OnnxImport, LrnRefusesHostileSizes) {
   }
 }
 
+// --- Resize and Upsample (docs/DETERMINISM.md 6.2) ---
+
+void StringAttr(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+void FloatAttr(onnx::NodeProto* n, const std::string& name, float v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+
+// The spec's taps along one axis, written out directly from DETERMINISM.md 6.2 for the
+// modes these tests use: (indices, f32 weights) for output index i.
+struct RefTaps {
+  std::vector<int64_t> index;
+  std::vector<float> weight;
+};
+RefTaps ReferenceTaps(const std::string& mode, const std::string& coords, double a, bool exclude, int64_t i, int64_t n,
+                      double s) {
+  const double x = static_cast<double>(i);
+  const double length = s * static_cast<double>(n);
+  double c = 0;
+  if (coords == "half_pixel") c = (x + 0.5) / s - 0.5;
+  if (coords == "align_corners") c = length == 1.0 ? 0.0 : (x * static_cast<double>(n - 1)) / (length - 1.0);
+  if (coords == "asymmetric") c = x / s;
+  auto clamp = [n](int64_t j) { return std::min(std::max(j, int64_t{0}), n - 1); };
+  RefTaps t;
+  if (mode == "nearest") {  // round_prefer_floor
+    const double f = std::floor(c);
+    t.index = {clamp(static_cast<int64_t>(f) + (c - f > 0.5 ? 1 : 0))};
+    t.weight = {1.0f};
+    return t;
+  }
+  const int64_t left = static_cast<int64_t>(std::ceil(c)) - 1;
+  const double r = c - static_cast<double>(left);
+  std::vector<double> w;
+  int64_t first = left;
+  if (mode == "linear") {
+    w = {1.0 - r, r};
+  } else {
+    first = left - 1;
+    const double t0 = r + 1.0, u = 1.0 - r, v = u + 1.0;
+    w = {(((a * t0) - (5.0 * a)) * t0 + (8.0 * a)) * t0 - (4.0 * a), ((((a + 2.0) * r) - (a + 3.0)) * r) * r + 1.0,
+         ((((a + 2.0) * u) - (a + 3.0)) * u) * u + 1.0, (((a * v) - (5.0 * a)) * v + (8.0 * a)) * v - (4.0 * a)};
+  }
+  double total = 0;
+  for (size_t k = 0; k < w.size(); ++k) {
+    const int64_t j = first + static_cast<int64_t>(k);
+    if (exclude && (j < 0 || j >= n)) w[k] = 0;
+    total += w[k];
+    t.index.push_back(clamp(j));
+  }
+  for (double wk : w) t.weight.push_back(static_cast<float>(exclude ? wk / total : wk));
+  return t;
+}
+
+// Resizes a [1, 1, H, W] plane per the spec: the W axis of every row first, then the H axis,
+// each output the chain y = t0 * w0; y = y + tk * wk.
+std::vector<float> ReferenceResize2d(const std::vector<float>& in, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                                     double sh, double sw, const std::string& mode, const std::string& coords, double a,
+                                     bool exclude) {
+  auto chain = [](const RefTaps& t, auto&& value) {
+    float y = value(t.index[0]) * t.weight[0];
+    for (size_t k = 1; k < t.index.size(); ++k) y = y + value(t.index[k]) * t.weight[k];
+    return y;
+  };
+  std::vector<float> rows(static_cast<size_t>(h * ow));
+  for (int64_t r = 0; r < h; ++r) {
+    for (int64_t j = 0; j < ow; ++j) {
+      RefTaps t = ReferenceTaps(mode, coords, a, exclude, j, w, sw);
+      rows[static_cast<size_t>(r * ow + j)] = chain(t, [&](int64_t k) { return in[static_cast<size_t>(r * w + k)]; });
+    }
+  }
+  std::vector<float> out(static_cast<size_t>(oh * ow));
+  for (int64_t i = 0; i < oh; ++i) {
+    for (int64_t j = 0; j < ow; ++j) {
+      RefTaps t = ReferenceTaps(mode, coords, a, exclude, i, h, sh);
+      out[static_cast<size_t>(i * ow + j)] = chain(t, [&](int64_t k) { return rows[static_cast<size_t>(k * ow + j)]; });
+    }
+  }
+  return out;
+}
+
+ModelBuilder ResizeModel(const std::vector<int64_t>& in_shape, const std::vector<float>& scales,
+                         const std::vector<std::pair<std::string, std::string>>& strings,
+                         int32_t elem = onnx::TensorProto::FLOAT) {
+  ModelBuilder m(13);
+  m.Input("x", elem, in_shape);
+  m.InitializerF32("scales", {static_cast<int64_t>(scales.size())}, scales);
+  auto* n = m.Node("Resize", {"x", "", "scales"}, {"y"});
+  for (const auto& [k, v] : strings) StringAttr(n, k, v);
+  m.Output("y");
+  return m;
+}
+
+TEST(OnnxImport, ResizeGivesTheSpecsBitsForEveryMode) {
+  struct Case {
+    std::string mode, coords;
+    float a;
+    bool exclude;
+    std::vector<float> scales;
+  };
+  const std::vector<Case> cases = {
+      {"nearest", "half_pixel", -0.75f, false, {1, 1, 2.0f, 3.0f}},
+      {"linear", "half_pixel", -0.75f, false, {1, 1, 2.0f, 0.6f}},
+      {"linear", "align_corners", -0.75f, false, {1, 1, 0.6f, 1.7f}},
+      {"linear", "asymmetric", -0.75f, false, {1, 1, 1.5f, 2.5f}},
+      {"cubic", "half_pixel", -0.75f, false, {1, 1, 0.8f, 2.0f}},
+      {"cubic", "align_corners", -0.5f, true, {1, 1, 2.0f, 0.8f}},
+      {"cubic", "asymmetric", -0.5f, true, {1, 1, 1.3f, 1.9f}},
+  };
+  const int64_t h = 5, w = 7;
+  const std::vector<float> x = Values(RandomF32({1, 1, h, w}, 19, 3.0f));
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.mode + " " + c.coords);
+    ModelBuilder m =
+        ResizeModel({1, 1, h, w}, c.scales, {{"mode", c.mode}, {"coordinate_transformation_mode", c.coords}});
+    auto* node = m.graph()->mutable_node(0);
+    FloatAttr(node, "cubic_coeff_a", c.a);
+    ModelBuilder::IntAttr(node, "exclude_outside", c.exclude ? 1 : 0);
+    auto y = RunOne(m, {{"x", Tensor::FromVector<float>(DType::kF32, {1, 1, h, w}, x)}});
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    const double sh = static_cast<double>(c.scales[2]), sw = static_cast<double>(c.scales[3]);
+    const auto oh = static_cast<int64_t>(std::floor(static_cast<double>(h) * sh));
+    const auto ow = static_cast<int64_t>(std::floor(static_cast<double>(w) * sw));
+    ASSERT_EQ(y->shape(), (Shape{1, 1, oh, ow}));
+    const std::vector<float> want = ReferenceResize2d(x, h, w, oh, ow, sh, sw, c.mode, c.coords, c.a, c.exclude);
+    const std::vector<float> got = Values(*y);
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[k]), std::bit_cast<uint32_t>(want[k]))
+          << k << ": " << got[k] << " vs " << want[k];
+    }
+  }
+}
+
+TEST(OnnxImport, ResizeNearestModesCopyAnyDtype) {
+  // sizes [1, 9] from [1, 4] (s = 2.25) on i32: every nearest_mode and coordinate mode copies bits.
+  struct Case {
+    std::string coords, nearest;
+    std::vector<int32_t> want;
+  };
+  const std::vector<Case> cases = {
+      {"asymmetric", "floor", {10, 10, 10, 11, 11, 12, 12, 13, 13}},
+      {"asymmetric", "ceil", {10, 11, 11, 12, 12, 13, 13, 13, 13}},
+      {"asymmetric", "round_prefer_floor", {10, 10, 11, 11, 12, 12, 13, 13, 13}},
+      {"asymmetric", "round_prefer_ceil", {10, 10, 11, 11, 12, 12, 13, 13, 13}},
+      {"half_pixel", "round_prefer_ceil", {10, 10, 11, 11, 12, 12, 12, 13, 13}},      // 1.5 -> 2
+      {"align_corners", "round_prefer_floor", {10, 10, 11, 11, 11, 12, 12, 13, 13}},  // 1.5 -> 1
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.coords + " " + c.nearest);
+    ModelBuilder m(13);
+    m.Input("x", onnx::TensorProto::INT32, {1, 4});
+    m.InitializerI64("sizes", {1, 9});
+    auto* n = m.Node("Resize", {"x", "", "", "sizes"}, {"y"});
+    StringAttr(n, "coordinate_transformation_mode", c.coords);
+    StringAttr(n, "nearest_mode", c.nearest);
+    m.Output("y");
+    auto y = RunOne(m, {{"x", Tensor::FromVector<int32_t>(DType::kI32, {1, 4}, {10, 11, 12, 13})}});
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    ASSERT_EQ(y->dtype(), DType::kI32);
+    EXPECT_EQ(std::vector<int32_t>(y->data_as<int32_t>(), y->data_as<int32_t>() + 9), c.want);
+  }
+}
+
+TEST(OnnxImport, ResizeCropAndResizeExtrapolatesExactly) {
+  ModelBuilder m(13);
+  m.Input("x", onnx::TensorProto::FLOAT, {1, 1, 2, 2});
+  m.InitializerF32("roi", {8}, {0, 0, -1.0f, 0.0f, 1, 1, 1.0f, 2.0f});
+  m.InitializerI64("sizes", {1, 1, 3, 3});
+  auto* n = m.Node("Resize", {"x", "roi", "", "sizes"}, {"y"});
+  StringAttr(n, "mode", "linear");
+  StringAttr(n, "coordinate_transformation_mode", "tf_crop_and_resize");
+  FloatAttr(n, "extrapolation_value", 7.5f);
+  m.Output("y");
+  auto y = RunOne(m, {{"x", Tensor::FromVector<float>(DType::kF32, {1, 1, 2, 2}, {1, 2, 3, 4})}});
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  // Rows at source -1, 0, 1; columns at 0, 1, 2: row 0 and column 2 lie outside.
+  EXPECT_EQ(Values(*y), (std::vector<float>{7.5f, 7.5f, 7.5f, 1, 2, 7.5f, 3, 4, 7.5f}));
+}
+
+TEST(OnnxImport, UpsampleRepeatsNearestAndInterpolatesLinear) {
+  for (int64_t opset : {7, 9}) {
+    ModelBuilder m(opset);
+    m.Input("x", onnx::TensorProto::FLOAT, {1, 2});
+    onnx::NodeProto* n = nullptr;
+    if (opset == 7) {
+      n = m.Node("Upsample", {"x"}, {"y"});
+      auto* a = n->add_attribute();
+      a->set_name("scales");
+      a->set_type(onnx::AttributeProto::FLOATS);
+      a->add_floats(1.0f);
+      a->add_floats(2.0f);
+    } else {
+      m.InitializerF32("scales", {2}, {1.0f, 2.0f});
+      n = m.Node("Upsample", {"x", "scales"}, {"y"});
+    }
+    StringAttr(n, "mode", "linear");
+    m.Output("y");
+    auto y = RunOne(m, {{"x", Tensor::FromVector<float>(DType::kF32, {1, 2}, {1, 3})}});
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    EXPECT_EQ(Values(*y), (std::vector<float>{1, 2, 3, 3})) << opset;  // asymmetric: 0, 0.5, 1, 1.5 -> edge
+  }
+}
+
+TEST(OnnxImport, ResizeRefusesBadScalesSizesAndAttributes) {
+  auto expect_code = [](const ModelBuilder& m, StatusCode code, const std::string& text) {
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_EQ(r.status().code(), code) << r.status().message();
+    EXPECT_NE(r.status().message().find(text), std::string::npos) << r.status().message();
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float bad : {0.0f, -2.0f, inf, std::nanf("")}) {
+    expect_code(ResizeModel({1, 4}, {1.0f, bad}, {}), StatusCode::kInvalidArgument, "finite and positive");
+  }
+  expect_code(ResizeModel({1, 4}, {1.0f, 1e30f}, {}), StatusCode::kInvalidArgument, "element cap");
+  expect_code(ResizeModel({1, 4}, {1.0f, 2.0f, 2.0f}, {}), StatusCode::kInvalidArgument, "one value per dim");
+  expect_code(ResizeModel({1, 4}, {1, 2}, {{"mode", "bicubic"}}), StatusCode::kInvalidArgument, "unknown mode");
+  expect_code(ResizeModel({1, 4}, {1, 2}, {{"coordinate_transformation_mode", "tf_half_pixel_for_nn"}}),
+              StatusCode::kInvalidArgument, "coordinate_transformation_mode");
+  expect_code(ResizeModel({1, 4}, {1, 2}, {{"nearest_mode", "nearest"}}), StatusCode::kInvalidArgument, "nearest_mode");
+  expect_code(ResizeModel({1, 4}, {1, 2}, {{"mode", "linear"}}, onnx::TensorProto::INT32), StatusCode::kUnimplemented,
+              "unsupported dtype");
+  expect_code(ResizeModel({1, 4}, {1, 2}, {{"coordinate_transformation_mode", "tf_crop_and_resize"}}),
+              StatusCode::kInvalidArgument, "roi");
+  {
+    ModelBuilder m = ResizeModel({1, 4}, {1, 2}, {});
+    ModelBuilder::IntAttr(m.graph()->mutable_node(0), "exclude_outside", 2);
+    expect_code(m, StatusCode::kInvalidArgument, "exclude_outside");
+  }
+  {  // an extreme but finite cubic_coeff_a: the weights (below 0.2 * |a| + 1) still fit f32
+    ModelBuilder m = ResizeModel({1, 4}, {1, 2}, {{"mode", "cubic"}});
+    FloatAttr(m.graph()->mutable_node(0), "cubic_coeff_a", -3e38f);
+    ModelBuilder::IntAttr(m.graph()->mutable_node(0), "exclude_outside", 1);
+    auto y = RunOne(m, {{"x", Tensor::FromVector<float>(DType::kF32, {1, 4}, {1, 2, 3, 4})}});
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    EXPECT_EQ(y->shape(), (Shape{1, 8}));
+    ModelBuilder bad = ResizeModel({1, 4}, {1, 2}, {{"mode", "cubic"}});
+    FloatAttr(bad.graph()->mutable_node(0), "cubic_coeff_a", std::numeric_limits<float>::infinity());
+    expect_code(bad, StatusCode::kInvalidArgument, "cubic_coeff_a must be finite");
+  }
+  {
+    ModelBuilder m = ResizeModel({1, 4}, {1, 2}, {});
+    ModelBuilder::IntAttr(m.graph()->mutable_node(0), "antialias", 1);
+    expect_code(m, StatusCode::kUnimplemented, "antialias");
+  }
+  {  // scales computed at run time: the import says so (consensor import --bind fixes it)
+    ModelBuilder m(13);
+    m.Input("x", onnx::TensorProto::FLOAT, {1, 4});
+    m.Input("scales", onnx::TensorProto::FLOAT, {2});
+    m.Node("Resize", {"x", "", "scales"}, {"y"});
+    m.Output("y");
+    expect_code(m, StatusCode::kUnimplemented, "computed at run time");
+  }
+  {  // both scales and sizes; negative sizes; an empty axis grown
+    ModelBuilder m(13);
+    m.Input("x", onnx::TensorProto::FLOAT, {1, 4});
+    m.InitializerF32("scales", {2}, {1, 2});
+    m.InitializerI64("sizes", {1, 8});
+    m.Node("Resize", {"x", "", "scales", "sizes"}, {"y"});
+    m.Output("y");
+    expect_code(m, StatusCode::kInvalidArgument, "exactly one of scales and sizes");
+  }
+  for (const auto& [shape, sizes, text] :
+       std::vector<std::tuple<std::vector<int64_t>, std::vector<int64_t>, std::string>>{
+           {{1, 4}, {1, -8}, "negative"},
+           {{1, 0}, {1, 3}, "empty axis"},
+           {{1, 4}, {1, int64_t{1} << 40}, "element cap"},
+           {{1, 4}, {1}, "one value per dim"}}) {
+    ModelBuilder m(13);
+    m.Input("x", onnx::TensorProto::FLOAT, shape);
+    m.InitializerI64("sizes", sizes);
+    m.Node("Resize", {"x", "", "", "sizes"}, {"y"});
+    m.Output("y");
+    expect_code(m, StatusCode::kInvalidArgument, text);
+  }
+  for (float bad_roi : {inf, 1e30f}) {
+    ModelBuilder m(13);
+    m.Input("x", onnx::TensorProto::FLOAT, {1, 4});
+    m.InitializerF32("roi", {4}, {0, 0, 1, bad_roi});
+    m.InitializerI64("sizes", {1, 3});
+    StringAttr(m.Node("Resize", {"x", "roi", "", "sizes"}, {"y"}), "coordinate_transformation_mode",
+               "tf_crop_and_resize");
+    m.Output("y");
+    expect_code(m, StatusCode::kInvalidArgument, "roi");
+  }
+  {  // Upsample only enlarges
+    ModelBuilder m(9);
+    m.Input("x", onnx::TensorProto::FLOAT, {1, 4});
+    m.InitializerF32("scales", {2}, {1.0f, 0.5f});
+    m.Node("Upsample", {"x", "scales"}, {"y"});
+    m.Output("y");
+    expect_code(m, StatusCode::kInvalidArgument, "at least 1");
+  }
+}
+
 TEST(OnnxImport, SupportedOpsCoverTheIssueList) {
   const auto ops = SupportedOnnxOps();
   for (const char* op : {"Gemm",
@@ -875,7 +1178,9 @@ TEST(OnnxImport, SupportedOpsCoverTheIssueList) {
                          "InstanceNormalization",
                          "GatherElements",
                          "GatherND",
-                         "LRN"}) {
+                         "LRN",
+                         "Resize",
+                         "Upsample"}) {
     EXPECT_TRUE(std::binary_search(ops.begin(), ops.end(), op)) << op;
   }
 }
