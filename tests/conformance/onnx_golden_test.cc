@@ -100,6 +100,14 @@ constexpr const char* kGoldenModels[] = {
     "node/test_lrn",
     "node/test_gathernd_example_int32_batch_dim1",
     "node/test_reduce_prod_keepdims_random",
+    "node/test_convtranspose_1d",
+    "node/test_convtranspose_3d",
+    "node/test_convtranspose_autopad_same",
+    "node/test_convtranspose_output_shape",
+    "node/test_convtranspose_dilations",
+    "pytorch-converted/test_ConvTranspose2d",
+    "node/test_top_k_smallest",
+    "node/test_top_k_negative_axis",
 };
 
 struct Imported {
