@@ -444,6 +444,7 @@ Status ConvTranspose(NodeContext& ctx) {
     return ctx.Invalid("W must have shape [C, F/group, k...] with C divisible by group");
   }
   const int64_t cg = c / group, fg = ws[1], f = fg * group;
+  if (fg < 1) return ctx.Invalid("W has no output channels");
   Ints kernel(ws.begin() + 2, ws.end());
   ASSIGN_OR_RETURN(Ints kernel_attr, ctx.AttrInts("kernel_shape", kernel));
   if (kernel_attr != kernel) return ctx.Invalid("kernel_shape does not match the weight's shape");

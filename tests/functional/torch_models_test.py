@@ -2,7 +2,8 @@
 """Real PyTorch models through Consensor's ONNX importer.
 
 scripts/export_torch_models.py exports a few small PyTorch models (an MLP, a CNN with and without
-its BatchNorm folded, a transformer encoder with a key-padding mask) to ONNX opset 17, with their
+its BatchNorm folded, a transformer encoder with a key-padding mask, an upsampling decoder with
+ConvTranspose and TopK) to ONNX opset 17, with their
 inputs and the PyTorch module's own outputs. For every model this test runs
 
     consensor run model.onnx --input NAME=input_NAME.npy ... --out DIR  with

@@ -1043,6 +1043,7 @@ TEST(OnnxImport, ConvTransposeRefusesBadAttributes) {
        "auto_pad"},
       {{"4d", {1, 1, 2, 2, 2, 2}, {1, 1, 1, 1, 1, 1}}, StatusCode::kUnimplemented, "spatial dims"},
       {{"rank", {1, 1, 3, 3}, {1, 1, 2}}, StatusCode::kInvalidArgument, "same rank"},
+      {{"no_outputs", {1, 2, 3, 3}, {2, 0, 2, 2}}, StatusCode::kInvalidArgument, "no output channels"},
   };
   for (const Bad& b : bad) {
     int64_t w_count = 1, f = b.c.w.size() > 1 ? b.c.w[1] * b.c.group : 1;
