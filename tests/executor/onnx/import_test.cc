@@ -1124,6 +1124,23 @@ TEST(OnnxImport, TopKKeepsTheLowerIndexFirstAndPutsNaNAboveInfinity) {
   }
 }
 
+TEST(OnnxImport, TopKBeforeOpset10TakesKAsAnAttribute) {
+  auto model = [](bool with_k) {
+    ModelBuilder m(9);
+    m.Input("x", onnx::TensorProto::FLOAT, {5});
+    auto* n = m.Node("TopK", {"x"}, {"values", "indices"}, "topk");
+    if (with_k) ModelBuilder::IntAttr(n, "k", 2);
+    m.Output("values");
+    return m;
+  };
+  auto y = RunOne(model(true), {{"x", Tensor::FromVector<float>(DType::kF32, {5}, {1, 4, 2, 4, 3})}});
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  EXPECT_EQ(Values(*y), (std::vector<float>{4, 4}));
+  auto r = ImportOnnx(model(false).Bytes(), {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("attribute k is required"), std::string::npos) << r.status().message();
+}
+
 TEST(OnnxImport, TopKRefusesBadK) {
   for (int64_t k : {int64_t{-1}, int64_t{6}, std::numeric_limits<int64_t>::max()}) {
     auto r = ImportOnnx(TopKModel({2, 5}, onnx::TensorProto::FLOAT, k, 1, 1).Bytes(), {});
