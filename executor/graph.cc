@@ -148,6 +148,9 @@ Value reduce_min(Value x, std::vector<int64_t> axes, bool keepdims) {
 Value argmax(Value x, int64_t axis, bool keepdims) {
   return Make("argmax", {x}, {{"axis", axis}, {"keepdims", int64_t{keepdims}}});
 }
+Value top_k(Value x, int64_t k, int64_t axis, bool largest) {
+  return Make("top_k", {x}, {{"k", k}, {"axis", axis}, {"largest", int64_t{largest}}});
+}
 
 Value matmul(Value a, Value b) { return Make("matmul", {a, b}); }
 Value matmul_i8(Value a, Value b) { return Make("matmul_i8", {a, b}); }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -446,6 +447,32 @@ StatusOr<InferResult> InferArgMax(const Spec& s, const Inputs& in, const Attribu
   r.params.keepdims = keepdims;
   r.canonical_attrs = {{"axis", axis}, {"keepdims", int64_t{keepdims}}};
   r.flops = SatProduct({Numel(x.shape), s.cost});
+  return r;
+}
+
+// top_k(x, k, axis, largest): the i64 indices of the k first elements along `axis`.
+StatusOr<InferResult> InferTopK(const Spec& s, const Inputs& in, const Attributes& attrs) {
+  const TypeInfo& x = in[0];
+  RETURN_IF_ERROR(CheckDType(s, "input", x, s.dtypes));
+  AttrReader ar(s, attrs);
+  ASSIGN_OR_RETURN(std::optional<int64_t> k, ar.OptInt("k"));
+  if (!k) return s.Error("attribute 'k' is required");
+  ASSIGN_OR_RETURN(int64_t axis_attr, ar.Int("axis", -1));
+  ASSIGN_OR_RETURN(bool largest, ar.Flag("largest", true));
+  if (Rank(x) == 0) return s.Error(StrCat("needs an axis, got ", TypeStr(x)));
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(s, axis_attr, Rank(x)));
+  if (*k < 0 || *k > x.shape[axis]) {
+    return s.Error(StrCat("k = ", *k, " is outside [0, ", x.shape[axis], "] for axis ", axis, " of ", TypeStr(x)));
+  }
+  Shape out = x.shape;
+  out[axis] = *k;
+  InferResult r = Result(DType::kI64, std::move(out));
+  r.params.axis = axis;
+  r.params.k = *k;
+  r.params.largest = largest;
+  r.canonical_attrs = {{"k", *k}, {"axis", axis}, {"largest", int64_t{largest}}};
+  // A bounded heap: about log2(k) + 1 comparisons per element.
+  r.flops = SatProduct({Numel(x.shape), s.cost, static_cast<int64_t>(std::bit_width(static_cast<uint64_t>(*k))) + 1});
   return r;
 }
 
@@ -923,6 +950,7 @@ std::vector<Spec> BuildSpecs() {
       {"reduce_min", Op::kReduceMin, 1, 1, reduce, InferReduce, kMaskNumeric, 1},
       {"reduce_prod", Op::kReduceProd, 1, 1, reduce, InferReduce, kMaskNumeric, 1},
       {"argmax", Op::kArgMax, 1, 1, {"axis", "keepdims"}, InferArgMax, kMaskNumeric, 1},
+      {"top_k", Op::kTopK, 1, 1, {"k", "axis", "largest"}, InferTopK, kMaskNumeric, 1},
       // Linear algebra.
       {"matmul", Op::kMatMul, 2, 2, none, InferMatMul, kMaskF32, 2},
       {"matmul_i8", Op::kMatMulInt8, 2, 2, none, InferMatMul, kMaskI8, 2},

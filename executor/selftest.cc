@@ -405,6 +405,9 @@ SelfTestGraph Reductions() {
   b.Out("argmax_ties", argmax(tv, 1));
   b.Out("argmax_ties_cols", argmax(tv, 0));
   b.Out("max_ties", reduce_max(tv, {1}));
+  b.Out("top_k_ties", top_k(tv, 17, 1));
+  b.Out("top_k_ties_smallest_cols", top_k(tv, 4, 0, false));
+  b.Out("top_k_specials", top_k(sp, 37, 1, false));
   // Integers: wrapping sums, extremes, ties.
   uint64_t seed = 54;
   for (DType dt : kIntDTypes) {
@@ -418,6 +421,8 @@ SelfTestGraph Reductions() {
     b.Out(n + "_prod", reduce_prod(full, {0}));
     b.Out(n + "_argmax", argmax(small, 1));
     b.Out(n + "_argmax_cols", argmax(small, 0));
+    b.Out(n + "_top_k", top_k(small, 9, 1));
+    b.Out(n + "_top_k_smallest_cols", top_k(full, 33, 0, false));
   }
   Value long_i32 = b.In("i32_long", FullRangeInts(DType::kI32, {2, 5000}, seed++));
   b.Out("i32_sum_long", reduce_sum(long_i32, {1}));

@@ -48,6 +48,7 @@ std::string_view OpName(Op op) {
     case Op::kReduceMin: return "reduce_min";
     case Op::kReduceProd: return "reduce_prod";
     case Op::kArgMax: return "argmax";
+    case Op::kTopK: return "top_k";
     case Op::kMatMul: return "matmul";
     case Op::kMatMulInt8: return "matmul_i8";
     case Op::kConv2D: return "conv2d";
@@ -74,7 +75,8 @@ OpFamily FamilyOf(Op op) {
     case Op::kReduceMax:
     case Op::kReduceMin:
     case Op::kReduceProd:
-    case Op::kArgMax: return OpFamily::kReduce;
+    case Op::kArgMax:
+    case Op::kTopK: return OpFamily::kReduce;
     case Op::kMatMul:
     case Op::kMatMulInt8: return OpFamily::kMatMul;
     case Op::kConv2D: return OpFamily::kConv;

@@ -60,6 +60,7 @@ enum class Op : uint16_t {
   kReduceMin,
   kReduceProd,  // sequential product in row-major term order
   kArgMax,      // over params.axis -> i64
+  kTopK,        // i64 indices of the first params.k elements along params.axis (params.largest)
   // Linear algebra and neural-network ops.
   kMatMul,      // f32 batched, numpy broadcasting of batch dims
   kMatMulInt8,  // i8 x i8 -> i32, exact
@@ -89,7 +90,9 @@ OpFamily FamilyOf(Op op);
 struct OpParams {
   std::vector<int64_t> axes;  // reductions: sorted, unique, in [0, rank)
   bool keepdims = true;       // reductions
-  int64_t axis = 0;           // softmax, layernorm, concat, gather, argmax: in [0, rank)
+  int64_t axis = 0;           // softmax, layernorm, concat, gather, argmax, top_k: in [0, rank)
+  int64_t k = 0;              // top_k: in [0, dims[axis]]
+  bool largest = true;        // top_k: largest first, else smallest first
   std::vector<int64_t> perm;  // transpose
   // Slice, one entry per input dim: start in [0, dim], step != 0; output dim is given.
   std::vector<int64_t> starts, steps;

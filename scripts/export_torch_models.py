@@ -118,6 +118,20 @@ class UpsamplingNet(nn.Module):
         x = F.interpolate(x, scale_factor=2.0, mode="nearest")
         x = F.interpolate(x, size=(20, 28), mode="bicubic", align_corners=True)
         return self.head(x)
+class Decoder(nn.Module):
+    """An upsampling decoder (segmentation / autoencoder style): Conv, then two ConvTranspose
+    layers (grouped with output_padding, then a 4x4 stride-2 one), and the 5 largest
+    activations of each image (TopK values)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.up1 = nn.ConvTranspose2d(8, 8, 3, stride=2, padding=1, output_padding=1, groups=2)
+        self.up2 = nn.ConvTranspose2d(8, 3, 4, stride=2, padding=1)
+
+    def forward(self, x):
+        y = self.up2(torch.relu(self.up1(torch.relu(self.conv(x)))))
+        return y, torch.topk(torch.flatten(y, 1), 5).values
 
 
 def build_mlp():
@@ -140,6 +154,12 @@ def build_cnn():
     model.eval()
     image = torch.randn(2, 3, 16, 16)
     return model, {"image": image}, ["logits"]
+
+
+def build_decoder():
+    torch.manual_seed(4)
+    model = Decoder().eval()
+    return model, {"x": torch.randn(2, 3, 8, 8)}, ["image", "top"]
 
 
 def build_transformer():
@@ -174,6 +194,7 @@ MODELS = [
     ("cnn_bn", build_cnn, {"training": torch.onnx.TrainingMode.PRESERVE}, TIGHT),
     ("transformer", build_transformer, {}, TRANSFORMER_TOL),
     ("upsample", build_upsample, {}, TIGHT),
+    ("decoder", build_decoder, {}, TIGHT),
 ]
 
 

@@ -360,6 +360,189 @@ Status Conv(NodeContext& ctx) {
   return OkStatus();
 }
 
+// --- ConvTranspose: a stride-1 convolution of the zero-stuffed input with the flipped kernel ---
+
+// Floor division by 2, also for negative totals (ONNX's reference uses Python's //).
+int64_t FloorHalf(int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); }
+
+// The begin/end pads of each spatial dim, after auto_pad and output_shape (ONNX's rule:
+// total = natural - wanted; SAME_UPPER puts the smaller half first, NOTSET and SAME_LOWER
+// the larger half). Refuses parameters that would overflow or leave no output.
+StatusOr<Ints> ConvTransposePads(const NodeContext& ctx, const Shape& xs, const Ints& kernel, const Ints& strides,
+                                 const Ints& dilations, const Ints& output_padding) {
+  const size_t spatial = kernel.size();
+  ASSIGN_OR_RETURN(Ints pads, ctx.AttrInts("pads", Ints(2 * spatial, 0)));
+  ASSIGN_OR_RETURN(std::string auto_pad, ctx.AttrString("auto_pad", "NOTSET"));
+  if (pads.size() != 2 * spatial) return ctx.Invalid("pads must have " + std::to_string(2 * spatial) + " values");
+  constexpr int64_t kMaxExtent = int64_t{1} << 31;
+  for (int64_t p : pads) {
+    if (p < 0 || p >= kMaxExtent) return ctx.Invalid("pads must be in [0, 2^31)");
+  }
+  Ints natural(spatial);
+  for (size_t i = 0; i < spatial; ++i) {
+    const __int128 n = static_cast<__int128>(strides[i]) * (xs[2 + i] - 1) + output_padding[i] +
+                       static_cast<__int128>(kernel[i] - 1) * dilations[i] + 1;
+    if (n >= kMaxExtent) return ctx.Invalid("the output would be too large");
+    natural[i] = static_cast<int64_t>(n);
+  }
+  const bool has_shape = ctx.has_attr("output_shape");
+  if (has_shape || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    Ints wanted(spatial);
+    if (has_shape) {
+      ASSIGN_OR_RETURN(Ints shape, ctx.AttrInts("output_shape", {}));
+      if (shape.size() == spatial + 2) shape.erase(shape.begin(), shape.begin() + 2);
+      if (shape.size() != spatial) {
+        return ctx.Invalid("output_shape must have " + std::to_string(spatial) + " spatial dims");
+      }
+      wanted = shape;
+    } else {
+      for (size_t i = 0; i < spatial; ++i) wanted[i] = xs[2 + i] * strides[i];
+    }
+    for (size_t i = 0; i < spatial; ++i) {
+      if (wanted[i] < 1 || wanted[i] >= kMaxExtent) return ctx.Invalid("output_shape must be in [1, 2^31)");
+      const int64_t total = natural[i] - wanted[i];
+      const int64_t small = FloorHalf(total);
+      pads[i] = auto_pad == "SAME_UPPER" ? small : total - small;
+      pads[i + spatial] = total - pads[i];
+    }
+  } else if (auto_pad == "VALID") {
+    std::fill(pads.begin(), pads.end(), 0);
+  } else if (auto_pad != "NOTSET") {
+    return ctx.Unsupported("auto_pad '" + auto_pad + "'");
+  }
+  for (size_t i = 0; i < spatial; ++i) {
+    if (natural[i] - pads[i] - pads[i + spatial] < 1) return ctx.Invalid("the pads leave an empty output");
+  }
+  return pads;
+}
+
+// ConvTranspose (docs/DETERMINISM.md 4.4 conv_transpose, docs/ONNX.md) for 1, 2 or 3 spatial
+// dims. Output o of a dim takes input i at kernel tap k when o + pad_begin = i*s + k*d. The
+// lowering: x is zero-stuffed (s - 1 zeros after each element: a unit dim after each
+// strided dim is padded to s and merged), padded by (K-1)*d - pad_begin in front and
+// (K-1)*d - pad_end + output_padding behind (a negative amount is a slice), and convolved
+// with stride 1 and dilation d by W [C, F/g, K...] turned into [F, C/g, K...] with every
+// spatial axis reversed. Each output is therefore conv2d's fma chain over (c, kernel taps
+// from last to first), stuffed zeros and padding entering as +0.0 terms.
+Status ConvTranspose(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes(
+      {"auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads", "strides"}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId w, ctx.RequiredInput(1));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+  RETURN_IF_ERROR(RequireF32(ctx, w, "input W"));
+  const Shape xs = ctx.type(x).shape;
+  const Shape ws = ctx.type(w).shape;
+  if (xs.size() != ws.size() || xs.size() < 3) return ctx.Invalid("X and W must have the same rank, at least 3");
+  if (xs.size() > 5) {
+    return ctx.Unsupported("attribute kernel_shape with " + std::to_string(xs.size() - 2) + " spatial dims");
+  }
+  const size_t spatial = xs.size() - 2;
+  ASSIGN_OR_RETURN(int64_t group, ctx.AttrInt("group", 1));
+  const int64_t c = xs[1];
+  if (group < 1 || group > c || c % group != 0 || ws[0] != c) {
+    return ctx.Invalid("W must have shape [C, F/group, k...] with C divisible by group");
+  }
+  const int64_t cg = c / group, fg = ws[1], f = fg * group;
+  if (fg < 1) return ctx.Invalid("W has no output channels");
+  Ints kernel(ws.begin() + 2, ws.end());
+  ASSIGN_OR_RETURN(Ints kernel_attr, ctx.AttrInts("kernel_shape", kernel));
+  if (kernel_attr != kernel) return ctx.Invalid("kernel_shape does not match the weight's shape");
+  ASSIGN_OR_RETURN(Ints strides, ctx.AttrInts("strides", Ints(spatial, 1)));
+  ASSIGN_OR_RETURN(Ints dilations, ctx.AttrInts("dilations", Ints(spatial, 1)));
+  ASSIGN_OR_RETURN(Ints output_padding, ctx.AttrInts("output_padding", Ints(spatial, 0)));
+  if (strides.size() != spatial || dilations.size() != spatial || output_padding.size() != spatial) {
+    return ctx.Invalid("strides, dilations and output_padding must have " + std::to_string(spatial) + " values");
+  }
+  for (size_t i = 0; i < spatial; ++i) {
+    if (kernel[i] < 1 || xs[2 + i] < 1) return ctx.Invalid("empty input or kernel");
+    if (strides[i] < 1 || dilations[i] < 1 || strides[i] > 4096 || dilations[i] > 4096) {
+      return ctx.Invalid("strides and dilations must be in [1, 4096]");
+    }
+    if (output_padding[i] < 0 || (output_padding[i] >= strides[i] && output_padding[i] >= dilations[i])) {
+      return ctx.Invalid("output_padding must be non-negative and smaller than the stride or the dilation");
+    }
+  }
+  ASSIGN_OR_RETURN(Ints pads, ConvTransposePads(ctx, xs, kernel, strides, dilations, output_padding));
+
+  // Zero-stuffing: [N, C, D0, 1, D1, 1, ...] padded to [N, C, D0, s0, D1, s1, ...], merged.
+  Shape stuffed_shape = {xs[0], c}, unit_shape = {xs[0], c};
+  Ints stuff_after = {0, 0};
+  for (size_t i = 0; i < spatial; ++i) {
+    unit_shape.push_back(xs[2 + i]);
+    stuff_after.push_back(0);
+    if (strides[i] > 1) {
+      unit_shape.push_back(1);
+      stuff_after.push_back(strides[i] - 1);
+    }
+    stuffed_shape.push_back(xs[2 + i] * strides[i]);
+  }
+  if (stuffed_shape != xs) {
+    Ints stuff_pads(unit_shape.size(), 0);  // nothing before, s - 1 after each unit dim
+    stuff_pads.insert(stuff_pads.end(), stuff_after.begin(), stuff_after.end());
+    ASSIGN_OR_RETURN(x, ReshapeTo(ctx, x, unit_shape));
+    ASSIGN_OR_RETURN(x, ctx.Emit("pad", {x}, {{"pads", stuff_pads}, {"value", 0.0f}}));
+    ASSIGN_OR_RETURN(x, ReshapeTo(ctx, x, stuffed_shape));
+  }
+  // Padding of the stuffed input (it already ends in s - 1 zeros); negative amounts are sliced.
+  Ints conv_pads(2 * spatial), starts, ends, axes;
+  for (size_t i = 0; i < spatial; ++i) {
+    const int64_t span = (kernel[i] - 1) * dilations[i];
+    const int64_t front = span - pads[i];
+    const int64_t back = span - pads[i + spatial] + output_padding[i] - (strides[i] - 1);
+    if (front < 0 || back < 0) {
+      starts.push_back(std::max<int64_t>(-front, 0));
+      ends.push_back(stuffed_shape[2 + i] + std::min<int64_t>(back, 0));
+      axes.push_back(static_cast<int64_t>(2 + i));
+    }
+    conv_pads[i] = std::max<int64_t>(front, 0);
+    conv_pads[i + spatial] = std::max<int64_t>(back, 0);
+  }
+  if (!axes.empty()) {
+    ASSIGN_OR_RETURN(x, ctx.Emit("slice", {x}, {{"starts", starts}, {"ends", ends}, {"axes", axes}}));
+  }
+
+  // W [C, F/g, K...] -> [F, C/g, K...] (per group), every spatial axis reversed.
+  Shape grouped = {group, cg, fg};
+  grouped.insert(grouped.end(), kernel.begin(), kernel.end());
+  ASSIGN_OR_RETURN(w, ReshapeTo(ctx, w, grouped));
+  Ints perm = {0, 2, 1};
+  for (size_t i = 0; i < spatial; ++i) perm.push_back(static_cast<int64_t>(3 + i));
+  ASSIGN_OR_RETURN(w, ctx.Emit("transpose", {w}, {{"perm", perm}}));
+  Shape conv_w = {f, cg};
+  conv_w.insert(conv_w.end(), kernel.begin(), kernel.end());
+  ASSIGN_OR_RETURN(w, ReshapeTo(ctx, w, conv_w));
+  Ints flip_axes;
+  for (size_t i = 0; i < spatial; ++i) flip_axes.push_back(static_cast<int64_t>(2 + i));
+  ASSIGN_OR_RETURN(w, ctx.Emit("slice", {w},
+                               {{"starts", Ints(spatial, -1)},
+                                {"ends", Ints(spatial, std::numeric_limits<int64_t>::min())},
+                                {"axes", flip_axes},
+                                {"steps", Ints(spatial, -1)}}));
+
+  Window win{kernel, Ints(spatial, 1), dilations, conv_pads};
+  if (spatial == 3) return SetResult(ctx, Conv3D(ctx, x, w, win, group));
+  const bool one_d = spatial == 1;
+  if (one_d) {
+    const Shape cur = ctx.type(x).shape;
+    ASSIGN_OR_RETURN(x, ReshapeTo(ctx, x, {cur[0], cur[1], 1, cur[2]}));
+    ASSIGN_OR_RETURN(w, ReshapeTo(ctx, w, {f, cg, 1, kernel[0]}));
+    win = As2D(win);
+  }
+  std::vector<ValueId> inputs = {x, w};
+  if (ctx.has_input(2)) inputs.push_back(ctx.input(2));
+  ASSIGN_OR_RETURN(
+      ValueId y,
+      ctx.Emit(
+          "conv2d", inputs,
+          {{"strides", win.strides}, {"pads", ConsensorPads(win)}, {"dilations", win.dilations}, {"group", group}}));
+  if (one_d) {
+    const Shape ys = ctx.type(y).shape;
+    ASSIGN_OR_RETURN(y, ReshapeTo(ctx, y, {ys[0], ys[1], ys[3]}));
+  }
+  return SetResult(ctx, y);
+}
+
 Status Pool(NodeContext& ctx, bool is_max) {
   if (is_max) {
     RETURN_IF_ERROR(ctx.CheckAttributes(
@@ -942,6 +1125,73 @@ Status ArgExtreme(NodeContext& ctx, bool is_max) {
   return OkStatus();
 }
 
+// TopK: Indices = top_k(x, k, axis, largest), best first, equal values by ascending index,
+// NaN above +inf (DETERMINISM.md 4.3); with sorted = 0 ONNX leaves the order open and it is
+// the same. Values are copied from X with one gather on X flattened, at
+// index * inner + base, base a constant holding each output's offset from its other
+// coordinates (inner: the product of the dims after the axis).
+Status TopK(NodeContext& ctx) {
+  const bool k_is_attribute = ctx.opset() < 10;
+  if (k_is_attribute) {
+    RETURN_IF_ERROR(ctx.CheckAttributes({"axis", "k"}));
+  } else {
+    RETURN_IF_ERROR(ctx.CheckAttributes({"axis", "largest", "sorted"}));
+  }
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  const TypeInfo& xt = ctx.type(x);
+  if (xt.dtype != DType::kF32 && xt.dtype != DType::kI32 && xt.dtype != DType::kI8 && xt.dtype != DType::kI64) {
+    return ctx.Unsupported("dtype " + std::string(DTypeName(xt.dtype)) + " of the input (f32, i32, i8, i64 only)");
+  }
+  const Shape xs = xt.shape;
+  const int64_t rank = static_cast<int64_t>(xs.size());
+  if (rank == 0) return ctx.Invalid("the input must have rank 1 or more");
+  ASSIGN_OR_RETURN(int64_t axis, ctx.AttrInt("axis", -1));
+  ASSIGN_OR_RETURN(axis, NormalizeAxis(ctx, axis, rank, "axis"));
+  ASSIGN_OR_RETURN(int64_t largest, ctx.AttrInt("largest", 1));
+  ASSIGN_OR_RETURN(int64_t sorted, ctx.AttrInt("sorted", 1));
+  if ((largest != 0 && largest != 1) || (sorted != 0 && sorted != 1)) {
+    return ctx.Invalid("largest and sorted must be 0 or 1");
+  }
+  int64_t k = -1;
+  if (k_is_attribute) {
+    if (!ctx.has_attr("k")) return ctx.Invalid("attribute k is required");
+    ASSIGN_OR_RETURN(k, ctx.AttrInt("k", -1));
+  } else {
+    ASSIGN_OR_RETURN(Ints ks, ctx.ConstantInts(1, "K"));
+    if (ks.size() != 1) return ctx.Invalid("K must hold one value");
+    k = ks[0];
+  }
+  const int64_t n = xs[axis];
+  if (k < 0 || k > n) {
+    return ctx.Invalid("K = " + std::to_string(k) + " is outside [0, " + std::to_string(n) + "], the axis length");
+  }
+  ASSIGN_OR_RETURN(ValueId indices, ctx.Emit("top_k", {x}, {{"k", k}, {"axis", axis}, {"largest", largest}}));
+  ctx.SetOutput(1, indices);
+  if (!ctx.wants_output(0)) return OkStatus();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= xs[d];
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= xs[d];
+  std::vector<int64_t> base;
+  base.reserve(static_cast<size_t>(outer * k * inner));
+  for (int64_t p = 0; p < outer; ++p) {
+    for (int64_t r = 0; r < k; ++r) {
+      for (int64_t j = 0; j < inner; ++j) base.push_back(p * n * inner + j);
+    }
+  }
+  Shape out_shape = xs;
+  out_shape[axis] = k;
+  ASSIGN_OR_RETURN(ValueId flat, ReshapeTo(ctx, x, {outer * n * inner}));
+  ValueId position = indices;
+  if (inner != 1) {
+    ASSIGN_OR_RETURN(position, ctx.Emit("mul", {position, ctx.Scalar(DType::kI64, static_cast<double>(inner))}));
+  }
+  ASSIGN_OR_RETURN(
+      position, ctx.Emit("add", {position, ctx.Constant(Tensor::FromVector<int64_t>(DType::kI64, out_shape, base))}));
+  ASSIGN_OR_RETURN(ValueId values, ctx.Emit("gather", {flat, position}, {{"axis", int64_t{0}}}));
+  ctx.SetOutput(0, values);
+  return OkStatus();
+}
+
 }  // namespace
 
 const std::vector<OpConverter>& NnConverters() {
@@ -964,6 +1214,8 @@ const std::vector<OpConverter>& NnConverters() {
       {"ReduceMean", [](NodeContext& c) { return Reduce(c, ReduceKind::kMean); }},
       {"ReduceMax", [](NodeContext& c) { return Reduce(c, ReduceKind::kMax); }},
       {"ReduceMin", [](NodeContext& c) { return Reduce(c, ReduceKind::kMin); }},
+      {"ConvTranspose", ConvTranspose},
+      {"TopK", TopK},
       {"ReduceProd", [](NodeContext& c) { return Reduce(c, ReduceKind::kProd); }},
       {"ReduceSumSquare", [](NodeContext& c) { return Reduce(c, ReduceKind::kSumSquare); }},
       {"ReduceL1", [](NodeContext& c) { return Reduce(c, ReduceKind::kL1); }},

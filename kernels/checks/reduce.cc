@@ -28,6 +28,17 @@ Status ValidateReduce(const KernelCall& call) {
     if (x.dims[p.axis] == 0) return InvalidArgument(name + ": empty reduction axis");
     for (int i = 0; i < x.rank; ++i)
       if (i != p.axis) expect_out *= x.dims[i];
+  } else if (call.op == Op::kTopK) {
+    if (!numeric) return InvalidArgument(name + ": input must be f32, i32, i8 or i64");
+    if (y.dtype != DType::kI64) return InvalidArgument(name + ": output must be i64");
+    if (p.axis < 0 || p.axis >= x.rank) return InvalidArgument(name + ": axis out of range");
+    if (p.k < 0 || p.k > x.dims[p.axis]) return InvalidArgument(name + ": k must be in [0, the axis length]");
+    if (y.rank != x.rank) return InvalidArgument(name + ": output rank does not match");
+    for (int i = 0; i < x.rank; ++i) {
+      const int64_t d = i == p.axis ? p.k : x.dims[i];
+      if (y.dims[i] != d) return InvalidArgument(name + ": output shape does not match");
+      expect_out *= d;
+    }
   } else {
     if (call.op == Op::kReduceMean) {
       if (x.dtype != DType::kF32) return InvalidArgument(name + ": input must be f32");

@@ -19,7 +19,7 @@ struct CpuContext {
 
 // elementwise.cc: unary, binary (numpy broadcasting), where, cast, logical ops.
 Status RunElementwise(const KernelCall& call, const CpuContext& ctx);
-// reduce.cc: ReduceSum/Mean/Max/Min, ArgMax.
+// reduce.cc: ReduceSum/Mean/Max/Min/Prod, ArgMax, TopK.
 Status RunReduce(const KernelCall& call, const CpuContext& ctx);
 // matmul.cc: MatMul (f32), MatMulInt8.
 Status RunMatMul(const KernelCall& call, const CpuContext& ctx);

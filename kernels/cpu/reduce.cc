@@ -1,4 +1,4 @@
-// The reduce family: ReduceSum/Mean/Max/Min and ArgMax (docs/DETERMINISM.md 4.1, 4.3).
+// The reduce family: ReduceSum/Mean/Max/Min/Prod, ArgMax and TopK (docs/DETERMINISM.md 4.1, 4.3).
 // This file validates calls (kernels/checks/reduce.h) and runs the portable build of
 // reduce_impl.h; reduce_avx2.cc holds the AVX2 build of the same source. Both give
 // identical bits.

@@ -368,6 +368,49 @@ void ArgMaxImpl(const T* x, int64_t outer, int64_t n, int64_t inner, int64_t* ou
 }
 
 // ---------------------------------------------------------------------------------------
+// TopK: the k first elements of each slice along the axis in the order "larger key first"
+// (or smaller, for !largest), equal keys by ascending index, with ArgMaxKey's keys (NaN
+// above +inf, -0 == +0). That order is total, so the bounded heap below (O(n log k) time,
+// O(k) memory per thread) gives the same indices as any other correct selection.
+
+struct TopKEntry {
+  int64_t key, index;
+};
+
+template <typename T>
+void TopKImpl(const T* x, int64_t outer, int64_t n, int64_t inner, int64_t k, bool largest, int64_t* out,
+              ThreadPool* pool) {
+  // "a comes before b": the heap keeps the k entries that come first, the last one on top.
+  auto before = [largest](const TopKEntry& a, const TopKEntry& b) {
+    if (a.key != b.key) return largest ? a.key > b.key : a.key < b.key;
+    return a.index < b.index;
+  };
+  pool->ParallelFor(outer * inner, GrainFor(n), [&](int64_t b, int64_t e) {
+    std::vector<TopKEntry> heap;
+    heap.reserve(static_cast<size_t>(k));
+    for (int64_t s = b; s < e; ++s) {
+      const int64_t p = s / inner, j = s - p * inner;
+      const T* column = x + p * n * inner + j;
+      heap.clear();
+      for (int64_t a = 0; a < n; ++a) {
+        const TopKEntry t{ArgMaxKey(column[a * inner]), a};
+        if (static_cast<int64_t>(heap.size()) < k) {
+          heap.push_back(t);
+          std::push_heap(heap.begin(), heap.end(), before);
+        } else if (k > 0 && before(t, heap.front())) {
+          std::pop_heap(heap.begin(), heap.end(), before);
+          heap.back() = t;
+          std::push_heap(heap.begin(), heap.end(), before);
+        }
+      }
+      std::sort_heap(heap.begin(), heap.end(), before);
+      int64_t* o = out + p * k * inner + j;
+      for (int64_t r = 0; r < k; ++r) o[r * inner] = heap[static_cast<size_t>(r)].index;
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------
 
 template <class Op>
 Status RunOrderFree(const TensorView& x, const ReduceLayout* L, TensorView& y, ThreadPool* pool) {
@@ -414,6 +457,19 @@ inline Status RunReduceImpl(const KernelCall& call, const CpuContext& ctx) {
       case DType::kI8: ArgMaxImpl(x.as<const int8_t>(), outer, n, inner, out, ctx.pool); break;
       case DType::kI64: ArgMaxImpl(x.as<const int64_t>(), outer, n, inner, out, ctx.pool); break;
       default: return InvalidArgument("argmax: unsupported dtype");
+    }
+    return OkStatus();
+  }
+  if (call.op == Op::kTopK) {
+    const AxisSplit split = SplitAtAxis(x, p.axis);
+    const int64_t outer = split.outer, n = split.n, inner = split.inner;
+    int64_t* out = y.as<int64_t>();
+    switch (x.dtype) {
+      case DType::kF32: TopKImpl(x.as<const float>(), outer, n, inner, p.k, p.largest, out, ctx.pool); break;
+      case DType::kI32: TopKImpl(x.as<const int32_t>(), outer, n, inner, p.k, p.largest, out, ctx.pool); break;
+      case DType::kI8: TopKImpl(x.as<const int8_t>(), outer, n, inner, p.k, p.largest, out, ctx.pool); break;
+      case DType::kI64: TopKImpl(x.as<const int64_t>(), outer, n, inner, p.k, p.largest, out, ctx.pool); break;
+      default: return InvalidArgument("top_k: unsupported dtype");
     }
     return OkStatus();
   }

@@ -1,4 +1,4 @@
-// The CUDA reduce family: ReduceSum/Mean/Max/Min/Prod and ArgMax (docs/DETERMINISM.md 4.1, 4.3).
+// The CUDA reduce family: ReduceSum/Mean/Max/Min/Prod, ArgMax and TopK (docs/DETERMINISM.md 4.1, 4.3).
 // Bits identical to kernels/cpu/reduce_impl.h. Layout (kernels/checks/reduce.h, shared with
 // the CPU): dims of size 1 are dropped and adjacent dims of the same kind (kept / reduced)
 // merged, which keeps the row-major term order of every output. Then:
@@ -267,6 +267,47 @@ Status RunArgMaxTyped(const TensorView& xv, int64_t outer, int64_t n, int64_t in
   return CheckLaunch("argmax (chunk results)");
 }
 
+// TopK: one thread per slice keeps the slice's k first elements sorted in its output row,
+// inserting each new element after every kept one whose key is as good (kept indices are
+// smaller, so ties keep index order) and dropping the last when the row is full. O(n*k)
+// per slice; the order is total, so this gives the CPU's indices.
+template <typename T>
+CNSR_GLOBAL void TopKKernel(const T* x, int64_t outer, int64_t n, int64_t inner, int64_t k, bool largest,
+                            int64_t* out) {
+  const int64_t total = outer * inner;
+  for (int64_t t = GlobalThread(); t < total; t += GlobalThreads()) {
+    const int64_t p = t / inner, j = t - p * inner;
+    const T* column = x + p * n * inner + j;
+    int64_t* row = out + p * k * inner + j;
+    int64_t count = 0;
+    for (int64_t a = 0; a < n && k > 0; ++a) {
+      const long long key = ArgMaxKey(column[a * inner]);
+      if (count == k) {
+        const long long last = ArgMaxKey(column[row[(k - 1) * inner] * inner]);
+        if (!(largest ? key > last : key < last)) continue;
+      }
+      int64_t pos = count < k ? count : k - 1;
+      while (pos > 0) {
+        const int64_t prev = row[(pos - 1) * inner];
+        const long long prev_key = ArgMaxKey(column[prev * inner]);
+        if (!(largest ? key > prev_key : key < prev_key)) break;
+        row[pos * inner] = prev;
+        --pos;
+      }
+      row[pos * inner] = a;
+      if (count < k) ++count;
+    }
+  }
+}
+
+template <typename T>
+Status RunTopKTyped(const TensorView& xv, int64_t outer, int64_t n, int64_t inner, int64_t k, bool largest,
+                    int64_t* out, const LaunchContext& ctx) {
+  const Geometry g = GeometryFor(outer * inner, ctx);
+  CNSR_LAUNCH(TopKKernel<T>, g.grid, g.block, 0, StreamOf(ctx), xv.as<const T>(), outer, n, inner, k, largest, out);
+  return CheckLaunch("top_k");
+}
+
 }  // namespace
 
 Status RunReduce(const KernelCall& call, const LaunchContext& ctx) {
@@ -286,6 +327,18 @@ Status RunReduce(const KernelCall& call, const LaunchContext& ctx) {
       case DType::kI8: return RunArgMaxTyped<int8_t>(x, outer, n, inner, out, ctx);
       case DType::kI64: return RunArgMaxTyped<int64_t>(x, outer, n, inner, out, ctx);
       default: return InvalidArgument("argmax: unsupported dtype");
+    }
+  }
+  if (call.op == Op::kTopK) {
+    const AxisSplit split = SplitAtAxis(x, p.axis);
+    const int64_t outer = split.outer, n = split.n, inner = split.inner;
+    int64_t* out = y.as<int64_t>();
+    switch (x.dtype) {
+      case DType::kF32: return RunTopKTyped<float>(x, outer, n, inner, p.k, p.largest, out, ctx);
+      case DType::kI32: return RunTopKTyped<int32_t>(x, outer, n, inner, p.k, p.largest, out, ctx);
+      case DType::kI8: return RunTopKTyped<int8_t>(x, outer, n, inner, p.k, p.largest, out, ctx);
+      case DType::kI64: return RunTopKTyped<int64_t>(x, outer, n, inner, p.k, p.largest, out, ctx);
+      default: return InvalidArgument("top_k: unsupported dtype");
     }
   }
 

@@ -105,6 +105,14 @@ constexpr const char* kGoldenModels[] = {
     "node/test_resize_tf_crop_and_resize",
     "node/test_resize_upsample_sizes_nearest_ceil_half_pixel",
     "node/test_upsample_nearest",
+    "node/test_convtranspose_1d",
+    "node/test_convtranspose_3d",
+    "node/test_convtranspose_autopad_same",
+    "node/test_convtranspose_output_shape",
+    "node/test_convtranspose_dilations",
+    "pytorch-converted/test_ConvTranspose2d",
+    "node/test_top_k_smallest",
+    "node/test_top_k_negative_axis",
 };
 
 struct Imported {

@@ -414,6 +414,27 @@ std::map<std::string, Builder> AllVectors() {
       Tensor::FromVector<float>(DType::kF32, {2, 5},
                                 {1, 3, 3, -0.0f, 0.0f, 2, BitsToFloat(0x7FC00000), 5, BitsToFloat(0xFFC00000), 5}),
       [](Graph&, Value x) { return argmax(x, 1, true); });
+  m["top_k"] = [=] {
+    Vector v;
+    // f32 with NaNs of several payloads, infinities and signed zeros; integers from a small
+    // range, so most values tie and the lower-index-first rule shows.
+    Value x = v.graph.input("x", DType::kF32, {6, 40, 5});
+    Value a = v.graph.input("a", DType::kI32, {7, 50});
+    Value b = v.graph.input("b", DType::kI64, {50, 7});
+    Value c = v.graph.input("c", DType::kI8, {3, 64});
+    v.graph.output("largest_middle", top_k(x, 11, 1));
+    v.graph.output("smallest_inner", top_k(x, 5, 2, false));
+    v.graph.output("all_outer", top_k(x, 6, 0));
+    v.graph.output("none", top_k(x, 0, 1));
+    v.graph.output("i32", top_k(a, 20, 1));
+    v.graph.output("i64_smallest", top_k(b, 50, 0, false));
+    v.graph.output("i8", top_k(c, 64, 1));
+    v.inputs.emplace("x", F32({6, 40, 5}, 90, 3.0f));
+    v.inputs.emplace("a", Ints<int32_t>(DType::kI32, {7, 50}, 91, -3, 3, {kMin32, kMax32}));
+    v.inputs.emplace("b", Ints<int64_t>(DType::kI64, {50, 7}, 92, -4, 4, {}));
+    v.inputs.emplace("c", Ints<int8_t>(DType::kI8, {3, 64}, 93, -128, 127, {}));
+    return v;
+  };
 
   // --- linear algebra ---
   m["matmul"] = BinaryF32([](Value a, Value b) { return matmul(a, b); }, {33, 65}, {65, 17}, 70);

@@ -72,6 +72,7 @@ std::pair<std::vector<executor::TypeInfo>, executor::Attributes> Probe(const exe
       attrs["ends"] = std::vector<int64_t>{1};
       break;
     case Op::kExpand: attrs["shape"] = cube; break;
+    case Op::kTopK: attrs["k"] = int64_t{1}; break;
     case Op::kPad: attrs["pads"] = std::vector<int64_t>(8, 0); break;
     case Op::kMaxPool2D:
     case Op::kAvgPool2D: attrs["kernel"] = std::vector<int64_t>{1, 1}; break;

@@ -3,8 +3,8 @@
 
 scripts/export_torch_models.py exports a few small PyTorch models (an MLP, a CNN with and without
 its BatchNorm folded, a transformer encoder with a key-padding mask, a decoder with bilinear,
-nearest and bicubic upsampling) to ONNX opset 17, with their inputs and the PyTorch module's own
-outputs. For every model this test runs
+nearest and bicubic upsampling, an upsampling decoder with ConvTranspose and TopK) to ONNX
+opset 17, with their inputs and the PyTorch module's own outputs. For every model this test runs
 
     consensor run model.onnx --input NAME=input_NAME.npy ... --out DIR  with
       threads1   --threads 1

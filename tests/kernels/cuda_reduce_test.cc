@@ -266,6 +266,43 @@ TEST(CudaReduce, ArgMax) {
   EXPECT_EQ(r.at<int64_t>(0), 0);
 }
 
+TEST(CudaReduce, TopK) {
+  uint32_t seed = 700;
+  for (DType dt : {DType::kF32, DType::kI32, DType::kI8, DType::kI64}) {
+    for (const Shape& shape : {Shape{4, 5, 70}, Shape{70, 3, 5}, Shape{1, 100}, Shape{600, 3}}) {
+      HostTensor x = RandomTensor(dt, shape, ++seed, dt == DType::kF32 ? 0.05 : 0.0);
+      for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis) {
+        const int64_t n = shape[axis];
+        for (int64_t k : {int64_t{0}, int64_t{1}, (n + 2) / 3, n}) {
+          for (bool largest : {true, false}) {
+            OpParams p;
+            p.axis = axis;
+            p.k = k;
+            p.largest = largest;
+            Shape os = shape;
+            os[axis] = k;
+            Compare("top_k " + std::string(DTypeName(dt)) + " axis " + std::to_string(axis) + " k " +
+                        std::to_string(k) + (largest ? " largest" : " smallest"),
+                    Op::kTopK, p, {&x}, DType::kI64, os);
+          }
+        }
+      }
+    }
+  }
+  // Ties keep index order, -0 == +0, NaN above +inf.
+  HostTensor t = F32Bits({2, 6}, {0x80000000u, 0x00000000u, 0x80000000u, 0xBF800000u, 0x00000000u, 0x80000000u,
+                                  0x3F800000u, 0x7FC00001u, 0x7F800000u, 0xFFC00000u, 0x7F800000u, 0x3F800000u});
+  OpParams p;
+  p.axis = 1;
+  p.k = 6;
+  HostTensor r = Compare("top_k ties", Op::kTopK, p, {&t}, DType::kI64, {2, 6});
+  EXPECT_EQ(r.at<int64_t>(0), 0);
+  EXPECT_EQ(r.at<int64_t>(5), 3);
+  EXPECT_EQ(r.at<int64_t>(6), 1);  // row 1: the two NaNs, then the two infinities
+  EXPECT_EQ(r.at<int64_t>(7), 3);
+  EXPECT_EQ(r.at<int64_t>(8), 2);
+}
+
 TEST(CudaReduce, ValidationMatchesCpu) {
   CudaTestBackends& b = GetBackends();
   HostTensor x = RandomTensor(DType::kF32, {3, 4}, 1);

@@ -499,6 +499,88 @@ TEST_P(ReduceTest, ArgMax) {
   EXPECT_EQ(y.as<int64_t>()[0], 1);
 }
 
+// top_k from the spec: a stable sort of each slice's indices by "strictly better" (larger,
+// or smaller for !largest; NaN above every number, all NaNs equal; -0 == +0), first k.
+std::vector<int64_t> TopKReference(const HostTensor& x, int64_t axis, int64_t k, bool largest) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= x.shape[i];
+  for (size_t i = axis + 1; i < x.shape.size(); ++i) inner *= x.shape[i];
+  const int64_t n = x.shape[axis];
+  auto value = [&](int64_t i) -> double {  // exact for every i8/i32 and the i64 used here
+    switch (x.dtype) {
+      case DType::kF32: return x.as<float>()[i];
+      case DType::kI32: return x.as<int32_t>()[i];
+      case DType::kI8: return x.as<int8_t>()[i];
+      default: return 0.0;
+    }
+  };
+  std::vector<int64_t> out(static_cast<size_t>(outer * k * inner));
+  for (int64_t p = 0; p < outer; ++p) {
+    for (int64_t c = 0; c < inner; ++c) {
+      std::vector<int64_t> idx(static_cast<size_t>(n));
+      for (int64_t a = 0; a < n; ++a) idx[a] = a;
+      auto at = [&](int64_t a) { return (p * n + a) * inner + c; };
+      std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
+        if (x.dtype == DType::kI64) {
+          const int64_t va = x.as<int64_t>()[at(a)], vb = x.as<int64_t>()[at(b)];
+          return largest ? va > vb : va < vb;
+        }
+        const double va = value(at(a)), vb = value(at(b));
+        if (std::isnan(va) || std::isnan(vb)) return largest ? !std::isnan(vb) : !std::isnan(va);
+        return largest ? va > vb : va < vb;
+      });
+      for (int64_t r = 0; r < k; ++r) out[(p * k + r) * inner + c] = idx[r];
+    }
+  }
+  return out;
+}
+
+TEST_P(ReduceTest, TopKMatchesAStableSort) {
+  const std::vector<std::vector<int64_t>> shapes = {{7}, {5, 300}, {4, 9, 33}, {3, 2, 4, 5}, {1000, 3}};
+  uint32_t seed = 900;
+  for (DType dt : {DType::kF32, DType::kI32, DType::kI8, DType::kI64}) {
+    for (const auto& shape : shapes) {
+      for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis) {
+        const int64_t n = shape[axis];
+        HostTensor x(dt, shape);
+        if (dt == DType::kF32) FillF32(x, ++seed, 0.1);  // NaNs of several payloads, infinities, zeros
+        if (dt == DType::kI32) FillInt<int32_t>(x, ++seed);
+        if (dt == DType::kI8) FillInt<int8_t>(x, ++seed);
+        if (dt == DType::kI64) FillInt<int64_t>(x, ++seed);
+        for (int64_t k : {int64_t{0}, int64_t{1}, (n + 1) / 2, n}) {
+          for (bool largest : {true, false}) {
+            OpParams p;
+            p.axis = axis;
+            p.k = k;
+            p.largest = largest;
+            std::vector<int64_t> out_shape = shape;
+            out_shape[axis] = k;
+            HostTensor y(DType::kI64, out_shape);
+            ASSERT_TRUE(Run(Op::kTopK, p, x, y).ok());
+            auto want = TopKReference(x, axis, k, largest);
+            ASSERT_EQ(0, std::memcmp(want.data(), y.as<int64_t>(), want.size() * 8))
+                << DTypeName(dt) << " axis " << axis << " k " << k << " largest " << largest;
+          }
+        }
+      }
+    }
+  }
+  // Pinned: NaN first when largest (last when smallest), -0 and +0 tie by index, equal
+  // values keep the lower index first.
+  HostTensor x(DType::kF32, {7});
+  const float v[] = {1.0f, -0.0f, FromBits(0xFFC00001u), 0.0f, 1.0f, INFINITY, FromBits(0x7FC00000u)};
+  std::memcpy(x.as<float>(), v, sizeof(v));
+  OpParams p;
+  p.axis = 0;
+  p.k = 7;
+  HostTensor y(DType::kI64, {7});
+  ASSERT_TRUE(Run(Op::kTopK, p, x, y).ok());
+  EXPECT_EQ(std::vector<int64_t>(y.as<int64_t>(), y.as<int64_t>() + 7), (std::vector<int64_t>{2, 6, 5, 0, 4, 1, 3}));
+  p.largest = false;
+  ASSERT_TRUE(Run(Op::kTopK, p, x, y).ok());
+  EXPECT_EQ(std::vector<int64_t>(y.as<int64_t>(), y.as<int64_t>() + 7), (std::vector<int64_t>{1, 3, 0, 4, 5, 2, 6}));
+}
+
 TEST_P(ReduceTest, RejectsBadCalls) {
   HostTensor x(DType::kF32, {2, 3});
   FillF32(x, 1);
@@ -524,6 +606,16 @@ TEST_P(ReduceTest, RejectsBadCalls) {
   EXPECT_EQ(Run(Op::kArgMax, a, e, ye).code(), StatusCode::kInvalidArgument);  // empty axis
   HostTensor yf(DType::kF32, {2, 1});
   EXPECT_EQ(Run(Op::kArgMax, a, x, yf).code(), StatusCode::kInvalidArgument);  // output not i64
+  OpParams t;
+  t.axis = 1;
+  t.k = 4;  // more than the axis holds
+  HostTensor yk(DType::kI64, {2, 4});
+  EXPECT_EQ(Run(Op::kTopK, t, x, yk).code(), StatusCode::kInvalidArgument);
+  t.k = 2;
+  HostTensor ys(DType::kI64, {2, 3});  // wrong output shape
+  EXPECT_EQ(Run(Op::kTopK, t, x, ys).code(), StatusCode::kInvalidArgument);
+  HostTensor yb2(DType::kI64, {2, 2});
+  EXPECT_EQ(Run(Op::kTopK, t, xb, yb2).code(), StatusCode::kInvalidArgument);  // bool input
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, ReduceTest, testing::ValuesIn(AllConfigs()), ConfigName);

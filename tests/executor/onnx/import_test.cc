@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <tuple>
@@ -1150,6 +1151,325 @@ TEST(OnnxImport, ResizeRefusesBadScalesSizesAndAttributes) {
   }
 }
 
+// --- ConvTranspose and TopK ---
+
+void IntsAttr(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+struct ConvTransposeCase {
+  std::string name = "";
+  Shape x, w;  // x [N, C, D...], w [C, F/group, K...]
+  int64_t group = 1;
+  std::vector<int64_t> strides = {}, dilations = {}, pads = {}, output_padding = {}, output_shape = {};
+  std::string auto_pad = "";  // empty: not set
+  bool bias = true;
+};
+
+ModelBuilder ConvTransposeModel(const ConvTransposeCase& c, const std::vector<float>& w, const std::vector<float>& b) {
+  ModelBuilder m;
+  m.Input("x", onnx::TensorProto::FLOAT, c.x);
+  m.InitializerF32("W", c.w, w);
+  std::vector<std::string> inputs = {"x", "W"};
+  if (c.bias) {
+    m.InitializerF32("B", {static_cast<int64_t>(b.size())}, b);
+    inputs.push_back("B");
+  }
+  auto* n = m.Node("ConvTranspose", inputs, {"y"}, "deconv");
+  if (c.group != 1) ModelBuilder::IntAttr(n, "group", c.group);
+  if (!c.strides.empty()) IntsAttr(n, "strides", c.strides);
+  if (!c.dilations.empty()) IntsAttr(n, "dilations", c.dilations);
+  if (!c.pads.empty()) IntsAttr(n, "pads", c.pads);
+  if (!c.output_padding.empty()) IntsAttr(n, "output_padding", c.output_padding);
+  if (!c.output_shape.empty()) IntsAttr(n, "output_shape", c.output_shape);
+  if (!c.auto_pad.empty()) StringAttr(n, "auto_pad", c.auto_pad);
+  m.Output("y");
+  return m;
+}
+
+// The spec (DETERMINISM.md 4.4 conv_transpose), written out directly: per output element,
+// acc = +0.0, then fma over (input channel of the group ascending, kernel position from
+// the last to the first in row-major order) of x at t / s when o + pad_begin - k * d = t is
+// a multiple of s inside the input, else +0.0; then + bias. Pads are the resolved ones.
+std::vector<float> ConvTransposeReference(const ConvTransposeCase& c, const std::vector<int64_t>& pads,
+                                          const Shape& y_shape, const Tensor& x, const std::vector<float>& w,
+                                          const std::vector<float>& b) {
+  const size_t sp = c.x.size() - 2;
+  auto at = [](const std::vector<int64_t>& v, size_t i, int64_t def) { return v.empty() ? def : v[i]; };
+  const int64_t cg = c.x[1] / c.group, fg = c.w[1], f_total = fg * c.group;
+  int64_t out_spatial = 1, k_total = 1, in_spatial = 1;
+  for (size_t i = 0; i < sp; ++i) {
+    out_spatial *= y_shape[2 + i];
+    k_total *= c.w[2 + i];
+    in_spatial *= c.x[2 + i];
+  }
+  std::vector<float> y(static_cast<size_t>(c.x[0] * f_total * out_spatial));
+  const float* xv = x.data_as<float>();
+  for (int64_t n = 0; n < c.x[0]; ++n) {
+    for (int64_t f = 0; f < f_total; ++f) {
+      const int64_t g = f / fg, fl = f % fg;
+      for (int64_t o = 0; o < out_spatial; ++o) {
+        std::vector<int64_t> oc(sp);
+        for (size_t i = sp, r = o; i-- > 0;) {
+          oc[i] = static_cast<int64_t>(r) % y_shape[2 + i];
+          r /= y_shape[2 + i];
+        }
+        float acc = 0.0f;
+        for (int64_t ci = 0; ci < cg; ++ci) {
+          const int64_t cin = g * cg + ci;
+          for (int64_t kk = k_total - 1; kk >= 0; --kk) {
+            std::vector<int64_t> kc(sp);
+            for (size_t i = sp, r = kk; i-- > 0;) {
+              kc[i] = static_cast<int64_t>(r) % c.w[2 + i];
+              r /= c.w[2 + i];
+            }
+            bool inside = true;
+            int64_t xi = 0;
+            for (size_t i = 0; i < sp; ++i) {
+              const int64_t s = at(c.strides, i, 1), d = at(c.dilations, i, 1);
+              const int64_t t = oc[i] + pads[i] - kc[i] * d;
+              if (t < 0 || t % s != 0 || t / s >= c.x[2 + i]) inside = false;
+              xi = xi * c.x[2 + i] + (inside ? t / s : 0);
+            }
+            const float v = inside ? xv[(n * c.x[1] + cin) * in_spatial + xi] : 0.0f;
+            acc = std::fma(v, w[static_cast<size_t>((cin * fg + fl) * k_total + kk)], acc);
+          }
+        }
+        if (c.bias) acc = acc + b[static_cast<size_t>(f)];
+        if (std::isnan(acc)) acc = std::bit_cast<float>(0x7FC00000u);
+        y[static_cast<size_t>((n * f_total + f) * out_spatial + o)] = acc;
+      }
+    }
+  }
+  return y;
+}
+
+TEST(OnnxImport, ConvTransposeIsTheSpecsGatherAtEveryThreadCount) {
+  // pads are the resolved ones the reference uses (after auto_pad / output_shape).
+  const std::vector<std::pair<ConvTransposeCase, std::vector<int64_t>>> cases = {
+      {{"1d", {2, 3, 5}, {3, 2, 3}, 1, {2}, {2}, {1, 0}, {1}, {}, "", true}, {1, 0}},
+      {{"2d_groups", {1, 4, 5, 3}, {4, 3, 3, 2}, 2, {2, 3}, {1, 2}, {1, 0, 2, 1}, {1, 0}, {}, "", true}, {1, 0, 2, 1}},
+      {{"2d_depthwise_no_bias", {2, 3, 4, 4}, {3, 1, 3, 3}, 3, {2, 2}, {}, {}, {}, {}, "", false}, {0, 0, 0, 0}},
+      {{"3d", {1, 2, 3, 4, 3}, {2, 2, 2, 3, 2}, 1, {2, 1, 2}, {1, 2, 1}, {0, 1, 1, 1, 0, 0}, {1, 0, 0}, {}, "", true},
+       {0, 1, 1, 1, 0, 0}},
+      // output_shape one larger than natural (7 -> 8, 9 -> 10): a negative end pad.
+      {{"output_shape", {1, 1, 3, 3}, {1, 2, 3, 3}, 1, {3, 2}, {}, {}, {}, {10, 8}, "", true}, {0, 0, -1, -1}},
+      // SAME_LOWER: output = input * stride, odd total padding first.
+      {{"same_lower", {1, 2, 3, 4}, {2, 2, 3, 3}, 1, {2, 2}, {}, {}, {}, {}, "SAME_LOWER", true}, {1, 1, 0, 0}},
+      {{"valid", {1, 2, 3, 4}, {2, 1, 2, 3}, 1, {1, 2}, {}, {5, 5, 5, 5}, {}, {}, "VALID", true}, {0, 0, 0, 0}},
+      // Pads larger than the kernel span: the stuffed input is cut.
+      {{"big_pads", {1, 1, 6, 5}, {1, 1, 2, 2}, 1, {2, 2}, {}, {3, 2, 2, 3}, {}, {}, "", true}, {3, 2, 2, 3}},
+  };
+  uint32_t seed = 1900;
+  for (const auto& [c, pads] : cases) {
+    int64_t w_count = 1;
+    for (int64_t d : c.w) w_count *= d;
+    const Tensor wt = RandomF32(c.w, ++seed);
+    std::vector<float> w(wt.data_as<float>(), wt.data_as<float>() + w_count);
+    // A -0 and an infinite weight: stuffed zeros and padding are fma terms, not skipped.
+    w[1] = -0.0f;
+    if (c.name == "2d_groups") w[w.size() - 1] = INFINITY;
+    const int64_t f = c.w[1] * c.group;
+    const Tensor bt = RandomF32({f}, ++seed);
+    const std::vector<float> b(bt.data_as<float>(), bt.data_as<float>() + f);
+    const Tensor x = RandomF32(c.x, ++seed);
+    ModelBuilder m = ConvTransposeModel(c, w, b);
+    auto imported = ImportOnnx(m.Bytes(), {});
+    ASSERT_TRUE(imported.ok()) << c.name << ": " << imported.status().message();
+    Shape y_shape = {c.x[0], f};
+    const size_t sp = c.x.size() - 2;
+    for (size_t i = 0; i < sp; ++i) {
+      const int64_t s = c.strides.empty() ? 1 : c.strides[i], d = c.dilations.empty() ? 1 : c.dilations[i];
+      const int64_t op = c.output_padding.empty() ? 0 : c.output_padding[i];
+      y_shape.push_back(s * (c.x[2 + i] - 1) + op + (c.w[2 + i] - 1) * d + 1 - pads[i] - pads[i + sp]);
+    }
+    const std::vector<float> want = ConvTransposeReference(c, pads, y_shape, x, w, b);
+    MemoryBlobSource blobs;
+    if (!imported->weights.empty()) blobs.Add(imported->weights);
+    auto program = CompileGraph(imported->graph, &blobs, Limits{});
+    ASSERT_TRUE(program.ok()) << program.status().message();
+    for (int threads : {1, 2, 8}) {
+      auto cpu = MakeCpu(threads);
+      auto loaded = LoadedProgram::Load(*program, cpu.get());
+      ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+      auto r = (*loaded)->Run({{"x", x}});
+      ASSERT_TRUE(r.ok()) << c.name << ": " << r.status().message();
+      const Tensor& y = r->outputs[0].tensor;
+      ASSERT_EQ(y.shape(), y_shape) << c.name;
+      ASSERT_EQ(0, std::memcmp(y.data_as<float>(), want.data(), want.size() * sizeof(float)))
+          << c.name << " at " << threads << " threads";
+    }
+  }
+}
+
+TEST(OnnxImport, ConvTransposeRefusesBadAttributes) {
+  struct Bad {
+    ConvTransposeCase c;
+    StatusCode code;
+    std::string message;
+  };
+  const std::vector<Bad> bad = {
+      {{"group", {1, 4, 3, 3}, {4, 1, 2, 2}, 3}, StatusCode::kInvalidArgument, "divisible by group"},
+      {{"channels", {1, 4, 3, 3}, {2, 1, 2, 2}}, StatusCode::kInvalidArgument, "divisible by group"},
+      {{"stride0", {1, 1, 3, 3}, {1, 1, 2, 2}, 1, {0, 1}}, StatusCode::kInvalidArgument, "strides and dilations"},
+      {{"huge_stride", {1, 1, 3, 3}, {1, 1, 2, 2}, 1, {int64_t{1} << 40, 1}},
+       StatusCode::kInvalidArgument,
+       "strides and dilations"},
+      {{"strides_len", {1, 1, 3, 3}, {1, 1, 2, 2}, 1, {2}}, StatusCode::kInvalidArgument, "must have 2 values"},
+      {{"output_padding", {1, 1, 3, 3}, {1, 1, 2, 2}, 1, {2, 2}, {}, {}, {2, 0}},
+       StatusCode::kInvalidArgument,
+       "output_padding"},
+      {{"negative_pads", {1, 1, 3, 3}, {1, 1, 2, 2}, 1, {}, {}, {-1, 0, 0, 0}}, StatusCode::kInvalidArgument, "pads"},
+      {{"huge_pads", {1, 1, 3, 3}, {1, 1, 2, 2}, 1, {}, {}, {int64_t{1} << 62, 0, 0, 0}},
+       StatusCode::kInvalidArgument,
+       "pads"},
+      {{"empty", {1, 1, 3, 3}, {1, 1, 2, 2}, 1, {}, {}, {2, 0, 2, 0}}, StatusCode::kInvalidArgument, "empty output"},
+      {{"output_shape_len", {1, 1, 3, 3}, {1, 1, 2, 2}, 1, {}, {}, {}, {}, {5}},
+       StatusCode::kInvalidArgument,
+       "output_shape"},
+      {{"output_shape_zero", {1, 1, 3, 3}, {1, 1, 2, 2}, 1, {}, {}, {}, {}, {0, 4}},
+       StatusCode::kInvalidArgument,
+       "output_shape"},
+      {{"auto_pad", {1, 1, 3, 3}, {1, 1, 2, 2}, 1, {}, {}, {}, {}, {}, "SIDEWAYS"},
+       StatusCode::kUnimplemented,
+       "auto_pad"},
+      {{"4d", {1, 1, 2, 2, 2, 2}, {1, 1, 1, 1, 1, 1}}, StatusCode::kUnimplemented, "spatial dims"},
+      {{"rank", {1, 1, 3, 3}, {1, 1, 2}}, StatusCode::kInvalidArgument, "same rank"},
+      {{"no_outputs", {1, 2, 3, 3}, {2, 0, 2, 2}}, StatusCode::kInvalidArgument, "no output channels"},
+  };
+  for (const Bad& b : bad) {
+    int64_t w_count = 1, f = b.c.w.size() > 1 ? b.c.w[1] * b.c.group : 1;
+    for (int64_t d : b.c.w) w_count *= d;
+    ConvTransposeCase c = b.c;
+    c.bias = false;
+    auto r = ImportOnnx(ConvTransposeModel(c, std::vector<float>(static_cast<size_t>(w_count), 1.0f),
+                                           std::vector<float>(static_cast<size_t>(f), 0.0f))
+                            .Bytes(),
+                        {});
+    ASSERT_FALSE(r.ok()) << b.c.name;
+    EXPECT_EQ(r.status().code(), b.code) << b.c.name << ": " << r.status().message();
+    EXPECT_NE(r.status().message().find(b.message), std::string::npos) << b.c.name << ": " << r.status().message();
+    EXPECT_NE(r.status().message().find("deconv"), std::string::npos) << r.status().message();
+  }
+}
+
+ModelBuilder TopKModel(const Shape& x_shape, int32_t elem, int64_t k, int64_t axis, int64_t largest) {
+  ModelBuilder m;
+  m.Input("x", elem, x_shape);
+  m.InitializerI64("K", {k});
+  auto* n = m.Node("TopK", {"x", "K"}, {"values", "indices"}, "topk");
+  ModelBuilder::IntAttr(n, "axis", axis);
+  ModelBuilder::IntAttr(n, "largest", largest);
+  m.Output("values");
+  m.Output("indices");
+  return m;
+}
+
+TEST(OnnxImport, TopKKeepsTheLowerIndexFirstAndPutsNaNAboveInfinity) {
+  const float nan = std::bit_cast<float>(0x7FC00001u);
+  Tensor x = Tensor::FromVector<float>(DType::kF32, {2, 5}, {3, -0.0f, 3, nan, 0.0f, 1, 2, 2, -INFINITY, 2});
+  for (int64_t largest : {1, 0}) {
+    auto imported = ImportOnnx(TopKModel({2, 5}, onnx::TensorProto::FLOAT, 3, -1, largest).Bytes(), {});
+    ASSERT_TRUE(imported.ok()) << imported.status().message();
+    for (int threads : {1, 2, 8}) {
+      MemoryBlobSource blobs;
+      if (!imported->weights.empty()) blobs.Add(imported->weights);
+      auto program = CompileGraph(imported->graph, &blobs, Limits{});
+      ASSERT_TRUE(program.ok()) << program.status().message();
+      auto cpu = MakeCpu(threads);
+      auto loaded = LoadedProgram::Load(*program, cpu.get());
+      ASSERT_TRUE(loaded.ok());
+      auto r = (*loaded)->Run({{"x", x}});
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      ASSERT_EQ(r->outputs.size(), 2u);
+      const Tensor& idx = r->outputs[0].name == "indices" ? r->outputs[0].tensor : r->outputs[1].tensor;
+      const Tensor& val = r->outputs[0].name == "indices" ? r->outputs[1].tensor : r->outputs[0].tensor;
+      std::vector<int64_t> got(idx.data_as<int64_t>(), idx.data_as<int64_t>() + idx.num_elements());
+      std::vector<uint32_t> bits(static_cast<size_t>(val.num_elements()));
+      std::memcpy(bits.data(), val.data(), bits.size() * 4);
+      if (largest) {
+        EXPECT_EQ(got, (std::vector<int64_t>{3, 0, 2, 1, 2, 4}));
+        // Values are copied bits: the NaN keeps its payload.
+        EXPECT_EQ(bits[0], 0x7FC00001u);
+        EXPECT_EQ(val.data_as<float>()[1], 3.0f);
+      } else {
+        EXPECT_EQ(got, (std::vector<int64_t>{1, 4, 0, 3, 0, 1}));
+        EXPECT_EQ(bits[0], 0x80000000u);  // -0 first: it ties with +0 and comes earlier
+        EXPECT_EQ(val.data_as<float>()[3], -INFINITY);
+      }
+    }
+  }
+  // Integers along a middle axis.
+  auto y = ImportOnnx(TopKModel({2, 4, 3}, onnx::TensorProto::INT64, 2, 1, 1).Bytes(), {});
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  Tensor xi = Tensor::FromVector<int64_t>(DType::kI64, {2, 4, 3},
+                                          {5, 1, 9, 7, 1, 9, 5, 3, 0, 7, 2, 9, 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3});
+  auto r = RunImported(*y, {{"x", xi}});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  for (const auto& out : r->outputs) {
+    std::vector<int64_t> got(out.tensor.data_as<int64_t>(), out.tensor.data_as<int64_t>() + 12);
+    if (out.name == "indices") {
+      EXPECT_EQ(got, (std::vector<int64_t>{1, 2, 0, 3, 3, 1, 3, 3, 3, 2, 2, 2}));
+    } else {
+      EXPECT_EQ(got, (std::vector<int64_t>{7, 3, 9, 7, 2, 9, 3, 3, 3, 2, 2, 2}));
+    }
+  }
+}
+
+TEST(OnnxImport, TopKBeforeOpset10TakesKAsAnAttribute) {
+  auto model = [](bool with_k) {
+    ModelBuilder m(9);
+    m.Input("x", onnx::TensorProto::FLOAT, {5});
+    auto* n = m.Node("TopK", {"x"}, {"values", "indices"}, "topk");
+    if (with_k) ModelBuilder::IntAttr(n, "k", 2);
+    m.Output("values");
+    return m;
+  };
+  auto y = RunOne(model(true), {{"x", Tensor::FromVector<float>(DType::kF32, {5}, {1, 4, 2, 4, 3})}});
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  EXPECT_EQ(Values(*y), (std::vector<float>{4, 4}));
+  auto r = ImportOnnx(model(false).Bytes(), {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("attribute k is required"), std::string::npos) << r.status().message();
+}
+
+TEST(OnnxImport, TopKRefusesBadK) {
+  for (int64_t k : {int64_t{-1}, int64_t{6}, std::numeric_limits<int64_t>::max()}) {
+    auto r = ImportOnnx(TopKModel({2, 5}, onnx::TensorProto::FLOAT, k, 1, 1).Bytes(), {});
+    ASSERT_FALSE(r.ok()) << k;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
+    EXPECT_NE(r.status().message().find("K = "), std::string::npos) << r.status().message();
+  }
+  {
+    auto r = ImportOnnx(TopKModel({2, 5}, onnx::TensorProto::FLOAT, 2, 2, 1).Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
+  }
+  {
+    auto r = ImportOnnx(TopKModel({2, 5}, onnx::TensorProto::FLOAT, 2, 1, 2).Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("largest"), std::string::npos) << r.status().message();
+  }
+  {
+    ModelBuilder m;  // K known only at run time
+    m.Input("x", onnx::TensorProto::FLOAT, {2, 5});
+    m.Input("K", onnx::TensorProto::INT64, {1});
+    m.Node("TopK", {"x", "K"}, {"values", "indices"}, "topk");
+    m.Output("values");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("computed at run time"), std::string::npos) << r.status().message();
+  }
+  {
+    auto r = ImportOnnx(TopKModel({2, 5}, onnx::TensorProto::BOOL, 2, 1, 1).Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented) << r.status().message();
+  }
+}
+
 TEST(OnnxImport, SupportedOpsCoverTheIssueList) {
   const auto ops = SupportedOnnxOps();
   for (const char* op : {"Gemm",
@@ -1180,7 +1500,9 @@ TEST(OnnxImport, SupportedOpsCoverTheIssueList) {
                          "GatherND",
                          "LRN",
                          "Resize",
-                         "Upsample"}) {
+                         "Upsample",
+                         "ConvTranspose",
+                         "TopK"}) {
     EXPECT_TRUE(std::binary_search(ops.begin(), ops.end(), op)) << op;
   }
 }
