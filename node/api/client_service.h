@@ -9,6 +9,7 @@
 
 #include "consensor/v1/node.grpc.pb.h"
 #include "node/engine/task_manager.h"
+#include "node/storage/disk_budget.h"
 #include "node/storage/store.h"
 #include "node/telemetry/node_metrics.h"
 
@@ -39,6 +40,8 @@ class ClientService final : public v1::Client::Service {
   // Network mode: SubmitTask goes to the consensus engine (which announces the task).
   using Submitter = std::function<StatusOr<SubmitOutcome>(const v1::SubmitTaskRequest&)>;
   void SetSubmitter(Submitter submitter) { submitter_ = std::move(submitter); }
+  // Uploads and submissions are checked against it before anything is written (null: no checks).
+  void SetDiskBudget(DiskBudget* budget) { budget_ = budget; }
 
  private:
   grpc::Status PutBlobImpl(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
@@ -62,6 +65,7 @@ class ClientService final : public v1::Client::Service {
   int64_t max_blob_bytes_;
   std::function<void(v1::NodeInfo*)> node_info_;
   Submitter submitter_;
+  DiskBudget* budget_ = nullptr;
 };
 
 // consensor.v1.Client on the peer listener (p2p.listen): only the calls other operators make

@@ -367,6 +367,18 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
     return outcome;
   }
 
+  // A new record on a full disk or over quota is refused before anything is written. The
+  // estimate is the record as stored (spec, consensus plan) plus room for its state fields.
+  if (options_.budget != nullptr) {
+    const int64_t record_bytes =
+        static_cast<int64_t>(request.ByteSizeLong() + (consensus ? consensus->ByteSizeLong() : 0)) + 256;
+    RETURN_IF_ERROR(options_.budget->Check(record_bytes, consensus ? "adopting a task" : "task submission"));
+  }
+  // Held from the blob checks to the record write, so retention cannot delete a blob between
+  // them (node/storage/retention.h).
+  std::shared_lock<std::shared_mutex> references;
+  if (options_.references != nullptr) references = options_.references->Writing();
+
   // Everything the task needs must be here and valid before the node acknowledges it.
   ASSIGN_OR_RETURN(PreparedTask prepared,
                    PrepareTask(store_, &programs_, request, options_.limits, /*load_inputs=*/false));
@@ -645,6 +657,9 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   const auto deadline = start + std::chrono::milliseconds(cap_ms);
 
   v1::TaskResult result;
+  // Taken before the outputs are stored and held until the result record names them, so
+  // retention never sees them unreferenced (they may be identical to an old, unreferenced blob).
+  std::shared_lock<std::shared_mutex> references;
   // Phase times for the debug log: where a slow task spends its time.
   double prepare_s = 0, run_s = 0, store_s = 0;
   bool warm = false;
@@ -711,8 +726,19 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     result.set_graph_id(ToHex(prepared.program->graph_id));
     result.set_result_root(ToHex(outcome->result_root));
     result.set_trace_root(ToHex(consensus::kDeferredTraceRoot));
+    std::vector<std::vector<uint8_t>> npys;
+    int64_t output_bytes = 0;
     for (const auto& o : outcome->outputs) {
-      std::vector<uint8_t> npy = EncodeNpy(o.tensor);
+      npys.push_back(EncodeNpy(o.tensor));
+      output_bytes += static_cast<int64_t>(npys.back().size());
+    }
+    // A full node stores no outputs: the task fails with RESOURCE_EXHAUSTED (in network mode
+    // the node then does not attest, which costs liveness, not stake: docs/NODE.md).
+    if (options_.budget != nullptr) RETURN_IF_ERROR(options_.budget->Check(output_bytes, "task outputs"));
+    if (options_.references != nullptr) references = options_.references->Writing();
+    for (size_t k = 0; k < outcome->outputs.size(); ++k) {
+      const auto& o = outcome->outputs[k];
+      const std::vector<uint8_t>& npy = npys[k];
       // Deferred: the result record that names this blob is written synced after it.
       ASSIGN_OR_RETURN(BlobInfo info, store_->PutBlob(npy, std::nullopt, Durability::kDeferred));
       v1::TaskOutput* out = result.add_outputs();
@@ -750,6 +776,7 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
         return OkStatus();
       },
       status.ok() ? &result : nullptr);
+  if (references.owns_lock()) references.unlock();  // the result record names the outputs now
   if (!persisted.ok()) {
     // The task stays running in the store and is retried after a restart.
     Log(LogLevel::kError, "cannot store task result", {{"task", id_hex}, {"error", persisted.ToString()}});

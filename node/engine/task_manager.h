@@ -30,6 +30,8 @@
 #include "executor/limits.h"
 #include "kernels/backend_factory.h"
 #include "node/engine/program_cache.h"
+#include "node/storage/disk_budget.h"
+#include "node/storage/retention.h"
 #include "node/storage/store.h"
 #include "node/telemetry/node_metrics.h"
 
@@ -60,6 +62,11 @@ struct TaskManagerOptions {
   // it) and on_executed runs after the result is stored.
   bool network_mode = false;
   std::function<void(const consensus::TaskId& task_id, const v1::TaskResult& result)> on_executed;
+  // Disk budget and retention (docs/NODE.md): new task records and task outputs are checked
+  // against `budget` before they are written, and `references` is held shared from a task's blob
+  // checks to the record that names the blobs. Either may be null (no quota, no retention).
+  DiskBudget* budget = nullptr;
+  BlobReferenceGuard* references = nullptr;
 };
 
 struct SubmitOutcome {
