@@ -86,8 +86,7 @@ void RetentionSweeper::Loop() {
   }
 }
 
-std::vector<Hash256> RetentionSweeper::BlobsOf(const v1::Task& task,
-                                               const std::optional<std::string>& result_record) {
+std::vector<Hash256> RetentionSweeper::BlobsOf(const v1::Task& task, const std::optional<std::string>& result_record) {
   std::vector<Hash256> out;
   const v1::SubmitTaskRequest& spec = task.spec();
   if (auto graph = HashOf(spec.graph_sha256())) {
@@ -141,8 +140,8 @@ Status RetentionSweeper::Gather(std::vector<RetainedTask>* tasks, std::vector<Re
     facts.pinned = IsRetentionPinned(task);
     facts.finished_unix_ms = std::max(task.finished_unix_ms(), task.created_unix_ms());
     ASSIGN_OR_RETURN(std::optional<std::string> result, store_->GetResult(id));
-    facts.record_bytes =
-        static_cast<int64_t>(id.size() + record.size()) + (result ? static_cast<int64_t>(id.size() + result->size()) : 0);
+    facts.record_bytes = static_cast<int64_t>(id.size() + record.size()) +
+                         (result ? static_cast<int64_t>(id.size() + result->size()) : 0);
     facts.blobs = BlobsOf(task, result);
     tasks->push_back(std::move(facts));
     return OkStatus();
@@ -218,7 +217,9 @@ StatusOr<RetentionPlan> RetentionSweeper::SweepOnce() {
   if (status.ok()) grace_upload_id_ = next_grace;
 
   metrics_->AddCounter("consensor_retention_sweeps_total", "Retention sweeps run.")->Increment();
-  metrics_->AddCounter("consensor_retention_deleted_tasks_total", "Finished tasks (with their results) deleted by retention.")
+  metrics_
+      ->AddCounter("consensor_retention_deleted_tasks_total",
+                   "Finished tasks (with their results) deleted by retention.")
       ->Increment(static_cast<double>(tasks_deleted));
   metrics_->AddCounter("consensor_retention_deleted_blobs_total", "Blobs deleted by retention.")
       ->Increment(static_cast<double>(blobs_deleted));
@@ -227,8 +228,8 @@ StatusOr<RetentionPlan> RetentionSweeper::SweepOnce() {
   UpdateGauges();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const Store::Stats after = store_->GetStats();
-  Log(status.ok() ? (plan.over_budget_after ? LogLevel::kWarn : (tasks_deleted + blobs_deleted > 0 ? LogLevel::kInfo
-                                                                                                    : LogLevel::kDebug))
+  Log(status.ok() ? (plan.over_budget_after ? LogLevel::kWarn
+                                            : (tasks_deleted + blobs_deleted > 0 ? LogLevel::kInfo : LogLevel::kDebug))
                   : LogLevel::kWarn,
       plan.over_budget_after ? "retention sweep: pinned data alone is over the budget" : "retention sweep",
       {{"tasks_seen", static_cast<int64_t>(tasks.size())},

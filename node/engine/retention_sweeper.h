@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -36,8 +36,8 @@ namespace consensor::node {
 bool IsRetentionPinned(const v1::Task& task);
 
 struct RetentionOptions {
-  int64_t max_bytes = 0;  // storage.max_bytes; sweeps for room start at 90% and stop at 80%
-  int64_t retain_ms = 0;  // storage.retain_results_hours; 0 keeps finished tasks by age
+  int64_t max_bytes = 0;                       // storage.max_bytes; sweeps for room start at 90% and stop at 80%
+  int64_t retain_ms = 0;                       // storage.retain_results_hours; 0 keeps finished tasks by age
   std::chrono::milliseconds interval{600000};  // storage.sweep_interval_ms
   std::string db_path;                         // the store's directory, for the "other" bytes gauge
   executor::Limits limits;                     // to read weight references out of graph blobs
@@ -77,7 +77,7 @@ class RetentionSweeper {
   RetentionOptions options_;
   std::function<Status()> between_phases_;
 
-  std::mutex sweep_mu_;         // one sweep at a time
+  std::mutex sweep_mu_;           // one sweep at a time
   uint64_t grace_upload_id_ = 0;  // blobs stored at or after it are too new to drop unreferenced
   // Weight blobs named by a graph blob (content-addressed, so never stale), by graph hash.
   std::map<Hash256, std::vector<Hash256>> graph_weights_;

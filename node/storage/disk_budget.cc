@@ -22,9 +22,7 @@ class StatvfsProbe final : public FreeSpaceProbe {
   std::string path_;
 };
 
-std::string MiB(int64_t bytes) {
-  return std::to_string(bytes) + " bytes (" + std::to_string(bytes >> 20) + " MiB)";
-}
+std::string MiB(int64_t bytes) { return std::to_string(bytes) + " bytes (" + std::to_string(bytes >> 20) + " MiB)"; }
 
 }  // namespace
 
@@ -62,9 +60,9 @@ Status DiskBudget::Admit(int64_t bytes, std::string_view write, bool reserve) {
   if (options_.max_bytes > 0) {
     const int64_t used = used_bytes_ ? used_bytes_() : 0;
     if (used + reserved > options_.max_bytes || bytes > options_.max_bytes - used - reserved) {
-      return refuse(BudgetLimit::kMaxBytes, "the node's storage quota (storage.max_bytes = " +
-                                                MiB(options_.max_bytes) + ") is full: " + MiB(used) + " stored, " +
-                                                MiB(reserved) + " in uploads, " + MiB(bytes) + " more asked");
+      return refuse(BudgetLimit::kMaxBytes, "the node's storage quota (storage.max_bytes = " + MiB(options_.max_bytes) +
+                                                ") is full: " + MiB(used) + " stored, " + MiB(reserved) +
+                                                " in uploads, " + MiB(bytes) + " more asked");
     }
   }
   if (options_.min_free_bytes > 0 && probe_) {
@@ -76,8 +74,8 @@ Status DiskBudget::Admit(int64_t bytes, std::string_view write, bool reserve) {
     if (*free - unflushed - bytes < options_.min_free_bytes) {
       return refuse(BudgetLimit::kMinFree, "the disk is full: " + MiB(*free) + " free, " + MiB(unflushed) +
                                                " of it due to the store's next flush, and the node keeps " +
-                                               MiB(options_.min_free_bytes) +
-                                               " free (storage.min_free_bytes); " + MiB(bytes) + " asked");
+                                               MiB(options_.min_free_bytes) + " free (storage.min_free_bytes); " +
+                                               MiB(bytes) + " asked");
     }
   }
   if (reserve) reserved_.fetch_add(bytes, std::memory_order_relaxed);

@@ -284,6 +284,37 @@ TEST_F(NodeTest, BadRequestsGetClearErrors) {
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_NE(s.error_message().find("mismatch"), std::string::npos) << s.error_message();
   }
+  // A declared size: over the cap is refused before any byte is sent; more or fewer bytes than
+  // declared are INVALID_ARGUMENT; a size in a later message is too.
+  {
+    auto channel = grpc::CreateChannel(d->address(), grpc::InsecureChannelCredentials());
+    auto stub = v1::Client::NewStub(channel);
+    auto upload = [&](const std::vector<std::pair<uint64_t, std::string>>& messages) {
+      grpc::ClientContext context;
+      v1::PutBlobResponse response;
+      auto writer = stub->PutBlob(&context, &response);
+      for (const auto& [size, data] : messages) {
+        v1::PutBlobRequest m;
+        m.set_size(size);
+        m.set_data(data);
+        if (!writer->Write(m)) break;
+      }
+      writer->WritesDone();
+      return writer->Finish();
+    };
+    grpc::Status s = upload({{100001, ""}});
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    EXPECT_NE(s.error_message().find("declared blob size"), std::string::npos) << s.error_message();
+    s = upload({{4, "hello"}});
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find("more than its declared size"), std::string::npos) << s.error_message();
+    s = upload({{6, "hello"}});
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find("short of its declared size"), std::string::npos) << s.error_message();
+    s = upload({{10, "hello"}, {10, "world"}});
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_TRUE(upload({{10, "hello"}, {0, "world"}}).ok());
+  }
   expect_error(client.GetBlob(std::string(64, 'a'), 100).status(), StatusCode::kNotFound, "not stored");
   expect_error(client.GetBlob("xyz", 100).status(), StatusCode::kInvalidArgument, "64 hex");
 

@@ -47,7 +47,8 @@ class RetentionSweeperTest : public ::testing::Test {
     return std::make_unique<RetentionSweeper>(store_.get(), &guard_, nullptr, &metrics_, o);
   }
   std::string Blob(const std::string& content) {
-    auto info = store_->PutBlob(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(content.data()), content.size()));
+    auto info =
+        store_->PutBlob(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(content.data()), content.size()));
     EXPECT_TRUE(info.ok()) << info.status().ToString();
     return ToHex(info->sha256);
   }

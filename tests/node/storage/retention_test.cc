@@ -73,11 +73,8 @@ TEST(RetentionPlanTest, UnreferencedBlobsGoOnlyOnceOlderThanTheGraceMark) {
 
 TEST(RetentionPlanTest, OverBudgetDeletesOldestFinishedFirstDownToLowWater) {
   std::vector<RetainedTask> tasks = {
-      Task("c", false, 300, {H(3)}),
-      Task("a", false, 100, {H(1)}),
-      Task("pinned", true, 50, {H(9)}),
-      Task("b", false, 200, {H(2)}),
-      Task("d", false, 400, {H(4)}),
+      Task("c", false, 300, {H(3)}), Task("a", false, 100, {H(1)}), Task("pinned", true, 50, {H(9)}),
+      Task("b", false, 200, {H(2)}), Task("d", false, 400, {H(4)}),
   };
   std::vector<RetainedBlob> blobs;
   for (uint8_t i : {1, 2, 3, 4, 9}) blobs.push_back({H(i), 1000, i});
