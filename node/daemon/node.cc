@@ -310,6 +310,11 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     }
   }
   impl->tasks = std::make_unique<TaskManager>(impl->store.get(), impl->metrics.get(), to);
+  {
+    // The sweeper deletes tasks through the task manager, under its record locks.
+    TaskManager* tasks = impl->tasks.get();
+    impl->sweeper->SetTaskDeleter([tasks](const std::string& key) { return tasks->DeleteUnpinned(key); });
+  }
   RETURN_IF_ERROR(impl->tasks->Recover().WithContext("recovering tasks"));
   if (network) {
     ConsensusOptions co = config.consensus;

@@ -187,7 +187,11 @@ StatusOr<RetentionPlan> RetentionSweeper::SweepOnce() {
   int64_t blob_bytes_deleted = 0;
   Status status = OkStatus();
   for (const std::string& id : plan.delete_tasks) {
-    status = store_->DeleteTask(id);
+    status = options_.delete_task ? options_.delete_task(id) : store_->DeleteTask(id);
+    if (status.code() == StatusCode::kFailedPrecondition) {  // pinned meanwhile: it stays
+      status = OkStatus();
+      continue;
+    }
     if (!status.ok()) break;
     ++tasks_deleted;
   }

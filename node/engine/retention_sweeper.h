@@ -42,6 +42,9 @@ struct RetentionOptions {
   std::string db_path;                         // the store's directory, for the "other" bytes gauge
   executor::Limits limits;                     // to read weight references out of graph blobs
   std::function<int64_t()> now_unix_ms;        // default: the wall clock
+  // Deletes one task's records; FAILED_PRECONDITION if it became pinned since the plan (the
+  // node passes TaskManager::DeleteUnpinned). Default: Store::DeleteTask.
+  std::function<Status(const std::string& task_key)> delete_task;
 };
 
 class RetentionSweeper {
@@ -57,6 +60,10 @@ class RetentionSweeper {
   StatusOr<RetentionPlan> SweepOnce();
   // Test hook: called after the sweep's task deletions, before its blob deletions; a non-OK
   // status ends the sweep there, as a kill -9 would.
+  // Replaces RetentionOptions::delete_task; call before Start.
+  void SetTaskDeleter(std::function<Status(const std::string& task_key)> deleter) {
+    options_.delete_task = std::move(deleter);
+  }
   void SetBetweenPhasesHookForTesting(std::function<Status()> hook) { between_phases_ = std::move(hook); }
 
   // Bytes by category, free disk, budget: consensor_storage_*.

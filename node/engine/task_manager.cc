@@ -9,6 +9,7 @@
 #include "executor/program.h"
 #include "executor/runtime.h"
 #include "executor/serialize.h"
+#include "node/engine/retention_sweeper.h"
 #include "node/telemetry/log.h"
 
 namespace consensor::node {
@@ -442,6 +443,24 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
 }
 
 StatusOr<v1::Task> TaskManager::Get(const consensus::TaskId& task_id) { return LoadTask(task_id); }
+
+Status TaskManager::DeleteUnpinned(const std::string& key) {
+  if (key.size() != 32) return InvalidArgument("task key is not 32 bytes");
+  Hash256 bytes{};
+  std::copy(key.begin(), key.end(), bytes.begin());
+  const consensus::TaskId id(bytes);
+  {
+    std::lock_guard<std::mutex> record_lock(RecordLock(id));
+    ASSIGN_OR_RETURN(std::optional<std::string> record, store_->GetTask(key));
+    if (!record) return OkStatus();
+    v1::Task task;
+    if (!task.ParseFromString(*record)) return DataLoss("the stored record of task " + id.Hex() + " is corrupt");
+    if (IsRetentionPinned(task)) return FailedPrecondition("task " + id.Hex() + " is pinned");
+    RETURN_IF_ERROR(store_->DeleteTask(key));
+  }
+  NotifyChanged(id);  // watchers see it gone (NOT_FOUND)
+  return OkStatus();
+}
 
 bool TaskManager::Changed(const v1::Task& before, const v1::Task& after) {
   const v1::TaskConsensus& b = before.consensus();

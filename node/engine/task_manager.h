@@ -110,6 +110,10 @@ class TaskManager {
   Status ForEach(const std::function<Status(const v1::Task&)>& visit);
   // NOT_FOUND for an unknown id.
   StatusOr<v1::Task> Get(const consensus::TaskId& task_id);
+  // Retention: deletes a task's records unless it is pinned (retention_sweeper.h), under the
+  // record lock, so a concurrent Mutate can neither bring it back nor change it meanwhile.
+  // FAILED_PRECONDITION when pinned; OK when already gone. `key` is the store key (id.Key()).
+  Status DeleteUnpinned(const std::string& key);
 
   // Blocks until the task's record differs from `last_seen` (see Changed),
   // `deadline` passes, `stop()` returns true, or the manager shuts down; then returns the

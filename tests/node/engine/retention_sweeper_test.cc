@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "common/sha256.h"
+#include "node/engine/task_manager.h"
 #include "node/storage/store.h"
 #include "node/telemetry/metrics.h"
+#include "node/telemetry/node_metrics.h"
 
 namespace consensor::node {
 namespace {
@@ -193,6 +195,35 @@ TEST_F(RetentionSweeperTest, SweepCutShortBetweenPhasesLeavesAConsistentStoreAnd
   EXPECT_FALSE(HasBlob(out1));
   EXPECT_TRUE(HasBlob(in2));
   EXPECT_TRUE(HasBlob(graph));
+  ExpectConsistent();
+}
+
+// Through the task manager (as the node wires it): a task that is pinned by the time the sweep
+// reaches it stays, with its blobs.
+TEST_F(RetentionSweeperTest, TaskManagerDeletesOnlyUnpinnedTasks) {
+  NodeMetrics node_metrics(&metrics_);
+  TaskManager tasks(store_.get(), &node_metrics, TaskManagerOptions{});
+  const std::string pinned_key(32, 'p'), done_key(32, 'd');
+  const std::string graph = Blob("g"), in1 = Blob("in1");
+  PutTask(pinned_key, v1::TASK_STATE_QUEUED, kNow - 48 * kHour, graph, in1, "", false, false);
+  PutTask(done_key, v1::TASK_STATE_FAILED, kNow - 48 * kHour, graph, in1, "", false, false);
+  EXPECT_EQ(tasks.DeleteUnpinned(pinned_key).code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(tasks.DeleteUnpinned(done_key).ok());
+  EXPECT_TRUE(tasks.DeleteUnpinned(done_key).ok());  // already gone
+  EXPECT_EQ(tasks.DeleteUnpinned("short").code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(HasTask(pinned_key));
+  EXPECT_FALSE(HasTask(done_key));
+
+  // A plan made while the task was finished, carried out after it was requeued (pinned again).
+  PutTask(done_key, v1::TASK_STATE_FAILED, kNow - 48 * kHour, graph, Blob("in2"), "", false, false);
+  auto sweeper = NewSweeper();
+  sweeper->SetTaskDeleter([&](const std::string& key) {
+    if (key == done_key) PutTask(done_key, v1::TASK_STATE_QUEUED, kNow, graph, Blob("in2"), "", false, false);
+    return tasks.DeleteUnpinned(key);
+  });
+  ASSERT_TRUE(sweeper->SweepOnce().ok());
+  EXPECT_TRUE(HasTask(done_key));
+  EXPECT_TRUE(HasBlob(Blob("in2")));
   ExpectConsistent();
 }
 
