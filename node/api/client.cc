@@ -39,6 +39,8 @@ StatusOr<v1::PutBlobResponse> NodeClient::PutBlob(std::span<const uint8_t> bytes
   auto writer = stub_->PutBlob(&context, &response);
   v1::PutBlobRequest message;
   message.set_expected_sha256(ToHex(Sha256Of(bytes)));
+  // Declared up front: a full node refuses before it stores a byte.
+  message.set_size(bytes.size());
   size_t offset = 0;
   do {
     size_t n = std::min(kUploadChunkBytes, bytes.size() - offset);
@@ -46,6 +48,7 @@ StatusOr<v1::PutBlobResponse> NodeClient::PutBlob(std::span<const uint8_t> bytes
     offset += n;
     if (!writer->Write(message)) break;  // the server ended the call early; Finish has why
     message.clear_expected_sha256();
+    message.clear_size();
   } while (offset < bytes.size());
   writer->WritesDone();
   RETURN_IF_ERROR(FromGrpcStatus(writer->Finish(), address_));

@@ -50,27 +50,60 @@ grpc::Status ClientService::PutBlobImpl(grpc::ServerContext* context, grpc::Serv
   v1::PutBlobRequest message;
   std::optional<Hash256> expected;
   std::unique_ptr<BlobWriter> writer;
+  // The upload's claim on the disk budget: the declared size up front, then the running size,
+  // each checked before the bytes are written.
+  DiskBudget::Reservation claim;
+  int64_t declared = 0;
+  int64_t received = 0;
   bool first = true;
   while (reader->Read(&message)) {
+    const std::string& data = message.data();
     if (first) {
       if (!message.expected_sha256().empty()) {
         auto h = Hash256FromHex(message.expected_sha256());
         if (!h.ok()) return ToGrpcStatus(InvalidArgument("expected_sha256: " + h.status().message()));
         expected = *h;
       }
+      if (message.size() > static_cast<uint64_t>(max_blob_bytes_)) {
+        return ToGrpcStatus(ResourceExhausted("declared blob size " + std::to_string(message.size()) +
+                                              " is over the cap of " + std::to_string(max_blob_bytes_) + " bytes"));
+      }
+      declared = static_cast<int64_t>(message.size());
+      if (budget_ != nullptr) {
+        auto r = budget_->Reserve(std::max<int64_t>(declared, static_cast<int64_t>(data.size())), "blob upload");
+        if (!r.ok()) return ToGrpcStatus(r.status());
+        claim = std::move(r).value();
+      }
       auto w = store_->NewBlobWriter(expected, max_blob_bytes_);
       if (!w.ok()) return ToGrpcStatus(w.status());
       writer = std::move(w).value();
       first = false;
-    } else if (!message.expected_sha256().empty()) {
-      return ToGrpcStatus(InvalidArgument("expected_sha256 may only be set in the first message of an upload"));
+    } else if (!message.expected_sha256().empty() || message.size() != 0) {
+      return ToGrpcStatus(
+          InvalidArgument("expected_sha256 and size may only be set in the first message of an upload"));
     }
-    const std::string& data = message.data();
+    received += static_cast<int64_t>(data.size());
+    if (declared > 0 && received > declared) {
+      return ToGrpcStatus(
+          InvalidArgument("upload sent more than its declared size of " + std::to_string(declared) + " bytes"));
+    }
+    if (budget_ != nullptr) {
+      if (Status s = claim.GrowTo(received); !s.ok()) return ToGrpcStatus(s);
+    }
     Status s = writer->Append(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
     if (!s.ok()) return ToGrpcStatus(s);
   }
   if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "upload cancelled by the client");
+  if (declared > 0 && received != declared) {
+    return ToGrpcStatus(InvalidArgument("upload ended after " + std::to_string(received) +
+                                        " bytes, short of its declared size of " + std::to_string(declared)));
+  }
   if (!writer) {  // no messages at all: the empty blob
+    if (budget_ != nullptr) {
+      auto r = budget_->Reserve(0, "blob upload");
+      if (!r.ok()) return ToGrpcStatus(r.status());
+      claim = std::move(r).value();
+    }
     auto w = store_->NewBlobWriter(std::nullopt, max_blob_bytes_);
     if (!w.ok()) return ToGrpcStatus(w.status());
     writer = std::move(w).value();
@@ -132,7 +165,12 @@ grpc::Status ClientService::GetBlobImpl(grpc::ServerContext* context, const v1::
 
 grpc::Status ClientService::SubmitTaskImpl(grpc::ServerContext*, const v1::SubmitTaskRequest* request,
                                            v1::SubmitTaskResponse* response) {
-  auto outcome = submitter_ ? submitter_(*request) : tasks_->Submit(*request);
+  // Refused before the engine announces it or anything is stored (TaskManager checks again).
+  Status room = budget_ != nullptr
+                    ? budget_->Check(static_cast<int64_t>(request->ByteSizeLong()) + 256, "task submission")
+                    : OkStatus();
+  StatusOr<SubmitOutcome> outcome =
+      !room.ok() ? StatusOr<SubmitOutcome>(room) : (submitter_ ? submitter_(*request) : tasks_->Submit(*request));
   if (!outcome.ok()) {
     metrics_->tasks_rejected->Increment();
     Log(LogLevel::kInfo, "task rejected",

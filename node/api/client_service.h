@@ -9,6 +9,7 @@
 
 #include "consensor/v1/node.grpc.pb.h"
 #include "node/engine/task_manager.h"
+#include "node/storage/disk_budget.h"
 #include "node/storage/store.h"
 #include "node/telemetry/node_metrics.h"
 
@@ -42,6 +43,8 @@ class ClientService final : public v1::Client::Service {
   // Fault injection only (`trickle-blobs`): GetBlob sends each blob's first chunk, then nothing
   // until the caller gives up.
   void StallServedBlobs() { stall_served_blobs_ = true; }
+  // Uploads and submissions are checked against it before anything is written (null: no checks).
+  void SetDiskBudget(DiskBudget* budget) { budget_ = budget; }
 
  private:
   grpc::Status PutBlobImpl(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
@@ -66,6 +69,7 @@ class ClientService final : public v1::Client::Service {
   std::function<void(v1::NodeInfo*)> node_info_;
   Submitter submitter_;
   bool stall_served_blobs_ = false;
+  DiskBudget* budget_ = nullptr;
 };
 
 // consensor.v1.Client on the peer listener (p2p.listen): only the calls other operators make

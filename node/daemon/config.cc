@@ -76,6 +76,10 @@ const std::vector<KeySpec>& Keys() {
       {"executor", "workers", CONFIG_FIELD(tasks.workers)},
       {"executor", "queue_capacity", CONFIG_FIELD(tasks.queue_capacity)},
       {"executor", "program_cache_bytes", CONFIG_FIELD(tasks.program_cache_bytes)},
+      {"storage", "max_bytes", CONFIG_FIELD(storage_max_bytes)},
+      {"storage", "min_free_bytes", CONFIG_FIELD(storage_min_free_bytes)},
+      {"storage", "retain_results_hours", CONFIG_FIELD(storage_retain_results_hours)},
+      {"storage", "sweep_interval_ms", CONFIG_FIELD(storage_sweep_interval)},
       {"limits", "max_blob_bytes", CONFIG_FIELD(tasks.limits.max_graph_file_bytes)},
       {"limits", "max_task_bytes", CONFIG_FIELD(tasks.limits.max_total_bytes)},
       {"limits", "max_task_flops", CONFIG_FIELD(tasks.limits.max_flops)},
@@ -500,6 +504,13 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   RETURN_IF_ERROR(CheckRange("executor.program_cache_bytes (--program-cache-bytes)", c->tasks.program_cache_bytes, 0,
                              int64_t{1} << 50));
 
+  RETURN_IF_ERROR(CheckRange("storage.max_bytes (--storage-max-bytes)", c->storage_max_bytes, 0, int64_t{1} << 60));
+  RETURN_IF_ERROR(
+      CheckRange("storage.min_free_bytes (--min-free-bytes)", c->storage_min_free_bytes, 0, int64_t{1} << 60));
+  RETURN_IF_ERROR(CheckRange("storage.retain_results_hours (--retain-results-hours)", c->storage_retain_results_hours,
+                             0, 24 * 365 * 100));
+  RETURN_IF_ERROR(
+      CheckRange("storage.sweep_interval_ms (--sweep-interval-ms)", c->storage_sweep_interval.count(), 50, 86400000));
   RETURN_IF_ERROR(CheckPositive("limits.max_blob_bytes (--max-blob-bytes)", c->tasks.limits.max_graph_file_bytes));
   RETURN_IF_ERROR(CheckPositive("limits.max_task_bytes (--max-task-bytes)", c->tasks.limits.max_total_bytes));
   RETURN_IF_ERROR(CheckPositive("limits.max_task_flops (--max-task-flops)", c->tasks.limits.max_flops));

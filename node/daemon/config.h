@@ -9,6 +9,7 @@
 //   [log]       level  format
 //   [executor]  backend  threads  isa  device  fallback_cpu  selftest  workers  queue_capacity
 //               program_cache_bytes
+//   [storage]   max_bytes  min_free_bytes  retain_results_hours  sweep_interval_ms
 //   [limits]    max_blob_bytes  max_task_bytes  max_task_flops  max_task_seconds  max_elements
 //               max_ops  max_inputs
 //   [operator]  keystore  password_file  password_env
@@ -46,6 +47,14 @@ struct NodeConfig {
   int64_t rpc_max_streams = 64;  // concurrent RPCs (server threads)
 
   std::string metrics_listen;  // empty = disabled
+
+  // Disk budget and retention (docs/NODE.md): a quota on what the store holds (0: none), the free
+  // space kept on the datadir's filesystem, how long finished tasks and their results are kept
+  // (0: until the quota needs the room), and how often the retention job runs.
+  int64_t storage_max_bytes = 0;
+  int64_t storage_min_free_bytes = int64_t{256} << 20;
+  int64_t storage_retain_results_hours = 168;
+  std::chrono::milliseconds storage_sweep_interval{600000};
 
   std::string log_level = "info";
   std::string log_format = "logfmt";

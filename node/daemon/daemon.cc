@@ -40,6 +40,11 @@ options:
   --fallback-cpu         rerun on the CPU when the GPU backend fails, and run on the CPU
                          when the backend fails its startup self-test
   --no-selftest          skip the startup self-test of a non-CPU backend (executor.selftest)
+  --storage-max-bytes N  storage quota: blobs, tasks and results (0: none; storage.max_bytes)
+  --min-free-bytes N     free space kept on the datadir's filesystem (storage.min_free_bytes)
+  --retain-results-hours N
+                         finished tasks and results kept this long (0: until the quota needs room)
+  --sweep-interval-ms N  how often the retention job runs (storage.sweep_interval_ms)
   --max-blob-bytes N  --max-task-bytes N  --max-task-flops N  --max-task-seconds N
   --max-elements N  --max-ops N  --max-inputs N
                          per-task caps (docs/NODE.md)
@@ -67,20 +72,22 @@ int Usage(std::ostream& err, const std::string& message) {
 
 int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostream& err) {
   ArgSpec spec;
-  spec.value_options = {"--config",         "--datadir",
-                        "--listen",         "--metrics",
-                        "--log-level",      "--log-format",
-                        "--backend",        "--threads",
-                        "--workers",        "--queue",
-                        "--max-blob-bytes", "--max-task-bytes",
-                        "--max-task-flops", "--max-task-seconds",
-                        "--max-elements",   "--max-ops",
-                        "--max-inputs",     "--keystore",
-                        "--password-file",  "--password-env",
-                        "--chain-rpc",      "--chain-rpc-ca-file",
-                        "--deployment",     "--advertise",
-                        "--bootstrap",      "--program-cache-bytes",
-                        "--p2p-listen"};
+  spec.value_options = {"--config",           "--datadir",
+                        "--listen",           "--metrics",
+                        "--log-level",        "--log-format",
+                        "--backend",          "--threads",
+                        "--workers",          "--queue",
+                        "--max-blob-bytes",   "--max-task-bytes",
+                        "--max-task-flops",   "--max-task-seconds",
+                        "--max-elements",     "--max-ops",
+                        "--max-inputs",       "--keystore",
+                        "--password-file",    "--password-env",
+                        "--chain-rpc",        "--chain-rpc-ca-file",
+                        "--deployment",       "--advertise",
+                        "--bootstrap",        "--program-cache-bytes",
+                        "--p2p-listen",       "--storage-max-bytes",
+                        "--min-free-bytes",   "--retain-results-hours",
+                        "--sweep-interval-ms"};
   spec.flags = {"--help", "--version", "--fallback-cpu", "--no-selftest"};
   auto parsed = ParseArgs(raw, spec);
   if (!parsed.ok()) return Usage(err, parsed.status().message());
@@ -133,7 +140,11 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
                                {"--max-task-seconds", "limits.max_task_seconds"},
                                {"--max-elements", "limits.max_elements"},
                                {"--max-ops", "limits.max_ops"},
-                               {"--max-inputs", "limits.max_inputs"}};
+                               {"--max-inputs", "limits.max_inputs"},
+                               {"--storage-max-bytes", "storage.max_bytes"},
+                               {"--min-free-bytes", "storage.min_free_bytes"},
+                               {"--retain-results-hours", "storage.retain_results_hours"},
+                               {"--sweep-interval-ms", "storage.sweep_interval_ms"}};
   std::vector<std::pair<const char*, NodeSetting>> overrides;
   for (const auto& f : string_flags) {
     if (auto v = a.Option(f.flag)) overrides.emplace_back(f.key, *v);
@@ -141,7 +152,12 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
   for (const auto& f : int_flags) {
     if (auto v = a.Option(f.flag)) {
       // Every count and cap is at least 1, except a cache budget, where 0 turns the cache off.
-      const int64_t min = std::string_view(f.flag) == "--program-cache-bytes" ? 0 : 1;
+      // The storage quota, reserve and retention take 0 for "none" too.
+      const std::string_view flag(f.flag);
+      const int64_t min = (flag == "--program-cache-bytes" || flag == "--storage-max-bytes" ||
+                           flag == "--min-free-bytes" || flag == "--retain-results-hours")
+                              ? 0
+                              : 1;
       auto n = ParseIntOption(*v, f.flag, min, INT64_MAX);
       if (!n.ok()) return Usage(err, n.status().message());
       overrides.emplace_back(f.key, *n);

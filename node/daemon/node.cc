@@ -24,10 +24,12 @@
 #include "node/daemon/startup_selftest.h"
 #include "node/engine/consensus_engine.h"
 #include "node/engine/fault_injection.h"
+#include "node/engine/retention_sweeper.h"
 #include "node/engine/task_manager.h"
 #include "node/keys/keystore.h"
 #include "node/p2p/gossip.h"
 #include "node/p2p/peer_client.h"
+#include "node/storage/disk_budget.h"
 #include "node/storage/store.h"
 #include "node/telemetry/http_server.h"
 #include "node/telemetry/log.h"
@@ -107,6 +109,9 @@ struct Node::Impl {
   std::unique_ptr<DatadirLock> lock;
   std::unique_ptr<Store> store;
   MetricsRegistry registry;
+  std::unique_ptr<DiskBudget> budget;
+  BlobReferenceGuard references;
+  std::unique_ptr<RetentionSweeper> sweeper;
   std::unique_ptr<NodeMetrics> metrics;
   std::unique_ptr<TaskManager> tasks;
   // Network mode only.
@@ -148,6 +153,7 @@ HttpResponse Node::Impl::ServeHttp(const std::string& path) {
   auto service_status = [&] { return h == Health::kHealthy ? "Up" : h == Health::kStarting ? "Initializing" : "Down"; };
   auto health_code = [&] { return h == Health::kHealthy ? 200 : h == Health::kStarting ? 206 : 503; };
   if (path == "/metrics") {
+    sweeper->UpdateGauges();  // bytes by category and free space, as of now
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
     r.body = registry.RenderPrometheusText();
     return r;
@@ -210,6 +216,37 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   if (!store.ok()) return store.status().WithContext("opening the store in " + config.datadir + "/db");
   impl->store = std::move(store).value();
   impl->metrics = std::make_unique<NodeMetrics>(&impl->registry);
+  {
+    Store* store_raw = impl->store.get();
+    MetricsRegistry* registry = &impl->registry;
+    DiskBudgetOptions budget_options;
+    budget_options.max_bytes = config.storage_max_bytes;
+    budget_options.min_free_bytes = config.storage_min_free_bytes;
+    impl->budget = std::make_unique<DiskBudget>(
+        budget_options,
+        [store_raw] {
+          const Store::Stats s = store_raw->GetStats();
+          return s.blob_bytes + s.task_bytes + s.result_bytes;
+        },
+        NewStatvfsProbe(config.datadir + "/db"),
+        [registry](std::string_view write, BudgetLimit limit) {
+          registry
+              ->AddCounter("consensor_storage_refusals_total",
+                           "Writes refused before anything was stored because the storage quota or the disk was full, "
+                           "by kind of write and the limit that refused it.",
+                           {{"write", std::string(write)}, {"limit", std::string(BudgetLimitName(limit))}})
+              ->Increment();
+        });
+    impl->budget->SetUnflushedBytes([store_raw] { return store_raw->UnflushedBytes(); });
+    RetentionOptions retention;
+    retention.max_bytes = config.storage_max_bytes;
+    retention.retain_ms = config.storage_retain_results_hours * 3600 * 1000;
+    retention.interval = config.storage_sweep_interval;
+    retention.db_path = config.datadir + "/db";
+    retention.limits = config.tasks.limits;
+    impl->sweeper = std::make_unique<RetentionSweeper>(impl->store.get(), &impl->references, impl->budget.get(),
+                                                       &impl->registry, retention);
+  }
 
   if (!config.metrics_listen.empty()) {
     Impl* raw = impl.get();
@@ -220,6 +257,8 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   }
 
   TaskManagerOptions to = config.tasks;
+  to.budget = impl->budget.get();
+  to.references = &impl->references;
   // Fail fast on a backend that cannot work here (e.g. cuda on a machine without a GPU),
   // unless the operator asked for the CPU fallback.
   if (auto probe = kernels::CreateBackend(to.backend); !probe.ok()) {
@@ -271,6 +310,11 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     }
   }
   impl->tasks = std::make_unique<TaskManager>(impl->store.get(), impl->metrics.get(), to);
+  {
+    // The sweeper deletes tasks through the task manager, under its record locks.
+    TaskManager* tasks = impl->tasks.get();
+    impl->sweeper->SetTaskDeleter([tasks](const std::string& key) { return tasks->DeleteUnpinned(key); });
+  }
   RETURN_IF_ERROR(impl->tasks->Recover().WithContext("recovering tasks"));
   if (network) {
     ConsensusOptions co = config.consensus;
@@ -301,6 +345,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     parts.peers = impl->peers.get();
     parts.evidence = impl->evidence.get();
     parts.faults = impl->faults.get();
+    parts.budget = impl->budget.get();
     impl->engine = std::make_unique<ConsensusEngine>(co, *impl->operator_key, parts);
     GossipOptions go = config.gossip;
     go.chain_id = deployment.chain_id;
@@ -350,6 +395,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
           ci->set_registered(raw->engine && raw->chain->IsActiveOperator(raw->engine->address()));
         }
       });
+  impl->service->SetDiskBudget(impl->budget.get());
   if (impl->engine) {
     impl->service->SetSubmitter([raw](const v1::SubmitTaskRequest& r) { return raw->engine->Submit(r); });
   }
@@ -413,6 +459,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   RETURN_IF_ERROR(WriteTextFile(config.datadir + "/rpc.addr", rpc_addr + "\n"));
 
   impl->tasks->Start();
+  impl->sweeper->Start();
   if (impl->engine) {
     impl->advertise = !config.p2p_advertise.empty() ? config.p2p_advertise : !p2p_addr.empty() ? p2p_addr : rpc_addr;
     // Peers: the registry's endpoints of the other active operators, plus the bootstrap list.
@@ -447,6 +494,9 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
        {"chain", network ? RedactRpcUrl(config.chain_view.rpc_url) : std::string("none")},
        {"workers", config.tasks.workers},
        {"queue_capacity", config.tasks.queue_capacity},
+       {"storage_max_bytes", config.storage_max_bytes},
+       {"storage_min_free_bytes", config.storage_min_free_bytes},
+       {"retain_results_hours", config.storage_retain_results_hours},
        {"operator", impl->operator_address.empty() ? std::string("none") : impl->operator_address}});
   return std::unique_ptr<Node>(new Node(std::move(impl)));
 }
@@ -462,6 +512,7 @@ void Node::Shutdown() {
     health->SetServingStatus("", false);
     health->SetServingStatus("consensor.v1.Client", false);
   }
+  impl_->sweeper->Stop();
   if (impl_->engine) impl_->engine->Shutdown();
   if (impl_->gossip) impl_->gossip->Shutdown();
   impl_->tasks->Shutdown();  // stops admission, drains running tasks, wakes watchers
@@ -475,6 +526,7 @@ void Node::Shutdown() {
   impl_->tasks.reset();
   impl_->engine.reset();
   impl_->gossip.reset();
+  impl_->sweeper.reset();
   impl_->store.reset();  // closes RocksDB cleanly
   Log(LogLevel::kInfo, "consensord stopped");
   impl_->lock.reset();

@@ -165,6 +165,7 @@ ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, 
       peers_(parts.peers),
       honest_(parts.faults ? nullptr : NewFaultInjector(FaultMode::kNone)),
       faults_(parts.faults ? parts.faults : honest_.get()),
+      budget_(parts.budget),
       orphans_(orphan_limits) {
   MetricsRegistry* metrics = parts.metrics;
   if (auto a = AddressFromSecretKey(key_); a.ok()) address_ = *a;
@@ -495,10 +496,22 @@ Status ConsensusEngine::FetchBlob(const Hash256& sha256, const std::vector<std::
   StatusCode code = StatusCode::kUnavailable;
   std::string failures;
   for (const std::string& endpoint : endpoints) {
+    // Bounded like a client's upload: checked before the first byte and as the bytes arrive.
+    DiskBudget::Reservation claim;
+    if (budget_ != nullptr) {
+      ASSIGN_OR_RETURN(claim, budget_->Reserve(0, "blob fetched from a peer"));
+    }
     auto writer = store_->NewBlobWriter(sha256, options_.max_blob_bytes);
     if (!writer.ok()) return writer.status();
-    Status fetched =
-        peers_->FetchBlob(endpoint, sha256, [&](std::span<const uint8_t> bytes) { return (*writer)->Append(bytes); });
+    int64_t received = 0;
+    Status over_budget = OkStatus();
+    Status fetched = peers_->FetchBlob(endpoint, sha256, [&](std::span<const uint8_t> bytes) -> Status {
+      received += static_cast<int64_t>(bytes.size());
+      if (budget_ != nullptr) over_budget = claim.GrowTo(received);
+      RETURN_IF_ERROR(over_budget);
+      return (*writer)->Append(bytes);
+    });
+    if (!over_budget.ok()) return over_budget;  // this node is full: no other holder helps
     if (fetched.ok()) {
       auto committed = (*writer)->Commit();  // verifies the hash
       if (committed.ok()) return OkStatus();

@@ -38,6 +38,7 @@
 #include "node/engine/task_manager.h"
 #include "node/p2p/gossip_publisher.h"
 #include "node/p2p/peer_client.h"
+#include "node/storage/disk_budget.h"
 #include "node/storage/store.h"
 #include "node/telemetry/metrics.h"
 
@@ -64,6 +65,9 @@ struct EngineParts {
   PeerClient* peers = nullptr;
   EvidenceSubmitter* evidence = nullptr;  // null: report only
   FaultInjector* faults = nullptr;        // null: honest (tests and devnets set one)
+  // Blobs fetched from peers are checked against it before and as they are written; a full node
+  // adopts nothing and so stays silent as a member (docs/NODE.md). Null: no checks.
+  DiskBudget* budget = nullptr;
 };
 
 class ConsensusEngine {
@@ -136,6 +140,7 @@ class ConsensusEngine {
   PeerClient* peers_;
   std::unique_ptr<FaultInjector> honest_;  // when no injector was given
   FaultInjector* faults_;
+  DiskBudget* budget_;
   GossipPublisher* gossip_ = nullptr;
 
   Counter* attestations_signed_;

@@ -9,6 +9,7 @@
 #include "executor/program.h"
 #include "executor/runtime.h"
 #include "executor/serialize.h"
+#include "node/engine/retention_sweeper.h"
 #include "node/telemetry/log.h"
 
 namespace consensor::node {
@@ -367,6 +368,18 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
     return outcome;
   }
 
+  // A new record on a full disk or over quota is refused before anything is written. The
+  // estimate is the record as stored (spec, consensus plan) plus room for its state fields.
+  if (options_.budget != nullptr) {
+    const int64_t record_bytes =
+        static_cast<int64_t>(request.ByteSizeLong() + (consensus ? consensus->ByteSizeLong() : 0)) + 256;
+    RETURN_IF_ERROR(options_.budget->Check(record_bytes, consensus ? "adopting a task" : "task submission"));
+  }
+  // Held from the blob checks to the record write, so retention cannot delete a blob between
+  // them (node/storage/retention.h).
+  std::shared_lock<std::shared_mutex> references;
+  if (options_.references != nullptr) references = options_.references->Writing();
+
   // Everything the task needs must be here and valid before the node acknowledges it.
   ASSIGN_OR_RETURN(PreparedTask prepared,
                    PrepareTask(store_, &programs_, request, options_.limits, /*load_inputs=*/false));
@@ -430,6 +443,24 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
 }
 
 StatusOr<v1::Task> TaskManager::Get(const consensus::TaskId& task_id) { return LoadTask(task_id); }
+
+Status TaskManager::DeleteUnpinned(const std::string& key) {
+  if (key.size() != 32) return InvalidArgument("task key is not 32 bytes");
+  Hash256 bytes{};
+  std::copy(key.begin(), key.end(), bytes.begin());
+  const consensus::TaskId id(bytes);
+  {
+    std::lock_guard<std::mutex> record_lock(RecordLock(id));
+    ASSIGN_OR_RETURN(std::optional<std::string> record, store_->GetTask(key));
+    if (!record) return OkStatus();
+    v1::Task task;
+    if (!task.ParseFromString(*record)) return DataLoss("the stored record of task " + id.Hex() + " is corrupt");
+    if (IsRetentionPinned(task)) return FailedPrecondition("task " + id.Hex() + " is pinned");
+    RETURN_IF_ERROR(store_->DeleteTask(key));
+  }
+  NotifyChanged(id);  // watchers see it gone (NOT_FOUND)
+  return OkStatus();
+}
 
 bool TaskManager::Changed(const v1::Task& before, const v1::Task& after) {
   const v1::TaskConsensus& b = before.consensus();
@@ -645,6 +676,9 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   const auto deadline = start + std::chrono::milliseconds(cap_ms);
 
   v1::TaskResult result;
+  // Taken before the outputs are stored and held until the result record names them, so
+  // retention never sees them unreferenced (they may be identical to an old, unreferenced blob).
+  std::shared_lock<std::shared_mutex> references;
   // Phase times for the debug log: where a slow task spends its time.
   double prepare_s = 0, run_s = 0, store_s = 0;
   bool warm = false;
@@ -711,8 +745,19 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     result.set_graph_id(ToHex(prepared.program->graph_id));
     result.set_result_root(ToHex(outcome->result_root));
     result.set_trace_root(ToHex(consensus::kDeferredTraceRoot));
+    std::vector<std::vector<uint8_t>> npys;
+    int64_t output_bytes = 0;
     for (const auto& o : outcome->outputs) {
-      std::vector<uint8_t> npy = EncodeNpy(o.tensor);
+      npys.push_back(EncodeNpy(o.tensor));
+      output_bytes += static_cast<int64_t>(npys.back().size());
+    }
+    // A full node stores no outputs: the task fails with RESOURCE_EXHAUSTED (in network mode
+    // the node then does not attest, which costs liveness, not stake: docs/NODE.md).
+    if (options_.budget != nullptr) RETURN_IF_ERROR(options_.budget->Check(output_bytes, "task outputs"));
+    if (options_.references != nullptr) references = options_.references->Writing();
+    for (size_t k = 0; k < outcome->outputs.size(); ++k) {
+      const auto& o = outcome->outputs[k];
+      const std::vector<uint8_t>& npy = npys[k];
       // Deferred: the result record that names this blob is written synced after it.
       ASSIGN_OR_RETURN(BlobInfo info, store_->PutBlob(npy, std::nullopt, Durability::kDeferred));
       v1::TaskOutput* out = result.add_outputs();
@@ -750,6 +795,7 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
         return OkStatus();
       },
       status.ok() ? &result : nullptr);
+  if (references.owns_lock()) references.unlock();  // the result record names the outputs now
   if (!persisted.ok()) {
     // The task stays running in the store and is retried after a restart.
     Log(LogLevel::kError, "cannot store task result", {{"task", id_hex}, {"error", persisted.ToString()}});

@@ -30,6 +30,8 @@
 #include "executor/limits.h"
 #include "kernels/backend_factory.h"
 #include "node/engine/program_cache.h"
+#include "node/storage/disk_budget.h"
+#include "node/storage/retention.h"
 #include "node/storage/store.h"
 #include "node/telemetry/node_metrics.h"
 
@@ -60,6 +62,11 @@ struct TaskManagerOptions {
   // it) and on_executed runs after the result is stored.
   bool network_mode = false;
   std::function<void(const consensus::TaskId& task_id, const v1::TaskResult& result)> on_executed;
+  // Disk budget and retention (docs/NODE.md): new task records and task outputs are checked
+  // against `budget` before they are written, and `references` is held shared from a task's blob
+  // checks to the record that names the blobs. Either may be null (no quota, no retention).
+  DiskBudget* budget = nullptr;
+  BlobReferenceGuard* references = nullptr;
 };
 
 struct SubmitOutcome {
@@ -103,6 +110,10 @@ class TaskManager {
   Status ForEach(const std::function<Status(const v1::Task&)>& visit);
   // NOT_FOUND for an unknown id.
   StatusOr<v1::Task> Get(const consensus::TaskId& task_id);
+  // Retention: deletes a task's records unless it is pinned (retention_sweeper.h), under the
+  // record lock, so a concurrent Mutate can neither bring it back nor change it meanwhile.
+  // FAILED_PRECONDITION when pinned; OK when already gone. `key` is the store key (id.Key()).
+  Status DeleteUnpinned(const std::string& key);
 
   // Blocks until the task's record differs from `last_seen` (see Changed),
   // `deadline` passes, `stop()` returns true, or the manager shuts down; then returns the

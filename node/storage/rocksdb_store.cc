@@ -185,6 +185,8 @@ struct Core {
   std::atomic<int64_t> blob_count{0};
   std::atomic<int64_t> blob_bytes{0};
   std::atomic<int64_t> task_count{0};
+  std::atomic<int64_t> task_bytes{0};    // keys + values of the tasks CF
+  std::atomic<int64_t> result_bytes{0};  // keys + values of the results CF
 
   // Every synced write goes through here, so concurrent writers share one fsync.
   std::unique_ptr<GroupCommitter> committer;
@@ -311,8 +313,26 @@ struct Core {
     return std::optional<std::string>(std::move(value));
   }
 
-  StatusOr<std::optional<BlobRecord>> GetBlobRecord(const Hash256& h) {
-    ASSIGN_OR_RETURN(std::optional<std::string> v, GetString(kBlobsCf, BlobMetaKey(h)));
+  // Size of a stored value (key included, as the byte accounting counts it), or nullopt.
+  StatusOr<std::optional<int64_t>> RecordBytes(Cf c, const std::string& key) {
+    rocksdb::PinnableSlice value;
+    rocksdb::Status s = db->Get(rocksdb::ReadOptions(), cf(c), key, &value);
+    if (s.IsNotFound()) return std::optional<int64_t>();
+    if (!s.ok()) return FromRocks(s, std::string("reading from column family ") + kCfNames[c]);
+    return std::optional<int64_t>(static_cast<int64_t>(key.size() + value.size()));
+  }
+
+  StatusOr<std::optional<BlobRecord>> GetBlobRecord(const Hash256& h, const rocksdb::Snapshot* snapshot = nullptr) {
+    std::string raw;
+    rocksdb::ReadOptions ro;
+    ro.snapshot = snapshot;
+    rocksdb::Status rs = db->Get(ro, cf(kBlobsCf), BlobMetaKey(h), &raw);
+    std::optional<std::string> v;
+    if (rs.ok()) {
+      v = std::move(raw);
+    } else if (!rs.IsNotFound()) {
+      return FromRocks(rs, "reading blob record");
+    }
     if (!v) return std::optional<BlobRecord>();
     std::optional<BlobRecord> r = DecodeBlobRecord(*v);
     if (!r) return DataLoss("blob " + HashHex(h) + ": malformed metadata record");
@@ -470,13 +490,16 @@ class RocksDbStore final : public Store {
   }
 
   Status ReadBlob(const Hash256& sha256, const std::function<Status(std::span<const uint8_t>)>& sink) override {
-    ASSIGN_OR_RETURN(std::optional<BlobRecord> r, core_->GetBlobRecord(sha256));
+    // A snapshot: a blob deleted by retention while it streams is still read whole.
+    rocksdb::ManagedSnapshot snapshot(core_->db);
+    ASSIGN_OR_RETURN(std::optional<BlobRecord> r, core_->GetBlobRecord(sha256, snapshot.snapshot()));
     if (!r) return NotFound("blob " + HashHex(sha256) + " not found");
-    return StreamChunks(sha256, *r, sink);
+    return StreamChunks(sha256, *r, sink, snapshot.snapshot());
   }
 
   StatusOr<std::vector<uint8_t>> GetBlob(const Hash256& sha256, int64_t max_bytes) override {
-    ASSIGN_OR_RETURN(std::optional<BlobRecord> r, core_->GetBlobRecord(sha256));
+    rocksdb::ManagedSnapshot snapshot(core_->db);
+    ASSIGN_OR_RETURN(std::optional<BlobRecord> r, core_->GetBlobRecord(sha256, snapshot.snapshot()));
     if (!r) return NotFound("blob " + HashHex(sha256) + " not found");
     if (r->size > max_bytes) {
       return ResourceExhausted("blob " + HashHex(sha256) + " has " + std::to_string(r->size) +
@@ -485,10 +508,13 @@ class RocksDbStore final : public Store {
     std::vector<uint8_t> out;
     out.reserve(static_cast<size_t>(r->size));
     // StreamChunks checks every chunk's length, so `out` never grows past r->size.
-    RETURN_IF_ERROR(StreamChunks(sha256, *r, [&out](std::span<const uint8_t> piece) {
-      out.insert(out.end(), piece.begin(), piece.end());
-      return OkStatus();
-    }));
+    RETURN_IF_ERROR(StreamChunks(
+        sha256, *r,
+        [&out](std::span<const uint8_t> piece) {
+          out.insert(out.end(), piece.begin(), piece.end());
+          return OkStatus();
+        },
+        snapshot.snapshot()));
     return out;
   }
 
@@ -497,18 +523,96 @@ class RocksDbStore final : public Store {
     if (task_id.empty()) return InvalidArgument("task id is empty");
     Core& core = *core_;
     std::lock_guard<std::mutex> lock(core.TaskStripe(task_id));
-    // Existence check under the stripe lock keeps task_count exact.
-    std::string ignored;
-    rocksdb::Status s = core.db->Get(rocksdb::ReadOptions(), core.cf(kTasksCf), task_id, &ignored);
-    if (!s.ok() && !s.IsNotFound()) return FromRocks(s, "reading task " + task_id);
-    const bool is_new = s.IsNotFound();
+    // Existence and size checks under the stripe lock keep task_count and the byte counts exact.
+    ASSIGN_OR_RETURN(std::optional<int64_t> old_task, core.RecordBytes(kTasksCf, task_id));
+    std::optional<int64_t> old_result;
+    if (result_record) {
+      ASSIGN_OR_RETURN(old_result, core.RecordBytes(kResultsCf, task_id));
+    }
+    const bool is_new = !old_task.has_value();
     rocksdb::WriteBatch batch;
-    s = batch.Put(core.cf(kTasksCf), task_id, task_record);
+    rocksdb::Status s = batch.Put(core.cf(kTasksCf), task_id, task_record);
     if (s.ok() && result_record) s = batch.Put(core.cf(kResultsCf), task_id, *result_record);
     if (!s.ok()) return FromRocks(s, "writing task " + task_id);
     RETURN_IF_ERROR(core.Write(&batch, durability).WithContext("writing task " + task_id));
     if (is_new) core.task_count.fetch_add(1, std::memory_order_relaxed);
+    core.task_bytes.fetch_add(static_cast<int64_t>(task_id.size() + task_record.size()) - old_task.value_or(0),
+                              std::memory_order_relaxed);
+    if (result_record) {
+      core.result_bytes.fetch_add(static_cast<int64_t>(task_id.size() + result_record->size()) - old_result.value_or(0),
+                                  std::memory_order_relaxed);
+    }
     return OkStatus();
+  }
+
+  Status DeleteTask(const std::string& task_id) override {
+    if (task_id.empty()) return InvalidArgument("task id is empty");
+    Core& core = *core_;
+    std::lock_guard<std::mutex> lock(core.TaskStripe(task_id));
+    ASSIGN_OR_RETURN(std::optional<int64_t> old_task, core.RecordBytes(kTasksCf, task_id));
+    ASSIGN_OR_RETURN(std::optional<int64_t> old_result, core.RecordBytes(kResultsCf, task_id));
+    if (!old_task && !old_result) return OkStatus();
+    rocksdb::WriteBatch batch;
+    rocksdb::Status s = batch.Delete(core.cf(kTasksCf), task_id);
+    if (s.ok()) s = batch.Delete(core.cf(kResultsCf), task_id);
+    if (!s.ok()) return FromRocks(s, "deleting task " + task_id);
+    RETURN_IF_ERROR(core.Write(&batch, Durability::kSynced).WithContext("deleting task " + task_id));
+    if (old_task) {
+      core.task_count.fetch_sub(1, std::memory_order_relaxed);
+      core.task_bytes.fetch_sub(*old_task, std::memory_order_relaxed);
+    }
+    if (old_result) core.result_bytes.fetch_sub(*old_result, std::memory_order_relaxed);
+    return OkStatus();
+  }
+
+  Status ForEachBlob(
+      const std::function<Status(const Hash256& sha256, int64_t size, uint64_t upload_id)>& visit) override {
+    std::unique_ptr<rocksdb::Iterator> it(core_->db->NewIterator(rocksdb::ReadOptions(), core_->cf(kBlobsCf)));
+    for (it->Seek(std::string(1, kMetaPrefix)); it->Valid() && it->key()[0] == kMetaPrefix; it->Next()) {
+      if (it->key().size() != kBlobMetaKeySize) continue;
+      std::optional<BlobRecord> r = DecodeBlobRecord(std::string_view(it->value().data(), it->value().size()));
+      if (!r) continue;  // reported as DATA_LOSS when that blob is read
+      Hash256 h{};
+      std::memcpy(h.data(), it->key().data() + 1, h.size());
+      RETURN_IF_ERROR(visit(h, r->size, r->upload_id));
+    }
+    if (!it->status().ok()) return FromRocks(it->status(), "iterating blobs");
+    return OkStatus();
+  }
+
+  Status DeleteBlob(const Hash256& sha256) override {
+    Core& core = *core_;
+    std::lock_guard<std::mutex> lock(core.BlobStripe(sha256));
+    ASSIGN_OR_RETURN(std::optional<BlobRecord> r, core.GetBlobRecord(sha256));
+    if (!r) return OkStatus();
+    // The record goes in the same batch as the chunks, so no record ever names missing chunks.
+    constexpr uint64_t kMaxPointDeletes = 64;
+    const uint64_t chunks = (static_cast<uint64_t>(r->size) + kChunkBytes - 1) / kChunkBytes;
+    rocksdb::WriteBatch batch;
+    rocksdb::Status s = batch.Delete(core.cf(kBlobsCf), BlobMetaKey(sha256));
+    if (chunks <= kMaxPointDeletes) {
+      for (uint64_t i = 0; s.ok() && i < chunks; ++i) {
+        s = batch.Delete(core.cf(kBlobsCf), ChunkKey(r->upload_id, static_cast<uint32_t>(i)));
+      }
+    } else if (s.ok()) {
+      s = batch.DeleteRange(core.cf(kBlobsCf), ChunkKey(r->upload_id, 0), ChunkRangeEnd(r->upload_id));
+    }
+    if (!s.ok()) return FromRocks(s, "deleting blob " + HashHex(sha256));
+    RETURN_IF_ERROR(core.Write(&batch, Durability::kDeferred).WithContext("deleting blob " + HashHex(sha256)));
+    core.blob_count.fetch_sub(1, std::memory_order_relaxed);
+    core.blob_bytes.fetch_sub(r->size, std::memory_order_relaxed);
+    return OkStatus();
+  }
+
+  int64_t UnflushedBytes() override {
+    uint64_t bytes = 0;
+    if (!core_->db->GetAggregatedIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables, &bytes)) return 0;
+    return static_cast<int64_t>(std::min<uint64_t>(bytes, INT64_MAX));
+  }
+
+  uint64_t NextUploadId() override {
+    std::lock_guard<std::mutex> lock(core_->upload_id_mu);
+    return core_->next_upload_id;
   }
 
   StatusOr<std::optional<std::string>> GetTask(const std::string& task_id) override {
@@ -549,6 +653,8 @@ class RocksDbStore final : public Store {
     st.blob_count = core_->blob_count.load(std::memory_order_relaxed);
     st.blob_bytes = core_->blob_bytes.load(std::memory_order_relaxed);
     st.task_count = core_->task_count.load(std::memory_order_relaxed);
+    st.task_bytes = core_->task_bytes.load(std::memory_order_relaxed);
+    st.result_bytes = core_->result_bytes.load(std::memory_order_relaxed);
     return st;
   }
 
@@ -556,13 +662,14 @@ class RocksDbStore final : public Store {
   // Streams the chunks of a committed blob in order, re-hashing as it goes. Each chunk must have
   // exactly the expected length, so a damaged record can neither overfeed the sink nor hide.
   Status StreamChunks(const Hash256& sha256, const BlobRecord& r,
-                      const std::function<Status(std::span<const uint8_t>)>& sink) {
+                      const std::function<Status(std::span<const uint8_t>)>& sink, const rocksdb::Snapshot* snapshot) {
     const std::string name = "blob " + HashHex(sha256);
     const uint64_t size = static_cast<uint64_t>(r.size);
     const uint64_t chunks = (size + kChunkBytes - 1) / kChunkBytes;
     if (chunks > kMaxChunks) return DataLoss(name + ": stored size " + std::to_string(size) + " is impossible");
     rocksdb::ReadOptions ro;
     ro.fill_cache = false;  // large, streamed once: keep the block cache for metadata
+    ro.snapshot = snapshot;
     Sha256 hasher;
     rocksdb::PinnableSlice chunk;
     for (uint64_t i = 0; i < chunks; ++i) {
@@ -653,9 +760,21 @@ Status RecoverBlobs(Core& core, uint64_t* max_id_seen) {
 Status CountTasks(Core& core) {
   std::unique_ptr<rocksdb::Iterator> it(core.db->NewIterator(rocksdb::ReadOptions(), core.cf(kTasksCf)));
   int64_t n = 0;
-  for (it->SeekToFirst(); it->Valid(); it->Next()) ++n;
+  int64_t bytes = 0;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    ++n;
+    bytes += static_cast<int64_t>(it->key().size() + it->value().size());
+  }
   if (!it->status().ok()) return FromRocks(it->status(), "counting tasks");
   core.task_count.store(n, std::memory_order_relaxed);
+  core.task_bytes.store(bytes, std::memory_order_relaxed);
+  std::unique_ptr<rocksdb::Iterator> results(core.db->NewIterator(rocksdb::ReadOptions(), core.cf(kResultsCf)));
+  int64_t result_bytes = 0;
+  for (results->SeekToFirst(); results->Valid(); results->Next()) {
+    result_bytes += static_cast<int64_t>(results->key().size() + results->value().size());
+  }
+  if (!results->status().ok()) return FromRocks(results->status(), "counting results");
+  core.result_bytes.store(result_bytes, std::memory_order_relaxed);
   return OkStatus();
 }
 
@@ -703,6 +822,9 @@ StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(const std::string& path, const
   dbo.db_write_buffer_size = size_t{256} << 20;
   dbo.max_background_jobs = 4;
   dbo.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  // Reopening must not need free space: a node stopped on a full disk replays its WAL into the
+  // memtables instead of flushing them to new files first (docs/NODE.md, "A full disk").
+  dbo.avoid_flush_during_recovery = true;
 
   std::shared_ptr<rocksdb::Cache> cache;
   if (options.block_cache_bytes > 0) cache = rocksdb::NewLRUCache(static_cast<size_t>(options.block_cache_bytes));

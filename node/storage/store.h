@@ -67,6 +67,16 @@ class Store {
   virtual Status ReadBlob(const Hash256& sha256, const std::function<Status(std::span<const uint8_t>)>& sink) = 0;
   // Whole blob in memory; RESOURCE_EXHAUSTED when larger than max_bytes (checked before reading).
   virtual StatusOr<std::vector<uint8_t>> GetBlob(const Hash256& sha256, int64_t max_bytes) = 0;
+  // Every committed blob with its size and upload id; upload ids grow with every upload, so
+  // they order blobs by age (oldest first for retention). Stops at the first error of `visit`.
+  virtual Status ForEachBlob(
+      const std::function<Status(const Hash256& sha256, int64_t size, uint64_t upload_id)>& visit) = 0;
+  // Removes a committed blob (its record and chunks in one batch); OK when it is absent. Not
+  // synced: a deletion lost in a power failure brings back an unreferenced blob, never a
+  // dangling reference (the record that referenced it was deleted synced before).
+  virtual Status DeleteBlob(const Hash256& sha256) = 0;
+  // The id the next upload gets: every blob committed from now on has an id at least this.
+  virtual uint64_t NextUploadId() = 0;
   // Convenience: one-shot put (writer + commit).
   StatusOr<BlobInfo> PutBlob(std::span<const uint8_t> bytes, std::optional<Hash256> expected_sha256 = std::nullopt,
                              Durability durability = Durability::kSynced);
@@ -84,6 +94,9 @@ class Store {
   virtual Status ForEachTask(
       const std::function<Status(const std::string& task_id, const std::string& record)>& visit) = 0;
 
+  // Removes a task record and its result record in one synced batch; OK when absent.
+  virtual Status DeleteTask(const std::string& task_id) = 0;
+
   // ---- metadata (column family "meta"): schema version, node identity, counters
   virtual Status PutMeta(const std::string& key, const std::string& value) = 0;
   virtual StatusOr<std::optional<std::string>> GetMeta(const std::string& key) = 0;
@@ -92,8 +105,13 @@ class Store {
     int64_t blob_count = 0;
     int64_t blob_bytes = 0;
     int64_t task_count = 0;
+    int64_t task_bytes = 0;    // keys and values of task records
+    int64_t result_bytes = 0;  // keys and values of result records
   };
   virtual Stats GetStats() = 0;
+  // Bytes written but still only in memory (and the WAL), which a flush will write out to new
+  // files: the free-space reserve must leave room for them. 0 for a store without such a stage.
+  virtual int64_t UnflushedBytes() { return 0; }
 };
 
 constexpr int64_t kBlobChunkBytes = int64_t{1} << 20;

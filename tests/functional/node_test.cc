@@ -4,12 +4,18 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -277,6 +283,37 @@ TEST_F(NodeTest, BadRequestsGetClearErrors) {
     grpc::Status s = writer->Finish();
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_NE(s.error_message().find("mismatch"), std::string::npos) << s.error_message();
+  }
+  // A declared size: over the cap is refused before any byte is sent; more or fewer bytes than
+  // declared are INVALID_ARGUMENT; a size in a later message is too.
+  {
+    auto channel = grpc::CreateChannel(d->address(), grpc::InsecureChannelCredentials());
+    auto stub = v1::Client::NewStub(channel);
+    auto upload = [&](const std::vector<std::pair<uint64_t, std::string>>& messages) {
+      grpc::ClientContext context;
+      v1::PutBlobResponse response;
+      auto writer = stub->PutBlob(&context, &response);
+      for (const auto& [size, data] : messages) {
+        v1::PutBlobRequest m;
+        m.set_size(size);
+        m.set_data(data);
+        if (!writer->Write(m)) break;
+      }
+      writer->WritesDone();
+      return writer->Finish();
+    };
+    grpc::Status s = upload({{100001, ""}});
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    EXPECT_NE(s.error_message().find("declared blob size"), std::string::npos) << s.error_message();
+    s = upload({{4, "hello"}});
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find("more than its declared size"), std::string::npos) << s.error_message();
+    s = upload({{6, "hello"}});
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find("short of its declared size"), std::string::npos) << s.error_message();
+    s = upload({{10, "hello"}, {10, "world"}});
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_TRUE(upload({{10, "hello"}, {0, "world"}}).ok());
   }
   expect_error(client.GetBlob(std::string(64, 'a'), 100).status(), StatusCode::kNotFound, "not stored");
   expect_error(client.GetBlob("xyz", 100).status(), StatusCode::kInvalidArgument, "64 hex");
@@ -820,6 +857,185 @@ TEST_F(NodeTest, BackendFromConfigSelfTestAndCpuFallback) {
   ASSERT_TRUE(info2.ok()) << info2.status().ToString();
   EXPECT_EQ(info2->backend_device().rfind("unavailable (", 0), 0u) << info2->backend_device();
   EXPECT_NE(info2->backend_device().find("); tasks run on the CPU"), std::string::npos) << info2->backend_device();
+}
+
+// A node whose datadir is on a small filesystem the test mounts (tmpfs, 256 MiB): uploads and
+// submissions are refused with RESOURCE_EXHAUSTED before anything is written once the free-space
+// reserve is reached; reads keep working; the store reopens after kill -9 on the full disk; uploads
+// resume when space returns; and over a quota the retention sweep deletes unreferenced blobs (not
+// the blobs of the stored task) until uploads fit again.
+TEST_F(NodeTest, FullDiskRefusesWritesKeepsReadsReopensAndRecovers) {
+  const fs::path small = dir_ / "small";
+  fs::create_directories(small);
+  if (mount("tmpfs", small.c_str(), "tmpfs", 0, "size=256m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs at " << small << " (" << std::strerror(errno)
+                 << "): this test needs root or CAP_SYS_ADMIN";
+  }
+  struct Unmount {
+    std::vector<std::unique_ptr<DaemonProcess>>* daemons;
+    fs::path path;
+    ~Unmount() {
+      for (auto& d : *daemons) d->Kill(SIGKILL);  // nothing may hold the mount
+      umount2(path.c_str(), MNT_DETACH);
+    }
+  } unmount{&daemons_, small};
+  auto free_bytes = [&] {
+    struct statvfs st {};
+    statvfs(small.c_str(), &st);
+    return static_cast<int64_t>(st.f_bavail) * static_cast<int64_t>(st.f_frsize);
+  };
+
+  const std::string datadir = (small / "node").string();
+  // The reserve is above RocksDB's 64 MiB write buffer, so a memtable flush always has room.
+  // No sweep runs until the quota phase (the default interval is 10 minutes): until then every
+  // acknowledged blob must stay, referenced or not.
+  const std::vector<std::string> args = {
+      "--min-free-bytes", std::to_string(72 << 20), "--metrics", "127.0.0.1:0", "--log-level", "info"};
+  daemons_.push_back(std::make_unique<DaemonProcess>(datadir, args));
+  DaemonProcess* d = daemons_.back().get();
+  ASSERT_TRUE(d->Start()) << d->Log();
+  NodeClient client(d->address());
+  // Another process fills the disk up to 30 MiB above the reserve (measured after the node
+  // started: RocksDB preallocates its WAL); the test gives this room back later.
+  const std::string filler = (small / "filler").string();
+  const int64_t filler_bytes = free_bytes() - (102 << 20);
+  ASSERT_GT(filler_bytes, 0);
+  std::ofstream(filler, std::ios::binary) << std::string(static_cast<size_t>(filler_bytes), 'f');
+
+  // A task before the disk fills: its result must stay readable.
+  v1::SubmitTaskRequest request = Prepare(client, SmallModel(), {{"x", RandomTensor({4, 8}, 7)}});
+  auto submitted = client.SubmitTask(request);
+  ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
+  auto done = client.WatchTask(submitted->task_id(), std::chrono::seconds(60), nullptr);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  ASSERT_EQ(done->state(), v1::TASK_STATE_SUCCEEDED) << done->error_message();
+  const std::string output_blob = done->result().outputs(0).blob_sha256();
+
+  // Fill with distinct blobs until the node refuses, then with smaller ones into what is left,
+  // down to less room than a task record needs.
+  std::map<std::string, std::string> acknowledged;  // sha256 -> bytes
+  int uploads = 0;
+  auto fill = [&](NodeClient& c, size_t size) {
+    Status refused = OkStatus();
+    for (int i = 0; i < 200 && refused.ok(); ++i) {
+      std::string bytes(size, 'b');
+      std::memcpy(bytes.data(), &++uploads, sizeof(uploads));
+      auto put = c.PutBlob(Bytes(bytes));
+      if (put.ok()) {
+        acknowledged[put->sha256()] = std::move(bytes);
+      } else {
+        refused = put.status();
+      }
+    }
+    return refused;
+  };
+  Status refused = fill(client, 4 << 20);
+  ASSERT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused.ToString();
+  for (size_t size : {64 << 10, 1 << 10, 300}) {
+    Status smaller = fill(client, size);
+    ASSERT_EQ(smaller.code(), StatusCode::kResourceExhausted) << size << ": " << smaller.ToString();
+  }
+  EXPECT_NE(refused.message().find("storage.min_free_bytes"), std::string::npos) << refused.message();
+  ASSERT_GE(acknowledged.size(), 2u);
+  // Refused before anything was written: no blob appeared and the disk did not shrink by the upload.
+  auto info = client.GetNodeInfo();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  const uint64_t blobs_when_full = info->blob_count();
+  const int64_t free_before = free_bytes();
+  std::string more(4 << 20, 'm');
+  EXPECT_EQ(client.PutBlob(Bytes(more)).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_GT(free_bytes(), free_before - (1 << 20));
+  EXPECT_EQ(client.GetNodeInfo()->blob_count(), blobs_when_full);
+  // A new task is refused too, through gRPC and through the CLI (clear message, exit 1).
+  v1::SubmitTaskRequest other = request;
+  other.mutable_options()->set_nonce(99);
+  EXPECT_EQ(client.SubmitTask(other).status().code(), StatusCode::kResourceExhausted);
+  ASSERT_TRUE(executor::SaveGraphFile(Path("model.pbtxt"), SmallModel()).ok());
+  ASSERT_TRUE(WriteNpyFile(Path("x.npy"), RandomTensor({4, 8}, 8)).ok());
+  CliResult cli =
+      RunCliCommand("submit " + Path("model.pbtxt") + " --input x=" + Path("x.npy") + " --node " + d->address());
+  EXPECT_EQ(cli.exit_code, 1) << cli.out;
+  EXPECT_NE(cli.out.find("the disk is full"), std::string::npos) << cli.out;
+
+  // Reads keep working.
+  auto task = client.GetTask(submitted->task_id());
+  ASSERT_TRUE(task.ok()) << task.status().ToString();
+  EXPECT_EQ(task->state(), v1::TASK_STATE_SUCCEEDED);
+  EXPECT_TRUE(client.WatchTask(submitted->task_id(), std::chrono::seconds(10), nullptr).ok());
+  EXPECT_TRUE(client.GetBlob(output_blob, 1 << 20).ok());
+  const std::string metrics_addr = ReadWholeFileForTest(datadir + "/metrics.addr");
+  auto metrics = HttpGet(metrics_addr.substr(0, metrics_addr.size() - 1), "/metrics");
+  EXPECT_NE(metrics.second.find("consensor_storage_refusals_total{write=\"blob upload\",limit=\"min_free_bytes\"}"),
+            std::string::npos)
+      << metrics.second;
+  EXPECT_NE(metrics.second.find("consensor_storage_bytes{category=\"blobs\"}"), std::string::npos);
+
+  // kill -9 on the full disk; the store reopens and every acknowledged blob reads back whole.
+  EXPECT_EQ(d->Kill(SIGKILL), 128 + SIGKILL);
+  ASSERT_TRUE(d->Start()) << d->Log();
+  NodeClient reopened(d->address());
+  for (const auto& [sha, bytes] : acknowledged) {
+    auto back = reopened.GetBlob(sha, 8 << 20);
+    ASSERT_TRUE(back.ok()) << sha << ": " << back.status().ToString();
+    EXPECT_TRUE(std::equal(back->begin(), back->end(), bytes.begin(), bytes.end())) << sha;
+  }
+  // Reopening may give back preallocated WAL space; fill again until refused.
+  ASSERT_EQ(fill(reopened, 4 << 20).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(reopened.PutBlob(Bytes(more)).status().code(), StatusCode::kResourceExhausted);
+  // Space returns: uploads are accepted again.
+  fs::remove(filler);
+  auto after_free = reopened.PutBlob(Bytes(more));
+  ASSERT_TRUE(after_free.ok()) << after_free.status().ToString();
+  acknowledged[after_free->sha256()] = more;
+
+  // A quota below what is stored: refused; then the sweep deletes the blobs no task references
+  // (all stored before the node started), and uploads fit again. The task's blobs stay.
+  auto stored = reopened.GetNodeInfo();
+  ASSERT_TRUE(stored.ok());
+  const int64_t quota = static_cast<int64_t>(stored->blob_bytes()) - (2 << 20);
+  d->Kill(SIGTERM);
+  // This phase is about the quota: no free-space reserve (deleted data is only returned to the
+  // filesystem as RocksDB compacts).
+  std::vector<std::string> quota_args = {"--metrics",           "127.0.0.1:0",         "--min-free-bytes",    "0",
+                                         "--storage-max-bytes", std::to_string(quota), "--sweep-interval-ms", "60000"};
+  daemons_.push_back(std::make_unique<DaemonProcess>(datadir, quota_args));
+  d = daemons_.back().get();
+  ASSERT_TRUE(d->Start()) << d->Log();
+  NodeClient quota_client(d->address());
+  auto over = quota_client.PutBlob(Bytes(std::string(1 << 20, 'q')));
+  ASSERT_EQ(over.status().code(), StatusCode::kResourceExhausted) << over.status().ToString();
+  EXPECT_NE(over.status().message().find("storage.max_bytes"), std::string::npos) << over.status().ToString();
+  // The first sweep runs after the interval; restart with a short one to get it now.
+  d->Kill(SIGTERM);
+  quota_args.back() = "200";
+  daemons_.push_back(std::make_unique<DaemonProcess>(datadir, quota_args));
+  d = daemons_.back().get();
+  ASSERT_TRUE(d->Start()) << d->Log();
+  NodeClient swept(d->address());
+  StatusOr<v1::PutBlobResponse> fits = Unavailable("not tried");
+  for (int i = 0; i < 100; ++i) {
+    fits = swept.PutBlob(Bytes(std::string(1 << 20, 's')));
+    if (fits.ok()) break;
+    EXPECT_EQ(fits.status().code(), StatusCode::kResourceExhausted) << fits.status().ToString();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString() << "\n" << d->Log();
+  auto after_sweep = swept.GetNodeInfo();
+  ASSERT_TRUE(after_sweep.ok());
+  EXPECT_LE(static_cast<int64_t>(after_sweep->blob_bytes()), quota);
+  EXPECT_NE(d->Log().find("retention sweep"), std::string::npos);
+  // The task (finished, within retain_results_hours) and every blob it names are intact.
+  auto kept = swept.GetTask(submitted->task_id());
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_TRUE(swept.GetBlob(request.graph_sha256(), 64 << 20).ok());
+  EXPECT_TRUE(swept.GetBlob(request.inputs().at("x"), 1 << 20).ok());
+  for (const auto& o : kept->result().outputs()) EXPECT_TRUE(swept.GetBlob(o.blob_sha256(), 1 << 20).ok());
+  // And a new task is accepted and runs.
+  auto again = swept.SubmitTask(other);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  auto ran = swept.WatchTask(again->task_id(), std::chrono::seconds(60), nullptr);
+  ASSERT_TRUE(ran.ok());
+  EXPECT_EQ(ran->state(), v1::TASK_STATE_SUCCEEDED) << ran->error_message();
 }
 
 }  // namespace

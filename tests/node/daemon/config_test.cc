@@ -174,6 +174,10 @@ TEST(ConfigTest, EmptyFileGivesDefaults) {
   EXPECT_EQ(config->tasks.queue_capacity, 64);
   EXPECT_EQ(config->tasks.program_cache_bytes, int64_t{1} << 30);
   EXPECT_EQ(config->tasks.limits.max_flops, defaults.tasks.limits.max_flops);
+  EXPECT_EQ(config->storage_max_bytes, 0);
+  EXPECT_EQ(config->storage_min_free_bytes, int64_t{256} << 20);
+  EXPECT_EQ(config->storage_retain_results_hours, 168);
+  EXPECT_EQ(config->storage_sweep_interval.count(), 600000);
 
   ScopedHome home("/home/op");
   NodeConfig finalized = *config;
@@ -208,6 +212,12 @@ workers = 4
 queue_capacity = 1000
 program_cache_bytes = 0
 
+[storage]
+max_bytes = 500_000_000_000
+min_free_bytes = 0
+retain_results_hours = 24
+sweep_interval_ms = 30000
+
 [limits]
 max_blob_bytes = 2147483648
 max_task_bytes = 17179869184
@@ -240,6 +250,10 @@ password_file = "/run/secrets/pw"
   EXPECT_EQ(c.tasks.workers, 4);
   EXPECT_EQ(c.tasks.queue_capacity, 1000);
   EXPECT_EQ(c.tasks.program_cache_bytes, 0);
+  EXPECT_EQ(c.storage_max_bytes, int64_t{500000000000});
+  EXPECT_EQ(c.storage_min_free_bytes, 0);
+  EXPECT_EQ(c.storage_retain_results_hours, 24);
+  EXPECT_EQ(c.storage_sweep_interval.count(), 30000);
   EXPECT_EQ(c.tasks.limits.max_graph_file_bytes, int64_t{2147483648});
   EXPECT_EQ(c.tasks.limits.max_total_bytes, int64_t{17179869184});
   EXPECT_EQ(c.tasks.limits.max_flops, int64_t{100000000000000});
@@ -277,8 +291,10 @@ TEST(ConfigTest, UnknownKeysAreNamed) {
   EXPECT_TRUE(Contains(e, "unknown key 'datadirr'")) << e;
   EXPECT_TRUE(Contains(e, "did you mean 'datadir'")) << e;
 
+  e = ParseError("[disk]\npath = \"/x\"\n");
+  EXPECT_TRUE(Contains(e, "unknown section [disk]")) << e;
   e = ParseError("[storage]\npath = \"/x\"\n");
-  EXPECT_TRUE(Contains(e, "unknown section [storage]")) << e;
+  EXPECT_TRUE(Contains(e, "unknown key 'storage.path'")) << e;
 
   e = ParseError("[limits]\ncompletely_unrelated = 1\n");
   EXPECT_TRUE(Contains(e, "unknown key 'limits.completely_unrelated'")) << e;
@@ -402,6 +418,10 @@ TEST(ConfigTest, FinalizeRangeChecks) {
       {[](NodeConfig* c) { c->gossip.max_messages_per_second_per_operator = 0; },
        "p2p.max_messages_per_second_per_operator"},
       {[](NodeConfig* c) { c->datadir = ""; }, "datadir"},
+      {[](NodeConfig* c) { c->storage_max_bytes = -1; }, "storage.max_bytes"},
+      {[](NodeConfig* c) { c->storage_min_free_bytes = -1; }, "storage.min_free_bytes"},
+      {[](NodeConfig* c) { c->storage_retain_results_hours = -1; }, "storage.retain_results_hours"},
+      {[](NodeConfig* c) { c->storage_sweep_interval = std::chrono::milliseconds(10); }, "storage.sweep_interval_ms"},
       {[](NodeConfig* c) {
          c->password_file = "/pw";
          c->password_env = "PW";

@@ -514,6 +514,7 @@ class ConsensusEngineTest : public ::testing::Test {
     to.on_executed = [this](const consensus::TaskId& id, const v1::TaskResult& result) {
       if (engine_) engine_->OnExecuted(id, result);
     };
+    to.budget = budget_;
     tasks_ = std::make_unique<TaskManager>(&store_, metrics_.get(), to);
     ASSERT_TRUE(tasks_->Recover().ok());
     ConsensusOptions co;
@@ -537,6 +538,7 @@ class ConsensusEngineTest : public ::testing::Test {
     parts.peers = &peer_client_;
     parts.evidence = &evidence_;
     parts.faults = faults;
+    parts.budget = budget_;
     engine_ = std::make_unique<ConsensusEngine>(co, Key(1), parts, orphan_limits_);
     engine_->SetGossip(&gossip_);
     ConsensusEngine* engine = engine_.get();
@@ -784,6 +786,7 @@ class ConsensusEngineTest : public ::testing::Test {
 
   int operators_ = 0;
   OrphanPoolLimits orphan_limits_;  // set before StartNode
+  DiskBudget* budget_ = nullptr;    // set before StartNode
   std::atomic<int64_t> now_ms_{0};
   std::unique_ptr<FakeChainView> chain_;
   RecordingGossip gossip_;
@@ -1156,6 +1159,43 @@ TEST_F(ConsensusEngineTest, AnnouncerThatNeverServesItsBlobsDoesNotBlockOtherAdo
   // Once it serves, its tasks are adopted one after another.
   peer_client_.Release();
   for (const std::string& id : attacker_tasks) WaitForAdoption(id);
+}
+
+// A node whose disk is full adopts nothing: the blob fetch is refused as the bytes arrive,
+// nothing is stored, and the task is not taken up (as a member the node is silent, which costs
+// liveness, not stake). Once space returns, the next announcement is adopted.
+TEST_F(ConsensusEngineTest, FullNodeAdoptsNothingUntilSpaceReturns) {
+  class Disk final : public FreeSpaceProbe {
+   public:
+    explicit Disk(std::atomic<int64_t>* free) : free_(free) {}
+    StatusOr<int64_t> FreeBytes() override { return free_->load(); }
+
+   private:
+    std::atomic<int64_t>* free_;
+  };
+  std::atomic<int64_t> free{10};  // below the reserve: full
+  std::atomic<int> refusals{0};
+  DiskBudget budget(
+      {/*max_bytes=*/0, /*min_free_bytes=*/1000}, [] { return int64_t{0}; }, std::make_unique<Disk>(&free),
+      [&](std::string_view write, BudgetLimit) {
+        if (write == "blob fetched from a peer") ++refusals;
+      });
+  budget_ = &budget;
+  MakeNetwork(4, /*entry=*/false);
+  StartNode();
+  const v1::SubmitTaskRequest request = Request(700, 3, 2);
+  const std::string id = ToHex(TaskId(request));
+  ASSERT_TRUE(Announce(request, 2).ok());
+  ASSERT_TRUE(Eventually([&] { return refusals.load() >= 1; }));
+  EXPECT_FALSE(tasks_->Get(Id(id)).ok());
+  EXPECT_EQ(store_.GetStats().blob_count, 0);
+  EXPECT_EQ(store_.GetStats().task_count, 0);
+
+  free = int64_t{1} << 40;
+  ASSERT_TRUE(Announce(request, 2).ok());
+  WaitForAdoption(id);
+  StopNode();
+  budget_ = nullptr;
 }
 
 // ---- disputes and evidence

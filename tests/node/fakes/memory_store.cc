@@ -1,5 +1,7 @@
 #include "tests/node/fakes/memory_store.h"
 
+#include <tuple>
+
 #include <algorithm>
 
 namespace consensor::node::fakes {
@@ -71,6 +73,7 @@ BlobInfo MemoryStore::CommitBlob(const Hash256& sha256, std::vector<uint8_t> byt
   auto [it, inserted] = blobs_.emplace(sha256, nullptr);
   if (inserted) {
     it->second = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+    upload_ids_[sha256] = next_upload_id_++;
   } else {
     info.already_present = true;
   }
@@ -175,12 +178,46 @@ StatusOr<std::optional<std::string>> MemoryStore::GetMeta(const std::string& key
   return std::optional<std::string>(it->second);
 }
 
+Status MemoryStore::ForEachBlob(
+    const std::function<Status(const Hash256& sha256, int64_t size, uint64_t upload_id)>& visit) {
+  std::vector<std::tuple<Hash256, int64_t, uint64_t>> snapshot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [hash, bytes] : blobs_) {
+      snapshot.emplace_back(hash, static_cast<int64_t>(bytes->size()), upload_ids_[hash]);
+    }
+  }
+  for (const auto& [hash, size, id] : snapshot) RETURN_IF_ERROR(visit(hash, size, id));
+  return OkStatus();
+}
+
+Status MemoryStore::DeleteBlob(const Hash256& sha256) {
+  std::lock_guard<std::mutex> lock(mu_);
+  blobs_.erase(sha256);
+  upload_ids_.erase(sha256);
+  return OkStatus();
+}
+
+uint64_t MemoryStore::NextUploadId() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return next_upload_id_;
+}
+
+Status MemoryStore::DeleteTask(const std::string& task_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tasks_.erase(task_id);
+  results_.erase(task_id);
+  return OkStatus();
+}
+
 Store::Stats MemoryStore::GetStats() {
   std::lock_guard<std::mutex> lock(mu_);
   Stats stats;
   stats.blob_count = static_cast<int64_t>(blobs_.size());
   for (const auto& [hash, bytes] : blobs_) stats.blob_bytes += static_cast<int64_t>(bytes->size());
   stats.task_count = static_cast<int64_t>(tasks_.size());
+  for (const auto& [id, record] : tasks_) stats.task_bytes += static_cast<int64_t>(id.size() + record.size());
+  for (const auto& [id, record] : results_) stats.result_bytes += static_cast<int64_t>(id.size() + record.size());
   return stats;
 }
 

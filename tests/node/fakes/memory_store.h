@@ -48,6 +48,11 @@ class MemoryStore final : public Store {
   StatusOr<int64_t> BlobSize(const Hash256& sha256) override;
   Status ReadBlob(const Hash256& sha256, const std::function<Status(std::span<const uint8_t>)>& sink) override;
   StatusOr<std::vector<uint8_t>> GetBlob(const Hash256& sha256, int64_t max_bytes) override;
+  Status ForEachBlob(
+      const std::function<Status(const Hash256& sha256, int64_t size, uint64_t upload_id)>& visit) override;
+  Status DeleteBlob(const Hash256& sha256) override;
+  uint64_t NextUploadId() override;
+  Status DeleteTask(const std::string& task_id) override;
 
   Status PutTask(const std::string& task_id, const std::string& task_record,
                  const std::optional<std::string>& result_record = std::nullopt,
@@ -70,6 +75,8 @@ class MemoryStore final : public Store {
   mutable std::mutex mu_;
   // std::shared_ptr so readers can stream a blob after releasing the lock.
   std::map<Hash256, std::shared_ptr<const std::vector<uint8_t>>> blobs_;
+  std::map<Hash256, uint64_t> upload_ids_;  // commit order stands in for the real store's upload ids
+  uint64_t next_upload_id_ = 1;
   // Ordered maps: ForEachTask visits keys in byte order, as RocksDB's default comparator does.
   std::map<std::string, std::string> tasks_;
   std::map<std::string, std::string> results_;

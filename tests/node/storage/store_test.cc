@@ -692,3 +692,86 @@ TEST_F(StoreTest, ConcurrentWritersKeepExactAccounting) {
 
 }  // namespace
 }  // namespace consensor::node
+
+namespace consensor::node {
+namespace {
+
+// Deletion for retention: blobs and tasks go with their chunks and results, the byte counts
+// follow (and are the same after a reopen), a reader that started before a delete still gets
+// the whole blob, and ForEachBlob orders blobs by upload.
+TEST_F(StoreTest, DeleteBlobAndTaskKeepCountsExactAcrossReopen) {
+  const auto big = Pattern(static_cast<size_t>(3 * kMiB + 5), 1);  // several chunks
+  const auto small = Pattern(100, 2);
+  Hash256 big_hash{}, small_hash{};
+  {
+    auto store = MustOpen(path_);
+    ASSERT_NE(store, nullptr);
+    const uint64_t first_id = store->NextUploadId();
+    big_hash = store->PutBlob(big)->sha256;
+    small_hash = store->PutBlob(small)->sha256;
+    EXPECT_GT(store->NextUploadId(), first_id);
+    std::vector<std::pair<Hash256, uint64_t>> seen;
+    ASSERT_TRUE(store
+                    ->ForEachBlob([&](const Hash256& h, int64_t size, uint64_t id) {
+                      EXPECT_EQ(size, h == big_hash ? static_cast<int64_t>(big.size()) : 100);
+                      EXPECT_GE(id, first_id);
+                      seen.emplace_back(h, id);
+                      return OkStatus();
+                    })
+                    .ok());
+    ASSERT_EQ(seen.size(), 2u);
+    std::sort(seen.begin(), seen.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    EXPECT_EQ(seen[0].first, big_hash);  // uploaded first
+
+    ASSERT_TRUE(store->PutTask("t1", std::string(50, 'r'), std::string(30, 's')).ok());
+    ASSERT_TRUE(store->PutTask("t1", std::string(70, 'r')).ok());  // rewrite: counted once
+    ASSERT_TRUE(store->PutTask("t2", std::string(10, 'r')).ok());
+    auto st = store->GetStats();
+    EXPECT_EQ(st.task_bytes, (2 + 70) + (2 + 10));
+    EXPECT_EQ(st.result_bytes, 2 + 30);
+
+    // A read that is streaming when the blob is deleted still gets all of it.
+    bool deleted_mid_read = false;
+    std::vector<uint8_t> got;
+    Status read = store->ReadBlob(big_hash, [&](std::span<const uint8_t> piece) {
+      if (!deleted_mid_read) {
+        EXPECT_TRUE(store->DeleteBlob(big_hash).ok());
+        deleted_mid_read = true;
+      }
+      got.insert(got.end(), piece.begin(), piece.end());
+      return OkStatus();
+    });
+    ASSERT_TRUE(read.ok()) << read.ToString();
+    EXPECT_TRUE(got == big);
+    EXPECT_EQ(store->BlobSize(big_hash).status().code(), StatusCode::kNotFound);
+    EXPECT_TRUE(store->DeleteBlob(big_hash).ok());  // absent: OK
+    ASSERT_TRUE(store->DeleteTask("t1").ok());
+    EXPECT_TRUE(store->DeleteTask("t1").ok());
+    EXPECT_FALSE(store->GetTask("t1")->has_value());
+    EXPECT_FALSE(store->GetResult("t1")->has_value());
+    st = store->GetStats();
+    EXPECT_EQ(st.blob_count, 1);
+    EXPECT_EQ(st.blob_bytes, 100);
+    EXPECT_EQ(st.task_count, 1);
+    EXPECT_EQ(st.task_bytes, 2 + 10);
+    EXPECT_EQ(st.result_bytes, 0);
+  }
+  auto store = MustOpen(path_);
+  ASSERT_NE(store, nullptr);
+  auto st = store->GetStats();
+  EXPECT_EQ(st.blob_count, 1);
+  EXPECT_EQ(st.blob_bytes, 100);
+  EXPECT_EQ(st.task_count, 1);
+  EXPECT_EQ(st.task_bytes, 2 + 10);
+  EXPECT_EQ(st.result_bytes, 0);
+  EXPECT_EQ(store->BlobSize(big_hash).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store->GetBlob(small_hash, 100).ok());
+  // The same content uploaded again is stored anew.
+  auto again = store->PutBlob(big);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->already_present);
+  EXPECT_TRUE(*store->GetBlob(big_hash, static_cast<int64_t>(big.size())) == big);
+}
+
+}  // namespace
+}  // namespace consensor::node
