@@ -25,14 +25,14 @@ std::vector<EpilogueStep> TestSteps() {
   auto val = [](int i) { return EpilogueOperand{false, i}; };
   auto in = [](int i) { return EpilogueOperand{true, i}; };
   return {
-      {Op::kMul, 2, {val(0), in(0)}},  // v1
-      {Op::kAdd, 2, {val(1), in(1)}},  // v2
-      {Op::kMin, 2, {val(2), in(2)}},  // v3
-      {Op::kMax, 2, {val(3), in(3)}},  // v4
+      {Op::kMul, 2, {val(0), in(0)}},   // v1
+      {Op::kAdd, 2, {val(1), in(1)}},   // v2
+      {Op::kMin, 2, {val(2), in(2)}},   // v3
+      {Op::kMax, 2, {val(3), in(3)}},   // v4
       {Op::kMul, 2, {val(0), val(4)}},  // v5
-      {Op::kAdd, 2, {in(4), val(5)}},  // v6
-      {Op::kSub, 2, {in(5), val(6)}},  // v7
-      {Op::kTanh, 1, {val(7)}},        // v8
+      {Op::kAdd, 2, {in(4), val(5)}},   // v6
+      {Op::kSub, 2, {in(5), val(6)}},   // v7
+      {Op::kTanh, 1, {val(7)}},         // v8
   };
 }
 
@@ -132,13 +132,13 @@ struct ConvCase {
 TEST(EpilogueTest, ConvHeadMatchesUnfusedStepsOnEveryPath) {
   const std::vector<EpilogueStep> steps = TestSteps();
   const std::vector<ConvCase> cases = {
-      {1, 8, 9, 13, 8, 3, 3, 1, 1, 8, true},     // depthwise: the direct kernel
-      {2, 12, 7, 11, 6, 3, 3, 2, 1, 3, false},   // grouped, 4 channels per group: direct
-      {2, 5, 9, 7, 7, 1, 1, 1, 0, 1, true},      // 1x1, stride 1, no padding: straight GEMM
-      {1, 6, 10, 9, 5, 1, 1, 1, 0, 1, false},    // the same without a bias
-      {3, 5, 11, 13, 9, 3, 3, 1, 1, 1, true},    // im2col, many jobs
-      {1, 4, 5, 3, 33, 3, 2, 1, 0, 1, true},     // im2col, few jobs (the pool-wide mode at 8 threads)
-      {1, 7, 12, 15, 6, 1, 1, 2, 1, 1, true},    // 1x1 with stride and padding: im2col
+      {1, 8, 9, 13, 8, 3, 3, 1, 1, 8, true},    // depthwise: the direct kernel
+      {2, 12, 7, 11, 6, 3, 3, 2, 1, 3, false},  // grouped, 4 channels per group: direct
+      {2, 5, 9, 7, 7, 1, 1, 1, 0, 1, true},     // 1x1, stride 1, no padding: straight GEMM
+      {1, 6, 10, 9, 5, 1, 1, 1, 0, 1, false},   // the same without a bias
+      {3, 5, 11, 13, 9, 3, 3, 1, 1, 1, true},   // im2col, many jobs
+      {1, 4, 5, 3, 33, 3, 2, 1, 0, 1, true},    // im2col, few jobs (the pool-wide mode at 8 threads)
+      {1, 7, 12, 15, 6, 1, 1, 2, 1, 1, true},   // 1x1 with stride and padding: im2col
   };
   for (const ConvCase& c : cases) {
     OpParams params;
@@ -165,8 +165,9 @@ TEST(EpilogueTest, ConvHeadMatchesUnfusedStepsOnEveryPath) {
       const HostTensor want = RunStepsUnfused(*e.backend, head, steps, inputs);
       std::vector<TensorView> in;
       for (HostTensor* t : conv_in) in.push_back(t->view());
-      const HostTensor got = RunFused(*e.backend, MakeCall(Op::kConv2D, params, in.data(), static_cast<int>(in.size()), nullptr),
-                                      out_shape, steps, inputs);
+      const HostTensor got =
+          RunFused(*e.backend, MakeCall(Op::kConv2D, params, in.data(), static_cast<int>(in.size()), nullptr),
+                   out_shape, steps, inputs);
       ExpectSameBits(want, got, e.label);
     }
   }
