@@ -73,8 +73,9 @@ double JsonNumberAfter(const std::string& json, const std::string& anchor, const
 }
 
 struct KernelTimes {
-  double plain_ms = 0;  // median Run without the trace
-  double trace_ms = 0;  // median Run with the trace (what `consensor trace` recomputes)
+  double plain_ms = 0;    // median Run without the trace (the fused instructions)
+  double unfused_ms = 0;  // the same with the canonical instructions (RunOptions::fuse = false)
+  double trace_ms = 0;    // median Run with the trace (what `consensor trace` recomputes)
   Hash256 result_root{};
 };
 
@@ -85,20 +86,36 @@ StatusOr<KernelTimes> TimeKernels(const executor::Program& program, const std::m
   ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(options));
   ASSIGN_OR_RETURN(auto loaded, executor::LoadedProgram::Load(program, backend.get()));
   KernelTimes times;
-  for (bool trace : {false, true}) {
-    executor::RunOptions ro;
-    ro.trace = trace;
-    ASSIGN_OR_RETURN(executor::RunResult warmup, loaded->Run(inputs, ro));
-    times.result_root = warmup.result_root;
-    std::vector<double> ms;
-    for (int i = 0; i < reps; ++i) {
+  // Fused and unfused runs alternate, so that both see the same machine load.
+  executor::RunOptions fused, unfused;
+  unfused.fuse = false;
+  ASSIGN_OR_RETURN(executor::RunResult warmup, loaded->Run(inputs, fused));
+  times.result_root = warmup.result_root;
+  ASSIGN_OR_RETURN(executor::RunResult warmup_unfused, loaded->Run(inputs, unfused));
+  if (warmup_unfused.result_root != times.result_root) return Internal("fused and unfused result roots differ");
+  std::vector<double> fused_ms, unfused_ms;
+  for (int i = 0; i < reps; ++i) {
+    for (bool fuse : {true, false}) {
       auto t0 = Clock::now();
-      ASSIGN_OR_RETURN(executor::RunResult r, loaded->Run(inputs, ro));
-      ms.push_back(MillisSince(t0));
+      ASSIGN_OR_RETURN(executor::RunResult r, loaded->Run(inputs, fuse ? fused : unfused));
+      (fuse ? fused_ms : unfused_ms).push_back(MillisSince(t0));
       if (r.result_root != times.result_root) return Internal("result root changed between runs");
     }
-    (trace ? times.trace_ms : times.plain_ms) = Median(ms);
   }
+  times.plain_ms = Median(fused_ms);
+  times.unfused_ms = Median(unfused_ms);
+  executor::RunOptions traced;
+  traced.trace = true;
+  ASSIGN_OR_RETURN(executor::RunResult warmup_traced, loaded->Run(inputs, traced));
+  if (warmup_traced.result_root != times.result_root) return Internal("traced and fused result roots differ");
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = Clock::now();
+    ASSIGN_OR_RETURN(executor::RunResult r, loaded->Run(inputs, traced));
+    ms.push_back(MillisSince(t0));
+    if (r.result_root != times.result_root) return Internal("result root changed between runs");
+  }
+  times.trace_ms = Median(ms);
   return times;
 }
 
@@ -266,11 +283,13 @@ int Main(int argc, char** argv) {
   for (const executor::Instruction& ins : program->instructions) traced_bytes += program->buffers[ins.output].bytes;
   std::printf("  import %.1f ms, compile %.1f ms (once); the trace hashes %.1f MiB per run\n", import_ms, compile_ms,
               traced_bytes / 1048576.0);
+  std::printf("  %zu instructions after fusion (docs/DETERMINISM.md 3.1)\n",
+              program->fused_instructions.empty() ? program->instructions.size() : program->fused_instructions.size());
   std::printf("  %s\n", ort.out.substr(0, ort.out.find('\n')).c_str());
   std::map<std::string, Tensor> inputs{{input_name, input}};
 
-  std::printf("\n%-8s %10s %12s %12s %12s %12s %12s %12s\n", "threads", "ORT ms", "kernels ms", "+trace ms",
-              "node cold", "node warm", "no cache", "client warm");
+  std::printf("\n%-8s %10s %12s %12s %12s %12s %12s %12s %12s\n", "threads", "ORT ms", "kernels ms", "unfused ms",
+              "+trace ms", "node cold", "node warm", "no cache", "client warm");
   for (int threads : thread_counts) {
     const double ort_ms = JsonNumberAfter(ort.out, "\"" + std::to_string(threads) + "\":", "median_ms");
     auto kernels_times = TimeKernels(*program, inputs, threads, reps);
@@ -290,17 +309,18 @@ int Main(int argc, char** argv) {
     }
     const bool same_root = node_times->result_root == ToHex(kernels_times->result_root) &&
                            uncached_times->result_root == node_times->result_root;
-    std::printf("%-8d %10.2f %12.2f %12.2f %12.2f %12.2f %12.2f %12.2f%s\n", threads, ort_ms, kernels_times->plain_ms,
-                kernels_times->trace_ms, node_times->cold_exec_ms, node_times->warm_exec_ms,
-                uncached_times->warm_exec_ms, node_times->warm_task_ms, same_root ? "" : "  RESULT ROOTS DIFFER");
-    std::printf("%-8s %10s %11.2fx %11.2fx %11.2fx %11.2fx %11.2fx %11.2fx\n", "  / ORT", "",
-                kernels_times->plain_ms / ort_ms, kernels_times->trace_ms / ort_ms, node_times->cold_exec_ms / ort_ms,
-                node_times->warm_exec_ms / ort_ms, uncached_times->warm_exec_ms / ort_ms,
-                node_times->warm_task_ms / ort_ms);
+    std::printf("%-8d %10.2f %12.2f %12.2f %12.2f %12.2f %12.2f %12.2f %12.2f%s\n", threads, ort_ms,
+                kernels_times->plain_ms, kernels_times->unfused_ms, kernels_times->trace_ms, node_times->cold_exec_ms,
+                node_times->warm_exec_ms, uncached_times->warm_exec_ms, node_times->warm_task_ms,
+                same_root ? "" : "  RESULT ROOTS DIFFER");
+    std::printf("%-8s %10s %11.2fx %11.2fx %11.2fx %11.2fx %11.2fx %11.2fx %11.2fx\n", "  / ORT", "",
+                kernels_times->plain_ms / ort_ms, kernels_times->unfused_ms / ort_ms, kernels_times->trace_ms / ort_ms,
+                node_times->cold_exec_ms / ort_ms, node_times->warm_exec_ms / ort_ms,
+                uncached_times->warm_exec_ms / ort_ms, node_times->warm_task_ms / ort_ms);
     if (!same_root) return 1;
   }
   std::printf(
-      "\nms, medians. node cold / warm: execution_seconds (load, run without the trace, store) of the first task "
+      "\nms, medians. kernels / unfused: the fused and the canonical instructions, runs alternating. node cold / warm: execution_seconds (load, run without the trace, store) of the first task "
       "on a fresh node / of the next %d; no cache: the same with --program-cache-bytes 0; client warm: "
       "SubmitTask -> result as a client sees it\n",
       tasks - 1);

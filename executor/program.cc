@@ -150,6 +150,107 @@ StatusOr<Tensor> ResolveConstant(const ValueDef& v, BlobSource* blobs, Container
   return t;
 }
 
+// A run [head, last] of consecutive canonical instructions that can execute as one: the head is
+// a conv2d or an elementwise op with an f32 output, each later one an epilogue step
+// (kernels::EpilogueOpAllowed) over f32 values of the head's output shape reading at least one
+// value of the run, and every value of the run but the last is read only inside the run and
+// is no graph output (DETERMINISM.md 3.1).
+struct FusionRun {
+  int head = 0;
+  int last = 0;
+};
+
+bool CanHeadFusion(const CanonicalNode& cn, const ValidatedGraph& vg) {
+  const TypeInfo& out = vg.types[cn.output];
+  if (out.dtype != DType::kF32) return false;
+  if (cn.schema->op == kernels::Op::kConv2D) {
+    return !cn.inferred.kernel_output_shape || *cn.inferred.kernel_output_shape == out.shape;
+  }
+  return kernels::FamilyOf(cn.schema->op) == kernels::OpFamily::kElementwise &&
+         cn.inferred.kernel_input_shapes.empty() && !cn.inferred.kernel_output_shape;
+}
+
+std::vector<FusionRun> PlanFusion(const ValidatedGraph& vg, const std::set<int>& output_values) {
+  const int n = static_cast<int>(vg.order.size());
+  std::vector<std::vector<int>> readers(vg.types.size());
+  for (int i = 0; i < n; ++i) {
+    for (int in : vg.order[i].inputs) readers[in].push_back(i);
+  }
+  std::vector<FusionRun> runs;
+  for (int i = 0; i < n; ++i) {
+    if (!CanHeadFusion(vg.order[i], vg)) continue;
+    const Shape& shape = vg.types[vg.order[i].output].shape;
+    std::set<int> run_values = {vg.order[i].output};
+    int last = i;
+    while (last + 1 < n && last - i < kernels::kMaxEpilogueSteps) {
+      const CanonicalNode& step = vg.order[last + 1];
+      const int arity = static_cast<int>(step.inputs.size());
+      bool ok = kernels::EpilogueOpAllowed(step.schema->op, arity) && vg.types[step.output].dtype == DType::kF32 &&
+                vg.types[step.output].shape == shape && step.inferred.kernel_input_shapes.empty() &&
+                !step.inferred.kernel_output_shape;
+      bool reads_run = false;
+      for (int in : step.inputs) {
+        ok = ok && vg.types[in].dtype == DType::kF32;
+        reads_run = reads_run || run_values.count(in) != 0;
+      }
+      if (!ok || !reads_run) break;
+      run_values.insert(step.output);
+      ++last;
+    }
+    // Shorten the run until no value but its last escapes it.
+    for (; last > i; --last) {
+      bool contained = true;
+      for (int k = i; k < last && contained; ++k) {
+        const int v = vg.order[k].output;
+        if (output_values.count(v)) contained = false;
+        for (int r : readers[v]) contained = contained && r > k && r <= last;
+      }
+      if (contained) break;
+    }
+    if (last > i) {
+      runs.push_back({i, last});
+      i = last;
+    }
+  }
+  return runs;
+}
+
+// The fused instruction of a run: the head's instruction with the others as its epilogue.
+Instruction FuseRun(const FusionRun& run, const std::vector<Instruction>& instructions, const ValidatedGraph& vg,
+                    const std::vector<int>& buffer_of) {
+  Instruction fused = instructions[run.head];
+  std::map<int, int> chain_value;  // value id -> index among the chain's values
+  chain_value[vg.order[run.head].output] = 0;
+  std::map<int, int> input_index;  // value id -> index in epilogue_inputs
+  for (int k = run.head + 1; k <= run.last; ++k) {
+    const CanonicalNode& cn = vg.order[k];
+    kernels::EpilogueStep step;
+    step.op = cn.schema->op;
+    step.num_operands = static_cast<int>(cn.inputs.size());
+    for (int a = 0; a < step.num_operands; ++a) {
+      const int v = cn.inputs[a];
+      auto it = chain_value.find(v);
+      if (it != chain_value.end()) {
+        step.operands[a] = {false, it->second};
+        continue;
+      }
+      auto [in, added] = input_index.emplace(v, static_cast<int>(fused.epilogue_inputs.size()));
+      if (added) {
+        fused.epilogue_inputs.push_back(buffer_of[v]);
+        fused.epilogue_input_shapes.push_back(vg.types[v].shape);
+      }
+      step.operands[a] = {true, in->second};
+    }
+    fused.epilogue.push_back(step);
+    chain_value[cn.output] = k - run.head;
+    fused.flops += instructions[k].flops;
+    fused.node_label += ", " + instructions[k].node_label;
+  }
+  fused.output = instructions[run.last].output;
+  fused.fused_count = run.last - run.head + 1;
+  return fused;
+}
+
 }  // namespace
 
 StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSource* blobs, const Limits& limits) {
@@ -202,7 +303,13 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
   std::set<int> output_values;
   for (const auto& [name, v] : vg.outputs) output_values.insert(v);
   for (int v : output_values) last_use[v] = n;
-
+  // A fused run writes its output while its head runs, and reads the run's other inputs until
+  // its last step. So the run's output is allocated with the head's, while all those inputs are
+  // still live (they were computed before the head), and never shares memory with them; the
+  // unfused instructions run on the same plan. Cost: the output lives from the head on.
+  const std::vector<FusionRun> runs = PlanFusion(vg, output_values);
+  std::map<int, int> run_output_at;  // head index -> value id of the run's output
+  for (const FusionRun& run : runs) run_output_at[run.head] = vg.order[run.last].output;
   for (int i = 0; i < n; ++i) {
     const CanonicalNode& cn = vg.order[i];
     const NodeDef& node = graph.nodes()[cn.node];
@@ -215,7 +322,9 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
     ins.flops = cn.inferred.flops;
     for (int in : cn.inputs) ins.inputs.push_back(buffer_of[in]);
     // The output is allocated while the inputs are still live, so it never aliases them.
-    ins.output = new_buffer(cn.output, BufferRole::kIntermediate);
+    ins.output = buffer_of[cn.output] >= 0 ? buffer_of[cn.output] : new_buffer(cn.output, BufferRole::kIntermediate);
+    if (auto run = run_output_at.find(i); run != run_output_at.end())
+      new_buffer(run->second, BufferRole::kIntermediate);
     if (!cn.inferred.kernel_input_shapes.empty()) {
       ins.input_view_shapes = cn.inferred.kernel_input_shapes;
     } else {
@@ -233,6 +342,31 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
     p.instructions.push_back(std::move(ins));
   }
   for (const auto& [name, v] : vg.outputs) p.outputs.emplace_back(name, buffer_of[v]);
+  // The fused list, checking what the plan above guarantees: a run's output shares no memory
+  // with anything the run reads (otherwise the run is left unfused).
+  std::vector<Instruction> fused;
+  size_t next = 0;
+  for (int i = 0; i < n; ++i) {
+    if (next < runs.size() && runs[next].head == i) {
+      const FusionRun run = runs[next++];
+      Instruction f = FuseRun(run, p.instructions, vg, buffer_of);
+      std::vector<int> reads = f.inputs;
+      reads.insert(reads.end(), f.epilogue_inputs.begin(), f.epilogue_inputs.end());
+      const Buffer& out = p.buffers[f.output];
+      bool disjoint = true;
+      for (int in : reads) {
+        const Buffer& b = p.buffers[in];
+        disjoint = disjoint && (out.offset + out.bytes <= b.offset || b.offset + b.bytes <= out.offset);
+      }
+      if (disjoint) {
+        fused.push_back(std::move(f));
+        i = run.last;
+        continue;
+      }
+    }
+    fused.push_back(p.instructions[i]);
+  }
+  if (fused.size() < p.instructions.size()) p.fused_instructions = std::move(fused);
   p.arena_bytes = planner.peak();
   if (p.arena_bytes > limits.max_total_bytes) {
     return ResourceExhausted("program needs " + std::to_string(p.arena_bytes) +

@@ -71,12 +71,23 @@ struct Instruction {
   std::vector<Shape> input_view_shapes;
   Shape output_view_shape;
   int64_t flops = 0;
+  // In Program::fused_instructions only: the elementwise instructions fused into this one as
+  // its epilogue (docs/DETERMINISM.md 3.1), the buffers they read besides the chain's own
+  // values, and those buffers' shapes. `output` is then the last fused instruction's output.
+  std::vector<kernels::EpilogueStep> epilogue;
+  std::vector<int> epilogue_inputs;
+  std::vector<Shape> epilogue_input_shapes;
+  int fused_count = 1;  // instructions of the canonical list this one stands for
 };
 
 struct Program {
   Hash256 graph_id{};
   std::vector<Buffer> buffers;
-  std::vector<Instruction> instructions;             // canonical order
+  std::vector<Instruction> instructions;  // canonical order; the trace is over these
+  // The same computation with chains of elementwise instructions fused into the instruction
+  // that produces their input (docs/DETERMINISM.md 3.1), over the same buffers; empty when
+  // nothing fuses. Same bits; run when the backend supports it and no trace is asked for.
+  std::vector<Instruction> fused_instructions;
   std::vector<std::pair<std::string, int>> inputs;   // placeholder name -> buffer, sorted
   std::vector<std::pair<std::string, int>> outputs;  // output name -> buffer, sorted
   std::vector<std::pair<int, Tensor>> constants;     // buffer -> data to upload

@@ -20,6 +20,21 @@ StatusOr<std::unique_ptr<LoadedProgram>> LoadedProgram::Load(const Program& prog
       return Unimplemented("backend " + backend->name() + " does not support " + ins.op_name + " at " + ins.node_label);
     }
   }
+  lp->fused_supported_ = !program.fused_instructions.empty();
+  for (const Instruction& ins : program.fused_instructions) {
+    if (!lp->fused_supported_) break;
+    if (ins.epilogue.empty()) continue;
+    std::vector<kernels::TensorView> views, epilogue_views;
+    for (size_t i = 0; i < ins.inputs.size(); ++i) views.push_back(lp->View(ins.inputs[i], ins.input_view_shapes[i]));
+    for (size_t i = 0; i < ins.epilogue_inputs.size(); ++i) {
+      epilogue_views.push_back(lp->View(ins.epilogue_inputs[i], ins.epilogue_input_shapes[i]));
+    }
+    kernels::TensorView out = lp->View(ins.output, ins.output_view_shape);
+    kernels::Epilogue epilogue{ins.epilogue.data(), static_cast<int>(ins.epilogue.size()), epilogue_views.data(),
+                               static_cast<int>(epilogue_views.size())};
+    kernels::KernelCall call{ins.op, &ins.params, views.data(), static_cast<int>(views.size()), &out, 1, &epilogue};
+    lp->fused_supported_ = backend->Supports(call) && backend->SupportsEpilogue(call);
+  }
   return lp;
 }
 
@@ -54,6 +69,27 @@ StatusOr<Hash256> LoadedProgram::HashBuffer(int buffer) const {
   return TensorHash(t);
 }
 
+Status LoadedProgram::RunInstruction(const Instruction& ins, std::vector<kernels::TensorView>& views,
+                                     std::vector<kernels::TensorView>& epilogue_views) {
+  views.clear();
+  for (size_t k = 0; k < ins.inputs.size(); ++k) views.push_back(View(ins.inputs[k], ins.input_view_shapes[k]));
+  kernels::TensorView out = View(ins.output, ins.output_view_shape);
+  kernels::KernelCall call{ins.op, &ins.params, views.data(), static_cast<int>(views.size()), &out, 1};
+  kernels::Epilogue epilogue;
+  if (!ins.epilogue.empty()) {
+    epilogue_views.clear();
+    for (size_t k = 0; k < ins.epilogue_inputs.size(); ++k) {
+      epilogue_views.push_back(View(ins.epilogue_inputs[k], ins.epilogue_input_shapes[k]));
+    }
+    epilogue = {ins.epilogue.data(), static_cast<int>(ins.epilogue.size()), epilogue_views.data(),
+                static_cast<int>(epilogue_views.size())};
+    call.epilogue = &epilogue;
+  }
+  Status s = backend_->Run(call);
+  if (!s.ok()) return s.WithContext(ins.node_label);
+  return OkStatus();
+}
+
 StatusOr<RunResult> LoadedProgram::Run(const std::map<std::string, Tensor>& inputs, const RunOptions& options) {
   for (const auto& [name, tensor] : inputs) {
     bool known = false;
@@ -74,16 +110,13 @@ StatusOr<RunResult> LoadedProgram::Run(const std::map<std::string, Tensor>& inpu
   }
 
   RunResult result;
-  std::vector<kernels::TensorView> views;
-  for (size_t i = 0; i < program_.instructions.size(); ++i) {
-    const Instruction& ins = program_.instructions[i];
+  std::vector<kernels::TensorView> views, epilogue_views;
+  const bool fused = options.fuse && !options.trace && fused_supported_;
+  const std::vector<Instruction>& instructions = fused ? program_.fused_instructions : program_.instructions;
+  for (size_t i = 0; i < instructions.size(); ++i) {
+    const Instruction& ins = instructions[i];
     if (options.check_continue) RETURN_IF_ERROR(options.check_continue());
-    views.clear();
-    for (size_t k = 0; k < ins.inputs.size(); ++k) views.push_back(View(ins.inputs[k], ins.input_view_shapes[k]));
-    kernels::TensorView out = View(ins.output, ins.output_view_shape);
-    kernels::KernelCall call{ins.op, &ins.params, views.data(), static_cast<int>(views.size()), &out, 1};
-    Status s = backend_->Run(call);
-    if (!s.ok()) return s.WithContext(ins.node_label);
+    RETURN_IF_ERROR(RunInstruction(ins, views, epilogue_views));
     if (options.trace) {
       RETURN_IF_ERROR(backend_->Synchronize());
       ASSIGN_OR_RETURN(Hash256 h, HashBuffer(ins.output));

@@ -31,6 +31,11 @@ struct RunResult {
 
 struct RunOptions {
   bool trace = false;
+  // Run Program::fused_instructions when the backend supports their epilogues. A traced run
+  // always runs the canonical instructions, whose outputs are the trace's leaves
+  // (docs/DETERMINISM.md 3.1). false forces the unfused instructions (same bits; for tests and
+  // benchmarks).
+  bool fuse = true;
   // Called before every instruction; a non-OK status stops the run and is returned. The node
   // uses it for wall-time caps and shutdown. A single kernel is never interrupted, which is
   // why the FLOP cap bounds the longest one.
@@ -50,6 +55,9 @@ class LoadedProgram {
  private:
   LoadedProgram(const Program& program, kernels::Backend* backend) : program_(program), backend_(backend) {}
   kernels::TensorView View(int buffer, const Shape& shape) const;
+  // Runs one instruction; `views` and `epilogue_views` are scratch.
+  Status RunInstruction(const Instruction& ins, std::vector<kernels::TensorView>& views,
+                        std::vector<kernels::TensorView>& epilogue_views);
   StatusOr<Tensor> ReadBuffer(int buffer) const;
   // TensorHash of a buffer's value, in place when the arena is host memory.
   StatusOr<Hash256> HashBuffer(int buffer) const;
@@ -57,6 +65,7 @@ class LoadedProgram {
   const Program& program_;
   kernels::Backend* backend_;
   std::unique_ptr<kernels::Arena> arena_;
+  bool fused_supported_ = false;  // the backend takes every epilogue of fused_instructions
 };
 
 }  // namespace consensor::executor

@@ -38,6 +38,12 @@ class Backend {
   // (the GPU's model, compute capability and memory).
   virtual std::string description() const { return name(); }
   virtual bool Supports(const KernelCall& call) const = 0;
+  // Whether Run accepts `call` with its fused epilogue (call.epilogue set; docs/DETERMINISM.md
+  // 3.1). A backend that says no is given the unfused instructions instead, with the same bits.
+  virtual bool SupportsEpilogue(const KernelCall& call) const {
+    (void)call;
+    return false;
+  }
   virtual StatusOr<std::unique_ptr<Arena>> AllocateArena(int64_t bytes) = 0;
   // Runs one call whose views point into an arena of this backend.
   virtual Status Run(const KernelCall& call) = 0;

@@ -97,4 +97,35 @@ OpFamily FamilyOf(Op op) {
   }
 }
 
+bool EpilogueOpAllowed(Op op, int num_operands) {
+  switch (op) {
+    case Op::kNeg:
+    case Op::kAbs:
+    case Op::kRelu:
+    case Op::kExp:
+    case Op::kLog:
+    case Op::kSqrt:
+    case Op::kRsqrt:
+    case Op::kTanh:
+    case Op::kSigmoid:
+    case Op::kErf:
+    case Op::kGeluErf:
+    case Op::kGeluTanh:
+    case Op::kSin:
+    case Op::kCos:
+    case Op::kFloor:
+    case Op::kCeil:
+    case Op::kRound: return num_operands == 1;
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kDiv:
+    case Op::kPow:
+    case Op::kFmod:
+    case Op::kMax:
+    case Op::kMin: return num_operands == 2;
+    default: return false;
+  }
+}
+
 }  // namespace consensor::kernels

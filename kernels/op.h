@@ -125,6 +125,31 @@ struct TensorView {
   }
 };
 
+// A fused epilogue (docs/DETERMINISM.md 3.1): f32 elementwise steps applied to each output
+// element of a call right after the op computes it, while it is still in cache. Each step is
+// the section-4.2 op of the instruction it replaces, on the same operands in the same order,
+// so every value rounds exactly as in the unfused program.
+struct EpilogueOperand {
+  bool is_input = false;  // false: a value of the chain; true: one of Epilogue::inputs
+  // A value: 0 is the op's own result, j + 1 the result of step j (j < the reading step).
+  // An input: its index in Epilogue::inputs, broadcast (numpy) to the call's output shape.
+  int index = 0;
+};
+struct EpilogueStep {
+  Op op = Op::kNumOps;   // a unary or binary f32 op for which EpilogueOpAllowed holds
+  int num_operands = 0;  // 1 or 2, the op's arity
+  EpilogueOperand operands[2];
+};
+inline constexpr int kMaxEpilogueSteps = 8;
+struct Epilogue {
+  const EpilogueStep* steps = nullptr;
+  int num_steps = 0;  // 1..kMaxEpilogueSteps
+  const TensorView* inputs = nullptr;
+  int num_inputs = 0;
+};
+// The f32 -> f32 elementwise ops an epilogue may hold.
+bool EpilogueOpAllowed(Op op, int num_operands);
+
 struct KernelCall {
   Op op = Op::kNumOps;
   const OpParams* params = nullptr;
@@ -132,6 +157,8 @@ struct KernelCall {
   int num_inputs = 0;
   TensorView* outputs = nullptr;
   int num_outputs = 0;
+  // Null for a plain call. Only backends whose SupportsEpilogue() accepts the call get one.
+  const Epilogue* epilogue = nullptr;
 
   const TensorView& in(int i) const { return inputs[i]; }
   TensorView& out(int i = 0) const { return outputs[i]; }

@@ -207,4 +207,53 @@ StridedLayout ElementwiseLayout(const KernelCall& call) {
   return l;
 }
 
+KernelCall EpilogueStepCall(const KernelCall& call, int s, TensorView* views, TensorView* out) {
+  const EpilogueStep& step = call.epilogue->steps[s];
+  *out = call.out();
+  for (int k = 0; k < step.num_operands; ++k) {
+    const EpilogueOperand& o = step.operands[k];
+    views[k] = o.is_input ? call.epilogue->inputs[o.index] : call.out();
+  }
+  KernelCall c;
+  c.op = step.op;
+  c.inputs = views;
+  c.num_inputs = step.num_operands;
+  c.outputs = out;
+  c.num_outputs = 1;
+  return c;
+}
+
+Status ValidateEpilogue(const KernelCall& call) {
+  const Epilogue* e = call.epilogue;
+  if (e == nullptr) return OkStatus();
+  const std::string p = "epilogue of " + std::string(OpName(call.op)) + ": ";
+  if (call.num_outputs != 1 || call.outputs == nullptr || call.out().dtype != DType::kF32) {
+    return InvalidArgument(p + "needs one f32 output");
+  }
+  if (e->num_steps < 1 || e->num_steps > kMaxEpilogueSteps || e->steps == nullptr) {
+    return InvalidArgument(p + "needs 1 to " + std::to_string(kMaxEpilogueSteps) + " steps");
+  }
+  if (e->num_inputs < 0 || (e->num_inputs > 0 && e->inputs == nullptr)) return InvalidArgument(p + "bad inputs");
+  for (int i = 0; i < e->num_inputs; ++i) {
+    if (e->inputs[i].dtype != DType::kF32) return InvalidArgument(p + "input " + std::to_string(i) + " is not f32");
+  }
+  for (int s = 0; s < e->num_steps; ++s) {
+    const EpilogueStep& step = e->steps[s];
+    if (!EpilogueOpAllowed(step.op, step.num_operands)) {
+      return InvalidArgument(p + "step " + std::to_string(s) + " (" + std::string(OpName(step.op)) +
+                             ") cannot be fused");
+    }
+    for (int k = 0; k < step.num_operands; ++k) {
+      const EpilogueOperand& o = step.operands[k];
+      const int limit = o.is_input ? e->num_inputs : s + 1;
+      if (o.index < 0 || o.index >= limit) {
+        return InvalidArgument(p + "step " + std::to_string(s) + " reads a value that does not exist");
+      }
+    }
+    TensorView views[2], out;
+    RETURN_IF_ERROR(ValidateElementwise(EpilogueStepCall(call, s, views, &out)));
+  }
+  return OkStatus();
+}
+
 }  // namespace consensor::kernels

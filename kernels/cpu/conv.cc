@@ -6,11 +6,14 @@
 // which is the spec's chain order; padding positions are +0.0 entries of COL and take part
 // in the chain. The bias is one add afterwards, then NaNs are canonicalized. COL is built
 // in column tiles so that scratch memory stays bounded (<= 64 MiB per call in total).
+// A fused epilogue (DETERMINISM.md 3.1) runs over each block of output right after its bias.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
 
 #include "kernels/checks/conv.h"
+#include "kernels/checks/elementwise.h"
 #include "kernels/cpu/conv_direct_impl.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
@@ -104,6 +107,7 @@ void SetConvScratchBudgetForTesting(int64_t bytes) {
 Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   if (ctx.isa == Isa::kAvx2 && !CpuHasAvx2Fma()) return FailedPrecondition("conv2d: CPU lacks AVX2/FMA");
   ASSIGN_OR_RETURN(const ConvGeom g, ValidateConv(call));
+  RETURN_IF_ERROR(ValidateEpilogue(call));
   const float* x = call.in(0).as<const float>();
   const float* w = call.in(1).as<const float>();
   const float* bias = call.num_inputs == 3 ? call.in(2).as<const float>() : nullptr;
@@ -112,15 +116,32 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   const int64_t threads = ctx.pool ? ctx.pool->num_threads() : 1;
   const int64_t scratch_budget = g_scratch_budget.load();
   const gemm::Dims gd{g.Fg, 0, g.Kc};
+  std::unique_ptr<EpilogueRunner> epilogue;
+  if (call.epilogue) epilogue = std::make_unique<EpilogueRunner>(call, ctx.isa);
+  // Bias then epilogue for `count` rows of `cols` outputs starting at flat output index `first`,
+  // rows `ld` apart (the block_bias rows of the same filters).
+  auto finish_block = [&](float* block, int64_t first, int64_t ld, int64_t count, int64_t cols,
+                          const float* block_bias) {
+    if (block_bias) AddBias(block, ld, count, cols, block_bias);
+    if (epilogue && cols == ld) {
+      epilogue->Apply(first, first + count * cols);  // whole rows: one contiguous range
+    } else if (epilogue) {
+      for (int64_t r = 0; r < count; ++r) epilogue->Apply(first + r * ld, first + r * ld + cols);
+    }
+  };
 
   if (g.G > 1 && g.Cg <= kDirectMaxChannelsPerGroup && g_direct_enabled.load()) {
     auto rows = ctx.isa == Isa::kAvx2 ? &ConvDirectRowsAvx2 : &ConvDirectRowsPortable;
     const int64_t n_rows = g.N * g.F * g.OH;
+    auto run_rows = [&](int64_t b, int64_t e) {
+      rows(g, x, w, bias, y, b, e);
+      if (epilogue) epilogue->Apply(b * g.OW, e * g.OW);
+    };
     if (ctx.pool) {
       const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, g.OW * g.Kc));
-      ctx.pool->ParallelFor(n_rows, grain, [&](int64_t b, int64_t e) { rows(g, x, w, bias, y, b, e); });
+      ctx.pool->ParallelFor(n_rows, grain, run_rows);
     } else {
-      rows(g, x, w, bias, y, 0, n_rows);
+      run_rows(0, n_rows);
     }
     return OkStatus();
   }
@@ -140,13 +161,17 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
       return op;
     };
     const Status s = gemm::F32Batched(g.N * g.G, d, operands, ctx);
-    if (!s.ok() || !bias) return s;
-    if (ctx.pool) {
-      ctx.pool->ParallelFor(g.N * g.F, std::max<int64_t>(1, 16384 / g.P), [&](int64_t b, int64_t e) {
+    if (!s.ok() || (!bias && !epilogue)) return s;
+    auto finish_rows = [&](int64_t b, int64_t e) {
+      if (bias) {
         for (int64_t r = b; r < e; ++r) AddBias(y + r * g.P, g.P, 1, g.P, bias + r % g.F);
-      });
+      }
+      if (epilogue) epilogue->Apply(b * g.P, e * g.P);  // rows [b, e) are one contiguous range
+    };
+    if (ctx.pool) {
+      ctx.pool->ParallelFor(g.N * g.F, std::max<int64_t>(1, 16384 / g.P), finish_rows);
     } else {
-      for (int64_t r = 0; r < g.N * g.F; ++r) AddBias(y + r * g.P, g.P, 1, g.P, bias + r % g.F);
+      finish_rows(0, g.N * g.F);
     }
     return OkStatus();
   }
@@ -178,7 +203,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
         gemm::Dims d = gd;
         d.N = ptc;
         if (!gemm::F32Single(op, d, ctx.isa, &gemm_ws)) failed.store(true);
-        if (bias) AddBias(op.c, g.P, g.Fg, ptc, bias + gi * g.Fg);
+        finish_block(op.c, (n * g.F + gi * g.Fg) * g.P + p0, g.P, g.Fg, ptc, bias ? bias + gi * g.Fg : nullptr);
       }
     };
     if (ctx.pool) {
@@ -212,7 +237,10 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
         op.ldc = g.P;
         RETURN_IF_ERROR(gemm::F32Batched(
             1, d, [&](int64_t) { return op; }, ctx));
-        if (bias) AddBias(op.c, g.P, g.Fg, ptc, bias + gi * g.Fg);
+        const int64_t first = (n * g.F + gi * g.Fg) * g.P + p0;
+        ctx.pool->ParallelFor(g.Fg, 1, [&](int64_t f0, int64_t f1) {
+          finish_block(op.c + f0 * g.P, first + f0 * g.P, g.P, f1 - f0, ptc, bias ? bias + gi * g.Fg + f0 : nullptr);
+        });
       }
     }
   }

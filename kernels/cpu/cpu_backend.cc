@@ -1,5 +1,6 @@
 #include "kernels/cpu/cpu_backend.h"
 
+#include "kernels/checks/elementwise.h"
 #include "kernels/host_arena.h"
 
 namespace consensor::kernels {
@@ -31,11 +32,20 @@ std::string CpuBackend::name() const { return ctx_.isa == cpu::Isa::kAvx2 ? "cpu
 
 bool CpuBackend::Supports(const KernelCall& call) const { return FamilyOf(call.op) != OpFamily::kNone; }
 
+bool CpuBackend::SupportsEpilogue(const KernelCall& call) const {
+  const OpFamily family = FamilyOf(call.op);
+  if (family != OpFamily::kElementwise && family != OpFamily::kConv) return false;
+  return call.epilogue != nullptr && ValidateEpilogue(call).ok();
+}
+
 StatusOr<std::unique_ptr<Arena>> CpuBackend::AllocateArena(int64_t bytes) { return AllocateHostArena(bytes); }
 
 Status CpuBackend::Run(const KernelCall& call) {
   // The caller's thread computes too; pin its float environment as the pool's threads are.
   SetDeterministicFloatEnvironment();
+  if (call.epilogue != nullptr && FamilyOf(call.op) != OpFamily::kElementwise && FamilyOf(call.op) != OpFamily::kConv) {
+    return Unimplemented("CPU backend: " + std::string(OpName(call.op)) + " takes no fused epilogue");
+  }
   switch (FamilyOf(call.op)) {
     case OpFamily::kElementwise: return cpu::RunElementwise(call, ctx_);
     case OpFamily::kReduce: return cpu::RunReduce(call, ctx_);

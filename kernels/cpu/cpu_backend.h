@@ -23,6 +23,8 @@ class CpuBackend final : public Backend {
 
   std::string name() const override;
   bool Supports(const KernelCall& call) const override;
+  // Elementwise ops and conv2d take epilogues.
+  bool SupportsEpilogue(const KernelCall& call) const override;
   StatusOr<std::unique_ptr<Arena>> AllocateArena(int64_t bytes) override;
   Status Run(const KernelCall& call) override;
   int num_threads() const { return pool_->num_threads(); }

@@ -4,6 +4,8 @@
 // CPU supports both; the portable code must produce the same bits.
 #pragma once
 
+#include <vector>
+
 #include "common/status.h"
 #include "kernels/op.h"
 #include "kernels/thread_pool.h"
@@ -31,6 +33,30 @@ Status RunPool(const KernelCall& call, const CpuContext& ctx);
 Status RunNormalization(const KernelCall& call, const CpuContext& ctx);
 // data_movement.cc: Identity, Reshape, Transpose, Slice, Concat, Gather, Expand, Pad.
 Status RunDataMovement(const KernelCall& call, const CpuContext& ctx);
+
+// elementwise.cc: a call's validated epilogue (ValidateEpilogue), prepared once per call with one
+// broadcast plan per step. Apply runs the steps over an output range in tiles of kTile
+// elements whose intermediate values stay in a stack buffer; the op's own result is read from
+// the output and the last step's result written back over it.
+struct EwPlan;
+class EpilogueRunner {
+ public:
+  static constexpr int64_t kTile = 1024;
+  EpilogueRunner(const KernelCall& call, Isa isa);
+  ~EpilogueRunner();
+  EpilogueRunner(const EpilogueRunner&) = delete;
+  EpilogueRunner& operator=(const EpilogueRunner&) = delete;
+  // Output elements [begin, end) (flat, row-major) hold the op's result; on return they hold
+  // the epilogue's. Runs on the calling thread; disjoint ranges may run concurrently.
+  void Apply(int64_t begin, int64_t end) const;
+
+ private:
+  std::vector<EwPlan> plans_;
+  std::vector<EpilogueStep> steps_;
+  std::vector<const void*> inputs_;
+  float* y_ = nullptr;
+  void (*chunk_)(const EwPlan&, int64_t, int64_t) = nullptr;
+};
 
 // True when the running CPU has AVX2 and FMA.
 bool CpuHasAvx2Fma();

@@ -1,6 +1,9 @@
 // Elementwise kernels: the portable instantiation of kernels/cpu/elementwise_impl.h, run
 // over the layout planned by kernels/checks/elementwise.h. elementwise_avx2.cc compiles the
 // same loops with AVX2.
+#include <algorithm>
+#include <cstdint>
+
 #include "kernels/checks/elementwise.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_impl.h"
@@ -11,8 +14,66 @@ void EwRunChunkPortable(const EwPlan& plan, int64_t begin, int64_t end) { EwRunC
 
 constexpr int64_t kGrain = 16384;
 
+namespace {
+
+// The kernels address an operand as base + flat output position. A tile's intermediate values
+// live in a buffer indexed from the tile's first position `begin`, so the base handed to the
+// kernel is the buffer's address moved back by `begin` elements; the kernel only forms
+// base + pos for pos in [begin, end), inside the buffer.
+float* RebaseForTile(float* buffer, int64_t begin) {
+  return reinterpret_cast<float*>(reinterpret_cast<uintptr_t>(buffer) - static_cast<uintptr_t>(begin) * sizeof(float));
+}
+
+}  // namespace
+
+EpilogueRunner::EpilogueRunner(const KernelCall& call, Isa isa) {
+  const Epilogue& e = *call.epilogue;
+  y_ = call.out().as<float>();
+  chunk_ = isa == Isa::kAvx2 ? &EwRunChunkAvx2 : &EwRunChunkPortable;
+  steps_.assign(e.steps, e.steps + e.num_steps);
+  for (int i = 0; i < e.num_inputs; ++i) inputs_.push_back(e.inputs[i].data);
+  for (int s = 0; s < e.num_steps; ++s) {
+    TensorView views[2], out;
+    const KernelCall step = EpilogueStepCall(call, s, views, &out);
+    EwPlan plan;
+    plan.op = step.op;
+    plan.num_inputs = step.num_inputs;
+    plan.in_dtype = DType::kF32;
+    plan.out_dtype = DType::kF32;
+    plan.layout = ElementwiseLayout(step);
+    plans_.push_back(plan);
+  }
+}
+
+EpilogueRunner::~EpilogueRunner() = default;
+
+void EpilogueRunner::Apply(int64_t begin, int64_t end) const {
+  alignas(64) float values[kMaxEpilogueSteps][kTile];  // step j's result for the current tile
+  const int n = static_cast<int>(steps_.size());
+  for (int64_t b = begin; b < end; b += kTile) {
+    const int64_t e = std::min(end, b + kTile);
+    for (int s = 0; s < n; ++s) {
+      EwPlan plan = plans_[s];
+      for (int k = 0; k < plan.num_inputs; ++k) {
+        const EpilogueOperand& o = steps_[s].operands[k];
+        if (o.is_input) {
+          plan.in[k] = inputs_[o.index];
+        } else if (o.index == 0) {
+          plan.in[k] = y_;  // the op's result, still in place
+        } else {
+          plan.in[k] = RebaseForTile(values[o.index - 1], b);
+        }
+      }
+      // Only the last step writes the output: until then it holds the op's result (value 0).
+      plan.out = s + 1 == n ? static_cast<void*>(y_) : RebaseForTile(values[s], b);
+      chunk_(plan, b, e);
+    }
+  }
+}
+
 Status RunElementwise(const KernelCall& call, const CpuContext& ctx) {
   RETURN_IF_ERROR(ValidateElementwise(call));
+  RETURN_IF_ERROR(ValidateEpilogue(call));
   const TensorView& out = call.out();
   const int64_t n = out.num_elements();
   if (n == 0) return OkStatus();
@@ -27,6 +88,23 @@ Status RunElementwise(const KernelCall& call, const CpuContext& ctx) {
   for (int i = 0; i < call.num_inputs; ++i) plan.in[i] = call.in(i).data;
 
   void (*chunk)(const EwPlan&, int64_t, int64_t) = ctx.isa == Isa::kAvx2 ? &EwRunChunkAvx2 : &EwRunChunkPortable;
+  if (call.epilogue != nullptr) {
+    // The op, then its epilogue, one tile at a time while the tile is in cache.
+    const EpilogueRunner epilogue(call, ctx.isa);
+    auto fused = [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; t += EpilogueRunner::kTile) {
+        const int64_t te = std::min(e, t + EpilogueRunner::kTile);
+        chunk(plan, t, te);
+        epilogue.Apply(t, te);
+      }
+    };
+    if (ctx.pool == nullptr) {
+      fused(0, n);
+    } else {
+      ctx.pool->ParallelFor(n, kGrain, fused);
+    }
+    return OkStatus();
+  }
   if (ctx.pool == nullptr) {
     chunk(plan, 0, n);
   } else {

@@ -7,6 +7,9 @@
 namespace consensor::kernels::CNSR_CUDA_NS {
 
 inline Status Dispatch(const KernelCall& call, const LaunchContext& ctx) {
+  // The CUDA backends run the unfused program (SupportsEpilogue is false): the runtime never
+  // hands them an epilogue, and one that arrives anyway is refused rather than ignored.
+  if (call.epilogue != nullptr) return Unimplemented("the CUDA backend runs no fused epilogues");
   switch (FamilyOf(call.op)) {
     case OpFamily::kElementwise: return RunElementwise(call, ctx);
     case OpFamily::kReduce: return RunReduce(call, ctx);

@@ -150,7 +150,8 @@ TEST(ValidateTest, Caps) {
 
 TEST(PlannerTest, ReusesDeadBuffersAndKnowsPeakUpFront) {
   // A chain of 10 elementwise ops on 1 MiB tensors needs the input plus two live buffers,
-  // not eleven.
+  // not eleven, plus the output of the fused run exp x 9 (DETERMINISM.md 3.1), allocated with
+  // the run's head.
   Graph g;
   Value v = g.input("x", DType::kF32, {256, 1024});
   for (int i = 0; i < 10; ++i) v = exp(v);
@@ -158,8 +159,8 @@ TEST(PlannerTest, ReusesDeadBuffersAndKnowsPeakUpFront) {
   auto p = CompileGraph(g, nullptr, {});
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   const int64_t mib = 1 << 20;
-  EXPECT_LE(p->arena_bytes, 3 * mib);
-  EXPECT_GE(p->arena_bytes, 3 * mib);
+  EXPECT_LE(p->arena_bytes, 4 * mib);
+  EXPECT_GE(p->arena_bytes, 4 * mib);
   // Every instruction's output must not overlap any of its inputs.
   for (const auto& ins : p->instructions) {
     const Buffer& o = p->buffers[ins.output];

@@ -1,0 +1,157 @@
+// Compile-time fusion (docs/DETERMINISM.md 3.1): chains of elementwise instructions fused into
+// the conv2d or elementwise instruction that produces their input. The fused program must give
+// the unfused program's bits at every thread count and ISA; a traced run must give the unfused
+// trace; a value read outside a chain or named as an output must stop the chain.
+#include <gtest/gtest.h>
+
+#include "executor/graph.h"
+#include "tests/executor/test_util.h"
+
+namespace consensor::executor {
+namespace {
+
+using consensor::testing::MakeCpu;
+using consensor::testing::RandomF32;
+
+// conv -> HardSwish as imported (x * min(max(x + 3, 0), 6) / 6) -> per-channel affine -> a
+// residual add with the block's input; twice, the second block depthwise, with odd sizes.
+// `tap` also names the first block's HardSwish gate as an output, which must stop that chain.
+Graph BuildBlocks(bool tap) {
+  Graph g;
+  Value x = g.input("x", DType::kF32, {1, 6, 13, 21});
+  Value v = x;
+  for (int block = 0; block < 2; ++block) {
+    const int64_t group = block == 0 ? 1 : 6;
+    Value w = g.constant(RandomF32({6, 6 / group, 3, 3}, 10 + block), "w" + std::to_string(block));
+    Value b = g.constant(RandomF32({6}, 20 + block), "b" + std::to_string(block));
+    Conv2DOptions o;
+    o.pads = {1, 1, 1, 1};
+    o.group = group;
+    Value c = conv2d(v, w, b, o);
+    Value gate = minimum(maximum(c + g.scalar(3.0f), g.scalar(0.0f)), g.scalar(6.0f));
+    if (tap && block == 0) g.output("gate", gate);
+    Value hs = c * gate / g.scalar(6.0f);
+    Value scale = g.constant(RandomF32({1, 6, 1, 1}, 30 + block), "s" + std::to_string(block));
+    Value shift = g.constant(RandomF32({6, 1, 1}, 40 + block), "t" + std::to_string(block));
+    v = hs * scale + shift + v;
+  }
+  g.output("y", relu(v));
+  return g;
+}
+
+int CountEpilogues(const Program& p) {
+  int n = 0;
+  for (const Instruction& ins : p.fused_instructions) n += ins.epilogue.empty() ? 0 : 1;
+  return n;
+}
+
+TEST(FusionTest, FusedProgramGivesTheUnfusedBitsOnEveryConfiguration) {
+  for (bool tap : {false, true}) {
+    SCOPED_TRACE(tap ? "gate is an output" : "plain");
+    Graph g = BuildBlocks(tap);
+    auto p = CompileGraph(g, nullptr, {});
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    // Each block fuses into its conv (eight steps, the most an epilogue takes; the final relu
+    // is left alone). With the gate an output, the first conv's result is read after it, so
+    // the first block splits into two runs that start after the conv.
+    ASSERT_FALSE(p->fused_instructions.empty());
+    EXPECT_LT(p->fused_instructions.size(), p->instructions.size());
+    EXPECT_EQ(CountEpilogues(*p), tap ? 3 : 2);
+    int covered = 0;
+    for (const Instruction& ins : p->fused_instructions) covered += ins.fused_count;
+    EXPECT_EQ(covered, static_cast<int>(p->instructions.size()));
+    // Buffers a fused instruction reads never share memory with its output.
+    for (const Instruction& ins : p->fused_instructions) {
+      const Buffer& o = p->buffers[ins.output];
+      std::vector<int> reads = ins.inputs;
+      reads.insert(reads.end(), ins.epilogue_inputs.begin(), ins.epilogue_inputs.end());
+      for (int in : reads) {
+        const Buffer& b = p->buffers[in];
+        EXPECT_TRUE(o.offset + o.bytes <= b.offset || b.offset + b.bytes <= o.offset) << ins.node_label;
+      }
+    }
+
+    std::map<std::string, Tensor> inputs = {{"x", RandomF32({1, 6, 13, 21}, 7, 4.0f)}};
+    auto reference_backend = MakeCpu(1, "portable");
+    auto reference = LoadedProgram::Load(*p, reference_backend.get());
+    ASSERT_TRUE(reference.ok()) << reference.status().ToString();
+    RunOptions unfused;
+    unfused.fuse = false;
+    auto want = (*reference)->Run(inputs, unfused);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    for (const std::string isa : {"portable", "avx2"}) {
+      if (isa == "avx2" && !kernels::cpu::CpuHasAvx2Fma()) continue;
+      for (int threads : {1, 2, 8}) {
+        SCOPED_TRACE(isa + "/t" + std::to_string(threads));
+        auto backend = MakeCpu(threads, isa);
+        auto loaded = LoadedProgram::Load(*p, backend.get());
+        ASSERT_TRUE(loaded.ok());
+        auto got = (*loaded)->Run(inputs);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        EXPECT_EQ(got->result_root, want->result_root);
+        ASSERT_EQ(got->outputs.size(), want->outputs.size());
+        for (size_t i = 0; i < got->outputs.size(); ++i) EXPECT_EQ(got->outputs[i].hash, want->outputs[i].hash);
+      }
+    }
+  }
+}
+
+TEST(FusionTest, TraceIsTheUnfusedTrace) {
+  Graph g = BuildBlocks(false);
+  auto p = CompileGraph(g, nullptr, {});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  std::map<std::string, Tensor> inputs = {{"x", RandomF32({1, 6, 13, 21}, 8)}};
+  auto backend = MakeCpu(2);
+  auto loaded = LoadedProgram::Load(*p, backend.get());
+  ASSERT_TRUE(loaded.ok());
+  RunOptions traced;
+  traced.trace = true;  // fusion allowed, but a traced run is the canonical instruction list
+  auto with_fusion = (*loaded)->Run(inputs, traced);
+  traced.fuse = false;
+  auto without = (*loaded)->Run(inputs, traced);
+  ASSERT_TRUE(with_fusion.ok() && without.ok());
+  EXPECT_EQ(with_fusion->trace.size(), p->instructions.size());
+  EXPECT_EQ(with_fusion->trace, without->trace);
+  EXPECT_EQ(with_fusion->trace_root, without->trace_root);
+  // The last leaf is the output the fused run computes.
+  auto plain = (*loaded)->Run(inputs);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->result_root, with_fusion->result_root);
+  EXPECT_EQ(with_fusion->trace.back(), plain->outputs[0].hash);
+}
+
+TEST(FusionTest, ValuesReadOutsideTheChainStopIt) {
+  // Canonical order: h, a, b, c, m, y. h is read by c, after a run [h, a] would end; a is an
+  // output. So neither h nor a nor b heads a run, and the one run is [c, m, y].
+  Graph g;
+  Value x = g.input("x", DType::kF32, {5, 7});
+  Value h = exp(x);
+  Value a = h + g.scalar(1.0f);
+  Value b = tanh(a);
+  Value c = sigmoid(h);
+  g.output("a", a);
+  g.output("y", b * c + a);
+  auto p = CompileGraph(g, nullptr, {});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->instructions.size(), 6u);
+  ASSERT_EQ(p->fused_instructions.size(), 4u);
+  EXPECT_EQ(CountEpilogues(*p), 1);
+  const Instruction& fused = p->fused_instructions.back();
+  EXPECT_EQ(fused.op, kernels::Op::kSigmoid);
+  EXPECT_EQ(fused.fused_count, 3);
+  EXPECT_EQ(fused.epilogue.size(), 2u);
+  EXPECT_EQ(fused.epilogue_inputs.size(), 2u);  // b and a, read from their buffers
+  std::map<std::string, Tensor> inputs = {{"x", RandomF32({5, 7}, 9)}};
+  auto backend = MakeCpu(1);
+  auto loaded = LoadedProgram::Load(*p, backend.get());
+  ASSERT_TRUE(loaded.ok());
+  RunOptions unfused;
+  unfused.fuse = false;
+  auto want = (*loaded)->Run(inputs, unfused);
+  auto got = (*loaded)->Run(inputs);
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_EQ(want->result_root, got->result_root);
+}
+
+}  // namespace
+}  // namespace consensor::executor

@@ -1,0 +1,216 @@
+// Fused epilogues (docs/DETERMINISM.md 3.1): an op with elementwise steps fused into its output
+// pass must give the same bits as the op followed by each step as its own kernel call, on every
+// CPU configuration (portable/AVX2 x 1, 2, 8 threads), for elementwise and conv2d heads (each
+// conv path: direct, 1x1 GEMM, im2col in both scheduling modes), odd shapes, broadcast inputs
+// and special values.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/checks/elementwise.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace consensor::kernels {
+namespace {
+
+using namespace test_util;
+
+// A HardSwish-style chain, then a residual add, a per-channel affine and a unary op, reading
+// value 0 twice and inputs on either side of non-commutative ops. Inputs: 0 = scalar 1/6,
+// 1 = scalar 0.5, 2 = scalar 1, 3 = scalar 0, 4 = residual (output shape), 5 = per-channel.
+std::vector<EpilogueStep> TestSteps() {
+  auto val = [](int i) { return EpilogueOperand{false, i}; };
+  auto in = [](int i) { return EpilogueOperand{true, i}; };
+  return {
+      {Op::kMul, 2, {val(0), in(0)}},   // v1
+      {Op::kAdd, 2, {val(1), in(1)}},   // v2
+      {Op::kMin, 2, {val(2), in(2)}},   // v3
+      {Op::kMax, 2, {val(3), in(3)}},   // v4
+      {Op::kMul, 2, {val(0), val(4)}},  // v5
+      {Op::kAdd, 2, {in(4), val(5)}},   // v6
+      {Op::kSub, 2, {in(5), val(6)}},   // v7
+      {Op::kTanh, 1, {val(7)}},         // v8
+  };
+}
+
+struct EpilogueInputs {
+  std::vector<HostTensor> tensors;
+  std::vector<TensorView> views;
+};
+
+EpilogueInputs MakeInputs(const Shape& out, uint32_t seed) {
+  EpilogueInputs e;
+  e.tensors.push_back(F32({}, {1.0f / 6.0f}));
+  e.tensors.push_back(F32({1}, {0.5f}));
+  e.tensors.push_back(F32({1, 1}, {1.0f}));
+  e.tensors.push_back(F32({}, {0.0f}));
+  HostTensor residual(DType::kF32, out);
+  FillF32(residual, seed, 0.02);
+  e.tensors.push_back(std::move(residual));
+  Shape channel(out.size(), 1);
+  channel[1] = out[1];
+  HostTensor per_channel(DType::kF32, channel);
+  FillF32(per_channel, seed + 1, 0.05);
+  e.tensors.push_back(std::move(per_channel));
+  for (HostTensor& t : e.tensors) e.views.push_back(t.view());
+  return e;
+}
+
+// The unfused reference: `head` already holds the op's result; each step is its own call.
+HostTensor RunStepsUnfused(Backend& be, const HostTensor& head, const std::vector<EpilogueStep>& steps,
+                           EpilogueInputs& inputs) {
+  std::vector<HostTensor> values = {head};
+  for (const EpilogueStep& s : steps) {
+    std::vector<TensorView> in;
+    for (int k = 0; k < s.num_operands; ++k) {
+      const EpilogueOperand& o = s.operands[k];
+      in.push_back(o.is_input ? inputs.views[o.index] : values[o.index].view());
+    }
+    HostTensor out(DType::kF32, head.shape);
+    Status st = RunKernel(be, s.op, OpParams{}, in, out.view());
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    values.push_back(std::move(out));
+  }
+  return values.back();
+}
+
+// Runs `call` (whose output is `out`) with the steps fused, on a fresh poisoned output.
+HostTensor RunFused(Backend& be, KernelCall call, const Shape& out_shape, const std::vector<EpilogueStep>& steps,
+                    EpilogueInputs& inputs) {
+  HostTensor out(DType::kF32, out_shape);
+  TensorView out_view = out.view();
+  call.outputs = &out_view;
+  Epilogue epilogue{steps.data(), static_cast<int>(steps.size()), inputs.views.data(),
+                    static_cast<int>(inputs.views.size())};
+  call.epilogue = &epilogue;
+  EXPECT_TRUE(be.SupportsEpilogue(call));
+  Status st = be.Run(call);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return out;
+}
+
+void ExpectSameBits(const HostTensor& want, const HostTensor& got, const std::string& what) {
+  ASSERT_EQ(want.bytes.size(), got.bytes.size()) << what;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    if (want.at<uint32_t>(i) != got.at<uint32_t>(i)) {
+      ADD_FAILURE() << what << ": element " << i << " is " << std::hex << got.at<uint32_t>(i) << ", unfused "
+                    << want.at<uint32_t>(i);
+      return;
+    }
+  }
+}
+
+TEST(EpilogueTest, ElementwiseHeadMatchesUnfusedStepsOnEveryConfiguration) {
+  const std::vector<EpilogueStep> steps = TestSteps();
+  // Odd shapes: below one tile, across tile and thread-grain boundaries, one with a 1-dim.
+  for (const Shape& shape : std::vector<Shape>{{1, 3, 5, 7}, {2, 5, 37, 61}, {1, 7, 1, 2339}, {3, 4, 129, 67}}) {
+    SCOPED_TRACE(ShapeToString(shape));
+    HostTensor a(DType::kF32, shape), b(DType::kF32, {shape[1], 1, 1});
+    FillF32(a, 11, 0.03);
+    FillF32(b, 12, 0.03);
+    EpilogueInputs inputs = MakeInputs(shape, 13);
+    for (Engine& e : Engines()) {
+      HostTensor head(DType::kF32, shape);
+      ASSERT_TRUE(RunKernel(*e.backend, Op::kAdd, OpParams{}, {&a, &b}, head).ok());
+      const HostTensor want = RunStepsUnfused(*e.backend, head, steps, inputs);
+      TensorView in[2] = {a.view(), b.view()};
+      OpParams params;
+      const HostTensor got = RunFused(*e.backend, MakeCall(Op::kAdd, params, in, 2, nullptr), shape, steps, inputs);
+      ExpectSameBits(want, got, e.label);
+    }
+  }
+}
+
+struct ConvCase {
+  int64_t N, C, H, W, F, KH, KW, stride, pad, group;
+  bool bias;
+};
+
+TEST(EpilogueTest, ConvHeadMatchesUnfusedStepsOnEveryPath) {
+  const std::vector<EpilogueStep> steps = TestSteps();
+  const std::vector<ConvCase> cases = {
+      {1, 8, 9, 13, 8, 3, 3, 1, 1, 8, true},    // depthwise: the direct kernel
+      {2, 12, 7, 11, 6, 3, 3, 2, 1, 3, false},  // grouped, 4 channels per group: direct
+      {2, 5, 9, 7, 7, 1, 1, 1, 0, 1, true},     // 1x1, stride 1, no padding: straight GEMM
+      {1, 6, 10, 9, 5, 1, 1, 1, 0, 1, false},   // the same without a bias
+      {3, 5, 11, 13, 9, 3, 3, 1, 1, 1, true},   // im2col, many jobs
+      {1, 4, 5, 3, 33, 3, 2, 1, 0, 1, true},    // im2col, few jobs (the pool-wide mode at 8 threads)
+      {1, 7, 12, 15, 6, 1, 1, 2, 1, 1, true},   // 1x1 with stride and padding: im2col
+  };
+  for (const ConvCase& c : cases) {
+    OpParams params;
+    params.kernel = {c.KH, c.KW};
+    params.strides = {c.stride, c.stride};
+    params.pads = {c.pad, c.pad, c.pad, c.pad};
+    params.dilations = {1, 1};
+    params.group = c.group;
+    const int64_t OH = (c.H + 2 * c.pad - c.KH) / c.stride + 1, OW = (c.W + 2 * c.pad - c.KW) / c.stride + 1;
+    const Shape out_shape = {c.N, c.F, OH, OW};
+    SCOPED_TRACE(ShapeToString(out_shape) + " k" + std::to_string(c.KH) + "x" + std::to_string(c.KW) + " g" +
+                 std::to_string(c.group));
+    HostTensor x(DType::kF32, {c.N, c.C, c.H, c.W}), w(DType::kF32, {c.F, c.C / c.group, c.KH, c.KW});
+    HostTensor bias(DType::kF32, {c.F});
+    FillF32(x, 21, 0.01);
+    FillF32(w, 22, 0.01);
+    FillF32(bias, 23, 0.02);
+    EpilogueInputs inputs = MakeInputs(out_shape, 24);
+    std::vector<HostTensor*> conv_in = {&x, &w};
+    if (c.bias) conv_in.push_back(&bias);
+    for (Engine& e : Engines()) {
+      HostTensor head(DType::kF32, out_shape);
+      ASSERT_TRUE(RunKernel(*e.backend, Op::kConv2D, params, conv_in, head).ok());
+      const HostTensor want = RunStepsUnfused(*e.backend, head, steps, inputs);
+      std::vector<TensorView> in;
+      for (HostTensor* t : conv_in) in.push_back(t->view());
+      const HostTensor got =
+          RunFused(*e.backend, MakeCall(Op::kConv2D, params, in.data(), static_cast<int>(in.size()), nullptr),
+                   out_shape, steps, inputs);
+      ExpectSameBits(want, got, e.label);
+    }
+  }
+}
+
+TEST(EpilogueTest, InvalidEpiloguesAreRefused) {
+  HostTensor a = F32({2, 3}, {1, 2, 3, 4, 5, 6});
+  TensorView in[2] = {a.view(), a.view()};
+  HostTensor out(DType::kF32, {2, 3});
+  TensorView out_view = out.view();
+  OpParams params;
+  KernelCall call = MakeCall(Op::kAdd, params, in, 2, &out_view);
+  HostTensor wide(DType::kF32, {4, 3});
+  TensorView extra[1] = {wide.view()};
+  auto val = [](int i) { return EpilogueOperand{false, i}; };
+  const std::vector<std::pair<std::string, std::vector<EpilogueStep>>> bad = {
+      {"a later value", {{Op::kExp, 1, {val(1)}}}},
+      {"a missing input", {{Op::kAdd, 2, {val(0), EpilogueOperand{true, 3}}}}},
+      {"a comparison", {{Op::kLess, 2, {val(0), val(0)}}}},
+      {"a wrong arity", {{Op::kExp, 2, {val(0), val(0)}}}},
+      {"an input that does not broadcast", {{Op::kAdd, 2, {val(0), EpilogueOperand{true, 0}}}}},
+  };
+  CpuBackend& be = *Engines().front().backend;
+  for (const auto& [what, steps] : bad) {
+    Epilogue epilogue{steps.data(), static_cast<int>(steps.size()), extra, 1};
+    call.epilogue = &epilogue;
+    EXPECT_FALSE(ValidateEpilogue(call).ok()) << what;
+    EXPECT_FALSE(be.SupportsEpilogue(call)) << what;
+    EXPECT_FALSE(be.Run(call).ok()) << what;
+  }
+  // Too many steps, and an epilogue on an op family that takes none.
+  std::vector<EpilogueStep> many(kMaxEpilogueSteps + 1, EpilogueStep{Op::kExp, 1, {val(0)}});
+  Epilogue too_long{many.data(), static_cast<int>(many.size()), nullptr, 0};
+  call.epilogue = &too_long;
+  EXPECT_FALSE(be.Run(call).ok());
+  Epilogue one{many.data(), 1, nullptr, 0};
+  OpParams sm;
+  sm.axis = 1;
+  KernelCall softmax = MakeCall(Op::kSoftmax, sm, in, 1, &out_view);
+  softmax.epilogue = &one;
+  EXPECT_FALSE(be.SupportsEpilogue(softmax));
+  EXPECT_FALSE(be.Run(softmax).ok());
+}
+
+}  // namespace
+}  // namespace consensor::kernels
