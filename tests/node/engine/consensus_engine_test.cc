@@ -1121,8 +1121,10 @@ TEST_F(ConsensusEngineTest, OrphanVotesAreVerifiedAndBoundedPerSigner) {
   AdvanceClock(std::chrono::minutes(1) + std::chrono::milliseconds(1));
   ASSERT_TRUE(Eventually([&] { return CommitOnly(second, id, result).ok(); }));
   ASSERT_TRUE(Announce(request, second).ok());
-  v1::Task task = WaitForTask(WaitForAdoption(id).task_id(),
-                              [](const v1::Task& t) { return t.consensus().commitments_size() == 2; });
+  // The admitted commitments and the closed window are separate record writes: wait for both.
+  v1::Task task = WaitForTask(WaitForAdoption(id).task_id(), [](const v1::Task& t) {
+    return t.consensus().commitments_size() == 2 && t.consensus().closed_commit_windows() != 0;
+  });
   EXPECT_NE(task.consensus().closed_commit_windows(), 0u);
   ASSERT_TRUE(Vote(first, id, result).ok());
   task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().has_certificate(); });
