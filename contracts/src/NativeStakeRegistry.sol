@@ -359,16 +359,44 @@ contract NativeStakeRegistry is IStakeSource, ReentrancyGuard {
     ///         whose active stake at that block is > 0, in order of first registration, its
     ///         SIGNER at that block (the address its attestations recover to) and its stake.
     ///         Every node derives the committee from this list for a given reference block.
+    ///         Its cost grows with every owner that ever registered (about 8,700 gas each), so a
+    ///         long history can exceed an RPC node's eth_call gas cap: nodes read it in pages
+    ///         with `operatorsAtPage`, which lists the same operators in the same order.
     function operatorsAt(uint256 blockNumber)
         external
         view
         returns (address[] memory operators, uint256[] memory stakes)
     {
-        uint256 n = _allOperators.length;
-        operators = new address[](n);
-        stakes = new uint256[](n);
+        (operators, stakes) = _operatorsIn(blockNumber, 0, _allOperators.length);
+    }
+
+    /// @notice One page of `operatorsAt(blockNumber)`: the owners with registration index in
+    ///         [start, start + maxCount) that have stake at that block, as (signer, stake) in
+    ///         registration order. `next` is where the following page starts and `total` the
+    ///         number of owners ever registered; concatenating pages from start 0 until
+    ///         `next == total` gives exactly `operatorsAt(blockNumber)`. Owners registered later
+    ///         only append, and have no stake at a block that is already final, so a reader may
+    ///         fetch the pages across several blocks.
+    function operatorsAtPage(uint256 blockNumber, uint256 start, uint256 maxCount)
+        external
+        view
+        returns (address[] memory operators, uint256[] memory stakes, uint256 next, uint256 total)
+    {
+        total = _allOperators.length;
+        next = start >= total ? total : (maxCount >= total - start ? total : start + maxCount);
+        if (start < next) (operators, stakes) = _operatorsIn(blockNumber, start, next);
+    }
+
+    /// @dev The operators with stake at `blockNumber` among registration indices [from, to).
+    function _operatorsIn(uint256 blockNumber, uint256 from, uint256 to)
+        internal
+        view
+        returns (address[] memory operators, uint256[] memory stakes)
+    {
+        operators = new address[](to - from);
+        stakes = new uint256[](to - from);
         uint256 count;
-        for (uint256 i; i < n; ++i) {
+        for (uint256 i = from; i < to; ++i) {
             address owner = _allOperators[i];
             uint256 s = _lookup(_stakeHistory[owner], blockNumber);
             if (s > 0) {

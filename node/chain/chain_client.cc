@@ -175,13 +175,32 @@ StatusOr<OperatorInfo> ChainClient::GetOperatorInfo(const Address20& operator_ad
   return info;
 }
 
-StatusOr<std::vector<consensus::WeightedOperator>> ChainClient::OperatorsAt(uint64_t block_number) {
-  const AbiValue args[] = {AbiValue::Uint(block_number)};
-  ASSIGN_OR_RETURN(auto out, View(deployment_.registry, "operatorsAt(uint256)", args));
-  ASSIGN_OR_RETURN(auto v, AbiDecode("(address[],uint256[])", out));
-  if (v[0].items.size() != v[1].items.size()) return DataLoss("operatorsAt returned arrays of different lengths");
+StatusOr<std::vector<consensus::WeightedOperator>> ChainClient::OperatorsAt(uint64_t block_number, uint64_t page_size) {
+  if (page_size == 0) return InvalidArgument("operatorsAt page size must be positive");
+  // Read in pages: the whole list grows with every owner that ever registered (about 7,700 gas
+  // each), and one eth_call over a long history would exceed an RPC node's gas cap. A page of
+  // kOperatorsPageSize owners costs about 8M gas. Owners registered between two pages only
+  // append and have no stake at a final block, so the pages add up to the list at that block.
   std::vector<consensus::WeightedOperator> registered;
-  for (size_t i = 0; i < v[0].items.size(); ++i) registered.push_back({v[0].items[i].address, v[1].items[i].uint});
+  uint64_t start = 0;
+  for (;;) {
+    const AbiValue args[] = {AbiValue::Uint(block_number), AbiValue::Uint(start), AbiValue::Uint(page_size)};
+    ASSIGN_OR_RETURN(auto out, View(deployment_.registry, "operatorsAtPage(uint256,uint256,uint256)", args));
+    ASSIGN_OR_RETURN(auto v, AbiDecode("(address[],uint256[],uint256,uint256)", out));
+    if (v[0].items.size() != v[1].items.size()) {
+      return DataLoss("operatorsAtPage returned arrays of different lengths");
+    }
+    ASSIGN_OR_RETURN(uint64_t next, v[2].AsUint64());
+    ASSIGN_OR_RETURN(uint64_t total, v[3].AsUint64());
+    if (next > total || (next <= start && next != total) || next - std::min(next, start) > page_size ||
+        v[0].items.size() > next - std::min(next, start)) {
+      return DataLoss("operatorsAtPage returned an inconsistent page (start " + std::to_string(start) + ", next " +
+                      std::to_string(next) + ", total " + std::to_string(total) + ")");
+    }
+    for (size_t i = 0; i < v[0].items.size(); ++i) registered.push_back({v[0].items[i].address, v[1].items[i].uint});
+    if (next == total) break;
+    start = next;
+  }
   return registered;
 }
 

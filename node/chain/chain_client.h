@@ -98,7 +98,10 @@ class ChainClient {
   StatusOr<OperatorInfo> GetOperatorInfo(const Address20& operator_address);
   // The registry's operators at a block with their stake there, in registration order (stake
   // may be zero); consensus::OperatorSet::FromRegistry turns it into the protocol's view.
-  StatusOr<std::vector<consensus::WeightedOperator>> OperatorsAt(uint64_t block_number);
+  // The registry's operatorsAt(block_number), read in pages of page_size (> 0) owners.
+  static constexpr uint64_t kOperatorsPageSize = 1000;
+  StatusOr<std::vector<consensus::WeightedOperator>> OperatorsAt(uint64_t block_number,
+                                                                 uint64_t page_size = kOperatorsPageSize);
   StatusOr<Uint256> MinimumStake();
   // eth_call of the manager's verifyCertificate: the contract's own certificate checks at the
   // chain head. A revert comes back as FAILED_PRECONDITION naming the custom error.

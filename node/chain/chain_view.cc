@@ -1,5 +1,7 @@
 #include "node/chain/chain_view.h"
 
+#include <optional>
+
 #include "node/telemetry/http_server.h"
 #include "node/telemetry/log.h"
 
@@ -73,7 +75,67 @@ StatusOr<uint64_t> RpcChainView::RefreshHead() {
   return std::max(block, seen);
 }
 
+Status RpcChainView::DropWhatAReorgReplaced() {
+  uint64_t chain_head;
+  {
+    std::lock_guard<std::mutex> lock(rpc_mu_);
+    ASSIGN_OR_RETURN(chain_head, rpc_->BlockNumber());
+  }
+  std::optional<uint64_t> fork;  // the lowest block whose hash changed
+  uint64_t lowest_seen;
+  bool seen_any;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_any = !canonical_.empty();
+    lowest_seen = seen_any ? canonical_.begin()->first : 0;
+    // Blocks above a shorter new chain's head were replaced too.
+    if (auto above = canonical_.upper_bound(chain_head); above != canonical_.end()) {
+      fork = above->first;
+      canonical_.erase(above, canonical_.end());
+    }
+  }
+  // A block hash commits to every ancestor: walking down from the head, the first block whose
+  // hash is unchanged ends the walk, and everything below it is as it was.
+  auto lower_fork = [&fork](uint64_t n) { fork = fork ? std::min(*fork, n) : n; };
+  for (uint64_t n = chain_head; chain_head - n < kReorgHorizon; --n) {
+    Hash256 hash;
+    {
+      std::lock_guard<std::mutex> lock(rpc_mu_);
+      ASSIGN_OR_RETURN(hash, rpc_->BlockHash(n));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = canonical_.find(n);
+    const bool known = it != canonical_.end();
+    if (known && it->second == hash) break;
+    if (known) {
+      lower_fork(n);
+    } else {
+      // Read since the last poll, above the head it saw: keep what provably belongs to this
+      // block, drop what cannot be checked (a cached set with no hash beside it).
+      auto cached_hash = block_hashes_.find(n);
+      const bool hash_matches = cached_hash != block_hashes_.end() && cached_hash->second == hash;
+      if ((cached_hash != block_hashes_.end() && !hash_matches) || (!hash_matches && snapshots_.count(n) > 0)) {
+        lower_fork(n);
+      }
+    }
+    canonical_[n] = hash;
+    if (!known && (!seen_any || n < lowest_seen)) break;  // nothing older to compare with
+    if (n == 0) break;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  while (canonical_.size() > kReorgHorizon) canonical_.erase(canonical_.begin());
+  if (fork) {
+    ++reorg_epoch_;  // a read that started before this must not be cached (FetchOperators)
+    snapshots_.erase(snapshots_.lower_bound(*fork), snapshots_.end());
+    block_hashes_.erase(block_hashes_.lower_bound(*fork), block_hashes_.end());
+    Log(LogLevel::kWarn, "chain reorganization: dropped the cached operator sets and block hashes it replaced",
+        {{"from_block", std::to_string(*fork)}, {"head", std::to_string(chain_head)}});
+  }
+  return OkStatus();
+}
+
 Status RpcChainView::PollOnce(bool* changed) {
+  RETURN_IF_ERROR(DropWhatAReorgReplaced());
   ASSIGN_OR_RETURN(uint64_t head, RefreshHead());
   ASSIGN_OR_RETURN(auto snapshot, OperatorsAt(head));
   std::map<Address20, std::string> active;
@@ -150,8 +212,14 @@ StatusOr<std::shared_ptr<const consensus::OperatorSet>> RpcChainView::OperatorsA
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = snapshots_.find(block); it != snapshots_.end()) return it->second;
   }
+  uint64_t epoch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    epoch = reorg_epoch_;
+  }
   ASSIGN_OR_RETURN(auto snapshot, FetchOperators(block));
   std::lock_guard<std::mutex> lock(mu_);
+  if (epoch != reorg_epoch_) return snapshot;  // read across a reorganization: do not keep it
   snapshots_[block] = snapshot;
   // Old reference blocks are rarely asked again; keep the newest ones.
   while (snapshots_.size() > kMaxCachedSnapshots) snapshots_.erase(snapshots_.begin());
@@ -163,12 +231,18 @@ StatusOr<Hash256> RpcChainView::BlockHashAt(uint64_t block) {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = block_hashes_.find(block); it != block_hashes_.end()) return it->second;
   }
+  uint64_t epoch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    epoch = reorg_epoch_;
+  }
   Hash256 hash;
   {
     std::lock_guard<std::mutex> lock(rpc_mu_);
     ASSIGN_OR_RETURN(hash, rpc_->BlockHash(block));
   }
   std::lock_guard<std::mutex> lock(mu_);
+  if (epoch != reorg_epoch_) return hash;
   block_hashes_[block] = hash;
   while (block_hashes_.size() > kMaxCachedSnapshots) block_hashes_.erase(block_hashes_.begin());
   return hash;

@@ -40,7 +40,8 @@ class ChainView {
   virtual std::vector<std::string> PeerEndpoints(const Address20& self) const = 0;
   virtual std::string EndpointOf(const Address20& address) const = 0;
   virtual size_t active_operators() const = 0;
-  // Cached per block: the set at a past block never changes.
+  // Cached per block: the set at a past block never changes, unless a reorganization replaces
+  // the block (RpcChainView drops what one replaced, up to kReorgHorizon blocks deep).
   virtual StatusOr<std::shared_ptr<const consensus::OperatorSet>> OperatorsAt(uint64_t block) = 0;
   // Hash of a mined block (it seeds committees, consensus/committee.h); NOT_FOUND before it is
   // mined.
@@ -59,6 +60,10 @@ Status CheckPeerEndpoint(const std::string& endpoint);
 
 class RpcChainView final : public ChainView {
  public:
+  // How deep a reorganization each poll looks for. Deeper ones are not detected: choose
+  // `chain.confirmations` so that they cannot happen (docs/NODE.md).
+  static constexpr uint64_t kReorgHorizon = 128;
+
   // Connects, checks the chain id against the deployment and reads the contract's threshold.
   static StatusOr<std::unique_ptr<RpcChainView>> Open(const ChainViewOptions& options, const Deployment& deployment);
   ~RpcChainView() override;
@@ -83,6 +88,9 @@ class RpcChainView final : public ChainView {
   RpcChainView() = default;
   Status PollOnce(bool* changed);
   StatusOr<std::shared_ptr<const consensus::OperatorSet>> FetchOperators(uint64_t block);
+  // Compares the chain's recent block hashes with the ones seen before and drops every cached
+  // operator set and block hash from the lowest block that changed on (a reorganization).
+  Status DropWhatAReorgReplaced();
 
   std::unique_ptr<EthRpc> rpc_;
   std::unique_ptr<ChainClient> client_;
@@ -96,6 +104,8 @@ class RpcChainView final : public ChainView {
   std::map<Address20, std::string> active_;                                      // address -> endpoint
   std::map<uint64_t, std::shared_ptr<const consensus::OperatorSet>> snapshots_;  // newest blocks kept
   std::map<uint64_t, Hash256> block_hashes_;                                     // newest blocks kept
+  std::map<uint64_t, Hash256> canonical_;  // the chain's recent block hashes as last polled
+  uint64_t reorg_epoch_ = 0;               // reorganizations seen so far
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

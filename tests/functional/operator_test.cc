@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "common/address.h"
 #include "common/secp256k1_sign.h"
 #include "consensus/attestation.h"
 #include "node/chain/chain_client.h"
+#include "node/chain/chain_view.h"
 #include "node/chain/eth_rpc.h"
 #include "node/cli/operator_command.h"
 #include "tests/functional/anvil_harness.h"
@@ -152,6 +154,17 @@ TEST_F(OperatorTest, RegisterSlashAndWithdrawOnChain) {
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   ASSERT_EQ(set->size(), 4u);
   for (int i = 1; i <= 4; ++i) EXPECT_EQ((*set)[i - 1].address, Addr(i));
+  // Read in pages (operatorsAtPage), the list is the same whatever the page size.
+  for (uint64_t page : {1, 2, 3, 4, 5}) {
+    auto paged = reader.OperatorsAt(ref, page);
+    ASSERT_TRUE(paged.ok()) << paged.status().ToString();
+    ASSERT_EQ(paged->size(), set->size()) << "page size " << page;
+    for (size_t i = 0; i < set->size(); ++i) {
+      EXPECT_EQ((*paged)[i].address, (*set)[i].address);
+      EXPECT_EQ((*paged)[i].stake, (*set)[i].stake);
+    }
+  }
+  EXPECT_FALSE(reader.OperatorsAt(ref, 0).ok());
   auto now_set = reader.OperatorsAt(*rpc_->BlockNumber());
   ASSERT_TRUE(now_set.ok());
   EXPECT_EQ(now_set->size(), 3u);  // operator 4 is exiting: no active stake now
@@ -377,6 +390,49 @@ TEST_F(OperatorTest, SquatterCannotBindAnotherNodesKey) {
   auto bound_to = reader.OwnerOf(Addr(victim_signer));
   ASSERT_TRUE(bound_to.ok());
   EXPECT_EQ(*bound_to, Addr(victim_owner));
+}
+
+// With few confirmations a node can read an operator set or a seed block's hash that a
+// reorganization then replaces. The chain view must not keep serving the replaced ones: every
+// node would otherwise derive its committees from a chain the others no longer see.
+TEST_F(OperatorTest, ChainViewDropsWhatAReorgReplaced) {
+  node::ChainViewOptions options;
+  options.rpc_url = anvil_->url();
+  options.poll_interval = std::chrono::milliseconds(50);
+  auto view = node::RpcChainView::Open(options, deployed_);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  ASSERT_TRUE((*view)->Start({}).ok());
+
+  auto snapshot_id = rpc_->transport()->Call("evm_snapshot", nlohmann::json::array());
+  ASSERT_TRUE(snapshot_id.ok()) << snapshot_id.status().ToString();
+  ASSERT_EQ(Cli("operator register --stake 2ether --endpoint 127.0.0.1:7401 --devnet-key 1").exit_code, 0);
+  Mine(3);  // the stake counts A = 2 blocks after it arrived
+  const uint64_t block = *rpc_->BlockNumber();
+  auto before = (*view)->OperatorsAt(block);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  ASSERT_EQ((*before)->operators.size(), 1u);
+  auto hash_before = (*view)->BlockHashAt(block);
+  ASSERT_TRUE(hash_before.ok());
+
+  // The registration's blocks are replaced by empty ones, and the chain grows past `block`.
+  auto reverted = rpc_->transport()->Call("evm_revert", nlohmann::json::array({*snapshot_id}));
+  ASSERT_TRUE(reverted.ok()) << reverted.status().ToString();
+  ASSERT_TRUE(reverted->is_boolean() && reverted->get<bool>());
+  while (*rpc_->BlockNumber() < block + 1) Mine(1);
+  auto hash_now = rpc_->BlockHash(block);
+  ASSERT_TRUE(hash_now.ok());
+  ASSERT_NE(*hash_now, *hash_before);
+
+  // Within a few polls the view answers for the new chain.
+  bool caught_up = false;
+  for (int i = 0; i < 200 && !caught_up; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto hash = (*view)->BlockHashAt(block);
+    auto set = (*view)->OperatorsAt(block);
+    caught_up = hash.ok() && *hash == *hash_now && set.ok() && (*set)->operators.empty();
+  }
+  EXPECT_TRUE(caught_up) << "the chain view still serves the replaced block's hash or operator set";
+  (*view)->Shutdown();
 }
 
 TEST_F(OperatorTest, WrongChainIsRefused) {
