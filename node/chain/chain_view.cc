@@ -97,6 +97,7 @@ Status RpcChainView::DropWhatAReorgReplaced() {
   // A block hash commits to every ancestor: walking down from the head, the first block whose
   // hash is unchanged ends the walk, and everything below it is as it was.
   auto lower_fork = [&fork](uint64_t n) { fork = fork ? std::min(*fork, n) : n; };
+  std::vector<uint64_t> unverified;
   for (uint64_t n = chain_head; chain_head - n < kReorgHorizon; --n) {
     Hash256 hash;
     {
@@ -109,14 +110,11 @@ Status RpcChainView::DropWhatAReorgReplaced() {
     if (known && it->second == hash) break;
     if (known) {
       lower_fork(n);
-    } else {
-      // Read since the last poll, above the head it saw: keep what provably belongs to this
-      // block, drop what cannot be checked (a cached set with no hash beside it).
-      auto cached_hash = block_hashes_.find(n);
-      const bool hash_matches = cached_hash != block_hashes_.end() && cached_hash->second == hash;
-      if ((cached_hash != block_hashes_.end() && !hash_matches) || (!hash_matches && snapshots_.count(n) > 0)) {
-        lower_fork(n);
-      }
+    } else if (auto cached_hash = block_hashes_.find(n); cached_hash != block_hashes_.end()) {
+      // Read since the last poll, above the head it saw: its hash was cached beside it.
+      if (cached_hash->second != hash) lower_fork(n);
+    } else if (snapshots_.count(n) > 0) {
+      unverified.push_back(n);  // no hash to check it against: read it again
     }
     canonical_[n] = hash;
     if (!known && (!seen_any || n < lowest_seen)) break;  // nothing older to compare with
@@ -124,6 +122,7 @@ Status RpcChainView::DropWhatAReorgReplaced() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   while (canonical_.size() > kReorgHorizon) canonical_.erase(canonical_.begin());
+  for (uint64_t n : unverified) snapshots_.erase(n);
   if (fork) {
     ++reorg_epoch_;  // a read that started before this must not be cached (FetchOperators)
     snapshots_.erase(snapshots_.lower_bound(*fork), snapshots_.end());
@@ -217,9 +216,17 @@ StatusOr<std::shared_ptr<const consensus::OperatorSet>> RpcChainView::OperatorsA
     std::lock_guard<std::mutex> lock(mu_);
     epoch = reorg_epoch_;
   }
+  // The block's hash before and after the read ties the set to one block: a set read across a
+  // reorganization, or for a block not mined yet, is returned but not kept.
+  auto hash_before = BlockHashAt(block);
   ASSIGN_OR_RETURN(auto snapshot, FetchOperators(block));
+  StatusOr<Hash256> hash_after = NotFound("");
+  if (hash_before.ok()) {
+    std::lock_guard<std::mutex> lock(rpc_mu_);
+    hash_after = rpc_->BlockHash(block);
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  if (epoch != reorg_epoch_) return snapshot;  // read across a reorganization: do not keep it
+  if (epoch != reorg_epoch_ || !hash_before.ok() || !hash_after.ok() || *hash_before != *hash_after) return snapshot;
   snapshots_[block] = snapshot;
   // Old reference blocks are rarely asked again; keep the newest ones.
   while (snapshots_.size() > kMaxCachedSnapshots) snapshots_.erase(snapshots_.begin());

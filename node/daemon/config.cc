@@ -104,6 +104,8 @@ const std::vector<KeySpec>& Keys() {
       {"p2p", "fanout", CONFIG_FIELD(gossip.fanout)},
       {"p2p", "max_messages_per_second", CONFIG_FIELD(gossip.max_messages_per_second)},
       {"p2p", "max_messages_per_second_per_operator", CONFIG_FIELD(gossip.max_messages_per_second_per_operator)},
+      {"p2p", "max_pull_requests_per_second_per_ip", CONFIG_FIELD(gossip.max_pull_requests_per_second_per_ip)},
+      {"p2p", "max_pull_bytes_per_second_per_operator", CONFIG_FIELD(gossip.max_pull_bytes_per_second_per_operator)},
       {"p2p", "pull_interval_ms", CONFIG_FIELD(gossip.pull_interval)},
       {"consensus", "replicas", CONFIG_FIELD(consensus.default_replicas)},
       {"consensus", "quorum", CONFIG_FIELD(consensus.default_quorum)},
@@ -538,6 +540,10 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   RETURN_IF_ERROR(CheckRange("p2p.max_messages_per_second", AsWritten(c, "p2p.max_messages_per_second"), 1, 1000000));
   RETURN_IF_ERROR(CheckRange("p2p.max_messages_per_second_per_operator",
                              AsWritten(c, "p2p.max_messages_per_second_per_operator"), 1, 1000000));
+  RETURN_IF_ERROR(CheckRange("p2p.max_pull_requests_per_second_per_ip",
+                             AsWritten(c, "p2p.max_pull_requests_per_second_per_ip"), 1, 1000000));
+  RETURN_IF_ERROR(CheckRange("p2p.max_pull_bytes_per_second_per_operator",
+                             AsWritten(c, "p2p.max_pull_bytes_per_second_per_operator"), 65536, int64_t{1} << 40));
   RETURN_IF_ERROR(CheckRange("p2p.pull_interval_ms", c->gossip.pull_interval.count(), 50, 3600000));
   RETURN_IF_ERROR(CheckRange("consensus.max_replicas", AsWritten(c, "consensus.max_replicas"), 1, 256));
   RETURN_IF_ERROR(CheckRange("consensus.replicas", AsWritten(c, "consensus.replicas"), 1, c->consensus.max_replicas));

@@ -16,6 +16,7 @@
 //   [chain]     rpc  deployment  confirmations  poll_ms  submit_evidence
 //   [p2p]       advertise  bootstrap  fanout  max_messages_per_second
 //               max_messages_per_second_per_operator  pull_interval_ms
+//               max_pull_requests_per_second_per_ip  max_pull_bytes_per_second_per_operator
 //   [consensus] replicas  quorum  max_replicas  member_timeout_ms  max_dispute_committee
 //               max_reference_age
 //   [fault]     mode  (testing only: corrupt-output | equivocate | silent | crash-mid-task)

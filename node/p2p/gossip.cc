@@ -1,6 +1,7 @@
 #include "node/p2p/gossip.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -36,6 +37,7 @@ constexpr auto kMinPullInterval = std::chrono::milliseconds(10);
 constexpr size_t kMaxRateBuckets = 4096;
 // v2: the contract joined the chain id (v1 messages replayed across deployments on one chain).
 constexpr std::string_view kSigningDomain = "consensor.gossip.v2";
+constexpr std::string_view kPullDomain = "consensor.pull.v1";
 
 const char* const kDropReasons[] = {"rate_limited",  "too_many",     "oversized", "malformed", "wrong_chain",
                                     "bad_signature", "unregistered", "rejected",  "no_room"};
@@ -79,6 +81,7 @@ struct GossipNetwork::Peer {
   uint64_t pull_epoch = 0;
   uint64_t pull_cursor = 0;
   uint32_t pull_page_messages = kPullPageMessages;  // shrinks while pages hit a size limit
+  bool pull_refused = false;                        // the peer answers our pulls with a refusal
 };
 
 class GossipNetwork::PeerService final : public v1::Peer::Service {
@@ -89,7 +92,7 @@ class GossipNetwork::PeerService final : public v1::Peer::Service {
     return network_->HandleGossip(context, *request, response);
   }
   grpc::Status Pull(grpc::ServerContext* context, const v1::PullRequest* request, v1::PullResponse* response) override {
-    return network_->HandlePull(*request, response);
+    return network_->HandlePull(context, *request, response);
   }
 
  private:
@@ -176,6 +179,51 @@ StatusOr<v1::Envelope> GossipNetwork::Sign(const Secp256k1Secret& key, uint64_t 
   const auto bytes = ToBytes65(signature);
   envelope.set_signature(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   return envelope;
+}
+
+namespace {
+
+void AppendBigEndian(Keccak256Hasher& hasher, uint64_t value, int bytes) {
+  uint8_t out[8];
+  for (int i = 0; i < bytes; ++i) out[i] = static_cast<uint8_t>(value >> (8 * (bytes - 1 - i)));
+  hasher.Update(std::span<const uint8_t>(out, static_cast<size_t>(bytes)));
+}
+
+// "1.2.3.4" from grpc's "ipv4:1.2.3.4:5678" (and "[::1]" from "ipv6:[::1]:5678"): the bucket of
+// a remote host, whatever connection or port it comes from.
+std::string RemoteHost(const std::string& grpc_peer) {
+  std::string_view view = grpc_peer;
+  if (auto colon = view.find(':'); colon != std::string_view::npos) view.remove_prefix(colon + 1);
+  if (auto last = view.rfind(':'); last != std::string_view::npos && !view.empty() && view.back() != ']') {
+    view = view.substr(0, last);
+  }
+  return std::string(view);
+}
+
+}  // namespace
+
+Hash256 GossipNetwork::PullDigest(uint64_t chain_id, const Address20& contract, const v1::PullRequest& request) {
+  Keccak256Hasher hasher;
+  hasher.Update(kPullDomain);
+  AppendBigEndian(hasher, chain_id, 8);
+  hasher.Update(std::span<const uint8_t>(contract.data(), contract.size()));
+  hasher.Update(request.requester());
+  AppendBigEndian(hasher, request.sent_unix_ms(), 8);
+  AppendBigEndian(hasher, request.epoch(), 8);
+  AppendBigEndian(hasher, request.cursor(), 8);
+  AppendBigEndian(hasher, request.max_messages(), 4);
+  return hasher.Finish();
+}
+
+Status GossipNetwork::SignPull(const Secp256k1Secret& key, uint64_t chain_id, const Address20& contract,
+                               v1::PullRequest* request) {
+  ASSIGN_OR_RETURN(Address20 address, AddressFromSecretKey(key));
+  request->set_requester(std::string(AsBytes(address)));
+  if (request->sent_unix_ms() == 0) request->set_sent_unix_ms(static_cast<uint64_t>(UnixMillisNow()));
+  ASSIGN_OR_RETURN(EcdsaSignature signature, SignDigest(key, PullDigest(chain_id, contract, *request)));
+  const auto bytes = ToBytes65(signature);
+  request->set_signature(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return OkStatus();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -402,11 +450,56 @@ void GossipNetwork::AppendToLog(const v1::Envelope& envelope) {
   }
 }
 
-grpc::Status GossipNetwork::HandlePull(const v1::PullRequest& request, v1::PullResponse* response) {
+grpc::Status GossipNetwork::AuthorizePull(grpc::ServerContext* context, const v1::PullRequest& request,
+                                          Address20* requester) {
+  // Before any signature work, so hammering Pull costs us almost nothing.
+  {
+    std::lock_guard lock(rate_mu_);
+    if (!TakeFromBucket(pull_ip_buckets_, RemoteHost(context->peer()), options_.max_pull_requests_per_second_per_ip,
+                        1)) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          std::string(kPullBudgetMessage) + ": too many Pull requests from this host");
+    }
+  }
+  if (request.requester().size() != sizeof(Address20) || request.signature().size() != 65) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "Pull needs the requester's 20-byte operator address and its 65-byte signature");
+  }
+  const int64_t now = static_cast<int64_t>(UnixMillisNow());
+  const int64_t sent = static_cast<int64_t>(std::min<uint64_t>(request.sent_unix_ms(), uint64_t{1} << 62));
+  if (std::abs(now - sent) > options_.max_pull_clock_skew.count()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "Pull request signed at unix ms " + std::to_string(request.sent_unix_ms()) + ", more than " +
+                            std::to_string(options_.max_pull_clock_skew.count()) + " ms from this node's clock (" +
+                            std::to_string(now) + ")");
+  }
+  std::memcpy(requester->data(), request.requester().data(), sizeof(Address20));
+  auto parsed = FromBytes65(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(request.signature().data()), 65));
+  if (!parsed.ok()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "Pull signature: " + parsed.status().message());
+  }
+  auto signer = RecoverAddress(PullDigest(options_.chain_id, options_.contract, request), *parsed);
+  if (!signer.ok() || *signer != *requester) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "Pull signature is not the requester's (or was made for another chain or deployment)");
+  }
+  if (!authorizer_(*requester)) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "Pull is served to registered operators only; 0x" + ToHex(*requester) + " is not one");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status GossipNetwork::HandlePull(grpc::ServerContext* context, const v1::PullRequest& request,
+                                       v1::PullResponse* response) {
+  if (shut_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "gossip is shutting down");
+  Address20 requester{};
+  if (grpc::Status authorized = AuthorizePull(context, request, &requester); !authorized.ok()) return authorized;
   const uint32_t limit =
       request.max_messages() == 0 ? kMaxPullMessages : std::min(request.max_messages(), kMaxPullMessages);
   // The page is chosen under the lock and copied after it, so a Pull never holds up publishing.
   std::vector<std::shared_ptr<const v1::Envelope>> page;
+  size_t page_bytes = 0;
   {
     std::lock_guard lock(log_mu_);
     response->set_epoch(epoch_);
@@ -429,6 +522,17 @@ grpc::Status GossipNetwork::HandlePull(const v1::PullRequest& request, v1::PullR
     }
     response->set_next_cursor(seq - 1);
     response->set_more(seq <= log_head_);
+    page_bytes = bytes;
+  }
+  {
+    std::lock_guard lock(rate_mu_);
+    if (!TakeFromBucket(pull_operator_buckets_, requester, options_.max_pull_bytes_per_second_per_operator,
+                        page_bytes)) {
+      response->Clear();
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(kPullBudgetMessage) + ": operator 0x" +
+                                                                    ToHex(requester) +
+                                                                    " pulled more bytes than it may per second");
+    }
   }
   for (const auto& envelope : page) *response->add_messages() = *envelope;
   return grpc::Status::OK;
@@ -637,6 +741,11 @@ void GossipNetwork::PullFrom(Peer& peer) {
     request.set_epoch(peer.pull_epoch);
     request.set_cursor(peer.pull_cursor);
     request.set_max_messages(peer.pull_page_messages);
+    if (Status signed_pull = SignPull(options_.key, options_.chain_id, options_.contract, &request);
+        !signed_pull.ok()) {
+      Log(LogLevel::kWarn, "cannot sign a gossip pull", {{"error", signed_pull.ToString()}});
+      return;
+    }
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + kRpcDeadline);
     {
@@ -650,12 +759,29 @@ void GossipNetwork::PullFrom(Peer& peer) {
       std::lock_guard lock(peer.mu);
       peer.in_flight = nullptr;
     }
+    const bool over_budget = status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+                             status.error_message().find(kPullBudgetMessage) != std::string::npos;
+    if (over_budget) {  // the peer is metering us: the rest waits for the next round
+      Log(LogLevel::kDebug, "gossip pull over the peer's budget", {{"peer", peer.endpoint}});
+      return;
+    }
     if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED && peer.pull_page_messages > 1) {
       // The page was over a message size limit (the peer's or ours): ask for fewer at a time.
       peer.pull_page_messages /= 2;
       continue;
     }
-    SetConnected(peer, status.ok());
+    // A peer that answers but will not serve our pulls (our key is not, or not yet, an active
+    // operator in its view, or our clocks disagree) is still reachable: pushes to it work.
+    const bool refused = status.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+                         status.error_code() == grpc::StatusCode::UNAUTHENTICATED;
+    SetConnected(peer, status.ok() || refused);
+    if (refused != peer.pull_refused) {
+      peer.pull_refused = refused;
+      if (refused) {
+        Log(LogLevel::kWarn, "gossip peer refuses our pulls",
+            {{"peer", peer.endpoint}, {"error", status.error_message()}});
+      }
+    }
     if (!status.ok()) {
       Log(LogLevel::kDebug, "gossip pull failed",
           {{"peer", peer.endpoint},

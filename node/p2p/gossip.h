@@ -54,6 +54,13 @@ struct GossipOptions {
   // to 2x this many new messages; over it a message is dropped as rate_limited and not
   // remembered, so a later copy is taken. Zero or negative: no limit.
   double max_messages_per_second_per_operator = 1000;
+  // Pull (anti-entropy) is served only to registered operators, proved by a signed request.
+  // Before the signature is checked, requests are limited per remote IP (a token bucket of 2x
+  // this many); after it, each operator's response bytes (a bucket of 2x this many bytes per
+  // second). Over either: RESOURCE_EXHAUSTED with kPullBudgetMessage. Zero or negative: no limit.
+  double max_pull_requests_per_second_per_ip = 100;
+  double max_pull_bytes_per_second_per_operator = 16 << 20;
+  std::chrono::milliseconds max_pull_clock_skew{60000};  // |receiver's clock - sent_unix_ms|
   int peer_queue_capacity = 4096;  // outbound messages waiting per peer; beyond: dropped and counted
   int log_capacity = 20000;        // recent messages kept for Pull
   // The same two bounds in bytes (serialized envelopes): messages may be up to
@@ -126,6 +133,14 @@ class GossipNetwork final : public GossipPublisher {
   // "wrong_chain"), or null with `message` parsed. Public for the fuzz target.
   static const char* DecodeInbound(const v1::Envelope& envelope, uint64_t chain_id, int64_t max_payload_bytes,
                                    v1::GossipMessage* message);
+  // What a Pull request's requester signs (peer.proto, PullRequest).
+  static Hash256 PullDigest(uint64_t chain_id, const Address20& contract, const v1::PullRequest& request);
+  // Fills in the requester, sent_unix_ms (now, unless already set) and signature.
+  static Status SignPull(const Secp256k1Secret& key, uint64_t chain_id, const Address20& contract,
+                         v1::PullRequest* request);
+  // The message of a refusal for being over a Pull budget (the puller waits for its next round).
+  static constexpr std::string_view kPullBudgetMessage = "over the pull budget";
+
   // OK when the envelope's signature (for this chain and contract) recovers to the sender its
   // message names.
   static Status VerifySender(uint64_t chain_id, const Address20& contract, const v1::Envelope& envelope,
@@ -156,7 +171,10 @@ class GossipNetwork final : public GossipPublisher {
   void Enqueue(Peer& peer, const v1::Envelope& envelope);
   grpc::Status HandleGossip(grpc::ServerContext* context, const v1::GossipRequest& request,
                             v1::GossipResponse* response);
-  grpc::Status HandlePull(const v1::PullRequest& request, v1::PullResponse* response);
+  grpc::Status HandlePull(grpc::ServerContext* context, const v1::PullRequest& request, v1::PullResponse* response);
+  // Why a Pull request may not be served (its rate, its signature, its requester), or OK with
+  // the verified requester in *requester.
+  grpc::Status AuthorizePull(grpc::ServerContext* context, const v1::PullRequest& request, Address20* requester);
 
   void StartWorker(const std::shared_ptr<Peer>& peer);
   void StopWorker(Peer& peer);
@@ -209,8 +227,10 @@ class GossipNetwork final : public GossipPublisher {
   size_t log_bytes_ = 0;
 
   std::mutex rate_mu_;
-  std::map<std::string, Bucket> buckets_;         // by connection
-  std::map<Address20, Bucket> operator_buckets_;  // by verified author
+  std::map<std::string, Bucket> buckets_;              // by connection
+  std::map<Address20, Bucket> operator_buckets_;       // by verified author
+  std::map<std::string, Bucket> pull_ip_buckets_;      // Pull requests, by remote IP
+  std::map<Address20, Bucket> pull_operator_buckets_;  // Pull response bytes, by verified requester
 
   std::mutex rng_mu_;
   std::mt19937_64 rng_;

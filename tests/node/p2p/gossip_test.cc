@@ -19,6 +19,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "common/clock.h"
 #include "common/keccak.h"
 
 namespace consensor::node {
@@ -200,15 +201,25 @@ int Push(v1::Peer::Stub& stub, const std::vector<v1::Envelope>& envelopes, grpc:
   return status.ok() ? static_cast<int>(response.accepted()) : -1;
 }
 
-v1::PullResponse PullPage(v1::Peer::Stub& stub, uint64_t epoch, uint64_t cursor, uint32_t max_messages = 0) {
+// A Pull request as a registered operator's node makes it: signed by `signer`'s key.
+v1::PullRequest SignedPull(uint64_t epoch, uint64_t cursor, uint32_t max_messages = 0, uint8_t signer = 1) {
   v1::PullRequest request;
   request.set_epoch(epoch);
   request.set_cursor(cursor);
   request.set_max_messages(max_messages);
-  v1::PullResponse response;
+  EXPECT_TRUE(GossipNetwork::SignPull(SecretNumber(signer), kChain, kContract, &request).ok());
+  return request;
+}
+
+grpc::Status CallPull(v1::Peer::Stub& stub, const v1::PullRequest& request, v1::PullResponse* response) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + 5s);
-  grpc::Status status = stub.Pull(&context, request, &response);
+  return stub.Pull(&context, request, response);
+}
+
+v1::PullResponse PullPage(v1::Peer::Stub& stub, uint64_t epoch, uint64_t cursor, uint32_t max_messages = 0) {
+  v1::PullResponse response;
+  grpc::Status status = CallPull(stub, SignedPull(epoch, cursor, max_messages), &response);
   EXPECT_TRUE(status.ok()) << status.error_message();
   return response;
 }
@@ -577,6 +588,77 @@ TEST(GossipNetworkTest, PullServesTheLogByEpochAndCursor) {
   EXPECT_EQ(page.messages_size(), 0);
   EXPECT_EQ(page.next_cursor(), 6u);
   EXPECT_FALSE(page.more());
+}
+
+// Pull hands out up to 3 MiB per request. Served to anyone, it let any host read a node's
+// whole gossip log as fast as it could ask; now only a registered operator that signs its
+// request is served, each operator's bytes are metered, and requests are limited per host
+// before any signature is checked.
+TEST(GossipNetworkTest, PullIsServedOnlyToRegisteredOperatorsWithinTheirBudget) {
+  auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1), AddressOf(2), AddressOf(4)});
+  GossipOptions options = FastOptions();
+  options.max_pull_requests_per_second_per_ip = 0;         // unlimited here; tested below
+  options.max_pull_bytes_per_second_per_operator = 20000;  // a bucket of 40,000 bytes
+  TestNode node(1, operators, options);
+  ASSERT_TRUE(node.ok());
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(node.gossip->Publish(Announcement(Numbered("m", i) + std::string(10000, 'x'))).ok());
+  }
+  auto stub = node.RawStub();
+  v1::PullResponse response;
+  auto expect_refused = [&](const v1::PullRequest& request, grpc::StatusCode code, std::string_view says) {
+    v1::PullResponse refused;
+    grpc::Status status = CallPull(*stub, request, &refused);
+    EXPECT_EQ(status.error_code(), code) << status.error_message();
+    EXPECT_NE(status.error_message().find(says), std::string::npos) << status.error_message();
+    EXPECT_EQ(refused.messages_size(), 0);
+  };
+
+  v1::PullRequest unsigned_pull;
+  expect_refused(unsigned_pull, grpc::StatusCode::UNAUTHENTICATED, "signature");
+  expect_refused(SignedPull(0, 0, 0, /*signer=*/3), grpc::StatusCode::PERMISSION_DENIED, "registered operators only");
+  v1::PullRequest altered = SignedPull(0, 0, 1, 2);
+  altered.set_max_messages(1000);  // changed after signing
+  expect_refused(altered, grpc::StatusCode::UNAUTHENTICATED, "not the requester's");
+  v1::PullRequest claimed = SignedPull(0, 0, 0, 3);  // key 3 claims to be operator 2
+  const Address20 operator_two = AddressOf(2);
+  claimed.set_requester(std::string(reinterpret_cast<const char*>(operator_two.data()), operator_two.size()));
+  expect_refused(claimed, grpc::StatusCode::UNAUTHENTICATED, "not the requester's");
+  v1::PullRequest other_deployment;
+  ASSERT_TRUE(GossipNetwork::SignPull(SecretNumber(2), kChain, Address20{0x99}, &other_deployment).ok());
+  expect_refused(other_deployment, grpc::StatusCode::UNAUTHENTICATED, "another chain or deployment");
+  v1::PullRequest stale;
+  stale.set_sent_unix_ms(UnixMillisNow() - 10 * 60 * 1000);  // a request captured ten minutes ago
+  ASSERT_TRUE(GossipNetwork::SignPull(SecretNumber(2), kChain, kContract, &stale).ok());
+  expect_refused(stale, grpc::StatusCode::UNAUTHENTICATED, "from this node's clock");
+
+  // Operator 2 takes the whole log (60 KB, more than its 40 KB bucket: a full bucket lets one
+  // page through and goes into debt), then is over its budget; operator 4 is not affected.
+  ASSERT_TRUE(CallPull(*stub, SignedPull(0, 0, 0, 2), &response).ok());
+  EXPECT_EQ(response.messages_size(), 6);
+  expect_refused(SignedPull(0, 0, 0, 2), grpc::StatusCode::RESOURCE_EXHAUSTED, GossipNetwork::kPullBudgetMessage);
+  v1::PullResponse other;
+  ASSERT_TRUE(CallPull(*stub, SignedPull(0, 0, 0, 4), &other).ok());
+  EXPECT_EQ(other.messages_size(), 6);
+
+  // Requests from one host are limited before any signature is checked.
+  GossipOptions limited = FastOptions();
+  limited.max_pull_requests_per_second_per_ip = 1;  // a bucket of 2
+  TestNode second(2, operators, limited);
+  ASSERT_TRUE(second.ok());
+  auto second_stub = second.RawStub();
+  int exhausted = 0;
+  for (int i = 0; i < 5; ++i) {
+    v1::PullResponse ignored;
+    grpc::Status status = CallPull(*second_stub, unsigned_pull, &ignored);
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++exhausted;
+      EXPECT_NE(status.error_message().find(GossipNetwork::kPullBudgetMessage), std::string::npos);
+    } else {
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    }
+  }
+  EXPECT_GE(exhausted, 2);
 }
 
 // The rate limit that a new connection does not reset: per author, after the signature is
