@@ -22,6 +22,12 @@ namespace {
 // Window positions inside the input along one axis: k in [*lo, *hi) with
 // 0 <= start + k*dil < size.
 void ValidRange(int64_t start, int64_t dil, int64_t k, int64_t size, int64_t* lo, int64_t* hi) {
+  if (dil == 1) {  // the common case, without the two integer divisions per output
+    const int64_t l = std::clamp<int64_t>(-start, 0, k);
+    *lo = l;
+    *hi = std::max(l, std::min(k, size - start));
+    return;
+  }
   int64_t l = 0;
   if (start < 0) l = (-start + dil - 1) / dil;
   int64_t h = 0;
