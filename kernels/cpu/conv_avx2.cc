@@ -6,14 +6,13 @@
 // the L1 accumulator array of conv_direct_impl.h once per tap. Each column still sees
 // acc = +0.0, then acc = fma(x, w, acc) for c, kh, kw in the spec's order, then acc + bias
 // and NaN canonicalization. A padding term is fma(+0.0, w, acc) as the spec says: a row in
-// the padding multiplies a +0.0 vector, and in a block that reaches the left/right padding
-// those lanes are gathered as +0.0. Columns are independent, so the block sizes change no
-// bit. Strided widths run conv_direct_impl.h.
+// the padding multiplies a +0.0 vector, and a column in the left/right padding is a lane
+// that the masked load (vmaskmovps) fills with +0.0. Columns are independent, so the block
+// sizes change no bit. Strided widths run conv_direct_impl.h.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 
 #include "kernels/cpu/conv_direct_impl.h"
 
@@ -23,9 +22,17 @@ namespace {
 
 constexpr int kLanes = 8;
 
+// Lanes i of input columns base + i that lie in [0, W).
+inline __m256i InsideMask(int64_t base, int64_t W) {
+  const __m256i col =
+      _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(base)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  return _mm256_and_si256(_mm256_cmpgt_epi32(col, _mm256_set1_epi32(-1)),
+                          _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(W)), col));
+}
+
 // Output columns [j, j + 8 * U) of row (n, f, oh), stride 1 in width; xg points at the
-// group's first input channel of image n. Masked: some taps fall outside the width (those
-// lanes are +0.0), and only the first `count` columns are stored.
+// group's first input channel of image n. Masked: some taps fall outside the width (their
+// lanes load +0.0), and only the first `count` columns are stored.
 template <int U, bool Masked>
 inline void Block(const ConvGeom& g, const float* xg, const float* wf, const float* bias_f, int64_t oh, int64_t j,
                   int64_t count, float* out) {
@@ -51,10 +58,9 @@ inline void Block(const ConvGeom& g, const float* xg, const float* wf, const flo
         const __m256 wv = _mm256_broadcast_ss(wk + kw);
         const int64_t base = j - g.pl + kw * g.dw;  // input column of the block's first lane
         if constexpr (Masked) {
-          // In-width lanes are read; the others are +0.0. No address outside the row is formed.
-          alignas(32) float lane[kLanes];
-          for (int i = 0; i < kLanes; ++i) lane[i] = base + i >= 0 && base + i < g.W ? xrow[base + i] : 0.0f;
-          acc[0] = _mm256_fmadd_ps(_mm256_load_ps(lane), wv, acc[0]);
+          // Only in-width lanes are read; the others are +0.0 (no address outside the row).
+          const __m256 xv = _mm256_maskload_ps(xrow + base, InsideMask(base, g.W));
+          acc[0] = _mm256_fmadd_ps(xv, wv, acc[0]);
         } else {
           const float* xs = xrow + base;
 #pragma GCC unroll 8
@@ -70,20 +76,24 @@ inline void Block(const ConvGeom& g, const float* xg, const float* wf, const flo
     if (bias_f) v = _mm256_add_ps(v, _mm256_broadcast_ss(bias_f));
     v = _mm256_blendv_ps(v, nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
     if constexpr (Masked) {
-      alignas(32) float lane[kLanes];
-      _mm256_store_ps(lane, v);
-      std::memcpy(out, lane, sizeof(float) * count);
+      const __m256i lanes =
+          _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      _mm256_maskstore_ps(out, lanes, v);
     } else {
       _mm256_storeu_ps(out + kLanes * u, v);
     }
   }
 }
 
+// Int32 lane arithmetic in InsideMask needs every column index to fit comfortably.
+constexpr int64_t kMaxVectorWidth = int64_t{1} << 28;
+
 }  // namespace
 
 void ConvDirectRowsAvx2(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y, int64_t begin,
                         int64_t end) {
-  const bool vector_rows = g.sw == 1;
+  const bool vector_rows = g.sw == 1 && g.W < kMaxVectorWidth && g.OW < kMaxVectorWidth && g.pl < kMaxVectorWidth &&
+                           (g.KW - 1) * g.dw < kMaxVectorWidth;
   // Column j reads input columns j - pl + kw * dw, kw < KW: all inside [0, W) for ja <= j < je.
   const int64_t ja = std::min(g.pl, g.OW);
   const int64_t je = vector_rows ? std::clamp<int64_t>(g.W + g.pl - (g.KW - 1) * g.dw, ja, g.OW) : ja;
