@@ -5,7 +5,9 @@
 // the accumulators start at +0.0; for every later k-block they are LOADED from C, so each
 // output element sees exactly the sequential chain acc = fma(a[m,k], b[k,n], acc) over
 // k = 0..K-1 (docs/DETERMINISM.md 4.4). NaNs are canonicalized when the last k-block is
-// stored. Zero padding of edge panels only feeds outputs that are discarded.
+// stored. Zero padding of edge panels only feeds outputs that are discarded. Blocks of few
+// rows (small M: the pointwise convolutions of small CNNs) read full B panels in place
+// instead of packing them; the chain and its order are the same.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -22,6 +24,9 @@ constexpr int kNR = 16;
 constexpr int64_t kMC = 144;   // A block: kMC x kKC floats (~144 KiB) stays in L2
 constexpr int64_t kKC = 256;   // B micro-panel: kKC x 16 floats (16 KiB) stays in L1
 constexpr int64_t kNC = 4080;  // B block: kKC x kNC floats (~4 MiB) in L3
+// Blocks of at most this many rows read full B panels in place instead of packing them: a
+// packed panel would serve at most 4 micro-tiles, too few to repay copying it.
+constexpr int64_t kBInPlaceMaxRows = 24;
 
 inline int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -222,16 +227,158 @@ void MicroF32(int64_t kc, const float* __restrict ap, const float* __restrict bp
       : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
         "xmm13", "xmm14", "xmm15", "cc", "memory");
 }
+
+// The same chain with B read in place, row k of the panel at bp + k * ldb (no packing): one
+// step per k, the B pointer advanced by ldb. Used when M is too small to pay for packing B.
+// clang-format off
+#define CNSR_MK_SSTEP(K)                    \
+  "vmovups (%[bp]), %%ymm0\n\t"             \
+  "vmovups 32(%[bp]), %%ymm1\n\t"           \
+  "add %[ldbb], %[bp]\n\t"                 \
+  "vbroadcastss " #K                        \
+  "*24+0(%[ap]), %%ymm2\n\t"                \
+  "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"  \
+  "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"  \
+  "vbroadcastss " #K                        \
+  "*24+4(%[ap]), %%ymm3\n\t"                \
+  "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"  \
+  "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"  \
+  "vbroadcastss " #K                        \
+  "*24+8(%[ap]), %%ymm2\n\t"                \
+  "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"  \
+  "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"  \
+  "vbroadcastss " #K                        \
+  "*24+12(%[ap]), %%ymm3\n\t"               \
+  "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t" \
+  "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t" \
+  "vbroadcastss " #K                        \
+  "*24+16(%[ap]), %%ymm2\n\t"               \
+  "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t" \
+  "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t" \
+  "vbroadcastss " #K                        \
+  "*24+20(%[ap]), %%ymm3\n\t"               \
+  "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t" \
+  "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+// clang-format on
+
+void MicroF32StridedB(int64_t kc, const float* __restrict ap, const float* __restrict bp, int64_t ldb, float* c,
+                      int64_t ldc, bool first, bool last) {
+  int64_t k4 = kc / 4, k1 = kc % 4;
+  const int64_t ldcb = ldc * static_cast<int64_t>(sizeof(float));
+  const int64_t ldbb = ldb * static_cast<int64_t>(sizeof(float));
+  float* c3 = c + 3 * ldc;
+  const int64_t flags = (first ? 1 : 0) | (last ? 2 : 0);
+  asm volatile(
+      // Accumulators: row r of the tile in ymm(4+2r) (cols 0-7) and ymm(5+2r) (cols 8-15).
+      "test $1, %[flags]\n\t"
+      "jz 5f\n\t"
+      "vxorps %%ymm4, %%ymm4, %%ymm4\n\t"
+      "vxorps %%ymm5, %%ymm5, %%ymm5\n\t"
+      "vxorps %%ymm6, %%ymm6, %%ymm6\n\t"
+      "vxorps %%ymm7, %%ymm7, %%ymm7\n\t"
+      "vxorps %%ymm8, %%ymm8, %%ymm8\n\t"
+      "vxorps %%ymm9, %%ymm9, %%ymm9\n\t"
+      "vxorps %%ymm10, %%ymm10, %%ymm10\n\t"
+      "vxorps %%ymm11, %%ymm11, %%ymm11\n\t"
+      "vxorps %%ymm12, %%ymm12, %%ymm12\n\t"
+      "vxorps %%ymm13, %%ymm13, %%ymm13\n\t"
+      "vxorps %%ymm14, %%ymm14, %%ymm14\n\t"
+      "vxorps %%ymm15, %%ymm15, %%ymm15\n\t"
+      "jmp 6f\n\t"
+      "5:\n\t"  // later k-block: load the running values from C
+      "vmovups (%[c]), %%ymm4\n\t"
+      "vmovups 32(%[c]), %%ymm5\n\t"
+      "vmovups (%[c],%[ldcb],1), %%ymm6\n\t"
+      "vmovups 32(%[c],%[ldcb],1), %%ymm7\n\t"
+      "vmovups (%[c],%[ldcb],2), %%ymm8\n\t"
+      "vmovups 32(%[c],%[ldcb],2), %%ymm9\n\t"
+      "vmovups (%[c3]), %%ymm10\n\t"
+      "vmovups 32(%[c3]), %%ymm11\n\t"
+      "vmovups (%[c3],%[ldcb],1), %%ymm12\n\t"
+      "vmovups 32(%[c3],%[ldcb],1), %%ymm13\n\t"
+      "vmovups (%[c3],%[ldcb],2), %%ymm14\n\t"
+      "vmovups 32(%[c3],%[ldcb],2), %%ymm15\n\t"
+      "6:\n\t"
+      "test %[k4], %[k4]\n\t"
+      "jz 2f\n\t"
+      ".p2align 5\n\t"
+      "1:\n\t"
+      "prefetcht0 384(%[ap])\n\t"
+      CNSR_MK_SSTEP(0) CNSR_MK_SSTEP(1) CNSR_MK_SSTEP(2) CNSR_MK_SSTEP(3)
+      "add $96, %[ap]\n\t"
+      "dec %[k4]\n\t"
+      "jnz 1b\n\t"
+      "2:\n\t"
+      "test %[k1], %[k1]\n\t"
+      "jz 4f\n\t"
+      "3:\n\t"
+      CNSR_MK_SSTEP(0)
+      "add $24, %[ap]\n\t"
+      "dec %[k1]\n\t"
+      "jnz 3b\n\t"
+      "4:\n\t"
+      "test $2, %[flags]\n\t"
+      "jz 7f\n\t"  // last k-block: NaN -> 0x7FC00000
+      "vbroadcastss %[nan], %%ymm0\n\t"
+      "vcmpunordps %%ymm4, %%ymm4, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm4, %%ymm4\n\t"
+      "vcmpunordps %%ymm5, %%ymm5, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm5, %%ymm5\n\t"
+      "vcmpunordps %%ymm6, %%ymm6, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm6, %%ymm6\n\t"
+      "vcmpunordps %%ymm7, %%ymm7, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm7, %%ymm7\n\t"
+      "vcmpunordps %%ymm8, %%ymm8, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm8, %%ymm8\n\t"
+      "vcmpunordps %%ymm9, %%ymm9, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm9, %%ymm9\n\t"
+      "vcmpunordps %%ymm10, %%ymm10, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm10, %%ymm10\n\t"
+      "vcmpunordps %%ymm11, %%ymm11, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm11, %%ymm11\n\t"
+      "vcmpunordps %%ymm12, %%ymm12, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm12, %%ymm12\n\t"
+      "vcmpunordps %%ymm13, %%ymm13, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm13, %%ymm13\n\t"
+      "vcmpunordps %%ymm14, %%ymm14, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm14, %%ymm14\n\t"
+      "vcmpunordps %%ymm15, %%ymm15, %%ymm1\n\t"
+      "vblendvps %%ymm1, %%ymm0, %%ymm15, %%ymm15\n\t"
+      "7:\n\t"
+      "vmovups %%ymm4, (%[c])\n\t"
+      "vmovups %%ymm5, 32(%[c])\n\t"
+      "vmovups %%ymm6, (%[c],%[ldcb],1)\n\t"
+      "vmovups %%ymm7, 32(%[c],%[ldcb],1)\n\t"
+      "vmovups %%ymm8, (%[c],%[ldcb],2)\n\t"
+      "vmovups %%ymm9, 32(%[c],%[ldcb],2)\n\t"
+      "vmovups %%ymm10, (%[c3])\n\t"
+      "vmovups %%ymm11, 32(%[c3])\n\t"
+      "vmovups %%ymm12, (%[c3],%[ldcb],1)\n\t"
+      "vmovups %%ymm13, 32(%[c3],%[ldcb],1)\n\t"
+      "vmovups %%ymm14, (%[c3],%[ldcb],2)\n\t"
+      "vmovups %%ymm15, 32(%[c3],%[ldcb],2)\n\t"
+      "vzeroupper\n\t"
+      : [ap] "+r"(ap), [bp] "+r"(bp), [k4] "+r"(k4), [k1] "+r"(k1)
+      : [c] "r"(c), [c3] "r"(c3), [ldcb] "r"(ldcb), [flags] "r"(flags), [nan] "m"(kCanonNaNBits), [ldbb] "r"(ldbb)
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+        "xmm13", "xmm14", "xmm15", "cc", "memory");
+}
+#undef CNSR_MK_SSTEP
 #undef CNSR_MK_STEP
 
 // Edge tile: runs the micro-kernel on a local 6x16 tile holding the valid mr x nr part.
-void MicroF32Edge(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr, int64_t nr,
-                  bool first, bool last) {
+// ldb = 0: bp is a packed panel; else B is read in place with row stride ldb (nr = 16).
+void MicroF32Edge(int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c, int64_t ldc, int64_t mr,
+                  int64_t nr, bool first, bool last) {
   alignas(32) float tile[kMR * kNR] = {};
   if (!first) {
     for (int64_t i = 0; i < mr; ++i) std::memcpy(tile + i * kNR, c + i * ldc, sizeof(float) * nr);
   }
-  MicroF32(kc, ap, bp, tile, kNR, first, last);
+  if (ldb == 0) {
+    MicroF32(kc, ap, bp, tile, kNR, first, last);
+  } else {
+    MicroF32StridedB(kc, ap, bp, ldb, tile, kNR, first, last);
+  }
   for (int64_t i = 0; i < mr; ++i) std::memcpy(c + i * ldc, tile + i * kNR, sizeof(float) * nr);
 }
 
@@ -402,7 +549,8 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
     FillZero(op.c, op.ldc, m0, m1, n0, n1);
     return true;
   }
-  const int64_t ncmax = std::min(kNC, n1 - n0);
+  const bool b_in_place = m1 - m0 <= kBInPlaceMaxRows;
+  const int64_t ncmax = b_in_place ? kNR : std::min(kNC, n1 - n0);
   const int64_t kcmax = std::min(kKC, d.K);
   auto* bp = static_cast<float*>(ws->Get(0, sizeof(float) * RoundUp(ncmax, kNR) * kcmax));
   auto* ap = static_cast<float*>(ws->Get(1, sizeof(float) * RoundUp(std::min(kMC, m1 - m0), kMR) * kcmax));
@@ -412,13 +560,22 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
     for (int64_t pc = 0; pc < d.K; pc += kKC) {
       const int64_t kc = std::min(kKC, d.K - pc);
       const bool first = pc == 0, last = pc + kc == d.K;
-      PackBF32(op.b + pc * op.ldb + jc, op.ldb, kc, nc, bp);
+      if (!b_in_place) PackBF32(op.b + pc * op.ldb + jc, op.ldb, kc, nc, bp);
       for (int64_t ic = m0; ic < m1; ic += kMC) {
         const int64_t mc = std::min(kMC, m1 - ic);
         PackAF32(op.a + ic * op.lda + pc, op.lda, mc, kc, ap);
         for (int64_t jr = 0; jr < nc; jr += kNR) {
           const int64_t nr = std::min<int64_t>(kNR, nc - jr);
+          // In place: a full panel is read from B with stride ldb; a partial one is packed alone.
           const float* bpanel = bp + jr * kc;
+          int64_t ldb = 0;
+          if (b_in_place && nr == kNR) {
+            bpanel = op.b + pc * op.ldb + jc + jr;
+            ldb = op.ldb;
+          } else if (b_in_place) {
+            PackBF32(op.b + pc * op.ldb + jc + jr, op.ldb, kc, nr, bp);
+            bpanel = bp;
+          }
           for (int64_t ir = 0; ir < mc; ir += kMR) {
             const int64_t mr = std::min<int64_t>(kMR, mc - ir);
             float* c = op.c + (ic + ir) * op.ldc + jc + jr;
@@ -426,10 +583,12 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
               const float* cn = c + kMR * op.ldc;
               for (int r = 0; r < kMR; ++r) _mm_prefetch(reinterpret_cast<const char*>(cn + r * op.ldc), _MM_HINT_T0);
             }
-            if (mr == kMR && nr == kNR) {
+            if (mr == kMR && nr == kNR && ldb == 0) {
               MicroF32(kc, ap + ir * kc, bpanel, c, op.ldc, first, last);
+            } else if (mr == kMR && nr == kNR) {
+              MicroF32StridedB(kc, ap + ir * kc, bpanel, ldb, c, op.ldc, first, last);
             } else {
-              MicroF32Edge(kc, ap + ir * kc, bpanel, c, op.ldc, mr, nr, first, last);
+              MicroF32Edge(kc, ap + ir * kc, bpanel, ldb, c, op.ldc, mr, nr, first, last);
             }
           }
         }

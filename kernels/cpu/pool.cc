@@ -6,6 +6,7 @@
 //   avg_pool2d: s = -0.0; s = s + x over the in-input window positions in row-major order;
 //     s / float(count), count = in-input positions, or KH*KW with count_include_pad.
 // Pure per-output scalar code: no reassociation is possible, so there is no ISA variant.
+// Average pools interleave the chains of 8 planes (each still sequential) to hide latency.
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -21,6 +22,12 @@ namespace {
 // Window positions inside the input along one axis: k in [*lo, *hi) with
 // 0 <= start + k*dil < size.
 void ValidRange(int64_t start, int64_t dil, int64_t k, int64_t size, int64_t* lo, int64_t* hi) {
+  if (dil == 1) {  // the common case, without the two integer divisions per output
+    const int64_t l = std::clamp<int64_t>(-start, 0, k);
+    *lo = l;
+    *hi = std::max(l, std::min(k, size - start));
+    return;
+  }
   int64_t l = 0;
   if (start < 0) l = (-start + dil - 1) / dil;
   int64_t h = 0;
@@ -63,7 +70,11 @@ void MaxPoolPlane(const uint32_t* x, uint32_t* y, const PoolGeom& g) {
   }
 }
 
-void AvgPoolPlane(const float* x, float* y, const PoolGeom& g, bool include_pad) {
+// Planes [0, kPlanes) at once, planes in_plane and out_plane elements apart. Each plane's sum
+// is the spec's sequential chain; interleaving independent chains only hides the latency of
+// each add (a global average over one plane is otherwise one long dependent chain).
+template <int kPlanes>
+void AvgPoolPlanes(const float* x, int64_t in_plane, float* y, int64_t out_plane, const PoolGeom& g, bool include_pad) {
   const float full = static_cast<float>(g.kh * g.kw);
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     const int64_t h0 = oh * g.sh - g.top;
@@ -73,14 +84,20 @@ void AvgPoolPlane(const float* x, float* y, const PoolGeom& g, bool include_pad)
       const int64_t w0 = ow * g.sw - g.left;
       int64_t kwl, kwh;
       ValidRange(w0, g.dw, g.kw, g.W, &kwl, &kwh);
-      float s = -0.0f;
+      float s[kPlanes];
+      for (int p = 0; p < kPlanes; ++p) s[p] = -0.0f;
       for (int64_t i = khl; i < khh; ++i) {
         const int64_t row = (h0 + i * g.dh) * g.W + w0;
-        for (int64_t j = kwl; j < kwh; ++j) s = s + x[row + j * g.dw];
+        for (int64_t j = kwl; j < kwh; ++j) {
+          const float* xj = x + row + j * g.dw;
+          for (int p = 0; p < kPlanes; ++p) s[p] = s[p] + xj[p * in_plane];
+        }
       }
       const float count = include_pad ? full : static_cast<float>((khh - khl) * (kwh - kwl));
-      const float r = s / count;
-      y[oh * g.OW + ow] = r != r ? std::bit_cast<float>(uint32_t{0x7FC00000u}) : r;
+      for (int p = 0; p < kPlanes; ++p) {
+        const float r = s[p] / count;
+        y[p * out_plane + oh * g.OW + ow] = r != r ? std::bit_cast<float>(uint32_t{0x7FC00000u}) : r;
+      }
     }
   }
 }
@@ -94,7 +111,10 @@ Status RunPool(const KernelCall& call, const CpuContext& ctx) {
   if (planes == 0 || g.OH == 0 || g.OW == 0) return OkStatus();
   const int64_t in_plane = g.H * g.W, out_plane = g.OH * g.OW;
   const int64_t work = std::max<int64_t>(1, out_plane * std::min<int64_t>(g.kh * g.kw, 1 << 20));
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / work);
+  // Average pools interleave kAvgPlanes planes; chunks of planes are a multiple of it.
+  constexpr int64_t kAvgPlanes = 8;
+  int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / work);
+  if (call.op == Op::kAvgPool2D) grain = (grain + kAvgPlanes - 1) / kAvgPlanes * kAvgPlanes;
   const bool is_max = call.op == Op::kMaxPool2D;
   const bool include_pad = call.params->count_include_pad;
   const TensorView& xv = call.in(0);
@@ -107,7 +127,13 @@ Status RunPool(const KernelCall& call, const CpuContext& ctx) {
         MaxPoolPlane(x, yv.as<uint32_t>() + pl * out_plane, g);
       } else {
         const float* x = in_plane ? xv.as<const float>() + pl * in_plane : xv.as<const float>();
-        AvgPoolPlane(x, yv.as<float>() + pl * out_plane, g, include_pad);
+        float* y = yv.as<float>() + pl * out_plane;
+        if (in_plane && pl + kAvgPlanes <= e) {
+          AvgPoolPlanes<kAvgPlanes>(x, in_plane, y, out_plane, g, include_pad);
+          pl += kAvgPlanes - 1;
+        } else {
+          AvgPoolPlanes<1>(x, in_plane, y, out_plane, g, include_pad);
+        }
       }
     }
   });

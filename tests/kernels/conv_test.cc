@@ -153,6 +153,12 @@ const std::vector<Conv>& Cases() {
     add({1, 16, 6, 7, 4, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 2, true});    // 8 channels per group, direct
     add({1, 18, 6, 7, 4, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 2, false});   // 9 channels per group, im2col
     add({1, 4, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, true});     // 1x1 image, 3x3 depthwise
+    // The AVX2 kernel's register blocks of 64, 32 and 8 interior columns (stride 1 in width),
+    // next to the scalar edges: rows entirely in padding, dilations, 8 channels per group.
+    add({1, 6, 7, 150, 6, 5, 5, 2, 1, 2, 2, 2, 2, 1, 1, 6, true});  // depthwise 5x5 s(2,1)
+    add({1, 16, 5, 77, 8, 3, 3, 1, 1, 1, 2, 1, 0, 2, 2, 2, true});  // 8 per group, dilated
+    add({2, 4, 4, 45, 8, 3, 3, 1, 1, 3, 1, 3, 1, 1, 1, 4, false});  // multiplier 2, padded rows
+    add({1, 3, 3, 110, 3, 1, 7, 1, 1, 0, 0, 0, 0, 1, 3, 3, true});  // 1x7 dilated, no padding
     return v;
   }();
   return cases;

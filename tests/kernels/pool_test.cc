@@ -118,6 +118,9 @@ TEST_P(PoolTest, RandomGeometries) {
   // A typical CNN layer.
   CheckPool(this, PoolCase{2, 16, 32, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false}, 7, 0.0);
   CheckPool(this, PoolCase{2, 16, 32, 32, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, true}, 8, 0.001);
+  // Average pools interleave 8 planes: 26 planes leave a remainder in every chunk.
+  CheckPool(this, PoolCase{2, 13, 9, 11, 3, 2, 3, 2, 1, 1, 1, 0, 2, 1, false}, 9, 0.05);
+  CheckPool(this, PoolCase{1, 24, 3, 80, 3, 2, 3, 2, 1, 1, 0, 0, 0, 0, true}, 10, 0.0);
 }
 
 TEST_P(PoolTest, HandCases) {
