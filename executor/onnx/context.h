@@ -129,6 +129,8 @@ const std::vector<OpConverter>& ElementwiseConverters();
 const std::vector<OpConverter>& NnConverters();
 const std::vector<OpConverter>& TensorConverters();
 const std::vector<OpConverter>& ResizeConverters();
+const std::vector<OpConverter>& LossConverters();
+const std::vector<OpConverter>& ScatterConverters();
 
 // Every converter by ONNX op type (the families merged).
 const std::map<std::string, ConvertFn>& ConverterTable();

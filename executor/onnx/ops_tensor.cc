@@ -1011,6 +1011,30 @@ Status OneHot(NodeContext& ctx) {
   return SetResult(ctx, ctx.Emit("where", {hit, on, off}));
 }
 
+// EyeLike: only x's shape matters, and shapes are static, so the result is a constant
+// folded at import: cast(mask, dtype) with the bool mask true where j - i == k.
+Status EyeLike(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"dtype", "k"}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(int64_t k, ctx.AttrInt("k", 0));
+  DType dtype = ctx.type(x).dtype;
+  if (ctx.has_attr("dtype")) {
+    ASSIGN_OR_RETURN(int64_t onnx_type, ctx.AttrInt("dtype", 0));
+    if (onnx_type < 0 || onnx_type > std::numeric_limits<int32_t>::max()) {
+      return ctx.Invalid("dtype " + std::to_string(onnx_type) + " is not an ONNX element type");
+    }
+    ASSIGN_OR_RETURN(dtype, DTypeFromOnnx(static_cast<int32_t>(onnx_type), "the dtype of " + ctx.Where()));
+  }
+  const Shape xs = ctx.type(x).shape;
+  if (xs.size() != 2) return ctx.Invalid("input must have rank 2, got " + ShapeToString(xs));
+  Tensor mask(DType::kBool, xs);  // no larger than x, whose shape passed the caps
+  uint8_t* m = mask.data();
+  for (int64_t i = 0; i < xs[0]; ++i) {
+    for (int64_t j = 0; j < xs[1]; ++j) m[i * xs[1] + j] = j - i == k;  // j - i cannot overflow
+  }
+  return SetResult(ctx, ctx.Emit("cast", {ctx.Constant(std::move(mask))}, {{"to", dtype}}));
+}
+
 }  // namespace
 
 const std::vector<OpConverter>& TensorConverters() {
@@ -1038,6 +1062,7 @@ const std::vector<OpConverter>& TensorConverters() {
       {"Trilu", Trilu},
       {"OneHot", OneHot},
       {"SpaceToDepth", SpaceToDepth},
+      {"EyeLike", EyeLike},
   };
   return table;
 }

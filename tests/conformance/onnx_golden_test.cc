@@ -113,6 +113,15 @@ constexpr const char* kGoldenModels[] = {
     "pytorch-converted/test_ConvTranspose2d",
     "node/test_top_k_smallest",
     "node/test_top_k_negative_axis",
+    "node/test_nllloss_NCd1d2d3_none_no_weight_negative_ii",
+    "node/test_nllloss_NCd1_mean_weight_negative_ii",
+    "node/test_nllloss_NCd1d2_no_weight_reduction_mean_ii",
+    "node/test_sce_mean_weight_ii_4d_log_prob",
+    "node/test_sce_NCd1d2d3_sum_weight_high_ii",
+    "node/test_eyelike_populate_off_main_diagonal",
+    "node/test_scatter_elements_with_duplicate_indices",
+    "node/test_scatternd_multiply",
+    "node/test_scatter_without_axis",
 };
 
 struct Imported {

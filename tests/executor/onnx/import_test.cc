@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <tuple>
 
@@ -847,6 +848,39 @@ TEST(OnnxImport, LrnRefusesHostileSizes) {
     auto r = ImportOnnx(m.Bytes(), {});
     ASSERT_FALSE(r.ok()) << size;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
+  }
+}
+
+TEST(OnnxImport, EyeLikeIsAConstantAndRefusesBadInputs) {
+  auto model = [](const std::vector<int64_t>& dims, int64_t k, std::optional<int64_t> dtype) {
+    ModelBuilder m(9);
+    m.Input("x", onnx::TensorProto::INT32, dims);
+    auto* n = m.Node("EyeLike", {"x"}, {"y"}, "eye");
+    ModelBuilder::IntAttr(n, "k", k);
+    if (dtype) ModelBuilder::IntAttr(n, "dtype", *dtype);
+    m.Output("y");
+    return m;
+  };
+  auto imported = ImportOnnx(model({3, 4}, -1, onnx::TensorProto::FLOAT).Bytes(), {});
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  auto r = RunImported(*imported, {{"x", Tensor(DType::kI32, {3, 4})}});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->outputs.size(), 1u);
+  EXPECT_EQ(r->outputs[0].tensor.dtype(), DType::kF32);
+  EXPECT_EQ(Values(r->outputs[0].tensor), (std::vector<float>{0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0}));
+  // k far outside the matrix: all zeros, no overflow.
+  for (int64_t k : {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}) {
+    auto far = ImportOnnx(model({2, 2}, k, std::nullopt).Bytes(), {});
+    EXPECT_TRUE(far.ok()) << k << ": " << far.status().message();
+  }
+  auto rank3 = ImportOnnx(model({2, 2, 2}, 0, std::nullopt).Bytes(), {});
+  ASSERT_FALSE(rank3.ok());
+  EXPECT_EQ(rank3.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(rank3.status().message().find("'eye'"), std::string::npos) << rank3.status().message();
+  for (int64_t dtype : {int64_t{-1}, int64_t{11}, int64_t{1} << 40}) {
+    auto bad = ImportOnnx(model({2, 2}, 0, dtype).Bytes(), {});
+    ASSERT_FALSE(bad.ok()) << dtype;
+    EXPECT_NE(bad.status().message().find("dtype"), std::string::npos) << bad.status().message();
   }
 }
 

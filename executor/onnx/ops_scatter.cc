@@ -1,0 +1,184 @@
+// ONNX scatter ops: ScatterElements, ScatterND and the deprecated Scatter. The indices must be
+// known at import: the importer turns them into a host-computed plan of rows, and the
+// scatter becomes rounds of `gather`, the reduction op and `where` (docs/DETERMINISM.md 6.4,
+// docs/ONNX.md). Duplicate targets are applied in ascending update order, and no index is
+// ever used at run time, so nothing can be read or written out of bounds.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "executor/onnx/context.h"
+
+namespace consensor::executor::onnx_import {
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+// The reduction op applied to (current value, update), or "" for a plain overwrite.
+StatusOr<std::string> ReadScatterReduction(const NodeContext& ctx) {
+  if (!ctx.has_attr("reduction")) return std::string();
+  ASSIGN_OR_RETURN(std::string r, ctx.AttrString("reduction", "none"));
+  if (r == "none") return std::string();
+  if (r == "add") return std::string("add");
+  if (r == "mul") return std::string("mul");
+  if (r == "max") return std::string("max");
+  if (r == "min") return std::string("min");
+  return ctx.Invalid("reduction '" + r + "' is not one of none, add, mul, max, min");
+}
+
+// Writes updates (reshaped to [U, T]) into data (reshaped to [P, T]): update row u goes to data
+// row target[u]. Round r applies, to every row, the r-th update that targets it in ascending
+// u: out = where(has_r, op(out, gather(updates, src_r)), out); without a reduction only the
+// last update of each row is applied, in one round.
+StatusOr<ValueId> ScatterRows(NodeContext& ctx, ValueId data, ValueId updates, const Ints& target, int64_t rows,
+                              int64_t row_size, const std::string& reduction) {
+  const Shape data_shape = ctx.type(data).shape;  // copies: Emit may move the value table
+  const int64_t count = static_cast<int64_t>(target.size());
+  // hits[p]: the updates targeting row p, ascending.
+  std::vector<Ints> hits(static_cast<size_t>(rows));
+  for (int64_t u = 0; u < count; ++u) hits[static_cast<size_t>(target[u])].push_back(u);
+  if (reduction.empty()) {
+    for (Ints& h : hits) {
+      if (h.size() > 1) h.erase(h.begin(), h.end() - 1);  // the last one wins
+    }
+  }
+  size_t rounds = 0;
+  for (const Ints& h : hits) rounds = std::max(rounds, h.size());
+  // Each round carries a [P] mask and index table: keep the total within the element cap.
+  if (static_cast<double>(rounds) * static_cast<double>(rows) >
+      static_cast<double>(ctx.limits().max_elements_per_tensor)) {
+    return ctx.Invalid(std::to_string(rounds) + " updates of one element times " + std::to_string(rows) +
+                       " rows exceed the element cap");
+  }
+  ASSIGN_OR_RETURN(ValueId out, ReshapeTo(ctx, data, {rows, row_size}));
+  ASSIGN_OR_RETURN(ValueId update_rows, ReshapeTo(ctx, updates, {count, row_size}));
+  for (size_t r = 0; r < rounds; ++r) {
+    Tensor mask(DType::kBool, {rows, 1});
+    Ints source(static_cast<size_t>(rows), 0);
+    for (int64_t p = 0; p < rows; ++p) {
+      const Ints& h = hits[static_cast<size_t>(p)];
+      mask.data()[p] = r < h.size();
+      if (r < h.size()) source[static_cast<size_t>(p)] = h[r];
+    }
+    ASSIGN_OR_RETURN(ValueId picked,
+                     ctx.Emit("gather", {update_rows, ctx.Constant(Int64Vector(source))}, {{"axis", int64_t{0}}}));
+    if (!reduction.empty()) {
+      ASSIGN_OR_RETURN(picked, ctx.Emit(reduction, {out, picked}));
+    }
+    ASSIGN_OR_RETURN(out, ctx.Emit("where", {ctx.Constant(std::move(mask)), picked, out}));
+  }
+  if (rounds == 0) {
+    ASSIGN_OR_RETURN(out, ctx.Emit("identity", {out}));
+  }
+  return ReshapeTo(ctx, out, data_shape);
+}
+
+// ScatterElements (and Scatter): updates[j] goes to data at j's coordinates with coordinate
+// `axis` replaced by indices[j] (negative ones count from the end).
+Status ScatterElementsImpl(NodeContext& ctx, bool with_reduction) {
+  if (with_reduction) {
+    RETURN_IF_ERROR(ctx.CheckAttributes({"axis", "reduction"}));
+  } else {
+    RETURN_IF_ERROR(ctx.CheckAttributes({"axis"}));
+  }
+  ASSIGN_OR_RETURN(std::string reduction, ReadScatterReduction(ctx));
+  ASSIGN_OR_RETURN(ValueId data, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId updates, ctx.RequiredInput(2));
+  RETURN_IF_ERROR(ctx.RequiredInput(1).status());
+  const Shape ds = ctx.type(data).shape;
+  const Shape is = ctx.type(ctx.input(1)).shape;
+  const int64_t rank = static_cast<int64_t>(ds.size());
+  if (rank == 0 || static_cast<int64_t>(is.size()) != rank) {
+    return ctx.Invalid("data and indices must have the same rank, at least 1");
+  }
+  if (ctx.type(updates).shape != is) return ctx.Invalid("updates and indices must have the same shape");
+  if (ctx.type(updates).dtype != ctx.type(data).dtype) return ctx.Invalid("updates and data must have one dtype");
+  ASSIGN_OR_RETURN(int64_t axis_attr, ctx.AttrInt("axis", 0));
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, axis_attr, rank, "axis"));
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != axis && is[d] > ds[d]) {
+      return ctx.Invalid("indices " + ShapeToString(is) + " exceed data " + ShapeToString(ds) + " on axis " +
+                         std::to_string(d));
+    }
+  }
+  ASSIGN_OR_RETURN(Ints idx, ctx.ConstantInts(1, "indices"));
+  ASSIGN_OR_RETURN(int64_t data_count, CheckedNumElements(ds));
+  Ints strides(static_cast<size_t>(rank), 1);
+  for (int64_t d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * ds[d + 1];
+  Ints target(idx.size());
+  Ints coord(static_cast<size_t>(rank), 0);
+  const int64_t n = ds[axis];
+  for (size_t j = 0; j < idx.size(); ++j) {
+    const int64_t i = idx[j] < 0 && idx[j] >= -n ? idx[j] + n : idx[j];
+    if (i < 0 || i >= n) {
+      return ctx.Invalid("index " + std::to_string(idx[j]) + " at flat position " + std::to_string(j) +
+                         " is outside [-" + std::to_string(n) + ", " + std::to_string(n) + ")");
+    }
+    int64_t flat = 0;
+    for (int64_t d = 0; d < rank; ++d) flat += (d == axis ? i : coord[d]) * strides[d];
+    target[j] = flat;
+    for (int64_t d = rank - 1; d >= 0 && ++coord[d] == is[d]; --d) coord[d] = 0;
+  }
+  return SetResult(ctx, ScatterRows(ctx, data, updates, target, data_count, 1, reduction));
+}
+
+// ScatterND: each index tuple (the last dim of indices, k long) names a slice
+// data[i0, ..., ik-1, :, ...]; the matching slice of updates goes there.
+Status ScatterNd(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"reduction"}));
+  ASSIGN_OR_RETURN(std::string reduction, ReadScatterReduction(ctx));
+  ASSIGN_OR_RETURN(ValueId data, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId updates, ctx.RequiredInput(2));
+  RETURN_IF_ERROR(ctx.RequiredInput(1).status());
+  const Shape ds = ctx.type(data).shape;
+  const Shape is = ctx.type(ctx.input(1)).shape;
+  const int64_t r = static_cast<int64_t>(ds.size()), q = static_cast<int64_t>(is.size());
+  if (r < 1 || q < 1) return ctx.Invalid("data and indices must have rank 1 or more");
+  const int64_t k = is[q - 1];
+  if (k < 1 || k > r) return ctx.Invalid("the last dim of indices must be between 1 and rank(data)");
+  Shape want(is.begin(), is.end() - 1);
+  want.insert(want.end(), ds.begin() + k, ds.end());
+  if (ctx.type(updates).shape != want) {
+    return ctx.Invalid("updates have shape " + ShapeToString(ctx.type(updates).shape) + ", needs " +
+                       ShapeToString(want));
+  }
+  if (ctx.type(updates).dtype != ctx.type(data).dtype) return ctx.Invalid("updates and data must have one dtype");
+  ASSIGN_OR_RETURN(Ints idx, ctx.ConstantInts(1, "indices"));
+  int64_t rows = 1, row_size = 1;
+  Ints strides(static_cast<size_t>(k));
+  for (int64_t j = k - 1; j >= 0; --j) {
+    strides[j] = rows;
+    rows *= ds[j];
+  }
+  for (int64_t d = k; d < r; ++d) row_size *= ds[d];
+  const size_t tuples = idx.size() / static_cast<size_t>(k);
+  Ints target(tuples);
+  for (size_t t = 0; t < tuples; ++t) {
+    int64_t row = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t v = idx[t * k + j], n = ds[j];
+      const int64_t i = v < 0 && v >= -n ? v + n : v;
+      if (i < 0 || i >= n) {
+        return ctx.Invalid("index " + std::to_string(v) + " of tuple " + std::to_string(t) + " is outside [-" +
+                           std::to_string(n) + ", " + std::to_string(n) + ")");
+      }
+      row += i * strides[j];
+    }
+    target[t] = row;
+  }
+  return SetResult(ctx, ScatterRows(ctx, data, updates, target, rows, row_size, reduction));
+}
+
+}  // namespace
+
+const std::vector<OpConverter>& ScatterConverters() {
+  static const std::vector<OpConverter> table = {
+      {"ScatterElements", [](NodeContext& c) { return ScatterElementsImpl(c, true); }},
+      {"Scatter", [](NodeContext& c) { return ScatterElementsImpl(c, false); }},
+      {"ScatterND", ScatterNd},
+  };
+  return table;
+}
+
+}  // namespace consensor::executor::onnx_import
