@@ -18,6 +18,8 @@
 //               max_messages_per_second_per_operator  pull_interval_ms
 //   [consensus] replicas  quorum  max_replicas  member_timeout_ms  max_dispute_committee
 //               max_reference_age
+//   [clients]   auth  keys_file  submissions_per_second  submission_burst  flops_per_minute
+//               max_tasks_in_flight  max_watches  max_disk_bytes
 //   [fault]     mode  (testing only: corrupt-output | equivocate | silent | crash-mid-task)
 #pragma once
 
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "node/api/client_gate.h"
 #include "node/chain/chain_view.h"
 #include "node/engine/consensus_options.h"
 #include "node/engine/task_manager.h"
@@ -80,6 +83,10 @@ struct NodeConfig {
   int64_t p2p_max_streams = 64;
   std::string p2p_advertise;               // endpoint peers reach this node at (default: p2p.listen, else rpc.listen)
   std::vector<std::string> p2p_bootstrap;  // peers to contact besides the registry's endpoints
+
+  // Client identities and per-client budgets (docs/NODE.md, "Clients"). The keys file is read
+  // when the node starts.
+  ClientsConfig clients;
 
   // Fault injection for tests and devnets, empty in every real deployment: the node turns it into
   // the engine's FaultInjector (node/engine/fault_injection.h).
