@@ -124,7 +124,8 @@ StatusOr<std::vector<ClientEntry>> LoadClientKeysFile(const std::string& path, c
     }
 #else
     toml::parse_result result = toml::parse(text.str(), path);
-    if (!result) return InvalidArgument(Where(path, result.error().source()) + ": " + std::string(result.error().description()));
+    if (!result)
+      return InvalidArgument(Where(path, result.error().source()) + ": " + std::string(result.error().description()));
     toml::table root = std::move(result).table();
 #endif
     for (const auto& [key, node] : root) {
@@ -155,8 +156,9 @@ StatusOr<std::vector<ClientEntry>> LoadClientKeysFile(const std::string& path, c
       if (!hex) return InvalidArgument(named + ": key_sha256 is missing");
       auto hash = Hash256FromHex(*hex);
       if (!hash.ok()) {
-        return InvalidArgument(named + ": key_sha256 must be 64 hex digits, the SHA-256 of the key (`consensor "
-                                       "client-key new` prints it): " +
+        return InvalidArgument(named +
+                               ": key_sha256 must be 64 hex digits, the SHA-256 of the key (`consensor "
+                               "client-key new` prints it): " +
                                hash.status().message());
       }
       c.key_sha256 = *hash;
@@ -209,8 +211,9 @@ std::optional<ClientIdentity> ClientGate::Authenticate(std::optional<std::string
   };
   if (!authorization) {
     if (keys_required()) {
-      return refuse("this node requires an API key: send it as 'authorization: Bearer <key>' metadata "
-                    "(consensor: --api-key-file FILE or $CONSENSOR_API_KEY); the node's operator issues keys");
+      return refuse(
+          "this node requires an API key: send it as 'authorization: Bearer <key>' metadata "
+          "(consensor: --api-key-file FILE or $CONSENSOR_API_KEY); the node's operator issues keys");
     }
     return ClientIdentity{"ip:" + PeerAddress(peer), std::string(kAnonymous), config_.defaults};
   }
@@ -265,7 +268,15 @@ void ClientGate::PruneIdleAnonymous() {
 
 Status ClientGate::AdmitSubmission(const ClientIdentity& client, int64_t flops,
                                    const std::function<bool(const std::string&)>& finished) {
+  int64_t taken = 0;
+  return AdmitSubmission(
+      client, [flops]() -> StatusOr<int64_t> { return flops; }, finished, &taken);
+}
+
+Status ClientGate::AdmitSubmission(const ClientIdentity& client, const std::function<StatusOr<int64_t>()>& count_flops,
+                                   const std::function<bool(const std::string&)>& finished, int64_t* flops_taken) {
   const ClientBudgets& b = client.budgets;
+  *flops_taken = 0;
   std::string refused;
   Status status = OkStatus();
   {
@@ -274,8 +285,9 @@ Status ClientGate::AdmitSubmission(const ClientIdentity& client, int64_t flops,
     Refill(b, &s);
     if (b.submissions_per_second > 0 && s.submission_tokens < 1.0) {
       refused = "submissions_per_second";
-      status = ResourceExhausted("client '" + client.label + "' is over its submission rate (submissions_per_second = " +
-                                 std::to_string(b.submissions_per_second) + "); retry later");
+      status =
+          ResourceExhausted("client '" + client.label + "' is over its submission rate (submissions_per_second = " +
+                            std::to_string(b.submissions_per_second) + "); retry later");
     }
     if (status.ok() && b.max_tasks_in_flight > 0) {
       for (auto it = s.in_flight.begin(); it != s.in_flight.end();) {
@@ -288,23 +300,32 @@ Status ClientGate::AdmitSubmission(const ClientIdentity& client, int64_t flops,
                                    std::to_string(b.max_tasks_in_flight) + "); submit more when one finishes");
       }
     }
-    if (status.ok() && b.flops_per_minute > 0) {
-      if (flops > b.flops_per_minute) {
-        refused = "flops_per_minute";
-        status = ResourceExhausted("the task counts " + std::to_string(flops) + " FLOPs, more than client '" +
-                                   client.label + "' may use in a minute (flops_per_minute = " +
-                                   std::to_string(b.flops_per_minute) + ")");
-      } else if (static_cast<double>(flops) > s.flop_tokens) {
-        refused = "flops_per_minute";
-        status = ResourceExhausted("client '" + client.label + "' is over its compute budget (flops_per_minute = " +
-                                   std::to_string(b.flops_per_minute) + "; the task counts " + std::to_string(flops) +
-                                   " FLOPs, " + std::to_string(static_cast<int64_t>(s.flop_tokens)) +
-                                   " are left now); retry later");
-      }
-    }
     // An attempt costs a token whether or not it is admitted, so refused attempts are paced too.
     if (b.submissions_per_second > 0 && s.submission_tokens >= 1.0) s.submission_tokens -= 1.0;
-    if (status.ok() && b.flops_per_minute > 0) s.flop_tokens -= static_cast<double>(flops);
+  }
+  if (status.ok() && b.flops_per_minute > 0) {
+    // Counting compiles the graph: only for a caller within its rate, and outside the lock.
+    StatusOr<int64_t> counted = count_flops();
+    if (!counted.ok()) return counted.status();
+    const int64_t flops = *counted;
+    std::lock_guard<std::mutex> lock(mu_);
+    State& s = StateOf(client);
+    Refill(b, &s);
+    if (flops > b.flops_per_minute) {
+      refused = "flops_per_minute";
+      status =
+          ResourceExhausted("the task counts " + std::to_string(flops) + " FLOPs, more than client '" + client.label +
+                            "' may use in a minute (flops_per_minute = " + std::to_string(b.flops_per_minute) + ")");
+    } else if (static_cast<double>(flops) > s.flop_tokens) {
+      refused = "flops_per_minute";
+      status = ResourceExhausted("client '" + client.label + "' is over its compute budget (flops_per_minute = " +
+                                 std::to_string(b.flops_per_minute) + "; the task counts " + std::to_string(flops) +
+                                 " FLOPs, " + std::to_string(static_cast<int64_t>(s.flop_tokens)) +
+                                 " are left now); retry later");
+    } else {
+      s.flop_tokens -= static_cast<double>(flops);
+      *flops_taken = flops;
+    }
   }
   if (!status.ok()) CountRefusal(client, refused);
   return status;

@@ -77,9 +77,15 @@ class ClientGate {
   std::optional<ClientIdentity> Authenticate(std::optional<std::string_view> authorization, std::string_view peer,
                                              std::string* error);
 
-  // A submission attempt: one token of the submission rate, a free slot of tasks in flight, and
-  // `flops` tokens of the FLOP budget, taken together or not at all. `finished(task_id_hex)`
-  // tells which of the client's earlier tasks are done. RESOURCE_EXHAUSTED naming the budget.
+  // A submission attempt: one token of the submission rate (spent even when refused), a free slot
+  // of tasks in flight, then, only if those pass and the client has a FLOP budget, the task's
+  // FLOPs from `count_flops` (which compiles the graph, so it runs outside the gate's lock and
+  // never for a caller over its rate). `finished(task_id_hex)` tells which of the client's
+  // earlier tasks are done. RESOURCE_EXHAUSTED naming the budget, or count_flops' error;
+  // `flops_taken` is what RefundFlops gives back if the submission fails later.
+  Status AdmitSubmission(const ClientIdentity& client, const std::function<StatusOr<int64_t>()>& count_flops,
+                         const std::function<bool(const std::string& task_id_hex)>& finished, int64_t* flops_taken);
+  // The same with a known FLOP count (tests).
   Status AdmitSubmission(const ClientIdentity& client, int64_t flops,
                          const std::function<bool(const std::string& task_id_hex)>& finished);
   // The submission failed after admission: its FLOPs are given back (the rate token is not).

@@ -208,22 +208,17 @@ grpc::Status ClientService::SubmitTaskImpl(grpc::ServerContext*, const v1::Submi
   int64_t flops = 0;
   bool admitted = false;
   if (gate_ != nullptr && who != nullptr) {
-    if (who->budgets.flops_per_minute > 0) {
-      auto counted = tasks_->CountFlops(*request);
-      if (counted.ok()) flops = *counted;
-      if (!counted.ok()) admission = counted.status();
-    }
-    if (admission.ok()) {
-      TaskManager* tasks = tasks_;
-      Status s = gate_->AdmitSubmission(*who, flops, [tasks](const std::string& hex) {
-        auto id = consensus::TaskId::FromHex(hex);
-        if (!id.ok()) return true;
-        auto task = tasks->Get(*id);
-        return !task.ok() || consensus::IsFinal(static_cast<consensus::TaskState>(task->state()));
-      });
-      if (!s.ok()) admission = s;
-      admitted = s.ok();
-    }
+    TaskManager* tasks = tasks_;
+    admission = gate_->AdmitSubmission(
+        *who, [tasks, request] { return tasks->CountFlops(*request); },
+        [tasks](const std::string& hex) {
+          auto id = consensus::TaskId::FromHex(hex);
+          if (!id.ok()) return true;
+          auto task = tasks->Get(*id);
+          return !task.ok() || consensus::IsFinal(static_cast<consensus::TaskState>(task->state()));
+        },
+        &flops);
+    admitted = admission.ok();
     if (admission.ok() && who->budgets.max_disk_bytes > 0 && gate_->disk() != nullptr) {
       Status s = gate_->disk()->Check(who->id, who->budgets.max_disk_bytes, record_bytes, "task submission");
       if (!s.ok()) {

@@ -37,13 +37,14 @@ Graph TinyModel() {
   return g;
 }
 
-// Enough matmuls to keep the only worker busy for a while.
+// Far more matmuls than its wall-time cap allows (set per task below): it runs, and a watch on it
+// stays open, for the cap's length whatever the machine's speed, then fails.
 Graph SlowModel() {
   Graph g;
-  Value x = g.input("x", DType::kF32, {192, 192});
-  Value w = g.constant(testing_support::RandomF32({192, 192}, 3));
+  Value x = g.input("x", DType::kF32, {256, 256});
+  Value w = g.constant(testing_support::RandomF32({256, 256}, 3));
   Value h = x;
-  for (int i = 0; i < 300; ++i) h = tanh(matmul(h, w));
+  for (int i = 0; i < 3000; ++i) h = tanh(matmul(h, w));
   g.output("y", h);
   return g;
 }
@@ -201,11 +202,10 @@ TEST_F(ClientAuthTest, KeysAreRequiredWhileHealthStaysOpen) {
   auto refused = testing_support::RunCommand(testing_support::CliBinary(), "node info" + node);
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_TRUE(Contains(refused.out, "unauthenticated")) << refused.out;
-  auto from_file = testing_support::RunCommand(testing_support::CliBinary(),
-                                               "node info --api-key-file " + Path("alice.key") + node);
+  auto from_file =
+      testing_support::RunCommand(testing_support::CliBinary(), "node info --api-key-file " + Path("alice.key") + node);
   EXPECT_EQ(from_file.exit_code, 0) << from_file.out;
-  auto from_env = testing_support::RunCommand("CONSENSOR_API_KEY=" + Key("alice") + " " +
-                                                  testing_support::CliBinary(),
+  auto from_env = testing_support::RunCommand("CONSENSOR_API_KEY=" + Key("alice") + " " + testing_support::CliBinary(),
                                               "status " + submitted->task_id() + node);
   EXPECT_EQ(from_env.exit_code, 0) << from_env.out;
 
@@ -216,19 +216,20 @@ TEST_F(ClientAuthTest, KeysAreRequiredWhileHealthStaysOpen) {
 
 TEST_F(ClientAuthTest, ClientOverItsBudgetsIsRefusedWhileAnotherCompletes) {
   const int64_t tiny_flops = CountedFlops(TinyModel());
-  const std::string keys = WriteKeysFile(
-      NewClientKey("alice", "submissions_per_second = 0.01\nsubmission_burst = 2\nmax_watches = 1\n") +
-      NewClientKey("carol", "flops_per_minute = " + std::to_string(tiny_flops * 3 / 2) + "\n") +
-      NewClientKey("dave", "max_disk_bytes = 6000\n") + NewClientKey("bob"));
-  DaemonProcess* d = StartDaemon("node", {"--client-auth", "keys", "--client-keys-file", keys, "--metrics",
-                                          "127.0.0.1:0", "--workers", "1"});
+  const std::string keys =
+      WriteKeysFile(NewClientKey("alice", "submissions_per_second = 0.01\nsubmission_burst = 2\nmax_watches = 1\n") +
+                    NewClientKey("carol", "flops_per_minute = " + std::to_string(tiny_flops * 3 / 2) + "\n") +
+                    NewClientKey("dave", "max_disk_bytes = 6000\n") + NewClientKey("bob"));
+  DaemonProcess* d = StartDaemon(
+      "node", {"--client-auth", "keys", "--client-keys-file", keys, "--metrics", "127.0.0.1:0", "--workers", "2"});
   NodeClient alice = ClientOf(d, "alice");
   NodeClient bob = ClientOf(d, "bob");
   NodeClient carol = ClientOf(d, "carol");
   NodeClient dave = ClientOf(d, "dave");
 
   // Submission rate: two in a burst, then refused, naming the budget.
-  v1::SubmitTaskRequest slow = Prepare(alice, SlowModel(), {192, 192}, 1);
+  v1::SubmitTaskRequest slow = Prepare(alice, SlowModel(), {256, 256}, 1);
+  slow.mutable_options()->set_max_wall_ms(6000);
   auto slow_task = alice.SubmitTask(slow);
   ASSERT_TRUE(slow_task.ok()) << slow_task.status().ToString();
   ASSERT_TRUE(alice.SubmitTask(Prepare(alice, TinyModel(), {2, 4}, 2)).ok());
@@ -237,9 +238,8 @@ TEST_F(ClientAuthTest, ClientOverItsBudgetsIsRefusedWhileAnotherCompletes) {
   EXPECT_TRUE(Contains(over_rate.status().message(), "submissions_per_second")) << over_rate.status().ToString();
 
   // Watch streams: alice's one stream is open on the slow task, her second is refused.
-  std::thread watcher([&] {
-    (void)alice.WatchTask(slow_task->task_id(), std::chrono::seconds(120), [](const v1::Task&) {});
-  });
+  std::thread watcher(
+      [&] { (void)alice.WatchTask(slow_task->task_id(), std::chrono::seconds(120), [](const v1::Task&) {}); });
   bool open = false;
   for (int i = 0; i < 200 && !open; ++i) {
     open = Contains(Metrics(d), "consensor_client_watches{client=\"alice\"} 1");
@@ -275,7 +275,8 @@ TEST_F(ClientAuthTest, ClientOverItsBudgetsIsRefusedWhileAnotherCompletes) {
   watcher.join();
 
   const std::string metrics = Metrics(d);
-  EXPECT_TRUE(Contains(metrics, "consensor_client_refusals_total{client=\"alice\",budget=\"submissions_per_second\"} 1"))
+  EXPECT_TRUE(
+      Contains(metrics, "consensor_client_refusals_total{client=\"alice\",budget=\"submissions_per_second\"} 1"))
       << metrics;
   EXPECT_TRUE(Contains(metrics, "consensor_client_refusals_total{client=\"alice\",budget=\"max_watches\"} 1"));
   EXPECT_TRUE(Contains(metrics, "consensor_client_refusals_total{client=\"carol\",budget=\"flops_per_minute\"} 1"));
@@ -285,8 +286,8 @@ TEST_F(ClientAuthTest, ClientOverItsBudgetsIsRefusedWhileAnotherCompletes) {
 
 TEST_F(ClientAuthTest, DiskChargesSurviveARestartAndRetentionReleasesThem) {
   const std::string keys = WriteKeysFile(NewClientKey("dave", "max_disk_bytes = 6000\n"));
-  const std::vector<std::string> args = {"--client-auth", "keys", "--client-keys-file", keys, "--metrics",
-                                         "127.0.0.1:0"};
+  const std::vector<std::string> args = {"--client-auth", "keys",       "--client-keys-file", keys,
+                                         "--metrics",     "127.0.0.1:0"};
   DaemonProcess* d = StartDaemon("node", args);
   {
     NodeClient dave = ClientOf(d, "dave");

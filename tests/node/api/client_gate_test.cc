@@ -49,8 +49,8 @@ TEST_F(ClientGateTest, KeysFileIsCheckedAndDefaultsFillTheBudgets) {
   ClientBudgets defaults;
   defaults.max_watches = 3;
   defaults.flops_per_minute = 1000;
-  auto clients = LoadClientKeysFile(WriteKeys(Entry("alice", "ka", "max_watches = 1\n") + Entry("bob", "kb")),
-                                    defaults);
+  auto clients =
+      LoadClientKeysFile(WriteKeys(Entry("alice", "ka", "max_watches = 1\n") + Entry("bob", "kb")), defaults);
   ASSERT_TRUE(clients.ok()) << clients.status().ToString();
   ASSERT_EQ(clients->size(), 2u);
   EXPECT_EQ((*clients)[0].name, "alice");
@@ -127,6 +127,18 @@ TEST_F(ClientGateTest, SubmissionRateIsATokenBucketPerClient) {
   now_ += std::chrono::milliseconds(500);               // one token back
   EXPECT_TRUE(gate.AdmitSubmission(a, 0, never).ok());
   EXPECT_FALSE(gate.AdmitSubmission(a, 0, never).ok());
+  // A caller over its rate is refused before its graph is compiled to count FLOPs.
+  ClientIdentity metered = a;
+  metered.budgets.flops_per_minute = 1000;
+  int counted = 0;
+  int64_t taken = -1;
+  auto count = [&counted]() -> StatusOr<int64_t> {
+    ++counted;
+    return int64_t{10};
+  };
+  EXPECT_FALSE(gate.AdmitSubmission(metered, count, never, &taken).ok());
+  EXPECT_EQ(counted, 0);
+  EXPECT_EQ(taken, 0);
   now_ += std::chrono::seconds(100);  // the bucket holds the burst, no more
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(gate.AdmitSubmission(a, 0, never).ok()) << i;
   EXPECT_FALSE(gate.AdmitSubmission(a, 0, never).ok());

@@ -108,10 +108,12 @@ TEST_F(ClientDiskLedgerTest, DeletionReleasesAndReopeningRecomputesTheSameTotals
   ASSERT_TRUE(ledger.Load().ok());
   EXPECT_EQ(ledger.StoredBytes("alice"), 0);
   int left = 0;
-  ASSERT_TRUE(store_->ForEachMeta("client/", [&](const std::string&, const std::string&) {
-                      ++left;
-                      return OkStatus();
-                    })
+  ASSERT_TRUE(store_
+                  ->ForEachMeta("client/",
+                                [&](const std::string&, const std::string&) {
+                                  ++left;
+                                  return OkStatus();
+                                })
                   .ok());
   EXPECT_EQ(left, 0);
 }
