@@ -11,16 +11,21 @@ namespace {
 
 constexpr size_t kUploadChunkBytes = size_t{1} << 20;
 
-void SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds timeout) {
-  context->set_deadline(std::chrono::system_clock::now() + timeout);
-}
-
 }  // namespace
+
+void NodeClient::Prepare(grpc::ClientContext* context, std::chrono::milliseconds timeout) const {
+  context->set_deadline(std::chrono::system_clock::now() + timeout);
+  if (!api_key_.empty()) context->AddMetadata("authorization", "Bearer " + api_key_);
+}
 
 Status FromGrpcStatus(const grpc::Status& status, const std::string& address) {
   if (status.ok()) return OkStatus();
   std::string message = status.error_message();
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) message = "node " + address + " unavailable: " + message;
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+    // Status has no UNAUTHENTICATED; the nearest code, with the server's word kept.
+    return PermissionDenied("unauthenticated by node " + address + ": " + message);
+  }
   return Status(static_cast<StatusCode>(status.error_code()), message);
 }
 
@@ -34,7 +39,7 @@ NodeClient::NodeClient(const std::string& address, std::chrono::milliseconds cal
 
 StatusOr<v1::PutBlobResponse> NodeClient::PutBlob(std::span<const uint8_t> bytes) {
   grpc::ClientContext context;
-  SetDeadline(&context, call_timeout_);
+  Prepare(&context, call_timeout_);
   v1::PutBlobResponse response;
   auto writer = stub_->PutBlob(&context, &response);
   v1::PutBlobRequest message;
@@ -62,7 +67,7 @@ StatusOr<v1::PutBlobResponse> NodeClient::PutBlobFile(const std::string& path, i
 
 StatusOr<std::vector<uint8_t>> NodeClient::GetBlob(const std::string& sha256_hex, int64_t max_bytes) {
   grpc::ClientContext context;
-  SetDeadline(&context, call_timeout_);
+  Prepare(&context, call_timeout_);
   v1::GetBlobRequest request;
   request.set_sha256(sha256_hex);
   auto reader = stub_->GetBlob(&context, request);
@@ -90,7 +95,7 @@ StatusOr<std::vector<uint8_t>> NodeClient::GetBlob(const std::string& sha256_hex
 
 StatusOr<v1::SubmitTaskResponse> NodeClient::SubmitTask(const v1::SubmitTaskRequest& request) {
   grpc::ClientContext context;
-  SetDeadline(&context, call_timeout_);
+  Prepare(&context, call_timeout_);
   v1::SubmitTaskResponse response;
   RETURN_IF_ERROR(FromGrpcStatus(stub_->SubmitTask(&context, request, &response), address_));
   return response;
@@ -98,7 +103,7 @@ StatusOr<v1::SubmitTaskResponse> NodeClient::SubmitTask(const v1::SubmitTaskRequ
 
 StatusOr<v1::Task> NodeClient::GetTask(const std::string& task_id) {
   grpc::ClientContext context;
-  SetDeadline(&context, call_timeout_);
+  Prepare(&context, call_timeout_);
   v1::GetTaskRequest request;
   request.set_task_id(task_id);
   v1::Task task;
@@ -110,7 +115,7 @@ StatusOr<v1::Task> NodeClient::WatchTask(const std::string& task_id, std::chrono
                                          const std::function<void(const v1::Task&)>& on_update,
                                          const std::function<bool(const v1::Task&)>& done) {
   grpc::ClientContext context;
-  SetDeadline(&context, timeout);
+  Prepare(&context, timeout);
   v1::WatchTaskRequest request;
   request.set_task_id(task_id);
   auto reader = stub_->WatchTask(&context, request);
@@ -135,7 +140,7 @@ StatusOr<v1::Task> NodeClient::WatchTask(const std::string& task_id, std::chrono
 
 StatusOr<v1::NodeInfo> NodeClient::GetNodeInfo() {
   grpc::ClientContext context;
-  SetDeadline(&context, call_timeout_);
+  Prepare(&context, call_timeout_);
   v1::NodeInfo info;
   RETURN_IF_ERROR(FromGrpcStatus(stub_->GetNodeInfo(&context, v1::GetNodeInfoRequest(), &info), address_));
   return info;
@@ -143,7 +148,7 @@ StatusOr<v1::NodeInfo> NodeClient::GetNodeInfo() {
 
 StatusOr<v1::TraceResponse> NodeClient::GetTrace(const std::string& task_id, uint32_t first_op, uint32_t max_ops) {
   grpc::ClientContext context;
-  SetDeadline(&context, call_timeout_);
+  Prepare(&context, call_timeout_);
   v1::GetTraceRequest request;
   request.set_task_id(task_id);
   request.set_first_op(first_op);

@@ -13,8 +13,9 @@
 #include "consensor/v1/node.grpc.pb.h"
 
 namespace grpc {
+class ClientContext;
 class Status;
-}
+}  // namespace grpc
 
 namespace consensor::node {
 
@@ -39,9 +40,14 @@ class NodeClient {
   StatusOr<v1::TraceResponse> GetTrace(const std::string& task_id, uint32_t first_op, uint32_t max_ops);
 
   const std::string& address() const { return address_; }
+  // Every call from now on carries `authorization: Bearer <key>` (empty: no key).
+  void SetApiKey(std::string key) { api_key_ = std::move(key); }
 
  private:
+  void Prepare(grpc::ClientContext* context, std::chrono::milliseconds timeout) const;
+
   std::string address_;
+  std::string api_key_;
   std::chrono::milliseconds call_timeout_;
   std::unique_ptr<v1::Client::Stub> stub_;
 };

@@ -14,9 +14,11 @@ namespace {
 // Counts a finished RPC by method and status code (consensor_rpc_requests_total).
 grpc::Status Count(NodeMetrics* metrics, const char* method, grpc::Status status) {
   metrics->registry
-      ->AddCounter(
-          "consensor_rpc_requests_total", "Client API calls handled, by method and status code.",
-          {{"method", method}, {"code", std::string(StatusCodeName(static_cast<StatusCode>(status.error_code())))}})
+      ->AddCounter("consensor_rpc_requests_total", "Client API calls handled, by method and status code.",
+                   {{"method", method},
+                    {"code", status.error_code() == grpc::StatusCode::UNAUTHENTICATED
+                                 ? std::string("UNAUTHENTICATED")  // not a StatusCode: only the gate answers it
+                                 : std::string(StatusCodeName(static_cast<StatusCode>(status.error_code())))}})
       ->Increment();
   return status;
 }
@@ -45,14 +47,35 @@ void ClientService::UpdateStoreGauges() {
   metrics_->blobs_stored_bytes->Set(static_cast<double>(stats.blob_bytes));
 }
 
+std::optional<ClientIdentity> ClientService::Authenticate(grpc::ServerContext* context, grpc::Status* refusal) {
+  if (gate_ == nullptr) return ClientIdentity{"ip:" + context->peer(), "anonymous", ClientBudgets{}};
+  std::optional<std::string_view> authorization;
+  const auto& metadata = context->client_metadata();
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    authorization = std::string_view(it->second.data(), it->second.size());
+  }
+  std::string error;
+  auto who = gate_->Authenticate(authorization, context->peer(), &error);
+  if (!who) *refusal = grpc::Status(grpc::StatusCode::UNAUTHENTICATED, error);
+  return who;
+}
+
 grpc::Status ClientService::PutBlobImpl(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
-                                        v1::PutBlobResponse* response) {
+                                        v1::PutBlobResponse* response, const ClientIdentity* who) {
   v1::PutBlobRequest message;
   std::optional<Hash256> expected;
   std::unique_ptr<BlobWriter> writer;
   // The upload's claim on the disk budget: the declared size up front, then the running size,
   // each checked before the bytes are written.
   DiskBudget::Reservation claim;
+  // The client's own claim on its disk budget, beside the node's (only while it has one).
+  ClientDiskLedger* ledger =
+      gate_ != nullptr && who != nullptr && who->budgets.max_disk_bytes > 0 ? gate_->disk() : nullptr;
+  ClientDiskLedger::Claim client_claim;
+  auto client_refused = [&](Status s) {
+    gate_->CountRefusal(*who, "max_disk_bytes");
+    return ToGrpcStatus(s);
+  };
   int64_t declared = 0;
   int64_t received = 0;
   bool first = true;
@@ -74,6 +97,12 @@ grpc::Status ClientService::PutBlobImpl(grpc::ServerContext* context, grpc::Serv
         if (!r.ok()) return ToGrpcStatus(r.status());
         claim = std::move(r).value();
       }
+      if (ledger != nullptr) {
+        auto c = ledger->Reserve(who->id, who->budgets.max_disk_bytes,
+                                 std::max<int64_t>(declared, static_cast<int64_t>(data.size())), "blob upload");
+        if (!c.ok()) return client_refused(c.status());
+        client_claim = std::move(c).value();
+      }
       auto w = store_->NewBlobWriter(expected, max_blob_bytes_);
       if (!w.ok()) return ToGrpcStatus(w.status());
       writer = std::move(w).value();
@@ -89,6 +118,9 @@ grpc::Status ClientService::PutBlobImpl(grpc::ServerContext* context, grpc::Serv
     }
     if (budget_ != nullptr) {
       if (Status s = claim.GrowTo(received); !s.ok()) return ToGrpcStatus(s);
+    }
+    if (ledger != nullptr) {
+      if (Status s = client_claim.GrowTo(received); !s.ok()) return client_refused(s);
     }
     Status s = writer->Append(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
     if (!s.ok()) return ToGrpcStatus(s);
@@ -110,6 +142,10 @@ grpc::Status ClientService::PutBlobImpl(grpc::ServerContext* context, grpc::Serv
   }
   auto info = writer->Commit();
   if (!info.ok()) return ToGrpcStatus(info.status());
+  if (ledger != nullptr) {
+    // Charged even when the content was already here: this client asked the node to keep it too.
+    if (Status s = ledger->AddBlob(who->id, info->sha256, info->size); !s.ok()) return ToGrpcStatus(s);
+  }
   response->set_sha256(ToHex(info->sha256));
   response->set_size(static_cast<uint64_t>(info->size));
   response->set_already_present(info->already_present);
@@ -164,13 +200,48 @@ grpc::Status ClientService::GetBlobImpl(grpc::ServerContext* context, const v1::
 }
 
 grpc::Status ClientService::SubmitTaskImpl(grpc::ServerContext*, const v1::SubmitTaskRequest* request,
-                                           v1::SubmitTaskResponse* response) {
-  // Refused before the engine announces it or anything is stored (TaskManager checks again).
-  Status room = budget_ != nullptr
-                    ? budget_->Check(static_cast<int64_t>(request->ByteSizeLong()) + 256, "task submission")
-                    : OkStatus();
-  StatusOr<SubmitOutcome> outcome =
-      !room.ok() ? StatusOr<SubmitOutcome>(room) : (submitter_ ? submitter_(*request) : tasks_->Submit(*request));
+                                           v1::SubmitTaskResponse* response, const ClientIdentity* who) {
+  const int64_t record_bytes = static_cast<int64_t>(request->ByteSizeLong()) + 256;
+  // The client's budgets first, then the node's disk; all before the engine announces the task
+  // or anything is stored (TaskManager checks the disk again).
+  Status admission = OkStatus();
+  int64_t flops = 0;
+  bool admitted = false;
+  if (gate_ != nullptr && who != nullptr) {
+    TaskManager* tasks = tasks_;
+    admission = gate_->AdmitSubmission(
+        *who, [tasks, request] { return tasks->CountFlops(*request); },
+        [tasks](const std::string& hex) {
+          auto id = consensus::TaskId::FromHex(hex);
+          if (!id.ok()) return true;
+          auto task = tasks->Get(*id);
+          return !task.ok() || consensus::IsFinal(static_cast<consensus::TaskState>(task->state()));
+        },
+        &flops);
+    admitted = admission.ok();
+    if (admission.ok() && who->budgets.max_disk_bytes > 0 && gate_->disk() != nullptr) {
+      Status s = gate_->disk()->Check(who->id, who->budgets.max_disk_bytes, record_bytes, "task submission");
+      if (!s.ok()) {
+        gate_->CountRefusal(*who, "max_disk_bytes");
+        admission = s;
+      }
+    }
+  }
+  if (admission.ok() && budget_ != nullptr) admission = budget_->Check(record_bytes, "task submission");
+  StatusOr<SubmitOutcome> outcome = !admission.ok() ? StatusOr<SubmitOutcome>(admission)
+                                                    : (submitter_ ? submitter_(*request) : tasks_->Submit(*request));
+  // A refused or already known task costs no compute: its FLOPs go back.
+  if (admitted && (!outcome.ok() || outcome->already_known)) gate_->RefundFlops(*who, flops);
+  if (outcome.ok() && !outcome->already_known && gate_ != nullptr && who != nullptr) {
+    gate_->TaskAccepted(*who, outcome->task_id.Hex());
+    if (who->budgets.max_disk_bytes > 0 && gate_->disk() != nullptr) {
+      // The task is stored and acknowledged below; a failure here only loses its charge.
+      if (Status s = gate_->disk()->AddTask(who->id, outcome->task_id.Hex(), record_bytes); !s.ok()) {
+        Log(LogLevel::kWarn, "could not record the client's disk charge for a task",
+            {{"client", who->label}, {"error", s.message()}});
+      }
+    }
+  }
   if (!outcome.ok()) {
     metrics_->tasks_rejected->Increment();
     Log(LogLevel::kInfo, "task rejected",
@@ -203,7 +274,13 @@ bool WatchDone(const v1::Task& task) {
 }  // namespace
 
 grpc::Status ClientService::WatchTaskImpl(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
-                                          grpc::ServerWriter<v1::Task>* writer) {
+                                          grpc::ServerWriter<v1::Task>* writer, const ClientIdentity* who) {
+  ClientGate::WatchSlot slot;
+  if (gate_ != nullptr && who != nullptr) {
+    auto opened = gate_->OpenWatch(*who);
+    if (!opened.ok()) return ToGrpcStatus(opened.status());
+    slot = std::move(opened).value();
+  }
   auto id = consensus::TaskId::FromHex(request->task_id());
   if (!id.ok()) return ToGrpcStatus(id.status());
   auto task = tasks_->Get(*id);
@@ -249,36 +326,57 @@ grpc::Status ClientService::GetTraceImpl(grpc::ServerContext*, const v1::GetTrac
 
 grpc::Status ClientService::PutBlob(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
                                     v1::PutBlobResponse* response) {
-  return Count(metrics_, "PutBlob", PutBlobImpl(context, reader, response));
+  grpc::Status refusal;
+  auto who = Authenticate(context, &refusal);
+  if (!who) return Count(metrics_, "PutBlob", refusal);
+  return Count(metrics_, "PutBlob", PutBlobImpl(context, reader, response, &*who));
 }
 
 grpc::Status ClientService::GetBlob(grpc::ServerContext* context, const v1::GetBlobRequest* request,
                                     grpc::ServerWriter<v1::BlobChunk>* writer) {
+  grpc::Status refusal;
+  auto who = Authenticate(context, &refusal);
+  if (!who) return Count(metrics_, "GetBlob", refusal);
   return Count(metrics_, "GetBlob", GetBlobImpl(context, request, writer));
 }
 
 grpc::Status ClientService::SubmitTask(grpc::ServerContext* context, const v1::SubmitTaskRequest* request,
                                        v1::SubmitTaskResponse* response) {
-  return Count(metrics_, "SubmitTask", SubmitTaskImpl(context, request, response));
+  grpc::Status refusal;
+  auto who = Authenticate(context, &refusal);
+  if (!who) return Count(metrics_, "SubmitTask", refusal);
+  return Count(metrics_, "SubmitTask", SubmitTaskImpl(context, request, response, &*who));
 }
 
 grpc::Status ClientService::GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request,
                                     v1::Task* response) {
+  grpc::Status refusal;
+  auto who = Authenticate(context, &refusal);
+  if (!who) return Count(metrics_, "GetTask", refusal);
   return Count(metrics_, "GetTask", GetTaskImpl(context, request, response));
 }
 
 grpc::Status ClientService::WatchTask(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
                                       grpc::ServerWriter<v1::Task>* writer) {
-  return Count(metrics_, "WatchTask", WatchTaskImpl(context, request, writer));
+  grpc::Status refusal;
+  auto who = Authenticate(context, &refusal);
+  if (!who) return Count(metrics_, "WatchTask", refusal);
+  return Count(metrics_, "WatchTask", WatchTaskImpl(context, request, writer, &*who));
 }
 
 grpc::Status ClientService::GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
                                         v1::NodeInfo* response) {
+  grpc::Status refusal;
+  auto who = Authenticate(context, &refusal);
+  if (!who) return Count(metrics_, "GetNodeInfo", refusal);
   return Count(metrics_, "GetNodeInfo", GetNodeInfoImpl(context, request, response));
 }
 
 grpc::Status ClientService::GetTrace(grpc::ServerContext* context, const v1::GetTraceRequest* request,
                                      v1::TraceResponse* response) {
+  grpc::Status refusal;
+  auto who = Authenticate(context, &refusal);
+  if (!who) return Count(metrics_, "GetTrace", refusal);
   return Count(metrics_, "GetTrace", GetTraceImpl(context, request, response));
 }
 
@@ -295,7 +393,7 @@ grpc::Status PeerFacingClientService::PutBlob(grpc::ServerContext*, grpc::Server
 }
 grpc::Status PeerFacingClientService::GetBlob(grpc::ServerContext* context, const v1::GetBlobRequest* request,
                                               grpc::ServerWriter<v1::BlobChunk>* writer) {
-  return client_->GetBlob(context, request, writer);
+  return Count(client_->metrics_, "GetBlob", client_->GetBlobImpl(context, request, writer));
 }
 grpc::Status PeerFacingClientService::SubmitTask(grpc::ServerContext*, const v1::SubmitTaskRequest*,
                                                  v1::SubmitTaskResponse*) {
@@ -303,7 +401,7 @@ grpc::Status PeerFacingClientService::SubmitTask(grpc::ServerContext*, const v1:
 }
 grpc::Status PeerFacingClientService::GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request,
                                               v1::Task* response) {
-  return client_->GetTask(context, request, response);
+  return Count(client_->metrics_, "GetTask", client_->GetTaskImpl(context, request, response));
 }
 grpc::Status PeerFacingClientService::WatchTask(grpc::ServerContext*, const v1::WatchTaskRequest*,
                                                 grpc::ServerWriter<v1::Task>*) {
@@ -311,7 +409,7 @@ grpc::Status PeerFacingClientService::WatchTask(grpc::ServerContext*, const v1::
 }
 grpc::Status PeerFacingClientService::GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
                                                   v1::NodeInfo* response) {
-  return client_->GetNodeInfo(context, request, response);
+  return Count(client_->metrics_, "GetNodeInfo", client_->GetNodeInfoImpl(context, request, response));
 }
 
 grpc::Status PeerFacingClientService::GetTrace(grpc::ServerContext*, const v1::GetTraceRequest*, v1::TraceResponse*) {

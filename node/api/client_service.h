@@ -3,11 +3,13 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
 
 #include "consensor/v1/node.grpc.pb.h"
+#include "node/api/client_gate.h"
 #include "node/engine/task_manager.h"
 #include "node/storage/disk_budget.h"
 #include "node/storage/store.h"
@@ -45,17 +47,22 @@ class ClientService final : public v1::Client::Service {
   void StallServedBlobs() { stall_served_blobs_ = true; }
   // Uploads and submissions are checked against it before anything is written (null: no checks).
   void SetDiskBudget(DiskBudget* budget) { budget_ = budget; }
+  // Client identities and budgets (null: every caller is anonymous and unlimited).
+  void SetGate(ClientGate* gate) { gate_ = gate; }
 
  private:
+  friend class PeerFacingClientService;  // peers' calls skip the client gate (they are not clients)
+  // The caller, or the UNAUTHENTICATED status to answer with.
+  std::optional<ClientIdentity> Authenticate(grpc::ServerContext* context, grpc::Status* refusal);
   grpc::Status PutBlobImpl(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
-                           v1::PutBlobResponse* response);
+                           v1::PutBlobResponse* response, const ClientIdentity* who);
   grpc::Status GetBlobImpl(grpc::ServerContext* context, const v1::GetBlobRequest* request,
                            grpc::ServerWriter<v1::BlobChunk>* writer);
   grpc::Status SubmitTaskImpl(grpc::ServerContext* context, const v1::SubmitTaskRequest* request,
-                              v1::SubmitTaskResponse* response);
+                              v1::SubmitTaskResponse* response, const ClientIdentity* who);
   grpc::Status GetTaskImpl(grpc::ServerContext* context, const v1::GetTaskRequest* request, v1::Task* response);
   grpc::Status WatchTaskImpl(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
-                             grpc::ServerWriter<v1::Task>* writer);
+                             grpc::ServerWriter<v1::Task>* writer, const ClientIdentity* who);
   grpc::Status GetNodeInfoImpl(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
                                v1::NodeInfo* response);
   grpc::Status GetTraceImpl(grpc::ServerContext* context, const v1::GetTraceRequest* request,
@@ -70,6 +77,7 @@ class ClientService final : public v1::Client::Service {
   Submitter submitter_;
   bool stall_served_blobs_ = false;
   DiskBudget* budget_ = nullptr;
+  ClientGate* gate_ = nullptr;
 };
 
 // consensor.v1.Client on the peer listener (p2p.listen): only the calls other operators make

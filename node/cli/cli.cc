@@ -3,6 +3,7 @@
 #include "common/file_io.h"
 #include "node/cli/cli_args.h"
 #include "node/cli/client_commands.h"
+#include "node/cli/client_key_command.h"
 #include "node/cli/keys_command.h"
 #include "node/cli/model_file.h"
 #include "node/cli/onnx_command.h"
@@ -82,6 +83,9 @@ commands:
       root against the one it stored; this command checks it against the certificate.
   node info [--node ADDR] [--json]
       Shows the node's version, backend, queue, limits and store.
+  client-key new --name NAME [--out FILE]
+      Makes a client API key: prints the key (or writes it to FILE, mode 0600) and the
+      [[client]] entry, with only the key's SHA-256, for the node's clients.keys_file.
   keys new|import|list ...
       Manages Ethereum v3 keystores (see `consensor keys --help`).
   operator register|rotate-signer|status|deregister|withdraw|set ...
@@ -101,7 +105,9 @@ commands:
   version
       Prints the version.
 
-The node address comes from --node, else $CONSENSOR_NODE, else 127.0.0.1:7400.
+The node address comes from --node, else $CONSENSOR_NODE, else 127.0.0.1:7400. A node that
+requires client keys gets the key from --api-key-file FILE, else $CONSENSOR_API_KEY (never
+from the command line itself).
 
 caps (run and inspect): --max-elements N  --max-memory BYTES  --max-flops N  --max-ops N
 )";
@@ -114,10 +120,10 @@ using Args = ParsedArgs;
 // command lines that work today into usage errors.
 ArgSpec SharedArgSpec() {
   ArgSpec spec;
-  spec.value_options = {"--input",       "--out",          "--threads",     "--isa",       "--blobs",   "--backend",
-                        "--device",      "--max-elements", "--max-memory",  "--max-flops", "--max-ops", "--node",
-                        "--nonce",       "--timeout",      "--max-wall-ms", "--replicas",  "--quorum",  "--shape",
-                        "--request-out", "--from",         "--count"};
+  spec.value_options = {"--input",       "--out",          "--threads",     "--isa",         "--blobs",   "--backend",
+                        "--device",      "--max-elements", "--max-memory",  "--max-flops",   "--max-ops", "--node",
+                        "--nonce",       "--timeout",      "--max-wall-ms", "--replicas",    "--quorum",  "--shape",
+                        "--request-out", "--from",         "--count",       "--api-key-file"};
   spec.flags = {"--trace", "--help", "--fallback-cpu", "--wait", "--json", "--final"};
   return spec;
 }
@@ -325,6 +331,7 @@ constexpr Command kCommands[] = {
     {"trace", WithSharedOptions<CmdTrace>, true},
     {"node", WithSharedOptions<CmdNode>, true},
     {"keys", RunKeysCommand, false},
+    {"client-key", RunClientKeyCommand, false},
     {"operator", RunOperatorCommand, false},
     {"evidence", RunEvidenceCommand, false},
     {"verify", RunVerifyCommand, false},

@@ -1,5 +1,7 @@
 #include "node/cli/client_commands.h"
 
+#include "node/api/api_key.h"
+
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -218,6 +220,14 @@ std::string NodeAddress(const ParsedArgs& a) {
   return "127.0.0.1:7400";
 }
 
+StatusOr<NodeClient> ConnectNode(const ParsedArgs& a, std::chrono::milliseconds call_timeout) {
+  auto key = ReadApiKey(a.Option("--api-key-file").value_or(""));
+  if (!key.ok()) return key.status();
+  NodeClient client(NodeAddress(a), call_timeout);
+  client.SetApiKey(*key);
+  return client;
+}
+
 int CmdSubmit(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   if (a.positional.size() != 1) return Usage(err, "submit takes exactly one GRAPH argument");
   v1::SubmitTaskRequest request;
@@ -259,7 +269,9 @@ int CmdSubmit(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   auto model = LoadModelFile(a.positional[0], shapes, limits);
   if (!model.ok()) return Fail(err, model.status().WithContext("graph '" + a.positional[0] + "'"));
   const executor::Graph* graph = &model->graph;
-  NodeClient client(NodeAddress(a));
+  auto connected = ConnectNode(a);
+  if (!connected.ok()) return Fail(err, connected.status());
+  NodeClient& client = *connected;
   auto graph_blob = client.PutBlob(executor::SerializeGraph(*graph));
   if (!graph_blob.ok()) return Fail(err, graph_blob.status().WithContext("uploading the graph"));
   request.set_graph_sha256(graph_blob->sha256());
@@ -350,7 +362,9 @@ int CmdSubmit(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
 
 int CmdStatus(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   if (a.positional.size() != 1) return Usage(err, "status takes exactly one TASK_ID argument");
-  NodeClient client(NodeAddress(a));
+  auto connected = ConnectNode(a);
+  if (!connected.ok()) return Fail(err, connected.status());
+  NodeClient& client = *connected;
   auto task = client.GetTask(a.positional[0]);
   if (!task.ok()) return Fail(err, task.status());
   if (a.HasFlag("--json")) {
@@ -378,7 +392,9 @@ int CmdTrace(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   }
   auto timeout = Timeout(a);
   if (!timeout.ok()) return Usage(err, timeout.status().message());
-  NodeClient client(NodeAddress(a), *timeout);
+  auto connected = ConnectNode(a, *timeout);
+  if (!connected.ok()) return Fail(err, connected.status());
+  NodeClient& client = *connected;
   auto task = client.GetTask(asked->Hex());
   if (!task.ok()) return Fail(err, task.status());
   auto trace = client.GetTrace(asked->Hex(), first, count);
@@ -408,7 +424,9 @@ int CmdResult(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   if (a.positional.size() != 1) return Usage(err, "result takes exactly one TASK_ID argument");
   auto dir = a.Option("--out");
   if (!dir) return Usage(err, "result needs --out DIR");
-  NodeClient client(NodeAddress(a));
+  auto connected = ConnectNode(a);
+  if (!connected.ok()) return Fail(err, connected.status());
+  NodeClient& client = *connected;
   auto task = client.GetTask(a.positional[0]);
   if (!task.ok()) return Fail(err, task.status());
   if (task->state() == v1::TASK_STATE_FAILED) {
@@ -425,7 +443,9 @@ int CmdResult(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
 int CmdNode(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   if (a.positional.size() != 1 || a.positional[0] != "info")
     return Usage(err, "usage: consensor node info [--node ADDR]");
-  NodeClient client(NodeAddress(a));
+  auto connected = ConnectNode(a);
+  if (!connected.ok()) return Fail(err, connected.status());
+  NodeClient& client = *connected;
   auto info = client.GetNodeInfo();
   if (!info.ok()) return Fail(err, info.status());
   if (a.HasFlag("--json")) {

@@ -1,17 +1,23 @@
 // `consensor submit|status|result|trace|node`: the CLI side of the node's client API.
 #pragma once
 
+#include <chrono>
 #include <ostream>
 #include <string>
 
 #include "common/status.h"
 #include "consensor/v1/node.pb.h"
+#include "node/api/client.h"
 #include "node/cli/cli_args.h"
 
 namespace consensor::node {
 
 // The node's gRPC address: --node, else $CONSENSOR_NODE, else 127.0.0.1:7400.
 std::string NodeAddress(const ParsedArgs& args);
+// A client of the node at NodeAddress, with the API key of --api-key-file FILE or
+// $CONSENSOR_API_KEY (none when neither is set).
+StatusOr<NodeClient> ConnectNode(const ParsedArgs& args,
+                                 std::chrono::milliseconds call_timeout = std::chrono::seconds(60));
 
 // What a node says about a task must hang together before its outputs are trusted: the task's
 // request hashes to `expected_task_id` (the id the user asked about), and the outputs' tensor

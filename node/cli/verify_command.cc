@@ -62,8 +62,9 @@ chain: --rpc URL (default $CONSENSOR_RPC or http://127.0.0.1:8545; http:// or ht
 
 ArgSpec VerifyArgSpec() {
   ArgSpec spec;
-  spec.value_options = {"--node",       "--certificate", "--rpc",          "--rpc-ca-file",
-                        "--deployment", "--request",     "--submitted-at", "--max-seed-delay"};
+  spec.value_options = {"--node",         "--certificate",    "--rpc",
+                        "--rpc-ca-file",  "--deployment",     "--request",
+                        "--submitted-at", "--max-seed-delay", "--api-key-file"};
   spec.flags = {"--json", "--help", "--require-stake", "--require-final"};
   return spec;
 }
@@ -146,7 +147,7 @@ StatusOr<v1::Certificate> LoadCertificate(const ParsedArgs& a) {
     return certificate;
   }
   const std::string& task_id = a.positional[0];
-  NodeClient client(NodeAddress(a));
+  ASSIGN_OR_RETURN(NodeClient client, ConnectNode(a));
   auto fetched = client.GetTask(task_id);
   if (!fetched.ok()) return fetched.status().WithContext("fetching task " + task_id + " from node " + client.address());
   const v1::Task& task = *fetched;

@@ -116,6 +116,14 @@ const std::vector<KeySpec>& Keys() {
       {"consensus", "max_dispute_committee", CONFIG_FIELD(consensus.max_dispute_committee)},
       {"consensus", "max_reference_age", CONFIG_FIELD(consensus.max_reference_age)},
       {"consensus", "challenge_window_blocks", CONFIG_FIELD(consensus.challenge_window_blocks)},
+      {"clients", "auth", CONFIG_FIELD(clients.auth)},
+      {"clients", "keys_file", CONFIG_FIELD(clients.keys_file)},
+      {"clients", "submissions_per_second", CONFIG_FIELD(clients.defaults.submissions_per_second)},
+      {"clients", "submission_burst", CONFIG_FIELD(clients.defaults.submission_burst)},
+      {"clients", "flops_per_minute", CONFIG_FIELD(clients.defaults.flops_per_minute)},
+      {"clients", "max_tasks_in_flight", CONFIG_FIELD(clients.defaults.max_tasks_in_flight)},
+      {"clients", "max_watches", CONFIG_FIELD(clients.defaults.max_watches)},
+      {"clients", "max_disk_bytes", CONFIG_FIELD(clients.defaults.max_disk_bytes)},
       {"fault", "mode", CONFIG_FIELD(fault_mode)},
       {"fault", "delay_ms", CONFIG_FIELD(fault_delay)},
   };
@@ -559,6 +567,23 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   RETURN_IF_ERROR(CheckRange("consensus.max_reference_age", AsWritten(c, "consensus.max_reference_age"), 1, 1000000));
   RETURN_IF_ERROR(
       CheckRange("consensus.challenge_window_blocks", AsWritten(c, "consensus.challenge_window_blocks"), 1, 1000000));
+  RETURN_IF_ERROR(CheckOneOf("clients.auth (--client-auth)", c->clients.auth, {"open", "keys"}));
+  RETURN_IF_ERROR(ExpandHome("clients.keys_file", &c->clients.keys_file));
+  if (c->clients.auth == "keys" && c->clients.keys_file.empty()) {
+    return InvalidArgument("clients.auth = \"keys\" needs clients.keys_file (--client-keys-file)");
+  }
+  {
+    const double rate = c->clients.defaults.submissions_per_second;
+    if (!(rate >= 0 && rate <= 1e6)) {
+      return InvalidArgument("clients.submissions_per_second must be in [0, 1000000] (got " + std::to_string(rate) +
+                             ")");
+    }
+  }
+  RETURN_IF_ERROR(CheckRange("clients.submission_burst", c->clients.defaults.submission_burst, 0, 1000000));
+  RETURN_IF_ERROR(CheckRange("clients.flops_per_minute", c->clients.defaults.flops_per_minute, 0, INT64_MAX));
+  RETURN_IF_ERROR(CheckRange("clients.max_tasks_in_flight", c->clients.defaults.max_tasks_in_flight, 0, 1000000));
+  RETURN_IF_ERROR(CheckRange("clients.max_watches", c->clients.defaults.max_watches, 0, 1000000));
+  RETURN_IF_ERROR(CheckRange("clients.max_disk_bytes", c->clients.defaults.max_disk_bytes, 0, int64_t{1} << 60));
   RETURN_IF_ERROR(CheckRange("fault.delay_ms", c->fault_delay.count(), 0, 600000));
   if (!c->fault_mode.empty()) {
     RETURN_IF_ERROR(CheckOneOf("fault.mode", c->fault_mode, FaultModeNames()));
@@ -583,6 +608,13 @@ Status FinalizeNodeConfig(NodeConfig* c) {
     return InvalidArgument("fault.mode needs network mode (chain.rpc)");
   } else if (!c->p2p_listen.empty()) {
     return InvalidArgument("p2p.listen (--p2p-listen) needs network mode (chain.rpc)");
+  }
+  if (c->clients.auth == "keys" && !c->chain_view.rpc_url.empty() && c->p2p_listen.empty()) {
+    // Peers fetch blobs and results with the client API's calls; on a shared port they would
+    // need client keys. On their own listener they are served without one.
+    return InvalidArgument(
+        "clients.auth = \"keys\" in network mode needs p2p.listen (--p2p-listen): peers "
+        "fetch blobs and results without client keys, on a port of their own");
   }
   if (!c->p2p_listen.empty() && c->p2p_listen == c->rpc_listen) {
     return InvalidArgument("p2p.listen and rpc.listen are both " + c->rpc_listen + "; give peers a port of their own");

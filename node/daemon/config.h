@@ -19,6 +19,8 @@
 //               max_pull_requests_per_second_per_ip  max_pull_bytes_per_second_per_operator
 //   [consensus] replicas  quorum  max_replicas  member_timeout_ms  max_dispute_committee
 //               max_reference_age
+//   [clients]   auth  keys_file  submissions_per_second  submission_burst  flops_per_minute
+//               max_tasks_in_flight  max_watches  max_disk_bytes
 //   [fault]     mode  (testing only: corrupt-output | equivocate | silent | crash-mid-task)
 #pragma once
 
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "node/api/client_gate.h"
 #include "node/chain/chain_view.h"
 #include "node/engine/consensus_options.h"
 #include "node/engine/task_manager.h"
@@ -81,6 +84,10 @@ struct NodeConfig {
   int64_t p2p_max_streams = 64;
   std::string p2p_advertise;               // endpoint peers reach this node at (default: p2p.listen, else rpc.listen)
   std::vector<std::string> p2p_bootstrap;  // peers to contact besides the registry's endpoints
+
+  // Client identities and per-client budgets (docs/NODE.md, "Clients"). The keys file is read
+  // when the node starts.
+  ClientsConfig clients;
 
   // Fault injection for tests and devnets, empty in every real deployment: the node turns it into
   // the engine's FaultInjector (node/engine/fault_injection.h).

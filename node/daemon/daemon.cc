@@ -60,6 +60,10 @@ options:
                          host:port, with its own thread quota (default: peers share --listen)
   --advertise ADDR       endpoint peers reach this node at (default: --p2p-listen, else --listen)
   --bootstrap LIST       comma-separated peer endpoints besides the on-chain registry's
+  --client-auth MODE     open | keys: whether client API calls need a key from the keys file
+                         (clients.auth; per-client budgets are set in [clients] and the file)
+  --client-keys-file FILE
+                         the clients' names, key hashes and budgets (clients.keys_file)
   --version              print the version and exit
 )";
 
@@ -72,22 +76,39 @@ int Usage(std::ostream& err, const std::string& message) {
 
 int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostream& err) {
   ArgSpec spec;
-  spec.value_options = {"--config",           "--datadir",
-                        "--listen",           "--metrics",
-                        "--log-level",        "--log-format",
-                        "--backend",          "--threads",
-                        "--workers",          "--queue",
-                        "--max-blob-bytes",   "--max-task-bytes",
-                        "--max-task-flops",   "--max-task-seconds",
-                        "--max-elements",     "--max-ops",
-                        "--max-inputs",       "--keystore",
-                        "--password-file",    "--password-env",
-                        "--chain-rpc",        "--chain-rpc-ca-file",
-                        "--deployment",       "--advertise",
-                        "--bootstrap",        "--program-cache-bytes",
-                        "--p2p-listen",       "--storage-max-bytes",
-                        "--min-free-bytes",   "--retain-results-hours",
-                        "--sweep-interval-ms"};
+  spec.value_options = {"--config",
+                        "--datadir",
+                        "--listen",
+                        "--metrics",
+                        "--log-level",
+                        "--log-format",
+                        "--backend",
+                        "--threads",
+                        "--workers",
+                        "--queue",
+                        "--max-blob-bytes",
+                        "--max-task-bytes",
+                        "--max-task-flops",
+                        "--max-task-seconds",
+                        "--max-elements",
+                        "--max-ops",
+                        "--max-inputs",
+                        "--keystore",
+                        "--password-file",
+                        "--password-env",
+                        "--chain-rpc",
+                        "--chain-rpc-ca-file",
+                        "--deployment",
+                        "--advertise",
+                        "--bootstrap",
+                        "--program-cache-bytes",
+                        "--p2p-listen",
+                        "--storage-max-bytes",
+                        "--min-free-bytes",
+                        "--retain-results-hours",
+                        "--sweep-interval-ms",
+                        "--client-auth",
+                        "--client-keys-file"};
   spec.flags = {"--help", "--version", "--fallback-cpu", "--no-selftest"};
   auto parsed = ParseArgs(raw, spec);
   if (!parsed.ok()) return Usage(err, parsed.status().message());
@@ -129,7 +150,9 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
                                   {"--chain-rpc-ca-file", "chain.rpc_ca_file"},
                                   {"--deployment", "chain.deployment"},
                                   {"--advertise", "p2p.advertise"},
-                                  {"--p2p-listen", "p2p.listen"}};
+                                  {"--p2p-listen", "p2p.listen"},
+                                  {"--client-auth", "clients.auth"},
+                                  {"--client-keys-file", "clients.keys_file"}};
   const FlagKey int_flags[] = {{"--threads", "executor.threads"},
                                {"--workers", "executor.workers"},
                                {"--queue", "executor.queue_capacity"},

@@ -17,6 +17,7 @@
 #include "common/version.h"
 #include "consensus/task.h"
 #include "kernels/backend_factory.h"
+#include "node/api/client_gate.h"
 #include "node/api/client_service.h"
 #include "node/chain/chain_client.h"
 #include "node/chain/chain_view.h"
@@ -29,6 +30,7 @@
 #include "node/keys/keystore.h"
 #include "node/p2p/gossip.h"
 #include "node/p2p/peer_client.h"
+#include "node/storage/client_disk_ledger.h"
 #include "node/storage/disk_budget.h"
 #include "node/storage/store.h"
 #include "node/telemetry/http_server.h"
@@ -112,6 +114,8 @@ struct Node::Impl {
   std::unique_ptr<DiskBudget> budget;
   BlobReferenceGuard references;
   std::unique_ptr<RetentionSweeper> sweeper;
+  std::unique_ptr<ClientDiskLedger> client_disk;
+  std::unique_ptr<ClientGate> gate;
   std::unique_ptr<NodeMetrics> metrics;
   std::unique_ptr<TaskManager> tasks;
   // Network mode only.
@@ -154,6 +158,7 @@ HttpResponse Node::Impl::ServeHttp(const std::string& path) {
   auto health_code = [&] { return h == Health::kHealthy ? 200 : h == Health::kStarting ? 206 : 503; };
   if (path == "/metrics") {
     sweeper->UpdateGauges();  // bytes by category and free space, as of now
+    gate->UpdateGauges();
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
     r.body = registry.RenderPrometheusText();
     return r;
@@ -247,6 +252,24 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     impl->sweeper = std::make_unique<RetentionSweeper>(impl->store.get(), &impl->references, impl->budget.get(),
                                                        &impl->registry, retention);
   }
+  {
+    // Client identities and budgets: a bad keys file stops the node here, before it serves.
+    std::vector<ClientEntry> clients;
+    if (!config.clients.keys_file.empty()) {
+      auto loaded = LoadClientKeysFile(config.clients.keys_file, config.clients.defaults);
+      if (!loaded.ok()) return loaded.status().WithContext("clients.keys_file");
+      clients = std::move(loaded).value();
+    }
+    impl->client_disk = std::make_unique<ClientDiskLedger>(impl->store.get());
+    RETURN_IF_ERROR(impl->client_disk->Load().WithContext("reading the clients' disk charges"));
+    const size_t client_count = clients.size();
+    impl->gate =
+        std::make_unique<ClientGate>(config.clients, std::move(clients), &impl->registry, impl->client_disk.get());
+    ClientDiskLedger* ledger = impl->client_disk.get();
+    impl->sweeper->SetBlobDeleted([ledger](const Hash256& sha256) { ledger->BlobDeleted(sha256); });
+    Log(LogLevel::kInfo, "client access",
+        {{"auth", config.clients.auth}, {"clients", static_cast<int64_t>(client_count)}});
+  }
 
   if (!config.metrics_listen.empty()) {
     Impl* raw = impl.get();
@@ -313,7 +336,13 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   {
     // The sweeper deletes tasks through the task manager, under its record locks.
     TaskManager* tasks = impl->tasks.get();
-    impl->sweeper->SetTaskDeleter([tasks](const std::string& key) { return tasks->DeleteUnpinned(key); });
+    ClientDiskLedger* ledger = impl->client_disk.get();
+    impl->sweeper->SetTaskDeleter([tasks, ledger](const std::string& key) {
+      Status deleted = tasks->DeleteUnpinned(key);
+      if (deleted.ok())
+        ledger->TaskDeleted(ToHex(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(key.data()), key.size())));
+      return deleted;
+    });
   }
   RETURN_IF_ERROR(impl->tasks->Recover().WithContext("recovering tasks"));
   if (network) {
@@ -396,6 +425,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
         }
       });
   impl->service->SetDiskBudget(impl->budget.get());
+  impl->service->SetGate(impl->gate.get());
   if (impl->engine) {
     impl->service->SetSubmitter([raw](const v1::SubmitTaskRequest& r) { return raw->engine->Submit(r); });
   }
@@ -527,6 +557,8 @@ void Node::Shutdown() {
   impl_->engine.reset();
   impl_->gossip.reset();
   impl_->sweeper.reset();
+  impl_->gate.reset();
+  impl_->client_disk.reset();
   impl_->store.reset();  // closes RocksDB cleanly
   Log(LogLevel::kInfo, "consensord stopped");
   impl_->lock.reset();

@@ -209,6 +209,7 @@ StatusOr<RetentionPlan> RetentionSweeper::SweepOnce() {
         auto size = store_->BlobSize(h);
         status = store_->DeleteBlob(h);
         if (!status.ok()) break;
+        if (blob_deleted_) blob_deleted_(h);
         ++blobs_deleted;
         if (size.ok()) blob_bytes_deleted += *size;
       }

@@ -64,6 +64,8 @@ class RetentionSweeper {
   void SetTaskDeleter(std::function<Status(const std::string& task_key)> deleter) {
     options_.delete_task = std::move(deleter);
   }
+  // Told about every blob the sweep deleted (the clients' disk charges drop); call before Start.
+  void SetBlobDeleted(std::function<void(const Hash256&)> on_deleted) { blob_deleted_ = std::move(on_deleted); }
   void SetBetweenPhasesHookForTesting(std::function<Status()> hook) { between_phases_ = std::move(hook); }
 
   // Bytes by category, free disk, budget: consensor_storage_*.
@@ -83,6 +85,7 @@ class RetentionSweeper {
   MetricsRegistry* metrics_;
   RetentionOptions options_;
   std::function<Status()> between_phases_;
+  std::function<void(const Hash256&)> blob_deleted_;
 
   std::mutex sweep_mu_;           // one sweep at a time
   uint64_t grace_upload_id_ = 0;  // blobs stored at or after it are too new to drop unreferenced

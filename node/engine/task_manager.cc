@@ -354,6 +354,12 @@ StatusOr<consensus::TaskId> TaskManager::Check(const v1::SubmitTaskRequest& requ
   return id;
 }
 
+StatusOr<int64_t> TaskManager::CountFlops(const v1::SubmitTaskRequest& request) {
+  ASSIGN_OR_RETURN(PreparedTask prepared,
+                   PrepareTask(store_, &programs_, request, options_.limits, /*load_inputs=*/false));
+  return prepared.program->total_flops;
+}
+
 StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request, const v1::TaskConsensus* consensus) {
   if (!accepting_) return Unavailable("the node is not accepting tasks (starting or shutting down)");
   ASSIGN_OR_RETURN(consensus::TaskId id, IdOf(request));

@@ -86,6 +86,9 @@ class TaskManager {
   // Queued tasks stay queued in the store. Idempotent.
   void Shutdown();
 
+  // The task's counted FLOPs (the figure the FLOP cap checks), compiling its graph as Submit would
+  // (through the program cache). The errors are Submit's for the same request.
+  StatusOr<int64_t> CountFlops(const v1::SubmitTaskRequest& request);
   // Errors carry the gRPC-style code the API returns: INVALID_ARGUMENT (malformed request,
   // invalid graph, missing or extra input, wrong input type), NOT_FOUND (unknown blob),
   // RESOURCE_EXHAUSTED (over a cap, or the queue is full), UNAVAILABLE (shutting down).

@@ -648,6 +648,26 @@ class RocksDbStore final : public Store {
     return core_->GetString(kMetaCf, key);
   }
 
+  Status DeleteMeta(const std::string& key) override {
+    if (key == kSchemaKey || key == kNextUploadIdKey) {
+      return InvalidArgument("meta key \"" + key + "\" is reserved for the store");
+    }
+    rocksdb::WriteBatch batch;
+    rocksdb::Status s = batch.Delete(core_->cf(kMetaCf), key);
+    if (!s.ok()) return FromRocks(s, "deleting meta key " + key);
+    return core_->committer->Commit(&batch).WithContext("deleting meta key " + key);
+  }
+
+  Status ForEachMeta(const std::string& prefix,
+                     const std::function<Status(const std::string& key, const std::string& value)>& visit) override {
+    std::unique_ptr<rocksdb::Iterator> it(core_->db->NewIterator(rocksdb::ReadOptions(), core_->cf(kMetaCf)));
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      RETURN_IF_ERROR(visit(it->key().ToString(), it->value().ToString()));
+    }
+    if (!it->status().ok()) return FromRocks(it->status(), "iterating meta keys");
+    return OkStatus();
+  }
+
   Stats GetStats() override {
     Stats st;
     st.blob_count = core_->blob_count.load(std::memory_order_relaxed);

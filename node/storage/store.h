@@ -100,6 +100,11 @@ class Store {
   // ---- metadata (column family "meta"): schema version, node identity, counters
   virtual Status PutMeta(const std::string& key, const std::string& value) = 0;
   virtual StatusOr<std::optional<std::string>> GetMeta(const std::string& key) = 0;
+  // Removes a meta key (synced); OK when absent.
+  virtual Status DeleteMeta(const std::string& key) = 0;
+  // Every meta key that starts with `prefix`, in key order; stops at the first error of `visit`.
+  virtual Status ForEachMeta(const std::string& prefix,
+                             const std::function<Status(const std::string& key, const std::string& value)>& visit) = 0;
 
   struct Stats {
     int64_t blob_count = 0;

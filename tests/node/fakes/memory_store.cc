@@ -178,6 +178,25 @@ StatusOr<std::optional<std::string>> MemoryStore::GetMeta(const std::string& key
   return std::optional<std::string>(it->second);
 }
 
+Status MemoryStore::DeleteMeta(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  meta_.erase(key);
+  return OkStatus();
+}
+
+Status MemoryStore::ForEachMeta(const std::string& prefix,
+                                const std::function<Status(const std::string& key, const std::string& value)>& visit) {
+  std::vector<std::pair<std::string, std::string>> snapshot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = meta_.lower_bound(prefix); it != meta_.end() && it->first.starts_with(prefix); ++it) {
+      snapshot.emplace_back(it->first, it->second);
+    }
+  }
+  for (const auto& [key, value] : snapshot) RETURN_IF_ERROR(visit(key, value));
+  return OkStatus();
+}
+
 Status MemoryStore::ForEachBlob(
     const std::function<Status(const Hash256& sha256, int64_t size, uint64_t upload_id)>& visit) {
   std::vector<std::tuple<Hash256, int64_t, uint64_t>> snapshot;

@@ -64,6 +64,9 @@ class MemoryStore final : public Store {
 
   Status PutMeta(const std::string& key, const std::string& value) override;
   StatusOr<std::optional<std::string>> GetMeta(const std::string& key) override;
+  Status DeleteMeta(const std::string& key) override;
+  Status ForEachMeta(const std::string& prefix,
+                     const std::function<Status(const std::string& key, const std::string& value)>& visit) override;
 
   Stats GetStats() override;
 

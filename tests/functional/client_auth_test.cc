@@ -1,0 +1,351 @@
+// Client identities and per-client budgets against real consensord processes (docs/NODE.md,
+// "Clients"): keys from `consensor client-key new`, UNAUTHENTICATED without a valid key, each
+// budget refusing one client while another keeps submitting, the disk charges across a restart
+// and after retention, and keys files that stop the node at startup.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "common/npy.h"
+#include "executor/graph.h"
+#include "executor/program.h"
+#include "executor/serialize.h"
+#include "node/api/client.h"
+#include "tests/functional/daemon_harness.h"
+
+namespace consensor {
+namespace {
+
+namespace fs = std::filesystem;
+using executor::Graph;
+using executor::Value;
+using node::NodeClient;
+using testing_support::DaemonProcess;
+
+Graph TinyModel() {
+  Graph g;
+  Value x = g.input("x", DType::kF32, {2, 4});
+  g.output("y", tanh(matmul(x, g.constant(testing_support::RandomF32({4, 3}, 7)))));
+  return g;
+}
+
+// Far more matmuls than its wall-time cap allows (set per task below): it runs, and a watch on it
+// stays open, for the cap's length whatever the machine's speed, then fails.
+Graph SlowModel() {
+  Graph g;
+  Value x = g.input("x", DType::kF32, {256, 256});
+  Value w = g.constant(testing_support::RandomF32({256, 256}, 3));
+  Value h = x;
+  for (int i = 0; i < 3000; ++i) h = tanh(matmul(h, w));
+  g.output("y", h);
+  return g;
+}
+
+int64_t CountedFlops(const Graph& g) {
+  auto program = executor::CompileGraph(g, nullptr, executor::Limits());
+  EXPECT_TRUE(program.ok());
+  return program->total_flops;
+}
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+}
+
+class ClientAuthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("consensor-clients-" + std::to_string(getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    for (auto& d : daemons_) {
+      if (HasFailure()) std::cerr << "---- log of " << d->datadir() << "\n" << d->Log() << "----\n";
+      d->Kill(SIGKILL);
+    }
+    daemons_.clear();
+    if (!HasFailure() && !getenv("CNSR_KEEP_TEST_DIRS")) fs::remove_all(dir_);
+  }
+
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // `consensor client-key new --name NAME --out FILE`: returns the [[client]] entry it printed,
+  // with `budgets` appended; the key stays in FILE.
+  std::string NewClientKey(const std::string& name, const std::string& budgets = "") {
+    auto r = testing_support::RunCommand(testing_support::CliBinary(),
+                                         "client-key new --name " + name + " --out " + Path(name + ".key"));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    const size_t entry = r.out.find("[[client]]");
+    EXPECT_NE(entry, std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find(Key(name)), std::string::npos) << "the key itself must not be printed with --out";
+    struct stat st {};
+    EXPECT_EQ(stat(Path(name + ".key").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    return r.out.substr(entry) + budgets;
+  }
+  std::string Key(const std::string& name) const {
+    std::string k = testing_support::ReadWholeFile(Path(name + ".key"));
+    while (!k.empty() && (k.back() == '\n' || k.back() == ' ')) k.pop_back();
+    return k;
+  }
+  std::string WriteKeysFile(const std::string& text, mode_t mode = 0600) {
+    const std::string path = Path("clients.toml");
+    std::ofstream(path, std::ios::trunc) << text;
+    chmod(path.c_str(), mode);
+    return path;
+  }
+  DaemonProcess* StartDaemon(const std::string& name, std::vector<std::string> args) {
+    daemons_.push_back(std::make_unique<DaemonProcess>(Path(name), std::move(args)));
+    DaemonProcess* d = daemons_.back().get();
+    EXPECT_TRUE(d->Start()) << d->Log();
+    return d;
+  }
+  NodeClient ClientOf(DaemonProcess* d, const std::string& name) {
+    NodeClient c(d->address());
+    if (!name.empty()) c.SetApiKey(Key(name));
+    return c;
+  }
+  static v1::SubmitTaskRequest Prepare(NodeClient& client, const Graph& g, Shape shape, uint64_t nonce) {
+    v1::SubmitTaskRequest request;
+    auto graph = client.PutBlob(executor::SerializeGraph(g));
+    EXPECT_TRUE(graph.ok()) << graph.status().ToString();
+    request.set_graph_sha256(graph->sha256());
+    auto x = client.PutBlob(EncodeNpy(testing_support::RandomF32(std::move(shape), 11)));
+    EXPECT_TRUE(x.ok()) << x.status().ToString();
+    (*request.mutable_inputs())["x"] = x->sha256();
+    request.mutable_options()->set_nonce(nonce);
+    return request;
+  }
+  static std::string Metrics(DaemonProcess* d) {
+    const std::string addr = testing_support::ReadWholeFile(d->datadir() + "/metrics.addr");
+    return testing_support::HttpGet(addr.substr(0, addr.size() - 1), "/metrics").second;
+  }
+  static bool Contains(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+  }
+
+  fs::path dir_;
+  std::vector<std::unique_ptr<DaemonProcess>> daemons_;
+};
+
+// grpc.health.v1.Health/Check for the whole server, without generated stubs: the request is
+// empty, and SERVING is the response bytes 08 01.
+grpc::Status HealthCheck(const std::string& address, std::string* response_bytes) {
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Slice empty(std::string(""));
+  grpc::ByteBuffer request(&empty, 1);
+  grpc::ByteBuffer response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status s) { done.set_value(s); });
+  grpc::Status status = done.get_future().get();
+  std::vector<grpc::Slice> slices;
+  if (status.ok() && response.Dump(&slices).ok()) {
+    for (const auto& s : slices) response_bytes->append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return status;
+}
+
+TEST_F(ClientAuthTest, KeysAreRequiredWhileHealthStaysOpen) {
+  const std::string keys = WriteKeysFile(NewClientKey("alice"));
+  DaemonProcess* d =
+      StartDaemon("node", {"--client-auth", "keys", "--client-keys-file", keys, "--metrics", "127.0.0.1:0"});
+
+  // No key, a wrong key, a malformed header: UNAUTHENTICATED on every call, with the reason.
+  auto stub = v1::Client::NewStub(grpc::CreateChannel(d->address(), grpc::InsecureChannelCredentials()));
+  for (const std::string& header : {std::string(), std::string("Bearer cnsr_wrong"), Key("alice")}) {
+    grpc::ClientContext context;
+    if (!header.empty()) context.AddMetadata("authorization", header);
+    v1::NodeInfo info;
+    grpc::Status s = stub->GetNodeInfo(&context, v1::GetNodeInfoRequest(), &info);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << header;
+    EXPECT_FALSE(s.error_message().empty());
+  }
+  {
+    grpc::ClientContext context;
+    v1::PutBlobResponse response;
+    auto writer = stub->PutBlob(&context, &response);
+    v1::PutBlobRequest chunk;
+    chunk.set_data("abc");
+    writer->Write(chunk);
+    writer->WritesDone();
+    grpc::Status s = writer->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_TRUE(Contains(s.error_message(), "requires an API key")) << s.error_message();
+  }
+  std::string health;
+  ASSERT_TRUE(HealthCheck(d->address(), &health).ok());
+  EXPECT_EQ(health, std::string("\x08\x01", 2));
+
+  // With the key the node serves as before.
+  NodeClient alice = ClientOf(d, "alice");
+  auto submitted = alice.SubmitTask(Prepare(alice, TinyModel(), {2, 4}, 1));
+  ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
+  auto done = alice.WatchTask(submitted->task_id(), std::chrono::seconds(60), [](const v1::Task&) {});
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(done->state(), v1::TASK_STATE_SUCCEEDED);
+
+  // The CLI: refused without a key; the key from a file or from the environment.
+  const std::string node = " --node " + d->address();
+  auto refused = testing_support::RunCommand(testing_support::CliBinary(), "node info" + node);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_TRUE(Contains(refused.out, "unauthenticated")) << refused.out;
+  auto from_file =
+      testing_support::RunCommand(testing_support::CliBinary(), "node info --api-key-file " + Path("alice.key") + node);
+  EXPECT_EQ(from_file.exit_code, 0) << from_file.out;
+  auto from_env = testing_support::RunCommand("CONSENSOR_API_KEY=" + Key("alice") + " " + testing_support::CliBinary(),
+                                              "status " + submitted->task_id() + node);
+  EXPECT_EQ(from_env.exit_code, 0) << from_env.out;
+
+  const std::string metrics = Metrics(d);
+  EXPECT_TRUE(Contains(metrics, "consensor_client_tasks_accepted_total{client=\"alice\"} 1")) << metrics;
+  EXPECT_TRUE(Contains(metrics, "consensor_client_unauthenticated_total 5")) << metrics;
+}
+
+TEST_F(ClientAuthTest, ClientOverItsBudgetsIsRefusedWhileAnotherCompletes) {
+  const int64_t tiny_flops = CountedFlops(TinyModel());
+  const std::string keys =
+      WriteKeysFile(NewClientKey("alice", "submissions_per_second = 0.01\nsubmission_burst = 2\nmax_watches = 1\n") +
+                    NewClientKey("carol", "flops_per_minute = " + std::to_string(tiny_flops * 3 / 2) + "\n") +
+                    NewClientKey("dave", "max_disk_bytes = 6000\n") + NewClientKey("bob"));
+  DaemonProcess* d = StartDaemon(
+      "node", {"--client-auth", "keys", "--client-keys-file", keys, "--metrics", "127.0.0.1:0", "--workers", "2"});
+  NodeClient alice = ClientOf(d, "alice");
+  NodeClient bob = ClientOf(d, "bob");
+  NodeClient carol = ClientOf(d, "carol");
+  NodeClient dave = ClientOf(d, "dave");
+
+  // Submission rate: two in a burst, then refused, naming the budget.
+  v1::SubmitTaskRequest slow = Prepare(alice, SlowModel(), {256, 256}, 1);
+  slow.mutable_options()->set_max_wall_ms(6000);
+  auto slow_task = alice.SubmitTask(slow);
+  ASSERT_TRUE(slow_task.ok()) << slow_task.status().ToString();
+  ASSERT_TRUE(alice.SubmitTask(Prepare(alice, TinyModel(), {2, 4}, 2)).ok());
+  auto over_rate = alice.SubmitTask(Prepare(alice, TinyModel(), {2, 4}, 3));
+  EXPECT_EQ(over_rate.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(Contains(over_rate.status().message(), "submissions_per_second")) << over_rate.status().ToString();
+
+  // Watch streams: alice's one stream is open on the slow task, her second is refused.
+  std::thread watcher(
+      [&] { (void)alice.WatchTask(slow_task->task_id(), std::chrono::seconds(120), [](const v1::Task&) {}); });
+  bool open = false;
+  for (int i = 0; i < 200 && !open; ++i) {
+    open = Contains(Metrics(d), "consensor_client_watches{client=\"alice\"} 1");
+    if (!open) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(open);
+  auto second_watch = alice.WatchTask(slow_task->task_id(), std::chrono::seconds(10), [](const v1::Task&) {});
+  EXPECT_EQ(second_watch.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(Contains(second_watch.status().message(), "max_watches")) << second_watch.status().ToString();
+
+  // FLOPs per minute: one tiny task fits carol's budget, a second within the minute does not.
+  ASSERT_TRUE(carol.SubmitTask(Prepare(carol, TinyModel(), {2, 4}, 10)).ok());
+  auto over_flops = carol.SubmitTask(Prepare(carol, TinyModel(), {2, 4}, 11));
+  EXPECT_EQ(over_flops.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(Contains(over_flops.status().message(), "flops_per_minute")) << over_flops.status().ToString();
+
+  // Disk: dave's 4000-byte blob fits his 6000 bytes, a second one does not; bob's does.
+  ASSERT_TRUE(dave.PutBlob(Bytes(std::string(4000, 'd'))).ok());
+  auto over_disk = dave.PutBlob(Bytes(std::string(4000, 'e')));
+  EXPECT_EQ(over_disk.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(Contains(over_disk.status().message(), "client 'dave' is over its disk budget"))
+      << over_disk.status().ToString();
+  ASSERT_TRUE(bob.PutBlob(Bytes(std::string(4000, 'e'))).ok());
+
+  // Bob, meanwhile, submits as often as he likes and his tasks complete.
+  for (uint64_t nonce = 20; nonce < 24; ++nonce) {
+    auto t = bob.SubmitTask(Prepare(bob, TinyModel(), {2, 4}, nonce));
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    auto done = bob.WatchTask(t->task_id(), std::chrono::seconds(120), [](const v1::Task&) {});
+    ASSERT_TRUE(done.ok()) << done.status().ToString();
+    EXPECT_EQ(done->state(), v1::TASK_STATE_SUCCEEDED);
+  }
+  watcher.join();
+
+  const std::string metrics = Metrics(d);
+  EXPECT_TRUE(
+      Contains(metrics, "consensor_client_refusals_total{client=\"alice\",budget=\"submissions_per_second\"} 1"))
+      << metrics;
+  EXPECT_TRUE(Contains(metrics, "consensor_client_refusals_total{client=\"alice\",budget=\"max_watches\"} 1"));
+  EXPECT_TRUE(Contains(metrics, "consensor_client_refusals_total{client=\"carol\",budget=\"flops_per_minute\"} 1"));
+  EXPECT_TRUE(Contains(metrics, "consensor_client_refusals_total{client=\"dave\",budget=\"max_disk_bytes\"} 1"));
+  EXPECT_TRUE(Contains(metrics, "consensor_client_disk_bytes{client=\"dave\"} 4000")) << metrics;
+}
+
+TEST_F(ClientAuthTest, DiskChargesSurviveARestartAndRetentionReleasesThem) {
+  const std::string keys = WriteKeysFile(NewClientKey("dave", "max_disk_bytes = 6000\n"));
+  const std::vector<std::string> args = {"--client-auth", "keys",       "--client-keys-file", keys,
+                                         "--metrics",     "127.0.0.1:0"};
+  DaemonProcess* d = StartDaemon("node", args);
+  {
+    NodeClient dave = ClientOf(d, "dave");
+    ASSERT_TRUE(dave.PutBlob(Bytes(std::string(4000, 'd'))).ok());
+  }
+  ASSERT_EQ(d->Kill(SIGKILL), 128 + SIGKILL);  // no clean shutdown: the charge must be on disk
+
+  // Restarted: the 4000 bytes still count, so another 4000 are refused.
+  DaemonProcess* again = StartDaemon("node", args);
+  {
+    NodeClient dave = ClientOf(again, "dave");
+    auto refused = dave.PutBlob(Bytes(std::string(4000, 'e')));
+    EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted) << refused.status().ToString();
+    EXPECT_TRUE(Contains(Metrics(again), "consensor_client_disk_bytes{client=\"dave\"} 4000"));
+  }
+  ASSERT_EQ(again->Kill(SIGTERM), 0);
+
+  // Retention deletes the unreferenced blob after a sweep of grace: dave's bytes come back.
+  std::vector<std::string> sweeping = args;
+  sweeping.insert(sweeping.end(), {"--sweep-interval-ms", "100"});
+  DaemonProcess* swept = StartDaemon("node", sweeping);
+  bool released = false;
+  for (int i = 0; i < 200 && !released; ++i) {
+    released = Contains(Metrics(swept), "consensor_client_disk_bytes{client=\"dave\"} 0");
+    if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(released) << Metrics(swept);
+  NodeClient dave = ClientOf(swept, "dave");
+  auto stored = dave.PutBlob(Bytes(std::string(4000, 'e')));
+  EXPECT_TRUE(stored.ok()) << stored.status().ToString();
+}
+
+TEST_F(ClientAuthTest, BadKeysFilesStopTheNodeWithAClearError) {
+  struct Case {
+    std::string text;
+    mode_t mode;
+    std::string expected;
+  };
+  const std::string good = "[[client]]\nname = \"alice\"\nkey_sha256 = \"" + std::string(64, 'a') + "\"\n";
+  const std::vector<Case> cases = {
+      {good, 0644, "must not be readable or writable by other users"},
+      {"[[client]]\nname = \"alice\"\nkey_sha256 = \"xyz\"\n", 0600, "key_sha256 must be 64 hex digits"},
+      {"[[client\n", 0600, "clients.toml:"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string keys = WriteKeysFile(cases[i].text, cases[i].mode);
+    DaemonProcess d(Path("bad" + std::to_string(i)), {"--client-auth", "keys", "--client-keys-file", keys});
+    d.Spawn();
+    EXPECT_FALSE(d.WaitReady(std::chrono::seconds(30)));
+    EXPECT_EQ(d.WaitExit(), 1) << d.Log();
+    EXPECT_TRUE(Contains(d.Log(), cases[i].expected)) << d.Log();
+  }
+  // keys mode without a keys file is a config error.
+  DaemonProcess no_file(Path("nofile"), {"--client-auth", "keys"});
+  no_file.Spawn();
+  EXPECT_NE(no_file.WaitExit(), 0);
+  EXPECT_TRUE(Contains(no_file.Log(), "needs clients.keys_file")) << no_file.Log();
+}
+
+}  // namespace
+}  // namespace consensor
