@@ -152,6 +152,10 @@ struct ConsensusEngine::Actions {
   std::vector<std::function<void()>> jobs;
   // Record updates, applied in order after the lock.
   std::vector<std::pair<consensus::TaskId, std::function<Status(v1::Task*)>>> mutations;
+  // Round phases this batch completes ("commitment sent", "reveal sent", "certificate stored"),
+  // logged once its records are written and its messages published, so that their timestamps
+  // are the times things left the node (bench/round_latency.py reads them).
+  std::vector<std::pair<consensus::TaskId, const char*>> phase_logs;
 };
 
 ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, EngineParts parts,
@@ -736,6 +740,7 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
   for (const consensus::RoundDecision& decision : decisions) {
     if (auto* counted = std::get_if<consensus::VoteCounted>(&decision)) {
       attestations_received_->Increment();
+      Log(LogLevel::kInfo, "vote counted", {{"task", r.id.Hex()}, {"signer", AddressHex(counted->signer)}});
       if (!persist) continue;
       v1::SignedAttestation stored = ToProto(counted->vote, counted->signer);
       actions->mutations.emplace_back(r.id, [stored](v1::Task* t) -> Status {
@@ -825,6 +830,10 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
           {{"task", r.id.Hex()}, {"signers", static_cast<int64_t>(refreshed->certificate.signers.size())}});
     } else if (auto* admitted = std::get_if<consensus::CommitmentAdmitted>(&decision)) {
       commitments_admitted_->Increment();
+      Log(LogLevel::kInfo, "commitment admitted",
+          {{"task", r.id.Hex()},
+           {"signer", AddressHex(admitted->signer)},
+           {"phase", static_cast<int64_t>(admitted->commitment.phase)}});
       // Stored even from a timer's decisions: admission is what a restart must not forget.
       v1::ResultCommitment stored = ToProto(admitted->commitment, admitted->signer);
       actions->mutations.emplace_back(r.id, [stored](v1::Task* t) -> Status {
@@ -838,6 +847,8 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
       commitments_refused_->Increment();
       Log(LogLevel::kDebug, "commitment refused", {{"task", r.id.Hex()}, {"reason", refused->reason}});
     } else if (auto* closed = std::get_if<consensus::WindowClosed>(&decision)) {
+      Log(LogLevel::kInfo, "commit window closed",
+          {{"task", r.id.Hex()}, {"phase", static_cast<int64_t>(closed->phase)}});
       const uint32_t bit = 1u << static_cast<uint32_t>(closed->phase);
       actions->mutations.emplace_back(r.id, [bit](v1::Task* t) -> Status {
         t->mutable_consensus()->set_closed_commit_windows(t->consensus().closed_commit_windows() | bit);
@@ -853,6 +864,7 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
         reveal->set_phase(static_cast<uint32_t>(due->phase));
         for (const auto& c : due->bundle) *reveal->add_commitments() = ToProto(c, std::nullopt);
         actions->publish.push_back(std::move(message));
+        actions->phase_logs.emplace_back(r.id, "reveal sent");
         consensus::RoundDecisions counted;
         r.rules.AddReveal(vote, due->phase, {}, &counted);
         Carry(r, counted, /*persist=*/true, actions);
@@ -894,6 +906,7 @@ void ConsensusEngine::OnCertified(Round& r, const consensus::Certified& certifie
     StoreFirstCertificate(proto, final_block, t);
     return OkStatus();
   });
+  actions->phase_logs.emplace_back(r.id, "certificate stored");
   awaiting_final_.emplace(r.id, final_block);
   Log(LogLevel::kInfo, "task certified",
       {{"task", r.id.Hex()},
@@ -993,6 +1006,7 @@ void ConsensusEngine::Attest(const consensus::TaskId& task_id, const v1::TaskRes
     v1::GossipMessage message;
     *message.mutable_commitment() = ToProto(*commitment, address_);
     actions.publish.push_back(message);  // before any reveal it lets out
+    actions.phase_logs.emplace_back(r.id, "commitment sent");
     consensus::RoundDecisions decisions;
     r.rules.AddCommitment(*commitment, &decisions);
     Carry(r, decisions, /*persist=*/true, &actions);
@@ -1031,6 +1045,7 @@ void ConsensusEngine::FetchCertifiedResult(const consensus::TaskId& task_id) {
       if (s.ok()) {
         std::lock_guard<std::mutex> lock(mu_);
         if (auto it = rounds_.find(task_id); it != rounds_.end()) it->second->result_stored = true;
+        Log(LogLevel::kInfo, "certified result stored", {{"task", task_id.Hex()}, {"own", true}});
       }
       return;
     }
@@ -1196,11 +1211,14 @@ size_t ConsensusEngine::OpenRoundsLocked() const {
 }
 
 void ConsensusEngine::RunActions(Actions& actions) {
+  const auto records_start = Clock::now();
   for (auto& [id, change] : actions.mutations) {
     if (Status s = tasks_->Mutate(id, change); !s.ok()) {
       Log(LogLevel::kWarn, "cannot update task record", {{"task", id.Hex()}, {"error", s.ToString()}});
     }
   }
+  const double records_ms = std::chrono::duration<double, std::milli>(Clock::now() - records_start).count();
+  const auto records = static_cast<int64_t>(actions.mutations.size());
   for (const auto& [id, reason] : actions.requeue) {
     if (Status s = tasks_->Requeue(id, reason); !s.ok()) {
       Log(LogLevel::kWarn, "cannot queue task for execution", {{"task", id.Hex()}, {"error", s.ToString()}});
@@ -1212,6 +1230,9 @@ void ConsensusEngine::RunActions(Actions& actions) {
         Log(LogLevel::kWarn, "cannot publish", {{"error", published.status().ToString()}});
       }
     }
+  }
+  for (const auto& [id, phase] : actions.phase_logs) {
+    Log(LogLevel::kInfo, phase, {{"task", id.Hex()}, {"records", records}, {"records_ms", records_ms}});
   }
   for (auto& job : actions.jobs) Enqueue(std::move(job));
 }
