@@ -36,6 +36,10 @@ struct ConsensusOptions {
   // this margin for peers whose head is ahead, so its seed block ref + R + 1 comes soon.
   uint64_t reference_margin_blocks = 2;
   int64_t max_blob_bytes = int64_t{1} << 30;  // limits.max_blob_bytes
+  // How often the engine's timers run (member deadlines, the commit grace, finality, expiry).
+  // Seating does not wait for it: a new chain head wakes the engine (OnChainHead). Not a config
+  // key; unit tests make it long to show that a path does not depend on it.
+  std::chrono::milliseconds tick_interval{250};
   // Every deadline and age the engine keeps (member timeout, orphan votes, finality) reads this
   // clock; unit tests pass one they move by hand. Not a config key.
   std::function<std::chrono::steady_clock::time_point()> now = [] { return std::chrono::steady_clock::now(); };
