@@ -149,12 +149,10 @@ struct ConsensusEngine::Round {
 };
 
 struct ConsensusEngine::Actions {
-  // Published before the record updates below: messages whose sending needs nothing written
-  // first (this node's commitment: the result it commits to is already stored, and signing
-  // again after a crash gives the same bytes, RFC 6979).
-  std::vector<v1::GossipMessage> publish_first;
   // Published after the record updates: a reveal goes out only once the commitments and the
-  // closed window it reveals on are stored, so a restarted node cannot admit others.
+  // closed window it reveals on are stored, so a restarted node cannot admit others; this
+  // node's commitment only once it is stored, so that no later write of the task (a peer's
+  // commitment closing the window) can reach the disk before it.
   std::vector<v1::GossipMessage> publish;
   std::vector<std::pair<consensus::TaskId, std::string>> requeue;  // to execute here, and why
   std::vector<std::function<void()>> jobs;
@@ -166,7 +164,6 @@ struct ConsensusEngine::Actions {
   struct PhaseLog {
     consensus::TaskId task;
     const char* phase;
-    bool first = false;  // for a publish_first message: logged when it is sent
   };
   std::vector<PhaseLog> phase_logs;
 };
@@ -245,20 +242,30 @@ void ConsensusEngine::Start() {
   ticker_ = std::thread([this] {
     std::unique_lock<std::mutex> lock(jobs_mu_);
     auto next_tick = Clock::now() + options_.tick_interval;
+    auto next_head_read = next_tick;  // only while a seat is imminent
     while (true) {
-      jobs_cv_.wait_until(lock, next_tick, [this] { return stopping_ || seat_wanted_; });
+      jobs_cv_.wait_until(lock, std::min(next_tick, next_head_read), [this] { return stopping_ || seat_wanted_; });
       if (stopping_) return;
       // A new head between ticks seats at once; the timers keep their own pace.
-      const bool tick = Clock::now() >= next_tick;
+      const auto now = Clock::now();
+      const bool tick = now >= next_tick;
+      const bool read_head = now >= next_head_read;
       seat_wanted_ = false;
       lock.unlock();
+      if (read_head) {
+        if (auto head = chain_->RefreshHead(); !head.ok()) {
+          Log(LogLevel::kDebug, "cannot read the chain head", {{"error", head.status().ToString()}});
+        }
+      }
       if (tick) {
         Tick();
       } else {
         SeatSettled();
       }
+      const bool imminent = options_.seat_poll_interval.count() > 0 && SeatImminent();
       lock.lock();
       if (tick) next_tick = Clock::now() + options_.tick_interval;
+      next_head_read = imminent ? Clock::now() + options_.seat_poll_interval : next_tick;
     }
   });
 }
@@ -446,6 +453,7 @@ StatusOr<SubmitOutcome> ConsensusEngine::Submit(const v1::SubmitTaskRequest& req
     std::lock_guard<std::mutex> lock(mu_);
     seating_.emplace(id, plan.seed_block());
   }
+  OnChainHead(head);  // the ticker looks at what it waits for
   v1::GossipMessage message;
   auto* announcement = message.mutable_announcement();
   *announcement->mutable_spec() = resolved;
@@ -1075,8 +1083,8 @@ void ConsensusEngine::Attest(const consensus::TaskId& task_id, const v1::TaskRes
     if (!commitment.ok()) return;
     v1::GossipMessage message;
     *message.mutable_commitment() = ToProto(*commitment, address_);
-    actions.publish_first.push_back(message);  // before any reveal it lets out
-    actions.phase_logs.push_back({r.id, "commitment sent", /*first=*/true});
+    actions.publish.push_back(message);  // before any reveal it lets out
+    actions.phase_logs.push_back({r.id, "commitment sent"});
     consensus::RoundDecisions decisions;
     r.rules.AddCommitment(*commitment, &decisions);
     Carry(r, decisions, /*persist=*/true, &actions);
@@ -1247,6 +1255,13 @@ void ConsensusEngine::Tick() {
   }
 }
 
+bool ConsensusEngine::SeatImminent() const {
+  const uint64_t head = chain_->head();
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::any_of(seating_.begin(), seating_.end(),
+                     [&](const auto& entry) { return entry.second + options_.confirmations == head + 1; });
+}
+
 void ConsensusEngine::SeatSettled() {
   std::vector<consensus::TaskId> seat;
   {
@@ -1289,10 +1304,6 @@ size_t ConsensusEngine::OpenRoundsLocked() const {
 }
 
 void ConsensusEngine::RunActions(Actions& actions) {
-  Publish(actions.publish_first);
-  for (const Actions::PhaseLog& p : actions.phase_logs) {
-    if (p.first) Log(LogLevel::kInfo, p.phase, {{"task", p.task.Hex()}});
-  }
   // One synced write per task, however many of its record's changes this batch holds (a
   // commitment admitted, the window closed, a vote counted, the certificate: each was a synced
   // write of its own, one after the other, before the reveal or the relay could go out).
@@ -1316,8 +1327,7 @@ void ConsensusEngine::RunActions(Actions& actions) {
   }
   Publish(actions.publish);
   for (const Actions::PhaseLog& p : actions.phase_logs) {
-    if (!p.first)
-      Log(LogLevel::kInfo, p.phase, {{"task", p.task.Hex()}, {"records", records}, {"records_ms", records_ms}});
+    Log(LogLevel::kInfo, p.phase, {{"task", p.task.Hex()}, {"records", records}, {"records_ms", records_ms}});
   }
   for (auto& job : actions.jobs) Enqueue(std::move(job));
 }

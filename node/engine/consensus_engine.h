@@ -130,6 +130,9 @@ class ConsensusEngine {
   void Tick();
   // Queues Seat for every task whose seed block is settled at the current head.
   void SeatSettled();
+  // True when a task waits for the next block only: the ticker then reads the head every
+  // seat_poll_interval.
+  bool SeatImminent() const;
   // A vote arrived for a task waiting for its seed block: a peer has seen that block (or is
   // lying). Asks the chain for its head now instead of waiting for the next poll, at most once
   // per kMinHeadRefreshInterval, so that peers cannot make this node hammer its RPC endpoint.

@@ -40,6 +40,10 @@ struct ConsensusOptions {
   // Seating does not wait for it: a new chain head wakes the engine (OnChainHead). Not a config
   // key; unit tests make it long to show that a path does not depend on it.
   std::chrono::milliseconds tick_interval{250};
+  // While a task waits for the very next block to seat its committee, the head is read this
+  // often (one eth_blockNumber), so members seat within this of the block's settling instead of
+  // up to a chain poll apart (chain.seat_poll_ms; 0: only the chain view's poll).
+  std::chrono::milliseconds seat_poll_interval{50};
   // Every deadline and age the engine keeps (member timeout, orphan votes, finality) reads this
   // clock; unit tests pass one they move by hand. Not a config key.
   std::function<std::chrono::steady_clock::time_point()> now = [] { return std::chrono::steady_clock::now(); };
