@@ -252,11 +252,7 @@ void ConsensusEngine::Start() {
       const bool read_head = now >= next_head_read;
       seat_wanted_ = false;
       lock.unlock();
-      if (read_head) {
-        if (auto head = chain_->RefreshHead(); !head.ok()) {
-          Log(LogLevel::kDebug, "cannot read the chain head", {{"error", head.status().ToString()}});
-        }
-      }
+      if (read_head) ReadHead();  // on a job thread: a slow chain must not hold up the timers
       if (tick) {
         Tick();
       } else {
@@ -284,20 +280,24 @@ void ConsensusEngine::RefreshHeadFor(const consensus::TaskId& task_id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = seating_.find(task_id);
-    if (it == seating_.end() || head_refresh_running_) return;
+    if (it == seating_.end()) return;
+    settled_at = it->second + options_.confirmations;
+  }
+  if (chain_->head() >= settled_at) {  // known already: only the tick was missing
+    OnChainHead(chain_->head());
+    return;
+  }
+  ReadHead();
+}
+
+void ConsensusEngine::ReadHead() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (head_refresh_running_) return;
     const auto now = std::chrono::steady_clock::now();
     if (now - last_head_refresh_ < kMinHeadRefreshInterval) return;
     head_refresh_running_ = true;
     last_head_refresh_ = now;
-    settled_at = it->second + options_.confirmations;
-  }
-  if (chain_->head() >= settled_at) {  // known already: only the tick was missing
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      head_refresh_running_ = false;
-    }
-    OnChainHead(chain_->head());
-    return;
   }
   Enqueue([this] {
     auto head = chain_->RefreshHead();
@@ -305,7 +305,11 @@ void ConsensusEngine::RefreshHeadFor(const consensus::TaskId& task_id) {
       std::lock_guard<std::mutex> lock(mu_);
       head_refresh_running_ = false;
     }
-    if (head.ok()) OnChainHead(*head);
+    if (head.ok()) {
+      OnChainHead(*head);
+    } else {
+      Log(LogLevel::kDebug, "cannot read the chain head", {{"error", head.status().ToString()}});
+    }
   });
 }
 

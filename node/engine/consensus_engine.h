@@ -137,6 +137,9 @@ class ConsensusEngine {
   // lying). Asks the chain for its head now instead of waiting for the next poll, at most once
   // per kMinHeadRefreshInterval, so that peers cannot make this node hammer its RPC endpoint.
   void RefreshHeadFor(const consensus::TaskId& task_id);
+  // Reads the chain head on a job thread (one read at a time, at most one per
+  // kMinHeadRefreshInterval) and seats what the new head settles.
+  void ReadHead();
   size_t OpenRoundsLocked() const;
   void RunActions(Actions& actions);
   void Publish(std::vector<v1::GossipMessage>& messages);
