@@ -5,43 +5,100 @@ For every task a node both seated and certified, the time from "committee seated
 "task certified" on that node: execution plus the vote round (with commit-reveal: the
 commitment, then the reveal). Prints p50/p90/p99/max over all (node, task) pairs.
 
-  bench/round_latency.py /tmp/devnet-bench/node*/consensord.log
+With --phases, also where that time goes: for each phase the node logs (task queued, executed,
+commitment sent, commitments admitted, window closed, reveal sent, votes counted, certified,
+certificate and result stored), its time after "committee seated" on the same node; and how far
+apart the nodes seated the same task (the round cannot be faster than its slowest member's
+seating). Phases a node's version does not log are left out.
+
+  bench/round_latency.py [--phases] /tmp/devnet-bench/node*/consensord.log
 """
 import re
 import sys
+from collections import defaultdict
 from datetime import datetime
 
-LINE = re.compile(r'ts=(\S+) level=\S+ msg="([^"]+)" task=([0-9a-f]{64})')
+LINE = re.compile(r'ts=(\S+) level=\S+ msg="([^"]+)" task=([0-9a-f]{64})(.*)')
+RECORDS_MS = re.compile(r'records_ms=([0-9.]+)')
+
+# Phases in round order; the n-th occurrence of a repeated message is its own phase.
+PHASES = [
+    ("task queued again", 1, "queued to execute"),
+    ("task executed", 1, "executed (result stored)"),
+    ("commitment sent", 1, "own commitment sent"),
+    ("commitment admitted", 1, "1st commitment admitted"),
+    ("commitment admitted", 2, "2nd commitment admitted"),
+    ("commitment admitted", 3, "3rd commitment admitted"),
+    ("commit window closed", 1, "commit window closed"),
+    ("reveal sent", 1, "own reveal sent"),
+    ("vote counted", 1, "1st vote counted"),
+    ("vote counted", 2, "2nd vote counted"),
+    ("task certified", 1, "task certified"),
+    ("certificate stored", 1, "certificate stored"),
+    ("certified result stored", 1, "certified result stored (own)"),
+    ("certified result fetched", 1, "certified result fetched"),
+]
 
 
 def parse_ts(text):
     return datetime.strptime(text.rstrip("Z"), "%Y-%m-%dT%H:%M:%S.%f").timestamp()
 
 
-def main(paths):
+def pct(samples, p):
+    return samples[min(len(samples) - 1, int(p / 100 * len(samples)))]
+
+
+def summary(samples):
+    samples = sorted(samples)
+    return (f"p50 {pct(samples, 50)*1000:7.1f} ms  p90 {pct(samples, 90)*1000:7.1f} ms  "
+            f"p99 {pct(samples, 99)*1000:7.1f} ms  max {samples[-1]*1000:7.1f} ms  (n={len(samples)})")
+
+
+def main(args):
+    phases = "--phases" in args
+    paths = [a for a in args if a != "--phases"]
     samples = []
+    events = []  # per node: task -> msg -> [timestamps]
+    writes = defaultdict(list)  # msg -> records_ms of its batch
     for path in paths:
-        seated, certified = {}, {}
+        seen = defaultdict(lambda: defaultdict(list))
         with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:
                 m = LINE.match(line)
                 if not m:
                     continue
                 ts, msg, task = parse_ts(m.group(1)), m.group(2), m.group(3)
-                if msg == "committee seated":
-                    seated.setdefault(task, ts)
-                elif msg == "task certified":
-                    certified.setdefault(task, ts)
-        samples += [certified[t] - seated[t] for t in certified if t in seated]
+                seen[task][msg].append(ts)
+                if w := RECORDS_MS.search(m.group(4)):
+                    writes[msg].append(float(w.group(1)) / 1000)
+        events.append(seen)
+        samples += [t["task certified"][0] - t["committee seated"][0]
+                    for t in seen.values() if t.get("task certified") and t.get("committee seated")]
     if not samples:
         sys.exit("no task was both seated and certified in these logs")
-    samples.sort()
+    print(f"seated -> certified over {len(samples)} (node, task) pairs: {summary(samples)}")
+    if not phases:
+        return
 
-    def pct(p):
-        return samples[min(len(samples) - 1, int(p / 100 * len(samples)))]
-
-    print(f"seated -> certified over {len(samples)} (node, task) pairs: p50 {pct(50)*1000:.1f} ms, "
-          f"p90 {pct(90)*1000:.1f} ms, p99 {pct(99)*1000:.1f} ms, max {samples[-1]*1000:.1f} ms")
+    print("\nafter 'committee seated' on the same node (pairs that were seated and certified there):")
+    for msg, nth, label in PHASES:
+        offsets = []
+        for seen in events:
+            for t in seen.values():
+                if t.get("task certified") and t.get("committee seated") and len(t.get(msg, [])) >= nth:
+                    offsets.append(sorted(t[msg])[nth - 1] - t["committee seated"][0])
+        if offsets:
+            print(f"  {label:32s} {summary(offsets)}")
+    spread = defaultdict(list)
+    for seen in events:
+        for task, t in seen.items():
+            if t.get("committee seated"):
+                spread[task].append(t["committee seated"][0])
+    gaps = [max(v) - min(v) for v in spread.values() if len(v) > 1]
+    if gaps:
+        print(f"\nseating spread across nodes (last - first 'committee seated' of a task): {summary(gaps)}")
+    for msg, values in sorted(writes.items()):
+        print(f"record writes before '{msg}' (the batch's synced writes): {summary(values)}")
 
 
 if __name__ == "__main__":

@@ -72,6 +72,8 @@ StatusOr<uint64_t> RpcChainView::RefreshHead() {
   uint64_t seen = head_.load();
   while (block > seen && !head_.compare_exchange_weak(seen, block)) {
   }
+  // Only the caller whose exchange advanced the head tells the listener.
+  if (block > seen && head_listener_) head_listener_(block);
   return std::max(block, seen);
 }
 
@@ -131,6 +133,10 @@ Status RpcChainView::DropWhatAReorgReplaced() {
         {{"from_block", std::to_string(*fork)}, {"head", std::to_string(chain_head)}});
   }
   return OkStatus();
+}
+
+void RpcChainView::SetHeadListener(std::function<void(uint64_t head)> listener) {
+  head_listener_ = std::move(listener);
 }
 
 Status RpcChainView::PollOnce(bool* changed) {

@@ -71,6 +71,9 @@ class RpcChainView final : public ChainView {
   // each poll that changed the operator set or endpoints.
   Status Start(std::function<void()> on_change);
   void Shutdown();
+  // Called with the new head each time a poll or a RefreshHead sees the head advance (outside
+  // the view's locks), so that whoever waits for a block need not poll the view. Set before Start.
+  void SetHeadListener(std::function<void(uint64_t head)> listener);
 
   consensus::Eip712Domain domain() const override { return client_->domain(); }
   uint32_t threshold_bps() const override { return threshold_bps_; }
@@ -99,6 +102,7 @@ class RpcChainView final : public ChainView {
   DeploymentParams params_;
   std::chrono::milliseconds poll_interval_{};  // from ChainViewOptions
   std::atomic<uint64_t> head_{0};
+  std::function<void(uint64_t)> head_listener_;  // set before Start, read-only afterwards
 
   mutable std::mutex mu_;
   std::map<Address20, std::string> active_;                                      // address -> endpoint

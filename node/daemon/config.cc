@@ -96,6 +96,7 @@ const std::vector<KeySpec>& Keys() {
       {"chain", "confirmations", CONFIG_FIELD(consensus.confirmations)},
       {"consensus", "reference_margin_blocks", CONFIG_FIELD(consensus.reference_margin_blocks)},
       {"chain", "poll_ms", CONFIG_FIELD(chain_view.poll_interval)},
+      {"chain", "seat_poll_ms", CONFIG_FIELD(consensus.seat_poll_interval)},
       {"chain", "submit_evidence", CONFIG_FIELD(chain_submit_evidence)},
       {"p2p", "listen", CONFIG_FIELD(p2p_listen)},
       {"p2p", "max_streams", CONFIG_FIELD(p2p_max_streams)},
@@ -539,6 +540,7 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   RETURN_IF_ERROR(
       CheckRange("consensus.reference_margin_blocks", AsWritten(c, "consensus.reference_margin_blocks"), 0, 1000000));
   RETURN_IF_ERROR(CheckRange("chain.poll_ms", c->chain_view.poll_interval.count(), 50, 3600000));
+  RETURN_IF_ERROR(CheckRange("chain.seat_poll_ms", c->consensus.seat_poll_interval.count(), 0, 60000));
   RETURN_IF_ERROR(CheckListen("p2p.listen (--p2p-listen)", c->p2p_listen, true));
   RETURN_IF_ERROR(CheckRange("p2p.max_streams", c->p2p_max_streams, 1, 4096));
   RETURN_IF_ERROR(CheckListen("p2p.advertise", c->p2p_advertise, true));

@@ -501,6 +501,8 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
       peers.erase(std::remove(peers.begin(), peers.end(), raw->advertise), peers.end());
       raw->gossip->SetPeers(peers);
     };
+    // A new head seats the committees whose seed block it settles, without waiting for a tick.
+    impl->chain->SetHeadListener([raw](uint64_t head) { raw->engine->OnChainHead(head); });
     RETURN_IF_ERROR(impl->chain->Start(update_peers).WithContext("reading the operator set"));
     impl->gossip->Start();
     RETURN_IF_ERROR(impl->engine->Recover().WithContext("recovering consensus rounds"));

@@ -26,6 +26,8 @@ constexpr size_t kMaxRevealBundle = 1024;
 constexpr size_t kMaxAsideVotesPerRound = 1024;  // votes from operators not (yet) in the committee
 constexpr auto kRetainFinalized = std::chrono::minutes(10);
 constexpr int kJobThreads = 2;
+// Head refreshes that peers' votes may cause (RefreshHeadFor): at most one per interval.
+constexpr auto kMinHeadRefreshInterval = std::chrono::milliseconds(20);
 
 StatusOr<consensus::Signature65> SignatureField(const std::string& hex) {
   ASSIGN_OR_RETURN(auto bytes, FixedBytesFromHex(hex, 65, "signature"));
@@ -147,11 +149,23 @@ struct ConsensusEngine::Round {
 };
 
 struct ConsensusEngine::Actions {
+  // Published after the record updates: a reveal goes out only once the commitments and the
+  // closed window it reveals on are stored, so a restarted node cannot admit others; this
+  // node's commitment only once it is stored, so that no later write of the task (a peer's
+  // commitment closing the window) can reach the disk before it.
   std::vector<v1::GossipMessage> publish;
   std::vector<std::pair<consensus::TaskId, std::string>> requeue;  // to execute here, and why
   std::vector<std::function<void()>> jobs;
   // Record updates, applied in order after the lock.
   std::vector<std::pair<consensus::TaskId, std::function<Status(v1::Task*)>>> mutations;
+  // Round phases this batch completes ("commitment sent", "reveal sent", "certificate stored"),
+  // logged once its records are written and its messages published, so that their timestamps
+  // are the times things left the node (bench/round_latency.py reads them).
+  struct PhaseLog {
+    consensus::TaskId task;
+    const char* phase;
+  };
+  std::vector<PhaseLog> phase_logs;
 };
 
 ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, EngineParts parts,
@@ -227,10 +241,74 @@ void ConsensusEngine::Start() {
   }
   ticker_ = std::thread([this] {
     std::unique_lock<std::mutex> lock(jobs_mu_);
-    while (!jobs_cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping_; })) {
+    auto next_tick = Clock::now() + options_.tick_interval;
+    auto next_head_read = next_tick;  // only while a seat is imminent
+    while (true) {
+      jobs_cv_.wait_until(lock, std::min(next_tick, next_head_read), [this] { return stopping_ || seat_wanted_; });
+      if (stopping_) return;
+      // A new head between ticks seats at once; the timers keep their own pace.
+      const auto now = Clock::now();
+      const bool tick = now >= next_tick;
+      const bool read_head = now >= next_head_read;
+      seat_wanted_ = false;
       lock.unlock();
-      Tick();
+      if (read_head) ReadHead();  // on a job thread: a slow chain must not hold up the timers
+      if (tick) {
+        Tick();
+      } else {
+        SeatSettled();
+      }
+      const bool imminent = options_.seat_poll_interval.count() > 0 && SeatImminent();
       lock.lock();
+      if (tick) next_tick = Clock::now() + options_.tick_interval;
+      next_head_read = imminent ? Clock::now() + options_.seat_poll_interval : next_tick;
+    }
+  });
+}
+
+void ConsensusEngine::OnChainHead(uint64_t head) {
+  (void)head;  // the chain view's head() has it already; the ticker reads it there
+  {
+    std::lock_guard<std::mutex> lock(jobs_mu_);
+    seat_wanted_ = true;
+  }
+  jobs_cv_.notify_all();
+}
+
+void ConsensusEngine::RefreshHeadFor(const consensus::TaskId& task_id) {
+  uint64_t settled_at = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = seating_.find(task_id);
+    if (it == seating_.end()) return;
+    settled_at = it->second + options_.confirmations;
+  }
+  if (chain_->head() >= settled_at) {  // known already: only the tick was missing
+    OnChainHead(chain_->head());
+    return;
+  }
+  ReadHead();
+}
+
+void ConsensusEngine::ReadHead() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (head_refresh_running_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_head_refresh_ < kMinHeadRefreshInterval) return;
+    head_refresh_running_ = true;
+    last_head_refresh_ = now;
+  }
+  Enqueue([this] {
+    auto head = chain_->RefreshHead();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      head_refresh_running_ = false;
+    }
+    if (head.ok()) {
+      OnChainHead(*head);
+    } else {
+      Log(LogLevel::kDebug, "cannot read the chain head", {{"error", head.status().ToString()}});
     }
   });
 }
@@ -379,6 +457,7 @@ StatusOr<SubmitOutcome> ConsensusEngine::Submit(const v1::SubmitTaskRequest& req
     std::lock_guard<std::mutex> lock(mu_);
     seating_.emplace(id, plan.seed_block());
   }
+  OnChainHead(head);  // the ticker looks at what it waits for
   v1::GossipMessage message;
   auto* announcement = message.mutable_announcement();
   *announcement->mutable_spec() = resolved;
@@ -448,8 +527,14 @@ Status ConsensusEngine::OnMessage(const v1::GossipMessage& message, const Hash25
       if (!orphan) ApplyVoteMessage(*it->second, *parsed, &actions);
     }
     // The announcement may still be on its way (or being fetched), or the committee is not
-    // drawn yet: keep the message aside (KeepOrphan checks it first, outside the lock).
-    if (orphan) return KeepOrphan(*std::move(parsed));
+    // drawn yet: keep the message aside (KeepOrphan checks it first, outside the lock). A vote
+    // means its sender seated the committee: the seed block may be settled already.
+    if (orphan) {
+      const consensus::TaskId task_id = parsed->task_id;
+      Status kept = KeepOrphan(*std::move(parsed));
+      if (kept.ok()) RefreshHeadFor(task_id);
+      return kept;
+    }
     RunActions(actions);
     return OkStatus();
   }
@@ -581,6 +666,7 @@ Status ConsensusEngine::Adopt(const v1::TaskAnnouncement& ann, const Address20& 
     adopting_.erase(id);
     if (!rounds_.count(id)) seating_.emplace(id, plan->seed_block());
   }
+  OnChainHead(chain_->head());  // its seed block may be settled already (a slow fetch)
   Log(LogLevel::kInfo, "task adopted",
       {{"task", id.Hex()},
        {"announcer", AddressHex(announcer)},
@@ -736,6 +822,7 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
   for (const consensus::RoundDecision& decision : decisions) {
     if (auto* counted = std::get_if<consensus::VoteCounted>(&decision)) {
       attestations_received_->Increment();
+      Log(LogLevel::kInfo, "vote counted", {{"task", r.id.Hex()}, {"signer", AddressHex(counted->signer)}});
       if (!persist) continue;
       v1::SignedAttestation stored = ToProto(counted->vote, counted->signer);
       actions->mutations.emplace_back(r.id, [stored](v1::Task* t) -> Status {
@@ -825,6 +912,10 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
           {{"task", r.id.Hex()}, {"signers", static_cast<int64_t>(refreshed->certificate.signers.size())}});
     } else if (auto* admitted = std::get_if<consensus::CommitmentAdmitted>(&decision)) {
       commitments_admitted_->Increment();
+      Log(LogLevel::kInfo, "commitment admitted",
+          {{"task", r.id.Hex()},
+           {"signer", AddressHex(admitted->signer)},
+           {"phase", static_cast<int64_t>(admitted->commitment.phase)}});
       // Stored even from a timer's decisions: admission is what a restart must not forget.
       v1::ResultCommitment stored = ToProto(admitted->commitment, admitted->signer);
       actions->mutations.emplace_back(r.id, [stored](v1::Task* t) -> Status {
@@ -838,6 +929,8 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
       commitments_refused_->Increment();
       Log(LogLevel::kDebug, "commitment refused", {{"task", r.id.Hex()}, {"reason", refused->reason}});
     } else if (auto* closed = std::get_if<consensus::WindowClosed>(&decision)) {
+      Log(LogLevel::kInfo, "commit window closed",
+          {{"task", r.id.Hex()}, {"phase", static_cast<int64_t>(closed->phase)}});
       const uint32_t bit = 1u << static_cast<uint32_t>(closed->phase);
       actions->mutations.emplace_back(r.id, [bit](v1::Task* t) -> Status {
         t->mutable_consensus()->set_closed_commit_windows(t->consensus().closed_commit_windows() | bit);
@@ -853,6 +946,7 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
         reveal->set_phase(static_cast<uint32_t>(due->phase));
         for (const auto& c : due->bundle) *reveal->add_commitments() = ToProto(c, std::nullopt);
         actions->publish.push_back(std::move(message));
+        actions->phase_logs.push_back({r.id, "reveal sent"});
         consensus::RoundDecisions counted;
         r.rules.AddReveal(vote, due->phase, {}, &counted);
         Carry(r, counted, /*persist=*/true, actions);
@@ -894,6 +988,7 @@ void ConsensusEngine::OnCertified(Round& r, const consensus::Certified& certifie
     StoreFirstCertificate(proto, final_block, t);
     return OkStatus();
   });
+  actions->phase_logs.push_back({r.id, "certificate stored"});
   awaiting_final_.emplace(r.id, final_block);
   Log(LogLevel::kInfo, "task certified",
       {{"task", r.id.Hex()},
@@ -993,6 +1088,7 @@ void ConsensusEngine::Attest(const consensus::TaskId& task_id, const v1::TaskRes
     v1::GossipMessage message;
     *message.mutable_commitment() = ToProto(*commitment, address_);
     actions.publish.push_back(message);  // before any reveal it lets out
+    actions.phase_logs.push_back({r.id, "commitment sent"});
     consensus::RoundDecisions decisions;
     r.rules.AddCommitment(*commitment, &decisions);
     Carry(r, decisions, /*persist=*/true, &actions);
@@ -1031,6 +1127,7 @@ void ConsensusEngine::FetchCertifiedResult(const consensus::TaskId& task_id) {
       if (s.ok()) {
         std::lock_guard<std::mutex> lock(mu_);
         if (auto it = rounds_.find(task_id); it != rounds_.end()) it->second->result_stored = true;
+        Log(LogLevel::kInfo, "certified result stored", {{"task", task_id.Hex()}, {"own", true}});
       }
       return;
     }
@@ -1098,7 +1195,6 @@ void ConsensusEngine::Tick() {
   Actions actions;
   std::vector<consensus::TaskId> fetch;
   std::vector<std::pair<consensus::TaskId, std::string>> failing;  // rounds that failed, tasks to fail
-  std::vector<consensus::TaskId> seat;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const auto now = options_.now();
@@ -1128,16 +1224,7 @@ void ConsensusEngine::Tick() {
     }
     // Votes for tasks never announced to us (or long finished) do not stay forever.
     orphans_.Expire(now);
-    // Committees whose seed block is mined and settled are drawn now.
     const uint64_t head = chain_->head();
-    for (auto it = seating_.begin(); it != seating_.end();) {
-      if (it->second > head || head - it->second < options_.confirmations) {
-        ++it;
-        continue;
-      }
-      seat.push_back(it->first);
-      it = seating_.erase(it);
-    }
     // Certified results become final once the chain passes their challenge window.
     for (auto it = awaiting_final_.begin(); it != awaiting_final_.end();) {
       if (!consensus::IsFinalAt(head, it->second)) {
@@ -1162,6 +1249,38 @@ void ConsensusEngine::Tick() {
   }
   RunActions(actions);
   for (const auto& id : fetch) Enqueue([this, id] { FetchCertifiedResult(id); });
+  SeatSettled();
+  // Failed rounds end their tasks; one still executing here is tried again at the next tick.
+  for (const auto& [id, reason] : failing) {
+    Status s = tasks_->Mutate(id, FailTask(reason));
+    if (s.code() == StatusCode::kAborted) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = rounds_.find(id); it != rounds_.end()) it->second->closed = true;
+  }
+}
+
+bool ConsensusEngine::SeatImminent() const {
+  const uint64_t head = chain_->head();
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::any_of(seating_.begin(), seating_.end(),
+                     [&](const auto& entry) { return entry.second + options_.confirmations == head + 1; });
+}
+
+void ConsensusEngine::SeatSettled() {
+  std::vector<consensus::TaskId> seat;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Committees whose seed block is mined and settled are drawn now.
+    const uint64_t head = chain_->head();
+    for (auto it = seating_.begin(); it != seating_.end();) {
+      if (it->second > head || head - it->second < options_.confirmations) {
+        ++it;
+        continue;
+      }
+      seat.push_back(it->first);
+      it = seating_.erase(it);
+    }
+  }
   for (const auto& id : seat) {
     Enqueue([this, id] {
       if (Status s = Seat(id); !s.ok()) {
@@ -1172,13 +1291,6 @@ void ConsensusEngine::Tick() {
         if (task.ok() && !rounds_.count(id)) seating_.emplace(id, task->consensus().seed_block());
       }
     });
-  }
-  // Failed rounds end their tasks; one still executing here is tried again at the next tick.
-  for (const auto& [id, reason] : failing) {
-    Status s = tasks_->Mutate(id, FailTask(reason));
-    if (s.code() == StatusCode::kAborted) continue;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = rounds_.find(id); it != rounds_.end()) it->second->closed = true;
   }
 }
 
@@ -1196,24 +1308,58 @@ size_t ConsensusEngine::OpenRoundsLocked() const {
 }
 
 void ConsensusEngine::RunActions(Actions& actions) {
+  // One synced write per task, however many of its record's changes this batch holds (a
+  // commitment admitted, the window closed, a vote counted, the certificate: each was a synced
+  // write of its own, one after the other, before the reveal or the relay could go out).
+  const auto records_start = Clock::now();
+  std::vector<std::pair<consensus::TaskId, std::vector<RecordChange>>> by_task;  // first-change order
   for (auto& [id, change] : actions.mutations) {
-    if (Status s = tasks_->Mutate(id, change); !s.ok()) {
-      Log(LogLevel::kWarn, "cannot update task record", {{"task", id.Hex()}, {"error", s.ToString()}});
-    }
+    auto it = std::find_if(by_task.begin(), by_task.end(), [&](const auto& entry) { return entry.first == id; });
+    if (it == by_task.end()) it = by_task.insert(by_task.end(), {id, {}});
+    it->second.push_back(std::move(change));
   }
+  for (const auto& [id, changes] : by_task) {
+    Status s = tasks_->Mutate(id, [&changes](v1::Task* t) { return ApplyRecordChanges(changes, t); });
+    if (!s.ok()) Log(LogLevel::kWarn, "cannot update task record", {{"task", id.Hex()}, {"error", s.ToString()}});
+  }
+  const double records_ms = std::chrono::duration<double, std::milli>(Clock::now() - records_start).count();
+  const auto records = static_cast<int64_t>(by_task.size());
   for (const auto& [id, reason] : actions.requeue) {
     if (Status s = tasks_->Requeue(id, reason); !s.ok()) {
       Log(LogLevel::kWarn, "cannot queue task for execution", {{"task", id.Hex()}, {"error", s.ToString()}});
     }
   }
-  if (gossip_) {
-    for (auto& m : actions.publish) {
-      if (auto published = gossip_->Publish(m); !published.ok()) {
-        Log(LogLevel::kWarn, "cannot publish", {{"error", published.status().ToString()}});
-      }
-    }
+  Publish(actions.publish);
+  for (const Actions::PhaseLog& p : actions.phase_logs) {
+    Log(LogLevel::kInfo, p.phase, {{"task", p.task.Hex()}, {"records", records}, {"records_ms", records_ms}});
   }
   for (auto& job : actions.jobs) Enqueue(std::move(job));
+}
+
+void ConsensusEngine::Publish(std::vector<v1::GossipMessage>& messages) {
+  if (gossip_ == nullptr) return;
+  for (auto& m : messages) {
+    if (auto published = gossip_->Publish(m); !published.ok()) {
+      Log(LogLevel::kWarn, "cannot publish", {{"error", published.status().ToString()}});
+    }
+  }
+}
+
+Status ApplyRecordChanges(const std::vector<RecordChange>& changes, v1::Task* task) {
+  if (changes.size() == 1) return changes.front()(task);
+  // Each change applies or not on its own, as if it were written alone: a refused one (its
+  // Status says why) leaves the record as the changes before it made it.
+  bool applied = false;
+  for (const RecordChange& change : changes) {
+    v1::Task trial = *task;
+    if (Status s = change(&trial); !s.ok()) {
+      Log(LogLevel::kWarn, "cannot update task record", {{"task", task->task_id()}, {"error", s.ToString()}});
+      continue;
+    }
+    *task = std::move(trial);
+    applied = true;
+  }
+  return applied ? OkStatus() : Aborted("none of the record's changes applied");
 }
 
 // ---- recovery

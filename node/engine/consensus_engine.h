@@ -94,6 +94,9 @@ class ConsensusEngine {
   void OnExecuted(const consensus::TaskId& task_id, const v1::TaskResult& result);
   // Rounds still waiting for a certificate (what the open-rounds gauge shows after a tick).
   size_t open_rounds() const;
+  // The chain view saw a new head: committees whose seed block it settles are seated now, not
+  // at the next tick. Cheap (wakes the ticker); callable from any thread, before Start too.
+  void OnChainHead(uint64_t head);
 
  private:
   struct Round;
@@ -125,8 +128,21 @@ class ConsensusEngine {
   void Attest(const consensus::TaskId& task_id, const v1::TaskResult& result);
   void FetchCertifiedResult(const consensus::TaskId& task_id);
   void Tick();
+  // Queues Seat for every task whose seed block is settled at the current head.
+  void SeatSettled();
+  // True when a task waits for the next block only: the ticker then reads the head every
+  // seat_poll_interval.
+  bool SeatImminent() const;
+  // A vote arrived for a task waiting for its seed block: a peer has seen that block (or is
+  // lying). Asks the chain for its head now instead of waiting for the next poll, at most once
+  // per kMinHeadRefreshInterval, so that peers cannot make this node hammer its RPC endpoint.
+  void RefreshHeadFor(const consensus::TaskId& task_id);
+  // Reads the chain head on a job thread (one read at a time, at most one per
+  // kMinHeadRefreshInterval) and seats what the new head settles.
+  void ReadHead();
   size_t OpenRoundsLocked() const;
   void RunActions(Actions& actions);
+  void Publish(std::vector<v1::GossipMessage>& messages);
   void Enqueue(std::function<void()> job);
   std::vector<std::string> PeersFor(const Address20& preferred) const;
 
@@ -171,16 +187,26 @@ class ConsensusEngine {
   std::set<consensus::TaskId> adopting_;  // announcements being fetched
   // Stored tasks whose committee is not drawn yet -> their seed block.
   std::map<consensus::TaskId, uint64_t> seating_;
+  bool head_refresh_running_ = false;
+  std::chrono::steady_clock::time_point last_head_refresh_{};  // real time: a rate limit
 
   std::mutex jobs_mu_;
   std::condition_variable jobs_cv_;
   std::deque<std::function<void()>> jobs_;
   bool stopping_ = false;
+  bool seat_wanted_ = false;  // OnChainHead came: the ticker seats before its next tick
   std::vector<std::thread> workers_;
   std::thread ticker_;
   // Announcements waiting for their blobs, on threads of their own (last: stopped first).
   AdoptionQueue adoptions_;
 };
+
+// One change to a task's record (TaskManager::Mutate); an error leaves the record as it was.
+using RecordChange = std::function<Status(v1::Task*)>;
+// Applies `changes` in order to one record, each as if written alone: one that fails is skipped
+// (and logged) and the others still apply. Fails only when none applied. The engine writes a
+// batch's changes to a task with one Mutate, one synced write, instead of one write each.
+Status ApplyRecordChanges(const std::vector<RecordChange>& changes, v1::Task* task);
 
 // Conversions between the wire form (hex strings) and the protocol types.
 StatusOr<consensus::SignedAttestation> FromProto(const v1::SignedAttestation& p);

@@ -36,6 +36,14 @@ struct ConsensusOptions {
   // this margin for peers whose head is ahead, so its seed block ref + R + 1 comes soon.
   uint64_t reference_margin_blocks = 2;
   int64_t max_blob_bytes = int64_t{1} << 30;  // limits.max_blob_bytes
+  // How often the engine's timers run (member deadlines, the commit grace, finality, expiry).
+  // Seating does not wait for it: a new chain head wakes the engine (OnChainHead). Not a config
+  // key; unit tests make it long to show that a path does not depend on it.
+  std::chrono::milliseconds tick_interval{250};
+  // While a task waits for the very next block to seat its committee, the head is read this
+  // often (one eth_blockNumber), so members seat within this of the block's settling instead of
+  // up to a chain poll apart (chain.seat_poll_ms; 0: only the chain view's poll).
+  std::chrono::milliseconds seat_poll_interval{50};
   // Every deadline and age the engine keeps (member timeout, orphan votes, finality) reads this
   // clock; unit tests pass one they move by hand. Not a config key.
   std::function<std::chrono::steady_clock::time_point()> now = [] { return std::chrono::steady_clock::now(); };

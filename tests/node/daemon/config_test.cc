@@ -426,6 +426,8 @@ TEST(ConfigTest, FinalizeRangeChecks) {
       {[](NodeConfig* c) { c->storage_min_free_bytes = -1; }, "storage.min_free_bytes"},
       {[](NodeConfig* c) { c->storage_retain_results_hours = -1; }, "storage.retain_results_hours"},
       {[](NodeConfig* c) { c->storage_sweep_interval = std::chrono::milliseconds(10); }, "storage.sweep_interval_ms"},
+      {[](NodeConfig* c) { c->consensus.seat_poll_interval = std::chrono::milliseconds(-1); }, "chain.seat_poll_ms"},
+      {[](NodeConfig* c) { c->consensus.seat_poll_interval = std::chrono::milliseconds(60001); }, "chain.seat_poll_ms"},
       {[](NodeConfig* c) {
          c->password_file = "/pw";
          c->password_env = "PW";
@@ -447,7 +449,12 @@ TEST(ConfigTest, FinalizeRangeChecks) {
   edge.metrics_listen = "[::1]:9100";
   edge.rpc_listen = "localhost:0";
   edge.password_env = "CONSENSOR_PASSWORD";
+  edge.consensus.seat_poll_interval = std::chrono::milliseconds(0);  // off: only the chain view's poll
   EXPECT_EQ(FinalizeError(edge), "OK");
+  auto parsed = ParseNodeConfig("[chain]\nseat_poll_ms = 20\n", "config.toml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->consensus.seat_poll_interval.count(), 20);
+  EXPECT_EQ(NodeConfig().consensus.seat_poll_interval.count(), 50);
 }
 
 TEST(ConfigTest, HomeExpansion) {

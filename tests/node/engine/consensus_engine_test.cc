@@ -133,8 +133,16 @@ class FakeChainView final : public ChainView {
   uint64_t head() const override { return head_.load(); }
   StatusOr<uint64_t> RefreshHead() override {
     Probe("RefreshHead");
+    refresh_head_calls_.fetch_add(1);
+    uint64_t seen = head_.load();
+    const uint64_t chain = chain_head_.load();
+    while (chain > seen && !head_.compare_exchange_weak(seen, chain)) {
+    }
     return head_.load();
   }
+  // The chain's head when it is ahead of what the view has polled (head()): RefreshHead sees it.
+  void SetChainHead(uint64_t head) { chain_head_.store(head); }
+  int refresh_head_calls() const { return refresh_head_calls_.load(); }
   void SetHead(uint64_t head) { head_.store(head); }
   bool IsActiveOperator(const Address20& address) const override {
     Probe("IsActiveOperator");
@@ -214,6 +222,8 @@ class FakeChainView final : public ChainView {
   std::function<void(int)> operators_at_hook_;
   mutable std::vector<std::string> under_lock_;
   std::atomic<int> operators_at_calls_{0};
+  std::atomic<int> refresh_head_calls_{0};
+  std::atomic<uint64_t> chain_head_{0};
 };
 
 // Records what the engine publishes.
@@ -527,6 +537,7 @@ class ConsensusEngineTest : public ::testing::Test {
     co.max_reference_age = kMaxReferenceAge;
     co.reference_margin_blocks = kMaxReferenceAge - kConfirmations;  // new tasks at kReference
     co.challenge_window_blocks = kChallengeWindow;
+    co.tick_interval = tick_interval_;
     co.now = [this] {
       return SteadyClock::time_point(std::chrono::hours(1000)) + std::chrono::milliseconds(now_ms_.load());
     };
@@ -645,6 +656,15 @@ class ConsensusEngineTest : public ::testing::Test {
     }
     hold->cv.notify_all();
     store_.SetGetBlobHook(nullptr);
+    EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
+    return outcome.ok() ? outcome->task_id.Hex() : "";
+  }
+
+  // SubmitTask on this node with the chain at kHead, left there: the task waits for its seed
+  // block, and whatever seats it is up to the test.
+  std::string SubmitWaitingForItsSeed(const v1::SubmitTaskRequest& request) {
+    chain_->SetHead(kHead);
+    auto outcome = engine_->Submit(request);
     EXPECT_TRUE(outcome.ok()) << outcome.status().ToString();
     return outcome.ok() ? outcome->task_id.Hex() : "";
   }
@@ -787,6 +807,8 @@ class ConsensusEngineTest : public ::testing::Test {
   int operators_ = 0;
   OrphanPoolLimits orphan_limits_;  // set before StartNode
   DiskBudget* budget_ = nullptr;    // set before StartNode
+  // Set before StartNode. Long: no timer runs during the test, so what happens came from an event.
+  std::chrono::milliseconds tick_interval_{250};
   std::atomic<int64_t> now_ms_{0};
   std::unique_ptr<FakeChainView> chain_;
   RecordingGossip gossip_;
@@ -1574,6 +1596,119 @@ TEST_F(ConsensusEngineTest, MemberWaitsForTheSeedBlockBeforeExecuting) {
             expected);
   EXPECT_EQ(gossip_.attestations().at(0).signer(), SelfHex());
   EXPECT_EQ(gossip_.attestations().at(0).result_root(), task.result().result_root());
+}
+
+// A new chain head seats the committee at once: with no tick during the test, the head's
+// notification is the only way the member gets to execute and commit.
+TEST_F(ConsensusEngineTest, NewChainHeadSeatsTheCommitteeWithoutATick) {
+  MakeNetwork(3, /*entry=*/true);
+  tick_interval_ = std::chrono::hours(1);
+  StartNode();
+  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
+  const std::string id = SubmitWaitingForItsSeed(request);
+  chain_->SetHead(kSeated);  // the engine is not told
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(ValueOf(tasks_->Get(Id(id))).consensus().committee_size(), 0);
+  EXPECT_TRUE(gossip_.commitments().empty());
+
+  engine_->OnChainHead(kSeated);
+  ASSERT_TRUE(gossip_.WaitForCommitments(1)) << "the new head did not seat the committee";
+  const v1::Task task = ValueOf(tasks_->Get(Id(id)));
+  EXPECT_EQ(task.consensus().committee_size(), 3);
+  EXPECT_TRUE(task.consensus().member());
+}
+
+// A peer's vote for a task whose seed block this node has not seen settle yet means the peer
+// has seated it: the node asks the chain for its head at once (no tick, no head notification
+// during the test), seats the committee, executes, commits, and counts the kept vote.
+TEST_F(ConsensusEngineTest, VoteForATaskWaitingForItsSeedBlockRefreshesTheHead) {
+  MakeNetwork(3, /*entry=*/true);
+  tick_interval_ = std::chrono::hours(1);
+  StartNode();
+  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
+  const std::string id = SubmitWaitingForItsSeed(request);
+  const int other = OperatorNumber(Order(request)[1], 3);
+  const v1::TaskResult result = PeerResult(other, request);
+  chain_->SetHead(kSeedBlock);    // the last poll saw the seed block mined, not yet settled
+  chain_->SetChainHead(kSeated);  // the chain has moved on since
+  const int refreshes_before = chain_->refresh_head_calls();
+
+  ASSERT_TRUE(CommitOnly(other, id, result).ok());  // kept aside: the round is not open here
+  ASSERT_TRUE(gossip_.WaitForCommitments(1)) << "the peer's vote did not make the node look at the chain";
+  EXPECT_GT(chain_->refresh_head_calls(), refreshes_before);
+  // Its commitment, kept while the committee was not drawn, was admitted when the round opened.
+  const v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().commitments_size() == 2; });
+  EXPECT_EQ(task.consensus().committee_size(), 3);
+}
+
+// A refused vote gives no head refresh: only votes that were kept (a registered operator's,
+// well signed) can make the node ask the chain.
+TEST_F(ConsensusEngineTest, RefusedVoteForAWaitingTaskRefreshesNothing) {
+  MakeNetwork(3, /*entry=*/true);
+  tick_interval_ = std::chrono::hours(1);
+  StartNode();
+  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
+  const std::string id = SubmitWaitingForItsSeed(request);
+  const int refreshes_before = chain_->refresh_head_calls();
+  consensus::SignedAttestation vote;
+  vote.attestation.task_id = ValueOf(Hash256FromHex(id));
+  vote.attestation.reference_block = kReference;
+  vote.signature = ValueOf(consensus::SignAttestation(Key(9), kDomain, vote.attestation));  // not an operator
+  auto commitment =
+      ValueOf(consensus::SignCommitment(Key(9), kDomain, vote, Addr(9), consensus::VotePhase::kCommittee));
+  v1::GossipMessage message;
+  *message.mutable_commitment() = ToProto(commitment, Addr(9));
+  EXPECT_EQ(engine_->OnMessage(message, Hash256{}, Addr(9)).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(chain_->refresh_head_calls(), refreshes_before);
+  EXPECT_EQ(ValueOf(tasks_->Get(Id(id))).consensus().committee_size(), 0);
+}
+
+// While a task waits for the very next block only, the engine reads the head itself every
+// seat_poll_interval (no tick, no vote, and the view's poll never reports the settling block
+// during the test): members seat as the block settles, not up to a chain poll apart.
+TEST_F(ConsensusEngineTest, ImminentSeatReadsTheHeadUntilTheBlockSettles) {
+  MakeNetwork(3, /*entry=*/true);
+  tick_interval_ = std::chrono::hours(1);
+  StartNode();
+  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
+  const std::string id = SubmitWaitingForItsSeed(request);
+  chain_->SetHead(kSeated - 1);  // the view's last poll: one block short of settling the seed
+  chain_->SetChainHead(kSeated);
+  const int refreshes_before = chain_->refresh_head_calls();
+  engine_->OnChainHead(kSeated - 1);  // what that poll reported
+
+  ASSERT_TRUE(gossip_.WaitForCommitments(1)) << "the engine never read the head that settles the seed block";
+  EXPECT_GT(chain_->refresh_head_calls(), refreshes_before);
+  EXPECT_EQ(ValueOf(tasks_->Get(Id(id))).consensus().committee_size(), 3);
+}
+
+// The engine writes a batch of round decisions to a task's record in one synced write; each
+// change still applies or not on its own, as if it were written alone.
+TEST(ApplyRecordChangesTest, EachChangeAppliesOrNotOnItsOwn) {
+  const RecordChange dispute = [](v1::Task* t) {
+    t->mutable_consensus()->set_disputed(true);
+    return OkStatus();
+  };
+  const RecordChange refused = [](v1::Task* t) {
+    t->mutable_consensus()->set_final(true);  // half-done, then refused: must not stay
+    return Aborted("refused");
+  };
+  const RecordChange replicas = [](v1::Task* t) {
+    t->mutable_consensus()->set_replicas(t->consensus().disputed() ? 5 : 3);  // sees the changes before it
+    return OkStatus();
+  };
+  v1::Task task;
+  task.set_task_id("t");
+  ASSERT_TRUE(ApplyRecordChanges({dispute, refused, replicas}, &task).ok());
+  EXPECT_TRUE(task.consensus().disputed());
+  EXPECT_FALSE(task.consensus().final());
+  EXPECT_EQ(task.consensus().replicas(), 5u);
+
+  v1::Task untouched;
+  EXPECT_EQ(ApplyRecordChanges({refused, refused}, &untouched).code(), StatusCode::kAborted);
+  EXPECT_FALSE(untouched.consensus().final());
+  // A single change is the change itself.
+  EXPECT_EQ(ApplyRecordChanges({refused}, &untouched).code(), StatusCode::kAborted);
 }
 
 // An announcement that arrives after its seed block was mined: whoever picked the reference
