@@ -9,12 +9,17 @@ std::string_view DTypeName(DType t) {
     case DType::kI8: return "i8";
     case DType::kBool: return "bool";
     case DType::kI64: return "i64";
+    case DType::kU8: return "u8";
+    case DType::kI16: return "i16";
+    case DType::kU16: return "u16";
+    case DType::kU32: return "u32";
+    case DType::kU64: return "u64";
     default: return "invalid";
   }
 }
 
 StatusOr<DType> DTypeFromName(std::string_view name) {
-  for (DType t : {DType::kF32, DType::kI32, DType::kI8, DType::kBool, DType::kI64}) {
+  for (DType t : kAllDTypes) {
     if (DTypeName(t) == name) return t;
   }
   return InvalidArgument("unknown dtype '" + std::string(name) + "'");

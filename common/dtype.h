@@ -18,7 +18,16 @@ enum class DType : uint8_t {
   kI8 = 3,
   kBool = 4,  // one byte per element, 0 or 1
   kI64 = 5,
+  kU8 = 6,
+  kI16 = 7,
+  kU16 = 8,
+  kU32 = 9,
+  kU64 = 10,
 };
+
+// Every valid dtype, in wire-code order.
+inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kI32, DType::kI8,  DType::kBool, DType::kI64,
+                                       DType::kU8,  DType::kI16, DType::kU16, DType::kU32,  DType::kU64};
 
 constexpr int kMaxRank = 8;
 
@@ -31,12 +40,23 @@ inline int64_t DTypeSize(DType t) {
     case DType::kI8: return 1;
     case DType::kBool: return 1;
     case DType::kI64: return 8;
+    case DType::kU8: return 1;
+    case DType::kI16: return 2;
+    case DType::kU16: return 2;
+    case DType::kU32: return 4;
+    case DType::kU64: return 8;
     default: return 0;
   }
 }
 
 inline bool IsValidDType(DType t) { return DTypeSize(t) != 0; }
-inline bool IsIntegerDType(DType t) { return t == DType::kI32 || t == DType::kI8 || t == DType::kI64; }
+inline bool IsSignedIntegerDType(DType t) {
+  return t == DType::kI8 || t == DType::kI16 || t == DType::kI32 || t == DType::kI64;
+}
+inline bool IsUnsignedIntegerDType(DType t) {
+  return t == DType::kU8 || t == DType::kU16 || t == DType::kU32 || t == DType::kU64;
+}
+inline bool IsIntegerDType(DType t) { return IsSignedIntegerDType(t) || IsUnsignedIntegerDType(t); }
 
 std::string_view DTypeName(DType t);  // "f32", "i32", ...
 StatusOr<DType> DTypeFromName(std::string_view name);

@@ -38,8 +38,9 @@ struct DescrInfo {
 };
 
 constexpr DescrInfo kAcceptedDescrs[] = {
-    {"<f4", DType::kF32}, {"<i4", DType::kI32},  {"|i1", DType::kI8},
-    {"i1", DType::kI8},   {"|b1", DType::kBool}, {"<i8", DType::kI64},
+    {"<f4", DType::kF32},  {"<i4", DType::kI32}, {"|i1", DType::kI8},  {"i1", DType::kI8},
+    {"|b1", DType::kBool}, {"<i8", DType::kI64}, {"|u1", DType::kU8},  {"u1", DType::kU8},
+    {"<i2", DType::kI16},  {"<u2", DType::kU16}, {"<u4", DType::kU32}, {"<u8", DType::kU64},
 };
 
 std::string_view WriteDescr(DType t) {
@@ -49,6 +50,11 @@ std::string_view WriteDescr(DType t) {
     case DType::kI8: return "|i1";
     case DType::kBool: return "|b1";
     case DType::kI64: return "<i8";
+    case DType::kU8: return "|u1";
+    case DType::kI16: return "<i2";
+    case DType::kU16: return "<u2";
+    case DType::kU32: return "<u4";
+    case DType::kU64: return "<u8";
     default: return "";
   }
 }
@@ -61,7 +67,8 @@ StatusOr<DType> DTypeFromDescr(std::string_view descr) {
     return InvalidArgument("big-endian npy arrays are not supported (dtype '" + Printable(descr) +
                            "'); convert with arr.astype(arr.dtype.newbyteorder('<'))");
   }
-  return InvalidArgument("unsupported npy dtype '" + Printable(descr) + "' (supported: <f4, <i4, |i1, |b1, <i8)");
+  return InvalidArgument("unsupported npy dtype '" + Printable(descr) +
+                         "' (supported: <f4, <i4, |i1, |b1, <i8, |u1, <i2, <u2, <u4, <u8)");
 }
 
 // ---------------------------------------------------------------------------------------------

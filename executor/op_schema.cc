@@ -91,33 +91,47 @@ int64_t Numel(const Shape& s) {
 // ---------------------------------------------------------------------------------------
 // Allowed dtype sets.
 
-enum DTypeMask : uint8_t {
+enum DTypeMask : uint16_t {
   kMaskNone = 0,
   kMaskF32 = 1 << 0,
   kMaskI32 = 1 << 1,
   kMaskI8 = 1 << 2,
   kMaskBool = 1 << 3,
   kMaskI64 = 1 << 4,
-  kMaskNumeric = kMaskF32 | kMaskI8 | kMaskI32 | kMaskI64,
+  kMaskU8 = 1 << 5,
+  kMaskI16 = 1 << 6,
+  kMaskU16 = 1 << 7,
+  kMaskU32 = 1 << 8,
+  kMaskU64 = 1 << 9,
+  // argmax and top_k order their keys as i64, so not u64; the other 8-to-32-bit types are
+  // not wired into them (yet).
+  kMaskOrdered = kMaskF32 | kMaskI8 | kMaskI32 | kMaskI64,
+  kMaskNumeric = kMaskOrdered | kMaskU8 | kMaskI16 | kMaskU16 | kMaskU32 | kMaskU64,
   kMaskIndex = kMaskI32 | kMaskI64,
   kMaskAny = kMaskNumeric | kMaskBool,
 };
 
-uint8_t MaskOf(DType t) {
+uint16_t MaskOf(DType t) {
   switch (t) {
     case DType::kF32: return kMaskF32;
     case DType::kI32: return kMaskI32;
     case DType::kI8: return kMaskI8;
     case DType::kBool: return kMaskBool;
     case DType::kI64: return kMaskI64;
+    case DType::kU8: return kMaskU8;
+    case DType::kI16: return kMaskI16;
+    case DType::kU16: return kMaskU16;
+    case DType::kU32: return kMaskU32;
+    case DType::kU64: return kMaskU64;
     default: return kMaskNone;
   }
 }
 
 // "f32, i8, i32 or i64"
-std::string MaskStr(uint8_t mask) {
+std::string MaskStr(uint16_t mask) {
   std::vector<std::string_view> names;
-  for (DType t : {DType::kF32, DType::kI8, DType::kI32, DType::kI64, DType::kBool}) {
+  for (DType t : {DType::kF32, DType::kI8, DType::kI32, DType::kI64, DType::kU8, DType::kI16, DType::kU16, DType::kU32,
+                  DType::kU64, DType::kBool}) {
     if (mask & MaskOf(t)) names.push_back(DTypeName(t));
   }
   std::string s;
@@ -138,15 +152,15 @@ using FamilyFn = StatusOr<InferResult> (*)(const Spec& s, const Inputs& in, cons
 struct Spec {
   OpSchema schema;  // schema.infer is filled in by the table builder
   FamilyFn family;
-  uint8_t dtypes;  // allowed dtype(s) of the main input(s)
-  int64_t cost;    // estimated operations per output (or input) element
+  uint16_t dtypes;  // allowed dtype(s) of the main input(s)
+  int64_t cost;     // estimated operations per output (or input) element
 
   std::string_view name() const { return schema.name; }
   Op op() const { return schema.op; }
   Status Error(std::string_view what) const { return InvalidArgument(StrCat(name(), ": ", what)); }
 };
 
-Status CheckDType(const Spec& s, std::string_view role, const TypeInfo& t, uint8_t allowed) {
+Status CheckDType(const Spec& s, std::string_view role, const TypeInfo& t, uint16_t allowed) {
   if (MaskOf(t.dtype) & allowed) return OkStatus();
   return s.Error(StrCat(role, " has dtype ", DTypeName(t.dtype), "; expected ", MaskStr(allowed)));
 }
@@ -899,7 +913,7 @@ std::vector<Spec> BuildSpecs() {
     int min_inputs, max_inputs;
     A attrs;
     FamilyFn family;
-    uint8_t dtypes;
+    uint16_t dtypes;
     int64_t cost;
   };
   const Row rows[] = {
@@ -949,8 +963,8 @@ std::vector<Spec> BuildSpecs() {
       {"reduce_max", Op::kReduceMax, 1, 1, reduce, InferReduce, kMaskNumeric, 1},
       {"reduce_min", Op::kReduceMin, 1, 1, reduce, InferReduce, kMaskNumeric, 1},
       {"reduce_prod", Op::kReduceProd, 1, 1, reduce, InferReduce, kMaskNumeric, 1},
-      {"argmax", Op::kArgMax, 1, 1, {"axis", "keepdims"}, InferArgMax, kMaskNumeric, 1},
-      {"top_k", Op::kTopK, 1, 1, {"k", "axis", "largest"}, InferTopK, kMaskNumeric, 1},
+      {"argmax", Op::kArgMax, 1, 1, {"axis", "keepdims"}, InferArgMax, kMaskOrdered, 1},
+      {"top_k", Op::kTopK, 1, 1, {"k", "axis", "largest"}, InferTopK, kMaskOrdered, 1},
       // Linear algebra.
       {"matmul", Op::kMatMul, 2, 2, none, InferMatMul, kMaskF32, 2},
       {"matmul_i8", Op::kMatMulInt8, 2, 2, none, InferMatMul, kMaskI8, 2},

@@ -59,9 +59,15 @@ StatusOr<DType> DTypeFromOnnx(int32_t t, std::string_view what) {
     case onnx::TensorProto::INT8: return DType::kI8;
     case onnx::TensorProto::BOOL: return DType::kBool;
     case onnx::TensorProto::INT64: return DType::kI64;
+    case onnx::TensorProto::UINT8: return DType::kU8;
+    case onnx::TensorProto::INT16: return DType::kI16;
+    case onnx::TensorProto::UINT16: return DType::kU16;
+    case onnx::TensorProto::UINT32: return DType::kU32;
+    case onnx::TensorProto::UINT64: return DType::kU64;
     default:
       return Unimplemented("unsupported dtype " + std::string(OnnxTypeName(t)) + " for " + std::string(what) +
-                           " (Consensor computes in FLOAT, INT32, INT8, BOOL and INT64)");
+                           " (Consensor computes in FLOAT, INT32, INT8, BOOL, INT64, UINT8, INT16, UINT16, UINT32 "
+                           "and UINT64)");
   }
 }
 
@@ -119,6 +125,33 @@ StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& p, const Limits& limits
         if (p.int32_data_size() != n) return count_error(p.int32_data_size());
         for (int64_t i = 0; i < n; ++i) t.data()[i] = p.int32_data(static_cast<int>(i)) != 0 ? 1 : 0;
         break;
+      // ONNX keeps 8- and 16-bit values in int32_data and UINT32/UINT64 in uint64_data; the
+      // low bits are the value.
+      case DType::kU8:
+        if (p.int32_data_size() != n) return count_error(p.int32_data_size());
+        for (int64_t i = 0; i < n; ++i) t.data()[i] = static_cast<uint8_t>(p.int32_data(static_cast<int>(i)));
+        break;
+      case DType::kI16:
+        if (p.int32_data_size() != n) return count_error(p.int32_data_size());
+        for (int64_t i = 0; i < n; ++i)
+          t.data_as<int16_t>()[i] = static_cast<int16_t>(p.int32_data(static_cast<int>(i)));
+        break;
+      case DType::kU16:
+        if (p.int32_data_size() != n) return count_error(p.int32_data_size());
+        for (int64_t i = 0; i < n; ++i) {
+          t.data_as<uint16_t>()[i] = static_cast<uint16_t>(p.int32_data(static_cast<int>(i)));
+        }
+        break;
+      case DType::kU32:
+        if (p.uint64_data_size() != n) return count_error(p.uint64_data_size());
+        for (int64_t i = 0; i < n; ++i) {
+          t.data_as<uint32_t>()[i] = static_cast<uint32_t>(p.uint64_data(static_cast<int>(i)));
+        }
+        break;
+      case DType::kU64:
+        if (p.uint64_data_size() != n) return count_error(p.uint64_data_size());
+        for (int64_t i = 0; i < n; ++i) t.data_as<uint64_t>()[i] = p.uint64_data(static_cast<int>(i));
+        break;
       default: return Internal("unhandled dtype");
     }
   }
@@ -154,6 +187,16 @@ StatusOr<std::vector<int64_t>> TensorToInts(const Tensor& t) {
       case DType::kI64: out.push_back(t.data_as<int64_t>()[i]); break;
       case DType::kI32: out.push_back(t.data_as<int32_t>()[i]); break;
       case DType::kI8: out.push_back(t.data_as<int8_t>()[i]); break;
+      case DType::kU8: out.push_back(t.data()[i]); break;
+      case DType::kI16: out.push_back(t.data_as<int16_t>()[i]); break;
+      case DType::kU16: out.push_back(t.data_as<uint16_t>()[i]); break;
+      case DType::kU32: out.push_back(t.data_as<uint32_t>()[i]); break;
+      case DType::kU64: {
+        const uint64_t v = t.data_as<uint64_t>()[i];
+        if (v > static_cast<uint64_t>(INT64_MAX)) return InvalidArgument("u64 value too large for an index or size");
+        out.push_back(static_cast<int64_t>(v));
+        break;
+      }
       default: return InvalidArgument("expected an integer tensor, got " + std::string(DTypeName(t.dtype())));
     }
   }
@@ -630,6 +673,11 @@ StatusOr<double> NodeContext::ConstantScalar(int i, std::string_view what) const
     case DType::kI64: return static_cast<double>(t->data_as<int64_t>()[0]);
     case DType::kI8: return static_cast<double>(t->data_as<int8_t>()[0]);
     case DType::kBool: return static_cast<double>(t->data()[0]);
+    case DType::kU8: return static_cast<double>(t->data()[0]);
+    case DType::kI16: return static_cast<double>(t->data_as<int16_t>()[0]);
+    case DType::kU16: return static_cast<double>(t->data_as<uint16_t>()[0]);
+    case DType::kU32: return static_cast<double>(t->data_as<uint32_t>()[0]);
+    case DType::kU64: return static_cast<double>(t->data_as<uint64_t>()[0]);
     default: return Invalid(std::string(what) + " has an unknown dtype");
   }
 }
@@ -711,7 +759,13 @@ ValueId NodeContext::Scalar(DType dtype, double v) {
     case DType::kI64: t.data_as<int64_t>()[0] = static_cast<int64_t>(v); break;
     case DType::kI8: t.data_as<int8_t>()[0] = static_cast<int8_t>(v); break;
     case DType::kBool: t.data()[0] = v != 0 ? 1 : 0; break;
-    default: break;
+    default:
+      if (IsUnsignedIntegerDType(dtype) || dtype == DType::kI16) {
+        // Through a 64-bit integer, then modulo 2^bits (a negative v wraps, as a cast would).
+        const uint64_t bits = v < 0 ? static_cast<uint64_t>(static_cast<int64_t>(v)) : static_cast<uint64_t>(v);
+        std::memcpy(t.data(), &bits, static_cast<size_t>(DTypeSize(dtype)));  // little-endian low bytes
+      }
+      break;
   }
   return Constant(std::move(t));
 }

@@ -2,6 +2,7 @@
 // variadic Max/Min/Sum/Mean, activations built from them, Cast, Where, Clip, Dropout.
 // Lowerings are written down in docs/ONNX.md.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 
@@ -380,6 +381,32 @@ Status Mod(NodeContext& ctx) {
   return SetResult(ctx, ctx.Emit("where", {adjust, moved, r}));
 }
 
+// Unsigned integers only (DETERMINISM.md 4.2): x << y = mul(x, p) and x >> y = div(x, p) with
+// p = 2^y modulo 2^n, looked up in the constant table [1, 2, ..., 2^(n-1), 0] at min(y, n), so
+// a shift by n bits or more gives 0. No kernel of its own: min, cast, gather, mul / div.
+Status BitShift(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"direction"}));
+  ASSIGN_OR_RETURN(std::string direction, ctx.AttrString("direction", ""));
+  if (direction != "LEFT" && direction != "RIGHT") return ctx.Invalid("attribute direction must be LEFT or RIGHT");
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId y, ctx.RequiredInput(1));
+  const DType dtype = ctx.type(x).dtype;
+  if (ctx.type(y).dtype != dtype) return ctx.Invalid("inputs have different dtypes");
+  if (!IsUnsignedIntegerDType(dtype)) {
+    return ctx.Unsupported("BitShift of " + std::string(DTypeName(dtype)) + " (ONNX defines it for unsigned integers)");
+  }
+  const int64_t size = DTypeSize(dtype), bits = 8 * size;
+  Tensor table(dtype, {bits + 1});
+  for (int64_t k = 0; k <= bits; ++k) {
+    const uint64_t p = k < bits ? uint64_t{1} << k : 0;
+    std::memcpy(table.data() + k * size, &p, static_cast<size_t>(size));  // the low bytes (little-endian)
+  }
+  ASSIGN_OR_RETURN(ValueId k, ctx.Emit("min", {y, ctx.Scalar(dtype, static_cast<double>(bits))}));
+  ASSIGN_OR_RETURN(ValueId index, ctx.Emit("cast", {k}, {{"to", DType::kI64}}));
+  ASSIGN_OR_RETURN(ValueId p, ctx.Emit("gather", {ctx.Constant(std::move(table)), index}, {{"axis", int64_t{0}}}));
+  return SetResult(ctx, ctx.Emit(direction == "LEFT" ? "mul" : "div", {x, p}));
+}
+
 // sin(x) / cos(x)
 Status Tan(NodeContext& ctx) {
   RETURN_IF_ERROR(ctx.CheckAttributes({}));
@@ -448,6 +475,7 @@ const std::vector<OpConverter>& ElementwiseConverters() {
       {"Shrink", Shrink},
       {"Celu", Celu},
       {"Tan", Tan},
+      {"BitShift", BitShift},
   };
   return table;
 }

@@ -139,7 +139,8 @@ Status ValidateOperands(const KernelCall& call, Kind kind) {
   };
   switch (kind) {
     case Kind::kNumericUnary:
-      if (!IsNumeric(a)) return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32, i32, i8 or i64)");
+      if (!IsNumeric(a))
+        return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32 or an integer dtype)");
       return same_out(a);
     case Kind::kFloatUnary:
       if (a != DType::kF32) return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32)");
@@ -160,7 +161,7 @@ Status ValidateOperands(const KernelCall& call, Kind kind) {
       const DType b = call.in(1).dtype;
       if (a != b) return InvalidArgument(p + "input dtypes differ (" + name(a) + " vs " + name(b) + ")");
       if (kind == Kind::kNumericBinary && !IsNumeric(a)) {
-        return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32, i32, i8 or i64)");
+        return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32 or an integer dtype)");
       }
       if (kind == Kind::kFloatBinary && a != DType::kF32) {
         return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32)");

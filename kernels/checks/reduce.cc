@@ -17,8 +17,10 @@ Status ValidateReduce(const KernelCall& call) {
   if (x.rank < 0 || x.rank > kMaxRank || y.rank < 0 || y.rank > kMaxRank) return InvalidArgument(name + ": bad rank");
   for (int i = 0; i < x.rank; ++i)
     if (x.dims[i] < 0) return InvalidArgument(name + ": negative dimension");
+  // argmax and top_k: f32 and the signed integers; the other reductions: every integer too.
   const bool numeric =
       x.dtype == DType::kF32 || x.dtype == DType::kI32 || x.dtype == DType::kI8 || x.dtype == DType::kI64;
+  const bool numeric_any = x.dtype == DType::kF32 || IsIntegerDType(x.dtype);
 
   int64_t expect_out = 1;
   if (call.op == Op::kArgMax) {
@@ -44,7 +46,7 @@ Status ValidateReduce(const KernelCall& call) {
       if (x.dtype != DType::kF32) return InvalidArgument(name + ": input must be f32");
     } else if (call.op == Op::kReduceSum || call.op == Op::kReduceMax || call.op == Op::kReduceMin ||
                call.op == Op::kReduceProd) {
-      if (!numeric) return InvalidArgument(name + ": input must be f32, i32, i8 or i64");
+      if (!numeric_any) return InvalidArgument(name + ": input must be f32 or an integer dtype");
     } else {
       return InvalidArgument(name + ": not a reduction");
     }

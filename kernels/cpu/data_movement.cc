@@ -106,6 +106,7 @@ void StridedCopy(const CpuContext& ctx, StridedLayout layout, int64_t esize, voi
     // A (batched) 2-D transpose of the two innermost dims: copy in cache-friendly tiles.
     switch (esize) {
       case 1: TiledTranspose<uint8_t>(ctx, layout, o, p); return;
+      case 2: TiledTranspose<uint16_t>(ctx, layout, o, p); return;
       case 4: TiledTranspose<uint32_t>(ctx, layout, o, p); return;
       case 8: TiledTranspose<uint64_t>(ctx, layout, o, p); return;
       default: break;
@@ -121,6 +122,7 @@ void StridedCopy(const CpuContext& ctx, StridedLayout layout, int64_t esize, voi
       }
       switch (esize) {
         case 1: StridedRun<uint8_t>(dst, src, inner_stride, len); break;
+        case 2: StridedRun<uint16_t>(dst, src, inner_stride, len); break;
         case 4: StridedRun<uint32_t>(dst, src, inner_stride, len); break;
         case 8: StridedRun<uint64_t>(dst, src, inner_stride, len); break;
         default: break;
@@ -270,8 +272,13 @@ Status RunPad(const KernelCall& call, const CpuContext& ctx) {
     case DType::kF32: PadRows<uint32_t>(ctx, in, out, pb, std::bit_cast<uint32_t>(PadValueAs<float>(v))); break;
     case DType::kI32: PadRows<int32_t>(ctx, in, out, pb, PadValueAs<int32_t>(v)); break;
     case DType::kI8: PadRows<int8_t>(ctx, in, out, pb, PadValueAs<int8_t>(v)); break;
-    case DType::kBool: PadRows<uint8_t>(ctx, in, out, pb, PadValueAs<uint8_t>(v)); break;
+    case DType::kBool: PadRows<uint8_t>(ctx, in, out, pb, static_cast<uint8_t>(v != 0.0f)); break;
     case DType::kI64: PadRows<int64_t>(ctx, in, out, pb, PadValueAs<int64_t>(v)); break;
+    case DType::kU8: PadRows<uint8_t>(ctx, in, out, pb, PadValueAs<uint8_t>(v)); break;
+    case DType::kI16: PadRows<int16_t>(ctx, in, out, pb, PadValueAs<int16_t>(v)); break;
+    case DType::kU16: PadRows<uint16_t>(ctx, in, out, pb, PadValueAs<uint16_t>(v)); break;
+    case DType::kU32: PadRows<uint32_t>(ctx, in, out, pb, PadValueAs<uint32_t>(v)); break;
+    case DType::kU64: PadRows<uint64_t>(ctx, in, out, pb, PadValueAs<uint64_t>(v)); break;
     default: return InvalidArgument("pad: unsupported dtype");
   }
   return OkStatus();

@@ -61,10 +61,15 @@ constexpr uint32_t kCanonicalNaNBits = 0x7FC00000u;
 CNSR_EW_INLINE int EwElemSize(DType t) {
   switch (t) {
     case DType::kF32:
-    case DType::kI32: return 4;
+    case DType::kI32:
+    case DType::kU32: return 4;
     case DType::kI8:
+    case DType::kU8:
     case DType::kBool: return 1;
-    case DType::kI64: return 8;
+    case DType::kI16:
+    case DType::kU16: return 2;
+    case DType::kI64:
+    case DType::kU64: return 8;
     default: return 0;
   }
 }
@@ -73,6 +78,10 @@ CNSR_EW_INLINE float CanonNaN(float x) { return x != x ? std::bit_cast<float>(kC
 
 template <typename T>
 using UnsignedOf = std::make_unsigned_t<T>;
+// The unsigned type arithmetic on T is done in: at least 32 bits wide, so that 8- and 16-bit
+// operands do not promote to (signed) int, where 65535 * 65535 would overflow.
+template <typename T>
+using WrapTypeOf = std::conditional_t<(sizeof(T) < 4), uint32_t, UnsignedOf<T>>;
 
 // Two's complement wrapping integer arithmetic without UB: compute in the unsigned type
 // (or int for the promoted narrow types, where no overflow is possible), then convert
@@ -90,16 +99,16 @@ CNSR_EW_INLINE T WrapSub(T a, T b) {
 template <typename T>
 CNSR_EW_INLINE T WrapMul(T a, T b) {
   using U = UnsignedOf<T>;
-  // For 8-bit U the operands promote to int and 255 * 255 fits; for 32/64-bit U the
-  // multiplication is unsigned and wraps.
-  return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+  using W = WrapTypeOf<T>;
+  return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
 }
 template <typename T>
 CNSR_EW_INLINE T WrapNeg(T a) {
   using U = UnsignedOf<T>;
   return static_cast<T>(static_cast<U>(static_cast<U>(0) - static_cast<U>(a)));
 }
-// Truncating division; x / 0 == 0 and MIN / -1 == MIN (section 1).
+// Truncating division; x / 0 == 0 and MIN / -1 == MIN (section 1). For unsigned T the
+// second case cannot arise (MIN is 0) and the guard is harmless.
 template <typename T>
 CNSR_EW_INLINE T SafeDiv(T a, T b) {
   constexpr T kMin = std::numeric_limits<T>::min();
@@ -129,33 +138,41 @@ CNSR_EW_INLINE float FMin(float a, float b) {
 // Cast rules of section 4.2. Bool is uint8_t holding 0 or 1.
 template <typename T>
 CNSR_EW_INLINE T F32ToInt(float x) {
-  // T in {int8_t, int32_t, int64_t}; lo = -2^(bits-1) and hi = 2^(bits-1) are exact floats.
-  using W = std::conditional_t<sizeof(T) == 8, int64_t, int32_t>;
-  constexpr float lo = static_cast<float>(std::numeric_limits<T>::min());
-  constexpr float hi = -lo;
-  // In-range values convert by truncation; everything else (NaN included) converts a
-  // harmless 0 and is then replaced, so the conversion never has undefined behaviour.
-  const float c = (x >= lo) & (x < hi) ? x : 0.0f;
-  W r = static_cast<W>(c);
-  r = x >= hi ? static_cast<W>(std::numeric_limits<T>::max()) : r;
-  r = x < lo ? static_cast<W>(std::numeric_limits<T>::min()) : r;
-  return static_cast<T>(r);
+  if constexpr (std::is_signed_v<T>) {
+    // lo = -2^(bits-1) and hi = 2^(bits-1) are exact floats.
+    using W = std::conditional_t<sizeof(T) == 8, int64_t, int32_t>;
+    constexpr float lo = static_cast<float>(std::numeric_limits<T>::min());
+    constexpr float hi = -lo;
+    // In-range values convert by truncation; everything else (NaN included) converts a
+    // harmless 0 and is then replaced, so the conversion never has undefined behaviour.
+    const float c = (x >= lo) & (x < hi) ? x : 0.0f;
+    W r = static_cast<W>(c);
+    r = x >= hi ? static_cast<W>(std::numeric_limits<T>::max()) : r;
+    r = x < lo ? static_cast<W>(std::numeric_limits<T>::min()) : r;
+    return static_cast<T>(r);
+  } else {
+    // hi = 2^bits is exact; (-1, 0) truncates to 0, and x <= -1 and NaN give 0.
+    using W = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+    constexpr float hi = 2.0f * static_cast<float>(T{1} << (sizeof(T) * 8 - 1));
+    const float c = (x > -1.0f) & (x < hi) ? x : 0.0f;
+    W r = static_cast<W>(c);
+    r = x >= hi ? static_cast<W>(std::numeric_limits<T>::max()) : r;
+    return static_cast<T>(r);
+  }
 }
 
+// uint8_t here is u8; bool has its own functors (ToBoolF, FromBoolF) since it shares the
+// C++ type.
 template <typename From, typename To>
 CNSR_EW_INLINE To CastValue(From x) {
   if constexpr (std::is_same_v<From, To>) {
     return x;  // same dtype copies bits
-  } else if constexpr (std::is_same_v<To, uint8_t>) {
-    return static_cast<uint8_t>(x != static_cast<From>(0));  // NaN -> 1, -0 -> 0
-  } else if constexpr (std::is_same_v<From, uint8_t>) {
-    return static_cast<To>(x != 0 ? 1 : 0);
   } else if constexpr (std::is_same_v<To, float>) {
     return static_cast<float>(x);  // int -> f32, round to nearest even
   } else if constexpr (std::is_same_v<From, float>) {
     return F32ToInt<To>(x);
   } else {
-    // int -> int: widening is exact; narrowing keeps the low bits (modular since C++20).
+    // int -> int: the value modulo 2^bits of To (exact when it fits; modular since C++20).
     return static_cast<To>(static_cast<UnsignedOf<To>>(x));
   }
 }
@@ -174,6 +191,7 @@ struct AbsF {
   template <typename T>
   static CNSR_EW_INLINE T Apply(T x) {
     if constexpr (std::is_same_v<T, float>) return FAbs(x);
+    else if constexpr (std::is_unsigned_v<T>) return x;
     else return x < 0 ? WrapNeg(x) : x;
   }
 };
@@ -242,6 +260,17 @@ struct CastF {
   static CNSR_EW_INLINE To Apply(From x) {
     return CastValue<From, To>(x);
   }
+};
+// anything -> bool is x != 0 (NaN -> 1, -0 -> 0); bool -> anything gives 0 or 1.
+struct ToBoolF {
+  template <typename From>
+  static CNSR_EW_INLINE uint8_t Apply(From x) {
+    return static_cast<uint8_t>(x != static_cast<From>(0));
+  }
+};
+template <typename To>
+struct FromBoolF {
+  static CNSR_EW_INLINE To Apply(uint8_t x) { return static_cast<To>(x != 0 ? 1 : 0); }
 };
 
 struct AddF {
@@ -464,6 +493,11 @@ inline void NumericUnary(const EwPlan& p, int64_t b, int64_t e) {
     case DType::kI32: UnaryChunk<int32_t, int32_t, F>(p, b, e); break;
     case DType::kI8: UnaryChunk<int8_t, int8_t, F>(p, b, e); break;
     case DType::kI64: UnaryChunk<int64_t, int64_t, F>(p, b, e); break;
+    case DType::kU8: UnaryChunk<uint8_t, uint8_t, F>(p, b, e); break;
+    case DType::kI16: UnaryChunk<int16_t, int16_t, F>(p, b, e); break;
+    case DType::kU16: UnaryChunk<uint16_t, uint16_t, F>(p, b, e); break;
+    case DType::kU32: UnaryChunk<uint32_t, uint32_t, F>(p, b, e); break;
+    case DType::kU64: UnaryChunk<uint64_t, uint64_t, F>(p, b, e); break;
     default: break;
   }
 }
@@ -475,6 +509,11 @@ inline void NumericBinary(const EwPlan& p, int64_t b, int64_t e) {
     case DType::kI32: BinaryChunk<int32_t, int32_t, F>(p, b, e); break;
     case DType::kI8: BinaryChunk<int8_t, int8_t, F>(p, b, e); break;
     case DType::kI64: BinaryChunk<int64_t, int64_t, F>(p, b, e); break;
+    case DType::kU8: BinaryChunk<uint8_t, uint8_t, F>(p, b, e); break;
+    case DType::kI16: BinaryChunk<int16_t, int16_t, F>(p, b, e); break;
+    case DType::kU16: BinaryChunk<uint16_t, uint16_t, F>(p, b, e); break;
+    case DType::kU32: BinaryChunk<uint32_t, uint32_t, F>(p, b, e); break;
+    case DType::kU64: BinaryChunk<uint64_t, uint64_t, F>(p, b, e); break;
     default: break;
   }
 }
@@ -487,18 +526,44 @@ inline void CompareBinary(const EwPlan& p, int64_t b, int64_t e) {
     case DType::kI8: BinaryChunk<int8_t, uint8_t, F>(p, b, e); break;
     case DType::kBool: BinaryChunk<uint8_t, uint8_t, F>(p, b, e); break;
     case DType::kI64: BinaryChunk<int64_t, uint8_t, F>(p, b, e); break;
+    case DType::kU8: BinaryChunk<uint8_t, uint8_t, F>(p, b, e); break;
+    case DType::kI16: BinaryChunk<int16_t, uint8_t, F>(p, b, e); break;
+    case DType::kU16: BinaryChunk<uint16_t, uint8_t, F>(p, b, e); break;
+    case DType::kU32: BinaryChunk<uint32_t, uint8_t, F>(p, b, e); break;
+    case DType::kU64: BinaryChunk<uint64_t, uint8_t, F>(p, b, e); break;
     default: break;
   }
 }
 
+// Bool inputs are dispatched to FromBool (never here), and bool outputs to ToBoolF.
 template <typename From>
 inline void CastFrom(const EwPlan& p, int64_t b, int64_t e) {
   switch (p.out_dtype) {
     case DType::kF32: UnaryChunk<From, float, CastF<float>>(p, b, e); break;
     case DType::kI32: UnaryChunk<From, int32_t, CastF<int32_t>>(p, b, e); break;
     case DType::kI8: UnaryChunk<From, int8_t, CastF<int8_t>>(p, b, e); break;
-    case DType::kBool: UnaryChunk<From, uint8_t, CastF<uint8_t>>(p, b, e); break;
+    case DType::kBool: UnaryChunk<From, uint8_t, ToBoolF>(p, b, e); break;
     case DType::kI64: UnaryChunk<From, int64_t, CastF<int64_t>>(p, b, e); break;
+    case DType::kU8: UnaryChunk<From, uint8_t, CastF<uint8_t>>(p, b, e); break;
+    case DType::kI16: UnaryChunk<From, int16_t, CastF<int16_t>>(p, b, e); break;
+    case DType::kU16: UnaryChunk<From, uint16_t, CastF<uint16_t>>(p, b, e); break;
+    case DType::kU32: UnaryChunk<From, uint32_t, CastF<uint32_t>>(p, b, e); break;
+    case DType::kU64: UnaryChunk<From, uint64_t, CastF<uint64_t>>(p, b, e); break;
+    default: break;
+  }
+}
+
+inline void CastFromBool(const EwPlan& p, int64_t b, int64_t e) {
+  switch (p.out_dtype) {
+    case DType::kF32: UnaryChunk<uint8_t, float, FromBoolF<float>>(p, b, e); break;
+    case DType::kI32: UnaryChunk<uint8_t, int32_t, FromBoolF<int32_t>>(p, b, e); break;
+    case DType::kI8: UnaryChunk<uint8_t, int8_t, FromBoolF<int8_t>>(p, b, e); break;
+    case DType::kI64: UnaryChunk<uint8_t, int64_t, FromBoolF<int64_t>>(p, b, e); break;
+    case DType::kU8: UnaryChunk<uint8_t, uint8_t, FromBoolF<uint8_t>>(p, b, e); break;
+    case DType::kI16: UnaryChunk<uint8_t, int16_t, FromBoolF<int16_t>>(p, b, e); break;
+    case DType::kU16: UnaryChunk<uint8_t, uint16_t, FromBoolF<uint16_t>>(p, b, e); break;
+    case DType::kU32: UnaryChunk<uint8_t, uint32_t, FromBoolF<uint32_t>>(p, b, e); break;
+    case DType::kU64: UnaryChunk<uint8_t, uint64_t, FromBoolF<uint64_t>>(p, b, e); break;
     default: break;
   }
 }
@@ -508,6 +573,7 @@ inline void CastChunk(const EwPlan& p, int64_t b, int64_t e) {
     // Same dtype copies bits (no NaN canonicalization): move raw element bits.
     switch (EwElemSize(p.in_dtype)) {
       case 1: UnaryChunk<uint8_t, uint8_t, CastF<uint8_t>>(p, b, e); break;
+      case 2: UnaryChunk<uint16_t, uint16_t, CastF<uint16_t>>(p, b, e); break;
       case 4: UnaryChunk<uint32_t, uint32_t, CastF<uint32_t>>(p, b, e); break;
       case 8: UnaryChunk<uint64_t, uint64_t, CastF<uint64_t>>(p, b, e); break;
       default: break;
@@ -518,8 +584,13 @@ inline void CastChunk(const EwPlan& p, int64_t b, int64_t e) {
     case DType::kF32: CastFrom<float>(p, b, e); break;
     case DType::kI32: CastFrom<int32_t>(p, b, e); break;
     case DType::kI8: CastFrom<int8_t>(p, b, e); break;
-    case DType::kBool: CastFrom<uint8_t>(p, b, e); break;
+    case DType::kBool: CastFromBool(p, b, e); break;
     case DType::kI64: CastFrom<int64_t>(p, b, e); break;
+    case DType::kU8: CastFrom<uint8_t>(p, b, e); break;
+    case DType::kI16: CastFrom<int16_t>(p, b, e); break;
+    case DType::kU16: CastFrom<uint16_t>(p, b, e); break;
+    case DType::kU32: CastFrom<uint32_t>(p, b, e); break;
+    case DType::kU64: CastFrom<uint64_t>(p, b, e); break;
     default: break;
   }
 }
@@ -565,6 +636,7 @@ inline void EwRunChunkImpl(const EwPlan& p, int64_t b, int64_t e) {
     case Op::kWhere:
       switch (EwElemSize(p.in_dtype)) {
         case 1: WhereChunk<uint8_t>(p, b, e); break;
+        case 2: WhereChunk<uint16_t>(p, b, e); break;
         case 4: WhereChunk<uint32_t>(p, b, e); break;
         case 8: WhereChunk<uint64_t>(p, b, e); break;
         default: break;

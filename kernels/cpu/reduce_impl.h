@@ -269,8 +269,10 @@ inline T ProdStep(T acc, T term) {
   if constexpr (std::is_same_v<T, float>) {
     return acc * term;
   } else {
+    // At least 32 bits: 16-bit operands would promote to int, where 65535 * 65535 overflows.
     using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(static_cast<U>(acc) * static_cast<U>(term)));
+    using W = std::conditional_t<(sizeof(T) < 4), uint32_t, U>;
+    return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(acc)) * static_cast<W>(static_cast<U>(term))));
   }
 }
 
@@ -431,6 +433,11 @@ Status DispatchOrderFree(const TensorView& x, const ReduceLayout* L, TensorView&
     case DType::kI32: return RunOrderFree<IntOp<int32_t>>(x, L, y, pool);
     case DType::kI8: return RunOrderFree<IntOp<int8_t>>(x, L, y, pool);
     case DType::kI64: return RunOrderFree<IntOp<int64_t>>(x, L, y, pool);
+    case DType::kU8: return RunOrderFree<IntOp<uint8_t>>(x, L, y, pool);
+    case DType::kI16: return RunOrderFree<IntOp<int16_t>>(x, L, y, pool);
+    case DType::kU16: return RunOrderFree<IntOp<uint16_t>>(x, L, y, pool);
+    case DType::kU32: return RunOrderFree<IntOp<uint32_t>>(x, L, y, pool);
+    case DType::kU64: return RunOrderFree<IntOp<uint64_t>>(x, L, y, pool);
     default: return InvalidArgument("reduce: unsupported dtype");
   }
 }
@@ -509,6 +516,11 @@ inline Status RunReduceImpl(const KernelCall& call, const CpuContext& ctx) {
         case DType::kI32: return RunProd<int32_t>(x, L, y, ctx.pool);
         case DType::kI8: return RunProd<int8_t>(x, L, y, ctx.pool);
         case DType::kI64: return RunProd<int64_t>(x, L, y, ctx.pool);
+        case DType::kU8: return RunProd<uint8_t>(x, L, y, ctx.pool);
+        case DType::kI16: return RunProd<int16_t>(x, L, y, ctx.pool);
+        case DType::kU16: return RunProd<uint16_t>(x, L, y, ctx.pool);
+        case DType::kU32: return RunProd<uint32_t>(x, L, y, ctx.pool);
+        case DType::kU64: return RunProd<uint64_t>(x, L, y, ctx.pool);
         default: return InvalidArgument("reduce_prod: unsupported dtype");
       }
     default: return InvalidArgument("reduce: unsupported op");

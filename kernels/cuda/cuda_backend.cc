@@ -143,7 +143,7 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda:" + std::to_string(device_); }
   std::string description() const override { return description_; }
-  bool Supports(const KernelCall& call) const override { return FamilyOf(call.op) != OpFamily::kNone; }
+  bool Supports(const KernelCall& call) const override { return cuda_device::Supports(call); }
 
   StatusOr<std::unique_ptr<Arena>> AllocateArena(int64_t bytes) override {
     RETURN_IF_ERROR(CudaError(cudaSetDevice(device_), "select GPU"));

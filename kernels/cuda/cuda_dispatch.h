@@ -6,7 +6,29 @@
 
 namespace consensor::kernels::CNSR_CUDA_NS {
 
+// The CUDA kernels are written for f32, i8, i32, i64 and bool. The dtypes u8, i16, u16, u32
+// and u64 run on the CPU backend only: a call that reads or writes one is refused
+// (docs/DETERMINISM.md section 2), and a task using them runs with --backend cpu.
+inline bool HasCudaDTypes(const KernelCall& call) {
+  auto ok = [](DType t) {
+    return t == DType::kF32 || t == DType::kI8 || t == DType::kI32 || t == DType::kI64 || t == DType::kBool;
+  };
+  for (int i = 0; i < call.num_inputs; ++i) {
+    if (!ok(call.in(i).dtype)) return false;
+  }
+  for (int i = 0; i < call.num_outputs; ++i) {
+    if (!ok(call.out(i).dtype)) return false;
+  }
+  return true;
+}
+
+inline bool Supports(const KernelCall& call) { return FamilyOf(call.op) != OpFamily::kNone && HasCudaDTypes(call); }
+
 inline Status Dispatch(const KernelCall& call, const LaunchContext& ctx) {
+  if (!HasCudaDTypes(call)) {
+    return Unimplemented("the CUDA backend has no kernels for u8, i16, u16, u32 or u64 (op " +
+                         std::string(OpName(call.op)) + ")");
+  }
   // The CUDA backends run the unfused program (SupportsEpilogue is false): the runtime never
   // hands them an epilogue, and one that arrives anyway is refused rather than ignored.
   if (call.epilogue != nullptr) return Unimplemented("the CUDA backend runs no fused epilogues");

@@ -29,7 +29,7 @@ class EmulatedCudaBackend final : public Backend {
   std::string description() const override {
     return "cuda-emu (the CUDA kernels under the SIMT emulation, on the CPU)";
   }
-  bool Supports(const KernelCall& call) const override { return FamilyOf(call.op) != OpFamily::kNone; }
+  bool Supports(const KernelCall& call) const override { return cuda_emu::Supports(call); }
   StatusOr<std::unique_ptr<Arena>> AllocateArena(int64_t bytes) override { return AllocateHostArena(bytes); }
   Status Run(const KernelCall& call) override {
     SetDeterministicFloatEnvironment();

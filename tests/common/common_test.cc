@@ -152,21 +152,35 @@ TEST(DTypeTest, WireValuesAndSizes) {
   EXPECT_EQ(static_cast<int>(DType::kI8), 3);
   EXPECT_EQ(static_cast<int>(DType::kBool), 4);
   EXPECT_EQ(static_cast<int>(DType::kI64), 5);
+  EXPECT_EQ(static_cast<int>(DType::kU8), 6);
+  EXPECT_EQ(static_cast<int>(DType::kI16), 7);
+  EXPECT_EQ(static_cast<int>(DType::kU16), 8);
+  EXPECT_EQ(static_cast<int>(DType::kU32), 9);
+  EXPECT_EQ(static_cast<int>(DType::kU64), 10);
   EXPECT_EQ(DTypeSize(DType::kF32), 4);
   EXPECT_EQ(DTypeSize(DType::kI32), 4);
   EXPECT_EQ(DTypeSize(DType::kI8), 1);
   EXPECT_EQ(DTypeSize(DType::kBool), 1);
   EXPECT_EQ(DTypeSize(DType::kI64), 8);
+  EXPECT_EQ(DTypeSize(DType::kU8), 1);
+  EXPECT_EQ(DTypeSize(DType::kI16), 2);
+  EXPECT_EQ(DTypeSize(DType::kU16), 2);
+  EXPECT_EQ(DTypeSize(DType::kU32), 4);
+  EXPECT_EQ(DTypeSize(DType::kU64), 8);
   EXPECT_EQ(DTypeSize(DType::kInvalid), 0);
   EXPECT_FALSE(IsValidDType(DType::kInvalid));
-  EXPECT_FALSE(IsValidDType(static_cast<DType>(6)));
+  EXPECT_FALSE(IsValidDType(static_cast<DType>(11)));
   EXPECT_TRUE(IsIntegerDType(DType::kI8));
+  EXPECT_TRUE(IsIntegerDType(DType::kU64));
+  EXPECT_TRUE(IsUnsignedIntegerDType(DType::kU8));
+  EXPECT_FALSE(IsUnsignedIntegerDType(DType::kI16));
+  EXPECT_TRUE(IsSignedIntegerDType(DType::kI16));
   EXPECT_FALSE(IsIntegerDType(DType::kBool));
   EXPECT_FALSE(IsIntegerDType(DType::kF32));
 }
 
 TEST(DTypeTest, NamesRoundTrip) {
-  for (DType t : {DType::kF32, DType::kI32, DType::kI8, DType::kBool, DType::kI64}) {
+  for (DType t : kAllDTypes) {
     StatusOr<DType> back = DTypeFromName(DTypeName(t));
     ASSERT_TRUE(back.ok()) << DTypeName(t);
     EXPECT_EQ(*back, t);

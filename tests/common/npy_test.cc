@@ -25,7 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr DType kAllDTypes[] = {DType::kF32, DType::kI32, DType::kI8, DType::kBool, DType::kI64};
 constexpr const char* kPython = "/usr/bin/python3";
 
 // A fresh directory removed at the end of the test.
@@ -269,8 +268,14 @@ arrays = {
   'i64_big_first_dim': np.arange(1234, dtype=np.int64),
   'f32_strided': np.arange(20, dtype=np.float32).reshape(4, 5)[:, ::2],
   'f32_r8': np.arange(2**8, dtype=np.float32).reshape((2,) * 8),
+  'u8_vec': np.array([0, 1, 200, 255], dtype=np.uint8),
+  'i16_vec': np.array([0, -1, 2**15 - 1, -2**15], dtype=np.int16),
+  'u16_mat': np.array([[0, 1], [2**15, 2**16 - 1]], dtype=np.uint16),
+  'u32_vec': np.array([0, 2**31, 2**32 - 1], dtype=np.uint32),
+  'u64_vec': np.array([0, 2**63, 2**64 - 1], dtype=np.uint64),
 }
-names = {np.dtype('<f4'): 'f32', np.dtype('<i4'): 'i32', np.dtype('i1'): 'i8', np.dtype('?'): 'bool', np.dtype('<i8'): 'i64'}
+names = {np.dtype('<f4'): 'f32', np.dtype('<i4'): 'i32', np.dtype('i1'): 'i8', np.dtype('?'): 'bool', np.dtype('<i8'): 'i64',
+         np.dtype('u1'): 'u8', np.dtype('<i2'): 'i16', np.dtype('<u2'): 'u16', np.dtype('<u4'): 'u32', np.dtype('<u8'): 'u64'}
 for name, a in arrays.items():
   for ver in [(1, 0), (2, 0), (3, 0)]:
     with open(os.path.join(d, '%s.v%d.npy' % (name, ver[0])), 'wb') as f:
@@ -284,7 +289,7 @@ for name, a in arrays.items():
 np.save(os.path.join(d, 'rej_fortran.npy'), np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3)))
 np.save(os.path.join(d, 'rej_bigendian.npy'), np.arange(4, dtype='>f4'))
 np.save(os.path.join(d, 'rej_f8.npy'), np.arange(4, dtype=np.float64))
-np.save(os.path.join(d, 'rej_u1.npy'), np.arange(4, dtype=np.uint8))
+np.save(os.path.join(d, 'rej_f2.npy'), np.arange(4, dtype=np.float16))
 np.save(os.path.join(d, 'rej_struct.npy'), np.zeros(2, dtype=[('a', '<i4'), ('b', '<f4')]))
 with open(os.path.join(d, 'names.txt'), 'w') as f:
   f.write('\n'.join(arrays.keys()))
@@ -318,7 +323,7 @@ print('ok')
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 12 * 4);
+  EXPECT_EQ(checked, 17 * 4);
 
   // Spot-check decoded values, not just bytes.
   StatusOr<Tensor> f = ReadNpyFile(dir.file("f32_2x3.v2.npy"), NpyLimits{});
@@ -337,6 +342,13 @@ print('ok')
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->shape(), (Shape{4, 3}));
   EXPECT_EQ(s->data_as<float>()[4], 7.0f);  // row 1: 5, 7, 9
+  StatusOr<Tensor> u = ReadNpyFile(dir.file("u64_vec.save.npy"), NpyLimits{});
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->dtype(), DType::kU64);
+  EXPECT_EQ(u->data_as<uint64_t>()[2], std::numeric_limits<uint64_t>::max());
+  StatusOr<Tensor> h = ReadNpyFile(dir.file("i16_vec.v1.npy"), NpyLimits{});
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->data_as<int16_t>()[3], -32768);
 
   struct Rejected {
     const char* file;
@@ -344,7 +356,7 @@ print('ok')
   };
   for (const Rejected& r :
        {Rejected{"rej_fortran.npy", "Fortran"}, Rejected{"rej_bigendian.npy", "big-endian"},
-        Rejected{"rej_f8.npy", "unsupported npy dtype '<f8'"}, Rejected{"rej_u1.npy", "unsupported npy dtype '|u1'"},
+        Rejected{"rej_f8.npy", "unsupported npy dtype '<f8'"}, Rejected{"rej_f2.npy", "unsupported npy dtype '<f2'"},
         Rejected{"rej_struct.npy", "structured"}}) {
     StatusOr<Tensor> t = ReadNpyFile(dir.file(r.file), NpyLimits{});
     ASSERT_FALSE(t.ok()) << r.file;
@@ -571,13 +583,14 @@ TEST(NpyMalformedTest, MissingExtraAndDuplicateKeys) {
 }
 
 TEST(NpyMalformedTest, DtypesEndiannessAndOrder) {
-  for (const char* descr : {"<f8", "<f2", "|u1", "u1", "<u4", "<i2", "|b2", "b1", "<b1", "=f4", "f4", "<c8", "|O",
-                            "<U3", "|S4", "", "<f4 ", "<F4"}) {
+  for (const char* descr : {"<f8", "<f2", "|u2", "u4", "<u16", "|b2", "b1", "<b1", "=f4", "f4", "<c8", "|O", "<U3",
+                            "|S4", "", "<f4 ", "<F4"}) {
     SCOPED_TRACE(descr);
     ExpectError(MakeNpy(Dict(descr, "(1,)"), Bytes(8)),
-                "unsupported npy dtype '" + std::string(descr) + "' (supported: <f4, <i4, |i1, |b1, <i8)");
+                "unsupported npy dtype '" + std::string(descr) +
+                    "' (supported: <f4, <i4, |i1, |b1, <i8, |u1, <i2, <u2, <u4, <u8)");
   }
-  for (const char* descr : {">f4", ">i4", ">i8", ">i1"}) {
+  for (const char* descr : {">f4", ">i4", ">i8", ">i1", ">u2", ">i2", ">u8"}) {
     SCOPED_TRACE(descr);
     ExpectError(MakeNpy(Dict(descr, "(1,)"), Bytes(8)), "big-endian npy arrays are not supported");
   }
@@ -608,6 +621,12 @@ TEST(NpyMalformedTest, DataSizeMustBeExact) {
   ExpectError(MakeNpy(Dict("<f4", "(2, 3)"), Bytes(20)), "truncated npy data: f32[2, 3] needs 24 bytes, file has 20");
   ExpectError(MakeNpy(Dict("<f4", "(2, 3)"), {}), "needs 24 bytes, file has 0");
   ExpectError(MakeNpy(Dict("<i8", "()"), Bytes(7)), "needs 8 bytes, file has 7");
+  // The new integer dtypes: a header that claims one with the wrong byte count.
+  ExpectError(MakeNpy(Dict("<u2", "(3,)"), Bytes(5)), "truncated npy data: u16[3] needs 6 bytes, file has 5");
+  ExpectError(MakeNpy(Dict("<i2", "(2, 2)"), Bytes(9)), "1 trailing bytes after the data");
+  ExpectError(MakeNpy(Dict("<u8", "(2,)"), Bytes(12)), "needs 16 bytes, file has 12");
+  ExpectError(MakeNpy(Dict("|u1", "(4,)"), Bytes(3)), "needs 4 bytes, file has 3");
+  ExpectError(MakeNpy(Dict("<u4", "(1,)"), Bytes(8)), "4 trailing bytes");
   ExpectError(MakeNpy(Dict("<f4", "(2, 3)"), Bytes(25)), "1 trailing bytes after the data");
   ExpectError(MakeNpy(Dict("<f4", "(0,)"), Bytes(4)), "4 trailing bytes");
   ExpectError(MakeNpy(Dict("|b1", "()"), Bytes(2)), "trailing bytes");

@@ -44,9 +44,24 @@ TEST(SafetensorsTest, RoundTripAllDTypes) {
   Tensor i64 = Tensor::FromVector<int64_t>(DType::kI64, {2}, {int64_t{1} << 40, -5});
   Tensor empty_i64(DType::kI64, {2, 0});  // zero-size
   Tensor empty_f32(DType::kF32, {0});
+  Tensor u8 = Tensor::FromVector<uint8_t>(DType::kU8, {3}, {0, 200, 255});
+  Tensor i16 = Tensor::FromVector<int16_t>(DType::kI16, {2}, {-32768, 7});
+  Tensor u16 = Tensor::FromVector<uint16_t>(DType::kU16, {1, 2}, {65535, 1});
+  Tensor u32 = Tensor::FromVector<uint32_t>(DType::kU32, {1}, {4294967295u});
+  Tensor u64 = Tensor::FromVector<uint64_t>(DType::kU64, {2}, {uint64_t{1} << 63, 3});
   std::vector<std::pair<std::string, const Tensor*>> tensors = {
-      {"layer.0.weight", &f32}, {"ids", &i32}, {"scalar", &i8},           {"mask", &boolean},
-      {"empty", &empty_i64},    {"big", &i64}, {"empty_too", &empty_f32},
+      {"layer.0.weight", &f32},
+      {"ids", &i32},
+      {"scalar", &i8},
+      {"mask", &boolean},
+      {"empty", &empty_i64},
+      {"big", &i64},
+      {"empty_too", &empty_f32},
+      {"u8", &u8},
+      {"i16", &i16},
+      {"u16", &u16},
+      {"u32", &u32},
+      {"u64", &u64},
   };
   std::map<std::string, std::string> metadata = {{"format", "pt"}, {"note", "caf\xc3\xa9 \"quoted\"\n"}};
   auto file = WriteSafetensors(tensors, metadata);
@@ -251,10 +266,23 @@ std::vector<HostileCase> HostileCases() {
   add("dtype not a string", MakeFile(R"({"a":{"dtype":4,"shape":[2],"data_offsets":[0,8]}})", Zeros(8)), kInvalid,
       "'dtype' must be a string");
   add("F16", MakeFile("{" + Entry("x", "F16", "[2]", 0, 4) + "}", Zeros(4)), StatusCode::kUnimplemented,
-      "tensor 'x' has dtype F16, which consensor does not support (supported: F32, I32, I8, BOOL, I64)");
+      "tensor 'x' has dtype F16, which consensor does not support (supported: F32, I32, I8, BOOL, I64, U8, I16, U16, "
+      "U32, U64)");
   add("BF16", MakeFile("{" + Entry("x", "BF16", "[2]", 0, 4) + "}", Zeros(4)), StatusCode::kUnimplemented,
       "has dtype BF16");
-  add("U8", MakeFile("{" + Entry("x", "U8", "[2]", 0, 2) + "}", Zeros(2)), StatusCode::kUnimplemented, "has dtype U8");
+  add("F64", MakeFile("{" + Entry("x", "F64", "[2]", 0, 16) + "}", Zeros(16)), StatusCode::kUnimplemented,
+      "has dtype F64");
+  // The new integer dtypes with a byte count that does not match the shape.
+  add("U16 short", MakeFile("{" + Entry("x", "U16", "[3]", 0, 5) + "}", Zeros(5)), kInvalid,
+      "tensor 'x' (u16[3]) has data_offsets [0, 5] spanning 5 bytes, but its shape needs 6 bytes");
+  add("U64 short", MakeFile("{" + Entry("x", "U64", "[2]", 0, 8) + "}", Zeros(8)), kInvalid,
+      "tensor 'x' (u64[2]) has data_offsets [0, 8] spanning 8 bytes, but its shape needs 16 bytes");
+  add("I16 long", MakeFile("{" + Entry("x", "I16", "[1]", 0, 4) + "}", Zeros(4)), kInvalid,
+      "tensor 'x' (i16[1]) has data_offsets [0, 4] spanning 4 bytes, but its shape needs 2 bytes");
+  add("U8 past the buffer", MakeFile("{" + Entry("x", "U8", "[4]", 0, 4) + "}", Zeros(3)), kInvalid,
+      "run past the end of the data buffer");
+  add("U32 byte-count overflow", MakeFile("{" + Entry("x", "U32", "[4611686018427387904]", 0, 0) + "}", {}), kInvalid,
+      "more than 2^64");
   add("negative dim", MakeFile("{" + Entry("a", "F32", "[-1]", 0, 8) + "}", Zeros(8)), kInvalid,
       "not a non-negative integer");
   add("float dim", MakeFile("{" + Entry("a", "F32", "[2.0]", 0, 8) + "}", Zeros(8)), kInvalid,

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "common/file_io.h"
@@ -122,6 +123,21 @@ constexpr const char* kGoldenModels[] = {
     "node/test_scatter_elements_with_duplicate_indices",
     "node/test_scatternd_multiply",
     "node/test_scatter_without_axis",
+    // u8, i16, u16, u32, u64 (and BitShift, lowered to gather, min, mul, div).
+    "node/test_bitshift_right_uint16",
+    "node/test_bitshift_left_uint64",
+    "node/test_mod_mixed_sign_int16",
+    "node/test_max_uint32",
+    "node/test_add_uint8",
+};
+
+// Models in the dtypes the CUDA backends have no kernels for: those backends must refuse them.
+const std::set<std::string> kCpuOnlyModels = {
+    "node/test_bitshift_right_uint16",
+    "node/test_bitshift_left_uint64",
+    "node/test_mod_mixed_sign_int16",
+    "node/test_max_uint32",
+    "node/test_add_uint8",
 };
 
 struct Imported {
@@ -204,6 +220,10 @@ TEST(OnnxGolden, ImportedModelsMatchOnEveryBackend) {
     EXPECT_EQ(ToHex(imported->graph_id), g.graph_id) << "the lowering changed";
     for (const auto& config : configs) {
       auto root = ResultRoot(*imported, config);
+      if (config.name != "cpu" && kCpuOnlyModels.count(g.name)) {
+        EXPECT_EQ(root.status().code(), StatusCode::kUnimplemented) << config.name << ": " << root.status().message();
+        continue;
+      }
       ASSERT_TRUE(root.ok()) << config.name << ": " << root.status().message();
       EXPECT_EQ(ToHex(*root), g.result_root) << config.name << " " << config.isa << " x" << config.threads;
     }

@@ -641,6 +641,108 @@ std::map<std::string, Builder> AllVectors() {
     v.inputs.emplace("x", F32({2, 3, 16, 16}, 133, 1.0f, false));
     return v;
   };
+
+  // --- u8, i16, u16, u32, u64 (DETERMINISM.md section 1): modular arithmetic, division
+  // by zero, unsigned comparison and reductions, edge casts ---
+  m["uint_arith"] = [] {
+    Vector v;
+    const uint64_t u64max = std::numeric_limits<uint64_t>::max();
+    auto add_type = [&](const std::string& s, DType dtype, Tensor a, Tensor b) {
+      const Shape shape = a.shape();
+      Value x = v.graph.input("a_" + s, dtype, shape);
+      Value y = v.graph.input("b_" + s, dtype, shape);
+      v.graph.output(s + "_add", x + y);
+      v.graph.output(s + "_sub", x - y);
+      v.graph.output(s + "_mul", x * y);
+      v.graph.output(s + "_div", x / y);
+      v.graph.output(s + "_fmod", fmod(x, y));
+      v.graph.output(s + "_max", maximum(x, y));
+      v.graph.output(s + "_lt", less(x, y));
+      v.graph.output(s + "_sum", reduce_sum(x, {1}));
+      v.graph.output(s + "_rmin", reduce_min(x * y, {0}));
+      v.graph.output(s + "_prod", reduce_prod(y, {1}));
+      v.inputs.emplace("a_" + s, std::move(a));
+      v.inputs.emplace("b_" + s, std::move(b));
+    };
+    add_type("u8", DType::kU8, Ints<uint8_t>(DType::kU8, {8, 16}, 140, 0, 255, {255, 200, 0, 7}),
+             Ints<uint8_t>(DType::kU8, {8, 16}, 141, 0, 255, {1, 100, 0, 0}));
+    add_type("i16", DType::kI16, Ints<int16_t>(DType::kI16, {8, 16}, 142, -32768, 32767, {-32768, 32767, 181, -7}),
+             Ints<int16_t>(DType::kI16, {8, 16}, 143, -300, 300, {-1, 1, 182, 0}));
+    add_type("u16", DType::kU16, Ints<uint16_t>(DType::kU16, {8, 16}, 144, 0, 65535, {65535, 300, 0, 9}),
+             Ints<uint16_t>(DType::kU16, {8, 16}, 145, 0, 65535, {65535, 300, 0, 0}));
+    add_type("u32", DType::kU32, Ints<uint32_t>(DType::kU32, {8, 16}, 146, 0, 4294967295LL, {4294967295u, 0, 5}),
+             Ints<uint32_t>(DType::kU32, {8, 16}, 147, 0, 70000, {1, 1, 0}));
+    add_type("u64", DType::kU64,
+             Ints<uint64_t>(DType::kU64, {8, 16}, 148, 0, std::numeric_limits<int64_t>::max(),
+                            {u64max, uint64_t{1} << 63, 0, 12345}),
+             Ints<uint64_t>(DType::kU64, {8, 16}, 149, 0, 1LL << 40, {2, u64max, 3, 0}));
+    return v;
+  };
+  m["cast_new_ints"] = [] {
+    Vector v;
+    Tensor t = F32({20, 20}, 150, 1e5f);
+    float* p = t.data_as<float>();
+    const float extra[] = {4294967296.0f,
+                           -1.0f,
+                           -0.5f,
+                           255.9f,
+                           256.0f,
+                           65535.5f,
+                           65536.0f,
+                           4294967040.0f,
+                           18446742974197923840.0f,
+                           18446744073709551616.0f,
+                           -32768.9f,
+                           32767.9f,
+                           -32769.0f};
+    for (int i = 0; i < 13; ++i) p[100 + i] = extra[i];
+    Value x = v.graph.input("x", DType::kF32, {20, 20});
+    for (const auto& [name, dtype] : {std::pair{"u8", DType::kU8},
+                                      {"i16", DType::kI16},
+                                      {"u16", DType::kU16},
+                                      {"u32", DType::kU32},
+                                      {"u64", DType::kU64}}) {
+      Value c = cast(x, dtype);
+      v.graph.output(std::string("from_f32_") + name, c);
+      // Back to f32 (round to nearest even), to bool, and across the integer types (modular).
+      v.graph.output(std::string("to_f32_") + name, cast(c, DType::kF32));
+      v.graph.output(std::string("to_bool_") + name, cast(c, DType::kBool));
+      v.graph.output(std::string("to_i8_") + name, cast(c, DType::kI8));
+      v.graph.output(std::string("to_i64_") + name, cast(c, DType::kI64));
+      v.graph.output(std::string("to_u16_") + name, cast(c, DType::kU16));
+    }
+    Value w = v.graph.input("w", DType::kI64, {64});
+    for (const auto& [name, dtype] : {std::pair{"u8", DType::kU8},
+                                      {"i16", DType::kI16},
+                                      {"u16", DType::kU16},
+                                      {"u32", DType::kU32},
+                                      {"u64", DType::kU64}}) {
+      Value c = cast(w, dtype);
+      v.graph.output(std::string("from_i64_") + name, c);
+      v.graph.output(std::string("from_i64_to_f32_") + name, cast(c, DType::kF32));
+    }
+    v.inputs.emplace("x", t);
+    v.inputs.emplace(
+        "w",
+        Ints<int64_t>(DType::kI64, {64}, 151, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
+                      {-1, 65535, 65536 + 7, -32769, (int64_t{1} << 32) + 3, std::numeric_limits<int64_t>::min(),
+                       (int64_t{1} << 63) + (int64_t{1} << 39)}));
+    return v;
+  };
+  m["uint_data_movement"] = [] {
+    Vector v;
+    Value a = v.graph.input("a", DType::kU16, {3, 5, 7});
+    Value b = v.graph.input("b", DType::kI16, {3, 5, 7});
+    Value c = v.graph.input("c", DType::kBool, {3, 5, 7});
+    v.graph.output("t", transpose(a, {2, 0, 1}));
+    v.graph.output("p", pad(b, {0, 1, 2, 1, 0, 3}, -7.0f));
+    v.graph.output("pu", pad(a, {1, 0, 0, 0, 0, 1}, 70000.0f));
+    v.graph.output("w", where(c, cast(a, DType::kI16), b));
+    v.inputs.emplace("a", Ints<uint16_t>(DType::kU16, {3, 5, 7}, 152, 0, 65535));
+    v.inputs.emplace("b", Ints<int16_t>(DType::kI16, {3, 5, 7}, 153, -32768, 32767));
+    v.inputs.emplace("c", Bools({3, 5, 7}, 154));
+    return v;
+  };
   return m;
 }
 

@@ -140,6 +140,36 @@ TEST_F(OnnxCliTest, BadModelsAndInputsAreClearErrors) {
   }
 }
 
+// u16 inputs and output through `consensor run` (BitShift; a shift by 16 or more gives 0), a
+// u16 .npy with too few bytes, and cuda-emu, which has no u16 kernels: clear errors, exit 1.
+TEST_F(OnnxCliTest, UnsignedTensorsRunOnTheCpuAndAreRefusedByCudaEmu) {
+  const std::string model = (kData / "node/test_bitshift_right_uint16/model.onnx").string();
+  ASSERT_TRUE(WriteNpyFile(Path("x.npy"), Tensor::FromVector<uint16_t>(DType::kU16, {3}, {65535, 4, 1})).ok());
+  ASSERT_TRUE(WriteNpyFile(Path("y.npy"), Tensor::FromVector<uint16_t>(DType::kU16, {3}, {1, 2, 17})).ok());
+  const std::string inputs = " --input x=" + Path("x.npy") + " --input y=" + Path("y.npy");
+  auto r = RunCli("run " + model + inputs + " --out " + Path("out"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("z u16[3]"), std::string::npos) << r.out;
+  auto z = ReadNpyFile(Path("out/z.npy"), {});
+  ASSERT_TRUE(z.ok()) << z.status().ToString();
+  ASSERT_EQ(z->dtype(), DType::kU16);
+  EXPECT_EQ(std::vector<uint16_t>(z->data_as<uint16_t>(), z->data_as<uint16_t>() + 3),
+            (std::vector<uint16_t>{32767, 1, 0}));
+
+  auto file = consensor::ReadFileBytes(Path("x.npy"), 1 << 20);
+  ASSERT_TRUE(file.ok());
+  std::ofstream(Path("short.npy"), std::ios::binary)
+      .write(reinterpret_cast<const char*>(file->data()), static_cast<std::streamsize>(file->size() - 3));
+  auto short_input = RunCli("run " + model + " --input x=" + Path("short.npy") + " --input y=" + Path("y.npy"));
+  EXPECT_EQ(short_input.exit_code, 1) << short_input.out;
+  EXPECT_NE(short_input.out.find("truncated npy data: u16[3] needs 6 bytes, file has 3"), std::string::npos)
+      << short_input.out;
+
+  auto emu = RunCli("run " + model + inputs + " --backend cuda-emu");
+  EXPECT_EQ(emu.exit_code, 1) << emu.out;
+  EXPECT_NE(emu.out.find("backend cuda-emu does not support"), std::string::npos) << emu.out;
+}
+
 TEST_F(OnnxCliTest, OnnxTestCountsAndExpectations) {
   auto r = RunCli("onnx-test " + (kData / "node").string() + " --filter test_softmax --verbose --report " +
                   Path("report.json"));

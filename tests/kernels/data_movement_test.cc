@@ -48,6 +48,31 @@ HostTensor Iota(DType t, Shape shape) {
       for (int64_t i = 0; i < n; ++i) v[i] = i * 1000000007LL - (int64_t{1} << 40);
       return I64(shape, v);
     }
+    case DType::kU8: {
+      std::vector<uint8_t> v(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 41 + 3);
+      return U8(shape, v);
+    }
+    case DType::kI16: {
+      std::vector<int16_t> v(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int16_t>(i * 977 - 20000);
+      return I16(shape, v);
+    }
+    case DType::kU16: {
+      std::vector<uint16_t> v(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<uint16_t>(i * 1031 + 7);
+      return U16(shape, v);
+    }
+    case DType::kU32: {
+      std::vector<uint32_t> v(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<uint32_t>(i * 2654435761u);
+      return U32(shape, v);
+    }
+    case DType::kU64: {
+      std::vector<uint64_t> v(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
+      return U64(shape, v);
+    }
     default: {
       std::vector<uint8_t> v(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>((i * 5 / 3) & 1);
@@ -89,7 +114,8 @@ void ForEachIndex(const Shape& shape, Fn fn) {
   }
 }
 
-const DType kAllTypes[] = {DType::kF32, DType::kI32, DType::kI8, DType::kBool, DType::kI64};
+const DType kAllTypes[] = {DType::kF32, DType::kI32, DType::kI8,  DType::kBool, DType::kI64,
+                           DType::kU8,  DType::kI16, DType::kU16, DType::kU32,  DType::kU64};
 
 // ---------------------------------------------------------------------------------------
 
@@ -362,6 +388,23 @@ TEST(DataMovementTest, Pad) {
   p.pad_value = 0.5f;
   EXPECT_EQ(RunAll(Op::kPad, {Bool({1, 1}, {0})}, DType::kBool, {2, 3}, p).vec<uint8_t>(),
             (std::vector<uint8_t>{1, 1, 1, 0, 1, 1}));
+  // Unsigned targets saturate at 0 and 2^n - 1; u8 is not bool (2.5 -> 2, not 1).
+  p.pad_value = 2.5f;
+  EXPECT_EQ(RunAll(Op::kPad, {U8({1, 1}, {9})}, DType::kU8, {2, 3}, p).vec<uint8_t>(),
+            (std::vector<uint8_t>{2, 2, 2, 9, 2, 2}));
+  p.pad_value = 300.0f;
+  EXPECT_EQ(RunAll(Op::kPad, {U8({1, 1}, {9})}, DType::kU8, {2, 3}, p).vec<uint8_t>(),
+            (std::vector<uint8_t>{255, 255, 255, 9, 255, 255}));
+  p.pad_value = -1.0f;
+  EXPECT_EQ(RunAll(Op::kPad, {U32({1, 1}, {9})}, DType::kU32, {2, 3}, p).vec<uint32_t>(),
+            (std::vector<uint32_t>{0, 0, 0, 9, 0, 0}));
+  EXPECT_EQ(RunAll(Op::kPad, {I16({1, 1}, {9})}, DType::kI16, {2, 3}, p).vec<int16_t>(),
+            (std::vector<int16_t>{-1, -1, -1, 9, -1, -1}));
+  p.pad_value = 70000.0f;
+  EXPECT_EQ(RunAll(Op::kPad, {U16({1, 1}, {9})}, DType::kU16, {2, 3}, p).vec<uint16_t>(),
+            (std::vector<uint16_t>{65535, 65535, 65535, 9, 65535, 65535}));
+  EXPECT_EQ(RunAll(Op::kPad, {U64({1, 1}, {9})}, DType::kU64, {2, 3}, p).vec<uint64_t>(),
+            (std::vector<uint64_t>{70000, 70000, 70000, 9, 70000, 70000}));
   p.pad_value = -0.0f;
   HostTensor z = RunAll(Op::kPad, {F32({1, 1}, {1})}, DType::kF32, {2, 3}, p);
   EXPECT_EQ(z.at<uint32_t>(0), 0x80000000u);  // f32 fill copies the attribute's bits

@@ -271,6 +271,187 @@ TEST(ElementwiseTest, CastFromIntegersAndBool) {
   EXPECT_EQ(Cast(t, DType::kBool).vec<uint8_t>(), (std::vector<uint8_t>{1, 0}));
 }
 
+// ---------------------------------------------------------------------------------------
+// u8, i16, u16, u32, u64 (section 1): modular arithmetic, division by zero, casts.
+
+// Naive reference: the exact result in 128 bits, then reduced modulo 2^bits of T.
+template <typename T>
+T Mod2n(__int128 v) {
+  return static_cast<T>(static_cast<std::make_unsigned_t<T>>(static_cast<unsigned __int128>(v)));
+}
+template <typename T>
+T RefIntOp(Op op, T a, T b) {
+  const __int128 x = a, y = b;
+  // Products of two u64 values overflow a signed 128-bit integer: multiply modulo 2^128.
+  const unsigned __int128 ux = static_cast<unsigned __int128>(x), uy = static_cast<unsigned __int128>(y);
+  switch (op) {
+    case Op::kAdd: return Mod2n<T>(x + y);
+    case Op::kSub: return Mod2n<T>(x - y);
+    case Op::kMul: return static_cast<T>(static_cast<std::make_unsigned_t<T>>(ux * uy));
+    case Op::kDiv: return y == 0 ? T{0} : Mod2n<T>(x / y);          // truncation; MIN / -1 wraps to MIN
+    case Op::kFmod: return y == 0 ? a : Mod2n<T>(x - (x / y) * y);  // a - div(a, b) * b
+    case Op::kMax: return a > b ? a : b;
+    case Op::kMin: return a < b ? a : b;
+    case Op::kNeg: return Mod2n<T>(-x);
+    case Op::kAbs: return Mod2n<T>(x < 0 ? -x : x);
+    case Op::kRelu: return x > 0 ? a : T{0};
+    default: ADD_FAILURE() << "no reference for " << OpName(op); return T{0};
+  }
+}
+
+template <typename T>
+std::vector<T> EdgeyInts(int64_t n, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<T> v(static_cast<size_t>(n));
+  const T edges[] = {0, 1, static_cast<T>(-1), std::numeric_limits<T>::min(), std::numeric_limits<T>::max(), 2, 3};
+  for (auto& x : v) {
+    const uint64_t r = rng();
+    x = (r & 3) == 0 ? edges[(r >> 2) % 7] : static_cast<T>(r >> 5);
+  }
+  return v;
+}
+
+template <typename T>
+void CheckAgainstReference(DType dt, uint32_t seed) {
+  const int64_t n = 20011;  // enough for every thread count to split it
+  const std::vector<T> a = EdgeyInts<T>(n, seed), b = EdgeyInts<T>(n, seed + 100);
+  for (Op op : {Op::kAdd, Op::kSub, Op::kMul, Op::kDiv, Op::kFmod, Op::kMax, Op::kMin}) {
+    const std::vector<T> got = Binary(op, Make(dt, {n}, a), Make(dt, {n}, b), dt, {n}).template vec<T>();
+    ASSERT_EQ(got.size(), a.size());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i], RefIntOp<T>(op, a[i], b[i]))
+          << OpName(op) << " " << DTypeName(dt) << " " << +a[i] << ", " << +b[i];
+    }
+  }
+  for (Op op : {Op::kNeg, Op::kAbs, Op::kRelu}) {
+    const std::vector<T> got = Unary(op, Make(dt, {n}, a)).template vec<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i], RefIntOp<T>(op, a[i], T{0})) << OpName(op) << " " << DTypeName(dt) << " " << +a[i];
+    }
+  }
+  for (Op op : {Op::kLess, Op::kGreaterEqual, Op::kEqual}) {
+    const std::vector<uint8_t> got =
+        Binary(op, Make(dt, {n}, a), Make(dt, {n}, b), DType::kBool, {n}).template vec<uint8_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      const bool want = op == Op::kLess ? a[i] < b[i] : op == Op::kEqual ? a[i] == b[i] : a[i] >= b[i];
+      ASSERT_EQ(got[i], want ? 1 : 0) << OpName(op) << " " << DTypeName(dt) << " " << +a[i] << ", " << +b[i];
+    }
+  }
+}
+
+TEST(ElementwiseTest, NewIntegerTypesMatchTheNaiveReference) {
+  CheckAgainstReference<uint8_t>(DType::kU8, 1);
+  CheckAgainstReference<int16_t>(DType::kI16, 2);
+  CheckAgainstReference<uint16_t>(DType::kU16, 3);
+  CheckAgainstReference<uint32_t>(DType::kU32, 4);
+  CheckAgainstReference<uint64_t>(DType::kU64, 5);
+}
+
+TEST(ElementwiseTest, NewIntegerTypesWrapAndDivideByZero) {
+  // 65535 * 65535 must not overflow a promoted int: modulo 2^16 it is 1.
+  EXPECT_EQ(Binary(Op::kMul, U16({2}, {65535, 300}), U16({2}, {65535, 300}), DType::kU16, {2}).vec<uint16_t>(),
+            (std::vector<uint16_t>{1, 24464}));
+  EXPECT_EQ(Binary(Op::kMul, I16({2}, {-32768, 181}), I16({2}, {-1, 182}), DType::kI16, {2}).vec<int16_t>(),
+            (std::vector<int16_t>{-32768, -32594}));
+  EXPECT_EQ(Binary(Op::kAdd, U8({3}, {255, 200, 0}), U8({3}, {1, 100, 0}), DType::kU8, {3}).vec<uint8_t>(),
+            (std::vector<uint8_t>{0, 44, 0}));
+  EXPECT_EQ(Binary(Op::kSub, U32({2}, {0, 5}), U32({2}, {1, 7}), DType::kU32, {2}).vec<uint32_t>(),
+            (std::vector<uint32_t>{4294967295u, 4294967294u}));
+  const uint64_t big = uint64_t{1} << 63;
+  EXPECT_EQ(Binary(Op::kAdd, U64({2}, {big, ~uint64_t{0}}), U64({2}, {big, 2}), DType::kU64, {2}).vec<uint64_t>(),
+            (std::vector<uint64_t>{0, 1}));
+  // Division by zero gives 0 and fmod by zero the dividend; MIN / -1 is MIN for i16.
+  EXPECT_EQ(Binary(Op::kDiv, U8({3}, {7, 255, 0}), U8({3}, {0, 2, 0}), DType::kU8, {3}).vec<uint8_t>(),
+            (std::vector<uint8_t>{0, 127, 0}));
+  EXPECT_EQ(Binary(Op::kFmod, U8({3}, {7, 255, 0}), U8({3}, {0, 2, 0}), DType::kU8, {3}).vec<uint8_t>(),
+            (std::vector<uint8_t>{7, 1, 0}));
+  EXPECT_EQ(Binary(Op::kDiv, I16({3}, {-32768, -7, 9}), I16({3}, {-1, 2, 0}), DType::kI16, {3}).vec<int16_t>(),
+            (std::vector<int16_t>{-32768, -3, 0}));
+  EXPECT_EQ(Binary(Op::kFmod, I16({3}, {-32768, -7, 9}), I16({3}, {-1, 2, 0}), DType::kI16, {3}).vec<int16_t>(),
+            (std::vector<int16_t>{0, -1, 9}));
+  EXPECT_EQ(Binary(Op::kDiv, U64({2}, {~uint64_t{0}, 5}), U64({2}, {2, 0}), DType::kU64, {2}).vec<uint64_t>(),
+            (std::vector<uint64_t>{~uint64_t{0} / 2, 0}));
+  // neg wraps, abs and relu are the identity; comparisons are unsigned.
+  EXPECT_EQ(Unary(Op::kNeg, U32({2}, {1, 0})).vec<uint32_t>(), (std::vector<uint32_t>{4294967295u, 0}));
+  EXPECT_EQ(Unary(Op::kAbs, U8({2}, {255, 3})).vec<uint8_t>(), (std::vector<uint8_t>{255, 3}));
+  EXPECT_EQ(Binary(Op::kGreater, U64({1}, {big}), U64({1}, {1}), DType::kBool, {1}).vec<uint8_t>(),
+            (std::vector<uint8_t>{1}));
+  EXPECT_EQ(Binary(Op::kMax, U32({1}, {4294967295u}), U32({1}, {1}), DType::kU32, {1}).vec<uint32_t>(),
+            (std::vector<uint32_t>{4294967295u}));
+}
+
+TEST(ElementwiseTest, CastF32ToNewIntegerTypesAtTheEdges) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> xs = {FromBits(0x7FC12345u),
+                                 FromBits(0xFFC00000u),
+                                 inf,
+                                 -inf,
+                                 4294967296.0f,
+                                 -1.0f,
+                                 -0.5f,
+                                 -0.0f,
+                                 0.5f,
+                                 3.7f,
+                                 255.9f,
+                                 256.0f,
+                                 65535.5f,
+                                 65536.0f,
+                                 4294967040.0f,
+                                 18446742974197923840.0f,  // 2^64 - 2^40, the largest f32 below 2^64
+                                 18446744073709551616.0f,  // 2^64
+                                 -32768.9f,
+                                 32767.9f,
+                                 -32769.0f};
+  const int64_t n = static_cast<int64_t>(xs.size());
+  HostTensor x = F32({n}, xs);
+  EXPECT_EQ(Cast(x, DType::kU8).vec<uint8_t>(),
+            (std::vector<uint8_t>{0, 0, 255, 0, 255, 0, 0, 0, 0, 3, 255, 255, 255, 255, 255, 255, 255, 0, 255, 0}));
+  EXPECT_EQ(Cast(x, DType::kU16).vec<uint16_t>(),
+            (std::vector<uint16_t>{0,   0,   65535, 0,     65535, 0,     0,     0, 0,     3,
+                                   255, 256, 65535, 65535, 65535, 65535, 65535, 0, 32767, 0}));
+  const uint32_t m32 = 4294967295u;
+  EXPECT_EQ(Cast(x, DType::kU32).vec<uint32_t>(),
+            (std::vector<uint32_t>{0,   0,   m32,   0,     m32,         0,   0,   0, 0,     3,
+                                   255, 256, 65535, 65536, 4294967040u, m32, m32, 0, 32767, 0}));
+  const uint64_t m64 = ~uint64_t{0};
+  EXPECT_EQ(Cast(x, DType::kU64).vec<uint64_t>(),
+            (std::vector<uint64_t>{0,   0,     m64,   0,           4294967296u,           0,   0, 0,     0, 3, 255,
+                                   256, 65535, 65536, 4294967040u, 18446742974197923840u, m64, 0, 32767, 0}));
+  EXPECT_EQ(Cast(x, DType::kI16).vec<int16_t>(),
+            (std::vector<int16_t>{0,   0,   32767, -32768, 32767, -1,    0,     0,      0,     3,
+                                  255, 256, 32767, 32767,  32767, 32767, 32767, -32768, 32767, -32768}));
+}
+
+TEST(ElementwiseTest, CastBetweenIntegerTypesIsModular) {
+  // int -> f32 rounds to nearest even, u64 included (2^63 + 2^39 is a tie: down to even;
+  // 2^63 + 3 * 2^39 is a tie: up to even).
+  const uint64_t big = uint64_t{1} << 63;
+  ExpectBits(Cast(U64({4}, {~uint64_t{0}, big + (uint64_t{1} << 39), big + 3 * (uint64_t{1} << 39), 5}), DType::kF32),
+             {0x5F800000u, 0x5F000000u, 0x5F000002u, Bits(5.0f)}, "u64->f32");
+  ExpectBits(Cast(U32({3}, {4294967295u, 16777217u, 16777219u}), DType::kF32),
+             {0x4F800000u, Bits(16777216.0f), Bits(16777220.0f)}, "u32->f32");
+  ExpectBits(Cast(I16({2}, {-32768, 7}), DType::kF32), {Bits(-32768.0f), Bits(7.0f)}, "i16->f32");
+  ExpectBits(Cast(U8({2}, {255, 0}), DType::kF32), {Bits(255.0f), 0u}, "u8->f32");
+  // int -> int: the value modulo 2^bits of the target.
+  EXPECT_EQ(Cast(I8({2}, {-1, 5}), DType::kU32).vec<uint32_t>(), (std::vector<uint32_t>{4294967295u, 5}));
+  EXPECT_EQ(Cast(U8({2}, {255, 200}), DType::kI8).vec<int8_t>(), (std::vector<int8_t>{-1, -56}));
+  EXPECT_EQ(Cast(U8({2}, {255, 200}), DType::kI16).vec<int16_t>(), (std::vector<int16_t>{255, 200}));
+  EXPECT_EQ(Cast(U16({2}, {65535, 32768}), DType::kI16).vec<int16_t>(), (std::vector<int16_t>{-1, -32768}));
+  EXPECT_EQ(Cast(U64({2}, {big, 7}), DType::kI64).vec<int64_t>(),
+            (std::vector<int64_t>{std::numeric_limits<int64_t>::min(), 7}));
+  EXPECT_EQ(Cast(I64({2}, {-1, 65536 + 3}), DType::kU16).vec<uint16_t>(), (std::vector<uint16_t>{65535, 3}));
+  EXPECT_EQ(Cast(I16({2}, {-32768, 1}), DType::kU64).vec<uint64_t>(), (std::vector<uint64_t>{big * 2 - 32768, 1}));
+  EXPECT_EQ(Cast(U32({2}, {4294967295u, 1}), DType::kI32).vec<int32_t>(), (std::vector<int32_t>{-1, 1}));
+  EXPECT_EQ(Cast(I32({2}, {-1, 1}), DType::kU64).vec<uint64_t>(), (std::vector<uint64_t>{~uint64_t{0}, 1}));
+  EXPECT_EQ(Cast(U16({2}, {513, 2}), DType::kU8).vec<uint8_t>(), (std::vector<uint8_t>{1, 2}));
+  // Bool: x != 0 (u8 2 -> 1, so u8 is not mistaken for bool), and 0 or 1 back.
+  EXPECT_EQ(Cast(U8({3}, {2, 0, 255}), DType::kBool).vec<uint8_t>(), (std::vector<uint8_t>{1, 0, 1}));
+  EXPECT_EQ(Cast(U64({2}, {big, 0}), DType::kBool).vec<uint8_t>(), (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(Cast(Bool({2}, {1, 0}), DType::kU8).vec<uint8_t>(), (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(Cast(Bool({2}, {1, 0}), DType::kU64).vec<uint64_t>(), (std::vector<uint64_t>{1, 0}));
+  EXPECT_EQ(Cast(Bool({2}, {1, 0}), DType::kI16).vec<int16_t>(), (std::vector<int16_t>{1, 0}));
+}
+
 TEST(ElementwiseTest, Comparisons) {
   HostTensor a = F32Bits({5}, {0x7FC00000u, Bits(1.0f), Bits(-0.0f), Bits(1.0f), Bits(2.0f)});
   HostTensor b = F32Bits({5}, {0x7FC00000u, 0xFFC00001u, Bits(0.0f), Bits(2.0f), Bits(1.0f)});
@@ -403,6 +584,11 @@ HostTensor RandomOf(DType t, Shape shape, uint32_t seed) {
     case DType::kI32: return I32(shape, RandomInt<int32_t>(n, seed));
     case DType::kI8: return I8(shape, RandomInt<int8_t>(n, seed));
     case DType::kI64: return I64(shape, RandomInt<int64_t>(n, seed));
+    case DType::kU8: return U8(shape, RandomInt<uint8_t>(n, seed));
+    case DType::kI16: return I16(shape, RandomInt<int16_t>(n, seed));
+    case DType::kU16: return U16(shape, RandomInt<uint16_t>(n, seed));
+    case DType::kU32: return U32(shape, RandomInt<uint32_t>(n, seed));
+    case DType::kU64: return U64(shape, RandomInt<uint64_t>(n, seed));
     default: {
       std::vector<uint8_t> v(static_cast<size_t>(n));
       std::mt19937 rng(seed);
@@ -428,8 +614,10 @@ TEST(ElementwiseTest, AllOpsBitIdenticalAcrossIsaAndThreads) {
   if (!cpu::CpuHasAvx2Fma()) {
     std::cout << "[ INFO ] no AVX2/FMA: comparing portable thread counts only\n";
   }
-  const DType numeric[] = {DType::kF32, DType::kI32, DType::kI8, DType::kI64};
-  const DType all[] = {DType::kF32, DType::kI32, DType::kI8, DType::kBool, DType::kI64};
+  const DType numeric[] = {DType::kF32, DType::kI32, DType::kI8,  DType::kI64, DType::kU8,
+                           DType::kI16, DType::kU16, DType::kU32, DType::kU64};
+  const DType all[] = {DType::kF32, DType::kI32, DType::kI8,  DType::kBool, DType::kI64,
+                       DType::kU8,  DType::kI16, DType::kU16, DType::kU32,  DType::kU64};
   uint32_t seed = 1;
   auto next = [&seed] { return seed++; };
   // Unary.

@@ -99,6 +99,11 @@ inline HostTensor I32(Shape s, const std::vector<int32_t>& v) { return Make(DTyp
 inline HostTensor I8(Shape s, const std::vector<int8_t>& v) { return Make(DType::kI8, std::move(s), v); }
 inline HostTensor I64(Shape s, const std::vector<int64_t>& v) { return Make(DType::kI64, std::move(s), v); }
 inline HostTensor Bool(Shape s, const std::vector<uint8_t>& v) { return Make(DType::kBool, std::move(s), v); }
+inline HostTensor U8(Shape s, const std::vector<uint8_t>& v) { return Make(DType::kU8, std::move(s), v); }
+inline HostTensor I16(Shape s, const std::vector<int16_t>& v) { return Make(DType::kI16, std::move(s), v); }
+inline HostTensor U16(Shape s, const std::vector<uint16_t>& v) { return Make(DType::kU16, std::move(s), v); }
+inline HostTensor U32(Shape s, const std::vector<uint32_t>& v) { return Make(DType::kU32, std::move(s), v); }
+inline HostTensor U64(Shape s, const std::vector<uint64_t>& v) { return Make(DType::kU64, std::move(s), v); }
 
 // Random f32 with widely varying magnitudes (so the summation order shows in the bits),
 // plus optional specials.

@@ -128,6 +128,11 @@ HostTensor RefReduce(Op op, const HostTensor& x, const std::vector<int64_t>& axe
     case DType::kF32: return RefReduceF32(op, x, axes, keepdims);
     case DType::kI32: return RefReduceInt<int32_t>(op, x, axes, keepdims);
     case DType::kI8: return RefReduceInt<int8_t>(op, x, axes, keepdims);
+    case DType::kU8: return RefReduceInt<uint8_t>(op, x, axes, keepdims);
+    case DType::kI16: return RefReduceInt<int16_t>(op, x, axes, keepdims);
+    case DType::kU16: return RefReduceInt<uint16_t>(op, x, axes, keepdims);
+    case DType::kU32: return RefReduceInt<uint32_t>(op, x, axes, keepdims);
+    case DType::kU64: return RefReduceInt<uint64_t>(op, x, axes, keepdims);
     default: return RefReduceInt<int64_t>(op, x, axes, keepdims);
   }
 }
@@ -227,13 +232,19 @@ TEST_P(ReduceTest, AllAxisSubsetsRank3And4) {
 TEST_P(ReduceTest, IntegerSumMaxMinWrap) {
   const std::vector<std::vector<int64_t>> shapes = {{3, 5, 7}, {2, 3, 4, 5}, {5000}, {300, 40}};
   uint32_t seed = 5;
-  for (DType dt : {DType::kI32, DType::kI8, DType::kI64}) {
+  for (DType dt :
+       {DType::kI32, DType::kI8, DType::kI64, DType::kU8, DType::kI16, DType::kU16, DType::kU32, DType::kU64}) {
     for (const auto& shape : shapes) {
       for (const auto& axes : AllSubsets(static_cast<int>(shape.size()))) {
         HostTensor x(dt, shape);
         if (dt == DType::kI32) FillInt<int32_t>(x, ++seed);
         if (dt == DType::kI8) FillInt<int8_t>(x, ++seed);
         if (dt == DType::kI64) FillInt<int64_t>(x, ++seed);
+        if (dt == DType::kU8) FillInt<uint8_t>(x, ++seed);
+        if (dt == DType::kI16) FillInt<int16_t>(x, ++seed);
+        if (dt == DType::kU16) FillInt<uint16_t>(x, ++seed);
+        if (dt == DType::kU32) FillInt<uint32_t>(x, ++seed);
+        if (dt == DType::kU64) FillInt<uint64_t>(x, ++seed);
         for (Op op : {Op::kReduceSum, Op::kReduceMax, Op::kReduceMin, Op::kReduceProd}) {
           CheckReduce(this, op, x, axes, axes.size() % 2);
         }
@@ -255,6 +266,36 @@ TEST_P(ReduceTest, IntegerSumMaxMinWrap) {
   HostTensor yb(DType::kI32, {});
   ASSERT_TRUE(Run(Op::kReduceSum, p, b, yb).ok());
   EXPECT_EQ(yb.as<int32_t>()[0], std::numeric_limits<int32_t>::min());
+  // Unsigned: 65535 * 65535 modulo 2^16 (no signed promotion), 255 + 1 modulo 2^8, and the
+  // maximum / minimum compared as unsigned.
+  HostTensor c = U16({2}, {65535, 65535});
+  HostTensor yc(DType::kU16, {});
+  ASSERT_TRUE(Run(Op::kReduceProd, p, c, yc).ok());
+  EXPECT_EQ(yc.as<uint16_t>()[0], 1);
+  HostTensor d = U8({3}, {255, 1, 7});
+  HostTensor yd(DType::kU8, {});
+  ASSERT_TRUE(Run(Op::kReduceSum, p, d, yd).ok());
+  EXPECT_EQ(yd.as<uint8_t>()[0], 7);
+  ASSERT_TRUE(Run(Op::kReduceMax, p, d, yd).ok());
+  EXPECT_EQ(yd.as<uint8_t>()[0], 255);
+  HostTensor e = U64({2}, {uint64_t{1} << 63, 3});
+  HostTensor ye(DType::kU64, {});
+  ASSERT_TRUE(Run(Op::kReduceMin, p, e, ye).ok());
+  EXPECT_EQ(ye.as<uint64_t>()[0], 3u);
+  ASSERT_TRUE(Run(Op::kReduceMax, p, e, ye).ok());
+  EXPECT_EQ(ye.as<uint64_t>()[0], uint64_t{1} << 63);
+  // Empty integer max / min: the dtype's minimum / maximum.
+  HostTensor empty = U32({0}, {});
+  HostTensor yz(DType::kU32, {});
+  ASSERT_TRUE(Run(Op::kReduceMin, p, empty, yz).ok());
+  EXPECT_EQ(yz.as<uint32_t>()[0], 4294967295u);
+  ASSERT_TRUE(Run(Op::kReduceMax, p, empty, yz).ok());
+  EXPECT_EQ(yz.as<uint32_t>()[0], 0u);
+  // argmax and top_k do not take the unsigned types.
+  HostTensor yi(DType::kI64, {});
+  OpParams pa;
+  pa.axis = 0;
+  EXPECT_FALSE(Run(Op::kArgMax, pa, d, yi).ok());
 }
 
 TEST_P(ReduceTest, SpecialValues) {

@@ -688,6 +688,85 @@ TEST(OnnxImport, ModKeepsTheDividendsOrTheDivisorsSign) {
   }
 }
 
+// UINT8, INT16 and UINT16 initializers in int32_data and UINT32 / UINT64 in uint64_data (as
+// ONNX stores them), Cast to each, and a count that does not match the shape refused.
+TEST(OnnxImport, UnsignedAndInt16TensorsImportAndCast) {
+  struct Case {
+    int32_t onnx_type;
+    DType dtype;
+  };
+  for (const Case& c : {Case{onnx::TensorProto::UINT8, DType::kU8}, Case{onnx::TensorProto::INT16, DType::kI16},
+                        Case{onnx::TensorProto::UINT16, DType::kU16}, Case{onnx::TensorProto::UINT32, DType::kU32},
+                        Case{onnx::TensorProto::UINT64, DType::kU64}}) {
+    SCOPED_TRACE(std::string(DTypeName(c.dtype)));
+    const bool wide = c.dtype == DType::kU32 || c.dtype == DType::kU64;
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {4});
+    auto* w = m.graph()->add_initializer();
+    w->set_name("w");
+    w->set_data_type(c.onnx_type);
+    w->add_dims(4);
+    // 2, 5, the type's largest value (or -1 for INT16) and 0.
+    const uint64_t top = c.dtype == DType::kU8    ? 255
+                         : c.dtype == DType::kU16 ? 65535
+                         : c.dtype == DType::kU32 ? 4294967295u
+                                                  : ~uint64_t{0};
+    for (uint64_t v : {uint64_t{2}, uint64_t{5}, top, uint64_t{0}}) {
+      if (wide) w->add_uint64_data(v);
+      else w->add_int32_data(c.dtype == DType::kI16 && v == top ? -1 : static_cast<int32_t>(v));
+    }
+    // y = Cast(x, to = the type) + w: the cast truncates toward zero and saturates.
+    ModelBuilder::IntAttr(m.Node("Cast", {"x"}, {"xc"}), "to", c.onnx_type);
+    m.Node("Add", {"xc", "w"}, {"y"});
+    m.Output("y");
+    Tensor x = Tensor::FromVector<float>(DType::kF32, {4}, {3.9f, -1.0f, 1.0f, 1e30f});
+    auto y = RunOne(m, {{"x", x}});
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    ASSERT_EQ(y->dtype(), c.dtype);
+    std::vector<uint64_t> got;
+    for (int i = 0; i < 4; ++i) {
+      uint64_t v = 0;
+      std::memcpy(&v, y->data() + i * DTypeSize(c.dtype), static_cast<size_t>(DTypeSize(c.dtype)));
+      got.push_back(v);
+    }
+    const uint64_t mask = DTypeSize(c.dtype) == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * DTypeSize(c.dtype))) - 1;
+    // i16: -1.0 casts to -1 (0xFFFF), 1e30 saturates to 32767; unsigned: -1.0 gives 0, 1e30 the maximum.
+    const uint64_t neg_one = c.dtype == DType::kI16 ? 0xFFFF : 0;
+    const uint64_t sat = c.dtype == DType::kI16 ? 32767 : top;
+    const uint64_t w2 = c.dtype == DType::kI16 ? 0xFFFF : top;
+    EXPECT_EQ(got, (std::vector<uint64_t>{5, (neg_one + 5) & mask, (1 + w2) & mask, sat}));
+  }
+  {
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::UINT32, {2});
+    auto* w = m.graph()->add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::UINT32);
+    w->add_dims(2);
+    w->add_uint64_data(1);  // one value for two elements
+    m.Node("Add", {"x", "w"}, {"y"});
+    m.Output("y");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("has 1 values, expected 2"), std::string::npos) << r.status().message();
+  }
+  {
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::UINT16, {3});
+    auto* w = m.graph()->add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::UINT16);
+    w->add_dims(3);
+    w->set_raw_data(std::string(5, '\0'));  // 3 elements need 6 bytes
+    m.Node("Add", {"x", "w"}, {"y"});
+    m.Output("y");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("has 5 bytes of data, expected 6"), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(OnnxImport, TriluNeedsAKnownKAndAMatrix) {
   {
     ModelBuilder m;
