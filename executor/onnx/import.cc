@@ -133,7 +133,8 @@ StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& p, const Limits& limits
 const std::map<std::string, ConvertFn>& ConverterTable() {
   static const auto* table = [] {
     auto* t = new std::map<std::string, ConvertFn>;
-    for (const auto* family : {&ElementwiseConverters(), &NnConverters(), &TensorConverters(), &ResizeConverters()}) {
+    for (const auto* family : {&ElementwiseConverters(), &NnConverters(), &TensorConverters(), &ResizeConverters(),
+                               &RecurrentConverters()}) {
       for (const OpConverter& c : *family) t->emplace(std::string(c.op_type), c.convert);
     }
     return t;
@@ -683,6 +684,15 @@ StatusOr<std::string> NodeContext::AttrString(std::string_view name, std::string
   if (a->type() != onnx::AttributeProto::STRING)
     return Invalid("attribute '" + std::string(name) + "' must be a string");
   return a->s();
+}
+
+StatusOr<std::vector<std::string>> NodeContext::AttrStrings(std::string_view name,
+                                                            std::vector<std::string> fallback) const {
+  const auto* a = FindAttr(name);
+  if (!a) return fallback;
+  if (a->type() != onnx::AttributeProto::STRINGS)
+    return Invalid("attribute '" + std::string(name) + "' must be strings");
+  return std::vector<std::string>(a->strings().begin(), a->strings().end());
 }
 
 StatusOr<Tensor> NodeContext::AttrTensor(std::string_view name) const {

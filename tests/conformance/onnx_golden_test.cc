@@ -113,6 +113,11 @@ constexpr const char* kGoldenModels[] = {
     "pytorch-converted/test_ConvTranspose2d",
     "node/test_top_k_smallest",
     "node/test_top_k_negative_axis",
+    "node/test_lstm_with_peepholes",
+    "node/test_lstm_batchwise",
+    "node/test_gru_seq_length",
+    "node/test_gru_batchwise",
+    "node/test_simple_rnn_with_initial_bias",
 };
 
 struct Imported {
