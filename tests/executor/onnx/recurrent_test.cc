@@ -620,6 +620,49 @@ TEST(OnnxRecurrent, BadAttributesAndInputsGetClearErrors) {
   }
 }
 
+// Lengths known only at run time cannot be checked at import: a length past the sequence
+// makes the backward direction's row gather fail (a run-time error, never a read out of
+// bounds), and a length of 0 leaves the state at its initial value with zero outputs.
+TEST(OnnxRecurrent, BadLengthsAtRunTimeFailCleanly) {
+  Case c{"run_time_lens", Kind::kRnn};
+  c.steps = 3;
+  c.batch = 2;
+  c.direction = "bidirectional";
+  c.initial = true;
+  c.seq_lens = {3, 3};
+  c.seq_lens_at_run_time = true;
+  const Operands o = MakeOperands(c, 31);
+  auto imported = ImportOnnx(BuildModel(c, o), {});
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  MemoryBlobSource blobs;
+  if (!imported->weights.empty()) blobs.Add(imported->weights);
+  auto program = CompileGraph(imported->graph, &blobs, Limits{});
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  auto cpu = MakeCpu(2);
+  auto loaded = LoadedProgram::Load(*program, cpu.get());
+  ASSERT_TRUE(loaded.ok());
+  auto lens = [](std::vector<int32_t> v) { return Tensor::FromVector<int32_t>(DType::kI32, {2}, v); };
+  auto too_long = (*loaded)->Run({{"X", o.x}, {"sequence_lens", lens({3, 4})}});
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.status().message().find("out of range"), std::string::npos) << too_long.status().message();
+
+  auto empty = (*loaded)->Run({{"X", o.x}, {"sequence_lens", lens({0, 3})}});
+  ASSERT_TRUE(empty.ok()) << empty.status().message();
+  const Tensor& y = empty->outputs[0].tensor;   // [T, D, B, H]
+  const Tensor& yh = empty->outputs[1].tensor;  // [D, B, H]
+  const int64_t H = c.hidden;
+  for (int64_t t = 0; t < 3; ++t) {
+    for (int64_t d = 0; d < 2; ++d) {
+      for (int64_t j = 0; j < H; ++j) EXPECT_EQ(y.data_as<float>()[((t * 2 + d) * 2 + 0) * H + j], 0.0f);
+    }
+  }
+  for (int64_t d = 0; d < 2; ++d) {
+    for (int64_t j = 0; j < H; ++j) {
+      EXPECT_EQ(yh.data_as<float>()[(d * 2 + 0) * H + j], o.h0.data_as<float>()[(d * 2 + 0) * H + j]);
+    }
+  }
+}
+
 TEST(OnnxRecurrent, UnrollingIsCapped) {
   Case c{"long", Kind::kRnn};
   c.steps = 2049;
