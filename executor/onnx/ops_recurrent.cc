@@ -75,11 +75,7 @@ Status ResolveActivations(NodeContext& ctx, Layer& layer) {
   const size_t want = defaults.size() * static_cast<size_t>(layer.directions);
   if (names.empty()) {
     for (int64_t d = 0; d < layer.directions; ++d) names.insert(names.end(), defaults.begin(), defaults.end());
-  } else if (names.size() == defaults.size() && layer.directions == 2) {
-    // One set given for a bidirectional layer: both directions use it.
-    const std::vector<std::string> once = names;
-    names.insert(names.end(), once.begin(), once.end());
-  } else if (names.size() != want) {
+  } else if (names.size() != want && !(names.size() == defaults.size() && layer.directions == 2)) {
     return ctx.Invalid("attribute 'activations' has " + std::to_string(names.size()) + " entries, expected " +
                        std::to_string(want) + " (" + std::to_string(defaults.size()) + " per direction)");
   }
@@ -96,6 +92,11 @@ Status ResolveActivations(NodeContext& ctx, Layer& layer) {
     if (info->uses_alpha && next_alpha < alphas.size()) act.alpha = alphas[next_alpha++];
     if (info->uses_beta && next_beta < betas.size()) act.beta = betas[next_beta++];
     layer.activations.push_back(act);
+  }
+  if (layer.activations.size() < want) {
+    // One set given for a bidirectional layer: both directions use it, alphas and betas too.
+    const std::vector<Activation> once = layer.activations;
+    layer.activations.insert(layer.activations.end(), once.begin(), once.end());
   }
   if (next_alpha < alphas.size() || next_beta < betas.size()) {
     return ctx.Invalid("attributes 'activation_alpha' / 'activation_beta' have more values (" +

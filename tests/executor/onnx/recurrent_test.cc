@@ -194,10 +194,6 @@ std::vector<RefAct> RefActivations(const Case& c) {
                                                 ? std::vector<std::string>{"Sigmoid", "Tanh"}
                                                 : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
   if (names.empty()) names = defaults;
-  if (names.size() == defaults.size() && Dirs(c) == 2) {
-    const auto once = names;
-    names.insert(names.end(), once.begin(), once.end());
-  }
   size_t ai = 0, bi = 0;
   std::vector<RefAct> out;
   for (const auto& n : names) {
@@ -210,6 +206,11 @@ std::vector<RefAct> RefActivations(const Case& c) {
     a.alpha = ua && ai < c.alphas.size() ? c.alphas[ai++] : da;
     a.beta = ub && bi < c.betas.size() ? c.betas[bi++] : db;
     out.push_back(a);
+  }
+  // One set for a bidirectional layer serves both directions, with its alphas and betas.
+  if (out.size() == defaults.size() && Dirs(c) == 2) {
+    const auto once = out;
+    out.insert(out.end(), once.begin(), once.end());
   }
   return out;
 }
@@ -357,6 +358,14 @@ std::vector<Case> Cases() {
     c.activations = {"HardSigmoid", "Tanh", "Sigmoid", "Softplus"};
     c.alphas = {0.3f};
     c.betas = {0.4f};
+    cases.push_back(c);
+  }
+  {
+    Case c{"gru_bidirectional_one_set_of_activations", Kind::kGru};
+    c.direction = "bidirectional";
+    c.activations = {"HardSigmoid", "LeakyRelu"};
+    c.alphas = {0.25f, 0.05f};
+    c.betas = {0.45f};
     cases.push_back(c);
   }
   {
@@ -683,6 +692,13 @@ TEST(OnnxRecurrent, UnrollingIsCapped) {
   imported = ImportOnnx(BuildModel(c, MakeOperands(c, 9)), small);
   ASSERT_FALSE(imported.ok());
   EXPECT_NE(imported.status().message().find("max_ops"), std::string::npos) << imported.status().message();
+}
+
+TEST(OnnxRecurrent, AreListedAsSupported) {
+  const auto ops = SupportedOnnxOps();
+  for (const char* op : {"RNN", "GRU", "LSTM"}) {
+    EXPECT_NE(std::find(ops.begin(), ops.end(), op), ops.end()) << op;
+  }
 }
 
 }  // namespace
