@@ -249,6 +249,9 @@ class Importer {
   std::unordered_map<std::string, ValueId> by_name_;
   std::unordered_map<std::string, int> consumers_;
   std::set<std::string> used_names_;
+  // Per base name, the last suffix UniqueName handed out: every smaller one is taken, so the
+  // search resumes there instead of rescanning (an unrolled RNN emits thousands of ops per node).
+  std::map<std::string, int> last_suffix_;
   Graph graph_;
   int64_t opset_ = 0;
   int64_t folded_ = 0;
@@ -259,9 +262,13 @@ class Importer {
 std::string Importer::UniqueName(const std::string& base) {
   std::string name = base.empty() ? "v" : base;
   if (used_names_.insert(name).second) return name;
-  for (int i = 1;; ++i) {
+  int& last = last_suffix_[name];
+  for (int i = last + 1;; ++i) {
     std::string candidate = name + "_" + std::to_string(i);
-    if (used_names_.insert(candidate).second) return candidate;
+    if (used_names_.insert(candidate).second) {
+      last = i;
+      return candidate;
+    }
   }
 }
 

@@ -20,7 +20,11 @@ enum class Cell { kRnn, kGru, kLstm };
 // Unrolling emits a fixed number of ops per step and direction; these bound the graph an
 // import can produce (the per-step work is bounded by limits().max_flops as well).
 constexpr int64_t kMaxUnrolledSteps = 4096;  // sequence length x directions, per node
-constexpr int64_t kOpsPerStepBound = 40;     // more than any cell below emits per step
+
+// Fewer ops than a step of the cell ever emits (RNN: slice, matmul, add, activation; GRU and
+// LSTM more), so a layer refused for it would also exceed max_ops once emitted. The exact
+// count is checked when the graph is validated.
+int64_t MinOpsPerStep(Cell c) { return c == Cell::kRnn ? 3 : c == Cell::kGru ? 10 : 12; }
 
 struct Activation {
   std::string name;  // as ONNX spells it
@@ -457,7 +461,7 @@ Status ConvertRecurrent(NodeContext& ctx, Cell cell) {
     return ctx.Invalid("unrolling " + std::to_string(L.steps) + " steps x " + std::to_string(D) +
                        " directions exceeds the cap of " + std::to_string(kMaxUnrolledSteps) + " unrolled steps");
   }
-  if (L.steps * D * kOpsPerStepBound > ctx.limits().max_ops) {
+  if (L.steps * D * MinOpsPerStep(cell) > ctx.limits().max_ops) {
     return ctx.Invalid("unrolling " + std::to_string(L.steps * D) + " steps would emit more than max_ops (" +
                        std::to_string(ctx.limits().max_ops) + ") ops");
   }

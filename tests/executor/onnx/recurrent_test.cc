@@ -684,8 +684,8 @@ TEST(OnnxRecurrent, UnrollingIsCapped) {
   ASSERT_FALSE(imported.ok());
   EXPECT_NE(imported.status().message().find("exceeds the cap of 4096 unrolled steps"), std::string::npos)
       << imported.status().message();
-  // The op budget too: 200 steps need more ops than a max_ops of 1000 allows.
-  c.steps = 200;
+  // The op budget too: 400 RNN steps need more ops than a max_ops of 1000 allows.
+  c.steps = 400;
   c.direction = "forward";
   OnnxImportOptions small;
   small.limits.max_ops = 1000;
