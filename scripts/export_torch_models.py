@@ -134,6 +134,46 @@ class Decoder(nn.Module):
         return y, torch.topk(torch.flatten(y, 1), 5).values
 
 
+class SequenceTagger(nn.Module):
+    """A bidirectional two-layer LSTM over a sequence, a per-step linear head; also returns the
+    final hidden and cell states (each exported LSTM layer gives Y, Y_h and Y_c)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(8, 16, num_layers=2, bidirectional=True)
+        self.head = nn.Linear(32, 5)
+
+    def forward(self, x):
+        y, (h, c) = self.lstm(x)
+        return self.head(y), h, c
+
+
+class GruEncoder(nn.Module):
+    """A batch-first GRU started from a given state (PyTorch exports linear_before_reset=1),
+    then a linear layer on the last step."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(6, 12, batch_first=True)
+        self.head = nn.Linear(12, 3)
+
+    def forward(self, x, h0):
+        y, h = self.gru(x, h0)
+        return self.head(y[:, -1]), h
+
+
+class ReluRnn(nn.Module):
+    """A bidirectional Elman RNN with ReLU (ONNX RNN with activations Relu, Relu)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.RNN(4, 10, nonlinearity="relu", bidirectional=True)
+
+    def forward(self, x):
+        y, h = self.rnn(x)
+        return y, h
+
+
 def build_mlp():
     torch.manual_seed(1)
     model = MLP().eval()
@@ -160,6 +200,28 @@ def build_decoder():
     torch.manual_seed(4)
     model = Decoder().eval()
     return model, {"x": torch.randn(2, 3, 8, 8)}, ["image", "top"]
+
+
+def build_lstm():
+    torch.manual_seed(5)
+    model = SequenceTagger().eval()
+    return model, {"x": torch.randn(12, 2, 8)}, ["tags", "h", "c"]
+
+
+def build_gru():
+    torch.manual_seed(6)
+    model = GruEncoder().eval()
+    return model, {"x": torch.randn(3, 9, 6), "h0": torch.randn(1, 3, 12) * 0.5}, ["logits", "h"]
+
+
+def build_rnn_relu():
+    torch.manual_seed(7)
+    model = ReluRnn().eval()
+    with torch.no_grad():
+        # Small recurrent weights keep the ReLU recurrence from growing over the steps.
+        model.rnn.weight_hh_l0.mul_(0.5)
+        model.rnn.weight_hh_l0_reverse.mul_(0.5)
+    return model, {"x": torch.randn(7, 2, 4)}, ["y", "h"]
 
 
 def build_transformer():
@@ -195,6 +257,9 @@ MODELS = [
     ("transformer", build_transformer, {}, TRANSFORMER_TOL),
     ("upsample", build_upsample, {}, TIGHT),
     ("decoder", build_decoder, {}, TIGHT),
+    ("lstm", build_lstm, {}, TIGHT),
+    ("gru", build_gru, {}, TIGHT),
+    ("rnn_relu", build_rnn_relu, {}, TIGHT),
 ]
 
 

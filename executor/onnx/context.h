@@ -70,6 +70,7 @@ class NodeContext {
   StatusOr<std::vector<int64_t>> AttrInts(std::string_view name, std::vector<int64_t> fallback) const;
   StatusOr<std::vector<float>> AttrFloats(std::string_view name, std::vector<float> fallback) const;
   StatusOr<std::string> AttrString(std::string_view name, std::string fallback) const;
+  StatusOr<std::vector<std::string>> AttrStrings(std::string_view name, std::vector<std::string> fallback) const;
   StatusOr<Tensor> AttrTensor(std::string_view name) const;
 
   // --- errors; messages name the op and the node ---
@@ -131,6 +132,7 @@ const std::vector<OpConverter>& TensorConverters();
 const std::vector<OpConverter>& ResizeConverters();
 const std::vector<OpConverter>& LossConverters();
 const std::vector<OpConverter>& ScatterConverters();
+const std::vector<OpConverter>& RecurrentConverters();
 
 // Every converter by ONNX op type (the families merged).
 const std::map<std::string, ConvertFn>& ConverterTable();

@@ -167,7 +167,7 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
   static const auto* table = [] {
     auto* t = new std::map<std::string, ConvertFn>;
     for (const auto* family : {&ElementwiseConverters(), &NnConverters(), &TensorConverters(), &ResizeConverters(),
-                               &LossConverters(), &ScatterConverters()}) {
+                               &LossConverters(), &ScatterConverters(), &RecurrentConverters()}) {
       for (const OpConverter& c : *family) t->emplace(std::string(c.op_type), c.convert);
     }
     return t;
@@ -292,6 +292,9 @@ class Importer {
   std::unordered_map<std::string, ValueId> by_name_;
   std::unordered_map<std::string, int> consumers_;
   std::set<std::string> used_names_;
+  // Per base name, the last suffix UniqueName handed out: every smaller one is taken, so the
+  // search resumes there instead of rescanning (an unrolled RNN emits thousands of ops per node).
+  std::map<std::string, int> last_suffix_;
   Graph graph_;
   int64_t opset_ = 0;
   int64_t folded_ = 0;
@@ -302,9 +305,13 @@ class Importer {
 std::string Importer::UniqueName(const std::string& base) {
   std::string name = base.empty() ? "v" : base;
   if (used_names_.insert(name).second) return name;
-  for (int i = 1;; ++i) {
+  int& last = last_suffix_[name];
+  for (int i = last + 1;; ++i) {
     std::string candidate = name + "_" + std::to_string(i);
-    if (used_names_.insert(candidate).second) return candidate;
+    if (used_names_.insert(candidate).second) {
+      last = i;
+      return candidate;
+    }
   }
 }
 
@@ -732,6 +739,15 @@ StatusOr<std::string> NodeContext::AttrString(std::string_view name, std::string
   if (a->type() != onnx::AttributeProto::STRING)
     return Invalid("attribute '" + std::string(name) + "' must be a string");
   return a->s();
+}
+
+StatusOr<std::vector<std::string>> NodeContext::AttrStrings(std::string_view name,
+                                                            std::vector<std::string> fallback) const {
+  const auto* a = FindAttr(name);
+  if (!a) return fallback;
+  if (a->type() != onnx::AttributeProto::STRINGS)
+    return Invalid("attribute '" + std::string(name) + "' must be strings");
+  return std::vector<std::string>(a->strings().begin(), a->strings().end());
 }
 
 StatusOr<Tensor> NodeContext::AttrTensor(std::string_view name) const {

@@ -123,6 +123,11 @@ constexpr const char* kGoldenModels[] = {
     "node/test_scatter_elements_with_duplicate_indices",
     "node/test_scatternd_multiply",
     "node/test_scatter_without_axis",
+    "node/test_lstm_with_peepholes",
+    "node/test_lstm_batchwise",
+    "node/test_gru_seq_length",
+    "node/test_gru_batchwise",
+    "node/test_simple_rnn_with_initial_bias",
     // u8, i16, u16, u32, u64 (and BitShift, lowered to gather, min, mul, div).
     "node/test_bitshift_right_uint16",
     "node/test_bitshift_left_uint64",

@@ -3,7 +3,8 @@
 
 scripts/export_torch_models.py exports a few small PyTorch models (an MLP, a CNN with and without
 its BatchNorm folded, a transformer encoder with a key-padding mask, a decoder with bilinear,
-nearest and bicubic upsampling, an upsampling decoder with ConvTranspose and TopK) to ONNX
+nearest and bicubic upsampling, an upsampling decoder with ConvTranspose and TopK, a two-layer
+bidirectional LSTM, a GRU from a given state and a bidirectional ReLU RNN) to ONNX
 opset 17, with their inputs and the PyTorch module's own outputs. For every model this test runs
 
     consensor run model.onnx --input NAME=input_NAME.npy ... --out DIR  with
