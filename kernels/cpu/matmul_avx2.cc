@@ -83,6 +83,53 @@ void PackBF32(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* bp) {
   }
 }
 
+// The last k-block's NaN canonicalization (to 0x7FC00000) and the store of the 6x16 tile, shared
+// by both micro-kernels (operands [c], [c3], [ldcb], [flags], [nan]).
+// clang-format off
+#define CNSR_MK_CANONICALIZE_AND_STORE \
+  "test $2, %[flags]\n\t" \
+  "jz 7f\n\t" \
+  "vbroadcastss %[nan], %%ymm0\n\t" \
+  "vcmpunordps %%ymm4, %%ymm4, %%ymm1\n\t" \
+  "vblendvps %%ymm1, %%ymm0, %%ymm4, %%ymm4\n\t" \
+  "vcmpunordps %%ymm5, %%ymm5, %%ymm1\n\t" \
+  "vblendvps %%ymm1, %%ymm0, %%ymm5, %%ymm5\n\t" \
+  "vcmpunordps %%ymm6, %%ymm6, %%ymm1\n\t" \
+  "vblendvps %%ymm1, %%ymm0, %%ymm6, %%ymm6\n\t" \
+  "vcmpunordps %%ymm7, %%ymm7, %%ymm1\n\t" \
+  "vblendvps %%ymm1, %%ymm0, %%ymm7, %%ymm7\n\t" \
+  "vcmpunordps %%ymm8, %%ymm8, %%ymm1\n\t" \
+  "vblendvps %%ymm1, %%ymm0, %%ymm8, %%ymm8\n\t" \
+  "vcmpunordps %%ymm9, %%ymm9, %%ymm1\n\t" \
+  "vblendvps %%ymm1, %%ymm0, %%ymm9, %%ymm9\n\t" \
+  "vcmpunordps %%ymm10, %%ymm10, %%ymm1\n\t" \
+  "vblendvps %%ymm1, %%ymm0, %%ymm10, %%ymm10\n\t" \
+  "vcmpunordps %%ymm11, %%ymm11, %%ymm1\n\t" \
+  "vblendvps %%ymm1, %%ymm0, %%ymm11, %%ymm11\n\t" \
+  "vcmpunordps %%ymm12, %%ymm12, %%ymm1\n\t" \
+  "vblendvps %%ymm1, %%ymm0, %%ymm12, %%ymm12\n\t" \
+  "vcmpunordps %%ymm13, %%ymm13, %%ymm1\n\t" \
+  "vblendvps %%ymm1, %%ymm0, %%ymm13, %%ymm13\n\t" \
+  "vcmpunordps %%ymm14, %%ymm14, %%ymm1\n\t" \
+  "vblendvps %%ymm1, %%ymm0, %%ymm14, %%ymm14\n\t" \
+  "vcmpunordps %%ymm15, %%ymm15, %%ymm1\n\t" \
+  "vblendvps %%ymm1, %%ymm0, %%ymm15, %%ymm15\n\t" \
+  "7:\n\t" \
+  "vmovups %%ymm4, (%[c])\n\t" \
+  "vmovups %%ymm5, 32(%[c])\n\t" \
+  "vmovups %%ymm6, (%[c],%[ldcb],1)\n\t" \
+  "vmovups %%ymm7, 32(%[c],%[ldcb],1)\n\t" \
+  "vmovups %%ymm8, (%[c],%[ldcb],2)\n\t" \
+  "vmovups %%ymm9, 32(%[c],%[ldcb],2)\n\t" \
+  "vmovups %%ymm10, (%[c3])\n\t" \
+  "vmovups %%ymm11, 32(%[c3])\n\t" \
+  "vmovups %%ymm12, (%[c3],%[ldcb],1)\n\t" \
+  "vmovups %%ymm13, 32(%[c3],%[ldcb],1)\n\t" \
+  "vmovups %%ymm14, (%[c3],%[ldcb],2)\n\t" \
+  "vmovups %%ymm15, 32(%[c3],%[ldcb],2)\n\t" \
+  "vzeroupper\n\t"
+// clang-format on
+
 // C[0:6, 0:16] (row stride ldc) = chain over kc of the packed panels.
 // first: accumulators start at +0.0, else they are loaded from C. last: canonicalize NaN.
 //
@@ -181,47 +228,7 @@ void MicroF32(int64_t kc, const float* __restrict ap, const float* __restrict bp
       "dec %[k1]\n\t"
       "jnz 3b\n\t"
       "4:\n\t"
-      "test $2, %[flags]\n\t"
-      "jz 7f\n\t"  // last k-block: NaN -> 0x7FC00000
-      "vbroadcastss %[nan], %%ymm0\n\t"
-      "vcmpunordps %%ymm4, %%ymm4, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm4, %%ymm4\n\t"
-      "vcmpunordps %%ymm5, %%ymm5, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm5, %%ymm5\n\t"
-      "vcmpunordps %%ymm6, %%ymm6, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm6, %%ymm6\n\t"
-      "vcmpunordps %%ymm7, %%ymm7, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm7, %%ymm7\n\t"
-      "vcmpunordps %%ymm8, %%ymm8, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm8, %%ymm8\n\t"
-      "vcmpunordps %%ymm9, %%ymm9, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm9, %%ymm9\n\t"
-      "vcmpunordps %%ymm10, %%ymm10, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm10, %%ymm10\n\t"
-      "vcmpunordps %%ymm11, %%ymm11, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm11, %%ymm11\n\t"
-      "vcmpunordps %%ymm12, %%ymm12, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm12, %%ymm12\n\t"
-      "vcmpunordps %%ymm13, %%ymm13, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm13, %%ymm13\n\t"
-      "vcmpunordps %%ymm14, %%ymm14, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm14, %%ymm14\n\t"
-      "vcmpunordps %%ymm15, %%ymm15, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm15, %%ymm15\n\t"
-      "7:\n\t"
-      "vmovups %%ymm4, (%[c])\n\t"
-      "vmovups %%ymm5, 32(%[c])\n\t"
-      "vmovups %%ymm6, (%[c],%[ldcb],1)\n\t"
-      "vmovups %%ymm7, 32(%[c],%[ldcb],1)\n\t"
-      "vmovups %%ymm8, (%[c],%[ldcb],2)\n\t"
-      "vmovups %%ymm9, 32(%[c],%[ldcb],2)\n\t"
-      "vmovups %%ymm10, (%[c3])\n\t"
-      "vmovups %%ymm11, 32(%[c3])\n\t"
-      "vmovups %%ymm12, (%[c3],%[ldcb],1)\n\t"
-      "vmovups %%ymm13, 32(%[c3],%[ldcb],1)\n\t"
-      "vmovups %%ymm14, (%[c3],%[ldcb],2)\n\t"
-      "vmovups %%ymm15, 32(%[c3],%[ldcb],2)\n\t"
-      "vzeroupper\n\t"
+      CNSR_MK_CANONICALIZE_AND_STORE
       : [ap] "+r"(ap), [bp] "+r"(bp), [k4] "+r"(k4), [k1] "+r"(k1)
       : [c] "r"(c), [c3] "r"(c3), [ldcb] "r"(ldcb), [flags] "r"(flags), [nan] "m"(kCanonNaNBits)
       : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
@@ -317,53 +324,14 @@ void MicroF32StridedB(int64_t kc, const float* __restrict ap, const float* __res
       "dec %[k1]\n\t"
       "jnz 3b\n\t"
       "4:\n\t"
-      "test $2, %[flags]\n\t"
-      "jz 7f\n\t"  // last k-block: NaN -> 0x7FC00000
-      "vbroadcastss %[nan], %%ymm0\n\t"
-      "vcmpunordps %%ymm4, %%ymm4, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm4, %%ymm4\n\t"
-      "vcmpunordps %%ymm5, %%ymm5, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm5, %%ymm5\n\t"
-      "vcmpunordps %%ymm6, %%ymm6, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm6, %%ymm6\n\t"
-      "vcmpunordps %%ymm7, %%ymm7, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm7, %%ymm7\n\t"
-      "vcmpunordps %%ymm8, %%ymm8, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm8, %%ymm8\n\t"
-      "vcmpunordps %%ymm9, %%ymm9, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm9, %%ymm9\n\t"
-      "vcmpunordps %%ymm10, %%ymm10, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm10, %%ymm10\n\t"
-      "vcmpunordps %%ymm11, %%ymm11, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm11, %%ymm11\n\t"
-      "vcmpunordps %%ymm12, %%ymm12, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm12, %%ymm12\n\t"
-      "vcmpunordps %%ymm13, %%ymm13, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm13, %%ymm13\n\t"
-      "vcmpunordps %%ymm14, %%ymm14, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm14, %%ymm14\n\t"
-      "vcmpunordps %%ymm15, %%ymm15, %%ymm1\n\t"
-      "vblendvps %%ymm1, %%ymm0, %%ymm15, %%ymm15\n\t"
-      "7:\n\t"
-      "vmovups %%ymm4, (%[c])\n\t"
-      "vmovups %%ymm5, 32(%[c])\n\t"
-      "vmovups %%ymm6, (%[c],%[ldcb],1)\n\t"
-      "vmovups %%ymm7, 32(%[c],%[ldcb],1)\n\t"
-      "vmovups %%ymm8, (%[c],%[ldcb],2)\n\t"
-      "vmovups %%ymm9, 32(%[c],%[ldcb],2)\n\t"
-      "vmovups %%ymm10, (%[c3])\n\t"
-      "vmovups %%ymm11, 32(%[c3])\n\t"
-      "vmovups %%ymm12, (%[c3],%[ldcb],1)\n\t"
-      "vmovups %%ymm13, 32(%[c3],%[ldcb],1)\n\t"
-      "vmovups %%ymm14, (%[c3],%[ldcb],2)\n\t"
-      "vmovups %%ymm15, 32(%[c3],%[ldcb],2)\n\t"
-      "vzeroupper\n\t"
+      CNSR_MK_CANONICALIZE_AND_STORE
       : [ap] "+r"(ap), [bp] "+r"(bp), [k4] "+r"(k4), [k1] "+r"(k1)
       : [c] "r"(c), [c3] "r"(c3), [ldcb] "r"(ldcb), [flags] "r"(flags), [nan] "m"(kCanonNaNBits), [ldbb] "r"(ldbb)
       : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
         "xmm13", "xmm14", "xmm15", "cc", "memory");
 }
 #undef CNSR_MK_SSTEP
+#undef CNSR_MK_CANONICALIZE_AND_STORE
 #undef CNSR_MK_STEP
 
 // Edge tile: runs the micro-kernel on a local 6x16 tile holding the valid mr x nr part.

@@ -219,8 +219,9 @@ std::optional<ClientIdentity> ClientGate::Authenticate(std::optional<std::string
   }
   std::string_view value = *authorization;
   constexpr std::string_view kScheme = "bearer ";
-  if (value.size() <= kScheme.size() ||
-      !std::equal(kScheme.begin(), kScheme.end(), value.begin(), [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); })) {
+  if (value.size() <= kScheme.size() || !std::equal(kScheme.begin(), kScheme.end(), value.begin(), [](char a, char b) {
+        return a == std::tolower(static_cast<unsigned char>(b));
+      })) {
     return refuse("the authorization metadata must be 'Bearer <key>'");
   }
   const Hash256 presented = ApiKeyHash(value.substr(kScheme.size()));
