@@ -251,6 +251,7 @@ void ConsensusEngine::Start() {
       const bool tick = now >= next_tick;
       const bool read_head = now >= next_head_read;
       seat_wanted_ = false;
+      seat_check_running_ = true;
       lock.unlock();
       if (read_head) ReadHead();  // on a job thread: a slow chain must not hold up the timers
       if (tick) {
@@ -260,6 +261,7 @@ void ConsensusEngine::Start() {
       }
       const bool imminent = options_.seat_poll_interval.count() > 0 && SeatImminent();
       lock.lock();
+      seat_check_running_ = false;
       if (tick) next_tick = Clock::now() + options_.tick_interval;
       next_head_read = imminent ? Clock::now() + options_.seat_poll_interval : next_tick;
     }
@@ -273,6 +275,11 @@ void ConsensusEngine::OnChainHead(uint64_t head) {
     seat_wanted_ = true;
   }
   jobs_cv_.notify_all();
+}
+
+bool ConsensusEngine::SeatCheckPending() {
+  std::lock_guard<std::mutex> lock(jobs_mu_);
+  return seat_wanted_ || seat_check_running_;
 }
 
 void ConsensusEngine::RefreshHeadFor(const consensus::TaskId& task_id) {

@@ -97,6 +97,9 @@ class ConsensusEngine {
   // The chain view saw a new head: committees whose seed block it settles are seated now, not
   // at the next tick. Cheap (wakes the ticker); callable from any thread, before Start too.
   void OnChainHead(uint64_t head);
+  // True while a seat check that OnChainHead asked for has not finished (tests wait on it before
+  // they move the chain, so that the check sees the head it was asked for).
+  bool SeatCheckPending();
 
  private:
   struct Round;
@@ -194,7 +197,8 @@ class ConsensusEngine {
   std::condition_variable jobs_cv_;
   std::deque<std::function<void()>> jobs_;
   bool stopping_ = false;
-  bool seat_wanted_ = false;  // OnChainHead came: the ticker seats before its next tick
+  bool seat_wanted_ = false;         // OnChainHead came: the ticker seats before its next tick
+  bool seat_check_running_ = false;  // the ticker is seating or ticking now
   std::vector<std::thread> workers_;
   std::thread ticker_;
   // Announcements waiting for their blobs, on threads of their own (last: stopped first).

@@ -1606,6 +1606,9 @@ TEST_F(ConsensusEngineTest, NewChainHeadSeatsTheCommitteeWithoutATick) {
   StartNode();
   const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
   const std::string id = SubmitWaitingForItsSeed(request);
+  // The submission asked for a seat check of its own: let it see the old head first.
+  for (int i = 0; i < 2000 && engine_->SeatCheckPending(); ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_FALSE(engine_->SeatCheckPending());
   chain_->SetHead(kSeated);  // the engine is not told
   std::this_thread::sleep_for(200ms);
   EXPECT_EQ(ValueOf(tasks_->Get(Id(id))).consensus().committee_size(), 0);
