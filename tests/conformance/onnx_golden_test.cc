@@ -19,6 +19,7 @@
 #include "executor/serialize.h"
 #include "executor/validate.h"
 #include "tests/conformance/backends.h"
+#include "tests/test_paths.h"
 
 namespace consensor {
 namespace {
@@ -189,7 +190,7 @@ struct GoldenLine {
 
 std::vector<GoldenLine> ReadGolden() {
   std::vector<GoldenLine> lines;
-  std::ifstream in(fs::path(CNSR_SOURCE_DIR) / "tests/conformance/onnx_golden.txt");
+  std::ifstream in(fs::path(testing_support::SourceDir()) / "tests/conformance/onnx_golden.txt");
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;

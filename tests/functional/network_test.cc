@@ -32,6 +32,7 @@
 #include "node/api/task_spec.h"
 #include "node/p2p/gossip.h"
 #include "tests/functional/network_harness.h"
+#include "tests/test_paths.h"
 
 namespace consensor {
 namespace {
@@ -864,7 +865,7 @@ TEST(NetworkFaultTest, DowngradedAnnouncementIsRefused) {
   TestNetwork net("downgrade");
   ASSERT_EQ(net.Start({Operator(1).Fault("downgrade-replicas"), Operator(2), Operator(3)}), "");
   NetworkNode& entry = net.node(0);
-  const std::string examples = std::string(CNSR_SOURCE_DIR) + "/examples/";
+  const std::string examples = testing_support::SourceDir() + "/examples/";
   const std::string request = entry.dir() + "/request.json";
   testing_support::CommandResult submitted = testing_support::RunCommand(
       testing_support::CliBinary(), "submit " + examples + "mlp.cgraph --input x=" + examples +
