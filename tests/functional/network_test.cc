@@ -666,6 +666,69 @@ TEST_F(NetworkHonestTest, MessagesFromUnregisteredKeysAreIgnored) {
   auto t = WaitCertified(target, TaskIdOf(*request));
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->consensus().announcer(), net.node(1).operator_hex()) << testing_support::Describe(*t);
+
+  // Pull (the gossip log's catch-up read) by an attacker that tries it unsigned, with a forged
+  // or stale signature, as an outsider, and as a flood: each is refused with its own status
+  // before the log is read, a registered operator's signed Pull is served, and the network still
+  // certifies afterwards.
+  auto pull = [&](const v1::PullRequest& request, v1::PullResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 10s);
+    return stub->Pull(&context, request, response);
+  };
+  auto signed_by = [&](int account, uint64_t sent_unix_ms = 0) {
+    v1::PullRequest request;
+    request.set_sent_unix_ms(sent_unix_ms);
+    EXPECT_TRUE(node::GossipNetwork::SignPull(testing_support::AnvilDevKey(account), net.deployed().chain_id,
+                                              net.deployed().manager, &request)
+                    .ok());
+    return request;
+  };
+  v1::PullResponse pulled;
+
+  // Unsigned.
+  grpc::Status status = pull(v1::PullRequest(), &pulled);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  // Signed by account 7 (never registered) but naming operator 2 as the requester.
+  v1::PullRequest forged = signed_by(7);
+  forged.set_requester(signed_by(2).requester());
+  status = pull(forged, &pulled);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  // Operator 2's genuine signature, replayed two minutes later (and one made for another chain).
+  status = pull(signed_by(2, UnixMillisNow() - 120'000), &pulled);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  v1::PullRequest other_chain;
+  ASSERT_TRUE(node::GossipNetwork::SignPull(testing_support::AnvilDevKey(2), net.deployed().chain_id + 1,
+                                            net.deployed().manager, &other_chain)
+                  .ok());
+  status = pull(other_chain, &pulled);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  // A well-signed outsider.
+  status = pull(signed_by(7), &pulled);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+  EXPECT_EQ(pulled.messages_size(), 0);
+
+  // A flood from this host: past the per-host budget (100/s, burst 2x) Pull is refused before
+  // any signature is checked, so the flood costs the node almost nothing.
+  int pulls_refused = 0;
+  for (int i = 0; i < 400; ++i) {
+    v1::PullResponse ignored;
+    status = pull(v1::PullRequest(), &ignored);
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) ++pulls_refused;
+  }
+  EXPECT_GT(pulls_refused, 0);
+  // The node still serves its peers afterwards (the host's bucket refills): a task certifies on
+  // every node.
+  auto after_flood = Submit(target, 3, 2, 702);
+  ASSERT_TRUE(after_flood.ok()) << after_flood.status().ToString();
+  for (size_t i = 0; i < net.size(); ++i) {
+    auto done = WaitCertified(net.node(i), after_flood->id);
+    ASSERT_TRUE(done.ok()) << net.node(i).name() << ": " << done.status().ToString();
+  }
+  // And a registered operator's signed Pull is served that task's messages.
+  status = pull(signed_by(2), &pulled);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_GT(pulled.messages_size(), 0);
 }
 
 // The entry node is killed right after it acknowledged a task, before its announcement reached
