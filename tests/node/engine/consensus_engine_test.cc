@@ -1666,6 +1666,43 @@ TEST_F(ConsensusEngineTest, RefusedVoteForAWaitingTaskRefreshesNothing) {
   EXPECT_EQ(ValueOf(tasks_->Get(Id(id))).consensus().committee_size(), 0);
 }
 
+// A registered operator floods well-signed commitments (each a different result, so each is new
+// and kept) for a task waiting for its seed block: every kept vote asks for a head read, but the
+// chain is read at most once per 20 ms, however fast the votes come.
+TEST_F(ConsensusEngineTest, VoteFloodForAWaitingTaskReadsTheHeadAtABoundedRate) {
+  MakeNetwork(3, /*entry=*/true);
+  tick_interval_ = std::chrono::hours(1);
+  StartNode();
+  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
+  const std::string id = SubmitWaitingForItsSeed(request);
+  const int flooder = OperatorNumber(Order(request)[1], 3);
+  constexpr int kVotes = 400;
+  std::vector<v1::GossipMessage> flood(kVotes);
+  for (int i = 0; i < kVotes; ++i) {
+    consensus::SignedAttestation vote;
+    vote.attestation.task_id = ValueOf(Hash256FromHex(id));
+    vote.attestation.result_root.fill(static_cast<uint8_t>(i));
+    vote.attestation.result_root[0] = static_cast<uint8_t>(i >> 8);
+    vote.attestation.reference_block = kReference;
+    vote.signature = ValueOf(consensus::SignAttestation(Key(flooder), kDomain, vote.attestation));
+    auto commitment = ValueOf(
+        consensus::SignCommitment(Key(flooder), kDomain, vote, Addr(flooder), consensus::VotePhase::kCommittee));
+    *flood[i].mutable_commitment() = ToProto(commitment, Addr(flooder));
+  }
+  const int refreshes_before = chain_->refresh_head_calls();
+  const auto start = SteadyClock::now();
+  int kept = 0;
+  for (const v1::GossipMessage& message : flood) {
+    if (engine_->OnMessage(message, Hash256{}, Addr(flooder)).ok()) ++kept;
+  }
+  const auto elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start).count();
+  EXPECT_EQ(kept, kVotes);  // all within the signer's share of the orphan pool
+  // One read may be running when the flood starts and one may start as it ends.
+  const int refreshes = chain_->refresh_head_calls() - refreshes_before;
+  EXPECT_LE(refreshes, 2 + elapsed_ms / 20) << kVotes << " votes in " << elapsed_ms << " ms";
+  EXPECT_EQ(ValueOf(tasks_->Get(Id(id))).consensus().committee_size(), 0);
+}
+
 // While a task waits for the very next block only, the engine reads the head itself every
 // seat_poll_interval (no tick, no vote, and the view's poll never reports the settling block
 // during the test): members seat as the block settles, not up to a chain poll apart.
