@@ -729,6 +729,9 @@ TEST_F(NetworkHonestTest, MessagesFromUnregisteredKeysAreIgnored) {
   status = pull(signed_by(2), &pulled);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_GT(pulled.messages_size(), 0);
+  // The node's chain reads are metered by method (an operator's view of its RPC bill).
+  EXPECT_GT(target.Metric(R"(consensor_chain_rpc_requests_total{client="view",method="eth_blockNumber"})"), 0);
+  EXPECT_GT(target.Metric(R"(consensor_chain_rpc_requests_total{client="view",method="eth_call"})"), 0);
 }
 
 // The entry node is killed right after it acknowledged a task, before its announcement reached
