@@ -3,13 +3,16 @@
 output, the largest absolute and relative difference.
 
 usage: /usr/bin/python3 scripts/ort_compare.py MODEL.onnx [--input NAME=FILE.npy]...
-           [--shape NAME=D0,D1,...]... [--seed N] [--rtol R] [--atol A] [--keep DIR]
+           [--bind NAME=FILE.npy]... [--shape NAME=D0,D1,...]... [--seed N] [--rtol R]
+           [--atol A] [--keep DIR]
            [--consensor PATH] [-- EXTRA `consensor run` FLAGS...]
 
 Inputs not given as .npy files are random with a fixed seed (numpy's default_rng(seed), one
 stream per input in the model's input order): floats uniform in [-1, 1), integers uniform in
 [0, 4), bools fair coins. Their shapes come from the model, or from --shape for symbolic
-dimensions. ONNX Runtime is bench/models/ort_run.js over onnxruntime-node (scripts/setup.sh
+dimensions. A --bind input is fed to ONNX Runtime as it is and fixed at import on Consensor's
+side (`consensor run --bind`: an If on it, such as Silero VAD's sample rate, is folded).
+ONNX Runtime is bench/models/ort_run.js over onnxruntime-node (scripts/setup.sh
 installs it); Consensor is `consensor run MODEL --input ... --out DIR` (build/node/consensor
 unless --consensor is given). Flags after `--` go to `consensor run` (--threads 2,
 --isa portable, --backend cuda-emu, ...).
@@ -121,10 +124,11 @@ def run_ort(model_path, inputs, out_dir):
     return {name: np.load(o["file"]) for name, o in report["outputs"].items()}
 
 
-def consensor_args(model_path, inputs, out_dir, extra):
+def consensor_args(model_path, inputs, out_dir, extra, bound=()):
+    """`consensor run` arguments; the inputs named in `bound` are given with --bind."""
     args = ["run", model_path]
     for name, path in inputs.items():
-        args += ["--input", "%s=%s" % (name, path)]
+        args += ["--bind" if name in bound else "--input", "%s=%s" % (name, path)]
     return args + ["--out", out_dir] + list(extra)
 
 
@@ -156,11 +160,11 @@ def agrees(got, ref, rtol, atol):
     return None
 
 
-def compare(model_path, inputs, consensor, extra, rtol, atol, work):
+def compare(model_path, inputs, consensor, extra, rtol, atol, work, bound=()):
     """Runs both runtimes; returns [(output, max_abs, max_rel, tol_used, why-not-or-None)]."""
     ref = run_ort(model_path, inputs, os.path.join(work, "ort"))
     out_dir = os.path.join(work, "consensor")
-    run([consensor] + consensor_args(model_path, inputs, out_dir, extra), "consensor run")
+    run([consensor] + consensor_args(model_path, inputs, out_dir, extra, bound), "consensor run")
     rows = []
     for name, r in ref.items():
         path = os.path.join(out_dir, file_name(name))
@@ -198,6 +202,7 @@ def main(argv):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    p.add_argument("--bind", action="append", default=[], metavar="NAME=FILE.npy")
     p.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rtol", type=float, default=1e-3)
@@ -206,6 +211,11 @@ def main(argv):
     p.add_argument("--consensor", default=os.path.join(SOURCE_DIR, "build", "node", "consensor"))
     a = p.parse_args(argv)
     given = parse_named(a.input, "--input")
+    bound = parse_named(a.bind, "--bind")
+    for name in bound:
+        if name in given:
+            usage_error("input '%s' has both --input and --bind" % name)
+    given.update(bound)
     shapes = {}
     for name, dims in parse_named(a.shape, "--shape").items():
         try:
@@ -221,7 +231,7 @@ def main(argv):
     os.makedirs(work, exist_ok=True)
     try:
         inputs = make_inputs(a.model, given, shapes, a.seed, work)
-        rows = compare(a.model, inputs, a.consensor, extra, a.rtol, a.atol, work)
+        rows = compare(a.model, inputs, a.consensor, extra, a.rtol, a.atol, work, set(bound))
     except Failure as e:
         print("error: %s" % e, file=sys.stderr)
         return 1
