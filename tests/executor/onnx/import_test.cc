@@ -611,6 +611,140 @@ TEST(OnnxImport, MalformedModelsAreRejected) {
   }
 }
 
+// If: a branch graph as an attribute of `node`.
+onnx::GraphProto* IfBranch(onnx::NodeProto* node, const std::string& name) {
+  auto* a = node->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  a->mutable_g()->set_name(name);
+  return a->mutable_g();
+}
+
+// y = If(k == 16000, then: Relu(x) * 2 (a branch initializer), else: Neg(x)), as Silero VAD
+// switches on its sample rate. Only a condition known at import is imported.
+ModelBuilder SampleRateIfModel() {
+  ModelBuilder m;
+  m.Input("x", onnx::TensorProto::FLOAT, {4});
+  m.Input("k", onnx::TensorProto::INT64, {});
+  auto* rate = m.graph()->add_initializer();
+  rate->set_name("rate");
+  rate->set_data_type(onnx::TensorProto::INT64);
+  rate->add_int64_data(16000);
+  m.Node("Equal", {"k", "rate"}, {"is16k"});
+  auto* node = m.Node("If", {"is16k"}, {"y"}, "switch");
+  onnx::GraphProto* then_branch = IfBranch(node, "then_branch");
+  auto* two = then_branch->add_initializer();
+  two->set_name("two");
+  two->set_data_type(onnx::TensorProto::FLOAT);
+  two->add_float_data(2.0f);
+  auto* relu = then_branch->add_node();
+  relu->set_op_type("Relu");
+  relu->add_input("x");  // a value of the enclosing graph
+  relu->add_output("r");
+  auto* mul = then_branch->add_node();
+  mul->set_op_type("Mul");
+  mul->add_input("r");
+  mul->add_input("two");
+  mul->add_output("then_y");
+  then_branch->add_output()->set_name("then_y");
+  onnx::GraphProto* else_branch = IfBranch(node, "else_branch");
+  auto* neg = else_branch->add_node();
+  neg->set_op_type("Neg");
+  neg->add_input("x");
+  neg->add_output("else_y");
+  else_branch->add_output()->set_name("else_y");
+  m.Output("y");
+  return m;
+}
+
+TEST(OnnxImport, IfWithAConditionKnownAtImportTakesItsBranch) {
+  ModelBuilder m = SampleRateIfModel();
+  const Tensor x = Tensor::FromVector<float>(DType::kF32, {4}, {-1.5f, 0.0f, 0.5f, 3.0f});
+  for (const auto& [k, want] : std::vector<std::pair<int64_t, std::vector<float>>>{
+           {16000, {0.0f, 0.0f, 1.0f, 6.0f}}, {8000, {1.5f, -0.0f, -0.5f, -3.0f}}}) {
+    OnnxImportOptions options;
+    options.constant_inputs["k"] = Tensor::FromVector<int64_t>(DType::kI64, {}, {k});
+    auto imported = ImportOnnx(m.Bytes(), options);
+    ASSERT_TRUE(imported.ok()) << imported.status().message();
+    EXPECT_EQ(imported->inputs, std::vector<std::string>{"x"});
+    auto r = RunImported(*imported, {{"x", x}});
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    ASSERT_EQ(r->outputs.size(), 1u);
+    const auto y = Values(r->outputs[0].tensor);
+    ASSERT_EQ(y.size(), want.size());
+    for (size_t i = 0; i < y.size(); ++i) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(want[i])) << "k " << k << " i " << i;
+    }
+  }
+}
+
+TEST(OnnxImport, IfRefusesARunTimeConditionAndMalformedBranches) {
+  {
+    auto r = ImportOnnx(SampleRateIfModel().Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(r.status().message().find("If in node 'switch'"), std::string::npos) << r.status().message();
+    // A test case with known values binds the integer input and imports it.
+    EXPECT_TRUE(NeedsValueAtImport(r.status()));
+  }
+  auto bound = [] {
+    OnnxImportOptions options;
+    options.constant_inputs["k"] = Tensor::FromVector<int64_t>(DType::kI64, {}, {16000});
+    return options;
+  };
+  {
+    // The branch taken names an output that nothing produces.
+    ModelBuilder m = SampleRateIfModel();
+    m.graph()->mutable_node(1)->mutable_attribute(0)->mutable_g()->mutable_output(0)->set_name("nowhere");
+    auto r = ImportOnnx(m.Bytes(), bound());
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().message();
+  }
+  {
+    // A branch without the graph it needs.
+    ModelBuilder m = SampleRateIfModel();
+    m.graph()->mutable_node(1)->mutable_attribute()->DeleteSubrange(0, 1);
+    auto r = ImportOnnx(m.Bytes(), bound());
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("no then_branch"), std::string::npos) << r.status().message();
+  }
+  {
+    // A condition that is not a bool.
+    ModelBuilder m = SampleRateIfModel();
+    m.graph()->mutable_node(1)->set_input(0, "k");
+    auto r = ImportOnnx(m.Bytes(), bound());
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("must be a bool"), std::string::npos) << r.status().message();
+  }
+  {
+    // Branches nested past the cap are refused, not recursed into without bound.
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {1});
+    auto* t = m.graph()->add_initializer();
+    t->set_name("yes");
+    t->set_data_type(onnx::TensorProto::BOOL);
+    t->add_int32_data(1);
+    onnx::GraphProto* g = m.graph();
+    for (int depth = 0; depth < 20; ++depth) {  // protobuf parses up to ~33
+      auto* node = g->add_node();
+      node->set_op_type("If");
+      node->add_input("yes");
+      node->add_output("y" + std::to_string(depth));
+      IfBranch(node, "else_branch")->add_output()->set_name("x");
+      g = IfBranch(node, "then_branch");
+      g->add_output()->set_name("y" + std::to_string(depth + 1));
+    }
+    auto* last = g->add_node();
+    last->set_op_type("Relu");
+    last->add_input("x");
+    last->add_output("y20");
+    m.Output("y0");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("nested over"), std::string::npos) << r.status().message();
+  }
+}
+
 // Random corruption of real models never crashes the importer (ASan/UBSan run this too).
 TEST(OnnxImport, CorruptedModelsNeverCrash) {
   std::vector<std::vector<uint8_t>> seeds = {GemmModel().Bytes()};
