@@ -448,9 +448,12 @@ Status QLinearConv(NodeContext& ctx) {
 
 const std::vector<OpConverter>& QuantConverters() {
   static const auto* table = new std::vector<OpConverter>{
-      {"QuantizeLinear", QuantizeLinear}, {"DequantizeLinear", DequantizeLinear},
-      {"DynamicQuantizeLinear", DynamicQuantizeLinear}, {"MatMulInteger", MatMulInteger},
-      {"ConvInteger", ConvInteger}, {"QLinearMatMul", QLinearMatMul},
+      {"QuantizeLinear", QuantizeLinear},
+      {"DequantizeLinear", DequantizeLinear},
+      {"DynamicQuantizeLinear", DynamicQuantizeLinear},
+      {"MatMulInteger", MatMulInteger},
+      {"ConvInteger", ConvInteger},
+      {"QLinearMatMul", QLinearMatMul},
       {"QLinearConv", QLinearConv},
   };
   return *table;
