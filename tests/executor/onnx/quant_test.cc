@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "executor/onnx/import.h"
+#include "kernels/backend_factory.h"
 #include "onnx/onnx_pb.h"
+#include "tests/conformance/backends.h"
 #include "tests/executor/test_util.h"
 
 // Models are aggregates naming only the fields they set (GCC 12 warns about the others).
@@ -67,7 +69,8 @@ std::vector<uint8_t> Build(const Model& m) {
       t->set_name(a.name);
       t->set_data_type(OnnxType(a.value.dtype()));
       for (int64_t d : a.value.shape()) t->add_dims(d);
-      t->set_raw_data(std::string(reinterpret_cast<const char*>(a.value.data()), static_cast<size_t>(a.value.byte_size())));
+      t->set_raw_data(
+          std::string(reinterpret_cast<const char*>(a.value.data()), static_cast<size_t>(a.value.byte_size())));
     } else {
       auto* in = g->add_input();
       in->set_name(a.name);
@@ -98,7 +101,7 @@ std::vector<uint8_t> Build(const Model& m) {
   return {s.begin(), s.end()};
 }
 
-StatusOr<std::vector<Tensor>> Run(const Model& m, int threads) {
+StatusOr<std::vector<Tensor>> RunModel(const Model& m, int threads) {
   ASSIGN_OR_RETURN(OnnxImport imported, ImportOnnx(Build(m), {}));
   MemoryBlobSource blobs;
   if (!imported.weights.empty()) blobs.Add(imported.weights);
@@ -118,12 +121,13 @@ StatusOr<std::vector<Tensor>> Run(const Model& m, int threads) {
 // Runs at 1, 2 and 8 threads and checks output 0 byte for byte against `want`.
 void ExpectBits(const Model& m, const Tensor& want, int output = 0) {
   for (int threads : {1, 2, 8}) {
-    auto got = Run(m, threads);
+    auto got = RunModel(m, threads);
     ASSERT_TRUE(got.ok()) << m.op << ": " << got.status().message();
     const Tensor& y = got->at(static_cast<size_t>(output));
     ASSERT_EQ(y.dtype(), want.dtype()) << m.op;
     ASSERT_EQ(y.shape(), want.shape()) << m.op;
-    ASSERT_EQ(0, std::memcmp(y.data(), want.data(), static_cast<size_t>(want.byte_size()))) << m.op << " threads " << threads;
+    ASSERT_EQ(0, std::memcmp(y.data(), want.data(), static_cast<size_t>(want.byte_size())))
+        << m.op << " threads " << threads;
   }
 }
 
@@ -290,7 +294,7 @@ TEST(OnnxQuant, MatMulIntegerAllDtypeCombinationsAndPerAxisZeroPoints) {
                                         : RandomInts<int8_t>(ta, {batch, m, k}, 11, alo, ahi);
       const Tensor b = tb == DType::kU8 ? RandomInts<uint8_t>(tb, {k, n}, 12, blo, bhi)
                                         : RandomInts<int8_t>(tb, {k, n}, 12, blo, bhi);
-      const std::vector<int> za = {alo + 3, ahi, alo};           // per row
+      const std::vector<int> za = {alo + 3, ahi, alo};            // per row
       const std::vector<int> zb = {bhi - 1, blo, 0, 7, blo + 1};  // per column
       for (bool weights_constant : {false, true}) {
         Model model{"MatMulInteger",
@@ -427,6 +431,61 @@ TEST(OnnxQuant, QLinearConvAddsTheBiasAndRequantizesPerChannel) {
   ExpectBits(model, Quantized(DType::kU8, {1, 2, oh, ow}, want));
 }
 
+// i8 everywhere: the lowering uses only ops the CUDA backends implement (matmul_i8 on int8 MMA),
+// so every backend configuration, cuda-emu included, must give the CPU's bytes.
+TEST(OnnxQuant, AllI8ModelsGiveOneResultOnEveryBackend) {
+  const Tensor x = RandomInts<int8_t>(DType::kI8, {1, 3, 5, 5}, 51, -128, 127);
+  const Tensor a = RandomInts<int8_t>(DType::kI8, {5, 40}, 52, -128, 127);
+  const Tensor f = consensor::testing::RandomF32({4, 7}, 53, 9.0f);
+  const std::vector<Model> models = {
+      {"ConvInteger",
+       {{"x", x},
+        {"w", RandomInts<int8_t>(DType::kI8, {4, 3, 3, 3}, 54, -128, 127), true},
+        {"zx", Quantized(DType::kI8, {}, {-7})},
+        {"zw", Quantized(DType::kI8, {4}, {0, 1, -128, 127}), true}},
+       1,
+       {},
+       {{"pads", {1, 0, 1, 2}}}},
+      {"QLinearMatMul",
+       {{"a", a},
+        {"sa", Make<float>(DType::kF32, {}, {0.03f})},
+        {"za", Quantized(DType::kI8, {}, {5})},
+        {"b", RandomInts<int8_t>(DType::kI8, {40, 6}, 55, -128, 127), true},
+        {"sb", Make<float>(DType::kF32, {}, {0.02f}), true},
+        {"zb", Quantized(DType::kI8, {}, {-1}), true},
+        {"sy", Make<float>(DType::kF32, {}, {0.9f})},
+        {"zy", Quantized(DType::kI8, {}, {3})}}},
+      {"QuantizeLinear",
+       {{"x", f}, {"s", Make<float>(DType::kF32, {}, {0.5f})}, {"z", Quantized(DType::kI8, {}, {4})}}},
+  };
+  for (const Model& m : models) {
+    auto want = RunModel(m, 1);
+    ASSERT_TRUE(want.ok()) << m.op << ": " << want.status().message();
+    auto imported = ImportOnnx(Build(m), {});
+    ASSERT_TRUE(imported.ok());
+    MemoryBlobSource blobs;
+    if (!imported->weights.empty()) blobs.Add(imported->weights);
+    auto program = CompileGraph(imported->graph, &blobs, Limits{});
+    ASSERT_TRUE(program.ok());
+    std::map<std::string, Tensor> feeds;
+    for (const Arg& arg : m.args) {
+      if (!arg.initializer) feeds.emplace(arg.name, arg.value);
+    }
+    for (const auto& config : consensor::testing::AvailableBackends()) {
+      auto backend = kernels::CreateBackend(config);
+      ASSERT_TRUE(backend.ok()) << config.name;
+      auto loaded = LoadedProgram::Load(*program, backend->get());
+      ASSERT_TRUE(loaded.ok()) << m.op << " " << config.name << ": " << loaded.status().message();
+      auto r = (*loaded)->Run(feeds);
+      ASSERT_TRUE(r.ok()) << m.op << " " << config.name << ": " << r.status().message();
+      const Tensor& y = r->outputs.at(0).tensor;
+      ASSERT_EQ(y.shape(), want->at(0).shape());
+      EXPECT_EQ(0, std::memcmp(y.data(), want->at(0).data(), static_cast<size_t>(y.byte_size())))
+          << m.op << " " << config.name << " " << config.isa << " x" << config.threads;
+    }
+  }
+}
+
 TEST(OnnxQuant, BadScalesAndZeroPointsAreRefusedAtImport) {
   auto expect_error = [](const Model& m, StatusCode code, const std::string& phrase) {
     auto r = ImportOnnx(Build(m), {});
@@ -445,12 +504,14 @@ TEST(OnnxQuant, BadScalesAndZeroPointsAreRefusedAtImport) {
   expect_error({"QuantizeLinear", {{"x", x}, {"s", f1}, {"z", Make<int32_t>(DType::kI32, {}, {0})}}},
                StatusCode::kUnimplemented, "y_zero_point dtype i32");
   expect_error({"QuantizeLinear", {{"x", x}, {"s", Make<float>(DType::kF32, {3}, {1, 2, 3})}}, 1, {{"axis", 0}}},
-               StatusCode::kInvalidArgument, "y_scale has shape [3]; it must be a scalar or a one-element 1-D tensor or [2]");
+               StatusCode::kInvalidArgument,
+               "y_scale has shape [3]; it must be a scalar or a one-element 1-D tensor or [2]");
   expect_error({"DequantizeLinear", {{"x", u8}, {"s", f1}, {"z", Quantized(DType::kI8, {}, {0})}}},
                StatusCode::kInvalidArgument, "x_zero_point must be u8, got i8");
-  expect_error({"MatMulInteger", {{"a", u8}, {"b", Quantized(DType::kU8, {3, 2}, {1, 2, 3, 4, 5, 6})},
-                                  {"za", Quantized(DType::kI8, {}, {0})}}},
-               StatusCode::kInvalidArgument, "a_zero_point must be u8, got i8");
+  expect_error(
+      {"MatMulInteger",
+       {{"a", u8}, {"b", Quantized(DType::kU8, {3, 2}, {1, 2, 3, 4, 5, 6})}, {"za", Quantized(DType::kI8, {}, {0})}}},
+      StatusCode::kInvalidArgument, "a_zero_point must be u8, got i8");
   expect_error({"MatMulInteger", {{"a", x}, {"b", u8}}}, StatusCode::kUnimplemented, "operand dtypes f32 x u8");
   expect_error({"ConvInteger",
                 {{"x", Quantized(DType::kU8, {1, 1, 2, 2}, {1, 2, 3, 4})},
