@@ -4,6 +4,7 @@
 // accumulators i32. Integer products run on `matmul_i8`: a u8 operand is shifted to i8 by
 // subtracting 128, and the zero points and that shift come back as exact i32 correction
 // terms, so the sum is the spec's modulo 2^32 whatever the operand dtypes.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -300,8 +301,8 @@ Status QLinearMatMul(NodeContext& ctx) {
   const int64_t n = bs.size() >= 2 ? bs.back() : 0;
   ASSIGN_OR_RETURN(std::optional<ValueId> sa, ReadParam(ctx, 1, "a_scale", DType::kF32, m));
   ASSIGN_OR_RETURN(std::optional<ValueId> sb, ReadParam(ctx, 4, "b_scale", DType::kF32, n));
-  ASSIGN_OR_RETURN(std::optional<ValueId> sy, ReadParam(ctx, 6, "y_scale", DType::kF32, 0));
-  ASSIGN_OR_RETURN(std::optional<ValueId> zy, ReadParam(ctx, 7, "y_zero_point", out, 0));
+  ASSIGN_OR_RETURN(std::optional<ValueId> sy, ReadParam(ctx, 6, "y_scale", DType::kF32, n));
+  ASSIGN_OR_RETURN(std::optional<ValueId> zy, ReadParam(ctx, 7, "y_zero_point", out, n));
   ASSIGN_OR_RETURN(ValueId sa_rows, AlongAxis(ctx, *sa, 2, 0));  // per row: [M, 1]
   return SetResult(ctx, Requantize(ctx, acc, sa_rows, *sb, *sy, zy, out));
 }
@@ -344,13 +345,21 @@ StatusOr<ValueId> IntegerConv(NodeContext& ctx, ValueId x, int x_zp, ValueId w, 
   }
   const int64_t top = win.pads[0], left = win.pads[1], bottom = win.pads[2], right = win.pads[3];
   const int64_t hp = h + top + bottom, wp = wd + left + right;
+  // Bounds every size below (an empty batch still builds the tables, so it counts as 1).
+  const double images = static_cast<double>(std::max<int64_t>(n, 1));
+  const double cap = static_cast<double>(ctx.limits().max_elements_per_tensor);
+  if (images * static_cast<double>(c) * static_cast<double>(hp) * static_cast<double>(wp) > cap ||
+      static_cast<double>(hp) * static_cast<double>(wp) > cap) {
+    return ctx.Invalid("the padded input " + std::to_string(hp) + " x " + std::to_string(wp) +
+                       " exceeds the element cap");
+  }
   const int64_t oh_span = hp - win.dilations[0] * (kh - 1) - 1;
   const int64_t ow_span = wp - win.dilations[1] * (kw - 1) - 1;
   if (oh_span < 0 || ow_span < 0) return ctx.Invalid("the kernel is larger than the padded input");
   const int64_t oh = oh_span / win.strides[0] + 1, ow = ow_span / win.strides[1] + 1;
   const int64_t cg = c / group, fg = f / group, q = cg * kh * kw, p = oh * ow;
-  if (static_cast<double>(p) * static_cast<double>(c * kh * kw) * static_cast<double>(n) >
-      static_cast<double>(ctx.limits().max_elements_per_tensor)) {
+  if (static_cast<double>(p) * static_cast<double>(c) * static_cast<double>(kh) * static_cast<double>(kw) * images >
+      cap) {
     return ctx.Invalid("the im2col matrix of " + std::to_string(p) + " x " + std::to_string(c * kh * kw) +
                        " per image exceeds the element cap");
   }

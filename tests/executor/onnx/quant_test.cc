@@ -315,15 +315,17 @@ TEST(OnnxQuant, QLinearMatMulRequantizesInF32) {
   const int64_t m = 4, k = 33, n = 6;
   const Tensor a = RandomInts<uint8_t>(DType::kU8, {m, k}, 21, 0, 255);
   const Tensor b = RandomInts<int8_t>(DType::kI8, {k, n}, 22, -128, 127);
-  const float sa = 0.02f, sy = 0.7f;
+  const float sa = 0.02f;
+  const std::vector<float> sy = {0.7f, 0.7f, 0.9f, 0.45f, 0.7f, 0.7f};  // per column
+  const std::vector<int> zy = {-5, -5, 0, 12, -5, -128};
   const std::vector<float> sb = {0.01f, 0.03f, 0.005f, 0.02f, 0.011f, 0.5f};  // the last one saturates
   const std::vector<int32_t> acc = ReferenceMatMul(a, b, {120}, {0}, 1, m, k, n);
   std::vector<int> want;
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
-      const float mult = (sa * sb[j]) / sy;
+      const float mult = (sa * sb[j]) / sy[j];
       want.push_back(
-          SaturateTo(RoundHalfEven(static_cast<float>(acc[i * n + j]) * mult) + static_cast<float>(-5), DType::kI8));
+          SaturateTo(RoundHalfEven(static_cast<float>(acc[i * n + j]) * mult) + static_cast<float>(zy[j]), DType::kI8));
     }
   }
   Model model{"QLinearMatMul",
@@ -333,8 +335,8 @@ TEST(OnnxQuant, QLinearMatMulRequantizesInF32) {
                {"b", b, true},
                {"sb", Make<float>(DType::kF32, {n}, sb), true},
                {"zb", Quantized(DType::kI8, {n}, std::vector<int>(n, 0)), true},
-               {"sy", Make<float>(DType::kF32, {}, {sy})},
-               {"zy", Quantized(DType::kI8, {}, {-5})}}};
+               {"sy", Make<float>(DType::kF32, {n}, sy)},
+               {"zy", Quantized(DType::kI8, {n}, zy)}}};
   ExpectBits(model, Quantized(DType::kI8, {m, n}, want));
 }
 
@@ -518,6 +520,17 @@ TEST(OnnxQuant, BadScalesAndZeroPointsAreRefusedAtImport) {
                  {"w", Quantized(DType::kU8, {1, 1, 1, 1}, {1})},
                  {"zx", Quantized(DType::kU8, {1, 1}, {0})}}},
                StatusCode::kInvalidArgument, "x_zero_point has shape [1, 1]");
+  const Tensor x4 = Quantized(DType::kU8, {1, 1, 2, 2}, {1, 2, 3, 4});
+  expect_error({"ConvInteger",
+                {{"x", x4}, {"w", Quantized(DType::kU8, {1, 1, 1, 1}, {1})}},
+                1,
+                {},
+                {{"pads", {0, 0, 4000000000000, 0}}}},
+               StatusCode::kInvalidArgument, "exceeds the element cap");
+  expect_error({"ConvInteger", {{"x", x4}, {"w", Quantized(DType::kU8, {1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})}}},
+               StatusCode::kInvalidArgument, "the kernel is larger than the padded input");
+  expect_error({"ConvInteger", {{"x", x4}, {"w", Quantized(DType::kU8, {1, 2, 1, 1}, {1, 2})}}},
+               StatusCode::kInvalidArgument, "does not fit X");
   expect_error({"QLinearConv",
                 {{"x", Quantized(DType::kU8, {1, 1, 2, 2}, {1, 2, 3, 4})},
                  {"sx", f1},
