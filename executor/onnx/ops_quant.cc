@@ -385,27 +385,22 @@ StatusOr<ValueId> IntegerConv(NodeContext& ctx, ValueId x, int x_zp, ValueId w, 
   ASSIGN_OR_RETURN(ShiftedOperand sw, ShiftToI8(ctx, w, zw));
 
   // cols [N, group, P, Q]: row (g, oh, ow) holds the window of group g, in (c, kh, kw) order.
-  Ints index(static_cast<size_t>(group * p * q));
-  size_t at = 0;
-  for (int64_t g = 0; g < group; ++g) {
-    for (int64_t y = 0; y < oh; ++y) {
-      for (int64_t z = 0; z < ow; ++z) {
-        for (int64_t ci = g * cg; ci < (g + 1) * cg; ++ci) {
-          for (int64_t i = 0; i < kh; ++i) {
-            for (int64_t j = 0; j < kw; ++j) {
-              const int64_t row = y * win.strides[0] + i * win.dilations[0];
-              const int64_t col = z * win.strides[1] + j * win.dilations[1];
-              index[at++] = (ci * hp + row) * wp + col;
-            }
-          }
-        }
-      }
-    }
+  // Two gathers with small tables (the rows, then the columns each output position reads)
+  // give [N, C, OH, KH, OW, KW]; a transpose orders it.
+  Ints rows, columns;
+  for (int64_t y = 0; y < oh; ++y) {
+    for (int64_t i = 0; i < kh; ++i) rows.push_back(y * win.strides[0] + i * win.dilations[0]);
   }
-  Tensor index_table = Tensor::FromVector<int64_t>(DType::kI64, {group, p, q}, index);
-  ASSIGN_OR_RETURN(ValueId flat, ReshapeTo(ctx, sx.shifted, {n, c * hp * wp}));
-  ASSIGN_OR_RETURN(ValueId cols,
-                   ctx.Emit("gather", {flat, ctx.Constant(std::move(index_table))}, {{"axis", int64_t{1}}}));
+  for (int64_t z = 0; z < ow; ++z) {
+    for (int64_t j = 0; j < kw; ++j) columns.push_back(z * win.strides[1] + j * win.dilations[1]);
+  }
+  ASSIGN_OR_RETURN(ValueId row_index, ReshapeTo(ctx, ctx.Constant(Int64Vector(rows)), {oh, kh}));
+  ASSIGN_OR_RETURN(ValueId column_index, ReshapeTo(ctx, ctx.Constant(Int64Vector(columns)), {ow, kw}));
+  ASSIGN_OR_RETURN(ValueId cols, ctx.Emit("gather", {sx.shifted, row_index}, {{"axis", int64_t{2}}}));
+  ASSIGN_OR_RETURN(cols, ctx.Emit("gather", {cols, column_index}, {{"axis", int64_t{4}}}));
+  ASSIGN_OR_RETURN(cols, ReshapeTo(ctx, cols, {n, group, cg, oh, kh, ow, kw}));
+  ASSIGN_OR_RETURN(cols, ctx.Emit("transpose", {cols}, {{"perm", Ints{0, 1, 3, 5, 2, 4, 6}}}));
+  ASSIGN_OR_RETURN(cols, ReshapeTo(ctx, cols, {n, group, p, q}));
   // weights [F, C/g, KH, KW] -> [g, Q, F/g]
   ASSIGN_OR_RETURN(ValueId wq, ReshapeTo(ctx, sw.shifted, {group, fg, q}));
   ASSIGN_OR_RETURN(wq, ctx.Emit("transpose", {wq}, {{"perm", Ints{0, 2, 1}}}));
