@@ -229,7 +229,9 @@ StatusOr<ValueId> ShiftedMatMul(NodeContext& ctx, const ShiftedOperand& a, const
   }
   if (a.offset && b.offset) {
     ASSIGN_OR_RETURN(ValueId both, ctx.Emit("mul", {*a.offset, *b.offset}));
-    ASSIGN_OR_RETURN(both, ctx.Emit("mul", {both, ctx.Scalar(DType::kI32, static_cast<double>(k))}));
+    // K modulo 2^32 as an i32 (the product wraps anyway; K is below the element cap).
+    const auto k_i32 = static_cast<int32_t>(static_cast<uint32_t>(k));
+    ASSIGN_OR_RETURN(both, ctx.Emit("mul", {both, ctx.Scalar(DType::kI32, static_cast<double>(k_i32))}));
     ASSIGN_OR_RETURN(acc, ctx.Emit("add", {acc, both}));
   }
   return acc;
