@@ -311,8 +311,8 @@ Status QLinearMatMul(NodeContext& ctx) {
 
 // The exact i32 convolution of ConvInteger and QLinearConv, 1-D or 2-D: x [N, C, (H,) W],
 // w [F, C/group, (KH,) KW], zero points at input indices x_zp (scalar) and w_zp (scalar or
-// [F]). Padding positions take the zero point's value, so they add 0. im2col by one gather of
-// the padded input, then one batched matmul_i8 per group. Returns [N, F, (OH,) OW].
+// [F]). Padding positions take the zero point's value, so they add 0. im2col by two gathers
+// of the padded input, then one batched matmul_i8 over the groups. Returns [N, F, (OH,) OW].
 StatusOr<ValueId> IntegerConv(NodeContext& ctx, ValueId x, int x_zp, ValueId w, int w_zp) {
   const TypeInfo xt = ctx.type(x);
   const TypeInfo wt = ctx.type(w);
@@ -331,8 +331,15 @@ StatusOr<ValueId> IntegerConv(NodeContext& ctx, ValueId x, int x_zp, ValueId w, 
   if (kernel_attr != kernel) return ctx.Invalid("kernel_shape does not match the weight's shape");
   ASSIGN_OR_RETURN(int64_t group, ctx.AttrInt("group", 1));
   ASSIGN_OR_RETURN(Window win, ReadWindow(ctx, xs0, kernel));
+  // Bounded before any arithmetic on them, so no size below can overflow.
   for (int64_t p : win.pads) {
-    if (p < 0) return ctx.Invalid("negative pads");
+    if (p < 0 || p > ctx.limits().max_elements_per_tensor) {
+      return ctx.Invalid("pads must be in [0, " + std::to_string(ctx.limits().max_elements_per_tensor) + "]");
+    }
+  }
+  for (size_t i = 0; i < win.strides.size(); ++i) {
+    if (win.strides[i] > 4096 || win.dilations[i] > 4096)
+      return ctx.Invalid("strides and dilations must be in [1, 4096]");
   }
   const bool one_d = xs0.size() == 3;
   if (one_d) {  // a height of 1

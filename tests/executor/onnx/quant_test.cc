@@ -526,7 +526,19 @@ TEST(OnnxQuant, BadScalesAndZeroPointsAreRefusedAtImport) {
                 1,
                 {},
                 {{"pads", {0, 0, 4000000000000, 0}}}},
+               StatusCode::kInvalidArgument, "pads must be in [0, ");
+  expect_error({"ConvInteger",
+                {{"x", x4}, {"w", Quantized(DType::kU8, {1, 1, 1, 1}, {1})}},
+                1,
+                {},
+                {{"pads", {0, 0, 100000, 100000}}}},
                StatusCode::kInvalidArgument, "exceeds the element cap");
+  expect_error({"ConvInteger",
+                {{"x", x4}, {"w", Quantized(DType::kU8, {1, 1, 2, 2}, {1, 2, 3, 4})}},
+                1,
+                {},
+                {{"dilations", {4611686018427387904, 1}}}},
+               StatusCode::kInvalidArgument, "strides and dilations must be in [1, 4096]");
   expect_error({"ConvInteger", {{"x", x4}, {"w", Quantized(DType::kU8, {1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})}}},
                StatusCode::kInvalidArgument, "the kernel is larger than the padded input");
   expect_error({"ConvInteger", {{"x", x4}, {"w", Quantized(DType::kU8, {1, 2, 1, 1}, {1, 2})}}},
