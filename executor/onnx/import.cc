@@ -167,7 +167,7 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
   static const auto* table = [] {
     auto* t = new std::map<std::string, ConvertFn>;
     for (const auto* family : {&ElementwiseConverters(), &NnConverters(), &TensorConverters(), &ResizeConverters(),
-                               &LossConverters(), &ScatterConverters(), &RecurrentConverters()}) {
+                               &LossConverters(), &ScatterConverters(), &RecurrentConverters(), &QuantConverters()}) {
       for (const OpConverter& c : *family) t->emplace(std::string(c.op_type), c.convert);
     }
     return t;

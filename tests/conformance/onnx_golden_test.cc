@@ -135,6 +135,14 @@ constexpr const char* kGoldenModels[] = {
     "node/test_mod_mixed_sign_int16",
     "node/test_max_uint32",
     "node/test_add_uint8",
+    // The quantization ops (DETERMINISM.md 6.6; u8, so CPU only).
+    "node/test_quantizelinear_axis",
+    "node/test_dequantizelinear_axis",
+    "node/test_dynamicquantizelinear_min_adjusted",
+    "node/test_matmulinteger",
+    "node/test_convinteger_with_padding",
+    "node/test_qlinearmatmul_3D",
+    "node/test_qlinearconv",
 };
 
 // Models in the dtypes the CUDA backends have no kernels for: those backends must refuse them.
@@ -144,6 +152,13 @@ const std::set<std::string> kCpuOnlyModels = {
     "node/test_mod_mixed_sign_int16",
     "node/test_max_uint32",
     "node/test_add_uint8",
+    "node/test_quantizelinear_axis",
+    "node/test_dequantizelinear_axis",
+    "node/test_dynamicquantizelinear_min_adjusted",
+    "node/test_matmulinteger",
+    "node/test_convinteger_with_padding",
+    "node/test_qlinearmatmul_3D",
+    "node/test_qlinearconv",
 };
 
 struct Imported {
