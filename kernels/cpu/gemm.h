@@ -73,10 +73,18 @@ bool I8BlockPortable(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1
 bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1, Workspace* ws);
 bool I8BlockAvx2(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1, Workspace* ws);
 
+// Work on one finished output block of problem i (every k of its chain accumulated and NaNs
+// canonicalized): rows [m0, m1), columns [n0, n1). Runs on the thread that computed the block,
+// right after it, while the block is in cache (a conv's bias and epilogue).
+using BlockDone = std::function<void(int64_t i, int64_t m0, int64_t m1, int64_t n0, int64_t n1)>;
+
 // Batched GEMM of `batch` problems of identical dims; operands(i) gives problem i.
-// Splits the work over (batch, N-blocks, M-blocks) on ctx.pool, never over K.
+// Splits the work over (batch, N-blocks, M-blocks) on ctx.pool, never over K. With `done`,
+// blocks are at most kDoneBlockCols columns wide (so that a block stays in L2) and `done`
+// runs after each.
+inline constexpr int64_t kDoneBlockCols = 256;
 Status F32Batched(int64_t batch, const Dims& d, const std::function<F32Operands(int64_t)>& operands,
-                  const CpuContext& ctx);
+                  const CpuContext& ctx, const BlockDone& done = nullptr);
 Status I8Batched(int64_t batch, const Dims& d, const std::function<I8Operands(int64_t)>& operands,
                  const CpuContext& ctx);
 

@@ -92,12 +92,13 @@ namespace {
 
 // Task grid over (batch, N-blocks, M-blocks), M innermost so that one worker chunk
 // processes runs of M-blocks sharing the same packed B panels.
+// With `done`, every task is one block, and `done` runs right after it.
 template <typename Ops, typename BlockFn>
 Status RunBatched(int64_t batch, const Dims& d, const std::function<Ops(int64_t)>& operands, const CpuContext& ctx,
-                  BlockFn block) {
+                  BlockFn block, const BlockDone& done = nullptr) {
   if (batch <= 0 || d.M <= 0 || d.N <= 0) return OkStatus();
   const int64_t threads = ctx.pool ? ctx.pool->num_threads() : 1;
-  int64_t mb = 144, nb = d.N;
+  int64_t mb = 144, nb = done ? std::min(d.N, kDoneBlockCols) : d.N;
   auto count = [&] { return batch * ((d.M + mb - 1) / mb) * ((d.N + nb - 1) / nb); };
   if (threads > 1) {
     const int64_t want = 4 * threads;
@@ -112,12 +113,16 @@ Status RunBatched(int64_t batch, const Dims& d, const std::function<Ops(int64_t)
     Workspace ws;
     for (int64_t t = begin; t < end;) {
       const int64_t row = t / mblocks;  // (batch, nblock) pair
-      const int64_t run_end = std::min(end, (row + 1) * mblocks);
+      const int64_t run_end = done ? t + 1 : std::min(end, (row + 1) * mblocks);
       const int64_t b = row / nblocks, nbi = row % nblocks;
       const int64_t m0 = (t % mblocks) * mb;
       const int64_t m1 = std::min(d.M, (t % mblocks + (run_end - t)) * mb);
       const int64_t n0 = nbi * nb, n1 = std::min(d.N, n0 + nb);
-      if (!block(operands(b), d, m0, m1, n0, n1, &ws)) failed.store(true);
+      if (!block(operands(b), d, m0, m1, n0, n1, &ws)) {
+        failed.store(true);
+      } else if (done) {
+        done(b, m0, m1, n0, n1);
+      }
       t = run_end;
     }
   };
@@ -133,9 +138,9 @@ Status RunBatched(int64_t batch, const Dims& d, const std::function<Ops(int64_t)
 }  // namespace
 
 Status F32Batched(int64_t batch, const Dims& d, const std::function<F32Operands(int64_t)>& operands,
-                  const CpuContext& ctx) {
-  if (ctx.isa == Isa::kAvx2) return RunBatched(batch, d, operands, ctx, F32BlockAvx2);
-  return RunBatched(batch, d, operands, ctx, F32BlockPortable);
+                  const CpuContext& ctx, const BlockDone& done) {
+  if (ctx.isa == Isa::kAvx2) return RunBatched(batch, d, operands, ctx, F32BlockAvx2, done);
+  return RunBatched(batch, d, operands, ctx, F32BlockPortable, done);
 }
 
 Status I8Batched(int64_t batch, const Dims& d, const std::function<I8Operands(int64_t)>& operands,

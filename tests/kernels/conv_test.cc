@@ -127,20 +127,24 @@ const std::vector<Conv>& Cases() {
     std::vector<Conv> v;
     auto add = [&](Conv c) { v.push_back(c); };
     // N, C, H, W, F, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, group, bias
-    add({2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});       // 3x3 same
-    add({1, 4, 9, 7, 6, 3, 2, 2, 3, 0, 2, 1, 0, 1, 1, 2, false});      // strides, asymmetric pads, groups
-    add({1, 2, 10, 11, 3, 3, 3, 1, 2, 2, 1, 0, 3, 2, 3, 1, true});     // dilations
-    add({2, 6, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, true});       // depthwise
-    add({1, 4, 6, 5, 8, 3, 3, 2, 1, 1, 0, 1, 2, 1, 1, 4, false});      // depthwise, multiplier 2
-    add({2, 5, 6, 7, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true});       // 1x1 (direct GEMM)
-    add({2, 6, 5, 4, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 3, false});      // grouped 1x1
-    add({1, 5, 9, 9, 7, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, true});       // strided 1x1
-    add({1, 3, 5, 5, 2, 1, 1, 1, 1, 1, 0, 0, 2, 1, 1, 1, true});       // padded 1x1
-    add({1, 2, 4, 4, 3, 3, 3, 1, 1, 4, 4, 4, 4, 1, 1, 1, true});       // windows fully in padding
-    add({1, 2, 3, 2, 3, 5, 4, 1, 1, 2, 2, 2, 2, 1, 1, 1, false});      // kernel larger than input
-    add({1, 32, 6, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});     // Kc = 288 > one k-block
-    add({3, 8, 13, 17, 16, 3, 5, 2, 1, 2, 0, 1, 2, 1, 2, 2, false});   // odd everything
-    add({1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false});      // 1x1x1x1
+    add({2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});      // 3x3 same
+    add({1, 4, 9, 7, 6, 3, 2, 2, 3, 0, 2, 1, 0, 1, 1, 2, false});     // strides, asymmetric pads, groups
+    add({1, 2, 10, 11, 3, 3, 3, 1, 2, 2, 1, 0, 3, 2, 3, 1, true});    // dilations
+    add({2, 6, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, true});      // depthwise
+    add({1, 4, 6, 5, 8, 3, 3, 2, 1, 1, 0, 1, 2, 1, 1, 4, false});     // depthwise, multiplier 2
+    add({2, 5, 6, 7, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true});      // 1x1 (direct GEMM)
+    add({2, 6, 5, 4, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 3, false});     // grouped 1x1
+    add({1, 5, 9, 9, 7, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, true});      // strided 1x1
+    add({1, 3, 5, 5, 2, 1, 1, 1, 1, 1, 0, 0, 2, 1, 1, 1, true});      // padded 1x1
+    add({1, 2, 4, 4, 3, 3, 3, 1, 1, 4, 4, 4, 4, 1, 1, 1, true});      // windows fully in padding
+    add({1, 2, 3, 2, 3, 5, 4, 1, 1, 2, 2, 2, 2, 1, 1, 1, false});     // kernel larger than input
+    add({1, 32, 6, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});    // Kc = 288 > one k-block
+    add({3, 8, 13, 17, 16, 3, 5, 2, 1, 2, 0, 1, 2, 1, 2, 2, false});  // odd everything
+    add({1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false});     // 1x1x1x1
+    // 1x1 with a bias: added per GEMM block of at most 144 rows and 256 columns (2 row blocks,
+    // 3 column blocks, the last partial), grouped and batched.
+    add({2, 6, 20, 29, 150, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true});
+    add({1, 8, 17, 17, 300, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2, true});
     add({1, 3, 20, 20, 14, 4, 4, 3, 3, 0, 1, 2, 0, 1, 1, 1, true});    // stride > 1, M edge tiles
     add({2, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 16, true});  // depthwise 16
     // The direct grouped kernel (at most 8 channels per group): column tiles of 128, strides,
