@@ -162,6 +162,9 @@ const std::vector<Conv>& Cases() {
     add({1, 6, 7, 150, 6, 5, 5, 2, 1, 2, 2, 2, 2, 1, 1, 6, true});  // depthwise 5x5 s(2,1)
     add({1, 16, 5, 77, 8, 3, 3, 1, 1, 1, 2, 1, 0, 2, 2, 2, true});  // 8 per group, dilated
     add({2, 4, 4, 45, 8, 3, 3, 1, 1, 3, 1, 3, 1, 1, 1, 4, false});  // multiplier 2, padded rows
+    // Masked edge vectors run in pairs: one alone (right edge only), and three (wide padding).
+    add({1, 2, 3, 21, 2, 1, 3, 1, 1, 0, 0, 0, 2, 1, 1, 2, true});
+    add({1, 3, 4, 12, 3, 3, 3, 1, 1, 1, 9, 1, 1, 1, 1, 3, false});
     add({1, 3, 3, 110, 3, 1, 7, 1, 1, 0, 0, 0, 0, 1, 3, 3, true});  // 1x7 dilated, no padding
     return v;
   }();
