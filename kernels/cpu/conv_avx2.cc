@@ -145,15 +145,20 @@ void ConvDirectRowsAvx2(const ConvGeom& g, const float* x, const float* w, const
     int64_t js[2], counts[2];
     int pending = 0;
     for (int64_t j = 0; j < g.OW;) {
-      if (j >= ja && j + 8 * kLanes <= je) {
-        Block<8>(g, xg, wf, bias_f, oh, j, yrow + j);
-        j += 8 * kLanes;
-      } else if (j >= ja && j + 4 * kLanes <= je) {
-        Block<4>(g, xg, wf, bias_f, oh, j, yrow + j);
-        j += 4 * kLanes;
-      } else if (j >= ja && j + kLanes <= je) {
-        Block<1>(g, xg, wf, bias_f, oh, j, yrow + j);
-        j += kLanes;
+      if (j >= ja && j + kLanes <= je) {
+        // As many register-blocked vectors (at most 8) as the interior has left.
+        const int u = static_cast<int>(std::min<int64_t>(8, (je - j) / kLanes));
+        switch (u) {
+          case 8: Block<8>(g, xg, wf, bias_f, oh, j, yrow + j); break;
+          case 7: Block<7>(g, xg, wf, bias_f, oh, j, yrow + j); break;
+          case 6: Block<6>(g, xg, wf, bias_f, oh, j, yrow + j); break;
+          case 5: Block<5>(g, xg, wf, bias_f, oh, j, yrow + j); break;
+          case 4: Block<4>(g, xg, wf, bias_f, oh, j, yrow + j); break;
+          case 3: Block<3>(g, xg, wf, bias_f, oh, j, yrow + j); break;
+          case 2: Block<2>(g, xg, wf, bias_f, oh, j, yrow + j); break;
+          default: Block<1>(g, xg, wf, bias_f, oh, j, yrow + j); break;
+        }
+        j += u * kLanes;
       } else {
         const int64_t count = std::min<int64_t>(kLanes, g.OW - j);
         js[pending] = j;

@@ -157,7 +157,7 @@ const std::vector<Conv>& Cases() {
     add({1, 16, 6, 7, 4, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 2, true});    // 8 channels per group, direct
     add({1, 18, 6, 7, 4, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 2, false});   // 9 channels per group, im2col
     add({1, 4, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, true});     // 1x1 image, 3x3 depthwise
-    // The AVX2 kernel's register blocks of 64, 32 and 8 interior columns (stride 1 in width),
+    // The AVX2 kernel's register blocks of 8 to 64 interior columns (stride 1 in width),
     // next to the scalar edges: rows entirely in padding, dilations, 8 channels per group.
     add({1, 6, 7, 150, 6, 5, 5, 2, 1, 2, 2, 2, 2, 1, 1, 6, true});  // depthwise 5x5 s(2,1)
     add({1, 16, 5, 77, 8, 3, 3, 1, 1, 1, 2, 1, 0, 2, 2, 2, true});  // 8 per group, dilated
