@@ -37,7 +37,7 @@ inline float CanonNaN(float v) {
 // Portable f32: for each row, C[m, nblock] is the accumulator row; k runs in order and
 // each element is updated with one explicit fma per k.
 bool F32BlockPortable(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
-                      Workspace* ws) {
+                      Workspace* ws, const PartDone* done) {
   for (int64_t nb = n0; nb < n1; nb += kPortableNC) {
     const int64_t ne = std::min(n1, nb + kPortableNC);
     for (int64_t m = m0; m < m1; ++m) {
@@ -60,6 +60,7 @@ bool F32BlockPortable(const F32Operands& op, const Dims& d, int64_t m0, int64_t 
       float* c = op.c + m * op.ldc;
       for (int64_t n = nb; n < ne; ++n) c[n] = CanonNaN(c[n]);
     }
+    if (done && m0 < m1) (*done)(m0, m1, nb, ne);
   }
   return true;
 }
@@ -92,13 +93,14 @@ namespace {
 
 // Task grid over (batch, N-blocks, M-blocks), M innermost so that one worker chunk
 // processes runs of M-blocks sharing the same packed B panels.
-// With `done`, every task is one block, and `done` runs right after it.
+// block(operands, dims, m0, m1, n0, n1, workspace, part_done) computes one block; part_done is
+// null without `done`.
 template <typename Ops, typename BlockFn>
 Status RunBatched(int64_t batch, const Dims& d, const std::function<Ops(int64_t)>& operands, const CpuContext& ctx,
                   BlockFn block, const BlockDone& done = nullptr) {
   if (batch <= 0 || d.M <= 0 || d.N <= 0) return OkStatus();
   const int64_t threads = ctx.pool ? ctx.pool->num_threads() : 1;
-  int64_t mb = 144, nb = done ? std::min(d.N, kDoneBlockCols) : d.N;
+  int64_t mb = 144, nb = d.N;
   auto count = [&] { return batch * ((d.M + mb - 1) / mb) * ((d.N + nb - 1) / nb); };
   if (threads > 1) {
     const int64_t want = 4 * threads;
@@ -113,16 +115,15 @@ Status RunBatched(int64_t batch, const Dims& d, const std::function<Ops(int64_t)
     Workspace ws;
     for (int64_t t = begin; t < end;) {
       const int64_t row = t / mblocks;  // (batch, nblock) pair
-      const int64_t run_end = done ? t + 1 : std::min(end, (row + 1) * mblocks);
+      const int64_t run_end = std::min(end, (row + 1) * mblocks);
       const int64_t b = row / nblocks, nbi = row % nblocks;
       const int64_t m0 = (t % mblocks) * mb;
       const int64_t m1 = std::min(d.M, (t % mblocks + (run_end - t)) * mb);
       const int64_t n0 = nbi * nb, n1 = std::min(d.N, n0 + nb);
-      if (!block(operands(b), d, m0, m1, n0, n1, &ws)) {
-        failed.store(true);
-      } else if (done) {
-        done(b, m0, m1, n0, n1);
-      }
+      const PartDone part_done = [&](int64_t pm0, int64_t pm1, int64_t pn0, int64_t pn1) {
+        done(b, pm0, pm1, pn0, pn1);
+      };
+      if (!block(operands(b), d, m0, m1, n0, n1, &ws, done ? &part_done : nullptr)) failed.store(true);
       t = run_end;
     }
   };
@@ -145,8 +146,10 @@ Status F32Batched(int64_t batch, const Dims& d, const std::function<F32Operands(
 
 Status I8Batched(int64_t batch, const Dims& d, const std::function<I8Operands(int64_t)>& operands,
                  const CpuContext& ctx) {
-  if (ctx.isa == Isa::kAvx2) return RunBatched(batch, d, operands, ctx, I8BlockAvx2);
-  return RunBatched(batch, d, operands, ctx, I8BlockPortable);
+  auto block = ctx.isa == Isa::kAvx2 ? &I8BlockAvx2 : &I8BlockPortable;
+  return RunBatched(batch, d, operands, ctx,
+                    [block](const I8Operands& op, const Dims& dims, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                            Workspace* ws, const PartDone*) { return block(op, dims, m0, m1, n0, n1, ws); });
 }
 
 }  // namespace gemm

@@ -141,8 +141,8 @@ const std::vector<Conv>& Cases() {
     add({1, 32, 6, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});    // Kc = 288 > one k-block
     add({3, 8, 13, 17, 16, 3, 5, 2, 1, 2, 0, 1, 2, 1, 2, 2, false});  // odd everything
     add({1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false});     // 1x1x1x1
-    // 1x1 with a bias: added per GEMM block of at most 144 rows and 256 columns (2 row blocks,
-    // 3 column blocks, the last partial), grouped and batched.
+    // 1x1 with a bias: added to each GEMM part as it completes (row blocks of at most 144;
+    // column blocks at 2 and 8 threads), grouped and batched.
     add({2, 6, 20, 29, 150, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true});
     add({1, 8, 17, 17, 300, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2, true});
     add({1, 3, 20, 20, 14, 4, 4, 3, 3, 0, 1, 2, 0, 1, 1, 1, true});    // stride > 1, M edge tiles
