@@ -1317,6 +1317,11 @@ void ConsensusEngine::FetchCertifiedResult(const consensus::TaskId& task_id) {
     if (!outputs_ok) continue;
     v1::TaskResult stored = result;
     const std::string root = cert.result_root();
+    {
+      // Before the record says SUCCEEDED: a client that sees it may ask for an output at once.
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const Hash256& h : left_remote) remote_outputs_[h] = task_id;
+    }
     Status s = tasks_->Mutate(
         task_id,
         [root](v1::Task* t) -> Status {
@@ -1335,10 +1340,16 @@ void ConsensusEngine::FetchCertifiedResult(const consensus::TaskId& task_id) {
       for (const auto& out : result.outputs()) held.push_back(out.blob_sha256());
       if (keep_outputs) faults_->HoldsOutputs(held);
       std::lock_guard<std::mutex> lock(mu_);
-      for (const Hash256& h : left_remote) remote_outputs_[h] = task_id;
       if (auto it = rounds_.find(task_id); it != rounds_.end()) it->second->result_stored = true;
       Log(LogLevel::kInfo, keep_outputs ? "certified result fetched" : "certified result recorded, outputs on demand",
           {{"task", task_id.Hex()}, {"from", endpoint}, {"result_root", cert.result_root()}});
+    } else {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const Hash256& h : left_remote) {
+        if (auto it = remote_outputs_.find(h); it != remote_outputs_.end() && it->second == task_id) {
+          remote_outputs_.erase(it);
+        }
+      }
     }
     return;
   }

@@ -1199,18 +1199,26 @@ TEST_F(ConsensusEngineTest, AnnouncerThatNeverServesItsBlobsDoesNotBlockOtherAdo
     ASSERT_TRUE(Announce(request, 4).ok());
     attacker_tasks.push_back(ToHex(TaskId(request)));
   }
-  for (const std::string& id : attacker_tasks) WaitForAdoption(id);  // stored without a fetch
+  // The first one is stored without a fetch and seated; its member fetch stalls (and, one job
+  // per announcer, the attacker's other jobs wait behind it).
   ASSERT_TRUE(Eventually([&] { return FetchesFromTheAttacker() >= 1; }));
 
   const v1::SubmitTaskRequest honest = MemberRequests(2000, 1).at(0);
   ASSERT_TRUE(Announce(honest, 2).ok());
+  WaitForAdoption(ToHex(TaskId(honest)));
   WaitForTask(ToHex(TaskId(honest)), [](const v1::Task& t) { return t.has_result(); });
   EXPECT_EQ(FetchesFromTheAttacker(), 1) << "a second member fetch of the same announcer ran at once";
-  for (const std::string& id : attacker_tasks) EXPECT_FALSE(ValueOf(tasks_->Get(Id(id))).has_result());
+  for (const std::string& id : attacker_tasks) {
+    auto t = tasks_->Get(Id(id));
+    EXPECT_FALSE(t.ok() && t->has_result()) << id;
+  }
 
   // Once it serves, its tasks are fetched and executed one after another.
   peer_client_.Release();
-  for (const std::string& id : attacker_tasks) WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  for (const std::string& id : attacker_tasks) {
+    WaitForAdoption(id);
+    WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  }
 }
 
 // A node whose disk is full adopts nothing: the task record is refused before it is written,

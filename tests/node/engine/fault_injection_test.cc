@@ -54,7 +54,7 @@ TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
   EXPECT_EQ(bad.status().message(),
             "unknown fault mode 'Silent' (one of corrupt-output, equivocate, silent, crash-mid-task, "
             "downgrade-replicas, wrong-trace-root, slow, stale-reference, lazy-copy, withhold-reveal, "
-            "trickle-blobs)");
+            "trickle-blobs, corrupt-served-outputs, cannot-fetch)");
 }
 
 TEST(FaultInjectionTest, TheHonestInjectorChangesNothing) {
