@@ -431,6 +431,13 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     impl->service->SetSubmitter([raw](const v1::SubmitTaskRequest& r) { return raw->engine->Submit(r); });
   }
   if (impl->faults && impl->faults->StallsServedBlobs()) impl->service->StallServedBlobs();
+  if (impl->faults) {
+    FaultInjector* faults = impl->faults.get();
+    impl->service->CorruptServedBlobs([faults](const std::string& sha) { return faults->CorruptsServedBlob(sha); });
+  }
+  if (impl->engine) {
+    impl->service->SetMissingBlobFetcher([raw](const Hash256& sha) { return raw->engine->FetchOutputOnDemand(sha); });
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
