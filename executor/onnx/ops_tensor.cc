@@ -1054,7 +1054,8 @@ Status Window(NodeContext& ctx, WindowCoefficients w) {
   if (out_dtype != DType::kF32 && !IsIntegerDType(out_dtype)) {
     return ctx.Unsupported("output_datatype " + std::string(DTypeName(out_dtype)));
   }
-  const TypeInfo& st = ctx.input_type(0);
+  ASSIGN_OR_RETURN(ValueId size_input, ctx.RequiredInput(0));
+  const TypeInfo& st = ctx.type(size_input);
   if (!IsIntegerDType(st.dtype) || !st.shape.empty()) return ctx.Invalid("size must be an integer scalar");
   ASSIGN_OR_RETURN(double size_value, ctx.ConstantScalar(0, "size"));
   // 2^24 keeps n and N exact in f32; the element cap bounds the allocation.

@@ -1690,6 +1690,13 @@ TEST(OnnxImport, WindowsRefuseBadSizesAndTypes) {
   auto runtime = ImportOnnx(WindowModel("HannWindow", 0, 1, std::nullopt, onnx::TensorProto::INT32).Bytes(), {});
   ASSERT_FALSE(runtime.ok());
   EXPECT_NE(runtime.status().message().find("size"), std::string::npos) << runtime.status().message();
+  // No size at all.
+  ModelBuilder none(17);
+  none.Node("HannWindow", {}, {"y"}, "window");
+  none.Output("y");
+  auto missing = ImportOnnx(none.Bytes(), {});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument) << missing.status().message();
   // A float size is not a size.
   auto fsize = ImportOnnx(WindowModel("HannWindow", 0, 1, std::nullopt, onnx::TensorProto::FLOAT).Bytes(), {});
   ASSERT_FALSE(fsize.ok());
