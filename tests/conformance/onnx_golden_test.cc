@@ -134,6 +134,12 @@ constexpr const char* kGoldenModels[] = {
     "node/test_mod_mixed_sign_int16",
     "node/test_max_uint32",
     "node/test_add_uint8",
+    // f64 (DETERMINISM.md 1.2).
+    "node/test_cast_FLOAT_to_DOUBLE",
+    "node/test_max_float64",
+    "node/test_mod_mixed_sign_float64",
+    "node/test_reduce_log_sum_exp_keepdims_random",
+    "pytorch-operator/test_operator_add_broadcast",
 };
 
 // Models in the dtypes the CUDA backends have no kernels for: those backends must refuse them.
@@ -143,6 +149,12 @@ const std::set<std::string> kCpuOnlyModels = {
     "node/test_mod_mixed_sign_int16",
     "node/test_max_uint32",
     "node/test_add_uint8",
+    // f64 (DETERMINISM.md 1.2).
+    "node/test_cast_FLOAT_to_DOUBLE",
+    "node/test_max_float64",
+    "node/test_mod_mixed_sign_float64",
+    "node/test_reduce_log_sum_exp_keepdims_random",
+    "pytorch-operator/test_operator_add_broadcast",
 };
 
 struct Imported {
