@@ -325,7 +325,7 @@ print('ok')
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 17 * 4);
+  EXPECT_EQ(checked, 18 * 4);
 
   // Spot-check decoded values, not just bytes.
   StatusOr<Tensor> f = ReadNpyFile(dir.file("f32_2x3.v2.npy"), NpyLimits{});
