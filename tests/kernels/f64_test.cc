@@ -146,11 +146,12 @@ TEST(F64Test, UnaryOpsMatchTheNaiveReference) {
     ExpectSameBits(out.vec<double>(), want, std::string(OpName(c.op)));
   }
   // Edges of rounding to an integral value: ties, 2^52 and the largest non-integral values.
-  const std::vector<double> edges = {0.5, 1.5, 2.5, -0.5, -2.5, 4503599627370495.5, -4503599627370495.5,
-                                     4503599627370496.0, 0.49999999999999994, -0.0};
+  const std::vector<double> edges = {
+      0.5, 1.5, 2.5, -0.5, -2.5, 4503599627370495.5, -4503599627370495.5, 4503599627370496.0, 0.49999999999999994,
+      -0.0};
   const HostTensor r = RunAll(Op::kRound, {F64({10}, edges)}, DType::kF64, {10});
-  ExpectSameBits(r.vec<double>(), {0.0, 2.0, 2.0, -0.0, -2.0, 4503599627370496.0, -4503599627370496.0,
-                                   4503599627370496.0, 0.0, -0.0},
+  ExpectSameBits(r.vec<double>(),
+                 {0.0, 2.0, 2.0, -0.0, -2.0, 4503599627370496.0, -4503599627370496.0, 4503599627370496.0, 0.0, -0.0},
                  "round edges");
 }
 
@@ -165,8 +166,8 @@ TEST(F64Test, ComparisonsAndWhere) {
             (std::vector<uint8_t>{0, 0, 0, 1, 1}));
   // where copies bits, NaN payload included.
   const double payload = FromBits64(0x7FF0000000000123ull);
-  const HostTensor w = RunAll(Op::kWhere, {Bool({2}, {1, 0}), F64({2}, {payload, 1.0}), F64({}, {-0.0})},
-                              DType::kF64, {2});
+  const HostTensor w =
+      RunAll(Op::kWhere, {Bool({2}, {1, 0}), F64({2}, {payload, 1.0}), F64({}, {-0.0})}, DType::kF64, {2});
   EXPECT_EQ(Bits64(w.at<double>(0)), 0x7FF0000000000123ull);
   EXPECT_EQ(Bits64(w.at<double>(1)), 0x8000000000000000ull);
 }
@@ -254,10 +255,10 @@ TEST(F64Test, ReductionsMatchTheNaiveReference) {
   EXPECT_EQ(Bits64(RunAll(Op::kReduceSum, {F64({0}, {})}, DType::kF64, {}, all).at<double>(0)), 0u);
   EXPECT_EQ(Bits64(RunAll(Op::kReduceMean, {F64({0}, {})}, DType::kF64, {}, all).at<double>(0)), kCanon64);
   EXPECT_EQ(RunAll(Op::kReduceMax, {F64({0}, {})}, DType::kF64, {}, all).at<double>(0), -INFINITY);
-  EXPECT_EQ(Bits64(RunAll(Op::kReduceMax, {F64({3}, {1.0, FromBits64(0x7FF0000000000005ull), 2.0})}, DType::kF64,
-                          {}, all)
-                       .at<double>(0)),
-            kCanon64);
+  EXPECT_EQ(
+      Bits64(RunAll(Op::kReduceMax, {F64({3}, {1.0, FromBits64(0x7FF0000000000005ull), 2.0})}, DType::kF64, {}, all)
+                 .at<double>(0)),
+      kCanon64);
 }
 
 TEST(F64Test, MatMulIsTheSequentialFmaChain) {
@@ -275,7 +276,8 @@ TEST(F64Test, MatMulIsTheSequentialFmaChain) {
     }
   }
   // Mixed dtypes are refused.
-  EXPECT_FALSE(RunStatus(Op::kMatMul, {F64({2, 2}, {1, 2, 3, 4}), F32({2, 2}, {1, 2, 3, 4})}, DType::kF64, {2, 2}).ok());
+  EXPECT_FALSE(
+      RunStatus(Op::kMatMul, {F64({2, 2}, {1, 2, 3, 4}), F32({2, 2}, {1, 2, 3, 4})}, DType::kF64, {2, 2}).ok());
 }
 
 TEST(F64Test, DataMovementMovesEightByteElements) {
