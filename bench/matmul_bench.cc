@@ -62,9 +62,10 @@ std::vector<T> Random(int64_t n, uint32_t seed) {
   return v;
 }
 
-consensor::Status RunOurs(Op op, DType in_dt, DType out_dt, int64_t n, void* a, void* b, void* y) {
-  TensorView in[2] = {View(in_dt, n, n, a), View(in_dt, n, n, b)};
-  TensorView out = View(out_dt, n, n, y);
+consensor::Status RunOurs(Op op, DType in_dt, DType out_dt, int64_t m, int64_t n, int64_t k, void* a, void* b,
+                          void* y) {
+  TensorView in[2] = {View(in_dt, m, k, a), View(in_dt, k, n, b)};
+  TensorView out = View(out_dt, m, n, y);
   OpParams params;
   KernelCall call;
   call.op = op;
@@ -81,7 +82,7 @@ void BM_Ours_F32(benchmark::State& state) {
   auto a = Random<float>(n * n, 1), b = Random<float>(n * n, 2);
   std::vector<float> y(n * n);
   for (auto _ : state) {
-    auto s = RunOurs(Op::kMatMul, DType::kF32, DType::kF32, n, a.data(), b.data(), y.data());
+    auto s = RunOurs(Op::kMatMul, DType::kF32, DType::kF32, n, n, n, a.data(), b.data(), y.data());
     if (!s.ok()) state.SkipWithError(s.ToString().c_str());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
@@ -102,12 +103,49 @@ void BM_OpenBLAS_F32(benchmark::State& state) {
   state.counters["GFLOPS"] = benchmark::Counter(2.0 * n * n * n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The recognizer's pointwise convolutions as GEMMs (PP-OCRv4, input 48x320): M = output
+// channels, N = H*W, K = input channels, the weights A [M, K] times the image B [K, N].
+struct Shape {
+  int64_t m, n, k;
+};
+constexpr Shape kPointwise[] = {{64, 3840, 64}, {128, 1920, 128}, {240, 960, 240}, {480, 480, 480}, {480, 240, 480}};
+std::string ShapeName(const Shape& s) {
+  return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+}
+
+void BM_Ours_Pointwise(benchmark::State& state, Shape sh) {
+  auto a = Random<float>(sh.m * sh.k, 1), b = Random<float>(sh.k * sh.n, 2);
+  std::vector<float> y(sh.m * sh.n);
+  for (auto _ : state) {
+    auto s = RunOurs(Op::kMatMul, DType::kF32, DType::kF32, sh.m, sh.n, sh.k, a.data(), b.data(), y.data());
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2.0 * sh.m * sh.n * sh.k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_OpenBLAS_Pointwise(benchmark::State& state, Shape sh) {
+  openblas_set_num_threads(1);
+  auto a = Random<float>(sh.m * sh.k, 1), b = Random<float>(sh.k * sh.n, 2);
+  std::vector<float> y(sh.m * sh.n);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sh.m, sh.n, sh.k, 1.0f, a.data(), sh.k, b.data(), sh.n, 0.0f,
+                y.data(), sh.n);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2.0 * sh.m * sh.n * sh.k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void BM_Ours_I8(benchmark::State& state) {
   const int64_t n = state.range(0);
   auto a = Random<int8_t>(n * n, 1), b = Random<int8_t>(n * n, 2);
   std::vector<int32_t> y(n * n);
   for (auto _ : state) {
-    auto s = RunOurs(Op::kMatMulInt8, DType::kI8, DType::kI32, n, a.data(), b.data(), y.data());
+    auto s = RunOurs(Op::kMatMulInt8, DType::kI8, DType::kI32, n, n, n, a.data(), b.data(), y.data());
     if (!s.ok()) state.SkipWithError(s.ToString().c_str());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
@@ -124,6 +162,12 @@ void Register() {
     benchmark::RegisterBenchmark(("f32/openblas/" + std::to_string(n)).c_str(), BM_OpenBLAS_F32)
         ->Arg(n)
         ->Unit(benchmark::kMillisecond);
+  }
+  for (const Shape& sh : kPointwise) {
+    benchmark::RegisterBenchmark(("pointwise/ours/" + ShapeName(sh)).c_str(), BM_Ours_Pointwise, sh)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("pointwise/openblas/" + ShapeName(sh)).c_str(), BM_OpenBLAS_Pointwise, sh)
+        ->Unit(benchmark::kMicrosecond);
   }
   benchmark::RegisterBenchmark("i8/ours/1024", BM_Ours_I8)->Arg(1024)->Unit(benchmark::kMillisecond);
 }
@@ -158,7 +202,7 @@ bool SanityCheck() {
   const int64_t n = 200;
   auto a = Random<float>(n * n, 5), b = Random<float>(n * n, 6);
   std::vector<float> y(n * n), z(n * n);
-  if (!RunOurs(Op::kMatMul, DType::kF32, DType::kF32, n, a.data(), b.data(), y.data()).ok()) return false;
+  if (!RunOurs(Op::kMatMul, DType::kF32, DType::kF32, n, n, n, a.data(), b.data(), y.data()).ok()) return false;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, z.data(), n);
   double worst = 0;
   for (int64_t i = 0; i < n * n; ++i) worst = std::max(worst, std::fabs(double(y[i]) - double(z[i])));
@@ -192,6 +236,15 @@ int main(int argc, char** argv) {
     if (o.empty() || b.empty()) continue;
     std::printf("%6d %8.1f | %7.1f %8.1f | %7.1f %6.3f | %5.3f\n", n, Median(o), Best(o), Median(b), Best(b),
                 Median(o) / Median(b), Best(o) / Best(b));
+  }
+  std::printf("\npointwise-convolution GEMMs (M x N x K), GFLOP/s (median | best over repetitions)\n");
+  std::printf("%14s %18s %18s %14s\n", "MxNxK", "ours", "openblas", "ratio(med|best)");
+  for (const Shape& sh : kPointwise) {
+    const auto& o = collector.values["pointwise/ours/" + ShapeName(sh)];
+    const auto& b = collector.values["pointwise/openblas/" + ShapeName(sh)];
+    if (o.empty() || b.empty()) continue;
+    std::printf("%14s %8.1f | %7.1f %8.1f | %7.1f %6.3f | %5.3f\n", ShapeName(sh).c_str(), Median(o), Best(o),
+                Median(b), Best(b), Median(o) / Median(b), Best(o) / Best(b));
   }
   const auto& i8 = collector.values["i8/ours/1024"];
   if (!i8.empty()) std::printf("int8 matmul n=1024: %.1f GOP/s median, %.1f best\n", Median(i8), Best(i8));

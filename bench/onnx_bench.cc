@@ -36,6 +36,7 @@
 #include "kernels/backend_factory.h"
 #include "node/api/client.h"
 #include "tests/functional/daemon_harness.h"
+#include "tests/test_paths.h"
 
 namespace consensor {
 namespace {
@@ -202,7 +203,7 @@ StatusOr<NodeTimes> TimeNodeTasks(const fs::path& dir, int threads, int tasks, c
 
 int Main(int argc, char** argv) {
   std::string model_path, shape_arg, threads_arg = "1,2", perf_dir;
-  std::string ort_script = std::string(CNSR_SOURCE_DIR) + "/bench/models/ort_bench.js";
+  std::string ort_script = testing_support::SourceDir() + "/bench/models/ort_bench.js";
   int reps = 20, tasks = 8;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];

@@ -97,6 +97,14 @@ Value gelu(Value x) { return Unary("gelu", x); }
 Value gelu_tanh(Value x) { return Unary("gelu_tanh", x); }
 Value sin(Value x) { return Unary("sin", x); }
 Value cos(Value x) { return Unary("cos", x); }
+Value asin(Value x) { return Unary("asin", x); }
+Value acos(Value x) { return Unary("acos", x); }
+Value atan(Value x) { return Unary("atan", x); }
+Value sinh(Value x) { return Unary("sinh", x); }
+Value cosh(Value x) { return Unary("cosh", x); }
+Value asinh(Value x) { return Unary("asinh", x); }
+Value acosh(Value x) { return Unary("acosh", x); }
+Value atanh(Value x) { return Unary("atanh", x); }
 Value floor(Value x) { return Unary("floor", x); }
 Value ceil(Value x) { return Unary("ceil", x); }
 Value round(Value x) { return Unary("round", x); }

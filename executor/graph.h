@@ -119,6 +119,14 @@ Value gelu(Value x);
 Value gelu_tanh(Value x);
 Value sin(Value x);
 Value cos(Value x);
+Value asin(Value x);
+Value acos(Value x);
+Value atan(Value x);
+Value sinh(Value x);
+Value cosh(Value x);
+Value asinh(Value x);
+Value acosh(Value x);
+Value atanh(Value x);
 Value floor(Value x);
 Value ceil(Value x);
 Value round(Value x);  // half to even

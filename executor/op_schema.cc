@@ -947,7 +947,7 @@ std::vector<Spec> BuildSpecs() {
       {"sub", Op::kSub, 2, 2, none, InferBinary, kMaskNumeric, 1},
       {"mul", Op::kMul, 2, 2, none, InferBinary, kMaskNumeric, 1},
       {"div", Op::kDiv, 2, 2, none, InferBinary, kMaskNumeric, 1},
-      {"pow", Op::kPow, 2, 2, none, InferBinary, kMaskFloat, 2 * kTranscendental},
+      {"pow", Op::kPow, 2, 2, none, InferBinary, kMaskNumeric, 2 * kTranscendental},
       {"fmod", Op::kFmod, 2, 2, none, InferBinary, kMaskNumeric, 4},
       {"max", Op::kMax, 2, 2, none, InferBinary, kMaskNumeric, 1},
       {"min", Op::kMin, 2, 2, none, InferBinary, kMaskNumeric, 1},
@@ -986,6 +986,15 @@ std::vector<Spec> BuildSpecs() {
       {"gather", Op::kGather, 2, 2, {"axis"}, InferGather, kMaskAny, 0},
       {"expand", Op::kExpand, 1, 1, {"shape"}, InferExpand, kMaskAny, 0},
       {"pad", Op::kPad, 1, 1, {"pads", "value"}, InferPad, kMaskAny, 0},
+      // Inverse trigonometric and hyperbolic (detmath, DETERMINISM.md 5.15).
+      {"asin", Op::kAsin, 1, 1, none, InferUnary, kMaskF32, 2 * kTranscendental},
+      {"acos", Op::kAcos, 1, 1, none, InferUnary, kMaskF32, 2 * kTranscendental},
+      {"atan", Op::kAtan, 1, 1, none, InferUnary, kMaskF32, kTranscendental},
+      {"sinh", Op::kSinh, 1, 1, none, InferUnary, kMaskF32, 2 * kTranscendental},
+      {"cosh", Op::kCosh, 1, 1, none, InferUnary, kMaskF32, 2 * kTranscendental},
+      {"asinh", Op::kAsinh, 1, 1, none, InferUnary, kMaskF32, 2 * kTranscendental},
+      {"acosh", Op::kAcosh, 1, 1, none, InferUnary, kMaskF32, 2 * kTranscendental},
+      {"atanh", Op::kAtanh, 1, 1, none, InferUnary, kMaskF32, 2 * kTranscendental},
   };
   std::vector<Spec> specs;
   for (const Row& row : rows) {

@@ -220,12 +220,14 @@ SelfTestGraph UnaryF32(const Shape& shape, const std::string& name) {
   CaseBuilder b(name);
   Value x = b.In("x", F32(shape, 1, 12.0f));
   Value big = b.In("big", F32(shape, 2, 3000.0f));
-  const std::pair<const char*, Value (*)(Value)> unary[] = {{"neg", neg},     {"abs", abs},   {"relu", relu},
-                                                            {"exp", exp},     {"log", log},   {"sqrt", sqrt},
-                                                            {"rsqrt", rsqrt}, {"tanh", tanh}, {"sigmoid", sigmoid},
-                                                            {"erf", erf},     {"gelu", gelu}, {"gelu_tanh", gelu_tanh},
-                                                            {"sin", sin},     {"cos", cos},   {"identity", identity},
-                                                            {"floor", floor}, {"ceil", ceil}, {"round", round}};
+  const std::pair<const char*, Value (*)(Value)> unary[] = {
+      {"neg", neg},         {"abs", abs},     {"relu", relu},         {"exp", exp},
+      {"log", log},         {"sqrt", sqrt},   {"rsqrt", rsqrt},       {"tanh", tanh},
+      {"sigmoid", sigmoid}, {"erf", erf},     {"gelu", gelu},         {"gelu_tanh", gelu_tanh},
+      {"sin", sin},         {"cos", cos},     {"identity", identity}, {"floor", floor},
+      {"ceil", ceil},       {"round", round}, {"asin", asin},         {"acos", acos},
+      {"atan", atan},       {"sinh", sinh},   {"cosh", cosh},         {"asinh", asinh},
+      {"acosh", acosh},     {"atanh", atanh}};
   for (const auto& [op, f] : unary) b.Out(op, f(x));
   // Wide arguments: argument reduction of sin/cos, large logs and roots.
   b.Out("sin_big", sin(big));
@@ -294,6 +296,7 @@ SelfTestGraph IntegerArithmetic() {
     b.Out(n + "_div", a / s);
     b.Out(n + "_div_full", c / a);
     b.Out(n + "_fmod", fmod(a, s));
+    b.Out(n + "_pow", pow(a, s));  // negative exponents and 0^0 among the small ints
     b.Out(n + "_max", maximum(a, c));
     b.Out(n + "_min", minimum(a, row));
     b.Out(n + "_neg", neg(a));

@@ -702,4 +702,177 @@ CNSR_HD float fmod(float x, float y) {
   return as_float(sign | (mx >> static_cast<uint32_t>(1 - ey)));
 }
 
+// ---------------------------------------------------------------------------------------
+// Inverse trigonometric and hyperbolic functions (DETERMINISM.md section 5.15). Each is a
+// fixed composition of the functions above with one new polynomial (atan's); the errors
+// quoted are measured against glibc's double functions (section 5.15 lists the sweep).
+
+namespace detail {
+
+inline constexpr float kPio4Hi = 0x1.921fb6p-1f;
+inline constexpr float kPio4Lo = -0x1.777a5cp-26f;
+
+// atan(u) for |u| <= tan(pi/8) (and any u where u^3 underflows): u + u^3 P(u^2), P of
+// degree 4 fitted for relative error 0.05 ULP (coefficients rounded to float).
+CNSR_HD float atan_poly(float u) {
+  const float z = u * u;
+  float p = -0x1.f1ed4ap-5f;
+  p = fma_rn(p, z, 0x1.b1ec22p-4f);
+  p = fma_rn(p, z, -0x1.23b522p-3f);
+  p = fma_rn(p, z, 0x1.999196p-3f);
+  p = fma_rn(p, z, -0x1.55554ap-2f);
+  return fma_rn(u * z, p, u);
+}
+
+// log(1 + u) for u >= 0 (or u > -1): log of the rounded w = 1 + u, plus the first-order
+// correction for the rounding of w, (u - (w - 1)) / w. log1p(+inf) = +inf.
+CNSR_HD float log1p_nonneg(float u) {
+  const float w = 1.0f + u;
+  const float corr = (u - (w - 1.0f)) / w;
+  const float y = log(w) + corr;
+  return select(u == as_float(0x7F800000u), u, y);
+}
+
+inline constexpr float kAsinhBig = 0x1p12f;  // from here on, asinh(a) = log(a) + ln2 in float
+
+}  // namespace detail
+
+// atan(x). On a = |x|: t = a > 1 ? 1/a : a; u = t > tan(pi/8) ? (t - 1)/(t + 1) : t;
+// r = atan_poly(u), plus pi/4 when u was shifted, then pi/2 - r when t was inverted (pi/4
+// and pi/2 as a float pair, the low part added first); the sign of x is OR-ed back.
+// Specials: atan(+-0) = +-0, atan(+-inf) = +-0x1.921fb6p+0, NaN -> NaN.
+CNSR_HD float atan(float x) {
+  using namespace detail;
+  const uint32_t sign = as_uint(x) & 0x80000000u;
+  const float a = fabs_bits(x);
+  const bool inv = a > 1.0f;
+  const float t = select(inv, 1.0f / a, a);
+  const bool mid = t > 0x1.a8279ap-2f;  // tan(pi/8) = 0.41421356
+  const float u = select(mid, (t - 1.0f) / (t + 1.0f), t);
+  const float r0 = atan_poly(u);
+  const float r1 = select(mid, (r0 + kPio4Lo) + kPio4Hi, r0);
+  const float r2 = select(inv, (kPio2Lo - r1) + kPio2Hi, r1);
+  const float r = as_float(as_uint(r2) | sign);
+  return select(is_nan(x), canonical_nan(), r);
+}
+
+// asin(x) = sign(x) * atan(a / sqrt((1 - a) * (1 + a))), a = |x|; asin(+-1) = +-pi/2
+// (a / +0 = +inf); |x| > 1 and NaN -> NaN; asin(+-0) = +-0.
+CNSR_HD float asin(float x) {
+  using namespace detail;
+  const uint32_t sign = as_uint(x) & 0x80000000u;
+  const float a = fabs_bits(x);
+  const float d = sqrt_rn((1.0f - a) * (1.0f + a));
+  const float r = as_float(as_uint(atan(a / d)) | sign);
+  return select(a <= 1.0f, r, canonical_nan());  // false for NaN
+}
+
+// acos(x) = 2 * atan(sqrt((1 - x) / (1 + x))); acos(1) = +0, acos(-1) = 2 * pi/2 (the
+// division gives +inf); |x| > 1 and NaN -> NaN.
+CNSR_HD float acos(float x) {
+  using namespace detail;
+  const float r = 2.0f * atan(sqrt_rn((1.0f - x) / (1.0f + x)));
+  return select(fabs_bits(x) <= 1.0f, r, canonical_nan());
+}
+
+// sinh(x) on a = |x|, sign OR-ed back:
+//   a < 2:     a + a^3 P(a^2), P the Taylor coefficients 1/3! .. 1/15! rounded to float;
+//   a < 88:    (e - 1/e) * 0.5 with e = exp(a);
+//   otherwise: (0.5 * h) * h with h = exp(0.5 * a) (exp(a) would overflow first).
+// Specials: sinh(+-0) = +-0, sinh(+-inf) = +-inf, NaN -> NaN; |x| > 89.4159851 -> +-inf.
+CNSR_HD float sinh(float x) {
+  using namespace detail;
+  const uint32_t sign = as_uint(x) & 0x80000000u;
+  const float a = fabs_bits(x);
+  const float z = a * a;
+  float p = 0x1.ae7f3ep-41f;          // 1/15!
+  p = fma_rn(p, z, 0x1.612462p-33f);  // 1/13!
+  p = fma_rn(p, z, 0x1.ae6456p-26f);  // 1/11!
+  p = fma_rn(p, z, 0x1.71de3ap-19f);  // 1/9!
+  p = fma_rn(p, z, 0x1.a01a02p-13f);  // 1/7!
+  p = fma_rn(p, z, 0x1.111112p-7f);   // 1/5!
+  p = fma_rn(p, z, 0x1.555556p-3f);   // 1/3!
+  const float small = fma_rn(a * z, p, a);
+  const float e = exp(a);
+  const float mid = (e - 1.0f / e) * 0.5f;
+  const float h = exp(0.5f * a);
+  const float big = (0.5f * h) * h;
+  const float y = select(a < 2.0f, small, select(a < 88.0f, mid, big));
+  const float r = as_float(as_uint(y) | sign);
+  return select(is_nan(x), canonical_nan(), r);
+}
+
+// cosh(x) on a = |x|: a < 88: (e + 1/e) * 0.5 with e = exp(a); otherwise (0.5 * h) * h
+// with h = exp(0.5 * a). cosh(+-0) = 1, cosh(+-inf) = +inf, NaN -> NaN.
+CNSR_HD float cosh(float x) {
+  using namespace detail;
+  const float a = fabs_bits(x);
+  const float e = exp(a);
+  const float mid = (e + 1.0f / e) * 0.5f;
+  const float h = exp(0.5f * a);
+  const float big = (0.5f * h) * h;
+  const float y = select(a < 88.0f, mid, big);
+  return select(is_nan(x), canonical_nan(), y);
+}
+
+// asinh(x) on a = |x|, sign OR-ed back:
+//   a < 2^12:  log1p(a + a^2 / (1 + sqrt(1 + a^2)))   (detail::log1p_nonneg);
+//   otherwise: log(a) + ln2 (ln2 = 0x1.62e430p-1f).
+// asinh(+-0) = +-0, asinh(+-inf) = +-inf, NaN -> NaN.
+CNSR_HD float asinh(float x) {
+  using namespace detail;
+  const uint32_t sign = as_uint(x) & 0x80000000u;
+  const float a = fabs_bits(x);
+  const float a2 = a * a;
+  const float small = log1p_nonneg(a + a2 / (1.0f + sqrt_rn(1.0f + a2)));
+  const float big = log(a) + kLn2Hi;
+  const float y = select(a < kAsinhBig, small, big);
+  const float r = as_float(as_uint(y) | sign);
+  return select(is_nan(x), canonical_nan(), r);
+}
+
+// acosh(x) for x >= 1: t = x - 1; x < 2^12: log1p(t + sqrt(t * (t + 2))); otherwise
+// log(x) + ln2. acosh(1) = +0, acosh(+inf) = +inf; x < 1 (-0, -inf included) and NaN -> NaN.
+CNSR_HD float acosh(float x) {
+  using namespace detail;
+  const float t = x - 1.0f;
+  const float small = log1p_nonneg(t + sqrt_rn(t * (t + 2.0f)));
+  const float big = log(x) + kLn2Hi;
+  const float y = select(x < kAsinhBig, small, big);
+  return select(x >= 1.0f, y, canonical_nan());  // false for NaN
+}
+
+// atanh(x) = sign(x) * 0.5 * log1p((a + a) / (1 - a)), a = |x|; atanh(+-1) = +-inf,
+// atanh(+-0) = +-0, |x| > 1 and NaN -> NaN.
+CNSR_HD float atanh(float x) {
+  using namespace detail;
+  const uint32_t sign = as_uint(x) & 0x80000000u;
+  const float a = fabs_bits(x);
+  const float y = 0.5f * log1p_nonneg((a + a) / (1.0f - a));
+  const float r = as_float(as_uint(y) | sign);
+  return select(a <= 1.0f, r, canonical_nan());
+}
+
+// x^e for integers of one type T (DETERMINISM.md section 4.2): for e >= 0 the exact power
+// modulo 2^n (read in T), 0^0 = 1; for a negative e (signed T) the quotient 1 / x^|e|
+// truncated toward zero: 1 for x = 1, -1 or 1 for x = -1 (odd or even e), 0 otherwise
+// (x = 0 included, as division by zero gives 0 in section 1). Square-and-multiply in
+// uint64 arithmetic (wrapping, so the low n bits are exact).
+template <typename T>
+CNSR_HD T int_pow(T x, T e) {
+  const bool negative_e = static_cast<T>(-1) < static_cast<T>(0) && e < static_cast<T>(0);
+  uint64_t r = 1u, b = static_cast<uint64_t>(x), ue = static_cast<uint64_t>(e);
+  for (int i = 0; i < 64 && !negative_e; ++i) {
+    if ((ue & 1u) != 0u) r *= b;
+    b *= b;
+    ue >>= 1;
+  }
+  const T pos = static_cast<T>(r);
+  const bool odd = (static_cast<uint64_t>(e) & 1u) != 0u;
+  const T neg = x == static_cast<T>(1)
+                    ? static_cast<T>(1)
+                    : (x == static_cast<T>(-1) ? (odd ? static_cast<T>(-1) : static_cast<T>(1)) : static_cast<T>(0));
+  return negative_e ? neg : pos;
+}
+
 }  // namespace consensor::detmath

@@ -63,6 +63,14 @@ std::string_view OpName(Op op) {
     case Op::kGather: return "gather";
     case Op::kExpand: return "expand";
     case Op::kPad: return "pad";
+    case Op::kAsin: return "asin";
+    case Op::kAcos: return "acos";
+    case Op::kAtan: return "atan";
+    case Op::kSinh: return "sinh";
+    case Op::kCosh: return "cosh";
+    case Op::kAsinh: return "asinh";
+    case Op::kAcosh: return "acosh";
+    case Op::kAtanh: return "atanh";
     case Op::kNumOps: break;
   }
   return "invalid";

@@ -77,6 +77,15 @@ enum class Op : uint16_t {
   kGather,
   kExpand,
   kPad,
+  // Unary elementwise, f32 (detmath, section 5.15).
+  kAsin,
+  kAcos,
+  kAtan,
+  kSinh,
+  kCosh,
+  kAsinh,
+  kAcosh,
+  kAtanh,
   kNumOps,
 };
 

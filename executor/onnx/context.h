@@ -133,6 +133,7 @@ const std::vector<OpConverter>& ResizeConverters();
 const std::vector<OpConverter>& LossConverters();
 const std::vector<OpConverter>& ScatterConverters();
 const std::vector<OpConverter>& RecurrentConverters();
+const std::vector<OpConverter>& QuantConverters();
 
 // Every converter by ONNX op type (the families merged).
 const std::map<std::string, ConvertFn>& ConverterTable();
@@ -144,6 +145,14 @@ inline constexpr std::string_view kComputedAtRunTime = "computed at run time";
 // input 1 - conv_input (a constant per output channel) into the conv's weights and bias
 // (docs/DETERMINISM.md 6.1). nullopt when the pattern does not apply.
 StatusOr<std::optional<ValueId>> FoldScaleOrShiftIntoConv(NodeContext& ctx, std::string_view op, int conv_input);
+
+// ops_nn.cc: a Conv / pooling window, defaults filled and auto_pad resolved against the
+// static input shape x [N, C, spatial...] (ConvInteger and QLinearConv share it).
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations;
+  std::vector<int64_t> pads;  // ONNX order: begin of every spatial dim, then end of every spatial dim
+};
+StatusOr<Window> ReadWindow(const NodeContext& ctx, const Shape& x, const std::vector<int64_t>& kernel);
 
 // Helpers shared by converters.
 // ONNX element type -> DType; other types are UNIMPLEMENTED ("unsupported dtype ...").

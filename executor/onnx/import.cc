@@ -172,7 +172,7 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
   static const auto* table = [] {
     auto* t = new std::map<std::string, ConvertFn>;
     for (const auto* family : {&ElementwiseConverters(), &NnConverters(), &TensorConverters(), &ResizeConverters(),
-                               &LossConverters(), &ScatterConverters(), &RecurrentConverters()}) {
+                               &LossConverters(), &ScatterConverters(), &RecurrentConverters(), &QuantConverters()}) {
       for (const OpConverter& c : *family) t->emplace(std::string(c.op_type), c.convert);
     }
     return t;
@@ -295,6 +295,8 @@ class Importer {
   std::string UniqueName(const std::string& base);
   StatusOr<Tensor> Evaluate(std::string_view op, const std::vector<ValueId>& inputs, const Attributes& attrs);
   Status ImportNode(const onnx::NodeProto& node, int index);
+  Status ImportIf(const onnx::NodeProto& node, const std::string& label);
+  void CountConsumers(const onnx::GraphProto& g);
   Status ExternalizeWeights(OnnxImport* out);
   void DropSuperseded();
 
@@ -311,6 +313,9 @@ class Importer {
   Graph graph_;
   int64_t opset_ = 0;
   int64_t folded_ = 0;
+  // Nodes of the main graph plus those of inlined If branches, against limits().max_ops.
+  int64_t nodes_seen_ = 0;
+  int if_depth_ = 0;  // If branches being inlined, one inside the other
   std::unique_ptr<kernels::Backend> cpu_;
   std::set<int> superseded_;  // graph node indices replaced by import-time rewrites
 };
@@ -416,6 +421,7 @@ Status Importer::ImportNode(const onnx::NodeProto& node, int index) {
     return Unimplemented("unsupported op " + node.domain() + "." + node.op_type() + " in node '" + label +
                          "' (only the default ONNX domain is supported)");
   }
+  if (node.op_type() == "If") return ImportIf(node, label);
   const auto& converters = ConverterTable();
   auto it = converters.find(node.op_type());
   if (it == converters.end()) {
@@ -452,6 +458,92 @@ Status Importer::ImportNode(const onnx::NodeProto& node, int index) {
   }
   if (all_constant) ++folded_;
   return OkStatus();
+}
+
+// An If whose condition is known at import is replaced by the branch it takes: the branch's
+// initializers and nodes are imported in place (they may read any value of the enclosing
+// scopes) and the If's outputs become the branch's outputs. Nothing of the other branch is
+// imported, so the graph is what ONNX Runtime computes. A condition computed at run time is
+// refused: both branches plus a select would need equal shapes and no side effects, which
+// published models (Silero VAD's sample-rate switch) do not give.
+Status Importer::ImportIf(const onnx::NodeProto& node, const std::string& label) {
+  constexpr int kMaxIfDepth = 16;  // published models nest two or three deep
+  const std::string where = "node '" + label + "' (If)";
+  if (node.input_size() != 1 || node.input(0).empty())
+    return InvalidArgument(where + " takes one input, the condition");
+  auto cond_id = by_name_.find(node.input(0));
+  if (cond_id == by_name_.end()) {
+    return InvalidArgument(where + " reads '" + node.input(0) +
+                           "', which no earlier node, input or initializer defines");
+  }
+  const Tensor* cond = constant(cond_id->second);
+  if (!cond) {
+    return Unimplemented("unsupported op If in " + where +
+                         ": its condition is computed at run time (only an If whose condition is known at import "
+                         "is imported; `consensor run --bind NAME=FILE.npy` fixes an input at import)");
+  }
+  if (cond->num_elements() != 1) return InvalidArgument(where + ": the condition must have one element");
+  bool take_then = false;
+  switch (cond->dtype()) {
+    case DType::kBool: take_then = cond->data_as<uint8_t>()[0] != 0; break;
+    default:
+      return InvalidArgument(where + ": the condition must be a bool, not " + std::string(DTypeName(cond->dtype())));
+  }
+  const onnx::GraphProto* branch = nullptr;
+  for (const auto& attr : node.attribute()) {
+    if (attr.name() == (take_then ? "then_branch" : "else_branch") && attr.has_g()) branch = &attr.g();
+  }
+  if (!branch) return InvalidArgument(where + " has no " + (take_then ? "then_branch" : "else_branch") + " graph");
+  if (branch->output_size() != node.output_size()) {
+    return InvalidArgument(where + ": the branch has " + std::to_string(branch->output_size()) + " outputs, the If " +
+                           std::to_string(node.output_size()));
+  }
+  if (branch->sparse_initializer_size() > 0) return Unimplemented("unsupported sparse initializers in " + where);
+  if (if_depth_ >= kMaxIfDepth) {
+    return Unimplemented(where + ": If branches nested over " + std::to_string(kMaxIfDepth) + " deep");
+  }
+  nodes_seen_ += branch->node_size();
+  if (nodes_seen_ > options_.limits.max_ops) {
+    return ResourceExhausted("the model has over " + std::to_string(options_.limits.max_ops) +
+                             " nodes with its If branches inlined");
+  }
+  for (const auto& init : branch->initializer()) {
+    auto t = TensorFromOnnx(init, options_.limits);
+    if (!t.ok()) return t.status().WithContext("initializer of " + where);
+    by_name_[init.name()] = AddConstant(std::move(t).value(), init.name());
+  }
+  ++if_depth_;
+  for (int i = 0; i < branch->node_size(); ++i) {
+    Status s = ImportNode(branch->node(i), i);
+    if (!s.ok()) {
+      --if_depth_;
+      return s.WithContext(std::string(take_then ? "then" : "else") + " branch of " + where);
+    }
+  }
+  --if_depth_;
+  for (int i = 0; i < node.output_size(); ++i) {
+    if (node.output(i).empty()) continue;
+    auto produced = by_name_.find(branch->output(i).name());
+    if (produced == by_name_.end()) {
+      return InvalidArgument(where + ": branch output '" + branch->output(i).name() + "' is not produced");
+    }
+    by_name_[node.output(i)] = produced->second;
+  }
+  ++folded_;
+  return OkStatus();
+}
+
+// Counts every read of each name, in If branches too: a fusion that supersedes a value's
+// producer when it has one reader must see the reads of a branch that is inlined later.
+void Importer::CountConsumers(const onnx::GraphProto& g) {
+  for (const auto& node : g.node()) {
+    for (const std::string& name : node.input()) ++consumers_[name];
+    for (const auto& attr : node.attribute()) {
+      if (attr.has_g()) CountConsumers(attr.g());
+      for (const auto& sub : attr.graphs()) CountConsumers(sub);
+    }
+  }
+  for (const auto& o : g.output()) ++consumers_[o.name()];
 }
 
 // Rebuilds graph_ without the superseded nodes, their outputs, and the constants that only
@@ -540,10 +632,7 @@ Status Importer::Run(const onnx::ModelProto& model, OnnxImport* out) {
   const onnx::GraphProto& g = model.graph();
   if (g.sparse_initializer_size() > 0) return Unimplemented("unsupported sparse initializers");
 
-  for (const auto& node : g.node()) {
-    for (const std::string& name : node.input()) ++consumers_[name];
-  }
-  for (const auto& o : g.output()) ++consumers_[o.name()];
+  CountConsumers(g);
 
   for (const auto& init : g.initializer()) {
     auto t = TensorFromOnnx(init, options_.limits);
@@ -625,6 +714,7 @@ Status Importer::Run(const onnx::ModelProto& model, OnnxImport* out) {
     return ResourceExhausted("the model has " + std::to_string(g.node_size()) + " nodes, over the cap of " +
                              std::to_string(options_.limits.max_ops));
   }
+  nodes_seen_ = g.node_size();
   for (int i = 0; i < g.node_size(); ++i) RETURN_IF_ERROR(ImportNode(g.node(i), i));
 
   if (g.output_size() == 0) return InvalidArgument("the model has no outputs");

@@ -84,10 +84,32 @@ Status Mean(NodeContext& ctx) {
   return SetResult(ctx, ctx.Emit("div", {acc, ctx.Scalar(dtype, static_cast<double>(ctx.num_inputs()))}));
 }
 
+// Pow with an integer base (DETERMINISM.md 4.2): an exponent of the base's dtype gives the
+// exact integer power (pow on integers); another integer exponent computes in i64 and casts
+// back (the same low bits); an f32 exponent computes in f32 (base cast to f32, detmath pow)
+// and casts the result back (truncation, saturation, NaN -> 0).
+Status IntegerPow(NodeContext& ctx, ValueId x, ValueId y) {
+  const DType xt = ctx.type(x).dtype, yt = ctx.type(y).dtype;
+  if (yt == xt) return SetResult(ctx, ctx.Emit("pow", {x, y}));
+  if (IsIntegerDType(yt)) {
+    ASSIGN_OR_RETURN(ValueId x64, ctx.Emit("cast", {x}, {{"to", DType::kI64}}));
+    ASSIGN_OR_RETURN(ValueId y64, ctx.Emit("cast", {y}, {{"to", DType::kI64}}));
+    ASSIGN_OR_RETURN(ValueId p, ctx.Emit("pow", {x64, y64}));
+    return SetResult(ctx, ctx.Emit("cast", {p}, {{"to", xt}}));
+  }
+  if (yt != DType::kF32) {
+    return ctx.Unsupported("dtype " + std::string(DTypeName(yt)) + " for the exponent of an integer base");
+  }
+  ASSIGN_OR_RETURN(ValueId xf, ctx.Emit("cast", {x}, {{"to", DType::kF32}}));
+  ASSIGN_OR_RETURN(ValueId p, ctx.Emit("pow", {xf, y}));
+  return SetResult(ctx, ctx.Emit("cast", {p}, {{"to", xt}}));
+}
+
 Status Pow(NodeContext& ctx) {
   RETURN_IF_ERROR(ctx.CheckAttributes({}));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
   ASSIGN_OR_RETURN(ValueId y, ctx.RequiredInput(1));
+  if (IsIntegerDType(ctx.type(x).dtype)) return IntegerPow(ctx, x, y);
   RETURN_IF_ERROR(RequireFloat(ctx, x, "the base"));
   const DType dtype = ctx.type(x).dtype;
   if (ctx.type(y).dtype != dtype) {
@@ -488,6 +510,14 @@ const std::vector<OpConverter>& ElementwiseConverters() {
       {"Tan", Tan},
       {"BitShift", BitShift},
       {"CastLike", CastLike},
+      {"Asin", [](NodeContext& c) { return Unary(c, "asin", true); }},
+      {"Acos", [](NodeContext& c) { return Unary(c, "acos", true); }},
+      {"Atan", [](NodeContext& c) { return Unary(c, "atan", true); }},
+      {"Sinh", [](NodeContext& c) { return Unary(c, "sinh", true); }},
+      {"Cosh", [](NodeContext& c) { return Unary(c, "cosh", true); }},
+      {"Asinh", [](NodeContext& c) { return Unary(c, "asinh", true); }},
+      {"Acosh", [](NodeContext& c) { return Unary(c, "acosh", true); }},
+      {"Atanh", [](NodeContext& c) { return Unary(c, "atanh", true); }},
   };
   return table;
 }

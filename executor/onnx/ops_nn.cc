@@ -68,12 +68,8 @@ Status Gemm(NodeContext& ctx) {
 
 // --- windows: Conv and pooling share the auto_pad and 1-D handling ---
 
-struct Window {
-  Ints kernel, strides, dilations;
-  Ints pads;  // ONNX order: begin of every spatial dim, then end of every spatial dim
-};
+}  // namespace
 
-// Fills defaults and resolves auto_pad against the static input size.
 StatusOr<Window> ReadWindow(const NodeContext& ctx, const Shape& x, const Ints& kernel) {
   const size_t spatial = kernel.size();
   Window w;
@@ -105,6 +101,8 @@ StatusOr<Window> ReadWindow(const NodeContext& ctx, const Shape& x, const Ints& 
   }
   return w;
 }
+
+namespace {
 
 // 1-D windows run as 2-D ones over a height of 1.
 Window As2D(const Window& w) {

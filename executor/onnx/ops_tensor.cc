@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "executor/onnx/context.h"
+#include "kernels/detmath.h"
 
 namespace consensor::executor::onnx_import {
 
@@ -1037,6 +1038,49 @@ Status EyeLike(NodeContext& ctx) {
 
 }  // namespace
 
+// HannWindow, HammingWindow, BlackmanWindow (DETERMINISM.md 6.6): the window is folded to a
+// constant at import, in f32 with detmath::cos, so size must be known at import. With
+// N = size (periodic) or size - 1 (symmetric) and x_k = (k * 2pi * n) / N for n in
+// [0, size): y = a0 - a1 * cos(x_1) + a2 * cos(x_2), each product and sum rounded in order.
+struct WindowCoefficients {
+  float a0, a1, a2;
+};
+
+Status Window(NodeContext& ctx, WindowCoefficients w) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"periodic", "output_datatype"}));
+  ASSIGN_OR_RETURN(int64_t periodic, ctx.AttrInt("periodic", 1));
+  ASSIGN_OR_RETURN(int64_t onnx_dtype, ctx.AttrInt("output_datatype", 1));
+  ASSIGN_OR_RETURN(DType out_dtype, DTypeFromOnnx(static_cast<int32_t>(onnx_dtype), "output_datatype"));
+  if (out_dtype != DType::kF32 && !IsIntegerDType(out_dtype)) {
+    return ctx.Unsupported("output_datatype " + std::string(DTypeName(out_dtype)));
+  }
+  ASSIGN_OR_RETURN(ValueId size_input, ctx.RequiredInput(0));
+  const TypeInfo& st = ctx.type(size_input);
+  if (!IsIntegerDType(st.dtype) || !st.shape.empty()) return ctx.Invalid("size must be an integer scalar");
+  ASSIGN_OR_RETURN(double size_value, ctx.ConstantScalar(0, "size"));
+  // 2^24 keeps n and N exact in f32; the element cap bounds the allocation.
+  const double cap = std::min<double>(static_cast<double>(ctx.limits().max_elements_per_tensor), 0x1p24);
+  if (!(size_value >= 0.0) || size_value > cap) {
+    return ctx.Invalid("size " + std::to_string(static_cast<int64_t>(size_value)) + " is outside [0, " +
+                       std::to_string(static_cast<int64_t>(cap)) + "]");
+  }
+  const int64_t size = static_cast<int64_t>(size_value);
+  const float big_n = static_cast<float>(periodic != 0 ? size : size - 1);  // 0 / 0 = NaN for size 1
+  constexpr float kTwoPi = 0x1.921fb6p+2f;
+  constexpr float kFourPi = 0x1.921fb6p+3f;
+  Tensor out(DType::kF32, {size});
+  float* o = out.data_as<float>();
+  for (int64_t n = 0; n < size; ++n) {
+    const float nf = static_cast<float>(n);
+    const float c1 = detmath::cos((kTwoPi * nf) / big_n);
+    const float c2 = detmath::cos((kFourPi * nf) / big_n);
+    o[n] = detmath::canonicalize_nan((w.a0 - w.a1 * c1) + w.a2 * c2);
+  }
+  const ValueId window = ctx.Constant(std::move(out));
+  if (out_dtype == DType::kF32) return SetResult(ctx, window);
+  return SetResult(ctx, ctx.Emit("cast", {window}, {{"to", out_dtype}}));
+}
+
 const std::vector<OpConverter>& TensorConverters() {
   static const std::vector<OpConverter> table = {
       {"Shape", ShapeOp},
@@ -1063,6 +1107,18 @@ const std::vector<OpConverter>& TensorConverters() {
       {"OneHot", OneHot},
       {"SpaceToDepth", SpaceToDepth},
       {"EyeLike", EyeLike},
+      {"HannWindow",
+       [](NodeContext& c) {
+         return Window(c, {0.5f, 0.5f, 0.0f});
+       }},
+      {"HammingWindow",
+       [](NodeContext& c) {
+         return Window(c, {0x1.1642c8p-1f, 0x1.d37a70p-2f, 0.0f});
+       }},
+      {"BlackmanWindow",
+       [](NodeContext& c) {
+         return Window(c, {0x1.ae147ap-2f, 0.5f, 0x1.47ae14p-4f});
+       }},
   };
   return table;
 }

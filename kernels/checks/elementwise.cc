@@ -37,7 +37,15 @@ Kind KindOf(Op op) {
     case Op::kCos:
     case Op::kFloor:
     case Op::kCeil:
-    case Op::kRound: return Kind::kFloatUnary;
+    case Op::kRound:
+    case Op::kAsin:
+    case Op::kAcos:
+    case Op::kAtan:
+    case Op::kSinh:
+    case Op::kCosh:
+    case Op::kAsinh:
+    case Op::kAcosh:
+    case Op::kAtanh: return Kind::kFloatUnary;
     case Op::kNot: return Kind::kBoolUnary;
     case Op::kCast: return Kind::kCast;
     case Op::kAdd:
@@ -46,8 +54,8 @@ Kind KindOf(Op op) {
     case Op::kDiv:
     case Op::kMax:
     case Op::kMin:
-    case Op::kFmod: return Kind::kNumericBinary;
-    case Op::kPow: return Kind::kFloatBinary;
+    case Op::kFmod:
+    case Op::kPow: return Kind::kNumericBinary;
     case Op::kEqual:
     case Op::kNotEqual:
     case Op::kLess:

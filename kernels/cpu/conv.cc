@@ -6,7 +6,8 @@
 // which is the spec's chain order; padding positions are +0.0 entries of COL and take part
 // in the chain. The bias is one add afterwards, then NaNs are canonicalized. COL is built
 // in column tiles so that scratch memory stays bounded (<= 64 MiB per call in total).
-// A fused epilogue (DETERMINISM.md 3.1) runs over each block of output right after its bias.
+// A fused epilogue (DETERMINISM.md 3.1) runs over each block of output right after its bias; on
+// the 1x1 path both run on each GEMM block as soon as its chain is complete.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -160,20 +161,14 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
       op.ldc = g.P;
       return op;
     };
-    const Status s = gemm::F32Batched(g.N * g.G, d, operands, ctx);
-    if (!s.ok() || (!bias && !epilogue)) return s;
-    auto finish_rows = [&](int64_t b, int64_t e) {
-      if (bias) {
-        for (int64_t r = b; r < e; ++r) AddBias(y + r * g.P, g.P, 1, g.P, bias + r % g.F);
-      }
-      if (epilogue) epilogue->Apply(b * g.P, e * g.P);  // rows [b, e) are one contiguous range
+    if (!bias && !epilogue) return gemm::F32Batched(g.N * g.G, d, operands, ctx);
+    // Bias and epilogue on each finished GEMM block while it is in cache (no second pass).
+    auto done = [&](int64_t i, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+      const int64_t n = i / g.G, gi = i % g.G;
+      const int64_t first = (n * g.F + gi * g.Fg + m0) * g.P + n0;
+      finish_block(y + first, first, g.P, m1 - m0, n1 - n0, bias ? bias + gi * g.Fg + m0 : nullptr);
     };
-    if (ctx.pool) {
-      ctx.pool->ParallelFor(g.N * g.F, std::max<int64_t>(1, 16384 / g.P), finish_rows);
-    } else {
-      finish_rows(0, g.N * g.F);
-    }
-    return OkStatus();
+    return gemm::F32Batched(g.N * g.G, d, operands, ctx, done);
   }
 
   // Mode A: many (image, group, tile) jobs, each done by one thread with its own scratch.

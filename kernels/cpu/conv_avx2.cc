@@ -30,12 +30,11 @@ inline __m256i InsideMask(int64_t base, int64_t W) {
                           _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(W)), col));
 }
 
-// Output columns [j, j + 8 * U) of row (n, f, oh), stride 1 in width; xg points at the
-// group's first input channel of image n. Masked: some taps fall outside the width (their
-// lanes load +0.0), and only the first `count` columns are stored.
-template <int U, bool Masked>
+// Output columns [j, j + 8 * U) of row (n, f, oh), stride 1 in width, every tap inside the
+// width; xg points at the group's first input channel of image n.
+template <int U>
 inline void Block(const ConvGeom& g, const float* xg, const float* wf, const float* bias_f, int64_t oh, int64_t j,
-                  int64_t count, float* out) {
+                  float* out) {
   __m256 acc[U];
 #pragma GCC unroll 8
   for (int u = 0; u < U; ++u) acc[u] = _mm256_setzero_ps();
@@ -56,15 +55,54 @@ inline void Block(const ConvGeom& g, const float* xg, const float* wf, const flo
       const float* xrow = xg + c * plane + ih * g.W;
       for (int64_t kw = 0; kw < g.KW; ++kw) {
         const __m256 wv = _mm256_broadcast_ss(wk + kw);
-        const int64_t base = j - g.pl + kw * g.dw;  // input column of the block's first lane
-        if constexpr (Masked) {
-          // Only in-width lanes are read; the others are +0.0 (no address outside the row).
-          const __m256 xv = _mm256_maskload_ps(xrow + base, InsideMask(base, g.W));
-          acc[0] = _mm256_fmadd_ps(xv, wv, acc[0]);
-        } else {
-          const float* xs = xrow + base;
+        const float* xs = xrow + j - g.pl + kw * g.dw;  // the input of the block's first lane
 #pragma GCC unroll 8
-          for (int u = 0; u < U; ++u) acc[u] = _mm256_fmadd_ps(_mm256_loadu_ps(xs + kLanes * u), wv, acc[u]);
+        for (int u = 0; u < U; ++u) acc[u] = _mm256_fmadd_ps(_mm256_loadu_ps(xs + kLanes * u), wv, acc[u]);
+      }
+    }
+  }
+  const __m256 nan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000));
+#pragma GCC unroll 8
+  for (int u = 0; u < U; ++u) {
+    __m256 v = acc[u];
+    if (bias_f) v = _mm256_add_ps(v, _mm256_broadcast_ss(bias_f));
+    v = _mm256_blendv_ps(v, nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    _mm256_storeu_ps(out + kLanes * u, v);
+  }
+}
+
+// U masked vectors of output columns of row (n, f, oh), vector u at columns [js[u], js[u] +
+// counts[u]): the edges of a row, where some taps fall outside the width. They are computed
+// together so that their U fma chains overlap (one masked vector alone waits on the fma latency
+// at every tap). Same terms in the same order as Block; a lane outside the width loads +0.0
+// (no address outside the row is read), and only the first counts[u] columns are stored.
+template <int U>
+inline void MaskedBlocks(const ConvGeom& g, const float* xg, const float* wf, const float* bias_f, int64_t oh,
+                         const int64_t* js, const int64_t* counts, float* yrow) {
+  __m256 acc[U];
+#pragma GCC unroll 8
+  for (int u = 0; u < U; ++u) acc[u] = _mm256_setzero_ps();
+  const __m256 zero = _mm256_setzero_ps();
+  const int64_t plane = g.H * g.W;
+  for (int64_t c = 0; c < g.Cg; ++c) {
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      const float* wk = wf + (c * g.KH + kh) * g.KW;
+      const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
+      if (ih < 0 || ih >= g.H) {
+        for (int64_t kw = 0; kw < g.KW; ++kw) {
+          const __m256 wv = _mm256_broadcast_ss(wk + kw);
+#pragma GCC unroll 8
+          for (int u = 0; u < U; ++u) acc[u] = _mm256_fmadd_ps(zero, wv, acc[u]);
+        }
+        continue;
+      }
+      const float* xrow = xg + c * plane + ih * g.W;
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const __m256 wv = _mm256_broadcast_ss(wk + kw);
+#pragma GCC unroll 8
+        for (int u = 0; u < U; ++u) {
+          const int64_t base = js[u] - g.pl + kw * g.dw;
+          acc[u] = _mm256_fmadd_ps(_mm256_maskload_ps(xrow + base, InsideMask(base, g.W)), wv, acc[u]);
         }
       }
     }
@@ -75,13 +113,9 @@ inline void Block(const ConvGeom& g, const float* xg, const float* wf, const flo
     __m256 v = acc[u];
     if (bias_f) v = _mm256_add_ps(v, _mm256_broadcast_ss(bias_f));
     v = _mm256_blendv_ps(v, nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    if constexpr (Masked) {
-      const __m256i lanes =
-          _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-      _mm256_maskstore_ps(out, lanes, v);
-    } else {
-      _mm256_storeu_ps(out + kLanes * u, v);
-    }
+    const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(counts[u])),
+                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _mm256_maskstore_ps(yrow + js[u], lanes, v);
   }
 }
 
@@ -107,22 +141,36 @@ void ConvDirectRowsAvx2(const ConvGeom& g, const float* x, const float* w, const
     const float* wf = w + f * g.Kc;
     const float* bias_f = bias ? bias + f : nullptr;
     float* yrow = y + row * g.OW;
+    // Masked edge vectors are collected and computed in pairs after the unmasked blocks.
+    int64_t js[2], counts[2];
+    int pending = 0;
     for (int64_t j = 0; j < g.OW;) {
-      if (j >= ja && j + 8 * kLanes <= je) {
-        Block<8, false>(g, xg, wf, bias_f, oh, j, 8 * kLanes, yrow + j);
-        j += 8 * kLanes;
-      } else if (j >= ja && j + 4 * kLanes <= je) {
-        Block<4, false>(g, xg, wf, bias_f, oh, j, 4 * kLanes, yrow + j);
-        j += 4 * kLanes;
-      } else if (j >= ja && j + kLanes <= je) {
-        Block<1, false>(g, xg, wf, bias_f, oh, j, kLanes, yrow + j);
-        j += kLanes;
+      if (j >= ja && j + kLanes <= je) {
+        // As many register-blocked vectors (at most 8) as the interior has left.
+        const int u = static_cast<int>(std::min<int64_t>(8, (je - j) / kLanes));
+        switch (u) {
+          case 8: Block<8>(g, xg, wf, bias_f, oh, j, yrow + j); break;
+          case 7: Block<7>(g, xg, wf, bias_f, oh, j, yrow + j); break;
+          case 6: Block<6>(g, xg, wf, bias_f, oh, j, yrow + j); break;
+          case 5: Block<5>(g, xg, wf, bias_f, oh, j, yrow + j); break;
+          case 4: Block<4>(g, xg, wf, bias_f, oh, j, yrow + j); break;
+          case 3: Block<3>(g, xg, wf, bias_f, oh, j, yrow + j); break;
+          case 2: Block<2>(g, xg, wf, bias_f, oh, j, yrow + j); break;
+          default: Block<1>(g, xg, wf, bias_f, oh, j, yrow + j); break;
+        }
+        j += u * kLanes;
       } else {
         const int64_t count = std::min<int64_t>(kLanes, g.OW - j);
-        Block<1, true>(g, xg, wf, bias_f, oh, j, count, yrow + j);
+        js[pending] = j;
+        counts[pending] = count;
+        if (++pending == 2) {
+          MaskedBlocks<2>(g, xg, wf, bias_f, oh, js, counts, yrow);
+          pending = 0;
+        }
         j += count;
       }
     }
+    if (pending == 1) MaskedBlocks<1>(g, xg, wf, bias_f, oh, js, counts, yrow);
   }
 }
 

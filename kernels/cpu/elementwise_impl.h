@@ -366,10 +366,38 @@ struct DivF {
   }
 };
 struct PowF {
-  static CNSR_EW_INLINE float Apply(float a, float b) { return CanonNaN(detmath::pow(a, b)); }
-  static CNSR_EW_INLINE double Apply(double a, double b) {
-    return CanonNaN(static_cast<double>(detmath::pow(static_cast<float>(a), static_cast<float>(b))));
+  // f64: through the f32 detmath pow (DETERMINISM.md 1.2); integers: the exact power (5.11.2).
+  template <typename T>
+  static CNSR_EW_INLINE T Apply(T a, T b) {
+    if constexpr (std::is_same_v<T, float>) return CanonNaN(detmath::pow(a, b));
+    else if constexpr (std::is_same_v<T, double>)
+      return CanonNaN(static_cast<double>(detmath::pow(static_cast<float>(a), static_cast<float>(b))));
+    else return detmath::int_pow(a, b);
   }
+};
+struct AsinF {
+  static CNSR_EW_INLINE float Apply(float x) { return detmath::asin(x); }
+};
+struct AcosF {
+  static CNSR_EW_INLINE float Apply(float x) { return detmath::acos(x); }
+};
+struct AtanF {
+  static CNSR_EW_INLINE float Apply(float x) { return detmath::atan(x); }
+};
+struct SinhF {
+  static CNSR_EW_INLINE float Apply(float x) { return detmath::sinh(x); }
+};
+struct CoshF {
+  static CNSR_EW_INLINE float Apply(float x) { return detmath::cosh(x); }
+};
+struct AsinhF {
+  static CNSR_EW_INLINE float Apply(float x) { return detmath::asinh(x); }
+};
+struct AcoshF {
+  static CNSR_EW_INLINE float Apply(float x) { return detmath::acosh(x); }
+};
+struct AtanhF {
+  static CNSR_EW_INLINE float Apply(float x) { return detmath::atanh(x); }
 };
 // Remainder with the sign of the dividend; for integers a - div(a, b) * b, wrapping
 // (so x fmod 0 == x and MIN fmod -1 == 0, following div's section 1 rules).
@@ -700,13 +728,21 @@ inline void EwRunChunkImpl(const EwPlan& p, int64_t b, int64_t e) {
     case Op::kFloor: FloatUnary<FloorF>(p, b, e); break;
     case Op::kCeil: FloatUnary<CeilF>(p, b, e); break;
     case Op::kRound: FloatUnary<RoundF>(p, b, e); break;
+    case Op::kAsin: UnaryChunk<float, float, AsinF>(p, b, e); break;
+    case Op::kAcos: UnaryChunk<float, float, AcosF>(p, b, e); break;
+    case Op::kAtan: UnaryChunk<float, float, AtanF>(p, b, e); break;
+    case Op::kSinh: UnaryChunk<float, float, SinhF>(p, b, e); break;
+    case Op::kCosh: UnaryChunk<float, float, CoshF>(p, b, e); break;
+    case Op::kAsinh: UnaryChunk<float, float, AsinhF>(p, b, e); break;
+    case Op::kAcosh: UnaryChunk<float, float, AcoshF>(p, b, e); break;
+    case Op::kAtanh: UnaryChunk<float, float, AtanhF>(p, b, e); break;
     case Op::kNot: UnaryChunk<uint8_t, uint8_t, NotF>(p, b, e); break;
     case Op::kCast: CastChunk(p, b, e); break;
     case Op::kAdd: NumericBinary<AddF>(p, b, e); break;
     case Op::kSub: NumericBinary<SubF>(p, b, e); break;
     case Op::kMul: NumericBinary<MulF>(p, b, e); break;
     case Op::kDiv: NumericBinary<DivF>(p, b, e); break;
-    case Op::kPow: FloatBinary<PowF>(p, b, e); break;
+    case Op::kPow: NumericBinary<PowF>(p, b, e); break;
     case Op::kFmod: NumericBinary<FmodF>(p, b, e); break;
     case Op::kMax: NumericBinary<MaxF>(p, b, e); break;
     case Op::kMin: NumericBinary<MinF>(p, b, e); break;

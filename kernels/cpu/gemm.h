@@ -63,20 +63,30 @@ class Workspace {
   Slot slots_[4];
 };
 
-// Computes the block C[m0:m1, n0:n1] of one GEMM on the calling thread. Returns false
-// only if scratch memory could not be allocated.
+// Called by a block routine for each part C[m0:m1, n0:n1] of its block as soon as that part is
+// final (every k of its chains accumulated, NaNs canonicalized), while it is in cache.
+using PartDone = std::function<void(int64_t m0, int64_t m1, int64_t n0, int64_t n1)>;
+
+// Computes the block C[m0:m1, n0:n1] of one GEMM on the calling thread, calling `done` (if
+// given) on each finished part. Returns false only if scratch memory could not be allocated.
 bool F32BlockPortable(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
-                      Workspace* ws);
+                      Workspace* ws, const PartDone* done = nullptr);
 bool I8BlockPortable(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
                      Workspace* ws);
 // matmul_avx2.cc: call only when CpuHasAvx2Fma().
-bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1, Workspace* ws);
+bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1, Workspace* ws,
+                  const PartDone* done = nullptr);
 bool I8BlockAvx2(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1, Workspace* ws);
 
+// Work on a finished part of problem i's output: rows [m0, m1), columns [n0, n1) (a conv's bias
+// and epilogue). Runs on the thread that computed the part, right after it, while it is in cache.
+using BlockDone = std::function<void(int64_t i, int64_t m0, int64_t m1, int64_t n0, int64_t n1)>;
+
 // Batched GEMM of `batch` problems of identical dims; operands(i) gives problem i.
-// Splits the work over (batch, N-blocks, M-blocks) on ctx.pool, never over K.
+// Splits the work over (batch, N-blocks, M-blocks) on ctx.pool, never over K; `done`, if given,
+// runs on every finished part (at most 144 rows of the AVX2 kernel's M blocking).
 Status F32Batched(int64_t batch, const Dims& d, const std::function<F32Operands(int64_t)>& operands,
-                  const CpuContext& ctx);
+                  const CpuContext& ctx, const BlockDone& done = nullptr);
 Status I8Batched(int64_t batch, const Dims& d, const std::function<I8Operands(int64_t)>& operands,
                  const CpuContext& ctx);
 

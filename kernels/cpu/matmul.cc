@@ -39,7 +39,7 @@ inline float CanonNaN(float v) {
 // Portable f32: for each row, C[m, nblock] is the accumulator row; k runs in order and
 // each element is updated with one explicit fma per k.
 bool F32BlockPortable(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
-                      Workspace* ws) {
+                      Workspace* ws, const PartDone* done) {
   for (int64_t nb = n0; nb < n1; nb += kPortableNC) {
     const int64_t ne = std::min(n1, nb + kPortableNC);
     for (int64_t m = m0; m < m1; ++m) {
@@ -62,6 +62,7 @@ bool F32BlockPortable(const F32Operands& op, const Dims& d, int64_t m0, int64_t 
       float* c = op.c + m * op.ldc;
       for (int64_t n = nb; n < ne; ++n) c[n] = CanonNaN(c[n]);
     }
+    if (done && m0 < m1) (*done)(m0, m1, nb, ne);
   }
   return true;
 }
@@ -94,9 +95,11 @@ namespace {
 
 // Task grid over (batch, N-blocks, M-blocks), M innermost so that one worker chunk
 // processes runs of M-blocks sharing the same packed B panels.
+// block(operands, dims, m0, m1, n0, n1, workspace, part_done) computes one block; part_done is
+// null without `done`.
 template <typename Ops, typename BlockFn>
 Status RunBatched(int64_t batch, const Dims& d, const std::function<Ops(int64_t)>& operands, const CpuContext& ctx,
-                  BlockFn block) {
+                  BlockFn block, const BlockDone& done = nullptr) {
   if (batch <= 0 || d.M <= 0 || d.N <= 0) return OkStatus();
   const int64_t threads = ctx.pool ? ctx.pool->num_threads() : 1;
   int64_t mb = 144, nb = d.N;
@@ -119,7 +122,10 @@ Status RunBatched(int64_t batch, const Dims& d, const std::function<Ops(int64_t)
       const int64_t m0 = (t % mblocks) * mb;
       const int64_t m1 = std::min(d.M, (t % mblocks + (run_end - t)) * mb);
       const int64_t n0 = nbi * nb, n1 = std::min(d.N, n0 + nb);
-      if (!block(operands(b), d, m0, m1, n0, n1, &ws)) failed.store(true);
+      const PartDone part_done = [&](int64_t pm0, int64_t pm1, int64_t pn0, int64_t pn1) {
+        done(b, pm0, pm1, pn0, pn1);
+      };
+      if (!block(operands(b), d, m0, m1, n0, n1, &ws, done ? &part_done : nullptr)) failed.store(true);
       t = run_end;
     }
   };
@@ -135,15 +141,17 @@ Status RunBatched(int64_t batch, const Dims& d, const std::function<Ops(int64_t)
 }  // namespace
 
 Status F32Batched(int64_t batch, const Dims& d, const std::function<F32Operands(int64_t)>& operands,
-                  const CpuContext& ctx) {
-  if (ctx.isa == Isa::kAvx2) return RunBatched(batch, d, operands, ctx, F32BlockAvx2);
-  return RunBatched(batch, d, operands, ctx, F32BlockPortable);
+                  const CpuContext& ctx, const BlockDone& done) {
+  if (ctx.isa == Isa::kAvx2) return RunBatched(batch, d, operands, ctx, F32BlockAvx2, done);
+  return RunBatched(batch, d, operands, ctx, F32BlockPortable, done);
 }
 
 Status I8Batched(int64_t batch, const Dims& d, const std::function<I8Operands(int64_t)>& operands,
                  const CpuContext& ctx) {
-  if (ctx.isa == Isa::kAvx2) return RunBatched(batch, d, operands, ctx, I8BlockAvx2);
-  return RunBatched(batch, d, operands, ctx, I8BlockPortable);
+  auto block = ctx.isa == Isa::kAvx2 ? &I8BlockAvx2 : &I8BlockPortable;
+  return RunBatched(batch, d, operands, ctx,
+                    [block](const I8Operands& op, const Dims& dims, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                            Workspace* ws, const PartDone*) { return block(op, dims, m0, m1, n0, n1, ws); });
 }
 
 }  // namespace gemm

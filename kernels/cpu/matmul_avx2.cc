@@ -511,10 +511,12 @@ void FillZero(Out* c, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n
 
 }  // namespace
 
-bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1, Workspace* ws) {
+bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1, Workspace* ws,
+                  const PartDone* done) {
   if (m0 >= m1 || n0 >= n1) return true;
   if (d.K == 0) {
     FillZero(op.c, op.ldc, m0, m1, n0, n1);
+    if (done) (*done)(m0, m1, n0, n1);
     return true;
   }
   const bool b_in_place = m1 - m0 <= kBInPlaceMaxRows;
@@ -560,6 +562,7 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
             }
           }
         }
+        if (last && done) (*done)(ic, ic + mc, jc, jc + nc);  // rows [ic, ic + mc) are final
       }
     }
   }

@@ -5,7 +5,9 @@
 //     window entirely in padding gives -inf.
 //   avg_pool2d: s = -0.0; s = s + x over the in-input window positions in row-major order;
 //     s / float(count), count = in-input positions, or KH*KW with count_include_pad.
-// Pure per-output scalar code: no reassociation is possible, so there is no ISA variant.
+// No reassociation is possible, so there is no ISA variant. Max pools take the max of order-
+// preserving integer keys across columns without branches (exact: max is order-free), and
+// redo a window by the scalar row-major walk only if it holds a NaN.
 // Average pools interleave the chains of 8 planes (each still sequential) to hide latency.
 #include <algorithm>
 #include <bit>
@@ -38,35 +40,83 @@ void ValidRange(int64_t start, int64_t dil, int64_t k, int64_t size, int64_t* lo
 
 inline bool IsNaNBits(uint32_t b) { return (b & 0x7FFFFFFFu) > 0x7F800000u; }
 
+// Maps the bits of a non-NaN f32 to an int32 whose order is the spec's max order: numbers by
+// value and -0 below +0 (section 1.1). Negative floats have their magnitude bits flipped. The
+// map is its own inverse. Equal keys are equal bits, so the max of keys is order-free.
+inline int32_t MaxKey(uint32_t b) {
+  return static_cast<int32_t>(b ^ (static_cast<uint32_t>(static_cast<int32_t>(b) >> 31) >> 1));
+}
+
+// The spec's max over one window, visiting positions in row-major order (the first NaN wins).
+uint32_t MaxWindow(const uint32_t* x, const PoolGeom& g, int64_t h0, int64_t khl, int64_t khh, int64_t w0, int64_t kwl,
+                   int64_t kwh) {
+  uint32_t best = 0xFF800000u;  // -inf: a window entirely in padding
+  bool have = false;
+  for (int64_t i = khl; i < khh; ++i) {
+    const int64_t row = (h0 + i * g.dh) * g.W + w0;  // index math only: w0 may be negative
+    for (int64_t j = kwl; j < kwh; ++j) {
+      const uint32_t b = x[row + j * g.dw];
+      if (IsNaNBits(b)) return b;
+      const float v = std::bit_cast<float>(b), m = std::bit_cast<float>(best);
+      // v > m, or equal zeros where v is +0 and m is -0 (max(-0, +0) = +0).
+      if (!have || v > m || (v == m && b == 0u)) best = b;
+      have = true;
+    }
+  }
+  return best;
+}
+
+// Columns whose windows lie inside the input's width, kColumns at a time: a branch-free max of
+// keys over the window (vectorizable across columns), with a NaN flag per column. Columns
+// that saw a NaN are redone by MaxWindow, which finds the first NaN.
+void MaxPoolInteriorColumns(const uint32_t* x, uint32_t* y_row, const PoolGeom& g, int64_t h0, int64_t khl, int64_t khh,
+                            int64_t ow_begin, int64_t ow_end) {
+  constexpr int64_t kColumns = 64;
+  alignas(32) int32_t key[kColumns];
+  alignas(32) uint32_t nan[kColumns];
+  for (int64_t c0 = ow_begin; c0 < ow_end; c0 += kColumns) {
+    const int64_t n = std::min(kColumns, ow_end - c0);
+    for (int64_t c = 0; c < n; ++c) {
+      key[c] = MaxKey(0xFF800000u);
+      nan[c] = 0;
+    }
+    for (int64_t i = khl; i < khh; ++i) {
+      const uint32_t* row = x + (h0 + i * g.dh) * g.W + c0 * g.sw - g.left;
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const uint32_t* src = row + j * g.dw;
+        for (int64_t c = 0; c < n; ++c) {
+          const uint32_t b = src[c * g.sw];
+          nan[c] |= static_cast<uint32_t>((b & 0x7FFFFFFFu) > 0x7F800000u);
+          key[c] = std::max(key[c], MaxKey(b));
+        }
+      }
+    }
+    for (int64_t c = 0; c < n; ++c) {
+      y_row[c0 + c] = nan[c] ? MaxWindow(x, g, h0, khl, khh, (c0 + c) * g.sw - g.left, 0, g.kw)
+                             : static_cast<uint32_t>(MaxKey(static_cast<uint32_t>(key[c])));
+    }
+  }
+}
+
 void MaxPoolPlane(const uint32_t* x, uint32_t* y, const PoolGeom& g) {
-  constexpr uint32_t kNegInf = 0xFF800000u;
+  // Output columns [ow_lo, ow_hi) have windows inside the width: w0 >= 0, w0 + dw*(kw-1) < W.
+  const int64_t ow_lo = std::min(g.OW, (g.left + g.sw - 1) / g.sw);
+  const int64_t last = g.W - 1 - g.dw * (g.kw - 1) + g.left;  // largest ow * sw allowed
+  const int64_t ow_hi = std::clamp<int64_t>(last < 0 ? 0 : last / g.sw + 1, ow_lo, g.OW);
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     const int64_t h0 = oh * g.sh - g.top;
     int64_t khl, khh;
     ValidRange(h0, g.dh, g.kh, g.H, &khl, &khh);
-    for (int64_t ow = 0; ow < g.OW; ++ow) {
+    uint32_t* y_row = y + oh * g.OW;
+    auto edge = [&](int64_t ow) {
       const int64_t w0 = ow * g.sw - g.left;
       int64_t kwl, kwh;
       ValidRange(w0, g.dw, g.kw, g.W, &kwl, &kwh);
-      uint32_t best = kNegInf;
-      bool have = false, nan = false;
-      for (int64_t i = khl; i < khh && !nan; ++i) {
-        const int64_t row = (h0 + i * g.dh) * g.W + w0;  // index math only: w0 may be negative
-        for (int64_t j = kwl; j < kwh; ++j) {
-          const uint32_t b = x[row + j * g.dw];
-          if (IsNaNBits(b)) {  // the first NaN wins
-            best = b;
-            nan = true;
-            break;
-          }
-          const float v = std::bit_cast<float>(b), m = std::bit_cast<float>(best);
-          // v > m, or equal zeros where v is +0 and m is -0 (max(-0, +0) = +0).
-          if (!have || v > m || (v == m && b == 0u)) best = b;
-          have = true;
-        }
-      }
-      y[oh * g.OW + ow] = best;
-    }
+      y_row[ow] = MaxWindow(x, g, h0, khl, khh, w0, kwl, kwh);
+    };
+    for (int64_t ow = 0; ow < ow_lo; ++ow) edge(ow);
+    MaxPoolInteriorColumns(x, y_row, g, h0, khl, khh, ow_lo, ow_hi);
+    for (int64_t ow = ow_hi; ow < g.OW; ++ow) edge(ow);
   }
 }
 

@@ -270,8 +270,57 @@ struct DivF {
 };
 struct PowF {
   template <typename T>
-  static CNSR_DEVICE float Apply(float a, float b) {
-    return CanonNaN(detmath::pow(a, b));
+  static CNSR_DEVICE T Apply(T a, T b) {
+    if constexpr (std::is_same<T, float>::value) return CanonNaN(detmath::pow(a, b));
+    else return detmath::int_pow(a, b);
+  }
+};
+struct AsinF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return detmath::asin(x);
+  }
+};
+struct AcosF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return detmath::acos(x);
+  }
+};
+struct AtanF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return detmath::atan(x);
+  }
+};
+struct SinhF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return detmath::sinh(x);
+  }
+};
+struct CoshF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return detmath::cosh(x);
+  }
+};
+struct AsinhF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return detmath::asinh(x);
+  }
+};
+struct AcoshF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return detmath::acosh(x);
+  }
+};
+struct AtanhF {
+  template <typename T>
+  static CNSR_DEVICE float Apply(float x) {
+    return detmath::atanh(x);
   }
 };
 // Remainder with the sign of the dividend; integers: a - div(a, b) * b, wrapping.
@@ -617,13 +666,21 @@ Status Dispatch(const Plan& p, const LaunchContext& ctx) {
     case Op::kFloor: return Unary<FloorF, float, float>(p, ctx);
     case Op::kCeil: return Unary<CeilF, float, float>(p, ctx);
     case Op::kRound: return Unary<RoundF, float, float>(p, ctx);
+    case Op::kAsin: return Unary<AsinF, float, float>(p, ctx);
+    case Op::kAcos: return Unary<AcosF, float, float>(p, ctx);
+    case Op::kAtan: return Unary<AtanF, float, float>(p, ctx);
+    case Op::kSinh: return Unary<SinhF, float, float>(p, ctx);
+    case Op::kCosh: return Unary<CoshF, float, float>(p, ctx);
+    case Op::kAsinh: return Unary<AsinhF, float, float>(p, ctx);
+    case Op::kAcosh: return Unary<AcoshF, float, float>(p, ctx);
+    case Op::kAtanh: return Unary<AtanhF, float, float>(p, ctx);
     case Op::kNot: return Unary<NotF, uint8_t, uint8_t>(p, ctx);
     case Op::kCast: return Cast(p, ctx);
     case Op::kAdd: return NumericBinary<AddF>(p, ctx);
     case Op::kSub: return NumericBinary<SubF>(p, ctx);
     case Op::kMul: return NumericBinary<MulF>(p, ctx);
     case Op::kDiv: return NumericBinary<DivF>(p, ctx);
-    case Op::kPow: return Binary<PowF, float, float>(p, ctx);
+    case Op::kPow: return NumericBinary<PowF>(p, ctx);
     case Op::kFmod: return NumericBinary<FmodF>(p, ctx);
     case Op::kMax: return NumericBinary<MaxF>(p, ctx);
     case Op::kMin: return NumericBinary<MinF>(p, ctx);

@@ -162,10 +162,15 @@ grpc::Status ClientService::PutBlobImpl(grpc::ServerContext* context, grpc::Serv
 }
 
 grpc::Status ClientService::GetBlobImpl(grpc::ServerContext* context, const v1::GetBlobRequest* request,
-                                        grpc::ServerWriter<v1::BlobChunk>* writer) {
+                                        grpc::ServerWriter<v1::BlobChunk>* writer, bool from_client) {
   auto h = Hash256FromHex(request->sha256());
   if (!h.ok()) return ToGrpcStatus(InvalidArgument("sha256: " + h.status().message()));
   auto size = store_->BlobSize(*h);
+  if (!size.ok() && size.status().code() == StatusCode::kNotFound && from_client && fetch_missing_) {
+    // A certified output this node recorded without its bytes: fetched and checked first.
+    if (Status fetched = fetch_missing_(*h); !fetched.ok()) return ToGrpcStatus(fetched);
+    size = store_->BlobSize(*h);
+  }
   if (!size.ok()) {
     if (size.status().code() == StatusCode::kNotFound) {
       return ToGrpcStatus(NotFound("blob " + request->sha256() + " is not stored on this node"));
@@ -175,9 +180,14 @@ grpc::Status ClientService::GetBlobImpl(grpc::ServerContext* context, const v1::
   v1::BlobChunk chunk;
   chunk.set_total_size(static_cast<uint64_t>(*size));
   bool sent_any = false;
+  bool corrupt = corrupts_ && corrupts_(request->sha256());
   Status s = store_->ReadBlob(*h, [&](std::span<const uint8_t> piece) -> Status {
     if (context->IsCancelled()) return Cancelled("client cancelled");
     chunk.set_data(piece.data(), piece.size());
+    if (corrupt && !piece.empty()) {  // fault injection: the first byte flipped
+      (*chunk.mutable_data())[0] ^= 0x01;
+      corrupt = false;
+    }
     if (!writer->Write(chunk)) return Cancelled("client went away");
     sent_any = true;
     metrics_->blob_bytes_sent->Increment(static_cast<double>(piece.size()));
@@ -337,7 +347,7 @@ grpc::Status ClientService::GetBlob(grpc::ServerContext* context, const v1::GetB
   grpc::Status refusal;
   auto who = Authenticate(context, &refusal);
   if (!who) return Count(metrics_, "GetBlob", refusal);
-  return Count(metrics_, "GetBlob", GetBlobImpl(context, request, writer));
+  return Count(metrics_, "GetBlob", GetBlobImpl(context, request, writer, /*from_client=*/true));
 }
 
 grpc::Status ClientService::SubmitTask(grpc::ServerContext* context, const v1::SubmitTaskRequest* request,
@@ -393,7 +403,7 @@ grpc::Status PeerFacingClientService::PutBlob(grpc::ServerContext*, grpc::Server
 }
 grpc::Status PeerFacingClientService::GetBlob(grpc::ServerContext* context, const v1::GetBlobRequest* request,
                                               grpc::ServerWriter<v1::BlobChunk>* writer) {
-  return Count(client_->metrics_, "GetBlob", client_->GetBlobImpl(context, request, writer));
+  return Count(client_->metrics_, "GetBlob", client_->GetBlobImpl(context, request, writer, /*from_client=*/false));
 }
 grpc::Status PeerFacingClientService::SubmitTask(grpc::ServerContext*, const v1::SubmitTaskRequest*,
                                                  v1::SubmitTaskResponse*) {

@@ -45,6 +45,13 @@ class ClientService final : public v1::Client::Service {
   // Fault injection only (`trickle-blobs`): GetBlob sends each blob's first chunk, then nothing
   // until the caller gives up.
   void StallServedBlobs() { stall_served_blobs_ = true; }
+  // Fault injection only (`corrupt-served-outputs`): the blobs (hex SHA-256) it says yes to are
+  // served with their first byte flipped.
+  void CorruptServedBlobs(std::function<bool(const std::string&)> corrupts) { corrupts_ = std::move(corrupts); }
+  // Network mode: a client's GetBlob of a blob this node does not hold asks it (a certified
+  // output a non-member fetches on demand; NOT_FOUND when it is none). Peers' calls never do.
+  using MissingBlobFetcher = std::function<Status(const Hash256&)>;
+  void SetMissingBlobFetcher(MissingBlobFetcher fetcher) { fetch_missing_ = std::move(fetcher); }
   // Uploads and submissions are checked against it before anything is written (null: no checks).
   void SetDiskBudget(DiskBudget* budget) { budget_ = budget; }
   // Client identities and budgets (null: every caller is anonymous and unlimited).
@@ -56,8 +63,9 @@ class ClientService final : public v1::Client::Service {
   std::optional<ClientIdentity> Authenticate(grpc::ServerContext* context, grpc::Status* refusal);
   grpc::Status PutBlobImpl(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
                            v1::PutBlobResponse* response, const ClientIdentity* who);
+  // `from_client`: a missing blob may be fetched on demand (never for a peer: no fetch chains).
   grpc::Status GetBlobImpl(grpc::ServerContext* context, const v1::GetBlobRequest* request,
-                           grpc::ServerWriter<v1::BlobChunk>* writer);
+                           grpc::ServerWriter<v1::BlobChunk>* writer, bool from_client);
   grpc::Status SubmitTaskImpl(grpc::ServerContext* context, const v1::SubmitTaskRequest* request,
                               v1::SubmitTaskResponse* response, const ClientIdentity* who);
   grpc::Status GetTaskImpl(grpc::ServerContext* context, const v1::GetTaskRequest* request, v1::Task* response);
@@ -76,6 +84,8 @@ class ClientService final : public v1::Client::Service {
   std::function<void(v1::NodeInfo*)> node_info_;
   Submitter submitter_;
   bool stall_served_blobs_ = false;
+  std::function<bool(const std::string&)> corrupts_;
+  MissingBlobFetcher fetch_missing_;
   DiskBudget* budget_ = nullptr;
   ClientGate* gate_ = nullptr;
 };

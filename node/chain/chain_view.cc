@@ -14,13 +14,13 @@ constexpr size_t kMaxCachedSnapshots = 256;
 }  // namespace
 
 StatusOr<std::unique_ptr<RpcChainView>> RpcChainView::Open(const ChainViewOptions& options,
-                                                           const Deployment& deployment) {
+                                                           const Deployment& deployment, MetricsRegistry* metrics) {
   std::unique_ptr<RpcChainView> view(new RpcChainView());
   HttpRpcOptions http;
   http.timeout = std::chrono::milliseconds(5000);
   http.ca_file = options.rpc_ca_file;
   ASSIGN_OR_RETURN(auto transport, NewHttpRpcTransport(options.rpc_url, http));
-  view->rpc_ = std::make_unique<EthRpc>(std::move(transport));
+  view->rpc_ = std::make_unique<EthRpc>(NewMeteredRpcTransport(std::move(transport), metrics, "view"));
   view->client_ = std::make_unique<ChainClient>(view->rpc_.get(), deployment, std::nullopt);
   view->poll_interval_ = options.poll_interval;
   RETURN_IF_ERROR(view->client_->CheckChain());

@@ -23,6 +23,8 @@
 
 namespace consensor::node {
 
+class MetricsRegistry;
+
 class ChainView {
  public:
   virtual ~ChainView() = default;
@@ -65,7 +67,9 @@ class RpcChainView final : public ChainView {
   static constexpr uint64_t kReorgHorizon = 128;
 
   // Connects, checks the chain id against the deployment and reads the contract's threshold.
-  static StatusOr<std::unique_ptr<RpcChainView>> Open(const ChainViewOptions& options, const Deployment& deployment);
+  // With `metrics`, its JSON-RPC calls are counted there (NewMeteredRpcTransport, client "view").
+  static StatusOr<std::unique_ptr<RpcChainView>> Open(const ChainViewOptions& options, const Deployment& deployment,
+                                                      MetricsRegistry* metrics = nullptr);
   ~RpcChainView() override;
   // Polls once synchronously, then in the background; `on_change` runs once at start and after
   // each poll that changed the operator set or endpoints.

@@ -16,7 +16,11 @@
 #include <atomic>
 #include <cctype>
 #include <charconv>
+#include <map>
+#include <mutex>
 #include <thread>
+
+#include "node/telemetry/metrics.h"
 
 namespace consensor::node {
 
@@ -337,6 +341,59 @@ StatusOr<std::unique_ptr<JsonRpcTransport>> NewHttpRpcTransport(const std::strin
   std::string shown = RedactRpcUrl(url);
   return std::unique_ptr<JsonRpcTransport>(
       new HttpTransport(std::move(parsed), std::move(shown), std::move(tls), std::move(options)));
+}
+
+namespace {
+
+class MeteredTransport final : public JsonRpcTransport {
+ public:
+  MeteredTransport(std::unique_ptr<JsonRpcTransport> inner, MetricsRegistry* metrics, std::string client)
+      : inner_(std::move(inner)), metrics_(metrics), client_(std::move(client)) {
+    seconds_ = metrics_->AddHistogram("consensor_chain_rpc_seconds", "Duration of the node's chain JSON-RPC calls.",
+                                      {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10}, {{"client", client_}});
+  }
+
+  StatusOr<nlohmann::json> Call(const std::string& method, const nlohmann::json& params,
+                                std::string* error_data) override {
+    const auto [requests, errors] = CountersFor(method);
+    requests->Increment();
+    const auto start = std::chrono::steady_clock::now();
+    StatusOr<nlohmann::json> result = inner_->Call(method, params, error_data);
+    seconds_->Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (!result.ok()) errors->Increment();
+    return result;
+  }
+
+ private:
+  std::pair<Counter*, Counter*> CountersFor(const std::string& method) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_method_.find(method);
+    if (it == by_method_.end()) {
+      const MetricsRegistry::Labels labels = {{"client", client_}, {"method", method}};
+      Counter* requests = metrics_->AddCounter("consensor_chain_rpc_requests_total",
+                                               "JSON-RPC calls the node made to its chain endpoint.", labels);
+      Counter* errors = metrics_->AddCounter(
+          "consensor_chain_rpc_errors_total",
+          "JSON-RPC calls to the chain endpoint that failed (transport, HTTP or JSON-RPC error).", labels);
+      it = by_method_.emplace(method, std::make_pair(requests, errors)).first;
+    }
+    return it->second;
+  }
+
+  std::unique_ptr<JsonRpcTransport> inner_;
+  MetricsRegistry* metrics_;
+  const std::string client_;
+  Histogram* seconds_ = nullptr;
+  std::mutex mu_;
+  std::map<std::string, std::pair<Counter*, Counter*>> by_method_;
+};
+
+}  // namespace
+
+std::unique_ptr<JsonRpcTransport> NewMeteredRpcTransport(std::unique_ptr<JsonRpcTransport> inner,
+                                                         MetricsRegistry* metrics, std::string client) {
+  if (metrics == nullptr) return inner;
+  return std::make_unique<MeteredTransport>(std::move(inner), metrics, std::move(client));
 }
 
 std::string QuantityHex(uint64_t v) {

@@ -37,6 +37,15 @@ struct HttpRpcOptions {
   std::string ca_file;
 };
 
+class MetricsRegistry;
+
+// Wraps `inner` so that each call is counted by method in consensor_chain_rpc_requests_total
+// {client, method}, each failure in consensor_chain_rpc_errors_total {client, method}, and each
+// duration in consensor_chain_rpc_seconds {client}. `client` names the caller ("view",
+// "evidence"); methods are the eth_* names this code calls, so the label set stays small.
+std::unique_ptr<JsonRpcTransport> NewMeteredRpcTransport(std::unique_ptr<JsonRpcTransport> inner,
+                                                         MetricsRegistry* metrics, std::string client);
+
 // The parts of an RPC URL: scheme://[user[:password]@]host[:port][/path][?query][#fragment].
 struct RpcUrl {
   bool tls = false;    // https

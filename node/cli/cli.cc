@@ -45,11 +45,13 @@ constexpr char kUsage[] = R"(usage: consensor <command> [options]
 commands:
   run GRAPH [--input NAME=FILE.npy]... [--out DIR] [--backend cpu|cuda|cuda-emu]
             [--threads N] [--isa auto|avx2|portable] [--device N] [--fallback-cpu]
-            [--blobs DIR] [--trace] [--shape NAME=D0,D1,...]
+            [--blobs DIR] [--trace] [--shape NAME=D0,D1,...] [--bind NAME=FILE.npy]
       Executes a graph deterministically and prints each output's name, dtype, shape and
       SHA-256 tensor hash, then the result root. Every backend gives the same bits.
       GRAPH is a Consensor graph (.pb, .pbtxt) or an ONNX model (.onnx), imported on the
       fly; an ONNX input with symbolic dimensions takes its shape from its --input file.
+      --bind fixes an ONNX input to a value at import (it becomes a constant of the graph,
+      so an If on it, such as a sample rate, is folded); bound inputs take no --input.
       --out writes outputs as NAME.npy. --fallback-cpu reruns on the CPU when the GPU
       backend is unavailable or fails (out of memory, launch error); without it, it does not.
   inspect GRAPH [--blobs DIR] [--shape NAME=D0,D1,...]
@@ -120,10 +122,10 @@ using Args = ParsedArgs;
 // command lines that work today into usage errors.
 ArgSpec SharedArgSpec() {
   ArgSpec spec;
-  spec.value_options = {"--input",       "--out",          "--threads",     "--isa",         "--blobs",   "--backend",
-                        "--device",      "--max-elements", "--max-memory",  "--max-flops",   "--max-ops", "--node",
-                        "--nonce",       "--timeout",      "--max-wall-ms", "--replicas",    "--quorum",  "--shape",
-                        "--request-out", "--from",         "--count",       "--api-key-file"};
+  spec.value_options = {"--input",       "--out",          "--threads",     "--isa",          "--blobs",   "--backend",
+                        "--device",      "--max-elements", "--max-memory",  "--max-flops",    "--max-ops", "--node",
+                        "--nonce",       "--timeout",      "--max-wall-ms", "--replicas",     "--quorum",  "--shape",
+                        "--request-out", "--from",         "--count",       "--api-key-file", "--bind"};
   spec.flags = {"--trace", "--help", "--fallback-cpu", "--wait", "--json", "--final"};
   return spec;
 }
@@ -174,8 +176,17 @@ StatusOr<LoadedGraph> LoadAndCompile(const std::string& path, const Args& a, con
   std::map<std::string, Shape> shapes;
   RETURN_IF_ERROR(ParseShapeSpecs(a.All("--shape"), &shapes));
   for (const auto& [name, t] : inputs) shapes.emplace(name, t.shape());
+  auto bind_files = ParseNamedFiles(a.All("--bind"), "--bind");
+  if (!bind_files.ok()) return bind_files.status();
+  NpyLimits npy_limits;
+  npy_limits.max_bytes = limits.max_total_bytes;
+  ASSIGN_OR_RETURN(auto bound, ReadNpyFiles(*bind_files, npy_limits));
+  for (const auto& [name, t] : bound) {
+    if (shapes.count(name)) return InvalidArgument("input '" + name + "' has both --bind and --input or --shape");
+  }
+  if (!bound.empty() && !executor::IsOnnxPath(path)) return InvalidArgument("--bind applies to ONNX models only");
   LoadedGraph lg;
-  ASSIGN_OR_RETURN(ModelFile model, LoadModelFile(path, shapes, limits));
+  ASSIGN_OR_RETURN(ModelFile model, LoadModelFile(path, shapes, limits, bound));
   lg.graph = std::move(model.graph);
   auto vg = executor::Validate(lg.graph, limits);
   if (!vg.ok()) return vg.status().WithContext("graph '" + path + "'");

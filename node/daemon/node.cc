@@ -49,12 +49,12 @@ enum class Health { kStarting, kHealthy, kStopping };
 class ChainEvidence final : public EvidenceSubmitter {
  public:
   static StatusOr<std::unique_ptr<ChainEvidence>> Open(const ChainViewOptions& chain, const Deployment& deployment,
-                                                       const Secp256k1Secret& key) {
+                                                       const Secp256k1Secret& key, MetricsRegistry* metrics) {
     auto evidence = std::unique_ptr<ChainEvidence>(new ChainEvidence());
     HttpRpcOptions http;
     http.ca_file = chain.rpc_ca_file;
     ASSIGN_OR_RETURN(auto transport, NewHttpRpcTransport(chain.rpc_url, http));
-    evidence->rpc_ = std::make_unique<EthRpc>(std::move(transport));
+    evidence->rpc_ = std::make_unique<EthRpc>(NewMeteredRpcTransport(std::move(transport), metrics, "evidence"));
     evidence->client_ = std::make_unique<ChainClient>(evidence->rpc_.get(), deployment, key);
     return evidence;
   }
@@ -316,11 +316,12 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   Deployment deployment;
   if (network) {
     ASSIGN_OR_RETURN(deployment, LoadDeployment(config.chain_deployment));
-    auto chain = RpcChainView::Open(config.chain_view, deployment);
+    auto chain = RpcChainView::Open(config.chain_view, deployment, &impl->registry);
     if (!chain.ok()) return chain.status().WithContext("chain " + RedactRpcUrl(config.chain_view.rpc_url));
     impl->chain = std::move(chain).value();
     if (config.chain_submit_evidence) {
-      ASSIGN_OR_RETURN(impl->evidence, ChainEvidence::Open(config.chain_view, deployment, *impl->operator_key));
+      ASSIGN_OR_RETURN(impl->evidence,
+                       ChainEvidence::Open(config.chain_view, deployment, *impl->operator_key, &impl->registry));
     }
     to.network_mode = true;
     to.on_executed = [raw](const consensus::TaskId& id, const v1::TaskResult& result) {
@@ -430,6 +431,13 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     impl->service->SetSubmitter([raw](const v1::SubmitTaskRequest& r) { return raw->engine->Submit(r); });
   }
   if (impl->faults && impl->faults->StallsServedBlobs()) impl->service->StallServedBlobs();
+  if (impl->faults) {
+    FaultInjector* faults = impl->faults.get();
+    impl->service->CorruptServedBlobs([faults](const std::string& sha) { return faults->CorruptsServedBlob(sha); });
+  }
+  if (impl->engine) {
+    impl->service->SetMissingBlobFetcher([raw](const Hash256& sha) { return raw->engine->FetchOutputOnDemand(sha); });
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -213,6 +213,17 @@ ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, 
       metrics->AddGauge("consensor_orphan_votes", "Votes kept for tasks whose round is not open here.");
   orphan_bytes_gauge_ = metrics->AddGauge("consensor_orphan_vote_bytes",
                                           "Bytes of the votes kept for tasks whose round is not open here.");
+  blobs_fetched_ = metrics->AddCounter("consensor_blobs_fetched_total",
+                                       "Blobs fetched from peers: task blobs by members, certified outputs.");
+  member_fetch_failures_ = metrics->AddCounter(
+      "consensor_member_fetch_failures_total",
+      "Tasks this node was to execute as a member but whose blobs no holder served (it stays silent).");
+  outputs_on_demand_ = metrics->AddCounter(
+      "consensor_outputs_fetched_on_demand_total",
+      "Certified outputs a non-member fetched because a client asked for them, checked against the certificate.");
+  outputs_refused_ =
+      metrics->AddCounter("consensor_outputs_refused_total",
+                          "Output bytes a peer served that do not match the certified result (not stored).");
 }
 
 void ConsensusEngine::UpdateOrphanGaugesLocked() {
@@ -606,7 +617,10 @@ Status ConsensusEngine::FetchBlob(const Hash256& sha256, const std::vector<std::
     if (!over_budget.ok()) return over_budget;  // this node is full: no other holder helps
     if (fetched.ok()) {
       auto committed = (*writer)->Commit();  // verifies the hash
-      if (committed.ok()) return OkStatus();
+      if (committed.ok()) {
+        blobs_fetched_->Increment();
+        return OkStatus();
+      }
       fetched = committed.status().WithContext("blob from " + endpoint);
     }
     code = fetched.code();
@@ -635,6 +649,123 @@ Status ConsensusEngine::FetchTaskBlobs(const v1::SubmitTaskRequest& spec, const 
   return OkStatus();
 }
 
+std::vector<std::string> ConsensusEngine::HoldersOf(const v1::Task& task, bool all_peers) const {
+  std::vector<std::string> endpoints;
+  auto add = [&](const std::string& endpoint) {
+    if (!endpoint.empty() && std::find(endpoints.begin(), endpoints.end(), endpoint) == endpoints.end()) {
+      endpoints.push_back(endpoint);
+    }
+  };
+  auto add_operator = [&](const std::string& hex) {
+    auto a = ParseAddress(hex);
+    if (a.ok() && *a != address_) add(chain_->EndpointOf(*a));
+  };
+  const v1::TaskConsensus& c = task.consensus();
+  add_operator(c.announcer());  // it had every blob from the client
+  for (const std::string& m : c.committee()) add_operator(m);
+  for (const std::string& signer : c.certificate().signers()) add_operator(signer);
+  if (all_peers) {
+    for (const std::string& e : chain_->PeerEndpoints(address_)) add(e);
+  }
+  return endpoints;
+}
+
+void ConsensusEngine::ExecuteHere(const consensus::TaskId& id, const std::string& reason) {
+  auto requeue = [this, id, reason] {
+    if (Status s = tasks_->Requeue(id, reason); !s.ok()) {
+      Log(LogLevel::kWarn, "cannot queue task for execution", {{"task", id.Hex()}, {"error", s.ToString()}});
+    }
+  };
+  auto task = tasks_->Get(id);
+  if (!task.ok()) {
+    Log(LogLevel::kWarn, "cannot queue task for execution", {{"task", id.Hex()}, {"error", task.status().ToString()}});
+    return;
+  }
+  // The entry node, or a member that fetched them before, has every blob: no queue, no peer.
+  if (FetchTaskBlobs(task->spec(), {}).ok()) {
+    requeue();
+    return;
+  }
+  Address20 announcer{};
+  if (auto a = ParseAddress(task->consensus().announcer()); a.ok()) announcer = *a;
+  // Member work comes before any adoption; one job per announcer at a time, so a staller's
+  // tasks hold one thread.
+  Status queued = adoptions_.Add(
+      announcer,
+      [this, id, reason, requeue] {
+        auto task = tasks_->Get(id);
+        if (!task.ok()) return;
+        Status fetched = faults_->FailsMemberFetches()
+                             ? Unavailable("fault injection: this member fetches nothing")
+                             : FetchTaskBlobs(task->spec(), HoldersOf(*task, /*all_peers=*/true));
+        if (!fetched.ok()) {
+          member_fetch_failures_->Increment();
+          // Its commit window closes without it: the committee replaces it like a silent member.
+          Log(LogLevel::kWarn, "member cannot fetch the task's blobs: it stays silent and is replaced",
+              {{"task", id.Hex()}, {"reason", reason}, {"error", fetched.ToString()}});
+          return;
+        }
+        Log(LogLevel::kInfo, "member fetched the task's blobs", {{"task", id.Hex()}, {"reason", reason}});
+        requeue();
+      },
+      AdoptionPriority::kMember);
+  if (!queued.ok()) {
+    member_fetch_failures_->Increment();
+    Log(LogLevel::kWarn, "cannot queue the member fetch", {{"task", id.Hex()}, {"error", queued.ToString()}});
+  }
+}
+
+Status ConsensusEngine::FetchOutputOnDemand(const Hash256& sha256) {
+  const std::string blob_hex = ToHex(sha256);
+  std::optional<consensus::TaskId> id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = remote_outputs_.find(sha256); it != remote_outputs_.end()) id = it->second;
+  }
+  const Status not_here = NotFound("blob " + blob_hex + " is not stored on this node");
+  if (!id) return not_here;
+  ASSIGN_OR_RETURN(v1::Task task, tasks_->Get(*id));
+  const v1::TaskResult& result = task.result();
+  if (!task.consensus().has_certificate() || result.result_root() != task.consensus().certificate().result_root()) {
+    return not_here;  // overruled by a dispute certificate meanwhile
+  }
+  auto output = std::find_if(result.outputs().begin(), result.outputs().end(),
+                             [&](const v1::TaskOutput& o) { return o.blob_sha256() == blob_hex; });
+  if (output == result.outputs().end()) return not_here;
+  const bool fetched_before = store_->BlobSize(sha256).ok();  // a concurrent request's
+  std::string failures;
+  NpyLimits limits;
+  limits.max_bytes = options_.max_blob_bytes;
+  // The entry node and the committee hold the outputs; other non-members do not.
+  for (const std::string& endpoint : HoldersOf(task, /*all_peers=*/false)) {
+    Status s = FetchBlob(sha256, {endpoint});  // a blob whose bytes do not hash to its name is never stored
+    bool refused = s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kDataLoss;
+    if (s.ok()) {
+      // Its hash names the blob, the certified result names its tensor: the two must agree.
+      auto bytes = store_->GetBlob(sha256, options_.max_blob_bytes);
+      s = bytes.ok() ? CheckNpyTensorHash(*bytes, output->tensor_hash(), limits) : bytes.status();
+      if (s.ok()) {
+        outputs_on_demand_->Increment();
+        Log(LogLevel::kInfo, "certified output fetched on demand",
+            {{"task", id->Hex()}, {"output", output->name()}, {"from", endpoint}});
+        return OkStatus();
+      }
+      refused = true;
+      if (!fetched_before) store_->DeleteBlob(sha256).IgnoreError();
+    }
+    if (refused) {
+      outputs_refused_->Increment();
+      Log(LogLevel::kWarn, "output refused: it does not match the certificate",
+          {{"task", id->Hex()}, {"output", output->name()}, {"from", endpoint}, {"error", s.ToString()}});
+    }
+    constexpr size_t kMaxFailureText = 2048;
+    if (failures.size() < kMaxFailureText) failures += (failures.empty() ? "" : "; ") + endpoint + ": " + s.message();
+  }
+  return Unavailable("no holder served output '" + output->name() + "' of task " + id->Hex() +
+                     " matching its certificate" +
+                     (failures.empty() ? std::string(" (no holder known)") : ": " + failures));
+}
+
 Status ConsensusEngine::Adopt(const v1::TaskAnnouncement& ann, const Address20& announcer, bool late) {
   const v1::SubmitTaskRequest& spec = ann.spec();
   ASSIGN_OR_RETURN(const consensus::TaskId id, tasks_->IdOf(spec));  // needs no blobs
@@ -651,11 +782,8 @@ Status ConsensusEngine::Adopt(const v1::TaskAnnouncement& ann, const Address20& 
     done();
     return OkStatus();  // e.g. announced twice; the first announcement stands
   }
-  Status fetched = FetchTaskBlobs(spec, PeersFor(announcer));
-  if (!fetched.ok()) {
-    done();
-    return fetched.WithContext("fetching the task's blobs");
-  }
+  // No blobs: only the committee fetches them, once it is seated (ExecuteHere). A non-member's
+  // cost per task is the announcement, the votes and the certificate.
   auto plan =
       PlanConsensus(ann.reference_block(), spec.options().replicas(), spec.options().quorum(), AddressHex(announcer));
   if (!plan.ok()) {
@@ -663,7 +791,7 @@ Status ConsensusEngine::Adopt(const v1::TaskAnnouncement& ann, const Address20& 
     return plan.status();
   }
   plan->set_observer_only(late);
-  auto submitted = tasks_->Submit(spec, &*plan);
+  auto submitted = tasks_->Submit(spec, &*plan, /*blobs_here=*/false);
   if (!submitted.ok()) {
     done();
     return submitted.status();
@@ -1046,6 +1174,9 @@ void ConsensusEngine::SendEvidence(const consensus::TaskId& task_id, const conse
 // ---- local execution
 
 void ConsensusEngine::OnExecuted(const consensus::TaskId& task_id, const v1::TaskResult& result) {
+  std::vector<std::string> outputs;
+  for (const auto& out : result.outputs()) outputs.push_back(out.blob_sha256());
+  faults_->HoldsOutputs(outputs);
   faults_->BeforeAttesting(task_id.Hex());
   Attest(task_id, result);
 }
@@ -1106,6 +1237,9 @@ void ConsensusEngine::Attest(const consensus::TaskId& task_id, const v1::TaskRes
 void ConsensusEngine::FetchCertifiedResult(const consensus::TaskId& task_id) {
   v1::Certificate cert;
   std::vector<std::string> endpoints;
+  // The committee and the entry node keep the outputs; any other node records the certified
+  // result (names, tensor hashes, blob names) and fetches an output when a client asks for it.
+  bool keep_outputs = true;
   {
     auto task = tasks_->Get(task_id);
     if (!task.ok() || !task->consensus().has_certificate()) return;
@@ -1144,6 +1278,7 @@ void ConsensusEngine::FetchCertifiedResult(const consensus::TaskId& task_id) {
       std::string e = chain_->EndpointOf(*a);
       if (!e.empty()) endpoints.push_back(e);
     }
+    keep_outputs = task->consensus().member() || task->consensus().announcer() == AddressHex(address_);
   }
   // Not executed here (an observer) or executed differently: take the outputs from a signer,
   // and accept them only if their hashes make up the certified result root.
@@ -1169,10 +1304,24 @@ void ConsensusEngine::FetchCertifiedResult(const consensus::TaskId& task_id) {
       return CheckNpyTensorHash(bytes, out.tensor_hash(), limits);
     };
     bool outputs_ok = true;
-    for (const auto& out : result.outputs()) outputs_ok = outputs_ok && fetch_output(out).ok();
+    std::vector<Hash256> left_remote;  // output blobs left with the holders
+    for (const auto& out : result.outputs()) {
+      if (keep_outputs) {
+        outputs_ok = outputs_ok && fetch_output(out).ok();
+      } else if (auto h = Hash256FromHex(out.blob_sha256()); h.ok()) {
+        if (!store_->BlobSize(*h).ok()) left_remote.push_back(*h);
+      } else {
+        outputs_ok = false;
+      }
+    }
     if (!outputs_ok) continue;
     v1::TaskResult stored = result;
     const std::string root = cert.result_root();
+    {
+      // Before the record says SUCCEEDED: a client that sees it may ask for an output at once.
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const Hash256& h : left_remote) remote_outputs_[h] = task_id;
+    }
     Status s = tasks_->Mutate(
         task_id,
         [root](v1::Task* t) -> Status {
@@ -1187,10 +1336,20 @@ void ConsensusEngine::FetchCertifiedResult(const consensus::TaskId& task_id) {
         },
         &stored);
     if (s.ok()) {
+      std::vector<std::string> held;
+      for (const auto& out : result.outputs()) held.push_back(out.blob_sha256());
+      if (keep_outputs) faults_->HoldsOutputs(held);
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = rounds_.find(task_id); it != rounds_.end()) it->second->result_stored = true;
-      Log(LogLevel::kInfo, "certified result fetched",
+      Log(LogLevel::kInfo, keep_outputs ? "certified result fetched" : "certified result recorded, outputs on demand",
           {{"task", task_id.Hex()}, {"from", endpoint}, {"result_root", cert.result_root()}});
+    } else {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const Hash256& h : left_remote) {
+        if (auto it = remote_outputs_.find(h); it != remote_outputs_.end() && it->second == task_id) {
+          remote_outputs_.erase(it);
+        }
+      }
     }
     return;
   }
@@ -1331,11 +1490,7 @@ void ConsensusEngine::RunActions(Actions& actions) {
   }
   const double records_ms = std::chrono::duration<double, std::milli>(Clock::now() - records_start).count();
   const auto records = static_cast<int64_t>(by_task.size());
-  for (const auto& [id, reason] : actions.requeue) {
-    if (Status s = tasks_->Requeue(id, reason); !s.ok()) {
-      Log(LogLevel::kWarn, "cannot queue task for execution", {{"task", id.Hex()}, {"error", s.ToString()}});
-    }
-  }
+  for (const auto& [id, reason] : actions.requeue) ExecuteHere(id, reason);
   Publish(actions.publish);
   for (const Actions::PhaseLog& p : actions.phase_logs) {
     Log(LogLevel::kInfo, p.phase, {{"task", p.task.Hex()}, {"records", records}, {"records_ms", records_ms}});
@@ -1374,7 +1529,23 @@ Status ApplyRecordChanges(const std::vector<RecordChange>& changes, v1::Task* ta
 Status ConsensusEngine::Recover() {
   std::vector<v1::Task> open;
   std::vector<std::pair<consensus::TaskId, uint64_t>> certified;
+  std::vector<consensus::TaskId> to_execute;
   RETURN_IF_ERROR(tasks_->ForEach([&](const v1::Task& t) -> Status {
+    auto id = consensus::TaskId::FromHex(t.task_id());
+    // A certified result recorded without its outputs: they are still fetched on demand.
+    if (id.ok() && t.has_consensus() && t.state() == v1::TASK_STATE_SUCCEEDED && t.has_result()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& out : t.result().outputs()) {
+        if (auto h = Hash256FromHex(out.blob_sha256()); h.ok() && !store_->BlobSize(*h).ok()) {
+          remote_outputs_[*h] = *id;
+        }
+      }
+    }
+    // A seated member whose blob fetch the restart cut short.
+    if (id.ok() && t.has_consensus() && t.consensus().member() && t.state() == v1::TASK_STATE_CERTIFYING &&
+        !t.has_result()) {
+      to_execute.push_back(*id);
+    }
     if (t.has_consensus() && t.consensus().has_certificate() && !t.consensus().final()) {
       if (auto id = consensus::TaskId::FromHex(t.task_id()); id.ok())
         certified.emplace_back(*id, t.consensus().final_block());
@@ -1423,6 +1594,7 @@ Status ConsensusEngine::Recover() {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [id, final_block] : certified) awaiting_final_.emplace(id, final_block);
   }
+  for (const auto& id : to_execute) ExecuteHere(id, "committee member, after a restart");
   if (!open.empty()) Log(LogLevel::kInfo, "reopened consensus rounds", {{"count", static_cast<int64_t>(open.size())}});
   return OkStatus();
 }

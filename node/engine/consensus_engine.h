@@ -100,6 +100,12 @@ class ConsensusEngine {
   // True while a seat check that OnChainHead asked for has not finished (tests wait on it before
   // they move the chain, so that the check sees the head it was asked for).
   bool SeatCheckPending();
+  // A client asked for a blob this node does not hold. When it is an output of a certified task
+  // whose result this node recorded without the bytes (a non-member: docs/NETWORK.md, "Certify"),
+  // it is fetched now from the entry node or the committee, and kept only if it holds the
+  // tensor the certified result names. NOT_FOUND when it is no such output; UNAVAILABLE when no
+  // holder served the certified bytes.
+  Status FetchOutputOnDemand(const Hash256& sha256);
 
  private:
   struct Round;
@@ -115,6 +121,13 @@ class ConsensusEngine {
   Status Adopt(const v1::TaskAnnouncement& announcement, const Address20& announcer, bool late);
   Status FetchBlob(const Hash256& sha256, const std::vector<std::string>& endpoints);
   Status FetchTaskBlobs(const v1::SubmitTaskRequest& spec, const std::vector<std::string>& endpoints);
+  // This node executes the task (a seated member, a replacement, a dispute member): queued at
+  // once when its blobs are here, else once a member fetch (first in the adoption queue) got
+  // them from a holder. A member that cannot get them stays silent and is replaced.
+  void ExecuteHere(const consensus::TaskId& task_id, const std::string& reason);
+  // Who may hold a task's blobs: the announcer, the committee, the certificate's signers, then
+  // (`all_peers`) every other peer. Never this node.
+  std::vector<std::string> HoldersOf(const v1::Task& task, bool all_peers) const;
   consensus::RoundRules Rules() const;
   Status OpenRound(const v1::Task& task, std::shared_ptr<const consensus::OperatorSet> operators, Actions* actions);
   void AddVote(Round& round, const consensus::SignedAttestation& vote, bool persist, Actions* actions);
@@ -178,6 +191,10 @@ class ConsensusEngine {
   Gauge* open_rounds_gauge_;
   Gauge* orphan_votes_gauge_;
   Gauge* orphan_bytes_gauge_;
+  Counter* blobs_fetched_;          // blobs fetched from peers (task blobs and outputs)
+  Counter* member_fetch_failures_;  // member fetches that found no holder
+  Counter* outputs_on_demand_;      // outputs fetched because a client asked this non-member
+  Counter* outputs_refused_;        // output bytes a peer served that the certificate refutes
   void UpdateOrphanGaugesLocked();
 
   mutable std::mutex mu_;
@@ -187,7 +204,10 @@ class ConsensusEngine {
   std::map<consensus::TaskId, uint64_t> awaiting_final_;
   // Commitments and reveals that arrived before their task's round opened, signature checked.
   OrphanPool orphans_;
-  std::set<consensus::TaskId> adopting_;  // announcements being fetched
+  std::set<consensus::TaskId> adopting_;  // announcements being stored
+  // Output blobs of certified tasks whose result this node recorded without their bytes -> the
+  // task (FetchOutputOnDemand). Rebuilt by Recover.
+  std::map<Hash256, consensus::TaskId> remote_outputs_;
   // Stored tasks whose committee is not drawn yet -> their seed block.
   std::map<consensus::TaskId, uint64_t> seating_;
   bool head_refresh_running_ = false;

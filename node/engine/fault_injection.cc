@@ -3,6 +3,8 @@
 #include <array>
 #include <chrono>
 #include <cstdlib>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "node/telemetry/log.h"
@@ -11,13 +13,16 @@ namespace consensor::node {
 
 namespace {
 
-constexpr std::array<std::string_view, 11> kNames = {
+constexpr std::array<std::string_view, 13> kNames = {
     "corrupt-output", "equivocate",      "silent",    "crash-mid-task",  "downgrade-replicas", "wrong-trace-root",
-    "slow",           "stale-reference", "lazy-copy", "withhold-reveal", "trickle-blobs"};
-constexpr std::array<FaultMode, 11> kModes = {
-    FaultMode::kCorruptOutput,     FaultMode::kEquivocate,     FaultMode::kSilent,      FaultMode::kCrashMidTask,
-    FaultMode::kDowngradeReplicas, FaultMode::kWrongTraceRoot, FaultMode::kSlow,        FaultMode::kStaleReference,
-    FaultMode::kLazyCopy,          FaultMode::kWithholdReveal, FaultMode::kTrickleBlobs};
+    "slow",           "stale-reference", "lazy-copy", "withhold-reveal", "trickle-blobs",      "corrupt-served-outputs",
+    "cannot-fetch"};
+constexpr std::array<FaultMode, 13> kModes = {
+    FaultMode::kCorruptOutput,  FaultMode::kEquivocate,        FaultMode::kSilent,
+    FaultMode::kCrashMidTask,   FaultMode::kDowngradeReplicas, FaultMode::kWrongTraceRoot,
+    FaultMode::kSlow,           FaultMode::kStaleReference,    FaultMode::kLazyCopy,
+    FaultMode::kWithholdReveal, FaultMode::kTrickleBlobs,      FaultMode::kCorruptServedOutputs,
+    FaultMode::kCannotFetch};
 
 class Honest final : public FaultInjector {
  public:
@@ -28,6 +33,9 @@ class Honest final : public FaultInjector {
   bool CopiesRevealedVotes() override { return false; }
   bool WithholdsReveal(const std::string&) override { return false; }
   bool StallsServedBlobs() override { return false; }
+  void HoldsOutputs(const std::vector<std::string>&) override {}
+  bool CorruptsServedBlob(const std::string&) override { return false; }
+  bool FailsMemberFetches() override { return false; }
   std::vector<consensus::Attestation> ToSign(const std::string&, const consensus::Attestation& honest) override {
     return {honest};
   }
@@ -79,6 +87,19 @@ class Faulty final : public FaultInjector {
     return true;
   }
   bool StallsServedBlobs() override { return mode_ == FaultMode::kTrickleBlobs; }
+  void HoldsOutputs(const std::vector<std::string>& blob_sha256_hex) override {
+    if (mode_ != FaultMode::kCorruptServedOutputs) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    outputs_.insert(blob_sha256_hex.begin(), blob_sha256_hex.end());
+  }
+  bool CorruptsServedBlob(const std::string& blob_sha256_hex) override {
+    if (mode_ != FaultMode::kCorruptServedOutputs) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!outputs_.count(blob_sha256_hex)) return false;
+    Log(LogLevel::kWarn, "fault injection: serving a corrupted output", {{"blob", blob_sha256_hex}});
+    return true;
+  }
+  bool FailsMemberFetches() override { return mode_ == FaultMode::kCannotFetch; }
 
   std::vector<consensus::Attestation> ToSign(const std::string& task_id_hex,
                                              const consensus::Attestation& honest) override {
@@ -103,6 +124,8 @@ class Faulty final : public FaultInjector {
  private:
   const FaultMode mode_;
   const int64_t delay_ms_;
+  std::mutex mu_;
+  std::set<std::string> outputs_;  // corrupt-served-outputs: the output blobs it holds
 };
 
 }  // namespace

@@ -39,6 +39,11 @@ enum class FaultMode {
   // Serves its blobs to peers as the adoption staller of docs/SECURITY.md, section 9: the first
   // chunk of each blob, then nothing until the fetcher gives up.
   kTrickleBlobs,
+  // Serves the certified outputs it holds to peers with one byte flipped (what a non-member
+  // fetches on demand must be checked against the certificate: docs/NETWORK.md, "Certify").
+  kCorruptServedOutputs,
+  // As a member, cannot fetch a task's blobs from any holder (to the others it looks silent).
+  kCannotFetch,
 };
 
 // The config names of the faults, in the order the docs list them (kNone has none).
@@ -63,6 +68,13 @@ class FaultInjector {
   virtual bool WithholdsReveal(const std::string& task_id_hex) = 0;
   // True: stall every blob this node serves after its first chunk.
   virtual bool StallsServedBlobs() = 0;
+  // The engine holds these output blobs (hex SHA-256) of a task; corrupt-served-outputs
+  // remembers them.
+  virtual void HoldsOutputs(const std::vector<std::string>& blob_sha256_hex) = 0;
+  // True: flip a byte of this blob when serving it.
+  virtual bool CorruptsServedBlob(const std::string& blob_sha256_hex) = 0;
+  // True: fail every fetch of a task's blobs for execution.
+  virtual bool FailsMemberFetches() = 0;
   // What to sign in place of the honest attestation: itself, a corrupted one, or two.
   virtual std::vector<consensus::Attestation> ToSign(const std::string& task_id_hex,
                                                      const consensus::Attestation& honest) = 0;

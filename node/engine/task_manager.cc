@@ -360,12 +360,14 @@ StatusOr<int64_t> TaskManager::CountFlops(const v1::SubmitTaskRequest& request) 
   return prepared.program->total_flops;
 }
 
-StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request, const v1::TaskConsensus* consensus) {
+StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request, const v1::TaskConsensus* consensus,
+                                            bool blobs_here) {
   if (!accepting_) return Unavailable("the node is not accepting tasks (starting or shutting down)");
   ASSIGN_OR_RETURN(consensus::TaskId id, IdOf(request));
   const std::string key = id.Key();
   SubmitOutcome outcome{id, false};
   const bool execute = consensus == nullptr || consensus->member();
+  if (!blobs_here && execute) return Internal("a task without its blobs cannot be queued for execution");
 
   // Idempotent: the same content is the same task.
   ASSIGN_OR_RETURN(auto existing, store_->GetTask(key));
@@ -386,10 +388,14 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   std::shared_lock<std::shared_mutex> references;
   if (options_.references != nullptr) references = options_.references->Writing();
 
-  // Everything the task needs must be here and valid before the node acknowledges it.
-  ASSIGN_OR_RETURN(PreparedTask prepared,
-                   PrepareTask(store_, &programs_, request, options_.limits, /*load_inputs=*/false));
-  (void)prepared;
+  // Everything the task needs must be here and valid before the node acknowledges it (an
+  // adopted announcement's blobs are fetched, and the graph checked, by the members only).
+  int64_t ops = -1;
+  if (blobs_here) {
+    ASSIGN_OR_RETURN(PreparedTask prepared,
+                     PrepareTask(store_, &programs_, request, options_.limits, /*load_inputs=*/false));
+    ops = static_cast<int64_t>(prepared.program->instructions.size());
+  }
 
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -441,10 +447,7 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   work_cv_.notify_one();
   metrics_->tasks_received->Increment();
   UpdateGauges();
-  Log(LogLevel::kInfo, "task accepted",
-      {{"task", id.Hex()},
-       {"graph", request.graph_sha256()},
-       {"ops", static_cast<int64_t>(prepared.program->instructions.size())}});
+  Log(LogLevel::kInfo, "task accepted", {{"task", id.Hex()}, {"graph", request.graph_sha256()}, {"ops", ops}});
   return outcome;
 }
 

@@ -93,8 +93,12 @@ class TaskManager {
   // invalid graph, missing or extra input, wrong input type), NOT_FOUND (unknown blob),
   // RESOURCE_EXHAUSTED (over a cap, or the queue is full), UNAVAILABLE (shutting down).
   // In network mode `consensus` comes with the task: a member's task is queued, an observer's
-  // is stored as CERTIFYING and never runs (unless Requeue'd later).
-  StatusOr<SubmitOutcome> Submit(const v1::SubmitTaskRequest& request, const v1::TaskConsensus* consensus = nullptr);
+  // is stored as CERTIFYING and never runs (unless Requeue'd later). `blobs_here` false (an
+  // adopted announcement, docs/NETWORK.md "Adopt"): the blobs are not on this node, so the
+  // graph is not checked now; the task is stored CERTIFYING and whoever Requeues it must fetch
+  // the blobs first.
+  StatusOr<SubmitOutcome> Submit(const v1::SubmitTaskRequest& request, const v1::TaskConsensus* consensus = nullptr,
+                                 bool blobs_here = true);
   // The task id of a request (consensus/task.h); checks the hashes and the input cap, reads no blobs.
   StatusOr<consensus::TaskId> IdOf(const v1::SubmitTaskRequest& request);
   // Validates a request without storing anything (the same checks as Submit); returns the id.

@@ -70,7 +70,7 @@ struct GossipNetwork::Peer {
 
   std::mutex mu;  // guards queue, in_flight and writes to stop
   std::condition_variable cv;
-  std::deque<v1::Envelope> queue;
+  std::deque<Logged> queue;
   size_t queue_bytes = 0;                    // serialized bytes in `queue`
   grpc::ClientContext* in_flight = nullptr;  // so Shutdown can cancel it
   std::atomic<bool> stop{false};
@@ -240,8 +240,9 @@ StatusOr<Hash256> GossipNetwork::Publish(v1::GossipMessage message) {
                            " bytes is over the limit of " + std::to_string(max_payload_bytes_));
   }
   const Hash256 id = MessageId(envelope.payload());
-  if (MarkSeenIfNew(id)) AppendToLog(envelope);
-  Relay(envelope, nullptr);
+  const Logged entry = Share(envelope);
+  if (MarkSeenIfNew(id)) AppendToLog(entry);
+  Relay(entry, nullptr);
   return id;
 }
 
@@ -275,8 +276,9 @@ StatusOr<Hash256> GossipNetwork::Rebroadcast(const v1::Envelope& envelope) {
   if (message.chain_id() != options_.chain_id) return InvalidArgument("gossip envelope is for another chain");
   RETURN_IF_ERROR(VerifySender(options_.chain_id, options_.contract, envelope, message).WithContext("gossip envelope"));
   const Hash256 id = MessageId(envelope.payload());
-  if (MarkSeenIfNew(id)) AppendToLog(envelope);
-  Relay(envelope, nullptr);
+  const Logged entry = Share(envelope);
+  if (MarkSeenIfNew(id)) AppendToLog(entry);
+  Relay(entry, nullptr);
   return id;
 }
 
@@ -414,8 +416,9 @@ GossipNetwork::Outcome GossipNetwork::ProcessEnvelope(const v1::Envelope& envelo
   if (drop_reason != nullptr) return Drop(drop_reason);
 
   metrics_.accepted->Increment();
-  AppendToLog(envelope);
-  Relay(envelope, origin);
+  const Logged entry = Share(envelope);
+  AppendToLog(entry);
+  Relay(entry, origin);
   return Outcome::kAccepted;
 }
 
@@ -436,11 +439,14 @@ void GossipNetwork::MarkSeenLocked(const Hash256& id) {
   }
 }
 
-void GossipNetwork::AppendToLog(const v1::Envelope& envelope) {
-  Logged entry{std::make_shared<const v1::Envelope>(envelope), envelope.ByteSizeLong()};
+GossipNetwork::Logged GossipNetwork::Share(const v1::Envelope& envelope) {
+  return Logged{std::make_shared<const v1::Envelope>(envelope), envelope.ByteSizeLong()};
+}
+
+void GossipNetwork::AppendToLog(const Logged& entry) {
   std::lock_guard lock(log_mu_);
   log_bytes_ += entry.bytes;
-  log_.push_back(std::move(entry));
+  log_.push_back(entry);
   ++log_head_;
   const size_t capacity = static_cast<size_t>(std::max(options_.log_capacity, 1));
   const size_t capacity_bytes = static_cast<size_t>(std::max<int64_t>(options_.log_capacity_bytes, 0));
@@ -541,7 +547,7 @@ grpc::Status GossipNetwork::HandlePull(grpc::ServerContext* context, const v1::P
 // ---------------------------------------------------------------------------------------------
 // Outbound
 
-void GossipNetwork::Relay(const v1::Envelope& envelope, const std::string* origin) {
+void GossipNetwork::Relay(const Logged& entry, const std::string* origin) {
   std::vector<std::shared_ptr<Peer>> targets;
   {
     std::lock_guard lock(peers_mu_);
@@ -558,12 +564,12 @@ void GossipNetwork::Relay(const v1::Envelope& envelope, const std::string* origi
     }
     targets.resize(fanout);
   }
-  for (const auto& peer : targets) Enqueue(*peer, envelope);
+  for (const auto& peer : targets) Enqueue(*peer, entry);
 }
 
-void GossipNetwork::Enqueue(Peer& peer, const v1::Envelope& envelope) {
+void GossipNetwork::Enqueue(Peer& peer, const Logged& entry) {
   {
-    const size_t bytes = envelope.ByteSizeLong();
+    const size_t bytes = entry.bytes;
     std::lock_guard lock(peer.mu);
     const size_t capacity_bytes = static_cast<size_t>(std::max<int64_t>(options_.peer_queue_capacity_bytes, 0));
     if (peer.queue.size() >= static_cast<size_t>(std::max(options_.peer_queue_capacity, 1)) ||
@@ -571,7 +577,7 @@ void GossipNetwork::Enqueue(Peer& peer, const v1::Envelope& envelope) {
       metrics_.queue_dropped->Increment();  // anti-entropy delivers it later
       return;
     }
-    peer.queue.push_back(envelope);
+    peer.queue.push_back(entry);
     peer.queue_bytes += bytes;
   }
   peer.cv.notify_one();
@@ -668,7 +674,7 @@ void GossipNetwork::RunWorker(Peer& peer) {
   auto next_send = Clock::now();
   Clock::duration backoff = Clock::duration::zero();
   for (;;) {
-    std::vector<v1::Envelope> batch;
+    std::vector<std::shared_ptr<const v1::Envelope>> batch;
     bool pull_now = false;
     {
       std::unique_lock lock(peer.mu);
@@ -685,11 +691,11 @@ void GossipNetwork::RunWorker(Peer& peer) {
       if (!pull_now) {
         size_t bytes = 0;
         while (!peer.queue.empty() && batch.size() < kMaxBatchMessages) {
-          const size_t size = peer.queue.front().ByteSizeLong();
+          const size_t size = peer.queue.front().bytes;
           if (!batch.empty() && bytes + size > kMaxBatchBytes) break;
           bytes += size;
           peer.queue_bytes -= std::min(peer.queue_bytes, size);
-          batch.push_back(std::move(peer.queue.front()));
+          batch.push_back(std::move(peer.queue.front().envelope));
           peer.queue.pop_front();
         }
       }
@@ -710,10 +716,10 @@ void GossipNetwork::RunWorker(Peer& peer) {
   }
 }
 
-bool GossipNetwork::SendBatch(Peer& peer, const std::vector<v1::Envelope>& batch) {
+bool GossipNetwork::SendBatch(Peer& peer, const std::vector<std::shared_ptr<const v1::Envelope>>& batch) {
   v1::GossipRequest request;
   request.mutable_messages()->Reserve(static_cast<int>(batch.size()));
-  for (const v1::Envelope& envelope : batch) *request.add_messages() = envelope;
+  for (const auto& envelope : batch) *request.add_messages() = *envelope;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + kRpcDeadline);
   {

@@ -158,6 +158,14 @@ class GossipNetwork final : public GossipPublisher {
     std::chrono::steady_clock::time_point last;
   };
 
+  // One envelope as the log and every peer queue hold it: shared, not copied per peer (Pull also
+  // copies it outside log_mu_), with its serialized size computed once.
+  struct Logged {
+    std::shared_ptr<const v1::Envelope> envelope;
+    size_t bytes = 0;
+  };
+  static Logged Share(const v1::Envelope& envelope);
+
   // The inbound path shared by pushes and pulls. `origin` is the endpoint the envelope came from
   // when known (pulls), so the relay skips it.
   Outcome ProcessEnvelope(const v1::Envelope& envelope, const std::string* origin);
@@ -166,9 +174,9 @@ class GossipNetwork final : public GossipPublisher {
   bool TakeOperatorToken(const Address20& author);
   bool MarkSeenIfNew(const Hash256& id);  // false when already seen
   void MarkSeenLocked(const Hash256& id);
-  void AppendToLog(const v1::Envelope& envelope);
-  void Relay(const v1::Envelope& envelope, const std::string* origin);
-  void Enqueue(Peer& peer, const v1::Envelope& envelope);
+  void AppendToLog(const Logged& entry);
+  void Relay(const Logged& entry, const std::string* origin);
+  void Enqueue(Peer& peer, const Logged& entry);
   grpc::Status HandleGossip(grpc::ServerContext* context, const v1::GossipRequest& request,
                             v1::GossipResponse* response);
   grpc::Status HandlePull(grpc::ServerContext* context, const v1::PullRequest& request, v1::PullResponse* response);
@@ -179,7 +187,7 @@ class GossipNetwork final : public GossipPublisher {
   void StartWorker(const std::shared_ptr<Peer>& peer);
   void StopWorker(Peer& peer);
   void RunWorker(Peer& peer);
-  bool SendBatch(Peer& peer, const std::vector<v1::Envelope>& batch);
+  bool SendBatch(Peer& peer, const std::vector<std::shared_ptr<const v1::Envelope>>& batch);
   void PullFrom(Peer& peer);
   void SetConnected(Peer& peer, bool connected);
 
@@ -217,10 +225,6 @@ class GossipNetwork final : public GossipPublisher {
   std::deque<Hash256> seen_order_;                 // FIFO eviction
   std::unordered_set<Hash256, IdHash> in_flight_;  // ids being verified or handled right now
 
-  struct Logged {
-    std::shared_ptr<const v1::Envelope> envelope;  // shared: Pull copies it outside log_mu_
-    size_t bytes = 0;
-  };
   mutable std::mutex log_mu_;
   std::deque<Logged> log_;  // log_.back() has sequence number log_head_
   uint64_t log_head_ = 0;

@@ -34,8 +34,6 @@ std::string Entry(const std::string& name, const std::string& dtype, const std::
 
 std::vector<uint8_t> Zeros(size_t n) { return std::vector<uint8_t>(n, 0); }
 
-std::span<const uint8_t> Span(const std::vector<uint8_t>& v) { return {v.data(), v.size()}; }
-
 TEST(SafetensorsTest, RoundTripAllDTypes) {
   Tensor f32 = Tensor::FromVector<float>(DType::kF32, {2, 3}, {1.5f, -2.0f, 3.25f, 0.0f, -0.0f, 1e-7f});
   Tensor i32 = Tensor::FromVector<int32_t>(DType::kI32, {4}, {1, -2, 2147483647, -2147483647 - 1});

@@ -15,6 +15,7 @@
 #include "kernels/backend_factory.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "tests/conformance/backends.h"
+#include "tests/test_paths.h"
 
 namespace consensor {
 namespace {
@@ -23,7 +24,7 @@ namespace fs = std::filesystem;
 
 std::vector<std::string> VectorNames() {
   std::vector<std::string> names;
-  fs::path root = fs::path(CNSR_SOURCE_DIR) / "tests/conformance/vectors";
+  fs::path root = fs::path(testing_support::SourceDir()) / "tests/conformance/vectors";
   if (fs::exists(root)) {
     for (const auto& e : fs::directory_iterator(root)) {
       if (e.is_directory()) names.push_back(e.path().filename().string());
@@ -46,7 +47,7 @@ bool UsesCpuOnlyDTypes(const executor::Program& p) {
 }
 
 TEST_P(ConformanceTest, AllBackendsMatchGoldenHashes) {
-  fs::path dir = fs::path(CNSR_SOURCE_DIR) / "tests/conformance/vectors" / GetParam();
+  fs::path dir = fs::path(testing_support::SourceDir()) / "tests/conformance/vectors" / GetParam();
   auto graph = executor::LoadGraphFile((dir / "graph.cgraph").string(), {});
   ASSERT_TRUE(graph.ok()) << graph.status().ToString();
   std::map<std::string, Tensor> inputs;

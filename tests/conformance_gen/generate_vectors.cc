@@ -868,6 +868,60 @@ std::map<std::string, Builder> AllVectors() {
     v.inputs.emplace("idx", Ints<int64_t>(DType::kI64, {4}, 169, -7, 6));
     return v;
   };
+
+  // --- inverse trigonometric and hyperbolic functions (DETERMINISM.md 5.15) ---
+  m["inverse_trig"] = [] {
+    Vector v;
+    Tensor t = F32({40, 25}, 160, 1.25f);  // mostly inside [-1, 1], some outside
+    float* p = t.data_as<float>();
+    const float edges[] = {1.0f, -1.0f, 0.99999994f, -0.99999994f, 1.0000001f, 0.41421354f, 0.41421357f, 0.5f, -0.5f};
+    for (int i = 0; i < 9; ++i) p[600 + i] = edges[i];
+    Value x = v.graph.input("x", DType::kF32, {40, 25});
+    v.graph.output("asin", asin(x));
+    v.graph.output("acos", acos(x));
+    v.graph.output("atan", atan(x));
+    v.graph.output("atanh", atanh(x));
+    v.graph.output("atan_wide", atan(x * v.graph.constant(Tensor::FromVector<float>(DType::kF32, {}, {1000.0f}))));
+    v.inputs.emplace("x", t);
+    return v;
+  };
+  m["hyperbolic"] = [] {
+    Vector v;
+    Tensor t = F32({50, 40}, 161, 100.0f);
+    float* p = t.data_as<float>();
+    const float edges[] = {2.0f, 1.9999999f, 88.0f, 87.99999f, 89.41598f, 89.416f, 4096.0f, 4095.9998f, 1.0f};
+    for (int i = 0; i < 9; ++i) p[900 + i] = edges[i];
+    Value x = v.graph.input("x", DType::kF32, {50, 40});
+    v.graph.output("sinh", sinh(x));
+    v.graph.output("cosh", cosh(x));
+    v.graph.output("asinh", asinh(x));
+    v.graph.output("acosh", acosh(x));
+    v.inputs.emplace("x", t);
+    return v;
+  };
+  // Integer pow (DETERMINISM.md 4.2): exact modulo 2^n, negative exponents.
+  m["pow_int"] = [=] {
+    Vector v;
+    Tensor a32 = Ints<int32_t>(DType::kI32, {16, 16}, 162, -40, 40, {kMin32, kMax32, 0, 1, -1, 2, -2});
+    Tensor b32 = Ints<int32_t>(DType::kI32, {16, 16}, 163, -3, 40, {0, 0, 0, -5, -5, 31, 32});
+    Tensor a8 = Ints<int8_t>(DType::kI8, {64}, 164, -128, 127, {-128, 127, 0, -1});
+    Tensor b8 = Ints<int8_t>(DType::kI8, {64}, 165, -2, 12, {0, 2, -1, 7});
+    Tensor a64 = Ints<int64_t>(DType::kI64, {64}, 166, -1000, 1000, {std::numeric_limits<int64_t>::min(), 3, -1});
+    Tensor b64 = Ints<int64_t>(DType::kI64, {64}, 167, -2, 100, {1, int64_t{1} << 50, -3});
+    for (const auto& [suffix, dtype, shape] :
+         {std::tuple{"32", DType::kI32, Shape{16, 16}}, {"8", DType::kI8, Shape{64}}, {"64", DType::kI64, Shape{64}}}) {
+      Value a = v.graph.input(std::string("a") + suffix, dtype, shape);
+      Value b = v.graph.input(std::string("b") + suffix, dtype, shape);
+      v.graph.output(std::string("i") + suffix, pow(a, b));
+    }
+    v.inputs.emplace("a32", a32);
+    v.inputs.emplace("b32", b32);
+    v.inputs.emplace("a8", a8);
+    v.inputs.emplace("b8", b8);
+    v.inputs.emplace("a64", a64);
+    v.inputs.emplace("b64", b64);
+    return v;
+  };
   return m;
 }
 

@@ -193,7 +193,9 @@ TEST(OpSchemaBinary, DTypes) {
   }
   EXPECT_INVALID(Infer("add", {F32({2}), I32({2})}), "dtypes differ: a is f32[2], b is i32[2]");
   EXPECT_INVALID(Infer("less", {I8({2}), I64({2})}), "dtypes differ");
-  EXPECT_INVALID(Infer("pow", {I32({2}), I32({2})}), "expected f32");
+  EXPECT_EQ(Ok("pow", {I32({2}), I32({2})}).output.dtype, DType::kI32);  // the exact integer power
+  EXPECT_INVALID(Infer("pow", {Bool({2}), Bool({2})}), "expected f32, i8, i32, i64, u8, i16, u16, u32, u64 or f64");
+  EXPECT_INVALID(Infer("asin", {I32({2})}), "expected f32");
   EXPECT_INVALID(Infer("add", {Bool({2}), Bool({2})}), "expected f32, i8, i32, i64, u8, i16, u16, u32, u64 or f64");
 }
 

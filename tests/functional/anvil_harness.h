@@ -15,12 +15,13 @@
 #include <vector>
 
 #include "tests/functional/daemon_harness.h"
+#include "tests/test_paths.h"
 
 namespace consensor::testing_support {
 
 inline std::string AnvilBinary() {
   if (const char* env = std::getenv("CNSR_ANVIL"); env && *env) return env;
-  return std::string(CNSR_SOURCE_DIR) + "/contracts/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil";
+  return testing_support::SourceDir() + "/contracts/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil";
 }
 
 // anvil's first dev account (its well-known mnemonic): key and address.
@@ -82,7 +83,7 @@ inline std::string HexQuantity(uint64_t v) {
 
 // One of the Foundry tools installed next to anvil: "forge", "cast".
 inline std::string FoundryTool(const std::string& name) {
-  return std::string(CNSR_SOURCE_DIR) + "/contracts/node_modules/@foundry-rs/" + name + "-linux-amd64/bin/" + name;
+  return testing_support::SourceDir() + "/contracts/node_modules/@foundry-rs/" + name + "-linux-amd64/bin/" + name;
 }
 
 // Deploys the AVS contracts to `rpc_url` with the project's forge script (deployer: anvil key
@@ -91,7 +92,7 @@ inline std::string FoundryTool(const std::string& name) {
 inline CommandResult DeployContracts(const std::string& rpc_url, const std::string& deployment_rel,
                                      const std::string& env = "") {
   // flock: tests run in parallel, and forge's build cache is shared.
-  return RunCommand("cd " + std::string(CNSR_SOURCE_DIR) + "/contracts && DEPLOYMENT_FILE=" + deployment_rel + " " +
+  return RunCommand("cd " + testing_support::SourceDir() + "/contracts && DEPLOYMENT_FILE=" + deployment_rel + " " +
                         env + " flock .forge.lock " + FoundryTool("forge"),
                     "script script/Deploy.s.sol --rpc-url " + rpc_url + " --broadcast --private-key 0x" + kAnvilKey0);
 }

@@ -16,6 +16,7 @@
 #include "executor/selftest.h"
 #include "executor/serialize.h"
 #include "tests/functional/daemon_harness.h"
+#include "tests/test_paths.h"
 
 namespace consensor {
 namespace {
@@ -320,7 +321,7 @@ TEST_F(CliTest, BadInputsAndCaps) {
 }
 
 TEST_F(CliTest, ShippedExampleRuns) {
-  std::string src = CNSR_SOURCE_DIR;
+  std::string src = testing_support::SourceDir();
   auto r = RunCli("run " + src + "/examples/mlp.cgraph --input x=" + src + "/examples/mlp_x.npy");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("output   probs f32[8, 10]"), std::string::npos) << r.out;

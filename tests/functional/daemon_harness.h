@@ -23,11 +23,12 @@
 #include <vector>
 
 #include "common/tensor.h"
+#include "tests/test_paths.h"
 
 namespace consensor::testing_support {
 
-inline std::string DaemonBinary() { return std::string(CNSR_BINARY_DIR) + "/node/consensord"; }
-inline std::string CliBinary() { return std::string(CNSR_BINARY_DIR) + "/node/consensor"; }
+inline std::string DaemonBinary() { return testing_support::BinaryDir() + "/node/consensord"; }
+inline std::string CliBinary() { return testing_support::BinaryDir() + "/node/consensor"; }
 
 inline std::string ReadWholeFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "tests/functional/anvil_harness.h"
+#include "tests/test_paths.h"
 
 namespace consensor {
 namespace {
@@ -60,7 +61,7 @@ class TlsProxy {
     port_file_ = dir + "/" + name + ".port";
     log_ = dir + "/" + name + ".log";
     pid_ = testing_support::SpawnWithLog(
-        {"/usr/bin/python3", std::string(CNSR_SOURCE_DIR) + "/tests/functional/tls_rpc_proxy.py", "--cert", cert,
+        {"/usr/bin/python3", testing_support::SourceDir() + "/tests/functional/tls_rpc_proxy.py", "--cert", cert,
          "--key", key, "--upstream", upstream, "--port-file", port_file_, "--require-basic",
          std::string(kUser) + ":" + kPassword},
         log_, /*append=*/false);
@@ -103,7 +104,7 @@ class HttpsRpcTest : public ::testing::Test {
     anvil_ = std::make_unique<AnvilProcess>((dir_ / "anvil.log").string());
     ASSERT_TRUE(anvil_->Start()) << anvil_->Log();
     deployment_rel_ = "deployments/test-https-" + std::to_string(getpid()) + ".json";
-    deployment_ = std::string(CNSR_SOURCE_DIR) + "/contracts/" + deployment_rel_;
+    deployment_ = testing_support::SourceDir() + "/contracts/" + deployment_rel_;
     CommandResult deploy = testing_support::DeployContracts(anvil_->url(), deployment_rel_);
     ASSERT_EQ(deploy.exit_code, 0) << deploy.out;
 

@@ -45,6 +45,7 @@
 #include "node/cli/chain_flags.h"
 #include "tests/functional/anvil_harness.h"
 #include "tests/functional/daemon_harness.h"
+#include "tests/test_paths.h"
 
 namespace consensor::testing_support {
 
@@ -394,7 +395,7 @@ class TestNetwork {
                         "MAX_REFERENCE_AGE=" + std::to_string(kMaxReferenceAge) +
                             " CHALLENGE_WINDOW_BLOCKS=4 EVIDENCE_DEADLINE_BLOCKS=" + std::to_string(kEvidenceDeadline) +
                             " " + options_.deploy_env);
-    const std::string written = std::string(CNSR_SOURCE_DIR) + "/contracts/" + rel;
+    const std::string written = testing_support::SourceDir() + "/contracts/" + rel;
     if (deploy.exit_code != 0) {
       std::filesystem::remove(written);
       return "deploy failed: " + deploy.out;

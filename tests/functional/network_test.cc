@@ -32,6 +32,7 @@
 #include "node/api/task_spec.h"
 #include "node/p2p/gossip.h"
 #include "tests/functional/network_harness.h"
+#include "tests/test_paths.h"
 
 namespace consensor {
 namespace {
@@ -286,6 +287,56 @@ TEST_F(NetworkHonestTest, CertificateVerifiesOnChainAndEveryNodeAgrees) {
   EXPECT_EQ(observers, 1);
 }
 
+// Issue 18: a non-member's cost per task is constant. The one operator outside a 3-of-4
+// committee (and not the entry node) fetches none of the task's blobs, serves none, and records
+// the certified result without its outputs; a client asking it for the outputs still gets them:
+// they are fetched then from the entry node or the committee and checked against the
+// certificate (and `consensor verify` against it works).
+TEST_F(NetworkHonestTest, NonMemberFetchesNoBlobAndServesTheResultOnDemand) {
+  TestNetwork& net = *net_;
+  const auto Counters = [&](NetworkNode& n) {
+    return std::vector<double>{n.Metric("consensor_blobs_fetched_total"), n.Metric("consensor_blob_sent_bytes_total"),
+                               n.Metric("consensor_outputs_fetched_on_demand_total")};
+  };
+  std::optional<Submitted> task;
+  NetworkNode* outsider = nullptr;
+  std::vector<double> before;
+  for (uint32_t seed = 60; seed < 66 && outsider == nullptr; ++seed) {
+    std::vector<std::vector<double>> counters;
+    for (size_t i = 0; i < net.size(); ++i) counters.push_back(Counters(net.node(i)));
+    auto s = Submit(net.node(1), 3, 2, seed);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    for (size_t i = 0; i < net.size(); ++i) {
+      auto t = WaitCertified(net.node(i), s->id);
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      ExpectHonest(*t, *s, net.node(i).name());
+      if (!InCommittee(*t, net.node(i)) && i != 1) {
+        outsider = &net.node(i);
+        before = counters[i];
+      }
+    }
+    task = *s;
+  }
+  ASSERT_NE(outsider, nullptr) << "the entry node was the non-member of every task";
+  // Nothing moved: no blob fetched by it, no GetBlob served by it, no output fetched.
+  EXPECT_EQ(Counters(*outsider), before) << outsider->name();
+
+  // A client asks it for the outputs (as `consensor result` does): fetched, checked, served.
+  auto t = outsider->GetTask(task->id);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  for (const auto& out : t->result().outputs()) {
+    auto blob = outsider->client().GetBlob(out.blob_sha256(), 1 << 20);
+    ASSERT_TRUE(blob.ok()) << blob.status().ToString() << "\n" << outsider->LogTail(30);
+    auto tensor = ParseNpy(*blob, NpyLimits{});
+    ASSERT_TRUE(tensor.ok()) << tensor.status().ToString();
+    EXPECT_EQ(ToHex(TensorHash(*tensor)), task->outputs[out.name()]) << out.name();
+  }
+  ExpectVerifies(net, *outsider, task->id);
+  EXPECT_EQ(outsider->Metric("consensor_outputs_fetched_on_demand_total") - before[2],
+            static_cast<double>(task->outputs.size()));
+  EXPECT_EQ(outsider->Metric("consensor_outputs_refused_total"), 0);
+}
+
 // Issue 16, hole 4, with real processes: a deposit of far more than all honest stake, made
 // just before the reference block of a task (by a key that runs no node), counts for nothing at
 // that block. The honest certificate still meets the stake threshold (--require-stake: the
@@ -488,6 +539,37 @@ TEST(NetworkAttackTest, StallingAnnouncerDoesNotHoldUpOtherTasks) {
   EXPECT_TRUE(cut_off) << "no honest node saw a stalled blob fetch: " << net.node(0).LogTail(40);
 }
 
+// Issue 18: an entry node that serves a non-member the task's outputs with a byte flipped. The
+// non-member asks the entry node first, refuses the bytes (they do not hash to the certified
+// blob, so nothing is stored), and takes the outputs from an honest member instead.
+TEST(NetworkAttackTest, WrongOutputServedToANonMemberIsRefused) {
+  TestNetwork net("wrong-output");
+  ASSERT_EQ(net.Start({Operator(1).Fault("corrupt-served-outputs"), Operator(2), Operator(3), Operator(4)}), "");
+  NetworkNode& liar = net.node(0);
+  // Two replicas: two of the four operators are outside the committee, at least one of them honest.
+  auto s = Submit(liar, 2, 2, 70);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  NetworkNode* outsider = nullptr;
+  for (size_t i = 0; i < net.size(); ++i) {  // the liar first: it then holds the outputs
+    auto t = WaitCertified(net.node(i), s->id);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ExpectHonest(*t, *s, net.node(i).name());
+    if (i > 0 && !InCommittee(*t, net.node(i))) outsider = &net.node(i);
+  }
+  ASSERT_NE(outsider, nullptr);
+  auto t = outsider->GetTask(s->id);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  for (const auto& out : t->result().outputs()) {
+    auto blob = outsider->client().GetBlob(out.blob_sha256(), 1 << 20);
+    ASSERT_TRUE(blob.ok()) << blob.status().ToString() << "\n" << outsider->LogTail(30);
+    auto tensor = ParseNpy(*blob, NpyLimits{});
+    ASSERT_TRUE(tensor.ok()) << tensor.status().ToString();
+    EXPECT_EQ(ToHex(TensorHash(*tensor)), s->outputs[out.name()]) << out.name();
+  }
+  EXPECT_GE(outsider->Metric("consensor_outputs_refused_total"), 1) << outsider->LogTail(40);
+  EXPECT_EQ(outsider->Metric("consensor_outputs_fetched_on_demand_total"), t->result().outputs_size());
+}
+
 // Issue 18, orphan votes: a registered operator floods a node with validly signed commitments for
 // task ids nobody will announce, over many connections (a per-connection rate limit does not
 // stop it). Its author's rate limit and its share of the orphan pool bound what the node takes;
@@ -665,6 +747,72 @@ TEST_F(NetworkHonestTest, MessagesFromUnregisteredKeysAreIgnored) {
   auto t = WaitCertified(target, TaskIdOf(*request));
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->consensus().announcer(), net.node(1).operator_hex()) << testing_support::Describe(*t);
+
+  // Pull (the gossip log's catch-up read) by an attacker that tries it unsigned, with a forged
+  // or stale signature, as an outsider, and as a flood: each is refused with its own status
+  // before the log is read, a registered operator's signed Pull is served, and the network still
+  // certifies afterwards.
+  auto pull = [&](const v1::PullRequest& request, v1::PullResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 10s);
+    return stub->Pull(&context, request, response);
+  };
+  auto signed_by = [&](int account, uint64_t sent_unix_ms = 0) {
+    v1::PullRequest request;
+    request.set_sent_unix_ms(sent_unix_ms);
+    EXPECT_TRUE(node::GossipNetwork::SignPull(testing_support::AnvilDevKey(account), net.deployed().chain_id,
+                                              net.deployed().manager, &request)
+                    .ok());
+    return request;
+  };
+  v1::PullResponse pulled;
+
+  // Unsigned.
+  grpc::Status status = pull(v1::PullRequest(), &pulled);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  // Signed by account 7 (never registered) but naming operator 2 as the requester.
+  v1::PullRequest forged = signed_by(7);
+  forged.set_requester(signed_by(2).requester());
+  status = pull(forged, &pulled);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  // Operator 2's genuine signature, replayed two minutes later (and one made for another chain).
+  status = pull(signed_by(2, UnixMillisNow() - 120'000), &pulled);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  v1::PullRequest other_chain;
+  ASSERT_TRUE(node::GossipNetwork::SignPull(testing_support::AnvilDevKey(2), net.deployed().chain_id + 1,
+                                            net.deployed().manager, &other_chain)
+                  .ok());
+  status = pull(other_chain, &pulled);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  // A well-signed outsider.
+  status = pull(signed_by(7), &pulled);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+  EXPECT_EQ(pulled.messages_size(), 0);
+
+  // A flood from this host: past the per-host budget (100/s, burst 2x) Pull is refused before
+  // any signature is checked, so the flood costs the node almost nothing.
+  int pulls_refused = 0;
+  for (int i = 0; i < 400; ++i) {
+    v1::PullResponse ignored;
+    status = pull(v1::PullRequest(), &ignored);
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) ++pulls_refused;
+  }
+  EXPECT_GT(pulls_refused, 0);
+  // The node still serves its peers afterwards (the host's bucket refills): a task certifies on
+  // every node.
+  auto after_flood = Submit(target, 3, 2, 702);
+  ASSERT_TRUE(after_flood.ok()) << after_flood.status().ToString();
+  for (size_t i = 0; i < net.size(); ++i) {
+    auto done = WaitCertified(net.node(i), after_flood->id);
+    ASSERT_TRUE(done.ok()) << net.node(i).name() << ": " << done.status().ToString();
+  }
+  // And a registered operator's signed Pull is served that task's messages.
+  status = pull(signed_by(2), &pulled);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_GT(pulled.messages_size(), 0);
+  // The node's chain reads are metered by method (an operator's view of its RPC bill).
+  EXPECT_GT(target.Metric(R"(consensor_chain_rpc_requests_total{client="view",method="eth_blockNumber"})"), 0);
+  EXPECT_GT(target.Metric(R"(consensor_chain_rpc_requests_total{client="view",method="eth_call"})"), 0);
 }
 
 // The entry node is killed right after it acknowledged a task, before its announcement reached
@@ -864,7 +1012,7 @@ TEST(NetworkFaultTest, DowngradedAnnouncementIsRefused) {
   TestNetwork net("downgrade");
   ASSERT_EQ(net.Start({Operator(1).Fault("downgrade-replicas"), Operator(2), Operator(3)}), "");
   NetworkNode& entry = net.node(0);
-  const std::string examples = std::string(CNSR_SOURCE_DIR) + "/examples/";
+  const std::string examples = testing_support::SourceDir() + "/examples/";
   const std::string request = entry.dir() + "/request.json";
   testing_support::CommandResult submitted = testing_support::RunCommand(
       testing_support::CliBinary(), "submit " + examples + "mlp.cgraph --input x=" + examples +
@@ -1144,6 +1292,51 @@ TEST(NetworkFaultTest, SilentMemberIsReplacedAndNotSlashed) {
   ASSERT_TRUE(events.ok()) << events.status().ToString();
   EXPECT_TRUE(events->empty());
   ExpectVerifies(net, net.node(0), majority->id);
+}
+
+// Issue 18: members fetch the task's blobs once seated. A member that cannot get them in time
+// looks silent: with a unanimous quorum (3 of 3) the committee is extended at the member
+// deadline, the replacement fetches the blobs and executes (its vote is counted), and since the
+// quorum grows with the committee the task then fails like one with a silent member; nobody is
+// slashed.
+TEST(NetworkFaultTest, MemberThatCannotFetchIsReplaced) {
+  TestNetwork net("cannot-fetch");
+  auto fast = [](int account) { return Operator(account).MemberTimeoutMs(1500).ExhaustedGraceMs(4000); };
+  ASSERT_EQ(net.Start({fast(1), fast(2), fast(3), fast(4).Fault("cannot-fetch")}), "");
+  NetworkNode& blind = net.node(3);
+  std::optional<Submitted> task;
+  std::vector<std::string> committee;
+  for (uint32_t seed = 80; seed < 90 && !task; ++seed) {
+    auto s = Submit(net.node(0), 3, 3, seed);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto t = WaitSeated(net.node(0), s->id);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    if (InCommittee(*t, blind)) {
+      task = *s;
+      committee = Committee(*t);
+    }
+  }
+  ASSERT_TRUE(task.has_value()) << "the node that cannot fetch was in no committee";
+  auto failed = WaitUntilTask(net.node(0), task->id, kFinality,
+                              [](const v1::Task& t) { return t.state() == v1::TASK_STATE_FAILED; });
+  ASSERT_TRUE(failed.ok()) << failed.status().ToString();
+  EXPECT_EQ(failed->consensus().committee_size(), 4) << testing_support::Describe(*failed);
+  EXPECT_FALSE(failed->consensus().has_certificate());
+  EXPECT_TRUE(failed->consensus().slashes().empty());
+  // The replacement, outside the first committee, fetched, executed and committed to its vote
+  // (the votes themselves are never revealed: the commit window cannot close on 4 of 4).
+  std::set<std::string> voters;
+  for (const auto& c : failed->consensus().commitments()) voters.insert(c.signer());
+  EXPECT_EQ(voters.size(), 3u) << testing_support::Describe(*failed);
+  EXPECT_FALSE(voters.count(blind.operator_hex()));
+  bool replacement_voted = false;
+  for (const std::string& v : voters) {
+    replacement_voted |= std::find(committee.begin(), committee.end(), v) == committee.end();
+  }
+  EXPECT_TRUE(replacement_voted) << testing_support::Describe(*failed);
+  EXPECT_GE(blind.Metric("consensor_member_fetch_failures_total"), 1);
+  EXPECT_GE(net.node(0).Metric("consensor_committee_extensions_total"), 1);
+  EXPECT_FALSE(SlashedOnChain(net, blind));
 }
 
 // A member whose process dies when it executes (exit code 86, before attesting): the other two

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -138,6 +139,32 @@ TEST_F(OnnxCliTest, BadModelsAndInputsAreClearErrors) {
     EXPECT_EQ(r.exit_code, 2) << bad << "\n" << r.out;
     EXPECT_NE(r.out.find("usage: consensor onnx-test"), std::string::npos) << bad << "\n" << r.out;
   }
+}
+
+// An If on an input runs once `--bind` fixes that input at import (the branch taken is
+// inlined); without it the import names the If and says why.
+TEST_F(OnnxCliTest, RunBindFoldsAnIfOnAnInput) {
+  const std::string test = "node/test_if";
+  const std::string model = (kData / test / "model.onnx").string();
+  const std::string cond = InputNpy(test, 0);
+  auto bound = RunCli("run " + model + " --bind cond=" + cond + " --out " + Path("out"));
+  ASSERT_EQ(bound.exit_code, 0) << bound.out;
+  auto got = ReadNpyFile(Path("out/res.npy"), {});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  auto want_bytes = consensor::ReadFileBytes((kData / test / "test_data_set_0" / "output_0.pb").string(), 1 << 20);
+  ASSERT_TRUE(want_bytes.ok());
+  auto want = executor::ParseOnnxTensor(*want_bytes, {});
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(got->shape(), want->shape());
+  EXPECT_EQ(got->dtype(), want->dtype());
+  EXPECT_TRUE(std::equal(got->bytes().begin(), got->bytes().end(), want->bytes().begin(), want->bytes().end()));
+
+  auto unbound = RunCli("run " + model + " --input cond=" + cond);
+  EXPECT_EQ(unbound.exit_code, 1) << unbound.out;
+  EXPECT_NE(unbound.out.find("condition is computed at run time"), std::string::npos) << unbound.out;
+  auto both = RunCli("run " + model + " --input cond=" + cond + " --bind cond=" + cond);
+  EXPECT_EQ(both.exit_code, 1) << both.out;
+  EXPECT_NE(both.out.find("both --bind and --input"), std::string::npos) << both.out;
 }
 
 // u16 inputs and output through `consensor run` (BitShift; a shift by 16 or more gives 0), a

@@ -17,6 +17,7 @@
 #include "node/chain/eth_rpc.h"
 #include "node/cli/operator_command.h"
 #include "tests/functional/anvil_harness.h"
+#include "tests/test_paths.h"
 
 namespace consensor {
 namespace {
@@ -64,7 +65,7 @@ class OperatorTest : public ::testing::Test {
     ASSERT_TRUE(anvil_->Start()) << anvil_->Log();
     // Deploy with the project's forge script, into a file of this test's own.
     deployment_rel_ = "deployments/test-" + std::to_string(getpid()) + ".json";
-    deployment_ = std::string(CNSR_SOURCE_DIR) + "/contracts/" + deployment_rel_;
+    deployment_ = testing_support::SourceDir() + "/contracts/" + deployment_rel_;
     CommandResult deploy = testing_support::DeployContracts(
         anvil_->url(), deployment_rel_,
         "WITHDRAWAL_DELAY_BLOCKS=20 MAX_REFERENCE_AGE=2 CHALLENGE_WINDOW_BLOCKS=2 EVIDENCE_DEADLINE_BLOCKS=15 "

@@ -20,6 +20,7 @@
 #include "node/cli/chain_flags.h"
 #include "node/keys/keystore.h"
 #include "tests/functional/anvil_harness.h"
+#include "tests/test_paths.h"
 
 namespace consensor {
 namespace {
@@ -53,7 +54,7 @@ class VerifyTest : public ::testing::Test {
     anvil_ = std::make_unique<AnvilProcess>((dir_ / "anvil.log").string());
     ASSERT_TRUE(anvil_->Start()) << anvil_->Log();
     deployment_rel_ = "deployments/test-verify-" + std::to_string(getpid()) + ".json";
-    deployment_ = std::string(CNSR_SOURCE_DIR) + "/contracts/" + deployment_rel_;
+    deployment_ = testing_support::SourceDir() + "/contracts/" + deployment_rel_;
     CommandResult deploy = testing_support::DeployContracts(anvil_->url(), deployment_rel_);
     ASSERT_EQ(deploy.exit_code, 0) << deploy.out;
     auto d = node::LoadDeployment(deployment_);
@@ -404,8 +405,8 @@ TEST_F(VerifyTest, TaskFromANode) {
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   const std::string node = " --node " + daemon.address();
   CommandResult submitted = testing_support::RunCommand(
-      testing_support::CliBinary(), "submit " + std::string(CNSR_SOURCE_DIR) + "/examples/mlp.cgraph --input x=" +
-                                        std::string(CNSR_SOURCE_DIR) + "/examples/mlp_x.npy --wait" + node);
+      testing_support::CliBinary(), "submit " + testing_support::SourceDir() + "/examples/mlp.cgraph --input x=" +
+                                        testing_support::SourceDir() + "/examples/mlp_x.npy --wait" + node);
   ASSERT_EQ(submitted.exit_code, 0) << submitted.out;
   const size_t at = submitted.out.find("task     ");
   ASSERT_NE(at, std::string::npos) << submitted.out;

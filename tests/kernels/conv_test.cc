@@ -127,20 +127,24 @@ const std::vector<Conv>& Cases() {
     std::vector<Conv> v;
     auto add = [&](Conv c) { v.push_back(c); };
     // N, C, H, W, F, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, group, bias
-    add({2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});       // 3x3 same
-    add({1, 4, 9, 7, 6, 3, 2, 2, 3, 0, 2, 1, 0, 1, 1, 2, false});      // strides, asymmetric pads, groups
-    add({1, 2, 10, 11, 3, 3, 3, 1, 2, 2, 1, 0, 3, 2, 3, 1, true});     // dilations
-    add({2, 6, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, true});       // depthwise
-    add({1, 4, 6, 5, 8, 3, 3, 2, 1, 1, 0, 1, 2, 1, 1, 4, false});      // depthwise, multiplier 2
-    add({2, 5, 6, 7, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true});       // 1x1 (direct GEMM)
-    add({2, 6, 5, 4, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 3, false});      // grouped 1x1
-    add({1, 5, 9, 9, 7, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, true});       // strided 1x1
-    add({1, 3, 5, 5, 2, 1, 1, 1, 1, 1, 0, 0, 2, 1, 1, 1, true});       // padded 1x1
-    add({1, 2, 4, 4, 3, 3, 3, 1, 1, 4, 4, 4, 4, 1, 1, 1, true});       // windows fully in padding
-    add({1, 2, 3, 2, 3, 5, 4, 1, 1, 2, 2, 2, 2, 1, 1, 1, false});      // kernel larger than input
-    add({1, 32, 6, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});     // Kc = 288 > one k-block
-    add({3, 8, 13, 17, 16, 3, 5, 2, 1, 2, 0, 1, 2, 1, 2, 2, false});   // odd everything
-    add({1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false});      // 1x1x1x1
+    add({2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});      // 3x3 same
+    add({1, 4, 9, 7, 6, 3, 2, 2, 3, 0, 2, 1, 0, 1, 1, 2, false});     // strides, asymmetric pads, groups
+    add({1, 2, 10, 11, 3, 3, 3, 1, 2, 2, 1, 0, 3, 2, 3, 1, true});    // dilations
+    add({2, 6, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, true});      // depthwise
+    add({1, 4, 6, 5, 8, 3, 3, 2, 1, 1, 0, 1, 2, 1, 1, 4, false});     // depthwise, multiplier 2
+    add({2, 5, 6, 7, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true});      // 1x1 (direct GEMM)
+    add({2, 6, 5, 4, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 3, false});     // grouped 1x1
+    add({1, 5, 9, 9, 7, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, true});      // strided 1x1
+    add({1, 3, 5, 5, 2, 1, 1, 1, 1, 1, 0, 0, 2, 1, 1, 1, true});      // padded 1x1
+    add({1, 2, 4, 4, 3, 3, 3, 1, 1, 4, 4, 4, 4, 1, 1, 1, true});      // windows fully in padding
+    add({1, 2, 3, 2, 3, 5, 4, 1, 1, 2, 2, 2, 2, 1, 1, 1, false});     // kernel larger than input
+    add({1, 32, 6, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});    // Kc = 288 > one k-block
+    add({3, 8, 13, 17, 16, 3, 5, 2, 1, 2, 0, 1, 2, 1, 2, 2, false});  // odd everything
+    add({1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false});     // 1x1x1x1
+    // 1x1 with a bias: added to each GEMM part as it completes (row blocks of at most 144;
+    // column blocks at 2 and 8 threads), grouped and batched.
+    add({2, 6, 20, 29, 150, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true});
+    add({1, 8, 17, 17, 300, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 2, true});
     add({1, 3, 20, 20, 14, 4, 4, 3, 3, 0, 1, 2, 0, 1, 1, 1, true});    // stride > 1, M edge tiles
     add({2, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 16, true});  // depthwise 16
     // The direct grouped kernel (at most 8 channels per group): column tiles of 128, strides,
@@ -153,11 +157,14 @@ const std::vector<Conv>& Cases() {
     add({1, 16, 6, 7, 4, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 2, true});    // 8 channels per group, direct
     add({1, 18, 6, 7, 4, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 2, false});   // 9 channels per group, im2col
     add({1, 4, 1, 1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, true});     // 1x1 image, 3x3 depthwise
-    // The AVX2 kernel's register blocks of 64, 32 and 8 interior columns (stride 1 in width),
+    // The AVX2 kernel's register blocks of 8 to 64 interior columns (stride 1 in width),
     // next to the scalar edges: rows entirely in padding, dilations, 8 channels per group.
     add({1, 6, 7, 150, 6, 5, 5, 2, 1, 2, 2, 2, 2, 1, 1, 6, true});  // depthwise 5x5 s(2,1)
     add({1, 16, 5, 77, 8, 3, 3, 1, 1, 1, 2, 1, 0, 2, 2, 2, true});  // 8 per group, dilated
     add({2, 4, 4, 45, 8, 3, 3, 1, 1, 3, 1, 3, 1, 1, 1, 4, false});  // multiplier 2, padded rows
+    // Masked edge vectors run in pairs: one alone (right edge only), and three (wide padding).
+    add({1, 2, 3, 21, 2, 1, 3, 1, 1, 0, 0, 0, 2, 1, 1, 2, true});
+    add({1, 3, 4, 12, 3, 3, 3, 1, 1, 1, 9, 1, 1, 1, 1, 3, false});
     add({1, 3, 3, 110, 3, 1, 7, 1, 1, 0, 0, 0, 0, 1, 3, 3, true});  // 1x7 dilated, no padding
     return v;
   }();

@@ -135,9 +135,12 @@ const std::vector<BinShape>& BinaryShapes() {
 }
 
 const Op kNumericUnaryOps[] = {Op::kNeg, Op::kAbs, Op::kRelu};
-const Op kFloatUnaryOps[] = {Op::kExp,     Op::kLog,      Op::kSqrt, Op::kRsqrt, Op::kTanh,  Op::kSigmoid, Op::kErf,
-                             Op::kGeluErf, Op::kGeluTanh, Op::kSin,  Op::kCos,   Op::kFloor, Op::kCeil,    Op::kRound};
-const Op kNumericBinaryOps[] = {Op::kAdd, Op::kSub, Op::kMul, Op::kDiv, Op::kMax, Op::kMin, Op::kFmod};
+const Op kFloatUnaryOps[] = {Op::kExp,  Op::kLog,     Op::kSqrt,     Op::kRsqrt, Op::kTanh, Op::kSigmoid,
+                             Op::kErf,  Op::kGeluErf, Op::kGeluTanh, Op::kSin,   Op::kCos,  Op::kFloor,
+                             Op::kCeil, Op::kRound,   Op::kAsin,     Op::kAcos,  Op::kAtan, Op::kSinh,
+                             Op::kCosh, Op::kAsinh,   Op::kAcosh,    Op::kAtanh};
+// kPow: f32 (detmath) and the exact integer power.
+const Op kNumericBinaryOps[] = {Op::kAdd, Op::kSub, Op::kMul, Op::kDiv, Op::kMax, Op::kMin, Op::kFmod, Op::kPow};
 const Op kCompareOps[] = {Op::kEqual, Op::kNotEqual, Op::kLess, Op::kLessEqual, Op::kGreater, Op::kGreaterEqual};
 const Op kLogicalOps[] = {Op::kAnd, Op::kOr, Op::kXor};
 
@@ -318,7 +321,8 @@ TEST(CudaElementwiseTest, ErrorsMatchCpu) {
   expect_error(Op::kNot, {F32({2}, {1, 0})}, DType::kF32, {2});                          // bool only
   expect_error(Op::kAnd, {I8({2}, {1, 0}), I8({2}, {1, 0})}, DType::kBool, {2});         // bool only
   expect_error(Op::kLess, {F32({2}, {1, 0}), F32({2}, {1, 0})}, DType::kF32, {2});       // -> bool
-  expect_error(Op::kPow, {I32({2}, {1, 0}), I32({2}, {1, 0})}, DType::kI32, {2});        // f32 only
+  expect_error(Op::kPow, {Bool({2}, {1, 0}), Bool({2}, {1, 0})}, DType::kBool, {2});     // numeric only
+  expect_error(Op::kPow, {I32({2}, {1, 0}), F32({2}, {1, 0})}, DType::kI32, {2});        // one dtype
   expect_error(Op::kWhere, {I8({2}, {1, 0}), F32({2}, {1, 0}), F32({2}, {1, 0})}, DType::kF32, {2});    // cond
   expect_error(Op::kWhere, {Bool({2}, {1, 0}), F32({2}, {1, 0}), I32({2}, {1, 0})}, DType::kF32, {2});  // values
   expect_error(Op::kAdd, {F32({2, 3}, {1, 2, 3, 4, 5, 6}), F32({3}, {1, 2, 3})}, DType::kF32, {3});     // in rank > out

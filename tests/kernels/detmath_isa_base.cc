@@ -50,12 +50,37 @@ namespace consensor::detmath_isa {
     case 11:                                                              \
       for (size_t i = 0; i < n; ++i) out[i] = dm::canonicalize_nan(x[i]); \
       break;                                                              \
+    case 12:                                                              \
+      for (size_t i = 0; i < n; ++i) out[i] = dm::asin(x[i]);             \
+      break;                                                              \
+    case 13:                                                              \
+      for (size_t i = 0; i < n; ++i) out[i] = dm::acos(x[i]);             \
+      break;                                                              \
+    case 14:                                                              \
+      for (size_t i = 0; i < n; ++i) out[i] = dm::atan(x[i]);             \
+      break;                                                              \
+    case 15:                                                              \
+      for (size_t i = 0; i < n; ++i) out[i] = dm::sinh(x[i]);             \
+      break;                                                              \
+    case 16:                                                              \
+      for (size_t i = 0; i < n; ++i) out[i] = dm::cosh(x[i]);             \
+      break;                                                              \
+    case 17:                                                              \
+      for (size_t i = 0; i < n; ++i) out[i] = dm::asinh(x[i]);            \
+      break;                                                              \
+    case 18:                                                              \
+      for (size_t i = 0; i < n; ++i) out[i] = dm::acosh(x[i]);            \
+      break;                                                              \
+    case 19:                                                              \
+      for (size_t i = 0; i < n; ++i) out[i] = dm::atanh(x[i]);            \
+      break;                                                              \
     default: break;                                                       \
   }
 // clang-format on
 
 // fn: 0 exp, 1 log, 2 tanh, 3 sigmoid, 4 erf, 5 gelu_erf, 6 gelu_tanh, 7 rsqrt, 8 sin,
-// 9 cos, 10 pow(x[i], y[i]), 11 canonicalize_nan.
+// 9 cos, 10 pow(x[i], y[i]), 11 canonicalize_nan, 12 asin, 13 acos, 14 atan, 15 sinh,
+// 16 cosh, 17 asinh, 18 acosh, 19 atanh.
 void ApplyA(int fn, const float* __restrict x, const float* __restrict y, float* __restrict out, size_t n) {
   CNSR_DETMATH_ISA_BODY
 }

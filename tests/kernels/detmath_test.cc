@@ -105,7 +105,28 @@ struct Stats {
 bool HaveAvx2Fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 // Function ids of detmath_isa_{a,b}.cc.
-enum Fn { kExp = 0, kLog, kTanh, kSigmoid, kErf, kGeluErf, kGeluTanh, kRsqrt, kSin, kCos, kPow };
+enum Fn {
+  kExp = 0,
+  kLog,
+  kTanh,
+  kSigmoid,
+  kErf,
+  kGeluErf,
+  kGeluTanh,
+  kRsqrt,
+  kSin,
+  kCos,
+  kPow,
+  kCanonicalize,
+  kAsin,
+  kAcos,
+  kAtan,
+  kSinh,
+  kCosh,
+  kAsinh,
+  kAcosh,
+  kAtanh
+};
 
 // Evaluates detmath function `fn` on x[0..n) in bulk through the vectorized AVX2+FMA
 // instance when the CPU has it (bit-identical to the baseline instance, see
@@ -334,6 +355,85 @@ TEST(DetMath, SinCosSpecials) {
     EXPECT_LE(UlpErr(dm::sin(x), std::sin((double)x)), kSinCosBound) << x;
     EXPECT_LE(UlpErr(dm::cos(x), std::cos((double)x)), kSinCosBound) << x;
   }
+}
+
+// ------------------------------------------------------------------------------------
+// Inverse trigonometric and hyperbolic functions (section 5.15): compositions of the
+// functions above with atan's polynomial. Bounds are the measured maxima of the section's
+// sweep, rounded up; here a coarser sweep (every 1009th bit pattern) plus dense ranges.
+
+struct InverseCase {
+  int fn;
+  const char* name;
+  double (*ref)(double);
+  double bound;
+  float dense_lo, dense_hi;
+};
+
+const InverseCase kInverseCases[] = {
+    {kAsin, "asin", [](double x) { return std::asin(x); }, 3.2, 0.40f, 0.47f},
+    {kAcos, "acos", [](double x) { return std::acos(x); }, 2.9, 0.66f, 0.72f},
+    {kAtan, "atan", [](double x) { return std::atan(x); }, 2.1, 0.41f, 0.45f},
+    {kSinh, "sinh", [](double x) { return std::sinh(x); }, 1.7, 2.0f, 2.2f},
+    {kCosh, "cosh", [](double x) { return std::cosh(x); }, 1.7, 0.5f, 0.6f},
+    {kAsinh, "asinh", [](double x) { return std::asinh(x); }, 2.1, 0.23f, 0.26f},
+    {kAcosh, "acosh", [](double x) { return std::acosh(x); }, 2.9, 1.0f, 1.02f},
+    {kAtanh, "atanh", [](double x) { return std::atanh(x); }, 2.2, 0.19f, 0.21f},
+};
+
+TEST(DetMath, InverseTrigAndHyperbolicAccuracy) {
+  for (const InverseCase& c : kInverseCases) {
+    const Stats st = Sweep(c.fn, c.ref, {Range(c.dense_lo, c.dense_hi), NegRange(c.dense_lo, c.dense_hi)}, 1009);
+    Report(c.name, st, c.bound);
+  }
+}
+
+TEST(DetMath, InverseTrigAndHyperbolicSpecials) {
+  const float pio2 = 0x1.921fb6p+0f, pi = 0x1.921fb6p+1f;
+  for (const InverseCase& c : kInverseCases) {
+    std::vector<float> x, out(kNaNs.size());
+    for (uint32_t b : kNaNs) x.push_back(FromBits(b));
+    Apply(c.fn, x.data(), x.data(), out.data(), x.size());
+    for (float v : out) ExpectCanonNaN(v, c.name);
+  }
+  ExpectBits(dm::atan(0.0f), 0.0f, "atan(+0)");
+  ExpectBits(dm::atan(-0.0f), -0.0f, "atan(-0)");
+  ExpectBits(dm::atan(kInf), pio2, "atan(inf)");
+  ExpectBits(dm::atan(-kInf), -pio2, "atan(-inf)");
+  ExpectBits(dm::atan(kMinDen), kMinDen, "atan(denorm)");
+  ExpectBits(dm::asin(-0.0f), -0.0f, "asin(-0)");
+  ExpectBits(dm::asin(1.0f), pio2, "asin(1)");
+  ExpectBits(dm::asin(-1.0f), -pio2, "asin(-1)");
+  ExpectBits(dm::acos(1.0f), 0.0f, "acos(1)");
+  ExpectBits(dm::acos(-1.0f), pi, "acos(-1)");
+  ExpectBits(dm::acos(0.0f), pio2, "acos(0)");
+  for (float v : {1.0000001f, -1.0000001f, 2.0f, kInf, -kInf}) {
+    ExpectCanonNaN(dm::asin(v), "asin out of domain");
+    ExpectCanonNaN(dm::acos(v), "acos out of domain");
+    ExpectCanonNaN(dm::atanh(v), "atanh out of domain");
+  }
+  ExpectBits(dm::sinh(-0.0f), -0.0f, "sinh(-0)");
+  ExpectBits(dm::sinh(kInf), kInf, "sinh(inf)");
+  ExpectBits(dm::sinh(-kInf), -kInf, "sinh(-inf)");
+  ExpectBits(dm::sinh(89.5f), kInf, "sinh overflow");
+  ExpectBits(dm::sinh(kMinDen), kMinDen, "sinh(denorm)");
+  ExpectBits(dm::cosh(-0.0f), 1.0f, "cosh(-0)");
+  ExpectBits(dm::cosh(-kInf), kInf, "cosh(-inf)");
+  ExpectBits(dm::asinh(-0.0f), -0.0f, "asinh(-0)");
+  ExpectBits(dm::asinh(kInf), kInf, "asinh(inf)");
+  ExpectBits(dm::asinh(-kInf), -kInf, "asinh(-inf)");
+  ExpectBits(dm::asinh(kMinDen), kMinDen, "asinh(denorm)");
+  ExpectBits(dm::acosh(1.0f), 0.0f, "acosh(1)");
+  ExpectBits(dm::acosh(kInf), kInf, "acosh(inf)");
+  for (float v : {0.9999999f, 0.0f, -0.0f, -2.0f, -kInf}) ExpectCanonNaN(dm::acosh(v), "acosh below 1");
+  ExpectBits(dm::atanh(1.0f), kInf, "atanh(1)");
+  ExpectBits(dm::atanh(-1.0f), -kInf, "atanh(-1)");
+  ExpectBits(dm::atanh(-0.0f), -0.0f, "atanh(-0)");
+  ExpectBits(dm::atanh(kMinDen), kMinDen, "atanh(denorm)");
+  // Largest and smallest finite arguments stay finite where the function is.
+  EXPECT_LE(UlpErr(dm::asinh(kMaxF), std::asinh(static_cast<double>(kMaxF))), 2.1);
+  EXPECT_LE(UlpErr(dm::acosh(kMaxF), std::acosh(static_cast<double>(kMaxF))), 2.9);
+  EXPECT_LE(UlpErr(dm::cosh(89.4f), std::cosh(static_cast<double>(89.4f))), 1.7);
 }
 
 // Hardest arguments for the reduction: the floats closest to a multiple of pi/2 in every
@@ -658,9 +758,11 @@ TEST(DetMath, IdenticalBitsAcrossIsas) {
   }
   ASSERT_EQ(x.size(), y.size());
   std::vector<float> a(x.size()), b(x.size());
-  const char* names[] = {"exp",       "log",   "tanh", "sigmoid", "erf", "gelu_erf",
-                         "gelu_tanh", "rsqrt", "sin",  "cos",     "pow", "canonicalize_nan"};
-  for (int fn = 0; fn < 12; ++fn) {
+  const char* names[] = {"exp",       "log",   "tanh", "sigmoid", "erf",  "gelu_erf",
+                         "gelu_tanh", "rsqrt", "sin",  "cos",     "pow",  "canonicalize_nan",
+                         "asin",      "acos",  "atan", "sinh",    "cosh", "asinh",
+                         "acosh",     "atanh"};
+  for (int fn = 0; fn < 20; ++fn) {
     consensor::detmath_isa::ApplyA(fn, x.data(), y.data(), a.data(), x.size());
     consensor::detmath_isa::ApplyB(fn, x.data(), y.data(), b.data(), x.size());
     size_t mismatches = 0;

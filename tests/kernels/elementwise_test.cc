@@ -122,6 +122,14 @@ TEST(ElementwiseTest, TranscendentalsUseDetmathAndCanonicalNaN) {
       {Op::kErf, [](float v) { return detmath::erf(v); }},
       {Op::kSin, [](float v) { return detmath::sin(v); }},
       {Op::kCos, [](float v) { return detmath::cos(v); }},
+      {Op::kAsin, [](float v) { return detmath::asin(v); }},
+      {Op::kAcos, [](float v) { return detmath::acos(v); }},
+      {Op::kAtan, [](float v) { return detmath::atan(v); }},
+      {Op::kSinh, [](float v) { return detmath::sinh(v); }},
+      {Op::kCosh, [](float v) { return detmath::cosh(v); }},
+      {Op::kAsinh, [](float v) { return detmath::asinh(v); }},
+      {Op::kAcosh, [](float v) { return detmath::acosh(v); }},
+      {Op::kAtanh, [](float v) { return detmath::atanh(v); }},
       {Op::kFloor, [](float v) { return static_cast<float>(std::floor(static_cast<double>(v))); }},
       {Op::kCeil, [](float v) { return static_cast<float>(std::ceil(static_cast<double>(v))); }},
       {Op::kRound, [](float v) { return static_cast<float>(std::nearbyint(static_cast<double>(v))); }},
@@ -158,6 +166,80 @@ TEST(ElementwiseTest, TranscendentalsUseDetmathAndCanonicalNaN) {
     float r = detmath::pow(base.at<float>(i), ex.at<float>(i));
     EXPECT_EQ(p.at<uint32_t>(i), r != r ? kCanon : Bits(r)) << "pow " << i;
   }
+}
+
+// Against the C library's double functions (the naive reference): within the measured
+// bounds of DETERMINISM.md 5.15 (at most 3.2 ULP), out-of-domain inputs give the canonical NaN.
+TEST(ElementwiseTest, InverseTrigAndHyperbolicMatchDoubleReference) {
+  std::vector<float> xs;
+  for (int i = -400; i <= 400; ++i) xs.push_back(static_cast<float>(i) * 0.0025f);  // [-1, 1]
+  for (float v : {1.5f, -3.25f, 7.0f, 20.0f, -60.0f, 88.5f, 89.4f, 1e-20f, -1e-38f, 5000.0f, -1e20f, 3e38f}) {
+    xs.push_back(v);
+  }
+  const int64_t n = static_cast<int64_t>(xs.size());
+  HostTensor x = F32({n}, xs);
+  struct Case {
+    Op op;
+    double (*ref)(double);
+  };
+  const Case cases[] = {
+      {Op::kAsin, [](double v) { return std::asin(v); }},   {Op::kAcos, [](double v) { return std::acos(v); }},
+      {Op::kAtan, [](double v) { return std::atan(v); }},   {Op::kSinh, [](double v) { return std::sinh(v); }},
+      {Op::kCosh, [](double v) { return std::cosh(v); }},   {Op::kAsinh, [](double v) { return std::asinh(v); }},
+      {Op::kAcosh, [](double v) { return std::acosh(v); }}, {Op::kAtanh, [](double v) { return std::atanh(v); }}};
+  for (const Case& c : cases) {
+    HostTensor y = Unary(c.op, x);
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = c.ref(static_cast<double>(xs[i]));
+      const float got = y.at<float>(i);
+      if (std::isnan(want)) {
+        EXPECT_EQ(y.at<uint32_t>(i), kCanon) << OpName(c.op) << "(" << xs[i] << ")";
+      } else if (std::isinf(static_cast<float>(want))) {
+        EXPECT_EQ(got, static_cast<float>(want)) << OpName(c.op) << "(" << xs[i] << ")";
+      } else {
+        const double ulp = std::ldexp(1.0, std::max(std::ilogb(std::fabs(want)), -126) - 23);
+        EXPECT_LE(std::fabs(static_cast<double>(got) - want), 3.2 * ulp) << OpName(c.op) << "(" << xs[i] << ")";
+      }
+    }
+  }
+}
+
+// x^e modulo 2^n; a negative exponent gives 1 / x^|e| truncated (1, +-1 for -1, else 0).
+template <typename T>
+T NaiveIntPow(T x, T e) {
+  if (e < 0) return x == 1 ? T{1} : (x == static_cast<T>(-1) ? static_cast<T>((e % 2) != 0 ? -1 : 1) : T{0});
+  uint64_t r = 1;
+  for (T i = 0; i < e; ++i) r *= static_cast<uint64_t>(x);  // e is small in these tests
+  return static_cast<T>(r);
+}
+
+template <typename T>
+void CheckIntPow(DType t, std::vector<T> xs, std::vector<T> es) {
+  const int64_t n = static_cast<int64_t>(xs.size()), m = static_cast<int64_t>(es.size());
+  HostTensor a = Make(t, {n, 1}, xs);
+  HostTensor b = Make(t, {1, m}, es);
+  const HostTensor y = Binary(Op::kPow, a, b, t, {n, m});
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < m; ++j) {
+      EXPECT_EQ(y.at<T>(i * m + j), NaiveIntPow<T>(xs[i], es[j])) << DTypeName(t) << " " << +xs[i] << " ^ " << +es[j];
+    }
+  }
+}
+
+TEST(ElementwiseTest, IntegerPowIsExactModulo2ToTheN) {
+  const int32_t mn = std::numeric_limits<int32_t>::min(), mx = std::numeric_limits<int32_t>::max();
+  CheckIntPow<int32_t>(DType::kI32, {0, 1, -1, 2, -2, 3, 7, -13, 46341, mn, mx},
+                       {0, 1, 2, 3, 5, 31, 32, 33, 100, -1, -2, -3, mn});
+  CheckIntPow<int8_t>(DType::kI8, {0, 1, -1, 2, 3, -5, 127, -128}, {0, 1, 2, 3, 7, 8, 9, 127, -1, -2, -128});
+  CheckIntPow<int64_t>(DType::kI64, {0, 1, -1, 2, -3, 1000003, std::numeric_limits<int64_t>::min()},
+                       {0, 1, 2, 13, 63, 64, 65, 200, -1, -4});
+  CheckIntPow<uint8_t>(DType::kU8, {0, 1, 2, 3, 255}, {0, 1, 2, 7, 8, 200, 255});
+  CheckIntPow<uint64_t>(DType::kU64, {0, 1, 3, 0xFFFFFFFFFFFFFFFFull}, {0, 1, 2, 40, 64, 300});
+  // An exponent the naive loop cannot reach: x^(a + 5) = x^a * x^5 modulo 2^64.
+  HostTensor base = I64({1}, {3});
+  HostTensor big = Binary(Op::kPow, base, I64({1}, {(int64_t{1} << 40) + 5}), DType::kI64, {1});
+  HostTensor part = Binary(Op::kPow, base, I64({1}, {int64_t{1} << 40}), DType::kI64, {1});
+  EXPECT_EQ(static_cast<uint64_t>(big.at<int64_t>(0)), static_cast<uint64_t>(part.at<int64_t>(0)) * 243u);
 }
 
 TEST(ElementwiseTest, FmodF32IsExactWithTheDividendsSign) {
@@ -535,7 +617,10 @@ TEST(ElementwiseTest, InvalidCalls) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(code(RunStatus(Op::kAnd, {F32({1}, {1}), F32({1}, {1})}, DType::kBool, {1})), StatusCode::kInvalidArgument);
   EXPECT_EQ(code(RunStatus(Op::kNeg, {Bool({1}, {1})}, DType::kBool, {1})), StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(RunStatus(Op::kPow, {I32({1}, {1}), I32({1}, {1})}, DType::kI32, {1})), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(RunStatus(Op::kPow, {Bool({1}, {1}), Bool({1}, {1})}, DType::kBool, {1})),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(RunStatus(Op::kPow, {I32({1}, {1}), I64({1}, {1})}, DType::kI32, {1})), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(RunStatus(Op::kAsin, {I32({1}, {1})}, DType::kI32, {1})), StatusCode::kInvalidArgument);
   EXPECT_EQ(code(RunStatus(Op::kLess, {F32({1}, {1}), F32({1}, {1})}, DType::kF32, {1})), StatusCode::kInvalidArgument);
   EXPECT_EQ(code(RunStatus(Op::kWhere, {I32({1}, {1}), F32({1}, {1}), F32({1}, {1})}, DType::kF32, {1})),
             StatusCode::kInvalidArgument);
@@ -624,8 +709,9 @@ TEST(ElementwiseTest, AllOpsBitIdenticalAcrossIsaAndThreads) {
   for (Op op : {Op::kNeg, Op::kAbs, Op::kRelu}) {
     for (DType t : numeric) Unary(op, RandomOf(t, {3, 20011}, next()));
   }
-  for (Op op : {Op::kExp, Op::kLog, Op::kSqrt, Op::kRsqrt, Op::kTanh, Op::kSigmoid, Op::kErf, Op::kGeluErf,
-                Op::kGeluTanh, Op::kSin, Op::kCos, Op::kFloor, Op::kCeil, Op::kRound}) {
+  for (Op op : {Op::kExp,      Op::kLog,  Op::kSqrt, Op::kRsqrt, Op::kTanh,  Op::kSigmoid, Op::kErf,  Op::kGeluErf,
+                Op::kGeluTanh, Op::kSin,  Op::kCos,  Op::kFloor, Op::kCeil,  Op::kRound,   Op::kAsin, Op::kAcos,
+                Op::kAtan,     Op::kSinh, Op::kCosh, Op::kAsinh, Op::kAcosh, Op::kAtanh}) {
     Unary(op, RandomOf(DType::kF32, {40009}, next()));
   }
   Unary(Op::kNot, RandomOf(DType::kBool, {40009}, next()));
@@ -634,7 +720,7 @@ TEST(ElementwiseTest, AllOpsBitIdenticalAcrossIsaAndThreads) {
   }
   // Binary over several broadcast patterns.
   for (const ShapeCase& sc : kShapeCases) {
-    for (Op op : {Op::kAdd, Op::kSub, Op::kMul, Op::kDiv, Op::kMax, Op::kMin, Op::kFmod}) {
+    for (Op op : {Op::kAdd, Op::kSub, Op::kMul, Op::kDiv, Op::kMax, Op::kMin, Op::kFmod, Op::kPow}) {
       for (DType t : numeric) Binary(op, RandomOf(t, sc.a, next()), RandomOf(t, sc.b, next()), t, sc.out);
     }
     Binary(Op::kPow, RandomOf(DType::kF32, sc.a, next()), RandomOf(DType::kF32, sc.b, next()), DType::kF32, sc.out);

@@ -132,13 +132,15 @@ struct ConvCase {
 TEST(EpilogueTest, ConvHeadMatchesUnfusedStepsOnEveryPath) {
   const std::vector<EpilogueStep> steps = TestSteps();
   const std::vector<ConvCase> cases = {
-      {1, 8, 9, 13, 8, 3, 3, 1, 1, 8, true},    // depthwise: the direct kernel
-      {2, 12, 7, 11, 6, 3, 3, 2, 1, 3, false},  // grouped, 4 channels per group: direct
-      {2, 5, 9, 7, 7, 1, 1, 1, 0, 1, true},     // 1x1, stride 1, no padding: straight GEMM
-      {1, 6, 10, 9, 5, 1, 1, 1, 0, 1, false},   // the same without a bias
-      {3, 5, 11, 13, 9, 3, 3, 1, 1, 1, true},   // im2col, many jobs
-      {1, 4, 5, 3, 33, 3, 2, 1, 0, 1, true},    // im2col, few jobs (the pool-wide mode at 8 threads)
-      {1, 7, 12, 15, 6, 1, 1, 2, 1, 1, true},   // 1x1 with stride and padding: im2col
+      {1, 8, 9, 13, 8, 3, 3, 1, 1, 8, true},     // depthwise: the direct kernel
+      {2, 12, 7, 11, 6, 3, 3, 2, 1, 3, false},   // grouped, 4 channels per group: direct
+      {2, 5, 9, 7, 7, 1, 1, 1, 0, 1, true},      // 1x1, stride 1, no padding: straight GEMM
+      {1, 6, 10, 9, 5, 1, 1, 1, 0, 1, false},    // the same without a bias
+      {2, 6, 20, 29, 150, 1, 1, 1, 0, 1, true},  // 1x1: epilogue per GEMM part, 2 row blocks
+      {1, 8, 17, 17, 300, 1, 1, 1, 0, 2, true},  // grouped 1x1, 289 columns
+      {3, 5, 11, 13, 9, 3, 3, 1, 1, 1, true},    // im2col, many jobs
+      {1, 4, 5, 3, 33, 3, 2, 1, 0, 1, true},     // im2col, few jobs (the pool-wide mode at 8 threads)
+      {1, 7, 12, 15, 6, 1, 1, 2, 1, 1, true},    // 1x1 with stride and padding: im2col
   };
   for (const ConvCase& c : cases) {
     OpParams params;

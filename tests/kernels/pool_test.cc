@@ -164,6 +164,38 @@ TEST_P(PoolTest, HandCases) {
   EXPECT_EQ(Bits(y2.as<float>()[1]), 0x80000000u);  // all -0
 }
 
+// Max pools take a branch-free max of order-preserving keys across the columns whose windows
+// lie inside the width (64 at a time) and redo a window that holds a NaN: planes of few
+// distinct values (ties, -0 against +0, -inf, infinities, NaN payloads) and rows wider than 64
+// columns, with and without padding and strides.
+TEST_P(PoolTest, MaxPoolTiesAndWideRows) {
+  const uint32_t values[] = {0x80000000u, 0x00000000u, 0xFF800000u, 0x7F800000u, 0x3F800000u,
+                             0xBF800000u, 0x00000001u, 0x80000001u, 0x7FC00007u, 0xFF812345u};
+  std::mt19937 rng(99);
+  const PoolCase cases[] = {{1, 3, 4, 150, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false},
+                            {1, 3, 4, 150, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, false},
+                            {1, 2, 5, 131, 3, 2, 2, 3, 1, 2, 1, 2, 0, 1, false},
+                            {1, 2, 2, 96, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, false}};
+  for (const PoolCase& c : cases) {
+    for (int nan_values : {0, 2}) {  // without NaNs, then with the two NaN payloads
+      int64_t OH, OW;
+      ASSERT_TRUE(OutDims(c, &OH, &OW));
+      HostTensor x(DType::kF32, {c.N, c.C, c.H, c.W});
+      const int choices = 8 + nan_values;
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        // Mostly zeros of both signs, so that many windows are ties; NaNs only occasionally.
+        const int r = static_cast<int>(rng() % 64);
+        x.as<uint32_t>()[i] = r < 48 ? values[r % 2] : values[rng() % choices];
+      }
+      HostTensor want = RefPool(true, c, x, OH, OW);
+      HostTensor got(DType::kF32, {c.N, c.C, OH, OW});
+      ASSERT_TRUE(Run(Op::kMaxPool2D, ParamsOf(c), x, got).ok());
+      ASSERT_EQ(0, std::memcmp(got.bytes.data(), want.bytes.data(), want.bytes.size()))
+          << "W=" << c.W << " k=" << c.kh << "x" << c.kw << " nan_values=" << nan_values;
+    }
+  }
+}
+
 TEST_P(PoolTest, ZeroSizesAndBadCalls) {
   PoolCase c{0, 3, 4, 4, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, false};
   HostTensor x(DType::kF32, {0, 3, 4, 4}), y(DType::kF32, {0, 3, 3, 3});

@@ -65,9 +65,11 @@ TEST(ConfigTest, FaultModeIsOneOfTheInjectorsNamesAndNeedsNetworkMode) {
   ScopedHome home("/home/op");
   NodeConfig config;
   config.fault_mode = "flaky";
-  EXPECT_EQ(FinalizeError(config),
-            "fault.mode must be one of corrupt-output, equivocate, silent, crash-mid-task, downgrade-replicas, "
-            "wrong-trace-root, slow, stale-reference, lazy-copy, withhold-reveal, trickle-blobs (got 'flaky')");
+  EXPECT_EQ(
+      FinalizeError(config),
+      "fault.mode must be one of corrupt-output, equivocate, silent, crash-mid-task, downgrade-replicas, "
+      "wrong-trace-root, slow, stale-reference, lazy-copy, withhold-reveal, trickle-blobs, corrupt-served-outputs, "
+      "cannot-fetch (got 'flaky')");
   config.fault_mode = "silent";
   EXPECT_EQ(FinalizeError(config), "fault.mode needs network mode (chain.rpc)");
   auto parsed = ParseNodeConfig("[fault]\nmode = \"equivocate\"\n", "config.toml");

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -63,6 +64,37 @@ TEST(AdoptionQueueTest, FullQueueAndFullAnnouncerAreResourceExhausted) {
   EXPECT_TRUE(queue.Add(Announcer(3), [] {}).ok());  // room again
   queue.Shutdown();
   EXPECT_EQ(queue.Add(Announcer(3), [] {}).code(), StatusCode::kUnavailable);
+}
+
+// Member fetches come before any queued adoption, and have bounds of their own: a full
+// adoption queue refuses no member work.
+TEST(AdoptionQueueTest, MemberWorkRunsFirstAndHasItsOwnBounds) {
+  AdoptionQueue queue({.threads = 1, .max_pending = 2, .max_pending_per_announcer = 2});
+  std::mutex order_mu;
+  std::vector<std::string> order;
+  auto job = [&](std::string name) {
+    return [&, name] {
+      std::lock_guard<std::mutex> lock(order_mu);
+      order.push_back(name);
+    };
+  };
+  // Not started: everything stays queued. Adoptions fill their queue first.
+  ASSERT_TRUE(queue.Add(Announcer(1), job("adopt-1")).ok());
+  ASSERT_TRUE(queue.Add(Announcer(2), job("adopt-2")).ok());
+  EXPECT_EQ(queue.Add(Announcer(3), job("adopt-3")).code(), StatusCode::kResourceExhausted);
+  ASSERT_TRUE(queue.Add(Announcer(2), job("member-2"), AdoptionPriority::kMember).ok());
+  ASSERT_TRUE(queue.Add(Announcer(1), job("member-1"), AdoptionPriority::kMember).ok());
+  EXPECT_EQ(queue.Add(Announcer(3), job("member-3"), AdoptionPriority::kMember).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(queue.pending(), 4u);
+  queue.Start();
+  ASSERT_TRUE(Eventually([&] { return queue.pending() == 0; }));
+  queue.Shutdown();
+  ASSERT_EQ(order.size(), 4u);
+  // Both member jobs ran before either adoption (announcers in turn within each kind).
+  EXPECT_EQ(order[0].substr(0, 6), "member");
+  EXPECT_EQ(order[1].substr(0, 6), "member");
+  EXPECT_EQ(order[2].substr(0, 5), "adopt");
+  EXPECT_EQ(order[3].substr(0, 5), "adopt");
 }
 
 TEST(AdoptionQueueTest, AStuckAnnouncerHoldsOneThreadAndOthersAreServed) {

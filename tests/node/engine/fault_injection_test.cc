@@ -30,10 +30,13 @@ TEST(FaultInjectionTest, StaleReferencePicksABlockWhoseSeedIsMined) {
 }
 
 TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
-  EXPECT_EQ(std::vector<std::string_view>(FaultModeNames().begin(), FaultModeNames().end()),
-            (std::vector<std::string_view>{"corrupt-output", "equivocate", "silent", "crash-mid-task",
-                                           "downgrade-replicas", "wrong-trace-root", "slow", "stale-reference",
-                                           "lazy-copy", "withhold-reveal", "trickle-blobs"}));
+  EXPECT_EQ(
+      std::vector<std::string_view>(FaultModeNames().begin(), FaultModeNames().end()),
+      (std::vector<std::string_view>{"corrupt-output", "equivocate", "silent", "crash-mid-task", "downgrade-replicas",
+                                     "wrong-trace-root", "slow", "stale-reference", "lazy-copy", "withhold-reveal",
+                                     "trickle-blobs", "corrupt-served-outputs", "cannot-fetch"}));
+  EXPECT_EQ(*ParseFaultMode("corrupt-served-outputs"), FaultMode::kCorruptServedOutputs);
+  EXPECT_EQ(*ParseFaultMode("cannot-fetch"), FaultMode::kCannotFetch);
   EXPECT_EQ(*ParseFaultMode("stale-reference"), FaultMode::kStaleReference);
   EXPECT_EQ(*ParseFaultMode(""), FaultMode::kNone);
   EXPECT_EQ(*ParseFaultMode("corrupt-output"), FaultMode::kCorruptOutput);
@@ -51,7 +54,7 @@ TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
   EXPECT_EQ(bad.status().message(),
             "unknown fault mode 'Silent' (one of corrupt-output, equivocate, silent, crash-mid-task, "
             "downgrade-replicas, wrong-trace-root, slow, stale-reference, lazy-copy, withhold-reveal, "
-            "trickle-blobs)");
+            "trickle-blobs, corrupt-served-outputs, cannot-fetch)");
 }
 
 TEST(FaultInjectionTest, TheHonestInjectorChangesNothing) {

