@@ -14,6 +14,7 @@ std::string_view DTypeName(DType t) {
     case DType::kU16: return "u16";
     case DType::kU32: return "u32";
     case DType::kU64: return "u64";
+    case DType::kF64: return "f64";
     default: return "invalid";
   }
 }

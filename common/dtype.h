@@ -23,11 +23,12 @@ enum class DType : uint8_t {
   kU16 = 8,
   kU32 = 9,
   kU64 = 10,
+  kF64 = 11,  // IEEE binary64
 };
 
 // Every valid dtype, in wire-code order.
-inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kI32, DType::kI8,  DType::kBool, DType::kI64,
-                                       DType::kU8,  DType::kI16, DType::kU16, DType::kU32,  DType::kU64};
+inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kI32, DType::kI8,  DType::kBool, DType::kI64, DType::kU8,
+                                       DType::kI16, DType::kU16, DType::kU32, DType::kU64,  DType::kF64};
 
 constexpr int kMaxRank = 8;
 
@@ -45,6 +46,7 @@ inline int64_t DTypeSize(DType t) {
     case DType::kU16: return 2;
     case DType::kU32: return 4;
     case DType::kU64: return 8;
+    case DType::kF64: return 8;
     default: return 0;
   }
 }
@@ -57,6 +59,7 @@ inline bool IsUnsignedIntegerDType(DType t) {
   return t == DType::kU8 || t == DType::kU16 || t == DType::kU32 || t == DType::kU64;
 }
 inline bool IsIntegerDType(DType t) { return IsSignedIntegerDType(t) || IsUnsignedIntegerDType(t); }
+inline bool IsFloatDType(DType t) { return t == DType::kF32 || t == DType::kF64; }
 
 std::string_view DTypeName(DType t);  // "f32", "i32", ...
 StatusOr<DType> DTypeFromName(std::string_view name);

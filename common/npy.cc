@@ -38,9 +38,9 @@ struct DescrInfo {
 };
 
 constexpr DescrInfo kAcceptedDescrs[] = {
-    {"<f4", DType::kF32},  {"<i4", DType::kI32}, {"|i1", DType::kI8},  {"i1", DType::kI8},
-    {"|b1", DType::kBool}, {"<i8", DType::kI64}, {"|u1", DType::kU8},  {"u1", DType::kU8},
-    {"<i2", DType::kI16},  {"<u2", DType::kU16}, {"<u4", DType::kU32}, {"<u8", DType::kU64},
+    {"<f4", DType::kF32}, {"<i4", DType::kI32}, {"|i1", DType::kI8},  {"i1", DType::kI8},   {"|b1", DType::kBool},
+    {"<i8", DType::kI64}, {"|u1", DType::kU8},  {"u1", DType::kU8},   {"<i2", DType::kI16}, {"<u2", DType::kU16},
+    {"<u4", DType::kU32}, {"<u8", DType::kU64}, {"<f8", DType::kF64},
 };
 
 std::string_view WriteDescr(DType t) {
@@ -55,6 +55,7 @@ std::string_view WriteDescr(DType t) {
     case DType::kU16: return "<u2";
     case DType::kU32: return "<u4";
     case DType::kU64: return "<u8";
+    case DType::kF64: return "<f8";
     default: return "";
   }
 }
@@ -68,7 +69,7 @@ StatusOr<DType> DTypeFromDescr(std::string_view descr) {
                            "'); convert with arr.astype(arr.dtype.newbyteorder('<'))");
   }
   return InvalidArgument("unsupported npy dtype '" + Printable(descr) +
-                         "' (supported: <f4, <i4, |i1, |b1, <i8, |u1, <i2, <u2, <u4, <u8)");
+                         "' (supported: <f4, <i4, |i1, |b1, <i8, |u1, <i2, <u2, <u4, <u8, <f8)");
 }
 
 // ---------------------------------------------------------------------------------------------

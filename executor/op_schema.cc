@@ -103,10 +103,12 @@ enum DTypeMask : uint16_t {
   kMaskU16 = 1 << 7,
   kMaskU32 = 1 << 8,
   kMaskU64 = 1 << 9,
+  kMaskF64 = 1 << 10,
+  kMaskFloat = kMaskF32 | kMaskF64,
   // argmax and top_k order their keys as i64, so not u64; the other 8-to-32-bit types are
   // not wired into them (yet).
   kMaskOrdered = kMaskF32 | kMaskI8 | kMaskI32 | kMaskI64,
-  kMaskNumeric = kMaskOrdered | kMaskU8 | kMaskI16 | kMaskU16 | kMaskU32 | kMaskU64,
+  kMaskNumeric = kMaskOrdered | kMaskU8 | kMaskI16 | kMaskU16 | kMaskU32 | kMaskU64 | kMaskF64,
   kMaskIndex = kMaskI32 | kMaskI64,
   kMaskAny = kMaskNumeric | kMaskBool,
 };
@@ -123,6 +125,7 @@ uint16_t MaskOf(DType t) {
     case DType::kU16: return kMaskU16;
     case DType::kU32: return kMaskU32;
     case DType::kU64: return kMaskU64;
+    case DType::kF64: return kMaskF64;
     default: return kMaskNone;
   }
 }
@@ -131,7 +134,7 @@ uint16_t MaskOf(DType t) {
 std::string MaskStr(uint16_t mask) {
   std::vector<std::string_view> names;
   for (DType t : {DType::kF32, DType::kI8, DType::kI32, DType::kI64, DType::kU8, DType::kI16, DType::kU16, DType::kU32,
-                  DType::kU64, DType::kBool}) {
+                  DType::kU64, DType::kF64, DType::kBool}) {
     if (mask & MaskOf(t)) names.push_back(DTypeName(t));
   }
   std::string s;
@@ -498,6 +501,7 @@ StatusOr<InferResult> InferMatMul(const Spec& s, const Inputs& in, const Attribu
   const TypeInfo& b = in[1];
   RETURN_IF_ERROR(CheckDType(s, "a", a, s.dtypes));
   RETURN_IF_ERROR(CheckDType(s, "b", b, s.dtypes));
+  RETURN_IF_ERROR(CheckSameDType(s, "a", a, "b", b));
   RETURN_IF_ERROR(CheckMinRank(s, "a", a, 1));
   RETURN_IF_ERROR(CheckMinRank(s, "b", b, 1));
   // numpy promotion of rank-1 operands: a [K] -> [1, K], b [K] -> [K, 1].
@@ -524,7 +528,7 @@ StatusOr<InferResult> InferMatMul(const Spec& s, const Inputs& in, const Attribu
   if (a.shape.size() > 1) out.push_back(m);
   if (b.shape.size() > 1) out.push_back(n);
 
-  InferResult r = Result(s.op() == Op::kMatMulInt8 ? DType::kI32 : DType::kF32, std::move(out));
+  InferResult r = Result(s.op() == Op::kMatMulInt8 ? DType::kI32 : a.dtype, std::move(out));
   r.kernel_input_shapes = {std::move(ka), std::move(kb)};
   r.kernel_output_shape = std::move(kout);
   r.flops = SatProduct({2, Numel(*batch), m, n, k});
@@ -921,20 +925,20 @@ std::vector<Spec> BuildSpecs() {
       {"neg", Op::kNeg, 1, 1, none, InferUnary, kMaskNumeric, 1},
       {"abs", Op::kAbs, 1, 1, none, InferUnary, kMaskNumeric, 1},
       {"relu", Op::kRelu, 1, 1, none, InferUnary, kMaskNumeric, 1},
-      {"exp", Op::kExp, 1, 1, none, InferUnary, kMaskF32, kTranscendental},
-      {"log", Op::kLog, 1, 1, none, InferUnary, kMaskF32, kTranscendental},
-      {"sqrt", Op::kSqrt, 1, 1, none, InferUnary, kMaskF32, 1},
-      {"rsqrt", Op::kRsqrt, 1, 1, none, InferUnary, kMaskF32, 2},
-      {"tanh", Op::kTanh, 1, 1, none, InferUnary, kMaskF32, kTranscendental},
-      {"sigmoid", Op::kSigmoid, 1, 1, none, InferUnary, kMaskF32, kTranscendental + 2},
-      {"erf", Op::kErf, 1, 1, none, InferUnary, kMaskF32, kTranscendental},
-      {"gelu", Op::kGeluErf, 1, 1, none, InferUnary, kMaskF32, kTranscendental + 4},
-      {"gelu_tanh", Op::kGeluTanh, 1, 1, none, InferUnary, kMaskF32, kTranscendental + 7},
-      {"sin", Op::kSin, 1, 1, none, InferUnary, kMaskF32, kTranscendental},
-      {"cos", Op::kCos, 1, 1, none, InferUnary, kMaskF32, kTranscendental},
-      {"floor", Op::kFloor, 1, 1, none, InferUnary, kMaskF32, 1},
-      {"ceil", Op::kCeil, 1, 1, none, InferUnary, kMaskF32, 1},
-      {"round", Op::kRound, 1, 1, none, InferUnary, kMaskF32, 1},
+      {"exp", Op::kExp, 1, 1, none, InferUnary, kMaskFloat, kTranscendental},
+      {"log", Op::kLog, 1, 1, none, InferUnary, kMaskFloat, kTranscendental},
+      {"sqrt", Op::kSqrt, 1, 1, none, InferUnary, kMaskFloat, 1},
+      {"rsqrt", Op::kRsqrt, 1, 1, none, InferUnary, kMaskFloat, 2},
+      {"tanh", Op::kTanh, 1, 1, none, InferUnary, kMaskFloat, kTranscendental},
+      {"sigmoid", Op::kSigmoid, 1, 1, none, InferUnary, kMaskFloat, kTranscendental + 2},
+      {"erf", Op::kErf, 1, 1, none, InferUnary, kMaskFloat, kTranscendental},
+      {"gelu", Op::kGeluErf, 1, 1, none, InferUnary, kMaskFloat, kTranscendental + 4},
+      {"gelu_tanh", Op::kGeluTanh, 1, 1, none, InferUnary, kMaskFloat, kTranscendental + 7},
+      {"sin", Op::kSin, 1, 1, none, InferUnary, kMaskFloat, kTranscendental},
+      {"cos", Op::kCos, 1, 1, none, InferUnary, kMaskFloat, kTranscendental},
+      {"floor", Op::kFloor, 1, 1, none, InferUnary, kMaskFloat, 1},
+      {"ceil", Op::kCeil, 1, 1, none, InferUnary, kMaskFloat, 1},
+      {"round", Op::kRound, 1, 1, none, InferUnary, kMaskFloat, 1},
       {"not", Op::kNot, 1, 1, none, InferUnary, kMaskBool, 1},
       {"identity", Op::kIdentity, 1, 1, none, InferIdentity, kMaskAny, 0},
       {"cast", Op::kCast, 1, 1, {"to"}, InferCast, kMaskAny, 1},
@@ -959,14 +963,14 @@ std::vector<Spec> BuildSpecs() {
       {"where", Op::kWhere, 3, 3, none, InferWhere, kMaskAny, 1},
       // Reductions. Integer reduce_sum wraps; the others are f32 only (DETERMINISM.md 4.3).
       {"reduce_sum", Op::kReduceSum, 1, 1, reduce, InferReduce, kMaskNumeric, 1},
-      {"reduce_mean", Op::kReduceMean, 1, 1, reduce, InferReduce, kMaskF32, 1},
+      {"reduce_mean", Op::kReduceMean, 1, 1, reduce, InferReduce, kMaskFloat, 1},
       {"reduce_max", Op::kReduceMax, 1, 1, reduce, InferReduce, kMaskNumeric, 1},
       {"reduce_min", Op::kReduceMin, 1, 1, reduce, InferReduce, kMaskNumeric, 1},
       {"reduce_prod", Op::kReduceProd, 1, 1, reduce, InferReduce, kMaskNumeric, 1},
       {"argmax", Op::kArgMax, 1, 1, {"axis", "keepdims"}, InferArgMax, kMaskOrdered, 1},
       {"top_k", Op::kTopK, 1, 1, {"k", "axis", "largest"}, InferTopK, kMaskOrdered, 1},
       // Linear algebra.
-      {"matmul", Op::kMatMul, 2, 2, none, InferMatMul, kMaskF32, 2},
+      {"matmul", Op::kMatMul, 2, 2, none, InferMatMul, kMaskFloat, 2},
       {"matmul_i8", Op::kMatMulInt8, 2, 2, none, InferMatMul, kMaskI8, 2},
       {"conv2d", Op::kConv2D, 2, 3, conv, InferConv2D, kMaskF32, 2},
       // Neural-network ops.

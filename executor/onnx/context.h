@@ -165,6 +165,8 @@ Tensor Int64Vector(const std::vector<int64_t>& values);
 Status SetResult(NodeContext& ctx, StatusOr<ValueId> v);
 // Consensor's f32-only ops refuse other dtypes as UNIMPLEMENTED "unsupported dtype ...".
 Status RequireF32(const NodeContext& ctx, ValueId v, std::string_view role);
+// The same for ops that compute in f32 or f64 (DETERMINISM.md 1.2).
+Status RequireFloat(const NodeContext& ctx, ValueId v, std::string_view role);
 // A `reshape` unless the shape is already right (keeps the graph small; same value).
 StatusOr<ValueId> ReshapeTo(NodeContext& ctx, ValueId v, const Shape& shape);
 // Reads an integer tensor (i32/i64) as int64 values.

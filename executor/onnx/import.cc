@@ -64,10 +64,11 @@ StatusOr<DType> DTypeFromOnnx(int32_t t, std::string_view what) {
     case onnx::TensorProto::UINT16: return DType::kU16;
     case onnx::TensorProto::UINT32: return DType::kU32;
     case onnx::TensorProto::UINT64: return DType::kU64;
+    case onnx::TensorProto::DOUBLE: return DType::kF64;
     default:
       return Unimplemented("unsupported dtype " + std::string(OnnxTypeName(t)) + " for " + std::string(what) +
-                           " (Consensor computes in FLOAT, INT32, INT8, BOOL, INT64, UINT8, INT16, UINT16, UINT32 "
-                           "and UINT64)");
+                           " (Consensor computes in FLOAT, INT32, INT8, BOOL, INT64, UINT8, INT16, UINT16, UINT32, "
+                           "UINT64 and DOUBLE)");
   }
 }
 
@@ -152,6 +153,10 @@ StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& p, const Limits& limits
         if (p.uint64_data_size() != n) return count_error(p.uint64_data_size());
         for (int64_t i = 0; i < n; ++i) t.data_as<uint64_t>()[i] = p.uint64_data(static_cast<int>(i));
         break;
+      case DType::kF64:
+        if (p.double_data_size() != n) return count_error(p.double_data_size());
+        for (int64_t i = 0; i < n; ++i) t.data_as<double>()[i] = p.double_data(static_cast<int>(i));
+        break;
       default: return Internal("unhandled dtype");
     }
   }
@@ -212,7 +217,15 @@ Status SetResult(NodeContext& ctx, StatusOr<ValueId> v) {
 Status RequireF32(const NodeContext& ctx, ValueId v, std::string_view role) {
   const DType d = ctx.type(v).dtype;
   if (d != DType::kF32) {
-    return ctx.Unsupported("dtype " + std::string(DTypeName(d)) + " for " + std::string(role) + " (needs float)");
+    return ctx.Unsupported("dtype " + std::string(DTypeName(d)) + " for " + std::string(role) + " (needs f32)");
+  }
+  return OkStatus();
+}
+
+Status RequireFloat(const NodeContext& ctx, ValueId v, std::string_view role) {
+  const DType d = ctx.type(v).dtype;
+  if (!IsFloatDType(d)) {
+    return ctx.Unsupported("dtype " + std::string(DTypeName(d)) + " for " + std::string(role) + " (needs f32 or f64)");
   }
   return OkStatus();
 }
@@ -362,7 +375,18 @@ StatusOr<ValueId> Importer::Emit(const NodeContext& ctx, std::string_view op, st
     return Internal(ctx.Where() + ": lowering gives " + std::string(op) + " " + std::to_string(n) + " inputs");
   }
   auto inferred = schema->infer(types, attrs);
-  if (!inferred.ok()) return inferred.status().WithContext(ctx.Where() + " (as " + std::string(op) + ")");
+  if (!inferred.ok()) {
+    // An f64 value reaching an op without f64 kernels (DETERMINISM.md 1.2) is a dtype
+    // Consensor does not support there, not a broken model.
+    const bool f64_input =
+        std::any_of(types.begin(), types.end(), [](const TypeInfo& t) { return t.dtype == DType::kF64; });
+    const std::string_view msg = inferred.status().message();
+    if (f64_input &&
+        (msg.find("has dtype f64") != std::string_view::npos || msg.find("dtypes differ") != std::string_view::npos)) {
+      return ctx.Unsupported("dtype f64 in " + std::string(op) + " (" + std::string(msg) + ")");
+    }
+    return inferred.status().WithContext(ctx.Where() + " (as " + std::string(op) + ")");
+  }
   ASSIGN_OR_RETURN(int64_t elements, CheckedNumElements(inferred->output.shape));
   if (elements > options_.limits.max_elements_per_tensor) {
     return ResourceExhausted(ctx.Where() + ": a tensor of " + std::to_string(elements) +
@@ -775,6 +799,7 @@ StatusOr<double> NodeContext::ConstantScalar(int i, std::string_view what) const
     case DType::kU16: return static_cast<double>(t->data_as<uint16_t>()[0]);
     case DType::kU32: return static_cast<double>(t->data_as<uint32_t>()[0]);
     case DType::kU64: return static_cast<double>(t->data_as<uint64_t>()[0]);
+    case DType::kF64: return t->data_as<double>()[0];
     default: return Invalid(std::string(what) + " has an unknown dtype");
   }
 }
@@ -861,6 +886,7 @@ ValueId NodeContext::Scalar(DType dtype, double v) {
   Tensor t(dtype, {});
   switch (dtype) {
     case DType::kF32: t.data_as<float>()[0] = static_cast<float>(v); break;
+    case DType::kF64: t.data_as<double>()[0] = v; break;
     case DType::kI32: t.data_as<int32_t>()[0] = static_cast<int32_t>(v); break;
     case DType::kI64: t.data_as<int64_t>()[0] = static_cast<int64_t>(v); break;
     case DType::kI8: t.data_as<int8_t>()[0] = static_cast<int8_t>(v); break;
@@ -940,7 +966,7 @@ StatusOr<OnnxImportForValues> ImportOnnxForValues(std::span<const uint8_t> model
     for (const auto& [name, t] : values) {
       const bool short_vector = t.shape().size() == 1 && t.num_elements() <= 16;
       const bool bind =
-          attempt == kLastAttempt || (attempt >= 1 && t.dtype() != DType::kF32) || (attempt == 2 && short_vector);
+          attempt == kLastAttempt || (attempt >= 1 && !IsFloatDType(t.dtype())) || (attempt == 2 && short_vector);
       (bind ? out.bound : out.run_inputs).emplace(name, t);
     }
     options.input_shapes.clear();

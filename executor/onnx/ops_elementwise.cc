@@ -13,10 +13,10 @@ namespace consensor::executor::onnx_import {
 
 namespace {
 
-Status Unary(NodeContext& ctx, std::string_view op, bool f32_only) {
+Status Unary(NodeContext& ctx, std::string_view op, bool float_only) {
   RETURN_IF_ERROR(ctx.CheckAttributes({}));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
-  if (f32_only) RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  if (float_only) RETURN_IF_ERROR(RequireFloat(ctx, x, "the input"));
   return SetResult(ctx, ctx.Emit(op, {x}));
 }
 
@@ -75,12 +75,13 @@ Status Variadic(NodeContext& ctx, std::string_view op) {
 Status Mean(NodeContext& ctx) {
   RETURN_IF_ERROR(ctx.CheckAttributes({}));
   ASSIGN_OR_RETURN(ValueId acc, ctx.RequiredInput(0));
-  RETURN_IF_ERROR(RequireF32(ctx, acc, "the inputs"));
+  RETURN_IF_ERROR(RequireFloat(ctx, acc, "the inputs"));
+  const DType dtype = ctx.type(acc).dtype;
   for (int i = 1; i < ctx.num_inputs(); ++i) {
     ASSIGN_OR_RETURN(ValueId next, ctx.RequiredInput(i));
     ASSIGN_OR_RETURN(acc, ctx.Emit("add", {acc, next}));
   }
-  return SetResult(ctx, ctx.Emit("div", {acc, ctx.ScalarF32(static_cast<float>(ctx.num_inputs()))}));
+  return SetResult(ctx, ctx.Emit("div", {acc, ctx.Scalar(dtype, static_cast<double>(ctx.num_inputs()))}));
 }
 
 // Pow with an integer base (DETERMINISM.md 4.2): an exponent of the base's dtype gives the
@@ -109,10 +110,12 @@ Status Pow(NodeContext& ctx) {
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
   ASSIGN_OR_RETURN(ValueId y, ctx.RequiredInput(1));
   if (IsIntegerDType(ctx.type(x).dtype)) return IntegerPow(ctx, x, y);
-  RETURN_IF_ERROR(RequireF32(ctx, x, "the base"));
-  if (ctx.type(y).dtype != DType::kF32) {
-    // Integer exponents: converted to f32 (exact below 2^24), then detmath pow.
-    ASSIGN_OR_RETURN(y, ctx.Emit("cast", {y}, {{"to", DType::kF32}}));
+  RETURN_IF_ERROR(RequireFloat(ctx, x, "the base"));
+  const DType dtype = ctx.type(x).dtype;
+  if (ctx.type(y).dtype != dtype) {
+    // Other exponent dtypes are converted to the base's (integers exact below 2^24 in f32,
+    // 2^53 in f64), then detmath pow.
+    ASSIGN_OR_RETURN(y, ctx.Emit("cast", {y}, {{"to", dtype}}));
   }
   return SetResult(ctx, ctx.Emit("pow", {x, y}));
 }
@@ -120,8 +123,8 @@ Status Pow(NodeContext& ctx) {
 Status Reciprocal(NodeContext& ctx) {
   RETURN_IF_ERROR(ctx.CheckAttributes({}));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
-  RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
-  return SetResult(ctx, ctx.Emit("div", {ctx.ScalarF32(1.0f), x}));
+  RETURN_IF_ERROR(RequireFloat(ctx, x, "the input"));
+  return SetResult(ctx, ctx.Emit("div", {ctx.Scalar(ctx.type(x).dtype, 1.0), x}));
 }
 
 // softplus(x) = log(exp(x) + 1)
@@ -234,6 +237,14 @@ Status Cast(NodeContext& ctx) {
   ASSIGN_OR_RETURN(DType dtype, DTypeFromOnnx(static_cast<int32_t>(to), "the target of " + ctx.Where()));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
   return SetResult(ctx, ctx.Emit("cast", {x}, {{"to", dtype}}));
+}
+
+// CastLike: Cast to the dtype of the second input (whose values are not read).
+Status CastLike(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"saturate"}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId like, ctx.RequiredInput(1));
+  return SetResult(ctx, ctx.Emit("cast", {x}, {{"to", ctx.type(like).dtype}}));
 }
 
 // Inference: the data passes through; the optional mask is all true.
@@ -390,7 +401,7 @@ Status Mod(NodeContext& ctx) {
   ASSIGN_OR_RETURN(ValueId b, ctx.RequiredInput(1));
   const DType dtype = ctx.type(a).dtype;
   if (dtype != ctx.type(b).dtype) return ctx.Invalid("inputs have different dtypes");
-  if (dtype == DType::kF32 && fmod_mode == 0) return ctx.Invalid("floating-point inputs need fmod = 1");
+  if (IsFloatDType(dtype) && fmod_mode == 0) return ctx.Invalid("floating-point inputs need fmod = 1");
   ASSIGN_OR_RETURN(ValueId r, ctx.Emit("fmod", {a, b}));
   if (fmod_mode == 1) return SetResult(ctx, StatusOr<ValueId>(r));
   const ValueId zero = ctx.Scalar(dtype, 0.0);
@@ -498,6 +509,7 @@ const std::vector<OpConverter>& ElementwiseConverters() {
       {"Celu", Celu},
       {"Tan", Tan},
       {"BitShift", BitShift},
+      {"CastLike", CastLike},
       {"Asin", [](NodeContext& c) { return Unary(c, "asin", true); }},
       {"Acos", [](NodeContext& c) { return Unary(c, "acos", true); }},
       {"Atan", [](NodeContext& c) { return Unary(c, "atan", true); }},

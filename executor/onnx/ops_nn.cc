@@ -23,8 +23,8 @@ Status MatMul(NodeContext& ctx) {
   RETURN_IF_ERROR(ctx.CheckAttributes({}));
   ASSIGN_OR_RETURN(ValueId a, ctx.RequiredInput(0));
   ASSIGN_OR_RETURN(ValueId b, ctx.RequiredInput(1));
-  RETURN_IF_ERROR(RequireF32(ctx, a, "input A"));
-  RETURN_IF_ERROR(RequireF32(ctx, b, "input B"));
+  RETURN_IF_ERROR(RequireFloat(ctx, a, "input A"));
+  RETURN_IF_ERROR(RequireFloat(ctx, b, "input B"));
   return SetResult(ctx, ctx.Emit("matmul", {a, b}));
 }
 
@@ -39,8 +39,9 @@ Status Gemm(NodeContext& ctx) {
   ASSIGN_OR_RETURN(int64_t trans_b, ctx.AttrInt("transB", 0));
   ASSIGN_OR_RETURN(ValueId a, ctx.RequiredInput(0));
   ASSIGN_OR_RETURN(ValueId b, ctx.RequiredInput(1));
-  RETURN_IF_ERROR(RequireF32(ctx, a, "input A"));
-  RETURN_IF_ERROR(RequireF32(ctx, b, "input B"));
+  RETURN_IF_ERROR(RequireFloat(ctx, a, "input A"));
+  RETURN_IF_ERROR(RequireFloat(ctx, b, "input B"));
+  const DType dtype = ctx.type(a).dtype;
   if (Rank(ctx, a) != 2 || Rank(ctx, b) != 2) return ctx.Invalid("A and B must be matrices");
   // Constant weights are transposed once, at import.
   if (trans_a) {
@@ -51,13 +52,13 @@ Status Gemm(NodeContext& ctx) {
   }
   ASSIGN_OR_RETURN(ValueId y, ctx.Emit("matmul", {a, b}));
   if (alpha != 1.0f) {
-    ASSIGN_OR_RETURN(y, ctx.Emit("mul", {y, ctx.ScalarF32(alpha)}));
+    ASSIGN_OR_RETURN(y, ctx.Emit("mul", {y, ctx.Scalar(dtype, alpha)}));
   }
   if (ctx.has_input(2) && beta != 0.0f) {
     ValueId c = ctx.input(2);
-    RETURN_IF_ERROR(RequireF32(ctx, c, "input C"));
+    RETURN_IF_ERROR(RequireFloat(ctx, c, "input C"));
     if (beta != 1.0f) {
-      ASSIGN_OR_RETURN(c, ctx.Emit("mul", {c, ctx.ScalarF32(beta)}));
+      ASSIGN_OR_RETURN(c, ctx.Emit("mul", {c, ctx.Scalar(dtype, beta)}));
     }
     ASSIGN_OR_RETURN(y, ctx.Emit("add", {y, c}));
   }
@@ -854,11 +855,20 @@ StatusOr<std::pair<ValueId, int64_t>> SoftmaxOperand(NodeContext& ctx, ValueId x
 Status Softmax(NodeContext& ctx, bool log) {
   RETURN_IF_ERROR(ctx.CheckAttributes({"axis"}));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
-  RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+  RETURN_IF_ERROR(RequireFloat(ctx, x, "the input"));
   ASSIGN_OR_RETURN(auto operand, SoftmaxOperand(ctx, x));
   auto [v, axis] = operand;
   ValueId y;
-  if (!log) {
+  if (!log && ctx.type(x).dtype == DType::kF64) {
+    // No f64 softmax kernel: the same sequence spelled out (DETERMINISM.md 4.5 and 1.2):
+    // m = max, e = exp(x - m), s = csum(e), e / s.
+    Attributes reduce = {{"axes", Ints{axis}}, {"keepdims", int64_t{1}}};
+    ASSIGN_OR_RETURN(ValueId m, ctx.Emit("reduce_max", {v}, reduce));
+    ASSIGN_OR_RETURN(ValueId d, ctx.Emit("sub", {v, m}));
+    ASSIGN_OR_RETURN(ValueId e, ctx.Emit("exp", {d}));
+    ASSIGN_OR_RETURN(ValueId s, ctx.Emit("reduce_sum", {e}, reduce));
+    ASSIGN_OR_RETURN(y, ctx.Emit("div", {e, s}));
+  } else if (!log) {
     ASSIGN_OR_RETURN(y, ctx.Emit("softmax", {v}, {{"axis", axis}}));
   } else {
     // (x - max) - log(sum(exp(x - max))): never log(0) for the smallest probabilities.
@@ -1056,7 +1066,7 @@ Status Reduce(NodeContext& ctx, ReduceKind kind) {
   }
   if (rank == 0) return SetResult(ctx, ctx.Emit("identity", {x}));
   if (kind != ReduceKind::kSum && kind != ReduceKind::kMax && kind != ReduceKind::kMin && kind != ReduceKind::kProd) {
-    RETURN_IF_ERROR(RequireF32(ctx, x, "the input"));
+    RETURN_IF_ERROR(RequireFloat(ctx, x, "the input"));
   }
   Attributes attrs = {{"axes", axes}, {"keepdims", keepdims}};
   ValueId operand = x;

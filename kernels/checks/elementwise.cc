@@ -81,7 +81,7 @@ int ArityOf(Kind k) {
   }
 }
 
-bool IsNumeric(DType t) { return t == DType::kF32 || IsIntegerDType(t); }
+bool IsNumeric(DType t) { return IsFloatDType(t) || IsIntegerDType(t); }
 
 std::string Prefix(Op op) { return "elementwise op '" + std::string(OpName(op)) + "': "; }
 
@@ -148,10 +148,10 @@ Status ValidateOperands(const KernelCall& call, Kind kind) {
   switch (kind) {
     case Kind::kNumericUnary:
       if (!IsNumeric(a))
-        return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32 or an integer dtype)");
+        return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32, f64 or an integer dtype)");
       return same_out(a);
     case Kind::kFloatUnary:
-      if (a != DType::kF32) return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32)");
+      if (!IsFloatDType(a)) return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32 or f64)");
       return same_out(a);
     case Kind::kBoolUnary:
       if (a != DType::kBool) return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects bool)");
@@ -169,10 +169,10 @@ Status ValidateOperands(const KernelCall& call, Kind kind) {
       const DType b = call.in(1).dtype;
       if (a != b) return InvalidArgument(p + "input dtypes differ (" + name(a) + " vs " + name(b) + ")");
       if (kind == Kind::kNumericBinary && !IsNumeric(a)) {
-        return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32 or an integer dtype)");
+        return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32, f64 or an integer dtype)");
       }
-      if (kind == Kind::kFloatBinary && a != DType::kF32) {
-        return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32)");
+      if (kind == Kind::kFloatBinary && !IsFloatDType(a)) {
+        return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects f32 or f64)");
       }
       if (kind == Kind::kLogical && a != DType::kBool) {
         return InvalidArgument(p + "unsupported dtype " + name(a) + " (expects bool)");

@@ -21,11 +21,13 @@ std::string UncheckedShapeString(const TensorView& v) {
 StatusOr<MatMulPlan> PlanMatMul(const KernelCall& call) {
   const bool f32 = call.op == Op::kMatMul;
   const std::string name = f32 ? "matmul" : "matmul_i8";
-  const DType in_dtype = f32 ? DType::kF32 : DType::kI8;
-  const DType out_dtype = f32 ? DType::kF32 : DType::kI32;
   if (call.num_inputs != 2 || call.num_outputs != 1 || !call.inputs || !call.outputs) {
     return InvalidArgument(name + ": expects 2 inputs and 1 output");
   }
+  // matmul takes f32 or f64 (both operands and the output alike); matmul_i8 i8 -> i32.
+  const bool f64 = f32 && call.in(0).dtype == DType::kF64;
+  const DType in_dtype = f64 ? DType::kF64 : (f32 ? DType::kF32 : DType::kI8);
+  const DType out_dtype = f64 ? DType::kF64 : (f32 ? DType::kF32 : DType::kI32);
   const TensorView& a = call.in(0);
   const TensorView& b = call.in(1);
   const TensorView& y = call.out(0);

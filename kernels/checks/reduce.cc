@@ -20,7 +20,7 @@ Status ValidateReduce(const KernelCall& call) {
   // argmax and top_k: f32 and the signed integers; the other reductions: every integer too.
   const bool numeric =
       x.dtype == DType::kF32 || x.dtype == DType::kI32 || x.dtype == DType::kI8 || x.dtype == DType::kI64;
-  const bool numeric_any = x.dtype == DType::kF32 || IsIntegerDType(x.dtype);
+  const bool numeric_any = IsFloatDType(x.dtype) || IsIntegerDType(x.dtype);
 
   int64_t expect_out = 1;
   if (call.op == Op::kArgMax) {
@@ -43,10 +43,10 @@ Status ValidateReduce(const KernelCall& call) {
     }
   } else {
     if (call.op == Op::kReduceMean) {
-      if (x.dtype != DType::kF32) return InvalidArgument(name + ": input must be f32");
+      if (!IsFloatDType(x.dtype)) return InvalidArgument(name + ": input must be f32 or f64");
     } else if (call.op == Op::kReduceSum || call.op == Op::kReduceMax || call.op == Op::kReduceMin ||
                call.op == Op::kReduceProd) {
-      if (!numeric_any) return InvalidArgument(name + ": input must be f32 or an integer dtype");
+      if (!numeric_any) return InvalidArgument(name + ": input must be f32, f64 or an integer dtype");
     } else {
       return InvalidArgument(name + ": not a reduction");
     }

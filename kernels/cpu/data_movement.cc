@@ -279,6 +279,9 @@ Status RunPad(const KernelCall& call, const CpuContext& ctx) {
     case DType::kU16: PadRows<uint16_t>(ctx, in, out, pb, PadValueAs<uint16_t>(v)); break;
     case DType::kU32: PadRows<uint32_t>(ctx, in, out, pb, PadValueAs<uint32_t>(v)); break;
     case DType::kU64: PadRows<uint64_t>(ctx, in, out, pb, PadValueAs<uint64_t>(v)); break;
+    case DType::kF64:
+      PadRows<uint64_t>(ctx, in, out, pb, std::bit_cast<uint64_t>(PadValueAs<double>(v)));  // exact widening
+      break;
     default: return InvalidArgument("pad: unsupported dtype");
   }
   return OkStatus();

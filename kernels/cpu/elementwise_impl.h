@@ -21,6 +21,7 @@
 #include "common/dtype.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/detmath.h"
+#include "kernels/detmath64.h"
 #include "kernels/op.h"
 
 #if defined(__GNUC__)
@@ -69,12 +70,14 @@ CNSR_EW_INLINE int EwElemSize(DType t) {
     case DType::kI16:
     case DType::kU16: return 2;
     case DType::kI64:
-    case DType::kU64: return 8;
+    case DType::kU64:
+    case DType::kF64: return 8;
     default: return 0;
   }
 }
 
 CNSR_EW_INLINE float CanonNaN(float x) { return x != x ? std::bit_cast<float>(kCanonicalNaNBits) : x; }
+CNSR_EW_INLINE double CanonNaN(double x) { return x != x ? std::bit_cast<double>(detmath::kCanonicalNaN64Bits) : x; }
 
 template <typename T>
 using UnsignedOf = std::make_unsigned_t<T>;
@@ -135,17 +138,36 @@ CNSR_EW_INLINE float FMin(float a, float b) {
   return (a != a) | (b != b) ? std::bit_cast<float>(kCanonicalNaNBits) : r;
 }
 
+CNSR_EW_INLINE double FNeg(double x) {
+  return CanonNaN(std::bit_cast<double>(std::bit_cast<uint64_t>(x) ^ 0x8000000000000000ull));
+}
+CNSR_EW_INLINE double FAbs(double x) {
+  return CanonNaN(std::bit_cast<double>(std::bit_cast<uint64_t>(x) & 0x7FFFFFFFFFFFFFFFull));
+}
+CNSR_EW_INLINE double FMax(double a, double b) {
+  const uint64_t ua = std::bit_cast<uint64_t>(a), ub = std::bit_cast<uint64_t>(b);
+  double r = a > b ? a : b;
+  r = a == b ? std::bit_cast<double>(ua & ub) : r;
+  return (a != a) | (b != b) ? std::bit_cast<double>(detmath::kCanonicalNaN64Bits) : r;
+}
+CNSR_EW_INLINE double FMin(double a, double b) {
+  const uint64_t ua = std::bit_cast<uint64_t>(a), ub = std::bit_cast<uint64_t>(b);
+  double r = a < b ? a : b;
+  r = a == b ? std::bit_cast<double>(ua | ub) : r;
+  return (a != a) | (b != b) ? std::bit_cast<double>(detmath::kCanonicalNaN64Bits) : r;
+}
+
 // Cast rules of section 4.2. Bool is uint8_t holding 0 or 1.
-template <typename T>
-CNSR_EW_INLINE T F32ToInt(float x) {
+template <typename T, typename F>
+CNSR_EW_INLINE T FloatToInt(F x) {
   if constexpr (std::is_signed_v<T>) {
-    // lo = -2^(bits-1) and hi = 2^(bits-1) are exact floats.
+    // lo = -2^(bits-1) and hi = 2^(bits-1) are exact in f32 and f64.
     using W = std::conditional_t<sizeof(T) == 8, int64_t, int32_t>;
-    constexpr float lo = static_cast<float>(std::numeric_limits<T>::min());
-    constexpr float hi = -lo;
+    constexpr F lo = static_cast<F>(std::numeric_limits<T>::min());
+    constexpr F hi = -lo;
     // In-range values convert by truncation; everything else (NaN included) converts a
     // harmless 0 and is then replaced, so the conversion never has undefined behaviour.
-    const float c = (x >= lo) & (x < hi) ? x : 0.0f;
+    const F c = (x >= lo) & (x < hi) ? x : F{0};
     W r = static_cast<W>(c);
     r = x >= hi ? static_cast<W>(std::numeric_limits<T>::max()) : r;
     r = x < lo ? static_cast<W>(std::numeric_limits<T>::min()) : r;
@@ -153,8 +175,8 @@ CNSR_EW_INLINE T F32ToInt(float x) {
   } else {
     // hi = 2^bits is exact; (-1, 0) truncates to 0, and x <= -1 and NaN give 0.
     using W = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
-    constexpr float hi = 2.0f * static_cast<float>(T{1} << (sizeof(T) * 8 - 1));
-    const float c = (x > -1.0f) & (x < hi) ? x : 0.0f;
+    constexpr F hi = F{2} * static_cast<F>(T{1} << (sizeof(T) * 8 - 1));
+    const F c = (x > F{-1}) & (x < hi) ? x : F{0};
     W r = static_cast<W>(c);
     r = x >= hi ? static_cast<W>(std::numeric_limits<T>::max()) : r;
     return static_cast<T>(r);
@@ -167,14 +189,24 @@ template <typename From, typename To>
 CNSR_EW_INLINE To CastValue(From x) {
   if constexpr (std::is_same_v<From, To>) {
     return x;  // same dtype copies bits
-  } else if constexpr (std::is_same_v<To, float>) {
-    return static_cast<float>(x);  // int -> f32, round to nearest even
-  } else if constexpr (std::is_same_v<From, float>) {
-    return F32ToInt<To>(x);
+  } else if constexpr (std::is_floating_point_v<To>) {
+    // int -> f32/f64 and f64 -> f32 round to nearest even; f32 -> f64 is exact. A NaN
+    // (any payload) becomes the target's canonical NaN.
+    if constexpr (std::is_floating_point_v<From>) return CanonNaN(static_cast<To>(x));
+    else return static_cast<To>(x);
+  } else if constexpr (std::is_floating_point_v<From>) {
+    return FloatToInt<To>(x);
   } else {
     // int -> int: the value modulo 2^bits of To (exact when it fits; modular since C++20).
     return static_cast<To>(static_cast<UnsignedOf<To>>(x));
   }
+}
+
+// A transcendental f64 op (section 1.2): f64 -> f32 (nearest even), the f32 detmath
+// function, f32 -> f64 (exact); NaN canonical in f64.
+template <typename Fn>
+CNSR_EW_INLINE double ViaF32(double x, Fn fn) {
+  return CanonNaN(static_cast<double>(fn(static_cast<float>(x))));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -183,14 +215,14 @@ CNSR_EW_INLINE To CastValue(From x) {
 struct NegF {
   template <typename T>
   static CNSR_EW_INLINE T Apply(T x) {
-    if constexpr (std::is_same_v<T, float>) return FNeg(x);
+    if constexpr (std::is_floating_point_v<T>) return FNeg(x);
     else return WrapNeg(x);
   }
 };
 struct AbsF {
   template <typename T>
   static CNSR_EW_INLINE T Apply(T x) {
-    if constexpr (std::is_same_v<T, float>) return FAbs(x);
+    if constexpr (std::is_floating_point_v<T>) return FAbs(x);
     else if constexpr (std::is_unsigned_v<T>) return x;
     else return x < 0 ? WrapNeg(x) : x;
   }
@@ -198,9 +230,9 @@ struct AbsF {
 struct ReluF {
   template <typename T>
   static CNSR_EW_INLINE T Apply(T x) {
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (std::is_floating_point_v<T>) {
       // x > 0 ? x : +0, with relu(NaN) = NaN (canonical) as the spec states.
-      return x != x ? std::bit_cast<float>(kCanonicalNaNBits) : (x > 0.0f ? x : 0.0f);
+      return x != x ? CanonNaN(x) : (x > T{0} ? x : T{0});
     } else {
       return x > 0 ? x : static_cast<T>(0);
     }
@@ -208,48 +240,80 @@ struct ReluF {
 };
 struct ExpF {
   static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::exp(x)); }
+  static CNSR_EW_INLINE double Apply(double x) {
+    return ViaF32(x, [](float v) { return detmath::exp(v); });
+  }
 };
 struct LogF {
   static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::log(x)); }
+  static CNSR_EW_INLINE double Apply(double x) {
+    return ViaF32(x, [](float v) { return detmath::log(v); });
+  }
 };
 struct TanhF {
   static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::tanh(x)); }
+  static CNSR_EW_INLINE double Apply(double x) {
+    return ViaF32(x, [](float v) { return detmath::tanh(v); });
+  }
 };
 struct ErfF {
   static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::erf(x)); }
+  static CNSR_EW_INLINE double Apply(double x) {
+    return ViaF32(x, [](float v) { return detmath::erf(v); });
+  }
 };
 struct SinF {
   static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::sin(x)); }
+  static CNSR_EW_INLINE double Apply(double x) {
+    return ViaF32(x, [](float v) { return detmath::sin(v); });
+  }
 };
 struct CosF {
   static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::cos(x)); }
+  static CNSR_EW_INLINE double Apply(double x) {
+    return ViaF32(x, [](float v) { return detmath::cos(v); });
+  }
 };
 struct FloorF {
   static CNSR_EW_INLINE float Apply(float x) { return detmath::floor(x); }
+  static CNSR_EW_INLINE double Apply(double x) { return detmath::floor64(x); }
 };
 struct CeilF {
   static CNSR_EW_INLINE float Apply(float x) { return detmath::ceil(x); }
+  static CNSR_EW_INLINE double Apply(double x) { return detmath::ceil64(x); }
 };
 struct RoundF {
   static CNSR_EW_INLINE float Apply(float x) { return detmath::round_half_even(x); }
+  static CNSR_EW_INLINE double Apply(double x) { return detmath::round_half_even64(x); }
 };
 struct SqrtF {
   static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::sqrt_rn(x)); }
+  static CNSR_EW_INLINE double Apply(double x) { return CanonNaN(detmath::sqrt_rn64(x)); }
 };
 // rsqrt, sigmoid, gelu and gelu_tanh are the exact sequences of section 4.2, implemented
 // once in detmath (shared with the CUDA backend); elementwise_test checks them against
 // the spec formulas.
 struct RsqrtF {
   static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::rsqrt(x)); }
+  static CNSR_EW_INLINE double Apply(double x) { return CanonNaN(1.0 / detmath::sqrt_rn64(x)); }
 };
 struct SigmoidF {
   static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::sigmoid(x)); }
+  static CNSR_EW_INLINE double Apply(double x) {
+    return ViaF32(x, [](float v) { return detmath::sigmoid(v); });
+  }
 };
 struct GeluErfF {
   static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::gelu_erf(x)); }
+  static CNSR_EW_INLINE double Apply(double x) {
+    return ViaF32(x, [](float v) { return detmath::gelu_erf(v); });
+  }
 };
 struct GeluTanhF {
   static CNSR_EW_INLINE float Apply(float x) { return CanonNaN(detmath::gelu_tanh(x)); }
+  static CNSR_EW_INLINE double Apply(double x) {
+    return ViaF32(x, [](float v) { return detmath::gelu_tanh(v); });
+  }
 };
 struct NotF {
   static CNSR_EW_INLINE uint8_t Apply(uint8_t x) { return static_cast<uint8_t>(x == 0); }
@@ -276,35 +340,38 @@ struct FromBoolF {
 struct AddF {
   template <typename T>
   static CNSR_EW_INLINE T Apply(T a, T b) {
-    if constexpr (std::is_same_v<T, float>) return CanonNaN(a + b);
+    if constexpr (std::is_floating_point_v<T>) return CanonNaN(a + b);
     else return WrapAdd(a, b);
   }
 };
 struct SubF {
   template <typename T>
   static CNSR_EW_INLINE T Apply(T a, T b) {
-    if constexpr (std::is_same_v<T, float>) return CanonNaN(a - b);
+    if constexpr (std::is_floating_point_v<T>) return CanonNaN(a - b);
     else return WrapSub(a, b);
   }
 };
 struct MulF {
   template <typename T>
   static CNSR_EW_INLINE T Apply(T a, T b) {
-    if constexpr (std::is_same_v<T, float>) return CanonNaN(a * b);
+    if constexpr (std::is_floating_point_v<T>) return CanonNaN(a * b);
     else return WrapMul(a, b);
   }
 };
 struct DivF {
   template <typename T>
   static CNSR_EW_INLINE T Apply(T a, T b) {
-    if constexpr (std::is_same_v<T, float>) return CanonNaN(a / b);
+    if constexpr (std::is_floating_point_v<T>) return CanonNaN(a / b);
     else return SafeDiv(a, b);
   }
 };
 struct PowF {
+  // f64: through the f32 detmath pow (DETERMINISM.md 1.2); integers: the exact power (5.11.2).
   template <typename T>
   static CNSR_EW_INLINE T Apply(T a, T b) {
     if constexpr (std::is_same_v<T, float>) return CanonNaN(detmath::pow(a, b));
+    else if constexpr (std::is_same_v<T, double>)
+      return CanonNaN(static_cast<double>(detmath::pow(static_cast<float>(a), static_cast<float>(b))));
     else return detmath::int_pow(a, b);
   }
 };
@@ -338,20 +405,21 @@ struct FmodF {
   template <typename T>
   static CNSR_EW_INLINE T Apply(T a, T b) {
     if constexpr (std::is_same_v<T, float>) return detmath::fmod(a, b);
+    else if constexpr (std::is_same_v<T, double>) return detmath::fmod64(a, b);
     else return WrapSub(a, WrapMul(SafeDiv(a, b), b));
   }
 };
 struct MaxF {
   template <typename T>
   static CNSR_EW_INLINE T Apply(T a, T b) {
-    if constexpr (std::is_same_v<T, float>) return FMax(a, b);
+    if constexpr (std::is_floating_point_v<T>) return FMax(a, b);
     else return a > b ? a : b;
   }
 };
 struct MinF {
   template <typename T>
   static CNSR_EW_INLINE T Apply(T a, T b) {
-    if constexpr (std::is_same_v<T, float>) return FMin(a, b);
+    if constexpr (std::is_floating_point_v<T>) return FMin(a, b);
     else return a < b ? a : b;
   }
 };
@@ -526,8 +594,21 @@ inline void NumericUnary(const EwPlan& p, int64_t b, int64_t e) {
     case DType::kU16: UnaryChunk<uint16_t, uint16_t, F>(p, b, e); break;
     case DType::kU32: UnaryChunk<uint32_t, uint32_t, F>(p, b, e); break;
     case DType::kU64: UnaryChunk<uint64_t, uint64_t, F>(p, b, e); break;
+    case DType::kF64: UnaryChunk<double, double, F>(p, b, e); break;
     default: break;
   }
+}
+
+template <typename F>
+inline void FloatUnary(const EwPlan& p, int64_t b, int64_t e) {
+  if (p.in_dtype == DType::kF64) UnaryChunk<double, double, F>(p, b, e);
+  else UnaryChunk<float, float, F>(p, b, e);
+}
+
+template <typename F>
+inline void FloatBinary(const EwPlan& p, int64_t b, int64_t e) {
+  if (p.in_dtype == DType::kF64) BinaryChunk<double, double, F>(p, b, e);
+  else BinaryChunk<float, float, F>(p, b, e);
 }
 
 template <typename F>
@@ -542,6 +623,7 @@ inline void NumericBinary(const EwPlan& p, int64_t b, int64_t e) {
     case DType::kU16: BinaryChunk<uint16_t, uint16_t, F>(p, b, e); break;
     case DType::kU32: BinaryChunk<uint32_t, uint32_t, F>(p, b, e); break;
     case DType::kU64: BinaryChunk<uint64_t, uint64_t, F>(p, b, e); break;
+    case DType::kF64: BinaryChunk<double, double, F>(p, b, e); break;
     default: break;
   }
 }
@@ -559,6 +641,7 @@ inline void CompareBinary(const EwPlan& p, int64_t b, int64_t e) {
     case DType::kU16: BinaryChunk<uint16_t, uint8_t, F>(p, b, e); break;
     case DType::kU32: BinaryChunk<uint32_t, uint8_t, F>(p, b, e); break;
     case DType::kU64: BinaryChunk<uint64_t, uint8_t, F>(p, b, e); break;
+    case DType::kF64: BinaryChunk<double, uint8_t, F>(p, b, e); break;
     default: break;
   }
 }
@@ -577,6 +660,7 @@ inline void CastFrom(const EwPlan& p, int64_t b, int64_t e) {
     case DType::kU16: UnaryChunk<From, uint16_t, CastF<uint16_t>>(p, b, e); break;
     case DType::kU32: UnaryChunk<From, uint32_t, CastF<uint32_t>>(p, b, e); break;
     case DType::kU64: UnaryChunk<From, uint64_t, CastF<uint64_t>>(p, b, e); break;
+    case DType::kF64: UnaryChunk<From, double, CastF<double>>(p, b, e); break;
     default: break;
   }
 }
@@ -592,6 +676,7 @@ inline void CastFromBool(const EwPlan& p, int64_t b, int64_t e) {
     case DType::kU16: UnaryChunk<uint8_t, uint16_t, FromBoolF<uint16_t>>(p, b, e); break;
     case DType::kU32: UnaryChunk<uint8_t, uint32_t, FromBoolF<uint32_t>>(p, b, e); break;
     case DType::kU64: UnaryChunk<uint8_t, uint64_t, FromBoolF<uint64_t>>(p, b, e); break;
+    case DType::kF64: UnaryChunk<uint8_t, double, FromBoolF<double>>(p, b, e); break;
     default: break;
   }
 }
@@ -619,6 +704,7 @@ inline void CastChunk(const EwPlan& p, int64_t b, int64_t e) {
     case DType::kU16: CastFrom<uint16_t>(p, b, e); break;
     case DType::kU32: CastFrom<uint32_t>(p, b, e); break;
     case DType::kU64: CastFrom<uint64_t>(p, b, e); break;
+    case DType::kF64: CastFrom<double>(p, b, e); break;
     default: break;
   }
 }
@@ -628,20 +714,20 @@ inline void EwRunChunkImpl(const EwPlan& p, int64_t b, int64_t e) {
     case Op::kNeg: NumericUnary<NegF>(p, b, e); break;
     case Op::kAbs: NumericUnary<AbsF>(p, b, e); break;
     case Op::kRelu: NumericUnary<ReluF>(p, b, e); break;
-    case Op::kExp: UnaryChunk<float, float, ExpF>(p, b, e); break;
-    case Op::kLog: UnaryChunk<float, float, LogF>(p, b, e); break;
-    case Op::kSqrt: UnaryChunk<float, float, SqrtF>(p, b, e); break;
-    case Op::kRsqrt: UnaryChunk<float, float, RsqrtF>(p, b, e); break;
-    case Op::kTanh: UnaryChunk<float, float, TanhF>(p, b, e); break;
-    case Op::kSigmoid: UnaryChunk<float, float, SigmoidF>(p, b, e); break;
-    case Op::kErf: UnaryChunk<float, float, ErfF>(p, b, e); break;
-    case Op::kGeluErf: UnaryChunk<float, float, GeluErfF>(p, b, e); break;
-    case Op::kGeluTanh: UnaryChunk<float, float, GeluTanhF>(p, b, e); break;
-    case Op::kSin: UnaryChunk<float, float, SinF>(p, b, e); break;
-    case Op::kCos: UnaryChunk<float, float, CosF>(p, b, e); break;
-    case Op::kFloor: UnaryChunk<float, float, FloorF>(p, b, e); break;
-    case Op::kCeil: UnaryChunk<float, float, CeilF>(p, b, e); break;
-    case Op::kRound: UnaryChunk<float, float, RoundF>(p, b, e); break;
+    case Op::kExp: FloatUnary<ExpF>(p, b, e); break;
+    case Op::kLog: FloatUnary<LogF>(p, b, e); break;
+    case Op::kSqrt: FloatUnary<SqrtF>(p, b, e); break;
+    case Op::kRsqrt: FloatUnary<RsqrtF>(p, b, e); break;
+    case Op::kTanh: FloatUnary<TanhF>(p, b, e); break;
+    case Op::kSigmoid: FloatUnary<SigmoidF>(p, b, e); break;
+    case Op::kErf: FloatUnary<ErfF>(p, b, e); break;
+    case Op::kGeluErf: FloatUnary<GeluErfF>(p, b, e); break;
+    case Op::kGeluTanh: FloatUnary<GeluTanhF>(p, b, e); break;
+    case Op::kSin: FloatUnary<SinF>(p, b, e); break;
+    case Op::kCos: FloatUnary<CosF>(p, b, e); break;
+    case Op::kFloor: FloatUnary<FloorF>(p, b, e); break;
+    case Op::kCeil: FloatUnary<CeilF>(p, b, e); break;
+    case Op::kRound: FloatUnary<RoundF>(p, b, e); break;
     case Op::kAsin: UnaryChunk<float, float, AsinF>(p, b, e); break;
     case Op::kAcos: UnaryChunk<float, float, AcosF>(p, b, e); break;
     case Op::kAtan: UnaryChunk<float, float, AtanF>(p, b, e); break;

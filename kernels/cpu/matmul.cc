@@ -5,7 +5,9 @@
 // the thread count nor the ISA changes a bit.
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -185,6 +187,35 @@ Status RunMatMul(const KernelCall& call, const CpuContext& ctx) {
   const TensorView& b = call.in(1);
   const TensorView& y = call.out(0);
   const int64_t c_stride = d.M * d.N;
+  if (a.dtype == DType::kF64) {
+    // f64 (section 4.4 in binary64): one sequential fma chain per output element, k in
+    // order; portable scalar code on every ISA, rows split across the pool.
+    auto rows = [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t i = r / d.M, m = r % d.M;
+        int64_t ao, bo;
+        BatchOffsets(plan, d, i, &ao, &bo);
+        const double* ar = a.as<const double>() + (d.K ? ao : 0) + m * d.K;
+        const double* bm = b.as<const double>() + (d.K ? bo : 0);
+        double* c = y.as<double>() + i * c_stride + m * d.N;
+        for (int64_t n = 0; n < d.N; ++n) c[n] = 0.0;
+        for (int64_t k = 0; k < d.K; ++k) {
+          const double av = ar[k];
+          const double* br = bm + k * d.N;
+          for (int64_t n = 0; n < d.N; ++n) c[n] = std::fma(av, br[n], c[n]);
+        }
+        for (int64_t n = 0; n < d.N; ++n)
+          c[n] = c[n] != c[n] ? std::bit_cast<double>(uint64_t{0x7FF8000000000000}) : c[n];
+      }
+    };
+    const int64_t total = plan.count * d.M;
+    if (ctx.pool) {
+      ctx.pool->ParallelFor(total, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, d.N * d.K)), rows);
+    } else {
+      rows(0, total);
+    }
+    return OkStatus();
+  }
   if (f32) {
     auto operands = [&](int64_t i) {
       int64_t ao, bo;

@@ -16,6 +16,7 @@
 #include "kernels/checks/reduce.h"
 #include "kernels/cpu/canonical_sum.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/detmath64.h"
 
 namespace consensor::kernels::cpu {
 
@@ -148,6 +149,41 @@ inline void SumF32(const float* x, const ReduceLayout& L, float* out, ThreadPool
 }
 
 // ---------------------------------------------------------------------------------------
+// f64 sum: the canonical order of section 4.1 in binary64 (64 lanes from -0, chunks of
+// 4096, chunk results summed recursively). Portable scalar code; each output gathers its
+// terms in row-major order of the reduced axes, and only the outputs run in parallel.
+
+inline double CanonNaN(double v) { return detmath::canonicalize_nan64(v); }
+
+inline double Csum64(const double* x, int64_t n) {
+  if (n == 0) return 0.0;
+  if (n > kSumChunk) {
+    const int64_t m = (n + kSumChunk - 1) / kSumChunk;
+    std::vector<double> partial(static_cast<size_t>(m));
+    for (int64_t c = 0; c < m; ++c) partial[c] = Csum64(x + c * kSumChunk, std::min(kSumChunk, n - c * kSumChunk));
+    return Csum64(partial.data(), m);
+  }
+  double lane[64];
+  for (double& l : lane) l = -0.0;
+  for (int64_t i = 0; i < n; ++i) lane[i % 64] = lane[i % 64] + x[i];
+  for (int s = 32; s >= 1; s /= 2)
+    for (int j = 0; j < s; ++j) lane[j] = lane[j] + lane[j + s];
+  return lane[0];
+}
+
+inline void SumF64(const double* x, const ReduceLayout& L, double* out, ThreadPool* pool) {
+  const std::vector<int64_t> out_off = EnumerateOffsets(L.kept, L.kept.n);
+  const std::vector<int64_t> term_off = EnumerateOffsets(L.red, L.red.n);
+  pool->ParallelFor(L.n_out, GrainFor(L.n_terms), [&](int64_t b, int64_t e) {
+    std::vector<double> buf(static_cast<size_t>(L.n_terms));
+    for (int64_t o = b; o < e; ++o) {
+      for (size_t q = 0; q < term_off.size(); ++q) buf[q] = x[out_off[o] + term_off[q]];
+      out[o] = Csum64(buf.data(), L.n_terms);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------
 // Order-free reductions (integer sum with wrap-around, max, min): combine is associative
 // and commutative, so any order gives the same bits.
 
@@ -201,6 +237,33 @@ struct F32MaxMinOp {
   }
   static float Empty() {
     return kMax ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  }
+};
+
+// The f64 twin of F32MaxMinOp (section 1.1 on binary64).
+inline int64_t F64OrderKey(uint64_t b) {
+  return static_cast<int64_t>(b ^ (static_cast<uint64_t>(static_cast<int64_t>(b) >> 63) & 0x7FFFFFFFFFFFFFFFull));
+}
+
+template <bool kMax>
+struct F64MaxMinOp {
+  using In = double;
+  using Out = double;
+  using A = int64_t;
+  static constexpr int64_t kNaNKey = kMax ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  static A Init() { return kMax ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max(); }
+  static A Load(double v) {
+    const uint64_t b = std::bit_cast<uint64_t>(v);
+    const bool nan = (b & 0x7FFFFFFFFFFFFFFFull) > 0x7FF0000000000000ull;
+    return nan ? kNaNKey : F64OrderKey(b);
+  }
+  static A Combine(A a, A b) { return kMax ? (a > b ? a : b) : (a < b ? a : b); }
+  static double Finish(A a) {
+    if (a == kNaNKey) return detmath::canonical_nan64();
+    return std::bit_cast<double>(static_cast<uint64_t>(F64OrderKey(static_cast<uint64_t>(a))));
+  }
+  static double Empty() {
+    return kMax ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
   }
 };
 
@@ -266,7 +329,7 @@ void ReduceOrderFree(const typename Op::In* x, const ReduceLayout& L, typename O
 
 template <typename T>
 inline T ProdStep(T acc, T term) {
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_floating_point_v<T>) {
     return acc * term;
   } else {
     // At least 32 bits: 16-bit operands would promote to int, where 65535 * 65535 overflows.
@@ -294,7 +357,7 @@ void ProdImpl(const T* x, const ReduceLayout& L, T* out, ThreadPool* pool) {
           idx[k] = 0;
         }
       }
-      if constexpr (std::is_same_v<T, float>) acc = CanonNaN(acc);
+      if constexpr (std::is_floating_point_v<T>) acc = CanonNaN(acc);
       out[o] = acc;
     }
   });
@@ -426,10 +489,11 @@ Status RunOrderFree(const TensorView& x, const ReduceLayout* L, TensorView& y, T
   return OkStatus();
 }
 
-template <template <typename> class IntOp, class F32Op>
+template <template <typename> class IntOp, class F32Op, class F64Op>
 Status DispatchOrderFree(const TensorView& x, const ReduceLayout* L, TensorView& y, ThreadPool* pool) {
   switch (x.dtype) {
     case DType::kF32: return RunOrderFree<F32Op>(x, L, y, pool);
+    case DType::kF64: return RunOrderFree<F64Op>(x, L, y, pool);
     case DType::kI32: return RunOrderFree<IntOp<int32_t>>(x, L, y, pool);
     case DType::kI8: return RunOrderFree<IntOp<int8_t>>(x, L, y, pool);
     case DType::kI64: return RunOrderFree<IntOp<int64_t>>(x, L, y, pool);
@@ -487,8 +551,21 @@ inline Status RunReduceImpl(const KernelCall& call, const CpuContext& ctx) {
   switch (call.op) {
     case Op::kReduceSum:
     case Op::kReduceMean: {
-      if (x.dtype != DType::kF32) {
-        return DispatchOrderFree<IntSumOp, F32MaxMinOp<true>>(x, L, y, ctx.pool);  // f32 not reached
+      if (x.dtype == DType::kF64) {
+        double* out = y.as<double>();
+        const int64_t n_out = y.num_elements();
+        const bool mean = call.op == Op::kReduceMean;
+        if (L == nullptr) {  // empty: sum +0, mean 0/0
+          std::fill(out, out + n_out, mean ? detmath::canonical_nan64() : 0.0);
+          return OkStatus();
+        }
+        SumF64(x.as<const double>(), *L, out, ctx.pool);
+        const double count = static_cast<double>(L->n_terms);  // exact below 2^53
+        for (int64_t o = 0; o < n_out; ++o) out[o] = CanonNaN(mean ? out[o] / count : out[o]);
+        return OkStatus();
+      }
+      if (x.dtype != DType::kF32) {  // integers; the float ops are not reached
+        return DispatchOrderFree<IntSumOp, F32MaxMinOp<true>, F64MaxMinOp<true>>(x, L, y, ctx.pool);
       }
       float* out = y.as<float>();
       const int64_t n_out = y.num_elements();
@@ -508,8 +585,8 @@ inline Status RunReduceImpl(const KernelCall& call, const CpuContext& ctx) {
       });
       return OkStatus();
     }
-    case Op::kReduceMax: return DispatchOrderFree<IntMaxOp, F32MaxMinOp<true>>(x, L, y, ctx.pool);
-    case Op::kReduceMin: return DispatchOrderFree<IntMinOp, F32MaxMinOp<false>>(x, L, y, ctx.pool);
+    case Op::kReduceMax: return DispatchOrderFree<IntMaxOp, F32MaxMinOp<true>, F64MaxMinOp<true>>(x, L, y, ctx.pool);
+    case Op::kReduceMin: return DispatchOrderFree<IntMinOp, F32MaxMinOp<false>, F64MaxMinOp<false>>(x, L, y, ctx.pool);
     case Op::kReduceProd:
       switch (x.dtype) {
         case DType::kF32: return RunProd<float>(x, L, y, ctx.pool);
@@ -521,6 +598,7 @@ inline Status RunReduceImpl(const KernelCall& call, const CpuContext& ctx) {
         case DType::kU16: return RunProd<uint16_t>(x, L, y, ctx.pool);
         case DType::kU32: return RunProd<uint32_t>(x, L, y, ctx.pool);
         case DType::kU64: return RunProd<uint64_t>(x, L, y, ctx.pool);
+        case DType::kF64: return RunProd<double>(x, L, y, ctx.pool);
         default: return InvalidArgument("reduce_prod: unsupported dtype");
       }
     default: return InvalidArgument("reduce: unsupported op");

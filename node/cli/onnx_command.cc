@@ -192,20 +192,10 @@ StatusOr<Tensor> ReadPbTensor(const std::filesystem::path& p) {
   return t;
 }
 
-// Compares one output; returns an empty string when it matches.
-std::string Compare(const Tensor& got, const Tensor& want, const TestSettings& s) {
-  if (got.dtype() != want.dtype() || got.shape() != want.shape()) {
-    return "got " + TypeString(got.dtype(), got.shape()) + ", expected " + TypeString(want.dtype(), want.shape());
-  }
-  if (got.dtype() != DType::kF32) {
-    if (std::memcmp(got.data(), want.data(), static_cast<size_t>(got.byte_size())) == 0) return "";
-    for (int64_t i = 0; i < got.byte_size(); ++i) {
-      if (got.data()[i] != want.data()[i]) return "differs at byte " + std::to_string(i);
-    }
-  }
-  const float* g = got.data_as<float>();
-  const float* w = want.data_as<float>();
-  for (int64_t i = 0; i < got.num_elements(); ++i) {
+// The tolerance check of one float output (f32 or f64), element by element.
+template <typename T>
+std::string CompareFloats(const T* g, const T* w, int64_t n, const TestSettings& s) {
+  for (int64_t i = 0; i < n; ++i) {
     if (std::isnan(w[i]) || std::isnan(g[i])) {
       if (std::isnan(w[i]) && std::isnan(g[i])) continue;
     } else if (std::isinf(w[i]) || std::isinf(g[i])) {
@@ -214,8 +204,26 @@ std::string Compare(const Tensor& got, const Tensor& want, const TestSettings& s
       continue;
     }
     std::ostringstream m;
-    m << std::setprecision(9) << "element " << i << " is " << g[i] << ", expected " << w[i];
+    m << std::setprecision(sizeof(T) == 8 ? 17 : 9) << "element " << i << " is " << g[i] << ", expected " << w[i];
     return m.str();
+  }
+  return "";
+}
+
+// Compares one output; returns an empty string when it matches.
+std::string Compare(const Tensor& got, const Tensor& want, const TestSettings& s) {
+  if (got.dtype() != want.dtype() || got.shape() != want.shape()) {
+    return "got " + TypeString(got.dtype(), got.shape()) + ", expected " + TypeString(want.dtype(), want.shape());
+  }
+  if (got.dtype() == DType::kF32) {
+    return CompareFloats(got.data_as<float>(), want.data_as<float>(), got.num_elements(), s);
+  }
+  if (got.dtype() == DType::kF64) {
+    return CompareFloats(got.data_as<double>(), want.data_as<double>(), got.num_elements(), s);
+  }
+  if (std::memcmp(got.data(), want.data(), static_cast<size_t>(got.byte_size())) == 0) return "";
+  for (int64_t i = 0; i < got.byte_size(); ++i) {
+    if (got.data()[i] != want.data()[i]) return "differs at byte " + std::to_string(i);
   }
   return "";
 }

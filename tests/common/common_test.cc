@@ -157,6 +157,7 @@ TEST(DTypeTest, WireValuesAndSizes) {
   EXPECT_EQ(static_cast<int>(DType::kU16), 8);
   EXPECT_EQ(static_cast<int>(DType::kU32), 9);
   EXPECT_EQ(static_cast<int>(DType::kU64), 10);
+  EXPECT_EQ(static_cast<int>(DType::kF64), 11);
   EXPECT_EQ(DTypeSize(DType::kF32), 4);
   EXPECT_EQ(DTypeSize(DType::kI32), 4);
   EXPECT_EQ(DTypeSize(DType::kI8), 1);
@@ -167,9 +168,12 @@ TEST(DTypeTest, WireValuesAndSizes) {
   EXPECT_EQ(DTypeSize(DType::kU16), 2);
   EXPECT_EQ(DTypeSize(DType::kU32), 4);
   EXPECT_EQ(DTypeSize(DType::kU64), 8);
+  EXPECT_EQ(DTypeSize(DType::kF64), 8);
   EXPECT_EQ(DTypeSize(DType::kInvalid), 0);
   EXPECT_FALSE(IsValidDType(DType::kInvalid));
-  EXPECT_FALSE(IsValidDType(static_cast<DType>(11)));
+  EXPECT_FALSE(IsValidDType(static_cast<DType>(12)));
+  EXPECT_TRUE(IsFloatDType(DType::kF64));
+  EXPECT_FALSE(IsIntegerDType(DType::kF64));
   EXPECT_TRUE(IsIntegerDType(DType::kI8));
   EXPECT_TRUE(IsIntegerDType(DType::kU64));
   EXPECT_TRUE(IsUnsignedIntegerDType(DType::kU8));
@@ -187,10 +191,11 @@ TEST(DTypeTest, NamesRoundTrip) {
   }
   EXPECT_EQ(DTypeName(DType::kF32), "f32");
   EXPECT_EQ(DTypeName(DType::kBool), "bool");
+  EXPECT_EQ(DTypeName(DType::kF64), "f64");
 }
 
 TEST(DTypeTest, UnknownNamesAreRejected) {
-  for (const char* name : {"f64", "", "F32", "float32", "invalid", "f32 "}) {
+  for (const char* name : {"f16", "", "F32", "float32", "float64", "invalid", "f32 "}) {
     StatusOr<DType> t = DTypeFromName(name);
     ASSERT_FALSE(t.ok()) << name;
     EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
@@ -347,6 +352,9 @@ TEST(TensorHashTest, MatchesHandBuiltEncoding) {
   EXPECT_EQ(TensorHash(b), Sha256Of(SpecEncoding(4, {3}, {1, 0, 1})));
   Tensor r4 = Tensor::FromVector<int32_t>(DType::kI32, {1, 1, 1, 2}, {0x01020304, -1});
   EXPECT_EQ(TensorHash(r4), Sha256Of(SpecEncoding(2, {1, 1, 1, 2}, {4, 3, 2, 1, 0xff, 0xff, 0xff, 0xff})));
+  // f64 (code 11): 8 bytes little-endian per element; 1.5 is 0x3FF8000000000000.
+  Tensor d = Tensor::FromVector<double>(DType::kF64, {2}, {1.5, -0.0});
+  EXPECT_EQ(TensorHash(d), Sha256Of(SpecEncoding(11, {2}, {0, 0, 0, 0, 0, 0, 0xf8, 0x3f, 0, 0, 0, 0, 0, 0, 0, 0x80})));
 }
 
 TEST(TensorHashTest, DistinguishesDtypeShapeAndData) {

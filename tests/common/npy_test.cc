@@ -273,9 +273,11 @@ arrays = {
   'u16_mat': np.array([[0, 1], [2**15, 2**16 - 1]], dtype=np.uint16),
   'u32_vec': np.array([0, 2**31, 2**32 - 1], dtype=np.uint32),
   'u64_vec': np.array([0, 2**63, 2**64 - 1], dtype=np.uint64),
+  'f64_vec': np.array([0.0, -0.0, np.inf, 0.1, np.nan, 5e-324], dtype=np.float64),
 }
 names = {np.dtype('<f4'): 'f32', np.dtype('<i4'): 'i32', np.dtype('i1'): 'i8', np.dtype('?'): 'bool', np.dtype('<i8'): 'i64',
-         np.dtype('u1'): 'u8', np.dtype('<i2'): 'i16', np.dtype('<u2'): 'u16', np.dtype('<u4'): 'u32', np.dtype('<u8'): 'u64'}
+         np.dtype('u1'): 'u8', np.dtype('<i2'): 'i16', np.dtype('<u2'): 'u16', np.dtype('<u4'): 'u32', np.dtype('<u8'): 'u64',
+         np.dtype('<f8'): 'f64'}
 for name, a in arrays.items():
   for ver in [(1, 0), (2, 0), (3, 0)]:
     with open(os.path.join(d, '%s.v%d.npy' % (name, ver[0])), 'wb') as f:
@@ -288,7 +290,7 @@ for name, a in arrays.items():
 # Files that must be rejected.
 np.save(os.path.join(d, 'rej_fortran.npy'), np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3)))
 np.save(os.path.join(d, 'rej_bigendian.npy'), np.arange(4, dtype='>f4'))
-np.save(os.path.join(d, 'rej_f8.npy'), np.arange(4, dtype=np.float64))
+np.save(os.path.join(d, 'rej_f8be.npy'), np.arange(4, dtype='>f8'))
 np.save(os.path.join(d, 'rej_f2.npy'), np.arange(4, dtype=np.float16))
 np.save(os.path.join(d, 'rej_struct.npy'), np.zeros(2, dtype=[('a', '<i4'), ('b', '<f4')]))
 with open(os.path.join(d, 'names.txt'), 'w') as f:
@@ -323,7 +325,7 @@ print('ok')
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 17 * 4);
+  EXPECT_EQ(checked, 18 * 4);
 
   // Spot-check decoded values, not just bytes.
   StatusOr<Tensor> f = ReadNpyFile(dir.file("f32_2x3.v2.npy"), NpyLimits{});
@@ -346,6 +348,12 @@ print('ok')
   ASSERT_TRUE(u.ok());
   EXPECT_EQ(u->dtype(), DType::kU64);
   EXPECT_EQ(u->data_as<uint64_t>()[2], std::numeric_limits<uint64_t>::max());
+  StatusOr<Tensor> d64 = ReadNpyFile(dir.file("f64_vec.save.npy"), NpyLimits{});
+  ASSERT_TRUE(d64.ok());
+  EXPECT_EQ(d64->dtype(), DType::kF64);
+  EXPECT_EQ(d64->data_as<double>()[3], 0.1);
+  EXPECT_TRUE(std::signbit(d64->data_as<double>()[1]));
+  EXPECT_EQ(d64->data_as<double>()[5], std::numeric_limits<double>::denorm_min());
   StatusOr<Tensor> h = ReadNpyFile(dir.file("i16_vec.v1.npy"), NpyLimits{});
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(h->data_as<int16_t>()[3], -32768);
@@ -356,7 +364,7 @@ print('ok')
   };
   for (const Rejected& r :
        {Rejected{"rej_fortran.npy", "Fortran"}, Rejected{"rej_bigendian.npy", "big-endian"},
-        Rejected{"rej_f8.npy", "unsupported npy dtype '<f8'"}, Rejected{"rej_f2.npy", "unsupported npy dtype '<f2'"},
+        Rejected{"rej_f8be.npy", "big-endian"}, Rejected{"rej_f2.npy", "unsupported npy dtype '<f2'"},
         Rejected{"rej_struct.npy", "structured"}}) {
     StatusOr<Tensor> t = ReadNpyFile(dir.file(r.file), NpyLimits{});
     ASSERT_FALSE(t.ok()) << r.file;
@@ -583,14 +591,14 @@ TEST(NpyMalformedTest, MissingExtraAndDuplicateKeys) {
 }
 
 TEST(NpyMalformedTest, DtypesEndiannessAndOrder) {
-  for (const char* descr : {"<f8", "<f2", "|u2", "u4", "<u16", "|b2", "b1", "<b1", "=f4", "f4", "<c8", "|O", "<U3",
+  for (const char* descr : {"|f8", "<f2", "|u2", "u4", "<u16", "|b2", "b1", "<b1", "=f4", "f4", "<c8", "|O", "<U3",
                             "|S4", "", "<f4 ", "<F4"}) {
     SCOPED_TRACE(descr);
     ExpectError(MakeNpy(Dict(descr, "(1,)"), Bytes(8)),
                 "unsupported npy dtype '" + std::string(descr) +
-                    "' (supported: <f4, <i4, |i1, |b1, <i8, |u1, <i2, <u2, <u4, <u8)");
+                    "' (supported: <f4, <i4, |i1, |b1, <i8, |u1, <i2, <u2, <u4, <u8, <f8)");
   }
-  for (const char* descr : {">f4", ">i4", ">i8", ">i1", ">u2", ">i2", ">u8"}) {
+  for (const char* descr : {">f4", ">i4", ">i8", ">i1", ">u2", ">i2", ">u8", ">f8"}) {
     SCOPED_TRACE(descr);
     ExpectError(MakeNpy(Dict(descr, "(1,)"), Bytes(8)), "big-endian npy arrays are not supported");
   }
@@ -627,6 +635,9 @@ TEST(NpyMalformedTest, DataSizeMustBeExact) {
   ExpectError(MakeNpy(Dict("<u8", "(2,)"), Bytes(12)), "needs 16 bytes, file has 12");
   ExpectError(MakeNpy(Dict("|u1", "(4,)"), Bytes(3)), "needs 4 bytes, file has 3");
   ExpectError(MakeNpy(Dict("<u4", "(1,)"), Bytes(8)), "4 trailing bytes");
+  // f64: eight bytes an element.
+  ExpectError(MakeNpy(Dict("<f8", "(2, 2)"), Bytes(31)), "truncated npy data: f64[2, 2] needs 32 bytes, file has 31");
+  ExpectError(MakeNpy(Dict("<f8", "(1,)"), Bytes(12)), "4 trailing bytes");
   ExpectError(MakeNpy(Dict("<f4", "(2, 3)"), Bytes(25)), "1 trailing bytes after the data");
   ExpectError(MakeNpy(Dict("<f4", "(0,)"), Bytes(4)), "4 trailing bytes");
   ExpectError(MakeNpy(Dict("|b1", "()"), Bytes(2)), "trailing bytes");

@@ -47,6 +47,7 @@ TEST(SafetensorsTest, RoundTripAllDTypes) {
   Tensor u16 = Tensor::FromVector<uint16_t>(DType::kU16, {1, 2}, {65535, 1});
   Tensor u32 = Tensor::FromVector<uint32_t>(DType::kU32, {1}, {4294967295u});
   Tensor u64 = Tensor::FromVector<uint64_t>(DType::kU64, {2}, {uint64_t{1} << 63, 3});
+  Tensor f64 = Tensor::FromVector<double>(DType::kF64, {3}, {0.1, -0.0, 4.9406564584124654e-324});
   std::vector<std::pair<std::string, const Tensor*>> tensors = {
       {"layer.0.weight", &f32},
       {"ids", &i32},
@@ -60,6 +61,7 @@ TEST(SafetensorsTest, RoundTripAllDTypes) {
       {"u16", &u16},
       {"u32", &u32},
       {"u64", &u64},
+      {"f64", &f64},
   };
   std::map<std::string, std::string> metadata = {{"format", "pt"}, {"note", "caf\xc3\xa9 \"quoted\"\n"}};
   auto file = WriteSafetensors(tensors, metadata);
@@ -265,11 +267,11 @@ std::vector<HostileCase> HostileCases() {
       "'dtype' must be a string");
   add("F16", MakeFile("{" + Entry("x", "F16", "[2]", 0, 4) + "}", Zeros(4)), StatusCode::kUnimplemented,
       "tensor 'x' has dtype F16, which consensor does not support (supported: F32, I32, I8, BOOL, I64, U8, I16, U16, "
-      "U32, U64)");
+      "U32, U64, F64)");
   add("BF16", MakeFile("{" + Entry("x", "BF16", "[2]", 0, 4) + "}", Zeros(4)), StatusCode::kUnimplemented,
       "has dtype BF16");
-  add("F64", MakeFile("{" + Entry("x", "F64", "[2]", 0, 16) + "}", Zeros(16)), StatusCode::kUnimplemented,
-      "has dtype F64");
+  add("F64 short", MakeFile("{" + Entry("x", "F64", "[2]", 0, 12) + "}", Zeros(12)), kInvalid,
+      "tensor 'x' (f64[2]) has data_offsets [0, 12] spanning 12 bytes, but its shape needs 16 bytes");
   // The new integer dtypes with a byte count that does not match the shape.
   add("U16 short", MakeFile("{" + Entry("x", "U16", "[3]", 0, 5) + "}", Zeros(5)), kInvalid,
       "tensor 'x' (u16[3]) has data_offsets [0, 5] spanning 5 bytes, but its shape needs 6 bytes");

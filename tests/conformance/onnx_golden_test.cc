@@ -135,6 +135,12 @@ constexpr const char* kGoldenModels[] = {
     "node/test_mod_mixed_sign_int16",
     "node/test_max_uint32",
     "node/test_add_uint8",
+    // f64 (DETERMINISM.md 1.2).
+    "node/test_cast_FLOAT_to_DOUBLE",
+    "node/test_max_float64",
+    "node/test_mod_mixed_sign_float64",
+    "node/test_reduce_log_sum_exp_keepdims_random",
+    "pytorch-operator/test_operator_add_broadcast",
     // The quantization ops (DETERMINISM.md 6.6; u8, so CPU only).
     "node/test_quantizelinear_axis",
     "node/test_dequantizelinear_axis",
@@ -169,6 +175,12 @@ const std::set<std::string> kCpuOnlyModels = {
     "node/test_mod_mixed_sign_int16",
     "node/test_max_uint32",
     "node/test_add_uint8",
+    // f64 (DETERMINISM.md 1.2).
+    "node/test_cast_FLOAT_to_DOUBLE",
+    "node/test_max_float64",
+    "node/test_mod_mixed_sign_float64",
+    "node/test_reduce_log_sum_exp_keepdims_random",
+    "pytorch-operator/test_operator_add_broadcast",
     "node/test_quantizelinear_axis",
     "node/test_dequantizelinear_axis",
     "node/test_dynamicquantizelinear_min_adjusted",

@@ -96,6 +96,37 @@ Tensor F32(const Shape& shape, uint32_t seed, float scale = 2.0f, bool specials 
   return t;
 }
 
+// f64 values with specials (NaN payloads, infinities, signed zeros, subnormals, ties for
+// rounding, values beyond the f32 range) at the front, then random magnitudes.
+Tensor F64(const Shape& shape, uint32_t seed, double scale = 4.0) {
+  Tensor t(DType::kF64, shape);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(-scale, scale);
+  const uint64_t special_bits[] = {0x0000000000000000ull,
+                                   0x8000000000000000ull,
+                                   0x7FF0000000000000ull,
+                                   0xFFF0000000000000ull,
+                                   0x7FF8000000000000ull,
+                                   0xFFF8000000000123ull,
+                                   0x7FF0000000000001ull,
+                                   0x0000000000000001ull,
+                                   0x800FFFFFFFFFFFFFull,
+                                   0x3FE0000000000000ull /* 0.5 */,
+                                   0x4004000000000000ull /* 2.5 */,
+                                   0x47EFFFFFE0000000ull /* FLT_MAX + half an f32 ulp */,
+                                   0x7FEFFFFFFFFFFFFFull /* DBL_MAX */,
+                                   0x3FF0000010000000ull /* f32 tie */,
+                                   0x4330000000000001ull /* 2^52 + 1 */,
+                                   0xC32FFFFFFFFFFFFFull /* -(2^52 - 0.5) */};
+  double* p = t.data_as<double>();
+  for (int64_t i = 0; i < t.num_elements(); ++i) p[i] = dist(rng);
+  for (size_t k = 0;
+       k < sizeof(special_bits) / sizeof(special_bits[0]) && static_cast<int64_t>(k) * 5 < t.num_elements(); ++k) {
+    std::memcpy(&p[k * 5], &special_bits[k], 8);
+  }
+  return t;
+}
+
 template <typename T>
 Tensor Ints(DType dtype, const Shape& shape, uint32_t seed, int64_t lo, int64_t hi, std::vector<T> specials = {}) {
   Tensor t(dtype, shape);
@@ -741,6 +772,100 @@ std::map<std::string, Builder> AllVectors() {
     v.inputs.emplace("a", Ints<uint16_t>(DType::kU16, {3, 5, 7}, 152, 0, 65535));
     v.inputs.emplace("b", Ints<int16_t>(DType::kI16, {3, 5, 7}, 153, -32768, 32767));
     v.inputs.emplace("c", Bools({3, 5, 7}, 154));
+    return v;
+  };
+  // --- f64 (DETERMINISM.md section 1.2) ---
+  m["f64_arith"] = [] {
+    Vector v;
+    Value a = v.graph.input("a", DType::kF64, {8, 24});
+    Value b = v.graph.input("b", DType::kF64, {8, 24});
+    v.graph.output("add", a + b);
+    v.graph.output("sub", a - b);
+    v.graph.output("mul", a * b);
+    v.graph.output("div", a / b);
+    v.graph.output("fmod", fmod(a, b));
+    v.graph.output("max", maximum(a, b));
+    v.graph.output("min", minimum(a, b));
+    v.graph.output("neg_abs_relu", relu(abs(-a)));
+    v.graph.output("sqrt", sqrt(a));
+    v.graph.output("rsqrt", rsqrt(b));
+    v.graph.output("floor", floor(a));
+    v.graph.output("ceil", ceil(a));
+    v.graph.output("round", round(a));
+    v.graph.output("exp", exp(a));
+    v.graph.output("log", log(a));
+    v.graph.output("tanh", tanh(a));
+    v.graph.output("sigmoid", sigmoid(b));
+    v.graph.output("sin", sin(a));
+    v.graph.output("pow", pow(abs(a), b));
+    v.graph.output("lt", less(a, b));
+    v.graph.output("eq", equal(a, b));
+    v.graph.output("where", where(greater(a, b), a, b));
+    v.inputs.emplace("a", F64({8, 24}, 160));
+    v.inputs.emplace("b", F64({8, 24}, 161, 3.0));
+    return v;
+  };
+  m["f64_cast"] = [] {
+    Vector v;
+    Value x = v.graph.input("x", DType::kF64, {10, 16});
+    Value f = v.graph.input("f", DType::kF32, {64});
+    Value w = v.graph.input("w", DType::kI64, {32});
+    for (const auto& [name, dtype] : {std::pair{"f32", DType::kF32},
+                                      {"i32", DType::kI32},
+                                      {"i8", DType::kI8},
+                                      {"i64", DType::kI64},
+                                      {"u8", DType::kU8},
+                                      {"u64", DType::kU64},
+                                      {"bool", DType::kBool}}) {
+      v.graph.output(std::string("to_") + name, cast(x, dtype));
+    }
+    v.graph.output("from_f32", cast(f, DType::kF64));
+    v.graph.output("from_i64", cast(w, DType::kF64));
+    v.graph.output("from_bool", cast(greater(f, f * f), DType::kF64));
+    Tensor xs = F64({10, 16}, 162, 1e10);
+    const double extra[] = {2147483647.9, -2147483648.9, 9223372036854775807.0, -1.0, -0.99, 255.5, 1e300, -1e300};
+    for (int i = 0; i < 8; ++i) xs.data_as<double>()[100 + i] = extra[i];
+    v.inputs.emplace("x", std::move(xs));
+    v.inputs.emplace("f", F32({64}, 163));
+    v.inputs.emplace("w", Ints<int64_t>(DType::kI64, {32}, 164, std::numeric_limits<int64_t>::min(),
+                                        std::numeric_limits<int64_t>::max(),
+                                        {(int64_t{1} << 53) + 1, std::numeric_limits<int64_t>::max(), -3}));
+    return v;
+  };
+  m["f64_reduce_matmul"] = [] {
+    Vector v;
+    Value x = v.graph.input("x", DType::kF64, {3, 5000});
+    Value a = v.graph.input("a", DType::kF64, {2, 9, 40});
+    Value b = v.graph.input("b", DType::kF64, {40, 7});
+    v.graph.output("sum_long", reduce_sum(x, {1}));  // crosses the 4096-term chunk
+    v.graph.output("sum_cols", reduce_sum(x, {0}));
+    v.graph.output("mean", reduce_mean(x, {1}));
+    v.graph.output("max", reduce_max(x, {1}));
+    v.graph.output("min", reduce_min(a, {0, 2}));
+    v.graph.output("prod", reduce_prod(a, {2}));
+    v.graph.output("matmul", matmul(a, b));
+    // Softmax as the importer lowers it for f64.
+    Value m1 = reduce_max(a, {2}, true);
+    Value e = exp(a - m1);
+    v.graph.output("softmax", e / reduce_sum(e, {2}, true));
+    Tensor xs = F64({3, 5000}, 165, 1e3);
+    v.inputs.emplace("x", std::move(xs));
+    v.inputs.emplace("a", F64({2, 9, 40}, 166, 2.0));
+    v.inputs.emplace("b", F64({40, 7}, 167, 2.0));
+    return v;
+  };
+  m["f64_data_movement"] = [] {
+    Vector v;
+    Value a = v.graph.input("a", DType::kF64, {3, 5, 7});
+    Value idx = v.graph.input("idx", DType::kI64, {4});
+    v.graph.output("t", transpose(a, {2, 0, 1}));
+    v.graph.output("p", pad(a, {0, 1, 2, 1, 0, 3}, -7.5f));
+    v.graph.output("s", slice(a, {4, 1}, {0, 6}, {1, 2}, {-2, 2}));
+    v.graph.output("c", concat({a, a * a}, 1));
+    v.graph.output("g", gather(a, idx, 2));
+    v.graph.output("r", reshape(a, {7, -1}));
+    v.inputs.emplace("a", F64({3, 5, 7}, 168));
+    v.inputs.emplace("idx", Ints<int64_t>(DType::kI64, {4}, 169, -7, 6));
     return v;
   };
 

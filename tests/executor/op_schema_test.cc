@@ -133,7 +133,7 @@ TEST(OpSchemaUnary, IntegerSupport) {
          {DType::kI8, DType::kI32, DType::kI64, DType::kU8, DType::kI16, DType::kU16, DType::kU32, DType::kU64}) {
       EXPECT_EQ(Ok(op, {TypeInfo{t, {4}}}).output.dtype, t) << op;
     }
-    EXPECT_INVALID(Infer(op, {Bool({4})}), "has dtype bool; expected f32, i8, i32, i64, u8, i16, u16, u32 or u64");
+    EXPECT_INVALID(Infer(op, {Bool({4})}), "has dtype bool; expected f32, i8, i32, i64, u8, i16, u16, u32, u64 or f64");
   }
   EXPECT_INVALID(Infer("exp", {I32({4})}), "exp: input has dtype i32; expected f32");
   EXPECT_INVALID(Infer("sqrt", {I64({4})}), "expected f32");
@@ -194,9 +194,9 @@ TEST(OpSchemaBinary, DTypes) {
   EXPECT_INVALID(Infer("add", {F32({2}), I32({2})}), "dtypes differ: a is f32[2], b is i32[2]");
   EXPECT_INVALID(Infer("less", {I8({2}), I64({2})}), "dtypes differ");
   EXPECT_EQ(Ok("pow", {I32({2}), I32({2})}).output.dtype, DType::kI32);  // the exact integer power
-  EXPECT_INVALID(Infer("pow", {Bool({2}), Bool({2})}), "expected f32, i8, i32, i64, u8, i16, u16, u32 or u64");
+  EXPECT_INVALID(Infer("pow", {Bool({2}), Bool({2})}), "expected f32, i8, i32, i64, u8, i16, u16, u32, u64 or f64");
   EXPECT_INVALID(Infer("asin", {I32({2})}), "expected f32");
-  EXPECT_INVALID(Infer("add", {Bool({2}), Bool({2})}), "expected f32, i8, i32, i64, u8, i16, u16, u32 or u64");
+  EXPECT_INVALID(Infer("add", {Bool({2}), Bool({2})}), "expected f32, i8, i32, i64, u8, i16, u16, u32, u64 or f64");
 }
 
 TEST(OpSchemaBinary, Where) {
@@ -262,10 +262,10 @@ TEST(OpSchemaReduce, DTypes) {
   EXPECT_EQ(Ok("reduce_sum", {I32({4})}).output.dtype, DType::kI32);
   EXPECT_EQ(Ok("reduce_sum", {I8({4})}).output.dtype, DType::kI8);
   EXPECT_INVALID(Infer("reduce_mean", {I32({4})}), "reduce_mean: input has dtype i32; expected f32");
-  EXPECT_INVALID(Infer("reduce_sum", {Bool({4})}), "expected f32, i8, i32, i64, u8, i16, u16, u32 or u64");
+  EXPECT_INVALID(Infer("reduce_sum", {Bool({4})}), "expected f32, i8, i32, i64, u8, i16, u16, u32, u64 or f64");
   EXPECT_EQ(Ok("reduce_max", {I64({4})}).output.dtype, DType::kI64);
   EXPECT_EQ(Ok("argmax", {I8({4})}).output.dtype, DType::kI64);
-  EXPECT_INVALID(Infer("reduce_max", {Bool({4})}), "expected f32, i8, i32, i64, u8, i16, u16, u32 or u64");
+  EXPECT_INVALID(Infer("reduce_max", {Bool({4})}), "expected f32, i8, i32, i64, u8, i16, u16, u32, u64 or f64");
 }
 
 TEST(OpSchemaReduce, ArgMax) {
