@@ -112,18 +112,25 @@ StatusOr<std::vector<ClientEntry>> LoadClientKeysFile(const std::string& path, c
   if (!in) return PermissionDenied("cannot read clients.keys_file " + path);
   std::stringstream text;
   text << in.rdbuf();
+  return ParseClientKeys(text.str(), path, defaults);
+}
 
+StatusOr<std::vector<ClientEntry>> ParseClientKeys(std::string_view text, const std::string& path,
+                                                   const ClientBudgets& defaults) {
+  if (text.size() > static_cast<uint64_t>(kMaxKeysFileBytes)) {
+    return InvalidArgument(path + " is larger than " + std::to_string(kMaxKeysFileBytes) + " bytes");
+  }
   std::vector<ClientEntry> clients;
   try {
 #if TOML_EXCEPTIONS
     toml::table root;
     try {
-      root = toml::parse(text.str(), path);
+      root = toml::parse(text, path);
     } catch (const toml::parse_error& e) {
       return InvalidArgument(Where(path, e.source()) + ": " + std::string(e.description()));
     }
 #else
-    toml::parse_result result = toml::parse(text.str(), path);
+    toml::parse_result result = toml::parse(text, path);
     if (!result)
       return InvalidArgument(Where(path, result.error().source()) + ": " + std::string(result.error().description()));
     toml::table root = std::move(result).table();

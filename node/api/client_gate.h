@@ -54,6 +54,10 @@ struct ClientEntry {
 // decides who computes on the operator's machine); INVALID_ARGUMENT, naming the entry, for a
 // malformed one, a duplicate name or key, or a name that is not [A-Za-z0-9_.-]{1,64}.
 StatusOr<std::vector<ClientEntry>> LoadClientKeysFile(const std::string& path, const ClientBudgets& defaults);
+// The keys file's text, checked as above (everything but the file's mode); `path` names it in
+// errors. Its own entry point because the text is untrusted input: tests/fuzz/client_keys_fuzz.cc.
+StatusOr<std::vector<ClientEntry>> ParseClientKeys(std::string_view text, const std::string& path,
+                                                   const ClientBudgets& defaults);
 
 // The caller of one RPC, as the gate sees it.
 struct ClientIdentity {

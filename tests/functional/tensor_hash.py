@@ -4,8 +4,10 @@ import struct
 
 import numpy as np
 
+# The wire dtype codes of docs/DETERMINISM.md section 1.
 DTYPE_CODES = {np.dtype(np.float32): 1, np.dtype(np.int32): 2, np.dtype(np.int8): 3, np.dtype(np.bool_): 4,
-               np.dtype(np.int64): 5}
+               np.dtype(np.int64): 5, np.dtype(np.uint8): 6, np.dtype(np.int16): 7, np.dtype(np.uint16): 8,
+               np.dtype(np.uint32): 9, np.dtype(np.uint64): 10, np.dtype(np.float64): 11}
 
 
 def tensor_hash(array):

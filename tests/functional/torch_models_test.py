@@ -22,67 +22,33 @@ usage: /usr/bin/python3 torch_models_test.py SOURCE_DIR BINARY_DIR   (Debian's p
 """
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
 import numpy as np
-from tensor_hash import tensor_hash
-
-VARIANTS = [
-    ("threads1", ["--threads", "1"]),
-    ("threads2", ["--threads", "2"]),
-    ("portable", ["--isa", "portable"]),
-    ("cuda-emu", ["--backend", "cuda-emu"]),
-]
-# Variants that may be missing from a build; anything else failing is a test failure.
-OPTIONAL = {"cuda-emu"}
-UNAVAILABLE = re.compile(r"not built|unavailable|not available|not compiled|not supported in this build", re.I)
-RUN_TIMEOUT = 180
-
-OUTPUT_LINE = re.compile(r"^output\s+(\S+)\s+(\w+)\[([0-9, ]*)\]\s+sha256:([0-9a-f]{64})\s*$")
-RESULT_LINE = re.compile(r"^result\s+([0-9a-f]{64})\s*$")
-GRAPH_LINE = re.compile(r"^graph\s+([0-9a-f]+)\s*$")
-BACKEND_LINE = re.compile(r"^backend\s+(.*?)\s*$")
-
-class Failure(Exception):
-    pass
+from run_variants import Failure, available_variants, check_variants, run_consensor, tail
 
 
-def file_name(output_name):
-    return re.sub(r"[^A-Za-z0-9._-]", "_", output_name) + ".npy"
-
-
-def tail(text, lines=15):
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def run_consensor(consensor, args):
-    try:
-        proc = subprocess.run([consensor] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=RUN_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise Failure("consensor %s timed out after %d s" % (" ".join(args), RUN_TIMEOUT))
-    return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
-
-
-def parse_run(stdout):
-    parsed = {"graph": None, "backend": None, "result": None, "outputs": {}}
-    for line in stdout.splitlines():
-        m = OUTPUT_LINE.match(line)
-        if m:
-            name, dtype, shape, digest = m.groups()
-            parsed["outputs"][name] = (dtype, tuple(int(d) for d in shape.split(",") if d), digest)
-            continue
-        for key, pattern in (("graph", GRAPH_LINE), ("backend", BACKEND_LINE), ("result", RESULT_LINE)):
-            m = pattern.match(line)
-            if m:
-                parsed[key] = m.group(1)
-    if parsed["result"] is None or not parsed["outputs"]:
-        raise Failure("could not parse `consensor run` output:\n" + stdout)
-    return parsed
+def compare_with_torch(rtol, atol):
+    def compare(got, ref):
+        if got.dtype != ref.dtype or got.shape != ref.shape:
+            raise Failure("consensor gives %s%s, PyTorch %s%s"
+                          % (got.dtype, list(got.shape), ref.dtype, list(ref.shape)))
+        if not np.isfinite(got).all():
+            raise Failure("non-finite values")
+        abs_err = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+        rel_err = abs_err / np.maximum(np.abs(ref.astype(np.float64)), np.finfo(np.float32).tiny)
+        # The error that decides allclose: how much of its allowance each element uses.
+        used = float((abs_err / (atol + rtol * np.abs(ref.astype(np.float64)))).max())
+        if not np.allclose(got, ref, rtol=rtol, atol=atol):
+            worst = np.unravel_index(np.argmax(abs_err - rtol * np.abs(ref)), ref.shape)
+            raise Failure("beyond rtol %g atol %g: max_abs_err %.3g max_rel_err %.3g; worst at %s: consensor %r, "
+                          "torch %r" % (rtol, atol, abs_err.max(), rel_err.max(), list(worst), float(got[worst]),
+                                        float(ref[worst])))
+        return float(abs_err.max()), float(rel_err.max()), used
+    return compare
 
 
 def check_model(consensor, export_dir, work, entry, table, skipped):
@@ -93,77 +59,13 @@ def check_model(consensor, export_dir, work, entry, table, skipped):
     for input_name, fname in entry["inputs"].items():
         input_args += ["--input", "%s=%s" % (input_name, os.path.join(model_dir, fname))]
     expected = {out: np.load(os.path.join(model_dir, fname)) for out, fname in entry["outputs"].items()}
-    rtol, atol = entry["rtol"], entry["atol"]
-
-    runs = {}
-    os.makedirs(os.path.join(work, name))  # consensor creates --out DIR, not its parents
-    for variant, flags in VARIANTS:
-        out_dir = os.path.join(work, name, variant)
-        args = ["run", model] + input_args + ["--out", out_dir] + flags
-        rc, stdout, stderr = run_consensor(consensor, args)
-        if rc != 0:
-            message = tail(stderr or stdout)
-            if variant in OPTIONAL and UNAVAILABLE.search(message):
-                print("  %-12s %-9s SKIPPED (backend unavailable): %s" % (name, variant, message.splitlines()[-1]))
-                skipped.append((name, variant, message.splitlines()[-1]))
-                continue
-            how = "signal %d" % -rc if rc < 0 else "exit code %d" % rc
-            raise Failure("%s/%s: consensor %s failed (%s):\n%s" % (name, variant, " ".join(args), how, message))
-        parsed = parse_run(stdout)
-        print("  %-12s %-9s ok  backend %-16s result %s" % (name, variant, parsed["backend"], parsed["result"]))
-
-        if set(parsed["outputs"]) != set(expected):
-            raise Failure("%s/%s: outputs %s, the ONNX graph has %s"
-                          % (name, variant, sorted(parsed["outputs"]), sorted(expected)))
-        files = {}
-        for out, ref in expected.items():
-            dtype, shape, digest = parsed["outputs"][out]
-            path = os.path.join(out_dir, file_name(out))
-            if not os.path.exists(path):
-                raise Failure("%s/%s: --out did not write %s" % (name, variant, path))
-            with open(path, "rb") as f:
-                files[out] = f.read()
-            got = np.load(path)
-            if got.dtype != ref.dtype or got.shape != ref.shape:
-                raise Failure("%s/%s: output %s is %s%s, PyTorch's is %s%s"
-                              % (name, variant, out, got.dtype, list(got.shape), ref.dtype, list(ref.shape)))
-            if shape != got.shape:
-                raise Failure("%s/%s: output %s printed shape %s, the .npy has %s"
-                              % (name, variant, out, list(shape), list(got.shape)))
-            if tensor_hash(got) != digest:
-                raise Failure("%s/%s: output %s printed sha256 %s, the .npy hashes to %s"
-                              % (name, variant, out, digest, tensor_hash(got)))
-            if not np.isfinite(got).all():
-                raise Failure("%s/%s: output %s has non-finite values" % (name, variant, out))
-            abs_err = np.abs(got.astype(np.float64) - ref.astype(np.float64))
-            rel_err = abs_err / np.maximum(np.abs(ref.astype(np.float64)), np.finfo(np.float32).tiny)
-            ok = np.allclose(got, ref, rtol=rtol, atol=atol)
-            # The error that decides allclose: how much of its allowance each element uses.
-            used = float((abs_err / (atol + rtol * np.abs(ref.astype(np.float64)))).max())
-            if variant == VARIANTS[0][0]:
-                table.append((name, out, float(abs_err.max()), float(rel_err.max()), used, parsed["result"]))
-            if not ok:
-                worst = np.unravel_index(np.argmax(abs_err - rtol * np.abs(ref)), ref.shape)
-                raise Failure("%s/%s: output %s differs from PyTorch beyond rtol %g atol %g: max_abs_err %.3g "
-                              "max_rel_err %.3g; worst at %s: consensor %r, torch %r"
-                              % (name, variant, out, rtol, atol, abs_err.max(), rel_err.max(), list(worst),
-                                 float(got[worst]), float(ref[worst])))
-        runs[variant] = (parsed, files)
-
-    base_variant = VARIANTS[0][0]
-    base, base_files = runs[base_variant]
-    for variant, (parsed, files) in runs.items():
-        for key in ("graph", "result"):
-            if parsed[key] != base[key]:
-                raise Failure("%s: %s line differs: %s %s, %s %s"
-                              % (name, key, base_variant, base[key], variant, parsed[key]))
-        for out in expected:
-            if parsed["outputs"][out] != base["outputs"][out]:
-                raise Failure("%s: output %s differs: %s %s, %s %s" % (name, out, base_variant,
-                              base["outputs"][out], variant, parsed["outputs"][out]))
-            if files[out] != base_files[out]:
-                raise Failure("%s: %s .npy files of %s and %s are not byte-identical"
-                              % (name, file_name(out), base_variant, variant))
+    model_work = os.path.join(work, name)
+    os.makedirs(model_work)  # consensor creates --out DIR, not its parents
+    rows = check_variants(consensor, name, model_work,
+                          lambda flags, out_dir: ["run", model] + input_args + ["--out", out_dir] + flags,
+                          expected, compare_with_torch(entry["rtol"], entry["atol"]), "PyTorch", skipped)
+    for out, row, root in rows:
+        table.append((name, out) + row + (root,))
 
 
 def check_truncated_model(consensor, export_dir, work):
@@ -231,8 +133,7 @@ def main():
             print("FAIL: %d of %d checks failed" % (len(failures), len(manifest["models"]) + 1))
             return 1
         print("PASS: %d models bit-identical across %s, within tolerance of PyTorch"
-              % (len(manifest["models"]), ", ".join(v for v, _ in VARIANTS
-                                                    if all(s[1] != v for s in skipped))))
+              % (len(manifest["models"]), ", ".join(available_variants(skipped))))
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -17,6 +17,7 @@
 #include "executor/program.h"
 #include "executor/runtime.h"
 #include "onnx/onnx_pb.h"
+#include "tests/executor/onnx/onnx_model_builder.h"
 #include "tests/executor/test_util.h"
 
 namespace consensor::executor {
@@ -73,14 +74,6 @@ void AddInitializer(onnx::GraphProto* g, const std::string& name, const Tensor& 
   init->set_raw_data(std::string(reinterpret_cast<const char*>(t.data()), t.num_elements() * sizeof(float)));
 }
 
-void AddInput(onnx::GraphProto* g, const std::string& name, int32_t elem, const Shape& dims) {
-  auto* in = g->add_input();
-  in->set_name(name);
-  auto* tt = in->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(elem);
-  for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
-}
-
 void AddOutput(onnx::GraphProto* g, const std::string& name) {
   auto* out = g->add_output();
   out->set_name(name);
@@ -98,13 +91,9 @@ onnx::AttributeProto* Attr(onnx::NodeProto* n, const std::string& name, onnx::At
 // Outputs Y, Y_h (and Y_c for LSTM).
 std::vector<uint8_t> BuildModel(const Case& c, const Operands& o, int64_t opset = 14) {
   onnx::ModelProto m;
-  m.set_ir_version(8);
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(opset);
-  auto* g = m.mutable_graph();
+  auto* g = testing::StartOnnxModel(&m, opset);
   g->set_name("recurrent");
-  AddInput(g, "X", onnx::TensorProto::FLOAT, o.x.shape());
+  testing::AddGraphInput(g, "X", onnx::TensorProto::FLOAT, o.x.shape());
   AddInitializer(g, "W", o.w);
   AddInitializer(g, "R", o.r);
   std::vector<std::string> inputs = {"X", "W", "R", c.bias ? "B" : "", "", c.initial ? "initial_h" : ""};
@@ -112,7 +101,7 @@ std::vector<uint8_t> BuildModel(const Case& c, const Operands& o, int64_t opset 
   if (!c.seq_lens.empty()) {
     inputs[4] = "sequence_lens";
     if (c.seq_lens_at_run_time) {
-      AddInput(g, "sequence_lens", onnx::TensorProto::INT32, {c.batch});
+      testing::AddGraphInput(g, "sequence_lens", onnx::TensorProto::INT32, {c.batch});
     } else {
       auto* t = g->add_initializer();
       t->set_name("sequence_lens");
