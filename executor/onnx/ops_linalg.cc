@@ -53,7 +53,8 @@ Status Det(NodeContext& ctx) {
   for (int64_t k = 0; k < n; ++k) {
     if (k + 1 < n) {
       // Pivot: the first row r >= k of the largest |a[r, k]| (argmax's rule, NaN largest).
-      ASSIGN_OR_RETURN(ValueId col, emit("slice", {a}, {{"starts", Ints{k, k}}, {"ends", Ints{n, k + 1}}, {"axes", Ints{1, 2}}}));
+      ASSIGN_OR_RETURN(ValueId col,
+                       emit("slice", {a}, {{"starts", Ints{k, k}}, {"ends", Ints{n, k + 1}}, {"axes", Ints{1, 2}}}));
       ASSIGN_OR_RETURN(col, emit("abs", {col}));
       ASSIGN_OR_RETURN(ValueId offset, emit("argmax", {col}, {{"axis", int64_t{1}}, {"keepdims", int64_t{1}}}));
       ASSIGN_OR_RETURN(offset, ReshapeTo(ctx, offset, {b, 1}));
@@ -78,16 +79,20 @@ Status Det(NodeContext& ctx) {
     if (k + 1 < n) {
       // Rows below: row -= (a[r, k] / pivot) * row_k, the factor 0 when the pivot is 0 (then
       // the whole column is 0 and the determinant is 0 through the product).
-      ASSIGN_OR_RETURN(ValueId below,
-                       emit("slice", {a}, {{"starts", Ints{k + 1, k}}, {"ends", Ints{n, k + 1}}, {"axes", Ints{1, 2}}}));
+      ASSIGN_OR_RETURN(
+          ValueId below,
+          emit("slice", {a}, {{"starts", Ints{k + 1, k}}, {"ends", Ints{n, k + 1}}, {"axes", Ints{1, 2}}}));
       ASSIGN_OR_RETURN(ValueId factor, emit("div", {below, pivot}));
       ASSIGN_OR_RETURN(ValueId zero_pivot, emit("equal", {pivot, ctx.ScalarF32(0.0f)}));
       ASSIGN_OR_RETURN(factor, emit("where", {zero_pivot, ctx.ScalarF32(0.0f), factor}));
-      ASSIGN_OR_RETURN(ValueId row_k, emit("slice", {a}, {{"starts", Ints{k}}, {"ends", Ints{k + 1}}, {"axes", Ints{1}}}));
-      ASSIGN_OR_RETURN(ValueId rest, emit("slice", {a}, {{"starts", Ints{k + 1}}, {"ends", Ints{n}}, {"axes", Ints{1}}}));
+      ASSIGN_OR_RETURN(ValueId row_k,
+                       emit("slice", {a}, {{"starts", Ints{k}}, {"ends", Ints{k + 1}}, {"axes", Ints{1}}}));
+      ASSIGN_OR_RETURN(ValueId rest,
+                       emit("slice", {a}, {{"starts", Ints{k + 1}}, {"ends", Ints{n}}, {"axes", Ints{1}}}));
       ASSIGN_OR_RETURN(ValueId scaled, emit("mul", {factor, row_k}));
       ASSIGN_OR_RETURN(rest, emit("sub", {rest, scaled}));
-      ASSIGN_OR_RETURN(ValueId top, emit("slice", {a}, {{"starts", Ints{0}}, {"ends", Ints{k + 1}}, {"axes", Ints{1}}}));
+      ASSIGN_OR_RETURN(ValueId top,
+                       emit("slice", {a}, {{"starts", Ints{0}}, {"ends", Ints{k + 1}}, {"axes", Ints{1}}}));
       ASSIGN_OR_RETURN(a, emit("concat", {top, rest}, {{"axis", int64_t{1}}}));
     }
     // p = ((u00 * u11) * u22) ...: one rounding per step, in pivot order.

@@ -206,8 +206,7 @@ Status GridSample(NodeContext& ctx) {
   const Shape xs = ctx.type(x).shape, gs = ctx.type(grid).shape;
   if (xs.size() != 4) return ctx.Unsupported("only a 4-D X [N, C, H, W] (2 spatial dims) is supported");
   if (gs.size() != 4 || gs[0] != xs[0] || gs[3] != 2) {
-    return ctx.Invalid("grid " + ShapeToString(gs) + " must be [N, H_out, W_out, 2] with X's N " +
-                       ShapeToString(xs));
+    return ctx.Invalid("grid " + ShapeToString(gs) + " must be [N, H_out, W_out, 2] with X's N " + ShapeToString(xs));
   }
   const int64_t n = xs[0], h = xs[2], w = xs[3];
   if (h < 1 || w < 1 || h > kMaxSpatialDim || w > kMaxSpatialDim) {
@@ -278,7 +277,6 @@ Status GridSample(NodeContext& ctx) {
   return SetResult(ctx, op("transpose", {y}, {{"perm", Ints{0, 3, 1, 2}}}));
 }
 
-
 // One axis of RoiAlign's sampling grid for every roi: the sample coordinates (f32, [R, S] with
 // S = pooled * grid, bin-major) clamped as ONNX Runtime does, their low and high taps, the
 // weights of the high tap (l) and the low one (1 - l), and whether each sample is outside.
@@ -339,8 +337,8 @@ StatusOr<RoiAxis> RoiSamples(Ops& op, ValueId start_coord, ValueId end_coord, in
 // -> [R, C, output_height, output_width]. A fixed sampling_ratio is required (0, the
 // roi-dependent grid, would make the graph depend on the rois' values).
 Status RoiAlign(NodeContext& ctx) {
-  RETURN_IF_ERROR(ctx.CheckAttributes({"coordinate_transformation_mode", "mode", "output_height", "output_width",
-                                       "sampling_ratio", "spatial_scale"}));
+  RETURN_IF_ERROR(ctx.CheckAttributes(
+      {"coordinate_transformation_mode", "mode", "output_height", "output_width", "sampling_ratio", "spatial_scale"}));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
   ASSIGN_OR_RETURN(ValueId rois, ctx.RequiredInput(1));
   ASSIGN_OR_RETURN(ValueId batch_indices, ctx.RequiredInput(2));
@@ -351,16 +349,15 @@ Status RoiAlign(NodeContext& ctx) {
   const Shape xs = ctx.type(x).shape, rs = ctx.type(rois).shape, bs = ctx.type(batch_indices).shape;
   if (xs.size() != 4) return ctx.Invalid("X " + ShapeToString(xs) + " must be [N, C, H, W]");
   if (rs.size() != 2 || rs[1] != 4 || bs.size() != 1 || bs[0] != rs[0]) {
-    return ctx.Invalid("rois " + ShapeToString(rs) + " must be [R, 4] and batch_indices " + ShapeToString(bs) +
-                       " [R]");
+    return ctx.Invalid("rois " + ShapeToString(rs) + " must be [R, 4] and batch_indices " + ShapeToString(bs) + " [R]");
   }
   const int64_t n = xs[0], h = xs[2], w = xs[3], r = rs[0];
   if (h < 1 || w < 1 || h > kMaxSpatialDim || w > kMaxSpatialDim) {
     return ctx.Invalid("X's spatial dims must be between 1 and 2^24, got " + ShapeToString(xs));
   }
   // Opset 10 has no coordinate_transformation_mode and behaves as output_half_pixel.
-  ASSIGN_OR_RETURN(std::string coords,
-                   ctx.AttrString("coordinate_transformation_mode", ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel"));
+  ASSIGN_OR_RETURN(std::string coords, ctx.AttrString("coordinate_transformation_mode",
+                                                      ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel"));
   if (coords != "half_pixel" && coords != "output_half_pixel") {
     return ctx.Invalid("coordinate_transformation_mode '" + coords + "' is not half_pixel or output_half_pixel");
   }
@@ -379,8 +376,8 @@ Status RoiAlign(NodeContext& ctx) {
     return ctx.Unsupported("sampling_ratio 0 (a sampling grid that depends on each roi's size); give a fixed one");
   }
   const int64_t sh = ph * ratio, sw = pw * ratio;
-  const double terms = static_cast<double>(r) * static_cast<double>(sh) * static_cast<double>(sw) *
-                       static_cast<double>(xs[1]);
+  const double terms =
+      static_cast<double>(r) * static_cast<double>(sh) * static_cast<double>(sw) * static_cast<double>(xs[1]);
   if (terms > static_cast<double>(ctx.limits().max_elements_per_tensor)) {
     return ctx.Invalid("rois x samples x channels exceed the element cap");
   }
