@@ -1,5 +1,5 @@
 // ONNX Det: the determinant by LU factorization with partial pivoting, unrolled at import into
-// section-4 ops (docs/DETERMINISM.md 6.9). The matrix order is static, so each elimination
+// section-4 ops (docs/DETERMINISM.md 6.7c). The matrix order is static, so each elimination
 // step is a fixed sequence of `argmax` (the pivot), a row-swapping `gather`, and
 // `div`/`mul`/`sub` on the rows below; the pivot's row is chosen at run time.
 #include <cstdint>

@@ -1,5 +1,5 @@
 // ONNX GridSample and RoiAlign: sampling an image at coordinates computed at run time. Both
-// are lowered to section-4 ops (docs/DETERMINISM.md 6.8): the coordinates, taps and weights
+// are lowered to section-4 ops (docs/DETERMINISM.md 6.7b): the coordinates, taps and weights
 // are f32 elementwise ops, each tap is one `gather` of whole pixels (all channels) from the
 // image viewed as [N*H*W, C] at indices clamped into range, and a tap outside the image is
 // replaced by +0 with `where`, so no index is ever out of bounds.
@@ -93,7 +93,7 @@ struct GridSpec {
   bool align_corners = false;
 };
 
-// The pixel coordinate of a normalized one (DETERMINISM.md 6.8), length L:
+// The pixel coordinate of a normalized one (DETERMINISM.md 6.7b), length L:
 // align_corners: ((g + 1) / 2) * (L - 1); otherwise (((g + 1) * L) - 1) / 2.
 StatusOr<ValueId> Unnormalize(Ops& op, ValueId g, int64_t length, bool align_corners) {
   const float l = static_cast<float>(length);

@@ -156,8 +156,8 @@ std::vector<float> ReferenceGridSample(const Tensor& x, const Tensor& grid, cons
       const float* plane = x.data_as<float>() + (b * c + ch) * h * w;
       // masked: +0 outside the image; otherwise the coordinates are already inside.
       auto tap = [&](float ty, float tx, bool masked) {
-        const bool inside = ty >= 0.0f && ty <= static_cast<float>(h - 1) && tx >= 0.0f &&
-                            tx <= static_cast<float>(w - 1);
+        const bool inside =
+            ty >= 0.0f && ty <= static_cast<float>(h - 1) && tx >= 0.0f && tx <= static_cast<float>(w - 1);
         if (masked && !inside) return 0.0f;
         return plane[static_cast<int64_t>(Clip(ty, static_cast<float>(h - 1))) * w +
                      static_cast<int64_t>(Clip(tx, static_cast<float>(w - 1)))];
@@ -225,9 +225,11 @@ TEST(OnnxSample, GridSampleMatchesTheSpecBitForBit) {
 TEST(OnnxSample, GridSampleAcceptsOpset20ModeNames) {
   const Tensor x = RandomF32({1, 1, 3, 3}, 1), grid = RandomF32({1, 2, 2, 2}, 2);
   for (auto [old_name, new_name] : {std::pair{"bilinear", "linear"}, std::pair{"bicubic", "cubic"}}) {
-    auto a = RunModel(BuildModel("GridSample", {{"x", 1, x.shape()}, {"grid", 1, grid.shape()}}, {{"mode", old_name}}, 16),
+    auto a =
+        RunModel(BuildModel("GridSample", {{"x", 1, x.shape()}, {"grid", 1, grid.shape()}}, {{"mode", old_name}}, 16),
                  {{"x", x}, {"grid", grid}}, 1);
-    auto b = RunModel(BuildModel("GridSample", {{"x", 1, x.shape()}, {"grid", 1, grid.shape()}}, {{"mode", new_name}}, 16),
+    auto b =
+        RunModel(BuildModel("GridSample", {{"x", 1, x.shape()}, {"grid", 1, grid.shape()}}, {{"mode", new_name}}, 16),
                  {{"x", x}, {"grid", grid}}, 1);
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_EQ(TensorHash(*a), TensorHash(*b));
@@ -264,9 +266,8 @@ TEST(OnnxSample, GridSampleRefusesBadInputs) {
 
 // ---- RoiAlign ----
 
-std::vector<float> ReferenceRoiAlign(const Tensor& x, const Tensor& rois, const std::vector<int64_t>& batch,
-                                     int64_t ph, int64_t pw, int64_t ratio, float scale, bool half_pixel,
-                                     bool avg) {
+std::vector<float> ReferenceRoiAlign(const Tensor& x, const Tensor& rois, const std::vector<int64_t>& batch, int64_t ph,
+                                     int64_t pw, int64_t ratio, float scale, bool half_pixel, bool avg) {
   const int64_t c = x.shape()[1], h = x.shape()[2], w = x.shape()[3], r = rois.shape()[0];
   std::vector<float> out;
   const float offset = half_pixel ? 0.5f : 0.0f;
@@ -282,8 +283,8 @@ std::vector<float> ReferenceRoiAlign(const Tensor& x, const Tensor& rois, const 
     std::vector<Sample> s;
     for (int64_t p = 0; p < pooled; ++p) {
       for (int64_t i = 0; i < ratio; ++i) {
-        float v = (start + static_cast<float>(p) * bin) +
-                  ((static_cast<float>(i) + 0.5f) * bin) / static_cast<float>(ratio);
+        float v =
+            (start + static_cast<float>(p) * bin) + ((static_cast<float>(i) + 0.5f) * bin) / static_cast<float>(ratio);
         Sample q;
         q.outside = v < -1.0f || v > static_cast<float>(size);
         if (v <= 0.0f) v = 0.0f;
@@ -347,21 +348,21 @@ TEST(OnnxSample, RoiAlignMatchesTheSpecBitForBit) {
   const Tensor x = RandomF32({2, 2, 6, 7}, 3, 2.0f);
   // x1, y1, x2, y2: inside, partly outside, degenerate (x2 < x1) and wholly outside.
   const std::vector<float> roi_values = {0.5f, 1.0f, 5.5f, 4.0f, -3.0f, -2.0f, 4.0f,  9.0f,
-                                         3.0f, 3.0f, 2.0f, 3.5f, 20.0f, 1.0f, 30.0f, 2.0f};
+                                         3.0f, 3.0f, 2.0f, 3.5f, 20.0f, 1.0f,  30.0f, 2.0f};
   const Tensor rois = Tensor::FromVector<float>(DType::kF32, {4, 4}, roi_values);
   const std::vector<int64_t> batch = {0, 1, 1, 0};
   const Tensor batch_t = Tensor::FromVector<int64_t>(DType::kI64, {4}, batch);
   for (const std::string& mode : {"avg", "max"}) {
     for (const std::string& coords : {"half_pixel", "output_half_pixel"}) {
-      const auto model = BuildModel(
-          "RoiAlign", {{"x", 1, x.shape()}, {"rois", 1, rois.shape()}, {"b", onnx::TensorProto::INT64, {4}}},
-          {{"mode", mode},
-           {"coordinate_transformation_mode", coords},
-           {"output_height", int64_t{2}},
-           {"output_width", int64_t{3}},
-           {"sampling_ratio", int64_t{2}},
-           {"spatial_scale", 0.75f}},
-          16);
+      const auto model =
+          BuildModel("RoiAlign", {{"x", 1, x.shape()}, {"rois", 1, rois.shape()}, {"b", onnx::TensorProto::INT64, {4}}},
+                     {{"mode", mode},
+                      {"coordinate_transformation_mode", coords},
+                      {"output_height", int64_t{2}},
+                      {"output_width", int64_t{3}},
+                      {"sampling_ratio", int64_t{2}},
+                      {"spatial_scale", 0.75f}},
+                     16);
       const auto want = ReferenceRoiAlign(x, rois, batch, 2, 3, 2, 0.75f, coords == "half_pixel", mode == "avg");
       auto got = RunThreads(model, {{"x", x}, {"rois", rois}, {"b", batch_t}}, {1, 2, 8});
       ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -380,18 +381,19 @@ TEST(OnnxSample, RoiAlignRefusesBadInputs) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   s = ImportStatus(BuildModel("RoiAlign", {x, rois, {"b", onnx::TensorProto::INT64, {3}}}, ok, 16));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  s = ImportStatus(BuildModel("RoiAlign", {x, rois, b}, {{"sampling_ratio", int64_t{1}}, {"mode", std::string("min")}},
-                              16));
+  s = ImportStatus(
+      BuildModel("RoiAlign", {x, rois, b}, {{"sampling_ratio", int64_t{1}}, {"mode", std::string("min")}}, 16));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  s = ImportStatus(BuildModel("RoiAlign", {x, rois, b},
-                              {{"sampling_ratio", int64_t{1}}, {"output_height", int64_t{0}}}, 16));
+  s = ImportStatus(
+      BuildModel("RoiAlign", {x, rois, b}, {{"sampling_ratio", int64_t{1}}, {"output_height", int64_t{0}}}, 16));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   // A batch index outside [0, N) at run time fails the task instead of reading another image.
   const auto model = BuildModel("RoiAlign", {x, rois, b}, ok, 16);
   const Tensor xv = RandomF32({1, 1, 4, 4}, 5);
   const Tensor rv = Tensor::FromVector<float>(DType::kF32, {2, 4}, {0, 0, 2, 2, 1, 1, 3, 3});
   for (int64_t bad : {int64_t{1}, int64_t{-1}}) {
-    auto got = RunModel(model, {{"x", xv}, {"rois", rv}, {"b", Tensor::FromVector<int64_t>(DType::kI64, {2}, {0, bad})}}, 1);
+    auto got =
+        RunModel(model, {{"x", xv}, {"rois", rv}, {"b", Tensor::FromVector<int64_t>(DType::kI64, {2}, {0, bad})}}, 1);
     EXPECT_FALSE(got.ok()) << bad;
   }
 }
@@ -502,9 +504,10 @@ TEST(OnnxSample, MaxUnpoolRefusesBadInputs) {
   EXPECT_NE(s.message().find("index 16"), std::string::npos) << s.ToString();
   EXPECT_EQ(import({0, 1, 2, -1}, attrs).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(import({0, 1, 2, 3}, {{"kernel_shape", std::vector<int64_t>{2}}}).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(import({0, 1, 2, 3}, {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{0, 1}}})
-                .code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      import({0, 1, 2, 3}, {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{0, 1}}})
+          .code(),
+      StatusCode::kInvalidArgument);
   // Indices known only at run time: refused, asking for them at import.
   s = ImportStatus(BuildModel("MaxUnpool", inputs, attrs, 11), {{"x", {1, 1, 2, 2}}, {"i", {1, 1, 2, 2}}});
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
