@@ -6,6 +6,10 @@ absolute difference per case. Not a test: docs/ONNX.md says where the runtimes d
 The running and comparing is scripts/ort_compare.py's (one copy of those helpers).
 
 usage: /usr/bin/python3 bench/sample_vs_ort.py BUILD_DIR   (Debian's python3-onnx; node on PATH)
+       /usr/bin/python3 bench/sample_vs_ort.py --bench-models DIR
+The second form writes DIR/gs_{bilinear,nearest,bicubic}.onnx for build/bench/onnx_bench (which
+feeds one input): x [1, 32, 64, 64] is sampled at grid = tanh(transpose(x[:, 0:2])), so the
+grid is computed in the task, as in a model, not folded at import.
 """
 import itertools
 import os
@@ -14,6 +18,7 @@ import tempfile
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 from onnx import TensorProto, helper
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -66,7 +71,25 @@ def cases(rng):
         "x": singular}, ()
 
 
+def write_bench_models(out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    inits = [onnx.numpy_helper.from_array(np.array(v, np.int64), n) for n, v in [("st", [0]), ("en", [2]), ("ax", [1])]]
+    for mode in ["bilinear", "nearest", "bicubic"]:
+        nodes = [helper.make_node("Slice", ["x", "st", "en", "ax"], ["s"]),
+                 helper.make_node("Transpose", ["s"], ["t"], perm=[0, 2, 3, 1]),
+                 helper.make_node("Tanh", ["t"], ["grid"]),
+                 helper.make_node("GridSample", ["x", "grid"], ["y"], mode=mode, padding_mode="zeros")]
+        graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 64, 64])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+        m.ir_version = 8
+        onnx.save(m, os.path.join(out_dir, "gs_%s.onnx" % mode))
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--bench-models":
+        write_bench_models(sys.argv[2])
+        return
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     consensor = os.path.join(sys.argv[1], "node", "consensor")
