@@ -21,7 +21,8 @@ constexpr int64_t kMaxDetOrder = 64;
 Status Det(NodeContext& ctx) {
   RETURN_IF_ERROR(ctx.CheckAttributes({}));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
-  RETURN_IF_ERROR(RequireF32(ctx, x, "X"));
+  RETURN_IF_ERROR(RequireFloat(ctx, x, "X"));
+  const DType dtype = ctx.type(x).dtype;
   const Shape xs = ctx.type(x).shape;
   const size_t rank = xs.size();
   if (rank < 2 || xs[rank - 1] != xs[rank - 2]) {
@@ -39,7 +40,7 @@ Status Det(NodeContext& ctx) {
   };
   auto i64 = [&](int64_t v) { return ctx.Scalar(DType::kI64, static_cast<double>(v)); };
   if (n == 0) {  // the empty product
-    return SetResult(ctx, emit("expand", {ctx.ScalarF32(1.0f)}, {{"shape", Ints(batch.begin(), batch.end())}}));
+    return SetResult(ctx, emit("expand", {ctx.Scalar(dtype, 1.0)}, {{"shape", Ints(batch.begin(), batch.end())}}));
   }
   ASSIGN_OR_RETURN(ValueId a, ReshapeTo(ctx, x, {b, n, n}));
   Tensor row_base(DType::kI64, {b, 1});
@@ -56,6 +57,15 @@ Status Det(NodeContext& ctx) {
       ASSIGN_OR_RETURN(ValueId col,
                        emit("slice", {a}, {{"starts", Ints{k, k}}, {"ends", Ints{n, k + 1}}, {"axes", Ints{1, 2}}}));
       ASSIGN_OR_RETURN(col, emit("abs", {col}));
+      if (dtype == DType::kF64) {
+        // argmax has no f64: mark the rows equal to the column's max, or NaN (reduce_max is
+        // NaN then, so only the NaNs are marked), and take the first mark: argmax's rule.
+        ASSIGN_OR_RETURN(ValueId top, emit("reduce_max", {col}, {{"axes", Ints{1}}, {"keepdims", int64_t{1}}}));
+        ASSIGN_OR_RETURN(ValueId is_top, emit("equal", {col, top}));
+        ASSIGN_OR_RETURN(ValueId is_nan, emit("not_equal", {col, col}));
+        ASSIGN_OR_RETURN(ValueId mark, emit("or", {is_top, is_nan}));
+        ASSIGN_OR_RETURN(col, emit("cast", {mark}, {{"to", DType::kI32}}));
+      }
       ASSIGN_OR_RETURN(ValueId offset, emit("argmax", {col}, {{"axis", int64_t{1}}, {"keepdims", int64_t{1}}}));
       ASSIGN_OR_RETURN(offset, ReshapeTo(ctx, offset, {b, 1}));
       ASSIGN_OR_RETURN(ValueId pivot_row, emit("add", {offset, i64(k)}));
@@ -83,8 +93,8 @@ Status Det(NodeContext& ctx) {
           ValueId below,
           emit("slice", {a}, {{"starts", Ints{k + 1, k}}, {"ends", Ints{n, k + 1}}, {"axes", Ints{1, 2}}}));
       ASSIGN_OR_RETURN(ValueId factor, emit("div", {below, pivot}));
-      ASSIGN_OR_RETURN(ValueId zero_pivot, emit("equal", {pivot, ctx.ScalarF32(0.0f)}));
-      ASSIGN_OR_RETURN(factor, emit("where", {zero_pivot, ctx.ScalarF32(0.0f), factor}));
+      ASSIGN_OR_RETURN(ValueId zero_pivot, emit("equal", {pivot, ctx.Scalar(dtype, 0.0)}));
+      ASSIGN_OR_RETURN(factor, emit("where", {zero_pivot, ctx.Scalar(dtype, 0.0), factor}));
       ASSIGN_OR_RETURN(ValueId row_k,
                        emit("slice", {a}, {{"starts", Ints{k}}, {"ends", Ints{k + 1}}, {"axes", Ints{1}}}));
       ASSIGN_OR_RETURN(ValueId rest,

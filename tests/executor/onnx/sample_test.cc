@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -400,21 +401,24 @@ TEST(OnnxSample, RoiAlignRefusesBadInputs) {
 
 // ---- Det ----
 
-float ReferenceDet(std::vector<float> a, int64_t n) {
+template <typename T>
+T ReferenceDet(std::vector<T> a, int64_t n) {
   bool odd = false;
-  float det = 0.0f;
+  T det = 0;
   for (int64_t k = 0; k < n; ++k) {
     int64_t p = k;
     for (int64_t r = k + 1; r < n; ++r) {
-      if (std::fabs(a[r * n + k]) > std::fabs(a[p * n + k])) p = r;
+      // argmax's rule: larger wins, a NaN is larger than every number, the first of equals stays.
+      const T c = std::fabs(a[r * n + k]), best = std::fabs(a[p * n + k]);
+      if ((std::isnan(c) && !std::isnan(best)) || c > best) p = r;
     }
     if (p != k) {
       for (int64_t j = 0; j < n; ++j) std::swap(a[k * n + j], a[p * n + j]);
       odd = !odd;
     }
-    const float pivot = a[k * n + k];
+    const T pivot = a[k * n + k];
     for (int64_t r = k + 1; r < n; ++r) {
-      const float f = pivot == 0.0f ? 0.0f : a[r * n + k] / pivot;
+      const T f = pivot == 0 ? T(0) : a[r * n + k] / pivot;
       for (int64_t j = 0; j < n; ++j) a[r * n + j] = a[r * n + j] - f * a[k * n + j];
     }
     det = k == 0 ? pivot : det * pivot;
@@ -433,7 +437,8 @@ TEST(OnnxSample, DetMatchesTheSpecBitForBit) {
     const int64_t count = x.num_elements() / (n * n);
     std::vector<float> want;
     for (int64_t b = 0; b < count; ++b) {
-      want.push_back(ReferenceDet({x.data_as<float>() + b * n * n, x.data_as<float>() + (b + 1) * n * n}, n));
+      want.push_back(
+          ReferenceDet(std::vector<float>(x.data_as<float>() + b * n * n, x.data_as<float>() + (b + 1) * n * n), n));
     }
     const auto model = BuildModel("Det", {{"x", 1, shape}}, {}, 11);
     auto got = RunThreads(model, {{"x", x}}, {1, 2, 8});
@@ -441,6 +446,36 @@ TEST(OnnxSample, DetMatchesTheSpecBitForBit) {
     for (const Tensor& t : *got) {
       EXPECT_EQ(t.shape(), Shape(shape.begin(), shape.end() - 2));
       ExpectBits(want, t, ShapeToString(shape));
+    }
+  }
+}
+
+// f64 picks its pivot without argmax (reduce_max, equal, or NaN, argmax of the marks): the
+// same rule, checked with ties, a zero column and a NaN.
+TEST(OnnxSample, DetInFloat64MatchesTheSpecBitForBit) {
+  const Shape shape = {4, 4, 4};
+  const int64_t n = 4;
+  std::vector<double> values(64);
+  const Tensor r = RandomF32({64}, 12, 3.0f);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(r.data_as<float>()[i]) / 3.0;
+  const double tie[16] = {1, 2, 3, 4, -1, 5, 6, 7, 1, 8, 9, 10, -1, 11, 12, 14};  // |pivot| ties
+  std::copy(std::begin(tie), std::end(tie), values.begin() + 16);
+  for (int64_t i = 0; i < 4; ++i) values[static_cast<size_t>(32 + i * 4)] = 0.0;  // a zero first column
+  values[50] = std::nan("");
+  const Tensor x = Tensor::FromVector<double>(DType::kF64, shape, values);
+  auto got = RunThreads(BuildModel("Det", {{"x", onnx::TensorProto::DOUBLE, shape}}, {}, 11), {{"x", x}}, {1, 2, 8});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  for (const Tensor& t : *got) {
+    ASSERT_EQ(t.dtype(), DType::kF64);
+    ASSERT_EQ(t.shape(), Shape{4});
+    for (int64_t b = 0; b < 4; ++b) {
+      const double want = ReferenceDet(std::vector<double>(values.begin() + b * 16, values.begin() + (b + 1) * 16), n);
+      const double have = t.data_as<double>()[b];
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(have)) << b;
+      } else {
+        EXPECT_EQ(std::bit_cast<uint64_t>(want), std::bit_cast<uint64_t>(have)) << b << ": " << want << " vs " << have;
+      }
     }
   }
 }
@@ -453,7 +488,7 @@ TEST(OnnxSample, DetRefusesBadInputs) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   s = ImportStatus(BuildModel("Det", {{"x", 1, {65, 65}}}, {}, 11));
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  s = ImportStatus(BuildModel("Det", {{"x", onnx::TensorProto::DOUBLE, {2, 2}}}, {}, 11));
+  s = ImportStatus(BuildModel("Det", {{"x", onnx::TensorProto::INT32, {2, 2}}}, {}, 11));
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
 }
 
