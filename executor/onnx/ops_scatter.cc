@@ -1,4 +1,5 @@
-// ONNX scatter ops: ScatterElements, ScatterND and the deprecated Scatter. The indices must be
+// ONNX scatter ops: ScatterElements, ScatterND, the deprecated Scatter, and MaxUnpool (a scatter
+// into zeros, docs/DETERMINISM.md 6.7d). The indices must be
 // known at import: the importer turns them into a host-computed plan of rows, and the
 // scatter becomes rounds of `gather`, the reduction op and `where` (docs/DETERMINISM.md 6.4,
 // docs/ONNX.md). Duplicate targets are applied in ascending update order, and no index is
