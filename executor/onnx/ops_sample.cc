@@ -44,6 +44,13 @@ class Ops {
   NodeContext& ctx_;
 };
 
+// N*H*W indexes the pixel rows in i64; with C = 0 it is not bounded by X's element count.
+Status CheckPixelCount(const NodeContext& ctx, const Shape& xs) {
+  ASSIGN_OR_RETURN(int64_t pixels, CheckedNumElements({xs[0], xs[2], xs[3]}));
+  if (pixels > ctx.limits().max_elements_per_tensor) return ctx.Invalid("N*H*W exceeds the element cap");
+  return OkStatus();
+}
+
 // x [N, C, H, W] -> [N*H*W, C]: one row per pixel, so a gather fetches all channels.
 StatusOr<ValueId> PixelRows(Ops& op, ValueId x, const Shape& s) {
   ASSIGN_OR_RETURN(ValueId t, op("transpose", {x}, {{"perm", Ints{0, 2, 3, 1}}}));
@@ -212,6 +219,7 @@ Status GridSample(NodeContext& ctx) {
   if (h < 1 || w < 1 || h > kMaxSpatialDim || w > kMaxSpatialDim) {
     return ctx.Invalid("X's spatial dims must be between 1 and 2^24, got " + ShapeToString(xs));
   }
+  RETURN_IF_ERROR(CheckPixelCount(ctx, xs));
   Ops op(ctx);
   ASSIGN_OR_RETURN(ValueId rows, PixelRows(op, x, xs));
   Tensor base(DType::kI64, {n, 1, 1, 1});
@@ -375,6 +383,7 @@ Status RoiAlign(NodeContext& ctx) {
   if (ratio == 0) {
     return ctx.Unsupported("sampling_ratio 0 (a sampling grid that depends on each roi's size); give a fixed one");
   }
+  RETURN_IF_ERROR(CheckPixelCount(ctx, xs));
   const int64_t sh = ph * ratio, sw = pw * ratio;
   const double terms =
       static_cast<double>(r) * static_cast<double>(sh) * static_cast<double>(sw) * static_cast<double>(xs[1]);

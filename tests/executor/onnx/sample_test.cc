@@ -261,6 +261,10 @@ TEST(OnnxSample, GridSampleRefusesBadInputs) {
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
   s = ImportStatus(BuildModel("GridSample", {{"x", 1, {1, 1, 0, 3}}, grid}, {}, 16));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  // No channels: X is empty, but N*H*W would still index pixel rows.
+  s = ImportStatus(
+      BuildModel("GridSample", {{"x", 1, {1 << 20, 0, 1 << 20, 1 << 20}}, {"grid", 1, {1 << 20, 1, 1, 2}}}, {}, 16));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   s = ImportStatus(BuildModel("GridSample", {{"x", onnx::TensorProto::INT32, {1, 1, 3, 3}}, grid}, {}, 16));
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
 }
