@@ -79,7 +79,7 @@ StatusOr<ValueId> Taps(Ops& op, ValueId rows, ValueId base, ValueId y, ValueId x
   ASSIGN_OR_RETURN(ValueId in_y, op.InRange(y, 0.0f, hmax));
   ASSIGN_OR_RETURN(ValueId in_x, op.InRange(x, 0.0f, wmax));
   ASSIGN_OR_RETURN(ValueId inside, op("and", {in_y, in_x}));
-  return op("where", {inside, v, op.F(0.0f)});
+  return op("where", {inside, v, op.ctx().Scalar(op.ctx().type(v).dtype, 0.0)});
 }
 
 // y = t0 * w0, then y = y + tk * wk in order (two roundings per term).
@@ -208,7 +208,8 @@ Status GridSample(NodeContext& ctx) {
   ASSIGN_OR_RETURN(GridSpec spec, ReadGridSpec(ctx));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
   ASSIGN_OR_RETURN(ValueId grid, ctx.RequiredInput(1));
-  RETURN_IF_ERROR(RequireF32(ctx, x, "X"));
+  // nearest copies bits, so X may have any dtype; the interpolating modes compute in f32.
+  if (spec.mode != GridSpec::Mode::kNearest) RETURN_IF_ERROR(RequireF32(ctx, x, "X"));
   RETURN_IF_ERROR(RequireF32(ctx, grid, "grid"));
   const Shape xs = ctx.type(x).shape, gs = ctx.type(grid).shape;
   if (xs.size() != 4) return ctx.Unsupported("only a 4-D X [N, C, H, W] (2 spatial dims) is supported");

@@ -237,6 +237,23 @@ TEST(OnnxSample, GridSampleAcceptsOpset20ModeNames) {
   }
 }
 
+// nearest copies bits, so it takes X of any dtype: the f32 result's bits, read as i32.
+TEST(OnnxSample, GridSampleNearestCopiesAnyDtype) {
+  const Tensor xf = RandomF32({1, 2, 3, 4}, 21), grid = RandomF32({1, 2, 3, 2}, 22, 1.3f);
+  Tensor xi(DType::kI32, xf.shape());
+  std::memcpy(xi.data_as<int32_t>(), xf.data_as<float>(), static_cast<size_t>(xf.num_elements()) * 4);
+  const std::map<std::string, Attr> attrs = {{"mode", std::string("nearest")}, {"padding_mode", std::string("zeros")}};
+  auto f = RunModel(BuildModel("GridSample", {{"x", 1, xf.shape()}, {"grid", 1, grid.shape()}}, attrs, 16),
+                    {{"x", xf}, {"grid", grid}}, 1);
+  auto i = RunModel(
+      BuildModel("GridSample", {{"x", onnx::TensorProto::INT32, xi.shape()}, {"grid", 1, grid.shape()}}, attrs, 16),
+      {{"x", xi}, {"grid", grid}}, 2);
+  ASSERT_TRUE(f.ok() && i.ok());
+  ASSERT_EQ(i->dtype(), DType::kI32);
+  ASSERT_EQ(f->num_elements(), i->num_elements());
+  EXPECT_EQ(std::memcmp(f->data_as<float>(), i->data_as<int32_t>(), static_cast<size_t>(f->num_elements()) * 4), 0);
+}
+
 Status ImportStatus(const std::vector<uint8_t>& model, const std::map<std::string, Shape>& shapes = {}) {
   OnnxImportOptions options;
   options.input_shapes = shapes;
