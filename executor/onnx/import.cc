@@ -171,8 +171,9 @@ StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& p, const Limits& limits
 const std::map<std::string, ConvertFn>& ConverterTable() {
   static const auto* table = [] {
     auto* t = new std::map<std::string, ConvertFn>;
-    for (const auto* family : {&ElementwiseConverters(), &NnConverters(), &TensorConverters(), &ResizeConverters(),
-                               &LossConverters(), &ScatterConverters(), &RecurrentConverters(), &QuantConverters()}) {
+    for (const auto* family :
+         {&ElementwiseConverters(), &NnConverters(), &TensorConverters(), &ResizeConverters(), &LossConverters(),
+          &ScatterConverters(), &RecurrentConverters(), &QuantConverters(), &SampleConverters(), &LinalgConverters()}) {
       for (const OpConverter& c : *family) t->emplace(std::string(c.op_type), c.convert);
     }
     return t;
@@ -296,6 +297,8 @@ class Importer {
   StatusOr<Tensor> Evaluate(std::string_view op, const std::vector<ValueId>& inputs, const Attributes& attrs);
   Status ImportNode(const onnx::NodeProto& node, int index);
   Status ImportIf(const onnx::NodeProto& node, const std::string& label);
+  StatusOr<std::vector<ValueId>> InlineBranch(const onnx::NodeProto& node, const std::string& where, bool then_branch);
+  Status ImportIfAtRunTime(const onnx::NodeProto& node, const std::string& where, ValueId cond);
   void CountConsumers(const onnx::GraphProto& g);
   Status ExternalizeWeights(OnnxImport* out);
   void DropSuperseded();
@@ -463,11 +466,11 @@ Status Importer::ImportNode(const onnx::NodeProto& node, int index) {
 // An If whose condition is known at import is replaced by the branch it takes: the branch's
 // initializers and nodes are imported in place (they may read any value of the enclosing
 // scopes) and the If's outputs become the branch's outputs. Nothing of the other branch is
-// imported, so the graph is what ONNX Runtime computes. A condition computed at run time is
-// refused: both branches plus a select would need equal shapes and no side effects, which
-// published models (Silero VAD's sample-rate switch) do not give.
+// imported, so the graph is what ONNX Runtime computes. With a condition computed at run time
+// both branches are imported and each output is `where(cond, then, else)`
+// (docs/DETERMINISM.md 6.1), when the branches' outputs agree in dtype and shape and no branch
+// can fail the task; otherwise the If is refused.
 Status Importer::ImportIf(const onnx::NodeProto& node, const std::string& label) {
-  constexpr int kMaxIfDepth = 16;  // published models nest two or three deep
   const std::string where = "node '" + label + "' (If)";
   if (node.input_size() != 1 || node.input(0).empty())
     return InvalidArgument(where + " takes one input, the condition");
@@ -476,24 +479,33 @@ Status Importer::ImportIf(const onnx::NodeProto& node, const std::string& label)
     return InvalidArgument(where + " reads '" + node.input(0) +
                            "', which no earlier node, input or initializer defines");
   }
-  const Tensor* cond = constant(cond_id->second);
-  if (!cond) {
-    return Unimplemented("unsupported op If in " + where +
-                         ": its condition is computed at run time (only an If whose condition is known at import "
-                         "is imported; `consensor run --bind NAME=FILE.npy` fixes an input at import)");
+  const ValueId cond_value = cond_id->second;
+  const TypeInfo cond_type = type(cond_value);
+  ASSIGN_OR_RETURN(int64_t cond_elements, CheckedNumElements(cond_type.shape));
+  if (cond_elements != 1) return InvalidArgument(where + ": the condition must have one element");
+  if (cond_type.dtype != DType::kBool) {
+    return InvalidArgument(where + ": the condition must be a bool, not " + std::string(DTypeName(cond_type.dtype)));
   }
-  if (cond->num_elements() != 1) return InvalidArgument(where + ": the condition must have one element");
-  bool take_then = false;
-  switch (cond->dtype()) {
-    case DType::kBool: take_then = cond->data_as<uint8_t>()[0] != 0; break;
-    default:
-      return InvalidArgument(where + ": the condition must be a bool, not " + std::string(DTypeName(cond->dtype())));
+  const Tensor* cond = constant(cond_value);
+  if (!cond) return ImportIfAtRunTime(node, where, cond_value);
+  const bool take_then = cond->data_as<uint8_t>()[0] != 0;
+  ASSIGN_OR_RETURN(std::vector<ValueId> outputs, InlineBranch(node, where, take_then));
+  for (int i = 0; i < node.output_size(); ++i) {
+    if (!node.output(i).empty()) by_name_[node.output(i)] = outputs[i];
   }
+  ++folded_;
+  return OkStatus();
+}
+
+StatusOr<std::vector<ValueId>> Importer::InlineBranch(const onnx::NodeProto& node, const std::string& where,
+                                                      bool then_branch) {
+  constexpr int kMaxIfDepth = 16;  // published models nest two or three deep
+  const std::string name = then_branch ? "then_branch" : "else_branch";
   const onnx::GraphProto* branch = nullptr;
   for (const auto& attr : node.attribute()) {
-    if (attr.name() == (take_then ? "then_branch" : "else_branch") && attr.has_g()) branch = &attr.g();
+    if (attr.name() == name && attr.has_g()) branch = &attr.g();
   }
-  if (!branch) return InvalidArgument(where + " has no " + (take_then ? "then_branch" : "else_branch") + " graph");
+  if (!branch) return InvalidArgument(where + " has no " + name + " graph");
   if (branch->output_size() != node.output_size()) {
     return InvalidArgument(where + ": the branch has " + std::to_string(branch->output_size()) + " outputs, the If " +
                            std::to_string(node.output_size()));
@@ -517,19 +529,64 @@ Status Importer::ImportIf(const onnx::NodeProto& node, const std::string& label)
     Status s = ImportNode(branch->node(i), i);
     if (!s.ok()) {
       --if_depth_;
-      return s.WithContext(std::string(take_then ? "then" : "else") + " branch of " + where);
+      return s.WithContext(std::string(then_branch ? "then" : "else") + " branch of " + where);
     }
   }
   --if_depth_;
+  std::vector<ValueId> outputs(static_cast<size_t>(node.output_size()), -1);
   for (int i = 0; i < node.output_size(); ++i) {
     if (node.output(i).empty()) continue;
     auto produced = by_name_.find(branch->output(i).name());
     if (produced == by_name_.end()) {
       return InvalidArgument(where + ": branch output '" + branch->output(i).name() + "' is not produced");
     }
-    by_name_[node.output(i)] = produced->second;
+    outputs[i] = produced->second;
   }
-  ++folded_;
+  return outputs;
+}
+
+Status Importer::ImportIfAtRunTime(const onnx::NodeProto& node, const std::string& where, ValueId cond) {
+  const std::string refused = "unsupported op If in " + where + ": its condition is computed at run time and ";
+  const std::string hint = " (`consensor run --bind NAME=FILE.npy` fixes an input at import)";
+  // Each branch sees the enclosing scopes only, not the names the other branch defined.
+  const auto scope = by_name_;
+  const size_t first_value = values_.size();
+  ASSIGN_OR_RETURN(std::vector<ValueId> then_out, InlineBranch(node, where, true));
+  by_name_ = scope;
+  ASSIGN_OR_RETURN(std::vector<ValueId> else_out, InlineBranch(node, where, false));
+  by_name_ = scope;
+  // Both branches always run. Every section-4 op is pure and total except a gather at run-time
+  // indices, which fails the task when an index is out of range (4.6): in the branch not
+  // taken, that would fail a task ONNX runs fine.
+  for (size_t v = first_value; v < values_.size(); ++v) {
+    const auto& e = values_[v].emitted;
+    if (e && e->op == "gather" && e->inputs.size() > 1 && !values_[e->inputs[1]].constant) {
+      return Unimplemented(refused +
+                           "a branch gathers at run-time indices, which could fail the task on the path "
+                           "not taken" +
+                           hint);
+    }
+  }
+  NodeContext ctx(*this, node, {cond}, opset_);
+  ASSIGN_OR_RETURN(ValueId scalar_cond, ReshapeTo(ctx, cond, {}));
+  for (int i = 0; i < node.output_size(); ++i) {
+    if (node.output(i).empty()) continue;
+    const TypeInfo& a = type(then_out[i]);
+    const TypeInfo& b = type(else_out[i]);
+    if (a.dtype != b.dtype || a.shape != b.shape) {
+      return Unimplemented(refused + "its output " + std::to_string(i) + " is " + std::string(DTypeName(a.dtype)) +
+                           ShapeToString(a.shape) + " in the then branch but " + std::string(DTypeName(b.dtype)) +
+                           ShapeToString(b.shape) +
+                           " in the else branch (both branches run and `where` selects, "
+                           "which needs them equal)" +
+                           hint);
+    }
+    ValueId selected = then_out[i];
+    if (then_out[i] != else_out[i]) {
+      ASSIGN_OR_RETURN(selected, ctx.Emit("where", {scalar_cond, then_out[i], else_out[i]}));
+    }
+    by_name_[node.output(i)] = selected;
+  }
   return OkStatus();
 }
 

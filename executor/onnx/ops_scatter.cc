@@ -1,4 +1,5 @@
-// ONNX scatter ops: ScatterElements, ScatterND and the deprecated Scatter. The indices must be
+// ONNX scatter ops: ScatterElements, ScatterND, the deprecated Scatter, and MaxUnpool (a scatter
+// into zeros, docs/DETERMINISM.md 6.7d). The indices must be
 // known at import: the importer turns them into a host-computed plan of rows, and the
 // scatter becomes rounds of `gather`, the reduction op and `where` (docs/DETERMINISM.md 6.4,
 // docs/ONNX.md). Duplicate targets are applied in ascending update order, and no index is
@@ -170,6 +171,73 @@ Status ScatterNd(NodeContext& ctx) {
   return SetResult(ctx, ScatterRows(ctx, data, updates, target, rows, row_size, reduction));
 }
 
+// MaxUnpool: Y starts as zeros of the output shape and X[j] goes to Y's flat position I[j]
+// (flat over the whole output, N and C included, as MaxPool's Indices and ONNX Runtime), the
+// last j winning on a duplicate. The indices must be known at import, like the scatters'.
+Status MaxUnpool(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"kernel_shape", "pads", "strides"}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(ctx.RequiredInput(1).status());
+  const Shape xs = ctx.type(x).shape;
+  const int64_t rank = static_cast<int64_t>(xs.size());
+  if (rank < 3) return ctx.Invalid("X " + ShapeToString(xs) + " must be [N, C, D1, ...]");
+  if (ctx.type(ctx.input(1)).shape != xs) return ctx.Invalid("I must have X's shape " + ShapeToString(xs));
+  const size_t spatial = static_cast<size_t>(rank - 2);
+  ASSIGN_OR_RETURN(Ints kernel, ctx.AttrInts("kernel_shape", {}));
+  if (kernel.size() != spatial) return ctx.Invalid("kernel_shape needs one entry per spatial dim");
+  ASSIGN_OR_RETURN(Ints strides, ctx.AttrInts("strides", Ints(spatial, 1)));
+  ASSIGN_OR_RETURN(Ints pads, ctx.AttrInts("pads", Ints(2 * spatial, 0)));
+  if (strides.size() != spatial || pads.size() != 2 * spatial) {
+    return ctx.Invalid("strides needs one entry and pads two entries per spatial dim");
+  }
+  Shape out_shape(xs.begin(), xs.begin() + 2);
+  for (size_t d = 0; d < spatial; ++d) {
+    const int64_t k = kernel[d], s = strides[d], pb = pads[d], pe = pads[d + spatial];
+    constexpr int64_t kBound = int64_t{1} << 31;  // keeps the size arithmetic far from overflow
+    if (k < 1 || s < 1 || pb < 0 || pe < 0 || k > kBound || s > kBound || pb > kBound || pe > kBound) {
+      return ctx.Invalid("kernel_shape and strides must be positive, pads non-negative (and below 2^31)");
+    }
+    const int64_t len = (xs[d + 2] - 1) * s + k - pb - pe;
+    if (len < 0) return ctx.Invalid("the inferred output size of spatial dim " + std::to_string(d) + " is negative");
+    out_shape.push_back(len);
+  }
+  // I is flat over the inferred shape; a given output_shape (at least as large) holds that
+  // result in its leading corner, zeros after it (as ONNX's MaxUnpool test expects).
+  Shape target_shape = out_shape;
+  if (ctx.has_input(2)) {
+    ASSIGN_OR_RETURN(target_shape, ctx.ConstantInts(2, "output_shape"));
+    if (static_cast<int64_t>(target_shape.size()) != rank || target_shape[0] != xs[0] || target_shape[1] != xs[1]) {
+      return ctx.Invalid("output_shape must have X's rank and X's N and C");
+    }
+    for (int64_t d = 2; d < rank; ++d) {
+      if (target_shape[d] < out_shape[d]) {
+        return ctx.Invalid("output_shape " + ShapeToString(target_shape) + " is smaller than the inferred " +
+                           ShapeToString(out_shape));
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(Ints idx, ctx.ConstantInts(1, "I"));
+  ASSIGN_OR_RETURN(int64_t inferred_count, CheckedNumElements(out_shape));
+  ASSIGN_OR_RETURN(int64_t count, CheckedNumElements(target_shape));
+  if (count > ctx.limits().max_elements_per_tensor) return ctx.Invalid("the output exceeds the element cap");
+  for (size_t j = 0; j < idx.size(); ++j) {
+    if (idx[j] < 0 || idx[j] >= inferred_count) {
+      return ctx.Invalid("index " + std::to_string(idx[j]) + " at flat position " + std::to_string(j) +
+                         " is outside the output's " + std::to_string(inferred_count) + " elements");
+    }
+    // Row-major coordinates in the inferred shape, re-flattened in the target shape.
+    int64_t rest = idx[j], flat = 0, stride = 1;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      flat += (rest % out_shape[d]) * stride;
+      rest /= out_shape[d];
+      stride *= target_shape[d];
+    }
+    idx[j] = flat;
+  }
+  ASSIGN_OR_RETURN(ValueId zeros, ctx.Emit("expand", {ctx.Scalar(ctx.type(x).dtype, 0.0)}, {{"shape", target_shape}}));
+  return SetResult(ctx, ScatterRows(ctx, zeros, x, idx, count, 1, ""));
+}
+
 }  // namespace
 
 const std::vector<OpConverter>& ScatterConverters() {
@@ -177,6 +245,7 @@ const std::vector<OpConverter>& ScatterConverters() {
       {"ScatterElements", [](NodeContext& c) { return ScatterElementsImpl(c, true); }},
       {"Scatter", [](NodeContext& c) { return ScatterElementsImpl(c, false); }},
       {"ScatterND", ScatterNd},
+      {"MaxUnpool", MaxUnpool},
   };
   return table;
 }

@@ -147,6 +147,16 @@ constexpr const char* kGoldenModels[] = {
     "node/test_blackmanwindow_symmetric",
     "node/test_pow_types_int32_int32",
     "node/test_pow_types_int64_float32",
+    "node/test_gridsample",
+    "node/test_gridsample_aligncorners_true",
+    "node/test_gridsample_bicubic",
+    "node/test_gridsample_nearest",
+    "node/test_gridsample_border_padding",
+    "node/test_gridsample_reflection_padding",
+    "node/test_roialign_aligned_false",
+    "node/test_roialign_aligned_true",
+    "node/test_maxunpool_export_with_output_shape",
+    "node/test_det_nd",
 };
 
 // Models in the dtypes the CUDA backends have no kernels for: those backends must refuse them.

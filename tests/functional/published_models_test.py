@@ -51,6 +51,8 @@ CORPUS = [
     dict(name="oww-embed", file=OWW + "/embedding_model.onnx", shapes={"input_1": [1, 76, 32, 1]}, **F32),
     dict(name="oww-alexa", file=OWW + "/alexa_v0.1.onnx", shapes={}, **F32),
     dict(name="oww-timer", file=OWW + "/timer_v0.1.onnx", shapes={}, **F32),
+    # Its If depends on the first MLP's score: both branches run and `where` selects.
+    dict(name="oww-jarvis", file=OWW + "/hey_jarvis_v0.1.onnx", shapes={}, **F32),
     dict(name="silero-v5", file=VAD + "/silero_vad_v5.onnx", shapes=dict(input=[1, 512], state=[2, 1, 128]), **F32),
     dict(name="silero-v6", file=VAD + "/silero_vad_v6.onnx", shapes=dict(input=[1, 512], state=[2, 1, 128]), **F32),
     dict(name="silero-legacy", file=VAD + "/silero_vad_legacy.onnx",
@@ -61,7 +63,6 @@ SANITIZED = {"ocr-cls", "oww-mel", "oww-alexa", "silero-v5"}
 REFUSED = [
     dict(name="silero-op18", file=SILERO + "/silero_vad_op18_ifless.onnx",
          shapes=dict(input=[1, 512], state=[2, 1, 128]), why="opset 18"),
-    dict(name="oww-jarvis", file=OWW + "/hey_jarvis_v0.1.onnx", shapes={}, why="condition is computed at run time"),
 ]
 # Inputs with a meaning, given instead of random values and fixed at import (`consensor run
 # --bind`): Silero VAD's sample rate, which its If switches on.

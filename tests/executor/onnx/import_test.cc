@@ -679,14 +679,76 @@ TEST(OnnxImport, IfWithAConditionKnownAtImportTakesItsBranch) {
   }
 }
 
-TEST(OnnxImport, IfRefusesARunTimeConditionAndMalformedBranches) {
+// DETERMINISM.md 6.1: a condition computed at run time runs both branches and selects with
+// `where`; the result is bit for bit the branch the condition names.
+TEST(OnnxImport, IfWithARunTimeConditionRunsBothBranchesAndSelects) {
+  auto imported = ImportOnnx(SampleRateIfModel().Bytes(), {});
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  EXPECT_EQ(imported->inputs, (std::vector<std::string>{"x", "k"}));
+  const Tensor x = Tensor::FromVector<float>(DType::kF32, {4}, {-1.5f, 0.0f, 0.5f, 3.0f});
+  for (const auto& [k, want] : std::vector<std::pair<int64_t, std::vector<float>>>{
+           {16000, {0.0f, 0.0f, 1.0f, 6.0f}}, {8000, {1.5f, -0.0f, -0.5f, -3.0f}}}) {
+    auto r = RunImported(*imported, {{"x", x}, {"k", Tensor::FromVector<int64_t>(DType::kI64, {}, {k})}});
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const auto y = Values(r->outputs[0].tensor);
+    ASSERT_EQ(y.size(), want.size());
+    for (size_t i = 0; i < y.size(); ++i) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(want[i])) << "k " << k << " i " << i;
+    }
+  }
+  // The branch not taken may divide by zero: its infinities are discarded by the select.
+  ModelBuilder m = SampleRateIfModel();
+  auto* neg = m.graph()->mutable_node(1)->mutable_attribute(1)->mutable_g()->mutable_node(0);
+  neg->set_op_type("Div");
+  neg->add_input("x");  // x / x: NaN at x = 0
+  auto divided = ImportOnnx(m.Bytes(), {});
+  ASSERT_TRUE(divided.ok()) << divided.status().message();
+  auto r = RunImported(*divided, {{"x", x}, {"k", Tensor::FromVector<int64_t>(DType::kI64, {}, {16000})}});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(Values(r->outputs[0].tensor), (std::vector<float>{0.0f, 0.0f, 1.0f, 6.0f}));
+}
+
+TEST(OnnxImport, IfRefusesARunTimeConditionItCannotSelectAndMalformedBranches) {
   {
-    auto r = ImportOnnx(SampleRateIfModel().Bytes(), {});
+    // The branches' outputs differ in shape: refused, naming the If and both shapes.
+    ModelBuilder m = SampleRateIfModel();
+    auto* else_graph = m.graph()->mutable_node(1)->mutable_attribute(1)->mutable_g();
+    auto* shape = else_graph->add_initializer();
+    shape->set_name("two_by_two");
+    shape->set_data_type(onnx::TensorProto::INT64);
+    shape->add_dims(2);
+    shape->add_int64_data(2);
+    shape->add_int64_data(2);
+    auto* reshape = else_graph->add_node();
+    reshape->set_op_type("Reshape");
+    reshape->add_input("else_y");
+    reshape->add_input("two_by_two");
+    reshape->add_output("else_2x2");
+    else_graph->mutable_output(0)->set_name("else_2x2");
+    auto r = ImportOnnx(m.Bytes(), {});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
     EXPECT_NE(r.status().message().find("If in node 'switch'"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("f32[4] in the then branch but f32[2, 2]"), std::string::npos)
+        << r.status().message();
     // A test case with known values binds the integer input and imports it.
     EXPECT_TRUE(NeedsValueAtImport(r.status()));
+  }
+  {
+    // A branch that gathers at run-time indices could fail the task on the path not taken.
+    ModelBuilder m = SampleRateIfModel();
+    m.Input("i", onnx::TensorProto::INT64, {4});
+    auto* else_graph = m.graph()->mutable_node(1)->mutable_attribute(1)->mutable_g();
+    auto* gather = else_graph->add_node();
+    gather->set_op_type("Gather");
+    gather->add_input("x");
+    gather->add_input("i");
+    gather->add_output("picked");
+    else_graph->mutable_output(0)->set_name("picked");
+    auto r = ImportOnnx(m.Bytes(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(r.status().message().find("run-time indices"), std::string::npos) << r.status().message();
   }
   auto bound = [] {
     OnnxImportOptions options;

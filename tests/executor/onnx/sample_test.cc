@@ -1,0 +1,574 @@
+// ONNX GridSample, RoiAlign (docs/DETERMINISM.md 6.7b), Det (6.7c) and MaxUnpool (6.7d): naive
+// references of the spec's scalar operation sequences, compared bit for bit at 1, 2 and 8
+// threads, and bad inputs refused with a clear error.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "executor/onnx/import.h"
+#include "onnx/onnx_pb.h"
+#include "tests/executor/test_util.h"
+
+namespace consensor::executor {
+namespace {
+
+using consensor::testing::MakeCpu;
+using consensor::testing::RandomF32;
+
+using Attr = std::variant<int64_t, float, std::string, std::vector<int64_t>>;
+
+struct Input {
+  std::string name;
+  int32_t elem = onnx::TensorProto::FLOAT;
+  Shape shape;
+};
+
+std::vector<uint8_t> BuildModel(const std::string& op, const std::vector<Input>& inputs,
+                                const std::map<std::string, Attr>& attrs, int64_t opset) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  auto* o = model.add_opset_import();
+  o->set_domain("");
+  o->set_version(opset);
+  auto* g = model.mutable_graph();
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name("node");
+  for (const Input& in : inputs) {
+    auto* gi = g->add_input();
+    gi->set_name(in.name);
+    auto* tt = gi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(in.elem);
+    for (int64_t d : in.shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
+    n->add_input(in.name);
+  }
+  n->add_output("y");
+  for (const auto& [name, value] : attrs) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    if (const auto* i = std::get_if<int64_t>(&value)) {
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(*i);
+    } else if (const auto* f = std::get_if<float>(&value)) {
+      a->set_type(onnx::AttributeProto::FLOAT);
+      a->set_f(*f);
+    } else if (const auto* s = std::get_if<std::string>(&value)) {
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(*s);
+    } else {
+      a->set_type(onnx::AttributeProto::INTS);
+      for (int64_t v : std::get<std::vector<int64_t>>(value)) a->add_ints(v);
+    }
+  }
+  g->add_output()->set_name("y");
+  std::string s = model.SerializeAsString();
+  return {s.begin(), s.end()};
+}
+
+// Imports with `bound` fixed at import (as `consensor import --bind`), compiles once and runs on
+// the CPU with each thread count.
+StatusOr<std::vector<Tensor>> RunThreads(const std::vector<uint8_t>& model, const std::map<std::string, Tensor>& inputs,
+                                         std::vector<int> threads, const std::map<std::string, Tensor>& bound = {}) {
+  OnnxImportOptions options;
+  for (const auto& [name, t] : inputs) options.input_shapes[name] = t.shape();
+  options.constant_inputs = bound;
+  ASSIGN_OR_RETURN(OnnxImport imported, ImportOnnx(model, options));
+  MemoryBlobSource blobs;
+  if (!imported.weights.empty()) blobs.Add(imported.weights);
+  ASSIGN_OR_RETURN(Program p, CompileGraph(imported.graph, &blobs, Limits{}));
+  std::vector<Tensor> out;
+  for (int t : threads) {
+    auto cpu = MakeCpu(t);
+    ASSIGN_OR_RETURN(auto loaded, LoadedProgram::Load(p, cpu.get()));
+    ASSIGN_OR_RETURN(RunResult r, loaded->Run(inputs));
+    out.push_back(r.outputs.at(0).tensor);
+  }
+  return out;
+}
+
+StatusOr<Tensor> RunModel(const std::vector<uint8_t>& model, const std::map<std::string, Tensor>& inputs, int threads,
+                          const std::map<std::string, Tensor>& bound = {}) {
+  ASSIGN_OR_RETURN(std::vector<Tensor> out, RunThreads(model, inputs, {threads}, bound));
+  return out[0];
+}
+
+void ExpectBits(const std::vector<float>& want, const Tensor& got, const std::string& what) {
+  ASSERT_EQ(static_cast<int64_t>(want.size()), got.num_elements()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    uint32_t a, b;
+    std::memcpy(&a, &want[i], 4);
+    std::memcpy(&b, got.data_as<float>() + i, 4);
+    ASSERT_EQ(a, b) << what << " element " << i << ": want " << want[i] << ", got " << got.data_as<float>()[i];
+  }
+}
+
+// ---- GridSample: the spec's sequence in scalar f32 ----
+
+struct GridCase {
+  std::string mode, padding;
+  int64_t align;
+};
+
+// max and min of section 1.1 (no NaN in these inputs): max(-0, +0) = +0, min(-0, +0) = -0.
+float Max(float a, float b) { return a == b ? (std::signbit(a) ? b : a) : (a > b ? a : b); }
+float Min(float a, float b) { return a == b ? (std::signbit(a) ? a : b) : (a < b ? a : b); }
+float Clip(float v, float hi) { return Min(Max(v, 0.0f), hi); }
+
+float Pad(float c, int64_t len, const GridCase& g) {
+  if (g.padding == "zeros") return c;
+  if (g.padding == "reflection") {
+    const float lo = g.align ? 0.0f : -0.5f;
+    const float span = g.align ? static_cast<float>(len - 1) : static_cast<float>(len);
+    if (span == 0.0f) return 0.0f;
+    const float d = std::fabs(c - lo);
+    const float extra = std::fmod(d, span);
+    const float flips = std::floor(d / span);
+    c = std::fmod(flips, 2.0f) != 0.0f ? (span - extra) + lo : extra + lo;
+  }
+  return Clip(c, static_cast<float>(len - 1));
+}
+
+std::vector<float> Cubic(float t) {
+  const float a = -0.75f;
+  auto k1 = [&](float s) { return ((((a + 2.0f) * s) - (a + 3.0f)) * s) * s + 1.0f; };
+  auto k2 = [&](float s) { return (((s * a) - 5.0f * a) * s + 8.0f * a) * s - 4.0f * a; };
+  const float u = 1.0f - t;
+  return {k2(t + 1.0f), k1(t), k1(u), k2(u + 1.0f)};
+}
+
+std::vector<float> ReferenceGridSample(const Tensor& x, const Tensor& grid, const GridCase& g) {
+  const Shape& xs = x.shape();
+  const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], ho = grid.shape()[1], wo = grid.shape()[2];
+  std::vector<float> out(static_cast<size_t>(n * c * ho * wo));
+  auto unnormalize = [&](float v, int64_t len) {
+    const float l = static_cast<float>(len);
+    return g.align ? ((v + 1.0f) / 2.0f) * (l - 1.0f) : (((v + 1.0f) * l) - 1.0f) / 2.0f;
+  };
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float* plane = x.data_as<float>() + (b * c + ch) * h * w;
+      // masked: +0 outside the image; otherwise the coordinates are already inside.
+      auto tap = [&](float ty, float tx, bool masked) {
+        const bool inside =
+            ty >= 0.0f && ty <= static_cast<float>(h - 1) && tx >= 0.0f && tx <= static_cast<float>(w - 1);
+        if (masked && !inside) return 0.0f;
+        return plane[static_cast<int64_t>(Clip(ty, static_cast<float>(h - 1))) * w +
+                     static_cast<int64_t>(Clip(tx, static_cast<float>(w - 1)))];
+      };
+      for (int64_t i = 0; i < ho * wo; ++i) {
+        const float* gp = grid.data_as<float>() + (b * ho * wo + i) * 2;
+        float cx = unnormalize(gp[0], w), cy = unnormalize(gp[1], h);
+        float y;
+        if (g.mode == "bicubic") {
+          const float fx = std::floor(cx), fy = std::floor(cy);
+          const std::vector<float> wx = Cubic(cx - fx), wy = Cubic(cy - fy);
+          float rows[4];
+          for (int r = 0; r < 4; ++r) {
+            const float py = Pad(fy + static_cast<float>(r - 1), h, g);
+            for (int k = 0; k < 4; ++k) {
+              const float px = Pad(fx + static_cast<float>(k - 1), w, g);
+              const float term = tap(py, px, g.padding == "zeros") * wx[k];
+              rows[r] = k == 0 ? term : rows[r] + term;
+            }
+          }
+          y = rows[0] * wy[0];
+          for (int r = 1; r < 4; ++r) y = y + rows[r] * wy[r];
+        } else {
+          cx = Pad(cx, w, g);
+          cy = Pad(cy, h, g);
+          if (g.mode == "nearest") {
+            y = tap(std::nearbyint(cy), std::nearbyint(cx), true);
+          } else {
+            const float x0 = std::floor(cx), y0 = std::floor(cy), x1 = x0 + 1.0f, y1 = y0 + 1.0f;
+            const float wx1 = cx - x0, wx0 = x1 - cx, wy1 = cy - y0, wy0 = y1 - cy;
+            y = tap(y0, x0, true) * (wx0 * wy0);
+            y = y + tap(y0, x1, true) * (wx1 * wy0);
+            y = y + tap(y1, x0, true) * (wx0 * wy1);
+            y = y + tap(y1, x1, true) * (wx1 * wy1);
+          }
+        }
+        out[static_cast<size_t>((b * c + ch) * ho * wo + i)] = y;
+      }
+    }
+  }
+  return out;
+}
+
+TEST(OnnxSample, GridSampleMatchesTheSpecBitForBit) {
+  const Tensor x = RandomF32({2, 2, 3, 4}, 7, 2.0f);
+  Tensor grid = RandomF32({2, 3, 5, 2}, 8, 1.4f);
+  // Exact corners, the centre and points far outside: the padding rules' edges.
+  const float special[] = {-1.0f, 1.0f, 0.0f, 0.0f, 1.0f, -1.0f, -3.7f, 2.9f, 5.25f, -6.5f};
+  std::copy(std::begin(special), std::end(special), grid.data_as<float>());
+  for (const std::string& mode : {"bilinear", "nearest", "bicubic"}) {
+    for (const std::string& padding : {"zeros", "border", "reflection"}) {
+      for (int64_t align : {0, 1}) {
+        const GridCase g{mode, padding, align};
+        const auto model = BuildModel("GridSample", {{"x", 1, x.shape()}, {"grid", 1, grid.shape()}},
+                                      {{"mode", mode}, {"padding_mode", padding}, {"align_corners", align}}, 16);
+        const std::vector<float> want = ReferenceGridSample(x, grid, g);
+        auto got = RunThreads(model, {{"x", x}, {"grid", grid}}, {1, 2, 8});
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        for (const Tensor& t : *got) ExpectBits(want, t, mode + " " + padding + " align " + std::to_string(align));
+      }
+    }
+  }
+}
+
+TEST(OnnxSample, GridSampleAcceptsOpset20ModeNames) {
+  const Tensor x = RandomF32({1, 1, 3, 3}, 1), grid = RandomF32({1, 2, 2, 2}, 2);
+  for (auto [old_name, new_name] : {std::pair{"bilinear", "linear"}, std::pair{"bicubic", "cubic"}}) {
+    auto a =
+        RunModel(BuildModel("GridSample", {{"x", 1, x.shape()}, {"grid", 1, grid.shape()}}, {{"mode", old_name}}, 16),
+                 {{"x", x}, {"grid", grid}}, 1);
+    auto b =
+        RunModel(BuildModel("GridSample", {{"x", 1, x.shape()}, {"grid", 1, grid.shape()}}, {{"mode", new_name}}, 16),
+                 {{"x", x}, {"grid", grid}}, 1);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(TensorHash(*a), TensorHash(*b));
+  }
+}
+
+// nearest copies bits, so it takes X of any dtype: the f32 result's bits, read as i32.
+TEST(OnnxSample, GridSampleNearestCopiesAnyDtype) {
+  const Tensor xf = RandomF32({1, 2, 3, 4}, 21), grid = RandomF32({1, 2, 3, 2}, 22, 1.3f);
+  Tensor xi(DType::kI32, xf.shape());
+  std::memcpy(xi.data_as<int32_t>(), xf.data_as<float>(), static_cast<size_t>(xf.num_elements()) * 4);
+  const std::map<std::string, Attr> attrs = {{"mode", std::string("nearest")}, {"padding_mode", std::string("zeros")}};
+  auto f = RunModel(BuildModel("GridSample", {{"x", 1, xf.shape()}, {"grid", 1, grid.shape()}}, attrs, 16),
+                    {{"x", xf}, {"grid", grid}}, 1);
+  auto i = RunModel(
+      BuildModel("GridSample", {{"x", onnx::TensorProto::INT32, xi.shape()}, {"grid", 1, grid.shape()}}, attrs, 16),
+      {{"x", xi}, {"grid", grid}}, 2);
+  ASSERT_TRUE(f.ok() && i.ok());
+  ASSERT_EQ(i->dtype(), DType::kI32);
+  ASSERT_EQ(f->num_elements(), i->num_elements());
+  EXPECT_EQ(std::memcmp(f->data_as<float>(), i->data_as<int32_t>(), static_cast<size_t>(f->num_elements()) * 4), 0);
+}
+
+Status ImportStatus(const std::vector<uint8_t>& model, const std::map<std::string, Shape>& shapes = {}) {
+  OnnxImportOptions options;
+  options.input_shapes = shapes;
+  return ImportOnnx(model, options).status();
+}
+
+TEST(OnnxSample, GridSampleRefusesBadInputs) {
+  const Input x{"x", 1, {1, 1, 3, 3}}, grid{"grid", 1, {1, 2, 2, 2}};
+  Status s = ImportStatus(BuildModel("GridSample", {x, grid}, {{"mode", std::string("area")}}, 16));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("mode 'area'"), std::string::npos) << s.ToString();
+  s = ImportStatus(BuildModel("GridSample", {x, grid}, {{"padding_mode", std::string("wrap")}}, 16));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  s = ImportStatus(BuildModel("GridSample", {x, grid}, {{"align_corners", int64_t{2}}}, 16));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  s = ImportStatus(BuildModel("GridSample", {x, {"grid", 1, {1, 2, 2, 3}}}, {}, 16));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("[N, H_out, W_out, 2]"), std::string::npos) << s.ToString();
+  s = ImportStatus(BuildModel("GridSample", {x, {"grid", 1, {2, 2, 2, 2}}}, {}, 16));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  s = ImportStatus(BuildModel("GridSample", {{"x", 1, {1, 1, 2, 3, 3}}, {"grid", 1, {1, 2, 2, 2, 3}}}, {}, 16));
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  s = ImportStatus(BuildModel("GridSample", {{"x", 1, {1, 1, 0, 3}}, grid}, {}, 16));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  // No channels: X is empty, but N*H*W would still index pixel rows.
+  s = ImportStatus(
+      BuildModel("GridSample", {{"x", 1, {1 << 20, 0, 1 << 20, 1 << 20}}, {"grid", 1, {1 << 20, 1, 1, 2}}}, {}, 16));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  s = ImportStatus(BuildModel("GridSample", {{"x", onnx::TensorProto::INT32, {1, 1, 3, 3}}, grid}, {}, 16));
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+}
+
+// ---- RoiAlign ----
+
+std::vector<float> ReferenceRoiAlign(const Tensor& x, const Tensor& rois, const std::vector<int64_t>& batch, int64_t ph,
+                                     int64_t pw, int64_t ratio, float scale, bool half_pixel, bool avg) {
+  const int64_t c = x.shape()[1], h = x.shape()[2], w = x.shape()[3], r = rois.shape()[0];
+  std::vector<float> out;
+  const float offset = half_pixel ? 0.5f : 0.0f;
+  struct Sample {
+    float low, high, l, hl;
+    bool outside;
+  };
+  auto axis = [&](float a, float b, int64_t pooled, int64_t size) {
+    const float start = a * scale - offset, end = b * scale - offset;
+    float extent = end - start;
+    if (!half_pixel) extent = Max(extent, 1.0f);
+    const float bin = extent / static_cast<float>(pooled);
+    std::vector<Sample> s;
+    for (int64_t p = 0; p < pooled; ++p) {
+      for (int64_t i = 0; i < ratio; ++i) {
+        float v =
+            (start + static_cast<float>(p) * bin) + ((static_cast<float>(i) + 0.5f) * bin) / static_cast<float>(ratio);
+        Sample q;
+        q.outside = v < -1.0f || v > static_cast<float>(size);
+        if (v <= 0.0f) v = 0.0f;
+        float low = std::floor(v), high = low + 1.0f;
+        if (low >= static_cast<float>(size - 1)) {
+          low = high = static_cast<float>(size - 1);
+          v = low;
+        }
+        q.low = low;
+        q.high = high;
+        q.l = v - low;
+        q.hl = 1.0f - q.l;
+        s.push_back(q);
+      }
+    }
+    return s;
+  };
+  out.resize(static_cast<size_t>(r * c * ph * pw));
+  for (int64_t k = 0; k < r; ++k) {
+    const float* roi = rois.data_as<float>() + k * 4;
+    const auto ys = axis(roi[1], roi[3], ph, h), xs = axis(roi[0], roi[2], pw, w);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float* plane = x.data_as<float>() + (batch[k] * c + ch) * h * w;
+      auto v = [&](float yy, float xx) { return plane[static_cast<int64_t>(yy) * w + static_cast<int64_t>(xx)]; };
+      for (int64_t py = 0; py < ph; ++py) {
+        for (int64_t px = 0; px < pw; ++px) {
+          std::vector<float> terms;
+          for (int64_t iy = 0; iy < ratio; ++iy) {
+            for (int64_t ix = 0; ix < ratio; ++ix) {
+              const Sample& sy = ys[py * ratio + iy];
+              const Sample& sx = xs[px * ratio + ix];
+              const float p[4] = {(sy.hl * sx.hl) * v(sy.low, sx.low), (sy.hl * sx.l) * v(sy.low, sx.high),
+                                  (sy.l * sx.hl) * v(sy.high, sx.low), (sy.l * sx.l) * v(sy.high, sx.high)};
+              float t = p[0];
+              for (int q = 1; q < 4; ++q) t = avg ? t + p[q] : Max(t, p[q]);
+              terms.push_back(sy.outside || sx.outside ? 0.0f : t);
+            }
+          }
+          float y;
+          if (avg) {
+            // csum (4.1) of at most 64 terms: one term per lane, then the lane tree.
+            std::vector<float> lanes(64, -0.0f);
+            for (size_t i = 0; i < terms.size(); ++i) lanes[i % 64] = lanes[i % 64] + terms[i];
+            for (size_t s = 32; s >= 1; s /= 2) {
+              for (size_t j = 0; j < s; ++j) lanes[j] = lanes[j] + lanes[j + s];
+            }
+            y = lanes[0] / static_cast<float>(ratio * ratio);
+          } else {
+            y = terms[0];
+            for (float t : terms) y = Max(y, t);
+          }
+          out[static_cast<size_t>(((k * c + ch) * ph + py) * pw + px)] = y;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(OnnxSample, RoiAlignMatchesTheSpecBitForBit) {
+  const Tensor x = RandomF32({2, 2, 6, 7}, 3, 2.0f);
+  // x1, y1, x2, y2: inside, partly outside, degenerate (x2 < x1) and wholly outside.
+  const std::vector<float> roi_values = {0.5f, 1.0f, 5.5f, 4.0f, -3.0f, -2.0f, 4.0f,  9.0f,
+                                         3.0f, 3.0f, 2.0f, 3.5f, 20.0f, 1.0f,  30.0f, 2.0f};
+  const Tensor rois = Tensor::FromVector<float>(DType::kF32, {4, 4}, roi_values);
+  const std::vector<int64_t> batch = {0, 1, 1, 0};
+  const Tensor batch_t = Tensor::FromVector<int64_t>(DType::kI64, {4}, batch);
+  for (const std::string& mode : {"avg", "max"}) {
+    for (const std::string& coords : {"half_pixel", "output_half_pixel"}) {
+      const auto model =
+          BuildModel("RoiAlign", {{"x", 1, x.shape()}, {"rois", 1, rois.shape()}, {"b", onnx::TensorProto::INT64, {4}}},
+                     {{"mode", mode},
+                      {"coordinate_transformation_mode", coords},
+                      {"output_height", int64_t{2}},
+                      {"output_width", int64_t{3}},
+                      {"sampling_ratio", int64_t{2}},
+                      {"spatial_scale", 0.75f}},
+                     16);
+      const auto want = ReferenceRoiAlign(x, rois, batch, 2, 3, 2, 0.75f, coords == "half_pixel", mode == "avg");
+      auto got = RunThreads(model, {{"x", x}, {"rois", rois}, {"b", batch_t}}, {1, 2, 8});
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      for (const Tensor& t : *got) ExpectBits(want, t, mode + " " + coords);
+    }
+  }
+}
+
+TEST(OnnxSample, RoiAlignRefusesBadInputs) {
+  const Input x{"x", 1, {1, 1, 4, 4}}, rois{"rois", 1, {2, 4}}, b{"b", onnx::TensorProto::INT64, {2}};
+  Status s = ImportStatus(BuildModel("RoiAlign", {x, rois, b}, {}, 16));  // sampling_ratio 0
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("sampling_ratio 0"), std::string::npos) << s.ToString();
+  const std::map<std::string, Attr> ok = {{"sampling_ratio", int64_t{1}}};
+  s = ImportStatus(BuildModel("RoiAlign", {x, {"rois", 1, {2, 5}}, b}, ok, 16));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  s = ImportStatus(BuildModel("RoiAlign", {x, rois, {"b", onnx::TensorProto::INT64, {3}}}, ok, 16));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  s = ImportStatus(
+      BuildModel("RoiAlign", {x, rois, b}, {{"sampling_ratio", int64_t{1}}, {"mode", std::string("min")}}, 16));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  s = ImportStatus(
+      BuildModel("RoiAlign", {x, rois, b}, {{"sampling_ratio", int64_t{1}}, {"output_height", int64_t{0}}}, 16));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  // A batch index outside [0, N) at run time fails the task instead of reading another image.
+  const auto model = BuildModel("RoiAlign", {x, rois, b}, ok, 16);
+  const Tensor xv = RandomF32({1, 1, 4, 4}, 5);
+  const Tensor rv = Tensor::FromVector<float>(DType::kF32, {2, 4}, {0, 0, 2, 2, 1, 1, 3, 3});
+  for (int64_t bad : {int64_t{1}, int64_t{-1}}) {
+    auto got =
+        RunModel(model, {{"x", xv}, {"rois", rv}, {"b", Tensor::FromVector<int64_t>(DType::kI64, {2}, {0, bad})}}, 1);
+    EXPECT_FALSE(got.ok()) << bad;
+  }
+}
+
+// ---- Det ----
+
+template <typename T>
+T ReferenceDet(std::vector<T> a, int64_t n) {
+  bool odd = false;
+  T det = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t p = k;
+    for (int64_t r = k + 1; r < n; ++r) {
+      // argmax's rule: larger wins, a NaN is larger than every number, the first of equals stays.
+      const T c = std::fabs(a[r * n + k]), best = std::fabs(a[p * n + k]);
+      if ((std::isnan(c) && !std::isnan(best)) || c > best) p = r;
+    }
+    if (p != k) {
+      for (int64_t j = 0; j < n; ++j) std::swap(a[k * n + j], a[p * n + j]);
+      odd = !odd;
+    }
+    const T pivot = a[k * n + k];
+    for (int64_t r = k + 1; r < n; ++r) {
+      const T f = pivot == 0 ? T(0) : a[r * n + k] / pivot;
+      for (int64_t j = 0; j < n; ++j) a[r * n + j] = a[r * n + j] - f * a[k * n + j];
+    }
+    det = k == 0 ? pivot : det * pivot;
+  }
+  return odd ? -det : det;
+}
+
+TEST(OnnxSample, DetMatchesTheSpecBitForBit) {
+  for (const Shape& shape : {Shape{3, 3}, Shape{2, 3, 5, 5}, Shape{4, 1, 1}, Shape{2, 2, 2}}) {
+    Tensor x = RandomF32(shape, 11, 3.0f);
+    if (shape == Shape{2, 2, 2}) {  // a singular matrix, and a tie between the pivot candidates
+      const float v[] = {1.0f, 2.0f, 2.0f, 4.0f, 2.0f, 1.0f, -2.0f, 5.0f};
+      std::copy(std::begin(v), std::end(v), x.data_as<float>());
+    }
+    const int64_t n = shape.back();
+    const int64_t count = x.num_elements() / (n * n);
+    std::vector<float> want;
+    for (int64_t b = 0; b < count; ++b) {
+      want.push_back(
+          ReferenceDet(std::vector<float>(x.data_as<float>() + b * n * n, x.data_as<float>() + (b + 1) * n * n), n));
+    }
+    const auto model = BuildModel("Det", {{"x", 1, shape}}, {}, 11);
+    auto got = RunThreads(model, {{"x", x}}, {1, 2, 8});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    for (const Tensor& t : *got) {
+      EXPECT_EQ(t.shape(), Shape(shape.begin(), shape.end() - 2));
+      ExpectBits(want, t, ShapeToString(shape));
+    }
+  }
+}
+
+// f64 picks its pivot without argmax (reduce_max, equal, or NaN, argmax of the marks): the
+// same rule, checked with ties, a zero column and a NaN.
+TEST(OnnxSample, DetInFloat64MatchesTheSpecBitForBit) {
+  const Shape shape = {4, 4, 4};
+  const int64_t n = 4;
+  std::vector<double> values(64);
+  const Tensor r = RandomF32({64}, 12, 3.0f);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(r.data_as<float>()[i]) / 3.0;
+  const double tie[16] = {1, 2, 3, 4, -1, 5, 6, 7, 1, 8, 9, 10, -1, 11, 12, 14};  // |pivot| ties
+  std::copy(std::begin(tie), std::end(tie), values.begin() + 16);
+  for (int64_t i = 0; i < 4; ++i) values[static_cast<size_t>(32 + i * 4)] = 0.0;  // a zero first column
+  values[50] = std::nan("");
+  const Tensor x = Tensor::FromVector<double>(DType::kF64, shape, values);
+  auto got = RunThreads(BuildModel("Det", {{"x", onnx::TensorProto::DOUBLE, shape}}, {}, 11), {{"x", x}}, {1, 2, 8});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  for (const Tensor& t : *got) {
+    ASSERT_EQ(t.dtype(), DType::kF64);
+    ASSERT_EQ(t.shape(), Shape{4});
+    for (int64_t b = 0; b < 4; ++b) {
+      const double want = ReferenceDet(std::vector<double>(values.begin() + b * 16, values.begin() + (b + 1) * 16), n);
+      const double have = t.data_as<double>()[b];
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(have)) << b;
+      } else {
+        EXPECT_EQ(std::bit_cast<uint64_t>(want), std::bit_cast<uint64_t>(have)) << b << ": " << want << " vs " << have;
+      }
+    }
+  }
+}
+
+TEST(OnnxSample, DetRefusesBadInputs) {
+  Status s = ImportStatus(BuildModel("Det", {{"x", 1, {2, 3}}}, {}, 11));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("square"), std::string::npos) << s.ToString();
+  s = ImportStatus(BuildModel("Det", {{"x", 1, {3}}}, {}, 11));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  s = ImportStatus(BuildModel("Det", {{"x", 1, {65, 65}}}, {}, 11));
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  s = ImportStatus(BuildModel("Det", {{"x", onnx::TensorProto::INT32, {2, 2}}}, {}, 11));
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+}
+
+// ---- MaxUnpool ----
+
+TEST(OnnxSample, MaxUnpoolScattersIntoZeros) {
+  const Tensor x = RandomF32({1, 2, 2, 2}, 4);
+  // Flat over the whole [1, 2, 4, 4] output; 1 twice (the later value wins).
+  const std::vector<int64_t> idx = {0, 3, 9, 15, 16, 1, 1, 31};
+  const Tensor i = Tensor::FromVector<int64_t>(DType::kI64, {1, 2, 2, 2}, idx);
+  const std::map<std::string, Attr> attrs = {{"kernel_shape", std::vector<int64_t>{2, 2}},
+                                             {"strides", std::vector<int64_t>{2, 2}}};
+  for (bool with_shape : {false, true}) {
+    std::vector<Input> inputs = {{"x", 1, {1, 2, 2, 2}}, {"i", onnx::TensorProto::INT64, {1, 2, 2, 2}}};
+    std::map<std::string, Tensor> bound = {{"i", i}};
+    if (with_shape) {
+      inputs.push_back({"shape", onnx::TensorProto::INT64, {4}});
+      bound["shape"] = Tensor::FromVector<int64_t>(DType::kI64, {4}, {1, 2, 5, 6});
+    }
+    // The inferred [1, 2, 4, 4] result, in the leading corner of [1, 2, 5, 6] when given.
+    const int64_t oh = with_shape ? 5 : 4, ow = with_shape ? 6 : 4;
+    std::vector<float> want(static_cast<size_t>(2 * oh * ow), 0.0f);
+    for (size_t j = 0; j < idx.size(); ++j) {
+      const int64_t c = idx[j] / 16, y = idx[j] / 4 % 4, xx = idx[j] % 4;
+      want[static_cast<size_t>((c * oh + y) * ow + xx)] = x.data_as<float>()[j];
+    }
+    auto got = RunThreads(BuildModel("MaxUnpool", inputs, attrs, 11), {{"x", x}}, {1, 2, 8}, bound);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    for (const Tensor& t : *got) {
+      EXPECT_EQ(t.shape(), (Shape{1, 2, oh, ow}));
+      ExpectBits(want, t, with_shape ? "with output_shape" : "inferred shape");
+    }
+  }
+}
+
+TEST(OnnxSample, MaxUnpoolRefusesBadInputs) {
+  const std::map<std::string, Attr> attrs = {{"kernel_shape", std::vector<int64_t>{2, 2}},
+                                             {"strides", std::vector<int64_t>{2, 2}}};
+  const std::vector<Input> inputs = {{"x", 1, {1, 1, 2, 2}}, {"i", onnx::TensorProto::INT64, {1, 1, 2, 2}}};
+  auto import = [&](const std::vector<int64_t>& idx, const std::map<std::string, Attr>& a) {
+    OnnxImportOptions options;
+    options.input_shapes["x"] = {1, 1, 2, 2};
+    options.constant_inputs["i"] = Tensor::FromVector<int64_t>(DType::kI64, {1, 1, 2, 2}, idx);
+    return ImportOnnx(BuildModel("MaxUnpool", inputs, a, 11), options).status();
+  };
+  Status s = import({0, 1, 2, 16}, attrs);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("index 16"), std::string::npos) << s.ToString();
+  EXPECT_EQ(import({0, 1, 2, -1}, attrs).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(import({0, 1, 2, 3}, {{"kernel_shape", std::vector<int64_t>{2}}}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      import({0, 1, 2, 3}, {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{0, 1}}})
+          .code(),
+      StatusCode::kInvalidArgument);
+  // Indices known only at run time: refused, asking for them at import.
+  s = ImportStatus(BuildModel("MaxUnpool", inputs, attrs, 11), {{"x", {1, 1, 2, 2}}, {"i", {1, 1, 2, 2}}});
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(NeedsValueAtImport(s)) << s.ToString();
+}
+
+}  // namespace
+}  // namespace consensor::executor
