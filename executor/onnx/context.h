@@ -134,6 +134,7 @@ const std::vector<OpConverter>& LossConverters();
 const std::vector<OpConverter>& ScatterConverters();
 const std::vector<OpConverter>& RecurrentConverters();
 const std::vector<OpConverter>& QuantConverters();
+const std::vector<OpConverter>& EinsumConverters();
 
 // Every converter by ONNX op type (the families merged).
 const std::map<std::string, ConvertFn>& ConverterTable();
