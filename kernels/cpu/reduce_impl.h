@@ -548,6 +548,25 @@ void CumSumImpl(const T* x, int64_t outer, int64_t n, int64_t inner, bool exclus
   pool->ParallelFor(outer * inner, GrainFor(n), [&](int64_t b, int64_t e) {
     T acc[kCumSumBlock];
     T before[kCumSumBlock];
+    if (inner == 1) {
+      // The axis is innermost: lines are rows of x. Up to 8 rows step together, each its own
+      // chain, so the adds of different rows overlap instead of waiting on one another.
+      constexpr int64_t kRows = 8;
+      for (int64_t row = b; row < e; row += kRows) {
+        const int64_t rows = std::min(kRows, e - row);
+        for (int64_t r = 0; r < rows; ++r) acc[r] = identity;
+        for (int64_t step = 0; step < n; ++step) {
+          const int64_t k = reverse ? n - 1 - step : step;
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t at = (row + r) * n + k;
+            const T prev = acc[r];
+            acc[r] = CumSumStep(acc[r], x[at]);
+            out[at] = exclusive ? (step == 0 ? T(0) : CumSumOut(prev)) : CumSumOut(acc[r]);
+          }
+        }
+      }
+      return;
+    }
     for (int64_t line = b; line < e;) {
       const int64_t o = line / inner, j0 = line % inner;
       const int64_t width = std::min({kCumSumBlock, inner - j0, e - line});
