@@ -493,6 +493,25 @@ StatusOr<InferResult> InferTopK(const Spec& s, const Inputs& in, const Attribute
   return r;
 }
 
+// cumsum(x, axis, exclusive, reverse): the running sum along `axis`; same dtype and shape.
+StatusOr<InferResult> InferCumSum(const Spec& s, const Inputs& in, const Attributes& attrs) {
+  const TypeInfo& x = in[0];
+  RETURN_IF_ERROR(CheckDType(s, "input", x, s.dtypes));
+  AttrReader ar(s, attrs);
+  ASSIGN_OR_RETURN(int64_t axis_attr, ar.Int("axis", 0));
+  ASSIGN_OR_RETURN(bool exclusive, ar.Flag("exclusive", false));
+  ASSIGN_OR_RETURN(bool reverse, ar.Flag("reverse", false));
+  if (Rank(x) == 0) return s.Error(StrCat("needs an axis, got ", TypeStr(x)));
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(s, axis_attr, Rank(x)));
+  InferResult r = Result(x.dtype, x.shape);
+  r.params.axis = axis;
+  r.params.exclusive = exclusive;
+  r.params.reverse = reverse;
+  r.canonical_attrs = {{"axis", axis}, {"exclusive", int64_t{exclusive}}, {"reverse", int64_t{reverse}}};
+  r.flops = SatProduct({Numel(x.shape), s.cost});
+  return r;
+}
+
 // ---------------------------------------------------------------------------------------
 // Linear algebra.
 
@@ -995,6 +1014,8 @@ std::vector<Spec> BuildSpecs() {
       {"asinh", Op::kAsinh, 1, 1, none, InferUnary, kMaskF32, 2 * kTranscendental},
       {"acosh", Op::kAcosh, 1, 1, none, InferUnary, kMaskF32, 2 * kTranscendental},
       {"atanh", Op::kAtanh, 1, 1, none, InferUnary, kMaskF32, 2 * kTranscendental},
+      // Running sum, a sequential chain per line (DETERMINISM.md 4.6a).
+      {"cumsum", Op::kCumSum, 1, 1, {"axis", "exclusive", "reverse"}, InferCumSum, kMaskNumeric, 1},
   };
   std::vector<Spec> specs;
   for (const Row& row : rows) {

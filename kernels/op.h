@@ -86,6 +86,9 @@ enum class Op : uint16_t {
   kAsinh,
   kAcosh,
   kAtanh,
+  // Running sum along params.axis (params.exclusive, params.reverse): a sequential chain
+  // per line (DETERMINISM.md 4.6a); f32, f64 and every integer dtype.
+  kCumSum,
   kNumOps,
 };
 
@@ -114,6 +117,8 @@ struct OpParams {
   std::vector<int64_t> pad_begin, pad_end;
   float pad_value = 0.0f;
   DType to = DType::kInvalid;  // cast
+  bool exclusive = false;      // cumsum: each output leaves out its own term
+  bool reverse = false;        // cumsum: the chain runs from the end of the axis
 };
 
 struct TensorView {

@@ -136,6 +136,7 @@ const std::vector<OpConverter>& RecurrentConverters();
 const std::vector<OpConverter>& QuantConverters();
 const std::vector<OpConverter>& SampleConverters();
 const std::vector<OpConverter>& LinalgConverters();
+const std::vector<OpConverter>& EinsumConverters();
 
 // Every converter by ONNX op type (the families merged).
 const std::map<std::string, ConvertFn>& ConverterTable();

@@ -173,7 +173,8 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
     auto* t = new std::map<std::string, ConvertFn>;
     for (const auto* family :
          {&ElementwiseConverters(), &NnConverters(), &TensorConverters(), &ResizeConverters(), &LossConverters(),
-          &ScatterConverters(), &RecurrentConverters(), &QuantConverters(), &SampleConverters(), &LinalgConverters()}) {
+          &ScatterConverters(), &RecurrentConverters(), &QuantConverters(), &SampleConverters(), &LinalgConverters(),
+          &EinsumConverters()}) {
       for (const OpConverter& c : *family) t->emplace(std::string(c.op_type), c.convert);
     }
     return t;

@@ -922,6 +922,36 @@ std::map<std::string, Builder> AllVectors() {
     v.inputs.emplace("b64", b64);
     return v;
   };
+  // cumsum (DETERMINISM.md 4.6a): sequential chains along each axis, both flags, specials,
+  // wrapping i32 (checked on cuda-emu too); f64 and u8 in a second, CPU-only vector.
+  m["cumsum"] = [=] {
+    Vector v;
+    Value x = v.graph.input("x", DType::kF32, {6, 70, 9});
+    Value s = v.graph.input("s", DType::kF32, {12, 40});
+    Value i = v.graph.input("i", DType::kI32, {8, 30});
+    v.graph.output("inner", cumsum(x, 2));
+    v.graph.output("middle_exclusive", cumsum(x, 1, true));
+    v.graph.output("outer_reverse", cumsum(x, 0, false, true));
+    v.graph.output("inner_exclusive_reverse", cumsum(x, 2, true, true));
+    v.graph.output("specials", cumsum(s, 1));
+    v.graph.output("specials_cols_reverse", cumsum(s, 0, false, true));
+    v.graph.output("i32", cumsum(i, 1));
+    v.inputs.emplace("x", F32({6, 70, 9}, 171, 1e3f, false));
+    v.inputs.emplace("s", F32({12, 40}, 172, 3.0f));
+    v.inputs.emplace("i", Ints<int32_t>(DType::kI32, {8, 30}, 174, kMin32, kMax32, {kMin32, kMax32, -1}));
+    return v;
+  };
+  m["cumsum_f64_u8"] = [] {
+    Vector v;
+    Value d = v.graph.input("d", DType::kF64, {5, 300});
+    Value u = v.graph.input("u", DType::kU8, {8, 30});
+    v.graph.output("f64", cumsum(d, 1));
+    v.graph.output("f64_exclusive_reverse", cumsum(d, 0, true, true));
+    v.graph.output("u8_reverse", cumsum(u, 0, false, true));
+    v.inputs.emplace("d", F64({5, 300}, 173, 1e3));
+    v.inputs.emplace("u", Ints<uint8_t>(DType::kU8, {8, 30}, 175, 0, 255, {255, 200, 0, 7}));
+    return v;
+  };
   return m;
 }
 
