@@ -338,10 +338,14 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     // The sweeper deletes tasks through the task manager, under its record locks.
     TaskManager* tasks = impl->tasks.get();
     ClientDiskLedger* ledger = impl->client_disk.get();
-    impl->sweeper->SetTaskDeleter([tasks, ledger](const std::string& key) {
+    impl->sweeper->SetTaskDeleter([raw, tasks, ledger](const std::string& key) {
       Status deleted = tasks->DeleteUnpinned(key);
-      if (deleted.ok())
+      if (deleted.ok()) {
         ledger->TaskDeleted(ToHex(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(key.data()), key.size())));
+        // A non-member's outputs of the task are no longer fetched on demand (the sweeper
+        // starts after the engine exists; `engine` is not reassigned while it runs).
+        if (auto id = consensus::TaskId::FromKey(key); id.ok() && raw->engine) raw->engine->OnTaskDeleted(*id);
+      }
       return deleted;
     });
   }
@@ -436,7 +440,9 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     impl->service->CorruptServedBlobs([faults](const std::string& sha) { return faults->CorruptsServedBlob(sha); });
   }
   if (impl->engine) {
-    impl->service->SetMissingBlobFetcher([raw](const Hash256& sha) { return raw->engine->FetchOutputOnDemand(sha); });
+    impl->service->SetMissingBlobFetcher([raw](const Hash256& sha, const std::function<Status()>& admit) {
+      return raw->engine->FetchOutputOnDemand(sha, admit);
+    });
   }
 
   grpc::EnableDefaultHealthCheckService(true);
