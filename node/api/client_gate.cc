@@ -70,7 +70,16 @@ Status ReadBudget(const toml::table& entry, const std::string& where, ClientBudg
   return OkStatus();
 }
 
-// gRPC's peer string without the scheme and port: "ipv4:1.2.3.4:5678" -> "1.2.3.4".
+bool EqualInConstantTime(const Hash256& a, const Hash256& b) {
+  uint8_t diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<uint8_t>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+std::string Label(std::string_view id) { return id.starts_with("ip:") ? std::string(kAnonymous) : std::string(id); }
+
+}  // namespace
+
 std::string PeerAddress(std::string_view peer) {
   const size_t scheme = peer.find(':');
   std::string_view rest = scheme == std::string_view::npos ? peer : peer.substr(scheme + 1);
@@ -82,16 +91,6 @@ std::string PeerAddress(std::string_view peer) {
   }
   return std::string(rest.substr(0, 128));
 }
-
-bool EqualInConstantTime(const Hash256& a, const Hash256& b) {
-  uint8_t diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<uint8_t>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
-std::string Label(std::string_view id) { return id.starts_with("ip:") ? std::string(kAnonymous) : std::string(id); }
-
-}  // namespace
 
 StatusOr<std::vector<ClientEntry>> LoadClientKeysFile(const std::string& path, const ClientBudgets& defaults) {
   struct stat st {};

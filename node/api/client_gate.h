@@ -53,6 +53,10 @@ struct ClientEntry {
   ClientBudgets budgets;
 };
 
+// gRPC's peer string without the scheme and port: "ipv4:1.2.3.4:5678" -> "1.2.3.4" (at most 128
+// characters): the remote host, the only handle an unauthenticated caller gives.
+std::string PeerAddress(std::string_view peer);
+
 // Reads and checks the keys file: a TOML file of [[client]] tables (name, key_sha256 and any of
 // the budget keys). FAILED_PRECONDITION when the file is readable or writable by others (it
 // decides who computes on the operator's machine); INVALID_ARGUMENT, naming the entry, for a

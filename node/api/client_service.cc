@@ -407,6 +407,12 @@ grpc::Status PeerFacingClientService::PutBlob(grpc::ServerContext*, grpc::Server
 }
 grpc::Status PeerFacingClientService::GetBlob(grpc::ServerContext* context, const v1::GetBlobRequest* request,
                                               grpc::ServerWriter<v1::BlobChunk>* writer) {
+  StreamBudget::Slot slot;  // held until the stream ends
+  if (streams_ != nullptr) {
+    auto opened = streams_->Open(PeerAddress(context->peer()));
+    if (!opened.ok()) return Count(client_->metrics_, "GetBlob", ToGrpcStatus(opened.status()));
+    slot = std::move(opened).value();
+  }
   return Count(client_->metrics_, "GetBlob", client_->GetBlobImpl(context, request, writer, /*who=*/nullptr));
 }
 grpc::Status PeerFacingClientService::SubmitTask(grpc::ServerContext*, const v1::SubmitTaskRequest*,

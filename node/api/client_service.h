@@ -10,6 +10,7 @@
 
 #include "consensor/v1/node.grpc.pb.h"
 #include "node/api/client_gate.h"
+#include "node/api/stream_budget.h"
 #include "node/engine/task_manager.h"
 #include "node/storage/disk_budget.h"
 #include "node/storage/store.h"
@@ -99,7 +100,9 @@ class ClientService final : public v1::Client::Service {
 // client cannot take the peers' threads with long-lived streams.
 class PeerFacingClientService final : public v1::Client::Service {
  public:
-  explicit PeerFacingClientService(ClientService* client) : client_(client) {}
+  // `streams` bounds each remote host's concurrent GetBlob streams (null: no bound).
+  explicit PeerFacingClientService(ClientService* client, StreamBudget* streams = nullptr)
+      : client_(client), streams_(streams) {}
 
   grpc::Status PutBlob(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
                        v1::PutBlobResponse* response) override;
@@ -117,6 +120,7 @@ class PeerFacingClientService final : public v1::Client::Service {
 
  private:
   ClientService* client_;
+  StreamBudget* streams_;
 };
 
 }  // namespace consensor::node

@@ -130,6 +130,7 @@ struct Node::Impl {
   std::unique_ptr<ClientService> service;
   std::unique_ptr<grpc::Server> server;
   // With p2p.listen: the peers' own server (gossip and the calls peers make), own thread quota.
+  std::unique_ptr<StreamBudget> peer_streams;  // before peer_facing, which uses it
   std::unique_ptr<PeerFacingClientService> peer_facing;
   std::unique_ptr<grpc::Server> peer_server;
   int peer_port = 0;
@@ -469,7 +470,8 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   if (own_peer_server) {
     // Clients holding every stream of the client server (watches, slow uploads) must not
     // silence gossip: peers get a listener and a thread quota of their own.
-    impl->peer_facing = std::make_unique<PeerFacingClientService>(impl->service.get());
+    impl->peer_streams = std::make_unique<StreamBudget>(config.p2p_max_blob_streams_per_host, &impl->registry);
+    impl->peer_facing = std::make_unique<PeerFacingClientService>(impl->service.get(), impl->peer_streams.get());
     grpc::ServerBuilder peer_builder;
     peer_builder.AddListeningPort(config.p2p_listen, grpc::InsecureServerCredentials(), &impl->peer_port);
     peer_builder.RegisterService(impl->gossip->service());

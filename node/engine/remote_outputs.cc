@@ -137,9 +137,9 @@ Status RemoteOutputs::Fetch(const Hash256& blob, const std::function<Status()>& 
       refused_backoff_->Increment();
       const auto wait = std::chrono::ceil<std::chrono::milliseconds>(e.retry_at - now);
       return Unavailable("output " + blob_hex + " of task " + e.task.Hex() + ": " + std::to_string(e.failures) +
-                         " fetch" + (e.failures == 1 ? "" : "es") + " from its holders failed (last: " +
-                         e.last_failure + "); this node tries again after " + UtcAfter(wait) + " (in " +
-                         std::to_string((wait.count() + 999) / 1000) + " s)");
+                         " fetch" + (e.failures == 1 ? "" : "es") +
+                         " from its holders failed (last: " + e.last_failure + "); this node tries again after " +
+                         UtcAfter(wait) + " (in " + std::to_string((wait.count() + 999) / 1000) + " s)");
     }
     if (flights_.size() >= limits_.max_fetches_in_flight) {
       refused_busy_->Increment();

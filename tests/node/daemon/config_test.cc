@@ -430,6 +430,7 @@ TEST(ConfigTest, FinalizeRangeChecks) {
       {[](NodeConfig* c) { c->storage_sweep_interval = std::chrono::milliseconds(10); }, "storage.sweep_interval_ms"},
       {[](NodeConfig* c) { c->consensus.seat_poll_interval = std::chrono::milliseconds(-1); }, "chain.seat_poll_ms"},
       {[](NodeConfig* c) { c->consensus.seat_poll_interval = std::chrono::milliseconds(60001); }, "chain.seat_poll_ms"},
+      {[](NodeConfig* c) { c->p2p_max_blob_streams_per_host = 0; }, "p2p.max_blob_streams_per_host"},
       {[](NodeConfig* c) { c->consensus.remote_outputs.max_entries = 0; }, "outputs.max_remote_entries"},
       {[](NodeConfig* c) { c->consensus.remote_outputs.max_bytes = 100; }, "outputs.max_remote_bytes"},
       {[](NodeConfig* c) { c->consensus.remote_outputs.max_fetches_in_flight = 0; }, "outputs.max_fetches_in_flight"},

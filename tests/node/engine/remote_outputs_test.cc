@@ -110,7 +110,8 @@ TEST_F(RemoteOutputsTest, ConcurrentRequestsShareOneFetch) {
   std::vector<std::thread> clients;
   clients.emplace_back([&] { results[0] = outputs.Fetch(Blob(1), admit, fetch); });
   while (fetches.load() == 0) std::this_thread::sleep_for(1ms);
-  for (int i = 1; i < kClients; ++i) clients.emplace_back([&, i] { results[i] = outputs.Fetch(Blob(1), admit, fetch); });
+  for (int i = 1; i < kClients; ++i)
+    clients.emplace_back([&, i] { results[i] = outputs.Fetch(Blob(1), admit, fetch); });
   while (Metric("consensor_output_fetches_coalesced_total") < kClients - 1) std::this_thread::sleep_for(1ms);
   EXPECT_EQ(metrics_.AddGauge("consensor_output_fetches_in_flight", "")->Value(), 1);
   {
@@ -208,7 +209,8 @@ TEST_F(RemoteOutputsTest, InFlightCapAndAdmissionRefuseWithoutDialing) {
   leader.join();
   EXPECT_TRUE(first.ok()) << first.ToString();
   // The caller's budget refuses: nobody is dialed, and the blob is not put into backoff.
-  Status refused = outputs.Fetch(Blob(2), [] { return ResourceExhausted("over output_fetches_per_minute"); }, fetch);
+  Status refused = outputs.Fetch(
+      Blob(2), [] { return ResourceExhausted("over output_fetches_per_minute"); }, fetch);
   EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(fetches.load(), 1);
   EXPECT_TRUE(outputs.Fetch(Blob(2), {}, fetch).ok());
