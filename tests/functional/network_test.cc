@@ -323,6 +323,7 @@ TEST_F(NetworkHonestTest, NonMemberFetchesNoBlobAndServesTheResultOnDemand) {
   EXPECT_EQ(Counters(*outsider), before) << outsider->name();
 
   // A client asks it for the outputs (as `consensor result` does): fetched, checked, served.
+  const double started_before = outsider->Metric("consensor_output_fetches_started_total");
   auto t = outsider->GetTask(task->id);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   for (const auto& out : t->result().outputs()) {
@@ -336,6 +337,15 @@ TEST_F(NetworkHonestTest, NonMemberFetchesNoBlobAndServesTheResultOnDemand) {
   EXPECT_EQ(outsider->Metric("consensor_outputs_fetched_on_demand_total") - before[2],
             static_cast<double>(task->outputs.size()));
   EXPECT_EQ(outsider->Metric("consensor_outputs_refused_total"), 0);
+  // One fetch per output; each fetched output leaves the record of outputs left with the holders.
+  EXPECT_EQ(outsider->Metric("consensor_output_fetches_started_total") - started_before,
+            static_cast<double>(task->outputs.size()));
+  EXPECT_EQ(outsider->Metric("consensor_output_fetches_in_flight"), 0);
+  auto again = outsider->client().GetBlob(t->result().outputs(0).blob_sha256(), 1 << 20);
+  EXPECT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(outsider->Metric("consensor_output_fetches_started_total") - started_before,
+            static_cast<double>(task->outputs.size()))
+      << "a stored output is served without another fetch";
 }
 
 // Issue 16, hole 4, with real processes: a deposit of far more than all honest stake, made

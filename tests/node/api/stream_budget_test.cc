@@ -56,8 +56,8 @@ TEST(StreamBudgetTest, HostHoldingBlobStreamsOnThePeerPortIsRefusedPastItsBudget
   builder.RegisterService(&peer_facing);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   ASSERT_NE(server, nullptr);
-  auto stub = v1::Client::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  auto stub =
+      v1::Client::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
 
   struct Stream {
     grpc::ClientContext context;
