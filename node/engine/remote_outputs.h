@@ -43,7 +43,7 @@ class RemoteOutputs {
   using Fetcher = std::function<Status(const consensus::TaskId& task, const Hash256& blob)>;
 
   // What one entry costs against max_bytes besides its failure text: the blob hash and task id
-  // in two map nodes and the age index.
+  // in the three indexes (by blob, by age, by task), with their map nodes.
   static constexpr int64_t kEntryBytes = 256;
 
   RemoteOutputs(RemoteOutputLimits limits, MetricsRegistry* metrics, Clock now);
@@ -51,7 +51,7 @@ class RemoteOutputs {
   // Records outputs of `task` left with their holders. Older entries are dropped to stay within
   // the bounds (a dropped output answers NOT_FOUND here; the holders still serve it).
   void Add(const consensus::TaskId& task, const std::vector<Hash256>& blobs);
-  // Retention deleted the task, or its result record was not stored: its entries go.
+  // Retention deleted the task: its entries go.
   void RemoveTask(const consensus::TaskId& task);
   // Undoes Add for these blobs if they still name `task`.
   void Remove(const consensus::TaskId& task, const std::vector<Hash256>& blobs);
