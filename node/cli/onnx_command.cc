@@ -25,6 +25,7 @@
 #include "executor/serialize.h"
 #include "executor/validate.h"
 #include "kernels/backend_factory.h"
+#include "kernels/half.h"
 #include "node/cli/cli_args.h"
 #include "node/cli/model_file.h"
 
@@ -60,7 +61,8 @@ Runs ONNX backend test cases: each DIR is a test (a folder with model.onnx and
 test_data_set_*/{input,output}_*.pb) or a folder of tests, such as Debian's
 /usr/share/libonnx-testdata/data/node. Every test is imported, run, and compared with its
 expected outputs: floats within |got - want| <= atol + rtol * |want| (defaults: rtol 1e-3,
-atol 1e-7, as the ONNX backend tests), NaN where NaN is expected; integers and bools exactly.
+atol 1e-7, as the ONNX backend tests; f16 and bf16 at least one step of their format, rtol
+2^-10 and 2^-7), NaN where NaN is expected; integers and bools exactly.
 A test is PASS, FAIL, UNSUPPORTED (an op, dtype or attribute Consensor does not import; the
 reason is printed) or NODATA (no test data sets). Exits 1 when any test fails, or when
 --expect FILE is given and a test's outcome differs from the file's (the file lists every
@@ -220,6 +222,22 @@ std::string Compare(const Tensor& got, const Tensor& want, const TestSettings& s
   }
   if (got.dtype() == DType::kF64) {
     return CompareFloats(got.data_as<double>(), want.data_as<double>(), got.num_elements(), s);
+  }
+  if (IsHalfDType(got.dtype())) {
+    // Compared in f32, allowing one step of the 16-bit format: the reference may compute in
+    // f16/bf16 itself, where Consensor computes in f32 and rounds once (DETERMINISM.md 1.3).
+    const bool f16 = got.dtype() == DType::kF16;
+    const int64_t n = got.num_elements();
+    std::vector<float> g(static_cast<size_t>(n)), w(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t gb = got.data_as<uint16_t>()[i], wb = want.data_as<uint16_t>()[i];
+      g[i] = f16 ? half::F16ToF32(gb) : half::BF16ToF32(gb);
+      w[i] = f16 ? half::F16ToF32(wb) : half::BF16ToF32(wb);
+    }
+    TestSettings loose = s;
+    loose.rtol = std::max(s.rtol, f16 ? 0x1p-10 : 0x1p-7);
+    loose.atol = std::max(s.atol, f16 ? 0x1p-24 : 0x1p-133);
+    return CompareFloats(g.data(), w.data(), n, loose);
   }
   if (std::memcmp(got.data(), want.data(), static_cast<size_t>(got.byte_size())) == 0) return "";
   for (int64_t i = 0; i < got.byte_size(); ++i) {
