@@ -45,8 +45,8 @@ CNSR_HD uint16_t F32ToF16(float x) {
   const uint32_t mag = u & 0x7FFFFFFFu;
   if (mag > 0x7F800000u) return kCanonicalNaNF16;
   if (mag >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // 65520 and up, inf included
-  if (mag < 0x38800000u) {                                              // below 2^-14
-    if (mag <= 0x33000000u) return static_cast<uint16_t>(sign);         // <= 2^-25: ties to +-0
+  if (mag < 0x38800000u) {                                               // below 2^-14
+    if (mag <= 0x33000000u) return static_cast<uint16_t>(sign);          // <= 2^-25: ties to +-0
     const uint32_t significand = (mag & 0x7FFFFFu) | 0x800000u;
     const uint32_t shift = 126u - (mag >> 23);  // 14..24: value * 2^24 = significand >> shift
     uint32_t m = significand >> shift;

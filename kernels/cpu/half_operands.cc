@@ -63,7 +63,8 @@ Status CheckHalfOperands(const KernelCall& call, const std::string& op_name) {
       }
     }
   }
-  if (call.op == Op::kCast && (call.params == nullptr || call.num_outputs != 1 || call.out().dtype != call.params->to)) {
+  if (call.op == Op::kCast &&
+      (call.params == nullptr || call.num_outputs != 1 || call.out().dtype != call.params->to)) {
     return InvalidArgument(op_name + ": the output dtype must be the cast's target dtype");
   }
   return OkStatus();

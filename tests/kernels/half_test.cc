@@ -20,9 +20,7 @@ using namespace test_util;
 
 float Widen(DType t, uint16_t h) { return t == DType::kF16 ? half::F16ToF32(h) : half::BF16ToF32(h); }
 uint16_t Narrow(DType t, float x) { return t == DType::kF16 ? half::F32ToF16(x) : half::F32ToBF16(x); }
-bool IsNaN16(DType t, uint16_t h) {
-  return t == DType::kF16 ? (h & 0x7FFFu) > 0x7C00u : (h & 0x7FFFu) > 0x7F80u;
-}
+bool IsNaN16(DType t, uint16_t h) { return t == DType::kF16 ? (h & 0x7FFFu) > 0x7C00u : (h & 0x7FFFu) > 0x7F80u; }
 
 // binary16 value from its fields, in double (exact), written from the format's definition.
 double F16Value(uint16_t h) {
@@ -170,7 +168,7 @@ TEST(HalfConversion, F32ToF16IsRoundToNearestEven) {
   EXPECT_EQ(half::F32ToF16(std::ldexp(1.0f, -25)), 0x0000u);  // tie between 0 and 2^-24
   EXPECT_EQ(half::F32ToF16(-std::ldexp(1.0f, -25)), 0x8000u);
   EXPECT_EQ(half::F32ToF16(std::ldexp(1.5f, -25)), 0x0001u);
-  EXPECT_EQ(half::F32ToF16(std::ldexp(3.0f, -25)), 0x0002u);  // 1.5 * 2^-24: tie to even 2
+  EXPECT_EQ(half::F32ToF16(std::ldexp(3.0f, -25)), 0x0002u);     // 1.5 * 2^-24: tie to even 2
   EXPECT_EQ(half::F32ToF16(std::ldexp(2047.0f, -25)), 0x0400u);  // carries into the smallest normal
   EXPECT_EQ(half::F32ToF16(FromBits(0xFFC12345u)), 0x7E00u);
 }
@@ -204,7 +202,8 @@ TEST(HalfOps, ElementwiseFollowTheF32Rule) {
     for (Op op : {Op::kAdd, Op::kSub, Op::kMul, Op::kDiv, Op::kMax, Op::kMin, Op::kPow, Op::kFmod}) {
       ExpectF32Rule(op, {a, b}, t, {n});
     }
-    for (Op op : {Op::kLess, Op::kEqual, Op::kNotEqual, Op::kGreaterEqual}) ExpectF32Rule(op, {a, b}, DType::kBool, {n});
+    for (Op op : {Op::kLess, Op::kEqual, Op::kNotEqual, Op::kGreaterEqual})
+      ExpectF32Rule(op, {a, b}, DType::kBool, {n});
     for (Op op : {Op::kNeg, Op::kAbs, Op::kRelu, Op::kExp, Op::kLog, Op::kSqrt, Op::kTanh, Op::kSigmoid, Op::kErf,
                   Op::kGeluErf, Op::kSin, Op::kFloor, Op::kRound, Op::kAtan}) {
       ExpectF32Rule(op, {a}, t, {n});
