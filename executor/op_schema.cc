@@ -104,7 +104,12 @@ enum DTypeMask : uint16_t {
   kMaskU32 = 1 << 8,
   kMaskU64 = 1 << 9,
   kMaskF64 = 1 << 10,
+  kMaskF16 = 1 << 11,
+  kMaskBF16 = 1 << 12,
   kMaskFloat = kMaskF32 | kMaskF64,
+  // f16 and bf16 are accepted wherever f32 is: they compute through the f32 rule (DETERMINISM.md
+  // 1.3), so the table rows name only f32 (see WithHalf).
+  kMaskHalf = kMaskF16 | kMaskBF16,
   // argmax and top_k order their keys as i64, so not u64; the other 8-to-32-bit types are
   // not wired into them (yet).
   kMaskOrdered = kMaskF32 | kMaskI8 | kMaskI32 | kMaskI64,
@@ -126,15 +131,20 @@ uint16_t MaskOf(DType t) {
     case DType::kU32: return kMaskU32;
     case DType::kU64: return kMaskU64;
     case DType::kF64: return kMaskF64;
+    case DType::kF16: return kMaskF16;
+    case DType::kBF16: return kMaskBF16;
     default: return kMaskNone;
   }
 }
 
+uint16_t WithHalf(uint16_t mask) { return (mask & kMaskF32) ? static_cast<uint16_t>(mask | kMaskHalf) : mask; }
+
 // "f32, i8, i32 or i64"
 std::string MaskStr(uint16_t mask) {
+  mask = WithHalf(mask);
   std::vector<std::string_view> names;
   for (DType t : {DType::kF32, DType::kI8, DType::kI32, DType::kI64, DType::kU8, DType::kI16, DType::kU16, DType::kU32,
-                  DType::kU64, DType::kF64, DType::kBool}) {
+                  DType::kU64, DType::kF64, DType::kF16, DType::kBF16, DType::kBool}) {
     if (mask & MaskOf(t)) names.push_back(DTypeName(t));
   }
   std::string s;
@@ -164,7 +174,7 @@ struct Spec {
 };
 
 Status CheckDType(const Spec& s, std::string_view role, const TypeInfo& t, uint16_t allowed) {
-  if (MaskOf(t.dtype) & allowed) return OkStatus();
+  if (MaskOf(t.dtype) & WithHalf(allowed)) return OkStatus();
   return s.Error(StrCat(role, " has dtype ", DTypeName(t.dtype), "; expected ", MaskStr(allowed)));
 }
 

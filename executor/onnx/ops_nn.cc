@@ -325,8 +325,8 @@ Status Conv(NodeContext& ctx) {
   RETURN_IF_ERROR(ctx.CheckAttributes({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
   ASSIGN_OR_RETURN(ValueId w, ctx.RequiredInput(1));
-  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
-  RETURN_IF_ERROR(RequireF32(ctx, w, "input W"));
+  RETURN_IF_ERROR(RequireF32OrHalf(ctx, x, "input X"));
+  RETURN_IF_ERROR(RequireF32OrHalf(ctx, w, "input W"));
   const Shape xs = ctx.type(x).shape;
   const Shape ws = ctx.type(w).shape;
   if (xs.size() != ws.size() || xs.size() < 3) return ctx.Invalid("X and W must have the same rank, at least 3");
@@ -559,7 +559,7 @@ Status Pool(NodeContext& ctx, bool is_max) {
   if (byte_max) {
     ASSIGN_OR_RETURN(x, ctx.Emit("cast", {x}, {{"to", DType::kF32}}));
   } else {
-    RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+    RETURN_IF_ERROR(RequireF32OrHalf(ctx, x, "input X"));
   }
   const ValueId x_in = x;
   const Shape xs = ctx.type(x).shape;
@@ -625,7 +625,7 @@ Status Pool(NodeContext& ctx, bool is_max) {
 Status GlobalPool(NodeContext& ctx, std::string_view reduce_op) {
   RETURN_IF_ERROR(ctx.CheckAttributes({}));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
-  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+  RETURN_IF_ERROR(RequireF32OrHalf(ctx, x, "input X"));
   const int64_t rank = Rank(ctx, x);
   if (rank < 3) return ctx.Invalid("X must have rank 3 or more");
   Ints axes(static_cast<size_t>(rank - 2));
@@ -1012,7 +1012,7 @@ Status LayerNormalization(NodeContext& ctx) {
   ASSIGN_OR_RETURN(float epsilon, ctx.AttrFloat("epsilon", 1e-5f));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
   ASSIGN_OR_RETURN(ValueId scale, ctx.RequiredInput(1));
-  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+  RETURN_IF_ERROR(RequireF32OrHalf(ctx, x, "input X"));
   const Shape xs = ctx.type(x).shape;
   ASSIGN_OR_RETURN(int64_t axis_attr, ctx.AttrInt("axis", -1));
   ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, axis_attr, static_cast<int64_t>(xs.size()), "axis"));
