@@ -34,9 +34,45 @@ constexpr uint32_t kCanonicalNaN = 0x7FC00000u;
 // directly: their per-group GEMMs are too small to pay for im2col and packing.
 constexpr int64_t kDirectMaxChannelsPerGroup = 8;
 
+// Im2Col when both strides are 1 and output rows are as wide as input rows (OW == W, e.g. 1xK
+// with "same" padding, Kx1, 3x3 "same"): then COL row k is the channel's plane shifted by one
+// flat offset, (kh*dh - pt)*W + kw*dw - pl, except at the positions whose input row or column lies
+// in the padding. One copy per row of COL, then those positions are set to +0.0 (what the general
+// walk writes there), instead of a copy and a division per output row.
+void Im2ColShifted(const ConvGeom& g, const float* x, int64_t n, int64_t gi, int64_t p0, int64_t ptc, int64_t k0,
+                   int64_t k1, float* col) {
+  const int64_t khw = g.KH * g.KW, plane = g.H * g.W, p1 = p0 + ptc;
+  for (int64_t k = k0; k < k1; ++k) {
+    const int64_t c = k / khw, r = k % khw, kh = r / g.KW, kw = r % g.KW;
+    const float* xc = x + ((n * g.C) + gi * g.Cg + c) * plane;
+    float* dst = col + (k - k0) * ptc - p0;  // dst[p] for p in [p0, p1)
+    const int64_t row_off = kh * g.dh - g.pt, col_off = kw * g.dw - g.pl;
+    const int64_t shift = row_off * g.W + col_off;
+    // Positions whose flat source index lies outside the plane are padding on either count.
+    const int64_t lo = std::clamp<int64_t>(-shift, p0, p1), hi = std::clamp<int64_t>(plane - shift, lo, p1);
+    std::fill(dst + p0, dst + lo, 0.0f);
+    if (hi > lo) std::memcpy(dst + lo, xc + lo + shift, sizeof(float) * (hi - lo));
+    std::fill(dst + hi, dst + p1, 0.0f);
+    // Valid output columns [jb, je) and rows [ob, oe) of this (kh, kw).
+    const int64_t jb = std::clamp<int64_t>(-col_off, 0, g.OW), je = std::clamp<int64_t>(g.W - col_off, jb, g.OW);
+    const int64_t ob = std::clamp<int64_t>(-row_off, 0, g.OH), oe = std::clamp<int64_t>(g.H - row_off, ob, g.OH);
+    const bool all_columns = jb == 0 && je == g.OW;
+    for (int64_t oh = p0 / g.OW; oh * g.OW < p1; ++oh) {
+      const int64_t rb = std::max(p0, oh * g.OW), re = std::min(p1, (oh + 1) * g.OW);
+      if (oh < ob || oh >= oe) {
+        std::fill(dst + rb, dst + re, 0.0f);
+      } else if (!all_columns) {
+        std::fill(dst + rb, dst + std::max(rb, std::min(re, oh * g.OW + jb)), 0.0f);
+        std::fill(dst + std::min(re, std::max(rb, oh * g.OW + je)), dst + re, 0.0f);
+      }
+    }
+  }
+}
+
 // COL[k - k0, j] for k in [k0, k1) and output positions p0 + j, j < ptc, of image n, group gi.
 void Im2Col(const ConvGeom& g, const float* x, int64_t n, int64_t gi, int64_t p0, int64_t ptc, int64_t k0, int64_t k1,
             float* col) {
+  if (g.sh == 1 && g.sw == 1 && g.OW == g.W) return Im2ColShifted(g, x, n, gi, p0, ptc, k0, k1, col);
   const int64_t khw = g.KH * g.KW;
   for (int64_t k = k0; k < k1; ++k) {
     const int64_t c = k / khw, r = k % khw, kh = r / g.KW, kw = r % g.KW;

@@ -166,6 +166,13 @@ const std::vector<Conv>& Cases() {
     add({1, 2, 3, 21, 2, 1, 3, 1, 1, 0, 0, 0, 2, 1, 1, 2, true});
     add({1, 3, 4, 12, 3, 3, 3, 1, 1, 1, 9, 1, 1, 1, 1, 3, false});
     add({1, 3, 3, 110, 3, 1, 7, 1, 1, 0, 0, 0, 0, 1, 3, 3, true});  // 1x7 dilated, no padding
+    // Stride 1 with OW == W: im2col copies each COL row as one shifted plane, then zeroes the
+    // padding positions (the openWakeWord embedding model's 1x3 "same" and 3x1 convolutions).
+    add({1, 6, 9, 8, 7, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1, true});   // 1x3, pads (0, 1)
+    add({1, 6, 9, 4, 8, 3, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false});  // 3x1, no padding
+    add({1, 3, 7, 5, 4, 3, 3, 1, 1, 2, 2, 0, 2, 2, 2, 1, true});   // dilated 3x3, rows and columns padded
+    add({1, 2, 5, 6, 3, 2, 4, 1, 1, 1, 3, 2, 0, 3, 1, 1, true});   // asymmetric pads, windows off the plane
+    add({1, 2, 3, 2, 3, 5, 1, 1, 1, 4, 0, 4, 0, 1, 1, 1, false});  // rows entirely in padding
     return v;
   }();
   return cases;
@@ -236,6 +243,8 @@ TEST(Conv2D, ColumnTilingDoesNotChangeBits) {
     Check({1, 3, 17, 19, 5, 3, 3, 1, 2, 1, 0, 2, 1, 1, 1, 1, true}, 7);
     Check({2, 4, 11, 13, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2, 1, 2, false}, 8);
     Check({1, 5, 8, 40, 6, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 1, true}, 9);
+    Check({1, 4, 9, 7, 5, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1, true}, 10);  // OW == W: tiles split rows
+    Check({1, 4, 9, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false}, 11);
   }
   cpu::SetConvScratchBudgetForTesting(0);
 }
