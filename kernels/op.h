@@ -164,6 +164,16 @@ struct Epilogue {
 // The f32 -> f32 elementwise ops an epilogue may hold.
 bool EpilogueOpAllowed(Op op, int num_operands);
 
+// A backend's own copy of a call's constant operand, in the layout its kernel reads (the CPU
+// GEMM's packed weight panels), made once when a program is loaded (Backend::PrepareConstant)
+// and passed back with every call of that instruction. Holds copies of the same values: using
+// it changes no bit.
+class PreparedOperand {
+ public:
+  virtual ~PreparedOperand() = default;
+  virtual int64_t bytes() const = 0;  // memory it holds
+};
+
 struct KernelCall {
   Op op = Op::kNumOps;
   const OpParams* params = nullptr;
@@ -173,6 +183,8 @@ struct KernelCall {
   int num_outputs = 0;
   // Null for a plain call. Only backends whose SupportsEpilogue() accepts the call get one.
   const Epilogue* epilogue = nullptr;
+  // Null, or what this backend's PrepareConstant returned for this call's constant operand.
+  const PreparedOperand* prepared = nullptr;
 
   const TensorView& in(int i) const { return inputs[i]; }
   TensorView& out(int i = 0) const { return outputs[i]; }

@@ -41,6 +41,11 @@ bool CpuBackend::SupportsEpilogue(const KernelCall& call) const {
 
 StatusOr<std::unique_ptr<Arena>> CpuBackend::AllocateArena(int64_t bytes) { return AllocateHostArena(bytes); }
 
+StatusOr<std::unique_ptr<PreparedOperand>> CpuBackend::PrepareConstant(const KernelCall& call, int input) {
+  if (call.op == Op::kConv2D && input == 1) return cpu::PrepareConvWeights(call, ctx_);
+  return std::unique_ptr<PreparedOperand>();
+}
+
 Status CpuBackend::Run(const KernelCall& call) {
   // The caller's thread computes too; pin its float environment as the pool's threads are.
   SetDeterministicFloatEnvironment();
