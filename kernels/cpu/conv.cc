@@ -172,6 +172,10 @@ void SetConvScratchBudgetForTesting(int64_t bytes) {
 }
 
 StatusOr<std::unique_ptr<PreparedOperand>> PrepareConvWeights(const KernelCall& call, const CpuContext& ctx) {
+  // f16/bf16 weights are widened per call (half_operands.cc) and take no packed copy.
+  if (call.num_inputs < 2 || call.in(0).dtype != DType::kF32 || call.in(1).dtype != DType::kF32) {
+    return std::unique_ptr<PreparedOperand>();
+  }
   ASSIGN_OR_RETURN(const ConvGeom g, ValidateConv(call));
   if (ctx.isa != Isa::kAvx2 || !CpuHasAvx2Fma() || UsesDirectKernel(g) || g.F == 0 || g.Kc == 0) {
     return std::unique_ptr<PreparedOperand>();

@@ -143,6 +143,7 @@ Status RunThroughF32(const KernelCall& call, const CpuContext& ctx, FamilyRunner
   KernelCall f32_call = call;
   f32_call.inputs = inputs.data();
   f32_call.outputs = outputs.data();
+  f32_call.prepared = nullptr;  // a backend's prepared copy was made for the 16-bit operand, if any
   if (call.op == Op::kCast && call.params != nullptr && IsHalfDType(call.params->to)) {
     params = *call.params;
     params.to = DType::kF32;  // cast to f32, then round once to the 16-bit type below
