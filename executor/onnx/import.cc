@@ -187,10 +187,9 @@ StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& p, const Limits& limits
 const std::map<std::string, ConvertFn>& ConverterTable() {
   static const auto* table = [] {
     auto* t = new std::map<std::string, ConvertFn>;
-    for (const auto* family :
-         {&ElementwiseConverters(), &NnConverters(), &TensorConverters(), &ResizeConverters(), &LossConverters(),
-          &ScatterConverters(), &RecurrentConverters(), &QuantConverters(), &SampleConverters(), &LinalgConverters(),
-          &EinsumConverters()}) {
+    for (const auto* family : {&ElementwiseConverters(), &NnConverters(), &TensorConverters(), &ResizeConverters(),
+                               &LossConverters(), &ScatterConverters(), &RecurrentConverters(), &QuantConverters(),
+                               &SampleConverters(), &LinalgConverters(), &EinsumConverters()}) {
       for (const OpConverter& c : *family) t->emplace(std::string(c.op_type), c.convert);
     }
     return t;
