@@ -828,24 +828,35 @@ Status Importer::ImportLoop(const onnx::NodeProto& node, const std::string& labe
   return OkStatus();
 }
 
-// Scan (opset 9+): the scan inputs are sliced along their axes, the body runs once per slice
-// with the state threaded through, and each scan output's slices are stacked along its axis.
+// Scan: the scan inputs are sliced along their axes, the body runs once per slice with the
+// state threaded through, and each scan output's slices are stacked along its axis. Opset 8's
+// Scan has a leading batch axis on every input and output: each batch element is scanned on
+// its own, in order, and the results are stacked along axis 0.
 Status Importer::ImportScan(const onnx::NodeProto& node, const std::string& label) {
   const std::string where = "node '" + label + "' (Scan)";
   const std::string refused = "unsupported op Scan in " + where + ": ";
-  if (opset_ < 9) return Unimplemented(refused + "Scan before opset 9 (batched, with sequence_lens)");
-  std::vector<ValueId> inputs;
+  const bool batched = opset_ < 9;
+  const int first = batched ? 1 : 0;  // opset 8: input 0 is the optional sequence_lens
+  std::vector<ValueId> all_inputs(static_cast<size_t>(node.input_size()), -1);
   for (int i = 0; i < node.input_size(); ++i) {
-    if (node.input(i).empty()) return InvalidArgument(where + ": input " + std::to_string(i) + " is empty");
-    ASSIGN_OR_RETURN(ValueId v, ResolveInput(node, i, where));
-    inputs.push_back(v);
+    if (node.input(i).empty()) {
+      if (i < first) continue;
+      return InvalidArgument(where + ": input " + std::to_string(i) + " is empty");
+    }
+    ASSIGN_OR_RETURN(all_inputs[i], ResolveInput(node, i, where));
   }
-  NodeContext ctx(*this, node, inputs, opset_);
-  RETURN_IF_ERROR(ctx.CheckAttributes({"body", "num_scan_inputs", "scan_input_axes", "scan_input_directions",
-                                       "scan_output_axes", "scan_output_directions"}));
+  NodeContext ctx(*this, node, all_inputs, opset_);
+  if (batched) {
+    RETURN_IF_ERROR(ctx.CheckAttributes({"body", "num_scan_inputs", "directions"}));
+  } else {
+    RETURN_IF_ERROR(ctx.CheckAttributes({"body", "num_scan_inputs", "scan_input_axes", "scan_input_directions",
+                                         "scan_output_axes", "scan_output_directions"}));
+  }
+  if (node.input_size() <= first) return ctx.Invalid("needs at least one scan input");
+  const std::vector<ValueId> inputs(all_inputs.begin() + first, all_inputs.end());
   if (!ctx.has_attr("num_scan_inputs")) return ctx.Invalid("attribute 'num_scan_inputs' is required");
   ASSIGN_OR_RETURN(int64_t scan_inputs, ctx.AttrInt("num_scan_inputs", 0));
-  const int64_t n_inputs = node.input_size();
+  const int64_t n_inputs = static_cast<int64_t>(inputs.size());
   if (scan_inputs < 1 || scan_inputs > n_inputs) {
     return ctx.Invalid("num_scan_inputs " + std::to_string(scan_inputs) + " must be in [1, " +
                        std::to_string(n_inputs) + "]");
@@ -856,16 +867,17 @@ Status Importer::ImportScan(const onnx::NodeProto& node, const std::string& labe
     return ctx.Invalid("has " + std::to_string(node.output_size()) + " outputs for " + std::to_string(states) +
                        " state values");
   }
+  // Opset 8 scans axis 1 of each batch element's [B, T, ...] input, i.e. axis 0 of its slice.
   ASSIGN_OR_RETURN(std::vector<int64_t> in_axes, ctx.AttrInts("scan_input_axes", std::vector<int64_t>(scan_inputs, 0)));
-  ASSIGN_OR_RETURN(std::vector<int64_t> in_dirs,
-                   ctx.AttrInts("scan_input_directions", std::vector<int64_t>(scan_inputs, 0)));
+  ASSIGN_OR_RETURN(std::vector<int64_t> in_dirs, ctx.AttrInts(batched ? "directions" : "scan_input_directions",
+                                                              std::vector<int64_t>(scan_inputs, 0)));
   ASSIGN_OR_RETURN(std::vector<int64_t> out_axes, ctx.AttrInts("scan_output_axes", std::vector<int64_t>(scans, 0)));
   ASSIGN_OR_RETURN(std::vector<int64_t> out_dirs,
                    ctx.AttrInts("scan_output_directions", std::vector<int64_t>(scans, 0)));
   if (static_cast<int64_t>(in_axes.size()) != scan_inputs || static_cast<int64_t>(in_dirs.size()) != scan_inputs ||
       static_cast<int64_t>(out_axes.size()) != scans || static_cast<int64_t>(out_dirs.size()) != scans) {
     return ctx.Invalid(
-        "scan_input_axes and scan_input_directions need one value per scan input, scan_output_axes "
+        "scan_input_axes and the input directions need one value per scan input, scan_output_axes "
         "and scan_output_directions one per scan output");
   }
   for (int64_t d : in_dirs) {
@@ -874,11 +886,22 @@ Status Importer::ImportScan(const onnx::NodeProto& node, const std::string& labe
   for (int64_t d : out_dirs) {
     if (d != 0 && d != 1) return ctx.Invalid("a scan direction must be 0 or 1");
   }
+  int64_t batch = 1;
+  if (batched) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Shape& shape = type(inputs[i]).shape;
+      if (i == 0 && !shape.empty()) batch = shape[0];
+      if (shape.empty() || shape[0] != batch) {
+        return ctx.Invalid("every input must have the same batch size in dim 0, got " + ShapeToString(shape));
+      }
+    }
+  }
   int64_t length = -1;
   for (int64_t j = 0; j < scan_inputs; ++j) {
-    const Shape& shape = type(inputs[states + j]).shape;
+    Shape shape = type(inputs[states + j]).shape;
+    if (batched) shape.erase(shape.begin());
     const int64_t rank = static_cast<int64_t>(shape.size());
-    if (rank == 0) return ctx.Invalid("scan input " + std::to_string(j) + " is a scalar");
+    if (rank == 0) return ctx.Invalid("scan input " + std::to_string(j) + " has no axis to scan");
     ASSIGN_OR_RETURN(in_axes[j], NormalizeAxis(ctx, in_axes[j], rank, "scan input axis"));
     const int64_t len = shape[in_axes[j]];
     if (length >= 0 && len != length) {
@@ -886,56 +909,89 @@ Status Importer::ImportScan(const onnx::NodeProto& node, const std::string& labe
     }
     length = len;
   }
-  if (length > kMaxUnrolledIterations) {
-    return Unimplemented(refused + "its scan length " + std::to_string(length) + " is over the unrolling cap of " +
-                         std::to_string(kMaxUnrolledIterations) + " iterations");
+  if (batched && ctx.has_input(0)) {
+    // Every batch element must be scanned to the full length: shorter sequences would need
+    // ONNX's padding of the outputs, which is not lowered.
+    ASSIGN_OR_RETURN(std::vector<int64_t> lens, ctx.ConstantInts(0, "sequence_lens"));
+    for (int64_t len : lens) {
+      if (len != length) {
+        return Unimplemented(refused + "sequence_lens other than the full length " + std::to_string(length));
+      }
+    }
+  }
+  if (length > kMaxUnrolledIterations || (length > 0 && batch > kMaxUnrolledIterations / length)) {
+    return Unimplemented(refused + "its scan length " + std::to_string(length) +
+                         (batched ? " times its batch " + std::to_string(batch) : std::string()) +
+                         " is over the unrolling cap of " + std::to_string(kMaxUnrolledIterations) + " iterations");
   }
   ASSIGN_OR_RETURN(Body body, ReadBody(node, where, static_cast<int>(n_inputs), static_cast<int>(node.output_size())));
 
   const auto scope = by_name_;
-  std::vector<ValueId> state(inputs.begin(), inputs.begin() + states);
-  std::vector<std::vector<ValueId>> scan_parts(static_cast<size_t>(scans));
-  for (int64_t t = 0; t < length; ++t) {
-    std::vector<ValueId> body_inputs = state;
-    for (int64_t j = 0; j < scan_inputs; ++j) {
-      const ValueId x = inputs[states + j];
-      const int64_t at = in_dirs[j] == 0 ? t : length - 1 - t;
-      Shape slice_shape = type(x).shape;
-      slice_shape.erase(slice_shape.begin() + in_axes[j]);
-      auto slice = ctx.Emit("slice", {x},
-                            {{"starts", std::vector<int64_t>{at}},
-                             {"ends", std::vector<int64_t>{at + 1}},
-                             {"axes", std::vector<int64_t>{in_axes[j]}}});
-      if (slice.ok()) slice = ReshapeTo(ctx, *slice, slice_shape);
-      if (!slice.ok()) {
-        by_name_ = scope;
-        return slice.status();
+  // Per batch element (one without a batch axis): final states and stacked scan outputs.
+  std::vector<std::vector<ValueId>> final_states(static_cast<size_t>(states));
+  std::vector<std::vector<ValueId>> scan_outputs(static_cast<size_t>(scans));
+  auto scan_one = [&](int64_t b) -> Status {
+    auto slice_at = [&](ValueId x, int64_t axis, int64_t at) -> StatusOr<ValueId> {
+      Shape shape = type(x).shape;
+      shape.erase(shape.begin() + axis);
+      ASSIGN_OR_RETURN(ValueId part, ctx.Emit("slice", {x},
+                                              {{"starts", std::vector<int64_t>{at}},
+                                               {"ends", std::vector<int64_t>{at + 1}},
+                                               {"axes", std::vector<int64_t>{axis}}}));
+      return ReshapeTo(ctx, part, shape);
+    };
+    std::vector<ValueId> own(inputs);
+    if (batched) {
+      for (ValueId& v : own) {
+        ASSIGN_OR_RETURN(v, slice_at(v, 0, b));
       }
-      body_inputs.push_back(*slice);
     }
-    auto outputs = InlineIteration(body, body_inputs, where, t);
-    if (!outputs.ok()) {
+    std::vector<ValueId> state(own.begin(), own.begin() + states);
+    std::vector<std::vector<ValueId>> parts(static_cast<size_t>(scans));
+    for (int64_t t = 0; t < length; ++t) {
+      std::vector<ValueId> body_inputs = state;
+      for (int64_t j = 0; j < scan_inputs; ++j) {
+        ASSIGN_OR_RETURN(ValueId x_t, slice_at(own[states + j], in_axes[j], in_dirs[j] == 0 ? t : length - 1 - t));
+        body_inputs.push_back(x_t);
+      }
+      ASSIGN_OR_RETURN(std::vector<ValueId> outputs, InlineIteration(body, body_inputs, where, b * length + t));
+      std::copy(outputs.begin(), outputs.begin() + states, state.begin());
+      for (int64_t k = 0; k < scans; ++k) parts[k].push_back(outputs[states + k]);
+    }
+    for (int64_t k = 0; k < states; ++k) final_states[k].push_back(state[k]);
+    for (int64_t k = 0; k < scans; ++k) {
+      if (node.output(static_cast<int>(states + k)).empty()) continue;
+      if (parts[k].empty()) {
+        return Unimplemented(refused + "its scan length is 0, so its scan output '" +
+                             node.output(static_cast<int>(states + k)) + "' has no shape to take from the body");
+      }
+      const int64_t out_rank = static_cast<int64_t>(type(parts[k][0]).shape.size()) + 1;
+      ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, out_axes[k], out_rank, "scan output axis"));
+      ASSIGN_OR_RETURN(ValueId stacked, StackIterations(ctx, parts[k], axis, out_dirs[k] == 1));
+      scan_outputs[k].push_back(stacked);
+    }
+    return OkStatus();
+  };
+  for (int64_t b = 0; b < batch; ++b) {
+    Status s = scan_one(b);
+    if (!s.ok()) {
       by_name_ = scope;
-      return outputs.status();
+      return s;
     }
-    std::copy(outputs->begin(), outputs->begin() + states, state.begin());
-    for (int64_t k = 0; k < scans; ++k) scan_parts[k].push_back((*outputs)[states + k]);
   }
   by_name_ = scope;
-  for (int64_t k = 0; k < states; ++k) {
-    if (!node.output(static_cast<int>(k)).empty()) by_name_[node.output(static_cast<int>(k))] = state[k];
-  }
-  for (int64_t k = 0; k < scans; ++k) {
-    const std::string& name = node.output(static_cast<int>(states + k));
+  for (int64_t k = 0; k < states + scans; ++k) {
+    const std::string& name = node.output(static_cast<int>(k));
     if (name.empty()) continue;
-    if (scan_parts[k].empty()) {
-      return Unimplemented(refused + "its scan length is 0, so its scan output '" + name +
-                           "' has no shape to take from the body");
+    const auto& per_batch = k < states ? final_states[k] : scan_outputs[k - states];
+    if (per_batch.empty()) {
+      return Unimplemented(refused + "its batch is empty, so output '" + name + "' has no shape to take from the body");
     }
-    const int64_t out_rank = static_cast<int64_t>(type(scan_parts[k][0]).shape.size()) + 1;
-    ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, out_axes[k], out_rank, "scan output axis"));
-    ASSIGN_OR_RETURN(ValueId stacked, StackIterations(ctx, scan_parts[k], axis, out_dirs[k] == 1));
-    by_name_[name] = stacked;
+    if (!batched) {
+      by_name_[name] = per_batch[0];
+      continue;
+    }
+    ASSIGN_OR_RETURN(by_name_[name], StackIterations(ctx, per_batch, 0, false));
   }
   return OkStatus();
 }
@@ -1435,6 +1491,9 @@ StatusOr<Tensor> ParseOnnxTensor(std::span<const uint8_t> bytes, const Limits& l
 std::vector<std::string> SupportedOnnxOps() {
   std::vector<std::string> ops;
   for (const auto& [op, convert] : onnx_import::ConverterTable()) ops.push_back(op);
+  // Control flow is the driver's own, not a converter's: its subgraphs are imported in place.
+  for (const char* op : {"If", "Loop", "Scan"}) ops.push_back(op);
+  std::sort(ops.begin(), ops.end());
   return ops;
 }
 

@@ -157,6 +157,9 @@ constexpr const char* kGoldenModels[] = {
     "node/test_roialign_aligned_true",
     "node/test_maxunpool_export_with_output_shape",
     "node/test_det_nd",
+    "node/test_loop11",
+    "node/test_scan9_sum",
+    "node/test_scan_sum",
 };
 
 // Models in the dtypes the CUDA backends have no kernels for: those backends must refuse them.

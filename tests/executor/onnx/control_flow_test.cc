@@ -329,10 +329,64 @@ TEST(OnnxControlFlow, ScanOverAStaticAxisIsUnrolled) {
   ExpectBits(outs[1], {2, 4}, y, "y");
 }
 
+// Opset 8: s [B, 2] and x [B, T, 2] with a batch axis; each batch element is scanned on its
+// own (forwards here) and the results are stacked along axis 0.
+onnx::ModelProto BatchedScanModel(int64_t batch, int64_t length, bool with_lengths, int64_t given_length) {
+  onnx::ModelProto m;
+  onnx::GraphProto* g = StartOnnxModel(&m, 8);
+  AddGraphInput(g, "s", kF32, {batch, 2});
+  AddGraphInput(g, "x", kF32, {batch, length, 2});
+  if (with_lengths) {
+    auto* lens = g->add_initializer();
+    lens->set_name("lens");
+    lens->set_data_type(onnx::TensorProto::INT32);
+    lens->add_dims(batch);
+    for (int64_t b = 0; b < batch; ++b) lens->add_int32_data(static_cast<int32_t>(given_length));
+  }
+  auto* scan = AddNode(g, "Scan", {with_lengths ? "lens" : "", "s", "x"}, {"s_final", "y"}, "scan8");
+  IntAttr(scan, "num_scan_inputs", 1);
+  onnx::GraphProto* body = Body(scan);
+  AddGraphInput(body, "s_in", kF32, {2});
+  AddGraphInput(body, "x_t", kF32, {2});
+  AddNode(body, "Add", {"s_in", "x_t"}, {"s_out"});
+  AddNode(body, "Mul", {"s_out", "x_t"}, {"y_t"});
+  for (const char* o : {"s_out", "y_t"}) body->add_output()->set_name(o);
+  g->add_output()->set_name("s_final");
+  g->add_output()->set_name("y");
+  return m;
+}
+
+TEST(OnnxControlFlow, Opset8ScanRunsEachBatchElement) {
+  const Tensor s = RandomF32({2, 2}, 13, 3.0f);
+  const Tensor x = RandomF32({2, 3, 2}, 14, 3.0f);
+  for (bool with_lengths : {false, true}) {
+    auto imported = ImportOnnx(Bytes(BatchedScanModel(2, 3, with_lengths, 3)), {});
+    ASSERT_TRUE(imported.ok()) << imported.status().message();
+    const auto outs = RunAtEveryThreadCount(*imported, {{"s", s}, {"x", x}});
+    ASSERT_EQ(outs.size(), 2u);
+    std::vector<float> state(s.data_as<float>(), s.data_as<float>() + 4);
+    std::vector<float> y(12);
+    for (int64_t b = 0; b < 2; ++b) {
+      for (int64_t t = 0; t < 3; ++t) {
+        for (int64_t r = 0; r < 2; ++r) {
+          const float xt = x.data_as<float>()[(b * 3 + t) * 2 + r];
+          state[b * 2 + r] = state[b * 2 + r] + xt;
+          y[(b * 3 + t) * 2 + r] = state[b * 2 + r] * xt;
+        }
+      }
+    }
+    ExpectBits(outs[0], {2, 2}, state, "s_final");
+    ExpectBits(outs[1], {2, 3, 2}, y, "y");
+  }
+  ExpectRefusedAtImport(Bytes(BatchedScanModel(2, 3, true, 2)), StatusCode::kUnimplemented, "scan8",
+                        "sequence_lens other than the full length 3");
+  ExpectRefusedAtImport(Bytes(BatchedScanModel(30, 10, false, 0)), StatusCode::kUnimplemented, "scan8",
+                        "scan length 10 times its batch 30 is over the unrolling cap");
+}
+
 TEST(OnnxControlFlow, ScanRefusesWhatItCannotUnroll) {
   ExpectRefusedAtImport(Bytes(ScanModel(16, 300)), StatusCode::kUnimplemented, "scan",
                         "scan length 300 is over the unrolling cap of 256");
-  ExpectRefusedAtImport(Bytes(ScanModel(8, 4)), StatusCode::kUnimplemented, "scan", "Scan before opset 9");
   ExpectRefusedAtImport(Bytes(ScanModel(16, 0)), StatusCode::kUnimplemented, "scan", "its scan length is 0");
   {
     onnx::ModelProto m = ScanModel(16, 4);
