@@ -665,7 +665,9 @@ StatusOr<std::vector<ValueId>> Importer::InlineIteration(const Body& body, const
   if (if_depth_ >= kMaxDepth) {
     return Unimplemented(where + ": If branches and loop bodies nested over " + std::to_string(kMaxDepth) + " deep");
   }
-  nodes_seen_ += g.node_size();
+  // An iteration counts as one node at least: nested loops of empty bodies must not spin
+  // through 256^depth iterations for free.
+  nodes_seen_ += std::max(g.node_size(), 1);
   if (nodes_seen_ > options_.limits.max_ops) {
     return ResourceExhausted(where + ": unrolled to iteration " + std::to_string(iteration) + ", the model has over " +
                              std::to_string(options_.limits.max_ops) + " nodes (the op cap, --max-ops)");

@@ -283,6 +283,28 @@ TEST(OnnxControlFlow, LoopRefusesWhatItCannotUnroll) {
     EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
     EXPECT_NE(r.status().message().find("(the op cap, --max-ops)"), std::string::npos) << r.status().message();
   }
+  {
+    // A body without nodes still costs one op of the cap per iteration, so loops nested in
+    // loops cannot spin through 256^depth iterations for free: 200 iterations, cap 100.
+    onnx::ModelProto m;
+    onnx::GraphProto* g = StartOnnxModel(&m, 17);
+    AddGraphInput(g, "x", kF32, {1});
+    ScalarI64(g, "M", 200);
+    auto* loop = AddNode(g, "Loop", {"M", "", "x"}, {"out"}, "empty");
+    g->add_output()->set_name("out");
+    onnx::GraphProto* body = Body(loop);
+    AddGraphInput(body, "i", kI64, {});
+    AddGraphInput(body, "c", kBool, {});
+    AddGraphInput(body, "v", kF32, {1});
+    body->add_output()->set_name("c");
+    body->add_output()->set_name("v");
+    EXPECT_TRUE(ImportOnnx(Bytes(m), {}).ok());
+    OnnxImportOptions options;
+    options.limits.max_ops = 100;
+    auto r = ImportOnnx(Bytes(m), options);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << r.status().message();
+  }
 }
 
 // s_T, Y = Scan(s0 = s, X [2, 4] scanned along axis 1 backwards): s = s + x_t; y_t = s * x_t,
