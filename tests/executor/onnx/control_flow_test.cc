@@ -207,6 +207,39 @@ TEST(OnnxControlFlow, LoopConditionFoldedFromTheIterationNumberEndsIt) {
                         "runs no iteration, so its scan output 'ys'");
 }
 
+// A while loop on a loop-carried counter that starts as a constant: k = k + 1 while k < 3,
+// beside a run-time value v = v * 0.5. The counter folds, so the trip count is known (3).
+TEST(OnnxControlFlow, LoopConditionFoldedFromALoopCarriedCounterEndsIt) {
+  onnx::ModelProto m;
+  onnx::GraphProto* g = StartOnnxModel(&m, 17);
+  AddGraphInput(g, "x", kF32, {2});
+  ScalarBool(g, "go", true);
+  ScalarI64(g, "k0", 0);
+  auto* loop = AddNode(g, "Loop", {"", "go", "k0", "x"}, {"k", "v"}, "while");
+  onnx::GraphProto* body = Body(loop);
+  AddGraphInput(body, "i", kI64, {});
+  AddGraphInput(body, "c", kBool, {});
+  AddGraphInput(body, "k_in", kI64, {});
+  AddGraphInput(body, "v_in", kF32, {2});
+  ScalarI64(body, "one", 1);
+  ScalarI64(body, "three", 3);
+  ScalarF32(body, "half", 0.5f);
+  AddNode(body, "Add", {"k_in", "one"}, {"k_out"});
+  AddNode(body, "Less", {"k_out", "three"}, {"c_out"});
+  AddNode(body, "Mul", {"v_in", "half"}, {"v_out"});
+  for (const char* o : {"c_out", "k_out", "v_out"}) body->add_output()->set_name(o);
+  g->add_output()->set_name("k");
+  g->add_output()->set_name("v");
+  auto imported = ImportOnnx(Bytes(m), {});
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  const Tensor x = Tensor::FromVector<float>(DType::kF32, {2}, {3.0f, -1.0e-38f});
+  const auto outs = RunAtEveryThreadCount(*imported, {{"x", x}});
+  ASSERT_EQ(outs.size(), 2u);
+  ASSERT_EQ(outs[0].dtype(), DType::kI64);
+  EXPECT_EQ(outs[0].data_as<int64_t>()[0], 3);
+  ExpectBits(outs[1], {2}, {((3.0f * 0.5f) * 0.5f) * 0.5f, ((-1.0e-38f * 0.5f) * 0.5f) * 0.5f}, "v");
+}
+
 TEST(OnnxControlFlow, LoopRefusesWhatItCannotUnroll) {
   // Over the cap of 256 iterations, with and without a condition.
   ExpectRefusedAtImport(Bytes(LoopModel(1000, false, 0)), StatusCode::kUnimplemented, "loop",
