@@ -8,12 +8,17 @@
 //
 //   build/bench/onnx_bench --model FILE.onnx --shape x=1,3,48,320 [--threads 1,2] [--reps 20]
 //                          [--tasks 8] [--ort-script bench/models/ort_bench.js] [--perf DIR]
+//                          [--op-times TOP]
+//
+// With --op-times, only the TOP slowest instructions of the fused list are printed (median time
+// of each over --reps runs, at each thread count); nothing else is timed.
 //
 // With --perf, each node's warm tasks run under `perf record -g`, into
 // DIR/datadir-t<threads>-c<cache bytes>.data.
 //
 // The models and onnxruntime-node come from bench/models/package.json (scripts/setup.sh).
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -120,6 +125,75 @@ StatusOr<KernelTimes> TimeKernels(const executor::Program& program, const std::m
   return times;
 }
 
+double ThreadCpuMillis() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+// --op-times: the median time of each instruction of the fused list at one thread count, printed
+// slowest first. Timestamps come from RunOptions::check_continue, which runs before every
+// instruction; the last instruction's time includes reading and hashing the outputs.
+Status PrintOpTimes(const executor::Program& program, const std::map<std::string, Tensor>& inputs, int threads,
+                    int reps, int top) {
+  kernels::BackendOptions options;
+  options.threads = threads;
+  ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(options));
+  ASSIGN_OR_RETURN(auto loaded, executor::LoadedProgram::Load(program, backend.get()));
+  const auto& list = program.fused_instructions.empty() ? program.instructions : program.fused_instructions;
+  std::vector<std::vector<double>> times(list.size());
+  size_t next = 0;
+  Clock::time_point last;
+  executor::RunOptions run;
+  run.check_continue = [&]() {
+    const auto now = Clock::now();
+    if (next > 0) times[next - 1].push_back(std::chrono::duration<double, std::milli>(now - last).count());
+    ++next;
+    last = now;
+    return OkStatus();
+  };
+  std::vector<double> whole, cpu;
+  for (int i = 0; i <= reps; ++i) {
+    next = 0;
+    const double c0 = ThreadCpuMillis();
+    const auto t0 = Clock::now();
+    RETURN_IF_ERROR(loaded->Run(inputs, run).status());
+    whole.push_back(MillisSince(t0));
+    cpu.push_back(ThreadCpuMillis() - c0);
+    times[next - 1].push_back(MillisSince(last));
+    if (i == 0) {
+      for (auto& t : times) t.clear();  // the first run warms the caches
+    }
+  }
+  std::vector<std::pair<double, size_t>> order;
+  double total = 0, total_mean = 0;
+  for (size_t i = 0; i < list.size(); ++i) {
+    order.emplace_back(Median(times[i]), i);
+    total += order.back().first;
+    for (double t : times[i]) total_mean += t / times[i].size();
+  }
+  if (std::getenv("CNSR_OP_MEAN")) {
+    for (auto& [t, i] : order) {
+      t = 0;
+      for (double x : times[i]) t += x / times[i].size();
+    }
+  }
+  std::sort(order.rbegin(), order.rend());
+  std::printf(
+      "\nper instruction, %d thread(s), median of %d runs, sum %.3f ms (of means %.3f ms); whole run: median %.3f ms, min %.3f "
+      "ms, calling thread's CPU time median %.3f ms\n",
+      threads, reps, total, total_mean, Median(whole), *std::min_element(whole.begin(), whole.end()), Median(cpu));
+  for (int r = 0; r < top && r < static_cast<int>(order.size()); ++r) {
+    const executor::Instruction& ins = list[order[r].second];
+    std::string in_shapes;
+    for (const Shape& s : ins.input_view_shapes) in_shapes += ShapeToString(s);
+    std::printf("  %3zu %8.4f ms %5.1f%%  %-12s +%zu epilogue  %s -> %s  %.2f MFLOP\n", order[r].second, order[r].first,
+                100 * order[r].first / total, ins.op_name.c_str(), ins.epilogue.size(), in_shapes.c_str(),
+                ShapeToString(ins.output_view_shape).c_str(), ins.flops / 1e6);
+  }
+  return OkStatus();
+}
+
 // `perf record -g` on a running process until Stop: a profile of the node's warm tasks alone.
 class PerfRecording {
  public:
@@ -204,7 +278,7 @@ StatusOr<NodeTimes> TimeNodeTasks(const fs::path& dir, int threads, int tasks, c
 int Main(int argc, char** argv) {
   std::string model_path, shape_arg, threads_arg = "1,2", perf_dir;
   std::string ort_script = testing_support::SourceDir() + "/bench/models/ort_bench.js";
-  int reps = 20, tasks = 8;
+  int reps = 20, tasks = 8, op_times = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--model") model_path = v;
@@ -214,6 +288,7 @@ int Main(int argc, char** argv) {
     else if (k == "--tasks") tasks = std::max(2, std::atoi(v.c_str()));
     else if (k == "--ort-script") ort_script = v;
     else if (k == "--perf") perf_dir = v;
+    else if (k == "--op-times") op_times = std::atoi(v.c_str());
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -223,7 +298,7 @@ int Main(int argc, char** argv) {
   if (model_path.empty() || eq == std::string::npos) {
     std::fprintf(stderr,
                  "usage: onnx_bench --model FILE.onnx --shape NAME=D0,D1,... [--threads 1,2] [--reps N] "
-                 "[--tasks N] [--ort-script FILE]\n");
+                 "[--tasks N] [--ort-script FILE] [--perf DIR] [--op-times TOP]\n");
     return 2;
   }
   const std::string input_name = shape_arg.substr(0, eq);
@@ -288,6 +363,16 @@ int Main(int argc, char** argv) {
               program->fused_instructions.empty() ? program->instructions.size() : program->fused_instructions.size());
   std::printf("  %s\n", ort.out.substr(0, ort.out.find('\n')).c_str());
   std::map<std::string, Tensor> inputs{{input_name, input}};
+  if (op_times > 0) {
+    for (int threads : thread_counts) {
+      Status s = PrintOpTimes(*program, inputs, threads, reps, op_times);
+      if (!s.ok()) {
+        std::fprintf(stderr, "executor failed: %s\n", s.ToString().c_str());
+        return 1;
+      }
+    }
+    return 0;
+  }
 
   std::printf("\n%-8s %10s %12s %12s %12s %12s %12s %12s %12s\n", "threads", "ORT ms", "kernels ms", "unfused ms",
               "+trace ms", "node cold", "node warm", "no cache", "client warm");

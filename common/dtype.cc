@@ -15,6 +15,8 @@ std::string_view DTypeName(DType t) {
     case DType::kU32: return "u32";
     case DType::kU64: return "u64";
     case DType::kF64: return "f64";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
     default: return "invalid";
   }
 }

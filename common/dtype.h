@@ -23,12 +23,15 @@ enum class DType : uint8_t {
   kU16 = 8,
   kU32 = 9,
   kU64 = 10,
-  kF64 = 11,  // IEEE binary64
+  kF64 = 11,   // IEEE binary64
+  kF16 = 12,   // IEEE binary16; storage type, computed through f32 (DETERMINISM.md 1.3)
+  kBF16 = 13,  // bfloat16 (top half of a binary32); storage type, computed through f32 (1.4)
 };
 
 // Every valid dtype, in wire-code order.
-inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kI32, DType::kI8,  DType::kBool, DType::kI64, DType::kU8,
-                                       DType::kI16, DType::kU16, DType::kU32, DType::kU64,  DType::kF64};
+inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kI32, DType::kI8,  DType::kBool, DType::kI64,
+                                       DType::kU8,  DType::kI16, DType::kU16, DType::kU32,  DType::kU64,
+                                       DType::kF64, DType::kF16, DType::kBF16};
 
 constexpr int kMaxRank = 8;
 
@@ -47,6 +50,8 @@ inline int64_t DTypeSize(DType t) {
     case DType::kU32: return 4;
     case DType::kU64: return 8;
     case DType::kF64: return 8;
+    case DType::kF16: return 2;
+    case DType::kBF16: return 2;
     default: return 0;
   }
 }
@@ -59,7 +64,10 @@ inline bool IsUnsignedIntegerDType(DType t) {
   return t == DType::kU8 || t == DType::kU16 || t == DType::kU32 || t == DType::kU64;
 }
 inline bool IsIntegerDType(DType t) { return IsSignedIntegerDType(t) || IsUnsignedIntegerDType(t); }
+// The compute floats: kernels run their arithmetic in these types.
 inline bool IsFloatDType(DType t) { return t == DType::kF32 || t == DType::kF64; }
+// The 16-bit floats: stored as 2 bytes, widened to f32 exactly, rounded back once per op output.
+inline bool IsHalfDType(DType t) { return t == DType::kF16 || t == DType::kBF16; }
 
 std::string_view DTypeName(DType t);  // "f32", "i32", ...
 StatusOr<DType> DTypeFromName(std::string_view name);

@@ -38,9 +38,24 @@ struct DescrInfo {
 };
 
 constexpr DescrInfo kAcceptedDescrs[] = {
-    {"<f4", DType::kF32}, {"<i4", DType::kI32}, {"|i1", DType::kI8},  {"i1", DType::kI8},   {"|b1", DType::kBool},
-    {"<i8", DType::kI64}, {"|u1", DType::kU8},  {"u1", DType::kU8},   {"<i2", DType::kI16}, {"<u2", DType::kU16},
-    {"<u4", DType::kU32}, {"<u8", DType::kU64}, {"<f8", DType::kF64},
+    {"<f4", DType::kF32},
+    {"<i4", DType::kI32},
+    {"|i1", DType::kI8},
+    {"i1", DType::kI8},
+    {"|b1", DType::kBool},
+    {"<i8", DType::kI64},
+    {"|u1", DType::kU8},
+    {"u1", DType::kU8},
+    {"<i2", DType::kI16},
+    {"<u2", DType::kU16},
+    {"<u4", DType::kU32},
+    {"<u8", DType::kU64},
+    {"<f8", DType::kF64},
+    {"<f2", DType::kF16},
+    // npy has no bfloat16: bf16 is stored as 2-byte void elements (numpy's |V2; view the
+    // bits with arr.view(np.uint16)). The graph's dtype says they are bf16.
+    {"|V2", DType::kBF16},
+    {"<V2", DType::kBF16},
 };
 
 std::string_view WriteDescr(DType t) {
@@ -56,6 +71,8 @@ std::string_view WriteDescr(DType t) {
     case DType::kU32: return "<u4";
     case DType::kU64: return "<u8";
     case DType::kF64: return "<f8";
+    case DType::kF16: return "<f2";
+    case DType::kBF16: return "|V2";
     default: return "";
   }
 }
@@ -69,7 +86,7 @@ StatusOr<DType> DTypeFromDescr(std::string_view descr) {
                            "'); convert with arr.astype(arr.dtype.newbyteorder('<'))");
   }
   return InvalidArgument("unsupported npy dtype '" + Printable(descr) +
-                         "' (supported: <f4, <i4, |i1, |b1, <i8, |u1, <i2, <u2, <u4, <u8, <f8)");
+                         "' (supported: <f4, <i4, |i1, |b1, <i8, |u1, <i2, <u2, <u4, <u8, <f8, <f2, |V2 for bf16)");
 }
 
 // ---------------------------------------------------------------------------------------------

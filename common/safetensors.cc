@@ -29,15 +29,13 @@ struct DTypeInfo {
 };
 
 constexpr DTypeInfo kSupported[] = {
-    {"F32", DType::kF32}, {"I32", DType::kI32}, {"I8", DType::kI8},   {"BOOL", DType::kBool},
-    {"I64", DType::kI64}, {"U8", DType::kU8},   {"I16", DType::kI16}, {"U16", DType::kU16},
-    {"U32", DType::kU32}, {"U64", DType::kU64}, {"F64", DType::kF64},
+    {"F32", DType::kF32}, {"I32", DType::kI32}, {"I8", DType::kI8},     {"BOOL", DType::kBool}, {"I64", DType::kI64},
+    {"U8", DType::kU8},   {"I16", DType::kI16}, {"U16", DType::kU16},   {"U32", DType::kU32},   {"U64", DType::kU64},
+    {"F64", DType::kF64}, {"F16", DType::kF16}, {"BF16", DType::kBF16},
 };
 
 // Valid safetensors dtypes that consensor has no DType for.
 constexpr std::string_view kUnsupported[] = {
-    "F16",
-    "BF16",
     "F8_E4M3",
     "F8_E5M2",
     // Added by newer versions of the format.
@@ -146,7 +144,7 @@ StatusOr<DType> ParseDType(const std::string& tensor, const Json& v) {
     if (u == s) {
       return Unimplemented(
           TensorLabel(tensor) + " has dtype " + s +
-          ", which consensor does not support (supported: F32, I32, I8, BOOL, I64, U8, I16, U16, U32, U64, F64)");
+          ", which consensor does not support (supported: F32, I32, I8, BOOL, I64, U8, I16, U16, U32, U64, F64, F16, BF16)");
     }
   }
   return Invalid(TensorLabel(tensor) + " has unknown dtype " + Quoted(s));

@@ -159,6 +159,9 @@ Value argmax(Value x, int64_t axis, bool keepdims) {
 Value top_k(Value x, int64_t k, int64_t axis, bool largest) {
   return Make("top_k", {x}, {{"k", k}, {"axis", axis}, {"largest", int64_t{largest}}});
 }
+Value cumsum(Value x, int64_t axis, bool exclusive, bool reverse) {
+  return Make("cumsum", {x}, {{"axis", axis}, {"exclusive", int64_t{exclusive}}, {"reverse", int64_t{reverse}}});
+}
 
 Value matmul(Value a, Value b) { return Make("matmul", {a, b}); }
 Value matmul_i8(Value a, Value b) { return Make("matmul_i8", {a, b}); }

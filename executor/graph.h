@@ -162,6 +162,8 @@ Value reduce_min(Value x, std::vector<int64_t> axes, bool keepdims = false);
 Value argmax(Value x, int64_t axis, bool keepdims = false);
 // The i64 indices of the k largest (or smallest) elements along axis, best first.
 Value top_k(Value x, int64_t k, int64_t axis = -1, bool largest = true);
+// Running sum along `axis` (DETERMINISM.md 4.6a).
+Value cumsum(Value x, int64_t axis, bool exclusive = false, bool reverse = false);
 
 Value matmul(Value a, Value b);
 Value matmul_i8(Value a, Value b);

@@ -104,7 +104,12 @@ enum DTypeMask : uint16_t {
   kMaskU32 = 1 << 8,
   kMaskU64 = 1 << 9,
   kMaskF64 = 1 << 10,
+  kMaskF16 = 1 << 11,
+  kMaskBF16 = 1 << 12,
   kMaskFloat = kMaskF32 | kMaskF64,
+  // f16 and bf16 are accepted wherever f32 is: they compute through the f32 rule (DETERMINISM.md
+  // 1.3), so the table rows name only f32 (see WithHalf).
+  kMaskHalf = kMaskF16 | kMaskBF16,
   // argmax and top_k order their keys as i64, so not u64; the other 8-to-32-bit types are
   // not wired into them (yet).
   kMaskOrdered = kMaskF32 | kMaskI8 | kMaskI32 | kMaskI64,
@@ -126,15 +131,20 @@ uint16_t MaskOf(DType t) {
     case DType::kU32: return kMaskU32;
     case DType::kU64: return kMaskU64;
     case DType::kF64: return kMaskF64;
+    case DType::kF16: return kMaskF16;
+    case DType::kBF16: return kMaskBF16;
     default: return kMaskNone;
   }
 }
 
+uint16_t WithHalf(uint16_t mask) { return (mask & kMaskF32) ? static_cast<uint16_t>(mask | kMaskHalf) : mask; }
+
 // "f32, i8, i32 or i64"
 std::string MaskStr(uint16_t mask) {
+  mask = WithHalf(mask);
   std::vector<std::string_view> names;
   for (DType t : {DType::kF32, DType::kI8, DType::kI32, DType::kI64, DType::kU8, DType::kI16, DType::kU16, DType::kU32,
-                  DType::kU64, DType::kF64, DType::kBool}) {
+                  DType::kU64, DType::kF64, DType::kF16, DType::kBF16, DType::kBool}) {
     if (mask & MaskOf(t)) names.push_back(DTypeName(t));
   }
   std::string s;
@@ -164,7 +174,7 @@ struct Spec {
 };
 
 Status CheckDType(const Spec& s, std::string_view role, const TypeInfo& t, uint16_t allowed) {
-  if (MaskOf(t.dtype) & allowed) return OkStatus();
+  if (MaskOf(t.dtype) & WithHalf(allowed)) return OkStatus();
   return s.Error(StrCat(role, " has dtype ", DTypeName(t.dtype), "; expected ", MaskStr(allowed)));
 }
 
@@ -490,6 +500,25 @@ StatusOr<InferResult> InferTopK(const Spec& s, const Inputs& in, const Attribute
   r.canonical_attrs = {{"k", *k}, {"axis", axis}, {"largest", int64_t{largest}}};
   // A bounded heap: about log2(k) + 1 comparisons per element.
   r.flops = SatProduct({Numel(x.shape), s.cost, static_cast<int64_t>(std::bit_width(static_cast<uint64_t>(*k))) + 1});
+  return r;
+}
+
+// cumsum(x, axis, exclusive, reverse): the running sum along `axis`; same dtype and shape.
+StatusOr<InferResult> InferCumSum(const Spec& s, const Inputs& in, const Attributes& attrs) {
+  const TypeInfo& x = in[0];
+  RETURN_IF_ERROR(CheckDType(s, "input", x, s.dtypes));
+  AttrReader ar(s, attrs);
+  ASSIGN_OR_RETURN(int64_t axis_attr, ar.Int("axis", 0));
+  ASSIGN_OR_RETURN(bool exclusive, ar.Flag("exclusive", false));
+  ASSIGN_OR_RETURN(bool reverse, ar.Flag("reverse", false));
+  if (Rank(x) == 0) return s.Error(StrCat("needs an axis, got ", TypeStr(x)));
+  ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(s, axis_attr, Rank(x)));
+  InferResult r = Result(x.dtype, x.shape);
+  r.params.axis = axis;
+  r.params.exclusive = exclusive;
+  r.params.reverse = reverse;
+  r.canonical_attrs = {{"axis", axis}, {"exclusive", int64_t{exclusive}}, {"reverse", int64_t{reverse}}};
+  r.flops = SatProduct({Numel(x.shape), s.cost});
   return r;
 }
 
@@ -995,6 +1024,8 @@ std::vector<Spec> BuildSpecs() {
       {"asinh", Op::kAsinh, 1, 1, none, InferUnary, kMaskF32, 2 * kTranscendental},
       {"acosh", Op::kAcosh, 1, 1, none, InferUnary, kMaskF32, 2 * kTranscendental},
       {"atanh", Op::kAtanh, 1, 1, none, InferUnary, kMaskF32, 2 * kTranscendental},
+      // Running sum, a sequential chain per line (DETERMINISM.md 4.6a).
+      {"cumsum", Op::kCumSum, 1, 1, {"axis", "exclusive", "reverse"}, InferCumSum, kMaskNumeric, 1},
   };
   std::vector<Spec> specs;
   for (const Row& row : rows) {

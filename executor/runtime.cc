@@ -1,8 +1,37 @@
 #include "executor/runtime.h"
 
+#include <cstdio>
+#include <string>
+
 #include "executor/merkle.h"
 
 namespace consensor::executor {
+
+namespace {
+
+void AppendInts(std::string* s, const std::vector<int64_t>& v) {
+  for (int64_t x : v) *s += std::to_string(x) + ",";
+  *s += "|";
+}
+
+// Everything a backend's prepared copy of input k of `ins` may depend on: the op, the constant
+// buffer, every operand's view shape and the op's parameters. Equal keys, equal calls.
+std::string PreparedKey(const Instruction& ins, size_t k) {
+  std::string key = ins.op_name + "|" + std::to_string(k) + "|" + std::to_string(ins.inputs[k]) + "|";
+  for (const Shape& s : ins.input_view_shapes) key += ShapeToString(s);
+  key += "->" + ShapeToString(ins.output_view_shape) + "|";
+  const kernels::OpParams& p = ins.params;
+  for (const auto* v : {&p.axes, &p.perm, &p.starts, &p.steps, &p.kernel, &p.strides, &p.dilations, &p.pads,
+                        &p.pad_begin, &p.pad_end}) {
+    AppendInts(&key, *v);
+  }
+  AppendInts(&key, {p.keepdims, p.axis, p.k, p.largest, p.group, p.count_include_pad, static_cast<int64_t>(p.to)});
+  char floats[64];
+  std::snprintf(floats, sizeof(floats), "%a|%a", static_cast<double>(p.epsilon), static_cast<double>(p.pad_value));
+  return key + floats;
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<LoadedProgram>> LoadedProgram::Load(const Program& program, kernels::Backend* backend) {
   std::unique_ptr<LoadedProgram> lp(new LoadedProgram(program, backend));
@@ -35,7 +64,36 @@ StatusOr<std::unique_ptr<LoadedProgram>> LoadedProgram::Load(const Program& prog
     kernels::KernelCall call{ins.op, &ins.params, views.data(), static_cast<int>(views.size()), &out, 1, &epilogue};
     lp->fused_supported_ = backend->Supports(call) && backend->SupportsEpilogue(call);
   }
+  RETURN_IF_ERROR(lp->PrepareConstants(program.instructions, &lp->prepared_canonical_));
+  if (lp->fused_supported_) RETURN_IF_ERROR(lp->PrepareConstants(program.fused_instructions, &lp->prepared_fused_));
   return lp;
+}
+
+Status LoadedProgram::PrepareConstants(const std::vector<Instruction>& list,
+                                       std::vector<const kernels::PreparedOperand*>* out) {
+  out->assign(list.size(), nullptr);
+  std::vector<kernels::TensorView> views;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Instruction& ins = list[i];
+    for (size_t k = 0; k < ins.inputs.size() && !(*out)[i]; ++k) {
+      if (program_.buffers[ins.inputs[k]].role != BufferRole::kConstant) continue;
+      // What a prepared copy depends on: the op, its parameters, and the constant as viewed.
+      const std::string key = PreparedKey(ins, k);
+      auto it = prepared_.find(key);
+      if (it == prepared_.end()) {
+        views.clear();
+        for (size_t j = 0; j < ins.inputs.size(); ++j) views.push_back(View(ins.inputs[j], ins.input_view_shapes[j]));
+        kernels::TensorView y = View(ins.output, ins.output_view_shape);
+        kernels::KernelCall call{ins.op, &ins.params, views.data(), static_cast<int>(views.size()), &y, 1};
+        auto prepared = backend_->PrepareConstant(call, static_cast<int>(k));
+        if (!prepared.ok()) return prepared.status().WithContext(ins.node_label);
+        if (*prepared) prepared_bytes_ += (*prepared)->bytes();
+        it = prepared_.emplace(std::move(key), std::move(*prepared)).first;
+      }
+      (*out)[i] = it->second.get();
+    }
+  }
+  return OkStatus();
 }
 
 kernels::TensorView LoadedProgram::View(int buffer, const Shape& shape) const {
@@ -69,12 +127,14 @@ StatusOr<Hash256> LoadedProgram::HashBuffer(int buffer) const {
   return TensorHash(t);
 }
 
-Status LoadedProgram::RunInstruction(const Instruction& ins, std::vector<kernels::TensorView>& views,
+Status LoadedProgram::RunInstruction(const Instruction& ins, const kernels::PreparedOperand* prepared,
+                                     std::vector<kernels::TensorView>& views,
                                      std::vector<kernels::TensorView>& epilogue_views) {
   views.clear();
   for (size_t k = 0; k < ins.inputs.size(); ++k) views.push_back(View(ins.inputs[k], ins.input_view_shapes[k]));
   kernels::TensorView out = View(ins.output, ins.output_view_shape);
   kernels::KernelCall call{ins.op, &ins.params, views.data(), static_cast<int>(views.size()), &out, 1};
+  call.prepared = prepared;
   kernels::Epilogue epilogue;
   if (!ins.epilogue.empty()) {
     epilogue_views.clear();
@@ -113,10 +173,11 @@ StatusOr<RunResult> LoadedProgram::Run(const std::map<std::string, Tensor>& inpu
   std::vector<kernels::TensorView> views, epilogue_views;
   const bool fused = options.fuse && !options.trace && fused_supported_;
   const std::vector<Instruction>& instructions = fused ? program_.fused_instructions : program_.instructions;
+  const std::vector<const kernels::PreparedOperand*>& prepared = fused ? prepared_fused_ : prepared_canonical_;
   for (size_t i = 0; i < instructions.size(); ++i) {
     const Instruction& ins = instructions[i];
     if (options.check_continue) RETURN_IF_ERROR(options.check_continue());
-    RETURN_IF_ERROR(RunInstruction(ins, views, epilogue_views));
+    RETURN_IF_ERROR(RunInstruction(ins, prepared[i], views, epilogue_views));
     if (options.trace) {
       RETURN_IF_ERROR(backend_->Synchronize());
       ASSIGN_OR_RETURN(Hash256 h, HashBuffer(ins.output));

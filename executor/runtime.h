@@ -52,12 +52,19 @@ class LoadedProgram {
   // identical dtype and shape.
   StatusOr<RunResult> Run(const std::map<std::string, Tensor>& inputs, const RunOptions& options = {});
 
+  // Memory held besides the arena: the backend's prepared copies of constant operands (the CPU
+  // GEMM's packed conv weights), made once at Load and shared by both instruction lists.
+  int64_t prepared_bytes() const { return prepared_bytes_; }
+
  private:
   LoadedProgram(const Program& program, kernels::Backend* backend) : program_(program), backend_(backend) {}
   kernels::TensorView View(int buffer, const Shape& shape) const;
   // Runs one instruction; `views` and `epilogue_views` are scratch.
-  Status RunInstruction(const Instruction& ins, std::vector<kernels::TensorView>& views,
-                        std::vector<kernels::TensorView>& epilogue_views);
+  Status RunInstruction(const Instruction& ins, const kernels::PreparedOperand* prepared,
+                        std::vector<kernels::TensorView>& views, std::vector<kernels::TensorView>& epilogue_views);
+  // Asks the backend for a prepared copy of each constant input of `list`'s instructions;
+  // fills `out` (one pointer per instruction, null for none).
+  Status PrepareConstants(const std::vector<Instruction>& list, std::vector<const kernels::PreparedOperand*>* out);
   StatusOr<Tensor> ReadBuffer(int buffer) const;
   // TensorHash of a buffer's value, in place when the arena is host memory.
   StatusOr<Hash256> HashBuffer(int buffer) const;
@@ -66,6 +73,11 @@ class LoadedProgram {
   kernels::Backend* backend_;
   std::unique_ptr<kernels::Arena> arena_;
   bool fused_supported_ = false;  // the backend takes every epilogue of fused_instructions
+  // Prepared constants, one per (op, params, input buffer, view shape) so that the canonical and
+  // fused lists share them; and each list's pointer per instruction.
+  std::map<std::string, std::unique_ptr<kernels::PreparedOperand>> prepared_;
+  std::vector<const kernels::PreparedOperand*> prepared_canonical_, prepared_fused_;
+  int64_t prepared_bytes_ = 0;
 };
 
 }  // namespace consensor::executor

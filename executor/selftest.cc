@@ -412,6 +412,10 @@ SelfTestGraph Reductions() {
   b.Out("top_k_ties", top_k(tv, 17, 1));
   b.Out("top_k_ties_smallest_cols", top_k(tv, 4, 0, false));
   b.Out("top_k_specials", top_k(sp, 37, 1, false));
+  b.Out("cumsum_middle", cumsum(x3, 1));
+  b.Out("cumsum_inner_exclusive_reverse", cumsum(x3, 2, true, true));
+  b.Out("cumsum_specials", cumsum(sp, 1));
+  b.Out("cumsum_specials_cols_reverse", cumsum(sp, 0, false, true));
   // Integers: wrapping sums, extremes, ties.
   uint64_t seed = 54;
   for (DType dt : kIntDTypes) {
@@ -427,6 +431,8 @@ SelfTestGraph Reductions() {
     b.Out(n + "_argmax_cols", argmax(small, 0));
     b.Out(n + "_top_k", top_k(small, 9, 1));
     b.Out(n + "_top_k_smallest_cols", top_k(full, 33, 0, false));
+    b.Out(n + "_cumsum", cumsum(full, 1));
+    b.Out(n + "_cumsum_cols_exclusive", cumsum(full, 0, true));
   }
   Value long_i32 = b.In("i32_long", FullRangeInts(DType::kI32, {2, 5000}, seed++));
   b.Out("i32_sum_long", reduce_sum(long_i32, {1}));

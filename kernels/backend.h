@@ -45,6 +45,15 @@ class Backend {
     return false;
   }
   virtual StatusOr<std::unique_ptr<Arena>> AllocateArena(int64_t bytes) = 0;
+  // For a call whose input `input` is a constant of the program (its view already holds the
+  // value), the backend's prepared copy of it to pass back as KernelCall::prepared on every run,
+  // or null when the backend has none for this call (the default). The caller keeps it as long
+  // as it runs the call.
+  virtual StatusOr<std::unique_ptr<PreparedOperand>> PrepareConstant(const KernelCall& call, int input) {
+    (void)call;
+    (void)input;
+    return std::unique_ptr<PreparedOperand>();
+  }
   // Runs one call whose views point into an arena of this backend.
   virtual Status Run(const KernelCall& call) = 0;
   // Waits for all submitted work (no-op for synchronous backends).

@@ -71,6 +71,7 @@ std::string_view OpName(Op op) {
     case Op::kAsinh: return "asinh";
     case Op::kAcosh: return "acosh";
     case Op::kAtanh: return "atanh";
+    case Op::kCumSum: return "cumsum";
     case Op::kNumOps: break;
   }
   return "invalid";
@@ -84,7 +85,8 @@ OpFamily FamilyOf(Op op) {
     case Op::kReduceMin:
     case Op::kReduceProd:
     case Op::kArgMax:
-    case Op::kTopK: return OpFamily::kReduce;
+    case Op::kTopK:
+    case Op::kCumSum: return OpFamily::kReduce;
     case Op::kMatMul:
     case Op::kMatMulInt8: return OpFamily::kMatMul;
     case Op::kConv2D: return OpFamily::kConv;

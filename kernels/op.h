@@ -86,6 +86,9 @@ enum class Op : uint16_t {
   kAsinh,
   kAcosh,
   kAtanh,
+  // Running sum along params.axis (params.exclusive, params.reverse): a sequential chain
+  // per line (DETERMINISM.md 4.6a); f32, f64 and every integer dtype.
+  kCumSum,
   kNumOps,
 };
 
@@ -114,6 +117,8 @@ struct OpParams {
   std::vector<int64_t> pad_begin, pad_end;
   float pad_value = 0.0f;
   DType to = DType::kInvalid;  // cast
+  bool exclusive = false;      // cumsum: each output leaves out its own term
+  bool reverse = false;        // cumsum: the chain runs from the end of the axis
 };
 
 struct TensorView {
@@ -159,6 +164,16 @@ struct Epilogue {
 // The f32 -> f32 elementwise ops an epilogue may hold.
 bool EpilogueOpAllowed(Op op, int num_operands);
 
+// A backend's own copy of a call's constant operand, in the layout its kernel reads (the CPU
+// GEMM's packed weight panels), made once when a program is loaded (Backend::PrepareConstant)
+// and passed back with every call of that instruction. Holds copies of the same values: using
+// it changes no bit.
+class PreparedOperand {
+ public:
+  virtual ~PreparedOperand() = default;
+  virtual int64_t bytes() const = 0;  // memory it holds
+};
+
 struct KernelCall {
   Op op = Op::kNumOps;
   const OpParams* params = nullptr;
@@ -168,6 +183,8 @@ struct KernelCall {
   int num_outputs = 0;
   // Null for a plain call. Only backends whose SupportsEpilogue() accepts the call get one.
   const Epilogue* epilogue = nullptr;
+  // Null, or what this backend's PrepareConstant returned for this call's constant operand.
+  const PreparedOperand* prepared = nullptr;
 
   const TensorView& in(int i) const { return inputs[i]; }
   TensorView& out(int i = 0) const { return outputs[i]; }

@@ -136,6 +136,7 @@ const std::vector<OpConverter>& RecurrentConverters();
 const std::vector<OpConverter>& QuantConverters();
 const std::vector<OpConverter>& SampleConverters();
 const std::vector<OpConverter>& LinalgConverters();
+const std::vector<OpConverter>& EinsumConverters();
 
 // Every converter by ONNX op type (the families merged).
 const std::map<std::string, ConvertFn>& ConverterTable();
@@ -171,8 +172,10 @@ Tensor Int64Vector(const std::vector<int64_t>& values);
 Status SetResult(NodeContext& ctx, StatusOr<ValueId> v);
 // Consensor's f32-only ops refuse other dtypes as UNIMPLEMENTED "unsupported dtype ...".
 Status RequireF32(const NodeContext& ctx, ValueId v, std::string_view role);
-// The same for ops that compute in f32 or f64 (DETERMINISM.md 1.2).
+// The same for ops that compute in f32, f64 (DETERMINISM.md 1.2), f16 or bf16 (1.3, 1.4).
 Status RequireFloat(const NodeContext& ctx, ValueId v, std::string_view role);
+// For f32 ops that also take f16/bf16 through the f32 rule but have no f64 kernel.
+Status RequireF32OrHalf(const NodeContext& ctx, ValueId v, std::string_view role);
 // A `reshape` unless the shape is already right (keeps the graph small; same value).
 StatusOr<ValueId> ReshapeTo(NodeContext& ctx, ValueId v, const Shape& shape);
 // Reads an integer tensor (i32/i64) as int64 values.

@@ -19,6 +19,7 @@
 #include "executor/serialize.h"
 #include "executor/validate.h"
 #include "kernels/backend_factory.h"
+#include "kernels/half.h"
 #include "onnx/onnx_pb.h"
 
 namespace consensor::executor {
@@ -65,10 +66,12 @@ StatusOr<DType> DTypeFromOnnx(int32_t t, std::string_view what) {
     case onnx::TensorProto::UINT32: return DType::kU32;
     case onnx::TensorProto::UINT64: return DType::kU64;
     case onnx::TensorProto::DOUBLE: return DType::kF64;
+    case onnx::TensorProto::FLOAT16: return DType::kF16;
+    case onnx::TensorProto::BFLOAT16: return DType::kBF16;
     default:
       return Unimplemented("unsupported dtype " + std::string(OnnxTypeName(t)) + " for " + std::string(what) +
                            " (Consensor computes in FLOAT, INT32, INT8, BOOL, INT64, UINT8, INT16, UINT16, UINT32, "
-                           "UINT64 and DOUBLE)");
+                           "UINT64, DOUBLE, FLOAT16 and BFLOAT16)");
   }
 }
 
@@ -157,6 +160,19 @@ StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& p, const Limits& limits
         if (p.double_data_size() != n) return count_error(p.double_data_size());
         for (int64_t i = 0; i < n; ++i) t.data_as<double>()[i] = p.double_data(static_cast<int>(i));
         break;
+      // FLOAT16 and BFLOAT16 keep each element's 16 bits in one int32_data entry.
+      case DType::kF16:
+      case DType::kBF16:
+        if (p.int32_data_size() != n) return count_error(p.int32_data_size());
+        for (int64_t i = 0; i < n; ++i) {
+          const int32_t bits = p.int32_data(static_cast<int>(i));
+          if (bits < 0 || bits > 0xFFFF) {
+            return InvalidArgument(what + " has int32_data value " + std::to_string(bits) + " at " + std::to_string(i) +
+                                   ", which is not the 16 bits of a " + std::string(OnnxTypeName(p.data_type())));
+          }
+          t.data_as<uint16_t>()[i] = static_cast<uint16_t>(bits);
+        }
+        break;
       default: return Internal("unhandled dtype");
     }
   }
@@ -171,9 +187,9 @@ StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& p, const Limits& limits
 const std::map<std::string, ConvertFn>& ConverterTable() {
   static const auto* table = [] {
     auto* t = new std::map<std::string, ConvertFn>;
-    for (const auto* family :
-         {&ElementwiseConverters(), &NnConverters(), &TensorConverters(), &ResizeConverters(), &LossConverters(),
-          &ScatterConverters(), &RecurrentConverters(), &QuantConverters(), &SampleConverters(), &LinalgConverters()}) {
+    for (const auto* family : {&ElementwiseConverters(), &NnConverters(), &TensorConverters(), &ResizeConverters(),
+                               &LossConverters(), &ScatterConverters(), &RecurrentConverters(), &QuantConverters(),
+                               &SampleConverters(), &LinalgConverters(), &EinsumConverters()}) {
       for (const OpConverter& c : *family) t->emplace(std::string(c.op_type), c.convert);
     }
     return t;
@@ -225,8 +241,18 @@ Status RequireF32(const NodeContext& ctx, ValueId v, std::string_view role) {
 
 Status RequireFloat(const NodeContext& ctx, ValueId v, std::string_view role) {
   const DType d = ctx.type(v).dtype;
-  if (!IsFloatDType(d)) {
-    return ctx.Unsupported("dtype " + std::string(DTypeName(d)) + " for " + std::string(role) + " (needs f32 or f64)");
+  if (!IsFloatDType(d) && !IsHalfDType(d)) {
+    return ctx.Unsupported("dtype " + std::string(DTypeName(d)) + " for " + std::string(role) +
+                           " (needs f32, f64, f16 or bf16)");
+  }
+  return OkStatus();
+}
+
+Status RequireF32OrHalf(const NodeContext& ctx, ValueId v, std::string_view role) {
+  const DType d = ctx.type(v).dtype;
+  if (d != DType::kF32 && !IsHalfDType(d)) {
+    return ctx.Unsupported("dtype " + std::string(DTypeName(d)) + " for " + std::string(role) +
+                           " (needs f32, f16 or bf16)");
   }
   return OkStatus();
 }
@@ -391,14 +417,18 @@ StatusOr<ValueId> Importer::Emit(const NodeContext& ctx, std::string_view op, st
   }
   auto inferred = schema->infer(types, attrs);
   if (!inferred.ok()) {
-    // An f64 value reaching an op without f64 kernels (DETERMINISM.md 1.2) is a dtype
-    // Consensor does not support there, not a broken model.
-    const bool f64_input =
-        std::any_of(types.begin(), types.end(), [](const TypeInfo& t) { return t.dtype == DType::kF64; });
+    // An f64 value reaching an op without f64 kernels (DETERMINISM.md 1.2), or an f16/bf16
+    // value meeting a lowering's f32 constant, is a dtype Consensor does not support there,
+    // not a broken model.
     const std::string_view msg = inferred.status().message();
-    if (f64_input &&
-        (msg.find("has dtype f64") != std::string_view::npos || msg.find("dtypes differ") != std::string_view::npos)) {
-      return ctx.Unsupported("dtype f64 in " + std::string(op) + " (" + std::string(msg) + ")");
+    for (DType unusual : {DType::kF64, DType::kF16, DType::kBF16}) {
+      const bool has_input =
+          std::any_of(types.begin(), types.end(), [&](const TypeInfo& t) { return t.dtype == unusual; });
+      const std::string name(DTypeName(unusual));
+      if (has_input && (msg.find("has dtype " + name) != std::string_view::npos ||
+                        msg.find("dtypes differ") != std::string_view::npos)) {
+        return ctx.Unsupported("dtype " + name + " in " + std::string(op) + " (" + std::string(msg) + ")");
+      }
     }
     return inferred.status().WithContext(ctx.Where() + " (as " + std::string(op) + ")");
   }
@@ -1270,6 +1300,8 @@ StatusOr<double> NodeContext::ConstantScalar(int i, std::string_view what) const
     case DType::kU32: return static_cast<double>(t->data_as<uint32_t>()[0]);
     case DType::kU64: return static_cast<double>(t->data_as<uint64_t>()[0]);
     case DType::kF64: return t->data_as<double>()[0];
+    case DType::kF16: return static_cast<double>(half::F16ToF32(t->data_as<uint16_t>()[0]));
+    case DType::kBF16: return static_cast<double>(half::BF16ToF32(t->data_as<uint16_t>()[0]));
     default: return Invalid(std::string(what) + " has an unknown dtype");
   }
 }
@@ -1357,6 +1389,9 @@ ValueId NodeContext::Scalar(DType dtype, double v) {
   switch (dtype) {
     case DType::kF32: t.data_as<float>()[0] = static_cast<float>(v); break;
     case DType::kF64: t.data_as<double>()[0] = v; break;
+    // Through f32, as a cast f32 -> f16/bf16 rounds (DETERMINISM.md 1.3, 1.4).
+    case DType::kF16: t.data_as<uint16_t>()[0] = half::F32ToF16(static_cast<float>(v)); break;
+    case DType::kBF16: t.data_as<uint16_t>()[0] = half::F32ToBF16(static_cast<float>(v)); break;
     case DType::kI32: t.data_as<int32_t>()[0] = static_cast<int32_t>(v); break;
     case DType::kI64: t.data_as<int64_t>()[0] = static_cast<int64_t>(v); break;
     case DType::kI8: t.data_as<int8_t>()[0] = static_cast<int8_t>(v); break;
@@ -1435,8 +1470,9 @@ StatusOr<OnnxImportForValues> ImportOnnxForValues(std::span<const uint8_t> model
     OnnxImportForValues out;
     for (const auto& [name, t] : values) {
       const bool short_vector = t.shape().size() == 1 && t.num_elements() <= 16;
-      const bool bind =
-          attempt == kLastAttempt || (attempt >= 1 && !IsFloatDType(t.dtype())) || (attempt == 2 && short_vector);
+      const bool bind = attempt == kLastAttempt ||
+                        (attempt >= 1 && !IsFloatDType(t.dtype()) && !IsHalfDType(t.dtype())) ||
+                        (attempt == 2 && short_vector);
       (bind ? out.bound : out.run_inputs).emplace(name, t);
     }
     options.input_shapes.clear();

@@ -401,7 +401,9 @@ Status Mod(NodeContext& ctx) {
   ASSIGN_OR_RETURN(ValueId b, ctx.RequiredInput(1));
   const DType dtype = ctx.type(a).dtype;
   if (dtype != ctx.type(b).dtype) return ctx.Invalid("inputs have different dtypes");
-  if (IsFloatDType(dtype) && fmod_mode == 0) return ctx.Invalid("floating-point inputs need fmod = 1");
+  if ((IsFloatDType(dtype) || IsHalfDType(dtype)) && fmod_mode == 0) {
+    return ctx.Invalid("floating-point inputs need fmod = 1");
+  }
   ASSIGN_OR_RETURN(ValueId r, ctx.Emit("fmod", {a, b}));
   if (fmod_mode == 1) return SetResult(ctx, StatusOr<ValueId>(r));
   const ValueId zero = ctx.Scalar(dtype, 0.0);

@@ -325,8 +325,8 @@ Status Conv(NodeContext& ctx) {
   RETURN_IF_ERROR(ctx.CheckAttributes({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
   ASSIGN_OR_RETURN(ValueId w, ctx.RequiredInput(1));
-  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
-  RETURN_IF_ERROR(RequireF32(ctx, w, "input W"));
+  RETURN_IF_ERROR(RequireF32OrHalf(ctx, x, "input X"));
+  RETURN_IF_ERROR(RequireF32OrHalf(ctx, w, "input W"));
   const Shape xs = ctx.type(x).shape;
   const Shape ws = ctx.type(w).shape;
   if (xs.size() != ws.size() || xs.size() < 3) return ctx.Invalid("X and W must have the same rank, at least 3");
@@ -551,7 +551,16 @@ Status Pool(NodeContext& ctx, bool is_max) {
         {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"}));
   }
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
-  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+  // MaxPool on u8 / i8 runs in f32: the cast is exact both ways and max copies one element,
+  // so the result is the integer maximum (ONNX.md; a window all in padding gives -inf, which
+  // casts to the dtype's minimum).
+  const DType in_dtype = ctx.type(x).dtype;
+  const bool byte_max = is_max && (in_dtype == DType::kU8 || in_dtype == DType::kI8);
+  if (byte_max) {
+    ASSIGN_OR_RETURN(x, ctx.Emit("cast", {x}, {{"to", DType::kF32}}));
+  } else {
+    RETURN_IF_ERROR(RequireF32OrHalf(ctx, x, "input X"));
+  }
   const ValueId x_in = x;
   const Shape xs = ctx.type(x).shape;
   if (xs.size() < 3) return ctx.Invalid("X must have rank 3 or more");
@@ -601,6 +610,9 @@ Status Pool(NodeContext& ctx, bool is_max) {
       ASSIGN_OR_RETURN(y, ReshapeTo(ctx, y, {ys[0], ys[1], ys[3]}));
     }
   }
+  if (byte_max) {
+    ASSIGN_OR_RETURN(y, ctx.Emit("cast", {y}, {{"to", in_dtype}}));
+  }
   ctx.SetOutput(0, y);
   if (is_max && ctx.wants_output(1)) {
     if (storage_order != 0 && storage_order != 1) return ctx.Invalid("storage_order must be 0 or 1");
@@ -613,7 +625,7 @@ Status Pool(NodeContext& ctx, bool is_max) {
 Status GlobalPool(NodeContext& ctx, std::string_view reduce_op) {
   RETURN_IF_ERROR(ctx.CheckAttributes({}));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
-  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+  RETURN_IF_ERROR(RequireF32OrHalf(ctx, x, "input X"));
   const int64_t rank = Rank(ctx, x);
   if (rank < 3) return ctx.Invalid("X must have rank 3 or more");
   Ints axes(static_cast<size_t>(rank - 2));
@@ -1000,7 +1012,7 @@ Status LayerNormalization(NodeContext& ctx) {
   ASSIGN_OR_RETURN(float epsilon, ctx.AttrFloat("epsilon", 1e-5f));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
   ASSIGN_OR_RETURN(ValueId scale, ctx.RequiredInput(1));
-  RETURN_IF_ERROR(RequireF32(ctx, x, "input X"));
+  RETURN_IF_ERROR(RequireF32OrHalf(ctx, x, "input X"));
   const Shape xs = ctx.type(x).shape;
   ASSIGN_OR_RETURN(int64_t axis_attr, ctx.AttrInt("axis", -1));
   ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, axis_attr, static_cast<int64_t>(xs.size()), "axis"));
@@ -1201,6 +1213,58 @@ Status TopK(NodeContext& ctx) {
   return OkStatus();
 }
 
+// --- CumSum, MeanVarianceNormalization ---
+
+// CumSum: one `cumsum` (DETERMINISM.md 4.6a); the axis must be known at import.
+Status CumSum(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"exclusive", "reverse"}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  const DType dtype = ctx.type(x).dtype;
+  if (!IsFloatDType(dtype) && !IsIntegerDType(dtype)) {
+    return ctx.Unsupported("dtype " + std::string(DTypeName(dtype)) + " for input x");
+  }
+  const int64_t rank = Rank(ctx, x);
+  if (rank == 0) return ctx.Invalid("x must have rank 1 or more");
+  ASSIGN_OR_RETURN(Ints axis, ctx.ConstantInts(1, "axis"));
+  if (axis.size() != 1) return ctx.Invalid("axis must hold exactly one value, got " + std::to_string(axis.size()));
+  ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(ctx, axis[0], rank, "axis"));
+  ASSIGN_OR_RETURN(int64_t exclusive, ctx.AttrInt("exclusive", 0));
+  ASSIGN_OR_RETURN(int64_t reverse, ctx.AttrInt("reverse", 0));
+  if (exclusive != 0 && exclusive != 1) return ctx.Invalid("attribute exclusive must be 0 or 1");
+  if (reverse != 0 && reverse != 1) return ctx.Invalid("attribute reverse must be 0 or 1");
+  return SetResult(ctx, ctx.Emit("cumsum", {x}, {{"axis", a}, {"exclusive", exclusive}, {"reverse", reverse}}));
+}
+
+// MeanVarianceNormalization: ONNX's function body op by op, with Pow(v, 2) as mul(v, v)
+// (the correctly rounded square): m = mean(x), var = mean(x * x) - m * m,
+// y = (x - m) / (sqrt(var) + 1e-9), the means over `axes` with keepdims.
+Status MeanVarianceNormalization(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"axes", "across_channels", "normalize_variance"}));
+  if (ctx.has_attr("across_channels") || ctx.has_attr("normalize_variance")) {
+    return ctx.Unsupported("attributes across_channels / normalize_variance (MeanVarianceNormalization-1)");
+  }
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  RETURN_IF_ERROR(RequireFloat(ctx, x, "input X"));
+  const DType dtype = ctx.type(x).dtype;
+  const int64_t rank = Rank(ctx, x);
+  ASSIGN_OR_RETURN(Ints axes, ctx.AttrInts("axes", {0, 2, 3}));
+  for (int64_t& a : axes) {
+    ASSIGN_OR_RETURN(a, NormalizeAxis(ctx, a, rank, "axes"));
+  }
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) return ctx.Invalid("axes has a repeated axis");
+  const Attributes mean = {{"axes", axes}, {"keepdims", int64_t{1}}};
+  ASSIGN_OR_RETURN(ValueId m, ctx.Emit("reduce_mean", {x}, mean));
+  ASSIGN_OR_RETURN(ValueId m2, ctx.Emit("mul", {m, m}));
+  ASSIGN_OR_RETURN(ValueId x2, ctx.Emit("mul", {x, x}));
+  ASSIGN_OR_RETURN(ValueId ex2, ctx.Emit("reduce_mean", {x2}, mean));
+  ASSIGN_OR_RETURN(ValueId var, ctx.Emit("sub", {ex2, m2}));
+  ASSIGN_OR_RETURN(ValueId sd, ctx.Emit("sqrt", {var}));
+  ASSIGN_OR_RETURN(ValueId centered, ctx.Emit("sub", {x, m}));
+  ASSIGN_OR_RETURN(ValueId denom, ctx.Emit("add", {sd, ctx.Scalar(dtype, 1e-9)}));
+  return SetResult(ctx, ctx.Emit("div", {centered, denom}));
+}
+
 }  // namespace
 
 const std::vector<OpConverter>& NnConverters() {
@@ -1233,6 +1297,8 @@ const std::vector<OpConverter>& NnConverters() {
       {"ReduceLogSumExp", [](NodeContext& c) { return Reduce(c, ReduceKind::kLogSumExp); }},
       {"ArgMax", [](NodeContext& c) { return ArgExtreme(c, true); }},
       {"ArgMin", [](NodeContext& c) { return ArgExtreme(c, false); }},
+      {"CumSum", CumSum},
+      {"MeanVarianceNormalization", MeanVarianceNormalization},
   };
   return table;
 }

@@ -1081,6 +1081,105 @@ Status Window(NodeContext& ctx, WindowCoefficients w) {
   return SetResult(ctx, ctx.Emit("cast", {window}, {{"to", out_dtype}}));
 }
 
+namespace {
+
+// --- Compress, ReverseSequence ---
+
+// Compress: the output's length is the number of true conditions, so the condition must be
+// known at import; then it is one `gather` of the selected positions (bits copied). Without
+// an axis the input is flattened first. Condition entries past the axis length must be false
+// (numpy's compress refuses a true one there).
+Status Compress(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"axis"}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  if (!ctx.has_input(1)) return ctx.Invalid("input 1 (condition) is required");
+  const Tensor* cond = ctx.input_constant(1);
+  if (cond == nullptr) {
+    return ctx.Unsupported("condition " + std::string(kComputedAtRunTime) +
+                           " (input 1 must be known at import: the output shape depends on its values)");
+  }
+  if (cond->dtype() != DType::kBool) return ctx.Invalid("condition must be bool");
+  if (cond->shape().size() != 1) return ctx.Invalid("condition must be 1-D, got " + IntsStr(cond->shape()));
+  int64_t axis = 0;
+  if (ctx.has_attr("axis")) {
+    ASSIGN_OR_RETURN(int64_t a, ctx.AttrInt("axis", 0));
+    ASSIGN_OR_RETURN(axis, NormalizeAxis(ctx, a, static_cast<int64_t>(ctx.type(x).shape.size()), "axis"));
+  } else {
+    const Shape& xs = ctx.type(x).shape;
+    ASSIGN_OR_RETURN(x, ReshapeTo(ctx, x, {Product(xs, 0, xs.size())}));
+  }
+  const int64_t n = ctx.type(x).shape[axis];
+  Ints picked;
+  for (int64_t i = 0; i < cond->num_elements(); ++i) {
+    if (cond->data()[i] == 0) continue;
+    if (i >= n) {
+      return ctx.Invalid("condition is true at position " + std::to_string(i) + ", past the axis length " +
+                         std::to_string(n));
+    }
+    picked.push_back(i);
+  }
+  return SetResult(ctx, ctx.Emit("gather", {x, ctx.Constant(Int64Vector(picked))}, {{"axis", axis}}));
+}
+
+// ReverseSequence: one `gather` of rows. With x viewed as [B, T, R] (batch, time, the rest),
+// row (b, t) reads row (b, src) with src = where(t < L[b], L[b] - 1 - t, t), all in i64; an
+// L[b] > T points the whole batch past the end, so the gather fails (at import for constant
+// lengths, else at run time) instead of reading another batch's rows. L[b] <= 0 copies.
+Status ReverseSequence(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes({"batch_axis", "time_axis"}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId lens, ctx.RequiredInput(1));
+  ASSIGN_OR_RETURN(int64_t batch_axis, ctx.AttrInt("batch_axis", 1));
+  ASSIGN_OR_RETURN(int64_t time_axis, ctx.AttrInt("time_axis", 0));
+  const Shape xs = ctx.type(x).shape;
+  if (xs.size() < 2) return ctx.Invalid("input must have rank 2 or more, got " + IntsStr(xs));
+  if (!((batch_axis == 0 && time_axis == 1) || (batch_axis == 1 && time_axis == 0))) {
+    return ctx.Invalid("batch_axis and time_axis must be 0 and 1 in some order");
+  }
+  const DType lens_dtype = ctx.type(lens).dtype;
+  if (lens_dtype != DType::kI64 && lens_dtype != DType::kI32) return ctx.Invalid("sequence_lens must be int64");
+  const int64_t b = xs[batch_axis], t = xs[time_axis];
+  if (ctx.type(lens).shape != Shape{b}) {
+    return ctx.Invalid("sequence_lens must have shape [" + std::to_string(b) + "], got " +
+                       IntsStr(ctx.type(lens).shape));
+  }
+  Ints perm(xs.size());
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
+  std::swap(perm[0], perm[1]);
+  const int64_t rest = Product(xs, 2, xs.size());
+  if (batch_axis == 1) {
+    ASSIGN_OR_RETURN(x, ctx.Emit("transpose", {x}, {{"perm", perm}}));
+  }
+  ASSIGN_OR_RETURN(ValueId rows, ReshapeTo(ctx, x, {b * t, rest}));
+  if (lens_dtype != DType::kI64) {
+    ASSIGN_OR_RETURN(lens, ctx.Emit("cast", {lens}, {{"to", DType::kI64}}));
+  }
+  ASSIGN_OR_RETURN(ValueId len, ReshapeTo(ctx, lens, {b, 1}));
+  Ints time(static_cast<size_t>(t)), base(static_cast<size_t>(b));
+  for (int64_t i = 0; i < t; ++i) time[i] = i;
+  for (int64_t i = 0; i < b; ++i) base[i] = i * t;
+  const ValueId tv = ctx.Constant(Tensor::FromVector<int64_t>(DType::kI64, {1, t}, time));
+  ASSIGN_OR_RETURN(ValueId inside, ctx.Emit("less", {tv, len}));
+  ASSIGN_OR_RETURN(ValueId last, ctx.Emit("sub", {len, ctx.Scalar(DType::kI64, 1)}));
+  ASSIGN_OR_RETURN(ValueId back, ctx.Emit("sub", {last, tv}));
+  ASSIGN_OR_RETURN(ValueId src, ctx.Emit("where", {inside, back, tv}));
+  ASSIGN_OR_RETURN(ValueId flat,
+                   ctx.Emit("add", {src, ctx.Constant(Tensor::FromVector<int64_t>(DType::kI64, {b, 1}, base))}));
+  ASSIGN_OR_RETURN(ValueId too_long, ctx.Emit("greater", {len, ctx.Scalar(DType::kI64, static_cast<double>(t))}));
+  ASSIGN_OR_RETURN(flat, ctx.Emit("where", {too_long, ctx.Scalar(DType::kI64, static_cast<double>(b * t)), flat}));
+  ASSIGN_OR_RETURN(flat, ReshapeTo(ctx, flat, {b * t}));
+  ASSIGN_OR_RETURN(ValueId y, ctx.Emit("gather", {rows, flat}, {{"axis", int64_t{0}}}));
+  Shape ys = xs;
+  if (batch_axis == 1) std::swap(ys[0], ys[1]);
+  ASSIGN_OR_RETURN(y, ReshapeTo(ctx, y, ys));
+  if (batch_axis == 1) {
+    ASSIGN_OR_RETURN(y, ctx.Emit("transpose", {y}, {{"perm", perm}}));
+  }
+  return SetResult(ctx, y);
+}
+
+}  // namespace
+
 const std::vector<OpConverter>& TensorConverters() {
   static const std::vector<OpConverter> table = {
       {"Shape", ShapeOp},
@@ -1119,6 +1218,8 @@ const std::vector<OpConverter>& TensorConverters() {
        [](NodeContext& c) {
          return Window(c, {0x1.ae147ap-2f, 0.5f, 0x1.47ae14p-4f});
        }},
+      {"Compress", Compress},
+      {"ReverseSequence", ReverseSequence},
   };
   return table;
 }

@@ -41,6 +41,15 @@ Status ValidateReduce(const KernelCall& call) {
       if (y.dims[i] != d) return InvalidArgument(name + ": output shape does not match");
       expect_out *= d;
     }
+  } else if (call.op == Op::kCumSum) {
+    if (!numeric_any) return InvalidArgument(name + ": input must be f32, f64 or an integer dtype");
+    if (y.dtype != x.dtype) return InvalidArgument(name + ": output dtype must match the input");
+    if (p.axis < 0 || p.axis >= x.rank) return InvalidArgument(name + ": axis out of range");
+    if (y.rank != x.rank) return InvalidArgument(name + ": output rank does not match");
+    for (int i = 0; i < x.rank; ++i) {
+      if (y.dims[i] != x.dims[i]) return InvalidArgument(name + ": output shape does not match");
+      expect_out *= x.dims[i];
+    }
   } else {
     if (call.op == Op::kReduceMean) {
       if (!IsFloatDType(x.dtype)) return InvalidArgument(name + ": input must be f32 or f64");

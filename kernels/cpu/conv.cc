@@ -34,9 +34,45 @@ constexpr uint32_t kCanonicalNaN = 0x7FC00000u;
 // directly: their per-group GEMMs are too small to pay for im2col and packing.
 constexpr int64_t kDirectMaxChannelsPerGroup = 8;
 
+// Im2Col when both strides are 1 and output rows are as wide as input rows (OW == W, e.g. 1xK
+// with "same" padding, Kx1, 3x3 "same"): then COL row k is the channel's plane shifted by one
+// flat offset, (kh*dh - pt)*W + kw*dw - pl, except at the positions whose input row or column lies
+// in the padding. One copy per row of COL, then those positions are set to +0.0 (what the general
+// walk writes there), instead of a copy and a division per output row.
+void Im2ColShifted(const ConvGeom& g, const float* x, int64_t n, int64_t gi, int64_t p0, int64_t ptc, int64_t k0,
+                   int64_t k1, float* col) {
+  const int64_t khw = g.KH * g.KW, plane = g.H * g.W, p1 = p0 + ptc;
+  for (int64_t k = k0; k < k1; ++k) {
+    const int64_t c = k / khw, r = k % khw, kh = r / g.KW, kw = r % g.KW;
+    const float* xc = x + ((n * g.C) + gi * g.Cg + c) * plane;
+    float* dst = col + (k - k0) * ptc - p0;  // dst[p] for p in [p0, p1)
+    const int64_t row_off = kh * g.dh - g.pt, col_off = kw * g.dw - g.pl;
+    const int64_t shift = row_off * g.W + col_off;
+    // Positions whose flat source index lies outside the plane are padding on either count.
+    const int64_t lo = std::clamp<int64_t>(-shift, p0, p1), hi = std::clamp<int64_t>(plane - shift, lo, p1);
+    std::fill(dst + p0, dst + lo, 0.0f);
+    if (hi > lo) std::memcpy(dst + lo, xc + lo + shift, sizeof(float) * (hi - lo));
+    std::fill(dst + hi, dst + p1, 0.0f);
+    // Valid output columns [jb, je) and rows [ob, oe) of this (kh, kw).
+    const int64_t jb = std::clamp<int64_t>(-col_off, 0, g.OW), je = std::clamp<int64_t>(g.W - col_off, jb, g.OW);
+    const int64_t ob = std::clamp<int64_t>(-row_off, 0, g.OH), oe = std::clamp<int64_t>(g.H - row_off, ob, g.OH);
+    const bool all_columns = jb == 0 && je == g.OW;
+    for (int64_t oh = p0 / g.OW; oh * g.OW < p1; ++oh) {
+      const int64_t rb = std::max(p0, oh * g.OW), re = std::min(p1, (oh + 1) * g.OW);
+      if (oh < ob || oh >= oe) {
+        std::fill(dst + rb, dst + re, 0.0f);
+      } else if (!all_columns) {
+        std::fill(dst + rb, dst + std::max(rb, std::min(re, oh * g.OW + jb)), 0.0f);
+        std::fill(dst + std::min(re, std::max(rb, oh * g.OW + je)), dst + re, 0.0f);
+      }
+    }
+  }
+}
+
 // COL[k - k0, j] for k in [k0, k1) and output positions p0 + j, j < ptc, of image n, group gi.
 void Im2Col(const ConvGeom& g, const float* x, int64_t n, int64_t gi, int64_t p0, int64_t ptc, int64_t k0, int64_t k1,
             float* col) {
+  if (g.sh == 1 && g.sw == 1 && g.OW == g.W) return Im2ColShifted(g, x, n, gi, p0, ptc, k0, k1, col);
   const int64_t khw = g.KH * g.KW;
   for (int64_t k = k0; k < k1; ++k) {
     const int64_t c = k / khw, r = k % khw, kh = r / g.KW, kw = r % g.KW;
@@ -84,6 +120,36 @@ void AddBias(float* y, int64_t ldy, int64_t rows, int64_t cols, const float* bia
   }
 }
 
+// conv2d weights as the AVX2 GEMM's A panels, group after group (PrepareConvWeights).
+class PackedConvWeights final : public PreparedOperand {
+ public:
+  PackedConvWeights(const float* w, const ConvGeom& g)
+      : per_group_(gemm::PackedAPanelsFloats(g.Fg, g.Kc)),
+        group_(g.G),
+        fg_(g.Fg),
+        kc_(g.Kc),
+        data_(static_cast<float*>(std::aligned_alloc(64, (sizeof(float) * per_group_ * g.G + 63) / 64 * 64))) {
+    if (!data_) return;
+    for (int64_t gi = 0; gi < g.G; ++gi) gemm::PackAPanelsF32(w + gi * g.Fg * g.Kc, g.Kc, g.Fg, g.Kc, group(gi));
+  }
+  ~PackedConvWeights() override { std::free(data_); }
+  PackedConvWeights(const PackedConvWeights&) = delete;
+  PackedConvWeights& operator=(const PackedConvWeights&) = delete;
+  int64_t bytes() const override { return static_cast<int64_t>(sizeof(float)) * per_group_ * group_; }
+  bool ok() const { return data_ != nullptr; }
+  // Whether these panels were packed for this geometry's weights.
+  bool Fits(const ConvGeom& g) const { return g.G == group_ && g.Fg == fg_ && g.Kc == kc_; }
+  float* group(int64_t gi) const { return data_ + gi * per_group_; }
+
+ private:
+  int64_t per_group_, group_, fg_, kc_;
+  float* data_;
+};
+
+bool UsesDirectKernel(const ConvGeom& g) {
+  return g.G > 1 && g.Cg <= kDirectMaxChannelsPerGroup && g_direct_enabled.load();
+}
+
 // Columns per im2col tile so that Kc x cols floats fit in `budget` bytes.
 int64_t TileCols(const ConvGeom& g, int64_t budget) {
   if (g.Kc == 0 || g.P == 0) return std::max<int64_t>(g.P, 1);
@@ -105,6 +171,20 @@ void SetConvScratchBudgetForTesting(int64_t bytes) {
   g_scratch_budget.store(bytes > 0 ? bytes : kDefaultScratchBudget);
 }
 
+StatusOr<std::unique_ptr<PreparedOperand>> PrepareConvWeights(const KernelCall& call, const CpuContext& ctx) {
+  // f16/bf16 weights are widened per call (half_operands.cc) and take no packed copy.
+  if (call.num_inputs < 2 || call.in(0).dtype != DType::kF32 || call.in(1).dtype != DType::kF32) {
+    return std::unique_ptr<PreparedOperand>();
+  }
+  ASSIGN_OR_RETURN(const ConvGeom g, ValidateConv(call));
+  if (ctx.isa != Isa::kAvx2 || !CpuHasAvx2Fma() || UsesDirectKernel(g) || g.F == 0 || g.Kc == 0) {
+    return std::unique_ptr<PreparedOperand>();
+  }
+  auto packed = std::make_unique<PackedConvWeights>(call.in(1).as<const float>(), g);
+  if (!packed->ok()) return ResourceExhausted("conv2d: cannot allocate the packed weights");
+  return std::unique_ptr<PreparedOperand>(std::move(packed));
+}
+
 Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   if (ctx.isa == Isa::kAvx2 && !CpuHasAvx2Fma()) return FailedPrecondition("conv2d: CPU lacks AVX2/FMA");
   ASSIGN_OR_RETURN(const ConvGeom g, ValidateConv(call));
@@ -114,6 +194,10 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   const float* bias = call.num_inputs == 3 ? call.in(2).as<const float>() : nullptr;
   float* y = call.out(0).as<float>();
   if (g.N == 0 || g.F == 0 || g.P == 0) return OkStatus();
+  // Weights packed once when the program was loaded; same values, so the same bits.
+  const auto* packed = dynamic_cast<const PackedConvWeights*>(call.prepared);
+  if (packed && (ctx.isa != Isa::kAvx2 || !packed->Fits(g))) packed = nullptr;
+  auto a_panels = [&](int64_t gi) -> const float* { return packed ? packed->group(gi) : nullptr; };
   const int64_t threads = ctx.pool ? ctx.pool->num_threads() : 1;
   const int64_t scratch_budget = g_scratch_budget.load();
   const gemm::Dims gd{g.Fg, 0, g.Kc};
@@ -131,7 +215,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
     }
   };
 
-  if (g.G > 1 && g.Cg <= kDirectMaxChannelsPerGroup && g_direct_enabled.load()) {
+  if (UsesDirectKernel(g)) {
     auto rows = ctx.isa == Isa::kAvx2 ? &ConvDirectRowsAvx2 : &ConvDirectRowsPortable;
     const int64_t n_rows = g.N * g.F * g.OH;
     auto run_rows = [&](int64_t b, int64_t e) {
@@ -155,6 +239,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
       gemm::F32Operands op;
       op.a = w + gi * g.Fg * g.Kc;
       op.lda = g.Kc;
+      op.a_panels = a_panels(gi);
       op.b = x + (n * g.C + gi * g.Cg) * g.H * g.W;
       op.ldb = g.P;
       op.c = y + (n * g.F + gi * g.Fg) * g.P;
@@ -191,6 +276,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
         gemm::F32Operands op;
         op.a = w + gi * g.Fg * g.Kc;
         op.lda = g.Kc;
+        op.a_panels = a_panels(gi);
         op.b = col;
         op.ldb = ptc;
         op.c = y + (n * g.F + gi * g.Fg) * g.P + p0;
@@ -226,6 +312,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
         gemm::F32Operands op;
         op.a = w + gi * g.Fg * g.Kc;
         op.lda = g.Kc;
+        op.a_panels = a_panels(gi);
         op.b = col;
         op.ldb = ptc;
         op.c = y + (n * g.F + gi * g.Fg) * g.P + p0;

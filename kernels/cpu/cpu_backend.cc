@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_backend.h"
 
 #include "kernels/checks/elementwise.h"
+#include "kernels/cpu/half_operands.h"
 #include "kernels/host_arena.h"
 
 namespace consensor::kernels {
@@ -40,11 +41,33 @@ bool CpuBackend::SupportsEpilogue(const KernelCall& call) const {
 
 StatusOr<std::unique_ptr<Arena>> CpuBackend::AllocateArena(int64_t bytes) { return AllocateHostArena(bytes); }
 
+StatusOr<std::unique_ptr<PreparedOperand>> CpuBackend::PrepareConstant(const KernelCall& call, int input) {
+  if (call.op == Op::kConv2D && input == 1) return cpu::PrepareConvWeights(call, ctx_);
+  return std::unique_ptr<PreparedOperand>();
+}
+
 Status CpuBackend::Run(const KernelCall& call) {
   // The caller's thread computes too; pin its float environment as the pool's threads are.
   SetDeterministicFloatEnvironment();
   if (call.epilogue != nullptr && FamilyOf(call.op) != OpFamily::kElementwise && FamilyOf(call.op) != OpFamily::kConv) {
     return Unimplemented("CPU backend: " + std::string(OpName(call.op)) + " takes no fused epilogue");
+  }
+  if (cpu::ComputesThroughF32(call)) {
+    // f16/bf16 (DETERMINISM.md 1.3, 1.4): the f32 kernel between an exact widening and one rounding.
+    cpu::FamilyRunner run = nullptr;
+    switch (FamilyOf(call.op)) {
+      case OpFamily::kElementwise: run = cpu::RunElementwise; break;
+      case OpFamily::kReduce: run = cpu::RunReduce; break;
+      case OpFamily::kMatMul: run = cpu::RunMatMul; break;
+      case OpFamily::kConv: run = cpu::RunConv; break;
+      case OpFamily::kPool: run = cpu::RunPool; break;
+      case OpFamily::kNormalization: run = cpu::RunNormalization; break;
+      case OpFamily::kDataMovement:
+      case OpFamily::kNone: break;
+    }
+    if (run == nullptr)
+      return Unimplemented("CPU backend has no f16/bf16 kernel for op " + std::string(OpName(call.op)));
+    return cpu::RunThroughF32(call, ctx_, run);
   }
   switch (FamilyOf(call.op)) {
     case OpFamily::kElementwise: return cpu::RunElementwise(call, ctx_);

@@ -26,6 +26,8 @@ class CpuBackend final : public Backend {
   // Elementwise ops and conv2d take epilogues.
   bool SupportsEpilogue(const KernelCall& call) const override;
   StatusOr<std::unique_ptr<Arena>> AllocateArena(int64_t bytes) override;
+  // conv2d weights on the GEMM paths, packed once into the AVX2 GEMM's panels (conv.cc).
+  StatusOr<std::unique_ptr<PreparedOperand>> PrepareConstant(const KernelCall& call, int input) override;
   Status Run(const KernelCall& call) override;
   int num_threads() const { return pool_->num_threads(); }
 

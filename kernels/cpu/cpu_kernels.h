@@ -25,8 +25,11 @@ Status RunElementwise(const KernelCall& call, const CpuContext& ctx);
 Status RunReduce(const KernelCall& call, const CpuContext& ctx);
 // matmul.cc: MatMul (f32), MatMulInt8.
 Status RunMatMul(const KernelCall& call, const CpuContext& ctx);
-// conv.cc: Conv2D.
+// conv.cc: Conv2D. call.prepared, if set, must come from PrepareConvWeights on the same weights.
 Status RunConv(const KernelCall& call, const CpuContext& ctx);
+// conv.cc: the weights of a conv2d call that runs through the AVX2 GEMM, packed once into the
+// GEMM's A panels; null for the direct kernel, the portable ISA or a non-f32 call.
+StatusOr<std::unique_ptr<PreparedOperand>> PrepareConvWeights(const KernelCall& call, const CpuContext& ctx);
 // pool.cc: MaxPool2D, AvgPool2D.
 Status RunPool(const KernelCall& call, const CpuContext& ctx);
 // normalization.cc: Softmax, LayerNorm.

@@ -12,6 +12,7 @@
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_impl.h"
+#include "kernels/half.h"
 
 namespace consensor::kernels::cpu {
 namespace {
@@ -279,6 +280,8 @@ Status RunPad(const KernelCall& call, const CpuContext& ctx) {
     case DType::kU16: PadRows<uint16_t>(ctx, in, out, pb, PadValueAs<uint16_t>(v)); break;
     case DType::kU32: PadRows<uint32_t>(ctx, in, out, pb, PadValueAs<uint32_t>(v)); break;
     case DType::kU64: PadRows<uint64_t>(ctx, in, out, pb, PadValueAs<uint64_t>(v)); break;
+    case DType::kF16: PadRows<uint16_t>(ctx, in, out, pb, half::F32ToF16(v)); break;  // RNE, canonical NaN
+    case DType::kBF16: PadRows<uint16_t>(ctx, in, out, pb, half::F32ToBF16(v)); break;
     case DType::kF64:
       PadRows<uint64_t>(ctx, in, out, pb, std::bit_cast<uint64_t>(PadValueAs<double>(v)));  // exact widening
       break;

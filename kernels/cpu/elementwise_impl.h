@@ -68,7 +68,10 @@ CNSR_EW_INLINE int EwElemSize(DType t) {
     case DType::kU8:
     case DType::kBool: return 1;
     case DType::kI16:
-    case DType::kU16: return 2;
+    case DType::kU16:
+    case DType::kF16:   // where and same-dtype casts only: the f16/bf16 arithmetic runs in f32
+    case DType::kBF16:  // (kernels/cpu/half_operands.h)
+      return 2;
     case DType::kI64:
     case DType::kU64:
     case DType::kF64: return 8;

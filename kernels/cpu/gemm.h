@@ -25,6 +25,9 @@ struct Operands {
   int64_t ldb = 0;
   Out* c = nullptr;
   int64_t ldc = 0;
+  // f32, AVX2 only: A already packed by PackAPanelsF32 over all of K (each row block then starts
+  // at a multiple of 6 rows, as F32Batched's blocks do); `a` is not read. Portable code reads `a`.
+  const In* a_panels = nullptr;
 };
 using F32Operands = Operands<float, float>;
 using I8Operands = Operands<int8_t, int32_t>;
@@ -89,6 +92,12 @@ Status F32Batched(int64_t batch, const Dims& d, const std::function<F32Operands(
                   const CpuContext& ctx, const BlockDone& done = nullptr);
 Status I8Batched(int64_t batch, const Dims& d, const std::function<I8Operands(int64_t)>& operands,
                  const CpuContext& ctx);
+
+// matmul_avx2.cc (call only when CpuHasAvx2Fma()): A[0:M, 0:K] (row stride lda) as the AVX2
+// kernel's 6-row panels over all of K, zero padded to a multiple of 6 rows:
+// PackedAPanelsFloats(M, K) floats at `out`.
+void PackAPanelsF32(const float* a, int64_t lda, int64_t M, int64_t K, float* out);
+inline int64_t PackedAPanelsFloats(int64_t M, int64_t K) { return (M + 5) / 6 * 6 * K; }
 
 // Single-threaded whole GEMM with the ISA of ctx (for callers that parallelize above).
 bool F32Single(const F32Operands& op, const Dims& d, Isa isa, Workspace* ws);

@@ -520,11 +520,15 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
     return true;
   }
   const bool b_in_place = m1 - m0 <= kBInPlaceMaxRows;
+  // Pre-packed A panels cover all of K, so panel i of rows [6i, 6i + 6) holds k-block pc at
+  // offset pc * 6; they serve blocks whose first row is a multiple of 6.
+  const float* a_panels = m0 % kMR == 0 ? op.a_panels : nullptr;
   const int64_t ncmax = b_in_place ? kNR : std::min(kNC, n1 - n0);
   const int64_t kcmax = std::min(kKC, d.K);
   auto* bp = static_cast<float*>(ws->Get(0, sizeof(float) * RoundUp(ncmax, kNR) * kcmax));
-  auto* ap = static_cast<float*>(ws->Get(1, sizeof(float) * RoundUp(std::min(kMC, m1 - m0), kMR) * kcmax));
-  if (!bp || !ap) return false;
+  auto* ap = a_panels ? nullptr
+                      : static_cast<float*>(ws->Get(1, sizeof(float) * RoundUp(std::min(kMC, m1 - m0), kMR) * kcmax));
+  if (!bp || (!ap && !a_panels)) return false;
   for (int64_t jc = n0; jc < n1; jc += kNC) {
     const int64_t nc = std::min(kNC, n1 - jc);
     for (int64_t pc = 0; pc < d.K; pc += kKC) {
@@ -533,7 +537,10 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
       if (!b_in_place) PackBF32(op.b + pc * op.ldb + jc, op.ldb, kc, nc, bp);
       for (int64_t ic = m0; ic < m1; ic += kMC) {
         const int64_t mc = std::min(kMC, m1 - ic);
-        PackAF32(op.a + ic * op.lda + pc, op.lda, mc, kc, ap);
+        // The A panel of tile row ir: packed now (kc x 6 each), or pre-packed (K x 6 each).
+        const float* a_block = a_panels ? a_panels + ic * d.K + pc * kMR : ap;
+        const int64_t a_step = a_panels ? d.K : kc;  // floats between panels, per row
+        if (!a_panels) PackAF32(op.a + ic * op.lda + pc, op.lda, mc, kc, ap);
         for (int64_t jr = 0; jr < nc; jr += kNR) {
           const int64_t nr = std::min<int64_t>(kNR, nc - jr);
           // In place: a full panel is read from B with stride ldb; a partial one is packed alone.
@@ -554,11 +561,11 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
               for (int r = 0; r < kMR; ++r) _mm_prefetch(reinterpret_cast<const char*>(cn + r * op.ldc), _MM_HINT_T0);
             }
             if (mr == kMR && nr == kNR && ldb == 0) {
-              MicroF32(kc, ap + ir * kc, bpanel, c, op.ldc, first, last);
+              MicroF32(kc, a_block + ir * a_step, bpanel, c, op.ldc, first, last);
             } else if (mr == kMR && nr == kNR) {
-              MicroF32StridedB(kc, ap + ir * kc, bpanel, ldb, c, op.ldc, first, last);
+              MicroF32StridedB(kc, a_block + ir * a_step, bpanel, ldb, c, op.ldc, first, last);
             } else {
-              MicroF32Edge(kc, ap + ir * kc, bpanel, ldb, c, op.ldc, mr, nr, first, last);
+              MicroF32Edge(kc, a_block + ir * a_step, bpanel, ldb, c, op.ldc, mr, nr, first, last);
             }
           }
         }
@@ -568,6 +575,8 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
   }
   return true;
 }
+
+void PackAPanelsF32(const float* a, int64_t lda, int64_t M, int64_t K, float* out) { PackAF32(a, lda, M, K, out); }
 
 bool I8BlockAvx2(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1, Workspace* ws) {
   if (m0 >= m1 || n0 >= n1) return true;

@@ -512,6 +512,110 @@ template <typename T>
 using IntMinOp = IntMaxMinOp<T, false>;
 
 // The call has been validated by RunReduce.
+// ---------------------------------------------------------------------------------------
+// CumSum (DETERMINISM.md 4.6a): per line along the axis, acc = -0.0 (0 for integers), then
+// acc = acc + x[k] in scan order (reverse: from the end), one rounding per step; an inclusive
+// output is acc after its own term, an exclusive one acc before it (+0.0 for the first).
+// Lines are independent, so a task takes a run of lines of one outer row and walks up to
+// kCumSumBlock of them side by side (contiguous, so the AVX2 build vectorizes the adds);
+// each line's chain stays sequential.
+
+template <typename T>
+inline T CumSumStep(T acc, T term) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return acc + term;
+  } else {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(acc) + static_cast<U>(term)));
+  }
+}
+
+template <typename T>
+inline T CumSumOut(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return CanonNaN(v);
+  } else {
+    return v;
+  }
+}
+
+inline constexpr int64_t kCumSumBlock = 64;
+
+template <typename T>
+void CumSumImpl(const T* x, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse, T* out,
+                ThreadPool* pool) {
+  const T identity = std::is_floating_point_v<T> ? static_cast<T>(-0.0) : static_cast<T>(0);
+  pool->ParallelFor(outer * inner, GrainFor(n), [&](int64_t b, int64_t e) {
+    T acc[kCumSumBlock];
+    T before[kCumSumBlock];
+    if (inner == 1) {
+      // The axis is innermost: lines are rows of x. Up to 8 rows step together, each its own
+      // chain, so the adds of different rows overlap instead of waiting on one another.
+      constexpr int64_t kRows = 8;
+      for (int64_t row = b; row < e; row += kRows) {
+        const int64_t rows = std::min(kRows, e - row);
+        for (int64_t r = 0; r < rows; ++r) acc[r] = identity;
+        for (int64_t step = 0; step < n; ++step) {
+          const int64_t k = reverse ? n - 1 - step : step;
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t at = (row + r) * n + k;
+            const T prev = acc[r];
+            acc[r] = CumSumStep(acc[r], x[at]);
+            out[at] = exclusive ? (step == 0 ? T(0) : CumSumOut(prev)) : CumSumOut(acc[r]);
+          }
+        }
+      }
+      return;
+    }
+    for (int64_t line = b; line < e;) {
+      const int64_t o = line / inner, j0 = line % inner;
+      const int64_t width = std::min({kCumSumBlock, inner - j0, e - line});
+      const T* xs = x + o * n * inner + j0;
+      T* ys = out + o * n * inner + j0;
+      for (int64_t j = 0; j < width; ++j) acc[j] = identity;
+      for (int64_t step = 0; step < n; ++step) {
+        const int64_t k = reverse ? n - 1 - step : step;
+        const T* xk = xs + k * inner;
+        T* yk = ys + k * inner;
+        if (exclusive) {
+          for (int64_t j = 0; j < width; ++j) before[j] = step == 0 ? T(0) : CumSumOut(acc[j]);
+          for (int64_t j = 0; j < width; ++j) acc[j] = CumSumStep(acc[j], xk[j]);
+          for (int64_t j = 0; j < width; ++j) yk[j] = before[j];
+        } else {
+          for (int64_t j = 0; j < width; ++j) {
+            acc[j] = CumSumStep(acc[j], xk[j]);
+            yk[j] = CumSumOut(acc[j]);
+          }
+        }
+      }
+      line += width;
+    }
+  });
+}
+
+template <typename T>
+Status RunCumSum(const TensorView& x, const OpParams& p, TensorView& y, ThreadPool* pool) {
+  const AxisSplit split = SplitAtAxis(x, p.axis);
+  CumSumImpl(x.as<const T>(), split.outer, split.n, split.inner, p.exclusive, p.reverse, y.as<T>(), pool);
+  return OkStatus();
+}
+
+inline Status DispatchCumSum(const TensorView& x, const OpParams& p, TensorView& y, ThreadPool* pool) {
+  switch (x.dtype) {
+    case DType::kF32: return RunCumSum<float>(x, p, y, pool);
+    case DType::kF64: return RunCumSum<double>(x, p, y, pool);
+    case DType::kI8: return RunCumSum<int8_t>(x, p, y, pool);
+    case DType::kU8: return RunCumSum<uint8_t>(x, p, y, pool);
+    case DType::kI16: return RunCumSum<int16_t>(x, p, y, pool);
+    case DType::kU16: return RunCumSum<uint16_t>(x, p, y, pool);
+    case DType::kI32: return RunCumSum<int32_t>(x, p, y, pool);
+    case DType::kU32: return RunCumSum<uint32_t>(x, p, y, pool);
+    case DType::kI64: return RunCumSum<int64_t>(x, p, y, pool);
+    case DType::kU64: return RunCumSum<uint64_t>(x, p, y, pool);
+    default: return InvalidArgument("cumsum: unsupported dtype");
+  }
+}
+
 inline Status RunReduceImpl(const KernelCall& call, const CpuContext& ctx) {
   const TensorView& x = call.in(0);
   TensorView& y = call.out(0);
@@ -531,6 +635,7 @@ inline Status RunReduceImpl(const KernelCall& call, const CpuContext& ctx) {
     }
     return OkStatus();
   }
+  if (call.op == Op::kCumSum) return DispatchCumSum(x, p, y, ctx.pool);
   if (call.op == Op::kTopK) {
     const AxisSplit split = SplitAtAxis(x, p.axis);
     const int64_t outer = split.outer, n = split.n, inner = split.inner;

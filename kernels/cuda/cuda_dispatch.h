@@ -7,7 +7,7 @@
 namespace consensor::kernels::CNSR_CUDA_NS {
 
 // The CUDA kernels are written for f32, i8, i32, i64 and bool. The dtypes u8, i16, u16, u32,
-// u64 and f64 run on the CPU backend only: a call that reads or writes one is refused
+// u64, f64, f16 and bf16 run on the CPU backend only: a call that reads or writes one is refused
 // (docs/DETERMINISM.md section 2), and a task using them runs with --backend cpu.
 inline bool HasCudaDTypes(const KernelCall& call) {
   auto ok = [](DType t) {
@@ -26,7 +26,7 @@ inline bool Supports(const KernelCall& call) { return FamilyOf(call.op) != OpFam
 
 inline Status Dispatch(const KernelCall& call, const LaunchContext& ctx) {
   if (!HasCudaDTypes(call)) {
-    return Unimplemented("the CUDA backend has no kernels for u8, i16, u16, u32, u64 or f64 (op " +
+    return Unimplemented("the CUDA backend has no kernels for u8, i16, u16, u32, u64, f64, f16 or bf16 (op " +
                          std::string(OpName(call.op)) + ")");
   }
   // The CUDA backends run the unfused program (SupportsEpilogue is false): the runtime never

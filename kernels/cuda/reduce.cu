@@ -1,4 +1,4 @@
-// The CUDA reduce family: ReduceSum/Mean/Max/Min/Prod, ArgMax and TopK (docs/DETERMINISM.md 4.1, 4.3).
+// The CUDA reduce family: ReduceSum/Mean/Max/Min/Prod, ArgMax, TopK and CumSum (docs/DETERMINISM.md 4.1, 4.3).
 // Bits identical to kernels/cpu/reduce_impl.h. Layout (kernels/checks/reduce.h, shared with
 // the CPU): dims of size 1 are dropped and adjacent dims of the same kind (kept / reduced)
 // merged, which keeps the row-major term order of every output. Then:
@@ -308,6 +308,57 @@ Status RunTopKTyped(const TensorView& xv, int64_t outer, int64_t n, int64_t inne
   return CheckLaunch("top_k");
 }
 
+// ---------------------------------------------------------------------------------------
+// CumSum (DETERMINISM.md 4.6a): one thread per line (outer row, inner column), coalesced
+// across the inner columns, runs the line's sequential chain as the CPU does. The CUDA
+// backends have no f64 or unsigned kernels (refused by Supports()), so f32 and the signed
+// integers i8, i32, i64 here.
+
+template <typename T>
+CNSR_DEVICE T CumSumStep(T acc, T term) {
+  if constexpr (std::is_same<T, float>::value) {
+    return acc + term;
+  } else {
+    using U = typename std::make_unsigned<T>::type;
+    return static_cast<T>(static_cast<U>(static_cast<U>(acc) + static_cast<U>(term)));
+  }
+}
+
+template <typename T>
+CNSR_DEVICE T CumSumOut(T v) {
+  if constexpr (std::is_same<T, float>::value) {
+    return detmath::canonicalize_nan(v);
+  } else {
+    return v;
+  }
+}
+
+template <typename T>
+CNSR_GLOBAL void CumSumKernel(const T* x, int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse,
+                              T* out) {
+  for (int64_t line = GlobalThread(); line < outer * inner; line += GlobalThreads()) {
+    const int64_t o = line / inner, j = line % inner;
+    const T* xs = x + o * n * inner + j;
+    T* ys = out + o * n * inner + j;
+    T acc = std::is_same<T, float>::value ? static_cast<T>(-0.0f) : static_cast<T>(0);
+    for (int64_t step = 0; step < n; ++step) {
+      const int64_t k = reverse ? n - 1 - step : step;
+      const T before = step == 0 ? static_cast<T>(0) : CumSumOut(acc);
+      acc = CumSumStep(acc, xs[k * inner]);
+      ys[k * inner] = exclusive ? before : CumSumOut(acc);
+    }
+  }
+}
+
+template <typename T>
+Status RunCumSumTyped(const TensorView& xv, const OpParams& p, TensorView& yv, const LaunchContext& ctx) {
+  const AxisSplit split = SplitAtAxis(xv, p.axis);
+  const Geometry g = GeometryFor(split.outer * split.inner, ctx);
+  CNSR_LAUNCH(CumSumKernel<T>, g.grid, g.block, 0, StreamOf(ctx), xv.as<const T>(), split.outer, split.n, split.inner,
+              p.exclusive, p.reverse, yv.as<T>());
+  return CheckLaunch("cumsum");
+}
+
 }  // namespace
 
 Status RunReduce(const KernelCall& call, const LaunchContext& ctx) {
@@ -327,6 +378,15 @@ Status RunReduce(const KernelCall& call, const LaunchContext& ctx) {
       case DType::kI8: return RunArgMaxTyped<int8_t>(x, outer, n, inner, out, ctx);
       case DType::kI64: return RunArgMaxTyped<int64_t>(x, outer, n, inner, out, ctx);
       default: return InvalidArgument("argmax: unsupported dtype");
+    }
+  }
+  if (call.op == Op::kCumSum) {
+    switch (x.dtype) {
+      case DType::kF32: return RunCumSumTyped<float>(x, p, y, ctx);
+      case DType::kI32: return RunCumSumTyped<int32_t>(x, p, y, ctx);
+      case DType::kI8: return RunCumSumTyped<int8_t>(x, p, y, ctx);
+      case DType::kI64: return RunCumSumTyped<int64_t>(x, p, y, ctx);
+      default: return InvalidArgument("cumsum: unsupported dtype");
     }
   }
   if (call.op == Op::kTopK) {

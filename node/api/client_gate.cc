@@ -53,12 +53,13 @@ Status ReadBudget(const toml::table& entry, const std::string& where, ClientBudg
       b->submissions_per_second = *v;
       continue;
     }
-    int64_t* field = k == "submission_burst"      ? &b->submission_burst
-                     : k == "flops_per_minute"    ? &b->flops_per_minute
-                     : k == "max_tasks_in_flight" ? &b->max_tasks_in_flight
-                     : k == "max_watches"         ? &b->max_watches
-                     : k == "max_disk_bytes"      ? &b->max_disk_bytes
-                                                  : nullptr;
+    int64_t* field = k == "submission_burst"            ? &b->submission_burst
+                     : k == "flops_per_minute"          ? &b->flops_per_minute
+                     : k == "max_tasks_in_flight"       ? &b->max_tasks_in_flight
+                     : k == "max_watches"               ? &b->max_watches
+                     : k == "max_disk_bytes"            ? &b->max_disk_bytes
+                     : k == "output_fetches_per_minute" ? &b->output_fetches_per_minute
+                                                        : nullptr;
     if (field == nullptr) return InvalidArgument(where + ": unknown key '" + std::string(k.substr(0, 64)) + "'");
     auto v = node.value<int64_t>();
     if (!node.is_integer() || !v || *v < 0) {
@@ -67,19 +68,6 @@ Status ReadBudget(const toml::table& entry, const std::string& where, ClientBudg
     *field = *v;
   }
   return OkStatus();
-}
-
-// gRPC's peer string without the scheme and port: "ipv4:1.2.3.4:5678" -> "1.2.3.4".
-std::string PeerAddress(std::string_view peer) {
-  const size_t scheme = peer.find(':');
-  std::string_view rest = scheme == std::string_view::npos ? peer : peer.substr(scheme + 1);
-  const size_t port = rest.rfind(':');
-  if (port != std::string_view::npos && rest.find(']') != std::string_view::npos) {
-    rest = rest.substr(0, rest.rfind(']') + 1);  // [v6]:port
-  } else if (port != std::string_view::npos && rest.find(':') == port) {
-    rest = rest.substr(0, port);  // v4:port
-  }
-  return std::string(rest.substr(0, 128));
 }
 
 bool EqualInConstantTime(const Hash256& a, const Hash256& b) {
@@ -91,6 +79,18 @@ bool EqualInConstantTime(const Hash256& a, const Hash256& b) {
 std::string Label(std::string_view id) { return id.starts_with("ip:") ? std::string(kAnonymous) : std::string(id); }
 
 }  // namespace
+
+std::string PeerAddress(std::string_view peer) {
+  const size_t scheme = peer.find(':');
+  std::string_view rest = scheme == std::string_view::npos ? peer : peer.substr(scheme + 1);
+  const size_t port = rest.rfind(':');
+  if (port != std::string_view::npos && rest.find(']') != std::string_view::npos) {
+    rest = rest.substr(0, rest.rfind(']') + 1);  // [v6]:port
+  } else if (port != std::string_view::npos && rest.find(':') == port) {
+    rest = rest.substr(0, port);  // v4:port
+  }
+  return std::string(rest.substr(0, 128));
+}
 
 StatusOr<std::vector<ClientEntry>> LoadClientKeysFile(const std::string& path, const ClientBudgets& defaults) {
   struct stat st {};
@@ -251,6 +251,7 @@ ClientGate::State& ClientGate::StateOf(const ClientIdentity& client) {
   s.submission_tokens = b.submission_burst > 0 ? static_cast<double>(b.submission_burst)
                                                : std::max(1.0, std::ceil(b.submissions_per_second));
   s.flop_tokens = static_cast<double>(b.flops_per_minute);
+  s.output_fetch_tokens = static_cast<double>(b.output_fetches_per_minute);
   return s;
 }
 
@@ -264,6 +265,8 @@ void ClientGate::Refill(const ClientBudgets& b, State* s) {
   s->submission_tokens = std::min(burst, s->submission_tokens + seconds * b.submissions_per_second);
   const double flop_capacity = static_cast<double>(b.flops_per_minute);
   s->flop_tokens = std::min(flop_capacity, s->flop_tokens + seconds * flop_capacity / 60.0);
+  const double fetch_capacity = static_cast<double>(b.output_fetches_per_minute);
+  s->output_fetch_tokens = std::min(fetch_capacity, s->output_fetch_tokens + seconds * fetch_capacity / 60.0);
 }
 
 void ClientGate::PruneIdleAnonymous() {
@@ -388,6 +391,25 @@ StatusOr<ClientGate::WatchSlot> ClientGate::OpenWatch(const ClientIdentity& clie
   CountRefusal(client, "max_watches");
   return ResourceExhausted("client '" + client.label + "' has " + std::to_string(client.budgets.max_watches) +
                            " WatchTask streams open, its budget (max_watches); close one or poll GetTask");
+}
+
+Status ClientGate::AdmitOutputFetch(const ClientIdentity& client) {
+  const int64_t budget = client.budgets.output_fetches_per_minute;
+  if (budget <= 0) return OkStatus();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    State& s = StateOf(client);
+    Refill(client.budgets, &s);
+    if (s.output_fetch_tokens >= 1.0) {
+      s.output_fetch_tokens -= 1.0;
+      return OkStatus();
+    }
+  }
+  CountRefusal(client, "output_fetches_per_minute");
+  return ResourceExhausted("client '" + client.label +
+                           "' is over its budget of outputs this node fetches from their holders for it "
+                           "(output_fetches_per_minute = " +
+                           std::to_string(budget) + "); retry later, or ask the task's entry node or committee");
 }
 
 void ClientGate::CountRefusal(const ClientIdentity& client, std::string_view budget) {

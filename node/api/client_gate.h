@@ -2,9 +2,9 @@
 // "paying for work"). With `clients.auth = "keys"` every call of consensor.v1.Client needs a key
 // from the keys file; each client then has budgets of its own: submissions per second (a token
 // bucket), FLOPs per minute (the task's counted FLOPs, a token bucket), tasks in flight, open
-// WatchTask streams and bytes on disk (ClientDiskLedger). In open mode the same budgets apply
-// per peer IP address, the only handle an anonymous caller gives. Health and reflection are
-// other services and stay open; the peer service authenticates by operator signature.
+// WatchTask streams, bytes on disk (ClientDiskLedger) and outputs fetched on demand. In open mode the same budgets
+// apply per peer IP address, the only handle an anonymous caller gives. Health and reflection are other services and
+// stay open; the peer service authenticates by operator signature.
 #pragma once
 
 #include <chrono>
@@ -34,6 +34,10 @@ struct ClientBudgets {
   int64_t max_tasks_in_flight = 0;    // accepted and not yet finished
   int64_t max_watches = 0;            // open WatchTask streams
   int64_t max_disk_bytes = 0;         // uploaded blobs + task records (ClientDiskLedger)
+  // Outputs a non-member fetches from their holders because this client asked (GetBlob), per
+  // minute, as a token bucket of one minute's worth. Requests that join a fetch in flight, or
+  // that the blob's backoff refuses, cost nothing.
+  int64_t output_fetches_per_minute = 0;
 };
 
 // The [clients] section of the node's config.
@@ -48,6 +52,10 @@ struct ClientEntry {
   Hash256 key_sha256{};
   ClientBudgets budgets;
 };
+
+// gRPC's peer string without the scheme and port: "ipv4:1.2.3.4:5678" -> "1.2.3.4" (at most 128
+// characters): the remote host, the only handle an unauthenticated caller gives.
+std::string PeerAddress(std::string_view peer);
 
 // Reads and checks the keys file: a TOML file of [[client]] tables (name, key_sha256 and any of
 // the budget keys). FAILED_PRECONDITION when the file is readable or writable by others (it
@@ -114,6 +122,10 @@ class ClientGate {
   };
   StatusOr<WatchSlot> OpenWatch(const ClientIdentity& client);
 
+  // A GetBlob of the client's is about to make this node fetch an output from its holders: one
+  // token of output_fetches_per_minute, or RESOURCE_EXHAUSTED naming the budget.
+  Status AdmitOutputFetch(const ClientIdentity& client);
+
   ClientDiskLedger* disk() { return disk_; }
   // Counts a refusal by the disk budget (the ledger refuses; the gate keeps the metrics).
   void CountRefusal(const ClientIdentity& client, std::string_view budget);
@@ -124,6 +136,7 @@ class ClientGate {
   struct State {
     double submission_tokens = 0;
     double flop_tokens = 0;
+    double output_fetch_tokens = 0;
     std::chrono::steady_clock::time_point refilled;
     std::set<std::string> in_flight;
     int64_t watches = 0;

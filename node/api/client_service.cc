@@ -162,13 +162,17 @@ grpc::Status ClientService::PutBlobImpl(grpc::ServerContext* context, grpc::Serv
 }
 
 grpc::Status ClientService::GetBlobImpl(grpc::ServerContext* context, const v1::GetBlobRequest* request,
-                                        grpc::ServerWriter<v1::BlobChunk>* writer, bool from_client) {
+                                        grpc::ServerWriter<v1::BlobChunk>* writer, const ClientIdentity* who) {
+  const bool from_client = who != nullptr;
   auto h = Hash256FromHex(request->sha256());
   if (!h.ok()) return ToGrpcStatus(InvalidArgument("sha256: " + h.status().message()));
   auto size = store_->BlobSize(*h);
   if (!size.ok() && size.status().code() == StatusCode::kNotFound && from_client && fetch_missing_) {
     // A certified output this node recorded without its bytes: fetched and checked first.
-    if (Status fetched = fetch_missing_(*h); !fetched.ok()) return ToGrpcStatus(fetched);
+    // The client's budget is charged only when its request makes this node dial the holders.
+    std::function<Status()> admit;
+    if (gate_ != nullptr && who != nullptr) admit = [this, who] { return gate_->AdmitOutputFetch(*who); };
+    if (Status fetched = fetch_missing_(*h, admit); !fetched.ok()) return ToGrpcStatus(fetched);
     size = store_->BlobSize(*h);
   }
   if (!size.ok()) {
@@ -347,7 +351,7 @@ grpc::Status ClientService::GetBlob(grpc::ServerContext* context, const v1::GetB
   grpc::Status refusal;
   auto who = Authenticate(context, &refusal);
   if (!who) return Count(metrics_, "GetBlob", refusal);
-  return Count(metrics_, "GetBlob", GetBlobImpl(context, request, writer, /*from_client=*/true));
+  return Count(metrics_, "GetBlob", GetBlobImpl(context, request, writer, &*who));
 }
 
 grpc::Status ClientService::SubmitTask(grpc::ServerContext* context, const v1::SubmitTaskRequest* request,
@@ -403,7 +407,13 @@ grpc::Status PeerFacingClientService::PutBlob(grpc::ServerContext*, grpc::Server
 }
 grpc::Status PeerFacingClientService::GetBlob(grpc::ServerContext* context, const v1::GetBlobRequest* request,
                                               grpc::ServerWriter<v1::BlobChunk>* writer) {
-  return Count(client_->metrics_, "GetBlob", client_->GetBlobImpl(context, request, writer, /*from_client=*/false));
+  StreamBudget::Slot slot;  // held until the stream ends
+  if (streams_ != nullptr) {
+    auto opened = streams_->Open(PeerAddress(context->peer()));
+    if (!opened.ok()) return Count(client_->metrics_, "GetBlob", ToGrpcStatus(opened.status()));
+    slot = std::move(opened).value();
+  }
+  return Count(client_->metrics_, "GetBlob", client_->GetBlobImpl(context, request, writer, /*who=*/nullptr));
 }
 grpc::Status PeerFacingClientService::SubmitTask(grpc::ServerContext*, const v1::SubmitTaskRequest*,
                                                  v1::SubmitTaskResponse*) {

@@ -10,6 +10,7 @@
 
 #include "consensor/v1/node.grpc.pb.h"
 #include "node/api/client_gate.h"
+#include "node/api/stream_budget.h"
 #include "node/engine/task_manager.h"
 #include "node/storage/disk_budget.h"
 #include "node/storage/store.h"
@@ -50,7 +51,9 @@ class ClientService final : public v1::Client::Service {
   void CorruptServedBlobs(std::function<bool(const std::string&)> corrupts) { corrupts_ = std::move(corrupts); }
   // Network mode: a client's GetBlob of a blob this node does not hold asks it (a certified
   // output a non-member fetches on demand; NOT_FOUND when it is none). Peers' calls never do.
-  using MissingBlobFetcher = std::function<Status(const Hash256&)>;
+  // `admit` charges the client's output_fetches_per_minute; the fetcher asks it only when the
+  // request starts an outbound fetch (empty: no client budget).
+  using MissingBlobFetcher = std::function<Status(const Hash256&, const std::function<Status()>& admit)>;
   void SetMissingBlobFetcher(MissingBlobFetcher fetcher) { fetch_missing_ = std::move(fetcher); }
   // Uploads and submissions are checked against it before anything is written (null: no checks).
   void SetDiskBudget(DiskBudget* budget) { budget_ = budget; }
@@ -63,9 +66,10 @@ class ClientService final : public v1::Client::Service {
   std::optional<ClientIdentity> Authenticate(grpc::ServerContext* context, grpc::Status* refusal);
   grpc::Status PutBlobImpl(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
                            v1::PutBlobResponse* response, const ClientIdentity* who);
-  // `from_client`: a missing blob may be fetched on demand (never for a peer: no fetch chains).
+  // `who` is the client (null for a peer): only a client's missing blob may be fetched on demand
+  // (never for a peer: no fetch chains).
   grpc::Status GetBlobImpl(grpc::ServerContext* context, const v1::GetBlobRequest* request,
-                           grpc::ServerWriter<v1::BlobChunk>* writer, bool from_client);
+                           grpc::ServerWriter<v1::BlobChunk>* writer, const ClientIdentity* who);
   grpc::Status SubmitTaskImpl(grpc::ServerContext* context, const v1::SubmitTaskRequest* request,
                               v1::SubmitTaskResponse* response, const ClientIdentity* who);
   grpc::Status GetTaskImpl(grpc::ServerContext* context, const v1::GetTaskRequest* request, v1::Task* response);
@@ -96,7 +100,9 @@ class ClientService final : public v1::Client::Service {
 // client cannot take the peers' threads with long-lived streams.
 class PeerFacingClientService final : public v1::Client::Service {
  public:
-  explicit PeerFacingClientService(ClientService* client) : client_(client) {}
+  // `streams` bounds each remote host's concurrent GetBlob streams (null: no bound).
+  explicit PeerFacingClientService(ClientService* client, StreamBudget* streams = nullptr)
+      : client_(client), streams_(streams) {}
 
   grpc::Status PutBlob(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
                        v1::PutBlobResponse* response) override;
@@ -114,6 +120,7 @@ class PeerFacingClientService final : public v1::Client::Service {
 
  private:
   ClientService* client_;
+  StreamBudget* streams_;
 };
 
 }  // namespace consensor::node

@@ -100,6 +100,7 @@ const std::vector<KeySpec>& Keys() {
       {"chain", "submit_evidence", CONFIG_FIELD(chain_submit_evidence)},
       {"p2p", "listen", CONFIG_FIELD(p2p_listen)},
       {"p2p", "max_streams", CONFIG_FIELD(p2p_max_streams)},
+      {"p2p", "max_blob_streams_per_host", CONFIG_FIELD(p2p_max_blob_streams_per_host)},
       {"p2p", "advertise", CONFIG_FIELD(p2p_advertise)},
       {"p2p", "bootstrap", CONFIG_FIELD(p2p_bootstrap)},
       {"p2p", "fanout", CONFIG_FIELD(gossip.fanout)},
@@ -117,6 +118,11 @@ const std::vector<KeySpec>& Keys() {
       {"consensus", "max_dispute_committee", CONFIG_FIELD(consensus.max_dispute_committee)},
       {"consensus", "max_reference_age", CONFIG_FIELD(consensus.max_reference_age)},
       {"consensus", "challenge_window_blocks", CONFIG_FIELD(consensus.challenge_window_blocks)},
+      {"outputs", "max_remote_entries", CONFIG_FIELD(consensus.remote_outputs.max_entries)},
+      {"outputs", "max_remote_bytes", CONFIG_FIELD(consensus.remote_outputs.max_bytes)},
+      {"outputs", "max_fetches_in_flight", CONFIG_FIELD(consensus.remote_outputs.max_fetches_in_flight)},
+      {"outputs", "fetch_backoff_ms", CONFIG_FIELD(consensus.remote_outputs.backoff)},
+      {"outputs", "fetch_backoff_max_ms", CONFIG_FIELD(consensus.remote_outputs.backoff_max)},
       {"clients", "auth", CONFIG_FIELD(clients.auth)},
       {"clients", "keys_file", CONFIG_FIELD(clients.keys_file)},
       {"clients", "submissions_per_second", CONFIG_FIELD(clients.defaults.submissions_per_second)},
@@ -125,6 +131,7 @@ const std::vector<KeySpec>& Keys() {
       {"clients", "max_tasks_in_flight", CONFIG_FIELD(clients.defaults.max_tasks_in_flight)},
       {"clients", "max_watches", CONFIG_FIELD(clients.defaults.max_watches)},
       {"clients", "max_disk_bytes", CONFIG_FIELD(clients.defaults.max_disk_bytes)},
+      {"clients", "output_fetches_per_minute", CONFIG_FIELD(clients.defaults.output_fetches_per_minute)},
       {"fault", "mode", CONFIG_FIELD(fault_mode)},
       {"fault", "delay_ms", CONFIG_FIELD(fault_delay)},
   };
@@ -543,6 +550,7 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   RETURN_IF_ERROR(CheckRange("chain.seat_poll_ms", c->consensus.seat_poll_interval.count(), 0, 60000));
   RETURN_IF_ERROR(CheckListen("p2p.listen (--p2p-listen)", c->p2p_listen, true));
   RETURN_IF_ERROR(CheckRange("p2p.max_streams", c->p2p_max_streams, 1, 4096));
+  RETURN_IF_ERROR(CheckRange("p2p.max_blob_streams_per_host", c->p2p_max_blob_streams_per_host, 1, 4096));
   RETURN_IF_ERROR(CheckListen("p2p.advertise", c->p2p_advertise, true));
   if (c->p2p_bootstrap.size() > 256) return InvalidArgument("p2p.bootstrap lists more than 256 peers");
   for (const std::string& peer : c->p2p_bootstrap) RETURN_IF_ERROR(CheckListen("p2p.bootstrap", peer, false));
@@ -586,6 +594,15 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   RETURN_IF_ERROR(CheckRange("clients.max_tasks_in_flight", c->clients.defaults.max_tasks_in_flight, 0, 1000000));
   RETURN_IF_ERROR(CheckRange("clients.max_watches", c->clients.defaults.max_watches, 0, 1000000));
   RETURN_IF_ERROR(CheckRange("clients.max_disk_bytes", c->clients.defaults.max_disk_bytes, 0, int64_t{1} << 60));
+  RETURN_IF_ERROR(
+      CheckRange("clients.output_fetches_per_minute", c->clients.defaults.output_fetches_per_minute, 0, 1000000));
+  const RemoteOutputLimits& outputs = c->consensus.remote_outputs;
+  RETURN_IF_ERROR(CheckRange("outputs.max_remote_entries", AsWritten(c, "outputs.max_remote_entries"), 1, 100000000));
+  RETURN_IF_ERROR(CheckRange("outputs.max_remote_bytes", outputs.max_bytes, 4096, int64_t{1} << 40));
+  RETURN_IF_ERROR(CheckRange("outputs.max_fetches_in_flight", AsWritten(c, "outputs.max_fetches_in_flight"), 1, 4096));
+  RETURN_IF_ERROR(CheckRange("outputs.fetch_backoff_ms", outputs.backoff.count(), 1, 86400000));
+  RETURN_IF_ERROR(
+      CheckRange("outputs.fetch_backoff_max_ms", outputs.backoff_max.count(), outputs.backoff.count(), 86400000));
   RETURN_IF_ERROR(CheckRange("fault.delay_ms", c->fault_delay.count(), 0, 600000));
   if (!c->fault_mode.empty()) {
     RETURN_IF_ERROR(CheckOneOf("fault.mode", c->fault_mode, FaultModeNames()));

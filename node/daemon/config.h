@@ -82,6 +82,7 @@ struct NodeConfig {
   // their own thread quota, p2p_max_streams; only the calls peers make are served there.
   std::string p2p_listen;
   int64_t p2p_max_streams = 64;
+  int64_t p2p_max_blob_streams_per_host = 32;  // GetBlob streams one remote host may hold there
   std::string p2p_advertise;               // endpoint peers reach this node at (default: p2p.listen, else rpc.listen)
   std::vector<std::string> p2p_bootstrap;  // peers to contact besides the registry's endpoints
 

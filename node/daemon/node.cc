@@ -130,6 +130,7 @@ struct Node::Impl {
   std::unique_ptr<ClientService> service;
   std::unique_ptr<grpc::Server> server;
   // With p2p.listen: the peers' own server (gossip and the calls peers make), own thread quota.
+  std::unique_ptr<StreamBudget> peer_streams;  // before peer_facing, which uses it
   std::unique_ptr<PeerFacingClientService> peer_facing;
   std::unique_ptr<grpc::Server> peer_server;
   int peer_port = 0;
@@ -338,10 +339,14 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     // The sweeper deletes tasks through the task manager, under its record locks.
     TaskManager* tasks = impl->tasks.get();
     ClientDiskLedger* ledger = impl->client_disk.get();
-    impl->sweeper->SetTaskDeleter([tasks, ledger](const std::string& key) {
+    impl->sweeper->SetTaskDeleter([raw, tasks, ledger](const std::string& key) {
       Status deleted = tasks->DeleteUnpinned(key);
-      if (deleted.ok())
+      if (deleted.ok()) {
         ledger->TaskDeleted(ToHex(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(key.data()), key.size())));
+        // A non-member's outputs of the task are no longer fetched on demand (the sweeper
+        // starts after the engine exists; `engine` is not reassigned while it runs).
+        if (auto id = consensus::TaskId::FromKey(key); id.ok() && raw->engine) raw->engine->OnTaskDeleted(*id);
+      }
       return deleted;
     });
   }
@@ -436,7 +441,9 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     impl->service->CorruptServedBlobs([faults](const std::string& sha) { return faults->CorruptsServedBlob(sha); });
   }
   if (impl->engine) {
-    impl->service->SetMissingBlobFetcher([raw](const Hash256& sha) { return raw->engine->FetchOutputOnDemand(sha); });
+    impl->service->SetMissingBlobFetcher([raw](const Hash256& sha, const std::function<Status()>& admit) {
+      return raw->engine->FetchOutputOnDemand(sha, admit);
+    });
   }
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -463,7 +470,8 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   if (own_peer_server) {
     // Clients holding every stream of the client server (watches, slow uploads) must not
     // silence gossip: peers get a listener and a thread quota of their own.
-    impl->peer_facing = std::make_unique<PeerFacingClientService>(impl->service.get());
+    impl->peer_streams = std::make_unique<StreamBudget>(config.p2p_max_blob_streams_per_host, &impl->registry);
+    impl->peer_facing = std::make_unique<PeerFacingClientService>(impl->service.get(), impl->peer_streams.get());
     grpc::ServerBuilder peer_builder;
     peer_builder.AddListeningPort(config.p2p_listen, grpc::InsecureServerCredentials(), &impl->peer_port);
     peer_builder.RegisterService(impl->gossip->service());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <tuple>
 
 #include "common/clock.h"
 #include "common/npy.h"
@@ -180,7 +181,8 @@ ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, 
       honest_(parts.faults ? nullptr : NewFaultInjector(FaultMode::kNone)),
       faults_(parts.faults ? parts.faults : honest_.get()),
       budget_(parts.budget),
-      orphans_(orphan_limits) {
+      orphans_(orphan_limits),
+      remote_outputs_(options_.remote_outputs, parts.metrics, options_.now) {
   MetricsRegistry* metrics = parts.metrics;
   if (auto a = AddressFromSecretKey(key_); a.ok()) address_ = *a;
   attestations_signed_ = metrics->AddCounter("consensor_attestations_signed_total", "Attestations this node signed.");
@@ -715,16 +717,20 @@ void ConsensusEngine::ExecuteHere(const consensus::TaskId& id, const std::string
   }
 }
 
-Status ConsensusEngine::FetchOutputOnDemand(const Hash256& sha256) {
+Status ConsensusEngine::FetchOutputOnDemand(const Hash256& sha256, const std::function<Status()>& admit) {
+  return remote_outputs_.Fetch(sha256, admit, [this](const consensus::TaskId& task_id, const Hash256& blob) {
+    return FetchRemoteOutput(task_id, blob);
+  });
+}
+
+void ConsensusEngine::OnTaskDeleted(const consensus::TaskId& task_id) { remote_outputs_.RemoveTask(task_id); }
+
+Status ConsensusEngine::FetchRemoteOutput(const consensus::TaskId& task_id, const Hash256& sha256) {
   const std::string blob_hex = ToHex(sha256);
-  std::optional<consensus::TaskId> id;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = remote_outputs_.find(sha256); it != remote_outputs_.end()) id = it->second;
-  }
   const Status not_here = NotFound("blob " + blob_hex + " is not stored on this node");
-  if (!id) return not_here;
-  ASSIGN_OR_RETURN(v1::Task task, tasks_->Get(*id));
+  auto found = tasks_->Get(task_id);
+  if (!found.ok()) return found.status().code() == StatusCode::kNotFound ? not_here : found.status();
+  const v1::Task& task = *found;
   const v1::TaskResult& result = task.result();
   if (!task.consensus().has_certificate() || result.result_root() != task.consensus().certificate().result_root()) {
     return not_here;  // overruled by a dispute certificate meanwhile
@@ -747,7 +753,7 @@ Status ConsensusEngine::FetchOutputOnDemand(const Hash256& sha256) {
       if (s.ok()) {
         outputs_on_demand_->Increment();
         Log(LogLevel::kInfo, "certified output fetched on demand",
-            {{"task", id->Hex()}, {"output", output->name()}, {"from", endpoint}});
+            {{"task", task_id.Hex()}, {"output", output->name()}, {"from", endpoint}});
         return OkStatus();
       }
       refused = true;
@@ -756,12 +762,12 @@ Status ConsensusEngine::FetchOutputOnDemand(const Hash256& sha256) {
     if (refused) {
       outputs_refused_->Increment();
       Log(LogLevel::kWarn, "output refused: it does not match the certificate",
-          {{"task", id->Hex()}, {"output", output->name()}, {"from", endpoint}, {"error", s.ToString()}});
+          {{"task", task_id.Hex()}, {"output", output->name()}, {"from", endpoint}, {"error", s.ToString()}});
     }
     constexpr size_t kMaxFailureText = 2048;
     if (failures.size() < kMaxFailureText) failures += (failures.empty() ? "" : "; ") + endpoint + ": " + s.message();
   }
-  return Unavailable("no holder served output '" + output->name() + "' of task " + id->Hex() +
+  return Unavailable("no holder served output '" + output->name() + "' of task " + task_id.Hex() +
                      " matching its certificate" +
                      (failures.empty() ? std::string(" (no holder known)") : ": " + failures));
 }
@@ -1317,11 +1323,8 @@ void ConsensusEngine::FetchCertifiedResult(const consensus::TaskId& task_id) {
     if (!outputs_ok) continue;
     v1::TaskResult stored = result;
     const std::string root = cert.result_root();
-    {
-      // Before the record says SUCCEEDED: a client that sees it may ask for an output at once.
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const Hash256& h : left_remote) remote_outputs_[h] = task_id;
-    }
+    // Before the record says SUCCEEDED: a client that sees it may ask for an output at once.
+    remote_outputs_.Add(task_id, left_remote);
     Status s = tasks_->Mutate(
         task_id,
         [root](v1::Task* t) -> Status {
@@ -1344,12 +1347,7 @@ void ConsensusEngine::FetchCertifiedResult(const consensus::TaskId& task_id) {
       Log(LogLevel::kInfo, keep_outputs ? "certified result fetched" : "certified result recorded, outputs on demand",
           {{"task", task_id.Hex()}, {"from", endpoint}, {"result_root", cert.result_root()}});
     } else {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const Hash256& h : left_remote) {
-        if (auto it = remote_outputs_.find(h); it != remote_outputs_.end() && it->second == task_id) {
-          remote_outputs_.erase(it);
-        }
-      }
+      remote_outputs_.Remove(task_id, left_remote);
     }
     return;
   }
@@ -1530,16 +1528,17 @@ Status ConsensusEngine::Recover() {
   std::vector<v1::Task> open;
   std::vector<std::pair<consensus::TaskId, uint64_t>> certified;
   std::vector<consensus::TaskId> to_execute;
+  // Certified results recorded without their outputs, by when they finished: re-added oldest
+  // first, so that the bounds keep the newest.
+  std::vector<std::tuple<int64_t, consensus::TaskId, std::vector<Hash256>>> remote;
   RETURN_IF_ERROR(tasks_->ForEach([&](const v1::Task& t) -> Status {
     auto id = consensus::TaskId::FromHex(t.task_id());
-    // A certified result recorded without its outputs: they are still fetched on demand.
     if (id.ok() && t.has_consensus() && t.state() == v1::TASK_STATE_SUCCEEDED && t.has_result()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::vector<Hash256> left;
       for (const auto& out : t.result().outputs()) {
-        if (auto h = Hash256FromHex(out.blob_sha256()); h.ok() && !store_->BlobSize(*h).ok()) {
-          remote_outputs_[*h] = *id;
-        }
+        if (auto h = Hash256FromHex(out.blob_sha256()); h.ok() && !store_->BlobSize(*h).ok()) left.push_back(*h);
       }
+      if (!left.empty()) remote.emplace_back(t.finished_unix_ms(), *id, std::move(left));
     }
     // A seated member whose blob fetch the restart cut short.
     if (id.ok() && t.has_consensus() && t.consensus().member() && t.state() == v1::TASK_STATE_CERTIFYING &&
@@ -1555,6 +1554,8 @@ Status ConsensusEngine::Recover() {
     }
     return OkStatus();
   }));
+  std::sort(remote.begin(), remote.end());
+  for (const auto& [finished, id, blobs] : remote) remote_outputs_.Add(id, blobs);
   for (const v1::Task& t : open) {
     Actions actions;
     if (t.consensus().committee_size() == 0) {

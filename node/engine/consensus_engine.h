@@ -35,6 +35,7 @@
 #include "node/engine/consensus_options.h"
 #include "node/engine/fault_injection.h"
 #include "node/engine/orphan_pool.h"
+#include "node/engine/remote_outputs.h"
 #include "node/engine/task_manager.h"
 #include "node/p2p/gossip_publisher.h"
 #include "node/p2p/peer_client.h"
@@ -104,8 +105,15 @@ class ConsensusEngine {
   // whose result this node recorded without the bytes (a non-member: docs/NETWORK.md, "Certify"),
   // it is fetched now from the entry node or the committee, and kept only if it holds the
   // tensor the certified result names. NOT_FOUND when it is no such output; UNAVAILABLE when no
-  // holder served the certified bytes.
-  Status FetchOutputOnDemand(const Hash256& sha256);
+  // holder served the certified bytes, or at once while that blob's backoff after such a
+  // failure runs; RESOURCE_EXHAUSTED when too many fetches are in flight. Concurrent requests
+  // for one blob share one fetch; `admit` (the client's budget) is asked only by a request that
+  // starts one (node/engine/remote_outputs.h).
+  Status FetchOutputOnDemand(const Hash256& sha256, const std::function<Status()>& admit = {});
+  // Retention deleted this task: this node no longer serves its outputs on demand.
+  void OnTaskDeleted(const consensus::TaskId& task_id);
+  // Outputs recorded without their bytes (tests).
+  size_t remote_outputs() const { return remote_outputs_.entries(); }
 
  private:
   struct Round;
@@ -121,6 +129,8 @@ class ConsensusEngine {
   Status Adopt(const v1::TaskAnnouncement& announcement, const Address20& announcer, bool late);
   Status FetchBlob(const Hash256& sha256, const std::vector<std::string>& endpoints);
   Status FetchTaskBlobs(const v1::SubmitTaskRequest& spec, const std::vector<std::string>& endpoints);
+  // One on-demand fetch of a recorded output from its task's holders (RemoteOutputs::Fetcher).
+  Status FetchRemoteOutput(const consensus::TaskId& task_id, const Hash256& sha256);
   // This node executes the task (a seated member, a replacement, a dispute member): queued at
   // once when its blobs are here, else once a member fetch (first in the adoption queue) got
   // them from a holder. A member that cannot get them stays silent and is replaced.
@@ -205,9 +215,6 @@ class ConsensusEngine {
   // Commitments and reveals that arrived before their task's round opened, signature checked.
   OrphanPool orphans_;
   std::set<consensus::TaskId> adopting_;  // announcements being stored
-  // Output blobs of certified tasks whose result this node recorded without their bytes -> the
-  // task (FetchOutputOnDemand). Rebuilt by Recover.
-  std::map<Hash256, consensus::TaskId> remote_outputs_;
   // Stored tasks whose committee is not drawn yet -> their seed block.
   std::map<consensus::TaskId, uint64_t> seating_;
   bool head_refresh_running_ = false;
@@ -221,6 +228,9 @@ class ConsensusEngine {
   bool seat_check_running_ = false;  // the ticker is seating or ticking now
   std::vector<std::thread> workers_;
   std::thread ticker_;
+  // Output blobs of certified tasks whose result this node recorded without their bytes, and
+  // the on-demand fetches for them (bounded; own lock). Rebuilt by Recover.
+  RemoteOutputs remote_outputs_;
   // Announcements waiting for their blobs, on threads of their own (last: stopped first).
   AdoptionQueue adoptions_;
 };

@@ -3,10 +3,21 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 
 namespace consensor::node {
+
+// Bounds of a non-member's on-demand output fetches (node/engine/remote_outputs.h); config keys
+// [outputs] in docs/NODE.md.
+struct RemoteOutputLimits {
+  size_t max_entries = 100000;                    // outputs.max_remote_entries
+  int64_t max_bytes = int64_t{32} << 20;          // outputs.max_remote_bytes: entries and failure texts
+  size_t max_fetches_in_flight = 4;               // outputs.max_fetches_in_flight
+  std::chrono::milliseconds backoff{5000};        // outputs.fetch_backoff_ms: after a first failure
+  std::chrono::milliseconds backoff_max{600000};  // outputs.fetch_backoff_max_ms
+};
 
 // Defaults are the node's ([consensus] in docs/NODE.md).
 struct ConsensusOptions {
@@ -44,6 +55,7 @@ struct ConsensusOptions {
   // often (one eth_blockNumber), so members seat within this of the block's settling instead of
   // up to a chain poll apart (chain.seat_poll_ms; 0: only the chain view's poll).
   std::chrono::milliseconds seat_poll_interval{50};
+  RemoteOutputLimits remote_outputs;
   // Every deadline and age the engine keeps (member timeout, orphan votes, finality) reads this
   // clock; unit tests pass one they move by hand. Not a config key.
   std::function<std::chrono::steady_clock::time_point()> now = [] { return std::chrono::steady_clock::now(); };

@@ -171,7 +171,13 @@ TEST(DTypeTest, WireValuesAndSizes) {
   EXPECT_EQ(DTypeSize(DType::kF64), 8);
   EXPECT_EQ(DTypeSize(DType::kInvalid), 0);
   EXPECT_FALSE(IsValidDType(DType::kInvalid));
-  EXPECT_FALSE(IsValidDType(static_cast<DType>(12)));
+  EXPECT_FALSE(IsValidDType(static_cast<DType>(14)));
+  EXPECT_EQ(DTypeSize(DType::kF16), 2);
+  EXPECT_EQ(DTypeSize(DType::kBF16), 2);
+  EXPECT_EQ(static_cast<int>(DType::kF16), 12);  // wire codes
+  EXPECT_EQ(static_cast<int>(DType::kBF16), 13);
+  EXPECT_TRUE(IsHalfDType(DType::kF16) && IsHalfDType(DType::kBF16));
+  EXPECT_FALSE(IsHalfDType(DType::kF32) || IsFloatDType(DType::kF16) || IsIntegerDType(DType::kBF16));
   EXPECT_TRUE(IsFloatDType(DType::kF64));
   EXPECT_FALSE(IsIntegerDType(DType::kF64));
   EXPECT_TRUE(IsIntegerDType(DType::kI8));
@@ -192,10 +198,12 @@ TEST(DTypeTest, NamesRoundTrip) {
   EXPECT_EQ(DTypeName(DType::kF32), "f32");
   EXPECT_EQ(DTypeName(DType::kBool), "bool");
   EXPECT_EQ(DTypeName(DType::kF64), "f64");
+  EXPECT_EQ(DTypeName(DType::kF16), "f16");
+  EXPECT_EQ(DTypeName(DType::kBF16), "bf16");
 }
 
 TEST(DTypeTest, UnknownNamesAreRejected) {
-  for (const char* name : {"f16", "", "F32", "float32", "float64", "invalid", "f32 "}) {
+  for (const char* name : {"f8", "", "F32", "float32", "float64", "invalid", "f32 "}) {
     StatusOr<DType> t = DTypeFromName(name);
     ASSERT_FALSE(t.ok()) << name;
     EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);

@@ -274,10 +274,12 @@ arrays = {
   'u32_vec': np.array([0, 2**31, 2**32 - 1], dtype=np.uint32),
   'u64_vec': np.array([0, 2**63, 2**64 - 1], dtype=np.uint64),
   'f64_vec': np.array([0.0, -0.0, np.inf, 0.1, np.nan, 5e-324], dtype=np.float64),
+  'f16_vec': np.array([0.0, -0.0, np.inf, 0.1, np.nan, 6e-8, 65504.0], dtype=np.float16),
+  'bf16_bits': np.array([0x3F80, 0x7FC0, 0x8001, 0xFF80], dtype=np.uint16).view('V2'),
 }
 names = {np.dtype('<f4'): 'f32', np.dtype('<i4'): 'i32', np.dtype('i1'): 'i8', np.dtype('?'): 'bool', np.dtype('<i8'): 'i64',
          np.dtype('u1'): 'u8', np.dtype('<i2'): 'i16', np.dtype('<u2'): 'u16', np.dtype('<u4'): 'u32', np.dtype('<u8'): 'u64',
-         np.dtype('<f8'): 'f64'}
+         np.dtype('<f8'): 'f64', np.dtype('<f2'): 'f16', np.dtype('V2'): 'bf16'}
 for name, a in arrays.items():
   for ver in [(1, 0), (2, 0), (3, 0)]:
     with open(os.path.join(d, '%s.v%d.npy' % (name, ver[0])), 'wb') as f:
@@ -291,7 +293,8 @@ for name, a in arrays.items():
 np.save(os.path.join(d, 'rej_fortran.npy'), np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3)))
 np.save(os.path.join(d, 'rej_bigendian.npy'), np.arange(4, dtype='>f4'))
 np.save(os.path.join(d, 'rej_f8be.npy'), np.arange(4, dtype='>f8'))
-np.save(os.path.join(d, 'rej_f2.npy'), np.arange(4, dtype=np.float16))
+np.save(os.path.join(d, 'rej_f2be.npy'), np.arange(4, dtype='>f2'))
+np.save(os.path.join(d, 'rej_v4.npy'), np.zeros(2, dtype='V4'))
 np.save(os.path.join(d, 'rej_struct.npy'), np.zeros(2, dtype=[('a', '<i4'), ('b', '<f4')]))
 with open(os.path.join(d, 'names.txt'), 'w') as f:
   f.write('\n'.join(arrays.keys()))
@@ -325,7 +328,16 @@ print('ok')
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 18 * 4);
+  EXPECT_EQ(checked, 20 * 4);
+  StatusOr<Tensor> h16 = ReadNpyFile(dir.file("f16_vec.v1.npy"), NpyLimits{});
+  ASSERT_TRUE(h16.ok());
+  EXPECT_EQ(h16->dtype(), DType::kF16);
+  EXPECT_EQ(h16->data_as<uint16_t>()[3], 0x2E66u);  // 0.1 in binary16
+  EXPECT_EQ(h16->data_as<uint16_t>()[6], 0x7BFFu);  // 65504
+  StatusOr<Tensor> b16 = ReadNpyFile(dir.file("bf16_bits.save.npy"), NpyLimits{});
+  ASSERT_TRUE(b16.ok());
+  EXPECT_EQ(b16->dtype(), DType::kBF16);
+  EXPECT_EQ(b16->data_as<uint16_t>()[0], 0x3F80u);
 
   // Spot-check decoded values, not just bytes.
   StatusOr<Tensor> f = ReadNpyFile(dir.file("f32_2x3.v2.npy"), NpyLimits{});
@@ -364,8 +376,8 @@ print('ok')
   };
   for (const Rejected& r :
        {Rejected{"rej_fortran.npy", "Fortran"}, Rejected{"rej_bigendian.npy", "big-endian"},
-        Rejected{"rej_f8be.npy", "big-endian"}, Rejected{"rej_f2.npy", "unsupported npy dtype '<f2'"},
-        Rejected{"rej_struct.npy", "structured"}}) {
+        Rejected{"rej_f8be.npy", "big-endian"}, Rejected{"rej_f2be.npy", "big-endian"},
+        Rejected{"rej_v4.npy", "unsupported npy dtype '|V4'"}, Rejected{"rej_struct.npy", "structured"}}) {
     StatusOr<Tensor> t = ReadNpyFile(dir.file(r.file), NpyLimits{});
     ASSERT_FALSE(t.ok()) << r.file;
     EXPECT_NE(t.status().message().find(r.needle), std::string::npos) << t.status().message();
@@ -591,12 +603,12 @@ TEST(NpyMalformedTest, MissingExtraAndDuplicateKeys) {
 }
 
 TEST(NpyMalformedTest, DtypesEndiannessAndOrder) {
-  for (const char* descr : {"|f8", "<f2", "|u2", "u4", "<u16", "|b2", "b1", "<b1", "=f4", "f4", "<c8", "|O", "<U3",
-                            "|S4", "", "<f4 ", "<F4"}) {
+  for (const char* descr : {"|f8", "|f2", "|V4", "|u2", "u4", "<u16", "|b2", "b1", "<b1", "=f4", "f4", "<c8", "|O",
+                            "<U3", "|S4", "", "<f4 ", "<F4"}) {
     SCOPED_TRACE(descr);
     ExpectError(MakeNpy(Dict(descr, "(1,)"), Bytes(8)),
                 "unsupported npy dtype '" + std::string(descr) +
-                    "' (supported: <f4, <i4, |i1, |b1, <i8, |u1, <i2, <u2, <u4, <u8, <f8)");
+                    "' (supported: <f4, <i4, |i1, |b1, <i8, |u1, <i2, <u2, <u4, <u8, <f8, <f2, |V2 for bf16)");
   }
   for (const char* descr : {">f4", ">i4", ">i8", ">i1", ">u2", ">i2", ">u8", ">f8"}) {
     SCOPED_TRACE(descr);

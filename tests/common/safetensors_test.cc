@@ -48,6 +48,8 @@ TEST(SafetensorsTest, RoundTripAllDTypes) {
   Tensor u32 = Tensor::FromVector<uint32_t>(DType::kU32, {1}, {4294967295u});
   Tensor u64 = Tensor::FromVector<uint64_t>(DType::kU64, {2}, {uint64_t{1} << 63, 3});
   Tensor f64 = Tensor::FromVector<double>(DType::kF64, {3}, {0.1, -0.0, 4.9406564584124654e-324});
+  Tensor f16 = Tensor::FromVector<uint16_t>(DType::kF16, {2, 2}, {0x3C00, 0x7E01, 0x0001, 0xFBFF});
+  Tensor bf16 = Tensor::FromVector<uint16_t>(DType::kBF16, {3}, {0x3F80, 0xFFC1, 0x8001});
   std::vector<std::pair<std::string, const Tensor*>> tensors = {
       {"layer.0.weight", &f32},
       {"ids", &i32},
@@ -62,6 +64,8 @@ TEST(SafetensorsTest, RoundTripAllDTypes) {
       {"u32", &u32},
       {"u64", &u64},
       {"f64", &f64},
+      {"f16", &f16},
+      {"bf16", &bf16},
   };
   std::map<std::string, std::string> metadata = {{"format", "pt"}, {"note", "caf\xc3\xa9 \"quoted\"\n"}};
   auto file = WriteSafetensors(tensors, metadata);
@@ -265,11 +269,13 @@ std::vector<HostileCase> HostileCases() {
       "unknown dtype 'f32'");
   add("dtype not a string", MakeFile(R"({"a":{"dtype":4,"shape":[2],"data_offsets":[0,8]}})", Zeros(8)), kInvalid,
       "'dtype' must be a string");
-  add("F16", MakeFile("{" + Entry("x", "F16", "[2]", 0, 4) + "}", Zeros(4)), StatusCode::kUnimplemented,
-      "tensor 'x' has dtype F16, which consensor does not support (supported: F32, I32, I8, BOOL, I64, U8, I16, U16, "
-      "U32, U64, F64)");
-  add("BF16", MakeFile("{" + Entry("x", "BF16", "[2]", 0, 4) + "}", Zeros(4)), StatusCode::kUnimplemented,
-      "has dtype BF16");
+  add("F8_E4M3", MakeFile("{" + Entry("x", "F8_E4M3", "[2]", 0, 2) + "}", Zeros(2)), StatusCode::kUnimplemented,
+      "tensor 'x' has dtype F8_E4M3, which consensor does not support (supported: F32, I32, I8, BOOL, I64, U8, I16, "
+      "U16, U32, U64, F64, F16, BF16)");
+  add("F16 short", MakeFile("{" + Entry("x", "F16", "[2]", 0, 3) + "}", Zeros(3)), kInvalid,
+      "tensor 'x' (f16[2]) has data_offsets [0, 3] spanning 3 bytes, but its shape needs 4 bytes");
+  add("BF16 long", MakeFile("{" + Entry("x", "BF16", "[2]", 0, 8) + "}", Zeros(8)), kInvalid,
+      "tensor 'x' (bf16[2]) has data_offsets [0, 8] spanning 8 bytes, but its shape needs 4 bytes");
   add("F64 short", MakeFile("{" + Entry("x", "F64", "[2]", 0, 12) + "}", Zeros(12)), kInvalid,
       "tensor 'x' (f64[2]) has data_offsets [0, 12] spanning 12 bytes, but its shape needs 16 bytes");
   // The new integer dtypes with a byte count that does not match the shape.

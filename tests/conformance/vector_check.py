@@ -21,19 +21,23 @@ def expected_outputs(vector_dir):
     return expected
 
 
-def compare(want, vector_dir):
+def compare(want, vector_dir, complete=False):
     """Prints every mismatch and returns the exit code: 0 when every output in `want` hashes to
-    expected.txt's value and expected.txt lists no output that `want` left out."""
+    expected.txt's value (and, with `complete`, `want` covers every output of expected.txt).
+    A value of `want` is an array, or (array of bit patterns, dtype code) for bf16 and f16."""
     expected = expected_outputs(vector_dir)
     matched = 0
-    for name, array in want.items():
+    for name, value in want.items():
+        array, code = value if isinstance(value, tuple) else (value, None)
         if name not in expected:
             print("MISSING", name, "is not an output of", vector_dir)
-        elif tensor_hash(array) == expected[name]:
+        elif tensor_hash(array, code) == expected[name]:
             matched += 1
         else:
             print("MISMATCH", name)
     unchecked = sorted(set(expected) - set(want))
     summary = "%d match, %d differ" % (matched, len(want) - matched)
     print(summary + ("; not recomputed: " + ", ".join(unchecked) if unchecked else ""))
+    if complete and unchecked:
+        return 1
     return 0 if matched == len(want) and matched > 0 else 1

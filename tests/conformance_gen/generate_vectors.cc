@@ -22,6 +22,7 @@
 #include "executor/runtime.h"
 #include "executor/serialize.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/half.h"
 
 using namespace consensor;
 using namespace consensor::executor;
@@ -123,6 +124,26 @@ Tensor F64(const Shape& shape, uint32_t seed, double scale = 4.0) {
   for (size_t k = 0;
        k < sizeof(special_bits) / sizeof(special_bits[0]) && static_cast<int64_t>(k) * 5 < t.num_elements(); ++k) {
     std::memcpy(&p[k * 5], &special_bits[k], 8);
+  }
+  return t;
+}
+
+// f16 or bf16 values (DETERMINISM.md 1.3, 1.4): specials first (NaN payloads, infinities,
+// signed zeros, subnormals, the largest finite value), then random values of +-scale rounded
+// from f32.
+Tensor Half(DType dtype, const Shape& shape, uint32_t seed, float scale = 4.0f) {
+  Tensor t(dtype, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  const bool f16 = dtype == DType::kF16;
+  uint16_t* p = t.data_as<uint16_t>();
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    p[i] = f16 ? half::F32ToF16(dist(rng)) : half::F32ToBF16(dist(rng));
+  }
+  const uint16_t f16_specials[] = {0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00, 0xFD23, 0x7C01, 0x0001, 0x83FF, 0x7BFF};
+  const uint16_t bf16_specials[] = {0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0xFFA3, 0x7F81, 0x0001, 0x807F, 0x7F7F};
+  for (size_t k = 0; k < 10 && static_cast<int64_t>(k) * 5 < t.num_elements(); ++k) {
+    p[k * 5] = f16 ? f16_specials[k] : bf16_specials[k];
   }
   return t;
 }
@@ -869,6 +890,71 @@ std::map<std::string, Builder> AllVectors() {
     return v;
   };
 
+  // --- f16 and bf16 (DETERMINISM.md 1.3, 1.4): the f32 rule, rounded once per op ---
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    const std::string prefix = t == DType::kF16 ? "f16" : "bf16";
+    const uint32_t seed = t == DType::kF16 ? 180 : 190;
+    m[prefix + "_arith"] = [t, seed] {
+      Vector v;
+      Value a = v.graph.input("a", t, {6, 20});
+      Value b = v.graph.input("b", t, {6, 20});
+      Value f = v.graph.input("f", DType::kF32, {6, 20});
+      v.graph.output("add", a + b);
+      v.graph.output("mul", a * b);
+      v.graph.output("div", a / b);
+      v.graph.output("max", maximum(a, b));
+      v.graph.output("neg_abs_relu", relu(abs(-a)));
+      v.graph.output("sqrt", sqrt(a));
+      v.graph.output("exp", exp(a));
+      v.graph.output("tanh", tanh(b));
+      v.graph.output("gelu", gelu(a));
+      v.graph.output("round", round(a));
+      v.graph.output("lt", less(a, b));
+      v.graph.output("where", where(greater(a, b), a, b));
+      v.graph.output("to_f32", cast(a, DType::kF32));
+      v.graph.output("to_i32", cast(a, DType::kI32));
+      v.graph.output("from_f32", cast(f, t));
+      v.graph.output("to_other", cast(a, t == DType::kF16 ? DType::kBF16 : DType::kF16));
+      v.inputs.emplace("a", Half(t, {6, 20}, seed));
+      v.inputs.emplace("b", Half(t, {6, 20}, seed + 1, 3.0f));
+      Tensor fs = F32({6, 20}, seed + 2, 1e5f);  // beyond the f16 range too
+      v.inputs.emplace("f", std::move(fs));
+      return v;
+    };
+    m[prefix + "_nn"] = [t, seed] {
+      Vector v;
+      Value x = v.graph.input("x", t, {1, 4, 9, 8});
+      Value w = v.graph.constant(Half(t, {6, 2, 3, 3}, seed + 3, 0.5f), "w");  // a 2-byte weight
+      Value bias = v.graph.constant(Half(t, {6}, seed + 4, 0.5f), "bias");
+      Value a = v.graph.input("a", t, {2, 7, 48});
+      Value bm = v.graph.input("bm", t, {48, 5});
+      Value g = v.graph.input("g", t, {48});
+      Conv2DOptions co;
+      co.pads = {1, 1, 0, 1};
+      co.strides = {2, 1};
+      co.group = 2;
+      v.graph.output("conv", conv2d(x, w, bias, co));
+      Pool2DOptions po;
+      po.kernel = {2, 2};
+      po.strides = {2, 2};
+      v.graph.output("max_pool", max_pool2d(x, po));
+      v.graph.output("avg_pool", avg_pool2d(x, po));
+      v.graph.output("matmul", matmul(a, bm));
+      v.graph.output("softmax", softmax(a, 2));
+      v.graph.output("layer_norm", layer_norm(a, g, g, 2));
+      v.graph.output("sum", reduce_sum(a, {2}));
+      v.graph.output("mean", reduce_mean(a, {0, 2}));
+      v.graph.output("argmax", argmax(a, 2));
+      v.graph.output("transpose", transpose(a, {2, 0, 1}));
+      v.graph.output("pad", pad(a, {0, 1, 2, 1, 0, 3}, 0.1f));
+      v.inputs.emplace("x", Half(t, {1, 4, 9, 8}, seed + 5));
+      v.inputs.emplace("a", Half(t, {2, 7, 48}, seed + 6, 2.0f));
+      v.inputs.emplace("bm", Half(t, {48, 5}, seed + 7, 2.0f));
+      v.inputs.emplace("g", Half(t, {48}, seed + 8, 1.0f));
+      return v;
+    };
+  }
+
   // --- inverse trigonometric and hyperbolic functions (DETERMINISM.md 5.15) ---
   m["inverse_trig"] = [] {
     Vector v;
@@ -920,6 +1006,36 @@ std::map<std::string, Builder> AllVectors() {
     v.inputs.emplace("b8", b8);
     v.inputs.emplace("a64", a64);
     v.inputs.emplace("b64", b64);
+    return v;
+  };
+  // cumsum (DETERMINISM.md 4.6a): sequential chains along each axis, both flags, specials,
+  // wrapping i32 (checked on cuda-emu too); f64 and u8 in a second, CPU-only vector.
+  m["cumsum"] = [=] {
+    Vector v;
+    Value x = v.graph.input("x", DType::kF32, {6, 70, 9});
+    Value s = v.graph.input("s", DType::kF32, {12, 40});
+    Value i = v.graph.input("i", DType::kI32, {8, 30});
+    v.graph.output("inner", cumsum(x, 2));
+    v.graph.output("middle_exclusive", cumsum(x, 1, true));
+    v.graph.output("outer_reverse", cumsum(x, 0, false, true));
+    v.graph.output("inner_exclusive_reverse", cumsum(x, 2, true, true));
+    v.graph.output("specials", cumsum(s, 1));
+    v.graph.output("specials_cols_reverse", cumsum(s, 0, false, true));
+    v.graph.output("i32", cumsum(i, 1));
+    v.inputs.emplace("x", F32({6, 70, 9}, 171, 1e3f, false));
+    v.inputs.emplace("s", F32({12, 40}, 172, 3.0f));
+    v.inputs.emplace("i", Ints<int32_t>(DType::kI32, {8, 30}, 174, kMin32, kMax32, {kMin32, kMax32, -1}));
+    return v;
+  };
+  m["cumsum_f64_u8"] = [] {
+    Vector v;
+    Value d = v.graph.input("d", DType::kF64, {5, 300});
+    Value u = v.graph.input("u", DType::kU8, {8, 30});
+    v.graph.output("f64", cumsum(d, 1));
+    v.graph.output("f64_exclusive_reverse", cumsum(d, 0, true, true));
+    v.graph.output("u8_reverse", cumsum(u, 0, false, true));
+    v.inputs.emplace("d", F64({5, 300}, 173, 1e3));
+    v.inputs.emplace("u", Ints<uint8_t>(DType::kU8, {8, 30}, 175, 0, 255, {255, 200, 0, 7}));
     return v;
   };
   return m;

@@ -133,7 +133,8 @@ TEST(OpSchemaUnary, IntegerSupport) {
          {DType::kI8, DType::kI32, DType::kI64, DType::kU8, DType::kI16, DType::kU16, DType::kU32, DType::kU64}) {
       EXPECT_EQ(Ok(op, {TypeInfo{t, {4}}}).output.dtype, t) << op;
     }
-    EXPECT_INVALID(Infer(op, {Bool({4})}), "has dtype bool; expected f32, i8, i32, i64, u8, i16, u16, u32, u64 or f64");
+    EXPECT_INVALID(Infer(op, {Bool({4})}),
+                   "has dtype bool; expected f32, i8, i32, i64, u8, i16, u16, u32, u64, f64, f16 or bf16");
   }
   EXPECT_INVALID(Infer("exp", {I32({4})}), "exp: input has dtype i32; expected f32");
   EXPECT_INVALID(Infer("sqrt", {I64({4})}), "expected f32");
@@ -160,7 +161,7 @@ TEST(OpSchemaUnary, NotIdentityCast) {
 
   EXPECT_INVALID(Infer("cast", {F32({2})}), "missing required attribute 'to'");
   EXPECT_INVALID(Infer("cast", {F32({2})}, {{"to", int64_t{1}}}), "attribute 'to' must be a dtype");
-  EXPECT_INVALID(Infer("cast", {F32({2})}, {{"to", std::string("f16")}}), "unknown dtype 'f16'");
+  EXPECT_INVALID(Infer("cast", {F32({2})}, {{"to", std::string("f8")}}), "unknown dtype 'f8'");
   EXPECT_INVALID(Infer("cast", {F32({2})}, {{"to", DType::kInvalid}}), "not a valid dtype");
 }
 
@@ -194,9 +195,11 @@ TEST(OpSchemaBinary, DTypes) {
   EXPECT_INVALID(Infer("add", {F32({2}), I32({2})}), "dtypes differ: a is f32[2], b is i32[2]");
   EXPECT_INVALID(Infer("less", {I8({2}), I64({2})}), "dtypes differ");
   EXPECT_EQ(Ok("pow", {I32({2}), I32({2})}).output.dtype, DType::kI32);  // the exact integer power
-  EXPECT_INVALID(Infer("pow", {Bool({2}), Bool({2})}), "expected f32, i8, i32, i64, u8, i16, u16, u32, u64 or f64");
+  EXPECT_INVALID(Infer("pow", {Bool({2}), Bool({2})}),
+                 "expected f32, i8, i32, i64, u8, i16, u16, u32, u64, f64, f16 or bf16");
   EXPECT_INVALID(Infer("asin", {I32({2})}), "expected f32");
-  EXPECT_INVALID(Infer("add", {Bool({2}), Bool({2})}), "expected f32, i8, i32, i64, u8, i16, u16, u32, u64 or f64");
+  EXPECT_INVALID(Infer("add", {Bool({2}), Bool({2})}),
+                 "expected f32, i8, i32, i64, u8, i16, u16, u32, u64, f64, f16 or bf16");
 }
 
 TEST(OpSchemaBinary, Where) {
@@ -262,10 +265,12 @@ TEST(OpSchemaReduce, DTypes) {
   EXPECT_EQ(Ok("reduce_sum", {I32({4})}).output.dtype, DType::kI32);
   EXPECT_EQ(Ok("reduce_sum", {I8({4})}).output.dtype, DType::kI8);
   EXPECT_INVALID(Infer("reduce_mean", {I32({4})}), "reduce_mean: input has dtype i32; expected f32");
-  EXPECT_INVALID(Infer("reduce_sum", {Bool({4})}), "expected f32, i8, i32, i64, u8, i16, u16, u32, u64 or f64");
+  EXPECT_INVALID(Infer("reduce_sum", {Bool({4})}),
+                 "expected f32, i8, i32, i64, u8, i16, u16, u32, u64, f64, f16 or bf16");
   EXPECT_EQ(Ok("reduce_max", {I64({4})}).output.dtype, DType::kI64);
   EXPECT_EQ(Ok("argmax", {I8({4})}).output.dtype, DType::kI64);
-  EXPECT_INVALID(Infer("reduce_max", {Bool({4})}), "expected f32, i8, i32, i64, u8, i16, u16, u32, u64 or f64");
+  EXPECT_INVALID(Infer("reduce_max", {Bool({4})}),
+                 "expected f32, i8, i32, i64, u8, i16, u16, u32, u64, f64, f16 or bf16");
 }
 
 TEST(OpSchemaReduce, ArgMax) {
@@ -286,7 +291,7 @@ TEST(OpSchemaReduce, ArgMax) {
   EXPECT_INVALID(Infer("argmax", {F32({})}), "out of range for rank 0");
   // argmax and top_k order keys as i64: not the unsigned types or i16.
   EXPECT_INVALID(Infer("argmax", {TypeInfo{DType::kU64, {3}}}, {{"axis", int64_t{0}}}),
-                 "has dtype u64; expected f32, i8, i32 or i64");
+                 "has dtype u64; expected f32, i8, i32, i64, f16 or bf16");
   EXPECT_EQ(Ok("reduce_sum", {TypeInfo{DType::kU16, {3}}}).output.dtype, DType::kU16);
   EXPECT_EQ(Ok("cast", {TypeInfo{DType::kU32, {3}}}, {{"to", DType::kI16}}).output.dtype, DType::kI16);
   EXPECT_INVALID(Infer("argmax", {F32({2})}, {{"axis", Ints{0}}}), "attribute 'axis' must be an int");

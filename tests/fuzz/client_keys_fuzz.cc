@@ -54,5 +54,7 @@ key_sha256 = "FCDE2B2EDBA56BF408601FB721FE9B5C338D10EE429EA04FAE5511B68FBF8FB9"
           fuzz::Bytes("[[client]]\nname = \"a\"\nkey_sha256 = \"2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e"
                       "886266e7ae\"\n[[client]]\nname = \"a\"\nkey_sha256 = \"2c26b46b68ffc68ff99b453c1d304134134"
                       "22d706483bfa0f98a5e886266e7ae\"\nmax_watches = -1\n"),
-          fuzz::Bytes("Bearer k3y"), fuzz::Bytes("ipv6:[::1]:5000"), fuzz::Bytes("client = 3\n")};
+          fuzz::Bytes("Bearer k3y"),
+          fuzz::Bytes("ipv6:[::1]:5000"),
+          fuzz::Bytes("client = 3\n")};
 }

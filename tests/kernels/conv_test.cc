@@ -71,8 +71,11 @@ std::vector<float> Reference(const Conv& p, const std::vector<float>& x, const s
   return y;
 }
 
+// prepare: the weights go through Backend::PrepareConstant first (packed once, as a loaded
+// program does) and the call carries them.
 Status RunConv(Backend& be, const Conv& p, std::vector<float>& x, std::vector<float>& w, std::vector<float>& b,
-               std::vector<float>* y, OpParams* override_params = nullptr, std::vector<int64_t> yshape = {}) {
+               std::vector<float>* y, OpParams* override_params = nullptr, std::vector<int64_t> yshape = {},
+               bool prepare = false) {
   OpParams params;
   params.strides = {p.sh, p.sw};
   params.pads = {p.pt, p.pl, p.pb, p.pr};
@@ -84,7 +87,12 @@ Status RunConv(Backend& be, const Conv& p, std::vector<float>& x, std::vector<fl
   std::vector<TensorView> in = {MakeView(DType::kF32, {p.N, p.C, p.H, p.W}, x.data()),
                                 MakeView(DType::kF32, {p.F, p.C / p.group, p.KH, p.KW}, w.data())};
   if (p.bias) in.push_back(MakeView(DType::kF32, {p.F}, b.data()));
-  return RunKernel(be, Op::kConv2D, params, in, MakeView(DType::kF32, yshape, y->data()));
+  TensorView out = MakeView(DType::kF32, yshape, y->data());
+  if (!prepare) return RunKernel(be, Op::kConv2D, params, in, out);
+  KernelCall call = MakeCall(Op::kConv2D, params, in.data(), static_cast<int>(in.size()), &out);
+  ASSIGN_OR_RETURN(std::unique_ptr<PreparedOperand> prepared, be.PrepareConstant(call, 1));
+  call.prepared = prepared.get();
+  return be.Run(call);
 }
 
 std::vector<float> Random(int64_t n, std::mt19937& rng, bool special) {
@@ -105,7 +113,7 @@ std::vector<float> Random(int64_t n, std::mt19937& rng, bool special) {
   return v;
 }
 
-void Check(const Conv& p, uint32_t seed, bool special = false) {
+void Check(const Conv& p, uint32_t seed, bool special = false, bool prepare = false) {
   SCOPED_TRACE(p.ToString());
   std::mt19937 rng(seed);
   auto x = Random(p.N * p.C * p.H * p.W, rng, special);
@@ -114,7 +122,7 @@ void Check(const Conv& p, uint32_t seed, bool special = false) {
   const auto ref = Reference(p, x, w, b);
   for (auto& e : Engines()) {
     std::vector<float> y(ref.size(), FromBits(0x7F81234Fu));
-    Status s = RunConv(*e.backend, p, x, w, b, &y);
+    Status s = RunConv(*e.backend, p, x, w, b, &y, nullptr, {}, prepare);
     ASSERT_TRUE(s.ok()) << e.label << ": " << s.ToString();
     if (!y.empty() && std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)) != 0) {
       for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(Bits(y[i]), Bits(ref[i])) << e.label << " element " << i;
@@ -166,6 +174,13 @@ const std::vector<Conv>& Cases() {
     add({1, 2, 3, 21, 2, 1, 3, 1, 1, 0, 0, 0, 2, 1, 1, 2, true});
     add({1, 3, 4, 12, 3, 3, 3, 1, 1, 1, 9, 1, 1, 1, 1, 3, false});
     add({1, 3, 3, 110, 3, 1, 7, 1, 1, 0, 0, 0, 0, 1, 3, 3, true});  // 1x7 dilated, no padding
+    // Stride 1 with OW == W: im2col copies each COL row as one shifted plane, then zeroes the
+    // padding positions (the openWakeWord embedding model's 1x3 "same" and 3x1 convolutions).
+    add({1, 6, 9, 8, 7, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1, true});   // 1x3, pads (0, 1)
+    add({1, 6, 9, 4, 8, 3, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false});  // 3x1, no padding
+    add({1, 3, 7, 5, 4, 3, 3, 1, 1, 2, 2, 0, 2, 2, 2, 1, true});   // dilated 3x3, rows and columns padded
+    add({1, 2, 5, 6, 3, 2, 4, 1, 1, 1, 3, 2, 0, 3, 1, 1, true});   // asymmetric pads, windows off the plane
+    add({1, 2, 3, 2, 3, 5, 1, 1, 1, 4, 0, 4, 0, 1, 1, 1, false});  // rows entirely in padding
     return v;
   }();
   return cases;
@@ -174,6 +189,44 @@ const std::vector<Conv>& Cases() {
 TEST(Conv2D, MatchesSpecBits) {
   uint32_t seed = 1;
   for (const Conv& c : Cases()) Check(c, seed++);
+}
+
+TEST(Conv2D, WeightsPackedOnceMatchSpecBits) {
+  // The AVX2 engines run the GEMM on weights packed by PrepareConstant (the portable ones and
+  // the direct kernel get none): every case, then special values, then column tiles.
+  uint32_t seed = 100;
+  for (const Conv& c : Cases()) Check(c, seed++, false, true);
+  for (const Conv& c : Cases()) Check(c, seed++, true, true);
+  cpu::SetConvScratchBudgetForTesting(4096);
+  Check({1, 4, 9, 7, 5, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1, true}, seed++, false, true);
+  Check({2, 4, 11, 13, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2, 1, 2, false}, seed++, false, true);
+  cpu::SetConvScratchBudgetForTesting(0);
+}
+
+TEST(Conv2D, PreparedWeightsOnlyOnTheAvx2GemmPath) {
+  std::vector<float> w(6 * 4 * 3 * 3, 1.0f), x(4 * 5 * 5, 1.0f), y(6 * 3 * 3);
+  for (auto& e : Engines()) {
+    for (int64_t group : {1, 2}) {  // group 2: 2 channels per group, the direct kernel
+      OpParams params;
+      params.strides = {1, 1};
+      params.pads = {0, 0, 0, 0};
+      params.dilations = {1, 1};
+      params.kernel = {3, 3};
+      params.group = group;
+      std::vector<TensorView> in = {MakeView(DType::kF32, {1, 4, 5, 5}, x.data()),
+                                    MakeView(DType::kF32, {6, 4 / group, 3, 3}, w.data())};
+      TensorView out = MakeView(DType::kF32, {1, 6, 3, 3}, y.data());
+      KernelCall call = MakeCall(Op::kConv2D, params, in.data(), 2, &out);
+      auto prepared = e.backend->PrepareConstant(call, 1);
+      ASSERT_TRUE(prepared.ok()) << e.label;
+      const bool expect = group == 1 && e.backend->name() == "cpu-avx2";
+      EXPECT_EQ(*prepared != nullptr, expect) << e.label << " group " << group;
+      if (*prepared) EXPECT_EQ((*prepared)->bytes(), int64_t{sizeof(float)} * 6 * 36) << e.label;
+      auto other = e.backend->PrepareConstant(call, 0);  // the input is not a weight
+      ASSERT_TRUE(other.ok());
+      EXPECT_EQ(*other, nullptr);
+    }
+  }
 }
 
 TEST(Conv2D, SpecialValuesMatchSpecBits) {
@@ -236,6 +289,8 @@ TEST(Conv2D, ColumnTilingDoesNotChangeBits) {
     Check({1, 3, 17, 19, 5, 3, 3, 1, 2, 1, 0, 2, 1, 1, 1, 1, true}, 7);
     Check({2, 4, 11, 13, 4, 3, 3, 1, 1, 1, 1, 1, 1, 2, 1, 2, false}, 8);
     Check({1, 5, 8, 40, 6, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 1, true}, 9);
+    Check({1, 4, 9, 7, 5, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1, true}, 10);  // OW == W: tiles split rows
+    Check({1, 4, 9, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false}, 11);
   }
   cpu::SetConvScratchBudgetForTesting(0);
 }

@@ -303,6 +303,36 @@ TEST(CudaReduce, TopK) {
   EXPECT_EQ(r.at<int64_t>(8), 2);
 }
 
+TEST(CudaReduce, CumSum) {
+  uint32_t seed = 900;
+  for (DType dt : {DType::kF32, DType::kI32, DType::kI8, DType::kI64}) {
+    for (const Shape& shape : {Shape{4, 5, 70}, Shape{70, 3, 5}, Shape{1, 100}, Shape{2, 0, 3}}) {
+      HostTensor x = RandomTensor(dt, shape, ++seed, dt == DType::kF32 ? 0.05 : 0.0);
+      for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis) {
+        for (bool exclusive : {false, true}) {
+          for (bool reverse : {false, true}) {
+            OpParams p;
+            p.axis = axis;
+            p.exclusive = exclusive;
+            p.reverse = reverse;
+            Compare("cumsum " + std::string(DTypeName(dt)) + " axis " + std::to_string(axis) +
+                        (exclusive ? " exclusive" : "") + (reverse ? " reverse" : ""),
+                    Op::kCumSum, p, {&x}, dt, shape);
+          }
+        }
+      }
+    }
+  }
+  // f64 and the unsigned types have no CUDA kernels: refused, as for every other op.
+  CudaTestBackends& b = GetBackends();
+  HostTensor x(DType::kF64, {2, 3});
+  TensorView in = x.view();
+  TensorView out = x.view();
+  OpParams p;
+  KernelCall call = MakeCall(Op::kCumSum, p, &in, 1, &out);
+  EXPECT_FALSE(b.emu->Supports(call));
+}
+
 TEST(CudaReduce, ValidationMatchesCpu) {
   CudaTestBackends& b = GetBackends();
   HostTensor x = RandomTensor(DType::kF32, {3, 4}, 1);

@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -659,6 +660,141 @@ TEST_P(ReduceTest, RejectsBadCalls) {
   EXPECT_EQ(Run(Op::kTopK, t, x, ys).code(), StatusCode::kInvalidArgument);
   HostTensor yb2(DType::kI64, {2, 2});
   EXPECT_EQ(Run(Op::kTopK, t, xb, yb2).code(), StatusCode::kInvalidArgument);  // bool input
+}
+
+// CumSum reference written from DETERMINISM.md 4.6a: per line, acc = -0.0 (0 for integers),
+// positions in scan order, one add per step; exclusive outputs hold acc before the step.
+template <typename T>
+T RefCumSumAdd(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return a + b;
+  } else {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+  }
+}
+
+template <typename T>
+T RefCanon(T v) {
+  if constexpr (std::is_same_v<T, float>) return Canon(v);
+  if constexpr (std::is_same_v<T, double>) return v != v ? std::bit_cast<double>(uint64_t{0x7FF8000000000000u}) : v;
+  return v;
+}
+
+template <typename T>
+std::vector<T> RefCumSum(const HostTensor& x, int64_t axis, bool exclusive, bool reverse) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < axis; ++i) outer *= x.shape[i];
+  for (size_t i = axis + 1; i < x.shape.size(); ++i) inner *= x.shape[i];
+  const int64_t n = x.shape[axis];
+  std::vector<T> y(static_cast<size_t>(x.numel()));
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < inner; ++j) {
+      T acc = std::is_floating_point_v<T> ? static_cast<T>(-0.0) : T(0);
+      for (int64_t step = 0; step < n; ++step) {
+        const int64_t k = reverse ? n - 1 - step : step;
+        const int64_t at = (o * n + k) * inner + j;
+        const T before = acc;
+        acc = RefCumSumAdd(acc, x.at<T>(at));
+        y[at] = RefCanon(exclusive ? (step == 0 ? T(0) : before) : acc);
+      }
+    }
+  }
+  return y;
+}
+
+template <typename T>
+void CheckCumSum(ReduceTest& t, DType dt, const std::vector<int64_t>& shape, uint32_t seed) {
+  HostTensor x(dt, shape);
+  if constexpr (std::is_same_v<T, float>) {
+    FillF32(x, seed, 0.05);  // NaNs of several payloads, infinities, signed zeros, subnormals
+  } else if constexpr (std::is_same_v<T, double>) {
+    std::mt19937_64 rng(seed);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      x.as<double>()[i] =
+          std::ldexp(static_cast<double>(static_cast<int64_t>(rng() >> 11)) / 9e15, static_cast<int>(rng() % 80) - 40);
+      if (rng() % 7 == 0) x.as<double>()[i] = -x.as<double>()[i];
+    }
+  } else {
+    FillInt<T>(x, seed);
+  }
+  for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis) {
+    for (bool exclusive : {false, true}) {
+      for (bool reverse : {false, true}) {
+        OpParams p;
+        p.axis = axis;
+        p.exclusive = exclusive;
+        p.reverse = reverse;
+        HostTensor y(dt, shape);
+        ASSERT_TRUE(t.Run(Op::kCumSum, p, x, y).ok());
+        const std::vector<T> want = RefCumSum<T>(x, axis, exclusive, reverse);
+        if (want.empty()) continue;
+        ASSERT_EQ(0, std::memcmp(want.data(), y.bytes.data(), want.size() * sizeof(T)))
+            << DTypeName(dt) << " shape " << ShapeToString(shape) << " axis " << axis << " exclusive " << exclusive
+            << " reverse " << reverse;
+      }
+    }
+  }
+}
+
+TEST_P(ReduceTest, CumSumMatchesTheSequentialChain) {
+  // Lines shorter and longer than the 64-line block, axis innermost or not, empty tensors.
+  const std::vector<std::vector<int64_t>> shapes = {{7}, {5, 70}, {4, 9, 33}, {3, 2, 4, 5}, {300, 3}, {2, 0, 3}};
+  uint32_t seed = 1200;
+  for (const auto& shape : shapes) {
+    CheckCumSum<float>(*this, DType::kF32, shape, ++seed);
+    CheckCumSum<double>(*this, DType::kF64, shape, ++seed);
+    CheckCumSum<int8_t>(*this, DType::kI8, shape, ++seed);
+    CheckCumSum<uint8_t>(*this, DType::kU8, shape, ++seed);
+    CheckCumSum<int16_t>(*this, DType::kI16, shape, ++seed);
+    CheckCumSum<uint16_t>(*this, DType::kU16, shape, ++seed);
+    CheckCumSum<int32_t>(*this, DType::kI32, shape, ++seed);
+    CheckCumSum<uint32_t>(*this, DType::kU32, shape, ++seed);
+    CheckCumSum<int64_t>(*this, DType::kI64, shape, ++seed);
+    CheckCumSum<uint64_t>(*this, DType::kU64, shape, ++seed);
+  }
+}
+
+TEST_P(ReduceTest, CumSumOrderAndZerosPinned) {
+  // Sequential: 2^25 + 1 rounds back to 2^25, so the last sum is 1, where a pairwise
+  // (tree) prefix would give 2. -0 stays -0 inclusive; an exclusive line starts at +0.
+  OpParams p;
+  p.axis = 0;
+  HostTensor x = F32({5}, {-0.0f, 33554432.0f, 1.0f, -33554432.0f, 1.0f});
+  HostTensor y(DType::kF32, {5});
+  ASSERT_TRUE(Run(Op::kCumSum, p, x, y).ok());
+  EXPECT_EQ(y.vec<float>(), (std::vector<float>{-0.0f, 33554432.0f, 33554432.0f, 0.0f, 1.0f}));
+  EXPECT_EQ(Bits(y.at<float>(0)), 0x80000000u);
+  p.exclusive = true;
+  ASSERT_TRUE(Run(Op::kCumSum, p, x, y).ok());
+  EXPECT_EQ(Bits(y.at<float>(0)), 0x00000000u);
+  EXPECT_EQ(Bits(y.at<float>(1)), 0x80000000u);
+  EXPECT_EQ(y.at<float>(4), 0.0f);
+  p.exclusive = false;
+  p.reverse = true;
+  ASSERT_TRUE(Run(Op::kCumSum, p, x, y).ok());
+  EXPECT_EQ(y.vec<float>(), (std::vector<float>{0.0f, 0.0f, -33554432.0f, -33554432.0f, 1.0f}));
+}
+
+TEST_P(ReduceTest, CumSumRejectsBadCalls) {
+  HostTensor x(DType::kF32, {2, 3});
+  FillF32(x, 3);
+  OpParams p;
+  p.axis = 2;  // out of range
+  HostTensor y(DType::kF32, {2, 3});
+  EXPECT_EQ(Run(Op::kCumSum, p, x, y).code(), StatusCode::kInvalidArgument);
+  p.axis = 1;
+  HostTensor wrong(DType::kF32, {3, 2});
+  EXPECT_EQ(Run(Op::kCumSum, p, x, wrong).code(), StatusCode::kInvalidArgument);
+  HostTensor yi(DType::kI32, {2, 3});
+  EXPECT_EQ(Run(Op::kCumSum, p, x, yi).code(), StatusCode::kInvalidArgument);  // dtype changes
+  HostTensor xb(DType::kBool, {2, 3});
+  HostTensor yb(DType::kBool, {2, 3});
+  EXPECT_EQ(Run(Op::kCumSum, p, xb, yb).code(), StatusCode::kInvalidArgument);
+  HostTensor s(DType::kF32, {});
+  HostTensor ys(DType::kF32, {});
+  p.axis = 0;
+  EXPECT_EQ(Run(Op::kCumSum, p, s, ys).code(), StatusCode::kInvalidArgument);  // rank 0
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, ReduceTest, testing::ValuesIn(AllConfigs()), ConfigName);

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.h"
 #include "common/status.h"
 #include "executor/onnx/import.h"
-#include "common/dtype.h"
 #include "onnx/onnx_pb.h"
 
 namespace consensor::testing {

@@ -200,6 +200,37 @@ TEST_F(ClientGateTest, WatchStreamsAreCappedAndGivenBack) {
       << text;
 }
 
+// Issue 18: outputs a non-member fetches from their holders for a client, per minute, per client.
+TEST_F(ClientGateTest, OutputFetchesPerMinuteIsATokenBucketPerClient) {
+  ClientsConfig config;
+  config.defaults.output_fetches_per_minute = 2;
+  ClientGate gate = MakeGate(config, {});
+  std::string error;
+  auto a = *gate.Authenticate(std::nullopt, "ipv4:10.0.0.1:1", &error);
+  auto b = *gate.Authenticate(std::nullopt, "ipv4:10.0.0.2:1", &error);
+  EXPECT_TRUE(gate.AdmitOutputFetch(a).ok());
+  EXPECT_TRUE(gate.AdmitOutputFetch(a).ok());
+  Status over = gate.AdmitOutputFetch(a);
+  EXPECT_EQ(over.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(over.message().find("output_fetches_per_minute = 2"), std::string::npos) << over.message();
+  EXPECT_TRUE(gate.AdmitOutputFetch(b).ok()) << "another client has its own bucket";
+  now_ += std::chrono::seconds(30);  // one fetch back
+  EXPECT_TRUE(gate.AdmitOutputFetch(a).ok());
+  EXPECT_FALSE(gate.AdmitOutputFetch(a).ok());
+  const std::string text = metrics_.RenderPrometheusText();
+  EXPECT_NE(text.find("consensor_client_refusals_total{client=\"anonymous\",budget=\"output_fetches_per_minute\"} 2"),
+            std::string::npos)
+      << text;
+  // No budget: never refused.
+  ClientGate open = MakeGate(ClientsConfig{}, {});
+  auto c = *open.Authenticate(std::nullopt, "ipv4:10.0.0.3:1", &error);
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(open.AdmitOutputFetch(c).ok());
+  // A keys-file entry sets it.
+  auto clients = LoadClientKeysFile(WriteKeys(Entry("alice", "ka", "output_fetches_per_minute = 7\n")), {});
+  ASSERT_TRUE(clients.ok()) << clients.status().ToString();
+  EXPECT_EQ((*clients)[0].budgets.output_fetches_per_minute, 7);
+}
+
 TEST(ApiKeyTest, NewKeysAreRandomAndHashedAsTheirBytes) {
   auto a = NewApiKey();
   auto b = NewApiKey();

@@ -430,6 +430,15 @@ TEST(ConfigTest, FinalizeRangeChecks) {
       {[](NodeConfig* c) { c->storage_sweep_interval = std::chrono::milliseconds(10); }, "storage.sweep_interval_ms"},
       {[](NodeConfig* c) { c->consensus.seat_poll_interval = std::chrono::milliseconds(-1); }, "chain.seat_poll_ms"},
       {[](NodeConfig* c) { c->consensus.seat_poll_interval = std::chrono::milliseconds(60001); }, "chain.seat_poll_ms"},
+      {[](NodeConfig* c) { c->p2p_max_blob_streams_per_host = 0; }, "p2p.max_blob_streams_per_host"},
+      {[](NodeConfig* c) { c->consensus.remote_outputs.max_entries = 0; }, "outputs.max_remote_entries"},
+      {[](NodeConfig* c) { c->consensus.remote_outputs.max_bytes = 100; }, "outputs.max_remote_bytes"},
+      {[](NodeConfig* c) { c->consensus.remote_outputs.max_fetches_in_flight = 0; }, "outputs.max_fetches_in_flight"},
+      {[](NodeConfig* c) { c->consensus.remote_outputs.backoff = std::chrono::milliseconds(0); },
+       "outputs.fetch_backoff_ms"},
+      {[](NodeConfig* c) { c->consensus.remote_outputs.backoff_max = std::chrono::milliseconds(10); },
+       "outputs.fetch_backoff_max_ms"},
+      {[](NodeConfig* c) { c->clients.defaults.output_fetches_per_minute = -1; }, "clients.output_fetches_per_minute"},
       {[](NodeConfig* c) {
          c->password_file = "/pw";
          c->password_env = "PW";
@@ -457,6 +466,21 @@ TEST(ConfigTest, FinalizeRangeChecks) {
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->consensus.seat_poll_interval.count(), 20);
   EXPECT_EQ(NodeConfig().consensus.seat_poll_interval.count(), 50);
+
+  // On-demand outputs: the [outputs] bounds and the client budget, read from the file.
+  auto outputs = ParseNodeConfig(
+      "[outputs]\nmax_remote_entries = 10\nmax_remote_bytes = 65536\nmax_fetches_in_flight = 2\n"
+      "fetch_backoff_ms = 100\nfetch_backoff_max_ms = 800\n[clients]\noutput_fetches_per_minute = 30\n",
+      "config.toml");
+  ASSERT_TRUE(outputs.ok()) << outputs.status().ToString();
+  const RemoteOutputLimits& limits = outputs->consensus.remote_outputs;
+  EXPECT_EQ(limits.max_entries, 10u);
+  EXPECT_EQ(limits.max_bytes, 65536);
+  EXPECT_EQ(limits.max_fetches_in_flight, 2u);
+  EXPECT_EQ(limits.backoff.count(), 100);
+  EXPECT_EQ(limits.backoff_max.count(), 800);
+  EXPECT_EQ(outputs->clients.defaults.output_fetches_per_minute, 30);
+  EXPECT_EQ(FinalizeError(*outputs), "OK");
 }
 
 TEST(ConfigTest, HomeExpansion) {

@@ -371,12 +371,16 @@ class FakePeerClient final : public PeerClient {
     released_.notify_all();
   }
 
+  // Every peer answers blob requests UNAVAILABLE while set: outputs nobody serves.
+  void RefuseBlobs(bool refuse) { refuse_blobs_.store(refuse); }
+
   Status FetchBlob(const std::string& endpoint, const Hash256& sha256, const BlobSink& sink) override {
     Log("blob " + ToHex(sha256) + " from " + endpoint);
     {
       std::unique_lock<std::mutex> lock(mu_);
       released_.wait(lock, [&] { return !held_.contains(endpoint); });
     }
+    if (refuse_blobs_.load()) return Unavailable(endpoint + ": refuses to serve blobs");
     auto it = peers_.find(endpoint);
     if (it == peers_.end()) return Unavailable(endpoint + ": connection refused");
     Status sink_error = OkStatus();
@@ -421,6 +425,7 @@ class FakePeerClient final : public PeerClient {
   std::vector<std::string> requests_;
   std::set<std::string> held_;
   std::condition_variable released_;
+  std::atomic<bool> refuse_blobs_{false};
 };
 
 // Passes every question to a real injector and records what the engine asked.
@@ -541,6 +546,7 @@ class ConsensusEngineTest : public ::testing::Test {
     co.reference_margin_blocks = kMaxReferenceAge - kConfirmations;  // new tasks at kReference
     co.challenge_window_blocks = kChallengeWindow;
     co.tick_interval = tick_interval_;
+    co.remote_outputs = remote_limits_;
     co.now = [this] {
       return SteadyClock::time_point(std::chrono::hours(1000)) + std::chrono::milliseconds(now_ms_.load());
     };
@@ -808,8 +814,9 @@ class ConsensusEngineTest : public ::testing::Test {
   Hash256 graph_hash_{}, bias_hash_{}, x_hash_{};
 
   int operators_ = 0;
-  OrphanPoolLimits orphan_limits_;  // set before StartNode
-  DiskBudget* budget_ = nullptr;    // set before StartNode
+  OrphanPoolLimits orphan_limits_;    // set before StartNode
+  RemoteOutputLimits remote_limits_;  // set before StartNode
+  DiskBudget* budget_ = nullptr;      // set before StartNode
   // Set before StartNode. Long: no timer runs during the test, so what happens came from an event.
   std::chrono::milliseconds tick_interval_{250};
   std::atomic<int64_t> now_ms_{0};
@@ -1075,6 +1082,140 @@ TEST_F(ConsensusEngineTest, CertifiedResultWhoseOutputsDoNotMatchIsRefused) {
   EXPECT_FALSE(store_.BlobSize(x_hash_).ok()) << "a blob that does not hold the certified tensor was kept";
   // The other output is named right and arrives.
   EXPECT_TRUE(engine_->FetchOutputOnDemand(ValueOf(Hash256FromHex(task.result().outputs(1).blob_sha256()))).ok());
+}
+
+// Issue 18, the attacker: clients flood a non-member with GetBlob for an output that no holder
+// serves. Concurrent requests share one round of fetches, and once it failed on every holder the
+// blob backs off: requests fail at once, naming the failures and the retry time, and nobody is
+// dialed until the backoff expires (then one more round, twice as long after it). The node
+// keeps certifying other tasks meanwhile, and serves the output once a holder does.
+TEST_F(ConsensusEngineTest, FloodForAnOutputNobodyServesDialsTheHoldersABoundedNumberOfTimes) {
+  remote_limits_.backoff = 5000ms;
+  remote_limits_.backoff_max = 60000ms;
+  MakeNetwork(4, /*entry=*/false);
+  StartNode();
+  const v1::SubmitTaskRequest request = RequestWithSelfAt(2, 2, 2);
+  const std::vector<Address20> order = Order(request);
+  const int first = OperatorNumber(order[0], 4), second = OperatorNumber(order[1], 4);
+  const v1::TaskResult result = PeerResult(first, request);
+  (void)PeerResult(second, request);
+  const std::string id = ToHex(TaskId(request));
+  ASSERT_TRUE(Announce(request, first).ok());
+  WaitForAdoption(id);
+  ASSERT_TRUE(Vote(first, id, result).ok());
+  ASSERT_TRUE(Vote(second, id, result).ok());
+  v1::Task task = WaitForTask(id, Certified);
+  ASSERT_EQ(engine_->remote_outputs(), static_cast<size_t>(task.result().outputs_size()));
+  const Hash256 blob = ValueOf(Hash256FromHex(task.result().outputs(0).blob_sha256()));
+  const std::string blob_request = "blob " + ToHex(blob) + " from ";
+  auto dialed = [&] {
+    int n = 0;
+    for (const std::string& r : peer_client_.requests()) n += r.rfind(blob_request, 0) == 0;
+    return n;
+  };
+  auto counter = [&](const std::string& name, const MetricsRegistry::Labels& labels = {}) {
+    return registry_->AddCounter(name, "", labels)->Value();
+  };
+
+  peer_client_.RefuseBlobs(true);
+  constexpr int kClients = 8, kRequestsEach = 25;
+  std::atomic<int> unavailable{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&] {
+      for (int i = 0; i < kRequestsEach; ++i) {
+        Status s = engine_->FetchOutputOnDemand(blob);
+        if (s.code() == StatusCode::kUnavailable && s.message().find("refuses to serve blobs") != std::string::npos) {
+          unavailable.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(unavailable.load(), kClients * kRequestsEach) << "every request fails naming the holders' failures";
+  // One round: each holder (the announcer and the two signers, without duplicates) once.
+  const int holders = dialed();
+  EXPECT_GE(holders, 1);
+  EXPECT_LE(holders, 3);
+  EXPECT_EQ(counter("consensor_output_fetches_started_total"), 1);
+  EXPECT_EQ(counter("consensor_output_fetches_coalesced_total") +
+                counter("consensor_output_fetches_refused_total", {{"reason", "backoff"}}),
+            kClients * kRequestsEach - 1);
+  Status refused = engine_->FetchOutputOnDemand(blob);
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable);
+  EXPECT_NE(refused.message().find("tries again after"), std::string::npos) << refused.ToString();
+  EXPECT_EQ(dialed(), holders);
+
+  // The backoff expires: one more round, then twice as long.
+  now_ms_ += 5000;
+  EXPECT_EQ(engine_->FetchOutputOnDemand(blob).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(dialed(), 2 * holders);
+  now_ms_ += 9999;
+  EXPECT_EQ(engine_->FetchOutputOnDemand(blob).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(dialed(), 2 * holders);
+  EXPECT_EQ(counter("consensor_output_fetches_started_total"), 2);
+
+  // The node keeps certifying: another task, this node an observer again.
+  const v1::SubmitTaskRequest next = RequestWithSelfAt(3, 2, 2);
+  const std::vector<Address20> next_order = Order(next);
+  const int a = OperatorNumber(next_order[0], 4), b = OperatorNumber(next_order[1], 4);
+  const v1::TaskResult next_result = PeerResult(a, next);
+  (void)PeerResult(b, next);
+  const std::string next_id = ToHex(TaskId(next));
+  ASSERT_TRUE(Announce(next, a).ok());
+  WaitForAdoption(next_id);
+  ASSERT_TRUE(Vote(a, next_id, next_result).ok());
+  ASSERT_TRUE(Vote(b, next_id, next_result).ok());
+  EXPECT_TRUE(WaitForTask(next_id, Certified).has_result());
+
+  // A holder serves again: the next attempt after the backoff gets the output.
+  peer_client_.RefuseBlobs(false);
+  now_ms_ += 1;
+  Status served = engine_->FetchOutputOnDemand(blob);
+  EXPECT_TRUE(served.ok()) << served.ToString();
+  EXPECT_TRUE(store_.BlobSize(blob).ok());
+}
+
+// Issue 18: the outputs a non-member recorded without their bytes are bounded, forgotten with
+// their task when retention deletes it, and rebuilt from the stored results at a restart (the
+// newest first within the bounds; backoffs start afresh).
+TEST_F(ConsensusEngineTest, RemoteOutputsAreBoundedRebuiltAndForgottenWithTheirTask) {
+  MakeNetwork(4, /*entry=*/false);
+  StartNode();
+  const v1::SubmitTaskRequest request = RequestWithSelfAt(2, 2, 2);
+  const std::vector<Address20> order = Order(request);
+  const int first = OperatorNumber(order[0], 4), second = OperatorNumber(order[1], 4);
+  const v1::TaskResult result = PeerResult(first, request);
+  (void)PeerResult(second, request);
+  const std::string id = ToHex(TaskId(request));
+  ASSERT_TRUE(Announce(request, first).ok());
+  WaitForAdoption(id);
+  ASSERT_TRUE(Vote(first, id, result).ok());
+  ASSERT_TRUE(Vote(second, id, result).ok());
+  v1::Task task = WaitForTask(id, Certified);
+  ASSERT_EQ(task.result().outputs_size(), 2);
+  EXPECT_EQ(engine_->remote_outputs(), 2u);
+  EXPECT_EQ(registry_->AddGauge("consensor_remote_outputs", "")->Value(), 2);
+
+  StartNode();  // a restart: rebuilt from the stored result
+  EXPECT_EQ(engine_->remote_outputs(), 2u);
+  remote_limits_.max_entries = 1;
+  StartNode();
+  EXPECT_EQ(engine_->remote_outputs(), 1u);
+  remote_limits_ = RemoteOutputLimits{};
+  StartNode();
+
+  // Final, then deleted by retention (as the node's task deleter does): nothing is left to
+  // fetch, and nobody is dialed for it.
+  chain_->SetHead(task.consensus().final_block() + 1);
+  task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().final(); });
+  ASSERT_TRUE(tasks_->DeleteUnpinned(Id(id).Key()).ok());
+  engine_->OnTaskDeleted(Id(id));
+  EXPECT_EQ(engine_->remote_outputs(), 0u);
+  const size_t requests = peer_client_.requests().size();
+  EXPECT_EQ(engine_->FetchOutputOnDemand(ValueOf(Hash256FromHex(task.result().outputs(0).blob_sha256()))).code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(peer_client_.requests().size(), requests);
 }
 
 TEST_F(ConsensusEngineTest, VoteForAnUnknownTaskIsKeptAndCountedOnceAdopted) {

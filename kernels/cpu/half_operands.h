@@ -1,0 +1,26 @@
+// The CPU backend's f16/bf16 rule (docs/DETERMINISM.md 1.3, 1.4): an op that computes on
+// 16-bit floats widens each such operand to f32 exactly, runs the op's f32 kernel, and rounds
+// each 16-bit output once (round to nearest even). Ops that copy bits (data movement,
+// identity, where, a cast to the same dtype) run on the 2-byte elements directly instead.
+#pragma once
+
+#include "common/status.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/op.h"
+
+namespace consensor::kernels::cpu {
+
+using FamilyRunner = Status (*)(const KernelCall& call, const CpuContext& ctx);
+
+// True when `call` reads or writes f16/bf16 and computes (does not only copy bits).
+bool ComputesThroughF32(const KernelCall& call);
+
+// Runs `call` through `run` (the family's f32 kernel) with every f16/bf16 input widened to a
+// temporary f32 tensor and every f16/bf16 output computed in f32 and rounded once.
+Status RunThroughF32(const KernelCall& call, const CpuContext& ctx, FamilyRunner run);
+
+// Elementwise conversions of n values; exact per element, so any split over threads is fine.
+void WidenToF32(DType from, const void* src, float* dst, int64_t n, const CpuContext& ctx);
+void NarrowFromF32(DType to, const float* src, void* dst, int64_t n, const CpuContext& ctx);
+
+}  // namespace consensor::kernels::cpu

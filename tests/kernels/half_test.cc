@@ -1,0 +1,370 @@
+// f16 and bf16 (docs/DETERMINISM.md 1.3, 1.4): the conversions checked exhaustively and
+// against independent references, and every op family checked against its definition (the
+// f32 rule on the exactly widened inputs, rounded once), with RunAll comparing portable/AVX2
+// x 1/2/8 threads byte for byte.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/half.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace consensor::kernels {
+namespace {
+
+using namespace test_util;
+
+float Widen(DType t, uint16_t h) { return t == DType::kF16 ? half::F16ToF32(h) : half::BF16ToF32(h); }
+uint16_t Narrow(DType t, float x) { return t == DType::kF16 ? half::F32ToF16(x) : half::F32ToBF16(x); }
+bool IsNaN16(DType t, uint16_t h) { return t == DType::kF16 ? (h & 0x7FFFu) > 0x7C00u : (h & 0x7FFFu) > 0x7F80u; }
+
+// binary16 value from its fields, in double (exact), written from the format's definition.
+double F16Value(uint16_t h) {
+  const int e = (h >> 10) & 0x1F;
+  const int m = h & 0x3FF;
+  if (e == 0x1F && m == 0) return (h & 0x8000) ? -INFINITY : INFINITY;
+  const double mag = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
+  return (h & 0x8000) ? -mag : mag;
+}
+
+// f32 -> bf16 written as "the nearer of the two neighbours, ties to the even one", in double.
+uint16_t RefF32ToBF16(float x) {
+  if (x != x) return 0x7FC0;
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint16_t down = static_cast<uint16_t>(u >> 16);  // toward zero
+  if ((u & 0xFFFFu) == 0) return down;
+  const uint16_t up = static_cast<uint16_t>(down + 1);  // away from zero (may become inf)
+  const double xd = x;
+  const double dd = std::bit_cast<float>(static_cast<uint32_t>(down) << 16);
+  // Rounding up past the largest finite value lands on 2^128, which is stored as inf.
+  const bool up_is_inf = (up & 0x7FFF) == 0x7F80;
+  const double du = up_is_inf ? std::copysign(std::ldexp(1.0, 128), xd)
+                              : static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(up) << 16));
+  const double a = std::fabs(xd - dd), b = std::fabs(du - xd);
+  if (a < b) return down;
+  if (b < a) return up;
+  return (down & 1) ? up : down;
+}
+
+// Random 16-bit patterns, every class included (NaNs with payloads, infinities, subnormals).
+std::vector<uint16_t> RandomHalfBits(int64_t n, uint32_t seed, DType t, bool allow_nan = true) {
+  std::mt19937 rng(seed);
+  std::vector<uint16_t> v(static_cast<size_t>(n));
+  for (uint16_t& h : v) {
+    do {
+      h = static_cast<uint16_t>(rng());
+    } while (!allow_nan && IsNaN16(t, h));
+  }
+  return v;
+}
+
+// Values of moderate size for arithmetic where random exponents would only give inf/0.
+std::vector<uint16_t> ModerateHalfBits(int64_t n, uint32_t seed, DType t) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  std::vector<uint16_t> v(static_cast<size_t>(n));
+  for (uint16_t& h : v) h = Narrow(t, u(rng));
+  return v;
+}
+
+HostTensor Half(DType t, Shape s, const std::vector<uint16_t>& bits) { return Make(t, std::move(s), bits); }
+
+HostTensor WidenTensor(const HostTensor& h) {
+  HostTensor f(DType::kF32, h.shape);
+  for (int64_t i = 0; i < h.numel(); ++i) f.as<float>()[i] = Widen(h.dtype, h.at<uint16_t>(i));
+  return f;
+}
+
+// The definition of an op on 16-bit floats: the f32 op on the widened inputs, each 16-bit
+// output rounded once. Runs both on every engine and compares the bytes.
+void ExpectF32Rule(Op op, const std::vector<HostTensor>& inputs, DType out_dtype, const Shape& out_shape,
+                   const OpParams& params = {}) {
+  const HostTensor got = RunAll(op, inputs, out_dtype, out_shape, params);
+  std::vector<HostTensor> wide;
+  for (const HostTensor& t : inputs) wide.push_back(IsHalfDType(t.dtype) ? WidenTensor(t) : t);
+  OpParams f32_params = params;
+  if (op == Op::kCast && IsHalfDType(params.to)) f32_params.to = DType::kF32;
+  const DType ref_dtype = IsHalfDType(out_dtype) ? DType::kF32 : out_dtype;
+  const HostTensor ref = RunAll(op, wide, ref_dtype, out_shape, f32_params);
+  if (IsHalfDType(out_dtype)) {
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      ASSERT_EQ(got.at<uint16_t>(i), Narrow(out_dtype, ref.at<float>(i)))
+          << OpName(op) << " " << DTypeName(out_dtype) << " element " << i;
+    }
+  } else {
+    EXPECT_TRUE(got.bytes == ref.bytes) << OpName(op) << " -> " << DTypeName(out_dtype);
+  }
+}
+
+const DType kHalfTypes[] = {DType::kF16, DType::kBF16};
+
+// ---------------------------------------------------------------------------------------
+// Conversions.
+
+TEST(HalfConversion, EveryF16PatternRoundTripsExceptNaN) {
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    const float f = half::F16ToF32(static_cast<uint16_t>(h));
+    if (IsNaN16(DType::kF16, static_cast<uint16_t>(h))) {
+      ASSERT_EQ(Bits(f), kCanon) << std::hex << h;
+      ASSERT_EQ(half::F32ToF16(f), half::kCanonicalNaNF16);
+      continue;
+    }
+    ASSERT_EQ(static_cast<double>(f), F16Value(static_cast<uint16_t>(h))) << std::hex << h;
+    ASSERT_EQ(std::signbit(f), (h & 0x8000u) != 0) << std::hex << h;
+    ASSERT_EQ(half::F32ToF16(f), h) << std::hex << h;
+  }
+}
+
+TEST(HalfConversion, EveryBF16PatternRoundTripsExceptNaN) {
+  for (uint32_t b = 0; b < 0x10000u; ++b) {
+    const float f = half::BF16ToF32(static_cast<uint16_t>(b));
+    if (IsNaN16(DType::kBF16, static_cast<uint16_t>(b))) {
+      ASSERT_EQ(Bits(f), kCanon) << std::hex << b;
+      ASSERT_EQ(half::F32ToBF16(f), half::kCanonicalNaNBF16);
+      continue;
+    }
+    ASSERT_EQ(Bits(f), b << 16) << std::hex << b;
+    ASSERT_EQ(half::F32ToBF16(f), b) << std::hex << b;
+  }
+}
+
+// f32 inputs that probe rounding: every halfway point between neighbouring finite f16
+// values, one f32 step either side of it, and random patterns.
+std::vector<float> F16RoundingProbes() {
+  std::vector<float> probes;
+  for (uint32_t h = 0; h < 0x7C00u; ++h) {
+    const double lo = F16Value(static_cast<uint16_t>(h));
+    const double hi = h + 1 == 0x7C00u ? 65536.0 : F16Value(static_cast<uint16_t>(h + 1));
+    const float mid = static_cast<float>((lo + hi) / 2);  // exact: 11 significant bits plus one
+    for (float x : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) {
+      probes.push_back(x);
+      probes.push_back(-x);
+    }
+  }
+  std::mt19937 rng(7);
+  for (int i = 0; i < 200000; ++i) probes.push_back(FromBits(static_cast<uint32_t>(rng())));
+  for (uint32_t u : {0x7F800000u, 0xFF800000u, 0x7F7FFFFFu, 0x477FEFFFu, 0x477FF000u, 0x477FF001u, 0x33000000u,
+                     0x33000001u, 0xB3000000u, 0x00000001u, 0x38800000u, 0x387FFFFFu, 0x7FC00001u, 0xFF800001u}) {
+    probes.push_back(FromBits(u));
+  }
+  return probes;
+}
+
+TEST(HalfConversion, F32ToF16IsRoundToNearestEven) {
+  for (float x : F16RoundingProbes()) {
+    // The compiler's _Float16 conversion (libgcc, round to nearest even) is the reference.
+    const uint16_t want = x != x ? half::kCanonicalNaNF16 : std::bit_cast<uint16_t>(static_cast<_Float16>(x));
+    ASSERT_EQ(half::F32ToF16(x), want) << std::hex << Bits(x);
+  }
+  // The spec's named cases.
+  EXPECT_EQ(half::F32ToF16(65504.0f), 0x7BFFu);
+  EXPECT_EQ(half::F32ToF16(65519.996f), 0x7BFFu);
+  EXPECT_EQ(half::F32ToF16(65520.0f), 0x7C00u);  // the tie goes to the even neighbour, 2^16: inf
+  EXPECT_EQ(half::F32ToF16(-1e30f), 0xFC00u);
+  EXPECT_EQ(half::F32ToF16(std::ldexp(1.0f, -25)), 0x0000u);  // tie between 0 and 2^-24
+  EXPECT_EQ(half::F32ToF16(-std::ldexp(1.0f, -25)), 0x8000u);
+  EXPECT_EQ(half::F32ToF16(std::ldexp(1.5f, -25)), 0x0001u);
+  EXPECT_EQ(half::F32ToF16(std::ldexp(3.0f, -25)), 0x0002u);     // 1.5 * 2^-24: tie to even 2
+  EXPECT_EQ(half::F32ToF16(std::ldexp(2047.0f, -25)), 0x0400u);  // carries into the smallest normal
+  EXPECT_EQ(half::F32ToF16(FromBits(0xFFC12345u)), 0x7E00u);
+}
+
+TEST(HalfConversion, F32ToBF16IsRoundToNearestEven) {
+  std::vector<float> probes;
+  for (uint32_t b = 0; b < 0x7F80u; b += 7) {
+    const uint32_t mid = (b << 16) | 0x8000u;
+    for (uint32_t u : {mid, mid - 1, mid + 1, b << 16}) {
+      probes.push_back(FromBits(u));
+      probes.push_back(FromBits(u | 0x80000000u));
+    }
+  }
+  std::mt19937 rng(11);
+  for (int i = 0; i < 200000; ++i) probes.push_back(FromBits(static_cast<uint32_t>(rng())));
+  for (float x : probes) ASSERT_EQ(half::F32ToBF16(x), RefF32ToBF16(x)) << std::hex << Bits(x);
+  EXPECT_EQ(half::F32ToBF16(FromBits(0x7F7FFFFFu)), 0x7F80u);  // overflow to inf
+  EXPECT_EQ(half::F32ToBF16(FromBits(0x00008000u)), 0x0000u);  // subnormal tie to even 0
+  EXPECT_EQ(half::F32ToBF16(FromBits(0x00018000u)), 0x0002u);  // tie to even 2
+  EXPECT_EQ(half::F32ToBF16(FromBits(0xFFC12345u)), 0x7FC0u);
+}
+
+// ---------------------------------------------------------------------------------------
+// Ops: each against the f32 rule, on every engine.
+
+TEST(HalfOps, ElementwiseFollowTheF32Rule) {
+  for (DType t : kHalfTypes) {
+    const int64_t n = 300;
+    const HostTensor a = Half(t, {n}, RandomHalfBits(n, 1, t));
+    const HostTensor b = Half(t, {n}, RandomHalfBits(n, 2, t));
+    for (Op op : {Op::kAdd, Op::kSub, Op::kMul, Op::kDiv, Op::kMax, Op::kMin, Op::kPow, Op::kFmod}) {
+      ExpectF32Rule(op, {a, b}, t, {n});
+    }
+    for (Op op : {Op::kLess, Op::kEqual, Op::kNotEqual, Op::kGreaterEqual})
+      ExpectF32Rule(op, {a, b}, DType::kBool, {n});
+    for (Op op : {Op::kNeg, Op::kAbs, Op::kRelu, Op::kExp, Op::kLog, Op::kSqrt, Op::kTanh, Op::kSigmoid, Op::kErf,
+                  Op::kGeluErf, Op::kSin, Op::kFloor, Op::kRound, Op::kAtan}) {
+      ExpectF32Rule(op, {a}, t, {n});
+    }
+    // Broadcasting, and one element written out by hand.
+    const HostTensor m = Half(t, {3, 1}, ModerateHalfBits(3, 3, t));
+    const HostTensor r = Half(t, {1, 4}, ModerateHalfBits(4, 4, t));
+    ExpectF32Rule(Op::kMul, {m, r}, t, {3, 4});
+    const HostTensor y = RunAll(Op::kAdd, {m, r}, t, {3, 4});
+    EXPECT_EQ(y.at<uint16_t>(5), Narrow(t, Widen(t, m.at<uint16_t>(1)) + Widen(t, r.at<uint16_t>(1))));
+  }
+}
+
+TEST(HalfOps, NaNOutputsAreCanonical) {
+  const HostTensor f16 = Half(DType::kF16, {3}, {0x7C01, 0xFE12, 0x3C00});  // sNaN, negative qNaN, 1
+  const HostTensor y = RunAll(Op::kAdd, {f16, f16}, DType::kF16, {3});
+  EXPECT_EQ(y.at<uint16_t>(0), 0x7E00u);
+  EXPECT_EQ(y.at<uint16_t>(1), 0x7E00u);
+  EXPECT_EQ(y.at<uint16_t>(2), 0x4000u);
+  const HostTensor bf = Half(DType::kBF16, {2}, {0xFF81, 0x3F80});
+  const HostTensor z = RunAll(Op::kNeg, {bf}, DType::kBF16, {2});
+  EXPECT_EQ(z.at<uint16_t>(0), 0x7FC0u);
+  EXPECT_EQ(z.at<uint16_t>(1), 0xBF80u);
+}
+
+TEST(HalfOps, ReductionsAccumulateInF32) {
+  for (DType t : kHalfTypes) {
+    const HostTensor x = Half(t, {5, 700}, RandomHalfBits(5 * 700, 5, t, /*allow_nan=*/false));
+    const HostTensor xm = Half(t, {5, 700}, ModerateHalfBits(5 * 700, 6, t));
+    OpParams p;
+    p.axes = {1};
+    p.keepdims = false;
+    for (Op op : {Op::kReduceSum, Op::kReduceMean, Op::kReduceMax, Op::kReduceMin, Op::kReduceProd}) {
+      ExpectF32Rule(op, {xm}, t, {5}, p);
+      ExpectF32Rule(op, {x}, t, {5}, p);
+    }
+    OpParams a;
+    a.axis = 1;
+    a.keepdims = false;
+    ExpectF32Rule(Op::kArgMax, {xm}, DType::kI64, {5}, a);
+    // A sum whose f16 partial sums would round differently: 2048 + 1 + 1 + ... stays exact in f32.
+    std::vector<uint16_t> ones(65, Narrow(t, 1.0f));
+    ones[0] = Narrow(t, 2048.0f);
+    OpParams all;
+    all.axes = {0};
+    all.keepdims = false;
+    const HostTensor s = RunAll(Op::kReduceSum, {Half(t, {65}, ones)}, t, {}, all);
+    EXPECT_EQ(s.at<uint16_t>(0), Narrow(t, 2112.0f));
+  }
+}
+
+TEST(HalfOps, MatMulSoftmaxLayerNormConvPool) {
+  for (DType t : kHalfTypes) {
+    const HostTensor a = Half(t, {2, 5, 37}, ModerateHalfBits(2 * 5 * 37, 7, t));
+    const HostTensor b = Half(t, {37, 6}, ModerateHalfBits(37 * 6, 8, t));
+    ExpectF32Rule(Op::kMatMul, {a, b}, t, {2, 5, 6});
+
+    const HostTensor x = Half(t, {3, 40}, ModerateHalfBits(120, 9, t));
+    OpParams sp;
+    sp.axis = 1;
+    ExpectF32Rule(Op::kSoftmax, {x}, t, {3, 40}, sp);
+    const HostTensor scale = Half(t, {40}, ModerateHalfBits(40, 10, t));
+    const HostTensor bias = Half(t, {40}, ModerateHalfBits(40, 11, t));
+    ExpectF32Rule(Op::kLayerNorm, {x, scale, bias}, t, {3, 40}, sp);
+
+    const HostTensor img = Half(t, {1, 4, 7, 6}, ModerateHalfBits(4 * 7 * 6, 12, t));
+    const HostTensor w = Half(t, {6, 2, 3, 3}, ModerateHalfBits(6 * 2 * 9, 15, t));
+    const HostTensor cb = Half(t, {6}, ModerateHalfBits(6, 16, t));
+    OpParams cp;
+    cp.kernel = {3, 3};
+    cp.strides = {1, 2};
+    cp.dilations = {1, 1};
+    cp.pads = {1, 0, 1, 1};
+    cp.group = 2;
+    ExpectF32Rule(Op::kConv2D, {img, w, cb}, t, {1, 6, 7, 3}, cp);
+
+    OpParams pp;
+    pp.kernel = {2, 2};
+    pp.strides = {2, 2};
+    pp.dilations = {1, 1};
+    pp.pads = {0, 0, 1, 0};
+    ExpectF32Rule(Op::kMaxPool2D, {img}, t, {1, 4, 4, 3}, pp);
+    ExpectF32Rule(Op::kAvgPool2D, {img}, t, {1, 4, 4, 3}, pp);
+  }
+}
+
+TEST(HalfOps, CastsGoThroughF32) {
+  const std::vector<uint16_t> bits = RandomHalfBits(400, 17, DType::kF16);
+  for (DType t : kHalfTypes) {
+    const HostTensor x = Half(t, {400}, bits);
+    for (DType to : {DType::kF32, DType::kF64, DType::kI32, DType::kI64, DType::kI8, DType::kU8, DType::kBool}) {
+      OpParams p;
+      p.to = to;
+      ExpectF32Rule(Op::kCast, {x}, to, {400}, p);
+    }
+    OpParams other;
+    other.to = t == DType::kF16 ? DType::kBF16 : DType::kF16;
+    ExpectF32Rule(Op::kCast, {x}, other.to, {400}, other);
+    // f32 -> 16 bits is the reference conversion; i64 -> f16 rounds to f32 first.
+    HostTensor f(DType::kF32, {400});
+    FillF32(f, 18, 0.05);
+    OpParams to_half;
+    to_half.to = t;
+    const HostTensor y = RunAll(Op::kCast, {f}, t, {400}, to_half);
+    for (int64_t i = 0; i < 400; ++i) ASSERT_EQ(y.at<uint16_t>(i), Narrow(t, f.at<float>(i))) << i;
+    const HostTensor big = I64({2}, {int64_t{1} << 40 | 1, -(int64_t{1} << 24) - 3});
+    const HostTensor z = RunAll(Op::kCast, {big}, t, {2}, to_half);
+    EXPECT_EQ(z.at<uint16_t>(0), Narrow(t, static_cast<float>(int64_t{1} << 40 | 1)));
+    EXPECT_EQ(z.at<uint16_t>(1), Narrow(t, static_cast<float>(-(int64_t{1} << 24) - 3)));
+    // A cast to the same dtype copies bits, NaN payload included.
+    OpParams same;
+    same.to = t;
+    const HostTensor c = RunAll(Op::kCast, {x}, t, {400}, same);
+    EXPECT_TRUE(c.bytes == x.bytes);
+  }
+}
+
+TEST(HalfOps, BitCopyingOpsKeepPayloads) {
+  for (DType t : kHalfTypes) {
+    const std::vector<uint16_t> bits = RandomHalfBits(24, 19, t);
+    const HostTensor x = Half(t, {2, 3, 4}, bits);
+    OpParams tp;
+    tp.perm = {2, 0, 1};
+    const HostTensor y = RunAll(Op::kTranspose, {x}, t, {4, 2, 3}, tp);
+    for (int64_t k = 0; k < 4; ++k)
+      for (int64_t i = 0; i < 2; ++i)
+        for (int64_t j = 0; j < 3; ++j) ASSERT_EQ(y.at<uint16_t>((k * 2 + i) * 3 + j), bits[(i * 3 + j) * 4 + k]);
+
+    const HostTensor cond = Bool({2, 3, 4}, std::vector<uint8_t>(24, 1));
+    const HostTensor other = Half(t, {2, 3, 4}, std::vector<uint16_t>(24, 0));
+    const HostTensor w = RunAll(Op::kWhere, {cond, x, other}, t, {2, 3, 4});
+    EXPECT_TRUE(w.bytes == x.bytes);
+
+    OpParams pad;
+    pad.pad_begin = {0, 1, 0};
+    pad.pad_end = {0, 0, 1};
+    pad.pad_value = 0.1f;
+    const HostTensor p = RunAll(Op::kPad, {x}, t, {2, 4, 5}, pad);
+    EXPECT_EQ(p.at<uint16_t>(0), Narrow(t, 0.1f));  // the fill, rounded once
+    EXPECT_EQ(p.at<uint16_t>(5), bits[0]);
+    pad.pad_value = std::bit_cast<float>(0x7FC01234u);
+    const HostTensor pn = RunAll(Op::kPad, {x}, t, {2, 4, 5}, pad);
+    EXPECT_EQ(pn.at<uint16_t>(0), t == DType::kF16 ? 0x7E00u : 0x7FC0u);
+  }
+}
+
+TEST(HalfOps, MismatchedDTypesAreRefused) {
+  const HostTensor h = Half(DType::kF16, {2, 2}, {0x3C00, 0x4000, 0x4200, 0x4400});
+  const HostTensor bf = Half(DType::kBF16, {2, 2}, {0x3F80, 0x4000, 0x4040, 0x4080});
+  const HostTensor f = F32({2, 2}, {1, 2, 3, 4});
+  EXPECT_FALSE(RunStatus(Op::kMatMul, {h, f}, DType::kF16, {2, 2}).ok());
+  EXPECT_FALSE(RunStatus(Op::kMatMul, {h, bf}, DType::kF16, {2, 2}).ok());
+  EXPECT_FALSE(RunStatus(Op::kAdd, {h, h}, DType::kF32, {2, 2}).ok());
+  EXPECT_FALSE(RunStatus(Op::kAdd, {f, f}, DType::kF16, {2, 2}).ok());
+  OpParams to_f16;
+  to_f16.to = DType::kF16;
+  EXPECT_FALSE(RunStatus(Op::kCast, {f}, DType::kBF16, {2, 2}, to_f16).ok());
+  OpParams sp;
+  sp.axis = 1;
+  EXPECT_TRUE(RunStatus(Op::kSoftmax, {h}, DType::kF16, {2, 2}, sp).ok());
+}
+
+}  // namespace
+}  // namespace consensor::kernels
