@@ -340,6 +340,19 @@ TEST(OnnxControlFlow, LoopRefusesWhatItCannotUnroll) {
   }
 }
 
+// The body both Scan models share, s_out = s_in + x_t and y_t = s_out * x_t over [2], and the
+// graph's outputs s_final and y.
+void AddAccumulatingScanBody(onnx::GraphProto* g, onnx::NodeProto* scan) {
+  onnx::GraphProto* body = Body(scan);
+  AddGraphInput(body, "s_in", kF32, {2});
+  AddGraphInput(body, "x_t", kF32, {2});
+  AddNode(body, "Add", {"s_in", "x_t"}, {"s_out"});
+  AddNode(body, "Mul", {"s_out", "x_t"}, {"y_t"});
+  for (const char* o : {"s_out", "y_t"}) body->add_output()->set_name(o);
+  g->add_output()->set_name("s_final");
+  g->add_output()->set_name("y");
+}
+
 // s_T, Y = Scan(s0 = s, X [2, 4] scanned along axis 1 backwards): s = s + x_t; y_t = s * x_t,
 // stacked along output axis 1.
 onnx::ModelProto ScanModel(int64_t opset, int64_t length) {
@@ -352,14 +365,7 @@ onnx::ModelProto ScanModel(int64_t opset, int64_t length) {
   IntsAttr(scan, "scan_input_axes", {1});
   IntsAttr(scan, "scan_input_directions", {1});
   IntsAttr(scan, "scan_output_axes", {-1});
-  onnx::GraphProto* body = Body(scan);
-  AddGraphInput(body, "s_in", kF32, {2});
-  AddGraphInput(body, "x_t", kF32, {2});
-  AddNode(body, "Add", {"s_in", "x_t"}, {"s_out"});
-  AddNode(body, "Mul", {"s_out", "x_t"}, {"y_t"});
-  for (const char* o : {"s_out", "y_t"}) body->add_output()->set_name(o);
-  g->add_output()->set_name("s_final");
-  g->add_output()->set_name("y");
+  AddAccumulatingScanBody(g, scan);
   return m;
 }
 
@@ -400,14 +406,7 @@ onnx::ModelProto BatchedScanModel(int64_t batch, int64_t length, bool with_lengt
   }
   auto* scan = AddNode(g, "Scan", {with_lengths ? "lens" : "", "s", "x"}, {"s_final", "y"}, "scan8");
   IntAttr(scan, "num_scan_inputs", 1);
-  onnx::GraphProto* body = Body(scan);
-  AddGraphInput(body, "s_in", kF32, {2});
-  AddGraphInput(body, "x_t", kF32, {2});
-  AddNode(body, "Add", {"s_in", "x_t"}, {"s_out"});
-  AddNode(body, "Mul", {"s_out", "x_t"}, {"y_t"});
-  for (const char* o : {"s_out", "y_t"}) body->add_output()->set_name(o);
-  g->add_output()->set_name("s_final");
-  g->add_output()->set_name("y");
+  AddAccumulatingScanBody(g, scan);
   return m;
 }
 
