@@ -5,7 +5,12 @@ care about: acknowledged tasks lost (must be 0), wrong certificates (must be 0),
 and how long a restarted node takes to serve and to reach its peers again.
 
 usage: scripts/soak.sh [--nodes N] [--kills K] [--interval SECONDS] [--rate TASKS_PER_SECOND]
-                       [--build DIR] [--settle SECONDS] [--keep]
+                       [--build DIR] [--settle SECONDS] [--liar] [--keep]
+
+--liar makes the last node an attacker that signs a corrupted result for every task it
+executes (the `corrupt-output` fault mode, docs/NETWORK.md); it needs at least 4 nodes, so
+that the honest ones hold the dispute round's stake threshold. It is killed and restarted like
+the others, and no node may end with a certificate for its result.
 
 A task is *acknowledged* when SubmitTask returned its id (the node had stored it durably). It is
 *lost* when, after the run, its entry node does not know it or it never reaches a final state
@@ -48,6 +53,7 @@ class Devnet:
         self.env = dict(os.environ, CONSENSOR_BUILD_DIR=build, CONSENSOR_DEVNET_DIR=directory)
         self.consensor = os.path.join(build, "node", "consensor")
         self.consensord = os.path.join(build, "node", "consensord")
+        self.children = {}  # node -> Popen, for the nodes this script restarted
 
     def script(self, *args, check=True):
         return subprocess.run([os.path.join(ROOT, "scripts", "devnet.sh")] + list(args), env=self.env,
@@ -67,6 +73,10 @@ class Devnet:
     def kill(self, i):
         pid = self.pid(i)
         os.kill(pid, signal.SIGKILL)
+        child = self.children.pop(i, None)
+        if child is not None:
+            child.wait()
+            return
         # devnet.sh started it in the background of a shell that exited: it is not our child,
         # so wait for it to disappear.
         for _ in range(500):
@@ -83,6 +93,7 @@ class Devnet:
                                  stderr=subprocess.STDOUT, start_new_session=True)
         with open(os.path.join(nd, "pid"), "w") as f:
             f.write("%d\n" % p.pid)
+        self.children[i] = p
         return p
 
 
@@ -101,10 +112,12 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--settle", type=float, default=240.0, help="seconds to wait for tasks after the last kill")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--liar", action="store_true", help="the last node signs corrupted results")
     ap.add_argument("--keep", action="store_true", help="keep the devnet directory")
     args = ap.parse_args()
-    if args.nodes < 3:
-        print("soak: --nodes must be at least 3 (tasks need 3 replicas, 2 of them alive)", file=sys.stderr)
+    if args.nodes < (4 if args.liar else 3):
+        print("soak: --nodes must be at least 3 (tasks need 3 replicas, 2 of them alive), 4 with --liar",
+              file=sys.stderr)
         return 2
     rng = random.Random(args.seed)
 
@@ -121,6 +134,18 @@ def main():
         if up.returncode != 0:
             print(up.stdout, file=sys.stderr)
             return 2
+        if args.liar:
+            liar = args.nodes
+            net.kill(liar)
+            with open(os.path.join(net.node_dir(liar), "consensord.toml"), "a") as f:
+                f.write('[fault]\nmode = "corrupt-output"\n')
+            net.start(liar)
+            for _ in range(600):
+                if subprocess.run([net.consensor, "node", "info", "--node", net.address(liar)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+                    break
+                time.sleep(0.1)
+            log("node%d restarted as a liar (corrupt-output)" % liar)
         graph = os.path.join(ROOT, "examples", "mlp.cgraph")
         x = os.path.join(ROOT, "examples", "mlp_x.npy")
         run = subprocess.run([net.consensor, "run", graph, "--input", "x=" + x], check=True, stdout=subprocess.PIPE,
@@ -166,10 +191,16 @@ def main():
         loader = threading.Thread(target=load, daemon=True)
         loader.start()
 
-        serve_times, peer_times = [], []
+        serve_times, peer_times, unrecovered = [], [], []
         for k in range(args.kills):
             time.sleep(rng.uniform(0.5, 1.5) * args.interval)
             victim = rng.randint(1, args.nodes)
+            # Recovered means serving again with as many peers as before the kill (a slashed
+            # liar leaves the operator set, so "every other node" is not the measure).
+            try:
+                peers_before = stubs[victim].GetNodeInfo(node_pb2.GetNodeInfoRequest(), timeout=5).consensus.peers
+            except grpc.RpcError:
+                peers_before = 0
             net.kill(victim)
             time.sleep(rng.uniform(0.2, 2.0))
             started = time.monotonic()
@@ -182,17 +213,18 @@ def main():
                     info = stubs[victim].GetNodeInfo(node_pb2.GetNodeInfoRequest(), timeout=2)
                     if served is None:
                         served = time.monotonic() - started
-                    if info.consensus.peers >= args.nodes - 1:
+                    if info.consensus.peers >= peers_before:
                         peers = time.monotonic() - started
                 except grpc.RpcError:
                     pass
                 time.sleep(0.05)
             if served is None or peers is None:
-                log("kill %d: node%d did not recover within 120 s" % (k + 1, victim))
-                return 1
+                log("kill %d: node%d did not recover within 120 s (serving: %s)" % (k + 1, victim, served is not None))
+                unrecovered.append(victim)
+                continue
             serve_times.append(served)
             peer_times.append(peers)
-            log("kill %d/%d: node%d serving after %.2f s, all peers after %.2f s, %d tasks acknowledged" %
+            log("kill %d/%d: node%d serving after %.2f s, its peers back after %.2f s, %d tasks acknowledged" %
                 (k + 1, args.kills, victim, served, peers, len(acknowledged)))
         stop.set()
         loader.join()
@@ -234,6 +266,7 @@ def main():
 
         report = {
             "nodes": args.nodes,
+            "liar": ("node%d" % args.nodes) if args.liar else None,
             "kills": args.kills,
             "acknowledged": len(acknowledged),
             "refused_at_submit": refused,
@@ -242,7 +275,8 @@ def main():
             "lost": len(lost),
             "wrong_certificates": len(wrong),
             "restart_to_serving_s": {"p50": percentile(serve_times, 50), "max": max(serve_times, default=0)},
-            "restart_to_all_peers_s": {"p50": percentile(peer_times, 50), "max": max(peer_times, default=0)},
+            "restart_to_peers_s": {"p50": percentile(peer_times, 50), "max": max(peer_times, default=0)},
+            "unrecovered_restarts": len(unrecovered),
         }
         print(json.dumps(report, indent=2))
         for task_id, why in list(lost.items())[:10]:
@@ -257,8 +291,13 @@ def main():
         if not acknowledged:
             log("no task was acknowledged: the load did not run")
             return 1
-        return 0 if not lost and not wrong else 1
+        return 0 if not lost and not wrong and not unrecovered else 1
     finally:
+        if args.keep:  # down removes the devnet directory: keep the node logs
+            for i in range(1, args.nodes + 1):
+                log_file = os.path.join(net.node_dir(i), "consensord.log")
+                if os.path.exists(log_file):
+                    shutil.copy(log_file, os.path.join(work, "node%d.log" % i))
         net.script("down", check=False)
         if args.keep:
             log("kept %s" % work)

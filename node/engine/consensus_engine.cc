@@ -465,6 +465,14 @@ StatusOr<SubmitOutcome> ConsensusEngine::Submit(const v1::SubmitTaskRequest& req
   ASSIGN_OR_RETURN(consensus::TaskId id, tasks_->Check(resolved));
   if (auto known = tasks_->Get(id); known.ok()) return SubmitOutcome{id, true};
 
+  // Peers drop announcements from keys that are not active operators (never registered, not yet
+  // active, withdrawn or slashed): such a task could never be certified, so the client hears it
+  // now rather than when the round gives up.
+  if (!chain_->IsActiveOperator(address_)) {
+    return FailedPrecondition("this node's operator " + AddressHex(address_) +
+                              " is not an active operator (not registered or not yet active, withdrawn, or "
+                              "slashed): peers ignore its announcements, so submit to another node");
+  }
   const uint64_t head = chain_->head();
   const uint64_t reference = faults_->ReferenceBlock(ReferenceForNewTask(head), head, options_.max_reference_age);
   ASSIGN_OR_RETURN(v1::TaskConsensus plan,

@@ -146,7 +146,13 @@ class FakeChainView final : public ChainView {
   void SetHead(uint64_t head) { head_.store(head); }
   bool IsActiveOperator(const Address20& address) const override {
     Probe("IsActiveOperator");
-    return OperatorNumber(address, operators_) != 0;
+    std::lock_guard<std::mutex> lock(mu_);
+    return OperatorNumber(address, operators_) != 0 && inactive_.count(address) == 0;
+  }
+  // The operator is registered but no longer active at the head (slashed or withdrawn).
+  void Deactivate(const Address20& address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    inactive_.insert(address);
   }
   std::vector<std::string> PeerEndpoints(const Address20& self) const override {
     Probe("PeerEndpoints");
@@ -218,6 +224,7 @@ class FakeChainView final : public ChainView {
   const int operators_;
   std::vector<consensus::WeightedOperator> registry_;
   mutable std::mutex mu_;
+  std::set<Address20> inactive_;  // guarded by mu_
   std::function<bool()> lock_probe_;
   std::function<void(int)> operators_at_hook_;
   mutable std::vector<std::string> under_lock_;
@@ -906,6 +913,20 @@ TEST_F(ConsensusEngineTest, SubmitPlansStoresAndAnnouncesThenAttests) {
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->already_known);
   EXPECT_EQ(gossip_.messages().size(), before);
+}
+
+// A node whose operator was slashed (or withdrew) still serves reads, but refuses new tasks with
+// the reason: peers would drop its announcement and the task could never be certified.
+TEST_F(ConsensusEngineTest, SubmitRefusedWhenThisNodeIsNoLongerAnActiveOperator) {
+  MakeNetwork(4, /*entry=*/true);
+  StartNode();
+  chain_->Deactivate(Addr(1));
+  auto outcome = engine_->Submit(Request(1, 3, 2));
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_EQ(outcome.status().code(), StatusCode::kFailedPrecondition) << outcome.status().ToString();
+  EXPECT_NE(outcome.status().message().find("is not an active operator"), std::string::npos)
+      << outcome.status().ToString();
+  EXPECT_TRUE(gossip_.messages().empty());
 }
 
 TEST_F(ConsensusEngineTest, SubmitRefusesMoreReplicasThanOperators) {
