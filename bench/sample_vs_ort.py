@@ -98,12 +98,7 @@ def main():
     print("|---|---|---|---|")
     for name, m, values, bound in cases(np.random.default_rng(19)):
         case_dir = tempfile.mkdtemp(dir=work)
-        path = os.path.join(case_dir, "m.onnx")
-        onnx.save(m, path)
-        inputs = {}
-        for key, value in values.items():
-            inputs[key] = os.path.join(case_dir, key + ".npy")
-            np.save(inputs[key], value)
+        path, inputs = ort_compare.write_case(case_dir, m, values)
         try:
             rows = ort_compare.compare(path, inputs, consensor, [], 1e-3, 1e-5, case_dir, bound)
         except ort_compare.Failure as e:
