@@ -10,7 +10,6 @@ usage: /usr/bin/python3 bench/quant_vs_ort.py BUILD_DIR   (Debian's python3-onnx
 """
 import os
 import sys
-import tempfile
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -99,10 +98,7 @@ def cases():
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    consensor = os.path.join(sys.argv[1], "node", "consensor")
-    work = tempfile.mkdtemp(prefix="consensor-quant-ort-")
+    consensor, work = ort_compare.bench_setup(__doc__, "consensor-quant-ort-")
     print("| case | elements | differing | max abs difference |")
     print("|---|---|---|---|")
     for name, m, x in cases():

@@ -10,7 +10,6 @@ usage: /usr/bin/python3 bench/resize_vs_ort.py BUILD_DIR   (Debian's python3-onn
 import itertools
 import os
 import sys
-import tempfile
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -38,10 +37,7 @@ def model(mode, coords, nearest_mode, exclude, scales, sizes):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    consensor = os.path.join(sys.argv[1], "node", "consensor")
-    work = tempfile.mkdtemp(prefix="consensor-resize-ort-")
+    consensor, work = ort_compare.bench_setup(__doc__, "consensor-resize-ort-")
     x = np.random.default_rng(19).standard_normal((1, 2, 5, 7)).astype(np.float32)
     for mode, coords in itertools.product(["nearest", "linear", "cubic"],
                                           ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]):

@@ -90,10 +90,7 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--bench-models":
         write_bench_models(sys.argv[2])
         return
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    consensor = os.path.join(sys.argv[1], "node", "consensor")
-    work = tempfile.mkdtemp(prefix="consensor-sample-ort-")
+    consensor, work = ort_compare.bench_setup(__doc__, "consensor-sample-ort-")
     print("| case | max abs difference | max relative difference | agrees (rtol 1e-3, atol 1e-5) |")
     print("|---|---|---|---|")
     for name, m, values, bound in cases(np.random.default_rng(19)):

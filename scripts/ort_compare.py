@@ -161,6 +161,14 @@ def agrees(got, ref, rtol, atol):
     return None
 
 
+def bench_setup(usage, prefix):
+    """For the bench/*_vs_ort.py scripts: the consensor binary of the BUILD_DIR argument (exits
+    with `usage` without one) and a fresh work directory named with `prefix`."""
+    if len(sys.argv) != 2:
+        sys.exit(usage)
+    return os.path.join(sys.argv[1], "node", "consensor"), tempfile.mkdtemp(prefix=prefix)
+
+
 def write_case(case_dir, model, values):
     """Saves an onnx.ModelProto as case_dir/m.onnx and each input array as case_dir/NAME.npy;
     returns (model path, {name: .npy path}) for compare() and run_both()."""
