@@ -852,6 +852,9 @@ class ConsensusEngineTest : public ::testing::Test {
   }
 
   static std::set<std::string> Signers(const v1::Certificate& c) { return {c.signers().begin(), c.signers().end()}; }
+  // The addresses (hex) of operators `a` and `b`, as Signers lists them.
+  static std::set<std::string> AddressesOf(int a, int b) { return {AddressHex(Addr(a)), AddressHex(Addr(b))}; }
+  static bool HasCertificate(const v1::Task& t) { return t.consensus().has_certificate(); }
 
   void AdvanceClock(std::chrono::milliseconds d) { now_ms_.fetch_add(d.count()); }
 
@@ -1062,8 +1065,7 @@ TEST_F(ConsensusEngineTest, ObserverAdoptsWithoutBlobsAndFetchesOutputsOnDemand)
   EXPECT_EQ(peer_client_.requests(), std::vector<std::string>{});
 
   ASSERT_NO_FATAL_FAILURE(CertifyByPeers(peers, &task));
-  EXPECT_EQ(Signers(task.consensus().certificate()),
-            (std::set<std::string>{AddressHex(Addr(first)), AddressHex(Addr(second))}));
+  EXPECT_EQ(Signers(task.consensus().certificate()), AddressesOf(first, second));
   // The result record came from a signer; its outputs stayed with the committee.
   EXPECT_EQ(task.result().result_root(), result.result_root());
   ASSERT_EQ(task.result().outputs_size(), result.outputs_size());
@@ -1255,9 +1257,8 @@ TEST_F(ConsensusEngineTest, VoteForAnUnknownTaskIsKeptAndCountedOnceAdopted) {
 
   // The second committee vote completes the quorum with the kept one.
   ASSERT_TRUE(Vote(second, id, result).ok());
-  task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().has_certificate(); });
-  EXPECT_EQ(Signers(task.consensus().certificate()),
-            (std::set<std::string>{AddressHex(Addr(first)), AddressHex(Addr(second))}));
+  task = WaitForTask(id, HasCertificate);
+  EXPECT_EQ(Signers(task.consensus().certificate()), AddressesOf(first, second));
 }
 
 // Votes for a task not open here are kept only once their signature recovers to an active
@@ -1322,9 +1323,8 @@ TEST_F(ConsensusEngineTest, OrphanVotesAreVerifiedAndBoundedPerSigner) {
   });
   EXPECT_NE(task.consensus().closed_commit_windows(), 0u);
   ASSERT_TRUE(Vote(first, id, result).ok());
-  task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().has_certificate(); });
-  EXPECT_EQ(Signers(task.consensus().certificate()),
-            (std::set<std::string>{AddressHex(Addr(first)), AddressHex(Addr(second))}));
+  task = WaitForTask(id, HasCertificate);
+  EXPECT_EQ(Signers(task.consensus().certificate()), AddressesOf(first, second));
 }
 
 // An announcer that never serves its tasks' blobs holds one member-fetch thread, not all of them:
@@ -1594,8 +1594,7 @@ TEST_F(ConsensusEngineTest, SilentMembersAreReplacedAtTheMemberDeadline) {
   const int slow = peers.others[1];
   ASSERT_TRUE(Vote(slow, id, result).ok());
   task = WaitForTask(id, Certified);
-  EXPECT_EQ(Signers(task.consensus().certificate()),
-            (std::set<std::string>{AddressHex(Addr(voter)), AddressHex(Addr(slow))}));
+  EXPECT_EQ(Signers(task.consensus().certificate()), AddressesOf(voter, slow));
   EXPECT_EQ(task.consensus().certificate().committee_size(), 3u);
   EXPECT_EQ(task.result().result_root(), result.result_root());
   EXPECT_TRUE(evidence_.accusations().empty());  // silence is not slashable
