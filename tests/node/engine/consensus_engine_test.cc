@@ -678,6 +678,17 @@ class ConsensusEngineTest : public ::testing::Test {
     return outcome.ok() ? outcome->task_id.Hex() : "";
   }
 
+  // Three operators, no timer tick during the test (what happens came from an event), and a
+  // task submitted here, this node first in its order, that waits for its seed block. Call
+  // through ASSERT_NO_FATAL_FAILURE.
+  void StartWithATaskWaitingForItsSeed(v1::SubmitTaskRequest* request, std::string* id) {
+    MakeNetwork(3, /*entry=*/true);
+    tick_interval_ = std::chrono::hours(1);
+    ASSERT_NO_FATAL_FAILURE(StartNode());
+    *request = RequestWithSelfAt(0, 3, 2);
+    *id = SubmitWaitingForItsSeed(*request);
+  }
+
   // A peer's announcement of `request`, as gossip hands it to the engine.
   Status Announce(const v1::SubmitTaskRequest& request, int announcer) {
     v1::GossipMessage message;
@@ -1787,11 +1798,9 @@ TEST_F(ConsensusEngineTest, MemberWaitsForTheSeedBlockBeforeExecuting) {
 // A new chain head seats the committee at once: with no tick during the test, the head's
 // notification is the only way the member gets to execute and commit.
 TEST_F(ConsensusEngineTest, NewChainHeadSeatsTheCommitteeWithoutATick) {
-  MakeNetwork(3, /*entry=*/true);
-  tick_interval_ = std::chrono::hours(1);
-  StartNode();
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
-  const std::string id = SubmitWaitingForItsSeed(request);
+  v1::SubmitTaskRequest request;
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(StartWithATaskWaitingForItsSeed(&request, &id));
   // The submission asked for a seat check of its own: let it see the old head first.
   for (int i = 0; i < 2000 && engine_->SeatCheckPending(); ++i) std::this_thread::sleep_for(5ms);
   ASSERT_FALSE(engine_->SeatCheckPending());
@@ -1811,11 +1820,9 @@ TEST_F(ConsensusEngineTest, NewChainHeadSeatsTheCommitteeWithoutATick) {
 // has seated it: the node asks the chain for its head at once (no tick, no head notification
 // during the test), seats the committee, executes, commits, and counts the kept vote.
 TEST_F(ConsensusEngineTest, VoteForATaskWaitingForItsSeedBlockRefreshesTheHead) {
-  MakeNetwork(3, /*entry=*/true);
-  tick_interval_ = std::chrono::hours(1);
-  StartNode();
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
-  const std::string id = SubmitWaitingForItsSeed(request);
+  v1::SubmitTaskRequest request;
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(StartWithATaskWaitingForItsSeed(&request, &id));
   const int other = OperatorNumber(Order(request)[1], 3);
   const v1::TaskResult result = PeerResult(other, request);
   chain_->SetHead(kSeedBlock);    // the last poll saw the seed block mined, not yet settled
@@ -1833,11 +1840,9 @@ TEST_F(ConsensusEngineTest, VoteForATaskWaitingForItsSeedBlockRefreshesTheHead) 
 // A refused vote gives no head refresh: only votes that were kept (a registered operator's,
 // well signed) can make the node ask the chain.
 TEST_F(ConsensusEngineTest, RefusedVoteForAWaitingTaskRefreshesNothing) {
-  MakeNetwork(3, /*entry=*/true);
-  tick_interval_ = std::chrono::hours(1);
-  StartNode();
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
-  const std::string id = SubmitWaitingForItsSeed(request);
+  v1::SubmitTaskRequest request;
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(StartWithATaskWaitingForItsSeed(&request, &id));
   const int refreshes_before = chain_->refresh_head_calls();
   consensus::SignedAttestation vote;
   vote.attestation.task_id = ValueOf(Hash256FromHex(id));
@@ -1856,11 +1861,9 @@ TEST_F(ConsensusEngineTest, RefusedVoteForAWaitingTaskRefreshesNothing) {
 // and kept) for a task waiting for its seed block: every kept vote asks for a head read, but the
 // chain is read at most once per 20 ms, however fast the votes come.
 TEST_F(ConsensusEngineTest, VoteFloodForAWaitingTaskReadsTheHeadAtABoundedRate) {
-  MakeNetwork(3, /*entry=*/true);
-  tick_interval_ = std::chrono::hours(1);
-  StartNode();
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
-  const std::string id = SubmitWaitingForItsSeed(request);
+  v1::SubmitTaskRequest request;
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(StartWithATaskWaitingForItsSeed(&request, &id));
   const int flooder = OperatorNumber(Order(request)[1], 3);
   constexpr int kVotes = 400;
   std::vector<v1::GossipMessage> flood(kVotes);
@@ -1893,11 +1896,9 @@ TEST_F(ConsensusEngineTest, VoteFloodForAWaitingTaskReadsTheHeadAtABoundedRate) 
 // seat_poll_interval (no tick, no vote, and the view's poll never reports the settling block
 // during the test): members seat as the block settles, not up to a chain poll apart.
 TEST_F(ConsensusEngineTest, ImminentSeatReadsTheHeadUntilTheBlockSettles) {
-  MakeNetwork(3, /*entry=*/true);
-  tick_interval_ = std::chrono::hours(1);
-  StartNode();
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
-  const std::string id = SubmitWaitingForItsSeed(request);
+  v1::SubmitTaskRequest request;
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(StartWithATaskWaitingForItsSeed(&request, &id));
   chain_->SetHead(kSeated - 1);  // the view's last poll: one block short of settling the seed
   chain_->SetChainHead(kSeated);
   const int refreshes_before = chain_->refresh_head_calls();
