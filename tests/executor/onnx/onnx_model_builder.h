@@ -93,6 +93,24 @@ inline std::vector<uint8_t> OneNodeModel(const std::string& op, const std::vecto
   return {s.begin(), s.end()};
 }
 
+// Imports `model` with `options` and compiles it, with the weights the import split off served
+// from memory.
+inline StatusOr<executor::Program> ImportAndCompileOnnx(const std::vector<uint8_t>& model,
+                                                        const executor::OnnxImportOptions& options = {}) {
+  ASSIGN_OR_RETURN(executor::OnnxImport imported, executor::ImportOnnx(model, options));
+  executor::MemoryBlobSource blobs;
+  if (!imported.weights.empty()) blobs.Add(imported.weights);
+  return executor::CompileGraph(imported.graph, &blobs, executor::Limits{});
+}
+
+// Loads `program` on a CPU backend with `threads` threads and runs it once on `inputs`.
+inline StatusOr<executor::RunResult> RunOnCpu(const executor::Program& program,
+                                              const std::map<std::string, Tensor>& inputs, int threads) {
+  auto cpu = MakeCpu(threads);
+  ASSIGN_OR_RETURN(auto loaded, executor::LoadedProgram::Load(program, cpu.get()));
+  return loaded->Run(inputs);
+}
+
 // Imports `model` with `bound` fixed at import (as `consensor import --bind`) and the shapes of
 // `inputs` given (as the CLI gives them from .npy files), compiles it once and runs it on the
 // CPU at each thread count in `threads`: the first output of each run, in that order.
@@ -103,15 +121,10 @@ inline StatusOr<std::vector<Tensor>> RunOnnxAtThreads(const std::vector<uint8_t>
   executor::OnnxImportOptions options;
   for (const auto& [name, t] : inputs) options.input_shapes[name] = t.shape();
   options.constant_inputs = bound;
-  ASSIGN_OR_RETURN(executor::OnnxImport imported, executor::ImportOnnx(model, options));
-  executor::MemoryBlobSource blobs;
-  if (!imported.weights.empty()) blobs.Add(imported.weights);
-  ASSIGN_OR_RETURN(executor::Program program, executor::CompileGraph(imported.graph, &blobs, executor::Limits{}));
+  ASSIGN_OR_RETURN(executor::Program program, ImportAndCompileOnnx(model, options));
   std::vector<Tensor> out;
   for (int t : threads) {
-    auto cpu = MakeCpu(t);
-    ASSIGN_OR_RETURN(auto loaded, executor::LoadedProgram::Load(program, cpu.get()));
-    ASSIGN_OR_RETURN(executor::RunResult r, loaded->Run(inputs));
+    ASSIGN_OR_RETURN(executor::RunResult r, RunOnCpu(program, inputs, t));
     out.push_back(r.outputs.at(0).tensor);
   }
   return out;
