@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernel_bench_util.h"
 #include "kernels/cpu/cpu_backend.h"
 
 namespace consensor::kernels {
@@ -26,16 +27,12 @@ constexpr int64_t kFloats = int64_t{4} << 20;  // 16 MiB
 void Run(benchmark::State& state, Op op) {
   const int64_t axis = state.range(0);
   const std::string isa = state.range(1) ? "avx2" : "portable";
-  auto backend = CpuBackend::Create({.num_threads = static_cast<int>(state.range(2)), .isa = isa});
-  if (!backend.ok()) {
-    state.SkipWithError(backend.status().ToString().c_str());
-    return;
-  }
+  auto backend = bench_util::BackendOrSkip(state, {.num_threads = static_cast<int>(state.range(2)), .isa = isa});
+  if (!backend) return;
   static std::vector<float> x = [] {
     std::vector<float> v(kFloats);
     std::mt19937 rng(1);
-    std::uniform_real_distribution<float> u(-8.0f, 8.0f);
-    for (float& f : v) f = u(rng);
+    bench_util::FillUniform(rng, &v);
     return v;
   }();
   std::vector<float> y(kFloats, 0.0f);
@@ -43,30 +40,11 @@ void Run(benchmark::State& state, Op op) {
   p.axis = axis;
   p.axes = {axis};
   p.keepdims = true;
-  TensorView in;
-  in.dtype = DType::kF32;
-  in.rank = 2;
-  in.dims[0] = axis == 1 ? 4096 : 1024;
-  in.dims[1] = axis == 1 ? 1024 : 4096;
-  in.data = x.data();
+  const TensorView in = bench_util::F32View({axis == 1 ? 4096 : 1024, axis == 1 ? 1024 : 4096}, x.data());
   TensorView out = in;
   if (op == Op::kReduceSum) out.dims[axis] = 1;
   out.data = y.data();
-  KernelCall call;
-  call.op = op;
-  call.params = &p;
-  call.inputs = &in;
-  call.num_inputs = 1;
-  call.outputs = &out;
-  call.num_outputs = 1;
-  for (auto _ : state) {
-    Status s = (*backend)->Run(call);
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      return;
-    }
-    benchmark::ClobberMemory();
-  }
+  if (!bench_util::TimeKernel(state, *backend, op, p, &in, 1, &out)) return;
   state.SetBytesProcessed(state.iterations() * kFloats * 4);
 }
 

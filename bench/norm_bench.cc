@@ -22,6 +22,7 @@
 #include <random>
 #include <vector>
 
+#include "bench/kernel_bench_util.h"
 #include "kernels/cpu/cpu_backend.h"
 
 namespace consensor::kernels {
@@ -34,10 +35,9 @@ struct Buffers {
   std::vector<float> x, y, scale, bias;
   Buffers() : x(kFloats), y(kFloats), scale(4096), bias(4096) {
     std::mt19937 rng(1);
-    std::uniform_real_distribution<float> u(-8.0f, 8.0f);
-    for (float& v : x) v = u(rng);
-    for (float& v : scale) v = u(rng);
-    for (float& v : bias) v = u(rng);
+    bench_util::FillUniform(rng, &x);
+    bench_util::FillUniform(rng, &scale);
+    bench_util::FillUniform(rng, &bias);
     std::memset(y.data(), 0, kBytes);  // fault the pages in
   }
 };
@@ -104,45 +104,18 @@ void BM_ReadSum(benchmark::State& state) {
 
 void RunNorm(benchmark::State& state, Op op) {
   const int64_t row = state.range(0);
-  auto backend = CpuBackend::Create({.num_threads = 1, .isa = "avx2"});
-  if (!backend.ok()) {
-    state.SkipWithError(backend.status().ToString().c_str());
-    return;
-  }
+  auto backend = bench_util::BackendOrSkip(state, {.num_threads = 1, .isa = "avx2"});
+  if (!backend) return;
   Buffers& b = Bufs();
   const double memcpy_rate = MemcpyRate(), readsum_rate = ReadSumRate();
   OpParams p;
   p.axis = 1;
   p.epsilon = 1e-5f;
-  TensorView in[3];
-  in[0].dtype = DType::kF32;
-  in[0].rank = 2;
-  in[0].dims[0] = kFloats / row;
-  in[0].dims[1] = row;
-  in[0].data = b.x.data();
-  for (int k = 1; k < 3; ++k) {
-    in[k].dtype = DType::kF32;
-    in[k].rank = 1;
-    in[k].dims[0] = row;
-    in[k].data = k == 1 ? b.scale.data() : b.bias.data();
-  }
+  const TensorView in[3] = {bench_util::F32View({kFloats / row, row}, b.x.data()),
+                            bench_util::F32View({row}, b.scale.data()), bench_util::F32View({row}, b.bias.data())};
   TensorView out = in[0];
   out.data = b.y.data();
-  KernelCall call;
-  call.op = op;
-  call.params = &p;
-  call.inputs = in;
-  call.num_inputs = op == Op::kLayerNorm ? 3 : 1;
-  call.outputs = &out;
-  call.num_outputs = 1;
-  for (auto _ : state) {
-    Status s = (*backend)->Run(call);
-    if (!s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      return;
-    }
-    benchmark::ClobberMemory();
-  }
+  if (!bench_util::TimeKernel(state, *backend, op, p, in, op == Op::kLayerNorm ? 3 : 1, &out)) return;
   state.SetBytesProcessed(state.iterations() * kBytes);
   state.counters["memcpy_GBps"] = memcpy_rate / 1e9;
   state.counters["readsum_GBps"] = readsum_rate / 1e9;

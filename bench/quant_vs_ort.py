@@ -4,19 +4,20 @@ f32-in, f32-out models built here with onnx.helper, each quantizing its input, r
 the integer ops on constant weights and dequantizing (or casting) the result, on random inputs
 that include exact rounding ties. Prints, per case, how many output elements differ and the
 largest absolute difference. Not a test: docs/DETERMINISM.md 6.6 says where the two may differ.
+The running is scripts/ort_compare.py's (one copy of those helpers).
 
 usage: /usr/bin/python3 bench/quant_vs_ort.py BUILD_DIR   (Debian's python3-onnx; node on PATH)
 """
 import os
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(SOURCE, "scripts"))
+import ort_compare  # noqa: E402
+
 RNG = np.random.default_rng(19)
 
 
@@ -97,23 +98,14 @@ def cases():
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    consensor = os.path.join(sys.argv[1], "node", "consensor")
-    work = tempfile.mkdtemp(prefix="consensor-quant-ort-")
+    consensor, work = ort_compare.bench_setup(__doc__, "consensor-quant-ort-")
     print("| case | elements | differing | max abs difference |")
     print("|---|---|---|---|")
     for name, m, x in cases():
-        path = os.path.join(work, "m.onnx")
-        onnx.save(m, path)
-        np.save(os.path.join(work, "x.npy"), x)
-        subprocess.run(["node", os.path.join(SOURCE, "bench/models/ort_bench.js"), "--model", path, "--input",
-                        "x=" + os.path.join(work, "x.npy"), "--threads", "1", "--warmup", "0", "--reps", "1",
-                        "--out", os.path.join(work, "ort.npy")], check=True, capture_output=True)
-        subprocess.run([consensor, "run", path, "--input", "x=" + os.path.join(work, "x.npy"), "--out",
-                        os.path.join(work, "c")], check=True, capture_output=True)
-        ort = np.load(os.path.join(work, "ort.npy")).astype(np.float64)
-        got = np.load(os.path.join(work, "c", "y.npy")).astype(np.float64)
+        path, inputs = ort_compare.write_case(work, m, {"x": x})
+        ref, outputs = ort_compare.run_both(path, inputs, consensor, [], work)
+        ort = ref["y"].astype(np.float64)
+        got = outputs["y"].astype(np.float64)
         if ort.shape != got.shape:
             print(f"| {name} | shape {got.shape} vs ONNX Runtime {ort.shape} | - | - |")
             continue

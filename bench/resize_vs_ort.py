@@ -3,20 +3,20 @@
 every mode x coordinate_transformation_mode x nearest_mode (x exclude_outside for cubic), with
 scales that enlarge, shrink by a non-integer factor, and sizes. Prints the largest absolute
 difference per case. Not a test: the two runtimes legitimately differ where docs/ONNX.md says.
+The running is scripts/ort_compare.py's (one copy of those helpers).
 
 usage: /usr/bin/python3 bench/resize_vs_ort.py BUILD_DIR   (Debian's python3-onnx; node on PATH)
 """
 import itertools
 import os
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(SOURCE, "scripts"))
+import ort_compare  # noqa: E402
 
 
 def model(mode, coords, nearest_mode, exclude, scales, sizes):
@@ -37,26 +37,18 @@ def model(mode, coords, nearest_mode, exclude, scales, sizes):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    consensor = os.path.join(sys.argv[1], "node", "consensor")
-    work = tempfile.mkdtemp(prefix="consensor-resize-ort-")
+    consensor, work = ort_compare.bench_setup(__doc__, "consensor-resize-ort-")
     x = np.random.default_rng(19).standard_normal((1, 2, 5, 7)).astype(np.float32)
-    np.save(os.path.join(work, "x.npy"), x)
     for mode, coords in itertools.product(["nearest", "linear", "cubic"],
                                           ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]):
         for scales, sizes in (([1, 1, 1.6, 0.6], None), ([1, 1, 2.0, 3.0], None), (None, [1, 2, 9, 4])):
             modes = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"] if mode == "nearest" else ["floor"]
             for nearest_mode, exclude in itertools.product(modes, [0, 1] if mode == "cubic" else [0]):
-                path = os.path.join(work, "m.onnx")
-                onnx.save(model(mode, coords, nearest_mode, exclude, scales, sizes), path)
-                subprocess.run(["node", os.path.join(SOURCE, "bench/models/ort_bench.js"), "--model", path, "--input",
-                                "x=" + os.path.join(work, "x.npy"), "--threads", "1", "--warmup", "0", "--reps", "1",
-                                "--out", os.path.join(work, "ort.npy")], check=True, capture_output=True)
-                subprocess.run([consensor, "run", path, "--input", "x=" + os.path.join(work, "x.npy"), "--out",
-                                os.path.join(work, "c")], check=True, capture_output=True)
-                ort = np.load(os.path.join(work, "ort.npy")).astype(np.float64)
-                got = np.load(os.path.join(work, "c", "y.npy")).astype(np.float64)
+                path, inputs = ort_compare.write_case(work, model(mode, coords, nearest_mode, exclude, scales, sizes),
+                                                      {"x": x})
+                ref, outputs = ort_compare.run_both(path, inputs, consensor, [], work)
+                ort = ref["y"].astype(np.float64)
+                got = outputs["y"].astype(np.float64)
                 diff = float(np.abs(ort - got).max()) if ort.shape == got.shape else float("inf")
                 print("%-8s %-19s %-19s exclude_outside=%d %-18s -> %-15s max_abs %.3g" %
                       (mode, coords, nearest_mode if mode == "nearest" else "-", exclude, scales or sizes,

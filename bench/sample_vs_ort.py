@@ -90,20 +90,12 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--bench-models":
         write_bench_models(sys.argv[2])
         return
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    consensor = os.path.join(sys.argv[1], "node", "consensor")
-    work = tempfile.mkdtemp(prefix="consensor-sample-ort-")
+    consensor, work = ort_compare.bench_setup(__doc__, "consensor-sample-ort-")
     print("| case | max abs difference | max relative difference | agrees (rtol 1e-3, atol 1e-5) |")
     print("|---|---|---|---|")
     for name, m, values, bound in cases(np.random.default_rng(19)):
         case_dir = tempfile.mkdtemp(dir=work)
-        path = os.path.join(case_dir, "m.onnx")
-        onnx.save(m, path)
-        inputs = {}
-        for key, value in values.items():
-            inputs[key] = os.path.join(case_dir, key + ".npy")
-            np.save(inputs[key], value)
+        path, inputs = ort_compare.write_case(case_dir, m, values)
         try:
             rows = ort_compare.compare(path, inputs, consensor, [], 1e-3, 1e-5, case_dir, bound)
         except ort_compare.Failure as e:

@@ -161,18 +161,50 @@ def agrees(got, ref, rtol, atol):
     return None
 
 
-def compare(model_path, inputs, consensor, extra, rtol, atol, work, bound=()):
-    """Runs both runtimes; returns [(output, max_abs, max_rel, tol_used, why-not-or-None)]."""
+def bench_setup(usage, prefix):
+    """For the bench/*_vs_ort.py scripts: the consensor binary of the BUILD_DIR argument (exits
+    with `usage` without one) and a fresh work directory named with `prefix`."""
+    if len(sys.argv) != 2:
+        sys.exit(usage)
+    return os.path.join(sys.argv[1], "node", "consensor"), tempfile.mkdtemp(prefix=prefix)
+
+
+def write_case(case_dir, model, values):
+    """Saves an onnx.ModelProto as case_dir/m.onnx and each input array as case_dir/NAME.npy;
+    returns (model path, {name: .npy path}) for compare() and run_both()."""
+    import onnx  # Debian's python3-onnx; imported here so that --help works without it
+    os.makedirs(case_dir, exist_ok=True)
+    path = os.path.join(case_dir, "m.onnx")
+    onnx.save(model, path)
+    inputs = {}
+    for name, value in values.items():
+        inputs[name] = os.path.join(case_dir, name + ".npy")
+        np.save(inputs[name], value)
+    return path, inputs
+
+
+def run_both(model_path, inputs, consensor, extra, work, bound=()):
+    """Runs ONNX Runtime, then `consensor run`; returns ({output: ORT's array}, {output: Consensor's
+    array, or None when it wrote none}) in the model's output order."""
     ref = run_ort(model_path, inputs, os.path.join(work, "ort"))
     out_dir = os.path.join(work, "consensor")
     run([consensor] + consensor_args(model_path, inputs, out_dir, extra, bound), "consensor run")
+    got = {}
+    for name in ref:
+        path = os.path.join(out_dir, file_name(name))
+        got[name] = np.load(path) if os.path.exists(path) else None
+    return ref, got
+
+
+def compare(model_path, inputs, consensor, extra, rtol, atol, work, bound=()):
+    """Runs both runtimes; returns [(output, max_abs, max_rel, tol_used, why-not-or-None)]."""
+    ref, outputs = run_both(model_path, inputs, consensor, extra, work, bound)
     rows = []
     for name, r in ref.items():
-        path = os.path.join(out_dir, file_name(name))
-        if not os.path.exists(path):
+        got = outputs[name]
+        if got is None:
             rows.append((name, float("nan"), float("nan"), float("nan"), "consensor wrote no " + file_name(name)))
             continue
-        got = np.load(path)
         why = agrees(got, r, rtol, atol)
         nan3 = (float("nan"),) * 3
         rows.append((name,) + (difference(got, r, rtol, atol) if got.shape == r.shape else nan3) + (why,))

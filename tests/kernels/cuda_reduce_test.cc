@@ -17,6 +17,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/emulated_backend.h"
 #include "tests/kernels/cuda_test_util.h"
+#include "tests/kernels/cumsum_param_table.h"
 
 namespace consensor::kernels {
 namespace {
@@ -308,18 +309,10 @@ TEST(CudaReduce, CumSum) {
   for (DType dt : {DType::kF32, DType::kI32, DType::kI8, DType::kI64}) {
     for (const Shape& shape : {Shape{4, 5, 70}, Shape{70, 3, 5}, Shape{1, 100}, Shape{2, 0, 3}}) {
       HostTensor x = RandomTensor(dt, shape, ++seed, dt == DType::kF32 ? 0.05 : 0.0);
-      for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis) {
-        for (bool exclusive : {false, true}) {
-          for (bool reverse : {false, true}) {
-            OpParams p;
-            p.axis = axis;
-            p.exclusive = exclusive;
-            p.reverse = reverse;
-            Compare("cumsum " + std::string(DTypeName(dt)) + " axis " + std::to_string(axis) +
-                        (exclusive ? " exclusive" : "") + (reverse ? " reverse" : ""),
-                    Op::kCumSum, p, {&x}, dt, shape);
-          }
-        }
+      for (const OpParams& p : CumSumParamTable(static_cast<int64_t>(shape.size()))) {
+        Compare("cumsum " + std::string(DTypeName(dt)) + " axis " + std::to_string(p.axis) +
+                    (p.exclusive ? " exclusive" : "") + (p.reverse ? " reverse" : ""),
+                Op::kCumSum, p, {&x}, dt, shape);
       }
     }
   }

@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/reduction_order.h"
+#include "tests/kernels/cumsum_param_table.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace consensor::kernels {
@@ -718,22 +719,14 @@ void CheckCumSum(ReduceTest& t, DType dt, const std::vector<int64_t>& shape, uin
   } else {
     FillInt<T>(x, seed);
   }
-  for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis) {
-    for (bool exclusive : {false, true}) {
-      for (bool reverse : {false, true}) {
-        OpParams p;
-        p.axis = axis;
-        p.exclusive = exclusive;
-        p.reverse = reverse;
-        HostTensor y(dt, shape);
-        ASSERT_TRUE(t.Run(Op::kCumSum, p, x, y).ok());
-        const std::vector<T> want = RefCumSum<T>(x, axis, exclusive, reverse);
-        if (want.empty()) continue;
-        ASSERT_EQ(0, std::memcmp(want.data(), y.bytes.data(), want.size() * sizeof(T)))
-            << DTypeName(dt) << " shape " << ShapeToString(shape) << " axis " << axis << " exclusive " << exclusive
-            << " reverse " << reverse;
-      }
-    }
+  for (const OpParams& p : CumSumParamTable(static_cast<int64_t>(shape.size()))) {
+    HostTensor y(dt, shape);
+    ASSERT_TRUE(t.Run(Op::kCumSum, p, x, y).ok());
+    const std::vector<T> want = RefCumSum<T>(x, p.axis, p.exclusive, p.reverse);
+    if (want.empty()) continue;
+    ASSERT_EQ(0, std::memcmp(want.data(), y.bytes.data(), want.size() * sizeof(T)))
+        << DTypeName(dt) << " shape " << ShapeToString(shape) << " axis " << p.axis << " exclusive " << p.exclusive
+        << " reverse " << p.reverse;
   }
 }
 

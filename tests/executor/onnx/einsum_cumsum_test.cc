@@ -9,84 +9,28 @@
 #include <cstring>
 #include <map>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "executor/onnx/import.h"
 #include "kernels/reduction_order.h"
 #include "onnx/onnx_pb.h"
+#include "tests/executor/onnx/onnx_model_builder.h"
 #include "tests/executor/test_util.h"
 
 namespace consensor::executor {
 namespace {
 
-using consensor::testing::MakeCpu;
 using consensor::testing::RandomF32;
+using consensor::testing::RunOnnxAtThreads;
+using consensor::testing::RunOnnxModel;
 using Ints = std::vector<int64_t>;
 
-struct Input {
-  std::string name;
-  int32_t elem;
-  Shape shape;
-};
-using AttrValue = std::variant<int64_t, Ints, std::string>;
+using Input = consensor::testing::OnnxInput;
 
-// A one-node model: every input is a graph input (tests bind some of them at import).
+// A one-node model at opset 17 with the output's type declared.
 std::vector<uint8_t> OneNode(const std::string& op, const std::vector<Input>& inputs,
-                             const std::map<std::string, AttrValue>& attrs, int32_t out_elem, int64_t opset = 17) {
-  onnx::ModelProto model;
-  model.set_ir_version(8);
-  auto* os = model.add_opset_import();
-  os->set_domain("");
-  os->set_version(opset);
-  auto* g = model.mutable_graph();
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  n->set_name("node");
-  for (const Input& in : inputs) {
-    auto* gi = g->add_input();
-    gi->set_name(in.name);
-    auto* tt = gi->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(in.elem);
-    tt->mutable_shape();  // declared, even for a scalar
-    for (int64_t d : in.shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
-    n->add_input(in.name);
-  }
-  for (const auto& [name, v] : attrs) {
-    auto* a = n->add_attribute();
-    a->set_name(name);
-    if (const int64_t* i = std::get_if<int64_t>(&v)) {
-      a->set_type(onnx::AttributeProto::INT);
-      a->set_i(*i);
-    } else if (const Ints* is = std::get_if<Ints>(&v)) {
-      a->set_type(onnx::AttributeProto::INTS);
-      for (int64_t x : *is) a->add_ints(x);
-    } else {
-      a->set_type(onnx::AttributeProto::STRING);
-      a->set_s(std::get<std::string>(v));
-    }
-  }
-  n->add_output("y");
-  auto* o = g->add_output();
-  o->set_name("y");
-  o->mutable_type()->mutable_tensor_type()->set_elem_type(out_elem);
-  std::string s = model.SerializeAsString();
-  return {s.begin(), s.end()};
-}
-
-// Imports with `bound` fixed at import, runs with `inputs` at `threads` threads.
-StatusOr<Tensor> RunModel(const std::vector<uint8_t>& model, const std::map<std::string, Tensor>& inputs,
-                          const std::map<std::string, Tensor>& bound = {}, int threads = 1) {
-  OnnxImportOptions options;
-  options.constant_inputs = bound;
-  ASSIGN_OR_RETURN(OnnxImport imported, ImportOnnx(model, options));
-  MemoryBlobSource blobs;
-  if (!imported.weights.empty()) blobs.Add(imported.weights);
-  ASSIGN_OR_RETURN(Program p, CompileGraph(imported.graph, &blobs, Limits{}));
-  auto cpu = MakeCpu(threads);
-  ASSIGN_OR_RETURN(auto loaded, LoadedProgram::Load(p, cpu.get()));
-  ASSIGN_OR_RETURN(RunResult r, loaded->Run(inputs));
-  return r.outputs.at(0).tensor;
+                             const std::map<std::string, consensor::testing::OnnxAttr>& attrs, int32_t out_elem) {
+  return consensor::testing::OneNodeModel(op, inputs, attrs, /*opset=*/17, out_elem);
 }
 
 std::vector<uint8_t> Bytes(const Tensor& t) { return {t.data(), t.data() + t.byte_size()}; }
@@ -94,12 +38,14 @@ std::vector<uint8_t> Bytes(const Tensor& t) { return {t.data(), t.data() + t.byt
 // Runs at 1, 2 and 8 threads and expects `want`'s dtype, shape and bytes every time.
 void ExpectBits(const std::vector<uint8_t>& model, const std::map<std::string, Tensor>& inputs, const Tensor& want,
                 const std::map<std::string, Tensor>& bound = {}) {
-  for (int threads : {1, 2, 8}) {
-    auto got = RunModel(model, inputs, bound, threads);
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    EXPECT_EQ(got->dtype(), want.dtype());
-    EXPECT_EQ(got->shape(), want.shape());
-    EXPECT_EQ(Bytes(*got), Bytes(want)) << "threads " << threads;
+  const std::vector<int> threads = {1, 2, 8};
+  auto got = RunOnnxAtThreads(model, inputs, threads, bound);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), threads.size());
+  for (size_t i = 0; i < threads.size(); ++i) {
+    EXPECT_EQ((*got)[i].dtype(), want.dtype());
+    EXPECT_EQ((*got)[i].shape(), want.shape());
+    EXPECT_EQ(Bytes((*got)[i]), Bytes(want)) << "threads " << threads[i];
   }
 }
 
@@ -336,13 +282,13 @@ TEST(OnnxReverseSequence, RunTimeAndConstantLengths) {
   ExpectBits(model, {{"x", x}, {"lens", I64({3}, lens)}}, want);
   ExpectBits(model, {{"x", x}}, want, {{"lens", I64({3}, lens)}});
   // A length above T fails the task (run time) or the import (constant), never reads out of bounds.
-  auto r = RunModel(model, {{"x", x}, {"lens", I64({3}, {5, 1, 1})}});
+  auto r = RunOnnxModel(model, {{"x", x}, {"lens", I64({3}, {5, 1, 1})}});
   EXPECT_FALSE(r.ok());
   OnnxImportOptions o;
   o.constant_inputs = {{"lens", I64({3}, {1, 5, 1})}};
   auto imported = ImportOnnx(model, o);
   if (imported.ok()) {
-    EXPECT_FALSE(RunModel(model, {{"x", x}}, o.constant_inputs).ok());
+    EXPECT_FALSE(RunOnnxModel(model, {{"x", x}}, 1, o.constant_inputs).ok());
   }
   auto same_axes = OneNode("ReverseSequence", {{"x", kF32, {4, 3, 2}}, {"lens", kI64, {3}}},
                            {{"batch_axis", int64_t{0}}, {"time_axis", int64_t{0}}}, kF32);

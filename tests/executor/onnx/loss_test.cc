@@ -27,8 +27,9 @@
 namespace consensor::executor {
 namespace {
 
-using consensor::testing::MakeCpu;
+using consensor::testing::ImportAndCompileOnnx;
 using consensor::testing::RandomF32;
+using consensor::testing::RunOnCpu;
 
 struct LossModel {
   std::string op = "NegativeLogLikelihoodLoss";
@@ -88,13 +89,8 @@ std::vector<uint8_t> Build(const LossModel& m) {
 
 StatusOr<std::vector<Tensor>> RunLoss(const LossModel& m, const std::map<std::string, Tensor>& inputs,
                                       int threads = 1) {
-  ASSIGN_OR_RETURN(OnnxImport imported, ImportOnnx(Build(m), {}));
-  MemoryBlobSource blobs;
-  if (!imported.weights.empty()) blobs.Add(imported.weights);
-  ASSIGN_OR_RETURN(Program p, CompileGraph(imported.graph, &blobs, Limits{}));
-  auto cpu = MakeCpu(threads);
-  ASSIGN_OR_RETURN(auto loaded, LoadedProgram::Load(p, cpu.get()));
-  ASSIGN_OR_RETURN(RunResult r, loaded->Run(inputs));
+  ASSIGN_OR_RETURN(Program p, ImportAndCompileOnnx(Build(m)));
+  ASSIGN_OR_RETURN(RunResult r, RunOnCpu(p, inputs, threads));
   std::vector<Tensor> out;
   for (const char* name : {"y", "log_prob"}) {
     for (const auto& o : r.outputs) {

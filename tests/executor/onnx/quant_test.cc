@@ -25,7 +25,8 @@
 namespace consensor::executor {
 namespace {
 
-using consensor::testing::MakeCpu;
+using consensor::testing::ImportAndCompileOnnx;
+using consensor::testing::RunOnCpu;
 
 // One node input: a graph input fed at run time, an initializer, or absent (empty name).
 struct Arg {
@@ -99,17 +100,12 @@ std::vector<uint8_t> Build(const Model& m) {
 }
 
 StatusOr<std::vector<Tensor>> RunModel(const Model& m, int threads) {
-  ASSIGN_OR_RETURN(OnnxImport imported, ImportOnnx(Build(m), {}));
-  MemoryBlobSource blobs;
-  if (!imported.weights.empty()) blobs.Add(imported.weights);
-  ASSIGN_OR_RETURN(Program p, CompileGraph(imported.graph, &blobs, Limits{}));
-  auto cpu = MakeCpu(threads);
-  ASSIGN_OR_RETURN(auto loaded, LoadedProgram::Load(p, cpu.get()));
+  ASSIGN_OR_RETURN(Program p, ImportAndCompileOnnx(Build(m)));
   std::map<std::string, Tensor> feeds;
   for (const Arg& a : m.args) {
     if (!a.name.empty() && !a.initializer) feeds.emplace(a.name, a.value);
   }
-  ASSIGN_OR_RETURN(RunResult r, loaded->Run(feeds));
+  ASSIGN_OR_RETURN(RunResult r, RunOnCpu(p, feeds, threads));
   std::vector<Tensor> out;
   for (auto& o : r.outputs) out.push_back(o.tensor);
   return out;

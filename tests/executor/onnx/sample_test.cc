@@ -10,95 +10,23 @@
 #include <map>
 #include <string>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "executor/onnx/import.h"
 #include "onnx/onnx_pb.h"
+#include "tests/executor/onnx/onnx_model_builder.h"
 #include "tests/executor/test_util.h"
 
 namespace consensor::executor {
 namespace {
 
-using consensor::testing::MakeCpu;
+using consensor::testing::OneNodeModel;
 using consensor::testing::RandomF32;
+using consensor::testing::RunOnnxAtThreads;
+using consensor::testing::RunOnnxModel;
 
-using Attr = std::variant<int64_t, float, std::string, std::vector<int64_t>>;
-
-struct Input {
-  std::string name;
-  int32_t elem = onnx::TensorProto::FLOAT;
-  Shape shape;
-};
-
-std::vector<uint8_t> BuildModel(const std::string& op, const std::vector<Input>& inputs,
-                                const std::map<std::string, Attr>& attrs, int64_t opset) {
-  onnx::ModelProto model;
-  model.set_ir_version(8);
-  auto* o = model.add_opset_import();
-  o->set_domain("");
-  o->set_version(opset);
-  auto* g = model.mutable_graph();
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  n->set_name("node");
-  for (const Input& in : inputs) {
-    auto* gi = g->add_input();
-    gi->set_name(in.name);
-    auto* tt = gi->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(in.elem);
-    for (int64_t d : in.shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
-    n->add_input(in.name);
-  }
-  n->add_output("y");
-  for (const auto& [name, value] : attrs) {
-    auto* a = n->add_attribute();
-    a->set_name(name);
-    if (const auto* i = std::get_if<int64_t>(&value)) {
-      a->set_type(onnx::AttributeProto::INT);
-      a->set_i(*i);
-    } else if (const auto* f = std::get_if<float>(&value)) {
-      a->set_type(onnx::AttributeProto::FLOAT);
-      a->set_f(*f);
-    } else if (const auto* s = std::get_if<std::string>(&value)) {
-      a->set_type(onnx::AttributeProto::STRING);
-      a->set_s(*s);
-    } else {
-      a->set_type(onnx::AttributeProto::INTS);
-      for (int64_t v : std::get<std::vector<int64_t>>(value)) a->add_ints(v);
-    }
-  }
-  g->add_output()->set_name("y");
-  std::string s = model.SerializeAsString();
-  return {s.begin(), s.end()};
-}
-
-// Imports with `bound` fixed at import (as `consensor import --bind`), compiles once and runs on
-// the CPU with each thread count.
-StatusOr<std::vector<Tensor>> RunThreads(const std::vector<uint8_t>& model, const std::map<std::string, Tensor>& inputs,
-                                         std::vector<int> threads, const std::map<std::string, Tensor>& bound = {}) {
-  OnnxImportOptions options;
-  for (const auto& [name, t] : inputs) options.input_shapes[name] = t.shape();
-  options.constant_inputs = bound;
-  ASSIGN_OR_RETURN(OnnxImport imported, ImportOnnx(model, options));
-  MemoryBlobSource blobs;
-  if (!imported.weights.empty()) blobs.Add(imported.weights);
-  ASSIGN_OR_RETURN(Program p, CompileGraph(imported.graph, &blobs, Limits{}));
-  std::vector<Tensor> out;
-  for (int t : threads) {
-    auto cpu = MakeCpu(t);
-    ASSIGN_OR_RETURN(auto loaded, LoadedProgram::Load(p, cpu.get()));
-    ASSIGN_OR_RETURN(RunResult r, loaded->Run(inputs));
-    out.push_back(r.outputs.at(0).tensor);
-  }
-  return out;
-}
-
-StatusOr<Tensor> RunModel(const std::vector<uint8_t>& model, const std::map<std::string, Tensor>& inputs, int threads,
-                          const std::map<std::string, Tensor>& bound = {}) {
-  ASSIGN_OR_RETURN(std::vector<Tensor> out, RunThreads(model, inputs, {threads}, bound));
-  return out[0];
-}
+using Attr = consensor::testing::OnnxAttr;
+using Input = consensor::testing::OnnxInput;
 
 void ExpectBits(const std::vector<float>& want, const Tensor& got, const std::string& what) {
   ASSERT_EQ(static_cast<int64_t>(want.size()), got.num_elements()) << what;
@@ -212,10 +140,10 @@ TEST(OnnxSample, GridSampleMatchesTheSpecBitForBit) {
     for (const std::string& padding : {"zeros", "border", "reflection"}) {
       for (int64_t align : {0, 1}) {
         const GridCase g{mode, padding, align};
-        const auto model = BuildModel("GridSample", {{"x", 1, x.shape()}, {"grid", 1, grid.shape()}},
-                                      {{"mode", mode}, {"padding_mode", padding}, {"align_corners", align}}, 16);
+        const auto model = OneNodeModel("GridSample", {{"x", 1, x.shape()}, {"grid", 1, grid.shape()}},
+                                        {{"mode", mode}, {"padding_mode", padding}, {"align_corners", align}}, 16);
         const std::vector<float> want = ReferenceGridSample(x, grid, g);
-        auto got = RunThreads(model, {{"x", x}, {"grid", grid}}, {1, 2, 8});
+        auto got = RunOnnxAtThreads(model, {{"x", x}, {"grid", grid}}, {1, 2, 8});
         ASSERT_TRUE(got.ok()) << got.status().ToString();
         for (const Tensor& t : *got) ExpectBits(want, t, mode + " " + padding + " align " + std::to_string(align));
       }
@@ -226,12 +154,12 @@ TEST(OnnxSample, GridSampleMatchesTheSpecBitForBit) {
 TEST(OnnxSample, GridSampleAcceptsOpset20ModeNames) {
   const Tensor x = RandomF32({1, 1, 3, 3}, 1), grid = RandomF32({1, 2, 2, 2}, 2);
   for (auto [old_name, new_name] : {std::pair{"bilinear", "linear"}, std::pair{"bicubic", "cubic"}}) {
-    auto a =
-        RunModel(BuildModel("GridSample", {{"x", 1, x.shape()}, {"grid", 1, grid.shape()}}, {{"mode", old_name}}, 16),
-                 {{"x", x}, {"grid", grid}}, 1);
-    auto b =
-        RunModel(BuildModel("GridSample", {{"x", 1, x.shape()}, {"grid", 1, grid.shape()}}, {{"mode", new_name}}, 16),
-                 {{"x", x}, {"grid", grid}}, 1);
+    auto a = RunOnnxModel(
+        OneNodeModel("GridSample", {{"x", 1, x.shape()}, {"grid", 1, grid.shape()}}, {{"mode", old_name}}, 16),
+        {{"x", x}, {"grid", grid}}, 1);
+    auto b = RunOnnxModel(
+        OneNodeModel("GridSample", {{"x", 1, x.shape()}, {"grid", 1, grid.shape()}}, {{"mode", new_name}}, 16),
+        {{"x", x}, {"grid", grid}}, 1);
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_EQ(TensorHash(*a), TensorHash(*b));
   }
@@ -243,10 +171,10 @@ TEST(OnnxSample, GridSampleNearestCopiesAnyDtype) {
   Tensor xi(DType::kI32, xf.shape());
   std::memcpy(xi.data_as<int32_t>(), xf.data_as<float>(), static_cast<size_t>(xf.num_elements()) * 4);
   const std::map<std::string, Attr> attrs = {{"mode", std::string("nearest")}, {"padding_mode", std::string("zeros")}};
-  auto f = RunModel(BuildModel("GridSample", {{"x", 1, xf.shape()}, {"grid", 1, grid.shape()}}, attrs, 16),
-                    {{"x", xf}, {"grid", grid}}, 1);
-  auto i = RunModel(
-      BuildModel("GridSample", {{"x", onnx::TensorProto::INT32, xi.shape()}, {"grid", 1, grid.shape()}}, attrs, 16),
+  auto f = RunOnnxModel(OneNodeModel("GridSample", {{"x", 1, xf.shape()}, {"grid", 1, grid.shape()}}, attrs, 16),
+                        {{"x", xf}, {"grid", grid}}, 1);
+  auto i = RunOnnxModel(
+      OneNodeModel("GridSample", {{"x", onnx::TensorProto::INT32, xi.shape()}, {"grid", 1, grid.shape()}}, attrs, 16),
       {{"x", xi}, {"grid", grid}}, 2);
   ASSERT_TRUE(f.ok() && i.ok());
   ASSERT_EQ(i->dtype(), DType::kI32);
@@ -262,27 +190,27 @@ Status ImportStatus(const std::vector<uint8_t>& model, const std::map<std::strin
 
 TEST(OnnxSample, GridSampleRefusesBadInputs) {
   const Input x{"x", 1, {1, 1, 3, 3}}, grid{"grid", 1, {1, 2, 2, 2}};
-  Status s = ImportStatus(BuildModel("GridSample", {x, grid}, {{"mode", std::string("area")}}, 16));
+  Status s = ImportStatus(OneNodeModel("GridSample", {x, grid}, {{"mode", std::string("area")}}, 16));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("mode 'area'"), std::string::npos) << s.ToString();
-  s = ImportStatus(BuildModel("GridSample", {x, grid}, {{"padding_mode", std::string("wrap")}}, 16));
+  s = ImportStatus(OneNodeModel("GridSample", {x, grid}, {{"padding_mode", std::string("wrap")}}, 16));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  s = ImportStatus(BuildModel("GridSample", {x, grid}, {{"align_corners", int64_t{2}}}, 16));
+  s = ImportStatus(OneNodeModel("GridSample", {x, grid}, {{"align_corners", int64_t{2}}}, 16));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  s = ImportStatus(BuildModel("GridSample", {x, {"grid", 1, {1, 2, 2, 3}}}, {}, 16));
+  s = ImportStatus(OneNodeModel("GridSample", {x, {"grid", 1, {1, 2, 2, 3}}}, {}, 16));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("[N, H_out, W_out, 2]"), std::string::npos) << s.ToString();
-  s = ImportStatus(BuildModel("GridSample", {x, {"grid", 1, {2, 2, 2, 2}}}, {}, 16));
+  s = ImportStatus(OneNodeModel("GridSample", {x, {"grid", 1, {2, 2, 2, 2}}}, {}, 16));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  s = ImportStatus(BuildModel("GridSample", {{"x", 1, {1, 1, 2, 3, 3}}, {"grid", 1, {1, 2, 2, 2, 3}}}, {}, 16));
+  s = ImportStatus(OneNodeModel("GridSample", {{"x", 1, {1, 1, 2, 3, 3}}, {"grid", 1, {1, 2, 2, 2, 3}}}, {}, 16));
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  s = ImportStatus(BuildModel("GridSample", {{"x", 1, {1, 1, 0, 3}}, grid}, {}, 16));
+  s = ImportStatus(OneNodeModel("GridSample", {{"x", 1, {1, 1, 0, 3}}, grid}, {}, 16));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   // No channels: X is empty, but N*H*W would still index pixel rows.
   s = ImportStatus(
-      BuildModel("GridSample", {{"x", 1, {1 << 20, 0, 1 << 20, 1 << 20}}, {"grid", 1, {1 << 20, 1, 1, 2}}}, {}, 16));
+      OneNodeModel("GridSample", {{"x", 1, {1 << 20, 0, 1 << 20, 1 << 20}}, {"grid", 1, {1 << 20, 1, 1, 2}}}, {}, 16));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
-  s = ImportStatus(BuildModel("GridSample", {{"x", onnx::TensorProto::INT32, {1, 1, 3, 3}}, grid}, {}, 16));
+  s = ImportStatus(OneNodeModel("GridSample", {{"x", onnx::TensorProto::INT32, {1, 1, 3, 3}}, grid}, {}, 16));
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
 }
 
@@ -376,17 +304,17 @@ TEST(OnnxSample, RoiAlignMatchesTheSpecBitForBit) {
   const Tensor batch_t = Tensor::FromVector<int64_t>(DType::kI64, {4}, batch);
   for (const std::string& mode : {"avg", "max"}) {
     for (const std::string& coords : {"half_pixel", "output_half_pixel"}) {
-      const auto model =
-          BuildModel("RoiAlign", {{"x", 1, x.shape()}, {"rois", 1, rois.shape()}, {"b", onnx::TensorProto::INT64, {4}}},
-                     {{"mode", mode},
-                      {"coordinate_transformation_mode", coords},
-                      {"output_height", int64_t{2}},
-                      {"output_width", int64_t{3}},
-                      {"sampling_ratio", int64_t{2}},
-                      {"spatial_scale", 0.75f}},
-                     16);
+      const auto model = OneNodeModel(
+          "RoiAlign", {{"x", 1, x.shape()}, {"rois", 1, rois.shape()}, {"b", onnx::TensorProto::INT64, {4}}},
+          {{"mode", mode},
+           {"coordinate_transformation_mode", coords},
+           {"output_height", int64_t{2}},
+           {"output_width", int64_t{3}},
+           {"sampling_ratio", int64_t{2}},
+           {"spatial_scale", 0.75f}},
+          16);
       const auto want = ReferenceRoiAlign(x, rois, batch, 2, 3, 2, 0.75f, coords == "half_pixel", mode == "avg");
-      auto got = RunThreads(model, {{"x", x}, {"rois", rois}, {"b", batch_t}}, {1, 2, 8});
+      auto got = RunOnnxAtThreads(model, {{"x", x}, {"rois", rois}, {"b", batch_t}}, {1, 2, 8});
       ASSERT_TRUE(got.ok()) << got.status().ToString();
       for (const Tensor& t : *got) ExpectBits(want, t, mode + " " + coords);
     }
@@ -395,27 +323,27 @@ TEST(OnnxSample, RoiAlignMatchesTheSpecBitForBit) {
 
 TEST(OnnxSample, RoiAlignRefusesBadInputs) {
   const Input x{"x", 1, {1, 1, 4, 4}}, rois{"rois", 1, {2, 4}}, b{"b", onnx::TensorProto::INT64, {2}};
-  Status s = ImportStatus(BuildModel("RoiAlign", {x, rois, b}, {}, 16));  // sampling_ratio 0
+  Status s = ImportStatus(OneNodeModel("RoiAlign", {x, rois, b}, {}, 16));  // sampling_ratio 0
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
   EXPECT_NE(s.message().find("sampling_ratio 0"), std::string::npos) << s.ToString();
   const std::map<std::string, Attr> ok = {{"sampling_ratio", int64_t{1}}};
-  s = ImportStatus(BuildModel("RoiAlign", {x, {"rois", 1, {2, 5}}, b}, ok, 16));
+  s = ImportStatus(OneNodeModel("RoiAlign", {x, {"rois", 1, {2, 5}}, b}, ok, 16));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  s = ImportStatus(BuildModel("RoiAlign", {x, rois, {"b", onnx::TensorProto::INT64, {3}}}, ok, 16));
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  s = ImportStatus(
-      BuildModel("RoiAlign", {x, rois, b}, {{"sampling_ratio", int64_t{1}}, {"mode", std::string("min")}}, 16));
+  s = ImportStatus(OneNodeModel("RoiAlign", {x, rois, {"b", onnx::TensorProto::INT64, {3}}}, ok, 16));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   s = ImportStatus(
-      BuildModel("RoiAlign", {x, rois, b}, {{"sampling_ratio", int64_t{1}}, {"output_height", int64_t{0}}}, 16));
+      OneNodeModel("RoiAlign", {x, rois, b}, {{"sampling_ratio", int64_t{1}}, {"mode", std::string("min")}}, 16));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  s = ImportStatus(
+      OneNodeModel("RoiAlign", {x, rois, b}, {{"sampling_ratio", int64_t{1}}, {"output_height", int64_t{0}}}, 16));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   // A batch index outside [0, N) at run time fails the task instead of reading another image.
-  const auto model = BuildModel("RoiAlign", {x, rois, b}, ok, 16);
+  const auto model = OneNodeModel("RoiAlign", {x, rois, b}, ok, 16);
   const Tensor xv = RandomF32({1, 1, 4, 4}, 5);
   const Tensor rv = Tensor::FromVector<float>(DType::kF32, {2, 4}, {0, 0, 2, 2, 1, 1, 3, 3});
   for (int64_t bad : {int64_t{1}, int64_t{-1}}) {
-    auto got =
-        RunModel(model, {{"x", xv}, {"rois", rv}, {"b", Tensor::FromVector<int64_t>(DType::kI64, {2}, {0, bad})}}, 1);
+    auto got = RunOnnxModel(
+        model, {{"x", xv}, {"rois", rv}, {"b", Tensor::FromVector<int64_t>(DType::kI64, {2}, {0, bad})}}, 1);
     EXPECT_FALSE(got.ok()) << bad;
   }
 }
@@ -461,8 +389,8 @@ TEST(OnnxSample, DetMatchesTheSpecBitForBit) {
       want.push_back(
           ReferenceDet(std::vector<float>(x.data_as<float>() + b * n * n, x.data_as<float>() + (b + 1) * n * n), n));
     }
-    const auto model = BuildModel("Det", {{"x", 1, shape}}, {}, 11);
-    auto got = RunThreads(model, {{"x", x}}, {1, 2, 8});
+    const auto model = OneNodeModel("Det", {{"x", 1, shape}}, {}, 11);
+    auto got = RunOnnxAtThreads(model, {{"x", x}}, {1, 2, 8});
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     for (const Tensor& t : *got) {
       EXPECT_EQ(t.shape(), Shape(shape.begin(), shape.end() - 2));
@@ -484,7 +412,8 @@ TEST(OnnxSample, DetInFloat64MatchesTheSpecBitForBit) {
   for (int64_t i = 0; i < 4; ++i) values[static_cast<size_t>(32 + i * 4)] = 0.0;  // a zero first column
   values[50] = std::nan("");
   const Tensor x = Tensor::FromVector<double>(DType::kF64, shape, values);
-  auto got = RunThreads(BuildModel("Det", {{"x", onnx::TensorProto::DOUBLE, shape}}, {}, 11), {{"x", x}}, {1, 2, 8});
+  auto got =
+      RunOnnxAtThreads(OneNodeModel("Det", {{"x", onnx::TensorProto::DOUBLE, shape}}, {}, 11), {{"x", x}}, {1, 2, 8});
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   for (const Tensor& t : *got) {
     ASSERT_EQ(t.dtype(), DType::kF64);
@@ -502,14 +431,14 @@ TEST(OnnxSample, DetInFloat64MatchesTheSpecBitForBit) {
 }
 
 TEST(OnnxSample, DetRefusesBadInputs) {
-  Status s = ImportStatus(BuildModel("Det", {{"x", 1, {2, 3}}}, {}, 11));
+  Status s = ImportStatus(OneNodeModel("Det", {{"x", 1, {2, 3}}}, {}, 11));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("square"), std::string::npos) << s.ToString();
-  s = ImportStatus(BuildModel("Det", {{"x", 1, {3}}}, {}, 11));
+  s = ImportStatus(OneNodeModel("Det", {{"x", 1, {3}}}, {}, 11));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  s = ImportStatus(BuildModel("Det", {{"x", 1, {65, 65}}}, {}, 11));
+  s = ImportStatus(OneNodeModel("Det", {{"x", 1, {65, 65}}}, {}, 11));
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  s = ImportStatus(BuildModel("Det", {{"x", onnx::TensorProto::INT32, {2, 2}}}, {}, 11));
+  s = ImportStatus(OneNodeModel("Det", {{"x", onnx::TensorProto::INT32, {2, 2}}}, {}, 11));
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
 }
 
@@ -536,7 +465,7 @@ TEST(OnnxSample, MaxUnpoolScattersIntoZeros) {
       const int64_t c = idx[j] / 16, y = idx[j] / 4 % 4, xx = idx[j] % 4;
       want[static_cast<size_t>((c * oh + y) * ow + xx)] = x.data_as<float>()[j];
     }
-    auto got = RunThreads(BuildModel("MaxUnpool", inputs, attrs, 11), {{"x", x}}, {1, 2, 8}, bound);
+    auto got = RunOnnxAtThreads(OneNodeModel("MaxUnpool", inputs, attrs, 11), {{"x", x}}, {1, 2, 8}, bound);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     for (const Tensor& t : *got) {
       EXPECT_EQ(t.shape(), (Shape{1, 2, oh, ow}));
@@ -553,7 +482,7 @@ TEST(OnnxSample, MaxUnpoolRefusesBadInputs) {
     OnnxImportOptions options;
     options.input_shapes["x"] = {1, 1, 2, 2};
     options.constant_inputs["i"] = Tensor::FromVector<int64_t>(DType::kI64, {1, 1, 2, 2}, idx);
-    return ImportOnnx(BuildModel("MaxUnpool", inputs, a, 11), options).status();
+    return ImportOnnx(OneNodeModel("MaxUnpool", inputs, a, 11), options).status();
   };
   Status s = import({0, 1, 2, 16}, attrs);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
@@ -565,7 +494,7 @@ TEST(OnnxSample, MaxUnpoolRefusesBadInputs) {
           .code(),
       StatusCode::kInvalidArgument);
   // Indices known only at run time: refused, asking for them at import.
-  s = ImportStatus(BuildModel("MaxUnpool", inputs, attrs, 11), {{"x", {1, 1, 2, 2}}, {"i", {1, 1, 2, 2}}});
+  s = ImportStatus(OneNodeModel("MaxUnpool", inputs, attrs, 11), {{"x", {1, 1, 2, 2}}, {"i", {1, 1, 2, 2}}});
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
   EXPECT_TRUE(NeedsValueAtImport(s)) << s.ToString();
 }

@@ -23,8 +23,9 @@
 namespace consensor::executor {
 namespace {
 
-using consensor::testing::MakeCpu;
+using consensor::testing::ImportAndCompileOnnx;
 using consensor::testing::RandomF32;
+using consensor::testing::RunOnCpu;
 
 struct ScatterModel {
   std::string op = "ScatterElements";
@@ -79,13 +80,8 @@ std::vector<uint8_t> Build(const ScatterModel& m) {
 }
 
 StatusOr<Tensor> RunScatter(const ScatterModel& m, const Tensor& data, const Tensor& updates, int threads) {
-  ASSIGN_OR_RETURN(OnnxImport imported, ImportOnnx(Build(m), {}));
-  MemoryBlobSource blobs;
-  if (!imported.weights.empty()) blobs.Add(imported.weights);
-  ASSIGN_OR_RETURN(Program p, CompileGraph(imported.graph, &blobs, Limits{}));
-  auto cpu = MakeCpu(threads);
-  ASSIGN_OR_RETURN(auto loaded, LoadedProgram::Load(p, cpu.get()));
-  ASSIGN_OR_RETURN(RunResult r, loaded->Run({{"data", data}, {"updates", updates}}));
+  ASSIGN_OR_RETURN(Program p, ImportAndCompileOnnx(Build(m)));
+  ASSIGN_OR_RETURN(RunResult r, RunOnCpu(p, {{"data", data}, {"updates", updates}}, threads));
   return r.outputs.at(0).tensor;
 }
 

@@ -685,6 +685,17 @@ class ConsensusEngineTest : public ::testing::Test {
     return outcome.ok() ? outcome->task_id.Hex() : "";
   }
 
+  // Three operators, no timer tick during the test (what happens came from an event), and a
+  // task submitted here, this node first in its order, that waits for its seed block. Call
+  // through ASSERT_NO_FATAL_FAILURE.
+  void StartWithATaskWaitingForItsSeed(v1::SubmitTaskRequest* request, std::string* id) {
+    MakeNetwork(3, /*entry=*/true);
+    tick_interval_ = std::chrono::hours(1);
+    ASSERT_NO_FATAL_FAILURE(StartNode());
+    *request = RequestWithSelfAt(0, 3, 2);
+    *id = SubmitWaitingForItsSeed(*request);
+  }
+
   // A peer's announcement of `request`, as gossip hands it to the engine.
   Status Announce(const v1::SubmitTaskRequest& request, int announcer) {
     v1::GossipMessage message;
@@ -810,8 +821,58 @@ class ConsensusEngineTest : public ::testing::Test {
   static bool Certified(const v1::Task& t) {
     return t.state() == v1::TASK_STATE_SUCCEEDED && t.consensus().has_certificate();
   }
+  static bool HasResult(const v1::Task& t) { return t.has_result(); }
+
+  // SubmitTask on this node, then waits until it has executed the task and gossiped its
+  // commitment. Call through ASSERT_NO_FATAL_FAILURE.
+  void SubmitAndExecute(const v1::SubmitTaskRequest& request, std::string* id, v1::Task* executed) {
+    *id = Submit(request);
+    ASSERT_TRUE(gossip_.WaitForCommitments(1));
+    *executed = WaitForTask(*id, HasResult);
+  }
+
+  // A task that other operators run: the first request whose committee order puts this node at
+  // `self_position`, executed on the peer nodes of the first `executed` other operators.
+  struct PeersTask {
+    v1::SubmitTaskRequest request;
+    std::string id;
+    std::vector<int> others;  // the operators other than this node, in committee order
+    v1::TaskResult result;    // the honest result, as the first of them computed it
+  };
+  PeersTask PeersTaskWithSelfAt(size_t self_position, uint32_t replicas, uint32_t quorum, size_t executed) {
+    PeersTask task;
+    task.request = RequestWithSelfAt(self_position, replicas, quorum);
+    for (const Address20& a : Order(task.request)) {
+      if (a != Addr(1)) task.others.push_back(OperatorNumber(a, operators_));
+    }
+    for (size_t i = 0; i < executed; ++i) {
+      v1::TaskResult result = PeerResult(task.others.at(i), task.request);
+      if (i == 0) task.result = result;
+    }
+    task.id = ToHex(TaskId(task.request));
+    return task;
+  }
+
+  // `task` announced by the first other operator, and adopted and seated here. Call through
+  // ASSERT_NO_FATAL_FAILURE.
+  void AdoptPeersTask(const PeersTask& task, v1::Task* adopted = nullptr) {
+    ASSERT_TRUE(Announce(task.request, task.others.at(0)).ok());
+    v1::Task seated = WaitForAdoption(task.id);
+    if (adopted) *adopted = seated;
+  }
+
+  // The first two other operators vote for `task`'s honest result; waits until it is certified
+  // here. Call through ASSERT_NO_FATAL_FAILURE.
+  void CertifyByPeers(const PeersTask& task, v1::Task* certified) {
+    ASSERT_TRUE(Vote(task.others.at(0), task.id, task.result).ok());
+    ASSERT_TRUE(Vote(task.others.at(1), task.id, task.result).ok());
+    *certified = WaitForTask(task.id, Certified);
+  }
 
   static std::set<std::string> Signers(const v1::Certificate& c) { return {c.signers().begin(), c.signers().end()}; }
+  // The addresses (hex) of operators `a` and `b`, as Signers lists them.
+  static std::set<std::string> AddressesOf(int a, int b) { return {AddressHex(Addr(a)), AddressHex(Addr(b))}; }
+  static bool HasCertificate(const v1::Task& t) { return t.consensus().has_certificate(); }
 
   void AdvanceClock(std::chrono::milliseconds d) { now_ms_.fetch_add(d.count()); }
 
@@ -879,7 +940,7 @@ TEST_F(ConsensusEngineTest, SubmitPlansStoresAndAnnouncesThenAttests) {
 
   // A member executes and gossips a commitment to its vote first (commit-reveal)...
   ASSERT_TRUE(gossip_.WaitForCommitments(1));
-  task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  task = WaitForTask(id, HasResult);
   const v1::ResultCommitment commitment = gossip_.commitments().at(0);
   EXPECT_EQ(commitment.task_id(), id);
   EXPECT_EQ(commitment.phase(), 0u);
@@ -943,9 +1004,9 @@ TEST_F(ConsensusEngineTest, SubmitRefusesMoreReplicasThanOperators) {
 TEST_F(ConsensusEngineTest, VotesFromPeersCertifyTheTask) {
   MakeNetwork(3, /*entry=*/true);
   StartNode();
-  const std::string id = Submit(Request(1, 3, 2));
-  ASSERT_TRUE(gossip_.WaitForCommitments(1));
-  v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  std::string id;
+  v1::Task task;
+  ASSERT_NO_FATAL_FAILURE(SubmitAndExecute(Request(1, 3, 2), &id, &task));
   EXPECT_EQ(engine_->open_rounds(), 1u);
 
   ASSERT_TRUE(Vote(2, id, task.result()).ok());
@@ -971,9 +1032,9 @@ TEST_F(ConsensusEngineTest, VotesFromPeersCertifyTheTask) {
 TEST_F(ConsensusEngineTest, CertifiedThenFinalAfterTheChallengeWindow) {
   MakeNetwork(3, /*entry=*/true);
   StartNode();
-  const std::string id = Submit(Request(1, 3, 2));
-  ASSERT_TRUE(gossip_.WaitForCommitments(1));
-  v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  std::string id;
+  v1::Task task;
+  ASSERT_NO_FATAL_FAILURE(SubmitAndExecute(Request(1, 3, 2), &id, &task));
   ASSERT_TRUE(Vote(2, id, task.result()).ok());
   task = WaitForTask(id, Certified);
   const uint64_t final_block = kReference + kMaxReferenceAge + 1 + kChallengeWindow;
@@ -1002,7 +1063,7 @@ TEST_F(ConsensusEngineTest, CertifiedThenFinalAfterTheChallengeWindow) {
   // ...and a node restarted inside another task's window still closes it.
   chain_->SetHead(kHead);
   const std::string second = Submit(Request(2, 3, 2));
-  v1::Task t2 = WaitForTask(second, [](const v1::Task& t) { return t.has_result(); });
+  v1::Task t2 = WaitForTask(second, HasResult);
   ASSERT_TRUE(Vote(2, second, t2.result()).ok());
   t2 = WaitForTask(second, Certified);
   EXPECT_FALSE(t2.consensus().final());
@@ -1019,15 +1080,12 @@ TEST_F(ConsensusEngineTest, ObserverAdoptsWithoutBlobsAndFetchesOutputsOnDemand)
   MakeNetwork(4, /*entry=*/false);
   StartNode();
   // Two replicas, this node third in the order: an observer.
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(2, 2, 2);
-  const std::vector<Address20> order = Order(request);
-  const int first = OperatorNumber(order[0], 4), second = OperatorNumber(order[1], 4);
-  const v1::TaskResult result = PeerResult(first, request);
-  (void)PeerResult(second, request);
-  const std::string id = ToHex(TaskId(request));
+  const PeersTask peers = PeersTaskWithSelfAt(2, 2, 2, /*executed=*/2);
+  const int first = peers.others[0], second = peers.others[1];
+  const v1::TaskResult& result = peers.result;
 
-  ASSERT_TRUE(Announce(request, first).ok());
-  v1::Task task = WaitForAdoption(id);
+  v1::Task task;
+  ASSERT_NO_FATAL_FAILURE(AdoptPeersTask(peers, &task));
   EXPECT_EQ(task.state(), v1::TASK_STATE_CERTIFYING);
   EXPECT_FALSE(task.consensus().member());
   EXPECT_EQ(task.consensus().announcer(), AddressHex(Addr(first)));
@@ -1038,11 +1096,8 @@ TEST_F(ConsensusEngineTest, ObserverAdoptsWithoutBlobsAndFetchesOutputsOnDemand)
   EXPECT_FALSE(store_.BlobSize(x_hash_).ok());
   EXPECT_EQ(peer_client_.requests(), std::vector<std::string>{});
 
-  ASSERT_TRUE(Vote(first, id, result).ok());
-  ASSERT_TRUE(Vote(second, id, result).ok());
-  task = WaitForTask(id, Certified);
-  EXPECT_EQ(Signers(task.consensus().certificate()),
-            (std::set<std::string>{AddressHex(Addr(first)), AddressHex(Addr(second))}));
+  ASSERT_NO_FATAL_FAILURE(CertifyByPeers(peers, &task));
+  EXPECT_EQ(Signers(task.consensus().certificate()), AddressesOf(first, second));
   // The result record came from a signer; its outputs stayed with the committee.
   EXPECT_EQ(task.result().result_root(), result.result_root());
   ASSERT_EQ(task.result().outputs_size(), result.outputs_size());
@@ -1071,30 +1126,22 @@ TEST_F(ConsensusEngineTest, ObserverAdoptsWithoutBlobsAndFetchesOutputsOnDemand)
 TEST_F(ConsensusEngineTest, CertifiedResultWhoseOutputsDoNotMatchIsRefused) {
   MakeNetwork(4, /*entry=*/false);
   StartNode();
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(2, 2, 2);
-  const std::vector<Address20> order = Order(request);
-  const int first = OperatorNumber(order[0], 4), second = OperatorNumber(order[1], 4);
-  const v1::TaskResult result = PeerResult(first, request);
-  (void)PeerResult(second, request);
-  const std::string id = ToHex(TaskId(request));
+  const PeersTask peers = PeersTaskWithSelfAt(2, 2, 2, /*executed=*/2);
   // Both signers serve a record whose first output names another blob (the input): the blob
   // itself arrives intact, but it does not hold the tensor the certified root commits to.
   peer_client_.SetTamper([&](const std::string&, v1::Task* t) {
     t->mutable_result()->mutable_outputs(0)->set_blob_sha256(ToHex(x_hash_));
   });
 
-  ASSERT_TRUE(Announce(request, first).ok());
-  WaitForAdoption(id);
-  ASSERT_TRUE(Vote(first, id, result).ok());
-  ASSERT_TRUE(Vote(second, id, result).ok());
-  v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().has_certificate(); });
+  ASSERT_NO_FATAL_FAILURE(AdoptPeersTask(peers));
+  v1::Task task;
+  ASSERT_NO_FATAL_FAILURE(CertifyByPeers(peers, &task));
   // Both signers were asked, and neither result was taken.
   auto asked = [&] {
     int n = 0;
     for (const std::string& r : peer_client_.requests()) n += r.rfind("task ", 0) == 0;
     return n;
   };
-  task = WaitForTask(id, Certified);
   EXPECT_GE(asked(), 1);
   ASSERT_EQ(task.result().outputs(0).blob_sha256(), ToHex(x_hash_));
   Status fetched = engine_->FetchOutputOnDemand(x_hash_);
@@ -1115,17 +1162,10 @@ TEST_F(ConsensusEngineTest, FloodForAnOutputNobodyServesDialsTheHoldersABoundedN
   remote_limits_.backoff_max = 60000ms;
   MakeNetwork(4, /*entry=*/false);
   StartNode();
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(2, 2, 2);
-  const std::vector<Address20> order = Order(request);
-  const int first = OperatorNumber(order[0], 4), second = OperatorNumber(order[1], 4);
-  const v1::TaskResult result = PeerResult(first, request);
-  (void)PeerResult(second, request);
-  const std::string id = ToHex(TaskId(request));
-  ASSERT_TRUE(Announce(request, first).ok());
-  WaitForAdoption(id);
-  ASSERT_TRUE(Vote(first, id, result).ok());
-  ASSERT_TRUE(Vote(second, id, result).ok());
-  v1::Task task = WaitForTask(id, Certified);
+  const PeersTask peers = PeersTaskWithSelfAt(2, 2, 2, /*executed=*/2);
+  ASSERT_NO_FATAL_FAILURE(AdoptPeersTask(peers));
+  v1::Task task;
+  ASSERT_NO_FATAL_FAILURE(CertifyByPeers(peers, &task));
   ASSERT_EQ(engine_->remote_outputs(), static_cast<size_t>(task.result().outputs_size()));
   const Hash256 blob = ValueOf(Hash256FromHex(task.result().outputs(0).blob_sha256()));
   const std::string blob_request = "blob " + ToHex(blob) + " from ";
@@ -1177,17 +1217,11 @@ TEST_F(ConsensusEngineTest, FloodForAnOutputNobodyServesDialsTheHoldersABoundedN
   EXPECT_EQ(counter("consensor_output_fetches_started_total"), 2);
 
   // The node keeps certifying: another task, this node an observer again.
-  const v1::SubmitTaskRequest next = RequestWithSelfAt(3, 2, 2);
-  const std::vector<Address20> next_order = Order(next);
-  const int a = OperatorNumber(next_order[0], 4), b = OperatorNumber(next_order[1], 4);
-  const v1::TaskResult next_result = PeerResult(a, next);
-  (void)PeerResult(b, next);
-  const std::string next_id = ToHex(TaskId(next));
-  ASSERT_TRUE(Announce(next, a).ok());
-  WaitForAdoption(next_id);
-  ASSERT_TRUE(Vote(a, next_id, next_result).ok());
-  ASSERT_TRUE(Vote(b, next_id, next_result).ok());
-  EXPECT_TRUE(WaitForTask(next_id, Certified).has_result());
+  const PeersTask next = PeersTaskWithSelfAt(3, 2, 2, /*executed=*/2);
+  ASSERT_NO_FATAL_FAILURE(AdoptPeersTask(next));
+  v1::Task next_task;
+  ASSERT_NO_FATAL_FAILURE(CertifyByPeers(next, &next_task));
+  EXPECT_TRUE(next_task.has_result());
 
   // A holder serves again: the next attempt after the backoff gets the output.
   peer_client_.RefuseBlobs(false);
@@ -1203,17 +1237,11 @@ TEST_F(ConsensusEngineTest, FloodForAnOutputNobodyServesDialsTheHoldersABoundedN
 TEST_F(ConsensusEngineTest, RemoteOutputsAreBoundedRebuiltAndForgottenWithTheirTask) {
   MakeNetwork(4, /*entry=*/false);
   StartNode();
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(2, 2, 2);
-  const std::vector<Address20> order = Order(request);
-  const int first = OperatorNumber(order[0], 4), second = OperatorNumber(order[1], 4);
-  const v1::TaskResult result = PeerResult(first, request);
-  (void)PeerResult(second, request);
-  const std::string id = ToHex(TaskId(request));
-  ASSERT_TRUE(Announce(request, first).ok());
-  WaitForAdoption(id);
-  ASSERT_TRUE(Vote(first, id, result).ok());
-  ASSERT_TRUE(Vote(second, id, result).ok());
-  v1::Task task = WaitForTask(id, Certified);
+  const PeersTask peers = PeersTaskWithSelfAt(2, 2, 2, /*executed=*/2);
+  const std::string& id = peers.id;
+  ASSERT_NO_FATAL_FAILURE(AdoptPeersTask(peers));
+  v1::Task task;
+  ASSERT_NO_FATAL_FAILURE(CertifyByPeers(peers, &task));
   ASSERT_EQ(task.result().outputs_size(), 2);
   EXPECT_EQ(engine_->remote_outputs(), 2u);
   EXPECT_EQ(registry_->AddGauge("consensor_remote_outputs", "")->Value(), 2);
@@ -1242,11 +1270,11 @@ TEST_F(ConsensusEngineTest, RemoteOutputsAreBoundedRebuiltAndForgottenWithTheirT
 TEST_F(ConsensusEngineTest, VoteForAnUnknownTaskIsKeptAndCountedOnceAdopted) {
   MakeNetwork(4, /*entry=*/false);
   StartNode();
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(2, 2, 2);
-  const std::vector<Address20> order = Order(request);
-  const int first = OperatorNumber(order[0], 4), second = OperatorNumber(order[1], 4);
-  const v1::TaskResult result = PeerResult(first, request);
-  const std::string id = ToHex(TaskId(request));
+  const PeersTask peers = PeersTaskWithSelfAt(2, 2, 2, /*executed=*/1);
+  const int first = peers.others[0], second = peers.others[1];
+  const v1::SubmitTaskRequest& request = peers.request;
+  const v1::TaskResult& result = peers.result;
+  const std::string& id = peers.id;
 
   // The vote outruns the announcement: accepted (so gossip relays it), kept aside.
   ASSERT_TRUE(Vote(first, id, result).ok());
@@ -1261,9 +1289,8 @@ TEST_F(ConsensusEngineTest, VoteForAnUnknownTaskIsKeptAndCountedOnceAdopted) {
 
   // The second committee vote completes the quorum with the kept one.
   ASSERT_TRUE(Vote(second, id, result).ok());
-  task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().has_certificate(); });
-  EXPECT_EQ(Signers(task.consensus().certificate()),
-            (std::set<std::string>{AddressHex(Addr(first)), AddressHex(Addr(second))}));
+  task = WaitForTask(id, HasCertificate);
+  EXPECT_EQ(Signers(task.consensus().certificate()), AddressesOf(first, second));
 }
 
 // Votes for a task not open here are kept only once their signature recovers to an active
@@ -1277,12 +1304,12 @@ TEST_F(ConsensusEngineTest, OrphanVotesAreVerifiedAndBoundedPerSigner) {
   const size_t one = OrphanBytes(a_commitment);
   orphan_limits_ = {.max_bytes = 5 * one, .max_bytes_per_signer = 2 * one, .lifetime = std::chrono::minutes(2)};
   StartNode();
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(2, 2, 2);
-  const std::vector<Address20> order = Order(request);
-  const int first = OperatorNumber(order[0], 4), second = OperatorNumber(order[1], 4);
-  const int attacker = 10 - first - second - 1;  // the operator neither member nor this node
-  const v1::TaskResult result = PeerResult(first, request);
-  const std::string id = ToHex(TaskId(request));
+  const PeersTask peers = PeersTaskWithSelfAt(2, 2, 2, /*executed=*/1);
+  const int first = peers.others[0], second = peers.others[1];
+  const int attacker = peers.others[2];  // the operator neither member nor this node
+  const v1::SubmitTaskRequest& request = peers.request;
+  const v1::TaskResult& result = peers.result;
+  const std::string& id = peers.id;
   const auto Junk = [&](int signer, uint8_t task) {
     consensus::SignedAttestation vote;
     vote.attestation.task_id.fill(task);
@@ -1328,9 +1355,8 @@ TEST_F(ConsensusEngineTest, OrphanVotesAreVerifiedAndBoundedPerSigner) {
   });
   EXPECT_NE(task.consensus().closed_commit_windows(), 0u);
   ASSERT_TRUE(Vote(first, id, result).ok());
-  task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().has_certificate(); });
-  EXPECT_EQ(Signers(task.consensus().certificate()),
-            (std::set<std::string>{AddressHex(Addr(first)), AddressHex(Addr(second))}));
+  task = WaitForTask(id, HasCertificate);
+  EXPECT_EQ(Signers(task.consensus().certificate()), AddressesOf(first, second));
 }
 
 // An announcer that never serves its tasks' blobs holds one member-fetch thread, not all of them:
@@ -1368,7 +1394,7 @@ TEST_F(ConsensusEngineTest, AnnouncerThatNeverServesItsBlobsDoesNotBlockOtherAdo
   const v1::SubmitTaskRequest honest = MemberRequests(2000, 1).at(0);
   ASSERT_TRUE(Announce(honest, 2).ok());
   WaitForAdoption(ToHex(TaskId(honest)));
-  WaitForTask(ToHex(TaskId(honest)), [](const v1::Task& t) { return t.has_result(); });
+  WaitForTask(ToHex(TaskId(honest)), HasResult);
   EXPECT_EQ(FetchesFromTheAttacker(), 1) << "a second member fetch of the same announcer ran at once";
   for (const std::string& id : attacker_tasks) {
     auto t = tasks_->Get(Id(id));
@@ -1379,7 +1405,7 @@ TEST_F(ConsensusEngineTest, AnnouncerThatNeverServesItsBlobsDoesNotBlockOtherAdo
   peer_client_.Release();
   for (const std::string& id : attacker_tasks) {
     WaitForAdoption(id);
-    WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+    WaitForTask(id, HasResult);
   }
 }
 
@@ -1430,9 +1456,9 @@ TEST_F(ConsensusEngineTest, ConflictingVotesOpenADisputeAndTheLiarIsAccused) {
   const std::vector<Address20> order = Order(request);
   const int liar = OperatorNumber(order[1], 4), honest = OperatorNumber(order[2], 4),
             outsider = OperatorNumber(order[3], 4);
-  const std::string id = Submit(request);
-  ASSERT_TRUE(gossip_.WaitForCommitments(1));
-  v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  std::string id;
+  v1::Task task;
+  ASSERT_NO_FATAL_FAILURE(SubmitAndExecute(request, &id, &task));
   Hash256 wrong = ValueOf(Hash256FromHex(task.result().result_root()));
   wrong[5] ^= 0x10;
 
@@ -1467,15 +1493,12 @@ TEST_F(ConsensusEngineTest, ConflictingVotesOpenADisputeAndTheLiarIsAccused) {
 TEST_F(ConsensusEngineTest, DisputeReexecutesACertifiedTaskAndReplacesItsWrongOutputs) {
   MakeNetwork(6, /*entry=*/false);  // 4 honest of 6 equal stakes: over the dispute threshold
   StartNode();
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(3, 3, 2);
-  const std::vector<Address20> order = Order(request);
-  const int colluder_a = OperatorNumber(order[0], 6), colluder_b = OperatorNumber(order[1], 6),
-            honest = OperatorNumber(order[2], 6);
-  const v1::TaskResult right = PeerResult(honest, request);
-  (void)PeerResult(colluder_a, request);
-  (void)PeerResult(colluder_b, request);
-  for (size_t i = 4; i < 6; ++i) (void)PeerResult(OperatorNumber(order[i], 6), request);
-  const std::string id = ToHex(TaskId(request));
+  // Every other operator executes it; all honest executions give the same result.
+  const PeersTask peers = PeersTaskWithSelfAt(3, 3, 2, /*executed=*/5);
+  const int colluder_a = peers.others[0], colluder_b = peers.others[1], honest = peers.others[2];
+  const v1::TaskResult& right = peers.result;
+  const v1::SubmitTaskRequest& request = peers.request;
+  const std::string& id = peers.id;
 
   // The colluders' result: the first output is replaced by another tensor they hold (the
   // input x), with its true hash, so the outputs make up the wrong root they sign.
@@ -1514,8 +1537,8 @@ TEST_F(ConsensusEngineTest, DisputeReexecutesACertifiedTaskAndReplacesItsWrongOu
 
   // Two more honest members commit: the whole set backs the window, which closes; the votes
   // are revealed, 4 of 6 stakes, over the threshold.
-  ASSERT_TRUE(Vote(OperatorNumber(order[4], 6), id, right).ok());
-  ASSERT_TRUE(Vote(OperatorNumber(order[5], 6), id, right).ok());
+  ASSERT_TRUE(Vote(peers.others[3], id, right).ok());
+  ASSERT_TRUE(Vote(peers.others[4], id, right).ok());
   ASSERT_TRUE(gossip_.WaitForAttestations(1));  // its own vote
   EXPECT_EQ(gossip_.attestations()[0].result_root(), right.result_root());
   task = WaitForTask(id, [&](const v1::Task& t) {
@@ -1546,9 +1569,9 @@ TEST_F(ConsensusEngineTest, EquivocatorsAreAccusedButNeverThisNode) {
   // This node equivocates too (fault injection): an honest node's evidence never names itself.
   auto faults = NewFaultInjector(FaultMode::kEquivocate);
   StartNode(faults.get());
-  const std::string id = Submit(Request(1, 3, 2));
-  ASSERT_TRUE(gossip_.WaitForCommitments(1));  // to its first vote
-  v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  std::string id;
+  v1::Task task;
+  ASSERT_NO_FATAL_FAILURE(SubmitAndExecute(Request(1, 3, 2), &id, &task));  // to its first vote
   Hash256 other = ValueOf(Hash256FromHex(task.result().result_root()));
   other[9] ^= 0x01;
 
@@ -1571,13 +1594,11 @@ TEST_F(ConsensusEngineTest, SilentMembersAreReplacedAtTheMemberDeadline) {
   MakeNetwork(4, /*entry=*/false);
   StartNode();
   // Three replicas, this node fourth in the order: it joins only when a member stays silent.
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(3, 3, 2);
-  const std::vector<Address20> order = Order(request);
-  const int voter = OperatorNumber(order[0], 4);
-  const v1::TaskResult result = PeerResult(voter, request);
-  const std::string id = ToHex(TaskId(request));
-  ASSERT_TRUE(Announce(request, voter).ok());
-  WaitForAdoption(id);
+  const PeersTask peers = PeersTaskWithSelfAt(3, 3, 2, /*executed=*/1);
+  const int voter = peers.others[0];
+  const v1::TaskResult& result = peers.result;
+  const std::string& id = peers.id;
+  ASSERT_NO_FATAL_FAILURE(AdoptPeersTask(peers));
   ASSERT_TRUE(Vote(voter, id, result).ok());  // a commitment: 1 of the 2 the window needs
   WaitForTask(id, [](const v1::Task& t) { return t.consensus().commitments_size() == 1; });
 
@@ -1602,11 +1623,10 @@ TEST_F(ConsensusEngineTest, SilentMembersAreReplacedAtTheMemberDeadline) {
   EXPECT_TRUE(task.consensus().member());
   // The slow member's vote makes 2 of the original 3: the task's own quorum certifies, in the
   // smallest committee prefix that reaches its (scaled) quorum.
-  const int slow = OperatorNumber(order[1], 4);
+  const int slow = peers.others[1];
   ASSERT_TRUE(Vote(slow, id, result).ok());
   task = WaitForTask(id, Certified);
-  EXPECT_EQ(Signers(task.consensus().certificate()),
-            (std::set<std::string>{AddressHex(Addr(voter)), AddressHex(Addr(slow))}));
+  EXPECT_EQ(Signers(task.consensus().certificate()), AddressesOf(voter, slow));
   EXPECT_EQ(task.consensus().certificate().committee_size(), 3u);
   EXPECT_EQ(task.result().result_root(), result.result_root());
   EXPECT_TRUE(evidence_.accusations().empty());  // silence is not slashable
@@ -1684,9 +1704,9 @@ TEST_F(ConsensusEngineTest, CorruptOutputSignsAResultRootWithOneBitFlipped) {
   MakeNetwork(3, /*entry=*/true);
   auto faults = NewFaultInjector(FaultMode::kCorruptOutput);
   StartNode(faults.get());
-  const std::string id = Submit(Request(1, 3, 2));
-  ASSERT_TRUE(gossip_.WaitForCommitments(1));
-  const v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  std::string id;
+  v1::Task task;
+  ASSERT_NO_FATAL_FAILURE(SubmitAndExecute(Request(1, 3, 2), &id, &task));
   ASSERT_TRUE(CommitOnly(2, id, task.result()).ok());  // closes the window: the vote is revealed
   ASSERT_TRUE(gossip_.WaitForAttestations(1));
   const std::vector<v1::SignedAttestation> votes = gossip_.attestations();
@@ -1702,9 +1722,9 @@ TEST_F(ConsensusEngineTest, EquivocateSignsTheResultAndAnotherOne) {
   MakeNetwork(3, /*entry=*/true);
   auto faults = NewFaultInjector(FaultMode::kEquivocate);
   StartNode(faults.get());
-  const std::string id = Submit(Request(1, 3, 2));
-  ASSERT_TRUE(gossip_.WaitForCommitments(1));
-  const v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  std::string id;
+  v1::Task task;
+  ASSERT_NO_FATAL_FAILURE(SubmitAndExecute(Request(1, 3, 2), &id, &task));
   ASSERT_TRUE(CommitOnly(2, id, task.result()).ok());
   ASSERT_TRUE(gossip_.WaitForAttestations(2));
   EXPECT_EQ(gossip_.commitments().size(), 1u);  // one commitment, to the first
@@ -1728,7 +1748,7 @@ TEST_F(ConsensusEngineTest, SilentSignsNothing) {
   const std::string id = Submit(Request(1, 3, 2));
   // Asked twice (crash? then silent?), never what to sign.
   ASSERT_TRUE(faults.WaitForQuestions(2));
-  const v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  const v1::Task task = WaitForTask(id, HasResult);
   EXPECT_EQ(task.state(), v1::TASK_STATE_CERTIFYING);
   EXPECT_EQ(task.consensus().attestations_size(), 0);
   EXPECT_TRUE(gossip_.attestations().empty());
@@ -1780,7 +1800,7 @@ TEST_F(ConsensusEngineTest, MemberWaitsForTheSeedBlockBeforeExecuting) {
 
   chain_->SetHead(kSeated);
   ASSERT_TRUE(gossip_.WaitForCommitments(1)) << "this node never signed its own result";
-  task = WaitForTask(id, [](const v1::Task& t) { return t.has_result(); });
+  task = WaitForTask(id, HasResult);
   ASSERT_TRUE(CommitOnly(OperatorNumber(Order(request)[1], 3), id, task.result()).ok());
   ASSERT_TRUE(gossip_.WaitForAttestations(1));
   task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().attestations_size() == 1; });
@@ -1799,11 +1819,9 @@ TEST_F(ConsensusEngineTest, MemberWaitsForTheSeedBlockBeforeExecuting) {
 // A new chain head seats the committee at once: with no tick during the test, the head's
 // notification is the only way the member gets to execute and commit.
 TEST_F(ConsensusEngineTest, NewChainHeadSeatsTheCommitteeWithoutATick) {
-  MakeNetwork(3, /*entry=*/true);
-  tick_interval_ = std::chrono::hours(1);
-  StartNode();
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
-  const std::string id = SubmitWaitingForItsSeed(request);
+  v1::SubmitTaskRequest request;
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(StartWithATaskWaitingForItsSeed(&request, &id));
   // The submission asked for a seat check of its own: let it see the old head first.
   for (int i = 0; i < 2000 && engine_->SeatCheckPending(); ++i) std::this_thread::sleep_for(5ms);
   ASSERT_FALSE(engine_->SeatCheckPending());
@@ -1823,11 +1841,9 @@ TEST_F(ConsensusEngineTest, NewChainHeadSeatsTheCommitteeWithoutATick) {
 // has seated it: the node asks the chain for its head at once (no tick, no head notification
 // during the test), seats the committee, executes, commits, and counts the kept vote.
 TEST_F(ConsensusEngineTest, VoteForATaskWaitingForItsSeedBlockRefreshesTheHead) {
-  MakeNetwork(3, /*entry=*/true);
-  tick_interval_ = std::chrono::hours(1);
-  StartNode();
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
-  const std::string id = SubmitWaitingForItsSeed(request);
+  v1::SubmitTaskRequest request;
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(StartWithATaskWaitingForItsSeed(&request, &id));
   const int other = OperatorNumber(Order(request)[1], 3);
   const v1::TaskResult result = PeerResult(other, request);
   chain_->SetHead(kSeedBlock);    // the last poll saw the seed block mined, not yet settled
@@ -1845,11 +1861,9 @@ TEST_F(ConsensusEngineTest, VoteForATaskWaitingForItsSeedBlockRefreshesTheHead) 
 // A refused vote gives no head refresh: only votes that were kept (a registered operator's,
 // well signed) can make the node ask the chain.
 TEST_F(ConsensusEngineTest, RefusedVoteForAWaitingTaskRefreshesNothing) {
-  MakeNetwork(3, /*entry=*/true);
-  tick_interval_ = std::chrono::hours(1);
-  StartNode();
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
-  const std::string id = SubmitWaitingForItsSeed(request);
+  v1::SubmitTaskRequest request;
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(StartWithATaskWaitingForItsSeed(&request, &id));
   const int refreshes_before = chain_->refresh_head_calls();
   consensus::SignedAttestation vote;
   vote.attestation.task_id = ValueOf(Hash256FromHex(id));
@@ -1868,11 +1882,9 @@ TEST_F(ConsensusEngineTest, RefusedVoteForAWaitingTaskRefreshesNothing) {
 // and kept) for a task waiting for its seed block: every kept vote asks for a head read, but the
 // chain is read at most once per 20 ms, however fast the votes come.
 TEST_F(ConsensusEngineTest, VoteFloodForAWaitingTaskReadsTheHeadAtABoundedRate) {
-  MakeNetwork(3, /*entry=*/true);
-  tick_interval_ = std::chrono::hours(1);
-  StartNode();
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
-  const std::string id = SubmitWaitingForItsSeed(request);
+  v1::SubmitTaskRequest request;
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(StartWithATaskWaitingForItsSeed(&request, &id));
   const int flooder = OperatorNumber(Order(request)[1], 3);
   constexpr int kVotes = 400;
   std::vector<v1::GossipMessage> flood(kVotes);
@@ -1905,11 +1917,9 @@ TEST_F(ConsensusEngineTest, VoteFloodForAWaitingTaskReadsTheHeadAtABoundedRate) 
 // seat_poll_interval (no tick, no vote, and the view's poll never reports the settling block
 // during the test): members seat as the block settles, not up to a chain poll apart.
 TEST_F(ConsensusEngineTest, ImminentSeatReadsTheHeadUntilTheBlockSettles) {
-  MakeNetwork(3, /*entry=*/true);
-  tick_interval_ = std::chrono::hours(1);
-  StartNode();
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
-  const std::string id = SubmitWaitingForItsSeed(request);
+  v1::SubmitTaskRequest request;
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(StartWithATaskWaitingForItsSeed(&request, &id));
   chain_->SetHead(kSeated - 1);  // the view's last poll: one block short of settling the seed
   chain_->SetChainHead(kSeated);
   const int refreshes_before = chain_->refresh_head_calls();
@@ -1955,12 +1965,10 @@ TEST(ApplyRecordChangesTest, EachChangeAppliesOrNotOnItsOwn) {
 TEST_F(ConsensusEngineTest, LateAnnouncementIsOnlyObserved) {
   MakeNetwork(4, /*entry=*/false);
   StartNode();
-  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
-  const std::vector<Address20> order = Order(request);
-  const int second = OperatorNumber(order[1], 4), third = OperatorNumber(order[2], 4);
-  const v1::TaskResult result = PeerResult(second, request);
-  (void)PeerResult(third, request);
-  const std::string id = ToHex(TaskId(request));
+  const PeersTask peers = PeersTaskWithSelfAt(0, 3, 2, /*executed=*/2);
+  const int second = peers.others[0];
+  const v1::SubmitTaskRequest& request = peers.request;
+  const std::string& id = peers.id;
 
   v1::GossipMessage message;
   *message.mutable_announcement()->mutable_spec() = request;
@@ -1975,10 +1983,8 @@ TEST_F(ConsensusEngineTest, LateAnnouncementIsOnlyObserved) {
   EXPECT_FALSE(ValueOf(tasks_->Get(Id(id))).has_result());
 
   // The other two members certify; this node fetches their result.
-  ASSERT_TRUE(Vote(second, id, result).ok());
-  ASSERT_TRUE(Vote(third, id, result).ok());
-  task = WaitForTask(id, Certified);
-  EXPECT_EQ(task.result().result_root(), result.result_root());
+  ASSERT_NO_FATAL_FAILURE(CertifyByPeers(peers, &task));
+  EXPECT_EQ(task.result().result_root(), peers.result.result_root());
   EXPECT_TRUE(gossip_.attestations().empty());  // never signed
 
   // Older than the evidence deadline: refused outright.
@@ -1993,7 +1999,7 @@ TEST_F(ConsensusEngineTest, RecoverReopensTheRoundAndResendsThisNodesMessages) {
   StartNode();
   const std::string id = Submit(Request(1, 3, 2));
   ASSERT_TRUE(gossip_.WaitForCommitments(1));
-  ASSERT_TRUE(CommitOnly(2, id, WaitForTask(id, [](const v1::Task& t) { return t.has_result(); }).result()).ok());
+  ASSERT_TRUE(CommitOnly(2, id, WaitForTask(id, HasResult).result()).ok());
   ASSERT_TRUE(gossip_.WaitForAttestations(1));
   const v1::SignedAttestation before = gossip_.attestations().at(0);
   WaitForTask(id, [](const v1::Task& t) { return t.consensus().attestations_size() == 1; });
