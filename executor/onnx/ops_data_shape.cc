@@ -128,9 +128,9 @@ Status NonMaxSuppression(NodeContext& ctx) {
   const int64_t batches = bs[0], n = bs[1], classes = ss[1];
   const int64_t keep = std::min(max_out, n);
   // Each candidate is tested against at most `keep` selected boxes.
-  if (n > 0 && keep > 0 && classes > 0 && batches > 0 &&
-      (batches * classes > kMaxIouTests / n / keep)) {
-    return ctx.Invalid("too many boxes: batches * classes * boxes * min(boxes, max_output_boxes_per_class) exceeds 2^30");
+  if (n > 0 && keep > 0 && classes > 0 && batches > 0 && (batches * classes > kMaxIouTests / n / keep)) {
+    return ctx.Invalid(
+        "too many boxes: batches * classes * boxes * min(boxes, max_output_boxes_per_class) exceeds 2^30");
   }
   const float* box_data = boxes->data_as<float>();
   const float* score_data = scores->data_as<float>();
