@@ -62,6 +62,17 @@ def cases(rng):
     node = helper.make_node("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])
     yield ("MaxUnpool 2x2", model(node, [("x", f32, pooled.shape), ("i", TensorProto.INT64, index.shape)], 11),
            {"x": pooled, "i": index.astype(np.int64)}, ("i",))
+    # MaxPool's run-time Indices into MaxUnpool (DETERMINISM.md 6.7d), tiling and overlapping windows.
+    # Input sizes the unpooled shape reproduces, so MaxPool's indices address it.
+    for k, s, p, h, w in [(2, 2, 0, 6, 8), (3, 2, 1, 7, 9)]:
+        image = rng.standard_normal((2, 3, h, w)).astype(np.float32)
+        nodes = [helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[k, k], strides=[s, s], pads=[p] * 4),
+                 helper.make_node("MaxUnpool", ["p", "i"], ["y"], kernel_shape=[k, k], strides=[s, s], pads=[p] * 4)]
+        graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", f32, image.shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+        m.ir_version = 8
+        yield f"MaxPool -> MaxUnpool {k}x{k} stride {s} pads {p} (run-time indices)", m, {"x": image}, ()
     for shape in [(3, 3), (4, 5, 5), (2, 1, 1), (2, 8, 8)]:
         a = rng.standard_normal(shape).astype(np.float32)
         node = helper.make_node("Det", ["x"], ["y"])

@@ -167,6 +167,8 @@ constexpr const char* kGoldenModels[] = {
     "node/test_nonzero_example",
     "node/test_unique_sorted_with_axis_3d",
     "node/test_unique_not_sorted_without_axis",
+    // MaxUnpool at run-time indices (DETERMINISM.md 6.7d).
+    "node/test_maxunpool_export_without_output_shape",
 };
 
 // Models in the dtypes the CUDA backends have no kernels for: those backends must refuse them.

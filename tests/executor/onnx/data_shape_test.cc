@@ -63,7 +63,8 @@ std::vector<uint8_t> BuildModel(const std::string& op, const std::vector<Input>&
 
 // Imports with every input bound (the values these ops need at import), then runs the graph
 // at 1, 2 and 8 threads; every run must give the same outputs, which are returned.
-StatusOr<std::vector<Tensor>> ImportAndRun(const std::vector<uint8_t>& model, const std::map<std::string, Tensor>& bound,
+StatusOr<std::vector<Tensor>> ImportAndRun(const std::vector<uint8_t>& model,
+                                           const std::map<std::string, Tensor>& bound,
                                            const std::map<std::string, Tensor>& run_inputs = {}) {
   OnnxImportOptions options;
   options.constant_inputs = bound;
@@ -219,8 +220,10 @@ TEST(OnnxDataShape, NonMaxSuppressionEdgeCases) {
                            {{"boxes", boxes}, {"scores", scores}, {"max", I64Scalar1(5)}, {"iou", F32Scalar1(0.5f)}});
   ASSERT_TRUE(kept.ok()) << kept.status().ToString();
   EXPECT_EQ(AsInts((*kept)[0]), (Ints{0, 0, 0}));
-  auto none = ImportAndRun(BuildModel("NonMaxSuppression", {{"boxes", onnx::TensorProto::FLOAT, {}}, {"scores", onnx::TensorProto::FLOAT, {}}}, 1, {}, 11),
-                           {{"boxes", boxes}, {"scores", scores}});
+  auto none = ImportAndRun(
+      BuildModel("NonMaxSuppression",
+                 {{"boxes", onnx::TensorProto::FLOAT, {}}, {"scores", onnx::TensorProto::FLOAT, {}}}, 1, {}, 11),
+      {{"boxes", boxes}, {"scores", scores}});
   ASSERT_TRUE(none.ok()) << none.status().ToString();
   EXPECT_EQ((*none)[0].shape(), (Shape{0, 3}));
   // IoU exactly at the threshold does not suppress (strictly greater): box 1 lies inside box 0
@@ -299,10 +302,9 @@ TEST(OnnxDataShape, NonZeroListsCoordinatesInRowMajorOrder) {
   for (bool is_float : {true, false}) {
     const Tensor x = is_float ? Tensor::FromVector<float>(DType::kF32, shape, xf)
                               : Tensor::FromVector<int32_t>(DType::kI32, shape, xi);
-    auto got =
-        ImportAndRun(BuildModel("NonZero", {{"x", is_float ? onnx::TensorProto::FLOAT : onnx::TensorProto::INT32, {}}},
-                                1, {}, 13),
-                     {{"x", x}});
+    auto got = ImportAndRun(
+        BuildModel("NonZero", {{"x", is_float ? onnx::TensorProto::FLOAT : onnx::TensorProto::INT32, {}}}, 1, {}, 13),
+        {{"x", x}});
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     std::vector<Ints> rows(3);
     for (int64_t a = 0; a < 3; ++a) {
@@ -434,8 +436,8 @@ TEST(OnnxDataShape, UniqueOrdersIntegersAndRefusesBadAttributes) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ((*got)[0].data_as<int8_t>()[0], -2);
 
-  auto bad = ImportAndRun(BuildModel("Unique", {{"x", onnx::TensorProto::INT8, {}}}, 1, {{"sorted", 2}}, 11),
-                          {{"x", small}});
+  auto bad =
+      ImportAndRun(BuildModel("Unique", {{"x", onnx::TensorProto::INT8, {}}}, 1, {{"sorted", 2}}, 11), {{"x", small}});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument) << bad.status().ToString();
   bad = ImportAndRun(BuildModel("Unique", {{"x", onnx::TensorProto::INT8, {}}}, 1, {{"axis", 1}}, 11), {{"x", small}});

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <random>
 #include <string>
 #include <utility>
 #include <variant>
@@ -564,10 +565,90 @@ TEST(OnnxSample, MaxUnpoolRefusesBadInputs) {
       import({0, 1, 2, 3}, {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{0, 1}}})
           .code(),
       StatusCode::kInvalidArgument);
-  // Indices known only at run time: refused, asking for them at import.
-  s = ImportStatus(BuildModel("MaxUnpool", inputs, attrs, 11), {{"x", {1, 1, 2, 2}}, {"i", {1, 1, 2, 2}}});
-  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_TRUE(NeedsValueAtImport(s)) << s.ToString();
+  // Run-time indices must be int64.
+  s = ImportStatus(
+      BuildModel("MaxUnpool", {{"x", 1, {1, 1, 2, 2}}, {"i", onnx::TensorProto::INT32, {1, 1, 2, 2}}}, attrs, 11),
+      {{"x", {1, 1, 2, 2}}, {"i", {1, 1, 2, 2}}});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+}
+
+int64_t ElementCount(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// Run-time indices (DETERMINISM.md 6.7d): each index inside its own pooling window, as
+// MaxPool's Indices are, chosen at random in 1-D and 2-D windows that overlap (kernel 3,
+// stride 2, pads 1) or tile (kernel 2, stride 2), with and without output_shape; compared bit
+// for bit with a naive scatter (ascending j, the last one wins) at 1, 2 and 8 threads.
+TEST(OnnxSample, MaxUnpoolTakesRunTimeIndicesInsideTheirWindows) {
+  struct Case {
+    Shape x;
+    int64_t k, s, pad;
+    Shape out_shape;  // empty: inferred
+  };
+  const Case cases[] = {{{1, 2, 3, 3}, 3, 2, 1, {}},
+                        {{2, 1, 2, 3}, 2, 2, 0, {}},
+                        {{1, 2, 3, 3}, 3, 2, 1, {1, 2, 6, 7}},
+                        {{1, 1, 4}, 3, 1, 0, {}}};
+  uint32_t seed = 40;
+  for (const Case& c : cases) {
+    const size_t spatial = c.x.size() - 2;
+    Shape inferred(c.x.begin(), c.x.begin() + 2);
+    for (size_t d = 0; d < spatial; ++d) inferred.push_back((c.x[d + 2] - 1) * c.s + c.k - 2 * c.pad);
+    const Shape target = c.out_shape.empty() ? inferred : c.out_shape;
+    const Tensor x = RandomF32(c.x, seed++);
+    const int64_t n = x.num_elements();
+    std::mt19937 rng(seed++);
+    std::vector<int64_t> idx(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+      // Window j = (n, c, o...): a random in-range position of it, flat over the inferred shape.
+      int64_t rest = j;
+      std::vector<int64_t> o(spatial);
+      for (size_t d = spatial; d-- > 0;) o[d] = rest % c.x[d + 2], rest /= c.x[d + 2];
+      int64_t flat = rest;  // n * C + c
+      for (size_t d = 0; d < spatial; ++d) {
+        const int64_t lo = std::max<int64_t>(0, o[d] * c.s - c.pad);
+        const int64_t hi = std::min<int64_t>(inferred[d + 2], o[d] * c.s - c.pad + c.k);
+        flat = flat * inferred[d + 2] + lo + static_cast<int64_t>(rng() % static_cast<uint32_t>(hi - lo));
+      }
+      idx[j] = flat;
+    }
+    std::vector<float> want(static_cast<size_t>(ElementCount(target)), 0.0f);
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t rest = idx[j], q = 0, stride = 1;
+      for (size_t d = target.size(); d-- > 0;) {
+        q += (rest % inferred[d]) * stride;
+        rest /= inferred[d];
+        stride *= target[d];
+      }
+      want[static_cast<size_t>(q)] = x.data_as<float>()[j];
+    }
+    std::map<std::string, Attr> attrs = {{"kernel_shape", std::vector<int64_t>(spatial, c.k)},
+                                         {"strides", std::vector<int64_t>(spatial, c.s)},
+                                         {"pads", std::vector<int64_t>(2 * spatial, c.pad)}};
+    std::vector<Input> inputs = {{"x", 1, c.x}, {"i", onnx::TensorProto::INT64, c.x}};
+    std::map<std::string, Tensor> bound;
+    if (!c.out_shape.empty()) {
+      inputs.push_back({"shape", onnx::TensorProto::INT64, {static_cast<int64_t>(target.size())}});
+      bound["shape"] = Tensor::FromVector<int64_t>(DType::kI64, {static_cast<int64_t>(target.size())}, target);
+    }
+    const Tensor i = Tensor::FromVector<int64_t>(DType::kI64, c.x, idx);
+    const auto model = BuildModel("MaxUnpool", inputs, attrs, 11);
+    auto got = RunThreads(model, {{"x", x}, {"i", i}}, {1, 2, 8}, bound);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    for (const Tensor& t : *got) {
+      EXPECT_EQ(t.shape(), target);
+      ExpectBits(want, t, "x " + ShapeToString(c.x));
+    }
+    // An index outside its own window (here: window 0's index moved to the last position)
+    // fails the task instead of being dropped.
+    std::vector<int64_t> moved = idx;
+    moved[0] = ElementCount(inferred) - 1;
+    auto bad = RunThreads(model, {{"x", x}, {"i", Tensor::FromVector<int64_t>(DType::kI64, c.x, moved)}}, {1}, bound);
+    EXPECT_FALSE(bad.ok()) << "x " << ShapeToString(c.x);
+  }
 }
 
 }  // namespace
