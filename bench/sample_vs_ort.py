@@ -54,6 +54,19 @@ def cases(rng):
         yield (f"RoiAlign {mode} {coords}",
                model(node, [("x", f32, image.shape), ("rois", f32, rois.shape), ("b", TensorProto.INT64, batch.shape)],
                      16), {"x": image, "rois": rois, "b": batch}, ())
+    # sampling_ratio 0: a grid per roi (rois bound at import); sizes from a point to the whole image,
+    # and a zero-width roi (an empty grid with half_pixel).
+    corners = rng.uniform(-2, 14, (6, 2, 2)).astype(np.float32)
+    rois0 = np.concatenate([corners.min(axis=1), corners.max(axis=1)], axis=1)
+    rois0[4] = [3.0, 2.0, 3.0, 9.0]
+    rois0[5] = [0.0, 0.0, 13.0, 11.0]
+    batch0 = np.array([0, 1, 1, 0, 1, 0], np.int64)
+    for mode, coords in itertools.product(["avg", "max"], ["half_pixel", "output_half_pixel"]):
+        node = helper.make_node("RoiAlign", ["x", "rois", "b"], ["y"], mode=mode, coordinate_transformation_mode=coords,
+                                output_height=3, output_width=4, sampling_ratio=0, spatial_scale=0.75)
+        yield (f"RoiAlign {mode} {coords} sampling_ratio=0",
+               model(node, [("x", f32, image.shape), ("rois", f32, rois0.shape), ("b", TensorProto.INT64, batch0.shape)],
+                     16), {"x": image, "rois": rois0, "b": batch0}, ("rois",))
     pooled = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
     # Each value's index inside its own 2x2 window of an [2, 3, 8, 10] output, flat over the tensor.
     n, c, h, w = np.indices(pooled.shape)

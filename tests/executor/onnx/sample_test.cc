@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -298,16 +299,24 @@ std::vector<float> ReferenceRoiAlign(const Tensor& x, const Tensor& rois, const 
     float low, high, l, hl;
     bool outside;
   };
-  auto axis = [&](float a, float b, int64_t pooled, int64_t size) {
+  // ratio 0: ceil(extent / pooled) samples per bin on this axis, none when below 1.
+  auto grid = [&](float a, float b, int64_t pooled) -> int64_t {
+    if (ratio > 0) return ratio;
+    float extent = (b * scale - offset) - (a * scale - offset);
+    if (!half_pixel) extent = Max(extent, 1.0f);
+    const float g = std::ceil(extent / static_cast<float>(pooled));
+    return g < 1.0f ? 0 : static_cast<int64_t>(g);
+  };
+  auto axis = [&](float a, float b, int64_t pooled, int64_t size, int64_t g) {
     const float start = a * scale - offset, end = b * scale - offset;
     float extent = end - start;
     if (!half_pixel) extent = Max(extent, 1.0f);
     const float bin = extent / static_cast<float>(pooled);
     std::vector<Sample> s;
     for (int64_t p = 0; p < pooled; ++p) {
-      for (int64_t i = 0; i < ratio; ++i) {
+      for (int64_t i = 0; i < g; ++i) {
         float v =
-            (start + static_cast<float>(p) * bin) + ((static_cast<float>(i) + 0.5f) * bin) / static_cast<float>(ratio);
+            (start + static_cast<float>(p) * bin) + ((static_cast<float>(i) + 0.5f) * bin) / static_cast<float>(g);
         Sample q;
         q.outside = v < -1.0f || v > static_cast<float>(size);
         if (v <= 0.0f) v = 0.0f;
@@ -328,17 +337,23 @@ std::vector<float> ReferenceRoiAlign(const Tensor& x, const Tensor& rois, const 
   out.resize(static_cast<size_t>(r * c * ph * pw));
   for (int64_t k = 0; k < r; ++k) {
     const float* roi = rois.data_as<float>() + k * 4;
-    const auto ys = axis(roi[1], roi[3], ph, h), xs = axis(roi[0], roi[2], pw, w);
+    int64_t gh = grid(roi[1], roi[3], ph), gw = grid(roi[0], roi[2], pw);
+    if (gh == 0 || gw == 0) gh = gw = 0;  // an empty grid: every bin is +0
+    const auto ys = axis(roi[1], roi[3], ph, h, gh), xs = axis(roi[0], roi[2], pw, w, gw);
     for (int64_t ch = 0; ch < c; ++ch) {
       const float* plane = x.data_as<float>() + (batch[k] * c + ch) * h * w;
       auto v = [&](float yy, float xx) { return plane[static_cast<int64_t>(yy) * w + static_cast<int64_t>(xx)]; };
       for (int64_t py = 0; py < ph; ++py) {
         for (int64_t px = 0; px < pw; ++px) {
           std::vector<float> terms;
-          for (int64_t iy = 0; iy < ratio; ++iy) {
-            for (int64_t ix = 0; ix < ratio; ++ix) {
-              const Sample& sy = ys[py * ratio + iy];
-              const Sample& sx = xs[px * ratio + ix];
+          if (gh == 0) {
+            out[static_cast<size_t>(((k * c + ch) * ph + py) * pw + px)] = 0.0f;
+            continue;
+          }
+          for (int64_t iy = 0; iy < gh; ++iy) {
+            for (int64_t ix = 0; ix < gw; ++ix) {
+              const Sample& sy = ys[py * gh + iy];
+              const Sample& sx = xs[px * gw + ix];
               const float p[4] = {(sy.hl * sx.hl) * v(sy.low, sx.low), (sy.hl * sx.l) * v(sy.low, sx.high),
                                   (sy.l * sx.hl) * v(sy.high, sx.low), (sy.l * sx.l) * v(sy.high, sx.high)};
               float t = p[0];
@@ -354,7 +369,7 @@ std::vector<float> ReferenceRoiAlign(const Tensor& x, const Tensor& rois, const 
             for (size_t s = 32; s >= 1; s /= 2) {
               for (size_t j = 0; j < s; ++j) lanes[j] = lanes[j] + lanes[j + s];
             }
-            y = lanes[0] / static_cast<float>(ratio * ratio);
+            y = lanes[0] / static_cast<float>(gh * gw);
           } else {
             y = terms[0];
             for (float t : terms) y = Max(y, t);
@@ -394,11 +409,51 @@ TEST(OnnxSample, RoiAlignMatchesTheSpecBitForBit) {
   }
 }
 
+// sampling_ratio 0 (DETERMINISM.md 6.7b): a grid of ceil(extent / pooled) samples per axis and
+// roi, the rois known at import; rois of four different grids (one empty) put back in order.
+TEST(OnnxSample, RoiAlignAdaptiveGridMatchesTheSpecBitForBit) {
+  const Tensor x = RandomF32({2, 1, 9, 11}, 5, 2.0f);
+  // x1, y1, x2, y2: grids up to 8 x 8 samples per bin, a zero-width roi (an empty grid with
+  // half_pixel, 1 sample with output_half_pixel), a partly outside one, and two of one grid.
+  const std::vector<float> roi_values = {0.5f, 1.0f, 5.5f, 4.0f, -3.0f, -2.0f, 12.0f, 9.0f,  3.0f, 3.0f, 3.0f, 7.5f,
+                                         1.0f, 2.0f, 2.5f, 3.0f, 0.0f,  0.0f,  14.0f, 11.0f, 1.5f, 1.0f, 6.5f, 4.0f};
+  const Tensor rois = Tensor::FromVector<float>(DType::kF32, {6, 4}, roi_values);
+  const std::vector<int64_t> batch = {0, 1, 1, 0, 1, 0};
+  const Tensor batch_t = Tensor::FromVector<int64_t>(DType::kI64, {6}, batch);
+  for (const std::string& mode : {"avg", "max"}) {
+    for (const std::string& coords : {"half_pixel", "output_half_pixel"}) {
+      const auto model =
+          BuildModel("RoiAlign", {{"x", 1, x.shape()}, {"rois", 1, rois.shape()}, {"b", onnx::TensorProto::INT64, {6}}},
+                     {{"mode", mode},
+                      {"coordinate_transformation_mode", coords},
+                      {"output_height", int64_t{2}},
+                      {"output_width", int64_t{3}},
+                      {"spatial_scale", 0.75f}},
+                     16);
+      const auto want = ReferenceRoiAlign(x, rois, batch, 2, 3, 0, 0.75f, coords == "half_pixel", mode == "avg");
+      auto got = RunThreads(model, {{"x", x}, {"b", batch_t}}, {1, 2, 8}, {{"rois", rois}});
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      for (const Tensor& t : *got) ExpectBits(want, t, mode + " " + coords + " sampling_ratio 0");
+    }
+  }
+}
+
 TEST(OnnxSample, RoiAlignRefusesBadInputs) {
   const Input x{"x", 1, {1, 1, 4, 4}}, rois{"rois", 1, {2, 4}}, b{"b", onnx::TensorProto::INT64, {2}};
-  Status s = ImportStatus(BuildModel("RoiAlign", {x, rois, b}, {}, 16));  // sampling_ratio 0
+  // sampling_ratio 0 with rois computed at run time: refused, asking for them at import.
+  Status s = ImportStatus(BuildModel("RoiAlign", {x, rois, b}, {}, 16));
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(NeedsValueAtImport(s)) << s.ToString();
   EXPECT_NE(s.message().find("sampling_ratio 0"), std::string::npos) << s.ToString();
+  // ... and a roi whose adaptive grid is NaN or too large.
+  for (float far : {std::numeric_limits<float>::quiet_NaN(), 1e9f}) {
+    OnnxImportOptions options;
+    options.input_shapes = {{"x", {1, 1, 4, 4}}, {"b", {2}}};
+    options.constant_inputs["rois"] = Tensor::FromVector<float>(DType::kF32, {2, 4}, {0, 0, 1, 1, 0, 0, far, 1});
+    s = ImportOnnx(BuildModel("RoiAlign", {x, rois, b}, {}, 16), options).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("roi 1"), std::string::npos) << s.ToString();
+  }
   const std::map<std::string, Attr> ok = {{"sampling_ratio", int64_t{1}}};
   s = ImportStatus(BuildModel("RoiAlign", {x, {"rois", 1, {2, 5}}, b}, ok, 16));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
