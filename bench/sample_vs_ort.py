@@ -7,8 +7,8 @@ The running and comparing is scripts/ort_compare.py's (one copy of those helpers
 
 usage: /usr/bin/python3 bench/sample_vs_ort.py BUILD_DIR   (Debian's python3-onnx; node on PATH)
        /usr/bin/python3 bench/sample_vs_ort.py --bench-models DIR
-The second form writes DIR/gs_{bilinear,nearest,bicubic}.onnx for build/bench/onnx_bench (which
-feeds one input): x [1, 32, 64, 64] is sampled at grid = tanh(transpose(x[:, 0:2])), so the
+The second form writes DIR/gs_{bilinear,nearest,bicubic}.onnx and DIR/mu_k{2,3}.onnx (MaxPool ->
+MaxUnpool at run-time indices) for build/bench/onnx_bench (which feeds one input): x [1, 32, 64, 64] is sampled at grid = tanh(transpose(x[:, 0:2])), so the
 grid is computed in the task, as in a model, not folded at import.
 """
 import itertools
@@ -108,6 +108,17 @@ def write_bench_models(out_dir):
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
         m.ir_version = 8
         onnx.save(m, os.path.join(out_dir, "gs_%s.onnx" % mode))
+    # MaxPool's run-time Indices into MaxUnpool: tiling 2x2 stride 2 and overlapping 3x3 stride 2 pads 1.
+    for name, k, s, p in [("mu_k2", 2, 2, 0), ("mu_k3", 3, 2, 1)]:
+        nodes = [helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[k, k], strides=[s, s], pads=[p] * 4),
+                 helper.make_node("MaxUnpool", ["p", "i"], ["y"], kernel_shape=[k, k], strides=[s, s], pads=[p] * 4)]
+        size = 64 if k == 2 else 63  # the unpooled shape is the input's
+        graph = helper.make_graph(nodes, "m",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, size, size])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+        m.ir_version = 8
+        onnx.save(m, os.path.join(out_dir, name + ".onnx"))
 
 
 def main():
