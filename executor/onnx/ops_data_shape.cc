@@ -319,7 +319,7 @@ Status Unique(NodeContext& ctx) {
   if (axis >= 0) ys[axis] = u;
   Tensor y(x->dtype(), ys);
   const int64_t elem = DTypeSize(x->dtype());
-  for (int64_t o = 0; o < outer; ++o) {
+  for (int64_t o = 0; o < outer && inner > 0; ++o) {
     for (int64_t r = 0; r < u; ++r) {
       std::memcpy(y.data() + ((o * u + r) * inner) * elem, x->data() + ((o * n + first[r]) * inner) * elem,
                   static_cast<size_t>(inner * elem));

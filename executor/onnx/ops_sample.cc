@@ -459,6 +459,9 @@ StatusOr<ValueId> RoiAlignAdaptive(NodeContext& ctx, ValueId x, ValueId rois, Va
     if (gh == 0 || gw == 0) gh = gw = 0;
     groups[{gh, gw}].push_back(i);
   }
+  if (groups.empty()) {  // no rois: any grid gives the empty result
+    return RoiAlignGrid(ctx, x, rois, batch_indices, ph, pw, 1, 1, half_pixel, spatial_scale, mode);
+  }
   if (groups.size() == 1 && groups.begin()->first.first > 0) {
     const auto [gh, gw] = groups.begin()->first;
     return RoiAlignGrid(ctx, x, rois, batch_indices, ph, pw, gh, gw, half_pixel, spatial_scale, mode);

@@ -235,6 +235,13 @@ TEST(OnnxDataShape, NonMaxSuppressionEdgeCases) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(AsInts((*r)[0]), iou == 0.5f ? (Ints{0, 0, 0, 0, 0, 1}) : (Ints{0, 0, 0})) << iou;
   }
+  // No boxes at all.
+  auto empty = ImportAndRun(NmsModel(0, false), {{"boxes", Tensor(DType::kF32, {1, 0, 4})},
+                                                 {"scores", Tensor(DType::kF32, {1, 3, 0})},
+                                                 {"max", I64Scalar1(5)},
+                                                 {"iou", F32Scalar1(0.5f)}});
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_EQ((*empty)[0].shape(), (Shape{0, 3}));
   // A negative max counts as 0.
   auto negative = ImportAndRun(
       NmsModel(0, false), {{"boxes", boxes}, {"scores", scores}, {"max", I64Scalar1(-3)}, {"iou", F32Scalar1(0.5f)}});
@@ -436,6 +443,16 @@ TEST(OnnxDataShape, UniqueOrdersIntegersAndRefusesBadAttributes) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ((*got)[0].data_as<int8_t>()[0], -2);
 
+  // Empty inputs: no items, or items of no elements (all equal).
+  got = ImportAndRun(BuildModel("Unique", {{"x", onnx::TensorProto::FLOAT, {}}}, 4, {}, 11),
+                     {{"x", Tensor(DType::kF32, {0})}});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ((*got)[0].shape(), (Shape{0}));
+  got = ImportAndRun(BuildModel("Unique", {{"x", onnx::TensorProto::FLOAT, {}}}, 4, {{"axis", 0}}, 11),
+                     {{"x", Tensor(DType::kF32, {3, 0})}});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ((*got)[0].shape(), (Shape{1, 0}));
+  EXPECT_EQ(AsInts((*got)[3]), (Ints{3}));
   auto bad =
       ImportAndRun(BuildModel("Unique", {{"x", onnx::TensorProto::INT8, {}}}, 1, {{"sorted", 2}}, 11), {{"x", small}});
   ASSERT_FALSE(bad.ok());

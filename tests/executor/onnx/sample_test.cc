@@ -438,6 +438,15 @@ TEST(OnnxSample, RoiAlignAdaptiveGridMatchesTheSpecBitForBit) {
   }
 }
 
+TEST(OnnxSample, RoiAlignAdaptiveGridWithoutRois) {
+  const auto model = BuildModel(
+      "RoiAlign", {{"x", 1, {1, 1, 4, 4}}, {"rois", 1, {0, 4}}, {"b", onnx::TensorProto::INT64, {0}}}, {}, 16);
+  auto got = RunThreads(model, {{"x", RandomF32({1, 1, 4, 4}, 6)}, {"b", Tensor(DType::kI64, {0})}}, {1},
+                        {{"rois", Tensor(DType::kF32, {0, 4})}});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ((*got)[0].shape(), (Shape{0, 1, 1, 1}));
+}
+
 TEST(OnnxSample, RoiAlignRefusesBadInputs) {
   const Input x{"x", 1, {1, 1, 4, 4}}, rois{"rois", 1, {2, 4}}, b{"b", onnx::TensorProto::INT64, {2}};
   // sampling_ratio 0 with rois computed at run time: refused, asking for them at import.
