@@ -356,6 +356,15 @@ void TaskRound::AddReveal(const SignedAttestation& vote, VotePhase phase, const 
       CountVote(vote, phase == VotePhase::kCommittee, out);
       return;
     }
+    // A dispute vote whose commitment this node did not admit before its window closed still
+    // counts. In the dispute round every result is public already (the votes that conflicted),
+    // so a commitment hides nothing and a late one is no sign of copying; refusing it only lets
+    // nodes that closed on different commitments (a reveal relayed ahead of its sender's
+    // commitment) end with different signers, and one of them below the threshold for good.
+    if (phase == VotePhase::kDispute && it == w.admitted.end() && dispute_ && dispute_->is_member(*signer)) {
+      CountVote(vote, /*committee_phase=*/false, out);
+      return;
+    }
     // Two uncounted votes for different results are equivocation all the same; such a signer's
     // votes never start a dispute.
     if (NoteUncounted(vote, *signer, out)) return;

@@ -142,6 +142,10 @@ const std::vector<OpConverter>& DataShapeConverters();  // ops_data_shape.cc: fo
 // Every converter by ONNX op type (the families merged).
 const std::map<std::string, ConvertFn>& ConverterTable();
 
+// The newest opset of the default domain the importer reads. Every op whose definition changed
+// up to it is handled or refuses the new attribute or value by name (docs/ONNX.md).
+inline constexpr int64_t kMaxOpset = 21;
+
 // The phrase every "this input must be known at import" error carries (NeedsValueAtImport).
 inline constexpr std::string_view kComputedAtRunTime = "computed at run time";
 

@@ -325,7 +325,19 @@ class Importer {
   Status ImportIf(const onnx::NodeProto& node, const std::string& label);
   StatusOr<std::vector<ValueId>> InlineBranch(const onnx::NodeProto& node, const std::string& where, bool then_branch);
   Status ImportIfAtRunTime(const onnx::NodeProto& node, const std::string& where, ValueId cond);
-  void CountConsumers(const onnx::GraphProto& g);
+  Status ImportLoop(const onnx::NodeProto& node, const std::string& label);
+  Status ImportScan(const onnx::NodeProto& node, const std::string& label);
+  StatusOr<ValueId> ResolveInput(const onnx::NodeProto& node, int i, const std::string& where);
+  // A Loop or Scan body with its initializers read once, instantiated per iteration.
+  struct Body {
+    const onnx::GraphProto* graph = nullptr;
+    std::vector<std::pair<std::string, ValueId>> initializers;
+  };
+  StatusOr<Body> ReadBody(const onnx::NodeProto& node, const std::string& where, int inputs, int outputs);
+  StatusOr<std::vector<ValueId>> InlineIteration(const Body& body, const std::vector<ValueId>& inputs,
+                                                 const std::string& where, int64_t iteration);
+  StatusOr<ValueId> StackIterations(NodeContext& ctx, const std::vector<ValueId>& parts, int64_t axis, bool reversed);
+  void CountConsumers(const onnx::GraphProto& g, int weight);
   Status ExternalizeWeights(OnnxImport* out);
   void DropSuperseded();
 
@@ -344,7 +356,7 @@ class Importer {
   int64_t folded_ = 0;
   // Nodes of the main graph plus those of inlined If branches, against limits().max_ops.
   int64_t nodes_seen_ = 0;
-  int if_depth_ = 0;  // If branches being inlined, one inside the other
+  int if_depth_ = 0;  // If branches and Loop/Scan bodies being inlined, one inside the other
   std::unique_ptr<kernels::Backend> cpu_;
   std::set<int> superseded_;  // graph node indices replaced by import-time rewrites
 };
@@ -455,6 +467,8 @@ Status Importer::ImportNode(const onnx::NodeProto& node, int index) {
                          "' (only the default ONNX domain is supported)");
   }
   if (node.op_type() == "If") return ImportIf(node, label);
+  if (node.op_type() == "Loop") return ImportLoop(node, label);
+  if (node.op_type() == "Scan") return ImportScan(node, label);
   const auto& converters = ConverterTable();
   auto it = converters.find(node.op_type());
   if (it == converters.end()) {
@@ -620,17 +634,415 @@ Status Importer::ImportIfAtRunTime(const onnx::NodeProto& node, const std::strin
   return OkStatus();
 }
 
-// Counts every read of each name, in If branches too: a fusion that supersedes a value's
-// producer when it has one reader must see the reads of a branch that is inlined later.
-void Importer::CountConsumers(const onnx::GraphProto& g) {
-  for (const auto& node : g.node()) {
-    for (const std::string& name : node.input()) ++consumers_[name];
-    for (const auto& attr : node.attribute()) {
-      if (attr.has_g()) CountConsumers(attr.g());
-      for (const auto& sub : attr.graphs()) CountConsumers(sub);
+// --- Loop and Scan, unrolled at import (docs/DETERMINISM.md 6.1b) ---
+//
+// The trip count must be known at import; each iteration's body is imported in place, in
+// order, with its inputs bound to the previous iteration's values, as an If branch is. The
+// unrolled graph is the graph: nothing is evaluated differently from the body run M times.
+
+namespace {
+constexpr int64_t kMaxUnrolledIterations = 256;
+constexpr std::string_view kBindHint = " (`consensor run --bind NAME=FILE.npy` fixes an input at import)";
+}  // namespace
+
+StatusOr<ValueId> Importer::ResolveInput(const onnx::NodeProto& node, int i, const std::string& where) {
+  auto it = by_name_.find(node.input(i));
+  if (it == by_name_.end()) {
+    return InvalidArgument(where + " reads '" + node.input(i) +
+                           "', which no earlier node, input or initializer defines");
+  }
+  return it->second;
+}
+
+StatusOr<Importer::Body> Importer::ReadBody(const onnx::NodeProto& node, const std::string& where, int inputs,
+                                            int outputs) {
+  Body body;
+  for (const auto& attr : node.attribute()) {
+    if (attr.name() == "body" && attr.has_g()) body.graph = &attr.g();
+  }
+  if (!body.graph) return InvalidArgument(where + " has no body graph");
+  const onnx::GraphProto& g = *body.graph;
+  if (g.input_size() != inputs || g.output_size() != outputs) {
+    return InvalidArgument(where + ": the body has " + std::to_string(g.input_size()) + " inputs and " +
+                           std::to_string(g.output_size()) + " outputs, the node needs " + std::to_string(inputs) +
+                           " and " + std::to_string(outputs));
+  }
+  for (const auto& value : g.input()) {
+    if (value.has_type() && !value.type().has_tensor_type()) {
+      return Unimplemented("unsupported non-tensor body input '" + value.name() + "' in " + where +
+                           " (sequence, optional and map values are not supported)");
     }
   }
-  for (const auto& o : g.output()) ++consumers_[o.name()];
+  for (const auto& value : g.output()) {
+    if (value.has_type() && !value.type().has_tensor_type()) {
+      return Unimplemented("unsupported non-tensor body output '" + value.name() + "' in " + where +
+                           " (sequence, optional and map values are not supported)");
+    }
+  }
+  if (g.sparse_initializer_size() > 0) return Unimplemented("unsupported sparse initializers in " + where);
+  for (const auto& init : g.initializer()) {
+    auto t = TensorFromOnnx(init, options_.limits);
+    if (!t.ok()) return t.status().WithContext("initializer of " + where);
+    body.initializers.emplace_back(init.name(), AddConstant(std::move(t).value(), init.name()));
+  }
+  return body;
+}
+
+StatusOr<std::vector<ValueId>> Importer::InlineIteration(const Body& body, const std::vector<ValueId>& inputs,
+                                                         const std::string& where, int64_t iteration) {
+  constexpr int kMaxDepth = 16;
+  const onnx::GraphProto& g = *body.graph;
+  if (if_depth_ >= kMaxDepth) {
+    return Unimplemented(where + ": If branches and loop bodies nested over " + std::to_string(kMaxDepth) + " deep");
+  }
+  // An iteration counts as one node at least: nested loops of empty bodies must not spin
+  // through 256^depth iterations for free.
+  nodes_seen_ += std::max(g.node_size(), 1);
+  if (nodes_seen_ > options_.limits.max_ops) {
+    return ResourceExhausted(where + ": unrolled to iteration " + std::to_string(iteration) + ", the model has over " +
+                             std::to_string(options_.limits.max_ops) + " nodes (the op cap, --max-ops)");
+  }
+  for (const auto& [name, value] : body.initializers) by_name_[name] = value;
+  for (int i = 0; i < g.input_size(); ++i) {
+    if (!g.input(i).name().empty()) by_name_[g.input(i).name()] = inputs[i];
+  }
+  ++if_depth_;
+  for (int i = 0; i < g.node_size(); ++i) {
+    Status s = ImportNode(g.node(i), i);
+    if (!s.ok()) {
+      --if_depth_;
+      return s.WithContext("iteration " + std::to_string(iteration) + " of the body of " + where);
+    }
+  }
+  --if_depth_;
+  std::vector<ValueId> outputs;
+  for (const auto& o : g.output()) {
+    auto produced = by_name_.find(o.name());
+    if (produced == by_name_.end()) {
+      return InvalidArgument(where + ": body output '" + o.name() + "' is not produced");
+    }
+    outputs.push_back(produced->second);
+  }
+  return outputs;
+}
+
+// The per-iteration values of a scan output, each given a unit dim at `axis` and concatenated
+// along it, last iteration first when `reversed`.
+StatusOr<ValueId> Importer::StackIterations(NodeContext& ctx, const std::vector<ValueId>& parts, int64_t axis,
+                                            bool reversed) {
+  std::vector<ValueId> stacked;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const ValueId part = parts[reversed ? parts.size() - 1 - i : i];
+    Shape shape = type(part).shape;
+    if (axis < 0 || axis > static_cast<int64_t>(shape.size())) {
+      return ctx.Invalid("scan output axis " + std::to_string(axis) + " is out of range for a slice of rank " +
+                         std::to_string(shape.size()));
+    }
+    shape.insert(shape.begin() + axis, 1);
+    ASSIGN_OR_RETURN(ValueId unit, ReshapeTo(ctx, part, shape));
+    stacked.push_back(unit);
+  }
+  if (stacked.size() == 1) return stacked[0];
+  return ctx.Emit("concat", stacked, {{"axis", axis}});
+}
+
+// Loop: `for (i = 0; i < M && cond; ++i) { cond, v... , scan... = body(i, cond, v...) }`.
+// M, the condition and every condition the body computes must be known at import.
+Status Importer::ImportLoop(const onnx::NodeProto& node, const std::string& label) {
+  const std::string where = "node '" + label + "' (Loop)";
+  const std::string refused = "unsupported op Loop in " + where + ": ";
+  if (node.input_size() < 2) return InvalidArgument(where + " needs the inputs M and cond (either may be empty)");
+  const int carried = node.input_size() - 2;
+  const int scans = node.output_size() - carried;
+  if (scans < 0) {
+    return InvalidArgument(where + " has " + std::to_string(node.output_size()) + " outputs for " +
+                           std::to_string(carried) + " loop-carried values");
+  }
+  std::vector<ValueId> inputs(static_cast<size_t>(node.input_size()), -1);
+  for (int i = 0; i < node.input_size(); ++i) {
+    if (node.input(i).empty()) {
+      if (i >= 2) return InvalidArgument(where + ": loop-carried input " + std::to_string(i) + " is empty");
+      continue;
+    }
+    ASSIGN_OR_RETURN(inputs[i], ResolveInput(node, i, where));
+  }
+  NodeContext ctx(*this, node, inputs, opset_);
+  for (const auto& attr : node.attribute()) {
+    if (attr.name() != "body") return ctx.Unsupported("attribute '" + attr.name() + "'");
+  }
+  std::optional<int64_t> trip_count;
+  if (inputs[0] >= 0) {
+    const Tensor* m = constant(inputs[0]);
+    if (!m) {
+      return Unimplemented(refused + "its trip count M is " + std::string(kComputedAtRunTime) +
+                           " (Loop is unrolled at import and needs it known there)" + std::string(kBindHint));
+    }
+    if (m->num_elements() != 1 || m->dtype() != DType::kI64) {
+      return InvalidArgument(where + ": the trip count M must be one i64 value");
+    }
+    trip_count = std::max<int64_t>(m->data_as<int64_t>()[0], 0);
+  }
+  bool running = true;
+  if (inputs[1] >= 0) {
+    const TypeInfo& t = type(inputs[1]);
+    if (t.dtype != DType::kBool || !CheckedNumElements(t.shape).ok() || *CheckedNumElements(t.shape) != 1) {
+      return InvalidArgument(where + ": the condition must be one bool value");
+    }
+    const Tensor* c = constant(inputs[1]);
+    if (!c) {
+      return Unimplemented(refused + "its condition is " + std::string(kComputedAtRunTime) +
+                           " (Loop is unrolled at import and needs it known there)" + std::string(kBindHint));
+    }
+    running = c->data()[0] != 0;
+  }
+  if (!trip_count && inputs[1] < 0) {
+    return Unimplemented(refused + "it has neither a trip count nor a condition, so it never ends");
+  }
+  if (trip_count && *trip_count > kMaxUnrolledIterations && inputs[1] < 0) {
+    return Unimplemented(refused + "its trip count " + std::to_string(*trip_count) + " is over the unrolling cap of " +
+                         std::to_string(kMaxUnrolledIterations) + " iterations");
+  }
+  ASSIGN_OR_RETURN(Body body, ReadBody(node, where, 2 + carried, 1 + carried + scans));
+
+  const auto scope = by_name_;
+  std::vector<ValueId> state(inputs.begin() + 2, inputs.end());
+  std::vector<std::vector<ValueId>> scan_parts(static_cast<size_t>(scans));
+  ValueId cond_value = inputs[1] >= 0 ? inputs[1] : AddConstant(Tensor::FromVector<uint8_t>(DType::kBool, {}, {1}));
+  int64_t i = 0;
+  for (; running && (!trip_count || i < *trip_count); ++i) {
+    if (i >= kMaxUnrolledIterations) {
+      by_name_ = scope;
+      return Unimplemented(refused + "it runs over " + std::to_string(kMaxUnrolledIterations) +
+                           " iterations, the unrolling cap");
+    }
+    std::vector<ValueId> body_inputs = {AddConstant(Tensor::FromVector<int64_t>(DType::kI64, {}, {i})), cond_value};
+    body_inputs.insert(body_inputs.end(), state.begin(), state.end());
+    auto outputs = InlineIteration(body, body_inputs, where, i);
+    if (!outputs.ok()) {
+      by_name_ = scope;
+      return outputs.status();
+    }
+    std::copy(outputs->begin() + 1, outputs->begin() + 1 + carried, state.begin());
+    for (int k = 0; k < scans; ++k) scan_parts[k].push_back((*outputs)[1 + carried + k]);
+    // Without a condition input, the body's condition output is ignored (a plain for loop).
+    if (inputs[1] >= 0) {
+      cond_value = (*outputs)[0];
+      const TypeInfo& t = type(cond_value);
+      const Tensor* c = constant(cond_value);
+      if (t.dtype != DType::kBool || !CheckedNumElements(t.shape).ok() || *CheckedNumElements(t.shape) != 1) {
+        by_name_ = scope;
+        return InvalidArgument(where + ": the body's condition output must be one bool value");
+      }
+      if (!c) {
+        by_name_ = scope;
+        return Unimplemented(refused + "the condition its body computes in iteration " + std::to_string(i) + " is " +
+                             std::string(kComputedAtRunTime) +
+                             " (Loop is unrolled at import and needs the trip count known there)" +
+                             std::string(kBindHint));
+      }
+      running = c->data()[0] != 0;
+    }
+  }
+  by_name_ = scope;
+  for (int k = 0; k < carried; ++k) {
+    if (!node.output(k).empty()) by_name_[node.output(k)] = state[k];
+  }
+  for (int k = 0; k < scans; ++k) {
+    const std::string& name = node.output(carried + k);
+    if (name.empty()) continue;
+    if (scan_parts[k].empty()) {
+      return Unimplemented(refused + "it runs no iteration, so its scan output '" + name +
+                           "' has no shape to take from the body");
+    }
+    ASSIGN_OR_RETURN(ValueId stacked, StackIterations(ctx, scan_parts[k], 0, false));
+    by_name_[name] = stacked;
+  }
+  return OkStatus();
+}
+
+// Scan: the scan inputs are sliced along their axes, the body runs once per slice with the
+// state threaded through, and each scan output's slices are stacked along its axis. Opset 8's
+// Scan has a leading batch axis on every input and output: each batch element is scanned on
+// its own, in order, and the results are stacked along axis 0.
+Status Importer::ImportScan(const onnx::NodeProto& node, const std::string& label) {
+  const std::string where = "node '" + label + "' (Scan)";
+  const std::string refused = "unsupported op Scan in " + where + ": ";
+  const bool batched = opset_ < 9;
+  const int first = batched ? 1 : 0;  // opset 8: input 0 is the optional sequence_lens
+  std::vector<ValueId> all_inputs(static_cast<size_t>(node.input_size()), -1);
+  for (int i = 0; i < node.input_size(); ++i) {
+    if (node.input(i).empty()) {
+      if (i < first) continue;
+      return InvalidArgument(where + ": input " + std::to_string(i) + " is empty");
+    }
+    ASSIGN_OR_RETURN(all_inputs[i], ResolveInput(node, i, where));
+  }
+  NodeContext ctx(*this, node, all_inputs, opset_);
+  if (batched) {
+    RETURN_IF_ERROR(ctx.CheckAttributes({"body", "num_scan_inputs", "directions"}));
+  } else {
+    RETURN_IF_ERROR(ctx.CheckAttributes({"body", "num_scan_inputs", "scan_input_axes", "scan_input_directions",
+                                         "scan_output_axes", "scan_output_directions"}));
+  }
+  if (node.input_size() <= first) return ctx.Invalid("needs at least one scan input");
+  const std::vector<ValueId> inputs(all_inputs.begin() + first, all_inputs.end());
+  if (!ctx.has_attr("num_scan_inputs")) return ctx.Invalid("attribute 'num_scan_inputs' is required");
+  ASSIGN_OR_RETURN(int64_t scan_inputs, ctx.AttrInt("num_scan_inputs", 0));
+  const int64_t n_inputs = static_cast<int64_t>(inputs.size());
+  if (scan_inputs < 1 || scan_inputs > n_inputs) {
+    return ctx.Invalid("num_scan_inputs " + std::to_string(scan_inputs) + " must be in [1, " +
+                       std::to_string(n_inputs) + "]");
+  }
+  const int64_t states = n_inputs - scan_inputs;
+  const int64_t scans = node.output_size() - states;
+  if (scans < 0) {
+    return ctx.Invalid("has " + std::to_string(node.output_size()) + " outputs for " + std::to_string(states) +
+                       " state values");
+  }
+  // Opset 8 scans axis 1 of each batch element's [B, T, ...] input, i.e. axis 0 of its slice.
+  ASSIGN_OR_RETURN(std::vector<int64_t> in_axes, ctx.AttrInts("scan_input_axes", std::vector<int64_t>(scan_inputs, 0)));
+  ASSIGN_OR_RETURN(std::vector<int64_t> in_dirs, ctx.AttrInts(batched ? "directions" : "scan_input_directions",
+                                                              std::vector<int64_t>(scan_inputs, 0)));
+  ASSIGN_OR_RETURN(std::vector<int64_t> out_axes, ctx.AttrInts("scan_output_axes", std::vector<int64_t>(scans, 0)));
+  ASSIGN_OR_RETURN(std::vector<int64_t> out_dirs,
+                   ctx.AttrInts("scan_output_directions", std::vector<int64_t>(scans, 0)));
+  if (static_cast<int64_t>(in_axes.size()) != scan_inputs || static_cast<int64_t>(in_dirs.size()) != scan_inputs ||
+      static_cast<int64_t>(out_axes.size()) != scans || static_cast<int64_t>(out_dirs.size()) != scans) {
+    return ctx.Invalid(
+        "scan_input_axes and the input directions need one value per scan input, scan_output_axes "
+        "and scan_output_directions one per scan output");
+  }
+  for (int64_t d : in_dirs) {
+    if (d != 0 && d != 1) return ctx.Invalid("a scan direction must be 0 or 1");
+  }
+  for (int64_t d : out_dirs) {
+    if (d != 0 && d != 1) return ctx.Invalid("a scan direction must be 0 or 1");
+  }
+  int64_t batch = 1;
+  if (batched) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Shape& shape = type(inputs[i]).shape;
+      if (i == 0 && !shape.empty()) batch = shape[0];
+      if (shape.empty() || shape[0] != batch) {
+        return ctx.Invalid("every input must have the same batch size in dim 0, got " + ShapeToString(shape));
+      }
+    }
+  }
+  int64_t length = -1;
+  for (int64_t j = 0; j < scan_inputs; ++j) {
+    Shape shape = type(inputs[states + j]).shape;
+    if (batched) shape.erase(shape.begin());
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    if (rank == 0) return ctx.Invalid("scan input " + std::to_string(j) + " has no axis to scan");
+    ASSIGN_OR_RETURN(in_axes[j], NormalizeAxis(ctx, in_axes[j], rank, "scan input axis"));
+    const int64_t len = shape[in_axes[j]];
+    if (length >= 0 && len != length) {
+      return ctx.Invalid("the scan inputs have lengths " + std::to_string(length) + " and " + std::to_string(len));
+    }
+    length = len;
+  }
+  if (batched && ctx.has_input(0)) {
+    // Every batch element must be scanned to the full length: shorter sequences would need
+    // ONNX's padding of the outputs, which is not lowered.
+    ASSIGN_OR_RETURN(std::vector<int64_t> lens, ctx.ConstantInts(0, "sequence_lens"));
+    for (int64_t len : lens) {
+      if (len != length) {
+        return Unimplemented(refused + "sequence_lens other than the full length " + std::to_string(length));
+      }
+    }
+  }
+  if (length > kMaxUnrolledIterations || (length > 0 && batch > kMaxUnrolledIterations / length)) {
+    return Unimplemented(refused + "its scan length " + std::to_string(length) +
+                         (batched ? " times its batch " + std::to_string(batch) : std::string()) +
+                         " is over the unrolling cap of " + std::to_string(kMaxUnrolledIterations) + " iterations");
+  }
+  ASSIGN_OR_RETURN(Body body, ReadBody(node, where, static_cast<int>(n_inputs), static_cast<int>(node.output_size())));
+
+  const auto scope = by_name_;
+  // Per batch element (one without a batch axis): final states and stacked scan outputs.
+  std::vector<std::vector<ValueId>> final_states(static_cast<size_t>(states));
+  std::vector<std::vector<ValueId>> scan_outputs(static_cast<size_t>(scans));
+  auto scan_one = [&](int64_t b) -> Status {
+    auto slice_at = [&](ValueId x, int64_t axis, int64_t at) -> StatusOr<ValueId> {
+      Shape shape = type(x).shape;
+      shape.erase(shape.begin() + axis);
+      ASSIGN_OR_RETURN(ValueId part, ctx.Emit("slice", {x},
+                                              {{"starts", std::vector<int64_t>{at}},
+                                               {"ends", std::vector<int64_t>{at + 1}},
+                                               {"axes", std::vector<int64_t>{axis}}}));
+      return ReshapeTo(ctx, part, shape);
+    };
+    std::vector<ValueId> own(inputs);
+    if (batched) {
+      for (ValueId& v : own) {
+        ASSIGN_OR_RETURN(v, slice_at(v, 0, b));
+      }
+    }
+    std::vector<ValueId> state(own.begin(), own.begin() + states);
+    std::vector<std::vector<ValueId>> parts(static_cast<size_t>(scans));
+    for (int64_t t = 0; t < length; ++t) {
+      std::vector<ValueId> body_inputs = state;
+      for (int64_t j = 0; j < scan_inputs; ++j) {
+        ASSIGN_OR_RETURN(ValueId x_t, slice_at(own[states + j], in_axes[j], in_dirs[j] == 0 ? t : length - 1 - t));
+        body_inputs.push_back(x_t);
+      }
+      ASSIGN_OR_RETURN(std::vector<ValueId> outputs, InlineIteration(body, body_inputs, where, b * length + t));
+      std::copy(outputs.begin(), outputs.begin() + states, state.begin());
+      for (int64_t k = 0; k < scans; ++k) parts[k].push_back(outputs[states + k]);
+    }
+    for (int64_t k = 0; k < states; ++k) final_states[k].push_back(state[k]);
+    for (int64_t k = 0; k < scans; ++k) {
+      if (node.output(static_cast<int>(states + k)).empty()) continue;
+      if (parts[k].empty()) {
+        return Unimplemented(refused + "its scan length is 0, so its scan output '" +
+                             node.output(static_cast<int>(states + k)) + "' has no shape to take from the body");
+      }
+      const int64_t out_rank = static_cast<int64_t>(type(parts[k][0]).shape.size()) + 1;
+      ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, out_axes[k], out_rank, "scan output axis"));
+      ASSIGN_OR_RETURN(ValueId stacked, StackIterations(ctx, parts[k], axis, out_dirs[k] == 1));
+      scan_outputs[k].push_back(stacked);
+    }
+    return OkStatus();
+  };
+  for (int64_t b = 0; b < batch; ++b) {
+    Status s = scan_one(b);
+    if (!s.ok()) {
+      by_name_ = scope;
+      return s;
+    }
+  }
+  by_name_ = scope;
+  for (int64_t k = 0; k < states + scans; ++k) {
+    const std::string& name = node.output(static_cast<int>(k));
+    if (name.empty()) continue;
+    const auto& per_batch = k < states ? final_states[k] : scan_outputs[k - states];
+    if (per_batch.empty()) {
+      return Unimplemented(refused + "its batch is empty, so output '" + name + "' has no shape to take from the body");
+    }
+    if (!batched) {
+      by_name_[name] = per_batch[0];
+      continue;
+    }
+    ASSIGN_OR_RETURN(by_name_[name], StackIterations(ctx, per_batch, 0, false));
+  }
+  return OkStatus();
+}
+
+// Counts every read of each name, in If branches too: a fusion that supersedes a value's
+// producer when it has one reader must see the reads of a branch that is inlined later. A
+// Loop or Scan body is instantiated once per iteration, so its reads count twice: no value it
+// reads or computes is ever taken for one with a single reader.
+void Importer::CountConsumers(const onnx::GraphProto& g, int weight) {
+  for (const auto& node : g.node()) {
+    for (const std::string& name : node.input()) consumers_[name] += weight;
+    const bool repeated = node.op_type() == "Loop" || node.op_type() == "Scan";
+    const int sub_weight = repeated ? std::min(weight * 2, 1 << 20) : weight;
+    for (const auto& attr : node.attribute()) {
+      if (attr.has_g()) CountConsumers(attr.g(), sub_weight);
+      for (const auto& sub : attr.graphs()) CountConsumers(sub, sub_weight);
+    }
+  }
+  for (const auto& o : g.output()) consumers_[o.name()] += weight;
 }
 
 // Rebuilds graph_ without the superseded nodes, their outputs, and the constants that only
@@ -710,8 +1122,9 @@ Status Importer::Run(const onnx::ModelProto& model, OnnxImport* out) {
     if (model.ir_version() >= 3) return InvalidArgument("the model does not import the default ONNX opset");
     opset_ = 1;
   }
-  if (opset_ < 1 || opset_ > 17) {
-    return Unimplemented("unsupported opset " + std::to_string(opset_) + " (Consensor imports opsets 1 to 17)");
+  if (opset_ < 1 || opset_ > kMaxOpset) {
+    return Unimplemented("unsupported opset " + std::to_string(opset_) + " (Consensor imports opsets 1 to " +
+                         std::to_string(kMaxOpset) + ")");
   }
   out->opset = opset_;
   out->producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
@@ -719,7 +1132,7 @@ Status Importer::Run(const onnx::ModelProto& model, OnnxImport* out) {
   const onnx::GraphProto& g = model.graph();
   if (g.sparse_initializer_size() > 0) return Unimplemented("unsupported sparse initializers");
 
-  CountConsumers(g);
+  CountConsumers(g, 1);
 
   for (const auto& init : g.initializer()) {
     auto t = TensorFromOnnx(init, options_.limits);
@@ -1116,6 +1529,9 @@ StatusOr<Tensor> ParseOnnxTensor(std::span<const uint8_t> bytes, const Limits& l
 std::vector<std::string> SupportedOnnxOps() {
   std::vector<std::string> ops;
   for (const auto& [op, convert] : onnx_import::ConverterTable()) ops.push_back(op);
+  // Control flow is the driver's own, not a converter's: its subgraphs are imported in place.
+  for (const char* op : {"If", "Loop", "Scan"}) ops.push_back(op);
+  std::sort(ops.begin(), ops.end());
   return ops;
 }
 

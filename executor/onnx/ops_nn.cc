@@ -1058,8 +1058,9 @@ Status Reduce(NodeContext& ctx, ReduceKind kind) {
   ASSIGN_OR_RETURN(int64_t keepdims, ctx.AttrInt("keepdims", 1));
   ASSIGN_OR_RETURN(int64_t noop_with_empty_axes, ctx.AttrInt("noop_with_empty_axes", 0));
   Ints axes;
-  // ReduceSum takes its axes as an input from opset 13; the others (until opset 18) as an attribute.
-  const bool axes_input = kind == ReduceKind::kSum && ctx.opset() >= 13;
+  // ReduceSum takes its axes as an input from opset 13, the others from opset 18; an axes
+  // attribute there is refused by the attribute check.
+  const bool axes_input = ctx.opset() >= (kind == ReduceKind::kSum ? 13 : 18);
   if (axes_input) {
     RETURN_IF_ERROR(ctx.CheckAttributes({"keepdims", "noop_with_empty_axes"}));
     if (ctx.has_input(1)) {

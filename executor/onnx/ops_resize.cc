@@ -348,8 +348,24 @@ Status Resize(NodeContext& ctx) {
     spec.rounding = NearestRounding::kFloorUpCeilDown;
     return ResizeImpl(ctx, spec, 1, -1, -1, nullptr);
   }
-  RETURN_IF_ERROR(ctx.CheckAttributes({"mode", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
-                                       "extrapolation_value", "nearest_mode"}));
+  RETURN_IF_ERROR(
+      ctx.CheckAttributes({"mode", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
+                           "extrapolation_value", "nearest_mode", "antialias", "axes", "keep_aspect_ratio_policy"}));
+  // Opset 18's additions are accepted at their defaults only (ONNX Runtime's behaviour then is
+  // the opset-13 one); anything else is refused by name.
+  ASSIGN_OR_RETURN(int64_t antialias, ctx.AttrInt("antialias", 0));
+  if (antialias != 0) return ctx.Unsupported("attribute antialias = " + std::to_string(antialias));
+  ASSIGN_OR_RETURN(std::string policy, ctx.AttrString("keep_aspect_ratio_policy", "stretch"));
+  if (policy != "stretch") return ctx.Unsupported("attribute keep_aspect_ratio_policy = '" + policy + "'");
+  if (ctx.has_attr("axes")) {
+    ASSIGN_OR_RETURN(std::vector<int64_t> axes, ctx.AttrInts("axes", {}));
+    const int64_t rank = ctx.has_input(0) ? static_cast<int64_t>(ctx.input_type(0).shape.size()) : 0;
+    bool every_axis = static_cast<int64_t>(axes.size()) == rank;
+    for (size_t i = 0; every_axis && i < axes.size(); ++i) {
+      every_axis = axes[i] == static_cast<int64_t>(i) || axes[i] == static_cast<int64_t>(i) - rank;
+    }
+    if (!every_axis) return ctx.Unsupported("attribute axes (only every axis, in order, is supported)");
+  }
   ASSIGN_OR_RETURN(spec.mode, ParseMode(ctx, true));
   ASSIGN_OR_RETURN(std::string coordinates, ctx.AttrString("coordinate_transformation_mode", "half_pixel"));
   if (coordinates == "half_pixel") spec.coordinates = Coordinates::kHalfPixel;
@@ -358,6 +374,8 @@ Status Resize(NodeContext& ctx) {
   else if (coordinates == "asymmetric") spec.coordinates = Coordinates::kAsymmetric;
   else if (coordinates == "tf_crop_and_resize") spec.coordinates = Coordinates::kTfCrop;
   else if (coordinates == "tf_half_pixel_for_nn" && ctx.opset() < 13) spec.coordinates = Coordinates::kTfHalfPixelForNn;
+  else if (coordinates == "half_pixel_symmetric" && ctx.opset() >= 19)
+    return ctx.Unsupported("coordinate_transformation_mode 'half_pixel_symmetric'");
   else return ctx.Invalid("unknown coordinate_transformation_mode '" + coordinates + "'");
   ASSIGN_OR_RETURN(std::string rounding, ctx.AttrString("nearest_mode", "round_prefer_floor"));
   if (rounding == "round_prefer_floor") spec.rounding = NearestRounding::kRoundPreferFloor;

@@ -161,6 +161,9 @@ constexpr const char* kGoldenModels[] = {
     "node/test_mvn",
     "node/test_compress_0",
     "node/test_reversesequence_time",
+    "node/test_loop11",
+    "node/test_scan9_sum",
+    "node/test_scan_sum",
     // NonMaxSuppression, NonZero, Unique, folded at import (DETERMINISM.md 6.8c).
     "node/test_nonmaxsuppression_center_point_box_format",
     "node/test_nonmaxsuppression_two_classes",

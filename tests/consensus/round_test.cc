@@ -560,14 +560,46 @@ TEST_F(CommitRevealTest, DisputeRoundHasItsOwnWindow) {
             std::vector<std::string>{"not counted " + Op(3) +
                                      ": no commitment of it was seen before the commit window closed"});
   EXPECT_EQ(Reveal(round, VoteAt(3, 1), {}, VotePhase::kDispute), std::vector<std::string>{"counted " + Op(3) + " r1"});
-  // Operator 2 commits after the window closed: its vote does not count.
+  // Operator 2's commitment comes after the window closed here (another node may have admitted
+  // it in time): its vote counts all the same, since in the dispute round every result was
+  // public before anyone committed. Three honest votes and a's make 4 of 6.
   const SignedAttestation late = VoteAt(2, 1);
   EXPECT_TRUE(Commit(round, CommitAt(2, late, VotePhase::kDispute)).empty());
   EXPECT_EQ(Reveal(round, late, {}, VotePhase::kDispute),
-            std::vector<std::string>{"not counted " + Op(2) +
-                                     ": no commitment of it was seen before the commit window closed"});
-  EXPECT_EQ(Reveal(round, VoteAt(5, 1), {}, VotePhase::kDispute),
-            (std::vector<std::string>{"counted " + Op(5) + " r1", "dispute certified r1 supersedes first",
+            (std::vector<std::string>{"counted " + Op(2) + " r1", "dispute certified r1 supersedes first",
+                                      "slash dispute " + Op(1)}));
+  // A dispute vote that contradicts its admitted commitment still does not count.
+  EXPECT_EQ(Reveal(round, VoteAt(5, 7), {}, VotePhase::kDispute),
+            std::vector<std::string>{"not counted " + Op(5) + ": it does not match its signer's commitment"});
+}
+
+// What failed a real network under ASan: member 5's reveal was relayed ahead of its own
+// commitment, closed this node's dispute window on the others' commitments and was refused for
+// want of its own. Every other node admitted it in time and certified with it; this one, one vote
+// short, would never have certified. Its vote counts here too.
+TEST_F(CommitRevealTest, DisputeRevealOutrunningItsCommitmentStillCounts) {
+  TaskRound round = Open(/*self_position=*/4);
+  const SignedAttestation a = VoteAt(0, 1), b = VoteAt(1, 9);
+  Commit(round, CommitAt(0, a));
+  Commit(round, CommitAt(1, b));
+  Reveal(round, a);
+  Reveal(round, b);
+  ASSERT_TRUE(round.disputed());
+  const SignedAttestation mine = VoteAt(4, 1), third = VoteAt(3, 1), fifth = VoteAt(5, 1);
+  Commit(round, CommitAt(4, mine, VotePhase::kDispute));
+  Commit(round, CommitAt(3, third, VotePhase::kDispute));
+  // Member 5's reveal lists 3's, 4's and its own commitment; its own is not taken from it.
+  const std::vector<std::string> lines =
+      Reveal(round, fifth,
+             {CommitAt(3, third, VotePhase::kDispute), CommitAt(4, mine, VotePhase::kDispute),
+              CommitAt(5, fifth, VotePhase::kDispute)},
+             VotePhase::kDispute);
+  ASSERT_TRUE(round.window_closed(VotePhase::kDispute));
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "counted " + Op(5) + " r1"), lines.end())
+      << ::testing::PrintToString(lines);
+  EXPECT_EQ(Reveal(round, mine, {}, VotePhase::kDispute), std::vector<std::string>{"counted " + Op(4) + " r1"});
+  EXPECT_EQ(Reveal(round, third, {}, VotePhase::kDispute),
+            (std::vector<std::string>{"counted " + Op(3) + " r1", "dispute certified r1 supersedes first",
                                       "slash dispute " + Op(1)}));
 }
 

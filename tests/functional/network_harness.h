@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -185,6 +186,10 @@ struct NodeSpec {
   int64_t exhausted_grace_ms = 120000;
   bool unreachable = false;    // the registered endpoint is a port nothing listens on (others cannot reach it)
   bool bootstrap_all = false;  // [p2p] bootstrap: every other node's endpoint
+  // > 0: the datadir is a tmpfs of this many MiB that the harness mounts (root only: see
+  // CanMountTmpfs) and unmounts when the network stops; [storage] min_free_bytes when >= 0.
+  int64_t disk_mib = 0;
+  int64_t min_free_bytes = -1;
 
   NodeSpec& Fault(std::string mode) {
     fault = std::move(mode);
@@ -214,7 +219,22 @@ struct NodeSpec {
     bootstrap_all = true;
     return *this;
   }
+  NodeSpec& SmallDisk(int64_t mib, int64_t reserve_bytes) {
+    disk_mib = mib;
+    min_free_bytes = reserve_bytes;
+    return *this;
+  }
 };
+
+// Whether this process may mount a tmpfs (the small-disk tests need root or CAP_SYS_ADMIN).
+inline bool CanMountTmpfs(const std::string& scratch_dir) {
+  const std::string probe = scratch_dir + "/tmpfs-probe";
+  std::filesystem::create_directories(probe);
+  const bool ok = mount("tmpfs", probe.c_str(), "tmpfs", 0, "size=1m") == 0;
+  if (ok) umount2(probe.c_str(), MNT_DETACH);
+  std::filesystem::remove(probe);
+  return ok;
+}
 
 // Dev account `account` as an operator; chain the setters above for anything else.
 inline NodeSpec Operator(int account) {
@@ -227,13 +247,21 @@ class NetworkNode {
  public:
   NetworkNode(std::string name, std::string dir, NodeSpec spec)
       : name_(std::move(name)), dir_(std::move(dir)), spec_(std::move(spec)) {}
-  ~NetworkNode() { Kill(SIGKILL); }
+  ~NetworkNode() {
+    Kill(SIGKILL);
+    Unmount();
+  }
   NetworkNode(const NetworkNode&) = delete;
   NetworkNode& operator=(const NetworkNode&) = delete;
 
   // Starts consensord with its config file only; does not wait.
   void Spawn() {
     std::filesystem::create_directories(datadir());
+    if (spec_.disk_mib > 0 && !mounted_) {
+      const std::string size = "size=" + std::to_string(spec_.disk_mib) + "m";
+      mounted_ = mount("tmpfs", datadir().c_str(), "tmpfs", 0, size.c_str()) == 0;
+      if (!mounted_) std::cerr << name_ << ": cannot mount a tmpfs at " << datadir() << "\n";
+    }
     std::filesystem::remove(datadir() + "/rpc.addr");
     std::filesystem::remove(datadir() + "/metrics.addr");
     pid_ = SpawnWithLog({DaemonBinary(), "--config", config_path(), "--log-level", "debug"}, log_path(),
@@ -279,6 +307,14 @@ class NetworkNode {
       exit_code_ = -1;
     }
     return exit_code_;
+  }
+  // Kills the node and unmounts its small disk, if it has one (a mount would keep the network's
+  // directory from being removed).
+  void Unmount() {
+    if (!mounted_) return;
+    Kill(SIGKILL);
+    umount2(datadir().c_str(), MNT_DETACH);
+    mounted_ = false;
   }
   // Sends a signal without waiting (SIGSTOP / SIGCONT freeze and thaw the node).
   void Signal(int signal) {
@@ -338,6 +374,7 @@ class NetworkNode {
   std::string keystore_path_;
   pid_t pid_ = -1;
   int exit_code_ = -1;
+  bool mounted_ = false;  // spec_.disk_mib > 0 and the tmpfs is mounted
   std::unique_ptr<node::NodeClient> client_;
 };
 
@@ -532,6 +569,8 @@ class TestNetwork {
 
   void Stop() {
     for (auto& n : nodes_) n->Kill(SIGKILL);
+    for (auto& n : nodes_) n->Unmount();
+    for (auto& n : retired_) n->Unmount();
     if (anvil_) anvil_->Stop();
   }
 
@@ -653,6 +692,7 @@ class TestNetwork {
       // Every member's commitment in before the reveals, even on a loaded CI machine: the fault
       // tests need the honest spare commitment (a 4th member) next to an equivocating one.
       << "\ncommit_grace_ms = 2000\n";
+    if (n.spec().min_free_bytes >= 0) f << "[storage]\nmin_free_bytes = " << n.spec().min_free_bytes << "\n";
     if (!n.spec().fault.empty()) {
       f << "[fault]\nmode = \"" << n.spec().fault << "\"\ndelay_ms = " << n.spec().fault_delay_ms << "\n";
     }

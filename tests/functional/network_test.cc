@@ -10,6 +10,7 @@
 // bounded polling loops; nothing asserts on timing.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <chrono>
@@ -1118,11 +1119,14 @@ TEST(NetworkSeedTest, CommitteeIsDrawnFromTheSeedBlockHash) {
   EXPECT_EQ(late.exit_code, 1) << late.out;
   EXPECT_NE(late.out.find("was mined before you submitted"), std::string::npos) << late.out;
   EXPECT_NE(late.out.find("NOT VERIFIED"), std::string::npos) << late.out;
-  // One whose task was held back until many seeds had been seen: more draws than allowed.
+  // One whose task was held back until many seeds had been seen: more draws than allowed. A
+  // client that submitted 12 s (12 one-second blocks) earlier sees that. Not the real submission
+  // time: the node's head may lag the chain by a poll, so its seed can be 1 block after the
+  // client's head, which no --max-seed-delay (at least 1) can refuse.
   testing_support::CommandResult held =
-      net.Cli(verify + " --submitted-at " + std::to_string(submitted_at) + " --max-seed-delay 1");
+      net.Cli(verify + " --submitted-at " + std::to_string(submitted_at - 12) + " --max-seed-delay 3");
   EXPECT_EQ(held.exit_code, 1) << held.out;
-  EXPECT_NE(held.out.find("more than --max-seed-delay 1"), std::string::npos) << held.out;
+  EXPECT_NE(held.out.find("more than --max-seed-delay 3"), std::string::npos) << held.out;
   testing_support::CommandResult bad = net.Cli(verify + " --submitted-at yesterday");
   EXPECT_EQ(bad.exit_code, 2) << bad.out;
   testing_support::CommandResult alone = net.Cli(verify + " --max-seed-delay 3");
@@ -1369,6 +1373,75 @@ TEST(NetworkFaultTest, MemberThatCannotFetchIsReplaced) {
   EXPECT_GE(blind.Metric("consensor_member_fetch_failures_total"), 1);
   EXPECT_GE(net.node(0).Metric("consensor_committee_extensions_total"), 1);
   EXPECT_FALSE(SlashedOnChain(net, blind));
+}
+
+// The storage refusals a node counted because its disk was below the free-space reserve.
+double FullDiskRefusals(NetworkNode& n) {
+  std::istringstream lines(n.MetricsText());
+  double sum = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("consensor_storage_refusals_total{", 0) != 0 || line.find("min_free_bytes") == std::string::npos)
+      continue;
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+// A member whose disk is full: its datadir is a 160 MiB tmpfs the test mounts, filled by another
+// file to below the node's 32 MiB reserve. It adopts and signs nothing, so the other members
+// certify without it; it is not slashed and keeps answering. Once the file is deleted it
+// executes and signs again, with no restart.
+TEST(NetworkFaultTest, MemberWithAFullDiskSignsNothingAndSignsAgainWhenSpaceReturns) {
+  TestNetwork net("full-disk");
+  if (!testing_support::CanMountTmpfs(net.dir())) GTEST_SKIP() << "mounting a tmpfs needs root or CAP_SYS_ADMIN";
+  auto fast = [](int account) { return Operator(account).MemberTimeoutMs(1500).ExhaustedGraceMs(4000); };
+  ASSERT_EQ(net.Start({fast(1), fast(2), fast(3), fast(4).SmallDisk(160, int64_t{32} << 20)}), "");
+  NetworkNode& full = net.node(3);
+  struct statvfs st {};
+  ASSERT_EQ(statvfs(full.datadir().c_str(), &st), 0);
+  const int64_t free_bytes = static_cast<int64_t>(st.f_bavail) * static_cast<int64_t>(st.f_frsize);
+  ASSERT_GT(free_bytes, int64_t{48} << 20);
+  const std::string filler = full.datadir() + "/filler";
+  std::ofstream(filler, std::ios::binary) << std::string(static_cast<size_t>(free_bytes - (int64_t{16} << 20)), 'f');
+
+  // Tasks from another node until one seats the full node (each committee: 3 of 4 operators).
+  // With 2 of 3 the other two members certify.
+  auto submit_until_member = [&](uint32_t quorum, uint32_t first_seed) -> std::optional<Submitted> {
+    for (uint32_t seed = first_seed; seed < first_seed + 12; ++seed) {
+      auto s = Submit(net.node(0), 3, quorum, seed);
+      if (!s.ok()) {
+        ADD_FAILURE() << s.status().ToString();
+        return std::nullopt;
+      }
+      auto t = WaitSeated(net.node(0), s->id);
+      if (!t.ok()) {
+        ADD_FAILURE() << t.status().ToString();
+        return std::nullopt;
+      }
+      if (InCommittee(*t, full)) return *s;
+    }
+    return std::nullopt;
+  };
+  std::optional<Submitted> while_full = submit_until_member(2, 300);
+  ASSERT_TRUE(while_full.has_value()) << "the full node was in no committee";
+  auto t = WaitCertified(net.node(0), while_full->id);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ExpectHonest(*t, *while_full, "entry node");
+  EXPECT_FALSE(Signed(t->consensus().certificate(), full));
+  EXPECT_GE(FullDiskRefusals(full), 1) << full.MetricsText();
+  auto info = full.client().GetNodeInfo();  // reads still work
+  EXPECT_TRUE(info.ok()) << info.status().ToString();
+
+  // Space returns: with 3 of 3, the certificate needs the once-full node's signature.
+  std::filesystem::remove(filler);
+  std::optional<Submitted> after = submit_until_member(3, 400);
+  ASSERT_TRUE(after.has_value()) << "the node was in no committee after space returned";
+  auto r = WaitCertified(full, after->id);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectHonest(*r, *after, full.name());
+  EXPECT_TRUE(Signed(r->consensus().certificate(), full)) << testing_support::Describe(*r);
+  EXPECT_FALSE(SlashedOnChain(net, full));
+  EXPECT_EQ(StakeOf(net, full), kTenEther);
 }
 
 // A member whose process dies when it executes (exit code 86, before attesting): the other two

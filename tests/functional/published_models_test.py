@@ -57,13 +57,13 @@ CORPUS = [
     dict(name="silero-v6", file=VAD + "/silero_vad_v6.onnx", shapes=dict(input=[1, 512], state=[2, 1, 128]), **F32),
     dict(name="silero-legacy", file=VAD + "/silero_vad_legacy.onnx",
          shapes=dict(input=[1, 512], h=[2, 1, 64], c=[2, 1, 64]), **F32),
+    # Opset 18: ReduceMean takes its axes as an input, Split has num_outputs, Pad takes axes.
+    dict(name="silero-op18", file=SILERO + "/silero_vad_op18_ifless.onnx",
+         shapes=dict(input=[1, 512], state=[2, 1, 128]), **F32),
 ]
 SANITIZED = {"ocr-cls", "oww-mel", "oww-alexa", "silero-v5"}
 # Refused at import today, with the reason docs/ONNX.md gives.
-REFUSED = [
-    dict(name="silero-op18", file=SILERO + "/silero_vad_op18_ifless.onnx",
-         shapes=dict(input=[1, 512], state=[2, 1, 128]), why="opset 18"),
-]
+REFUSED = []
 # Inputs with a meaning, given instead of random values and fixed at import (`consensor run
 # --bind`): Silero VAD's sample rate, which its If switches on.
 FIXED_INPUTS = {"sr": np.array(16000, np.int64)}
