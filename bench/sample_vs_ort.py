@@ -7,8 +7,8 @@ The running and comparing is scripts/ort_compare.py's (one copy of those helpers
 
 usage: /usr/bin/python3 bench/sample_vs_ort.py BUILD_DIR   (Debian's python3-onnx; node on PATH)
        /usr/bin/python3 bench/sample_vs_ort.py --bench-models DIR
-The second form writes DIR/gs_{bilinear,nearest,bicubic}.onnx for build/bench/onnx_bench (which
-feeds one input): x [1, 32, 64, 64] is sampled at grid = tanh(transpose(x[:, 0:2])), so the
+The second form writes DIR/gs_{bilinear,nearest,bicubic}.onnx and DIR/mu_k{2,3}.onnx (MaxPool ->
+MaxUnpool at run-time indices) for build/bench/onnx_bench (which feeds one input): x [1, 32, 64, 64] is sampled at grid = tanh(transpose(x[:, 0:2])), so the
 grid is computed in the task, as in a model, not folded at import.
 """
 import itertools
@@ -54,6 +54,19 @@ def cases(rng):
         yield (f"RoiAlign {mode} {coords}",
                model(node, [("x", f32, image.shape), ("rois", f32, rois.shape), ("b", TensorProto.INT64, batch.shape)],
                      16), {"x": image, "rois": rois, "b": batch}, ())
+    # sampling_ratio 0: a grid per roi (rois bound at import); sizes from a point to the whole image,
+    # and a zero-width roi (an empty grid with half_pixel).
+    corners = rng.uniform(-2, 14, (6, 2, 2)).astype(np.float32)
+    rois0 = np.concatenate([corners.min(axis=1), corners.max(axis=1)], axis=1)
+    rois0[4] = [3.0, 2.0, 3.0, 9.0]
+    rois0[5] = [0.0, 0.0, 13.0, 11.0]
+    batch0 = np.array([0, 1, 1, 0, 1, 0], np.int64)
+    for mode, coords in itertools.product(["avg", "max"], ["half_pixel", "output_half_pixel"]):
+        node = helper.make_node("RoiAlign", ["x", "rois", "b"], ["y"], mode=mode, coordinate_transformation_mode=coords,
+                                output_height=3, output_width=4, sampling_ratio=0, spatial_scale=0.75)
+        yield (f"RoiAlign {mode} {coords} sampling_ratio=0",
+               model(node, [("x", f32, image.shape), ("rois", f32, rois0.shape), ("b", TensorProto.INT64, batch0.shape)],
+                     16), {"x": image, "rois": rois0, "b": batch0}, ("rois",))
     pooled = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
     # Each value's index inside its own 2x2 window of an [2, 3, 8, 10] output, flat over the tensor.
     n, c, h, w = np.indices(pooled.shape)
@@ -62,6 +75,17 @@ def cases(rng):
     node = helper.make_node("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])
     yield ("MaxUnpool 2x2", model(node, [("x", f32, pooled.shape), ("i", TensorProto.INT64, index.shape)], 11),
            {"x": pooled, "i": index.astype(np.int64)}, ("i",))
+    # MaxPool's run-time Indices into MaxUnpool (DETERMINISM.md 6.7d), tiling and overlapping windows.
+    # Input sizes the unpooled shape reproduces, so MaxPool's indices address it.
+    for k, s, p, h, w in [(2, 2, 0, 6, 8), (3, 2, 1, 7, 9)]:
+        image = rng.standard_normal((2, 3, h, w)).astype(np.float32)
+        nodes = [helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[k, k], strides=[s, s], pads=[p] * 4),
+                 helper.make_node("MaxUnpool", ["p", "i"], ["y"], kernel_shape=[k, k], strides=[s, s], pads=[p] * 4)]
+        graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", f32, image.shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+        m.ir_version = 8
+        yield f"MaxPool -> MaxUnpool {k}x{k} stride {s} pads {p} (run-time indices)", m, {"x": image}, ()
     for shape in [(3, 3), (4, 5, 5), (2, 1, 1), (2, 8, 8)]:
         a = rng.standard_normal(shape).astype(np.float32)
         node = helper.make_node("Det", ["x"], ["y"])
@@ -84,6 +108,17 @@ def write_bench_models(out_dir):
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
         m.ir_version = 8
         onnx.save(m, os.path.join(out_dir, "gs_%s.onnx" % mode))
+    # MaxPool's run-time Indices into MaxUnpool: tiling 2x2 stride 2 and overlapping 3x3 stride 2 pads 1.
+    for name, k, s, p in [("mu_k2", 2, 2, 0), ("mu_k3", 3, 2, 1)]:
+        nodes = [helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[k, k], strides=[s, s], pads=[p] * 4),
+                 helper.make_node("MaxUnpool", ["p", "i"], ["y"], kernel_shape=[k, k], strides=[s, s], pads=[p] * 4)]
+        size = 64 if k == 2 else 63  # the unpooled shape is the input's
+        graph = helper.make_graph(nodes, "m",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, size, size])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+        m.ir_version = 8
+        onnx.save(m, os.path.join(out_dir, name + ".onnx"))
 
 
 def main():

@@ -137,6 +137,7 @@ const std::vector<OpConverter>& QuantConverters();
 const std::vector<OpConverter>& SampleConverters();
 const std::vector<OpConverter>& LinalgConverters();
 const std::vector<OpConverter>& EinsumConverters();
+const std::vector<OpConverter>& DataShapeConverters();  // ops_data_shape.cc: folded at import
 
 // Every converter by ONNX op type (the families merged).
 const std::map<std::string, ConvertFn>& ConverterTable();

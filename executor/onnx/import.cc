@@ -189,7 +189,7 @@ const std::map<std::string, ConvertFn>& ConverterTable() {
     auto* t = new std::map<std::string, ConvertFn>;
     for (const auto* family : {&ElementwiseConverters(), &NnConverters(), &TensorConverters(), &ResizeConverters(),
                                &LossConverters(), &ScatterConverters(), &RecurrentConverters(), &QuantConverters(),
-                               &SampleConverters(), &LinalgConverters(), &EinsumConverters()}) {
+                               &SampleConverters(), &LinalgConverters(), &EinsumConverters(), &DataShapeConverters()}) {
       for (const OpConverter& c : *family) t->emplace(std::string(c.op_type), c.convert);
     }
     return t;

@@ -3,7 +3,9 @@
 // are f32 elementwise ops, each tap is one `gather` of whole pixels (all channels) from the
 // image viewed as [N*H*W, C] at indices clamped into range, and a tap outside the image is
 // replaced by +0 with `where`, so no index is ever out of bounds.
+#include <cmath>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,8 @@ using Ints = std::vector<int64_t>;
 
 // Largest spatial dim: every pixel coordinate and H*W stay exact in f32 arithmetic.
 constexpr int64_t kMaxSpatialDim = int64_t{1} << 24;
+// Largest adaptive sampling grid per bin and axis (sampling_ratio 0).
+constexpr int64_t kMaxAdaptiveGrid = 1024;
 
 // Short names for the emitted ops; each returns the new value or the error.
 class Ops {
@@ -342,57 +346,20 @@ StatusOr<RoiAxis> RoiSamples(Ops& op, ValueId start_coord, ValueId end_coord, in
   return axis;
 }
 
-// RoiAlign (opsets 10, 16): X [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices [R]
-// -> [R, C, output_height, output_width]. A fixed sampling_ratio is required (0, the
-// roi-dependent grid, would make the graph depend on the rois' values).
-Status RoiAlign(NodeContext& ctx) {
-  RETURN_IF_ERROR(ctx.CheckAttributes(
-      {"coordinate_transformation_mode", "mode", "output_height", "output_width", "sampling_ratio", "spatial_scale"}));
-  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
-  ASSIGN_OR_RETURN(ValueId rois, ctx.RequiredInput(1));
-  ASSIGN_OR_RETURN(ValueId batch_indices, ctx.RequiredInput(2));
-  RETURN_IF_ERROR(RequireF32(ctx, x, "X"));
-  RETURN_IF_ERROR(RequireF32(ctx, rois, "rois"));
-  const DType index_type = ctx.type(batch_indices).dtype;
-  if (index_type != DType::kI64 && index_type != DType::kI32) return ctx.Invalid("batch_indices must be int64");
-  const Shape xs = ctx.type(x).shape, rs = ctx.type(rois).shape, bs = ctx.type(batch_indices).shape;
-  if (xs.size() != 4) return ctx.Invalid("X " + ShapeToString(xs) + " must be [N, C, H, W]");
-  if (rs.size() != 2 || rs[1] != 4 || bs.size() != 1 || bs[0] != rs[0]) {
-    return ctx.Invalid("rois " + ShapeToString(rs) + " must be [R, 4] and batch_indices " + ShapeToString(bs) + " [R]");
-  }
-  const int64_t n = xs[0], h = xs[2], w = xs[3], r = rs[0];
-  if (h < 1 || w < 1 || h > kMaxSpatialDim || w > kMaxSpatialDim) {
-    return ctx.Invalid("X's spatial dims must be between 1 and 2^24, got " + ShapeToString(xs));
-  }
-  // Opset 10 has no coordinate_transformation_mode and behaves as output_half_pixel.
-  ASSIGN_OR_RETURN(std::string coords, ctx.AttrString("coordinate_transformation_mode",
-                                                      ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel"));
-  if (coords != "half_pixel" && coords != "output_half_pixel") {
-    return ctx.Invalid("coordinate_transformation_mode '" + coords + "' is not half_pixel or output_half_pixel");
-  }
-  ASSIGN_OR_RETURN(std::string mode, ctx.AttrString("mode", "avg"));
-  if (mode != "avg" && mode != "max") return ctx.Invalid("mode '" + mode + "' is not avg or max");
-  ASSIGN_OR_RETURN(int64_t ph, ctx.AttrInt("output_height", 1));
-  ASSIGN_OR_RETURN(int64_t pw, ctx.AttrInt("output_width", 1));
-  ASSIGN_OR_RETURN(int64_t ratio, ctx.AttrInt("sampling_ratio", 0));
-  ASSIGN_OR_RETURN(float spatial_scale, ctx.AttrFloat("spatial_scale", 1.0f));
-  constexpr int64_t kMaxGrid = 1 << 16;
-  if (ph < 1 || pw < 1 || ph > kMaxGrid || pw > kMaxGrid) {
-    return ctx.Invalid("output_height and output_width must be between 1 and 65536");
-  }
-  if (ratio < 0 || ratio > 64) return ctx.Invalid("sampling_ratio must be between 0 and 64");
-  if (ratio == 0) {
-    return ctx.Unsupported("sampling_ratio 0 (a sampling grid that depends on each roi's size); give a fixed one");
-  }
-  RETURN_IF_ERROR(CheckPixelCount(ctx, xs));
-  const int64_t sh = ph * ratio, sw = pw * ratio;
+// RoiAlign of every roi with one sampling grid of grid_h x grid_w samples per bin:
+// [R, C, PH, PW].
+StatusOr<ValueId> RoiAlignGrid(NodeContext& ctx, ValueId x, ValueId rois, ValueId batch_indices, int64_t ph, int64_t pw,
+                               int64_t grid_h, int64_t grid_w, bool half_pixel, float spatial_scale,
+                               const std::string& mode) {
+  const Shape xs = ctx.type(x).shape;
+  const int64_t n = xs[0], h = xs[2], w = xs[3], r = ctx.type(rois).shape[0];
+  const int64_t sh = ph * grid_h, sw = pw * grid_w;
   const double terms =
       static_cast<double>(r) * static_cast<double>(sh) * static_cast<double>(sw) * static_cast<double>(xs[1]);
   if (terms > static_cast<double>(ctx.limits().max_elements_per_tensor)) {
     return ctx.Invalid("rois x samples x channels exceed the element cap");
   }
   Ops op(ctx);
-  const bool half_pixel = coords == "half_pixel";
   auto column = [&](int64_t c) {
     return op("slice", {rois}, {{"starts", Ints{c}}, {"ends", Ints{c + 1}}, {"axes", Ints{1}}});
   };
@@ -400,8 +367,8 @@ Status RoiAlign(NodeContext& ctx) {
   ASSIGN_OR_RETURN(ValueId y1, column(1));
   ASSIGN_OR_RETURN(ValueId x2, column(2));
   ASSIGN_OR_RETURN(ValueId y2, column(3));
-  ASSIGN_OR_RETURN(RoiAxis ya, RoiSamples(op, y1, y2, ph, ratio, h, half_pixel, spatial_scale));
-  ASSIGN_OR_RETURN(RoiAxis xa, RoiSamples(op, x1, x2, pw, ratio, w, half_pixel, spatial_scale));
+  ASSIGN_OR_RETURN(RoiAxis ya, RoiSamples(op, y1, y2, ph, grid_h, h, half_pixel, spatial_scale));
+  ASSIGN_OR_RETURN(RoiAxis xa, RoiSamples(op, x1, x2, pw, grid_w, w, half_pixel, spatial_scale));
   // The image of each roi: a batch index outside [0, N) points past the end of the pixel rows,
   // so the gather fails the task (DETERMINISM.md 4.6) instead of reading another image.
   ASSIGN_OR_RETURN(ValueId bi, op("cast", {batch_indices}, {{"to", DType::kI64}}));
@@ -442,17 +409,135 @@ Status RoiAlign(NodeContext& ctx) {
   ASSIGN_OR_RETURN(ValueId outside, op("or", {out_y, out_x}));
   ASSIGN_OR_RETURN(sample, op("where", {outside, op.F(0.0f), sample}));
   // [R, PH, grid, PW, grid, C]: reduce each bin's samples in row-major (iy, ix) order.
-  ASSIGN_OR_RETURN(sample, ReshapeTo(ctx, sample, {r, ph, ratio, pw, ratio, xs[1]}));
+  ASSIGN_OR_RETURN(sample, ReshapeTo(ctx, sample, {r, ph, grid_h, pw, grid_w, xs[1]}));
   Attributes reduce = {{"axes", Ints{2, 4}}, {"keepdims", int64_t{0}}};
   ValueId y;
   if (mode == "avg") {
     ASSIGN_OR_RETURN(y, op("reduce_sum", {sample}, reduce));
-    ASSIGN_OR_RETURN(y, op("div", {y, op.F(static_cast<float>(ratio * ratio))}));
+    ASSIGN_OR_RETURN(y, op("div", {y, op.F(static_cast<float>(grid_h * grid_w))}));
   } else {
     ASSIGN_OR_RETURN(y, op("reduce_max", {sample}, reduce));
   }
   // [R, PH, PW, C] -> [R, C, PH, PW]
-  return SetResult(ctx, op("transpose", {y}, {{"perm", Ints{0, 3, 1, 2}}}));
+  return op("transpose", {y}, {{"perm", Ints{0, 3, 1, 2}}});
+}
+
+// The adaptive grid of one roi axis (sampling_ratio 0, DETERMINISM.md 6.7b), as ONNX Runtime:
+// ceil(extent / pooled) in f32, extent as in RoiSamples.
+StatusOr<int64_t> AdaptiveGrid(const NodeContext& ctx, float a, float b, int64_t pooled, bool half_pixel,
+                               float spatial_scale, int64_t roi) {
+  const float offset = half_pixel ? 0.5f : 0.0f;
+  const float start = (a * spatial_scale) - offset, end = (b * spatial_scale) - offset;
+  float extent = end - start;
+  if (!half_pixel) extent = extent < 1.0f ? 1.0f : extent;  // max(extent, 1) of section 1.1
+  const float g = std::ceil(extent / static_cast<float>(pooled));
+  if (std::isnan(g) || g > static_cast<float>(kMaxAdaptiveGrid)) {
+    return ctx.Invalid("roi " + std::to_string(roi) + " needs an adaptive sampling grid above " +
+                       std::to_string(kMaxAdaptiveGrid) + " per bin (or NaN)");
+  }
+  return g < 1.0f ? int64_t{0} : static_cast<int64_t>(g);
+}
+
+// sampling_ratio 0: the grid depends on each roi's size, so the rois must be known at import.
+// Rois with the same (grid_h, grid_w) are aligned together (RoiAlignGrid), then the rows are
+// put back in roi order; a grid of 0 samples gives +0 bins (ONNX Runtime's empty loop).
+StatusOr<ValueId> RoiAlignAdaptive(NodeContext& ctx, ValueId x, ValueId rois, ValueId batch_indices, int64_t ph,
+                                   int64_t pw, bool half_pixel, float spatial_scale, const std::string& mode) {
+  const Tensor* known = ctx.input_constant(1);
+  if (known == nullptr) {
+    return ctx.Unsupported("sampling_ratio 0 with rois " + std::string(kComputedAtRunTime) +
+                           " (input 1 must be known at import: the sampling grid depends on each roi's size; or "
+                           "give a fixed sampling_ratio)");
+  }
+  const Shape xs = ctx.type(x).shape;
+  const int64_t r = known->shape()[0];
+  const float* v = known->data_as<float>();
+  std::map<std::pair<int64_t, int64_t>, Ints> groups;
+  for (int64_t i = 0; i < r; ++i) {
+    ASSIGN_OR_RETURN(int64_t gh, AdaptiveGrid(ctx, v[i * 4 + 1], v[i * 4 + 3], ph, half_pixel, spatial_scale, i));
+    ASSIGN_OR_RETURN(int64_t gw, AdaptiveGrid(ctx, v[i * 4 + 0], v[i * 4 + 2], pw, half_pixel, spatial_scale, i));
+    if (gh == 0 || gw == 0) gh = gw = 0;
+    groups[{gh, gw}].push_back(i);
+  }
+  if (groups.empty()) {  // no rois: any grid gives the empty result
+    return RoiAlignGrid(ctx, x, rois, batch_indices, ph, pw, 1, 1, half_pixel, spatial_scale, mode);
+  }
+  if (groups.size() == 1 && groups.begin()->first.first > 0) {
+    const auto [gh, gw] = groups.begin()->first;
+    return RoiAlignGrid(ctx, x, rois, batch_indices, ph, pw, gh, gw, half_pixel, spatial_scale, mode);
+  }
+  std::vector<ValueId> parts;
+  Ints order;  // roi index of each concatenated row
+  for (const auto& [grid, members] : groups) {
+    const Shape part_shape = {static_cast<int64_t>(members.size()), xs[1], ph, pw};
+    ValueId part;
+    if (grid.first == 0) {
+      ASSIGN_OR_RETURN(part, ctx.Emit("expand", {ctx.ScalarF32(0.0f)}, {{"shape", part_shape}}));
+    } else {
+      const ValueId at = ctx.Constant(Int64Vector(members));
+      ASSIGN_OR_RETURN(ValueId some_rois, ctx.Emit("gather", {rois, at}, {{"axis", int64_t{0}}}));
+      ASSIGN_OR_RETURN(ValueId some_batches, ctx.Emit("gather", {batch_indices, at}, {{"axis", int64_t{0}}}));
+      ASSIGN_OR_RETURN(part, RoiAlignGrid(ctx, x, some_rois, some_batches, ph, pw, grid.first, grid.second, half_pixel,
+                                          spatial_scale, mode));
+    }
+    parts.push_back(part);
+    order.insert(order.end(), members.begin(), members.end());
+  }
+  ValueId all = parts[0];
+  if (parts.size() > 1) {
+    ASSIGN_OR_RETURN(all, ctx.Emit("concat", parts, {{"axis", int64_t{0}}}));
+  }
+  Ints back(static_cast<size_t>(r));
+  for (size_t k = 0; k < order.size(); ++k) back[static_cast<size_t>(order[k])] = static_cast<int64_t>(k);
+  return ctx.Emit("gather", {all, ctx.Constant(Int64Vector(back))}, {{"axis", int64_t{0}}});
+}
+
+// RoiAlign (opsets 10, 16): X [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices [R]
+// -> [R, C, output_height, output_width]. sampling_ratio 0 (a grid per roi) needs the rois at
+// import.
+Status RoiAlign(NodeContext& ctx) {
+  RETURN_IF_ERROR(ctx.CheckAttributes(
+      {"coordinate_transformation_mode", "mode", "output_height", "output_width", "sampling_ratio", "spatial_scale"}));
+  ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
+  ASSIGN_OR_RETURN(ValueId rois, ctx.RequiredInput(1));
+  ASSIGN_OR_RETURN(ValueId batch_indices, ctx.RequiredInput(2));
+  RETURN_IF_ERROR(RequireF32(ctx, x, "X"));
+  RETURN_IF_ERROR(RequireF32(ctx, rois, "rois"));
+  const DType index_type = ctx.type(batch_indices).dtype;
+  if (index_type != DType::kI64 && index_type != DType::kI32) return ctx.Invalid("batch_indices must be int64");
+  const Shape xs = ctx.type(x).shape, rs = ctx.type(rois).shape, bs = ctx.type(batch_indices).shape;
+  if (xs.size() != 4) return ctx.Invalid("X " + ShapeToString(xs) + " must be [N, C, H, W]");
+  if (rs.size() != 2 || rs[1] != 4 || bs.size() != 1 || bs[0] != rs[0]) {
+    return ctx.Invalid("rois " + ShapeToString(rs) + " must be [R, 4] and batch_indices " + ShapeToString(bs) + " [R]");
+  }
+  const int64_t h = xs[2], w = xs[3];
+  if (h < 1 || w < 1 || h > kMaxSpatialDim || w > kMaxSpatialDim) {
+    return ctx.Invalid("X's spatial dims must be between 1 and 2^24, got " + ShapeToString(xs));
+  }
+  // Opset 10 has no coordinate_transformation_mode and behaves as output_half_pixel.
+  ASSIGN_OR_RETURN(std::string coords, ctx.AttrString("coordinate_transformation_mode",
+                                                      ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel"));
+  if (coords != "half_pixel" && coords != "output_half_pixel") {
+    return ctx.Invalid("coordinate_transformation_mode '" + coords + "' is not half_pixel or output_half_pixel");
+  }
+  ASSIGN_OR_RETURN(std::string mode, ctx.AttrString("mode", "avg"));
+  if (mode != "avg" && mode != "max") return ctx.Invalid("mode '" + mode + "' is not avg or max");
+  ASSIGN_OR_RETURN(int64_t ph, ctx.AttrInt("output_height", 1));
+  ASSIGN_OR_RETURN(int64_t pw, ctx.AttrInt("output_width", 1));
+  ASSIGN_OR_RETURN(int64_t ratio, ctx.AttrInt("sampling_ratio", 0));
+  ASSIGN_OR_RETURN(float spatial_scale, ctx.AttrFloat("spatial_scale", 1.0f));
+  constexpr int64_t kMaxGrid = 1 << 16;
+  if (ph < 1 || pw < 1 || ph > kMaxGrid || pw > kMaxGrid) {
+    return ctx.Invalid("output_height and output_width must be between 1 and 65536");
+  }
+  if (ratio < 0 || ratio > 64) return ctx.Invalid("sampling_ratio must be between 0 and 64");
+  RETURN_IF_ERROR(CheckPixelCount(ctx, xs));
+  const bool half_pixel = coords == "half_pixel";
+  if (ratio > 0) {
+    return SetResult(ctx,
+                     RoiAlignGrid(ctx, x, rois, batch_indices, ph, pw, ratio, ratio, half_pixel, spatial_scale, mode));
+  }
+  return SetResult(ctx, RoiAlignAdaptive(ctx, x, rois, batch_indices, ph, pw, half_pixel, spatial_scale, mode));
 }
 
 }  // namespace

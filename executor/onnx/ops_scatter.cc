@@ -1,9 +1,9 @@
 // ONNX scatter ops: ScatterElements, ScatterND, the deprecated Scatter, and MaxUnpool (a scatter
-// into zeros, docs/DETERMINISM.md 6.7d). The indices must be
-// known at import: the importer turns them into a host-computed plan of rows, and the
-// scatter becomes rounds of `gather`, the reduction op and `where` (docs/DETERMINISM.md 6.4,
-// docs/ONNX.md). Duplicate targets are applied in ascending update order, and no index is
-// ever used at run time, so nothing can be read or written out of bounds.
+// into zeros, docs/DETERMINISM.md 6.7d; its run-time indices are matched per pooling window
+// instead). The scatters' indices must be known at import: the importer turns them into a host-computed plan of rows,
+// and the scatter becomes rounds of `gather`, the reduction op and `where` (docs/DETERMINISM.md 6.4, docs/ONNX.md).
+// Duplicate targets are applied in ascending update order, and no index is ever used at run time, so nothing can be
+// read or written out of bounds.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -171,9 +171,118 @@ Status ScatterNd(NodeContext& ctx) {
   return SetResult(ctx, ScatterRows(ctx, data, updates, target, rows, row_size, reduction));
 }
 
+// MaxUnpool with indices computed in the task (DETERMINISM.md 6.7d): every output position q
+// inside the inferred shape (flat position p there) is covered by a few pooling windows j,
+// ascending; slot k of q is its k-th window. Per slot, y = where(I[j] == p, X[j], y) from
+// zeros, so the highest matching j wins as in the scatter. Indices are gathered at constant
+// tables, so no run-time index addresses memory except in one check: when fewer than all of
+// X's elements found their position (an index outside its own window, as MaxPool never
+// produces), every X gather is pushed past the end and the task fails.
+StatusOr<ValueId> UnpoolAtRunTimeIndices(NodeContext& ctx, ValueId x, const Window& w, const Shape& out_shape,
+                                         const Shape& target_shape) {
+  const Shape xs = ctx.type(x).shape;
+  const DType dtype = ctx.type(x).dtype;
+  const ValueId indices = ctx.input(1);
+  if (ctx.type(indices).dtype != DType::kI64) return ctx.Invalid("I must be int64");
+  const size_t rank = xs.size(), spatial = rank - 2;
+  ASSIGN_OR_RETURN(int64_t sources, CheckedNumElements(xs));
+  ASSIGN_OR_RETURN(int64_t count, CheckedNumElements(target_shape));
+  ASSIGN_OR_RETURN(ValueId zeros, ctx.Emit("expand", {ctx.Scalar(dtype, 0.0)}, {{"shape", target_shape}}));
+  if (sources == 0 || count == 0) return zeros;
+  // Windows per output position: at most prod(ceil(k / s)) along the spatial dims.
+  int64_t slots = 1;
+  for (size_t d = 0; d < spatial; ++d) slots *= (w.kernel[d] + w.strides[d] - 1) / w.strides[d];
+  if (static_cast<double>(slots) * static_cast<double>(count) >
+      static_cast<double>(ctx.limits().max_elements_per_tensor)) {
+    return ctx.Invalid(std::to_string(slots) + " overlapping windows per output element times " +
+                       std::to_string(count) + " elements exceed the element cap");
+  }
+  std::vector<Ints> source(static_cast<size_t>(slots), Ints(static_cast<size_t>(count), 0));
+  std::vector<Tensor> valid;
+  for (int64_t k = 0; k < slots; ++k) valid.emplace_back(DType::kBool, Shape{count});
+  Ints position(static_cast<size_t>(count), -1);
+  Ints coord(rank);
+  std::vector<Ints> per_dim(spatial);
+  for (int64_t q = 0; q < count; ++q) {
+    int64_t rest = q;
+    for (size_t d = rank; d-- > 0;) {
+      coord[d] = rest % target_shape[d];
+      rest /= target_shape[d];
+    }
+    bool inside = true;
+    int64_t p = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      inside = inside && coord[d] < out_shape[d];
+      p = p * out_shape[d] + coord[d];
+    }
+    if (!inside) continue;
+    position[q] = p;
+    // Windows o along dim d cover [o*s - pad_begin, o*s - pad_begin + k).
+    for (size_t d = 0; d < spatial; ++d) {
+      per_dim[d].clear();
+      const int64_t y = coord[d + 2] + w.pads[d];
+      for (int64_t o = std::max<int64_t>(0, (y - w.kernel[d]) / w.strides[d]); o < xs[d + 2]; ++o) {
+        if (o * w.strides[d] > y) break;
+        if (o * w.strides[d] + w.kernel[d] > y) per_dim[d].push_back(o);
+      }
+    }
+    // Their cartesian product in row-major order: ascending flat window index j.
+    int64_t k = 0;
+    Ints pick(spatial, 0);
+    while (true) {
+      bool any_empty = false;
+      int64_t j = coord[0] * xs[1] + coord[1];
+      for (size_t d = 0; d < spatial; ++d) {
+        if (per_dim[d].empty()) {
+          any_empty = true;
+          break;
+        }
+        j = j * xs[d + 2] + per_dim[d][pick[d]];
+      }
+      if (any_empty) break;
+      source[k][q] = j;
+      valid[k].data()[q] = 1;
+      ++k;
+      size_t d = spatial;
+      while (d > 0 && ++pick[d - 1] == static_cast<int64_t>(per_dim[d - 1].size())) pick[--d] = 0;
+      if (d == 0) break;
+    }
+  }
+  ASSIGN_OR_RETURN(ValueId x_flat, ReshapeTo(ctx, x, {sources}));
+  ASSIGN_OR_RETURN(ValueId i_flat, ReshapeTo(ctx, indices, {sources}));
+  const ValueId p_table = ctx.Constant(Int64Vector(position));
+  std::vector<ValueId> match;
+  ValueId found = -1;
+  for (int64_t k = 0; k < slots; ++k) {
+    ASSIGN_OR_RETURN(ValueId i_k,
+                     ctx.Emit("gather", {i_flat, ctx.Constant(Int64Vector(source[k]))}, {{"axis", int64_t{0}}}));
+    ASSIGN_OR_RETURN(ValueId eq, ctx.Emit("equal", {i_k, p_table}));
+    ASSIGN_OR_RETURN(ValueId m, ctx.Emit("and", {eq, ctx.Constant(std::move(valid[k]))}));
+    match.push_back(m);
+    ASSIGN_OR_RETURN(ValueId n, ctx.Emit("cast", {m}, {{"to", DType::kI64}}));
+    ASSIGN_OR_RETURN(n, ctx.Emit("reduce_sum", {n}, {{"axes", Ints{0}}, {"keepdims", int64_t{0}}}));
+    if (found < 0) {
+      found = n;
+    } else {
+      ASSIGN_OR_RETURN(found, ctx.Emit("add", {found, n}));
+    }
+  }
+  ASSIGN_OR_RETURN(ValueId bad, ctx.Emit("not_equal", {found, ctx.Scalar(DType::kI64, static_cast<double>(sources))}));
+  ASSIGN_OR_RETURN(ValueId shift, ctx.Emit("where", {bad, ctx.Scalar(DType::kI64, static_cast<double>(sources)),
+                                                     ctx.Scalar(DType::kI64, 0.0)}));
+  ASSIGN_OR_RETURN(ValueId y, ReshapeTo(ctx, zeros, {count}));
+  for (int64_t k = 0; k < slots; ++k) {
+    ASSIGN_OR_RETURN(ValueId at, ctx.Emit("add", {ctx.Constant(Int64Vector(source[k])), shift}));
+    ASSIGN_OR_RETURN(ValueId v, ctx.Emit("gather", {x_flat, at}, {{"axis", int64_t{0}}}));
+    ASSIGN_OR_RETURN(y, ctx.Emit("where", {match[k], v, y}));
+  }
+  return ReshapeTo(ctx, y, target_shape);
+}
+
 // MaxUnpool: Y starts as zeros of the output shape and X[j] goes to Y's flat position I[j]
 // (flat over the whole output, N and C included, as MaxPool's Indices and ONNX Runtime), the
-// last j winning on a duplicate. The indices must be known at import, like the scatters'.
+// last j winning on a duplicate. Indices known at import become a scatter plan like the
+// scatters'; indices computed in the task take UnpoolAtRunTimeIndices.
 Status MaxUnpool(NodeContext& ctx) {
   RETURN_IF_ERROR(ctx.CheckAttributes({"kernel_shape", "pads", "strides"}));
   ASSIGN_OR_RETURN(ValueId x, ctx.RequiredInput(0));
@@ -216,10 +325,14 @@ Status MaxUnpool(NodeContext& ctx) {
       }
     }
   }
-  ASSIGN_OR_RETURN(Ints idx, ctx.ConstantInts(1, "I"));
   ASSIGN_OR_RETURN(int64_t inferred_count, CheckedNumElements(out_shape));
   ASSIGN_OR_RETURN(int64_t count, CheckedNumElements(target_shape));
   if (count > ctx.limits().max_elements_per_tensor) return ctx.Invalid("the output exceeds the element cap");
+  if (ctx.input_constant(1) == nullptr) {
+    return SetResult(
+        ctx, UnpoolAtRunTimeIndices(ctx, x, Window{kernel, strides, Ints(spatial, 1), pads}, out_shape, target_shape));
+  }
+  ASSIGN_OR_RETURN(Ints idx, ctx.ConstantInts(1, "I"));
   for (size_t j = 0; j < idx.size(); ++j) {
     if (idx[j] < 0 || idx[j] >= inferred_count) {
       return ctx.Invalid("index " + std::to_string(idx[j]) + " at flat position " + std::to_string(j) +

@@ -7,7 +7,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -225,16 +227,24 @@ std::vector<float> ReferenceRoiAlign(const Tensor& x, const Tensor& rois, const 
     float low, high, l, hl;
     bool outside;
   };
-  auto axis = [&](float a, float b, int64_t pooled, int64_t size) {
+  // ratio 0: ceil(extent / pooled) samples per bin on this axis, none when below 1.
+  auto grid = [&](float a, float b, int64_t pooled) -> int64_t {
+    if (ratio > 0) return ratio;
+    float extent = (b * scale - offset) - (a * scale - offset);
+    if (!half_pixel) extent = Max(extent, 1.0f);
+    const float g = std::ceil(extent / static_cast<float>(pooled));
+    return g < 1.0f ? 0 : static_cast<int64_t>(g);
+  };
+  auto axis = [&](float a, float b, int64_t pooled, int64_t size, int64_t g) {
     const float start = a * scale - offset, end = b * scale - offset;
     float extent = end - start;
     if (!half_pixel) extent = Max(extent, 1.0f);
     const float bin = extent / static_cast<float>(pooled);
     std::vector<Sample> s;
     for (int64_t p = 0; p < pooled; ++p) {
-      for (int64_t i = 0; i < ratio; ++i) {
+      for (int64_t i = 0; i < g; ++i) {
         float v =
-            (start + static_cast<float>(p) * bin) + ((static_cast<float>(i) + 0.5f) * bin) / static_cast<float>(ratio);
+            (start + static_cast<float>(p) * bin) + ((static_cast<float>(i) + 0.5f) * bin) / static_cast<float>(g);
         Sample q;
         q.outside = v < -1.0f || v > static_cast<float>(size);
         if (v <= 0.0f) v = 0.0f;
@@ -255,17 +265,23 @@ std::vector<float> ReferenceRoiAlign(const Tensor& x, const Tensor& rois, const 
   out.resize(static_cast<size_t>(r * c * ph * pw));
   for (int64_t k = 0; k < r; ++k) {
     const float* roi = rois.data_as<float>() + k * 4;
-    const auto ys = axis(roi[1], roi[3], ph, h), xs = axis(roi[0], roi[2], pw, w);
+    int64_t gh = grid(roi[1], roi[3], ph), gw = grid(roi[0], roi[2], pw);
+    if (gh == 0 || gw == 0) gh = gw = 0;  // an empty grid: every bin is +0
+    const auto ys = axis(roi[1], roi[3], ph, h, gh), xs = axis(roi[0], roi[2], pw, w, gw);
     for (int64_t ch = 0; ch < c; ++ch) {
       const float* plane = x.data_as<float>() + (batch[k] * c + ch) * h * w;
       auto v = [&](float yy, float xx) { return plane[static_cast<int64_t>(yy) * w + static_cast<int64_t>(xx)]; };
       for (int64_t py = 0; py < ph; ++py) {
         for (int64_t px = 0; px < pw; ++px) {
           std::vector<float> terms;
-          for (int64_t iy = 0; iy < ratio; ++iy) {
-            for (int64_t ix = 0; ix < ratio; ++ix) {
-              const Sample& sy = ys[py * ratio + iy];
-              const Sample& sx = xs[px * ratio + ix];
+          if (gh == 0) {
+            out[static_cast<size_t>(((k * c + ch) * ph + py) * pw + px)] = 0.0f;
+            continue;
+          }
+          for (int64_t iy = 0; iy < gh; ++iy) {
+            for (int64_t ix = 0; ix < gw; ++ix) {
+              const Sample& sy = ys[py * gh + iy];
+              const Sample& sx = xs[px * gw + ix];
               const float p[4] = {(sy.hl * sx.hl) * v(sy.low, sx.low), (sy.hl * sx.l) * v(sy.low, sx.high),
                                   (sy.l * sx.hl) * v(sy.high, sx.low), (sy.l * sx.l) * v(sy.high, sx.high)};
               float t = p[0];
@@ -281,7 +297,7 @@ std::vector<float> ReferenceRoiAlign(const Tensor& x, const Tensor& rois, const 
             for (size_t s = 32; s >= 1; s /= 2) {
               for (size_t j = 0; j < s; ++j) lanes[j] = lanes[j] + lanes[j + s];
             }
-            y = lanes[0] / static_cast<float>(ratio * ratio);
+            y = lanes[0] / static_cast<float>(gh * gw);
           } else {
             y = terms[0];
             for (float t : terms) y = Max(y, t);
@@ -321,11 +337,60 @@ TEST(OnnxSample, RoiAlignMatchesTheSpecBitForBit) {
   }
 }
 
+// sampling_ratio 0 (DETERMINISM.md 6.7b): a grid of ceil(extent / pooled) samples per axis and
+// roi, the rois known at import; rois of four different grids (one empty) put back in order.
+TEST(OnnxSample, RoiAlignAdaptiveGridMatchesTheSpecBitForBit) {
+  const Tensor x = RandomF32({2, 1, 9, 11}, 5, 2.0f);
+  // x1, y1, x2, y2: grids up to 8 x 8 samples per bin, a zero-width roi (an empty grid with
+  // half_pixel, 1 sample with output_half_pixel), a partly outside one, and two of one grid.
+  const std::vector<float> roi_values = {0.5f, 1.0f, 5.5f, 4.0f, -3.0f, -2.0f, 12.0f, 9.0f,  3.0f, 3.0f, 3.0f, 7.5f,
+                                         1.0f, 2.0f, 2.5f, 3.0f, 0.0f,  0.0f,  14.0f, 11.0f, 1.5f, 1.0f, 6.5f, 4.0f};
+  const Tensor rois = Tensor::FromVector<float>(DType::kF32, {6, 4}, roi_values);
+  const std::vector<int64_t> batch = {0, 1, 1, 0, 1, 0};
+  const Tensor batch_t = Tensor::FromVector<int64_t>(DType::kI64, {6}, batch);
+  for (const std::string& mode : {"avg", "max"}) {
+    for (const std::string& coords : {"half_pixel", "output_half_pixel"}) {
+      const auto model =
+          OneNodeModel("RoiAlign", {{"x", 1, x.shape()}, {"rois", 1, rois.shape()}, {"b", onnx::TensorProto::INT64, {6}}},
+                     {{"mode", mode},
+                      {"coordinate_transformation_mode", coords},
+                      {"output_height", int64_t{2}},
+                      {"output_width", int64_t{3}},
+                      {"spatial_scale", 0.75f}},
+                     16);
+      const auto want = ReferenceRoiAlign(x, rois, batch, 2, 3, 0, 0.75f, coords == "half_pixel", mode == "avg");
+      auto got = RunOnnxAtThreads(model, {{"x", x}, {"b", batch_t}}, {1, 2, 8}, {{"rois", rois}});
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      for (const Tensor& t : *got) ExpectBits(want, t, mode + " " + coords + " sampling_ratio 0");
+    }
+  }
+}
+
+TEST(OnnxSample, RoiAlignAdaptiveGridWithoutRois) {
+  const auto model = OneNodeModel(
+      "RoiAlign", {{"x", 1, {1, 1, 4, 4}}, {"rois", 1, {0, 4}}, {"b", onnx::TensorProto::INT64, {0}}}, {}, 16);
+  auto got = RunOnnxAtThreads(model, {{"x", RandomF32({1, 1, 4, 4}, 6)}, {"b", Tensor(DType::kI64, {0})}}, {1},
+                        {{"rois", Tensor(DType::kF32, {0, 4})}});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ((*got)[0].shape(), (Shape{0, 1, 1, 1}));
+}
+
 TEST(OnnxSample, RoiAlignRefusesBadInputs) {
   const Input x{"x", 1, {1, 1, 4, 4}}, rois{"rois", 1, {2, 4}}, b{"b", onnx::TensorProto::INT64, {2}};
-  Status s = ImportStatus(OneNodeModel("RoiAlign", {x, rois, b}, {}, 16));  // sampling_ratio 0
+  // sampling_ratio 0 with rois computed at run time: refused, asking for them at import.
+  Status s = ImportStatus(OneNodeModel("RoiAlign", {x, rois, b}, {}, 16));
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(NeedsValueAtImport(s)) << s.ToString();
   EXPECT_NE(s.message().find("sampling_ratio 0"), std::string::npos) << s.ToString();
+  // ... and a roi whose adaptive grid is NaN or too large.
+  for (float far : {std::numeric_limits<float>::quiet_NaN(), 1e9f}) {
+    OnnxImportOptions options;
+    options.input_shapes = {{"x", {1, 1, 4, 4}}, {"b", {2}}};
+    options.constant_inputs["rois"] = Tensor::FromVector<float>(DType::kF32, {2, 4}, {0, 0, 1, 1, 0, 0, far, 1});
+    s = ImportOnnx(OneNodeModel("RoiAlign", {x, rois, b}, {}, 16), options).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("roi 1"), std::string::npos) << s.ToString();
+  }
   const std::map<std::string, Attr> ok = {{"sampling_ratio", int64_t{1}}};
   s = ImportStatus(OneNodeModel("RoiAlign", {x, {"rois", 1, {2, 5}}, b}, ok, 16));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
@@ -493,10 +558,90 @@ TEST(OnnxSample, MaxUnpoolRefusesBadInputs) {
       import({0, 1, 2, 3}, {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{0, 1}}})
           .code(),
       StatusCode::kInvalidArgument);
-  // Indices known only at run time: refused, asking for them at import.
-  s = ImportStatus(OneNodeModel("MaxUnpool", inputs, attrs, 11), {{"x", {1, 1, 2, 2}}, {"i", {1, 1, 2, 2}}});
-  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_TRUE(NeedsValueAtImport(s)) << s.ToString();
+  // Run-time indices must be int64.
+  s = ImportStatus(
+      OneNodeModel("MaxUnpool", {{"x", 1, {1, 1, 2, 2}}, {"i", onnx::TensorProto::INT32, {1, 1, 2, 2}}}, attrs, 11),
+      {{"x", {1, 1, 2, 2}}, {"i", {1, 1, 2, 2}}});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+}
+
+int64_t ElementCount(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// Run-time indices (DETERMINISM.md 6.7d): each index inside its own pooling window, as
+// MaxPool's Indices are, chosen at random in 1-D and 2-D windows that overlap (kernel 3,
+// stride 2, pads 1) or tile (kernel 2, stride 2), with and without output_shape; compared bit
+// for bit with a naive scatter (ascending j, the last one wins) at 1, 2 and 8 threads.
+TEST(OnnxSample, MaxUnpoolTakesRunTimeIndicesInsideTheirWindows) {
+  struct Case {
+    Shape x;
+    int64_t k, s, pad;
+    Shape out_shape;  // empty: inferred
+  };
+  const Case cases[] = {{{1, 2, 3, 3}, 3, 2, 1, {}},
+                        {{2, 1, 2, 3}, 2, 2, 0, {}},
+                        {{1, 2, 3, 3}, 3, 2, 1, {1, 2, 6, 7}},
+                        {{1, 1, 4}, 3, 1, 0, {}}};
+  uint32_t seed = 40;
+  for (const Case& c : cases) {
+    const size_t spatial = c.x.size() - 2;
+    Shape inferred(c.x.begin(), c.x.begin() + 2);
+    for (size_t d = 0; d < spatial; ++d) inferred.push_back((c.x[d + 2] - 1) * c.s + c.k - 2 * c.pad);
+    const Shape target = c.out_shape.empty() ? inferred : c.out_shape;
+    const Tensor x = RandomF32(c.x, seed++);
+    const int64_t n = x.num_elements();
+    std::mt19937 rng(seed++);
+    std::vector<int64_t> idx(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+      // Window j = (n, c, o...): a random in-range position of it, flat over the inferred shape.
+      int64_t rest = j;
+      std::vector<int64_t> o(spatial);
+      for (size_t d = spatial; d-- > 0;) o[d] = rest % c.x[d + 2], rest /= c.x[d + 2];
+      int64_t flat = rest;  // n * C + c
+      for (size_t d = 0; d < spatial; ++d) {
+        const int64_t lo = std::max<int64_t>(0, o[d] * c.s - c.pad);
+        const int64_t hi = std::min<int64_t>(inferred[d + 2], o[d] * c.s - c.pad + c.k);
+        flat = flat * inferred[d + 2] + lo + static_cast<int64_t>(rng() % static_cast<uint32_t>(hi - lo));
+      }
+      idx[j] = flat;
+    }
+    std::vector<float> want(static_cast<size_t>(ElementCount(target)), 0.0f);
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t rest = idx[j], q = 0, stride = 1;
+      for (size_t d = target.size(); d-- > 0;) {
+        q += (rest % inferred[d]) * stride;
+        rest /= inferred[d];
+        stride *= target[d];
+      }
+      want[static_cast<size_t>(q)] = x.data_as<float>()[j];
+    }
+    std::map<std::string, Attr> attrs = {{"kernel_shape", std::vector<int64_t>(spatial, c.k)},
+                                         {"strides", std::vector<int64_t>(spatial, c.s)},
+                                         {"pads", std::vector<int64_t>(2 * spatial, c.pad)}};
+    std::vector<Input> inputs = {{"x", 1, c.x}, {"i", onnx::TensorProto::INT64, c.x}};
+    std::map<std::string, Tensor> bound;
+    if (!c.out_shape.empty()) {
+      inputs.push_back({"shape", onnx::TensorProto::INT64, {static_cast<int64_t>(target.size())}});
+      bound["shape"] = Tensor::FromVector<int64_t>(DType::kI64, {static_cast<int64_t>(target.size())}, target);
+    }
+    const Tensor i = Tensor::FromVector<int64_t>(DType::kI64, c.x, idx);
+    const auto model = OneNodeModel("MaxUnpool", inputs, attrs, 11);
+    auto got = RunOnnxAtThreads(model, {{"x", x}, {"i", i}}, {1, 2, 8}, bound);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    for (const Tensor& t : *got) {
+      EXPECT_EQ(t.shape(), target);
+      ExpectBits(want, t, "x " + ShapeToString(c.x));
+    }
+    // An index outside its own window (here: window 0's index moved to the last position)
+    // fails the task instead of being dropped.
+    std::vector<int64_t> moved = idx;
+    moved[0] = ElementCount(inferred) - 1;
+    auto bad = RunOnnxAtThreads(model, {{"x", x}, {"i", Tensor::FromVector<int64_t>(DType::kI64, c.x, moved)}}, {1}, bound);
+    EXPECT_FALSE(bad.ok()) << "x " << ShapeToString(c.x);
+  }
 }
 
 }  // namespace
