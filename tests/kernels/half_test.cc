@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/half_operands.h"
 #include "kernels/half.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -348,6 +349,90 @@ TEST(HalfOps, BitCopyingOpsKeepPayloads) {
     const HostTensor pn = RunAll(Op::kPad, {x}, t, {2, 4, 5}, pad);
     EXPECT_EQ(pn.at<uint16_t>(0), t == DType::kF16 ? 0x7E00u : 0x7FC0u);
   }
+}
+
+// Calls larger than one block (about 16K values per operand) are computed a block of rows at a
+// time; the bits must be those of the whole call (ExpectF32Rule's reference widens whole).
+TEST(HalfOps, BlocksOfRowsGiveTheWholeCallsBits) {
+  for (DType t : kHalfTypes) {
+    const HostTensor a = Half(t, {3, 20000}, ModerateHalfBits(60000, 20, t));
+    const HostTensor row = Half(t, {20000}, ModerateHalfBits(20000, 21, t));
+    const HostTensor one = Half(t, {1}, ModerateHalfBits(1, 22, t));
+    ExpectF32Rule(Op::kAdd, {a, row}, t, {3, 20000});  // a row per block, the row operand whole
+    ExpectF32Rule(Op::kDiv, {one, a}, t, {3, 20000});  // a scalar read by every block
+    ExpectF32Rule(Op::kGreater, {a, a}, DType::kBool, {3, 20000});
+    ExpectF32Rule(Op::kExp, {a}, t, {3, 20000});
+    const HostTensor col = Half(t, {300, 1}, ModerateHalfBits(300, 23, t));
+    const HostTensor line = Half(t, {1, 200}, ModerateHalfBits(200, 24, t));
+    ExpectF32Rule(Op::kSub, {col, line}, t, {300, 200});  // rows of col, line whole
+    OpParams to_f32;
+    to_f32.to = DType::kF32;
+    ExpectF32Rule(Op::kCast, {a}, DType::kF32, {3, 20000}, to_f32);
+    OpParams to_half;
+    to_half.to = t;
+    ExpectF32Rule(Op::kCast, {WidenTensor(a)}, t, {3, 20000}, to_half);
+
+    const HostTensor m = Half(t, {2, 150, 64}, ModerateHalfBits(2 * 150 * 64, 25, t));
+    const HostTensor w = Half(t, {64, 130}, ModerateHalfBits(64 * 130, 26, t));
+    ExpectF32Rule(Op::kMatMul, {m, w}, t, {2, 150, 130});
+
+    const HostTensor x = Half(t, {40, 600}, ModerateHalfBits(40 * 600, 27, t));
+    OpParams sp;
+    sp.axis = 1;
+    ExpectF32Rule(Op::kSoftmax, {x}, t, {40, 600}, sp);
+    const HostTensor scale = Half(t, {600}, ModerateHalfBits(600, 28, t));
+    const HostTensor bias = Half(t, {600}, ModerateHalfBits(600, 29, t));
+    ExpectF32Rule(Op::kLayerNorm, {x, scale, bias}, t, {40, 600}, sp);
+
+    const HostTensor img = Half(t, {3, 4, 48, 48}, ModerateHalfBits(3 * 4 * 48 * 48, 30, t));
+    const HostTensor cw = Half(t, {6, 2, 3, 3}, ModerateHalfBits(6 * 2 * 9, 31, t));
+    const HostTensor cb = Half(t, {6}, ModerateHalfBits(6, 32, t));
+    OpParams cp;
+    cp.kernel = {3, 3};
+    cp.strides = {1, 2};
+    cp.dilations = {1, 1};
+    cp.pads = {1, 1, 1, 1};
+    cp.group = 2;
+    ExpectF32Rule(Op::kConv2D, {img, cw, cb}, t, {3, 6, 48, 24}, cp);
+    OpParams pp;
+    pp.kernel = {2, 2};
+    pp.strides = {2, 2};
+    pp.dilations = {1, 1};
+    pp.pads = {0, 0, 0, 0};
+    ExpectF32Rule(Op::kMaxPool2D, {img}, t, {3, 4, 24, 24}, pp);
+    ExpectF32Rule(Op::kAvgPool2D, {img}, t, {3, 4, 24, 24}, pp);
+  }
+}
+
+TensorView ShapeOnly(DType t, std::initializer_list<int64_t> dims) {
+  TensorView v;
+  v.dtype = t;
+  for (int64_t d : dims) v.dims[v.rank++] = d;
+  return v;
+}
+
+// The f32 copies a 16-bit call needs: bounded where its rows split, the whole operands where not.
+TEST(HalfOps, WideningScratchIsBoundedWhereRowsSplit) {
+  TensorView in[2] = {ShapeOnly(DType::kF16, {64, 1 << 20}), ShapeOnly(DType::kF16, {64, 1 << 20})};
+  TensorView out = ShapeOnly(DType::kF16, {64, 1 << 20});
+  OpParams none;
+  KernelCall add{Op::kAdd, &none, in, 2, &out, 1};
+  EXPECT_EQ(cpu::HalfWideningBytes(add), 3 * (int64_t{1} << 14) * 4);  // one 16K-value block per operand
+  TensorView w = ShapeOnly(DType::kF16, {1 << 10, 1 << 10});
+  TensorView mm_in[2] = {ShapeOnly(DType::kF16, {1 << 12, 1 << 10}), w};
+  TensorView mm_out = ShapeOnly(DType::kF16, {1 << 12, 1 << 10});
+  KernelCall mm{Op::kMatMul, &none, mm_in, 2, &mm_out, 1};
+  EXPECT_EQ(cpu::HalfWideningBytes(mm), (2 * 16 * 1024 + (1 << 20)) * int64_t{4});  // 16 rows of a and y, w whole
+  OpParams all;
+  all.axes = {0, 1};
+  all.keepdims = false;
+  TensorView scalar = ShapeOnly(DType::kF16, {});
+  KernelCall sum{Op::kReduceSum, &all, in, 1, &scalar, 1};
+  EXPECT_EQ(cpu::HalfWideningBytes(sum), (int64_t{64} << 20) * 4 + 4);  // a reduction widens whole
+  TensorView f32 = ShapeOnly(DType::kF32, {64, 1 << 20});
+  TensorView f32_out = f32;
+  KernelCall f32_add{Op::kNeg, &none, &f32, 1, &f32_out, 1};
+  EXPECT_EQ(cpu::HalfWideningBytes(f32_add), 0);
 }
 
 TEST(HalfOps, MismatchedDTypesAreRefused) {
