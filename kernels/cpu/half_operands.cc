@@ -84,14 +84,29 @@ bool ComputesThroughF32(const KernelCall& call) {
   return true;
 }
 
+bool CpuHasF16c() {
+#if defined(__x86_64__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
 void WidenToF32(DType from, const void* src, float* dst, int64_t n, const CpuContext& ctx) {
   const uint16_t* s = static_cast<const uint16_t*>(src);
+  const bool simd = ctx.isa == Isa::kAvx2 && CpuHasF16c();
   if (from == DType::kF16) {
     ForRanges(ctx, n, [&](int64_t b, int64_t e) {
+      if (simd) return F16ToF32Avx2(s + b, dst + b, e - b);
       for (int64_t i = b; i < e; ++i) dst[i] = half::F16ToF32(s[i]);
     });
   } else {
     ForRanges(ctx, n, [&](int64_t b, int64_t e) {
+      if (simd) return BF16ToF32Avx2(s + b, dst + b, e - b);
       for (int64_t i = b; i < e; ++i) dst[i] = half::BF16ToF32(s[i]);
     });
   }
@@ -99,12 +114,15 @@ void WidenToF32(DType from, const void* src, float* dst, int64_t n, const CpuCon
 
 void NarrowFromF32(DType to, const float* src, void* dst, int64_t n, const CpuContext& ctx) {
   uint16_t* d = static_cast<uint16_t*>(dst);
+  const bool simd = ctx.isa == Isa::kAvx2 && CpuHasF16c();
   if (to == DType::kF16) {
     ForRanges(ctx, n, [&](int64_t b, int64_t e) {
+      if (simd) return F32ToF16Avx2(src + b, d + b, e - b);
       for (int64_t i = b; i < e; ++i) d[i] = half::F32ToF16(src[i]);
     });
   } else {
     ForRanges(ctx, n, [&](int64_t b, int64_t e) {
+      if (simd) return F32ToBF16Avx2(src + b, d + b, e - b);
       for (int64_t i = b; i < e; ++i) d[i] = half::F32ToBF16(src[i]);
     });
   }

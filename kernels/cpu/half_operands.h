@@ -31,7 +31,18 @@ Status RunThroughF32(const KernelCall& call, const CpuContext& ctx, FamilyRunner
 int64_t HalfWideningBytes(const KernelCall& call);
 
 // Elementwise conversions of n values; exact per element, so any split over threads is fine.
+// With ctx.isa kAvx2 on a CPU with F16C they run eight values at a time (half_avx2.cc), with
+// the same bits as kernels/half.h.
 void WidenToF32(DType from, const void* src, float* dst, int64_t n, const CpuContext& ctx);
 void NarrowFromF32(DType to, const float* src, void* dst, int64_t n, const CpuContext& ctx);
+
+// True when the running CPU has F16C and AVX2.
+bool CpuHasF16c();
+
+// half_avx2.cc: the conversions of kernels/half.h over n values, vectorized.
+void F16ToF32Avx2(const uint16_t* src, float* dst, int64_t n);
+void F32ToF16Avx2(const float* src, uint16_t* dst, int64_t n);
+void BF16ToF32Avx2(const uint16_t* src, float* dst, int64_t n);
+void F32ToBF16Avx2(const float* src, uint16_t* dst, int64_t n);
 
 }  // namespace consensor::kernels::cpu

@@ -192,6 +192,57 @@ TEST(HalfConversion, F32ToBF16IsRoundToNearestEven) {
   EXPECT_EQ(half::F32ToBF16(FromBits(0xFFC12345u)), 0x7FC0u);
 }
 
+// The vectorized conversions (F16C for f16, AVX2 integer code for bf16) against kernels/half.h:
+// every 16-bit pattern, and f32 patterns at every f16 and bf16 rounding boundary (each midpoint
+// and its neighbours), overflow, subnormals, NaNs with payloads, both signs, and a stride over
+// all 2^32 patterns; at an odd offset and length so the scalar tail runs too.
+TEST(HalfConversion, VectorizedConversionsMatchThePortableOnes) {
+  if (!cpu::CpuHasF16c()) GTEST_SKIP() << "no F16C/AVX2 on this CPU";
+  std::vector<uint16_t> every(0x10000);
+  for (uint32_t h = 0; h < 0x10000u; ++h) every[h] = static_cast<uint16_t>(h);
+  std::vector<float> wide(every.size());
+  cpu::F16ToF32Avx2(every.data(), wide.data(), static_cast<int64_t>(every.size()));
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    ASSERT_EQ(half::F32Bits(wide[h]), half::F32Bits(half::F16ToF32(static_cast<uint16_t>(h)))) << std::hex << h;
+  }
+  cpu::BF16ToF32Avx2(every.data(), wide.data(), static_cast<int64_t>(every.size()));
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    ASSERT_EQ(half::F32Bits(wide[h]), half::F32Bits(half::BF16ToF32(static_cast<uint16_t>(h)))) << std::hex << h;
+  }
+
+  std::vector<uint32_t> bits;
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    if ((h & 0x7C00u) == 0x7C00u) continue;
+    const uint32_t u = half::F32Bits(half::F16ToF32(static_cast<uint16_t>(h)));
+    // The f32 midpoint between h and the next f16 up in magnitude (65520 for 65504: overflow).
+    const double next = (h & 0x7FFFu) == 0x7BFFu ? 65536.0 : F16Value(static_cast<uint16_t>(h + 1));
+    const uint32_t mid = half::F32Bits(static_cast<float>((F16Value(static_cast<uint16_t>(h)) + next) / 2));
+    for (uint32_t b : {u, u + 1, u - 1, mid, mid + 1, mid - 1}) bits.push_back(b);
+  }
+  for (uint32_t top = 0; top < 0x10000u; ++top) {
+    for (uint32_t low : {0x7FFFu, 0x8000u, 0x8001u}) bits.push_back((top << 16) | low);  // bf16 ties
+  }
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 16411) bits.push_back(static_cast<uint32_t>(b));
+  for (uint32_t b : {0x7F800000u, 0xFF800000u, 0x7F800001u, 0xFFC01234u, 0x7FFFFFFFu, 0x00000001u, 0x80000001u,
+                     0x007FFFFFu, 0x477FEFFFu, 0x477FF000u, 0x477FF001u, 0x7F7FFFFFu, 0x33000000u, 0x33000001u}) {
+    bits.push_back(b);
+  }
+  std::vector<float> f(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) f[i] = half::F32FromBits(bits[i]);
+  std::vector<uint16_t> got(f.size());
+  const int64_t n = static_cast<int64_t>(f.size()) - 3;
+  cpu::F32ToF16Avx2(f.data() + 3, got.data() + 3, n);
+  for (int64_t i = 3; i < n + 3; ++i) {
+    ASSERT_EQ(got[static_cast<size_t>(i)], half::F32ToF16(f[static_cast<size_t>(i)]))
+        << std::hex << bits[static_cast<size_t>(i)];
+  }
+  cpu::F32ToBF16Avx2(f.data() + 3, got.data() + 3, n);
+  for (int64_t i = 3; i < n + 3; ++i) {
+    ASSERT_EQ(got[static_cast<size_t>(i)], half::F32ToBF16(f[static_cast<size_t>(i)]))
+        << std::hex << bits[static_cast<size_t>(i)];
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Ops: each against the f32 rule, on every engine.
 
