@@ -152,7 +152,7 @@ StatusOr<Tensor> ResolveConstant(const ValueDef& v, BlobSource* blobs, Container
 }
 
 // A run [head, last] of consecutive canonical instructions that can execute as one: the head is
-// a conv2d or an elementwise op with an f32 output, each later one an epilogue step
+// a conv2d or an elementwise op with an f32 output that reads no f16/bf16 value, each later one an epilogue step
 // (kernels::EpilogueOpAllowed) over f32 values of the head's output shape reading at least one
 // value of the run, and every value of the run but the last is read only inside the run and
 // is no graph output (DETERMINISM.md 3.1).
@@ -164,6 +164,10 @@ struct FusionRun {
 bool CanHeadFusion(const CanonicalNode& cn, const ValidatedGraph& vg) {
   const TypeInfo& out = vg.types[cn.output];
   if (out.dtype != DType::kF32) return false;
+  // A cast from f16/bf16 computes through the CPU backend's widening, which takes no epilogue.
+  for (int in : cn.inputs) {
+    if (IsHalfDType(vg.types[in].dtype)) return false;
+  }
   if (cn.schema->op == kernels::Op::kConv2D) {
     return !cn.inferred.kernel_output_shape || *cn.inferred.kernel_output_shape == out.shape;
   }

@@ -43,8 +43,8 @@ __attribute__((target("avx2"))) void BF16ToF32Avx2(const uint16_t* src, float* d
   const __m256i inf = _mm256_set1_epi32(0x7F800000);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256i u = _mm256_slli_epi32(
-        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))), 16);
+    const __m256i u =
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))), 16);
     const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_blendv_epi8(u, canonical, nan));
   }

@@ -202,6 +202,24 @@ TEST(PlannerTest, HalfOperandsAreWidenedABlockAtATimeWithinTheCap) {
       << p.status().message();
 }
 
+TEST(PlannerTest, CastFromHalfHeadsNoFusedRun) {
+  // cast(f16 -> f32) then exp: the cast computes through the 16-bit widening, which takes no
+  // epilogue, so the two run unfused (the pair used to fail at run time).
+  Graph g;
+  Value x = g.input("x", DType::kF16, {4});
+  g.output("y", exp(cast(x, DType::kF32)));
+  auto p = CompileGraph(g, nullptr, {});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_TRUE(p->fused_instructions.empty());
+  Tensor in = Tensor::FromVector<uint16_t>(DType::kF16, {4}, {0x0000, 0x3C00, 0xBC00, 0x7E00});  // 0, 1, -1, NaN
+  auto backend = MakeCpu(1);
+  auto r = CompileAndRun(g, {{"x", in}}, backend.get());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Tensor& y = r->outputs.at(0).tensor;
+  EXPECT_EQ(y.data_as<float>()[0], 1.0f);
+  EXPECT_EQ(half::F32Bits(y.data_as<float>()[3]), half::kCanonicalNaNF32);
+}
+
 TEST(RuntimeTest, InputMismatchesAreClearErrors) {
   Graph g;
   Value x = g.input("x", DType::kF32, {2, 3});
