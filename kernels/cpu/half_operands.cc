@@ -348,7 +348,6 @@ Status RunRows(const KernelCall& call, const RowSplit& s, const std::vector<std:
   const size_t num_in = static_cast<size_t>(call.num_inputs);
   TensorView inputs[kMaxSplitInputs];
   TensorView outputs[1];
-  CpuContext serial = ctx;
   for (size_t i = 0; i < num_in + 1; ++i) {
     const TensorView& v = i < num_in ? call.in(static_cast<int>(i)) : call.out(0);
     const bool half = IsHalfDType(v.dtype);
@@ -363,7 +362,7 @@ Status RunRows(const KernelCall& call, const RowSplit& s, const std::vector<std:
     void* data = base;
     if (half) {
       scratch[i].resize(static_cast<size_t>(nb * row));
-      if (i < num_in) WidenToF32(v.dtype, base, scratch[i].data(), nb * row, serial);
+      if (i < num_in) WidenToF32(v.dtype, base, scratch[i].data(), nb * row, ctx);
       data = scratch[i].data();
     }
     view = s.leading_one ? ViewWithDims(dtype, data, s.dims[i], 1, nb) : ViewWithDims(dtype, data, s.dims[i], nb, -1);
@@ -377,7 +376,7 @@ Status RunRows(const KernelCall& call, const RowSplit& s, const std::vector<std:
   const TensorView& y = call.out(0);
   if (IsHalfDType(y.dtype)) {
     const int64_t row = s.row_elems[num_in];
-    NarrowFromF32(y.dtype, scratch[num_in].data(), static_cast<uint8_t*>(y.data) + r0 * row * 2, nb * row, serial);
+    NarrowFromF32(y.dtype, scratch[num_in].data(), static_cast<uint8_t*>(y.data) + r0 * row * 2, nb * row, ctx);
   }
   return OkStatus();
 }
