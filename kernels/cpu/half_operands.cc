@@ -202,6 +202,9 @@ RowSplit PlanSplit(const KernelCall& call) {
   const int r = y.rank;
   switch (FamilyOf(call.op)) {
     case OpFamily::kElementwise: {
+      for (int i = 0; i < call.num_inputs; ++i) {
+        if (call.in(i).rank > r) return none;  // not a valid broadcast: the kernel says so, whole
+      }
       // The most leading axes k over which every input either has the output's dims (sliced)
       // or only 1s / no axis (broadcast: passed whole, its leading 1s dropped).
       for (int k = r; k >= 1; --k) {

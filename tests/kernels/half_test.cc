@@ -406,22 +406,22 @@ TEST(HalfOps, BitCopyingOpsKeepPayloads) {
 // time; the bits must be those of the whole call (ExpectF32Rule's reference widens whole).
 TEST(HalfOps, BlocksOfRowsGiveTheWholeCallsBits) {
   for (DType t : kHalfTypes) {
-    const HostTensor a = Half(t, {3, 20000}, ModerateHalfBits(60000, 20, t));
-    const HostTensor row = Half(t, {20000}, ModerateHalfBits(20000, 21, t));
+    const HostTensor a = Half(t, {2, 16400}, ModerateHalfBits(2 * 16400, 20, t));
+    const HostTensor row = Half(t, {16400}, ModerateHalfBits(16400, 21, t));
     const HostTensor one = Half(t, {1}, ModerateHalfBits(1, 22, t));
-    ExpectF32Rule(Op::kAdd, {a, row}, t, {3, 20000});  // a row per block, the row operand whole
-    ExpectF32Rule(Op::kDiv, {one, a}, t, {3, 20000});  // a scalar read by every block
-    ExpectF32Rule(Op::kGreater, {a, a}, DType::kBool, {3, 20000});
-    ExpectF32Rule(Op::kExp, {a}, t, {3, 20000});
+    ExpectF32Rule(Op::kAdd, {a, row}, t, {2, 16400});  // a row per block, the row operand whole
+    ExpectF32Rule(Op::kDiv, {one, a}, t, {2, 16400});  // a scalar read by every block
+    ExpectF32Rule(Op::kGreater, {a, a}, DType::kBool, {2, 16400});
+    ExpectF32Rule(Op::kExp, {a}, t, {2, 16400});
     const HostTensor col = Half(t, {300, 1}, ModerateHalfBits(300, 23, t));
     const HostTensor line = Half(t, {1, 200}, ModerateHalfBits(200, 24, t));
     ExpectF32Rule(Op::kSub, {col, line}, t, {300, 200});  // rows of col, line whole
     OpParams to_f32;
     to_f32.to = DType::kF32;
-    ExpectF32Rule(Op::kCast, {a}, DType::kF32, {3, 20000}, to_f32);
+    ExpectF32Rule(Op::kCast, {a}, DType::kF32, {2, 16400}, to_f32);
     OpParams to_half;
     to_half.to = t;
-    ExpectF32Rule(Op::kCast, {WidenTensor(a)}, t, {3, 20000}, to_half);
+    ExpectF32Rule(Op::kCast, {WidenTensor(a)}, t, {2, 16400}, to_half);
 
     const HostTensor m = Half(t, {2, 150, 64}, ModerateHalfBits(2 * 150 * 64, 25, t));
     const HostTensor w = Half(t, {64, 130}, ModerateHalfBits(64 * 130, 26, t));
@@ -484,6 +484,18 @@ TEST(HalfOps, WideningScratchIsBoundedWhereRowsSplit) {
   TensorView f32_out = f32;
   KernelCall f32_add{Op::kNeg, &none, &f32, 1, &f32_out, 1};
   EXPECT_EQ(cpu::HalfWideningBytes(f32_add), 0);
+}
+
+// Calls that split into blocks are refused as the whole call would be, not run on garbage.
+TEST(HalfOps, BadShapesAreRefusedWhenSplitIntoBlocks) {
+  const HostTensor a = Half(DType::kF16, {3, 20000}, ModerateHalfBits(60000, 40, DType::kF16));
+  const HostTensor b = Half(DType::kF16, {3, 19999}, ModerateHalfBits(3 * 19999, 41, DType::kF16));
+  EXPECT_FALSE(RunStatus(Op::kAdd, {a, b}, DType::kF16, {3, 20000}).ok());
+  const HostTensor w = Half(DType::kF16, {64, 130}, ModerateHalfBits(64 * 130, 42, DType::kF16));
+  const HostTensor m = Half(DType::kF16, {300, 63}, ModerateHalfBits(300 * 63, 43, DType::kF16));
+  EXPECT_FALSE(RunStatus(Op::kMatMul, {m, w}, DType::kF16, {300, 130}).ok());
+  const HostTensor wide = Half(DType::kF16, {1, 3, 20000}, ModerateHalfBits(60000, 44, DType::kF16));
+  EXPECT_FALSE(RunStatus(Op::kExp, {wide}, DType::kF16, {3, 20000}).ok());
 }
 
 TEST(HalfOps, MismatchedDTypesAreRefused) {
