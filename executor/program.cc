@@ -7,6 +7,7 @@
 #include "common/file_io.h"
 #include "common/safetensors.h"
 #include "executor/serialize.h"
+#include "kernels/cpu/half_operands.h"
 
 namespace consensor::executor {
 
@@ -151,7 +152,7 @@ StatusOr<Tensor> ResolveConstant(const ValueDef& v, BlobSource* blobs, Container
 }
 
 // A run [head, last] of consecutive canonical instructions that can execute as one: the head is
-// a conv2d or an elementwise op with an f32 output, each later one an epilogue step
+// a conv2d or an elementwise op with an f32 output that reads no f16/bf16 value, each later one an epilogue step
 // (kernels::EpilogueOpAllowed) over f32 values of the head's output shape reading at least one
 // value of the run, and every value of the run but the last is read only inside the run and
 // is no graph output (DETERMINISM.md 3.1).
@@ -163,6 +164,10 @@ struct FusionRun {
 bool CanHeadFusion(const CanonicalNode& cn, const ValidatedGraph& vg) {
   const TypeInfo& out = vg.types[cn.output];
   if (out.dtype != DType::kF32) return false;
+  // A cast from f16/bf16 computes through the CPU backend's widening, which takes no epilogue.
+  for (int in : cn.inputs) {
+    if (IsHalfDType(vg.types[in].dtype)) return false;
+  }
   if (cn.schema->op == kernels::Op::kConv2D) {
     return !cn.inferred.kernel_output_shape || *cn.inferred.kernel_output_shape == out.shape;
   }
@@ -372,6 +377,37 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
     return ResourceExhausted("program needs " + std::to_string(p.arena_bytes) +
                              " bytes of memory (inputs, weights and live values), over the cap of " +
                              std::to_string(limits.max_total_bytes));
+  }
+  // An f16/bf16 instruction computes on f32 copies of its operands (DETERMINISM.md 1.3), held
+  // only while it runs: a block at a time where its rows split, whole otherwise. The largest
+  // such need counts against the cap together with the arena.
+  int64_t widening = 0;
+  size_t widest = 0;
+  for (size_t i = 0; i < p.instructions.size(); ++i) {
+    const Instruction& ins = p.instructions[i];
+    std::vector<kernels::TensorView> views;
+    auto view = [&](int buffer, const Shape& shape) {
+      kernels::TensorView v;
+      v.dtype = p.buffers[buffer].dtype;
+      v.rank = static_cast<int>(shape.size());
+      for (int d = 0; d < v.rank && d < kMaxRank; ++d) v.dims[d] = shape[d];
+      return v;
+    };
+    for (size_t k = 0; k < ins.inputs.size(); ++k) views.push_back(view(ins.inputs[k], ins.input_view_shapes[k]));
+    kernels::TensorView out = view(ins.output, ins.output_view_shape);
+    const kernels::KernelCall call{ins.op, &ins.params, views.data(), static_cast<int>(views.size()), &out, 1};
+    const int64_t bytes = kernels::cpu::HalfWideningBytes(call);
+    if (bytes > widening) {
+      widening = bytes;
+      widest = i;
+    }
+  }
+  if (widening > 0 && p.arena_bytes + widening > limits.max_total_bytes) {
+    const Instruction& ins = p.instructions[widest];
+    return ResourceExhausted("program needs " + std::to_string(p.arena_bytes) +
+                             " bytes of memory (inputs, weights and live values) plus " + std::to_string(widening) +
+                             " bytes of f32 copies of the f16/bf16 operands of " + ins.op_name + " at " +
+                             ins.node_label + ", over the cap of " + std::to_string(limits.max_total_bytes));
   }
   return p;
 }

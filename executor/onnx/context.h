@@ -40,6 +40,10 @@ struct EmittedOp {
 class NodeContext {
  public:
   NodeContext(Importer& importer, const onnx::NodeProto& node, std::vector<ValueId> inputs, int64_t opset);
+  // The same node seen with other input values (LowerThroughF32 gives a converter f32 copies).
+  NodeContext WithInputs(std::vector<ValueId> inputs) const {
+    return NodeContext(importer_, node_, std::move(inputs), opset_);
+  }
 
   const std::string& op_type() const;
   const std::string& node_name() const;
@@ -119,6 +123,16 @@ class NodeContext {
 };
 
 using ConvertFn = Status (*)(NodeContext& ctx);
+
+// DETERMINISM.md 6.8b: a node whose inputs include f16 or bf16 values is converted by `lower`
+// (its f32 lowering) on f32 copies of those inputs (`cast`, exact), and each f32 output is
+// `cast` back to that 16-bit dtype (rounded once). Nodes without 16-bit inputs are converted
+// by `lower` unchanged. ThroughF32<F> is the ConvertFn of a table entry.
+Status LowerThroughF32(NodeContext& ctx, ConvertFn lower);
+template <ConvertFn F>
+Status ThroughF32(NodeContext& ctx) {
+  return LowerThroughF32(ctx, F);
+}
 
 struct OpConverter {
   std::string_view op_type;

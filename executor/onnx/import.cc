@@ -257,6 +257,35 @@ Status RequireF32OrHalf(const NodeContext& ctx, ValueId v, std::string_view role
   return OkStatus();
 }
 
+Status LowerThroughF32(NodeContext& ctx, ConvertFn lower) {
+  DType half = DType::kInvalid;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i) || !IsHalfDType(ctx.input_type(i).dtype)) continue;
+    if (half != DType::kInvalid && half != ctx.input_type(i).dtype) return ctx.Invalid("inputs mix f16 and bf16");
+    half = ctx.input_type(i).dtype;
+  }
+  if (half == DType::kInvalid) return lower(ctx);
+  std::vector<ValueId> wide(static_cast<size_t>(ctx.num_inputs()), -1);
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    wide[static_cast<size_t>(i)] = ctx.input(i);
+    if (IsHalfDType(ctx.input_type(i).dtype)) {
+      ASSIGN_OR_RETURN(wide[static_cast<size_t>(i)], ctx.Emit("cast", {ctx.input(i)}, {{"to", DType::kF32}}));
+    }
+  }
+  NodeContext inner = ctx.WithInputs(std::move(wide));
+  RETURN_IF_ERROR(lower(inner));
+  for (size_t i = 0; i < inner.outputs().size(); ++i) {
+    if (!inner.outputs()[i]) continue;
+    ValueId y = *inner.outputs()[i];
+    if (ctx.type(y).dtype == DType::kF32) {
+      ASSIGN_OR_RETURN(y, ctx.Emit("cast", {y}, {{"to", half}}));
+    }
+    ctx.SetOutput(static_cast<int>(i), y);
+  }
+  return OkStatus();
+}
+
 StatusOr<ValueId> ReshapeTo(NodeContext& ctx, ValueId v, const Shape& shape) {
   if (ctx.type(v).shape == shape) return v;
   return ctx.Emit("reshape", {v}, {{"shape", std::vector<int64_t>(shape.begin(), shape.end())}});

@@ -4,6 +4,7 @@
 #include "executor/merkle.h"
 #include "executor/serialize.h"
 #include "executor/validate.h"
+#include "kernels/half.h"
 #include "tests/executor/test_util.h"
 
 namespace consensor::executor {
@@ -170,6 +171,53 @@ TEST(PlannerTest, ReusesDeadBuffersAndKnowsPeakUpFront) {
       EXPECT_TRUE(disjoint);
     }
   }
+}
+
+TEST(PlannerTest, HalfOperandsAreWidenedABlockAtATimeWithinTheCap) {
+  // 256K f16 values (512 KiB): x + x needs a 1 MiB arena. Widened whole, its three f32 copies
+  // (3 MiB) would not fit a 1.25 MiB cap; a block at a time they take 192 KiB.
+  Limits limits;
+  limits.max_total_bytes = (int64_t{5} << 20) / 4;
+  Graph g;
+  Value x = g.input("x", DType::kF16, {64, 4096});
+  g.output("y", x + x);
+  Tensor in(DType::kF16, {64, 4096});
+  for (int64_t i = 0; i < in.num_elements(); ++i) in.data_as<uint16_t>()[i] = static_cast<uint16_t>(i % 0x7C00);
+  auto backend = MakeCpu(2);
+  auto r = CompileAndRun(g, {{"x", in}}, backend.get(), false, limits);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Tensor& y = r->outputs.at(0).tensor;
+  for (int64_t i = 0; i < y.num_elements(); i += 997) {
+    const float v = half::F16ToF32(in.data_as<uint16_t>()[i]);
+    ASSERT_EQ(y.data_as<uint16_t>()[i], half::F32ToF16(v + v)) << i;
+  }
+  // A sum over all of x is one chain that reads every value: its f32 copy of x (1 MiB) is
+  // widened whole and, with the arena, is over the cap. Refused at compile, by name.
+  Graph h;
+  Value hx = h.input("x", DType::kF16, {64, 4096});
+  h.output("s", reduce_sum(hx, {0, 1}));
+  auto p = CompileGraph(h, nullptr, limits);
+  ASSERT_EQ(p.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(p.status().message().find("f32 copies of the f16/bf16 operands of reduce_sum"), std::string::npos)
+      << p.status().message();
+}
+
+TEST(PlannerTest, CastFromHalfHeadsNoFusedRun) {
+  // cast(f16 -> f32) then exp: the cast computes through the 16-bit widening, which takes no
+  // epilogue, so the two run unfused (the pair used to fail at run time).
+  Graph g;
+  Value x = g.input("x", DType::kF16, {4});
+  g.output("y", exp(cast(x, DType::kF32)));
+  auto p = CompileGraph(g, nullptr, {});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_TRUE(p->fused_instructions.empty());
+  Tensor in = Tensor::FromVector<uint16_t>(DType::kF16, {4}, {0x0000, 0x3C00, 0xBC00, 0x7E00});  // 0, 1, -1, NaN
+  auto backend = MakeCpu(1);
+  auto r = CompileAndRun(g, {{"x", in}}, backend.get());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Tensor& y = r->outputs.at(0).tensor;
+  EXPECT_EQ(y.data_as<float>()[0], 1.0f);
+  EXPECT_EQ(half::F32Bits(y.data_as<float>()[3]), half::kCanonicalNaNF32);
 }
 
 TEST(RuntimeTest, InputMismatchesAreClearErrors) {

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/half_operands.h"
 #include "kernels/half.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -191,6 +192,57 @@ TEST(HalfConversion, F32ToBF16IsRoundToNearestEven) {
   EXPECT_EQ(half::F32ToBF16(FromBits(0xFFC12345u)), 0x7FC0u);
 }
 
+// The vectorized conversions (F16C for f16, AVX2 integer code for bf16) against kernels/half.h:
+// every 16-bit pattern, and f32 patterns at every f16 and bf16 rounding boundary (each midpoint
+// and its neighbours), overflow, subnormals, NaNs with payloads, both signs, and a stride over
+// all 2^32 patterns; at an odd offset and length so the scalar tail runs too.
+TEST(HalfConversion, VectorizedConversionsMatchThePortableOnes) {
+  if (!cpu::CpuHasF16c()) GTEST_SKIP() << "no F16C/AVX2 on this CPU";
+  std::vector<uint16_t> every(0x10000);
+  for (uint32_t h = 0; h < 0x10000u; ++h) every[h] = static_cast<uint16_t>(h);
+  std::vector<float> wide(every.size());
+  cpu::F16ToF32Avx2(every.data(), wide.data(), static_cast<int64_t>(every.size()));
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    ASSERT_EQ(half::F32Bits(wide[h]), half::F32Bits(half::F16ToF32(static_cast<uint16_t>(h)))) << std::hex << h;
+  }
+  cpu::BF16ToF32Avx2(every.data(), wide.data(), static_cast<int64_t>(every.size()));
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    ASSERT_EQ(half::F32Bits(wide[h]), half::F32Bits(half::BF16ToF32(static_cast<uint16_t>(h)))) << std::hex << h;
+  }
+
+  std::vector<uint32_t> bits;
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    if ((h & 0x7C00u) == 0x7C00u) continue;
+    const uint32_t u = half::F32Bits(half::F16ToF32(static_cast<uint16_t>(h)));
+    // The f32 midpoint between h and the next f16 up in magnitude (65520 for 65504: overflow).
+    const double next = (h & 0x7FFFu) == 0x7BFFu ? 65536.0 : F16Value(static_cast<uint16_t>(h + 1));
+    const uint32_t mid = half::F32Bits(static_cast<float>((F16Value(static_cast<uint16_t>(h)) + next) / 2));
+    for (uint32_t b : {u, u + 1, u - 1, mid, mid + 1, mid - 1}) bits.push_back(b);
+  }
+  for (uint32_t top = 0; top < 0x10000u; ++top) {
+    for (uint32_t low : {0x7FFFu, 0x8000u, 0x8001u}) bits.push_back((top << 16) | low);  // bf16 ties
+  }
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 16411) bits.push_back(static_cast<uint32_t>(b));
+  for (uint32_t b : {0x7F800000u, 0xFF800000u, 0x7F800001u, 0xFFC01234u, 0x7FFFFFFFu, 0x00000001u, 0x80000001u,
+                     0x007FFFFFu, 0x477FEFFFu, 0x477FF000u, 0x477FF001u, 0x7F7FFFFFu, 0x33000000u, 0x33000001u}) {
+    bits.push_back(b);
+  }
+  std::vector<float> f(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) f[i] = half::F32FromBits(bits[i]);
+  std::vector<uint16_t> got(f.size());
+  const int64_t n = static_cast<int64_t>(f.size()) - 3;
+  cpu::F32ToF16Avx2(f.data() + 3, got.data() + 3, n);
+  for (int64_t i = 3; i < n + 3; ++i) {
+    ASSERT_EQ(got[static_cast<size_t>(i)], half::F32ToF16(f[static_cast<size_t>(i)]))
+        << std::hex << bits[static_cast<size_t>(i)];
+  }
+  cpu::F32ToBF16Avx2(f.data() + 3, got.data() + 3, n);
+  for (int64_t i = 3; i < n + 3; ++i) {
+    ASSERT_EQ(got[static_cast<size_t>(i)], half::F32ToBF16(f[static_cast<size_t>(i)]))
+        << std::hex << bits[static_cast<size_t>(i)];
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Ops: each against the f32 rule, on every engine.
 
@@ -348,6 +400,102 @@ TEST(HalfOps, BitCopyingOpsKeepPayloads) {
     const HostTensor pn = RunAll(Op::kPad, {x}, t, {2, 4, 5}, pad);
     EXPECT_EQ(pn.at<uint16_t>(0), t == DType::kF16 ? 0x7E00u : 0x7FC0u);
   }
+}
+
+// Calls larger than one block (about 16K values per operand) are computed a block of rows at a
+// time; the bits must be those of the whole call (ExpectF32Rule's reference widens whole).
+TEST(HalfOps, BlocksOfRowsGiveTheWholeCallsBits) {
+  for (DType t : kHalfTypes) {
+    const HostTensor a = Half(t, {2, 16400}, ModerateHalfBits(2 * 16400, 20, t));
+    const HostTensor row = Half(t, {16400}, ModerateHalfBits(16400, 21, t));
+    const HostTensor one = Half(t, {1}, ModerateHalfBits(1, 22, t));
+    ExpectF32Rule(Op::kAdd, {a, row}, t, {2, 16400});  // a row per block, the row operand whole
+    ExpectF32Rule(Op::kDiv, {one, a}, t, {2, 16400});  // a scalar read by every block
+    ExpectF32Rule(Op::kGreater, {a, a}, DType::kBool, {2, 16400});
+    ExpectF32Rule(Op::kExp, {a}, t, {2, 16400});
+    const HostTensor col = Half(t, {300, 1}, ModerateHalfBits(300, 23, t));
+    const HostTensor line = Half(t, {1, 200}, ModerateHalfBits(200, 24, t));
+    ExpectF32Rule(Op::kSub, {col, line}, t, {300, 200});  // rows of col, line whole
+    OpParams to_f32;
+    to_f32.to = DType::kF32;
+    ExpectF32Rule(Op::kCast, {a}, DType::kF32, {2, 16400}, to_f32);
+    OpParams to_half;
+    to_half.to = t;
+    ExpectF32Rule(Op::kCast, {WidenTensor(a)}, t, {2, 16400}, to_half);
+
+    const HostTensor m = Half(t, {2, 150, 64}, ModerateHalfBits(2 * 150 * 64, 25, t));
+    const HostTensor w = Half(t, {64, 130}, ModerateHalfBits(64 * 130, 26, t));
+    ExpectF32Rule(Op::kMatMul, {m, w}, t, {2, 150, 130});
+
+    const HostTensor x = Half(t, {40, 600}, ModerateHalfBits(40 * 600, 27, t));
+    OpParams sp;
+    sp.axis = 1;
+    ExpectF32Rule(Op::kSoftmax, {x}, t, {40, 600}, sp);
+    const HostTensor scale = Half(t, {600}, ModerateHalfBits(600, 28, t));
+    const HostTensor bias = Half(t, {600}, ModerateHalfBits(600, 29, t));
+    ExpectF32Rule(Op::kLayerNorm, {x, scale, bias}, t, {40, 600}, sp);
+
+    const HostTensor img = Half(t, {3, 4, 48, 48}, ModerateHalfBits(3 * 4 * 48 * 48, 30, t));
+    const HostTensor cw = Half(t, {6, 2, 3, 3}, ModerateHalfBits(6 * 2 * 9, 31, t));
+    const HostTensor cb = Half(t, {6}, ModerateHalfBits(6, 32, t));
+    OpParams cp;
+    cp.kernel = {3, 3};
+    cp.strides = {1, 2};
+    cp.dilations = {1, 1};
+    cp.pads = {1, 1, 1, 1};
+    cp.group = 2;
+    ExpectF32Rule(Op::kConv2D, {img, cw, cb}, t, {3, 6, 48, 24}, cp);
+    OpParams pp;
+    pp.kernel = {2, 2};
+    pp.strides = {2, 2};
+    pp.dilations = {1, 1};
+    pp.pads = {0, 0, 0, 0};
+    ExpectF32Rule(Op::kMaxPool2D, {img}, t, {3, 4, 24, 24}, pp);
+    ExpectF32Rule(Op::kAvgPool2D, {img}, t, {3, 4, 24, 24}, pp);
+  }
+}
+
+TensorView ShapeOnly(DType t, std::initializer_list<int64_t> dims) {
+  TensorView v;
+  v.dtype = t;
+  for (int64_t d : dims) v.dims[v.rank++] = d;
+  return v;
+}
+
+// The f32 copies a 16-bit call needs: bounded where its rows split, the whole operands where not.
+TEST(HalfOps, WideningScratchIsBoundedWhereRowsSplit) {
+  TensorView in[2] = {ShapeOnly(DType::kF16, {64, 1 << 20}), ShapeOnly(DType::kF16, {64, 1 << 20})};
+  TensorView out = ShapeOnly(DType::kF16, {64, 1 << 20});
+  OpParams none;
+  KernelCall add{Op::kAdd, &none, in, 2, &out, 1};
+  EXPECT_EQ(cpu::HalfWideningBytes(add), 3 * (int64_t{1} << 14) * 4);  // one 16K-value block per operand
+  TensorView w = ShapeOnly(DType::kF16, {1 << 10, 1 << 10});
+  TensorView mm_in[2] = {ShapeOnly(DType::kF16, {1 << 12, 1 << 10}), w};
+  TensorView mm_out = ShapeOnly(DType::kF16, {1 << 12, 1 << 10});
+  KernelCall mm{Op::kMatMul, &none, mm_in, 2, &mm_out, 1};
+  EXPECT_EQ(cpu::HalfWideningBytes(mm), (2 * 16 * 1024 + (1 << 20)) * int64_t{4});  // 16 rows of a and y, w whole
+  OpParams all;
+  all.axes = {0, 1};
+  all.keepdims = false;
+  TensorView scalar = ShapeOnly(DType::kF16, {});
+  KernelCall sum{Op::kReduceSum, &all, in, 1, &scalar, 1};
+  EXPECT_EQ(cpu::HalfWideningBytes(sum), (int64_t{64} << 20) * 4 + 4);  // a reduction widens whole
+  TensorView f32 = ShapeOnly(DType::kF32, {64, 1 << 20});
+  TensorView f32_out = f32;
+  KernelCall f32_add{Op::kNeg, &none, &f32, 1, &f32_out, 1};
+  EXPECT_EQ(cpu::HalfWideningBytes(f32_add), 0);
+}
+
+// Calls that split into blocks are refused as the whole call would be, not run on garbage.
+TEST(HalfOps, BadShapesAreRefusedWhenSplitIntoBlocks) {
+  const HostTensor a = Half(DType::kF16, {3, 20000}, ModerateHalfBits(60000, 40, DType::kF16));
+  const HostTensor b = Half(DType::kF16, {3, 19999}, ModerateHalfBits(3 * 19999, 41, DType::kF16));
+  EXPECT_FALSE(RunStatus(Op::kAdd, {a, b}, DType::kF16, {3, 20000}).ok());
+  const HostTensor w = Half(DType::kF16, {64, 130}, ModerateHalfBits(64 * 130, 42, DType::kF16));
+  const HostTensor m = Half(DType::kF16, {300, 63}, ModerateHalfBits(300 * 63, 43, DType::kF16));
+  EXPECT_FALSE(RunStatus(Op::kMatMul, {m, w}, DType::kF16, {300, 130}).ok());
+  const HostTensor wide = Half(DType::kF16, {1, 3, 20000}, ModerateHalfBits(60000, 44, DType::kF16));
+  EXPECT_FALSE(RunStatus(Op::kExp, {wide}, DType::kF16, {3, 20000}).ok());
 }
 
 TEST(HalfOps, MismatchedDTypesAreRefused) {

@@ -17,6 +17,7 @@
 #include "executor/serialize.h"
 #include "executor/validate.h"
 #include "kernels/detmath.h"
+#include "kernels/half.h"
 #include "onnx/onnx_pb.h"
 #include "tests/executor/test_util.h"
 
@@ -1114,14 +1115,111 @@ TEST(OnnxImport, HalfTensorsImportComputeAndCast) {
   }
   {
     ModelBuilder m;
-    m.Input("x", onnx::TensorProto::FLOAT16, {2});
-    m.Node("LeakyRelu", {"x"}, {"y"}, "leaky16");
+    m.Input("x", onnx::TensorProto::FLOAT16, {1, 1, 2, 2});
+    auto* w = m.graph()->add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::FLOAT16);
+    for (int64_t d : {1, 1, 1, 1}) w->add_dims(d);
+    w->add_int32_data(0x3C00);
+    m.Node("ConvTranspose", {"x", "w"}, {"y"}, "deconv16");
     m.Output("y");
     auto r = ImportOnnx(m.Bytes(), {});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
     EXPECT_NE(r.status().message().find("f16"), std::string::npos) << r.status().message();
-    EXPECT_NE(r.status().message().find("leaky16"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("deconv16"), std::string::npos) << r.status().message();
+  }
+}
+
+// DETERMINISM.md 6.8b: activations and normalizations whose lowerings have f32 constants take
+// f16/bf16 inputs through f32: each output is the f32 model's output on the exactly widened
+// inputs, rounded once. The same model is built in FLOAT and in the 16-bit type and compared.
+TEST(OnnxImport, HalfActivationsAndNormalizationsComputeThroughF32) {
+  const Shape xs = {2, 3, 2, 4};
+  std::vector<float> xv;
+  for (int i = 0; i < 48; ++i) xv.push_back(static_cast<float>((i * 37) % 23 - 11) * 0.37f);
+  const std::vector<float> scale = {0.5f, -1.25f, 2.0f}, bias = {0.1f, 0.2f, -0.3f};
+  const std::vector<float> mean = {0.25f, -0.5f, 1.0f}, var = {1.5f, 0.75f, 3.0f}, slope = {0.2f, 0.3f, 0.4f};
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    auto narrow = [&](float v) { return t == DType::kF16 ? half::F32ToF16(v) : half::F32ToBF16(v); };
+    auto widen = [&](uint16_t h) { return t == DType::kF16 ? half::F16ToF32(h) : half::BF16ToF32(h); };
+    // The 16-bit model's values, and the same values (exactly) for the f32 model.
+    auto as_half = [&](const std::vector<float>& v) {
+      std::vector<uint16_t> h;
+      for (float f : v) h.push_back(narrow(f));
+      return h;
+    };
+    auto as_wide = [&](const std::vector<float>& v) {
+      std::vector<float> w;
+      for (float f : v) w.push_back(widen(narrow(f)));
+      return w;
+    };
+    auto build = [&](bool half_model) {
+      const int32_t elem = !half_model        ? onnx::TensorProto::FLOAT
+                           : t == DType::kF16 ? onnx::TensorProto::FLOAT16
+                                              : onnx::TensorProto::BFLOAT16;
+      ModelBuilder m;
+      m.Input("x", elem, {xs[0], xs[1], xs[2], xs[3]});
+      auto init = [&](const std::string& name, const std::vector<float>& v, Shape dims) {
+        auto* i = m.graph()->add_initializer();
+        i->set_name(name);
+        i->set_data_type(elem);
+        for (int64_t d : dims) i->add_dims(d);
+        if (half_model) {
+          const std::vector<uint16_t> h = as_half(v);
+          i->set_raw_data(std::string(reinterpret_cast<const char*>(h.data()), h.size() * 2));
+        } else {
+          const std::vector<float> w = as_wide(v);
+          i->set_raw_data(std::string(reinterpret_cast<const char*>(w.data()), w.size() * 4));
+        }
+      };
+      init("scale", scale, {3});
+      init("bias", bias, {3});
+      init("mean", mean, {3});
+      init("var", var, {3});
+      init("slope", slope, {3, 1, 1});
+      auto* alpha = m.Node("LeakyRelu", {"x"}, {"leaky"})->add_attribute();
+      alpha->set_name("alpha");
+      alpha->set_type(onnx::AttributeProto::FLOAT);
+      alpha->set_f(0.1f);
+      m.Node("Elu", {"x"}, {"elu"});
+      m.Node("HardSigmoid", {"x"}, {"hsig"});
+      m.Node("HardSwish", {"x"}, {"hswish"});
+      m.Node("Softplus", {"x"}, {"softplus"});
+      m.Node("PRelu", {"x", "slope"}, {"prelu"});
+      m.Node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"bn"});
+      m.Node("InstanceNormalization", {"x", "scale", "bias"}, {"inorm"});
+      ModelBuilder::IntAttr(m.Node("LRN", {"x"}, {"lrn"}), "size", 3);
+      m.Node("IsNaN", {"x"}, {"isnan"});
+      for (const char* out : {"leaky", "elu", "hsig", "hswish", "softplus", "prelu", "bn", "inorm", "lrn", "isnan"})
+        m.Output(out);
+      return m;
+    };
+    auto half_import = ImportOnnx(build(true).Bytes(), {});
+    ASSERT_TRUE(half_import.ok()) << half_import.status().message();
+    auto f32_import = ImportOnnx(build(false).Bytes(), {});
+    ASSERT_TRUE(f32_import.ok()) << f32_import.status().message();
+    const std::vector<uint16_t> xh = as_half(xv);
+    auto got = RunImported(*half_import, {{"x", Tensor::FromVector<uint16_t>(t, xs, xh)}});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    auto ref = RunImported(*f32_import, {{"x", Tensor::FromVector<float>(DType::kF32, xs, as_wide(xv))}});
+    ASSERT_TRUE(ref.ok()) << ref.status().message();
+    ASSERT_EQ(got->outputs.size(), ref->outputs.size());
+    for (size_t o = 0; o < got->outputs.size(); ++o) {
+      const Tensor& g = got->outputs[o].tensor;
+      const Tensor& r = ref->outputs[o].tensor;
+      const std::string& name = got->outputs[o].name;
+      ASSERT_EQ(g.shape(), r.shape()) << name;
+      if (r.dtype() == DType::kBool) {
+        EXPECT_EQ(g.dtype(), DType::kBool) << name;
+        EXPECT_TRUE(std::equal(g.data(), g.data() + g.byte_size(), r.data())) << name;
+        continue;
+      }
+      ASSERT_EQ(g.dtype(), t) << name;
+      for (int64_t i = 0; i < g.num_elements(); ++i) {
+        ASSERT_EQ(g.data_as<uint16_t>()[i], narrow(r.data_as<float>()[i])) << DTypeName(t) << " " << name << " " << i;
+      }
+    }
   }
 }
 
