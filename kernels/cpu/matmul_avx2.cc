@@ -7,7 +7,9 @@
 // k = 0..K-1 (docs/DETERMINISM.md 4.4). NaNs are canonicalized when the last k-block is
 // stored. Zero padding of edge panels only feeds outputs that are discarded. Blocks of few
 // rows (small M: the pointwise convolutions of small CNNs) read full B panels in place
-// instead of packing them; the chain and its order are the same.
+// instead of packing them; the chain and its order are the same. A constant B (a MatMul's
+// weights) may come packed once over all of K (PackBPanelsF32): the same panels, read in the
+// same order.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -519,22 +521,26 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
     if (done) (*done)(m0, m1, n0, n1);
     return true;
   }
-  const bool b_in_place = m1 - m0 <= kBInPlaceMaxRows;
+  // Pre-packed B panels cover all of K, so the panel of columns [16j, 16j + 16) holds k-block pc
+  // at offset pc * 16; they serve blocks whose first column is a multiple of 16 (jc then stays
+  // one, kNC being a multiple of 16).
+  const float* b_panels = n0 % kNR == 0 ? op.b_panels : nullptr;
+  const bool b_in_place = !b_panels && m1 - m0 <= kBInPlaceMaxRows;
   // Pre-packed A panels cover all of K, so panel i of rows [6i, 6i + 6) holds k-block pc at
   // offset pc * 6; they serve blocks whose first row is a multiple of 6.
   const float* a_panels = m0 % kMR == 0 ? op.a_panels : nullptr;
   const int64_t ncmax = b_in_place ? kNR : std::min(kNC, n1 - n0);
   const int64_t kcmax = std::min(kKC, d.K);
-  auto* bp = static_cast<float*>(ws->Get(0, sizeof(float) * RoundUp(ncmax, kNR) * kcmax));
+  auto* bp = b_panels ? nullptr : static_cast<float*>(ws->Get(0, sizeof(float) * RoundUp(ncmax, kNR) * kcmax));
   auto* ap = a_panels ? nullptr
                       : static_cast<float*>(ws->Get(1, sizeof(float) * RoundUp(std::min(kMC, m1 - m0), kMR) * kcmax));
-  if (!bp || (!ap && !a_panels)) return false;
+  if ((!bp && !b_panels) || (!ap && !a_panels)) return false;
   for (int64_t jc = n0; jc < n1; jc += kNC) {
     const int64_t nc = std::min(kNC, n1 - jc);
     for (int64_t pc = 0; pc < d.K; pc += kKC) {
       const int64_t kc = std::min(kKC, d.K - pc);
       const bool first = pc == 0, last = pc + kc == d.K;
-      if (!b_in_place) PackBF32(op.b + pc * op.ldb + jc, op.ldb, kc, nc, bp);
+      if (!b_in_place && !b_panels) PackBF32(op.b + pc * op.ldb + jc, op.ldb, kc, nc, bp);
       for (int64_t ic = m0; ic < m1; ic += kMC) {
         const int64_t mc = std::min(kMC, m1 - ic);
         // The A panel of tile row ir: packed now (kc x 6 each), or pre-packed (K x 6 each).
@@ -544,7 +550,7 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
         for (int64_t jr = 0; jr < nc; jr += kNR) {
           const int64_t nr = std::min<int64_t>(kNR, nc - jr);
           // In place: a full panel is read from B with stride ldb; a partial one is packed alone.
-          const float* bpanel = bp + jr * kc;
+          const float* bpanel = b_panels ? b_panels + (jc + jr) * d.K + pc * kNR : bp + jr * kc;
           int64_t ldb = 0;
           if (b_in_place && nr == kNR) {
             bpanel = op.b + pc * op.ldb + jc + jr;
@@ -577,6 +583,8 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
 }
 
 void PackAPanelsF32(const float* a, int64_t lda, int64_t M, int64_t K, float* out) { PackAF32(a, lda, M, K, out); }
+
+void PackBPanelsF32(const float* b, int64_t ldb, int64_t K, int64_t N, float* out) { PackBF32(b, ldb, K, N, out); }
 
 bool I8BlockAvx2(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1, Workspace* ws) {
   if (m0 >= m1 || n0 >= n1) return true;
