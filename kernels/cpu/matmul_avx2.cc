@@ -352,6 +352,52 @@ void MicroF32Edge(int64_t kc, const float* ap, const float* bp, int64_t ldb, flo
   for (int64_t i = 0; i < mr; ++i) std::memcpy(c + i * ldc, tile + i * kNR, sizeof(float) * nr);
 }
 
+// A full-width (16-column) tile of only MR < 6 rows (a GEMV-like block: an LSTM step, a batch of
+// one), without padding it to the 6-row kernel's tile: the same chain per element, k in order,
+// one explicit fma per step. bstride: floats between B rows (16 for a packed panel, else ldb).
+template <int MR>
+void MicroF32FewRows(int64_t kc, const float* __restrict ap, const float* __restrict bp, int64_t bstride, float* c,
+                     int64_t ldc, bool first, bool last) {
+  __m256 acc[MR][2];
+  for (int r = 0; r < MR; ++r) {
+    acc[r][0] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + r * ldc);
+    acc[r][1] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + r * ldc + 8);
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(bp + k * bstride);
+    const __m256 b1 = _mm256_loadu_ps(bp + k * bstride + 8);
+    for (int r = 0; r < MR; ++r) {
+      const __m256 a = _mm256_broadcast_ss(ap + k * kMR + r);
+      acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+    }
+  }
+  if (last) {
+    float nan_value;
+    std::memcpy(&nan_value, &kCanonNaNBits, sizeof(nan_value));
+    const __m256 nan = _mm256_set1_ps(nan_value);
+    for (int r = 0; r < MR; ++r) {
+      for (int h = 0; h < 2; ++h)
+        acc[r][h] = _mm256_blendv_ps(acc[r][h], nan, _mm256_cmp_ps(acc[r][h], acc[r][h], _CMP_UNORD_Q));
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    _mm256_storeu_ps(c + r * ldc, acc[r][0]);
+    _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
+  }
+}
+
+void MicroF32FewRowsAny(int64_t mr, int64_t kc, const float* ap, const float* bp, int64_t bstride, float* c,
+                        int64_t ldc, bool first, bool last) {
+  switch (mr) {
+    case 1: return MicroF32FewRows<1>(kc, ap, bp, bstride, c, ldc, first, last);
+    case 2: return MicroF32FewRows<2>(kc, ap, bp, bstride, c, ldc, first, last);
+    case 3: return MicroF32FewRows<3>(kc, ap, bp, bstride, c, ldc, first, last);
+    case 4: return MicroF32FewRows<4>(kc, ap, bp, bstride, c, ldc, first, last);
+    default: return MicroF32FewRows<5>(kc, ap, bp, bstride, c, ldc, first, last);
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // int8: products of sign-extended int16 pairs summed by vpmaddwd (|sum| <= 2^15, exact),
 // accumulated with wrapping 32-bit adds. Integer addition is associative, so any order
@@ -570,6 +616,8 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
               MicroF32(kc, a_block + ir * a_step, bpanel, c, op.ldc, first, last);
             } else if (mr == kMR && nr == kNR) {
               MicroF32StridedB(kc, a_block + ir * a_step, bpanel, ldb, c, op.ldc, first, last);
+            } else if (nr == kNR) {
+              MicroF32FewRowsAny(mr, kc, a_block + ir * a_step, bpanel, ldb == 0 ? kNR : ldb, c, op.ldc, first, last);
             } else {
               MicroF32Edge(kc, a_block + ir * a_step, bpanel, ldb, c, op.ldc, mr, nr, first, last);
             }
