@@ -1,5 +1,6 @@
 // Single-threaded f32 matmul: Consensor's deterministic AVX2 GEMM vs OpenBLAS cblas_sgemm,
-// plus the int8 matmul. Prints a summary table "n ours openblas ratio" at the end.
+// plus the int8 matmul and constant weights packed once against packed per call. Prints a summary table "n ours
+// openblas ratio" at the end.
 //
 //   matmul_bench [--benchmark_repetitions=3] [any Google Benchmark flag]
 //
@@ -140,6 +141,45 @@ void BM_OpenBLAS_Pointwise(benchmark::State& state, Shape sh) {
       benchmark::Counter(2.0 * sh.m * sh.n * sh.k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Activations times constant weights, A [M, K] x W [K, N], as a loaded program runs them: W
+// packed on every call, or once (Backend::PrepareConstant) and passed as KernelCall::prepared.
+// Shapes: an LSTM step (1 x 128 -> 4 x 128), the PP-OCRv4 recognizer's SVTR projections (40
+// tokens of 120) and its 6625-class head, a 64-row MLP layer.
+constexpr Shape kWeights[] = {{1, 512, 128}, {40, 360, 120}, {40, 6625, 120}, {64, 512, 512}};
+
+void BM_Ours_Weights(benchmark::State& state, Shape sh, bool packed_once) {
+  auto a = Random<float>(sh.m * sh.k, 1), w = Random<float>(sh.k * sh.n, 2);
+  std::vector<float> y(sh.m * sh.n);
+  TensorView in[2] = {View(DType::kF32, sh.m, sh.k, a.data()), View(DType::kF32, sh.k, sh.n, w.data())};
+  TensorView out = View(DType::kF32, sh.m, sh.n, y.data());
+  OpParams params;
+  KernelCall call;
+  call.op = Op::kMatMul;
+  call.params = &params;
+  call.inputs = in;
+  call.num_inputs = 2;
+  call.outputs = &out;
+  call.num_outputs = 1;
+  std::unique_ptr<PreparedOperand> prepared;
+  if (packed_once) {
+    auto p = Ours().PrepareConstant(call, 1);
+    if (!p.ok() || !*p) {
+      state.SkipWithError("no prepared weights");
+      return;
+    }
+    prepared = std::move(p).value();
+    call.prepared = prepared.get();
+  }
+  for (auto _ : state) {
+    auto s = Ours().Run(call);
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2.0 * sh.m * sh.n * sh.k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void BM_Ours_I8(benchmark::State& state) {
   const int64_t n = state.range(0);
   auto a = Random<int8_t>(n * n, 1), b = Random<int8_t>(n * n, 2);
@@ -167,6 +207,12 @@ void Register() {
     benchmark::RegisterBenchmark(("pointwise/ours/" + ShapeName(sh)).c_str(), BM_Ours_Pointwise, sh)
         ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("pointwise/openblas/" + ShapeName(sh)).c_str(), BM_OpenBLAS_Pointwise, sh)
+        ->Unit(benchmark::kMicrosecond);
+  }
+  for (const Shape& sh : kWeights) {
+    benchmark::RegisterBenchmark(("weights/per-call/" + ShapeName(sh)).c_str(), BM_Ours_Weights, sh, false)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("weights/packed-once/" + ShapeName(sh)).c_str(), BM_Ours_Weights, sh, true)
         ->Unit(benchmark::kMicrosecond);
   }
   benchmark::RegisterBenchmark("i8/ours/1024", BM_Ours_I8)->Arg(1024)->Unit(benchmark::kMillisecond);
@@ -245,6 +291,15 @@ int main(int argc, char** argv) {
     if (o.empty() || b.empty()) continue;
     std::printf("%14s %8.1f | %7.1f %8.1f | %7.1f %6.3f | %5.3f\n", ShapeName(sh).c_str(), Median(o), Best(o),
                 Median(b), Best(b), Median(o) / Median(b), Best(o) / Best(b));
+  }
+  std::printf("\nweights (M x N x K, B constant), GFLOP/s (median | best over repetitions)\n");
+  std::printf("%14s %18s %18s %14s\n", "MxNxK", "packed per call", "packed once", "once/per-call");
+  for (const Shape& sh : kWeights) {
+    const auto& o = collector.values["weights/per-call/" + ShapeName(sh)];
+    const auto& p = collector.values["weights/packed-once/" + ShapeName(sh)];
+    if (o.empty() || p.empty()) continue;
+    std::printf("%14s %8.1f | %7.1f %8.1f | %7.1f %6.3f | %5.3f\n", ShapeName(sh).c_str(), Median(o), Best(o),
+                Median(p), Best(p), Median(p) / Median(o), Best(p) / Best(o));
   }
   const auto& i8 = collector.values["i8/ours/1024"];
   if (!i8.empty()) std::printf("int8 matmul n=1024: %.1f GOP/s median, %.1f best\n", Median(i8), Best(i8));

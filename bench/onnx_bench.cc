@@ -79,10 +79,29 @@ double JsonNumberAfter(const std::string& json, const std::string& anchor, const
 }
 
 struct KernelTimes {
-  double plain_ms = 0;    // median Run without the trace (the fused instructions)
-  double unfused_ms = 0;  // the same with the canonical instructions (RunOptions::fuse = false)
-  double trace_ms = 0;    // median Run with the trace (what `consensor trace` recomputes)
+  double plain_ms = 0;     // median Run without the trace (the fused instructions)
+  double unfused_ms = 0;   // the same with the canonical instructions (RunOptions::fuse = false)
+  double unpacked_ms = 0;  // the fused instructions without prepared constants (weights packed per call)
+  double trace_ms = 0;     // median Run with the trace (what `consensor trace` recomputes)
   Hash256 result_root{};
+};
+
+// A backend that prepares no constant: the kernels pack their weights on every call, as before
+// Backend::PrepareConstant. Everything else goes to the wrapped backend.
+class NoPreparedConstants final : public kernels::Backend {
+ public:
+  explicit NoPreparedConstants(kernels::Backend* inner) : inner_(inner) {}
+  std::string name() const override { return inner_->name(); }
+  bool Supports(const kernels::KernelCall& call) const override { return inner_->Supports(call); }
+  bool SupportsEpilogue(const kernels::KernelCall& call) const override { return inner_->SupportsEpilogue(call); }
+  StatusOr<std::unique_ptr<kernels::Arena>> AllocateArena(int64_t bytes) override {
+    return inner_->AllocateArena(bytes);
+  }
+  Status Run(const kernels::KernelCall& call) override { return inner_->Run(call); }
+  Status Synchronize() override { return inner_->Synchronize(); }
+
+ private:
+  kernels::Backend* inner_;
 };
 
 StatusOr<KernelTimes> TimeKernels(const executor::Program& program, const std::map<std::string, Tensor>& inputs,
@@ -91,25 +110,33 @@ StatusOr<KernelTimes> TimeKernels(const executor::Program& program, const std::m
   options.threads = threads;
   ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(options));
   ASSIGN_OR_RETURN(auto loaded, executor::LoadedProgram::Load(program, backend.get()));
+  NoPreparedConstants unprepared_backend(backend.get());
+  ASSIGN_OR_RETURN(auto unpacked, executor::LoadedProgram::Load(program, &unprepared_backend));
   KernelTimes times;
-  // Fused and unfused runs alternate, so that both see the same machine load.
+  // Fused, unfused and unpacked runs alternate, so that all see the same machine load.
   executor::RunOptions fused, unfused;
   unfused.fuse = false;
   ASSIGN_OR_RETURN(executor::RunResult warmup, loaded->Run(inputs, fused));
   times.result_root = warmup.result_root;
   ASSIGN_OR_RETURN(executor::RunResult warmup_unfused, loaded->Run(inputs, unfused));
   if (warmup_unfused.result_root != times.result_root) return Internal("fused and unfused result roots differ");
-  std::vector<double> fused_ms, unfused_ms;
+  ASSIGN_OR_RETURN(executor::RunResult warmup_unpacked, unpacked->Run(inputs, fused));
+  if (warmup_unpacked.result_root != times.result_root) return Internal("packed and unpacked result roots differ");
+  std::vector<double> fused_ms, unfused_ms, unpacked_ms;
   for (int i = 0; i < reps; ++i) {
-    for (bool fuse : {true, false}) {
+    for (int variant = 0; variant < 3; ++variant) {
       auto t0 = Clock::now();
-      ASSIGN_OR_RETURN(executor::RunResult r, loaded->Run(inputs, fuse ? fused : unfused));
-      (fuse ? fused_ms : unfused_ms).push_back(MillisSince(t0));
+      ASSIGN_OR_RETURN(executor::RunResult r,
+                       (variant == 2 ? unpacked : loaded)->Run(inputs, variant == 1 ? unfused : fused));
+      (variant == 0 ? fused_ms : variant == 1 ? unfused_ms : unpacked_ms).push_back(MillisSince(t0));
       if (r.result_root != times.result_root) return Internal("result root changed between runs");
     }
   }
   times.plain_ms = Median(fused_ms);
   times.unfused_ms = Median(unfused_ms);
+  times.unpacked_ms = Median(unpacked_ms);
+  std::printf("threads %d: constants prepared once: %.1f KiB (LoadedProgram::prepared_bytes)\n", threads,
+              static_cast<double>(loaded->prepared_bytes()) / 1024.0);
   executor::RunOptions traced;
   traced.trace = true;
   ASSIGN_OR_RETURN(executor::RunResult warmup_traced, loaded->Run(inputs, traced));
@@ -374,8 +401,8 @@ int Main(int argc, char** argv) {
     return 0;
   }
 
-  std::printf("\n%-8s %10s %12s %12s %12s %12s %12s %12s %12s\n", "threads", "ORT ms", "kernels ms", "unfused ms",
-              "+trace ms", "node cold", "node warm", "no cache", "client warm");
+  std::printf("\n%-8s %10s %12s %12s %12s %12s %12s %12s %12s %12s\n", "threads", "ORT ms", "kernels ms", "unfused ms",
+              "unpacked ms", "+trace ms", "node cold", "node warm", "no cache", "client warm");
   for (int threads : thread_counts) {
     const double ort_ms = JsonNumberAfter(ort.out, "\"" + std::to_string(threads) + "\":", "median_ms");
     auto kernels_times = TimeKernels(*program, inputs, threads, reps);
@@ -395,18 +422,20 @@ int Main(int argc, char** argv) {
     }
     const bool same_root = node_times->result_root == ToHex(kernels_times->result_root) &&
                            uncached_times->result_root == node_times->result_root;
-    std::printf("%-8d %10.2f %12.2f %12.2f %12.2f %12.2f %12.2f %12.2f %12.2f%s\n", threads, ort_ms,
-                kernels_times->plain_ms, kernels_times->unfused_ms, kernels_times->trace_ms, node_times->cold_exec_ms,
-                node_times->warm_exec_ms, uncached_times->warm_exec_ms, node_times->warm_task_ms,
-                same_root ? "" : "  RESULT ROOTS DIFFER");
-    std::printf("%-8s %10s %11.2fx %11.2fx %11.2fx %11.2fx %11.2fx %11.2fx %11.2fx\n", "  / ORT", "",
-                kernels_times->plain_ms / ort_ms, kernels_times->unfused_ms / ort_ms, kernels_times->trace_ms / ort_ms,
+    std::printf("%-8d %10.2f %12.2f %12.2f %12.2f %12.2f %12.2f %12.2f %12.2f %12.2f%s\n", threads, ort_ms,
+                kernels_times->plain_ms, kernels_times->unfused_ms, kernels_times->unpacked_ms, kernels_times->trace_ms,
+                node_times->cold_exec_ms, node_times->warm_exec_ms, uncached_times->warm_exec_ms,
+                node_times->warm_task_ms, same_root ? "" : "  RESULT ROOTS DIFFER");
+    std::printf("%-8s %10s %11.2fx %11.2fx %11.2fx %11.2fx %11.2fx %11.2fx %11.2fx %11.2fx\n", "  / ORT", "",
+                kernels_times->plain_ms / ort_ms, kernels_times->unfused_ms / ort_ms,
+                kernels_times->unpacked_ms / ort_ms, kernels_times->trace_ms / ort_ms,
                 node_times->cold_exec_ms / ort_ms, node_times->warm_exec_ms / ort_ms,
                 uncached_times->warm_exec_ms / ort_ms, node_times->warm_task_ms / ort_ms);
     if (!same_root) return 1;
   }
   std::printf(
-      "\nms, medians. kernels / unfused: the fused and the canonical instructions, runs alternating. node cold / warm: execution_seconds (load, run without the trace, store) of the first task "
+      "\nms, medians. kernels / unfused / unpacked: the fused and the canonical instructions, and the fused ones "
+      "on a backend that prepares no constant (weights packed on every call), runs alternating. node cold / warm: execution_seconds (load, run without the trace, store) of the first task "
       "on a fresh node / of the next %d; no cache: the same with --program-cache-bytes 0; client warm: "
       "SubmitTask -> result as a client sees it\n",
       tasks - 1);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "common/file_io.h"
@@ -159,7 +160,44 @@ StatusOr<Tensor> ResolveConstant(const ValueDef& v, BlobSource* blobs, Container
 struct FusionRun {
   int head = 0;
   int last = 0;
+  // First instruction of each LeakyRelu pattern in the run (FindLeakyRelu): three instructions
+  // that become two epilogue steps.
+  std::set<int> leaky_relu;
 };
+
+// The f32 value of a constant of one element, if `value` is one.
+std::optional<float> ScalarConstant(int value, const std::map<int, const Tensor*>& constants) {
+  auto it = constants.find(value);
+  if (it == constants.end() || it->second->dtype() != DType::kF32 || it->second->num_elements() != 1) {
+    return std::nullopt;
+  }
+  return it->second->data_as<float>()[0];
+}
+
+// Imported LeakyRelu (ONNX.md): at `at`, `c = less(v, z)`, `m = mul(v, a)`, `y = where(c, m, v)`
+// with z a constant zero and a a constant in (0, 1], over f32 values of one shape. It runs as
+// the epilogue steps `m = mul(v, a)`, `y = max(v, m)`, which give where's bits for every v that
+// is not a NaN with a payload (DETERMINISM.md 3.1); the caller checks that v is not one.
+bool FindLeakyRelu(const ValidatedGraph& vg, int at, int v, const std::map<int, const Tensor*>& constants) {
+  if (at + 2 >= static_cast<int>(vg.order.size())) return false;
+  const CanonicalNode& lt = vg.order[at];
+  const CanonicalNode& mul = vg.order[at + 1];
+  const CanonicalNode& sel = vg.order[at + 2];
+  if (lt.schema->op != kernels::Op::kLess || mul.schema->op != kernels::Op::kMul ||
+      sel.schema->op != kernels::Op::kWhere) {
+    return false;
+  }
+  if (lt.inputs.size() != 2 || lt.inputs[0] != v || mul.inputs.size() != 2 || mul.inputs[0] != v ||
+      sel.inputs != std::vector<int>{lt.output, mul.output, v}) {
+    return false;
+  }
+  const std::optional<float> zero = ScalarConstant(lt.inputs[1], constants);
+  const std::optional<float> alpha = ScalarConstant(mul.inputs[1], constants);
+  const Shape& shape = vg.types[v].shape;
+  return zero && *zero == 0.0f && alpha && *alpha > 0.0f && *alpha <= 1.0f && vg.types[v].dtype == DType::kF32 &&
+         vg.types[mul.output].shape == shape && vg.types[sel.output].shape == shape &&
+         vg.types[sel.output].dtype == DType::kF32;
+}
 
 bool CanHeadFusion(const CanonicalNode& cn, const ValidatedGraph& vg) {
   const TypeInfo& out = vg.types[cn.output];
@@ -175,7 +213,8 @@ bool CanHeadFusion(const CanonicalNode& cn, const ValidatedGraph& vg) {
          cn.inferred.kernel_input_shapes.empty() && !cn.inferred.kernel_output_shape;
 }
 
-std::vector<FusionRun> PlanFusion(const ValidatedGraph& vg, const std::set<int>& output_values) {
+std::vector<FusionRun> PlanFusion(const ValidatedGraph& vg, const std::set<int>& output_values,
+                                  const std::map<int, const Tensor*>& constants) {
   const int n = static_cast<int>(vg.order.size());
   std::vector<std::vector<int>> readers(vg.types.size());
   for (int i = 0; i < n; ++i) {
@@ -186,8 +225,35 @@ std::vector<FusionRun> PlanFusion(const ValidatedGraph& vg, const std::set<int>&
     if (!CanHeadFusion(vg.order[i], vg)) continue;
     const Shape& shape = vg.types[vg.order[i].output].shape;
     std::set<int> run_values = {vg.order[i].output};
-    int last = i;
-    while (last + 1 < n && last - i < kernels::kMaxEpilogueSteps) {
+    int last = i, steps = 0;
+    std::set<int> leaky_relu;
+    // Where the run may end: after the head or after a whole step (not inside a pattern).
+    std::set<int> ends = {i};
+    // The head's value carries no NaN payload when the head is an arithmetic op (a conv2d, or
+    // an op an epilogue may hold), which canonicalizes NaNs (DETERMINISM.md 1.1).
+    const kernels::Op head_op = vg.order[i].schema->op;
+    const bool head_canonical = head_op == kernels::Op::kConv2D || kernels::EpilogueOpAllowed(head_op, 1) ||
+                                kernels::EpilogueOpAllowed(head_op, 2);
+    while (last + 1 < n && steps < kernels::kMaxEpilogueSteps) {
+      if (steps + 2 <= kernels::kMaxEpilogueSteps) {
+        bool found = false;
+        for (int v : run_values) {
+          if ((v != vg.order[i].output || head_canonical) && vg.types[v].shape == shape &&
+              FindLeakyRelu(vg, last + 1, v, constants)) {
+            found = true;
+            break;
+          }
+        }
+        if (found) {
+          leaky_relu.insert(last + 1);
+          run_values.insert(vg.order[last + 2].output);  // m, the mul's value, is a step's value
+          run_values.insert(vg.order[last + 3].output);
+          last += 3;
+          steps += 2;
+          ends.insert(last);
+          continue;
+        }
+      }
       const CanonicalNode& step = vg.order[last + 1];
       const int arity = static_cast<int>(step.inputs.size());
       bool ok = kernels::EpilogueOpAllowed(step.schema->op, arity) && vg.types[step.output].dtype == DType::kF32 &&
@@ -201,9 +267,12 @@ std::vector<FusionRun> PlanFusion(const ValidatedGraph& vg, const std::set<int>&
       if (!ok || !reads_run) break;
       run_values.insert(step.output);
       ++last;
+      ++steps;
+      ends.insert(last);
     }
     // Shorten the run until no value but its last escapes it.
     for (; last > i; --last) {
+      if (!ends.count(last)) continue;
       bool contained = true;
       for (int k = i; k < last && contained; ++k) {
         const int v = vg.order[k].output;
@@ -213,7 +282,11 @@ std::vector<FusionRun> PlanFusion(const ValidatedGraph& vg, const std::set<int>&
       if (contained) break;
     }
     if (last > i) {
-      runs.push_back({i, last});
+      std::set<int> patterns;
+      for (int at : leaky_relu) {
+        if (at < last) patterns.insert(at);
+      }
+      runs.push_back({i, last, std::move(patterns)});
       i = last;
     }
   }
@@ -227,27 +300,50 @@ Instruction FuseRun(const FusionRun& run, const std::vector<Instruction>& instru
   std::map<int, int> chain_value;  // value id -> index among the chain's values
   chain_value[vg.order[run.head].output] = 0;
   std::map<int, int> input_index;  // value id -> index in epilogue_inputs
+  auto operand = [&](int v) -> kernels::EpilogueOperand {
+    auto it = chain_value.find(v);
+    if (it != chain_value.end()) return {false, it->second};
+    auto [in, added] = input_index.emplace(v, static_cast<int>(fused.epilogue_inputs.size()));
+    if (added) {
+      fused.epilogue_inputs.push_back(buffer_of[v]);
+      fused.epilogue_input_shapes.push_back(vg.types[v].shape);
+    }
+    return {true, in->second};
+  };
   for (int k = run.head + 1; k <= run.last; ++k) {
     const CanonicalNode& cn = vg.order[k];
+    if (run.leaky_relu.count(k)) {
+      // less(v, 0), mul(v, a), where(.., m, v) -> the steps m = mul(v, a), y = max(v, m).
+      const CanonicalNode& mul = vg.order[k + 1];
+      const CanonicalNode& sel = vg.order[k + 2];
+      const int v = mul.inputs[0];
+      kernels::EpilogueStep scale;
+      scale.op = kernels::Op::kMul;
+      scale.num_operands = 2;
+      scale.operands[0] = operand(v);
+      scale.operands[1] = operand(mul.inputs[1]);
+      fused.epilogue.push_back(scale);
+      chain_value[mul.output] = static_cast<int>(fused.epilogue.size());
+      kernels::EpilogueStep select;
+      select.op = kernels::Op::kMax;
+      select.num_operands = 2;
+      select.operands[0] = operand(v);
+      select.operands[1] = {false, chain_value[mul.output]};
+      fused.epilogue.push_back(select);
+      chain_value[sel.output] = static_cast<int>(fused.epilogue.size());
+      for (int j = k; j <= k + 2; ++j) {
+        fused.flops += instructions[j].flops;
+        fused.node_label += ", " + instructions[j].node_label;
+      }
+      k += 2;
+      continue;
+    }
     kernels::EpilogueStep step;
     step.op = cn.schema->op;
     step.num_operands = static_cast<int>(cn.inputs.size());
-    for (int a = 0; a < step.num_operands; ++a) {
-      const int v = cn.inputs[a];
-      auto it = chain_value.find(v);
-      if (it != chain_value.end()) {
-        step.operands[a] = {false, it->second};
-        continue;
-      }
-      auto [in, added] = input_index.emplace(v, static_cast<int>(fused.epilogue_inputs.size()));
-      if (added) {
-        fused.epilogue_inputs.push_back(buffer_of[v]);
-        fused.epilogue_input_shapes.push_back(vg.types[v].shape);
-      }
-      step.operands[a] = {true, in->second};
-    }
+    for (int a = 0; a < step.num_operands; ++a) step.operands[a] = operand(cn.inputs[a]);
     fused.epilogue.push_back(step);
-    chain_value[cn.output] = k - run.head;
+    chain_value[cn.output] = static_cast<int>(fused.epilogue.size());
     fused.flops += instructions[k].flops;
     fused.node_label += ", " + instructions[k].node_label;
   }
@@ -312,7 +408,13 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
   // its last step. So the run's output is allocated with the head's, while all those inputs are
   // still live (they were computed before the head), and never shares memory with them; the
   // unfused instructions run on the same plan. Cost: the output lives from the head on.
-  const std::vector<FusionRun> runs = PlanFusion(vg, output_values);
+  std::map<int, const Tensor*> constant_of;  // value id -> its tensor (the LeakyRelu pattern's scalars)
+  {
+    std::map<int, int> value_of_buffer;
+    for (int v : vg.constants) value_of_buffer[buffer_of[v]] = v;
+    for (const auto& [buffer, tensor] : p.constants) constant_of[value_of_buffer[buffer]] = &tensor;
+  }
+  const std::vector<FusionRun> runs = PlanFusion(vg, output_values, constant_of);
   std::map<int, int> run_output_at;  // head index -> value id of the run's output
   for (const FusionRun& run : runs) run_output_at[run.head] = vg.order[run.last].output;
   for (int i = 0; i < n; ++i) {

@@ -23,8 +23,12 @@ struct CpuContext {
 Status RunElementwise(const KernelCall& call, const CpuContext& ctx);
 // reduce.cc: ReduceSum/Mean/Max/Min/Prod, ArgMax, TopK.
 Status RunReduce(const KernelCall& call, const CpuContext& ctx);
-// matmul.cc: MatMul (f32), MatMulInt8.
+// matmul.cc: MatMul (f32), MatMulInt8. call.prepared, if set, must come from PrepareMatMulB on
+// the same B.
 Status RunMatMul(const KernelCall& call, const CpuContext& ctx);
+// matmul.cc: the B operand (the weights) of an f32 matmul call, packed once into the AVX2 GEMM's
+// B panels, each of B's own batch matrices; null for the portable ISA or a non-f32 call.
+StatusOr<std::unique_ptr<PreparedOperand>> PrepareMatMulB(const KernelCall& call, const CpuContext& ctx);
 // conv.cc: Conv2D. call.prepared, if set, must come from PrepareConvWeights on the same weights.
 Status RunConv(const KernelCall& call, const CpuContext& ctx);
 // conv.cc: the weights of a conv2d call that runs through the AVX2 GEMM, packed once into the

@@ -28,6 +28,10 @@ struct Operands {
   // f32, AVX2 only: A already packed by PackAPanelsF32 over all of K (each row block then starts
   // at a multiple of 6 rows, as F32Batched's blocks do); `a` is not read. Portable code reads `a`.
   const In* a_panels = nullptr;
+  // f32, AVX2 only: B already packed by PackBPanelsF32 over all of K (the panel of columns
+  // [16j, 16j + 16) at b_panels + 16 * j * K); it serves blocks whose first column is a multiple
+  // of 16, as F32Batched's blocks are. Portable code reads `b`.
+  const In* b_panels = nullptr;
 };
 using F32Operands = Operands<float, float>;
 using I8Operands = Operands<int8_t, int32_t>;
@@ -98,6 +102,11 @@ Status I8Batched(int64_t batch, const Dims& d, const std::function<I8Operands(in
 // PackedAPanelsFloats(M, K) floats at `out`.
 void PackAPanelsF32(const float* a, int64_t lda, int64_t M, int64_t K, float* out);
 inline int64_t PackedAPanelsFloats(int64_t M, int64_t K) { return (M + 5) / 6 * 6 * K; }
+// matmul_avx2.cc (call only when CpuHasAvx2Fma()): B[0:K, 0:N] (row stride ldb) as the AVX2
+// kernel's 16-column panels over all of K, zero padded to a multiple of 16 columns:
+// PackedBPanelsFloats(K, N) floats at `out`.
+void PackBPanelsF32(const float* b, int64_t ldb, int64_t K, int64_t N, float* out);
+inline int64_t PackedBPanelsFloats(int64_t K, int64_t N) { return (N + 15) / 16 * 16 * K; }
 
 // Single-threaded whole GEMM with the ISA of ctx (for callers that parallelize above).
 bool F32Single(const F32Operands& op, const Dims& d, Isa isa, Workspace* ws);

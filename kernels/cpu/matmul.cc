@@ -171,7 +171,50 @@ void BatchOffsets(const MatMulBatchPlan& plan, const gemm::Dims& d, int64_t i, i
   *b_off = b_idx * d.K * d.N;
 }
 
+// An f32 matmul's constant B, each of its own batch matrices packed once into the AVX2 GEMM's
+// 16-column panels over all of K (PrepareMatMulB).
+class PackedMatMulB final : public PreparedOperand {
+ public:
+  PackedMatMulB(const float* b, const gemm::Dims& d, int64_t b_batches)
+      : per_batch_(gemm::PackedBPanelsFloats(d.K, d.N)),
+        batches_(b_batches),
+        n_(d.N),
+        k_(d.K),
+        data_(static_cast<float*>(std::aligned_alloc(64, (sizeof(float) * per_batch_ * b_batches + 63) / 64 * 64))) {
+    if (!data_) return;
+    for (int64_t i = 0; i < b_batches; ++i) gemm::PackBPanelsF32(b + i * d.K * d.N, d.N, d.K, d.N, batch(i));
+  }
+  ~PackedMatMulB() override { std::free(data_); }
+  PackedMatMulB(const PackedMatMulB&) = delete;
+  PackedMatMulB& operator=(const PackedMatMulB&) = delete;
+  int64_t bytes() const override { return static_cast<int64_t>(sizeof(float)) * per_batch_ * batches_; }
+  bool ok() const { return data_ != nullptr; }
+  // Whether these panels were packed for a B of these dims and batch count.
+  bool Fits(const gemm::Dims& d, int64_t b_batches) const { return d.K == k_ && d.N == n_ && b_batches == batches_; }
+  const float* batch(int64_t i) const { return data_ + i * per_batch_; }
+  float* batch(int64_t i) { return data_ + i * per_batch_; }
+
+ private:
+  int64_t per_batch_, batches_, n_, k_;
+  float* data_;
+};
+
 }  // namespace
+
+StatusOr<std::unique_ptr<PreparedOperand>> PrepareMatMulB(const KernelCall& call, const CpuContext& ctx) {
+  // Only f32 x f32 (f16/bf16 operands are widened per call and take no packed copy), only for
+  // the AVX2 GEMM, which is the one that packs B.
+  if (call.op != Op::kMatMul || call.num_inputs != 2 || call.in(0).dtype != DType::kF32 ||
+      call.in(1).dtype != DType::kF32 || ctx.isa != Isa::kAvx2 || !CpuHasAvx2Fma()) {
+    return std::unique_ptr<PreparedOperand>();
+  }
+  ASSIGN_OR_RETURN(const MatMulPlan mp, PlanMatMul(call));
+  const gemm::Dims d{mp.dims.M, mp.dims.N, mp.dims.K};
+  if (d.K == 0 || d.N == 0 || mp.batch.b_batches == 0) return std::unique_ptr<PreparedOperand>();
+  auto packed = std::make_unique<PackedMatMulB>(call.in(1).as<const float>(), d, mp.batch.b_batches);
+  if (!packed->ok()) return ResourceExhausted("matmul: cannot allocate the packed weights");
+  return std::unique_ptr<PreparedOperand>(std::move(packed));
+}
 
 Status RunMatMul(const KernelCall& call, const CpuContext& ctx) {
   if (call.op != Op::kMatMul && call.op != Op::kMatMulInt8) {
@@ -217,12 +260,16 @@ Status RunMatMul(const KernelCall& call, const CpuContext& ctx) {
     return OkStatus();
   }
   if (f32) {
+    // B packed once when the program was loaded; same values, same chains, so the same bits.
+    const auto* packed = dynamic_cast<const PackedMatMulB*>(call.prepared);
+    if (packed && (ctx.isa != Isa::kAvx2 || !packed->Fits(d, plan.b_batches))) packed = nullptr;
     auto operands = [&](int64_t i) {
       int64_t ao, bo;
       BatchOffsets(plan, d, i, &ao, &bo);
       gemm::F32Operands op;
       op.a = a.as<const float>() + (d.K ? ao : 0);
       op.lda = d.K;
+      if (packed && d.K) op.b_panels = packed->batch(bo / (d.K * d.N));
       op.b = b.as<const float>() + (d.K ? bo : 0);
       op.ldb = d.N;
       op.c = y.as<float>() + i * c_stride;

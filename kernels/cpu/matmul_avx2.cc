@@ -7,7 +7,9 @@
 // k = 0..K-1 (docs/DETERMINISM.md 4.4). NaNs are canonicalized when the last k-block is
 // stored. Zero padding of edge panels only feeds outputs that are discarded. Blocks of few
 // rows (small M: the pointwise convolutions of small CNNs) read full B panels in place
-// instead of packing them; the chain and its order are the same.
+// instead of packing them; the chain and its order are the same. A constant B (a MatMul's
+// weights) may come packed once over all of K (PackBPanelsF32): the same panels, read in the
+// same order.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -350,6 +352,52 @@ void MicroF32Edge(int64_t kc, const float* ap, const float* bp, int64_t ldb, flo
   for (int64_t i = 0; i < mr; ++i) std::memcpy(c + i * ldc, tile + i * kNR, sizeof(float) * nr);
 }
 
+// A full-width (16-column) tile of only MR < 6 rows (a GEMV-like block: an LSTM step, a batch of
+// one), without padding it to the 6-row kernel's tile: the same chain per element, k in order,
+// one explicit fma per step. bstride: floats between B rows (16 for a packed panel, else ldb).
+template <int MR>
+void MicroF32FewRows(int64_t kc, const float* __restrict ap, const float* __restrict bp, int64_t bstride, float* c,
+                     int64_t ldc, bool first, bool last) {
+  __m256 acc[MR][2];
+  for (int r = 0; r < MR; ++r) {
+    acc[r][0] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + r * ldc);
+    acc[r][1] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + r * ldc + 8);
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(bp + k * bstride);
+    const __m256 b1 = _mm256_loadu_ps(bp + k * bstride + 8);
+    for (int r = 0; r < MR; ++r) {
+      const __m256 a = _mm256_broadcast_ss(ap + k * kMR + r);
+      acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+    }
+  }
+  if (last) {
+    float nan_value;
+    std::memcpy(&nan_value, &kCanonNaNBits, sizeof(nan_value));
+    const __m256 nan = _mm256_set1_ps(nan_value);
+    for (int r = 0; r < MR; ++r) {
+      for (int h = 0; h < 2; ++h)
+        acc[r][h] = _mm256_blendv_ps(acc[r][h], nan, _mm256_cmp_ps(acc[r][h], acc[r][h], _CMP_UNORD_Q));
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    _mm256_storeu_ps(c + r * ldc, acc[r][0]);
+    _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
+  }
+}
+
+void MicroF32FewRowsAny(int64_t mr, int64_t kc, const float* ap, const float* bp, int64_t bstride, float* c,
+                        int64_t ldc, bool first, bool last) {
+  switch (mr) {
+    case 1: return MicroF32FewRows<1>(kc, ap, bp, bstride, c, ldc, first, last);
+    case 2: return MicroF32FewRows<2>(kc, ap, bp, bstride, c, ldc, first, last);
+    case 3: return MicroF32FewRows<3>(kc, ap, bp, bstride, c, ldc, first, last);
+    case 4: return MicroF32FewRows<4>(kc, ap, bp, bstride, c, ldc, first, last);
+    default: return MicroF32FewRows<5>(kc, ap, bp, bstride, c, ldc, first, last);
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // int8: products of sign-extended int16 pairs summed by vpmaddwd (|sum| <= 2^15, exact),
 // accumulated with wrapping 32-bit adds. Integer addition is associative, so any order
@@ -519,22 +567,26 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
     if (done) (*done)(m0, m1, n0, n1);
     return true;
   }
-  const bool b_in_place = m1 - m0 <= kBInPlaceMaxRows;
+  // Pre-packed B panels cover all of K, so the panel of columns [16j, 16j + 16) holds k-block pc
+  // at offset pc * 16; they serve blocks whose first column is a multiple of 16 (jc then stays
+  // one, kNC being a multiple of 16).
+  const float* b_panels = n0 % kNR == 0 ? op.b_panels : nullptr;
+  const bool b_in_place = !b_panels && m1 - m0 <= kBInPlaceMaxRows;
   // Pre-packed A panels cover all of K, so panel i of rows [6i, 6i + 6) holds k-block pc at
   // offset pc * 6; they serve blocks whose first row is a multiple of 6.
   const float* a_panels = m0 % kMR == 0 ? op.a_panels : nullptr;
   const int64_t ncmax = b_in_place ? kNR : std::min(kNC, n1 - n0);
   const int64_t kcmax = std::min(kKC, d.K);
-  auto* bp = static_cast<float*>(ws->Get(0, sizeof(float) * RoundUp(ncmax, kNR) * kcmax));
+  auto* bp = b_panels ? nullptr : static_cast<float*>(ws->Get(0, sizeof(float) * RoundUp(ncmax, kNR) * kcmax));
   auto* ap = a_panels ? nullptr
                       : static_cast<float*>(ws->Get(1, sizeof(float) * RoundUp(std::min(kMC, m1 - m0), kMR) * kcmax));
-  if (!bp || (!ap && !a_panels)) return false;
+  if ((!bp && !b_panels) || (!ap && !a_panels)) return false;
   for (int64_t jc = n0; jc < n1; jc += kNC) {
     const int64_t nc = std::min(kNC, n1 - jc);
     for (int64_t pc = 0; pc < d.K; pc += kKC) {
       const int64_t kc = std::min(kKC, d.K - pc);
       const bool first = pc == 0, last = pc + kc == d.K;
-      if (!b_in_place) PackBF32(op.b + pc * op.ldb + jc, op.ldb, kc, nc, bp);
+      if (!b_in_place && !b_panels) PackBF32(op.b + pc * op.ldb + jc, op.ldb, kc, nc, bp);
       for (int64_t ic = m0; ic < m1; ic += kMC) {
         const int64_t mc = std::min(kMC, m1 - ic);
         // The A panel of tile row ir: packed now (kc x 6 each), or pre-packed (K x 6 each).
@@ -544,7 +596,7 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
         for (int64_t jr = 0; jr < nc; jr += kNR) {
           const int64_t nr = std::min<int64_t>(kNR, nc - jr);
           // In place: a full panel is read from B with stride ldb; a partial one is packed alone.
-          const float* bpanel = bp + jr * kc;
+          const float* bpanel = b_panels ? b_panels + (jc + jr) * d.K + pc * kNR : bp + jr * kc;
           int64_t ldb = 0;
           if (b_in_place && nr == kNR) {
             bpanel = op.b + pc * op.ldb + jc + jr;
@@ -564,6 +616,8 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
               MicroF32(kc, a_block + ir * a_step, bpanel, c, op.ldc, first, last);
             } else if (mr == kMR && nr == kNR) {
               MicroF32StridedB(kc, a_block + ir * a_step, bpanel, ldb, c, op.ldc, first, last);
+            } else if (nr == kNR) {
+              MicroF32FewRowsAny(mr, kc, a_block + ir * a_step, bpanel, ldb == 0 ? kNR : ldb, c, op.ldc, first, last);
             } else {
               MicroF32Edge(kc, a_block + ir * a_step, bpanel, ldb, c, op.ldc, mr, nr, first, last);
             }
@@ -577,6 +631,8 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
 }
 
 void PackAPanelsF32(const float* a, int64_t lda, int64_t M, int64_t K, float* out) { PackAF32(a, lda, M, K, out); }
+
+void PackBPanelsF32(const float* b, int64_t ldb, int64_t K, int64_t N, float* out) { PackBF32(b, ldb, K, N, out); }
 
 bool I8BlockAvx2(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1, Workspace* ws) {
   if (m0 >= m1 || n0 >= n1) return true;

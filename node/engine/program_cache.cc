@@ -42,6 +42,32 @@ bool ProgramCache::Insert(const Hash256& graph_sha256, std::shared_ptr<const exe
   return true;
 }
 
+bool ProgramCache::SetPreparedBytes(const Hash256& graph_sha256, const executor::Program* program,
+                                    int64_t prepared_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(graph_sha256);
+  if (it == entries_.end() || it->second.program.get() != program || prepared_bytes < 0) return false;
+  const int64_t cost = CostOf(*program) + prepared_bytes;
+  if (cost == it->second.cost) return true;
+  // Taken out while the others make room, so that it cannot evict itself; it stays the most
+  // recently used.
+  std::shared_ptr<const executor::Program> entry = std::move(it->second.program);
+  bytes_ -= it->second.cost;
+  lru_.erase(it->second.lru_position);
+  entries_.erase(it);
+  if (cost > budget_bytes_) {
+    if (metrics_) metrics_->program_cache_evictions->Increment();
+    UpdateGaugesLocked();
+    return false;
+  }
+  EvictLocked(cost);
+  lru_.push_front(graph_sha256);
+  entries_.emplace(graph_sha256, Entry{std::move(entry), cost, lru_.begin()});
+  bytes_ += cost;
+  UpdateGaugesLocked();
+  return true;
+}
+
 void ProgramCache::EvictLocked(int64_t needed) {
   while (!lru_.empty() && bytes_ + needed > budget_bytes_) {
     auto it = entries_.find(lru_.back());

@@ -8,8 +8,11 @@
 // Compile returned for those bytes: reusing it cannot change a bit of any result.
 //
 // LRU with a byte budget: an entry costs the bytes of its constants (the weights) plus its
-// planned arena, which is what one worker keeps resident to run it warm (TaskManager). A program
-// larger than the whole budget is not cached; a budget of 0 disables the cache.
+// planned arena, plus the backend's prepared copies of its constants (the CPU GEMM's packed
+// conv and matmul weights, LoadedProgram::prepared_bytes), which is what one worker keeps
+// resident to run it warm (TaskManager). The prepared bytes are known only once a worker has
+// loaded the program, so they are added then (SetPreparedBytes). A program larger than the
+// whole budget is not cached; a budget of 0 disables the cache.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +40,14 @@ class ProgramCache {
   // nothing) when the program alone is over the budget.
   bool Insert(const Hash256& graph_sha256, std::shared_ptr<const executor::Program> program);
 
-  // What an entry costs against the budget.
+  // Counts `prepared_bytes` (what loading `program` on a worker's backend prepared besides its
+  // arena) in the entry of `graph_sha256`, evicting least recently used entries until it fits.
+  // Returns false when the entry is not cached (any more), or is another program, or is now
+  // alone over the budget, in which case it is dropped: the caller must not keep the loaded
+  // program resident then.
+  bool SetPreparedBytes(const Hash256& graph_sha256, const executor::Program* program, int64_t prepared_bytes);
+
+  // What an entry costs against the budget before its prepared bytes are known.
   static int64_t CostOf(const executor::Program& program);
 
   int64_t budget_bytes() const { return budget_bytes_; }

@@ -54,8 +54,9 @@ class StoreBlobSource final : public executor::BlobSource {
 // Everything needed to run a task, loaded from the store and checked against the caps.
 struct PreparedTask {
   std::shared_ptr<const executor::Program> program;
-  bool cached = false;  // `program` is (now) in the node's program cache
-  bool warm = false;    // found there: no blob was read or compiled
+  Hash256 graph_hash{};  // the program cache's key
+  bool cached = false;   // `program` is (now) in the node's program cache
+  bool warm = false;     // found there: no blob was read or compiled
   std::map<std::string, Tensor> inputs;
 };
 
@@ -109,6 +110,7 @@ StatusOr<PreparedTask> PrepareTask(Store* store, ProgramCache* cache, const v1::
                                    const executor::Limits& limits, bool load_inputs) {
   ASSIGN_OR_RETURN(Hash256 graph_hash, ParseHash(spec.graph_sha256(), "graph_sha256"));
   PreparedTask prepared;
+  prepared.graph_hash = graph_hash;
   prepared.program = cache->Find(graph_hash);
   prepared.warm = prepared.cached = prepared.program != nullptr;
   if (!prepared.program) {
@@ -713,17 +715,24 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     auto run_on = [&](kernels::Backend* backend) -> StatusOr<executor::RunResult> {
       const bool own_backend = backend == worker->backend.get();
       std::unique_ptr<executor::LoadedProgram> loaded;
+      bool keep_resident = own_backend && prepared.cached;
       if (own_backend && worker->warm_loaded && worker->warm_program == prepared.program) {
         loaded = std::move(worker->warm_loaded);
       } else {
         worker->warm_loaded.reset();  // free the previous arena before allocating the next
         worker->warm_program.reset();
         ASSIGN_OR_RETURN(loaded, executor::LoadedProgram::Load(*prepared.program, backend));
+        // The backend's packed weights stay resident with the arena: the cache counts them, and
+        // may refuse the program now that it knows its whole size.
+        if (keep_resident) {
+          keep_resident =
+              programs_.SetPreparedBytes(prepared.graph_hash, prepared.program.get(), loaded->prepared_bytes());
+        }
       }
       auto outcome = loaded->Run(prepared.inputs, ro);
       // Run writes only the inputs and intermediates, never the constants, so the arena can
       // serve the next task of the same program; after a failure it is dropped all the same.
-      if (outcome.ok() && own_backend && prepared.cached) {
+      if (outcome.ok() && keep_resident) {
         worker->warm_program = prepared.program;
         worker->warm_loaded = std::move(loaded);
       }

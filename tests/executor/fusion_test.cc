@@ -4,6 +4,8 @@
 // trace; a value read outside a chain or named as an output must stop the chain.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "executor/graph.h"
 #include "tests/executor/test_util.h"
 
@@ -151,6 +153,115 @@ TEST(FusionTest, ValuesReadOutsideTheChainStopIt) {
   auto got = (*loaded)->Run(inputs);
   ASSERT_TRUE(want.ok() && got.ok());
   EXPECT_EQ(want->result_root, got->result_root);
+}
+
+// ONNX LeakyRelu as the importer lowers it (docs/ONNX.md).
+Value LeakyRelu(Graph& g, Value v, float alpha) { return where(less(v, g.scalar(0.0f)), v * g.scalar(alpha), v); }
+
+// Runs the fused and the canonical list of `p` on every ISA at 1, 2 and 8 threads and expects
+// every output bit of the portable one-thread canonical run.
+void ExpectUnfusedBits(const Program& p, const std::map<std::string, Tensor>& inputs) {
+  auto reference_backend = MakeCpu(1, "portable");
+  auto reference = LoadedProgram::Load(p, reference_backend.get());
+  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
+  RunOptions unfused;
+  unfused.fuse = false;
+  auto want = (*reference)->Run(inputs, unfused);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  for (const char* isa : {"portable", "avx2"}) {
+    if (std::string(isa) == "avx2" && !kernels::cpu::CpuHasAvx2Fma()) continue;
+    for (int threads : {1, 2, 8}) {
+      auto backend = MakeCpu(threads, isa);
+      auto loaded = LoadedProgram::Load(p, backend.get());
+      ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+      for (bool fuse : {true, false}) {
+        RunOptions o;
+        o.fuse = fuse;
+        auto got = (*loaded)->Run(inputs, o);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        EXPECT_EQ(got->result_root, want->result_root) << isa << " x" << threads << (fuse ? " fused" : "");
+      }
+    }
+  }
+}
+
+const Instruction* FusedWithEpilogue(const Program& p) {
+  for (const Instruction& ins : p.fused_instructions) {
+    if (!ins.epilogue.empty()) return &ins;
+  }
+  return nullptr;
+}
+
+TEST(FusionTest, LeakyReluAfterAConvBecomesTwoStepsWithTheUnfusedBits) {
+  // conv -> LeakyRelu -> Max with a constant, as in openWakeWord's embedding model.
+  Graph g;
+  Value x = g.input("x", DType::kF32, {1, 5, 9, 11});
+  Conv2DOptions o;
+  o.pads = {1, 1, 1, 1};
+  Value c = conv2d(x, g.constant(RandomF32({7, 5, 3, 3}, 11), "w"), g.constant(RandomF32({7}, 12), "b"), o);
+  g.output("y", maximum(LeakyRelu(g, c, 0.2f), g.scalar(-0.125f)));
+  auto p = CompileGraph(g, nullptr, {});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->instructions.size(), 5u);  // conv2d, less, mul, where, max
+  ASSERT_EQ(p->fused_instructions.size(), 1u);
+  const Instruction& fused = p->fused_instructions[0];
+  EXPECT_EQ(fused.op, kernels::Op::kConv2D);
+  EXPECT_EQ(fused.fused_count, 5);
+  ASSERT_EQ(fused.epilogue.size(), 3u);
+  EXPECT_EQ(fused.epilogue[0].op, kernels::Op::kMul);
+  EXPECT_EQ(fused.epilogue[1].op, kernels::Op::kMax);
+  EXPECT_EQ(fused.epilogue[2].op, kernels::Op::kMax);
+  // max(v, m): v is the conv's value (chain value 0), m the mul step's (1).
+  EXPECT_FALSE(fused.epilogue[1].operands[0].is_input);
+  EXPECT_EQ(fused.epilogue[1].operands[0].index, 0);
+  EXPECT_EQ(fused.epilogue[1].operands[1].index, 1);
+  ExpectUnfusedBits(*p, {{"x", RandomF32({1, 5, 9, 11}, 13, 3.0f)}});
+}
+
+TEST(FusionTest, LeakyReluKeepsTheBitsOfEverySpecialValue) {
+  // Infinities, signed zeros, subnormals, NaNs with and without a payload, ordinary values; the
+  // head (x * 1) writes the canonical NaN, as the pattern requires. Slopes from a subnormal to 1.
+  const uint32_t kBits[] = {0xFF800000u, 0xBF800000u, 0x80000001u, 0x807FFFFFu, 0x80000000u, 0x00000000u,
+                            0x00000001u, 0x3F800000u, 0x7F800000u, 0x7FC00000u, 0xFFC12345u, 0x7F7FFFFFu,
+                            0xFF7FFFFFu, 0xC0490FDBu, 0x3EAAAAABu, 0x00800000u};
+  Tensor x(DType::kF32, {4, 4});
+  for (int i = 0; i < 16; ++i) std::memcpy(x.data_as<float>() + i, &kBits[i], 4);
+  for (float alpha : {1e-40f, 0.01f, 0.2f, 1.0f}) {
+    SCOPED_TRACE(alpha);
+    Graph g;
+    Value v = g.input("x", DType::kF32, {4, 4}) * g.scalar(1.0f);
+    g.output("y", LeakyRelu(g, v, alpha));
+    auto p = CompileGraph(g, nullptr, {});
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    const Instruction* fused = FusedWithEpilogue(*p);
+    ASSERT_NE(fused, nullptr);
+    EXPECT_EQ(fused->fused_count, 4);
+    EXPECT_EQ(fused->epilogue.size(), 2u);
+    ExpectUnfusedBits(*p, {{"x", x}});
+  }
+}
+
+TEST(FusionTest, LeakyReluOutsideItsConditionsIsNotFused) {
+  Tensor x = RandomF32({3, 8}, 14, 2.0f);
+  const uint32_t payload = 0xFFC12345u;
+  std::memcpy(x.data_as<float>() + 5, &payload, 4);
+  // A slope of 0 (+inf * 0 is NaN where the where keeps +inf) or above 1 (max would pick v), and
+  // a head that copies bits (identity keeps a NaN payload that max would canonicalize).
+  struct Case {
+    float alpha;
+    bool copying_head;
+  };
+  for (const Case& c : {Case{0.0f, false}, Case{1.5f, false}, Case{-0.5f, false}, Case{0.2f, true}}) {
+    SCOPED_TRACE(c.alpha);
+    Graph g;
+    Value in = g.input("x", DType::kF32, {3, 8});
+    Value v = c.copying_head ? identity(in) : in * g.scalar(1.0f);
+    g.output("y", LeakyRelu(g, v, c.alpha));
+    auto p = CompileGraph(g, nullptr, {});
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_EQ(FusedWithEpilogue(*p), nullptr);
+    ExpectUnfusedBits(*p, {{"x", x}});
+  }
 }
 
 }  // namespace

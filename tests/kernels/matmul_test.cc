@@ -102,6 +102,21 @@ std::vector<int32_t> RefMatMulI8(const std::vector<int8_t>& a, const std::vector
   return y;
 }
 
+// The call with its B (the weights) through Backend::PrepareConstant first, as a loaded program
+// does when B is a constant; the call carries the prepared copy (null where the backend has none).
+Status RunPrepared(Backend& be, const std::vector<float>& a, const std::vector<int64_t>& as,
+                   const std::vector<float>& b, const std::vector<int64_t>& bs, std::vector<float>* y,
+                   const std::vector<int64_t>& ys) {
+  OpParams params;
+  std::vector<TensorView> in = {MakeView(DType::kF32, as, const_cast<float*>(a.data())),
+                                MakeView(DType::kF32, bs, const_cast<float*>(b.data()))};
+  TensorView out = MakeView(DType::kF32, ys, y->data());
+  KernelCall call = MakeCall(Op::kMatMul, params, in.data(), 2, &out);
+  ASSIGN_OR_RETURN(std::unique_ptr<PreparedOperand> prepared, be.PrepareConstant(call, 1));
+  call.prepared = prepared.get();
+  return be.Run(call);
+}
+
 template <typename In, typename Out>
 Status RunOne(Backend& be, Op op, const std::vector<In>& a, const std::vector<int64_t>& as, const std::vector<In>& b,
               const std::vector<int64_t>& bs, std::vector<Out>* y, const std::vector<int64_t>& ys) {
@@ -134,7 +149,8 @@ std::vector<float> RandomF32(int64_t n, std::mt19937& rng, bool special) {
   return v;
 }
 
-void CheckF32(const std::vector<int64_t>& as, const std::vector<int64_t>& bs, bool special, uint32_t seed) {
+void CheckF32(const std::vector<int64_t>& as, const std::vector<int64_t>& bs, bool special, uint32_t seed,
+              bool prepare = false) {
   std::mt19937 rng(seed);
   const auto a = RandomF32(Numel(as), rng, special);
   const auto b = RandomF32(Numel(bs), rng, special);
@@ -142,7 +158,8 @@ void CheckF32(const std::vector<int64_t>& as, const std::vector<int64_t>& bs, bo
   const auto ref = RefMatMul(a, as, b, bs);
   for (auto& e : Engines()) {
     std::vector<float> y(ref.size(), FromBits(0x7F81234Fu));  // poison
-    Status s = RunOne(*e.backend, Op::kMatMul, a, as, b, bs, &y, ys);
+    Status s =
+        prepare ? RunPrepared(*e.backend, a, as, b, bs, &y, ys) : RunOne(*e.backend, Op::kMatMul, a, as, b, bs, &y, ys);
     ASSERT_TRUE(s.ok()) << e.label << ": " << s.ToString();
     if (y.empty()) continue;
     if (std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)) != 0) {
@@ -207,6 +224,50 @@ TEST(MatMulF32, BatchBroadcasting) {
   CheckF32({2, 1, 4, 3}, {0, 3, 2}, false, 14);
   CheckF32({16, 8, 0}, {16, 0, 8}, false, 15);
   CheckF32({12, 30, 40}, {12, 40, 33}, false, 16);
+}
+
+TEST(MatMulF32, WeightsPackedOnceMatchSpecBits) {
+  // The AVX2 engines run on a B packed once by PrepareConstant (the portable ones get none):
+  // every shape, special values, then batches of B (own, broadcast, rank 1).
+  uint32_t seed = 300;
+  for (const auto& s : MatShapes()) CheckF32({s[0], s[1]}, {s[1], s[2]}, false, seed++, true);
+  for (const auto& s : MatShapes()) CheckF32({s[0], s[1]}, {s[1], s[2]}, true, seed++, true);
+  CheckF32({2, 1, 7, 13}, {1, 3, 13, 5}, true, seed++, true);
+  CheckF32({3, 9, 20}, {20, 18}, false, seed++, true);
+  CheckF32({9, 20}, {4, 20, 18}, false, seed++, true);
+  CheckF32({12, 30, 40}, {12, 40, 33}, false, seed++, true);
+  CheckF32({4, 200, 300}, {300, 40}, true, seed++, true);  // M blocks of 144 rows over 2 k-blocks
+  CheckF32({3, 50}, {50, 1}, false, seed++, true);         // N = 1: one padded panel
+}
+
+TEST(MatMulF32, PreparedWeightsOnlyForF32OnAvx2) {
+  std::vector<float> a(5 * 40, 1.0f), b(3 * 40 * 20, 0.5f), y(3 * 5 * 20);
+  for (auto& e : Engines()) {
+    OpParams params;
+    std::vector<TensorView> in = {MakeView(DType::kF32, {5, 40}, a.data()),
+                                  MakeView(DType::kF32, {3, 40, 20}, b.data())};
+    TensorView out = MakeView(DType::kF32, {3, 5, 20}, y.data());
+    KernelCall call = MakeCall(Op::kMatMul, params, in.data(), 2, &out);
+    auto prepared = e.backend->PrepareConstant(call, 1);
+    ASSERT_TRUE(prepared.ok()) << e.label;
+    const bool expect = e.backend->name() == "cpu-avx2";
+    EXPECT_EQ(*prepared != nullptr, expect) << e.label;
+    // Three batches of 40 x 20, columns padded to 32.
+    if (*prepared) EXPECT_EQ((*prepared)->bytes(), int64_t{sizeof(float)} * 3 * 40 * 32) << e.label;
+    auto other = e.backend->PrepareConstant(call, 0);  // A is not a weight
+    ASSERT_TRUE(other.ok());
+    EXPECT_EQ(*other, nullptr);
+    // A prepared copy that does not fit the call (another B shape) is ignored, not misread.
+    if (*prepared) {
+      std::vector<float> b2(40 * 20, 0.25f), y2(5 * 20);
+      std::vector<TensorView> in2 = {in[0], MakeView(DType::kF32, {40, 20}, b2.data())};
+      TensorView out2 = MakeView(DType::kF32, {5, 20}, y2.data());
+      KernelCall call2 = MakeCall(Op::kMatMul, params, in2.data(), 2, &out2);
+      call2.prepared = prepared->get();
+      ASSERT_TRUE(e.backend->Run(call2).ok()) << e.label;
+      for (float v : y2) EXPECT_EQ(v, 10.0f) << e.label;  // 40 * 1 * 0.25
+    }
+  }
 }
 
 TEST(MatMulF32, SignedZeroAndCanonicalNaN) {

@@ -101,5 +101,55 @@ TEST(ProgramCacheTest, SecondInsertOfTheSameGraphKeepsOneEntry) {
   EXPECT_EQ(cache.entries(), 1u);
 }
 
+TEST(ProgramCacheTest, PreparedBytesCountAndEvictOthers) {
+  MetricsRegistry registry;
+  NodeMetrics metrics(&registry);
+  ProgramCache cache(400, &metrics);
+  auto one = ProgramOf(100, 0), two = ProgramOf(100, 0);
+  ASSERT_TRUE(cache.Insert(Key(1), one));
+  ASSERT_TRUE(cache.Insert(Key(2), two));
+  EXPECT_EQ(cache.bytes(), 200);
+  // Program 2's packed weights (150 bytes) fit beside program 1.
+  EXPECT_TRUE(cache.SetPreparedBytes(Key(2), two.get(), 150));
+  EXPECT_EQ(cache.bytes(), 350);
+  EXPECT_EQ(metrics.program_cache_bytes->Value(), 350);
+  // Program 1's (200 bytes) do not: the least recently used other entry, 2, is evicted.
+  EXPECT_TRUE(cache.SetPreparedBytes(Key(1), one.get(), 200));
+  EXPECT_EQ(cache.Find(Key(2)), nullptr);
+  EXPECT_EQ(cache.Find(Key(1)), one);
+  EXPECT_EQ(cache.bytes(), 300);
+  EXPECT_EQ(cache.entries(), 1u);
+  EXPECT_EQ(metrics.program_cache_evictions->Value(), 1);
+  // Setting the same amount again (a second worker's load) changes nothing.
+  EXPECT_TRUE(cache.SetPreparedBytes(Key(1), one.get(), 200));
+  EXPECT_EQ(cache.bytes(), 300);
+}
+
+TEST(ProgramCacheTest, ProgramWhosePreparedBytesExceedTheBudgetIsDropped) {
+  ProgramCache cache(300, nullptr);
+  auto big = ProgramOf(100, 50), other = ProgramOf(100, 0);
+  ASSERT_TRUE(cache.Insert(Key(1), other));
+  ASSERT_TRUE(cache.Insert(Key(2), big));  // 150 bytes: fits without its prepared copies
+  // With 151 bytes of packed weights it is 301, over the whole budget: refused and dropped,
+  // without evicting the other entry.
+  EXPECT_FALSE(cache.SetPreparedBytes(Key(2), big.get(), 151));
+  EXPECT_EQ(cache.Find(Key(2)), nullptr);
+  EXPECT_EQ(cache.Find(Key(1)), other);
+  EXPECT_EQ(cache.bytes(), 100);
+  EXPECT_EQ(cache.entries(), 1u);
+}
+
+TEST(ProgramCacheTest, PreparedBytesOfAnUncachedOrReplacedProgramAreRefused) {
+  ProgramCache cache(1000, nullptr);
+  auto cached = ProgramOf(100, 0), stranger = ProgramOf(100, 0);
+  EXPECT_FALSE(cache.SetPreparedBytes(Key(1), cached.get(), 10));  // not cached
+  ASSERT_TRUE(cache.Insert(Key(1), cached));
+  EXPECT_FALSE(cache.SetPreparedBytes(Key(1), stranger.get(), 10));  // another program object
+  EXPECT_FALSE(cache.SetPreparedBytes(Key(1), cached.get(), -1));
+  EXPECT_EQ(cache.bytes(), 100);
+  EXPECT_TRUE(cache.SetPreparedBytes(Key(1), cached.get(), 0));
+  EXPECT_EQ(cache.bytes(), 100);
+}
+
 }  // namespace
 }  // namespace consensor::node

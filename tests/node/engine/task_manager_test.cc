@@ -29,6 +29,7 @@
 #include "executor/runtime.h"
 #include "executor/serialize.h"
 #include "kernels/backend_factory.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "node/api/task_spec.h"
 #include "node/telemetry/metrics.h"
 #include "tests/node/engine/task_ids.h"
@@ -734,6 +735,42 @@ TEST_F(TaskManagerTest, WarmWorkerRunsNewInputsOnItsArenaWithTheSameBitsAsAFresh
     auto trace = node.tasks->RecomputeTrace(Id(done.task_id()), 0, 0);
     ASSERT_TRUE(trace.ok()) << trace.status().ToString();
     EXPECT_EQ(trace->trace_root(), ToHex(other_reference->run.trace_root));
+  }
+}
+
+TEST_F(TaskManagerTest, PackedWeightsCountAgainstTheCacheBudget) {
+  if (!kernels::cpu::CpuHasAvx2Fma()) GTEST_SKIP() << "only the AVX2 GEMM packs weights when loading";
+  const std::vector<uint8_t> bias_bytes(bias_.bytes().begin(), bias_.bytes().end());
+  MapBlobSource source({{bias_hash_, bias_bytes}});
+  auto program = executor::CompileGraph(graph_, &source, executor::Limits{});
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  const int64_t cost = ProgramCache::CostOf(*program);
+  const int64_t packed = 4 * 16 * int64_t{sizeof(float)};  // w [4, 3] as one 16-column panel
+  for (bool fits : {true, false}) {
+    SCOPED_TRACE(fits ? "budget fits the packed weights" : "one byte short");
+    TaskManagerOptions options = Options(1);
+    options.program_cache_bytes = cost + packed - (fits ? 0 : 1);
+    Node& node = StartNode(options);
+    const uint64_t first_nonce = fits ? 1 : 11;  // both nodes share the store: new tasks each
+    for (uint64_t nonce = first_nonce; nonce < first_nonce + 2; ++nonce) {
+      const v1::Task done = WaitFinished(*node.tasks, MustSubmit(*node.tasks, Request(nonce)));
+      EXPECT_EQ(done.state(), v1::TASK_STATE_SUCCEEDED) << done.error_message();
+      ExpectMatchesReference(done.result());
+    }
+    node.tasks->Shutdown();
+    if (fits) {
+      EXPECT_EQ(node.metrics.program_cache_bytes->Value(), cost + packed);
+      EXPECT_EQ(node.metrics.program_cache_entries->Value(), 1);
+      EXPECT_EQ(node.metrics.program_cache_misses->Value(), 1);
+      EXPECT_EQ(node.metrics.program_cache_evictions->Value(), 0);
+    } else {
+      // Cached at submission (weights and arena fit), dropped at each execution once the packed
+      // weights are counted: every submission compiles again.
+      EXPECT_EQ(node.metrics.program_cache_bytes->Value(), 0);
+      EXPECT_EQ(node.metrics.program_cache_entries->Value(), 0);
+      EXPECT_EQ(node.metrics.program_cache_misses->Value(), 2);
+      EXPECT_EQ(node.metrics.program_cache_evictions->Value(), 2);
+    }
   }
 }
 

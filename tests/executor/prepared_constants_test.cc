@@ -1,0 +1,65 @@
+// Constants prepared once when a program is loaded (Backend::PrepareConstant): the CPU backend
+// packs conv2d and matmul weights into its GEMM's panels. The loaded program counts what they
+// hold (prepared_bytes, which the node's program cache charges), shares one copy between
+// instructions reading the same weights, and gives the bits of a backend that packs nothing.
+#include <gtest/gtest.h>
+
+#include "executor/graph.h"
+#include "tests/executor/test_util.h"
+
+namespace consensor::executor {
+namespace {
+
+using consensor::testing::MakeCpu;
+using consensor::testing::RandomF32;
+
+// Two matmuls by the same constant weights (one copy), one by other weights whose B has its own
+// batches, and a conv.
+Graph BuildWeighted() {
+  Graph g;
+  Value x = g.input("x", DType::kF32, {5, 40});
+  Value w = g.constant(RandomF32({40, 20}, 1), "w");
+  Value w3 = g.constant(RandomF32({3, 20, 17}, 2), "w3");
+  Value h = matmul(tanh(matmul(x, w)), g.constant(RandomF32({20, 40}, 3), "back"));
+  Value y = matmul(matmul(h, w), w3);  // [3, 5, 17]
+  g.output("y", y);
+  Value img = g.input("img", DType::kF32, {1, 4, 7, 9});
+  Conv2DOptions o;
+  o.pads = {1, 1, 1, 1};
+  g.output("c", conv2d(img, g.constant(RandomF32({6, 4, 3, 3}, 4), "k"), g.constant(RandomF32({6}, 5), "kb"), o));
+  return g;
+}
+
+TEST(PreparedConstantsTest, MatMulAndConvWeightsAreCountedOnceAndKeepTheBits) {
+  auto p = CompileGraph(BuildWeighted(), nullptr, {});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  std::map<std::string, Tensor> inputs = {{"x", RandomF32({5, 40}, 7, 3.0f)}, {"img", RandomF32({1, 4, 7, 9}, 8)}};
+
+  auto portable = MakeCpu(1, "portable");
+  auto reference = LoadedProgram::Load(*p, portable.get());
+  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
+  EXPECT_EQ((*reference)->prepared_bytes(), 0);  // the portable GEMM packs nothing ahead
+  auto want = (*reference)->Run(inputs, {});
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+
+  if (!kernels::cpu::CpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2: nothing is packed";
+  // w [40, 20] once (columns padded to 32), back [20, 40] (48), w3 three [20, 17] (32 each),
+  // and the conv's 6 filters of 36 taps as one 6-row panel.
+  const int64_t expect = int64_t{sizeof(float)} * (40 * 32 + 20 * 48 + 3 * 20 * 32 + 6 * 36);
+  for (int threads : {1, 2, 8}) {
+    auto avx2 = MakeCpu(threads, "avx2");
+    auto loaded = LoadedProgram::Load(*p, avx2.get());
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_EQ((*loaded)->prepared_bytes(), expect) << threads << " threads";
+    for (bool fuse : {true, false}) {
+      RunOptions o;
+      o.fuse = fuse;
+      auto got = (*loaded)->Run(inputs, o);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_EQ(got->result_root, want->result_root) << threads << " threads, fuse " << fuse;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace consensor::executor
