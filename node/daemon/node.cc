@@ -400,7 +400,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     go.contract = deployment.manager;  // the EIP-712 verifying contract of attestations too
     go.key = *impl->operator_key;
     go.max_message_bytes = config.rpc_max_message_bytes;  // an envelope travels in one gRPC message
-    go.refuse_pulls = impl->faults && impl->faults->RefusesAndFloodsPeers();
+    go.withhold_pulls = impl->faults && impl->faults->RefusesAndFloodsPeers();
     impl->gossip = std::make_unique<GossipNetwork>(
         go,
         [raw](const v1::GossipMessage& m, const Hash256& id, const Address20& sender) {

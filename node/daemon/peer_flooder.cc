@@ -41,7 +41,9 @@ PeerFlooder::PeerFlooder(PeerFlooderOptions options, std::function<std::vector<s
 
 PeerFlooder::~PeerFlooder() { Stop(); }
 
-void PeerFlooder::Start() { thread_ = std::thread([this] { Run(); }); }
+void PeerFlooder::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 void PeerFlooder::Stop() {
   {

@@ -23,7 +23,7 @@ namespace consensor::node {
 
 struct PeerFlooderOptions {
   std::chrono::milliseconds round{100};
-  int streams_per_peer = 24;  // more than the default p2p.max_blob_streams_per_operator
+  int streams_per_peer = 24;             // more than the default p2p.max_blob_streams_per_operator
   std::chrono::milliseconds hold{2000};  // a stream is cancelled and opened again after this
   int calls_per_round = 4;               // GetTask calls per peer per round
 };

@@ -45,7 +45,8 @@ enum class FaultMode {
   // As a member, cannot fetch a task's blobs from any holder (to the others it looks silent).
   kCannotFetch,
   // The hostile peer of docs/SECURITY.md, section 9: never signs (withholds its commitments and
-  // votes), serves every blob with a byte flipped, refuses peers' GetTask and Pull, and floods
+  // votes), serves every blob with a byte flipped, refuses peers' GetTask, answers every Pull
+  // with an empty page (it withholds its gossip log), and floods
   // every peer with signed GetBlob streams it never reads (for the blobs of the tasks it sees
   // announced, else random ones) and with GetTask calls for tasks that do not exist.
   kRefuseEverywhere,
@@ -80,7 +81,7 @@ class FaultInjector {
   virtual bool CorruptsServedBlob(const std::string& blob_sha256_hex) = 0;
   // True: fail every fetch of a task's blobs for execution.
   virtual bool FailsMemberFetches() = 0;
-  // True: refuse peers' GetTask and Pull calls, and flood peers with requests.
+  // True: refuse peers' GetTask calls, withhold its gossip log from Pull, and flood peers.
   virtual bool RefusesAndFloodsPeers() = 0;
   // The blobs (hex SHA-256) an announcement this node received names.
   virtual void SawAnnouncedBlobs(const std::vector<std::string>& blob_sha256_hex) = 0;
