@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include "common/address.h"
 #include "common/sha256.h"
 #include "consensus/task.h"
 #include "node/telemetry/log.h"
@@ -409,7 +410,21 @@ grpc::Status PeerFacingClientService::GetBlob(grpc::ServerContext* context, cons
                                               grpc::ServerWriter<v1::BlobChunk>* writer) {
   StreamBudget::Slot slot;  // held until the stream ends
   if (streams_ != nullptr) {
-    auto opened = streams_->Open(PeerAddress(context->peer()));
+    // A signed request counts against its operator's budget; a bad signature is refused rather
+    // than counted as unsigned (an honest peer never sends one).
+    std::string requester;
+    if (verify_) {
+      GetBlobAuth auth = verify_(*request);
+      switch (auth.outcome) {
+        case GetBlobAuth::Outcome::kUnsigned: break;
+        case GetBlobAuth::Outcome::kOperator: requester = AddressToHex(auth.requester); break;
+        case GetBlobAuth::Outcome::kBadSignature:
+          return Count(client_->metrics_, "GetBlob", grpc::Status(grpc::StatusCode::UNAUTHENTICATED, auth.error));
+        case GetBlobAuth::Outcome::kNotAnOperator:
+          return Count(client_->metrics_, "GetBlob", grpc::Status(grpc::StatusCode::PERMISSION_DENIED, auth.error));
+      }
+    }
+    auto opened = streams_->Open(PeerAddress(context->peer()), requester);
     if (!opened.ok()) return Count(client_->metrics_, "GetBlob", ToGrpcStatus(opened.status()));
     slot = std::move(opened).value();
   }
@@ -421,6 +436,10 @@ grpc::Status PeerFacingClientService::SubmitTask(grpc::ServerContext*, const v1:
 }
 grpc::Status PeerFacingClientService::GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request,
                                               v1::Task* response) {
+  if (client_->refuse_peers_) {
+    return Count(client_->metrics_, "GetTask",
+                 grpc::Status(grpc::StatusCode::UNAVAILABLE, "fault injection: GetTask refused"));
+  }
   return Count(client_->metrics_, "GetTask", client_->GetTaskImpl(context, request, response));
 }
 grpc::Status PeerFacingClientService::WatchTask(grpc::ServerContext*, const v1::WatchTaskRequest*,

@@ -12,6 +12,7 @@
 #include "node/api/client_gate.h"
 #include "node/api/stream_budget.h"
 #include "node/engine/task_manager.h"
+#include "node/p2p/peer_request_auth.h"
 #include "node/storage/disk_budget.h"
 #include "node/storage/store.h"
 #include "node/telemetry/node_metrics.h"
@@ -46,6 +47,8 @@ class ClientService final : public v1::Client::Service {
   // Fault injection only (`trickle-blobs`): GetBlob sends each blob's first chunk, then nothing
   // until the caller gives up.
   void StallServedBlobs() { stall_served_blobs_ = true; }
+  // Fault injection only (`refuse-everywhere`): GetTask on the peer port answers UNAVAILABLE.
+  void RefusePeers() { refuse_peers_ = true; }
   // Fault injection only (`corrupt-served-outputs`): the blobs (hex SHA-256) it says yes to are
   // served with their first byte flipped.
   void CorruptServedBlobs(std::function<bool(const std::string&)> corrupts) { corrupts_ = std::move(corrupts); }
@@ -88,6 +91,7 @@ class ClientService final : public v1::Client::Service {
   std::function<void(v1::NodeInfo*)> node_info_;
   Submitter submitter_;
   bool stall_served_blobs_ = false;
+  bool refuse_peers_ = false;  // fault injection: peers' GetTask answered UNAVAILABLE
   std::function<bool(const std::string&)> corrupts_;
   MissingBlobFetcher fetch_missing_;
   DiskBudget* budget_ = nullptr;
@@ -100,9 +104,13 @@ class ClientService final : public v1::Client::Service {
 // client cannot take the peers' threads with long-lived streams.
 class PeerFacingClientService final : public v1::Client::Service {
  public:
-  // `streams` bounds each remote host's concurrent GetBlob streams (null: no bound).
-  explicit PeerFacingClientService(ClientService* client, StreamBudget* streams = nullptr)
-      : client_(client), streams_(streams) {}
+  // Who signed a GetBlob request (node/p2p/peer_request_auth.h, VerifyGetBlob).
+  using RequestVerifier = std::function<GetBlobAuth(const v1::GetBlobRequest&)>;
+  // `streams` bounds concurrent GetBlob streams per requester and per remote host (null: no
+  // bound). `verify` checks signed requests; without it every request counts as unsigned.
+  explicit PeerFacingClientService(ClientService* client, StreamBudget* streams = nullptr,
+                                   RequestVerifier verify = nullptr)
+      : client_(client), streams_(streams), verify_(std::move(verify)) {}
 
   grpc::Status PutBlob(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
                        v1::PutBlobResponse* response) override;
@@ -121,6 +129,7 @@ class PeerFacingClientService final : public v1::Client::Service {
  private:
   ClientService* client_;
   StreamBudget* streams_;
+  RequestVerifier verify_;
 };
 
 }  // namespace consensor::node

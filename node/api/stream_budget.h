@@ -1,8 +1,15 @@
-// Concurrent streams per remote host on the peer port (docs/NODE.md, p2p.max_blob_streams_per_host).
-// A GetBlob stream holds one of the peer listener's threads for as long as the reader takes,
-// so one host that opens many and reads nothing could hold every thread of p2p.max_streams and
-// silence this node's gossip. Peers' GetBlob calls are not signed, so the key is the remote
-// host, the only handle the call gives.
+// Concurrent GetBlob streams on the peer port (docs/NODE.md, p2p.max_blob_streams_per_operator
+// and p2p.max_blob_streams_per_host). A GetBlob stream holds one of the peer listener's threads
+// for as long as the reader takes, so one party that opens many and reads nothing could hold
+// every thread of p2p.max_streams and silence this node's gossip.
+//
+// Two bounds, both checked when a stream opens:
+// - per requester: an operator whose signature the request carries (node.proto,
+//   GetBlobRequest) gets its own budget wherever it connects from, so operators sharing a host
+//   (every operator of a devnet is 127.0.0.1) do not share one; unsigned requests from one host
+//   share one such budget between them;
+// - per host, the outer bound: everything from one remote address together, so a host cannot
+//   multiply its budget with many keys (each key must also be a staked operator).
 #pragma once
 
 #include <cstdint>
@@ -15,12 +22,16 @@
 
 namespace consensor::node {
 
+struct StreamBudgetLimits {
+  int64_t max_per_host = 32;      // <= 0: no bound per host
+  int64_t max_per_operator = 16;  // <= 0: no bound per requester
+};
+
 class StreamBudget {
  public:
-  // `max_per_host` <= 0: no limit.
-  StreamBudget(int64_t max_per_host, MetricsRegistry* metrics);
+  StreamBudget(StreamBudgetLimits limits, MetricsRegistry* metrics);
 
-  // An open stream of `host`'s; its slot is given back when destroyed.
+  // An open stream; both its slots are given back when destroyed.
   class Slot {
    public:
     Slot() = default;
@@ -33,18 +44,28 @@ class StreamBudget {
     friend class StreamBudget;
     StreamBudget* budget_ = nullptr;
     std::string host_;
+    std::string requester_;
   };
-  // RESOURCE_EXHAUSTED naming the budget when `host` has max_per_host streams open.
-  StatusOr<Slot> Open(const std::string& host);
+  // `requester` is the verified operator ("0x..." address) of a signed request, or empty for an
+  // unsigned one. RESOURCE_EXHAUSTED naming the budget when the requester or the host has its
+  // maximum open.
+  StatusOr<Slot> Open(const std::string& host, const std::string& requester);
 
   int64_t open_streams() const;
+  // Open streams of `requester` ("" with `host`: that host's unsigned ones).
+  int64_t open_for(const std::string& host, const std::string& requester) const;
 
  private:
-  const int64_t max_per_host_;
-  Counter* refused_;
+  static std::string RequesterKey(const std::string& host, const std::string& requester);
+
+  const StreamBudgetLimits limits_;
+  Counter* refused_by_operator_;
+  Counter* refused_by_host_;
   Gauge* open_gauge_;
   mutable std::mutex mu_;
-  std::map<std::string, int64_t> open_;  // hosts with a stream open now (bounded by the thread quota)
+  // Entries with a stream open now only (bounded by the thread quota).
+  std::map<std::string, int64_t> by_host_;
+  std::map<std::string, int64_t> by_requester_;
   int64_t total_ = 0;
 };
 

@@ -101,6 +101,7 @@ const std::vector<KeySpec>& Keys() {
       {"p2p", "listen", CONFIG_FIELD(p2p_listen)},
       {"p2p", "max_streams", CONFIG_FIELD(p2p_max_streams)},
       {"p2p", "max_blob_streams_per_host", CONFIG_FIELD(p2p_max_blob_streams_per_host)},
+      {"p2p", "max_blob_streams_per_operator", CONFIG_FIELD(p2p_max_blob_streams_per_operator)},
       {"p2p", "advertise", CONFIG_FIELD(p2p_advertise)},
       {"p2p", "bootstrap", CONFIG_FIELD(p2p_bootstrap)},
       {"p2p", "fanout", CONFIG_FIELD(gossip.fanout)},
@@ -551,6 +552,7 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   RETURN_IF_ERROR(CheckListen("p2p.listen (--p2p-listen)", c->p2p_listen, true));
   RETURN_IF_ERROR(CheckRange("p2p.max_streams", c->p2p_max_streams, 1, 4096));
   RETURN_IF_ERROR(CheckRange("p2p.max_blob_streams_per_host", c->p2p_max_blob_streams_per_host, 1, 4096));
+  RETURN_IF_ERROR(CheckRange("p2p.max_blob_streams_per_operator", c->p2p_max_blob_streams_per_operator, 1, 4096));
   RETURN_IF_ERROR(CheckListen("p2p.advertise", c->p2p_advertise, true));
   if (c->p2p_bootstrap.size() > 256) return InvalidArgument("p2p.bootstrap lists more than 256 peers");
   for (const std::string& peer : c->p2p_bootstrap) RETURN_IF_ERROR(CheckListen("p2p.bootstrap", peer, false));

@@ -21,7 +21,8 @@
 //               max_reference_age
 //   [clients]   auth  keys_file  submissions_per_second  submission_burst  flops_per_minute
 //               max_tasks_in_flight  max_watches  max_disk_bytes
-//   [fault]     mode  (testing only: corrupt-output | equivocate | silent | crash-mid-task)
+//   [fault]     mode  (testing only: corrupt-output | equivocate | silent | crash-mid-task | ...,
+//                     refuse-everywhere; docs/NETWORK.md lists them)
 #pragma once
 
 #include <cstdint>
@@ -83,6 +84,8 @@ struct NodeConfig {
   std::string p2p_listen;
   int64_t p2p_max_streams = 64;
   int64_t p2p_max_blob_streams_per_host = 32;  // GetBlob streams one remote host may hold there
+  // ... and one operator (signed requests) or one host's unsigned requests, within the host bound
+  int64_t p2p_max_blob_streams_per_operator = 16;
   std::string p2p_advertise;               // endpoint peers reach this node at (default: p2p.listen, else rpc.listen)
   std::vector<std::string> p2p_bootstrap;  // peers to contact besides the registry's endpoints
 

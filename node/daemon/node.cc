@@ -22,6 +22,7 @@
 #include "node/chain/chain_client.h"
 #include "node/chain/chain_view.h"
 #include "node/chain/eth_rpc.h"
+#include "node/daemon/peer_flooder.h"
 #include "node/daemon/startup_selftest.h"
 #include "node/engine/consensus_engine.h"
 #include "node/engine/fault_injection.h"
@@ -30,6 +31,7 @@
 #include "node/keys/keystore.h"
 #include "node/p2p/gossip.h"
 #include "node/p2p/peer_client.h"
+#include "node/p2p/peer_request_auth.h"
 #include "node/storage/client_disk_ledger.h"
 #include "node/storage/disk_budget.h"
 #include "node/storage/store.h"
@@ -41,6 +43,9 @@
 namespace consensor::node {
 
 namespace {
+
+// How far a signed peer request's time may be from this node's clock (as for Pull).
+constexpr std::chrono::milliseconds kPeerRequestClockSkew{60000};
 
 enum class Health { kStarting, kHealthy, kStopping };
 
@@ -126,6 +131,7 @@ struct Node::Impl {
   std::unique_ptr<FaultInjector> faults;  // only with [fault] mode (tests and devnets)
   std::unique_ptr<ConsensusEngine> engine;
   std::unique_ptr<GossipNetwork> gossip;
+  std::unique_ptr<PeerFlooder> flooder;  // fault refuse-everywhere only
   std::string advertise;
   std::unique_ptr<ClientService> service;
   std::unique_ptr<grpc::Server> server;
@@ -371,7 +377,14 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
       return FailedPrecondition("consensus.replicas is " + std::to_string(co.default_replicas) +
                                 ", below the deployment's minReplicas of " + std::to_string(co.min_replicas));
     }
-    impl->peers = NewGrpcPeerClient();
+    GrpcPeerClientOptions peer_options;
+    {
+      // Blob requests carry this operator's signature: peers key their stream budget on it.
+      const Secp256k1Secret key = *impl->operator_key;
+      const PeerRequestDomain domain{deployment.chain_id, deployment.manager};
+      peer_options.sign_blob_request = [key, domain](v1::GetBlobRequest* r) { return SignGetBlob(key, domain, r); };
+    }
+    impl->peers = NewGrpcPeerClient(peer_options);
     EngineParts parts;
     parts.chain = impl->chain.get();
     parts.tasks = impl->tasks.get();
@@ -387,6 +400,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     go.contract = deployment.manager;  // the EIP-712 verifying contract of attestations too
     go.key = *impl->operator_key;
     go.max_message_bytes = config.rpc_max_message_bytes;  // an envelope travels in one gRPC message
+    go.withhold_pulls = impl->faults && impl->faults->RefusesAndFloodsPeers();
     impl->gossip = std::make_unique<GossipNetwork>(
         go,
         [raw](const v1::GossipMessage& m, const Hash256& id, const Address20& sender) {
@@ -436,6 +450,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     impl->service->SetSubmitter([raw](const v1::SubmitTaskRequest& r) { return raw->engine->Submit(r); });
   }
   if (impl->faults && impl->faults->StallsServedBlobs()) impl->service->StallServedBlobs();
+  if (impl->faults && impl->faults->RefusesAndFloodsPeers()) impl->service->RefusePeers();
   if (impl->faults) {
     FaultInjector* faults = impl->faults.get();
     impl->service->CorruptServedBlobs([faults](const std::string& sha) { return faults->CorruptsServedBlob(sha); });
@@ -470,8 +485,15 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   if (own_peer_server) {
     // Clients holding every stream of the client server (watches, slow uploads) must not
     // silence gossip: peers get a listener and a thread quota of their own.
-    impl->peer_streams = std::make_unique<StreamBudget>(config.p2p_max_blob_streams_per_host, &impl->registry);
-    impl->peer_facing = std::make_unique<PeerFacingClientService>(impl->service.get(), impl->peer_streams.get());
+    impl->peer_streams = std::make_unique<StreamBudget>(
+        StreamBudgetLimits{config.p2p_max_blob_streams_per_host, config.p2p_max_blob_streams_per_operator},
+        &impl->registry);
+    const PeerRequestDomain domain{deployment.chain_id, deployment.manager};
+    impl->peer_facing = std::make_unique<PeerFacingClientService>(
+        impl->service.get(), impl->peer_streams.get(), [raw, domain](const v1::GetBlobRequest& request) {
+          return VerifyGetBlob(domain, request, UnixMillisNow(), kPeerRequestClockSkew,
+                               [raw](const Address20& a) { return raw->chain->IsActiveOperator(a); });
+        });
     grpc::ServerBuilder peer_builder;
     peer_builder.AddListeningPort(config.p2p_listen, grpc::InsecureServerCredentials(), &impl->peer_port);
     peer_builder.RegisterService(impl->gossip->service());
@@ -523,6 +545,15 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     impl->gossip->Start();
     RETURN_IF_ERROR(impl->engine->Recover().WithContext("recovering consensus rounds"));
     impl->engine->Start();
+    if (impl->faults && impl->faults->RefusesAndFloodsPeers()) {
+      const Secp256k1Secret key = *impl->operator_key;
+      const PeerRequestDomain domain{deployment.chain_id, deployment.manager};
+      impl->flooder = std::make_unique<PeerFlooder>(
+          PeerFlooderOptions{}, [raw] { return raw->chain->PeerEndpoints(raw->engine->address()); },
+          [raw] { return raw->faults->AnnouncedBlobs(); },
+          [key, domain](v1::GetBlobRequest* r) { return SignGetBlob(key, domain, r); });
+      impl->flooder->Start();
+    }
     if (!impl->chain->IsActiveOperator(impl->engine->address())) {
       Log(LogLevel::kWarn, "this node's key is not an active operator: peers will ignore its messages",
           {{"operator", impl->operator_address}});
@@ -561,6 +592,7 @@ void Node::Shutdown() {
     health->SetServingStatus("consensor.v1.Client", false);
   }
   impl_->sweeper->Stop();
+  if (impl_->flooder) impl_->flooder->Stop();
   if (impl_->engine) impl_->engine->Shutdown();
   if (impl_->gossip) impl_->gossip->Shutdown();
   impl_->tasks->Shutdown();  // stops admission, drains running tasks, wakes watchers

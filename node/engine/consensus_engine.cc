@@ -504,6 +504,11 @@ Status ConsensusEngine::OnMessage(const v1::GossipMessage& message, const Hash25
   (void)message_id;
   if (message.has_announcement()) {
     const v1::TaskAnnouncement& ann = message.announcement();
+    {
+      std::vector<std::string> named = {ann.spec().graph_sha256()};
+      for (const auto& [name, hex] : ann.spec().inputs()) named.push_back(hex);
+      faults_->SawAnnouncedBlobs(named);
+    }
     uint64_t head = chain_->head();
     if (ann.reference_block() > head) {
       ASSIGN_OR_RETURN(head, chain_->RefreshHead());

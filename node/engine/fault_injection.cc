@@ -1,8 +1,10 @@
 #include "node/engine/fault_injection.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -13,16 +15,20 @@ namespace consensor::node {
 
 namespace {
 
-constexpr std::array<std::string_view, 13> kNames = {
-    "corrupt-output", "equivocate",      "silent",    "crash-mid-task",  "downgrade-replicas", "wrong-trace-root",
-    "slow",           "stale-reference", "lazy-copy", "withhold-reveal", "trickle-blobs",      "corrupt-served-outputs",
-    "cannot-fetch"};
-constexpr std::array<FaultMode, 13> kModes = {
+constexpr std::array<std::string_view, 14> kNames = {
+    "corrupt-output",     "equivocate",       "silent",        "crash-mid-task",
+    "downgrade-replicas", "wrong-trace-root", "slow",          "stale-reference",
+    "lazy-copy",          "withhold-reveal",  "trickle-blobs", "corrupt-served-outputs",
+    "cannot-fetch",       "refuse-everywhere"};
+constexpr std::array<FaultMode, 14> kModes = {
     FaultMode::kCorruptOutput,  FaultMode::kEquivocate,        FaultMode::kSilent,
     FaultMode::kCrashMidTask,   FaultMode::kDowngradeReplicas, FaultMode::kWrongTraceRoot,
     FaultMode::kSlow,           FaultMode::kStaleReference,    FaultMode::kLazyCopy,
     FaultMode::kWithholdReveal, FaultMode::kTrickleBlobs,      FaultMode::kCorruptServedOutputs,
-    FaultMode::kCannotFetch};
+    FaultMode::kCannotFetch,    FaultMode::kRefuseEverywhere};
+
+// How many announced blob names refuse-everywhere remembers (the newest).
+constexpr size_t kMaxAnnouncedBlobs = 64;
 
 class Honest final : public FaultInjector {
  public:
@@ -36,6 +42,9 @@ class Honest final : public FaultInjector {
   void HoldsOutputs(const std::vector<std::string>&) override {}
   bool CorruptsServedBlob(const std::string&) override { return false; }
   bool FailsMemberFetches() override { return false; }
+  bool RefusesAndFloodsPeers() override { return false; }
+  void SawAnnouncedBlobs(const std::vector<std::string>&) override {}
+  std::vector<std::string> AnnouncedBlobs() override { return {}; }
   std::vector<consensus::Attestation> ToSign(const std::string&, const consensus::Attestation& honest) override {
     return {honest};
   }
@@ -76,7 +85,7 @@ class Faulty final : public FaultInjector {
 
   bool StaySilent(const std::string& task_id_hex) override {
     if (mode_ == FaultMode::kLazyCopy) return true;  // it signs only what it copies
-    if (mode_ != FaultMode::kSilent) return false;
+    if (mode_ != FaultMode::kSilent && mode_ != FaultMode::kRefuseEverywhere) return false;
     Log(LogLevel::kWarn, "fault injection: staying silent", {{"task", task_id_hex}});
     return true;
   }
@@ -93,6 +102,7 @@ class Faulty final : public FaultInjector {
     outputs_.insert(blob_sha256_hex.begin(), blob_sha256_hex.end());
   }
   bool CorruptsServedBlob(const std::string& blob_sha256_hex) override {
+    if (mode_ == FaultMode::kRefuseEverywhere) return true;  // garbage, whatever is asked for
     if (mode_ != FaultMode::kCorruptServedOutputs) return false;
     std::lock_guard<std::mutex> lock(mu_);
     if (!outputs_.count(blob_sha256_hex)) return false;
@@ -100,6 +110,20 @@ class Faulty final : public FaultInjector {
     return true;
   }
   bool FailsMemberFetches() override { return mode_ == FaultMode::kCannotFetch; }
+  bool RefusesAndFloodsPeers() override { return mode_ == FaultMode::kRefuseEverywhere; }
+  void SawAnnouncedBlobs(const std::vector<std::string>& blob_sha256_hex) override {
+    if (mode_ != FaultMode::kRefuseEverywhere) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const std::string& blob : blob_sha256_hex) {
+      if (std::find(announced_.begin(), announced_.end(), blob) != announced_.end()) continue;
+      announced_.push_back(blob);
+      if (announced_.size() > kMaxAnnouncedBlobs) announced_.pop_front();
+    }
+  }
+  std::vector<std::string> AnnouncedBlobs() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {announced_.begin(), announced_.end()};
+  }
 
   std::vector<consensus::Attestation> ToSign(const std::string& task_id_hex,
                                              const consensus::Attestation& honest) override {
@@ -125,7 +149,8 @@ class Faulty final : public FaultInjector {
   const FaultMode mode_;
   const int64_t delay_ms_;
   std::mutex mu_;
-  std::set<std::string> outputs_;  // corrupt-served-outputs: the output blobs it holds
+  std::set<std::string> outputs_;      // corrupt-served-outputs: the output blobs it holds
+  std::deque<std::string> announced_;  // refuse-everywhere: blobs named by announcements, newest last
 };
 
 }  // namespace

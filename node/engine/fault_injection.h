@@ -44,6 +44,12 @@ enum class FaultMode {
   kCorruptServedOutputs,
   // As a member, cannot fetch a task's blobs from any holder (to the others it looks silent).
   kCannotFetch,
+  // The hostile peer of docs/SECURITY.md, section 9: never signs (withholds its commitments and
+  // votes), serves every blob with a byte flipped, refuses peers' GetTask, answers every Pull
+  // with an empty page (it withholds its gossip log), and floods
+  // every peer with signed GetBlob streams it never reads (for the blobs of the tasks it sees
+  // announced, else random ones) and with GetTask calls for tasks that do not exist.
+  kRefuseEverywhere,
 };
 
 // The config names of the faults, in the order the docs list them (kNone has none).
@@ -75,6 +81,12 @@ class FaultInjector {
   virtual bool CorruptsServedBlob(const std::string& blob_sha256_hex) = 0;
   // True: fail every fetch of a task's blobs for execution.
   virtual bool FailsMemberFetches() = 0;
+  // True: refuse peers' GetTask calls, withhold its gossip log from Pull, and flood peers.
+  virtual bool RefusesAndFloodsPeers() = 0;
+  // The blobs (hex SHA-256) an announcement this node received names.
+  virtual void SawAnnouncedBlobs(const std::vector<std::string>& blob_sha256_hex) = 0;
+  // The most recent of them (refuse-everywhere floods peers with requests for these).
+  virtual std::vector<std::string> AnnouncedBlobs() = 0;
   // What to sign in place of the honest attestation: itself, a corrupted one, or two.
   virtual std::vector<consensus::Attestation> ToSign(const std::string& task_id_hex,
                                                      const consensus::Attestation& honest) = 0;

@@ -499,6 +499,7 @@ grpc::Status GossipNetwork::AuthorizePull(grpc::ServerContext* context, const v1
 grpc::Status GossipNetwork::HandlePull(grpc::ServerContext* context, const v1::PullRequest& request,
                                        v1::PullResponse* response) {
   if (shut_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "gossip is shutting down");
+  if (options_.withhold_pulls) return grpc::Status::OK;  // fault injection: an empty page, whatever is asked
   Address20 requester{};
   if (grpc::Status authorized = AuthorizePull(context, request, &requester); !authorized.ok()) return authorized;
   const uint32_t limit =

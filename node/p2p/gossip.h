@@ -76,6 +76,8 @@ struct GossipOptions {
   // under gRPC's default 4 MiB message limit: every envelope must fit in one Gossip or Pull
   // message, whatever the peers' gRPC limits.
   int64_t max_message_bytes = 1 << 20;
+  // Fault injection only (refuse-everywhere): every Pull is answered with an empty page.
+  bool withhold_pulls = false;
 };
 
 // Called for each new, signature-verified message from an authorized sender (never for the

@@ -24,6 +24,9 @@ class GrpcPeerClient final : public PeerClient {
     context.set_deadline(std::chrono::system_clock::now() + options_.blob_deadline);
     v1::GetBlobRequest request;
     request.set_sha256(ToHex(sha256));
+    if (options_.sign_blob_request) {
+      if (Status s = options_.sign_blob_request(&request); !s.ok()) return s.WithContext("signing GetBlob");
+    }
     auto reader = stub->GetBlob(&context, request);
     // The watchdog cancels the call once it runs past what the bytes received so far allow
     // (a Read blocked on a silent peer cannot check that itself).

@@ -39,6 +39,9 @@ struct GrpcPeerClientOptions {
   int64_t min_bytes_per_second = 256 * 1024;
   std::chrono::seconds blob_deadline{3600};  // a whole blob, however fast it comes
   std::chrono::seconds task_deadline{10};
+  // Signs each GetBlob request as this operator (SignGetBlob), so the peer counts the stream
+  // against this operator's budget, not its host's. Empty: requests go unsigned.
+  std::function<Status(v1::GetBlobRequest*)> sign_blob_request;
 };
 
 std::unique_ptr<PeerClient> NewGrpcPeerClient(GrpcPeerClientOptions options = {});

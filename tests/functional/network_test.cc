@@ -1236,10 +1236,19 @@ TEST(NetworkFaultTest, EquivocationIsSlashed) {
 // A member that executes but never attests: with replicas 3 and quorum 3 the task cannot
 // finalize without it, so after the member timeout the committee is extended to the next
 // operator and the task finalizes. Silence proves nothing: nobody is slashed.
+//
+// The silent member is the hostile peer of issue 18 (fault `refuse-everywhere`): besides
+// withholding every commitment and vote, it serves every blob with a byte flipped, refuses
+// peers' GetTask and Pull, and floods every peer's peer port with signed GetBlob streams it
+// never reads and GetTask calls for tasks that do not exist. Its streams count against its own
+// operator budget (p2p.max_blob_streams_per_operator), not the host's that every operator here
+// shares (127.0.0.1), so the honest members still fetch, certify and finalize.
 TEST(NetworkFaultTest, SilentMemberIsReplacedAndNotSlashed) {
-  TestNetwork net("silent");
+  testing_support::NetworkOptions options;
+  options.separate_peer_ports = true;  // where the GetBlob stream budgets are
+  TestNetwork net("silent", options);
   auto fast = [](int account) { return Operator(account).MemberTimeoutMs(1500).ExhaustedGraceMs(4000); };
-  ASSERT_EQ(net.Start({fast(1), fast(2), fast(3), fast(4).Fault("silent")}), "");
+  ASSERT_EQ(net.Start({fast(1), fast(2), fast(3), fast(4).Fault("refuse-everywhere")}), "");
   NetworkNode& silent = net.node(3);
   // Submit until the silent node is in the committee (each task: 3 of 4 operators). With a
   // unanimous quorum (3 of 3) its silence blocks the committee: it is replaced, and because the
@@ -1300,6 +1309,20 @@ TEST(NetworkFaultTest, SilentMemberIsReplacedAndNotSlashed) {
   ASSERT_TRUE(events.ok()) << events.status().ToString();
   EXPECT_TRUE(events->empty());
   ExpectVerifies(net, net.node(0), majority->id);
+
+  // The flood reached every honest node and stayed within the refuser's own budget there.
+  const char kTaskCalls[] = "consensor_rpc_requests_total{method=\"GetTask\",code=\"NOT_FOUND\"}";
+  const char kOverOperator[] = "consensor_p2p_streams_refused_total{budget=\"operator\"}";
+  const char kOverHost[] = "consensor_p2p_streams_refused_total{budget=\"host\"}";
+  for (size_t i = 0; i < 3; ++i) {
+    NetworkNode& n = net.node(i);
+    std::cout << n.name() << ": flood GetTask " << n.Metric(kTaskCalls) << ", GetBlob streams refused over the "
+              << "operator budget " << n.Metric(kOverOperator) << ", over the host budget " << n.Metric(kOverHost)
+              << ", open " << n.Metric("consensor_p2p_blob_streams") << "\n";
+    EXPECT_GT(n.Metric(kTaskCalls), 0) << n.name();
+    EXPECT_LE(n.Metric("consensor_p2p_blob_streams"), 32) << n.name();
+  }
+  EXPECT_NE(silent.LogTail(4000).find("fault injection: flooding peers"), std::string::npos);
 }
 
 // Issue 18: members fetch the task's blobs once seated. A member that cannot get them in time

@@ -69,7 +69,7 @@ TEST(ConfigTest, FaultModeIsOneOfTheInjectorsNamesAndNeedsNetworkMode) {
       FinalizeError(config),
       "fault.mode must be one of corrupt-output, equivocate, silent, crash-mid-task, downgrade-replicas, "
       "wrong-trace-root, slow, stale-reference, lazy-copy, withhold-reveal, trickle-blobs, corrupt-served-outputs, "
-      "cannot-fetch (got 'flaky')");
+      "cannot-fetch, refuse-everywhere (got 'flaky')");
   config.fault_mode = "silent";
   EXPECT_EQ(FinalizeError(config), "fault.mode needs network mode (chain.rpc)");
   auto parsed = ParseNodeConfig("[fault]\nmode = \"equivocate\"\n", "config.toml");
@@ -431,6 +431,7 @@ TEST(ConfigTest, FinalizeRangeChecks) {
       {[](NodeConfig* c) { c->consensus.seat_poll_interval = std::chrono::milliseconds(-1); }, "chain.seat_poll_ms"},
       {[](NodeConfig* c) { c->consensus.seat_poll_interval = std::chrono::milliseconds(60001); }, "chain.seat_poll_ms"},
       {[](NodeConfig* c) { c->p2p_max_blob_streams_per_host = 0; }, "p2p.max_blob_streams_per_host"},
+      {[](NodeConfig* c) { c->p2p_max_blob_streams_per_operator = 0; }, "p2p.max_blob_streams_per_operator"},
       {[](NodeConfig* c) { c->consensus.remote_outputs.max_entries = 0; }, "outputs.max_remote_entries"},
       {[](NodeConfig* c) { c->consensus.remote_outputs.max_bytes = 100; }, "outputs.max_remote_bytes"},
       {[](NodeConfig* c) { c->consensus.remote_outputs.max_fetches_in_flight = 0; }, "outputs.max_fetches_in_flight"},

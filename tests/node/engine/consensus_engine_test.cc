@@ -458,6 +458,9 @@ class WatchedInjector final : public FaultInjector {
   void HoldsOutputs(const std::vector<std::string>& blobs) override { inner_->HoldsOutputs(blobs); }
   bool CorruptsServedBlob(const std::string& blob) override { return inner_->CorruptsServedBlob(blob); }
   bool FailsMemberFetches() override { return inner_->FailsMemberFetches(); }
+  bool RefusesAndFloodsPeers() override { return inner_->RefusesAndFloodsPeers(); }
+  void SawAnnouncedBlobs(const std::vector<std::string>& blobs) override { inner_->SawAnnouncedBlobs(blobs); }
+  std::vector<std::string> AnnouncedBlobs() override { return inner_->AnnouncedBlobs(); }
   std::vector<consensus::Attestation> ToSign(const std::string& task_id_hex,
                                              const consensus::Attestation& honest) override {
     Note();

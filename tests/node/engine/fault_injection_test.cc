@@ -34,7 +34,8 @@ TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
       std::vector<std::string_view>(FaultModeNames().begin(), FaultModeNames().end()),
       (std::vector<std::string_view>{"corrupt-output", "equivocate", "silent", "crash-mid-task", "downgrade-replicas",
                                      "wrong-trace-root", "slow", "stale-reference", "lazy-copy", "withhold-reveal",
-                                     "trickle-blobs", "corrupt-served-outputs", "cannot-fetch"}));
+                                     "trickle-blobs", "corrupt-served-outputs", "cannot-fetch", "refuse-everywhere"}));
+  EXPECT_EQ(*ParseFaultMode("refuse-everywhere"), FaultMode::kRefuseEverywhere);
   EXPECT_EQ(*ParseFaultMode("corrupt-served-outputs"), FaultMode::kCorruptServedOutputs);
   EXPECT_EQ(*ParseFaultMode("cannot-fetch"), FaultMode::kCannotFetch);
   EXPECT_EQ(*ParseFaultMode("stale-reference"), FaultMode::kStaleReference);
@@ -54,7 +55,32 @@ TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
   EXPECT_EQ(bad.status().message(),
             "unknown fault mode 'Silent' (one of corrupt-output, equivocate, silent, crash-mid-task, "
             "downgrade-replicas, wrong-trace-root, slow, stale-reference, lazy-copy, withhold-reveal, "
-            "trickle-blobs, corrupt-served-outputs, cannot-fetch)");
+            "trickle-blobs, corrupt-served-outputs, cannot-fetch, refuse-everywhere)");
+}
+
+// refuse-everywhere: silent, garbage for every blob, refuses and floods peers, and remembers
+// the newest announced blob names (bounded); the honest injector does none of it.
+TEST(FaultInjectionTest, RefuseEverywhereIsSilentServesGarbageAndRemembersAnnouncedBlobs) {
+  auto refuser = NewFaultInjector(FaultMode::kRefuseEverywhere);
+  EXPECT_TRUE(refuser->StaySilent("t"));
+  EXPECT_TRUE(refuser->CorruptsServedBlob("any"));
+  EXPECT_TRUE(refuser->RefusesAndFloodsPeers());
+  EXPECT_FALSE(refuser->StallsServedBlobs());
+  std::vector<std::string> named;
+  for (int i = 0; i < 100; ++i) named.push_back("blob" + std::to_string(i));
+  refuser->SawAnnouncedBlobs(named);
+  refuser->SawAnnouncedBlobs({"blob99", "blob50"});  // known ones are not added twice
+  std::vector<std::string> kept = refuser->AnnouncedBlobs();
+  ASSERT_EQ(kept.size(), 64u);
+  EXPECT_EQ(kept.front(), "blob36");
+  EXPECT_EQ(kept.back(), "blob99");
+  auto honest = NewFaultInjector(FaultMode::kNone);
+  EXPECT_FALSE(honest->RefusesAndFloodsPeers());
+  EXPECT_FALSE(honest->CorruptsServedBlob("any"));
+  honest->SawAnnouncedBlobs(named);
+  EXPECT_TRUE(honest->AnnouncedBlobs().empty());
+  EXPECT_FALSE(NewFaultInjector(FaultMode::kSilent)->RefusesAndFloodsPeers());
+  EXPECT_TRUE(NewFaultInjector(FaultMode::kSilent)->AnnouncedBlobs().empty());
 }
 
 TEST(FaultInjectionTest, TheHonestInjectorChangesNothing) {
