@@ -350,14 +350,14 @@ TEST(OnnxSample, RoiAlignAdaptiveGridMatchesTheSpecBitForBit) {
   const Tensor batch_t = Tensor::FromVector<int64_t>(DType::kI64, {6}, batch);
   for (const std::string& mode : {"avg", "max"}) {
     for (const std::string& coords : {"half_pixel", "output_half_pixel"}) {
-      const auto model =
-          OneNodeModel("RoiAlign", {{"x", 1, x.shape()}, {"rois", 1, rois.shape()}, {"b", onnx::TensorProto::INT64, {6}}},
-                     {{"mode", mode},
-                      {"coordinate_transformation_mode", coords},
-                      {"output_height", int64_t{2}},
-                      {"output_width", int64_t{3}},
-                      {"spatial_scale", 0.75f}},
-                     16);
+      const auto model = OneNodeModel(
+          "RoiAlign", {{"x", 1, x.shape()}, {"rois", 1, rois.shape()}, {"b", onnx::TensorProto::INT64, {6}}},
+          {{"mode", mode},
+           {"coordinate_transformation_mode", coords},
+           {"output_height", int64_t{2}},
+           {"output_width", int64_t{3}},
+           {"spatial_scale", 0.75f}},
+          16);
       const auto want = ReferenceRoiAlign(x, rois, batch, 2, 3, 0, 0.75f, coords == "half_pixel", mode == "avg");
       auto got = RunOnnxAtThreads(model, {{"x", x}, {"b", batch_t}}, {1, 2, 8}, {{"rois", rois}});
       ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -370,7 +370,7 @@ TEST(OnnxSample, RoiAlignAdaptiveGridWithoutRois) {
   const auto model = OneNodeModel(
       "RoiAlign", {{"x", 1, {1, 1, 4, 4}}, {"rois", 1, {0, 4}}, {"b", onnx::TensorProto::INT64, {0}}}, {}, 16);
   auto got = RunOnnxAtThreads(model, {{"x", RandomF32({1, 1, 4, 4}, 6)}, {"b", Tensor(DType::kI64, {0})}}, {1},
-                        {{"rois", Tensor(DType::kF32, {0, 4})}});
+                              {{"rois", Tensor(DType::kF32, {0, 4})}});
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ((*got)[0].shape(), (Shape{0, 1, 1, 1}));
 }
@@ -639,7 +639,8 @@ TEST(OnnxSample, MaxUnpoolTakesRunTimeIndicesInsideTheirWindows) {
     // fails the task instead of being dropped.
     std::vector<int64_t> moved = idx;
     moved[0] = ElementCount(inferred) - 1;
-    auto bad = RunOnnxAtThreads(model, {{"x", x}, {"i", Tensor::FromVector<int64_t>(DType::kI64, c.x, moved)}}, {1}, bound);
+    auto bad =
+        RunOnnxAtThreads(model, {{"x", x}, {"i", Tensor::FromVector<int64_t>(DType::kI64, c.x, moved)}}, {1}, bound);
     EXPECT_FALSE(bad.ok()) << "x " << ShapeToString(c.x);
   }
 }
