@@ -246,6 +246,27 @@ TEST(HalfConversion, VectorizedConversionsMatchThePortableOnes) {
 // ---------------------------------------------------------------------------------------
 // Ops: each against the f32 rule, on every engine.
 
+// The conv and pool parameters both op-family tests use: a 3x3 conv, stride (1, 2), 2 groups,
+// and a 2x2 pool, stride 2, each with its own padding.
+OpParams GroupedConv3x3(decltype(OpParams::pads) pads) {
+  OpParams p;
+  p.kernel = {3, 3};
+  p.strides = {1, 2};
+  p.dilations = {1, 1};
+  p.pads = std::move(pads);
+  p.group = 2;
+  return p;
+}
+
+OpParams Pool2x2(decltype(OpParams::pads) pads) {
+  OpParams p;
+  p.kernel = {2, 2};
+  p.strides = {2, 2};
+  p.dilations = {1, 1};
+  p.pads = std::move(pads);
+  return p;
+}
+
 TEST(HalfOps, ElementwiseFollowTheF32Rule) {
   for (DType t : kHalfTypes) {
     const int64_t n = 300;
@@ -324,21 +345,10 @@ TEST(HalfOps, MatMulSoftmaxLayerNormConvPool) {
     const HostTensor img = Half(t, {1, 4, 7, 6}, ModerateHalfBits(4 * 7 * 6, 12, t));
     const HostTensor w = Half(t, {6, 2, 3, 3}, ModerateHalfBits(6 * 2 * 9, 15, t));
     const HostTensor cb = Half(t, {6}, ModerateHalfBits(6, 16, t));
-    OpParams cp;
-    cp.kernel = {3, 3};
-    cp.strides = {1, 2};
-    cp.dilations = {1, 1};
-    cp.pads = {1, 0, 1, 1};
-    cp.group = 2;
-    ExpectF32Rule(Op::kConv2D, {img, w, cb}, t, {1, 6, 7, 3}, cp);
+    ExpectF32Rule(Op::kConv2D, {img, w, cb}, t, {1, 6, 7, 3}, GroupedConv3x3({1, 0, 1, 1}));
 
-    OpParams pp;
-    pp.kernel = {2, 2};
-    pp.strides = {2, 2};
-    pp.dilations = {1, 1};
-    pp.pads = {0, 0, 1, 0};
-    ExpectF32Rule(Op::kMaxPool2D, {img}, t, {1, 4, 4, 3}, pp);
-    ExpectF32Rule(Op::kAvgPool2D, {img}, t, {1, 4, 4, 3}, pp);
+    ExpectF32Rule(Op::kMaxPool2D, {img}, t, {1, 4, 4, 3}, Pool2x2({0, 0, 1, 0}));
+    ExpectF32Rule(Op::kAvgPool2D, {img}, t, {1, 4, 4, 3}, Pool2x2({0, 0, 1, 0}));
   }
 }
 
@@ -438,20 +448,9 @@ TEST(HalfOps, BlocksOfRowsGiveTheWholeCallsBits) {
     const HostTensor img = Half(t, {3, 4, 48, 48}, ModerateHalfBits(3 * 4 * 48 * 48, 30, t));
     const HostTensor cw = Half(t, {6, 2, 3, 3}, ModerateHalfBits(6 * 2 * 9, 31, t));
     const HostTensor cb = Half(t, {6}, ModerateHalfBits(6, 32, t));
-    OpParams cp;
-    cp.kernel = {3, 3};
-    cp.strides = {1, 2};
-    cp.dilations = {1, 1};
-    cp.pads = {1, 1, 1, 1};
-    cp.group = 2;
-    ExpectF32Rule(Op::kConv2D, {img, cw, cb}, t, {3, 6, 48, 24}, cp);
-    OpParams pp;
-    pp.kernel = {2, 2};
-    pp.strides = {2, 2};
-    pp.dilations = {1, 1};
-    pp.pads = {0, 0, 0, 0};
-    ExpectF32Rule(Op::kMaxPool2D, {img}, t, {3, 4, 24, 24}, pp);
-    ExpectF32Rule(Op::kAvgPool2D, {img}, t, {3, 4, 24, 24}, pp);
+    ExpectF32Rule(Op::kConv2D, {img, cw, cb}, t, {3, 6, 48, 24}, GroupedConv3x3({1, 1, 1, 1}));
+    ExpectF32Rule(Op::kMaxPool2D, {img}, t, {3, 4, 24, 24}, Pool2x2({0, 0, 0, 0}));
+    ExpectF32Rule(Op::kAvgPool2D, {img}, t, {3, 4, 24, 24}, Pool2x2({0, 0, 0, 0}));
   }
 }
 

@@ -27,6 +27,27 @@ double Refused(MetricsRegistry& metrics, const char* budget) {
   return metrics.AddCounter("consensor_p2p_streams_refused_total", "", {{"budget", budget}})->Value();
 }
 
+// The peer-facing service on a loopback port, and a client stub of it.
+struct LoopbackServer {
+  explicit LoopbackServer(grpc::Service* service) {
+    int port = 0;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service);
+    server = builder.BuildAndStart();
+    stub = v1::Client::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  }
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<v1::Client::Stub> stub;
+};
+
+// One GetBlob stream held open by the test.
+struct Stream {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::BlobChunk>> reader;
+};
+
 TEST(StreamBudgetTest, SlotsArePerHostAndGivenBack) {
   MetricsRegistry metrics;
   StreamBudget budget(StreamBudgetLimits{.max_per_host = 2, .max_per_operator = 0}, &metrics);
@@ -102,19 +123,9 @@ TEST(StreamBudgetTest, HostHoldingBlobStreamsOnThePeerPortIsRefusedPastItsBudget
   client.StallServedBlobs();  // each stream holds its handler until the reader goes away
   StreamBudget budget(StreamBudgetLimits{.max_per_host = 2, .max_per_operator = 0}, &registry);
   PeerFacingClientService peer_facing(&client, &budget);
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&peer_facing);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  auto stub =
-      v1::Client::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
-
-  struct Stream {
-    grpc::ClientContext context;
-    std::unique_ptr<grpc::ClientReader<v1::BlobChunk>> reader;
-  };
+  LoopbackServer peer_port(&peer_facing);
+  ASSERT_NE(peer_port.server, nullptr);
+  v1::Client::Stub* stub = peer_port.stub.get();
   auto open = [&] {
     auto s = std::make_unique<Stream>();
     s->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
@@ -154,7 +165,7 @@ TEST(StreamBudgetTest, HostHoldingBlobStreamsOnThePeerPortIsRefusedPastItsBudget
   EXPECT_TRUE(served);
   for (auto& s : held) s->context.TryCancel();
   for (auto& s : held) s->reader->Finish().error_code();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  peer_port.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
 // The same over gRPC with the daemon's verifier: an operator's signed requests fill only its
@@ -184,19 +195,9 @@ TEST(StreamBudgetTest, SignedRequestsCountAgainstTheirOperatorOnThePeerPort) {
     return VerifyGetBlob(domain, request, UnixMillisNow(), std::chrono::seconds(60),
                          [&](const Address20& a) { return a == operator_a || a == operator_b; });
   });
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&peer_facing);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  auto stub =
-      v1::Client::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
-
-  struct Stream {
-    grpc::ClientContext context;
-    std::unique_ptr<grpc::ClientReader<v1::BlobChunk>> reader;
-  };
+  LoopbackServer peer_port(&peer_facing);
+  ASSERT_NE(peer_port.server, nullptr);
+  v1::Client::Stub* stub = peer_port.stub.get();
   // Opens a stream signed with `key` (0: unsigned), with its signature broken when `forge`.
   auto open = [&](uint8_t key, bool forge = false) {
     auto s = std::make_unique<Stream>();
@@ -245,7 +246,7 @@ TEST(StreamBudgetTest, SignedRequestsCountAgainstTheirOperatorOnThePeerPort) {
 
   for (auto& s : held) s->context.TryCancel();
   for (auto& s : held) s->reader->Finish().error_code();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  peer_port.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
 }  // namespace
