@@ -45,31 +45,23 @@ def main():
     ap.add_argument("--max-rss-mib", type=float, default=1024)
     args = ap.parse_args()
     consensor = os.path.join(args.build, "node", "consensor")
-    consensord = os.path.join(args.build, "node", "consensord")
 
     work = tempfile.mkdtemp(prefix="consensor-inflight-")
     daemon = None
     try:
         import grpc
-        from python_client_test import generate_stubs
+        from python_client_test import generate_stubs, start_consensord
         generate_stubs(ROOT, os.path.join(work, "stubs"))
         from consensor.v1 import node_pb2, node_pb2_grpc
         from google.protobuf import json_format
 
         datadir = os.path.join(work, "datadir")
         os.makedirs(datadir)
-        with open(os.path.join(work, "consensord.log"), "wb") as log:
-            daemon = subprocess.Popen([consensord, "--datadir", datadir, "--listen", "127.0.0.1:0"], stdout=log,
-                                      stderr=subprocess.STDOUT)
-        addr_file = os.path.join(datadir, "rpc.addr")
-        for _ in range(3000):
-            if os.path.exists(addr_file) and open(addr_file).read().endswith("\n"):
-                break
-            if daemon.poll() is not None:
-                print("consensord exited early", file=sys.stderr)
-                return 2
-            time.sleep(0.02)
-        address = open(addr_file).read().strip()
+        try:
+            daemon, address = start_consensord(args.build, datadir, os.path.join(work, "consensord.log"))
+        except RuntimeError as e:
+            print(e, file=sys.stderr)
+            return 2
 
         # One upload through the CLI; its request is replayed with other nonces.
         request_file = os.path.join(work, "request.json")

@@ -37,6 +37,23 @@ def generate_stubs(source_dir, out_dir):
     sys.path.insert(0, out_dir)
 
 
+def start_consensord(binary_dir, datadir, log_path):
+    """Starts a standalone consensord on a free loopback port; returns (process, address) once it
+    has written its address. Raises if it exits first or takes over 60 s."""
+    with open(log_path, "wb") as log:
+        daemon = subprocess.Popen([os.path.join(binary_dir, "node", "consensord"), "--datadir", datadir,
+                                   "--listen", "127.0.0.1:0"], stdout=log, stderr=subprocess.STDOUT)
+    addr_file = os.path.join(datadir, "rpc.addr")
+    for _ in range(3000):
+        if os.path.exists(addr_file) and open(addr_file).read().endswith("\n"):
+            return daemon, open(addr_file).read().strip()
+        if daemon.poll() is not None:
+            raise RuntimeError("consensord exited early (log: %s)" % log_path)
+        time.sleep(0.02)
+    daemon.kill()
+    raise RuntimeError("consensord did not write %s within 60 s" % addr_file)
+
+
 def npy_bytes(array):
     buf = io.BytesIO()
     np.save(buf, array)
@@ -57,16 +74,7 @@ def main():
 
         datadir = os.path.join(work, "datadir")
         os.makedirs(datadir)
-        log = open(os.path.join(work, "consensord.log"), "wb")
-        daemon = subprocess.Popen([os.path.join(binary_dir, "node/consensord"), "--datadir", datadir,
-                                   "--listen", "127.0.0.1:0"], stdout=log, stderr=subprocess.STDOUT)
-        addr_file = os.path.join(datadir, "rpc.addr")
-        for _ in range(1500):
-            if os.path.exists(addr_file):
-                break
-            assert daemon.poll() is None, "consensord exited early"
-            time.sleep(0.02)
-        address = open(addr_file).read().strip()
+        daemon, address = start_consensord(binary_dir, datadir, os.path.join(work, "consensord.log"))
         channel = grpc.insecure_channel(address)
         grpc.channel_ready_future(channel).result(timeout=30)
 
