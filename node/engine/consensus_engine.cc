@@ -915,6 +915,7 @@ void ConsensusEngine::AddVote(Round& r, const consensus::SignedAttestation& vote
 
 void ConsensusEngine::ApplyVoteMessage(Round& r, const VoteMessage& m, Actions* actions) {
   consensus::RoundDecisions decisions;
+  r.rules.AdvanceClock(SteadyMillis(Clock::now()));
   if (m.commitment) {
     r.rules.AddCommitment(*m.commitment, &decisions);
   } else {
@@ -1247,6 +1248,7 @@ void ConsensusEngine::Attest(const consensus::TaskId& task_id, const v1::TaskRes
     actions.publish.push_back(message);  // before any reveal it lets out
     actions.phase_logs.push_back({r.id, "commitment sent"});
     consensus::RoundDecisions decisions;
+    r.rules.AdvanceClock(SteadyMillis(Clock::now()));
     r.rules.AddCommitment(*commitment, &decisions);
     Carry(r, decisions, /*persist=*/true, &actions);
   }
