@@ -13,6 +13,7 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <iostream>
 #include <map>
@@ -601,6 +602,113 @@ TEST(NetworkAttackTest, WrongOutputServedToANonMemberIsRefused) {
   EXPECT_EQ(outsider->Metric("consensor_outputs_fetched_on_demand_total"), outputs);
   EXPECT_EQ(outsider->Metric("consensor_output_fetches_in_flight"), 0);
   EXPECT_EQ(outsider->Metric("consensor_remote_outputs"), 0) << "every output is stored there now";
+}
+
+// Issue 18, the flood for an output nobody serves, against real holders and across restarts:
+// every holder of the task (the entry node and both members, fault `corrupt-served-outputs`)
+// serves its outputs with a byte flipped, so a non-member's on-demand fetch fails on every one
+// of them. Clients flood the non-member for an output: one round of dials, then the output's
+// backoff refuses the rest at once. The backoff is persisted in the non-member's store: after a
+// graceful restart and after SIGKILL, the same requests are refused from it (with the earlier
+// failure and the retry time), the restarted node starting no fetch and the holders serving no
+// GetBlob meanwhile.
+TEST(NetworkAttackTest, OutputNobodyServesStaysInItsBackoffAcrossRestarts) {
+  TestNetwork net("nobody-serves");
+  auto liar = [](int account) { return Operator(account).Fault("corrupt-served-outputs"); };
+  ASSERT_EQ(net.Start({liar(1), liar(2), liar(3), Operator(4).ExtraConfig("[outputs]\nfetch_backoff_ms = 600000\n")}),
+            "");
+  NetworkNode& observer = net.node(3);
+  // Two replicas, entered at node 1: a task whose committee is node 1 and another liar has only
+  // liars as holders, and its entry node executed it (an entry node outside the committee would
+  // keep trying to fetch the outputs from the members, adding GetBlob calls to the count below).
+  // Each batch finds one with probability 1 - (2/3)^6.
+  std::optional<Submitted> task;
+  for (uint32_t batch = 0; batch < 4 && !task; ++batch) {
+    std::vector<Submitted> submitted;
+    for (uint32_t i = 0; i < 6; ++i) {
+      auto s = Submit(net.node(0), 2, 2, 500 + batch * 6 + i);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      submitted.push_back(*s);
+    }
+    for (const Submitted& s : submitted) {
+      auto t = WaitCertified(observer, s.id);
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      ExpectHonest(*t, s, observer.name());
+      if (!task && !InCommittee(*t, observer) && InCommittee(*t, net.node(0))) task = s;
+    }
+  }
+  ASSERT_TRUE(task.has_value()) << "no committee of node 1 and another liar";
+  auto t = observer.GetTask(task->id);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_GT(t->result().outputs_size(), 0);
+  const std::string output = t->result().outputs(0).blob_sha256();
+  const char kStarted[] = "consensor_output_fetches_started_total";
+  const char kBackoff[] = "consensor_output_fetches_refused_total{reason=\"backoff\"}";
+  // How often the liars served this output (each logs every corrupted copy it serves).
+  auto served_by_holders = [&] {
+    size_t lines = 0;
+    for (size_t i = 0; i < 3; ++i) {
+      std::istringstream log(net.node(i).Log());
+      for (std::string line; std::getline(log, line);) {
+        lines += line.find("serving a corrupted output") != std::string::npos && line.find(output) != std::string::npos;
+      }
+    }
+    return lines;
+  };
+  // kClients clients ask the observer for the output kRequests times each; every answer must be
+  // an error (nobody serves it). Returns the answers that name the backoff's retry time.
+  constexpr int kClients = 4, kRequests = 10;
+  auto flood = [&] {
+    std::atomic<int> from_backoff{0}, served{0};
+    std::vector<std::thread> clients;
+    for (int c = 0; c < kClients; ++c) {
+      clients.emplace_back([&] {
+        node::NodeClient client(observer.address(), std::chrono::seconds(60));
+        for (int r = 0; r < kRequests; ++r) {
+          auto blob = client.GetBlob(output, 1 << 20);
+          if (blob.ok()) {
+            ++served;
+          } else if (blob.status().code() == StatusCode::kUnavailable &&
+                     blob.status().message().find("tries again after") != std::string::npos) {
+            ++from_backoff;
+          }
+        }
+      });
+    }
+    for (auto& c : clients) c.join();
+    EXPECT_EQ(served.load(), 0) << "a corrupted output was served";
+    return from_backoff.load();
+  };
+
+  // Before any restart: one round of dials for the whole flood.
+  EXPECT_EQ(served_by_holders(), 0u);
+  const int first = flood();
+  EXPECT_EQ(observer.Metric(kStarted), 1) << observer.LogTail(30);
+  EXPECT_GE(served_by_holders(), 1u) << "the holders were never dialed";
+  EXPECT_LE(served_by_holders(), 3u) << "more than one round of dials";
+  EXPECT_GE(observer.Metric("consensor_outputs_refused_total"), 1) << "the flipped bytes were not refused";
+  EXPECT_GE(first, kClients * kRequests - kClients) << "most requests should meet the backoff";
+  EXPECT_EQ(observer.Metric("consensor_output_backoffs_persisted"), 1);
+  std::cout << "before a restart: " << kClients * kRequests << " requests, " << observer.Metric(kStarted)
+            << " fetch started, the holders served the output " << served_by_holders() << " times, " << first
+            << " refused by the backoff\n";
+
+  for (int signal : {SIGTERM, SIGKILL}) {
+    observer.Kill(signal);
+    ASSERT_TRUE(observer.Start()) << observer.LogTail(30);
+    // rpc.addr comes before the engine recovers its rounds; the backoff is back once this shows it.
+    ASSERT_TRUE(WaitUntil([&] { return observer.Metric("consensor_output_backoffs_persisted") == 1; }, 60s, 50ms))
+        << "signal " << signal << ": the backoff was not reloaded\n"
+        << observer.LogTail(30);
+    const size_t served_before = served_by_holders();
+    EXPECT_EQ(flood(), kClients * kRequests) << "signal " << signal << ": " << observer.LogTail(30);
+    EXPECT_EQ(observer.Metric(kStarted), 0) << "signal " << signal << ": the restart forgot the backoff";
+    EXPECT_EQ(observer.Metric(kBackoff), kClients * kRequests);
+    EXPECT_EQ(served_by_holders(), served_before) << "signal " << signal << ": a holder was dialed";
+    std::cout << "after a restart by signal " << signal << ": " << observer.Metric(kBackoff)
+              << " requests refused by the reloaded backoff, " << observer.Metric(kStarted) << " fetches started\n";
+  }
+  EXPECT_NE(observer.Log().find("output fetch backoffs reloaded"), std::string::npos);
 }
 
 // Issue 18, orphan votes: a registered operator floods a node with validly signed commitments for
