@@ -34,6 +34,7 @@
 #include "executor/merkle.h"
 #include "node/api/task_spec.h"
 #include "node/p2p/gossip.h"
+#include "node/p2p/peer_request_auth.h"
 #include "tests/functional/network_harness.h"
 #include "tests/test_paths.h"
 
@@ -1341,6 +1342,115 @@ TEST(NetworkFaultTest, EquivocationIsSlashed) {
   ExpectVerifies(net, net.node(0), s->id);
 }
 
+// Issue 18, against a real consensord's peer port (`target`): `hostile` (a registered operator, the test
+// signing with its key) opens GetBlob streams of `blob` (far larger than gRPC's flow-control
+// windows) and never reads them, up to and past p2p.max_blob_streams_per_operator (16). The
+// node holds exactly 16 (its gauge), refuses the next with RESOURCE_EXHAUSTED counted under the
+// operator budget, and still serves `honest` (another operator on the same host, 127.0.0.1) the
+// whole blob; a forged signature is UNAUTHENTICATED and a key that is no operator
+// PERMISSION_DENIED, neither taking a slot; and a task submitted to the node meanwhile still
+// certifies on every running node (its members fetch the blobs from it).
+void ExpectBlobStreamBudgetsHold(TestNetwork& net, NetworkNode& target, const std::string& blob,
+                                 const NetworkNode& hostile, NetworkNode& honest) {
+  const node::PeerRequestDomain domain{net.deployed().chain_id, net.deployed().manager};
+  // The hostile streams and everyone else get connections of their own (a channel with a local
+  // subchannel pool), so the test's own never-read streams cannot stall its other calls. The
+  // attacker keeps its receive windows small, as a real one would: with gRPC's BDP probing on,
+  // a window can grow until a never-read stream takes in a whole 32 MiB blob and ends on the
+  // server (seen: 14 of 16 held after 2 s).
+  auto new_stub = [&](bool hostile) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    if (hostile) args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    return v1::Client::NewStub(grpc::CreateCustomChannel(target.endpoint(), grpc::InsecureChannelCredentials(), args));
+  };
+  auto hostile_stub = new_stub(true);
+  auto other_stub = new_stub(false);
+  struct Held {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::BlobChunk>> reader;
+  };
+  const Secp256k1Secret hostile_key = testing_support::AnvilDevKey(hostile.spec().account);
+  enum class Sign { kAsIs, kForged };
+  auto open = [&](const Secp256k1Secret& key, Sign how = Sign::kAsIs) {
+    auto s = std::make_unique<Held>();
+    s->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(300));
+    v1::GetBlobRequest request;
+    request.set_sha256(blob);
+    EXPECT_TRUE(node::SignGetBlob(key, domain, &request).ok());
+    if (how == Sign::kForged) request.set_sent_unix_ms(request.sent_unix_ms() + 1);
+    v1::Client::Stub* stub = key == hostile_key ? hostile_stub.get() : other_stub.get();
+    s->reader = stub->GetBlob(&s->context, request);
+    return s;
+  };
+  auto refusal = [](Held& s) {
+    v1::BlobChunk chunk;
+    while (s.reader->Read(&chunk)) {
+    }
+    return s.reader->Finish();
+  };
+  const char kOpen[] = "consensor_p2p_blob_streams";
+  const char kOverOperator[] = "consensor_p2p_streams_refused_total{budget=\"operator\"}";
+  const char kOverHost[] = "consensor_p2p_streams_refused_total{budget=\"host\"}";
+  ASSERT_TRUE(WaitUntil([&] { return target.Metric(kOpen) == 0; }, 30s, 100ms)) << "streams still open before the test";
+  const double refused_before = std::max(0.0, target.Metric(kOverOperator));
+  const double host_refused_before = std::max(0.0, target.Metric(kOverHost));
+  constexpr int kOperatorBudget = 16;  // p2p.max_blob_streams_per_operator's default
+  std::vector<std::unique_ptr<Held>> held;
+  for (int i = 0; i < kOperatorBudget; ++i) {
+    held.push_back(open(hostile_key));
+    v1::BlobChunk chunk;
+    ASSERT_TRUE(held.back()->reader->Read(&chunk)) << "stream " << i << " was not served";
+  }
+  // Held on the server, not finished into buffers: the node counts them open for a while.
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(target.Metric(kOpen), kOperatorBudget) << "the streams were not held by the server";
+
+  auto over = open(hostile_key);
+  grpc::Status status = refusal(*over);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_NE(status.error_message().find("p2p.max_blob_streams_per_operator"), std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(target.Metric(kOverOperator) - refused_before, 1);
+
+  auto forged = open(testing_support::AnvilDevKey(honest.spec().account), Sign::kForged);
+  status = refusal(*forged);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  Secp256k1Secret outsider{};
+  outsider[31] = 0x77;  // a valid key that never registered
+  auto stranger = open(outsider);
+  status = refusal(*stranger);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+  EXPECT_EQ(target.Metric(kOpen), kOperatorBudget) << "a refused request took a slot";
+
+  // Another operator on the same host reads the whole blob meanwhile.
+  auto served = open(testing_support::AnvilDevKey(honest.spec().account));
+  std::string bytes;
+  v1::BlobChunk chunk;
+  while (served->reader->Read(&chunk)) bytes += chunk.data();
+  status = served->reader->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(ToHex(Sha256Of(bytes)), blob);
+
+  // A task entered at this node certifies everywhere: its members fetch the blobs from it.
+  auto s = Submit(target, 3, 2, 7);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (size_t i = 0; i < net.size(); ++i) {
+    NetworkNode& n = net.node(i);
+    if (!n.running()) continue;
+    auto t = WaitCertified(n, s->id);
+    ASSERT_TRUE(t.ok()) << n.name() << ": " << t.status().ToString();
+    ExpectHonest(*t, *s, n.name());
+  }
+  EXPECT_EQ(target.Metric(kOverHost), host_refused_before);
+  EXPECT_EQ(target.Metric(kOpen), kOperatorBudget) << "the hostile streams ended early";
+  std::cout << target.name() << ": " << target.Metric(kOpen) << " never-read GetBlob streams held by the server, "
+            << target.Metric(kOverOperator) - refused_before << " refused over the operator budget\n";
+  for (auto& h : held) h->context.TryCancel();
+  for (auto& h : held) h->reader->Finish().error_code();
+  EXPECT_TRUE(WaitUntil([&] { return target.Metric(kOpen) == 0; }, 30s, 100ms)) << "cancelled streams kept their slots";
+}
+
 // A member that executes but never attests: with replicas 3 and quorum 3 the task cannot
 // finalize without it, so after the member timeout the committee is extended to the next
 // operator and the task finalizes. Silence proves nothing: nobody is slashed.
@@ -1350,7 +1460,10 @@ TEST(NetworkFaultTest, EquivocationIsSlashed) {
 // peers' GetTask and Pull, and floods every peer's peer port with signed GetBlob streams it
 // never reads and GetTask calls for tasks that do not exist. Its streams count against its own
 // operator budget (p2p.max_blob_streams_per_operator), not the host's that every operator here
-// shares (127.0.0.1), so the honest members still fetch, certify and finalize.
+// shares (127.0.0.1), so the honest members still fetch, certify and finalize. Its blobs are
+// small, so its streams end at once on the server; at the end the test itself plays this
+// operator with a 32 MiB blob whose never-read streams really hold the peer port's threads
+// (ExpectBlobStreamBudgetsHold).
 TEST(NetworkFaultTest, SilentMemberIsReplacedAndNotSlashed) {
   testing_support::NetworkOptions options;
   options.separate_peer_ports = true;  // where the GetBlob stream budgets are
@@ -1431,6 +1544,19 @@ TEST(NetworkFaultTest, SilentMemberIsReplacedAndNotSlashed) {
     EXPECT_LE(n.Metric("consensor_p2p_blob_streams"), 32) << n.name();
   }
   EXPECT_NE(silent.LogTail(4000).find("fault injection: flooding peers"), std::string::npos);
+
+  // The flooder's streams above are for blobs of a few hundred bytes, which the server sends at
+  // once. Now the test plays the same operator (its real key) with a blob much larger than
+  // gRPC's flow-control windows, so each stream it opens and never reads really holds a server
+  // thread of the honest node's peer port. The flooding process is stopped first, so that only
+  // the test's streams count against that operator's budget.
+  silent.Kill(SIGKILL);
+  NetworkNode& holder = net.node(1);
+  std::vector<uint8_t> big(size_t{32} << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
+  auto put = holder.client().PutBlob(big);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  ExpectBlobStreamBudgetsHold(net, holder, put->sha256(), silent, net.node(0));
 }
 
 // Issue 18: members fetch the task's blobs once seated. A member that cannot get them in time
