@@ -66,10 +66,10 @@ int64_t Align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 struct Operand {
   const TensorView* original = nullptr;
   bool is_input = false;
-  bool half = false;            // widened (input) or rounded back (output)
-  int64_t row = 0;              // values per row when sliced by the plan, 0 when whole
-  std::vector<int64_t> dims;    // as HalfRowSplit::dims, or the whole view's dims
-  float* wide = nullptr;        // the f32 copy (a block of rows when sliced)
+  bool half = false;          // widened (input) or rounded back (output)
+  int64_t row = 0;            // values per row when sliced by the plan, 0 when whole
+  std::vector<int64_t> dims;  // as HalfRowSplit::dims, or the whole view's dims
+  float* wide = nullptr;      // the f32 copy (a block of rows when sliced)
 };
 
 }  // namespace
@@ -137,8 +137,8 @@ Status RunThroughF32(const KernelCall& call, const LaunchContext& ctx, FamilyRun
       const Operand& o = operands[static_cast<size_t>(i)];
       const TensorView& v = *o.original;
       const DType dtype = o.half ? DType::kF32 : v.dtype;
-      TensorView& view = o.is_input ? inputs[static_cast<size_t>(i)]
-                                    : outputs[static_cast<size_t>(i - call.num_inputs)];
+      TensorView& view =
+          o.is_input ? inputs[static_cast<size_t>(i)] : outputs[static_cast<size_t>(i - call.num_inputs)];
       if (o.row == 0) {
         void* data = o.half ? o.wide : v.data;
         if (split) {

@@ -27,8 +27,8 @@ HostTensor Compare(const std::string& what, Op op, const std::vector<HostTensor>
   CudaTestBackends& b = GetBackends();
   const std::vector<const HostTensor*> in = Ptrs(inputs);
   const std::vector<int> input_misalign(in.size(), misalign);
-  const std::string label = what + " (" + std::string(OpName(op)) + " -> " + std::string(DTypeName(out_dtype)) +
-                            " " + ShapeToString(out_shape) + ", misalign " + std::to_string(misalign) + ")";
+  const std::string label = what + " (" + std::string(OpName(op)) + " -> " + std::string(DTypeName(out_dtype)) + " " +
+                            ShapeToString(out_shape) + ", misalign " + std::to_string(misalign) + ")";
   HostTensor ref(out_dtype, out_shape);
   const Status cs = RunInArena(*b.cpu, op, params, in, ref, input_misalign, misalign);
   if (status != nullptr) *status = cs;
@@ -83,7 +83,8 @@ TEST(CudaHalf, ConversionsMatchTheReferenceOnEveryPattern) {
     const HostTensor wide = Compare("every pattern", Op::kCast, {every}, DType::kF32, {0x10000}, to_f32);
     ASSERT_EQ(wide.numel(), 0x10000);
     for (uint32_t h = 0; h < 0x10000u; ++h) {
-      const float ref = t == DType::kF16 ? half::F16ToF32(static_cast<uint16_t>(h)) : half::BF16ToF32(static_cast<uint16_t>(h));
+      const float ref =
+          t == DType::kF16 ? half::F16ToF32(static_cast<uint16_t>(h)) : half::BF16ToF32(static_cast<uint16_t>(h));
       ASSERT_EQ(half::F32Bits(wide.at<float>(h)), half::F32Bits(ref)) << DTypeName(t) << " " << std::hex << h;
     }
   }
@@ -129,9 +130,10 @@ TEST(CudaHalf, ElementwiseOps) {
     for (Op op : {Op::kEqual, Op::kNotEqual, Op::kLess, Op::kLessEqual, Op::kGreater, Op::kGreaterEqual}) {
       Compare("compare", op, {a, m}, DType::kBool, {2, 3, 67});
     }
-    for (Op op : {Op::kNeg, Op::kAbs, Op::kRelu, Op::kExp, Op::kLog, Op::kSqrt, Op::kRsqrt, Op::kTanh, Op::kSigmoid,
-                  Op::kErf, Op::kGeluErf, Op::kGeluTanh, Op::kSin, Op::kCos, Op::kFloor, Op::kCeil, Op::kRound,
-                  Op::kAsin, Op::kAcos, Op::kAtan, Op::kSinh, Op::kCosh, Op::kAsinh, Op::kAcosh, Op::kAtanh}) {
+    for (Op op : {Op::kNeg,   Op::kAbs,     Op::kRelu,  Op::kExp,     Op::kLog,      Op::kSqrt, Op::kRsqrt,
+                  Op::kTanh,  Op::kSigmoid, Op::kErf,   Op::kGeluErf, Op::kGeluTanh, Op::kSin,  Op::kCos,
+                  Op::kFloor, Op::kCeil,    Op::kRound, Op::kAsin,    Op::kAcos,     Op::kAtan, Op::kSinh,
+                  Op::kCosh,  Op::kAsinh,   Op::kAcosh, Op::kAtanh}) {
       Compare("unary", op, {a}, t, {2, 3, 67});
       Compare("unary moderate", op, {m}, t, {2, 3, 67}, {}, 3);
     }
@@ -197,8 +199,8 @@ TEST(CudaHalf, MatMulConvPoolNormalization) {
     OpParams sp;
     sp.axis = 1;
     Compare("softmax", Op::kSoftmax, {x}, t, {3, 40}, sp);
-    Compare("layer_norm", Op::kLayerNorm, {x, ModerateHalf(t, {40}, ++seed), ModerateHalf(t, {40}, ++seed)}, t,
-            {3, 40}, sp);
+    Compare("layer_norm", Op::kLayerNorm, {x, ModerateHalf(t, {40}, ++seed), ModerateHalf(t, {40}, ++seed)}, t, {3, 40},
+            sp);
 
     const HostTensor img = ModerateHalf(t, {2, 4, 7, 6}, ++seed);
     OpParams conv;
@@ -232,14 +234,14 @@ TEST(CudaHalf, BlocksOfRowsGiveTheCpusBits) {
     OpParams to_f32;
     to_f32.to = DType::kF32;
     Compare("cast", Op::kCast, {a}, DType::kF32, {3, 8200}, to_f32);
-    Compare("matmul rows", Op::kMatMul, {ModerateHalf(t, {2, 150, 64}, ++seed), ModerateHalf(t, {64, 70}, ++seed)},
-            t, {2, 150, 70});
+    Compare("matmul rows", Op::kMatMul, {ModerateHalf(t, {2, 150, 64}, ++seed), ModerateHalf(t, {64, 70}, ++seed)}, t,
+            {2, 150, 70});
     OpParams sp;
     sp.axis = 1;
     const HostTensor x = ModerateHalf(t, {40, 600}, ++seed);
     Compare("softmax rows", Op::kSoftmax, {x}, t, {40, 600}, sp);
-    Compare("layer_norm rows", Op::kLayerNorm, {x, ModerateHalf(t, {600}, ++seed), ModerateHalf(t, {600}, ++seed)},
-            t, {40, 600}, sp);
+    Compare("layer_norm rows", Op::kLayerNorm, {x, ModerateHalf(t, {600}, ++seed), ModerateHalf(t, {600}, ++seed)}, t,
+            {40, 600}, sp);
     const HostTensor img = ModerateHalf(t, {3, 2, 100, 90}, ++seed);
     OpParams pool;
     pool.kernel = {2, 2};
@@ -272,8 +274,8 @@ TEST(CudaHalf, CastsGoThroughF32) {
     HostTensor f(DType::kF32, {300});
     FillF32(f, ++seed, 0.1);
     Compare("from f32", Op::kCast, {f}, t, {300}, p);
-    Compare("from i64 (rounded twice)", Op::kCast,
-            {I64({3}, {int64_t{1} << 40 | 1, -(int64_t{1} << 24) - 3, 65519})}, t, {3}, p);
+    Compare("from i64 (rounded twice)", Op::kCast, {I64({3}, {int64_t{1} << 40 | 1, -(int64_t{1} << 24) - 3, 65519})},
+            t, {3}, p);
     Compare("from i32", Op::kCast, {I32({3}, {65504, 65520, -7})}, t, {3}, p);
     Compare("from i8", Op::kCast, {I8({3}, {-128, 5, 127})}, t, {3}, p);
     Compare("from bool", Op::kCast, {Bool({2}, {0, 1})}, t, {2}, p);
