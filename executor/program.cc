@@ -8,7 +8,7 @@
 #include "common/file_io.h"
 #include "common/safetensors.h"
 #include "executor/serialize.h"
-#include "kernels/cpu/half_operands.h"
+#include "kernels/checks/half_plan.h"
 
 namespace consensor::executor {
 
@@ -498,7 +498,7 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
     for (size_t k = 0; k < ins.inputs.size(); ++k) views.push_back(view(ins.inputs[k], ins.input_view_shapes[k]));
     kernels::TensorView out = view(ins.output, ins.output_view_shape);
     const kernels::KernelCall call{ins.op, &ins.params, views.data(), static_cast<int>(views.size()), &out, 1};
-    const int64_t bytes = kernels::cpu::HalfWideningBytes(call);
+    const int64_t bytes = kernels::HalfWideningBytes(call);
     if (bytes > widening) {
       widening = bytes;
       widest = i;

@@ -11,6 +11,7 @@
 #include "executor/program.h"
 #include "executor/runtime.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/half.h"
 
 namespace consensor::executor {
 
@@ -206,7 +207,8 @@ class CaseBuilder {
   SelfTestGraph case_;
 };
 
-// The dtypes every backend runs (the CUDA backends have no u8, i16, u16, u32 or u64 kernels).
+// The dtypes every backend runs besides f16 and bf16, which HalfPrecision covers (the CUDA
+// backends have no u8, i16, u16, u32, u64 or f64 kernels).
 const DType kSelfTestDTypes[] = {DType::kF32, DType::kI32, DType::kI8, DType::kI64, DType::kBool};
 const DType kIntDTypes[] = {DType::kI32, DType::kI8, DType::kI64};
 
@@ -216,19 +218,21 @@ std::string DTypeStr(DType t) { return std::string(DTypeName(t)); }
 // The quick set: every op, every accepted dtype, tile-crossing shapes kept small enough for
 // the CUDA emulation.
 
+// Every unary float op, by name.
+const std::pair<const char*, Value (*)(Value)> kUnaryOps[] = {
+    {"neg", neg},         {"abs", abs},     {"relu", relu},         {"exp", exp},
+    {"log", log},         {"sqrt", sqrt},   {"rsqrt", rsqrt},       {"tanh", tanh},
+    {"sigmoid", sigmoid}, {"erf", erf},     {"gelu", gelu},         {"gelu_tanh", gelu_tanh},
+    {"sin", sin},         {"cos", cos},     {"identity", identity}, {"floor", floor},
+    {"ceil", ceil},       {"round", round}, {"asin", asin},         {"acos", acos},
+    {"atan", atan},       {"sinh", sinh},   {"cosh", cosh},         {"asinh", asinh},
+    {"acosh", acosh},     {"atanh", atanh}};
+
 SelfTestGraph UnaryF32(const Shape& shape, const std::string& name) {
   CaseBuilder b(name);
   Value x = b.In("x", F32(shape, 1, 12.0f));
   Value big = b.In("big", F32(shape, 2, 3000.0f));
-  const std::pair<const char*, Value (*)(Value)> unary[] = {
-      {"neg", neg},         {"abs", abs},     {"relu", relu},         {"exp", exp},
-      {"log", log},         {"sqrt", sqrt},   {"rsqrt", rsqrt},       {"tanh", tanh},
-      {"sigmoid", sigmoid}, {"erf", erf},     {"gelu", gelu},         {"gelu_tanh", gelu_tanh},
-      {"sin", sin},         {"cos", cos},     {"identity", identity}, {"floor", floor},
-      {"ceil", ceil},       {"round", round}, {"asin", asin},         {"acos", acos},
-      {"atan", atan},       {"sinh", sinh},   {"cosh", cosh},         {"asinh", asinh},
-      {"acosh", acosh},     {"atanh", atanh}};
-  for (const auto& [op, f] : unary) b.Out(op, f(x));
+  for (const auto& [op, f] : kUnaryOps) b.Out(op, f(x));
   // Wide arguments: argument reduction of sin/cos, large logs and roots.
   b.Out("sin_big", sin(big));
   b.Out("cos_big", cos(big));
@@ -623,6 +627,103 @@ SelfTestGraph TransformerBlock() {
   return b.Take();
 }
 
+// f16 and bf16 (DETERMINISM.md 1.3, 1.4): every op on 16-bit operands, whose conversions a GPU
+// build compiles from the same integer-only source as the CPU's; raw bit patterns (NaN payloads,
+// subnormals, infinities) where ops copy bits or convert, rounded f32 values where they compute.
+Tensor Half(DType dtype, const Shape& shape, uint64_t seed, float scale, bool specials = true) {
+  const Tensor f = F32(shape, seed, scale, specials);
+  Tensor t(dtype, shape);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    const float v = f.data_as<float>()[i];
+    t.data_as<uint16_t>()[i] = dtype == DType::kF16 ? half::F32ToF16(v) : half::F32ToBF16(v);
+  }
+  return t;
+}
+
+Tensor HalfBits(DType dtype, const Shape& shape, uint64_t seed) {
+  Tensor t(dtype, shape);
+  Rng rng(seed);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data_as<uint16_t>()[i] = static_cast<uint16_t>(rng.Next());
+  return t;
+}
+
+SelfTestGraph HalfPrecision() {
+  CaseBuilder b("f16_bf16");
+  uint64_t seed = 150;
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    const std::string n = DTypeStr(t);
+    Value x = b.In(n + "_x", Half(t, {13, 40}, seed++, 6.0f));
+    Value y = b.In(n + "_y", Half(t, {13, 40}, seed++, 6.0f));
+    Value row = b.In(n + "_row", Half(t, {40}, seed++, 6.0f));
+    Value bits = b.In(n + "_bits", HalfBits(t, {13, 40}, seed++));
+    for (const auto& [op, f] : kUnaryOps) b.Out(n + "_" + op, f(x));
+    b.Out(n + "_add", x + y);
+    b.Out(n + "_sub", x - row);
+    b.Out(n + "_mul", bits * y);
+    b.Out(n + "_div", x / y);
+    b.Out(n + "_pow", pow(x, y));
+    b.Out(n + "_fmod", fmod(x, row));
+    b.Out(n + "_max", maximum(x, bits));
+    b.Out(n + "_min", minimum(x, row));
+    b.Out(n + "_equal", equal(x, bits));
+    b.Out(n + "_not_equal", not_equal(x, y));
+    b.Out(n + "_less", less(x, row));
+    b.Out(n + "_less_equal", less_equal(x, y));
+    b.Out(n + "_greater", greater(bits, y));
+    b.Out(n + "_greater_equal", greater_equal(x, y));
+    b.Out(n + "_where", where(less(x, y), bits, row));
+    // Casts: from every 16-bit pattern to each dtype, and every dtype to this one.
+    for (DType to : kSelfTestDTypes) b.Out(n + "_to_" + DTypeStr(to), cast(bits, to));
+    for (DType to : {DType::kF16, DType::kBF16}) b.Out(n + "_to_" + DTypeStr(to), cast(bits, to));
+    b.Out("f32_to_" + n, cast(b.In(n + "_from_f32", F32({13, 40}, seed++, 7e4f)), t));
+    for (DType from : kIntDTypes) {
+      b.Out(DTypeStr(from) + "_to_" + n,
+            cast(b.In(n + "_from_" + DTypeStr(from), FullRangeInts(from, {40}, seed++)), t));
+    }
+    b.Out("bool_to_" + n, cast(b.In(n + "_from_bool", Bools({40}, seed++)), t));
+    // Reductions, accumulated in f32.
+    b.Out(n + "_sum", reduce_sum(x, {1}));
+    b.Out(n + "_mean", reduce_mean(x, {0}, true));
+    b.Out(n + "_reduce_max", reduce_max(bits, {1}));
+    b.Out(n + "_reduce_min", reduce_min(x, {0}));
+    b.Out(n + "_prod", reduce_prod(b.In(n + "_near_one", Half(t, {13, 40}, seed++, 1.25f, false)), {1}));
+    b.Out(n + "_argmax", argmax(bits, 1));
+    b.Out(n + "_top_k", top_k(x, 5, 1));
+    b.Out(n + "_top_k_smallest", top_k(bits, 3, 0, false));
+    b.Out(n + "_cumsum", cumsum(x, 1));
+    b.Out(n + "_cumsum_exclusive_reverse", cumsum(x, 0, true, true));
+    // Linear algebra and NN ops; the 130 x 129 output is over one block of rows (two blocks).
+    Value w = b.In(n + "_w", Half(t, {67, 129}, seed++, 1.0f, false));
+    b.Out(n + "_matmul", matmul(b.In(n + "_a", Half(t, {130, 67}, seed++, 1.0f, false)), w));
+    b.Out(n + "_matmul_batched",
+          matmul(b.In(n + "_p", Half(t, {2, 5, 9}, seed++, 2.0f)), b.In(n + "_q", Half(t, {2, 9, 4}, seed++, 2.0f))));
+    Value img = b.In(n + "_img", Half(t, {2, 4, 9, 8}, seed++, 2.0f));
+    Conv2DOptions grouped;
+    grouped.group = 2;
+    grouped.pads = {1, 0, 1, 1};
+    b.Out(n + "_conv2d", conv2d(img, b.In(n + "_cw", Half(t, {6, 2, 3, 3}, seed++, 1.0f, false)),
+                                b.In(n + "_cb", Half(t, {6}, seed++, 1.0f, false)), grouped));
+    Pool2DOptions pool;
+    pool.kernel = {2, 2};
+    pool.strides = {2, 2};
+    pool.pads = {0, 0, 1, 0};
+    b.Out(n + "_max_pool", max_pool2d(img, pool));
+    b.Out(n + "_avg_pool", avg_pool2d(img, pool));
+    b.Out(n + "_softmax", softmax(x, -1));
+    b.Out(n + "_layer_norm", layer_norm(x, row, b.In(n + "_ln_bias", Half(t, {40}, seed++, 1.0f)), -1, 1e-5f));
+    // Bit copies of every pattern.
+    Value idx = b.In(n + "_indices", Tensor::FromVector<int64_t>(DType::kI64, {3}, {39, -1, 4}));
+    b.Out(n + "_reshape", reshape(bits, {-1, 20}));
+    b.Out(n + "_transpose", transpose(bits, {1, 0}));
+    b.Out(n + "_slice", slice(bits, {12, 1}, {-100, 40}, {0, 1}, {-2, 3}));
+    b.Out(n + "_concat", concat({bits, x}, 0));
+    b.Out(n + "_gather", gather(bits, idx, 1));
+    b.Out(n + "_expand", expand(row, {3, 40}));
+    b.Out(n + "_pad", pad(bits, {1, 0, 0, 2}, 0.1f));
+  }
+  return b.Take();
+}
+
 // ---------------------------------------------------------------------------------------
 // Large shapes (full set only): long reductions and rows, big GEMMs and convolutions.
 
@@ -791,6 +892,7 @@ std::vector<SelfTestGraph> BuildSelfTestGraphs(SelfTestSize size) {
   graphs.push_back(Normalization());
   graphs.push_back(DataMovement());
   graphs.push_back(TransformerBlock());
+  graphs.push_back(HalfPrecision());
   if (size == SelfTestSize::kFull) {
     graphs.push_back(UnaryF32({128, 517}, "elementwise_unary_f32_large"));
     graphs.push_back(BinaryF32({128, 517}, "elementwise_binary_f32_large"));

@@ -14,8 +14,20 @@ inline constexpr uint16_t kCanonicalNaNF16 = 0x7E00;   // positive quiet NaN, ze
 inline constexpr uint16_t kCanonicalNaNBF16 = 0x7FC0;  // the top half of f32's 0x7FC00000
 inline constexpr uint32_t kCanonicalNaNF32 = 0x7FC00000u;
 
-CNSR_HD uint32_t F32Bits(float x) { return __builtin_bit_cast(uint32_t, x); }
-CNSR_HD float F32FromBits(uint32_t u) { return __builtin_bit_cast(float, u); }
+CNSR_HD uint32_t F32Bits(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
+  return __builtin_bit_cast(uint32_t, x);
+#endif
+}
+CNSR_HD float F32FromBits(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  return __builtin_bit_cast(float, u);
+#endif
+}
 
 // f16 -> f32 is exact: every binary16 value is a binary32 value. A NaN becomes f32's
 // canonical NaN (the f32 value is an op operand, and every op output canonicalizes anyway).

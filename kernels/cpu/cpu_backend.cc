@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_backend.h"
 
 #include "kernels/checks/elementwise.h"
+#include "kernels/checks/half_plan.h"
 #include "kernels/cpu/half_operands.h"
 #include "kernels/host_arena.h"
 
@@ -53,7 +54,7 @@ Status CpuBackend::Run(const KernelCall& call) {
   if (call.epilogue != nullptr && FamilyOf(call.op) != OpFamily::kElementwise && FamilyOf(call.op) != OpFamily::kConv) {
     return Unimplemented("CPU backend: " + std::string(OpName(call.op)) + " takes no fused epilogue");
   }
-  if (cpu::ComputesThroughF32(call)) {
+  if (ComputesThroughF32(call)) {
     // f16/bf16 (DETERMINISM.md 1.3, 1.4): the f32 kernel between an exact widening and one rounding.
     cpu::FamilyRunner run = nullptr;
     switch (FamilyOf(call.op)) {

@@ -12,23 +12,13 @@ namespace consensor::kernels::cpu {
 
 using FamilyRunner = Status (*)(const KernelCall& call, const CpuContext& ctx);
 
-// True when `call` reads or writes f16/bf16 and computes (does not only copy bits).
-bool ComputesThroughF32(const KernelCall& call);
-
-// Runs `call` through `run` (the family's f32 kernel) with every f16/bf16 input widened to f32
-// and every f16/bf16 output computed in f32 and rounded once. Where the op's output rows are
-// independent (elementwise, matmul with a 2-D right operand, conv2d per image, pools per
-// plane, softmax/layer_norm over the rows before the axis) this is done a block of rows at a
-// time (about 16K values per operand), so the f32 copies are bounded; operands read whole by
-// every row (weights, broadcast operands) and the calls that do not split (reductions,
-// argmax, top_k, cumsum, batched matmul) are widened whole.
+// Runs `call` (one for which ComputesThroughF32 holds, kernels/checks/half_plan.h) through `run`
+// (the family's f32 kernel) with every f16/bf16 input widened to f32 and every f16/bf16 output
+// computed in f32 and rounded once, a block of rows at a time where PlanHalfRowSplit splits the
+// call (about 16K values per operand), so the f32 copies are bounded; operands read whole by
+// every row (weights, broadcast operands) and the calls that do not split are widened whole.
+// Elementwise blocks run on several threads at once, each with its own block.
 Status RunThroughF32(const KernelCall& call, const CpuContext& ctx, FamilyRunner run);
-
-// The bytes of f32 copies RunThroughF32 holds at once for `call` (0 when it does not widen):
-// the whole-widened operands plus one block of each sliced one. Elementwise blocks run on
-// several threads at once, each with its own block (at most 64 KiB per operand per thread).
-// Only shapes, dtypes and params are read. The executor counts it against the task's memory cap.
-int64_t HalfWideningBytes(const KernelCall& call);
 
 // Elementwise conversions of n values; exact per element, so any split over threads is fine.
 // With ctx.isa kAvx2 on a CPU with F16C they run eight values at a time (half_avx2.cc), with

@@ -157,6 +157,7 @@ class CudaBackend final : public Backend {
     cuda_device::LaunchContext ctx;
     ctx.stream = stream_;
     ctx.scratch = &scratch_;
+    ctx.widening = &widening_;
     ctx.multiprocessors = sms_;
     return cuda_device::Dispatch(call, ctx);
   }
@@ -170,6 +171,7 @@ class CudaBackend final : public Backend {
   std::string description_;
   PinnedStaging staging_;
   GpuScratch scratch_;
+  GpuScratch widening_;  // f32 copies of f16/bf16 operands
 };
 
 }  // namespace

@@ -2,16 +2,20 @@
 // cuda_emu); shared by the GPU backend and the emulated backend.
 #pragma once
 
+#include "kernels/checks/half_plan.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 namespace consensor::kernels::CNSR_CUDA_NS {
 
-// The CUDA kernels are written for f32, i8, i32, i64 and bool. The dtypes u8, i16, u16, u32,
-// u64, f64, f16 and bf16 run on the CPU backend only: a call that reads or writes one is refused
-// (docs/DETERMINISM.md section 2), and a task using them runs with --backend cpu.
+// The CUDA kernels are written for f32, i8, i32, i64 and bool; f16 and bf16 run through the
+// f32 kernels (RunThroughF32) or, where an op only copies bits, on their 2-byte elements. The
+// dtypes u8, i16, u16, u32, u64 and f64 run on the CPU backend only: a call that reads or
+// writes one is refused (docs/DETERMINISM.md section 2), and a task using them runs with
+// --backend cpu.
 inline bool HasCudaDTypes(const KernelCall& call) {
   auto ok = [](DType t) {
-    return t == DType::kF32 || t == DType::kI8 || t == DType::kI32 || t == DType::kI64 || t == DType::kBool;
+    return t == DType::kF32 || t == DType::kI8 || t == DType::kI32 || t == DType::kI64 || t == DType::kBool ||
+           t == DType::kF16 || t == DType::kBF16;
   };
   for (int i = 0; i < call.num_inputs; ++i) {
     if (!ok(call.in(i).dtype)) return false;
@@ -24,25 +28,33 @@ inline bool HasCudaDTypes(const KernelCall& call) {
 
 inline bool Supports(const KernelCall& call) { return FamilyOf(call.op) != OpFamily::kNone && HasCudaDTypes(call); }
 
+inline FamilyRunner RunnerOf(OpFamily family) {
+  switch (family) {
+    case OpFamily::kElementwise: return RunElementwise;
+    case OpFamily::kReduce: return RunReduce;
+    case OpFamily::kMatMul: return RunMatMul;
+    case OpFamily::kConv: return RunConv;
+    case OpFamily::kPool: return RunPool;
+    case OpFamily::kNormalization: return RunNormalization;
+    case OpFamily::kDataMovement: return RunDataMovement;
+    case OpFamily::kNone: break;
+  }
+  return nullptr;
+}
+
 inline Status Dispatch(const KernelCall& call, const LaunchContext& ctx) {
   if (!HasCudaDTypes(call)) {
-    return Unimplemented("the CUDA backend has no kernels for u8, i16, u16, u32, u64, f64, f16 or bf16 (op " +
+    return Unimplemented("the CUDA backend has no kernels for u8, i16, u16, u32, u64 or f64 (op " +
                          std::string(OpName(call.op)) + ")");
   }
   // The CUDA backends run the unfused program (SupportsEpilogue is false): the runtime never
   // hands them an epilogue, and one that arrives anyway is refused rather than ignored.
   if (call.epilogue != nullptr) return Unimplemented("the CUDA backend runs no fused epilogues");
-  switch (FamilyOf(call.op)) {
-    case OpFamily::kElementwise: return RunElementwise(call, ctx);
-    case OpFamily::kReduce: return RunReduce(call, ctx);
-    case OpFamily::kMatMul: return RunMatMul(call, ctx);
-    case OpFamily::kConv: return RunConv(call, ctx);
-    case OpFamily::kPool: return RunPool(call, ctx);
-    case OpFamily::kNormalization: return RunNormalization(call, ctx);
-    case OpFamily::kDataMovement: return RunDataMovement(call, ctx);
-    case OpFamily::kNone: break;
-  }
-  return Unimplemented("no CUDA kernel for op " + std::string(OpName(call.op)));
+  const FamilyRunner run = RunnerOf(FamilyOf(call.op));
+  if (run == nullptr) return Unimplemented("no CUDA kernel for op " + std::string(OpName(call.op)));
+  // f16/bf16 (DETERMINISM.md 1.3, 1.4): the f32 kernel between an exact widening and one rounding.
+  if (ComputesThroughF32(call)) return RunThroughF32(call, ctx, run);
+  return run(call, ctx);
 }
 
 }  // namespace consensor::kernels::CNSR_CUDA_NS

@@ -24,6 +24,9 @@ namespace CNSR_CUDA_NS {
 struct LaunchContext {
   void* stream = nullptr;  // cudaStream_t; unused by the emulation
   DeviceScratch* scratch = nullptr;
+  // The f32 copies of a call's f16/bf16 operands (RunThroughF32), held while the f32 kernel
+  // runs and uses `scratch` for its own needs.
+  DeviceScratch* widening = nullptr;
   int multiprocessors = 1;  // for sizing grids; never changes results
 };
 
@@ -34,6 +37,13 @@ Status RunConv(const KernelCall& call, const LaunchContext& ctx);
 Status RunPool(const KernelCall& call, const LaunchContext& ctx);
 Status RunNormalization(const KernelCall& call, const LaunchContext& ctx);
 Status RunDataMovement(const KernelCall& call, const LaunchContext& ctx);
+
+// f16/bf16 (docs/DETERMINISM.md 1.3, 1.4): runs `call`, one for which ComputesThroughF32 holds
+// (kernels/checks/half_plan.h), through the family's f32 kernel `run`, between an exact widening
+// of each 16-bit input and one rounding of each 16-bit output, a block of rows at a time where
+// PlanHalfRowSplit splits the call (half_operands.cu).
+using FamilyRunner = Status (*)(const KernelCall& call, const LaunchContext& ctx);
+Status RunThroughF32(const KernelCall& call, const LaunchContext& ctx, FamilyRunner run);
 
 // Ok, or the error of the last launch (cudaGetLastError / the emulator's check), naming `what`.
 Status CheckLaunch(const char* what);

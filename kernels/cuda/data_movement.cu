@@ -12,6 +12,7 @@
 #include "kernels/cuda/broadcast_device.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/simt.h"
+#include "kernels/half.h"
 
 namespace consensor::kernels::CNSR_CUDA_NS {
 namespace {
@@ -291,6 +292,7 @@ Status StridedCopy(const LaunchContext& ctx, StridedLayout layout, int64_t esize
   if (layout.rank == 1 && layout.strides[0][0] == 1) return CopyBytes(ctx, out, in, n * esize);
   switch (esize) {
     case 1: return LaunchStrided<uint8_t>(ctx, layout, n, out, in);
+    case 2: return LaunchStrided<uint16_t>(ctx, layout, n, out, in);
     case 4: return LaunchStrided<uint32_t>(ctx, layout, n, out, in);
     case 8: return LaunchStrided<uint64_t>(ctx, layout, n, out, in);
     default: break;
@@ -459,6 +461,9 @@ Status RunPad(const KernelCall& call, const LaunchContext& ctx) {
     case DType::kI8: return LaunchPad<int8_t>(ctx, in, out, a, PadIntValue<int8_t>(v));
     case DType::kBool: return LaunchPad<uint8_t>(ctx, in, out, a, static_cast<uint8_t>(v != 0.0f));
     case DType::kI64: return LaunchPad<int64_t>(ctx, in, out, a, PadIntValue<int64_t>(v));
+    // The fill rounded once to nearest even, NaN canonical (DETERMINISM.md 1.3, 1.4).
+    case DType::kF16: return LaunchPad<uint16_t>(ctx, in, out, a, half::F32ToF16(v));
+    case DType::kBF16: return LaunchPad<uint16_t>(ctx, in, out, a, half::F32ToBF16(v));
     default: break;
   }
   return InvalidArgument("pad: unsupported dtype");

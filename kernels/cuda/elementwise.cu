@@ -620,6 +620,7 @@ Status Cast(const Plan& p, const LaunchContext& ctx) {
     // Same dtype copies bits (no NaN canonicalization).
     switch (DTypeSize(p.in_dtype)) {
       case 1: return Unary<CastF<uint8_t>, uint8_t, uint8_t>(p, ctx);
+      case 2: return Unary<CastF<uint16_t>, uint16_t, uint16_t>(p, ctx);  // f16, bf16
       case 4: return Unary<CastF<uint32_t>, uint32_t, uint32_t>(p, ctx);
       case 8: return Unary<CastF<uint64_t>, uint64_t, uint64_t>(p, ctx);
       default: break;
@@ -640,6 +641,7 @@ Status Cast(const Plan& p, const LaunchContext& ctx) {
 Status Where(const Plan& p, const LaunchContext& ctx) {
   switch (DTypeSize(p.in_dtype)) {
     case 1: return Launch<WhereTag, uint8_t, uint8_t, uint8_t, uint8_t, 3>(p, ctx);
+    case 2: return Launch<WhereTag, uint16_t, uint8_t, uint16_t, uint16_t, 3>(p, ctx);  // f16, bf16
     case 4: return Launch<WhereTag, uint32_t, uint8_t, uint32_t, uint32_t, 3>(p, ctx);
     case 8: return Launch<WhereTag, uint64_t, uint8_t, uint64_t, uint64_t, 3>(p, ctx);
     default: break;

@@ -35,11 +35,13 @@ class EmulatedCudaBackend final : public Backend {
     SetDeterministicFloatEnvironment();
     cuda_emu::LaunchContext ctx;
     ctx.scratch = &scratch_;
+    ctx.widening = &widening_;
     return cuda_emu::Dispatch(call, ctx);
   }
 
  private:
   HostScratch scratch_;
+  HostScratch widening_;  // f32 copies of f16/bf16 operands
 };
 
 }  // namespace

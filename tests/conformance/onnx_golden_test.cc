@@ -172,9 +172,14 @@ constexpr const char* kGoldenModels[] = {
     "node/test_unique_not_sorted_without_axis",
     // MaxUnpool at run-time indices (DETERMINISM.md 6.7d).
     "node/test_maxunpool_export_without_output_shape",
+    // FLOAT16 and BFLOAT16 (DETERMINISM.md 1.3, 1.4): the CUDA backends give the CPU's bits.
+    "node/test_cast_FLOAT16_to_FLOAT",
+    "node/test_cast_FLOAT_to_FLOAT16",
+    "node/test_cast_FLOAT_to_BFLOAT16",
+    "node/test_max_float16",
+    "node/test_min_float16",
+    "node/test_mod_mixed_sign_float16",
 };
-
-// Models in the dtypes the CUDA backends have no kernels for: those backends must refuse them.
 
 // Models in the dtypes the CUDA backends have no kernels for: those backends must refuse them.
 constexpr const char* kCpuOnlyModels[] = {
@@ -188,6 +193,8 @@ constexpr const char* kCpuOnlyModels[] = {
     "node/test_cast_FLOAT_to_DOUBLE",
     "node/test_max_float64",
     "node/test_mod_mixed_sign_float64",
+    "node/test_cast_FLOAT16_to_DOUBLE",
+    "node/test_cast_DOUBLE_to_FLOAT16",
     "node/test_reduce_log_sum_exp_keepdims_random",
     "pytorch-operator/test_operator_add_broadcast",
     // The quantization ops (DETERMINISM.md 6.6; u8).

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/checks/half_plan.h"
 #include "kernels/cpu/half_operands.h"
 #include "kernels/half.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -467,22 +468,22 @@ TEST(HalfOps, WideningScratchIsBoundedWhereRowsSplit) {
   TensorView out = ShapeOnly(DType::kF16, {64, 1 << 20});
   OpParams none;
   KernelCall add{Op::kAdd, &none, in, 2, &out, 1};
-  EXPECT_EQ(cpu::HalfWideningBytes(add), 3 * (int64_t{1} << 14) * 4);  // one 16K-value block per operand
+  EXPECT_EQ(HalfWideningBytes(add), 3 * (int64_t{1} << 14) * 4);  // one 16K-value block per operand
   TensorView w = ShapeOnly(DType::kF16, {1 << 10, 1 << 10});
   TensorView mm_in[2] = {ShapeOnly(DType::kF16, {1 << 12, 1 << 10}), w};
   TensorView mm_out = ShapeOnly(DType::kF16, {1 << 12, 1 << 10});
   KernelCall mm{Op::kMatMul, &none, mm_in, 2, &mm_out, 1};
-  EXPECT_EQ(cpu::HalfWideningBytes(mm), (2 * 16 * 1024 + (1 << 20)) * int64_t{4});  // 16 rows of a and y, w whole
+  EXPECT_EQ(HalfWideningBytes(mm), (2 * 16 * 1024 + (1 << 20)) * int64_t{4});  // 16 rows of a and y, w whole
   OpParams all;
   all.axes = {0, 1};
   all.keepdims = false;
   TensorView scalar = ShapeOnly(DType::kF16, {});
   KernelCall sum{Op::kReduceSum, &all, in, 1, &scalar, 1};
-  EXPECT_EQ(cpu::HalfWideningBytes(sum), (int64_t{64} << 20) * 4 + 4);  // a reduction widens whole
+  EXPECT_EQ(HalfWideningBytes(sum), (int64_t{64} << 20) * 4 + 4);  // a reduction widens whole
   TensorView f32 = ShapeOnly(DType::kF32, {64, 1 << 20});
   TensorView f32_out = f32;
   KernelCall f32_add{Op::kNeg, &none, &f32, 1, &f32_out, 1};
-  EXPECT_EQ(cpu::HalfWideningBytes(f32_add), 0);
+  EXPECT_EQ(HalfWideningBytes(f32_add), 0);
 }
 
 // Calls that split into blocks are refused as the whole call would be, not run on garbage.
