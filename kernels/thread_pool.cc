@@ -7,7 +7,6 @@
 #endif
 
 namespace consensor::kernels {
-
 void SetDeterministicFloatEnvironment() {
   std::fesetround(FE_TONEAREST);
 #if defined(__x86_64__) || defined(__i386__)
@@ -25,15 +24,17 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    ++generation_;
   }
   work_cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::RunChunks() {
+void ThreadPool::RunChunks(bool is_worker) {
   for (;;) {
     int64_t begin = next_.fetch_add(chunk_);
     if (begin >= n_) return;
+    if (is_worker) worker_ran_chunk_.store(true, std::memory_order_relaxed);
     (*fn_)(begin, std::min(n_, begin + chunk_));
   }
 }
@@ -42,17 +43,21 @@ void ThreadPool::WorkerLoop() {
   SetDeterministicFloatEnvironment();
   uint64_t seen = 0;
   for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!stop_ && generation_ == seen) {
+      ++sleeping_;
       work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      --sleeping_;
     }
-    RunChunks();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--active_ == 0) done_cv_.notify_all();
-    }
+    if (stop_) return;
+    seen = generation_;
+    // The job this generation opened may be over already: its caller ran every chunk.
+    if (!job_open_) continue;
+    ++joined_;
+    lock.unlock();
+    RunChunks(/*is_worker=*/true);
+    lock.lock();
+    if (--joined_ == 0 && caller_waiting_) done_cv_.notify_one();
   }
 }
 
@@ -66,20 +71,29 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(
   std::lock_guard<std::mutex> job_lock(job_mu_);
   // About 4 chunks per thread balances load without much scheduling overhead.
   int64_t chunk = std::max(grain, (n + 4 * num_threads() - 1) / (4 * num_threads()));
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     fn_ = &fn;
     n_ = n;
     chunk_ = chunk;
     next_.store(0);
-    active_ = static_cast<int>(workers_.size());
+    worker_ran_chunk_.store(false, std::memory_order_relaxed);
+    job_open_ = true;
     ++generation_;
+    wake = sleeping_ > 0;
   }
-  work_cv_.notify_all();
-  RunChunks();
+  if (wake) work_cv_.notify_all();
+  RunChunks(/*is_worker=*/false);
+  // Every chunk is taken. Close the job to late workers and wait only for those inside it,
+  // which are running their last chunk; after this no worker reads fn_, n_, chunk_ or next_.
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return active_ == 0; });
+  job_open_ = false;
+  caller_waiting_ = true;
+  done_cv_.wait(lock, [&] { return joined_ == 0; });
+  caller_waiting_ = false;
   fn_ = nullptr;
+  if (worker_ran_chunk_.load(std::memory_order_relaxed)) jobs_shared_.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace consensor::kernels

@@ -717,39 +717,98 @@ Status BatchNormalizationTraining(NodeContext& ctx) {
 //   W' = W * f[F]            (one mul per weight)
 //   b' = ((b - mean) * f) + B (b = +0.0 without a bias; three ops in this order)
 // and the result is conv2d(x, W', b'). Each op is a section-4 op evaluated at import by the
-// CPU executor, so the folded constants are the same bits on every machine.
+// CPU executor, so the folded constants are the same bits on every machine. A 16-bit conv
+// (W, b and X all f16, or all bf16) has W and b widened exactly first and W', b' rounded once
+// back to its type; op.params are f32 either way.
 // Returns nullopt when the pattern does not apply (the unfolded lowering is used then).
 StatusOr<std::optional<ValueId>> FoldBatchNormIntoConv(NodeContext& ctx, const BatchNormOperands& op, float epsilon) {
   const EmittedOp* conv = ctx.producer(op.x);
   if (!conv || conv->op != "conv2d" || !ctx.SoleReader(0)) return std::optional<ValueId>();
   for (int i = 0; i < 4; ++i) {
-    if (!ctx.constant(op.params[i])) return std::optional<ValueId>();
+    if (!ctx.constant(op.params[i]) || ctx.type(op.params[i]).dtype != DType::kF32) return std::optional<ValueId>();
   }
   const ValueId w = conv->inputs[1];
-  if (!ctx.constant(w)) return std::optional<ValueId>();
-  if (conv->inputs.size() == 3 && !ctx.constant(conv->inputs[2])) return std::optional<ValueId>();
+  const DType conv_type = ctx.type(op.x).dtype;
+  if (!ctx.constant(w) || ctx.type(w).dtype != conv_type) return std::optional<ValueId>();
+  if (conv->inputs.size() == 3 && (!ctx.constant(conv->inputs[2]) || ctx.type(conv->inputs[2]).dtype != conv_type))
+    return std::optional<ValueId>();
+  const bool half = IsHalfDType(conv_type);
+  auto widen = [&](ValueId v) -> StatusOr<ValueId> {
+    if (!half) return v;
+    return ctx.Emit("cast", {v}, {{"to", DType::kF32}});
+  };
+  auto narrow = [&](ValueId v) -> StatusOr<ValueId> {
+    if (!half) return v;
+    return ctx.Emit("cast", {v}, {{"to", conv_type}});
+  };
   const Shape ws = ctx.type(w).shape;  // [F, C/group, KH, KW]
   const int64_t f_count = ws[0];
+  const EmittedOp conv_op = *conv;  // Emit may grow the importer's tables
   ValueId bias;
-  if (conv->inputs.size() == 3) {
-    bias = conv->inputs[2];
+  if (conv_op.inputs.size() == 3) {
+    ASSIGN_OR_RETURN(bias, widen(conv_op.inputs[2]));
   } else {
     bias = ctx.Constant(Tensor::FromVector<float>(DType::kF32, {f_count}, std::vector<float>(f_count, 0.0f)));
   }
-  const EmittedOp conv_op = *conv;  // Emit may grow the importer's tables
+  ASSIGN_OR_RETURN(ValueId w_wide, widen(w));
   ASSIGN_OR_RETURN(ValueId var_eps, ctx.Emit("add", {op.params[3], ctx.ScalarF32(epsilon)}));
   ASSIGN_OR_RETURN(ValueId std_dev, ctx.Emit("sqrt", {var_eps}));
   ASSIGN_OR_RETURN(ValueId factor, ctx.Emit("div", {op.params[0], std_dev}));  // [F]
   ASSIGN_OR_RETURN(ValueId factor_w, ReshapeTo(ctx, factor, {f_count, 1, 1, 1}));
-  ASSIGN_OR_RETURN(ValueId w_folded, ctx.Emit("mul", {w, factor_w}));
+  ASSIGN_OR_RETURN(ValueId w_scaled, ctx.Emit("mul", {w_wide, factor_w}));
+  ASSIGN_OR_RETURN(ValueId w_folded, narrow(w_scaled));
   ASSIGN_OR_RETURN(ValueId centered, ctx.Emit("sub", {bias, op.params[2]}));
   ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {centered, factor}));
-  ASSIGN_OR_RETURN(ValueId b_folded, ctx.Emit("add", {scaled, op.params[1]}));
+  ASSIGN_OR_RETURN(ValueId b_shifted, ctx.Emit("add", {scaled, op.params[1]}));
+  ASSIGN_OR_RETURN(ValueId b_folded, narrow(b_shifted));
   if (!ctx.constant(w_folded) || !ctx.constant(b_folded))
     return Internal(ctx.Where() + ": folding left a run-time value");
   ASSIGN_OR_RETURN(ValueId y, ctx.Emit("conv2d", {conv_op.inputs[0], w_folded, b_folded}, conv_op.attrs));
   ctx.Supersede(op.x);
   return std::optional<ValueId>(y);
+}
+
+// A BatchNormalization of a 16-bit X, folded into the 16-bit conv2d that computes it
+// (DETERMINISM.md 6.1) when every condition of the fold holds: inference, constant
+// parameters of shape [C] in f32 or X's type (widened exactly). Returns nullopt otherwise,
+// without emitting anything, and the node is lowered through f32 (6.8b), which also reports
+// any malformed attribute or input.
+StatusOr<std::optional<ValueId>> FoldHalfBatchNormIntoConv(NodeContext& ctx) {
+  const std::optional<ValueId> none;
+  const ValueId x = ctx.input(0);
+  const DType half = ctx.type(x).dtype;
+  const Shape& xs = ctx.type(x).shape;
+  if (xs.size() != 4) return none;
+  auto training = ctx.AttrInt("training_mode", 0);
+  auto spatial = ctx.AttrInt("spatial", 1);
+  auto epsilon = ctx.AttrFloat("epsilon", 1e-5f);
+  if (!training.ok() || *training != 0 || !spatial.ok() || *spatial != 1 || !epsilon.ok()) return none;
+  if (!ctx.CheckAttributes({"epsilon", "momentum", "training_mode", "spatial", "is_test", "consumed_inputs"}).ok())
+    return none;
+  for (int i = 1; i < ctx.num_outputs(); ++i) {
+    if (ctx.wants_output(i)) return none;
+  }
+  for (int i = 1; i <= 4; ++i) {
+    if (!ctx.has_input(i) || !ctx.constant(ctx.input(i))) return none;
+    const TypeInfo& t = ctx.input_type(i);
+    if ((t.dtype != DType::kF32 && t.dtype != half) || t.shape != Shape{xs[1]}) return none;
+  }
+  const EmittedOp* conv = ctx.producer(x);
+  if (!conv || conv->op != "conv2d" || !ctx.SoleReader(0) || !ctx.constant(conv->inputs[1]) ||
+      ctx.type(conv->inputs[1]).dtype != half)
+    return none;
+  if (conv->inputs.size() == 3 && (!ctx.constant(conv->inputs[2]) || ctx.type(conv->inputs[2]).dtype != half))
+    return none;
+  BatchNormOperands op;
+  op.x = x;
+  op.xs = xs;
+  for (int i = 0; i < 4; ++i) {
+    op.params[i] = ctx.input(i + 1);
+    if (ctx.type(op.params[i]).dtype != DType::kF32) {
+      ASSIGN_OR_RETURN(op.params[i], ctx.Emit("cast", {op.params[i]}, {{"to", DType::kF32}}));
+    }
+  }
+  return FoldBatchNormIntoConv(ctx, op, *epsilon);
 }
 
 }  // namespace
@@ -842,6 +901,16 @@ Status BatchNormalization(NodeContext& ctx) {
   ASSIGN_OR_RETURN(ValueId centered, ctx.Emit("sub", {x, params[2]}));
   ASSIGN_OR_RETURN(ValueId scaled, ctx.Emit("mul", {centered, factor}));
   return SetResult(ctx, ctx.Emit("add", {scaled, params[1]}));
+}
+
+// BatchNormalization of any float type: a 16-bit one folds into its conv when it can, and is
+// lowered through f32 otherwise (DETERMINISM.md 6.1, 6.8b).
+Status BatchNormalizationAnyFloat(NodeContext& ctx) {
+  if (ctx.has_input(0) && IsHalfDType(ctx.input_type(0).dtype)) {
+    ASSIGN_OR_RETURN(std::optional<ValueId> folded, FoldHalfBatchNormIntoConv(ctx));
+    if (folded) return SetResult(ctx, *folded);
+  }
+  return LowerThroughF32(ctx, BatchNormalization);
 }
 
 // --- Softmax, LogSoftmax ---
@@ -1276,7 +1345,7 @@ const std::vector<OpConverter>& NnConverters() {
       {"AveragePool", [](NodeContext& c) { return Pool(c, false); }},
       {"GlobalAveragePool", [](NodeContext& c) { return GlobalPool(c, "reduce_mean"); }},
       {"GlobalMaxPool", [](NodeContext& c) { return GlobalPool(c, "reduce_max"); }},
-      {"BatchNormalization", ThroughF32<BatchNormalization>},
+      {"BatchNormalization", BatchNormalizationAnyFloat},
       {"Softmax", [](NodeContext& c) { return Softmax(c, false); }},
       {"LogSoftmax", [](NodeContext& c) { return Softmax(c, true); }},
       {"LayerNormalization", LayerNormalization},

@@ -329,6 +329,146 @@ TEST(OnnxImport, FoldedBatchNormalizationGolden) {
   }
 }
 
+// ConvBnModel in a 16-bit type `t`: x, W, the conv bias and (unless params_f32) the four
+// BatchNormalization parameters are `t`, holding the 16-bit roundings of ConvBnModel's values.
+ModelBuilder HalfConvBnModel(DType t, bool conv_bias, bool params_f32) {
+  const int32_t elem = t == DType::kF16 ? onnx::TensorProto::FLOAT16 : onnx::TensorProto::BFLOAT16;
+  auto narrow = [&](float v) { return t == DType::kF16 ? half::F32ToF16(v) : half::F32ToBF16(v); };
+  ModelBuilder m;
+  m.Input("x", elem, {1, 4, 5, 6});
+  auto init = [&](const std::string& name, std::vector<int64_t> dims, const std::vector<float>& v, bool wide) {
+    auto* i = m.graph()->add_initializer();
+    i->set_name(name);
+    for (int64_t d : dims) i->add_dims(d);
+    if (wide) {
+      i->set_data_type(onnx::TensorProto::FLOAT);
+      i->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+      return;
+    }
+    i->set_data_type(elem);
+    std::vector<uint16_t> h;
+    for (float f : v) h.push_back(narrow(f));
+    i->set_raw_data(std::string(reinterpret_cast<const char*>(h.data()), h.size() * 2));
+  };
+  std::vector<float> w(6 * 2 * 3 * 3);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(static_cast<int>(i * 37 % 101) - 50);
+  init("W", {6, 2, 3, 3}, w, false);
+  std::vector<std::string> conv_in = {"x", "W"};
+  if (conv_bias) {
+    init("cb", {6}, {0.5f, -0.25f, 0.125f, 1.0f, -2.0f, 0.3f}, false);
+    conv_in.push_back("cb");
+  }
+  auto* conv = m.Node("Conv", conv_in, {"c"}, "conv");
+  ModelBuilder::IntAttr(conv, "group", 2);
+  auto* pads = conv->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  init("scale", {6}, {1.5f, 0.7f, -0.3f, 2.0f, 0.9f, 1.1f}, params_f32);
+  init("shift", {6}, {0.1f, -0.2f, 0.3f, 0.0f, 1.0f, -1.5f}, params_f32);
+  init("mean", {6}, {0.05f, -0.4f, 0.2f, 1.0f, -0.7f, 0.0f}, params_f32);
+  init("var", {6}, {0.9f, 1.3f, 0.01f, 2.5f, 0.4f, 1.0f}, params_f32);
+  m.Node("BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"y"}, "bn");
+  m.Output("y");
+  return m;
+}
+
+Tensor HalfInput(DType t, uint32_t seed) {
+  Tensor x = RandomF32({1, 4, 5, 6}, seed);
+  std::vector<uint16_t> h;
+  for (int64_t i = 0; i < x.num_elements(); ++i) {
+    const float v = x.data_as<float>()[i];
+    h.push_back(t == DType::kF16 ? half::F32ToF16(v) : half::F32ToBF16(v));
+  }
+  return Tensor::FromVector<uint16_t>(t, {1, 4, 5, 6}, h);
+}
+
+// DETERMINISM.md 6.1, "BatchNormalization after a 16-bit convolution": one 16-bit conv2d whose
+// weights and bias are the f32 fold of the widened values, rounded once to the conv's type.
+TEST(OnnxImport, HalfBatchNormalizationIsFoldedIntoTheHalfConvolution) {
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    auto narrow = [&](float v) { return t == DType::kF16 ? half::F32ToF16(v) : half::F32ToBF16(v); };
+    auto widen = [&](uint16_t h) { return t == DType::kF16 ? half::F16ToF32(h) : half::BF16ToF32(h); };
+    auto round = [&](float v) { return widen(narrow(v)); };
+    for (bool conv_bias : {false, true}) {
+      for (bool params_f32 : {false, true}) {
+        SCOPED_TRACE(std::string(DTypeName(t)) + (conv_bias ? " with a conv bias" : " without a conv bias") +
+                     (params_f32 ? ", f32 parameters" : ", 16-bit parameters"));
+        auto imported = ImportOnnx(HalfConvBnModel(t, conv_bias, params_f32).Bytes(), {});
+        ASSERT_TRUE(imported.ok()) << imported.status().message();
+        EXPECT_EQ(OpsOf(imported->graph), std::vector<std::string>{"conv2d"});
+        const float scale[6] = {1.5f, 0.7f, -0.3f, 2.0f, 0.9f, 1.1f};
+        const float shift[6] = {0.1f, -0.2f, 0.3f, 0.0f, 1.0f, -1.5f};
+        const float mean[6] = {0.05f, -0.4f, 0.2f, 1.0f, -0.7f, 0.0f}, var[6] = {0.9f, 1.3f, 0.01f, 2.5f, 0.4f, 1.0f};
+        const float cb[6] = {0.5f, -0.25f, 0.125f, 1.0f, -2.0f, 0.3f};
+        auto param = [&](float v) { return params_f32 ? v : round(v); };
+        const Tensor x = HalfInput(t, 11);
+        auto r = RunImported(*imported, {{"x", x}});
+        ASSERT_TRUE(r.ok()) << r.status().message();
+        ASSERT_EQ(r->outputs[0].tensor.dtype(), t);
+        const uint16_t* xv = x.data_as<uint16_t>();
+        const uint16_t* y = r->outputs[0].tensor.data_as<uint16_t>();
+        for (int f = 0; f < 6; ++f) {
+          const float factor = param(scale[f]) / std::sqrt(param(var[f]) + 1e-5f);
+          const float b = round((((conv_bias ? round(cb[f]) : 0.0f) - param(mean[f])) * factor) + param(shift[f]));
+          const int g = f / 3;
+          for (int oh = 0; oh < 5; ++oh) {
+            for (int ow = 0; ow < 6; ++ow) {
+              float acc = 0.0f;
+              for (int c = 0; c < 2; ++c) {
+                for (int kh = 0; kh < 3; ++kh) {
+                  for (int kw = 0; kw < 3; ++kw) {
+                    const int ih = oh - 1 + kh, iw = ow - 1 + kw;
+                    const float xin =
+                        (ih < 0 || ih >= 5 || iw < 0 || iw >= 6) ? 0.0f : widen(xv[((g * 2 + c) * 5 + ih) * 6 + iw]);
+                    const int wi = ((f * 2 + c) * 3 + kh) * 3 + kw;
+                    const float wv = round(0.01f * static_cast<float>(static_cast<int>(wi * 37 % 101) - 50));
+                    acc = std::fma(xin, round(wv * factor), acc);
+                  }
+                }
+              }
+              ASSERT_EQ(y[(f * 5 + oh) * 6 + ow], narrow(acc + b)) << f << "," << oh << "," << ow;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Golden vector of the 16-bit folding: graph id (the folded f16 weight and bias bits) and
+// result root on a fixed input, on every CPU configuration.
+TEST(OnnxImport, FoldedHalfBatchNormalizationGolden) {
+  const char* kWant[2][2] = {
+      {"8e6e0774297f81aa5b31407422fe8b05ca1c039916b81fc04903c890f10d3bb5",
+       "a2b60e4e2a8342797ede081b968ddc2fe73d6019a4268c362f6c5224a55eca67"},
+      {"2b47df35da55b5914a1612bf99a3d999355fb72f80955adbfc1c68f58c0f0878",
+       "a59ac4557dd714e4046093494515ceb2d6e21cf0b6412ffa51c9f71eee773de4"},
+  };
+  for (int ti = 0; ti < 2; ++ti) {
+    const DType t = ti == 0 ? DType::kF16 : DType::kBF16;
+    auto imported = ImportOnnx(HalfConvBnModel(t, true, false).Bytes(), {});
+    ASSERT_TRUE(imported.ok()) << imported.status().message();
+    auto v = Validate(imported->graph, {});
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(ToHex(v->id), kWant[ti][0]) << "graph id, " << DTypeName(t);
+    MemoryBlobSource blobs;
+    if (!imported->weights.empty()) blobs.Add(imported->weights);
+    auto p = CompileGraph(imported->graph, &blobs, Limits{});
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    for (int threads : {1, 2, 8}) {
+      for (const char* isa : {"portable", "auto"}) {
+        auto cpu = MakeCpu(threads, isa);
+        auto loaded = LoadedProgram::Load(*p, cpu.get());
+        ASSERT_TRUE(loaded.ok());
+        auto r = (*loaded)->Run({{"x", HalfInput(t, 11)}});
+        ASSERT_TRUE(r.ok()) << r.status().message();
+        EXPECT_EQ(ToHex(r->result_root), kWant[ti][1]) << "root, " << DTypeName(t) << " " << isa << threads;
+      }
+    }
+  }
+}
+
 TEST(OnnxImport, BatchNormalizationStaysUnfoldedWhenTheConvOutputIsAlsoRead) {
   ModelBuilder m = ConvBnModel(true, true);
   auto imported = ImportOnnx(m.Bytes(), {});
