@@ -6,10 +6,13 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
+#include <queue>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/file_io.h"
 #include "common/safetensors.h"
@@ -50,6 +53,74 @@ const char* OnnxTypeName(int32_t t) {
   }
 }
 
+// Every name a node reads, including those its subgraphs (If, Loop, Scan) read from the
+// enclosing graph.
+void CollectReads(const onnx::NodeProto& node, std::vector<const std::string*>& reads) {
+  for (const auto& in : node.input()) {
+    if (!in.empty()) reads.push_back(&in);
+  }
+  for (const auto& attr : node.attribute()) {
+    if (attr.has_g()) {
+      for (const auto& inner : attr.g().node()) CollectReads(inner, reads);
+    }
+    for (const auto& sub : attr.graphs()) {
+      for (const auto& inner : sub.node()) CollectReads(inner, reads);
+    }
+  }
+}
+
+// ONNX requires a graph's nodes in topological order, but ONNX Runtime runs graphs that are not
+// (onnxconverter-common's float16 conversion appends the Casts it inserts after the nodes that
+// read them). The nodes are imported in the stable topological order: at each step the first
+// node in file order whose inputs are all defined. A sorted graph keeps its order, hence its
+// graph id. Reads of `defined` names (inputs, initializers) add no dependency, and the first
+// node that writes a name is its producer. Nodes that never become ready (a cycle, a name that
+// nothing defines) follow in file order, and importing them reports the name.
+std::vector<int> ImportOrder(const onnx::GraphProto& g, const std::unordered_map<std::string, ValueId>& defined) {
+  const int n = g.node_size();
+  std::unordered_map<std::string_view, int> producer;
+  for (int i = 0; i < n; ++i) {
+    for (const auto& out : g.node(i).output()) {
+      if (!out.empty() && !defined.count(out)) producer.emplace(out, i);
+    }
+  }
+  std::vector<std::vector<int>> dependents(static_cast<size_t>(n));
+  std::vector<int> unmet(static_cast<size_t>(n), 0);
+  std::vector<const std::string*> reads;
+  std::unordered_set<int> deps;
+  for (int i = 0; i < n; ++i) {
+    reads.clear();
+    deps.clear();
+    CollectReads(g.node(i), reads);
+    for (const std::string* name : reads) {
+      if (defined.count(*name)) continue;
+      auto it = producer.find(*name);
+      if (it != producer.end() && it->second != i) deps.insert(it->second);
+    }
+    unmet[i] = static_cast<int>(deps.size());
+    for (int d : deps) dependents[d].push_back(i);
+  }
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (int i = 0; i < n; ++i) {
+    if (unmet[i] == 0) ready.push(i);
+  }
+  std::vector<int> order;
+  order.reserve(static_cast<size_t>(n));
+  std::vector<bool> placed(static_cast<size_t>(n), false);
+  while (!ready.empty()) {
+    const int i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    placed[i] = true;
+    for (int j : dependents[i]) {
+      if (--unmet[j] == 0) ready.push(j);
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    if (!placed[i]) order.push_back(i);
+  }
+  return order;
+}
 }  // namespace
 
 // ONNX element type -> DType; anything else is UNIMPLEMENTED ("unsupported dtype ...").
@@ -1244,7 +1315,7 @@ Status Importer::Run(const onnx::ModelProto& model, OnnxImport* out) {
                              std::to_string(options_.limits.max_ops));
   }
   nodes_seen_ = g.node_size();
-  for (int i = 0; i < g.node_size(); ++i) RETURN_IF_ERROR(ImportNode(g.node(i), i));
+  for (int i : ImportOrder(g, by_name_)) RETURN_IF_ERROR(ImportNode(g.node(i), i));
 
   if (g.output_size() == 0) return InvalidArgument("the model has no outputs");
   std::set<std::string> seen_outputs;

@@ -309,6 +309,10 @@ Status QLinearMatMul(NodeContext& ctx) {
   return SetResult(ctx, Requantize(ctx, acc, sa_rows, *sb, *sy, zy, out));
 }
 
+// Elements of one band of ConvInteger's im2col matrix (IntegerConv): 16 Mi i8, so its i32 row
+// sums take 64 MiB.
+constexpr int64_t kIm2colBandElements = int64_t{1} << 24;
+
 // The exact i32 convolution of ConvInteger and QLinearConv, 1-D or 2-D: x [N, C, (H,) W],
 // w [F, C/group, (KH,) KW], zero points at input indices x_zp (scalar) and w_zp (scalar or
 // [F]). Padding positions take the zero point's value, so they add 0. im2col by two gathers
@@ -366,12 +370,18 @@ StatusOr<ValueId> IntegerConv(NodeContext& ctx, ValueId x, int x_zp, ValueId w, 
   const int64_t ow_span = wp - win.dilations[1] * (kw - 1) - 1;
   if (oh_span < 0 || ow_span < 0) return ctx.Invalid("the kernel is larger than the padded input");
   const int64_t oh = oh_span / win.strides[0] + 1, ow = ow_span / win.strides[1] + 1;
-  const int64_t cg = c / group, fg = f / group, q = cg * kh * kw, p = oh * ow;
-  if (static_cast<double>(p) * static_cast<double>(c) * static_cast<double>(kh) * static_cast<double>(kw) * images >
-      cap) {
-    return ctx.Invalid("the im2col matrix of " + std::to_string(p) + " x " + std::to_string(c * kh * kw) +
-                       " per image exceeds the element cap");
+  const int64_t cg = c / group, fg = f / group, q = cg * kh * kw;
+  // The im2col matrix is built in bands of output rows of at most kIm2colBandElements each (at
+  // least one row), a constant, so the graph does not depend on the local caps; the i32
+  // products are exact, so bands change no bit. A single row must fit the element cap.
+  const double row_elements =
+      static_cast<double>(ow) * static_cast<double>(c) * static_cast<double>(kh) * static_cast<double>(kw) * images;
+  if (row_elements > cap) {
+    return ctx.Invalid("the im2col matrix of one output row, " + std::to_string(ow) + " x " +
+                       std::to_string(c * kh * kw) + " per image, exceeds the element cap");
   }
+  const int64_t band_rows =
+      std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(kIm2colBandElements) / row_elements));
   ASSIGN_OR_RETURN(std::optional<ValueId> zx, ReadParam(ctx, x_zp, "x_zero_point", xt.dtype, 0));
   ASSIGN_OR_RETURN(std::optional<ValueId> zw, ReadParam(ctx, w_zp, "w_zero_point", wt.dtype, f));
 
@@ -393,33 +403,43 @@ StatusOr<ValueId> IntegerConv(NodeContext& ctx, ValueId x, int x_zp, ValueId w, 
   ASSIGN_OR_RETURN(ShiftedOperand sx, ShiftToI8(ctx, x, zx));
   ASSIGN_OR_RETURN(ShiftedOperand sw, ShiftToI8(ctx, w, zw));
 
-  // cols [N, group, P, Q]: row (g, oh, ow) holds the window of group g, in (c, kh, kw) order.
-  // Two gathers with small tables (the rows, then the columns each output position reads)
-  // give [N, C, OH, KH, OW, KW]; a transpose orders it.
-  Ints rows, columns;
-  for (int64_t y = 0; y < oh; ++y) {
-    for (int64_t i = 0; i < kh; ++i) rows.push_back(y * win.strides[0] + i * win.dilations[0]);
-  }
-  for (int64_t z = 0; z < ow; ++z) {
-    for (int64_t j = 0; j < kw; ++j) columns.push_back(z * win.strides[1] + j * win.dilations[1]);
-  }
-  ASSIGN_OR_RETURN(ValueId row_index, ReshapeTo(ctx, ctx.Constant(Int64Vector(rows)), {oh, kh}));
-  ASSIGN_OR_RETURN(ValueId column_index, ReshapeTo(ctx, ctx.Constant(Int64Vector(columns)), {ow, kw}));
-  ASSIGN_OR_RETURN(ValueId cols, ctx.Emit("gather", {sx.shifted, row_index}, {{"axis", int64_t{2}}}));
-  ASSIGN_OR_RETURN(cols, ctx.Emit("gather", {cols, column_index}, {{"axis", int64_t{4}}}));
-  ASSIGN_OR_RETURN(cols, ReshapeTo(ctx, cols, {n, group, cg, oh, kh, ow, kw}));
-  ASSIGN_OR_RETURN(cols, ctx.Emit("transpose", {cols}, {{"perm", Ints{0, 1, 3, 5, 2, 4, 6}}}));
-  ASSIGN_OR_RETURN(cols, ReshapeTo(ctx, cols, {n, group, p, q}));
   // weights [F, C/g, KH, KW] -> [g, Q, F/g]
   ASSIGN_OR_RETURN(ValueId wq, ReshapeTo(ctx, sw.shifted, {group, fg, q}));
   ASSIGN_OR_RETURN(wq, ctx.Emit("transpose", {wq}, {{"perm", Ints{0, 2, 1}}}));
-  ShiftedOperand a{cols, sx.offset};
   ShiftedOperand b{wq, sw.offset};
   if (b.offset && !ctx.type(*b.offset).shape.empty()) {
     ASSIGN_OR_RETURN(b.offset, ReshapeTo(ctx, *b.offset, {group, 1, fg}));
   }
-  ASSIGN_OR_RETURN(ValueId acc, ShiftedMatMul(ctx, a, b));  // [N, g, P, F/g]
-  ASSIGN_OR_RETURN(acc, ctx.Emit("transpose", {acc}, {{"perm", Ints{0, 1, 3, 2}}}));
+  Ints columns;
+  for (int64_t z = 0; z < ow; ++z) {
+    for (int64_t j = 0; j < kw; ++j) columns.push_back(z * win.strides[1] + j * win.dilations[1]);
+  }
+  ASSIGN_OR_RETURN(ValueId column_index, ReshapeTo(ctx, ctx.Constant(Int64Vector(columns)), {ow, kw}));
+  std::vector<ValueId> bands;
+  for (int64_t y0 = 0; y0 < oh; y0 += band_rows) {
+    const int64_t rows_here = std::min(band_rows, oh - y0), p = rows_here * ow;
+    // cols [N, group, P, Q]: row (g, oh, ow) holds the window of group g, in (c, kh, kw) order.
+    // Two gathers with small tables (the rows, then the columns each output position reads)
+    // give [N, C, OH, KH, OW, KW]; a transpose orders it.
+    Ints rows;
+    for (int64_t y = y0; y < y0 + rows_here; ++y) {
+      for (int64_t i = 0; i < kh; ++i) rows.push_back(y * win.strides[0] + i * win.dilations[0]);
+    }
+    ASSIGN_OR_RETURN(ValueId row_index, ReshapeTo(ctx, ctx.Constant(Int64Vector(rows)), {rows_here, kh}));
+    ASSIGN_OR_RETURN(ValueId cols, ctx.Emit("gather", {sx.shifted, row_index}, {{"axis", int64_t{2}}}));
+    ASSIGN_OR_RETURN(cols, ctx.Emit("gather", {cols, column_index}, {{"axis", int64_t{4}}}));
+    ASSIGN_OR_RETURN(cols, ReshapeTo(ctx, cols, {n, group, cg, rows_here, kh, ow, kw}));
+    ASSIGN_OR_RETURN(cols, ctx.Emit("transpose", {cols}, {{"perm", Ints{0, 1, 3, 5, 2, 4, 6}}}));
+    ASSIGN_OR_RETURN(cols, ReshapeTo(ctx, cols, {n, group, p, q}));
+    ASSIGN_OR_RETURN(ValueId acc, ShiftedMatMul(ctx, ShiftedOperand{cols, sx.offset}, b));  // [N, g, P, F/g]
+    ASSIGN_OR_RETURN(acc, ctx.Emit("transpose", {acc}, {{"perm", Ints{0, 1, 3, 2}}}));
+    ASSIGN_OR_RETURN(acc, ReshapeTo(ctx, acc, {n, f, rows_here, ow}));
+    bands.push_back(acc);
+  }
+  ValueId acc = bands[0];
+  if (bands.size() > 1) {
+    ASSIGN_OR_RETURN(acc, ctx.Emit("concat", bands, {{"axis", int64_t{2}}}));
+  }
   return ReshapeTo(ctx, acc, one_d ? Shape{n, f, ow} : Shape{n, f, oh, ow});
 }
 

