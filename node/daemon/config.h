@@ -90,8 +90,8 @@ struct NodeConfig {
   int64_t p2p_max_blob_streams_per_operator = 16;
   // GetTask and GetNodeInfo calls per second on the peer port (token buckets, burst 2x): per
   // operator (signed requests; one host's unsigned ones share one), and per remote host over all.
-  int64_t p2p_max_lookups_per_second_per_operator = 50;
-  int64_t p2p_max_lookups_per_second_per_host = 200;
+  int64_t p2p_max_lookups_per_second_per_operator = 100;
+  int64_t p2p_max_lookups_per_second_per_host = 400;
   std::string p2p_advertise;               // endpoint peers reach this node at (default: p2p.listen, else rpc.listen)
   std::vector<std::string> p2p_bootstrap;  // peers to contact besides the registry's endpoints
 

@@ -32,7 +32,7 @@ struct PeerFlooderOptions {
   // Pull requests per peer per round: more than p2p.max_pull_requests_per_second_per_ip (100/s)
   // when the calls are quick, far more than p2p.max_pull_requests_per_second_per_operator.
   int pulls_per_round = 32;
-  int info_calls_per_round = 8;  // GetNodeInfo calls per peer per round
+  int info_calls_per_round = 24;  // GetNodeInfo calls per peer per round
 };
 
 // How the flooder signs its unary requests (empty: sent unsigned).
