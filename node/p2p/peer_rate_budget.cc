@@ -21,10 +21,9 @@ PeerRateBudget::PeerRateBudget(PeerRateLimits limits, PeerRateNames names, Metri
     : limits_(limits), names_(std::move(names)) {
   for (const std::string& call : names_.calls) {
     // A budget without a requester rate (signature checks) can only be over its host's.
-    Counter* over_requester =
-        limits_.per_requester > 0
-            ? metrics->AddCounter(names_.metric, names_.help, {{"call", call}, {"budget", "operator"}})
-            : nullptr;
+    Counter* over_requester = limits_.per_requester > 0 ? metrics->AddCounter(names_.metric, names_.help,
+                                                                              {{"call", call}, {"budget", "operator"}})
+                                                        : nullptr;
     refused_[call] = {over_requester,
                       metrics->AddCounter(names_.metric, names_.help, {{"call", call}, {"budget", "host"}})};
   }
@@ -122,8 +121,9 @@ PeerRateNames SignatureCheckBudgetNames() {
       .requester_key = "",
       .host_key = "p2p.max_signature_checks_per_second_per_host",
       .metric = "consensor_p2p_signature_checks_refused_total",
-      .help = "Signature checks (ECDSA recoveries) of gossip pushes and signed peer requests not made because "
-              "the remote host was over p2p.max_signature_checks_per_second_per_host.",
+      .help =
+          "Signature checks (ECDSA recoveries) of gossip pushes and signed peer requests not made because "
+          "the remote host was over p2p.max_signature_checks_per_second_per_host.",
       .calls = {"Gossip", "Pull", "GetBlob", "GetTask", "GetNodeInfo"}};
 }
 

@@ -74,16 +74,14 @@ TEST(PeerRateBudgetTest, HostOnlyBudgetCountsPerCall) {
   EXPECT_TRUE(budget.Take("Pull", "10.0.0.1", "").ok());
   Status over = budget.Take("GetTask", "10.0.0.1", "");
   EXPECT_EQ(over.code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(over.message().find("p2p.max_signature_checks_per_second_per_host"), std::string::npos)
-      << over.message();
+  EXPECT_NE(over.message().find("p2p.max_signature_checks_per_second_per_host"), std::string::npos) << over.message();
   EXPECT_TRUE(budget.Take("GetTask", "10.0.0.2", "").ok());
   EXPECT_EQ(budget.refused("GetTask", "host"), 1);
   EXPECT_EQ(budget.refused("GetTask", "operator"), 0);
-  EXPECT_EQ(metrics
-                .AddCounter("consensor_p2p_signature_checks_refused_total", "",
-                            {{"call", "GetTask"}, {"budget", "host"}})
-                ->Value(),
-            1);
+  EXPECT_EQ(
+      metrics.AddCounter("consensor_p2p_signature_checks_refused_total", "", {{"call", "GetTask"}, {"budget", "host"}})
+          ->Value(),
+      1);
 }
 
 // Many addresses cannot make the budget hold unbounded state: past kMaxBuckets live buckets a new
