@@ -24,6 +24,7 @@
 // every revealed one cannot have copied it: its late vote opens the dispute round.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -181,6 +182,11 @@ class TaskRound {
   static StatusOr<TaskRound> Open(const RoundRules& rules, std::shared_ptr<const OperatorSet> operators,
                                   const RoundRecord& record, int64_t now_ms);
 
+  // The time a message arrives. Messages come between timer events: the commit grace must count
+  // from when the quorum's commitments really were in, not from the last timer, or a node whose
+  // timer lags closes its window early and reveals while its peers' windows are still open
+  // (where a copier's commitment could then still be admitted). Never moves the clock back.
+  void AdvanceClock(int64_t now_ms) { last_now_ms_ = std::max(last_now_ms_, now_ms); }
   // A commitment from gossip or this node itself.
   void AddCommitment(const SignedCommitment& commitment, RoundDecisions* out);
   // A revealed vote from gossip or this node itself, for `phase`, with the commitments its

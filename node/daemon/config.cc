@@ -130,6 +130,7 @@ const std::vector<KeySpec>& Keys() {
       {"outputs", "max_fetches_in_flight", CONFIG_FIELD(consensus.remote_outputs.max_fetches_in_flight)},
       {"outputs", "fetch_backoff_ms", CONFIG_FIELD(consensus.remote_outputs.backoff)},
       {"outputs", "fetch_backoff_max_ms", CONFIG_FIELD(consensus.remote_outputs.backoff_max)},
+      {"outputs", "max_persisted_backoffs", CONFIG_FIELD(consensus.remote_outputs.max_persisted_backoffs)},
       {"clients", "auth", CONFIG_FIELD(clients.auth)},
       {"clients", "keys_file", CONFIG_FIELD(clients.keys_file)},
       {"clients", "submissions_per_second", CONFIG_FIELD(clients.defaults.submissions_per_second)},
@@ -616,6 +617,8 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   RETURN_IF_ERROR(CheckRange("outputs.max_remote_entries", AsWritten(c, "outputs.max_remote_entries"), 1, 100000000));
   RETURN_IF_ERROR(CheckRange("outputs.max_remote_bytes", outputs.max_bytes, 4096, int64_t{1} << 40));
   RETURN_IF_ERROR(CheckRange("outputs.max_fetches_in_flight", AsWritten(c, "outputs.max_fetches_in_flight"), 1, 4096));
+  RETURN_IF_ERROR(
+      CheckRange("outputs.max_persisted_backoffs", AsWritten(c, "outputs.max_persisted_backoffs"), 0, 1000000));
   RETURN_IF_ERROR(CheckRange("outputs.fetch_backoff_ms", outputs.backoff.count(), 1, 86400000));
   RETURN_IF_ERROR(
       CheckRange("outputs.fetch_backoff_max_ms", outputs.backoff_max.count(), outputs.backoff.count(), 86400000));

@@ -182,7 +182,7 @@ ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, 
       faults_(parts.faults ? parts.faults : honest_.get()),
       budget_(parts.budget),
       orphans_(orphan_limits),
-      remote_outputs_(options_.remote_outputs, parts.metrics, options_.now) {
+      remote_outputs_(options_.remote_outputs, parts.metrics, options_.now, parts.store, options_.wall_now) {
   MetricsRegistry* metrics = parts.metrics;
   if (auto a = AddressFromSecretKey(key_); a.ok()) address_ = *a;
   attestations_signed_ = metrics->AddCounter("consensor_attestations_signed_total", "Attestations this node signed.");
@@ -915,6 +915,7 @@ void ConsensusEngine::AddVote(Round& r, const consensus::SignedAttestation& vote
 
 void ConsensusEngine::ApplyVoteMessage(Round& r, const VoteMessage& m, Actions* actions) {
   consensus::RoundDecisions decisions;
+  r.rules.AdvanceClock(SteadyMillis(Clock::now()));
   if (m.commitment) {
     r.rules.AddCommitment(*m.commitment, &decisions);
   } else {
@@ -1247,6 +1248,7 @@ void ConsensusEngine::Attest(const consensus::TaskId& task_id, const v1::TaskRes
     actions.publish.push_back(message);  // before any reveal it lets out
     actions.phase_logs.push_back({r.id, "commitment sent"});
     consensus::RoundDecisions decisions;
+    r.rules.AdvanceClock(SteadyMillis(Clock::now()));
     r.rules.AddCommitment(*commitment, &decisions);
     Carry(r, decisions, /*persist=*/true, &actions);
   }
@@ -1569,6 +1571,8 @@ Status ConsensusEngine::Recover() {
   }));
   std::sort(remote.begin(), remote.end());
   for (const auto& [finished, id, blobs] : remote) remote_outputs_.Add(id, blobs);
+  // The backoffs of outputs nobody served before the restart: a flood does not get a new round.
+  RETURN_IF_ERROR(remote_outputs_.LoadBackoffs().WithContext("reloading output fetch backoffs"));
   for (const v1::Task& t : open) {
     Actions actions;
     if (t.consensus().committee_size() == 0) {

@@ -17,6 +17,7 @@ struct RemoteOutputLimits {
   size_t max_fetches_in_flight = 4;               // outputs.max_fetches_in_flight
   std::chrono::milliseconds backoff{5000};        // outputs.fetch_backoff_ms: after a first failure
   std::chrono::milliseconds backoff_max{600000};  // outputs.fetch_backoff_max_ms
+  size_t max_persisted_backoffs = 10000;          // outputs.max_persisted_backoffs: rows in the store
 };
 
 // Defaults are the node's ([consensus] in docs/NODE.md).
@@ -59,6 +60,9 @@ struct ConsensusOptions {
   // Every deadline and age the engine keeps (member timeout, orphan votes, finality) reads this
   // clock; unit tests pass one they move by hand. Not a config key.
   std::function<std::chrono::steady_clock::time_point()> now = [] { return std::chrono::steady_clock::now(); };
+  // Unix milliseconds, for what must outlive a restart (persisted output fetch backoffs); null:
+  // the system clock. Not a config key.
+  std::function<int64_t()> wall_now;
 };
 
 }  // namespace consensor::node

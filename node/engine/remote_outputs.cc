@@ -1,10 +1,12 @@
 #include "node/engine/remote_outputs.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <ctime>
 
 #include "common/clock.h"
+#include "node/telemetry/log.h"
 
 namespace consensor::node {
 
@@ -23,10 +25,32 @@ std::string UtcAfter(std::chrono::milliseconds wait) {
   return text;
 }
 
+std::string BackoffKey(const Hash256& blob) { return RemoteOutputs::kBackoffPrefix + ToHex(blob); }
+
+// A persisted backoff: "<failures> <retry unix ms>\n<failure text>".
+std::string EncodeBackoff(uint32_t failures, int64_t retry_unix_ms, const std::string& failure) {
+  return std::to_string(failures) + " " + std::to_string(retry_unix_ms) + "\n" +
+         failure.substr(0, RemoteOutputs::kMaxPersistedFailureText);
+}
+
+bool DecodeBackoff(const std::string& value, uint32_t* failures, int64_t* retry_unix_ms, std::string* failure) {
+  const size_t space = value.find(' ');
+  const size_t newline = value.find('\n');
+  if (space == std::string::npos || newline == std::string::npos || space > newline) return false;
+  const char* begin = value.data();
+  auto f = std::from_chars(begin, begin + space, *failures);
+  auto r = std::from_chars(begin + space + 1, begin + newline, *retry_unix_ms);
+  if (f.ec != std::errc() || f.ptr != begin + space || r.ec != std::errc() || r.ptr != begin + newline) return false;
+  if (*failures == 0) return false;
+  *failure = value.substr(newline + 1, RemoteOutputs::kMaxPersistedFailureText);
+  return true;
+}
+
 }  // namespace
 
-RemoteOutputs::RemoteOutputs(RemoteOutputLimits limits, MetricsRegistry* metrics, Clock now)
-    : limits_(limits), now_(std::move(now)) {
+RemoteOutputs::RemoteOutputs(RemoteOutputLimits limits, MetricsRegistry* metrics, Clock now, Store* store,
+                             WallClock wall)
+    : limits_(limits), now_(std::move(now)), store_(store), wall_(wall ? std::move(wall) : WallClock(UnixMillisNow)) {
   started_ = metrics->AddCounter("consensor_output_fetches_started_total",
                                  "On-demand output fetches started (each tries the task's holders once).");
   coalesced_ = metrics->AddCounter("consensor_output_fetches_coalesced_total",
@@ -43,15 +67,110 @@ RemoteOutputs::RemoteOutputs(RemoteOutputLimits limits, MetricsRegistry* metrics
                                      "Certified outputs recorded without their bytes, fetched when a client asks.");
   bytes_gauge_ = metrics->AddGauge("consensor_remote_output_bytes",
                                    "What those records cost in memory, against outputs.max_remote_bytes.");
+  persisted_gauge_ = metrics->AddGauge("consensor_output_backoffs_persisted",
+                                       "Output fetch backoffs kept in the store across restarts.");
+  not_persisted_ = metrics->AddCounter(
+      "consensor_output_backoffs_not_persisted_total",
+      "Output fetch backoffs kept in memory only: the store's rows were at outputs.max_persisted_backoffs.");
+}
+
+Status RemoteOutputs::LoadBackoffs() {
+  if (store_ == nullptr) return OkStatus();
+  struct Row {
+    std::string key;
+    std::string value;
+  };
+  std::vector<Row> rows;
+  RETURN_IF_ERROR(store_->ForEachMeta(kBackoffPrefix, [&](const std::string& key, const std::string& value) {
+    rows.push_back({key, value});
+    return OkStatus();
+  }));
+  int64_t restored = 0, dropped = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t wall_now = wall_();
+    const auto now = now_();
+    for (const Row& row : rows) {
+      uint32_t failures = 0;
+      int64_t retry_unix_ms = 0;
+      std::string failure;
+      auto blob = Hash256FromHex(std::string_view(row.key).substr(std::string_view(kBackoffPrefix).size()));
+      auto it = blob.ok() ? entries_.find(*blob) : entries_.end();
+      const bool keep = it != entries_.end() && DecodeBackoff(row.value, &failures, &retry_unix_ms, &failure) &&
+                        retry_unix_ms > wall_now && persisted_.size() < limits_.max_persisted_backoffs;
+      if (!keep) {
+        store_writes_.push_back({row.key, std::nullopt});
+        ++dropped;
+        continue;
+      }
+      Entry& e = it->second;
+      // The wall clock dates the row; a clock set back cannot stretch it past the maximum.
+      const auto wait = std::min(std::chrono::milliseconds(retry_unix_ms - wall_now), limits_.backoff_max);
+      e.failures = failures;
+      e.retry_at = now + wait;
+      bytes_ -= CostOf(e);
+      e.last_failure = failure;
+      bytes_ += CostOf(e);
+      persisted_[*blob] = retry_unix_ms;
+      ++restored;
+    }
+    EnforceBoundsLocked();
+    UpdateGaugesLocked();
+  }
+  FlushStoreWrites();
+  if (!rows.empty()) {
+    Log(LogLevel::kInfo, "output fetch backoffs reloaded", {{"restored", restored}, {"dropped", dropped}});
+  }
+  return OkStatus();
+}
+
+void RemoteOutputs::PersistLocked(const Hash256& blob, const Entry& e, int64_t retry_unix_ms) {
+  if (store_ == nullptr || limits_.max_persisted_backoffs == 0) return;
+  if (!persisted_.count(blob) && persisted_.size() >= limits_.max_persisted_backoffs) {
+    const int64_t wall_now = wall_();
+    for (auto it = persisted_.begin(); it != persisted_.end();) {
+      if (it->second > wall_now) {
+        ++it;
+        continue;
+      }
+      store_writes_.push_back({BackoffKey(it->first), std::nullopt});
+      it = persisted_.erase(it);
+    }
+    if (persisted_.size() >= limits_.max_persisted_backoffs) {
+      not_persisted_->Increment();
+      return;
+    }
+  }
+  persisted_[blob] = retry_unix_ms;
+  store_writes_.push_back({BackoffKey(blob), EncodeBackoff(e.failures, retry_unix_ms, e.last_failure)});
+}
+
+void RemoteOutputs::FlushStoreWrites() {
+  if (store_ == nullptr) return;
+  std::lock_guard<std::mutex> order(store_write_mu_);
+  std::vector<StoreWrite> writes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writes.swap(store_writes_);
+  }
+  for (const StoreWrite& w : writes) {
+    // A lost write costs one more round of dials after a restart, or a stale row dropped at the
+    // next load: logged, never a failure of the request that caused it.
+    Status s = w.value ? store_->PutMeta(w.key, *w.value) : store_->DeleteMeta(w.key);
+    if (!s.ok())
+      Log(LogLevel::kWarn, "cannot persist an output fetch backoff", {{"key", w.key}, {"error", s.ToString()}});
+  }
 }
 
 void RemoteOutputs::UpdateGaugesLocked() {
   in_flight_gauge_->Set(static_cast<double>(flights_.size()));
+  persisted_gauge_->Set(static_cast<double>(persisted_.size()));
   entries_gauge_->Set(static_cast<double>(entries_.size()));
   bytes_gauge_->Set(static_cast<double>(bytes_));
 }
 
 void RemoteOutputs::EraseLocked(std::map<Hash256, Entry>::iterator it) {
+  if (persisted_.erase(it->first) > 0) store_writes_.push_back({BackoffKey(it->first), std::nullopt});
   bytes_ -= CostOf(it->second);
   by_age_.erase(it->second.age);
   if (auto t = by_task_.find(it->second.task); t != by_task_.end()) {
@@ -69,6 +188,11 @@ void RemoteOutputs::EnforceBoundsLocked() {
 }
 
 void RemoteOutputs::Add(const consensus::TaskId& task, const std::vector<Hash256>& blobs) {
+  AddEntries(task, blobs);
+  FlushStoreWrites();
+}
+
+void RemoteOutputs::AddEntries(const consensus::TaskId& task, const std::vector<Hash256>& blobs) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const Hash256& blob : blobs) {
     if (auto old = entries_.find(blob); old != entries_.end()) {
@@ -88,22 +212,33 @@ void RemoteOutputs::Add(const consensus::TaskId& task, const std::vector<Hash256
 }
 
 void RemoteOutputs::RemoveTask(const consensus::TaskId& task) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto t = by_task_.find(task);
-  if (t == by_task_.end()) return;
-  const std::vector<Hash256> blobs = t->second;
-  for (const Hash256& blob : blobs) {
-    if (auto it = entries_.find(blob); it != entries_.end()) EraseLocked(it);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto t = by_task_.find(task);
+    if (t == by_task_.end()) return;
+    const std::vector<Hash256> blobs = t->second;
+    for (const Hash256& blob : blobs) {
+      if (auto it = entries_.find(blob); it != entries_.end()) EraseLocked(it);
+    }
+    UpdateGaugesLocked();
   }
-  UpdateGaugesLocked();
+  FlushStoreWrites();
 }
 
 void RemoteOutputs::Remove(const consensus::TaskId& task, const std::vector<Hash256>& blobs) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const Hash256& blob : blobs) {
-    if (auto it = entries_.find(blob); it != entries_.end() && it->second.task == task) EraseLocked(it);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Hash256& blob : blobs) {
+      if (auto it = entries_.find(blob); it != entries_.end() && it->second.task == task) EraseLocked(it);
+    }
+    UpdateGaugesLocked();
   }
-  UpdateGaugesLocked();
+  FlushStoreWrites();
+}
+
+size_t RemoteOutputs::persisted_backoffs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return persisted_.size();
 }
 
 size_t RemoteOutputs::entries() const {
@@ -180,12 +315,14 @@ void RemoteOutputs::Finish(const Hash256& blob, const std::shared_ptr<Flight>& f
         bytes_ -= CostOf(e);
         e.last_failure = result.message().substr(0, kMaxFailureText);
         bytes_ += CostOf(e);
+        PersistLocked(blob, e, wall_() + backoff.count());
         EnforceBoundsLocked();
       }
     }
     UpdateGaugesLocked();
   }
   flight_done_.notify_all();
+  FlushStoreWrites();
 }
 
 }  // namespace consensor::node

@@ -13,8 +13,12 @@
 //  - at most `max_fetches_in_flight` blobs are being fetched at once, node-wide;
 //  - a request that would start a new fetch is first admitted by the caller (the client's
 //    budget, node/api/client_gate.h); joining a fetch or being refused by backoff costs nothing.
-// Memory only: the engine rebuilds the entries from the stored results at startup; backoffs
-// start afresh.
+// The engine rebuilds the entries from the stored results at startup. Backoffs are also kept in
+// the node's store (meta rows "output_backoff/<blob>": failures, the wall-clock retry time, the
+// start of the failure text), so a restart, even after SIGKILL, does not buy a flood another
+// round of dials: LoadBackoffs() puts them back on the rebuilt entries. The rows are bounded
+// (max_persisted_backoffs; expired rows are dropped first, and past the cap a backoff stays in
+// memory only) and a row goes with its entry.
 #pragma once
 
 #include <chrono>
@@ -25,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +37,7 @@
 #include "common/status.h"
 #include "consensus/task.h"
 #include "node/engine/consensus_options.h"
+#include "node/storage/store.h"
 #include "node/telemetry/metrics.h"
 
 namespace consensor::node {
@@ -46,7 +52,21 @@ class RemoteOutputs {
   // in the three indexes (by blob, by age, by task), with their map nodes.
   static constexpr int64_t kEntryBytes = 256;
 
-  RemoteOutputs(RemoteOutputLimits limits, MetricsRegistry* metrics, Clock now);
+  using WallClock = std::function<int64_t()>;  // Unix milliseconds
+
+  // The meta key prefix of the persisted backoffs.
+  static constexpr char kBackoffPrefix[] = "output_backoff/";
+  // What a persisted row keeps of the failure text.
+  static constexpr size_t kMaxPersistedFailureText = 256;
+
+  // `store` (may be null: memory only) keeps the backoffs across restarts; `wall` dates them.
+  RemoteOutputs(RemoteOutputLimits limits, MetricsRegistry* metrics, Clock now, Store* store = nullptr,
+                WallClock wall = nullptr);
+
+  // At startup, after the entries are rebuilt: puts the persisted backoffs back on the recorded
+  // outputs they name. Rows that expired, name no recorded output, do not parse, or exceed
+  // max_persisted_backoffs are deleted. Errors only when the store cannot be read.
+  Status LoadBackoffs();
 
   // Records outputs of `task` left with their holders. Older entries are dropped to stay within
   // the bounds (a dropped output answers NOT_FOUND here; the holders still serve it).
@@ -65,6 +85,7 @@ class RemoteOutputs {
 
   size_t entries() const;
   int64_t bytes() const;
+  size_t persisted_backoffs() const;
 
  private:
   struct Flight {
@@ -80,14 +101,27 @@ class RemoteOutputs {
     std::string last_failure;
   };
 
+  void AddEntries(const consensus::TaskId& task, const std::vector<Hash256>& blobs);  // Add without the flush
   static int64_t CostOf(const Entry& e) { return kEntryBytes + static_cast<int64_t>(e.last_failure.size()); }
   void EraseLocked(std::map<Hash256, Entry>::iterator it);
   void EnforceBoundsLocked();
   void UpdateGaugesLocked();
   void Finish(const Hash256& blob, const std::shared_ptr<Flight>& flight, const Status& result);
+  // Queues the persisted row of `e`'s backoff (`retry_unix_ms`), unless the rows are at their
+  // cap after dropping the expired ones.
+  void PersistLocked(const Hash256& blob, const Entry& e, int64_t retry_unix_ms);
+  // Runs the queued row writes and deletes, in order, outside mu_.
+  void FlushStoreWrites();
+
+  struct StoreWrite {
+    std::string key;
+    std::optional<std::string> value;  // none: delete
+  };
 
   const RemoteOutputLimits limits_;
   const Clock now_;
+  Store* const store_;
+  const WallClock wall_;
   Counter* started_;
   Counter* coalesced_;
   Counter* refused_backoff_;
@@ -96,6 +130,8 @@ class RemoteOutputs {
   Gauge* in_flight_gauge_;
   Gauge* entries_gauge_;
   Gauge* bytes_gauge_;
+  Gauge* persisted_gauge_;
+  Counter* not_persisted_;
 
   mutable std::mutex mu_;
   std::condition_variable flight_done_;
@@ -106,6 +142,10 @@ class RemoteOutputs {
   std::map<Hash256, std::shared_ptr<Flight>> flights_;
   uint64_t next_age_ = 0;
   int64_t bytes_ = 0;
+  // The blobs whose backoff has a row in the store, with its retry time (Unix ms).
+  std::map<Hash256, int64_t> persisted_;
+  std::vector<StoreWrite> store_writes_;  // queued under mu_, run by FlushStoreWrites
+  std::mutex store_write_mu_;             // keeps the runs in queue order; never taken inside mu_
 };
 
 }  // namespace consensor::node

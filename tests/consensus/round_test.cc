@@ -672,6 +672,18 @@ TEST_F(CommitRevealTest, WindowWaitsTheGraceForTheRestOfTheCommittee) {
   EXPECT_TRUE(Tick(round, kStart + 999).empty());
   EXPECT_EQ(Tick(round, kStart + 1000), (std::vector<std::string>{"window closed", "reveal with 2"}));
 
+  // The grace counts from when the quorum's commitments arrived, not from the last timer: a
+  // node whose timer lags must not close early, or it reveals while its peers' windows are
+  // still open, where a copier's commitment could then still be admitted.
+  TaskRound lagging = Open(0);
+  EXPECT_TRUE(Tick(lagging, kStart + 100).empty());
+  Commit(lagging, CommitAt(0, own));
+  lagging.AdvanceClock(kStart + 900);
+  Commit(lagging, CommitAt(1, VoteAt(1, 1)));
+  lagging.AdvanceClock(kStart + 500);  // never moves back
+  EXPECT_TRUE(Tick(lagging, kStart + 1899).empty());
+  EXPECT_EQ(Tick(lagging, kStart + 1900), (std::vector<std::string>{"window closed", "reveal with 2"}));
+
   // When the whole committee commits, it closes at once.
   TaskRound all = Open(0);
   Commit(all, CommitAt(0, own));

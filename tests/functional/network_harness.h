@@ -190,6 +190,8 @@ struct NodeSpec {
   // CanMountTmpfs) and unmounts when the network stops; [storage] min_free_bytes when >= 0.
   int64_t disk_mib = 0;
   int64_t min_free_bytes = -1;
+  // TOML appended to the config: whole sections the harness does not write itself.
+  std::string extra_config;
 
   NodeSpec& Fault(std::string mode) {
     fault = std::move(mode);
@@ -217,6 +219,10 @@ struct NodeSpec {
   }
   NodeSpec& BootstrapAll() {
     bootstrap_all = true;
+    return *this;
+  }
+  NodeSpec& ExtraConfig(std::string toml) {
+    extra_config += toml;
     return *this;
   }
   NodeSpec& SmallDisk(int64_t mib, int64_t reserve_bytes) {
@@ -696,6 +702,7 @@ class TestNetwork {
     if (!n.spec().fault.empty()) {
       f << "[fault]\nmode = \"" << n.spec().fault << "\"\ndelay_ms = " << n.spec().fault_delay_ms << "\n";
     }
+    f << n.spec().extra_config;
   }
 
   std::string name_;

@@ -13,6 +13,7 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <iostream>
 #include <map>
@@ -33,6 +34,7 @@
 #include "executor/merkle.h"
 #include "node/api/task_spec.h"
 #include "node/p2p/gossip.h"
+#include "node/p2p/peer_request_auth.h"
 #include "tests/functional/network_harness.h"
 #include "tests/test_paths.h"
 
@@ -601,6 +603,113 @@ TEST(NetworkAttackTest, WrongOutputServedToANonMemberIsRefused) {
   EXPECT_EQ(outsider->Metric("consensor_outputs_fetched_on_demand_total"), outputs);
   EXPECT_EQ(outsider->Metric("consensor_output_fetches_in_flight"), 0);
   EXPECT_EQ(outsider->Metric("consensor_remote_outputs"), 0) << "every output is stored there now";
+}
+
+// Issue 18, the flood for an output nobody serves, against real holders and across restarts:
+// every holder of the task (the entry node and both members, fault `corrupt-served-outputs`)
+// serves its outputs with a byte flipped, so a non-member's on-demand fetch fails on every one
+// of them. Clients flood the non-member for an output: one round of dials, then the output's
+// backoff refuses the rest at once. The backoff is persisted in the non-member's store: after a
+// graceful restart and after SIGKILL, the same requests are refused from it (with the earlier
+// failure and the retry time), the restarted node starting no fetch and the holders serving no
+// GetBlob meanwhile.
+TEST(NetworkAttackTest, OutputNobodyServesStaysInItsBackoffAcrossRestarts) {
+  TestNetwork net("nobody-serves");
+  auto liar = [](int account) { return Operator(account).Fault("corrupt-served-outputs"); };
+  ASSERT_EQ(net.Start({liar(1), liar(2), liar(3), Operator(4).ExtraConfig("[outputs]\nfetch_backoff_ms = 600000\n")}),
+            "");
+  NetworkNode& observer = net.node(3);
+  // Two replicas, entered at node 1: a task whose committee is node 1 and another liar has only
+  // liars as holders, and its entry node executed it (an entry node outside the committee would
+  // keep trying to fetch the outputs from the members, adding GetBlob calls to the count below).
+  // Each batch finds one with probability 1 - (2/3)^6.
+  std::optional<Submitted> task;
+  for (uint32_t batch = 0; batch < 4 && !task; ++batch) {
+    std::vector<Submitted> submitted;
+    for (uint32_t i = 0; i < 6; ++i) {
+      auto s = Submit(net.node(0), 2, 2, 500 + batch * 6 + i);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      submitted.push_back(*s);
+    }
+    for (const Submitted& s : submitted) {
+      auto t = WaitCertified(observer, s.id);
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      ExpectHonest(*t, s, observer.name());
+      if (!task && !InCommittee(*t, observer) && InCommittee(*t, net.node(0))) task = s;
+    }
+  }
+  ASSERT_TRUE(task.has_value()) << "no committee of node 1 and another liar";
+  auto t = observer.GetTask(task->id);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_GT(t->result().outputs_size(), 0);
+  const std::string output = t->result().outputs(0).blob_sha256();
+  const char kStarted[] = "consensor_output_fetches_started_total";
+  const char kBackoff[] = "consensor_output_fetches_refused_total{reason=\"backoff\"}";
+  // How often the liars served this output (each logs every corrupted copy it serves).
+  auto served_by_holders = [&] {
+    size_t lines = 0;
+    for (size_t i = 0; i < 3; ++i) {
+      std::istringstream log(net.node(i).Log());
+      for (std::string line; std::getline(log, line);) {
+        lines += line.find("serving a corrupted output") != std::string::npos && line.find(output) != std::string::npos;
+      }
+    }
+    return lines;
+  };
+  // kClients clients ask the observer for the output kRequests times each; every answer must be
+  // an error (nobody serves it). Returns the answers that name the backoff's retry time.
+  constexpr int kClients = 4, kRequests = 10;
+  auto flood = [&] {
+    std::atomic<int> from_backoff{0}, served{0};
+    std::vector<std::thread> clients;
+    for (int c = 0; c < kClients; ++c) {
+      clients.emplace_back([&] {
+        node::NodeClient client(observer.address(), std::chrono::seconds(60));
+        for (int r = 0; r < kRequests; ++r) {
+          auto blob = client.GetBlob(output, 1 << 20);
+          if (blob.ok()) {
+            ++served;
+          } else if (blob.status().code() == StatusCode::kUnavailable &&
+                     blob.status().message().find("tries again after") != std::string::npos) {
+            ++from_backoff;
+          }
+        }
+      });
+    }
+    for (auto& c : clients) c.join();
+    EXPECT_EQ(served.load(), 0) << "a corrupted output was served";
+    return from_backoff.load();
+  };
+
+  // Before any restart: one round of dials for the whole flood.
+  EXPECT_EQ(served_by_holders(), 0u);
+  const int first = flood();
+  EXPECT_EQ(observer.Metric(kStarted), 1) << observer.LogTail(30);
+  EXPECT_GE(served_by_holders(), 1u) << "the holders were never dialed";
+  EXPECT_LE(served_by_holders(), 3u) << "more than one round of dials";
+  EXPECT_GE(observer.Metric("consensor_outputs_refused_total"), 1) << "the flipped bytes were not refused";
+  EXPECT_GE(first, kClients * kRequests - kClients) << "most requests should meet the backoff";
+  EXPECT_EQ(observer.Metric("consensor_output_backoffs_persisted"), 1);
+  std::cout << "before a restart: " << kClients * kRequests << " requests, " << observer.Metric(kStarted)
+            << " fetch started, the holders served the output " << served_by_holders() << " times, " << first
+            << " refused by the backoff\n";
+
+  for (int signal : {SIGTERM, SIGKILL}) {
+    observer.Kill(signal);
+    ASSERT_TRUE(observer.Start()) << observer.LogTail(30);
+    // rpc.addr comes before the engine recovers its rounds; the backoff is back once this shows it.
+    ASSERT_TRUE(WaitUntil([&] { return observer.Metric("consensor_output_backoffs_persisted") == 1; }, 60s, 50ms))
+        << "signal " << signal << ": the backoff was not reloaded\n"
+        << observer.LogTail(30);
+    const size_t served_before = served_by_holders();
+    EXPECT_EQ(flood(), kClients * kRequests) << "signal " << signal << ": " << observer.LogTail(30);
+    EXPECT_EQ(observer.Metric(kStarted), 0) << "signal " << signal << ": the restart forgot the backoff";
+    EXPECT_EQ(observer.Metric(kBackoff), kClients * kRequests);
+    EXPECT_EQ(served_by_holders(), served_before) << "signal " << signal << ": a holder was dialed";
+    std::cout << "after a restart by signal " << signal << ": " << observer.Metric(kBackoff)
+              << " requests refused by the reloaded backoff, " << observer.Metric(kStarted) << " fetches started\n";
+  }
+  EXPECT_NE(observer.Log().find("output fetch backoffs reloaded"), std::string::npos);
 }
 
 // Issue 18, orphan votes: a registered operator floods a node with validly signed commitments for
@@ -1247,6 +1356,115 @@ TEST(NetworkFaultTest, EquivocationIsSlashed) {
   ExpectVerifies(net, net.node(0), s->id);
 }
 
+// Issue 18, against a real consensord's peer port (`target`): `hostile` (a registered operator, the test
+// signing with its key) opens GetBlob streams of `blob` (far larger than gRPC's flow-control
+// windows) and never reads them, up to and past p2p.max_blob_streams_per_operator (16). The
+// node holds exactly 16 (its gauge), refuses the next with RESOURCE_EXHAUSTED counted under the
+// operator budget, and still serves `honest` (another operator on the same host, 127.0.0.1) the
+// whole blob; a forged signature is UNAUTHENTICATED and a key that is no operator
+// PERMISSION_DENIED, neither taking a slot; and a task submitted to the node meanwhile still
+// certifies on every running node (its members fetch the blobs from it).
+void ExpectBlobStreamBudgetsHold(TestNetwork& net, NetworkNode& target, const std::string& blob,
+                                 const NetworkNode& hostile, NetworkNode& honest) {
+  const node::PeerRequestDomain domain{net.deployed().chain_id, net.deployed().manager};
+  // The hostile streams and everyone else get connections of their own (a channel with a local
+  // subchannel pool), so the test's own never-read streams cannot stall its other calls. The
+  // attacker keeps its receive windows small, as a real one would: with gRPC's BDP probing on,
+  // a window can grow until a never-read stream takes in a whole 32 MiB blob and ends on the
+  // server (seen: 14 of 16 held after 2 s).
+  auto new_stub = [&](bool hostile) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    if (hostile) args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    return v1::Client::NewStub(grpc::CreateCustomChannel(target.endpoint(), grpc::InsecureChannelCredentials(), args));
+  };
+  auto hostile_stub = new_stub(true);
+  auto other_stub = new_stub(false);
+  struct Held {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::BlobChunk>> reader;
+  };
+  const Secp256k1Secret hostile_key = testing_support::AnvilDevKey(hostile.spec().account);
+  enum class Sign { kAsIs, kForged };
+  auto open = [&](const Secp256k1Secret& key, Sign how = Sign::kAsIs) {
+    auto s = std::make_unique<Held>();
+    s->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(300));
+    v1::GetBlobRequest request;
+    request.set_sha256(blob);
+    EXPECT_TRUE(node::SignGetBlob(key, domain, &request).ok());
+    if (how == Sign::kForged) request.set_sent_unix_ms(request.sent_unix_ms() + 1);
+    v1::Client::Stub* stub = key == hostile_key ? hostile_stub.get() : other_stub.get();
+    s->reader = stub->GetBlob(&s->context, request);
+    return s;
+  };
+  auto refusal = [](Held& s) {
+    v1::BlobChunk chunk;
+    while (s.reader->Read(&chunk)) {
+    }
+    return s.reader->Finish();
+  };
+  const char kOpen[] = "consensor_p2p_blob_streams";
+  const char kOverOperator[] = "consensor_p2p_streams_refused_total{budget=\"operator\"}";
+  const char kOverHost[] = "consensor_p2p_streams_refused_total{budget=\"host\"}";
+  ASSERT_TRUE(WaitUntil([&] { return target.Metric(kOpen) == 0; }, 30s, 100ms)) << "streams still open before the test";
+  const double refused_before = std::max(0.0, target.Metric(kOverOperator));
+  const double host_refused_before = std::max(0.0, target.Metric(kOverHost));
+  constexpr int kOperatorBudget = 16;  // p2p.max_blob_streams_per_operator's default
+  std::vector<std::unique_ptr<Held>> held;
+  for (int i = 0; i < kOperatorBudget; ++i) {
+    held.push_back(open(hostile_key));
+    v1::BlobChunk chunk;
+    ASSERT_TRUE(held.back()->reader->Read(&chunk)) << "stream " << i << " was not served";
+  }
+  // Held on the server, not finished into buffers: the node counts them open for a while.
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(target.Metric(kOpen), kOperatorBudget) << "the streams were not held by the server";
+
+  auto over = open(hostile_key);
+  grpc::Status status = refusal(*over);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_NE(status.error_message().find("p2p.max_blob_streams_per_operator"), std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(target.Metric(kOverOperator) - refused_before, 1);
+
+  auto forged = open(testing_support::AnvilDevKey(honest.spec().account), Sign::kForged);
+  status = refusal(*forged);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  Secp256k1Secret outsider{};
+  outsider[31] = 0x77;  // a valid key that never registered
+  auto stranger = open(outsider);
+  status = refusal(*stranger);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+  EXPECT_EQ(target.Metric(kOpen), kOperatorBudget) << "a refused request took a slot";
+
+  // Another operator on the same host reads the whole blob meanwhile.
+  auto served = open(testing_support::AnvilDevKey(honest.spec().account));
+  std::string bytes;
+  v1::BlobChunk chunk;
+  while (served->reader->Read(&chunk)) bytes += chunk.data();
+  status = served->reader->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(ToHex(Sha256Of(bytes)), blob);
+
+  // A task entered at this node certifies everywhere: its members fetch the blobs from it.
+  auto s = Submit(target, 3, 2, 7);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (size_t i = 0; i < net.size(); ++i) {
+    NetworkNode& n = net.node(i);
+    if (!n.running()) continue;
+    auto t = WaitCertified(n, s->id);
+    ASSERT_TRUE(t.ok()) << n.name() << ": " << t.status().ToString();
+    ExpectHonest(*t, *s, n.name());
+  }
+  EXPECT_EQ(target.Metric(kOverHost), host_refused_before);
+  EXPECT_EQ(target.Metric(kOpen), kOperatorBudget) << "the hostile streams ended early";
+  std::cout << target.name() << ": " << target.Metric(kOpen) << " never-read GetBlob streams held by the server, "
+            << target.Metric(kOverOperator) - refused_before << " refused over the operator budget\n";
+  for (auto& h : held) h->context.TryCancel();
+  for (auto& h : held) h->reader->Finish().error_code();
+  EXPECT_TRUE(WaitUntil([&] { return target.Metric(kOpen) == 0; }, 30s, 100ms)) << "cancelled streams kept their slots";
+}
+
 // A member that executes but never attests: with replicas 3 and quorum 3 the task cannot
 // finalize without it, so after the member timeout the committee is extended to the next
 // operator and the task finalizes. Silence proves nothing: nobody is slashed.
@@ -1259,7 +1477,9 @@ TEST(NetworkFaultTest, EquivocationIsSlashed) {
 // (p2p.max_blob_streams_per_operator) and its calls against its own rates
 // (p2p.max_pull_requests_per_second_per_operator, p2p.max_lookups_per_second_per_operator), not
 // the host's that every operator here shares (127.0.0.1), so the honest members still pull,
-// fetch, certify and finalize.
+// fetch, certify and finalize. Its blobs are small, so its streams end at once on the server; at
+// the end the test itself plays this operator with a 32 MiB blob whose never-read streams really
+// hold the peer port's threads (ExpectBlobStreamBudgetsHold).
 TEST(NetworkFaultTest, SilentMemberIsReplacedAndNotSlashed) {
   testing_support::NetworkOptions options;
   options.separate_peer_ports = true;  // where the GetBlob stream budgets are
@@ -1358,6 +1578,19 @@ TEST(NetworkFaultTest, SilentMemberIsReplacedAndNotSlashed) {
     EXPECT_EQ(n.Metric(kGossipChecksRefused), 0) << n.name();
   }
   EXPECT_NE(silent.LogTail(4000).find("fault injection: flooding peers"), std::string::npos);
+
+  // The flooder's streams above are for blobs of a few hundred bytes, which the server sends at
+  // once. Now the test plays the same operator (its real key) with a blob much larger than
+  // gRPC's flow-control windows, so each stream it opens and never reads really holds a server
+  // thread of the honest node's peer port. The flooding process is stopped first, so that only
+  // the test's streams count against that operator's budget.
+  silent.Kill(SIGKILL);
+  NetworkNode& holder = net.node(1);
+  std::vector<uint8_t> big(size_t{32} << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
+  auto put = holder.client().PutBlob(big);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  ExpectBlobStreamBudgetsHold(net, holder, put->sha256(), silent, net.node(0));
 }
 
 // Issue 18: members fetch the task's blobs once seated. A member that cannot get them in time

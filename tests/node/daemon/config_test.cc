@@ -446,6 +446,8 @@ TEST(ConfigTest, FinalizeRangeChecks) {
        "outputs.fetch_backoff_ms"},
       {[](NodeConfig* c) { c->consensus.remote_outputs.backoff_max = std::chrono::milliseconds(10); },
        "outputs.fetch_backoff_max_ms"},
+      {[](NodeConfig* c) { c->consensus.remote_outputs.max_persisted_backoffs = 1000001; },
+       "outputs.max_persisted_backoffs"},
       {[](NodeConfig* c) { c->clients.defaults.output_fetches_per_minute = -1; }, "clients.output_fetches_per_minute"},
       {[](NodeConfig* c) {
          c->password_file = "/pw";
@@ -478,7 +480,8 @@ TEST(ConfigTest, FinalizeRangeChecks) {
   // On-demand outputs: the [outputs] bounds and the client budget, read from the file.
   auto outputs = ParseNodeConfig(
       "[outputs]\nmax_remote_entries = 10\nmax_remote_bytes = 65536\nmax_fetches_in_flight = 2\n"
-      "fetch_backoff_ms = 100\nfetch_backoff_max_ms = 800\n[clients]\noutput_fetches_per_minute = 30\n",
+      "fetch_backoff_ms = 100\nfetch_backoff_max_ms = 800\nmax_persisted_backoffs = 0\n"
+      "[clients]\noutput_fetches_per_minute = 30\n",
       "config.toml");
   ASSERT_TRUE(outputs.ok()) << outputs.status().ToString();
   const RemoteOutputLimits& limits = outputs->consensus.remote_outputs;
@@ -487,6 +490,8 @@ TEST(ConfigTest, FinalizeRangeChecks) {
   EXPECT_EQ(limits.max_fetches_in_flight, 2u);
   EXPECT_EQ(limits.backoff.count(), 100);
   EXPECT_EQ(limits.backoff_max.count(), 800);
+  EXPECT_EQ(limits.max_persisted_backoffs, 0u);  // memory only
+  EXPECT_EQ(RemoteOutputLimits().max_persisted_backoffs, 10000u);
   EXPECT_EQ(outputs->clients.defaults.output_fetches_per_minute, 30);
   EXPECT_EQ(FinalizeError(*outputs), "OK");
 }

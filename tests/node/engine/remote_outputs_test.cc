@@ -1,13 +1,17 @@
 // Unit tests of a non-member's on-demand outputs (node/engine/remote_outputs.h): bounds,
 // single-flight, per-blob backoff, the in-flight cap and the caller's admission. The fetcher is
-// a function the test controls; the clock is one it moves by hand.
+// a function the test controls; the clock is one it moves by hand. Persisted backoffs use a real
+// RocksDB store, closed and reopened in between like a restart.
 #include "node/engine/remote_outputs.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -215,6 +219,117 @@ TEST_F(RemoteOutputsTest, InFlightCapAndAdmissionRefuseWithoutDialing) {
   EXPECT_EQ(fetches.load(), 1);
   EXPECT_TRUE(outputs.Fetch(Blob(2), {}, fetch).ok());
   EXPECT_EQ(fetches.load(), 2);
+}
+
+// Backoffs outlive a restart: a blob nobody served is refused after the store is reopened
+// without dialing, until the persisted retry time; rows are capped, go with their entry, and
+// expired, orphaned or malformed rows are dropped at the load.
+TEST_F(RemoteOutputsTest, BackoffsArePersistedBoundedAndReloadedAfterARestart) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("consensor-remote-outputs-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::unique_ptr<Store> store;
+  auto reopen = [&] {
+    store.reset();
+    auto s = OpenRocksDbStore((dir / "db").string());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store = std::move(s).value();
+  };
+  reopen();
+  ASSERT_NE(store, nullptr);
+  const int64_t wall_base = 1'790'000'000'000;
+  auto wall = [&] { return wall_base + now_ms_.load(); };
+  auto rows = [&] {
+    std::map<std::string, std::string> out;
+    EXPECT_TRUE(store
+                    ->ForEachMeta(RemoteOutputs::kBackoffPrefix,
+                                  [&](const std::string& k, const std::string& v) {
+                                    out[k] = v;
+                                    return OkStatus();
+                                  })
+                    .ok());
+    return out;
+  };
+  auto key = [](int i) { return std::string(RemoteOutputs::kBackoffPrefix) + ToHex(Blob(i)); };
+  RemoteOutputLimits limits;
+  limits.backoff = 60000ms;
+  limits.backoff_max = 600000ms;
+  limits.max_persisted_backoffs = 2;
+  auto clock = [this] { return SteadyClock::time_point(hours_) + now_ms_.load() * 1ms; };
+  int fetches = 0;
+  bool serve = false;
+  auto fetch = [&](const consensus::TaskId&, const Hash256&) -> Status {
+    ++fetches;
+    return serve ? OkStatus() : Unavailable("no holder served it: holder-1: refused");
+  };
+  const std::vector<Hash256> blobs = {Blob(1), Blob(2), Blob(3)};
+  {
+    MetricsRegistry metrics;
+    RemoteOutputs before(limits, &metrics, clock, store.get(), wall);
+    before.Add(Task(1), blobs);
+    for (const Hash256& b : blobs) EXPECT_EQ(before.Fetch(b, {}, fetch).code(), StatusCode::kUnavailable);
+    EXPECT_EQ(fetches, 3);
+    // Two rows, the cap; the third backoff is kept in memory only.
+    EXPECT_EQ(before.persisted_backoffs(), 2u);
+    EXPECT_EQ(metrics.AddCounter("consensor_output_backoffs_not_persisted_total", "")->Value(), 1);
+    EXPECT_EQ(rows().size(), 2u);
+    EXPECT_EQ(rows()[key(1)].rfind("1 " + std::to_string(wall_base + 60000) + "\n", 0), 0u) << rows()[key(1)];
+  }  // no shutdown step: the rows were written when the fetches failed, as before a SIGKILL
+  // Rows that must not come back: one for an output no longer recorded, one that does not parse.
+  ASSERT_TRUE(store->PutMeta(key(9), "1 " + std::to_string(wall_base + 60000) + "\nx").ok());
+  ASSERT_TRUE(store->PutMeta(key(2) + "zz", "1 5\nx").ok());
+  reopen();
+  now_ms_ += 20000;  // the restart took 20 s
+
+  MetricsRegistry metrics;
+  RemoteOutputs after(limits, &metrics, clock, store.get(), wall);
+  after.Add(Task(1), blobs);
+  ASSERT_TRUE(after.LoadBackoffs().ok());
+  EXPECT_EQ(after.persisted_backoffs(), 2u);
+  EXPECT_EQ(rows().size(), 2u) << "the orphaned and malformed rows are dropped";
+  fetches = 0;
+  for (int i = 0; i < 50; ++i) {
+    Status s = after.Fetch(Blob(1), {}, fetch);
+    ASSERT_EQ(s.code(), StatusCode::kUnavailable);
+    EXPECT_NE(s.message().find("holder-1: refused"), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find("(in 40 s)"), std::string::npos) << s.ToString();
+  }
+  EXPECT_EQ(fetches, 0) << "refused from the persisted backoff without dialing";
+  // The one kept in memory only was forgotten: one more round for it.
+  EXPECT_EQ(after.Fetch(Blob(3), {}, fetch).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(fetches, 1);
+
+  // At the persisted retry time: one more round, then twice as long (failures carried over).
+  now_ms_ += 40000;
+  EXPECT_EQ(after.Fetch(Blob(1), {}, fetch).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(fetches, 2);
+  EXPECT_EQ(rows()[key(1)].rfind("2 " + std::to_string(wall() + 120000) + "\n", 0), 0u) << rows()[key(1)];
+  // Served: the entry and its row go.
+  now_ms_ += 120000;
+  serve = true;
+  EXPECT_TRUE(after.Fetch(Blob(1), {}, fetch).ok());
+  EXPECT_EQ(rows().count(key(1)), 0u);
+  EXPECT_EQ(after.persisted_backoffs(), 1u);
+
+  // Expired rows do not come back after a restart: Blob(2)'s ran out long ago.
+  reopen();
+  MetricsRegistry metrics_again;
+  RemoteOutputs later(limits, &metrics_again, clock, store.get(), wall);
+  later.Add(Task(1), {Blob(2), Blob(3)});
+  ASSERT_TRUE(later.LoadBackoffs().ok());
+  EXPECT_EQ(later.persisted_backoffs(), 0u);
+  EXPECT_TRUE(rows().empty());
+  serve = false;
+  const int before_expired = fetches;
+  EXPECT_EQ(later.Fetch(Blob(2), {}, fetch).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(fetches, before_expired + 1);
+  // Retention deleting the task removes its rows with its entries.
+  EXPECT_EQ(rows().size(), 1u);
+  later.RemoveTask(Task(1));
+  EXPECT_TRUE(rows().empty());
+  store.reset();
+  fs::remove_all(dir);
 }
 
 }  // namespace
