@@ -400,6 +400,36 @@ grpc::Status NotForPeers(const char* call) {
   return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                       std::string(call) + " is not served on the peer port; clients use the node's client port");
 }
+
+// Who asks: OK with the verified operator ("0x...") in *requester, or "" for an unsigned request
+// (or when there is no verifier). A request that claims a signature first takes a token of its
+// host's signature-check budget, so the ECDSA recovery is paid only within it; a bad signature
+// is UNAUTHENTICATED and a non-operator's PERMISSION_DENIED (an honest peer sends neither).
+template <typename Request>
+grpc::Status IdentifyRequester(const char* call, const std::string& host, const Request& request,
+                               PeerRateBudget* signature_checks,
+                               const std::function<PeerRequestAuth(const Request&)>& verify, std::string* requester) {
+  requester->clear();
+  if (!verify || !ClaimsSignature(request)) return grpc::Status::OK;
+  if (signature_checks != nullptr) {
+    if (Status room = signature_checks->Take(call, host, ""); !room.ok()) return ToGrpcStatus(room);
+  }
+  PeerRequestAuth auth = verify(request);
+  switch (auth.outcome) {
+    case PeerRequestAuth::Outcome::kUnsigned: return grpc::Status::OK;
+    case PeerRequestAuth::Outcome::kOperator: *requester = AddressToHex(auth.requester); return grpc::Status::OK;
+    case PeerRequestAuth::Outcome::kBadSignature: return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, auth.error);
+    case PeerRequestAuth::Outcome::kNotAnOperator: return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, auth.error);
+  }
+  return grpc::Status(grpc::StatusCode::INTERNAL, "unknown signature outcome");
+}
+
+// Takes one call of `call` from the lookups budget (none: OK).
+grpc::Status TakeLookup(PeerRateBudget* lookups, const char* call, const std::string& host,
+                        const std::string& requester) {
+  if (lookups == nullptr) return grpc::Status::OK;
+  return ToGrpcStatus(lookups->Take(call, host, requester));
+}
 }  // namespace
 
 grpc::Status PeerFacingClientService::PutBlob(grpc::ServerContext*, grpc::ServerReader<v1::PutBlobRequest>*,
@@ -412,19 +442,13 @@ grpc::Status PeerFacingClientService::GetBlob(grpc::ServerContext* context, cons
   if (streams_ != nullptr) {
     // A signed request counts against its operator's budget; a bad signature is refused rather
     // than counted as unsigned (an honest peer never sends one).
+    const std::string host = PeerAddress(context->peer());
     std::string requester;
-    if (verify_) {
-      GetBlobAuth auth = verify_(*request);
-      switch (auth.outcome) {
-        case GetBlobAuth::Outcome::kUnsigned: break;
-        case GetBlobAuth::Outcome::kOperator: requester = AddressToHex(auth.requester); break;
-        case GetBlobAuth::Outcome::kBadSignature:
-          return Count(client_->metrics_, "GetBlob", grpc::Status(grpc::StatusCode::UNAUTHENTICATED, auth.error));
-        case GetBlobAuth::Outcome::kNotAnOperator:
-          return Count(client_->metrics_, "GetBlob", grpc::Status(grpc::StatusCode::PERMISSION_DENIED, auth.error));
-      }
+    if (grpc::Status who = IdentifyRequester("GetBlob", host, *request, guards_.signature_checks, verify_, &requester);
+        !who.ok()) {
+      return Count(client_->metrics_, "GetBlob", who);
     }
-    auto opened = streams_->Open(PeerAddress(context->peer()), requester);
+    auto opened = streams_->Open(host, requester);
     if (!opened.ok()) return Count(client_->metrics_, "GetBlob", ToGrpcStatus(opened.status()));
     slot = std::move(opened).value();
   }
@@ -440,6 +464,16 @@ grpc::Status PeerFacingClientService::GetTask(grpc::ServerContext* context, cons
     return Count(client_->metrics_, "GetTask",
                  grpc::Status(grpc::StatusCode::UNAVAILABLE, "fault injection: GetTask refused"));
   }
+  const std::string host = PeerAddress(context->peer());
+  std::string requester;
+  if (grpc::Status who =
+          IdentifyRequester("GetTask", host, *request, guards_.signature_checks, guards_.verify_task, &requester);
+      !who.ok()) {
+    return Count(client_->metrics_, "GetTask", who);
+  }
+  if (grpc::Status room = TakeLookup(guards_.lookups, "GetTask", host, requester); !room.ok()) {
+    return Count(client_->metrics_, "GetTask", room);
+  }
   return Count(client_->metrics_, "GetTask", client_->GetTaskImpl(context, request, response));
 }
 grpc::Status PeerFacingClientService::WatchTask(grpc::ServerContext*, const v1::WatchTaskRequest*,
@@ -448,6 +482,16 @@ grpc::Status PeerFacingClientService::WatchTask(grpc::ServerContext*, const v1::
 }
 grpc::Status PeerFacingClientService::GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
                                                   v1::NodeInfo* response) {
+  const std::string host = PeerAddress(context->peer());
+  std::string requester;
+  if (grpc::Status who = IdentifyRequester("GetNodeInfo", host, *request, guards_.signature_checks,
+                                           guards_.verify_node_info, &requester);
+      !who.ok()) {
+    return Count(client_->metrics_, "GetNodeInfo", who);
+  }
+  if (grpc::Status room = TakeLookup(guards_.lookups, "GetNodeInfo", host, requester); !room.ok()) {
+    return Count(client_->metrics_, "GetNodeInfo", room);
+  }
   return Count(client_->metrics_, "GetNodeInfo", client_->GetNodeInfoImpl(context, request, response));
 }
 

@@ -12,6 +12,7 @@
 #include "node/api/client_gate.h"
 #include "node/api/stream_budget.h"
 #include "node/engine/task_manager.h"
+#include "node/p2p/peer_rate_budget.h"
 #include "node/p2p/peer_request_auth.h"
 #include "node/storage/disk_budget.h"
 #include "node/storage/store.h"
@@ -98,6 +99,21 @@ class ClientService final : public v1::Client::Service {
   ClientGate* gate_ = nullptr;
 };
 
+// The per-peer rates of the peer port's unary calls (node/p2p/peer_rate_budget.h); null or empty
+// members impose nothing.
+struct PeerCallGuards {
+  // GetTask and GetNodeInfo calls per second, per verified operator (a host's unsigned calls
+  // share one) and per remote host.
+  PeerRateBudget* lookups = nullptr;
+  // Signature checks per remote host, taken before a signed request's signature is checked
+  // (shared with gossip: GossipNetwork::signature_checks()).
+  PeerRateBudget* signature_checks = nullptr;
+  // Who signed a GetTask or GetNodeInfo request (VerifyGetTask, VerifyGetNodeInfo); without
+  // one every such request counts as unsigned.
+  std::function<PeerRequestAuth(const v1::GetTaskRequest&)> verify_task;
+  std::function<PeerRequestAuth(const v1::GetNodeInfoRequest&)> verify_node_info;
+};
+
 // consensor.v1.Client on the peer listener (p2p.listen): only the calls other operators make
 // (GetBlob for a task's blobs, GetTask for a certified result, GetNodeInfo), answered by the
 // client API's service. Uploads, submissions and watches are refused with UNIMPLEMENTED, so a
@@ -108,9 +124,10 @@ class PeerFacingClientService final : public v1::Client::Service {
   using RequestVerifier = std::function<GetBlobAuth(const v1::GetBlobRequest&)>;
   // `streams` bounds concurrent GetBlob streams per requester and per remote host (null: no
   // bound). `verify` checks signed requests; without it every request counts as unsigned.
+  // `guards` rate the unary calls and the signature checks.
   explicit PeerFacingClientService(ClientService* client, StreamBudget* streams = nullptr,
-                                   RequestVerifier verify = nullptr)
-      : client_(client), streams_(streams), verify_(std::move(verify)) {}
+                                   RequestVerifier verify = nullptr, PeerCallGuards guards = {})
+      : client_(client), streams_(streams), verify_(std::move(verify)), guards_(std::move(guards)) {}
 
   grpc::Status PutBlob(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
                        v1::PutBlobResponse* response) override;
@@ -130,6 +147,7 @@ class PeerFacingClientService final : public v1::Client::Service {
   ClientService* client_;
   StreamBudget* streams_;
   RequestVerifier verify_;
+  PeerCallGuards guards_;
 };
 
 }  // namespace consensor::node

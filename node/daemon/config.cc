@@ -109,6 +109,12 @@ const std::vector<KeySpec>& Keys() {
       {"p2p", "max_messages_per_second_per_operator", CONFIG_FIELD(gossip.max_messages_per_second_per_operator)},
       {"p2p", "max_pull_requests_per_second_per_ip", CONFIG_FIELD(gossip.max_pull_requests_per_second_per_ip)},
       {"p2p", "max_pull_bytes_per_second_per_operator", CONFIG_FIELD(gossip.max_pull_bytes_per_second_per_operator)},
+      {"p2p", "max_pull_requests_per_second_per_operator",
+       CONFIG_FIELD(gossip.max_pull_requests_per_second_per_operator)},
+      {"p2p", "max_signature_checks_per_second_per_host",
+       CONFIG_FIELD(gossip.max_signature_checks_per_second_per_host)},
+      {"p2p", "max_lookups_per_second_per_operator", CONFIG_FIELD(p2p_max_lookups_per_second_per_operator)},
+      {"p2p", "max_lookups_per_second_per_host", CONFIG_FIELD(p2p_max_lookups_per_second_per_host)},
       {"p2p", "pull_interval_ms", CONFIG_FIELD(gossip.pull_interval)},
       {"consensus", "replicas", CONFIG_FIELD(consensus.default_replicas)},
       {"consensus", "quorum", CONFIG_FIELD(consensus.default_quorum)},
@@ -563,6 +569,14 @@ Status FinalizeNodeConfig(NodeConfig* c) {
                              AsWritten(c, "p2p.max_messages_per_second_per_operator"), 1, 1000000));
   RETURN_IF_ERROR(CheckRange("p2p.max_pull_requests_per_second_per_ip",
                              AsWritten(c, "p2p.max_pull_requests_per_second_per_ip"), 1, 1000000));
+  RETURN_IF_ERROR(CheckRange("p2p.max_pull_requests_per_second_per_operator",
+                             AsWritten(c, "p2p.max_pull_requests_per_second_per_operator"), 1, 1000000));
+  RETURN_IF_ERROR(CheckRange("p2p.max_signature_checks_per_second_per_host",
+                             AsWritten(c, "p2p.max_signature_checks_per_second_per_host"), 1, 1000000));
+  RETURN_IF_ERROR(
+      CheckRange("p2p.max_lookups_per_second_per_operator", c->p2p_max_lookups_per_second_per_operator, 1, 1000000));
+  RETURN_IF_ERROR(
+      CheckRange("p2p.max_lookups_per_second_per_host", c->p2p_max_lookups_per_second_per_host, 1, 1000000));
   RETURN_IF_ERROR(CheckRange("p2p.max_pull_bytes_per_second_per_operator",
                              AsWritten(c, "p2p.max_pull_bytes_per_second_per_operator"), 65536, int64_t{1} << 40));
   RETURN_IF_ERROR(CheckRange("p2p.pull_interval_ms", c->gossip.pull_interval.count(), 50, 3600000));

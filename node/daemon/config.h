@@ -17,6 +17,8 @@
 //   [p2p]       advertise  bootstrap  fanout  max_messages_per_second
 //               max_messages_per_second_per_operator  pull_interval_ms
 //               max_pull_requests_per_second_per_ip  max_pull_bytes_per_second_per_operator
+//               max_pull_requests_per_second_per_operator  max_signature_checks_per_second_per_host
+//               max_lookups_per_second_per_operator  max_lookups_per_second_per_host
 //   [consensus] replicas  quorum  max_replicas  member_timeout_ms  max_dispute_committee
 //               max_reference_age
 //   [clients]   auth  keys_file  submissions_per_second  submission_burst  flops_per_minute
@@ -86,6 +88,10 @@ struct NodeConfig {
   int64_t p2p_max_blob_streams_per_host = 32;  // GetBlob streams one remote host may hold there
   // ... and one operator (signed requests) or one host's unsigned requests, within the host bound
   int64_t p2p_max_blob_streams_per_operator = 16;
+  // GetTask and GetNodeInfo calls per second on the peer port (token buckets, burst 2x): per
+  // operator (signed requests; one host's unsigned ones share one), and per remote host over all.
+  int64_t p2p_max_lookups_per_second_per_operator = 100;
+  int64_t p2p_max_lookups_per_second_per_host = 400;
   std::string p2p_advertise;               // endpoint peers reach this node at (default: p2p.listen, else rpc.listen)
   std::vector<std::string> p2p_bootstrap;  // peers to contact besides the registry's endpoints
 

@@ -31,6 +31,7 @@
 #include "node/keys/keystore.h"
 #include "node/p2p/gossip.h"
 #include "node/p2p/peer_client.h"
+#include "node/p2p/peer_rate_budget.h"
 #include "node/p2p/peer_request_auth.h"
 #include "node/storage/client_disk_ledger.h"
 #include "node/storage/disk_budget.h"
@@ -136,7 +137,8 @@ struct Node::Impl {
   std::unique_ptr<ClientService> service;
   std::unique_ptr<grpc::Server> server;
   // With p2p.listen: the peers' own server (gossip and the calls peers make), own thread quota.
-  std::unique_ptr<StreamBudget> peer_streams;  // before peer_facing, which uses it
+  std::unique_ptr<StreamBudget> peer_streams;    // before peer_facing, which uses it
+  std::unique_ptr<PeerRateBudget> peer_lookups;  // likewise
   std::unique_ptr<PeerFacingClientService> peer_facing;
   std::unique_ptr<grpc::Server> peer_server;
   int peer_port = 0;
@@ -383,6 +385,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
       const Secp256k1Secret key = *impl->operator_key;
       const PeerRequestDomain domain{deployment.chain_id, deployment.manager};
       peer_options.sign_blob_request = [key, domain](v1::GetBlobRequest* r) { return SignGetBlob(key, domain, r); };
+      peer_options.sign_task_request = [key, domain](v1::GetTaskRequest* r) { return SignGetTask(key, domain, r); };
     }
     impl->peers = NewGrpcPeerClient(peer_options);
     EngineParts parts;
@@ -488,12 +491,27 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     impl->peer_streams = std::make_unique<StreamBudget>(
         StreamBudgetLimits{config.p2p_max_blob_streams_per_host, config.p2p_max_blob_streams_per_operator},
         &impl->registry);
+    impl->peer_lookups = std::make_unique<PeerRateBudget>(
+        PeerRateLimits{.per_requester = static_cast<double>(config.p2p_max_lookups_per_second_per_operator),
+                       .per_host = static_cast<double>(config.p2p_max_lookups_per_second_per_host)},
+        LookupBudgetNames(), &impl->registry);
     const PeerRequestDomain domain{deployment.chain_id, deployment.manager};
+    auto is_operator = [raw](const Address20& a) { return raw->chain->IsActiveOperator(a); };
+    PeerCallGuards guards;
+    guards.lookups = impl->peer_lookups.get();
+    guards.signature_checks = impl->gossip->signature_checks();
+    guards.verify_task = [domain, is_operator](const v1::GetTaskRequest& request) {
+      return VerifyGetTask(domain, request, UnixMillisNow(), kPeerRequestClockSkew, is_operator);
+    };
+    guards.verify_node_info = [domain, is_operator](const v1::GetNodeInfoRequest& request) {
+      return VerifyGetNodeInfo(domain, request, UnixMillisNow(), kPeerRequestClockSkew, is_operator);
+    };
     impl->peer_facing = std::make_unique<PeerFacingClientService>(
-        impl->service.get(), impl->peer_streams.get(), [raw, domain](const v1::GetBlobRequest& request) {
-          return VerifyGetBlob(domain, request, UnixMillisNow(), kPeerRequestClockSkew,
-                               [raw](const Address20& a) { return raw->chain->IsActiveOperator(a); });
-        });
+        impl->service.get(), impl->peer_streams.get(),
+        [domain, is_operator](const v1::GetBlobRequest& request) {
+          return VerifyGetBlob(domain, request, UnixMillisNow(), kPeerRequestClockSkew, is_operator);
+        },
+        std::move(guards));
     grpc::ServerBuilder peer_builder;
     peer_builder.AddListeningPort(config.p2p_listen, grpc::InsecureServerCredentials(), &impl->peer_port);
     peer_builder.RegisterService(impl->gossip->service());
@@ -551,7 +569,14 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
       impl->flooder = std::make_unique<PeerFlooder>(
           PeerFlooderOptions{}, [raw] { return raw->chain->PeerEndpoints(raw->engine->address()); },
           [raw] { return raw->faults->AnnouncedBlobs(); },
-          [key, domain](v1::GetBlobRequest* r) { return SignGetBlob(key, domain, r); });
+          [key, domain](v1::GetBlobRequest* r) { return SignGetBlob(key, domain, r); },
+          PeerFlooderSigners{
+              .task = [key, domain](v1::GetTaskRequest* r) { return SignGetTask(key, domain, r); },
+              .node_info = [key, domain](v1::GetNodeInfoRequest* r) { return SignGetNodeInfo(key, domain, r); },
+              .pull =
+                  [key, domain](v1::PullRequest* r) {
+                    return GossipNetwork::SignPull(key, domain.chain_id, domain.contract, r);
+                  }});
       impl->flooder->Start();
     }
     if (!impl->chain->IsActiveOperator(impl->engine->address())) {

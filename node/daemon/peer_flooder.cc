@@ -8,6 +8,7 @@
 
 #include "common/sha256.h"
 #include "consensor/v1/node.grpc.pb.h"
+#include "consensor/v1/peer.grpc.pb.h"
 #include "node/telemetry/log.h"
 
 namespace consensor::node {
@@ -27,6 +28,48 @@ std::string RandomHex(std::mt19937_64& rng) {
   return ToHex(bytes);
 }
 
+// A round's unary calls, sent to every peer at once (gRPC's callback API) and waited for
+// together, so the flood's rate does not shrink to one call per round trip.
+class RoundCalls {
+ public:
+  template <typename Request, typename Response>
+  struct Call {
+    Call() { context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1)); }
+    grpc::ClientContext context;
+    Request request;
+    Response response;
+  };
+  // A call kept alive until Wait() returns.
+  template <typename Request, typename Response>
+  Call<Request, Response>* Add() {
+    auto call = std::make_shared<Call<Request, Response>>();
+    keep_.push_back(call);
+    return call.get();
+  }
+  // Called just before a call is started: Wait() then waits for its Done.
+  void Sending() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++pending_;
+  }
+  void Done(const grpc::Status& status, int64_t RoundCalls::*refused) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!status.ok()) ++(this->*refused);
+    --pending_;
+    cv_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return pending_ <= 0; });
+  }
+  int64_t refused_tasks = 0, refused_pulls = 0, refused_info = 0;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int pending_ = 0;
+  std::vector<std::shared_ptr<void>> keep_;
+};
+
 void Close(HeldStream& s) {
   s.context->TryCancel();
   (void)s.reader->Finish();
@@ -36,8 +79,12 @@ void Close(HeldStream& s) {
 
 PeerFlooder::PeerFlooder(PeerFlooderOptions options, std::function<std::vector<std::string>()> peers,
                          std::function<std::vector<std::string>()> blobs,
-                         std::function<Status(v1::GetBlobRequest*)> sign)
-    : options_(options), peers_(std::move(peers)), blobs_(std::move(blobs)), sign_(std::move(sign)) {}
+                         std::function<Status(v1::GetBlobRequest*)> sign, PeerFlooderSigners signers)
+    : options_(options),
+      peers_(std::move(peers)),
+      blobs_(std::move(blobs)),
+      sign_(std::move(sign)),
+      signers_(std::move(signers)) {}
 
 PeerFlooder::~PeerFlooder() { Stop(); }
 
@@ -57,8 +104,10 @@ void PeerFlooder::Stop() {
 void PeerFlooder::Run() {
   std::mt19937_64 rng(std::random_device{}());
   std::map<std::string, std::unique_ptr<v1::Client::Stub>> stubs;
+  std::map<std::string, std::unique_ptr<v1::Peer::Stub>> peer_stubs;
   std::vector<HeldStream> held;
-  int64_t opened = 0, calls = 0, refused_calls = 0;
+  int64_t opened = 0, calls = 0, refused_calls = 0, pulls = 0, refused_pulls = 0, info_calls = 0,
+          refused_info_calls = 0;
   auto last_report = std::chrono::steady_clock::now();
   while (true) {
     {
@@ -77,9 +126,15 @@ void PeerFlooder::Run() {
     }
     const std::vector<std::string> peers = peers_();
     const std::vector<std::string> blobs = blobs_();
+    RoundCalls round;
     for (const std::string& endpoint : peers) {
       auto& stub = stubs[endpoint];
-      if (!stub) stub = v1::Client::NewStub(grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials()));
+      if (!stub) {
+        auto channel = grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials());
+        stub = v1::Client::NewStub(channel);
+        peer_stubs[endpoint] = v1::Peer::NewStub(channel);
+      }
+      v1::Peer::Stub& peer_stub = *peer_stubs[endpoint];
       int open_here = 0;
       for (const HeldStream& s : held) open_here += s.endpoint == endpoint ? 1 : 0;
       for (int i = open_here; i < options_.streams_per_peer; ++i) {
@@ -96,15 +151,36 @@ void PeerFlooder::Run() {
         ++opened;
       }
       for (int i = 0; i < options_.calls_per_round; ++i) {
-        grpc::ClientContext context;
-        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
-        v1::GetTaskRequest request;
-        request.set_task_id(RandomHex(rng));
-        v1::Task task;
+        auto call = round.Add<v1::GetTaskRequest, v1::Task>();
+        call->request.set_task_id(RandomHex(rng));
+        if (signers_.task && !signers_.task(&call->request).ok()) continue;
         ++calls;
-        if (!stub->GetTask(&context, request, &task).ok()) ++refused_calls;
+        round.Sending();
+        stub->async()->GetTask(&call->context, &call->request, &call->response,
+                               [&round](grpc::Status s) { round.Done(s, &RoundCalls::refused_tasks); });
+      }
+      for (int i = 0; i < options_.pulls_per_round; ++i) {
+        auto call = round.Add<v1::PullRequest, v1::PullResponse>();
+        call->request.set_max_messages(64);  // epoch 0, cursor 0: from the start of the peer's log
+        if (signers_.pull && !signers_.pull(&call->request).ok()) continue;
+        ++pulls;
+        round.Sending();
+        peer_stub.async()->Pull(&call->context, &call->request, &call->response,
+                                [&round](grpc::Status s) { round.Done(s, &RoundCalls::refused_pulls); });
+      }
+      for (int i = 0; i < options_.info_calls_per_round; ++i) {
+        auto call = round.Add<v1::GetNodeInfoRequest, v1::NodeInfo>();
+        if (signers_.node_info && !signers_.node_info(&call->request).ok()) continue;
+        ++info_calls;
+        round.Sending();
+        stub->async()->GetNodeInfo(&call->context, &call->request, &call->response,
+                                   [&round](grpc::Status s) { round.Done(s, &RoundCalls::refused_info); });
       }
     }
+    round.Wait();  // every call has a 1 s deadline
+    refused_calls += round.refused_tasks;
+    refused_pulls += round.refused_pulls;
+    refused_info_calls += round.refused_info;
     if (now - last_report > std::chrono::seconds(5)) {
       last_report = now;
       Log(LogLevel::kWarn, "fault injection: flooding peers",
@@ -112,7 +188,11 @@ void PeerFlooder::Run() {
            {"blob_streams_opened", opened},
            {"blob_streams_held", static_cast<int64_t>(held.size())},
            {"task_calls", calls},
-           {"task_calls_refused", refused_calls}});
+           {"task_calls_refused", refused_calls},
+           {"pulls", pulls},
+           {"pulls_refused", refused_pulls},
+           {"node_info_calls", info_calls},
+           {"node_info_calls_refused", refused_info_calls}});
     }
   }
   for (HeldStream& s : held) Close(s);

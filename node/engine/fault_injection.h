@@ -48,7 +48,8 @@ enum class FaultMode {
   // votes), serves every blob with a byte flipped, refuses peers' GetTask, answers every Pull
   // with an empty page (it withholds its gossip log), and floods
   // every peer with signed GetBlob streams it never reads (for the blobs of the tasks it sees
-  // announced, else random ones) and with GetTask calls for tasks that do not exist.
+  // announced, else random ones), with signed GetTask calls for tasks that do not exist, and
+  // with signed Pull and GetNodeInfo requests, many more than its budgets let through.
   kRefuseEverywhere,
 };
 

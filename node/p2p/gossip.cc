@@ -39,8 +39,8 @@ constexpr size_t kMaxRateBuckets = 4096;
 constexpr std::string_view kSigningDomain = "consensor.gossip.v2";
 constexpr std::string_view kPullDomain = "consensor.pull.v1";
 
-const char* const kDropReasons[] = {"rate_limited",  "too_many",     "oversized", "malformed", "wrong_chain",
-                                    "bad_signature", "unregistered", "rejected",  "no_room"};
+const char* const kDropReasons[] = {"rate_limited",     "too_many",      "oversized",    "malformed", "wrong_chain",
+                                    "signature_budget", "bad_signature", "unregistered", "rejected",  "no_room"};
 
 std::string_view AsBytes(const Address20& address) {
   return {reinterpret_cast<const char*>(address.data()), address.size()};
@@ -140,6 +140,13 @@ GossipNetwork::GossipNetwork(GossipOptions options, GossipHandler handler, Gossi
       metrics->AddCounter("consensor_p2p_send_failures_total", "Gossip messages lost because a push to a peer failed.");
   metrics_.queue_dropped = metrics->AddCounter("consensor_p2p_send_queue_dropped_total",
                                                "Gossip messages not pushed because a peer's queue was full.");
+  signature_checks_ = std::make_unique<PeerRateBudget>(
+      PeerRateLimits{.per_requester = 0, .per_host = options_.max_signature_checks_per_second_per_host},
+      SignatureCheckBudgetNames(), metrics);
+  pull_requests_ = std::make_unique<PeerRateBudget>(
+      PeerRateLimits{.per_requester = options_.max_pull_requests_per_second_per_operator,
+                     .per_host = options_.max_pull_requests_per_second_per_ip},
+      PullBudgetNames(), metrics);
   metrics_.peers = metrics->AddGauge("consensor_p2p_peers", "Configured gossip peers.");
   metrics_.peers_connected =
       metrics->AddGauge("consensor_p2p_peers_connected", "Gossip peers whose last RPC succeeded.");
@@ -309,8 +316,9 @@ grpc::Status GossipNetwork::HandleGossip(grpc::ServerContext* context, const v1:
         "over the gossip rate limit of " + std::to_string(options_.max_messages_per_second) + " messages per second");
   }
   uint32_t accepted = 0;
+  const std::string host = RemoteHost(context->peer());
   for (const v1::Envelope& envelope : request.messages()) {
-    if (ProcessEnvelope(envelope, nullptr) == Outcome::kAccepted) ++accepted;
+    if (ProcessEnvelope(envelope, nullptr, &host) == Outcome::kAccepted) ++accepted;
   }
   response->set_accepted(accepted);
   return grpc::Status::OK;
@@ -368,6 +376,8 @@ bool GossipNetwork::TakeOperatorToken(const Address20& author) {
 //  - unregistered: our operator set may be stale (a new operator's first messages can arrive
 //    before we see its registration); the same message offered again by a peer's log is then
 //    accepted.
+//  - signature_budget: the pushing host was over its signature checks per second; nothing about
+//    the message is known yet.
 //  - bad_signature: the id covers the payload only, so a forged signature on someone else's
 //    payload must not block the genuine envelope.
 //  - malformed / wrong_chain / oversized: cheap to re-check, and remembering junk would let a
@@ -376,7 +386,8 @@ bool GossipNetwork::TakeOperatorToken(const Address20& author) {
 // message pushed by several peers at once) count as duplicates, so the handler runs once. If the
 // in-flight copy then fails (a forged signature racing the genuine one), the genuine copy was
 // dropped as a duplicate; it stays unseen, so the next pull from any peer delivers it.
-GossipNetwork::Outcome GossipNetwork::ProcessEnvelope(const v1::Envelope& envelope, const std::string* origin) {
+GossipNetwork::Outcome GossipNetwork::ProcessEnvelope(const v1::Envelope& envelope, const std::string* origin,
+                                                      const std::string* pusher_host) {
   metrics_.received->Increment();
   const std::string& payload = envelope.payload();
   v1::GossipMessage message;
@@ -396,7 +407,9 @@ GossipNetwork::Outcome GossipNetwork::ProcessEnvelope(const v1::Envelope& envelo
   Address20 sender;
   std::memcpy(sender.data(), message.sender().data(), sender.size());
   const char* drop_reason = nullptr;
-  if (!VerifySender(options_.chain_id, options_.contract, envelope, message).ok()) {
+  if (pusher_host != nullptr && !signature_checks_->Take("Gossip", *pusher_host, "").ok()) {
+    drop_reason = "signature_budget";  // not remembered: a later copy or a pull delivers it
+  } else if (!VerifySender(options_.chain_id, options_.contract, envelope, message).ok()) {
     drop_reason = "bad_signature";
   } else if (!authorizer_(sender)) {
     drop_reason = "unregistered";
@@ -458,15 +471,9 @@ void GossipNetwork::AppendToLog(const Logged& entry) {
 
 grpc::Status GossipNetwork::AuthorizePull(grpc::ServerContext* context, const v1::PullRequest& request,
                                           Address20* requester) {
-  // Before any signature work, so hammering Pull costs us almost nothing.
-  {
-    std::lock_guard lock(rate_mu_);
-    if (!TakeFromBucket(pull_ip_buckets_, RemoteHost(context->peer()), options_.max_pull_requests_per_second_per_ip,
-                        1)) {
-      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          std::string(kPullBudgetMessage) + ": too many Pull requests from this host");
-    }
-  }
+  // The checks that cost nothing come first; the signature is checked within the host's budget
+  // of signature checks; the request rates are then keyed on the verified operator, so another
+  // operator on the same host is not refused for this one's flood.
   if (request.requester().size() != sizeof(Address20) || request.signature().size() != 65) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "Pull needs the requester's 20-byte operator address and its 65-byte signature");
@@ -478,6 +485,10 @@ grpc::Status GossipNetwork::AuthorizePull(grpc::ServerContext* context, const v1
                         "Pull request signed at unix ms " + std::to_string(request.sent_unix_ms()) + ", more than " +
                             std::to_string(options_.max_pull_clock_skew.count()) + " ms from this node's clock (" +
                             std::to_string(now) + ")");
+  }
+  const std::string host = RemoteHost(context->peer());
+  if (Status room = signature_checks_->Take("Pull", host, ""); !room.ok()) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(kPullBudgetMessage) + ": " + room.message());
   }
   std::memcpy(requester->data(), request.requester().data(), sizeof(Address20));
   auto parsed = FromBytes65(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(request.signature().data()), 65));
@@ -492,6 +503,9 @@ grpc::Status GossipNetwork::AuthorizePull(grpc::ServerContext* context, const v1
   if (!authorizer_(*requester)) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         "Pull is served to registered operators only; 0x" + ToHex(*requester) + " is not one");
+  }
+  if (Status room = pull_requests_->Take("Pull", host, "0x" + ToHex(*requester)); !room.ok()) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(kPullBudgetMessage) + ": " + room.message());
   }
   return grpc::Status::OK;
 }

@@ -11,7 +11,8 @@
 // Inbound accounting: every envelope that arrives (pushed or pulled) counts in
 // consensor_p2p_messages_received_total and ends in exactly one of accepted_total,
 // duplicate_total or dropped_total{reason}, reason being one of rate_limited, too_many,
-// oversized, malformed, wrong_chain, bad_signature, unregistered, rejected, no_room.
+// oversized, malformed, wrong_chain, signature_budget, bad_signature, unregistered, rejected,
+// no_room.
 #pragma once
 
 #include <atomic>
@@ -37,6 +38,7 @@
 #include "common/status.h"
 #include "consensor/v1/peer.grpc.pb.h"
 #include "node/p2p/gossip_publisher.h"
+#include "node/p2p/peer_rate_budget.h"
 #include "node/telemetry/metrics.h"
 
 namespace consensor::node {
@@ -55,11 +57,22 @@ struct GossipOptions {
   // remembered, so a later copy is taken. Zero or negative: no limit.
   double max_messages_per_second_per_operator = 1000;
   // Pull (anti-entropy) is served only to registered operators, proved by a signed request.
-  // Before the signature is checked, requests are limited per remote IP (a token bucket of 2x
-  // this many); after it, each operator's response bytes (a bucket of 2x this many bytes per
-  // second). Over either: RESOURCE_EXHAUSTED with kPullBudgetMessage. Zero or negative: no limit.
+  // Once the signature is verified, requests are limited per operator (a token bucket of 2x
+  // max_pull_requests_per_second_per_operator), then per remote IP as the outer bound over every
+  // operator there (2x max_pull_requests_per_second_per_ip; charged only by requests their
+  // operator's bucket let through, so one operator's flood cannot spend its host's), then each
+  // operator's response bytes (2x max_pull_bytes_per_second_per_operator). Over any:
+  // RESOURCE_EXHAUSTED with kPullBudgetMessage. Zero or negative: no limit.
+  double max_pull_requests_per_second_per_operator = 25;
   double max_pull_requests_per_second_per_ip = 100;
   double max_pull_bytes_per_second_per_operator = 16 << 20;
+  // Signature checks (ECDSA recoveries) per remote host, taken before each check of a pushed
+  // envelope, a Pull request, and (on the peer port) a signed GetBlob, GetTask or GetNodeInfo
+  // request: a token bucket of 2x this many. Over it a pushed envelope is dropped as
+  // signature_budget and not remembered (a later copy, or a pull, delivers it), and a request is
+  // refused with RESOURCE_EXHAUSTED. Envelopes this node pulls are not charged: it chooses whom
+  // it pulls from and how much. Zero or negative: no limit.
+  double max_signature_checks_per_second_per_host = 5000;
   std::chrono::milliseconds max_pull_clock_skew{60000};  // |receiver's clock - sent_unix_ms|
   int peer_queue_capacity = 4096;  // outbound messages waiting per peer; beyond: dropped and counted
   int log_capacity = 20000;        // recent messages kept for Pull
@@ -120,6 +133,9 @@ class GossipNetwork final : public GossipPublisher {
   StatusOr<Hash256> Rebroadcast(const v1::Envelope& envelope);
 
   size_t connected_peers() const;  // peers whose last RPC succeeded
+  // The per-host signature-check budget (max_signature_checks_per_second_per_host), for the
+  // peer port's signed requests to share with gossip. Never null.
+  PeerRateBudget* signature_checks() { return signature_checks_.get(); }
   uint64_t log_epoch() const { return epoch_; }
 
   static Hash256 MessageId(std::string_view payload);  // SHA-256(payload)
@@ -169,8 +185,10 @@ class GossipNetwork final : public GossipPublisher {
   static Logged Share(const v1::Envelope& envelope);
 
   // The inbound path shared by pushes and pulls. `origin` is the endpoint the envelope came from
-  // when known (pulls), so the relay skips it.
-  Outcome ProcessEnvelope(const v1::Envelope& envelope, const std::string* origin);
+  // when known (pulls), so the relay skips it. `pusher_host` is the remote host of a push, whose
+  // signature-check budget pays for verifying it (null for pulls).
+  Outcome ProcessEnvelope(const v1::Envelope& envelope, const std::string* origin,
+                          const std::string* pusher_host = nullptr);
   Outcome Drop(const char* reason, size_t count = 1);
   bool TakeTokens(const std::string& peer, size_t messages);
   bool TakeOperatorToken(const Address20& author);
@@ -202,6 +220,8 @@ class GossipNetwork final : public GossipPublisher {
   Address20 self_address_{};
   const uint64_t epoch_;
   std::unique_ptr<PeerService> service_;
+  std::unique_ptr<PeerRateBudget> signature_checks_;
+  std::unique_ptr<PeerRateBudget> pull_requests_;  // per operator, then per host
 
   struct Metrics {
     Counter* received;
@@ -235,7 +255,6 @@ class GossipNetwork final : public GossipPublisher {
   std::mutex rate_mu_;
   std::map<std::string, Bucket> buckets_;              // by connection
   std::map<Address20, Bucket> operator_buckets_;       // by verified author
-  std::map<std::string, Bucket> pull_ip_buckets_;      // Pull requests, by remote IP
   std::map<Address20, Bucket> pull_operator_buckets_;  // Pull response bytes, by verified requester
 
   std::mutex rng_mu_;

@@ -90,6 +90,7 @@ class GrpcPeerClient final : public PeerClient {
     context.set_deadline(std::chrono::system_clock::now() + options_.task_deadline);
     v1::GetTaskRequest request;
     request.set_task_id(task_id_hex);
+    if (options_.sign_task_request) RETURN_IF_ERROR(options_.sign_task_request(&request));
     v1::Task task;
     grpc::Status s = stub->GetTask(&context, request, &task);
     if (!s.ok()) return Unavailable(endpoint + ": " + s.error_message());

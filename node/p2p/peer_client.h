@@ -42,6 +42,9 @@ struct GrpcPeerClientOptions {
   // Signs each GetBlob request as this operator (SignGetBlob), so the peer counts the stream
   // against this operator's budget, not its host's. Empty: requests go unsigned.
   std::function<Status(v1::GetBlobRequest*)> sign_blob_request;
+  // The same for GetTask requests (SignGetTask): the peer's budget of GetTask and GetNodeInfo
+  // calls is then this operator's own.
+  std::function<Status(v1::GetTaskRequest*)> sign_task_request;
 };
 
 std::unique_ptr<PeerClient> NewGrpcPeerClient(GrpcPeerClientOptions options = {});

@@ -1,7 +1,9 @@
-// Who asks for a blob on the peer port. An operator fetching a task's blobs (or an output) from
-// a peer signs its GetBlobRequest (node.proto), so the peer can key its budget of open GetBlob
-// streams on the operator instead of on the remote host: on a devnet every operator is
-// 127.0.0.1, and in production one host may run many operators, or one operator many hosts.
+// Who asks on the peer port. An operator fetching a task's blobs (or an output) from a peer signs
+// its GetBlobRequest (node.proto), and one asking for a peer's record of a task its GetTaskRequest
+// (a GetNodeInfoRequest may be signed too), so the peer can key its budgets (open GetBlob
+// streams; GetTask and GetNodeInfo calls per second) on the operator instead of on the remote
+// host: on a devnet every operator is 127.0.0.1, and in production one host may run many
+// operators, or one operator many hosts.
 #pragma once
 
 #include <chrono>
@@ -30,8 +32,8 @@ Hash256 GetBlobDigest(const PeerRequestDomain& domain, const v1::GetBlobRequest&
 // Fills in requester, sent_unix_ms (now, unless already set) and signature.
 Status SignGetBlob(const Secp256k1Secret& key, const PeerRequestDomain& domain, v1::GetBlobRequest* request);
 
-// What a GetBlob request proves about who sent it.
-struct GetBlobAuth {
+// What a signed peer request proves about who sent it.
+struct PeerRequestAuth {
   enum class Outcome {
     kUnsigned,       // no requester and no signature: a client, or a peer that does not sign
     kOperator,       // signed by `requester`, an active operator
@@ -42,11 +44,35 @@ struct GetBlobAuth {
   Address20 requester{};
   std::string error;  // why, for kBadSignature and kNotAnOperator
 };
+using GetBlobAuth = PeerRequestAuth;
+
+// True when the request carries a requester or a signature: checking it costs an ECDSA recovery
+// (the peer port charges that to the remote host's p2p.max_signature_checks_per_second_per_host).
+template <typename Request>
+bool ClaimsSignature(const Request& request) {
+  return !request.requester().empty() || !request.signature().empty();
+}
 
 // Checks a request's signature against `now_unix_ms` (at most `max_clock_skew` away) and asks
 // `is_operator` about a valid requester.
 GetBlobAuth VerifyGetBlob(const PeerRequestDomain& domain, const v1::GetBlobRequest& request, int64_t now_unix_ms,
                           std::chrono::milliseconds max_clock_skew,
                           const std::function<bool(const Address20&)>& is_operator);
+
+// keccak256("consensor.gettask.v1" || u64be(chain_id) || contract || requester ||
+// u64be(sent_unix_ms) || task_id (the hex string, as bytes)).
+Hash256 GetTaskDigest(const PeerRequestDomain& domain, const v1::GetTaskRequest& request);
+Status SignGetTask(const Secp256k1Secret& key, const PeerRequestDomain& domain, v1::GetTaskRequest* request);
+PeerRequestAuth VerifyGetTask(const PeerRequestDomain& domain, const v1::GetTaskRequest& request, int64_t now_unix_ms,
+                              std::chrono::milliseconds max_clock_skew,
+                              const std::function<bool(const Address20&)>& is_operator);
+
+// keccak256("consensor.getnodeinfo.v1" || u64be(chain_id) || contract || requester ||
+// u64be(sent_unix_ms)).
+Hash256 GetNodeInfoDigest(const PeerRequestDomain& domain, const v1::GetNodeInfoRequest& request);
+Status SignGetNodeInfo(const Secp256k1Secret& key, const PeerRequestDomain& domain, v1::GetNodeInfoRequest* request);
+PeerRequestAuth VerifyGetNodeInfo(const PeerRequestDomain& domain, const v1::GetNodeInfoRequest& request,
+                                  int64_t now_unix_ms, std::chrono::milliseconds max_clock_skew,
+                                  const std::function<bool(const Address20&)>& is_operator);
 
 }  // namespace consensor::node

@@ -903,15 +903,29 @@ TEST_F(NetworkHonestTest, MessagesFromUnregisteredKeysAreIgnored) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
   EXPECT_EQ(pulled.messages_size(), 0);
 
-  // A flood from this host: past the per-host budget (100/s, burst 2x) Pull is refused before
-  // any signature is checked, so the flood costs the node almost nothing.
-  int pulls_refused = 0;
-  for (int i = 0; i < 400; ++i) {
+  // A flood of unsigned Pulls is refused before any signature work. A flood of operator 2's
+  // signed Pulls from this host (every operator here is 127.0.0.1) is refused past operator 2's
+  // own rate (p2p.max_pull_requests_per_second_per_operator, 25/s, burst 2x); the host's bound
+  // (100/s) is charged only by what that rate let through, so the other operators' pulls from
+  // this host are never refused for it.
+  for (int i = 0; i < 100; ++i) {
     v1::PullResponse ignored;
     status = pull(v1::PullRequest(), &ignored);
-    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) ++pulls_refused;
+    ASSERT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  }
+  int pulls_refused = 0;
+  for (int i = 0; i < 300; ++i) {
+    v1::PullResponse ignored;
+    status = pull(signed_by(2), &ignored);
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++pulls_refused;
+      EXPECT_NE(status.error_message().find("p2p.max_pull_requests_per_second_per_operator"), std::string::npos)
+          << status.error_message();
+    }
   }
   EXPECT_GT(pulls_refused, 0);
+  EXPECT_GT(target.Metric(R"(consensor_p2p_calls_refused_total{call="Pull",budget="operator"})"), 0);
+  EXPECT_EQ(target.Metric(R"(consensor_p2p_calls_refused_total{call="Pull",budget="host"})"), 0);
   // The node still serves its peers afterwards (the host's bucket refills): a task certifies on
   // every node.
   auto after_flood = Submit(target, 3, 2, 702);
@@ -1458,12 +1472,14 @@ void ExpectBlobStreamBudgetsHold(TestNetwork& net, NetworkNode& target, const st
 // The silent member is the hostile peer of issue 18 (fault `refuse-everywhere`): besides
 // withholding every commitment and vote, it serves every blob with a byte flipped, refuses
 // peers' GetTask and Pull, and floods every peer's peer port with signed GetBlob streams it
-// never reads and GetTask calls for tasks that do not exist. Its streams count against its own
-// operator budget (p2p.max_blob_streams_per_operator), not the host's that every operator here
-// shares (127.0.0.1), so the honest members still fetch, certify and finalize. Its blobs are
-// small, so its streams end at once on the server; at the end the test itself plays this
-// operator with a 32 MiB blob whose never-read streams really hold the peer port's threads
-// (ExpectBlobStreamBudgetsHold).
+// never reads, GetTask calls for tasks that do not exist, and signed Pull and GetNodeInfo
+// requests far over their rates. Its streams count against its own operator budget
+// (p2p.max_blob_streams_per_operator) and its calls against its own rates
+// (p2p.max_pull_requests_per_second_per_operator, p2p.max_lookups_per_second_per_operator), not
+// the host's that every operator here shares (127.0.0.1), so the honest members still pull,
+// fetch, certify and finalize. Its blobs are small, so its streams end at once on the server; at
+// the end the test itself plays this operator with a 32 MiB blob whose never-read streams really
+// hold the peer port's threads (ExpectBlobStreamBudgetsHold).
 TEST(NetworkFaultTest, SilentMemberIsReplacedAndNotSlashed) {
   testing_support::NetworkOptions options;
   options.separate_peer_ports = true;  // where the GetBlob stream budgets are
@@ -1535,13 +1551,31 @@ TEST(NetworkFaultTest, SilentMemberIsReplacedAndNotSlashed) {
   const char kTaskCalls[] = "consensor_rpc_requests_total{method=\"GetTask\",code=\"NOT_FOUND\"}";
   const char kOverOperator[] = "consensor_p2p_streams_refused_total{budget=\"operator\"}";
   const char kOverHost[] = "consensor_p2p_streams_refused_total{budget=\"host\"}";
+  const char kPullsOverOperator[] = "consensor_p2p_calls_refused_total{call=\"Pull\",budget=\"operator\"}";
+  const char kPullsOverHost[] = "consensor_p2p_calls_refused_total{call=\"Pull\",budget=\"host\"}";
+  const char kInfoOverOperator[] = "consensor_p2p_calls_refused_total{call=\"GetNodeInfo\",budget=\"operator\"}";
+  const char kTasksOverOperator[] = "consensor_p2p_calls_refused_total{call=\"GetTask\",budget=\"operator\"}";
+  const char kLookupsOverHost[] = "consensor_p2p_calls_refused_total{call=\"GetNodeInfo\",budget=\"host\"}";
+  const char kGossipChecksRefused[] = "consensor_p2p_signature_checks_refused_total{call=\"Gossip\",budget=\"host\"}";
   for (size_t i = 0; i < 3; ++i) {
     NetworkNode& n = net.node(i);
     std::cout << n.name() << ": flood GetTask " << n.Metric(kTaskCalls) << ", GetBlob streams refused over the "
               << "operator budget " << n.Metric(kOverOperator) << ", over the host budget " << n.Metric(kOverHost)
-              << ", open " << n.Metric("consensor_p2p_blob_streams") << "\n";
+              << ", open " << n.Metric("consensor_p2p_blob_streams") << "; Pulls refused over the operator's rate "
+              << n.Metric(kPullsOverOperator) << ", over the host's " << n.Metric(kPullsOverHost)
+              << "; GetNodeInfo / GetTask refused over the operator's rate " << n.Metric(kInfoOverOperator) << " / "
+              << n.Metric(kTasksOverOperator) << ", GetNodeInfo over the host's " << n.Metric(kLookupsOverHost)
+              << "; gossip signature checks refused " << n.Metric(kGossipChecksRefused) << "\n";
     EXPECT_GT(n.Metric(kTaskCalls), 0) << n.name();
     EXPECT_LE(n.Metric("consensor_p2p_blob_streams"), 32) << n.name();
+    // The flooder's Pulls and GetNodeInfo calls were refused at its own rates, and the host's
+    // bounds, which the honest operators on 127.0.0.1 share with it, refused nothing.
+    EXPECT_GT(n.Metric(kPullsOverOperator), 0) << n.name();
+    EXPECT_EQ(n.Metric(kPullsOverHost), 0) << n.name();
+    EXPECT_GT(n.Metric(kInfoOverOperator), 0) << n.name();
+    EXPECT_EQ(n.Metric(kLookupsOverHost), 0) << n.name();
+    // Honest gossip stayed within the host's signature checks, flood and all.
+    EXPECT_EQ(n.Metric(kGossipChecksRefused), 0) << n.name();
   }
   EXPECT_NE(silent.LogTail(4000).find("fault injection: flooding peers"), std::string::npos);
 

@@ -641,24 +641,75 @@ TEST(GossipNetworkTest, PullIsServedOnlyToRegisteredOperatorsWithinTheirBudget) 
   ASSERT_TRUE(CallPull(*stub, SignedPull(0, 0, 0, 4), &other).ok());
   EXPECT_EQ(other.messages_size(), 6);
 
-  // Requests from one host are limited before any signature is checked.
+  // Requests are rated per operator once the signature is verified, with the host's rate as the
+  // outer bound: operator 4's flood is refused at its own rate and spends nothing of the host's,
+  // so operator 1 on the same host (this loopback) is still served; the host bound then caps
+  // them together. Unsigned requests cost no signature check and are refused as such.
   GossipOptions limited = FastOptions();
-  limited.max_pull_requests_per_second_per_ip = 1;  // a bucket of 2
+  limited.max_pull_requests_per_second_per_operator = 1;  // a bucket of 2
+  limited.max_pull_requests_per_second_per_ip = 2;        // a bucket of 4
   TestNode second(2, operators, limited);
   ASSERT_TRUE(second.ok());
   auto second_stub = second.RawStub();
-  int exhausted = 0;
+  auto pull_as = [&](uint8_t signer) {
+    v1::PullResponse ignored;
+    return CallPull(*second_stub, SignedPull(0, 0, 0, signer), &ignored);
+  };
+  EXPECT_TRUE(pull_as(4).ok());
+  EXPECT_TRUE(pull_as(4).ok());
+  for (int i = 0; i < 10; ++i) {
+    grpc::Status status = pull_as(4);
+    ASSERT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+    EXPECT_NE(status.error_message().find(GossipNetwork::kPullBudgetMessage), std::string::npos);
+    EXPECT_NE(status.error_message().find("p2p.max_pull_requests_per_second_per_operator"), std::string::npos)
+        << status.error_message();
+  }
   for (int i = 0; i < 5; ++i) {
     v1::PullResponse ignored;
-    grpc::Status status = CallPull(*second_stub, unsigned_pull, &ignored);
-    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
-      ++exhausted;
-      EXPECT_NE(status.error_message().find(GossipNetwork::kPullBudgetMessage), std::string::npos);
-    } else {
-      EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
-    }
+    EXPECT_EQ(CallPull(*second_stub, unsigned_pull, &ignored).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   }
-  EXPECT_GE(exhausted, 2);
+  EXPECT_TRUE(pull_as(1).ok()) << "another operator on the flooder's host";
+  EXPECT_TRUE(pull_as(1).ok());
+  grpc::Status host_full = pull_as(2);  // the host's 4 are taken: a third operator there waits
+  EXPECT_EQ(host_full.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << host_full.error_message();
+  EXPECT_NE(host_full.error_message().find("p2p.max_pull_requests_per_second_per_ip"), std::string::npos)
+      << host_full.error_message();
+  const char kRefused[] = "consensor_p2p_calls_refused_total";
+  EXPECT_EQ(second.CounterValue(kRefused, {{"call", "Pull"}, {"budget", "operator"}}), 10);
+  EXPECT_EQ(second.CounterValue(kRefused, {{"call", "Pull"}, {"budget", "host"}}), 1);
+}
+
+// Signature checks per remote host: a pushed envelope over the host's budget is dropped before
+// its signature is checked (reason signature_budget) and not remembered, so the same bytes are
+// taken once the bucket has refilled; duplicates of a seen message cost no check. A signed Pull
+// over it is refused as over the pull budget, before its check.
+TEST(GossipNetworkTest, SignatureChecksAreRatedPerHostAndARefusalIsNotSeen) {
+  auto operators = std::make_shared<AllowedGossipers>(std::set<Address20>{AddressOf(1), AddressOf(2)});
+  GossipOptions options = FastOptions();
+  options.max_signature_checks_per_second_per_host = 2;  // a bucket of 4, refilled in 2 s
+  TestNode node(2, operators, options);
+  ASSERT_TRUE(node.ok());
+  auto stub = node.RawStub();
+  std::vector<v1::Envelope> batch;
+  for (int i = 0; i < 6; ++i) batch.push_back(SignedBy(1, Announcement(Numbered("check", i))));
+  grpc::Status status;
+  EXPECT_EQ(Push(*stub, batch, &status), 4);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(node.Dropped("signature_budget"), 2);
+  EXPECT_EQ(node.CounterValue("consensor_p2p_signature_checks_refused_total", {{"call", "Gossip"}, {"budget", "host"}}),
+            2);
+  // Copies of what was accepted are duplicates: no check is paid for them.
+  EXPECT_EQ(Push(*stub, {batch[0], batch[1]}, &status), 0);
+  EXPECT_EQ(node.Dropped("signature_budget"), 2);
+  v1::PullResponse ignored;
+  grpc::Status pull = CallPull(*stub, SignedPull(0, 0, 0, 1), &ignored);
+  EXPECT_EQ(pull.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << pull.error_message();
+  EXPECT_NE(pull.error_message().find("p2p.max_signature_checks_per_second_per_host"), std::string::npos)
+      << pull.error_message();
+  // The refused envelopes were not remembered: once the bucket refills they are taken.
+  std::this_thread::sleep_for(1100ms);
+  EXPECT_EQ(Push(*stub, {batch[4], batch[5]}, &status), 2);
+  EXPECT_EQ(node.Dropped("signature_budget"), 2);
 }
 
 // The rate limit that a new connection does not reset: per author, after the signature is

@@ -64,5 +64,48 @@ TEST(PeerRequestAuthTest, SignedRequestNamesItsOperatorAndNothingElsePasses) {
   EXPECT_NE(refused.error.find("not an active operator"), std::string::npos) << refused.error;
 }
 
+// GetTask and GetNodeInfo are signed the same way, each under its own tag: a signature for one
+// call does not pass as another's, and the task asked for is covered.
+TEST(PeerRequestAuthTest, GetTaskAndGetNodeInfoAreSignedUnderTheirOwnTags) {
+  const PeerRequestDomain domain{31337, Address20{0xc0, 0x47}};
+  const Address20 signer = AddressFromSecretKey(SecretNumber(7)).value();
+  auto is_operator = [&](const Address20& a) { return a == signer; };
+  using Outcome = PeerRequestAuth::Outcome;
+
+  v1::GetTaskRequest task;
+  task.set_task_id(std::string(64, 'c'));
+  ASSERT_TRUE(SignGetTask(SecretNumber(7), domain, &task).ok());
+  const int64_t now = static_cast<int64_t>(task.sent_unix_ms());
+  PeerRequestAuth auth = VerifyGetTask(domain, task, now, kSkew, is_operator);
+  EXPECT_EQ(auth.outcome, Outcome::kOperator) << auth.error;
+  EXPECT_EQ(auth.requester, signer);
+  v1::GetTaskRequest other_task = task;
+  other_task.set_task_id(std::string(64, 'd'));
+  auth = VerifyGetTask(domain, other_task, now, kSkew, is_operator);
+  EXPECT_EQ(auth.outcome, Outcome::kBadSignature);
+  EXPECT_NE(auth.error.find("GetTask signature"), std::string::npos) << auth.error;
+  EXPECT_EQ(VerifyGetTask(PeerRequestDomain{31337, Address20{0xc0, 0x48}}, task, now, kSkew, is_operator).outcome,
+            Outcome::kBadSignature);
+  EXPECT_EQ(VerifyGetTask(domain, task, now + kSkew.count() + 1, kSkew, is_operator).outcome, Outcome::kBadSignature);
+  v1::GetTaskRequest plain;
+  plain.set_task_id(task.task_id());
+  EXPECT_EQ(VerifyGetTask(domain, plain, now, kSkew, is_operator).outcome, Outcome::kUnsigned);
+  EXPECT_FALSE(ClaimsSignature(plain));
+  EXPECT_TRUE(ClaimsSignature(task));
+
+  v1::GetNodeInfoRequest info;
+  ASSERT_TRUE(SignGetNodeInfo(SecretNumber(7), domain, &info).ok());
+  EXPECT_EQ(VerifyGetNodeInfo(domain, info, now, kSkew, is_operator).outcome, Outcome::kOperator);
+  // The same requester, time and signature moved onto another call do not verify there.
+  v1::GetTaskRequest moved;
+  moved.set_requester(info.requester());
+  moved.set_sent_unix_ms(info.sent_unix_ms());
+  moved.set_signature(info.signature());
+  EXPECT_EQ(VerifyGetTask(domain, moved, now, kSkew, is_operator).outcome, Outcome::kBadSignature);
+  v1::GetNodeInfoRequest outsider;
+  ASSERT_TRUE(SignGetNodeInfo(SecretNumber(9), domain, &outsider).ok());
+  EXPECT_EQ(VerifyGetNodeInfo(domain, outsider, now, kSkew, is_operator).outcome, Outcome::kNotAnOperator);
+}
+
 }  // namespace
 }  // namespace consensor::node
