@@ -192,6 +192,7 @@ struct NodeSpec {
   int64_t min_free_bytes = -1;
   // TOML appended to the config: whole sections the harness does not write itself.
   std::string extra_config;
+  std::string p2p_config;
 
   NodeSpec& Fault(std::string mode) {
     fault = std::move(mode);
@@ -219,6 +220,11 @@ struct NodeSpec {
   }
   NodeSpec& BootstrapAll() {
     bootstrap_all = true;
+    return *this;
+  }
+  // Lines inside the [p2p] table (a TOML table cannot be opened twice, so not ExtraConfig).
+  NodeSpec& P2pConfig(std::string lines) {
+    p2p_config += lines;
     return *this;
   }
   NodeSpec& ExtraConfig(std::string toml) {
@@ -682,6 +688,7 @@ class TestNetwork {
       << "\"\npoll_ms = " << options_.poll_ms << "\n"
       << "[p2p]\npull_interval_ms = " << options_.pull_interval_ms << "\n";
     if (n.peer_port_ > 0) f << "listen = \"127.0.0.1:" << n.peer_port_ << "\"\n";
+    f << n.spec().p2p_config;
     if (n.spec().bootstrap_all) {
       f << "bootstrap = [";
       bool first = true;

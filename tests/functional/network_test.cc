@@ -1485,7 +1485,12 @@ TEST(NetworkFaultTest, SilentMemberIsReplacedAndNotSlashed) {
   options.separate_peer_ports = true;  // where the GetBlob stream budgets are
   TestNetwork net("silent", options);
   auto fast = [](int account) { return Operator(account).MemberTimeoutMs(1500).ExhaustedGraceMs(4000); };
-  ASSERT_EQ(net.Start({fast(1), fast(2), fast(3), fast(4).Fault("refuse-everywhere")}), "");
+  // The honest nodes allow each operator 10 lookups (GetTask and GetNodeInfo) per second, not
+  // the default 100: under sanitizers the flooder's lookups stayed below 100 a second (no
+  // refusal in a CI run), and its flood must go over its own rate to show them. Honest lookups
+  // here are at most one per second per unstored task.
+  auto honest = [&](int account) { return fast(account).P2pConfig("max_lookups_per_second_per_operator = 10\n"); };
+  ASSERT_EQ(net.Start({honest(1), honest(2), honest(3), fast(4).Fault("refuse-everywhere")}), "");
   NetworkNode& silent = net.node(3);
   // Submit until the silent node is in the committee (each task: 3 of 4 operators). With a
   // unanimous quorum (3 of 3) its silence blocks the committee: it is replaced, and because the
