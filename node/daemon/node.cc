@@ -467,6 +467,9 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: a second node on the same port would start and take half
+  // of the connections (peers' and clients') without a word. Refuse the port instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(config.rpc_listen, grpc::InsecureServerCredentials(), &impl->rpc_port);
   builder.RegisterService(impl->service.get());
   const bool own_peer_server = impl->gossip && !config.p2p_listen.empty();
@@ -513,6 +516,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
         },
         std::move(guards));
     grpc::ServerBuilder peer_builder;
+    peer_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     peer_builder.AddListeningPort(config.p2p_listen, grpc::InsecureServerCredentials(), &impl->peer_port);
     peer_builder.RegisterService(impl->gossip->service());
     peer_builder.RegisterService(impl->peer_facing.get());

@@ -217,6 +217,10 @@ ConsensusEngine::ConsensusEngine(ConsensusOptions options, Secp256k1Secret key, 
                                           "Bytes of the votes kept for tasks whose round is not open here.");
   blobs_fetched_ = metrics->AddCounter("consensor_blobs_fetched_total",
                                        "Blobs fetched from peers: task blobs by members, certified outputs.");
+  own_key_announcements_ = metrics->AddCounter(
+      "consensor_own_key_announcements_total",
+      "Announcements signed with this node's operator key that this node never made: another node runs with "
+      "the same key.");
   member_fetch_failures_ = metrics->AddCounter(
       "consensor_member_fetch_failures_total",
       "Tasks this node was to execute as a member but whose blobs no holder served (it stays silent).");
@@ -800,6 +804,15 @@ Status ConsensusEngine::Adopt(const v1::TaskAnnouncement& ann, const Address20& 
   if (auto known = tasks_->Get(id); known.ok()) {
     done();
     return OkStatus();  // e.g. announced twice; the first announcement stands
+  }
+  if (announcer == address_) {
+    // Two nodes signing as one operator double every vote's risk: if they ever disagree, the
+    // operator has signed two results and is slashed. The operator must hear of it.
+    own_key_announcements_->Increment();
+    Log(LogLevel::kWarn,
+        "a task announced with this node's operator key that this node never announced: "
+        "is another node running with the same key?",
+        {{"task", id.Hex()}});
   }
   // No blobs: only the committee fetches them, once it is seated (ExecuteHere). A non-member's
   // cost per task is the announcement, the votes and the certificate.

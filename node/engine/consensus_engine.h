@@ -203,6 +203,7 @@ class ConsensusEngine {
   Gauge* orphan_bytes_gauge_;
   Counter* blobs_fetched_;          // blobs fetched from peers (task blobs and outputs)
   Counter* member_fetch_failures_;  // member fetches that found no holder
+  Counter* own_key_announcements_;  // announcements signed with this node's key that it never made
   Counter* outputs_on_demand_;      // outputs fetched because a client asked this non-member
   Counter* outputs_refused_;        // output bytes a peer served that the certificate refutes
   void UpdateOrphanGaugesLocked();

@@ -13,8 +13,10 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 
@@ -70,6 +72,10 @@ inline bool WaitUntil(const std::function<bool()>& done, std::chrono::millisecon
 // must not be handed out to anyone else: the kernel gives ephemeral ports to every bind to port
 // 0 and to every outgoing connection (other tests' nodes, gRPC clients), never ports below
 // that range. Random, so that tests running in parallel do not pick the same ones.
+// A port no other test process picks while this one runs. Binding a probe socket is not enough:
+// ctest runs two network tests at once, and both could pick a port before either daemon binds
+// it. So each picked port also holds an flock on /tmp/consensor-test-ports/PORT for the rest of
+// the process (the kernel drops it when the process ends, however it ends).
 inline int FreeLoopbackPort() {
   int ephemeral_low = 32768;
   if (std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range"); range) range >> ephemeral_low;
@@ -77,16 +83,27 @@ inline int FreeLoopbackPort() {
   if (ephemeral_low <= low + 1000) ephemeral_low = 65536;  // an unusual range: take any free port
   thread_local std::mt19937 rng(std::random_device{}());
   std::uniform_int_distribution<int> pick(low, ephemeral_low - 1);
+  const std::string lock_dir = "/tmp/consensor-test-ports";
+  std::error_code ignored;
+  std::filesystem::create_directories(lock_dir, ignored);
+  std::filesystem::permissions(lock_dir, std::filesystem::perms::all, ignored);  // shared by every user
   for (int attempt = 0; attempt < 200; ++attempt) {
     const int candidate = pick(rng);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const std::string lock_path = lock_dir + "/" + std::to_string(candidate);
+    const int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+      if (lock_fd >= 0) close(lock_fd);
+      continue;  // another test process holds it
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_port = htons(static_cast<uint16_t>(candidate));
     inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
     const bool free = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0;
     close(fd);
-    if (free) return candidate;
+    if (free) return candidate;  // lock_fd stays open: the port stays ours
+    close(lock_fd);
   }
   return -1;
 }

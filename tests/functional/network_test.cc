@@ -862,6 +862,21 @@ TEST_F(NetworkHonestTest, MessagesFromUnregisteredKeysAreIgnored) {
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->consensus().announcer(), net.node(1).operator_hex()) << testing_support::Describe(*t);
 
+  // An announcement signed with node1's own key that node1 never made (a second node running
+  // with its key): node1 tells its operator, with a warning and a counter.
+  auto cloned = testing_support::UploadTask(target.client(), testing_support::TinyModel(),
+                                            {{"x", testing_support::RandomF32({4, 8}, 503)}}, 3, 2, NextNonce());
+  ASSERT_TRUE(cloned.ok()) << cloned.status().ToString();
+  *message.mutable_announcement()->mutable_spec() = *cloned;
+  const double own_key = target.Metric("consensor_own_key_announcements_total");
+  EXPECT_EQ(own_key, 0) << "node1 saw its own key in an announcement it made";
+  auto from_clone = push(1);
+  ASSERT_TRUE(from_clone.ok()) << from_clone.status().ToString();
+  EXPECT_EQ(*from_clone, 1u);
+  EXPECT_TRUE(WaitUntil([&] { return target.Metric("consensor_own_key_announcements_total") == own_key + 1; }, 10s))
+      << target.LogTail(30);
+  EXPECT_NE(target.LogTail(200).find("is another node running with the same key?"), std::string::npos);
+
   // Pull (the gossip log's catch-up read) by an attacker that tries it unsigned, with a forged
   // or stale signature, as an outsider, and as a flood: each is refused with its own status
   // before the log is read, a registered operator's signed Pull is served, and the network still

@@ -428,6 +428,22 @@ TEST_F(NodeTest, SecondDaemonOnSameDatadirIsRefused) {
   EXPECT_TRUE(client.GetNodeInfo().ok());
 }
 
+// gRPC turns SO_REUSEPORT on by default: a second node on a busy port would start, and the
+// kernel would hand it half of the first one's connections. It must refuse the port instead.
+TEST_F(NodeTest, SecondDaemonOnSamePortIsRefused) {
+  DaemonProcess* first = StartDaemon("first");
+  DaemonProcess second(Path("second"), {"--listen", first->address()});
+  second.Spawn();
+  EXPECT_EQ(second.WaitExit(), 1) << second.Log();
+  EXPECT_NE(second.Log().find("cannot listen for gRPC on " + first->address()), std::string::npos) << second.Log();
+  // The first one is unaffected, and every call reaches it.
+  for (int i = 0; i < 8; ++i) {
+    NodeClient client(first->address());
+    auto info = client.GetNodeInfo();
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+  }
+}
+
 TEST_F(NodeTest, GracefulShutdownOnSigterm) {
   DaemonProcess* d = StartDaemon("n1");
   NodeClient client(d->address());
