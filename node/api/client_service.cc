@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "common/address.h"
+#include "common/clock.h"
 #include "common/sha256.h"
 #include "consensus/task.h"
 #include "node/telemetry/log.h"
@@ -407,7 +408,7 @@ grpc::Status NotForPeers(const char* call) {
 // is UNAUTHENTICATED and a non-operator's PERMISSION_DENIED (an honest peer sends neither).
 template <typename Request>
 grpc::Status IdentifyRequester(const char* call, const std::string& host, const Request& request,
-                               PeerRateBudget* signature_checks,
+                               PeerRateBudget* signature_checks, SignedRequestReplays* replays,
                                const std::function<PeerRequestAuth(const Request&)>& verify, std::string* requester) {
   requester->clear();
   if (!verify || !ClaimsSignature(request)) return grpc::Status::OK;
@@ -417,7 +418,18 @@ grpc::Status IdentifyRequester(const char* call, const std::string& host, const 
   PeerRequestAuth auth = verify(request);
   switch (auth.outcome) {
     case PeerRequestAuth::Outcome::kUnsigned: return grpc::Status::OK;
-    case PeerRequestAuth::Outcome::kOperator: *requester = AddressToHex(auth.requester); return grpc::Status::OK;
+    case PeerRequestAuth::Outcome::kOperator: {
+      if (replays != nullptr) {
+        Status fresh = replays->Admit(call, auth.requester, auth.digest, auth.sent_unix_ms, UnixMillisNow());
+        if (!fresh.ok()) {
+          return grpc::Status(fresh.code() == StatusCode::kAlreadyExists ? grpc::StatusCode::UNAUTHENTICATED
+                                                                         : grpc::StatusCode::RESOURCE_EXHAUSTED,
+                              fresh.message());
+        }
+      }
+      *requester = AddressToHex(auth.requester);
+      return grpc::Status::OK;
+    }
     case PeerRequestAuth::Outcome::kBadSignature: return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, auth.error);
     case PeerRequestAuth::Outcome::kNotAnOperator: return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, auth.error);
   }
@@ -444,7 +456,8 @@ grpc::Status PeerFacingClientService::GetBlob(grpc::ServerContext* context, cons
     // than counted as unsigned (an honest peer never sends one).
     const std::string host = PeerAddress(context->peer());
     std::string requester;
-    if (grpc::Status who = IdentifyRequester("GetBlob", host, *request, guards_.signature_checks, verify_, &requester);
+    if (grpc::Status who = IdentifyRequester("GetBlob", host, *request, guards_.signature_checks, guards_.replays,
+                                             verify_, &requester);
         !who.ok()) {
       return Count(client_->metrics_, "GetBlob", who);
     }
@@ -466,8 +479,8 @@ grpc::Status PeerFacingClientService::GetTask(grpc::ServerContext* context, cons
   }
   const std::string host = PeerAddress(context->peer());
   std::string requester;
-  if (grpc::Status who =
-          IdentifyRequester("GetTask", host, *request, guards_.signature_checks, guards_.verify_task, &requester);
+  if (grpc::Status who = IdentifyRequester("GetTask", host, *request, guards_.signature_checks, guards_.replays,
+                                           guards_.verify_task, &requester);
       !who.ok()) {
     return Count(client_->metrics_, "GetTask", who);
   }
@@ -484,7 +497,7 @@ grpc::Status PeerFacingClientService::GetNodeInfo(grpc::ServerContext* context, 
                                                   v1::NodeInfo* response) {
   const std::string host = PeerAddress(context->peer());
   std::string requester;
-  if (grpc::Status who = IdentifyRequester("GetNodeInfo", host, *request, guards_.signature_checks,
+  if (grpc::Status who = IdentifyRequester("GetNodeInfo", host, *request, guards_.signature_checks, guards_.replays,
                                            guards_.verify_node_info, &requester);
       !who.ok()) {
     return Count(client_->metrics_, "GetNodeInfo", who);

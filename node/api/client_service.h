@@ -14,6 +14,7 @@
 #include "node/engine/task_manager.h"
 #include "node/p2p/peer_rate_budget.h"
 #include "node/p2p/peer_request_auth.h"
+#include "node/p2p/signed_request_replays.h"
 #include "node/storage/disk_budget.h"
 #include "node/storage/store.h"
 #include "node/telemetry/node_metrics.h"
@@ -112,6 +113,10 @@ struct PeerCallGuards {
   // one every such request counts as unsigned.
   std::function<PeerRequestAuth(const v1::GetTaskRequest&)> verify_task;
   std::function<PeerRequestAuth(const v1::GetNodeInfoRequest&)> verify_node_info;
+  // Each verified signed request (GetBlob, GetTask, GetNodeInfo) is served once: a replay is
+  // UNAUTHENTICATED before it is charged to its operator's budgets (shared with gossip's Pull:
+  // GossipNetwork::signed_request_replays()).
+  SignedRequestReplays* replays = nullptr;
 };
 
 // consensor.v1.Client on the peer listener (p2p.listen): only the calls other operators make

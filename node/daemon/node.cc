@@ -46,7 +46,7 @@ namespace consensor::node {
 namespace {
 
 // How far a signed peer request's time may be from this node's clock (as for Pull).
-constexpr std::chrono::milliseconds kPeerRequestClockSkew{60000};
+constexpr std::chrono::milliseconds kPeerRequestClockSkew = kSignedPeerRequestClockSkew;
 
 enum class Health { kStarting, kHealthy, kStopping };
 
@@ -503,6 +503,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     PeerCallGuards guards;
     guards.lookups = impl->peer_lookups.get();
     guards.signature_checks = impl->gossip->signature_checks();
+    guards.replays = impl->gossip->signed_request_replays();
     guards.verify_task = [domain, is_operator](const v1::GetTaskRequest& request) {
       return VerifyGetTask(domain, request, UnixMillisNow(), kPeerRequestClockSkew, is_operator);
     };

@@ -147,6 +147,8 @@ GossipNetwork::GossipNetwork(GossipOptions options, GossipHandler handler, Gossi
       PeerRateLimits{.per_requester = options_.max_pull_requests_per_second_per_operator,
                      .per_host = options_.max_pull_requests_per_second_per_ip},
       PullBudgetNames(), metrics);
+  signed_request_replays_ = std::make_unique<SignedRequestReplays>(
+      std::max(options_.max_pull_clock_skew, kSignedPeerRequestClockSkew), kMaxRememberedRequestsPerOperator);
   metrics_.peers = metrics->AddGauge("consensor_p2p_peers", "Configured gossip peers.");
   metrics_.peers_connected =
       metrics->AddGauge("consensor_p2p_peers_connected", "Gossip peers whose last RPC succeeded.");
@@ -226,7 +228,7 @@ Status GossipNetwork::SignPull(const Secp256k1Secret& key, uint64_t chain_id, co
                                v1::PullRequest* request) {
   ASSIGN_OR_RETURN(Address20 address, AddressFromSecretKey(key));
   request->set_requester(std::string(AsBytes(address)));
-  if (request->sent_unix_ms() == 0) request->set_sent_unix_ms(static_cast<uint64_t>(UnixMillisNow()));
+  if (request->sent_unix_ms() == 0) request->set_sent_unix_ms(UniqueRequestMillis());
   ASSIGN_OR_RETURN(EcdsaSignature signature, SignDigest(key, PullDigest(chain_id, contract, *request)));
   const auto bytes = ToBytes65(signature);
   request->set_signature(reinterpret_cast<const char*>(bytes.data()), bytes.size());
@@ -495,7 +497,8 @@ grpc::Status GossipNetwork::AuthorizePull(grpc::ServerContext* context, const v1
   if (!parsed.ok()) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "Pull signature: " + parsed.status().message());
   }
-  auto signer = RecoverAddress(PullDigest(options_.chain_id, options_.contract, request), *parsed);
+  const Hash256 digest = PullDigest(options_.chain_id, options_.contract, request);
+  auto signer = RecoverAddress(digest, *parsed);
   if (!signer.ok() || *signer != *requester) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "Pull signature is not the requester's (or was made for another chain or deployment)");
@@ -503,6 +506,11 @@ grpc::Status GossipNetwork::AuthorizePull(grpc::ServerContext* context, const v1
   if (!authorizer_(*requester)) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         "Pull is served to registered operators only; 0x" + ToHex(*requester) + " is not one");
+  }
+  if (Status fresh = signed_request_replays_->Admit("Pull", *requester, digest, sent, now); !fresh.ok()) {
+    return grpc::Status(fresh.code() == StatusCode::kAlreadyExists ? grpc::StatusCode::UNAUTHENTICATED
+                                                                   : grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        fresh.message());
   }
   if (Status room = pull_requests_->Take("Pull", host, "0x" + ToHex(*requester)); !room.ok()) {
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(kPullBudgetMessage) + ": " + room.message());

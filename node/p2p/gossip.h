@@ -39,6 +39,7 @@
 #include "consensor/v1/peer.grpc.pb.h"
 #include "node/p2p/gossip_publisher.h"
 #include "node/p2p/peer_rate_budget.h"
+#include "node/p2p/signed_request_replays.h"
 #include "node/telemetry/metrics.h"
 
 namespace consensor::node {
@@ -73,7 +74,7 @@ struct GossipOptions {
   // refused with RESOURCE_EXHAUSTED. Envelopes this node pulls are not charged: it chooses whom
   // it pulls from and how much. Zero or negative: no limit.
   double max_signature_checks_per_second_per_host = 5000;
-  std::chrono::milliseconds max_pull_clock_skew{60000};  // |receiver's clock - sent_unix_ms|
+  std::chrono::milliseconds max_pull_clock_skew = kSignedPeerRequestClockSkew;  // |receiver's clock - sent_unix_ms|
   int peer_queue_capacity = 4096;  // outbound messages waiting per peer; beyond: dropped and counted
   int log_capacity = 20000;        // recent messages kept for Pull
   // The same two bounds in bytes (serialized envelopes): messages may be up to
@@ -136,6 +137,9 @@ class GossipNetwork final : public GossipPublisher {
   // The per-host signature-check budget (max_signature_checks_per_second_per_host), for the
   // peer port's signed requests to share with gossip. Never null.
   PeerRateBudget* signature_checks() { return signature_checks_.get(); }
+  // The signed requests served on the peer port (Pull here; GetBlob, GetTask and GetNodeInfo on
+  // the peer-facing client service), each served once (node/p2p/signed_request_replays.h).
+  SignedRequestReplays* signed_request_replays() { return signed_request_replays_.get(); }
   uint64_t log_epoch() const { return epoch_; }
 
   static Hash256 MessageId(std::string_view payload);  // SHA-256(payload)
@@ -222,6 +226,7 @@ class GossipNetwork final : public GossipPublisher {
   std::unique_ptr<PeerService> service_;
   std::unique_ptr<PeerRateBudget> signature_checks_;
   std::unique_ptr<PeerRateBudget> pull_requests_;  // per operator, then per host
+  std::unique_ptr<SignedRequestReplays> signed_request_replays_;
 
   struct Metrics {
     Counter* received;

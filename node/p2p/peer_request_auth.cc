@@ -9,6 +9,7 @@
 #include "common/address.h"
 #include "common/clock.h"
 #include "common/keccak.h"
+#include "node/p2p/signed_request_replays.h"
 
 namespace consensor::node {
 
@@ -42,7 +43,7 @@ template <typename Request, typename Digest>
 Status SignRequest(const Secp256k1Secret& key, Request* request, const Digest& digest_of) {
   ASSIGN_OR_RETURN(Address20 address, AddressFromSecretKey(key));
   request->set_requester(reinterpret_cast<const char*>(address.data()), address.size());
-  if (request->sent_unix_ms() == 0) request->set_sent_unix_ms(static_cast<uint64_t>(UnixMillisNow()));
+  if (request->sent_unix_ms() == 0) request->set_sent_unix_ms(UniqueRequestMillis());
   ASSIGN_OR_RETURN(EcdsaSignature signature, SignDigest(key, digest_of(*request)));
   const auto bytes = ToBytes65(signature);
   request->set_signature(reinterpret_cast<const char*>(bytes.data()), bytes.size());
@@ -75,7 +76,8 @@ PeerRequestAuth VerifyRequest(std::string_view call, const Request& request, con
   std::memcpy(auth.requester.data(), request.requester().data(), sizeof(Address20));
   auto parsed = FromBytes65(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(request.signature().data()), 65));
   if (!parsed.ok()) return refuse(Outcome::kBadSignature, name + " signature: " + parsed.status().message());
-  auto signer = RecoverAddress(digest_of(request), *parsed);
+  const Hash256 digest = digest_of(request);
+  auto signer = RecoverAddress(digest, *parsed);
   if (!signer.ok() || *signer != auth.requester) {
     return refuse(Outcome::kBadSignature,
                   name + " signature is not the requester's (or was made for another chain or deployment)");
@@ -85,6 +87,8 @@ PeerRequestAuth VerifyRequest(std::string_view call, const Request& request, con
                   "signed " + name + " from " + AddressToHex(auth.requester) + ", which is not an active operator");
   }
   auth.outcome = Outcome::kOperator;
+  auth.digest = digest;
+  auth.sent_unix_ms = sent;
   return auth;
 }
 

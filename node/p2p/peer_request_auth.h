@@ -29,7 +29,7 @@ struct PeerRequestDomain {
 // u64be(sent_unix_ms) || sha256 (the request's hex string, as bytes)).
 Hash256 GetBlobDigest(const PeerRequestDomain& domain, const v1::GetBlobRequest& request);
 
-// Fills in requester, sent_unix_ms (now, unless already set) and signature.
+// Fills in requester, sent_unix_ms (UniqueRequestMillis(), unless already set) and signature.
 Status SignGetBlob(const Secp256k1Secret& key, const PeerRequestDomain& domain, v1::GetBlobRequest* request);
 
 // What a signed peer request proves about who sent it.
@@ -43,6 +43,9 @@ struct PeerRequestAuth {
   Outcome outcome = Outcome::kUnsigned;
   Address20 requester{};
   std::string error;  // why, for kBadSignature and kNotAnOperator
+  // For kOperator: what was signed and when (for SignedRequestReplays).
+  Hash256 digest{};
+  int64_t sent_unix_ms = 0;
 };
 using GetBlobAuth = PeerRequestAuth;
 

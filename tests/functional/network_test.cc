@@ -918,6 +918,43 @@ TEST_F(NetworkHonestTest, MessagesFromUnregisteredKeysAreIgnored) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
   EXPECT_EQ(pulled.messages_size(), 0);
 
+  // Peer links have no TLS: an on-path observer resends operator 2's captured requests while
+  // they are still valid, to spend operator 2's budgets here. Each signed request is served
+  // once; the copy is UNAUTHENTICATED (Pull on the gossip service, GetTask and GetNodeInfo on
+  // the peer-facing client service), and operator 2's next request is served.
+  const v1::PullRequest captured = signed_by(2);
+  status = pull(captured, &pulled);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  status = pull(captured, &pulled);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  EXPECT_NE(status.error_message().find("served once"), std::string::npos) << status.error_message();
+  status = pull(signed_by(2), &pulled);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  {
+    const node::PeerRequestDomain request_domain{net.deployed().chain_id, net.deployed().manager};
+    auto peer_client = v1::Client::NewStub(grpc::CreateChannel(target.endpoint(), grpc::InsecureChannelCredentials()));
+    v1::GetTaskRequest task_request;
+    task_request.set_task_id(TaskIdOf(*request));
+    ASSERT_TRUE(node::SignGetTask(testing_support::AnvilDevKey(2), request_domain, &task_request).ok());
+    v1::GetNodeInfoRequest info_request;
+    ASSERT_TRUE(node::SignGetNodeInfo(testing_support::AnvilDevKey(2), request_domain, &info_request).ok());
+    for (int copy = 0; copy < 2; ++copy) {
+      grpc::ClientContext task_context;
+      v1::Task record;
+      grpc::Status got = peer_client->GetTask(&task_context, task_request, &record);
+      grpc::ClientContext info_context;
+      v1::NodeInfo info;
+      grpc::Status got_info = peer_client->GetNodeInfo(&info_context, info_request, &info);
+      if (copy == 0) {
+        EXPECT_TRUE(got.ok()) << got.error_message();
+        EXPECT_TRUE(got_info.ok()) << got_info.error_message();
+      } else {
+        EXPECT_EQ(got.error_code(), grpc::StatusCode::UNAUTHENTICATED) << got.error_message();
+        EXPECT_EQ(got_info.error_code(), grpc::StatusCode::UNAUTHENTICATED) << got_info.error_message();
+      }
+    }
+  }
+
   // A flood of unsigned Pulls is refused before any signature work. A flood of operator 2's
   // signed Pulls from this host (every operator here is 127.0.0.1) is refused past operator 2's
   // own rate (p2p.max_pull_requests_per_second_per_operator, 25/s, burst 2x); the host's bound
