@@ -37,7 +37,7 @@ Status SignedRequestReplays::Admit(const std::string& call, const Address20& req
   const Entry entry{sent_unix_ms, prefix};
   if (entries.count(entry) != 0) {
     return AlreadyExists("this signed " + call + " request from " + AddressToHex(requester) +
-                           " was served already: a signed request is served once (a replay?)");
+                         " was served already: a signed request is served once (a replay?)");
   }
   if (entries.size() >= max_per_requester_) {
     return ResourceExhausted(AddressToHex(requester) + " has " + std::to_string(entries.size()) +
