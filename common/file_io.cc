@@ -1,5 +1,8 @@
 #include "common/file_io.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -9,6 +12,12 @@ StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path, int64_t ma
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return NotFound("cannot open '" + path + "'");
   std::vector<uint8_t> bytes;
+  // The file's size as a hint (a pipe says 0, a growing file more later): one allocation instead
+  // of a doubling series of them, each copied into the next (tens of MB for a model's weights).
+  struct stat st{};
+  if (fstat(fileno(f), &st) == 0 && st.st_size > 0) {
+    bytes.reserve(static_cast<size_t>(std::min<int64_t>(st.st_size, max_bytes)));
+  }
   uint8_t buf[1 << 16];
   for (;;) {
     size_t n = std::fread(buf, 1, sizeof(buf), f);
