@@ -30,9 +30,11 @@ namespace consensor::node {
 // GetNodeInfo; Pull's default).
 inline constexpr std::chrono::milliseconds kSignedPeerRequestClockSkew{60000};
 
-// At most this many of one operator's signed requests are remembered at a node: 125 a second
-// (the lookup and pull rates) for the whole window, twice over.
-inline constexpr size_t kMaxRememberedRequestsPerOperator = 16384;
+// At most this many of one operator's signed requests are remembered at a node (about 3 MiB):
+// over 1,000 a second for the whole window. The lookup and pull rates allow 125 a second, but
+// GetBlob has no rate (only a bound on open streams), and a busy entry node's members fetch two
+// or three blobs per task from it.
+inline constexpr size_t kMaxRememberedRequestsPerOperator = 65536;
 
 class SignedRequestReplays {
  public:
