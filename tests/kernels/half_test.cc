@@ -514,5 +514,51 @@ TEST(HalfOps, MismatchedDTypesAreRefused) {
   EXPECT_TRUE(RunStatus(Op::kSoftmax, {h}, DType::kF16, {2, 2}, sp).ok());
 }
 
+// CheckHalfCall (kernels/checks/half_plan.h), which both backends run before they widen
+// anything: a malformed call or one with a fused epilogue is refused by name, and the dtype
+// checks still follow. The CPU backend refuses an f16 add that carries an epilogue.
+TEST(HalfOps, MalformedCallsAndEpiloguesAreRefusedBeforeWidening) {
+  HostTensor a = Half(DType::kF16, {4}, {0x3C00, 0x4000, 0x4200, 0x4400});
+  HostTensor f = F32({4}, {1, 2, 3, 4});
+  HostTensor y(DType::kF16, {4});
+  const TensorView inputs[2] = {a.view(), a.view()};
+  TensorView out = y.view();
+  const OpParams none;
+  const KernelCall call = MakeCall(Op::kAdd, none, inputs, 2, &out);
+  EXPECT_TRUE(CheckHalfCall(call, "add").ok());
+  auto expect_refused = [](const KernelCall& c, const std::string& phrase) {
+    const Status s = CheckHalfCall(c, "add");
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << phrase << ": " << s.ToString();
+    EXPECT_NE(s.message().find(phrase), std::string::npos) << s.ToString();
+  };
+  KernelCall no_outputs = call;
+  no_outputs.num_outputs = 0;
+  expect_refused(no_outputs, "add: malformed call");
+  KernelCall null_outputs = call;
+  null_outputs.outputs = nullptr;
+  expect_refused(null_outputs, "add: malformed call");
+  KernelCall null_inputs = call;
+  null_inputs.inputs = nullptr;
+  expect_refused(null_inputs, "add: malformed call");
+  KernelCall negative_inputs = call;
+  negative_inputs.num_inputs = -1;
+  expect_refused(negative_inputs, "add: malformed call");
+  const TensorView mixed[2] = {a.view(), f.view()};
+  KernelCall mixed_dtypes = call;
+  mixed_dtypes.inputs = mixed;
+  expect_refused(mixed_dtypes, "add: input dtypes differ (f16 vs f32)");
+
+  const EpilogueStep relu{Op::kRelu, 1, {}};
+  const Epilogue epilogue{&relu, 1, nullptr, 0};
+  KernelCall fused = call;
+  fused.epilogue = &epilogue;
+  expect_refused(fused, "add: f16/bf16 calls take no fused epilogue");
+  for (Engine& e : Engines()) {
+    const Status s = e.backend->Run(fused);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << e.label << ": " << s.ToString();
+    EXPECT_NE(s.message().find("no fused epilogue"), std::string::npos) << e.label << ": " << s.ToString();
+  }
+}
+
 }  // namespace
 }  // namespace consensor::kernels
