@@ -204,20 +204,20 @@ TEST(HalfConversion, VectorizedConversionsMatchThePortableOnes) {
   std::vector<float> wide(every.size());
   cpu::F16ToF32Avx2(every.data(), wide.data(), static_cast<int64_t>(every.size()));
   for (uint32_t h = 0; h < 0x10000u; ++h) {
-    ASSERT_EQ(half::F32Bits(wide[h]), half::F32Bits(half::F16ToF32(static_cast<uint16_t>(h)))) << std::hex << h;
+    ASSERT_EQ(Bits(wide[h]), Bits(half::F16ToF32(static_cast<uint16_t>(h)))) << std::hex << h;
   }
   cpu::BF16ToF32Avx2(every.data(), wide.data(), static_cast<int64_t>(every.size()));
   for (uint32_t h = 0; h < 0x10000u; ++h) {
-    ASSERT_EQ(half::F32Bits(wide[h]), half::F32Bits(half::BF16ToF32(static_cast<uint16_t>(h)))) << std::hex << h;
+    ASSERT_EQ(Bits(wide[h]), Bits(half::BF16ToF32(static_cast<uint16_t>(h)))) << std::hex << h;
   }
 
   std::vector<uint32_t> bits;
   for (uint32_t h = 0; h < 0x10000u; ++h) {
     if ((h & 0x7C00u) == 0x7C00u) continue;
-    const uint32_t u = half::F32Bits(half::F16ToF32(static_cast<uint16_t>(h)));
+    const uint32_t u = Bits(half::F16ToF32(static_cast<uint16_t>(h)));
     // The f32 midpoint between h and the next f16 up in magnitude (65520 for 65504: overflow).
     const double next = (h & 0x7FFFu) == 0x7BFFu ? 65536.0 : F16Value(static_cast<uint16_t>(h + 1));
-    const uint32_t mid = half::F32Bits(static_cast<float>((F16Value(static_cast<uint16_t>(h)) + next) / 2));
+    const uint32_t mid = Bits(static_cast<float>((F16Value(static_cast<uint16_t>(h)) + next) / 2));
     for (uint32_t b : {u, u + 1, u - 1, mid, mid + 1, mid - 1}) bits.push_back(b);
   }
   for (uint32_t top = 0; top < 0x10000u; ++top) {
@@ -229,7 +229,7 @@ TEST(HalfConversion, VectorizedConversionsMatchThePortableOnes) {
     bits.push_back(b);
   }
   std::vector<float> f(bits.size());
-  for (size_t i = 0; i < bits.size(); ++i) f[i] = half::F32FromBits(bits[i]);
+  for (size_t i = 0; i < bits.size(); ++i) f[i] = FromBits(bits[i]);
   std::vector<uint16_t> got(f.size());
   const int64_t n = static_cast<int64_t>(f.size()) - 3;
   cpu::F32ToF16Avx2(f.data() + 3, got.data() + 3, n);
