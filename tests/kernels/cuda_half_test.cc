@@ -203,19 +203,9 @@ TEST(CudaHalf, MatMulConvPoolNormalization) {
             sp);
 
     const HostTensor img = ModerateHalf(t, {2, 4, 7, 6}, ++seed);
-    OpParams conv;
-    conv.kernel = {3, 3};
-    conv.strides = {1, 2};
-    conv.dilations = {1, 1};
-    conv.pads = {1, 0, 1, 1};
-    conv.group = 2;
     Compare("conv2d", Op::kConv2D, {img, ModerateHalf(t, {6, 2, 3, 3}, ++seed), ModerateHalf(t, {6}, ++seed)}, t,
-            {2, 6, 7, 3}, conv);
-    OpParams pool;
-    pool.kernel = {2, 2};
-    pool.strides = {2, 2};
-    pool.dilations = {1, 1};
-    pool.pads = {0, 0, 1, 0};
+            {2, 6, 7, 3}, GroupedConv3x3({1, 0, 1, 1}));
+    const OpParams pool = Pool2x2({0, 0, 1, 0});
     Compare("max_pool2d", Op::kMaxPool2D, {img}, t, {2, 4, 4, 3}, pool);
     Compare("avg_pool2d", Op::kAvgPool2D, {img}, t, {2, 4, 4, 3}, pool);
   }
@@ -243,16 +233,11 @@ TEST(CudaHalf, BlocksOfRowsGiveTheCpusBits) {
     Compare("layer_norm rows", Op::kLayerNorm, {x, ModerateHalf(t, {600}, ++seed), ModerateHalf(t, {600}, ++seed)}, t,
             {40, 600}, sp);
     const HostTensor img = ModerateHalf(t, {3, 2, 100, 90}, ++seed);
-    OpParams pool;
-    pool.kernel = {2, 2};
-    pool.strides = {2, 2};
-    pool.dilations = {1, 1};
-    pool.pads = {0, 0, 0, 0};
+    const OpParams pool = Pool2x2({0, 0, 0, 0});
     Compare("pool planes", Op::kMaxPool2D, {img}, t, {3, 2, 50, 45}, pool);
-    OpParams conv = pool;
+    OpParams conv = pool;  // a 1x1 conv, stride 1
     conv.kernel = {1, 1};
     conv.strides = {1, 1};
-    conv.group = 1;
     Compare("conv images", Op::kConv2D, {img, ModerateHalf(t, {3, 2, 1, 1}, ++seed)}, t, {3, 3, 100, 90}, conv);
   }
 }

@@ -247,27 +247,6 @@ TEST(HalfConversion, VectorizedConversionsMatchThePortableOnes) {
 // ---------------------------------------------------------------------------------------
 // Ops: each against the f32 rule, on every engine.
 
-// The conv and pool parameters both op-family tests use: a 3x3 conv, stride (1, 2), 2 groups,
-// and a 2x2 pool, stride 2, each with its own padding.
-OpParams GroupedConv3x3(decltype(OpParams::pads) pads) {
-  OpParams p;
-  p.kernel = {3, 3};
-  p.strides = {1, 2};
-  p.dilations = {1, 1};
-  p.pads = std::move(pads);
-  p.group = 2;
-  return p;
-}
-
-OpParams Pool2x2(decltype(OpParams::pads) pads) {
-  OpParams p;
-  p.kernel = {2, 2};
-  p.strides = {2, 2};
-  p.dilations = {1, 1};
-  p.pads = std::move(pads);
-  return p;
-}
-
 TEST(HalfOps, ElementwiseFollowTheF32Rule) {
   for (DType t : kHalfTypes) {
     const int64_t n = 300;
