@@ -193,6 +193,15 @@ Status CheckHalfOperands(const KernelCall& call, const std::string& op_name) {
   return OkStatus();
 }
 
+Status CheckHalfCall(const KernelCall& call, const std::string& op_name) {
+  if (call.epilogue != nullptr) return InvalidArgument(op_name + ": f16/bf16 calls take no fused epilogue");
+  if (call.num_inputs < 0 || call.num_outputs < 1 || (call.num_inputs > 0 && call.inputs == nullptr) ||
+      call.outputs == nullptr) {
+    return InvalidArgument(op_name + ": malformed call");
+  }
+  return CheckHalfOperands(call, op_name);
+}
+
 bool ComputesThroughF32(const KernelCall& call) {
   if (!TouchesHalf(call)) return false;
   if (FamilyOf(call.op) == OpFamily::kDataMovement) return false;

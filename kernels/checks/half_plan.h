@@ -24,6 +24,11 @@ bool ComputesThroughF32(const KernelCall& call);
 // every float output) that same dtype; a 16-bit output needs 16-bit inputs (except for cast).
 Status CheckHalfOperands(const KernelCall& call, const std::string& op_name);
 
+// What every backend checks before it widens a call's operands: the call is well formed (at
+// least one output, its operand arrays present), has no fused epilogue (16-bit calls take
+// none), and passes CheckHalfOperands. `op_name` begins each error message.
+Status CheckHalfCall(const KernelCall& call, const std::string& op_name);
+
 // Output elements per block: the f32 copy of one sliced operand's block is at most this many
 // values (64 KiB), unless a single row is longer.
 inline constexpr int64_t kHalfBlockElems = int64_t{1} << 14;

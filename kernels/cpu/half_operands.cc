@@ -160,12 +160,7 @@ Status RunRows(const KernelCall& call, const HalfRowSplit& s, const std::vector<
 
 Status RunThroughF32(const KernelCall& call, const CpuContext& ctx, FamilyRunner run) {
   const std::string op_name(OpName(call.op));
-  if (call.epilogue != nullptr) return InvalidArgument(op_name + ": f16/bf16 calls take no fused epilogue");
-  if (call.num_inputs < 0 || call.num_outputs < 1 || (call.num_inputs > 0 && call.inputs == nullptr) ||
-      call.outputs == nullptr) {
-    return InvalidArgument(op_name + ": malformed call");
-  }
-  RETURN_IF_ERROR(CheckHalfOperands(call, op_name));
+  RETURN_IF_ERROR(CheckHalfCall(call, op_name));
   const HalfRowSplit s = call.num_inputs <= kMaxHalfSplitInputs ? PlanHalfRowSplit(call) : HalfRowSplit{};
   const int64_t block = s.rows > 0 ? HalfBlockRows(s) : 0;
   if (s.rows == 0 || block >= s.rows) return RunWhole(call, ctx, run, op_name);

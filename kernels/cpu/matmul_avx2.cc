@@ -85,6 +85,41 @@ void PackBF32(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* bp) {
   }
 }
 
+// The first k-block's accumulators start at +0.0, a later one's are loaded from the 6x16 tile
+// of C; shared by both micro-kernels (operands [c], [c3], [ldcb], [flags]).
+// clang-format off
+#define CNSR_MK_START_ACCUMULATORS \
+  "test $1, %[flags]\n\t" \
+  "jz 5f\n\t" \
+  "vxorps %%ymm4, %%ymm4, %%ymm4\n\t" \
+  "vxorps %%ymm5, %%ymm5, %%ymm5\n\t" \
+  "vxorps %%ymm6, %%ymm6, %%ymm6\n\t" \
+  "vxorps %%ymm7, %%ymm7, %%ymm7\n\t" \
+  "vxorps %%ymm8, %%ymm8, %%ymm8\n\t" \
+  "vxorps %%ymm9, %%ymm9, %%ymm9\n\t" \
+  "vxorps %%ymm10, %%ymm10, %%ymm10\n\t" \
+  "vxorps %%ymm11, %%ymm11, %%ymm11\n\t" \
+  "vxorps %%ymm12, %%ymm12, %%ymm12\n\t" \
+  "vxorps %%ymm13, %%ymm13, %%ymm13\n\t" \
+  "vxorps %%ymm14, %%ymm14, %%ymm14\n\t" \
+  "vxorps %%ymm15, %%ymm15, %%ymm15\n\t" \
+  "jmp 6f\n\t" \
+  "5:\n\t" \
+  "vmovups (%[c]), %%ymm4\n\t" \
+  "vmovups 32(%[c]), %%ymm5\n\t" \
+  "vmovups (%[c],%[ldcb],1), %%ymm6\n\t" \
+  "vmovups 32(%[c],%[ldcb],1), %%ymm7\n\t" \
+  "vmovups (%[c],%[ldcb],2), %%ymm8\n\t" \
+  "vmovups 32(%[c],%[ldcb],2), %%ymm9\n\t" \
+  "vmovups (%[c3]), %%ymm10\n\t" \
+  "vmovups 32(%[c3]), %%ymm11\n\t" \
+  "vmovups (%[c3],%[ldcb],1), %%ymm12\n\t" \
+  "vmovups 32(%[c3],%[ldcb],1), %%ymm13\n\t" \
+  "vmovups (%[c3],%[ldcb],2), %%ymm14\n\t" \
+  "vmovups 32(%[c3],%[ldcb],2), %%ymm15\n\t" \
+  "6:\n\t"
+// clang-format on
+
 // The last k-block's NaN canonicalization (to 0x7FC00000) and the store of the 6x16 tile, shared
 // by both micro-kernels (operands [c], [c3], [ldcb], [flags], [nan]).
 // clang-format off
@@ -140,11 +175,10 @@ void PackBF32(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* bp) {
 // emits (a*b + acc, one rounding), applied in increasing k. x86-64 only (this file is
 // compiled for AVX2 targets).
 // clang-format off: one instruction per line reads better than what the formatter makes of it.
-#define CNSR_MK_STEP(K)                     \
-  "vmovaps " #K                             \
-  "*64(%[bp]), %%ymm0\n\t"                  \
-  "vmovaps " #K                             \
-  "*64+32(%[bp]), %%ymm1\n\t"               \
+// One k step once B's row k is in ymm0 (cols 0-7) and ymm1 (cols 8-15): for each of the 6 rows,
+// its A value broadcast, then one fma into each of the row's two accumulators. Shared by both
+// micro-kernels.
+#define CNSR_MK_FMAS(K)                     \
   "vbroadcastss " #K                        \
   "*24+0(%[ap]), %%ymm2\n\t"                \
   "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"  \
@@ -169,6 +203,13 @@ void PackBF32(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* bp) {
   "*24+20(%[ap]), %%ymm3\n\t"               \
   "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t" \
   "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+
+// A step of the packed B panel (row k at bp + 64 k bytes).
+// clang-format off
+#define CNSR_MK_STEP(K) \
+  "vmovaps " #K "*64(%[bp]), %%ymm0\n\t" \
+  "vmovaps " #K "*64+32(%[bp]), %%ymm1\n\t" \
+  CNSR_MK_FMAS(K)
 // clang-format on
 
 alignas(4) const uint32_t kCanonNaNBits = 0x7FC00000u;
@@ -181,35 +222,7 @@ void MicroF32(int64_t kc, const float* __restrict ap, const float* __restrict bp
   const int64_t flags = (first ? 1 : 0) | (last ? 2 : 0);
   asm volatile(
       // Accumulators: row r of the tile in ymm(4+2r) (cols 0-7) and ymm(5+2r) (cols 8-15).
-      "test $1, %[flags]\n\t"
-      "jz 5f\n\t"
-      "vxorps %%ymm4, %%ymm4, %%ymm4\n\t"
-      "vxorps %%ymm5, %%ymm5, %%ymm5\n\t"
-      "vxorps %%ymm6, %%ymm6, %%ymm6\n\t"
-      "vxorps %%ymm7, %%ymm7, %%ymm7\n\t"
-      "vxorps %%ymm8, %%ymm8, %%ymm8\n\t"
-      "vxorps %%ymm9, %%ymm9, %%ymm9\n\t"
-      "vxorps %%ymm10, %%ymm10, %%ymm10\n\t"
-      "vxorps %%ymm11, %%ymm11, %%ymm11\n\t"
-      "vxorps %%ymm12, %%ymm12, %%ymm12\n\t"
-      "vxorps %%ymm13, %%ymm13, %%ymm13\n\t"
-      "vxorps %%ymm14, %%ymm14, %%ymm14\n\t"
-      "vxorps %%ymm15, %%ymm15, %%ymm15\n\t"
-      "jmp 6f\n\t"
-      "5:\n\t"  // later k-block: load the running values from C
-      "vmovups (%[c]), %%ymm4\n\t"
-      "vmovups 32(%[c]), %%ymm5\n\t"
-      "vmovups (%[c],%[ldcb],1), %%ymm6\n\t"
-      "vmovups 32(%[c],%[ldcb],1), %%ymm7\n\t"
-      "vmovups (%[c],%[ldcb],2), %%ymm8\n\t"
-      "vmovups 32(%[c],%[ldcb],2), %%ymm9\n\t"
-      "vmovups (%[c3]), %%ymm10\n\t"
-      "vmovups 32(%[c3]), %%ymm11\n\t"
-      "vmovups (%[c3],%[ldcb],1), %%ymm12\n\t"
-      "vmovups 32(%[c3],%[ldcb],1), %%ymm13\n\t"
-      "vmovups (%[c3],%[ldcb],2), %%ymm14\n\t"
-      "vmovups 32(%[c3],%[ldcb],2), %%ymm15\n\t"
-      "6:\n\t"
+      CNSR_MK_START_ACCUMULATORS
       "test %[k4], %[k4]\n\t"
       "jz 2f\n\t"
       ".p2align 5\n\t"
@@ -244,30 +257,7 @@ void MicroF32(int64_t kc, const float* __restrict ap, const float* __restrict bp
   "vmovups (%[bp]), %%ymm0\n\t"             \
   "vmovups 32(%[bp]), %%ymm1\n\t"           \
   "add %[ldbb], %[bp]\n\t"                 \
-  "vbroadcastss " #K                        \
-  "*24+0(%[ap]), %%ymm2\n\t"                \
-  "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"  \
-  "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"  \
-  "vbroadcastss " #K                        \
-  "*24+4(%[ap]), %%ymm3\n\t"                \
-  "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"  \
-  "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"  \
-  "vbroadcastss " #K                        \
-  "*24+8(%[ap]), %%ymm2\n\t"                \
-  "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"  \
-  "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"  \
-  "vbroadcastss " #K                        \
-  "*24+12(%[ap]), %%ymm3\n\t"               \
-  "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t" \
-  "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t" \
-  "vbroadcastss " #K                        \
-  "*24+16(%[ap]), %%ymm2\n\t"               \
-  "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t" \
-  "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t" \
-  "vbroadcastss " #K                        \
-  "*24+20(%[ap]), %%ymm3\n\t"               \
-  "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t" \
-  "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+  CNSR_MK_FMAS(K)
 // clang-format on
 
 void MicroF32StridedB(int64_t kc, const float* __restrict ap, const float* __restrict bp, int64_t ldb, float* c,
@@ -279,35 +269,7 @@ void MicroF32StridedB(int64_t kc, const float* __restrict ap, const float* __res
   const int64_t flags = (first ? 1 : 0) | (last ? 2 : 0);
   asm volatile(
       // Accumulators: row r of the tile in ymm(4+2r) (cols 0-7) and ymm(5+2r) (cols 8-15).
-      "test $1, %[flags]\n\t"
-      "jz 5f\n\t"
-      "vxorps %%ymm4, %%ymm4, %%ymm4\n\t"
-      "vxorps %%ymm5, %%ymm5, %%ymm5\n\t"
-      "vxorps %%ymm6, %%ymm6, %%ymm6\n\t"
-      "vxorps %%ymm7, %%ymm7, %%ymm7\n\t"
-      "vxorps %%ymm8, %%ymm8, %%ymm8\n\t"
-      "vxorps %%ymm9, %%ymm9, %%ymm9\n\t"
-      "vxorps %%ymm10, %%ymm10, %%ymm10\n\t"
-      "vxorps %%ymm11, %%ymm11, %%ymm11\n\t"
-      "vxorps %%ymm12, %%ymm12, %%ymm12\n\t"
-      "vxorps %%ymm13, %%ymm13, %%ymm13\n\t"
-      "vxorps %%ymm14, %%ymm14, %%ymm14\n\t"
-      "vxorps %%ymm15, %%ymm15, %%ymm15\n\t"
-      "jmp 6f\n\t"
-      "5:\n\t"  // later k-block: load the running values from C
-      "vmovups (%[c]), %%ymm4\n\t"
-      "vmovups 32(%[c]), %%ymm5\n\t"
-      "vmovups (%[c],%[ldcb],1), %%ymm6\n\t"
-      "vmovups 32(%[c],%[ldcb],1), %%ymm7\n\t"
-      "vmovups (%[c],%[ldcb],2), %%ymm8\n\t"
-      "vmovups 32(%[c],%[ldcb],2), %%ymm9\n\t"
-      "vmovups (%[c3]), %%ymm10\n\t"
-      "vmovups 32(%[c3]), %%ymm11\n\t"
-      "vmovups (%[c3],%[ldcb],1), %%ymm12\n\t"
-      "vmovups 32(%[c3],%[ldcb],1), %%ymm13\n\t"
-      "vmovups (%[c3],%[ldcb],2), %%ymm14\n\t"
-      "vmovups 32(%[c3],%[ldcb],2), %%ymm15\n\t"
-      "6:\n\t"
+      CNSR_MK_START_ACCUMULATORS
       "test %[k4], %[k4]\n\t"
       "jz 2f\n\t"
       ".p2align 5\n\t"
@@ -335,6 +297,8 @@ void MicroF32StridedB(int64_t kc, const float* __restrict ap, const float* __res
 #undef CNSR_MK_SSTEP
 #undef CNSR_MK_CANONICALIZE_AND_STORE
 #undef CNSR_MK_STEP
+#undef CNSR_MK_FMAS
+#undef CNSR_MK_START_ACCUMULATORS
 
 // Edge tile: runs the micro-kernel on a local 6x16 tile holding the valid mr x nr part.
 // ldb = 0: bp is a packed panel; else B is read in place with row stride ldb (nr = 16).

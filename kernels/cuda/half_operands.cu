@@ -76,12 +76,7 @@ struct Operand {
 
 Status RunThroughF32(const KernelCall& call, const LaunchContext& ctx, FamilyRunner run) {
   const std::string op_name(OpName(call.op));
-  if (call.epilogue != nullptr) return InvalidArgument(op_name + ": f16/bf16 calls take no fused epilogue");
-  if (call.num_inputs < 0 || call.num_outputs < 1 || (call.num_inputs > 0 && call.inputs == nullptr) ||
-      call.outputs == nullptr) {
-    return InvalidArgument(op_name + ": malformed call");
-  }
-  RETURN_IF_ERROR(CheckHalfOperands(call, op_name));
+  RETURN_IF_ERROR(CheckHalfCall(call, op_name));
   if (ctx.widening == nullptr) return Internal(op_name + ": no device memory for the f32 copies");
   HalfRowSplit s = call.num_inputs <= kMaxHalfSplitInputs ? PlanHalfRowSplit(call) : HalfRowSplit{};
   const int64_t block = s.rows > 0 ? HalfBlockRows(s) : 0;

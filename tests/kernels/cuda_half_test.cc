@@ -85,15 +85,15 @@ TEST(CudaHalf, ConversionsMatchTheReferenceOnEveryPattern) {
     for (uint32_t h = 0; h < 0x10000u; ++h) {
       const float ref =
           t == DType::kF16 ? half::F16ToF32(static_cast<uint16_t>(h)) : half::BF16ToF32(static_cast<uint16_t>(h));
-      ASSERT_EQ(half::F32Bits(wide.at<float>(h)), half::F32Bits(ref)) << DTypeName(t) << " " << std::hex << h;
+      ASSERT_EQ(Bits(wide.at<float>(h)), Bits(ref)) << DTypeName(t) << " " << std::hex << h;
     }
   }
   // f32 -> 16 bits on each f16 value, its neighbours and the midpoints around it, the bf16 ties,
   // and a sweep over all exponents (subnormals, overflow, infinities, NaNs of both signs).
   std::vector<uint32_t> bits;
   for (uint32_t h = 0; h < 0x10000u; h += 3) {
-    const uint32_t u = half::F32Bits(half::F16ToF32(static_cast<uint16_t>(h)));
-    const uint32_t next = half::F32Bits(half::F16ToF32(static_cast<uint16_t>(h + 1)));
+    const uint32_t u = Bits(half::F16ToF32(static_cast<uint16_t>(h)));
+    const uint32_t next = Bits(half::F16ToF32(static_cast<uint16_t>(h + 1)));
     const uint32_t mid = u + (next - u) / 2;  // same sign and exponent range: the f32 midpoint
     for (uint32_t b : {u, u + 1, u - 1, mid, mid + 1, mid - 1}) bits.push_back(b);
     for (uint32_t low : {0x7FFFu, 0x8000u, 0x8001u}) bits.push_back((h << 16) | low);
@@ -110,7 +110,7 @@ TEST(CudaHalf, ConversionsMatchTheReferenceOnEveryPattern) {
     const HostTensor narrow = Compare("rounding boundaries", Op::kCast, {f}, t, {n}, to_half, 1);
     ASSERT_EQ(narrow.numel(), n);
     for (int64_t i = 0; i < n; ++i) {
-      const float x = half::F32FromBits(bits[static_cast<size_t>(i)]);
+      const float x = FromBits(bits[static_cast<size_t>(i)]);
       ASSERT_EQ(narrow.at<uint16_t>(i), t == DType::kF16 ? half::F32ToF16(x) : half::F32ToBF16(x))
           << DTypeName(t) << " " << std::hex << bits[static_cast<size_t>(i)];
     }
@@ -203,19 +203,9 @@ TEST(CudaHalf, MatMulConvPoolNormalization) {
             sp);
 
     const HostTensor img = ModerateHalf(t, {2, 4, 7, 6}, ++seed);
-    OpParams conv;
-    conv.kernel = {3, 3};
-    conv.strides = {1, 2};
-    conv.dilations = {1, 1};
-    conv.pads = {1, 0, 1, 1};
-    conv.group = 2;
     Compare("conv2d", Op::kConv2D, {img, ModerateHalf(t, {6, 2, 3, 3}, ++seed), ModerateHalf(t, {6}, ++seed)}, t,
-            {2, 6, 7, 3}, conv);
-    OpParams pool;
-    pool.kernel = {2, 2};
-    pool.strides = {2, 2};
-    pool.dilations = {1, 1};
-    pool.pads = {0, 0, 1, 0};
+            {2, 6, 7, 3}, GroupedConv3x3({1, 0, 1, 1}));
+    const OpParams pool = Pool2x2({0, 0, 1, 0});
     Compare("max_pool2d", Op::kMaxPool2D, {img}, t, {2, 4, 4, 3}, pool);
     Compare("avg_pool2d", Op::kAvgPool2D, {img}, t, {2, 4, 4, 3}, pool);
   }
@@ -243,16 +233,11 @@ TEST(CudaHalf, BlocksOfRowsGiveTheCpusBits) {
     Compare("layer_norm rows", Op::kLayerNorm, {x, ModerateHalf(t, {600}, ++seed), ModerateHalf(t, {600}, ++seed)}, t,
             {40, 600}, sp);
     const HostTensor img = ModerateHalf(t, {3, 2, 100, 90}, ++seed);
-    OpParams pool;
-    pool.kernel = {2, 2};
-    pool.strides = {2, 2};
-    pool.dilations = {1, 1};
-    pool.pads = {0, 0, 0, 0};
+    const OpParams pool = Pool2x2({0, 0, 0, 0});
     Compare("pool planes", Op::kMaxPool2D, {img}, t, {3, 2, 50, 45}, pool);
-    OpParams conv = pool;
+    OpParams conv = pool;  // a 1x1 conv, stride 1
     conv.kernel = {1, 1};
     conv.strides = {1, 1};
-    conv.group = 1;
     Compare("conv images", Op::kConv2D, {img, ModerateHalf(t, {3, 2, 1, 1}, ++seed)}, t, {3, 3, 100, 90}, conv);
   }
 }
@@ -310,7 +295,7 @@ TEST(CudaHalf, BitCopyingOpsKeepPayloads) {
     OpParams pad;
     pad.pad_begin = {0, 1, 0};
     pad.pad_end = {1, 0, 2};
-    for (float fill : {0.1f, 70000.0f, half::F32FromBits(0xFFC01234u)}) {
+    for (float fill : {0.1f, 70000.0f, FromBits(0xFFC01234u)}) {
       pad.pad_value = fill;
       const HostTensor p = Compare("pad", Op::kPad, {x}, t, {3, 4, 39}, pad);
       EXPECT_EQ(p.at<uint16_t>(0), t == DType::kF16 ? half::F32ToF16(fill) : half::F32ToBF16(fill));

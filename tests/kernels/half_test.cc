@@ -204,20 +204,20 @@ TEST(HalfConversion, VectorizedConversionsMatchThePortableOnes) {
   std::vector<float> wide(every.size());
   cpu::F16ToF32Avx2(every.data(), wide.data(), static_cast<int64_t>(every.size()));
   for (uint32_t h = 0; h < 0x10000u; ++h) {
-    ASSERT_EQ(half::F32Bits(wide[h]), half::F32Bits(half::F16ToF32(static_cast<uint16_t>(h)))) << std::hex << h;
+    ASSERT_EQ(Bits(wide[h]), Bits(half::F16ToF32(static_cast<uint16_t>(h)))) << std::hex << h;
   }
   cpu::BF16ToF32Avx2(every.data(), wide.data(), static_cast<int64_t>(every.size()));
   for (uint32_t h = 0; h < 0x10000u; ++h) {
-    ASSERT_EQ(half::F32Bits(wide[h]), half::F32Bits(half::BF16ToF32(static_cast<uint16_t>(h)))) << std::hex << h;
+    ASSERT_EQ(Bits(wide[h]), Bits(half::BF16ToF32(static_cast<uint16_t>(h)))) << std::hex << h;
   }
 
   std::vector<uint32_t> bits;
   for (uint32_t h = 0; h < 0x10000u; ++h) {
     if ((h & 0x7C00u) == 0x7C00u) continue;
-    const uint32_t u = half::F32Bits(half::F16ToF32(static_cast<uint16_t>(h)));
+    const uint32_t u = Bits(half::F16ToF32(static_cast<uint16_t>(h)));
     // The f32 midpoint between h and the next f16 up in magnitude (65520 for 65504: overflow).
     const double next = (h & 0x7FFFu) == 0x7BFFu ? 65536.0 : F16Value(static_cast<uint16_t>(h + 1));
-    const uint32_t mid = half::F32Bits(static_cast<float>((F16Value(static_cast<uint16_t>(h)) + next) / 2));
+    const uint32_t mid = Bits(static_cast<float>((F16Value(static_cast<uint16_t>(h)) + next) / 2));
     for (uint32_t b : {u, u + 1, u - 1, mid, mid + 1, mid - 1}) bits.push_back(b);
   }
   for (uint32_t top = 0; top < 0x10000u; ++top) {
@@ -229,7 +229,7 @@ TEST(HalfConversion, VectorizedConversionsMatchThePortableOnes) {
     bits.push_back(b);
   }
   std::vector<float> f(bits.size());
-  for (size_t i = 0; i < bits.size(); ++i) f[i] = half::F32FromBits(bits[i]);
+  for (size_t i = 0; i < bits.size(); ++i) f[i] = FromBits(bits[i]);
   std::vector<uint16_t> got(f.size());
   const int64_t n = static_cast<int64_t>(f.size()) - 3;
   cpu::F32ToF16Avx2(f.data() + 3, got.data() + 3, n);
@@ -246,27 +246,6 @@ TEST(HalfConversion, VectorizedConversionsMatchThePortableOnes) {
 
 // ---------------------------------------------------------------------------------------
 // Ops: each against the f32 rule, on every engine.
-
-// The conv and pool parameters both op-family tests use: a 3x3 conv, stride (1, 2), 2 groups,
-// and a 2x2 pool, stride 2, each with its own padding.
-OpParams GroupedConv3x3(decltype(OpParams::pads) pads) {
-  OpParams p;
-  p.kernel = {3, 3};
-  p.strides = {1, 2};
-  p.dilations = {1, 1};
-  p.pads = std::move(pads);
-  p.group = 2;
-  return p;
-}
-
-OpParams Pool2x2(decltype(OpParams::pads) pads) {
-  OpParams p;
-  p.kernel = {2, 2};
-  p.strides = {2, 2};
-  p.dilations = {1, 1};
-  p.pads = std::move(pads);
-  return p;
-}
 
 TEST(HalfOps, ElementwiseFollowTheF32Rule) {
   for (DType t : kHalfTypes) {
@@ -512,6 +491,52 @@ TEST(HalfOps, MismatchedDTypesAreRefused) {
   OpParams sp;
   sp.axis = 1;
   EXPECT_TRUE(RunStatus(Op::kSoftmax, {h}, DType::kF16, {2, 2}, sp).ok());
+}
+
+// CheckHalfCall (kernels/checks/half_plan.h), which both backends run before they widen
+// anything: a malformed call or one with a fused epilogue is refused by name, and the dtype
+// checks still follow. The CPU backend refuses an f16 add that carries an epilogue.
+TEST(HalfOps, MalformedCallsAndEpiloguesAreRefusedBeforeWidening) {
+  HostTensor a = Half(DType::kF16, {4}, {0x3C00, 0x4000, 0x4200, 0x4400});
+  HostTensor f = F32({4}, {1, 2, 3, 4});
+  HostTensor y(DType::kF16, {4});
+  const TensorView inputs[2] = {a.view(), a.view()};
+  TensorView out = y.view();
+  const OpParams none;
+  const KernelCall call = MakeCall(Op::kAdd, none, inputs, 2, &out);
+  EXPECT_TRUE(CheckHalfCall(call, "add").ok());
+  auto expect_refused = [](const KernelCall& c, const std::string& phrase) {
+    const Status s = CheckHalfCall(c, "add");
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << phrase << ": " << s.ToString();
+    EXPECT_NE(s.message().find(phrase), std::string::npos) << s.ToString();
+  };
+  KernelCall no_outputs = call;
+  no_outputs.num_outputs = 0;
+  expect_refused(no_outputs, "add: malformed call");
+  KernelCall null_outputs = call;
+  null_outputs.outputs = nullptr;
+  expect_refused(null_outputs, "add: malformed call");
+  KernelCall null_inputs = call;
+  null_inputs.inputs = nullptr;
+  expect_refused(null_inputs, "add: malformed call");
+  KernelCall negative_inputs = call;
+  negative_inputs.num_inputs = -1;
+  expect_refused(negative_inputs, "add: malformed call");
+  const TensorView mixed[2] = {a.view(), f.view()};
+  KernelCall mixed_dtypes = call;
+  mixed_dtypes.inputs = mixed;
+  expect_refused(mixed_dtypes, "add: input dtypes differ (f16 vs f32)");
+
+  const EpilogueStep relu{Op::kRelu, 1, {}};
+  const Epilogue epilogue{&relu, 1, nullptr, 0};
+  KernelCall fused = call;
+  fused.epilogue = &epilogue;
+  expect_refused(fused, "add: f16/bf16 calls take no fused epilogue");
+  for (Engine& e : Engines()) {
+    const Status s = e.backend->Run(fused);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << e.label << ": " << s.ToString();
+    EXPECT_NE(s.message().find("no fused epilogue"), std::string::npos) << e.label << ": " << s.ToString();
+  }
 }
 
 }  // namespace

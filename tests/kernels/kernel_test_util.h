@@ -220,6 +220,27 @@ inline std::vector<Engine>& Engines() {
 // ---------------------------------------------------------------------------------------
 // Kernel calls.
 
+// The conv and pool parameters of the f16/bf16 op-family tests (half_test, cuda_half_test):
+// a 3x3 conv, stride (1, 2), 2 groups, and a 2x2 pool, stride 2, each with its own padding.
+inline OpParams GroupedConv3x3(decltype(OpParams::pads) pads) {
+  OpParams p;
+  p.kernel = {3, 3};
+  p.strides = {1, 2};
+  p.dilations = {1, 1};
+  p.pads = std::move(pads);
+  p.group = 2;
+  return p;
+}
+
+inline OpParams Pool2x2(decltype(OpParams::pads) pads) {
+  OpParams p;
+  p.kernel = {2, 2};
+  p.strides = {2, 2};
+  p.dilations = {1, 1};
+  p.pads = std::move(pads);
+  return p;
+}
+
 inline KernelCall MakeCall(Op op, const OpParams& params, const TensorView* inputs, int num_inputs, TensorView* outputs,
                            int num_outputs = 1) {
   KernelCall call;

@@ -58,18 +58,20 @@ class ModelBuilder {
     out->set_name(name);
     out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
   }
-  void InitializerF32(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& values) {
+  // An initializer with its name, ONNX data type and dims; the caller sets its data.
+  onnx::TensorProto* Initializer(const std::string& name, int32_t data_type, const std::vector<int64_t>& dims) {
     auto* t = graph()->add_initializer();
     t->set_name(name);
-    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->set_data_type(data_type);
     for (int64_t d : dims) t->add_dims(d);
-    t->set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
+    return t;
+  }
+  void InitializerF32(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& values) {
+    Initializer(name, onnx::TensorProto::FLOAT, dims)
+        ->set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
   }
   void InitializerI64(const std::string& name, const std::vector<int64_t>& values) {
-    auto* t = graph()->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::INT64);
-    t->add_dims(static_cast<int64_t>(values.size()));
+    auto* t = Initializer(name, onnx::TensorProto::INT64, {static_cast<int64_t>(values.size())});
     for (int64_t v : values) t->add_int64_data(v);
   }
   onnx::NodeProto* Node(const std::string& op, const std::vector<std::string>& inputs,
@@ -337,6 +339,29 @@ TEST(OnnxImport, BatchNormalizationIsFoldedIntoTheConvolution) {
   }
 }
 
+// A golden vector of an imported model: its graph id, and its result root on input `x` at 1, 2
+// and 8 threads, portable and with the best ISA the CPU has.
+void ExpectGoldenOnEveryCpu(const OnnxImport& imported, const Tensor& x, const std::string& want_id,
+                            const std::string& want_root, const std::string& label) {
+  auto v = Validate(imported.graph, {});
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(ToHex(v->id), want_id) << "graph id, " << label;
+  MemoryBlobSource blobs;
+  if (!imported.weights.empty()) blobs.Add(imported.weights);
+  auto p = CompileGraph(imported.graph, &blobs, Limits{});
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  for (int threads : {1, 2, 8}) {
+    for (const char* isa : {"portable", "auto"}) {
+      auto cpu = MakeCpu(threads, isa);
+      auto loaded = LoadedProgram::Load(*p, cpu.get());
+      ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+      auto r = (*loaded)->Run({{"x", x}});
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      EXPECT_EQ(ToHex(r->result_root), want_root) << "root, " << label << " " << isa << threads;
+    }
+  }
+}
+
 // Golden vector of the folding (docs/ONNX.md): the graph id of the folded Conv+BN model
 // (which pins the folded weight and bias bits) and its result root on a fixed input, on
 // every CPU configuration. Changes only when the folding arithmetic changes on purpose.
@@ -350,24 +375,8 @@ TEST(OnnxImport, FoldedBatchNormalizationGolden) {
   for (bool conv_bias : {false, true}) {
     auto imported = ImportOnnx(ConvBnModel(conv_bias, false).Bytes(), {});
     ASSERT_TRUE(imported.ok()) << imported.status().message();
-    auto v = Validate(imported->graph, {});
-    ASSERT_TRUE(v.ok());
-    EXPECT_EQ(ToHex(v->id), kWant[conv_bias][0]) << "graph id, conv_bias=" << conv_bias;
-    MemoryBlobSource blobs;
-    if (!imported->weights.empty()) blobs.Add(imported->weights);
-    auto p = CompileGraph(imported->graph, &blobs, Limits{});
-    ASSERT_TRUE(p.ok()) << p.status().message();
-    for (int threads : {1, 2, 8}) {
-      for (const char* isa : {"portable", "auto"}) {
-        auto cpu = MakeCpu(threads, isa);
-        auto loaded = LoadedProgram::Load(*p, cpu.get());
-        ASSERT_TRUE(loaded.ok());
-        auto r = (*loaded)->Run({{"x", RandomF32({1, 4, 5, 6}, 11)}});
-        ASSERT_TRUE(r.ok()) << r.status().message();
-        EXPECT_EQ(ToHex(r->result_root), kWant[conv_bias][1])
-            << "root, conv_bias=" << conv_bias << " " << isa << threads;
-      }
-    }
+    ExpectGoldenOnEveryCpu(*imported, RandomF32({1, 4, 5, 6}, 11), kWant[conv_bias][0], kWant[conv_bias][1],
+                           "conv_bias=" + std::to_string(conv_bias));
   }
 }
 
@@ -379,15 +388,11 @@ ModelBuilder HalfConvBnModel(DType t, bool conv_bias, bool params_f32) {
   ModelBuilder m;
   m.Input("x", elem, {1, 4, 5, 6});
   auto init = [&](const std::string& name, std::vector<int64_t> dims, const std::vector<float>& v, bool wide) {
-    auto* i = m.graph()->add_initializer();
-    i->set_name(name);
-    for (int64_t d : dims) i->add_dims(d);
     if (wide) {
-      i->set_data_type(onnx::TensorProto::FLOAT);
-      i->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+      m.InitializerF32(name, dims, v);
       return;
     }
-    i->set_data_type(elem);
+    auto* i = m.Initializer(name, elem, dims);
     std::vector<uint16_t> h;
     for (float f : v) h.push_back(narrow(f));
     i->set_raw_data(std::string(reinterpret_cast<const char*>(h.data()), h.size() * 2));
@@ -491,23 +496,7 @@ TEST(OnnxImport, FoldedHalfBatchNormalizationGolden) {
     const DType t = ti == 0 ? DType::kF16 : DType::kBF16;
     auto imported = ImportOnnx(HalfConvBnModel(t, true, false).Bytes(), {});
     ASSERT_TRUE(imported.ok()) << imported.status().message();
-    auto v = Validate(imported->graph, {});
-    ASSERT_TRUE(v.ok());
-    EXPECT_EQ(ToHex(v->id), kWant[ti][0]) << "graph id, " << DTypeName(t);
-    MemoryBlobSource blobs;
-    if (!imported->weights.empty()) blobs.Add(imported->weights);
-    auto p = CompileGraph(imported->graph, &blobs, Limits{});
-    ASSERT_TRUE(p.ok()) << p.status().message();
-    for (int threads : {1, 2, 8}) {
-      for (const char* isa : {"portable", "auto"}) {
-        auto cpu = MakeCpu(threads, isa);
-        auto loaded = LoadedProgram::Load(*p, cpu.get());
-        ASSERT_TRUE(loaded.ok());
-        auto r = (*loaded)->Run({{"x", HalfInput(t, 11)}});
-        ASSERT_TRUE(r.ok()) << r.status().message();
-        EXPECT_EQ(ToHex(r->result_root), kWant[ti][1]) << "root, " << DTypeName(t) << " " << isa << threads;
-      }
-    }
+    ExpectGoldenOnEveryCpu(*imported, HalfInput(t, 11), kWant[ti][0], kWant[ti][1], std::string(DTypeName(t)));
   }
 }
 
@@ -810,9 +799,7 @@ ModelBuilder SampleRateIfModel() {
   ModelBuilder m;
   m.Input("x", onnx::TensorProto::FLOAT, {4});
   m.Input("k", onnx::TensorProto::INT64, {});
-  auto* rate = m.graph()->add_initializer();
-  rate->set_name("rate");
-  rate->set_data_type(onnx::TensorProto::INT64);
+  auto* rate = m.Initializer("rate", onnx::TensorProto::INT64, {});
   rate->add_int64_data(16000);
   m.Node("Equal", {"k", "rate"}, {"is16k"});
   auto* node = m.Node("If", {"is16k"}, {"y"}, "switch");
@@ -966,9 +953,7 @@ TEST(OnnxImport, IfRefusesARunTimeConditionItCannotSelectAndMalformedBranches) {
     // Branches nested past the cap are refused, not recursed into without bound.
     ModelBuilder m;
     m.Input("x", onnx::TensorProto::FLOAT, {1});
-    auto* t = m.graph()->add_initializer();
-    t->set_name("yes");
-    t->set_data_type(onnx::TensorProto::BOOL);
+    auto* t = m.Initializer("yes", onnx::TensorProto::BOOL, {});
     t->add_int32_data(1);
     onnx::GraphProto* g = m.graph();
     for (int depth = 0; depth < 20; ++depth) {  // protobuf parses up to ~33
@@ -1082,10 +1067,7 @@ TEST(OnnxImport, UnsignedAndInt16TensorsImportAndCast) {
     const bool wide = c.dtype == DType::kU32 || c.dtype == DType::kU64;
     ModelBuilder m;
     m.Input("x", onnx::TensorProto::FLOAT, {4});
-    auto* w = m.graph()->add_initializer();
-    w->set_name("w");
-    w->set_data_type(c.onnx_type);
-    w->add_dims(4);
+    auto* w = m.Initializer("w", c.onnx_type, {4});
     // 2, 5, the type's largest value (or -1 for INT16) and 0.
     const uint64_t top = c.dtype == DType::kU8    ? 255
                          : c.dtype == DType::kU16 ? 65535
@@ -1119,10 +1101,7 @@ TEST(OnnxImport, UnsignedAndInt16TensorsImportAndCast) {
   {
     ModelBuilder m;
     m.Input("x", onnx::TensorProto::UINT32, {2});
-    auto* w = m.graph()->add_initializer();
-    w->set_name("w");
-    w->set_data_type(onnx::TensorProto::UINT32);
-    w->add_dims(2);
+    auto* w = m.Initializer("w", onnx::TensorProto::UINT32, {2});
     w->add_uint64_data(1);  // one value for two elements
     m.Node("Add", {"x", "w"}, {"y"});
     m.Output("y");
@@ -1134,10 +1113,7 @@ TEST(OnnxImport, UnsignedAndInt16TensorsImportAndCast) {
   {
     ModelBuilder m;
     m.Input("x", onnx::TensorProto::UINT16, {3});
-    auto* w = m.graph()->add_initializer();
-    w->set_name("w");
-    w->set_data_type(onnx::TensorProto::UINT16);
-    w->add_dims(3);
+    auto* w = m.Initializer("w", onnx::TensorProto::UINT16, {3});
     w->set_raw_data(std::string(5, '\0'));  // 3 elements need 6 bytes
     m.Node("Add", {"x", "w"}, {"y"});
     m.Output("y");
@@ -1153,10 +1129,7 @@ TEST(OnnxImport, DoubleTensorsImportComputeAndCast) {
   {
     ModelBuilder m;
     m.Input("x", onnx::TensorProto::FLOAT, {3});
-    auto* w = m.graph()->add_initializer();
-    w->set_name("w");
-    w->set_data_type(onnx::TensorProto::DOUBLE);
-    w->add_dims(3);
+    auto* w = m.Initializer("w", onnx::TensorProto::DOUBLE, {3});
     for (double v : {0.1, -2.5, 1e300}) w->add_double_data(v);
     ModelBuilder::IntAttr(m.Node("Cast", {"x"}, {"xd"}), "to", onnx::TensorProto::DOUBLE);
     m.Node("Mul", {"xd", "w"}, {"p"});
@@ -1185,10 +1158,7 @@ TEST(OnnxImport, DoubleTensorsImportComputeAndCast) {
   {
     ModelBuilder m;
     m.Input("x", onnx::TensorProto::DOUBLE, {2});
-    auto* w = m.graph()->add_initializer();
-    w->set_name("w");
-    w->set_data_type(onnx::TensorProto::DOUBLE);
-    w->add_dims(2);
+    auto* w = m.Initializer("w", onnx::TensorProto::DOUBLE, {2});
     w->set_raw_data(std::string(12, '\0'));  // 2 elements need 16 bytes
     m.Node("Add", {"x", "w"}, {"y"});
     m.Output("y");
@@ -1200,10 +1170,7 @@ TEST(OnnxImport, DoubleTensorsImportComputeAndCast) {
   {
     ModelBuilder m;
     m.Input("x", onnx::TensorProto::DOUBLE, {2});
-    auto* w = m.graph()->add_initializer();
-    w->set_name("w");
-    w->set_data_type(onnx::TensorProto::DOUBLE);
-    w->add_dims(2);
+    auto* w = m.Initializer("w", onnx::TensorProto::DOUBLE, {2});
     w->add_double_data(1.0);  // one value for two elements
     m.Node("Add", {"x", "w"}, {"y"});
     m.Output("y");
@@ -1234,15 +1201,9 @@ TEST(OnnxImport, HalfTensorsImportComputeAndCast) {
   {
     ModelBuilder m;
     m.Input("x", onnx::TensorProto::FLOAT16, {3});
-    auto* w = m.graph()->add_initializer();
-    w->set_name("w");
-    w->set_data_type(onnx::TensorProto::FLOAT16);
-    w->add_dims(3);
+    auto* w = m.Initializer("w", onnx::TensorProto::FLOAT16, {3});
     for (int32_t bits : {0x3E00, 0xC000, 0x7BFF}) w->add_int32_data(bits);  // 1.5, -2, 65504
-    auto* b = m.graph()->add_initializer();
-    b->set_name("b");
-    b->set_data_type(onnx::TensorProto::BFLOAT16);
-    b->add_dims(3);
+    auto* b = m.Initializer("b", onnx::TensorProto::BFLOAT16, {3});
     b->set_raw_data(std::string("\x80\x3F\x00\x40\x40\x40", 6));  // 1, 2, 3
     m.Node("Mul", {"x", "w"}, {"p"});                             // f16: 1 * 1.5, 0.5 * -2, 2 * 65504 = inf
     ModelBuilder::IntAttr(m.Node("Cast", {"p"}, {"y"}), "to", onnx::TensorProto::FLOAT);
@@ -1269,10 +1230,7 @@ TEST(OnnxImport, HalfTensorsImportComputeAndCast) {
   {
     ModelBuilder m;
     m.Input("x", onnx::TensorProto::FLOAT16, {2});
-    auto* w = m.graph()->add_initializer();
-    w->set_name("w");
-    w->set_data_type(onnx::TensorProto::FLOAT16);
-    w->add_dims(2);
+    auto* w = m.Initializer("w", onnx::TensorProto::FLOAT16, {2});
     w->add_int32_data(0x3C00);
     w->add_int32_data(70000);  // not a 16-bit pattern
     m.Node("Add", {"x", "w"}, {"y"});
@@ -1284,10 +1242,7 @@ TEST(OnnxImport, HalfTensorsImportComputeAndCast) {
   {
     ModelBuilder m;
     m.Input("x", onnx::TensorProto::BFLOAT16, {2});
-    auto* w = m.graph()->add_initializer();
-    w->set_name("w");
-    w->set_data_type(onnx::TensorProto::BFLOAT16);
-    w->add_dims(2);
+    auto* w = m.Initializer("w", onnx::TensorProto::BFLOAT16, {2});
     w->set_raw_data(std::string(3, '\0'));
     m.Node("Add", {"x", "w"}, {"y"});
     m.Output("y");
@@ -1298,10 +1253,7 @@ TEST(OnnxImport, HalfTensorsImportComputeAndCast) {
   {
     ModelBuilder m;
     m.Input("x", onnx::TensorProto::FLOAT16, {1, 1, 2, 2});
-    auto* w = m.graph()->add_initializer();
-    w->set_name("w");
-    w->set_data_type(onnx::TensorProto::FLOAT16);
-    for (int64_t d : {1, 1, 1, 1}) w->add_dims(d);
+    auto* w = m.Initializer("w", onnx::TensorProto::FLOAT16, {1, 1, 1, 1});
     w->add_int32_data(0x3C00);
     m.Node("ConvTranspose", {"x", "w"}, {"y"}, "deconv16");
     m.Output("y");
@@ -1343,10 +1295,7 @@ TEST(OnnxImport, HalfActivationsAndNormalizationsComputeThroughF32) {
       ModelBuilder m;
       m.Input("x", elem, {xs[0], xs[1], xs[2], xs[3]});
       auto init = [&](const std::string& name, const std::vector<float>& v, Shape dims) {
-        auto* i = m.graph()->add_initializer();
-        i->set_name(name);
-        i->set_data_type(elem);
-        for (int64_t d : dims) i->add_dims(d);
+        auto* i = m.Initializer(name, elem, dims);
         if (half_model) {
           const std::vector<uint16_t> h = as_half(v);
           i->set_raw_data(std::string(reinterpret_cast<const char*>(h.data()), h.size() * 2));
@@ -2259,9 +2208,7 @@ ModelBuilder WindowModel(const std::string& op, int64_t size, std::optional<int6
                          std::optional<int64_t> output_datatype, int32_t size_type = onnx::TensorProto::INT64) {
   ModelBuilder m(17);
   if (size_type == onnx::TensorProto::INT64) {
-    auto* t = m.graph()->add_initializer();
-    t->set_name("size");
-    t->set_data_type(onnx::TensorProto::INT64);
+    auto* t = m.Initializer("size", onnx::TensorProto::INT64, {});
     t->add_int64_data(size);
   } else {
     m.Input("size", size_type, {});
