@@ -100,8 +100,8 @@ TEST(CudaInt, ElementwiseOps) {
     Compare("tensor % scalar", Op::kFmod, {a, RandomInt(t, {}, ++seed)}, t, {2, 3, 67});
   }
   // The products that promote to a signed int in C++ if computed naively wrap instead.
-  const HostTensor sq16 = Compare("65535 * 65535", Op::kMul, {U16({2}, {65535, 40000}), U16({2}, {65535, 3})},
-                                  DType::kU16, {2});
+  const HostTensor sq16 =
+      Compare("65535 * 65535", Op::kMul, {U16({2}, {65535, 40000}), U16({2}, {65535, 3})}, DType::kU16, {2});
   EXPECT_EQ(sq16.at<uint16_t>(0), 1u);
   EXPECT_EQ(sq16.at<uint16_t>(1), static_cast<uint16_t>(120000u));
   const HostTensor sq8 = Compare("255 * 255", Op::kMul, {U8({1}, {255}), U8({1}, {255})}, DType::kU8, {1});
@@ -121,7 +121,8 @@ TEST(CudaInt, ElementwiseOps) {
   const HostTensor p = Compare("u8 pow wraps", Op::kPow, {U8({2}, {3, 2}), U8({2}, {5, 8})}, DType::kU8, {2});
   EXPECT_EQ(p.at<uint8_t>(0), 243u);
   EXPECT_EQ(p.at<uint8_t>(1), 0u);
-  const HostTensor lt = Compare("unsigned order", Op::kLess, {U32({1}, {1}), U32({1}, {0x80000000u})}, DType::kBool, {1});
+  const HostTensor lt =
+      Compare("unsigned order", Op::kLess, {U32({1}, {1}), U32({1}, {0x80000000u})}, DType::kBool, {1});
   EXPECT_EQ(lt.at<uint8_t>(0), 1u);
 }
 
@@ -181,8 +182,8 @@ TEST(CudaInt, CastsToAndFromEveryDType) {
   EXPECT_EQ(wrap.at<int16_t>(0), -1);
   OpParams to_f32;
   to_f32.to = DType::kF32;
-  const HostTensor big = Compare("u64 -> f32 rounds once", Op::kCast, {U64({1}, {(uint64_t{1} << 63) + 1})},
-                                 DType::kF32, {1}, to_f32);
+  const HostTensor big =
+      Compare("u64 -> f32 rounds once", Op::kCast, {U64({1}, {(uint64_t{1} << 63) + 1})}, DType::kF32, {1}, to_f32);
   EXPECT_EQ(big.at<float>(0), 9223372036854775808.0f);
   OpParams to_bool;
   to_bool.to = DType::kBool;
