@@ -773,7 +773,10 @@ SelfTestGraph NewIntegers() {
     b.Out(n + "_abs", abs(a));
     b.Out(n + "_relu", relu(a));
     b.Out(n + "_equal", equal(a, c));
+    b.Out(n + "_not_equal", not_equal(a, c));
     b.Out(n + "_less", less(a, row));
+    b.Out(n + "_less_equal", less_equal(a, c));
+    b.Out(n + "_greater", greater(a, row));
     b.Out(n + "_greater_equal", greater_equal(a, c));
     b.Out(n + "_where", where(cond, a, row));
     b.Out("f32_to_" + n, cast(f, t));
@@ -789,6 +792,8 @@ SelfTestGraph NewIntegers() {
     b.Out(n + "_prod", reduce_prod(a, {0}));
     b.Out(n + "_cumsum", cumsum(a, 1));
     b.Out(n + "_cumsum_cols_exclusive_reverse", cumsum(a, 0, true, true));
+    b.Out(n + "_identity", identity(a));
+    b.Out(n + "_reshape", reshape(a, {-1, 23}));
     b.Out(n + "_transpose", transpose(a, {1, 0}));
     b.Out(n + "_slice", slice(a, {22, 1}, {-100, 37}, {0, 1}, {-2, 3}));
     b.Out(n + "_concat", concat({a, c}, 0));
