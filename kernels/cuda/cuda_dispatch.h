@@ -13,7 +13,7 @@ namespace consensor::kernels::CNSR_CUDA_NS {
 // (docs/DETERMINISM.md section 2), and a task using it runs with --backend cpu. A kernel that
 // has no path for an integer dtype it is given says so in its own status.
 inline bool HasCudaDTypes(const KernelCall& call) {
-  auto ok = [](DType t) { return t != DType::kF64 && t != DType::kInvalid; };
+  auto ok = [](DType t) { return IsValidDType(t) && t != DType::kF64; };
   for (int i = 0; i < call.num_inputs; ++i) {
     if (!ok(call.in(i).dtype)) return false;
   }
