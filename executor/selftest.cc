@@ -160,6 +160,14 @@ Tensor FullRangeInts(DType dtype, const Shape& shape, uint64_t seed) {
     case DType::kI64:
       return Ints<int64_t>(dtype, shape, seed, kI64Min, kI64Max,
                            {kI64Min, kI64Max, -1, 0, 1, -kI64Max, (int64_t{1} << 53) + 1, int64_t{1} << 40});
+    case DType::kU8: return Ints<uint8_t>(dtype, shape, seed, 0, 255, {255, 0, 1, 128, 127});
+    case DType::kI16: return Ints<int16_t>(dtype, shape, seed, -32768, 32767, {-32768, 32767, -1, 0, 1});
+    case DType::kU16: return Ints<uint16_t>(dtype, shape, seed, 0, 65535, {65535, 0, 1, 32768, 256});
+    case DType::kU32:
+      return Ints<uint32_t>(dtype, shape, seed, 0, 0xFFFFFFFFLL, {0xFFFFFFFFu, 0, 1, 0x80000000u, 16777217});
+    case DType::kU64:  // the i64 range read as u64: every bit pattern
+      return Ints<uint64_t>(dtype, shape, seed, kI64Min, kI64Max,
+                            {~uint64_t{0}, 0, 1, uint64_t{1} << 63, (uint64_t{1} << 53) + 1});
     default: return Tensor(dtype, shape);
   }
 }
@@ -170,6 +178,11 @@ Tensor SmallInts(DType dtype, const Shape& shape, uint64_t seed) {
     case DType::kI8: return Ints<int8_t>(dtype, shape, seed, -4, 4, {-128, 127, -1, -128});
     case DType::kI32: return Ints<int32_t>(dtype, shape, seed, -4, 4, {kI32Min, kI32Max, -1, kI32Min});
     case DType::kI64: return Ints<int64_t>(dtype, shape, seed, -4, 4, {kI64Min, kI64Max, -1, kI64Min});
+    case DType::kU8: return Ints<uint8_t>(dtype, shape, seed, 0, 4, {255, 254});
+    case DType::kI16: return Ints<int16_t>(dtype, shape, seed, -4, 4, {-32768, 32767, -1, -32768});
+    case DType::kU16: return Ints<uint16_t>(dtype, shape, seed, 0, 4, {65535, 65534});
+    case DType::kU32: return Ints<uint32_t>(dtype, shape, seed, 0, 4, {0xFFFFFFFFu, 0xFFFFFFFEu});
+    case DType::kU64: return Ints<uint64_t>(dtype, shape, seed, 0, 4, {~uint64_t{0}, ~uint64_t{1}});
     default: return Tensor(dtype, shape);
   }
 }
@@ -207,10 +220,11 @@ class CaseBuilder {
   SelfTestGraph case_;
 };
 
-// The dtypes every backend runs besides f16 and bf16, which HalfPrecision covers (the CUDA
-// backends have no u8, i16, u16, u32, u64 or f64 kernels).
+// The dtypes every backend runs besides f16 and bf16, which HalfPrecision covers, and u8, i16,
+// u16, u32 and u64, which NewIntegers covers (the CUDA backends have no f64 kernels).
 const DType kSelfTestDTypes[] = {DType::kF32, DType::kI32, DType::kI8, DType::kI64, DType::kBool};
 const DType kIntDTypes[] = {DType::kI32, DType::kI8, DType::kI64};
+const DType kNewIntDTypes[] = {DType::kU8, DType::kI16, DType::kU16, DType::kU32, DType::kU64};
 
 std::string DTypeStr(DType t) { return std::string(DTypeName(t)); }
 
@@ -728,6 +742,68 @@ SelfTestGraph HalfPrecision() {
   return b.Take();
 }
 
+// u8, i16, u16, u32 and u64: wrapping arithmetic (16-bit products that would overflow a
+// promoted int), division by zero, comparisons, casts to and from every other dtype, the
+// reductions and cumsum, and the bit-copying ops with pad's converted fill.
+SelfTestGraph NewIntegers() {
+  CaseBuilder b("integers_u8_i16_u16_u32_u64");
+  uint64_t seed = 170;
+  Value f = b.In("f32", F32({23, 37}, seed++, 7e4f));
+  Value cond = b.In("cond", Bools({23, 37}, seed++));
+  Value idx = b.In("indices", Tensor::FromVector<int64_t>(DType::kI64, {3}, {36, -1, 4}));
+  for (DType t : kNewIntDTypes) {
+    const std::string n = DTypeStr(t);
+    Tensor ta = FullRangeInts(t, {23, 37}, seed++);
+    Tensor tc = FullRangeInts(t, {23, 37}, seed++);
+    ShareElements(ta, &tc, 4);
+    Value a = b.In(n + "_a", ta);
+    Value c = b.In(n + "_c", tc);
+    Value s = b.In(n + "_small", SmallInts(t, {23, 37}, seed++));  // zeros as divisors
+    Value row = b.In(n + "_row", FullRangeInts(t, {37}, seed++));
+    b.Out(n + "_add", a + c);
+    b.Out(n + "_sub", a - row);
+    b.Out(n + "_mul", a * c);
+    b.Out(n + "_div", a / s);
+    b.Out(n + "_div_full", c / a);
+    b.Out(n + "_fmod", fmod(a, s));
+    b.Out(n + "_pow", pow(a, s));
+    b.Out(n + "_max", maximum(a, c));
+    b.Out(n + "_min", minimum(a, row));
+    b.Out(n + "_neg", neg(a));
+    b.Out(n + "_abs", abs(a));
+    b.Out(n + "_relu", relu(a));
+    b.Out(n + "_equal", equal(a, c));
+    b.Out(n + "_not_equal", not_equal(a, c));
+    b.Out(n + "_less", less(a, row));
+    b.Out(n + "_less_equal", less_equal(a, c));
+    b.Out(n + "_greater", greater(a, row));
+    b.Out(n + "_greater_equal", greater_equal(a, c));
+    b.Out(n + "_where", where(cond, a, row));
+    b.Out("f32_to_" + n, cast(f, t));
+    for (DType to : kSelfTestDTypes) b.Out(n + "_to_" + DTypeStr(to), cast(a, to));
+    for (DType to : kNewIntDTypes) {
+      if (to != t) b.Out(n + "_to_" + DTypeStr(to), cast(a, to));
+    }
+    for (DType to : {DType::kF16, DType::kBF16}) b.Out(n + "_to_" + DTypeStr(to), cast(a, to));
+    b.Out(n + "_sum_rows", reduce_sum(a, {1}));
+    b.Out(n + "_sum_cols", reduce_sum(a, {0}, true));
+    b.Out(n + "_reduce_max", reduce_max(a, {0}));
+    b.Out(n + "_reduce_min", reduce_min(a, {1}));
+    b.Out(n + "_prod", reduce_prod(a, {0}));
+    b.Out(n + "_cumsum", cumsum(a, 1));
+    b.Out(n + "_cumsum_cols_exclusive_reverse", cumsum(a, 0, true, true));
+    b.Out(n + "_identity", identity(a));
+    b.Out(n + "_reshape", reshape(a, {-1, 23}));
+    b.Out(n + "_transpose", transpose(a, {1, 0}));
+    b.Out(n + "_slice", slice(a, {22, 1}, {-100, 37}, {0, 1}, {-2, 3}));
+    b.Out(n + "_concat", concat({a, c}, 0));
+    b.Out(n + "_gather", gather(a, idx, 1));
+    b.Out(n + "_expand", expand(row, {3, 37}));
+    b.Out(n + "_pad", pad(a, {1, 0, 0, 2}, t == DType::kU8 ? 300.0f : -1.5f));
+  }
+  return b.Take();
+}
+
 // ---------------------------------------------------------------------------------------
 // Large shapes (full set only): long reductions and rows, big GEMMs and convolutions.
 
@@ -897,6 +973,7 @@ std::vector<SelfTestGraph> BuildSelfTestGraphs(SelfTestSize size) {
   graphs.push_back(DataMovement());
   graphs.push_back(TransformerBlock());
   graphs.push_back(HalfPrecision());
+  graphs.push_back(NewIntegers());
   if (size == SelfTestSize::kFull) {
     graphs.push_back(UnaryF32({128, 517}, "elementwise_unary_f32_large"));
     graphs.push_back(BinaryF32({128, 517}, "elementwise_binary_f32_large"));

@@ -143,6 +143,37 @@ struct IntTraits<int64_t> {
   using U = unsigned long long;
   static constexpr int64_t kMin = INT64_MIN, kMax = INT64_MAX;
 };
+template <>
+struct IntTraits<int16_t> {
+  using Wide = int32_t;
+  using U = uint32_t;
+  static constexpr int16_t kMin = INT16_MIN, kMax = INT16_MAX;
+};
+// Unsigned: Wide keeps the order (u8 and u16 fit in int32; u32 and u64 stay unsigned).
+template <>
+struct IntTraits<uint8_t> {
+  using Wide = int32_t;
+  using U = uint32_t;
+  static constexpr uint8_t kMin = 0, kMax = UINT8_MAX;
+};
+template <>
+struct IntTraits<uint16_t> {
+  using Wide = int32_t;
+  using U = uint32_t;
+  static constexpr uint16_t kMin = 0, kMax = UINT16_MAX;
+};
+template <>
+struct IntTraits<uint32_t> {
+  using Wide = uint32_t;
+  using U = uint32_t;
+  static constexpr uint32_t kMin = 0, kMax = UINT32_MAX;
+};
+template <>
+struct IntTraits<uint64_t> {
+  using Wide = unsigned long long;
+  using U = unsigned long long;
+  static constexpr uint64_t kMin = 0, kMax = UINT64_MAX;
+};
 
 // Integer sums wrap (two's complement): accumulate unsigned, keep the low bits.
 template <typename T>

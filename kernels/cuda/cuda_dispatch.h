@@ -7,16 +7,13 @@
 
 namespace consensor::kernels::CNSR_CUDA_NS {
 
-// The CUDA kernels are written for f32, i8, i32, i64 and bool; f16 and bf16 run through the
-// f32 kernels (RunThroughF32) or, where an op only copies bits, on their 2-byte elements. The
-// dtypes u8, i16, u16, u32, u64 and f64 run on the CPU backend only: a call that reads or
-// writes one is refused (docs/DETERMINISM.md section 2), and a task using them runs with
-// --backend cpu.
+// The CUDA kernels are written for f32, every integer dtype and bool; f16 and bf16 run through
+// the f32 kernels (RunThroughF32) or, where an op only copies bits, on their 2-byte elements.
+// f64 runs on the CPU backend only: a call that reads or writes it is refused
+// (docs/DETERMINISM.md section 2), and a task using it runs with --backend cpu. A kernel that
+// has no path for an integer dtype it is given says so in its own status.
 inline bool HasCudaDTypes(const KernelCall& call) {
-  auto ok = [](DType t) {
-    return t == DType::kF32 || t == DType::kI8 || t == DType::kI32 || t == DType::kI64 || t == DType::kBool ||
-           t == DType::kF16 || t == DType::kBF16;
-  };
+  auto ok = [](DType t) { return IsValidDType(t) && t != DType::kF64; };
   for (int i = 0; i < call.num_inputs; ++i) {
     if (!ok(call.in(i).dtype)) return false;
   }
@@ -44,8 +41,7 @@ inline FamilyRunner RunnerOf(OpFamily family) {
 
 inline Status Dispatch(const KernelCall& call, const LaunchContext& ctx) {
   if (!HasCudaDTypes(call)) {
-    return Unimplemented("the CUDA backend has no kernels for u8, i16, u16, u32, u64 or f64 (op " +
-                         std::string(OpName(call.op)) + ")");
+    return Unimplemented("the CUDA backend has no f64 kernels (op " + std::string(OpName(call.op)) + ")");
   }
   // The CUDA backends run the unfused program (SupportsEpilogue is false): the runtime never
   // hands them an epilogue, and one that arrives anyway is refused rather than ignored.

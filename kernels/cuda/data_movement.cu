@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "kernels/checks/data_movement.h"
 #include "kernels/cuda/broadcast_device.cuh"
@@ -411,12 +412,20 @@ Status RunGather(const KernelCall& call, const LaunchContext& ctx) {
 // The f32 pad value converted like cast (section 4.2); f32 keeps its bits.
 template <typename T>
 T PadIntValue(float x) {
-  constexpr float lo = static_cast<float>(std::numeric_limits<T>::min());
-  constexpr float hi = -lo;
-  if (x != x) return 0;
-  if (x >= hi) return std::numeric_limits<T>::max();
-  if (x < lo) return std::numeric_limits<T>::min();
-  return static_cast<T>(static_cast<int64_t>(x));
+  if constexpr (std::is_signed<T>::value) {
+    constexpr float lo = static_cast<float>(std::numeric_limits<T>::min());
+    constexpr float hi = -lo;
+    if (x != x) return 0;
+    if (x >= hi) return std::numeric_limits<T>::max();
+    if (x < lo) return std::numeric_limits<T>::min();
+    return static_cast<T>(static_cast<int64_t>(x));
+  } else {
+    // Unsigned: 2^n and above saturate, x <= -1 (and NaN) give 0, (-1, 0) truncates to 0.
+    constexpr float hi = 2.0f * static_cast<float>(T{1} << (sizeof(T) * 8 - 1));
+    if (!(x > -1.0f)) return 0;
+    if (x >= hi) return std::numeric_limits<T>::max();
+    return static_cast<T>(static_cast<uint64_t>(x));
+  }
 }
 
 template <typename T>
@@ -461,6 +470,11 @@ Status RunPad(const KernelCall& call, const LaunchContext& ctx) {
     case DType::kI8: return LaunchPad<int8_t>(ctx, in, out, a, PadIntValue<int8_t>(v));
     case DType::kBool: return LaunchPad<uint8_t>(ctx, in, out, a, static_cast<uint8_t>(v != 0.0f));
     case DType::kI64: return LaunchPad<int64_t>(ctx, in, out, a, PadIntValue<int64_t>(v));
+    case DType::kU8: return LaunchPad<uint8_t>(ctx, in, out, a, PadIntValue<uint8_t>(v));
+    case DType::kI16: return LaunchPad<int16_t>(ctx, in, out, a, PadIntValue<int16_t>(v));
+    case DType::kU16: return LaunchPad<uint16_t>(ctx, in, out, a, PadIntValue<uint16_t>(v));
+    case DType::kU32: return LaunchPad<uint32_t>(ctx, in, out, a, PadIntValue<uint32_t>(v));
+    case DType::kU64: return LaunchPad<uint64_t>(ctx, in, out, a, PadIntValue<uint64_t>(v));
     // The fill rounded once to nearest even, NaN canonical (DETERMINISM.md 1.3, 1.4).
     case DType::kF16: return LaunchPad<uint16_t>(ctx, in, out, a, half::F32ToF16(v));
     case DType::kBF16: return LaunchPad<uint16_t>(ctx, in, out, a, half::F32ToBF16(v));

@@ -19,25 +19,75 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // Scalar semantics.
 
+// Per integer type: U is the unsigned type of the same width, W the unsigned type products are
+// computed in (at least 32 bits, so that 8- and 16-bit operands never promote to a signed int,
+// where 65535 * 65535 would overflow), kMin/kMax the range, kLo/kHi the f32 bounds of section
+// 4.2's f32 -> int cast (both exact: -2^(n-1) and 2^(n-1), or 0 and 2^n for unsigned types).
 template <typename T>
 struct IntTraits;
 template <>
 struct IntTraits<int8_t> {
   using U = uint8_t;
+  using W = uint32_t;
   static constexpr int8_t kMin = -128, kMax = 127;
   static constexpr float kLo = -128.0f;
+  static constexpr float kHi = 128.0f;
+};
+template <>
+struct IntTraits<int16_t> {
+  using U = uint16_t;
+  using W = uint32_t;
+  static constexpr int16_t kMin = -32768, kMax = 32767;
+  static constexpr float kLo = -32768.0f;
+  static constexpr float kHi = 32768.0f;
 };
 template <>
 struct IntTraits<int32_t> {
   using U = uint32_t;
+  using W = uint32_t;
   static constexpr int32_t kMin = -2147483647 - 1, kMax = 2147483647;
   static constexpr float kLo = -2147483648.0f;
+  static constexpr float kHi = 2147483648.0f;
 };
 template <>
 struct IntTraits<int64_t> {
   using U = uint64_t;
+  using W = uint64_t;
   static constexpr int64_t kMin = -9223372036854775807LL - 1, kMax = 9223372036854775807LL;
   static constexpr float kLo = -9223372036854775808.0f;
+  static constexpr float kHi = 9223372036854775808.0f;
+};
+template <>
+struct IntTraits<uint8_t> {  // u8 (bool has its own cast functors: ToBoolF, FromBoolF)
+  using U = uint8_t;
+  using W = uint32_t;
+  static constexpr uint8_t kMin = 0, kMax = 255;
+  static constexpr float kLo = 0.0f;
+  static constexpr float kHi = 256.0f;
+};
+template <>
+struct IntTraits<uint16_t> {
+  using U = uint16_t;
+  using W = uint32_t;
+  static constexpr uint16_t kMin = 0, kMax = 65535;
+  static constexpr float kLo = 0.0f;
+  static constexpr float kHi = 65536.0f;
+};
+template <>
+struct IntTraits<uint32_t> {
+  using U = uint32_t;
+  using W = uint32_t;
+  static constexpr uint32_t kMin = 0, kMax = 4294967295u;
+  static constexpr float kLo = 0.0f;
+  static constexpr float kHi = 4294967296.0f;
+};
+template <>
+struct IntTraits<uint64_t> {
+  using U = uint64_t;
+  using W = uint64_t;
+  static constexpr uint64_t kMin = 0, kMax = 18446744073709551615ull;
+  static constexpr float kLo = 0.0f;
+  static constexpr float kHi = 18446744073709551616.0f;
 };
 
 CNSR_DEVICE float CanonNaN(float x) { return detmath::canonicalize_nan(x); }
@@ -55,13 +105,15 @@ CNSR_DEVICE T WrapSub(T a, T b) {
 template <typename T>
 CNSR_DEVICE T WrapMul(T a, T b) {
   using U = typename IntTraits<T>::U;
-  return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+  using W = typename IntTraits<T>::W;
+  return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
 }
 template <typename T>
 CNSR_DEVICE T WrapNeg(T a) {
   using U = typename IntTraits<T>::U;
   return static_cast<T>(static_cast<U>(static_cast<U>(0) - static_cast<U>(a)));
 }
+// For unsigned T the MIN / -1 guard never fires (MIN is 0) and is harmless.
 template <typename T>
 CNSR_DEVICE T SafeDiv(T a, T b) {
   const bool zero = b == 0;
@@ -86,26 +138,33 @@ CNSR_DEVICE float FMin(float a, float b) {
   return (detmath::is_nan(a) | detmath::is_nan(b)) ? detmath::canonical_nan() : r;
 }
 
+// Section 4.2's f32 -> int cast: truncation, NaN -> 0, saturation. An unsigned target takes 0
+// for every x <= -1 ((-1, 0) truncates to 0) and its max for x >= 2^n.
 template <typename T>
 CNSR_DEVICE T F32ToInt(float x) {
-  using W = typename std::conditional<sizeof(T) == 8, int64_t, int32_t>::type;
   constexpr float lo = IntTraits<T>::kLo;
-  constexpr float hi = -lo;
-  const float c = ((x >= lo) & (x < hi)) ? x : 0.0f;
-  W r = static_cast<W>(c);
-  r = x >= hi ? static_cast<W>(IntTraits<T>::kMax) : r;
-  r = x < lo ? static_cast<W>(IntTraits<T>::kMin) : r;
-  return static_cast<T>(r);
+  constexpr float hi = IntTraits<T>::kHi;
+  if constexpr (std::is_signed<T>::value) {
+    using W = typename std::conditional<sizeof(T) == 8, int64_t, int32_t>::type;
+    const float c = ((x >= lo) & (x < hi)) ? x : 0.0f;
+    W r = static_cast<W>(c);
+    r = x >= hi ? static_cast<W>(IntTraits<T>::kMax) : r;
+    r = x < lo ? static_cast<W>(IntTraits<T>::kMin) : r;
+    return static_cast<T>(r);
+  } else {
+    using W = typename std::conditional<sizeof(T) == 8, uint64_t, uint32_t>::type;
+    const float c = ((x > -1.0f) & (x < hi)) ? x : 0.0f;
+    W r = static_cast<W>(c);
+    r = x >= hi ? static_cast<W>(IntTraits<T>::kMax) : r;
+    return static_cast<T>(r);
+  }
 }
 
+// uint8_t here is u8: casts to and from bool use ToBoolF and FromBoolF.
 template <typename From, typename To>
 CNSR_DEVICE To CastValue(From x) {
   if constexpr (std::is_same<From, To>::value) {
     return x;
-  } else if constexpr (std::is_same<To, uint8_t>::value) {
-    return static_cast<uint8_t>(x != static_cast<From>(0));
-  } else if constexpr (std::is_same<From, uint8_t>::value) {
-    return static_cast<To>(x != 0 ? 1 : 0);
   } else if constexpr (std::is_same<To, float>::value) {
     return static_cast<float>(x);
   } else if constexpr (std::is_same<From, float>::value) {
@@ -129,6 +188,7 @@ struct AbsF {
   template <typename T>
   static CNSR_DEVICE T Apply(T x) {
     if constexpr (std::is_same<T, float>::value) return FAbs(x);
+    else if constexpr (std::is_unsigned<T>::value) return x;  // unsigned: the value
     else return x < 0 ? WrapNeg(x) : x;
   }
 };
@@ -237,6 +297,20 @@ struct CastF {
   template <typename From>
   static CNSR_DEVICE To Apply(From x) {
     return CastValue<From, To>(x);
+  }
+};
+// anything -> bool is x != 0 (NaN -> 1, -0 -> 0); bool -> anything gives 0 or 1.
+struct ToBoolF {
+  template <typename From>
+  static CNSR_DEVICE uint8_t Apply(From x) {
+    return static_cast<uint8_t>(x != static_cast<From>(0));
+  }
+};
+template <typename To>
+struct FromBoolF {
+  template <typename From>
+  static CNSR_DEVICE To Apply(uint8_t x) {
+    return static_cast<To>(x != 0 ? 1 : 0);
   }
 };
 
@@ -572,6 +646,11 @@ Status NumericUnary(const Plan& p, const LaunchContext& ctx) {
     case DType::kI32: return Unary<F, int32_t, int32_t>(p, ctx);
     case DType::kI8: return Unary<F, int8_t, int8_t>(p, ctx);
     case DType::kI64: return Unary<F, int64_t, int64_t>(p, ctx);
+    case DType::kU8: return Unary<F, uint8_t, uint8_t>(p, ctx);
+    case DType::kI16: return Unary<F, int16_t, int16_t>(p, ctx);
+    case DType::kU16: return Unary<F, uint16_t, uint16_t>(p, ctx);
+    case DType::kU32: return Unary<F, uint32_t, uint32_t>(p, ctx);
+    case DType::kU64: return Unary<F, uint64_t, uint64_t>(p, ctx);
     default: break;
   }
   return Internal(Prefix(p.op) + "unexpected dtype");
@@ -584,6 +663,11 @@ Status NumericBinary(const Plan& p, const LaunchContext& ctx) {
     case DType::kI32: return Binary<F, int32_t, int32_t>(p, ctx);
     case DType::kI8: return Binary<F, int8_t, int8_t>(p, ctx);
     case DType::kI64: return Binary<F, int64_t, int64_t>(p, ctx);
+    case DType::kU8: return Binary<F, uint8_t, uint8_t>(p, ctx);
+    case DType::kI16: return Binary<F, int16_t, int16_t>(p, ctx);
+    case DType::kU16: return Binary<F, uint16_t, uint16_t>(p, ctx);
+    case DType::kU32: return Binary<F, uint32_t, uint32_t>(p, ctx);
+    case DType::kU64: return Binary<F, uint64_t, uint64_t>(p, ctx);
     default: break;
   }
   return Internal(Prefix(p.op) + "unexpected dtype");
@@ -597,6 +681,11 @@ Status CompareBinary(const Plan& p, const LaunchContext& ctx) {
     case DType::kI8: return Binary<F, int8_t, uint8_t>(p, ctx);
     case DType::kBool: return Binary<F, uint8_t, uint8_t>(p, ctx);
     case DType::kI64: return Binary<F, int64_t, uint8_t>(p, ctx);
+    case DType::kU8: return Binary<F, uint8_t, uint8_t>(p, ctx);
+    case DType::kI16: return Binary<F, int16_t, uint8_t>(p, ctx);
+    case DType::kU16: return Binary<F, uint16_t, uint8_t>(p, ctx);
+    case DType::kU32: return Binary<F, uint32_t, uint8_t>(p, ctx);
+    case DType::kU64: return Binary<F, uint64_t, uint8_t>(p, ctx);
     default: break;
   }
   return Internal(Prefix(p.op) + "unexpected dtype");
@@ -608,8 +697,29 @@ Status CastFrom(const Plan& p, const LaunchContext& ctx) {
     case DType::kF32: return Unary<CastF<float>, From, float>(p, ctx);
     case DType::kI32: return Unary<CastF<int32_t>, From, int32_t>(p, ctx);
     case DType::kI8: return Unary<CastF<int8_t>, From, int8_t>(p, ctx);
-    case DType::kBool: return Unary<CastF<uint8_t>, From, uint8_t>(p, ctx);
+    case DType::kBool: return Unary<ToBoolF, From, uint8_t>(p, ctx);
     case DType::kI64: return Unary<CastF<int64_t>, From, int64_t>(p, ctx);
+    case DType::kU8: return Unary<CastF<uint8_t>, From, uint8_t>(p, ctx);
+    case DType::kI16: return Unary<CastF<int16_t>, From, int16_t>(p, ctx);
+    case DType::kU16: return Unary<CastF<uint16_t>, From, uint16_t>(p, ctx);
+    case DType::kU32: return Unary<CastF<uint32_t>, From, uint32_t>(p, ctx);
+    case DType::kU64: return Unary<CastF<uint64_t>, From, uint64_t>(p, ctx);
+    default: break;
+  }
+  return Internal(Prefix(p.op) + "unexpected dtype");
+}
+
+Status CastFromBool(const Plan& p, const LaunchContext& ctx) {
+  switch (p.out_dtype) {
+    case DType::kF32: return Unary<FromBoolF<float>, uint8_t, float>(p, ctx);
+    case DType::kI32: return Unary<FromBoolF<int32_t>, uint8_t, int32_t>(p, ctx);
+    case DType::kI8: return Unary<FromBoolF<int8_t>, uint8_t, int8_t>(p, ctx);
+    case DType::kI64: return Unary<FromBoolF<int64_t>, uint8_t, int64_t>(p, ctx);
+    case DType::kU8: return Unary<FromBoolF<uint8_t>, uint8_t, uint8_t>(p, ctx);
+    case DType::kI16: return Unary<FromBoolF<int16_t>, uint8_t, int16_t>(p, ctx);
+    case DType::kU16: return Unary<FromBoolF<uint16_t>, uint8_t, uint16_t>(p, ctx);
+    case DType::kU32: return Unary<FromBoolF<uint32_t>, uint8_t, uint32_t>(p, ctx);
+    case DType::kU64: return Unary<FromBoolF<uint64_t>, uint8_t, uint64_t>(p, ctx);
     default: break;
   }
   return Internal(Prefix(p.op) + "unexpected dtype");
@@ -631,8 +741,13 @@ Status Cast(const Plan& p, const LaunchContext& ctx) {
     case DType::kF32: return CastFrom<float>(p, ctx);
     case DType::kI32: return CastFrom<int32_t>(p, ctx);
     case DType::kI8: return CastFrom<int8_t>(p, ctx);
-    case DType::kBool: return CastFrom<uint8_t>(p, ctx);
+    case DType::kBool: return CastFromBool(p, ctx);
     case DType::kI64: return CastFrom<int64_t>(p, ctx);
+    case DType::kU8: return CastFrom<uint8_t>(p, ctx);
+    case DType::kI16: return CastFrom<int16_t>(p, ctx);
+    case DType::kU16: return CastFrom<uint16_t>(p, ctx);
+    case DType::kU32: return CastFrom<uint32_t>(p, ctx);
+    case DType::kU64: return CastFrom<uint64_t>(p, ctx);
     default: break;
   }
   return Internal(Prefix(p.op) + "unexpected dtype");

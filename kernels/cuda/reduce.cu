@@ -72,6 +72,11 @@ Status DispatchDtype(const TensorView& x, const ReduceLayout* L, TensorView& y, 
     case DType::kI32: return RunReduction<IntOp<int32_t>>(x, L, y, divisor, ctx);
     case DType::kI8: return RunReduction<IntOp<int8_t>>(x, L, y, divisor, ctx);
     case DType::kI64: return RunReduction<IntOp<int64_t>>(x, L, y, divisor, ctx);
+    case DType::kU8: return RunReduction<IntOp<uint8_t>>(x, L, y, divisor, ctx);
+    case DType::kI16: return RunReduction<IntOp<int16_t>>(x, L, y, divisor, ctx);
+    case DType::kU16: return RunReduction<IntOp<uint16_t>>(x, L, y, divisor, ctx);
+    case DType::kU32: return RunReduction<IntOp<uint32_t>>(x, L, y, divisor, ctx);
+    case DType::kU64: return RunReduction<IntOp<uint64_t>>(x, L, y, divisor, ctx);
     default: return InvalidArgument("reduce: unsupported dtype");
   }
 }
@@ -91,8 +96,10 @@ CNSR_DEVICE T ProdStep(T acc, T term) {
   if constexpr (std::is_same<T, float>::value) {
     return acc * term;
   } else {
+    // At least 32 bits: u16 operands must not promote to int, where 65535 * 65535 overflows.
     using U = typename std::make_unsigned<T>::type;
-    return static_cast<T>(static_cast<U>(static_cast<U>(acc) * static_cast<U>(term)));
+    using W = typename std::conditional<(sizeof(T) < 4), uint32_t, U>::type;
+    return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(acc)) * static_cast<W>(static_cast<U>(term))));
   }
 }
 
@@ -310,9 +317,8 @@ Status RunTopKTyped(const TensorView& xv, int64_t outer, int64_t n, int64_t inne
 
 // ---------------------------------------------------------------------------------------
 // CumSum (DETERMINISM.md 4.6a): one thread per line (outer row, inner column), coalesced
-// across the inner columns, runs the line's sequential chain as the CPU does. The CUDA
-// backends have no f64 or unsigned kernels (refused by Supports()), so f32 and the signed
-// integers i8, i32, i64 here.
+// across the inner columns, runs the line's sequential chain as the CPU does: f32 and every
+// integer dtype (the CUDA backends have no f64 kernels; Supports() refuses f64).
 
 template <typename T>
 CNSR_DEVICE T CumSumStep(T acc, T term) {
@@ -386,6 +392,11 @@ Status RunReduce(const KernelCall& call, const LaunchContext& ctx) {
       case DType::kI32: return RunCumSumTyped<int32_t>(x, p, y, ctx);
       case DType::kI8: return RunCumSumTyped<int8_t>(x, p, y, ctx);
       case DType::kI64: return RunCumSumTyped<int64_t>(x, p, y, ctx);
+      case DType::kU8: return RunCumSumTyped<uint8_t>(x, p, y, ctx);
+      case DType::kI16: return RunCumSumTyped<int16_t>(x, p, y, ctx);
+      case DType::kU16: return RunCumSumTyped<uint16_t>(x, p, y, ctx);
+      case DType::kU32: return RunCumSumTyped<uint32_t>(x, p, y, ctx);
+      case DType::kU64: return RunCumSumTyped<uint64_t>(x, p, y, ctx);
       default: return InvalidArgument("cumsum: unsupported dtype");
     }
   }
@@ -418,6 +429,11 @@ Status RunReduce(const KernelCall& call, const LaunchContext& ctx) {
         case DType::kI32: return RunProdTyped<int32_t>(x, L, y, ctx);
         case DType::kI8: return RunProdTyped<int8_t>(x, L, y, ctx);
         case DType::kI64: return RunProdTyped<int64_t>(x, L, y, ctx);
+        case DType::kU8: return RunProdTyped<uint8_t>(x, L, y, ctx);
+        case DType::kI16: return RunProdTyped<int16_t>(x, L, y, ctx);
+        case DType::kU16: return RunProdTyped<uint16_t>(x, L, y, ctx);
+        case DType::kU32: return RunProdTyped<uint32_t>(x, L, y, ctx);
+        case DType::kU64: return RunProdTyped<uint64_t>(x, L, y, ctx);
         default: return InvalidArgument("reduce_prod: unsupported dtype");
       }
     default: return InvalidArgument("reduce: unsupported op");

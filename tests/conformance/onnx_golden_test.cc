@@ -179,16 +179,26 @@ constexpr const char* kGoldenModels[] = {
     "node/test_max_float16",
     "node/test_min_float16",
     "node/test_mod_mixed_sign_float16",
-};
-
-// Models in the dtypes the CUDA backends have no kernels for: those backends must refuse them.
-constexpr const char* kCpuOnlyModels[] = {
-    // u8, i16, u16, u32, u64 (and BitShift, lowered to gather, min, mul, div).
+    // u8, i16, u16, u32, u64 (and BitShift, lowered to gather, min, mul, div): the CUDA backends
+    // give the CPU's bits.
     "node/test_bitshift_right_uint16",
     "node/test_bitshift_left_uint64",
     "node/test_mod_mixed_sign_int16",
     "node/test_max_uint32",
     "node/test_add_uint8",
+    // The quantization ops (DETERMINISM.md 6.6; u8) and MaxPool on u8 (6.8a).
+    "node/test_quantizelinear_axis",
+    "node/test_dequantizelinear_axis",
+    "node/test_dynamicquantizelinear_min_adjusted",
+    "node/test_matmulinteger",
+    "node/test_convinteger_with_padding",
+    "node/test_qlinearmatmul_3D",
+    "node/test_qlinearconv",
+    "node/test_maxpool_2d_uint8",
+};
+
+// Models in f64, which the CUDA backends have no kernels for: those backends must refuse them.
+constexpr const char* kCpuOnlyModels[] = {
     // f64 (DETERMINISM.md 1.2).
     "node/test_cast_FLOAT_to_DOUBLE",
     "node/test_max_float64",
@@ -197,21 +207,12 @@ constexpr const char* kCpuOnlyModels[] = {
     "node/test_cast_DOUBLE_to_FLOAT16",
     "node/test_reduce_log_sum_exp_keepdims_random",
     "pytorch-operator/test_operator_add_broadcast",
-    // The quantization ops (DETERMINISM.md 6.6; u8).
-    "node/test_quantizelinear_axis",
-    "node/test_dequantizelinear_axis",
-    "node/test_dynamicquantizelinear_min_adjusted",
-    "node/test_matmulinteger",
-    "node/test_convinteger_with_padding",
-    "node/test_qlinearmatmul_3D",
-    "node/test_qlinearconv",
-    // CumSum and Einsum in f64, MaxPool on u8 (DETERMINISM.md 4.6a, 6.8a).
+    // CumSum and Einsum in f64 (DETERMINISM.md 4.6a, 6.8a).
     "node/test_cumsum_2d_axis_1",
     "node/test_cumsum_1d_reverse_exclusive",
     "node/test_einsum_batch_matmul",
     "node/test_einsum_batch_diagonal",
     "node/test_einsum_sum",
-    "node/test_maxpool_2d_uint8",
 };
 
 bool IsCpuOnly(const std::string& name) {

@@ -1009,7 +1009,7 @@ std::map<std::string, Builder> AllVectors() {
     return v;
   };
   // cumsum (DETERMINISM.md 4.6a): sequential chains along each axis, both flags, specials,
-  // wrapping i32 (checked on cuda-emu too); f64 and u8 in a second, CPU-only vector.
+  // wrapping i32 (checked on cuda-emu too); f64 and u8 in a second vector, CPU-only for its f64.
   m["cumsum"] = [=] {
     Vector v;
     Value x = v.graph.input("x", DType::kF32, {6, 70, 9});

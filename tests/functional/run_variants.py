@@ -77,7 +77,7 @@ def check_variants(consensor, name, work, args_for, expected, compare, reference
     the reason, without the model and variant, which are added here). Returns
     [(output, row, result root)] of the first variant. A variant in OPTIONAL that the build
     lacks is appended to `skipped` as (name, variant, why). A variant in `refused` must refuse
-    the model with exit code 1 and a "does not support" message (the CUDA backends and u8)."""
+    the model with exit code 1 and a "does not support" message (the CUDA backends and f64)."""
     runs, rows = {}, []
     for variant, flags in VARIANTS:
         out_dir = os.path.join(work, variant)

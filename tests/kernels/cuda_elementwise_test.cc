@@ -331,36 +331,7 @@ TEST(CudaElementwiseTest, ErrorsMatchCpu) {
   expect_error(Op::kCast, {F32({2}, {1, 0})}, DType::kI8, {2}, p);  // target differs from output
 }
 
-// u8, i16, u16, u32 and u64 have no CUDA kernels: Supports() refuses any call that reads or
-// writes one (so the runtime refuses the program at load), and a call that reaches the
-// dispatcher anyway gets UNIMPLEMENTED rather than wrong bits.
-TEST(CudaElementwiseTest, RefusesTheCpuOnlyIntegerTypes) {
-  CudaTestBackends& b = GetBackends();
-  std::vector<Backend*> cuda = {b.emu.get()};
-  if (b.gpu) cuda.push_back(b.gpu.get());
-  for (Backend* be : cuda) {
-    for (DType t : {DType::kU8, DType::kI16, DType::kU16, DType::kU32, DType::kU64}) {
-      HostTensor a(t, {4}, 0), c(t, {4}, 0), out(t, {4});
-      TensorView in[2] = {a.view(), c.view()};
-      TensorView o = out.view();
-      OpParams p;
-      KernelCall add{Op::kAdd, &p, in, 2, &o, 1};
-      EXPECT_FALSE(be->Supports(add)) << DTypeName(t);
-      HostTensor f(DType::kF32, {4}, 0);
-      TensorView fin = f.view();
-      p.to = t;
-      KernelCall cast{Op::kCast, &p, &fin, 1, &o, 1};
-      EXPECT_FALSE(be->Supports(cast)) << DTypeName(t);
-      EXPECT_EQ(RunInArena(*be, Op::kAdd, OpParams{}, {&a, &c}, out, {0, 0}, 0).code(), StatusCode::kUnimplemented);
-    }
-    HostTensor x(DType::kI64, {4}, 0), y(DType::kI64, {4}, 0), z(DType::kI64, {4});
-    TensorView in[2] = {x.view(), y.view()};
-    TensorView o = z.view();
-    OpParams p;
-    KernelCall add{Op::kAdd, &p, in, 2, &o, 1};
-    EXPECT_TRUE(be->Supports(add));
-  }
-}
+// u8, i16, u16, u32 and u64 on the CUDA backends, and the refusal of f64: tests/kernels/cuda_int_test.cc.
 
 }  // namespace
 }  // namespace consensor::kernels

@@ -444,9 +444,10 @@ TEST(OnnxQuant, QLinearConvAddsTheBiasAndRequantizesPerChannel) {
   ExpectBits(model, Quantized(DType::kU8, {1, 2, oh, ow}, want));
 }
 
-// i8 everywhere: the lowering uses only ops the CUDA backends implement (matmul_i8 on int8 MMA),
-// so every backend configuration, cuda-emu included, must give the CPU's bytes.
-TEST(OnnxQuant, AllI8ModelsGiveOneResultOnEveryBackend) {
+// i8 and u8: the lowerings use only ops the CUDA backends implement (matmul_i8 on int8 MMA;
+// casts, sub, pad and where on u8), so every backend configuration, cuda-emu included, must
+// give the CPU's bytes on every output.
+TEST(OnnxQuant, AllQuantizedModelsGiveOneResultOnEveryBackend) {
   const Tensor x = RandomInts<int8_t>(DType::kI8, {1, 3, 5, 5}, 51, -128, 127);
   const Tensor a = RandomInts<int8_t>(DType::kI8, {5, 40}, 52, -128, 127);
   const Tensor f = consensor::testing::RandomF32({4, 7}, 53, 9.0f);
@@ -470,6 +471,37 @@ TEST(OnnxQuant, AllI8ModelsGiveOneResultOnEveryBackend) {
         {"zy", Quantized(DType::kI8, {}, {3})}}},
       {"QuantizeLinear",
        {{"x", f}, {"s", Make<float>(DType::kF32, {}, {0.5f})}, {"z", Quantized(DType::kI8, {}, {4})}}},
+      // u8 (as published dynamically quantized models use it).
+      {"ConvInteger",
+       {{"x", RandomInts<uint8_t>(DType::kU8, {1, 3, 5, 5}, 56, 0, 255)},
+        {"w", RandomInts<uint8_t>(DType::kU8, {4, 3, 3, 3}, 57, 0, 255), true},
+        {"zx", Quantized(DType::kU8, {}, {131})},
+        {"zw", Quantized(DType::kU8, {4}, {0, 1, 128, 255}), true}},
+       1,
+       {},
+       {{"pads", {1, 0, 1, 2}}}},
+      {"MatMulInteger",
+       {{"a", RandomInts<uint8_t>(DType::kU8, {2, 5, 40}, 58, 0, 255)},
+        {"b", RandomInts<int8_t>(DType::kI8, {40, 6}, 62, -128, 127), true},
+        {"za", Quantized(DType::kU8, {5}, {0, 9, 128, 200, 255})}}},
+      {"QLinearMatMul",
+       {{"a", RandomInts<uint8_t>(DType::kU8, {5, 40}, 59, 0, 255)},
+        {"sa", Make<float>(DType::kF32, {}, {0.03f})},
+        {"za", Quantized(DType::kU8, {}, {128})},
+        {"b", RandomInts<uint8_t>(DType::kU8, {40, 6}, 60, 0, 255), true},
+        {"sb", Make<float>(DType::kF32, {}, {0.02f}), true},
+        {"zb", Quantized(DType::kU8, {}, {3}), true},
+        {"sy", Make<float>(DType::kF32, {}, {0.9f})},
+        {"zy", Quantized(DType::kU8, {}, {100})}}},
+      {"QuantizeLinear",
+       {{"x", f}, {"s", Make<float>(DType::kF32, {}, {0.05f})}, {"z", Quantized(DType::kU8, {}, {128})}}},
+      {"DequantizeLinear",
+       {{"x", RandomInts<uint8_t>(DType::kU8, {4, 7}, 61, 0, 255)},
+        {"s", Make<float>(DType::kF32, {7}, {0.5f, 0.25f, 3.0f, 1e-3f, 7.0f, 0.1f, 2.0f})},
+        {"z", Quantized(DType::kU8, {7}, {0, 1, 128, 255, 7, 64, 200})}},
+       1,
+       {{"axis", 1}}},
+      {"DynamicQuantizeLinear", {{"x", f}}, 3},
   };
   for (const Model& m : models) {
     auto want = RunModel(m, 1);
@@ -491,10 +523,14 @@ TEST(OnnxQuant, AllI8ModelsGiveOneResultOnEveryBackend) {
       ASSERT_TRUE(loaded.ok()) << m.op << " " << config.name << ": " << loaded.status().message();
       auto r = (*loaded)->Run(feeds);
       ASSERT_TRUE(r.ok()) << m.op << " " << config.name << ": " << r.status().message();
-      const Tensor& y = r->outputs.at(0).tensor;
-      ASSERT_EQ(y.shape(), want->at(0).shape());
-      EXPECT_EQ(0, std::memcmp(y.data(), want->at(0).data(), static_cast<size_t>(y.byte_size())))
-          << m.op << " " << config.name << " " << config.isa << " x" << config.threads;
+      ASSERT_EQ(r->outputs.size(), want->size()) << m.op;
+      for (size_t i = 0; i < want->size(); ++i) {
+        const Tensor& y = r->outputs[i].tensor;
+        ASSERT_EQ(y.dtype(), want->at(i).dtype()) << m.op << " output " << i;
+        ASSERT_EQ(y.shape(), want->at(i).shape()) << m.op << " output " << i;
+        EXPECT_EQ(0, std::memcmp(y.data(), want->at(i).data(), static_cast<size_t>(y.byte_size())))
+            << m.op << " output " << i << " " << config.name << " " << config.isa << " x" << config.threads;
+      }
     }
   }
 }
