@@ -14,7 +14,7 @@ StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path, int64_t ma
   std::vector<uint8_t> bytes;
   // The file's size as a hint (a pipe says 0, a growing file more later): one allocation instead
   // of a doubling series of them, each copied into the next (tens of MB for a model's weights).
-  struct stat st{};
+  struct stat st {};
   if (fstat(fileno(f), &st) == 0 && st.st_size > 0) {
     bytes.reserve(static_cast<size_t>(std::min<int64_t>(st.st_size, max_bytes)));
   }

@@ -10,6 +10,7 @@
 #include "common/file_io.h"
 #include "common/npy.h"
 #include "common/safetensors.h"
+#include "common/tensor.h"
 #include "executor/onnx/import.h"
 #include "executor/serialize.h"
 #include "tests/functional/daemon_harness.h"
@@ -174,7 +175,7 @@ TEST_F(OnnxCliTest, RunBindFoldsAnIfOnAnInput) {
 
 // u16 inputs and output through `consensor run` (BitShift; a shift by 16 or more gives 0), a
 // u16 .npy with too few bytes, and cuda-emu, which has no u16 kernels: clear errors, exit 1.
-TEST_F(OnnxCliTest, UnsignedTensorsRunOnTheCpuAndAreRefusedByCudaEmu) {
+TEST_F(OnnxCliTest, UnsignedTensorsRunOnEveryBackendAndF64IsRefusedByCudaEmu) {
   const std::string model = (kData / "node/test_bitshift_right_uint16/model.onnx").string();
   ASSERT_TRUE(WriteNpyFile(Path("x.npy"), Tensor::FromVector<uint16_t>(DType::kU16, {3}, {65535, 4, 1})).ok());
   ASSERT_TRUE(WriteNpyFile(Path("y.npy"), Tensor::FromVector<uint16_t>(DType::kU16, {3}, {1, 2, 17})).ok());
@@ -197,9 +198,19 @@ TEST_F(OnnxCliTest, UnsignedTensorsRunOnTheCpuAndAreRefusedByCudaEmu) {
   EXPECT_NE(short_input.out.find("truncated npy data: u16[3] needs 6 bytes, file has 3"), std::string::npos)
       << short_input.out;
 
-  auto emu = RunCli("run " + model + inputs + " --backend cuda-emu");
-  EXPECT_EQ(emu.exit_code, 1) << emu.out;
-  EXPECT_NE(emu.out.find("backend cuda-emu does not support"), std::string::npos) << emu.out;
+  // cuda-emu gives the CPU's bits for the unsigned types (DETERMINISM.md 2)...
+  auto emu = RunCli("run " + model + inputs + " --backend cuda-emu --out " + Path("emu"));
+  ASSERT_EQ(emu.exit_code, 0) << emu.out;
+  auto z_emu = ReadNpyFile(Path("emu/z.npy"), {});
+  ASSERT_TRUE(z_emu.ok()) << z_emu.status().ToString();
+  EXPECT_EQ(TensorHash(*z_emu), TensorHash(*z));
+  // ...and refuses f64, which only the CPU runs, with the reason.
+  ASSERT_TRUE(
+      WriteNpyFile(Path("f.npy"), Tensor::FromVector<float>(DType::kF32, {3, 4}, std::vector<float>(12, 1.5f))).ok());
+  auto f64 = RunCli("run " + (kData / "node/test_cast_FLOAT_to_DOUBLE/model.onnx").string() +
+                    " --input input=" + Path("f.npy") + " --backend cuda-emu");
+  EXPECT_EQ(f64.exit_code, 1) << f64.out;
+  EXPECT_NE(f64.out.find("backend cuda-emu does not support"), std::string::npos) << f64.out;
 }
 
 TEST_F(OnnxCliTest, OnnxTestCountsAndExpectations) {
