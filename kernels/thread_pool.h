@@ -21,8 +21,8 @@ namespace consensor::kernels {
 
 // Units of work below which handing part of a call to another thread costs more than it saves
 // (a futex wake-up, and on a machine with as many threads as cores, a time slice taken from the
-// caller). A unit is about one vectorized multiply-add lane or one element read or written; each
-// kernel counts its own (docs/PERFORMANCE.md, "A split rule by work", has the measurements).
+// caller). A unit is about one multiply-add or one byte read or written; each kernel counts its
+// own (docs/PERFORMANCE.md, "A split rule by work", has the measurements).
 // Defined in thread_pool.cc.
 extern const int64_t kMinChunkWork;
 
