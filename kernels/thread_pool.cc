@@ -7,6 +7,10 @@
 #endif
 
 namespace consensor::kernels {
+
+// Sized by measurement on the published models (docs/PERFORMANCE.md, "A split rule by work").
+const int64_t kMinChunkWork = int64_t{1} << 19;
+
 void SetDeterministicFloatEnvironment() {
   std::fesetround(FE_TONEAREST);
 #if defined(__x86_64__) || defined(__i386__)
@@ -15,7 +19,8 @@ void SetDeterministicFloatEnvironment() {
 #endif
 }
 
-ThreadPool::ThreadPool(int num_threads) {
+ThreadPool::ThreadPool(int num_threads, int64_t min_chunk_work)
+    : min_chunk_work_(std::max<int64_t>(1, min_chunk_work)) {
   SetDeterministicFloatEnvironment();
   for (int i = 1; i < std::max(1, num_threads); ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
@@ -61,6 +66,11 @@ void ThreadPool::WorkerLoop() {
   }
 }
 
+int64_t ThreadPool::GrainForWork(int64_t work_per_item) const {
+  const int64_t w = std::max<int64_t>(1, work_per_item);
+  return (min_chunk_work_ + w - 1) / w;
+}
+
 void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
@@ -71,6 +81,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(
   std::lock_guard<std::mutex> job_lock(job_mu_);
   // About 4 chunks per thread balances load without much scheduling overhead.
   int64_t chunk = std::max(grain, (n + 4 * num_threads() - 1) / (4 * num_threads()));
+  jobs_split_.fetch_add(1, std::memory_order_relaxed);  // n > grain and chunk < n: two or more chunks
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -223,8 +223,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
       if (epilogue) epilogue->Apply(b * g.OW, e * g.OW);
     };
     if (ctx.pool) {
-      const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, g.OW * g.Kc));
-      ctx.pool->ParallelFor(n_rows, grain, run_rows);
+      ctx.pool->ParallelForWork(n_rows, g.OW * g.Kc, run_rows);
     } else {
       run_rows(0, n_rows);
     }
@@ -260,7 +259,11 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   const int64_t pt_a = TileCols(g, std::min(kTileTarget, scratch_budget / threads));
   const int64_t tiles_a = (g.P + pt_a - 1) / pt_a;
   const int64_t jobs_a = g.N * g.G * tiles_a;
-  if (threads == 1 || jobs_a >= 2 * threads) {
+  // Mode A also when the whole convolution is too little work to share: it then runs on the
+  // calling thread in one job after another, without mode B's per-tile fork/joins.
+  const int64_t job_work_a = (g.Fg + 1) * g.Kc * pt_a;
+  const bool too_small_to_share = ctx.pool && jobs_a * job_work_a < 2 * ctx.pool->min_chunk_work();
+  if (threads == 1 || jobs_a >= 2 * threads || too_small_to_share) {
     std::atomic<bool> failed{false};
     auto fn = [&](int64_t begin, int64_t end) {
       gemm::Workspace gemm_ws, col_ws;
@@ -288,7 +291,8 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
       }
     };
     if (ctx.pool) {
-      ctx.pool->ParallelFor(jobs_a, 1, fn);
+      // A job: im2col of its tile, then the tile's GEMM.
+      ctx.pool->ParallelForWork(jobs_a, job_work_a, fn);
     } else {
       fn(0, jobs_a);
     }
@@ -305,8 +309,8 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
     for (int64_t gi = 0; gi < g.G; ++gi) {
       for (int64_t p0 = 0; p0 < g.P; p0 += pt_b) {
         const int64_t ptc = std::min(pt_b, g.P - p0);
-        ctx.pool->ParallelFor(g.Kc, std::max<int64_t>(1, 4096 / ptc),
-                              [&](int64_t k0, int64_t k1) { Im2Col(g, x, n, gi, p0, ptc, k0, k1, col + k0 * ptc); });
+        ctx.pool->ParallelForWork(
+            g.Kc, ptc, [&](int64_t k0, int64_t k1) { Im2Col(g, x, n, gi, p0, ptc, k0, k1, col + k0 * ptc); });
         gemm::Dims d = gd;
         d.N = ptc;
         gemm::F32Operands op;
@@ -320,7 +324,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
         RETURN_IF_ERROR(gemm::F32Batched(
             1, d, [&](int64_t) { return op; }, ctx));
         const int64_t first = (n * g.F + gi * g.Fg) * g.P + p0;
-        ctx.pool->ParallelFor(g.Fg, 1, [&](int64_t f0, int64_t f1) {
+        ctx.pool->ParallelForWork(g.Fg, ptc, [&](int64_t f0, int64_t f1) {
           finish_block(op.c + f0 * g.P, first + f0 * g.P, g.P, f1 - f0, ptc, bias ? bias + gi * g.Fg + f0 : nullptr);
         });
       }

@@ -7,7 +7,8 @@
 
 namespace consensor::kernels {
 
-CpuBackend::CpuBackend(int num_threads, cpu::Isa isa) : pool_(std::make_unique<ThreadPool>(num_threads)) {
+CpuBackend::CpuBackend(int num_threads, int64_t min_chunk_work, cpu::Isa isa)
+    : pool_(std::make_unique<ThreadPool>(num_threads, min_chunk_work)) {
   ctx_.pool = pool_.get();
   ctx_.isa = isa;
 }
@@ -27,7 +28,7 @@ StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuBackendOptions
   } else {
     return InvalidArgument("unknown ISA '" + options.isa + "' (expected auto, avx2 or portable)");
   }
-  return std::unique_ptr<CpuBackend>(new CpuBackend(options.num_threads, isa));
+  return std::unique_ptr<CpuBackend>(new CpuBackend(options.num_threads, options.min_chunk_work, isa));
 }
 
 std::string CpuBackend::name() const { return ctx_.isa == cpu::Isa::kAvx2 ? "cpu-avx2" : "cpu-portable"; }

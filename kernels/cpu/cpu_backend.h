@@ -15,6 +15,9 @@ struct CpuBackendOptions {
   // "auto" picks AVX2 when the CPU has it; "avx2" fails if it does not; "portable" forces
   // the fallback path. Both paths give identical bits.
   std::string isa = "auto";
+  // The split rule's minimum work per chunk (thread_pool.h). Tests lower it so that small shapes
+  // still run split across threads; a node always uses the default.
+  int64_t min_chunk_work = kMinChunkWork;
 };
 
 class CpuBackend final : public Backend {
@@ -32,7 +35,7 @@ class CpuBackend final : public Backend {
   int num_threads() const { return pool_->num_threads(); }
 
  private:
-  CpuBackend(int num_threads, cpu::Isa isa);
+  CpuBackend(int num_threads, int64_t min_chunk_work, cpu::Isa isa);
   std::unique_ptr<ThreadPool> pool_;
   cpu::CpuContext ctx_;
 };

@@ -12,8 +12,6 @@ namespace consensor::kernels::cpu {
 
 void EwRunChunkPortable(const EwPlan& plan, int64_t begin, int64_t end) { EwRunChunkImpl(plan, begin, end); }
 
-constexpr int64_t kGrain = 16384;
-
 namespace {
 
 // The kernels address an operand as base + flat output position. A tile's intermediate values
@@ -88,6 +86,11 @@ Status RunElementwise(const KernelCall& call, const CpuContext& ctx) {
   for (int i = 0; i < call.num_inputs; ++i) plan.in[i] = call.in(i).data;
 
   void (*chunk)(const EwPlan&, int64_t, int64_t) = ctx.isa == Isa::kAvx2 ? &EwRunChunkAvx2 : &EwRunChunkPortable;
+  // Work per element: the bytes it reads and writes, each epilogue step counted as one more
+  // f32 read and write.
+  int64_t element_work = DTypeSize(out.dtype);
+  for (int i = 0; i < call.num_inputs; ++i) element_work += DTypeSize(call.in(i).dtype);
+  if (call.epilogue != nullptr) element_work += 8 * call.epilogue->num_steps;
   if (call.epilogue != nullptr) {
     // The op, then its epilogue, one tile at a time while the tile is in cache.
     const EpilogueRunner epilogue(call, ctx.isa);
@@ -101,14 +104,14 @@ Status RunElementwise(const KernelCall& call, const CpuContext& ctx) {
     if (ctx.pool == nullptr) {
       fused(0, n);
     } else {
-      ctx.pool->ParallelFor(n, kGrain, fused);
+      ctx.pool->ParallelForWork(n, element_work, fused);
     }
     return OkStatus();
   }
   if (ctx.pool == nullptr) {
     chunk(plan, 0, n);
   } else {
-    ctx.pool->ParallelFor(n, kGrain, [&](int64_t b, int64_t e) { chunk(plan, b, e); });
+    ctx.pool->ParallelForWork(n, element_work, [&](int64_t b, int64_t e) { chunk(plan, b, e); });
   }
   return OkStatus();
 }

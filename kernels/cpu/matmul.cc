@@ -104,10 +104,18 @@ Status RunBatched(int64_t batch, const Dims& d, const std::function<Ops(int64_t)
   const int64_t threads = ctx.pool ? ctx.pool->num_threads() : 1;
   int64_t mb = 144, nb = d.N;
   auto count = [&] { return batch * ((d.M + mb - 1) / mb) * ((d.N + nb - 1) / nb); };
+  // A block's work is its multiply-adds. Blocks shrink to give each thread about 4, but never
+  // below the pool's minimum chunk of work: a small GEMM stays in few large blocks (and so on
+  // the calling thread) instead of many small ones that cost more to pack and finish than to
+  // share. Block sizes never change a bit (each output is one k-ordered chain).
+  const int64_t k_work = std::max<int64_t>(1, d.K);
+  const int64_t min_block_work = ctx.pool ? ctx.pool->min_chunk_work() : 0;
   if (threads > 1) {
     const int64_t want = 4 * threads;
-    while (count() < want && nb > 64) nb = (nb / 2 + 15) / 16 * 16;
-    while (count() < want && mb > 24) mb = (mb / 2 + 5) / 6 * 6;
+    auto smaller_nb = [&] { return (nb / 2 + 15) / 16 * 16; };
+    auto smaller_mb = [&] { return (mb / 2 + 5) / 6 * 6; };
+    while (count() < want && nb > 64 && std::min(d.M, mb) * smaller_nb() * k_work >= min_block_work) nb = smaller_nb();
+    while (count() < want && mb > 24 && smaller_mb() * std::min(d.N, nb) * k_work >= min_block_work) mb = smaller_mb();
   }
   const int64_t mblocks = (d.M + mb - 1) / mb;
   const int64_t nblocks = (d.N + nb - 1) / nb;
@@ -130,7 +138,7 @@ Status RunBatched(int64_t batch, const Dims& d, const std::function<Ops(int64_t)
     }
   };
   if (ctx.pool) {
-    ctx.pool->ParallelFor(tasks, 1, fn);
+    ctx.pool->ParallelForWork(tasks, std::min(d.M, mb) * std::min(d.N, nb) * k_work, fn);
   } else {
     fn(0, tasks);
   }
@@ -253,7 +261,8 @@ Status RunMatMul(const KernelCall& call, const CpuContext& ctx) {
     };
     const int64_t total = plan.count * d.M;
     if (ctx.pool) {
-      ctx.pool->ParallelFor(total, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, d.N * d.K)), rows);
+      // Scalar f64 multiply-adds cost several vector lanes' worth each.
+      ctx.pool->ParallelForWork(total, 8 * std::max<int64_t>(1, d.N * d.K), rows);
     } else {
       rows(0, total);
     }

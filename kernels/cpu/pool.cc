@@ -163,7 +163,7 @@ Status RunPool(const KernelCall& call, const CpuContext& ctx) {
   const int64_t work = std::max<int64_t>(1, out_plane * std::min<int64_t>(g.kh * g.kw, 1 << 20));
   // Average pools interleave kAvgPlanes planes; chunks of planes are a multiple of it.
   constexpr int64_t kAvgPlanes = 8;
-  int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / work);
+  int64_t grain = ctx.pool->GrainForWork(work);
   if (call.op == Op::kAvgPool2D) grain = (grain + kAvgPlanes - 1) / kAvgPlanes * kAvgPlanes;
   const bool is_max = call.op == Op::kMaxPool2D;
   const bool include_pad = call.params->count_include_pad;

@@ -45,8 +45,8 @@ inline std::vector<int64_t> EnumerateOffsets(const ReduceGroups& g, int ng) {
 }
 
 inline int64_t GrainFor(int64_t work_per_item) {
-  constexpr int64_t kTarget = 1 << 15;
-  return std::max<int64_t>(1, kTarget / std::max<int64_t>(1, work_per_item));
+  const int64_t target = kMinChunkWork / 4;  // f32 elements of 4 bytes (thread_pool.h)
+  return std::max<int64_t>(1, target / std::max<int64_t>(1, work_per_item));
 }
 
 // ---------------------------------------------------------------------------------------

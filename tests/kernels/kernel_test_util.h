@@ -192,8 +192,12 @@ inline std::string ConfigName(const ::testing::TestParamInfo<Config>& info) {
 
 inline void PrintTo(const Config& c, std::ostream* os) { *os << c.Label(); }
 
+// With more than one thread, every call is split as finely as the pool allows (a minimum chunk of
+// one unit of work), so that the tests' small shapes still run across threads: the node's
+// default minimum would keep most of them on the calling thread.
 inline StatusOr<std::unique_ptr<CpuBackend>> NewBackend(const Config& c) {
-  return CpuBackend::Create({.num_threads = c.threads, .isa = c.isa});
+  return CpuBackend::Create(
+      {.num_threads = c.threads, .isa = c.isa, .min_chunk_work = c.threads > 1 ? 1 : kMinChunkWork});
 }
 
 struct Engine {
