@@ -28,6 +28,7 @@ enum class StatusCode : int {
   kInternal = 13,
   kUnavailable = 14,
   kDataLoss = 15,
+  kUnauthenticated = 16,
 };
 
 // Numeric values match grpc::StatusCode so the node can map them one to one.
@@ -68,6 +69,8 @@ inline Status AlreadyExists(std::string m) { return Status(StatusCode::kAlreadyE
 inline Status PermissionDenied(std::string m) { return Status(StatusCode::kPermissionDenied, std::move(m)); }
 inline Status Unavailable(std::string m) { return Status(StatusCode::kUnavailable, std::move(m)); }
 inline Status Aborted(std::string m) { return Status(StatusCode::kAborted, std::move(m)); }
+// The request carries no valid credentials (a bad signature, a replayed one): gRPC's UNAUTHENTICATED.
+inline Status Unauthenticated(std::string m) { return Status(StatusCode::kUnauthenticated, std::move(m)); }
 
 template <typename T>
 class [[nodiscard]] StatusOr {

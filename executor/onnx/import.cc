@@ -497,9 +497,12 @@ StatusOr<Tensor> Importer::Evaluate(std::string_view op, const std::vector<Value
   {
     Graph g;
     std::vector<Value> in;
+    std::map<std::string, const Tensor*> operand_named;  // placeholder name -> the importer's tensor
     for (size_t i = 0; i < inputs.size(); ++i) {
       const Tensor& t = *values_[inputs[i]].constant;
-      in.push_back(g.input("operand" + std::to_string(i), t.dtype(), t.shape()));
+      const std::string name = "operand" + std::to_string(i);
+      in.push_back(g.input(name, t.dtype(), t.shape()));
+      operand_named[name] = &t;
     }
     g.output("y", g.node(std::string(op), in, attrs));
     auto program = CompileGraph(g, nullptr, options_.limits);
@@ -507,8 +510,7 @@ StatusOr<Tensor> Importer::Evaluate(std::string_view op, const std::vector<Value
       const Instruction& ins = program->instructions[0];
       std::map<int, const Tensor*> operand_of_buffer;
       for (const auto& [name, buffer] : program->inputs) {
-        const size_t index = std::stoul(name.substr(std::string("operand").size()));
-        operand_of_buffer[buffer] = &*values_[inputs[index]].constant;
+        if (auto it = operand_named.find(name); it != operand_named.end()) operand_of_buffer[buffer] = it->second;
       }
       const Buffer& result = program->buffers[program->outputs[0].second];
       bool in_place = ins.output == program->outputs[0].second && ins.epilogue.empty();

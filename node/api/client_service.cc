@@ -16,11 +16,9 @@ namespace {
 // Counts a finished RPC by method and status code (consensor_rpc_requests_total).
 grpc::Status Count(NodeMetrics* metrics, const char* method, grpc::Status status) {
   metrics->registry
-      ->AddCounter("consensor_rpc_requests_total", "Client API calls handled, by method and status code.",
-                   {{"method", method},
-                    {"code", status.error_code() == grpc::StatusCode::UNAUTHENTICATED
-                                 ? std::string("UNAUTHENTICATED")  // not a StatusCode: only the gate answers it
-                                 : std::string(StatusCodeName(static_cast<StatusCode>(status.error_code())))}})
+      ->AddCounter(
+          "consensor_rpc_requests_total", "Client API calls handled, by method and status code.",
+          {{"method", method}, {"code", std::string(StatusCodeName(static_cast<StatusCode>(status.error_code())))}})
       ->Increment();
   return status;
 }
@@ -421,11 +419,7 @@ grpc::Status IdentifyRequester(const char* call, const std::string& host, const 
     case PeerRequestAuth::Outcome::kOperator: {
       if (replays != nullptr) {
         Status fresh = replays->Admit(call, auth.requester, auth.digest, auth.sent_unix_ms, UnixMillisNow());
-        if (!fresh.ok()) {
-          return grpc::Status(fresh.code() == StatusCode::kAlreadyExists ? grpc::StatusCode::UNAUTHENTICATED
-                                                                         : grpc::StatusCode::RESOURCE_EXHAUSTED,
-                              fresh.message());
-        }
+        if (!fresh.ok()) return ToGrpcStatus(fresh);
       }
       *requester = AddressToHex(auth.requester);
       return grpc::Status::OK;

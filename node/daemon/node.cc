@@ -45,9 +45,6 @@ namespace consensor::node {
 
 namespace {
 
-// How far a signed peer request's time may be from this node's clock (as for Pull).
-constexpr std::chrono::milliseconds kPeerRequestClockSkew = kSignedPeerRequestClockSkew;
-
 enum class Health { kStarting, kHealthy, kStopping };
 
 // Slashing evidence through the chain client with the operator's key. Sends are serialized,
@@ -505,15 +502,15 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     guards.signature_checks = impl->gossip->signature_checks();
     guards.replays = impl->gossip->signed_request_replays();
     guards.verify_task = [domain, is_operator](const v1::GetTaskRequest& request) {
-      return VerifyGetTask(domain, request, UnixMillisNow(), kPeerRequestClockSkew, is_operator);
+      return VerifyGetTask(domain, request, UnixMillisNow(), kSignedPeerRequestClockSkew, is_operator);
     };
     guards.verify_node_info = [domain, is_operator](const v1::GetNodeInfoRequest& request) {
-      return VerifyGetNodeInfo(domain, request, UnixMillisNow(), kPeerRequestClockSkew, is_operator);
+      return VerifyGetNodeInfo(domain, request, UnixMillisNow(), kSignedPeerRequestClockSkew, is_operator);
     };
     impl->peer_facing = std::make_unique<PeerFacingClientService>(
         impl->service.get(), impl->peer_streams.get(),
         [domain, is_operator](const v1::GetBlobRequest& request) {
-          return VerifyGetBlob(domain, request, UnixMillisNow(), kPeerRequestClockSkew, is_operator);
+          return VerifyGetBlob(domain, request, UnixMillisNow(), kSignedPeerRequestClockSkew, is_operator);
         },
         std::move(guards));
     grpc::ServerBuilder peer_builder;

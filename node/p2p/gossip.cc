@@ -508,9 +508,8 @@ grpc::Status GossipNetwork::AuthorizePull(grpc::ServerContext* context, const v1
                         "Pull is served to registered operators only; 0x" + ToHex(*requester) + " is not one");
   }
   if (Status fresh = signed_request_replays_->Admit("Pull", *requester, digest, sent, now); !fresh.ok()) {
-    return grpc::Status(fresh.code() == StatusCode::kAlreadyExists ? grpc::StatusCode::UNAUTHENTICATED
-                                                                   : grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        fresh.message());
+    // UNAUTHENTICATED for a copy, RESOURCE_EXHAUSTED when the operator's share is full.
+    return grpc::Status(static_cast<grpc::StatusCode>(fresh.code()), fresh.message());
   }
   if (Status room = pull_requests_->Take("Pull", host, "0x" + ToHex(*requester)); !room.ok()) {
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(kPullBudgetMessage) + ": " + room.message());

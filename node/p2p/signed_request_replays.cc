@@ -36,8 +36,8 @@ Status SignedRequestReplays::Admit(const std::string& call, const Address20& req
   for (int i = 0; i < 8; ++i) prefix = (prefix << 8) | digest[i];
   const Entry entry{sent_unix_ms, prefix};
   if (entries.count(entry) != 0) {
-    return AlreadyExists("this signed " + call + " request from " + AddressToHex(requester) +
-                         " was served already: a signed request is served once (a replay?)");
+    return Unauthenticated("this signed " + call + " request from " + AddressToHex(requester) +
+                           " was served already: a signed request is served once (a replay?)");
   }
   if (entries.size() >= max_per_requester_) {
     return ResourceExhausted(AddressToHex(requester) + " has " + std::to_string(entries.size()) +

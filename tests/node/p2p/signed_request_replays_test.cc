@@ -26,7 +26,7 @@ TEST(SignedRequestReplaysTest, ARepeatIsRefusedAndADifferentRequestIsNot) {
   SignedRequestReplays replays(std::chrono::milliseconds(60000), 100);
   ASSERT_TRUE(replays.Admit("GetTask", Operator(1), Digest(1), kNow, kNow).ok());
   Status again = replays.Admit("GetTask", Operator(1), Digest(1), kNow, kNow + 5);
-  EXPECT_EQ(again.code(), StatusCode::kAlreadyExists) << again.ToString();
+  EXPECT_EQ(again.code(), StatusCode::kUnauthenticated) << again.ToString();
   EXPECT_NE(again.message().find("served once"), std::string::npos) << again.ToString();
   // Another request at the same millisecond, the same request body from another operator, and
   // the same digest at another time are all new.
@@ -44,7 +44,7 @@ TEST(SignedRequestReplaysTest, RequestsAreRememberedForTheirWholeValidityAndNoLo
   ASSERT_TRUE(replays.Admit("Pull", Operator(1), Digest(1), future, kNow).ok());
   ASSERT_TRUE(replays.Admit("Pull", Operator(1), Digest(2), kNow, kNow).ok());
   // Just over 60 s later the first is still valid (its time is 1 s in the past): still a replay.
-  EXPECT_EQ(replays.Admit("Pull", Operator(1), Digest(1), future, kNow + 60'001).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(replays.Admit("Pull", Operator(1), Digest(1), future, kNow + 60'001).code(), StatusCode::kUnauthenticated);
   // The second is now just outside the window: forgotten (the skew check refuses it from here on).
   EXPECT_EQ(replays.remembered(), 1u);
   EXPECT_TRUE(replays.Admit("Pull", Operator(1), Digest(3), kNow + 120'000, kNow + 120'000).ok());
