@@ -149,6 +149,7 @@ void TaskRound::DecideEvidence(RoundDecisions* out) {
 
 void TaskRound::OnTimer(int64_t now_ms, RoundDecisions* out) {
   last_now_ms_ = now_ms;
+  last_timer_ms_ = now_ms;
   for (CommitWindow& w : windows_) {
     if (w.closed && w.closed_ms < 0) w.closed_ms = now_ms;
   }
@@ -228,6 +229,31 @@ void TaskRound::OnTimer(int64_t now_ms, RoundDecisions* out) {
   }
   // The grown committee may now be certifiable by the commitments already admitted.
   MaybeCloseWindow(VotePhase::kCommittee, out);
+}
+
+std::optional<int64_t> TaskRound::NextTimerMs() const {
+  if (failed_ || (finalized_ && (!dispute_ || dispute_finalized_))) return std::nullopt;
+  // A deadline that a timer at or after it already saw without deciding (a window that a grown
+  // committee keeps open, say) is not news: the periodic timer covers it, with no busy wake-up.
+  // So do the exhausted grace's start and the stamping of a window's close, which only the
+  // 120 s exhausted grace reads.
+  std::optional<int64_t> next;
+  auto consider = [this, &next](int64_t deadline_ms) {
+    if (deadline_ms > last_timer_ms_) next = next ? std::min(*next, deadline_ms) : deadline_ms;
+  };
+  const CommitWindow& committee_window = windows_[static_cast<size_t>(VotePhase::kCommittee)];
+  if (dispute_ && !dispute_finalized_ && !windows_[static_cast<size_t>(VotePhase::kDispute)].closed) {
+    consider(dispute_started_ms_ + rules_.member_timeout_ms);
+  }
+  if (finalized_) return next;
+  if (!committee_window.closed && quorum_committed_ms_ >= 0) consider(quorum_committed_ms_ + rules_.commit_grace_ms);
+  const bool exhausted = tracker_->committee_size() >= order_.size();
+  if (!committee_window.closed && !exhausted) consider(last_replacement_ms_ + rules_.member_timeout_ms);
+  // A dispute round has its own end (the stake threshold), not the exhausted grace.
+  if (!dispute_ && exhausted_progress_ms_ >= 0 && (committee_window.closed || exhausted)) {
+    consider(exhausted_progress_ms_ + rules_.exhausted_grace_ms);
+  }
+  return next;
 }
 
 // ---- Commit-reveal.

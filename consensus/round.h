@@ -28,6 +28,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -205,6 +206,11 @@ class TaskRound {
   // Time passes: replaces silent members when the member deadline has passed, and closes the
   // round as failed when the order is exhausted and votes stopped coming.
   void OnTimer(int64_t now_ms, RoundDecisions* out);
+  // The earliest time at which OnTimer may decide something no message brings: the end of the
+  // commit grace, the dispute window's wait, the member deadline, the exhausted order's grace.
+  // A node calls OnTimer then rather than at its next periodic timer, so a round waiting on a
+  // deadline moves when the deadline passes. Nothing when the round is over.
+  std::optional<int64_t> NextTimerMs() const;
   // This node has its own result now.
   void MarkExecuted() { executed_ = true; }
 
@@ -290,7 +296,8 @@ class TaskRound {
   int64_t exhausted_progress_ms_ = -1;
   size_t exhausted_votes_ = 0;
   std::array<CommitWindow, kVotePhases> windows_;
-  int64_t last_now_ms_ = 0;  // the latest time a timer brought
+  int64_t last_now_ms_ = 0;                                      // the latest time a timer brought
+  int64_t last_timer_ms_ = std::numeric_limits<int64_t>::min();  // the last OnTimer's time
   int64_t dispute_started_ms_ = 0;
   int64_t quorum_committed_ms_ = -1;  // when the committee's commitments first could certify
 };

@@ -27,6 +27,11 @@ constexpr size_t kMaxRevealBundle = 1024;
 constexpr size_t kMaxAsideVotesPerRound = 1024;  // votes from operators not (yet) in the committee
 constexpr auto kRetainFinalized = std::chrono::minutes(10);
 constexpr int kJobThreads = 2;
+
+int64_t SteadyMillis(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
 // Head refreshes that peers' votes may cause (RefreshHeadFor): at most one per interval.
 constexpr auto kMinHeadRefreshInterval = std::chrono::milliseconds(20);
 
@@ -261,12 +266,18 @@ void ConsensusEngine::Start() {
     auto next_tick = Clock::now() + options_.tick_interval;
     auto next_head_read = next_tick;  // only while a seat is imminent
     while (true) {
-      jobs_cv_.wait_until(lock, std::min(next_tick, next_head_read), [this] { return stopping_ || seat_wanted_; });
+      // A round's deadline (WakeTickerBy) before the next tick wakes the ticker at that deadline.
+      const auto waiting_for = timer_due_;
+      jobs_cv_.wait_until(lock, std::min({next_tick, next_head_read, timer_due_}),
+                          [this, waiting_for] { return stopping_ || seat_wanted_ || timer_due_ < waiting_for; });
       if (stopping_) return;
       // A new head between ticks seats at once; the timers keep their own pace.
       const auto now = Clock::now();
-      const bool tick = now >= next_tick;
+      const bool deadline = now >= timer_due_;
+      const bool tick = now >= next_tick || deadline;
       const bool read_head = now >= next_head_read;
+      if (!tick && !read_head && !seat_wanted_) continue;  // an earlier deadline came: wait for it
+      if (tick) timer_due_ = Clock::time_point::max();     // Tick's rounds set the next one
       seat_wanted_ = false;
       seat_check_running_ = true;
       lock.unlock();
@@ -290,6 +301,18 @@ void ConsensusEngine::OnChainHead(uint64_t head) {
   {
     std::lock_guard<std::mutex> lock(jobs_mu_);
     seat_wanted_ = true;
+  }
+  jobs_cv_.notify_all();
+}
+
+void ConsensusEngine::WakeTickerBy(int64_t deadline_ms) {
+  // The rounds count in options_.now()'s milliseconds; the ticker waits on the steady clock.
+  const auto due =
+      Clock::now() + std::chrono::milliseconds(std::max<int64_t>(0, deadline_ms - SteadyMillis(options_.now())));
+  {
+    std::lock_guard<std::mutex> lock(jobs_mu_);
+    if (due >= timer_due_) return;
+    timer_due_ = due;
   }
   jobs_cv_.notify_all();
 }
@@ -420,14 +443,20 @@ Status ConsensusEngine::Seat(const consensus::TaskId& id) {
       member = member || (a == address_ && !observer_only);
     }
     const std::string seed_hex = ToHex(seed_hash);
-    RETURN_IF_ERROR(tasks_->Mutate(id, [&](v1::Task* t) -> Status {
-      auto* tc = t->mutable_consensus();
-      if (tc->committee_size() > 0) return OkStatus();  // seated by a concurrent job
-      for (const auto& m : committee) tc->add_committee(m);
-      tc->set_member(member);
-      tc->set_seed_block_hash(seed_hex);
-      return OkStatus();
-    }));
+    // Not synced on its own (one fsync less on every seat): the draw is the chain's, and a
+    // record that lost it is seated again at startup (Recover). A member's `queued` write below
+    // is synced and covers it.
+    RETURN_IF_ERROR(tasks_->Mutate(
+        id,
+        [&](v1::Task* t) -> Status {
+          auto* tc = t->mutable_consensus();
+          if (tc->committee_size() > 0) return OkStatus();  // seated by a concurrent job
+          for (const auto& m : committee) tc->add_committee(m);
+          tc->set_member(member);
+          tc->set_seed_block_hash(seed_hex);
+          return OkStatus();
+        },
+        nullptr, Durability::kDeferred));
     ASSIGN_OR_RETURN(task, tasks_->Get(id));
     Log(LogLevel::kInfo, "committee seated",
         {{"task", id.Hex()}, {"seed_block", static_cast<int64_t>(seed_block)}, {"member", task.consensus().member()}});
@@ -844,12 +873,6 @@ Status ConsensusEngine::Adopt(const v1::TaskAnnouncement& ann, const Address20& 
 
 // ---- rounds (called with mu_ held)
 
-namespace {
-int64_t SteadyMillis(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
-}  // namespace
-
 consensus::RoundRules ConsensusEngine::Rules() const {
   consensus::RoundRules rules;
   rules.domain = chain_->domain();
@@ -928,7 +951,7 @@ void ConsensusEngine::AddVote(Round& r, const consensus::SignedAttestation& vote
 
 void ConsensusEngine::ApplyVoteMessage(Round& r, const VoteMessage& m, Actions* actions) {
   consensus::RoundDecisions decisions;
-  r.rules.AdvanceClock(SteadyMillis(Clock::now()));
+  r.rules.AdvanceClock(SteadyMillis(options_.now()));
   if (m.commitment) {
     r.rules.AddCommitment(*m.commitment, &decisions);
   } else {
@@ -987,6 +1010,8 @@ std::function<Status(v1::Task*)> FailTask(const std::string& reason) {
 }  // namespace
 
 void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions, bool persist, Actions* actions) {
+  // The round's state after these decisions may have a deadline before the next periodic timer.
+  if (std::optional<int64_t> deadline = r.rules.NextTimerMs()) WakeTickerBy(*deadline);
   for (const consensus::RoundDecision& decision : decisions) {
     if (auto* counted = std::get_if<consensus::VoteCounted>(&decision)) {
       attestations_received_->Increment();
@@ -1261,7 +1286,7 @@ void ConsensusEngine::Attest(const consensus::TaskId& task_id, const v1::TaskRes
     actions.publish.push_back(message);  // before any reveal it lets out
     actions.phase_logs.push_back({r.id, "commitment sent"});
     consensus::RoundDecisions decisions;
-    r.rules.AdvanceClock(SteadyMillis(Clock::now()));
+    r.rules.AdvanceClock(SteadyMillis(options_.now()));
     r.rules.AddCommitment(*commitment, &decisions);
     Carry(r, decisions, /*persist=*/true, &actions);
   }

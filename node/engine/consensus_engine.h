@@ -154,6 +154,9 @@ class ConsensusEngine {
   void Attest(const consensus::TaskId& task_id, const v1::TaskResult& result);
   void FetchCertifiedResult(const consensus::TaskId& task_id);
   void Tick();
+  // A round has a deadline (consensus::TaskRound::NextTimerMs, in options_.now()'s ms): the
+  // ticker runs Tick then if that is before its next tick. Takes jobs_mu_ (after mu_ is fine).
+  void WakeTickerBy(int64_t deadline_ms);
   // Queues Seat for every task whose seed block is settled at the current head.
   void SeatSettled();
   // True when a task waits for the next block only: the ticker then reads the head every
@@ -227,6 +230,8 @@ class ConsensusEngine {
   bool stopping_ = false;
   bool seat_wanted_ = false;         // OnChainHead came: the ticker seats before its next tick
   bool seat_check_running_ = false;  // the ticker is seating or ticking now
+  // The earliest round deadline before the next tick (WakeTickerBy); max: none.
+  std::chrono::steady_clock::time_point timer_due_ = std::chrono::steady_clock::time_point::max();
   std::vector<std::thread> workers_;
   std::thread ticker_;
   // Output blobs of certified tasks whose result this node recorded without their bytes, and

@@ -226,22 +226,31 @@ TEST_F(RoundTest, SilentMembersAreReplacedAtTheDeadline) {
 
 TEST_F(RoundTest, ReplacementStepsWaitAFullTimeoutAndStopAtTheEndOfTheOrder) {
   TaskRound round = Open(5);
+  // Each deadline is the node's next timer (NextTimerMs), so it is met when it passes.
+  EXPECT_EQ(round.NextTimerMs(), std::optional<int64_t>(kStart + kTimeout));
   EXPECT_EQ(Tick(round, kStart + kTimeout),
             (std::vector<std::string>{"extended to 6 silent 3 added 3 self joined", "execute here"}));
-  // The order is exhausted: the round waits while votes come, then closes as failed.
+  // The order is exhausted: the round waits while votes come, then closes as failed. The
+  // exhausted grace starts at the next periodic timer, so no deadline is due before it.
+  EXPECT_EQ(round.NextTimerMs(), std::nullopt);
   EXPECT_TRUE(Tick(round, kStart + 2 * kTimeout).empty());
+  EXPECT_EQ(round.NextTimerMs(), std::optional<int64_t>(kStart + 2 * kTimeout + 3 * kTimeout));
   Add(round, VoteAt(0, 1));  // progress restarts the grace period
   EXPECT_TRUE(Tick(round, kStart + 4 * kTimeout).empty());
+  EXPECT_EQ(round.NextTimerMs(), std::optional<int64_t>(kStart + 4 * kTimeout + 3 * kTimeout));
   EXPECT_TRUE(Tick(round, kStart + 4 * kTimeout + 3 * kTimeout - 1).empty());
   EXPECT_EQ(Tick(round, kStart + 4 * kTimeout + 3 * kTimeout),
             std::vector<std::string>{"failed: the committee order is exhausted (all 6 operators) and no quorum of 4 "
                                      "matching signatures came"});
+  EXPECT_EQ(round.NextTimerMs(), std::nullopt);              // over
   EXPECT_TRUE(Tick(round, kStart + 20 * kTimeout).empty());  // once
   TaskRound other = Open(5);
   Add(other, VoteAt(0, 1));
   // Conflicting: a dispute round, in which this node already takes part. Position 2 is silent.
   EXPECT_EQ(Add(other, VoteAt(1, 2)),
             (std::vector<std::string>{"counted " + Op(1) + " r2", "dispute over 6", "execute here"}));
+  // The dispute window waits a member timeout from the dispute's start.
+  EXPECT_EQ(other.NextTimerMs(), std::optional<int64_t>(kStart + kTimeout));
   EXPECT_EQ(Tick(other, kStart + kTimeout), std::vector<std::string>{"extended to 4 silent 1 added 1"});
   EXPECT_TRUE(Tick(other, kStart + kTimeout + kTimeout - 1).empty());
   // The replacement (position 3) is silent too now: each silent member, old or new, brings one
@@ -669,8 +678,13 @@ TEST_F(CommitRevealTest, WindowWaitsTheGraceForTheRestOfTheCommittee) {
   Commit(round, CommitAt(0, own));
   // 2 of 3 could certify, but the third member gets the grace: a spare commitment.
   EXPECT_EQ(Commit(round, CommitAt(1, VoteAt(1, 1))), std::vector<std::string>{"admitted " + Op(1)});
+  // The node's next timer is the grace's end, not its next periodic one.
+  EXPECT_EQ(round.NextTimerMs(), std::optional<int64_t>(kStart + 1000));
   EXPECT_TRUE(Tick(round, kStart + 999).empty());
+  EXPECT_EQ(round.NextTimerMs(), std::optional<int64_t>(kStart + 1000));
   EXPECT_EQ(Tick(round, kStart + 1000), (std::vector<std::string>{"window closed", "reveal with 2"}));
+  // Then the exhausted grace, counted from that timer.
+  EXPECT_EQ(round.NextTimerMs(), std::optional<int64_t>(kStart + 1000 + rules_.exhausted_grace_ms));
 
   // The grace counts from when the quorum's commitments arrived, not from the last timer: a
   // node whose timer lags must not close early, or it reveals while its peers' windows are
@@ -681,6 +695,7 @@ TEST_F(CommitRevealTest, WindowWaitsTheGraceForTheRestOfTheCommittee) {
   lagging.AdvanceClock(kStart + 900);
   Commit(lagging, CommitAt(1, VoteAt(1, 1)));
   lagging.AdvanceClock(kStart + 500);  // never moves back
+  EXPECT_EQ(lagging.NextTimerMs(), std::optional<int64_t>(kStart + 1900));
   EXPECT_TRUE(Tick(lagging, kStart + 1899).empty());
   EXPECT_EQ(Tick(lagging, kStart + 1900), (std::vector<std::string>{"window closed", "reveal with 2"}));
 

@@ -550,7 +550,7 @@ class ConsensusEngineTest : public ::testing::Test {
     co.default_quorum = 2;
     co.member_timeout = kMemberTimeout;
     co.exhausted_grace = kExhaustedGrace;
-    co.commit_grace = std::chrono::milliseconds(0);  // windows close at the quorum of commitments
+    co.commit_grace = commit_grace_;  // 0: windows close at the quorum of commitments
     co.confirmations = kConfirmations;
     co.max_reference_age = kMaxReferenceAge;
     co.reference_margin_blocks = kMaxReferenceAge - kConfirmations;  // new tasks at kReference
@@ -890,6 +890,7 @@ class ConsensusEngineTest : public ::testing::Test {
   DiskBudget* budget_ = nullptr;      // set before StartNode
   // Set before StartNode. Long: no timer runs during the test, so what happens came from an event.
   std::chrono::milliseconds tick_interval_{250};
+  std::chrono::milliseconds commit_grace_{0};  // set before StartNode
   std::atomic<int64_t> now_ms_{0};
   std::unique_ptr<FakeChainView> chain_;
   RecordingGossip gossip_;
@@ -1859,6 +1860,31 @@ TEST_F(ConsensusEngineTest, VoteForATaskWaitingForItsSeedBlockRefreshesTheHead) 
   // Its commitment, kept while the committee was not drawn, was admitted when the round opened.
   const v1::Task task = WaitForTask(id, [](const v1::Task& t) { return t.consensus().commitments_size() == 2; });
   EXPECT_EQ(task.consensus().committee_size(), 3);
+}
+
+// The commit grace ends between periodic timers: the window closes when the grace ends, not at
+// the node's next tick (the ticker waits for the round's deadline). Here there is no tick at all
+// during the test, so only that deadline can close the window.
+TEST_F(ConsensusEngineTest, CommitGraceEndsAtItsDeadlineNotAtTheNextTick) {
+  commit_grace_ = 300ms;
+  v1::SubmitTaskRequest request;
+  std::string id;
+  ASSERT_NO_FATAL_FAILURE(StartWithATaskWaitingForItsSeed(&request, &id));
+  const int other = OperatorNumber(Order(request)[1], 3);
+  const v1::TaskResult result = PeerResult(other, request);
+  for (int i = 0; i < 2000 && engine_->SeatCheckPending(); ++i) std::this_thread::sleep_for(5ms);
+  chain_->SetHead(kSeated);
+  engine_->OnChainHead(kSeated);
+  ASSERT_TRUE(gossip_.WaitForCommitments(1));  // this node's own
+  ASSERT_TRUE(CommitOnly(other, id, result).ok());
+  // 2 of 3 could certify; the third member has the grace, and nothing is revealed meanwhile.
+  WaitForTask(id, [](const v1::Task& t) { return t.consensus().commitments_size() == 2; });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(gossip_.attestations().empty());
+  EXPECT_FALSE(ValueOf(tasks_->Get(Id(id))).consensus().closed_commit_windows() & 1u);
+  AdvanceClock(commit_grace_);
+  ASSERT_TRUE(gossip_.WaitForAttestations(1)) << "the window did not close when the commit grace ended";
+  EXPECT_TRUE(ValueOf(tasks_->Get(Id(id))).consensus().closed_commit_windows() & 1u);
 }
 
 // A refused vote gives no head refresh: only votes that were kept (a registered operator's,
