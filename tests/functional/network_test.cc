@@ -1438,13 +1438,15 @@ void ExpectBlobStreamBudgetsHold(TestNetwork& net, NetworkNode& target, const st
   };
   const Secp256k1Secret hostile_key = testing_support::AnvilDevKey(hostile.spec().account);
   enum class Sign { kAsIs, kForged };
-  auto open = [&](const Secp256k1Secret& key, Sign how = Sign::kAsIs) {
+  // `sent` (optional) receives the request as sent, for a replay of it.
+  auto open = [&](const Secp256k1Secret& key, Sign how = Sign::kAsIs, v1::GetBlobRequest* sent = nullptr) {
     auto s = std::make_unique<Held>();
     s->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(300));
     v1::GetBlobRequest request;
     request.set_sha256(blob);
     EXPECT_TRUE(node::SignGetBlob(key, domain, &request).ok());
     if (how == Sign::kForged) request.set_sent_unix_ms(request.sent_unix_ms() + 1);
+    if (sent != nullptr) *sent = request;
     v1::Client::Stub* stub = key == hostile_key ? hostile_stub.get() : other_stub.get();
     s->reader = stub->GetBlob(&s->context, request);
     return s;
@@ -1490,13 +1492,25 @@ void ExpectBlobStreamBudgetsHold(TestNetwork& net, NetworkNode& target, const st
   EXPECT_EQ(target.Metric(kOpen), kOperatorBudget) << "a refused request took a slot";
 
   // Another operator on the same host reads the whole blob meanwhile.
-  auto served = open(testing_support::AnvilDevKey(honest.spec().account));
+  v1::GetBlobRequest captured;
+  auto served = open(testing_support::AnvilDevKey(honest.spec().account), Sign::kAsIs, &captured);
   std::string bytes;
   v1::BlobChunk chunk;
   while (served->reader->Read(&chunk)) bytes += chunk.data();
   status = served->reader->Finish();
   EXPECT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(ToHex(Sha256Of(bytes)), blob);
+  // An on-path observer resends that signed request while it is still valid (peer links have
+  // no TLS), to spend the honest operator's stream budget: served once, the copy refused.
+  {
+    grpc::ClientContext context;
+    auto copy = other_stub->GetBlob(&context, captured);
+    v1::BlobChunk ignored;
+    EXPECT_FALSE(copy->Read(&ignored)) << "a replayed GetBlob was served";
+    status = copy->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+    EXPECT_NE(status.error_message().find("served once"), std::string::npos) << status.error_message();
+  }
 
   // A task entered at this node certifies everywhere: its members fetch the blobs from it.
   auto s = Submit(target, 3, 2, 7);
