@@ -91,6 +91,79 @@ void TiledTranspose(const CpuContext& ctx, const StridedLayout& l, uint8_t* out,
            });
 }
 
+// Copies whole rows of a layout whose innermost dim is a run of CB contiguous bytes (dropped
+// here: `l` has rank >= 1 over those CB-byte chunks, strides in bytes). Rows are the chunks of
+// the new innermost dim; the thread's range [row_begin, row_end) walks an odometer instead of
+// dividing per run, so runs of a few bytes (im2col transposes) cost a fixed-size copy each.
+template <int CB>
+void CopyShortRuns(const StridedLayout& l, uint8_t* out, const uint8_t* in, int64_t row_begin, int64_t row_end) {
+  const int q = l.rank;
+  const int64_t inner = l.dims[q - 1], step = l.strides[0][q - 1];
+  int64_t idx[kMaxRank] = {};
+  int64_t rem = row_begin, off = 0;
+  for (int d = q - 2; d >= 0; --d) {
+    idx[d] = rem % l.dims[d];
+    rem /= l.dims[d];
+    off += idx[d] * l.strides[0][d];
+  }
+  uint8_t* o = out + row_begin * inner * CB;
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    const uint8_t* p = in + off;
+    for (int64_t i = 0; i < inner; ++i, o += CB, p += step) std::memcpy(o, p, CB);
+    for (int d = q - 2; d >= 0; --d) {
+      off += l.strides[0][d];
+      if (++idx[d] < l.dims[d]) break;
+      off -= idx[d] * l.strides[0][d];
+      idx[d] = 0;
+    }
+  }
+}
+
+// StridedCopy of a layout (rank >= 2) whose innermost dim is contiguous and at most 16 bytes
+// long. Returns false when it does not apply.
+bool CopyWithShortRuns(const CpuContext& ctx, const StridedLayout& layout, int64_t esize, uint8_t* out,
+                       const uint8_t* in) {
+  const int r = layout.rank;
+  if (r < 2 || layout.strides[0][r - 1] != 1) return false;
+  const int64_t chunk = layout.dims[r - 1] * esize;
+  if (chunk > 16) return false;
+  StridedLayout chunks;
+  chunks.rank = r - 1;
+  chunks.num_operands = 1;
+  int64_t rows = 1;
+  for (int d = 0; d < r - 1; ++d) {
+    chunks.dims[d] = layout.dims[d];
+    chunks.strides[0][d] = layout.strides[0][d] * esize;
+    if (d < r - 2) rows *= layout.dims[d];
+  }
+  const int64_t row_bytes = chunks.dims[r - 2] * chunk;
+  auto run = [&](auto copy) {
+    Parallel(ctx, rows, GrainFor(row_bytes), [&](int64_t b, int64_t e) { copy(chunks, out, in, b, e); });
+  };
+  switch (chunk) {
+#define CNSR_SHORT_RUN(B) \
+  case B: run(CopyShortRuns<B>); return true;
+    CNSR_SHORT_RUN(1)
+    CNSR_SHORT_RUN(2)
+    CNSR_SHORT_RUN(3)
+    CNSR_SHORT_RUN(4)
+    CNSR_SHORT_RUN(5)
+    CNSR_SHORT_RUN(6)
+    CNSR_SHORT_RUN(7)
+    CNSR_SHORT_RUN(8)
+    CNSR_SHORT_RUN(9)
+    CNSR_SHORT_RUN(10)
+    CNSR_SHORT_RUN(11)
+    CNSR_SHORT_RUN(12)
+    CNSR_SHORT_RUN(13)
+    CNSR_SHORT_RUN(14)
+    CNSR_SHORT_RUN(15)
+    CNSR_SHORT_RUN(16)
+#undef CNSR_SHORT_RUN
+    default: return false;
+  }
+}
+
 // Writes the contiguous output `out` (layout.dims, `esize`-byte elements) where output
 // multi-index idx reads input element `sum idx[d] * layout.strides[0][d]` relative to
 // `in` (strides may be 0 or negative). The caller has checked every access is in bounds.
@@ -113,6 +186,7 @@ void StridedCopy(const CpuContext& ctx, StridedLayout layout, int64_t esize, voi
       default: break;
     }
   }
+  if (CopyWithShortRuns(ctx, layout, esize, o, p)) return;
   Parallel(ctx, n, GrainFor(esize), [&](int64_t b, int64_t e) {
     ForEachRun(layout, b, e, [&](int64_t pos, const int64_t* off, int64_t len) {
       uint8_t* dst = o + pos * esize;
@@ -189,6 +263,26 @@ Status NormalizeIndices(const TensorView& indices, int64_t dim, std::vector<int6
   return OkStatus();
 }
 
+// Gather along the innermost axis (one element per index): out[o, j] = data[o, idx[j]].
+template <typename T>
+void GatherElements(const CpuContext& ctx, const uint8_t* src, uint8_t* dst, int64_t dim,
+                    const std::vector<int64_t>& idx, int64_t rows) {
+  const int64_t n = static_cast<int64_t>(idx.size());
+  const T* s = reinterpret_cast<const T*>(src);
+  T* d = reinterpret_cast<T*>(dst);
+  const int64_t* table = idx.data();
+  Parallel(ctx, rows, GrainFor(sizeof(T)), [&](int64_t b, int64_t e) {
+    int64_t o = b / n, j = b - o * n;
+    T* out = d + b;
+    for (int64_t r = b; r < e; ++o, j = 0) {  // one index-table pass per outer row
+      const T* base = s + o * dim;
+      const int64_t stop = std::min(n, j + (e - r));
+      for (int64_t k = j; k < stop; ++k) *out++ = base[table[k]];
+      r += stop - j;
+    }
+  });
+}
+
 Status RunGather(const KernelCall& call, const CpuContext& ctx) {
   const TensorView& data = call.in(0);
   const TensorView& indices = call.in(1);
@@ -209,6 +303,13 @@ Status RunGather(const KernelCall& call, const CpuContext& ctx) {
   if (rows == 0 || row_bytes == 0) return OkStatus();
   const uint8_t* src = static_cast<const uint8_t*>(data.data);
   uint8_t* dst = static_cast<uint8_t*>(out.data);
+  switch (row_bytes) {  // single elements (im2col's column gathers): typed copies, no division
+    case 1: GatherElements<uint8_t>(ctx, src, dst, dim, idx, rows); return OkStatus();
+    case 2: GatherElements<uint16_t>(ctx, src, dst, dim, idx, rows); return OkStatus();
+    case 4: GatherElements<uint32_t>(ctx, src, dst, dim, idx, rows); return OkStatus();
+    case 8: GatherElements<uint64_t>(ctx, src, dst, dim, idx, rows); return OkStatus();
+    default: break;
+  }
   Parallel(ctx, rows, GrainFor(row_bytes), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t o = r / n, j = r - o * n;

@@ -285,8 +285,23 @@ struct CeilF {
   static CNSR_EW_INLINE float Apply(float x) { return detmath::ceil(x); }
   static CNSR_EW_INLINE double Apply(double x) { return detmath::ceil64(x); }
 };
+// detmath::round_half_even's result (DETERMINISM.md 5.12) without branches, so the loop
+// vectorizes: for |x| < 2^23 the sum |x| + 2^23 lies in [2^23, 2^24], where the spacing is 1,
+// so IEEE round-to-nearest-even makes it 2^23 + rhe(|x|) exactly (2^23 is even) and the
+// subtraction is exact. The sign is put back (-0.3 -> -0); |x| >= 2^23 and inf pass through,
+// NaN becomes the canonical NaN. elementwise_test compares it with detmath bit for bit.
+CNSR_EW_INLINE float RoundHalfEvenBranchFree(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint32_t mag = u & 0x7FFFFFFFu;
+  const float rounded = (std::bit_cast<float>(mag) + 0x1p23f) - 0x1p23f;
+  uint32_t out = std::bit_cast<uint32_t>(rounded) | (u & 0x80000000u);
+  out = mag >= 0x4B000000u ? u : out;
+  out = mag > 0x7F800000u ? kCanonicalNaNBits : out;
+  return std::bit_cast<float>(out);
+}
+
 struct RoundF {
-  static CNSR_EW_INLINE float Apply(float x) { return detmath::round_half_even(x); }
+  static CNSR_EW_INLINE float Apply(float x) { return RoundHalfEvenBranchFree(x); }
   static CNSR_EW_INLINE double Apply(double x) { return detmath::round_half_even64(x); }
 };
 struct SqrtF {

@@ -168,6 +168,13 @@ TEST(DataMovementTest, Transpose) {
       {{3, 70, 45}, {0, 2, 1}},
       {{129, 1, 67}, {2, 1, 0}},
       {{2, 3, 33, 35}, {1, 0, 3, 2}},
+      // The innermost dim stays innermost and is short (runs of 1 to 16 bytes): im2col's
+      // [N, C, OH, KH, OW, KW] -> [N, OH, OW, C, KH, KW], and one large enough to be split
+      // across threads mid-way through the outer dims.
+      {{7, 5, 2}, {1, 0, 2}},
+      {{3, 17, 4, 5}, {2, 1, 0, 3}},
+      {{1, 3, 5, 3, 4, 3}, {0, 2, 4, 1, 3, 5}},
+      {{1, 24, 30, 3, 40, 3}, {0, 2, 4, 1, 3, 5}},
   };
   for (const Case& c : cases) {
     for (DType t : kAllTypes) {

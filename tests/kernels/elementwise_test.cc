@@ -168,6 +168,33 @@ TEST(ElementwiseTest, TranscendentalsUseDetmathAndCanonicalNaN) {
   }
 }
 
+// round is computed branch-free by the IEEE adder (elementwise_impl.h); detmath's bit
+// manipulation (DETERMINISM.md 5.12, shared with CUDA) is the reference, on a sweep of every
+// exponent and sign, every tie k + 0.5 near 0 and below 2^23, and the neighbours of each.
+TEST(ElementwiseTest, RoundMatchesDetmathBitForBit) {
+  std::vector<uint32_t> bits;
+  for (uint64_t u = 0; u <= 0xFFFFFFFFull; u += 65521) bits.push_back(static_cast<uint32_t>(u));
+  auto around = [&](float v) {
+    const uint32_t b = Bits(v);
+    for (uint32_t d : {0u, 1u, 2u}) {
+      bits.push_back(b + d);
+      bits.push_back(b - d);
+      bits.push_back((b + d) ^ 0x80000000u);
+      bits.push_back((b - d) ^ 0x80000000u);
+    }
+  };
+  for (int k = 0; k < 4096; ++k) around(static_cast<float>(k) + 0.5f);
+  for (int k = 0; k < 4096; ++k) around(8388608.0f - static_cast<float>(k) - 0.5f);
+  for (int e = -149; e <= 127; ++e) around(std::ldexp(1.0f, e));
+  for (uint32_t u : kSpecials) bits.push_back(u);
+  const int64_t n = static_cast<int64_t>(bits.size());
+  HostTensor y = Unary(Op::kRound, F32Bits({n}, bits));
+  for (int64_t i = 0; i < n; ++i) {
+    const float r = detmath::round_half_even(FromBits(bits[i]));
+    ASSERT_EQ(y.at<uint32_t>(i), Bits(r)) << "round(bits 0x" << std::hex << bits[i] << ")";
+  }
+}
+
 // Against the C library's double functions (the naive reference): within the measured
 // bounds of DETERMINISM.md 5.15 (at most 3.2 ULP), out-of-domain inputs give the canonical NaN.
 TEST(ElementwiseTest, InverseTrigAndHyperbolicMatchDoubleReference) {
