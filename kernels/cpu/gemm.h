@@ -114,10 +114,11 @@ inline int64_t PackedBPanelsFloats(int64_t K, int64_t N) { return (N + 15) / 16 
 bool CpuHasAvx512F();
 bool UseAvx512Gemm();
 // C[0:12, 0:16] (row stride ldc) = chain over kc of two consecutive packed 6-row A panels (ap0:
-// rows 0-5, ap1: rows 6-11) and one packed 16-column B panel; first: accumulators start at +0.0,
-// else they are loaded from C; last: NaNs canonicalized. Call only when UseAvx512Gemm().
-void MicroF32TwelveRowsAvx512(int64_t kc, const float* ap0, const float* ap1, const float* bp, float* c, int64_t ldc,
-                              bool first, bool last);
+// rows 0-5, ap1: rows 6-11) and 16 columns of B, row k at bp + k * bstride (16 for a packed panel,
+// else B's row stride); first: accumulators start at +0.0, else they are loaded from C; last:
+// NaNs canonicalized. Call only when UseAvx512Gemm().
+void MicroF32TwelveRowsAvx512(int64_t kc, const float* ap0, const float* ap1, const float* bp, int64_t bstride,
+                              float* c, int64_t ldc, bool first, bool last);
 
 // Single-threaded whole GEMM with the ISA of ctx (for callers that parallelize above).
 bool F32Single(const F32Operands& op, const Dims& d, Isa isa, Workspace* ws);

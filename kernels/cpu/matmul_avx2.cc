@@ -570,14 +570,14 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
             PackBF32(op.b + pc * op.ldb + jc + jr, op.ldb, kc, nr, bp);
             bpanel = bp;
           }
-          // Full 12 x 16 tiles of packed panels go to the 512-bit kernel where there is one.
-          const bool twelve_rows = avx512 && nr == kNR && ldb == 0;
+          // Full 12 x 16 tiles go to the 512-bit kernel where there is one.
+          const bool twelve_rows = avx512 && nr == kNR;
           for (int64_t ir = 0; ir < mc; ir += kMR) {
             const int64_t mr = std::min<int64_t>(kMR, mc - ir);
             float* c = op.c + (ic + ir) * op.ldc + jc + jr;
             if (twelve_rows && mc - ir >= 2 * kMR) {
-              MicroF32TwelveRowsAvx512(kc, a_block + ir * a_step, a_block + (ir + kMR) * a_step, bpanel, c, op.ldc,
-                                       first, last);
+              MicroF32TwelveRowsAvx512(kc, a_block + ir * a_step, a_block + (ir + kMR) * a_step, bpanel,
+                                       ldb == 0 ? kNR : ldb, c, op.ldc, first, last);
               ir += kMR;  // and kMR more by the loop
               continue;
             }
