@@ -10,7 +10,7 @@ int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) 
 
 }  // namespace
 
-StatusOr<ConvGeom> ValidateConv(const KernelCall& call) {
+StatusOr<ConvGeom> ValidateConv(const KernelCall& call, bool weights_prepared) {
   if (call.op != Op::kConv2D) return InvalidArgument("RunConv: unexpected op " + std::string(OpName(call.op)));
   if ((call.num_inputs != 2 && call.num_inputs != 3) || call.num_outputs != 1 || !call.inputs || !call.outputs) {
     return InvalidArgument("conv2d: expects 2 or 3 inputs and 1 output");
@@ -59,7 +59,10 @@ StatusOr<ConvGeom> ValidateConv(const KernelCall& call) {
   g.Kc = g.Cg * g.KH * g.KW;
   if (y.num_elements() > 0) {
     bool missing = !y.data;
-    for (int i = 0; i < call.num_inputs; ++i) missing |= call.in(i).num_elements() > 0 && !call.in(i).data;
+    for (int i = 0; i < call.num_inputs; ++i) {
+      if (i == 1 && weights_prepared) continue;
+      missing |= call.in(i).num_elements() > 0 && !call.in(i).data;
+    }
     if (missing) return InvalidArgument("conv2d: missing tensor data");
   }
   return g;

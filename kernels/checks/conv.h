@@ -17,6 +17,8 @@ struct ConvGeom {
   int64_t sh, sw, dh, dw, pt, pl, pb, pr;
 };
 
-StatusOr<ConvGeom> ValidateConv(const KernelCall& call);
+// weights_prepared: the weights' view may have no data, because the backend reads a copy it
+// prepared when the program was loaded (the CPU backend's 16-bit weights, widened and packed once).
+StatusOr<ConvGeom> ValidateConv(const KernelCall& call, bool weights_prepared = false);
 
 }  // namespace consensor::kernels

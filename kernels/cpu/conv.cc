@@ -12,12 +12,15 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "kernels/checks/conv.h"
 #include "kernels/checks/elementwise.h"
+#include "kernels/checks/half_plan.h"
 #include "kernels/cpu/conv_direct_impl.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/half_operands.h"
 
 namespace consensor::kernels::cpu {
 
@@ -172,24 +175,48 @@ void SetConvScratchBudgetForTesting(int64_t bytes) {
 }
 
 StatusOr<std::unique_ptr<PreparedOperand>> PrepareConvWeights(const KernelCall& call, const CpuContext& ctx) {
-  // f16/bf16 weights are widened per call (half_operands.cc) and take no packed copy.
-  if (call.num_inputs < 2 || call.in(0).dtype != DType::kF32 || call.in(1).dtype != DType::kF32) {
+  if (call.num_inputs < 2 || call.num_inputs > 3 || call.num_outputs != 1 || !call.inputs || !call.outputs) {
     return std::unique_ptr<PreparedOperand>();
   }
-  ASSIGN_OR_RETURN(const ConvGeom g, ValidateConv(call));
-  if (ctx.isa != Isa::kAvx2 || !CpuHasAvx2Fma() || UsesDirectKernel(g) || g.F == 0 || g.Kc == 0) {
+  const bool half_weights = IsHalfDType(call.in(1).dtype);
+  if (!half_weights && (call.in(0).dtype != DType::kF32 || call.in(1).dtype != DType::kF32)) {
     return std::unique_ptr<PreparedOperand>();
   }
-  auto packed = std::make_unique<PackedConvWeights>(call.in(1).as<const float>(), g);
+  if (ctx.isa != Isa::kAvx2 || !CpuHasAvx2Fma()) return std::unique_ptr<PreparedOperand>();
+  // f16/bf16 weights: the call runs as its f32 form (half_operands.cc), whose weights are the
+  // exactly widened ones; they are widened and packed here once, and RunThroughF32 then leaves
+  // them out of its per-call widening.
+  KernelCall f32_call = call;
+  TensorView views[4];
+  std::vector<float> wide;
+  if (half_weights) {
+    if (!ComputesThroughF32(call) || !CheckHalfCall(call, "conv2d").ok()) return std::unique_ptr<PreparedOperand>();
+    for (int i = 0; i < call.num_inputs; ++i) views[i] = call.in(i);
+    views[3] = call.out(0);
+    for (TensorView& v : views) {
+      if (IsHalfDType(v.dtype)) v.dtype = DType::kF32;
+    }
+    const int64_t n = views[1].num_elements();
+    if (n > 0 && call.in(1).data == nullptr) return std::unique_ptr<PreparedOperand>();
+    wide.resize(static_cast<size_t>(n));
+    WidenToF32(call.in(1).dtype, call.in(1).data, wide.data(), n, ctx);
+    views[1].data = wide.data();
+    f32_call.inputs = views;
+    f32_call.outputs = views + 3;
+  }
+  ASSIGN_OR_RETURN(const ConvGeom g, ValidateConv(f32_call));
+  if (UsesDirectKernel(g) || g.F == 0 || g.Kc == 0) return std::unique_ptr<PreparedOperand>();
+  auto packed = std::make_unique<PackedConvWeights>(f32_call.in(1).as<const float>(), g);
   if (!packed->ok()) return ResourceExhausted("conv2d: cannot allocate the packed weights");
   return std::unique_ptr<PreparedOperand>(std::move(packed));
 }
 
 Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   if (ctx.isa == Isa::kAvx2 && !CpuHasAvx2Fma()) return FailedPrecondition("conv2d: CPU lacks AVX2/FMA");
-  ASSIGN_OR_RETURN(const ConvGeom g, ValidateConv(call));
+  ASSIGN_OR_RETURN(const ConvGeom g, ValidateConv(call, /*weights_prepared=*/call.prepared != nullptr));
   RETURN_IF_ERROR(ValidateEpilogue(call));
   const float* x = call.in(0).as<const float>();
+  // Null when the weights are 16-bit ones that were widened and packed at load (RunThroughF32).
   const float* w = call.in(1).as<const float>();
   const float* bias = call.num_inputs == 3 ? call.in(2).as<const float>() : nullptr;
   float* y = call.out(0).as<float>();
@@ -197,7 +224,11 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   // Weights packed once when the program was loaded; same values, so the same bits.
   const auto* packed = dynamic_cast<const PackedConvWeights*>(call.prepared);
   if (packed && (ctx.isa != Isa::kAvx2 || !packed->Fits(g))) packed = nullptr;
+  const bool weights_missing = w == nullptr && call.in(1).num_elements() > 0;
+  if (weights_missing && !packed) return InvalidArgument("conv2d: weights have no data");
   auto a_panels = [&](int64_t gi) -> const float* { return packed ? packed->group(gi) : nullptr; };
+  // The GEMM reads the packed panels instead of `a` (every block starts at a multiple of 6 rows).
+  auto a_rows = [&](int64_t gi) -> const float* { return packed || !w ? nullptr : w + gi * g.Fg * g.Kc; };
   const int64_t threads = ctx.pool ? ctx.pool->num_threads() : 1;
   const int64_t scratch_budget = g_scratch_budget.load();
   const gemm::Dims gd{g.Fg, 0, g.Kc};
@@ -216,6 +247,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   };
 
   if (UsesDirectKernel(g)) {
+    if (weights_missing) return InvalidArgument("conv2d: weights have no data");
     auto rows = ctx.isa == Isa::kAvx2 ? &ConvDirectRowsAvx2 : &ConvDirectRowsPortable;
     const int64_t n_rows = g.N * g.F * g.OH;
     auto run_rows = [&](int64_t b, int64_t e) {
@@ -236,7 +268,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
     auto operands = [&](int64_t i) {
       const int64_t n = i / g.G, gi = i % g.G;
       gemm::F32Operands op;
-      op.a = w + gi * g.Fg * g.Kc;
+      op.a = a_rows(gi);
       op.lda = g.Kc;
       op.a_panels = a_panels(gi);
       op.b = x + (n * g.C + gi * g.Cg) * g.H * g.W;
@@ -277,7 +309,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
         const int64_t p0 = tile * pt_a, ptc = std::min(pt_a, g.P - p0);
         Im2Col(g, x, n, gi, p0, ptc, 0, g.Kc, col);
         gemm::F32Operands op;
-        op.a = w + gi * g.Fg * g.Kc;
+        op.a = a_rows(gi);
         op.lda = g.Kc;
         op.a_panels = a_panels(gi);
         op.b = col;
@@ -314,7 +346,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
         gemm::Dims d = gd;
         d.N = ptc;
         gemm::F32Operands op;
-        op.a = w + gi * g.Fg * g.Kc;
+        op.a = a_rows(gi);
         op.lda = g.Kc;
         op.a_panels = a_panels(gi);
         op.b = col;

@@ -108,6 +108,18 @@ inline int64_t PackedAPanelsFloats(int64_t M, int64_t K) { return (M + 5) / 6 * 
 void PackBPanelsF32(const float* b, int64_t ldb, int64_t K, int64_t N, float* out);
 inline int64_t PackedBPanelsFloats(int64_t K, int64_t N) { return (N + 15) / 16 * 16 * K; }
 
+// matmul_avx512.cc: whether the CPU (and OS) run AVX-512F, and whether F32BlockAvx2 uses its
+// 512-bit micro-kernel on full 12 x 16 tiles of packed operands (AVX-512F present, not turned
+// off for a test). The bits are those of the 256-bit kernel either way.
+bool CpuHasAvx512F();
+bool UseAvx512Gemm();
+// C[0:12, 0:16] (row stride ldc) = chain over kc of two consecutive packed 6-row A panels (ap0:
+// rows 0-5, ap1: rows 6-11) and 16 columns of B, row k at bp + k * bstride (16 for a packed panel,
+// else B's row stride); first: accumulators start at +0.0, else they are loaded from C; last:
+// NaNs canonicalized. Call only when UseAvx512Gemm().
+void MicroF32TwelveRowsAvx512(int64_t kc, const float* ap0, const float* ap1, const float* bp, int64_t bstride,
+                              float* c, int64_t ldc, bool first, bool last);
+
 // Single-threaded whole GEMM with the ISA of ctx (for callers that parallelize above).
 bool F32Single(const F32Operands& op, const Dims& d, Isa isa, Workspace* ws);
 
@@ -120,4 +132,9 @@ void SetConvScratchBudgetForTesting(int64_t bytes);
 // conv.cc: false sends grouped convolutions through im2col + GEMM instead of the direct
 // kernel (for benchmarks and tests comparing the two; the bits are the same).
 void SetConvDirectForTesting(bool enabled);
+namespace gemm {
+// matmul_avx512.cc: false keeps the AVX2 GEMM on its 256-bit micro-kernel even where AVX-512F is
+// present (for tests and benchmarks comparing the two; the bits are the same).
+void SetGemmAvx512ForTesting(bool enabled);
+}  // namespace gemm
 }  // namespace consensor::kernels::cpu

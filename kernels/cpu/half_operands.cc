@@ -79,6 +79,19 @@ void NarrowFromF32(DType to, const float* src, void* dst, int64_t n, const CpuCo
 
 namespace {
 
+// conv2d's 16-bit weights widened and packed once when the program was loaded
+// (PrepareConvWeights): its f32 form reads the packed panels, so they are not widened per call;
+// the f32 view of the weights then has no data.
+bool WeightsPreparedWide(const KernelCall& call, size_t input) {
+  return input == 1 && call.op == Op::kConv2D && call.prepared != nullptr && call.num_inputs >= 2 &&
+         IsHalfDType(call.in(1).dtype);
+}
+
+// What the f32 form of a call may keep of the backend's prepared operand.
+const PreparedOperand* PreparedForF32(const KernelCall& call) {
+  return WeightsPreparedWide(call, 1) ? call.prepared : nullptr;
+}
+
 Status RunWhole(const KernelCall& call, const CpuContext& ctx, FamilyRunner run, const std::string& op_name) {
   std::vector<TensorView> inputs(call.inputs, call.inputs + call.num_inputs);
   std::vector<TensorView> outputs(call.outputs, call.outputs + call.num_outputs);
@@ -88,6 +101,11 @@ Status RunWhole(const KernelCall& call, const CpuContext& ctx, FamilyRunner run,
     if (!IsHalfDType(v.dtype)) continue;
     const int64_t n = v.num_elements();
     if (n > 0 && v.data == nullptr) return InvalidArgument(op_name + ": input has no data");
+    if (WeightsPreparedWide(call, i)) {
+      v.dtype = DType::kF32;
+      v.data = nullptr;
+      continue;
+    }
     wide[i].resize(static_cast<size_t>(n));
     WidenToF32(v.dtype, v.data, wide[i].data(), n, ctx);
     v.dtype = DType::kF32;
@@ -107,7 +125,7 @@ Status RunWhole(const KernelCall& call, const CpuContext& ctx, FamilyRunner run,
   KernelCall f32_call = call;
   f32_call.inputs = inputs.data();
   f32_call.outputs = outputs.data();
-  f32_call.prepared = nullptr;  // a backend's prepared copy was made for the 16-bit operand, if any
+  f32_call.prepared = PreparedForF32(call);  // other prepared copies were made for 16-bit operands
   if (call.op == Op::kCast && call.params != nullptr && IsHalfDType(call.params->to)) {
     params = *call.params;
     params.to = DType::kF32;  // cast to f32, then round once to the 16-bit type below
@@ -137,8 +155,10 @@ Status RunRows(const KernelCall& call, const HalfRowSplit& s, const std::vector<
     const DType dtype = half ? DType::kF32 : v.dtype;
     TensorView& view = i < num_in ? inputs[i] : outputs[0];
     const int64_t row = s.row_elems[i];
-    if (row == 0) {  // whole: widened once by the caller, or read in place
-      view = ViewWithDims(dtype, half ? const_cast<float*>(whole[i].data()) : v.data, s.dims[i], -1, -1);
+    if (row == 0) {  // whole: widened once by the caller, or read in place, or prepared wide
+      void* data = half ? const_cast<float*>(whole[i].data()) : v.data;
+      if (half && WeightsPreparedWide(call, i)) data = nullptr;
+      view = ViewWithDims(dtype, data, s.dims[i], -1, -1);
       continue;
     }
     uint8_t* base = static_cast<uint8_t*>(v.data) + r0 * row * DTypeSize(v.dtype);
@@ -153,7 +173,7 @@ Status RunRows(const KernelCall& call, const HalfRowSplit& s, const std::vector<
   KernelCall f32_call = call;
   f32_call.inputs = inputs;
   f32_call.outputs = outputs;
-  f32_call.prepared = nullptr;
+  f32_call.prepared = PreparedForF32(call);
   f32_call.params = params;
   RETURN_IF_ERROR(run(f32_call, ctx));
   const TensorView& y = call.out(0);
@@ -182,6 +202,7 @@ Status RunThroughF32(const KernelCall& call, const CpuContext& ctx, FamilyRunner
   for (int i = 0; i < call.num_inputs; ++i) {
     const TensorView& v = call.in(i);
     if (s.row_elems[static_cast<size_t>(i)] != 0 || !IsHalfDType(v.dtype)) continue;
+    if (WeightsPreparedWide(call, static_cast<size_t>(i))) continue;
     whole[static_cast<size_t>(i)].resize(static_cast<size_t>(v.num_elements()));
     WidenToF32(v.dtype, v.data, whole[static_cast<size_t>(i)].data(), v.num_elements(), ctx);
   }

@@ -539,6 +539,7 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
   // Pre-packed A panels cover all of K, so panel i of rows [6i, 6i + 6) holds k-block pc at
   // offset pc * 6; they serve blocks whose first row is a multiple of 6.
   const float* a_panels = m0 % kMR == 0 ? op.a_panels : nullptr;
+  const bool avx512 = UseAvx512Gemm();
   const int64_t ncmax = b_in_place ? kNR : std::min(kNC, n1 - n0);
   const int64_t kcmax = std::min(kKC, d.K);
   auto* bp = b_panels ? nullptr : static_cast<float*>(ws->Get(0, sizeof(float) * RoundUp(ncmax, kNR) * kcmax));
@@ -569,9 +570,17 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
             PackBF32(op.b + pc * op.ldb + jc + jr, op.ldb, kc, nr, bp);
             bpanel = bp;
           }
+          // Full 12 x 16 tiles go to the 512-bit kernel where there is one.
+          const bool twelve_rows = avx512 && nr == kNR;
           for (int64_t ir = 0; ir < mc; ir += kMR) {
             const int64_t mr = std::min<int64_t>(kMR, mc - ir);
             float* c = op.c + (ic + ir) * op.ldc + jc + jr;
+            if (twelve_rows && mc - ir >= 2 * kMR) {
+              MicroF32TwelveRowsAvx512(kc, a_block + ir * a_step, a_block + (ir + kMR) * a_step, bpanel,
+                                       ldb == 0 ? kNR : ldb, c, op.ldc, first, last);
+              ir += kMR;  // and kMR more by the loop
+              continue;
+            }
             if (ir + kMR < mc) {  // the next tile's C rows, loaded (or written) next
               const float* cn = c + kMR * op.ldc;
               for (int r = 0; r < kMR; ++r) _mm_prefetch(reinterpret_cast<const char*>(cn + r * op.ldc), _MM_HINT_T0);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "executor/graph.h"
+#include "kernels/half.h"
 #include "tests/executor/test_util.h"
 
 namespace consensor::executor {
@@ -58,6 +59,44 @@ TEST(PreparedConstantsTest, MatMulAndConvWeightsAreCountedOnceAndKeepTheBits) {
       ASSERT_TRUE(got.ok()) << got.status().ToString();
       EXPECT_EQ(got->result_root, want->result_root) << threads << " threads, fuse " << fuse;
     }
+  }
+}
+
+// The values of RandomF32 rounded to f16.
+Tensor RandomF16(const Shape& shape, uint32_t seed) {
+  const Tensor f = RandomF32(shape, seed);
+  Tensor h(DType::kF16, shape);
+  for (int64_t i = 0; i < h.num_elements(); ++i)
+    h.data_as<uint16_t>()[i] = consensor::half::F32ToF16(f.data_as<float>()[i]);
+  return h;
+}
+
+TEST(PreparedConstantsTest, HalfConvWeightsArePackedWideOnceAndKeepTheBits) {
+  // An f16 conv2d: its weights are widened to f32 and packed once at load on the AVX2 GEMM path
+  // (twice their f16 bytes), and the result is the portable backend's, which packs nothing.
+  Graph g;
+  Value img = g.input("img", DType::kF16, {1, 7, 9, 11});
+  Conv2DOptions o;
+  o.pads = {1, 1, 1, 1};
+  g.output("c", conv2d(img, g.constant(RandomF16({30, 7, 3, 3}, 11), "k"), g.constant(RandomF16({30}, 12), "kb"), o));
+  auto p = CompileGraph(g, nullptr, {});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  std::map<std::string, Tensor> inputs = {{"img", RandomF16({1, 7, 9, 11}, 13)}};
+  auto portable = MakeCpu(1, "portable");
+  auto reference = LoadedProgram::Load(*p, portable.get());
+  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
+  EXPECT_EQ((*reference)->prepared_bytes(), 0);
+  auto want = (*reference)->Run(inputs, {});
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  if (!kernels::cpu::CpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2: nothing is packed";
+  for (int threads : {1, 2, 8}) {
+    auto avx2 = MakeCpu(threads, "avx2");
+    auto loaded = LoadedProgram::Load(*p, avx2.get());
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_EQ((*loaded)->prepared_bytes(), int64_t{sizeof(float)} * 30 * 7 * 9) << threads << " threads";
+    auto got = (*loaded)->Run(inputs, {});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->result_root, want->result_root) << threads << " threads";
   }
 }
 

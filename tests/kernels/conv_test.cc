@@ -181,6 +181,17 @@ const std::vector<Conv>& Cases() {
     add({1, 3, 7, 5, 4, 3, 3, 1, 1, 2, 2, 0, 2, 2, 2, 1, true});   // dilated 3x3, rows and columns padded
     add({1, 2, 5, 6, 3, 2, 4, 1, 1, 1, 3, 2, 0, 3, 1, 1, true});   // asymmetric pads, windows off the plane
     add({1, 2, 3, 2, 3, 5, 1, 1, 1, 4, 0, 4, 0, 1, 1, 1, false});  // rows entirely in padding
+    // Dense convolutions with 12 or more filters: full 12 x 16 GEMM tiles (the AVX-512
+    // micro-kernel where the CPU has one; B read in place up to 24 filters, packed above) next
+    // to 6-row, few-row and column edge tiles.
+    add({1, 7, 11, 13, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});   // 3x3 same, prime plane
+    add({2, 5, 9, 10, 37, 3, 3, 2, 2, 1, 0, 1, 1, 1, 1, 1, false});   // stride 2, asymmetric pads
+    add({1, 40, 7, 9, 29, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, true});    // dilated, Kc = 360: 2 k-blocks
+    add({1, 18, 8, 8, 52, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, true});    // 9 channels per group, Fg = 26
+    add({1, 3, 17, 19, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});   // 64 filters: 5 full tiles + 4 rows
+    add({1, 13, 5, 3, 157, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false});  // 1x1, 157 rows: row blocks of 144
+    add({1, 9, 13, 11, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});   // 24 filters, B in place
+    add({2, 30, 7, 19, 13, 3, 3, 1, 1, 0, 1, 2, 1, 1, 1, 1, false});  // 13 filters, Kc = 270
     return v;
   }();
   return cases;
@@ -227,6 +238,16 @@ TEST(Conv2D, PreparedWeightsOnlyOnTheAvx2GemmPath) {
       EXPECT_EQ(*other, nullptr);
     }
   }
+}
+
+TEST(Conv2D, WithoutTheAvx512KernelTheBitsAreTheSame) {
+  // The AVX2 engines on the 256-bit micro-kernel only (the cases above ran on the 512-bit one
+  // where the CPU has AVX-512F): both give the spec's bits, with and without packed weights.
+  cpu::gemm::SetGemmAvx512ForTesting(false);
+  uint32_t seed = 500;
+  for (const Conv& c : Cases()) Check(c, seed++, true, true);
+  Check({1, 7, 11, 13, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true}, seed++);
+  cpu::gemm::SetGemmAvx512ForTesting(true);
 }
 
 TEST(Conv2D, SpecialValuesMatchSpecBits) {

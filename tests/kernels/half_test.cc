@@ -434,6 +434,60 @@ TEST(HalfOps, BlocksOfRowsGiveTheWholeCallsBits) {
   }
 }
 
+// A 16-bit conv2d whose weights the backend prepared (widened and packed once, as a loaded
+// program does) gives the bits of the same call without them, on every engine: one image (the
+// whole call through f32), several images (blocks of rows), special values.
+void ExpectPreparedWeightsGiveTheSameBits(const std::vector<HostTensor>& inputs, DType t, const Shape& out_shape,
+                                          const OpParams& params) {
+  const HostTensor ref = RunAll(Op::kConv2D, inputs, t, out_shape, params);
+  std::vector<HostTensor> in = inputs;
+  std::vector<TensorView> views;
+  for (HostTensor& h : in) views.push_back(h.view());
+  const Shape& ws = inputs[1].shape;
+  const int64_t kc = ws[1] * ws[2] * ws[3];
+  for (Engine& e : Engines()) {
+    HostTensor out(t, out_shape);
+    TensorView out_view = out.view();
+    KernelCall call = MakeCall(Op::kConv2D, params, views.data(), static_cast<int>(views.size()), &out_view);
+    auto prepared = e.backend->PrepareConstant(call, 1);
+    ASSERT_TRUE(prepared.ok()) << e.label << ": " << prepared.status().ToString();
+    const bool expect = e.backend->name() == "cpu-avx2";
+    ASSERT_EQ(*prepared != nullptr, expect) << e.label;
+    if (*prepared) EXPECT_EQ((*prepared)->bytes(), int64_t{sizeof(float)} * ((ws[0] + 5) / 6 * 6) * kc) << e.label;
+    call.prepared = prepared->get();
+    const Status st = e.backend->Run(call);
+    ASSERT_TRUE(st.ok()) << e.label << ": " << st.ToString();
+    EXPECT_TRUE(out.bytes == ref.bytes) << e.label << " " << DTypeName(t) << " " << ::testing::PrintToString(out_shape);
+  }
+}
+
+TEST(HalfOps, ConvWeightsWidenedAndPackedOnceGiveTheSameBits) {
+  OpParams same;
+  same.kernel = {3, 3};
+  same.strides = {1, 1};
+  same.dilations = {1, 1};
+  same.pads = {1, 1, 1, 1};
+  same.group = 1;
+  OpParams odd = same;
+  odd.strides = {2, 1};
+  odd.dilations = {1, 2};
+  odd.pads = {0, 2, 1, 1};
+  for (DType t : kHalfTypes) {
+    const HostTensor x1 = Half(t, {1, 7, 11, 13}, ModerateHalfBits(7 * 11 * 13, 40, t));
+    const HostTensor w = Half(t, {30, 7, 3, 3}, ModerateHalfBits(30 * 63, 41, t));
+    const HostTensor b = Half(t, {30}, ModerateHalfBits(30, 42, t));
+    ExpectF32Rule(Op::kConv2D, {x1, w, b}, t, {1, 30, 11, 13}, same);
+    ExpectPreparedWeightsGiveTheSameBits({x1, w, b}, t, {1, 30, 11, 13}, same);
+    ExpectPreparedWeightsGiveTheSameBits({x1, w}, t, {1, 30, 5, 12}, odd);
+    // Three images of 48 x 48: blocks of rows, the prepared weights read by every block.
+    const HostTensor x3 = Half(t, {3, 7, 48, 48}, ModerateHalfBits(3 * 7 * 48 * 48, 43, t));
+    ExpectPreparedWeightsGiveTheSameBits({x3, w, b}, t, {3, 30, 48, 48}, same);
+    // Every class of 16-bit value in the weights (NaN payloads, infinities, subnormals).
+    const HostTensor wild = Half(t, {30, 7, 3, 3}, RandomHalfBits(30 * 63, 44, t));
+    ExpectPreparedWeightsGiveTheSameBits({x1, wild, b}, t, {1, 30, 11, 13}, same);
+  }
+}
+
 TensorView ShapeOnly(DType t, std::initializer_list<int64_t> dims) {
   TensorView v;
   v.dtype = t;

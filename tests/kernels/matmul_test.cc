@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace consensor::kernels {
@@ -238,6 +240,27 @@ TEST(MatMulF32, WeightsPackedOnceMatchSpecBits) {
   CheckF32({12, 30, 40}, {12, 40, 33}, false, seed++, true);
   CheckF32({4, 200, 300}, {300, 40}, true, seed++, true);  // M blocks of 144 rows over 2 k-blocks
   CheckF32({3, 50}, {50, 1}, false, seed++, true);         // N = 1: one padded panel
+}
+
+TEST(MatMulF32, TwelveRowTilesMatchSpecBitsWithAndWithoutAvx512) {
+  // Full 12 x 16 tiles go to the 512-bit micro-kernel where the CPU has AVX-512F; then the same on
+  // the 256-bit kernel alone. Row counts around 12, 24 (at most 24 rows: B read in place, more:
+  // B packed) and 144, columns around 16, k-blocks of 256, B packed per call and once.
+  if (!cpu::gemm::CpuHasAvx512F()) std::printf("note: this CPU has no AVX-512F; only the 256-bit kernel runs\n");
+  const std::vector<std::array<int64_t, 3>> shapes = {
+      {25, 7, 16},   {36, 300, 33}, {30, 513, 48}, {157, 257, 100}, {64, 576, 130}, {27, 1, 17},  {48, 256, 15},
+      {289, 40, 64}, {12, 7, 16},   {24, 300, 33}, {17, 513, 48},   {13, 40, 100},  {23, 257, 31}};
+  uint32_t seed = 700;
+  for (bool avx512 : {true, false}) {
+    cpu::gemm::SetGemmAvx512ForTesting(avx512);
+    for (const auto& s : shapes) {
+      for (bool prepare : {false, true}) {
+        CheckF32({s[0], s[1]}, {s[1], s[2]}, false, seed++, prepare);
+        CheckF32({s[0], s[1]}, {s[1], s[2]}, true, seed++, prepare);
+      }
+    }
+  }
+  cpu::gemm::SetGemmAvx512ForTesting(true);
 }
 
 TEST(MatMulF32, PreparedWeightsOnlyForF32OnAvx2) {

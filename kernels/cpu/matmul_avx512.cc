@@ -1,0 +1,68 @@
+// AVX-512F GEMM micro-kernel (compiled with -mavx512f; called only after CpuHasAvx512F()).
+//
+// A 12 x 16 tile of C in twelve 512-bit accumulators, fed by the AVX2 GEMM's own operands: two
+// consecutive packed 6-row A panels and 16 columns of B, a packed panel (whose row k is exactly
+// one zmm) or B itself read in place. Each lane runs the chain acc = fma(a[m,k], b[k,n], acc) in increasing k, one
+// vfmadd231ps per step, starting at +0.0 on the first k-block and from C on later ones; NaNs
+// are canonicalized on the last. So it gives the bits of the 6 x 16 AVX2 kernel (and of
+// docs/DETERMINISM.md 4.4); it only does twice the work per instruction on CPUs with 512-bit
+// FMA units.
+#include <immintrin.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "kernels/cpu/gemm.h"
+
+namespace consensor::kernels::cpu::gemm {
+
+namespace {
+
+std::atomic<bool> g_avx512_enabled{true};
+constexpr int kPanelRows = 6;
+constexpr int kTileRows = 12;
+constexpr int kPanelCols = 16;
+
+}  // namespace
+
+bool CpuHasAvx512F() {
+#if defined(__x86_64__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool UseAvx512Gemm() { return g_avx512_enabled.load(std::memory_order_relaxed) && CpuHasAvx512F(); }
+
+void SetGemmAvx512ForTesting(bool enabled) { g_avx512_enabled.store(enabled); }
+
+void MicroF32TwelveRowsAvx512(int64_t kc, const float* __restrict ap0, const float* __restrict ap1,
+                              const float* __restrict bp, int64_t bstride, float* c, int64_t ldc, bool first,
+                              bool last) {
+  __m512 acc[kTileRows];
+  for (int r = 0; r < kTileRows; ++r) acc[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + r * ldc);
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b = _mm512_loadu_ps(bp + k * bstride);
+    const float* a0 = ap0 + k * kPanelRows;
+    const float* a1 = ap1 + k * kPanelRows;
+    for (int r = 0; r < kPanelRows; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a0[r]), b, acc[r]);
+    for (int r = 0; r < kPanelRows; ++r)
+      acc[kPanelRows + r] = _mm512_fmadd_ps(_mm512_set1_ps(a1[r]), b, acc[kPanelRows + r]);
+  }
+  if (last) {
+    const uint32_t canonical_nan_bits = 0x7FC00000u;
+    float canonical_nan;
+    std::memcpy(&canonical_nan, &canonical_nan_bits, sizeof(canonical_nan));
+    const __m512 nan = _mm512_set1_ps(canonical_nan);
+    for (int r = 0; r < kTileRows; ++r)
+      acc[r] = _mm512_mask_mov_ps(acc[r], _mm512_cmp_ps_mask(acc[r], acc[r], _CMP_UNORD_Q), nan);
+  }
+  for (int r = 0; r < kTileRows; ++r) _mm512_storeu_ps(c + r * ldc, acc[r]);
+}
+
+}  // namespace consensor::kernels::cpu::gemm
