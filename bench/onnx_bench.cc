@@ -8,10 +8,15 @@
 //
 //   build/bench/onnx_bench --model FILE.onnx --shape x=1,3,48,320 [--threads 1,2] [--reps 20]
 //                          [--tasks 8] [--ort-script bench/models/ort_bench.js] [--perf DIR]
-//                          [--op-times TOP]
+//                          [--op-times TOP] [--idle-ms N]
 //
 // With --op-times, only the TOP slowest instructions of the fused list are printed (median time
 // of each over --reps runs, at each thread count); nothing else is timed.
+//
+// With --idle-ms N, ONNX Runtime and the kernels sleep N ms before each timed run, as a node's
+// worker idles between tasks: a run after an idle gap finds its weights and code evicted from
+// the caches by whatever ran meanwhile, which back-to-back runs never see (docs/PERFORMANCE.md,
+// "Where a warm node task's time goes").
 //
 // With --perf, each node's warm tasks run under `perf record -g`, into
 // DIR/datadir-t<threads>-c<cache bytes>.data.
@@ -104,8 +109,12 @@ class NoPreparedConstants final : public kernels::Backend {
   kernels::Backend* inner_;
 };
 
+void IdleBeforeRun(int idle_ms) {
+  if (idle_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
+}
+
 StatusOr<KernelTimes> TimeKernels(const executor::Program& program, const std::map<std::string, Tensor>& inputs,
-                                  int threads, int reps) {
+                                  int threads, int reps, int idle_ms) {
   kernels::BackendOptions options;
   options.threads = threads;
   ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(options));
@@ -125,6 +134,7 @@ StatusOr<KernelTimes> TimeKernels(const executor::Program& program, const std::m
   std::vector<double> fused_ms, unfused_ms, unpacked_ms;
   for (int i = 0; i < reps; ++i) {
     for (int variant = 0; variant < 3; ++variant) {
+      IdleBeforeRun(idle_ms);
       auto t0 = Clock::now();
       ASSIGN_OR_RETURN(executor::RunResult r,
                        (variant == 2 ? unpacked : loaded)->Run(inputs, variant == 1 ? unfused : fused));
@@ -143,6 +153,7 @@ StatusOr<KernelTimes> TimeKernels(const executor::Program& program, const std::m
   if (warmup_traced.result_root != times.result_root) return Internal("traced and fused result roots differ");
   std::vector<double> ms;
   for (int i = 0; i < reps; ++i) {
+    IdleBeforeRun(idle_ms);
     auto t0 = Clock::now();
     ASSIGN_OR_RETURN(executor::RunResult r, loaded->Run(inputs, traced));
     ms.push_back(MillisSince(t0));
@@ -305,7 +316,7 @@ StatusOr<NodeTimes> TimeNodeTasks(const fs::path& dir, int threads, int tasks, c
 int Main(int argc, char** argv) {
   std::string model_path, shape_arg, threads_arg = "1,2", perf_dir;
   std::string ort_script = testing_support::SourceDir() + "/bench/models/ort_bench.js";
-  int reps = 20, tasks = 8, op_times = 0;
+  int reps = 20, tasks = 8, op_times = 0, idle_ms = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--model") model_path = v;
@@ -316,6 +327,7 @@ int Main(int argc, char** argv) {
     else if (k == "--ort-script") ort_script = v;
     else if (k == "--perf") perf_dir = v;
     else if (k == "--op-times") op_times = std::atoi(v.c_str());
+    else if (k == "--idle-ms") idle_ms = std::max(0, std::atoi(v.c_str()));
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -325,7 +337,7 @@ int Main(int argc, char** argv) {
   if (model_path.empty() || eq == std::string::npos) {
     std::fprintf(stderr,
                  "usage: onnx_bench --model FILE.onnx --shape NAME=D0,D1,... [--threads 1,2] [--reps N] "
-                 "[--tasks N] [--ort-script FILE] [--perf DIR] [--op-times TOP]\n");
+                 "[--tasks N] [--ort-script FILE] [--perf DIR] [--op-times TOP] [--idle-ms N]\n");
     return 2;
   }
   const std::string input_name = shape_arg.substr(0, eq);
@@ -346,7 +358,8 @@ int Main(int argc, char** argv) {
   // 1. ONNX Runtime, in a child process (node.js), on the same input file.
   std::string ort_cmd = "node";
   std::string ort_args = "'" + ort_script + "' --model '" + model_path + "' --input " + input_name + "=" +
-                         input_path.string() + " --threads " + threads_arg + " --reps " + std::to_string(reps);
+                         input_path.string() + " --threads " + threads_arg + " --reps " + std::to_string(reps) +
+                         " --idle-ms " + std::to_string(idle_ms);
   auto ort = testing_support::RunCommand(ort_cmd, ort_args);
   if (ort.exit_code != 0) {
     std::fprintf(stderr, "ONNX Runtime failed (is bench/models installed? scripts/setup.sh):\n%s\n", ort.out.c_str());
@@ -405,7 +418,7 @@ int Main(int argc, char** argv) {
               "unpacked ms", "+trace ms", "node cold", "node warm", "no cache", "client warm");
   for (int threads : thread_counts) {
     const double ort_ms = JsonNumberAfter(ort.out, "\"" + std::to_string(threads) + "\":", "median_ms");
-    auto kernels_times = TimeKernels(*program, inputs, threads, reps);
+    auto kernels_times = TimeKernels(*program, inputs, threads, reps, idle_ms);
     if (!kernels_times.ok()) {
       std::fprintf(stderr, "executor failed: %s\n", kernels_times.status().ToString().c_str());
       return 1;

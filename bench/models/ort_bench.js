@@ -3,7 +3,10 @@
 // one .npy input (f32, little-endian, C order), at each requested thread count.
 //
 //   node bench/models/ort_bench.js --model FILE.onnx --input NAME=FILE.npy [--threads 1,2]
-//                                  [--warmup 5] [--reps 30] [--out FILE.npy]
+//                                  [--warmup 5] [--reps 30] [--idle-ms 0] [--out FILE.npy]
+//
+// With --idle-ms N, the process sleeps N ms before each timed run, as a node's worker idles
+// between tasks: caches then hold whatever else ran meanwhile (docs/PERFORMANCE.md, issue 17).
 //
 // Prints one JSON line: {"threads": {"1": {"median_ms": ..., "min_ms": ...}, ...}}. With --out,
 // writes the first output (f32) as .npy so the caller can compare values.
@@ -13,7 +16,7 @@ const path = require('path');
 const ort = require(path.join(__dirname, 'node_modules', 'onnxruntime-node'));
 
 function parseArgs(argv) {
-  const a = {threads: '1,2', warmup: '5', reps: '30'};
+  const a = {threads: '1,2', warmup: '5', reps: '30', 'idle-ms': '0'};
   for (let i = 2; i + 1 < argv.length; i += 2) a[argv[i].replace(/^--/, '')] = argv[i + 1];
   if (!a.model || !a.input) throw new Error('usage: ort_bench.js --model FILE.onnx --input NAME=FILE.npy');
   return a;
@@ -67,6 +70,7 @@ async function main() {
     for (let i = 0; i < Number(a.warmup); ++i) out = await session.run(feeds);
     const times = [];
     for (let i = 0; i < Number(a.reps); ++i) {
+      if (Number(a['idle-ms']) > 0) await new Promise(resolve => setTimeout(resolve, Number(a['idle-ms'])));
       const t0 = process.hrtime.bigint();
       out = await session.run(feeds);
       times.push(Number(process.hrtime.bigint() - t0) / 1e6);

@@ -763,21 +763,39 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     result.set_graph_id(ToHex(prepared.program->graph_id));
     result.set_result_root(ToHex(outcome->result_root));
     result.set_trace_root(ToHex(consensus::kDeferredTraceRoot));
-    std::vector<std::vector<uint8_t>> npys;
+    // Taken before looking for stored outputs, so that retention cannot delete one between the
+    // look-up and the result record that names it.
+    if (options_.references != nullptr) references = options_.references->Writing();
+    // Outputs already stored (StoredOutput) are referenced; the others are encoded here.
+    std::vector<std::optional<StoredOutput>> stored(outcome->outputs.size());
+    std::vector<std::vector<uint8_t>> npys(outcome->outputs.size());
     int64_t output_bytes = 0;
-    for (const auto& o : outcome->outputs) {
-      npys.push_back(EncodeNpy(o.tensor));
-      output_bytes += static_cast<int64_t>(npys.back().size());
+    for (size_t k = 0; k < outcome->outputs.size(); ++k) {
+      stored[k] = FindStoredOutput(outcome->outputs[k].hash);
+      if (stored[k]) {
+        auto size = store_->BlobSize(stored[k]->blob_sha256);
+        if (!size.ok() && size.status().code() != StatusCode::kNotFound) return size.status();
+        if (size.ok() && *size == stored[k]->blob_size) continue;
+        stored[k].reset();  // deleted since (retention): store it again
+      }
+      npys[k] = EncodeNpy(outcome->outputs[k].tensor);
+      output_bytes += static_cast<int64_t>(npys[k].size());
     }
     // A full node stores no outputs: the task fails with RESOURCE_EXHAUSTED (in network mode
     // the node then does not attest, which costs liveness, not stake: docs/NODE.md).
     if (options_.budget != nullptr) RETURN_IF_ERROR(options_.budget->Check(output_bytes, "task outputs"));
-    if (options_.references != nullptr) references = options_.references->Writing();
     for (size_t k = 0; k < outcome->outputs.size(); ++k) {
       const auto& o = outcome->outputs[k];
-      const std::vector<uint8_t>& npy = npys[k];
-      // Deferred: the result record that names this blob is written synced after it.
-      ASSIGN_OR_RETURN(BlobInfo info, store_->PutBlob(npy, std::nullopt, Durability::kDeferred));
+      BlobInfo info;
+      if (stored[k]) {
+        info.sha256 = stored[k]->blob_sha256;
+        info.size = stored[k]->blob_size;
+      } else {
+        // Deferred: the result record that names this blob is written synced after it (and
+        // its sync covers a remembered blob's earlier deferred write too).
+        ASSIGN_OR_RETURN(info, store_->PutBlob(npys[k], std::nullopt, Durability::kDeferred));
+        RememberStoredOutput(o.hash, StoredOutput{info.sha256, info.size});
+      }
       v1::TaskOutput* out = result.add_outputs();
       out->set_name(o.name);
       out->set_dtype(static_cast<v1::DType>(o.tensor.dtype()));
@@ -833,6 +851,24 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   } else {
     metrics_->tasks_failed->Increment();
     Log(LogLevel::kWarn, "task failed", {{"task", id_hex}, {"error", status.ToString()}, {"seconds", seconds}});
+  }
+}
+
+std::optional<TaskManager::StoredOutput> TaskManager::FindStoredOutput(const Hash256& tensor_hash) {
+  std::lock_guard<std::mutex> lock(stored_outputs_mu_);
+  auto it = stored_outputs_.find(tensor_hash);
+  if (it == stored_outputs_.end()) return std::nullopt;
+  return it->second;
+}
+
+void TaskManager::RememberStoredOutput(const Hash256& tensor_hash, const StoredOutput& stored) {
+  std::lock_guard<std::mutex> lock(stored_outputs_mu_);
+  auto [it, inserted] = stored_outputs_.insert_or_assign(tensor_hash, stored);
+  if (!inserted) return;
+  stored_outputs_order_.push_back(tensor_hash);
+  if (stored_outputs_order_.size() > kStoredOutputsRemembered) {
+    stored_outputs_.erase(stored_outputs_order_.front());
+    stored_outputs_order_.pop_front();
   }
 }
 

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -169,6 +170,22 @@ class TaskManager {
   std::array<std::mutex, kRecordStripes> record_mu_;
   std::mutex& RecordLock(const consensus::TaskId& task_id);
   std::mutex trace_mu_;  // held while a trace is recomputed
+
+  // Outputs this node stored recently: the .npy blob of each, by the output's tensor hash. The
+  // tensor hash covers dtype, shape and data, and the .npy encoding is a function of those, so
+  // a task whose output has a remembered tensor hash (the same model on the same inputs, with
+  // another nonce) references that blob, if still stored, instead of encoding, hashing and
+  // storing the same bytes again. Bounded: the oldest entry goes first.
+  struct StoredOutput {
+    Hash256 blob_sha256{};
+    int64_t blob_size = 0;
+  };
+  static constexpr size_t kStoredOutputsRemembered = 256;
+  std::optional<StoredOutput> FindStoredOutput(const Hash256& tensor_hash);
+  void RememberStoredOutput(const Hash256& tensor_hash, const StoredOutput& stored);
+  std::mutex stored_outputs_mu_;
+  std::map<Hash256, StoredOutput> stored_outputs_;
+  std::deque<Hash256> stored_outputs_order_;  // oldest first
   mutable std::mutex mu_;
   std::condition_variable work_cv_;     // workers wait for queued tasks
   std::condition_variable changed_cv_;  // Shutdown waits for running tasks to end

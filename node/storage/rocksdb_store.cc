@@ -62,7 +62,7 @@
 
 namespace consensor::node {
 
-// Non-virtual convenience on the interface: works with any Store implementation.
+// The default one-shot put: works with any Store implementation.
 StatusOr<BlobInfo> Store::PutBlob(std::span<const uint8_t> bytes, std::optional<Hash256> expected_sha256,
                                   Durability durability) {
   ASSIGN_OR_RETURN(auto writer, NewBlobWriter(expected_sha256, static_cast<int64_t>(bytes.size())));
@@ -342,8 +342,15 @@ struct Core {
 
 class RocksDbBlobWriter final : public BlobWriter {
  public:
-  RocksDbBlobWriter(std::shared_ptr<Core> core, uint64_t upload_id, std::optional<Hash256> expected, int64_t max_bytes)
-      : core_(std::move(core)), upload_id_(upload_id), expected_(expected), max_bytes_(max_bytes) {}
+  // `known_sha256`: the hash of everything that will be appended, computed by the caller from
+  // the same bytes (RocksDbStore::PutBlob), so that the writer does not hash them again.
+  RocksDbBlobWriter(std::shared_ptr<Core> core, uint64_t upload_id, std::optional<Hash256> expected, int64_t max_bytes,
+                    std::optional<Hash256> known_sha256 = std::nullopt)
+      : core_(std::move(core)),
+        upload_id_(upload_id),
+        expected_(expected),
+        max_bytes_(max_bytes),
+        known_sha256_(known_sha256) {}
 
   ~RocksDbBlobWriter() override {
     // Failure here is harmless: the marker survives and the next open collects the chunks.
@@ -355,7 +362,7 @@ class RocksDbBlobWriter final : public BlobWriter {
     if (bytes.size() > static_cast<uint64_t>(max_bytes_ - total_)) {
       return Fail(ResourceExhausted("blob exceeds the cap of " + std::to_string(max_bytes_) + " bytes"));
     }
-    hasher_.Update(bytes);
+    if (!known_sha256_) hasher_.Update(bytes);
     total_ += static_cast<int64_t>(bytes.size());
     while (!bytes.empty()) {
       if (buffer_.empty() && bytes.size() >= kChunkBytes) {
@@ -381,7 +388,7 @@ class RocksDbBlobWriter final : public BlobWriter {
   StatusOr<BlobInfo> Commit(Durability durability = Durability::kSynced) override {
     if (state_ != State::kOpen) return FailedPrecondition("blob writer is already committed or failed");
     BlobInfo info;
-    info.sha256 = hasher_.Finish();
+    info.sha256 = known_sha256_ ? *known_sha256_ : hasher_.Finish();
     info.size = total_;
     if (expected_ && *expected_ != info.sha256) {
       return Fail(
@@ -451,6 +458,7 @@ class RocksDbBlobWriter final : public BlobWriter {
   const uint64_t upload_id_;
   const std::optional<Hash256> expected_;
   const int64_t max_bytes_;
+  const std::optional<Hash256> known_sha256_;
   State state_ = State::kOpen;
   Sha256 hasher_;
   int64_t total_ = 0;
@@ -464,6 +472,42 @@ class RocksDbStore final : public Store {
 
   StatusOr<std::unique_ptr<BlobWriter>> NewBlobWriter(std::optional<Hash256> expected_sha256,
                                                       int64_t max_bytes) override {
+    return NewRocksDbBlobWriter(expected_sha256, max_bytes, std::nullopt);
+  }
+
+  StatusOr<BlobInfo> PutBlob(std::span<const uint8_t> bytes, std::optional<Hash256> expected_sha256,
+                             Durability durability) override {
+    // The whole content is here: hash it once, before writing anything. Content that is already
+    // stored costs no upload at all (no marker, no chunk written and then dropped), which is
+    // what a warm task storing the same outputs again would otherwise pay per megabyte.
+    const Hash256 sha256 = Sha256Of(bytes);
+    if (expected_sha256 && *expected_sha256 != sha256) {
+      return InvalidArgument("blob hash mismatch: expected " + HashHex(*expected_sha256) + ", got " + HashHex(sha256));
+    }
+    {
+      Core& core = *core_;
+      std::lock_guard<std::mutex> lock(core.BlobStripe(sha256));
+      ASSIGN_OR_RETURN(std::optional<BlobRecord> existing, core.GetBlobRecord(sha256));
+      if (existing) {
+        // As in Commit: the stored copy's own commit may have been deferred.
+        if (durability == Durability::kSynced) RETURN_IF_ERROR(core.WaitDurable().WithContext("syncing blob"));
+        BlobInfo info;
+        info.sha256 = sha256;
+        info.size = static_cast<int64_t>(bytes.size());
+        info.already_present = true;
+        return info;
+      }
+    }
+    // Absent (Commit checks again: another upload of the same content may commit first).
+    ASSIGN_OR_RETURN(auto writer, NewRocksDbBlobWriter(sha256, static_cast<int64_t>(bytes.size()), sha256));
+    RETURN_IF_ERROR(writer->Append(bytes));
+    return writer->Commit(durability);
+  }
+
+ private:
+  // A writer; with `known_sha256`, one that trusts the caller's hash of the bytes to come.
+  StatusOr<std::unique_ptr<BlobWriter>> NewRocksDbBlobWriter(std::optional<Hash256> expected_sha256, int64_t max_bytes,
+                                                             std::optional<Hash256> known_sha256) {
     if (max_bytes < 0) return InvalidArgument("blob cap must be non-negative, got " + std::to_string(max_bytes));
     Core& core = *core_;
     uint64_t id = 0;
@@ -480,9 +524,11 @@ class RocksDbStore final : public Store {
       if (!s.ok()) return FromRocks(s, "starting blob upload");
       core.next_upload_id = id + 1;
     }
-    return std::unique_ptr<BlobWriter>(std::make_unique<RocksDbBlobWriter>(core_, id, expected_sha256, max_bytes));
+    return std::unique_ptr<BlobWriter>(
+        std::make_unique<RocksDbBlobWriter>(core_, id, expected_sha256, max_bytes, known_sha256));
   }
 
+ public:
   StatusOr<int64_t> BlobSize(const Hash256& sha256) override {
     ASSIGN_OR_RETURN(std::optional<BlobRecord> r, core_->GetBlobRecord(sha256));
     if (!r) return NotFound("blob " + HashHex(sha256) + " not found");

@@ -77,9 +77,12 @@ class Store {
   virtual Status DeleteBlob(const Hash256& sha256) = 0;
   // The id the next upload gets: every blob committed from now on has an id at least this.
   virtual uint64_t NextUploadId() = 0;
-  // Convenience: one-shot put (writer + commit).
-  StatusOr<BlobInfo> PutBlob(std::span<const uint8_t> bytes, std::optional<Hash256> expected_sha256 = std::nullopt,
-                             Durability durability = Durability::kSynced);
+  // One-shot put of bytes held in memory. The default is a writer and its commit; a store may
+  // do better since the whole content is known up front (RocksDbStore hashes it once and
+  // writes nothing when that content is already stored, as a warm task's outputs often are).
+  virtual StatusOr<BlobInfo> PutBlob(std::span<const uint8_t> bytes,
+                                     std::optional<Hash256> expected_sha256 = std::nullopt,
+                                     Durability durability = Durability::kSynced);
 
   // ---- tasks and results (column families "tasks" and "results")
   // Records are opaque serialized bytes (the node stores consensor.v1 protos).

@@ -710,6 +710,35 @@ TEST_F(TaskManagerTest, WarmTasksReuseTheCompiledProgramWithoutReadingItsBlobsAg
   EXPECT_GT(node.metrics.program_cache_bytes->Value(), 0);
 }
 
+TEST_F(TaskManagerTest, RepeatedOutputsReferenceTheirStoredBlobUnlessItWasDeleted) {
+  Node& node = StartNode(Options(1));
+  const v1::Task first = WaitFinished(*node.tasks, MustSubmit(*node.tasks, Request(1)));
+  ASSERT_EQ(first.state(), v1::TASK_STATE_SUCCEEDED) << first.error_message();
+  const uint64_t writers = store_.BlobWritersCreated();
+  // The same model on the same input, another nonce: the outputs are the stored ones.
+  const v1::Task second = WaitFinished(*node.tasks, MustSubmit(*node.tasks, Request(2)));
+  ASSERT_EQ(second.state(), v1::TASK_STATE_SUCCEEDED) << second.error_message();
+  ExpectMatchesReference(second.result());
+  EXPECT_EQ(store_.BlobWritersCreated(), writers) << "a repeated output was encoded and stored again";
+  ASSERT_EQ(second.result().outputs_size(), first.result().outputs_size());
+  for (int i = 0; i < second.result().outputs_size(); ++i) {
+    EXPECT_EQ(second.result().outputs(i).blob_sha256(), first.result().outputs(i).blob_sha256());
+    EXPECT_EQ(second.result().outputs(i).blob_size(), first.result().outputs(i).blob_size());
+  }
+  // An output blob deleted since (as retention may) is stored again, not referenced dangling.
+  const v1::TaskOutput& y = first.result().outputs(0);
+  const Hash256 y_blob = ValueOf(Hash256FromHex(y.blob_sha256()));
+  ASSERT_TRUE(store_.DeleteBlob(y_blob).ok());
+  const v1::Task third = WaitFinished(*node.tasks, MustSubmit(*node.tasks, Request(3)));
+  ASSERT_EQ(third.state(), v1::TASK_STATE_SUCCEEDED) << third.error_message();
+  ExpectMatchesReference(third.result());
+  EXPECT_EQ(store_.BlobWritersCreated(), writers + 1);  // only the deleted one
+  auto blob = store_.GetBlob(y_blob, int64_t{1} << 20);
+  ASSERT_TRUE(blob.ok()) << blob.status().ToString();
+  EXPECT_EQ(*blob, EncodeNpy(reference_.run.outputs[0].tensor));
+  EXPECT_EQ(third.result().outputs(0).blob_sha256(), y.blob_sha256());
+}
+
 TEST_F(TaskManagerTest, WarmWorkerRunsNewInputsOnItsArenaWithTheSameBitsAsAFreshRun) {
   // One worker alternates between two inputs on the arena it keeps: each result must be the
   // one a fresh run of that input gives.

@@ -62,7 +62,16 @@ std::vector<MemoryStore::TaskWrite> MemoryStore::TaskWrites() const {
 StatusOr<std::unique_ptr<BlobWriter>> MemoryStore::NewBlobWriter(std::optional<Hash256> expected_sha256,
                                                                  int64_t max_bytes) {
   if (max_bytes < 0) return InvalidArgument("blob cap must be non-negative, got " + std::to_string(max_bytes));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++blob_writers_created_;
+  }
   return std::unique_ptr<BlobWriter>(std::make_unique<MemoryBlobWriter>(this, expected_sha256, max_bytes));
+}
+
+uint64_t MemoryStore::BlobWritersCreated() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return blob_writers_created_;
 }
 
 BlobInfo MemoryStore::CommitBlob(const Hash256& sha256, std::vector<uint8_t> bytes) {

@@ -43,6 +43,10 @@ class MemoryStore final : public Store {
   // persisted, not just the last one.
   std::vector<TaskWrite> TaskWrites() const;
 
+  // How many blob writers were created (PutBlob creates one per call): lets a test check that a
+  // component did not write a blob at all, not just that the store deduplicated it.
+  uint64_t BlobWritersCreated() const;
+
   StatusOr<std::unique_ptr<BlobWriter>> NewBlobWriter(std::optional<Hash256> expected_sha256,
                                                       int64_t max_bytes) override;
   StatusOr<int64_t> BlobSize(const Hash256& sha256) override;
@@ -80,6 +84,7 @@ class MemoryStore final : public Store {
   std::map<Hash256, std::shared_ptr<const std::vector<uint8_t>>> blobs_;
   std::map<Hash256, uint64_t> upload_ids_;  // commit order stands in for the real store's upload ids
   uint64_t next_upload_id_ = 1;
+  uint64_t blob_writers_created_ = 0;
   // Ordered maps: ForEachTask visits keys in byte order, as RocksDB's default comparator does.
   std::map<std::string, std::string> tasks_;
   std::map<std::string, std::string> results_;

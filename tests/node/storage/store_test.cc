@@ -342,6 +342,46 @@ TEST_F(StoreTest, IdenticalBlobIsDeduplicated) {
   EXPECT_TRUE(raw.BlobKeys('u').empty());
 }
 
+// A warm task stores the same outputs again: PutBlob of stored content must not start an upload
+// (a marker and up to a chunk of megabytes written, then dropped), yet must still check the
+// caller's expected hash and wait for durability.
+TEST_F(StoreTest, PutOfStoredContentWritesNothing) {
+  auto data = Pattern(static_cast<size_t>(kMiB + 7), 11);
+  auto store = MustOpen(path_);
+  ASSERT_NE(store, nullptr);
+  auto first = store->PutBlob(data, std::nullopt, Durability::kDeferred);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_FALSE(first->already_present);
+  EXPECT_EQ(first->sha256, Sha256Of(data));
+  const uint64_t next_upload = store->NextUploadId();
+  for (Durability d : {Durability::kDeferred, Durability::kSynced}) {
+    auto again = store->PutBlob(data, Sha256Of(data), d);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_TRUE(again->already_present);
+    EXPECT_EQ(again->sha256, first->sha256);
+    EXPECT_EQ(again->size, static_cast<int64_t>(data.size()));
+  }
+  EXPECT_EQ(store->NextUploadId(), next_upload) << "storing present content started an upload";
+  const Hash256 wrong = Sha256Of(std::string_view("not these bytes"));
+  auto mismatch = store->PutBlob(data, wrong);
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_EQ(mismatch.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatch.status().message().find("blob hash mismatch: expected " + ToHex(wrong)), std::string::npos);
+  // Other content still takes an upload, stored under the hash computed once up front.
+  auto other = Pattern(static_cast<size_t>(2 * kMiB + 3), 12);
+  auto stored = store->PutBlob(other);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_FALSE(stored->already_present);
+  EXPECT_EQ(stored->sha256, Sha256Of(other));
+  EXPECT_GT(store->NextUploadId(), next_upload);
+  ReadResult r = ReadAll(*store, stored->sha256);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_TRUE(r.bytes == other);
+  auto st = store->GetStats();
+  EXPECT_EQ(st.blob_count, 2);
+  EXPECT_EQ(st.blob_bytes, static_cast<int64_t>(data.size() + other.size()));
+}
+
 TEST_F(StoreTest, CapsAreEnforced) {
   auto store = MustOpen(path_);
   ASSERT_NE(store, nullptr);
