@@ -22,7 +22,8 @@ Status FromGrpcStatus(const grpc::Status& status, const std::string& address) {
   if (status.ok()) return OkStatus();
   std::string message = status.error_message();
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) message = "node " + address + " unavailable: " + message;
-  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) message = "node " + address + ": " + message;
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED)
+    message = "unauthenticated by node " + address + ": " + message;
   return Status(static_cast<StatusCode>(status.error_code()), message);
 }
 

@@ -1530,12 +1530,14 @@ void ConsensusEngine::RunActions(Actions& actions) {
   // write of its own, one after the other, before the reveal or the relay could go out).
   const auto records_start = Clock::now();
   std::vector<std::pair<consensus::TaskId, std::vector<RecordChange>>> by_task;  // first-change order
-  for (auto& [id, change] : actions.mutations) {
+  for (auto& [task, change] : actions.mutations) {
+    const consensus::TaskId& id = task;  // clang 14 cannot capture a structured binding
     auto it = std::find_if(by_task.begin(), by_task.end(), [&](const auto& entry) { return entry.first == id; });
     if (it == by_task.end()) it = by_task.insert(by_task.end(), {id, {}});
     it->second.push_back(std::move(change));
   }
-  for (const auto& [id, changes] : by_task) {
+  for (const auto& [id, task_changes] : by_task) {
+    const std::vector<RecordChange>& changes = task_changes;  // clang 14 cannot capture a binding
     Status s = tasks_->Mutate(id, [&changes](v1::Task* t) { return ApplyRecordChanges(changes, t); });
     if (!s.ok()) Log(LogLevel::kWarn, "cannot update task record", {{"task", id.Hex()}, {"error", s.ToString()}});
   }
