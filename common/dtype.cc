@@ -1,5 +1,7 @@
 #include "common/dtype.h"
 
+#include <algorithm>
+
 namespace consensor {
 
 std::string_view DTypeName(DType t) {
@@ -52,6 +54,9 @@ StatusOr<int64_t> CheckedNumElements(const Shape& shape) {
 }
 
 int64_t NumElements(const Shape& shape) {
+  // A zero anywhere makes it empty, however large the other dims (CheckedNumElements allows
+  // those): multiplying them first could overflow.
+  if (std::find(shape.begin(), shape.end(), int64_t{0}) != shape.end()) return 0;
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;

@@ -154,6 +154,12 @@ StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& p, const Limits& limits
   Shape shape;
   for (int64_t d : p.dims()) {
     if (d < 0) return InvalidArgument(what + " has a negative dimension");
+    // Also when another dim is 0: an empty tensor with a dim of 10^18 would carry the overflow
+    // into every later product of its dims.
+    if (d > limits.max_elements_per_tensor) {
+      return ResourceExhausted(what + " has a dimension of " + std::to_string(d) + ", over the cap of " +
+                               std::to_string(limits.max_elements_per_tensor) + " elements per tensor");
+    }
     shape.push_back(d);
   }
   ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(shape));

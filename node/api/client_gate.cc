@@ -61,8 +61,10 @@ Status ReadBudget(const toml::table& entry, const std::string& where, ClientBudg
                      : k == "output_fetches_per_minute" ? &b->output_fetches_per_minute
                                                         : nullptr;
     if (field == nullptr) return InvalidArgument(where + ": unknown key '" + std::string(k.substr(0, 64)) + "'");
-    auto v = node.value<int64_t>();
-    if (!node.is_integer() || !v || *v < 0) {
+    // Only an integer node is read as one: toml++ would convert a float like 4e26 with an
+    // out-of-range cast (found by the client_keys fuzz target).
+    auto v = node.is_integer() ? node.value<int64_t>() : std::nullopt;
+    if (!v || *v < 0) {
       return InvalidArgument(where + ": " + std::string(k) + " must be a non-negative integer");
     }
     *field = *v;

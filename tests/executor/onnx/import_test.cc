@@ -1015,6 +1015,24 @@ TEST(OnnxImport, TensorFilesFromTheTestSuite) {
   EXPECT_FALSE(ParseOnnxTensor(*bytes, {}).ok());
 }
 
+// Found by the onnx fuzz target: an empty tensor (a dim of 0) whose other dims are huge. It has 0
+// elements, but multiplying its dims overflowed (UBSan) before the zero was reached.
+TEST(OnnxImport, EmptyTensorWithAHugeDimIsRefused) {
+  onnx::TensorProto p;
+  p.set_data_type(onnx::TensorProto::FLOAT);
+  p.add_dims(int64_t{1} << 61);
+  p.add_dims(3);
+  p.add_dims(0);
+  std::string bytes;
+  ASSERT_TRUE(p.SerializeToString(&bytes));
+  auto t = ParseOnnxTensor(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), {});
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kResourceExhausted) << t.status().ToString();
+  EXPECT_NE(t.status().message().find("has a dimension of 2305843009213693952"), std::string::npos)
+      << t.status().message();
+  EXPECT_EQ(NumElements({int64_t{1} << 61, 3, 0}), 0);  // and the product no longer overflows
+}
+
 // --- issue 19's simpler ops: values, and hostile inputs refused with a named error ---
 
 StatusOr<Tensor> RunOne(const ModelBuilder& m, const std::map<std::string, Tensor>& inputs) {

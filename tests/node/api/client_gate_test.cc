@@ -73,6 +73,9 @@ TEST_F(ClientGateTest, KeysFileIsCheckedAndDefaultsFillTheBudgets) {
   refused(Entry("alice", "ka") + Entry("alice", "kb"), "used twice");
   refused(Entry("alice", "ka") + Entry("bob", "ka"), "the same key as client 'alice'");
   refused(Entry("alice", "ka", "max_watches = -1\n"), "max_watches must be a non-negative integer");
+  // A float out of int64's range (found by the client_keys fuzz target: UBSan saw toml++ cast it).
+  refused(Entry("alice", "ka", "max_tasks_in_flight = 418e24\n"), "max_tasks_in_flight must be a non-negative integer");
+  refused(Entry("alice", "ka", "max_watches = 2.0\n"), "max_watches must be a non-negative integer");
   refused(Entry("alice", "ka", "max_wathces = 1\n"), "unknown key 'max_wathces'");
   refused("[server]\nx = 1\n", "unknown key 'server'");
   EXPECT_EQ(LoadClientKeysFile((dir_ / "missing.toml").string(), defaults).status().code(), StatusCode::kNotFound);

@@ -424,6 +424,12 @@ TEST(AnswerHttpRequestTest, AnswersLikeTheServer) {
   // Nothing, or half a request, then the client closes: no answer, as on a socket.
   EXPECT_EQ(AnswerHttpRequest("", handler, options), "");
   EXPECT_EQ(AnswerHttpRequest("GET /metrics HTTP/1.1\r\nHost:", handler, options), "");
+  // Found by the http fuzz target: a chunked body cut after its last chunk's size line. The
+  // unconsumed rest was offered to the parser again with no new bytes, which trips beast's
+  // assertions in a chunk header; now the connection ends as a closed half request does.
+  const std::string cut =
+      AnswerHttpRequest("GET /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n", handler, options);
+  EXPECT_TRUE(cut.empty() || cut.rfind("HTTP/1.1 400", 0) == 0) << cut;
 }
 
 }  // namespace
