@@ -268,16 +268,17 @@ template <typename T>
 void GatherElements(const CpuContext& ctx, const uint8_t* src, uint8_t* dst, int64_t dim,
                     const std::vector<int64_t>& idx, int64_t rows) {
   const int64_t n = static_cast<int64_t>(idx.size());
-  const T* s = reinterpret_cast<const T*>(src);
-  T* d = reinterpret_cast<T*>(dst);
+  constexpr int64_t kSize = sizeof(T);
   const int64_t* table = idx.data();
+  // Fixed-size memcpy rather than T loads: a view's data need not be aligned to T (the
+  // compiler still emits one move per element).
   Parallel(ctx, rows, GrainFor(sizeof(T)), [&](int64_t b, int64_t e) {
     int64_t o = b / n, j = b - o * n;
-    T* out = d + b;
+    uint8_t* out = dst + b * kSize;
     for (int64_t r = b; r < e; ++o, j = 0) {  // one index-table pass per outer row
-      const T* base = s + o * dim;
+      const uint8_t* base = src + o * dim * kSize;
       const int64_t stop = std::min(n, j + (e - r));
-      for (int64_t k = j; k < stop; ++k) *out++ = base[table[k]];
+      for (int64_t k = j; k < stop; ++k, out += kSize) std::memcpy(out, base + table[k] * kSize, kSize);
       r += stop - j;
     }
   });
