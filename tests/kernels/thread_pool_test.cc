@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -147,10 +148,15 @@ TEST(ThreadPoolSplitRule, CallsAboveItSplitIntoChunksOfAtLeastTheMinimumOnSevera
     int64_t covered = 0;
     for (const auto& [b, e] : rec.chunks) {
       covered += e - b;
-      if (e != 1000) EXPECT_GE(e - b, 100) << "chunk [" << b << ", " << e << ")";
+      if (e != 1000) {
+        EXPECT_GE(e - b, 100) << "chunk [" << b << ", " << e << ")";
+      }
     }
     EXPECT_EQ(covered, 1000);
-    EXPECT_EQ(rec.threads.size(), 2u);
+    // Two threads are awaited; once they have entered, more of an 8-thread pool's workers may
+    // take the remaining chunks, so the count is bounded, not exact.
+    EXPECT_GE(rec.threads.size(), 2u);
+    EXPECT_LE(rec.threads.size(), std::min(static_cast<size_t>(threads), rec.chunks.size()));
     EXPECT_EQ(pool.jobs_split(), 1u);
   }
 }
