@@ -68,7 +68,7 @@ TEST(ThreadPool, LargeJobsAreSharedWithTheWorkers) {
   // Not a timing assertion: a job whose chunks each take a millisecond leaves the workers
   // time to wake, so some job must have run a chunk on a worker.
   ThreadPool pool(2);
-  for (int job = 0; job < 20 && pool.jobs_shared() == 0; ++job) {
+  for (int job = 0; job < 500 && pool.jobs_shared() == 0; ++job) {
     pool.ParallelFor(8, 1, [](int64_t, int64_t) { std::this_thread::sleep_for(std::chrono::milliseconds(1)); });
   }
   EXPECT_GT(pool.jobs_shared(), 0u);
