@@ -268,8 +268,8 @@ void ConsensusEngine::Start() {
     while (true) {
       // A round's deadline (WakeTickerBy) before the next tick wakes the ticker at that deadline.
       const auto waiting_for = timer_due_;
-      jobs_cv_.wait_until(lock, std::min({next_tick, next_head_read, timer_due_}),
-                          [this, waiting_for] { return stopping_ || seat_wanted_ || timer_due_ < waiting_for; });
+      ticker_cv_.wait_until(lock, std::min({next_tick, next_head_read, timer_due_}),
+                            [this, waiting_for] { return stopping_ || seat_wanted_ || timer_due_ < waiting_for; });
       if (stopping_) return;
       // A new head between ticks seats at once; the timers keep their own pace.
       const auto now = Clock::now();
@@ -302,7 +302,7 @@ void ConsensusEngine::OnChainHead(uint64_t head) {
     std::lock_guard<std::mutex> lock(jobs_mu_);
     seat_wanted_ = true;
   }
-  jobs_cv_.notify_all();
+  ticker_cv_.notify_one();
 }
 
 void ConsensusEngine::WakeTickerBy(int64_t deadline_ms) {
@@ -314,7 +314,7 @@ void ConsensusEngine::WakeTickerBy(int64_t deadline_ms) {
     if (due >= timer_due_) return;
     timer_due_ = due;
   }
-  jobs_cv_.notify_all();
+  ticker_cv_.notify_one();
 }
 
 bool ConsensusEngine::SeatCheckPending() {
@@ -367,6 +367,7 @@ void ConsensusEngine::Shutdown() {
     stopping_ = true;
   }
   jobs_cv_.notify_all();
+  ticker_cv_.notify_all();
   adoptions_.Shutdown();
   for (auto& t : workers_) t.join();
   workers_.clear();
@@ -379,9 +380,7 @@ void ConsensusEngine::Enqueue(std::function<void()> job) {
     if (stopping_) return;
     jobs_.push_back(std::move(job));
   }
-  // notify_all: the ticker waits on the same condition variable, and a notify_one that woke
-  // only the ticker would leave the job queued with every worker asleep.
-  jobs_cv_.notify_all();
+  jobs_cv_.notify_one();  // only workers wait here; the ticker has its own
 }
 
 std::vector<std::string> ConsensusEngine::PeersFor(const Address20& preferred) const {

@@ -225,7 +225,8 @@ class ConsensusEngine {
   std::chrono::steady_clock::time_point last_head_refresh_{};  // real time: a rate limit
 
   std::mutex jobs_mu_;
-  std::condition_variable jobs_cv_;
+  std::condition_variable jobs_cv_;    // job workers wait here
+  std::condition_variable ticker_cv_;  // the ticker waits here: a head, a deadline or shutdown
   std::deque<std::function<void()>> jobs_;
   bool stopping_ = false;
   bool seat_wanted_ = false;         // OnChainHead came: the ticker seats before its next tick
