@@ -129,6 +129,7 @@ keystore = "$(ls "$nd"/keystore/UTC--* | head -1)"
 password_file = "$DIR/password"
 [chain]
 rpc = "$(rpc_url)"
+rpc_ws = "$(rpc_url | sed 's|^http://|ws://|')"
 deployment = "$DIR/deployment.json"
 poll_ms = 500
 [p2p]

@@ -23,6 +23,10 @@ StatusOr<std::unique_ptr<RpcChainView>> RpcChainView::Open(const ChainViewOption
   view->rpc_ = std::make_unique<EthRpc>(NewMeteredRpcTransport(std::move(transport), metrics, "view"));
   view->client_ = std::make_unique<ChainClient>(view->rpc_.get(), deployment, std::nullopt);
   view->poll_interval_ = options.poll_interval;
+  view->ws_url_ = options.ws_url;
+  view->ca_file_ = options.rpc_ca_file;
+  view->metrics_ = metrics;
+  if (!options.ws_url.empty()) RETURN_IF_ERROR(ParseWsRpcUrl(options.ws_url).status());
   RETURN_IF_ERROR(view->client_->CheckChain());
   ASSIGN_OR_RETURN(uint64_t bps, view->client_->ThresholdBps());
   if (bps == 0 || bps > 10000)
@@ -38,6 +42,19 @@ Status RpcChainView::Start(std::function<void()> on_change) {
   bool changed = false;
   RETURN_IF_ERROR(PollOnce(&changed));
   if (on_change) on_change();
+  if (!ws_url_.empty()) {
+    HeadSubscriptionOptions ws;
+    ws.url = ws_url_;
+    ws.ca_file = ca_file_;
+    // Only a wake-up: the head itself is read over HTTP, like the poll's.
+    auto on_head = [this](uint64_t pushed) {
+      if (pushed <= head_.load()) return;
+      if (StatusOr<uint64_t> head = RefreshHead(); !head.ok()) {
+        Log(LogLevel::kDebug, "cannot read the chain head after a pushed one", {{"error", head.status().ToString()}});
+      }
+    };
+    ASSIGN_OR_RETURN(head_subscription_, HeadSubscription::Start(std::move(ws), std::move(on_head), metrics_));
+  }
   poller_ = std::thread([this, on_change = std::move(on_change)] {
     std::unique_lock<std::mutex> lock(stop_mu_);
     while (!stop_cv_.wait_for(lock, poll_interval_, [this] { return stopping_; })) {
@@ -55,6 +72,7 @@ Status RpcChainView::Start(std::function<void()> on_change) {
 }
 
 void RpcChainView::Shutdown() {
+  if (head_subscription_) head_subscription_->Shutdown();  // it calls RefreshHead
   {
     std::lock_guard<std::mutex> lock(stop_mu_);
     stopping_ = true;

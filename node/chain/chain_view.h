@@ -20,6 +20,7 @@
 #include "consensus/committee.h"
 #include "consensus/operator_set.h"
 #include "node/chain/chain_client.h"
+#include "node/chain/head_subscription.h"
 
 namespace consensor::node {
 
@@ -54,6 +55,10 @@ struct ChainViewOptions {
   std::string rpc_url;                            // JSON-RPC URL of the chain, e.g. http://127.0.0.1:8545
   std::string rpc_ca_file;                        // https: CA bundle instead of the system store
   std::chrono::milliseconds poll_interval{1000};  // how often the head and operator set are re-read
+  // ws:// or wss:// endpoint for an eth_subscribe "newHeads" subscription (HeadSubscription):
+  // each pushed head makes the view re-read the head at once instead of at its next poll.
+  // Empty: polling only.
+  std::string ws_url;
 };
 
 // An operator's registered endpoint is what every node dials: `host:port` (or `[v6]:port`),
@@ -72,7 +77,8 @@ class RpcChainView final : public ChainView {
                                                       MetricsRegistry* metrics = nullptr);
   ~RpcChainView() override;
   // Polls once synchronously, then in the background; `on_change` runs once at start and after
-  // each poll that changed the operator set or endpoints.
+  // each poll that changed the operator set or endpoints. With options.ws_url, also subscribes
+  // to new heads (a failing subscription is retried in the background and never fails Start).
   Status Start(std::function<void()> on_change);
   void Shutdown();
   // Called with the new head each time a poll or a RefreshHead sees the head advance (outside
@@ -119,6 +125,10 @@ class RpcChainView final : public ChainView {
   std::condition_variable stop_cv_;
   bool stopping_ = false;
   std::thread poller_;
+  std::string ws_url_;  // from ChainViewOptions
+  std::string ca_file_;
+  MetricsRegistry* metrics_ = nullptr;
+  std::unique_ptr<HeadSubscription> head_subscription_;  // with ws_url_, from Start
 };
 
 }  // namespace consensor::node

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <thread>
 
+#include "node/chain/rpc_tls.h"
 #include "node/telemetry/metrics.h"
 
 namespace consensor::node {
@@ -117,7 +118,7 @@ class HttpTransport final : public JsonRpcTransport {
  public:
   HttpTransport(RpcUrl url, std::string shown, std::unique_ptr<ssl::context> tls, HttpRpcOptions options)
       : url_(std::move(url)), shown_(std::move(shown)), tls_(std::move(tls)), options_(std::move(options)) {
-    if (url_.has_userinfo) authorization_ = "Basic " + Base64(url_.username + ":" + url_.password);
+    if (url_.has_userinfo) authorization_ = RpcBasicAuthorization(url_.username, url_.password);
   }
 
   StatusOr<nlohmann::json> Call(const std::string& method, const nlohmann::json& params,
@@ -181,35 +182,10 @@ class HttpTransport final : public JsonRpcTransport {
     return OkStatus();
   }
 
-  // SNI for host names (not IP literals, RFC 6066), and the name or address the certificate
-  // must be issued for (RFC 2818 / RFC 6125, checked by OpenSSL during the handshake).
-  Status VerifyPeerName(SSL* ssl) {
-    beast::error_code not_ip;
-    net::ip::make_address(url_.host, not_ip);
-    bool ok;
-    if (not_ip) {
-      SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-      ok = SSL_set_tlsext_host_name(ssl, url_.host.c_str()) == 1 && SSL_set1_host(ssl, url_.host.c_str()) == 1;
-    } else {
-      ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), url_.host.c_str()) == 1;
-    }
-    if (!ok) return Internal("cannot set up TLS host verification for the RPC at " + shown_);
-    return OkStatus();
-  }
+  Status VerifyPeerName(SSL* ssl) { return SetRpcTlsPeerName(ssl, url_.host, shown_); }
 
   Status HandshakeError(SSL* ssl, const beast::error_code& ec) {
-    if (ec == beast::error::timeout)
-      return DeadlineExceeded("the TLS handshake with the RPC at " + shown_ + " timed out");
-    const long verify = SSL_get_verify_result(ssl);
-    if (verify != X509_V_OK) {
-      std::string hint = options_.ca_file.empty()
-                             ? " (checked against the system's CA store; for a private CA or a self-signed "
-                               "certificate give its CA with --rpc-ca-file or chain.rpc_ca_file)"
-                             : " (checked against the CA file " + options_.ca_file + ")";
-      return FailedPrecondition("the TLS certificate of the RPC at " + shown_ +
-                                " does not verify: " + X509_verify_cert_error_string(verify) + hint);
-    }
-    return Unavailable("the TLS handshake with the RPC at " + shown_ + " failed: " + ec.message());
+    return RpcTlsHandshakeError(ssl, ec, shown_, options_.ca_file);
   }
 
   template <typename Stream>
@@ -277,21 +253,24 @@ std::string RedactRpcUrl(const std::string& url) {
   return out;
 }
 
-StatusOr<RpcUrl> ParseRpcUrl(const std::string& url) {
+namespace {
+
+// `plain` and `secure` are the accepted schemes (http/https or ws/wss).
+StatusOr<RpcUrl> ParseUrlWithSchemes(const std::string& url, const std::string& plain, const std::string& secure) {
   const std::string shown = RedactRpcUrl(url);
   const size_t sep = url.find("://");
   std::string scheme = sep == std::string::npos ? "" : url.substr(0, sep);
   std::transform(scheme.begin(), scheme.end(), scheme.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (scheme != "http" && scheme != "https") {
-    return InvalidArgument("RPC URL must start with http:// or https://, got '" + shown + "'");
+  if (scheme != plain && scheme != secure) {
+    return InvalidArgument("RPC URL must start with " + plain + ":// or " + secure + "://, got '" + shown + "'");
   }
   // Spaces or control characters would end up in the request line.
   if (std::any_of(url.begin(), url.end(), [](unsigned char c) { return c <= 0x20 || c == 0x7f; })) {
     return InvalidArgument("RPC URL '" + shown + "' contains spaces or control characters");
   }
   RpcUrl out;
-  out.tls = scheme == "https";
+  out.tls = scheme == secure;
   std::string rest = url.substr(sep + 3);
   const size_t end = rest.find_first_of("/?#");
   std::string authority = rest.substr(0, end);
@@ -316,27 +295,71 @@ StatusOr<RpcUrl> ParseRpcUrl(const std::string& url) {
   return out;
 }
 
+}  // namespace
+
+StatusOr<RpcUrl> ParseRpcUrl(const std::string& url) { return ParseUrlWithSchemes(url, "http", "https"); }
+
+StatusOr<RpcUrl> ParseWsRpcUrl(const std::string& url) { return ParseUrlWithSchemes(url, "ws", "wss"); }
+
+std::string RpcBasicAuthorization(const std::string& username, const std::string& password) {
+  return "Basic " + Base64(username + ":" + password);
+}
+
+StatusOr<std::unique_ptr<ssl::context>> NewRpcTlsContext(const std::string& ca_file) {
+  std::unique_ptr<ssl::context> tls;
+  try {
+    tls = std::make_unique<ssl::context>(ssl::context::tls_client);
+  } catch (const std::exception& e) {
+    return Internal(std::string("cannot create a TLS context: ") + e.what());
+  }
+  SSL_CTX_set_min_proto_version(tls->native_handle(), TLS1_2_VERSION);
+  beast::error_code ec;
+  tls->set_verify_mode(ssl::verify_peer, ec);
+  if (!ec) {
+    if (ca_file.empty()) {
+      tls->set_default_verify_paths(ec);
+    } else {
+      tls->load_verify_file(ca_file, ec);
+      if (ec) return InvalidArgument("cannot load the RPC CA file '" + ca_file + "': " + ec.message());
+    }
+  }
+  if (ec) return Internal("cannot set up TLS certificate verification: " + ec.message());
+  return tls;
+}
+
+Status SetRpcTlsPeerName(SSL* ssl, const std::string& host, const std::string& shown) {
+  beast::error_code not_ip;
+  net::ip::make_address(host, not_ip);
+  bool ok;
+  if (not_ip) {
+    SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    ok = SSL_set_tlsext_host_name(ssl, host.c_str()) == 1 && SSL_set1_host(ssl, host.c_str()) == 1;
+  } else {
+    ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host.c_str()) == 1;
+  }
+  if (!ok) return Internal("cannot set up TLS host verification for the RPC at " + shown);
+  return OkStatus();
+}
+
+Status RpcTlsHandshakeError(SSL* ssl, const boost::system::error_code& ec, const std::string& shown,
+                            const std::string& ca_file) {
+  if (ec == beast::error::timeout) return DeadlineExceeded("the TLS handshake with the RPC at " + shown + " timed out");
+  const long verify = SSL_get_verify_result(ssl);
+  if (verify != X509_V_OK) {
+    std::string hint = ca_file.empty() ? " (checked against the system's CA store; for a private CA or a self-signed "
+                                         "certificate give its CA with --rpc-ca-file or chain.rpc_ca_file)"
+                                       : " (checked against the CA file " + ca_file + ")";
+    return FailedPrecondition("the TLS certificate of the RPC at " + shown +
+                              " does not verify: " + X509_verify_cert_error_string(verify) + hint);
+  }
+  return Unavailable("the TLS handshake with the RPC at " + shown + " failed: " + ec.message());
+}
+
 StatusOr<std::unique_ptr<JsonRpcTransport>> NewHttpRpcTransport(const std::string& url, HttpRpcOptions options) {
   ASSIGN_OR_RETURN(RpcUrl parsed, ParseRpcUrl(url));
   std::unique_ptr<ssl::context> tls;
   if (parsed.tls) {
-    try {
-      tls = std::make_unique<ssl::context>(ssl::context::tls_client);
-    } catch (const std::exception& e) {
-      return Internal(std::string("cannot create a TLS context: ") + e.what());
-    }
-    SSL_CTX_set_min_proto_version(tls->native_handle(), TLS1_2_VERSION);
-    beast::error_code ec;
-    tls->set_verify_mode(ssl::verify_peer, ec);
-    if (!ec) {
-      if (options.ca_file.empty()) {
-        tls->set_default_verify_paths(ec);
-      } else {
-        tls->load_verify_file(options.ca_file, ec);
-        if (ec) return InvalidArgument("cannot load the RPC CA file '" + options.ca_file + "': " + ec.message());
-      }
-    }
-    if (ec) return Internal("cannot set up TLS certificate verification: " + ec.message());
+    ASSIGN_OR_RETURN(tls, NewRpcTlsContext(options.ca_file));
   }
   std::string shown = RedactRpcUrl(url);
   return std::unique_ptr<JsonRpcTransport>(

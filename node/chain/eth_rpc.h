@@ -61,6 +61,9 @@ struct RpcUrl {
 // with a host and a port between 1 and 65535. The scheme is case-insensitive; the fragment is
 // dropped.
 StatusOr<RpcUrl> ParseRpcUrl(const std::string& url);
+// The same for the WebSocket endpoint of the head subscription: ws:// or wss:// (tls), default
+// ports 80 and 443.
+StatusOr<RpcUrl> ParseWsRpcUrl(const std::string& url);
 
 // The URL as it may be printed or logged: scheme://host:port with any user info replaced by
 // "***@" and any path, query or fragment beyond a bare "/" replaced by "/***", e.g.

@@ -92,6 +92,7 @@ const std::vector<KeySpec>& Keys() {
       {"operator", "password_env", CONFIG_FIELD(password_env)},
       {"chain", "rpc", CONFIG_FIELD(chain_view.rpc_url)},
       {"chain", "rpc_ca_file", CONFIG_FIELD(chain_view.rpc_ca_file)},
+      {"chain", "rpc_ws", CONFIG_FIELD(chain_view.ws_url)},
       {"chain", "deployment", CONFIG_FIELD(chain_deployment)},
       {"chain", "confirmations", CONFIG_FIELD(consensus.confirmations)},
       {"consensus", "reference_margin_blocks", CONFIG_FIELD(consensus.reference_margin_blocks)},
@@ -632,6 +633,11 @@ Status FinalizeNodeConfig(NodeConfig* c) {
     if (auto url = ParseRpcUrl(c->chain_view.rpc_url); !url.ok()) {
       return InvalidArgument("chain.rpc (--chain-rpc): " + url.status().message());
     }
+    if (!c->chain_view.ws_url.empty()) {
+      if (auto url = ParseWsRpcUrl(c->chain_view.ws_url); !url.ok()) {
+        return InvalidArgument("chain.rpc_ws (--chain-rpc-ws): " + url.status().message());
+      }
+    }
     if (c->keystore.empty())
       return InvalidArgument("network mode (chain.rpc) needs an operator key: set operator.keystore");
     // A networked node signs what it computes. Results of a backend that was never checked
@@ -642,6 +648,8 @@ Status FinalizeNodeConfig(NodeConfig* c) {
                              "' in network mode: a node signs only results its backend reproduced against the CPU; "
                              "enable the self-test or use the cpu backend");
     }
+  } else if (!c->chain_view.ws_url.empty()) {
+    return InvalidArgument("chain.rpc_ws (--chain-rpc-ws) needs network mode (chain.rpc)");
   } else if (!c->fault_mode.empty()) {
     return InvalidArgument("fault.mode needs network mode (chain.rpc)");
   } else if (!c->p2p_listen.empty()) {

@@ -54,7 +54,9 @@ options:
   --chain-rpc URL        join the network of this chain (JSON-RPC URL, http:// or https://);
                          needs --deployment
   --chain-rpc-ca-file FILE
-                         https: trust the CAs in this PEM file instead of the system store
+                         https/wss: trust the CAs in this PEM file instead of the system store
+  --chain-rpc-ws URL     also subscribe to new heads at this ws:// or wss:// endpoint, so that
+                         blocks are seen when mined rather than at the next poll (chain.rpc_ws)
   --deployment FILE      contracts/deployments/<chainid>.json
   --p2p-listen ADDR      a gRPC listener of its own for peers (gossip, blob and result fetches),
                          host:port, with its own thread quota (default: peers share --listen)
@@ -98,6 +100,7 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
                         "--password-env",
                         "--chain-rpc",
                         "--chain-rpc-ca-file",
+                        "--chain-rpc-ws",
                         "--deployment",
                         "--advertise",
                         "--bootstrap",
@@ -148,6 +151,7 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
                                   {"--password-env", "operator.password_env"},
                                   {"--chain-rpc", "chain.rpc"},
                                   {"--chain-rpc-ca-file", "chain.rpc_ca_file"},
+                                  {"--chain-rpc-ws", "chain.rpc_ws"},
                                   {"--deployment", "chain.deployment"},
                                   {"--advertise", "p2p.advertise"},
                                   {"--p2p-listen", "p2p.listen"},

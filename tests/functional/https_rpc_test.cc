@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "node/chain/head_subscription.h"
 #include "tests/functional/anvil_harness.h"
 #include "tests/test_paths.h"
 
@@ -212,6 +213,37 @@ TEST_F(HttpsRpcTest, CertificateThatDoesNotVerifyIsAClearError) {
   CommandResult no_file = Status(SecretUrl("127.0.0.1:" + proxy_.port()), "--rpc-ca-file " + Path("missing.pem"));
   EXPECT_EQ(no_file.exit_code, 1) << no_file.out;
   EXPECT_NE(no_file.out.find("cannot load the RPC CA file"), std::string::npos) << no_file.out;
+
+  // The head subscription (chain.rpc_ws) over wss verifies like https: with the test CA the TLS
+  // handshake passes and the proxy then declines the WebSocket upgrade (it only forwards POSTs);
+  // an unknown CA or another host's certificate fails the handshake. No failure names a secret.
+  auto first_wss_failure = [&](const std::string& host_port, const std::string& ca_file) {
+    node::HeadSubscriptionOptions options;
+    options.url = std::string("wss://") + kUser + ":" + kPassword + "@" + host_port + "/key123?apikey=SECRET";
+    options.ca_file = ca_file;
+    options.min_backoff = std::chrono::milliseconds(10);
+    options.max_backoff = std::chrono::milliseconds(50);
+    auto sub = node::HeadSubscription::Start(options, [](uint64_t) {});
+    if (!sub.ok()) return sub.status();
+    for (int i = 0; i < 600 && (*sub)->failures() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    consensor::Status failure = (*sub)->last_failure();
+    (*sub)->Shutdown();
+    EXPECT_EQ((*sub)->heads(), 0u);
+    return failure;
+  };
+  consensor::Status verified = first_wss_failure("127.0.0.1:" + proxy_.port(), Path("ca.pem"));
+  EXPECT_EQ(verified.code(), consensor::StatusCode::kUnavailable) << verified.ToString();
+  EXPECT_NE(verified.message().find("the WebSocket handshake with the RPC at wss://***@127.0.0.1:" + proxy_.port()),
+            std::string::npos)
+      << verified.ToString();
+  ExpectNoSecrets(verified.ToString());
+  consensor::Status unknown = first_wss_failure("127.0.0.1:" + proxy_.port(), "");
+  EXPECT_EQ(unknown.code(), consensor::StatusCode::kFailedPrecondition) << unknown.ToString();
+  EXPECT_NE(unknown.message().find("does not verify"), std::string::npos) << unknown.ToString();
+  ExpectNoSecrets(unknown.ToString());
+  consensor::Status wrong = first_wss_failure("127.0.0.1:" + other_proxy_.port(), Path("ca.pem"));
+  EXPECT_NE(wrong.message().find("does not verify: IP address mismatch"), std::string::npos) << wrong.ToString();
+  ExpectNoSecrets(wrong.ToString());
 }
 
 TEST_F(HttpsRpcTest, UnreachableRpcLeaksNoCredentials) {

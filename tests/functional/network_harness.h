@@ -409,6 +409,7 @@ class NetworkNode {
 
 struct NetworkOptions {
   int64_t poll_ms = 200;
+  bool head_subscription = true;  // chain.rpc_ws: anvil's newHeads over a WebSocket, besides the poll
   int64_t pull_interval_ms = 300;
   uint32_t default_replicas = 3;
   uint32_t default_quorum = 2;
@@ -702,8 +703,9 @@ class TestNetwork {
       << "[executor]\nworkers = 2\n"
       << "[operator]\nkeystore = \"" << n.keystore_path_ << "\"\npassword_file = \"" << dir_ << "/password\"\n"
       << "[chain]\nrpc = \"" << anvil_->url() << "\"\ndeployment = \"" << deployment_
-      << "\"\npoll_ms = " << options_.poll_ms << "\n"
-      << "[p2p]\npull_interval_ms = " << options_.pull_interval_ms << "\n";
+      << "\"\npoll_ms = " << options_.poll_ms << "\n";
+    if (options_.head_subscription) f << "rpc_ws = \"ws://" << anvil_->url().substr(7) << "\"\n";  // after http://
+    f << "[p2p]\npull_interval_ms = " << options_.pull_interval_ms << "\n";
     if (n.peer_port_ > 0) f << "listen = \"127.0.0.1:" << n.peer_port_ << "\"\n";
     f << n.spec().p2p_config;
     if (n.spec().bootstrap_all) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "node/chain/chain_view.h"
 #include "node/chain/eth_rpc.h"
 #include "node/cli/operator_command.h"
+#include "node/telemetry/metrics.h"
 #include "tests/functional/anvil_harness.h"
 #include "tests/test_paths.h"
 
@@ -433,6 +435,45 @@ TEST_F(OperatorTest, ChainViewDropsWhatAReorgReplaced) {
     caught_up = hash.ok() && *hash == *hash_now && set.ok() && (*set)->operators.empty();
   }
   EXPECT_TRUE(caught_up) << "the chain view still serves the replaced block's hash or operator set";
+  (*view)->Shutdown();
+}
+
+// With chain.rpc_ws the view learns each mined block from anvil's newHeads subscription, long
+// before its next poll (ten minutes here), and tells its head listener.
+TEST_F(OperatorTest, ChainViewLearnsNewHeadsFromTheSubscriptionBeforeItsPoll) {
+  node::ChainViewOptions options;
+  options.rpc_url = anvil_->url();
+  options.ws_url = "ws://" + anvil_->url().substr(std::string("http://").size());
+  options.poll_interval = std::chrono::minutes(10);
+  node::MetricsRegistry metrics;
+  auto view = node::RpcChainView::Open(options, deployed_, &metrics);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  std::atomic<uint64_t> told{0};
+  (*view)->SetHeadListener([&told](uint64_t head) { told = head; });
+  ASSERT_TRUE((*view)->Start({}).ok());
+  const uint64_t start = (*view)->head();
+  ASSERT_EQ(start, *rpc_->BlockNumber());
+  // Not a timing assertion: the deadline is far beyond a push, and far below the poll.
+  auto wait_for_head = [&](uint64_t want) {
+    for (int i = 0; i < 600 && (*view)->head() < want; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return (*view)->head();
+  };
+  // The subscription may still be connecting when the first block comes: mine until it is up.
+  uint64_t mined = start;
+  for (int i = 0; i < 60 && metrics.RenderPrometheusText().find("consensor_chain_ws_connected 1") == std::string::npos;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  Mine(1);
+  ++mined;
+  EXPECT_EQ(wait_for_head(mined), mined);
+  Mine(3);
+  mined += 3;
+  EXPECT_EQ(wait_for_head(mined), mined);
+  EXPECT_EQ(told.load(), mined);
+  const std::string text = metrics.RenderPrometheusText();
+  EXPECT_NE(text.find("consensor_chain_ws_connected 1"), std::string::npos) << text;
+  EXPECT_EQ(text.find("consensor_chain_ws_heads_total 0"), std::string::npos) << text;
   (*view)->Shutdown();
 }
 

@@ -100,6 +100,31 @@ TEST(ParseRpcUrl, RejectsWithoutNamingSecrets) {
   }
 }
 
+TEST(ParseWsRpcUrl, WsAndWssOnly) {
+  auto a = ParseWsRpcUrl("ws://127.0.0.1:8545");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_FALSE(a->tls);
+  EXPECT_EQ(a->port, "8545");
+  EXPECT_EQ(a->target, "/");
+  auto b = ParseWsRpcUrl("WSS://u:p%40ss@rpc.example.org/v3/KEY");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_TRUE(b->tls);
+  EXPECT_EQ(b->port, "443");
+  EXPECT_EQ(b->target, "/v3/KEY");
+  EXPECT_EQ(b->password, "p@ss");
+  EXPECT_EQ(RedactRpcUrl("wss://u:secret@rpc.example.org/v3/KEY"), "wss://***@rpc.example.org/***");
+  for (const char* bad : {"http://127.0.0.1:8545", "https://host/key123", "ws://:1/key123", "ws://host:0",
+                          "wss://user:secret@host/key 1"}) {
+    auto parsed = ParseWsRpcUrl(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(parsed.status().message().find("key123"), std::string::npos) << parsed.status().message();
+    EXPECT_EQ(parsed.status().message().find("secret"), std::string::npos) << parsed.status().message();
+  }
+  // The HTTP transport still takes only http and https.
+  EXPECT_FALSE(ParseRpcUrl("ws://127.0.0.1:8545").ok());
+}
+
 TEST(NewHttpRpcTransport, ErrorsNameOnlyTheRedactedUrl) {
   HttpRpcOptions options;
   options.timeout = std::chrono::milliseconds(5000);

@@ -158,6 +158,23 @@ TEST(ConfigTest, ChainRpcOverHttpsWithACaFileAndNoEchoedSecrets) {
             "'wss://***@rpc.example.org/***'");
   EXPECT_FALSE(Contains(error, "secret"));
   EXPECT_FALSE(Contains(error, "KEY"));
+
+  // The head subscription's endpoint: ws or wss, in network mode only, redacted in messages.
+  config.chain_view.rpc_url = "https://rpc.example.org/v3/KEY";
+  config.chain_view.ws_url = "wss://user:secret@rpc.example.org/ws/KEY";
+  EXPECT_EQ(FinalizeError(config), "OK");
+  config.chain_view.ws_url = "https://user:secret@rpc.example.org/v3/KEY";
+  const std::string ws_error = FinalizeError(config);
+  EXPECT_EQ(ws_error,
+            "chain.rpc_ws (--chain-rpc-ws): RPC URL must start with ws:// or wss://, got "
+            "'https://***@rpc.example.org/***'");
+  EXPECT_FALSE(Contains(ws_error, "secret"));
+  config.chain_view.rpc_url.clear();
+  config.chain_view.ws_url = "ws://127.0.0.1:8545";
+  EXPECT_EQ(FinalizeError(config), "chain.rpc_ws (--chain-rpc-ws) needs network mode (chain.rpc)");
+  auto with_ws = ParseNodeConfig("[chain]\nrpc_ws = \"ws://127.0.0.1:8545\"\n", "config.toml");
+  ASSERT_TRUE(with_ws.ok()) << with_ws.status().ToString();
+  EXPECT_EQ(with_ws->chain_view.ws_url, "ws://127.0.0.1:8545");
 }
 
 TEST(ConfigTest, EmptyFileGivesDefaults) {
