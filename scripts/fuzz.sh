@@ -5,6 +5,9 @@
 #   scripts/fuzz.sh --time 600 gossip graph  the named targets for 600 s each
 #   scripts/fuzz.sh --runs 10000000 npy      a number of executions (with --time: whichever ends first)
 #   scripts/fuzz.sh --jobs 2                 two targets at a time (default 1)
+#   scripts/fuzz.sh --timeout 60             an input running longer than this many seconds fails
+#                                            (default 10; libFuzzer counts wall time, so raise it on a
+#                                            shared machine or under nice, where a run can be starved)
 #   scripts/fuzz.sh --build-only
 # Each target starts from tests/fuzz/corpus/<target>/ and adds what it finds to
 # build-fuzz/corpus/<target>/ (never to the tree). A crash, leak, timeout or out-of-memory input
@@ -16,6 +19,7 @@ cd "$(dirname "$0")/.."
 time_s=
 runs=-1
 jobs=1
+timeout_s=10
 build_only=0
 targets=()
 while (($#)); do
@@ -23,8 +27,9 @@ while (($#)); do
     --time) time_s=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
+    --timeout) timeout_s=$2; shift 2 ;;
     --build-only) build_only=1; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -56,8 +61,8 @@ run_one() {
   mkdir -p "$dir/corpus/$t" "$dir/crashes/$t"
   local status=ok
   # -rss_limit_mb and -malloc_limit_mb turn an unbounded allocation into a reported failure;
-  # -timeout turns a hang (one input running over 10 s) into one.
-  "$dir/tests/fuzz/fuzz_$t" -max_total_time="$time_s" -runs="$runs" -timeout=10 -rss_limit_mb=2048 \
+  # -timeout turns a hang (one input running over --timeout seconds) into one.
+  "$dir/tests/fuzz/fuzz_$t" -max_total_time="$time_s" -runs="$runs" -timeout="$timeout_s" -rss_limit_mb=2048 \
     -malloc_limit_mb=1024 -print_final_stats=1 -artifact_prefix="$dir/crashes/$t/" \
     "$dir/corpus/$t" "tests/fuzz/corpus/$t" >"$dir/logs/$t.log" 2>&1 || status=FAILED
   local execs
@@ -69,7 +74,7 @@ run_one() {
   [ "$status" = ok ]
 }
 export -f run_one
-export dir time_s runs
+export dir time_s runs timeout_s
 failed=0
 printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}' || failed=1
 if ((failed)); then
