@@ -385,24 +385,85 @@ void FillBytes(const PadFill<E>& f, uint8_t* o, int64_t n) {
   }
 }
 
-// `count` innermost rows in a row: lead fill, a run of `run` input bytes, trail fill. RB is
-// the run's length when known at compile time (short runs: one fixed-size move), else 0.
+// Copies n <= 64 bytes with at most two fixed-size moves (overlapping when n is not a power
+// of two), so a short run costs no call into the library.
+inline void CopyUpTo64(uint8_t* o, const uint8_t* in, int64_t n) {
+  if (n >= 32) {
+    std::memcpy(o, in, 32);
+    std::memcpy(o + n - 32, in + n - 32, 32);
+  } else if (n >= 16) {
+    std::memcpy(o, in, 16);
+    std::memcpy(o + n - 16, in + n - 16, 16);
+  } else if (n >= 8) {
+    std::memcpy(o, in, 8);
+    std::memcpy(o + n - 8, in + n - 8, 8);
+  } else if (n >= 4) {
+    std::memcpy(o, in, 4);
+    std::memcpy(o + n - 4, in + n - 4, 4);
+  } else if (n >= 2) {
+    std::memcpy(o, in, 2);
+    std::memcpy(o + n - 2, in + n - 2, 2);
+  } else if (n == 1) {
+    *o = *in;
+  }
+}
+
+// Short rows are written a group at a time: one fill over the group's bytes (cache-resident),
+// then each row's run moved over it. RB is the run's length in bytes when known at compile
+// time, else 0 (any run of at most 64 bytes).
+constexpr int64_t kShortRowBytes = 256;
+constexpr int64_t kShortRowGroupBytes = 4096;
+
 template <int E, int RB>
+void PadShortRows(const PadFill<E>& f, uint8_t* o, const uint8_t* in, int64_t count, int64_t lead, int64_t run,
+                  int64_t row) {
+  const int64_t group = std::max<int64_t>(1, kShortRowGroupBytes / row);
+  for (int64_t i0 = 0; i0 < count; i0 += group) {
+    const int64_t g = std::min(group, count - i0);
+    FillBytes(f, o, g * row);
+    uint8_t* dst = o + lead;
+    for (int64_t i = 0; i < g; ++i, dst += row, in += run) {
+      if constexpr (RB > 0) {
+        std::memcpy(dst, in, RB);
+      } else {
+        CopyUpTo64(dst, in, run);
+      }
+    }
+    o += g * row;
+  }
+}
+
+// `count` innermost rows in a row, each: lead fill, a run of input bytes, trail fill.
+template <int E>
 void PadInnerRows(const PadFill<E>& f, uint8_t* o, const uint8_t* in, int64_t count, int64_t lead, int64_t run,
                   int64_t trail) {
-  for (int64_t i = 0; i < count; ++i) {
-    if (lead > 0) FillBytes(f, o, lead);
-    o += lead;
-    if constexpr (RB > 0) {
-      std::memcpy(o, in, RB);
-      o += RB;
-      in += RB;
-    } else {
-      std::memcpy(o, in, static_cast<size_t>(run));
-      o += run;
-      in += run;
+  const int64_t row = lead + run + trail;
+  if (row <= kShortRowBytes && run <= 64) {
+    switch (run) {
+#define CNSR_PAD_RUN(B)                                    \
+  case B:                                                  \
+    if constexpr (B % E == 0) {                            \
+      PadShortRows<E, B>(f, o, in, count, lead, run, row); \
+      return;                                              \
+    }                                                      \
+    break;
+      CNSR_PAD_RUN(1)
+      CNSR_PAD_RUN(2)
+      CNSR_PAD_RUN(4)
+      CNSR_PAD_RUN(8)
+      CNSR_PAD_RUN(16)
+#undef CNSR_PAD_RUN
+      default: break;
     }
-    if (trail > 0) FillBytes(f, o, trail);
+    PadShortRows<E, 0>(f, o, in, count, lead, run, row);
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i, in += run) {
+    FillBytes(f, o, lead);
+    o += lead;
+    std::memcpy(o, in, static_cast<size_t>(run));
+    o += run;
+    FillBytes(f, o, trail);
     o += trail;
   }
 }
@@ -414,26 +475,7 @@ void PadFullBlocks(const PadPlan& p, const PadFill<E>& f, int d, uint8_t* o, con
   const int64_t lead = p.lead[d] * ob, body = p.in_dims[d] * ob;
   const int64_t trail = p.out_dims[d] * ob - lead - body;
   if (d == p.rank - 1) {
-    const int64_t run = body;
-    switch (run) {
-#define CNSR_PAD_RUN(B)                                      \
-  case B:                                                    \
-    if constexpr (B % E == 0) {                              \
-      PadInnerRows<E, B>(f, o, in, count, lead, run, trail); \
-      return;                                                \
-    }                                                        \
-    break;
-      CNSR_PAD_RUN(1)
-      CNSR_PAD_RUN(2)
-      CNSR_PAD_RUN(4)
-      CNSR_PAD_RUN(6)
-      CNSR_PAD_RUN(8)
-      CNSR_PAD_RUN(12)
-      CNSR_PAD_RUN(16)
-#undef CNSR_PAD_RUN
-      default: break;
-    }
-    PadInnerRows<E, 0>(f, o, in, count, lead, run, trail);
+    PadInnerRows(f, o, in, count, lead, body, trail);
     return;
   }
   const int64_t in_size = p.in_dims[d] * p.in_block[d];
