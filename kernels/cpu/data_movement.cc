@@ -408,44 +408,40 @@ inline void CopyUpTo64(uint8_t* o, const uint8_t* in, int64_t n) {
   }
 }
 
-// Short rows are written a group at a time: one fill over the group's bytes (cache-resident),
-// then each row's run moved over it. RB is the run's length in bytes when known at compile
-// time, else 0 (any run of at most 64 bytes).
-constexpr int64_t kShortRowBytes = 256;
-constexpr int64_t kShortRowGroupBytes = 4096;
+// Short runs (at most kShortRunBytes) in small blocks (at most kSmallBlockBytes) are written a
+// group of blocks at a time: one fill over the group's bytes (cache-resident), then each run
+// moved over it. That costs a second write of the run bytes, but no per-row fills.
+constexpr int64_t kShortRunBytes = 64;
+constexpr int64_t kSmallBlockBytes = 1024;  // 4 KiB groups measured 1.5x slower on the detector
 
-template <int E, int RB>
-void PadShortRows(const PadFill<E>& f, uint8_t* o, const uint8_t* in, int64_t count, int64_t lead, int64_t run,
-                  int64_t row) {
-  const int64_t group = std::max<int64_t>(1, kShortRowGroupBytes / row);
-  for (int64_t i0 = 0; i0 < count; i0 += group) {
-    const int64_t g = std::min(group, count - i0);
-    FillBytes(f, o, g * row);
-    uint8_t* dst = o + lead;
-    for (int64_t i = 0; i < g; ++i, dst += row, in += run) {
-      if constexpr (RB > 0) {
-        std::memcpy(dst, in, RB);
-      } else {
-        CopyUpTo64(dst, in, run);
-      }
+// Moves the input runs of `count` innermost rows (of `row` bytes, the run at `lead`). RB is
+// the run's length in bytes when known at compile time, else 0 (any run up to 64 bytes).
+template <int RB>
+void MoveShortRuns(uint8_t* o, const uint8_t* in, int64_t count, int64_t lead, int64_t run, int64_t row) {
+  o += lead;
+  for (int64_t i = 0; i < count; ++i, o += row, in += run) {
+    if constexpr (RB > 0) {
+      std::memcpy(o, in, RB);
+    } else {
+      CopyUpTo64(o, in, run);
     }
-    o += g * row;
   }
 }
 
-// `count` innermost rows in a row, each: lead fill, a run of input bytes, trail fill.
+// Moves only the input runs of `count` whole consecutive blocks of dim d (the fill is there).
 template <int E>
-void PadInnerRows(const PadFill<E>& f, uint8_t* o, const uint8_t* in, int64_t count, int64_t lead, int64_t run,
-                  int64_t trail) {
-  const int64_t row = lead + run + trail;
-  if (row <= kShortRowBytes && run <= 64) {
+void MoveRuns(const PadPlan& p, int d, uint8_t* o, const uint8_t* in, int64_t count) {
+  const int64_t ob = p.out_block[d];
+  const int64_t lead = p.lead[d] * ob, block = p.out_dims[d] * ob;
+  if (d == p.rank - 1) {
+    const int64_t run = p.in_dims[d] * ob;
     switch (run) {
-#define CNSR_PAD_RUN(B)                                    \
-  case B:                                                  \
-    if constexpr (B % E == 0) {                            \
-      PadShortRows<E, B>(f, o, in, count, lead, run, row); \
-      return;                                              \
-    }                                                      \
+#define CNSR_PAD_RUN(B)                                 \
+  case B:                                               \
+    if constexpr (B % E == 0) {                         \
+      MoveShortRuns<B>(o, in, count, lead, run, block); \
+      return;                                           \
+    }                                                   \
     break;
       CNSR_PAD_RUN(1)
       CNSR_PAD_RUN(2)
@@ -455,17 +451,11 @@ void PadInnerRows(const PadFill<E>& f, uint8_t* o, const uint8_t* in, int64_t co
 #undef CNSR_PAD_RUN
       default: break;
     }
-    PadShortRows<E, 0>(f, o, in, count, lead, run, row);
+    MoveShortRuns<0>(o, in, count, lead, run, block);
     return;
   }
-  for (int64_t i = 0; i < count; ++i, in += run) {
-    FillBytes(f, o, lead);
-    o += lead;
-    std::memcpy(o, in, static_cast<size_t>(run));
-    o += run;
-    FillBytes(f, o, trail);
-    o += trail;
-  }
+  const int64_t in_size = p.in_dims[d] * p.in_block[d];
+  for (int64_t i = 0; i < count; ++i, o += block, in += in_size) MoveRuns<E>(p, d + 1, o + lead, in, p.in_dims[d]);
 }
 
 // Writes `count` whole consecutive blocks of dim d (output at `o`, input at `in`).
@@ -473,12 +463,31 @@ template <int E>
 void PadFullBlocks(const PadPlan& p, const PadFill<E>& f, int d, uint8_t* o, const uint8_t* in, int64_t count) {
   const int64_t ob = p.out_block[d];
   const int64_t lead = p.lead[d] * ob, body = p.in_dims[d] * ob;
-  const int64_t trail = p.out_dims[d] * ob - lead - body;
-  if (d == p.rank - 1) {
-    PadInnerRows(f, o, in, count, lead, body, trail);
+  const int64_t block = p.out_dims[d] * ob, trail = block - lead - body;
+  const int64_t in_size = p.in_dims[d] * p.in_block[d];
+  const int64_t inner_run = p.in_dims[p.rank - 1] * p.out_block[p.rank - 1];
+  if (inner_run <= kShortRunBytes && block <= kSmallBlockBytes) {
+    const int64_t group = std::max<int64_t>(1, kSmallBlockBytes / block);
+    for (int64_t i0 = 0; i0 < count; i0 += group) {
+      const int64_t g = std::min(group, count - i0);
+      FillBytes(f, o, g * block);
+      MoveRuns<E>(p, d, o, in, g);
+      o += g * block;
+      in += g * in_size;
+    }
     return;
   }
-  const int64_t in_size = p.in_dims[d] * p.in_block[d];
+  if (d == p.rank - 1) {
+    for (int64_t i = 0; i < count; ++i, in += body) {
+      FillBytes(f, o, lead);
+      o += lead;
+      std::memcpy(o, in, static_cast<size_t>(body));
+      o += body;
+      FillBytes(f, o, trail);
+      o += trail;
+    }
+    return;
+  }
   for (int64_t i = 0; i < count; ++i, in += in_size) {
     FillBytes(f, o, lead);
     o += lead;
