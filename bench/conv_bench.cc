@@ -165,6 +165,7 @@ BENCHMARK(BM_SingleFilter)
     ->Args({24, 320, 320, 2, 1})
     ->Args({64, 160, 160, 3, 1})
     ->Args({256, 40, 40, 3, 1})
+    ->Args({96, 80, 80, 1, 1})  // 1x1: the GEMM reads the input in place, without im2col
     ->Args({24, 320, 320, 2, 0})
     ->Args({64, 160, 160, 3, 0})
     ->Args({256, 40, 40, 3, 0})
