@@ -329,7 +329,8 @@ T PadValueAs(float v) {
 // (its whole extent becomes part of each index of that neighbour), so every dim but the
 // outermost is padded. Sizes of blocks are in bytes. ConvTranspose's zero interleaving
 // [1, C, H, 1, W, 1] -> [1, C, H, 2, W, 2] becomes [C*H, W -> 2W, 1 -> 2]: rows of one element
-// and one fill, written by a tight loop instead of a general walk per output row.
+// and one fill, a block of them filled at once and then its elements moved in, instead of a
+// general walk per output row.
 struct PadPlan {
   int rank = 0;
   int64_t in_dims[kMaxRank] = {};
