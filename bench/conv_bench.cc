@@ -1,5 +1,6 @@
 // Depthwise Conv2D: the direct kernel (kernels/cpu/conv_direct_impl.h) against im2col + GEMM,
 // the path it replaced, timed alternately in the same run on the same data, one AVX2 thread.
+// Single-filter Conv2D: the direct kernel against im2col + a one-row GEMM, likewise, on both ISAs.
 // Dense 3x3 Conv2D: the GEMM's 512-bit micro-kernel against its 256-bit one, likewise.
 //
 //   conv_bench [--benchmark_filter=...]
@@ -96,6 +97,78 @@ BENCHMARK(BM_Depthwise)
     ->Args({64, 12, 80, 3, 1})
     ->Args({128, 6, 40, 5, 1})
     ->Args({256, 3, 40, 5, 1})
+    ->Unit(benchmark::kMicrosecond);
+
+// Convolutions with a single filter (group 1): the direct kernel, which UsesDirectKernel picks
+// for them, against im2col + a one-row GEMM, alternately on the same data, one thread, on the
+// AVX2 and the portable backend. args: C, H, W, K, avx2. Pads: K - 1 in front (the last
+// ConvTranspose of the PP-OCRv4 detector is the first shape), so the output is H x W.
+void BM_SingleFilter(benchmark::State& state) {
+  const int64_t C = state.range(0), H = state.range(1), W = state.range(2), K = state.range(3);
+  const char* isa = state.range(4) ? "avx2" : "portable";
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(C * H * W), w(C * K * K), b(1), y1(H * W), y2(H * W);
+  for (float& v : x) v = u(rng);
+  for (float& v : w) v = u(rng);
+  b[0] = u(rng);
+  auto backend = CpuBackend::Create({.num_threads = 1, .isa = isa});
+  if (!backend.ok()) {
+    state.SkipWithError("no such backend");
+    return;
+  }
+  OpParams params;
+  params.strides = {1, 1};
+  params.pads = {K - 1, K - 1, 0, 0};
+  params.dilations = {1, 1};
+  params.kernel = {K, K};
+  params.group = 1;
+  TensorView in[3] = {View(x.data(), {1, C, H, W}), View(w.data(), {1, C, K, K}), View(b.data(), {1})};
+  auto run = [&](std::vector<float>& y, bool direct) {
+    TensorView out = View(y.data(), {1, 1, H, W});
+    KernelCall call;
+    call.op = Op::kConv2D;
+    call.params = &params;
+    call.inputs = in;
+    call.num_inputs = 3;
+    call.outputs = &out;
+    call.num_outputs = 1;
+    cpu::SetConvDirectForTesting(direct);
+    const auto t0 = std::chrono::steady_clock::now();
+    const Status s = (*backend)->Run(call);
+    const auto t1 = std::chrono::steady_clock::now();
+    cpu::SetConvDirectForTesting(true);
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    return std::chrono::duration<double, std::micro>(t1 - t0).count();
+  };
+  run(y1, true);
+  run(y2, false);
+  if (std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)) != 0) {
+    state.SkipWithError("direct and im2col outputs differ");
+    return;
+  }
+  std::vector<double> direct, im2col;
+  for (auto _ : state) {
+    direct.push_back(run(y1, true));
+    im2col.push_back(run(y2, false));
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  state.counters["direct_us"] = median(direct);
+  state.counters["im2col_us"] = median(im2col);
+  state.counters["speedup"] = median(im2col) / std::max(1e-9, median(direct));
+}
+
+BENCHMARK(BM_SingleFilter)
+    ->Args({24, 320, 320, 2, 1})
+    ->Args({64, 160, 160, 3, 1})
+    ->Args({256, 40, 40, 3, 1})
+    ->Args({96, 80, 80, 1, 1})  // 1x1: the GEMM reads the input in place, without im2col
+    ->Args({24, 320, 320, 2, 0})
+    ->Args({64, 160, 160, 3, 0})
+    ->Args({256, 40, 40, 3, 0})
     ->Unit(benchmark::kMicrosecond);
 
 // Dense 3x3 "same" convolutions (stride 1, pad 1, bias) on the GEMM path with the weights packed

@@ -1,5 +1,6 @@
 // Conv2D (NCHW), docs/DETERMINISM.md 4.4, as im2col + the GEMM of gemm.h, or, for grouped
-// and depthwise convolutions with few channels per group, directly (conv_direct_impl.h).
+// and depthwise convolutions with few channels per group and for one filter per group,
+// directly (conv_direct_impl.h).
 //
 // For image n and group g, the GEMM is  Y[f, p] = chain_k fma(W[f, k], COL[k, p], acc)
 // with k = (c, kh, kw) in exactly that nesting order (row-major of W's trailing dims),
@@ -150,7 +151,8 @@ class PackedConvWeights final : public PreparedOperand {
 };
 
 bool UsesDirectKernel(const ConvGeom& g) {
-  return g.G > 1 && g.Cg <= kDirectMaxChannelsPerGroup && g_direct_enabled.load();
+  // One filter per group: the GEMM would have a single row, reading each im2col column once.
+  return ((g.G > 1 && g.Cg <= kDirectMaxChannelsPerGroup) || g.Fg == 1) && g_direct_enabled.load();
 }
 
 // Columns per im2col tile so that Kc x cols floats fit in `budget` bytes.

@@ -1,8 +1,9 @@
-// Direct (im2col-free) Conv2D for grouped and depthwise convolutions, written once and
-// compiled twice: by conv.cc for the portable baseline and by conv_avx2.cc with -mavx2
-// -mfma, where the loops over output columns auto-vectorize to vfmadd (std::fma is one
-// fused multiply-add with one rounding in both builds; -ffp-contract=off adds none). The
-// AVX2 build uses it only for strided widths; conv_avx2.cc register-blocks the others.
+// Direct (im2col-free) Conv2D for grouped and depthwise convolutions and for one filter per
+// group, written once and compiled twice: by conv.cc for the portable baseline and by
+// conv_avx2.cc with -mavx2 -mfma, where the loops over output columns auto-vectorize to
+// vfmadd (std::fma is one fused multiply-add with one rounding in both builds;
+// -ffp-contract=off adds none). The AVX2 build uses it only for strided widths;
+// conv_avx2.cc register-blocks the others.
 //
 // Order (docs/DETERMINISM.md 4.4): each output element is acc = +0.0, then
 // acc = fma(xpad, w, acc) for c, kh, kw in this nesting order, then acc + bias, then NaN

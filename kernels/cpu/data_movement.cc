@@ -325,40 +325,248 @@ T PadValueAs(float v) {
   return CastValue<float, T>(v);  // the f32 attribute converted like cast (section 4.2)
 }
 
+// A pad problem in canonical form: a dim without padding is merged into its outer neighbour
+// (its whole extent becomes part of each index of that neighbour), so every dim but the
+// outermost is padded. Sizes of blocks are in bytes. ConvTranspose's zero interleaving
+// [1, C, H, 1, W, 1] -> [1, C, H, 2, W, 2] becomes [C*H, W -> 2W, 1 -> 2]: rows of one element
+// and one fill, a block of them filled at once and then its elements moved in, instead of a
+// general walk per output row.
+struct PadPlan {
+  int rank = 0;
+  int64_t in_dims[kMaxRank] = {};
+  int64_t out_dims[kMaxRank] = {};
+  int64_t lead[kMaxRank] = {};       // indices of fill before the input's, per dim
+  int64_t out_block[kMaxRank] = {};  // output bytes per index of the dim
+  int64_t in_block[kMaxRank] = {};   // input bytes per index of the dim
+};
+
+PadPlan CanonicalPad(const TensorView& in, const TensorView& out, const std::vector<int64_t>& pb, int64_t esize) {
+  PadPlan p;
+  for (int d = 0; d < out.rank; ++d) {
+    const bool padded = out.dims[d] != in.dims[d];
+    if (!padded && p.rank > 0) {
+      const int q = p.rank - 1;
+      p.in_dims[q] *= in.dims[d];
+      p.out_dims[q] *= out.dims[d];
+      p.lead[q] *= out.dims[d];
+      continue;
+    }
+    p.in_dims[p.rank] = in.dims[d];
+    p.out_dims[p.rank] = out.dims[d];
+    p.lead[p.rank] = pb[d];
+    ++p.rank;
+  }
+  int64_t ob = esize, ib = esize;
+  for (int d = p.rank - 1; d >= 0; --d) {
+    p.out_block[d] = ob;
+    p.in_block[d] = ib;
+    ob *= p.out_dims[d];
+    ib *= p.in_dims[d];
+  }
+  return p;
+}
+
+// The fill value as E bytes, and a 64-byte repetition of it for long fills.
+template <int E>
+struct PadFill {
+  uint8_t value[E];
+  uint8_t pattern[64];
+  bool uniform;  // all bytes equal (zero fill): memset
+};
+
+template <int E>
+void FillBytes(const PadFill<E>& f, uint8_t* o, int64_t n) {
+  if (n <= 4 * E) {
+    for (int64_t j = 0; j < n; j += E) std::memcpy(o + j, f.value, E);
+  } else if (f.uniform) {
+    std::memset(o, f.value[0], static_cast<size_t>(n));
+  } else {
+    for (; n >= 64; n -= 64, o += 64) std::memcpy(o, f.pattern, 64);
+    std::memcpy(o, f.pattern, static_cast<size_t>(n));  // n is a multiple of E
+  }
+}
+
+// Copies n <= 64 bytes with at most two fixed-size moves (overlapping when n is not a power
+// of two), so a short run costs no call into the library.
+inline void CopyUpTo64(uint8_t* o, const uint8_t* in, int64_t n) {
+  if (n >= 32) {
+    std::memcpy(o, in, 32);
+    std::memcpy(o + n - 32, in + n - 32, 32);
+  } else if (n >= 16) {
+    std::memcpy(o, in, 16);
+    std::memcpy(o + n - 16, in + n - 16, 16);
+  } else if (n >= 8) {
+    std::memcpy(o, in, 8);
+    std::memcpy(o + n - 8, in + n - 8, 8);
+  } else if (n >= 4) {
+    std::memcpy(o, in, 4);
+    std::memcpy(o + n - 4, in + n - 4, 4);
+  } else if (n >= 2) {
+    std::memcpy(o, in, 2);
+    std::memcpy(o + n - 2, in + n - 2, 2);
+  } else if (n == 1) {
+    *o = *in;
+  }
+}
+
+// Short runs (at most kShortRunBytes) in small blocks (at most kSmallBlockBytes) are written a
+// group of blocks at a time: one fill over the group's bytes (cache-resident), then each run
+// moved over it. That costs a second write of the run bytes, but no per-row fills.
+constexpr int64_t kShortRunBytes = 64;
+constexpr int64_t kSmallBlockBytes = 1024;  // 4 KiB groups measured 1.5x slower on the detector
+
+// Moves the input runs of `count` innermost rows (of `row` bytes, the run at `lead`). RB is
+// the run's length in bytes when known at compile time, else 0 (any run up to 64 bytes).
+template <int RB>
+void MoveShortRuns(uint8_t* o, const uint8_t* in, int64_t count, int64_t lead, int64_t run, int64_t row) {
+  o += lead;
+  for (int64_t i = 0; i < count; ++i, o += row, in += run) {
+    if constexpr (RB > 0) {
+      std::memcpy(o, in, RB);
+    } else {
+      CopyUpTo64(o, in, run);
+    }
+  }
+}
+
+// Moves only the input runs of `count` whole consecutive blocks of dim d (the fill is there).
+template <int E>
+void MoveRuns(const PadPlan& p, int d, uint8_t* o, const uint8_t* in, int64_t count) {
+  const int64_t ob = p.out_block[d];
+  const int64_t lead = p.lead[d] * ob, block = p.out_dims[d] * ob;
+  if (d == p.rank - 1) {
+    const int64_t run = p.in_dims[d] * ob;
+    switch (run) {
+#define CNSR_PAD_RUN(B)                                 \
+  case B:                                               \
+    if constexpr (B % E == 0) {                         \
+      MoveShortRuns<B>(o, in, count, lead, run, block); \
+      return;                                           \
+    }                                                   \
+    break;
+      CNSR_PAD_RUN(1)
+      CNSR_PAD_RUN(2)
+      CNSR_PAD_RUN(4)
+      CNSR_PAD_RUN(8)
+      CNSR_PAD_RUN(16)
+#undef CNSR_PAD_RUN
+      default: break;
+    }
+    MoveShortRuns<0>(o, in, count, lead, run, block);
+    return;
+  }
+  const int64_t in_size = p.in_dims[d] * p.in_block[d];
+  for (int64_t i = 0; i < count; ++i, o += block, in += in_size) MoveRuns<E>(p, d + 1, o + lead, in, p.in_dims[d]);
+}
+
+// Writes `count` whole consecutive blocks of dim d (output at `o`, input at `in`).
+template <int E>
+void PadFullBlocks(const PadPlan& p, const PadFill<E>& f, int d, uint8_t* o, const uint8_t* in, int64_t count) {
+  const int64_t ob = p.out_block[d];
+  const int64_t lead = p.lead[d] * ob, body = p.in_dims[d] * ob;
+  const int64_t block = p.out_dims[d] * ob, trail = block - lead - body;
+  const int64_t in_size = p.in_dims[d] * p.in_block[d];
+  const int64_t inner_run = p.in_dims[p.rank - 1] * p.out_block[p.rank - 1];
+  if (inner_run <= kShortRunBytes && block <= kSmallBlockBytes) {
+    const int64_t group = std::max<int64_t>(1, kSmallBlockBytes / block);
+    for (int64_t i0 = 0; i0 < count; i0 += group) {
+      const int64_t g = std::min(group, count - i0);
+      FillBytes(f, o, g * block);
+      MoveRuns<E>(p, d, o, in, g);
+      o += g * block;
+      in += g * in_size;
+    }
+    return;
+  }
+  if (d == p.rank - 1) {
+    for (int64_t i = 0; i < count; ++i, in += body) {
+      FillBytes(f, o, lead);
+      o += lead;
+      std::memcpy(o, in, static_cast<size_t>(body));
+      o += body;
+      FillBytes(f, o, trail);
+      o += trail;
+    }
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i, in += in_size) {
+    FillBytes(f, o, lead);
+    o += lead;
+    PadFullBlocks(p, f, d + 1, o, in, p.in_dims[d]);
+    o += body;
+    FillBytes(f, o, trail);
+    o += trail;
+  }
+}
+
+// Writes bytes [lo, hi) of one block of dim d (output block at `o`, its input at `in`).
+template <int E>
+void PadBlockRange(const PadPlan& p, const PadFill<E>& f, int d, uint8_t* o, const uint8_t* in, int64_t lo,
+                   int64_t hi) {
+  const int64_t ob = p.out_block[d];
+  const int64_t a = p.lead[d] * ob, b = a + p.in_dims[d] * ob;
+  if (lo < a) FillBytes(f, o + lo, std::min(hi, a) - lo);
+  const int64_t body_lo = std::max(lo, a), body_hi = std::min(hi, b);
+  if (body_lo < body_hi) {
+    if (d == p.rank - 1) {
+      std::memcpy(o + body_lo, in + (body_lo - a), static_cast<size_t>(body_hi - body_lo));
+    } else {
+      // Sub-blocks k0..k1-1 overlap the range; the middle ones are whole.
+      int64_t k = (body_lo - a) / ob;
+      const int64_t k1 = (body_hi - a + ob - 1) / ob;
+      while (k < k1) {
+        const int64_t start = a + k * ob;
+        const int64_t sub_lo = std::max<int64_t>(0, lo - start), sub_hi = std::min(ob, hi - start);
+        if (sub_lo == 0 && sub_hi == ob) {
+          const int64_t whole = std::min(k1, (hi - a) / ob) - k;
+          PadFullBlocks(p, f, d + 1, o + start, in + k * p.in_block[d], whole);
+          k += whole;
+        } else {
+          PadBlockRange(p, f, d + 1, o + start, in + k * p.in_block[d], sub_lo, sub_hi);
+          ++k;
+        }
+      }
+    }
+  }
+  const int64_t size = p.out_dims[d] * ob;
+  if (hi > b) {
+    const int64_t from = std::max(lo, b);
+    FillBytes(f, o + from, std::min(hi, size) - from);
+  }
+}
+
+// Pad of E-byte elements. The output is split by element ranges; each range walks the
+// canonical blocks it overlaps, so every output byte is written exactly once.
+template <int E>
+void PadElements(const CpuContext& ctx, const TensorView& in, const TensorView& out, const std::vector<int64_t>& pb,
+                 const void* fill_value) {
+  PadFill<E> f;
+  std::memcpy(f.value, fill_value, E);
+  for (int j = 0; j < 64; ++j) f.pattern[j] = f.value[j % E];
+  f.uniform = std::all_of(f.value, f.value + E, [&](uint8_t v) { return v == f.value[0]; });
+  const PadPlan plan = CanonicalPad(in, out, pb, E);
+  uint8_t* dst = static_cast<uint8_t*>(out.data);
+  const uint8_t* src = static_cast<const uint8_t*>(in.data);
+  const bool all_fill = in.num_elements() == 0;  // its data may be null: never passed to memcpy
+  const auto range = [&](int64_t b, int64_t e) {
+    if (all_fill) {
+      FillBytes(f, dst + b * E, (e - b) * E);
+    } else {
+      PadBlockRange(plan, f, 0, dst, src, b * E, e * E);
+    }
+  };
+  const int64_t n = out.num_elements();
+  if (ctx.pool == nullptr) {
+    range(0, n);
+  } else {
+    ctx.pool->ParallelForWork(n, E, range);  // a unit is a byte written
+  }
+}
+
 template <typename T>
 void PadRows(const CpuContext& ctx, const TensorView& in, const TensorView& out, const std::vector<int64_t>& pb,
              T fill) {
-  const int r = out.rank;
-  const int64_t inner = out.dims[r - 1];
-  const int64_t rows = out.num_elements() / inner;
-  const int64_t in_inner = in.dims[r - 1];
-  const int64_t lead = pb[r - 1];
-  int64_t in_cs[kMaxRank];
-  ContiguousStrides(in, in_cs);
-  const T* src = in.as<T>();
-  T* dst = out.as<T>();
-  Parallel(ctx, rows, GrainFor(inner * static_cast<int64_t>(sizeof(T))), [&](int64_t b, int64_t e) {
-    for (int64_t row = b; row < e; ++row) {
-      T* o = dst + row * inner;
-      // Decompose the row index over the output's outer dims [0, r-1).
-      int64_t rem = row, in_off = 0;
-      bool inside = in_inner > 0;
-      for (int d = r - 2; d >= 0; --d) {
-        const int64_t i = rem % out.dims[d];
-        rem /= out.dims[d];
-        const int64_t k = i - pb[d];
-        if (k < 0 || k >= in.dims[d]) inside = false;
-        in_off += k * in_cs[d];
-      }
-      if (!inside) {
-        std::fill(o, o + inner, fill);
-        continue;
-      }
-      std::fill(o, o + lead, fill);
-      std::memcpy(o + lead, src + in_off, static_cast<size_t>(in_inner) * sizeof(T));
-      std::fill(o + lead + in_inner, o + inner, fill);
-    }
-  });
+  PadElements<sizeof(T)>(ctx, in, out, pb, &fill);
 }
 
 Status RunPad(const KernelCall& call, const CpuContext& ctx) {

@@ -192,6 +192,11 @@ const std::vector<Conv>& Cases() {
     add({1, 13, 5, 3, 157, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false});  // 1x1, 157 rows: row blocks of 144
     add({1, 9, 13, 11, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});   // 24 filters, B in place
     add({2, 30, 7, 19, 13, 3, 3, 1, 1, 0, 1, 2, 1, 1, 1, 1, false});  // 13 filters, Kc = 270
+    // One filter per group runs the direct kernel whatever the channel count (the GEMM would
+    // have one row): the PP-OCRv4 detector's last ConvTranspose, a 3x3 head, 10 channels per group.
+    add({1, 24, 9, 37, 1, 2, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, true});   // 2x2 over a stuffed input
+    add({2, 40, 6, 70, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false});  // 3x3, 1 filter, Kc = 360
+    add({1, 20, 5, 19, 2, 3, 3, 2, 1, 1, 2, 0, 1, 1, 2, 2, true});   // 10 channels per group, Fg = 1
     return v;
   }();
   return cases;

@@ -474,6 +474,94 @@ TEST(DataMovementTest, Pad) {
   EXPECT_EQ(RunStatus(Op::kPad, {x}, DType::kF32, {2, 3}, bad).code(), StatusCode::kInvalidArgument);
 }
 
+// The fill value `v` (0 or a small positive integer) of dtype t, as the kernel converts it.
+HostTensor SmallFill(DType t, int v) {
+  HostTensor f = Empty(t, {1});
+  if (t == DType::kF32) {
+    const float x = static_cast<float>(v);
+    std::memcpy(f.bytes.data(), &x, 4);
+  } else {
+    f.bytes[0] = static_cast<uint8_t>(t == DType::kBool ? v != 0 : v);  // little-endian, v < 128
+  }
+  return f;
+}
+
+// Naive pad: every output element looks up its input element or takes the fill.
+HostTensor ReferencePad(const HostTensor& x, const Shape& os, const std::vector<int64_t>& pb, const HostTensor& fill) {
+  HostTensor want = Empty(x.dtype, os);
+  const std::vector<int64_t> st = Strides(x.shape);
+  ForEachIndex(os, [&](const std::vector<int64_t>& idx, int64_t i) {
+    int64_t src = 0;
+    bool inside = true;
+    for (size_t d = 0; d < os.size(); ++d) {
+      const int64_t k = idx[d] - pb[d];
+      if (k < 0 || k >= x.shape[d]) inside = false;
+      src += k * st[d];
+    }
+    if (inside) CopyElem(want, i, x, src);
+    else CopyElem(want, i, fill, 0);
+  });
+  return want;
+}
+
+// Shapes that take each path of the canonical pad (merged unpadded dims, short fixed-size
+// runs, long runs, long fills by memset or by pattern, ranges that cut rows at 2 and 8
+// threads), for every dtype size, against the naive reference.
+TEST(DataMovementTest, PadCanonicalPathsMatchReference) {
+  struct Case {
+    Shape in;
+    std::vector<int64_t> pb, pe;
+  };
+  const Case cases[] = {
+      {{1, 3, 5, 1, 7, 1}, {0, 0, 0, 0, 0, 0}, {0, 0, 0, 1, 0, 1}},  // ConvTranspose stride 2
+      {{1, 8, 33, 1, 35, 1}, {0, 0, 0, 0, 0, 0}, {0, 0, 0, 1, 0, 1}},
+      {{2, 4, 1, 5, 1}, {0, 0, 1, 0, 0}, {0, 0, 1, 0, 2}},  // unit dims padded to 3
+      {{3, 4, 5}, {1, 2, 0}, {2, 0, 3}},                    // every dim padded
+      {{2, 3, 37}, {0, 1, 2}, {1, 0, 5}},                   // long runs
+      {{5, 4}, {1, 1}, {0, 2}},
+      {{6, 3}, {2, 0}, {1, 1}},
+      {{6, 2}, {0, 0}, {0, 1}},
+      {{2, 2, 2}, {0, 3, 20}, {4, 0, 17}},  // long fills
+      {{3, 1, 4}, {0, 2, 0}, {0, 1, 0}},    // middle dim only
+      {{7}, {3}, {2}},
+      {{3, 4, 5}, {0, 0, 0}, {0, 0, 0}},  // a plain copy
+      {{0, 3}, {1, 0}, {1, 2}},           // empty input
+      {{2, 0, 3}, {0, 1, 0}, {0, 1, 1}},
+      {{2, 1, 3, 1, 2, 1, 2, 1}, {0, 1, 0, 0, 1, 2, 0, 1}, {1, 0, 0, 2, 0, 1, 1, 0}},
+  };
+  for (const Case& c : cases) {
+    Shape os = c.in;
+    for (size_t d = 0; d < os.size(); ++d) os[d] += c.pb[d] + c.pe[d];
+    for (DType t : kAllTypes) {
+      for (int v : {0, 3}) {
+        OpParams p;
+        p.pad_begin = c.pb;
+        p.pad_end = c.pe;
+        p.pad_value = static_cast<float>(v);
+        const HostTensor x = Iota(t, c.in);
+        EXPECT_EQ(RunAll(Op::kPad, {x}, t, os, p).bytes, ReferencePad(x, os, c.pb, SmallFill(t, v)).bytes)
+            << DTypeName(t) << " fill " << v << " input " << ::testing::PrintToString(c.in);
+      }
+    }
+  }
+  // Views need not be aligned to their element size: an f32 pad into and from odd addresses.
+  OpParams p;
+  p.pad_begin = {0, 0, 0, 0};
+  p.pad_end = {0, 1, 0, 1};
+  p.pad_value = 3.0f;
+  const HostTensor x = Iota(DType::kF32, {3, 1, 9, 1});
+  const HostTensor want = ReferencePad(x, {3, 2, 9, 2}, p.pad_begin, SmallFill(DType::kF32, 3));
+  for (Engine& e : Engines()) {
+    std::vector<uint8_t> in_bytes(x.bytes.size() + 1), out_bytes(want.bytes.size() + 1, kPoison);
+    std::memcpy(in_bytes.data() + 1, x.bytes.data(), x.bytes.size());
+    const TensorView in = MakeView(DType::kF32, x.shape, in_bytes.data() + 1);
+    ASSERT_TRUE(
+        RunKernel(*e.backend, Op::kPad, p, {in}, MakeView(DType::kF32, {3, 2, 9, 2}, out_bytes.data() + 1)).ok())
+        << e.label;
+    EXPECT_TRUE(std::equal(want.bytes.begin(), want.bytes.end(), out_bytes.begin() + 1)) << e.label;
+  }
+}
+
 TEST(DataMovementTest, RejectsNonDataMovementOps) {
   ThreadPool pool(1);
   cpu::CpuContext ctx;
