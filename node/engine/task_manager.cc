@@ -919,6 +919,19 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
       Log(LogLevel::kWarn, "task failed", {{"task", id_hex}, {"error", status.ToString()}, {"seconds", seconds}});
     }
   };
+  if (options_.network_mode) {
+    // on_executed signs, stores and gossips the vote, and fault injection may hold it: it stays
+    // on this worker, after the sync, as before, instead of queueing other tasks' votes behind
+    // it on the one finisher thread.
+    Status synced = store_->WaitDurable();
+    if (!synced.ok()) {
+      Log(LogLevel::kError, "cannot sync task result", {{"task", id_hex}, {"error", synced.ToString()}});
+      return;  // the count stays: see FinisherLoop
+    }
+    syncing.fetch_sub(1);
+    after_sync();
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(finish_mu_);
     finished_.push_back(Finished{id, std::move(after_sync)});

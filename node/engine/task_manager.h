@@ -221,7 +221,8 @@ class TaskManager {
 
   // Results written but maybe not yet synced. A worker writes a task's result without waiting
   // for the sync and takes the next task; the finisher waits for one sync that covers every
-  // result written so far, then completes them (metrics, log, on_executed). Until then the
+  // result written so far, then completes them (metrics, log). In network mode the worker
+  // waits for the sync itself and calls on_executed, as before. Until then the
   // task's syncing count makes readers wait for that sync, so no one is told of a result that a
   // power loss could take back.
   struct Finished {
