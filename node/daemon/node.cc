@@ -478,6 +478,11 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   grpc::ResourceQuota quota("consensord");
   quota.SetMaxThreads(static_cast<int>(config.rpc_max_streams) + 2);
   builder.SetResourceQuota(quota);
+  // gRPC's default keeps at most two idle threads: every RPC that finds them busy (a client's
+  // WatchTask holds one) creates a thread, which exits when the call ends. Idle threads stay
+  // instead, so a busy node reuses them; their number is still bounded by the quota above.
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                              static_cast<int>(config.rpc_max_streams) + 2);
   impl->server = builder.BuildAndStart();
   if (!impl->server || impl->rpc_port == 0) {
     return Unavailable("cannot listen for gRPC on " + config.rpc_listen + " (address in use or invalid?)");
@@ -523,6 +528,8 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     grpc::ResourceQuota peer_quota("consensord-peers");
     peer_quota.SetMaxThreads(static_cast<int>(config.p2p_max_streams) + 2);
     peer_builder.SetResourceQuota(peer_quota);
+    peer_builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                                     static_cast<int>(config.p2p_max_streams) + 2);  // as above
     impl->peer_server = peer_builder.BuildAndStart();
     if (!impl->peer_server || impl->peer_port == 0) {
       return Unavailable("cannot listen for peers on " + config.p2p_listen + " (address in use or invalid?)");

@@ -226,6 +226,23 @@ std::mutex& TaskManager::RecordLock(const consensus::TaskId& task_id) {
   return record_mu_[task_id.bytes()[0] % kRecordStripes];
 }
 
+std::atomic<int>& TaskManager::SyncingCount(const consensus::TaskId& task_id) {
+  const auto& b = task_id.bytes();
+  return syncing_[(static_cast<size_t>(b[1]) << 8 | b[2]) % kSyncingStripes];
+}
+
+Status TaskManager::WaitDurableIfSyncing(const consensus::TaskId& task_id) {
+  if (SyncingCount(task_id).load() == 0) return OkStatus();
+  return store_->WaitDurable();
+}
+
+StatusOr<v1::Task> TaskManager::LoadDurableTask(const consensus::TaskId& task_id) {
+  ASSIGN_OR_RETURN(v1::Task task, LoadTask(task_id));
+  // Checked after the read: a synced write that the read may have seen is counted until synced.
+  RETURN_IF_ERROR(WaitDurableIfSyncing(task_id));
+  return task;
+}
+
 Status TaskManager::PersistTask(const v1::Task& task, const v1::TaskResult* result, Durability durability) {
   std::string record;
   if (!task.SerializeToString(&record)) return Internal("cannot serialize task record");
@@ -235,7 +252,13 @@ Status TaskManager::PersistTask(const v1::Task& task, const v1::TaskResult* resu
     if (!result->SerializeToString(&*result_record)) return Internal("cannot serialize task result");
   }
   ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(task.task_id()));
-  return store_->PutTask(consensus::TaskId(id).Key(), record, result_record, durability);
+  const consensus::TaskId task_id(id);
+  if (durability != Durability::kSynced) return store_->PutTask(task_id.Key(), record, result_record, durability);
+  std::atomic<int>& syncing = SyncingCount(task_id);
+  syncing.fetch_add(1);
+  Status s = store_->PutTask(task_id.Key(), record, result_record, durability);
+  syncing.fetch_sub(1);
+  return s;
 }
 
 StatusOr<v1::Task> TaskManager::LoadTask(const consensus::TaskId& id) {
@@ -291,7 +314,32 @@ Status TaskManager::Recover() {
 
 void TaskManager::Start() {
   accepting_ = true;
+  finisher_ = std::thread([this] { FinisherLoop(); });
   for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+}
+
+void TaskManager::FinisherLoop() {
+  while (true) {
+    std::deque<Finished> group;
+    {
+      std::unique_lock<std::mutex> lock(finish_mu_);
+      finish_cv_.wait(lock, [this] { return finisher_stop_ || !finished_.empty(); });
+      if (finished_.empty()) return;  // stopping, and everything written has been completed
+      group.swap(finished_);
+    }
+    // One sync for every result written before it.
+    Status synced = store_->WaitDurable();
+    for (Finished& f : group) {
+      if (!synced.ok()) {
+        // Not acknowledged: the count stays, so readers keep asking for a sync (and fail while
+        // the disk fails); after a restart the task is running and executes again.
+        Log(LogLevel::kError, "cannot sync task result", {{"task", f.task_id.Hex()}, {"error", synced.ToString()}});
+        continue;
+      }
+      SyncingCount(f.task_id).fetch_sub(1);
+      f.after_sync();
+    }
+  }
 }
 
 void TaskManager::Shutdown() {
@@ -315,6 +363,12 @@ void TaskManager::Shutdown() {
   lock.unlock();
   for (auto& t : workers_) t.join();
   workers_.clear();
+  {
+    std::lock_guard<std::mutex> finish_lock(finish_mu_);
+    finisher_stop_ = true;
+  }
+  finish_cv_.notify_all();
+  if (finisher_.joinable()) finisher_.join();  // after it has synced and completed every result
 }
 
 StatusOr<consensus::TaskSpec> TaskManager::SpecOf(const v1::SubmitTaskRequest& request) {
@@ -374,6 +428,7 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   // Idempotent: the same content is the same task.
   ASSIGN_OR_RETURN(auto existing, store_->GetTask(key));
   if (existing) {
+    RETURN_IF_ERROR(WaitDurableIfSyncing(id));  // it may be another Submit's write, still syncing
     outcome.already_known = true;
     return outcome;
   }
@@ -430,11 +485,13 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   }
 
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     --reserved_slots_;
     if (!persisted.ok()) {
       in_flight_.erase(id);
       if (persisted.code() == StatusCode::kAlreadyExists) {
+        lock.unlock();
+        RETURN_IF_ERROR(WaitDurableIfSyncing(id));
         outcome.already_known = true;
         return outcome;
       }
@@ -453,7 +510,7 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   return outcome;
 }
 
-StatusOr<v1::Task> TaskManager::Get(const consensus::TaskId& task_id) { return LoadTask(task_id); }
+StatusOr<v1::Task> TaskManager::Get(const consensus::TaskId& task_id) { return LoadDurableTask(task_id); }
 
 Status TaskManager::DeleteUnpinned(const std::string& key) {
   if (key.size() != 32) return InvalidArgument("task key is not 32 bytes");
@@ -539,7 +596,7 @@ Status TaskManager::Requeue(const consensus::TaskId& task_id, std::string_view r
 Status TaskManager::ForEach(const std::function<Status(const v1::Task&)>& visit) {
   return store_->ForEachTask([&](const std::string& key, const std::string&) -> Status {
     auto id = consensus::TaskId::FromKey(key);
-    auto task = id.ok() ? LoadTask(*id) : StatusOr<v1::Task>(id.status());
+    auto task = id.ok() ? LoadDurableTask(*id) : StatusOr<v1::Task>(id.status());
     if (!task.ok()) {
       Log(LogLevel::kError, "unreadable task record skipped",
           {{"task", ToHex(BytesOf(key))}, {"error", task.status().ToString()}});
@@ -575,7 +632,7 @@ StatusOr<v1::Task> TaskManager::WaitForChange(const consensus::TaskId& task_id, 
       std::lock_guard<std::mutex> lock(mu_);
       seen_version = watch->version;
     }
-    ASSIGN_OR_RETURN(v1::Task current, LoadTask(task_id));
+    ASSIGN_OR_RETURN(v1::Task current, LoadDurableTask(task_id));
     if (Changed(last_seen, current)) return current;
     std::unique_lock<std::mutex> lock(mu_);
     // Wake at least every 200 ms to notice a cancelled client.
@@ -817,6 +874,10 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     return;
   }
   if (status.ok()) result.set_execution_seconds(seconds);
+  // Written without waiting for its sync (the finisher waits, for many results at once); counted
+  // as syncing from before the write, so a reader that sees it waits for that sync.
+  std::atomic<int>& syncing = SyncingCount(id);
+  syncing.fetch_add(1);
   Status persisted = Mutate(
       id,
       [&](v1::Task* t) -> Status {
@@ -830,9 +891,10 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
         }
         return OkStatus();
       },
-      status.ok() ? &result : nullptr);
+      status.ok() ? &result : nullptr, Durability::kDeferred);
   if (references.owns_lock()) references.unlock();  // the result record names the outputs now
   if (!persisted.ok()) {
+    syncing.fetch_sub(1);
     // The task stays running in the store and is retried after a restart.
     Log(LogLevel::kError, "cannot store task result", {{"task", id_hex}, {"error", persisted.ToString()}});
     return;
@@ -843,15 +905,38 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
        {"prepare_seconds", prepare_s},
        {"run_seconds", run_s},
        {"store_seconds", store_s}});
-  if (status.ok()) {
-    metrics_->tasks_completed->Increment();
-    Log(LogLevel::kInfo, options_.network_mode ? "task executed" : "task succeeded",
-        {{"task", id_hex}, {"result_root", result.result_root()}, {"seconds", seconds}, {"backend", result.backend()}});
-    if (options_.on_executed) options_.on_executed(id, result);
-  } else {
-    metrics_->tasks_failed->Increment();
-    Log(LogLevel::kWarn, "task failed", {{"task", id_hex}, {"error", status.ToString()}, {"seconds", seconds}});
+  auto after_sync = [this, id, id_hex, status, seconds, result = std::move(result)] {
+    if (status.ok()) {
+      metrics_->tasks_completed->Increment();
+      Log(LogLevel::kInfo, options_.network_mode ? "task executed" : "task succeeded",
+          {{"task", id_hex},
+           {"result_root", result.result_root()},
+           {"seconds", seconds},
+           {"backend", result.backend()}});
+      if (options_.on_executed) options_.on_executed(id, result);
+    } else {
+      metrics_->tasks_failed->Increment();
+      Log(LogLevel::kWarn, "task failed", {{"task", id_hex}, {"error", status.ToString()}, {"seconds", seconds}});
+    }
+  };
+  if (options_.network_mode) {
+    // on_executed signs, stores and gossips the vote, and fault injection may hold it: it stays
+    // on this worker, after the sync, as before, instead of queueing other tasks' votes behind
+    // it on the one finisher thread.
+    Status synced = store_->WaitDurable();
+    if (!synced.ok()) {
+      Log(LogLevel::kError, "cannot sync task result", {{"task", id_hex}, {"error", synced.ToString()}});
+      return;  // the count stays: see FinisherLoop
+    }
+    syncing.fetch_sub(1);
+    after_sync();
+    return;
   }
+  {
+    std::lock_guard<std::mutex> lock(finish_mu_);
+    finished_.push_back(Finished{id, std::move(after_sync)});
+  }
+  finish_cv_.notify_one();
 }
 
 std::optional<TaskManager::StoredOutput> TaskManager::FindStoredOutput(const Hash256& tensor_hash) {

@@ -107,7 +107,8 @@ class TaskManager {
   // Read-modify-write of a stored task record, serialized with every other record write.
   // `change` may alter any field; a state change must follow the lifecycle (INTERNAL otherwise).
   // With `result`, the result record is written in the same batch.
-  // `durability` kDeferred only for a change that may be lost in a power failure (running).
+  // `durability` kDeferred only for a change that may be lost in a power failure (running), or
+  // whose acknowledgement waits for a later sync (a result: Execute and the finisher).
   Status Mutate(const consensus::TaskId& task_id, const std::function<Status(v1::Task*)>& change,
                 const v1::TaskResult* result = nullptr, Durability durability = Durability::kSynced);
   // certifying -> queued, and into the work queue (a replacement or dispute member); also
@@ -154,6 +155,12 @@ class TaskManager {
   Status PersistTask(const v1::Task& task, const v1::TaskResult* result, Durability durability = Durability::kSynced);
   StatusOr<consensus::TaskSpec> SpecOf(const v1::SubmitTaskRequest& request);
   StatusOr<v1::Task> LoadTask(const consensus::TaskId& task_id);
+  // LoadTask for a record that leaves the task manager (Get, WaitForChange, ForEach): the store
+  // makes a synced write visible before its sync, so when a synced write of this task may be
+  // between the two, this waits for a sync first. A caller never reports a state that a power
+  // loss could take back, except the deferred "running".
+  StatusOr<v1::Task> LoadDurableTask(const consensus::TaskId& task_id);
+  Status WaitDurableIfSyncing(const consensus::TaskId& task_id);
   // Wakes the watchers of `task_id` (and a draining Shutdown).
   void NotifyChanged(const consensus::TaskId& task_id);
   void UpdateGauges();
@@ -170,6 +177,11 @@ class TaskManager {
   std::array<std::mutex, kRecordStripes> record_mu_;
   std::mutex& RecordLock(const consensus::TaskId& task_id);
   std::mutex trace_mu_;  // held while a trace is recomputed
+  // Synced record writes under way (written, maybe not yet synced), by stripe of task id. A
+  // stripe shared by two tasks only costs a reader a sync it did not need.
+  static constexpr size_t kSyncingStripes = 4096;
+  std::array<std::atomic<int>, kSyncingStripes> syncing_{};
+  std::atomic<int>& SyncingCount(const consensus::TaskId& task_id);
 
   // Outputs this node stored recently: the .npy blob of each, by the output's tensor hash. The
   // tensor hash covers dtype, shape and data, and the .npy encoding is a function of those, so
@@ -206,6 +218,23 @@ class TaskManager {
   std::atomic<bool> interrupt_{false};  // drain timeout passed: stop running tasks
   std::vector<std::thread> workers_;
   bool shut_down_ = false;
+
+  // Results written but maybe not yet synced. A worker writes a task's result without waiting
+  // for the sync and takes the next task; the finisher waits for one sync that covers every
+  // result written so far, then completes them (metrics, log). In network mode the worker
+  // waits for the sync itself and calls on_executed, as before. Until then the
+  // task's syncing count makes readers wait for that sync, so no one is told of a result that a
+  // power loss could take back.
+  struct Finished {
+    consensus::TaskId task_id;
+    std::function<void()> after_sync;
+  };
+  void FinisherLoop();
+  std::mutex finish_mu_;
+  std::condition_variable finish_cv_;
+  std::deque<Finished> finished_;  // guarded by finish_mu_
+  bool finisher_stop_ = false;     // guarded by finish_mu_
+  std::thread finisher_;
 };
 
 }  // namespace consensor::node

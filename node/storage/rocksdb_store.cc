@@ -15,7 +15,8 @@
 // Durability. The WAL is always on. Every write the node acknowledges (blob commit, PutTask,
 // PutMeta, schema version) uses WriteOptions::sync = StoreOptions::sync_writes, so it survives
 // kill -9 and power loss. Synced writes go through a GroupCommitter: concurrent ones are merged
-// into one WriteBatch and written with one sync, and become visible only once synced. Chunk
+// into one WriteBatch, written, and covered by one SyncWAL; they are visible from the write on,
+// and their writers return only after the sync. Chunk
 // writes, upload markers and Durability::kDeferred writes are not synced: the synced write that
 // makes them reachable (or acknowledges them) follows them in the WAL, and a synced WAL write
 // makes every earlier WAL write durable. A synced commit of a blob that is already present
@@ -229,32 +230,37 @@ struct Core {
     return OkStatus();
   }
 
-  // The committer's group write: every batch of the group in one WriteBatch, one synced write,
-  // so the group becomes visible to readers only once it is durable.
+  // The committer's group write: every batch of the group in one WriteBatch, written to the WAL
+  // without a sync, then one SyncWAL. The sync runs outside RocksDB's write queue, so unsynced
+  // writes (a task's "running", its output blobs) and the next group's write do not wait for
+  // this fsync. The group is visible to readers from its write on, before it is durable: what
+  // is acknowledged (the writers' Commit, and what the task manager reports) waits for the sync.
   Status WriteGroup(std::span<rocksdb::WriteBatch* const> batches) {
     std::vector<rocksdb::WriteBatch*> real;
     for (rocksdb::WriteBatch* b : batches) {
       if (b != nullptr && b->Count() > 0) real.push_back(b);
     }
-    // Whatever readers could see before this write is in the WAL ahead of it, so synced with it.
-    const uint64_t published = db->GetLatestSequenceNumber();
     rocksdb::Status s;
-    if (real.empty()) {
-      // Only waiters for durability: sync what earlier unsynced writes left in the WAL.
-      s = options.sync_writes ? db->SyncWAL() : rocksdb::Status::OK();
-    } else if (real.size() == 1) {
-      s = db->Write(sync_write, real[0]);
-    } else {
+    if (real.size() == 1) {
+      s = db->Write(nosync_write, real[0]);
+    } else if (real.size() > 1) {
       rocksdb::WriteBatch merged;
       BatchAppender appender(&merged, this);
       for (rocksdb::WriteBatch* b : real) {
         s = b->Iterate(&appender);
         if (!s.ok()) break;
       }
-      if (s.ok()) s = db->Write(sync_write, &merged);
+      if (s.ok()) s = db->Write(nosync_write, &merged);
     }
-    if (!s.ok()) return FromRocks(s, "synced write of " + std::to_string(real.size()) + " batches");
-    if (options.sync_writes && published > durable_sequence.load()) durable_sequence.store(published);
+    if (!s.ok()) return FromRocks(s, "write of " + std::to_string(real.size()) + " batches");
+    // Every write readers can see now (this group's included) was handed to the OS before the
+    // sync starts, so the sync covers it.
+    const uint64_t published = db->GetLatestSequenceNumber();
+    if (options.sync_writes) {
+      s = db->SyncWAL();
+      if (!s.ok()) return FromRocks(s, "syncing the WAL for " + std::to_string(real.size()) + " batches");
+      if (published > durable_sequence.load()) durable_sequence.store(published);
+    }
     return OkStatus();
   }
 
@@ -649,6 +655,8 @@ class RocksDbStore final : public Store {
     core.blob_bytes.fetch_sub(r->size, std::memory_order_relaxed);
     return OkStatus();
   }
+
+  Status WaitDurable() override { return core_->WaitDurable().WithContext("syncing the WAL"); }
 
   int64_t UnflushedBytes() override {
     uint64_t bytes = 0;

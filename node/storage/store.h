@@ -4,7 +4,9 @@
 // Durability contract (see docs/NODE.md): every write that the node acknowledges to a client
 // (a committed blob, a new task, a state change) returns only after the RocksDB WAL has been
 // fsynced, so it survives kill -9 and power loss. Concurrent synced writes share one fsync
-// (group commit), and a synced write becomes visible to readers only once it is durable.
+// (group commit). A synced write is visible to readers from the moment it is written, which may
+// be before its sync: a reader that reports what it read to a client or a peer as stored calls
+// WaitDurable first when that write may still be syncing (the task manager does, per record).
 #pragma once
 
 #include <cstdint>
@@ -117,6 +119,9 @@ class Store {
     int64_t result_bytes = 0;  // keys and values of result records
   };
   virtual Stats GetStats() = 0;
+  // Returns once every write that readers could see when it was called is durable (at once
+  // when a sync since covers them, otherwise after a sync shared with the writers waiting).
+  virtual Status WaitDurable() { return OkStatus(); }
   // Bytes written but still only in memory (and the WAL), which a flush will write out to new
   // files: the free-space reserve must leave room for them. 0 for a store without such a stage.
   virtual int64_t UnflushedBytes() { return 0; }

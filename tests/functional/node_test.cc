@@ -470,8 +470,11 @@ TEST_F(NodeTest, KillNineDuringLoadThenRestartCompletesEveryAcknowledgedTask) {
   auto d = std::make_unique<DaemonProcess>(datadir, std::vector<std::string>{"--workers", "1", "--queue", "100"});
   ASSERT_TRUE(d->Start()) << d->Log();
   NodeClient client(d->address());
-  Graph g = SlowModel(256, 6);
-  std::map<std::string, Tensor> inputs = {{"x", RandomTensor({256, 256}, 11)}};
+  // Slow enough (tens of ms a task) that the one worker falls behind the submitter: at the kill
+  // some acknowledged tasks are still queued. With 256x256 (about 10 ms) a worker that does not
+  // wait for its results' syncs kept up, and sometimes nothing was left to recover.
+  Graph g = SlowModel(384, 6);
+  std::map<std::string, Tensor> inputs = {{"x", RandomTensor({384, 384}, 11)}};
   const std::string expected_root = ToHex(RunLocally(g, inputs).result_root);
   v1::SubmitTaskRequest base = Prepare(client, g, inputs);
 

@@ -602,12 +602,14 @@ TEST_F(TaskManagerTest, TaskGoesQueuedRunningSucceededWithTheExecutorsResult) {
   ExpectMatchesReference(done.result());
   EXPECT_EQ(PersistedStates(id),
             (std::vector<v1::TaskState>{v1::TASK_STATE_QUEUED, v1::TASK_STATE_RUNNING, v1::TASK_STATE_SUCCEEDED}));
-  // What a client is told is synced: the accepted task and the result. "Running" is not (a
-  // power loss puts the task back in the queue, where recovery would put it anyway).
+  // What a client is told is synced: the accepted task (a synced write) and the result (written
+  // unsynced, then covered by a sync before anyone is told). "Running" is not (a power loss puts
+  // the task back in the queue, where recovery would put it anyway).
   std::vector<Durability> durability;
   for (const auto& write : store_.TaskWrites()) durability.push_back(write.durability);
-  EXPECT_EQ(durability, (std::vector<Durability>{Durability::kSynced, Durability::kDeferred, Durability::kSynced}));
+  EXPECT_EQ(durability, (std::vector<Durability>{Durability::kSynced, Durability::kDeferred, Durability::kDeferred}));
   EXPECT_TRUE(store_.TaskWrites().back().with_result);
+  EXPECT_EQ(store_.TaskWritesCoveredBySync(), store_.TaskWrites().size());
 
   // Each output is stored as an .npy blob of exactly the executor's tensor.
   for (int i = 0; i < done.result().outputs_size(); ++i) {
@@ -626,6 +628,52 @@ TEST_F(TaskManagerTest, TaskGoesQueuedRunningSucceededWithTheExecutorsResult) {
   EXPECT_EQ(node.metrics.execution_seconds->Read().count, 1u);
   EXPECT_EQ(node.metrics.tasks_running->Value(), 0);
   EXPECT_EQ(node.metrics.queue_depth->Value(), 0);
+}
+
+// A worker writes a result without waiting for its sync and runs the next task; nobody hears of
+// the result before a sync covers it: a reader waits for that sync, and the task counts as
+// completed (metrics, on_executed) only after it.
+TEST_F(TaskManagerTest, ResultIsReportedOnlyAfterASyncCoversItWhileTheWorkerMovesOn) {
+  Gate& sync = NewGate();
+  store_.SetWaitDurableHook([&sync] { return sync.Pass(); });
+  Gate& results = NewGate(/*open=*/true);  // counts result writes
+  store_.SetPutTaskHook([&results](const std::string&, const std::string& record) {
+    v1::Task t;
+    return t.ParseFromString(record) && t.state() == v1::TASK_STATE_SUCCEEDED ? results.Pass() : OkStatus();
+  });
+  std::atomic<int> executed{0};
+  TaskManagerOptions options = Options(1);
+  options.on_executed = [&executed](const consensus::TaskId&, const v1::TaskResult&) { executed++; };
+  Node& node = StartNode(options);
+
+  const std::string first = MustSubmit(*node.tasks, Request(1));
+  ASSERT_TRUE(results.WaitArrived(1));
+  ASSERT_TRUE(sync.WaitArrived(1));  // the finisher, held at the sync that covers the result
+  // The one worker is free: a second task runs to its result while that sync is held.
+  const std::string second = MustSubmit(*node.tasks, Request(2));
+  ASSERT_TRUE(results.WaitArrived(2));
+
+  // Both results are in the store, but a reader asks for a sync first and waits with it.
+  std::atomic<bool> read_done{false};
+  std::thread reader([&] {
+    auto t = node.tasks->Get(Id(first));
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    if (t.ok()) EXPECT_EQ(t->state(), v1::TASK_STATE_SUCCEEDED);
+    read_done = true;
+  });
+  EXPECT_TRUE(sync.WaitArrived(2));  // not ASSERT: the reader must be joined
+  EXPECT_FALSE(read_done.load());
+  EXPECT_EQ(executed.load(), 0);
+  EXPECT_EQ(node.metrics.tasks_completed->Value(), 0);
+
+  sync.Open();
+  reader.join();
+  EXPECT_TRUE(read_done.load());
+  EXPECT_EQ(WaitFinished(*node.tasks, second).state(), v1::TASK_STATE_SUCCEEDED);
+  node.tasks->Shutdown();  // the finisher completes everything written before it returns
+  EXPECT_EQ(executed.load(), 2);
+  EXPECT_EQ(node.metrics.tasks_completed->Value(), 2);
+  EXPECT_EQ(store_.TaskWritesCoveredBySync(), store_.TaskWrites().size());
 }
 
 // Tasks run without the trace; RecomputeTrace executes a finished task again with it, one at a

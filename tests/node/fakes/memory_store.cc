@@ -1,8 +1,7 @@
 #include "tests/node/fakes/memory_store.h"
 
-#include <tuple>
-
 #include <algorithm>
+#include <tuple>
 
 namespace consensor::node::fakes {
 
@@ -52,6 +51,36 @@ void MemoryStore::SetGetBlobHook(GetBlobHook hook) {
 void MemoryStore::SetPutTaskHook(PutTaskHook hook) {
   std::lock_guard<std::mutex> lock(mu_);
   put_task_hook_ = std::move(hook);
+}
+
+void MemoryStore::SetWaitDurableHook(WaitDurableHook hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  wait_durable_hook_ = std::move(hook);
+}
+
+Status MemoryStore::WaitDurable() {
+  WaitDurableHook hook;
+  size_t writes_before = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hook = wait_durable_hook_;
+    writes_before = task_writes_.size();  // what a reader could see when it asked
+  }
+  if (hook) RETURN_IF_ERROR(hook());
+  std::lock_guard<std::mutex> lock(mu_);
+  ++sync_count_;
+  task_writes_covered_ = std::max(task_writes_covered_, writes_before);
+  return OkStatus();
+}
+
+uint64_t MemoryStore::SyncCount() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sync_count_;
+}
+
+size_t MemoryStore::TaskWritesCoveredBySync() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return task_writes_covered_;
 }
 
 std::vector<MemoryStore::TaskWrite> MemoryStore::TaskWrites() const {

@@ -36,8 +36,17 @@ class MemoryStore final : public Store {
     Durability durability = Durability::kSynced;  // what the caller asked for
   };
 
+  // Runs at the start of WaitDurable, outside the store's lock: a test holds a caller at the
+  // sync there, or fails the sync with a non-OK status.
+  using WaitDurableHook = std::function<Status()>;
+
   void SetGetBlobHook(GetBlobHook hook);
   void SetPutTaskHook(PutTaskHook hook);
+  void SetWaitDurableHook(WaitDurableHook hook);
+  // How many WaitDurable calls returned OK, and how many task writes (TaskWrites) the last of
+  // them covered: every write before it, as a WAL sync covers every earlier write.
+  uint64_t SyncCount() const;
+  size_t TaskWritesCoveredBySync() const;
 
   // Every successful PutTask, in order: lets a test check the sequence of records a component
   // persisted, not just the last one.
@@ -56,6 +65,7 @@ class MemoryStore final : public Store {
       const std::function<Status(const Hash256& sha256, int64_t size, uint64_t upload_id)>& visit) override;
   Status DeleteBlob(const Hash256& sha256) override;
   uint64_t NextUploadId() override;
+  Status WaitDurable() override;
   Status DeleteTask(const std::string& task_id) override;
 
   Status PutTask(const std::string& task_id, const std::string& task_record,
@@ -80,6 +90,9 @@ class MemoryStore final : public Store {
   BlobInfo CommitBlob(const Hash256& sha256, std::vector<uint8_t> bytes);
 
   mutable std::mutex mu_;
+  WaitDurableHook wait_durable_hook_;
+  uint64_t sync_count_ = 0;
+  size_t task_writes_covered_ = 0;
   // std::shared_ptr so readers can stream a blob after releasing the lock.
   std::map<Hash256, std::shared_ptr<const std::vector<uint8_t>>> blobs_;
   std::map<Hash256, uint64_t> upload_ids_;  // commit order stands in for the real store's upload ids
