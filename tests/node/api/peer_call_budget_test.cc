@@ -65,7 +65,9 @@ struct PeerPort {
   grpc::Status GetTask(uint8_t key, bool forge = false) {
     v1::GetTaskRequest request;
     request.set_task_id(std::string(64, 'a'));
-    if (key != 0) EXPECT_TRUE(SignGetTask(Secret(key), domain, &request).ok());
+    if (key != 0) {
+      EXPECT_TRUE(SignGetTask(Secret(key), domain, &request).ok());
+    }
     if (forge) request.set_task_id(std::string(64, 'b'));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -74,12 +76,16 @@ struct PeerPort {
   }
   grpc::Status GetNodeInfo(uint8_t key) {
     v1::GetNodeInfoRequest request;
-    if (key != 0) EXPECT_TRUE(SignGetNodeInfo(Secret(key), domain, &request).ok());
+    if (key != 0) {
+      EXPECT_TRUE(SignGetNodeInfo(Secret(key), domain, &request).ok());
+    }
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::NodeInfo info;
     grpc::Status status = stub->GetNodeInfo(&context, request, &info);
-    if (status.ok()) EXPECT_EQ(info.version(), "test");
+    if (status.ok()) {
+      EXPECT_EQ(info.version(), "test");
+    }
     return status;
   }
   double Counter(const std::string& name, const std::string& call, const std::string& budget) {

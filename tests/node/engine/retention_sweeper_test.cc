@@ -89,7 +89,9 @@ class RetentionSweeperTest : public ::testing::Test {
                       auto result = store_->GetResult(id);
                       EXPECT_TRUE(result.ok());
                       v1::TaskResult r;
-                      if (result.ok() && result->has_value()) EXPECT_TRUE(r.ParseFromString(**result));
+                      if (result.ok() && result->has_value()) {
+                        EXPECT_TRUE(r.ParseFromString(**result));
+                      }
                       for (const auto& o : r.outputs()) EXPECT_TRUE(HasBlob(o.blob_sha256())) << id;
                       return OkStatus();
                     })
@@ -122,7 +124,7 @@ TEST_F(RetentionSweeperTest, PinnedTasksKeepTheirBlobsAndExpiredOnesGo) {
   EXPECT_FALSE(store_->GetResult("final-old").value().has_value());
   EXPECT_FALSE(HasBlob(in1));
   EXPECT_FALSE(HasBlob(out1));
-  for (const std::string& id : {"in-window", "queued", "recent"}) EXPECT_TRUE(HasTask(id)) << id;
+  for (const char* id : {"in-window", "queued", "recent"}) EXPECT_TRUE(HasTask(id)) << id;
   for (const std::string& b : {graph, in2, out2, in3, in4, out4}) EXPECT_TRUE(HasBlob(b)) << b;
   // The unreferenced upload survives its first sweep (grace), not its second.
   EXPECT_TRUE(HasBlob(loose));

@@ -658,7 +658,9 @@ TEST_F(TaskManagerTest, ResultIsReportedOnlyAfterASyncCoversItWhileTheWorkerMove
   std::thread reader([&] {
     auto t = node.tasks->Get(Id(first));
     EXPECT_TRUE(t.ok()) << t.status().ToString();
-    if (t.ok()) EXPECT_EQ(t->state(), v1::TASK_STATE_SUCCEEDED);
+    if (t.ok()) {
+      EXPECT_EQ(t->state(), v1::TASK_STATE_SUCCEEDED);
+    }
     read_done = true;
   });
   EXPECT_TRUE(sync.WaitArrived(2));  // not ASSERT: the reader must be joined
