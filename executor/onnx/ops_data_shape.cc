@@ -270,6 +270,7 @@ Status Unique(NodeContext& ctx) {
   int64_t axis = -1;
   if (ctx.has_attr("axis")) {
     ASSIGN_OR_RETURN(int64_t a, ctx.AttrInt("axis", 0));
+    if (rank == 0) return ctx.Invalid("axis " + std::to_string(a) + " for a scalar input");
     ASSIGN_OR_RETURN(axis, NormalizeAxis(ctx, a, rank, "axis"));
     outer = 1, inner = 1;
     for (int64_t d = 0; d < axis; ++d) outer *= xs[d];

@@ -1193,6 +1193,7 @@ Status ArgExtreme(NodeContext& ctx, bool is_max) {
   ASSIGN_OR_RETURN(int64_t keepdims, ctx.AttrInt("keepdims", 1));
   ASSIGN_OR_RETURN(int64_t last, ctx.AttrInt("select_last_index", 0));
   const int64_t rank = Rank(ctx, x);
+  if (rank == 0) return ctx.Invalid("the input must have rank 1 or more");
   ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, axis_attr, rank, "axis"));
   if (!is_max) {
     RETURN_IF_ERROR(RequireF32(ctx, x, "the input of ArgMin"));

@@ -46,8 +46,10 @@ StatusOr<ValueId> Filled(NodeContext& ctx, const Tensor& value, const Ints& shap
   return ctx.Emit("expand", {ctx.Constant(std::move(scalar))}, {{"shape", shape}});
 }
 
-// Normalizes a list of axes against `rank`; duplicates are an error naming the list.
+// Normalizes a list of axes against `rank`; duplicates are an error naming the list. A scalar
+// has no axis to name (NormalizeAxis alone would take 0 for it).
 StatusOr<Ints> NormalizeAxes(const NodeContext& ctx, const Ints& axes, int64_t rank, std::string_view what) {
+  if (rank == 0 && !axes.empty()) return ctx.Invalid(std::string(what) + " " + IntsStr(axes) + " for a scalar");
   Ints out;
   for (int64_t a : axes) {
     ASSIGN_OR_RETURN(int64_t n, NormalizeAxis(ctx, a, rank, what));
@@ -1103,6 +1105,7 @@ Status Compress(NodeContext& ctx) {
   int64_t axis = 0;
   if (ctx.has_attr("axis")) {
     ASSIGN_OR_RETURN(int64_t a, ctx.AttrInt("axis", 0));
+    if (ctx.type(x).shape.empty()) return ctx.Invalid("axis " + std::to_string(a) + " for a scalar input");
     ASSIGN_OR_RETURN(axis, NormalizeAxis(ctx, a, static_cast<int64_t>(ctx.type(x).shape.size()), "axis"));
   } else {
     const Shape& xs = ctx.type(x).shape;

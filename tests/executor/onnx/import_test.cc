@@ -1033,6 +1033,64 @@ TEST(OnnxImport, EmptyTensorWithAHugeDimIsRefused) {
   EXPECT_EQ(NumElements({int64_t{1} << 61, 3, 0}), 0);  // and the product no longer overflows
 }
 
+// Found by the onnx fuzz target: an op given an axis of a scalar indexed its empty shape
+// (ArgMax: UBSan, a null reference; opset-18 Pad with axes: a write past its pads). A scalar
+// has no axis: each is refused by name.
+TEST(OnnxImport, AnAxisOfAScalarIsRefused) {
+  struct Case {
+    std::string what;
+    ModelBuilder model;
+  };
+  std::vector<Case> cases;
+  for (const char* op : {"ArgMax", "ArgMin"}) {
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {});
+    ModelBuilder::IntAttr(m.Node(op, {"x"}, {"y"}), "axis", 0);
+    m.Output("y");
+    cases.push_back({op, m});
+  }
+  {
+    ModelBuilder m(13);
+    m.Input("x", onnx::TensorProto::FLOAT, {});
+    m.InitializerI64("axes", {0});
+    m.Node("Squeeze", {"x", "axes"}, {"y"});
+    m.Output("y");
+    cases.push_back({"Squeeze", m});
+  }
+  {
+    ModelBuilder m(18);
+    m.Input("x", onnx::TensorProto::FLOAT, {});
+    m.InitializerI64("pads", {1, 1});
+    m.InitializerI64("axes", {0});
+    m.Node("Pad", {"x", "pads", "", "axes"}, {"y"});
+    m.Output("y");
+    cases.push_back({"Pad", m});
+  }
+  {
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {});
+    m.Initializer("cond", onnx::TensorProto::BOOL, {1})->add_int32_data(1);
+    ModelBuilder::IntAttr(m.Node("Compress", {"x", "cond"}, {"y"}), "axis", 0);
+    m.Output("y");
+    cases.push_back({"Compress", m});
+  }
+  {
+    ModelBuilder m;
+    m.InitializerF32("x", {}, {1.0f});
+    ModelBuilder::IntAttr(m.Node("Unique", {"x"}, {"y"}), "axis", 0);
+    m.Output("y");
+    cases.push_back({"Unique", m});
+  }
+  for (const Case& c : cases) {
+    auto imported = ImportOnnx(c.model.Bytes(), {});
+    ASSERT_FALSE(imported.ok()) << c.what;
+    EXPECT_EQ(imported.status().code(), StatusCode::kInvalidArgument) << c.what << ": " << imported.status().ToString();
+    EXPECT_TRUE(imported.status().message().find("scalar") != std::string::npos ||
+                imported.status().message().find("rank 1 or more") != std::string::npos)
+        << c.what << ": " << imported.status().ToString();
+  }
+}
+
 // --- issue 19's simpler ops: values, and hostile inputs refused with a named error ---
 
 StatusOr<Tensor> RunOne(const ModelBuilder& m, const std::map<std::string, Tensor>& inputs) {
