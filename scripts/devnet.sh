@@ -29,8 +29,33 @@ STAKE=${CONSENSOR_DEVNET_STAKE:-10ether}
 log() { printf 'devnet: %s\n' "$*" >&2; }
 die() { printf 'devnet: error: %s\n' "$*" >&2; exit 1; }
 
+# A free loopback port below the kernel's ephemeral range: a port from bind(0) is an ephemeral
+# one, which any outgoing connection (a node dialing anvil or a peer) may take before the node
+# that was given it binds it.
 free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+  /usr/bin/python3 - <<'PY'
+import random, socket
+low, high = 10000, 32768
+try:
+    high = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    pass
+if high <= low + 1000:
+    high = 65536
+for _ in range(200):
+    port = random.randrange(low, high)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+else:
+    raise SystemExit("devnet: no free port")
+PY
 }
 
 ensure_built() {
