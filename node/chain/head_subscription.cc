@@ -89,9 +89,8 @@ Status Subscribe(net::io_context& io, Ws& ws, const SessionContext& c) {
   const bool default_port = c.url.port == (c.url.tls ? "443" : "80");
   const std::string host = c.url.host.find(':') != std::string::npos ? "[" + c.url.host + "]" : c.url.host;
   const std::string host_field = default_port ? host : host + ":" + c.url.port;
-  beast::error_code ec = AwaitOrStop(io, lowest, c.stopping, [&](auto handler) {
-    ws.async_handshake(host_field, c.url.target, std::move(handler));
-  });
+  beast::error_code ec = AwaitOrStop(
+      io, lowest, c.stopping, [&](auto handler) { ws.async_handshake(host_field, c.url.target, std::move(handler)); });
   if (c.stopping.load()) return OkStatus();
   if (ec) return StepError("the WebSocket handshake with", c, ec);
 
@@ -135,10 +134,9 @@ Status Subscribe(net::io_context& io, Ws& ws, const SessionContext& c) {
     }
     auto method = message.find("method");
     auto params = message.find("params");
-    if (subscription.empty() || method == message.end() || *method != "eth_subscription" ||
-        params == message.end() || !params->is_object() || !params->contains("subscription") ||
-        (*params)["subscription"] != subscription || !params->contains("result") ||
-        !(*params)["result"].is_object() || !(*params)["result"].contains("number")) {
+    if (subscription.empty() || method == message.end() || *method != "eth_subscription" || params == message.end() ||
+        !params->is_object() || !params->contains("subscription") || (*params)["subscription"] != subscription ||
+        !params->contains("result") || !(*params)["result"].is_object() || !(*params)["result"].contains("number")) {
       continue;  // not a head of this subscription
     }
     StatusOr<uint64_t> number = ParseQuantity((*params)["result"]["number"], "newHeads number");
@@ -175,8 +173,8 @@ StatusOr<std::unique_ptr<HeadSubscription>> HeadSubscription::Start(HeadSubscrip
   if (metrics) {
     sub->connected_gauge_ = metrics->AddGauge(
         "consensor_chain_ws_connected", "1 while the newHeads subscription to the chain endpoint is established.");
-    sub->heads_counter_ = metrics->AddCounter("consensor_chain_ws_heads_total",
-                                              "New chain heads the WebSocket subscription delivered.");
+    sub->heads_counter_ =
+        metrics->AddCounter("consensor_chain_ws_heads_total", "New chain heads the WebSocket subscription delivered.");
     sub->failures_counter_ = metrics->AddCounter(
         "consensor_chain_ws_failures_total",
         "Head subscription connections that failed or were lost (each is retried after a backoff).");
@@ -251,8 +249,8 @@ Status HeadSubscription::Session() {
     if (ec) return Unavailable("cannot resolve the RPC host of " + impl_->shown + ": " + ec.message());
     auto connect = [&](beast::tcp_stream& lowest) -> Status {
       lowest.expires_after(options_.connect_timeout);
-      beast::error_code cec = AwaitOrStop(
-          io, lowest, stopping_, [&](auto handler) { lowest.async_connect(endpoints, std::move(handler)); });
+      beast::error_code cec = AwaitOrStop(io, lowest, stopping_,
+                                          [&](auto handler) { lowest.async_connect(endpoints, std::move(handler)); });
       if (cec && !stopping_.load()) return StepError("connecting to", context, cec);
       return OkStatus();
     };

@@ -28,9 +28,9 @@ struct HeadSubscriptionOptions {
   std::chrono::milliseconds connect_timeout{5000};  // TCP + TLS + WebSocket handshake + subscription
   // No frame (a head, or the pong to the ping sent at half of it) for this long: reconnect.
   std::chrono::milliseconds idle_timeout{30000};
-  std::chrono::milliseconds min_backoff{500};     // first wait after a failed or lost connection
-  std::chrono::milliseconds max_backoff{30000};   // doubled on each failure up to this
-  int64_t max_message_bytes = int64_t{1} << 20;   // a newHeads notification is about 1 KiB
+  std::chrono::milliseconds min_backoff{500};    // first wait after a failed or lost connection
+  std::chrono::milliseconds max_backoff{30000};  // doubled on each failure up to this
+  int64_t max_message_bytes = int64_t{1} << 20;  // a newHeads notification is about 1 KiB
 };
 
 class HeadSubscription {
@@ -41,8 +41,8 @@ class HeadSubscription {
   // `metrics`: consensor_chain_ws_connected, consensor_chain_ws_heads_total and
   // consensor_chain_ws_failures_total.
   static StatusOr<std::unique_ptr<HeadSubscription>> Start(HeadSubscriptionOptions options,
-                                                          std::function<void(uint64_t head)> on_head,
-                                                          MetricsRegistry* metrics = nullptr);
+                                                           std::function<void(uint64_t head)> on_head,
+                                                           MetricsRegistry* metrics = nullptr);
   ~HeadSubscription();
   // Stops within about 100 ms, whatever the connection is doing.
   void Shutdown();

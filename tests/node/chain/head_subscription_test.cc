@@ -155,9 +155,7 @@ TEST(HeadSubscriptionTest, GarbageOversizedAndForeignMessagesNeverReachTheCaller
   ScriptedWsEndpoint endpoint([&self](websocket::stream<tcp::socket>& ws, int connection) {
     AcceptAndReadRequest(self, ws);
     switch (connection) {
-      case 1:
-        Send(ws, "this is not JSON-RPC {");
-        break;
+      case 1: Send(ws, "this is not JSON-RPC {"); break;
       case 2:
         Send(ws, R"({"jsonrpc":"2.0","id":1,"result":"0xa1"})");
         Send(ws, std::string(256 << 10, ' '));  // four times the subscriber's cap
