@@ -46,11 +46,16 @@ Status RpcChainView::Start(std::function<void()> on_change) {
     HeadSubscriptionOptions ws;
     ws.url = ws_url_;
     ws.ca_file = ca_file_;
-    // Only a wake-up: the head itself is read over HTTP, like the poll's.
+    // Only a wake-up: the head itself is read over HTTP, like the poll's. The push can come
+    // before the HTTP side serves the block (anvil announces it first), so the read is retried
+    // briefly until it shows the pushed block; a push that never shows up waits for the poll.
     auto on_head = [this](uint64_t pushed) {
-      if (pushed <= head_.load()) return;
-      if (StatusOr<uint64_t> head = RefreshHead(); !head.ok()) {
-        Log(LogLevel::kDebug, "cannot read the chain head after a pushed one", {{"error", head.status().ToString()}});
+      for (int attempt = 0; attempt < 50 && pushed > head_.load(); ++attempt) {
+        if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        if (StatusOr<uint64_t> head = RefreshHead(); !head.ok()) {
+          Log(LogLevel::kDebug, "cannot read the chain head after a pushed one", {{"error", head.status().ToString()}});
+          return;
+        }
       }
     };
     ASSIGN_OR_RETURN(head_subscription_, HeadSubscription::Start(std::move(ws), std::move(on_head), metrics_));

@@ -458,15 +458,27 @@ TEST_F(OperatorTest, ChainViewLearnsNewHeadsFromTheSubscriptionBeforeItsPoll) {
     for (int i = 0; i < 600 && (*view)->head() < want; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     return (*view)->head();
   };
-  // The subscription may still be connecting when the first block comes: mine until it is up.
+  // A block mined before the subscription is confirmed is not pushed (the poll would bring
+  // it): wait for the confirmation first (a generous deadline: CI machines are loaded).
   uint64_t mined = start;
-  for (int i = 0; i < 60 && metrics.RenderPrometheusText().find("consensor_chain_ws_connected 1") == std::string::npos;
-       ++i) {
+  for (int i = 0;
+       i < 1200 && metrics.RenderPrometheusText().find("consensor_chain_ws_connected 1") == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  Mine(1);
-  ++mined;
-  EXPECT_EQ(wait_for_head(mined), mined);
+  ASSERT_NE(metrics.RenderPrometheusText().find("consensor_chain_ws_connected 1"), std::string::npos)
+      << metrics.RenderPrometheusText();
+  // anvil may confirm the subscription a moment before it sends heads: a block mined in that
+  // moment is not pushed. Mine until one is (the poll, ten minutes away, cannot be the cause).
+  auto pushed = [&metrics] {
+    return metrics.RenderPrometheusText().find("consensor_chain_ws_heads_total 0") == std::string::npos;
+  };
+  for (int i = 0; i < 20 && !pushed(); ++i) {
+    Mine(1);
+    ++mined;
+    for (int j = 0; j < 40 && !pushed(); ++j) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(pushed()) << metrics.RenderPrometheusText();
+  EXPECT_EQ(wait_for_head(mined), mined) << metrics.RenderPrometheusText();
   Mine(3);
   mined += 3;
   EXPECT_EQ(wait_for_head(mined), mined);
