@@ -652,6 +652,11 @@ class TestNetwork {
     auto mined = rpc_->transport()->Call("anvil_mine", nlohmann::json::array({HexQuantity(blocks)}));
     return mined.ok() ? "" : "anvil_mine: " + mined.status().ToString();
   }
+  // anvil mines a block every `seconds` (0: not at all, until set again); "" on success.
+  std::string SetBlockInterval(uint64_t seconds) {
+    auto set = rpc_->transport()->Call("evm_setIntervalMining", nlohmann::json::array({seconds}));
+    return set.ok() ? "" : "evm_setIntervalMining: " + set.status().ToString();
+  }
 
  private:
   // Mines the registry's activationDelayBlocks (anvil_mine), after which every stake deposited

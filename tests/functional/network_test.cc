@@ -1014,13 +1014,31 @@ TEST_F(NetworkHonestTest, TaskAcknowledgedJustBeforeEntryNodeCrashStillFinalizes
       for (size_t i = 1; i < net.size(); ++i) net.node(i).Signal(SIGCONT);
     }
   } thaw{net};
+  // The chain stands still while the entry node is down: its peers must adopt the task again
+  // inside the acceptance window (until the seed block), which a slow restart (ASan, a loaded
+  // machine) could otherwise overrun, making them observers by rule, not by a fault.
+  struct ResumeMining {
+    TestNetwork& net;
+    ~ResumeMining() { net.SetBlockInterval(1); }
+  } resume{net};
   for (size_t i = 1; i < net.size(); ++i) net.node(i).Signal(SIGSTOP);
   auto s = Submit(entry, 3, 2, 600);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_EQ(net.SetBlockInterval(0), "");
   EXPECT_EQ(entry.Kill(SIGKILL), 128 + SIGKILL);
   for (size_t i = 1; i < net.size(); ++i) net.node(i).Signal(SIGCONT);
 
   ASSERT_TRUE(entry.Start()) << entry.LogTail(50);
+  // Every peer holds the task again before the chain moves on.
+  for (size_t i = 1; i < net.size(); ++i) {
+    bool adopted = false;
+    for (int k = 0; k < 600 && !adopted; ++k) {
+      adopted = net.node(i).GetTask(s->id).ok();
+      if (!adopted) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_TRUE(adopted) << net.node(i).name() << " never adopted the task";
+  }
+  ASSERT_EQ(net.SetBlockInterval(1), "");
   for (size_t i = 0; i < net.size(); ++i) {
     if (!net.node(i).running()) continue;
     auto t = WaitCertified(net.node(i), s->id);
