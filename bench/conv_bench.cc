@@ -32,30 +32,16 @@ TensorView View(float* data, std::vector<int64_t> shape) {
   return v;
 }
 
-// args: C, H, W, K, stride
-void BM_Depthwise(benchmark::State& state) {
-  const int64_t C = state.range(0), H = state.range(1), W = state.range(2), K = state.range(3), S = state.range(4);
-  const int64_t P = K / 2, OH = (H + 2 * P - K) / S + 1, OW = (W + 2 * P - K) / S + 1;
-  std::mt19937 rng(1);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> x(C * H * W), w(C * K * K), b(C), y1(C * OH * OW), y2(C * OH * OW);
-  for (float& v : x) v = u(rng);
-  for (float& v : w) v = u(rng);
-  for (float& v : b) v = u(rng);
-  auto backend = CpuBackend::Create({.num_threads = 1, .isa = "avx2"});
-  if (!backend.ok()) {
-    state.SkipWithError("no AVX2 backend");
-    return;
-  }
-  OpParams params;
-  params.strides = {S, S};
-  params.pads = {P, P, P, P};
-  params.dilations = {1, 1};
-  params.kernel = {K, K};
-  params.group = C;
-  TensorView in[3] = {View(x.data(), {1, C, H, W}), View(w.data(), {C, 1, K, K}), View(b.data(), {C})};
+// Runs the conv `params` over `in` into outputs of `out_dims`, with the direct kernel and with
+// im2col + GEMM alternately, after checking once that both give the same bits; sets the
+// counters direct_us, im2col_us (medians) and speedup.
+void CompareDirectWithIm2col(benchmark::State& state, Backend& backend, const OpParams& params, TensorView* in,
+                             const std::vector<int64_t>& out_dims) {
+  int64_t n = 1;
+  for (int64_t d : out_dims) n *= d;
+  std::vector<float> y1(static_cast<size_t>(n)), y2(static_cast<size_t>(n));
   auto run = [&](std::vector<float>& y, bool direct) {
-    TensorView out = View(y.data(), {1, C, OH, OW});
+    TensorView out = View(y.data(), out_dims);
     KernelCall call;
     call.op = Op::kConv2D;
     call.params = &params;
@@ -65,7 +51,7 @@ void BM_Depthwise(benchmark::State& state) {
     call.num_outputs = 1;
     cpu::SetConvDirectForTesting(direct);
     const auto t0 = std::chrono::steady_clock::now();
-    const Status s = (*backend)->Run(call);
+    const Status s = backend.Run(call);
     const auto t1 = std::chrono::steady_clock::now();
     cpu::SetConvDirectForTesting(true);
     if (!s.ok()) state.SkipWithError(s.ToString().c_str());
@@ -91,6 +77,31 @@ void BM_Depthwise(benchmark::State& state) {
   state.counters["speedup"] = median(im2col) / std::max(1e-9, median(direct));
 }
 
+// args: C, H, W, K, stride
+void BM_Depthwise(benchmark::State& state) {
+  const int64_t C = state.range(0), H = state.range(1), W = state.range(2), K = state.range(3), S = state.range(4);
+  const int64_t P = K / 2, OH = (H + 2 * P - K) / S + 1, OW = (W + 2 * P - K) / S + 1;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(C * H * W), w(C * K * K), b(C);
+  for (float& v : x) v = u(rng);
+  for (float& v : w) v = u(rng);
+  for (float& v : b) v = u(rng);
+  auto backend = CpuBackend::Create({.num_threads = 1, .isa = "avx2"});
+  if (!backend.ok()) {
+    state.SkipWithError("no AVX2 backend");
+    return;
+  }
+  OpParams params;
+  params.strides = {S, S};
+  params.pads = {P, P, P, P};
+  params.dilations = {1, 1};
+  params.kernel = {K, K};
+  params.group = C;
+  TensorView in[3] = {View(x.data(), {1, C, H, W}), View(w.data(), {C, 1, K, K}), View(b.data(), {C})};
+  CompareDirectWithIm2col(state, **backend, params, in, {1, C, OH, OW});
+}
+
 BENCHMARK(BM_Depthwise)
     ->Args({16, 24, 160, 3, 1})
     ->Args({32, 24, 160, 3, 2})
@@ -108,7 +119,7 @@ void BM_SingleFilter(benchmark::State& state) {
   const char* isa = state.range(4) ? "avx2" : "portable";
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> x(C * H * W), w(C * K * K), b(1), y1(H * W), y2(H * W);
+  std::vector<float> x(C * H * W), w(C * K * K), b(1);
   for (float& v : x) v = u(rng);
   for (float& v : w) v = u(rng);
   b[0] = u(rng);
@@ -124,41 +135,7 @@ void BM_SingleFilter(benchmark::State& state) {
   params.kernel = {K, K};
   params.group = 1;
   TensorView in[3] = {View(x.data(), {1, C, H, W}), View(w.data(), {1, C, K, K}), View(b.data(), {1})};
-  auto run = [&](std::vector<float>& y, bool direct) {
-    TensorView out = View(y.data(), {1, 1, H, W});
-    KernelCall call;
-    call.op = Op::kConv2D;
-    call.params = &params;
-    call.inputs = in;
-    call.num_inputs = 3;
-    call.outputs = &out;
-    call.num_outputs = 1;
-    cpu::SetConvDirectForTesting(direct);
-    const auto t0 = std::chrono::steady_clock::now();
-    const Status s = (*backend)->Run(call);
-    const auto t1 = std::chrono::steady_clock::now();
-    cpu::SetConvDirectForTesting(true);
-    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
-    return std::chrono::duration<double, std::micro>(t1 - t0).count();
-  };
-  run(y1, true);
-  run(y2, false);
-  if (std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)) != 0) {
-    state.SkipWithError("direct and im2col outputs differ");
-    return;
-  }
-  std::vector<double> direct, im2col;
-  for (auto _ : state) {
-    direct.push_back(run(y1, true));
-    im2col.push_back(run(y2, false));
-  }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-  };
-  state.counters["direct_us"] = median(direct);
-  state.counters["im2col_us"] = median(im2col);
-  state.counters["speedup"] = median(im2col) / std::max(1e-9, median(direct));
+  CompareDirectWithIm2col(state, **backend, params, in, {1, 1, H, W});
 }
 
 BENCHMARK(BM_SingleFilter)
