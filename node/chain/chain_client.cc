@@ -1,6 +1,7 @@
 #include "node/chain/chain_client.h"
 
 #include <algorithm>
+#include <array>
 
 #include "common/file_io.h"
 #include "common/keccak.h"
@@ -102,7 +103,18 @@ std::string OperatorStatusName(uint8_t status) {
 std::string DescribeRevert(const std::string& revert_data_hex) {
   auto data = ParseData(revert_data_hex, "revert data");
   if (!data.ok() || data->empty()) return "reverted without a reason";
-  for (const char* signature : kContractErrors) {
+  // Matched on the 4-byte selector before anything is decoded; the selectors are hashed once.
+  static const std::vector<std::array<uint8_t, 4>> selectors = [] {
+    std::vector<std::array<uint8_t, 4>> out;
+    for (const char* signature : kContractErrors) {
+      auto selector = FunctionSelector(signature);
+      out.push_back(selector.ok() ? *selector : std::array<uint8_t, 4>{});
+    }
+    return out;
+  }();
+  for (size_t e = 0; e < selectors.size(); ++e) {
+    if (data->size() < 4 || !std::equal(selectors[e].begin(), selectors[e].end(), data->begin())) continue;
+    const char* signature = kContractErrors[e];
     auto args = DecodeError(signature, *data);
     if (!args.ok()) continue;
     std::string name(signature, std::string_view(signature).find('('));

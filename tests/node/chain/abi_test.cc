@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/keccak.h"
+#include "node/chain/chain_client.h"
 
 namespace consensor::node {
 namespace {
@@ -369,6 +370,26 @@ TEST(Abi, CustomErrorsAndRevertReason) {
   EXPECT_EQ(DecodeError("Error(string)", *err).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(DecodeError("Error(string)", Hex("08c379")).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(DecodeRevertReason(Hex("08c379a0")).status().code(), StatusCode::kInvalidArgument);
+}
+
+// What an operator reads when a transaction reverts: the contract's error by name with its
+// arguments, Solidity's Error(string), or the data itself.
+TEST(Abi, DescribeRevertNamesTheContractError) {
+  auto below =
+      EncodeCall("StakeBelowMinimum(uint256,uint256)", std::vector<AbiValue>{AbiValue::Uint(5), AbiValue::Uint(10)});
+  ASSERT_TRUE(below.ok());
+  EXPECT_EQ(DescribeRevert("0x" + ToHex(*below)), "StakeBelowMinimum(5, 10)");
+  auto reentrancy = EncodeCall("Reentrancy()", {});
+  ASSERT_TRUE(reentrancy.ok());
+  EXPECT_EQ(DescribeRevert("0x" + ToHex(*reentrancy)), "Reentrancy()");
+  auto reason = EncodeCall("Error(string)", std::vector<AbiValue>{AbiValue::String("no")});
+  ASSERT_TRUE(reason.ok());
+  EXPECT_EQ(DescribeRevert("0x" + ToHex(*reason)), "Error(\"no\")");
+  // A known selector with arguments that do not decode, an unknown selector, too few bytes.
+  EXPECT_EQ(DescribeRevert("0x" + ToHex(*below).substr(0, 8)).rfind("unknown revert data", 0), 0u);
+  EXPECT_EQ(DescribeRevert("0xdeadbeef"), "unknown revert data 0xdeadbeef");
+  EXPECT_EQ(DescribeRevert("0x12"), "unknown revert data 0x12");
+  EXPECT_EQ(DescribeRevert("0x"), "reverted without a reason");
 }
 
 TEST(Abi, EventLogDecoding) {
