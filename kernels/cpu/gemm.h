@@ -120,6 +120,16 @@ bool UseAvx512Gemm();
 void MicroF32TwelveRowsAvx512(int64_t kc, const float* ap0, const float* ap1, const float* bp, int64_t bstride,
                               float* c, int64_t ldc, bool first, bool last);
 
+// matmul_avx512vnni.cc: whether the CPU (and OS) run AVX-512F, BW and VNNI, and whether the AVX2
+// engine's int8 GEMM runs on I8BlockAvx512Vnni instead of I8BlockAvx2 (VNNI present, not turned
+// off for a test). Both give the exact wrapping sums, so the same bits.
+bool CpuHasAvx512Vnni();
+bool UseVnniGemm();
+// The block C[m0:m1, n0:n1] as I8BlockAvx2 computes it, with vpdpbusd on 512-bit registers. Call
+// only when CpuHasAvx512Vnni().
+bool I8BlockAvx512Vnni(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                       Workspace* ws);
+
 // Single-threaded whole GEMM with the ISA of ctx (for callers that parallelize above).
 bool F32Single(const F32Operands& op, const Dims& d, Isa isa, Workspace* ws);
 
@@ -136,5 +146,8 @@ namespace gemm {
 // matmul_avx512.cc: false keeps the AVX2 GEMM on its 256-bit micro-kernel even where AVX-512F is
 // present (for tests and benchmarks comparing the two; the bits are the same).
 void SetGemmAvx512ForTesting(bool enabled);
+// matmul_avx512vnni.cc: false keeps the AVX2 engine's int8 GEMM on the AVX2 kernel even where
+// AVX-512 VNNI is present (for tests and benchmarks comparing the two; the bits are the same).
+void SetGemmVnniForTesting(bool enabled);
 }  // namespace gemm
 }  // namespace consensor::kernels::cpu

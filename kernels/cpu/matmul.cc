@@ -156,7 +156,7 @@ Status F32Batched(int64_t batch, const Dims& d, const std::function<F32Operands(
 
 Status I8Batched(int64_t batch, const Dims& d, const std::function<I8Operands(int64_t)>& operands,
                  const CpuContext& ctx) {
-  auto block = ctx.isa == Isa::kAvx2 ? &I8BlockAvx2 : &I8BlockPortable;
+  auto block = ctx.isa != Isa::kAvx2 ? &I8BlockPortable : UseVnniGemm() ? &I8BlockAvx512Vnni : &I8BlockAvx2;
   return RunBatched(batch, d, operands, ctx,
                     [block](const I8Operands& op, const Dims& dims, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
                             Workspace* ws, const PartDone*) { return block(op, dims, m0, m1, n0, n1, ws); });

@@ -174,7 +174,33 @@ void CheckF32(const std::vector<int64_t>& as, const std::vector<int64_t>& bs, bo
   }
 }
 
-void CheckI8(const std::vector<int64_t>& as, const std::vector<int64_t>& bs, uint32_t seed, bool extreme = false) {
+// matmul_i8 of a and b with each operand copied to `offset` bytes past a 64-byte boundary (odd
+// offsets put every row at an odd address), on every engine, against the reference.
+void CheckI8Operands(const std::vector<int8_t>& a, const std::vector<int64_t>& as, const std::vector<int8_t>& b,
+                     const std::vector<int64_t>& bs, int64_t offset = 0) {
+  const auto ys = OutShape(as, bs);
+  const auto ref = RefMatMulI8(a, as, b, bs);
+  struct alignas(64) Line {
+    int8_t bytes[64];
+  };
+  std::vector<Line> a_buf((a.size() + offset) / 64 + 1), b_buf((b.size() + offset) / 64 + 1);
+  int8_t* pa = a_buf.front().bytes + offset;
+  int8_t* pb = b_buf.front().bytes + offset;
+  std::copy(a.begin(), a.end(), pa);
+  std::copy(b.begin(), b.end(), pb);
+  for (auto& e : Engines()) {
+    std::vector<int32_t> y(ref.size(), 0x5A5A5A5A);
+    Status s =
+        RunKernel(*e.backend, Op::kMatMulInt8, OpParams{}, {MakeView(DType::kI8, as, pa), MakeView(DType::kI8, bs, pb)},
+                  MakeView(DType::kI32, ys, y.data()));
+    ASSERT_TRUE(s.ok()) << e.label << ": " << s.ToString();
+    ASSERT_EQ(y, ref) << e.label << " a=" << ::testing::PrintToString(as) << " b=" << ::testing::PrintToString(bs)
+                      << " offset " << offset;
+  }
+}
+
+void CheckI8(const std::vector<int64_t>& as, const std::vector<int64_t>& bs, uint32_t seed, bool extreme = false,
+             int64_t offset = 0) {
   std::mt19937 rng(seed);
   auto gen = [&](int64_t n) {
     std::vector<int8_t> v(n);
@@ -183,14 +209,7 @@ void CheckI8(const std::vector<int64_t>& as, const std::vector<int64_t>& bs, uin
   };
   const auto a = gen(Numel(as));
   const auto b = gen(Numel(bs));
-  const auto ys = OutShape(as, bs);
-  const auto ref = RefMatMulI8(a, as, b, bs);
-  for (auto& e : Engines()) {
-    std::vector<int32_t> y(ref.size(), 0x5A5A5A5A);
-    Status s = RunOne(*e.backend, Op::kMatMulInt8, a, as, b, bs, &y, ys);
-    ASSERT_TRUE(s.ok()) << e.label << ": " << s.ToString();
-    ASSERT_EQ(y, ref) << e.label << " a=" << ::testing::PrintToString(as) << " b=" << ::testing::PrintToString(bs);
-  }
+  CheckI8Operands(a, as, b, bs, offset);
 }
 
 const std::vector<std::array<int64_t, 3>>& MatShapes() {
@@ -374,6 +393,60 @@ TEST(MatMulI8, ExtremeValuesAndWrap) {
     ASSERT_TRUE(RunOne(*e.backend, Op::kMatMulInt8, a, {1, K}, b, {K, 17}, &y, {1, 17}).ok());
     EXPECT_EQ(y, ref) << e.label;
   }
+}
+
+TEST(MatMulI8, WithAndWithoutVnniMatchSpec) {
+  // On a CPU with AVX-512 VNNI the AVX2 engines run the vpdpbusd kernel (12-row tiles of 16 or 32
+  // columns, A read in place four bytes at a time, k-blocks of 512); then the same on the
+  // vpmaddwd kernel alone. Rows around 12, 24 and 144, columns around 16 and 32, K from 1 to past
+  // two k-blocks with every remainder modulo 4, operands at odd addresses.
+  if (!cpu::gemm::CpuHasAvx512Vnni()) std::printf("note: this CPU has no AVX-512 VNNI; only the AVX2 kernel runs\n");
+  const std::vector<std::array<int64_t, 3>> shapes = {
+      // {M, K, N}
+      {12, 1, 16},   {13, 2, 17},   {11, 3, 15},   {24, 4, 32},    {25, 5, 33},     {12, 7, 1},  {36, 64, 48},
+      {23, 511, 31}, {12, 512, 32}, {37, 513, 47}, {150, 515, 65}, {145, 1027, 20}, {1, 9, 100}, {7, 300, 64},
+      {49, 576, 64}, {12, 44, 112}, {290, 36, 16}, {19, 1, 33},    {64, 2051, 3}};
+  uint32_t seed = 900;
+  for (bool vnni : {true, false}) {
+    cpu::gemm::SetGemmVnniForTesting(vnni);
+    SCOPED_TRACE(vnni ? "vnni" : "without vnni");
+    for (const auto& s : shapes) {
+      CheckI8({s[0], s[1]}, {s[1], s[2]}, seed++);
+      CheckI8({s[0], s[1]}, {s[1], s[2]}, seed++, /*extreme=*/true, /*offset=*/1 + seed % 7);
+    }
+    CheckI8({2, 1, 30, 13}, {1, 3, 13, 45}, seed++, false, 3);
+    CheckI8({3, 40, 99}, {99, 18}, seed++, false, 5);
+  }
+  cpu::gemm::SetGemmVnniForTesting(true);
+}
+
+TEST(MatMulI8, VnniExtremesWrapWithFullTiles) {
+  // The extremes on a full 12-row tile and an edge row, a 32-column tile and a 16-column one:
+  // every product -128 x -128 = 16384 (the sum passes 2^31 at this K and wraps), 127 x -128 and
+  // -128 x 127, which also drive the row correction -128 * sum_k a past 2^31 (it wraps as well).
+  // K has a tail of 3 beyond its full quads.
+  const int64_t M = 13, K = 133123, N = 48;
+  for (bool vnni : {true, false}) {
+    cpu::gemm::SetGemmVnniForTesting(vnni);
+    SCOPED_TRACE(vnni ? "vnni" : "without vnni");
+    for (const auto& [av, bv] : std::vector<std::pair<int8_t, int8_t>>{{-128, -128}, {127, -128}, {-128, 127}}) {
+      std::vector<int8_t> a(M * K, av), b(K * N, bv);
+      // Row m has m zero terms at its start and column n has n + 1 at its end, so every output
+      // av * bv * (K - m - n - 1) differs from the others: a row or column computed in another's
+      // place (or with another's correction) shows.
+      for (int64_t m = 0; m < M; ++m) std::fill(a.begin() + m * K, a.begin() + m * K + m, int8_t{0});
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t k = K - 1 - n; k < K; ++k) b[k * N + n] = 0;
+      }
+      const auto ref = RefMatMulI8(a, {M, K}, b, {K, N});
+      if (av == -128 && bv == -128) {
+        EXPECT_EQ(ref[0], static_cast<int32_t>(static_cast<uint32_t>(uint64_t{16384} * (K - 1))));
+        EXPECT_LT(ref[0], 0);  // 16384 (K - 1) > 2^31 wrapped
+      }
+      CheckI8Operands(a, {M, K}, b, {K, N}, 1);
+    }
+  }
+  cpu::gemm::SetGemmVnniForTesting(true);
 }
 
 }  // namespace
