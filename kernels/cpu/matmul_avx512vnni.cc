@@ -25,11 +25,11 @@ namespace {
 
 std::atomic<bool> g_vnni_enabled{true};
 
-constexpr int kMR = 12;          // rows of the register tile
-constexpr int kPanelCols = 16;   // columns of a B panel: one zmm of int32 lanes
-constexpr int64_t kKC = 512;     // k values per block: two B panels of 512 x 16 bytes stay in L1
-constexpr int64_t kMC = 144;     // rows per A block (144 x 512 bytes in L2)
-constexpr int64_t kNC = 4096;    // columns per B block
+constexpr int kMR = 12;             // rows of the register tile
+constexpr int kPanelCols = 16;      // columns of a B panel: one zmm of int32 lanes
+constexpr int64_t kKC = 1024;       // at most this many k per block: two B panels of 1024 x 16 bytes stay in L1
+constexpr int64_t kMC = 144;        // rows per A block (at most 144 x 1024 bytes, in L2)
+constexpr int64_t kNC = 4096;       // columns per B block
 constexpr int64_t kQuadBytes = 64;  // one k-quad of a panel: 16 columns x 4 bytes
 
 inline int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -112,8 +112,8 @@ void RowCorrections(const int8_t* a, int64_t lda, int64_t rows, int64_t K, uint3
 // for the edge tiles (MR < 12); the full 12-row tiles run the assembly kernels below.
 template <int MR, int NV>
 void MicroI8Vnni(int64_t kq, const int8_t* __restrict a, int64_t lda, const int8_t* __restrict a_tail,
-                 const uint8_t* __restrict bp, int64_t panel_bytes, int32_t* c, int64_t ldc,
-                 const uint32_t* correction, const __mmask16* col_mask, bool first) {
+                 const uint8_t* __restrict bp, int64_t panel_bytes, int32_t* c, int64_t ldc, const uint32_t* correction,
+                 const __mmask16* col_mask, bool first) {
   __m512i acc[MR][NV];
   for (int r = 0; r < MR; ++r) {
     for (int v = 0; v < NV; ++v) {
@@ -410,15 +410,20 @@ bool I8BlockAvx512Vnni(const I8Operands& op, const Dims& d, int64_t m0, int64_t 
     return true;
   }
   const int64_t ncmax = std::min(kNC, n1 - n0);
-  const int64_t kcmax = std::min(kKC, d.K);
+  // K in equal blocks of at most kKC (a multiple of 4 but for the last), so that no block is a
+  // short remainder that reloads and stores C for little work.
+  const int64_t kblocks = (d.K + kKC - 1) / kKC;
+  const int64_t kcmax = RoundUp((d.K + kblocks - 1) / kblocks, 4);
   auto* bp = static_cast<uint8_t*>(ws->Get(2, RoundUp(ncmax, kPanelCols) * RoundUp(kcmax, 4)));
   auto* correction = static_cast<uint32_t*>(ws->Get(3, sizeof(uint32_t) * (m1 - m0)));
   if (!bp || !correction) return false;
+  // One streaming pass over the block's rows (measured faster for narrow B than computing each
+  // M block's corrections just before its tiles).
   RowCorrections(op.a + m0 * op.lda, op.lda, m1 - m0, d.K, correction);
   for (int64_t jc = n0; jc < n1; jc += kNC) {
     const int64_t nc = std::min(kNC, n1 - jc);
-    for (int64_t pc = 0; pc < d.K; pc += kKC) {
-      const int64_t kc = std::min(kKC, d.K - pc);
+    for (int64_t pc = 0; pc < d.K; pc += kcmax) {
+      const int64_t kc = std::min(kcmax, d.K - pc);
       const int64_t kq_full = kc / 4, tail = kc % 4;
       const int64_t panel_bytes = (kc + 3) / 4 * kQuadBytes;
       const bool first = pc == 0;

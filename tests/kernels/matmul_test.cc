@@ -397,7 +397,7 @@ TEST(MatMulI8, ExtremeValuesAndWrap) {
 
 TEST(MatMulI8, WithAndWithoutVnniMatchSpec) {
   // On a CPU with AVX-512 VNNI the AVX2 engines run the vpdpbusd kernel (12-row tiles of 16 or 32
-  // columns, A read in place four bytes at a time, k-blocks of 512); then the same on the
+  // columns, A read in place four bytes at a time, equal k-blocks of at most 1024); then the same on the
   // vpmaddwd kernel alone. Rows around 12, 24 and 144, columns around 16 and 32, K from 1 to past
   // two k-blocks with every remainder modulo 4, operands at odd addresses.
   if (!cpu::gemm::CpuHasAvx512Vnni()) std::printf("note: this CPU has no AVX-512 VNNI; only the AVX2 kernel runs\n");
