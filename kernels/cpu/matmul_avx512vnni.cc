@@ -8,7 +8,8 @@
 // Every term and every correction is an integer taken modulo 2^32, so the result is the exact
 // wrapping sum of docs/DETERMINISM.md 4.4 whatever the order; k-blocks carry the sum through C
 // as the AVX2 kernel does. A is read in place (the signed operand, broadcast four bytes at a
-// time); B is packed per k-block into 16-column panels of byte quads, one zmm per 4 k.
+// time); B is packed per k-block into 16-column panels of byte quads, one zmm per 4 k, or, when
+// it is a program's constant, once over all of K when the program is loaded.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -385,6 +386,10 @@ MicroFn Micro(int64_t rows) {
 
 }  // namespace
 
+void PackBQuadPanelsI8(const int8_t* b, int64_t ldb, int64_t K, int64_t N, uint8_t* out) {
+  PackBQuads(b, ldb, K, N, out);
+}
+
 bool CpuHasAvx512Vnni() {
 #if defined(__x86_64__)
   static const bool has = [] {
@@ -414,9 +419,13 @@ bool I8BlockAvx512Vnni(const I8Operands& op, const Dims& d, int64_t m0, int64_t 
   // short remainder that reloads and stores C for little work.
   const int64_t kblocks = (d.K + kKC - 1) / kKC;
   const int64_t kcmax = RoundUp((d.K + kblocks - 1) / kblocks, 4);
-  auto* bp = static_cast<uint8_t*>(ws->Get(2, RoundUp(ncmax, kPanelCols) * RoundUp(kcmax, 4)));
+  // B packed once over all of K (a constant B): panel j's k-block pc starts at quad pc / 4 (pc is a
+  // multiple of 4); it serves blocks whose first column is a multiple of 16, as I8Batched's are.
+  const uint8_t* b_packed = n0 % kPanelCols == 0 ? op.b_quad_panels : nullptr;
+  const int64_t packed_panel_bytes = RoundUp(d.K, 4) / 4 * kQuadBytes;
+  auto* bp = b_packed ? nullptr : static_cast<uint8_t*>(ws->Get(2, RoundUp(ncmax, kPanelCols) * RoundUp(kcmax, 4)));
   auto* correction = static_cast<uint32_t*>(ws->Get(3, sizeof(uint32_t) * (m1 - m0)));
-  if (!bp || !correction) return false;
+  if ((!bp && !b_packed) || !correction) return false;
   // One streaming pass over the block's rows (measured faster for narrow B than computing each
   // M block's corrections just before its tiles).
   RowCorrections(op.a + m0 * op.lda, op.lda, m1 - m0, d.K, correction);
@@ -425,9 +434,9 @@ bool I8BlockAvx512Vnni(const I8Operands& op, const Dims& d, int64_t m0, int64_t 
     for (int64_t pc = 0; pc < d.K; pc += kcmax) {
       const int64_t kc = std::min(kcmax, d.K - pc);
       const int64_t kq_full = kc / 4, tail = kc % 4;
-      const int64_t panel_bytes = (kc + 3) / 4 * kQuadBytes;
+      const int64_t panel_bytes = b_packed ? packed_panel_bytes : (kc + 3) / 4 * kQuadBytes;
       const bool first = pc == 0;
-      PackBQuads(op.b + pc * op.ldb + jc, op.ldb, kc, nc, bp);
+      if (!b_packed) PackBQuads(op.b + pc * op.ldb + jc, op.ldb, kc, nc, bp);
       for (int64_t ic = m0; ic < m1; ic += kMC) {
         const int64_t mc = std::min(kMC, m1 - ic);
         for (int64_t jr = 0; jr < nc;) {
@@ -438,7 +447,8 @@ bool I8BlockAvx512Vnni(const I8Operands& op, const Dims& d, int64_t m0, int64_t 
             const int64_t cols = std::min<int64_t>(kPanelCols, nc - jr - v * kPanelCols);
             col_mask[v] = static_cast<__mmask16>((1u << cols) - 1);
           }
-          const uint8_t* panel = bp + (jr / kPanelCols) * panel_bytes;
+          const uint8_t* panel = b_packed ? b_packed + ((jc + jr) / kPanelCols) * panel_bytes + pc / 4 * kQuadBytes
+                                          : bp + (jr / kPanelCols) * panel_bytes;
           for (int64_t ir = 0; ir < mc; ir += kMR) {
             const int64_t mr = std::min<int64_t>(kMR, mc - ir);
             const int8_t* a = op.a + (ic + ir) * op.lda + pc;
