@@ -411,7 +411,9 @@ bool I8BlockAvx512Vnni(const I8Operands& op, const Dims& d, int64_t m0, int64_t 
                        Workspace* ws) {
   if (m0 >= m1 || n0 >= n1) return true;
   if (d.K == 0) {
-    for (int64_t m = m0; m < m1; ++m) std::fill(op.c + m * op.ldc + n0, op.c + m * op.ldc + n1, 0);
+    // memset, not std::fill: a template instantiated in this file is compiled for AVX-512, and the
+    // linker may keep that copy for callers in files that run on any CPU.
+    for (int64_t m = m0; m < m1; ++m) std::memset(op.c + m * op.ldc + n0, 0, sizeof(int32_t) * (n1 - n0));
     return true;
   }
   const int64_t ncmax = std::min(kNC, n1 - n0);
