@@ -1,5 +1,6 @@
 // Single-threaded f32 matmul: Consensor's deterministic AVX2 GEMM vs OpenBLAS cblas_sgemm,
-// plus the int8 matmul and constant weights packed once against packed per call. Prints a summary table "n ours
+// plus constant weights packed once against packed per call, and the int8 matmul with and
+// without the AVX-512 VNNI kernel. Prints a summary table "n ours
 // openblas ratio" at the end.
 //
 //   matmul_bench [--benchmark_repetitions=3] [any Google Benchmark flag]
@@ -20,6 +21,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -180,17 +182,26 @@ void BM_Ours_Weights(benchmark::State& state, Shape sh, bool packed_once) {
       benchmark::Counter(2.0 * sh.m * sh.n * sh.k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BM_Ours_I8(benchmark::State& state) {
-  const int64_t n = state.range(0);
-  auto a = Random<int8_t>(n * n, 1), b = Random<int8_t>(n * n, 2);
-  std::vector<int32_t> y(n * n);
+// int8 (i8 x i8 -> i32) on the AVX2 engine, with the AVX-512 VNNI kernel (where the CPU has it)
+// or without it (the AVX2 vpmaddwd kernel). Shapes (M x N x K): a square one and the largest
+// matmul_i8s of the quantized IS-Net at 256 x 256 (ConvInteger's im2col times its weights: M output
+// pixels, N output channels, K = 9 input channels; N = 1 is its one-channel output).
+constexpr Shape kI8[] = {{1024, 1024, 1024}, {16384, 64, 576}, {14464, 64, 1152}, {4096, 64, 2304},
+                         {256, 256, 9216},   {64, 512, 4608},  {16384, 16, 576},  {16384, 1, 576}};
+
+void BM_Ours_I8(benchmark::State& state, Shape sh, bool vnni) {
+  auto a = Random<int8_t>(sh.m * sh.k, 1), b = Random<int8_t>(sh.k * sh.n, 2);
+  std::vector<int32_t> y(sh.m * sh.n);
+  consensor::kernels::cpu::gemm::SetGemmVnniForTesting(vnni);
   for (auto _ : state) {
-    auto s = RunOurs(Op::kMatMulInt8, DType::kI8, DType::kI32, n, n, n, a.data(), b.data(), y.data());
+    auto s = RunOurs(Op::kMatMulInt8, DType::kI8, DType::kI32, sh.m, sh.n, sh.k, a.data(), b.data(), y.data());
     if (!s.ok()) state.SkipWithError(s.ToString().c_str());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  state.counters["GOPS"] = benchmark::Counter(2.0 * n * n * n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  consensor::kernels::cpu::gemm::SetGemmVnniForTesting(true);
+  state.counters["GOPS"] =
+      benchmark::Counter(2.0 * sh.m * sh.n * sh.k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // Interleaved registration so that ours and OpenBLAS at one size run back to back.
@@ -215,7 +226,12 @@ void Register() {
     benchmark::RegisterBenchmark(("weights/packed-once/" + ShapeName(sh)).c_str(), BM_Ours_Weights, sh, true)
         ->Unit(benchmark::kMicrosecond);
   }
-  benchmark::RegisterBenchmark("i8/ours/1024", BM_Ours_I8)->Arg(1024)->Unit(benchmark::kMillisecond);
+  for (const Shape& sh : kI8) {
+    benchmark::RegisterBenchmark(("i8/avx2/" + ShapeName(sh)).c_str(), BM_Ours_I8, sh, false)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("i8/vnni/" + ShapeName(sh)).c_str(), BM_Ours_I8, sh, true)
+        ->Unit(benchmark::kMicrosecond);
+  }
 }
 
 // Collects the per-repetition GFLOPS/GOPS values while printing the usual console output.
@@ -301,7 +317,15 @@ int main(int argc, char** argv) {
     std::printf("%14s %8.1f | %7.1f %8.1f | %7.1f %6.3f | %5.3f\n", ShapeName(sh).c_str(), Median(o), Best(o),
                 Median(p), Best(p), Median(p) / Median(o), Best(p) / Best(o));
   }
-  const auto& i8 = collector.values["i8/ours/1024"];
-  if (!i8.empty()) std::printf("int8 matmul n=1024: %.1f GOP/s median, %.1f best\n", Median(i8), Best(i8));
+  std::printf("\nint8 matmul (M x N x K), GOP/s (median | best over repetitions)%s\n",
+              consensor::kernels::cpu::gemm::CpuHasAvx512Vnni() ? "" : "; this CPU has no AVX-512 VNNI: both are AVX2");
+  std::printf("%16s %18s %18s %14s\n", "MxNxK", "avx2 (vpmaddwd)", "avx512 vnni", "vnni/avx2");
+  for (const Shape& sh : kI8) {
+    const auto& o = collector.values["i8/avx2/" + ShapeName(sh)];
+    const auto& v = collector.values["i8/vnni/" + ShapeName(sh)];
+    if (o.empty() || v.empty()) continue;
+    std::printf("%16s %8.1f | %7.1f %8.1f | %7.1f %6.3f | %5.3f\n", ShapeName(sh).c_str(), Median(o), Best(o),
+                Median(v), Best(v), Median(v) / Median(o), Best(v) / Best(o));
+  }
   return 0;
 }

@@ -35,8 +35,8 @@ set(CNSR_CUDA_DETERMINISM_FLAGS
   --fmad=false --prec-div=true --prec-sqrt=true --ftz=false
   "-Xcompiler=-ffp-contract=off,-fno-fast-math")
 
-# Sources named *_avx2.cc are compiled for AVX2+FMA, *_avx512.cc for AVX-512F, and called only
-# after a runtime check.
+# Sources named *_avx2.cc are compiled for AVX2+FMA, *_avx512.cc for AVX-512F, *_avx512vnni.cc for
+# AVX-512F, BW and VNNI, and called only after a runtime check.
 function(cnsr_mark_avx2_sources)
   foreach(src ${ARGN})
     if(src MATCHES "_avx2\\.cc$")
@@ -45,6 +45,9 @@ function(cnsr_mark_avx2_sources)
     elseif(src MATCHES "_avx512\\.cc$")
       # Called only after a run-time check for AVX-512F (gemm::CpuHasAvx512F).
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-mavx512f;-mavx2;-mfma;-O3")
+    elseif(src MATCHES "_avx512vnni\\.cc$")
+      # Called only after a run-time check for AVX-512F, BW and VNNI (gemm::CpuHasAvx512Vnni).
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512vnni;-mavx2;-mfma;-O3")
     endif()
   endforeach()
 endfunction()

@@ -45,7 +45,7 @@ StatusOr<std::unique_ptr<Arena>> CpuBackend::AllocateArena(int64_t bytes) { retu
 
 StatusOr<std::unique_ptr<PreparedOperand>> CpuBackend::PrepareConstant(const KernelCall& call, int input) {
   if (call.op == Op::kConv2D && input == 1) return cpu::PrepareConvWeights(call, ctx_);
-  if (call.op == Op::kMatMul && input == 1) return cpu::PrepareMatMulB(call, ctx_);
+  if ((call.op == Op::kMatMul || call.op == Op::kMatMulInt8) && input == 1) return cpu::PrepareMatMulB(call, ctx_);
   return std::unique_ptr<PreparedOperand>();
 }
 

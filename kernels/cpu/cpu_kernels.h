@@ -27,7 +27,8 @@ Status RunReduce(const KernelCall& call, const CpuContext& ctx);
 // the same B.
 Status RunMatMul(const KernelCall& call, const CpuContext& ctx);
 // matmul.cc: the B operand (the weights) of an f32 matmul call, packed once into the AVX2 GEMM's
-// B panels, each of B's own batch matrices; null for the portable ISA or a non-f32 call.
+// B panels, each of B's own batch matrices, or of an int8 matmul call into the AVX-512 VNNI
+// kernel's (where that kernel runs); null for the portable ISA or any other call.
 StatusOr<std::unique_ptr<PreparedOperand>> PrepareMatMulB(const KernelCall& call, const CpuContext& ctx);
 // conv.cc: Conv2D. call.prepared, if set, must come from PrepareConvWeights on the same weights.
 Status RunConv(const KernelCall& call, const CpuContext& ctx);

@@ -32,6 +32,10 @@ struct Operands {
   // [16j, 16j + 16) at b_panels + 16 * j * K); it serves blocks whose first column is a multiple
   // of 16, as F32Batched's blocks are. Portable code reads `b`.
   const In* b_panels = nullptr;
+  // int8, AVX-512 VNNI kernel only: B already packed by PackBQuadPanelsI8 over all of K (the
+  // panel of columns [16j, 16j + 16) at byte 16 * j * RoundUp(K, 4)); the other int8 kernels read
+  // `b`.
+  const uint8_t* b_quad_panels = nullptr;
 };
 using F32Operands = Operands<float, float>;
 using I8Operands = Operands<int8_t, int32_t>;
@@ -120,6 +124,22 @@ bool UseAvx512Gemm();
 void MicroF32TwelveRowsAvx512(int64_t kc, const float* ap0, const float* ap1, const float* bp, int64_t bstride,
                               float* c, int64_t ldc, bool first, bool last);
 
+// matmul_avx512vnni.cc: whether the CPU (and OS) run AVX-512F, BW and VNNI, and whether the AVX2
+// engine's int8 GEMM runs on I8BlockAvx512Vnni instead of I8BlockAvx2 (VNNI present, not turned
+// off for a test). Both give the exact wrapping sums, so the same bits.
+bool CpuHasAvx512Vnni();
+bool UseVnniGemm();
+// The block C[m0:m1, n0:n1] as I8BlockAvx2 computes it, with vpdpbusd on 512-bit registers. Call
+// only when CpuHasAvx512Vnni().
+bool I8BlockAvx512Vnni(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                       Workspace* ws);
+
+// matmul_avx512vnni.cc (call only when CpuHasAvx512Vnni()): B[0:K, 0:N] (row stride ldb) as the
+// VNNI kernel's 16-column panels of byte quads (b + 128) over all of K, zero padded to a multiple
+// of 16 columns and 4 k: PackedBQuadPanelsBytes(K, N) bytes at `out`.
+void PackBQuadPanelsI8(const int8_t* b, int64_t ldb, int64_t K, int64_t N, uint8_t* out);
+inline int64_t PackedBQuadPanelsBytes(int64_t K, int64_t N) { return (N + 15) / 16 * 16 * ((K + 3) / 4 * 4); }
+
 // Single-threaded whole GEMM with the ISA of ctx (for callers that parallelize above).
 bool F32Single(const F32Operands& op, const Dims& d, Isa isa, Workspace* ws);
 
@@ -136,5 +156,8 @@ namespace gemm {
 // matmul_avx512.cc: false keeps the AVX2 GEMM on its 256-bit micro-kernel even where AVX-512F is
 // present (for tests and benchmarks comparing the two; the bits are the same).
 void SetGemmAvx512ForTesting(bool enabled);
+// matmul_avx512vnni.cc: false keeps the AVX2 engine's int8 GEMM on the AVX2 kernel even where
+// AVX-512 VNNI is present (for tests and benchmarks comparing the two; the bits are the same).
+void SetGemmVnniForTesting(bool enabled);
 }  // namespace gemm
 }  // namespace consensor::kernels::cpu

@@ -4,7 +4,10 @@
 // instructions reading the same weights, and gives the bits of a backend that packs nothing.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "executor/graph.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/half.h"
 #include "tests/executor/test_util.h"
 
@@ -59,6 +62,46 @@ TEST(PreparedConstantsTest, MatMulAndConvWeightsAreCountedOnceAndKeepTheBits) {
       ASSERT_TRUE(got.ok()) << got.status().ToString();
       EXPECT_EQ(got->result_root, want->result_root) << threads << " threads, fuse " << fuse;
     }
+  }
+}
+
+Tensor RandomI8(const Shape& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Tensor t(DType::kI8, shape);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data_as<int8_t>()[i] = static_cast<int8_t>(rng() & 0xFF);
+  return t;
+}
+
+TEST(PreparedConstantsTest, Int8MatMulWeightsArePackedOnceForTheVnniKernel) {
+  // matmul_i8 by constant weights (as ConvInteger and MatMulInteger import): on a CPU with AVX-512
+  // VNNI the AVX2 engine packs them once into the VNNI kernel's panels of byte quads; the bits
+  // are those of the portable loop either way.
+  Graph g;
+  Value x = g.input("x", DType::kI8, {13, 301});
+  g.output("y", matmul_i8(x, g.constant(RandomI8({301, 40}, 1), "w")));
+  Value x2 = g.input("x2", DType::kI8, {2, 5, 37});
+  g.output("y2", matmul_i8(x2, g.constant(RandomI8({2, 37, 17}, 2), "w2")));
+  auto p = CompileGraph(g, nullptr, {});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  std::map<std::string, Tensor> inputs = {{"x", RandomI8({13, 301}, 3)}, {"x2", RandomI8({2, 5, 37}, 4)}};
+  auto portable = MakeCpu(1, "portable");
+  auto reference = LoadedProgram::Load(*p, portable.get());
+  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
+  EXPECT_EQ((*reference)->prepared_bytes(), 0);
+  auto want = (*reference)->Run(inputs, {});
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+
+  if (!kernels::cpu::CpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2: nothing is packed";
+  // w: 48 columns (40 padded) by 304 k (301 padded); w2: two batches of 32 columns by 40 k.
+  const int64_t expect = kernels::cpu::gemm::CpuHasAvx512Vnni() ? 48 * 304 + 2 * 32 * 40 : 0;
+  for (int threads : {1, 2, 8}) {
+    auto avx2 = MakeCpu(threads, "avx2");
+    auto loaded = LoadedProgram::Load(*p, avx2.get());
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_EQ((*loaded)->prepared_bytes(), expect) << threads << " threads";
+    auto got = (*loaded)->Run(inputs, {});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->result_root, want->result_root) << threads << " threads";
   }
 }
 

@@ -174,7 +174,43 @@ void CheckF32(const std::vector<int64_t>& as, const std::vector<int64_t>& bs, bo
   }
 }
 
-void CheckI8(const std::vector<int64_t>& as, const std::vector<int64_t>& bs, uint32_t seed, bool extreme = false) {
+// matmul_i8 of a and b with each operand copied to `offset` bytes past a 64-byte boundary (odd
+// offsets put every row at an odd address), on every engine, against the reference. prepare: B
+// goes through Backend::PrepareConstant first, as a loaded program's constant B does.
+void CheckI8Operands(const std::vector<int8_t>& a, const std::vector<int64_t>& as, const std::vector<int8_t>& b,
+                     const std::vector<int64_t>& bs, int64_t offset = 0, bool prepare = false) {
+  const auto ys = OutShape(as, bs);
+  const auto ref = RefMatMulI8(a, as, b, bs);
+  struct alignas(64) Line {
+    int8_t bytes[64];
+  };
+  std::vector<Line> a_buf((a.size() + offset) / 64 + 1), b_buf((b.size() + offset) / 64 + 1);
+  int8_t* pa = a_buf.front().bytes + offset;
+  int8_t* pb = b_buf.front().bytes + offset;
+  std::copy(a.begin(), a.end(), pa);
+  std::copy(b.begin(), b.end(), pb);
+  for (auto& e : Engines()) {
+    std::vector<int32_t> y(ref.size(), 0x5A5A5A5A);
+    OpParams params;
+    std::vector<TensorView> in = {MakeView(DType::kI8, as, pa), MakeView(DType::kI8, bs, pb)};
+    TensorView out = MakeView(DType::kI32, ys, y.data());
+    KernelCall call = MakeCall(Op::kMatMulInt8, params, in.data(), 2, &out);
+    std::unique_ptr<PreparedOperand> prepared;
+    if (prepare) {
+      auto p = e.backend->PrepareConstant(call, 1);
+      ASSERT_TRUE(p.ok()) << e.label << ": " << p.status().ToString();
+      prepared = std::move(p).value();
+      call.prepared = prepared.get();
+    }
+    Status s = e.backend->Run(call);
+    ASSERT_TRUE(s.ok()) << e.label << ": " << s.ToString();
+    ASSERT_EQ(y, ref) << e.label << " a=" << ::testing::PrintToString(as) << " b=" << ::testing::PrintToString(bs)
+                      << " offset " << offset;
+  }
+}
+
+void CheckI8(const std::vector<int64_t>& as, const std::vector<int64_t>& bs, uint32_t seed, bool extreme = false,
+             int64_t offset = 0, bool prepare = false) {
   std::mt19937 rng(seed);
   auto gen = [&](int64_t n) {
     std::vector<int8_t> v(n);
@@ -183,14 +219,7 @@ void CheckI8(const std::vector<int64_t>& as, const std::vector<int64_t>& bs, uin
   };
   const auto a = gen(Numel(as));
   const auto b = gen(Numel(bs));
-  const auto ys = OutShape(as, bs);
-  const auto ref = RefMatMulI8(a, as, b, bs);
-  for (auto& e : Engines()) {
-    std::vector<int32_t> y(ref.size(), 0x5A5A5A5A);
-    Status s = RunOne(*e.backend, Op::kMatMulInt8, a, as, b, bs, &y, ys);
-    ASSERT_TRUE(s.ok()) << e.label << ": " << s.ToString();
-    ASSERT_EQ(y, ref) << e.label << " a=" << ::testing::PrintToString(as) << " b=" << ::testing::PrintToString(bs);
-  }
+  CheckI8Operands(a, as, b, bs, offset, prepare);
 }
 
 const std::vector<std::array<int64_t, 3>>& MatShapes() {
@@ -374,6 +403,97 @@ TEST(MatMulI8, ExtremeValuesAndWrap) {
     ASSERT_TRUE(RunOne(*e.backend, Op::kMatMulInt8, a, {1, K}, b, {K, 17}, &y, {1, 17}).ok());
     EXPECT_EQ(y, ref) << e.label;
   }
+}
+
+TEST(MatMulI8, WithAndWithoutVnniMatchSpec) {
+  // On a CPU with AVX-512 VNNI the AVX2 engines run the vpdpbusd kernel (12-row tiles of 16 or 32
+  // columns, A read in place four bytes at a time, equal k-blocks of at most 1024); then the same on the
+  // vpmaddwd kernel alone. Rows around 12, 24 and 144, columns around 16 and 32, K from 1 to past
+  // two k-blocks with every remainder modulo 4, operands at odd addresses, B packed per call and
+  // once (PrepareConstant, which packs only for the VNNI kernel).
+  if (!cpu::gemm::CpuHasAvx512Vnni()) std::printf("note: this CPU has no AVX-512 VNNI; only the AVX2 kernel runs\n");
+  const std::vector<std::array<int64_t, 3>> shapes = {
+      // {M, K, N}
+      {12, 1, 16},   {13, 2, 17},   {11, 3, 15},   {24, 4, 32},    {25, 5, 33},     {12, 7, 1},  {36, 64, 48},
+      {23, 511, 31}, {12, 512, 32}, {37, 513, 47}, {150, 515, 65}, {145, 1027, 20}, {1, 9, 100}, {7, 300, 64},
+      {49, 576, 64}, {12, 44, 112}, {290, 36, 16}, {19, 1, 33},    {64, 2051, 3}};
+  uint32_t seed = 900;
+  for (bool vnni : {true, false}) {
+    cpu::gemm::SetGemmVnniForTesting(vnni);
+    SCOPED_TRACE(vnni ? "vnni" : "without vnni");
+    for (const auto& s : shapes) {
+      for (bool prepare : {false, true}) {
+        CheckI8({s[0], s[1]}, {s[1], s[2]}, seed++, false, 0, prepare);
+        CheckI8({s[0], s[1]}, {s[1], s[2]}, seed++, /*extreme=*/true, /*offset=*/1 + seed % 7, prepare);
+      }
+    }
+    for (bool prepare : {false, true}) {
+      CheckI8({2, 1, 30, 13}, {1, 3, 13, 45}, seed++, false, 3, prepare);  // batches of B, each packed
+      CheckI8({3, 40, 99}, {99, 18}, seed++, false, 5, prepare);           // one B for every batch of A
+      CheckI8({40, 99}, {3, 99, 18}, seed++, false, 1, prepare);
+    }
+  }
+  cpu::gemm::SetGemmVnniForTesting(true);
+}
+
+TEST(MatMulI8, VnniExtremesWrapWithFullTiles) {
+  // The extremes on a full 12-row tile and an edge row, a 32-column tile and a 16-column one:
+  // every product -128 x -128 = 16384 (the sum passes 2^31 at this K and wraps), 127 x -128 and
+  // -128 x 127, which also drive the row correction -128 * sum_k a past 2^31 (it wraps as well).
+  // K has a tail of 3 beyond its full quads.
+  const int64_t M = 13, K = 133123, N = 48;
+  for (bool vnni : {true, false}) {
+    cpu::gemm::SetGemmVnniForTesting(vnni);
+    SCOPED_TRACE(vnni ? "vnni" : "without vnni");
+    for (const auto& [av, bv] : std::vector<std::pair<int8_t, int8_t>>{{-128, -128}, {127, -128}, {-128, 127}}) {
+      std::vector<int8_t> a(M * K, av), b(K * N, bv);
+      // Row m has m zero terms at its start and column n has n + 1 at its end, so every output
+      // av * bv * (K - m - n - 1) differs from the others: a row or column computed in another's
+      // place (or with another's correction) shows.
+      for (int64_t m = 0; m < M; ++m) std::fill(a.begin() + m * K, a.begin() + m * K + m, int8_t{0});
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t k = K - 1 - n; k < K; ++k) b[k * N + n] = 0;
+      }
+      const auto ref = RefMatMulI8(a, {M, K}, b, {K, N});
+      if (av == -128 && bv == -128) {
+        EXPECT_EQ(ref[0], static_cast<int32_t>(static_cast<uint32_t>(uint64_t{16384} * (K - 1))));
+        EXPECT_LT(ref[0], 0);  // 16384 (K - 1) > 2^31 wrapped
+      }
+      for (bool prepare : {false, true}) CheckI8Operands(a, {M, K}, b, {K, N}, 1, prepare);
+    }
+  }
+  cpu::gemm::SetGemmVnniForTesting(true);
+}
+
+TEST(MatMulI8, PreparedWeightsOnlyForTheVnniKernel) {
+  // A constant int8 B is packed once only where the VNNI kernel runs (the AVX2 engines of a CPU
+  // with AVX-512 VNNI): 3 batches of 40 x 20 as panels of 32 columns by 40 k. A prepared copy
+  // that does not fit the call (another B shape) is ignored, not misread.
+  std::vector<int8_t> a(5 * 40, 1), b(3 * 40 * 20, 2), b2(40 * 20, 3);
+  std::vector<int32_t> y(3 * 5 * 20), y2(5 * 20);
+  for (bool vnni : {true, false}) {
+    cpu::gemm::SetGemmVnniForTesting(vnni);
+    for (auto& e : Engines()) {
+      OpParams params;
+      std::vector<TensorView> in = {MakeView(DType::kI8, {5, 40}, a.data()),
+                                    MakeView(DType::kI8, {3, 40, 20}, b.data())};
+      TensorView out = MakeView(DType::kI32, {3, 5, 20}, y.data());
+      KernelCall call = MakeCall(Op::kMatMulInt8, params, in.data(), 2, &out);
+      auto prepared = e.backend->PrepareConstant(call, 1);
+      ASSERT_TRUE(prepared.ok()) << e.label;
+      const bool expect = vnni && e.backend->name() == "cpu-avx2" && cpu::gemm::CpuHasAvx512Vnni();
+      EXPECT_EQ(*prepared != nullptr, expect) << e.label;
+      if (!*prepared) continue;
+      EXPECT_EQ((*prepared)->bytes(), int64_t{3} * 32 * 40) << e.label;
+      std::vector<TensorView> in2 = {in[0], MakeView(DType::kI8, {40, 20}, b2.data())};
+      TensorView out2 = MakeView(DType::kI32, {5, 20}, y2.data());
+      KernelCall call2 = MakeCall(Op::kMatMulInt8, params, in2.data(), 2, &out2);
+      call2.prepared = prepared->get();
+      ASSERT_TRUE(e.backend->Run(call2).ok()) << e.label;
+      for (int32_t v : y2) EXPECT_EQ(v, 120) << e.label;  // 40 * 1 * 3
+    }
+  }
+  cpu::gemm::SetGemmVnniForTesting(true);
 }
 
 }  // namespace
