@@ -453,7 +453,9 @@ void ExpectPreparedWeightsGiveTheSameBits(const std::vector<HostTensor>& inputs,
     ASSERT_TRUE(prepared.ok()) << e.label << ": " << prepared.status().ToString();
     const bool expect = e.backend->name() == "cpu-avx2";
     ASSERT_EQ(*prepared != nullptr, expect) << e.label;
-    if (*prepared) EXPECT_EQ((*prepared)->bytes(), int64_t{sizeof(float)} * ((ws[0] + 5) / 6 * 6) * kc) << e.label;
+    if (*prepared) {
+      EXPECT_EQ((*prepared)->bytes(), int64_t{sizeof(float)} * ((ws[0] + 5) / 6 * 6) * kc) << e.label;
+    }
     call.prepared = prepared->get();
     const Status st = e.backend->Run(call);
     ASSERT_TRUE(st.ok()) << e.label << ": " << st.ToString();

@@ -305,7 +305,9 @@ TEST(MatMulF32, PreparedWeightsOnlyForF32OnAvx2) {
     const bool expect = e.backend->name() == "cpu-avx2";
     EXPECT_EQ(*prepared != nullptr, expect) << e.label;
     // Three batches of 40 x 20, columns padded to 32.
-    if (*prepared) EXPECT_EQ((*prepared)->bytes(), int64_t{sizeof(float)} * 3 * 40 * 32) << e.label;
+    if (*prepared) {
+      EXPECT_EQ((*prepared)->bytes(), int64_t{sizeof(float)} * 3 * 40 * 32) << e.label;
+    }
     auto other = e.backend->PrepareConstant(call, 0);  // A is not a weight
     ASSERT_TRUE(other.ok());
     EXPECT_EQ(*other, nullptr);
@@ -424,7 +426,8 @@ TEST(MatMulI8, WithAndWithoutVnniMatchSpec) {
     for (const auto& s : shapes) {
       for (bool prepare : {false, true}) {
         CheckI8({s[0], s[1]}, {s[1], s[2]}, seed++, false, 0, prepare);
-        CheckI8({s[0], s[1]}, {s[1], s[2]}, seed++, /*extreme=*/true, /*offset=*/1 + seed % 7, prepare);
+        const int offset = 1 + static_cast<int>(seed % 7);
+        CheckI8({s[0], s[1]}, {s[1], s[2]}, seed++, /*extreme=*/true, offset, prepare);
       }
     }
     for (bool prepare : {false, true}) {
