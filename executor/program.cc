@@ -293,16 +293,41 @@ std::vector<FusionRun> PlanFusion(const ValidatedGraph& vg, const std::set<int>&
   return runs;
 }
 
-// An op whose output is its input's bytes under another shape: a reshape (squeeze, unsqueeze
-// and flatten import as one) or an identity. Both copy a contiguous row-major buffer unchanged.
+// An op whose output is its input's bytes under another shape (data is row-major and
+// contiguous): a reshape (ONNX Reshape, Squeeze, Unsqueeze and Flatten import as one), an
+// identity, and the data-movement ops that keep every element where it is: a transpose that
+// only moves dims of size 1, a slice with unit steps that takes everything, an expand or a pad
+// that adds no element (pads are non-negative, so all are zero; broadcasting never reorders),
+// a concat of one input.
 bool RelabelsOnly(const CanonicalNode& cn, const ValidatedGraph& vg) {
-  if (cn.schema->op != kernels::Op::kReshape && cn.schema->op != kernels::Op::kIdentity) return false;
   if (cn.inputs.size() != 1 || !cn.inferred.kernel_input_shapes.empty() || cn.inferred.kernel_output_shape) {
     return false;
   }
   const TypeInfo& in = vg.types[cn.inputs[0]];
   const TypeInfo& out = vg.types[cn.output];
-  return in.dtype == out.dtype && NumElements(in.shape) == NumElements(out.shape);
+  if (in.dtype != out.dtype || NumElements(in.shape) != NumElements(out.shape)) return false;
+  const kernels::OpParams& params = cn.inferred.params;
+  switch (cn.schema->op) {
+    case kernels::Op::kReshape:
+    case kernels::Op::kIdentity:
+    case kernels::Op::kExpand:
+    case kernels::Op::kPad:
+    case kernels::Op::kConcat: return true;
+    case kernels::Op::kSlice:
+      // Equal counts with unit steps: every dim is taken whole, from 0.
+      return std::all_of(params.steps.begin(), params.steps.end(), [](int64_t step) { return step == 1; });
+    case kernels::Op::kTranspose: {
+      // The dims longer than 1 keep their order.
+      int64_t previous = -1;
+      for (int64_t axis : params.perm) {
+        if (in.shape[axis] <= 1) continue;
+        if (axis < previous) return false;
+        previous = axis;
+      }
+      return true;
+    }
+    default: return false;
+  }
 }
 
 // The fused instruction of a run: the head's instruction with the others as its epilogue.

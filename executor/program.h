@@ -82,8 +82,9 @@ struct Instruction {
   std::vector<int> epilogue_inputs;
   std::vector<Shape> epilogue_input_shapes;
   int fused_count = 1;  // instructions of the canonical list this one stands for
-  // A reshape or identity whose output buffer shares its input's memory (Buffer::alias_of): the
-  // bytes are already in place, so no kernel runs. It stays in both lists so that instruction i
+  // An op that keeps every byte where it is (a reshape, an identity, a transpose of unit dims,
+  // ...: docs/DETERMINISM.md 3.2), whose output buffer shares its input's memory
+  // (Buffer::alias_of): the bytes are already in place, so no kernel runs. It stays in both lists so that instruction i
   // is still trace leaf i and its output is hashed with its own shape.
   bool alias = false;
 };

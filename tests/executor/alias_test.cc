@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <optional>
 
 #include "executor/graph.h"
@@ -335,6 +336,105 @@ TEST(AliasTest, FusedRunsReadAndProduceAliasesAndStayDisjointFromWhatTheyRead) {
         EXPECT_EQ(got->trace_root, *trace_root);
       }
     }
+  }
+}
+
+// Every op that keeps each element where it is becomes an alias, with the bits its kernel
+// writes; the same ops moving an element do not.
+TEST(AliasTest, DataMovementThatMovesNoElementIsAnAliasWithTheKernelsBits) {
+  struct Case {
+    const char* name;
+    Shape shape;
+    std::function<Value(Value)> op;
+    bool alias;
+  };
+  const std::vector<Case> cases = {
+      {"transpose of unit dims",
+       {1, 5, 1, 7},
+       [](Value x) {
+         return transpose(x, {2, 0, 1, 3});
+       },
+       true},
+      {"transpose to a row",
+       {3, 1},
+       [](Value x) {
+         return transpose(x, {1, 0});
+       },
+       true},
+      {"transpose of two long dims",
+       {1, 5, 1, 7},
+       [](Value x) {
+         return transpose(x, {0, 3, 2, 1});
+       },
+       false},
+      {"whole slice",
+       {4, 6},
+       [](Value x) {
+         return slice(x, {0, 0}, {4, 6});
+       },
+       true},
+      {"reversing slice", {4, 6}, [](Value x) { return slice(x, {5}, {-100}, {1}, {-1}); }, false},
+      {"slice of rows", {4, 6}, [](Value x) { return slice(x, {1}, {3}); }, false},
+      {"expand adding a leading 1",
+       {3, 1, 4},
+       [](Value x) {
+         return expand(x, {1, 3, 1, 4});
+       },
+       true},
+      {"expand stretching",
+       {3, 1, 4},
+       [](Value x) {
+         return expand(x, {3, 2, 4});
+       },
+       false},
+      {"pad of nothing",
+       {2, 3},
+       [](Value x) {
+         return pad(x, {0, 0, 0, 0}, 1.0f);
+       },
+       true},
+      {"pad of a column",
+       {2, 3},
+       [](Value x) {
+         return pad(x, {0, 1, 0, 0}, 1.0f);
+       },
+       false},
+      {"concat of one", {2, 3}, [](Value x) { return concat({x}, 1); }, true},
+  };
+  auto backend = MakeCpu(2);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Graph g;
+    Value x = g.input("x", DType::kF32, c.shape);
+    Value y = c.op(x);
+    g.output("y", y);
+    g.output("z", neg(y));  // another reader
+    auto p = CompileGraph(g, nullptr, {});
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    ASSERT_EQ(p->instructions.size(), 2u);
+    const Instruction& ins = p->instructions[0];
+    EXPECT_EQ(ins.alias, c.alias);
+    ExpectPlanSound(*p);
+    const Tensor x_data = RandomF32(c.shape, 31);
+    auto got = consensor::testing::CompileAndRun(g, {{"x", x_data}}, backend.get(), /*trace=*/true);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    // What the op's kernel writes, called on its own.
+    const Buffer& out = p->buffers[ins.output];
+    Tensor want(out.dtype, out.shape);
+    auto view = [](const Tensor& t, const Shape& shape) {
+      kernels::TensorView v;
+      v.dtype = t.dtype();
+      v.rank = static_cast<int>(shape.size());
+      for (int i = 0; i < v.rank; ++i) v.dims[i] = shape[i];
+      v.data = const_cast<uint8_t*>(t.data());
+      return v;
+    };
+    kernels::TensorView in_view = view(x_data, ins.input_view_shapes[0]);
+    kernels::TensorView out_view = view(want, ins.output_view_shape);
+    const kernels::KernelCall call{ins.op, &ins.params, &in_view, 1, &out_view, 1};
+    ASSERT_TRUE(backend->Run(call).ok());
+    ExpectSameBytes(Output(*got, "y").tensor, want, out.shape);
+    EXPECT_EQ(got->trace[0], TensorHash(want));
   }
 }
 
