@@ -1,7 +1,7 @@
-// Instructions that only relabel a shape (reshape, identity) share their input's memory and run
-// no kernel (docs/DETERMINISM.md 3.2). The memory plan must keep that memory until the last use
-// of every value sharing it, never place a later output over it, and keep fused runs disjoint
-// from what they read; every run must still give the bits, trace leaves and roots of a copy.
+// Instructions that keep every element where it is (reshape, identity, a transpose of unit dims,
+// ...) share their input's memory and run no kernel (docs/DETERMINISM.md 3.2). The memory plan must keep that memory
+// until the last use of every value sharing it, never place a later output over it, and keep fused runs disjoint from
+// what they read; every run must still give the bits, trace leaves and roots of a copy.
 #include <gtest/gtest.h>
 
 #include <cstring>
