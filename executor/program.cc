@@ -293,6 +293,43 @@ std::vector<FusionRun> PlanFusion(const ValidatedGraph& vg, const std::set<int>&
   return runs;
 }
 
+// An op whose output is its input's bytes under another shape (data is row-major and
+// contiguous): a reshape (ONNX Reshape, Squeeze, Unsqueeze and Flatten import as one), an
+// identity, and the data-movement ops that keep every element where it is: a transpose that
+// only moves dims of size 1, a slice with unit steps that takes everything, an expand or a pad
+// that adds no element (pads are non-negative, so all are zero; broadcasting never reorders),
+// a concat of one input.
+bool RelabelsOnly(const CanonicalNode& cn, const ValidatedGraph& vg) {
+  if (cn.inputs.size() != 1 || !cn.inferred.kernel_input_shapes.empty() || cn.inferred.kernel_output_shape) {
+    return false;
+  }
+  const TypeInfo& in = vg.types[cn.inputs[0]];
+  const TypeInfo& out = vg.types[cn.output];
+  if (in.dtype != out.dtype || NumElements(in.shape) != NumElements(out.shape)) return false;
+  const kernels::OpParams& params = cn.inferred.params;
+  switch (cn.schema->op) {
+    case kernels::Op::kReshape:
+    case kernels::Op::kIdentity:
+    case kernels::Op::kExpand:
+    case kernels::Op::kPad:
+    case kernels::Op::kConcat: return true;
+    case kernels::Op::kSlice:
+      // Equal counts with unit steps: every dim is taken whole, from 0.
+      return std::all_of(params.steps.begin(), params.steps.end(), [](int64_t step) { return step == 1; });
+    case kernels::Op::kTranspose: {
+      // The dims longer than 1 keep their order.
+      int64_t previous = -1;
+      for (int64_t axis : params.perm) {
+        if (in.shape[axis] <= 1) continue;
+        if (axis < previous) return false;
+        previous = axis;
+      }
+      return true;
+    }
+    default: return false;
+  }
+}
+
 // The fused instruction of a run: the head's instruction with the others as its epilogue.
 Instruction FuseRun(const FusionRun& run, const std::vector<Instruction>& instructions, const ValidatedGraph& vg,
                     const std::vector<int>& buffer_of) {
@@ -417,6 +454,27 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
   const std::vector<FusionRun> runs = PlanFusion(vg, output_values, constant_of);
   std::map<int, int> run_output_at;  // head index -> value id of the run's output
   for (const FusionRun& run : runs) run_output_at[run.head] = vg.order[run.last].output;
+  // An instruction that only relabels a shape gets no memory of its own: its output shares the
+  // memory of its input's root (the value that owns it, following chains of such instructions),
+  // and that memory is freed only after the last use of every value sharing it. Nothing writes
+  // to a value after the instruction that computes it, so sharing is safe: even a placeholder
+  // or a constant can be shared, as no kernel writes to its inputs. A run's output, allocated
+  // early at its head, is never an alias (it is an epilogue op's).
+  std::vector<bool> is_alias(n, false);
+  std::vector<int> root(values.size());
+  for (size_t v = 0; v < values.size(); ++v) root[v] = static_cast<int>(v);
+  std::vector<int> group_last_use = last_use;  // by root: the last use of any value sharing its memory
+  {
+    std::set<int> run_outputs;
+    for (const auto& [head, value] : run_output_at) run_outputs.insert(value);
+    for (int i = 0; i < n; ++i) {
+      const CanonicalNode& cn = vg.order[i];
+      if (!RelabelsOnly(cn, vg) || run_outputs.count(cn.output)) continue;
+      is_alias[i] = true;
+      root[cn.output] = root[cn.inputs[0]];
+      group_last_use[root[cn.output]] = std::max(group_last_use[root[cn.output]], last_use[cn.output]);
+    }
+  }
   for (int i = 0; i < n; ++i) {
     const CanonicalNode& cn = vg.order[i];
     const NodeDef& node = graph.nodes()[cn.node];
@@ -428,8 +486,20 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
     ins.params = cn.inferred.params;
     ins.flops = cn.inferred.flops;
     for (int in : cn.inputs) ins.inputs.push_back(buffer_of[in]);
-    // The output is allocated while the inputs are still live, so it never aliases them.
-    ins.output = buffer_of[cn.output] >= 0 ? buffer_of[cn.output] : new_buffer(cn.output, BufferRole::kIntermediate);
+    if (is_alias[i]) {
+      const int owner = buffer_of[root[cn.output]];
+      Buffer b = p.buffers[owner];
+      b.shape = vg.types[cn.output].shape;
+      b.alias_of = owner;
+      p.buffers.push_back(std::move(b));
+      buffer_of[cn.output] = static_cast<int>(p.buffers.size()) - 1;
+      ins.output = buffer_of[cn.output];
+      ins.alias = true;
+    } else {
+      // Any other output is allocated while the inputs are still live, so it never shares
+      // memory with them.
+      ins.output = buffer_of[cn.output] >= 0 ? buffer_of[cn.output] : new_buffer(cn.output, BufferRole::kIntermediate);
+    }
     if (auto run = run_output_at.find(i); run != run_output_at.end())
       new_buffer(run->second, BufferRole::kIntermediate);
     if (!cn.inferred.kernel_input_shapes.empty()) {
@@ -438,14 +508,16 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
       for (int in : cn.inputs) ins.input_view_shapes.push_back(vg.types[in].shape);
     }
     ins.output_view_shape = cn.inferred.kernel_output_shape.value_or(vg.types[cn.output].shape);
-    // Free intermediates whose last use is this instruction (each once).
+    // Free intermediates whose memory (shared by every alias of it) is last used here, each once.
     std::set<int> seen;
     for (int in : cn.inputs) {
-      if (!seen.insert(in).second) continue;
-      const Buffer& b = p.buffers[buffer_of[in]];
-      if (b.role == BufferRole::kIntermediate && last_use[in] == i) planner.Free(b.offset, b.bytes);
+      if (!seen.insert(root[in]).second) continue;
+      const Buffer& b = p.buffers[buffer_of[root[in]]];
+      if (b.role == BufferRole::kIntermediate && group_last_use[root[in]] == i) planner.Free(b.offset, b.bytes);
     }
-    if (last_use[cn.output] < 0) planner.Free(p.buffers[ins.output].offset, p.buffers[ins.output].bytes);
+    if (!is_alias[i] && group_last_use[cn.output] < 0) {
+      planner.Free(p.buffers[ins.output].offset, p.buffers[ins.output].bytes);
+    }
     p.instructions.push_back(std::move(ins));
   }
   for (const auto& [name, v] : vg.outputs) p.outputs.emplace_back(name, buffer_of[v]);

@@ -58,6 +58,10 @@ struct Buffer {
   int64_t offset = 0;  // in the arena, 64-byte aligned
   int64_t bytes = 0;
   BufferRole role = BufferRole::kIntermediate;
+  // The buffer whose memory this one shares (same offset and bytes, another shape), or -1. Set
+  // for the output of an instruction that only relabels a shape (Instruction::alias); it names
+  // the buffer that owns the memory, never another alias, and takes that buffer's role.
+  int alias_of = -1;
 };
 
 struct Instruction {
@@ -78,6 +82,11 @@ struct Instruction {
   std::vector<int> epilogue_inputs;
   std::vector<Shape> epilogue_input_shapes;
   int fused_count = 1;  // instructions of the canonical list this one stands for
+  // An op that keeps every byte where it is (a reshape, an identity, a transpose of unit dims,
+  // ...: docs/DETERMINISM.md 3.2), whose output buffer shares its input's memory
+  // (Buffer::alias_of): the bytes are already in place, so no kernel runs. It stays in both lists so that instruction i
+  // is still trace leaf i and its output is hashed with its own shape.
+  bool alias = false;
 };
 
 struct Program {

@@ -40,6 +40,7 @@ StatusOr<std::unique_ptr<LoadedProgram>> LoadedProgram::Load(const Program& prog
     RETURN_IF_ERROR(lp->arena_->CopyIn(program.buffers[buffer].offset, tensor.data(), tensor.byte_size()));
   }
   for (const Instruction& ins : program.instructions) {
+    if (ins.alias) continue;  // runs no kernel
     // Supports() only looks at op, dtypes and ranks; pointers are not needed.
     std::vector<kernels::TensorView> views;
     for (size_t i = 0; i < ins.inputs.size(); ++i) views.push_back(lp->View(ins.inputs[i], ins.input_view_shapes[i]));
@@ -75,6 +76,7 @@ Status LoadedProgram::PrepareConstants(const std::vector<Instruction>& list,
   std::vector<kernels::TensorView> views;
   for (size_t i = 0; i < list.size(); ++i) {
     const Instruction& ins = list[i];
+    if (ins.alias) continue;
     for (size_t k = 0; k < ins.inputs.size() && !(*out)[i]; ++k) {
       if (program_.buffers[ins.inputs[k]].role != BufferRole::kConstant) continue;
       // What a prepared copy depends on: the op, its parameters, and the constant as viewed.
@@ -177,7 +179,8 @@ StatusOr<RunResult> LoadedProgram::Run(const std::map<std::string, Tensor>& inpu
   for (size_t i = 0; i < instructions.size(); ++i) {
     const Instruction& ins = instructions[i];
     if (options.check_continue) RETURN_IF_ERROR(options.check_continue());
-    RETURN_IF_ERROR(RunInstruction(ins, prepared[i], views, epilogue_views));
+    // An alias's output already holds its bytes (they are its input's); it is still traced.
+    if (!ins.alias) RETURN_IF_ERROR(RunInstruction(ins, prepared[i], views, epilogue_views));
     if (options.trace) {
       RETURN_IF_ERROR(backend_->Synchronize());
       ASSIGN_OR_RETURN(Hash256 h, HashBuffer(ins.output));
