@@ -2,6 +2,8 @@
 // the path it replaced, timed alternately in the same run on the same data, one AVX2 thread.
 // Single-filter Conv2D: the direct kernel against im2col + a one-row GEMM, likewise, on both ISAs.
 // Dense 3x3 Conv2D: the GEMM's 512-bit micro-kernel against its 256-bit one, likewise.
+// ConvTranspose's convolution: the conv over the zero-stuffed input as one call that reads x
+// (OpParams::input_stuffing) against the unfused pad + conv2d, likewise (CPU time).
 //
 //   conv_bench [--benchmark_filter=...]
 //
@@ -237,6 +239,106 @@ BENCHMARK(BM_Dense3x3)
     ->Args({1024, 8, 8, 512, 1})
     ->Args({128, 128, 128, 64, 2})
     ->Args({1024, 16, 16, 256, 2})
+    ->Unit(benchmark::kMicrosecond);
+
+// args: C, XH, XW, F, K, stride, threads. ConvTranspose (pads 0) of x [1, C, XH, XW] by
+// [C, F, K, K] as lowered (docs/ONNX.md): zero `pad` of x as [1, C, XH, 1, XW, 1] to the
+// stride, then a stride-1 conv2d with K - 1 in front and K - stride behind. Against the fused
+// call: the same conv2d reading x with input_stuffing. Process CPU time per run, medians.
+void BM_StuffedConv(benchmark::State& state) {
+  const int64_t C = state.range(0), XH = state.range(1), XW = state.range(2), F = state.range(3), K = state.range(4),
+                S = state.range(5);
+  const int threads = static_cast<int>(state.range(6));
+  const int64_t SH = XH * S, SW = XW * S, front = K - 1, back = K - S;
+  const int64_t OH = SH + front + back - K + 1, OW = SW + front + back - K + 1;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(C * XH * XW), stuffed(C * SH * SW), w(F * C * K * K), b(F);
+  for (float& v : x) v = u(rng);
+  for (float& v : w) v = u(rng);
+  for (float& v : b) v = u(rng);
+  auto backend = CpuBackend::Create({.num_threads = threads, .isa = "avx2"});
+  if (!backend.ok()) {
+    state.SkipWithError(backend.status().ToString().c_str());
+    return;
+  }
+  OpParams pad;
+  pad.pad_begin = {0, 0, 0, 0, 0, 0};
+  pad.pad_end = {0, 0, 0, S - 1, 0, S - 1};
+  OpParams conv;
+  conv.strides = {1, 1};
+  conv.dilations = {1, 1};
+  conv.pads = {front, front, back, back};
+  OpParams fused = conv;
+  fused.input_stuffing = {S, S, 0, 0, SH, SW};
+  TensorView pad_in = View(x.data(), {1, C, XH, 1, XW, 1}), pad_out = View(stuffed.data(), {1, C, XH, S, XW, S});
+  TensorView conv_in[3] = {View(stuffed.data(), {1, C, SH, SW}), View(w.data(), {F, C, K, K}), View(b.data(), {F})};
+  TensorView fused_in[3] = {View(x.data(), {1, C, XH, XW}), conv_in[1], conv_in[2]};
+  std::vector<float> y_fused(F * OH * OW), y_unfused(F * OH * OW);
+  TensorView out_fused = View(y_fused.data(), {1, F, OH, OW}), out_unfused = View(y_unfused.data(), {1, F, OH, OW});
+  KernelCall pad_call{Op::kPad, &pad, &pad_in, 1, &pad_out, 1};
+  KernelCall conv_call{Op::kConv2D, &conv, conv_in, 3, &out_unfused, 1};
+  KernelCall fused_call{Op::kConv2D, &fused, fused_in, 3, &out_fused, 1};
+  // The unfused conv's weights are packed once, as a loaded program does.
+  auto prepared = (*backend)->PrepareConstant(conv_call, 1);
+  if (!prepared.ok()) {
+    state.SkipWithError(prepared.status().ToString().c_str());
+    return;
+  }
+  conv_call.prepared = prepared->get();
+  auto fused_prepared = (*backend)->PrepareConstant(fused_call, 1);
+  if (!fused_prepared.ok()) {
+    state.SkipWithError(fused_prepared.status().ToString().c_str());
+    return;
+  }
+  fused_call.prepared = fused_prepared->get();
+  auto cpu_us = [] {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+  };
+  auto run_fused = [&] {
+    const double t0 = cpu_us();
+    const Status s = (*backend)->Run(fused_call);
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    return cpu_us() - t0;
+  };
+  auto run_unfused = [&] {
+    const double t0 = cpu_us();
+    Status s = (*backend)->Run(pad_call);
+    if (s.ok()) s = (*backend)->Run(conv_call);
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    return cpu_us() - t0;
+  };
+  run_fused();
+  run_unfused();
+  if (std::memcmp(y_fused.data(), y_unfused.data(), y_fused.size() * sizeof(float)) != 0) {
+    state.SkipWithError("the fused and unfused outputs differ");
+    return;
+  }
+  std::vector<double> t_fused, t_unfused;
+  for (auto _ : state) {
+    t_fused.push_back(run_fused());
+    t_unfused.push_back(run_unfused());
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  state.counters["fused_cpu_us"] = median(t_fused);
+  state.counters["unfused_cpu_us"] = median(t_unfused);
+  state.counters["speedup"] = median(t_unfused) / std::max(1e-9, median(t_fused));
+}
+
+// The PP-OCRv4 detector's two ConvTransposes (2x2, stride 2), a 4x4 stride-2 one (PyTorch's
+// usual upsampler without its pad) and a 3x3 stride-3 one; one thread, and two.
+BENCHMARK(BM_StuffedConv)
+    ->Args({24, 80, 80, 24, 2, 2, 1})
+    ->Args({24, 160, 160, 1, 2, 2, 1})
+    ->Args({64, 40, 40, 32, 4, 2, 1})
+    ->Args({16, 40, 40, 16, 3, 3, 1})
+    ->Args({24, 80, 80, 24, 2, 2, 2})
+    ->Args({24, 160, 160, 1, 2, 2, 2})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

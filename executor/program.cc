@@ -1,6 +1,7 @@
 #include "executor/program.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -330,6 +331,118 @@ bool RelabelsOnly(const CanonicalNode& cn, const ValidatedGraph& vg) {
   }
 }
 
+// A conv2d whose input is a zero-stuffed tensor, as the ConvTranspose lowering makes it
+// (ONNX.md): x -> reshapes -> pad (+0.0 after unit dims) -> reshapes -> [slice -> reshapes] ->
+// conv2d with both strides 1. In the fused list the conv reads x itself
+// (OpParams::input_stuffing) and the reshapes, pad and slice do not run (DETERMINISM.md 3.1).
+struct StuffedConv {
+  int conv = 0;                   // canonical index of the conv2d
+  int source = 0;                 // value id of x, read in place of the stuffed value
+  std::vector<int> dropped;       // canonical indices of the instructions it replaces
+  Shape source_view;              // x as [N, C, XH, XW]
+  std::vector<int64_t> stuffing;  // OpParams::input_stuffing
+};
+
+std::optional<StuffedConv> FindStuffedConv(const ValidatedGraph& vg, int at, const std::vector<int>& producer,
+                                           const std::vector<std::vector<int>>& readers,
+                                           const std::set<int>& output_values) {
+  const CanonicalNode& conv = vg.order[at];
+  if (conv.schema->op != kernels::Op::kConv2D || !conv.inferred.kernel_input_shapes.empty() ||
+      conv.inferred.kernel_output_shape || conv.inferred.params.strides != std::vector<int64_t>{1, 1}) {
+    return std::nullopt;
+  }
+  for (int in : conv.inputs) {
+    if (vg.types[in].dtype != DType::kF32) return std::nullopt;
+  }
+  const Shape& conv_in = vg.types[conv.inputs[0]].shape;
+  if (conv_in.size() != 4) return std::nullopt;
+  StuffedConv sc;
+  sc.conv = at;
+  // A value the fused conv skips must be read by the next instruction of the chain only.
+  auto internal = [&](int v, int reader) {
+    return !output_values.count(v) && readers[v].size() == 1 && readers[v][0] == reader;
+  };
+  int v = conv.inputs[0], reader = at, pad_at = -1, slice_at = -1;
+  while (pad_at < 0) {
+    const int p = producer[v];
+    if (p < 0 || !internal(v, reader)) return std::nullopt;
+    const kernels::Op op = vg.order[p].schema->op;
+    if (op == kernels::Op::kPad) {
+      pad_at = p;
+    } else if (op == kernels::Op::kSlice && slice_at < 0) {
+      slice_at = p;
+    } else if (op != kernels::Op::kReshape) {
+      return std::nullopt;
+    }
+    sc.dropped.push_back(p);
+    reader = p;
+    v = vg.order[p].inputs[0];
+  }
+  // The reshapes before the pad only rename x's dims: the conv reads x's buffer as it is.
+  for (int p = producer[v]; p >= 0 && vg.order[p].schema->op == kernels::Op::kReshape && internal(v, reader);
+       p = producer[v]) {
+    sc.dropped.push_back(p);
+    reader = p;
+    v = vg.order[p].inputs[0];
+  }
+  sc.source = v;
+
+  // The pad: +0.0 (bits 0) after unit dims that follow spatial dims, nothing else.
+  const CanonicalNode& pad = vg.order[pad_at];
+  const kernels::OpParams& pp = pad.inferred.params;
+  const Shape& pin = vg.types[pad.inputs[0]].shape;
+  uint32_t fill_bits;
+  std::memcpy(&fill_bits, &pp.pad_value, sizeof(fill_bits));
+  if (vg.types[pad.output].dtype != DType::kF32 || fill_bits != 0 || pin.size() < 3 ||
+      pp.pad_begin != std::vector<int64_t>(pin.size(), 0) || pp.pad_end.size() != pin.size() || pp.pad_end[0] != 0 ||
+      pp.pad_end[1] != 0) {
+    return std::nullopt;
+  }
+  Shape spatial;
+  std::vector<int64_t> stuff;
+  for (size_t d = 2; d < pin.size();) {
+    if (pp.pad_end[d] != 0) return std::nullopt;
+    spatial.push_back(pin[d]);
+    if (d + 1 < pin.size() && pin[d + 1] == 1 && pp.pad_end[d + 1] > 0) {
+      stuff.push_back(pp.pad_end[d + 1] + 1);
+      d += 2;
+    } else {
+      stuff.push_back(1);
+      d += 1;
+    }
+  }
+  if (spatial.empty() || spatial.size() > 2 ||
+      std::all_of(stuff.begin(), stuff.end(), [](int64_t u) { return u == 1; }))
+    return std::nullopt;
+  const bool one_d = spatial.size() == 1;
+  const int64_t xh = one_d ? 1 : spatial[0], uh = one_d ? 1 : stuff[0];
+  const int64_t xw = spatial.back(), uw = stuff.back();
+  const int64_t n = pin[0], c = pin[1], sh = xh * uh, sw = xw * uw;
+  // Rows [r0, r0 + vh) and columns [c0, c0 + vw) of the stuffed [N, C, SH, SW].
+  int64_t r0 = 0, c0 = 0, vh = sh, vw = sw;
+  if (slice_at >= 0) {
+    const CanonicalNode& slice = vg.order[slice_at];
+    const Shape& sin = vg.types[slice.inputs[0]].shape;
+    const Shape& sout = vg.types[slice.output].shape;
+    const kernels::OpParams& sp = slice.inferred.params;
+    if (sp.steps != std::vector<int64_t>(sin.size(), 1) || sp.starts.size() != sin.size() || sin.size() < 3 ||
+        sp.starts[0] != 0 || sp.starts[1] != 0 || sout[0] != n || sout[1] != c) {
+      return std::nullopt;
+    }
+    if (sin == Shape{n, c, sh, sw}) {
+      r0 = sp.starts[2], vh = sout[2], c0 = sp.starts[3], vw = sout[3];
+    } else if (sh == 1 && sin == Shape{n, c, sw}) {
+      c0 = sp.starts[2], vw = sout[2];
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (conv_in != Shape{n, c, vh, vw}) return std::nullopt;
+  sc.source_view = {n, c, xh, xw};
+  sc.stuffing = {uh, uw, r0, c0, vh, vw};
+  return sc;
+}
+
 // The fused instruction of a run: the head's instruction with the others as its epilogue.
 Instruction FuseRun(const FusionRun& run, const std::vector<Instruction>& instructions, const ValidatedGraph& vg,
                     const std::vector<int>& buffer_of) {
@@ -441,6 +554,27 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
   std::set<int> output_values;
   for (const auto& [name, v] : vg.outputs) output_values.insert(v);
   for (int v : output_values) last_use[v] = n;
+  // Convolutions of zero-stuffed inputs read x itself in the fused list, so x stays live until
+  // the conv (in both lists: they share one plan), and the conv's output never overlaps it.
+  std::map<int, StuffedConv> stuffed_at;  // conv index -> its pattern
+  std::vector<std::vector<int>> extra_reads(n);
+  {
+    std::vector<int> producer(values.size(), -1);
+    std::vector<std::vector<int>> readers(values.size());
+    for (int i = 0; i < n; ++i) {
+      producer[vg.order[i].output] = i;
+      for (int in : vg.order[i].inputs) readers[in].push_back(i);
+    }
+    for (int i = 0; i < n; ++i) {
+      std::optional<StuffedConv> sc = FindStuffedConv(vg, i, producer, readers, output_values);
+      if (!sc) continue;
+      if (last_use[sc->source] < i) {
+        last_use[sc->source] = i;
+        extra_reads[i].push_back(sc->source);
+      }
+      stuffed_at.emplace(i, std::move(*sc));
+    }
+  }
   // A fused run writes its output while its head runs, and reads the run's other inputs until
   // its last step. So the run's output is allocated with the head's, while all those inputs are
   // still live (they were computed before the head), and never shares memory with them; the
@@ -510,7 +644,9 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
     ins.output_view_shape = cn.inferred.kernel_output_shape.value_or(vg.types[cn.output].shape);
     // Free intermediates whose memory (shared by every alias of it) is last used here, each once.
     std::set<int> seen;
-    for (int in : cn.inputs) {
+    std::vector<int> reads = cn.inputs;
+    reads.insert(reads.end(), extra_reads[i].begin(), extra_reads[i].end());
+    for (int in : reads) {
       if (!seen.insert(root[in]).second) continue;
       const Buffer& b = p.buffers[buffer_of[root[in]]];
       if (b.role == BufferRole::kIntermediate && group_last_use[root[in]] == i) planner.Free(b.offset, b.bytes);
@@ -523,27 +659,53 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
   for (const auto& [name, v] : vg.outputs) p.outputs.emplace_back(name, buffer_of[v]);
   // The fused list, checking what the plan above guarantees: a run's output shares no memory
   // with anything the run reads (otherwise the run is left unfused).
+  auto disjoint = [&](int a, int b) {
+    const Buffer& x = p.buffers[a];
+    const Buffer& y = p.buffers[b];
+    return x.offset + x.bytes <= y.offset || y.offset + y.bytes <= x.offset;
+  };
+  // A stuffed conv whose x could share memory with its output (or its run's) stays unfused.
+  std::set<int> dropped;
+  for (auto it = stuffed_at.begin(); it != stuffed_at.end();) {
+    const int source = buffer_of[it->second.source];
+    bool ok = disjoint(source, p.instructions[it->first].output);
+    for (const FusionRun& run : runs) {
+      if (run.head == it->first) ok = ok && disjoint(source, buffer_of[vg.order[run.last].output]);
+    }
+    if (!ok) {
+      it = stuffed_at.erase(it);
+      continue;
+    }
+    dropped.insert(it->second.dropped.begin(), it->second.dropped.end());
+    ++it;
+  }
   std::vector<Instruction> fused;
   size_t next = 0;
   for (int i = 0; i < n; ++i) {
+    if (dropped.count(i)) continue;
+    Instruction f = p.instructions[i];
+    int last = i;
     if (next < runs.size() && runs[next].head == i) {
       const FusionRun run = runs[next++];
-      Instruction f = FuseRun(run, p.instructions, vg, buffer_of);
-      std::vector<int> reads = f.inputs;
-      reads.insert(reads.end(), f.epilogue_inputs.begin(), f.epilogue_inputs.end());
-      const Buffer& out = p.buffers[f.output];
-      bool disjoint = true;
-      for (int in : reads) {
-        const Buffer& b = p.buffers[in];
-        disjoint = disjoint && (out.offset + out.bytes <= b.offset || b.offset + b.bytes <= out.offset);
-      }
-      if (disjoint) {
-        fused.push_back(std::move(f));
-        i = run.last;
-        continue;
+      Instruction r = FuseRun(run, p.instructions, vg, buffer_of);
+      std::vector<int> reads = r.inputs;
+      reads.insert(reads.end(), r.epilogue_inputs.begin(), r.epilogue_inputs.end());
+      bool ok = true;
+      for (int in : reads) ok = ok && disjoint(r.output, in);
+      if (ok) {
+        f = std::move(r);
+        last = run.last;
       }
     }
-    fused.push_back(p.instructions[i]);
+    if (auto sc = stuffed_at.find(i); sc != stuffed_at.end()) {
+      f.inputs[0] = buffer_of[sc->second.source];
+      f.input_view_shapes[0] = sc->second.source_view;
+      f.params.input_stuffing = sc->second.stuffing;
+      f.fused_count += static_cast<int>(sc->second.dropped.size());
+      for (int d : sc->second.dropped) f.node_label += ", " + p.instructions[d].node_label;
+    }
+    fused.push_back(std::move(f));
+    i = last;
   }
   if (fused.size() < p.instructions.size()) p.fused_instructions = std::move(fused);
   p.arena_bytes = planner.peak();

@@ -22,7 +22,7 @@ std::string PreparedKey(const Instruction& ins, size_t k) {
   key += "->" + ShapeToString(ins.output_view_shape) + "|";
   const kernels::OpParams& p = ins.params;
   for (const auto* v : {&p.axes, &p.perm, &p.starts, &p.steps, &p.kernel, &p.strides, &p.dilations, &p.pads,
-                        &p.pad_begin, &p.pad_end}) {
+                        &p.pad_begin, &p.pad_end, &p.input_stuffing}) {
     AppendInts(&key, *v);
   }
   AppendInts(&key, {p.keepdims, p.axis, p.k, p.largest, p.group, p.count_include_pad, static_cast<int64_t>(p.to)});
@@ -53,7 +53,9 @@ StatusOr<std::unique_ptr<LoadedProgram>> LoadedProgram::Load(const Program& prog
   lp->fused_supported_ = !program.fused_instructions.empty();
   for (const Instruction& ins : program.fused_instructions) {
     if (!lp->fused_supported_) break;
-    if (ins.epilogue.empty()) continue;
+    // A conv over a zero-stuffed input is a call of its own (kernels::OpParams::input_stuffing).
+    const bool stuffed = !ins.params.input_stuffing.empty();
+    if (ins.epilogue.empty() && !stuffed) continue;
     std::vector<kernels::TensorView> views, epilogue_views;
     for (size_t i = 0; i < ins.inputs.size(); ++i) views.push_back(lp->View(ins.inputs[i], ins.input_view_shapes[i]));
     for (size_t i = 0; i < ins.epilogue_inputs.size(); ++i) {
@@ -62,8 +64,14 @@ StatusOr<std::unique_ptr<LoadedProgram>> LoadedProgram::Load(const Program& prog
     kernels::TensorView out = lp->View(ins.output, ins.output_view_shape);
     kernels::Epilogue epilogue{ins.epilogue.data(), static_cast<int>(ins.epilogue.size()), epilogue_views.data(),
                                static_cast<int>(epilogue_views.size())};
-    kernels::KernelCall call{ins.op, &ins.params, views.data(), static_cast<int>(views.size()), &out, 1, &epilogue};
-    lp->fused_supported_ = backend->Supports(call) && backend->SupportsEpilogue(call);
+    kernels::KernelCall call{ins.op,
+                             &ins.params,
+                             views.data(),
+                             static_cast<int>(views.size()),
+                             &out,
+                             1,
+                             ins.epilogue.empty() ? nullptr : &epilogue};
+    lp->fused_supported_ = backend->Supports(call) && (ins.epilogue.empty() || backend->SupportsEpilogue(call));
   }
   RETURN_IF_ERROR(lp->PrepareConstants(program.instructions, &lp->prepared_canonical_));
   if (lp->fused_supported_) RETURN_IF_ERROR(lp->PrepareConstants(program.fused_instructions, &lp->prepared_fused_));

@@ -119,6 +119,12 @@ struct OpParams {
   DType to = DType::kInvalid;  // cast
   bool exclusive = false;      // cumsum: each output leaves out its own term
   bool reverse = false;        // cumsum: the chain runs from the end of the axis
+  // conv2d, set only by compilation (docs/DETERMINISM.md 3.1, zero-stuffed input): empty, or
+  // {uh, uw, r0, c0, VH, VW}. The conv then reads the virtual input V [N, C, VH, VW] with
+  // V[n, c, r, q] = x[n, c, (r + r0) / uh, (q + c0) / uw] where both divisions are exact and
+  // +0.0 elsewhere: x zero-stuffed (uh - 1 rows and uw - 1 columns of zeros after each element)
+  // and cropped to rows [r0, r0 + VH) and columns [c0, c0 + VW). Only the CPU backend runs it.
+  std::vector<int64_t> input_stuffing;
 };
 
 struct TensorView {

@@ -10,7 +10,7 @@ int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) 
 
 }  // namespace
 
-StatusOr<ConvGeom> ValidateConv(const KernelCall& call, bool weights_prepared) {
+StatusOr<ConvGeom> ValidateConv(const KernelCall& call, bool weights_prepared, bool allow_stuffed) {
   if (call.op != Op::kConv2D) return InvalidArgument("RunConv: unexpected op " + std::string(OpName(call.op)));
   if ((call.num_inputs != 2 && call.num_inputs != 3) || call.num_outputs != 1 || !call.inputs || !call.outputs) {
     return InvalidArgument("conv2d: expects 2 or 3 inputs and 1 output");
@@ -37,6 +37,22 @@ StatusOr<ConvGeom> ValidateConv(const KernelCall& call, bool weights_prepared) {
   }
   ConvGeom g;
   g.N = x.dims[0], g.C = x.dims[1], g.H = x.dims[2], g.W = x.dims[3];
+  g.stuffed = false;
+  g.uh = g.uw = 1, g.r0 = g.c0 = 0, g.XH = g.H, g.XW = g.W;
+  if (!p.input_stuffing.empty()) {
+    if (!allow_stuffed) return InvalidArgument("conv2d: this backend does not run a zero-stuffed input");
+    const std::vector<int64_t>& u = p.input_stuffing;
+    if (u.size() != 6) return InvalidArgument("conv2d: input_stuffing must have 6 values");
+    constexpr int64_t kMax = int64_t{1} << 31;
+    for (int64_t v : u) {
+      if (v < 0 || v >= kMax) return InvalidArgument("conv2d: input_stuffing values must be in [0, 2^31)");
+    }
+    g.stuffed = true;
+    g.uh = u[0], g.uw = u[1], g.r0 = u[2], g.c0 = u[3], g.H = u[4], g.W = u[5];
+    if (g.uh < 1 || g.uw < 1 || g.XH < 0 || g.XW < 0 || g.r0 + g.H > g.XH * g.uh || g.c0 + g.W > g.XW * g.uw) {
+      return InvalidArgument("conv2d: the cropped stuffed input does not fit the input");
+    }
+  }
   g.F = w.dims[0], g.Cg = w.dims[1], g.KH = w.dims[2], g.KW = w.dims[3];
   g.G = p.group;
   g.sh = p.strides[0], g.sw = p.strides[1], g.dh = p.dilations[0], g.dw = p.dilations[1];

@@ -11,6 +11,7 @@
 // the 1x1 path both run on each GEMM block as soon as its chain is complete.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -30,6 +31,7 @@ namespace {
 constexpr int64_t kDefaultScratchBudget = int64_t{64} << 20;  // bytes of im2col scratch per call
 std::atomic<int64_t> g_scratch_budget{kDefaultScratchBudget};
 std::atomic<bool> g_direct_enabled{true};
+std::atomic<bool> g_always_skip_stuffed_zeros{false};
 // Preferred size of one im2col tile: small enough to stay in L2/L3 between im2col and the
 // GEMM's packing, large enough to amortize packing the weights once per tile.
 constexpr int64_t kTileTarget = int64_t{2} << 20;
@@ -155,6 +157,15 @@ bool UsesDirectKernel(const ConvGeom& g) {
   return ((g.G > 1 && g.Cg <= kDirectMaxChannelsPerGroup) || g.Fg == 1) && g_direct_enabled.load();
 }
 
+// A conv over a zero-stuffed input (ConvGeom::stuffed) skips the stuffed zeros
+// (conv_direct_impl.h) where that beats the GEMM over the stuffed input: where the unstuffed
+// conv would run the direct kernel anyway, or where at most 1 term in 9 reads x (measured,
+// docs/PERFORMANCE.md). Otherwise it builds the stuffed input in scratch memory and runs the
+// ordinary conv over it, as the unfused instructions do (same chain, so the same bits).
+bool StuffedSkipsZeros(const ConvGeom& g) {
+  return g.sh == 1 && g.sw == 1 && (UsesDirectKernel(g) || g.uh * g.uw >= 9 || g_always_skip_stuffed_zeros.load());
+}
+
 // Columns per im2col tile so that Kc x cols floats fit in `budget` bytes.
 int64_t TileCols(const ConvGeom& g, int64_t budget) {
   if (g.Kc == 0 || g.P == 0) return std::max<int64_t>(g.P, 1);
@@ -169,6 +180,13 @@ void ConvDirectRowsPortable(const ConvGeom& g, const float* x, const float* w, c
                             int64_t begin, int64_t end) {
   ConvDirectRowsImpl(g, x, w, bias, y, begin, end);
 }
+
+void ConvStuffedRowsPortable(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                             const uint8_t* finite_filter, float* y, int64_t begin, int64_t end) {
+  ConvStuffedRowsImpl(g, x, w, bias, finite_filter, y, begin, end);
+}
+
+void SetConvAlwaysSkipStuffedZerosForTesting(bool always) { g_always_skip_stuffed_zeros.store(always); }
 
 void SetConvDirectForTesting(bool enabled) { g_direct_enabled.store(enabled); }
 
@@ -185,6 +203,8 @@ StatusOr<std::unique_ptr<PreparedOperand>> PrepareConvWeights(const KernelCall& 
     return std::unique_ptr<PreparedOperand>();
   }
   if (ctx.isa != Isa::kAvx2 || !CpuHasAvx2Fma()) return std::unique_ptr<PreparedOperand>();
+  // A zero-stuffed input runs ConvStuffedRows*, which reads the weights as they are.
+  const bool stuffed = call.params && !call.params->input_stuffing.empty();
   // f16/bf16 weights: the call runs as its f32 form (half_operands.cc), whose weights are the
   // exactly widened ones; they are widened and packed here once, and RunThroughF32 then leaves
   // them out of its per-call widening.
@@ -206,8 +226,10 @@ StatusOr<std::unique_ptr<PreparedOperand>> PrepareConvWeights(const KernelCall& 
     f32_call.inputs = views;
     f32_call.outputs = views + 3;
   }
-  ASSIGN_OR_RETURN(const ConvGeom g, ValidateConv(f32_call));
-  if (UsesDirectKernel(g) || g.F == 0 || g.Kc == 0) return std::unique_ptr<PreparedOperand>();
+  ASSIGN_OR_RETURN(const ConvGeom g, ValidateConv(f32_call, false, /*allow_stuffed=*/stuffed));
+  if (UsesDirectKernel(g) || g.F == 0 || g.Kc == 0 || (stuffed && StuffedSkipsZeros(g))) {
+    return std::unique_ptr<PreparedOperand>();
+  }
   auto packed = std::make_unique<PackedConvWeights>(f32_call.in(1).as<const float>(), g);
   if (!packed->ok()) return ResourceExhausted("conv2d: cannot allocate the packed weights");
   return std::unique_ptr<PreparedOperand>(std::move(packed));
@@ -215,7 +237,8 @@ StatusOr<std::unique_ptr<PreparedOperand>> PrepareConvWeights(const KernelCall& 
 
 Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   if (ctx.isa == Isa::kAvx2 && !CpuHasAvx2Fma()) return FailedPrecondition("conv2d: CPU lacks AVX2/FMA");
-  ASSIGN_OR_RETURN(const ConvGeom g, ValidateConv(call, /*weights_prepared=*/call.prepared != nullptr));
+  ASSIGN_OR_RETURN(const ConvGeom g,
+                   ValidateConv(call, /*weights_prepared=*/call.prepared != nullptr, /*allow_stuffed=*/true));
   RETURN_IF_ERROR(ValidateEpilogue(call));
   const float* x = call.in(0).as<const float>();
   // Null when the weights are 16-bit ones that were widened and packed at load (RunThroughF32).
@@ -247,6 +270,59 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
       for (int64_t r = 0; r < count; ++r) epilogue->Apply(first + r * ld, first + r * ld + cols);
     }
   };
+
+  if (g.stuffed && !StuffedSkipsZeros(g) && g.N * g.C * g.H * g.W <= scratch_budget / int64_t{sizeof(float)}) {
+    // The stuffed input in scratch memory, then the ordinary conv over it.
+    gemm::Workspace stuffed_ws;
+    auto* stuffed = static_cast<float*>(stuffed_ws.Get(0, sizeof(float) * g.N * g.C * g.H * g.W));
+    if (!stuffed) return ResourceExhausted("conv2d: cannot allocate scratch memory");
+    // Row by row, so that each row is written while it is in cache: zeros, then x's elements.
+    // x column j lands on column j * uw - c0, for j in [jb, je).
+    const int64_t jb = (g.c0 + g.uw - 1) / g.uw, je = std::max(jb, (g.W + g.c0 + g.uw - 1) / g.uw);
+    for (int64_t nc = 0; nc < g.N * g.C; ++nc) {
+      const float* xp = x + nc * g.XH * g.XW;
+      float* sp = stuffed + nc * g.H * g.W;
+      for (int64_t r = 0; r < g.H; ++r) {
+        float* row = sp + r * g.W;
+        std::fill(row, row + g.W, 0.0f);
+        if ((r + g.r0) % g.uh != 0) continue;
+        const float* xrow = xp + (r + g.r0) / g.uh * g.XW;
+        for (int64_t j = jb; j < je; ++j) row[j * g.uw - g.c0] = xrow[j];
+      }
+    }
+    OpParams plain = *call.params;
+    plain.input_stuffing.clear();
+    TensorView inputs[3];
+    for (int i = 0; i < call.num_inputs; ++i) inputs[i] = call.in(i);
+    inputs[0].dims[2] = g.H;
+    inputs[0].dims[3] = g.W;
+    inputs[0].data = stuffed;
+    KernelCall unstuffed = call;
+    unstuffed.params = &plain;
+    unstuffed.inputs = inputs;
+    return RunConv(unstuffed, ctx);
+  }
+  if (g.stuffed) {
+    // A zero-stuffed input (conv_direct_impl.h): only the terms that read x, -0 recomputed.
+    if (!w) return InvalidArgument("conv2d: weights have no data");
+    std::vector<uint8_t> finite_filter(static_cast<size_t>(g.F), 1);
+    for (int64_t f = 0; f < g.F; ++f) {
+      for (int64_t k = 0; k < g.Kc; ++k) finite_filter[f] &= std::isfinite(w[f * g.Kc + k]) ? 1 : 0;
+    }
+    auto rows = ctx.isa == Isa::kAvx2 ? &ConvStuffedRowsAvx2 : &ConvStuffedRowsPortable;
+    const int64_t n_rows = g.N * g.F * g.OH;
+    auto run_rows = [&](int64_t b, int64_t e) {
+      rows(g, x, w, bias, finite_filter.data(), y, b, e);
+      if (epilogue) epilogue->Apply(b * g.OW, e * g.OW);
+    };
+    if (ctx.pool) {
+      // About one term in uh * uw reads x.
+      ctx.pool->ParallelForWork(n_rows, std::max<int64_t>(1, g.OW * g.Kc / (g.uh * g.uw)), run_rows);
+    } else {
+      run_rows(0, n_rows);
+    }
+    return OkStatus();
+  }
 
   if (UsesDirectKernel(g)) {
     if (weights_missing) return InvalidArgument("conv2d: weights have no data");

@@ -124,6 +124,11 @@ constexpr int64_t kMaxVectorWidth = int64_t{1} << 28;
 
 }  // namespace
 
+void ConvStuffedRowsAvx2(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                         const uint8_t* finite_filter, float* y, int64_t begin, int64_t end) {
+  ConvStuffedRowsImpl(g, x, w, bias, finite_filter, y, begin, end);
+}
+
 void ConvDirectRowsAvx2(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y, int64_t begin,
                         int64_t end) {
   const bool vector_rows = g.sw == 1 && g.W < kMaxVectorWidth && g.OW < kMaxVectorWidth && g.pl < kMaxVectorWidth &&

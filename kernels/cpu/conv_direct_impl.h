@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/checks/conv.h"
 
@@ -38,6 +39,12 @@ void ConvDirectRowsPortable(const ConvGeom& g, const float* x, const float* w, c
                             int64_t begin, int64_t end);
 void ConvDirectRowsAvx2(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y, int64_t begin,
                         int64_t end);
+// The same rows for a zero-stuffed input (g.stuffed; see ConvStuffedRowImpl below).
+// finite_filter[f] says whether every weight of filter f is finite.
+void ConvStuffedRowsPortable(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                             const uint8_t* finite_filter, float* y, int64_t begin, int64_t end);
+void ConvStuffedRowsAvx2(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                         const uint8_t* finite_filter, float* y, int64_t begin, int64_t end);
 
 namespace {
 
@@ -102,6 +109,153 @@ CNSR_CONV_FLATTEN inline void ConvDirectSpanImpl(const ConvGeom& g, const float*
 inline void ConvDirectRowsImpl(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y,
                                int64_t begin, int64_t end) {
   for (int64_t row = begin; row < end; ++row) ConvDirectSpanImpl(g, x, w, bias, y, row, 0, g.OW);
+}
+
+// --- Zero-stuffed input (ConvTranspose's lowering, fused at compilation: DETERMINISM.md 3.1) ---
+//
+// The conv reads the virtual input V = x with uh - 1 rows and uw - 1 columns of +0.0 after each
+// element, cropped (ConvGeom::stuffed). The spec's chain t of an output takes every (c, kh, kw)
+// term; the chain s below skips the terms whose V value is a stuffed zero or padding, keeping
+// the others in the spec's order. Why s gives t's bits except where s is -0:
+//  - a skipped term is fma(+0, w, acc) = acc + (exact signed zero) when w is finite. That leaves
+//    every acc but -0 unchanged (a NaN stays NaN), and turns -0 into +0 or keeps it.
+//  - so after any prefix, either s == t (bits) or s = -0 and t = +0. A term both chains take,
+//    fma(v, w, acc): with an exact product that is nonzero, infinite or NaN, acc = -0 and
+//    acc = +0 give the same result (p + 0 = p before the one rounding), so the chains agree
+//    again; with an exact zero product, -0 + p and +0 + p either agree or stay -0 and +0.
+//  - the bias add keeps it: -0 + b and +0 + b agree unless b is -0; NaNs end canonical in both.
+// So with every weight of the filter finite, an output of s that is not -0 is t's output, and
+// an output of s that is -0 is recomputed with the whole chain (StuffedFullChain). A filter with
+// an infinite or NaN weight (a skipped term would give NaN) runs the whole chain everywhere.
+
+inline int64_t StuffedFloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// The spec's chain (DETERMINISM.md 4.4) for output (n, f, oh, ow), every term taken.
+inline float StuffedFullChain(const ConvGeom& g, const float* x, const float* w, const float* bias, int64_t n,
+                              int64_t f, int64_t oh, int64_t ow) {
+  const int64_t gi = f / g.Fg, plane = g.XH * g.XW;
+  const float* wf = w + f * g.Kc;
+  float acc = 0.0f;
+  for (int64_t c = 0; c < g.Cg; ++c) {
+    const float* xc = x + ((n * g.C) + gi * g.Cg + c) * plane;
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      const int64_t r = oh * g.sh - g.pt + kh * g.dh;
+      const bool row_real = r >= 0 && r < g.H && (r + g.r0) % g.uh == 0;
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const int64_t q = ow * g.sw - g.pl + kw * g.dw;
+        const bool real = row_real && q >= 0 && q < g.W && (q + g.c0) % g.uw == 0;
+        const float v = real ? xc[(r + g.r0) / g.uh * g.XW + (q + g.c0) / g.uw] : 0.0f;
+        acc = std::fma(v, wf[(c * g.KH + kh) * g.KW + kw], acc);
+      }
+    }
+  }
+  if (bias) acc = acc + bias[f];
+  if (acc != acc) {
+    constexpr uint32_t kCanonicalNaN = 0x7FC00000u;
+    std::memcpy(&acc, &kCanonicalNaN, sizeof(acc));
+  }
+  return acc;
+}
+
+// A kernel tap that reads x: kernel row or column k, at x row or column `offset` + the output
+// index (rows) or + m (columns of one phase, m in [mb, me)).
+struct StuffedTap {
+  int64_t k, offset, mb, me;
+};
+
+// The kernel columns that read x for the output columns ow = pw + uw * m of phase pw, each with
+// its x column (q0 + c0) / uw + m and the m whose V column q0 + uw * m lies in [0, W).
+inline void StuffedColumnTaps(const ConvGeom& g, int64_t pw, std::vector<StuffedTap>* taps) {
+  taps->clear();
+  for (int64_t kw = 0; kw < g.KW; ++kw) {
+    const int64_t q0 = pw - g.pl + kw * g.dw;              // V column read at m = 0
+    const int64_t sc = q0 + g.c0;                          // its stuffed column
+    if (StuffedFloorDiv(sc, g.uw) * g.uw != sc) continue;  // a stuffed zero for every m
+    const int64_t mb = -StuffedFloorDiv(q0, g.uw), me = -StuffedFloorDiv(q0 - g.W, g.uw);
+    if (me > mb) taps->push_back({kw, StuffedFloorDiv(sc, g.uw), mb, me});
+  }
+}
+
+// Output row (n, f, oh), row = (n * F + f) * OH + oh, of a stride-1 conv over a stuffed input.
+// The output columns of one phase pw (ow = pw + uw * m) read the same kernel columns, at x
+// columns m + constant: a dense convolution over x, whose columns run inside.
+CNSR_CONV_FLATTEN inline void ConvStuffedRowImpl(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                                                 bool finite, const std::vector<std::vector<StuffedTap>>& column_taps,
+                                                 std::vector<StuffedTap>* row_taps, float* y, int64_t row) {
+  const int64_t oh = row % g.OH, nf = row / g.OH, f = nf % g.F, n = nf / g.F;
+  float* yrow = y + row * g.OW;
+  if (!finite || g.sh != 1 || g.sw != 1) {
+    for (int64_t ow = 0; ow < g.OW; ++ow) yrow[ow] = StuffedFullChain(g, x, w, bias, n, f, oh, ow);
+    return;
+  }
+  constexpr uint32_t kCanonicalNaN = 0x7FC00000u, kNegativeZero = 0x80000000u;
+  float nan;
+  std::memcpy(&nan, &kCanonicalNaN, sizeof(nan));
+  // The kernel rows that read x for this output row (the others are stuffed rows or padding).
+  row_taps->clear();
+  for (int64_t kh = 0; kh < g.KH; ++kh) {
+    const int64_t r = oh - g.pt + kh * g.dh;
+    if (r >= 0 && r < g.H && (r + g.r0) % g.uh == 0) row_taps->push_back({kh, (r + g.r0) / g.uh * g.XW, 0, 0});
+  }
+  const int64_t plane = g.XH * g.XW;
+  const float* xg = x + (n * g.C + (f / g.Fg) * g.Cg) * plane;
+  const float* wf = w + f * g.Kc;
+  float acc[kDirectTile];
+  for (int64_t pw = 0; pw < g.uw && pw < g.OW; ++pw) {
+    const std::vector<StuffedTap>& cols = column_taps[pw];
+    const int64_t count = (g.OW - pw + g.uw - 1) / g.uw;
+    for (int64_t t0 = 0; t0 < count; t0 += kDirectTile) {
+      const int64_t tn = count - t0 < kDirectTile ? count - t0 : kDirectTile;
+      for (int64_t j = 0; j < tn; ++j) acc[j] = 0.0f;
+      for (int64_t c = 0; c < g.Cg; ++c) {
+        const float* xc = xg + c * plane;
+        const float* wc = wf + c * g.KH * g.KW;
+        for (const StuffedTap& rt : *row_taps) {
+          const float* xrow = xc + rt.offset;
+          const float* wk = wc + rt.k * g.KW;
+          for (const StuffedTap& ct : cols) {
+            const int64_t mb = ct.mb > t0 ? ct.mb : t0, me = ct.me < t0 + tn ? ct.me : t0 + tn;
+            if (me <= mb) continue;
+            const float wv = wk[ct.k];
+            const float* xs = xrow + (ct.offset + mb);
+            float* as = acc + (mb - t0);
+            const int64_t len = me - mb;
+            for (int64_t j = 0; j < len; ++j) as[j] = std::fma(xs[j], wv, as[j]);
+          }
+        }
+      }
+      const float b = bias ? bias[f] : 0.0f;
+      uint32_t negative_zero = 0;
+      for (int64_t j = 0; j < tn; ++j) {
+        float v = bias ? acc[j] + b : acc[j];
+        v = v != v ? nan : v;
+        uint32_t bits;
+        std::memcpy(&bits, &v, sizeof(bits));
+        negative_zero |= bits == kNegativeZero ? 1u : 0u;
+        acc[j] = v;
+      }
+      float* out = yrow + pw + g.uw * t0;
+      for (int64_t j = 0; j < tn; ++j) out[g.uw * j] = acc[j];
+      if (negative_zero == 0) continue;
+      // -0 is the one output the skipped terms may have changed: recompute it in full.
+      for (int64_t j = 0; j < tn; ++j) {
+        uint32_t bits;
+        std::memcpy(&bits, &acc[j], sizeof(bits));
+        if (bits == kNegativeZero) out[g.uw * j] = StuffedFullChain(g, x, w, bias, n, f, oh, pw + g.uw * (t0 + j));
+      }
+    }
+  }
+}
+
+inline void ConvStuffedRowsImpl(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                                const uint8_t* finite_filter, float* y, int64_t begin, int64_t end) {
+  std::vector<std::vector<StuffedTap>> column_taps(static_cast<size_t>(g.uw < g.OW ? g.uw : g.OW));
+  for (size_t pw = 0; pw < column_taps.size(); ++pw) StuffedColumnTaps(g, static_cast<int64_t>(pw), &column_taps[pw]);
+  std::vector<StuffedTap> row_taps;
+  for (int64_t row = begin; row < end; ++row) {
+    const int64_t f = (row / g.OH) % g.F;
+    ConvStuffedRowImpl(g, x, w, bias, finite_filter[f] != 0, column_taps, &row_taps, y, row);
+  }
 }
 
 }  // namespace

@@ -152,6 +152,9 @@ void SetConvScratchBudgetForTesting(int64_t bytes);
 // conv.cc: false sends grouped convolutions through im2col + GEMM instead of the direct
 // kernel (for benchmarks and tests comparing the two; the bits are the same).
 void SetConvDirectForTesting(bool enabled);
+// Tests: a conv over a zero-stuffed input skips the stuffed zeros always (true) or only where
+// that is the faster way (false, the default; conv.cc StuffedSkipsZeros).
+void SetConvAlwaysSkipStuffedZerosForTesting(bool always);
 namespace gemm {
 // matmul_avx512.cc: false keeps the AVX2 GEMM on its 256-bit micro-kernel even where AVX-512F is
 // present (for tests and benchmarks comparing the two; the bits are the same).

@@ -23,7 +23,12 @@ inline bool HasCudaDTypes(const KernelCall& call) {
   return true;
 }
 
-inline bool Supports(const KernelCall& call) { return FamilyOf(call.op) != OpFamily::kNone && HasCudaDTypes(call); }
+// A conv2d over a zero-stuffed input (OpParams::input_stuffing, made only in a program's fused
+// list) is the CPU backend's: refusing it makes the runtime give this backend the canonical list.
+inline bool Supports(const KernelCall& call) {
+  if (call.op == Op::kConv2D && call.params && !call.params->input_stuffing.empty()) return false;
+  return FamilyOf(call.op) != OpFamily::kNone && HasCudaDTypes(call);
+}
 
 inline FamilyRunner RunnerOf(OpFamily family) {
   switch (family) {

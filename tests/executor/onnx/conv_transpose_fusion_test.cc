@@ -1,0 +1,242 @@
+// ConvTranspose's convolution over the zero-stuffed input, fused at compilation into one conv2d
+// that reads x itself and skips the stuffed zeros (docs/DETERMINISM.md 3.1, "Zero-stuffed
+// input"). The fused program must give the unfused lowering's bits on both CPU ISAs at 1, 2 and
+// 8 threads, in particular where skipping a zero term would change a bit: a -0 sum (tiny
+// products that round to -0, a -0 bias) and weights that are infinite or NaN.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
+#include "tests/executor/onnx/onnx_model_builder.h"
+
+namespace consensor::executor {
+namespace {
+
+using consensor::testing::MakeCpu;
+using consensor::testing::OneNodeModel;
+using consensor::testing::OnnxInput;
+using consensor::testing::RandomF32;
+
+struct Case {
+  std::string name;
+  Shape x, w;  // x [N, C, D...], w [C, F/group, K...]
+  int64_t group = 1;
+  std::vector<int64_t> strides, dilations, pads, output_padding;
+  bool bias = true;
+  bool constant_weights = true;  // false: W is an input, so its regrouping runs as instructions
+  bool fuses = true;             // 3-D stays unfused
+};
+
+// Input patterns: what x, w and the bias hold.
+enum class Pattern { kRandom, kTinyProducts, kZeroInput, kNonFiniteWeights, kNonFiniteInput };
+
+std::string PatternName(Pattern p) {
+  switch (p) {
+    case Pattern::kRandom: return "random";
+    case Pattern::kTinyProducts: return "tiny products";
+    case Pattern::kZeroInput: return "zero input";
+    case Pattern::kNonFiniteWeights: return "non-finite weights";
+    case Pattern::kNonFiniteInput: return "non-finite input";
+  }
+  return "";
+}
+
+// Values whose products underflow: +-2^-80 times +-2^-80 rounds to a signed zero, so sums of
+// such terms are -0 or +0 depending on the order and on which zero terms are taken.
+void FillTiny(Tensor& t, uint32_t seed, bool with_normal) {
+  std::mt19937 rng(seed);
+  float* v = t.data_as<float>();
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    const uint32_t r = rng() % 8;
+    const float tiny = std::ldexp(1.0f, -80);
+    if (r < 3) v[i] = -tiny;
+    else if (r < 5) v[i] = tiny;
+    else if (r == 5) v[i] = -0.0f;
+    else if (r == 6) v[i] = 0.0f;
+    else v[i] = with_normal ? -0.75f : -tiny;
+  }
+}
+
+int CountStuffedConvs(const Program& p) {
+  int n = 0;
+  for (const Instruction& ins : p.fused_instructions) n += ins.params.input_stuffing.empty() ? 0 : 1;
+  return n;
+}
+
+void CheckCaseOnce(const Case& c, Pattern pattern, uint32_t seed);
+
+// Each case twice: with the kernel's own choice (skip the zeros, or run the GEMM over the
+// stuffed input built in scratch memory), and skipping the zeros everywhere.
+void CheckCase(const Case& c, Pattern pattern, uint32_t seed) {
+  for (bool always_skip : {false, true}) {
+    SCOPED_TRACE(always_skip ? "zeros always skipped" : "the kernel's choice");
+    kernels::cpu::SetConvAlwaysSkipStuffedZerosForTesting(always_skip);
+    CheckCaseOnce(c, pattern, seed);
+    kernels::cpu::SetConvAlwaysSkipStuffedZerosForTesting(false);
+  }
+}
+
+void CheckCaseOnce(const Case& c, Pattern pattern, uint32_t seed) {
+  SCOPED_TRACE(c.name + " / " + PatternName(pattern));
+  const int64_t f = c.w[1] * c.group;
+  Tensor x = RandomF32(c.x, seed, 2.0f);
+  Tensor w = RandomF32(c.w, seed + 1);
+  Tensor b = RandomF32({f}, seed + 2);
+  float* wv = w.data_as<float>();
+  float* xv = x.data_as<float>();
+  float* bv = b.data_as<float>();
+  switch (pattern) {
+    case Pattern::kRandom:
+      wv[1] = -0.0f;
+      xv[0] = 0.0f;
+      break;
+    case Pattern::kTinyProducts:
+      FillTiny(x, seed, false);
+      FillTiny(w, seed + 1, true);
+      for (int64_t i = 0; i < f; ++i) bv[i] = i % 2 ? -0.0f : 0.0f;
+      break;
+    case Pattern::kZeroInput:
+      for (int64_t i = 0; i < x.num_elements(); ++i) xv[i] = i % 3 ? 0.0f : -0.0f;
+      for (int64_t i = 0; i < w.num_elements(); ++i) wv[i] = -std::fabs(wv[i]);
+      for (int64_t i = 0; i < f; ++i) bv[i] = -0.0f;
+      break;
+    case Pattern::kNonFiniteWeights:
+      wv[0] = std::numeric_limits<float>::infinity();
+      wv[w.num_elements() / 2] = std::bit_cast<float>(0x7FA00001u);  // a signalling NaN with a payload
+      wv[w.num_elements() - 1] = -std::numeric_limits<float>::infinity();
+      break;
+    case Pattern::kNonFiniteInput:
+      xv[1] = std::numeric_limits<float>::infinity();
+      xv[x.num_elements() / 2] = std::bit_cast<float>(0xFFC12345u);  // a NaN with a payload
+      xv[x.num_elements() - 1] = -std::numeric_limits<float>::infinity();
+      break;
+  }
+
+  std::vector<OnnxInput> inputs = {{"x", onnx::TensorProto::FLOAT, c.x}, {"W", onnx::TensorProto::FLOAT, c.w}};
+  if (c.bias) inputs.push_back({"B", onnx::TensorProto::FLOAT, {f}});
+  std::map<std::string, consensor::testing::OnnxAttr> attrs;
+  if (c.group != 1) attrs["group"] = c.group;
+  if (!c.strides.empty()) attrs["strides"] = c.strides;
+  if (!c.dilations.empty()) attrs["dilations"] = c.dilations;
+  if (!c.pads.empty()) attrs["pads"] = c.pads;
+  if (!c.output_padding.empty()) attrs["output_padding"] = c.output_padding;
+  const std::vector<uint8_t> model = OneNodeModel("ConvTranspose", inputs, attrs, 17);
+  OnnxImportOptions options;
+  std::map<std::string, Tensor> run_inputs = {{"x", x}};
+  if (c.constant_weights) {
+    options.constant_inputs["W"] = w;
+  } else {
+    run_inputs["W"] = w;
+  }
+  if (c.bias) options.constant_inputs["B"] = b;
+  auto imported = ImportOnnx(model, options);
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  MemoryBlobSource blobs;
+  if (!imported->weights.empty()) blobs.Add(imported->weights);
+  auto program = CompileGraph(imported->graph, &blobs, Limits{});
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  EXPECT_EQ(CountStuffedConvs(*program), c.fuses ? 1 : 0);
+  int covered = 0;
+  for (const Instruction& ins : program->fused_instructions) covered += ins.fused_count;
+  if (!program->fused_instructions.empty()) {
+    EXPECT_EQ(covered, static_cast<int>(program->instructions.size()));
+  }
+
+  // The reference: the unfused lowering, traced, on the portable ISA at one thread.
+  auto reference_cpu = MakeCpu(1, "portable");
+  auto reference = LoadedProgram::Load(*program, reference_cpu.get());
+  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
+  RunOptions unfused;
+  unfused.fuse = false;
+  unfused.trace = true;
+  auto want = (*reference)->Run(run_inputs, unfused);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  const Tensor& want_y = want->outputs.at(0).tensor;
+  for (const std::string isa : {"portable", "avx2"}) {
+    if (isa == "avx2" && !kernels::cpu::CpuHasAvx2Fma()) continue;
+    for (int threads : {1, 2, 8}) {
+      SCOPED_TRACE(isa + " at " + std::to_string(threads) + " threads");
+      auto cpu = MakeCpu(threads, isa);
+      auto loaded = LoadedProgram::Load(*program, cpu.get());
+      ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+      auto got = (*loaded)->Run(run_inputs);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      const Tensor& y = got->outputs.at(0).tensor;
+      ASSERT_EQ(y.shape(), want_y.shape());
+      const uint32_t* gb = reinterpret_cast<const uint32_t*>(y.data());
+      const uint32_t* wb = reinterpret_cast<const uint32_t*>(want_y.data());
+      int64_t first_diff = -1;
+      for (int64_t i = 0; i < y.num_elements() && first_diff < 0; ++i) {
+        if (gb[i] != wb[i]) first_diff = i;
+      }
+      EXPECT_EQ(first_diff, -1) << "element " << first_diff << ": got 0x" << std::hex
+                                << (first_diff >= 0 ? gb[first_diff] : 0) << ", want 0x"
+                                << (first_diff >= 0 ? wb[first_diff] : 0);
+      EXPECT_EQ(got->result_root, want->result_root);
+      // A traced run is the canonical list: the unfused trace.
+      RunOptions traced;
+      traced.trace = true;
+      auto trace = (*loaded)->Run(run_inputs, traced);
+      ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+      EXPECT_EQ(trace->trace_root, want->trace_root);
+    }
+  }
+}
+
+const std::vector<Case>& Cases() {
+  static const std::vector<Case> cases = {
+      // The PP-OCRv4 detector's two: 2x2, stride 2, one filter, and many channels and filters.
+      {"stride2_k2_one_filter", {1, 6, 5, 7}, {6, 1, 2, 2}, 1, {2, 2}, {}, {}, {}},
+      {"stride2_k2", {1, 5, 4, 6}, {5, 4, 2, 2}, 1, {2, 2}, {}, {}, {}},
+      // PyTorch's usual upsampler: 4x4, stride 2, pad 1.
+      {"stride2_k4_pad1", {2, 3, 5, 4}, {3, 2, 4, 4}, 1, {2, 2}, {}, {1, 1, 1, 1}, {}},
+      {"stride3_k3_output_padding", {1, 2, 4, 5}, {2, 3, 3, 3}, 1, {3, 3}, {}, {1, 0, 0, 1}, {2, 1}},
+      {"dilation2", {1, 3, 4, 4}, {3, 2, 3, 3}, 1, {2, 2}, {2, 2}, {0, 1, 1, 0}, {1, 1}},
+      {"groups_mixed_strides", {1, 4, 5, 3}, {4, 3, 3, 2}, 2, {2, 3}, {1, 2}, {1, 0, 2, 1}, {1, 0}},
+      {"depthwise_no_bias", {2, 3, 4, 4}, {3, 1, 3, 3}, 3, {2, 2}, {}, {}, {}, false},
+      // Pads over the kernel span: the stuffed input is sliced before the conv.
+      {"pads_become_a_slice", {1, 2, 6, 5}, {2, 2, 2, 2}, 1, {2, 2}, {}, {3, 2, 2, 3}, {}},
+      {"stride_in_width_only", {1, 2, 3, 5}, {2, 2, 3, 3}, 1, {1, 3}, {}, {1, 1, 1, 1}, {}},
+      {"one_d", {2, 3, 5}, {3, 2, 3}, 1, {2}, {2}, {1, 0}, {1}},
+      {"one_d_sliced", {1, 2, 7}, {2, 3, 2}, 1, {3}, {}, {4, 3}, {}},
+      {"weights_as_input", {1, 3, 4, 4}, {3, 2, 3, 3}, 1, {2, 2}, {}, {1, 1, 0, 0}, {1, 1}, true, false},
+      {"three_d_unfused", {1, 2, 3, 2, 3}, {2, 2, 2, 2, 2}, 1, {2, 1, 2}, {}, {}, {}, true, true, false},
+  };
+  return cases;
+}
+
+TEST(ConvTransposeFusion, FusedConvGivesTheUnfusedBitsOnRandomValues) {
+  uint32_t seed = 1700;
+  for (const Case& c : Cases()) CheckCase(c, Pattern::kRandom, seed += 10);
+}
+
+// Tiny products round to -0 or +0: the sums the fused conv finds -0 are recomputed with every
+// stuffed-zero term, which may turn them into +0.
+TEST(ConvTransposeFusion, NegativeZeroSumsAreRecomputedWithTheZeroTerms) {
+  uint32_t seed = 2700;
+  for (const Case& c : Cases()) CheckCase(c, Pattern::kTinyProducts, seed += 10);
+}
+
+TEST(ConvTransposeFusion, SignedZeroInputWithNegativeWeightsAndANegativeZeroBias) {
+  uint32_t seed = 3700;
+  for (const Case& c : Cases()) CheckCase(c, Pattern::kZeroInput, seed += 10);
+}
+
+// fma(+0, inf, acc) is NaN: a filter with an infinite or NaN weight takes every zero term.
+TEST(ConvTransposeFusion, NonFiniteWeightsTakeEveryZeroTerm) {
+  uint32_t seed = 4700;
+  for (const Case& c : Cases()) CheckCase(c, Pattern::kNonFiniteWeights, seed += 10);
+}
+
+TEST(ConvTransposeFusion, NonFiniteInputs) {
+  uint32_t seed = 5700;
+  for (const Case& c : Cases()) CheckCase(c, Pattern::kNonFiniteInput, seed += 10);
+}
+
+}  // namespace
+}  // namespace consensor::executor
