@@ -374,7 +374,9 @@ TEST_F(NodeTest, BadRequestsGetClearErrors) {
 TEST_F(NodeTest, FullQueueAnswersResourceExhausted) {
   DaemonProcess* d = StartDaemon("n1", {"--workers", "1", "--queue", "1"});
   NodeClient client(d->address());
-  Graph g = SlowModel(384, 12);  // ~0.5-1 s per task on one core
+  // About 17 GFLOP, 0.15-0.3 s per task on one core at today's GEMM speed: far longer than the
+  // four back-to-back submissions take, so the one-task queue is full when they arrive.
+  Graph g = SlowModel(384, 150);
   std::map<std::string, Tensor> inputs = {{"x", RandomTensor({384, 384}, 5)}};
   v1::SubmitTaskRequest base = Prepare(client, g, inputs);
   int accepted = 0, exhausted = 0;
@@ -405,7 +407,9 @@ TEST_F(NodeTest, FullQueueAnswersResourceExhausted) {
 TEST_F(NodeTest, WallTimeCapFailsTheTask) {
   DaemonProcess* d = StartDaemon("n1");
   NodeClient client(d->address());
-  Graph g = SlowModel(384, 40);
+  // About 45 GFLOP: 10x or more the 50 ms cap at any GEMM speed this machine reaches (40 layers,
+  // 45 ms at the 512-bit tile, once finished within the cap before its last check).
+  Graph g = SlowModel(384, 400);
   v1::SubmitTaskRequest r = Prepare(client, g, {{"x", RandomTensor({384, 384}, 5)}});
   r.mutable_options()->set_max_wall_ms(50);
   auto s = client.SubmitTask(r);
@@ -473,7 +477,7 @@ TEST_F(NodeTest, KillNineDuringLoadThenRestartCompletesEveryAcknowledgedTask) {
   // Slow enough (tens of ms a task) that the one worker falls behind the submitter: at the kill
   // some acknowledged tasks are still queued. With 256x256 (about 10 ms) a worker that does not
   // wait for its results' syncs kept up, and sometimes nothing was left to recover.
-  Graph g = SlowModel(384, 6);
+  Graph g = SlowModel(384, 20);  // about 2.3 GFLOP, 20-40 ms a task at today's GEMM speed
   std::map<std::string, Tensor> inputs = {{"x", RandomTensor({384, 384}, 11)}};
   const std::string expected_root = ToHex(RunLocally(g, inputs).result_root);
   v1::SubmitTaskRequest base = Prepare(client, g, inputs);
