@@ -286,6 +286,16 @@ StatusOr<NodeTimes> TimeNodeTasks(const fs::path& dir, int threads, int tasks, c
   request.set_graph_sha256(graph_blob.sha256());
   (*request.mutable_inputs())[input_name] = input_blob.sha256();
   NodeTimes times;
+  // Waits for a task, which must succeed with the first task's result root (the first sets it).
+  auto wait_succeeded = [&](const std::string& task_id, bool first) -> StatusOr<v1::TaskResult> {
+    ASSIGN_OR_RETURN(v1::Task done, client.WatchTask(task_id, std::chrono::seconds(600), nullptr));
+    if (done.state() != v1::TASK_STATE_SUCCEEDED) {
+      return Internal("node task failed: " + done.error_code() + " " + done.error_message());
+    }
+    if (first) times.result_root = done.result().result_root();
+    if (done.result().result_root() != times.result_root) return Internal("node result root changed between tasks");
+    return done.result();
+  };
   std::vector<double> warm_exec, warm_task;
   std::unique_ptr<PerfRecording> perf;
   for (int i = 0; i < tasks; ++i) {
@@ -294,19 +304,14 @@ StatusOr<NodeTimes> TimeNodeTasks(const fs::path& dir, int threads, int tasks, c
     request.mutable_options()->set_nonce(static_cast<uint64_t>(i) + 1);
     auto t0 = Clock::now();
     ASSIGN_OR_RETURN(auto submitted, client.SubmitTask(request));
-    ASSIGN_OR_RETURN(v1::Task done, client.WatchTask(submitted.task_id(), std::chrono::seconds(600), nullptr));
+    ASSIGN_OR_RETURN(v1::TaskResult done, wait_succeeded(submitted.task_id(), i == 0));
     const double task_ms = MillisSince(t0);
-    if (done.state() != v1::TASK_STATE_SUCCEEDED) {
-      return Internal("node task failed: " + done.error_code() + " " + done.error_message());
-    }
-    const double exec_ms = done.result().execution_seconds() * 1000;
+    const double exec_ms = done.execution_seconds() * 1000;
     if (i == 0) {
       times.cold_exec_ms = exec_ms;
-      times.result_root = done.result().result_root();
     } else {
       warm_exec.push_back(exec_ms);
       warm_task.push_back(task_ms);
-      if (done.result().result_root() != times.result_root) return Internal("node result root changed between tasks");
     }
   }
   perf.reset();
@@ -325,12 +330,8 @@ StatusOr<NodeTimes> TimeNodeTasks(const fs::path& dir, int threads, int tasks, c
       queued.push_back(submitted.task_id());
     }
     for (size_t i = 0; i < queued.size(); ++i) {
-      ASSIGN_OR_RETURN(v1::Task done, client.WatchTask(queued[i], std::chrono::seconds(600), nullptr));
-      if (done.state() != v1::TASK_STATE_SUCCEEDED) {
-        return Internal("node task failed: " + done.error_code() + " " + done.error_message());
-      }
-      if (done.result().result_root() != times.result_root) return Internal("node result root changed between tasks");
-      if (i > 0) busy_exec.push_back(done.result().execution_seconds() * 1000);
+      ASSIGN_OR_RETURN(v1::TaskResult done, wait_succeeded(queued[i], false));
+      if (i > 0) busy_exec.push_back(done.execution_seconds() * 1000);
     }
   }
   times.busy_exec_ms = busy_exec.empty() ? 0 : Median(busy_exec);
