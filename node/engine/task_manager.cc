@@ -882,7 +882,10 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     }
     // A full node stores no outputs: the task fails with RESOURCE_EXHAUSTED (in network mode
     // the node then does not attest, which costs liveness, not stake: docs/NODE.md).
-    if (options_.budget != nullptr) RETURN_IF_ERROR(options_.budget->Check(output_bytes, "task outputs"));
+    // Outputs the store already has write nothing new: no free-space probe for them.
+    if (options_.budget != nullptr && output_bytes > 0) {
+      RETURN_IF_ERROR(options_.budget->Check(output_bytes, "task outputs"));
+    }
     for (size_t k = 0; k < outcome->outputs.size(); ++k) {
       const auto& o = outcome->outputs[k];
       BlobInfo info;

@@ -32,6 +32,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "node/api/task_spec.h"
 #include "node/engine/input_cache.h"
+#include "node/storage/disk_budget.h"
 #include "node/telemetry/metrics.h"
 #include "tests/node/engine/task_ids.h"
 #include "tests/node/fakes/memory_store.h"
@@ -1004,6 +1005,36 @@ TEST_F(TaskManagerTest, InputCacheHoldsOnlyInputsThatFitTheirPlaceholderAndStays
   }
   EXPECT_EQ(node.metrics.input_cache_entries->Value(), fits);
   EXPECT_EQ(node.metrics.input_cache_evictions->Value(), 6 - fits);
+}
+
+// Outputs the store already holds write nothing new, so they cost no free-space probe (a
+// statfs); new outputs are still checked against the disk budget before they are written.
+TEST_F(TaskManagerTest, OnlyNewOutputsAreCheckedAgainstTheDiskBudget) {
+  class CountingDisk final : public FreeSpaceProbe {
+   public:
+    explicit CountingDisk(std::atomic<int>* probes) : probes_(probes) {}
+    StatusOr<int64_t> FreeBytes() override {
+      ++*probes_;
+      return int64_t{1} << 40;
+    }
+
+   private:
+    std::atomic<int>* probes_;
+  };
+  std::atomic<int> probes{0};
+  DiskBudget budget(
+      {/*max_bytes=*/0, /*min_free_bytes=*/1000}, [] { return int64_t{0}; }, std::make_unique<CountingDisk>(&probes),
+      nullptr);
+  TaskManagerOptions options = Options(1);
+  options.budget = &budget;
+  Node& node = StartNode(options);
+  const v1::Task first = WaitFinished(*node.tasks, MustSubmit(*node.tasks, Request(1)));
+  ASSERT_EQ(first.state(), v1::TASK_STATE_SUCCEEDED) << first.error_message();
+  EXPECT_EQ(probes.load(), 2);  // the task record, then its new outputs
+  const v1::Task second = WaitFinished(*node.tasks, MustSubmit(*node.tasks, Request(2)));
+  ASSERT_EQ(second.state(), v1::TASK_STATE_SUCCEEDED) << second.error_message();
+  ExpectMatchesReference(second.result());
+  EXPECT_EQ(probes.load(), 3);  // the task record only: both outputs were stored already
 }
 
 TEST_F(TaskManagerTest, TaskOverItsWallTimeCapFailsWithDeadlineExceeded) {
