@@ -162,8 +162,13 @@ bool UsesDirectKernel(const ConvGeom& g) {
 // conv would run the direct kernel anyway, or where at most 1 term in 9 reads x (measured,
 // docs/PERFORMANCE.md). Otherwise it builds the stuffed input in scratch memory and runs the
 // ordinary conv over it, as the unfused instructions do (same chain, so the same bits).
-bool StuffedSkipsZeros(const ConvGeom& g) {
-  return g.sh == 1 && g.sw == 1 && (UsesDirectKernel(g) || g.uh * g.uw >= 9 || g_always_skip_stuffed_zeros.load());
+// With AVX-512F, the register-blocked kernel (conv_stuffed_avx512.cc) skips them for any stride-1 conv.
+bool StuffedBlocked(const ConvGeom& g, Isa isa) {
+  return isa == Isa::kAvx2 && g.sh == 1 && g.sw == 1 && gemm::UseAvx512Gemm();
+}
+bool StuffedSkipsZeros(const ConvGeom& g, Isa isa) {
+  return g.sh == 1 && g.sw == 1 &&
+         (StuffedBlocked(g, isa) || UsesDirectKernel(g) || g.uh * g.uw >= 9 || g_always_skip_stuffed_zeros.load());
 }
 
 // Columns per im2col tile so that Kc x cols floats fit in `budget` bytes.
@@ -227,7 +232,7 @@ StatusOr<std::unique_ptr<PreparedOperand>> PrepareConvWeights(const KernelCall& 
     f32_call.outputs = views + 3;
   }
   ASSIGN_OR_RETURN(const ConvGeom g, ValidateConv(f32_call, false, /*allow_stuffed=*/stuffed));
-  if (UsesDirectKernel(g) || g.F == 0 || g.Kc == 0 || (stuffed && StuffedSkipsZeros(g))) {
+  if (UsesDirectKernel(g) || g.F == 0 || g.Kc == 0 || (stuffed && StuffedSkipsZeros(g, ctx.isa))) {
     return std::unique_ptr<PreparedOperand>();
   }
   auto packed = std::make_unique<PackedConvWeights>(f32_call.in(1).as<const float>(), g);
@@ -271,7 +276,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
     }
   };
 
-  if (g.stuffed && !StuffedSkipsZeros(g) && g.N * g.C * g.H * g.W <= scratch_budget / int64_t{sizeof(float)}) {
+  if (g.stuffed && !StuffedSkipsZeros(g, ctx.isa) && g.N * g.C * g.H * g.W <= scratch_budget / int64_t{sizeof(float)}) {
     // The stuffed input in scratch memory, then the ordinary conv over it.
     gemm::Workspace stuffed_ws;
     auto* stuffed = static_cast<float*>(stuffed_ws.Get(0, sizeof(float) * g.N * g.C * g.H * g.W));
@@ -308,6 +313,34 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
     std::vector<uint8_t> finite_filter(static_cast<size_t>(g.F), 1);
     for (int64_t f = 0; f < g.F; ++f) {
       for (int64_t k = 0; k < g.Kc; ++k) finite_filter[f] &= std::isfinite(w[f * g.Kc + k]) ? 1 : 0;
+    }
+    if (StuffedBlocked(g, ctx.isa)) {
+      // Blocks of filters in zmm registers; a unit is one output row of one block.
+      std::vector<float> packed(static_cast<size_t>(StuffedPackedFloats(g)));
+      PackStuffedFilterBlocks(g, w, packed.data());
+      const int64_t blocks = StuffedBlocksPerGroup(g);
+      const int64_t units = g.N * g.G * blocks * g.OH;
+      auto run_units = [&](int64_t b, int64_t e) {
+        ConvStuffedBlocksAvx512(g, x, w, packed.data(), bias, finite_filter.data(), y, b, e);
+        if (!epilogue) return;
+        for (int64_t unit = b; unit < e; ++unit) {
+          const int64_t oh = unit % g.OH, ngb = unit / g.OH, ng = ngb / blocks;
+          const int64_t f0 = (ng % g.G) * g.Fg + (ngb % blocks) * kStuffedBlockFilters;
+          const int64_t f1 = std::min(f0 + kStuffedBlockFilters, (ng % g.G + 1) * g.Fg);
+          for (int64_t f = f0; f < f1; ++f) {
+            const int64_t first = (((ng / g.G) * g.F + f) * g.OH + oh) * g.OW;
+            epilogue->Apply(first, first + g.OW);
+          }
+        }
+      };
+      const int64_t unit_work =
+          std::max<int64_t>(1, std::min(kStuffedBlockFilters, g.Fg) * g.OW * g.Kc / (g.uh * g.uw));
+      if (ctx.pool) {
+        ctx.pool->ParallelForWork(units, unit_work, run_units);
+      } else {
+        run_units(0, units);
+      }
+      return OkStatus();
     }
     auto rows = ctx.isa == Isa::kAvx2 ? &ConvStuffedRowsAvx2 : &ConvStuffedRowsPortable;
     const int64_t n_rows = g.N * g.F * g.OH;
