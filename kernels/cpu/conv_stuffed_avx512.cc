@@ -41,18 +41,18 @@ constexpr int MaxVectors(int fb) { return fb >= 12 ? 2 : fb >= 8 ? 3 : fb >= 4 ?
 
 // What a block of one phase reads.
 struct PhaseArgs {
-  int64_t channels, plane;                  // Cg, XH * XW
-  int64_t channel_step, row_step;           // floats between packed weights of c, of kh
-  const float* xg;                          // the group's first input channel of image n
-  const float* wp;                          // the block's packed weights, [k][fb]
-  const StuffedTap* rows;                   // kernel rows that read x, kh increasing
+  int64_t channels, plane;         // Cg, XH * XW
+  int64_t channel_step, row_step;  // floats between packed weights of c, of kh
+  const float* xg;                 // the group's first input channel of image n
+  const float* wp;                 // the block's packed weights, [k][fb]
+  const StuffedTap* rows;          // kernel rows that read x, kh increasing
   int64_t num_rows;
-  const StuffedTap* cols;                   // kernel columns that read x, kw increasing
+  const StuffedTap* cols;  // kernel columns that read x, kw increasing
   int64_t num_cols;
-  const __mmask16* masks;                   // [col tap][vector]: lanes whose x column exists
+  const __mmask16* masks;  // [col tap][vector]: lanes whose x column exists
   int64_t num_vectors;
-  const float* bias;                        // fb values (zero-padded), or null
-  int64_t ld;                               // floats between the output rows of two filters
+  const float* bias;  // fb values (zero-padded), or null
+  int64_t ld;         // floats between the output rows of two filters
 };
 
 template <int FB, int U>
@@ -147,9 +147,7 @@ void Interleave(const float* phases, int64_t cap, int64_t uw, int64_t OW, float*
 
 }  // namespace
 
-int64_t StuffedPackedFloats(const ConvGeom& g) {
-  return g.G * StuffedBlocksPerGroup(g) * kStuffedBlockFilters * g.Kc;
-}
+int64_t StuffedPackedFloats(const ConvGeom& g) { return g.G * StuffedBlocksPerGroup(g) * kStuffedBlockFilters * g.Kc; }
 
 void PackStuffedFilterBlocks(const ConvGeom& g, const float* w, float* packed) {
   const int64_t blocks = StuffedBlocksPerGroup(g);
@@ -192,8 +190,7 @@ void ConvStuffedBlocksAvx512(const ConvGeom& g, const float* x, const float* w, 
   std::vector<StuffedTap> row_taps;
   const int64_t plane = g.XH * g.XW;
   for (int64_t unit = begin; unit < end; ++unit) {
-    const int64_t oh = unit % g.OH, ngb = unit / g.OH, b = ngb % blocks, ng = ngb / blocks, gi = ng % g.G,
-                  n = ng / g.G;
+    const int64_t oh = unit % g.OH, ngb = unit / g.OH, b = ngb % blocks, ng = ngb / blocks, gi = ng % g.G, n = ng / g.G;
     const int64_t f0 = gi * g.Fg + b * kStuffedBlockFilters;
     const int64_t size = std::min<int64_t>(kStuffedBlockFilters, (gi + 1) * g.Fg - f0);
     bool finite = true;

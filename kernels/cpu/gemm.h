@@ -123,6 +123,10 @@ bool UseAvx512Gemm();
 // NaNs canonicalized. Call only when UseAvx512Gemm().
 void MicroF32TwelveRowsAvx512(int64_t kc, const float* ap0, const float* ap1, const float* bp, int64_t bstride,
                               float* c, int64_t ldc, bool first, bool last);
+// The same for C[0:12, 0:32]: two 16-column panels of B, rows k at bp0 + k * bstride and
+// bp1 + k * bstride, each broadcast of A feeding both. Call only when UseAvx512Gemm().
+void MicroF32TwelveRowsTwoPanelsAvx512(int64_t kc, const float* ap0, const float* ap1, const float* bp0,
+                                       const float* bp1, int64_t bstride, float* c, int64_t ldc, bool first, bool last);
 
 // matmul_avx512vnni.cc: whether the CPU (and OS) run AVX-512F, BW and VNNI, and whether the AVX2
 // engine's int8 GEMM runs on I8BlockAvx512Vnni instead of I8BlockAvx2 (VNNI present, not turned

@@ -570,31 +570,51 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
             PackBF32(op.b + pc * op.ldb + jc + jr, op.ldb, kc, nr, bp);
             bpanel = bp;
           }
-          // Full 12 x 16 tiles go to the 512-bit kernel where there is one.
-          const bool twelve_rows = avx512 && nr == kNR;
-          for (int64_t ir = 0; ir < mc; ir += kMR) {
-            const int64_t mr = std::min<int64_t>(kMR, mc - ir);
-            float* c = op.c + (ic + ir) * op.ldc + jc + jr;
-            if (twelve_rows && mc - ir >= 2 * kMR) {
-              MicroF32TwelveRowsAvx512(kc, a_block + ir * a_step, a_block + (ir + kMR) * a_step, bpanel,
-                                       ldb == 0 ? kNR : ldb, c, op.ldc, first, last);
-              ir += kMR;  // and kMR more by the loop
-              continue;
+          // Rows [ir0, mc) of the panel at column jr0 (bpan, row stride ldb_pan or packed if 0).
+          auto panel_rows = [&](const float* bpan, int64_t ldb_pan, int64_t jr0, int64_t nr0, int64_t ir0) {
+            // Full 12 x 16 tiles go to the 512-bit kernel where there is one.
+            const bool twelve_rows = avx512 && nr0 == kNR;
+            for (int64_t ir = ir0; ir < mc; ir += kMR) {
+              const int64_t mr = std::min<int64_t>(kMR, mc - ir);
+              float* c = op.c + (ic + ir) * op.ldc + jc + jr0;
+              if (twelve_rows && mc - ir >= 2 * kMR) {
+                MicroF32TwelveRowsAvx512(kc, a_block + ir * a_step, a_block + (ir + kMR) * a_step, bpan,
+                                         ldb_pan == 0 ? kNR : ldb_pan, c, op.ldc, first, last);
+                ir += kMR;  // and kMR more by the loop
+                continue;
+              }
+              if (ir + kMR < mc) {  // the next tile's C rows, loaded (or written) next
+                const float* cn = c + kMR * op.ldc;
+                for (int r = 0; r < kMR; ++r) _mm_prefetch(reinterpret_cast<const char*>(cn + r * op.ldc), _MM_HINT_T0);
+              }
+              if (mr == kMR && nr0 == kNR && ldb_pan == 0) {
+                MicroF32(kc, a_block + ir * a_step, bpan, c, op.ldc, first, last);
+              } else if (mr == kMR && nr0 == kNR) {
+                MicroF32StridedB(kc, a_block + ir * a_step, bpan, ldb_pan, c, op.ldc, first, last);
+              } else if (nr0 == kNR) {
+                MicroF32FewRowsAny(mr, kc, a_block + ir * a_step, bpan, ldb_pan == 0 ? kNR : ldb_pan, c, op.ldc, first,
+                                   last);
+              } else {
+                MicroF32Edge(kc, a_block + ir * a_step, bpan, ldb_pan, c, op.ldc, mr, nr0, first, last);
+              }
             }
-            if (ir + kMR < mc) {  // the next tile's C rows, loaded (or written) next
-              const float* cn = c + kMR * op.ldc;
-              for (int r = 0; r < kMR; ++r) _mm_prefetch(reinterpret_cast<const char*>(cn + r * op.ldc), _MM_HINT_T0);
+          };
+          // Two full panels side by side: 12 x 32 tiles, one broadcast of A for two fmas, then
+          // each panel's remaining rows as above.
+          if (avx512 && nr == kNR && nc - jr >= 2 * kNR) {
+            const float* bpanel2 = ldb != 0 ? bpanel + kNR : bpanel + kNR * (b_panels ? d.K : kc);
+            int64_t ir = 0;
+            for (; mc - ir >= 2 * kMR; ir += 2 * kMR) {
+              MicroF32TwelveRowsTwoPanelsAvx512(kc, a_block + ir * a_step, a_block + (ir + kMR) * a_step, bpanel,
+                                                bpanel2, ldb == 0 ? kNR : ldb, op.c + (ic + ir) * op.ldc + jc + jr,
+                                                op.ldc, first, last);
             }
-            if (mr == kMR && nr == kNR && ldb == 0) {
-              MicroF32(kc, a_block + ir * a_step, bpanel, c, op.ldc, first, last);
-            } else if (mr == kMR && nr == kNR) {
-              MicroF32StridedB(kc, a_block + ir * a_step, bpanel, ldb, c, op.ldc, first, last);
-            } else if (nr == kNR) {
-              MicroF32FewRowsAny(mr, kc, a_block + ir * a_step, bpanel, ldb == 0 ? kNR : ldb, c, op.ldc, first, last);
-            } else {
-              MicroF32Edge(kc, a_block + ir * a_step, bpanel, ldb, c, op.ldc, mr, nr, first, last);
-            }
+            panel_rows(bpanel, ldb, jr, kNR, ir);
+            panel_rows(bpanel2, ldb, jr + kNR, kNR, ir);
+            jr += kNR;  // and kNR more by the loop
+            continue;
           }
+          panel_rows(bpanel, ldb, jr, nr, 0);
         }
         if (last && done) (*done)(ic, ic + mc, jc, jc + nc);  // rows [ic, ic + mc) are final
       }

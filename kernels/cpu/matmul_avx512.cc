@@ -65,4 +65,44 @@ void MicroF32TwelveRowsAvx512(int64_t kc, const float* __restrict ap0, const flo
   for (int r = 0; r < kTileRows; ++r) _mm512_storeu_ps(c + r * ldc, acc[r]);
 }
 
+void MicroF32TwelveRowsTwoPanelsAvx512(int64_t kc, const float* __restrict ap0, const float* __restrict ap1,
+                                       const float* __restrict bp0, const float* __restrict bp1, int64_t bstride,
+                                       float* c, int64_t ldc, bool first, bool last) {
+  // acc[r] holds row r's columns 0-15, acc[kTileRows + r] its columns 16-31: one broadcast of
+  // a[r, k] feeds two fmas.
+  __m512 acc[2 * kTileRows];
+  for (int r = 0; r < kTileRows; ++r) {
+    acc[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + r * ldc);
+    acc[kTileRows + r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + r * ldc + kPanelCols);
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(bp0 + k * bstride);
+    const __m512 b1 = _mm512_loadu_ps(bp1 + k * bstride);
+    const float* a0 = ap0 + k * kPanelRows;
+    const float* a1 = ap1 + k * kPanelRows;
+    for (int r = 0; r < kPanelRows; ++r) {
+      const __m512 a = _mm512_set1_ps(a0[r]);
+      acc[r] = _mm512_fmadd_ps(a, b0, acc[r]);
+      acc[kTileRows + r] = _mm512_fmadd_ps(a, b1, acc[kTileRows + r]);
+    }
+    for (int r = 0; r < kPanelRows; ++r) {
+      const __m512 a = _mm512_set1_ps(a1[r]);
+      acc[kPanelRows + r] = _mm512_fmadd_ps(a, b0, acc[kPanelRows + r]);
+      acc[kTileRows + kPanelRows + r] = _mm512_fmadd_ps(a, b1, acc[kTileRows + kPanelRows + r]);
+    }
+  }
+  if (last) {
+    const uint32_t canonical_nan_bits = 0x7FC00000u;
+    float canonical_nan;
+    std::memcpy(&canonical_nan, &canonical_nan_bits, sizeof(canonical_nan));
+    const __m512 nan = _mm512_set1_ps(canonical_nan);
+    for (int r = 0; r < 2 * kTileRows; ++r)
+      acc[r] = _mm512_mask_mov_ps(acc[r], _mm512_cmp_ps_mask(acc[r], acc[r], _CMP_UNORD_Q), nan);
+  }
+  for (int r = 0; r < kTileRows; ++r) {
+    _mm512_storeu_ps(c + r * ldc, acc[r]);
+    _mm512_storeu_ps(c + r * ldc + kPanelCols, acc[kTileRows + r]);
+  }
+}
+
 }  // namespace consensor::kernels::cpu::gemm
