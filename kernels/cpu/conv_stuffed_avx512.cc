@@ -36,8 +36,9 @@ int BlockWidth(int64_t filters) {
   return filters <= 1 ? 1 : filters <= 2 ? 2 : filters <= 4 ? 4 : filters <= 8 ? 8 : kStuffedBlockFilters;
 }
 
-// Vectors of 16 m per block for a block width: about 24 accumulators, at least 8 chains.
-constexpr int MaxVectors(int fb) { return fb >= 12 ? 2 : fb >= 8 ? 3 : fb >= 4 ? 4 : 8; }
+// Vectors of 16 m per block for a block width: at most 24 accumulators and registers for the
+// x vectors, and at least 8 independent chains where the row is long enough (the fma latency).
+constexpr int MaxVectors(int fb) { return fb >= 12 ? 2 : fb >= 8 ? 3 : fb >= 4 ? 4 : fb >= 2 ? 8 : 12; }
 
 // What a block of one phase reads.
 struct PhaseArgs {
@@ -55,12 +56,14 @@ struct PhaseArgs {
   int64_t ld;         // floats between the output rows of two filters
 };
 
-template <int FB, int U>
+// kMasked: some lane of the block's vectors has an x column outside the row for some tap
+// (otherwise every load is a plain one).
+template <int FB, int U, bool kMasked>
 void PhaseBlock(const PhaseArgs& a, int64_t v0, float* out) {
   __m512 acc[FB][U];
 #pragma GCC unroll 12
   for (int f = 0; f < FB; ++f) {
-#pragma GCC unroll 8
+#pragma GCC unroll 12
     for (int u = 0; u < U; ++u) acc[f][u] = _mm512_setzero_ps();
   }
   const int64_t m0 = v0 * kLanes;
@@ -75,12 +78,14 @@ void PhaseBlock(const PhaseArgs& a, int64_t v0, float* out) {
         const float* wk = wr + a.cols[t].k * FB;
         const __mmask16* mk = a.masks + t * a.num_vectors + v0;
         __m512 xv[U];
-#pragma GCC unroll 8
-        for (int u = 0; u < U; ++u) xv[u] = _mm512_maskz_loadu_ps(mk[u], xs + kLanes * u);
+#pragma GCC unroll 12
+        for (int u = 0; u < U; ++u) {
+          xv[u] = kMasked ? _mm512_maskz_loadu_ps(mk[u], xs + kLanes * u) : _mm512_loadu_ps(xs + kLanes * u);
+        }
 #pragma GCC unroll 12
         for (int f = 0; f < FB; ++f) {
           const __m512 wv = _mm512_set1_ps(wk[f]);
-#pragma GCC unroll 8
+#pragma GCC unroll 12
           for (int u = 0; u < U; ++u) acc[f][u] = _mm512_fmadd_ps(xv[u], wv, acc[f][u]);
         }
       }
@@ -89,7 +94,7 @@ void PhaseBlock(const PhaseArgs& a, int64_t v0, float* out) {
   const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
 #pragma GCC unroll 12
   for (int f = 0; f < FB; ++f) {
-#pragma GCC unroll 8
+#pragma GCC unroll 12
     for (int u = 0; u < U; ++u) {
       __m512 v = acc[f][u];
       if (a.bias) v = _mm512_add_ps(v, _mm512_set1_ps(a.bias[f]));
@@ -101,28 +106,33 @@ void PhaseBlock(const PhaseArgs& a, int64_t v0, float* out) {
 
 using PhaseFn = void (*)(const PhaseArgs&, int64_t, float*);
 
-template <int FB>
+template <int FB, bool kMasked>
 PhaseFn PhaseKernel(int u) {
-  static_assert(MaxVectors(FB) <= 8);
+  static_assert(MaxVectors(FB) <= 12);
   switch (u) {
-    case 1: return &PhaseBlock<FB, 1>;
-    case 2: return &PhaseBlock<FB, (MaxVectors(FB) >= 2 ? 2 : 1)>;
-    case 3: return &PhaseBlock<FB, (MaxVectors(FB) >= 3 ? 3 : 1)>;
-    case 4: return &PhaseBlock<FB, (MaxVectors(FB) >= 4 ? 4 : 1)>;
-    case 5: return &PhaseBlock<FB, (MaxVectors(FB) >= 5 ? 5 : 1)>;
-    case 6: return &PhaseBlock<FB, (MaxVectors(FB) >= 6 ? 6 : 1)>;
-    case 7: return &PhaseBlock<FB, (MaxVectors(FB) >= 7 ? 7 : 1)>;
-    default: return &PhaseBlock<FB, (MaxVectors(FB) >= 8 ? 8 : 1)>;
+    case 1: return &PhaseBlock<FB, 1, kMasked>;
+    case 2: return &PhaseBlock<FB, (MaxVectors(FB) >= 2 ? 2 : 1), kMasked>;
+    case 3: return &PhaseBlock<FB, (MaxVectors(FB) >= 3 ? 3 : 1), kMasked>;
+    case 4: return &PhaseBlock<FB, (MaxVectors(FB) >= 4 ? 4 : 1), kMasked>;
+    case 5: return &PhaseBlock<FB, (MaxVectors(FB) >= 5 ? 5 : 1), kMasked>;
+    case 6: return &PhaseBlock<FB, (MaxVectors(FB) >= 6 ? 6 : 1), kMasked>;
+    case 7: return &PhaseBlock<FB, (MaxVectors(FB) >= 7 ? 7 : 1), kMasked>;
+    case 8: return &PhaseBlock<FB, (MaxVectors(FB) >= 8 ? 8 : 1), kMasked>;
+    case 9: return &PhaseBlock<FB, (MaxVectors(FB) >= 9 ? 9 : 1), kMasked>;
+    case 10: return &PhaseBlock<FB, (MaxVectors(FB) >= 10 ? 10 : 1), kMasked>;
+    case 11: return &PhaseBlock<FB, (MaxVectors(FB) >= 11 ? 11 : 1), kMasked>;
+    default: return &PhaseBlock<FB, (MaxVectors(FB) >= 12 ? 12 : 1), kMasked>;
   }
 }
 
+template <bool kMasked>
 PhaseFn PhaseKernelFor(int fb, int u) {
   switch (fb) {
-    case 1: return PhaseKernel<1>(u);
-    case 2: return PhaseKernel<2>(u);
-    case 4: return PhaseKernel<4>(u);
-    case 8: return PhaseKernel<8>(u);
-    default: return PhaseKernel<kStuffedBlockFilters>(u);
+    case 1: return PhaseKernel<1, kMasked>(u);
+    case 2: return PhaseKernel<2, kMasked>(u);
+    case 4: return PhaseKernel<4, kMasked>(u);
+    case 8: return PhaseKernel<8, kMasked>(u);
+    default: return PhaseKernel<kStuffedBlockFilters, kMasked>(u);
   }
 }
 
@@ -173,16 +183,19 @@ void ConvStuffedBlocksAvx512(const ConvGeom& g, const float* x, const float* w, 
   // Column taps and their lane masks depend on the phase alone.
   std::vector<std::vector<StuffedTap>> column_taps(static_cast<size_t>(phases));
   std::vector<std::vector<__mmask16>> masks(static_cast<size_t>(phases));
+  std::vector<std::vector<uint8_t>> full(static_cast<size_t>(phases));  // [vector]: every tap's mask full
   for (int64_t pw = 0; pw < phases; ++pw) {
     StuffedColumnTaps(g, pw, &column_taps[pw]);
     std::vector<__mmask16>& mk = masks[pw];
     mk.resize(column_taps[pw].size() * max_vectors);
+    full[pw].assign(static_cast<size_t>(max_vectors), 1);
     for (size_t t = 0; t < column_taps[pw].size(); ++t) {
       for (int64_t v = 0; v < max_vectors; ++v) {
         const int64_t lo = std::clamp<int64_t>(column_taps[pw][t].mb - v * kLanes, 0, kLanes);
         const int64_t hi = std::clamp<int64_t>(column_taps[pw][t].me - v * kLanes, 0, kLanes);
         const uint32_t bits = hi > lo ? ((1u << hi) - 1u) & ~((1u << lo) - 1u) : 0u;
         mk[t * max_vectors + v] = static_cast<__mmask16>(bits);
+        if (bits != 0xFFFFu) full[pw][v] = 0;
       }
     }
   }
@@ -207,6 +220,26 @@ void ConvStuffedBlocksAvx512(const ConvGeom& g, const float* x, const float* w, 
       const int64_t r = oh - g.pt + kh * g.dh;
       if (r >= 0 && r < g.H && (r + g.r0) % g.uh == 0) row_taps.push_back({kh, (r + g.r0) / g.uh * g.XW, 0, 0});
     }
+    // The x rows below this unit's (the next units' rows, as units of a block run oh upwards),
+    // fetched while this one computes: a row of each of Cg channels, too many streams for the
+    // hardware prefetcher to pick up in time.
+    if (!row_taps.empty() && (row_taps.back().offset / g.XW) + 1 < g.XH) {
+      const float* next = x + (n * g.C + gi * g.Cg) * plane + row_taps.back().offset + g.XW;
+      for (int64_t c = 0; c < g.Cg; ++c) {
+        for (int64_t j = 0; j < g.XW; j += kLanes)
+          _mm_prefetch(reinterpret_cast<const char*>(next + c * plane + j), _MM_HINT_T0);
+      }
+    }
+    // The x rows below this unit's (the next units' rows, as units of a block run oh upwards),
+    // fetched while this one computes: a row of each of Cg channels, too many streams for the
+    // hardware prefetcher to pick up in time.
+    if (!row_taps.empty() && (row_taps.back().offset / g.XW) + 1 < g.XH) {
+      const float* next = x + (n * g.C + gi * g.Cg) * plane + row_taps.back().offset + g.XW;
+      for (int64_t c = 0; c < g.Cg; ++c) {
+        for (int64_t j = 0; j < g.XW; j += kLanes)
+          _mm_prefetch(reinterpret_cast<const char*>(next + c * plane + j), _MM_HINT_T0);
+      }
+    }
     const int fb = BlockWidth(size);
     float block_bias[kStuffedBlockFilters] = {};
     if (bias) std::copy(bias + f0, bias + f0 + size, block_bias);
@@ -228,9 +261,14 @@ void ConvStuffedBlocksAvx512(const ConvGeom& g, const float* x, const float* w, 
       a.num_cols = static_cast<int64_t>(column_taps[pw].size());
       a.masks = masks[pw].data();
       const int64_t vectors = ((g.OW - pw + g.uw - 1) / g.uw + kLanes - 1) / kLanes;
-      for (int64_t v0 = 0; v0 < vectors; v0 += max_u) {
-        const int u = static_cast<int>(std::min<int64_t>(max_u, vectors - v0));
-        PhaseKernelFor(fb, u)(a, v0, buffer.data() + pw * cap + v0 * kLanes);
+      // Blocks of even size: a short last block would wait on the fma latency as long as a full one.
+      const int64_t even_u = (vectors + (vectors + max_u - 1) / max_u - 1) / ((vectors + max_u - 1) / max_u);
+      for (int64_t v0 = 0; v0 < vectors; v0 += even_u) {
+        const int u = static_cast<int>(std::min<int64_t>(even_u, vectors - v0));
+        bool masked = false;
+        for (int64_t v = v0; v < v0 + u; ++v) masked = masked || full[pw][v] == 0;
+        (masked ? PhaseKernelFor<true>(fb, u) : PhaseKernelFor<false>(fb, u))(a, v0,
+                                                                              buffer.data() + pw * cap + v0 * kLanes);
       }
     }
     for (int64_t i = 0; i < size; ++i) {
