@@ -46,7 +46,8 @@ void ConvStuffedRowsPortable(const ConvGeom& g, const float* x, const float* w, 
 void ConvStuffedRowsAvx2(const ConvGeom& g, const float* x, const float* w, const float* bias,
                          const uint8_t* finite_filter, float* y, int64_t begin, int64_t end);
 
-// conv_stuffed_avx512.cc (call only when gemm::UseAvx512Gemm()), stride 1 only: the same outputs
+// conv_stuffed_avx512.cc (call only when gemm::UseAvx512Gemm(), which SetGemmAvx512ForTesting
+// turns off as it does the GEMM's 512-bit tiles), stride 1 only: the same outputs
 // a block of up to kStuffedBlockFilters filters of one group at a time. Unit
 // ((n * G + gi) * StuffedBlocksPerGroup(g) + b) * OH + oh is output row oh of filters
 // gi * Fg + b * kStuffedBlockFilters + i, i < min(kStuffedBlockFilters, Fg - b * kStuffedBlockFilters),

@@ -160,9 +160,8 @@ void SetConvDirectForTesting(bool enabled);
 // that is the faster way (false, the default; conv.cc StuffedSkipsZeros).
 void SetConvAlwaysSkipStuffedZerosForTesting(bool always);
 namespace gemm {
-// matmul_avx512.cc: false keeps the AVX2 GEMM on its 256-bit micro-kernel, and a conv over a
-// stuffed input off conv_stuffed_avx512.cc, even where AVX-512F is present (for tests and
-// benchmarks comparing the two; the bits are the same).
+// matmul_avx512.cc: false keeps the AVX2 GEMM on its 256-bit micro-kernel even where AVX-512F is
+// present (for tests and benchmarks comparing the two; the bits are the same).
 void SetGemmAvx512ForTesting(bool enabled);
 // matmul_avx512vnni.cc: false keeps the AVX2 engine's int8 GEMM on the AVX2 kernel even where
 // AVX-512 VNNI is present (for tests and benchmarks comparing the two; the bits are the same).
