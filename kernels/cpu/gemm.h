@@ -36,6 +36,11 @@ struct Operands {
   // panel of columns [16j, 16j + 16) at byte 16 * j * RoundUp(K, 4)); the other int8 kernels read
   // `b`.
   const uint8_t* b_quad_panels = nullptr;
+  // f32, AVX2 only: run only the terms k in [k_begin, k_end) of each output's chain (k_end < 0:
+  // up to K), B holding just those rows (row k at b + (k - k_begin) * ldb). The chain starts at
+  // +0.0 where k_begin is 0 and continues from C otherwise; NaNs are canonicalized where k_end is
+  // K. Calls over consecutive ranges give the whole chain's bits.
+  int64_t k_begin = 0, k_end = -1;
 };
 using F32Operands = Operands<float, float>;
 using I8Operands = Operands<int8_t, int32_t>;

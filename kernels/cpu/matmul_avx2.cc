@@ -541,17 +541,21 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
   const float* a_panels = m0 % kMR == 0 ? op.a_panels : nullptr;
   const bool avx512 = UseAvx512Gemm();
   const int64_t ncmax = b_in_place ? kNR : std::min(kNC, n1 - n0);
-  const int64_t kcmax = std::min(kKC, d.K);
+  // The chains' k range this call runs (all of K unless the operands say otherwise); B holds
+  // rows [k_begin, k_end) only.
+  const int64_t k_begin = op.k_begin, k_end = op.k_end < 0 ? d.K : op.k_end;
+  const int64_t kcmax = std::min(kKC, k_end - k_begin);
   auto* bp = b_panels ? nullptr : static_cast<float*>(ws->Get(0, sizeof(float) * RoundUp(ncmax, kNR) * kcmax));
   auto* ap = a_panels ? nullptr
                       : static_cast<float*>(ws->Get(1, sizeof(float) * RoundUp(std::min(kMC, m1 - m0), kMR) * kcmax));
   if ((!bp && !b_panels) || (!ap && !a_panels)) return false;
   for (int64_t jc = n0; jc < n1; jc += kNC) {
     const int64_t nc = std::min(kNC, n1 - jc);
-    for (int64_t pc = 0; pc < d.K; pc += kKC) {
-      const int64_t kc = std::min(kKC, d.K - pc);
+    for (int64_t pc = k_begin; pc < k_end; pc += kKC) {
+      const int64_t kc = std::min(kKC, k_end - pc);
       const bool first = pc == 0, last = pc + kc == d.K;
-      if (!b_in_place && !b_panels) PackBF32(op.b + pc * op.ldb + jc, op.ldb, kc, nc, bp);
+      const float* b_rows = op.b + (pc - k_begin) * op.ldb;  // B's row pc
+      if (!b_in_place && !b_panels) PackBF32(b_rows + jc, op.ldb, kc, nc, bp);
       for (int64_t ic = m0; ic < m1; ic += kMC) {
         const int64_t mc = std::min(kMC, m1 - ic);
         // The A panel of tile row ir: packed now (kc x 6 each), or pre-packed (K x 6 each).
@@ -564,10 +568,10 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
           const float* bpanel = b_panels ? b_panels + (jc + jr) * d.K + pc * kNR : bp + jr * kc;
           int64_t ldb = 0;
           if (b_in_place && nr == kNR) {
-            bpanel = op.b + pc * op.ldb + jc + jr;
+            bpanel = b_rows + jc + jr;
             ldb = op.ldb;
           } else if (b_in_place) {
-            PackBF32(op.b + pc * op.ldb + jc + jr, op.ldb, kc, nr, bp);
+            PackBF32(b_rows + jc + jr, op.ldb, kc, nr, bp);
             bpanel = bp;
           }
           // Rows [ir0, mc) of the panel at column jr0 (bpan, row stride ldb_pan or packed if 0).
