@@ -133,6 +133,12 @@ void MicroF32TwelveRowsAvx512(int64_t kc, const float* ap0, const float* ap1, co
 void MicroF32TwelveRowsTwoPanelsAvx512(int64_t kc, const float* ap0, const float* ap1, const float* bp0,
                                        const float* bp1, int64_t bstride, float* c, int64_t ldc, bool first, bool last);
 
+// C[0:rows, 0:16] (bp1 null) or C[0:rows, 0:32] for 1 <= rows < 12: the rows after a block's last
+// 12-row tile, rows 0-5 from the packed panel ap0 and the others from ap1 (null when rows <= 6),
+// B as above. Call only when UseAvx512Gemm().
+void MicroF32FewRowsAvx512(int64_t rows, int64_t kc, const float* ap0, const float* ap1, const float* bp0,
+                           const float* bp1, int64_t bstride, float* c, int64_t ldc, bool first, bool last);
+
 // matmul_avx512vnni.cc: whether the CPU (and OS) run AVX-512F, BW and VNNI, and whether the AVX2
 // engine's int8 GEMM runs on I8BlockAvx512Vnni instead of I8BlockAvx2 (VNNI present, not turned
 // off for a test). Both give the exact wrapping sums, so the same bits.

@@ -587,6 +587,12 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
                 ir += kMR;  // and kMR more by the loop
                 continue;
               }
+              if (twelve_rows) {  // the last rows, fewer than 12
+                MicroF32FewRowsAvx512(mc - ir, kc, a_block + ir * a_step,
+                                      mc - ir > kMR ? a_block + (ir + kMR) * a_step : nullptr, bpan, nullptr,
+                                      ldb_pan == 0 ? kNR : ldb_pan, c, op.ldc, first, last);
+                break;
+              }
               if (ir + kMR < mc) {  // the next tile's C rows, loaded (or written) next
                 const float* cn = c + kMR * op.ldc;
                 for (int r = 0; r < kMR; ++r) _mm_prefetch(reinterpret_cast<const char*>(cn + r * op.ldc), _MM_HINT_T0);
@@ -613,8 +619,11 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
                                                 bpanel2, ldb == 0 ? kNR : ldb, op.c + (ic + ir) * op.ldc + jc + jr,
                                                 op.ldc, first, last);
             }
-            panel_rows(bpanel, ldb, jr, kNR, ir);
-            panel_rows(bpanel2, ldb, jr + kNR, kNR, ir);
+            if (ir < mc) {  // the last rows, fewer than 12, over both panels
+              MicroF32FewRowsAvx512(mc - ir, kc, a_block + ir * a_step,
+                                    mc - ir > kMR ? a_block + (ir + kMR) * a_step : nullptr, bpanel, bpanel2,
+                                    ldb == 0 ? kNR : ldb, op.c + (ic + ir) * op.ldc + jc + jr, op.ldc, first, last);
+            }
             jr += kNR;  // and kNR more by the loop
             continue;
           }
