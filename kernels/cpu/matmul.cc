@@ -40,6 +40,9 @@ inline float CanonNaN(float v) {
 // each element is updated with one explicit fma per k.
 bool F32BlockPortable(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
                       Workspace* ws, const PartDone* done) {
+  // A range of each chain (k_begin/k_end) is the AVX2 engine's; a whole chain here would be
+  // wrong bits, so such a call fails instead.
+  if (op.k_begin != 0 || op.k_end >= 0) return false;
   for (int64_t nb = n0; nb < n1; nb += kPortableNC) {
     const int64_t ne = std::min(n1, nb + kPortableNC);
     for (int64_t m = m0; m < m1; ++m) {
