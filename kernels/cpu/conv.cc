@@ -39,6 +39,8 @@ constexpr uint32_t kCanonicalNaN = 0x7FC00000u;
 // Grouped convolutions with at most this many input channels per group (depthwise: 1) run
 // directly: their per-group GEMMs are too small to pay for im2col and packing.
 constexpr int64_t kDirectMaxChannelsPerGroup = 8;
+// Outputs of the direct kernel per epilogue pass (16 KiB of f32).
+constexpr int64_t kEpilogueBlock = 4096;
 
 // Im2Col when both strides are 1 and output rows are as wide as input rows (OW == W, e.g. 1xK
 // with "same" padding, Kx1, 3x3 "same"): then COL row k is the channel's plane shifted by one
@@ -328,9 +330,15 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
     if (weights_missing) return InvalidArgument("conv2d: weights have no data");
     auto rows = ctx.isa == Isa::kAvx2 ? &ConvDirectRowsAvx2 : &ConvDirectRowsPortable;
     const int64_t n_rows = g.N * g.F * g.OH;
+    // With an epilogue, rows go in blocks of about kEpilogueBlock outputs, each block's epilogue
+    // right after it while its outputs are still in L1.
+    const int64_t block_rows = epilogue ? std::max<int64_t>(1, kEpilogueBlock / std::max<int64_t>(1, g.OW)) : n_rows;
     auto run_rows = [&](int64_t b, int64_t e) {
-      rows(g, x, w, bias, y, b, e);
-      if (epilogue) epilogue->Apply(b * g.OW, e * g.OW);
+      for (int64_t r0 = b; r0 < e; r0 += block_rows) {
+        const int64_t r1 = std::min(e, r0 + block_rows);
+        rows(g, x, w, bias, y, r0, r1);
+        if (epilogue) epilogue->Apply(r0 * g.OW, r1 * g.OW);
+      }
     };
     if (ctx.pool) {
       ctx.pool->ParallelForWork(n_rows, g.OW * g.Kc, run_rows);
