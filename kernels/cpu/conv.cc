@@ -328,7 +328,9 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
 
   if (UsesDirectKernel(g)) {
     if (weights_missing) return InvalidArgument("conv2d: weights have no data");
-    auto rows = ctx.isa == Isa::kAvx2 ? &ConvDirectRowsAvx2 : &ConvDirectRowsPortable;
+    auto rows = ctx.isa != Isa::kAvx2   ? &ConvDirectRowsPortable
+                : UseAvx512DirectConv() ? &ConvDirectRowsAvx512
+                                        : &ConvDirectRowsAvx2;
     const int64_t n_rows = g.N * g.F * g.OH;
     // With an epilogue, rows go in blocks of about kEpilogueBlock outputs, each block's epilogue
     // right after it while its outputs are still in L1.

@@ -39,6 +39,12 @@ void ConvDirectRowsPortable(const ConvGeom& g, const float* x, const float* w, c
                             int64_t begin, int64_t end);
 void ConvDirectRowsAvx2(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y, int64_t begin,
                         int64_t end);
+// conv_avx512.cc: the same rows with 512-bit registers (stride 1 in width; others go to the
+// AVX2 rows). Call only when UseAvx512DirectConv(): AVX-512F present and not turned off by
+// SetConvAvx512ForTesting(false) (gemm.h). Same bits.
+void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y, int64_t begin,
+                          int64_t end);
+bool UseAvx512DirectConv();
 // The same rows for a zero-stuffed input (g.stuffed; see ConvStuffedRowImpl below).
 // finite_filter[f] says whether every weight of filter f is finite.
 void ConvStuffedRowsPortable(const ConvGeom& g, const float* x, const float* w, const float* bias,

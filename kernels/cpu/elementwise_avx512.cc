@@ -33,16 +33,16 @@ inline __m512 Canonicalize(__m512 v) {
 // Section 1.1: NaN if either is NaN; max(-0, +0) = +0 (equal values: the AND of their bits).
 inline __m512 SpecMax(__m512 a, __m512 b) {
   __m512 r = _mm512_mask_mov_ps(b, _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ), a);
-  r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ), _mm512_castsi512_ps(_mm512_and_si512(
-                                                                      _mm512_castps_si512(a), _mm512_castps_si512(b))));
+  r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ),
+                         _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_castps_si512(b))));
   return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q), CanonicalNaN());
 }
 
 // min(-0, +0) = -0 (equal values: the OR of their bits).
 inline __m512 SpecMin(__m512 a, __m512 b) {
   __m512 r = _mm512_mask_mov_ps(b, _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), a);
-  r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ), _mm512_castsi512_ps(_mm512_or_si512(
-                                                                      _mm512_castps_si512(a), _mm512_castps_si512(b))));
+  r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ),
+                         _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), _mm512_castps_si512(b))));
   return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q), CanonicalNaN());
 }
 
@@ -84,9 +84,7 @@ inline Source OperandSource(const FastEpilogueOperand& o, const float* y, const 
                             int64_t first) {
   Source s;
   switch (o.kind) {
-    case FastEpilogueOperand::kValue:
-      s.ptr = o.index == 0 ? y + first : values[o.index - 1];
-      break;
+    case FastEpilogueOperand::kValue: s.ptr = o.index == 0 ? y + first : values[o.index - 1]; break;
     case FastEpilogueOperand::kScalar: s.scalar = _mm512_set1_ps(o.scalar); break;
     case FastEpilogueOperand::kFullInput: s.ptr = o.data + first; break;
   }

@@ -257,6 +257,53 @@ TEST(Conv2D, WithoutTheAvx512KernelTheBitsAreTheSame) {
   cpu::gemm::SetGemmAvx512ForTesting(true);
 }
 
+TEST(Conv2D, WithoutTheAvx512DirectKernelTheBitsAreTheSame) {
+  // The AVX2 engines' direct grouped/depthwise rows on 256-bit registers (the cases above ran
+  // the 512-bit rows where the CPU has AVX-512F).
+  cpu::SetConvAvx512ForTesting(false);
+  uint32_t seed = 700;
+  for (const Conv& c : Cases()) Check(c, seed++, true);
+  cpu::SetConvAvx512ForTesting(true);
+}
+
+TEST(Conv2D, DepthwisePaddingRowsMatchSpecBits) {
+  // Kernel rows entirely in the top/bottom padding (the 512-bit direct rows take each such row's
+  // KW terms as one add of +0, or none when every weight is negative): small planes under 5x5
+  // and 7x3 kernels, widths around 16-lane vectors and 128-column blocks, with special values.
+  uint32_t seed = 800;
+  for (int64_t H : {1, 2, 3}) {
+    for (int64_t W : {1, 15, 16, 17, 96, 129, 250}) {
+      Check({1, 5, H, W, 5, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 5, true}, seed++, true);
+      Check({2, 6, H, W, 6, 7, 3, H > 1 ? 2 : 1, 1, 3, 1, 4, 3, 1, 2, 3, false}, seed++, true);
+    }
+  }
+}
+
+TEST(Conv2D, DepthwisePaddingRowsKeepMinusZeroAndPoisonWithInfinity) {
+  // x [1, 1, 1, 1], 3x1 kernel, one row of padding above and below: output = fma(+0, w0, fma(x,
+  // w1, fma(+0, w2... in order: fma(+0, w0, +0), fma(x, w1, .), fma(+0, w2, .). With x * w1 an
+  // underflowing negative product the middle term gives -0; the bottom padding term keeps -0
+  // when w2 is negative and makes +0 when w2 is positive; an infinite w0 makes NaN.
+  Conv d{1, 1, 1, 1, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, 1, false};
+  std::vector<float> x = {-1e-30f}, b;
+  const std::vector<std::vector<float>> weights = {{0.5f, 1e-30f, -0.5f},
+                                                   {0.5f, 1e-30f, 0.5f},
+                                                   {-0.5f, 1e-30f, -0.0f},
+                                                   {-0.5f, 1e-30f, 0.0f},
+                                                   {std::numeric_limits<float>::infinity(), 1.0f, -0.5f}};
+  const uint32_t expect[] = {0x80000000u, 0x00000000u, 0x80000000u, 0x00000000u, 0x7FC00000u};
+  for (size_t i = 0; i < weights.size(); ++i) {
+    std::vector<float> w = weights[i];
+    const auto ref = Reference(d, x, w, b);
+    ASSERT_EQ(Bits(ref[0]), expect[i]) << i;
+    for (auto& e : Engines()) {
+      std::vector<float> y(1, FromBits(0x7F81234Fu));
+      ASSERT_TRUE(RunConv(*e.backend, d, x, w, b, &y).ok());
+      EXPECT_EQ(Bits(y[0]), expect[i]) << e.label << " weights " << i;
+    }
+  }
+}
+
 TEST(Conv2D, SpecialValuesMatchSpecBits) {
   uint32_t seed = 100;
   for (const Conv& c : Cases()) Check(c, seed++, /*special=*/true);

@@ -1,0 +1,187 @@
+// The direct grouped/depthwise Conv2D with 512-bit registers (compiled with -mavx512f; called
+// only when gemm::CpuHasAvx512F()). Same bits as conv_direct_impl.h and conv_avx2.cc.
+//
+// Rows with stride 1 in width: up to 128 output columns of a row keep their accumulators in zmm
+// registers across all (c, kh, kw) taps. Every column sees acc = +0.0, then its terms in the
+// spec's order (docs/DETERMINISM.md 4.4), then acc + bias and NaN canonicalization. A column in
+// the left/right padding is a lane that the masked load (which reads nothing outside the row)
+// fills with +0.0, so those padding terms are fma(+0.0, w, acc) as the spec writes them.
+//
+// A kernel row that falls entirely in the top/bottom padding contributes KW terms
+// fma(+0.0, w, acc) in a row. For a filter whose weights are all finite, one such term is
+// acc + (+0) when w's sign bit is clear (the exact product is +0) and acc + (-0) when it is set;
+// acc + (-0) is acc for every acc, and acc + (+0) is acc except that -0 becomes +0 (a NaN stays
+// a NaN, whose payload the final canonicalization erases). Both are idempotent and neither makes
+// a -0, so the KW terms together are exactly acc + (+0) if any of the KW weights has its sign bit
+// clear, and nothing otherwise: one vaddps of +0 (or none) per padding row instead of KW fmas.
+// A filter with an infinite or NaN weight takes every padding term as an fma.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/conv_direct_impl.h"
+#include "kernels/cpu/gemm.h"
+
+namespace consensor::kernels::cpu {
+
+namespace {
+
+std::atomic<bool> g_avx512_direct_enabled{true};
+constexpr int kLanes = 16;
+constexpr int kMaxVectors = 8;  // 128 columns per register block
+
+// Lanes i of input columns base + i that lie in [0, W).
+inline __mmask16 InsideLanes(int64_t base, int64_t W) {
+  const int64_t lo = std::clamp<int64_t>(-base, 0, kLanes), hi = std::clamp<int64_t>(W - base, 0, kLanes);
+  if (hi <= lo) return 0;
+  const uint32_t upto_hi = hi == kLanes ? 0xFFFFu : (1u << hi) - 1u;
+  return static_cast<__mmask16>(upto_hi & ~((1u << lo) - 1u));
+}
+
+// What the filter's padding rows do: per (c, kh), whether any of its KW weights has a clear sign
+// bit; and whether every weight of the filter is finite.
+struct FilterPadding {
+  bool finite = true;
+  std::vector<uint8_t> adds_plus_zero;  // [c * KH + kh]
+};
+
+void DescribeFilter(const ConvGeom& g, const float* wf, FilterPadding* out) {
+  out->adds_plus_zero.resize(static_cast<size_t>(g.Cg * g.KH));
+  uint32_t non_finite = 0;
+  for (int64_t ck = 0; ck < g.Cg * g.KH; ++ck) {
+    uint32_t sign_clear = 0;
+    for (int64_t kw = 0; kw < g.KW; ++kw) {
+      uint32_t bits;
+      std::memcpy(&bits, wf + ck * g.KW + kw, sizeof(bits));
+      sign_clear |= ~bits >> 31;
+      non_finite |= (bits & 0x7F800000u) == 0x7F800000u ? 1u : 0u;  // infinity or NaN
+    }
+    out->adds_plus_zero[static_cast<size_t>(ck)] = static_cast<uint8_t>(sign_clear);
+  }
+  out->finite = non_finite == 0;
+}
+
+// Output columns [j0, j0 + 16 * (U - 1) + last_count) of row (n, f, oh); masks[kw * U + u] are
+// the lanes of vector u whose input column for tap kw lies inside the width.
+// kInteriorFull: vectors 1 .. U - 2 read inside the width at every tap (unmasked loads).
+template <int U, bool kInteriorFull>
+inline void RowBlock(const ConvGeom& g, const float* xg, const float* wf, const float* bias_f,
+                     const FilterPadding& padding, int64_t oh, int64_t j0, const __mmask16* masks,
+                     __mmask16 last_store, float* out) {
+  __m512 acc[U];
+  #pragma GCC unroll 8
+  for (int u = 0; u < U; ++u) acc[u] = _mm512_setzero_ps();
+  const __m512 zero = _mm512_setzero_ps();
+  const int64_t plane = g.H * g.W;
+  for (int64_t c = 0; c < g.Cg; ++c) {
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      const float* wk = wf + (c * g.KH + kh) * g.KW;
+      const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
+      if (ih < 0 || ih >= g.H) {
+        if (!padding.finite) {
+          for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const __m512 wv = _mm512_set1_ps(wk[kw]);
+            #pragma GCC unroll 8
+            for (int u = 0; u < U; ++u) acc[u] = _mm512_fmadd_ps(zero, wv, acc[u]);
+          }
+        } else if (padding.adds_plus_zero[static_cast<size_t>(c * g.KH + kh)]) {
+          #pragma GCC unroll 8
+          for (int u = 0; u < U; ++u) acc[u] = _mm512_add_ps(acc[u], zero);
+        }
+        continue;
+      }
+      const float* xrow = xg + c * plane + ih * g.W + j0 - g.pl;
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const __m512 wv = _mm512_set1_ps(wk[kw]);
+        const float* xs = xrow + kw * g.dw;
+        const __mmask16* mk = masks + kw * U;
+        #pragma GCC unroll 8
+        for (int u = 0; u < U; ++u) {
+          const __m512 xv = kInteriorFull && u > 0 && u + 1 < U ? _mm512_loadu_ps(xs + kLanes * u)
+                                                                : _mm512_maskz_loadu_ps(mk[u], xs + kLanes * u);
+          acc[u] = _mm512_fmadd_ps(xv, wv, acc[u]);
+        }
+      }
+    }
+  }
+  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+  #pragma GCC unroll 8
+  for (int u = 0; u < U; ++u) {
+    __m512 v = acc[u];
+    if (bias_f) v = _mm512_add_ps(v, _mm512_set1_ps(*bias_f));
+    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan);
+    _mm512_mask_storeu_ps(out + kLanes * u, u + 1 == U ? last_store : static_cast<__mmask16>(0xFFFF), v);
+  }
+}
+
+using RowBlockFn = void (*)(const ConvGeom&, const float*, const float*, const float*, const FilterPadding&, int64_t,
+                            int64_t, const __mmask16*, __mmask16, float*);
+constexpr RowBlockFn kRowBlocks[2][kMaxVectors] = {
+    {&RowBlock<1, false>, &RowBlock<2, false>, &RowBlock<3, false>, &RowBlock<4, false>, &RowBlock<5, false>,
+     &RowBlock<6, false>, &RowBlock<7, false>, &RowBlock<8, false>},
+    {&RowBlock<1, true>, &RowBlock<2, true>, &RowBlock<3, true>, &RowBlock<4, true>, &RowBlock<5, true>,
+     &RowBlock<6, true>, &RowBlock<7, true>, &RowBlock<8, true>}};
+
+}  // namespace
+
+bool UseAvx512DirectConv() {
+  return g_avx512_direct_enabled.load(std::memory_order_relaxed) && gemm::CpuHasAvx512F();
+}
+
+void SetConvAvx512ForTesting(bool enabled) { g_avx512_direct_enabled.store(enabled); }
+
+void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y,
+                          int64_t begin, int64_t end) {
+  if (g.sw != 1) return ConvDirectRowsAvx2(g, x, w, bias, y, begin, end);
+  // Column blocks of at most 8 vectors, split evenly (96 columns: one block of 6), with the
+  // masks of every (block, tap) computed once for all rows.
+  const int64_t vectors = (g.OW + kLanes - 1) / kLanes;
+  const int64_t blocks = (vectors + kMaxVectors - 1) / kMaxVectors;
+  struct Block {
+    int64_t j0, count;
+    int u;
+    size_t masks;
+    bool interior_full;
+  };
+  std::vector<Block> layout;
+  std::vector<__mmask16> masks;
+  for (int64_t b = 0, v0 = 0; b < blocks; ++b) {
+    const int64_t v1 = vectors * (b + 1) / blocks;
+    Block blk{v0 * kLanes, std::min(g.OW, v1 * kLanes) - v0 * kLanes, static_cast<int>(v1 - v0), masks.size(), true};
+    for (int64_t kw = 0; kw < g.KW; ++kw) {
+      for (int u = 0; u < blk.u; ++u) {
+        masks.push_back(InsideLanes(blk.j0 + kLanes * u - g.pl + kw * g.dw, g.W));
+        if (u > 0 && u + 1 < blk.u && masks.back() != 0xFFFF) blk.interior_full = false;
+      }
+    }
+    layout.push_back(blk);
+    v0 = v1;
+  }
+  FilterPadding padding;
+  int64_t described = -1;
+  for (int64_t row = begin; row < end; ++row) {
+    const int64_t oh = row % g.OH, nf = row / g.OH, f = nf % g.F, n = nf / g.F;
+    const float* xg = x + (n * g.C + (f / g.Fg) * g.Cg) * g.H * g.W;
+    const float* wf = w + f * g.Kc;
+    if (f != described) {
+      DescribeFilter(g, wf, &padding);
+      described = f;
+    }
+    const float* bias_f = bias ? bias + f : nullptr;
+    float* yrow = y + row * g.OW;
+    for (const Block& blk : layout) {
+      const int64_t tail = blk.count - kLanes * (blk.u - 1);
+      const __mmask16 last_store = tail >= kLanes ? static_cast<__mmask16>(0xFFFF)
+                                                  : static_cast<__mmask16>((1u << tail) - 1u);
+      kRowBlocks[blk.interior_full ? 1 : 0][blk.u - 1](g, xg, wf, bias_f, padding, oh, blk.j0, masks.data() + blk.masks, last_store,
+                            yrow + blk.j0);
+    }
+  }
+}
+
+}  // namespace consensor::kernels::cpu
