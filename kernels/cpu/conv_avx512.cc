@@ -71,10 +71,10 @@ void DescribeFilter(const ConvGeom& g, const float* wf, FilterPadding* out) {
 // kInteriorFull: vectors 1 .. U - 2 read inside the width at every tap (unmasked loads).
 template <int U, bool kInteriorFull>
 inline void RowBlock(const ConvGeom& g, const float* xg, const float* wf, const float* bias_f,
-                     const FilterPadding& padding, int64_t oh, int64_t j0, const __mmask16* masks,
-                     __mmask16 last_store, float* out) {
+                     const FilterPadding& padding, int64_t oh, int64_t j0, const __mmask16* masks, __mmask16 last_store,
+                     float* out) {
   __m512 acc[U];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int u = 0; u < U; ++u) acc[u] = _mm512_setzero_ps();
   const __m512 zero = _mm512_setzero_ps();
   const int64_t plane = g.H * g.W;
@@ -86,11 +86,11 @@ inline void RowBlock(const ConvGeom& g, const float* xg, const float* wf, const 
         if (!padding.finite) {
           for (int64_t kw = 0; kw < g.KW; ++kw) {
             const __m512 wv = _mm512_set1_ps(wk[kw]);
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int u = 0; u < U; ++u) acc[u] = _mm512_fmadd_ps(zero, wv, acc[u]);
           }
         } else if (padding.adds_plus_zero[static_cast<size_t>(c * g.KH + kh)]) {
-          #pragma GCC unroll 8
+#pragma GCC unroll 8
           for (int u = 0; u < U; ++u) acc[u] = _mm512_add_ps(acc[u], zero);
         }
         continue;
@@ -100,7 +100,7 @@ inline void RowBlock(const ConvGeom& g, const float* xg, const float* wf, const 
         const __m512 wv = _mm512_set1_ps(wk[kw]);
         const float* xs = xrow + kw * g.dw;
         const __mmask16* mk = masks + kw * U;
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int u = 0; u < U; ++u) {
           const __m512 xv = kInteriorFull && u > 0 && u + 1 < U ? _mm512_loadu_ps(xs + kLanes * u)
                                                                 : _mm512_maskz_loadu_ps(mk[u], xs + kLanes * u);
@@ -110,7 +110,7 @@ inline void RowBlock(const ConvGeom& g, const float* xg, const float* wf, const 
     }
   }
   const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int u = 0; u < U; ++u) {
     __m512 v = acc[u];
     if (bias_f) v = _mm512_add_ps(v, _mm512_set1_ps(*bias_f));
@@ -129,14 +129,12 @@ constexpr RowBlockFn kRowBlocks[2][kMaxVectors] = {
 
 }  // namespace
 
-bool UseAvx512DirectConv() {
-  return g_avx512_direct_enabled.load(std::memory_order_relaxed) && gemm::CpuHasAvx512F();
-}
+bool UseAvx512DirectConv() { return g_avx512_direct_enabled.load(std::memory_order_relaxed) && gemm::CpuHasAvx512F(); }
 
 void SetConvAvx512ForTesting(bool enabled) { g_avx512_direct_enabled.store(enabled); }
 
-void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y,
-                          int64_t begin, int64_t end) {
+void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y, int64_t begin,
+                          int64_t end) {
   if (g.sw != 1) return ConvDirectRowsAvx2(g, x, w, bias, y, begin, end);
   // Column blocks of at most 8 vectors, split evenly (96 columns: one block of 6), with the
   // masks of every (block, tap) computed once for all rows.
@@ -176,10 +174,10 @@ void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, con
     float* yrow = y + row * g.OW;
     for (const Block& blk : layout) {
       const int64_t tail = blk.count - kLanes * (blk.u - 1);
-      const __mmask16 last_store = tail >= kLanes ? static_cast<__mmask16>(0xFFFF)
-                                                  : static_cast<__mmask16>((1u << tail) - 1u);
-      kRowBlocks[blk.interior_full ? 1 : 0][blk.u - 1](g, xg, wf, bias_f, padding, oh, blk.j0, masks.data() + blk.masks, last_store,
-                            yrow + blk.j0);
+      const __mmask16 last_store =
+          tail >= kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << tail) - 1u);
+      kRowBlocks[blk.interior_full ? 1 : 0][blk.u - 1](g, xg, wf, bias_f, padding, oh, blk.j0, masks.data() + blk.masks,
+                                                       last_store, yrow + blk.j0);
     }
   }
 }

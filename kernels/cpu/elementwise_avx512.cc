@@ -74,10 +74,10 @@ inline __m512 Apply(__m512 a, __m512 b) {
   return a;
 }
 
-// Where operand k of a step reads from for the tile at `first` (n valid elements).
+// Where operand k of a step reads from for the tile at `first`: a pointer, or (null) the scalar.
 struct Source {
-  const float* ptr = nullptr;  // nullptr: the scalar
-  __m512 scalar;
+  const float* ptr = nullptr;
+  float scalar = 0.0f;
 };
 
 inline Source OperandSource(const FastEpilogueOperand& o, const float* y, const float (*values)[kTileElements],
@@ -85,22 +85,38 @@ inline Source OperandSource(const FastEpilogueOperand& o, const float* y, const 
   Source s;
   switch (o.kind) {
     case FastEpilogueOperand::kValue: s.ptr = o.index == 0 ? y + first : values[o.index - 1]; break;
-    case FastEpilogueOperand::kScalar: s.scalar = _mm512_set1_ps(o.scalar); break;
+    case FastEpilogueOperand::kScalar: s.scalar = o.scalar; break;
     case FastEpilogueOperand::kFullInput: s.ptr = o.data + first; break;
   }
   return s;
 }
 
-inline __m512 Load(const Source& s, int v, __mmask16 mask) {
-  return s.ptr ? _mm512_maskz_loadu_ps(mask, s.ptr + v * kLanes) : s.scalar;
+// n elements of one step; kScalarA / kScalarB: that operand is a broadcast scalar. Whole vectors
+// unmasked, then the tail's lanes masked.
+template <Op kOp, bool kScalarA, bool kScalarB>
+inline void RunStepOver(const Source& a, const Source& b, float* out, int64_t n) {
+  const __m512 sa = _mm512_set1_ps(a.scalar), sb = _mm512_set1_ps(b.scalar);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const __m512 va = kScalarA ? sa : _mm512_loadu_ps(a.ptr + i);
+    const __m512 vb = kScalarB ? sb : _mm512_loadu_ps(b.ptr + i);
+    _mm512_storeu_ps(out + i, Apply<kOp>(va, vb));
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    const __m512 va = kScalarA ? sa : _mm512_maskz_loadu_ps(m, a.ptr + i);
+    const __m512 vb = kScalarB ? sb : _mm512_maskz_loadu_ps(m, b.ptr + i);
+    _mm512_mask_storeu_ps(out + i, m, Apply<kOp>(va, vb));
+  }
 }
 
 template <Op kOp>
-inline void RunStep(const Source& a, const Source& b, float* out, int vectors, __mmask16 last_mask) {
-  for (int v = 0; v < vectors; ++v) {
-    const __mmask16 m = v + 1 == vectors ? last_mask : static_cast<__mmask16>(0xFFFF);
-    _mm512_mask_storeu_ps(out + v * kLanes, m, Apply<kOp>(Load(a, v, m), Load(b, v, m)));
-  }
+inline void RunStep(const Source& a, const Source& b, float* out, int64_t n) {
+  const bool scalar_a = a.ptr == nullptr, scalar_b = b.ptr == nullptr;
+  if (scalar_a && scalar_b) return RunStepOver<kOp, true, true>(a, b, out, n);
+  if (scalar_a) return RunStepOver<kOp, true, false>(a, b, out, n);
+  if (scalar_b) return RunStepOver<kOp, false, true>(a, b, out, n);
+  RunStepOver<kOp, false, false>(a, b, out, n);
 }
 
 }  // namespace
@@ -109,9 +125,6 @@ void RunFastEpilogueAvx512(const FastEpilogueStep* steps, int num_steps, float* 
   alignas(64) float values[kMaxEpilogueSteps][kTileElements];  // step j's result for the current tile
   for (int64_t first = begin; first < end; first += kTileElements) {
     const int64_t n = std::min(end - first, kTileElements);
-    const int vectors = static_cast<int>((n + kLanes - 1) / kLanes);
-    const int tail = static_cast<int>(n - (vectors - 1) * int64_t{kLanes});
-    const __mmask16 last_mask = static_cast<__mmask16>((1u << tail) - 1u);
     for (int s = 0; s < num_steps; ++s) {
       const FastEpilogueStep& st = steps[s];
       const Source a = OperandSource(st.operands[0], y, values, first);
@@ -119,15 +132,15 @@ void RunFastEpilogueAvx512(const FastEpilogueStep* steps, int num_steps, float* 
       // Only the last step writes the output: until then it holds the op's result (value 0).
       float* out = s + 1 == num_steps ? y + first : values[s];
       switch (st.op) {
-        case Op::kAdd: RunStep<Op::kAdd>(a, b, out, vectors, last_mask); break;
-        case Op::kSub: RunStep<Op::kSub>(a, b, out, vectors, last_mask); break;
-        case Op::kMul: RunStep<Op::kMul>(a, b, out, vectors, last_mask); break;
-        case Op::kDiv: RunStep<Op::kDiv>(a, b, out, vectors, last_mask); break;
-        case Op::kMax: RunStep<Op::kMax>(a, b, out, vectors, last_mask); break;
-        case Op::kMin: RunStep<Op::kMin>(a, b, out, vectors, last_mask); break;
-        case Op::kRelu: RunStep<Op::kRelu>(a, b, out, vectors, last_mask); break;
-        case Op::kNeg: RunStep<Op::kNeg>(a, b, out, vectors, last_mask); break;
-        case Op::kAbs: RunStep<Op::kAbs>(a, b, out, vectors, last_mask); break;
+        case Op::kAdd: RunStep<Op::kAdd>(a, b, out, n); break;
+        case Op::kSub: RunStep<Op::kSub>(a, b, out, n); break;
+        case Op::kMul: RunStep<Op::kMul>(a, b, out, n); break;
+        case Op::kDiv: RunStep<Op::kDiv>(a, b, out, n); break;
+        case Op::kMax: RunStep<Op::kMax>(a, b, out, n); break;
+        case Op::kMin: RunStep<Op::kMin>(a, b, out, n); break;
+        case Op::kRelu: RunStep<Op::kRelu>(a, b, out, n); break;
+        case Op::kNeg: RunStep<Op::kNeg>(a, b, out, n); break;
+        case Op::kAbs: RunStep<Op::kAbs>(a, b, out, n); break;
         default: break;  // not a fast op: FastEpilogueOpSupported keeps these out
       }
     }
