@@ -263,9 +263,14 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   if (call.epilogue) epilogue = std::make_unique<EpilogueRunner>(call, ctx.isa);
   // Bias then epilogue for `count` rows of `cols` outputs starting at flat output index `first`,
   // rows `ld` apart (the block_bias rows of the same filters).
+  const bool bias_avx512 = ctx.isa == Isa::kAvx2 && UseAvx512DirectConv();
   auto finish_block = [&](float* block, int64_t first, int64_t ld, int64_t count, int64_t cols,
                           const float* block_bias) {
-    if (block_bias) AddBias(block, ld, count, cols, block_bias);
+    if (block_bias && bias_avx512) {
+      AddBiasRowsAvx512(block, ld, count, cols, block_bias);
+    } else if (block_bias) {
+      AddBias(block, ld, count, cols, block_bias);
+    }
     if (epilogue && cols == ld) {
       epilogue->Apply(first, first + count * cols);  // whole rows: one contiguous range
     } else if (epilogue) {

@@ -129,6 +129,24 @@ constexpr RowBlockFn kRowBlocks[2][kMaxVectors] = {
 
 }  // namespace
 
+void AddBiasRowsAvx512(float* y, int64_t ldy, int64_t rows, int64_t cols, const float* bias) {
+  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+  for (int64_t f = 0; f < rows; ++f) {
+    float* r = y + f * ldy;
+    const __m512 b = _mm512_set1_ps(bias[f]);
+    int64_t j = 0;
+    for (; j + kLanes <= cols; j += kLanes) {
+      const __m512 v = _mm512_add_ps(_mm512_loadu_ps(r + j), b);
+      _mm512_storeu_ps(r + j, _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan));
+    }
+    if (j < cols) {
+      const __mmask16 m = static_cast<__mmask16>((1u << (cols - j)) - 1u);
+      const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, r + j), b);
+      _mm512_mask_storeu_ps(r + j, m, _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan));
+    }
+  }
+}
+
 bool UseAvx512DirectConv() { return g_avx512_direct_enabled.load(std::memory_order_relaxed) && gemm::CpuHasAvx512F(); }
 
 void SetConvAvx512ForTesting(bool enabled) { g_avx512_direct_enabled.store(enabled); }

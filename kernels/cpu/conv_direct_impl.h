@@ -45,6 +45,9 @@ void ConvDirectRowsAvx2(const ConvGeom& g, const float* x, const float* w, const
 void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y, int64_t begin,
                           int64_t end);
 bool UseAvx512DirectConv();
+// conv_avx512.cc: y = y + bias[f] (one add), then NaN canonicalization, for `rows` rows of `cols`
+// columns, rows ldy apart (as conv.cc's AddBias). Call only when UseAvx512DirectConv().
+void AddBiasRowsAvx512(float* y, int64_t ldy, int64_t rows, int64_t cols, const float* bias);
 // The same rows for a zero-stuffed input (g.stuffed; see ConvStuffedRowImpl below).
 // finite_filter[f] says whether every weight of filter f is finite.
 void ConvStuffedRowsPortable(const ConvGeom& g, const float* x, const float* w, const float* bias,

@@ -20,9 +20,7 @@ namespace {
 
 constexpr int kLanes = 16;
 
-inline __m512i Keys(__m512i b) {
-  return _mm512_xor_si512(b, _mm512_srli_epi32(_mm512_srai_epi32(b, 31), 1));
-}
+inline __m512i Keys(__m512i b) { return _mm512_xor_si512(b, _mm512_srli_epi32(_mm512_srai_epi32(b, 31), 1)); }
 
 // The spec's max over the window of output (oh, ow), row-major, first NaN wins.
 uint32_t WalkWindow(const uint32_t* x, const PoolGeom& g, int64_t oh, int64_t ow) {
