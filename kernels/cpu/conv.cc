@@ -229,7 +229,9 @@ StatusOr<std::unique_ptr<PreparedOperand>> PrepareConvWeights(const KernelCall& 
     f32_call.outputs = views + 3;
   }
   ASSIGN_OR_RETURN(const ConvGeom g, ValidateConv(f32_call, false, /*allow_stuffed=*/stuffed));
-  if (UsesDirectKernel(g) || g.F == 0 || g.Kc == 0 || (stuffed && StuffedSkipsZeros(g))) {
+  // The small dense kernel reads f32 weights as they are (16-bit ones still need their f32 panels).
+  const bool small_dense = !half_weights && UsesSmallDenseConvAvx512(g);
+  if (UsesDirectKernel(g) || g.F == 0 || g.Kc == 0 || (stuffed && StuffedSkipsZeros(g)) || small_dense) {
     return std::unique_ptr<PreparedOperand>();
   }
   auto packed = std::make_unique<PackedConvWeights>(f32_call.in(1).as<const float>(), g);
@@ -351,6 +353,34 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
       ctx.pool->ParallelForWork(n_rows, g.OW * g.Kc, run_rows);
     } else {
       run_rows(0, n_rows);
+    }
+    return OkStatus();
+  }
+
+  if (ctx.isa == Isa::kAvx2 && w && UsesSmallDenseConvAvx512(g)) {
+    // Few filters and short chains (conv_avx512.cc): eight filters of an output row per pass.
+    const int64_t groups = SmallDenseFilterGroups(g);
+    const int64_t units = g.N * groups * g.OH;
+    const int64_t block_rows = std::max<int64_t>(1, kEpilogueBlock / (8 * std::max<int64_t>(1, g.OW)));
+    auto run_units = [&](int64_t b, int64_t e) {
+      for (int64_t r0 = b; r0 < e;) {
+        // Rows [r0, r1) of one (image, filter group), so each filter's rows are contiguous.
+        const int64_t r1 = std::min({e, (r0 / g.OH + 1) * g.OH, r0 + block_rows});
+        ConvSmallDenseRowsAvx512(g, x, w, bias, y, r0, r1);
+        if (epilogue) {
+          const int64_t ng = r0 / g.OH, n = ng / groups, f0 = ng % groups * 8;
+          for (int64_t f = f0; f < std::min(g.F, f0 + 8); ++f) {
+            const int64_t first = ((n * g.F + f) * g.OH + r0 % g.OH) * g.OW;
+            epilogue->Apply(first, first + (r1 - r0) * g.OW);
+          }
+        }
+        r0 = r1;
+      }
+    };
+    if (ctx.pool) {
+      ctx.pool->ParallelForWork(units, 8 * g.OW * g.Kc, run_units);
+    } else {
+      run_units(0, units);
     }
     return OkStatus();
   }

@@ -127,7 +127,117 @@ constexpr RowBlockFn kRowBlocks[2][kMaxVectors] = {
     {&RowBlock<1, true>, &RowBlock<2, true>, &RowBlock<3, true>, &RowBlock<4, true>, &RowBlock<5, true>,
      &RowBlock<6, true>, &RowBlock<7, true>, &RowBlock<8, true>}};
 
+// --- Dense convolutions with few filters and short chains (the first conv of an RGB or
+// spectrogram model: 1 to 3 input channels, a 3x3 kernel, stride 1 or 2 in width) ---
+//
+// Eight filters of one output row at a time, 32 columns in 2 x 8 zmm accumulators: each (c, kh,
+// kw) tap's 32 inputs are loaded once (for stride 2 in width, as the even lanes of two
+// consecutive vectors) and multiplied into all eight filters. Each output still sees acc = +0.0
+// and then fma(x, w, acc) for c, kh, kw in the spec's order, padding terms included (lanes that
+// masked loads fill with +0.0, and a +0.0 vector for kernel rows in the padding).
+
+constexpr int kDenseFilters = 8;
+constexpr int kDenseVectors = 2;
+
+// Input columns col + sw * i, i < 16, as one vector; lanes outside [0, W) are +0.0.
+template <int kStride>
+inline __m512 StridedInputs(const float* row, int64_t col, int64_t W) {
+  if constexpr (kStride == 1) {
+    return _mm512_maskz_loadu_ps(InsideLanes(col, W), row + col);
+  } else {
+    const __m512 lo = _mm512_maskz_loadu_ps(InsideLanes(col, W), row + col);
+    const __m512 hi = _mm512_maskz_loadu_ps(InsideLanes(col + kLanes, W), row + col + kLanes);
+    const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    return _mm512_permutex2var_ps(lo, evens, hi);
+  }
+}
+
+// Filters [f0, f0 + NF) of output row (n, oh), columns [j0, j0 + count), count <= 32.
+template <int NF, int kStride>
+void DenseFilterBlock(const ConvGeom& g, const float* xn, const float* w, const float* bias, int64_t f0, int64_t oh,
+                      int64_t j0, int64_t count, float* yn) {
+  __m512 acc[NF][kDenseVectors];
+#pragma GCC unroll 8
+  for (int f = 0; f < NF; ++f) {
+    acc[f][0] = _mm512_setzero_ps();
+    acc[f][1] = _mm512_setzero_ps();
+  }
+  const int64_t plane = g.H * g.W;
+  for (int64_t c = 0; c < g.Cg; ++c) {
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
+      const bool inside = ih >= 0 && ih < g.H;
+      const float* row = xn + c * plane + (inside ? ih : 0) * g.W;
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const int64_t col = j0 * kStride - g.pl + kw * g.dw;
+        const __m512 in0 = inside ? StridedInputs<kStride>(row, col, g.W) : _mm512_setzero_ps();
+        const __m512 in1 = inside ? StridedInputs<kStride>(row, col + kStride * kLanes, g.W) : _mm512_setzero_ps();
+        const float* wk = w + (f0 * g.Cg + c) * g.KH * g.KW + kh * g.KW + kw;
+#pragma GCC unroll 8
+        for (int f = 0; f < NF; ++f) {
+          const __m512 wv = _mm512_set1_ps(wk[f * g.Kc]);
+          acc[f][0] = _mm512_fmadd_ps(in0, wv, acc[f][0]);
+          acc[f][1] = _mm512_fmadd_ps(in1, wv, acc[f][1]);
+        }
+      }
+    }
+  }
+  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+  const __mmask16 m0 = count >= kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << count) - 1u);
+  const int64_t rest = count - kLanes;
+  const __mmask16 m1 = rest >= kLanes ? static_cast<__mmask16>(0xFFFF)
+                       : rest > 0     ? static_cast<__mmask16>((1u << rest) - 1u)
+                                      : static_cast<__mmask16>(0);
+#pragma GCC unroll 8
+  for (int f = 0; f < NF; ++f) {
+    float* out = yn + ((f0 + f) * g.OH + oh) * g.OW + j0;
+    for (int u = 0; u < kDenseVectors; ++u) {
+      __m512 v = acc[f][u];
+      if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(bias[f0 + f]));
+      v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan);
+      _mm512_mask_storeu_ps(out + kLanes * u, u == 0 ? m0 : m1, v);
+    }
+  }
+}
+
+template <int kStride>
+using DenseFilterBlockFn = void (*)(const ConvGeom&, const float*, const float*, const float*, int64_t, int64_t,
+                                    int64_t, int64_t, float*);
+
+template <int kStride>
+constexpr DenseFilterBlockFn<kStride> kDenseBlocks[kDenseFilters] = {
+    &DenseFilterBlock<1, kStride>, &DenseFilterBlock<2, kStride>, &DenseFilterBlock<3, kStride>,
+    &DenseFilterBlock<4, kStride>, &DenseFilterBlock<5, kStride>, &DenseFilterBlock<6, kStride>,
+    &DenseFilterBlock<7, kStride>, &DenseFilterBlock<8, kStride>};
+
 }  // namespace
+
+bool UsesSmallDenseConvAvx512(const ConvGeom& g) {
+  return g.G == 1 && !g.stuffed && (g.sw == 1 || g.sw == 2) && g.Fg <= kMaxSmallDenseFilters &&
+         g.Kc <= kMaxSmallDenseChain && g.W < (int64_t{1} << 28) && g.OW < (int64_t{1} << 28) &&
+         g.pl < (int64_t{1} << 28) && (g.KW - 1) * g.dw < (int64_t{1} << 28) && UseAvx512DirectConv();
+}
+
+int64_t SmallDenseFilterGroups(const ConvGeom& g) { return (g.F + kDenseFilters - 1) / kDenseFilters; }
+
+void ConvSmallDenseRowsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y,
+                              int64_t begin, int64_t end) {
+  const int64_t groups = SmallDenseFilterGroups(g);
+  for (int64_t unit = begin; unit < end; ++unit) {
+    const int64_t oh = unit % g.OH, ng = unit / g.OH, fg = ng % groups, n = ng / groups;
+    const int64_t f0 = fg * kDenseFilters, nf = std::min<int64_t>(kDenseFilters, g.F - f0);
+    const float* xn = x + n * g.C * g.H * g.W;
+    float* yn = y + n * g.F * g.OH * g.OW;
+    for (int64_t j0 = 0; j0 < g.OW; j0 += kDenseVectors * kLanes) {
+      const int64_t count = std::min<int64_t>(kDenseVectors * kLanes, g.OW - j0);
+      if (g.sw == 1) {
+        kDenseBlocks<1>[nf - 1](g, xn, w, bias, f0, oh, j0, count, yn);
+      } else {
+        kDenseBlocks<2>[nf - 1](g, xn, w, bias, f0, oh, j0, count, yn);
+      }
+    }
+  }
+}
 
 void AddBiasRowsAvx512(float* y, int64_t ldy, int64_t rows, int64_t cols, const float* bias) {
   const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));

@@ -45,6 +45,16 @@ void ConvDirectRowsAvx2(const ConvGeom& g, const float* x, const float* w, const
 void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y, int64_t begin,
                           int64_t end);
 bool UseAvx512DirectConv();
+// conv_avx512.cc: dense convolutions (one group) with at most kMaxSmallDenseFilters filters and
+// chains of at most kMaxSmallDenseChain terms, stride 1 or 2 in width (the first conv of small
+// CNNs), direct, eight filters per pass over the input; true only when UseAvx512DirectConv().
+// A unit is (n, filter group of 8, oh), unit = (n * SmallDenseFilterGroups(g) + group) * OH + oh.
+inline constexpr int64_t kMaxSmallDenseFilters = 32;
+inline constexpr int64_t kMaxSmallDenseChain = 32;
+bool UsesSmallDenseConvAvx512(const ConvGeom& g);
+int64_t SmallDenseFilterGroups(const ConvGeom& g);
+void ConvSmallDenseRowsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y,
+                              int64_t begin, int64_t end);
 // conv_avx512.cc: y = y + bias[f] (one add), then NaN canonicalization, for `rows` rows of `cols`
 // columns, rows ldy apart (as conv.cc's AddBias). Call only when UseAvx512DirectConv().
 void AddBiasRowsAvx512(float* y, int64_t ldy, int64_t rows, int64_t cols, const float* bias);

@@ -197,6 +197,16 @@ const std::vector<Conv>& Cases() {
     add({1, 24, 9, 37, 1, 2, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, true});   // 2x2 over a stuffed input
     add({2, 40, 6, 70, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false});  // 3x3, 1 filter, Kc = 360
     add({1, 20, 5, 19, 2, 3, 3, 2, 1, 1, 2, 0, 1, 1, 2, 2, true});   // 10 channels per group, Fg = 1
+    // Dense convolutions with at most 32 filters and 32 terms per chain run eight filters per
+    // pass on AVX-512F CPUs (conv_avx512.cc): the PP-OCR classifier's and openWakeWord
+    // embedding's first convolutions, a filter-group tail, 32-column blocks with tails, stride 2
+    // in width over odd widths, dilations, padding wider than the kernel.
+    add({1, 3, 48, 192, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true});  // classifier's first conv
+    add({1, 1, 76, 32, 24, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, true});  // embedding's first conv
+    add({2, 3, 9, 67, 17, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 1, false});  // 17 filters, odd width, stride 2
+    add({1, 2, 7, 33, 9, 2, 3, 2, 1, 0, 2, 1, 3, 2, 2, 1, true});    // dilated, 33 columns
+    add({1, 4, 5, 20, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true});   // 1x1, 32 filters
+    add({1, 1, 3, 40, 3, 3, 5, 1, 2, 4, 6, 4, 6, 1, 1, 1, false});   // padding wider than the kernel
     return v;
   }();
   return cases;
