@@ -119,6 +119,119 @@ inline void RowBlock(const ConvGeom& g, const float* xg, const float* wf, const 
   }
 }
 
+// Output rows oh0 .. oh0 + R - 1 of one filter together (dilation 1 in height, every weight of the
+// filter finite): each input row's vectors are loaded once per tap and multiplied into every output
+// row that reads them, and R x U accumulator chains run side by side. Per output row the terms
+// still come in the spec's order: for each channel, its kernel rows in the top padding (one add
+// of +0 or none, as in RowBlock), then its real kernel rows in increasing kh (input rows are
+// visited in increasing order, and kh = ih + pt - oh * sh grows with ih), each with kw
+// increasing, then its kernel rows in the bottom padding.
+template <int U, int R, bool kInteriorFull>
+inline void RowsBlock(const ConvGeom& g, const float* xg, const float* wf, const float* bias_f,
+                      const FilterPadding& padding, int64_t oh0, int64_t j0, const __mmask16* masks,
+                      __mmask16 last_store, float* out) {
+  __m512 acc[R][U];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int u = 0; u < U; ++u) acc[r][u] = _mm512_setzero_ps();
+  }
+  const __m512 zero = _mm512_setzero_ps();
+  const int64_t plane = g.H * g.W;
+  // Kernel row kh of output row r reads input row base[r] + kh.
+  int64_t base[R];
+  for (int r = 0; r < R; ++r) base[r] = (oh0 + r) * g.sh - g.pt;
+  auto pad_rows = [&](int64_t c, int r, int64_t kh_begin, int64_t kh_end) {
+    bool adds = false;
+    for (int64_t kh = std::max<int64_t>(0, kh_begin); kh < std::min(g.KH, kh_end); ++kh) {
+      adds |= padding.adds_plus_zero[static_cast<size_t>(c * g.KH + kh)] != 0;
+    }
+    if (adds) {
+#pragma GCC unroll 8
+      for (int u = 0; u < U; ++u) acc[r][u] = _mm512_add_ps(acc[r][u], zero);
+    }
+  };
+  const int64_t ih_begin = std::max<int64_t>(0, base[0]), ih_end = std::min(g.H, base[R - 1] + g.KH);
+  for (int64_t c = 0; c < g.Cg; ++c) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) pad_rows(c, r, 0, -base[r]);  // kernel rows above the plane
+    const float* wc = wf + c * g.KH * g.KW;
+    for (int64_t ih = ih_begin; ih < ih_end; ++ih) {
+      const float* xrow = xg + c * plane + ih * g.W + j0 - g.pl;
+      bool valid[R];
+      const float* wk[R];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const int64_t kh = ih - base[r];
+        valid[r] = kh >= 0 && kh < g.KH;
+        wk[r] = wc + (valid[r] ? kh : 0) * g.KW;
+      }
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        __m512 wv[R];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) wv[r] = _mm512_set1_ps(wk[r][kw]);
+        const float* xs = xrow + kw * g.dw;
+        const __mmask16* mk = masks + kw * U;
+#pragma GCC unroll 8
+        for (int u = 0; u < U; ++u) {
+          const __m512 xv = kInteriorFull && u > 0 && u + 1 < U ? _mm512_loadu_ps(xs + kLanes * u)
+                                                                : _mm512_maskz_loadu_ps(mk[u], xs + kLanes * u);
+#pragma GCC unroll 4
+          for (int r = 0; r < R; ++r) {
+            if (valid[r]) acc[r][u] = _mm512_fmadd_ps(xv, wv[r], acc[r][u]);
+          }
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) pad_rows(c, r, g.H - base[r], g.KH);  // kernel rows below the plane
+  }
+  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int u = 0; u < U; ++u) {
+      __m512 v = acc[r][u];
+      if (bias_f) v = _mm512_add_ps(v, _mm512_set1_ps(*bias_f));
+      v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan);
+      _mm512_mask_storeu_ps(out + r * g.OW + kLanes * u, u + 1 == U ? last_store : static_cast<__mmask16>(0xFFFF), v);
+    }
+  }
+}
+
+constexpr int kMaxRows = 4;
+constexpr int kMaxRowAccumulators = 24;
+
+using RowsBlockFn = void (*)(const ConvGeom&, const float*, const float*, const float*, const FilterPadding&, int64_t,
+                             int64_t, const __mmask16*, __mmask16, float*);
+
+template <int U, int R>
+constexpr RowsBlockFn RowsBlockFor(bool interior_full) {
+  return interior_full ? &RowsBlock<U, R, true> : &RowsBlock<U, R, false>;
+}
+
+// The multi-row block for U vectors and R rows (R * U <= kMaxRowAccumulators), or null.
+RowsBlockFn PickRowsBlock(int u, int r, bool interior_full) {
+#define CNSR_ROWS_CASE(UU)                               \
+  case UU:                                               \
+    switch (r) {                                         \
+      case 2: return RowsBlockFor<UU, 2>(interior_full); \
+      case 3: return RowsBlockFor<UU, 3>(interior_full); \
+      case 4: return RowsBlockFor<UU, 4>(interior_full); \
+      default: return nullptr;                           \
+    }
+  switch (u) {
+    CNSR_ROWS_CASE(1)
+    CNSR_ROWS_CASE(2)
+    CNSR_ROWS_CASE(3)
+    CNSR_ROWS_CASE(4)
+    CNSR_ROWS_CASE(5)
+    CNSR_ROWS_CASE(6)
+    default: return nullptr;
+  }
+#undef CNSR_ROWS_CASE
+}
+
 using RowBlockFn = void (*)(const ConvGeom&, const float*, const float*, const float*, const FilterPadding&, int64_t,
                             int64_t, const __mmask16*, __mmask16, float*);
 constexpr RowBlockFn kRowBlocks[2][kMaxVectors] = {
@@ -290,7 +403,7 @@ void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, con
   }
   FilterPadding padding;
   int64_t described = -1;
-  for (int64_t row = begin; row < end; ++row) {
+  for (int64_t row = begin; row < end;) {
     const int64_t oh = row % g.OH, nf = row / g.OH, f = nf % g.F, n = nf / g.F;
     const float* xg = x + (n * g.C + (f / g.Fg) * g.Cg) * g.H * g.W;
     const float* wf = w + f * g.Kc;
@@ -300,13 +413,26 @@ void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, con
     }
     const float* bias_f = bias ? bias + f : nullptr;
     float* yrow = y + row * g.OW;
+    // Rows of this filter left in the range, taken together where RowsBlock applies.
+    const int64_t same_filter = std::min(end - row, g.OH - oh);
+    int64_t rows = 1;
+    if (g.dh == 1 && padding.finite && same_filter > 1 && layout.size() == 1 && layout[0].u <= 6) {
+      rows = std::min<int64_t>({same_filter, kMaxRows, kMaxRowAccumulators / layout[0].u});
+    }
     for (const Block& blk : layout) {
       const int64_t tail = blk.count - kLanes * (blk.u - 1);
       const __mmask16 last_store =
           tail >= kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << tail) - 1u);
-      kRowBlocks[blk.interior_full ? 1 : 0][blk.u - 1](g, xg, wf, bias_f, padding, oh, blk.j0, masks.data() + blk.masks,
-                                                       last_store, yrow + blk.j0);
+      const RowsBlockFn together = rows > 1 ? PickRowsBlock(blk.u, static_cast<int>(rows), blk.interior_full) : nullptr;
+      if (together) {
+        together(g, xg, wf, bias_f, padding, oh, blk.j0, masks.data() + blk.masks, last_store, yrow + blk.j0);
+      } else {
+        rows = 1;
+        kRowBlocks[blk.interior_full ? 1 : 0][blk.u - 1](g, xg, wf, bias_f, padding, oh, blk.j0,
+                                                         masks.data() + blk.masks, last_store, yrow + blk.j0);
+      }
     }
+    row += rows;
   }
 }
 

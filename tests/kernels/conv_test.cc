@@ -314,6 +314,26 @@ TEST(Conv2D, DepthwisePaddingRowsKeepMinusZeroAndPoisonWithInfinity) {
   }
 }
 
+TEST(Conv2D, DepthwisePaddingRowsOfSeveralOutputRowsKeepTheirOrder) {
+  // Output rows computed together (the 512-bit rows for dilation 1 in height): x [1, 1, 2, 1],
+  // a 3x1 kernel, one padding row above and below, so output row 1 takes x0, x1, then a padding
+  // term. x * w underflows to -0 in both real terms; the bottom padding term then makes +0 when
+  // w2 > 0 and keeps -0 when w2 < 0. The whole plane is repeated in 5 channels (OH = 2 each).
+  Conv d{1, 5, 2, 1, 5, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, 5, false};
+  std::vector<float> x(10, -1e-30f), b;
+  for (float w2 : {0.5f, -0.5f}) {
+    std::vector<float> w;
+    for (int c = 0; c < 5; ++c) w.insert(w.end(), {1e-30f, 1e-30f, w2});
+    const auto ref = Reference(d, x, w, b);
+    ASSERT_EQ(Bits(ref[1]), w2 > 0 ? 0x00000000u : 0x80000000u);
+    for (auto& e : Engines()) {
+      std::vector<float> y(ref.size(), FromBits(0x7F81234Fu));
+      ASSERT_TRUE(RunConv(*e.backend, d, x, w, b, &y).ok());
+      EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), sizeof(float) * y.size())) << e.label << " w2 " << w2;
+    }
+  }
+}
+
 TEST(Conv2D, SpecialValuesMatchSpecBits) {
   uint32_t seed = 100;
   for (const Conv& c : Cases()) Check(c, seed++, /*special=*/true);
