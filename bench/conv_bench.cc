@@ -311,6 +311,9 @@ BENCHMARK(BM_Dense3x3)
     ->Args({1024, 8, 8, 512, 1})
     ->Args({128, 128, 128, 64, 2})
     ->Args({1024, 16, 16, 256, 2})
+    // The PP-OCRv4 detector's 96 -> 24 convolutions.
+    ->Args({96, 80, 80, 24, 1})
+    ->Args({96, 40, 40, 24, 1})
     ->Unit(benchmark::kMicrosecond);
 
 // args: C, XH, XW, F, K, stride, threads. ConvTranspose (pads 0) of x [1, C, XH, XW] by

@@ -161,6 +161,13 @@ Status LoadedProgram::RunInstruction(const Instruction& ins, const kernels::Prep
 }
 
 StatusOr<RunResult> LoadedProgram::Run(const std::map<std::string, Tensor>& inputs, const RunOptions& options) {
+  std::map<std::string, const Tensor*> borrowed;
+  for (const auto& [name, tensor] : inputs) borrowed.emplace(name, &tensor);
+  return RunBorrowed(borrowed, options);
+}
+
+StatusOr<RunResult> LoadedProgram::RunBorrowed(const std::map<std::string, const Tensor*>& inputs,
+                                               const RunOptions& options) {
   for (const auto& [name, tensor] : inputs) {
     bool known = false;
     for (const auto& [placeholder, buffer] : program_.inputs) known = known || placeholder == name;
@@ -170,7 +177,8 @@ StatusOr<RunResult> LoadedProgram::Run(const std::map<std::string, Tensor>& inpu
     auto it = inputs.find(name);
     if (it == inputs.end()) return InvalidArgument("missing input '" + name + "'");
     const Buffer& b = program_.buffers[buffer];
-    const Tensor& t = it->second;
+    if (it->second == nullptr) return InvalidArgument("input '" + name + "' is null");
+    const Tensor& t = *it->second;
     if (t.dtype() != b.dtype || t.shape() != b.shape) {
       return InvalidArgument("input '" + name + "' must be " + std::string(DTypeName(b.dtype)) +
                              ShapeToString(b.shape) + ", got " + std::string(DTypeName(t.dtype())) +

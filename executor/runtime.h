@@ -51,6 +51,9 @@ class LoadedProgram {
   // Inputs must match the placeholders exactly: every name present, no extra names,
   // identical dtype and shape.
   StatusOr<RunResult> Run(const std::map<std::string, Tensor>& inputs, const RunOptions& options = {});
+  // The same, with inputs the caller keeps (a node's decoded-input cache): nothing is copied
+  // but into the arena. Every pointer must be non-null.
+  StatusOr<RunResult> RunBorrowed(const std::map<std::string, const Tensor*>& inputs, const RunOptions& options = {});
 
   // Memory held besides the arena: the backend's prepared copies of constant operands (the CPU
   // GEMM's packed conv weights), made once at Load and shared by both instruction lists.

@@ -35,6 +35,12 @@ std::atomic<bool> g_always_skip_stuffed_zeros{false};
 // Preferred size of one im2col tile: small enough to stay in L2/L3 between im2col and the
 // GEMM's packing, large enough to amortize packing the weights once per tile.
 constexpr int64_t kTileTarget = int64_t{2} << 20;
+// With AVX2 and more than kKBlock terms per output, a tile's im2col is written and consumed
+// kKBlock rows (terms) at a time, the GEMM carrying each chain through C from one block to the
+// next (F32Operands::k_begin/k_end): kKBlock x the tile's columns stays within kKBlockBytes, in
+// L2, instead of writing all Kc rows to L3 and reading them back (measured, docs/PERFORMANCE.md).
+constexpr int64_t kKBlock = 256;
+constexpr int64_t kKBlockBytes = int64_t{1} << 20;
 constexpr uint32_t kCanonicalNaN = 0x7FC00000u;
 // Grouped convolutions with at most this many input channels per group (depthwise: 1) run
 // directly: their per-group GEMMs are too small to pay for im2col and packing.
@@ -164,17 +170,25 @@ bool UsesDirectKernel(const ConvGeom& g) {
 // conv would run the direct kernel anyway, or where at most 1 term in 9 reads x (measured,
 // docs/PERFORMANCE.md). Otherwise it builds the stuffed input in scratch memory and runs the
 // ordinary conv over it, as the unfused instructions do (same chain, so the same bits).
-bool StuffedSkipsZeros(const ConvGeom& g) {
-  return g.sh == 1 && g.sw == 1 && (UsesDirectKernel(g) || g.uh * g.uw >= 9 || g_always_skip_stuffed_zeros.load());
+// With AVX-512F, the register-blocked kernel (conv_stuffed_avx512.cc) skips them for any stride-1 conv.
+bool StuffedBlocked(const ConvGeom& g, Isa isa) {
+  return isa == Isa::kAvx2 && g.sh == 1 && g.sw == 1 && gemm::UseAvx512Gemm();
+}
+bool StuffedSkipsZeros(const ConvGeom& g, Isa isa) {
+  return g.sh == 1 && g.sw == 1 &&
+         (StuffedBlocked(g, isa) || UsesDirectKernel(g) || g.uh * g.uw >= 9 || g_always_skip_stuffed_zeros.load());
 }
 
-// Columns per im2col tile so that Kc x cols floats fit in `budget` bytes.
-int64_t TileCols(const ConvGeom& g, int64_t budget) {
-  if (g.Kc == 0 || g.P == 0) return std::max<int64_t>(g.P, 1);
-  const int64_t cols = budget / (g.Kc * int64_t{sizeof(float)});
+// Columns per im2col tile so that rows x cols floats fit in `budget` bytes.
+int64_t TileColsForRows(const ConvGeom& g, int64_t rows, int64_t budget) {
+  if (rows == 0 || g.P == 0) return std::max<int64_t>(g.P, 1);
+  const int64_t cols = budget / (rows * int64_t{sizeof(float)});
   if (cols >= g.P) return g.P;
   return std::min(g.P, std::max<int64_t>(16, cols / 16 * 16));
 }
+
+// Columns per im2col tile so that Kc x cols floats fit in `budget` bytes.
+int64_t TileCols(const ConvGeom& g, int64_t budget) { return TileColsForRows(g, g.Kc, budget); }
 
 }  // namespace
 
@@ -231,7 +245,7 @@ StatusOr<std::unique_ptr<PreparedOperand>> PrepareConvWeights(const KernelCall& 
   ASSIGN_OR_RETURN(const ConvGeom g, ValidateConv(f32_call, false, /*allow_stuffed=*/stuffed));
   // The small dense kernel reads f32 weights as they are (16-bit ones still need their f32 panels).
   const bool small_dense = !half_weights && UsesSmallDenseConvAvx512(g);
-  if (UsesDirectKernel(g) || g.F == 0 || g.Kc == 0 || (stuffed && StuffedSkipsZeros(g)) || small_dense) {
+  if (UsesDirectKernel(g) || g.F == 0 || g.Kc == 0 || (stuffed && StuffedSkipsZeros(g, ctx.isa)) || small_dense) {
     return std::unique_ptr<PreparedOperand>();
   }
   auto packed = std::make_unique<PackedConvWeights>(f32_call.in(1).as<const float>(), g);
@@ -280,7 +294,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
     }
   };
 
-  if (g.stuffed && !StuffedSkipsZeros(g) && g.N * g.C * g.H * g.W <= scratch_budget / int64_t{sizeof(float)}) {
+  if (g.stuffed && !StuffedSkipsZeros(g, ctx.isa) && g.N * g.C * g.H * g.W <= scratch_budget / int64_t{sizeof(float)}) {
     // The stuffed input in scratch memory, then the ordinary conv over it.
     gemm::Workspace stuffed_ws;
     auto* stuffed = static_cast<float*>(stuffed_ws.Get(0, sizeof(float) * g.N * g.C * g.H * g.W));
@@ -317,6 +331,34 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
     std::vector<uint8_t> finite_filter(static_cast<size_t>(g.F), 1);
     for (int64_t f = 0; f < g.F; ++f) {
       for (int64_t k = 0; k < g.Kc; ++k) finite_filter[f] &= std::isfinite(w[f * g.Kc + k]) ? 1 : 0;
+    }
+    if (StuffedBlocked(g, ctx.isa)) {
+      // Blocks of filters in zmm registers; a unit is one output row of one block.
+      std::vector<float> packed(static_cast<size_t>(StuffedPackedFloats(g)));
+      PackStuffedFilterBlocks(g, w, packed.data());
+      const int64_t blocks = StuffedBlocksPerGroup(g);
+      const int64_t units = g.N * g.G * blocks * g.OH;
+      auto run_units = [&](int64_t b, int64_t e) {
+        ConvStuffedBlocksAvx512(g, x, w, packed.data(), bias, finite_filter.data(), y, b, e);
+        if (!epilogue) return;
+        for (int64_t unit = b; unit < e; ++unit) {
+          const int64_t oh = unit % g.OH, ngb = unit / g.OH, ng = ngb / blocks;
+          const int64_t f0 = (ng % g.G) * g.Fg + (ngb % blocks) * kStuffedBlockFilters;
+          const int64_t f1 = std::min(f0 + kStuffedBlockFilters, (ng % g.G + 1) * g.Fg);
+          for (int64_t f = f0; f < f1; ++f) {
+            const int64_t first = (((ng / g.G) * g.F + f) * g.OH + oh) * g.OW;
+            epilogue->Apply(first, first + g.OW);
+          }
+        }
+      };
+      const int64_t unit_work =
+          std::max<int64_t>(1, std::min(kStuffedBlockFilters, g.Fg) * g.OW * g.Kc / (g.uh * g.uw));
+      if (ctx.pool) {
+        ctx.pool->ParallelForWork(units, unit_work, run_units);
+      } else {
+        run_units(0, units);
+      }
+      return OkStatus();
     }
     auto rows = ctx.isa == Isa::kAvx2 ? &ConvStuffedRowsAvx2 : &ConvStuffedRowsPortable;
     const int64_t n_rows = g.N * g.F * g.OH;
@@ -411,7 +453,10 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   }
 
   // Mode A: many (image, group, tile) jobs, each done by one thread with its own scratch.
-  const int64_t pt_a = TileCols(g, std::min(kTileTarget, scratch_budget / threads));
+  const bool k_blocked = ctx.isa == Isa::kAvx2 && g.Kc > kKBlock;
+  const int64_t col_rows = k_blocked ? kKBlock : g.Kc;  // im2col rows written at a time
+  const int64_t pt_a = k_blocked ? TileColsForRows(g, kKBlock, std::min(kKBlockBytes, scratch_budget / threads))
+                                 : TileCols(g, std::min(kTileTarget, scratch_budget / threads));
   const int64_t tiles_a = (g.P + pt_a - 1) / pt_a;
   const int64_t jobs_a = g.N * g.G * tiles_a;
   // Mode A also when the whole convolution is too little work to share: it then runs on the
@@ -422,7 +467,7 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
     std::atomic<bool> failed{false};
     auto fn = [&](int64_t begin, int64_t end) {
       gemm::Workspace gemm_ws, col_ws;
-      auto* col = static_cast<float*>(col_ws.Get(0, sizeof(float) * g.Kc * pt_a));
+      auto* col = static_cast<float*>(col_ws.Get(0, sizeof(float) * col_rows * pt_a));
       if (!col) {
         failed.store(true);
         return;
@@ -430,7 +475,6 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
       for (int64_t job = begin; job < end; ++job) {
         const int64_t tile = job % tiles_a, ng = job / tiles_a, n = ng / g.G, gi = ng % g.G;
         const int64_t p0 = tile * pt_a, ptc = std::min(pt_a, g.P - p0);
-        Im2Col(g, x, n, gi, p0, ptc, 0, g.Kc, col);
         gemm::F32Operands op;
         op.a = a_rows(gi);
         op.lda = g.Kc;
@@ -441,7 +485,17 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
         op.ldc = g.P;
         gemm::Dims d = gd;
         d.N = ptc;
-        if (!gemm::F32Single(op, d, ctx.isa, &gemm_ws)) failed.store(true);
+        int64_t k0 = 0;
+        do {  // once when Kc is 0: the GEMM then writes the +0.0 of an empty chain
+          const int64_t k1 = std::min(g.Kc, k0 + col_rows);
+          Im2Col(g, x, n, gi, p0, ptc, k0, k1, col);
+          if (k_blocked) {
+            op.k_begin = k0;
+            op.k_end = k1;
+          }
+          if (!gemm::F32Single(op, d, ctx.isa, &gemm_ws)) failed.store(true);
+          k0 = k1;
+        } while (k0 < g.Kc);
         finish_block(op.c, (n * g.F + gi * g.Fg) * g.P + p0, g.P, g.Fg, ptc, bias ? bias + gi * g.Fg : nullptr);
       }
     };

@@ -65,6 +65,22 @@ void ConvStuffedRowsPortable(const ConvGeom& g, const float* x, const float* w, 
 void ConvStuffedRowsAvx2(const ConvGeom& g, const float* x, const float* w, const float* bias,
                          const uint8_t* finite_filter, float* y, int64_t begin, int64_t end);
 
+// conv_stuffed_avx512.cc (call only when gemm::UseAvx512Gemm(), which SetGemmAvx512ForTesting
+// turns off as it does the GEMM's 512-bit tiles), stride 1 only: the same outputs
+// a block of up to kStuffedBlockFilters filters of one group at a time. Unit
+// ((n * G + gi) * StuffedBlocksPerGroup(g) + b) * OH + oh is output row oh of filters
+// gi * Fg + b * kStuffedBlockFilters + i, i < min(kStuffedBlockFilters, Fg - b * kStuffedBlockFilters),
+// of image n; ConvStuffedBlocksAvx512 computes units [begin, end). `packed` holds
+// StuffedPackedFloats(g) floats written by PackStuffedFilterBlocks from w (which it also reads).
+constexpr int64_t kStuffedBlockFilters = 12;
+inline int64_t StuffedBlocksPerGroup(const ConvGeom& g) {
+  return (g.Fg + kStuffedBlockFilters - 1) / kStuffedBlockFilters;
+}
+int64_t StuffedPackedFloats(const ConvGeom& g);
+void PackStuffedFilterBlocks(const ConvGeom& g, const float* w, float* packed);
+void ConvStuffedBlocksAvx512(const ConvGeom& g, const float* x, const float* w, const float* packed, const float* bias,
+                             const uint8_t* finite_filter, float* y, int64_t begin, int64_t end);
+
 namespace {
 
 constexpr int64_t kDirectTile = 128;  // output columns whose accumulators stay in L1

@@ -36,6 +36,11 @@ struct Operands {
   // panel of columns [16j, 16j + 16) at byte 16 * j * RoundUp(K, 4)); the other int8 kernels read
   // `b`.
   const uint8_t* b_quad_panels = nullptr;
+  // f32, AVX2 only: run only the terms k in [k_begin, k_end) of each output's chain (k_end < 0:
+  // up to K), B holding just those rows (row k at b + (k - k_begin) * ldb). The chain starts at
+  // +0.0 where k_begin is 0 and continues from C otherwise; NaNs are canonicalized where k_end is
+  // K. Calls over consecutive ranges give the whole chain's bits.
+  int64_t k_begin = 0, k_end = -1;
 };
 using F32Operands = Operands<float, float>;
 using I8Operands = Operands<int8_t, int32_t>;
@@ -123,6 +128,16 @@ bool UseAvx512Gemm();
 // NaNs canonicalized. Call only when UseAvx512Gemm().
 void MicroF32TwelveRowsAvx512(int64_t kc, const float* ap0, const float* ap1, const float* bp, int64_t bstride,
                               float* c, int64_t ldc, bool first, bool last);
+// The same for C[0:12, 0:32]: two 16-column panels of B, rows k at bp0 + k * bstride and
+// bp1 + k * bstride, each broadcast of A feeding both. Call only when UseAvx512Gemm().
+void MicroF32TwelveRowsTwoPanelsAvx512(int64_t kc, const float* ap0, const float* ap1, const float* bp0,
+                                       const float* bp1, int64_t bstride, float* c, int64_t ldc, bool first, bool last);
+
+// C[0:rows, 0:16] (bp1 null) or C[0:rows, 0:32] for 1 <= rows < 12: the rows after a block's last
+// 12-row tile, rows 0-5 from the packed panel ap0 and the others from ap1 (null when rows <= 6),
+// B as above. Call only when UseAvx512Gemm().
+void MicroF32FewRowsAvx512(int64_t rows, int64_t kc, const float* ap0, const float* ap1, const float* bp0,
+                           const float* bp1, int64_t bstride, float* c, int64_t ldc, bool first, bool last);
 
 // matmul_avx512vnni.cc: whether the CPU (and OS) run AVX-512F, BW and VNNI, and whether the AVX2
 // engine's int8 GEMM runs on I8BlockAvx512Vnni instead of I8BlockAvx2 (VNNI present, not turned

@@ -541,17 +541,21 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
   const float* a_panels = m0 % kMR == 0 ? op.a_panels : nullptr;
   const bool avx512 = UseAvx512Gemm();
   const int64_t ncmax = b_in_place ? kNR : std::min(kNC, n1 - n0);
-  const int64_t kcmax = std::min(kKC, d.K);
+  // The chains' k range this call runs (all of K unless the operands say otherwise); B holds
+  // rows [k_begin, k_end) only.
+  const int64_t k_begin = op.k_begin, k_end = op.k_end < 0 ? d.K : op.k_end;
+  const int64_t kcmax = std::min(kKC, k_end - k_begin);
   auto* bp = b_panels ? nullptr : static_cast<float*>(ws->Get(0, sizeof(float) * RoundUp(ncmax, kNR) * kcmax));
   auto* ap = a_panels ? nullptr
                       : static_cast<float*>(ws->Get(1, sizeof(float) * RoundUp(std::min(kMC, m1 - m0), kMR) * kcmax));
   if ((!bp && !b_panels) || (!ap && !a_panels)) return false;
   for (int64_t jc = n0; jc < n1; jc += kNC) {
     const int64_t nc = std::min(kNC, n1 - jc);
-    for (int64_t pc = 0; pc < d.K; pc += kKC) {
-      const int64_t kc = std::min(kKC, d.K - pc);
+    for (int64_t pc = k_begin; pc < k_end; pc += kKC) {
+      const int64_t kc = std::min(kKC, k_end - pc);
       const bool first = pc == 0, last = pc + kc == d.K;
-      if (!b_in_place && !b_panels) PackBF32(op.b + pc * op.ldb + jc, op.ldb, kc, nc, bp);
+      const float* b_rows = op.b + (pc - k_begin) * op.ldb;  // B's row pc
+      if (!b_in_place && !b_panels) PackBF32(b_rows + jc, op.ldb, kc, nc, bp);
       for (int64_t ic = m0; ic < m1; ic += kMC) {
         const int64_t mc = std::min(kMC, m1 - ic);
         // The A panel of tile row ir: packed now (kc x 6 each), or pre-packed (K x 6 each).
@@ -564,37 +568,66 @@ bool F32BlockAvx2(const F32Operands& op, const Dims& d, int64_t m0, int64_t m1, 
           const float* bpanel = b_panels ? b_panels + (jc + jr) * d.K + pc * kNR : bp + jr * kc;
           int64_t ldb = 0;
           if (b_in_place && nr == kNR) {
-            bpanel = op.b + pc * op.ldb + jc + jr;
+            bpanel = b_rows + jc + jr;
             ldb = op.ldb;
           } else if (b_in_place) {
-            PackBF32(op.b + pc * op.ldb + jc + jr, op.ldb, kc, nr, bp);
+            PackBF32(b_rows + jc + jr, op.ldb, kc, nr, bp);
             bpanel = bp;
           }
-          // Full 12 x 16 tiles go to the 512-bit kernel where there is one.
-          const bool twelve_rows = avx512 && nr == kNR;
-          for (int64_t ir = 0; ir < mc; ir += kMR) {
-            const int64_t mr = std::min<int64_t>(kMR, mc - ir);
-            float* c = op.c + (ic + ir) * op.ldc + jc + jr;
-            if (twelve_rows && mc - ir >= 2 * kMR) {
-              MicroF32TwelveRowsAvx512(kc, a_block + ir * a_step, a_block + (ir + kMR) * a_step, bpanel,
-                                       ldb == 0 ? kNR : ldb, c, op.ldc, first, last);
-              ir += kMR;  // and kMR more by the loop
-              continue;
+          // Rows [ir0, mc) of the panel at column jr0 (bpan, row stride ldb_pan or packed if 0).
+          auto panel_rows = [&](const float* bpan, int64_t ldb_pan, int64_t jr0, int64_t nr0, int64_t ir0) {
+            // Full 12 x 16 tiles go to the 512-bit kernel where there is one.
+            const bool twelve_rows = avx512 && nr0 == kNR;
+            for (int64_t ir = ir0; ir < mc; ir += kMR) {
+              const int64_t mr = std::min<int64_t>(kMR, mc - ir);
+              float* c = op.c + (ic + ir) * op.ldc + jc + jr0;
+              if (twelve_rows && mc - ir >= 2 * kMR) {
+                MicroF32TwelveRowsAvx512(kc, a_block + ir * a_step, a_block + (ir + kMR) * a_step, bpan,
+                                         ldb_pan == 0 ? kNR : ldb_pan, c, op.ldc, first, last);
+                ir += kMR;  // and kMR more by the loop
+                continue;
+              }
+              if (twelve_rows) {  // the last rows, fewer than 12
+                MicroF32FewRowsAvx512(mc - ir, kc, a_block + ir * a_step,
+                                      mc - ir > kMR ? a_block + (ir + kMR) * a_step : nullptr, bpan, nullptr,
+                                      ldb_pan == 0 ? kNR : ldb_pan, c, op.ldc, first, last);
+                break;
+              }
+              if (ir + kMR < mc) {  // the next tile's C rows, loaded (or written) next
+                const float* cn = c + kMR * op.ldc;
+                for (int r = 0; r < kMR; ++r) _mm_prefetch(reinterpret_cast<const char*>(cn + r * op.ldc), _MM_HINT_T0);
+              }
+              if (mr == kMR && nr0 == kNR && ldb_pan == 0) {
+                MicroF32(kc, a_block + ir * a_step, bpan, c, op.ldc, first, last);
+              } else if (mr == kMR && nr0 == kNR) {
+                MicroF32StridedB(kc, a_block + ir * a_step, bpan, ldb_pan, c, op.ldc, first, last);
+              } else if (nr0 == kNR) {
+                MicroF32FewRowsAny(mr, kc, a_block + ir * a_step, bpan, ldb_pan == 0 ? kNR : ldb_pan, c, op.ldc, first,
+                                   last);
+              } else {
+                MicroF32Edge(kc, a_block + ir * a_step, bpan, ldb_pan, c, op.ldc, mr, nr0, first, last);
+              }
             }
-            if (ir + kMR < mc) {  // the next tile's C rows, loaded (or written) next
-              const float* cn = c + kMR * op.ldc;
-              for (int r = 0; r < kMR; ++r) _mm_prefetch(reinterpret_cast<const char*>(cn + r * op.ldc), _MM_HINT_T0);
+          };
+          // Two full panels side by side: 12 x 32 tiles, one broadcast of A for two fmas, then
+          // each panel's remaining rows as above.
+          if (avx512 && nr == kNR && nc - jr >= 2 * kNR) {
+            const float* bpanel2 = ldb != 0 ? bpanel + kNR : bpanel + kNR * (b_panels ? d.K : kc);
+            int64_t ir = 0;
+            for (; mc - ir >= 2 * kMR; ir += 2 * kMR) {
+              MicroF32TwelveRowsTwoPanelsAvx512(kc, a_block + ir * a_step, a_block + (ir + kMR) * a_step, bpanel,
+                                                bpanel2, ldb == 0 ? kNR : ldb, op.c + (ic + ir) * op.ldc + jc + jr,
+                                                op.ldc, first, last);
             }
-            if (mr == kMR && nr == kNR && ldb == 0) {
-              MicroF32(kc, a_block + ir * a_step, bpanel, c, op.ldc, first, last);
-            } else if (mr == kMR && nr == kNR) {
-              MicroF32StridedB(kc, a_block + ir * a_step, bpanel, ldb, c, op.ldc, first, last);
-            } else if (nr == kNR) {
-              MicroF32FewRowsAny(mr, kc, a_block + ir * a_step, bpanel, ldb == 0 ? kNR : ldb, c, op.ldc, first, last);
-            } else {
-              MicroF32Edge(kc, a_block + ir * a_step, bpanel, ldb, c, op.ldc, mr, nr, first, last);
+            if (ir < mc) {  // the last rows, fewer than 12, over both panels
+              MicroF32FewRowsAvx512(mc - ir, kc, a_block + ir * a_step,
+                                    mc - ir > kMR ? a_block + (ir + kMR) * a_step : nullptr, bpanel, bpanel2,
+                                    ldb == 0 ? kNR : ldb, op.c + (ic + ir) * op.ldc + jc + jr, op.ldc, first, last);
             }
+            jr += kNR;  // and kNR more by the loop
+            continue;
           }
+          panel_rows(bpanel, ldb, jr, nr, 0);
         }
         if (last && done) (*done)(ic, ic + mc, jc, jc + nc);  // rows [ic, ic + mc) are final
       }

@@ -76,6 +76,7 @@ const std::vector<KeySpec>& Keys() {
       {"executor", "workers", CONFIG_FIELD(tasks.workers)},
       {"executor", "queue_capacity", CONFIG_FIELD(tasks.queue_capacity)},
       {"executor", "program_cache_bytes", CONFIG_FIELD(tasks.program_cache_bytes)},
+      {"executor", "input_cache_bytes", CONFIG_FIELD(tasks.input_cache_bytes)},
       {"storage", "max_bytes", CONFIG_FIELD(storage_max_bytes)},
       {"storage", "min_free_bytes", CONFIG_FIELD(storage_min_free_bytes)},
       {"storage", "retain_results_hours", CONFIG_FIELD(storage_retain_results_hours)},
@@ -530,6 +531,8 @@ Status FinalizeNodeConfig(NodeConfig* c) {
   RETURN_IF_ERROR(CheckRange("executor.queue_capacity (--queue)", AsWritten(c, "executor.queue_capacity"), 1, 1000000));
   RETURN_IF_ERROR(CheckRange("executor.program_cache_bytes (--program-cache-bytes)", c->tasks.program_cache_bytes, 0,
                              int64_t{1} << 50));
+  RETURN_IF_ERROR(
+      CheckRange("executor.input_cache_bytes (--input-cache-bytes)", c->tasks.input_cache_bytes, 0, int64_t{1} << 50));
 
   RETURN_IF_ERROR(CheckRange("storage.max_bytes (--storage-max-bytes)", c->storage_max_bytes, 0, int64_t{1} << 60));
   RETURN_IF_ERROR(

@@ -8,7 +8,7 @@
 //   [metrics]   listen
 //   [log]       level  format
 //   [executor]  backend  threads  isa  device  fallback_cpu  selftest  workers  queue_capacity
-//               program_cache_bytes
+//               program_cache_bytes  input_cache_bytes
 //   [storage]   max_bytes  min_free_bytes  retain_results_hours  sweep_interval_ms
 //   [limits]    max_blob_bytes  max_task_bytes  max_task_flops  max_task_seconds  max_elements
 //               max_ops  max_inputs

@@ -38,6 +38,7 @@ options:
   --queue N              tasks waiting before SubmitTask answers RESOURCE_EXHAUSTED
   --program-cache-bytes N
                          compiled programs and weights kept between tasks (0: off)
+  --input-cache-bytes N  decoded task inputs kept in memory (0: off)
   --fallback-cpu         rerun on the CPU when the GPU backend fails, and run on the CPU
                          when the backend fails its startup self-test
   --no-selftest          skip the startup self-test of a non-CPU backend (executor.selftest)
@@ -111,6 +112,7 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
                         "--advertise",
                         "--bootstrap",
                         "--program-cache-bytes",
+                        "--input-cache-bytes",
                         "--p2p-listen",
                         "--storage-max-bytes",
                         "--min-free-bytes",
@@ -167,6 +169,7 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
                                {"--workers", "executor.workers"},
                                {"--queue", "executor.queue_capacity"},
                                {"--program-cache-bytes", "executor.program_cache_bytes"},
+                               {"--input-cache-bytes", "executor.input_cache_bytes"},
                                {"--max-blob-bytes", "limits.max_blob_bytes"},
                                {"--max-task-bytes", "limits.max_task_bytes"},
                                {"--max-task-flops", "limits.max_task_flops"},
@@ -187,10 +190,11 @@ int RunDaemon(const std::vector<std::string>& raw, std::ostream& out, std::ostre
       // Every count and cap is at least 1, except a cache budget, where 0 turns the cache off.
       // The storage quota, reserve and retention take 0 for "none" too.
       const std::string_view flag(f.flag);
-      const int64_t min = (flag == "--program-cache-bytes" || flag == "--storage-max-bytes" ||
-                           flag == "--min-free-bytes" || flag == "--retain-results-hours")
-                              ? 0
-                              : 1;
+      const int64_t min =
+          (flag == "--program-cache-bytes" || flag == "--input-cache-bytes" || flag == "--storage-max-bytes" ||
+           flag == "--min-free-bytes" || flag == "--retain-results-hours")
+              ? 0
+              : 1;
       auto n = ParseIntOption(*v, f.flag, min, INT64_MAX);
       if (!n.ok()) return Usage(err, n.status().message());
       overrides.emplace_back(f.key, *n);

@@ -30,6 +30,7 @@
 #include "consensus/task.h"
 #include "executor/limits.h"
 #include "kernels/backend_factory.h"
+#include "node/engine/input_cache.h"
 #include "node/engine/program_cache.h"
 #include "node/storage/disk_budget.h"
 #include "node/storage/retention.h"
@@ -54,6 +55,9 @@ struct TaskManagerOptions {
   // The warm path (program_cache.h): compiled programs and their weights kept between tasks,
   // in bytes of weights plus arenas. 0 disables it.
   int64_t program_cache_bytes = int64_t{1} << 30;
+  // Decoded inputs kept in memory between SubmitTask and execution, and for tasks that repeat
+  // an input (input_cache.h), in bytes. 0 disables it.
+  int64_t input_cache_bytes = int64_t{64} << 20;
   int64_t max_inputs = 1024;       // placeholders per task
   int64_t max_task_seconds = 600;  // wall time per task execution
   // How long Shutdown waits for running tasks before interrupting them (they are then left
@@ -169,6 +173,7 @@ class TaskManager {
   NodeMetrics* metrics_;
   TaskManagerOptions options_;
   ProgramCache programs_;
+  InputCache inputs_;
 
   // Serialize read-modify-write of one task's record, striped by task id: a write waits for
   // its sync under the lock, so writes of different tasks must not share one lock, or they

@@ -30,7 +30,15 @@ NodeMetrics::NodeMetrics(MetricsRegistry* r)
                                             "Programs dropped from the cache to stay within its byte budget.")),
       program_cache_bytes(
           r->AddGauge("consensor_program_cache_bytes", "Bytes the cached programs hold: weights plus one arena each.")),
-      program_cache_entries(r->AddGauge("consensor_program_cache_entries", "Compiled programs in the cache.")) {}
+      program_cache_entries(r->AddGauge("consensor_program_cache_entries", "Compiled programs in the cache.")),
+      input_cache_hits(r->AddCounter("consensor_input_cache_hits_total",
+                                     "Task inputs found decoded in memory: no blob read, hash or parse.")),
+      input_cache_misses(r->AddCounter("consensor_input_cache_misses_total",
+                                       "Task inputs read from the store, verified against their hash and parsed.")),
+      input_cache_evictions(r->AddCounter("consensor_input_cache_evictions_total",
+                                          "Decoded inputs dropped to stay within the input cache's byte budget.")),
+      input_cache_bytes(r->AddGauge("consensor_input_cache_bytes", "Bytes the decoded inputs in memory cost.")),
+      input_cache_entries(r->AddGauge("consensor_input_cache_entries", "Decoded inputs in memory.")) {}
 
 void ExportBackendSelfTest(MetricsRegistry* registry, const std::string& backend, bool ok, double seconds) {
   const MetricsRegistry::Labels labels = {{"backend", backend}};

@@ -32,6 +32,12 @@ struct NodeMetrics {
   Counter* program_cache_evictions;
   Gauge* program_cache_bytes;
   Gauge* program_cache_entries;
+  // Decoded task inputs kept between tasks (node/engine/input_cache.h).
+  Counter* input_cache_hits;
+  Counter* input_cache_misses;
+  Counter* input_cache_evictions;
+  Gauge* input_cache_bytes;
+  Gauge* input_cache_entries;
 };
 
 // The outcome of the startup self-test of a non-CPU backend (executor/selftest.h):

@@ -749,7 +749,11 @@ TEST_F(NodeTest, MetricsAndEigenHealthEndpoints) {
         // The warm path: the first SubmitTask compiled the model; the execution and the refused
         // second submission found it cached.
         "consensor_program_cache_misses_total 1", "consensor_program_cache_hits_total 2",
-        "consensor_program_cache_entries 1"}) {
+        "consensor_program_cache_entries 1",
+        // SubmitTask decoded the small input (a miss) and the worker ran from that copy (a hit);
+        // the refused submission names no input.
+        "consensor_input_cache_misses_total 1", "consensor_input_cache_hits_total 1",
+        "consensor_input_cache_entries 1"}) {
     EXPECT_NE(text.second.find(expected), std::string::npos) << expected << "\n" << text.second;
   }
 }
@@ -767,7 +771,8 @@ TEST_F(NodeTest, ConfigFileOperatorKeyAndBadConfig) {
   std::ofstream(Path("node.toml")) << "[executor]\nworkers = 3\nqueue_capacity = 7\n\n[operator]\nkeystore = \""
                                    << keyfile << "\"\npassword_file = \"" << Path("password") << "\"\n";
   // A cache budget of 0 (the warm path off) is a valid setting, unlike a queue of 0.
-  DaemonProcess* d = StartDaemon("n1", {"--config", Path("node.toml"), "--queue", "9", "--program-cache-bytes", "0"});
+  DaemonProcess* d = StartDaemon(
+      "n1", {"--config", Path("node.toml"), "--queue", "9", "--program-cache-bytes", "0", "--input-cache-bytes", "0"});
   NodeClient client(d->address());
   auto info = client.GetNodeInfo();
   ASSERT_TRUE(info.ok()) << info.status().ToString();

@@ -135,18 +135,23 @@ const std::vector<Conv>& Cases() {
     std::vector<Conv> v;
     auto add = [&](Conv c) { v.push_back(c); };
     // N, C, H, W, F, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, group, bias
-    add({2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});      // 3x3 same
-    add({1, 4, 9, 7, 6, 3, 2, 2, 3, 0, 2, 1, 0, 1, 1, 2, false});     // strides, asymmetric pads, groups
-    add({1, 2, 10, 11, 3, 3, 3, 1, 2, 2, 1, 0, 3, 2, 3, 1, true});    // dilations
-    add({2, 6, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, true});      // depthwise
-    add({1, 4, 6, 5, 8, 3, 3, 2, 1, 1, 0, 1, 2, 1, 1, 4, false});     // depthwise, multiplier 2
-    add({2, 5, 6, 7, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true});      // 1x1 (direct GEMM)
-    add({2, 6, 5, 4, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 3, false});     // grouped 1x1
-    add({1, 5, 9, 9, 7, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, true});      // strided 1x1
-    add({1, 3, 5, 5, 2, 1, 1, 1, 1, 1, 0, 0, 2, 1, 1, 1, true});      // padded 1x1
-    add({1, 2, 4, 4, 3, 3, 3, 1, 1, 4, 4, 4, 4, 1, 1, 1, true});      // windows fully in padding
-    add({1, 2, 3, 2, 3, 5, 4, 1, 1, 2, 2, 2, 2, 1, 1, 1, false});     // kernel larger than input
-    add({1, 32, 6, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});    // Kc = 288 > one k-block
+    add({2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});    // 3x3 same
+    add({1, 4, 9, 7, 6, 3, 2, 2, 3, 0, 2, 1, 0, 1, 1, 2, false});   // strides, asymmetric pads, groups
+    add({1, 2, 10, 11, 3, 3, 3, 1, 2, 2, 1, 0, 3, 2, 3, 1, true});  // dilations
+    add({2, 6, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6, true});    // depthwise
+    add({1, 4, 6, 5, 8, 3, 3, 2, 1, 1, 0, 1, 2, 1, 1, 4, false});   // depthwise, multiplier 2
+    add({2, 5, 6, 7, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true});    // 1x1 (direct GEMM)
+    add({2, 6, 5, 4, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 3, false});   // grouped 1x1
+    add({1, 5, 9, 9, 7, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1, true});    // strided 1x1
+    add({1, 3, 5, 5, 2, 1, 1, 1, 1, 1, 0, 0, 2, 1, 1, 1, true});    // padded 1x1
+    add({1, 2, 4, 4, 3, 3, 3, 1, 1, 4, 4, 4, 4, 1, 1, 1, true});    // windows fully in padding
+    add({1, 2, 3, 2, 3, 5, 4, 1, 1, 2, 2, 2, 2, 1, 1, 1, false});   // kernel larger than input
+    add({1, 32, 6, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});  // Kc = 288 > one k-block
+    // im2col written 256 rows (terms) at a time with AVX2, chains carried through C: Kc = 540
+    // (blocks of 256, 256, 28) over 24 filters, 2 groups of Kc = 360, and strided Kc = 270.
+    add({1, 60, 9, 37, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true});
+    add({1, 80, 6, 7, 10, 3, 3, 1, 1, 1, 0, 1, 2, 1, 1, 2, false});
+    add({2, 30, 11, 12, 13, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 1, true});
     add({3, 8, 13, 17, 16, 3, 5, 2, 1, 2, 0, 1, 2, 1, 2, 2, false});  // odd everything
     add({1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false});     // 1x1x1x1
     // 1x1 with a bias: added to each GEMM part as it completes (row blocks of at most 144;
@@ -396,6 +401,7 @@ TEST(Conv2D, ColumnTilingDoesNotChangeBits) {
     Check({1, 5, 8, 40, 6, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 1, true}, 9);
     Check({1, 4, 9, 7, 5, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1, true}, 10);  // OW == W: tiles split rows
     Check({1, 4, 9, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false}, 11);
+    Check({1, 40, 7, 9, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true}, 12);  // Kc = 360: k-blocks per tile
   }
   cpu::SetConvScratchBudgetForTesting(0);
 }

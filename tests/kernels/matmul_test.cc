@@ -272,13 +272,16 @@ TEST(MatMulF32, WeightsPackedOnceMatchSpecBits) {
 }
 
 TEST(MatMulF32, TwelveRowTilesMatchSpecBitsWithAndWithoutAvx512) {
-  // Full 12 x 16 tiles go to the 512-bit micro-kernel where the CPU has AVX-512F; then the same on
-  // the 256-bit kernel alone. Row counts around 12, 24 (at most 24 rows: B read in place, more:
-  // B packed) and 144, columns around 16, k-blocks of 256, B packed per call and once.
+  // Full 12 x 16 tiles go to the 512-bit micro-kernels where the CPU has AVX-512F (two full
+  // panels side by side as one 12 x 32 tile); then the same on the 256-bit kernel alone. Row
+  // counts around 12, 24 (at most 24 rows: B read in place, more: B packed) and 144, columns
+  // around 16 and 32 (pairs of panels, a lone full panel after them, a partial one), k-blocks of
+  // 256, B packed per call and once.
   if (!cpu::gemm::CpuHasAvx512F()) std::printf("note: this CPU has no AVX-512F; only the 256-bit kernel runs\n");
-  const std::vector<std::array<int64_t, 3>> shapes = {
-      {25, 7, 16},   {36, 300, 33}, {30, 513, 48}, {157, 257, 100}, {64, 576, 130}, {27, 1, 17},  {48, 256, 15},
-      {289, 40, 64}, {12, 7, 16},   {24, 300, 33}, {17, 513, 48},   {13, 40, 100},  {23, 257, 31}};
+  const std::vector<std::array<int64_t, 3>> shapes = {{25, 7, 16},    {36, 300, 33}, {30, 513, 48}, {157, 257, 100},
+                                                      {64, 576, 130}, {27, 1, 17},   {48, 256, 15}, {289, 40, 64},
+                                                      {12, 7, 16},    {24, 300, 33}, {17, 513, 48}, {13, 40, 100},
+                                                      {23, 257, 31},  {24, 100, 80}, {150, 20, 96}, {37, 270, 81}};
   uint32_t seed = 700;
   for (bool avx512 : {true, false}) {
     cpu::gemm::SetGemmAvx512ForTesting(avx512);

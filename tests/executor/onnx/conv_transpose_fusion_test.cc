@@ -157,10 +157,15 @@ void CheckCaseOnce(const Case& c, Pattern pattern, uint32_t seed) {
   auto want = (*reference)->Run(run_inputs, unfused);
   ASSERT_TRUE(want.ok()) << want.status().ToString();
   const Tensor& want_y = want->outputs.at(0).tensor;
-  for (const std::string isa : {"portable", "avx2"}) {
+  // "avx2" runs the AVX-512 blocks (conv_stuffed_avx512.cc) where the CPU has AVX-512F, and
+  // "avx2 without avx512" the 256-bit kernels.
+  for (const std::string variant : {"portable", "avx2", "avx2 without avx512"}) {
+    const std::string isa = variant == "portable" ? "portable" : "avx2";
     if (isa == "avx2" && !kernels::cpu::CpuHasAvx2Fma()) continue;
+    if (variant == "avx2" && !kernels::cpu::gemm::CpuHasAvx512F()) continue;
+    kernels::cpu::gemm::SetGemmAvx512ForTesting(variant != "avx2 without avx512");
     for (int threads : {1, 2, 8}) {
-      SCOPED_TRACE(isa + " at " + std::to_string(threads) + " threads");
+      SCOPED_TRACE(variant + " at " + std::to_string(threads) + " threads");
       auto cpu = MakeCpu(threads, isa);
       auto loaded = LoadedProgram::Load(*program, cpu.get());
       ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
@@ -185,6 +190,7 @@ void CheckCaseOnce(const Case& c, Pattern pattern, uint32_t seed) {
       ASSERT_TRUE(trace.ok()) << trace.status().ToString();
       EXPECT_EQ(trace->trace_root, want->trace_root);
     }
+    kernels::cpu::gemm::SetGemmAvx512ForTesting(true);
   }
 }
 
@@ -205,6 +211,15 @@ const std::vector<Case>& Cases() {
       {"one_d", {2, 3, 5}, {3, 2, 3}, 1, {2}, {2}, {1, 0}, {1}},
       {"one_d_sliced", {1, 2, 7}, {2, 3, 2}, 1, {3}, {}, {4, 3}, {}},
       {"weights_as_input", {1, 3, 4, 4}, {3, 2, 3, 3}, 1, {2, 2}, {}, {1, 1, 0, 0}, {1, 1}, true, false},
+      // Wide enough for the AVX-512 blocks' full and masked 16-lane vectors: 26 filters (blocks of
+      // 12, 12 and 2), 13 (12 and 1), one filter over 5 vectors and over 2 whole ones, groups of
+      // 10 filters with a stride-3 interleave, and a stride in height only (no column interleave).
+      {"wide_26_filters", {1, 5, 3, 37}, {5, 26, 2, 2}, 1, {2, 2}, {}, {}, {}},
+      {"wide_k4_pad1_13_filters", {1, 3, 4, 21}, {3, 13, 4, 4}, 1, {2, 2}, {}, {1, 1, 1, 1}, {}},
+      {"wide_one_filter", {1, 4, 3, 70}, {4, 1, 2, 2}, 1, {2, 2}, {}, {}, {}},
+      {"wide_one_filter_whole_vectors", {1, 3, 2, 32}, {3, 1, 2, 2}, 1, {2, 2}, {}, {}, {}},
+      {"wide_groups_stride3", {1, 6, 3, 19}, {6, 10, 3, 3}, 2, {3, 3}, {}, {1, 0, 2, 1}, {1, 0}},
+      {"wide_height_stride_only", {2, 3, 3, 33}, {3, 9, 3, 1}, 1, {2, 1}, {}, {1, 0, 1, 0}, {}},
       {"three_d_unfused", {1, 2, 3, 2, 3}, {2, 2, 2, 2, 2}, 1, {2, 1, 2}, {}, {}, {}, true, true, false},
   };
   return cases;

@@ -192,6 +192,7 @@ TEST(ConfigTest, EmptyFileGivesDefaults) {
   EXPECT_EQ(config->tasks.workers, 2);
   EXPECT_EQ(config->tasks.queue_capacity, 64);
   EXPECT_EQ(config->tasks.program_cache_bytes, int64_t{1} << 30);
+  EXPECT_EQ(config->tasks.input_cache_bytes, int64_t{64} << 20);
   EXPECT_EQ(config->tasks.limits.max_flops, defaults.tasks.limits.max_flops);
   EXPECT_EQ(config->storage_max_bytes, 0);
   EXPECT_EQ(config->storage_min_free_bytes, int64_t{256} << 20);
@@ -230,6 +231,7 @@ selftest = false
 workers = 4
 queue_capacity = 1000
 program_cache_bytes = 0
+input_cache_bytes = 4096
 
 [storage]
 max_bytes = 500_000_000_000
@@ -269,6 +271,7 @@ password_file = "/run/secrets/pw"
   EXPECT_EQ(c.tasks.workers, 4);
   EXPECT_EQ(c.tasks.queue_capacity, 1000);
   EXPECT_EQ(c.tasks.program_cache_bytes, 0);
+  EXPECT_EQ(c.tasks.input_cache_bytes, 4096);
   EXPECT_EQ(c.storage_max_bytes, int64_t{500000000000});
   EXPECT_EQ(c.storage_min_free_bytes, 0);
   EXPECT_EQ(c.storage_retain_results_hours, 24);
@@ -413,6 +416,7 @@ TEST(ConfigTest, FinalizeRangeChecks) {
       {[](NodeConfig* c) { c->tasks.queue_capacity = 0; }, "executor.queue_capacity"},
       {[](NodeConfig* c) { c->tasks.queue_capacity = 1000001; }, "executor.queue_capacity"},
       {[](NodeConfig* c) { c->tasks.program_cache_bytes = -1; }, "executor.program_cache_bytes"},
+      {[](NodeConfig* c) { c->tasks.input_cache_bytes = -1; }, "executor.input_cache_bytes"},
       {[](NodeConfig* c) { c->tasks.backend.threads = 0; }, "executor.threads"},
       {[](NodeConfig* c) { c->tasks.backend.threads = 1000; }, "executor.threads"},
       {[](NodeConfig* c) { c->tasks.backend.device = -1; }, "executor.device"},

@@ -31,6 +31,8 @@
 #include "kernels/backend_factory.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "node/api/task_spec.h"
+#include "node/engine/input_cache.h"
+#include "node/storage/disk_budget.h"
 #include "node/telemetry/metrics.h"
 #include "tests/node/engine/task_ids.h"
 #include "tests/node/fakes/memory_store.h"
@@ -182,6 +184,10 @@ class TaskManagerTest : public ::testing::Test {
     options.queue_capacity = queue_capacity;
     return options;
   }
+  static TaskManagerOptions NoInputCache(TaskManagerOptions options) {
+    options.input_cache_bytes = 0;
+    return options;
+  }
 
   // A manager over store_ that has not recovered or started yet.
   Node& NewNode(TaskManagerOptions options) {
@@ -205,9 +211,10 @@ class TaskManagerTest : public ::testing::Test {
     return *gates_.back();
   }
 
-  // Holds execution where a worker loads the input `x`. Submission reads only the .npy header
-  // (ReadBlob) while execution loads the whole input with GetBlob, so this fires only in
-  // execution, after the task was stored as running.
+  // Holds execution where a worker loads the input `x`. Submission reads the input with ReadBlob
+  // while execution loads it with GetBlob, so this fires only in execution, after the task was
+  // stored as running. The node must run without the input cache (NoInputCache): with it, the
+  // worker finds the input decoded in memory and reads no blob.
   void HoldExecutionAtInput(Gate& gate) {
     const Hash256 input = x_hash_;
     store_.SetGetBlobHook([&gate, input](const Hash256& h) { return h == input ? gate.Pass() : OkStatus(); });
@@ -542,7 +549,7 @@ TEST_F(TaskManagerTest, FullQueueRefusesNewTasksWithResourceExhaustedAndStoresNo
 
   Gate& gate = NewGate();
   HoldExecutionAtInput(gate);
-  Node& node = StartNode(Options(/*workers=*/1, /*queue_capacity=*/1));
+  Node& node = StartNode(NoInputCache(Options(/*workers=*/1, /*queue_capacity=*/1)));
   const std::string running = MustSubmit(*node.tasks, Request(1));
   ASSERT_TRUE(gate.WaitArrived(1));  // taken by the worker: the queue is empty again
   const std::string queued = MustSubmit(*node.tasks, Request(2));
@@ -578,7 +585,7 @@ TEST_F(TaskManagerTest, FullQueueRefusesNewTasksWithResourceExhaustedAndStoresNo
 TEST_F(TaskManagerTest, TaskGoesQueuedRunningSucceededWithTheExecutorsResult) {
   Gate& gate = NewGate();
   HoldExecutionAtInput(gate);
-  Node& node = StartNode(Options(1));
+  Node& node = StartNode(NoInputCache(Options(1)));
   const std::string id = MustSubmit(*node.tasks, Request());
   ASSERT_TRUE(gate.WaitArrived(1));
 
@@ -681,7 +688,7 @@ TEST_F(TaskManagerTest, ResultIsReportedOnlyAfterASyncCoversItWhileTheWorkerMove
 // Tasks run without the trace; RecomputeTrace executes a finished task again with it, one at a
 // time, and gets the executor's trace exactly.
 TEST_F(TaskManagerTest, TraceIsRecomputedOnRequestOneAtATime) {
-  Node& node = StartNode(Options(1));
+  Node& node = StartNode(NoInputCache(Options(1)));
   const std::string id = MustSubmit(*node.tasks, Request());
   ASSERT_EQ(WaitFinished(*node.tasks, id).state(), v1::TASK_STATE_SUCCEEDED);
 
@@ -752,7 +759,12 @@ TEST_F(TaskManagerTest, WarmTasksReuseTheCompiledProgramWithoutReadingItsBlobsAg
   // The first submission read and verified the graph and its weights; nothing read them again.
   EXPECT_EQ(reads[graph_hash_], 1);
   EXPECT_EQ(reads[bias_hash_], 1);
-  EXPECT_EQ(reads[x_hash_], 3);  // inputs are per task
+  // Each submission found its input in the input cache (the first decoded it with ReadBlob), so
+  // no worker read it again.
+  EXPECT_EQ(reads[x_hash_], 0);
+  EXPECT_EQ(node.metrics.input_cache_misses->Value(), 1);
+  EXPECT_EQ(node.metrics.input_cache_hits->Value(), 5);
+  EXPECT_EQ(node.metrics.input_cache_entries->Value(), 1);
   // Submit and execution each prepare the task: one miss, then five hits.
   EXPECT_EQ(node.metrics.program_cache_misses->Value(), 1);
   EXPECT_EQ(node.metrics.program_cache_hits->Value(), 5);
@@ -910,12 +922,119 @@ TEST_F(TaskManagerTest, InputLostBeforeExecutionFailsTheTaskWithDataLoss) {
   store_.SetGetBlobHook([input](const Hash256& h) {
     return h == input ? DataLoss("stored bytes no longer match the hash") : OkStatus();
   });
-  Node& node = StartNode(Options(1));
+  // Without the input cache, the worker reads the input cold (InputCache tests below: with it).
+  Node& node = StartNode(NoInputCache(Options(1)));
   const std::string id = MustSubmit(*node.tasks, Request());
   const v1::Task done = WaitFinished(*node.tasks, id);
   EXPECT_EQ(done.state(), v1::TASK_STATE_FAILED);
   EXPECT_EQ(done.error_code(), "DATA_LOSS");
   EXPECT_NE(done.error_message().find("no longer match"), std::string::npos) << done.error_message();
+}
+
+// ---- the decoded-input cache
+
+// SubmitTask reads a small input whole, verifies and decodes it, and the worker runs the task
+// from that copy; a task that repeats the input reads nothing. An input damaged at rest after it
+// was verified is still caught on the next cold read: at SubmitTask on a node that has not
+// decoded it (or by a worker that reads it, InputLostBeforeExecutionFailsTheTaskWithDataLoss).
+TEST_F(TaskManagerTest, InputsDecodedAtSubmitServeTheWorkerAndADamagedBlobIsCaughtWhenReadCold) {
+  int get_reads = 0;
+  const Hash256 input = x_hash_;
+  store_.SetGetBlobHook([&get_reads, input](const Hash256& h) {
+    if (h == input) ++get_reads;  // only the test thread submits; the worker alone would count here
+    return OkStatus();
+  });
+  Node& node = StartNode(Options(1));
+  const v1::Task first = WaitFinished(*node.tasks, MustSubmit(*node.tasks, Request(1)));
+  ASSERT_EQ(first.state(), v1::TASK_STATE_SUCCEEDED) << first.error_message();
+  ExpectMatchesReference(first.result());
+  EXPECT_EQ(get_reads, 0) << "the worker read the input the submission had decoded";
+  EXPECT_EQ(node.metrics.input_cache_entries->Value(), 1);
+
+  // Damaged at rest: every read of the blob now fails its hash check, as RocksDbStore's would.
+  auto damaged = [input](const Hash256& h) {
+    return h == input ? DataLoss("stored bytes no longer match the hash") : OkStatus();
+  };
+  store_.SetGetBlobHook(damaged);
+  store_.SetReadBlobHook(damaged);
+  // The copy in memory was verified when it was read: a task on it still gives the right bits.
+  const v1::Task second = WaitFinished(*node.tasks, MustSubmit(*node.tasks, Request(2)));
+  ASSERT_EQ(second.state(), v1::TASK_STATE_SUCCEEDED) << second.error_message();
+  ExpectMatchesReference(second.result());
+  node.tasks->Shutdown();
+
+  // A restarted node starts with an empty cache: its first read of the blob finds the damage,
+  // and the task is refused before it is stored.
+  Node& restarted = StartNode(Options(1));
+  auto refused = restarted.tasks->Submit(Request(3));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kDataLoss) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("input 'x'"), std::string::npos) << refused.status().ToString();
+  EXPECT_EQ(restarted.metrics.input_cache_entries->Value(), 0);
+  EXPECT_EQ(restarted.metrics.tasks_received->Value(), 0);
+}
+
+TEST_F(TaskManagerTest, InputCacheHoldsOnlyInputsThatFitTheirPlaceholderAndStaysWithinItsBudget) {
+  TaskManagerOptions options = Options(1);
+  // SubmitTask decodes an input whose .npy blob fits an entry (up to a quarter of the budget);
+  // a decoded copy costs less than its blob, so a few more than four fit.
+  const int64_t entry = InputCache::CostOf(x_.byte_size());
+  options.input_cache_bytes = 4 * InputCache::CostOf(static_cast<int64_t>(EncodeNpy(x_).size()));
+  const int64_t fits = options.input_cache_bytes / entry;
+  ASSERT_LT(fits, 6);
+  Node& node = StartNode(options);
+  // An input of the wrong shape is refused and not kept.
+  v1::SubmitTaskRequest wrong = Request(1);
+  (*wrong.mutable_inputs())["x"] = ToHex(PutNpy(F32({1, 4}, {1, 2, 3, 4})));
+  EXPECT_EQ(node.tasks->Submit(wrong).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(node.metrics.input_cache_entries->Value(), 0);
+  // Six distinct inputs: the oldest are dropped, the bytes stay within the budget, and every
+  // task gives the result of a fresh run of its own input.
+  const std::vector<uint8_t> bias_bytes(bias_.bytes().begin(), bias_.bytes().end());
+  for (int k = 0; k < 6; ++k) {
+    SCOPED_TRACE(k);
+    const Tensor x = F32({2, 4}, {float(k), -2.0f, 0.5f, 3.0f, -1.5f, 0.25f, 2.0f, float(-k)});
+    v1::SubmitTaskRequest request = Request(10 + k);
+    (*request.mutable_inputs())["x"] = ToHex(PutNpy(x));
+    const v1::Task done = WaitFinished(*node.tasks, MustSubmit(*node.tasks, request));
+    ASSERT_EQ(done.state(), v1::TASK_STATE_SUCCEEDED) << done.error_message();
+    auto reference = RunDirectly(graph_, {{"x", x}}, {{bias_hash_, bias_bytes}});
+    ASSERT_TRUE(reference.ok()) << reference.status().ToString();
+    EXPECT_EQ(done.result().result_root(), ToHex(reference->run.result_root));
+    EXPECT_LE(node.metrics.input_cache_bytes->Value(), options.input_cache_bytes);
+  }
+  EXPECT_EQ(node.metrics.input_cache_entries->Value(), fits);
+  EXPECT_EQ(node.metrics.input_cache_evictions->Value(), 6 - fits);
+}
+
+// Outputs the store already holds write nothing new, so they cost no free-space probe (a
+// statfs); new outputs are still checked against the disk budget before they are written.
+TEST_F(TaskManagerTest, OnlyNewOutputsAreCheckedAgainstTheDiskBudget) {
+  class CountingDisk final : public FreeSpaceProbe {
+   public:
+    explicit CountingDisk(std::atomic<int>* probes) : probes_(probes) {}
+    StatusOr<int64_t> FreeBytes() override {
+      ++*probes_;
+      return int64_t{1} << 40;
+    }
+
+   private:
+    std::atomic<int>* probes_;
+  };
+  std::atomic<int> probes{0};
+  DiskBudget budget(
+      {/*max_bytes=*/0, /*min_free_bytes=*/1000}, [] { return int64_t{0}; }, std::make_unique<CountingDisk>(&probes),
+      nullptr);
+  TaskManagerOptions options = Options(1);
+  options.budget = &budget;
+  Node& node = StartNode(options);
+  const v1::Task first = WaitFinished(*node.tasks, MustSubmit(*node.tasks, Request(1)));
+  ASSERT_EQ(first.state(), v1::TASK_STATE_SUCCEEDED) << first.error_message();
+  EXPECT_EQ(probes.load(), 2);  // the task record, then its new outputs
+  const v1::Task second = WaitFinished(*node.tasks, MustSubmit(*node.tasks, Request(2)));
+  ASSERT_EQ(second.state(), v1::TASK_STATE_SUCCEEDED) << second.error_message();
+  ExpectMatchesReference(second.result());
+  EXPECT_EQ(probes.load(), 3);  // the task record only: both outputs were stored already
 }
 
 TEST_F(TaskManagerTest, TaskOverItsWallTimeCapFailsWithDeadlineExceeded) {
@@ -927,7 +1046,8 @@ TEST_F(TaskManagerTest, TaskOverItsWallTimeCapFailsWithDeadlineExceeded) {
     if (h == input) std::this_thread::sleep_for(20ms);
     return OkStatus();
   });
-  Node& node = StartNode(Options(1));
+  // Without the input cache, so that the worker reads the input (and waits there).
+  Node& node = StartNode(NoInputCache(Options(1)));
   v1::SubmitTaskRequest request = Request();
   request.mutable_options()->set_max_wall_ms(1);
   const std::string id = MustSubmit(*node.tasks, request);
@@ -1063,7 +1183,7 @@ TEST_F(TaskManagerTest, ResultThatCannotBeStoredIsExecutedAgainAfterRestart) {
 TEST_F(TaskManagerTest, ShutdownLetsTheRunningTaskFinishAndLeavesQueuedTasksQueued) {
   Gate& gate = NewGate();
   HoldExecutionAtInput(gate);
-  Node& node = StartNode(Options(1));
+  Node& node = StartNode(NoInputCache(Options(1)));
   const std::string running = MustSubmit(*node.tasks, Request(1));
   ASSERT_TRUE(gate.WaitArrived(1));
   const std::string queued = MustSubmit(*node.tasks, Request(2));
@@ -1290,7 +1410,7 @@ TEST_F(TaskManagerTest, CertifiedTaskIsRequeuedForADisputeUntilItIsFinal) {
 }
 
 TEST_F(TaskManagerTest, ObserverTaskIsStoredCertifyingAndRunsOnlyWhenRequeued) {
-  TaskManagerOptions options = Options(1, /*queue_capacity=*/1);
+  TaskManagerOptions options = NoInputCache(Options(1, /*queue_capacity=*/1));
   options.network_mode = true;
   std::mutex mu;
   std::vector<std::pair<std::string, v1::TaskResult>> executed;

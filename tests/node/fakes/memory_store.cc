@@ -48,6 +48,11 @@ void MemoryStore::SetGetBlobHook(GetBlobHook hook) {
   get_blob_hook_ = std::move(hook);
 }
 
+void MemoryStore::SetReadBlobHook(GetBlobHook hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  read_blob_hook_ = std::move(hook);
+}
+
 void MemoryStore::SetPutTaskHook(PutTaskHook hook) {
   std::lock_guard<std::mutex> lock(mu_);
   put_task_hook_ = std::move(hook);
@@ -126,6 +131,12 @@ StatusOr<int64_t> MemoryStore::BlobSize(const Hash256& sha256) {
 }
 
 Status MemoryStore::ReadBlob(const Hash256& sha256, const std::function<Status(std::span<const uint8_t>)>& sink) {
+  GetBlobHook hook;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hook = read_blob_hook_;
+  }
+  if (hook) RETURN_IF_ERROR(hook(sha256));
   std::shared_ptr<const std::vector<uint8_t>> bytes;
   {
     std::lock_guard<std::mutex> lock(mu_);

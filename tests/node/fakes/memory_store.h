@@ -41,6 +41,8 @@ class MemoryStore final : public Store {
   using WaitDurableHook = std::function<Status()>;
 
   void SetGetBlobHook(GetBlobHook hook);
+  // The same for ReadBlob (a streamed read): the test of a blob damaged at rest sets both.
+  void SetReadBlobHook(GetBlobHook hook);
   void SetPutTaskHook(PutTaskHook hook);
   void SetWaitDurableHook(WaitDurableHook hook);
   // How many WaitDurable calls returned OK, and how many task writes (TaskWrites) the last of
@@ -104,6 +106,7 @@ class MemoryStore final : public Store {
   std::map<std::string, std::string> meta_;
   std::vector<TaskWrite> task_writes_;
   GetBlobHook get_blob_hook_;
+  GetBlobHook read_blob_hook_;
   PutTaskHook put_task_hook_;
 };
 
