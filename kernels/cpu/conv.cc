@@ -45,6 +45,8 @@ constexpr uint32_t kCanonicalNaN = 0x7FC00000u;
 // Grouped convolutions with at most this many input channels per group (depthwise: 1) run
 // directly: their per-group GEMMs are too small to pay for im2col and packing.
 constexpr int64_t kDirectMaxChannelsPerGroup = 8;
+// Outputs of the direct kernel per epilogue pass (16 KiB of f32).
+constexpr int64_t kEpilogueBlock = 4096;
 
 // Im2Col when both strides are 1 and output rows are as wide as input rows (OW == W, e.g. 1xK
 // with "same" padding, Kx1, 3x3 "same"): then COL row k is the channel's plane shifted by one
@@ -241,7 +243,9 @@ StatusOr<std::unique_ptr<PreparedOperand>> PrepareConvWeights(const KernelCall& 
     f32_call.outputs = views + 3;
   }
   ASSIGN_OR_RETURN(const ConvGeom g, ValidateConv(f32_call, false, /*allow_stuffed=*/stuffed));
-  if (UsesDirectKernel(g) || g.F == 0 || g.Kc == 0 || (stuffed && StuffedSkipsZeros(g, ctx.isa))) {
+  // The small dense kernel reads f32 weights as they are (16-bit ones still need their f32 panels).
+  const bool small_dense = !half_weights && UsesSmallDenseConvAvx512(g);
+  if (UsesDirectKernel(g) || g.F == 0 || g.Kc == 0 || (stuffed && StuffedSkipsZeros(g, ctx.isa)) || small_dense) {
     return std::unique_ptr<PreparedOperand>();
   }
   auto packed = std::make_unique<PackedConvWeights>(f32_call.in(1).as<const float>(), g);
@@ -275,9 +279,14 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   if (call.epilogue) epilogue = std::make_unique<EpilogueRunner>(call, ctx.isa);
   // Bias then epilogue for `count` rows of `cols` outputs starting at flat output index `first`,
   // rows `ld` apart (the block_bias rows of the same filters).
+  const bool bias_avx512 = ctx.isa == Isa::kAvx2 && UseAvx512DirectConv();
   auto finish_block = [&](float* block, int64_t first, int64_t ld, int64_t count, int64_t cols,
                           const float* block_bias) {
-    if (block_bias) AddBias(block, ld, count, cols, block_bias);
+    if (block_bias && bias_avx512) {
+      AddBiasRowsAvx512(block, ld, count, cols, block_bias);
+    } else if (block_bias) {
+      AddBias(block, ld, count, cols, block_bias);
+    }
     if (epilogue && cols == ld) {
       epilogue->Apply(first, first + count * cols);  // whole rows: one contiguous range
     } else if (epilogue) {
@@ -368,16 +377,52 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
 
   if (UsesDirectKernel(g)) {
     if (weights_missing) return InvalidArgument("conv2d: weights have no data");
-    auto rows = ctx.isa == Isa::kAvx2 ? &ConvDirectRowsAvx2 : &ConvDirectRowsPortable;
+    auto rows = ctx.isa != Isa::kAvx2   ? &ConvDirectRowsPortable
+                : UseAvx512DirectConv() ? &ConvDirectRowsAvx512
+                                        : &ConvDirectRowsAvx2;
     const int64_t n_rows = g.N * g.F * g.OH;
+    // With an epilogue, rows go in blocks of about kEpilogueBlock outputs, each block's epilogue
+    // right after it while its outputs are still in L1.
+    const int64_t block_rows = epilogue ? std::max<int64_t>(1, kEpilogueBlock / std::max<int64_t>(1, g.OW)) : n_rows;
     auto run_rows = [&](int64_t b, int64_t e) {
-      rows(g, x, w, bias, y, b, e);
-      if (epilogue) epilogue->Apply(b * g.OW, e * g.OW);
+      for (int64_t r0 = b; r0 < e; r0 += block_rows) {
+        const int64_t r1 = std::min(e, r0 + block_rows);
+        rows(g, x, w, bias, y, r0, r1);
+        if (epilogue) epilogue->Apply(r0 * g.OW, r1 * g.OW);
+      }
     };
     if (ctx.pool) {
       ctx.pool->ParallelForWork(n_rows, g.OW * g.Kc, run_rows);
     } else {
       run_rows(0, n_rows);
+    }
+    return OkStatus();
+  }
+
+  if (ctx.isa == Isa::kAvx2 && w && UsesSmallDenseConvAvx512(g)) {
+    // Few filters and short chains (conv_avx512.cc): eight filters of an output row per pass.
+    const int64_t groups = SmallDenseFilterGroups(g);
+    const int64_t units = g.N * groups * g.OH;
+    const int64_t block_rows = std::max<int64_t>(1, kEpilogueBlock / (8 * std::max<int64_t>(1, g.OW)));
+    auto run_units = [&](int64_t b, int64_t e) {
+      for (int64_t r0 = b; r0 < e;) {
+        // Rows [r0, r1) of one (image, filter group), so each filter's rows are contiguous.
+        const int64_t r1 = std::min({e, (r0 / g.OH + 1) * g.OH, r0 + block_rows});
+        ConvSmallDenseRowsAvx512(g, x, w, bias, y, r0, r1);
+        if (epilogue) {
+          const int64_t ng = r0 / g.OH, n = ng / groups, f0 = ng % groups * 8;
+          for (int64_t f = f0; f < std::min(g.F, f0 + 8); ++f) {
+            const int64_t first = ((n * g.F + f) * g.OH + r0 % g.OH) * g.OW;
+            epilogue->Apply(first, first + (r1 - r0) * g.OW);
+          }
+        }
+        r0 = r1;
+      }
+    };
+    if (ctx.pool) {
+      ctx.pool->ParallelForWork(units, 8 * g.OW * g.Kc, run_units);
+    } else {
+      run_units(0, units);
     }
     return OkStatus();
   }

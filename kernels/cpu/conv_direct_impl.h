@@ -39,6 +39,25 @@ void ConvDirectRowsPortable(const ConvGeom& g, const float* x, const float* w, c
                             int64_t begin, int64_t end);
 void ConvDirectRowsAvx2(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y, int64_t begin,
                         int64_t end);
+// conv_avx512.cc: the same rows with 512-bit registers (stride 1 in width; others go to the
+// AVX2 rows). Call only when UseAvx512DirectConv(): AVX-512F present and not turned off by
+// SetConvAvx512ForTesting(false) (gemm.h). Same bits.
+void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y, int64_t begin,
+                          int64_t end);
+bool UseAvx512DirectConv();
+// conv_avx512.cc: dense convolutions (one group) with at most kMaxSmallDenseFilters filters and
+// chains of at most kMaxSmallDenseChain terms, stride 1 or 2 in width (the first conv of small
+// CNNs), direct, eight filters per pass over the input; true only when UseAvx512DirectConv().
+// A unit is (n, filter group of 8, oh), unit = (n * SmallDenseFilterGroups(g) + group) * OH + oh.
+inline constexpr int64_t kMaxSmallDenseFilters = 32;
+inline constexpr int64_t kMaxSmallDenseChain = 32;
+bool UsesSmallDenseConvAvx512(const ConvGeom& g);
+int64_t SmallDenseFilterGroups(const ConvGeom& g);
+void ConvSmallDenseRowsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y,
+                              int64_t begin, int64_t end);
+// conv_avx512.cc: y = y + bias[f] (one add), then NaN canonicalization, for `rows` rows of `cols`
+// columns, rows ldy apart (as conv.cc's AddBias). Call only when UseAvx512DirectConv().
+void AddBiasRowsAvx512(float* y, int64_t ldy, int64_t rows, int64_t cols, const float* bias);
 // The same rows for a zero-stuffed input (g.stuffed; see ConvStuffedRowImpl below).
 // finite_filter[f] says whether every weight of filter f is finite.
 void ConvStuffedRowsPortable(const ConvGeom& g, const float* x, const float* w, const float* bias,

@@ -4,6 +4,7 @@
 // CPU supports both; the portable code must produce the same bits.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "common/status.h"
@@ -47,6 +48,28 @@ Status RunDataMovement(const KernelCall& call, const CpuContext& ctx);
 // elements whose intermediate values stay in a stack buffer; the op's own result is read from
 // the output and the last step's result written back over it.
 struct EwPlan;
+// An epilogue operand as the one-pass AVX-512 epilogue reads it: a value of the chain (0: the
+// op's result), an input of one element, or an input with the output's shape (flat index =
+// output index).
+struct FastEpilogueOperand {
+  enum Kind : uint8_t { kValue, kScalar, kFullInput };
+  Kind kind = kValue;
+  int index = 0;                // kValue
+  float scalar = 0.0f;          // kScalar
+  const float* data = nullptr;  // kFullInput
+};
+struct FastEpilogueStep {
+  Op op = Op::kNumOps;  // add, sub, mul, div, max, min, relu, neg or abs (FastEpilogueOpSupported)
+  int num_operands = 0;
+  FastEpilogueOperand operands[2];
+};
+// elementwise_avx512.cc (call only when gemm::CpuHasAvx512F()): the steps over output elements
+// [begin, end) of y, with the bits of running them one by one (elementwise_impl.h).
+void RunFastEpilogueAvx512(const FastEpilogueStep* steps, int num_steps, float* y, int64_t begin, int64_t end);
+// elementwise.cc: false keeps every epilogue on the per-step path even where AVX-512F is
+// present (for tests comparing the two; the bits are the same).
+void SetFastEpilogueForTesting(bool enabled);
+
 class EpilogueRunner {
  public:
   static constexpr int64_t kTile = 1024;
@@ -62,6 +85,8 @@ class EpilogueRunner {
   std::vector<EwPlan> plans_;
   std::vector<EpilogueStep> steps_;
   std::vector<const void*> inputs_;
+  // Non-empty when the whole epilogue runs in one AVX-512 pass (RunFastEpilogueAvx512).
+  std::vector<FastEpilogueStep> fast_;
   float* y_ = nullptr;
   void (*chunk_)(const EwPlan&, int64_t, int64_t) = nullptr;
 };

@@ -2,11 +2,13 @@
 // over the layout planned by kernels/checks/elementwise.h. elementwise_avx2.cc compiles the
 // same loops with AVX2.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "kernels/checks/elementwise.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_impl.h"
+#include "kernels/cpu/gemm.h"
 
 namespace consensor::kernels::cpu {
 
@@ -22,13 +24,75 @@ float* RebaseForTile(float* buffer, int64_t begin) {
   return reinterpret_cast<float*>(reinterpret_cast<uintptr_t>(buffer) - static_cast<uintptr_t>(begin) * sizeof(float));
 }
 
+std::atomic<bool> g_fast_epilogue_enabled{true};
+
+bool FastEpilogueOpSupported(Op op) {
+  switch (op) {
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kDiv:
+    case Op::kMax:
+    case Op::kMin:
+    case Op::kRelu:
+    case Op::kNeg:
+    case Op::kAbs: return true;
+    default: return false;
+  }
+}
+
+// The epilogue as one-pass steps, or empty when some step or input does not fit that pass.
+std::vector<FastEpilogueStep> FastEpilogueSteps(const KernelCall& call) {
+  const Epilogue& e = *call.epilogue;
+  const int64_t out_elements = call.out().num_elements();
+  std::vector<FastEpilogueStep> fast;
+  for (int s = 0; s < e.num_steps; ++s) {
+    const EpilogueStep& step = e.steps[s];
+    if (!FastEpilogueOpSupported(step.op)) return {};
+    FastEpilogueStep f;
+    f.op = step.op;
+    f.num_operands = step.num_operands;
+    for (int k = 0; k < step.num_operands; ++k) {
+      const EpilogueOperand& o = step.operands[k];
+      FastEpilogueOperand& fo = f.operands[k];
+      if (!o.is_input) {
+        fo.kind = FastEpilogueOperand::kValue;
+        fo.index = o.index;
+        continue;
+      }
+      const TensorView& in = e.inputs[o.index];
+      if (in.dtype != DType::kF32 || in.data == nullptr) return {};
+      // ValidateEpilogue checked that it broadcasts to the output: with one element it is a
+      // scalar; with as many elements as the output, no dim was broadcast, so it is laid out
+      // as the output.
+      if (in.num_elements() == 1) {
+        fo.kind = FastEpilogueOperand::kScalar;
+        fo.scalar = *in.as<const float>();
+      } else if (in.num_elements() == out_elements) {
+        fo.kind = FastEpilogueOperand::kFullInput;
+        fo.data = in.as<const float>();
+      } else {
+        return {};
+      }
+    }
+    fast.push_back(f);
+  }
+  return fast;
+}
+
 }  // namespace
+
+void SetFastEpilogueForTesting(bool enabled) { g_fast_epilogue_enabled.store(enabled); }
 
 EpilogueRunner::EpilogueRunner(const KernelCall& call, Isa isa) {
   const Epilogue& e = *call.epilogue;
   y_ = call.out().as<float>();
   chunk_ = isa == Isa::kAvx2 ? &EwRunChunkAvx2 : &EwRunChunkPortable;
   steps_.assign(e.steps, e.steps + e.num_steps);
+  if (isa == Isa::kAvx2 && g_fast_epilogue_enabled.load(std::memory_order_relaxed) && gemm::CpuHasAvx512F()) {
+    fast_ = FastEpilogueSteps(call);
+    if (!fast_.empty()) return;
+  }
   for (int i = 0; i < e.num_inputs; ++i) inputs_.push_back(e.inputs[i].data);
   for (int s = 0; s < e.num_steps; ++s) {
     TensorView views[2], out;
@@ -46,6 +110,10 @@ EpilogueRunner::EpilogueRunner(const KernelCall& call, Isa isa) {
 EpilogueRunner::~EpilogueRunner() = default;
 
 void EpilogueRunner::Apply(int64_t begin, int64_t end) const {
+  if (!fast_.empty()) {
+    RunFastEpilogueAvx512(fast_.data(), static_cast<int>(fast_.size()), y_, begin, end);
+    return;
+  }
   alignas(64) float values[kMaxEpilogueSteps][kTile];  // step j's result for the current tile
   const int n = static_cast<int>(steps_.size());
   for (int64_t b = begin; b < end; b += kTile) {

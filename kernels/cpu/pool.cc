@@ -10,16 +10,22 @@
 // redo a window by the scalar row-major walk only if it holds a NaN.
 // Average pools interleave the chains of 8 planes (each still sequential) to hide latency.
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "kernels/checks/pool.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/pool_avx512.h"
 
 namespace consensor::kernels::cpu {
 
 namespace {
+
+std::atomic<bool> g_pool_avx512_enabled{true};
 
 // Window positions inside the input along one axis: k in [*lo, *hi) with
 // 0 <= start + k*dil < size.
@@ -154,6 +160,8 @@ void AvgPoolPlanes(const float* x, int64_t in_plane, float* y, int64_t out_plane
 
 }  // namespace
 
+void SetPoolAvx512ForTesting(bool enabled) { g_pool_avx512_enabled.store(enabled); }
+
 Status RunPool(const KernelCall& call, const CpuContext& ctx) {
   ASSIGN_OR_RETURN(const PoolGeom g, ValidatePool(call));
   if (ctx.pool == nullptr) return InvalidArgument("pool: missing thread pool");
@@ -169,6 +177,20 @@ Status RunPool(const KernelCall& call, const CpuContext& ctx) {
   const bool include_pad = call.params->count_include_pad;
   const TensorView& xv = call.in(0);
   TensorView& yv = call.out(0);
+  // Max pools with every window inside the input: 16 outputs at a time, across rows
+  // (pool_avx512.cc), on the AVX2 engine of a CPU with AVX-512F.
+  if (is_max && ctx.isa == Isa::kAvx2 && g_pool_avx512_enabled.load(std::memory_order_relaxed) &&
+      gemm::CpuHasAvx512F() && MaxPoolAllWindowsInside(g)) {
+    std::vector<int32_t> starts;
+    MaxPoolWindowStarts(g, &starts);
+    ctx.pool->ParallelFor(planes, grain, [&](int64_t b, int64_t e) {
+      for (int64_t pl = b; pl < e; ++pl) {
+        MaxPoolPlaneAvx512(xv.as<const uint32_t>() + pl * in_plane, yv.as<uint32_t>() + pl * out_plane, g,
+                           starts.data());
+      }
+    });
+    return OkStatus();
+  }
   ctx.pool->ParallelFor(planes, grain, [&](int64_t b, int64_t e) {
     for (int64_t pl = b; pl < e; ++pl) {
       // With H or W == 0 the input may have no storage; no element is read then.

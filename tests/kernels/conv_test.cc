@@ -202,6 +202,16 @@ const std::vector<Conv>& Cases() {
     add({1, 24, 9, 37, 1, 2, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, true});   // 2x2 over a stuffed input
     add({2, 40, 6, 70, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false});  // 3x3, 1 filter, Kc = 360
     add({1, 20, 5, 19, 2, 3, 3, 2, 1, 1, 2, 0, 1, 1, 2, 2, true});   // 10 channels per group, Fg = 1
+    // Dense convolutions with at most 32 filters and 32 terms per chain run eight filters per
+    // pass on AVX-512F CPUs (conv_avx512.cc): the PP-OCR classifier's and openWakeWord
+    // embedding's first convolutions, a filter-group tail, 32-column blocks with tails, stride 2
+    // in width over odd widths, dilations, padding wider than the kernel.
+    add({1, 3, 48, 192, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, true});  // classifier's first conv
+    add({1, 1, 76, 32, 24, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, true});  // embedding's first conv
+    add({2, 3, 9, 67, 17, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 1, false});  // 17 filters, odd width, stride 2
+    add({1, 2, 7, 33, 9, 2, 3, 2, 1, 0, 2, 1, 3, 2, 2, 1, true});    // dilated, 33 columns
+    add({1, 4, 5, 20, 32, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true});   // 1x1, 32 filters
+    add({1, 1, 3, 40, 3, 3, 5, 1, 2, 4, 6, 4, 6, 1, 1, 1, false});   // padding wider than the kernel
     return v;
   }();
   return cases;
@@ -260,6 +270,73 @@ TEST(Conv2D, WithoutTheAvx512KernelTheBitsAreTheSame) {
   for (const Conv& c : Cases()) Check(c, seed++, true, true);
   Check({1, 7, 11, 13, 30, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true}, seed++);
   cpu::gemm::SetGemmAvx512ForTesting(true);
+}
+
+TEST(Conv2D, WithoutTheAvx512DirectKernelTheBitsAreTheSame) {
+  // The AVX2 engines' direct grouped/depthwise rows on 256-bit registers (the cases above ran
+  // the 512-bit rows where the CPU has AVX-512F).
+  cpu::SetConvAvx512ForTesting(false);
+  uint32_t seed = 700;
+  for (const Conv& c : Cases()) Check(c, seed++, true);
+  cpu::SetConvAvx512ForTesting(true);
+}
+
+TEST(Conv2D, DepthwisePaddingRowsMatchSpecBits) {
+  // Kernel rows entirely in the top/bottom padding (the 512-bit direct rows take each such row's
+  // KW terms as one add of +0, or none when every weight is negative): small planes under 5x5
+  // and 7x3 kernels, widths around 16-lane vectors and 128-column blocks, with special values.
+  uint32_t seed = 800;
+  for (int64_t H : {1, 2, 3}) {
+    for (int64_t W : {1, 15, 16, 17, 96, 129, 250}) {
+      Check({1, 5, H, W, 5, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 5, true}, seed++, true);
+      Check({2, 6, H, W, 6, 7, 3, H > 1 ? 2 : 1, 1, 3, 1, 4, 3, 1, 2, 3, false}, seed++, true);
+    }
+  }
+}
+
+TEST(Conv2D, DepthwisePaddingRowsKeepMinusZeroAndPoisonWithInfinity) {
+  // x [1, 1, 1, 1], 3x1 kernel, one row of padding above and below: output = fma(+0, w0, fma(x,
+  // w1, fma(+0, w2... in order: fma(+0, w0, +0), fma(x, w1, .), fma(+0, w2, .). With x * w1 an
+  // underflowing negative product the middle term gives -0; the bottom padding term keeps -0
+  // when w2 is negative and makes +0 when w2 is positive; an infinite w0 makes NaN.
+  Conv d{1, 1, 1, 1, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, 1, false};
+  std::vector<float> x = {-1e-30f}, b;
+  const std::vector<std::vector<float>> weights = {{0.5f, 1e-30f, -0.5f},
+                                                   {0.5f, 1e-30f, 0.5f},
+                                                   {-0.5f, 1e-30f, -0.0f},
+                                                   {-0.5f, 1e-30f, 0.0f},
+                                                   {std::numeric_limits<float>::infinity(), 1.0f, -0.5f}};
+  const uint32_t expect[] = {0x80000000u, 0x00000000u, 0x80000000u, 0x00000000u, 0x7FC00000u};
+  for (size_t i = 0; i < weights.size(); ++i) {
+    std::vector<float> w = weights[i];
+    const auto ref = Reference(d, x, w, b);
+    ASSERT_EQ(Bits(ref[0]), expect[i]) << i;
+    for (auto& e : Engines()) {
+      std::vector<float> y(1, FromBits(0x7F81234Fu));
+      ASSERT_TRUE(RunConv(*e.backend, d, x, w, b, &y).ok());
+      EXPECT_EQ(Bits(y[0]), expect[i]) << e.label << " weights " << i;
+    }
+  }
+}
+
+TEST(Conv2D, DepthwisePaddingRowsOfSeveralOutputRowsKeepTheirOrder) {
+  // Output rows computed together (the 512-bit rows for dilation 1 in height): x [1, 1, 2, 1],
+  // a 3x1 kernel, one padding row above and below, so output row 1 takes x0, x1, then a padding
+  // term. x * w underflows to -0 in both real terms; the bottom padding term then makes +0 when
+  // w2 > 0 and keeps -0 when w2 < 0. The whole plane is repeated in 5 channels (OH = 2 each).
+  Conv d{1, 5, 2, 1, 5, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, 5, false};
+  std::vector<float> x(10, -1e-30f), b;
+  for (float w2 : {0.5f, -0.5f}) {
+    std::vector<float> w;
+    for (int c = 0; c < 5; ++c) w.insert(w.end(), {1e-30f, 1e-30f, w2});
+    const auto ref = Reference(d, x, w, b);
+    ASSERT_EQ(Bits(ref[1]), w2 > 0 ? 0x00000000u : 0x80000000u);
+    for (auto& e : Engines()) {
+      std::vector<float> y(ref.size(), FromBits(0x7F81234Fu));
+      ASSERT_TRUE(RunConv(*e.backend, d, x, w, b, &y).ok());
+      EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), sizeof(float) * y.size())) << e.label << " w2 " << w2;
+    }
+  }
 }
 
 TEST(Conv2D, SpecialValuesMatchSpecBits) {

@@ -11,6 +11,7 @@
 
 #include "kernels/checks/elementwise.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace consensor::kernels {
@@ -172,6 +173,106 @@ TEST(EpilogueTest, ConvHeadMatchesUnfusedStepsOnEveryPath) {
                    out_shape, steps, inputs);
       ExpectSameBits(want, got, e.label);
     }
+  }
+}
+
+// Steps that the one-pass AVX-512 epilogue takes (elementwise_avx512.cc): every cheap op, with
+// scalar inputs on either side, a full-shape input, values read twice, and the LeakyRelu pair.
+// Inputs: 0 = scalar 3, 1 = scalar 0, 2 = scalar 6, 3 = residual (output shape), 4 = scalar -0,
+// 5 = scalar 0.01.
+std::vector<EpilogueStep> OnePassSteps() {
+  auto val = [](int i) { return EpilogueOperand{false, i}; };
+  auto in = [](int i) { return EpilogueOperand{true, i}; };
+  return {
+      {Op::kAdd, 2, {val(0), in(0)}},   // v1 = x + 3       (HardSwish)
+      {Op::kMax, 2, {val(1), in(1)}},   // v2 = max(v1, 0)
+      {Op::kMin, 2, {in(2), val(2)}},   // v3 = min(6, v2)
+      {Op::kMul, 2, {val(0), val(3)}},  // v4 = x * v3
+      {Op::kDiv, 2, {val(4), in(2)}},   // v5 = v4 / 6
+      {Op::kSub, 2, {in(3), val(5)}},   // v6 = residual - v5
+      {Op::kMul, 2, {val(6), in(5)}},   // v7 = v6 * 0.01  (LeakyRelu's pair)
+      {Op::kMax, 2, {val(6), val(7)}},  // v8 = max(v6, v7)
+  };
+}
+
+std::vector<std::vector<EpilogueStep>> OnePassChains() {
+  auto val = [](int i) { return EpilogueOperand{false, i}; };
+  auto in = [](int i) { return EpilogueOperand{true, i}; };
+  return {
+      OnePassSteps(),
+      {{Op::kRelu, 1, {val(0)}}},
+      {{Op::kNeg, 1, {val(0)}},
+       {Op::kAbs, 1, {val(1)}},
+       {Op::kMin, 2, {val(2), in(4)}},
+       {Op::kMax, 2, {in(4), val(0)}},
+       {Op::kDiv, 2, {in(1), val(4)}},
+       {Op::kAdd, 2, {val(5), val(3)}}},
+  };
+}
+
+EpilogueInputs OnePassInputs(const Shape& out, uint32_t seed) {
+  EpilogueInputs e;
+  e.tensors.push_back(F32({}, {3.0f}));
+  e.tensors.push_back(F32({1}, {0.0f}));
+  e.tensors.push_back(F32({1, 1}, {6.0f}));
+  HostTensor residual(DType::kF32, out);
+  FillF32(residual, seed, 0.05);
+  e.tensors.push_back(std::move(residual));
+  e.tensors.push_back(F32({}, {-0.0f}));
+  e.tensors.push_back(F32({}, {0.01f}));
+  for (HostTensor& t : e.tensors) e.views.push_back(t.view());
+  return e;
+}
+
+// The one-pass AVX-512 epilogue against the steps one by one, and against the per-step fused
+// path (SetFastEpilogueForTesting(false)), on heads full of NaNs with payloads, infinities,
+// signed zeros and subnormals; lengths around its 16-lane vectors and 256-element tiles.
+TEST(EpilogueTest, OnePassEpilogueMatchesUnfusedSteps) {
+  for (const Shape& shape :
+       std::vector<Shape>{{1, 1, 1, 1}, {1, 3, 1, 17}, {2, 5, 3, 96}, {1, 1, 1, 257}, {1, 7, 1, 2339}}) {
+    SCOPED_TRACE(ShapeToString(shape));
+    HostTensor a(DType::kF32, shape), b(DType::kF32, {shape[1], 1, 1});
+    FillF32(a, 31, 0.2);
+    FillF32(b, 32, 0.0);
+    EpilogueInputs inputs = OnePassInputs(shape, 33);
+    for (const std::vector<EpilogueStep>& steps : OnePassChains()) {
+      for (Engine& e : Engines()) {
+        HostTensor head(DType::kF32, shape);
+        ASSERT_TRUE(RunKernel(*e.backend, Op::kAdd, OpParams{}, {&a, &b}, head).ok());
+        const HostTensor want = RunStepsUnfused(*e.backend, head, steps, inputs);
+        TensorView in[2] = {a.view(), b.view()};
+        OpParams params;
+        for (bool one_pass : {true, false}) {
+          cpu::SetFastEpilogueForTesting(one_pass);
+          const HostTensor got = RunFused(*e.backend, MakeCall(Op::kAdd, params, in, 2, nullptr), shape, steps, inputs);
+          ExpectSameBits(want, got, e.label + (one_pass ? " one pass" : " per step"));
+        }
+        cpu::SetFastEpilogueForTesting(true);
+      }
+    }
+  }
+  // A conv head: the direct kernel's rows in epilogue blocks (a depthwise 5x5 on 2-row planes).
+  OpParams params;
+  params.kernel = {5, 5};
+  params.strides = {1, 1};
+  params.pads = {2, 2, 2, 2};
+  params.dilations = {1, 1};
+  params.group = 40;
+  const Shape out_shape = {1, 40, 2, 96};
+  HostTensor x(DType::kF32, {1, 40, 2, 96}), w(DType::kF32, {40, 1, 5, 5}), bias(DType::kF32, {40});
+  FillF32(x, 41, 0.01);
+  FillF32(w, 42, 0.0);
+  FillF32(bias, 43, 0.0);
+  EpilogueInputs inputs = OnePassInputs(out_shape, 44);
+  const std::vector<EpilogueStep> steps = OnePassSteps();
+  for (Engine& e : Engines()) {
+    HostTensor head(DType::kF32, out_shape);
+    ASSERT_TRUE(RunKernel(*e.backend, Op::kConv2D, params, {&x, &w, &bias}, head).ok());
+    const HostTensor want = RunStepsUnfused(*e.backend, head, steps, inputs);
+    TensorView in[3] = {x.view(), w.view(), bias.view()};
+    const HostTensor got =
+        RunFused(*e.backend, MakeCall(Op::kConv2D, params, in, 3, nullptr), out_shape, steps, inputs);
+    ExpectSameBits(want, got, e.label);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/pool_avx512.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace consensor::kernels {
@@ -194,6 +195,43 @@ TEST_P(PoolTest, MaxPoolTiesAndWideRows) {
           << "W=" << c.W << " k=" << c.kh << "x" << c.kw << " nan_values=" << nan_values;
     }
   }
+}
+
+// Max pools whose every window lies inside the input run 16 outputs at a time across rows with
+// 512-bit gathers where the CPU has AVX-512F (pool_avx512.cc): the openWakeWord and PP-OCR
+// shapes (2 to 48 columns, strides (2, 2) and (1, 2)), dilations, tails of 1 to 15 outputs,
+// ties of signed zeros and NaN payloads, with that path and without it.
+TEST_P(PoolTest, MaxPoolInsideWindowsAcrossRows) {
+  const uint32_t values[] = {0x80000000u, 0x00000000u, 0xFF800000u, 0x7F800000u, 0x3F800000u,
+                             0xBF800000u, 0x00000001u, 0x80000001u, 0x7FC00007u, 0xFF812345u};
+  std::mt19937 rng(7);
+  const PoolCase cases[] = {
+      {1, 5, 72, 32, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, false}, {1, 3, 32, 16, 1, 2, 1, 2, 1, 1, 0, 0, 0, 0, false},
+      {1, 4, 28, 8, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, false},  {1, 6, 10, 4, 1, 2, 1, 2, 1, 1, 0, 0, 0, 0, false},
+      {1, 7, 2, 96, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, false},  {2, 3, 9, 7, 3, 2, 2, 1, 2, 3, 0, 0, 1, 0, false},
+      {1, 1, 3, 5, 3, 5, 1, 1, 1, 1, 0, 0, 0, 0, false}};
+  for (bool avx512 : {true, false}) {
+    cpu::SetPoolAvx512ForTesting(avx512);
+    for (const PoolCase& c : cases) {
+      for (int nan_values : {0, 2}) {
+        int64_t OH, OW;
+        ASSERT_TRUE(OutDims(c, &OH, &OW));
+        HostTensor x(DType::kF32, {c.N, c.C, c.H, c.W});
+        const int choices = 8 + nan_values;
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          const int r = static_cast<int>(rng() % 64);
+          x.as<uint32_t>()[i] = r < 40 ? values[r % 2] : values[rng() % choices];
+        }
+        HostTensor want = RefPool(true, c, x, OH, OW);
+        HostTensor got(DType::kF32, {c.N, c.C, OH, OW});
+        ASSERT_TRUE(Run(Op::kMaxPool2D, ParamsOf(c), x, got).ok());
+        ASSERT_EQ(0, std::memcmp(got.bytes.data(), want.bytes.data(), want.bytes.size()))
+            << "H=" << c.H << " W=" << c.W << " k=" << c.kh << "x" << c.kw << " nan_values=" << nan_values
+            << " avx512=" << avx512;
+      }
+    }
+  }
+  cpu::SetPoolAvx512ForTesting(true);
 }
 
 TEST_P(PoolTest, ZeroSizesAndBadCalls) {

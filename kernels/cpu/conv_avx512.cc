@@ -1,0 +1,439 @@
+// The direct grouped/depthwise Conv2D with 512-bit registers (compiled with -mavx512f; called
+// only when gemm::CpuHasAvx512F()). Same bits as conv_direct_impl.h and conv_avx2.cc.
+//
+// Rows with stride 1 in width: up to 128 output columns of a row keep their accumulators in zmm
+// registers across all (c, kh, kw) taps. Every column sees acc = +0.0, then its terms in the
+// spec's order (docs/DETERMINISM.md 4.4), then acc + bias and NaN canonicalization. A column in
+// the left/right padding is a lane that the masked load (which reads nothing outside the row)
+// fills with +0.0, so those padding terms are fma(+0.0, w, acc) as the spec writes them.
+//
+// A kernel row that falls entirely in the top/bottom padding contributes KW terms
+// fma(+0.0, w, acc) in a row. For a filter whose weights are all finite, one such term is
+// acc + (+0) when w's sign bit is clear (the exact product is +0) and acc + (-0) when it is set;
+// acc + (-0) is acc for every acc, and acc + (+0) is acc except that -0 becomes +0 (a NaN stays
+// a NaN, whose payload the final canonicalization erases). Both are idempotent and neither makes
+// a -0, so the KW terms together are exactly acc + (+0) if any of the KW weights has its sign bit
+// clear, and nothing otherwise: one vaddps of +0 (or none) per padding row instead of KW fmas.
+// A filter with an infinite or NaN weight takes every padding term as an fma.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/conv_direct_impl.h"
+#include "kernels/cpu/gemm.h"
+
+namespace consensor::kernels::cpu {
+
+namespace {
+
+std::atomic<bool> g_avx512_direct_enabled{true};
+constexpr int kLanes = 16;
+constexpr int kMaxVectors = 8;  // 128 columns per register block
+
+// Lanes i of input columns base + i that lie in [0, W).
+inline __mmask16 InsideLanes(int64_t base, int64_t W) {
+  const int64_t lo = std::clamp<int64_t>(-base, 0, kLanes), hi = std::clamp<int64_t>(W - base, 0, kLanes);
+  if (hi <= lo) return 0;
+  const uint32_t upto_hi = hi == kLanes ? 0xFFFFu : (1u << hi) - 1u;
+  return static_cast<__mmask16>(upto_hi & ~((1u << lo) - 1u));
+}
+
+// What the filter's padding rows do: per (c, kh), whether any of its KW weights has a clear sign
+// bit; and whether every weight of the filter is finite.
+struct FilterPadding {
+  bool finite = true;
+  std::vector<uint8_t> adds_plus_zero;  // [c * KH + kh]
+};
+
+void DescribeFilter(const ConvGeom& g, const float* wf, FilterPadding* out) {
+  out->adds_plus_zero.resize(static_cast<size_t>(g.Cg * g.KH));
+  uint32_t non_finite = 0;
+  for (int64_t ck = 0; ck < g.Cg * g.KH; ++ck) {
+    uint32_t sign_clear = 0;
+    for (int64_t kw = 0; kw < g.KW; ++kw) {
+      uint32_t bits;
+      std::memcpy(&bits, wf + ck * g.KW + kw, sizeof(bits));
+      sign_clear |= ~bits >> 31;
+      non_finite |= (bits & 0x7F800000u) == 0x7F800000u ? 1u : 0u;  // infinity or NaN
+    }
+    out->adds_plus_zero[static_cast<size_t>(ck)] = static_cast<uint8_t>(sign_clear);
+  }
+  out->finite = non_finite == 0;
+}
+
+// Output columns [j0, j0 + 16 * (U - 1) + last_count) of row (n, f, oh); masks[kw * U + u] are
+// the lanes of vector u whose input column for tap kw lies inside the width.
+// kInteriorFull: vectors 1 .. U - 2 read inside the width at every tap (unmasked loads).
+template <int U, bool kInteriorFull>
+inline void RowBlock(const ConvGeom& g, const float* xg, const float* wf, const float* bias_f,
+                     const FilterPadding& padding, int64_t oh, int64_t j0, const __mmask16* masks, __mmask16 last_store,
+                     float* out) {
+  __m512 acc[U];
+#pragma GCC unroll 8
+  for (int u = 0; u < U; ++u) acc[u] = _mm512_setzero_ps();
+  const __m512 zero = _mm512_setzero_ps();
+  const int64_t plane = g.H * g.W;
+  for (int64_t c = 0; c < g.Cg; ++c) {
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      const float* wk = wf + (c * g.KH + kh) * g.KW;
+      const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
+      if (ih < 0 || ih >= g.H) {
+        if (!padding.finite) {
+          for (int64_t kw = 0; kw < g.KW; ++kw) {
+            const __m512 wv = _mm512_set1_ps(wk[kw]);
+#pragma GCC unroll 8
+            for (int u = 0; u < U; ++u) acc[u] = _mm512_fmadd_ps(zero, wv, acc[u]);
+          }
+        } else if (padding.adds_plus_zero[static_cast<size_t>(c * g.KH + kh)]) {
+#pragma GCC unroll 8
+          for (int u = 0; u < U; ++u) acc[u] = _mm512_add_ps(acc[u], zero);
+        }
+        continue;
+      }
+      const float* xrow = xg + c * plane + ih * g.W + j0 - g.pl;
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const __m512 wv = _mm512_set1_ps(wk[kw]);
+        const float* xs = xrow + kw * g.dw;
+        const __mmask16* mk = masks + kw * U;
+#pragma GCC unroll 8
+        for (int u = 0; u < U; ++u) {
+          const __m512 xv = kInteriorFull && u > 0 && u + 1 < U ? _mm512_loadu_ps(xs + kLanes * u)
+                                                                : _mm512_maskz_loadu_ps(mk[u], xs + kLanes * u);
+          acc[u] = _mm512_fmadd_ps(xv, wv, acc[u]);
+        }
+      }
+    }
+  }
+  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+#pragma GCC unroll 8
+  for (int u = 0; u < U; ++u) {
+    __m512 v = acc[u];
+    if (bias_f) v = _mm512_add_ps(v, _mm512_set1_ps(*bias_f));
+    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan);
+    _mm512_mask_storeu_ps(out + kLanes * u, u + 1 == U ? last_store : static_cast<__mmask16>(0xFFFF), v);
+  }
+}
+
+// Output rows oh0 .. oh0 + R - 1 of one filter together (dilation 1 in height, every weight of the
+// filter finite): each input row's vectors are loaded once per tap and multiplied into every output
+// row that reads them, and R x U accumulator chains run side by side. Per output row the terms
+// still come in the spec's order: for each channel, its kernel rows in the top padding (one add
+// of +0 or none, as in RowBlock), then its real kernel rows in increasing kh (input rows are
+// visited in increasing order, and kh = ih + pt - oh * sh grows with ih), each with kw
+// increasing, then its kernel rows in the bottom padding.
+template <int U, int R, bool kInteriorFull>
+inline void RowsBlock(const ConvGeom& g, const float* xg, const float* wf, const float* bias_f,
+                      const FilterPadding& padding, int64_t oh0, int64_t j0, const __mmask16* masks,
+                      __mmask16 last_store, float* out) {
+  __m512 acc[R][U];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int u = 0; u < U; ++u) acc[r][u] = _mm512_setzero_ps();
+  }
+  const __m512 zero = _mm512_setzero_ps();
+  const int64_t plane = g.H * g.W;
+  // Kernel row kh of output row r reads input row base[r] + kh.
+  int64_t base[R];
+  for (int r = 0; r < R; ++r) base[r] = (oh0 + r) * g.sh - g.pt;
+  auto pad_rows = [&](int64_t c, int r, int64_t kh_begin, int64_t kh_end) {
+    bool adds = false;
+    for (int64_t kh = std::max<int64_t>(0, kh_begin); kh < std::min(g.KH, kh_end); ++kh) {
+      adds |= padding.adds_plus_zero[static_cast<size_t>(c * g.KH + kh)] != 0;
+    }
+    if (adds) {
+#pragma GCC unroll 8
+      for (int u = 0; u < U; ++u) acc[r][u] = _mm512_add_ps(acc[r][u], zero);
+    }
+  };
+  const int64_t ih_begin = std::max<int64_t>(0, base[0]), ih_end = std::min(g.H, base[R - 1] + g.KH);
+  for (int64_t c = 0; c < g.Cg; ++c) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) pad_rows(c, r, 0, -base[r]);  // kernel rows above the plane
+    const float* wc = wf + c * g.KH * g.KW;
+    for (int64_t ih = ih_begin; ih < ih_end; ++ih) {
+      const float* xrow = xg + c * plane + ih * g.W + j0 - g.pl;
+      bool valid[R];
+      const float* wk[R];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const int64_t kh = ih - base[r];
+        valid[r] = kh >= 0 && kh < g.KH;
+        wk[r] = wc + (valid[r] ? kh : 0) * g.KW;
+      }
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        __m512 wv[R];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) wv[r] = _mm512_set1_ps(wk[r][kw]);
+        const float* xs = xrow + kw * g.dw;
+        const __mmask16* mk = masks + kw * U;
+#pragma GCC unroll 8
+        for (int u = 0; u < U; ++u) {
+          const __m512 xv = kInteriorFull && u > 0 && u + 1 < U ? _mm512_loadu_ps(xs + kLanes * u)
+                                                                : _mm512_maskz_loadu_ps(mk[u], xs + kLanes * u);
+#pragma GCC unroll 4
+          for (int r = 0; r < R; ++r) {
+            if (valid[r]) acc[r][u] = _mm512_fmadd_ps(xv, wv[r], acc[r][u]);
+          }
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) pad_rows(c, r, g.H - base[r], g.KH);  // kernel rows below the plane
+  }
+  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int u = 0; u < U; ++u) {
+      __m512 v = acc[r][u];
+      if (bias_f) v = _mm512_add_ps(v, _mm512_set1_ps(*bias_f));
+      v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan);
+      _mm512_mask_storeu_ps(out + r * g.OW + kLanes * u, u + 1 == U ? last_store : static_cast<__mmask16>(0xFFFF), v);
+    }
+  }
+}
+
+constexpr int kMaxRows = 4;
+constexpr int kMaxRowAccumulators = 24;
+
+using RowsBlockFn = void (*)(const ConvGeom&, const float*, const float*, const float*, const FilterPadding&, int64_t,
+                             int64_t, const __mmask16*, __mmask16, float*);
+
+template <int U, int R>
+constexpr RowsBlockFn RowsBlockFor(bool interior_full) {
+  return interior_full ? &RowsBlock<U, R, true> : &RowsBlock<U, R, false>;
+}
+
+// The multi-row block for U vectors and R rows (R * U <= kMaxRowAccumulators), or null.
+RowsBlockFn PickRowsBlock(int u, int r, bool interior_full) {
+#define CNSR_ROWS_CASE(UU)                               \
+  case UU:                                               \
+    switch (r) {                                         \
+      case 2: return RowsBlockFor<UU, 2>(interior_full); \
+      case 3: return RowsBlockFor<UU, 3>(interior_full); \
+      case 4: return RowsBlockFor<UU, 4>(interior_full); \
+      default: return nullptr;                           \
+    }
+  switch (u) {
+    CNSR_ROWS_CASE(1)
+    CNSR_ROWS_CASE(2)
+    CNSR_ROWS_CASE(3)
+    CNSR_ROWS_CASE(4)
+    CNSR_ROWS_CASE(5)
+    CNSR_ROWS_CASE(6)
+    default: return nullptr;
+  }
+#undef CNSR_ROWS_CASE
+}
+
+using RowBlockFn = void (*)(const ConvGeom&, const float*, const float*, const float*, const FilterPadding&, int64_t,
+                            int64_t, const __mmask16*, __mmask16, float*);
+constexpr RowBlockFn kRowBlocks[2][kMaxVectors] = {
+    {&RowBlock<1, false>, &RowBlock<2, false>, &RowBlock<3, false>, &RowBlock<4, false>, &RowBlock<5, false>,
+     &RowBlock<6, false>, &RowBlock<7, false>, &RowBlock<8, false>},
+    {&RowBlock<1, true>, &RowBlock<2, true>, &RowBlock<3, true>, &RowBlock<4, true>, &RowBlock<5, true>,
+     &RowBlock<6, true>, &RowBlock<7, true>, &RowBlock<8, true>}};
+
+// --- Dense convolutions with few filters and short chains (the first conv of an RGB or
+// spectrogram model: 1 to 3 input channels, a 3x3 kernel, stride 1 or 2 in width) ---
+//
+// Eight filters of one output row at a time, 32 columns in 2 x 8 zmm accumulators: each (c, kh,
+// kw) tap's 32 inputs are loaded once (for stride 2 in width, as the even lanes of two
+// consecutive vectors) and multiplied into all eight filters. Each output still sees acc = +0.0
+// and then fma(x, w, acc) for c, kh, kw in the spec's order, padding terms included (lanes that
+// masked loads fill with +0.0, and a +0.0 vector for kernel rows in the padding).
+
+constexpr int kDenseFilters = 8;
+constexpr int kDenseVectors = 2;
+
+// Input columns col + sw * i, i < 16, as one vector; lanes outside [0, W) are +0.0.
+template <int kStride>
+inline __m512 StridedInputs(const float* row, int64_t col, int64_t W) {
+  if constexpr (kStride == 1) {
+    return _mm512_maskz_loadu_ps(InsideLanes(col, W), row + col);
+  } else {
+    const __m512 lo = _mm512_maskz_loadu_ps(InsideLanes(col, W), row + col);
+    const __m512 hi = _mm512_maskz_loadu_ps(InsideLanes(col + kLanes, W), row + col + kLanes);
+    const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    return _mm512_permutex2var_ps(lo, evens, hi);
+  }
+}
+
+// Filters [f0, f0 + NF) of output row (n, oh), columns [j0, j0 + count), count <= 32.
+template <int NF, int kStride>
+void DenseFilterBlock(const ConvGeom& g, const float* xn, const float* w, const float* bias, int64_t f0, int64_t oh,
+                      int64_t j0, int64_t count, float* yn) {
+  __m512 acc[NF][kDenseVectors];
+#pragma GCC unroll 8
+  for (int f = 0; f < NF; ++f) {
+    acc[f][0] = _mm512_setzero_ps();
+    acc[f][1] = _mm512_setzero_ps();
+  }
+  const int64_t plane = g.H * g.W;
+  for (int64_t c = 0; c < g.Cg; ++c) {
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
+      const bool inside = ih >= 0 && ih < g.H;
+      const float* row = xn + c * plane + (inside ? ih : 0) * g.W;
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const int64_t col = j0 * kStride - g.pl + kw * g.dw;
+        const __m512 in0 = inside ? StridedInputs<kStride>(row, col, g.W) : _mm512_setzero_ps();
+        const __m512 in1 = inside ? StridedInputs<kStride>(row, col + kStride * kLanes, g.W) : _mm512_setzero_ps();
+        const float* wk = w + (f0 * g.Cg + c) * g.KH * g.KW + kh * g.KW + kw;
+#pragma GCC unroll 8
+        for (int f = 0; f < NF; ++f) {
+          const __m512 wv = _mm512_set1_ps(wk[f * g.Kc]);
+          acc[f][0] = _mm512_fmadd_ps(in0, wv, acc[f][0]);
+          acc[f][1] = _mm512_fmadd_ps(in1, wv, acc[f][1]);
+        }
+      }
+    }
+  }
+  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+  const __mmask16 m0 = count >= kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << count) - 1u);
+  const int64_t rest = count - kLanes;
+  const __mmask16 m1 = rest >= kLanes ? static_cast<__mmask16>(0xFFFF)
+                       : rest > 0     ? static_cast<__mmask16>((1u << rest) - 1u)
+                                      : static_cast<__mmask16>(0);
+#pragma GCC unroll 8
+  for (int f = 0; f < NF; ++f) {
+    float* out = yn + ((f0 + f) * g.OH + oh) * g.OW + j0;
+    for (int u = 0; u < kDenseVectors; ++u) {
+      __m512 v = acc[f][u];
+      if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(bias[f0 + f]));
+      v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan);
+      _mm512_mask_storeu_ps(out + kLanes * u, u == 0 ? m0 : m1, v);
+    }
+  }
+}
+
+template <int kStride>
+using DenseFilterBlockFn = void (*)(const ConvGeom&, const float*, const float*, const float*, int64_t, int64_t,
+                                    int64_t, int64_t, float*);
+
+template <int kStride>
+constexpr DenseFilterBlockFn<kStride> kDenseBlocks[kDenseFilters] = {
+    &DenseFilterBlock<1, kStride>, &DenseFilterBlock<2, kStride>, &DenseFilterBlock<3, kStride>,
+    &DenseFilterBlock<4, kStride>, &DenseFilterBlock<5, kStride>, &DenseFilterBlock<6, kStride>,
+    &DenseFilterBlock<7, kStride>, &DenseFilterBlock<8, kStride>};
+
+}  // namespace
+
+bool UsesSmallDenseConvAvx512(const ConvGeom& g) {
+  return g.G == 1 && !g.stuffed && (g.sw == 1 || g.sw == 2) && g.Fg <= kMaxSmallDenseFilters &&
+         g.Kc <= kMaxSmallDenseChain && g.W < (int64_t{1} << 28) && g.OW < (int64_t{1} << 28) &&
+         g.pl < (int64_t{1} << 28) && (g.KW - 1) * g.dw < (int64_t{1} << 28) && UseAvx512DirectConv();
+}
+
+int64_t SmallDenseFilterGroups(const ConvGeom& g) { return (g.F + kDenseFilters - 1) / kDenseFilters; }
+
+void ConvSmallDenseRowsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y,
+                              int64_t begin, int64_t end) {
+  const int64_t groups = SmallDenseFilterGroups(g);
+  for (int64_t unit = begin; unit < end; ++unit) {
+    const int64_t oh = unit % g.OH, ng = unit / g.OH, fg = ng % groups, n = ng / groups;
+    const int64_t f0 = fg * kDenseFilters, nf = std::min<int64_t>(kDenseFilters, g.F - f0);
+    const float* xn = x + n * g.C * g.H * g.W;
+    float* yn = y + n * g.F * g.OH * g.OW;
+    for (int64_t j0 = 0; j0 < g.OW; j0 += kDenseVectors * kLanes) {
+      const int64_t count = std::min<int64_t>(kDenseVectors * kLanes, g.OW - j0);
+      if (g.sw == 1) {
+        kDenseBlocks<1>[nf - 1](g, xn, w, bias, f0, oh, j0, count, yn);
+      } else {
+        kDenseBlocks<2>[nf - 1](g, xn, w, bias, f0, oh, j0, count, yn);
+      }
+    }
+  }
+}
+
+void AddBiasRowsAvx512(float* y, int64_t ldy, int64_t rows, int64_t cols, const float* bias) {
+  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+  for (int64_t f = 0; f < rows; ++f) {
+    float* r = y + f * ldy;
+    const __m512 b = _mm512_set1_ps(bias[f]);
+    int64_t j = 0;
+    for (; j + kLanes <= cols; j += kLanes) {
+      const __m512 v = _mm512_add_ps(_mm512_loadu_ps(r + j), b);
+      _mm512_storeu_ps(r + j, _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan));
+    }
+    if (j < cols) {
+      const __mmask16 m = static_cast<__mmask16>((1u << (cols - j)) - 1u);
+      const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, r + j), b);
+      _mm512_mask_storeu_ps(r + j, m, _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan));
+    }
+  }
+}
+
+bool UseAvx512DirectConv() { return g_avx512_direct_enabled.load(std::memory_order_relaxed) && gemm::CpuHasAvx512F(); }
+
+void SetConvAvx512ForTesting(bool enabled) { g_avx512_direct_enabled.store(enabled); }
+
+void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y, int64_t begin,
+                          int64_t end) {
+  if (g.sw != 1) return ConvDirectRowsAvx2(g, x, w, bias, y, begin, end);
+  // Column blocks of at most 8 vectors, split evenly (96 columns: one block of 6), with the
+  // masks of every (block, tap) computed once for all rows.
+  const int64_t vectors = (g.OW + kLanes - 1) / kLanes;
+  const int64_t blocks = (vectors + kMaxVectors - 1) / kMaxVectors;
+  struct Block {
+    int64_t j0, count;
+    int u;
+    size_t masks;
+    bool interior_full;
+  };
+  std::vector<Block> layout;
+  std::vector<__mmask16> masks;
+  for (int64_t b = 0, v0 = 0; b < blocks; ++b) {
+    const int64_t v1 = vectors * (b + 1) / blocks;
+    Block blk{v0 * kLanes, std::min(g.OW, v1 * kLanes) - v0 * kLanes, static_cast<int>(v1 - v0), masks.size(), true};
+    for (int64_t kw = 0; kw < g.KW; ++kw) {
+      for (int u = 0; u < blk.u; ++u) {
+        masks.push_back(InsideLanes(blk.j0 + kLanes * u - g.pl + kw * g.dw, g.W));
+        if (u > 0 && u + 1 < blk.u && masks.back() != 0xFFFF) blk.interior_full = false;
+      }
+    }
+    layout.push_back(blk);
+    v0 = v1;
+  }
+  FilterPadding padding;
+  int64_t described = -1;
+  for (int64_t row = begin; row < end;) {
+    const int64_t oh = row % g.OH, nf = row / g.OH, f = nf % g.F, n = nf / g.F;
+    const float* xg = x + (n * g.C + (f / g.Fg) * g.Cg) * g.H * g.W;
+    const float* wf = w + f * g.Kc;
+    if (f != described) {
+      DescribeFilter(g, wf, &padding);
+      described = f;
+    }
+    const float* bias_f = bias ? bias + f : nullptr;
+    float* yrow = y + row * g.OW;
+    // Rows of this filter left in the range, taken together where RowsBlock applies.
+    const int64_t same_filter = std::min(end - row, g.OH - oh);
+    int64_t rows = 1;
+    if (g.dh == 1 && padding.finite && same_filter > 1 && layout.size() == 1 && layout[0].u <= 6) {
+      rows = std::min<int64_t>({same_filter, kMaxRows, kMaxRowAccumulators / layout[0].u});
+    }
+    for (const Block& blk : layout) {
+      const int64_t tail = blk.count - kLanes * (blk.u - 1);
+      const __mmask16 last_store =
+          tail >= kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << tail) - 1u);
+      const RowsBlockFn together = rows > 1 ? PickRowsBlock(blk.u, static_cast<int>(rows), blk.interior_full) : nullptr;
+      if (together) {
+        together(g, xg, wf, bias_f, padding, oh, blk.j0, masks.data() + blk.masks, last_store, yrow + blk.j0);
+      } else {
+        rows = 1;
+        kRowBlocks[blk.interior_full ? 1 : 0][blk.u - 1](g, xg, wf, bias_f, padding, oh, blk.j0,
+                                                         masks.data() + blk.masks, last_store, yrow + blk.j0);
+      }
+    }
+    row += rows;
+  }
+}
+
+}  // namespace consensor::kernels::cpu
