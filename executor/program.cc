@@ -502,6 +502,35 @@ std::optional<Im2colTranspose> FindIm2colTranspose(const ValidatedGraph& vg, int
   return ic;
 }
 
+// A `cast` from i8 to i32 read only by a `reduce_sum` (the row sums of the integer products'
+// zero-point corrections, ONNX.md): in the fused list the sum reads the i8 values itself
+// (OpParams::sum_widens_i8) and the cast does not run (DETERMINISM.md 3.1).
+struct WideningSum {
+  int sum = 0;     // canonical index of the reduce_sum
+  int cast = 0;    // canonical index of the cast
+  int source = 0;  // value id of the i8 input
+};
+
+std::optional<WideningSum> FindWideningSum(const ValidatedGraph& vg, int at, const std::vector<int>& producer,
+                                           const std::vector<std::vector<int>>& readers,
+                                           const std::set<int>& output_values) {
+  const CanonicalNode& sum = vg.order[at];
+  if (sum.schema->op != kernels::Op::kReduceSum || sum.inputs.size() != 1 ||
+      !sum.inferred.kernel_input_shapes.empty() || sum.inferred.kernel_output_shape) {
+    return std::nullopt;
+  }
+  const int v = sum.inputs[0];
+  const int c = producer[v];
+  if (c < 0 || output_values.count(v) || readers[v].size() != 1 || readers[v][0] != at) return std::nullopt;
+  const CanonicalNode& cast = vg.order[c];
+  if (cast.schema->op != kernels::Op::kCast || cast.inputs.size() != 1 || !cast.inferred.kernel_input_shapes.empty() ||
+      cast.inferred.kernel_output_shape || vg.types[cast.inputs[0]].dtype != DType::kI8 ||
+      vg.types[v].dtype != DType::kI32 || vg.types[cast.inputs[0]].shape != vg.types[v].shape) {
+    return std::nullopt;
+  }
+  return WideningSum{at, c, cast.inputs[0]};
+}
+
 // The fused instruction of a run: the head's instruction with the others as its epilogue.
 Instruction FuseRun(const FusionRun& run, const std::vector<Instruction>& instructions, const ValidatedGraph& vg,
                     const std::vector<int>& buffer_of) {
@@ -618,6 +647,8 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
   std::map<int, StuffedConv> stuffed_at;  // conv index -> its pattern
   // Likewise ConvInteger's im2col transposes read x and the index tables in the fused list.
   std::map<int, Im2colTranspose> im2col_at;  // transpose index -> its pattern
+  // And reduce_sums of i8 values cast to i32 read the i8 values.
+  std::map<int, WideningSum> widening_at;  // reduce_sum index -> its pattern
   std::vector<std::vector<int>> extra_reads(n);
   {
     std::vector<int> producer(values.size(), -1);
@@ -645,6 +676,15 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
         }
       }
       im2col_at.emplace(i, std::move(*ic));
+    }
+    for (int i = 0; i < n; ++i) {
+      std::optional<WideningSum> ws = FindWideningSum(vg, i, producer, readers, output_values);
+      if (!ws) continue;
+      if (last_use[ws->source] < i) {
+        last_use[ws->source] = i;
+        extra_reads[i].push_back(ws->source);
+      }
+      widening_at.emplace(i, *ws);
     }
   }
   // A fused run writes its output while its head runs, and reads the run's other inputs until
@@ -761,6 +801,14 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
     dropped.insert(it->second.dropped.begin(), it->second.dropped.end());
     ++it;
   }
+  for (auto it = widening_at.begin(); it != widening_at.end();) {
+    if (!disjoint(buffer_of[it->second.source], p.instructions[it->first].output)) {
+      it = widening_at.erase(it);
+      continue;
+    }
+    dropped.insert(it->second.cast);
+    ++it;
+  }
   std::vector<Instruction> fused;
   size_t next = 0;
   for (int i = 0; i < n; ++i) {
@@ -793,6 +841,12 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
       f.params.im2col_groups = t.groups;
       f.fused_count += static_cast<int>(t.dropped.size());
       for (int d : t.dropped) f.node_label += ", " + p.instructions[d].node_label;
+    }
+    if (auto ws = widening_at.find(i); ws != widening_at.end()) {
+      f.inputs[0] = buffer_of[ws->second.source];
+      f.params.sum_widens_i8 = true;
+      f.fused_count += 1;
+      f.node_label += ", " + p.instructions[ws->second.cast].node_label;
     }
     fused.push_back(std::move(f));
     i = last;

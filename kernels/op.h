@@ -132,6 +132,10 @@ struct OpParams {
   // cols[z, j]]: the two gathers, reshape and transpose of the ConvInteger lowering in one
   // pass, with gather's index checks. Only the CPU backend runs it.
   int64_t im2col_groups = 0;
+  // reduce_sum, set only by compilation (docs/DETERMINISM.md 3.1, a cast from i8 to i32 read
+  // only by the sum): the input is i8 and the output i32, the wrapping i32 sum of the values
+  // widened to i32, as the cast and the sum give it. Only the CPU backend runs it.
+  bool sum_widens_i8 = false;
 };
 
 struct TensorView {

@@ -46,6 +46,12 @@ int CountIm2colTransposes(const Program& p) {
   return n;
 }
 
+int CountWideningSums(const Program& p) {
+  int n = 0;
+  for (const Instruction& ins : p.fused_instructions) n += ins.params.sum_widens_i8 ? 1 : 0;
+  return n;
+}
+
 void CheckCase(const Case& c, uint32_t seed) {
   SCOPED_TRACE(c.name);
   std::mt19937 rng(seed);
@@ -79,6 +85,9 @@ void CheckCase(const Case& c, uint32_t seed) {
   auto program = CompileGraph(imported->graph, &blobs, Limits{});
   ASSERT_TRUE(program.ok()) << program.status().ToString();
   EXPECT_EQ(CountIm2colTransposes(*program), c.bands);
+  // The weights' zero point offset (128 - zw for u8, -zw for i8) is a nonzero constant here, so
+  // each band's row sums are a cast of the im2col matrix and a reduce_sum: one widening sum.
+  EXPECT_EQ(CountWideningSums(*program), c.bands);
   int covered = 0;
   for (const Instruction& ins : program->fused_instructions) covered += ins.fused_count;
   EXPECT_EQ(covered, static_cast<int>(program->instructions.size()));
@@ -136,18 +145,47 @@ TEST(ConvIntegerFusion, FusedIm2colGivesTheUnfusedBits) {
       {"wide_rows", {1, 3, 4, 150}, {2, 3, 3, 3}, DType::kU8, DType::kU8, 1, {}, {}, {1, 1, 1, 1}},
       // Enough channels that a tile holds only part of one pixel's window.
       {"many_channels", {1, 700, 4, 5}, {3, 700, 3, 3}, DType::kI8, DType::kU8, 1, {}, {}, {1, 1, 1, 1}},
-      {"i8_x_i8_w_per_channel", {2, 4, 6, 7}, {6, 4, 3, 2}, DType::kI8, DType::kI8, 1, {}, {}, {0, 1, 2, 0}, true,
+      {"i8_x_i8_w_per_channel",
+       {2, 4, 6, 7},
+       {6, 4, 3, 2},
+       DType::kI8,
+       DType::kI8,
+       1,
+       {},
+       {},
+       {0, 1, 2, 0},
+       true,
        true},
-      {"groups_strides", {1, 6, 9, 8}, {6, 2, 3, 3}, DType::kU8, DType::kI8, 3, {2, 3}, {}, {1, 1, 1, 1}, true, true,
+      {"groups_strides",
+       {1, 6, 9, 8},
+       {6, 2, 3, 3},
+       DType::kU8,
+       DType::kI8,
+       3,
+       {2, 3},
+       {},
+       {1, 1, 1, 1},
+       true,
+       true,
        true},
       // IS-Net's RSU blocks dilate: column tables with a step other than one.
       {"dilated", {1, 4, 12, 13}, {3, 4, 3, 3}, DType::kU8, DType::kU8, 1, {}, {2, 3}, {2, 3, 2, 3}},
-      {"depthwise_no_zero_points", {2, 5, 6, 6}, {5, 1, 3, 3}, DType::kU8, DType::kU8, 5, {}, {}, {1, 1, 1, 1},
-       false},
+      {"depthwise_no_zero_points", {2, 5, 6, 6}, {5, 1, 3, 3}, DType::kU8, DType::kU8, 5, {}, {}, {1, 1, 1, 1}, false},
       {"one_by_one_strided", {1, 8, 7, 9}, {4, 8, 1, 1}, DType::kI8, DType::kU8, 1, {2, 2}, {}, {}},
       {"one_d", {2, 3, 17}, {4, 3, 5}, DType::kU8, DType::kU8, 1, {2}, {2}, {3, 1}},
       // 180 x 180 outputs of 64 channels: an im2col matrix over 16 Mi elements, in two bands.
-      {"bands", {1, 64, 180, 180}, {3, 64, 3, 3}, DType::kU8, DType::kU8, 1, {}, {}, {1, 1, 1, 1}, true, true, false,
+      {"bands",
+       {1, 64, 180, 180},
+       {3, 64, 3, 3},
+       DType::kU8,
+       DType::kU8,
+       1,
+       {},
+       {},
+       {1, 1, 1, 1},
+       true,
+       true,
+       false,
        2},
   };
   uint32_t seed = 1900;
