@@ -443,6 +443,94 @@ std::optional<StuffedConv> FindStuffedConv(const ValidatedGraph& vg, int at, con
   return sc;
 }
 
+// ConvInteger's im2col (ONNX.md): x [N, C, H, W] -> gather(rows [R, KH], axis 2) ->
+// gather(columns [OW, KW], axis 4) -> reshape to [N, g, C/g, R, KH, OW, KW] -> transpose
+// {0, 1, 3, 5, 2, 4, 6}, over 1-byte elements. In the fused list the transpose reads x and the
+// two tables itself (OpParams::im2col_groups) and the gathers and the reshape do not run
+// (DETERMINISM.md 3.1).
+struct Im2colTranspose {
+  int transpose = 0;                   // canonical index of the transpose
+  int source = 0, rows = 0, cols = 0;  // value ids of x and the two index tables
+  std::vector<int> dropped;            // canonical indices of the gathers and the reshape
+  int64_t groups = 0;
+};
+
+std::optional<Im2colTranspose> FindIm2colTranspose(const ValidatedGraph& vg, int at, const std::vector<int>& producer,
+                                                   const std::vector<std::vector<int>>& readers,
+                                                   const std::set<int>& output_values) {
+  const CanonicalNode& t = vg.order[at];
+  if (t.schema->op != kernels::Op::kTranspose || t.inputs.size() != 1 || !t.inferred.kernel_input_shapes.empty() ||
+      t.inferred.kernel_output_shape || t.inferred.params.perm != std::vector<int64_t>{0, 1, 3, 5, 2, 4, 6}) {
+    return std::nullopt;
+  }
+  // Each skipped value is read by the next instruction of the chain only.
+  auto step = [&](int v, int reader, kernels::Op op) -> int {
+    const int p = producer[v];
+    if (p < 0 || output_values.count(v) || readers[v].size() != 1 || readers[v][0] != reader) return -1;
+    const CanonicalNode& cn = vg.order[p];
+    if (cn.schema->op != op || !cn.inferred.kernel_input_shapes.empty() || cn.inferred.kernel_output_shape) return -1;
+    return p;
+  };
+  const int reshape = step(t.inputs[0], at, kernels::Op::kReshape);
+  if (reshape < 0) return std::nullopt;
+  const int column_gather = step(vg.order[reshape].inputs[0], reshape, kernels::Op::kGather);
+  if (column_gather < 0 || vg.order[column_gather].inputs.size() != 2 ||
+      vg.order[column_gather].inferred.params.axis != 4) {
+    return std::nullopt;
+  }
+  const int row_gather = step(vg.order[column_gather].inputs[0], column_gather, kernels::Op::kGather);
+  if (row_gather < 0 || vg.order[row_gather].inputs.size() != 2 || vg.order[row_gather].inferred.params.axis != 2) {
+    return std::nullopt;
+  }
+  Im2colTranspose ic;
+  ic.transpose = at;
+  ic.source = vg.order[row_gather].inputs[0];
+  ic.rows = vg.order[row_gather].inputs[1];
+  ic.cols = vg.order[column_gather].inputs[1];
+  ic.dropped = {row_gather, column_gather, reshape};
+  const TypeInfo& x = vg.types[ic.source];
+  const Shape& rows = vg.types[ic.rows].shape;
+  const Shape& cols = vg.types[ic.cols].shape;
+  const Shape& grouped = vg.types[t.inputs[0]].shape;
+  if (DTypeSize(x.dtype) != 1 || x.shape.size() != 4 || rows.size() != 2 || cols.size() != 2 || grouped.size() != 7 ||
+      grouped[1] < 1 || grouped[1] * grouped[2] != x.shape[1]) {
+    return std::nullopt;
+  }
+  const int64_t n = x.shape[0];
+  if (grouped != Shape{n, grouped[1], grouped[2], rows[0], rows[1], cols[0], cols[1]}) return std::nullopt;
+  ic.groups = grouped[1];
+  return ic;
+}
+
+// A `cast` from i8 to i32 read only by a `reduce_sum` (the row sums of the integer products'
+// zero-point corrections, ONNX.md): in the fused list the sum reads the i8 values itself
+// (OpParams::sum_widens_i8) and the cast does not run (DETERMINISM.md 3.1).
+struct WideningSum {
+  int sum = 0;     // canonical index of the reduce_sum
+  int cast = 0;    // canonical index of the cast
+  int source = 0;  // value id of the i8 input
+};
+
+std::optional<WideningSum> FindWideningSum(const ValidatedGraph& vg, int at, const std::vector<int>& producer,
+                                           const std::vector<std::vector<int>>& readers,
+                                           const std::set<int>& output_values) {
+  const CanonicalNode& sum = vg.order[at];
+  if (sum.schema->op != kernels::Op::kReduceSum || sum.inputs.size() != 1 ||
+      !sum.inferred.kernel_input_shapes.empty() || sum.inferred.kernel_output_shape) {
+    return std::nullopt;
+  }
+  const int v = sum.inputs[0];
+  const int c = producer[v];
+  if (c < 0 || output_values.count(v) || readers[v].size() != 1 || readers[v][0] != at) return std::nullopt;
+  const CanonicalNode& cast = vg.order[c];
+  if (cast.schema->op != kernels::Op::kCast || cast.inputs.size() != 1 || !cast.inferred.kernel_input_shapes.empty() ||
+      cast.inferred.kernel_output_shape || vg.types[cast.inputs[0]].dtype != DType::kI8 ||
+      vg.types[v].dtype != DType::kI32 || vg.types[cast.inputs[0]].shape != vg.types[v].shape) {
+    return std::nullopt;
+  }
+  return WideningSum{at, c, cast.inputs[0]};
+}
+
 // The fused instruction of a run: the head's instruction with the others as its epilogue.
 Instruction FuseRun(const FusionRun& run, const std::vector<Instruction>& instructions, const ValidatedGraph& vg,
                     const std::vector<int>& buffer_of) {
@@ -557,6 +645,10 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
   // Convolutions of zero-stuffed inputs read x itself in the fused list, so x stays live until
   // the conv (in both lists: they share one plan), and the conv's output never overlaps it.
   std::map<int, StuffedConv> stuffed_at;  // conv index -> its pattern
+  // Likewise ConvInteger's im2col transposes read x and the index tables in the fused list.
+  std::map<int, Im2colTranspose> im2col_at;  // transpose index -> its pattern
+  // And reduce_sums of i8 values cast to i32 read the i8 values.
+  std::map<int, WideningSum> widening_at;  // reduce_sum index -> its pattern
   std::vector<std::vector<int>> extra_reads(n);
   {
     std::vector<int> producer(values.size(), -1);
@@ -573,6 +665,26 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
         extra_reads[i].push_back(sc->source);
       }
       stuffed_at.emplace(i, std::move(*sc));
+    }
+    for (int i = 0; i < n; ++i) {
+      std::optional<Im2colTranspose> ic = FindIm2colTranspose(vg, i, producer, readers, output_values);
+      if (!ic || RelabelsOnly(vg.order[i], vg)) continue;
+      for (int v : {ic->source, ic->rows, ic->cols}) {
+        if (last_use[v] < i) {
+          last_use[v] = i;
+          extra_reads[i].push_back(v);
+        }
+      }
+      im2col_at.emplace(i, std::move(*ic));
+    }
+    for (int i = 0; i < n; ++i) {
+      std::optional<WideningSum> ws = FindWideningSum(vg, i, producer, readers, output_values);
+      if (!ws) continue;
+      if (last_use[ws->source] < i) {
+        last_use[ws->source] = i;
+        extra_reads[i].push_back(ws->source);
+      }
+      widening_at.emplace(i, *ws);
     }
   }
   // A fused run writes its output while its head runs, and reads the run's other inputs until
@@ -679,6 +791,24 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
     dropped.insert(it->second.dropped.begin(), it->second.dropped.end());
     ++it;
   }
+  for (auto it = im2col_at.begin(); it != im2col_at.end();) {
+    const int out = p.instructions[it->first].output;
+    if (!disjoint(buffer_of[it->second.source], out) || !disjoint(buffer_of[it->second.rows], out) ||
+        !disjoint(buffer_of[it->second.cols], out)) {
+      it = im2col_at.erase(it);
+      continue;
+    }
+    dropped.insert(it->second.dropped.begin(), it->second.dropped.end());
+    ++it;
+  }
+  for (auto it = widening_at.begin(); it != widening_at.end();) {
+    if (!disjoint(buffer_of[it->second.source], p.instructions[it->first].output)) {
+      it = widening_at.erase(it);
+      continue;
+    }
+    dropped.insert(it->second.cast);
+    ++it;
+  }
   std::vector<Instruction> fused;
   size_t next = 0;
   for (int i = 0; i < n; ++i) {
@@ -703,6 +833,20 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
       f.params.input_stuffing = sc->second.stuffing;
       f.fused_count += static_cast<int>(sc->second.dropped.size());
       for (int d : sc->second.dropped) f.node_label += ", " + p.instructions[d].node_label;
+    }
+    if (auto ic = im2col_at.find(i); ic != im2col_at.end()) {
+      const Im2colTranspose& t = ic->second;
+      f.inputs = {buffer_of[t.source], buffer_of[t.rows], buffer_of[t.cols]};
+      f.input_view_shapes = {vg.types[t.source].shape, vg.types[t.rows].shape, vg.types[t.cols].shape};
+      f.params.im2col_groups = t.groups;
+      f.fused_count += static_cast<int>(t.dropped.size());
+      for (int d : t.dropped) f.node_label += ", " + p.instructions[d].node_label;
+    }
+    if (auto ws = widening_at.find(i); ws != widening_at.end()) {
+      f.inputs[0] = buffer_of[ws->second.source];
+      f.params.sum_widens_i8 = true;
+      f.fused_count += 1;
+      f.node_label += ", " + p.instructions[ws->second.cast].node_label;
     }
     fused.push_back(std::move(f));
     i = last;

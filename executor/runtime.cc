@@ -25,7 +25,8 @@ std::string PreparedKey(const Instruction& ins, size_t k) {
                         &p.pad_begin, &p.pad_end, &p.input_stuffing}) {
     AppendInts(&key, *v);
   }
-  AppendInts(&key, {p.keepdims, p.axis, p.k, p.largest, p.group, p.count_include_pad, static_cast<int64_t>(p.to)});
+  AppendInts(&key, {p.keepdims, p.axis, p.k, p.largest, p.group, p.count_include_pad, static_cast<int64_t>(p.to),
+                    p.im2col_groups, p.sum_widens_i8});
   char floats[64];
   std::snprintf(floats, sizeof(floats), "%a|%a", static_cast<double>(p.epsilon), static_cast<double>(p.pad_value));
   return key + floats;
@@ -53,9 +54,11 @@ StatusOr<std::unique_ptr<LoadedProgram>> LoadedProgram::Load(const Program& prog
   lp->fused_supported_ = !program.fused_instructions.empty();
   for (const Instruction& ins : program.fused_instructions) {
     if (!lp->fused_supported_) break;
-    // A conv over a zero-stuffed input is a call of its own (kernels::OpParams::input_stuffing).
-    const bool stuffed = !ins.params.input_stuffing.empty();
-    if (ins.epilogue.empty() && !stuffed) continue;
+    // A conv over a zero-stuffed input, the im2col transpose and the widening sum are calls of
+    // their own (kernels::OpParams::input_stuffing, im2col_groups, sum_widens_i8).
+    const bool own_call =
+        !ins.params.input_stuffing.empty() || ins.params.im2col_groups != 0 || ins.params.sum_widens_i8;
+    if (ins.epilogue.empty() && !own_call) continue;
     std::vector<kernels::TensorView> views, epilogue_views;
     for (size_t i = 0; i < ins.inputs.size(); ++i) views.push_back(lp->View(ins.inputs[i], ins.input_view_shapes[i]));
     for (size_t i = 0; i < ins.epilogue_inputs.size(); ++i) {

@@ -125,6 +125,17 @@ struct OpParams {
   // +0.0 elsewhere: x zero-stuffed (uh - 1 rows and uw - 1 columns of zeros after each element)
   // and cropped to rows [r0, r0 + VH) and columns [c0, c0 + VW). Only the CPU backend runs it.
   std::vector<int64_t> input_stuffing;
+  // transpose, set only by compilation (docs/DETERMINISM.md 3.1, ConvInteger's im2col): 0, or
+  // the number of groups g. The call then reads x [N, C, H, W] (1-byte elements), a row table
+  // [R, KH] and a column table [OW, KW] (i32 or i64 gather indices into H and W) and writes
+  // [N, g, R, OW, C/g, KH, KW] with out[n, g', y, z, c, i, j] = x[n, g' * C/g + c, rows[y, i],
+  // cols[z, j]]: the two gathers, reshape and transpose of the ConvInteger lowering in one
+  // pass, with gather's index checks. Only the CPU backend runs it.
+  int64_t im2col_groups = 0;
+  // reduce_sum, set only by compilation (docs/DETERMINISM.md 3.1, a cast from i8 to i32 read
+  // only by the sum): the input is i8 and the output i32, the wrapping i32 sum of the values
+  // widened to i32, as the cast and the sum give it. Only the CPU backend runs it.
+  bool sum_widens_i8 = false;
 };
 
 struct TensorView {

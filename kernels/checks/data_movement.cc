@@ -56,7 +56,38 @@ Status ValidateCopy(const KernelCall& call) {
   return OkStatus();
 }
 
+// The im2col transpose (OpParams::im2col_groups): shapes only; the tables' values are
+// checked where they are read, as gather's are.
+Status ValidateIm2colTranspose(const KernelCall& call) {
+  RETURN_IF_ERROR(CheckCall(call, 3, 3));
+  const TensorView& x = call.in(0);
+  const TensorView& rows = call.in(1);
+  const TensorView& cols = call.in(2);
+  const TensorView& out = call.out();
+  RETURN_IF_ERROR(CheckSameDType(call, x));
+  if (DTypeSize(x.dtype) != 1) return InvalidArgument(Prefix(call.op) + "im2col takes 1-byte elements only");
+  for (const TensorView* t : {&rows, &cols}) {
+    if (t->dtype != DType::kI32 && t->dtype != DType::kI64) {
+      return InvalidArgument(Prefix(call.op) + "im2col tables must be i32 or i64, got " +
+                             std::string(DTypeName(t->dtype)));
+    }
+  }
+  const int64_t g = call.params->im2col_groups;
+  if (x.rank != 4 || rows.rank != 2 || cols.rank != 2 || out.rank != 7 || x.dims[1] % g != 0 ||
+      out.dims[0] != x.dims[0] || out.dims[1] != g || out.dims[2] != rows.dims[0] || out.dims[3] != cols.dims[0] ||
+      out.dims[4] != x.dims[1] / g || out.dims[5] != rows.dims[1] || out.dims[6] != cols.dims[1]) {
+    return InvalidArgument(Prefix(call.op) + "im2col output " + ShapeString(out) + " does not match x " +
+                           ShapeString(x) + ", rows " + ShapeString(rows) + ", columns " + ShapeString(cols) +
+                           ", groups " + std::to_string(g));
+  }
+  return OkStatus();
+}
+
 Status ValidateTranspose(const KernelCall& call) {
+  if (call.params != nullptr && call.params->im2col_groups != 0) {
+    if (call.params->im2col_groups < 0) return InvalidArgument(Prefix(call.op) + "im2col_groups must be positive");
+    return ValidateIm2colTranspose(call);
+  }
   RETURN_IF_ERROR(CheckCall(call, 1, 1));
   const TensorView& in = call.in(0);
   const TensorView& out = call.out();

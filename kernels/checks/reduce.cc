@@ -59,7 +59,13 @@ Status ValidateReduce(const KernelCall& call) {
     } else {
       return InvalidArgument(name + ": not a reduction");
     }
-    if (y.dtype != x.dtype) return InvalidArgument(name + ": output dtype must match the input");
+    if (p.sum_widens_i8) {
+      if (call.op != Op::kReduceSum || x.dtype != DType::kI8 || y.dtype != DType::kI32) {
+        return InvalidArgument(name + ": a widening sum takes i8 and gives i32");
+      }
+    } else if (y.dtype != x.dtype) {
+      return InvalidArgument(name + ": output dtype must match the input");
+    }
     int64_t prev = -1;
     for (int64_t a : p.axes) {
       if (a <= prev || a >= x.rank) return InvalidArgument(name + ": axes must be sorted, unique and in range");

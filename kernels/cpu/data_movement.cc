@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstring>
 #include <functional>
+#include <tuple>
 #include <vector>
 
 #include "kernels/checks/data_movement.h"
@@ -320,6 +321,115 @@ Status RunGather(const KernelCall& call, const CpuContext& ctx) {
   return OkStatus();
 }
 
+// --- ConvInteger's im2col in one pass (OpParams::im2col_groups) ---
+
+// Output pixels per tile of the im2col transpose, and the tile's size: a tile holds a block of
+// the output's Q columns for up to 64 pixels, so it stays in L1 whatever Q is.
+constexpr int64_t kIm2colTileColumns = 64;
+constexpr int64_t kIm2colTileBytes = 16 * 1024;
+
+// Transposes the 8 x 8 bytes of rows[0..7] (row r's byte c at bits 8c) in place: byte c of
+// row r becomes byte r of row c. Three rounds of swaps of 1, 2 and 4 bytes between row pairs.
+inline void TransposeBytes8x8(uint64_t* rows) {
+  for (int r = 0; r < 8; r += 2) {
+    const uint64_t t = ((rows[r] >> 8) ^ rows[r + 1]) & 0x00FF00FF00FF00FFull;
+    rows[r + 1] ^= t;
+    rows[r] ^= t << 8;
+  }
+  for (int r : {0, 1, 4, 5}) {
+    const uint64_t t = ((rows[r] >> 16) ^ rows[r + 2]) & 0x0000FFFF0000FFFFull;
+    rows[r + 2] ^= t;
+    rows[r] ^= t << 16;
+  }
+  for (int r = 0; r < 4; ++r) {
+    const uint64_t t = ((rows[r] >> 32) ^ rows[r + 4]) & 0x00000000FFFFFFFFull;
+    rows[r + 4] ^= t;
+    rows[r] ^= t << 32;
+  }
+}
+
+// out[z * out_stride + q] = tile[q * tile_stride + z] for q < rows, z < cols.
+void TransposeTile(const uint8_t* tile, int64_t tile_stride, int64_t rows, int64_t cols, uint8_t* out,
+                   int64_t out_stride) {
+  int64_t q = 0;
+  if constexpr (std::endian::native == std::endian::little) {
+    for (; q + 8 <= rows; q += 8) {
+      int64_t z = 0;
+      for (; z + 8 <= cols; z += 8) {
+        uint64_t block[8];
+        for (int r = 0; r < 8; ++r) std::memcpy(&block[r], tile + (q + r) * tile_stride + z, 8);
+        TransposeBytes8x8(block);
+        for (int r = 0; r < 8; ++r) std::memcpy(out + (z + r) * out_stride + q, &block[r], 8);
+      }
+      for (; z < cols; ++z) {
+        for (int64_t r = 0; r < 8; ++r) out[z * out_stride + q + r] = tile[(q + r) * tile_stride + z];
+      }
+    }
+  }
+  for (; q < rows; ++q) {
+    for (int64_t z = 0; z < cols; ++z) out[z * out_stride + q] = tile[q * tile_stride + z];
+  }
+}
+
+Status RunIm2colTranspose(const KernelCall& call, const CpuContext& ctx) {
+  const TensorView& x = call.in(0);
+  const TensorView& out = call.out();
+  const int64_t n = x.dims[0], c = x.dims[1], h = x.dims[2], w = x.dims[3];
+  const int64_t groups = out.dims[1], r = out.dims[2], ow = out.dims[3], cg = out.dims[4], kh = out.dims[5],
+                kw = out.dims[6];
+  // Checked in index order like the two gathers (rows first), before touching memory.
+  std::vector<int64_t> rows, cols;
+  for (auto [table, dim, idx] : {std::tuple{&call.in(1), h, &rows}, std::tuple{&call.in(2), w, &cols}}) {
+    if (table->dtype == DType::kI32) {
+      RETURN_IF_ERROR(NormalizeIndices<int32_t>(*table, dim, idx));
+    } else {
+      RETURN_IF_ERROR(NormalizeIndices<int64_t>(*table, dim, idx));
+    }
+  }
+  const int64_t q_total = cg * kh * kw;
+  if (out.num_elements() == 0) return OkStatus();
+  // A column j whose table is cols[0, j] + z: the tile row is a contiguous run of x's row.
+  std::vector<bool> unit_step(static_cast<size_t>(kw), true);
+  for (int64_t j = 0; j < kw; ++j) {
+    for (int64_t z = 1; z < ow; ++z) unit_step[j] = unit_step[j] && cols[z * kw + j] == cols[j] + z;
+  }
+  // Tiles of whole (c, i) pairs (at least one, so a tile is at most one unit's output).
+  const int64_t tile_cols = std::min(kIm2colTileColumns, ow);
+  const int64_t pair_bytes = kw * tile_cols;
+  const int64_t pairs_per_tile = std::max<int64_t>(1, kIm2colTileBytes / pair_bytes);
+  const int64_t z_blocks = (ow + tile_cols - 1) / tile_cols;
+  const uint8_t* src = static_cast<const uint8_t*>(x.data);
+  uint8_t* dst = static_cast<uint8_t*>(out.data);
+  // One unit: image n, group, output row y, a block of output pixels; all of its Q columns.
+  const int64_t units = n * groups * r * z_blocks;
+  Parallel(ctx, units, GrainFor(tile_cols * q_total), [&](int64_t ub, int64_t ue) {
+    std::vector<uint8_t> tile(static_cast<size_t>(pairs_per_tile * pair_bytes));
+    for (int64_t u = ub; u < ue; ++u) {
+      const int64_t zb = u % z_blocks, y = (u / z_blocks) % r, g = (u / z_blocks / r) % groups;
+      const int64_t img = u / z_blocks / r / groups;
+      const int64_t z0 = zb * tile_cols, zn = std::min(tile_cols, ow - z0);
+      uint8_t* out_block = dst + (((img * groups + g) * r + y) * ow + z0) * q_total;
+      for (int64_t p0 = 0; p0 < cg * kh; p0 += pairs_per_tile) {
+        const int64_t pn = std::min(pairs_per_tile, cg * kh - p0);
+        for (int64_t p = 0; p < pn; ++p) {
+          const int64_t ci = (p0 + p) / kh, i = (p0 + p) % kh;
+          const uint8_t* x_row = src + ((img * c + g * cg + ci) * h + rows[y * kh + i]) * w;
+          for (int64_t j = 0; j < kw; ++j) {
+            uint8_t* t = tile.data() + (p * kw + j) * tile_cols;
+            if (unit_step[j]) {
+              std::memcpy(t, x_row + cols[j] + z0, static_cast<size_t>(zn));
+            } else {
+              for (int64_t z = 0; z < zn; ++z) t[z] = x_row[cols[(z0 + z) * kw + j]];
+            }
+          }
+        }
+        TransposeTile(tile.data(), tile_cols, pn * kw, zn, out_block + p0 * kw, q_total);
+      }
+    }
+  });
+  return OkStatus();
+}
+
 template <typename T>
 T PadValueAs(float v) {
   return CastValue<float, T>(v);  // the f32 attribute converted like cast (section 4.2)
@@ -607,6 +717,8 @@ Status RunDataMovement(const KernelCall& call, const CpuContext& ctx) {
   const TensorView& out = call.out();
   switch (call.op) {
     case Op::kTranspose:
+      if (call.params->im2col_groups != 0) return RunIm2colTranspose(call, ctx);
+      [[fallthrough]];
     case Op::kSlice:
     case Op::kExpand: {
       const StridedRead r = PlanStridedRead(call);

@@ -199,6 +199,19 @@ struct IntSumOp {
   static T Empty() { return 0; }
 };
 
+// The sum of i8 values widened to i32 (OpParams::sum_widens_i8): the same wrapping sum as
+// IntSumOp<int32_t> over the cast values.
+struct WideningI8SumOp {
+  using In = int8_t;
+  using Out = int32_t;
+  using A = uint32_t;
+  static A Init() { return 0; }
+  static A Load(int8_t v) { return static_cast<A>(static_cast<int32_t>(v)); }
+  static A Combine(A a, A b) { return a + b; }
+  static int32_t Finish(A a) { return static_cast<int32_t>(a); }
+  static int32_t Empty() { return 0; }
+};
+
 template <typename T, bool kMax>
 struct IntMaxMinOp {
   using In = T;
@@ -669,6 +682,7 @@ inline Status RunReduceImpl(const KernelCall& call, const CpuContext& ctx) {
         for (int64_t o = 0; o < n_out; ++o) out[o] = CanonNaN(mean ? out[o] / count : out[o]);
         return OkStatus();
       }
+      if (p.sum_widens_i8) return RunOrderFree<WideningI8SumOp>(x, L, y, ctx.pool);
       if (x.dtype != DType::kF32) {  // integers; the float ops are not reached
         return DispatchOrderFree<IntSumOp, F32MaxMinOp<true>, F64MaxMinOp<true>>(x, L, y, ctx.pool);
       }

@@ -23,10 +23,14 @@ inline bool HasCudaDTypes(const KernelCall& call) {
   return true;
 }
 
-// A conv2d over a zero-stuffed input (OpParams::input_stuffing, made only in a program's fused
-// list) is the CPU backend's: refusing it makes the runtime give this backend the canonical list.
+// A conv2d over a zero-stuffed input (OpParams::input_stuffing), the fused im2col transpose
+// (OpParams::im2col_groups) and the widening sum (OpParams::sum_widens_i8), made only in a
+// program's fused list, are the CPU backend's:
+// refusing them makes the runtime give this backend the canonical list.
 inline bool Supports(const KernelCall& call) {
   if (call.op == Op::kConv2D && call.params && !call.params->input_stuffing.empty()) return false;
+  if (call.op == Op::kTranspose && call.params && call.params->im2col_groups != 0) return false;
+  if (call.op == Op::kReduceSum && call.params && call.params->sum_widens_i8) return false;
   return FamilyOf(call.op) != OpFamily::kNone && HasCudaDTypes(call);
 }
 

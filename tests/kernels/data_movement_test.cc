@@ -355,6 +355,68 @@ TEST(DataMovementTest, Gather) {
   }
 }
 
+// ConvInteger's im2col as one transpose (OpParams::im2col_groups, made only by compilation):
+// out[n, g, y, z, c, i, j] = x[n, g * C/g + c, rows[y, i], cols[z, j]], with gather's index
+// rules (negative indices count from the end; out of range is OutOfRange). Columns with a unit
+// step, another step and negative indices; more than one tile of 64 pixels; i32 and i64 tables.
+TEST(DataMovementTest, Im2colTranspose) {
+  const int64_t n = 2, c = 6, h = 7, w = 70, groups = 2, cg = c / groups, r = 3, kh = 2, ow = 67, kw = 3;
+  HostTensor x = Iota(DType::kU8, {n, c, h, w});
+  const std::vector<int64_t> rows = {0, 2, -1, 3, 6, -7};
+  std::vector<int64_t> cols;
+  for (int64_t z = 0; z < ow; ++z) {
+    cols.push_back(z + 2);        // a unit step
+    cols.push_back((z * 5) % w);  // another step
+    cols.push_back(z - w);        // negative: z
+  }
+  const Shape out_shape = {n, groups, r, ow, cg, kh, kw};
+  HostTensor want = Empty(DType::kU8, out_shape);
+  ForEachIndex(out_shape, [&](const std::vector<int64_t>& idx, int64_t i) {
+    int64_t row = rows[idx[2] * kh + idx[5]], col = cols[idx[3] * kw + idx[6]];
+    row = row < 0 ? row + h : row;
+    col = col < 0 ? col + w : col;
+    CopyElem(want, i, x, ((idx[0] * c + idx[1] * cg + idx[4]) * h + row) * w + col);
+  });
+  OpParams p;
+  p.perm = {0, 1, 3, 5, 2, 4, 6};
+  p.im2col_groups = groups;
+  EXPECT_EQ(RunAll(Op::kTranspose, {x, I64({r, kh}, rows), I64({ow, kw}, cols)}, DType::kU8, out_shape, p).bytes,
+            want.bytes);
+  std::vector<int32_t> rows32(rows.begin(), rows.end()), cols32(cols.begin(), cols.end());
+  HostTensor xi = Iota(DType::kI8, {n, c, h, w});
+  EXPECT_EQ(RunAll(Op::kTranspose, {xi, I32({r, kh}, rows32), I32({ow, kw}, cols32)}, DType::kI8, out_shape, p).bytes,
+            RunAll(Op::kTranspose, {xi, I64({r, kh}, rows), I64({ow, kw}, cols)}, DType::kI8, out_shape, p).bytes);
+  // A bad index is the gathers' error: the row table's first.
+  std::vector<int64_t> bad_rows = rows;
+  bad_rows[4] = h;
+  Status s = RunStatus(Op::kTranspose, {x, I64({r, kh}, bad_rows), I64({ow, kw}, cols)}, DType::kU8, out_shape, p);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(s.message().find("position 4"), std::string::npos) << s.message();
+  std::vector<int64_t> bad_cols = cols;
+  bad_cols[7] = -w - 1;
+  s = RunStatus(Op::kTranspose, {x, I64({r, kh}, rows), I64({ow, kw}, bad_cols)}, DType::kU8, out_shape, p);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(s.message().find(std::to_string(-w - 1)), std::string::npos) << s.message();
+  // Shapes, dtypes and group counts that do not fit are refused.
+  EXPECT_EQ(RunStatus(Op::kTranspose, {x, I64({r, kh}, rows), I64({ow, kw}, cols)}, DType::kU8,
+                      {n, groups, r, ow, cg, kh, kw + 1}, p)
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(RunStatus(Op::kTranspose, {x, F32({r, kh}, std::vector<float>(r * kh)), I64({ow, kw}, cols)}, DType::kU8,
+                      out_shape, p)
+                .code(),
+            StatusCode::kInvalidArgument);
+  HostTensor wide = Iota(DType::kI32, {n, c, h, w});
+  EXPECT_EQ(
+      RunStatus(Op::kTranspose, {wide, I64({r, kh}, rows), I64({ow, kw}, cols)}, DType::kI32, out_shape, p).code(),
+      StatusCode::kInvalidArgument);
+  p.im2col_groups = 4;  // does not divide C
+  EXPECT_EQ(
+      RunStatus(Op::kTranspose, {x, I64({r, kh}, rows), I64({ow, kw}, cols)}, DType::kU8, {n, 4, r, ow, 1, kh, kw}, p)
+          .code(),
+      StatusCode::kInvalidArgument);
+}
+
 TEST(DataMovementTest, Expand) {
   EXPECT_EQ(RunAll(Op::kExpand, {I32({3, 1}, {1, 2, 3})}, DType::kI32, {2, 3, 4}).vec<int32_t>(),
             (std::vector<int32_t>{1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3}));

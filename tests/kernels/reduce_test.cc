@@ -231,6 +231,45 @@ TEST_P(ReduceTest, AllAxisSubsetsRank3And4) {
   }
 }
 
+// The widening sum (OpParams::sum_widens_i8, made only by compilation for a cast from i8 to
+// i32 read only by a reduce_sum): i8 in, i32 out, the same bits as the sum of the cast values,
+// over the last axis (the corrections' row sums), other axes, all axes and none; wider than
+// i8's range; anything else refused.
+TEST_P(ReduceTest, WideningSumOfI8) {
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 5, 1153}, {2, 300, 40}, {7}}) {
+    HostTensor x(DType::kI8, shape);
+    FillInt<int8_t>(x, 77);
+    HostTensor wide(DType::kI32, shape);
+    for (int64_t i = 0; i < x.numel(); ++i) wide.as<int32_t>()[i] = x.as<int8_t>()[i];
+    for (const auto& axes : AllSubsets(static_cast<int>(shape.size()))) {
+      OpParams p;
+      p.axes = axes;
+      p.keepdims = true;
+      std::vector<int64_t> out_shape = shape;
+      for (int64_t a : axes) out_shape[a] = 1;
+      HostTensor want(DType::kI32, out_shape), got(DType::kI32, out_shape);
+      ASSERT_TRUE(Run(Op::kReduceSum, p, wide, want).ok());
+      p.sum_widens_i8 = true;
+      ASSERT_TRUE(Run(Op::kReduceSum, p, x, got).ok());
+      EXPECT_EQ(got.bytes, want.bytes) << ShapeToString(shape) << " axes " << axes.size();
+    }
+  }
+  HostTensor ones(DType::kI8, {300});
+  for (int i = 0; i < 300; ++i) ones.as<int8_t>()[i] = i % 2 ? 127 : -128;
+  HostTensor y(DType::kI32, {});
+  OpParams p;
+  p.axes = {0};
+  p.keepdims = false;
+  p.sum_widens_i8 = true;
+  ASSERT_TRUE(Run(Op::kReduceSum, p, ones, y).ok());
+  EXPECT_EQ(y.as<int32_t>()[0], -150);
+  HostTensor y8(DType::kI8, {});
+  EXPECT_EQ(Run(Op::kReduceSum, p, ones, y8).code(), StatusCode::kInvalidArgument);
+  HostTensor u = U8({3}, {1, 2, 3});
+  EXPECT_EQ(Run(Op::kReduceSum, p, u, y).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Run(Op::kReduceMax, p, ones, y).code(), StatusCode::kInvalidArgument);
+}
+
 TEST_P(ReduceTest, IntegerSumMaxMinWrap) {
   const std::vector<std::vector<int64_t>> shapes = {{3, 5, 7}, {2, 3, 4, 5}, {5000}, {300, 40}};
   uint32_t seed = 5;
