@@ -758,6 +758,55 @@ TEST_F(NodeTest, MetricsAndEigenHealthEndpoints) {
   }
 }
 
+// A client floods the decoded-input cache with distinct inputs and lies about one input's shape:
+// memory stays within the budget, the lie is refused every time, and inputs
+// evicted and read again from the store give the same bits as a local run.
+TEST_F(NodeTest, InputFloodStaysWithinTheCacheBudgetAndEvictedInputsGiveTheSameBits) {
+  constexpr int64_t kBudget = 4096;  // room for about ten [4, 8] f32 inputs (128 bytes + 256 each)
+  DaemonProcess* d = StartDaemon("n1", {"--metrics", "127.0.0.1:0", "--input-cache-bytes", std::to_string(kBudget)});
+  const std::string metrics = testing_support::ReadWholeFile(d->datadir() + "/metrics.addr");
+  ASSERT_FALSE(metrics.empty());
+  const std::string addr = metrics.substr(0, metrics.size() - 1);
+  NodeClient client(d->address());
+  const Graph g = SmallModel();
+
+  auto run = [&](const std::map<std::string, Tensor>& inputs, uint64_t nonce) {
+    auto submitted = client.SubmitTask(Prepare(client, g, inputs, nonce));
+    ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
+    auto task = client.WatchTask(submitted->task_id(), std::chrono::seconds(60), nullptr);
+    ASSERT_TRUE(task.ok()) << task.status().ToString();
+    ASSERT_EQ(task->state(), v1::TASK_STATE_SUCCEEDED) << task->error_message();
+    EXPECT_EQ(task->result().result_root(), ToHex(RunLocally(g, inputs).result_root)) << "nonce " << nonce;
+  };
+  const int kInputs = 40;
+  for (int i = 0; i < kInputs; ++i) {
+    run({{"x", RandomTensor({4, 8}, 100 + i)}}, i);
+    if (i % 10 == 0) {
+      // The lie: an input of the wrong shape, refused at SubmitTask, and again next time.
+      for (int attempt = 0; attempt < 2; ++attempt) {
+        auto refused = client.SubmitTask(Prepare(client, g, {{"x", RandomTensor({4, 9}, 7)}}, 1000 + i));
+        ASSERT_FALSE(refused.ok());
+        EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << refused.status().ToString();
+      }
+    }
+  }
+  // The first inputs were evicted long ago: read from the store again, same bits.
+  for (int i = 0; i < 3; ++i) run({{"x", RandomTensor({4, 8}, 100 + i)}}, 2000 + i);
+
+  auto value = [](const std::string& text, const std::string& name) -> int64_t {
+    const size_t at = text.find("\n" + name + " ");
+    if (at == std::string::npos) return -1;
+    return std::stoll(text.substr(at + name.size() + 2));
+  };
+  const auto text = HttpGet(addr, "/metrics");
+  ASSERT_EQ(text.first, 200);
+  const int64_t bytes = value(text.second, "consensor_input_cache_bytes");
+  EXPECT_GT(bytes, 0) << text.second;
+  EXPECT_LE(bytes, kBudget) << text.second;
+  EXPECT_LE(value(text.second, "consensor_input_cache_entries"), kBudget / 256) << text.second;
+  EXPECT_GE(value(text.second, "consensor_input_cache_evictions_total"), kInputs - kBudget / 384) << text.second;
+}
+
 TEST_F(NodeTest, ConfigFileOperatorKeyAndBadConfig) {
   // An operator key made with the CLI, its password in a file.
   std::ofstream(Path("password")) << "correct horse\n";
