@@ -13,6 +13,7 @@
 #include <functional>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/scratch_cache.h"
 
 namespace consensor::kernels::cpu::gemm {
 
@@ -49,24 +50,24 @@ struct Dims {
   int64_t M = 0, N = 0, K = 0;
 };
 
-// Packing scratch reused across calls of one worker chunk; grows on demand.
+// Packing scratch reused across calls of one worker chunk; grows on demand. Its blocks come
+// from and go back to the thread's kept scratch (scratch_cache.h), so the next call on this
+// thread finds pages already mapped.
 class Workspace {
  public:
   Workspace() = default;
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
   ~Workspace() {
-    for (auto& s : slots_) std::free(s.ptr);
+    for (auto& s : slots_) scratch::Give(s.ptr, s.size);
   }
   // A 64-byte aligned buffer of at least `bytes` bytes in slot `i` (0..3); returns
   // nullptr if the allocation fails.
   void* Get(int i, size_t bytes) {
     Slot& s = slots_[i];
     if (!s.ptr || s.size < bytes) {
-      std::free(s.ptr);
-      size_t alloc = (bytes + 63) / 64 * 64;
-      s.ptr = std::aligned_alloc(64, alloc == 0 ? 64 : alloc);
-      s.size = s.ptr ? alloc : 0;
+      scratch::Give(s.ptr, s.size);
+      s.ptr = scratch::Take(bytes, &s.size);
     }
     return s.ptr;
   }

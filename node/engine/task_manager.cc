@@ -1,5 +1,9 @@
 #include "node/engine/task_manager.h"
 
+#include <sched.h>
+#include <sys/resource.h>
+#include <time.h>
+
 #include <algorithm>
 
 #include "common/clock.h"
@@ -18,6 +22,29 @@ namespace consensor::node {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// What the worker thread has used so far, for the debug phase log: whether a slow task spent its
+// time on the CPU (and faulting pages in) or off it (preempted, waiting).
+struct ThreadUsage {
+  double cpu_seconds = 0;
+  int64_t minor_faults = 0;
+  int64_t involuntary_switches = 0;
+  int cpu = -1;
+  static ThreadUsage Now() {
+    ThreadUsage u;
+    timespec cpu_time{};
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_time) == 0) {
+      u.cpu_seconds = static_cast<double>(cpu_time.tv_sec) + static_cast<double>(cpu_time.tv_nsec) * 1e-9;
+    }
+    rusage usage{};
+    if (getrusage(RUSAGE_THREAD, &usage) == 0) {
+      u.minor_faults = usage.ru_minflt;
+      u.involuntary_switches = usage.ru_nivcsw;
+    }
+    u.cpu = sched_getcpu();
+    return u;
+  }
+};
 
 // For logging a store key that may not be a valid task id.
 std::span<const uint8_t> BytesOf(const std::string& key) {
@@ -765,6 +792,9 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   if (loaded->state() != v1::TASK_STATE_QUEUED) return;  // finished meanwhile (e.g. recovered twice)
 
   const auto start = Clock::now();
+  // Sampled only when the phase log is on (two system calls each).
+  const bool log_phases = LogEnabled(LogLevel::kDebug);
+  const ThreadUsage usage_start = log_phases ? ThreadUsage::Now() : ThreadUsage{};
   // Records are re-read under the record lock for every write: the consensus engine adds
   // attestations to the same record while the task runs. "Running" is not synced: it survives a
   // crash of the node (a task that kills it counts its attempts), and after a power loss the task
@@ -781,6 +811,7 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
         return OkStatus();
       },
       nullptr, Durability::kDeferred);
+  const double mark_s = std::chrono::duration<double>(Clock::now() - start).count();
   if (!started.ok()) {
     if (started.code() != StatusCode::kAborted) {
       Log(LogLevel::kError, "cannot mark task running", {{"task", id_hex}, {"error", started.ToString()}});
@@ -801,6 +832,7 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   std::shared_lock<std::shared_mutex> references;
   // Phase times for the debug log: where a slow task spends its time.
   double prepare_s = 0, run_s = 0, store_s = 0;
+  ThreadUsage usage_run_start, usage_run_end;
   bool warm = false;
   auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   auto run = [&]() -> Status {
@@ -809,6 +841,7 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
                      PrepareTask(store_, &programs_, &inputs_, spec, options_.limits, InputLoad::kWhole));
     prepare_s = since(phase);
     warm = prepared.warm;
+    if (log_phases) usage_run_start = ThreadUsage::Now();
     phase = Clock::now();
     executor::RunOptions ro;
     // No trace: attestations carry a zero trace root, and the trace is recomputed when asked
@@ -865,6 +898,7 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     }
     RETURN_IF_ERROR(outcome.status());
     run_s = since(phase);
+    if (log_phases) usage_run_end = ThreadUsage::Now();
     phase = Clock::now();
     std::string backend_name = backend->name();
     if (backend_name.rfind("cpu", 0) == 0) backend_name += " x" + std::to_string(options_.backend.threads);
@@ -921,6 +955,7 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   };
   Status status = run();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const ThreadUsage usage_end = log_phases ? ThreadUsage::Now() : ThreadUsage{};
   metrics_->execution_seconds->Observe(seconds);
 
   if (!status.ok() && interrupt_ && status.code() == StatusCode::kAborted) {
@@ -954,12 +989,25 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     Log(LogLevel::kError, "cannot store task result", {{"task", id_hex}, {"error", persisted.ToString()}});
     return;
   }
-  Log(LogLevel::kDebug, "task phases",
-      {{"task", id_hex},
-       {"warm", warm},
-       {"prepare_seconds", prepare_s},
-       {"run_seconds", run_s},
-       {"store_seconds", store_s}});
+  if (log_phases) {
+    // Wall and CPU time of the whole bracket (execution_seconds) and of the program's run; minor
+    // faults and involuntary context switches of the worker thread; the CPU it ran on.
+    Log(LogLevel::kDebug, "task phases",
+        {{"task", id_hex},
+         {"warm", warm},
+         {"seconds", seconds},
+         {"cpu_seconds", usage_end.cpu_seconds - usage_start.cpu_seconds},
+         {"minor_faults", usage_end.minor_faults - usage_start.minor_faults},
+         {"involuntary_switches", usage_end.involuntary_switches - usage_start.involuntary_switches},
+         {"mark_running_seconds", mark_s},
+         {"prepare_seconds", prepare_s},
+         {"run_seconds", run_s},
+         {"run_cpu_seconds", usage_run_end.cpu_seconds - usage_run_start.cpu_seconds},
+         {"run_minor_faults", usage_run_end.minor_faults - usage_run_start.minor_faults},
+         {"store_seconds", store_s},
+         {"cpu_at_start", usage_start.cpu},
+         {"cpu_at_end", usage_end.cpu}});
+  }
   auto after_sync = [this, id, id_hex, status, seconds, result = std::move(result)] {
     if (status.ok()) {
       metrics_->tasks_completed->Increment();
