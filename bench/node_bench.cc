@@ -6,7 +6,7 @@
 //     `consensor run` of the same graph and input in the same run; reports the ratio.
 //
 //   build/bench/node_bench [--tasks N] [--clients C] [--n SIZE] [--threads T] [--repeats R]
-//                          [--workers W (default 2)]
+//                          [--workers W (default 2)] [--run-task 1]
 //                          [--network ADDR,ADDR,... --replicas K --quorum Q [--final 1]]
 //
 // With --network the benchmark uses running network nodes (scripts/devnet.sh up) instead of
@@ -14,6 +14,9 @@
 // the certificate (SubmitTask -> certified result). With --final 1 each client also waits until
 // the task is final (its challenge window passed, consensus/finality.h) and both latencies are
 // reported.
+//
+// With --run-task 1 each client submits and waits in one call (RunTask) instead of SubmitTask
+// followed by a WatchTask stream; latency is then the call's (the submit part is not separate).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -85,7 +88,7 @@ int RunProcess(const std::vector<std::string>& args) {
 
 int Main(int argc, char** argv) {
   int tasks = 2000, clients = 8, n = 2048, threads = 1, repeats = 3, replicas = 0, quorum = 0, wait_final = 0,
-      node_workers = 2;
+      node_workers = 2, run_task = 0;
   std::vector<std::string> network;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
@@ -107,6 +110,7 @@ int Main(int argc, char** argv) {
     else if (k == "--threads") threads = v;
     else if (k == "--workers") node_workers = v;
     else if (k == "--repeats") repeats = v;
+    else if (k == "--run-task") run_task = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", argv[i]);
       return 2;
@@ -172,6 +176,19 @@ int Main(int argc, char** argv) {
           r.mutable_options()->set_nonce(static_cast<uint64_t>(i) + 1000000 + salt);
           set_consensus(&r);
           auto t0 = Clock::now();
+          if (run_task) {
+            auto ran = own.RunTask(r, std::chrono::seconds(600));
+            if (!ran.ok() || ran->task().state() != v1::TASK_STATE_SUCCEEDED) {
+              note_failure(!ran.ok() ? "RunTask: " + ran.status().ToString()
+                                     : "task ended " + v1::TaskState_Name(ran->task().state()) + " " +
+                                           ran->task().error_message());
+              continue;
+            }
+            const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+            std::lock_guard<std::mutex> lock(mu);
+            latencies.push_back(ms);
+            continue;
+          }
           auto s = own.SubmitTask(r);
           const double submit_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
           if (!s.ok()) {
@@ -204,16 +221,18 @@ int Main(int argc, char** argv) {
     }
     for (auto& w : workers) w.join();
     double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    std::printf("\nload: %d tiny tasks (matmul 4x8x8, add, tanh, softmax), %d client threads, %d workers\n", tasks,
-                clients, node_workers);
+    std::printf("\nload: %d tiny tasks (matmul 4x8x8, add, tanh, softmax), %d client threads, %d workers, %s\n", tasks,
+                clients, node_workers, run_task ? "RunTask (one call per task)" : "SubmitTask + WatchTask");
     std::printf("  completed %zu, failed %d, %.2f s\n", latencies.size(), failures.load(), seconds);
     if (!first_failure.empty()) std::printf("  first failure: %s\n", first_failure.c_str());
     if (!latencies.empty()) {
       std::printf("  throughput %.1f tasks/s\n", latencies.size() / seconds);
       std::printf("  submit->result latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", Percentile(latencies, 0.5),
                   Percentile(latencies, 0.99), Percentile(latencies, 1.0));
-      std::printf("    of which SubmitTask (acknowledged: the task is stored) p50 %.2f ms, p99 %.2f ms\n",
-                  Percentile(submit_latencies, 0.5), Percentile(submit_latencies, 0.99));
+      if (!submit_latencies.empty()) {
+        std::printf("    of which SubmitTask (acknowledged: the task is stored) p50 %.2f ms, p99 %.2f ms\n",
+                    Percentile(submit_latencies, 0.5), Percentile(submit_latencies, 0.99));
+      }
     }
     if (!final_latencies.empty()) {
       std::printf("  submit->final latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", Percentile(final_latencies, 0.5),
