@@ -335,9 +335,13 @@ grpc::Status ClientService::RunTaskImpl(grpc::ServerContext* context, const v1::
   const uint64_t wait_ms =
       request->max_wait_ms() == 0 ? kMaxRunTaskWaitMs : std::min(request->max_wait_ms(), kMaxRunTaskWaitMs);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-  // An empty record differs from any stored one, so the first wait returns the task at once
-  // (durable, as GetTask's); then each wait returns on a change or when the time is up.
+  // Each wait returns on a change or when the time is up, with the durable record (as GetTask's).
+  // A task this call just stored is QUEUED with no attempts (single node; a network entry
+  // node's record differs from this and the first wait returns it at once), so the first wait
+  // waits instead of returning the QUEUED record to be read again; a known task's state is
+  // unknown, and an empty record differs from any stored one.
   v1::Task current;
+  if (!submitted.already_known()) current.set_state(v1::TASK_STATE_QUEUED);
   while (true) {
     auto next = tasks_->WaitForChange(*id, current, deadline, [context] { return context->IsCancelled(); });
     if (!next.ok()) return ToGrpcStatus(next.status());
