@@ -6,7 +6,7 @@
 //     `consensor run` of the same graph and input in the same run; reports the ratio.
 //
 //   build/bench/node_bench [--tasks N] [--clients C] [--n SIZE] [--threads T] [--repeats R]
-//                          [--workers W (default 2)]
+//                          [--workers W (default 2)] [--run-task 1 [--async 1]]
 //                          [--network ADDR,ADDR,... --replicas K --quorum Q [--final 1]]
 //
 // With --network the benchmark uses running network nodes (scripts/devnet.sh up) instead of
@@ -14,6 +14,13 @@
 // the certificate (SubmitTask -> certified result). With --final 1 each client also waits until
 // the task is final (its challenge window passed, consensus/finality.h) and both latencies are
 // reported.
+//
+// With --run-task 1 each client submits and waits in one call (RunTask) instead of SubmitTask
+// followed by a WatchTask stream; latency is then the call's (the submit part is not separate).
+// With --async 1 as well, one client thread keeps C RunTask calls in flight on one completion
+// queue instead of C threads each making one call at a time (the client's threads then take
+// less of the CPU the node shares with them).
+#include <grpcpp/grpcpp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -85,7 +92,7 @@ int RunProcess(const std::vector<std::string>& args) {
 
 int Main(int argc, char** argv) {
   int tasks = 2000, clients = 8, n = 2048, threads = 1, repeats = 3, replicas = 0, quorum = 0, wait_final = 0,
-      node_workers = 2;
+      node_workers = 2, run_task = 0, async_client = 0;
   std::vector<std::string> network;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
@@ -107,6 +114,8 @@ int Main(int argc, char** argv) {
     else if (k == "--threads") threads = v;
     else if (k == "--workers") node_workers = v;
     else if (k == "--repeats") repeats = v;
+    else if (k == "--run-task") run_task = v;
+    else if (k == "--async") async_client = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", argv[i]);
       return 2;
@@ -118,6 +127,10 @@ int Main(int argc, char** argv) {
   testing_support::DaemonProcess daemon((dir / "datadir").string(),
                                         {"--workers", std::to_string(node_workers), "--queue", "100000", "--threads",
                                          std::to_string(threads), "--log-level", "warn"});
+  if (async_client && !run_task) {
+    std::fprintf(stderr, "--async needs --run-task 1\n");
+    return 2;
+  }
   if (network.empty()) {
     if (!daemon.Start()) {
       std::fprintf(stderr, "consensord did not start:\n%s\n", daemon.Log().c_str());
@@ -158,20 +171,86 @@ int Main(int argc, char** argv) {
       std::lock_guard<std::mutex> lock(mu);
       if (first_failure.empty()) first_failure = why;
     };
+    auto make_request = [&](int i) {
+      v1::SubmitTaskRequest r;
+      r.set_graph_sha256(graph_blob->sha256());
+      (*r.mutable_inputs())["x"] = x_blob->sha256();
+      r.mutable_options()->set_nonce(static_cast<uint64_t>(i) + 1000000 + salt);
+      set_consensus(&r);
+      return r;
+    };
     auto start = Clock::now();
     std::vector<std::thread> workers;
-    for (int c = 0; c < clients; ++c) {
+    if (async_client) {
+      // One thread, one completion queue per entry node's channel, `clients` calls in flight.
+      struct Call {
+        grpc::ClientContext context;
+        v1::RunTaskRequest request;
+        v1::RunTaskResponse response;
+        grpc::Status status;
+        std::unique_ptr<grpc::ClientAsyncResponseReader<v1::RunTaskResponse>> reader;
+        Clock::time_point t0;
+      };
+      std::vector<std::unique_ptr<v1::Client::Stub>> stubs;
+      for (const std::string& address : network) {
+        stubs.push_back(v1::Client::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())));
+      }
+      grpc::CompletionQueue cq;
+      int launched = 0, in_flight = 0;
+      auto launch = [&] {
+        auto call = std::make_unique<Call>();
+        call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(600));
+        *call->request.mutable_task() = make_request(launched);
+        call->request.set_max_wait_ms(600000);
+        call->t0 = Clock::now();
+        call->reader =
+            stubs[static_cast<size_t>(launched) % stubs.size()]->AsyncRunTask(&call->context, call->request, &cq);
+        Call* raw = call.release();
+        raw->reader->Finish(&raw->response, &raw->status, raw);
+        ++launched;
+        ++in_flight;
+      };
+      while (launched < tasks && in_flight < clients) launch();
+      void* tag = nullptr;
+      bool ok = false;
+      while (in_flight > 0 && cq.Next(&tag, &ok)) {
+        std::unique_ptr<Call> call(static_cast<Call*>(tag));
+        --in_flight;
+        if (!call->status.ok()) {
+          note_failure("RunTask: " + call->status.error_message());
+        } else if (call->response.task().state() != v1::TASK_STATE_SUCCEEDED) {
+          note_failure("task ended " + v1::TaskState_Name(call->response.task().state()) + " " +
+                       call->response.task().error_message());
+        } else {
+          latencies.push_back(std::chrono::duration<double, std::milli>(Clock::now() - call->t0).count());
+        }
+        if (launched < tasks) launch();
+      }
+      cq.Shutdown();
+      while (cq.Next(&tag, &ok)) {
+      }
+    }
+    for (int c = 0; c < clients && !async_client; ++c) {
       workers.emplace_back([&, c] {
         node::NodeClient own(network[static_cast<size_t>(c) % network.size()]);
         while (true) {
           int i = next.fetch_add(1);
           if (i >= tasks) return;
-          v1::SubmitTaskRequest r;
-          r.set_graph_sha256(graph_blob->sha256());
-          (*r.mutable_inputs())["x"] = x_blob->sha256();
-          r.mutable_options()->set_nonce(static_cast<uint64_t>(i) + 1000000 + salt);
-          set_consensus(&r);
+          v1::SubmitTaskRequest r = make_request(i);
           auto t0 = Clock::now();
+          if (run_task) {
+            auto ran = own.RunTask(r, std::chrono::seconds(600));
+            if (!ran.ok() || ran->task().state() != v1::TASK_STATE_SUCCEEDED) {
+              note_failure(!ran.ok() ? "RunTask: " + ran.status().ToString()
+                                     : "task ended " + v1::TaskState_Name(ran->task().state()) + " " +
+                                           ran->task().error_message());
+              continue;
+            }
+            const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+            std::lock_guard<std::mutex> lock(mu);
+            latencies.push_back(ms);
+            continue;
+          }
           auto s = own.SubmitTask(r);
           const double submit_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
           if (!s.ok()) {
@@ -204,16 +283,21 @@ int Main(int argc, char** argv) {
     }
     for (auto& w : workers) w.join();
     double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    std::printf("\nload: %d tiny tasks (matmul 4x8x8, add, tanh, softmax), %d client threads, %d workers\n", tasks,
-                clients, node_workers);
+    std::printf("\nload: %d tiny tasks (matmul 4x8x8, add, tanh, softmax), %d clients, %d workers, %s\n", tasks,
+                clients, node_workers,
+                async_client ? "RunTask from one async client thread (clients = calls in flight)"
+                : run_task   ? "RunTask (one call per task), a thread per client"
+                             : "SubmitTask + WatchTask, a thread per client");
     std::printf("  completed %zu, failed %d, %.2f s\n", latencies.size(), failures.load(), seconds);
     if (!first_failure.empty()) std::printf("  first failure: %s\n", first_failure.c_str());
     if (!latencies.empty()) {
       std::printf("  throughput %.1f tasks/s\n", latencies.size() / seconds);
       std::printf("  submit->result latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", Percentile(latencies, 0.5),
                   Percentile(latencies, 0.99), Percentile(latencies, 1.0));
-      std::printf("    of which SubmitTask (acknowledged: the task is stored) p50 %.2f ms, p99 %.2f ms\n",
-                  Percentile(submit_latencies, 0.5), Percentile(submit_latencies, 0.99));
+      if (!submit_latencies.empty()) {
+        std::printf("    of which SubmitTask (acknowledged: the task is stored) p50 %.2f ms, p99 %.2f ms\n",
+                    Percentile(submit_latencies, 0.5), Percentile(submit_latencies, 0.99));
+      }
     }
     if (!final_latencies.empty()) {
       std::printf("  submit->final latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", Percentile(final_latencies, 0.5),

@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+
 #include "common/file_io.h"
 #include "common/sha256.h"
 
@@ -134,6 +136,19 @@ StatusOr<v1::Task> NodeClient::WatchTask(const std::string& task_id, std::chrono
   RETURN_IF_ERROR(FromGrpcStatus(reader->Finish(), address_));
   if (!any) return Internal("the watch stream ended without a task");
   return last;
+}
+
+StatusOr<v1::RunTaskResponse> NodeClient::RunTask(const v1::SubmitTaskRequest& request,
+                                                  std::chrono::milliseconds max_wait,
+                                                  std::optional<std::chrono::milliseconds> deadline) {
+  grpc::ClientContext context;
+  Prepare(&context, deadline.value_or(max_wait + call_timeout_));
+  v1::RunTaskRequest run;
+  *run.mutable_task() = request;
+  run.set_max_wait_ms(static_cast<uint64_t>(std::max<int64_t>(max_wait.count(), 1)));
+  v1::RunTaskResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->RunTask(&context, run, &response), address_));
+  return response;
 }
 
 StatusOr<v1::NodeInfo> NodeClient::GetNodeInfo() {

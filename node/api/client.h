@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,6 +36,11 @@ class NodeClient {
   StatusOr<v1::Task> WatchTask(const std::string& task_id, std::chrono::milliseconds timeout,
                                const std::function<void(const v1::Task&)>& on_update,
                                const std::function<bool(const v1::Task&)>& done = nullptr);
+  // SubmitTask and a wait in one call: the task once it is final, or as it is when `max_wait`
+  // has passed (not final then). The call's deadline is `max_wait` plus the usual call timeout
+  // unless `deadline` is given (a shorter one ends the call with DEADLINE_EXCEEDED instead).
+  StatusOr<v1::RunTaskResponse> RunTask(const v1::SubmitTaskRequest& request, std::chrono::milliseconds max_wait,
+                                        std::optional<std::chrono::milliseconds> deadline = std::nullopt);
   StatusOr<v1::NodeInfo> GetNodeInfo();
   // The node executes the task again to recompute its trace (as long as `call_timeout`).
   StatusOr<v1::TraceResponse> GetTrace(const std::string& task_id, uint32_t first_op, uint32_t max_ops);

@@ -1,5 +1,6 @@
 #include "node/api/client_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -316,6 +317,43 @@ grpc::Status ClientService::WatchTaskImpl(grpc::ServerContext* context, const v1
   }
 }
 
+grpc::Status ClientService::RunTaskImpl(grpc::ServerContext* context, const v1::RunTaskRequest* request,
+                                        v1::RunTaskResponse* response, const ClientIdentity* who) {
+  // The wait holds a server thread as a watch does, so it takes a watch slot, before anything
+  // is stored: a client at max_watches is refused without a task left behind.
+  ClientGate::WatchSlot slot;
+  if (gate_ != nullptr && who != nullptr) {
+    auto opened = gate_->OpenWatch(*who);
+    if (!opened.ok()) return ToGrpcStatus(opened.status());
+    slot = std::move(opened).value();
+  }
+  v1::SubmitTaskResponse submitted;
+  if (grpc::Status s = SubmitTaskImpl(context, &request->task(), &submitted, who); !s.ok()) return s;
+  response->set_already_known(submitted.already_known());
+  auto id = consensus::TaskId::FromHex(submitted.task_id());
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  const uint64_t wait_ms =
+      request->max_wait_ms() == 0 ? kMaxRunTaskWaitMs : std::min(request->max_wait_ms(), kMaxRunTaskWaitMs);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  // Each wait returns on a change or when the time is up, with the durable record (as GetTask's).
+  // A task this call just stored is QUEUED with no attempts (single node; a network entry
+  // node's record differs from this and the first wait returns it at once), so the first wait
+  // waits instead of returning the QUEUED record to be read again; a known task's state is
+  // unknown, and an empty record differs from any stored one.
+  v1::Task current;
+  if (!submitted.already_known()) current.set_state(v1::TASK_STATE_QUEUED);
+  while (true) {
+    auto next = tasks_->WaitForChange(*id, current, deadline, [context] { return context->IsCancelled(); });
+    if (!next.ok()) return ToGrpcStatus(next.status());
+    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled");
+    const bool changed = TaskManager::Changed(current, *next);
+    current = std::move(next).value();
+    if (consensus::IsFinal(static_cast<consensus::TaskState>(current.state())) || !changed) break;
+  }
+  *response->mutable_task() = std::move(current);
+  return grpc::Status::OK;
+}
+
 grpc::Status ClientService::GetNodeInfoImpl(grpc::ServerContext*, const v1::GetNodeInfoRequest*,
                                             v1::NodeInfo* response) {
   if (node_info_) node_info_(response);
@@ -376,6 +414,14 @@ grpc::Status ClientService::WatchTask(grpc::ServerContext* context, const v1::Wa
   auto who = Authenticate(context, &refusal);
   if (!who) return Count(metrics_, "WatchTask", refusal);
   return Count(metrics_, "WatchTask", WatchTaskImpl(context, request, writer, &*who));
+}
+
+grpc::Status ClientService::RunTask(grpc::ServerContext* context, const v1::RunTaskRequest* request,
+                                    v1::RunTaskResponse* response) {
+  grpc::Status refusal;
+  auto who = Authenticate(context, &refusal);
+  if (!who) return Count(metrics_, "RunTask", refusal);
+  return Count(metrics_, "RunTask", RunTaskImpl(context, request, response, &*who));
 }
 
 grpc::Status ClientService::GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
@@ -486,6 +532,9 @@ grpc::Status PeerFacingClientService::GetTask(grpc::ServerContext* context, cons
 grpc::Status PeerFacingClientService::WatchTask(grpc::ServerContext*, const v1::WatchTaskRequest*,
                                                 grpc::ServerWriter<v1::Task>*) {
   return NotForPeers("WatchTask");
+}
+grpc::Status PeerFacingClientService::RunTask(grpc::ServerContext*, const v1::RunTaskRequest*, v1::RunTaskResponse*) {
+  return NotForPeers("RunTask");
 }
 grpc::Status PeerFacingClientService::GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
                                                   v1::NodeInfo* response) {

@@ -38,10 +38,15 @@ class ClientService final : public v1::Client::Service {
   grpc::Status GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request, v1::Task* response) override;
   grpc::Status WatchTask(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
                          grpc::ServerWriter<v1::Task>* writer) override;
+  grpc::Status RunTask(grpc::ServerContext* context, const v1::RunTaskRequest* request,
+                       v1::RunTaskResponse* response) override;
   grpc::Status GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
                            v1::NodeInfo* response) override;
   grpc::Status GetTrace(grpc::ServerContext* context, const v1::GetTraceRequest* request,
                         v1::TraceResponse* response) override;
+
+  // RunTask's longest wait (also what max_wait_ms = 0 asks for).
+  static constexpr uint64_t kMaxRunTaskWaitMs = 600000;
 
   // Network mode: SubmitTask goes to the consensus engine (which announces the task).
   using Submitter = std::function<StatusOr<SubmitOutcome>(const v1::SubmitTaskRequest&)>;
@@ -80,6 +85,8 @@ class ClientService final : public v1::Client::Service {
   grpc::Status GetTaskImpl(grpc::ServerContext* context, const v1::GetTaskRequest* request, v1::Task* response);
   grpc::Status WatchTaskImpl(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
                              grpc::ServerWriter<v1::Task>* writer, const ClientIdentity* who);
+  grpc::Status RunTaskImpl(grpc::ServerContext* context, const v1::RunTaskRequest* request,
+                           v1::RunTaskResponse* response, const ClientIdentity* who);
   grpc::Status GetNodeInfoImpl(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
                                v1::NodeInfo* response);
   grpc::Status GetTraceImpl(grpc::ServerContext* context, const v1::GetTraceRequest* request,
@@ -121,7 +128,7 @@ struct PeerCallGuards {
 
 // consensor.v1.Client on the peer listener (p2p.listen): only the calls other operators make
 // (GetBlob for a task's blobs, GetTask for a certified result, GetNodeInfo), answered by the
-// client API's service. Uploads, submissions and watches are refused with UNIMPLEMENTED, so a
+// client API's service. Uploads, submissions, watches and RunTask are refused with UNIMPLEMENTED, so a
 // client cannot take the peers' threads with long-lived streams.
 class PeerFacingClientService final : public v1::Client::Service {
  public:
@@ -143,6 +150,8 @@ class PeerFacingClientService final : public v1::Client::Service {
   grpc::Status GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request, v1::Task* response) override;
   grpc::Status WatchTask(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
                          grpc::ServerWriter<v1::Task>* writer) override;
+  grpc::Status RunTask(grpc::ServerContext* context, const v1::RunTaskRequest* request,
+                       v1::RunTaskResponse* response) override;
   grpc::Status GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
                            v1::NodeInfo* response) override;
   grpc::Status GetTrace(grpc::ServerContext* context, const v1::GetTraceRequest* request,

@@ -4,11 +4,14 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iomanip>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -320,38 +323,60 @@ int CmdSubmit(const ParsedArgs& a, std::ostream& out, std::ostream& err) {
   // Before the request leaves: `consensor verify --submitted-at` checks that the committee's
   // seed block came after this moment.
   const int64_t submitted_at = UnixMillisNow() / 1000;
-  auto submitted = client.SubmitTask(request);
-  if (!submitted.ok()) return Fail(err, submitted.status());
-  if (submitted->task_id() != expected_id->Hex()) {
-    return Fail(err, FailedPrecondition("node " + client.address() + " answered with task id " + submitted->task_id() +
+  const auto started = std::chrono::steady_clock::now();
+  // --wait ends when the task is certified (or done); --final waits out the challenge window.
+  const bool wait_final = a.HasFlag("--final");
+  // Without --final, --wait submits and waits in one call (RunTask); a task still unfinished
+  // when the node's wait ends is then watched for the rest of --timeout.
+  std::optional<v1::RunTaskResponse> ran;
+  v1::SubmitTaskResponse submitted;
+  if (a.HasFlag("--wait") && !wait_final) {
+    auto r = client.RunTask(request, *timeout);
+    if (!r.ok()) return Fail(err, r.status());
+    submitted.set_task_id(r->task().task_id());
+    submitted.set_already_known(r->already_known());
+    ran = std::move(r).value();
+  } else {
+    auto r = client.SubmitTask(request);
+    if (!r.ok()) return Fail(err, r.status());
+    submitted = std::move(r).value();
+  }
+  if (submitted.task_id() != expected_id->Hex()) {
+    return Fail(err, FailedPrecondition("node " + client.address() + " answered with task id " + submitted.task_id() +
                                         ", but this request's id is " + expected_id->Hex() +
                                         ": the node changed what was asked for; do not trust its results"));
   }
-  out << "task     " << submitted->task_id() << (submitted->already_known() ? " (already known)" : "") << "\n";
+  out << "task     " << submitted.task_id() << (submitted.already_known() ? " (already known)" : "") << "\n";
   out << "submitted " << submitted_at << " (unix seconds; for consensor verify --submitted-at)\n";
   if (!a.HasFlag("--wait")) return kExitOk;
 
   v1::TaskState last_state = v1::TASK_STATE_UNSPECIFIED;
   uint32_t last_attempts = 0;
   bool said_final = false;
-  // --wait ends when the task is certified (or done); --final waits out the challenge window.
-  const bool wait_final = a.HasFlag("--final");
-  auto task = client.WatchTask(
-      submitted->task_id(), *timeout,
-      [&](const v1::Task& t) {
-        if (t.consensus().final() && !said_final) {
-          said_final = true;
-          err << "  final\n";
-        }
-        if (t.state() == last_state && t.attempts() == last_attempts) return;
-        last_state = t.state();
-        last_attempts = t.attempts();
-        err << "  " << (t.consensus().has_certificate() ? "certified" : StateName(t.state()));
-        if (t.state() == v1::TASK_STATE_RUNNING && t.attempts() > 1) err << " (attempt " << t.attempts() << ")";
-        err << "\n";
-      },
-      [&](const v1::Task& t) { return !wait_final && t.state() == v1::TASK_STATE_SUCCEEDED; });
-  if (!task.ok()) return Fail(err, task.status().WithContext("waiting for task " + submitted->task_id()));
+  auto report = [&](const v1::Task& t) {
+    if (t.consensus().final() && !said_final) {
+      said_final = true;
+      err << "  final\n";
+    }
+    if (t.state() == last_state && t.attempts() == last_attempts) return;
+    last_state = t.state();
+    last_attempts = t.attempts();
+    err << "  " << (t.consensus().has_certificate() ? "certified" : StateName(t.state()));
+    if (t.state() == v1::TASK_STATE_RUNNING && t.attempts() > 1) err << " (attempt " << t.attempts() << ")";
+    err << "\n";
+  };
+  StatusOr<v1::Task> task = Internal("no task");
+  if (ran && consensus::IsFinal(static_cast<consensus::TaskState>(ran->task().state()))) {
+    report(ran->task());
+    task = ran->task();
+  } else {
+    const auto left = std::max(
+        std::chrono::milliseconds(1),
+        *timeout - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started));
+    task = client.WatchTask(submitted.task_id(), left, report,
+                            [&](const v1::Task& t) { return !wait_final && t.state() == v1::TASK_STATE_SUCCEEDED; });
+  }
+  if (!task.ok()) return Fail(err, task.status().WithContext("waiting for task " + submitted.task_id()));
   PrintTask(*task, out);
   if (task->state() != v1::TASK_STATE_SUCCEEDED) return kExitFailure;
   if (auto dir = a.Option("--out")) {

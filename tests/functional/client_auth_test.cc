@@ -38,11 +38,12 @@ Graph TinyModel() {
 }
 
 // Far more matmuls than its wall-time cap allows (set per task below): it runs, and a watch on it
-// stays open, for the cap's length whatever the machine's speed, then fails.
-Graph SlowModel() {
+// stays open, for the cap's length whatever the machine's speed, then fails. (At n = 256 a fast
+// machine finishes it in under 2 s; n = 512 is 8 times the work.)
+Graph SlowModel(int64_t n = 256) {
   Graph g;
-  Value x = g.input("x", DType::kF32, {256, 256});
-  Value w = g.constant(testing_support::RandomF32({256, 256}, 3));
+  Value x = g.input("x", DType::kF32, {n, n});
+  Value w = g.constant(testing_support::RandomF32({n, n}, 3));
   Value h = x;
   for (int i = 0; i < 3000; ++i) h = tanh(matmul(h, w));
   g.output("y", h);
@@ -282,6 +283,112 @@ TEST_F(ClientAuthTest, ClientOverItsBudgetsIsRefusedWhileAnotherCompletes) {
   EXPECT_TRUE(Contains(metrics, "consensor_client_refusals_total{client=\"carol\",budget=\"flops_per_minute\"} 1"));
   EXPECT_TRUE(Contains(metrics, "consensor_client_refusals_total{client=\"dave\",budget=\"max_disk_bytes\"} 1"));
   EXPECT_TRUE(Contains(metrics, "consensor_client_disk_bytes{client=\"dave\"} 4000")) << metrics;
+}
+
+// RunTask submits and waits in one call (docs/NODE.md, "Submitting and waiting in one call"):
+// a finished task comes back with its result, a failed one FAILED, a wait shorter than the task
+// answers with the unfinished task, a cancelled call ends only the wait (its watch slot comes
+// back, the task runs on), and a client at max_watches or over its FLOPs is refused before
+// anything is stored.
+TEST_F(ClientAuthTest, RunTaskSubmitsAndWaitsInOneCall) {
+  const int64_t tiny_flops = CountedFlops(TinyModel());
+  const std::string keys =
+      WriteKeysFile(NewClientKey("erin", "max_watches = 1\n") +
+                    NewClientKey("carol", "flops_per_minute = " + std::to_string(tiny_flops * 3 / 2) + "\n"));
+  DaemonProcess* d = StartDaemon(
+      "node", {"--client-auth", "keys", "--client-keys-file", keys, "--metrics", "127.0.0.1:0", "--workers", "2"});
+  NodeClient erin = ClientOf(d, "erin");
+  NodeClient carol = ClientOf(d, "carol");
+  auto task_count = [&] {
+    auto info = erin.GetNodeInfo();
+    EXPECT_TRUE(info.ok()) << info.status().ToString();
+    return info.ok() ? info->task_count() : 0;
+  };
+  auto watches_are = [&](int n) {
+    const std::string want = "consensor_client_watches{client=\"erin\"} " + std::to_string(n);
+    for (int i = 0; i < 200; ++i) {
+      if (Contains(Metrics(d), want)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+
+  // One call: the task, final, with the result GetTask reports; again: already known.
+  const v1::SubmitTaskRequest tiny = Prepare(erin, TinyModel(), {2, 4}, 1);
+  auto ran = erin.RunTask(tiny, std::chrono::seconds(60));
+  ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+  EXPECT_FALSE(ran->already_known());
+  ASSERT_EQ(ran->task().state(), v1::TASK_STATE_SUCCEEDED) << ran->task().error_message();
+  EXPECT_EQ(ran->task().result().result_root().size(), 64u);
+  EXPECT_EQ(ran->task().result().outputs_size(), 1);
+  auto stored = erin.GetTask(ran->task().task_id());
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->result().result_root(), ran->task().result().result_root());
+  auto again = erin.RunTask(tiny, std::chrono::seconds(60));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->already_known());
+  EXPECT_EQ(again->task().task_id(), ran->task().task_id());
+  EXPECT_EQ(again->task().state(), v1::TASK_STATE_SUCCEEDED);
+
+  // A task that fails (over its wall-time cap) comes back FAILED, with why.
+  v1::SubmitTaskRequest failing = Prepare(erin, SlowModel(), {256, 256}, 2);
+  failing.mutable_options()->set_max_wall_ms(200);
+  auto failed = erin.RunTask(failing, std::chrono::seconds(60));
+  ASSERT_TRUE(failed.ok()) << failed.status().ToString();
+  EXPECT_EQ(failed->task().state(), v1::TASK_STATE_FAILED);
+  EXPECT_EQ(failed->task().error_code(), "DEADLINE_EXCEEDED") << failed->task().error_message();
+
+  // A wait shorter than the task: the node answers with the task as it is, unfinished.
+  v1::SubmitTaskRequest slow = Prepare(erin, SlowModel(512), {512, 512}, 3);
+  slow.mutable_options()->set_max_wall_ms(5000);
+  auto unfinished = erin.RunTask(slow, std::chrono::milliseconds(300));
+  ASSERT_TRUE(unfinished.ok()) << unfinished.status().ToString();
+  EXPECT_TRUE(unfinished->task().state() == v1::TASK_STATE_QUEUED ||
+              unfinished->task().state() == v1::TASK_STATE_RUNNING)
+      << v1::TaskState_Name(unfinished->task().state());
+  const std::string slow_id = unfinished->task().task_id();
+
+  // A call whose deadline passes ends; the node gives its watch slot back.
+  auto cut = erin.RunTask(slow, std::chrono::seconds(60), std::chrono::milliseconds(300));
+  EXPECT_EQ(cut.status().code(), StatusCode::kDeadlineExceeded) << cut.status().ToString();
+  EXPECT_TRUE(watches_are(0));
+
+  // Erin's one slot held by a RunTask on the slow task: a second RunTask is refused, naming the
+  // budget, and stores nothing.
+  std::future<StatusOr<v1::RunTaskResponse>> holder =
+      std::async(std::launch::async, [&] { return erin.RunTask(slow, std::chrono::seconds(60)); });
+  EXPECT_TRUE(watches_are(1));
+  const uint64_t tasks_before = task_count();
+  auto refused = erin.RunTask(Prepare(erin, TinyModel(), {2, 4}, 4), std::chrono::seconds(60));
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted) << refused.status().ToString();
+  EXPECT_TRUE(Contains(refused.status().message(), "max_watches")) << refused.status().ToString();
+  EXPECT_EQ(task_count(), tasks_before);
+  // The slow task ran on through the cut call and ends at its wall-time cap.
+  auto held = holder.get();
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_EQ(held->task().task_id(), slow_id);
+  EXPECT_TRUE(held->already_known());
+  EXPECT_EQ(held->task().state(), v1::TASK_STATE_FAILED);
+  EXPECT_EQ(held->task().error_code(), "DEADLINE_EXCEEDED");
+
+  // FLOPs per minute apply as to SubmitTask.
+  auto first = carol.RunTask(Prepare(carol, TinyModel(), {2, 4}, 10), std::chrono::seconds(60));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->task().state(), v1::TASK_STATE_SUCCEEDED);
+  auto over_flops = carol.RunTask(Prepare(carol, TinyModel(), {2, 4}, 11), std::chrono::seconds(60));
+  EXPECT_EQ(over_flops.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(Contains(over_flops.status().message(), "flops_per_minute")) << over_flops.status().ToString();
+
+  // Bad input: the same clear error as SubmitTask's.
+  v1::SubmitTaskRequest bad = tiny;
+  bad.set_graph_sha256("not-a-hash");
+  auto bad_run = erin.RunTask(bad, std::chrono::seconds(60));
+  EXPECT_EQ(bad_run.status().code(), StatusCode::kInvalidArgument) << bad_run.status().ToString();
+
+  const std::string metrics = Metrics(d);
+  EXPECT_TRUE(Contains(metrics, "consensor_client_refusals_total{client=\"erin\",budget=\"max_watches\"} 1"))
+      << metrics;
+  EXPECT_TRUE(Contains(metrics, "consensor_rpc_requests_total{method=\"RunTask\",code=\"OK\"} 6")) << metrics;
 }
 
 TEST_F(ClientAuthTest, DiskChargesSurviveARestartAndRetentionReleasesThem) {

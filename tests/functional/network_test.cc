@@ -289,6 +289,20 @@ TEST_F(NetworkHonestTest, CertificateVerifiesOnChainAndEveryNodeAgrees) {
   }
   EXPECT_EQ(members, 3);
   EXPECT_EQ(observers, 1);
+
+  // RunTask on a network node answers once the task is certified: one call, with the
+  // certificate and the honest result.
+  const std::map<std::string, Tensor> inputs = {{"x", testing_support::RandomF32({4, 8}, 12)}};
+  auto local = testing_support::ExecuteLocally(testing_support::TinyModel(), inputs);
+  ASSERT_TRUE(local.ok()) << local.status().ToString();
+  auto request =
+      testing_support::UploadTask(net.node(1).client(), testing_support::TinyModel(), inputs, 3, 2, NextNonce());
+  ASSERT_TRUE(request.ok()) << request.status().ToString();
+  auto ran = net.node(1).client().RunTask(*request, kFinality);
+  ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+  EXPECT_EQ(ran->task().task_id(), TaskIdOf(*request));
+  EXPECT_TRUE(IsCertified(ran->task())) << v1::TaskState_Name(ran->task().state());
+  EXPECT_EQ(ran->task().result().result_root(), ToHex(local->result_root));
 }
 
 // Issue 18: a non-member's cost per task is constant. The one operator outside a 3-of-4

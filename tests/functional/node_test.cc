@@ -706,6 +706,20 @@ TEST_F(NodeTest, CliSubmitStatusResultAndNodeInfo) {
   EXPECT_NE(missing.out.find("missing input 'x'"), std::string::npos) << missing.out;
   CliResult usage = RunCliCommand("submit" + node);
   EXPECT_EQ(usage.exit_code, 2) << usage.out;
+
+  // submit --wait submits and waits in one RunTask: a task over its wall cap ends failed (exit
+  // 1, with why); a task longer than --timeout ends the wait with an error, not a hang.
+  ASSERT_TRUE(executor::SaveGraphFile(Path("slow.pbtxt"), SlowModel(512, 400)).ok());
+  ASSERT_TRUE(WriteNpyFile(Path("xs.npy"), RandomTensor({512, 512}, 8)).ok());
+  CliResult over_cap = RunCliCommand("submit " + Path("slow.pbtxt") + " --input x=" + Path("xs.npy") + node +
+                                     " --wait --max-wall-ms 50");
+  EXPECT_EQ(over_cap.exit_code, 1) << over_cap.out;
+  EXPECT_NE(over_cap.out.find("state    failed"), std::string::npos) << over_cap.out;
+  EXPECT_NE(over_cap.out.find("error    DEADLINE_EXCEEDED"), std::string::npos) << over_cap.out;
+  CliResult too_long = RunCliCommand("submit " + Path("slow.pbtxt") + " --input x=" + Path("xs.npy") + node +
+                                     " --nonce 2 --wait --max-wall-ms 60000 --timeout 1");
+  EXPECT_EQ(too_long.exit_code, 1) << too_long.out;
+  EXPECT_NE(too_long.out.find("waiting for task"), std::string::npos) << too_long.out;
 }
 
 TEST_F(NodeTest, MetricsAndEigenHealthEndpoints) {

@@ -135,6 +135,24 @@ def main():
         assert np.max(np.abs(y - reference)) < 1e-5, np.max(np.abs(y - reference))
         assert tensor_hash(y) == output.tensor_hash, "tensor hash differs from the node's"
 
+        # RunTask: submit and wait in one call; the same task is already known, with its result.
+        ran = client.RunTask(node_pb2.RunTaskRequest(task=request, max_wait_ms=30000), timeout=60)
+        assert ran.already_known and ran.task.task_id == task_id, ran
+        assert ran.task.state == node_pb2.TASK_STATE_SUCCEEDED and ran.task.result == task.result, ran
+        fresh = node_pb2.SubmitTaskRequest(graph_sha256=graph_hash, inputs={"x": x_hash},
+                                           options=node_pb2.TaskOptions(nonce=7))
+        ran = client.RunTask(node_pb2.RunTaskRequest(task=fresh), timeout=60)
+        assert not ran.already_known and ran.task.task_id != task_id, ran
+        assert ran.task.state == node_pb2.TASK_STATE_SUCCEEDED, ran
+        assert ran.task.result.result_root == task.result.result_root, "same graph and input, same result"
+        try:
+            client.RunTask(node_pb2.RunTaskRequest(task=node_pb2.SubmitTaskRequest(graph_sha256=graph_hash)),
+                           timeout=10)
+            raise AssertionError("RunTask accepted a task without its input")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e.code()
+            assert "missing input 'x'" in e.details(), e.details()
+
         # A bad request gets a status code and a message.
         try:
             client.SubmitTask(node_pb2.SubmitTaskRequest(graph_sha256=graph_hash), timeout=10)
@@ -146,7 +164,7 @@ def main():
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=60) == 0
         daemon = None
-        print("python client: health, reflection, blobs, submit, watch and results OK")
+        print("python client: health, reflection, blobs, submit, watch, RunTask and results OK")
     except BaseException:
         log_path = os.path.join(work, "consensord.log")
         if os.path.exists(log_path):
