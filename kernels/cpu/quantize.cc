@@ -5,8 +5,8 @@
 #include <atomic>
 #include <string>
 
-#include "kernels/cpu/quantize.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/quantize.h"
 #include "kernels/cpu/quantize_impl.h"
 
 namespace consensor::kernels::cpu {

@@ -28,8 +28,8 @@ void QuantizeAvx512(const float* x, float s, float z, void* y, int64_t begin, in
     const __m512 r = _mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m512 a = _mm512_add_ps(r, vz);
     // u8: -1 < a < 256; i8: -128 <= a < 128 (false for NaN).
-    const __mmask16 in_range = _mm512_cmp_ps_mask(a, lo, kSigned ? _CMP_GE_OQ : _CMP_GT_OQ) &
-                               _mm512_cmp_ps_mask(a, hi, _CMP_LT_OQ);
+    const __mmask16 in_range =
+        _mm512_cmp_ps_mask(a, lo, kSigned ? _CMP_GE_OQ : _CMP_GT_OQ) & _mm512_cmp_ps_mask(a, hi, _CMP_LT_OQ);
     __m512i t = _mm512_cvttps_epi32(_mm512_maskz_mov_ps(in_range, a));
     t = _mm512_mask_mov_epi32(t, _mm512_cmp_ps_mask(a, hi, _CMP_GE_OQ), top);
     if (kSigned) t = _mm512_mask_mov_epi32(t, _mm512_cmp_ps_mask(a, lo, _CMP_LT_OQ), bottom);
