@@ -63,7 +63,8 @@ std::vector<uint8_t> Model(const std::string& op, const std::vector<std::pair<st
 
 int CountQuantizes(const Program& p) {
   int n = 0;
-  for (const Instruction& ins : p.fused_instructions) n += ins.op == kernels::Op::kCast && ins.inputs.size() == 3 ? 1 : 0;
+  for (const Instruction& ins : p.fused_instructions)
+    n += ins.op == kernels::Op::kCast && ins.inputs.size() == 3 ? 1 : 0;
   return n;
 }
 
@@ -192,9 +193,9 @@ TEST(QuantizeFusion, QuantizeLinearGivesTheUnfusedBits) {
   };
   // x / s lands on ties (+-0.5, +-2.5, +-3.5), on values far beyond the range (saturation), on
   // +-0, +-inf and NaN; s = 0 makes inf and NaN quotients, a subnormal s overflows to inf.
-  const std::vector<float> specials = {0.5f,    -0.5f,    1.5f,     -1.5f, 2.5f, -2.5f, 3.5f, 1e9f, -1e9f,
-                                       -0.0f,   0.0f,     kInf,     -kInf, kNaN, 127.5f, 128.5f, -128.5f, 255.5f,
-                                       254.5f,  8388609.0f, -8388609.0f};
+  const std::vector<float> specials = {0.5f,   -0.5f,  1.5f,    -1.5f,  2.5f,   -2.5f,      3.5f,
+                                       1e9f,   -1e9f,  -0.0f,   0.0f,   kInf,   -kInf,      kNaN,
+                                       127.5f, 128.5f, -128.5f, 255.5f, 254.5f, 8388609.0f, -8388609.0f};
   const std::vector<Case> cases = {
       {"u8_unit", 1.0f, DType::kU8, 0},       {"u8_half_z200", 0.5f, DType::kU8, 200},
       {"i8_z_minus3", 1.0f, DType::kI8, -3},  {"i8_negative_scale", -0.25f, DType::kI8, 5},
