@@ -569,7 +569,7 @@ std::optional<OnePassQuantize> FindOnePassQuantize(const ValidatedGraph& vg, int
   if (add < 0) return std::nullopt;
   const int round = step(vg.order[add].inputs[0], add, kernels::Op::kRound, 1);
   if (round < 0 || !scalar_f32(vg.order[add].inputs[1])) return std::nullopt;
-  const int div = step(vg.order[round].inputs[0], round, kernels::Op::kDiv, 1 + 1);
+  const int div = step(vg.order[round].inputs[0], round, kernels::Op::kDiv, 2);
   if (div < 0) return std::nullopt;
   const int x = vg.order[div].inputs[0];
   const int s = vg.order[div].inputs[1];
