@@ -531,6 +531,52 @@ std::optional<WideningSum> FindWideningSum(const ValidatedGraph& vg, int at, con
   return WideningSum{at, c, cast.inputs[0]};
 }
 
+// The quantize step of DynamicQuantizeLinear and QuantizeLinear (ONNX.md): q = div(x, s),
+// r = round(q), a = add(r, z), y = cast(a) to u8 or i8, with s and z f32 values of one element.
+// In the fused list the cast reads x, s and z itself (three inputs) and the div, round
+// and add do not run (DETERMINISM.md 3.1).
+struct OnePassQuantize {
+  int cast = 0;                         // canonical index of the cast
+  int source = 0, scale = 0, zero = 0;  // value ids of x, s and z
+  std::vector<int> dropped;             // canonical indices of the div, round and add
+};
+
+std::optional<OnePassQuantize> FindOnePassQuantize(const ValidatedGraph& vg, int at, const std::vector<int>& producer,
+                                                   const std::vector<std::vector<int>>& readers,
+                                                   const std::set<int>& output_values) {
+  const CanonicalNode& cast = vg.order[at];
+  if (cast.schema->op != kernels::Op::kCast || cast.inputs.size() != 1 || !cast.inferred.kernel_input_shapes.empty() ||
+      cast.inferred.kernel_output_shape) {
+    return std::nullopt;
+  }
+  const DType to = vg.types[cast.output].dtype;
+  if (to != DType::kU8 && to != DType::kI8) return std::nullopt;
+  // Each skipped value is f32 of the cast's shape and read by the next instruction only.
+  const Shape& shape = vg.types[cast.output].shape;
+  auto step = [&](int v, int reader, kernels::Op op, size_t arity) -> int {
+    const int p = producer[v];
+    if (p < 0 || output_values.count(v) || readers[v].size() != 1 || readers[v][0] != reader) return -1;
+    if (vg.types[v].dtype != DType::kF32 || vg.types[v].shape != shape) return -1;
+    const CanonicalNode& cn = vg.order[p];
+    if (cn.schema->op != op || cn.inputs.size() != arity || !cn.inferred.kernel_input_shapes.empty() ||
+        cn.inferred.kernel_output_shape) {
+      return -1;
+    }
+    return p;
+  };
+  auto scalar_f32 = [&](int v) { return vg.types[v].dtype == DType::kF32 && NumElements(vg.types[v].shape) == 1; };
+  const int add = step(cast.inputs[0], at, kernels::Op::kAdd, 2);
+  if (add < 0) return std::nullopt;
+  const int round = step(vg.order[add].inputs[0], add, kernels::Op::kRound, 1);
+  if (round < 0 || !scalar_f32(vg.order[add].inputs[1])) return std::nullopt;
+  const int div = step(vg.order[round].inputs[0], round, kernels::Op::kDiv, 2);
+  if (div < 0) return std::nullopt;
+  const int x = vg.order[div].inputs[0];
+  const int s = vg.order[div].inputs[1];
+  if (vg.types[x].dtype != DType::kF32 || vg.types[x].shape != shape || !scalar_f32(s)) return std::nullopt;
+  return OnePassQuantize{at, x, s, vg.order[add].inputs[1], {div, round, add}};
+}
+
 // The fused instruction of a run: the head's instruction with the others as its epilogue.
 Instruction FuseRun(const FusionRun& run, const std::vector<Instruction>& instructions, const ValidatedGraph& vg,
                     const std::vector<int>& buffer_of) {
@@ -649,6 +695,8 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
   std::map<int, Im2colTranspose> im2col_at;  // transpose index -> its pattern
   // And reduce_sums of i8 values cast to i32 read the i8 values.
   std::map<int, WideningSum> widening_at;  // reduce_sum index -> its pattern
+  // And casts that end a quantize step read x, s and z.
+  std::map<int, OnePassQuantize> quantize_at;  // cast index -> its pattern
   std::vector<std::vector<int>> extra_reads(n);
   {
     std::vector<int> producer(values.size(), -1);
@@ -685,6 +733,17 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
         extra_reads[i].push_back(ws->source);
       }
       widening_at.emplace(i, *ws);
+    }
+    for (int i = 0; i < n; ++i) {
+      std::optional<OnePassQuantize> oq = FindOnePassQuantize(vg, i, producer, readers, output_values);
+      if (!oq) continue;
+      for (int v : {oq->source, oq->scale, oq->zero}) {
+        if (last_use[v] < i) {
+          last_use[v] = i;
+          extra_reads[i].push_back(v);
+        }
+      }
+      quantize_at.emplace(i, std::move(*oq));
     }
   }
   // A fused run writes its output while its head runs, and reads the run's other inputs until
@@ -809,14 +868,33 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
     dropped.insert(it->second.cast);
     ++it;
   }
+  for (auto it = quantize_at.begin(); it != quantize_at.end();) {
+    const int out = p.instructions[it->first].output;
+    const OnePassQuantize& q = it->second;
+    if (!disjoint(buffer_of[q.source], out) || !disjoint(buffer_of[q.scale], out) ||
+        !disjoint(buffer_of[q.zero], out)) {
+      it = quantize_at.erase(it);
+      continue;
+    }
+    dropped.insert(q.dropped.begin(), q.dropped.end());
+    ++it;
+  }
+  // An epilogue run over instructions that no longer run is not made (a quantize's div and
+  // round form one).
+  std::vector<FusionRun> kept_runs;
+  for (const FusionRun& run : runs) {
+    bool overlaps = false;
+    for (int k = run.head; k <= run.last && !overlaps; ++k) overlaps = dropped.count(k) != 0;
+    if (!overlaps) kept_runs.push_back(run);
+  }
   std::vector<Instruction> fused;
   size_t next = 0;
   for (int i = 0; i < n; ++i) {
     if (dropped.count(i)) continue;
     Instruction f = p.instructions[i];
     int last = i;
-    if (next < runs.size() && runs[next].head == i) {
-      const FusionRun run = runs[next++];
+    if (next < kept_runs.size() && kept_runs[next].head == i) {
+      const FusionRun run = kept_runs[next++];
       Instruction r = FuseRun(run, p.instructions, vg, buffer_of);
       std::vector<int> reads = r.inputs;
       reads.insert(reads.end(), r.epilogue_inputs.begin(), r.epilogue_inputs.end());
@@ -847,6 +925,13 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
       f.params.sum_widens_i8 = true;
       f.fused_count += 1;
       f.node_label += ", " + p.instructions[ws->second.cast].node_label;
+    }
+    if (auto oq = quantize_at.find(i); oq != quantize_at.end()) {
+      const OnePassQuantize& q = oq->second;
+      f.inputs = {buffer_of[q.source], buffer_of[q.scale], buffer_of[q.zero]};
+      f.input_view_shapes = {vg.types[q.source].shape, vg.types[q.scale].shape, vg.types[q.zero].shape};
+      f.fused_count += static_cast<int>(q.dropped.size());
+      for (int d : q.dropped) f.node_label += ", " + p.instructions[d].node_label;
     }
     fused.push_back(std::move(f));
     i = last;

@@ -9,6 +9,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_impl.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/quantize.h"
 
 namespace consensor::kernels::cpu {
 
@@ -138,6 +139,8 @@ void EpilogueRunner::Apply(int64_t begin, int64_t end) const {
 }
 
 Status RunElementwise(const KernelCall& call, const CpuContext& ctx) {
+  // A cast with three inputs is the one-pass quantize of a fused list (quantize.h).
+  if (call.op == Op::kCast && call.num_inputs == 3) return RunQuantize(call, ctx);
   RETURN_IF_ERROR(ValidateElementwise(call));
   RETURN_IF_ERROR(ValidateEpilogue(call));
   const TensorView& out = call.out();

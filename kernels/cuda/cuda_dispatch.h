@@ -24,13 +24,15 @@ inline bool HasCudaDTypes(const KernelCall& call) {
 }
 
 // A conv2d over a zero-stuffed input (OpParams::input_stuffing), the fused im2col transpose
-// (OpParams::im2col_groups) and the widening sum (OpParams::sum_widens_i8), made only in a
+// (OpParams::im2col_groups), the widening sum (OpParams::sum_widens_i8) and the one-pass
+// quantize (a cast with three inputs), made only in a
 // program's fused list, are the CPU backend's:
 // refusing them makes the runtime give this backend the canonical list.
 inline bool Supports(const KernelCall& call) {
   if (call.op == Op::kConv2D && call.params && !call.params->input_stuffing.empty()) return false;
   if (call.op == Op::kTranspose && call.params && call.params->im2col_groups != 0) return false;
   if (call.op == Op::kReduceSum && call.params && call.params->sum_widens_i8) return false;
+  if (call.op == Op::kCast && call.num_inputs == 3) return false;
   return FamilyOf(call.op) != OpFamily::kNone && HasCudaDTypes(call);
 }
 
