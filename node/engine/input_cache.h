@@ -14,13 +14,11 @@
 #pragma once
 
 #include <cstdint>
-#include <list>
-#include <map>
 #include <memory>
-#include <mutex>
 
 #include "common/sha256.h"
 #include "common/tensor.h"
+#include "node/engine/byte_budget_lru.h"
 #include "node/telemetry/node_metrics.h"
 
 namespace consensor::node {
@@ -46,26 +44,13 @@ class InputCache {
   // inputs are bounded too.
   static constexpr int64_t kEntryOverheadBytes = 256;
 
-  int64_t budget_bytes() const { return budget_bytes_; }
-  int64_t bytes() const;
-  size_t entries() const;
+  int64_t budget_bytes() const { return lru_.budget_bytes(); }
+  int64_t bytes() const { return lru_.bytes(); }
+  size_t entries() const { return lru_.entries(); }
 
  private:
-  struct Entry {
-    std::shared_ptr<const Tensor> tensor;
-    int64_t cost = 0;
-    std::list<Hash256>::iterator lru_position;
-  };
-  void EvictLocked(int64_t needed);
-  void UpdateGaugesLocked();
-
-  const int64_t budget_bytes_;
   const int64_t max_entry_bytes_;  // a quarter of the budget
-  NodeMetrics* metrics_;
-  mutable std::mutex mu_;
-  std::map<Hash256, Entry> entries_;
-  std::list<Hash256> lru_;  // front: most recently used
-  int64_t bytes_ = 0;
+  ByteBudgetLru<Tensor> lru_;
 };
 
 }  // namespace consensor::node

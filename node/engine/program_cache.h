@@ -16,13 +16,11 @@
 #pragma once
 
 #include <cstdint>
-#include <list>
-#include <map>
 #include <memory>
-#include <mutex>
 
 #include "common/sha256.h"
 #include "executor/program.h"
+#include "node/engine/byte_budget_lru.h"
 #include "node/telemetry/node_metrics.h"
 
 namespace consensor::node {
@@ -50,25 +48,12 @@ class ProgramCache {
   // What an entry costs against the budget before its prepared bytes are known.
   static int64_t CostOf(const executor::Program& program);
 
-  int64_t budget_bytes() const { return budget_bytes_; }
-  int64_t bytes() const;
-  size_t entries() const;
+  int64_t budget_bytes() const { return lru_.budget_bytes(); }
+  int64_t bytes() const { return lru_.bytes(); }
+  size_t entries() const { return lru_.entries(); }
 
  private:
-  struct Entry {
-    std::shared_ptr<const executor::Program> program;
-    int64_t cost = 0;
-    std::list<Hash256>::iterator lru_position;
-  };
-  void EvictLocked(int64_t needed);
-  void UpdateGaugesLocked();
-
-  const int64_t budget_bytes_;
-  NodeMetrics* metrics_;
-  mutable std::mutex mu_;
-  std::map<Hash256, Entry> entries_;
-  std::list<Hash256> lru_;  // front: most recently used
-  int64_t bytes_ = 0;
+  ByteBudgetLru<executor::Program> lru_;
 };
 
 }  // namespace consensor::node
