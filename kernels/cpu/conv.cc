@@ -477,7 +477,9 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
     }
     return OkStatus();
   }
-  if (ctx.isa == Isa::kAvx2 && (packed || w) && UsesShiftedPlaneConvAvx512(g)) {
+  // The kernel's lane masks (2 bytes per tap and 16 positions) stay within the scratch budget.
+  const bool shifted_masks_fit = g.KH * g.KW <= scratch_budget / (2 * ((g.P + 15) / 16));
+  if (ctx.isa == Isa::kAvx2 && (packed || w) && UsesShiftedPlaneConvAvx512(g) && shifted_masks_fit) {
     // Every im2col row is a shifted input plane (conv_avx512.cc): the GEMM's register tile
     // reads x itself. The weights are the packed A panels, packed here when not at load.
     const int64_t per_group = gemm::PackedAPanelsFloats(g.Fg, g.Kc);
