@@ -160,6 +160,21 @@ class PackedConvWeights final : public PreparedOperand {
   float* data_;
 };
 
+// conv2d weights as the few-positions kernel's 16-filter panels (conv_avx512.cc), packed once at load.
+class FewPositionsPanels final : public PreparedOperand {
+ public:
+  FewPositionsPanels(const float* w, const ConvGeom& g) : f_(g.F), kc_(g.Kc), panels_(FewPositionsPanelFloats(g)) {
+    PackFewPositionsPanels(g, w, panels_.data());
+  }
+  int64_t bytes() const override { return static_cast<int64_t>(sizeof(float) * panels_.size()); }
+  bool Fits(const ConvGeom& g) const { return g.F == f_ && g.Kc == kc_; }
+  const float* data() const { return panels_.data(); }
+
+ private:
+  int64_t f_, kc_;
+  std::vector<float> panels_;
+};
+
 bool UsesDirectKernel(const ConvGeom& g) {
   // One filter per group: the GEMM would have a single row, reading each im2col column once.
   return ((g.G > 1 && g.Cg <= kDirectMaxChannelsPerGroup) || g.Fg == 1) && g_direct_enabled.load();
@@ -247,6 +262,9 @@ StatusOr<std::unique_ptr<PreparedOperand>> PrepareConvWeights(const KernelCall& 
   const bool small_dense = !half_weights && UsesSmallDenseConvAvx512(g);
   if (UsesDirectKernel(g) || g.F == 0 || g.Kc == 0 || (stuffed && StuffedSkipsZeros(g, ctx.isa)) || small_dense) {
     return std::unique_ptr<PreparedOperand>();
+  }
+  if (!half_weights && UsesFewPositionsConvAvx512(g)) {
+    return std::unique_ptr<PreparedOperand>(std::make_unique<FewPositionsPanels>(f32_call.in(1).as<const float>(), g));
   }
   auto packed = std::make_unique<PackedConvWeights>(f32_call.in(1).as<const float>(), g);
   if (!packed->ok()) return ResourceExhausted("conv2d: cannot allocate the packed weights");
@@ -421,6 +439,78 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
     };
     if (ctx.pool) {
       ctx.pool->ParallelForWork(units, 8 * g.OW * g.Kc, run_units);
+    } else {
+      run_units(0, units);
+    }
+    return OkStatus();
+  }
+
+  const auto* few_panels = dynamic_cast<const FewPositionsPanels*>(call.prepared);
+  if (few_panels && !few_panels->Fits(g)) few_panels = nullptr;
+  if (ctx.isa == Isa::kAvx2 && (few_panels || w) && UsesFewPositionsConvAvx512(g) &&
+      g.N * g.Kc * g.P <= scratch_budget / int64_t{sizeof(float)}) {
+    // At most 8 positions per image (conv_avx512.cc): filters across the lanes, the terms
+    // broadcast from each image's COL.
+    std::vector<float> panels_here;
+    if (!few_panels) {
+      panels_here.resize(static_cast<size_t>(FewPositionsPanelFloats(g)));
+      PackFewPositionsPanels(g, w, panels_here.data());
+    }
+    const float* panels = few_panels ? few_panels->data() : panels_here.data();
+    std::vector<float> col(static_cast<size_t>(g.N * g.Kc * g.P));
+    for (int64_t n = 0; n < g.N; ++n) Im2Col(g, x, n, 0, 0, g.P, 0, g.Kc, col.data() + n * g.Kc * g.P);
+    const int64_t blocks = FewPositionsBlocks(g), block_filters = FewPositionsBlockFilters(g);
+    auto run_units = [&](int64_t b, int64_t e) {
+      ConvFewPositionsUnitsAvx512(g, col.data(), panels, bias, y, b, e);
+      if (!epilogue) return;
+      for (int64_t unit = b; unit < e; ++unit) {
+        const int64_t n = unit / blocks, f0 = unit % blocks * block_filters;
+        const int64_t first = (n * g.F + f0) * g.P;
+        epilogue->Apply(first, first + (std::min(g.F, f0 + block_filters) - f0) * g.P);
+      }
+    };
+    const int64_t units = g.N * blocks;
+    if (ctx.pool) {
+      ctx.pool->ParallelForWork(units, block_filters * g.P * g.Kc, run_units);
+    } else {
+      run_units(0, units);
+    }
+    return OkStatus();
+  }
+  // The kernel's lane masks (2 bytes per tap and 16 positions) stay within the scratch budget.
+  const bool shifted_masks_fit = g.KH * g.KW <= scratch_budget / (2 * ((g.P + 15) / 16));
+  if (ctx.isa == Isa::kAvx2 && (packed || w) && UsesShiftedPlaneConvAvx512(g) && shifted_masks_fit) {
+    // Every im2col row is a shifted input plane (conv_avx512.cc): the GEMM's register tile
+    // reads x itself. The weights are the packed A panels, packed here when not at load.
+    const int64_t per_group = gemm::PackedAPanelsFloats(g.Fg, g.Kc);
+    std::vector<float> packed_here;
+    if (!packed) {
+      packed_here.resize(static_cast<size_t>(per_group * g.G));
+      for (int64_t gi = 0; gi < g.G; ++gi) {
+        gemm::PackAPanelsF32(w + gi * g.Fg * g.Kc, g.Kc, g.Fg, g.Kc, packed_here.data() + gi * per_group);
+      }
+    }
+    const float* panels = packed ? packed->group(0) : packed_here.data();
+    std::vector<uint16_t> masks;
+    ShiftedPlaneMasks(g, &masks);
+    const int64_t bands = ShiftedBands(g), blocks = ShiftedFilterBlocks(g);
+    auto run_units = [&](int64_t b, int64_t e) {
+      for (int64_t unit = b; unit < e; ++unit) {
+        ConvShiftedPlaneUnitsAvx512(g, x, panels, per_group, bias, masks.data(), y, unit, unit + 1);
+        if (!epilogue) continue;
+        const int64_t block = unit % blocks, band = unit / blocks % bands, ng = unit / (blocks * bands);
+        const int64_t f0 = (ng % g.G) * g.Fg + block * kShiftedBlockFilters;
+        const int64_t f1 = std::min(f0 + kShiftedBlockFilters, (ng % g.G + 1) * g.Fg);
+        const int64_t p0 = band * kShiftedBandPositions, p1 = std::min(g.P, p0 + kShiftedBandPositions);
+        for (int64_t f = f0; f < f1; ++f) {
+          const int64_t first = ((ng / g.G) * g.F + f) * g.P;
+          epilogue->Apply(first + p0, first + p1);
+        }
+      }
+    };
+    const int64_t units = g.N * g.G * bands * blocks;
+    if (ctx.pool) {
+      ctx.pool->ParallelForWork(units, kShiftedBlockFilters * kShiftedBandPositions * g.Kc, run_units);
     } else {
       run_units(0, units);
     }

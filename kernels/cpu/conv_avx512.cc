@@ -18,10 +18,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/conv_direct_impl.h"
@@ -433,6 +435,251 @@ void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, con
       }
     }
     row += rows;
+  }
+}
+
+// --- Dense convolutions whose im2col rows are shifted input planes (1xK "same", Kx1, KxK "same";
+// both strides 1, OW == W) ---
+//
+// Output position p = oh * W + ow of channel c's tap (kh, kw) reads x[c, p + shift], shift =
+// (kh * dh - pt) * W + kw * dw - pl, whenever its input row and column lie inside the plane (then
+// p + shift is exactly ih * W + iw); otherwise the lane is masked to +0.0, the spec's padding
+// term. So a tile of 12 filters x 32 positions runs the GEMM's 12 x 32 register tile with B read
+// from x itself: per term k = (c, kh, kw), in the spec's order, two masked loads and one fma per
+// filter and vector, acc starting at +0.0. No im2col and no packing of B; the weights are the
+// GEMM's 6-row A panels (packed once at load). Then acc + bias (one add) and NaN
+// canonicalization, as the GEMM path's chain, bias add and canonicalization give.
+
+namespace {
+
+constexpr int kShiftedVectors = 2;
+constexpr int kPanelRows = 6;
+
+template <int R, int V>
+void ShiftedTile(int64_t Cg, int64_t taps, int64_t plane, const int64_t* shift, const float* xg, const float* ap0,
+                 const float* ap1, const uint16_t* mk, int64_t vectors, const float* bias, const __mmask16* store,
+                 float* out, int64_t P) {
+  __m512 acc[R][V];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+  }
+  const float* a0 = ap0;
+  const float* a1 = ap1;
+  for (int64_t c = 0; c < Cg; ++c) {
+    const float* xc = xg + c * plane;
+    for (int64_t t = 0; t < taps; ++t) {
+      const float* xs = xc + shift[t];
+      __m512 b[V];
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) b[v] = _mm512_maskz_loadu_ps(mk[t * vectors + v], xs + kLanes * v);
+#pragma GCC unroll 12
+      for (int r = 0; r < R; ++r) {
+        const __m512 a = _mm512_set1_ps(r < kPanelRows ? a0[r] : a1[r - kPanelRows]);
+#pragma GCC unroll 2
+        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(b[v], a, acc[r][v]);
+      }
+      a0 += kPanelRows;
+      a1 += kPanelRows;
+    }
+  }
+  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) {
+      __m512 y = acc[r][v];
+      if (bias) y = _mm512_add_ps(y, _mm512_set1_ps(bias[r]));
+      y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q), nan);
+      _mm512_mask_storeu_ps(out + r * P + kLanes * v, store[v], y);
+    }
+  }
+}
+
+using ShiftedTileFn = void (*)(int64_t, int64_t, int64_t, const int64_t*, const float*, const float*, const float*,
+                               const uint16_t*, int64_t, const float*, const __mmask16*, float*, int64_t);
+
+template <int V>
+constexpr ShiftedTileFn kShiftedTiles[kShiftedBlockFilters] = {
+    &ShiftedTile<1, V>, &ShiftedTile<2, V>,  &ShiftedTile<3, V>,  &ShiftedTile<4, V>,
+    &ShiftedTile<5, V>, &ShiftedTile<6, V>,  &ShiftedTile<7, V>,  &ShiftedTile<8, V>,
+    &ShiftedTile<9, V>, &ShiftedTile<10, V>, &ShiftedTile<11, V>, &ShiftedTile<12, V>};
+
+}  // namespace
+
+bool UsesShiftedPlaneConvAvx512(const ConvGeom& g) {
+  const bool plain_1x1 = g.KH == 1 && g.KW == 1 && g.pt == 0 && g.pl == 0 && g.pb == 0 && g.pr == 0;
+  return !g.stuffed && g.sh == 1 && g.sw == 1 && g.OW == g.W && !plain_1x1 && g.P < (int64_t{1} << 40) &&
+         UseAvx512DirectConv() && gemm::UseAvx512Gemm();
+}
+
+void ShiftedPlaneMasks(const ConvGeom& g, std::vector<uint16_t>* masks) {
+  const int64_t vectors = (g.P + kLanes - 1) / kLanes, taps = g.KH * g.KW;
+  masks->assign(static_cast<size_t>(taps * vectors), 0xFFFFu);
+  uint16_t* m = masks->data();
+  auto clear = [&](int64_t t, int64_t p0, int64_t p1) {  // positions [p0, p1) of tap t
+    for (int64_t p = p0; p < p1; ++p) m[t * vectors + p / kLanes] &= static_cast<uint16_t>(~(1u << (p % kLanes)));
+  };
+  for (int64_t kh = 0; kh < g.KH; ++kh) {
+    for (int64_t kw = 0; kw < g.KW; ++kw) {
+      const int64_t t = kh * g.KW + kw, row_off = kh * g.dh - g.pt, col_off = kw * g.dw - g.pl;
+      // Inside output columns [jb, je) and rows [ob, oe) of this tap.
+      const int64_t jb = std::clamp<int64_t>(-col_off, 0, g.OW), je = std::clamp<int64_t>(g.W - col_off, jb, g.OW);
+      const int64_t ob = std::clamp<int64_t>(-row_off, 0, g.OH), oe = std::clamp<int64_t>(g.H - row_off, ob, g.OH);
+      clear(t, 0, ob * g.OW);
+      clear(t, oe * g.OW, vectors * kLanes);  // the rows below, and the lanes past P
+      for (int64_t oh = ob; oh < oe; ++oh) {
+        clear(t, oh * g.OW, oh * g.OW + jb);
+        clear(t, oh * g.OW + je, (oh + 1) * g.OW);
+      }
+    }
+  }
+}
+
+void ConvShiftedPlaneUnitsAvx512(const ConvGeom& g, const float* x, const float* panels, int64_t panels_per_group,
+                                 const float* bias, const uint16_t* masks, float* y, int64_t begin, int64_t end) {
+  const int64_t taps = g.KH * g.KW, plane = g.H * g.W, vectors = (g.P + kLanes - 1) / kLanes;
+  const int64_t bands = ShiftedBands(g), blocks = ShiftedFilterBlocks(g);
+  int64_t shift[64];
+  std::vector<int64_t> many_shifts;
+  int64_t* sh = shift;
+  if (taps > 64) {
+    many_shifts.resize(static_cast<size_t>(taps));
+    sh = many_shifts.data();
+  }
+  for (int64_t kh = 0; kh < g.KH; ++kh) {
+    for (int64_t kw = 0; kw < g.KW; ++kw) sh[kh * g.KW + kw] = (kh * g.dh - g.pt) * g.W + kw * g.dw - g.pl;
+  }
+  for (int64_t unit = begin; unit < end; ++unit) {
+    const int64_t block = unit % blocks, band = unit / blocks % bands, ng = unit / (blocks * bands);
+    const int64_t n = ng / g.G, gi = ng % g.G;
+    const int64_t f0 = block * kShiftedBlockFilters, rows = std::min(kShiftedBlockFilters, g.Fg - f0);
+    const float* ap0 = panels + gi * panels_per_group + f0 * g.Kc;  // f0 is a multiple of 6
+    const float* ap1 = ap0 + kPanelRows * g.Kc;
+    const float* xg = x + (n * g.C + gi * g.Cg) * plane;
+    const float* bias_f = bias ? bias + gi * g.Fg + f0 : nullptr;
+    float* yf = y + (n * g.F + gi * g.Fg + f0) * g.P;
+    const int64_t p_end = std::min(g.P, (band + 1) * kShiftedBandPositions);
+    for (int64_t p0 = band * kShiftedBandPositions; p0 < p_end; p0 += kShiftedVectors * kLanes) {
+      const int64_t left = p_end - p0;
+      __mmask16 store[kShiftedVectors];
+      for (int v = 0; v < kShiftedVectors; ++v) {
+        const int64_t lanes = std::clamp<int64_t>(left - kLanes * v, 0, kLanes);
+        store[v] = lanes == kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << lanes) - 1u);
+      }
+      const ShiftedTileFn tile = left > kLanes ? kShiftedTiles<2>[rows - 1] : kShiftedTiles<1>[rows - 1];
+      tile(g.Cg, taps, plane, sh, xg + p0, ap0, ap1, masks + p0 / kLanes, vectors, bias_f, store, yf + p0, g.P);
+    }
+  }
+}
+
+// --- Dense convolutions with few output positions (at most kFewPositionsMax per image) ---
+//
+// With P <= 8, a GEMM tile of 16 positions would be mostly empty lanes. Here the lanes are 16
+// filters: per term k in increasing order, NV vectors of weights (a 16-filter panel row each) and
+// one broadcast of COL[k, p] per position, acc[v][p] = fma(COL[k, p], w[f, k], acc) for every
+// filter f of the lanes: each output's chain is the spec's (acc from +0.0, the (c, kh, kw) terms
+// in order, padding terms the +0.0 entries of COL). Then acc + bias (one add), NaN
+// canonicalization, and a scatter of each lane to y[f, p].
+
+namespace {
+
+constexpr int kFewMaxVectors = 8;
+constexpr int FewVectorsFor(int positions) {
+  return positions <= 3 ? 8 : positions == 4 ? 6 : positions <= 6 ? 4 : 3;  // at most 24 accumulators
+}
+
+template <int NP, int NV>
+void FewPositionsTile(int64_t Kc, const float* col, const float* panels, const float* bias, int64_t F, int64_t f0,
+                      float* yn) {
+  __m512 acc[NV][NP];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; ++p) acc[v][p] = _mm512_setzero_ps();
+  }
+  const float* wp = panels + (f0 / kLanes) * Kc * kLanes;  // f0 is a multiple of 16
+  for (int64_t k = 0; k < Kc; ++k) {
+    __m512 wv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) wv[v] = _mm512_loadu_ps(wp + (v * Kc + k) * kLanes);
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; ++p) {
+      const __m512 xb = _mm512_set1_ps(col[k * NP + p]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[v][p] = _mm512_fmadd_ps(xb, wv[v], acc[v][p]);
+    }
+  }
+  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+  const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(NP));
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+    const int64_t fv = f0 + kLanes * v, lanes = std::clamp<int64_t>(F - fv, 0, kLanes);
+    const __mmask16 live =
+        lanes == kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << lanes) - 1u);
+    const __m512 b = bias ? _mm512_maskz_loadu_ps(live, bias + fv) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int p = 0; p < NP; ++p) {
+      __m512 y = acc[v][p];
+      if (bias) y = _mm512_add_ps(y, b);
+      y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q), nan);
+      _mm512_mask_i32scatter_ps(yn + fv * NP + p, live, rows, y, 4);
+    }
+  }
+}
+
+using FewPositionsTileFn = void (*)(int64_t, const float*, const float*, const float*, int64_t, int64_t, float*);
+
+template <int NP, size_t... I>
+constexpr std::array<FewPositionsTileFn, kFewMaxVectors> FewTilesFor(std::index_sequence<I...>) {
+  return {&FewPositionsTile<NP, std::min(static_cast<int>(I) + 1, FewVectorsFor(NP))>...};
+}
+
+constexpr std::array<FewPositionsTileFn, kFewMaxVectors> kFewTiles[kFewPositionsMax] = {
+    FewTilesFor<1>(std::make_index_sequence<kFewMaxVectors>{}),
+    FewTilesFor<2>(std::make_index_sequence<kFewMaxVectors>{}),
+    FewTilesFor<3>(std::make_index_sequence<kFewMaxVectors>{}),
+    FewTilesFor<4>(std::make_index_sequence<kFewMaxVectors>{}),
+    FewTilesFor<5>(std::make_index_sequence<kFewMaxVectors>{}),
+    FewTilesFor<6>(std::make_index_sequence<kFewMaxVectors>{}),
+    FewTilesFor<7>(std::make_index_sequence<kFewMaxVectors>{}),
+    FewTilesFor<8>(std::make_index_sequence<kFewMaxVectors>{})};
+
+}  // namespace
+
+bool UsesFewPositionsConvAvx512(const ConvGeom& g) {
+  return g.G == 1 && !g.stuffed && g.P >= 1 && g.P <= kFewPositionsMax && g.F < (int64_t{1} << 30) &&
+         UseAvx512DirectConv();
+}
+
+int64_t FewPositionsPanelFloats(const ConvGeom& g) { return (g.F + kLanes - 1) / kLanes * kLanes * g.Kc; }
+
+void PackFewPositionsPanels(const ConvGeom& g, const float* w, float* panels) {
+  const int64_t count = (g.F + kLanes - 1) / kLanes;
+  for (int64_t j = 0; j < count; ++j) {
+    for (int64_t k = 0; k < g.Kc; ++k) {
+      float* row = panels + (j * g.Kc + k) * kLanes;
+      for (int64_t i = 0; i < kLanes; ++i) {
+        const int64_t f = j * kLanes + i;
+        row[i] = f < g.F ? w[f * g.Kc + k] : 0.0f;
+      }
+    }
+  }
+}
+
+int64_t FewPositionsBlockFilters(const ConvGeom& g) {
+  return kLanes * FewVectorsFor(static_cast<int>(std::clamp<int64_t>(g.P, 1, kFewPositionsMax)));
+}
+
+void ConvFewPositionsUnitsAvx512(const ConvGeom& g, const float* col, const float* panels, const float* bias, float* y,
+                                 int64_t begin, int64_t end) {
+  const int64_t blocks = FewPositionsBlocks(g), block_filters = FewPositionsBlockFilters(g);
+  for (int64_t unit = begin; unit < end; ++unit) {
+    const int64_t n = unit / blocks, f0 = unit % blocks * block_filters;
+    const int64_t vectors = (std::min(g.F, f0 + block_filters) - f0 + kLanes - 1) / kLanes;
+    kFewTiles[g.P - 1][vectors - 1](g.Kc, col + n * g.Kc * g.P, panels, bias, g.F, f0, y + n * g.F * g.P);
   }
 }
 

@@ -55,6 +55,47 @@ bool UsesSmallDenseConvAvx512(const ConvGeom& g);
 int64_t SmallDenseFilterGroups(const ConvGeom& g);
 void ConvSmallDenseRowsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y,
                               int64_t begin, int64_t end);
+// conv_avx512.cc: dense convolutions whose im2col rows are shifted input planes (both strides 1
+// and OW == W: 1xK with "same" width padding, Kx1 without it, KxK "same"), other than the
+// unpadded 1x1, computed from the input directly: each (c, kh, kw) term of output position p
+// reads x[c, p + shift(kh, kw)] (flat index in the plane), a lane whose input row or column lies
+// in the padding masked to +0.0. True only when UseAvx512DirectConv() and gemm::UseAvx512Gemm().
+// A unit is kShiftedBlockFilters filters of one group times kShiftedBandPositions output
+// positions: unit = ((n * G + gi) * ShiftedBands(g) + band) * ShiftedFilterBlocks(g) + block.
+// `panels` holds each group's weights as gemm::PackAPanelsF32's 6-row panels, group gi at
+// panels + gi * panels_per_group; `masks` is what ShiftedPlaneMasks wrote. Bias add and NaN
+// canonicalization as the GEMM path (one add, then canonical NaN).
+inline constexpr int64_t kShiftedBlockFilters = 12;
+inline constexpr int64_t kShiftedBandPositions = 128;
+bool UsesShiftedPlaneConvAvx512(const ConvGeom& g);
+inline int64_t ShiftedBands(const ConvGeom& g) { return (g.P + kShiftedBandPositions - 1) / kShiftedBandPositions; }
+inline int64_t ShiftedFilterBlocks(const ConvGeom& g) {
+  return (g.Fg + kShiftedBlockFilters - 1) / kShiftedBlockFilters;
+}
+// Per kernel tap t = kh * KW + kw and 16 output positions starting at 16 * v, the lanes whose
+// input element lies inside the plane (and whose position is below P): masks[t * vectors + v],
+// vectors = (P + 15) / 16.
+void ShiftedPlaneMasks(const ConvGeom& g, std::vector<uint16_t>* masks);
+void ConvShiftedPlaneUnitsAvx512(const ConvGeom& g, const float* x, const float* panels, int64_t panels_per_group,
+                                 const float* bias, const uint16_t* masks, float* y, int64_t begin, int64_t end);
+// conv_avx512.cc: dense convolutions (one group) with at most kFewPositionsMax output positions
+// per image (an STFT as a strided 1xK conv, a last conv that reduces the plane to a point): the
+// filters run across the lanes, 16 per vector, each term's input broadcast from the im2col
+// matrix COL [Kc, P] of the image (conv.cc's Im2Col). `panels` holds the weights as 16-filter
+// panels over all of K (PackFewPositionsPanels, FewPositionsPanelFloats(g) floats: filter
+// 16 * j + i's term k at panels[(j * Kc + k) * 16 + i], zero past F). A unit is a block of
+// FewPositionsBlockFilters(g) filters of one image: unit = n * FewPositionsBlocks(g) + block,
+// image n's COL at col + n * Kc * P. True only when UseAvx512DirectConv().
+inline constexpr int64_t kFewPositionsMax = 8;
+bool UsesFewPositionsConvAvx512(const ConvGeom& g);
+int64_t FewPositionsPanelFloats(const ConvGeom& g);
+void PackFewPositionsPanels(const ConvGeom& g, const float* w, float* panels);
+int64_t FewPositionsBlockFilters(const ConvGeom& g);
+inline int64_t FewPositionsBlocks(const ConvGeom& g) {
+  return (g.F + FewPositionsBlockFilters(g) - 1) / FewPositionsBlockFilters(g);
+}
+void ConvFewPositionsUnitsAvx512(const ConvGeom& g, const float* col, const float* panels, const float* bias, float* y,
+                                 int64_t begin, int64_t end);
 // conv_avx512.cc: y = y + bias[f] (one add), then NaN canonicalization, for `rows` rows of `cols`
 // columns, rows ldy apart (as conv.cc's AddBias). Call only when UseAvx512DirectConv().
 void AddBiasRowsAvx512(float* y, int64_t ldy, int64_t rows, int64_t cols, const float* bias);

@@ -66,6 +66,12 @@ struct FastEpilogueStep {
 // elementwise_avx512.cc (call only when gemm::CpuHasAvx512F()): the steps over output elements
 // [begin, end) of y, with the bits of running them one by one (elementwise_impl.h).
 void RunFastEpilogueAvx512(const FastEpilogueStep* steps, int num_steps, float* y, int64_t begin, int64_t end);
+// elementwise_avx512.cc (call only when gemm::CpuHasAvx512F()): out[i] = pow(x[i], y) (y_scalar:
+// y[0] for every i, else y[i]) for i < n, f32, with the bits of detmath::pow and PowF.
+void PowF32Avx512(const float* x, const float* y, bool y_scalar, float* out, int64_t n);
+// elementwise.cc: false keeps f32 pow on the scalar detmath loop even where AVX-512F is present
+// (for tests comparing the two; the bits are the same).
+void SetPowAvx512ForTesting(bool enabled);
 // elementwise.cc: false keeps every epilogue on the per-step path even where AVX-512F is
 // present (for tests comparing the two; the bits are the same).
 void SetFastEpilogueForTesting(bool enabled);

@@ -85,6 +85,24 @@ std::vector<FastEpilogueStep> FastEpilogueSteps(const KernelCall& call) {
 
 void SetFastEpilogueForTesting(bool enabled) { g_fast_epilogue_enabled.store(enabled); }
 
+namespace {
+
+std::atomic<bool> g_pow_avx512_enabled{true};
+
+// f32 pow whose base has the output's shape and whose exponent is one element or has it too
+// (PowF32Avx512): EwPlan::in[1] is read as a scalar when the plan says so.
+template <bool kScalarExponent>
+void PowChunkAvx512(const EwPlan& plan, int64_t begin, int64_t end) {
+  const float* x = static_cast<const float*>(plan.in[0]);
+  const float* y = static_cast<const float*>(plan.in[1]);
+  PowF32Avx512(x + begin, kScalarExponent ? y : y + begin, kScalarExponent, static_cast<float*>(plan.out) + begin,
+               end - begin);
+}
+
+}  // namespace
+
+void SetPowAvx512ForTesting(bool enabled) { g_pow_avx512_enabled.store(enabled); }
+
 EpilogueRunner::EpilogueRunner(const KernelCall& call, Isa isa) {
   const Epilogue& e = *call.epilogue;
   y_ = call.out().as<float>();
@@ -157,6 +175,18 @@ Status RunElementwise(const KernelCall& call, const CpuContext& ctx) {
   for (int i = 0; i < call.num_inputs; ++i) plan.in[i] = call.in(i).data;
 
   void (*chunk)(const EwPlan&, int64_t, int64_t) = ctx.isa == Isa::kAvx2 ? &EwRunChunkAvx2 : &EwRunChunkPortable;
+  // f32 pow, 16 lanes at a time (elementwise_avx512.cc), the same operations as detmath::pow. An
+  // operand that broadcasts to the output with as many elements has its shape (up to leading 1s),
+  // so element i of it is output element i.
+  if (ctx.isa == Isa::kAvx2 && call.op == Op::kPow && call.num_inputs == 2 && out.dtype == DType::kF32 &&
+      call.in(0).dtype == DType::kF32 && call.in(1).dtype == DType::kF32 && call.in(0).num_elements() == n &&
+      g_pow_avx512_enabled.load(std::memory_order_relaxed) && gemm::CpuHasAvx512F()) {
+    if (call.in(1).num_elements() == 1) {
+      chunk = &PowChunkAvx512<true>;
+    } else if (call.in(1).num_elements() == n) {
+      chunk = &PowChunkAvx512<false>;
+    }
+  }
   // Work per element: the bytes it reads and writes, each epilogue step counted as one more
   // f32 read and write.
   int64_t element_work = DTypeSize(out.dtype);

@@ -147,4 +147,160 @@ void RunFastEpilogueAvx512(const FastEpilogueStep* steps, int num_steps, float* 
   }
 }
 
+// --- pow(x, y) on f32, 16 lanes at a time ---
+//
+// docs/DETERMINISM.md 5.11 (kernels/detmath.h pow, log_dd, exp_core) transcribed operation by
+// operation: the same IEEE operations on the same operands in the same order (explicit fmas where
+// the spec has them, `fma(-a, b, c)` as vfnmadd and `fma(a, b, -c)` as vfmsub, which round the
+// same exact value once), the integer steps on 32-bit lanes, and the special cases as the
+// spec's selects in its order. The scalar code's loop does not vectorize (GCC: "control flow in
+// loop"); this runs about 16 lanes for the price of one. Then NaN canonicalization, as PowF.
+
+// GCC 12's _mm512_srlv/srli/min/max_epi32 start from _mm512_undefined_epi32(): a false
+// -Wmaybe-uninitialized once inlined here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace {
+
+inline __m512 F(float v) { return _mm512_set1_ps(v); }
+inline __m512i I(uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
+inline __m512 AsF(__m512i v) { return _mm512_castsi512_ps(v); }
+inline __m512i AsI(__m512 v) { return _mm512_castps_si512(v); }
+
+// detmath::detail::log_dd for every lane (the general case reads only finite a > 0).
+inline void LogDd(__m512 x, __m512* out_hi, __m512* out_lo) {
+  const __m512i ix = AsI(x);
+  const __mmask16 sub = _mm512_cmplt_epu32_mask(ix, I(0x00800000u));
+  const __m512 xs = _mm512_mask_mov_ps(x, sub, _mm512_mul_ps(x, F(0x1p23f)));
+  const __m512i eadj = _mm512_maskz_mov_epi32(sub, I(static_cast<uint32_t>(-23)));
+  const __m512i t = _mm512_sub_epi32(AsI(xs), I(0x3F3504F3u));
+  const __m512i e = _mm512_add_epi32(_mm512_srai_epi32(t, 23), eadj);
+  const __m512 m = AsF(_mm512_add_epi32(_mm512_and_si512(t, I(0x007FFFFFu)), I(0x3F3504F3u)));
+  const __m512 f = _mm512_sub_ps(m, F(1.0f));
+  const __m512 ef = _mm512_sub_ps(AsF(_mm512_add_epi32(I(0x4B400000u), e)), F(0x1.8p23f));
+  const __m512 dh = _mm512_add_ps(F(2.0f), f);
+  const __m512 dl = _mm512_add_ps(_mm512_sub_ps(F(2.0f), dh), f);
+  const __m512 sh = _mm512_div_ps(f, dh);
+  const __m512 e1 = _mm512_fnmadd_ps(sh, dh, f);
+  const __m512 sl = _mm512_div_ps(_mm512_sub_ps(e1, _mm512_mul_ps(sh, dl)), dh);
+  const __m512 s2h = _mm512_mul_ps(sh, sh);
+  const __m512 s2l = _mm512_add_ps(_mm512_fmsub_ps(sh, sh, s2h), _mm512_mul_ps(F(2.0f), _mm512_mul_ps(sh, sl)));
+  const __m512 s3h = _mm512_mul_ps(s2h, sh);
+  const __m512 s3l = _mm512_add_ps(_mm512_fmsub_ps(s2h, sh, s3h), _mm512_fmadd_ps(s2l, sh, _mm512_mul_ps(s2h, sl)));
+  const __m512 vh = _mm512_mul_ps(s3h, F(0x1.555556p-1f));
+  const __m512 vl = _mm512_add_ps(_mm512_fmsub_ps(s3h, F(0x1.555556p-1f), vh),
+                                  _mm512_fmadd_ps(s3l, F(0x1.555556p-1f), _mm512_mul_ps(s3h, F(-0x1.555556p-26f))));
+  __m512 rr = F(0x1.9083fap-3f);
+  rr = _mm512_fmadd_ps(rr, s2h, F(0x1.c63da8p-3f));
+  rr = _mm512_fmadd_ps(rr, s2h, F(0x1.2493b6p-2f));
+  rr = _mm512_fmadd_ps(rr, s2h, F(0x1.999998p-2f));
+  const __m512 w = _mm512_mul_ps(_mm512_mul_ps(s3h, s2h), rr);
+  const __m512 a2 = _mm512_mul_ps(F(2.0f), sh);
+  const __m512 h1 = _mm512_add_ps(a2, vh);
+  const __m512 l1 = _mm512_add_ps(_mm512_add_ps(_mm512_sub_ps(a2, h1), vh),
+                                  _mm512_add_ps(_mm512_mul_ps(F(2.0f), sl), _mm512_add_ps(vl, w)));
+  const __m512 lh = _mm512_mul_ps(ef, F(0x1.62e400p-1f));
+  const __m512 lm = _mm512_mul_ps(ef, F(0x1.7f7d1cp-20f));
+  const __m512 lme = _mm512_fmsub_ps(ef, F(0x1.7f7d1cp-20f), lm);
+  const __m512 h2 = _mm512_add_ps(lh, h1);
+  const __m512 l2 = _mm512_add_ps(_mm512_sub_ps(lh, h2), h1);
+  const __m512 lo = _mm512_add_ps(
+      l2, _mm512_add_ps(l1, _mm512_add_ps(lm, _mm512_add_ps(lme, _mm512_mul_ps(ef, F(0x1.ef357ap-45f))))));
+  const __m512 hi = _mm512_add_ps(h2, lo);
+  *out_hi = hi;
+  *out_lo = _mm512_sub_ps(lo, _mm512_sub_ps(hi, h2));
+}
+
+// detmath::detail::exp_core(xh, xl), xh clamped to [-105, 89].
+inline __m512 ExpCore(__m512 xh, __m512 xl) {
+  const __m512 magic = F(0x1.8p23f);
+  const __m512 t = _mm512_fmadd_ps(xh, F(0x1.715476p+0f), magic);
+  const __m512 kf = _mm512_sub_ps(t, magic);
+  const __m512i k = _mm512_sub_epi32(AsI(t), AsI(magic));
+  __m512 r = _mm512_fnmadd_ps(kf, F(0x1.62e430p-1f), xh);  // fma(kf, -ln2hi, xh)
+  r = _mm512_fmadd_ps(kf, F(0x1.05c610p-29f), r);          // fma(kf, -ln2lo, r); ln2lo < 0
+  r = _mm512_add_ps(r, xl);
+  __m512 q = F(0x1.9e18dep-13f);
+  q = _mm512_fmadd_ps(q, r, F(0x1.6d4f58p-10f));
+  q = _mm512_fmadd_ps(q, r, F(0x1.111302p-7f));
+  q = _mm512_fmadd_ps(q, r, F(0x1.5554e6p-5f));
+  q = _mm512_fmadd_ps(q, r, F(0x1.555554p-3f));
+  q = _mm512_fmadd_ps(q, r, F(0x1.000000p-1f));
+  const __m512 r2 = _mm512_mul_ps(r, r);
+  const __m512 s = _mm512_add_ps(F(1.0f), r);
+  const __m512 e1 = _mm512_add_ps(_mm512_sub_ps(F(1.0f), s), r);
+  const __m512 p = _mm512_fmadd_ps(r2, q, e1);
+  const __m512 y = _mm512_add_ps(s, p);
+  const __m512i k1 = _mm512_srai_epi32(k, 1);
+  const __m512i k2 = _mm512_sub_epi32(k, k1);
+  const __m512 p1 = AsF(_mm512_slli_epi32(_mm512_add_epi32(k1, I(127)), 23));
+  const __m512 p2 = AsF(_mm512_slli_epi32(_mm512_add_epi32(k2, I(127)), 23));
+  return _mm512_mul_ps(_mm512_mul_ps(y, p1), p2);
+}
+
+inline __m512 Pow16(__m512 x, __m512 y) {
+  const __m512i ix = AsI(x), iy = AsI(y);
+  const __m512i ax = _mm512_and_si512(ix, I(0x7FFFFFFFu)), ay = _mm512_and_si512(iy, I(0x7FFFFFFFu));
+  const __m512i ey = _mm512_sub_epi32(_mm512_srli_epi32(ay, 23), I(127));
+  const __m512i ec = _mm512_min_epi32(_mm512_max_epi32(ey, I(0)), I(23));
+  const __m512i my = _mm512_or_si512(_mm512_and_si512(ay, I(0x007FFFFFu)), I(0x00800000u));
+  const __m512i fracmask = _mm512_srlv_epi32(I(0x00FFFFFFu), _mm512_add_epi32(ec, I(1)));
+  const __mmask16 ey_ge0 = _mm512_cmpge_epi32_mask(ey, I(0));
+  const __mmask16 ay_zero = _mm512_cmpeq_epi32_mask(ay, I(0));
+  const __mmask16 y_int =
+      _mm512_cmpge_epi32_mask(ey, I(23)) | (ey_ge0 & _mm512_testn_epi32_mask(my, fracmask)) | ay_zero;
+  const __m512i odd_bit = _mm512_and_si512(_mm512_srlv_epi32(my, _mm512_sub_epi32(I(23), ec)), I(1));
+  const __mmask16 y_odd = ey_ge0 & _mm512_cmple_epi32_mask(ey, I(23)) & y_int & _mm512_cmpneq_epi32_mask(odd_bit, I(0));
+  __m512 lh, ll;
+  LogDd(AsF(ax), &lh, &ll);
+  const __m512 ph0 = _mm512_mul_ps(y, lh);
+  const __m512 pl0 = _mm512_add_ps(_mm512_fmsub_ps(y, lh, ph0), _mm512_mul_ps(y, ll));
+  const __mmask16 in_range =
+      _mm512_cmp_ps_mask(ph0, F(-105.0f), _CMP_GE_OQ) & _mm512_cmp_ps_mask(ph0, F(89.0f), _CMP_LE_OQ);
+  const __m512 out_of_range =
+      _mm512_mask_mov_ps(F(-105.0f), _mm512_cmp_ps_mask(ph0, _mm512_setzero_ps(), _CMP_GT_OQ), F(89.0f));
+  const __m512 ph = _mm512_mask_mov_ps(out_of_range, in_range, ph0);
+  const __m512 pl = _mm512_maskz_mov_ps(in_range, pl0);
+  const __m512 mag = ExpCore(ph, pl);
+  const __mmask16 xneg = _mm512_cmplt_epi32_mask(ix, I(0));
+  __m512 r = AsF(_mm512_mask_xor_epi32(AsI(mag), xneg & y_odd, AsI(mag), I(0x80000000u)));  // -mag
+  const __m512i xsign_if_odd = _mm512_maskz_and_epi32(y_odd, ix, I(0x80000000u));
+  const __mmask16 ypos = _mm512_cmpge_epi32_mask(iy, I(0));
+  const __m512 nan = AsF(I(0x7FC00000u));
+  r = _mm512_mask_mov_ps(r, xneg & static_cast<__mmask16>(~y_int), nan);
+  const __m512i inf_bits = I(0x7F800000u);
+  r = _mm512_mask_mov_ps(r, _mm512_cmpeq_epi32_mask(ax, inf_bits),
+                         AsF(_mm512_or_si512(_mm512_maskz_mov_epi32(ypos, inf_bits), xsign_if_odd)));
+  r = _mm512_mask_mov_ps(
+      r, _mm512_cmpeq_epi32_mask(ax, I(0)),
+      AsF(_mm512_or_si512(_mm512_maskz_mov_epi32(static_cast<__mmask16>(~ypos), inf_bits), xsign_if_odd)));
+  const __mmask16 below_one = _mm512_cmplt_epu32_mask(ax, I(0x3F800000u));
+  const __mmask16 to_zero = static_cast<__mmask16>(~(below_one ^ ypos));  // (ax < 1) == ypos
+  __m512 yinf = _mm512_mask_mov_ps(AsF(inf_bits), to_zero, _mm512_setzero_ps());
+  yinf = _mm512_mask_mov_ps(yinf, _mm512_cmpeq_epi32_mask(ax, I(0x3F800000u)), F(1.0f));
+  r = _mm512_mask_mov_ps(r, _mm512_cmpeq_epi32_mask(ay, inf_bits), yinf);
+  r = _mm512_mask_mov_ps(r, _mm512_cmpgt_epu32_mask(ax, inf_bits) | _mm512_cmpgt_epu32_mask(ay, inf_bits), nan);
+  r = _mm512_mask_mov_ps(r, _mm512_cmpeq_epi32_mask(ix, I(0x3F800000u)), F(1.0f));
+  r = _mm512_mask_mov_ps(r, ay_zero, F(1.0f));
+  return Canonicalize(r);
+}
+
+}  // namespace
+
+void PowF32Avx512(const float* x, const float* y, bool y_scalar, float* out, int64_t n) {
+  const __m512 ys = y_scalar ? _mm512_set1_ps(y[0]) : _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    _mm512_storeu_ps(out + i, Pow16(_mm512_loadu_ps(x + i), y_scalar ? ys : _mm512_loadu_ps(y + i)));
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    const __m512 yv = y_scalar ? ys : _mm512_maskz_loadu_ps(m, y + i);
+    _mm512_mask_storeu_ps(out + i, m, Pow16(_mm512_maskz_loadu_ps(m, x + i), yv));
+  }
+}
+
+#pragma GCC diagnostic pop
+
 }  // namespace consensor::kernels::cpu

@@ -281,6 +281,89 @@ TEST(Conv2D, WithoutTheAvx512DirectKernelTheBitsAreTheSame) {
   cpu::SetConvAvx512ForTesting(true);
 }
 
+TEST(Conv2D, ShiftedPlaneKernelMatchesSpecBits) {
+  // Both strides 1 and OW == W on an AVX-512F CPU: the 12-filter x 32-position register tile
+  // reads each term from x at a flat shift, padding lanes masked to +0.0 (conv_avx512.cc). The
+  // openWakeWord embedding model's 1x3 "same" and 3x1 layers; filter counts around the 12-row
+  // tile (1, 5, 6, 7, 12, 13, 25), position counts around 16-lane vectors and 128-position bands
+  // (1, 2, 15, 16, 17, 33, 128, 129); planes narrower than a vector, rows entirely in padding,
+  // dilations, 3x3 and 5x5 "same", a padded 1x1, groups of 9 and more channels, batches; special
+  // values, tiny products that round to -0, with and without weights packed at load.
+  uint32_t seed = 900;
+  // N, C, H, W, F, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, group, bias
+  const std::vector<Conv> cases = {
+      {1, 24, 74, 32, 24, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1, true},  // embedding 1x3
+      {1, 24, 74, 32, 24, 3, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true},  // embedding 3x1
+      {1, 96, 3, 1, 96, 3, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false},   // its last conv: one position
+      {1, 48, 10, 2, 13, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1, true},   // W = 2, 13 filters
+      {2, 9, 5, 3, 25, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false},    // 3x3 same, 15 positions
+      {1, 7, 4, 4, 7, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1, true},      // 16 positions
+      {1, 5, 17, 1, 6, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, 1, true},     // 17 positions, 1 column
+      {1, 4, 11, 3, 5, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true},     // 33 positions, 1x1 "plain" (GEMM)
+      {1, 3, 2, 64, 12, 1, 5, 1, 1, 0, 2, 0, 2, 1, 1, 1, true},    // a band of 128
+      {1, 3, 3, 43, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false},    // 129 positions, 1 filter (direct)
+      {1, 6, 9, 37, 14, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1, true},    // 5x5 same, 333 positions
+      {1, 4, 8, 11, 9, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, true},     // dilated 3x3 same
+      {1, 3, 6, 9, 8, 5, 3, 1, 1, 4, 1, 4, 1, 2, 1, 1, false},     // rows entirely in padding
+      {1, 3, 9, 6, 7, 1, 1, 1, 1, 1, 0, 1, 0, 1, 1, 1, true},      // padded 1x1
+      {2, 18, 7, 8, 26, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, 2, true},    // 2 groups of 9 channels
+      {3, 20, 6, 5, 30, 1, 3, 1, 1, 0, 2, 0, 0, 1, 1, 1, true},    // asymmetric width pads, batch 3
+  };
+  for (const Conv& c : cases) {
+    for (bool special : {false, true}) {
+      for (bool prepare : {false, true}) Check(c, seed++, special, prepare);
+    }
+  }
+  // Products that underflow to -0 and padding terms that turn it into +0 (fma(+0, w > 0, -0)):
+  // x and w tiny with opposite signs, one positive weight per filter for the padding lanes.
+  for (const Conv& c : {cases[0], cases[1], cases[4], cases[12]}) {
+    SCOPED_TRACE(c.ToString());
+    std::vector<float> x(c.N * c.C * c.H * c.W), w(c.F * (c.C / c.group) * c.KH * c.KW), b(c.F, -0.0f);
+    std::mt19937 rng(seed++);
+    for (auto& v : x) v = (rng() % 2 ? 1e-30f : -1e-30f);
+    for (auto& v : w) v = (rng() % 3 ? -1e-30f : 1e-30f);
+    Conv with_bias = c;
+    with_bias.bias = true;
+    const auto ref = Reference(with_bias, x, w, b);
+    for (auto& e : Engines()) {
+      std::vector<float> y(ref.size());
+      ASSERT_TRUE(RunConv(*e.backend, with_bias, x, w, b, &y).ok()) << e.label;
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(Bits(y[i]), Bits(ref[i])) << e.label << " element " << i;
+    }
+  }
+}
+
+TEST(Conv2D, FewPositionsKernelMatchesSpecBits) {
+  // At most 8 output positions per image, one group, on an AVX-512F CPU: 16 filters per vector,
+  // each term broadcast from the image's im2col (conv_avx512.cc). The openWakeWord mel
+  // spectrogram's STFT (1x512 filters, stride 192, 5 positions) and the embedding model's last
+  // conv (one position); every position count 1 to 8 with filter counts around 16-lane vectors
+  // and blocks (1, 15, 16, 17, 49, 65, 97, 130), padding, dilation, strides, batches; special
+  // values, with and without weights packed at load; 9 positions go back to the other paths.
+  uint32_t seed = 1000;
+  // N, C, H, W, F, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, group, bias
+  std::vector<Conv> cases = {
+      {1, 1, 1, 1280, 257, 1, 512, 1, 192, 0, 0, 0, 0, 1, 1, 1, false},  // mel STFT
+      {1, 96, 3, 1, 96, 3, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true},          // embedding's last conv
+      {2, 3, 5, 5, 17, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 1, true},           // 4 positions, batch 2
+      {1, 4, 6, 9, 130, 3, 3, 3, 4, 1, 1, 1, 0, 1, 1, 1, true},          // 6 positions, padding
+      {1, 2, 7, 7, 1, 3, 3, 2, 3, 0, 1, 0, 1, 2, 2, 1, false},           // 1 filter (direct kernel)
+      {1, 5, 1, 20, 33, 1, 4, 1, 3, 0, 2, 0, 2, 1, 2, 1, true},          // 7 positions, dilated
+      {1, 3, 2, 2, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true},           // 4 positions, all padded windows
+      {1, 2, 1, 40, 16, 1, 5, 1, 5, 0, 0, 0, 0, 1, 1, 1, false},         // 8 positions
+      {1, 2, 1, 45, 16, 1, 5, 1, 5, 0, 0, 0, 0, 1, 1, 1, false},         // 9 positions: other paths
+  };
+  for (int64_t positions = 1; positions <= 8; ++positions) {
+    for (int64_t F : {15, 16, 49, 65, 97})
+      cases.push_back({1, 3, 1, positions, F, 1, 3, 1, 1, 0, 1, 0, 1, 1, 1, 1, true});
+  }
+  for (const Conv& c : cases) {
+    for (bool special : {false, true}) {
+      for (bool prepare : {false, true}) Check(c, seed++, special, prepare);
+    }
+  }
+}
+
 TEST(Conv2D, DepthwisePaddingRowsMatchSpecBits) {
   // Kernel rows entirely in the top/bottom padding (the 512-bit direct rows take each such row's
   // KW terms as one add of +0, or none when every weight is negative): small planes under 5x5

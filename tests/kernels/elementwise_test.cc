@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/detmath.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -166,6 +168,75 @@ TEST(ElementwiseTest, TranscendentalsUseDetmathAndCanonicalNaN) {
     float r = detmath::pow(base.at<float>(i), ex.at<float>(i));
     EXPECT_EQ(p.at<uint32_t>(i), r != r ? kCanon : Bits(r)) << "pow " << i;
   }
+}
+
+// f32 pow on AVX-512F CPUs runs 16 lanes at a time (elementwise_avx512.cc, DETERMINISM.md 5.11
+// transcribed): against detmath::pow with the canonical NaN, on random bit patterns of both
+// operands, typical exponents (2 is the mel spectrogram's) over random bases, every pair of
+// special values (zeros, subnormals, +-1, infinities, NaN payloads, odd and even integers,
+// 2^23, 2^24, the largest float), and every 251st base with the exponent 2; then through the
+// backend with a scalar, a same-shape and a broadcast exponent, with and without the kernel.
+TEST(ElementwiseTest, PowAvx512MatchesDetmathBitForBit) {
+  if (!cpu::gemm::CpuHasAvx512F()) GTEST_SKIP() << "no AVX-512F";
+  auto want = [](float x, float y) {
+    const float r = detmath::pow(x, y);
+    return r != r ? kCanon : Bits(r);
+  };
+  std::vector<float> xs, ys;
+  std::mt19937 rng(51);
+  for (int i = 0; i < 1 << 20; ++i) {
+    xs.push_back(FromBits(rng()));
+    ys.push_back(FromBits(rng()));
+  }
+  const std::vector<uint32_t> specials = {0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u, 0x007FFFFFu, 0x00800000u,
+                                          0x3F800000u, 0xBF800000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00001u,
+                                          0x7F800001u, 0x7F7FFFFFu, 0xFF7FFFFFu, 0x40000000u, 0xC0000000u, 0x40400000u,
+                                          0xC0400000u, 0x3F000000u, 0xBF000000u, 0x4B000000u, 0x4B000001u, 0x4B800000u,
+                                          0xCB800001u, 0x3F7FFFFFu, 0x3F800001u, 0x42B20000u, 0xC2D20000u, 0x41200000u,
+                                          0x3EAAAAABu, 0xBEAAAAABu, 0x4E800000u, 0x33D6BF95u};
+  for (uint32_t a : specials) {
+    for (uint32_t b : specials) {
+      xs.push_back(FromBits(a));
+      ys.push_back(FromBits(b));
+    }
+  }
+  for (float y : {2.0f, 0.5f, 3.0f, -1.0f, -2.0f, 1.0f / 3.0f, 10.0f, 2.5f, -0.5f, 0.1f, 23.0f, -7.0f, 1e10f}) {
+    for (int i = 0; i < 1 << 14; ++i) {
+      xs.push_back(FromBits(rng()));
+      ys.push_back(y);
+    }
+  }
+  std::vector<float> out(xs.size());
+  cpu::PowF32Avx512(xs.data(), ys.data(), false, out.data(), static_cast<int64_t>(xs.size()));
+  for (size_t i = 0; i < xs.size(); ++i) {
+    ASSERT_EQ(Bits(out[i]), want(xs[i], ys[i])) << "pow(" << std::hex << Bits(xs[i]) << ", " << Bits(ys[i]) << ")";
+  }
+  // Exponent 2, scalar, every 251st bit pattern of the base; odd lengths leave masked tails.
+  std::vector<float> bases;
+  for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 251) bases.push_back(FromBits(static_cast<uint32_t>(u)));
+  out.assign(bases.size(), 0.0f);
+  const float two = 2.0f;
+  cpu::PowF32Avx512(bases.data(), &two, true, out.data(), static_cast<int64_t>(bases.size()) - 5);
+  for (size_t i = 0; i + 5 < bases.size(); ++i) ASSERT_EQ(Bits(out[i]), want(bases[i], 2.0f)) << i;
+  for (size_t i = bases.size() - 5; i < bases.size(); ++i) ASSERT_EQ(Bits(out[i]), 0u) << "wrote past n";
+  // Through the backend (every engine, threads), [5, 257] bases as in the mel spectrogram.
+  std::vector<float> x(5 * 257), e(5 * 257), row(257);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = FromBits(rng() % 5 == 0 ? specials[rng() % specials.size()] : rng());
+  for (size_t i = 0; i < e.size(); ++i) e[i] = i % 3 == 0 ? 2.0f : FromBits(rng());
+  for (size_t i = 0; i < row.size(); ++i) row[i] = FromBits(rng());
+  for (bool kernel : {true, false}) {
+    cpu::SetPowAvx512ForTesting(kernel);
+    const HostTensor base = F32({1, 1, 5, 257}, x);
+    const HostTensor p_scalar = Binary(Op::kPow, base, F32({}, {2.0f}), DType::kF32, {1, 1, 5, 257});
+    const HostTensor p_full = Binary(Op::kPow, base, F32({5, 257}, e), DType::kF32, {1, 1, 5, 257});
+    const HostTensor p_row = Binary(Op::kPow, base, F32({257}, row), DType::kF32, {1, 1, 5, 257});
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(p_scalar.at<uint32_t>(i), want(x[i], 2.0f)) << i;
+      ASSERT_EQ(p_full.at<uint32_t>(i), want(x[i], e[i])) << i;
+      ASSERT_EQ(p_row.at<uint32_t>(i), want(x[i], row[i % 257])) << i;
+    }
+  }
+  cpu::SetPowAvx512ForTesting(true);
 }
 
 // round is computed branch-free by the IEEE adder (elementwise_impl.h); detmath's bit
