@@ -11,12 +11,12 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
+#include "tests/executor/onnx/fusion_testing.h"
 #include "tests/executor/onnx/onnx_model_builder.h"
 
 namespace consensor::executor {
 namespace {
 
-using consensor::testing::MakeCpu;
 using consensor::testing::OneNodeModel;
 using consensor::testing::OnnxInput;
 
@@ -78,30 +78,15 @@ void CheckCase(const Case& c, uint32_t seed) {
   std::map<std::string, Tensor> run_inputs = {{"x", x}};
   if (c.x_zero_point && c.x_zero_point_constant) options.constant_inputs["zx"] = zx;
   if (c.x_zero_point && !c.x_zero_point_constant) run_inputs["zx"] = zx;
-  auto imported = ImportOnnx(model, options);
-  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
-  MemoryBlobSource blobs;
-  if (!imported->weights.empty()) blobs.Add(imported->weights);
-  auto program = CompileGraph(imported->graph, &blobs, Limits{});
-  ASSERT_TRUE(program.ok()) << program.status().ToString();
-  EXPECT_EQ(CountIm2colTransposes(*program), c.bands);
+  Program program;
+  ASSERT_NO_FATAL_FAILURE(testing::CompileOneNodeModel(model, options, &program));
+  EXPECT_EQ(CountIm2colTransposes(program), c.bands);
   // The weights' zero point offset (128 - zw for u8, -zw for i8) is a nonzero constant here, so
   // each band's row sums are a cast of the im2col matrix and a reduce_sum: one widening sum.
-  EXPECT_EQ(CountWideningSums(*program), c.bands);
-  int covered = 0;
-  for (const Instruction& ins : program->fused_instructions) covered += ins.fused_count;
-  EXPECT_EQ(covered, static_cast<int>(program->instructions.size()));
-
-  // The reference: the unfused lowering, traced, on the portable ISA at one thread.
-  auto reference_cpu = MakeCpu(1, "portable");
-  auto reference = LoadedProgram::Load(*program, reference_cpu.get());
-  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
-  RunOptions unfused;
-  unfused.fuse = false;
-  unfused.trace = true;
-  auto want = (*reference)->Run(run_inputs, unfused);
-  ASSERT_TRUE(want.ok()) << want.status().ToString();
-  const Tensor& want_y = want->outputs.at(0).tensor;
+  EXPECT_EQ(CountWideningSums(program), c.bands);
+  testing::ExpectFusedListCoversEveryInstruction(program);
+  RunResult want;
+  ASSERT_NO_FATAL_FAILURE(testing::RunUnfusedReference(program, run_inputs, &want));
   for (const std::string isa : {"portable", "avx2"}) {
     if (isa == "avx2" && !kernels::cpu::CpuHasAvx2Fma()) continue;
     for (bool vnni : {false, true}) {
@@ -109,28 +94,7 @@ void CheckCase(const Case& c, uint32_t seed) {
       kernels::cpu::gemm::SetGemmVnniForTesting(vnni);
       for (int threads : {1, 2, 8}) {
         SCOPED_TRACE(isa + (vnni ? " with VNNI" : "") + " at " + std::to_string(threads) + " threads");
-        auto cpu = MakeCpu(threads, isa);
-        auto loaded = LoadedProgram::Load(*program, cpu.get());
-        ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-        auto got = (*loaded)->Run(run_inputs);
-        ASSERT_TRUE(got.ok()) << got.status().ToString();
-        const Tensor& y = got->outputs.at(0).tensor;
-        ASSERT_EQ(y.shape(), want_y.shape());
-        const int32_t* gv = y.data_as<int32_t>();
-        const int32_t* wv = want_y.data_as<int32_t>();
-        int64_t first_diff = -1;
-        for (int64_t i = 0; i < y.num_elements() && first_diff < 0; ++i) {
-          if (gv[i] != wv[i]) first_diff = i;
-        }
-        EXPECT_EQ(first_diff, -1) << "element " << first_diff << ": got " << (first_diff >= 0 ? gv[first_diff] : 0)
-                                  << ", want " << (first_diff >= 0 ? wv[first_diff] : 0);
-        EXPECT_EQ(got->result_root, want->result_root);
-        // A traced run is the canonical list: the unfused trace.
-        RunOptions traced;
-        traced.trace = true;
-        auto trace = (*loaded)->Run(run_inputs, traced);
-        ASSERT_TRUE(trace.ok()) << trace.status().ToString();
-        EXPECT_EQ(trace->trace_root, want->trace_root);
+        testing::ExpectFusedRunGivesReferenceBits(program, isa, threads, run_inputs, want);
       }
     }
     kernels::cpu::gemm::SetGemmVnniForTesting(true);

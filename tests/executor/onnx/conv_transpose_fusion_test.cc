@@ -12,12 +12,12 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
+#include "tests/executor/onnx/fusion_testing.h"
 #include "tests/executor/onnx/onnx_model_builder.h"
 
 namespace consensor::executor {
 namespace {
 
-using consensor::testing::MakeCpu;
 using consensor::testing::OneNodeModel;
 using consensor::testing::OnnxInput;
 using consensor::testing::RandomF32;
@@ -134,29 +134,12 @@ void CheckCaseOnce(const Case& c, Pattern pattern, uint32_t seed) {
     run_inputs["W"] = w;
   }
   if (c.bias) options.constant_inputs["B"] = b;
-  auto imported = ImportOnnx(model, options);
-  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
-  MemoryBlobSource blobs;
-  if (!imported->weights.empty()) blobs.Add(imported->weights);
-  auto program = CompileGraph(imported->graph, &blobs, Limits{});
-  ASSERT_TRUE(program.ok()) << program.status().ToString();
-  EXPECT_EQ(CountStuffedConvs(*program), c.fuses ? 1 : 0);
-  int covered = 0;
-  for (const Instruction& ins : program->fused_instructions) covered += ins.fused_count;
-  if (!program->fused_instructions.empty()) {
-    EXPECT_EQ(covered, static_cast<int>(program->instructions.size()));
-  }
-
-  // The reference: the unfused lowering, traced, on the portable ISA at one thread.
-  auto reference_cpu = MakeCpu(1, "portable");
-  auto reference = LoadedProgram::Load(*program, reference_cpu.get());
-  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
-  RunOptions unfused;
-  unfused.fuse = false;
-  unfused.trace = true;
-  auto want = (*reference)->Run(run_inputs, unfused);
-  ASSERT_TRUE(want.ok()) << want.status().ToString();
-  const Tensor& want_y = want->outputs.at(0).tensor;
+  Program program;
+  ASSERT_NO_FATAL_FAILURE(testing::CompileOneNodeModel(model, options, &program));
+  EXPECT_EQ(CountStuffedConvs(program), c.fuses ? 1 : 0);
+  if (!program.fused_instructions.empty()) testing::ExpectFusedListCoversEveryInstruction(program);
+  RunResult want;
+  ASSERT_NO_FATAL_FAILURE(testing::RunUnfusedReference(program, run_inputs, &want));
   // "avx2" runs the AVX-512 blocks (conv_stuffed_avx512.cc) where the CPU has AVX-512F, and
   // "avx2 without avx512" the 256-bit kernels.
   for (const std::string variant : {"portable", "avx2", "avx2 without avx512"}) {
@@ -166,29 +149,7 @@ void CheckCaseOnce(const Case& c, Pattern pattern, uint32_t seed) {
     kernels::cpu::gemm::SetGemmAvx512ForTesting(variant != "avx2 without avx512");
     for (int threads : {1, 2, 8}) {
       SCOPED_TRACE(variant + " at " + std::to_string(threads) + " threads");
-      auto cpu = MakeCpu(threads, isa);
-      auto loaded = LoadedProgram::Load(*program, cpu.get());
-      ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-      auto got = (*loaded)->Run(run_inputs);
-      ASSERT_TRUE(got.ok()) << got.status().ToString();
-      const Tensor& y = got->outputs.at(0).tensor;
-      ASSERT_EQ(y.shape(), want_y.shape());
-      const uint32_t* gb = reinterpret_cast<const uint32_t*>(y.data());
-      const uint32_t* wb = reinterpret_cast<const uint32_t*>(want_y.data());
-      int64_t first_diff = -1;
-      for (int64_t i = 0; i < y.num_elements() && first_diff < 0; ++i) {
-        if (gb[i] != wb[i]) first_diff = i;
-      }
-      EXPECT_EQ(first_diff, -1) << "element " << first_diff << ": got 0x" << std::hex
-                                << (first_diff >= 0 ? gb[first_diff] : 0) << ", want 0x"
-                                << (first_diff >= 0 ? wb[first_diff] : 0);
-      EXPECT_EQ(got->result_root, want->result_root);
-      // A traced run is the canonical list: the unfused trace.
-      RunOptions traced;
-      traced.trace = true;
-      auto trace = (*loaded)->Run(run_inputs, traced);
-      ASSERT_TRUE(trace.ok()) << trace.status().ToString();
-      EXPECT_EQ(trace->trace_root, want->trace_root);
+      testing::ExpectFusedRunGivesReferenceBits(program, isa, threads, run_inputs, want);
     }
     kernels::cpu::gemm::SetGemmAvx512ForTesting(true);
   }

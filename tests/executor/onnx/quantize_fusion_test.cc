@@ -19,13 +19,12 @@
 #include "executor/onnx/import.h"
 #include "kernels/cpu/quantize.h"
 #include "onnx/onnx_pb.h"
+#include "tests/executor/onnx/fusion_testing.h"
 #include "tests/executor/onnx/onnx_model_builder.h"
 #include "tests/executor/test_util.h"
 
 namespace consensor::executor {
 namespace {
-
-using consensor::testing::MakeCpu;
 
 int32_t OnnxType(DType d) {
   switch (d) {
@@ -39,7 +38,7 @@ int32_t OnnxType(DType d) {
 std::vector<uint8_t> Model(const std::string& op, const std::vector<std::pair<std::string, Tensor>>& inputs,
                            int outputs) {
   onnx::ModelProto model;
-  auto* g = testing::StartOnnxModel(&model, 13);
+  auto* g = consensor::testing::StartOnnxModel(&model, 13);
   auto* n = g->add_node();
   n->set_op_type(op);
   n->set_name("quant");
@@ -92,26 +91,12 @@ Tensor Values(const Shape& shape, uint32_t seed, float scale, const std::vector<
 void CheckFusedGivesUnfusedBits(const std::string& name, const std::vector<uint8_t>& model,
                                 const std::map<std::string, Tensor>& inputs) {
   SCOPED_TRACE(name);
-  auto imported = ImportOnnx(model, OnnxImportOptions{});
-  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
-  MemoryBlobSource blobs;
-  if (!imported->weights.empty()) blobs.Add(imported->weights);
-  auto program = CompileGraph(imported->graph, &blobs, Limits{});
-  ASSERT_TRUE(program.ok()) << program.status().ToString();
-  EXPECT_EQ(CountQuantizes(*program), 1);
-  int covered = 0;
-  for (const Instruction& ins : program->fused_instructions) covered += ins.fused_count;
-  EXPECT_EQ(covered, static_cast<int>(program->instructions.size()));
-
-  // The reference: the unfused lowering, traced, on the portable ISA at one thread.
-  auto reference_cpu = MakeCpu(1, "portable");
-  auto reference = LoadedProgram::Load(*program, reference_cpu.get());
-  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
-  RunOptions unfused;
-  unfused.fuse = false;
-  unfused.trace = true;
-  auto want = (*reference)->Run(inputs, unfused);
-  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  Program program;
+  ASSERT_NO_FATAL_FAILURE(testing::CompileOneNodeModel(model, OnnxImportOptions{}, &program));
+  EXPECT_EQ(CountQuantizes(program), 1);
+  testing::ExpectFusedListCoversEveryInstruction(program);
+  RunResult want;
+  ASSERT_NO_FATAL_FAILURE(testing::RunUnfusedReference(program, inputs, &want));
   for (const std::string isa : {"portable", "avx2"}) {
     if (isa == "avx2" && !kernels::cpu::CpuHasAvx2Fma()) continue;
     for (bool avx512 : {false, true}) {
@@ -119,31 +104,7 @@ void CheckFusedGivesUnfusedBits(const std::string& name, const std::vector<uint8
       kernels::cpu::SetQuantizeAvx512ForTesting(avx512);
       for (int threads : {1, 2, 8}) {
         SCOPED_TRACE(isa + (avx512 ? " with AVX-512" : "") + " at " + std::to_string(threads) + " threads");
-        auto cpu = MakeCpu(threads, isa);
-        auto loaded = LoadedProgram::Load(*program, cpu.get());
-        ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-        auto got = (*loaded)->Run(inputs);
-        ASSERT_TRUE(got.ok()) << got.status().ToString();
-        ASSERT_EQ(got->outputs.size(), want->outputs.size());
-        for (size_t o = 0; o < got->outputs.size(); ++o) {
-          const Tensor& y = got->outputs[o].tensor;
-          const Tensor& w = want->outputs[o].tensor;
-          ASSERT_EQ(y.dtype(), w.dtype());
-          ASSERT_EQ(y.shape(), w.shape());
-          int64_t first_diff = -1;
-          for (int64_t i = 0; i < y.byte_size() && first_diff < 0; ++i) {
-            if (y.data()[i] != w.data()[i]) first_diff = i;
-          }
-          EXPECT_EQ(first_diff, -1) << "output " << o << " byte " << first_diff << ": got "
-                                    << (first_diff >= 0 ? int{y.data()[first_diff]} : 0) << ", want "
-                                    << (first_diff >= 0 ? int{w.data()[first_diff]} : 0);
-        }
-        EXPECT_EQ(got->result_root, want->result_root);
-        RunOptions traced;
-        traced.trace = true;
-        auto trace = (*loaded)->Run(inputs, traced);
-        ASSERT_TRUE(trace.ok()) << trace.status().ToString();
-        EXPECT_EQ(trace->trace_root, want->trace_root);
+        testing::ExpectFusedRunGivesReferenceBits(program, isa, threads, inputs, want);
       }
     }
     kernels::cpu::SetQuantizeAvx512ForTesting(true);
