@@ -16,7 +16,9 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -32,6 +34,39 @@ TensorView View(float* data, std::vector<int64_t> shape) {
   for (size_t i = 0; i < shape.size(); ++i) v.dims[i] = shape[i];
   v.data = data;
   return v;
+}
+
+// Runs `run_new` and `run_old` (each returns its time in us) once each and checks `same()` (on a
+// difference: skips with "<what> outputs differ" and returns -1), then alternately once per
+// iteration; sets the counters `new_counter` and `old_counter` (medians) and speedup = old /
+// new, and returns the new median.
+double CompareAlternately(benchmark::State& state, const std::function<double()>& run_new,
+                          const std::function<double()>& run_old, const std::function<bool()>& same,
+                          const std::string& what, const char* new_counter, const char* old_counter) {
+  run_new();
+  run_old();
+  if (!same()) {
+    state.SkipWithError((what + " outputs differ").c_str());
+    return -1;
+  }
+  std::vector<double> t_new, t_old;
+  for (auto _ : state) {
+    t_new.push_back(run_new());
+    t_old.push_back(run_old());
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  const double new_us = median(t_new);
+  state.counters[new_counter] = new_us;
+  state.counters[old_counter] = median(t_old);
+  state.counters["speedup"] = median(t_old) / std::max(1e-9, new_us);
+  return new_us;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // Runs the conv `params` over `in` into outputs of `out_dims`, with the direct kernel and with
@@ -59,24 +94,9 @@ void CompareDirectWithIm2col(benchmark::State& state, Backend& backend, const Op
     if (!s.ok()) state.SkipWithError(s.ToString().c_str());
     return std::chrono::duration<double, std::micro>(t1 - t0).count();
   };
-  run(y1, true);
-  run(y2, false);
-  if (std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)) != 0) {
-    state.SkipWithError("direct and im2col outputs differ");
-    return;
-  }
-  std::vector<double> direct, im2col;
-  for (auto _ : state) {
-    direct.push_back(run(y1, true));
-    im2col.push_back(run(y2, false));
-  }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-  };
-  state.counters["direct_us"] = median(direct);
-  state.counters["im2col_us"] = median(im2col);
-  state.counters["speedup"] = median(im2col) / std::max(1e-9, median(direct));
+  CompareAlternately(
+      state, [&] { return run(y1, true); }, [&] { return run(y2, false); }, [&] { return SameBits(y1, y2); },
+      "direct and im2col", "direct_us", "im2col_us");
 }
 
 // args: C, H, W, K, stride
@@ -147,24 +167,9 @@ void BM_DepthwiseAvx512(benchmark::State& state) {
     cpu::SetConvAvx512ForTesting(true);
     return ((t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3) / 20;
   };
-  run(y1, true);
-  run(y2, false);
-  if (std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)) != 0) {
-    state.SkipWithError("512-bit and 256-bit outputs differ");
-    return;
-  }
-  std::vector<double> wide, narrow;
-  for (auto _ : state) {
-    wide.push_back(run(y1, true));
-    narrow.push_back(run(y2, false));
-  }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-  };
-  state.counters["avx512_us"] = median(wide);
-  state.counters["avx2_us"] = median(narrow);
-  state.counters["speedup"] = median(narrow) / std::max(1e-9, median(wide));
+  CompareAlternately(
+      state, [&] { return run(y1, true); }, [&] { return run(y2, false); }, [&] { return SameBits(y1, y2); },
+      "512-bit and 256-bit", "avx512_us", "avx2_us");
 }
 
 BENCHMARK(BM_DepthwiseAvx512)
@@ -279,26 +284,12 @@ void BM_Dense3x3(benchmark::State& state) {
     if (!s.ok()) state.SkipWithError(s.ToString().c_str());
     return t1 - t0;
   };
-  run(y_ref, false);
-  run(y, true);
-  if (std::memcmp(y.data(), y_ref.data(), y.size() * sizeof(float)) != 0) {
-    state.SkipWithError("the 512-bit and 256-bit outputs differ");
-    return;
-  }
-  std::vector<double> t_new, t_old;
-  for (auto _ : state) {
-    t_new.push_back(run(y, true));
-    t_old.push_back(run(y, false));
-  }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-  };
+  const double new_us = CompareAlternately(
+      state, [&] { return run(y, true); }, [&] { return run(y_ref, false); }, [&] { return SameBits(y, y_ref); },
+      "the 512-bit and 256-bit", "new_us", "old_us");
+  if (new_us < 0) return;
   const double flops = 2.0 * F * C * 9 * H * W;
-  state.counters["new_us"] = median(t_new);
-  state.counters["old_us"] = median(t_old);
-  state.counters["speedup"] = median(t_old) / std::max(1e-9, median(t_new));
-  state.counters["new_gflops"] = flops / std::max(1e-9, median(t_new)) * 1e-3;
+  state.counters["new_gflops"] = flops / std::max(1e-9, new_us) * 1e-3;
 }
 
 // IS-Net's (256 x 256 input) heaviest dense 3x3 layers, at 1 and 2 threads.
@@ -385,24 +376,9 @@ void BM_StuffedConv(benchmark::State& state) {
     if (!s.ok()) state.SkipWithError(s.ToString().c_str());
     return cpu_us() - t0;
   };
-  run_fused();
-  run_unfused();
-  if (std::memcmp(y_fused.data(), y_unfused.data(), y_fused.size() * sizeof(float)) != 0) {
-    state.SkipWithError("the fused and unfused outputs differ");
-    return;
-  }
-  std::vector<double> t_fused, t_unfused;
-  for (auto _ : state) {
-    t_fused.push_back(run_fused());
-    t_unfused.push_back(run_unfused());
-  }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-  };
-  state.counters["fused_cpu_us"] = median(t_fused);
-  state.counters["unfused_cpu_us"] = median(t_unfused);
-  state.counters["speedup"] = median(t_unfused) / std::max(1e-9, median(t_fused));
+  CompareAlternately(
+      state, run_fused, run_unfused, [&] { return SameBits(y_fused, y_unfused); }, "the fused and unfused",
+      "fused_cpu_us", "unfused_cpu_us");
 }
 
 // The PP-OCRv4 detector's two ConvTransposes (2x2, stride 2), a 4x4 stride-2 one (PyTorch's
@@ -464,25 +440,11 @@ void BM_ShiftedPlane(benchmark::State& state) {
     cpu::SetConvAvx512ForTesting(true);
     return ((t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3) / 20;
   };
-  run(y1, true);
-  run(y2, false);
-  if (std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)) != 0) {
-    state.SkipWithError("shifted-plane and im2col outputs differ");
-    return;
-  }
-  std::vector<double> t_new, t_old;
-  for (auto _ : state) {
-    t_new.push_back(run(y1, true));
-    t_old.push_back(run(y2, false));
-  }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-  };
-  state.counters["shifted_us"] = median(t_new);
-  state.counters["im2col_us"] = median(t_old);
-  state.counters["speedup"] = median(t_old) / std::max(1e-9, median(t_new));
-  state.counters["fma_g"] = static_cast<double>(F * OH * W * C * KH * KW) / std::max(1e-9, median(t_new)) * 1e-3;
+  const double new_us = CompareAlternately(
+      state, [&] { return run(y1, true); }, [&] { return run(y2, false); }, [&] { return SameBits(y1, y2); },
+      "shifted-plane and im2col", "shifted_us", "im2col_us");
+  if (new_us < 0) return;
+  state.counters["fma_g"] = static_cast<double>(F * OH * W * C * KH * KW) / std::max(1e-9, new_us) * 1e-3;
 }
 
 // The openWakeWord embedding model's 1x3 and 3x1 layers (input 76 x 32 mel frames).
