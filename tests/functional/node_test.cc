@@ -74,16 +74,29 @@ std::span<const uint8_t> Bytes(const std::string& s) {
 
 // What the executor computes locally for the same graph and inputs.
 executor::RunResult RunLocally(const Graph& g, const std::map<std::string, Tensor>& inputs) {
+  // Each step that fails fails the test and returns an empty result (never a read of a missing value).
   auto program = executor::CompileGraph(g, nullptr, executor::Limits());
-  EXPECT_TRUE(program.ok()) << program.status().ToString();
+  if (!program.ok()) {
+    ADD_FAILURE() << program.status().ToString();
+    return {};
+  }
   auto backend = kernels::CreateBackend(kernels::BackendOptions());
-  EXPECT_TRUE(backend.ok());
+  if (!backend.ok()) {
+    ADD_FAILURE() << backend.status().ToString();
+    return {};
+  }
   auto loaded = executor::LoadedProgram::Load(*program, backend->get());
-  EXPECT_TRUE(loaded.ok());
+  if (!loaded.ok()) {
+    ADD_FAILURE() << loaded.status().ToString();
+    return {};
+  }
   executor::RunOptions ro;
   ro.trace = true;
   auto result = (*loaded)->Run(inputs, ro);
-  EXPECT_TRUE(result.ok()) << result.status().ToString();
+  if (!result.ok()) {
+    ADD_FAILURE() << result.status().ToString();
+    return {};
+  }
   return std::move(result).value();
 }
 
@@ -117,12 +130,19 @@ class NodeTest : public ::testing::Test {
   v1::SubmitTaskRequest Prepare(NodeClient& client, const Graph& g, const std::map<std::string, Tensor>& inputs,
                                 uint64_t nonce = 0) {
     v1::SubmitTaskRequest request;
+    // A failed upload fails the test and leaves the field empty (never a read of a missing value).
     auto graph_blob = client.PutBlob(executor::SerializeGraph(g));
-    EXPECT_TRUE(graph_blob.ok()) << graph_blob.status().ToString();
+    if (!graph_blob.ok()) {
+      ADD_FAILURE() << "graph upload: " << graph_blob.status().ToString();
+      return request;
+    }
     request.set_graph_sha256(graph_blob->sha256());
     for (const auto& [name, t] : inputs) {
       auto put = client.PutBlob(EncodeNpy(t));
-      EXPECT_TRUE(put.ok()) << put.status().ToString();
+      if (!put.ok()) {
+        ADD_FAILURE() << "input upload: " << put.status().ToString();
+        return request;
+      }
       (*request.mutable_inputs())[name] = put->sha256();
     }
     request.mutable_options()->set_nonce(nonce);

@@ -52,10 +52,16 @@ class OnnxCliTest : public ::testing::Test {
   std::string InputNpy(const std::string& test, int k) {
     auto bytes = consensor::ReadFileBytes(
         (kData / test / "test_data_set_0" / ("input_" + std::to_string(k) + ".pb")).string(), 1 << 26);
-    EXPECT_TRUE(bytes.ok());
-    auto t = executor::ParseOnnxTensor(*bytes, {});
-    EXPECT_TRUE(t.ok());
     std::string path = Path("in" + std::to_string(k) + ".npy");
+    if (!bytes.ok()) {
+      ADD_FAILURE() << bytes.status().ToString();
+      return path;
+    }
+    auto t = executor::ParseOnnxTensor(*bytes, {});
+    if (!t.ok()) {
+      ADD_FAILURE() << t.status().ToString();
+      return path;
+    }
     EXPECT_TRUE(WriteNpyFile(path, *t).ok());
     return path;
   }
