@@ -26,31 +26,15 @@ using namespace test_util;
 // Returns the CPU status.
 Status Compare(Op op, std::vector<HostTensor> inputs, DType out_dtype, Shape out_shape, const OpParams& params = {},
                int misalign = 0) {
-  CudaTestBackends& b = GetBackends();
-  const std::vector<const HostTensor*> in = Ptrs(inputs);
-  std::vector<int> input_misalign;
-  for (size_t i = 0; i < in.size(); ++i) input_misalign.push_back(((misalign + static_cast<int>(i)) % 4) * misalign);
+  CudaCompareOptions options{.out_misalign = misalign, .cpu_must_succeed = false, .same_message = true};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    options.input_misalign.push_back(((misalign + static_cast<int>(i)) % 4) * misalign);
+  }
   std::string label = std::string(OpName(op)) + " -> " + ShapeToString(out_shape) + " " +
                       std::string(DTypeName(out_dtype)) + " misalign " + std::to_string(misalign) + " inputs";
   for (HostTensor& t : inputs) label += " " + ShapeToString(t.shape);
   HostTensor ref(out_dtype, out_shape);
-  Status cs = RunInArena(*b.cpu, op, params, in, ref, input_misalign, misalign);
-  std::vector<std::pair<std::string, Backend*>> others = {{"emu", b.emu.get()}};
-  if (b.gpu) others.push_back({"gpu", b.gpu.get()});
-  for (auto& [name, be] : others) {
-    HostTensor got(out_dtype, out_shape);
-    Status s = RunInArena(*be, op, params, in, got, input_misalign, misalign);
-    EXPECT_EQ(cs.code(), s.code()) << label << " on " << name << ": cpu " << cs.ToString() << " vs " << s.ToString();
-    EXPECT_EQ(cs.message(), s.message()) << label << " on " << name;
-    if (cs.ok() && s.ok()) {
-      EXPECT_EQ(ref.bytes.size(), got.bytes.size());
-      if (ref.bytes != got.bytes) {
-        const int64_t first = FirstDifferentElement(ref, got);
-        ADD_FAILURE() << label << " on " << name << ": output differs from the CPU backend, first at element " << first;
-      }
-    }
-  }
-  return cs;
+  return CompareCudaWithCpu(label, op, params, Ptrs(inputs), ref, options);
 }
 
 // Distinct random bits of any dtype, NaN payloads and -0 included for f32.

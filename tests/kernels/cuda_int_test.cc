@@ -29,30 +29,16 @@ const DType kIntTypes[] = {DType::kU8, DType::kI16, DType::kU16, DType::kU32, DT
 // for bit. Returns the CPU's output (empty when it failed). Without `status` the call must succeed.
 HostTensor Compare(const std::string& what, Op op, const std::vector<HostTensor>& inputs, DType out_dtype,
                    const Shape& out_shape, const OpParams& params = {}, int misalign = 0, Status* status = nullptr) {
-  CudaTestBackends& b = GetBackends();
-  const std::vector<const HostTensor*> in = Ptrs(inputs);
-  const std::vector<int> input_misalign(in.size(), misalign);
+  const CudaCompareOptions options{.input_misalign = std::vector<int>(inputs.size(), misalign),
+                                   .out_misalign = misalign,
+                                   .cpu_must_succeed = status == nullptr};
   const std::string label = what + " (" + std::string(OpName(op)) + " " +
                             (inputs.empty() ? std::string() : std::string(DTypeName(inputs[0].dtype))) + " -> " +
                             std::string(DTypeName(out_dtype)) + " " + ShapeToString(out_shape) + ", misalign " +
                             std::to_string(misalign) + ")";
   HostTensor ref(out_dtype, out_shape);
-  const Status cs = RunInArena(*b.cpu, op, params, in, ref, input_misalign, misalign);
+  const Status cs = CompareCudaWithCpu(label, op, params, Ptrs(inputs), ref, options);
   if (status != nullptr) *status = cs;
-  if (status == nullptr) {
-    EXPECT_TRUE(cs.ok()) << label << " on the CPU: " << cs.ToString();
-  }
-  std::vector<std::pair<std::string, Backend*>> cuda = {{"cuda-emu", b.emu.get()}};
-  if (b.gpu) cuda.push_back({"cuda", b.gpu.get()});
-  for (auto& [name, be] : cuda) {
-    HostTensor got(out_dtype, out_shape);
-    const Status s = RunInArena(*be, op, params, in, got, input_misalign, misalign);
-    EXPECT_EQ(cs.code(), s.code()) << label << " on " << name << ": cpu " << cs.ToString() << " vs " << s.ToString();
-    if (cs.ok() && s.ok() && ref.bytes != got.bytes) {
-      ADD_FAILURE() << label << " on " << name << ": differs from the CPU backend, first at element "
-                    << FirstDifferentElement(ref, got);
-    }
-  }
   return cs.ok() ? ref : HostTensor();
 }
 

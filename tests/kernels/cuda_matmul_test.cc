@@ -24,27 +24,8 @@ using namespace test_util;
 // Runs on the CPU reference and on every CUDA backend; expects identical bytes.
 void Compare(Op op, std::vector<HostTensor> inputs, DType out_dtype, const Shape& out_shape,
              const OpParams& params = {}) {
-  CudaTestBackends& b = GetBackends();
-  ASSERT_TRUE(b.cpu && b.emu);
-  const std::vector<const HostTensor*> in = Ptrs(inputs);
   HostTensor ref(out_dtype, out_shape);
-  Status s = RunInArena(*b.cpu, op, params, in, ref);
-  ASSERT_TRUE(s.ok()) << "cpu: " << s.ToString();
-  std::vector<std::pair<std::string, Backend*>> cuda = {{"cuda-emu", b.emu.get()}};
-  if (b.gpu) cuda.push_back({b.gpu->name(), b.gpu.get()});
-  for (auto& [name, be] : cuda) {
-    HostTensor out(out_dtype, out_shape);
-    s = RunInArena(*be, op, params, in, out);
-    ASSERT_TRUE(s.ok()) << name << ": " << s.ToString();
-    if (out.bytes != ref.bytes) {
-      const int64_t es = DTypeSize(out_dtype);
-      for (int64_t i = 0; i < out.numel(); ++i) {
-        ASSERT_EQ(0, std::memcmp(out.bytes.data() + i * es, ref.bytes.data() + i * es, es))
-            << name << " differs from cpu at element " << i << " of " << ShapeToString(out_shape);
-      }
-      FAIL() << name << " differs from cpu";
-    }
-  }
+  CompareCudaWithCpu(std::string(OpName(op)) + " " + ShapeToString(out_shape), op, params, Ptrs(inputs), ref);
 }
 
 Shape BroadcastOut(const Shape& a, const Shape& b) {

@@ -33,21 +33,8 @@ OpParams AxisP(int64_t axis) {
 // Runs on the CPU and the CUDA backends, expects success and identical bytes.
 HostTensor Compare(const std::string& what, Op op, const OpParams& p, const std::vector<const HostTensor*>& ins,
                    DType odt, const Shape& oshape) {
-  CudaTestBackends& b = GetBackends();
   HostTensor ref(odt, oshape);
-  Status s = RunInArena(*b.cpu, op, p, ins, ref);
-  EXPECT_TRUE(s.ok()) << what << " cpu: " << s.ToString();
-  for (Backend* be : {b.emu.get(), b.gpu.get()}) {
-    if (be == nullptr) continue;
-    HostTensor out(odt, oshape);
-    Status st = RunInArena(*be, op, p, ins, out);
-    EXPECT_TRUE(st.ok()) << what << " " << be->name() << ": " << st.ToString();
-    if (!st.ok()) continue;
-    if (out.bytes != ref.bytes) {
-      ADD_FAILURE() << what << " " << be->name() << ": output differs from the CPU backend, first at element "
-                    << FirstDifferentElement(ref, out) << " of " << out.numel();
-    }
-  }
+  CompareCudaWithCpu(what, op, p, ins, ref);
   return ref;
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -77,6 +78,47 @@ inline int64_t FirstDifferentElement(const HostTensor& a, const HostTensor& b) {
     if (a.bytes[i] != b.bytes[i]) return static_cast<int64_t>(i) / es;
   }
   return a.bytes.size() == b.bytes.size() ? -1 : static_cast<int64_t>(n) / es;
+}
+
+// How CompareCudaWithCpu places tensors and what it demands.
+struct CudaCompareOptions {
+  std::vector<int> input_misalign;  // elements, per input (see RunInArena)
+  int out_misalign = 0;
+  bool cpu_must_succeed = true;  // false: a refused call is fine when every CUDA backend refuses it alike
+  bool same_message = false;     // a refusal's message must match too, not only its code
+};
+
+// Runs one call on the CPU reference and on every CUDA backend present (the emulator, and the
+// GPU when there is one). Fails the test where a CUDA backend's status code differs from the
+// CPU's, or where both succeed and a byte differs. `ref` comes in with the output's dtype and
+// shape and leaves with the CPU's bytes. Returns the CPU's status.
+inline Status CompareCudaWithCpu(const std::string& label, Op op, const OpParams& params,
+                                 const std::vector<const HostTensor*>& inputs, HostTensor& ref,
+                                 const CudaCompareOptions& options = {}) {
+  CudaTestBackends& b = GetBackends();
+  if (!b.cpu || !b.emu) {
+    ADD_FAILURE() << label << ": the CPU or the emulated CUDA backend is missing";
+    return Internal("backends missing");
+  }
+  const Status cs = RunInArena(*b.cpu, op, params, inputs, ref, options.input_misalign, options.out_misalign);
+  if (options.cpu_must_succeed) {
+    EXPECT_TRUE(cs.ok()) << label << " on the CPU: " << cs.ToString();
+  }
+  for (Backend* be : {b.emu.get(), b.gpu.get()}) {
+    if (be == nullptr) continue;
+    HostTensor got(ref.dtype, ref.shape);
+    const Status s = RunInArena(*be, op, params, inputs, got, options.input_misalign, options.out_misalign);
+    EXPECT_EQ(cs.code(), s.code()) << label << " on " << be->name() << ": cpu " << cs.ToString() << " vs "
+                                   << s.ToString();
+    if (options.same_message) {
+      EXPECT_EQ(cs.message(), s.message()) << label << " on " << be->name();
+    }
+    if (cs.ok() && s.ok() && ref.bytes != got.bytes) {
+      ADD_FAILURE() << label << " on " << be->name() << ": differs from the CPU backend, first at element "
+                    << FirstDifferentElement(ref, got) << " of " << ref.numel();
+    }
+  }
+  return cs;
 }
 
 // Pointers for RunInArena.
