@@ -24,7 +24,7 @@ RECORDS_MS = re.compile(r'records_ms=([0-9.]+)')
 # Phases in round order; the n-th occurrence of a repeated message is its own phase.
 PHASES = [
     ("task queued again", 1, "queued to execute"),
-    ("task executed", 1, "executed (result stored)"),
+    ("task executed", 1, "executed (result written)"),
     ("commitment sent", 1, "own commitment sent"),
     ("commitment admitted", 1, "1st commitment admitted"),
     ("commitment admitted", 2, "2nd commitment admitted"),
