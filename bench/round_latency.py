@@ -9,7 +9,8 @@ With --phases, also where that time goes: for each phase the node logs (task que
 commitment sent, commitments admitted, window closed, reveal sent, votes counted, certified,
 certificate and result stored), its time after "committee seated" on the same node; and how far
 apart the nodes seated the same task (the round cannot be faster than its slowest member's
-seating). Phases a node's version does not log are left out.
+seating). Phases a node's version does not log are left out. Last, across nodes: how long the
+last member's commitment took to reach the other nodes, and another member's reveal after it.
 
   bench/round_latency.py [--phases] /tmp/devnet-bench/node*/consensord.log
 """
@@ -24,7 +25,7 @@ RECORDS_MS = re.compile(r'records_ms=([0-9.]+)')
 # Phases in round order; the n-th occurrence of a repeated message is its own phase.
 PHASES = [
     ("task queued again", 1, "queued to execute"),
-    ("task executed", 1, "executed (result stored)"),
+    ("task executed", 1, "executed (result written)"),
     ("commitment sent", 1, "own commitment sent"),
     ("commitment admitted", 1, "1st commitment admitted"),
     ("commitment admitted", 2, "2nd commitment admitted"),
@@ -99,6 +100,36 @@ def main(args):
         print(f"\nseating spread across nodes (last - first 'committee seated' of a task): {summary(gaps)}")
     for msg, values in sorted(writes.items()):
         print(f"record writes before '{msg}' (the batch's synced writes): {summary(values)}")
+    critical_path(events)
+
+
+def critical_path(events):
+    """Across nodes, per task: when the last member's commitment left its node, how long the
+    other nodes took to admit it (one gossip hop, queueing included), and the next reveal."""
+    hop_first, hop_last, next_reveal = [], [], []
+    tasks = set().union(*(seen.keys() for seen in events))
+    for task in tasks:
+        sent = sorted((seen[task]["commitment sent"][0], i) for i, seen in enumerate(events)
+                      if seen.get(task) and seen[task].get("commitment sent"))
+        if len(sent) < 3:
+            continue
+        last_sent, last_node = sent[-1]
+        admitted = [sorted(seen[task]["commitment admitted"])[-1] - last_sent
+                    for i, seen in enumerate(events)
+                    if i != last_node and seen.get(task) and len(seen[task].get("commitment admitted", [])) >= len(sent)]
+        if admitted:
+            hop_first.append(min(admitted))
+            hop_last.append(max(admitted))
+        reveals = sorted(seen[task]["reveal sent"][0] for i, seen in enumerate(events)
+                         if i != last_node and seen.get(task) and seen[task].get("reveal sent"))
+        if reveals:
+            next_reveal.append(reveals[0] - last_sent)
+    if hop_first:
+        print("\nthe last member's commitment, from 'commitment sent' on its node (tasks where every member committed):")
+        print(f"  admitted by the first other node  {summary(hop_first)}")
+        print(f"  admitted by the last other node   {summary(hop_last)}")
+    if next_reveal:
+        print(f"  another member's reveal sent      {summary(next_reveal)}")
 
 
 if __name__ == "__main__":

@@ -163,7 +163,20 @@ struct ConsensusEngine::Actions {
   std::vector<std::pair<consensus::TaskId, std::string>> requeue;  // to execute here, and why
   std::vector<std::function<void()>> jobs;
   // Record updates, applied in order after the lock.
-  std::vector<std::pair<consensus::TaskId, std::function<Status(v1::Task*)>>> mutations;
+  struct Mutation {
+    Mutation(const consensus::TaskId& id, RecordChange record_change, bool deferrable = false)
+        : task(id), change(std::move(record_change)), may_defer(deferrable) {}
+    consensus::TaskId task;
+    RecordChange change;
+    // A change that a power failure may take back without breaking a promise: written without
+    // its own sync when every change of its task in the batch is one and the batch publishes
+    // nothing (RunActions). A peer's commitment admitted while the window stays open is one: it
+    // gates nothing this node sends, a restart finds the window open either way and admits it
+    // again from the peers' logs, and the synced write that closes the window, which comes later
+    // in the same WAL, makes it durable before any reveal that lists it.
+    bool may_defer;
+  };
+  std::vector<Mutation> mutations;
   // Round phases this batch completes ("commitment sent", "reveal sent", "certificate stored"),
   // logged once its records are written and its messages published, so that their timestamps
   // are the times things left the node (bench/round_latency.py reads them).
@@ -1108,15 +1121,21 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
           {{"task", r.id.Hex()},
            {"signer", AddressHex(admitted->signer)},
            {"phase", static_cast<int64_t>(admitted->commitment.phase)}});
-      // Stored even from a timer's decisions: admission is what a restart must not forget.
+      // Stored even from a timer's decisions: admission is what a reveal lists, and a restart
+      // after the window closed must find what it closed on. A peer's commitment needs no sync
+      // of its own (Actions::Mutation::may_defer); this node's own is synced before it goes out.
       v1::ResultCommitment stored = ToProto(admitted->commitment, admitted->signer);
-      actions->mutations.emplace_back(r.id, [stored](v1::Task* t) -> Status {
-        for (const auto& existing : t->consensus().commitments()) {
-          if (existing.signature() == stored.signature()) return OkStatus();
-        }
-        *t->mutable_consensus()->add_commitments() = stored;
-        return OkStatus();
-      });
+      const bool peers = admitted->signer != address_;
+      actions->mutations.emplace_back(
+          r.id,
+          [stored](v1::Task* t) -> Status {
+            for (const auto& existing : t->consensus().commitments()) {
+              if (existing.signature() == stored.signature()) return OkStatus();
+            }
+            *t->mutable_consensus()->add_commitments() = stored;
+            return OkStatus();
+          },
+          /*deferrable=*/peers);
     } else if (auto* refused = std::get_if<consensus::CommitmentRefused>(&decision)) {
       commitments_refused_->Increment();
       Log(LogLevel::kDebug, "commitment refused", {{"task", r.id.Hex()}, {"reason", refused->reason}});
@@ -1524,21 +1543,30 @@ size_t ConsensusEngine::OpenRoundsLocked() const {
 }
 
 void ConsensusEngine::RunActions(Actions& actions) {
-  // One synced write per task, however many of its record's changes this batch holds (a
-  // commitment admitted, the window closed, a vote counted, the certificate: each was a synced
-  // write of its own, one after the other, before the reveal or the relay could go out).
+  // One write per task, however many of its record's changes this batch holds (a commitment
+  // admitted, the window closed, a vote counted, the certificate: each was a synced write of its
+  // own, one after the other, before the reveal or the relay could go out). Synced unless every
+  // change may be deferred and the batch sends nothing.
   const auto records_start = Clock::now();
-  std::vector<std::pair<consensus::TaskId, std::vector<RecordChange>>> by_task;  // first-change order
-  for (auto& [task, change] : actions.mutations) {
-    const consensus::TaskId& id = task;  // clang 14 cannot capture a structured binding
-    auto it = std::find_if(by_task.begin(), by_task.end(), [&](const auto& entry) { return entry.first == id; });
-    if (it == by_task.end()) it = by_task.insert(by_task.end(), {id, {}});
-    it->second.push_back(std::move(change));
+  struct TaskWrite {
+    consensus::TaskId id;
+    std::vector<RecordChange> changes;
+    bool synced = false;
+  };
+  std::vector<TaskWrite> by_task;  // first-change order
+  for (Actions::Mutation& m : actions.mutations) {
+    auto it = std::find_if(by_task.begin(), by_task.end(), [&](const TaskWrite& w) { return w.id == m.task; });
+    if (it == by_task.end()) it = by_task.insert(by_task.end(), TaskWrite{m.task, {}, false});
+    it->changes.push_back(std::move(m.change));
+    it->synced = it->synced || !m.may_defer || !actions.publish.empty();
   }
-  for (const auto& [id, task_changes] : by_task) {
-    const std::vector<RecordChange>& changes = task_changes;  // clang 14 cannot capture a binding
-    Status s = tasks_->Mutate(id, [&changes](v1::Task* t) { return ApplyRecordChanges(changes, t); });
-    if (!s.ok()) Log(LogLevel::kWarn, "cannot update task record", {{"task", id.Hex()}, {"error", s.ToString()}});
+  for (const TaskWrite& w : by_task) {
+    const std::vector<RecordChange>& changes = w.changes;
+    if (!w.synced) faults_->BeforeUnsyncedRecord(w.id.Hex());
+    Status s = tasks_->Mutate(
+        w.id, [&changes](v1::Task* t) { return ApplyRecordChanges(changes, t); }, nullptr,
+        w.synced ? Durability::kSynced : Durability::kDeferred);
+    if (!s.ok()) Log(LogLevel::kWarn, "cannot update task record", {{"task", w.id.Hex()}, {"error", s.ToString()}});
   }
   const double records_ms = std::chrono::duration<double, std::milli>(Clock::now() - records_start).count();
   const auto records = static_cast<int64_t>(by_task.size());

@@ -15,17 +15,27 @@ namespace consensor::node {
 
 namespace {
 
-constexpr std::array<std::string_view, 14> kNames = {
-    "corrupt-output",     "equivocate",       "silent",        "crash-mid-task",
-    "downgrade-replicas", "wrong-trace-root", "slow",          "stale-reference",
-    "lazy-copy",          "withhold-reveal",  "trickle-blobs", "corrupt-served-outputs",
-    "cannot-fetch",       "refuse-everywhere"};
-constexpr std::array<FaultMode, 14> kModes = {
+constexpr std::array<std::string_view, 15> kNames = {"corrupt-output",
+                                                     "equivocate",
+                                                     "silent",
+                                                     "crash-mid-task",
+                                                     "downgrade-replicas",
+                                                     "wrong-trace-root",
+                                                     "slow",
+                                                     "stale-reference",
+                                                     "lazy-copy",
+                                                     "withhold-reveal",
+                                                     "trickle-blobs",
+                                                     "corrupt-served-outputs",
+                                                     "cannot-fetch",
+                                                     "refuse-everywhere",
+                                                     "crash-before-unsynced-record"};
+constexpr std::array<FaultMode, 15> kModes = {
     FaultMode::kCorruptOutput,  FaultMode::kEquivocate,        FaultMode::kSilent,
     FaultMode::kCrashMidTask,   FaultMode::kDowngradeReplicas, FaultMode::kWrongTraceRoot,
     FaultMode::kSlow,           FaultMode::kStaleReference,    FaultMode::kLazyCopy,
     FaultMode::kWithholdReveal, FaultMode::kTrickleBlobs,      FaultMode::kCorruptServedOutputs,
-    FaultMode::kCannotFetch,    FaultMode::kRefuseEverywhere};
+    FaultMode::kCannotFetch,    FaultMode::kRefuseEverywhere,  FaultMode::kCrashBeforeUnsyncedRecord};
 
 // How many announced blob names refuse-everywhere remembers (the newest).
 constexpr size_t kMaxAnnouncedBlobs = 64;
@@ -35,6 +45,7 @@ class Honest final : public FaultInjector {
   void BeforeAnnouncing(uint32_t*, uint32_t*) override {}
   uint64_t ReferenceBlock(uint64_t honest, uint64_t, uint64_t) override { return honest; }
   void BeforeAttesting(const std::string&) override {}
+  void BeforeUnsyncedRecord(const std::string&) override {}
   bool StaySilent(const std::string&) override { return false; }
   bool CopiesRevealedVotes() override { return false; }
   bool WithholdsReveal(const std::string&) override { return false; }
@@ -81,6 +92,12 @@ class Faulty final : public FaultInjector {
     if (mode_ != FaultMode::kCrashMidTask) return;
     Log(LogLevel::kWarn, "fault injection: crashing before attesting", {{"task", task_id_hex}});
     std::_Exit(86);
+  }
+
+  void BeforeUnsyncedRecord(const std::string& task_id_hex) override {
+    if (mode_ != FaultMode::kCrashBeforeUnsyncedRecord) return;
+    Log(LogLevel::kWarn, "fault injection: crashing before an unsynced record write", {{"task", task_id_hex}});
+    std::_Exit(88);
   }
 
   bool StaySilent(const std::string& task_id_hex) override {

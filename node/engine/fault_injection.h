@@ -51,6 +51,10 @@ enum class FaultMode {
   // announced, else random ones), with signed GetTask calls for tasks that do not exist, and
   // with signed Pull and GetNodeInfo requests, many more than its budgets let through.
   kRefuseEverywhere,
+  // Exits (code 88) just before the first task record write it would make without a sync of its
+  // own (a peer's commitment admitted while the commit window stays open): the disk is then as
+  // a power failure after that write would leave it.
+  kCrashBeforeUnsyncedRecord,
 };
 
 // The config names of the faults, in the order the docs list them (kNone has none).
@@ -67,6 +71,9 @@ class FaultInjector {
   virtual uint64_t ReferenceBlock(uint64_t honest, uint64_t head, uint64_t max_reference_age) = 0;
   // This node executed the task and is about to attest; crash-mid-task ends the process here.
   virtual void BeforeAttesting(const std::string& task_id_hex) = 0;
+  // The engine is about to write a change to this task's record without a sync of its own;
+  // crash-before-unsynced-record ends the process here.
+  virtual void BeforeUnsyncedRecord(const std::string& task_id_hex) = 0;
   // True: sign nothing for this task.
   virtual bool StaySilent(const std::string& task_id_hex) = 0;
   // True: sign a copy of the first vote revealed for a task this node is a member of.

@@ -64,7 +64,9 @@ struct TaskManagerOptions {
   // running in the store and resume after a restart).
   std::chrono::milliseconds drain_timeout{30000};
   // Network mode: a successful execution ends in CERTIFYING (the consensus engine finalizes
-  // it) and on_executed runs after the result is stored.
+  // it) and on_executed runs once the result is written, before its sync: the first synced
+  // write after it (on_executed's own, or the worker's sync after on_executed returns) covers
+  // it, and readers wait for that sync.
   bool network_mode = false;
   std::function<void(const consensus::TaskId& task_id, const v1::TaskResult& result)> on_executed;
   // Disk budget and retention (docs/NODE.md): new task records and task outputs are checked
@@ -227,7 +229,7 @@ class TaskManager {
   // Results written but maybe not yet synced. A worker writes a task's result without waiting
   // for the sync and takes the next task; the finisher waits for one sync that covers every
   // result written so far, then completes them (metrics, log). In network mode the worker
-  // waits for the sync itself and calls on_executed, as before. Until then the
+  // calls on_executed first and then waits for the sync itself. Until then the
   // task's syncing count makes readers wait for that sync, so no one is told of a result that a
   // power loss could take back.
   struct Finished {

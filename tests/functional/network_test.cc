@@ -1810,23 +1810,37 @@ TEST(NetworkFaultTest, MemberWithAFullDiskSignsNothingAndSignsAgainWhenSpaceRetu
   EXPECT_EQ(StakeOf(net, full), kTenEther);
 }
 
-// A member whose process dies when it executes (exit code 86, before attesting): the other two
-// members still make the quorum.
+// Two members killed at the worst moments of their records, each restarted on the same datadir.
+// node3 dies when it executes (exit code 86, after its result's write and before attesting: the
+// result has no sync of its own, the commitment record's sync was to cover it). node2 dies just
+// before the first record write it makes without a sync of its own, a peer's commitment
+// admitted while the window stays open (exit code 88): its disk is as a power failure after that
+// write would leave it. Restarted, node2 makes the quorum with node1 and signs only the honest
+// result; restarted, node3 recovers its stored result and certifies too. Nobody is slashed.
 TEST(NetworkFaultTest, CrashMidTaskStillFinalizes) {
   TestNetwork net("crash");
-  ASSERT_EQ(net.Start({Operator(1), Operator(2), Operator(3).Fault("crash-mid-task")}), "");
+  ASSERT_EQ(
+      net.Start({Operator(1), Operator(2).Fault("crash-before-unsynced-record"), Operator(3).Fault("crash-mid-task")}),
+      "");
+  NetworkNode& unsynced = net.node(1);
   NetworkNode& crashing = net.node(2);
-  auto s = Submit(net.node(0), 3, 2, 51);  // three replicas of three operators: it is a member
+  auto s = Submit(net.node(0), 3, 2, 51);  // three replicas of three operators: both are members
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(crashing.WaitExit(kFinality), 86) << crashing.LogTail(30);
+  EXPECT_EQ(unsynced.WaitExit(kFinality), 88) << unsynced.LogTail(30);
+  net.SetFault(unsynced, "");
+  ASSERT_TRUE(unsynced.Start()) << unsynced.LogTail(30);
   for (size_t i = 0; i < 2; ++i) {
     auto t = WaitCertified(net.node(i), s->id);
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_TRUE(t.ok()) << net.node(i).name() << ": " << t.status().ToString();
     ExpectHonest(*t, *s, net.node(i).name());
+    EXPECT_TRUE(Signed(t->consensus().certificate(), unsynced)) << testing_support::Describe(*t);
     EXPECT_FALSE(Signed(t->consensus().certificate(), crashing));
+    EXPECT_FALSE(t->consensus().disputed()) << testing_support::Describe(*t);
   }
   ExpectVerifies(net, net.node(1), s->id);
   EXPECT_FALSE(SlashedOnChain(net, crashing));
+  EXPECT_FALSE(SlashedOnChain(net, unsynced));
 
   // Restarted on the same datadir, the node recovers its stored result (it does not execute
   // again), attests late, and ends with the certified result too.

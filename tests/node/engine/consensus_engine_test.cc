@@ -447,6 +447,7 @@ class WatchedInjector final : public FaultInjector {
     inner_->BeforeAttesting(task_id_hex);
     Note();
   }
+  void BeforeUnsyncedRecord(const std::string& task_id_hex) override { inner_->BeforeUnsyncedRecord(task_id_hex); }
   bool StaySilent(const std::string& task_id_hex) override {
     const bool silent = inner_->StaySilent(task_id_hex);
     Note();
@@ -947,6 +948,20 @@ TEST_F(ConsensusEngineTest, SubmitPlansStoresAndAnnouncesThenAttests) {
   task = WaitForTask(id, HasResult);
   const v1::ResultCommitment commitment = gossip_.commitments().at(0);
   EXPECT_EQ(commitment.task_id(), id);
+  // Its own commitment went out after a synced write of it, which covers the result's write too
+  // (the result has no sync of its own before it).
+  {
+    std::optional<MemoryStore::TaskWrite> first_with_commitment;
+    for (const MemoryStore::TaskWrite& w : store_.TaskWrites()) {
+      v1::Task record;
+      if (w.task_id == Id(id).Key() && record.ParseFromString(w.record) && record.consensus().commitments_size() > 0) {
+        first_with_commitment = w;
+        break;
+      }
+    }
+    ASSERT_TRUE(first_with_commitment.has_value());
+    EXPECT_EQ(first_with_commitment->durability, Durability::kSynced);
+  }
   EXPECT_EQ(commitment.phase(), 0u);
   EXPECT_EQ(commitment.signer(), SelfHex());
   EXPECT_TRUE(gossip_.attestations().empty());
@@ -1029,6 +1044,40 @@ TEST_F(ConsensusEngineTest, VotesFromPeersCertifyTheTask) {
   EXPECT_EQ(task.consensus().attestations_size(), 2);
   EXPECT_EQ(engine_->open_rounds(), 0u);
   EXPECT_TRUE(evidence_.accusations().empty());
+}
+
+// A peer's commitment that leaves the window open is written without a sync of its own: it gates
+// nothing this node sends, and a restart finds the window open either way. The write that closes
+// the window on it is synced (a reveal may follow it), and covers the earlier one.
+TEST_F(ConsensusEngineTest, PeersCommitmentIsWrittenUnsyncedUntilTheWindowClosesOnIt) {
+  MakeNetwork(4, /*entry=*/false);
+  StartNode();
+  // Three replicas, this node fourth in the order: it only follows the round.
+  const PeersTask peers = PeersTaskWithSelfAt(3, 3, 2, /*executed=*/1);
+  ASSERT_NO_FATAL_FAILURE(AdoptPeersTask(peers));
+  const std::string key = Id(peers.id).Key();
+  auto last_write = [&](v1::Task* record) {
+    std::optional<MemoryStore::TaskWrite> last;
+    for (const MemoryStore::TaskWrite& w : store_.TaskWrites()) {
+      if (w.task_id == key) last = w;
+    }
+    EXPECT_TRUE(last.has_value());
+    if (last) EXPECT_TRUE(record->ParseFromString(last->record));
+    return last ? last->durability : Durability::kSynced;
+  };
+
+  ASSERT_TRUE(CommitOnly(peers.others.at(0), peers.id, peers.result).ok());
+  WaitForTask(peers.id, [](const v1::Task& t) { return t.consensus().commitments_size() == 1; });
+  v1::Task record;
+  EXPECT_EQ(last_write(&record), Durability::kDeferred);
+  EXPECT_EQ(record.consensus().commitments_size(), 1);
+  EXPECT_EQ(record.consensus().closed_commit_windows(), 0u);
+
+  ASSERT_TRUE(CommitOnly(peers.others.at(1), peers.id, peers.result).ok());
+  WaitForTask(peers.id, [](const v1::Task& t) { return t.consensus().closed_commit_windows() == 1u; });
+  EXPECT_EQ(last_write(&record), Durability::kSynced);
+  EXPECT_EQ(record.consensus().commitments_size(), 2);
+  EXPECT_EQ(record.consensus().closed_commit_windows(), 1u);
 }
 
 // Certified first, final once the chain passes the challenge window (consensus/finality.h); the

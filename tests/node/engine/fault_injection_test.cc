@@ -30,11 +30,12 @@ TEST(FaultInjectionTest, StaleReferencePicksABlockWhoseSeedIsMined) {
 }
 
 TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
-  EXPECT_EQ(
-      std::vector<std::string_view>(FaultModeNames().begin(), FaultModeNames().end()),
-      (std::vector<std::string_view>{"corrupt-output", "equivocate", "silent", "crash-mid-task", "downgrade-replicas",
-                                     "wrong-trace-root", "slow", "stale-reference", "lazy-copy", "withhold-reveal",
-                                     "trickle-blobs", "corrupt-served-outputs", "cannot-fetch", "refuse-everywhere"}));
+  EXPECT_EQ(std::vector<std::string_view>(FaultModeNames().begin(), FaultModeNames().end()),
+            (std::vector<std::string_view>{"corrupt-output", "equivocate", "silent", "crash-mid-task",
+                                           "downgrade-replicas", "wrong-trace-root", "slow", "stale-reference",
+                                           "lazy-copy", "withhold-reveal", "trickle-blobs", "corrupt-served-outputs",
+                                           "cannot-fetch", "refuse-everywhere", "crash-before-unsynced-record"}));
+  EXPECT_EQ(*ParseFaultMode("crash-before-unsynced-record"), FaultMode::kCrashBeforeUnsyncedRecord);
   EXPECT_EQ(*ParseFaultMode("refuse-everywhere"), FaultMode::kRefuseEverywhere);
   EXPECT_EQ(*ParseFaultMode("corrupt-served-outputs"), FaultMode::kCorruptServedOutputs);
   EXPECT_EQ(*ParseFaultMode("cannot-fetch"), FaultMode::kCannotFetch);
@@ -55,7 +56,7 @@ TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
   EXPECT_EQ(bad.status().message(),
             "unknown fault mode 'Silent' (one of corrupt-output, equivocate, silent, crash-mid-task, "
             "downgrade-replicas, wrong-trace-root, slow, stale-reference, lazy-copy, withhold-reveal, "
-            "trickle-blobs, corrupt-served-outputs, cannot-fetch, refuse-everywhere)");
+            "trickle-blobs, corrupt-served-outputs, cannot-fetch, refuse-everywhere, crash-before-unsynced-record)");
 }
 
 // refuse-everywhere: silent, garbage for every blob, refuses and floods peers, and remembers
