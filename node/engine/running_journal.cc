@@ -60,9 +60,8 @@ StatusOr<std::unique_ptr<RunningJournal>> RunningJournal::Open(const std::string
   if (st.st_size > kMaxFileBytes || st.st_size % static_cast<off_t>(kSlotBytes) != 0) {
     ::close(fd);
     return FailedPrecondition("the running-task journal " + path + " is " + std::to_string(st.st_size) +
-                              " bytes, not a whole number of " + std::to_string(kSlotBytes) +
-                              "-byte slots up to " + std::to_string(kMaxFileBytes) +
-                              ": not written by this node; move it away to start");
+                              " bytes, not a whole number of " + std::to_string(kSlotBytes) + "-byte slots up to " +
+                              std::to_string(kMaxFileBytes) + ": not written by this node; move it away to start");
   }
   const size_t wanted = static_cast<size_t>(slots) * kSlotBytes;
   size_t bytes = static_cast<size_t>(st.st_size);
