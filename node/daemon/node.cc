@@ -288,6 +288,7 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
   TaskManagerOptions to = config.tasks;
   to.budget = impl->budget.get();
   to.references = &impl->references;
+  to.running_journal_path = config.datadir + "/running-tasks";
   // Fail fast on a backend that cannot work here (e.g. cuda on a machine without a GPU),
   // unless the operator asked for the CPU fallback.
   if (auto probe = kernels::CreateBackend(to.backend); !probe.ok()) {

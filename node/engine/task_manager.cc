@@ -339,6 +339,15 @@ StatusOr<v1::Task> TaskManager::LoadTask(const consensus::TaskId& id) {
   if (!record) return NotFound("unknown task " + id.Hex());
   v1::Task task;
   if (!task.ParseFromString(*record)) return DataLoss("the stored record of task " + id.Hex() + " is corrupt");
+  if (task.state() == v1::TASK_STATE_QUEUED && journal_ != nullptr) {
+    std::lock_guard<std::mutex> lock(marks_mu_);
+    auto mark = running_marks_.find(id);
+    if (mark != running_marks_.end()) {
+      task.set_state(v1::TASK_STATE_RUNNING);
+      task.set_attempts(mark->second.attempts);
+      task.set_started_unix_ms(static_cast<int64_t>(mark->second.started_unix_ms));
+    }
+  }
   if (task.state() == v1::TASK_STATE_SUCCEEDED || task.state() == v1::TASK_STATE_CERTIFYING) {
     ASSIGN_OR_RETURN(auto result_record, store_->GetResult(key));
     // A certifying observer has no result yet; a succeeded task always has one.
@@ -353,6 +362,13 @@ StatusOr<v1::Task> TaskManager::LoadTask(const consensus::TaskId& id) {
 }
 
 Status TaskManager::Recover() {
+  // Attempts the journal marked running when the node stopped: each is counted in its task's
+  // record (attempts, start) below, and the journal is cleared once they are.
+  std::map<Hash256, RunningJournal::Mark> marked;
+  if (!options_.running_journal_path.empty()) {
+    ASSIGN_OR_RETURN(journal_, RunningJournal::Open(options_.running_journal_path, std::max(1, options_.workers)));
+    for (const RunningJournal::Mark& m : journal_->Marks()) marked[m.task_id] = m;
+  }
   std::vector<v1::Task> pending;
   RETURN_IF_ERROR(store_->ForEachTask([&](const std::string& id, const std::string& record) -> Status {
     v1::Task task;
@@ -366,20 +382,33 @@ Status TaskManager::Recover() {
   // Oldest first, so recovery keeps the order in which clients submitted.
   std::stable_sort(pending.begin(), pending.end(),
                    [](const v1::Task& a, const v1::Task& b) { return a.created_unix_ms() < b.created_unix_ms(); });
+  int64_t interrupted = 0;
   for (v1::Task& task : pending) {
+    ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(task.task_id()));
+    bool changed = false;
+    if (auto m = marked.find(id); m != marked.end() && m->second.attempts > task.attempts()) {
+      task.set_attempts(m->second.attempts);
+      task.set_started_unix_ms(static_cast<int64_t>(m->second.started_unix_ms));
+      changed = true;
+      ++interrupted;
+    }
     if (task.state() == v1::TASK_STATE_RUNNING) {
       RETURN_IF_ERROR(Transition(&task, v1::TASK_STATE_QUEUED));
-      RETURN_IF_ERROR(PersistTask(task, nullptr));
+      changed = true;
     }
-    ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(task.task_id()));
+    if (changed) RETURN_IF_ERROR(PersistTask(task, nullptr));
     std::lock_guard<std::mutex> lock(mu_);
     // Acknowledged tasks are never dropped, so recovery may exceed the queue capacity.
     queue_.push_back(consensus::TaskId(id));
     in_flight_.insert(consensus::TaskId(id));
     metrics_->tasks_recovered->Increment();
   }
-  if (!pending.empty())
-    Log(LogLevel::kInfo, "recovered unfinished tasks", {{"count", static_cast<int64_t>(pending.size())}});
+  // Synced above: a journal cleared now can no longer take a counted attempt with it.
+  if (journal_) journal_->ClearAll();
+  if (!pending.empty()) {
+    Log(LogLevel::kInfo, "recovered unfinished tasks",
+        {{"count", static_cast<int64_t>(pending.size())}, {"interrupted_in_journal", interrupted}});
+  }
   UpdateGauges();
   return OkStatus();
 }
@@ -750,10 +779,12 @@ struct TaskManager::WorkerState {
   // `backend`, so it is released first.
   std::shared_ptr<const executor::Program> warm_program;
   std::unique_ptr<executor::LoadedProgram> warm_loaded;
+  int journal_slot = 0;  // this worker's slot in the running-task journal
 };
 
 void TaskManager::WorkerLoop(int worker_index) {
   WorkerState state;
+  state.journal_slot = worker_index;
   while (true) {
     consensus::TaskId id;
     {
@@ -773,7 +804,6 @@ void TaskManager::WorkerLoop(int worker_index) {
     }
     changed_cv_.notify_all();
     UpdateGauges();
-    (void)worker_index;
   }
 }
 
@@ -799,18 +829,44 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   // attestations to the same record while the task runs. "Running" is not synced: it survives a
   // crash of the node (a task that kills it counts its attempts), and after a power loss the task
   // is queued again, which is where recovery would put it anyway. The result's sync covers it.
+  // With the journal, the mark there does what that write did, without a store write: the
+  // record says queued until its next write, and LoadTask shows it running meanwhile.
   v1::SubmitTaskRequest spec;
-  Status started = Mutate(
-      id,
-      [&spec](v1::Task* t) -> Status {
-        if (t->state() != v1::TASK_STATE_QUEUED) return Aborted("no longer queued");
-        t->set_state(v1::TASK_STATE_RUNNING);
-        t->set_attempts(t->attempts() + 1);
-        t->set_started_unix_ms(UnixMillisNow());
-        spec = t->spec();
-        return OkStatus();
-      },
-      nullptr, Durability::kDeferred);
+  auto mark_running = [&]() -> Status {
+    if (!journal_) {
+      return Mutate(
+          id,
+          [&spec](v1::Task* t) -> Status {
+            if (t->state() != v1::TASK_STATE_QUEUED) return Aborted("no longer queued");
+            t->set_state(v1::TASK_STATE_RUNNING);
+            t->set_attempts(t->attempts() + 1);
+            t->set_started_unix_ms(UnixMillisNow());
+            spec = t->spec();
+            return OkStatus();
+          },
+          nullptr, Durability::kDeferred);
+    }
+    {
+      // Under the record lock, as a Mutate: no write of this record is between the read and
+      // the mark, and every later one (under this lock) sees the mark through LoadTask.
+      std::lock_guard<std::mutex> record_lock(RecordLock(id));
+      ASSIGN_OR_RETURN(v1::Task t, LoadTask(id));
+      if (t.state() != v1::TASK_STATE_QUEUED) return Aborted("no longer queued");
+      RunningJournal::Mark mark;
+      mark.task_id = id.bytes();
+      mark.attempts = t.attempts() + 1;
+      mark.started_unix_ms = static_cast<uint64_t>(UnixMillisNow());
+      journal_->Set(worker->journal_slot, mark);  // first: from here on a crash counts the attempt
+      {
+        std::lock_guard<std::mutex> lock(marks_mu_);
+        running_marks_[id] = mark;
+      }
+      spec = std::move(*t.mutable_spec());
+    }
+    NotifyChanged(id);
+    return OkStatus();
+  };
+  Status started = mark_running();
   const double mark_s = std::chrono::duration<double>(Clock::now() - start).count();
   if (!started.ok()) {
     if (started.code() != StatusCode::kAborted) {
@@ -985,9 +1041,19 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   if (references.owns_lock()) references.unlock();  // the result record names the outputs now
   if (!persisted.ok()) {
     syncing.fetch_sub(1);
-    // The task stays running in the store and is retried after a restart.
+    // The task stays running (in the store, or by its journal mark, which stays) and is retried
+    // after a restart.
     Log(LogLevel::kError, "cannot store task result", {{"task", id_hex}, {"error", persisted.ToString()}});
     return;
+  }
+  if (journal_) {
+    // The record says finished now, so the mark shows nothing more; cleared after it, so that
+    // a crash in between still finds the record finished.
+    {
+      std::lock_guard<std::mutex> lock(marks_mu_);
+      running_marks_.erase(id);
+    }
+    journal_->Clear(worker->journal_slot);
   }
   if (log_phases) {
     // Wall and CPU time of the whole bracket (execution_seconds) and of the program's run; minor

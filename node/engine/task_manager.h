@@ -32,6 +32,7 @@
 #include "kernels/backend_factory.h"
 #include "node/engine/input_cache.h"
 #include "node/engine/program_cache.h"
+#include "node/engine/running_journal.h"
 #include "node/storage/disk_budget.h"
 #include "node/storage/retention.h"
 #include "node/storage/store.h"
@@ -74,6 +75,11 @@ struct TaskManagerOptions {
   // checks to the record that names the blobs. Either may be null (no quota, no retention).
   DiskBudget* budget = nullptr;
   BlobReferenceGuard* references = nullptr;
+  // The running-task journal (running_journal.h), opened by Recover. With it, a task is marked
+  // running there, and shown running by this manager, instead of its record being written
+  // before it runs; the record's next write (its result, or a consensus update) says running
+  // or later. Empty: the record is written running before the task runs.
+  std::string running_journal_path;
 };
 
 struct SubmitOutcome {
@@ -160,6 +166,8 @@ class TaskManager {
   void Execute(const consensus::TaskId& task_id, WorkerState* worker);
   Status PersistTask(const v1::Task& task, const v1::TaskResult* result, Durability durability = Durability::kSynced);
   StatusOr<consensus::TaskSpec> SpecOf(const v1::SubmitTaskRequest& request);
+  // The stored record, shown running (with its attempt count and start) when a worker has
+  // marked it running in the journal and the record still says queued.
   StatusOr<v1::Task> LoadTask(const consensus::TaskId& task_id);
   // LoadTask for a record that leaves the task manager (Get, WaitForChange, ForEach): the store
   // makes a synced write visible before its sync, so when a synced write of this task may be
@@ -202,6 +210,10 @@ class TaskManager {
   static constexpr size_t kStoredOutputsRemembered = 256;
   std::optional<StoredOutput> FindStoredOutput(const Hash256& tensor_hash);
   void RememberStoredOutput(const Hash256& tensor_hash, const StoredOutput& stored);
+  // The journal and the tasks marked running in it whose record may still say queued, by id.
+  std::unique_ptr<RunningJournal> journal_;
+  std::mutex marks_mu_;
+  std::map<consensus::TaskId, RunningJournal::Mark> running_marks_;  // guarded by marks_mu_
   std::mutex stored_outputs_mu_;
   std::map<Hash256, StoredOutput> stored_outputs_;
   std::deque<Hash256> stored_outputs_order_;  // oldest first

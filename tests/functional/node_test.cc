@@ -501,6 +501,17 @@ TEST_F(NodeTest, KillNineDuringLoadThenRestartCompletesEveryAcknowledgedTask) {
   std::map<std::string, Tensor> inputs = {{"x", RandomTensor({384, 384}, 11)}};
   const std::string expected_root = ToHex(RunLocally(g, inputs).result_root);
   v1::SubmitTaskRequest base = Prepare(client, g, inputs);
+  // A long task first (600 layers, 0.6 s or more), killed while it runs: the journal's mark
+  // (docs/NODE.md, "Recovery") must count that attempt after the restart.
+  Graph long_graph = SlowModel(384, 600);
+  const std::string long_root = ToHex(RunLocally(long_graph, inputs).result_root);
+  auto long_task = client.SubmitTask(Prepare(client, long_graph, inputs));
+  ASSERT_TRUE(long_task.ok()) << long_task.status().ToString();
+  auto long_running = client.WatchTask(long_task->task_id(), std::chrono::seconds(60), nullptr,
+                                       [](const v1::Task& t) { return t.state() != v1::TASK_STATE_QUEUED; });
+  ASSERT_TRUE(long_running.ok()) << long_running.status().ToString();
+  ASSERT_EQ(long_running->state(), v1::TASK_STATE_RUNNING);
+  ASSERT_EQ(long_running->attempts(), 1u);
 
   // Submit from a thread while the main thread kills the daemon mid-stream.
   std::vector<std::string> acknowledged;
@@ -532,11 +543,17 @@ TEST_F(NodeTest, KillNineDuringLoadThenRestartCompletesEveryAcknowledgedTask) {
   ASSERT_TRUE(restarted.Start()) << restarted.Log();
   daemons_.push_back(std::make_unique<DaemonProcess>(datadir, std::vector<std::string>{}));  // for the log on failure
   NodeClient client2(restarted.address());
+  auto long_done = client2.WatchTask(long_task->task_id(), std::chrono::seconds(120), nullptr);
+  ASSERT_TRUE(long_done.ok()) << long_done.status().ToString();
+  ASSERT_EQ(long_done->state(), v1::TASK_STATE_SUCCEEDED) << long_done->error_message();
+  EXPECT_EQ(long_done->result().result_root(), long_root);
+  EXPECT_EQ(long_done->attempts(), 2u);  // the one the kill cut short, and this one
   for (const auto& id : acknowledged) {
     auto t = client2.WatchTask(id, std::chrono::seconds(120), nullptr);
     ASSERT_TRUE(t.ok()) << id << ": " << t.status().ToString();
     ASSERT_EQ(t->state(), v1::TASK_STATE_SUCCEEDED) << t->error_message();
     EXPECT_EQ(t->result().result_root(), expected_root);
+    EXPECT_EQ(t->attempts(), 1u) << id;  // queued behind the long task at the kill
   }
   std::string log = restarted.Log();
   EXPECT_NE(log.find("recovered unfinished tasks"), std::string::npos) << log;

@@ -32,10 +32,12 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "node/api/task_spec.h"
 #include "node/engine/input_cache.h"
+#include "node/engine/running_journal.h"
 #include "node/storage/disk_budget.h"
 #include "node/telemetry/metrics.h"
 #include "tests/node/engine/task_ids.h"
 #include "tests/node/fakes/memory_store.h"
+#include "tests/test_files.h"
 
 namespace consensor::node {
 namespace {
@@ -1184,6 +1186,135 @@ TEST_F(TaskManagerTest, SubmissionThatCannotBeStoredIsNotAcknowledged) {
   store_.SetPutTaskHook(nullptr);
   const std::string id = MustSubmit(*node.tasks, Request());
   EXPECT_EQ(WaitFinished(*node.tasks, id).state(), v1::TASK_STATE_SUCCEEDED);
+}
+
+// With the running-task journal (the daemon's setting), a task's record is not written before
+// it runs: the worker marks it in the journal, the manager shows it running, and the record's
+// next write (here a consensus-style update while it runs, then the result) carries running.
+TEST_F(TaskManagerTest, JournalMarksTheRunningTaskInsteadOfAStoreWrite) {
+  const std::string journal_path = testing_support::MakeTempDir("tm_journal") + "/running-tasks";
+  Gate& gate = NewGate();
+  HoldExecutionAtInput(gate);
+  TaskManagerOptions options = NoInputCache(Options(1));
+  options.running_journal_path = journal_path;
+  Node& node = StartNode(options);
+  const std::string id = MustSubmit(*node.tasks, Request());
+  ASSERT_TRUE(gate.WaitArrived(1));
+
+  const v1::Task running = ValueOf(node.tasks->Get(Id(id)));
+  EXPECT_EQ(running.state(), v1::TASK_STATE_RUNNING);
+  EXPECT_EQ(running.attempts(), 1u);
+  EXPECT_GT(running.started_unix_ms(), 0);
+  EXPECT_EQ(PersistedStates(id), (std::vector<v1::TaskState>{v1::TASK_STATE_QUEUED}));  // no write before the run
+  {
+    auto journal = RunningJournal::Open(journal_path, 1);
+    ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+    auto marks = (*journal)->Marks();
+    ASSERT_EQ(marks.size(), 1u);
+    EXPECT_EQ(ToHex(marks[0].task_id), id);
+    EXPECT_EQ(marks[0].attempts, 1u);
+    EXPECT_EQ(static_cast<int64_t>(marks[0].started_unix_ms), running.started_unix_ms());
+  }
+  // Another writer of the record while it runs (the consensus engine adds votes) writes it running.
+  ASSERT_TRUE(node.tasks->Mutate(Id(id), [](v1::Task*) { return OkStatus(); }).ok());
+  EXPECT_EQ(PersistedStates(id), (std::vector<v1::TaskState>{v1::TASK_STATE_QUEUED, v1::TASK_STATE_RUNNING}));
+  EXPECT_EQ(ValueOf(node.tasks->Get(Id(id))).attempts(), 1u);
+
+  gate.Open();
+  const v1::Task done = WaitFinished(*node.tasks, id);
+  EXPECT_EQ(done.state(), v1::TASK_STATE_SUCCEEDED) << done.error_message();
+  EXPECT_EQ(done.attempts(), 1u);
+  EXPECT_EQ(done.started_unix_ms(), running.started_unix_ms());
+  ExpectMatchesReference(done.result());
+  node.tasks->Shutdown();
+  auto journal = RunningJournal::Open(journal_path, 1);
+  ASSERT_TRUE(journal.ok());
+  EXPECT_TRUE((*journal)->Marks().empty());  // cleared once the result was written
+
+  // A task that runs without any other write in between: queued, then its result.
+  Node& next = StartNode(NoInputCache(options));
+  const std::string second = MustSubmit(*next.tasks, Request(1));
+  EXPECT_EQ(WaitFinished(*next.tasks, second).attempts(), 1u);
+  EXPECT_EQ(PersistedStates(second), (std::vector<v1::TaskState>{v1::TASK_STATE_QUEUED, v1::TASK_STATE_SUCCEEDED}));
+}
+
+// What a node that ended mid-task (kill -9, a crash inside the task) leaves: the record queued
+// and the journal's mark. Recovery counts that attempt in the record before anything runs, then
+// clears the journal; marks of tasks that finished, or that the record already counts, change
+// nothing. (tests/functional/node_test.cc kills a real daemon mid-task.)
+TEST_F(TaskManagerTest, RecoveryCountsTheAttemptsTheJournalMarked) {
+  const std::string journal_path = testing_support::MakeTempDir("tm_journal") + "/running-tasks";
+  Node& first = StartNode(Options(0));
+  const std::string interrupted = MustSubmit(*first.tasks, Request(1));
+  const std::string counted = MustSubmit(*first.tasks, Request(2));
+  const std::string finished = MustSubmit(*first.tasks, Request(3));
+  ASSERT_TRUE(first.tasks
+                  ->Mutate(Id(counted),
+                           [](v1::Task* t) {
+                             t->set_attempts(3);
+                             return OkStatus();
+                           })
+                  .ok());
+  ASSERT_TRUE(first.tasks
+                  ->Mutate(Id(finished),
+                           [](v1::Task* t) {
+                             t->set_state(v1::TASK_STATE_FAILED);
+                             t->set_error_code("INTERNAL");
+                             return OkStatus();
+                           })
+                  .ok());
+  first.tasks.reset();
+  {
+    auto journal = RunningJournal::Open(journal_path, 3);
+    ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+    auto mark = [](const std::string& hex, uint32_t attempts) {
+      RunningJournal::Mark m;
+      m.task_id = ValueOf(Hash256FromHex(hex));
+      m.attempts = attempts;
+      m.started_unix_ms = 12345;
+      return m;
+    };
+    (*journal)->Set(0, mark(interrupted, 1));
+    (*journal)->Set(1, mark(counted, 2));  // an older attempt than the record's 3
+    (*journal)->Set(2, mark(finished, 1));
+  }
+
+  TaskManagerOptions options = Options(1);
+  options.running_journal_path = journal_path;
+  Node& second = NewNode(options);
+  ASSERT_TRUE(second.tasks->Recover().ok());
+  // Durably counted before anything runs.
+  const v1::Task recovered = ValueOf(second.tasks->Get(Id(interrupted)));
+  EXPECT_EQ(recovered.state(), v1::TASK_STATE_QUEUED);
+  EXPECT_EQ(recovered.attempts(), 1u);
+  EXPECT_EQ(recovered.started_unix_ms(), 12345);
+  EXPECT_EQ(store_.TaskWrites().back().durability, Durability::kSynced);
+  EXPECT_EQ(ValueOf(second.tasks->Get(Id(counted))).attempts(), 3u);
+  EXPECT_EQ(ValueOf(second.tasks->Get(Id(finished))).state(), v1::TASK_STATE_FAILED);
+  {
+    auto journal = RunningJournal::Open(journal_path, 1);
+    ASSERT_TRUE(journal.ok());
+    EXPECT_TRUE((*journal)->Marks().empty());
+  }
+
+  second.tasks->Start();
+  const v1::Task done = WaitFinished(*second.tasks, interrupted);
+  EXPECT_EQ(done.state(), v1::TASK_STATE_SUCCEEDED) << done.error_message();
+  EXPECT_EQ(done.attempts(), 2u);  // the interrupted attempt, then this one
+  ExpectMatchesReference(done.result());
+  EXPECT_EQ(WaitFinished(*second.tasks, counted).attempts(), 4u);
+}
+
+// A journal file the node cannot use stops startup with the reason, instead of losing counts.
+TEST_F(TaskManagerTest, UnusableJournalFailsRecoveryWithTheReason) {
+  const std::string dir = testing_support::MakeTempDir("tm_journal");
+  testing_support::WriteFile(dir + "/running-tasks", "not a journal");
+  TaskManagerOptions options = Options(1);
+  options.running_journal_path = dir + "/running-tasks";
+  Node& node = NewNode(options);
+  Status s = node.tasks->Recover();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("running-task journal"), std::string::npos) << s.ToString();
 }
 
 TEST_F(TaskManagerTest, ResultThatCannotBeStoredIsExecutedAgainAfterRestart) {
