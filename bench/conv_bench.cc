@@ -2,6 +2,7 @@
 // the path it replaced, timed alternately in the same run on the same data, one AVX2 thread.
 // Single-filter Conv2D: the direct kernel against im2col + a one-row GEMM, likewise, on both ISAs.
 // Dense 3x3 Conv2D: the GEMM's 512-bit micro-kernel against its 256-bit one, likewise.
+// Dense 3x3 Conv2D on f16 operands: the f16 call against the f32 call on the widened operands.
 // ConvTranspose's convolution: the conv over the zero-stuffed input as one call that reads x
 // (OpParams::input_stuffing) against the unfused pad + conv2d, likewise (CPU time).
 //
