@@ -2,6 +2,7 @@
 // the path it replaced, timed alternately in the same run on the same data, one AVX2 thread.
 // Single-filter Conv2D: the direct kernel against im2col + a one-row GEMM, likewise, on both ISAs.
 // Dense 3x3 Conv2D: the GEMM's 512-bit micro-kernel against its 256-bit one, likewise.
+// Dense 3x3 Conv2D on f16 operands: the f16 call against the f32 call on the widened operands.
 // ConvTranspose's convolution: the conv over the zero-stuffed input as one call that reads x
 // (OpParams::input_stuffing) against the unfused pad + conv2d, likewise (CPU time).
 //
@@ -23,6 +24,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/half.h"
 
 namespace consensor::kernels {
 namespace {
@@ -305,6 +307,110 @@ BENCHMARK(BM_Dense3x3)
     // The PP-OCRv4 detector's 96 -> 24 convolutions.
     ->Args({96, 80, 80, 24, 1})
     ->Args({96, 40, 40, 24, 1})
+    ->Unit(benchmark::kMicrosecond);
+
+// Dense 3x3 "same" convolutions with f16 operands (IS-Net f16), weights prepared once as a
+// loaded program has them: the f16 call (DETERMINISM.md 1.3: widened, the f32 rule, rounded once)
+// against the f32 call on the widened operands, alternately; its output rounded to f16 must equal
+// the f16 call's bit for bit. CPU time of the process per call, medians; overhead = f16 / f32.
+// args: C, H, W, F, threads.
+void BM_HalfDense3x3(benchmark::State& state) {
+  const int64_t C = state.range(0), H = state.range(1), W = state.range(2), F = state.range(3);
+  const int threads = static_cast<int>(state.range(4));
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<uint16_t> xh(C * H * W), wh(F * C * 9), bh(F), yh(F * H * W);
+  std::vector<float> x(xh.size()), w(wh.size()), b(bh.size()), y(yh.size());
+  auto fill = [&](std::vector<uint16_t>& h, std::vector<float>& f) {
+    for (size_t i = 0; i < h.size(); ++i) {
+      h[i] = half::F32ToF16(u(rng));
+      f[i] = half::F16ToF32(h[i]);
+    }
+  };
+  fill(xh, x);
+  fill(wh, w);
+  fill(bh, b);
+  auto backend = CpuBackend::Create({.num_threads = threads, .isa = "avx2"});
+  if (!backend.ok()) {
+    state.SkipWithError("no AVX2 backend");
+    return;
+  }
+  OpParams params;
+  params.strides = {1, 1};
+  params.pads = {1, 1, 1, 1};
+  params.dilations = {1, 1};
+  params.kernel = {3, 3};
+  params.group = 1;
+  auto view = [](DType dtype, void* data, std::vector<int64_t> shape) {
+    TensorView v;
+    v.dtype = dtype;
+    v.rank = static_cast<int>(shape.size());
+    for (size_t i = 0; i < shape.size(); ++i) v.dims[i] = shape[i];
+    v.data = data;
+    return v;
+  };
+  struct Call {
+    TensorView in[3], out;
+    KernelCall call;
+    std::unique_ptr<PreparedOperand> prepared;
+  };
+  auto make = [&](Call& c, DType dtype, void* xd, void* wd, void* bd, void* yd) {
+    c.in[0] = view(dtype, xd, {1, C, H, W});
+    c.in[1] = view(dtype, wd, {F, C, 3, 3});
+    c.in[2] = view(dtype, bd, {F});
+    c.out = view(dtype, yd, {1, F, H, W});
+    c.call.op = Op::kConv2D;
+    c.call.params = &params;
+    c.call.inputs = c.in;
+    c.call.num_inputs = 3;
+    c.call.outputs = &c.out;
+    c.call.num_outputs = 1;
+    auto prepared = (*backend)->PrepareConstant(c.call, 1);
+    if (prepared.ok()) c.prepared = std::move(*prepared);
+    c.call.prepared = c.prepared.get();
+    return c.prepared != nullptr;
+  };
+  Call half_call, f32_call;
+  if (!make(half_call, DType::kF16, xh.data(), wh.data(), bh.data(), yh.data()) ||
+      !make(f32_call, DType::kF32, x.data(), w.data(), b.data(), y.data())) {
+    state.SkipWithError("weights not prepared");
+    return;
+  }
+  auto cpu_us = [] {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+  };
+  auto run = [&](Call& c) {
+    const double t0 = cpu_us();
+    const Status s = (*backend)->Run(c.call);
+    const double t1 = cpu_us();
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    return t1 - t0;
+  };
+  auto same = [&] {
+    for (size_t i = 0; i < y.size(); ++i) {
+      if (half::F32ToF16(y[i]) != yh[i]) return false;
+    }
+    return true;
+  };
+  const double half_us = CompareAlternately(
+      state, [&] { return run(half_call); }, [&] { return run(f32_call); }, same, "the f16 and rounded f32", "f16_us",
+      "f32_us");
+  if (half_us < 0) return;
+  state.counters["f16_gflops"] = 2.0 * F * C * 9 * H * W / std::max(1e-9, half_us) * 1e-3;
+}
+
+// IS-Net f16's (256 x 256 input) dense 3x3 layers.
+BENCHMARK(BM_HalfDense3x3)
+    ->Args({128, 128, 128, 64, 1})
+    ->Args({64, 128, 128, 64, 1})
+    ->Args({256, 64, 64, 64, 1})
+    ->Args({512, 32, 32, 128, 1})
+    ->Args({1024, 16, 16, 256, 1})
+    ->Args({1024, 8, 8, 512, 1})
+    ->Args({64, 128, 128, 16, 1})
+    ->Args({128, 128, 128, 64, 2})
     ->Unit(benchmark::kMicrosecond);
 
 // args: C, XH, XW, F, K, stride, threads. ConvTranspose (pads 0) of x [1, C, XH, XW] by

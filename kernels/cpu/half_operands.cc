@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "kernels/checks/half_plan.h"
+#include "kernels/cpu/scratch_cache.h"
 #include "kernels/half.h"
 
 namespace consensor::kernels::cpu {
@@ -79,6 +81,35 @@ void NarrowFromF32(DType to, const float* src, void* dst, int64_t n, const CpuCo
 
 namespace {
 
+// The f32 copy of one 16-bit operand or output, in memory this thread keeps between calls
+// (scratch_cache.h, Kind::kWidened), 64-byte aligned and not zero-filled: with a fresh
+// zero-filled vector per call, IS-Net f16's largest convolution (8 MiB of widened input, 4 MiB
+// of f32 output) took a third more of the model's time (docs/PERFORMANCE.md, "IS-Net f16: the
+// f32 copies of 16-bit operands in kept memory"). Every element is written before it is read.
+class WideCopy {
+ public:
+  WideCopy() = default;
+  ~WideCopy() { scratch::Give(block_, size_, scratch::Kind::kWidened); }
+  WideCopy(const WideCopy&) = delete;
+  WideCopy& operator=(const WideCopy&) = delete;
+  // Room for at least n floats, keeping the block when it is large enough; nullptr if the
+  // allocation fails.
+  float* Reserve(int64_t n) {
+    const size_t bytes = sizeof(float) * static_cast<size_t>(std::max<int64_t>(n, 1));
+    if (block_ == nullptr || size_ < bytes) {
+      scratch::Give(block_, size_, scratch::Kind::kWidened);
+      block_ = scratch::Take(bytes, &size_, scratch::Kind::kWidened);
+      if (block_ == nullptr) size_ = 0;
+    }
+    return static_cast<float*>(block_);
+  }
+  float* data() const { return static_cast<float*>(block_); }
+
+ private:
+  void* block_ = nullptr;
+  size_t size_ = 0;
+};
+
 // conv2d's 16-bit weights widened and packed once when the program was loaded
 // (PrepareConvWeights): its f32 form reads the packed panels, so they are not widened per call;
 // the f32 view of the weights then has no data.
@@ -95,7 +126,7 @@ const PreparedOperand* PreparedForF32(const KernelCall& call) {
 Status RunWhole(const KernelCall& call, const CpuContext& ctx, FamilyRunner run, const std::string& op_name) {
   std::vector<TensorView> inputs(call.inputs, call.inputs + call.num_inputs);
   std::vector<TensorView> outputs(call.outputs, call.outputs + call.num_outputs);
-  std::vector<std::vector<float>> wide(inputs.size() + outputs.size());
+  std::unique_ptr<WideCopy[]> wide(new WideCopy[inputs.size() + outputs.size()]);
   for (size_t i = 0; i < inputs.size(); ++i) {
     TensorView& v = inputs[i];
     if (!IsHalfDType(v.dtype)) continue;
@@ -106,20 +137,21 @@ Status RunWhole(const KernelCall& call, const CpuContext& ctx, FamilyRunner run,
       v.data = nullptr;
       continue;
     }
-    wide[i].resize(static_cast<size_t>(n));
-    WidenToF32(v.dtype, v.data, wide[i].data(), n, ctx);
+    float* copy = wide[i].Reserve(n);
+    if (copy == nullptr) return ResourceExhausted(op_name + ": cannot allocate the f32 copy of an input");
+    WidenToF32(v.dtype, v.data, copy, n, ctx);
     v.dtype = DType::kF32;
-    v.data = n > 0 ? wide[i].data() : nullptr;
+    v.data = n > 0 ? copy : nullptr;
   }
   for (size_t j = 0; j < outputs.size(); ++j) {
     TensorView& v = outputs[j];
     if (!IsHalfDType(v.dtype)) continue;
     const int64_t n = v.num_elements();
     if (n > 0 && v.data == nullptr) return InvalidArgument(op_name + ": output has no data");
-    std::vector<float>& buffer = wide[inputs.size() + j];
-    buffer.resize(static_cast<size_t>(n));
+    float* copy = wide[inputs.size() + j].Reserve(n);
+    if (copy == nullptr) return ResourceExhausted(op_name + ": cannot allocate the f32 copy of an output");
     v.dtype = DType::kF32;
-    v.data = n > 0 ? buffer.data() : nullptr;
+    v.data = n > 0 ? copy : nullptr;
   }
   OpParams params;
   KernelCall f32_call = call;
@@ -142,9 +174,8 @@ Status RunWhole(const KernelCall& call, const CpuContext& ctx, FamilyRunner run,
 
 // Rows [r0, r1) of a split call: sliced 16-bit operands widened into `scratch`, the others read
 // in place, then the sliced 16-bit output rounded back from its f32 block.
-Status RunRows(const KernelCall& call, const HalfRowSplit& s, const std::vector<std::vector<float>>& whole,
-               const OpParams* params, int64_t r0, int64_t r1, const CpuContext& ctx, FamilyRunner run,
-               std::vector<std::vector<float>>& scratch) {
+Status RunRows(const KernelCall& call, const HalfRowSplit& s, const WideCopy* whole, const OpParams* params, int64_t r0,
+               int64_t r1, const CpuContext& ctx, FamilyRunner run, WideCopy* scratch) {
   const int64_t nb = r1 - r0;
   const size_t num_in = static_cast<size_t>(call.num_inputs);
   TensorView inputs[kMaxHalfSplitInputs];
@@ -156,7 +187,7 @@ Status RunRows(const KernelCall& call, const HalfRowSplit& s, const std::vector<
     TensorView& view = i < num_in ? inputs[i] : outputs[0];
     const int64_t row = s.row_elems[i];
     if (row == 0) {  // whole: widened once by the caller, or read in place, or prepared wide
-      void* data = half ? const_cast<float*>(whole[i].data()) : v.data;
+      void* data = half ? whole[i].data() : v.data;
       if (half && WeightsPreparedWide(call, i)) data = nullptr;
       view = ViewWithDims(dtype, data, s.dims[i], -1, -1);
       continue;
@@ -164,9 +195,10 @@ Status RunRows(const KernelCall& call, const HalfRowSplit& s, const std::vector<
     uint8_t* base = static_cast<uint8_t*>(v.data) + r0 * row * DTypeSize(v.dtype);
     void* data = base;
     if (half) {
-      scratch[i].resize(static_cast<size_t>(nb * row));
-      if (i < num_in) WidenToF32(v.dtype, base, scratch[i].data(), nb * row, ctx);
-      data = scratch[i].data();
+      float* copy = scratch[i].Reserve(nb * row);
+      if (copy == nullptr) return ResourceExhausted(std::string(OpName(call.op)) + ": cannot allocate an f32 block");
+      if (i < num_in) WidenToF32(v.dtype, base, copy, nb * row, ctx);
+      data = copy;
     }
     view = s.leading_one ? ViewWithDims(dtype, data, s.dims[i], 1, nb) : ViewWithDims(dtype, data, s.dims[i], nb, -1);
   }
@@ -198,23 +230,24 @@ Status RunThroughF32(const KernelCall& call, const CpuContext& ctx, FamilyRunner
   }
   if (call.out(0).data == nullptr) return InvalidArgument(op_name + ": output has no data");
   // Whole 16-bit inputs (weights, broadcast operands) are widened once for all blocks.
-  std::vector<std::vector<float>> whole(static_cast<size_t>(call.num_inputs) + 1);
+  const size_t operands = static_cast<size_t>(call.num_inputs) + 1;
+  std::unique_ptr<WideCopy[]> whole(new WideCopy[operands]);
   for (int i = 0; i < call.num_inputs; ++i) {
     const TensorView& v = call.in(i);
     if (s.row_elems[static_cast<size_t>(i)] != 0 || !IsHalfDType(v.dtype)) continue;
     if (WeightsPreparedWide(call, static_cast<size_t>(i))) continue;
-    whole[static_cast<size_t>(i)].resize(static_cast<size_t>(v.num_elements()));
-    WidenToF32(v.dtype, v.data, whole[static_cast<size_t>(i)].data(), v.num_elements(), ctx);
+    float* copy = whole[static_cast<size_t>(i)].Reserve(v.num_elements());
+    if (copy == nullptr) return ResourceExhausted(op_name + ": cannot allocate the f32 copy of an input");
+    WidenToF32(v.dtype, v.data, copy, v.num_elements(), ctx);
   }
   OpParams params;
   if (call.params != nullptr) params = *call.params;
   if (call.op == Op::kCast && IsHalfDType(params.to)) params.to = DType::kF32;
   if (s.axis_is_one) params.axis = 1;
   const int64_t blocks = (s.rows + block - 1) / block;
-  const size_t operands = static_cast<size_t>(call.num_inputs) + 1;
   // The first block runs alone, so a call the kernel refuses fails the same way every time.
-  std::vector<std::vector<float>> scratch(operands);
-  RETURN_IF_ERROR(RunRows(call, s, whole, &params, 0, block, ctx, run, scratch));
+  std::unique_ptr<WideCopy[]> scratch(new WideCopy[operands]);
+  RETURN_IF_ERROR(RunRows(call, s, whole.get(), &params, 0, block, ctx, run, scratch.get()));
   if (FamilyOf(call.op) == OpFamily::kElementwise && ctx.pool != nullptr && ctx.pool->num_threads() > 1) {
     // Elementwise kernels split a block no finer than their own grain: the blocks go to the
     // threads instead, each with its own scratch (one block per thread at a time).
@@ -223,10 +256,10 @@ Status RunThroughF32(const KernelCall& call, const CpuContext& ctx, FamilyRunner
     int64_t error_block = blocks;
     const CpuContext serial{nullptr, ctx.isa};
     ctx.pool->ParallelFor(blocks - 1, 1, [&](int64_t b, int64_t e) {
-      std::vector<std::vector<float>> local(operands);
+      std::unique_ptr<WideCopy[]> local(new WideCopy[operands]);
       for (int64_t blk = b + 1; blk < e + 1; ++blk) {
-        Status st =
-            RunRows(call, s, whole, &params, blk * block, std::min(s.rows, (blk + 1) * block), serial, run, local);
+        Status st = RunRows(call, s, whole.get(), &params, blk * block, std::min(s.rows, (blk + 1) * block), serial,
+                            run, local.get());
         if (!st.ok()) {
           std::lock_guard<std::mutex> lock(mu);
           if (blk < error_block) {
@@ -240,8 +273,8 @@ Status RunThroughF32(const KernelCall& call, const CpuContext& ctx, FamilyRunner
     return first_error;
   }
   for (int64_t blk = 1; blk < blocks; ++blk) {
-    RETURN_IF_ERROR(
-        RunRows(call, s, whole, &params, blk * block, std::min(s.rows, (blk + 1) * block), ctx, run, scratch));
+    RETURN_IF_ERROR(RunRows(call, s, whole.get(), &params, blk * block, std::min(s.rows, (blk + 1) * block), ctx, run,
+                            scratch.get()));
   }
   return OkStatus();
 }

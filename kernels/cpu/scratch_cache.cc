@@ -12,6 +12,9 @@ struct Block {
 
 class KeptBlocks {
  public:
+  explicit KeptBlocks(size_t max_bytes) : max_bytes_(max_bytes) {}
+  KeptBlocks(const KeptBlocks&) = delete;
+  KeptBlocks& operator=(const KeptBlocks&) = delete;
   ~KeptBlocks() {
     for (size_t i = 0; i < count_; ++i) std::free(blocks_[i].ptr);
   }
@@ -29,12 +32,12 @@ class KeptBlocks {
   }
 
   void Keep(Block block) {
-    if (block.size > kMaxKeptBytes) {
+    if (block.size > max_bytes_) {
       std::free(block.ptr);
       return;
     }
     // Make room by freeing the smallest kept blocks: a large block serves small requests too.
-    while (count_ == kMaxKeptBlocks || bytes_ + block.size > kMaxKeptBytes) {
+    while (count_ == kMaxKeptBlocks || bytes_ + block.size > max_bytes_) {
       size_t smallest = 0;
       for (size_t i = 1; i < count_; ++i) {
         if (blocks_[i].size < blocks_[smallest].size) smallest = i;
@@ -58,20 +61,22 @@ class KeptBlocks {
     blocks_[i] = blocks_[--count_];
   }
 
+  const size_t max_bytes_;
   Block blocks_[kMaxKeptBlocks];
   size_t count_ = 0;
   size_t bytes_ = 0;
 };
 
-KeptBlocks& ThisThread() {
-  thread_local KeptBlocks kept;
-  return kept;
+KeptBlocks& ThisThread(Kind kind) {
+  thread_local KeptBlocks kernel(kMaxKeptBytes);
+  thread_local KeptBlocks widened(kMaxKeptWidenedBytes);
+  return kind == Kind::kWidened ? widened : kernel;
 }
 
 }  // namespace
 
-void* Take(size_t bytes, size_t* size) {
-  Block found = ThisThread().TakeFitting(bytes);
+void* Take(size_t bytes, size_t* size, Kind kind) {
+  Block found = ThisThread(kind).TakeFitting(bytes);
   if (found.ptr == nullptr) {
     const size_t rounded = (bytes + 63) / 64 * 64;
     found.size = rounded == 0 ? 64 : rounded;
@@ -82,11 +87,11 @@ void* Take(size_t bytes, size_t* size) {
   return found.ptr;
 }
 
-void Give(void* block, size_t size) {
+void Give(void* block, size_t size, Kind kind) {
   if (block == nullptr) return;
-  ThisThread().Keep(Block{block, size});
+  ThisThread(kind).Keep(Block{block, size});
 }
 
-size_t KeptBytes() { return ThisThread().bytes(); }
+size_t KeptBytes(Kind kind) { return ThisThread(kind).bytes(); }
 
 }  // namespace consensor::kernels::cpu::scratch

@@ -8,10 +8,12 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "kernels/checks/half_plan.h"
 #include "kernels/cpu/half_operands.h"
+#include "kernels/cpu/scratch_cache.h"
 #include "kernels/half.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -488,6 +490,39 @@ TEST(HalfOps, ConvWeightsWidenedAndPackedOnceGiveTheSameBits) {
     const HostTensor wild = Half(t, {30, 7, 3, 3}, RandomHalfBits(30 * 63, 44, t));
     ExpectPreparedWeightsGiveTheSameBits({x1, wild, b}, t, {1, 30, 11, 13}, same);
   }
+}
+
+// A 16-bit call's f32 copies come from memory its thread keeps between calls
+// (scratch_cache.h, Kind::kWidened), so a large convolution does not fault in fresh pages on
+// every call; that memory holds the previous call's values, and every element is written before
+// it is read: calls after one on NaN, infinity and subnormal patterns give the f32 rule's bits.
+TEST(HalfOps, KeptF32CopiesAreReusedAndOverwritten) {
+  std::thread([] {
+    for (DType t : kHalfTypes) {
+      OpParams same;
+      same.kernel = {3, 3};
+      same.strides = {1, 1};
+      same.dilations = {1, 1};
+      same.pads = {1, 1, 1, 1};
+      same.group = 1;
+      const HostTensor wild_x = Half(t, {1, 8, 33, 35}, RandomHalfBits(8 * 33 * 35, 50, t));
+      const HostTensor x = Half(t, {1, 8, 33, 35}, ModerateHalfBits(8 * 33 * 35, 51, t));
+      const HostTensor w = Half(t, {13, 8, 3, 3}, ModerateHalfBits(13 * 72, 52, t));
+      const HostTensor b = Half(t, {13}, ModerateHalfBits(13, 53, t));
+      HostTensor in[3] = {wild_x, w, b};
+      HostTensor out(t, {1, 13, 33, 35});
+      ASSERT_TRUE(RunKernel(*Engines().front().backend, Op::kConv2D, same, {&in[0], &in[1], &in[2]}, out).ok());
+      // Kept on this thread: at least the copies of x and y.
+      EXPECT_GE(cpu::scratch::KeptBytes(cpu::scratch::Kind::kWidened), sizeof(float) * (8 + 13) * 33 * 35);
+      ExpectF32Rule(Op::kConv2D, {x, w, b}, t, {1, 13, 33, 35}, same);
+      ExpectF32Rule(Op::kConv2D, {wild_x, w, b}, t, {1, 13, 33, 35}, same);
+      ExpectF32Rule(Op::kConv2D, {x, w, b}, t, {1, 13, 33, 35}, same);
+      const HostTensor a = Half(t, {3, 9000}, RandomHalfBits(27000, 54, t));
+      const HostTensor c = Half(t, {3, 9000}, ModerateHalfBits(27000, 55, t));
+      ExpectF32Rule(Op::kMul, {a, c}, t, {3, 9000});
+      ExpectF32Rule(Op::kMul, {c, c}, t, {3, 9000});
+    }
+  }).join();
 }
 
 TensorView ShapeOnly(DType t, std::initializer_list<int64_t> dims) {

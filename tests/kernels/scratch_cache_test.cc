@@ -104,6 +104,30 @@ TEST(ScratchCache, KeepsAtMostItsBoundsInBlocksAndBytes) {
   });
 }
 
+// The f32 copies of 16-bit operands have their own set: they neither evict nor serve the kernels'
+// scratch, and they are bounded by their own, larger byte bound.
+TEST(ScratchCache, WidenedCopiesAreKeptApartWithinTheirOwnBound) {
+  OnFreshThread([] {
+    size_t size = 0;
+    void* copy = scratch::Take(size_t{12} << 20, &size, scratch::Kind::kWidened);  // over kMaxKeptBytes
+    ASSERT_NE(copy, nullptr);
+    scratch::Give(copy, size, scratch::Kind::kWidened);
+    EXPECT_EQ(scratch::KeptBytes(scratch::Kind::kWidened), size);
+    EXPECT_EQ(scratch::KeptBytes(), 0u);
+    size_t got = 0;
+    void* tile = scratch::Take(64 << 10, &got);  // a kernel's request is not served by it
+    EXPECT_NE(tile, copy);
+    scratch::Give(tile, got);
+    EXPECT_EQ(scratch::Take(size_t{4} << 20, &got, scratch::Kind::kWidened), copy);  // the same pages again
+    EXPECT_EQ(got, size);
+    scratch::Give(copy, got, scratch::Kind::kWidened);
+    void* huge = scratch::Take(scratch::kMaxKeptWidenedBytes + 64, &got, scratch::Kind::kWidened);
+    ASSERT_NE(huge, nullptr);
+    scratch::Give(huge, got, scratch::Kind::kWidened);  // over the bound: freed at once
+    EXPECT_EQ(scratch::KeptBytes(scratch::Kind::kWidened), size);
+  });
+}
+
 TEST(ScratchCache, NullIsIgnored) {
   OnFreshThread([] {
     scratch::Give(nullptr, 0);
