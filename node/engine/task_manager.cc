@@ -422,7 +422,22 @@ void TaskManager::Shutdown() {
   stopping_ = true;
   work_cv_.notify_all();
   changed_cv_.notify_all();
-  for (auto& [key, watch] : watches_) watch->cv.notify_all();
+  // Listeners (RunTask calls waiting without a thread) hear of the shutdown now, as
+  // WaitForChange's callers do; none is added after this (stopping_).
+  std::vector<ChangeListener> listeners;
+  for (auto it = watches_.begin(); it != watches_.end();) {
+    Watch& watch = *it->second;
+    watch.cv.notify_all();
+    for (auto& [handle, on_change] : watch.listeners) listeners.push_back(std::move(on_change));
+    watch.watchers -= static_cast<int>(watch.listeners.size());
+    watch.listeners.clear();
+    it = watch.watchers == 0 ? watches_.erase(it) : std::next(it);
+  }
+  if (!listeners.empty()) {
+    lock.unlock();
+    for (ChangeListener& on_change : listeners) on_change(/*stopping=*/true);
+    lock.lock();
+  }
   if (running_ > 0) {
     Log(LogLevel::kInfo, "draining running tasks", {{"running", running_}});
     bool drained = changed_cv_.wait_for(lock, options_.drain_timeout, [this] { return running_ == 0; });
@@ -733,11 +748,44 @@ void TaskManager::UpdateGauges() {
 }
 
 void TaskManager::NotifyChanged(const consensus::TaskId& task_id) {
+  std::map<uint64_t, ChangeListener> listeners;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = watches_.find(task_id.Key());
+    if (it == watches_.end()) return;
+    Watch& watch = *it->second;
+    ++watch.version;
+    watch.cv.notify_all();
+    listeners.swap(watch.listeners);
+    watch.watchers -= static_cast<int>(listeners.size());
+    if (watch.watchers == 0) watches_.erase(it);
+  }
+  for (auto& [handle, on_change] : listeners) on_change(/*stopping=*/false);
+}
+
+uint64_t TaskManager::ListenForChange(const consensus::TaskId& task_id, ChangeListener on_change) {
+  uint64_t handle = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      std::unique_ptr<Watch>& slot = watches_[task_id.Key()];
+      if (!slot) slot = std::make_unique<Watch>();
+      handle = next_listen_handle_++;
+      slot->listeners.emplace(handle, std::move(on_change));
+      ++slot->watchers;
+      return handle;
+    }
+  }
+  on_change(/*stopping=*/true);
+  return handle;
+}
+
+bool TaskManager::CancelListen(const consensus::TaskId& task_id, uint64_t handle) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = watches_.find(task_id.Key());
-  if (it == watches_.end()) return;
-  ++it->second->version;
-  it->second->cv.notify_all();
+  if (it == watches_.end() || it->second->listeners.erase(handle) == 0) return false;
+  if (--it->second->watchers == 0) watches_.erase(it);
+  return true;
 }
 
 struct TaskManager::WorkerState {

@@ -1585,6 +1585,41 @@ TEST_F(TaskManagerTest, WaitForChangeReturnsOnChangeDeadlineStopOrShutdown) {
   EXPECT_EQ(ended.status().code(), StatusCode::kUnavailable);
 }
 
+// The thread-free wait RunTask uses: a listener is called once, at the next change, on the
+// changing thread; a cancelled one never; shutdown calls the rest with stopping, and a listener
+// registered after shutdown at once.
+TEST_F(TaskManagerTest, ChangeListenersAreCalledOnceOnChangeOrShutdown) {
+  Node& node = StartNode(Options(0));
+  const std::string id = MustSubmit(*node.tasks, Request());
+  std::atomic<int> changes{0}, stops{0}, cancelled_calls{0};
+  auto count = [&](bool stopping) { (stopping ? stops : changes).fetch_add(1); };
+  node.tasks->ListenForChange(Id(id), count);
+  const uint64_t dropped = node.tasks->ListenForChange(Id(id), [&](bool) { cancelled_calls.fetch_add(1); });
+  EXPECT_TRUE(node.tasks->CancelListen(Id(id), dropped));
+  EXPECT_FALSE(node.tasks->CancelListen(Id(id), dropped));
+  auto set_attempts = [&](uint32_t n) {
+    ASSERT_TRUE(node.tasks
+                    ->Mutate(Id(id),
+                             [n](v1::Task* t) {
+                               t->set_attempts(n);
+                               return OkStatus();
+                             })
+                    .ok());
+  };
+  set_attempts(1);
+  set_attempts(2);  // the listener was used up by the first change
+  EXPECT_EQ(changes.load(), 1);
+  EXPECT_EQ(cancelled_calls.load(), 0);
+
+  node.tasks->ListenForChange(Id(id), count);
+  node.tasks->ListenForChange(Id(ToHex(Sha256Of("another"))), count);
+  node.tasks->Shutdown();
+  EXPECT_EQ(stops.load(), 2);
+  EXPECT_EQ(node.tasks->ListenForChange(Id(id), count), 0u);
+  EXPECT_EQ(stops.load(), 3);
+  EXPECT_EQ(changes.load(), 1);
+}
+
 TEST(TaskManagerChangedTest, ReportsWhatWatchTaskShows) {
   v1::Task before;
   before.set_state(v1::TASK_STATE_CERTIFYING);
