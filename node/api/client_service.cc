@@ -465,10 +465,11 @@ struct ClientService::RunTaskState : std::enable_shared_from_this<ClientService:
   bool listening = false;          // a change listener is registered and not yet called
   uint64_t listen_generation = 0;  // tells a stale listener's call from the current one's
 
-  // Drive's own.
+  uint64_t listen_handle = 0;  // guarded by mu
+
+  // Drive's own (`id` is set before the first listener and not changed after).
   bool submitted = false;
   consensus::TaskId id;
-  uint64_t listen_handle = 0;
   v1::Task current;
   std::chrono::steady_clock::time_point deadline;
   ClientGate::WatchSlot slot;
@@ -557,28 +558,7 @@ struct ClientService::RunTaskState : std::enable_shared_from_this<ClientService:
                  });
     }
     // Listen before reading, so a change after the read is heard.
-    bool listen = false;
-    uint64_t generation = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!listening) {
-        listen = true;
-        listening = true;
-        generation = ++listen_generation;
-      }
-    }
-    if (listen) {
-      listen_handle = tasks->ListenForChange(id, [self = shared_from_this(), generation](bool shutting_down) {
-        {
-          std::lock_guard<std::mutex> lock(self->mu);
-          if (self->listen_generation == generation) self->listening = false;
-          if (shutting_down) self->stopping = true;
-        }
-        // A result is announced before its sync; reading it then waits for the sync, which
-        // must not hold the task manager's thread.
-        self->Kick(/*inline_drive=*/!self->service->tasks_->MayWaitForSync(self->id));
-      });
-    }
+    EnsureListening();
     // The durable record (as GetTask's).
     auto next = tasks->Get(id);
     if (!next.ok()) return ToGrpcStatus(next.status());
@@ -591,14 +571,51 @@ struct ClientService::RunTaskState : std::enable_shared_from_this<ClientService:
     return grpc::Status::OK;
   }
 
+  // One listener at a time (a second would outlive the call until the task's next change).
+  void EnsureListening() {
+    uint64_t generation;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (listening || finished) return;
+      listening = true;
+      generation = ++listen_generation;
+    }
+    const uint64_t handle = service->tasks_->ListenForChange(
+        id,
+        [self = shared_from_this(), generation](bool shutting_down) { self->OnTaskChange(generation, shutting_down); });
+    std::lock_guard<std::mutex> lock(mu);
+    if (listen_generation == generation) listen_handle = handle;
+  }
+
+  // On the thread that changed the task (or shut the task manager down).
+  void OnTaskChange(uint64_t generation, bool shutting_down) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (listen_generation == generation) listening = false;
+      if (shutting_down) stopping = true;
+    }
+    TaskManager* tasks = service->tasks_;
+    if (!shutting_down && tasks->ResultAwaitsSync(id)) {
+      // A result announced before its sync: the finisher announces it again after the sync, so
+      // the call waits for that instead of having a call worker wait for the sync. Checked again
+      // after listening, in case the finisher's announcement came in between.
+      EnsureListening();
+      if (tasks->ResultAwaitsSync(id)) return;
+    }
+    // Reading the record must not wait for a sync on the task manager's thread.
+    Kick(/*inline_drive=*/!tasks->MayWaitForSync(id));
+  }
+
   void Finish(const grpc::Status& status) {
     bool still_listening;
+    uint64_t handle;
     {
       std::lock_guard<std::mutex> lock(mu);
       finished = true;
       still_listening = listening;
+      handle = listen_handle;
     }
-    if (still_listening) service->tasks_->CancelListen(id, listen_handle);
+    if (still_listening) service->tasks_->CancelListen(id, handle);
     slot = ClientGate::WatchSlot();  // free before the client hears the answer
     Count(service->metrics_, "RunTask", status);
     reactor->Finish(status);  // the last touch of the call

@@ -402,13 +402,19 @@ void TaskManager::FinisherLoop() {
     // One sync for every result written before it.
     Status synced = store_->WaitDurable();
     for (Finished& f : group) {
+      if (synced.ok()) SyncingCount(f.task_id).fetch_sub(1);
+      {
+        std::lock_guard<std::mutex> lock(finish_mu_);
+        results_awaiting_sync_.erase(f.task_id);
+      }
+      // Listeners that waited for this sync read the record now (a failed sync: its error).
+      NotifyChanged(f.task_id);
       if (!synced.ok()) {
         // Not acknowledged: the count stays, so readers keep asking for a sync (and fail while
         // the disk fails); after a restart the task is running and executes again.
         Log(LogLevel::kError, "cannot sync task result", {{"task", f.task_id.Hex()}, {"error", synced.ToString()}});
         continue;
       }
-      SyncingCount(f.task_id).fetch_sub(1);
       f.after_sync();
     }
   }
@@ -780,6 +786,11 @@ uint64_t TaskManager::ListenForChange(const consensus::TaskId& task_id, ChangeLi
   return handle;
 }
 
+bool TaskManager::ResultAwaitsSync(const consensus::TaskId& task_id) {
+  std::lock_guard<std::mutex> lock(finish_mu_);
+  return results_awaiting_sync_.count(task_id) != 0;
+}
+
 bool TaskManager::CancelListen(const consensus::TaskId& task_id, uint64_t handle) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = watches_.find(task_id.Key());
@@ -1016,6 +1027,10 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   // as syncing from before the write, so a reader that sees it waits for that sync.
   std::atomic<int>& syncing = SyncingCount(id);
   syncing.fetch_add(1);
+  if (!options_.network_mode) {
+    std::lock_guard<std::mutex> lock(finish_mu_);
+    results_awaiting_sync_.insert(id);
+  }
   Status persisted = Mutate(
       id,
       [&](v1::Task* t) -> Status {
@@ -1033,6 +1048,11 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   if (references.owns_lock()) references.unlock();  // the result record names the outputs now
   if (!persisted.ok()) {
     syncing.fetch_sub(1);
+    {
+      std::lock_guard<std::mutex> lock(finish_mu_);
+      results_awaiting_sync_.erase(id);
+    }
+    NotifyChanged(id);
     // The task stays running in the store and is retried after a restart.
     Log(LogLevel::kError, "cannot store task result", {{"task", id_hex}, {"error", persisted.ToString()}});
     return;

@@ -146,6 +146,9 @@ class TaskManager {
   // Whether Get(task_id) may now wait for a sync (a synced write of the task, or of one that
   // shares its stripe, is under way): a listener that must not block hands the read elsewhere.
   bool MayWaitForSync(const consensus::TaskId& task_id) { return SyncingCount(task_id).load() != 0; }
+  // Whether the task's result is written and waits for the finisher's sync (single node): the
+  // finisher announces the task's change again after that sync, so a listener may wait for it.
+  bool ResultAwaitsSync(const consensus::TaskId& task_id);
 
   // What WatchTask reports: a new state or attempt, or consensus progress (votes, certificate,
   // committee changes, disputes, slashes).
@@ -252,8 +255,9 @@ class TaskManager {
   void FinisherLoop();
   std::mutex finish_mu_;
   std::condition_variable finish_cv_;
-  std::deque<Finished> finished_;  // guarded by finish_mu_
-  bool finisher_stop_ = false;     // guarded by finish_mu_
+  std::deque<Finished> finished_;                      // guarded by finish_mu_
+  std::set<consensus::TaskId> results_awaiting_sync_;  // guarded by finish_mu_
+  bool finisher_stop_ = false;                         // guarded by finish_mu_
   std::thread finisher_;
 };
 

@@ -656,6 +656,11 @@ TEST_F(TaskManagerTest, ResultIsReportedOnlyAfterASyncCoversItWhileTheWorkerMove
   const std::string first = MustSubmit(*node.tasks, Request(1));
   ASSERT_TRUE(results.WaitArrived(1));
   ASSERT_TRUE(sync.WaitArrived(1));  // the finisher, held at the sync that covers the result
+  // The result awaits its sync: a listener (a waiting RunTask) registered now hears of the task
+  // again once that sync is done, from the finisher, and not before.
+  EXPECT_TRUE(node.tasks->ResultAwaitsSync(Id(first)));
+  std::atomic<int> announced{0};
+  node.tasks->ListenForChange(Id(first), [&announced](bool) { announced++; });
   // The one worker is free: a second task runs to its result while that sync is held.
   const std::string second = MustSubmit(*node.tasks, Request(2));
   ASSERT_TRUE(results.WaitArrived(2));
@@ -674,10 +679,14 @@ TEST_F(TaskManagerTest, ResultIsReportedOnlyAfterASyncCoversItWhileTheWorkerMove
   EXPECT_FALSE(read_done.load());
   EXPECT_EQ(executed.load(), 0);
   EXPECT_EQ(node.metrics.tasks_completed->Value(), 0);
+  EXPECT_EQ(announced.load(), 0);
 
   sync.Open();
   reader.join();
   EXPECT_TRUE(read_done.load());
+  for (int i = 0; i < 500 && announced.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(announced.load(), 1);
+  EXPECT_FALSE(node.tasks->ResultAwaitsSync(Id(first)));
   EXPECT_EQ(WaitFinished(*node.tasks, second).state(), v1::TASK_STATE_SUCCEEDED);
   node.tasks->Shutdown();  // the finisher completes everything written before it returns
   EXPECT_EQ(executed.load(), 2);
