@@ -4,6 +4,8 @@
 #include <chrono>
 #include <thread>
 
+#include <grpcpp/alarm.h>
+
 #include "common/address.h"
 #include "common/clock.h"
 #include "common/sha256.h"
@@ -33,14 +35,20 @@ grpc::Status ToGrpcStatus(const Status& status) {
 }
 
 ClientService::ClientService(Store* store, TaskManager* tasks, NodeMetrics* metrics, int64_t max_blob_bytes,
-                             std::function<void(v1::NodeInfo*)> node_info)
+                             std::function<void(v1::NodeInfo*)> node_info, CallOptions calls)
     : store_(store),
       tasks_(tasks),
       metrics_(metrics),
       max_blob_bytes_(max_blob_bytes),
-      node_info_(std::move(node_info)) {
+      node_info_(std::move(node_info)),
+      max_pending_calls_(calls.max_pending_calls),
+      pending_calls_(std::make_shared<std::atomic<int64_t>>(0)),
+      workers_(std::make_shared<CallWorkers>(calls.workers)) {
   UpdateStoreGauges();
 }
+
+// The server has shut down (every call finished) before the service goes.
+ClientService::~ClientService() { workers_->Stop(); }
 
 void ClientService::UpdateStoreGauges() {
   Store::Stats stats = store_->GetStats();
@@ -48,7 +56,7 @@ void ClientService::UpdateStoreGauges() {
   metrics_->blobs_stored_bytes->Set(static_cast<double>(stats.blob_bytes));
 }
 
-std::optional<ClientIdentity> ClientService::Authenticate(grpc::ServerContext* context, grpc::Status* refusal) {
+std::optional<ClientIdentity> ClientService::Authenticate(grpc::ServerContextBase* context, grpc::Status* refusal) {
   if (gate_ == nullptr) return ClientIdentity{"ip:" + context->peer(), "anonymous", ClientBudgets{}};
   std::optional<std::string_view> authorization;
   const auto& metadata = context->client_metadata();
@@ -214,8 +222,8 @@ grpc::Status ClientService::GetBlobImpl(grpc::ServerContext* context, const v1::
   return grpc::Status::OK;
 }
 
-grpc::Status ClientService::SubmitTaskImpl(grpc::ServerContext*, const v1::SubmitTaskRequest* request,
-                                           v1::SubmitTaskResponse* response, const ClientIdentity* who) {
+grpc::Status ClientService::SubmitTaskImpl(const v1::SubmitTaskRequest* request, v1::SubmitTaskResponse* response,
+                                           const ClientIdentity* who) {
   const int64_t record_bytes = static_cast<int64_t>(request->ByteSizeLong()) + 256;
   // The client's budgets first, then the node's disk; all before the engine announces the task
   // or anything is stored (TaskManager checks the disk again).
@@ -268,7 +276,7 @@ grpc::Status ClientService::SubmitTaskImpl(grpc::ServerContext*, const v1::Submi
   return grpc::Status::OK;
 }
 
-grpc::Status ClientService::GetTaskImpl(grpc::ServerContext*, const v1::GetTaskRequest* request, v1::Task* response) {
+grpc::Status ClientService::GetTaskImpl(const v1::GetTaskRequest* request, v1::Task* response) {
   auto id = consensus::TaskId::FromHex(request->task_id());
   if (!id.ok()) return ToGrpcStatus(id.status());
   auto task = tasks_->Get(*id);
@@ -317,43 +325,6 @@ grpc::Status ClientService::WatchTaskImpl(grpc::ServerContext* context, const v1
   }
 }
 
-grpc::Status ClientService::RunTaskImpl(grpc::ServerContext* context, const v1::RunTaskRequest* request,
-                                        v1::RunTaskResponse* response, const ClientIdentity* who) {
-  // The wait holds a server thread as a watch does, so it takes a watch slot, before anything
-  // is stored: a client at max_watches is refused without a task left behind.
-  ClientGate::WatchSlot slot;
-  if (gate_ != nullptr && who != nullptr) {
-    auto opened = gate_->OpenWatch(*who);
-    if (!opened.ok()) return ToGrpcStatus(opened.status());
-    slot = std::move(opened).value();
-  }
-  v1::SubmitTaskResponse submitted;
-  if (grpc::Status s = SubmitTaskImpl(context, &request->task(), &submitted, who); !s.ok()) return s;
-  response->set_already_known(submitted.already_known());
-  auto id = consensus::TaskId::FromHex(submitted.task_id());
-  if (!id.ok()) return ToGrpcStatus(id.status());
-  const uint64_t wait_ms =
-      request->max_wait_ms() == 0 ? kMaxRunTaskWaitMs : std::min(request->max_wait_ms(), kMaxRunTaskWaitMs);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-  // Each wait returns on a change or when the time is up, with the durable record (as GetTask's).
-  // A task this call just stored is QUEUED with no attempts (single node; a network entry
-  // node's record differs from this and the first wait returns it at once), so the first wait
-  // waits instead of returning the QUEUED record to be read again; a known task's state is
-  // unknown, and an empty record differs from any stored one.
-  v1::Task current;
-  if (!submitted.already_known()) current.set_state(v1::TASK_STATE_QUEUED);
-  while (true) {
-    auto next = tasks_->WaitForChange(*id, current, deadline, [context] { return context->IsCancelled(); });
-    if (!next.ok()) return ToGrpcStatus(next.status());
-    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled");
-    const bool changed = TaskManager::Changed(current, *next);
-    current = std::move(next).value();
-    if (consensus::IsFinal(static_cast<consensus::TaskState>(current.state())) || !changed) break;
-  }
-  *response->mutable_task() = std::move(current);
-  return grpc::Status::OK;
-}
-
 grpc::Status ClientService::GetNodeInfoImpl(grpc::ServerContext*, const v1::GetNodeInfoRequest*,
                                             v1::NodeInfo* response) {
   if (node_info_) node_info_(response);
@@ -392,36 +363,12 @@ grpc::Status ClientService::GetBlob(grpc::ServerContext* context, const v1::GetB
   return Count(metrics_, "GetBlob", GetBlobImpl(context, request, writer, &*who));
 }
 
-grpc::Status ClientService::SubmitTask(grpc::ServerContext* context, const v1::SubmitTaskRequest* request,
-                                       v1::SubmitTaskResponse* response) {
-  grpc::Status refusal;
-  auto who = Authenticate(context, &refusal);
-  if (!who) return Count(metrics_, "SubmitTask", refusal);
-  return Count(metrics_, "SubmitTask", SubmitTaskImpl(context, request, response, &*who));
-}
-
-grpc::Status ClientService::GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request,
-                                    v1::Task* response) {
-  grpc::Status refusal;
-  auto who = Authenticate(context, &refusal);
-  if (!who) return Count(metrics_, "GetTask", refusal);
-  return Count(metrics_, "GetTask", GetTaskImpl(context, request, response));
-}
-
 grpc::Status ClientService::WatchTask(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
                                       grpc::ServerWriter<v1::Task>* writer) {
   grpc::Status refusal;
   auto who = Authenticate(context, &refusal);
   if (!who) return Count(metrics_, "WatchTask", refusal);
   return Count(metrics_, "WatchTask", WatchTaskImpl(context, request, writer, &*who));
-}
-
-grpc::Status ClientService::RunTask(grpc::ServerContext* context, const v1::RunTaskRequest* request,
-                                    v1::RunTaskResponse* response) {
-  grpc::Status refusal;
-  auto who = Authenticate(context, &refusal);
-  if (!who) return Count(metrics_, "RunTask", refusal);
-  return Count(metrics_, "RunTask", RunTaskImpl(context, request, response, &*who));
 }
 
 grpc::Status ClientService::GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
@@ -438,6 +385,285 @@ grpc::Status ClientService::GetTrace(grpc::ServerContext* context, const v1::Get
   auto who = Authenticate(context, &refusal);
   if (!who) return Count(metrics_, "GetTrace", refusal);
   return Count(metrics_, "GetTrace", GetTraceImpl(context, request, response));
+}
+
+bool ClientService::OpenPendingCall() {
+  if (pending_calls_->fetch_add(1) < max_pending_calls_) return true;
+  pending_calls_->fetch_sub(1);
+  return false;
+}
+
+namespace {
+grpc::Status TooManyCalls(int64_t max_pending_calls) {
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                      "the node has " + std::to_string(max_pending_calls) +
+                          " client calls open, its cap (16 x rpc.max_streams); try again later");
+}
+}  // namespace
+
+grpc::ServerUnaryReactor* ClientService::ServeOnWorkers(grpc::CallbackServerContext* context, const char* method,
+                                                        std::function<grpc::Status()> serve) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!OpenPendingCall()) {
+    reactor->Finish(Count(metrics_, method, TooManyCalls(max_pending_calls_)));
+    return reactor;
+  }
+  NodeMetrics* metrics = metrics_;
+  std::shared_ptr<std::atomic<int64_t>> pending = pending_calls_;
+  bool posted = workers_->Post([reactor, method, metrics, pending, serve = std::move(serve)] {
+    grpc::Status status = Count(metrics, method, serve());
+    pending->fetch_sub(1);
+    reactor->Finish(status);  // the call's request and response are gone after this
+  });
+  if (!posted) {
+    pending_calls_->fetch_sub(1);
+    reactor->Finish(Count(metrics_, method, grpc::Status(grpc::StatusCode::UNAVAILABLE, "the node is shutting down")));
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ClientService::SubmitTask(grpc::CallbackServerContext* context,
+                                                    const v1::SubmitTaskRequest* request,
+                                                    v1::SubmitTaskResponse* response) {
+  return ServeOnWorkers(context, "SubmitTask", [this, context, request, response] {
+    grpc::Status refusal;
+    auto who = Authenticate(context, &refusal);
+    if (!who) return refusal;
+    return SubmitTaskImpl(request, response, &*who);
+  });
+}
+
+grpc::ServerUnaryReactor* ClientService::GetTask(grpc::CallbackServerContext* context,
+                                                 const v1::GetTaskRequest* request, v1::Task* response) {
+  return ServeOnWorkers(context, "GetTask", [this, context, request, response] {
+    grpc::Status refusal;
+    auto who = Authenticate(context, &refusal);
+    if (!who) return refusal;
+    return GetTaskImpl(request, response);
+  });
+}
+
+// One RunTask call between gRPC's threads and the call workers. Events (the client's cancel,
+// the task's change, the deadline alarm, the node's shutdown) only set a flag and Kick; Drive
+// runs on the call workers, one at a time per call, and is the only code that touches the
+// call's request, response and reactor, which it stops touching once it has finished the call.
+struct ClientService::RunTaskState : std::enable_shared_from_this<ClientService::RunTaskState> {
+  ClientService* service;
+  std::shared_ptr<CallWorkers> workers;
+  grpc::CallbackServerContext* context;
+  const v1::RunTaskRequest* request;
+  v1::RunTaskResponse* response;
+  grpc::ServerUnaryReactor* reactor;
+  grpc::Alarm* alarm;
+
+  std::mutex mu;
+  bool scheduled = false;  // a Drive is posted or running
+  bool again = false;      // an event came while Drive ran: it runs once more
+  bool finished = false;
+  bool cancelled = false;
+  bool stopping = false;           // the task manager is shutting down
+  bool listening = false;          // a change listener is registered and not yet called
+  uint64_t listen_generation = 0;  // tells a stale listener's call from the current one's
+
+  uint64_t listen_handle = 0;  // guarded by mu
+
+  // Drive's own (`id` is set before the first listener and not changed after).
+  bool submitted = false;
+  consensus::TaskId id;
+  v1::Task current;
+  std::chrono::steady_clock::time_point deadline;
+  ClientGate::WatchSlot slot;
+
+  // `inline_drive`: the caller's thread may run the step itself (the task manager's listener
+  // after the call has submitted, when the read cannot wait for a sync: the step then only reads
+  // the record and answers, which saves waking a call worker); otherwise it goes to the call
+  // workers.
+  void Kick(bool inline_drive = false) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (finished) return;
+      if (scheduled) {
+        again = true;
+        return;
+      }
+      scheduled = true;
+    }
+    if (inline_drive) {
+      Drive();
+    } else {
+      workers->Post([self = shared_from_this()] { self->Drive(); });
+    }
+  }
+
+  void Drive() {
+    while (true) {
+      bool cancel, stop;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        again = false;
+        cancel = cancelled;
+        stop = stopping;
+      }
+      std::optional<grpc::Status> outcome;
+      if (cancel) {
+        outcome = grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled");
+      } else if (stop) {
+        outcome = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the node is shutting down");
+      } else {
+        outcome = Step();
+      }
+      if (outcome) {
+        Finish(*outcome);
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (!again) {
+        scheduled = false;
+        return;
+      }
+    }
+  }
+
+  // The call's status when it is done; nullopt while it waits for an event.
+  std::optional<grpc::Status> Step() {
+    TaskManager* tasks = service->tasks_;
+    if (!submitted) {
+      grpc::Status refusal;
+      auto who = service->Authenticate(context, &refusal);
+      if (!who) return refusal;
+      // The wait takes a watch slot, as a watch does, before anything is stored: a client at
+      // max_watches is refused without a task left behind.
+      if (service->gate_ != nullptr) {
+        auto opened = service->gate_->OpenWatch(*who);
+        if (!opened.ok()) return ToGrpcStatus(opened.status());
+        slot = std::move(opened).value();
+      }
+      v1::SubmitTaskResponse accepted;
+      if (grpc::Status s = service->SubmitTaskImpl(&request->task(), &accepted, &*who); !s.ok()) return s;
+      response->set_already_known(accepted.already_known());
+      auto parsed = consensus::TaskId::FromHex(accepted.task_id());
+      if (!parsed.ok()) return ToGrpcStatus(parsed.status());
+      id = *parsed;
+      const uint64_t wait_ms =
+          request->max_wait_ms() == 0 ? kMaxRunTaskWaitMs : std::min(request->max_wait_ms(), kMaxRunTaskWaitMs);
+      deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+      // A task this call just stored is QUEUED with no attempts (single node; a network entry
+      // node's record differs from this and is read at once), so the first read does not
+      // answer with it; a known task's state is unknown, and an empty record differs from any.
+      if (!accepted.already_known()) current.set_state(v1::TASK_STATE_QUEUED);
+      submitted = true;
+      alarm->Set(std::chrono::system_clock::now() + std::chrono::milliseconds(wait_ms),
+                 [self = shared_from_this()](bool fired) {
+                   if (fired) self->Kick();
+                 });
+    }
+    // Listen before reading, so a change after the read is heard.
+    EnsureListening();
+    // The durable record (as GetTask's).
+    auto next = tasks->Get(id);
+    if (!next.ok()) return ToGrpcStatus(next.status());
+    const bool changed = TaskManager::Changed(current, *next);
+    current = std::move(next).value();
+    const bool done = changed && consensus::IsFinal(static_cast<consensus::TaskState>(current.state()));
+    if (!done && std::chrono::steady_clock::now() < deadline) return std::nullopt;
+    // Final, or the time is up: the client gets the record as it is.
+    *response->mutable_task() = current;
+    return grpc::Status::OK;
+  }
+
+  // One listener at a time (a second would outlive the call until the task's next change).
+  void EnsureListening() {
+    uint64_t generation;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (listening || finished) return;
+      listening = true;
+      generation = ++listen_generation;
+    }
+    const uint64_t handle = service->tasks_->ListenForChange(
+        id,
+        [self = shared_from_this(), generation](bool shutting_down) { self->OnTaskChange(generation, shutting_down); });
+    std::lock_guard<std::mutex> lock(mu);
+    if (listen_generation == generation) listen_handle = handle;
+  }
+
+  // On the thread that changed the task (or shut the task manager down).
+  void OnTaskChange(uint64_t generation, bool shutting_down) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (listen_generation == generation) listening = false;
+      if (shutting_down) stopping = true;
+    }
+    TaskManager* tasks = service->tasks_;
+    if (!shutting_down && tasks->ResultAwaitsSync(id)) {
+      // A result announced before its sync: the finisher announces it again after the sync, so
+      // the call waits for that instead of having a call worker wait for the sync. Checked again
+      // after listening, in case the finisher's announcement came in between.
+      EnsureListening();
+      if (tasks->ResultAwaitsSync(id)) return;
+    }
+    // Reading the record must not wait for a sync on the task manager's thread.
+    Kick(/*inline_drive=*/!tasks->MayWaitForSync(id));
+  }
+
+  void Finish(const grpc::Status& status) {
+    bool still_listening;
+    uint64_t handle;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      finished = true;
+      still_listening = listening;
+      handle = listen_handle;
+    }
+    if (still_listening) service->tasks_->CancelListen(id, handle);
+    slot = ClientGate::WatchSlot();  // free before the client hears the answer
+    Count(service->metrics_, "RunTask", status);
+    reactor->Finish(status);  // the last touch of the call
+  }
+};
+
+class ClientService::RunTaskCall final : public grpc::ServerUnaryReactor {
+ public:
+  RunTaskCall(ClientService* service, grpc::CallbackServerContext* context, const v1::RunTaskRequest* request,
+              v1::RunTaskResponse* response)
+      : pending_(service->pending_calls_), state_(std::make_shared<RunTaskState>()) {
+    state_->service = service;
+    state_->workers = service->workers_;
+    state_->context = context;
+    state_->request = request;
+    state_->response = response;
+    state_->reactor = this;
+    state_->alarm = &alarm_;
+  }
+  void Start() { state_->Kick(); }
+  void OnCancel() override {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->cancelled = true;
+    }
+    state_->Kick();
+  }
+  void OnDone() override {
+    pending_->fetch_sub(1);
+    delete this;  // the alarm is cancelled; a late listener call holds only the state
+  }
+
+ private:
+  std::shared_ptr<std::atomic<int64_t>> pending_;
+  grpc::Alarm alarm_;
+  std::shared_ptr<RunTaskState> state_;
+};
+
+grpc::ServerUnaryReactor* ClientService::RunTask(grpc::CallbackServerContext* context,
+                                                 const v1::RunTaskRequest* request, v1::RunTaskResponse* response) {
+  if (!OpenPendingCall()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(Count(metrics_, "RunTask", TooManyCalls(max_pending_calls_)));
+    return reactor;
+  }
+  auto* call = new RunTaskCall(this, context, request, response);
+  call->Start();
+  return call;
 }
 
 namespace {
@@ -527,7 +753,7 @@ grpc::Status PeerFacingClientService::GetTask(grpc::ServerContext* context, cons
   if (grpc::Status room = TakeLookup(guards_.lookups, "GetTask", host, requester); !room.ok()) {
     return Count(client_->metrics_, "GetTask", room);
   }
-  return Count(client_->metrics_, "GetTask", client_->GetTaskImpl(context, request, response));
+  return Count(client_->metrics_, "GetTask", client_->GetTaskImpl(request, response));
 }
 grpc::Status PeerFacingClientService::WatchTask(grpc::ServerContext*, const v1::WatchTaskRequest*,
                                                 grpc::ServerWriter<v1::Task>*) {

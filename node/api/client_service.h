@@ -2,13 +2,16 @@
 // rules live in TaskManager and Store; this file maps them to RPCs and status codes.
 #pragma once
 
+#include <atomic>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
 
 #include "consensor/v1/node.grpc.pb.h"
+#include "node/api/call_workers.h"
 #include "node/api/client_gate.h"
 #include "node/api/stream_budget.h"
 #include "node/engine/task_manager.h"
@@ -23,23 +26,39 @@ namespace consensor::node {
 
 grpc::Status ToGrpcStatus(const Status& status);
 
-class ClientService final : public v1::Client::Service {
+// SubmitTask, GetTask and RunTask are served with gRPC's callback API: gRPC's thread hands the
+// call to the service's call workers (CallWorkers), which do the blocking part (authentication,
+// admission, the synced write, the record read) and finish it; a RunTask waiting for its task
+// holds no thread (the task manager's change listener resumes it). The streaming calls,
+// GetNodeInfo and GetTrace stay on gRPC's synchronous server (threads bounded by rpc.max_streams).
+using ClientServiceBase = v1::Client::WithCallbackMethod_SubmitTask<
+    v1::Client::WithCallbackMethod_GetTask<v1::Client::WithCallbackMethod_RunTask<v1::Client::Service>>>;
+
+struct ClientCallOptions {
+  int workers = 8;                   // CallWorkers threads
+  int64_t max_pending_calls = 1024;  // callback calls open at once; beyond: RESOURCE_EXHAUSTED
+};
+
+class ClientService final : public ClientServiceBase {
  public:
+  using CallOptions = ClientCallOptions;
   // `node_info` fills the static part of GetNodeInfo (version, address, limits...).
   ClientService(Store* store, TaskManager* tasks, NodeMetrics* metrics, int64_t max_blob_bytes,
-                std::function<void(v1::NodeInfo*)> node_info);
+                std::function<void(v1::NodeInfo*)> node_info, CallOptions calls = {});
+  ~ClientService() override;
 
   grpc::Status PutBlob(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
                        v1::PutBlobResponse* response) override;
   grpc::Status GetBlob(grpc::ServerContext* context, const v1::GetBlobRequest* request,
                        grpc::ServerWriter<v1::BlobChunk>* writer) override;
-  grpc::Status SubmitTask(grpc::ServerContext* context, const v1::SubmitTaskRequest* request,
-                          v1::SubmitTaskResponse* response) override;
-  grpc::Status GetTask(grpc::ServerContext* context, const v1::GetTaskRequest* request, v1::Task* response) override;
+  grpc::ServerUnaryReactor* SubmitTask(grpc::CallbackServerContext* context, const v1::SubmitTaskRequest* request,
+                                       v1::SubmitTaskResponse* response) override;
+  grpc::ServerUnaryReactor* GetTask(grpc::CallbackServerContext* context, const v1::GetTaskRequest* request,
+                                    v1::Task* response) override;
   grpc::Status WatchTask(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
                          grpc::ServerWriter<v1::Task>* writer) override;
-  grpc::Status RunTask(grpc::ServerContext* context, const v1::RunTaskRequest* request,
-                       v1::RunTaskResponse* response) override;
+  grpc::ServerUnaryReactor* RunTask(grpc::CallbackServerContext* context, const v1::RunTaskRequest* request,
+                                    v1::RunTaskResponse* response) override;
   grpc::Status GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
                            v1::NodeInfo* response) override;
   grpc::Status GetTrace(grpc::ServerContext* context, const v1::GetTraceRequest* request,
@@ -73,20 +92,25 @@ class ClientService final : public v1::Client::Service {
  private:
   friend class PeerFacingClientService;  // peers' calls skip the client gate (they are not clients)
   // The caller, or the UNAUTHENTICATED status to answer with.
-  std::optional<ClientIdentity> Authenticate(grpc::ServerContext* context, grpc::Status* refusal);
+  std::optional<ClientIdentity> Authenticate(grpc::ServerContextBase* context, grpc::Status* refusal);
+  class RunTaskCall;
+  struct RunTaskState;
+  // Takes a callback call's place among max_pending_calls (false: the call is refused).
+  bool OpenPendingCall();
+  // A unary call done on the call workers: `serve` runs there and its status finishes the call.
+  grpc::ServerUnaryReactor* ServeOnWorkers(grpc::CallbackServerContext* context, const char* method,
+                                           std::function<grpc::Status()> serve);
   grpc::Status PutBlobImpl(grpc::ServerContext* context, grpc::ServerReader<v1::PutBlobRequest>* reader,
                            v1::PutBlobResponse* response, const ClientIdentity* who);
   // `who` is the client (null for a peer): only a client's missing blob may be fetched on demand
   // (never for a peer: no fetch chains).
   grpc::Status GetBlobImpl(grpc::ServerContext* context, const v1::GetBlobRequest* request,
                            grpc::ServerWriter<v1::BlobChunk>* writer, const ClientIdentity* who);
-  grpc::Status SubmitTaskImpl(grpc::ServerContext* context, const v1::SubmitTaskRequest* request,
-                              v1::SubmitTaskResponse* response, const ClientIdentity* who);
-  grpc::Status GetTaskImpl(grpc::ServerContext* context, const v1::GetTaskRequest* request, v1::Task* response);
+  grpc::Status SubmitTaskImpl(const v1::SubmitTaskRequest* request, v1::SubmitTaskResponse* response,
+                              const ClientIdentity* who);
+  grpc::Status GetTaskImpl(const v1::GetTaskRequest* request, v1::Task* response);
   grpc::Status WatchTaskImpl(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
                              grpc::ServerWriter<v1::Task>* writer, const ClientIdentity* who);
-  grpc::Status RunTaskImpl(grpc::ServerContext* context, const v1::RunTaskRequest* request,
-                           v1::RunTaskResponse* response, const ClientIdentity* who);
   grpc::Status GetNodeInfoImpl(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
                                v1::NodeInfo* response);
   grpc::Status GetTraceImpl(grpc::ServerContext* context, const v1::GetTraceRequest* request,
@@ -105,6 +129,11 @@ class ClientService final : public v1::Client::Service {
   MissingBlobFetcher fetch_missing_;
   DiskBudget* budget_ = nullptr;
   ClientGate* gate_ = nullptr;
+  const int64_t max_pending_calls_;
+  // Callback calls open (shared: a call's end may come after the service is gone).
+  std::shared_ptr<std::atomic<int64_t>> pending_calls_;
+  // Shared with the calls (a late listener or alarm of a finished call may still post to it).
+  std::shared_ptr<CallWorkers> workers_;
 };
 
 // The per-peer rates of the peer port's unary calls (node/p2p/peer_rate_budget.h); null or empty

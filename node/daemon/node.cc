@@ -47,6 +47,11 @@ namespace {
 
 enum class Health { kStarting, kHealthy, kStopping };
 
+// Threads that do the blocking part of SubmitTask, GetTask and RunTask (ClientService): enough
+// for concurrent submissions to share the store's synced writes (group commit), few enough
+// not to crowd a small machine.
+constexpr int kClientCallWorkers = 8;
+
 // Slashing evidence through the chain client with the operator's key. Sends are serialized,
 // so the account nonce is never reused by two concurrent transactions.
 class ChainEvidence final : public EvidenceSubmitter {
@@ -444,7 +449,8 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
           ci->set_chain_head(raw->chain->head());
           ci->set_registered(raw->engine && raw->chain->IsActiveOperator(raw->engine->address()));
         }
-      });
+      },
+      ClientService::CallOptions{.workers = kClientCallWorkers, .max_pending_calls = 16 * config.rpc_max_streams});
   impl->service->SetDiskBudget(impl->budget.get());
   impl->service->SetGate(impl->gate.get());
   if (impl->engine) {

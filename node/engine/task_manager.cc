@@ -431,13 +431,19 @@ void TaskManager::FinisherLoop() {
     // One sync for every result written before it.
     Status synced = store_->WaitDurable();
     for (Finished& f : group) {
+      if (synced.ok()) SyncingCount(f.task_id).fetch_sub(1);
+      {
+        std::lock_guard<std::mutex> lock(finish_mu_);
+        results_awaiting_sync_.erase(f.task_id);
+      }
+      // Listeners that waited for this sync read the record now (a failed sync: its error).
+      NotifyChanged(f.task_id);
       if (!synced.ok()) {
         // Not acknowledged: the count stays, so readers keep asking for a sync (and fail while
         // the disk fails); after a restart the task is running and executes again.
         Log(LogLevel::kError, "cannot sync task result", {{"task", f.task_id.Hex()}, {"error", synced.ToString()}});
         continue;
       }
-      SyncingCount(f.task_id).fetch_sub(1);
       f.after_sync();
     }
   }
@@ -451,7 +457,22 @@ void TaskManager::Shutdown() {
   stopping_ = true;
   work_cv_.notify_all();
   changed_cv_.notify_all();
-  for (auto& [key, watch] : watches_) watch->cv.notify_all();
+  // Listeners (RunTask calls waiting without a thread) hear of the shutdown now, as
+  // WaitForChange's callers do; none is added after this (stopping_).
+  std::vector<ChangeListener> listeners;
+  for (auto it = watches_.begin(); it != watches_.end();) {
+    Watch& watch = *it->second;
+    watch.cv.notify_all();
+    for (auto& [handle, on_change] : watch.listeners) listeners.push_back(std::move(on_change));
+    watch.watchers -= static_cast<int>(watch.listeners.size());
+    watch.listeners.clear();
+    it = watch.watchers == 0 ? watches_.erase(it) : std::next(it);
+  }
+  if (!listeners.empty()) {
+    lock.unlock();
+    for (ChangeListener& on_change : listeners) on_change(/*stopping=*/true);
+    lock.lock();
+  }
   if (running_ > 0) {
     Log(LogLevel::kInfo, "draining running tasks", {{"running", running_}});
     bool drained = changed_cv_.wait_for(lock, options_.drain_timeout, [this] { return running_ == 0; });
@@ -762,11 +783,49 @@ void TaskManager::UpdateGauges() {
 }
 
 void TaskManager::NotifyChanged(const consensus::TaskId& task_id) {
+  std::map<uint64_t, ChangeListener> listeners;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = watches_.find(task_id.Key());
+    if (it == watches_.end()) return;
+    Watch& watch = *it->second;
+    ++watch.version;
+    watch.cv.notify_all();
+    listeners.swap(watch.listeners);
+    watch.watchers -= static_cast<int>(listeners.size());
+    if (watch.watchers == 0) watches_.erase(it);
+  }
+  for (auto& [handle, on_change] : listeners) on_change(/*stopping=*/false);
+}
+
+uint64_t TaskManager::ListenForChange(const consensus::TaskId& task_id, ChangeListener on_change) {
+  uint64_t handle = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) {
+      std::unique_ptr<Watch>& slot = watches_[task_id.Key()];
+      if (!slot) slot = std::make_unique<Watch>();
+      handle = next_listen_handle_++;
+      slot->listeners.emplace(handle, std::move(on_change));
+      ++slot->watchers;
+      return handle;
+    }
+  }
+  on_change(/*stopping=*/true);
+  return handle;
+}
+
+bool TaskManager::ResultAwaitsSync(const consensus::TaskId& task_id) {
+  std::lock_guard<std::mutex> lock(finish_mu_);
+  return results_awaiting_sync_.count(task_id) != 0;
+}
+
+bool TaskManager::CancelListen(const consensus::TaskId& task_id, uint64_t handle) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = watches_.find(task_id.Key());
-  if (it == watches_.end()) return;
-  ++it->second->version;
-  it->second->cv.notify_all();
+  if (it == watches_.end() || it->second->listeners.erase(handle) == 0) return false;
+  if (--it->second->watchers == 0) watches_.erase(it);
+  return true;
 }
 
 struct TaskManager::WorkerState {
@@ -1024,6 +1083,10 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   // as syncing from before the write, so a reader that sees it waits for that sync.
   std::atomic<int>& syncing = SyncingCount(id);
   syncing.fetch_add(1);
+  if (!options_.network_mode) {
+    std::lock_guard<std::mutex> lock(finish_mu_);
+    results_awaiting_sync_.insert(id);
+  }
   Status persisted = Mutate(
       id,
       [&](v1::Task* t) -> Status {
@@ -1041,6 +1104,11 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   if (references.owns_lock()) references.unlock();  // the result record names the outputs now
   if (!persisted.ok()) {
     syncing.fetch_sub(1);
+    {
+      std::lock_guard<std::mutex> lock(finish_mu_);
+      results_awaiting_sync_.erase(id);
+    }
+    NotifyChanged(id);
     // The task stays running (in the store, or by its journal mark, which stays) and is retried
     // after a restart.
     Log(LogLevel::kError, "cannot store task result", {{"task", id_hex}, {"error", persisted.ToString()}});

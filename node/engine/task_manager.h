@@ -142,6 +142,22 @@ class TaskManager {
   StatusOr<v1::Task> WaitForChange(const consensus::TaskId& task_id, const v1::Task& last_seen,
                                    std::chrono::steady_clock::time_point deadline, const std::function<bool()>& stop);
 
+  // WaitForChange without a thread: calls `on_change(stopping)` once, at the next change of the
+  // task's record (stopping = false) or when the manager shuts down (stopping = true; at once when
+  // it already is). It runs on the thread that made the change, outside the manager's locks, so
+  // it must not block (RunTask's reactor only schedules its next step). Returns the handle for
+  // CancelListen.
+  using ChangeListener = std::function<void(bool stopping)>;
+  uint64_t ListenForChange(const consensus::TaskId& task_id, ChangeListener on_change);
+  // Drops a listener not yet called; false when it has been (or is being) called.
+  bool CancelListen(const consensus::TaskId& task_id, uint64_t handle);
+  // Whether Get(task_id) may now wait for a sync (a synced write of the task, or of one that
+  // shares its stripe, is under way): a listener that must not block hands the read elsewhere.
+  bool MayWaitForSync(const consensus::TaskId& task_id) { return SyncingCount(task_id).load() != 0; }
+  // Whether the task's result is written and waits for the finisher's sync (single node): the
+  // finisher announces the task's change again after that sync, so a listener may wait for it.
+  bool ResultAwaitsSync(const consensus::TaskId& task_id);
+
   // What WatchTask reports: a new state or attempt, or consensus progress (votes, certificate,
   // committee changes, disputes, slashes).
   static bool Changed(const v1::Task& before, const v1::Task& after);
@@ -224,9 +240,11 @@ class TaskManager {
   // that task, which then re-read its record, instead of every watcher re-reading its own.
   struct Watch {
     uint64_t version = 0;  // bumped on every change of the task
-    int watchers = 0;
+    int watchers = 0;      // WaitForChange calls and listeners
     std::condition_variable cv;
+    std::map<uint64_t, ChangeListener> listeners;  // by handle; each called once
   };
+  uint64_t next_listen_handle_ = 1;  // guarded by mu_
   std::map<std::string, std::unique_ptr<Watch>> watches_;
   std::deque<consensus::TaskId> queue_;    // FIFO
   std::set<consensus::TaskId> in_flight_;  // queued or running, to refuse duplicate queueing
@@ -251,8 +269,9 @@ class TaskManager {
   void FinisherLoop();
   std::mutex finish_mu_;
   std::condition_variable finish_cv_;
-  std::deque<Finished> finished_;  // guarded by finish_mu_
-  bool finisher_stop_ = false;     // guarded by finish_mu_
+  std::deque<Finished> finished_;                      // guarded by finish_mu_
+  std::set<consensus::TaskId> results_awaiting_sync_;  // guarded by finish_mu_
+  bool finisher_stop_ = false;                         // guarded by finish_mu_
   std::thread finisher_;
 };
 

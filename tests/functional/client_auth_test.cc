@@ -401,6 +401,98 @@ TEST_F(ClientAuthTest, RunTaskSubmitsAndWaitsInOneCall) {
   EXPECT_TRUE(Contains(metrics, "consensor_rpc_requests_total{method=\"RunTask\",code=\"OK\"} 6")) << metrics;
 }
 
+// RunTask waits hold no server thread (docs/NODE.md, "Submitting and waiting in one call"):
+// with rpc.max_streams = 16 (18 server threads; 256 open callback calls), 200 calls wait on one
+// task at once and every one is answered, while
+// a synchronous call is still served; a client that cancels its call ends only its own wait; and
+// SIGTERM with calls waiting answers each UNAVAILABLE, the daemon exiting cleanly.
+TEST_F(ClientAuthTest, RunTaskWaitsHoldNoServerThread) {
+  const std::string keys = WriteKeysFile(NewClientKey("erin", "max_watches = 1000\n"));
+  const std::string config = Path("node.toml");
+  std::ofstream(config) << "[rpc]\nmax_streams = 16\n";
+  DaemonProcess* d = StartDaemon("node", {"--config", config, "--client-auth", "keys", "--client-keys-file", keys,
+                                          "--metrics", "127.0.0.1:0", "--workers", "1"});
+  NodeClient erin = ClientOf(d, "erin");
+  auto watches_are = [&](int n, int polls = 400) {  // 50 ms each
+    const std::string want = "consensor_client_watches{client=\"erin\"} " + std::to_string(n);
+    for (int i = 0; i < polls; ++i) {
+      if (Contains(Metrics(d), want)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  // Runs until its wall-time cap, whatever the machine's speed, then fails.
+  auto slow_task = [&](uint64_t nonce, int64_t wall_ms) {
+    v1::SubmitTaskRequest slow = Prepare(erin, SlowModel(512), {512, 512}, nonce);
+    slow.mutable_options()->set_max_wall_ms(wall_ms);
+    return slow;
+  };
+
+  // 200 waits on one task, 11 times the server's threads.
+  constexpr int kWaits = 200;
+  const v1::SubmitTaskRequest slow = slow_task(1, 4000);
+  std::vector<std::future<StatusOr<v1::RunTaskResponse>>> waits;
+  for (int i = 0; i < kWaits; ++i) {
+    waits.push_back(std::async(std::launch::async, [&] {
+      NodeClient own = ClientOf(d, "erin");
+      return own.RunTask(slow, std::chrono::seconds(120));
+    }));
+  }
+  EXPECT_TRUE(watches_are(kWaits));
+  auto info = erin.GetNodeInfo();  // a synchronous call meanwhile
+  EXPECT_TRUE(info.ok()) << info.status().ToString();
+  int failed_at_cap = 0;
+  for (auto& w : waits) {
+    auto r = w.get();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    if (r->task().state() == v1::TASK_STATE_FAILED && r->task().error_code() == "DEADLINE_EXCEEDED") ++failed_at_cap;
+  }
+  EXPECT_EQ(failed_at_cap, kWaits);
+  EXPECT_TRUE(watches_are(0));
+
+  // A client cancels its waiting call: it gets CANCELLED, and at once (long before the task's
+  // 10 s cap would end the wait) its watch slot comes back and the node counts it cancelled.
+  {
+    auto stub = v1::Client::NewStub(grpc::CreateChannel(d->address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", "Bearer " + Key("erin"));
+    v1::RunTaskRequest request;
+    *request.mutable_task() = slow_task(2, 10000);
+    v1::RunTaskResponse response;
+    std::future<grpc::Status> call =
+        std::async(std::launch::async, [&] { return stub->RunTask(&context, request, &response); });
+    EXPECT_TRUE(watches_are(1));
+    context.TryCancel();
+    EXPECT_EQ(call.get().error_code(), grpc::StatusCode::CANCELLED);
+    EXPECT_TRUE(watches_are(0, 60));
+    bool counted = false;
+    for (int i = 0; i < 20 && !counted; ++i) {
+      counted = Contains(Metrics(d), "consensor_rpc_requests_total{method=\"RunTask\",code=\"CANCELLED\"} 1");
+      if (!counted) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_TRUE(counted) << Metrics(d);
+  }
+
+  // SIGTERM with 20 calls waiting: each is answered UNAVAILABLE (no hang), the daemon exits 0.
+  const v1::SubmitTaskRequest last = slow_task(3, 3000);
+  std::vector<std::future<StatusOr<v1::RunTaskResponse>>> pending;
+  for (int i = 0; i < 20; ++i) {
+    pending.push_back(std::async(std::launch::async, [&] {
+      NodeClient own = ClientOf(d, "erin");
+      return own.RunTask(last, std::chrono::seconds(120));
+    }));
+  }
+  EXPECT_TRUE(watches_are(20));
+  EXPECT_EQ(d->Kill(SIGTERM), 0) << d->Log();
+  for (auto& p : pending) {
+    ASSERT_EQ(p.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    auto r = p.get();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+    EXPECT_TRUE(Contains(r.status().message(), "shutting down")) << r.status().ToString();
+  }
+}
+
 TEST_F(ClientAuthTest, DiskChargesSurviveARestartAndRetentionReleasesThem) {
   const std::string keys = WriteKeysFile(NewClientKey("dave", "max_disk_bytes = 6000\n"));
   const std::vector<std::string> args = {"--client-auth", "keys",       "--client-keys-file", keys,

@@ -662,6 +662,11 @@ TEST_F(TaskManagerTest, ResultIsReportedOnlyAfterASyncCoversItWhileTheWorkerMove
   const std::string first = MustSubmit(*node.tasks, Request(1));
   ASSERT_TRUE(results.WaitArrived(1));
   ASSERT_TRUE(sync.WaitArrived(1));  // the finisher, held at the sync that covers the result
+  // The result awaits its sync: a listener (a waiting RunTask) registered now hears of the task
+  // again once that sync is done, from the finisher, and not before.
+  EXPECT_TRUE(node.tasks->ResultAwaitsSync(Id(first)));
+  std::atomic<int> announced{0};
+  node.tasks->ListenForChange(Id(first), [&announced](bool) { announced++; });
   // The one worker is free: a second task runs to its result while that sync is held.
   const std::string second = MustSubmit(*node.tasks, Request(2));
   ASSERT_TRUE(results.WaitArrived(2));
@@ -680,10 +685,14 @@ TEST_F(TaskManagerTest, ResultIsReportedOnlyAfterASyncCoversItWhileTheWorkerMove
   EXPECT_FALSE(read_done.load());
   EXPECT_EQ(executed.load(), 0);
   EXPECT_EQ(node.metrics.tasks_completed->Value(), 0);
+  EXPECT_EQ(announced.load(), 0);
 
   sync.Open();
   reader.join();
   EXPECT_TRUE(read_done.load());
+  for (int i = 0; i < 500 && announced.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(announced.load(), 1);
+  EXPECT_FALSE(node.tasks->ResultAwaitsSync(Id(first)));
   EXPECT_EQ(WaitFinished(*node.tasks, second).state(), v1::TASK_STATE_SUCCEEDED);
   node.tasks->Shutdown();  // the finisher completes everything written before it returns
   EXPECT_EQ(executed.load(), 2);
@@ -1749,6 +1758,41 @@ TEST_F(TaskManagerTest, WaitForChangeReturnsOnChangeDeadlineStopOrShutdown) {
   auto ended = node.tasks->WaitForChange(Id(id), *changed, Clock::now() + kTimeout, nullptr);
   stopper.join();
   EXPECT_EQ(ended.status().code(), StatusCode::kUnavailable);
+}
+
+// The thread-free wait RunTask uses: a listener is called once, at the next change, on the
+// changing thread; a cancelled one never; shutdown calls the rest with stopping, and a listener
+// registered after shutdown at once.
+TEST_F(TaskManagerTest, ChangeListenersAreCalledOnceOnChangeOrShutdown) {
+  Node& node = StartNode(Options(0));
+  const std::string id = MustSubmit(*node.tasks, Request());
+  std::atomic<int> changes{0}, stops{0}, cancelled_calls{0};
+  auto count = [&](bool stopping) { (stopping ? stops : changes).fetch_add(1); };
+  node.tasks->ListenForChange(Id(id), count);
+  const uint64_t dropped = node.tasks->ListenForChange(Id(id), [&](bool) { cancelled_calls.fetch_add(1); });
+  EXPECT_TRUE(node.tasks->CancelListen(Id(id), dropped));
+  EXPECT_FALSE(node.tasks->CancelListen(Id(id), dropped));
+  auto set_attempts = [&](uint32_t n) {
+    ASSERT_TRUE(node.tasks
+                    ->Mutate(Id(id),
+                             [n](v1::Task* t) {
+                               t->set_attempts(n);
+                               return OkStatus();
+                             })
+                    .ok());
+  };
+  set_attempts(1);
+  set_attempts(2);  // the listener was used up by the first change
+  EXPECT_EQ(changes.load(), 1);
+  EXPECT_EQ(cancelled_calls.load(), 0);
+
+  node.tasks->ListenForChange(Id(id), count);
+  node.tasks->ListenForChange(Id(ToHex(Sha256Of("another"))), count);
+  node.tasks->Shutdown();
+  EXPECT_EQ(stops.load(), 2);
+  EXPECT_EQ(node.tasks->ListenForChange(Id(id), count), 0u);
+  EXPECT_EQ(stops.load(), 3);
+  EXPECT_EQ(changes.load(), 1);
 }
 
 TEST(TaskManagerChangedTest, ReportsWhatWatchTaskShows) {
