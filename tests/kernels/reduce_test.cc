@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/reduce_avx512.h"
 #include "kernels/reduction_order.h"
 #include "tests/kernels/cumsum_param_table.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -387,6 +388,56 @@ TEST_P(ReduceTest, SignedZerosAndSubnormals) {
   HostTensor y(DType::kF32, {9});
   ASSERT_TRUE(Run(Op::kReduceSum, p, x, y).ok());
   for (int c = 0; c < 9; ++c) EXPECT_EQ(Bits(y.as<float>()[c]), 0x80000000u);
+}
+
+// f32 reduce_max / reduce_min of contiguous runs take the AVX-512 key-range loop on a CPU with
+// AVX-512F (the avx2 configurations) and the AVX2 build's loop without it: both must give the
+// reference's bits. Lengths around the 64-element body, the 16-lane tail and the 16,384-element
+// chunks a single run is split into across threads; specials placed in the tail and at chunk
+// ends; NaNs of either sign (a negative NaN is below -inf as a key, so a max must still see it).
+TEST_P(ReduceTest, MaxMinRunsWithAndWithoutAvx512) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (int64_t n : {1, 2, 15, 16, 17, 63, 64, 65, 127, 200, 16383, 16384, 16385, 3 * 16384 + 7, 1 << 20})
+    shapes.push_back({n});
+  shapes.push_back({5, 77});       // several runs, axes {1}
+  shapes.push_back({3, 2, 4097});  // runs over two merged axes, axes {1, 2}
+  const uint32_t placed[] = {0x7FC00000u, 0xFFC12345u, 0x7F800001u, 0xFF800001u, 0x7F800000u,
+                             0xFF800000u, 0x80000000u, 0x00000000u, 0x00000001u, 0x807FFFFFu};
+  for (bool avx512 : {true, false}) {
+    cpu::SetReduceMaxMinAvx512ForTesting(avx512);
+    uint32_t seed = 500;
+    for (const auto& shape : shapes) {
+      const std::vector<int64_t> axes =
+          shape.size() == 1 ? std::vector<int64_t>{0}
+                            : (shape.size() == 2 ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 2});
+      for (double rate : {0.0, 0.01}) {
+        HostTensor x(DType::kF32, shape);
+        FillF32(x, ++seed, rate);
+        for (Op op : {Op::kReduceMax, Op::kReduceMin}) CheckReduce(this, op, x, axes, false);
+      }
+      // One special at a time at the last element (a tail lane) and at the end of the first
+      // 16,384-element chunk, over finite values.
+      for (uint32_t bits : placed) {
+        for (int64_t at : {int64_t{-1}, int64_t{16383}}) {
+          HostTensor x(DType::kF32, shape);
+          FillF32(x, ++seed);
+          const int64_t i = at < 0 ? x.numel() - 1 : at;
+          if (i >= x.numel()) continue;
+          x.as<float>()[i] = FromBits(bits);
+          for (Op op : {Op::kReduceMax, Op::kReduceMin}) CheckReduce(this, op, x, axes, true);
+        }
+      }
+    }
+    // Only zeros of both signs, only infinities.
+    for (uint32_t a : {0x80000000u, 0x00000000u, 0xFF800000u, 0x7F800000u}) {
+      for (uint32_t b : {0x80000000u, 0x00000000u, 0xFF800000u, 0x7F800000u}) {
+        HostTensor x(DType::kF32, {33});
+        for (int64_t i = 0; i < 33; ++i) x.as<float>()[i] = FromBits(i % 3 ? a : b);
+        for (Op op : {Op::kReduceMax, Op::kReduceMin}) CheckReduce(this, op, x, {0}, false);
+      }
+    }
+  }
+  cpu::SetReduceMaxMinAvx512ForTesting(true);
 }
 
 TEST_P(ReduceTest, NaNIsCanonical) {
