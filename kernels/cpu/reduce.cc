@@ -1,7 +1,7 @@
 // The reduce family: ReduceSum/Mean/Max/Min/Prod, ArgMax and TopK (docs/DETERMINISM.md 4.1, 4.3).
 // This file validates calls (kernels/checks/reduce.h) and runs the portable build of
-// reduce_impl.h; reduce_avx2.cc holds the AVX2 build of the same source, and reduce_avx512.cc
-// the f32 max/min of contiguous runs on AVX-512F. All give identical bits.
+// reduce_impl.h; reduce_avx2.cc holds the AVX2 build of the same source (and the widening i8 row
+// sums on vpsadbw), and reduce_avx512.cc the f32 max/min of contiguous runs on AVX-512F. All give identical bits.
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -17,6 +17,7 @@ namespace consensor::kernels::cpu {
 namespace {
 
 std::atomic<bool> g_max_min_avx512_enabled{true};
+std::atomic<bool> g_widening_sum_avx2_enabled{true};
 
 // Every output reduces one contiguous run: out[o] over x[o * len, (o + 1) * len).
 bool ContiguousRuns(const ReduceLayout& L) {
@@ -63,6 +64,7 @@ void MaxMinRunsAvx512(const float* x, const ReduceLayout& L, bool max, float* ou
 }  // namespace
 
 void SetReduceMaxMinAvx512ForTesting(bool enabled) { g_max_min_avx512_enabled.store(enabled); }
+void SetWideningSumAvx2ForTesting(bool enabled) { g_widening_sum_avx2_enabled.store(enabled); }
 
 Status RunReduce(const KernelCall& call, const CpuContext& ctx) {
   RETURN_IF_ERROR(ValidateReduce(call));
@@ -73,6 +75,18 @@ Status RunReduce(const KernelCall& call, const CpuContext& ctx) {
     const std::optional<ReduceLayout> L = PlanReduction(call.in(0), *call.params);
     if (L && ContiguousRuns(*L)) {
       MaxMinRunsAvx512(call.in(0).as<const float>(), *L, call.op == Op::kReduceMax, call.out().as<float>(), ctx.pool);
+      return OkStatus();
+    }
+  }
+  if (ctx.isa == Isa::kAvx2 && call.op == Op::kReduceSum && call.params->sum_widens_i8 &&
+      call.out().num_elements() > 0 && g_widening_sum_avx2_enabled.load(std::memory_order_relaxed)) {
+    const std::optional<ReduceLayout> L = PlanReduction(call.in(0), *call.params);
+    if (L && ContiguousRuns(*L)) {
+      const int64_t len = L->n_terms;
+      const int8_t* x = call.in(0).as<const int8_t>();
+      int32_t* out = call.out().as<int32_t>();
+      ctx.pool->ParallelForWork(L->n_out, len,
+                                [&](int64_t b, int64_t e) { WideningI8RowSumsAvx2(x + b * len, e - b, len, out + b); });
       return OkStatus();
     }
   }

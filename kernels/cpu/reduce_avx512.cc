@@ -10,6 +10,12 @@
 
 #include "kernels/cpu/reduce_avx512.h"
 
+// GCC 12's _mm512_srai/min/max_epi32 start from _mm512_undefined_epi32(): a false
+// -Wmaybe-uninitialized (or -Wuninitialized) once inlined here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 namespace consensor::kernels::cpu {
 namespace {
 
@@ -48,8 +54,15 @@ void F32KeyRangeAvx512(const float* x, int64_t n, int32_t* lo, int32_t* hi) {
   }
   lo0 = _mm512_min_epi32(_mm512_min_epi32(lo0, lo1), _mm512_min_epi32(lo2, lo3));
   hi0 = _mm512_max_epi32(_mm512_max_epi32(hi0, hi1), _mm512_max_epi32(hi2, hi3));
-  *lo = _mm512_reduce_min_epi32(lo0);
-  *hi = _mm512_reduce_max_epi32(hi0);
+  alignas(64) int32_t lanes_lo[16], lanes_hi[16];
+  _mm512_store_si512(lanes_lo, lo0);
+  _mm512_store_si512(lanes_hi, hi0);
+  for (int j = 0; j < 16; ++j) {
+    *lo = lanes_lo[j] < *lo ? lanes_lo[j] : *lo;
+    *hi = lanes_hi[j] > *hi ? lanes_hi[j] : *hi;
+  }
 }
 
 }  // namespace consensor::kernels::cpu
+
+#pragma GCC diagnostic pop

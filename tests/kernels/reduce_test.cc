@@ -236,8 +236,34 @@ TEST_P(ReduceTest, AllAxisSubsetsRank3And4) {
 // i32 read only by a reduce_sum): i8 in, i32 out, the same bits as the sum of the cast values,
 // over the last axis (the corrections' row sums), other axes, all axes and none; wider than
 // i8's range; anything else refused.
+// The widening sums of contiguous rows run on vpsadbw in the avx2 configurations
+// (WideningI8RowSumsAvx2); the switch puts them back on the generic loop. Both must give the
+// i32 sum of the cast values.
 TEST_P(ReduceTest, WideningSumOfI8) {
-  for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 5, 1153}, {2, 300, 40}, {7}}) {
+  for (bool fast : {true, false}) {
+    cpu::SetWideningSumAvx2ForTesting(fast);
+    for (int8_t v : {int8_t{-128}, int8_t{127}, int8_t{-1}}) {
+      for (int64_t len : {1, 31, 32, 33, 63, 64, 65, 1152, 4099}) {
+        HostTensor x(DType::kI8, {3, len});
+        for (int64_t i = 0; i < x.numel(); ++i) x.as<int8_t>()[i] = v;
+        x.as<int8_t>()[len + len / 2] = static_cast<int8_t>(v ^ 0x55);  // row 1 differs in one term
+        OpParams p;
+        p.axes = {1};
+        p.keepdims = false;
+        p.sum_widens_i8 = true;
+        HostTensor y(DType::kI32, {3});
+        ASSERT_TRUE(Run(Op::kReduceSum, p, x, y).ok());
+        for (int r = 0; r < 3; ++r) {
+          int32_t want = 0;
+          for (int64_t i = 0; i < len; ++i) want += x.as<int8_t>()[r * len + i];
+          EXPECT_EQ(y.as<int32_t>()[r], want)
+              << "value " << int{v} << " len " << len << " row " << r << " fast " << fast;
+        }
+      }
+    }
+  }
+  cpu::SetWideningSumAvx2ForTesting(true);
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 5, 1153}, {2, 300, 40}, {7}, {4, 3, 97}}) {
     HostTensor x(DType::kI8, shape);
     FillInt<int8_t>(x, 77);
     HostTensor wide(DType::kI32, shape);
