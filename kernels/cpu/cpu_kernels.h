@@ -49,14 +49,17 @@ Status RunDataMovement(const KernelCall& call, const CpuContext& ctx);
 // the output and the last step's result written back over it.
 struct EwPlan;
 // An epilogue operand as the one-pass AVX-512 epilogue reads it: a value of the chain (0: the
-// op's result), an input of one element, or an input with the output's shape (flat index =
-// output index).
+// op's result), an input of one element, an input with the output's shape (flat index =
+// output index), or a per-channel input (one value per run of `inner` output elements, the
+// runs taking data[0..channels) in turn: a bias [C, 1, 1] of an [N, C, H, W] output).
 struct FastEpilogueOperand {
-  enum Kind : uint8_t { kValue, kScalar, kFullInput };
+  enum Kind : uint8_t { kValue, kScalar, kFullInput, kChannel };
   Kind kind = kValue;
   int index = 0;                // kValue
   float scalar = 0.0f;          // kScalar
-  const float* data = nullptr;  // kFullInput
+  const float* data = nullptr;  // kFullInput, kChannel
+  int64_t inner = 0;            // kChannel
+  int64_t channels = 0;         // kChannel
 };
 struct FastEpilogueStep {
   Op op = Op::kNumOps;  // add, sub, mul, div, max, min, relu, neg or abs (FastEpilogueOpSupported)

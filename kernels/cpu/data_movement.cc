@@ -354,12 +354,12 @@ inline void TransposeBytes8x8(uint64_t* rows) {
 
 #if defined(__SSE2__)
 // The same 8 x 8 byte transpose on SSE2 (part of every x86-64 CPU): byte c of source row r
-// (src + r * src_stride) goes to byte r of destination row c (dst + c * dst_stride). Three
-// rounds of interleaves (bytes, then 16-bit pairs, then 32-bit quads) of row pairs: after the
-// last, each 16-byte register holds two whole destination rows.
-inline void TransposeBytes8x8Sse2(const uint8_t* src, int64_t src_stride, uint8_t* dst, int64_t dst_stride) {
+// (src[r] + z) goes to byte r of destination row c (dst + c * dst_stride). Three rounds of
+// interleaves (bytes, then 16-bit pairs, then 32-bit quads) of row pairs: after the last, each
+// 16-byte register holds two whole destination rows.
+inline void TransposeBytes8x8Sse2(const uint8_t* const* src, int64_t z, uint8_t* dst, int64_t dst_stride) {
   __m128i a[8];
-  for (int r = 0; r < 8; ++r) a[r] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + r * src_stride));
+  for (int r = 0; r < 8; ++r) a[r] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src[r] + z));
   const __m128i b0 = _mm_unpacklo_epi8(a[0], a[1]), b1 = _mm_unpacklo_epi8(a[2], a[3]);
   const __m128i b2 = _mm_unpacklo_epi8(a[4], a[5]), b3 = _mm_unpacklo_epi8(a[6], a[7]);
   const __m128i c0 = _mm_unpacklo_epi16(b0, b1), c1 = _mm_unpackhi_epi16(b0, b1);
@@ -373,30 +373,30 @@ inline void TransposeBytes8x8Sse2(const uint8_t* src, int64_t src_stride, uint8_
 }
 #endif
 
-// out[z * out_stride + q] = tile[q * tile_stride + z] for q < rows, z < cols.
-void TransposeTile(const uint8_t* tile, int64_t tile_stride, int64_t rows, int64_t cols, uint8_t* out,
-                   int64_t out_stride) {
+// out[z * out_stride + q] = row[q][z] for q < rows, z < cols.
+void TransposeRows(const uint8_t* const* row, int64_t rows, int64_t cols, uint8_t* out, int64_t out_stride) {
   int64_t q = 0;
   if constexpr (std::endian::native == std::endian::little) {
     for (; q + 8 <= rows; q += 8) {
+      const uint8_t* const* r8 = row + q;
       int64_t z = 0;
       for (; z + 8 <= cols; z += 8) {
 #if defined(__SSE2__)
-        TransposeBytes8x8Sse2(tile + q * tile_stride + z, tile_stride, out + z * out_stride + q, out_stride);
+        TransposeBytes8x8Sse2(r8, z, out + z * out_stride + q, out_stride);
 #else
         uint64_t block[8];
-        for (int r = 0; r < 8; ++r) std::memcpy(&block[r], tile + (q + r) * tile_stride + z, 8);
+        for (int r = 0; r < 8; ++r) std::memcpy(&block[r], r8[r] + z, 8);
         TransposeBytes8x8(block);
         for (int r = 0; r < 8; ++r) std::memcpy(out + (z + r) * out_stride + q, &block[r], 8);
 #endif
       }
       for (; z < cols; ++z) {
-        for (int64_t r = 0; r < 8; ++r) out[z * out_stride + q + r] = tile[(q + r) * tile_stride + z];
+        for (int64_t r = 0; r < 8; ++r) out[z * out_stride + q + r] = r8[r][z];
       }
     }
   }
   for (; q < rows; ++q) {
-    for (int64_t z = 0; z < cols; ++z) out[z * out_stride + q] = tile[q * tile_stride + z];
+    for (int64_t z = 0; z < cols; ++z) out[z * out_stride + q] = row[q][z];
   }
 }
 
@@ -433,6 +433,9 @@ Status RunIm2colTranspose(const KernelCall& call, const CpuContext& ctx) {
   const int64_t units = n * groups * r * z_blocks;
   Parallel(ctx, units, GrainFor(tile_cols * q_total), [&](int64_t ub, int64_t ue) {
     std::vector<uint8_t> tile(static_cast<size_t>(pairs_per_tile * pair_bytes));
+    // The source of each (c, i, j) row of the block: x's row itself where the column table
+    // steps by one (no copy), else its gathered copy in the tile.
+    std::vector<const uint8_t*> row_of(static_cast<size_t>(pairs_per_tile * kw));
     for (int64_t u = ub; u < ue; ++u) {
       const int64_t zb = u % z_blocks, y = (u / z_blocks) % r, g = (u / z_blocks / r) % groups;
       const int64_t img = u / z_blocks / r / groups;
@@ -444,15 +447,16 @@ Status RunIm2colTranspose(const KernelCall& call, const CpuContext& ctx) {
           const int64_t ci = (p0 + p) / kh, i = (p0 + p) % kh;
           const uint8_t* x_row = src + ((img * c + g * cg + ci) * h + rows[y * kh + i]) * w;
           for (int64_t j = 0; j < kw; ++j) {
-            uint8_t* t = tile.data() + (p * kw + j) * tile_cols;
             if (unit_step[j]) {
-              std::memcpy(t, x_row + cols[j] + z0, static_cast<size_t>(zn));
+              row_of[p * kw + j] = x_row + cols[j] + z0;
             } else {
+              uint8_t* t = tile.data() + (p * kw + j) * tile_cols;
               for (int64_t z = 0; z < zn; ++z) t[z] = x_row[cols[(z0 + z) * kw + j]];
+              row_of[p * kw + j] = t;
             }
           }
         }
-        TransposeTile(tile.data(), tile_cols, pn * kw, zn, out_block + p0 * kw, q_total);
+        TransposeRows(row_of.data(), pn * kw, zn, out_block + p0 * kw, q_total);
       }
     }
   });

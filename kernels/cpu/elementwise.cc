@@ -42,6 +42,30 @@ bool FastEpilogueOpSupported(Op op) {
   }
 }
 
+// Whether `in` broadcasts to `out` as one value per channel: its dims, aligned to the output's
+// from the right, are 1 except for one contiguous range equal to the output's dims there (a
+// bias [C, 1, 1] of [N, C, H, W]); *inner is then the number of output elements per value (the
+// product of the output's dims after that range). ValidateEpilogue has checked that it
+// broadcasts.
+bool PerChannel(const TensorView& in, const TensorView& out, int64_t* inner) {
+  const int offset = out.rank - in.rank;
+  int first = -1, last = -1;
+  for (int d = 0; d < in.rank; ++d) {
+    if (in.dims[d] == 1) continue;
+    if (in.dims[d] != out.dims[offset + d] || (last >= 0 && last != d - 1)) return false;
+    if (first < 0) first = d;
+    last = d;
+  }
+  if (first < 0) return false;
+  *inner = 1;
+  for (int d = offset + last + 1; d < out.rank; ++d) *inner *= out.dims[d];
+  return true;
+}
+
+// Per-channel operands with shorter runs than this stay on the per-step path: each run is a
+// stretch of the one-pass loop with the operand as a scalar.
+constexpr int64_t kMinChannelRun = 64;
+
 // The epilogue as one-pass steps, or empty when some step or input does not fit that pass.
 std::vector<FastEpilogueStep> FastEpilogueSteps(const KernelCall& call) {
   const Epilogue& e = *call.epilogue;
@@ -72,6 +96,11 @@ std::vector<FastEpilogueStep> FastEpilogueSteps(const KernelCall& call) {
       } else if (in.num_elements() == out_elements) {
         fo.kind = FastEpilogueOperand::kFullInput;
         fo.data = in.as<const float>();
+      } else if (int64_t inner = 0; PerChannel(in, call.out(), &inner) && inner >= kMinChannelRun) {
+        fo.kind = FastEpilogueOperand::kChannel;
+        fo.data = in.as<const float>();
+        fo.inner = inner;
+        fo.channels = in.num_elements();
       } else {
         return {};
       }

@@ -2,7 +2,8 @@
 // gemm::CpuHasAvx512F()).
 //
 // EpilogueRunner (elementwise.cc) sends an epilogue here when every step is one of the cheap
-// f32 ops below and every input it reads is a single element or has the output's own shape.
+// f32 ops below and every input it reads is a single element, has the output's own shape, or
+// has one value per channel (a tile then ends where a channel's run does).
 // Each step is still its own section-4.2 operation (docs/DETERMINISM.md 1.1, 4.2), lane by lane:
 // one IEEE add, sub, mul or div rounding to f32, or the spec's max, min, relu, neg or abs, and
 // then the canonical NaN, exactly as elementwise_impl.h computes it. What changes is only where
@@ -87,6 +88,7 @@ inline Source OperandSource(const FastEpilogueOperand& o, const float* y, const 
     case FastEpilogueOperand::kValue: s.ptr = o.index == 0 ? y + first : values[o.index - 1]; break;
     case FastEpilogueOperand::kScalar: s.scalar = o.scalar; break;
     case FastEpilogueOperand::kFullInput: s.ptr = o.data + first; break;
+    case FastEpilogueOperand::kChannel: s.scalar = o.data[(first / o.inner) % o.channels]; break;
   }
   return s;
 }
@@ -123,8 +125,15 @@ inline void RunStep(const Source& a, const Source& b, float* out, int64_t n) {
 
 void RunFastEpilogueAvx512(const FastEpilogueStep* steps, int num_steps, float* y, int64_t begin, int64_t end) {
   alignas(64) float values[kMaxEpilogueSteps][kTileElements];  // step j's result for the current tile
-  for (int64_t first = begin; first < end; first += kTileElements) {
-    const int64_t n = std::min(end - first, kTileElements);
+  for (int64_t first = begin, n = 0; first < end; first += n) {
+    n = std::min(end - first, kTileElements);
+    // A tile stays within one run of each per-channel operand, which is then a scalar.
+    for (int s = 0; s < num_steps; ++s) {
+      for (int k = 0; k < steps[s].num_operands; ++k) {
+        const FastEpilogueOperand& o = steps[s].operands[k];
+        if (o.kind == FastEpilogueOperand::kChannel) n = std::min(n, o.inner - first % o.inner);
+      }
+    }
     for (int s = 0; s < num_steps; ++s) {
       const FastEpilogueStep& st = steps[s];
       const Source a = OperandSource(st.operands[0], y, values, first);

@@ -22,6 +22,9 @@ namespace consensor::kernels::cpu {
 
 // reduce_avx2.cc: the same kernels compiled for AVX2 + FMA.
 Status RunReduceAvx2(const KernelCall& call, const CpuContext& ctx);
+// reduce_avx2.cc (call only when CpuHasAvx2Fma()): out[r] = the wrapping i32 sum of the i8
+// values x[r * len, (r + 1) * len) (OpParams::sum_widens_i8), for r < rows.
+void WideningI8RowSumsAvx2(const int8_t* x, int64_t rows, int64_t len, int32_t* out);
 
 namespace {
 

@@ -207,6 +207,12 @@ std::vector<std::vector<EpilogueStep>> OnePassChains() {
        {Op::kMax, 2, {in(4), val(0)}},
        {Op::kDiv, 2, {in(1), val(4)}},
        {Op::kAdd, 2, {val(5), val(3)}}},
+      // Per-channel inputs (the dequantizing multiply and bias of ConvInteger's lowering).
+      {{Op::kMul, 2, {val(0), in(6)}},
+       {Op::kAdd, 2, {val(1), in(7)}},
+       {Op::kMax, 2, {val(2), in(1)}},
+       {Op::kSub, 2, {in(6), val(3)}},
+       {Op::kDiv, 2, {val(4), in(7)}}},
   };
 }
 
@@ -220,16 +226,24 @@ EpilogueInputs OnePassInputs(const Shape& out, uint32_t seed) {
   e.tensors.push_back(std::move(residual));
   e.tensors.push_back(F32({}, {-0.0f}));
   e.tensors.push_back(F32({}, {0.01f}));
+  // One value per channel [C, 1, 1], and per (channel, row) [1, C, H, 1], with specials.
+  HostTensor per_channel(DType::kF32, {out[1], 1, 1}), per_row(DType::kF32, {1, out[1], out[2], 1});
+  FillF32(per_channel, seed + 1, 0.2);
+  FillF32(per_row, seed + 2, 0.2);
+  e.tensors.push_back(std::move(per_channel));
+  e.tensors.push_back(std::move(per_row));
   for (HostTensor& t : e.tensors) e.views.push_back(t.view());
   return e;
 }
 
 // The one-pass AVX-512 epilogue against the steps one by one, and against the per-step fused
 // path (SetFastEpilogueForTesting(false)), on heads full of NaNs with payloads, infinities,
-// signed zeros and subnormals; lengths around its 16-lane vectors and 256-element tiles.
+// signed zeros and subnormals; lengths around its 16-lane vectors and 256-element tiles, and
+// per-channel inputs whose runs (64, 96, 100, 288, 2339 elements, or below 64: the per-step
+// path) end inside tiles.
 TEST(EpilogueTest, OnePassEpilogueMatchesUnfusedSteps) {
-  for (const Shape& shape :
-       std::vector<Shape>{{1, 1, 1, 1}, {1, 3, 1, 17}, {2, 5, 3, 96}, {1, 1, 1, 257}, {1, 7, 1, 2339}}) {
+  for (const Shape& shape : std::vector<Shape>{
+           {1, 1, 1, 1}, {1, 3, 1, 17}, {2, 5, 3, 96}, {1, 1, 1, 257}, {1, 7, 1, 2339}, {3, 4, 8, 8}, {2, 6, 1, 100}}) {
     SCOPED_TRACE(ShapeToString(shape));
     HostTensor a(DType::kF32, shape), b(DType::kF32, {shape[1], 1, 1});
     FillF32(a, 31, 0.2);

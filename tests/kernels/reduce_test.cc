@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/reduce_avx512.h"
 #include "kernels/reduction_order.h"
 #include "tests/kernels/cumsum_param_table.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -235,8 +236,34 @@ TEST_P(ReduceTest, AllAxisSubsetsRank3And4) {
 // i32 read only by a reduce_sum): i8 in, i32 out, the same bits as the sum of the cast values,
 // over the last axis (the corrections' row sums), other axes, all axes and none; wider than
 // i8's range; anything else refused.
+// The widening sums of contiguous rows run on vpsadbw in the avx2 configurations
+// (WideningI8RowSumsAvx2); the switch puts them back on the generic loop. Both must give the
+// i32 sum of the cast values.
 TEST_P(ReduceTest, WideningSumOfI8) {
-  for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 5, 1153}, {2, 300, 40}, {7}}) {
+  for (bool fast : {true, false}) {
+    cpu::SetWideningSumAvx2ForTesting(fast);
+    for (int8_t v : {int8_t{-128}, int8_t{127}, int8_t{-1}}) {
+      for (int64_t len : {1, 31, 32, 33, 63, 64, 65, 1152, 4099}) {
+        HostTensor x(DType::kI8, {3, len});
+        for (int64_t i = 0; i < x.numel(); ++i) x.as<int8_t>()[i] = v;
+        x.as<int8_t>()[len + len / 2] = static_cast<int8_t>(v ^ 0x55);  // row 1 differs in one term
+        OpParams p;
+        p.axes = {1};
+        p.keepdims = false;
+        p.sum_widens_i8 = true;
+        HostTensor y(DType::kI32, {3});
+        ASSERT_TRUE(Run(Op::kReduceSum, p, x, y).ok());
+        for (int r = 0; r < 3; ++r) {
+          int32_t want = 0;
+          for (int64_t i = 0; i < len; ++i) want += x.as<int8_t>()[r * len + i];
+          EXPECT_EQ(y.as<int32_t>()[r], want)
+              << "value " << int{v} << " len " << len << " row " << r << " fast " << fast;
+        }
+      }
+    }
+  }
+  cpu::SetWideningSumAvx2ForTesting(true);
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 5, 1153}, {2, 300, 40}, {7}, {4, 3, 97}}) {
     HostTensor x(DType::kI8, shape);
     FillInt<int8_t>(x, 77);
     HostTensor wide(DType::kI32, shape);
@@ -387,6 +414,56 @@ TEST_P(ReduceTest, SignedZerosAndSubnormals) {
   HostTensor y(DType::kF32, {9});
   ASSERT_TRUE(Run(Op::kReduceSum, p, x, y).ok());
   for (int c = 0; c < 9; ++c) EXPECT_EQ(Bits(y.as<float>()[c]), 0x80000000u);
+}
+
+// f32 reduce_max / reduce_min of contiguous runs take the AVX-512 key-range loop on a CPU with
+// AVX-512F (the avx2 configurations) and the AVX2 build's loop without it: both must give the
+// reference's bits. Lengths around the 64-element body, the 16-lane tail and the 16,384-element
+// chunks a single run is split into across threads; specials placed in the tail and at chunk
+// ends; NaNs of either sign (a negative NaN is below -inf as a key, so a max must still see it).
+TEST_P(ReduceTest, MaxMinRunsWithAndWithoutAvx512) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (int64_t n : {1, 2, 15, 16, 17, 63, 64, 65, 127, 200, 16383, 16384, 16385, 3 * 16384 + 7, 1 << 20})
+    shapes.push_back({n});
+  shapes.push_back({5, 77});       // several runs, axes {1}
+  shapes.push_back({3, 2, 4097});  // runs over two merged axes, axes {1, 2}
+  const uint32_t placed[] = {0x7FC00000u, 0xFFC12345u, 0x7F800001u, 0xFF800001u, 0x7F800000u,
+                             0xFF800000u, 0x80000000u, 0x00000000u, 0x00000001u, 0x807FFFFFu};
+  for (bool avx512 : {true, false}) {
+    cpu::SetReduceMaxMinAvx512ForTesting(avx512);
+    uint32_t seed = 500;
+    for (const auto& shape : shapes) {
+      const std::vector<int64_t> axes =
+          shape.size() == 1 ? std::vector<int64_t>{0}
+                            : (shape.size() == 2 ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 2});
+      for (double rate : {0.0, 0.01}) {
+        HostTensor x(DType::kF32, shape);
+        FillF32(x, ++seed, rate);
+        for (Op op : {Op::kReduceMax, Op::kReduceMin}) CheckReduce(this, op, x, axes, false);
+      }
+      // One special at a time at the last element (a tail lane) and at the end of the first
+      // 16,384-element chunk, over finite values.
+      for (uint32_t bits : placed) {
+        for (int64_t at : {int64_t{-1}, int64_t{16383}}) {
+          HostTensor x(DType::kF32, shape);
+          FillF32(x, ++seed);
+          const int64_t i = at < 0 ? x.numel() - 1 : at;
+          if (i >= x.numel()) continue;
+          x.as<float>()[i] = FromBits(bits);
+          for (Op op : {Op::kReduceMax, Op::kReduceMin}) CheckReduce(this, op, x, axes, true);
+        }
+      }
+    }
+    // Only zeros of both signs, only infinities.
+    for (uint32_t a : {0x80000000u, 0x00000000u, 0xFF800000u, 0x7F800000u}) {
+      for (uint32_t b : {0x80000000u, 0x00000000u, 0xFF800000u, 0x7F800000u}) {
+        HostTensor x(DType::kF32, {33});
+        for (int64_t i = 0; i < 33; ++i) x.as<float>()[i] = FromBits(i % 3 ? a : b);
+        for (Op op : {Op::kReduceMax, Op::kReduceMin}) CheckReduce(this, op, x, {0}, false);
+      }
+    }
+  }
+  cpu::SetReduceMaxMinAvx512ForTesting(true);
 }
 
 TEST_P(ReduceTest, NaNIsCanonical) {
