@@ -29,13 +29,26 @@
 namespace consensor::kernels {
 namespace {
 
-TensorView View(float* data, std::vector<int64_t> shape) {
+TensorView View(DType dtype, void* data, const std::vector<int64_t>& shape) {
   TensorView v;
-  v.dtype = DType::kF32;
+  v.dtype = dtype;
   v.rank = static_cast<int>(shape.size());
   for (size_t i = 0; i < shape.size(); ++i) v.dims[i] = shape[i];
   v.data = data;
   return v;
+}
+
+TensorView View(float* data, const std::vector<int64_t>& shape) { return View(DType::kF32, data, shape); }
+
+// A 3x3 convolution, stride 1, padding 1 ("same"), one group.
+OpParams SameConv3x3() {
+  OpParams params;
+  params.strides = {1, 1};
+  params.pads = {1, 1, 1, 1};
+  params.dilations = {1, 1};
+  params.kernel = {3, 3};
+  params.group = 1;
+  return params;
 }
 
 // Runs `run_new` and `run_old` (each returns its time in us) once each and checks `same()` (on a
@@ -249,12 +262,7 @@ void BM_Dense3x3(benchmark::State& state) {
     state.SkipWithError("no AVX2 backend");
     return;
   }
-  OpParams params;
-  params.strides = {1, 1};
-  params.pads = {1, 1, 1, 1};
-  params.dilations = {1, 1};
-  params.kernel = {3, 3};
-  params.group = 1;
+  const OpParams params = SameConv3x3();
   TensorView in[3] = {View(x.data(), {1, C, H, W}), View(w.data(), {F, C, 3, 3}), View(b.data(), {F})};
   KernelCall call;
   call.op = Op::kConv2D;
@@ -335,30 +343,17 @@ void BM_HalfDense3x3(benchmark::State& state) {
     state.SkipWithError("no AVX2 backend");
     return;
   }
-  OpParams params;
-  params.strides = {1, 1};
-  params.pads = {1, 1, 1, 1};
-  params.dilations = {1, 1};
-  params.kernel = {3, 3};
-  params.group = 1;
-  auto view = [](DType dtype, void* data, std::vector<int64_t> shape) {
-    TensorView v;
-    v.dtype = dtype;
-    v.rank = static_cast<int>(shape.size());
-    for (size_t i = 0; i < shape.size(); ++i) v.dims[i] = shape[i];
-    v.data = data;
-    return v;
-  };
+  const OpParams params = SameConv3x3();
   struct Call {
     TensorView in[3], out;
     KernelCall call;
     std::unique_ptr<PreparedOperand> prepared;
   };
   auto make = [&](Call& c, DType dtype, void* xd, void* wd, void* bd, void* yd) {
-    c.in[0] = view(dtype, xd, {1, C, H, W});
-    c.in[1] = view(dtype, wd, {F, C, 3, 3});
-    c.in[2] = view(dtype, bd, {F});
-    c.out = view(dtype, yd, {1, F, H, W});
+    c.in[0] = View(dtype, xd, {1, C, H, W});
+    c.in[1] = View(dtype, wd, {F, C, 3, 3});
+    c.in[2] = View(dtype, bd, {F});
+    c.out = View(dtype, yd, {1, F, H, W});
     c.call.op = Op::kConv2D;
     c.call.params = &params;
     c.call.inputs = c.in;

@@ -466,12 +466,7 @@ void ExpectPreparedWeightsGiveTheSameBits(const std::vector<HostTensor>& inputs,
 }
 
 TEST(HalfOps, ConvWeightsWidenedAndPackedOnceGiveTheSameBits) {
-  OpParams same;
-  same.kernel = {3, 3};
-  same.strides = {1, 1};
-  same.dilations = {1, 1};
-  same.pads = {1, 1, 1, 1};
-  same.group = 1;
+  const OpParams same = SameConv3x3();
   OpParams odd = same;
   odd.strides = {2, 1};
   odd.dilations = {1, 2};
@@ -499,12 +494,7 @@ TEST(HalfOps, ConvWeightsWidenedAndPackedOnceGiveTheSameBits) {
 TEST(HalfOps, KeptF32CopiesAreReusedAndOverwritten) {
   std::thread([] {
     for (DType t : kHalfTypes) {
-      OpParams same;
-      same.kernel = {3, 3};
-      same.strides = {1, 1};
-      same.dilations = {1, 1};
-      same.pads = {1, 1, 1, 1};
-      same.group = 1;
+      const OpParams same = SameConv3x3();
       const HostTensor wild_x = Half(t, {1, 8, 33, 35}, RandomHalfBits(8 * 33 * 35, 50, t));
       const HostTensor x = Half(t, {1, 8, 33, 35}, ModerateHalfBits(8 * 33 * 35, 51, t));
       const HostTensor w = Half(t, {13, 8, 3, 3}, ModerateHalfBits(13 * 72, 52, t));

@@ -236,6 +236,17 @@ inline OpParams GroupedConv3x3(decltype(OpParams::pads) pads) {
   return p;
 }
 
+// A 3x3 convolution, stride 1, padding 1 ("same"), one group.
+inline OpParams SameConv3x3() {
+  OpParams p;
+  p.kernel = {3, 3};
+  p.strides = {1, 1};
+  p.dilations = {1, 1};
+  p.pads = {1, 1, 1, 1};
+  p.group = 1;
+  return p;
+}
+
 inline OpParams Pool2x2(decltype(OpParams::pads) pads) {
   OpParams p;
   p.kernel = {2, 2};
