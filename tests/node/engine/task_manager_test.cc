@@ -1584,6 +1584,53 @@ TEST_F(TaskManagerTest, CertifiedTaskIsRequeuedForADisputeUntilItIsFinal) {
   EXPECT_EQ(ValueOf(node.tasks->Get(Id(closed))).state(), v1::TASK_STATE_SUCCEEDED);
 }
 
+// The consensus engine queues a seated member's task without a sync of its own (a power failure
+// that takes the write back leaves the task to recovery, which queues it again); the task manager
+// honours that only for such a task, judged on the record it rewrites.
+TEST_F(TaskManagerTest, RequeueDefersItsWriteOnlyForATaskRecoveryQueuesAgain) {
+  TaskManagerOptions options = Options(0);
+  options.network_mode = true;
+  Node& node = StartNode(options);
+  v1::TaskResult result;
+  result.set_result_root(std::string(64, 'c'));
+  auto store = [&](const std::string& name, v1::TaskState state, bool member, bool with_result) {
+    const std::string id = ToHex(Sha256Of(name));
+    v1::Task record;
+    record.set_task_id(id);
+    record.set_state(state);
+    *record.mutable_spec() = Request();
+    record.mutable_consensus()->add_committee("0x00000000000000000000000000000000000000aa");
+    record.mutable_consensus()->set_member(member);
+    if (state == v1::TASK_STATE_SUCCEEDED) {
+      record.mutable_consensus()->mutable_certificate()->set_result_root(std::string(64, 'c'));
+    }
+    std::optional<std::string> result_record;
+    if (with_result) result_record = result.SerializeAsString();
+    EXPECT_TRUE(store_.PutTask(IdBytes(id), record.SerializeAsString(), result_record).ok());
+    return id;
+  };
+  auto requeue_write = [&](const std::string& id, Durability asked) {
+    EXPECT_TRUE(node.tasks->Requeue(Id(id), "test", asked).ok());
+    EXPECT_EQ(ValueOf(node.tasks->Get(Id(id))).state(), v1::TASK_STATE_QUEUED);
+    const std::vector<MemoryStore::TaskWrite> writes = store_.TaskWrites();
+    EXPECT_FALSE(writes.empty());
+    EXPECT_EQ(writes.back().task_id, IdBytes(id));
+    return writes.empty() ? Durability::kSynced : writes.back().durability;
+  };
+  const std::string seated = store("seated member", v1::TASK_STATE_CERTIFYING, true, false);
+  ASSERT_TRUE(RecoveryReexecutes(ValueOf(node.tasks->Get(Id(seated)))));
+  EXPECT_EQ(requeue_write(seated, Durability::kDeferred), Durability::kDeferred);
+  // Recovery would not queue these again: their requeue is synced whatever is asked.
+  EXPECT_EQ(requeue_write(store("observer joins", v1::TASK_STATE_CERTIFYING, false, false), Durability::kDeferred),
+            Durability::kSynced);
+  EXPECT_EQ(requeue_write(store("executed member", v1::TASK_STATE_CERTIFYING, true, true), Durability::kDeferred),
+            Durability::kSynced);
+  EXPECT_EQ(requeue_write(store("dispute", v1::TASK_STATE_SUCCEEDED, true, true), Durability::kDeferred),
+            Durability::kSynced);
+  EXPECT_EQ(requeue_write(store("asked synced", v1::TASK_STATE_CERTIFYING, true, false), Durability::kSynced),
+            Durability::kSynced);
+}
+
 TEST_F(TaskManagerTest, ObserverTaskIsStoredCertifyingAndRunsOnlyWhenRequeued) {
   TaskManagerOptions options = NoInputCache(Options(1, /*queue_capacity=*/1));
   options.network_mode = true;
