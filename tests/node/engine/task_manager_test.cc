@@ -700,10 +700,10 @@ TEST_F(TaskManagerTest, ResultIsReportedOnlyAfterASyncCoversItWhileTheWorkerMove
   EXPECT_EQ(store_.TaskWritesCoveredBySync(), store_.TaskWrites().size());
 }
 
-// Network mode: on_executed (which signs the vote and writes the commitment record synced before
-// gossiping it) runs once the result is written, before any sync of its own: that synced write
-// covers the result, one fsync instead of two before the commitment goes out. The result still
-// counts as syncing until a sync covers it, whatever on_executed did.
+// Network mode: on_executed (which signs the vote, writes the commitment record and gossips the
+// commitment) runs once the result is written, before any sync of its own. The result still
+// counts as syncing until a sync covers it, whatever on_executed did; that sync is the
+// finisher's, so the worker runs the next task meanwhile.
 TEST_F(TaskManagerTest, NetworkModeCallsOnExecutedBeforeTheResultsOwnSync) {
   Gate& sync = NewGate();
   store_.SetWaitDurableHook([&sync] { return sync.Pass(); });
@@ -719,14 +719,25 @@ TEST_F(TaskManagerTest, NetworkModeCallsOnExecutedBeforeTheResultsOwnSync) {
   v1::TaskConsensus member;
   member.set_member(true);
   const std::string id = MustSubmit(*node.tasks, Request(), &member);
-  ASSERT_TRUE(sync.WaitArrived(1));  // the worker's sync, after on_executed
+  ASSERT_TRUE(sync.WaitArrived(1));  // the finisher's sync, after on_executed
   EXPECT_EQ(executed.load(), 1);
   EXPECT_EQ(syncs_started_before_callback.load(), 0);
   EXPECT_LT(store_.TaskWritesCoveredBySync(), store_.TaskWrites().size());  // the result is not synced yet
+  // The one worker is free: the next task executes while that sync is held.
+  const std::string next = MustSubmit(*node.tasks, Request(2), &member);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (executed.load() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(executed.load(), 2);
+  EXPECT_EQ(sync.arrived(), 1);
   sync.Open();
   auto certifying =
       WaitUntil(*node.tasks, id, [](const v1::Task& t) { return t.state() == v1::TASK_STATE_CERTIFYING; });
   EXPECT_TRUE(certifying.ok()) << certifying.status().ToString();
+  auto next_certifying =
+      WaitUntil(*node.tasks, next, [](const v1::Task& t) { return t.state() == v1::TASK_STATE_CERTIFYING; });
+  EXPECT_TRUE(next_certifying.ok()) << next_certifying.status().ToString();
   node.tasks->Shutdown();
   EXPECT_EQ(store_.TaskWritesCoveredBySync(), store_.TaskWrites().size());
 }
