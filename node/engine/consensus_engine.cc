@@ -155,11 +155,16 @@ struct ConsensusEngine::Round {
 };
 
 struct ConsensusEngine::Actions {
-  // Published after the record updates: a reveal goes out only once the commitments and the
-  // closed window it reveals on are stored, so a restarted node cannot admit others; this
-  // node's commitment only once it is stored, so that no later write of the task (a peer's
-  // commitment closing the window) can reach the disk before it.
+  // Published after the record updates, and only once a sync covers them: a reveal goes out
+  // only once the commitments and the closed window it reveals on are durable, so a restarted
+  // node cannot admit others.
   std::vector<v1::GossipMessage> publish;
+  // Published after the record updates are written, before (and without) a sync of their own:
+  // this node's commitment. Its write comes first in the WAL, so no later write of the task (a
+  // peer's commitment closing the window) can be durable without it; a power failure that takes
+  // it back costs nothing, since the re-executed result and its RFC 6979 signatures commit to the
+  // same bytes again (docs/SECURITY.md section 8). Sent before `publish`: before any reveal.
+  std::vector<v1::GossipMessage> publish_written;
   std::vector<std::pair<consensus::TaskId, std::string>> requeue;  // to execute here, and why
   std::vector<std::function<void()>> jobs;
   // Record updates, applied in order after the lock.
@@ -170,10 +175,12 @@ struct ConsensusEngine::Actions {
     RecordChange change;
     // A change that a power failure may take back without breaking a promise: written without
     // its own sync when every change of its task in the batch is one and the batch publishes
-    // nothing (RunActions). A peer's commitment admitted while the window stays open is one: it
-    // gates nothing this node sends, a restart finds the window open either way and admits it
-    // again from the peers' logs, and the synced write that closes the window, which comes later
-    // in the same WAL, makes it durable before any reveal that lists it.
+    // nothing that needs a sync (RunActions: `publish`). A commitment admitted while the window
+    // stays open is one: a peer's gates nothing this node sends, a restart finds the window open
+    // either way and admits it again from the peers' logs; this node's own is made again,
+    // identical, when the restarted node signs its (re-executed) result. The synced write that
+    // closes the window, which comes later in the same WAL, makes it durable before any reveal
+    // that lists it.
     bool may_defer;
   };
   std::vector<Mutation> mutations;
@@ -456,8 +463,9 @@ Status ConsensusEngine::Seat(const consensus::TaskId& id) {
     }
     const std::string seed_hex = ToHex(seed_hash);
     // Not synced on its own (one fsync less on every seat): the draw is the chain's, and a
-    // record that lost it is seated again at startup (Recover). A member's `queued` write below
-    // is synced and covers it.
+    // record that lost it is seated again at startup (Recover). The next synced write of the
+    // task covers it (an observer's next round write; a member's commit window closing, or the
+    // worker's sync after its result).
     RETURN_IF_ERROR(tasks_->Mutate(
         id,
         [&](v1::Task* t) -> Status {
@@ -731,8 +739,12 @@ std::vector<std::string> ConsensusEngine::HoldersOf(const v1::Task& task, bool a
 }
 
 void ConsensusEngine::ExecuteHere(const consensus::TaskId& id, const std::string& reason) {
-  auto requeue = [this, id, reason] {
-    if (Status s = tasks_->Requeue(id, reason); !s.ok()) {
+  // A seated member's task that has not executed here is queued without a sync of its own: a
+  // power failure that takes the write back leaves it to recovery, which queues it again
+  // (RecoveryReexecutes, Recover). The task manager decides on the record it rewrites.
+  auto requeue = [this, id, reason](const v1::Task& seen) {
+    if (RecoveryReexecutes(seen)) faults_->BeforeUnsyncedRecord(id.Hex());
+    if (Status s = tasks_->Requeue(id, reason, Durability::kDeferred); !s.ok()) {
       Log(LogLevel::kWarn, "cannot queue task for execution", {{"task", id.Hex()}, {"error", s.ToString()}});
     }
   };
@@ -743,7 +755,7 @@ void ConsensusEngine::ExecuteHere(const consensus::TaskId& id, const std::string
   }
   // The entry node, or a member that fetched them before, has every blob: no queue, no peer.
   if (FetchTaskBlobs(task->spec(), {}).ok()) {
-    requeue();
+    requeue(*task);
     return;
   }
   Address20 announcer{};
@@ -766,7 +778,7 @@ void ConsensusEngine::ExecuteHere(const consensus::TaskId& id, const std::string
           return;
         }
         Log(LogLevel::kInfo, "member fetched the task's blobs", {{"task", id.Hex()}, {"reason", reason}});
-        requeue();
+        requeue(*task);
       },
       AdoptionPriority::kMember);
   if (!queued.ok()) {
@@ -1122,10 +1134,10 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
            {"signer", AddressHex(admitted->signer)},
            {"phase", static_cast<int64_t>(admitted->commitment.phase)}});
       // Stored even from a timer's decisions: admission is what a reveal lists, and a restart
-      // after the window closed must find what it closed on. A peer's commitment needs no sync
-      // of its own (Actions::Mutation::may_defer); this node's own is synced before it goes out.
+      // after the window closed must find what it closed on. No commitment needs a sync of its
+      // own (Actions::Mutation::may_defer): this node's own is written before it goes out and
+      // synced by the write that closes the window, before the reveal.
       v1::ResultCommitment stored = ToProto(admitted->commitment, admitted->signer);
-      const bool peers = admitted->signer != address_;
       actions->mutations.emplace_back(
           r.id,
           [stored](v1::Task* t) -> Status {
@@ -1135,7 +1147,7 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
             *t->mutable_consensus()->add_commitments() = stored;
             return OkStatus();
           },
-          /*deferrable=*/peers);
+          /*deferrable=*/true);
     } else if (auto* refused = std::get_if<consensus::CommitmentRefused>(&decision)) {
       commitments_refused_->Increment();
       Log(LogLevel::kDebug, "commitment refused", {{"task", r.id.Hex()}, {"reason", refused->reason}});
@@ -1301,14 +1313,19 @@ void ConsensusEngine::Attest(const consensus::TaskId& task_id, const v1::TaskRes
     if (!commitment.ok()) return;
     v1::GossipMessage message;
     *message.mutable_commitment() = ToProto(*commitment, address_);
-    actions.publish.push_back(message);  // before any reveal it lets out
+    actions.publish_written.push_back(message);  // written first, then out, before any reveal
     actions.phase_logs.push_back({r.id, "commitment sent"});
     consensus::RoundDecisions decisions;
     r.rules.AdvanceClock(SteadyMillis(options_.now()));
     r.rules.AddCommitment(*commitment, &decisions);
     Carry(r, decisions, /*persist=*/true, &actions);
   }
+  // lose-own-commitment (tests): the commitment goes out and its unsynced record is lost, as a
+  // power failure right after would leave it. Not when the batch closes the window (synced).
+  const bool lose_record = actions.publish.empty() && faults_->LosesOwnCommitmentRecord(task_id.Hex());
+  if (lose_record) actions.mutations.clear();
   RunActions(actions);
+  if (lose_record) faults_->AfterOwnCommitmentSent(task_id.Hex());
 }
 
 void ConsensusEngine::FetchCertifiedResult(const consensus::TaskId& task_id) {
@@ -1546,7 +1563,7 @@ void ConsensusEngine::RunActions(Actions& actions) {
   // One write per task, however many of its record's changes this batch holds (a commitment
   // admitted, the window closed, a vote counted, the certificate: each was a synced write of its
   // own, one after the other, before the reveal or the relay could go out). Synced unless every
-  // change may be deferred and the batch sends nothing.
+  // change may be deferred and the batch sends nothing that needs a sync (`publish`).
   const auto records_start = Clock::now();
   struct TaskWrite {
     consensus::TaskId id;
@@ -1571,6 +1588,7 @@ void ConsensusEngine::RunActions(Actions& actions) {
   const double records_ms = std::chrono::duration<double, std::milli>(Clock::now() - records_start).count();
   const auto records = static_cast<int64_t>(by_task.size());
   for (const auto& [id, reason] : actions.requeue) ExecuteHere(id, reason);
+  Publish(actions.publish_written);
   Publish(actions.publish);
   for (const Actions::PhaseLog& p : actions.phase_logs) {
     Log(LogLevel::kInfo, p.phase, {{"task", p.task.Hex()}, {"records", records}, {"records_ms", records_ms}});
@@ -1622,9 +1640,9 @@ Status ConsensusEngine::Recover() {
       }
       if (!left.empty()) remote.emplace_back(t.finished_unix_ms(), *id, std::move(left));
     }
-    // A seated member whose blob fetch the restart cut short.
-    if (id.ok() && t.has_consensus() && t.consensus().member() && t.state() == v1::TASK_STATE_CERTIFYING &&
-        !t.has_result()) {
+    // A seated member whose blob fetch the restart cut short, or whose unsynced `queued` write a
+    // power failure took back (ExecuteHere).
+    if (id.ok() && RecoveryReexecutes(t)) {
       to_execute.push_back(*id);
     }
     if (t.has_consensus() && t.consensus().has_certificate() && !t.consensus().final()) {

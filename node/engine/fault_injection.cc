@@ -15,7 +15,7 @@ namespace consensor::node {
 
 namespace {
 
-constexpr std::array<std::string_view, 15> kNames = {"corrupt-output",
+constexpr std::array<std::string_view, 16> kNames = {"corrupt-output",
                                                      "equivocate",
                                                      "silent",
                                                      "crash-mid-task",
@@ -29,13 +29,24 @@ constexpr std::array<std::string_view, 15> kNames = {"corrupt-output",
                                                      "corrupt-served-outputs",
                                                      "cannot-fetch",
                                                      "refuse-everywhere",
-                                                     "crash-before-unsynced-record"};
-constexpr std::array<FaultMode, 15> kModes = {
-    FaultMode::kCorruptOutput,  FaultMode::kEquivocate,        FaultMode::kSilent,
-    FaultMode::kCrashMidTask,   FaultMode::kDowngradeReplicas, FaultMode::kWrongTraceRoot,
-    FaultMode::kSlow,           FaultMode::kStaleReference,    FaultMode::kLazyCopy,
-    FaultMode::kWithholdReveal, FaultMode::kTrickleBlobs,      FaultMode::kCorruptServedOutputs,
-    FaultMode::kCannotFetch,    FaultMode::kRefuseEverywhere,  FaultMode::kCrashBeforeUnsyncedRecord};
+                                                     "crash-before-unsynced-record",
+                                                     "lose-own-commitment"};
+constexpr std::array<FaultMode, 16> kModes = {FaultMode::kCorruptOutput,
+                                              FaultMode::kEquivocate,
+                                              FaultMode::kSilent,
+                                              FaultMode::kCrashMidTask,
+                                              FaultMode::kDowngradeReplicas,
+                                              FaultMode::kWrongTraceRoot,
+                                              FaultMode::kSlow,
+                                              FaultMode::kStaleReference,
+                                              FaultMode::kLazyCopy,
+                                              FaultMode::kWithholdReveal,
+                                              FaultMode::kTrickleBlobs,
+                                              FaultMode::kCorruptServedOutputs,
+                                              FaultMode::kCannotFetch,
+                                              FaultMode::kRefuseEverywhere,
+                                              FaultMode::kCrashBeforeUnsyncedRecord,
+                                              FaultMode::kLoseOwnCommitment};
 
 // How many announced blob names refuse-everywhere remembers (the newest).
 constexpr size_t kMaxAnnouncedBlobs = 64;
@@ -46,6 +57,8 @@ class Honest final : public FaultInjector {
   uint64_t ReferenceBlock(uint64_t honest, uint64_t, uint64_t) override { return honest; }
   void BeforeAttesting(const std::string&) override {}
   void BeforeUnsyncedRecord(const std::string&) override {}
+  bool LosesOwnCommitmentRecord(const std::string&) override { return false; }
+  void AfterOwnCommitmentSent(const std::string&) override {}
   bool StaySilent(const std::string&) override { return false; }
   bool CopiesRevealedVotes() override { return false; }
   bool WithholdsReveal(const std::string&) override { return false; }
@@ -98,6 +111,18 @@ class Faulty final : public FaultInjector {
     if (mode_ != FaultMode::kCrashBeforeUnsyncedRecord) return;
     Log(LogLevel::kWarn, "fault injection: crashing before an unsynced record write", {{"task", task_id_hex}});
     std::_Exit(88);
+  }
+  bool LosesOwnCommitmentRecord(const std::string& task_id_hex) override {
+    if (mode_ != FaultMode::kLoseOwnCommitment) return false;
+    Log(LogLevel::kWarn, "fault injection: sending the commitment without its record", {{"task", task_id_hex}});
+    return true;
+  }
+  void AfterOwnCommitmentSent(const std::string& task_id_hex) override {
+    if (mode_ != FaultMode::kLoseOwnCommitment) return;
+    // Gossip pushes from its own threads: a second for the commitment to reach the peers.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    Log(LogLevel::kWarn, "fault injection: crashing after the commitment went out", {{"task", task_id_hex}});
+    std::_Exit(89);
   }
 
   bool StaySilent(const std::string& task_id_hex) override {

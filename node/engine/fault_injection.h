@@ -52,9 +52,13 @@ enum class FaultMode {
   // with signed Pull and GetNodeInfo requests, many more than its budgets let through.
   kRefuseEverywhere,
   // Exits (code 88) just before the first task record write it would make without a sync of its
-  // own (a peer's commitment admitted while the commit window stays open): the disk is then as
-  // a power failure after that write would leave it.
+  // own (as a seated member, its task's `queued` write): the disk is then as a power failure
+  // after that write would leave it.
   kCrashBeforeUnsyncedRecord,
+  // Publishes its own commitment without writing the commitment's record, then exits (code 89):
+  // what a power failure leaves when it takes back that unsynced write after the commitment
+  // went out (the result, written earlier, is kept).
+  kLoseOwnCommitment,
 };
 
 // The config names of the faults, in the order the docs list them (kNone has none).
@@ -74,6 +78,10 @@ class FaultInjector {
   // The engine is about to write a change to this task's record without a sync of its own;
   // crash-before-unsynced-record ends the process here.
   virtual void BeforeUnsyncedRecord(const std::string& task_id_hex) = 0;
+  // True: publish this node's own commitment for this task without writing its record
+  // (lose-own-commitment); AfterOwnCommitmentSent then ends the process.
+  virtual bool LosesOwnCommitmentRecord(const std::string& task_id_hex) = 0;
+  virtual void AfterOwnCommitmentSent(const std::string& task_id_hex) = 0;
   // True: sign nothing for this task.
   virtual bool StaySilent(const std::string& task_id_hex) = 0;
   // True: sign a copy of the first vote revealed for a task this node is a member of.

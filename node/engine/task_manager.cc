@@ -284,6 +284,11 @@ Status Transition(v1::Task* task, v1::TaskState to) {
 
 }  // namespace
 
+bool RecoveryReexecutes(const v1::Task& task) {
+  return task.has_consensus() && task.consensus().member() && task.state() == v1::TASK_STATE_CERTIFYING &&
+         !task.has_result();
+}
+
 TaskManager::TaskManager(Store* store, NodeMetrics* metrics, TaskManagerOptions options)
     : store_(store),
       metrics_(metrics),
@@ -681,7 +686,7 @@ Status TaskManager::Mutate(const consensus::TaskId& task_id, const std::function
   return OkStatus();
 }
 
-Status TaskManager::Requeue(const consensus::TaskId& task_id, std::string_view reason) {
+Status TaskManager::Requeue(const consensus::TaskId& task_id, std::string_view reason, Durability durability) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return Unavailable("the node is shutting down");
@@ -689,18 +694,27 @@ Status TaskManager::Requeue(const consensus::TaskId& task_id, std::string_view r
     in_flight_.insert(task_id);
   }
   v1::TaskState was = v1::TASK_STATE_UNSPECIFIED;
-  Status s = Mutate(task_id, [&was](v1::Task* t) -> Status {
+  // Mutate's steps, with the durability decided on the record it reads: a write that a power
+  // failure may take back only when recovery would queue the task again anyway.
+  auto requeue = [&]() -> Status {
+    std::lock_guard<std::mutex> record_lock(RecordLock(task_id));
+    ASSIGN_OR_RETURN(v1::Task task, LoadTask(task_id));
     // A certified task is re-executed when a dispute needs this node's own result (it may hold
     // outputs fetched from signers the dispute overrules); a final one never is.
     const bool disputable =
-        t->state() == v1::TASK_STATE_SUCCEEDED && t->consensus().has_certificate() && !t->consensus().final();
-    if (t->state() != v1::TASK_STATE_CERTIFYING && !disputable) {
+        task.state() == v1::TASK_STATE_SUCCEEDED && task.consensus().has_certificate() && !task.consensus().final();
+    if (task.state() != v1::TASK_STATE_CERTIFYING && !disputable) {
       return FailedPrecondition("task is neither certifying nor certified and disputable");
     }
-    was = t->state();
-    t->set_state(v1::TASK_STATE_QUEUED);
-    return OkStatus();
-  });
+    const Durability write =
+        durability != Durability::kSynced && RecoveryReexecutes(task) ? durability : Durability::kSynced;
+    was = task.state();
+    RETURN_IF_ERROR(Transition(&task, v1::TASK_STATE_QUEUED));
+    task.clear_result();  // the result has its own record
+    return PersistTask(task, nullptr, write);
+  };
+  Status s = requeue();
+  if (s.ok()) NotifyChanged(task_id);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!s.ok()) {
@@ -1159,19 +1173,19 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   if (options_.network_mode) {
     // on_executed signs, stores and gossips the vote, and fault injection may hold it: it stays
     // on this worker instead of queueing other tasks' votes behind it on the one finisher thread.
-    // It runs before the result has a sync of its own: the member's commitment record, which
-    // on_executed writes synced before the commitment goes out, comes later in the same WAL, so
-    // its sync covers the result too (one fsync before the commitment instead of two; the
-    // signature is RFC 6979 over a deterministic result, so a result lost to a power failure is
-    // executed and signed again identically). Readers keep waiting on the syncing count until
-    // the sync below, which finds nothing left to do once on_executed wrote its record.
+    // It runs before the result has a sync of its own, and the member's commitment goes out
+    // before one too (its record after the result's in the WAL): the signature is RFC 6979 over
+    // a deterministic result, so a result or commitment lost to a power failure is executed and
+    // signed again identically (docs/SECURITY.md section 8). Readers keep waiting on the syncing
+    // count until the finisher's sync, which covers the result and the commitment.
     after_sync();
-    Status synced = store_->WaitDurable();
-    if (!synced.ok()) {
-      Log(LogLevel::kError, "cannot sync task result", {{"task", id_hex}, {"error", synced.ToString()}});
-      return;  // the count stays: see FinisherLoop
+    // The sync itself is the finisher's, shared with other results: this worker takes the next
+    // task now instead of waiting for an fsync that nothing it does next depends on.
+    {
+      std::lock_guard<std::mutex> lock(finish_mu_);
+      finished_.push_back(Finished{id, [] {}});
     }
-    syncing.fetch_sub(1);
+    finish_cv_.notify_one();
     return;
   }
   {

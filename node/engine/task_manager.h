@@ -87,6 +87,11 @@ struct SubmitOutcome {
   bool already_known = false;
 };
 
+// A seated member's task that has not executed here: certifying, this node a member, no result.
+// The consensus engine's recovery (ConsensusEngine::Recover) queues such a task again at startup,
+// so a write that moves it to queued may be lost to a power failure without losing the execution.
+bool RecoveryReexecutes(const v1::Task& task);
+
 class TaskManager {
  public:
   TaskManager(Store* store, NodeMetrics* metrics, TaskManagerOptions options);
@@ -125,8 +130,11 @@ class TaskManager {
                 const v1::TaskResult* result = nullptr, Durability durability = Durability::kSynced);
   // certifying -> queued, and into the work queue (a replacement or dispute member); also
   // succeeded -> queued while the certificate's challenge window is open (a dispute needs this
-  // node's own result). `reason` is logged with the state the task left.
-  Status Requeue(const consensus::TaskId& task_id, std::string_view reason = "executes here");
+  // node's own result). `reason` is logged with the state the task left. `durability` kDeferred
+  // is honoured only when the record before the write is one that recovery queues again
+  // (RecoveryReexecutes); any other requeue is synced.
+  Status Requeue(const consensus::TaskId& task_id, std::string_view reason = "executes here",
+                 Durability durability = Durability::kSynced);
   // Every stored task, in key order (for the consensus engine's recovery).
   Status ForEach(const std::function<Status(const v1::Task&)>& visit);
   // NOT_FOUND for an unknown id.

@@ -1810,37 +1810,45 @@ TEST(NetworkFaultTest, MemberWithAFullDiskSignsNothingAndSignsAgainWhenSpaceRetu
   EXPECT_EQ(StakeOf(net, full), kTenEther);
 }
 
-// Two members killed at the worst moments of their records, each restarted on the same datadir.
-// node3 dies when it executes (exit code 86, after its result's write and before attesting: the
-// result has no sync of its own, the commitment record's sync was to cover it). node2 dies just
-// before the first record write it makes without a sync of its own, a peer's commitment
-// admitted while the window stays open (exit code 88): its disk is as a power failure after that
-// write would leave it. Restarted, node2 makes the quorum with node1 and signs only the honest
-// result; restarted, node3 recovers its stored result and certifies too. Nobody is slashed.
+// Three members killed at the worst moments of their records, each restarted on the same datadir.
+// Four operators, four replicas, quorum 3: the certificate needs two of the three.
+// node3 dies when it executes (exit code 86, after its result's write and before attesting).
+// node2 dies just before the first record write it makes without a sync of its own, its task's
+// `queued` write as a seated member (exit code 88): its disk is as a power failure after that
+// write would leave it, seated with no result, which recovery must queue again. node4 sends its
+// commitment after an unsynced write of it, and that write is lost (exit code 89, the
+// commitment out, its record never written: a power failure after the send); restarted, it must
+// commit to the same bytes again, or node1, which admitted the first one, would not count its
+// reveal. Restarted, node2 and node4 make the quorum with node1 and sign only the honest result;
+// restarted, node3 recovers its stored result and certifies too. Nobody is slashed.
 TEST(NetworkFaultTest, CrashMidTaskStillFinalizes) {
   TestNetwork net("crash");
-  ASSERT_EQ(
-      net.Start({Operator(1), Operator(2).Fault("crash-before-unsynced-record"), Operator(3).Fault("crash-mid-task")}),
-      "");
+  ASSERT_EQ(net.Start({Operator(1), Operator(2).Fault("crash-before-unsynced-record"),
+                       Operator(3).Fault("crash-mid-task"), Operator(4).Fault("lose-own-commitment")}),
+            "");
   NetworkNode& unsynced = net.node(1);
   NetworkNode& crashing = net.node(2);
-  auto s = Submit(net.node(0), 3, 2, 51);  // three replicas of three operators: both are members
+  NetworkNode& forgetful = net.node(3);
+  auto s = Submit(net.node(0), 4, 3, 51);  // four replicas of four operators: all are members
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(crashing.WaitExit(kFinality), 86) << crashing.LogTail(30);
   EXPECT_EQ(unsynced.WaitExit(kFinality), 88) << unsynced.LogTail(30);
-  net.SetFault(unsynced, "");
-  ASSERT_TRUE(unsynced.Start()) << unsynced.LogTail(30);
-  for (size_t i = 0; i < 2; ++i) {
+  EXPECT_EQ(forgetful.WaitExit(kFinality), 89) << forgetful.LogTail(30);
+  for (NetworkNode* n : {&unsynced, &forgetful}) {
+    net.SetFault(*n, "");
+    ASSERT_TRUE(n->Start()) << n->LogTail(30);
+  }
+  for (size_t i : {0, 1, 3}) {
     auto t = WaitCertified(net.node(i), s->id);
     ASSERT_TRUE(t.ok()) << net.node(i).name() << ": " << t.status().ToString();
     ExpectHonest(*t, *s, net.node(i).name());
     EXPECT_TRUE(Signed(t->consensus().certificate(), unsynced)) << testing_support::Describe(*t);
+    EXPECT_TRUE(Signed(t->consensus().certificate(), forgetful)) << testing_support::Describe(*t);
     EXPECT_FALSE(Signed(t->consensus().certificate(), crashing));
     EXPECT_FALSE(t->consensus().disputed()) << testing_support::Describe(*t);
   }
   ExpectVerifies(net, net.node(1), s->id);
-  EXPECT_FALSE(SlashedOnChain(net, crashing));
-  EXPECT_FALSE(SlashedOnChain(net, unsynced));
+  for (NetworkNode* n : {&crashing, &unsynced, &forgetful}) EXPECT_FALSE(SlashedOnChain(net, *n)) << n->name();
 
   // Restarted on the same datadir, the node recovers its stored result (it does not execute
   // again), attests late, and ends with the certified result too.

@@ -69,7 +69,7 @@ TEST(ConfigTest, FaultModeIsOneOfTheInjectorsNamesAndNeedsNetworkMode) {
       FinalizeError(config),
       "fault.mode must be one of corrupt-output, equivocate, silent, crash-mid-task, downgrade-replicas, "
       "wrong-trace-root, slow, stale-reference, lazy-copy, withhold-reveal, trickle-blobs, corrupt-served-outputs, "
-      "cannot-fetch, refuse-everywhere, crash-before-unsynced-record (got 'flaky')");
+      "cannot-fetch, refuse-everywhere, crash-before-unsynced-record, lose-own-commitment (got 'flaky')");
   config.fault_mode = "silent";
   EXPECT_EQ(FinalizeError(config), "fault.mode needs network mode (chain.rpc)");
   auto parsed = ParseNodeConfig("[fault]\nmode = \"equivocate\"\n", "config.toml");

@@ -238,6 +238,7 @@ class RecordingGossip final : public GossipPublisher {
  public:
   StatusOr<Hash256> Publish(v1::GossipMessage message) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (on_publish_) on_publish_(message);
     const std::string bytes = message.SerializeAsString();
     messages_.push_back(std::move(message));
     cv_.notify_all();
@@ -281,11 +282,17 @@ class RecordingGossip final : public GossipPublisher {
     std::lock_guard<std::mutex> lock(mu_);
     messages_.clear();
   }
+  // Runs as each message is published (before it is recorded): a test looks at the store then.
+  void SetOnPublish(std::function<void(const v1::GossipMessage&)> hook) {
+    std::lock_guard<std::mutex> lock(mu_);
+    on_publish_ = std::move(hook);
+  }
 
  private:
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::vector<v1::GossipMessage> messages_;
+  std::function<void(const v1::GossipMessage&)> on_publish_;
 };
 
 // Records every accusation the engine sends, with the accused recovered from the evidence the
@@ -448,6 +455,10 @@ class WatchedInjector final : public FaultInjector {
     Note();
   }
   void BeforeUnsyncedRecord(const std::string& task_id_hex) override { inner_->BeforeUnsyncedRecord(task_id_hex); }
+  bool LosesOwnCommitmentRecord(const std::string& task_id_hex) override {
+    return inner_->LosesOwnCommitmentRecord(task_id_hex);
+  }
+  void AfterOwnCommitmentSent(const std::string& task_id_hex) override { inner_->AfterOwnCommitmentSent(task_id_hex); }
   bool StaySilent(const std::string& task_id_hex) override {
     const bool silent = inner_->StaySilent(task_id_hex);
     Note();
@@ -913,6 +924,19 @@ class ConsensusEngineTest : public ::testing::Test {
 
 TEST_F(ConsensusEngineTest, SubmitPlansStoresAndAnnouncesThenAttests) {
   MakeNetwork(3, /*entry=*/true);
+  // Whether the store held this node's commitment when the commitment was published.
+  std::atomic<bool> commitment_written_before_sent{false};
+  gossip_.SetOnPublish([&](const v1::GossipMessage& m) {
+    if (!m.has_commitment()) return;
+    bool written = false;
+    for (const MemoryStore::TaskWrite& w : store_.TaskWrites()) {
+      v1::Task record;
+      if (!record.ParseFromString(w.record)) continue;
+      for (const auto& c : record.consensus().commitments())
+        written = written || c.signature() == m.commitment().signature();
+    }
+    commitment_written_before_sent = written;
+  });
   StartNode();
   v1::SubmitTaskRequest request = Request(1, 0, 0);  // the node's defaults: 3 replicas, quorum 2
   const std::string id = Submit(request);
@@ -948,19 +972,25 @@ TEST_F(ConsensusEngineTest, SubmitPlansStoresAndAnnouncesThenAttests) {
   task = WaitForTask(id, HasResult);
   const v1::ResultCommitment commitment = gossip_.commitments().at(0);
   EXPECT_EQ(commitment.task_id(), id);
-  // Its own commitment went out after a synced write of it, which covers the result's write too
-  // (the result has no sync of its own before it).
+  // Its own commitment went out after a write of it (first in the WAL: no later write of the task
+  // can be durable without it), with no sync of its own; nor had the seated member's `queued`
+  // write one: recovery queues such a task again (SeatedMembersWritesBeforeTheRevealMayBeLost...).
   {
-    std::optional<MemoryStore::TaskWrite> first_with_commitment;
+    std::optional<MemoryStore::TaskWrite> first_with_commitment, queued;
     for (const MemoryStore::TaskWrite& w : store_.TaskWrites()) {
       v1::Task record;
-      if (w.task_id == Id(id).Key() && record.ParseFromString(w.record) && record.consensus().commitments_size() > 0) {
+      if (w.task_id != Id(id).Key() || !record.ParseFromString(w.record)) continue;
+      if (!queued && record.state() == v1::TASK_STATE_QUEUED) queued = w;
+      if (record.consensus().commitments_size() > 0) {
         first_with_commitment = w;
         break;
       }
     }
     ASSERT_TRUE(first_with_commitment.has_value());
-    EXPECT_EQ(first_with_commitment->durability, Durability::kSynced);
+    EXPECT_EQ(first_with_commitment->durability, Durability::kDeferred);
+    ASSERT_TRUE(queued.has_value());
+    EXPECT_EQ(queued->durability, Durability::kDeferred);
+    EXPECT_TRUE(commitment_written_before_sent.load());
   }
   EXPECT_EQ(commitment.phase(), 0u);
   EXPECT_EQ(commitment.signer(), SelfHex());
@@ -993,6 +1023,7 @@ TEST_F(ConsensusEngineTest, SubmitPlansStoresAndAnnouncesThenAttests) {
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->already_known);
   EXPECT_EQ(gossip_.messages().size(), before);
+  gossip_.SetOnPublish(nullptr);
 }
 
 // A node whose operator was slashed (or withdrew) still serves reads, but refuses new tasks with
@@ -2101,6 +2132,49 @@ TEST_F(ConsensusEngineTest, RecoverReopensTheRoundAndResendsThisNodesMessages) {
   // The reopened round still counts: the reveal of the member whose commitment was admitted
   // before the restart certifies.
   v1::Task task = ValueOf(tasks_->Get(Id(id)));
+  ASSERT_TRUE(Vote(2, id, task.result()).ok());
+  task = WaitForTask(id, Certified);
+  EXPECT_EQ(Signers(task.consensus().certificate()), (std::set<std::string>{SelfHex(), AddressHex(Addr(2))}));
+}
+
+// A seated member's writes up to its commitment have no sync of their own: its `queued` write,
+// its result and its commitment. A power failure may take them all back after the commitment went
+// out. The disk then holds the seated task, certifying with no result: recovery queues it again,
+// and the member executes and commits again to the very same commitment (deterministic result,
+// RFC 6979 signatures), so nothing two-faced ever leaves the node.
+TEST_F(ConsensusEngineTest, SeatedMembersWritesBeforeTheRevealMayBeLostAndAreMadeAgainIdentically) {
+  MakeNetwork(3, /*entry=*/true);
+  StartNode();
+  const std::string id = Submit(Request(1, 3, 2));
+  ASSERT_TRUE(gossip_.WaitForCommitments(1));
+  const v1::ResultCommitment sent = gossip_.commitments().at(0);
+  WaitForTask(id, HasResult);
+
+  // What the disk holds after a power failure right after the commitment went out: the last
+  // record before the member's `queued` write (seated, certifying), and no result.
+  std::optional<std::string> seated;
+  for (const MemoryStore::TaskWrite& w : store_.TaskWrites()) {
+    v1::Task record;
+    if (w.task_id != Id(id).Key() || !record.ParseFromString(w.record)) continue;
+    if (record.state() == v1::TASK_STATE_QUEUED) break;
+    if (record.consensus().committee_size() > 0) seated = w.record;
+  }
+  ASSERT_TRUE(seated.has_value());
+  StopNode();
+  ASSERT_TRUE(store_.DeleteTask(Id(id).Key()).ok());
+  ASSERT_TRUE(store_.PutTask(Id(id).Key(), *seated, std::nullopt, Durability::kSynced).ok());
+  v1::Task lost;
+  ASSERT_TRUE(lost.ParseFromString(*seated));
+  ASSERT_TRUE(RecoveryReexecutes(lost)) << lost.DebugString();
+
+  gossip_.Clear();
+  StartNode();
+  ASSERT_TRUE(gossip_.WaitForCommitments(1));
+  EXPECT_EQ(gossip_.commitments().at(0).SerializeAsString(), sent.SerializeAsString());
+  v1::Task task = WaitForTask(id, HasResult);
+  EXPECT_EQ(task.attempts(), 1u);  // the lost attempt left no trace
+
+  // The peers admitted the first copy; the round goes on as if nothing happened.
   ASSERT_TRUE(Vote(2, id, task.result()).ok());
   task = WaitForTask(id, Certified);
   EXPECT_EQ(Signers(task.consensus().certificate()), (std::set<std::string>{SelfHex(), AddressHex(Addr(2))}));

@@ -31,11 +31,12 @@ TEST(FaultInjectionTest, StaleReferencePicksABlockWhoseSeedIsMined) {
 
 TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
   EXPECT_EQ(std::vector<std::string_view>(FaultModeNames().begin(), FaultModeNames().end()),
-            (std::vector<std::string_view>{"corrupt-output", "equivocate", "silent", "crash-mid-task",
-                                           "downgrade-replicas", "wrong-trace-root", "slow", "stale-reference",
-                                           "lazy-copy", "withhold-reveal", "trickle-blobs", "corrupt-served-outputs",
-                                           "cannot-fetch", "refuse-everywhere", "crash-before-unsynced-record"}));
+            (std::vector<std::string_view>{
+                "corrupt-output", "equivocate", "silent", "crash-mid-task", "downgrade-replicas", "wrong-trace-root",
+                "slow", "stale-reference", "lazy-copy", "withhold-reveal", "trickle-blobs", "corrupt-served-outputs",
+                "cannot-fetch", "refuse-everywhere", "crash-before-unsynced-record", "lose-own-commitment"}));
   EXPECT_EQ(*ParseFaultMode("crash-before-unsynced-record"), FaultMode::kCrashBeforeUnsyncedRecord);
+  EXPECT_EQ(*ParseFaultMode("lose-own-commitment"), FaultMode::kLoseOwnCommitment);
   EXPECT_EQ(*ParseFaultMode("refuse-everywhere"), FaultMode::kRefuseEverywhere);
   EXPECT_EQ(*ParseFaultMode("corrupt-served-outputs"), FaultMode::kCorruptServedOutputs);
   EXPECT_EQ(*ParseFaultMode("cannot-fetch"), FaultMode::kCannotFetch);
@@ -53,10 +54,11 @@ TEST(FaultInjectionTest, ConfigNamesParseToTheirModes) {
   auto bad = ParseFaultMode("Silent");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(bad.status().message(),
-            "unknown fault mode 'Silent' (one of corrupt-output, equivocate, silent, crash-mid-task, "
-            "downgrade-replicas, wrong-trace-root, slow, stale-reference, lazy-copy, withhold-reveal, "
-            "trickle-blobs, corrupt-served-outputs, cannot-fetch, refuse-everywhere, crash-before-unsynced-record)");
+  EXPECT_EQ(
+      bad.status().message(),
+      "unknown fault mode 'Silent' (one of corrupt-output, equivocate, silent, crash-mid-task, "
+      "downgrade-replicas, wrong-trace-root, slow, stale-reference, lazy-copy, withhold-reveal, "
+      "trickle-blobs, corrupt-served-outputs, cannot-fetch, refuse-everywhere, crash-before-unsynced-record, lose-own-commitment)");
 }
 
 // refuse-everywhere: silent, garbage for every blob, refuses and floods peers, and remembers

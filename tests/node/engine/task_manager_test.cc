@@ -700,10 +700,10 @@ TEST_F(TaskManagerTest, ResultIsReportedOnlyAfterASyncCoversItWhileTheWorkerMove
   EXPECT_EQ(store_.TaskWritesCoveredBySync(), store_.TaskWrites().size());
 }
 
-// Network mode: on_executed (which signs the vote and writes the commitment record synced before
-// gossiping it) runs once the result is written, before any sync of its own: that synced write
-// covers the result, one fsync instead of two before the commitment goes out. The result still
-// counts as syncing until a sync covers it, whatever on_executed did.
+// Network mode: on_executed (which signs the vote, writes the commitment record and gossips the
+// commitment) runs once the result is written, before any sync of its own. The result still
+// counts as syncing until a sync covers it, whatever on_executed did; that sync is the
+// finisher's, so the worker runs the next task meanwhile.
 TEST_F(TaskManagerTest, NetworkModeCallsOnExecutedBeforeTheResultsOwnSync) {
   Gate& sync = NewGate();
   store_.SetWaitDurableHook([&sync] { return sync.Pass(); });
@@ -719,14 +719,25 @@ TEST_F(TaskManagerTest, NetworkModeCallsOnExecutedBeforeTheResultsOwnSync) {
   v1::TaskConsensus member;
   member.set_member(true);
   const std::string id = MustSubmit(*node.tasks, Request(), &member);
-  ASSERT_TRUE(sync.WaitArrived(1));  // the worker's sync, after on_executed
+  ASSERT_TRUE(sync.WaitArrived(1));  // the finisher's sync, after on_executed
   EXPECT_EQ(executed.load(), 1);
   EXPECT_EQ(syncs_started_before_callback.load(), 0);
   EXPECT_LT(store_.TaskWritesCoveredBySync(), store_.TaskWrites().size());  // the result is not synced yet
+  // The one worker is free: the next task executes while that sync is held.
+  const std::string next = MustSubmit(*node.tasks, Request(2), &member);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (executed.load() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(executed.load(), 2);
+  EXPECT_EQ(sync.arrived(), 1);
   sync.Open();
   auto certifying =
       WaitUntil(*node.tasks, id, [](const v1::Task& t) { return t.state() == v1::TASK_STATE_CERTIFYING; });
   EXPECT_TRUE(certifying.ok()) << certifying.status().ToString();
+  auto next_certifying =
+      WaitUntil(*node.tasks, next, [](const v1::Task& t) { return t.state() == v1::TASK_STATE_CERTIFYING; });
+  EXPECT_TRUE(next_certifying.ok()) << next_certifying.status().ToString();
   node.tasks->Shutdown();
   EXPECT_EQ(store_.TaskWritesCoveredBySync(), store_.TaskWrites().size());
 }
@@ -1582,6 +1593,53 @@ TEST_F(TaskManagerTest, CertifiedTaskIsRequeuedForADisputeUntilItIsFinal) {
   const std::string closed = store_certified("window closed", true);
   EXPECT_FALSE(node.tasks->Requeue(Id(closed)).ok());
   EXPECT_EQ(ValueOf(node.tasks->Get(Id(closed))).state(), v1::TASK_STATE_SUCCEEDED);
+}
+
+// The consensus engine queues a seated member's task without a sync of its own (a power failure
+// that takes the write back leaves the task to recovery, which queues it again); the task manager
+// honours that only for such a task, judged on the record it rewrites.
+TEST_F(TaskManagerTest, RequeueDefersItsWriteOnlyForATaskRecoveryQueuesAgain) {
+  TaskManagerOptions options = Options(0);
+  options.network_mode = true;
+  Node& node = StartNode(options);
+  v1::TaskResult result;
+  result.set_result_root(std::string(64, 'c'));
+  auto store = [&](const std::string& name, v1::TaskState state, bool member, bool with_result) {
+    const std::string id = ToHex(Sha256Of(name));
+    v1::Task record;
+    record.set_task_id(id);
+    record.set_state(state);
+    *record.mutable_spec() = Request();
+    record.mutable_consensus()->add_committee("0x00000000000000000000000000000000000000aa");
+    record.mutable_consensus()->set_member(member);
+    if (state == v1::TASK_STATE_SUCCEEDED) {
+      record.mutable_consensus()->mutable_certificate()->set_result_root(std::string(64, 'c'));
+    }
+    std::optional<std::string> result_record;
+    if (with_result) result_record = result.SerializeAsString();
+    EXPECT_TRUE(store_.PutTask(IdBytes(id), record.SerializeAsString(), result_record).ok());
+    return id;
+  };
+  auto requeue_write = [&](const std::string& id, Durability asked) {
+    EXPECT_TRUE(node.tasks->Requeue(Id(id), "test", asked).ok());
+    EXPECT_EQ(ValueOf(node.tasks->Get(Id(id))).state(), v1::TASK_STATE_QUEUED);
+    const std::vector<MemoryStore::TaskWrite> writes = store_.TaskWrites();
+    EXPECT_FALSE(writes.empty());
+    EXPECT_EQ(writes.back().task_id, IdBytes(id));
+    return writes.empty() ? Durability::kSynced : writes.back().durability;
+  };
+  const std::string seated = store("seated member", v1::TASK_STATE_CERTIFYING, true, false);
+  ASSERT_TRUE(RecoveryReexecutes(ValueOf(node.tasks->Get(Id(seated)))));
+  EXPECT_EQ(requeue_write(seated, Durability::kDeferred), Durability::kDeferred);
+  // Recovery would not queue these again: their requeue is synced whatever is asked.
+  EXPECT_EQ(requeue_write(store("observer joins", v1::TASK_STATE_CERTIFYING, false, false), Durability::kDeferred),
+            Durability::kSynced);
+  EXPECT_EQ(requeue_write(store("executed member", v1::TASK_STATE_CERTIFYING, true, true), Durability::kDeferred),
+            Durability::kSynced);
+  EXPECT_EQ(requeue_write(store("dispute", v1::TASK_STATE_SUCCEEDED, true, true), Durability::kDeferred),
+            Durability::kSynced);
+  EXPECT_EQ(requeue_write(store("asked synced", v1::TASK_STATE_CERTIFYING, true, false), Durability::kSynced),
+            Durability::kSynced);
 }
 
 TEST_F(TaskManagerTest, ObserverTaskIsStoredCertifyingAndRunsOnlyWhenRequeued) {
