@@ -170,7 +170,7 @@ bool UseAmxGemm();
 bool I8BlockAmx(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1, Workspace* ws);
 // matmul_amx.cc: B[0:K, 0:N] (row stride ldb) as the AMX kernel's 16-column panels of byte quads
 // (b itself) over all of K, zero padded to a multiple of 16 columns and 64 k:
-// PackedBAmxPanelsBytes(K, N) bytes at `out`. Plain C++ (runs on any CPU).
+// PackedBAmxPanelsBytes(K, N) bytes at `out`. Baseline x86-64 (SSE2) code.
 void PackBAmxPanelsI8(const int8_t* b, int64_t ldb, int64_t K, int64_t N, uint8_t* out);
 inline int64_t PackedBAmxPanelsBytes(int64_t K, int64_t N) { return (N + 15) / 16 * 16 * ((K + 63) / 64 * 64); }
 

@@ -68,8 +68,8 @@ constexpr int64_t kMaxPackedPerCall = int64_t{8} << 20;
 // panels (panel v at bp + v * panel_bytes, 1 KiB per step), then, if a_last is set, one more k-tile
 // of A from a_last (row r at a_last + 64 r) against the panels' tile `steps`.
 template <int RT, int CT>
-void AmxTiles(int64_t steps, const int8_t* a, int64_t lda, const int8_t* a_last, const uint8_t* bp,
-              int64_t panel_bytes, int32_t* c, int64_t c_stride) {
+void AmxTiles(int64_t steps, const int8_t* a, int64_t lda, const int8_t* a_last, const uint8_t* bp, int64_t panel_bytes,
+              int32_t* c, int64_t c_stride) {
   _tile_zero(0);
   if (CT == 2) _tile_zero(1);
   if (RT == 2) _tile_zero(2);
