@@ -182,17 +182,20 @@ void BM_Ours_Weights(benchmark::State& state, Shape sh, bool packed_once) {
       benchmark::Counter(2.0 * sh.m * sh.n * sh.k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// int8 (i8 x i8 -> i32) on the AVX2 engine, with the AVX-512 VNNI kernel (where the CPU has it)
-// or without it (the AVX2 vpmaddwd kernel). Shapes (M x N x K): a square one and the largest
-// matmul_i8s of the quantized IS-Net at 256 x 256 (ConvInteger's im2col times its weights: M output
-// pixels, N output channels, K = 9 input channels; N = 1 is its one-channel output).
+// int8 (i8 x i8 -> i32) on the AVX2 engine: the AVX2 vpmaddwd kernel, the AVX-512 VNNI kernel
+// and the AMX kernel (each where the CPU has it; else the best one it has). B packed per call. Shapes (M x N x K): a
+// square one and the largest matmul_i8s of the quantized IS-Net at 256 x 256 (ConvInteger's im2col times its weights: M
+// output pixels, N output channels, K = 9 input channels; N = 1 is its one-channel output).
 constexpr Shape kI8[] = {{1024, 1024, 1024}, {16384, 64, 576}, {14464, 64, 1152}, {4096, 64, 2304},
                          {256, 256, 9216},   {64, 512, 4608},  {16384, 16, 576},  {16384, 1, 576}};
 
-void BM_Ours_I8(benchmark::State& state, Shape sh, bool vnni) {
+enum class I8Kernel { kAvx2, kVnni, kAmx };
+
+void BM_Ours_I8(benchmark::State& state, Shape sh, I8Kernel kernel) {
   auto a = Random<int8_t>(sh.m * sh.k, 1), b = Random<int8_t>(sh.k * sh.n, 2);
   std::vector<int32_t> y(sh.m * sh.n);
-  consensor::kernels::cpu::gemm::SetGemmVnniForTesting(vnni);
+  consensor::kernels::cpu::gemm::SetGemmVnniForTesting(kernel != I8Kernel::kAvx2);
+  consensor::kernels::cpu::gemm::SetGemmAmxForTesting(kernel == I8Kernel::kAmx);
   for (auto _ : state) {
     auto s = RunOurs(Op::kMatMulInt8, DType::kI8, DType::kI32, sh.m, sh.n, sh.k, a.data(), b.data(), y.data());
     if (!s.ok()) state.SkipWithError(s.ToString().c_str());
@@ -200,6 +203,7 @@ void BM_Ours_I8(benchmark::State& state, Shape sh, bool vnni) {
     benchmark::ClobberMemory();
   }
   consensor::kernels::cpu::gemm::SetGemmVnniForTesting(true);
+  consensor::kernels::cpu::gemm::SetGemmAmxForTesting(true);
   state.counters["GOPS"] =
       benchmark::Counter(2.0 * sh.m * sh.n * sh.k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -227,9 +231,11 @@ void Register() {
         ->Unit(benchmark::kMicrosecond);
   }
   for (const Shape& sh : kI8) {
-    benchmark::RegisterBenchmark(("i8/avx2/" + ShapeName(sh)).c_str(), BM_Ours_I8, sh, false)
+    benchmark::RegisterBenchmark(("i8/avx2/" + ShapeName(sh)).c_str(), BM_Ours_I8, sh, I8Kernel::kAvx2)
         ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark(("i8/vnni/" + ShapeName(sh)).c_str(), BM_Ours_I8, sh, true)
+    benchmark::RegisterBenchmark(("i8/vnni/" + ShapeName(sh)).c_str(), BM_Ours_I8, sh, I8Kernel::kVnni)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("i8/amx/" + ShapeName(sh)).c_str(), BM_Ours_I8, sh, I8Kernel::kAmx)
         ->Unit(benchmark::kMicrosecond);
   }
 }
@@ -317,15 +323,18 @@ int main(int argc, char** argv) {
     std::printf("%14s %8.1f | %7.1f %8.1f | %7.1f %6.3f | %5.3f\n", ShapeName(sh).c_str(), Median(o), Best(o),
                 Median(p), Best(p), Median(p) / Median(o), Best(p) / Best(o));
   }
-  std::printf("\nint8 matmul (M x N x K), GOP/s (median | best over repetitions)%s\n",
-              consensor::kernels::cpu::gemm::CpuHasAvx512Vnni() ? "" : "; this CPU has no AVX-512 VNNI: both are AVX2");
-  std::printf("%16s %18s %18s %14s\n", "MxNxK", "avx2 (vpmaddwd)", "avx512 vnni", "vnni/avx2");
+  std::printf("\nint8 matmul (M x N x K), GOP/s (median | best over repetitions)%s%s\n",
+              consensor::kernels::cpu::gemm::CpuHasAvx512Vnni() ? "" : "; this CPU has no AVX-512 VNNI: all are AVX2",
+              consensor::kernels::cpu::gemm::CpuHasAmxInt8() ? "" : "; no AMX: the amx column is VNNI");
+  std::printf("%16s %18s %18s %18s %10s %10s\n", "MxNxK", "avx2 (vpmaddwd)", "avx512 vnni", "amx", "vnni/avx2",
+              "amx/vnni");
   for (const Shape& sh : kI8) {
     const auto& o = collector.values["i8/avx2/" + ShapeName(sh)];
     const auto& v = collector.values["i8/vnni/" + ShapeName(sh)];
-    if (o.empty() || v.empty()) continue;
-    std::printf("%16s %8.1f | %7.1f %8.1f | %7.1f %6.3f | %5.3f\n", ShapeName(sh).c_str(), Median(o), Best(o),
-                Median(v), Best(v), Median(v) / Median(o), Best(v) / Best(o));
+    const auto& x = collector.values["i8/amx/" + ShapeName(sh)];
+    if (o.empty() || v.empty() || x.empty()) continue;
+    std::printf("%16s %8.1f | %7.1f %8.1f | %7.1f %8.1f | %7.1f %10.3f %10.3f\n", ShapeName(sh).c_str(), Median(o),
+                Best(o), Median(v), Best(v), Median(x), Best(x), Median(v) / Median(o), Median(x) / Median(v));
   }
   return 0;
 }

@@ -36,7 +36,7 @@ set(CNSR_CUDA_DETERMINISM_FLAGS
   "-Xcompiler=-ffp-contract=off,-fno-fast-math")
 
 # Sources named *_avx2.cc are compiled for AVX2+FMA, *_avx512.cc for AVX-512F, *_avx512vnni.cc for
-# AVX-512F, BW and VNNI, and called only after a runtime check.
+# AVX-512F, BW and VNNI, *_amx.cc for AMX int8 tiles, and called only after a runtime check.
 function(cnsr_mark_avx2_sources)
   foreach(src ${ARGN})
     if(src MATCHES "_avx2\\.cc$")
@@ -48,6 +48,9 @@ function(cnsr_mark_avx2_sources)
     elseif(src MATCHES "_avx512vnni\\.cc$")
       # Called only after a run-time check for AVX-512F, BW and VNNI (gemm::CpuHasAvx512Vnni).
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512vnni;-mavx2;-mfma;-O3")
+    elseif(src MATCHES "_amx\\.cc$")
+      # Called only after a run-time check for AMX int8 and the tile permission (gemm::CpuHasAmxInt8).
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-mamx-tile;-mamx-int8;-O3")
     endif()
   endforeach()
 endfunction()

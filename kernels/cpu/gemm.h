@@ -37,6 +37,9 @@ struct Operands {
   // panel of columns [16j, 16j + 16) at byte 16 * j * RoundUp(K, 4)); the other int8 kernels read
   // `b`.
   const uint8_t* b_quad_panels = nullptr;
+  // int8, AMX kernel only: B already packed by PackBAmxPanelsI8 over all of K (the panel of
+  // columns [16j, 16j + 16) at byte 16 * j * RoundUp(K, 64)); the other int8 kernels read `b`.
+  const uint8_t* b_amx_panels = nullptr;
   // f32, AVX2 only: run only the terms k in [k_begin, k_end) of each output's chain (k_end < 0:
   // up to K), B holding just those rows (row k at b + (k - k_begin) * ldb). The chain starts at
   // +0.0 where k_begin is 0 and continues from C otherwise; NaNs are canonicalized where k_end is
@@ -156,6 +159,21 @@ bool I8BlockAvx512Vnni(const I8Operands& op, const Dims& d, int64_t m0, int64_t 
 void PackBQuadPanelsI8(const int8_t* b, int64_t ldb, int64_t K, int64_t N, uint8_t* out);
 inline int64_t PackedBQuadPanelsBytes(int64_t K, int64_t N) { return (N + 15) / 16 * 16 * ((K + 3) / 4 * 4); }
 
+// matmul_amx.cc: whether the CPU runs AMX int8 tiles (and AVX-512 VNNI) and the OS gave this
+// process the tile permission (asked for on the first call), and whether the AVX2 engine's int8
+// GEMM runs on I8BlockAmx (AMX present, neither it nor VNNI turned off for a test). Every int8
+// kernel gives the exact wrapping sums, so the same bits.
+bool CpuHasAmxInt8();
+bool UseAmxGemm();
+// The block C[m0:m1, n0:n1] as I8BlockAvx2 computes it, with tdpbssd on AMX tiles. Call only when
+// CpuHasAmxInt8().
+bool I8BlockAmx(const I8Operands& op, const Dims& d, int64_t m0, int64_t m1, int64_t n0, int64_t n1, Workspace* ws);
+// matmul_amx.cc: B[0:K, 0:N] (row stride ldb) as the AMX kernel's 16-column panels of byte quads
+// (b itself) over all of K, zero padded to a multiple of 16 columns and 64 k:
+// PackedBAmxPanelsBytes(K, N) bytes at `out`. Baseline x86-64 (SSE2) code.
+void PackBAmxPanelsI8(const int8_t* b, int64_t ldb, int64_t K, int64_t N, uint8_t* out);
+inline int64_t PackedBAmxPanelsBytes(int64_t K, int64_t N) { return (N + 15) / 16 * 16 * ((K + 63) / 64 * 64); }
+
 // Single-threaded whole GEMM with the ISA of ctx (for callers that parallelize above).
 bool F32Single(const F32Operands& op, const Dims& d, Isa isa, Workspace* ws);
 
@@ -182,5 +200,11 @@ void SetGemmAvx512ForTesting(bool enabled);
 // matmul_avx512vnni.cc: false keeps the AVX2 engine's int8 GEMM on the AVX2 kernel even where
 // AVX-512 VNNI is present (for tests and benchmarks comparing the two; the bits are the same).
 void SetGemmVnniForTesting(bool enabled);
+// matmul_amx.cc: false keeps the int8 GEMM off the AMX kernel (on the VNNI one where present) even
+// where AMX is present; SetGemmVnniForTesting(false) turns off both (the bits are the same).
+void SetGemmAmxForTesting(bool enabled);
+// matmul_amx.cc: true runs even the small blocks (that otherwise go to the VNNI kernel) on AMX
+// tiles, so that tests reach every edge of the AMX kernel with small shapes.
+void SetGemmAmxEveryBlockForTesting(bool every_block);
 }  // namespace gemm
 }  // namespace consensor::kernels::cpu

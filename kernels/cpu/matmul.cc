@@ -159,7 +159,10 @@ Status F32Batched(int64_t batch, const Dims& d, const std::function<F32Operands(
 
 Status I8Batched(int64_t batch, const Dims& d, const std::function<I8Operands(int64_t)>& operands,
                  const CpuContext& ctx) {
-  auto block = ctx.isa != Isa::kAvx2 ? &I8BlockPortable : UseVnniGemm() ? &I8BlockAvx512Vnni : &I8BlockAvx2;
+  auto block = ctx.isa != Isa::kAvx2 ? &I8BlockPortable
+               : UseAmxGemm()        ? &I8BlockAmx
+               : UseVnniGemm()       ? &I8BlockAvx512Vnni
+                                     : &I8BlockAvx2;
   return RunBatched(batch, d, operands, ctx,
                     [block](const I8Operands& op, const Dims& dims, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
                             Workspace* ws, const PartDone*) { return block(op, dims, m0, m1, n0, n1, ws); });
@@ -210,19 +213,28 @@ class PackedMatMulB final : public PreparedOperand {
   float* data_;
 };
 
-// An int8 matmul's constant B, each of its own batch matrices packed once into the VNNI kernel's
-// 16-column panels of byte quads over all of K (PrepareMatMulB).
+// An int8 matmul's constant B, each of its own batch matrices packed once over all of K into the
+// 16-column panels of byte quads of the AMX kernel (for_amx) or of the VNNI kernel
+// (PrepareMatMulB).
 class PackedMatMulBI8 final : public PreparedOperand {
  public:
-  PackedMatMulBI8(const int8_t* b, const gemm::Dims& d, int64_t b_batches)
-      : per_batch_(gemm::PackedBQuadPanelsBytes(d.K, d.N)),
+  PackedMatMulBI8(const int8_t* b, const gemm::Dims& d, int64_t b_batches, bool for_amx)
+      : per_batch_(for_amx ? gemm::PackedBAmxPanelsBytes(d.K, d.N) : gemm::PackedBQuadPanelsBytes(d.K, d.N)),
         batches_(b_batches),
         n_(d.N),
         k_(d.K),
+        for_amx_(for_amx),
         data_(static_cast<uint8_t*>(std::aligned_alloc(64, (per_batch_ * b_batches + 63) / 64 * 64))) {
     if (!data_) return;
-    for (int64_t i = 0; i < b_batches; ++i) gemm::PackBQuadPanelsI8(b + i * d.K * d.N, d.N, d.K, d.N, batch(i));
+    for (int64_t i = 0; i < b_batches; ++i) {
+      if (for_amx) {
+        gemm::PackBAmxPanelsI8(b + i * d.K * d.N, d.N, d.K, d.N, batch(i));
+      } else {
+        gemm::PackBQuadPanelsI8(b + i * d.K * d.N, d.N, d.K, d.N, batch(i));
+      }
+    }
   }
+  bool for_amx() const { return for_amx_; }
   ~PackedMatMulBI8() override { std::free(data_); }
   PackedMatMulBI8(const PackedMatMulBI8&) = delete;
   PackedMatMulBI8& operator=(const PackedMatMulBI8&) = delete;
@@ -234,19 +246,21 @@ class PackedMatMulBI8 final : public PreparedOperand {
 
  private:
   int64_t per_batch_, batches_, n_, k_;
+  bool for_amx_;
   uint8_t* data_;
 };
 
 }  // namespace
 
 StatusOr<std::unique_ptr<PreparedOperand>> PrepareMatMulB(const KernelCall& call, const CpuContext& ctx) {
-  // int8: only for the AVX-512 VNNI kernel, the one that reads B packed over all of K.
+  // int8: only for the AMX and AVX-512 VNNI kernels, the ones that read B packed over all of K.
   if (call.op == Op::kMatMulInt8 && call.num_inputs == 2 && call.in(0).dtype == DType::kI8 &&
       call.in(1).dtype == DType::kI8 && ctx.isa == Isa::kAvx2 && gemm::UseVnniGemm()) {
     ASSIGN_OR_RETURN(const MatMulPlan mp, PlanMatMul(call));
     const gemm::Dims d{mp.dims.M, mp.dims.N, mp.dims.K};
     if (d.K == 0 || d.N == 0 || mp.batch.b_batches == 0) return std::unique_ptr<PreparedOperand>();
-    auto packed = std::make_unique<PackedMatMulBI8>(call.in(1).as<const int8_t>(), d, mp.batch.b_batches);
+    auto packed =
+        std::make_unique<PackedMatMulBI8>(call.in(1).as<const int8_t>(), d, mp.batch.b_batches, gemm::UseAmxGemm());
     if (!packed->ok()) return ResourceExhausted("matmul_i8: cannot allocate the packed weights");
     return std::unique_ptr<PreparedOperand>(std::move(packed));
   }
@@ -327,7 +341,8 @@ Status RunMatMul(const KernelCall& call, const CpuContext& ctx) {
     };
     return gemm::F32Batched(plan.count, d, operands, ctx);
   }
-  // B packed once when the program was loaded (read only by the VNNI kernel); the same values.
+  // B packed once when the program was loaded (read only by the kernel it was packed for); the
+  // same values.
   const auto* packed = dynamic_cast<const PackedMatMulBI8*>(call.prepared);
   if (packed && (ctx.isa != Isa::kAvx2 || !packed->Fits(d, plan.b_batches))) packed = nullptr;
   auto operands = [&](int64_t i) {
@@ -336,7 +351,7 @@ Status RunMatMul(const KernelCall& call, const CpuContext& ctx) {
     gemm::I8Operands op;
     op.a = a.as<const int8_t>() + (d.K ? ao : 0);
     op.lda = d.K;
-    if (packed && d.K) op.b_quad_panels = packed->batch(bo / (d.K * d.N));
+    if (packed && d.K) (packed->for_amx() ? op.b_amx_panels : op.b_quad_panels) = packed->batch(bo / (d.K * d.N));
     op.b = b.as<const int8_t>() + (d.K ? bo : 0);
     op.ldb = d.N;
     op.c = y.as<int32_t>() + i * c_stride;

@@ -72,10 +72,11 @@ Tensor RandomI8(const Shape& shape, uint32_t seed) {
   return t;
 }
 
-TEST(PreparedConstantsTest, Int8MatMulWeightsArePackedOnceForTheVnniKernel) {
-  // matmul_i8 by constant weights (as ConvInteger and MatMulInteger import): on a CPU with AVX-512
-  // VNNI the AVX2 engine packs them once into the VNNI kernel's panels of byte quads; the bits
-  // are those of the portable loop either way.
+TEST(PreparedConstantsTest, Int8MatMulWeightsArePackedOnceForTheAmxOrVnniKernel) {
+  // matmul_i8 by constant weights (as ConvInteger and MatMulInteger import): on a CPU with AMX the
+  // AVX2 engine packs them once into the AMX kernel's panels (K padded to 64), else on a CPU with
+  // AVX-512 VNNI into the VNNI kernel's panels of byte quads (K padded to 4); the bits are those
+  // of the portable loop either way.
   Graph g;
   Value x = g.input("x", DType::kI8, {13, 301});
   g.output("y", matmul_i8(x, g.constant(RandomI8({301, 40}, 1), "w")));
@@ -92,8 +93,11 @@ TEST(PreparedConstantsTest, Int8MatMulWeightsArePackedOnceForTheVnniKernel) {
   ASSERT_TRUE(want.ok()) << want.status().ToString();
 
   if (!kernels::cpu::CpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2: nothing is packed";
-  // w: 48 columns (40 padded) by 304 k (301 padded); w2: two batches of 32 columns by 40 k.
-  const int64_t expect = kernels::cpu::gemm::CpuHasAvx512Vnni() ? 48 * 304 + 2 * 32 * 40 : 0;
+  // w: 48 columns (40 padded) by 304 k (301 padded; 320 for AMX); w2: two batches of 32 columns by
+  // 40 k (64 for AMX).
+  const int64_t expect = kernels::cpu::gemm::CpuHasAmxInt8()      ? 48 * 320 + 2 * 32 * 64
+                         : kernels::cpu::gemm::CpuHasAvx512Vnni() ? 48 * 304 + 2 * 32 * 40
+                                                                  : 0;
   for (int threads : {1, 2, 8}) {
     auto avx2 = MakeCpu(threads, "avx2");
     auto loaded = LoadedProgram::Load(*p, avx2.get());

@@ -410,22 +410,49 @@ TEST(MatMulI8, ExtremeValuesAndWrap) {
   }
 }
 
-TEST(MatMulI8, WithAndWithoutVnniMatchSpec) {
-  // On a CPU with AVX-512 VNNI the AVX2 engines run the vpdpbusd kernel (12-row tiles of 16 or 32
-  // columns, A read in place four bytes at a time, equal k-blocks of at most 1024); then the same on the
-  // vpmaddwd kernel alone. Rows around 12, 24 and 144, columns around 16 and 32, K from 1 to past
-  // two k-blocks with every remainder modulo 4, operands at odd addresses, B packed per call and
-  // once (PrepareConstant, which packs only for the VNNI kernel).
+// The AVX2 engines' int8 kernels: AMX tiles (every block, small ones too, on them), AVX-512 VNNI,
+// AVX2 vpmaddwd. Each is turned on only where the CPU has it; elsewhere its pass runs the best
+// kernel the CPU has.
+enum class I8Kernel { kAmx, kVnni, kAvx2 };
+
+const char* I8KernelName(I8Kernel k) { return k == I8Kernel::kAmx ? "amx" : k == I8Kernel::kVnni ? "vnni" : "avx2"; }
+
+void UseI8Kernel(I8Kernel k) {
+  cpu::gemm::SetGemmVnniForTesting(k != I8Kernel::kAvx2);
+  cpu::gemm::SetGemmAmxForTesting(k == I8Kernel::kAmx);
+  cpu::gemm::SetGemmAmxEveryBlockForTesting(k == I8Kernel::kAmx);
+}
+
+void RestoreI8Kernels() {
+  cpu::gemm::SetGemmVnniForTesting(true);
+  cpu::gemm::SetGemmAmxForTesting(true);
+  cpu::gemm::SetGemmAmxEveryBlockForTesting(false);
+}
+
+constexpr I8Kernel kI8Kernels[] = {I8Kernel::kAmx, I8Kernel::kVnni, I8Kernel::kAvx2};
+
+TEST(MatMulI8, EveryKernelMatchesSpec) {
+  // On a CPU with AMX the AVX2 engines run the tdpbssd kernel (tiles of 16 or 32 rows by 16 or 32
+  // columns, A read in place 64 k at a time, the K % 64 tail from a zero-padded copy, the block's
+  // last rows in a tile configured with fewer rows); then the vpdpbusd kernel (12-row tiles of 16
+  // or 32 columns, A read in place four bytes at a time, equal k-blocks of at most 1024); then the
+  // vpmaddwd kernel alone. Rows around 12, 16, 24, 32 and 144, columns around 16 and 32, K from 1
+  // to past two k-blocks with every remainder modulo 4 and many modulo 64, operands at odd
+  // addresses, B packed per call and once (PrepareConstant, which packs only for the AMX and VNNI
+  // kernels).
   if (!cpu::gemm::CpuHasAvx512Vnni()) std::printf("note: this CPU has no AVX-512 VNNI; only the AVX2 kernel runs\n");
+  if (!cpu::gemm::CpuHasAmxInt8()) std::printf("note: this CPU (or OS) has no AMX int8; its pass runs VNNI\n");
   const std::vector<std::array<int64_t, 3>> shapes = {
       // {M, K, N}
-      {12, 1, 16},   {13, 2, 17},   {11, 3, 15},   {24, 4, 32},    {25, 5, 33},     {12, 7, 1},  {36, 64, 48},
-      {23, 511, 31}, {12, 512, 32}, {37, 513, 47}, {150, 515, 65}, {145, 1027, 20}, {1, 9, 100}, {7, 300, 64},
-      {49, 576, 64}, {12, 44, 112}, {290, 36, 16}, {19, 1, 33},    {64, 2051, 3}};
+      {12, 1, 16},   {13, 2, 17},   {11, 3, 15},   {24, 4, 32},    {25, 5, 33},    {12, 7, 1},
+      {36, 64, 48},  {23, 511, 31}, {12, 512, 32}, {37, 513, 47},  {150, 515, 65}, {145, 1027, 20},
+      {1, 9, 100},   {7, 300, 64},  {49, 576, 64}, {12, 44, 112},  {290, 36, 16},  {19, 1, 33},
+      {64, 2051, 3}, {1, 64, 16},   {15, 63, 17},  {16, 65, 16},   {17, 127, 31},  {31, 128, 32},
+      {32, 129, 48}, {33, 191, 1},  {48, 62, 50},  {47, 1152, 64}, {97, 27, 64},   {64, 576, 16}};
   uint32_t seed = 900;
-  for (bool vnni : {true, false}) {
-    cpu::gemm::SetGemmVnniForTesting(vnni);
-    SCOPED_TRACE(vnni ? "vnni" : "without vnni");
+  for (I8Kernel kernel : kI8Kernels) {
+    UseI8Kernel(kernel);
+    SCOPED_TRACE(I8KernelName(kernel));
     for (const auto& s : shapes) {
       for (bool prepare : {false, true}) {
         CheckI8({s[0], s[1]}, {s[1], s[2]}, seed++, false, 0, prepare);
@@ -439,46 +466,64 @@ TEST(MatMulI8, WithAndWithoutVnniMatchSpec) {
       CheckI8({40, 99}, {3, 99, 18}, seed++, false, 1, prepare);
     }
   }
-  cpu::gemm::SetGemmVnniForTesting(true);
+  RestoreI8Kernels();
 }
 
-TEST(MatMulI8, VnniExtremesWrapWithFullTiles) {
-  // The extremes on a full 12-row tile and an edge row, a 32-column tile and a 16-column one:
-  // every product -128 x -128 = 16384 (the sum passes 2^31 at this K and wraps), 127 x -128 and
-  // -128 x 127, which also drive the row correction -128 * sum_k a past 2^31 (it wraps as well).
-  // K has a tail of 3 beyond its full quads.
-  const int64_t M = 13, K = 133123, N = 48;
-  for (bool vnni : {true, false}) {
-    cpu::gemm::SetGemmVnniForTesting(vnni);
-    SCOPED_TRACE(vnni ? "vnni" : "without vnni");
-    for (const auto& [av, bv] : std::vector<std::pair<int8_t, int8_t>>{{-128, -128}, {127, -128}, {-128, 127}}) {
-      std::vector<int8_t> a(M * K, av), b(K * N, bv);
-      // Row m has m zero terms at its start and column n has n + 1 at its end, so every output
-      // av * bv * (K - m - n - 1) differs from the others: a row or column computed in another's
-      // place (or with another's correction) shows.
-      for (int64_t m = 0; m < M; ++m) std::fill(a.begin() + m * K, a.begin() + m * K + m, int8_t{0});
-      for (int64_t n = 0; n < N; ++n) {
-        for (int64_t k = K - 1 - n; k < K; ++k) b[k * N + n] = 0;
+TEST(MatMulI8, AmxOnlyOnLargeBlocksByDefault) {
+  // Without SetGemmAmxEveryBlockForTesting, blocks under 2^20 multiply-adds go to the VNNI kernel
+  // (reading B unpacked when its prepared copy is AMX's) and larger ones to AMX: the same bits
+  // either way, around the boundary and with the threads splitting the rows.
+  RestoreI8Kernels();
+  uint32_t seed = 1500;
+  for (const auto& s : std::vector<std::array<int64_t, 3>>{{16, 1024, 64}, {17, 1023, 61}, {300, 100, 40}}) {
+    for (bool prepare : {false, true}) CheckI8({s[0], s[1]}, {s[1], s[2]}, seed++, false, 3, prepare);
+  }
+}
+
+TEST(MatMulI8, ExtremesWrapWithFullTiles) {
+  // The extremes on full tiles and edge rows, 32-column tiles and 16-column ones: every product
+  // -128 x -128 = 16384 (the sum passes 2^31 at this K and wraps), 127 x -128 and -128 x 127,
+  // which also drive the VNNI kernel's row correction -128 * sum_k a past 2^31 (it wraps as well).
+  // K has a tail of 3 beyond its full quads (and of 3 beyond its full 64-k tiles). 13 rows: one
+  // VNNI tile and an edge row, one AMX tile of 13 rows; 45 rows: an AMX tile pair and 13 rows.
+  const int64_t K = 133123, N = 48;
+  for (const int64_t M : {13, 45}) {
+    for (I8Kernel kernel : kI8Kernels) {
+      UseI8Kernel(kernel);
+      SCOPED_TRACE(std::string(I8KernelName(kernel)) + " M=" + std::to_string(M));
+      for (const auto& [av, bv] : std::vector<std::pair<int8_t, int8_t>>{{-128, -128}, {127, -128}, {-128, 127}}) {
+        // 45 rows: AMX's tile pair once; the other kernels' tiles and corrections at 13 rows.
+        if (M == 45 && (av != -128 || kernel != I8Kernel::kAmx)) continue;
+        std::vector<int8_t> a(M * K, av), b(K * N, bv);
+        // Row m has m zero terms at its start and column n has n + 1 at its end, so every output
+        // av * bv * (K - m - n - 1) differs from the others in its row and column: a row or
+        // column computed in another's place (or with another's correction) shows.
+        for (int64_t m = 0; m < M; ++m) std::fill(a.begin() + m * K, a.begin() + m * K + m, int8_t{0});
+        for (int64_t n = 0; n < N; ++n) {
+          for (int64_t k = K - 1 - n; k < K; ++k) b[k * N + n] = 0;
+        }
+        const auto ref = RefMatMulI8(a, {M, K}, b, {K, N});
+        if (av == -128 && bv == -128) {
+          EXPECT_EQ(ref[0], static_cast<int32_t>(static_cast<uint32_t>(uint64_t{16384} * (K - 1))));
+          EXPECT_LT(ref[0], 0);  // 16384 (K - 1) > 2^31 wrapped
+        }
+        for (bool prepare : {false, true}) CheckI8Operands(a, {M, K}, b, {K, N}, 1, prepare);
       }
-      const auto ref = RefMatMulI8(a, {M, K}, b, {K, N});
-      if (av == -128 && bv == -128) {
-        EXPECT_EQ(ref[0], static_cast<int32_t>(static_cast<uint32_t>(uint64_t{16384} * (K - 1))));
-        EXPECT_LT(ref[0], 0);  // 16384 (K - 1) > 2^31 wrapped
-      }
-      for (bool prepare : {false, true}) CheckI8Operands(a, {M, K}, b, {K, N}, 1, prepare);
     }
   }
-  cpu::gemm::SetGemmVnniForTesting(true);
+  RestoreI8Kernels();
 }
 
-TEST(MatMulI8, PreparedWeightsOnlyForTheVnniKernel) {
-  // A constant int8 B is packed once only where the VNNI kernel runs (the AVX2 engines of a CPU
-  // with AVX-512 VNNI): 3 batches of 40 x 20 as panels of 32 columns by 40 k. A prepared copy
-  // that does not fit the call (another B shape) is ignored, not misread.
+TEST(MatMulI8, PreparedWeightsOnlyForTheAmxAndVnniKernels) {
+  // A constant int8 B is packed once only where the AMX or VNNI kernel runs (the AVX2 engines of a
+  // CPU with AVX-512 VNNI): 3 batches of 40 x 20 as panels of 32 columns by 40 k (VNNI) or by 64 k
+  // (AMX). A prepared copy that does not fit the call (another B shape) is ignored, not misread.
   std::vector<int8_t> a(5 * 40, 1), b(3 * 40 * 20, 2), b2(40 * 20, 3);
   std::vector<int32_t> y(3 * 5 * 20), y2(5 * 20);
-  for (bool vnni : {true, false}) {
-    cpu::gemm::SetGemmVnniForTesting(vnni);
+  for (I8Kernel kernel : kI8Kernels) {
+    UseI8Kernel(kernel);
+    const bool vnni = kernel != I8Kernel::kAvx2;
+    const bool amx = kernel == I8Kernel::kAmx && cpu::gemm::CpuHasAmxInt8();
     for (auto& e : Engines()) {
       OpParams params;
       std::vector<TensorView> in = {MakeView(DType::kI8, {5, 40}, a.data()),
@@ -490,7 +535,7 @@ TEST(MatMulI8, PreparedWeightsOnlyForTheVnniKernel) {
       const bool expect = vnni && e.backend->name() == "cpu-avx2" && cpu::gemm::CpuHasAvx512Vnni();
       EXPECT_EQ(*prepared != nullptr, expect) << e.label;
       if (!*prepared) continue;
-      EXPECT_EQ((*prepared)->bytes(), int64_t{3} * 32 * 40) << e.label;
+      EXPECT_EQ((*prepared)->bytes(), int64_t{3} * 32 * (amx ? 64 : 40)) << e.label;
       std::vector<TensorView> in2 = {in[0], MakeView(DType::kI8, {40, 20}, b2.data())};
       TensorView out2 = MakeView(DType::kI32, {5, 20}, y2.data());
       KernelCall call2 = MakeCall(Op::kMatMulInt8, params, in2.data(), 2, &out2);
@@ -499,7 +544,7 @@ TEST(MatMulI8, PreparedWeightsOnlyForTheVnniKernel) {
       for (int32_t v : y2) EXPECT_EQ(v, 120) << e.label;  // 40 * 1 * 3
     }
   }
-  cpu::gemm::SetGemmVnniForTesting(true);
+  RestoreI8Kernels();
 }
 
 }  // namespace

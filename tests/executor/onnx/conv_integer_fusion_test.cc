@@ -89,15 +89,20 @@ void CheckCase(const Case& c, uint32_t seed) {
   ASSERT_NO_FATAL_FAILURE(testing::RunUnfusedReference(program, run_inputs, &want));
   for (const std::string isa : {"portable", "avx2"}) {
     if (isa == "avx2" && !kernels::cpu::CpuHasAvx2Fma()) continue;
-    for (bool vnni : {false, true}) {
-      if (vnni && isa == "portable") continue;
-      kernels::cpu::gemm::SetGemmVnniForTesting(vnni);
+    // The int8 GEMM on the vpmaddwd kernel, on VNNI, and on AMX tiles for every block.
+    for (const std::string kernel : {"", "VNNI", "AMX"}) {
+      if (!kernel.empty() && isa == "portable") continue;
+      kernels::cpu::gemm::SetGemmVnniForTesting(!kernel.empty());
+      kernels::cpu::gemm::SetGemmAmxForTesting(kernel == "AMX");
+      kernels::cpu::gemm::SetGemmAmxEveryBlockForTesting(kernel == "AMX");
       for (int threads : {1, 2, 8}) {
-        SCOPED_TRACE(isa + (vnni ? " with VNNI" : "") + " at " + std::to_string(threads) + " threads");
+        SCOPED_TRACE(isa + (kernel.empty() ? "" : " with " + kernel) + " at " + std::to_string(threads) + " threads");
         testing::ExpectFusedRunGivesReferenceBits(program, isa, threads, run_inputs, want);
       }
     }
     kernels::cpu::gemm::SetGemmVnniForTesting(true);
+    kernels::cpu::gemm::SetGemmAmxForTesting(true);
+    kernels::cpu::gemm::SetGemmAmxEveryBlockForTesting(false);
   }
 }
 
@@ -105,6 +110,9 @@ TEST(ConvIntegerFusion, FusedIm2colGivesTheUnfusedBits) {
   const std::vector<Case> cases = {
       // IS-Net's usual one: 3x3, pad 1, u8 x with a run-time zero point, u8 weights.
       {"3x3_pad1", {1, 5, 9, 11}, {4, 5, 3, 3}, DType::kU8, DType::kU8, 1, {}, {}, {1, 1, 1, 1}},
+      // 72 output pixels by 40 filters by K = 72: the AMX kernel's 32 x 32 tiles, its last 8 rows
+      // and 8 columns, and a k-tail of 8.
+      {"many_filters", {1, 8, 8, 9}, {40, 8, 3, 3}, DType::kU8, DType::kU8, 1, {}, {}, {1, 1, 1, 1}},
       // Wider than a tile of 64 output pixels, with a column count that is not a multiple of 8.
       {"wide_rows", {1, 3, 4, 150}, {2, 3, 3, 3}, DType::kU8, DType::kU8, 1, {}, {}, {1, 1, 1, 1}},
       // Enough channels that a tile holds only part of one pixel's window.
