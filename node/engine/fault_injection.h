@@ -52,8 +52,9 @@ enum class FaultMode {
   // with signed Pull and GetNodeInfo requests, many more than its budgets let through.
   kRefuseEverywhere,
   // Exits (code 88) just before the first task record write it would make without a sync of its
-  // own (a peer's commitment admitted while the commit window stays open): the disk is then as
-  // a power failure after that write would leave it.
+  // own (a peer's commitment admitted while the commit window stays open; on a single node, the
+  // only fault mode it takes, a RunTask's new task): the disk is then as a power failure after
+  // that write would leave it.
   kCrashBeforeUnsyncedRecord,
 };
 
