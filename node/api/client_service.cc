@@ -625,7 +625,8 @@ struct ClientService::RunTaskState : std::enable_shared_from_this<ClientService:
     }
     const uint64_t handle = service->tasks_->ListenForChange(
         id,
-        [self = shared_from_this(), generation](bool shutting_down) { self->OnTaskChange(generation, shutting_down); });
+        [self = shared_from_this(), generation](bool shutting_down) { self->OnTaskChange(generation, shutting_down); },
+        /*after_start=*/true);  // only a final state answers the call
     std::lock_guard<std::mutex> lock(mu);
     if (listen_generation == generation) listen_handle = handle;
   }

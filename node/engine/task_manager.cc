@@ -471,7 +471,7 @@ void TaskManager::Shutdown() {
   for (auto it = watches_.begin(); it != watches_.end();) {
     Watch& watch = *it->second;
     watch.cv.notify_all();
-    for (auto& [handle, on_change] : watch.listeners) listeners.push_back(std::move(on_change));
+    for (auto& [handle, listener] : watch.listeners) listeners.push_back(std::move(listener.on_change));
     watch.watchers -= static_cast<int>(watch.listeners.size());
     watch.listeners.clear();
     it = watch.watchers == 0 ? watches_.erase(it) : std::next(it);
@@ -825,8 +825,8 @@ void TaskManager::UpdateGauges() {
   metrics_->tasks_running->Set(running_);
 }
 
-void TaskManager::NotifyChanged(const consensus::TaskId& task_id) {
-  std::map<uint64_t, ChangeListener> listeners;
+void TaskManager::NotifyChanged(const consensus::TaskId& task_id, bool start) {
+  std::vector<ChangeListener> called;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = watches_.find(task_id.Key());
@@ -834,14 +834,21 @@ void TaskManager::NotifyChanged(const consensus::TaskId& task_id) {
     Watch& watch = *it->second;
     ++watch.version;
     watch.cv.notify_all();
-    listeners.swap(watch.listeners);
-    watch.watchers -= static_cast<int>(listeners.size());
+    for (auto l = watch.listeners.begin(); l != watch.listeners.end();) {
+      if (start && l->second.after_start) {
+        ++l;
+        continue;
+      }
+      called.push_back(std::move(l->second.on_change));
+      l = watch.listeners.erase(l);
+    }
+    watch.watchers -= static_cast<int>(called.size());
     if (watch.watchers == 0) watches_.erase(it);
   }
-  for (auto& [handle, on_change] : listeners) on_change(/*stopping=*/false);
+  for (ChangeListener& on_change : called) on_change(/*stopping=*/false);
 }
 
-uint64_t TaskManager::ListenForChange(const consensus::TaskId& task_id, ChangeListener on_change) {
+uint64_t TaskManager::ListenForChange(const consensus::TaskId& task_id, ChangeListener on_change, bool after_start) {
   uint64_t handle = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -849,7 +856,7 @@ uint64_t TaskManager::ListenForChange(const consensus::TaskId& task_id, ChangeLi
       std::unique_ptr<Watch>& slot = watches_[task_id.Key()];
       if (!slot) slot = std::make_unique<Watch>();
       handle = next_listen_handle_++;
-      slot->listeners.emplace(handle, std::move(on_change));
+      slot->listeners.emplace(handle, Watch::Listener{std::move(on_change), after_start});
       ++slot->watchers;
       return handle;
     }
@@ -965,7 +972,7 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
       }
       spec = std::move(*t.mutable_spec());
     }
-    NotifyChanged(id);
+    NotifyChanged(id, /*start=*/true);
     return OkStatus();
   };
   Status started = mark_running();

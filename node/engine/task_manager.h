@@ -165,9 +165,11 @@ class TaskManager {
   // task's record (stopping = false) or when the manager shuts down (stopping = true; at once when
   // it already is). It runs on the thread that made the change, outside the manager's locks, so
   // it must not block (RunTask's reactor only schedules its next step). Returns the handle for
-  // CancelListen.
+  // CancelListen. `after_start`: the worker's start of the task (the running mark) does not
+  // count as the change; the listener stays for the next one (a caller that waits for a final
+  // state, RunTask, is then not woken for nothing).
   using ChangeListener = std::function<void(bool stopping)>;
-  uint64_t ListenForChange(const consensus::TaskId& task_id, ChangeListener on_change);
+  uint64_t ListenForChange(const consensus::TaskId& task_id, ChangeListener on_change, bool after_start = false);
   // Drops a listener not yet called; false when it has been (or is being) called.
   bool CancelListen(const consensus::TaskId& task_id, uint64_t handle);
   // Whether Get(task_id) may now wait for a sync (a synced write of the task, or of one that
@@ -213,7 +215,8 @@ class TaskManager {
   StatusOr<v1::Task> LoadDurableTask(const consensus::TaskId& task_id);
   Status WaitDurableIfSyncing(const consensus::TaskId& task_id);
   // Wakes the watchers of `task_id` (and a draining Shutdown).
-  void NotifyChanged(const consensus::TaskId& task_id);
+  // `start`: the change is a worker's start of the task (listeners that wait past it stay).
+  void NotifyChanged(const consensus::TaskId& task_id, bool start = false);
   void UpdateGauges();
 
   Store* store_;
@@ -263,7 +266,11 @@ class TaskManager {
     uint64_t version = 0;  // bumped on every change of the task
     int watchers = 0;      // WaitForChange calls and listeners
     std::condition_variable cv;
-    std::map<uint64_t, ChangeListener> listeners;  // by handle; each called once
+    struct Listener {
+      ChangeListener on_change;
+      bool after_start = false;  // not called for the worker's start of the task
+    };
+    std::map<uint64_t, Listener> listeners;  // by handle; each called once
   };
   uint64_t next_listen_handle_ = 1;  // guarded by mu_
   std::map<std::string, std::unique_ptr<Watch>> watches_;

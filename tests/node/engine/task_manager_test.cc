@@ -771,6 +771,29 @@ TEST_F(TaskManagerTest, DeferredSubmissionIsCoveredByTheResultsSync) {
   EXPECT_EQ(refused.status().code(), StatusCode::kInternal);
 }
 
+// A listener that waits past the start (RunTask's, which answers only a final state) is not
+// called when a worker marks the task running in the journal, only at the task's next change;
+// any other listener is called at the start.
+TEST_F(TaskManagerTest, ListenerAfterStartIsNotCalledForTheRunningMark) {
+  Gate& gate = NewGate();
+  HoldExecutionAtInput(gate);
+  TaskManagerOptions options = NoInputCache(Options(1));
+  options.running_journal_path = testing_support::MakeTempDir("tm_after_start") + "/running-tasks";
+  Node& node = StartNode(options);
+  const consensus::TaskId id = ValueOf(node.tasks->IdOf(Request(1)));
+  std::atomic<int> any{0}, after_start{0};
+  node.tasks->ListenForChange(id, [&any](bool) { any++; });
+  node.tasks->ListenForChange(id, [&after_start](bool) { after_start++; }, /*after_start=*/true);
+  MustSubmit(*node.tasks, Request(1));
+  ASSERT_TRUE(gate.WaitArrived(1));  // marked running, held before it reads its input
+  EXPECT_EQ(any.load(), 1);
+  EXPECT_EQ(after_start.load(), 0);
+  gate.Open();
+  EXPECT_EQ(WaitFinished(*node.tasks, id.Hex()).state(), v1::TASK_STATE_SUCCEEDED);
+  EXPECT_EQ(after_start.load(), 1);  // at the result's write, before the sync the read waited for
+  EXPECT_EQ(any.load(), 1);          // called once
+}
+
 // Network mode: on_executed (which signs the vote and writes the commitment record synced before
 // gossiping it) runs once the result is written, before any sync of its own: that synced write
 // covers the result, one fsync instead of two before the commitment goes out. The result still
