@@ -783,7 +783,8 @@ TEST_F(TaskManagerTest, ListenerAfterStartIsNotCalledForTheRunningMark) {
   const consensus::TaskId id = ValueOf(node.tasks->IdOf(Request(1)));
   std::atomic<int> any{0}, after_start{0};
   node.tasks->ListenForChange(id, [&any](bool) { any++; });
-  node.tasks->ListenForChange(id, [&after_start](bool) { after_start++; }, /*after_start=*/true);
+  node.tasks->ListenForChange(
+      id, [&after_start](bool) { after_start++; }, /*after_start=*/true);
   MustSubmit(*node.tasks, Request(1));
   ASSERT_TRUE(gate.WaitArrived(1));  // marked running, held before it reads its input
   EXPECT_EQ(any.load(), 1);
