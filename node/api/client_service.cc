@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <thread>
+#include <variant>
 
 #include <grpcpp/alarm.h>
 
@@ -222,8 +223,18 @@ grpc::Status ClientService::GetBlobImpl(grpc::ServerContext* context, const v1::
   return grpc::Status::OK;
 }
 
+bool ClientService::SubmitsWithoutWaiting(const ClientIdentity& who, const v1::SubmitTaskRequest& request) const {
+  if (submitter_) return false;  // network mode: the engine plans, stores synced and announces
+  // max_tasks_in_flight reads the client's task records (a read may wait for a sync),
+  // flops_per_minute reads each input's header from the store, and max_disk_bytes writes the
+  // client's charge synced.
+  const ClientBudgets& b = who.budgets;
+  if (gate_ != nullptr && (b.max_tasks_in_flight > 0 || b.flops_per_minute > 0 || b.max_disk_bytes > 0)) return false;
+  return tasks_->IsWarm(request);
+}
+
 grpc::Status ClientService::SubmitTaskImpl(const v1::SubmitTaskRequest* request, v1::SubmitTaskResponse* response,
-                                           const ClientIdentity* who) {
+                                           const ClientIdentity* who, Durability record) {
   const int64_t record_bytes = static_cast<int64_t>(request->ByteSizeLong()) + 256;
   // The client's budgets first, then the node's disk; all before the engine announces the task
   // or anything is stored (TaskManager checks the disk again).
@@ -251,8 +262,9 @@ grpc::Status ClientService::SubmitTaskImpl(const v1::SubmitTaskRequest* request,
     }
   }
   if (admission.ok() && budget_ != nullptr) admission = budget_->Check(record_bytes, "task submission");
-  StatusOr<SubmitOutcome> outcome = !admission.ok() ? StatusOr<SubmitOutcome>(admission)
-                                                    : (submitter_ ? submitter_(*request) : tasks_->Submit(*request));
+  StatusOr<SubmitOutcome> outcome =
+      !admission.ok() ? StatusOr<SubmitOutcome>(admission)
+                      : (submitter_ ? submitter_(*request) : tasks_->Submit(*request, nullptr, true, record));
   // A refused or already known task costs no compute: its FLOPs go back.
   if (admitted && (!outcome.ok() || outcome->already_known)) gate_->RefundFlops(*who, flops);
   if (outcome.ok() && !outcome->already_known && gate_ != nullptr && who != nullptr) {
@@ -445,8 +457,11 @@ grpc::ServerUnaryReactor* ClientService::GetTask(grpc::CallbackServerContext* co
 
 // One RunTask call between gRPC's threads and the call workers. Events (the client's cancel,
 // the task's change, the deadline alarm, the node's shutdown) only set a flag and Kick; Drive
-// runs on the call workers, one at a time per call, and is the only code that touches the
-// call's request, response and reactor, which it stops touching once it has finished the call.
+// runs one at a time per call, and is the only code that touches the call's request, response
+// and reactor, which it stops touching once it has finished the call. Drive runs on the thread
+// that kicked it (gRPC's, for the call's start; the task manager's, for a change) while nothing
+// it has to do can wait (a sync, a blob read, a compile), and moves to the call workers when
+// something can.
 struct ClientService::RunTaskState : std::enable_shared_from_this<ClientService::RunTaskState> {
   ClientService* service;
   std::shared_ptr<CallWorkers> workers;
@@ -474,11 +489,13 @@ struct ClientService::RunTaskState : std::enable_shared_from_this<ClientService:
   std::chrono::steady_clock::time_point deadline;
   ClientGate::WatchSlot slot;
 
-  // `inline_drive`: the caller's thread may run the step itself (the task manager's listener
-  // after the call has submitted, when the read cannot wait for a sync: the step then only reads
-  // the record and answers, which saves waking a call worker); otherwise it goes to the call
-  // workers.
-  void Kick(bool inline_drive = false) {
+  // What a step needs next.
+  struct Blocks {};  // to go on where it may wait: on a call worker
+  using StepOutcome = std::variant<std::monostate, grpc::Status, Blocks>;  // monostate: wait for an event
+
+  // `here`: Drive may run on the caller's thread, which must not wait (gRPC's, or the task
+  // manager's); it moves to a call worker at the first step that could. Otherwise it is posted.
+  void Kick(bool here = false) {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (finished) return;
@@ -488,14 +505,20 @@ struct ClientService::RunTaskState : std::enable_shared_from_this<ClientService:
       }
       scheduled = true;
     }
-    if (inline_drive) {
-      Drive();
+    if (here) {
+      Drive(/*may_wait=*/false);
     } else {
-      workers->Post([self = shared_from_this()] { self->Drive(); });
+      PostDrive();
     }
   }
 
-  void Drive() {
+  void PostDrive() {
+    if (!workers->Post([self = shared_from_this()] { self->Drive(/*may_wait=*/true); })) {
+      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the node is shutting down"));
+    }
+  }
+
+  void Drive(bool may_wait) {
     while (true) {
       bool cancel, stop;
       {
@@ -510,7 +533,12 @@ struct ClientService::RunTaskState : std::enable_shared_from_this<ClientService:
       } else if (stop) {
         outcome = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the node is shutting down");
       } else {
-        outcome = Step();
+        StepOutcome step = Step(may_wait);
+        if (std::holds_alternative<Blocks>(step)) {
+          PostDrive();  // still scheduled: events meanwhile set `again` for that Drive
+          return;
+        }
+        if (auto* status = std::get_if<grpc::Status>(&step)) outcome = *status;
       }
       if (outcome) {
         Finish(*outcome);
@@ -524,13 +552,16 @@ struct ClientService::RunTaskState : std::enable_shared_from_this<ClientService:
     }
   }
 
-  // The call's status when it is done; nullopt while it waits for an event.
-  std::optional<grpc::Status> Step() {
+  // The call's status when it is done; monostate while it waits for an event; Blocks when the
+  // next thing to do may wait and `may_wait` is false (nothing was done towards it).
+  StepOutcome Step(bool may_wait) {
     TaskManager* tasks = service->tasks_;
     if (!submitted) {
       grpc::Status refusal;
       auto who = service->Authenticate(context, &refusal);
       if (!who) return refusal;
+      const bool without_waiting = service->SubmitsWithoutWaiting(*who, request->task());
+      if (!may_wait && !without_waiting) return Blocks{};
       // The wait takes a watch slot, as a watch does, before anything is stored: a client at
       // max_watches is refused without a task left behind.
       if (service->gate_ != nullptr) {
@@ -538,8 +569,11 @@ struct ClientService::RunTaskState : std::enable_shared_from_this<ClientService:
         if (!opened.ok()) return ToGrpcStatus(opened.status());
         slot = std::move(opened).value();
       }
+      // On a single node the record needs no sync of its own: this call answers only once the
+      // task's result is synced, and that sync covers the record (docs/NODE.md, "Client API").
+      const Durability record = service->submitter_ ? Durability::kSynced : Durability::kDeferred;
       v1::SubmitTaskResponse accepted;
-      if (grpc::Status s = service->SubmitTaskImpl(&request->task(), &accepted, &*who); !s.ok()) return s;
+      if (grpc::Status s = service->SubmitTaskImpl(&request->task(), &accepted, &*who, record); !s.ok()) return s;
       response->set_already_known(accepted.already_known());
       auto parsed = consensus::TaskId::FromHex(accepted.task_id());
       if (!parsed.ok()) return ToGrpcStatus(parsed.status());
@@ -559,14 +593,23 @@ struct ClientService::RunTaskState : std::enable_shared_from_this<ClientService:
     }
     // Listen before reading, so a change after the read is heard.
     EnsureListening();
-    // The durable record (as GetTask's).
-    auto next = tasks->Get(id);
-    if (!next.ok()) return ToGrpcStatus(next.status());
-    const bool changed = TaskManager::Changed(current, *next);
-    current = std::move(next).value();
-    const bool done = changed && consensus::IsFinal(static_cast<consensus::TaskState>(current.state()));
-    if (!done && std::chrono::steady_clock::now() < deadline) return std::nullopt;
-    // Final, or the time is up: the client gets the record as it is.
+    // The record as it is, maybe not yet synced: only to see whether the call is done.
+    auto seen = tasks->Peek(id);
+    if (!seen.ok()) return ToGrpcStatus(seen.status());
+    const bool changed = TaskManager::Changed(current, *seen);
+    const bool done = changed && consensus::IsFinal(static_cast<consensus::TaskState>(seen->state()));
+    if (!done && std::chrono::steady_clock::now() < deadline) {
+      current = std::move(seen).value();
+      return std::monostate{};
+    }
+    // Final, or the time is up: the client gets the record as it is, once durable (as GetTask's).
+    // With no synced write of the task under way since the read, the read is that record.
+    if (tasks->MayWaitForSync(id)) {
+      if (!may_wait) return Blocks{};
+      seen = tasks->Get(id);
+      if (!seen.ok()) return ToGrpcStatus(seen.status());
+    }
+    current = std::move(seen).value();
     *response->mutable_task() = current;
     return grpc::Status::OK;
   }
@@ -582,7 +625,8 @@ struct ClientService::RunTaskState : std::enable_shared_from_this<ClientService:
     }
     const uint64_t handle = service->tasks_->ListenForChange(
         id,
-        [self = shared_from_this(), generation](bool shutting_down) { self->OnTaskChange(generation, shutting_down); });
+        [self = shared_from_this(), generation](bool shutting_down) { self->OnTaskChange(generation, shutting_down); },
+        /*after_start=*/true);  // only a final state answers the call
     std::lock_guard<std::mutex> lock(mu);
     if (listen_generation == generation) listen_handle = handle;
   }
@@ -602,8 +646,8 @@ struct ClientService::RunTaskState : std::enable_shared_from_this<ClientService:
       EnsureListening();
       if (tasks->ResultAwaitsSync(id)) return;
     }
-    // Reading the record must not wait for a sync on the task manager's thread.
-    Kick(/*inline_drive=*/!tasks->MayWaitForSync(id));
+    // On this thread while nothing waits (Drive moves to a call worker if it must).
+    Kick(/*here=*/true);
   }
 
   void Finish(const grpc::Status& status) {
@@ -635,7 +679,8 @@ class ClientService::RunTaskCall final : public grpc::ServerUnaryReactor {
     state_->reactor = this;
     state_->alarm = &alarm_;
   }
-  void Start() { state_->Kick(); }
+  // On gRPC's thread: a warm task on a single node is admitted here (SubmitsWithoutWaiting).
+  void Start() { state_->Kick(/*here=*/true); }
   void OnCancel() override {
     {
       std::lock_guard<std::mutex> lock(state_->mu);

@@ -29,7 +29,9 @@ grpc::Status ToGrpcStatus(const Status& status);
 // SubmitTask, GetTask and RunTask are served with gRPC's callback API: gRPC's thread hands the
 // call to the service's call workers (CallWorkers), which do the blocking part (authentication,
 // admission, the synced write, the record read) and finish it; a RunTask waiting for its task
-// holds no thread (the task manager's change listener resumes it). The streaming calls,
+// holds no thread (the task manager's change listener resumes it). A RunTask whose admission
+// cannot block (SubmitsWithoutWaiting) is admitted on gRPC's thread, and answered on the thread
+// that finds its result durable, without a call worker. The streaming calls,
 // GetNodeInfo and GetTrace stay on gRPC's synchronous server (threads bounded by rpc.max_streams).
 using ClientServiceBase = v1::Client::WithCallbackMethod_SubmitTask<
     v1::Client::WithCallbackMethod_GetTask<v1::Client::WithCallbackMethod_RunTask<v1::Client::Service>>>;
@@ -106,8 +108,15 @@ class ClientService final : public ClientServiceBase {
   // (never for a peer: no fetch chains).
   grpc::Status GetBlobImpl(grpc::ServerContext* context, const v1::GetBlobRequest* request,
                            grpc::ServerWriter<v1::BlobChunk>* writer, const ClientIdentity* who);
+  // `record` kDeferred: RunTask's, on a single node; the record is not synced before this returns
+  // (TaskManager::Submit), and the call answers only after the result's sync, which covers it.
   grpc::Status SubmitTaskImpl(const v1::SubmitTaskRequest* request, v1::SubmitTaskResponse* response,
-                              const ClientIdentity* who);
+                              const ClientIdentity* who, Durability record = Durability::kSynced);
+  // Whether a RunTask of `request` by `who` can be admitted and stored on gRPC's own thread: a
+  // single node (no announcement), no client budget whose check reads task records or writes
+  // the client's disk charge, and a warm task (TaskManager::IsWarm), so that nothing on the way
+  // waits for a sync, reads a blob or compiles.
+  bool SubmitsWithoutWaiting(const ClientIdentity& who, const v1::SubmitTaskRequest& request) const;
   grpc::Status GetTaskImpl(const v1::GetTaskRequest* request, v1::Task* response);
   grpc::Status WatchTaskImpl(grpc::ServerContext* context, const v1::WatchTaskRequest* request,
                              grpc::ServerWriter<v1::Task>* writer, const ClientIdentity* who);

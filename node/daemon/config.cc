@@ -653,7 +653,8 @@ Status FinalizeNodeConfig(NodeConfig* c) {
     }
   } else if (!c->chain_view.ws_url.empty()) {
     return InvalidArgument("chain.rpc_ws (--chain-rpc-ws) needs network mode (chain.rpc)");
-  } else if (!c->fault_mode.empty()) {
+  } else if (!c->fault_mode.empty() && c->fault_mode != "crash-before-unsynced-record") {
+    // crash-before-unsynced-record also stops a single node (before RunTask's record write).
     return InvalidArgument("fault.mode needs network mode (chain.rpc)");
   } else if (!c->p2p_listen.empty()) {
     return InvalidArgument("p2p.listen (--p2p-listen) needs network mode (chain.rpc)");

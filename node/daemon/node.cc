@@ -339,10 +339,15 @@ StatusOr<std::unique_ptr<Node>> Node::Start(const NodeConfig& config) {
     to.on_executed = [raw](const consensus::TaskId& id, const v1::TaskResult& result) {
       if (raw->engine) raw->engine->OnExecuted(id, result);
     };
-    if (!config.fault_mode.empty()) {
-      ASSIGN_OR_RETURN(FaultMode fault, ParseFaultMode(config.fault_mode));
-      impl->faults = NewFaultInjector(fault, config.fault_delay.count());
-      Log(LogLevel::kWarn, "FAULT INJECTION ENABLED: this node misbehaves on purpose", {{"fault", config.fault_mode}});
+  }
+  if (!config.fault_mode.empty()) {
+    ASSIGN_OR_RETURN(FaultMode fault, ParseFaultMode(config.fault_mode));
+    impl->faults = NewFaultInjector(fault, config.fault_delay.count());
+    Log(LogLevel::kWarn, "FAULT INJECTION ENABLED: this node misbehaves on purpose", {{"fault", config.fault_mode}});
+    if (!network) {
+      // A single node's unsynced record write: RunTask's new task (crash-before-unsynced-record).
+      FaultInjector* faults = impl->faults.get();
+      to.before_unsynced_record = [faults](const consensus::TaskId& id) { faults->BeforeUnsyncedRecord(id.Hex()); };
     }
   }
   impl->tasks = std::make_unique<TaskManager>(impl->store.get(), impl->metrics.get(), to);

@@ -48,6 +48,13 @@ class ByteBudgetLru {
     return it->second.value;
   }
 
+  // Whether `key` is cached; counts no hit or miss and leaves the order as it is (a look before
+  // the work that will Find it).
+  bool Contains(const Hash256& key) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return entries_.count(key) != 0;
+  }
+
   // Keeps `value` at `cost` bytes, evicting least recently used entries until it fits. A key
   // already present keeps its value (the caches only ever store one value per content hash)
   // and becomes most recently used. Returns false, keeping nothing, when `cost` alone is over

@@ -52,8 +52,9 @@ enum class FaultMode {
   // with signed Pull and GetNodeInfo requests, many more than its budgets let through.
   kRefuseEverywhere,
   // Exits (code 88) just before the first task record write it would make without a sync of its
-  // own (as a seated member, its task's `queued` write): the disk is then as a power failure
-  // after that write would leave it.
+  // own (as a seated member, its task's `queued` write; on a single node, the only fault mode it
+  // takes, a RunTask's new task): the disk is then as a power failure after that write would
+  // leave it.
   kCrashBeforeUnsyncedRecord,
   // Publishes its own commitment without writing the commitment's record, then exits (code 89):
   // what a power failure leaves when it takes back that unsynced write after the commitment

@@ -30,6 +30,8 @@ class InputCache {
 
   // The decoded input of blob `sha256`, now most recently used; null on a miss.
   std::shared_ptr<const Tensor> Find(const Hash256& sha256);
+  // Whether it is cached, without counting a hit or a miss.
+  bool Contains(const Hash256& sha256) const { return lru_.Contains(sha256); }
 
   // Caches `tensor`, decoded from the verified bytes of blob `sha256`, evicting least recently
   // used entries until it fits. Returns false (and caches nothing) when it is over the entry cap.

@@ -32,6 +32,8 @@ class ProgramCache {
 
   // The cached program of `graph_sha256`, now most recently used; null on a miss.
   std::shared_ptr<const executor::Program> Find(const Hash256& graph_sha256);
+  // Whether it is cached, without counting a hit or a miss.
+  bool Contains(const Hash256& graph_sha256) const { return lru_.Contains(graph_sha256); }
 
   // Caches `program`, evicting least recently used entries until it fits. Holders of an
   // evicted program keep it alive through their shared_ptr. Returns false (and caches

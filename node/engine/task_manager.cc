@@ -425,6 +425,7 @@ void TaskManager::Start() {
 }
 
 void TaskManager::FinisherLoop() {
+  std::vector<consensus::TaskId> submissions;
   while (true) {
     std::deque<Finished> group;
     {
@@ -432,9 +433,16 @@ void TaskManager::FinisherLoop() {
       finish_cv_.wait(lock, [this] { return finisher_stop_ || !finished_.empty(); });
       if (finished_.empty()) return;  // stopping, and everything written has been completed
       group.swap(finished_);
+      submissions.swap(unsynced_submissions_);
     }
-    // One sync for every result written before it.
+    // One sync for every result written before it, and for every record a RunTask stored
+    // without a sync before that (each precedes its own task's result in the WAL).
     Status synced = store_->WaitDurable();
+    // A failed sync leaves their counts: readers keep asking for a sync, as for results.
+    if (synced.ok()) {
+      for (const consensus::TaskId& id : submissions) SyncingCount(id).fetch_sub(1);
+    }
+    submissions.clear();
     for (Finished& f : group) {
       if (synced.ok()) SyncingCount(f.task_id).fetch_sub(1);
       {
@@ -468,7 +476,7 @@ void TaskManager::Shutdown() {
   for (auto it = watches_.begin(); it != watches_.end();) {
     Watch& watch = *it->second;
     watch.cv.notify_all();
-    for (auto& [handle, on_change] : watch.listeners) listeners.push_back(std::move(on_change));
+    for (auto& [handle, listener] : watch.listeners) listeners.push_back(std::move(listener.on_change));
     watch.watchers -= static_cast<int>(watch.listeners.size());
     watch.listeners.clear();
     it = watch.watchers == 0 ? watches_.erase(it) : std::next(it);
@@ -543,9 +551,39 @@ StatusOr<int64_t> TaskManager::CountFlops(const v1::SubmitTaskRequest& request) 
   return prepared.program->total_flops;
 }
 
+bool TaskManager::IsWarm(const v1::SubmitTaskRequest& request) const {
+  auto graph = Hash256FromHex(request.graph_sha256());
+  if (!graph.ok() || !programs_.Contains(*graph)) return false;
+  for (const auto& [name, hex] : request.inputs()) {
+    auto input = Hash256FromHex(hex);
+    if (!input.ok() || !inputs_.Contains(*input)) return false;
+  }
+  return true;
+}
+
+Status TaskManager::PersistUnsyncedSubmission(const consensus::TaskId& task_id, const v1::Task& task) {
+  // Counted before the write, as a synced write is, so that a reader who sees the record waits
+  // for a sync before it reports it.
+  if (options_.before_unsynced_record) options_.before_unsynced_record(task_id);
+  std::atomic<int>& syncing = SyncingCount(task_id);
+  syncing.fetch_add(1);
+  Status s = PersistTask(task, nullptr, Durability::kDeferred);
+  if (!s.ok()) {
+    syncing.fetch_sub(1);
+    return s;
+  }
+  std::lock_guard<std::mutex> lock(finish_mu_);
+  unsynced_submissions_.push_back(task_id);
+  return OkStatus();
+}
+
 StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request, const v1::TaskConsensus* consensus,
-                                            bool blobs_here) {
+                                            bool blobs_here, Durability record) {
   if (!accepting_) return Unavailable("the node is not accepting tasks (starting or shutting down)");
+  // A network task is announced to peers once stored: its record is always synced first.
+  if (record == Durability::kDeferred && (consensus != nullptr || options_.network_mode)) {
+    return Internal("only a single node's task record may be written without a sync of its own");
+  }
   ASSIGN_OR_RETURN(consensus::TaskId id, IdOf(request));
   const std::string key = id.Key();
   SubmitOutcome outcome{id, false};
@@ -554,8 +592,11 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
 
   // Idempotent: the same content is the same task.
   ASSIGN_OR_RETURN(auto existing, store_->GetTask(key));
+  // A known task may be another Submit's write, still syncing: the acknowledgement waits for it.
+  // A kDeferred caller acknowledges nothing now (RunTask answers with the durable record later).
+  const bool acknowledges = record != Durability::kDeferred;
   if (existing) {
-    RETURN_IF_ERROR(WaitDurableIfSyncing(id));  // it may be another Submit's write, still syncing
+    if (acknowledges) RETURN_IF_ERROR(WaitDurableIfSyncing(id));
     outcome.already_known = true;
     return outcome;
   }
@@ -608,8 +649,10 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   {
     std::lock_guard<std::mutex> record_lock(RecordLock(id));
     auto raced = store_->GetTask(key);  // another path stored it meanwhile
-    persisted =
-        !raced.ok() ? raced.status() : (*raced ? AlreadyExists("stored meanwhile") : PersistTask(task, nullptr));
+    persisted = !raced.ok()                       ? raced.status()
+                : *raced                          ? AlreadyExists("stored meanwhile")
+                : record == Durability::kDeferred ? PersistUnsyncedSubmission(id, task)
+                                                  : PersistTask(task, nullptr);
   }
 
   {
@@ -619,7 +662,7 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
       in_flight_.erase(id);
       if (persisted.code() == StatusCode::kAlreadyExists) {
         lock.unlock();
-        RETURN_IF_ERROR(WaitDurableIfSyncing(id));
+        if (acknowledges) RETURN_IF_ERROR(WaitDurableIfSyncing(id));
         outcome.already_known = true;
         return outcome;
       }
@@ -796,8 +839,8 @@ void TaskManager::UpdateGauges() {
   metrics_->tasks_running->Set(running_);
 }
 
-void TaskManager::NotifyChanged(const consensus::TaskId& task_id) {
-  std::map<uint64_t, ChangeListener> listeners;
+void TaskManager::NotifyChanged(const consensus::TaskId& task_id, bool start) {
+  std::vector<ChangeListener> called;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = watches_.find(task_id.Key());
@@ -805,14 +848,21 @@ void TaskManager::NotifyChanged(const consensus::TaskId& task_id) {
     Watch& watch = *it->second;
     ++watch.version;
     watch.cv.notify_all();
-    listeners.swap(watch.listeners);
-    watch.watchers -= static_cast<int>(listeners.size());
+    for (auto l = watch.listeners.begin(); l != watch.listeners.end();) {
+      if (start && l->second.after_start) {
+        ++l;
+        continue;
+      }
+      called.push_back(std::move(l->second.on_change));
+      l = watch.listeners.erase(l);
+    }
+    watch.watchers -= static_cast<int>(called.size());
     if (watch.watchers == 0) watches_.erase(it);
   }
-  for (auto& [handle, on_change] : listeners) on_change(/*stopping=*/false);
+  for (ChangeListener& on_change : called) on_change(/*stopping=*/false);
 }
 
-uint64_t TaskManager::ListenForChange(const consensus::TaskId& task_id, ChangeListener on_change) {
+uint64_t TaskManager::ListenForChange(const consensus::TaskId& task_id, ChangeListener on_change, bool after_start) {
   uint64_t handle = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -820,7 +870,7 @@ uint64_t TaskManager::ListenForChange(const consensus::TaskId& task_id, ChangeLi
       std::unique_ptr<Watch>& slot = watches_[task_id.Key()];
       if (!slot) slot = std::make_unique<Watch>();
       handle = next_listen_handle_++;
-      slot->listeners.emplace(handle, std::move(on_change));
+      slot->listeners.emplace(handle, Watch::Listener{std::move(on_change), after_start});
       ++slot->watchers;
       return handle;
     }
@@ -936,7 +986,7 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
       }
       spec = std::move(*t.mutable_spec());
     }
-    NotifyChanged(id);
+    NotifyChanged(id, /*start=*/true);
     return OkStatus();
   };
   Status started = mark_running();

@@ -80,6 +80,10 @@ struct TaskManagerOptions {
   // before it runs; the record's next write (its result, or a consensus update) says running
   // or later. Empty: the record is written running before the task runs.
   std::string running_journal_path;
+  // Fault injection only (crash-before-unsynced-record): called just before a new record is
+  // written without a sync of its own (Submit with kDeferred, RunTask's), so a test can stop the
+  // node with its disk as a power failure after that write would leave it.
+  std::function<void(const consensus::TaskId& task_id)> before_unsynced_record;
 };
 
 struct SubmitOutcome {
@@ -115,8 +119,19 @@ class TaskManager {
   // adopted announcement, docs/NETWORK.md "Adopt"): the blobs are not on this node, so the
   // graph is not checked now; the task is stored CERTIFYING and whoever Requeues it must fetch
   // the blobs first.
+  //
+  // `record` kDeferred (single node only; RunTask): the new record is written without a sync of
+  // its own and Submit returns without waiting for one. The caller then promises the client
+  // nothing until a later sync covers the record: the finisher's sync of the task's result, which
+  // comes later in the WAL. Until a sync covers it, the record counts as syncing, so GetTask,
+  // WatchTask and a duplicate Submit wait for a sync before they report it (docs/NODE.md,
+  // "RunTask: the task's record without a sync of its own").
   StatusOr<SubmitOutcome> Submit(const v1::SubmitTaskRequest& request, const v1::TaskConsensus* consensus = nullptr,
-                                 bool blobs_here = true);
+                                 bool blobs_here = true, Durability record = Durability::kSynced);
+  // Whether Submit of `request` would find its program and every input in memory (the warm
+  // path): it then reads no blob and compiles nothing, only the task's record (the store's
+  // memtable and cache). Counts no cache hit or miss.
+  bool IsWarm(const v1::SubmitTaskRequest& request) const;
   // The task id of a request (consensus/task.h); checks the hashes and the input cap, reads no blobs.
   StatusOr<consensus::TaskId> IdOf(const v1::SubmitTaskRequest& request);
   // Validates a request without storing anything (the same checks as Submit); returns the id.
@@ -139,6 +154,10 @@ class TaskManager {
   Status ForEach(const std::function<Status(const v1::Task&)>& visit);
   // NOT_FOUND for an unknown id.
   StatusOr<v1::Task> Get(const consensus::TaskId& task_id);
+  // The record as it is now, which may hold a write not yet synced: for a caller that reports
+  // it only after MayWaitForSync(task_id) turned false after this read (then it is what Get
+  // would return), or never (RunTask, deciding whether the task is final yet).
+  StatusOr<v1::Task> Peek(const consensus::TaskId& task_id) { return LoadTask(task_id); }
   // Retention: deletes a task's records unless it is pinned (retention_sweeper.h), under the
   // record lock, so a concurrent Mutate can neither bring it back nor change it meanwhile.
   // FAILED_PRECONDITION when pinned; OK when already gone. `key` is the store key (id.Key()).
@@ -154,9 +173,11 @@ class TaskManager {
   // task's record (stopping = false) or when the manager shuts down (stopping = true; at once when
   // it already is). It runs on the thread that made the change, outside the manager's locks, so
   // it must not block (RunTask's reactor only schedules its next step). Returns the handle for
-  // CancelListen.
+  // CancelListen. `after_start`: the worker's start of the task (the running mark) does not
+  // count as the change; the listener stays for the next one (a caller that waits for a final
+  // state, RunTask, is then not woken for nothing).
   using ChangeListener = std::function<void(bool stopping)>;
-  uint64_t ListenForChange(const consensus::TaskId& task_id, ChangeListener on_change);
+  uint64_t ListenForChange(const consensus::TaskId& task_id, ChangeListener on_change, bool after_start = false);
   // Drops a listener not yet called; false when it has been (or is being) called.
   bool CancelListen(const consensus::TaskId& task_id, uint64_t handle);
   // Whether Get(task_id) may now wait for a sync (a synced write of the task, or of one that
@@ -189,6 +210,8 @@ class TaskManager {
   struct WorkerState;
   void Execute(const consensus::TaskId& task_id, WorkerState* worker);
   Status PersistTask(const v1::Task& task, const v1::TaskResult* result, Durability durability = Durability::kSynced);
+  // A new record without a sync of its own, counted as syncing until the finisher's next sync.
+  Status PersistUnsyncedSubmission(const consensus::TaskId& task_id, const v1::Task& task);
   StatusOr<consensus::TaskSpec> SpecOf(const v1::SubmitTaskRequest& request);
   // The stored record, shown running (with its attempt count and start) when a worker has
   // marked it running in the journal and the record still says queued.
@@ -200,7 +223,8 @@ class TaskManager {
   StatusOr<v1::Task> LoadDurableTask(const consensus::TaskId& task_id);
   Status WaitDurableIfSyncing(const consensus::TaskId& task_id);
   // Wakes the watchers of `task_id` (and a draining Shutdown).
-  void NotifyChanged(const consensus::TaskId& task_id);
+  // `start`: the change is a worker's start of the task (listeners that wait past it stay).
+  void NotifyChanged(const consensus::TaskId& task_id, bool start = false);
   void UpdateGauges();
 
   Store* store_;
@@ -250,7 +274,11 @@ class TaskManager {
     uint64_t version = 0;  // bumped on every change of the task
     int watchers = 0;      // WaitForChange calls and listeners
     std::condition_variable cv;
-    std::map<uint64_t, ChangeListener> listeners;  // by handle; each called once
+    struct Listener {
+      ChangeListener on_change;
+      bool after_start = false;  // not called for the worker's start of the task
+    };
+    std::map<uint64_t, Listener> listeners;  // by handle; each called once
   };
   uint64_t next_listen_handle_ = 1;  // guarded by mu_
   std::map<std::string, std::unique_ptr<Watch>> watches_;
@@ -277,9 +305,12 @@ class TaskManager {
   void FinisherLoop();
   std::mutex finish_mu_;
   std::condition_variable finish_cv_;
-  std::deque<Finished> finished_;                      // guarded by finish_mu_
-  std::set<consensus::TaskId> results_awaiting_sync_;  // guarded by finish_mu_
-  bool finisher_stop_ = false;                         // guarded by finish_mu_
+  std::deque<Finished> finished_;  // guarded by finish_mu_
+  // New records written without a sync of their own (Submit with kDeferred), each counted as
+  // syncing until the finisher's next sync, which covers them (they precede it in the WAL).
+  std::vector<consensus::TaskId> unsynced_submissions_;  // guarded by finish_mu_
+  std::set<consensus::TaskId> results_awaiting_sync_;    // guarded by finish_mu_
+  bool finisher_stop_ = false;                           // guarded by finish_mu_
   std::thread finisher_;
 };
 

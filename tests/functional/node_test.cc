@@ -654,6 +654,133 @@ TEST_F(NodeTest, KillNineDuringTinyTaskLoadKeepsEveryAcknowledgedTaskAndResult) 
   EXPECT_EQ(restarted.Kill(SIGTERM), 0);
 }
 
+// RunTask stores its task without a sync of its own (docs/NODE.md, "Client API"), answering only
+// after the result's sync. The node is stopped just before that record write with its disk as
+// a power failure after the write would leave it (fault crash-before-unsynced-record): the call
+// fails, the restarted node has no trace of the task, and the same call again (the same task id)
+// runs it to the right result. The first, warm, RunTask on gRPC's thread and the next one from
+// a call worker (cold: another graph) both stop there.
+TEST_F(NodeTest, RunTaskNodeStoppedBeforeItsUnsyncedRecordThenTheSameCallCompletes) {
+  const std::string datadir = Path("crash-runtask");
+  {
+    std::ofstream config(Path("fault.toml"));
+    config << "[fault]\nmode = \"crash-before-unsynced-record\"\n";
+  }
+  for (int round = 0; round < 2; ++round) {
+    // Round 0 warm (admitted on gRPC's thread); round 1 a graph the node never compiled.
+    const Graph g = round == 0 ? SmallModel() : SlowModel(16, 2);
+    const std::map<std::string, Tensor> inputs = {
+        {"x", round == 0 ? RandomTensor({4, 8}, 21) : RandomTensor({16, 16}, 22)}};
+    const std::string expected_root = ToHex(RunLocally(g, inputs).result_root);
+    DaemonProcess faulty(datadir, {"--config", Path("fault.toml")});
+    ASSERT_TRUE(faulty.Start()) << faulty.Log();
+    NodeClient client(faulty.address());
+    const v1::SubmitTaskRequest request = Prepare(client, g, inputs, /*nonce=*/round);
+    if (round == 0) {
+      // Warm: a SubmitTask of the same graph and input (synced, no fault) compiles and decodes.
+      v1::SubmitTaskRequest warm = request;
+      warm.mutable_options()->set_nonce(100);
+      ASSERT_TRUE(client.SubmitTask(warm).ok());
+    }
+    auto ran = client.RunTask(request, std::chrono::seconds(60));
+    EXPECT_FALSE(ran.ok()) << "the node answered a RunTask it should have crashed in";
+    EXPECT_EQ(faulty.WaitExit(), 88) << faulty.Log();
+    EXPECT_NE(faulty.Log().find("crashing before an unsynced record write"), std::string::npos);
+
+    DaemonProcess restarted(datadir, {});
+    ASSERT_TRUE(restarted.Start()) << restarted.Log();
+    NodeClient client2(restarted.address());
+    auto again = client2.RunTask(request, std::chrono::seconds(60));
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_FALSE(again->already_known()) << "the record written after the fault point survived";
+    EXPECT_EQ(again->task().state(), v1::TASK_STATE_SUCCEEDED) << again->task().error_message();
+    EXPECT_EQ(again->task().attempts(), 1u);
+    EXPECT_EQ(again->task().result().result_root(), expected_root);
+    // What the call answered is durable: read again after a kill -9.
+    const std::string id = again->task().task_id();
+    EXPECT_EQ(restarted.Kill(SIGKILL), 128 + SIGKILL);
+    DaemonProcess third(datadir, {});
+    ASSERT_TRUE(third.Start()) << third.Log();
+    NodeClient client3(third.address());
+    auto kept = client3.GetTask(id);
+    ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+    EXPECT_EQ(kept->state(), v1::TASK_STATE_SUCCEEDED);
+    EXPECT_EQ(kept->result().result_root(), expected_root);
+    EXPECT_EQ(third.Kill(SIGTERM), 0);
+  }
+}
+
+// kill -9 under a load of RunTask calls, whose tasks are stored without a sync of their own:
+// every call the node answered SUCCEEDED is still succeeded after a restart, without running
+// again, with the same result; every call the kill cut short, made again (the same task id),
+// completes with the same result, whether or not its record had survived.
+TEST_F(NodeTest, KillNineDuringRunTaskLoadKeepsEveryAnsweredResult) {
+  const std::string datadir = Path("crash-runtask-load");
+  const std::vector<std::string> args = {"--workers", "2", "--queue", "100000"};
+  auto d = std::make_unique<DaemonProcess>(datadir, args);
+  ASSERT_TRUE(d->Start()) << d->Log();
+  Graph g = SmallModel();
+  std::map<std::string, Tensor> inputs = {{"x", RandomTensor({4, 8}, 23)}};
+  const std::string expected_root = ToHex(RunLocally(g, inputs).result_root);
+  v1::SubmitTaskRequest base;
+  {
+    NodeClient client(d->address());
+    base = Prepare(client, g, inputs);
+  }
+  std::mutex mu;
+  std::map<std::string, std::string> answered;   // task id -> result root, answered SUCCEEDED
+  std::vector<v1::SubmitTaskRequest> cut_short;  // calls that failed when the node died
+  std::atomic<uint64_t> next_nonce{1};
+  std::atomic<bool> node_gone{false};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 6; ++c) {
+    clients.emplace_back([&] {
+      NodeClient client(d->address());
+      while (!node_gone) {
+        v1::SubmitTaskRequest r = base;
+        r.mutable_options()->set_nonce(next_nonce.fetch_add(1));
+        auto ran = client.RunTask(r, std::chrono::seconds(30));
+        std::lock_guard<std::mutex> lock(mu);
+        if (!ran.ok() || ran->task().state() != v1::TASK_STATE_SUCCEEDED) {
+          cut_short.push_back(r);
+          return;
+        }
+        answered[ran->task().task_id()] = ran->task().result().result_root();
+      }
+    });
+  }
+  for (int i = 0; i < 3000; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (answered.size() >= 150) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(d->Kill(SIGKILL), 128 + SIGKILL);
+  node_gone = true;
+  for (auto& t : clients) t.join();
+  ASSERT_GE(answered.size(), 150u);
+
+  DaemonProcess restarted(datadir, args);
+  ASSERT_TRUE(restarted.Start()) << restarted.Log();
+  NodeClient client2(restarted.address());
+  for (const auto& [id, root] : answered) {
+    auto t = client2.GetTask(id);
+    ASSERT_TRUE(t.ok()) << id << ": " << t.status().ToString();
+    ASSERT_EQ(t->state(), v1::TASK_STATE_SUCCEEDED) << id;
+    EXPECT_EQ(t->attempts(), 1u) << id;
+    EXPECT_EQ(t->result().result_root(), root);
+    EXPECT_EQ(root, expected_root);
+  }
+  for (const auto& r : cut_short) {
+    auto again = client2.RunTask(r, std::chrono::seconds(60));
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->task().state(), v1::TASK_STATE_SUCCEEDED) << again->task().error_message();
+    EXPECT_EQ(again->task().result().result_root(), expected_root);
+  }
+  EXPECT_EQ(restarted.Kill(SIGTERM), 0);
+}
+
 }  // namespace
 }  // namespace consensor
 

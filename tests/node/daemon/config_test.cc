@@ -72,6 +72,9 @@ TEST(ConfigTest, FaultModeIsOneOfTheInjectorsNamesAndNeedsNetworkMode) {
       "cannot-fetch, refuse-everywhere, crash-before-unsynced-record, lose-own-commitment (got 'flaky')");
   config.fault_mode = "silent";
   EXPECT_EQ(FinalizeError(config), "fault.mode needs network mode (chain.rpc)");
+  // The one mode a single node takes: it stops before a RunTask's unsynced record write.
+  config.fault_mode = "crash-before-unsynced-record";
+  EXPECT_EQ(FinalizeError(config), "OK");
   auto parsed = ParseNodeConfig("[fault]\nmode = \"equivocate\"\n", "config.toml");
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->fault_mode, "equivocate");

@@ -700,6 +700,101 @@ TEST_F(TaskManagerTest, ResultIsReportedOnlyAfterASyncCoversItWhileTheWorkerMove
   EXPECT_EQ(store_.TaskWritesCoveredBySync(), store_.TaskWrites().size());
 }
 
+// RunTask's submission (kDeferred): the new record is written without a sync of its own and
+// Submit returns without waiting for one; but nobody is told of the task before a sync covers
+// it: GetTask's read and a SubmitTask of the same task (an acknowledgement) each wait for a sync.
+TEST_F(TaskManagerTest, DeferredSubmissionIsReportedOnlyAfterASync) {
+  Gate& sync = NewGate();
+  store_.SetWaitDurableHook([&sync] { return sync.Pass(); });
+  Node& node = StartNode(Options(0));  // no worker: nothing else syncs
+  auto outcome = node.tasks->Submit(Request(1), nullptr, true, Durability::kDeferred);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  EXPECT_FALSE(outcome->already_known);
+  const consensus::TaskId id = outcome->task_id;
+  ASSERT_FALSE(store_.TaskWrites().empty());
+  EXPECT_EQ(store_.TaskWrites().back().durability, Durability::kDeferred);
+  EXPECT_EQ(sync.arrived(), 0);  // Submit did not wait for a sync
+  // The record is there (the worker and RunTask's own wait read it) but counts as syncing.
+  EXPECT_EQ(ValueOf(node.tasks->Peek(id)).state(), v1::TASK_STATE_QUEUED);
+  EXPECT_TRUE(node.tasks->MayWaitForSync(id));
+  // A second RunTask of the same task acknowledges nothing either: it does not wait.
+  auto again = node.tasks->Submit(Request(1), nullptr, true, Durability::kDeferred);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->already_known);
+  EXPECT_EQ(sync.arrived(), 0);
+
+  std::atomic<bool> read_done{false}, resubmitted{false};
+  std::thread reader([&] {
+    auto t = node.tasks->Get(id);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    read_done = true;
+  });
+  std::thread submitter([&] {
+    auto known = node.tasks->Submit(Request(1));  // SubmitTask: acknowledges a durable task
+    EXPECT_TRUE(known.ok()) << known.status().ToString();
+    if (known.ok()) EXPECT_TRUE(known->already_known);
+    resubmitted = true;
+  });
+  EXPECT_TRUE(sync.WaitArrived(2));  // not ASSERT: the threads must be joined
+  EXPECT_FALSE(read_done.load());
+  EXPECT_FALSE(resubmitted.load());
+  sync.Open();
+  reader.join();
+  submitter.join();
+  EXPECT_TRUE(read_done.load());
+  EXPECT_TRUE(resubmitted.load());
+  EXPECT_EQ(store_.TaskWritesCoveredBySync(), store_.TaskWrites().size());
+}
+
+// The finisher's sync of a result also covers the records RunTask stored before it without a
+// sync: once the task is reported, it no longer counts as syncing (its readers wait no more).
+// The same task is warm for RunTask's check once its program and input are in memory.
+TEST_F(TaskManagerTest, DeferredSubmissionIsCoveredByTheResultsSync) {
+  Node& node = StartNode(Options(1));
+  EXPECT_FALSE(node.tasks->IsWarm(Request(1)));  // nothing compiled or decoded yet
+  auto outcome = node.tasks->Submit(Request(1), nullptr, true, Durability::kDeferred);
+  ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+  EXPECT_TRUE(node.tasks->IsWarm(Request(2)));  // Submit compiled the graph and decoded x
+  const v1::Task done = WaitFinished(*node.tasks, outcome->task_id.Hex());
+  EXPECT_EQ(done.state(), v1::TASK_STATE_SUCCEEDED);
+  EXPECT_EQ(done.result().result_root(), ToHex(reference_.run.result_root));
+  // Released by the finisher right after its sync (a reader may have synced itself first).
+  for (int i = 0; i < 500 && node.tasks->MayWaitForSync(outcome->task_id); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(node.tasks->MayWaitForSync(outcome->task_id));
+  EXPECT_EQ(store_.TaskWritesCoveredBySync(), store_.TaskWrites().size());
+  // A network task keeps the synced write: it is announced to peers once stored.
+  v1::TaskConsensus plan;
+  plan.set_member(true);
+  auto refused = node.tasks->Submit(Request(3), &plan, true, Durability::kDeferred);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInternal);
+}
+
+// A listener that waits past the start (RunTask's, which answers only a final state) is not
+// called when a worker marks the task running in the journal, only at the task's next change;
+// any other listener is called at the start.
+TEST_F(TaskManagerTest, ListenerAfterStartIsNotCalledForTheRunningMark) {
+  Gate& gate = NewGate();
+  HoldExecutionAtInput(gate);
+  TaskManagerOptions options = NoInputCache(Options(1));
+  options.running_journal_path = testing_support::MakeTempDir("tm_after_start") + "/running-tasks";
+  Node& node = StartNode(options);
+  const consensus::TaskId id = ValueOf(node.tasks->IdOf(Request(1)));
+  std::atomic<int> any{0}, after_start{0};
+  node.tasks->ListenForChange(id, [&any](bool) { any++; });
+  node.tasks->ListenForChange(
+      id, [&after_start](bool) { after_start++; }, /*after_start=*/true);
+  MustSubmit(*node.tasks, Request(1));
+  ASSERT_TRUE(gate.WaitArrived(1));  // marked running, held before it reads its input
+  EXPECT_EQ(any.load(), 1);
+  EXPECT_EQ(after_start.load(), 0);
+  gate.Open();
+  EXPECT_EQ(WaitFinished(*node.tasks, id.Hex()).state(), v1::TASK_STATE_SUCCEEDED);
+  EXPECT_EQ(after_start.load(), 1);  // at the result's write, before the sync the read waited for
+  EXPECT_EQ(any.load(), 1);          // called once
+}
+
 // Network mode: on_executed (which signs the vote, writes the commitment record and gossips the
 // commitment) runs once the result is written, before any sync of its own. The result still
 // counts as syncing until a sync covers it, whatever on_executed did; that sync is the
