@@ -6,8 +6,9 @@ thread, holding the same imported model and input. Tasks alternate between the t
 task on A, one on B, then B first, ...; each submitted when the one before finished, with a new
 nonce), so both see the same machine load minute by minute, and each idles between its tasks
 as a node does between clients' requests. The first 3 tasks of each node are left out. Prints
-each node's median and quartiles and the median of the paired differences, and checks that both
-give the same result root every time. On a shared machine whose load moves by 2x within a
+each node's median and quartiles and the median of the paired differences, of the task's
+execution_seconds and of what the client waits (SubmitTask sent -> the last WatchTask update,
+"client"), and checks that both give the same result root every time. On a shared machine whose load moves by 2x within a
 minute, this resolves differences of some 20 us that alternating whole onnx_bench runs cannot.
 
 Run it with the same binary on both sides first: that is the noise of the method.
@@ -99,30 +100,36 @@ def main():
             nodes[name] = (process, client, node_pb2.SubmitTaskRequest(graph_sha256=graph, inputs={input_name: x}))
 
         times = {name: [] for name in nodes}
+        client_times = {name: [] for name in nodes}
         roots = set()
         for i in range(tasks + WARM_UP):
             for name in (["A", "B"] if i % 2 == 0 else ["B", "A"]):
                 _, client, request = nodes[name]
                 request.options.nonce = i + 1
+                t0 = time.perf_counter()
                 task_id = client.SubmitTask(request, timeout=60).task_id
                 last = None
                 for update in client.WatchTask(node_pb2.WatchTaskRequest(task_id=task_id), timeout=600):
                     last = update
+                client_ms = (time.perf_counter() - t0) * 1e3
                 if last.state != node_pb2.TASK_STATE_SUCCEEDED:
                     sys.exit("node %s: task %s ended %s: %s" % (name, task_id, last.state, last.error_message))
                 roots.add(last.result.result_root)
                 if i >= WARM_UP:
                     times[name].append(last.result.execution_seconds * 1e3)
+                    client_times[name].append(client_ms)
         if len(roots) != 1:
             sys.exit("RESULT ROOTS DIFFER: %s" % sorted(roots))
-        for name in nodes:
-            v = times[name]
-            print("%s  n=%d  median %.3f ms  p25 %.3f  p75 %.3f  min %.3f" %
-                  (name, len(v), statistics.median(v), quantile(v, .25), quantile(v, .75), min(v)))
-        diff = [b - a for a, b in zip(times["A"], times["B"])]
-        print("B - A paired: median %+.3f ms  p25 %+.3f  p75 %+.3f;  B/A of the medians %.2fx;  result root %s" %
-              (statistics.median(diff), quantile(diff, .25), quantile(diff, .75),
-               statistics.median(times["B"]) / statistics.median(times["A"]), next(iter(roots))))
+        for label, series in [("execution_seconds", times), ("client", client_times)]:
+            for name in nodes:
+                v = series[name]
+                print("%s %-17s n=%d  median %.3f ms  p25 %.3f  p75 %.3f  min %.3f" %
+                      (name, label, len(v), statistics.median(v), quantile(v, .25), quantile(v, .75), min(v)))
+            diff = [b - a for a, b in zip(series["A"], series["B"])]
+            print("B - A %-17s paired: median %+.3f ms  p25 %+.3f  p75 %+.3f;  B/A of the medians %.2fx" %
+                  (label, statistics.median(diff), quantile(diff, .25), quantile(diff, .75),
+                   statistics.median(series["B"]) / statistics.median(series["A"])))
+        print("result root %s" % next(iter(roots)))
     finally:
         for process, _, _ in nodes.values():
             process.terminate()
