@@ -49,6 +49,11 @@ Status RunNormalization(const KernelCall& call, const CpuContext& ctx);
 // data_movement.cc: Identity, Reshape, Transpose, Slice, Concat, Gather, Expand, Pad.
 Status RunDataMovement(const KernelCall& call, const CpuContext& ctx);
 
+// elementwise.cc: relu of f16 or bf16 values (DETERMINISM.md 1.3, 1.4) computed on their bits, one
+// pass, with the bits of RunThroughF32 with RunElementwise. Sets *ran to false, doing nothing, for
+// any other call (an input and output of different shapes or dtypes included: the general path
+// refuses those).
+Status RunReluHalf(const KernelCall& call, const CpuContext& ctx, bool* ran);
 // elementwise.cc: a call's validated epilogue (ValidateEpilogue), prepared once per call with one
 // broadcast plan per step. Apply runs the steps over an output range in tiles of kTile
 // elements whose intermediate values stay in a stack buffer; the op's own result is read from

@@ -275,6 +275,29 @@ TEST(HalfOps, ElementwiseFollowTheF32Rule) {
   }
 }
 
+// relu of 16-bit values runs on their bits in one pass (cpu::RunReluHalf): every f16 and bf16
+// pattern gives the f32 rule's bits (NaN payloads and signs, -0, subnormals, infinities), on
+// every engine and thread count.
+TEST(HalfOps, ReluOnTheBitsFollowsTheF32RuleForEveryPattern) {
+  std::vector<uint16_t> every(1 << 16);
+  for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<uint16_t>(i);
+  for (DType t : kHalfTypes) {
+    HostTensor x = Half(t, {256, 256}, every);
+    ExpectF32Rule(Op::kRelu, {x}, t, {256, 256});
+    HostTensor y(t, {256, 256});
+    TensorView in = x.view(), out = y.view();
+    const OpParams none;
+    bool ran = false;
+    ASSERT_TRUE(cpu::RunReluHalf(MakeCall(Op::kRelu, none, &in, 1, &out), {nullptr, cpu::Isa::kPortable}, &ran).ok());
+    EXPECT_TRUE(ran);
+    for (int64_t i = 0; i < 4; ++i) {  // +0, a subnormal; then -0 and a negative one give +0
+      const uint16_t sign = i < 2 ? 0 : 0x8000;
+      const uint16_t h = static_cast<uint16_t>(sign | (i % 2));
+      EXPECT_EQ(y.at<uint16_t>(h), sign ? 0 : h) << DTypeName(t) << " " << h;
+    }
+  }
+}
+
 TEST(HalfOps, NaNOutputsAreCanonical) {
   const HostTensor f16 = Half(DType::kF16, {3}, {0x7C01, 0xFE12, 0x3C00});  // sNaN, negative qNaN, 1
   const HostTensor y = RunAll(Op::kAdd, {f16, f16}, DType::kF16, {3});
