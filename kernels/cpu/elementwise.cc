@@ -16,6 +16,10 @@ namespace consensor::kernels::cpu {
 
 void EwRunChunkPortable(const EwPlan& plan, int64_t begin, int64_t end) { EwRunChunkImpl(plan, begin, end); }
 
+void ReluHalfBitsPortable(const uint16_t* x, uint16_t* y, int64_t n, uint16_t infinity, uint16_t nan) {
+  ReluHalfBitsImpl(x, y, n, infinity, nan);
+}
+
 namespace {
 
 // The kernels address an operand as base + flat output position. A tile's intermediate values
@@ -209,12 +213,8 @@ Status RunReluHalf(const KernelCall& call, const CpuContext& ctx, bool* ran) {
   const uint16_t nan = f16 ? half::kCanonicalNaNF16 : half::kCanonicalNaNBF16;
   const uint16_t* x = static_cast<const uint16_t*>(in.data);
   uint16_t* y = static_cast<uint16_t*>(out.data);
-  auto run = [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const uint16_t h = x[i];
-      y[i] = (h & 0x7FFF) > infinity ? nan : (h & 0x8000) != 0 ? uint16_t{0} : h;
-    }
-  };
+  auto bits = ctx.isa == Isa::kAvx2 ? &ReluHalfBitsAvx2 : &ReluHalfBitsPortable;
+  auto run = [&](int64_t b, int64_t e) { bits(x + b, y + b, e - b, infinity, nan); };
   if (ctx.pool == nullptr) {
     run(0, n);
   } else {
