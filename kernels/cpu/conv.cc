@@ -271,6 +271,88 @@ StatusOr<std::unique_ptr<PreparedOperand>> PrepareConvWeights(const KernelCall& 
   return std::unique_ptr<PreparedOperand>(std::move(packed));
 }
 
+Status RunConvF16Shifted(const KernelCall& call, const CpuContext& ctx, bool* ran) {
+  *ran = false;
+  if (call.op != Op::kConv2D || call.epilogue != nullptr || ctx.isa != Isa::kAvx2 || call.num_inputs < 2 ||
+      call.num_inputs > 3 || call.num_outputs != 1 || !call.inputs || !call.outputs || call.params == nullptr ||
+      !call.params->input_stuffing.empty() || !CpuHasAvx2Fma() || !CpuHasF16c()) {
+    return OkStatus();
+  }
+  for (int i = 0; i < call.num_inputs; ++i) {
+    if (call.in(i).dtype != DType::kF16) return OkStatus();
+  }
+  if (call.out(0).dtype != DType::kF16 || !CheckHalfCall(call, "conv2d").ok()) return OkStatus();
+  // The f32 form of the call, as RunThroughF32 would run it; its data pointers are set below.
+  TensorView views[4];
+  for (int i = 0; i < call.num_inputs; ++i) views[i] = call.in(i);
+  views[3] = call.out(0);
+  for (TensorView& v : views) v.dtype = DType::kF32;
+  KernelCall f32_call = call;
+  f32_call.inputs = views;
+  f32_call.outputs = views + 3;
+  const StatusOr<ConvGeom> geom = ValidateConv(f32_call, /*weights_prepared=*/true, /*allow_stuffed=*/false);
+  if (!geom.ok()) return OkStatus();  // the general path refuses it with its own message
+  const ConvGeom& g = *geom;
+  const int64_t budget = g_scratch_budget.load();
+  if (g.N == 0 || g.F == 0 || g.P == 0 || g.Kc == 0 || UsesDirectKernel(g) || !UsesShiftedPlaneConvAvx512(g) ||
+      g.KH * g.KW > budget / (2 * ((g.P + 15) / 16))) {
+    return OkStatus();
+  }
+  for (int i = 0; i < call.num_inputs; ++i) {
+    if (call.in(i).num_elements() > 0 && call.in(i).data == nullptr) return OkStatus();
+  }
+  if (call.out(0).data == nullptr) return OkStatus();
+  *ran = true;
+  // Weights: the panels widened and packed at load, or widened and packed here.
+  const auto* packed = dynamic_cast<const PackedConvWeights*>(call.prepared);
+  if (packed && !packed->Fits(g)) packed = nullptr;
+  const int64_t per_group = gemm::PackedAPanelsFloats(g.Fg, g.Kc);
+  std::vector<float> packed_here;
+  if (!packed) {
+    KeptF32Copy wide_w;
+    float* w = wide_w.Reserve(g.F * g.Kc);
+    if (w == nullptr) return ResourceExhausted("conv2d: cannot allocate the f32 copy of an input");
+    WidenToF32(DType::kF16, call.in(1).data, w, g.F * g.Kc, ctx);
+    packed_here.resize(static_cast<size_t>(per_group * g.G));
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      gemm::PackAPanelsF32(w + gi * g.Fg * g.Kc, g.Kc, g.Fg, g.Kc, packed_here.data() + gi * per_group);
+    }
+  }
+  const float* panels = packed ? packed->group(0) : packed_here.data();
+  std::vector<float> bias;
+  if (call.num_inputs == 3) {
+    bias.resize(static_cast<size_t>(g.F));
+    WidenToF32(DType::kF16, call.in(2).data, bias.data(), g.F, ctx);
+  }
+  std::vector<uint16_t> masks;
+  ShiftedPlaneMasks(g, &masks);
+  // One image at a time, as RunThroughF32 splits a conv into images: its input widened exactly
+  // into kept memory; the kernel rounds each output once and writes the f16 output itself, so
+  // there is no f32 copy of the output and no separate narrowing pass.
+  ConvGeom image = g;
+  image.N = 1;
+  const int64_t bands = ShiftedBands(g), blocks = ShiftedFilterBlocks(g);
+  const int64_t units = g.G * bands * blocks;
+  const int64_t image_in = g.C * g.H * g.W, image_out = g.F * g.P;
+  KeptF32Copy wide_x;
+  float* x = wide_x.Reserve(image_in);
+  if (x == nullptr) return ResourceExhausted("conv2d: cannot allocate the f32 copy of an input");
+  for (int64_t n = 0; n < g.N; ++n) {
+    WidenToF32(DType::kF16, static_cast<const uint16_t*>(call.in(0).data) + n * image_in, x, image_in, ctx);
+    uint16_t* y = static_cast<uint16_t*>(call.out(0).data) + n * image_out;
+    auto run_units = [&](int64_t b, int64_t e) {
+      ConvShiftedPlaneUnitsF16OutAvx512(image, x, panels, per_group, bias.empty() ? nullptr : bias.data(), masks.data(),
+                                        y, b, e);
+    };
+    if (ctx.pool) {
+      ctx.pool->ParallelForWork(units, kShiftedBlockFilters * kShiftedBandPositions * g.Kc, run_units);
+    } else {
+      run_units(0, units);
+    }
+  }
+  return OkStatus();
+}
+
 Status RunConv(const KernelCall& call, const CpuContext& ctx) {
   if (ctx.isa == Isa::kAvx2 && !CpuHasAvx2Fma()) return FailedPrecondition("conv2d: CPU lacks AVX2/FMA");
   ASSIGN_OR_RETURN(const ConvGeom g,

@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -455,10 +456,31 @@ namespace {
 constexpr int kShiftedVectors = 2;
 constexpr int kPanelRows = 6;
 
-template <int R, int V>
+// Sixteen f32 results rounded to f16 (docs/DETERMINISM.md 1.3) and stored where `lanes` is set
+// (a run of lanes from lane 0, as the tile's store masks are). vcvtps2ph with the rounding mode
+// in the immediate rounds to nearest even as half::F32ToF16 (overflow to inf, subnormals, no
+// flush to zero; MXCSR not consulted). Its only other difference, NaN payloads, does not arise:
+// the tile writes no NaN but the canonical 0x7FC00000, which it turns into 0x7E00 (sign and the
+// top ten fraction bits kept), the canonical f16 NaN.
+inline void StoreRoundedF16(uint16_t* dst, __mmask16 lanes, __m512 y) {
+  const __m256i h =
+      _mm512_maskz_cvtps_ph(0xFFFF, y, _MM_FROUND_TO_NEAREST_INT);  // maskz: GCC 12 warns on the unmasked form
+  if (lanes == 0xFFFF) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), h);
+    return;
+  }
+  alignas(32) uint16_t rounded[kLanes];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(rounded), h);
+  for (int i = 0; i < kLanes; ++i) {
+    if ((lanes >> i) & 1) dst[i] = rounded[i];
+  }
+}
+
+// Out is float (the f32 call) or uint16_t (an f16 call's output, each result rounded once).
+template <int R, int V, typename Out>
 void ShiftedTile(int64_t Cg, int64_t taps, int64_t plane, const int64_t* shift, const float* xg, const float* ap0,
                  const float* ap1, const uint16_t* mk, int64_t vectors, const float* bias, const __mmask16* store,
-                 float* out, int64_t P) {
+                 Out* out, int64_t P) {
   __m512 acc[R][V];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
@@ -492,19 +514,24 @@ void ShiftedTile(int64_t Cg, int64_t taps, int64_t plane, const int64_t* shift, 
       __m512 y = acc[r][v];
       if (bias) y = _mm512_add_ps(y, _mm512_set1_ps(bias[r]));
       y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q), nan);
-      _mm512_mask_storeu_ps(out + r * P + kLanes * v, store[v], y);
+      if constexpr (std::is_same_v<Out, float>) {
+        _mm512_mask_storeu_ps(out + r * P + kLanes * v, store[v], y);
+      } else {
+        StoreRoundedF16(out + r * P + kLanes * v, store[v], y);
+      }
     }
   }
 }
 
+template <typename Out>
 using ShiftedTileFn = void (*)(int64_t, int64_t, int64_t, const int64_t*, const float*, const float*, const float*,
-                               const uint16_t*, int64_t, const float*, const __mmask16*, float*, int64_t);
+                               const uint16_t*, int64_t, const float*, const __mmask16*, Out*, int64_t);
 
-template <int V>
-constexpr ShiftedTileFn kShiftedTiles[kShiftedBlockFilters] = {
-    &ShiftedTile<1, V>, &ShiftedTile<2, V>,  &ShiftedTile<3, V>,  &ShiftedTile<4, V>,
-    &ShiftedTile<5, V>, &ShiftedTile<6, V>,  &ShiftedTile<7, V>,  &ShiftedTile<8, V>,
-    &ShiftedTile<9, V>, &ShiftedTile<10, V>, &ShiftedTile<11, V>, &ShiftedTile<12, V>};
+template <int V, typename Out>
+constexpr ShiftedTileFn<Out> kShiftedTiles[kShiftedBlockFilters] = {
+    &ShiftedTile<1, V, Out>, &ShiftedTile<2, V, Out>,  &ShiftedTile<3, V, Out>,  &ShiftedTile<4, V, Out>,
+    &ShiftedTile<5, V, Out>, &ShiftedTile<6, V, Out>,  &ShiftedTile<7, V, Out>,  &ShiftedTile<8, V, Out>,
+    &ShiftedTile<9, V, Out>, &ShiftedTile<10, V, Out>, &ShiftedTile<11, V, Out>, &ShiftedTile<12, V, Out>};
 
 }  // namespace
 
@@ -537,8 +564,11 @@ void ShiftedPlaneMasks(const ConvGeom& g, std::vector<uint16_t>* masks) {
   }
 }
 
-void ConvShiftedPlaneUnitsAvx512(const ConvGeom& g, const float* x, const float* panels, int64_t panels_per_group,
-                                 const float* bias, const uint16_t* masks, float* y, int64_t begin, int64_t end) {
+namespace {
+
+template <typename Out>
+void ShiftedPlaneUnits(const ConvGeom& g, const float* x, const float* panels, int64_t panels_per_group,
+                       const float* bias, const uint16_t* masks, Out* y, int64_t begin, int64_t end) {
   const int64_t taps = g.KH * g.KW, plane = g.H * g.W, vectors = (g.P + kLanes - 1) / kLanes;
   const int64_t bands = ShiftedBands(g), blocks = ShiftedFilterBlocks(g);
   int64_t shift[64];
@@ -559,7 +589,7 @@ void ConvShiftedPlaneUnitsAvx512(const ConvGeom& g, const float* x, const float*
     const float* ap1 = ap0 + kPanelRows * g.Kc;
     const float* xg = x + (n * g.C + gi * g.Cg) * plane;
     const float* bias_f = bias ? bias + gi * g.Fg + f0 : nullptr;
-    float* yf = y + (n * g.F + gi * g.Fg + f0) * g.P;
+    Out* yf = y + (n * g.F + gi * g.Fg + f0) * g.P;
     const int64_t p_end = std::min(g.P, (band + 1) * kShiftedBandPositions);
     for (int64_t p0 = band * kShiftedBandPositions; p0 < p_end; p0 += kShiftedVectors * kLanes) {
       const int64_t left = p_end - p0;
@@ -568,10 +598,23 @@ void ConvShiftedPlaneUnitsAvx512(const ConvGeom& g, const float* x, const float*
         const int64_t lanes = std::clamp<int64_t>(left - kLanes * v, 0, kLanes);
         store[v] = lanes == kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << lanes) - 1u);
       }
-      const ShiftedTileFn tile = left > kLanes ? kShiftedTiles<2>[rows - 1] : kShiftedTiles<1>[rows - 1];
+      const ShiftedTileFn<Out> tile = left > kLanes ? kShiftedTiles<2, Out>[rows - 1] : kShiftedTiles<1, Out>[rows - 1];
       tile(g.Cg, taps, plane, sh, xg + p0, ap0, ap1, masks + p0 / kLanes, vectors, bias_f, store, yf + p0, g.P);
     }
   }
+}
+
+}  // namespace
+
+void ConvShiftedPlaneUnitsAvx512(const ConvGeom& g, const float* x, const float* panels, int64_t panels_per_group,
+                                 const float* bias, const uint16_t* masks, float* y, int64_t begin, int64_t end) {
+  ShiftedPlaneUnits(g, x, panels, panels_per_group, bias, masks, y, begin, end);
+}
+
+void ConvShiftedPlaneUnitsF16OutAvx512(const ConvGeom& g, const float* x, const float* panels, int64_t panels_per_group,
+                                       const float* bias, const uint16_t* masks, uint16_t* y, int64_t begin,
+                                       int64_t end) {
+  ShiftedPlaneUnits(g, x, panels, panels_per_group, bias, masks, y, begin, end);
 }
 
 // --- Dense convolutions with few output positions (at most kFewPositionsMax per image) ---

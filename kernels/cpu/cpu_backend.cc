@@ -70,6 +70,10 @@ Status CpuBackend::Run(const KernelCall& call) {
     }
     if (run == nullptr)
       return Unimplemented("CPU backend has no f16/bf16 kernel for op " + std::string(OpName(call.op)));
+    bool ran = false;
+    if (call.op == Op::kConv2D) RETURN_IF_ERROR(cpu::RunConvF16Shifted(call, ctx_, &ran));
+    if (call.op == Op::kRelu) RETURN_IF_ERROR(cpu::RunReluHalf(call, ctx_, &ran));
+    if (ran) return OkStatus();
     return cpu::RunThroughF32(call, ctx_, run);
   }
   switch (FamilyOf(call.op)) {

@@ -33,6 +33,12 @@ Status RunMatMul(const KernelCall& call, const CpuContext& ctx);
 StatusOr<std::unique_ptr<PreparedOperand>> PrepareMatMulB(const KernelCall& call, const CpuContext& ctx);
 // conv.cc: Conv2D. call.prepared, if set, must come from PrepareConvWeights on the same weights.
 Status RunConv(const KernelCall& call, const CpuContext& ctx);
+// conv.cc: an f16 conv2d (DETERMINISM.md 1.3) on the AVX-512 shifted-plane kernel (both strides
+// 1, OW == W, not the unpadded 1x1; conv_direct_impl.h), each image's input widened exactly and
+// each output rounded once to f16 by the kernel as it stores it. Sets *ran to false, doing
+// nothing, for any call that does not take this path (RunThroughF32 then runs it, and refuses it
+// if it is malformed); the bits are those of RunThroughF32 with RunConv.
+Status RunConvF16Shifted(const KernelCall& call, const CpuContext& ctx, bool* ran);
 // conv.cc: the weights of a conv2d call that runs through the AVX2 GEMM, packed once into the
 // GEMM's A panels; null for the direct kernel, the portable ISA or a non-f32 call.
 StatusOr<std::unique_ptr<PreparedOperand>> PrepareConvWeights(const KernelCall& call, const CpuContext& ctx);
@@ -43,6 +49,11 @@ Status RunNormalization(const KernelCall& call, const CpuContext& ctx);
 // data_movement.cc: Identity, Reshape, Transpose, Slice, Concat, Gather, Expand, Pad.
 Status RunDataMovement(const KernelCall& call, const CpuContext& ctx);
 
+// elementwise.cc: relu of f16 or bf16 values (DETERMINISM.md 1.3, 1.4) computed on their bits, one
+// pass, with the bits of RunThroughF32 with RunElementwise. Sets *ran to false, doing nothing, for
+// any other call (an input and output of different shapes or dtypes included: the general path
+// refuses those).
+Status RunReluHalf(const KernelCall& call, const CpuContext& ctx, bool* ran);
 // elementwise.cc: a call's validated epilogue (ValidateEpilogue), prepared once per call with one
 // broadcast plan per step. Apply runs the steps over an output range in tiles of kTile
 // elements whose intermediate values stay in a stack buffer; the op's own result is read from

@@ -10,10 +10,15 @@
 #include "kernels/cpu/elementwise_impl.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/quantize.h"
+#include "kernels/half.h"
 
 namespace consensor::kernels::cpu {
 
 void EwRunChunkPortable(const EwPlan& plan, int64_t begin, int64_t end) { EwRunChunkImpl(plan, begin, end); }
+
+void ReluHalfBitsPortable(const uint16_t* x, uint16_t* y, int64_t n, uint16_t infinity, uint16_t nan) {
+  ReluHalfBitsImpl(x, y, n, infinity, nan);
+}
 
 namespace {
 
@@ -183,6 +188,39 @@ void EpilogueRunner::Apply(int64_t begin, int64_t end) const {
       chunk_(plan, b, e);
     }
   }
+}
+
+Status RunReluHalf(const KernelCall& call, const CpuContext& ctx, bool* ran) {
+  *ran = false;
+  if (call.op != Op::kRelu || call.epilogue != nullptr || call.num_inputs != 1 || call.num_outputs != 1 ||
+      !call.inputs || !call.outputs) {
+    return OkStatus();
+  }
+  const TensorView& in = call.in(0);
+  const TensorView& out = call.out(0);
+  if (!IsHalfDType(in.dtype) || out.dtype != in.dtype || in.rank != out.rank) return OkStatus();
+  for (int d = 0; d < in.rank; ++d) {
+    if (in.dims[d] != out.dims[d]) return OkStatus();
+  }
+  const int64_t n = out.num_elements();
+  if (n > 0 && (in.data == nullptr || out.data == nullptr)) return OkStatus();
+  *ran = true;
+  // The compute rule (widen exactly, x > 0 ? x : +0 with NaN canonical, round once) on the bits:
+  // a positive value (+inf included) widens to an f32 that rounds back to itself; +0, -0 and
+  // every negative value give +0; every NaN gives the canonical NaN of the type.
+  const bool f16 = in.dtype == DType::kF16;
+  const uint16_t infinity = f16 ? 0x7C00 : 0x7F80;
+  const uint16_t nan = f16 ? half::kCanonicalNaNF16 : half::kCanonicalNaNBF16;
+  const uint16_t* x = static_cast<const uint16_t*>(in.data);
+  uint16_t* y = static_cast<uint16_t*>(out.data);
+  auto bits = ctx.isa == Isa::kAvx2 ? &ReluHalfBitsAvx2 : &ReluHalfBitsPortable;
+  auto run = [&](int64_t b, int64_t e) { bits(x + b, y + b, e - b, infinity, nan); };
+  if (ctx.pool == nullptr) {
+    run(0, n);
+  } else {
+    ctx.pool->ParallelForWork(n, 4, run);
+  }
+  return OkStatus();
 }
 
 Status RunElementwise(const KernelCall& call, const CpuContext& ctx) {

@@ -7,4 +7,8 @@ namespace consensor::kernels::cpu {
 
 void EwRunChunkAvx2(const EwPlan& plan, int64_t begin, int64_t end) { EwRunChunkImpl(plan, begin, end); }
 
+void ReluHalfBitsAvx2(const uint16_t* x, uint16_t* y, int64_t n, uint16_t infinity, uint16_t nan) {
+  ReluHalfBitsImpl(x, y, n, infinity, nan);
+}
+
 }  // namespace consensor::kernels::cpu

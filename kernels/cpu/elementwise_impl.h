@@ -50,8 +50,23 @@ struct EwPlan {
 // CpuHasAvx2Fma() is true.
 void EwRunChunkPortable(const EwPlan& plan, int64_t begin, int64_t end);
 void EwRunChunkAvx2(const EwPlan& plan, int64_t begin, int64_t end);
+// relu of n 16-bit floats on their bits (elementwise.cc's RunReluHalf): `infinity` is the type's
+// +inf pattern, `nan` its canonical NaN. The AVX2 one may only be called when CpuHasAvx2Fma().
+void ReluHalfBitsPortable(const uint16_t* x, uint16_t* y, int64_t n, uint16_t infinity, uint16_t nan);
+void ReluHalfBitsAvx2(const uint16_t* x, uint16_t* y, int64_t n, uint16_t infinity, uint16_t nan);
 
 namespace {
+
+// Branch-free, so that it vectorizes: a NaN (magnitude above +inf) gives `nan`, a set sign bit
+// (-0 and every negative value) gives +0, anything else (+0, positive values, +inf) itself.
+inline void ReluHalfBitsImpl(const uint16_t* x, uint16_t* y, int64_t n, uint16_t infinity, uint16_t nan) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t h = x[i];
+    const uint16_t is_nan = static_cast<uint16_t>(0u - static_cast<uint16_t>((h & 0x7FFFu) > infinity));
+    const uint16_t keep = static_cast<uint16_t>((h >> 15) - 1u);  // 0xFFFF when the sign bit is clear
+    y[i] = static_cast<uint16_t>((is_nan & nan) | (~is_nan & keep & h));
+  }
+}
 
 // ---------------------------------------------------------------------------------------
 // Scalar semantics.

@@ -79,36 +79,19 @@ void NarrowFromF32(DType to, const float* src, void* dst, int64_t n, const CpuCo
   }
 }
 
-namespace {
+KeptF32Copy::~KeptF32Copy() { scratch::Give(block_, size_, scratch::Kind::kWidened); }
 
-// The f32 copy of one 16-bit operand or output, in memory this thread keeps between calls
-// (scratch_cache.h, Kind::kWidened), 64-byte aligned and not zero-filled: with a fresh
-// zero-filled vector per call, IS-Net f16's largest convolution (8 MiB of widened input, 4 MiB
-// of f32 output) took a third more of the model's time (docs/PERFORMANCE.md, "IS-Net f16: the
-// f32 copies of 16-bit operands in kept memory"). Every element is written before it is read.
-class WideCopy {
- public:
-  WideCopy() = default;
-  ~WideCopy() { scratch::Give(block_, size_, scratch::Kind::kWidened); }
-  WideCopy(const WideCopy&) = delete;
-  WideCopy& operator=(const WideCopy&) = delete;
-  // Room for at least n floats, keeping the block when it is large enough; nullptr if the
-  // allocation fails.
-  float* Reserve(int64_t n) {
-    const size_t bytes = sizeof(float) * static_cast<size_t>(std::max<int64_t>(n, 1));
-    if (block_ == nullptr || size_ < bytes) {
-      scratch::Give(block_, size_, scratch::Kind::kWidened);
-      block_ = scratch::Take(bytes, &size_, scratch::Kind::kWidened);
-      if (block_ == nullptr) size_ = 0;
-    }
-    return static_cast<float*>(block_);
+float* KeptF32Copy::Reserve(int64_t n) {
+  const size_t bytes = sizeof(float) * static_cast<size_t>(std::max<int64_t>(n, 1));
+  if (block_ == nullptr || size_ < bytes) {
+    scratch::Give(block_, size_, scratch::Kind::kWidened);
+    block_ = scratch::Take(bytes, &size_, scratch::Kind::kWidened);
+    if (block_ == nullptr) size_ = 0;
   }
-  float* data() const { return static_cast<float*>(block_); }
+  return static_cast<float*>(block_);
+}
 
- private:
-  void* block_ = nullptr;
-  size_t size_ = 0;
-};
+namespace {
 
 // conv2d's 16-bit weights widened and packed once when the program was loaded
 // (PrepareConvWeights): its f32 form reads the packed panels, so they are not widened per call;
@@ -126,7 +109,7 @@ const PreparedOperand* PreparedForF32(const KernelCall& call) {
 Status RunWhole(const KernelCall& call, const CpuContext& ctx, FamilyRunner run, const std::string& op_name) {
   std::vector<TensorView> inputs(call.inputs, call.inputs + call.num_inputs);
   std::vector<TensorView> outputs(call.outputs, call.outputs + call.num_outputs);
-  std::unique_ptr<WideCopy[]> wide(new WideCopy[inputs.size() + outputs.size()]);
+  std::unique_ptr<KeptF32Copy[]> wide(new KeptF32Copy[inputs.size() + outputs.size()]);
   for (size_t i = 0; i < inputs.size(); ++i) {
     TensorView& v = inputs[i];
     if (!IsHalfDType(v.dtype)) continue;
@@ -174,8 +157,8 @@ Status RunWhole(const KernelCall& call, const CpuContext& ctx, FamilyRunner run,
 
 // Rows [r0, r1) of a split call: sliced 16-bit operands widened into `scratch`, the others read
 // in place, then the sliced 16-bit output rounded back from its f32 block.
-Status RunRows(const KernelCall& call, const HalfRowSplit& s, const WideCopy* whole, const OpParams* params, int64_t r0,
-               int64_t r1, const CpuContext& ctx, FamilyRunner run, WideCopy* scratch) {
+Status RunRows(const KernelCall& call, const HalfRowSplit& s, const KeptF32Copy* whole, const OpParams* params,
+               int64_t r0, int64_t r1, const CpuContext& ctx, FamilyRunner run, KeptF32Copy* scratch) {
   const int64_t nb = r1 - r0;
   const size_t num_in = static_cast<size_t>(call.num_inputs);
   TensorView inputs[kMaxHalfSplitInputs];
@@ -231,7 +214,7 @@ Status RunThroughF32(const KernelCall& call, const CpuContext& ctx, FamilyRunner
   if (call.out(0).data == nullptr) return InvalidArgument(op_name + ": output has no data");
   // Whole 16-bit inputs (weights, broadcast operands) are widened once for all blocks.
   const size_t operands = static_cast<size_t>(call.num_inputs) + 1;
-  std::unique_ptr<WideCopy[]> whole(new WideCopy[operands]);
+  std::unique_ptr<KeptF32Copy[]> whole(new KeptF32Copy[operands]);
   for (int i = 0; i < call.num_inputs; ++i) {
     const TensorView& v = call.in(i);
     if (s.row_elems[static_cast<size_t>(i)] != 0 || !IsHalfDType(v.dtype)) continue;
@@ -246,7 +229,7 @@ Status RunThroughF32(const KernelCall& call, const CpuContext& ctx, FamilyRunner
   if (s.axis_is_one) params.axis = 1;
   const int64_t blocks = (s.rows + block - 1) / block;
   // The first block runs alone, so a call the kernel refuses fails the same way every time.
-  std::unique_ptr<WideCopy[]> scratch(new WideCopy[operands]);
+  std::unique_ptr<KeptF32Copy[]> scratch(new KeptF32Copy[operands]);
   RETURN_IF_ERROR(RunRows(call, s, whole.get(), &params, 0, block, ctx, run, scratch.get()));
   if (FamilyOf(call.op) == OpFamily::kElementwise && ctx.pool != nullptr && ctx.pool->num_threads() > 1) {
     // Elementwise kernels split a block no finer than their own grain: the blocks go to the
@@ -256,7 +239,7 @@ Status RunThroughF32(const KernelCall& call, const CpuContext& ctx, FamilyRunner
     int64_t error_block = blocks;
     const CpuContext serial{nullptr, ctx.isa};
     ctx.pool->ParallelFor(blocks - 1, 1, [&](int64_t b, int64_t e) {
-      std::unique_ptr<WideCopy[]> local(new WideCopy[operands]);
+      std::unique_ptr<KeptF32Copy[]> local(new KeptF32Copy[operands]);
       for (int64_t blk = b + 1; blk < e + 1; ++blk) {
         Status st = RunRows(call, s, whole.get(), &params, blk * block, std::min(s.rows, (blk + 1) * block), serial,
                             run, local.get());

@@ -4,6 +4,9 @@
 // identity, where, a cast to the same dtype) run on the 2-byte elements directly instead.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
 #include "common/status.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/op.h"
@@ -25,6 +28,27 @@ Status RunThroughF32(const KernelCall& call, const CpuContext& ctx, FamilyRunner
 // the same bits as kernels/half.h.
 void WidenToF32(DType from, const void* src, float* dst, int64_t n, const CpuContext& ctx);
 void NarrowFromF32(DType to, const float* src, void* dst, int64_t n, const CpuContext& ctx);
+
+// The f32 copy of one 16-bit operand or output, in memory this thread keeps between calls
+// (scratch_cache.h, Kind::kWidened), 64-byte aligned and not zero-filled: with a fresh
+// zero-filled vector per call, IS-Net f16's largest convolution (8 MiB of widened input, 4 MiB
+// of f32 output) took a third more of the model's time (docs/PERFORMANCE.md, "IS-Net f16: the
+// f32 copies of 16-bit operands in kept memory"). The user writes every element it reads.
+class KeptF32Copy {
+ public:
+  KeptF32Copy() = default;
+  ~KeptF32Copy();
+  KeptF32Copy(const KeptF32Copy&) = delete;
+  KeptF32Copy& operator=(const KeptF32Copy&) = delete;
+  // Room for at least n floats, keeping the block when it is large enough; nullptr if the
+  // allocation fails.
+  float* Reserve(int64_t n);
+  float* data() const { return static_cast<float*>(block_); }
+
+ private:
+  void* block_ = nullptr;
+  size_t size_ = 0;
+};
 
 // True when the running CPU has F16C and AVX2.
 bool CpuHasF16c();

@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "kernels/checks/half_plan.h"
+#include "kernels/cpu/conv_direct_impl.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/half_operands.h"
 #include "kernels/cpu/scratch_cache.h"
 #include "kernels/half.h"
@@ -272,6 +275,29 @@ TEST(HalfOps, ElementwiseFollowTheF32Rule) {
   }
 }
 
+// relu of 16-bit values runs on their bits in one pass (cpu::RunReluHalf): every f16 and bf16
+// pattern gives the f32 rule's bits (NaN payloads and signs, -0, subnormals, infinities), on
+// every engine and thread count.
+TEST(HalfOps, ReluOnTheBitsFollowsTheF32RuleForEveryPattern) {
+  std::vector<uint16_t> every(1 << 16);
+  for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<uint16_t>(i);
+  for (DType t : kHalfTypes) {
+    HostTensor x = Half(t, {256, 256}, every);
+    ExpectF32Rule(Op::kRelu, {x}, t, {256, 256});
+    HostTensor y(t, {256, 256});
+    TensorView in = x.view(), out = y.view();
+    const OpParams none;
+    bool ran = false;
+    ASSERT_TRUE(cpu::RunReluHalf(MakeCall(Op::kRelu, none, &in, 1, &out), {nullptr, cpu::Isa::kPortable}, &ran).ok());
+    EXPECT_TRUE(ran);
+    for (int64_t i = 0; i < 4; ++i) {  // +0, a subnormal; then -0 and a negative one give +0
+      const uint16_t sign = i < 2 ? 0 : 0x8000;
+      const uint16_t h = static_cast<uint16_t>(sign | (i % 2));
+      EXPECT_EQ(y.at<uint16_t>(h), sign ? 0 : h) << DTypeName(t) << " " << h;
+    }
+  }
+}
+
 TEST(HalfOps, NaNOutputsAreCanonical) {
   const HostTensor f16 = Half(DType::kF16, {3}, {0x7C01, 0xFE12, 0x3C00});  // sNaN, negative qNaN, 1
   const HostTensor y = RunAll(Op::kAdd, {f16, f16}, DType::kF16, {3});
@@ -484,6 +510,68 @@ TEST(HalfOps, ConvWeightsWidenedAndPackedOnceGiveTheSameBits) {
     // Every class of 16-bit value in the weights (NaN payloads, infinities, subnormals).
     const HostTensor wild = Half(t, {30, 7, 3, 3}, RandomHalfBits(30 * 63, 44, t));
     ExpectPreparedWeightsGiveTheSameBits({x1, wild, b}, t, {1, 30, 11, 13}, same);
+  }
+}
+
+// An f16 conv2d that the AVX-512 shifted-plane kernel computes with its output rounded to f16
+// in the kernel (cpu::RunConvF16Shifted: both strides 1, OW == W) gives the f32 rule's bits on
+// every engine, with and without weights packed at load: partial filter blocks (13 and 25
+// filters for a 12-filter tile), positions that end inside a vector, several bands, a batch,
+// and every class of value: NaN payloads, infinities and subnormals in x and w, outputs that
+// overflow to inf and outputs that round to f16 subnormals or to +-0.
+std::vector<uint16_t> ScaledHalfBits(int64_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  std::vector<uint16_t> v(static_cast<size_t>(n));
+  for (uint16_t& h : v) h = half::F32ToF16(u(rng) * scale);
+  return v;
+}
+
+TEST(HalfOps, DenseConvRoundsItsOutputToF16InTheKernel) {
+  const DType t = DType::kF16;
+  struct Case {
+    Shape x, w;
+    OpParams params;
+    Shape y;
+  };
+  OpParams one_by_three = SameConv3x3();
+  one_by_three.kernel = {1, 3};
+  one_by_three.pads = {0, 1, 0, 1};
+  const std::vector<Case> cases = {
+      {{1, 8, 33, 35}, {13, 8, 3, 3}, SameConv3x3(), {1, 13, 33, 35}},
+      {{2, 5, 17, 16}, {25, 5, 3, 3}, SameConv3x3(), {2, 25, 17, 16}},
+      {{1, 3, 5, 7}, {12, 3, 1, 3}, one_by_three, {1, 12, 5, 7}},
+  };
+  uint32_t seed = 60;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::PrintToString(c.x) + " x " + ::testing::PrintToString(c.w));
+    const int64_t nx = c.x[0] * c.x[1] * c.x[2] * c.x[3], nw = c.w[0] * c.w[1] * c.w[2] * c.w[3], nb = c.w[0];
+    const std::vector<std::vector<uint16_t>> xs = {ModerateHalfBits(nx, seed++, t), RandomHalfBits(nx, seed++, t)};
+    // Weights of moderate size, large enough that sums overflow f16, small enough that they
+    // round to subnormals or zero, and random patterns.
+    const std::vector<std::vector<uint16_t>> ws = {ModerateHalfBits(nw, seed++, t), ScaledHalfBits(nw, seed++, 2048.0f),
+                                                   ScaledHalfBits(nw, seed++, 1.0f / 65536),
+                                                   RandomHalfBits(nw, seed++, t)};
+    const HostTensor b = Half(t, {nb}, ModerateHalfBits(nb, seed++, t));
+    for (const auto& xb : xs) {
+      for (const auto& wb : ws) {
+        const HostTensor x = Half(t, c.x, xb), w = Half(t, c.w, wb);
+        ExpectF32Rule(Op::kConv2D, {x, w, b}, t, c.y, c.params);
+        ExpectF32Rule(Op::kConv2D, {x, w}, t, c.y, c.params);
+        ExpectPreparedWeightsGiveTheSameBits({x, w, b}, t, c.y, c.params);
+      }
+    }
+    // These calls take that path wherever the CPU has AVX-512F.
+    if (!cpu::gemm::UseAvx512Gemm() || !cpu::UseAvx512DirectConv()) continue;
+    HostTensor x = Half(t, c.x, xs[1]), w = Half(t, c.w, ws[0]), bias = b;
+    HostTensor y(t, c.y);
+    TensorView in[3] = {x.view(), w.view(), bias.view()};
+    TensorView out = y.view();
+    const KernelCall call = MakeCall(Op::kConv2D, c.params, in, 3, &out);
+    bool ran = false;
+    ASSERT_TRUE(cpu::RunConvF16Shifted(call, {nullptr, cpu::Isa::kAvx2}, &ran).ok());
+    EXPECT_TRUE(ran);
+    EXPECT_TRUE(y.bytes == RunAll(Op::kConv2D, {x, w, bias}, t, c.y, c.params).bytes);
   }
 }
 
