@@ -12,11 +12,13 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <sstream>
@@ -44,6 +46,19 @@ using node::NodeClient;
 using testing_support::DaemonProcess;
 
 Tensor RandomTensor(Shape shape, uint32_t seed) { return testing_support::RandomF32(std::move(shape), seed); }
+
+// Waits (up to 30 s) until `results`, filled by client threads under `mu`, holds `count` entries:
+// the moment the kill-under-load tests pull the plug, with more tasks still in flight.
+template <typename Map>
+void WaitForResults(std::mutex& mu, const Map& results, size_t count) {
+  for (int i = 0; i < 3000; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (results.size() >= count) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
 
 // x[4,8] -> softmax(tanh(x @ w + b)), plus a reduction.
 Graph SmallModel() {
@@ -612,13 +627,7 @@ TEST_F(NodeTest, KillNineDuringTinyTaskLoadKeepsEveryAcknowledgedTaskAndResult) 
     });
   }
   // Kill once a good number of results were acknowledged, with more tasks in flight.
-  for (int i = 0; i < 3000; ++i) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (succeeded.size() >= 150) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  WaitForResults(mu, succeeded, 150);
   EXPECT_EQ(d->Kill(SIGKILL), 128 + SIGKILL);
   node_gone = true;
   for (auto& t : clients) t.join();
@@ -749,13 +758,7 @@ TEST_F(NodeTest, KillNineDuringRunTaskLoadKeepsEveryAnsweredResult) {
       }
     });
   }
-  for (int i = 0; i < 3000; ++i) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (answered.size() >= 150) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  WaitForResults(mu, answered, 150);
   EXPECT_EQ(d->Kill(SIGKILL), 128 + SIGKILL);
   node_gone = true;
   for (auto& t : clients) t.join();
