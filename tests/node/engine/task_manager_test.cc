@@ -791,6 +791,11 @@ TEST_F(TaskManagerTest, ListenerAfterStartIsNotCalledForTheRunningMark) {
   EXPECT_EQ(after_start.load(), 0);
   gate.Open();
   EXPECT_EQ(WaitFinished(*node.tasks, id.Hex()).state(), v1::TASK_STATE_SUCCEEDED);
+  // Listeners are called just after the watchers are woken, so a reader can see the final
+  // state a moment before the call.
+  for (int i = 0; i < 500 && after_start.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   EXPECT_EQ(after_start.load(), 1);  // at the result's write, before the sync the read waited for
   EXPECT_EQ(any.load(), 1);          // called once
 }
