@@ -290,8 +290,8 @@ TEST(Sha256Test, IncrementalMatchesOneShotAndLittleEndianHelpers) {
 }
 
 TEST(Sha256Test, HashesInterleavedKeepTheirOwnState) {
-  // Each Sha256 holds its own state: three hashes fed
-  // in turns, as nested hashes (a result root over tensor hashes) are, each give their digest.
+  // Each Sha256 holds its own state: three hashes fed in turns, as nested hashes (a result root
+  // over tensor hashes) are, each give their own digest.
   std::array<Sha256, 3> hashes;
   const std::string_view pieces[3][3] = {
       {"a", "b", "c"}, {"", "", ""}, {"abcdbcdecdefdefgefgh", "fghighijhijkijkljklm", "klmnlmnomnopnopq"}};
