@@ -1,18 +1,26 @@
+// The low-level SHA256_* functions, deprecated by OpenSSL 3 in favour of EVP: an EVP hash
+// looks up the provider's implementation, allocates two contexts and takes locks every time,
+// which is about 1 us a hash on a warm core and some 10 us after an idle gap (mostly cache misses
+// in that machinery), against a few hundred bytes of output hashed per small task.
+// docs/PERFORMANCE.md, "The small models' warm task: SHA-256 without EVP". Both run OpenSSL's
+// same block function (SHA-NI where the CPU has it); the digests are SHA-256's.
+#define OPENSSL_SUPPRESS_DEPRECATED
+
 #include "common/sha256.h"
+
+#include <openssl/sha.h>
 
 #include <algorithm>
 #include <cctype>
 
-#include <openssl/evp.h>
-
 namespace consensor {
 
-Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr); }
+Sha256::Sha256() : ctx_(new SHA256_CTX) { SHA256_Init(static_cast<SHA256_CTX*>(ctx_)); }
 
-Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
+Sha256::~Sha256() { delete static_cast<SHA256_CTX*>(ctx_); }
 
 void Sha256::Update(std::span<const uint8_t> data) {
-  if (!data.empty()) EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data.data(), data.size());
+  if (!data.empty()) SHA256_Update(static_cast<SHA256_CTX*>(ctx_), data.data(), data.size());
 }
 
 void Sha256::UpdateU32(uint32_t v) {
@@ -29,8 +37,7 @@ void Sha256::UpdateU64(uint64_t v) {
 
 Hash256 Sha256::Finish() {
   Hash256 out{};
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), out.data(), &len);
+  SHA256_Final(out.data(), static_cast<SHA256_CTX*>(ctx_));
   return out;
 }
 

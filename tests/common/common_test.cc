@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstring>
 #include <limits>
@@ -286,6 +287,20 @@ TEST(Sha256Test, IncrementalMatchesOneShotAndLittleEndianHelpers) {
   h2.UpdateU64(0x0c0b0a0908070605ull);
   const uint8_t expect[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
   EXPECT_EQ(h2.Finish(), Sha256Of(std::span<const uint8_t>(expect)));
+}
+
+TEST(Sha256Test, HashesInterleavedKeepTheirOwnState) {
+  // Each Sha256 holds its own state: three hashes fed in turns, as nested hashes (a result root
+  // over tensor hashes) are, each give their own digest.
+  std::array<Sha256, 3> hashes;
+  const std::string_view pieces[3][3] = {
+      {"a", "b", "c"}, {"", "", ""}, {"abcdbcdecdefdefgefgh", "fghighijhijkijkljklm", "klmnlmnomnopnopq"}};
+  for (int piece = 0; piece < 3; ++piece) {
+    for (int k = 0; k < 3; ++k) hashes[k].Update(pieces[k][piece]);
+  }
+  EXPECT_EQ(HexOf(hashes[2].Finish()), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(HexOf(hashes[0].Finish()), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(HexOf(hashes[1].Finish()), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
 TEST(HexTest, RoundTrip) {
