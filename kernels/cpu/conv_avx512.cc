@@ -455,11 +455,13 @@ namespace {
 
 constexpr int kShiftedVectors = 2;
 constexpr int kPanelRows = 6;
-// The f16 call's tile asks for the input rows of the channel two ahead of the one it reads. Its
-// channel planes lie a power of two apart (32 x 32 to 128 x 128 floats), a stride the hardware
-// prefetcher does not follow, and a band's rows are in L2 or L3 when the tile starts; without the
-// hint the masked loads wait on them (PERFORMANCE.md, "IS-Net f16: the conv tile's input rows
-// prefetched"). A prefetch reads nothing the tile uses and faults on nothing: no bit changes.
+// The tile (f32 and f16 calls) asks for the input rows of the channel two ahead of the one it
+// reads. Its channel planes lie one plane apart (IS-Net's 32 x 32 to 128 x 128 floats, the
+// detector's 40 x 40 to 80 x 80), a stride the hardware prefetcher does not follow, and a band's
+// rows are in L2 or L3 when the tile starts; without the hint the masked loads wait on them
+// (PERFORMANCE.md, "IS-Net f16: the conv tile's input rows prefetched" and "The f32 conv tile's
+// input rows prefetched"). A prefetch reads nothing the tile uses and faults on nothing: no bit
+// changes.
 constexpr int64_t kPrefetchChannels = 2;
 
 // Sixteen f32 results rounded to f16 (docs/DETERMINISM.md 1.3) and stored where `lanes` is set
@@ -499,11 +501,9 @@ void ShiftedTile(int64_t Cg, int64_t taps, int64_t plane, const int64_t* shift, 
     const float* xc = xg + c * plane;
     for (int64_t t = 0; t < taps; ++t) {
       const float* xs = xc + shift[t];
-      if constexpr (!std::is_same_v<Out, float>) {
-        const char* ahead = reinterpret_cast<const char*>(xs + kPrefetchChannels * plane);
-        _mm_prefetch(ahead, _MM_HINT_T0);
-        _mm_prefetch(ahead + sizeof(float) * (kLanes * V - 1), _MM_HINT_T0);
-      }
+      const char* ahead = reinterpret_cast<const char*>(xs + kPrefetchChannels * plane);
+      _mm_prefetch(ahead, _MM_HINT_T0);
+      _mm_prefetch(ahead + sizeof(float) * (kLanes * V - 1), _MM_HINT_T0);
       __m512 b[V];
 #pragma GCC unroll 2
       for (int v = 0; v < V; ++v) b[v] = _mm512_maskz_loadu_ps(mk[t * vectors + v], xs + kLanes * v);
