@@ -501,7 +501,10 @@ void ShiftedTile(int64_t Cg, int64_t taps, int64_t plane, const int64_t* shift, 
     const float* xc = xg + c * plane;
     for (int64_t t = 0; t < taps; ++t) {
       const float* xs = xc + shift[t];
-      const char* ahead = reinterpret_cast<const char*>(xs + kPrefetchChannels * plane);
+      // Formed as an integer: for the last two channels it points past the input, and a
+      // prefetch there is harmless while an out-of-bounds pointer would not be.
+      const char* ahead = reinterpret_cast<const char*>(
+          reinterpret_cast<uintptr_t>(xs) + sizeof(float) * static_cast<uintptr_t>(kPrefetchChannels * plane));
       _mm_prefetch(ahead, _MM_HINT_T0);
       _mm_prefetch(ahead + sizeof(float) * (kLanes * V - 1), _MM_HINT_T0);
       __m512 b[V];
