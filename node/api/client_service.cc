@@ -19,11 +19,7 @@ namespace {
 
 // Counts a finished RPC by method and status code (consensor_rpc_requests_total).
 grpc::Status Count(NodeMetrics* metrics, const char* method, grpc::Status status) {
-  metrics->registry
-      ->AddCounter(
-          "consensor_rpc_requests_total", "Client API calls handled, by method and status code.",
-          {{"method", method}, {"code", std::string(StatusCodeName(static_cast<StatusCode>(status.error_code())))}})
-      ->Increment();
+  metrics->RpcRequests(method, static_cast<int>(status.error_code()))->Increment();
   return status;
 }
 
