@@ -257,7 +257,10 @@ grpc::Status ClientService::SubmitTaskImpl(const v1::SubmitTaskRequest* request,
       }
     }
   }
-  if (admission.ok() && budget_ != nullptr) admission = budget_->Check(record_bytes, "task submission");
+  // A network node checks the disk before the engine plans and announces the task. A single
+  // node's TaskManager::Submit checks the same budget, with the same label, before it writes a
+  // new record (a known task writes nothing): a second check here would be a second statvfs.
+  if (admission.ok() && budget_ != nullptr && submitter_) admission = budget_->Check(record_bytes, "task submission");
   StatusOr<SubmitOutcome> outcome =
       !admission.ok() ? StatusOr<SubmitOutcome>(admission)
                       : (submitter_ ? submitter_(*request) : tasks_->Submit(*request, nullptr, true, record));
@@ -605,8 +608,8 @@ struct ClientService::RunTaskState : std::enable_shared_from_this<ClientService:
       seen = tasks->Get(id);
       if (!seen.ok()) return ToGrpcStatus(seen.status());
     }
-    current = std::move(seen).value();
-    *response->mutable_task() = current;
+    // The call ends here: the record goes to the response without a copy.
+    *response->mutable_task() = std::move(seen).value();
     return grpc::Status::OK;
   }
 
