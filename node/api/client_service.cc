@@ -19,11 +19,7 @@ namespace {
 
 // Counts a finished RPC by method and status code (consensor_rpc_requests_total).
 grpc::Status Count(NodeMetrics* metrics, const char* method, grpc::Status status) {
-  metrics->registry
-      ->AddCounter(
-          "consensor_rpc_requests_total", "Client API calls handled, by method and status code.",
-          {{"method", method}, {"code", std::string(StatusCodeName(static_cast<StatusCode>(status.error_code())))}})
-      ->Increment();
+  metrics->RpcRequests(method, static_cast<int>(status.error_code()))->Increment();
   return status;
 }
 
@@ -261,7 +257,10 @@ grpc::Status ClientService::SubmitTaskImpl(const v1::SubmitTaskRequest* request,
       }
     }
   }
-  if (admission.ok() && budget_ != nullptr) admission = budget_->Check(record_bytes, "task submission");
+  // A network node checks the disk before the engine plans and announces the task. A single
+  // node's TaskManager::Submit checks the same budget, with the same label, before it writes a
+  // new record (a known task writes nothing): a second check here would be a second statvfs.
+  if (admission.ok() && budget_ != nullptr && submitter_) admission = budget_->Check(record_bytes, "task submission");
   StatusOr<SubmitOutcome> outcome =
       !admission.ok() ? StatusOr<SubmitOutcome>(admission)
                       : (submitter_ ? submitter_(*request) : tasks_->Submit(*request, nullptr, true, record));
@@ -609,8 +608,8 @@ struct ClientService::RunTaskState : std::enable_shared_from_this<ClientService:
       seen = tasks->Get(id);
       if (!seen.ok()) return ToGrpcStatus(seen.status());
     }
-    current = std::move(seen).value();
-    *response->mutable_task() = current;
+    // The call ends here: the record goes to the response without a copy.
+    *response->mutable_task() = std::move(seen).value();
     return grpc::Status::OK;
   }
 

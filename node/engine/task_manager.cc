@@ -289,6 +289,16 @@ bool RecoveryReexecutes(const v1::Task& task) {
          !task.has_result();
 }
 
+namespace {
+// The result the finisher is announcing on this thread after its sync (see Finished::record).
+struct AnnouncedRecord {
+  const void* manager = nullptr;
+  const consensus::TaskId* task_id = nullptr;
+  const v1::Task* record = nullptr;
+};
+thread_local AnnouncedRecord t_announced;
+}  // namespace
+
 TaskManager::TaskManager(Store* store, NodeMetrics* metrics, TaskManagerOptions options)
     : store_(store),
       metrics_(metrics),
@@ -320,7 +330,8 @@ StatusOr<v1::Task> TaskManager::LoadDurableTask(const consensus::TaskId& task_id
   return task;
 }
 
-Status TaskManager::PersistTask(const v1::Task& task, const v1::TaskResult* result, Durability durability) {
+Status TaskManager::PersistTask(const v1::Task& task, const v1::TaskResult* result, Durability durability,
+                                RecordWrite how) {
   std::string record;
   if (!task.SerializeToString(&record)) return Internal("cannot serialize task record");
   std::optional<std::string> result_record;
@@ -330,10 +341,15 @@ Status TaskManager::PersistTask(const v1::Task& task, const v1::TaskResult* resu
   }
   ASSIGN_OR_RETURN(Hash256 id, Hash256FromHex(task.task_id()));
   const consensus::TaskId task_id(id);
-  if (durability != Durability::kSynced) return store_->PutTask(task_id.Key(), record, result_record, durability);
+  if (how == RecordWrite::kCreate && result) return Internal("a new task record is written without a result");
+  auto write = [&] {
+    return how == RecordWrite::kCreate ? store_->CreateTask(task_id.Key(), record, durability)
+                                       : store_->PutTask(task_id.Key(), record, result_record, durability);
+  };
+  if (durability != Durability::kSynced) return write();
   std::atomic<int>& syncing = SyncingCount(task_id);
   syncing.fetch_add(1);
-  Status s = store_->PutTask(task_id.Key(), record, result_record, durability);
+  Status s = write();
   syncing.fetch_sub(1);
   return s;
 }
@@ -449,8 +465,11 @@ void TaskManager::FinisherLoop() {
         std::lock_guard<std::mutex> lock(finish_mu_);
         results_awaiting_sync_.erase(f.task_id);
       }
-      // Listeners that waited for this sync read the record now (a failed sync: its error).
+      // Listeners that waited for this sync read the record now (a failed sync: its error);
+      // those that Peek on this thread get the record just synced instead of reading it.
+      if (synced.ok() && f.record) t_announced = AnnouncedRecord{this, &f.task_id, f.record.get()};
       NotifyChanged(f.task_id);
+      t_announced = AnnouncedRecord{};
       if (!synced.ok()) {
         // Not acknowledged: the count stays, so readers keep asking for a sync (and fail while
         // the disk fails); after a restart the task is running and executes again.
@@ -567,7 +586,7 @@ Status TaskManager::PersistUnsyncedSubmission(const consensus::TaskId& task_id, 
   if (options_.before_unsynced_record) options_.before_unsynced_record(task_id);
   std::atomic<int>& syncing = SyncingCount(task_id);
   syncing.fetch_add(1);
-  Status s = PersistTask(task, nullptr, Durability::kDeferred);
+  Status s = PersistTask(task, nullptr, Durability::kDeferred, RecordWrite::kCreate);
   if (!s.ok()) {
     syncing.fetch_sub(1);
     return s;
@@ -647,12 +666,12 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   if (consensus) *task.mutable_consensus() = *consensus;
   Status persisted;
   {
+    // Another path (a concurrent Submit of the same content, an adoption) may have stored the
+    // task since the check above: the store's create refuses it then (ALREADY_EXISTS), in one
+    // step with the write, so the record is never overwritten and no second read is needed.
     std::lock_guard<std::mutex> record_lock(RecordLock(id));
-    auto raced = store_->GetTask(key);  // another path stored it meanwhile
-    persisted = !raced.ok()                       ? raced.status()
-                : *raced                          ? AlreadyExists("stored meanwhile")
-                : record == Durability::kDeferred ? PersistUnsyncedSubmission(id, task)
-                                                  : PersistTask(task, nullptr);
+    persisted = record == Durability::kDeferred ? PersistUnsyncedSubmission(id, task)
+                                                : PersistTask(task, nullptr, Durability::kSynced, RecordWrite::kCreate);
   }
 
   {
@@ -677,7 +696,10 @@ StatusOr<SubmitOutcome> TaskManager::Submit(const v1::SubmitTaskRequest& request
   work_cv_.notify_one();
   metrics_->tasks_received->Increment();
   UpdateGauges();
-  Log(LogLevel::kInfo, "task accepted", {{"task", id.Hex()}, {"graph", request.graph_sha256()}, {"ops", ops}});
+  // Checked first: the line's fields cost allocations per task even when it is not written.
+  if (LogEnabled(LogLevel::kInfo)) {
+    Log(LogLevel::kInfo, "task accepted", {{"task", id.Hex()}, {"graph", request.graph_sha256()}, {"ops", ops}});
+  }
   return outcome;
 }
 
@@ -712,6 +734,11 @@ bool TaskManager::Changed(const v1::Task& before, const v1::Task& after) {
 
 Status TaskManager::Mutate(const consensus::TaskId& task_id, const std::function<Status(v1::Task*)>& change,
                            const v1::TaskResult* result, Durability durability) {
+  return MutateRecord(task_id, change, result, durability, nullptr);
+}
+
+Status TaskManager::MutateRecord(const consensus::TaskId& task_id, const std::function<Status(v1::Task*)>& change,
+                                 const v1::TaskResult* result, Durability durability, v1::Task* written) {
   {
     std::lock_guard<std::mutex> record_lock(RecordLock(task_id));
     ASSIGN_OR_RETURN(v1::Task task, LoadTask(task_id));
@@ -724,9 +751,15 @@ Status TaskManager::Mutate(const consensus::TaskId& task_id, const std::function
     }
     task.clear_result();  // the result has its own record
     RETURN_IF_ERROR(PersistTask(task, result, durability));
+    if (written != nullptr) *written = std::move(task);
   }
   NotifyChanged(task_id);
   return OkStatus();
+}
+
+StatusOr<v1::Task> TaskManager::Peek(const consensus::TaskId& task_id) {
+  if (t_announced.manager == this && *t_announced.task_id == task_id) return *t_announced.record;
+  return LoadTask(task_id);
 }
 
 Status TaskManager::Requeue(const consensus::TaskId& task_id, std::string_view reason, Durability durability) {
@@ -932,22 +965,8 @@ void TaskManager::WorkerLoop(int worker_index) {
 
 void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   const std::string id_hex = id.Hex();
-  // A first look at the record, before the execution clock starts (as it always has). Taking the
-  // spec from the locked read below instead saves this read, but moves the worker's wake-up
-  // after an idle gap into execution_seconds: docs/PERFORMANCE.md, "A warm node task's fixed
-  // cost": 0.1 to 0.2 ms on the mel spectrogram, measured. Which interval the figure should cover is
-  // issue 17's to say; until then it stays what it was.
-  auto loaded = LoadTask(id);
-  if (!loaded.ok()) {
-    Log(LogLevel::kError, "cannot load queued task", {{"task", id_hex}, {"error", loaded.status().ToString()}});
-    return;
-  }
-  if (loaded->state() != v1::TASK_STATE_QUEUED) return;  // finished meanwhile (e.g. recovered twice)
-
-  const auto start = Clock::now();
   // Sampled only when the phase log is on (two system calls each).
   const bool log_phases = LogEnabled(LogLevel::kDebug);
-  const ThreadUsage usage_start = log_phases ? ThreadUsage::Now() : ThreadUsage{};
   // Records are re-read under the record lock for every write: the consensus engine adds
   // attestations to the same record while the task runs. "Running" is not synced: it survives a
   // crash of the node (a task that kills it counts its attempts), and after a power loss the task
@@ -989,8 +1008,17 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     NotifyChanged(id, /*start=*/true);
     return OkStatus();
   };
+  // The record is read once, under the record lock, where the task is marked running (a task no
+  // longer queued, e.g. recovered twice, is left alone there). The execution clock starts after
+  // the mark, so the worker's wake-up after an idle gap stays out of execution_seconds, as the
+  // separate first read this replaces kept it out (docs/PERFORMANCE.md, "A warm node task's
+  // fixed cost"); the mark itself (a memtable read, the journal's slot) is now out of it too:
+  // the figure covers load, compile, run and the outputs' store, as its help text says.
+  const auto mark_start = Clock::now();
   Status started = mark_running();
-  const double mark_s = std::chrono::duration<double>(Clock::now() - start).count();
+  const auto start = Clock::now();
+  const double mark_s = std::chrono::duration<double>(start - mark_start).count();
+  const ThreadUsage usage_start = log_phases ? ThreadUsage::Now() : ThreadUsage{};
   if (!started.ok()) {
     if (started.code() != StatusCode::kAborted) {
       Log(LogLevel::kError, "cannot mark task running", {{"task", id_hex}, {"error", started.ToString()}});
@@ -1151,7 +1179,8 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     std::lock_guard<std::mutex> lock(finish_mu_);
     results_awaiting_sync_.insert(id);
   }
-  Status persisted = Mutate(
+  v1::Task written;
+  Status persisted = MutateRecord(
       id,
       [&](v1::Task* t) -> Status {
         t->set_finished_unix_ms(UnixMillisNow());
@@ -1164,7 +1193,7 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
         }
         return OkStatus();
       },
-      status.ok() ? &result : nullptr, Durability::kDeferred);
+      status.ok() ? &result : nullptr, Durability::kDeferred, options_.network_mode ? nullptr : &written);
   if (references.owns_lock()) references.unlock();  // the result record names the outputs now
   if (!persisted.ok()) {
     syncing.fetch_sub(1);
@@ -1206,14 +1235,23 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
          {"cpu_at_start", usage_start.cpu},
          {"cpu_at_end", usage_end.cpu}});
   }
+  // Single node: the record as LoadTask would return it (with its result when it succeeded),
+  // for the finisher's announcement.
+  std::shared_ptr<v1::Task> record;
+  if (!options_.network_mode) {
+    record = std::make_shared<v1::Task>(std::move(written));
+    if (status.ok()) *record->mutable_result() = result;
+  }
   auto after_sync = [this, id, id_hex, status, seconds, result = std::move(result)] {
     if (status.ok()) {
       metrics_->tasks_completed->Increment();
-      Log(LogLevel::kInfo, options_.network_mode ? "task executed" : "task succeeded",
-          {{"task", id_hex},
-           {"result_root", result.result_root()},
-           {"seconds", seconds},
-           {"backend", result.backend()}});
+      if (LogEnabled(LogLevel::kInfo)) {  // its fields are copies, made only for a line written
+        Log(LogLevel::kInfo, options_.network_mode ? "task executed" : "task succeeded",
+            {{"task", id_hex},
+             {"result_root", result.result_root()},
+             {"seconds", seconds},
+             {"backend", result.backend()}});
+      }
       if (options_.on_executed) options_.on_executed(id, result);
     } else {
       metrics_->tasks_failed->Increment();
@@ -1240,7 +1278,7 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   }
   {
     std::lock_guard<std::mutex> lock(finish_mu_);
-    finished_.push_back(Finished{id, std::move(after_sync)});
+    finished_.push_back(Finished{id, std::move(after_sync), std::move(record)});
   }
   finish_cv_.notify_one();
 }

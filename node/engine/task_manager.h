@@ -157,7 +157,9 @@ class TaskManager {
   // The record as it is now, which may hold a write not yet synced: for a caller that reports
   // it only after MayWaitForSync(task_id) turned false after this read (then it is what Get
   // would return), or never (RunTask, deciding whether the task is final yet).
-  StatusOr<v1::Task> Peek(const consensus::TaskId& task_id) { return LoadTask(task_id); }
+  // On the finisher's thread, while it announces a result it has just synced, this is the
+  // record it wrote, without a read (RunTask's answer; see AnnouncedRecord).
+  StatusOr<v1::Task> Peek(const consensus::TaskId& task_id);
   // Retention: deletes a task's records unless it is pinned (retention_sweeper.h), under the
   // record lock, so a concurrent Mutate can neither bring it back nor change it meanwhile.
   // FAILED_PRECONDITION when pinned; OK when already gone. `key` is the store key (id.Key()).
@@ -209,8 +211,12 @@ class TaskManager {
   // that program is in the cache), the loaded program whose arena already holds the weights.
   struct WorkerState;
   void Execute(const consensus::TaskId& task_id, WorkerState* worker);
-  Status PersistTask(const v1::Task& task, const v1::TaskResult* result, Durability durability = Durability::kSynced);
-  // A new record without a sync of its own, counted as syncing until the finisher's next sync.
+  // kCreate: only when the store has no record of the task (ALREADY_EXISTS otherwise).
+  enum class RecordWrite { kReplace, kCreate };
+  Status PersistTask(const v1::Task& task, const v1::TaskResult* result, Durability durability = Durability::kSynced,
+                     RecordWrite how = RecordWrite::kReplace);
+  // A new record without a sync of its own, counted as syncing until the finisher's next sync;
+  // ALREADY_EXISTS, and nothing counted, when the store has one.
   Status PersistUnsyncedSubmission(const consensus::TaskId& task_id, const v1::Task& task);
   StatusOr<consensus::TaskSpec> SpecOf(const v1::SubmitTaskRequest& request);
   // The stored record, shown running (with its attempt count and start) when a worker has
@@ -301,7 +307,15 @@ class TaskManager {
   struct Finished {
     consensus::TaskId task_id;
     std::function<void()> after_sync;
+    // Single node: the record the worker wrote (its result included). Nothing writes a
+    // finished single-node record again (retention may delete it), so while the finisher
+    // announces the sync it is the stored record, and listeners that Peek on that thread get it
+    // without reading it back.
+    std::shared_ptr<const v1::Task> record;
   };
+  // Mutate that also returns the record it wrote (without its result).
+  Status MutateRecord(const consensus::TaskId& task_id, const std::function<Status(v1::Task*)>& change,
+                      const v1::TaskResult* result, Durability durability, v1::Task* written);
   void FinisherLoop();
   std::mutex finish_mu_;
   std::condition_variable finish_cv_;

@@ -572,11 +572,22 @@ class RocksDbStore final : public Store {
 
   Status PutTask(const std::string& task_id, const std::string& task_record,
                  const std::optional<std::string>& result_record, Durability durability) override {
+    return WriteTask(task_id, task_record, result_record, durability, /*only_if_new=*/false);
+  }
+
+  Status CreateTask(const std::string& task_id, const std::string& task_record, Durability durability) override {
+    return WriteTask(task_id, task_record, std::nullopt, durability, /*only_if_new=*/true);
+  }
+
+  Status WriteTask(const std::string& task_id, const std::string& task_record,
+                   const std::optional<std::string>& result_record, Durability durability, bool only_if_new) {
     if (task_id.empty()) return InvalidArgument("task id is empty");
     Core& core = *core_;
     std::lock_guard<std::mutex> lock(core.TaskStripe(task_id));
-    // Existence and size checks under the stripe lock keep task_count and the byte counts exact.
+    // Existence and size checks under the stripe lock keep task_count and the byte counts exact,
+    // and make CreateTask's check and write one step (every write of the task takes this lock).
     ASSIGN_OR_RETURN(std::optional<int64_t> old_task, core.RecordBytes(kTasksCf, task_id));
+    if (only_if_new && old_task.has_value()) return AlreadyExists("task " + task_id + " is stored");
     std::optional<int64_t> old_result;
     if (result_record) {
       ASSIGN_OR_RETURN(old_result, core.RecordBytes(kResultsCf, task_id));
@@ -799,6 +810,10 @@ rocksdb::ColumnFamilyOptions CfOptions(Cf c, const std::shared_ptr<rocksdb::Cach
     o.enable_blob_garbage_collection = true;
   } else {
     o.compression = MetadataCompression();
+    // A bloom filter over the memtable's keys: a look-up of a key the memtable does not hold
+    // (a new task's existence checks, its first result's size check) skips the skip list.
+    o.memtable_prefix_bloom_size_ratio = 0.02;
+    o.memtable_whole_key_filtering = true;
   }
   return o;
 }

@@ -92,6 +92,12 @@ class Store {
   virtual Status PutTask(const std::string& task_id, const std::string& task_record,
                          const std::optional<std::string>& result_record = std::nullopt,
                          Durability durability = Durability::kSynced) = 0;
+  // PutTask of a task the store does not have yet: ALREADY_EXISTS, and nothing written, when it
+  // has a record. The existence check and the write are one step against every other write of
+  // the task, and the check is the read the store's byte accounting makes anyway (one look-up
+  // where a GetTask before a PutTask is two).
+  virtual Status CreateTask(const std::string& task_id, const std::string& task_record,
+                            Durability durability = Durability::kSynced) = 0;
   // nullopt when the task is unknown.
   virtual StatusOr<std::optional<std::string>> GetTask(const std::string& task_id) = 0;
   virtual StatusOr<std::optional<std::string>> GetResult(const std::string& task_id) = 0;

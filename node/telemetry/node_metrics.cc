@@ -1,6 +1,28 @@
 #include "node/telemetry/node_metrics.h"
 
+#include <algorithm>
+
+#include "common/status.h"
+
 namespace consensor::node {
+
+Counter* NodeMetrics::RpcRequests(std::string_view method, int code) {
+  auto registered = [&] {
+    const std::string code_name =
+        code >= 0 && code < kRpcCodes ? std::string(StatusCodeName(static_cast<StatusCode>(code))) : "UNKNOWN";
+    return registry->AddCounter("consensor_rpc_requests_total", "Client API calls handled, by method and status code.",
+                                {{"method", std::string(method)}, {"code", code_name}});
+  };
+  auto m = std::find(kRpcMethods.begin(), kRpcMethods.end(), method);
+  if (m == kRpcMethods.end() || code < 0 || code >= kRpcCodes) return registered();
+  std::atomic<Counter*>& cell = rpc_requests_[static_cast<size_t>(m - kRpcMethods.begin()) * kRpcCodes + code];
+  Counter* counter = cell.load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    counter = registered();  // the registry returns the same counter to every caller of a pair
+    cell.store(counter, std::memory_order_release);
+  }
+  return counter;
+}
 
 NodeMetrics::NodeMetrics(MetricsRegistry* r)
     : registry(r),

@@ -2,7 +2,10 @@
 // that update them.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <string>
+#include <string_view>
 
 #include "node/telemetry/metrics.h"
 
@@ -10,6 +13,10 @@ namespace consensor::node {
 
 struct NodeMetrics {
   explicit NodeMetrics(MetricsRegistry* registry);
+
+  // consensor_rpc_requests_total{method, code}: a pair is registered at its first call (so the
+  // exposition lists only pairs seen), then found without the registry's lock or an allocation.
+  Counter* RpcRequests(std::string_view method, int code);
 
   MetricsRegistry* registry;
   Counter* tasks_received;   // accepted by SubmitTask (new tasks only)
@@ -38,6 +45,12 @@ struct NodeMetrics {
   Counter* input_cache_evictions;
   Gauge* input_cache_bytes;
   Gauge* input_cache_entries;
+
+ private:
+  static constexpr int kRpcCodes = 17;  // gRPC's status codes, OK (0) to UNAUTHENTICATED (16)
+  static constexpr std::array<std::string_view, 8> kRpcMethods = {"PutBlob",   "GetBlob",     "SubmitTask", "GetTask",
+                                                                  "WatchTask", "GetNodeInfo", "GetTrace",   "RunTask"};
+  std::array<std::atomic<Counter*>, kRpcMethods.size() * kRpcCodes> rpc_requests_{};
 };
 
 // The outcome of the startup self-test of a non-CPU backend (executor/selftest.h):

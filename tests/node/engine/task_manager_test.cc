@@ -544,6 +544,56 @@ TEST_F(TaskManagerTest, ConcurrentSubmissionsOfOneTaskStoreAndRunItOnce) {
   EXPECT_EQ(node.metrics.tasks_received->Value(), 1);
 }
 
+// A new task's Submit reads its record once (the existence check before the graph and inputs
+// are checked); the write itself is the store's create, which refuses a record another path
+// stored between that read and the write (as an adoption, or a Submit after the first one's
+// task left the queue, may): the submission is then already known, the other record stays as
+// it was, and nothing is queued.
+TEST_F(TaskManagerTest, NewSubmissionReadsItsRecordOnceAndNeverOverwritesOneStoredMeanwhile) {
+  Node& node = StartNode(Options(0));  // no worker: nothing else reads
+  uint64_t reads = store_.TaskReads();
+  const std::string first = MustSubmit(*node.tasks, Request(1));
+  EXPECT_EQ(store_.TaskReads() - reads, 1u);
+  EXPECT_EQ(node.tasks->queue_depth(), 1);
+
+  // Another path stores the task just before Submit's write (the hook runs at the write).
+  const consensus::TaskId id = ValueOf(node.tasks->IdOf(Request(2)));
+  v1::Task other;
+  other.set_task_id(id.Hex());
+  other.set_state(v1::TASK_STATE_CERTIFYING);
+  const std::string other_record = other.SerializeAsString();
+  std::atomic<bool> stored_meanwhile{false};
+  store_.SetPutTaskHook([&](const std::string& key, const std::string&) -> Status {
+    if (key != id.Key() || stored_meanwhile.exchange(true)) return OkStatus();
+    return store_.PutTask(key, other_record);
+  });
+  reads = store_.TaskReads();
+  auto raced = node.tasks->Submit(Request(2));
+  ASSERT_TRUE(raced.ok()) << raced.status().ToString();
+  EXPECT_TRUE(stored_meanwhile.load());
+  EXPECT_TRUE(raced->already_known);
+  EXPECT_EQ(store_.TaskReads() - reads, 1u);
+  EXPECT_EQ(*store_.GetTask(id.Key()).value(), other_record);  // not overwritten
+  EXPECT_EQ(node.tasks->queue_depth(), 1);                     // and not queued
+  EXPECT_EQ(node.metrics.tasks_received->Value(), 1);
+  // The same for RunTask's submission, which writes its record without a sync.
+  const consensus::TaskId deferred_id = ValueOf(node.tasks->IdOf(Request(3)));
+  stored_meanwhile = false;
+  store_.SetPutTaskHook([&](const std::string& key, const std::string&) -> Status {
+    if (key != deferred_id.Key() || stored_meanwhile.exchange(true)) return OkStatus();
+    return store_.PutTask(key, other_record);
+  });
+  auto deferred = node.tasks->Submit(Request(3), nullptr, true, Durability::kDeferred);
+  ASSERT_TRUE(deferred.ok()) << deferred.status().ToString();
+  EXPECT_TRUE(deferred->already_known);
+  EXPECT_EQ(*store_.GetTask(deferred_id.Key()).value(), other_record);
+  EXPECT_FALSE(node.tasks->MayWaitForSync(deferred_id));  // nothing of its own left counted
+  EXPECT_EQ(node.tasks->queue_depth(), 1);
+  store_.SetPutTaskHook(nullptr);
+  EXPECT_EQ(ValueOf(node.tasks->Get(Id(first))).state(), v1::TASK_STATE_QUEUED);
+}
+
+// ---- the bounded queue
 // ---- the bounded queue
 
 TEST_F(TaskManagerTest, FullQueueRefusesNewTasksWithResourceExhaustedAndStoresNothing) {
@@ -698,6 +748,54 @@ TEST_F(TaskManagerTest, ResultIsReportedOnlyAfterASyncCoversItWhileTheWorkerMove
   EXPECT_EQ(executed.load(), 2);
   EXPECT_EQ(node.metrics.tasks_completed->Value(), 2);
   EXPECT_EQ(store_.TaskWritesCoveredBySync(), store_.TaskWrites().size());
+}
+
+// A waiting RunTask hears of its result from the finisher, after the sync, and Peeks on that
+// thread: it gets the record the worker wrote, result included, without reading it back, and
+// it is the record the store holds (as Get returns it). Elsewhere Peek reads the store.
+TEST_F(TaskManagerTest, FinishersAnnouncementIsPeekedWithoutAReadAndIsTheStoredRecord) {
+  Gate& sync = NewGate();
+  store_.SetWaitDurableHook([&sync] { return sync.Pass(); });
+  Gate& results = NewGate(/*open=*/true);  // counts result writes
+  store_.SetPutTaskHook([&results](const std::string&, const std::string& record) {
+    v1::Task t;
+    return t.ParseFromString(record) && t.state() == v1::TASK_STATE_SUCCEEDED ? results.Pass() : OkStatus();
+  });
+  Node& node = StartNode(Options(1));
+  const std::string id = MustSubmit(*node.tasks, Request(1));
+  ASSERT_TRUE(results.WaitArrived(1));
+  ASSERT_TRUE(sync.WaitArrived(1));  // the finisher, held at the sync that covers the result
+  ASSERT_TRUE(node.tasks->ResultAwaitsSync(Id(id)));
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool called = false;
+  uint64_t reads_in_peek = 0;
+  StatusOr<v1::Task> peeked = Internal("not called");
+  node.tasks->ListenForChange(Id(id), [&](bool stopping) {
+    const uint64_t before = store_.TaskReads();
+    auto seen = node.tasks->Peek(Id(id));
+    std::lock_guard<std::mutex> lock(mu);
+    reads_in_peek = store_.TaskReads() - before;
+    peeked = std::move(seen);
+    called = true;
+    cv.notify_all();
+  });
+  sync.Open();
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, kTimeout, [&] { return called; }));
+  }
+  ASSERT_TRUE(peeked.ok()) << peeked.status().ToString();
+  EXPECT_EQ(reads_in_peek, 0u);
+  EXPECT_EQ(peeked->state(), v1::TASK_STATE_SUCCEEDED);
+  ExpectMatchesReference(peeked->result());
+  const v1::Task stored = ValueOf(node.tasks->Get(Id(id)));
+  EXPECT_EQ(peeked->SerializeAsString(), stored.SerializeAsString());
+  // The same Peek on another thread reads the record and its result.
+  const uint64_t before = store_.TaskReads();
+  EXPECT_EQ(ValueOf(node.tasks->Peek(Id(id))).SerializeAsString(), stored.SerializeAsString());
+  EXPECT_EQ(store_.TaskReads() - before, 2u);
 }
 
 // RunTask's submission (kDeferred): the new record is written without a sync of its own and

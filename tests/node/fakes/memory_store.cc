@@ -188,8 +188,30 @@ Status MemoryStore::PutTask(const std::string& task_id, const std::string& task_
   return OkStatus();
 }
 
+Status MemoryStore::CreateTask(const std::string& task_id, const std::string& task_record, Durability durability) {
+  if (task_id.empty()) return InvalidArgument("task id is empty");
+  PutTaskHook hook;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (tasks_.count(task_id)) return AlreadyExists("task is stored");
+    hook = put_task_hook_;
+  }
+  if (hook) RETURN_IF_ERROR(hook(task_id, task_record));
+  std::lock_guard<std::mutex> lock(mu_);
+  // Checked again with the write: the hook ran outside the lock.
+  if (!tasks_.emplace(task_id, task_record).second) return AlreadyExists("task is stored");
+  task_writes_.push_back(TaskWrite{task_id, task_record, false, durability});
+  return OkStatus();
+}
+
+uint64_t MemoryStore::TaskReads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return task_reads_;
+}
+
 StatusOr<std::optional<std::string>> MemoryStore::GetTask(const std::string& task_id) {
   std::lock_guard<std::mutex> lock(mu_);
+  ++task_reads_;
   auto it = tasks_.find(task_id);
   if (it == tasks_.end()) return std::optional<std::string>();
   return std::optional<std::string>(it->second);
@@ -197,6 +219,7 @@ StatusOr<std::optional<std::string>> MemoryStore::GetTask(const std::string& tas
 
 StatusOr<std::optional<std::string>> MemoryStore::GetResult(const std::string& task_id) {
   std::lock_guard<std::mutex> lock(mu_);
+  ++task_reads_;
   auto it = results_.find(task_id);
   if (it == results_.end()) return std::optional<std::string>();
   return std::optional<std::string>(it->second);

@@ -58,6 +58,10 @@ class MemoryStore final : public Store {
   // component did not write a blob at all, not just that the store deduplicated it.
   uint64_t BlobWritersCreated() const;
 
+  // How many task and result records were read (GetTask, GetResult): lets a test check that a
+  // component answered from what it already held.
+  uint64_t TaskReads() const;
+
   StatusOr<std::unique_ptr<BlobWriter>> NewBlobWriter(std::optional<Hash256> expected_sha256,
                                                       int64_t max_bytes) override;
   StatusOr<int64_t> BlobSize(const Hash256& sha256) override;
@@ -73,6 +77,7 @@ class MemoryStore final : public Store {
   Status PutTask(const std::string& task_id, const std::string& task_record,
                  const std::optional<std::string>& result_record = std::nullopt,
                  Durability durability = Durability::kSynced) override;
+  Status CreateTask(const std::string& task_id, const std::string& task_record, Durability durability) override;
   StatusOr<std::optional<std::string>> GetTask(const std::string& task_id) override;
   StatusOr<std::optional<std::string>> GetResult(const std::string& task_id) override;
   Status ForEachTask(
@@ -100,6 +105,7 @@ class MemoryStore final : public Store {
   std::map<Hash256, uint64_t> upload_ids_;  // commit order stands in for the real store's upload ids
   uint64_t next_upload_id_ = 1;
   uint64_t blob_writers_created_ = 0;
+  uint64_t task_reads_ = 0;
   // Ordered maps: ForEachTask visits keys in byte order, as RocksDB's default comparator does.
   std::map<std::string, std::string> tasks_;
   std::map<std::string, std::string> results_;

@@ -660,6 +660,51 @@ TEST_F(StoreTest, PutTaskWritesTaskAndResultTogether) {
   EXPECT_EQ(store->GetStats().task_count, 2);
 }
 
+// CreateTask writes only a task the store does not have: a second create, and every create
+// racing with it, is ALREADY_EXISTS and leaves the first record and the counts as they were
+// (TaskManager::Submit relies on it instead of reading the record again before its write).
+TEST_F(StoreTest, CreateTaskWritesOnlyANewTaskEvenWhenCreatorsRace) {
+  auto store = MustOpen(path_);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->CreateTask("", "x").code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(store->CreateTask("a", "first").ok());
+  EXPECT_EQ(store->CreateTask("a", "second").code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(store->CreateTask("a", "third", Durability::kDeferred).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(*store->GetTask("a").value(), "first");
+  ASSERT_TRUE(store->PutTask("b", "put", std::string("result-b")).ok());
+  EXPECT_EQ(store->CreateTask("b", "create").code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(*store->GetTask("b").value(), "put");
+  EXPECT_EQ(store->GetStats().task_count, 2);
+
+  constexpr int kThreads = 4;
+  constexpr int kTasks = 50;
+  std::atomic<int> created{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kTasks; ++i) {
+        Status s = store->CreateTask("race-" + std::to_string(i), "from " + std::to_string(t),
+                                     t % 2 ? Durability::kDeferred : Durability::kSynced);
+        if (s.ok()) {
+          created++;
+        } else if (s.code() != StatusCode::kAlreadyExists) {
+          failures++;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(created.load(), kTasks);  // one creator per task
+  EXPECT_EQ(store->GetStats().task_count, kTasks + 2);
+  store.reset();
+  store = MustOpen(path_);  // the reopen scan agrees with the live count
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->GetStats().task_count, kTasks + 2);
+  EXPECT_EQ(*store->GetTask("a").value(), "first");
+}
+
 TEST_F(StoreTest, ForEachTaskVisitsInKeyOrder) {
   auto store = MustOpen(path_);
   ASSERT_NE(store, nullptr);
