@@ -39,8 +39,8 @@ void ConvDirectRowsPortable(const ConvGeom& g, const float* x, const float* w, c
                             int64_t begin, int64_t end);
 void ConvDirectRowsAvx2(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y, int64_t begin,
                         int64_t end);
-// conv_avx512.cc: the same rows with 512-bit registers (stride 1 in width; others go to the
-// AVX2 rows). Call only when UseAvx512DirectConv(): AVX-512F present and not turned off by
+// conv_avx512.cc: the same rows with 512-bit registers (stride 1 or 2 in width; others go to
+// the AVX2 rows). Call only when UseAvx512DirectConv(): AVX-512F present and not turned off by
 // SetConvAvx512ForTesting(false) (gemm.h). Same bits.
 void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y, int64_t begin,
                           int64_t end);

@@ -377,6 +377,35 @@ TEST(Conv2D, DepthwisePaddingRowsMatchSpecBits) {
   }
 }
 
+TEST(Conv2D, DepthwiseStrideTwoRowsMatchSpecBits) {
+  // Stride 2 in width on the 512-bit direct rows (each tap's 16 inputs the even lanes of two
+  // masked loads): the PP-OCRv4 detector's stride-2 depthwise layers (3x3 and 5x5, 80, 40, 20
+  // and 10 output columns), widths around 16- and 32-column vectors (odd and even), interior
+  // vectors read unmasked (OW >= 48), several output rows at a time (dilation 1 in height) and one
+  // at a time (dilation 2), stride 1 or 2 in height, asymmetric and oversized padding, dilation
+  // in width, multipliers, 2 column blocks (OW > 128), rows entirely in padding; special values.
+  uint32_t seed = 1100;
+  // N, C, H, W, F, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, group, bias
+  std::vector<Conv> cases = {
+      {1, 4, 11, 160, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, true},    // detector: 80 columns
+      {1, 3, 9, 80, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, false},     // 40 columns
+      {1, 5, 20, 20, 5, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 5, true},     // 5x5, 10 columns
+      {2, 6, 7, 33, 6, 3, 3, 1, 2, 1, 0, 1, 2, 1, 1, 6, true},      // s(1, 2), asymmetric pads
+      {1, 4, 8, 70, 8, 3, 3, 2, 2, 2, 2, 2, 2, 1, 2, 4, true},      // dilated width, multiplier 2
+      {1, 2, 9, 64, 2, 3, 3, 2, 2, 2, 1, 2, 1, 2, 1, 2, false},     // dilated height: one row at a time
+      {1, 3, 5, 290, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, true},     // 145 columns: two blocks
+      {1, 3, 3, 12, 3, 5, 3, 2, 2, 4, 5, 4, 5, 1, 1, 3, false},     // padding wider than the kernel
+      {1, 16, 6, 37, 4, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 2, true},     // 8 channels per group
+      {1, 2, 4, 1, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, true},       // one column
+  };
+  for (int64_t W : {2, 30, 31, 32, 33, 34, 63, 64, 65, 97, 191, 192, 193}) {
+    cases.push_back({1, 3, 6, W, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, true});
+  }
+  for (const Conv& c : cases) {
+    for (bool special : {false, true}) Check(c, seed++, special);
+  }
+}
+
 TEST(Conv2D, DepthwisePaddingRowsKeepMinusZeroAndPoisonWithInfinity) {
   // x [1, 1, 1, 1], 3x1 kernel, one row of padding above and below: output = fma(+0, w0, fma(x,
   // w1, fma(+0, w2... in order: fma(+0, w0, +0), fma(x, w1, .), fma(+0, w2, .). With x * w1 an
