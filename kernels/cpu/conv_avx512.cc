@@ -472,6 +472,104 @@ void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, con
   }
 }
 
+// --- Grouped and depthwise convolutions over the flattened plane (both strides 1, OW == W) ---
+//
+// Output position p = oh * W + ow of filter f reads, for term (c, kh, kw), x[c, p + shift], shift =
+// (kh * dh - pt) * W + kw * dw - pl, whenever its input row and column lie inside the plane (then
+// p + shift is exactly ih * W + iw), and otherwise the lane is masked to +0.0: the spec's padding
+// term fma(+0.0, w, acc), applied like any other. These are the shifted-plane kernel's shifts and
+// masks (ShiftedPlaneMasks). U vectors of 16 consecutive positions keep their accumulators in zmm
+// registers across all terms of the filter, in the spec's order, from +0.0; then acc + bias and
+// NaN canonicalization. Every lane holds an output whatever the width (a 10- or 20-column plane
+// leaves no lane idle) and no padding row or column is a special case.
+
+namespace {
+
+constexpr int kPlaneVectors = 8;
+
+template <int U>
+void PlaneTile(int64_t Cg, int64_t taps, int64_t plane, const int64_t* shift, const float* xg, const float* wf,
+               const float* bias_f, const uint16_t* masks, int64_t vectors, int64_t v0, int64_t P, float* yp) {
+  __m512 acc[U];
+#pragma GCC unroll 8
+  for (int u = 0; u < U; ++u) acc[u] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < Cg; ++c) {
+    const float* xc = xg + c * plane + kLanes * v0;
+    const float* wc = wf + c * taps;
+    for (int64_t t = 0; t < taps; ++t) {
+      const __m512 wv = _mm512_set1_ps(wc[t]);
+      const float* xs = xc + shift[t];
+      const uint16_t* mt = masks + t * vectors + v0;
+#pragma GCC unroll 8
+      for (int u = 0; u < U; ++u) {
+        acc[u] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(static_cast<__mmask16>(mt[u]), xs + kLanes * u), wv, acc[u]);
+      }
+    }
+  }
+  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+#pragma GCC unroll 8
+  for (int u = 0; u < U; ++u) {
+    __m512 v = acc[u];
+    if (bias_f) v = _mm512_add_ps(v, _mm512_set1_ps(*bias_f));
+    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan);
+    const int64_t left = P - kLanes * (v0 + u);
+    const __mmask16 store = left >= kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+    _mm512_mask_storeu_ps(yp + kLanes * (v0 + u), store, v);
+  }
+}
+
+using PlaneTileFn = void (*)(int64_t, int64_t, int64_t, const int64_t*, const float*, const float*, const float*,
+                             const uint16_t*, int64_t, int64_t, int64_t, float*);
+
+template <size_t... I>
+constexpr std::array<PlaneTileFn, kPlaneVectors> PlaneTilesFor(std::index_sequence<I...>) {
+  return {&PlaneTile<static_cast<int>(I) + 1>...};
+}
+constexpr std::array<PlaneTileFn, kPlaneVectors> kPlaneTiles =
+    PlaneTilesFor(std::make_index_sequence<kPlaneVectors>());
+
+}  // namespace
+
+bool UsesDirectPlaneConvAvx512(const ConvGeom& g) {
+  if (g.stuffed || g.sh != 1 || g.sw != 1 || g.OW != g.W || g.P >= (int64_t{1} << 40) || !UseAvx512DirectConv()) {
+    return false;
+  }
+  // Kernel rows that lie entirely in the top or bottom padding cost the plane a masked load and
+  // an fma each, where the row kernel takes each as one add or none: on planes of few rows under
+  // tall kernels (the PP-OCR classifier's 2 x 96 planes under 5x5) the rows win. The plane when at
+  // most a quarter of the (output row, kernel row) pairs are such rows.
+  int64_t padding_rows = 0;
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      const int64_t ih = oh - g.pt + kh * g.dh;
+      padding_rows += ih < 0 || ih >= g.H ? 1 : 0;
+    }
+  }
+  return 4 * padding_rows <= g.OH * g.KH;
+}
+
+void ConvDirectPlaneUnitsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                                const uint16_t* masks, float* y, int64_t begin, int64_t end) {
+  const int64_t taps = g.KH * g.KW, plane = g.H * g.W, vectors = (g.P + kLanes - 1) / kLanes;
+  const int64_t blocks = DirectPlaneBlocks(g);
+  std::vector<int64_t> shift(static_cast<size_t>(taps));
+  for (int64_t kh = 0; kh < g.KH; ++kh) {
+    for (int64_t kw = 0; kw < g.KW; ++kw) shift[kh * g.KW + kw] = (kh * g.dh - g.pt) * g.W + kw * g.dw - g.pl;
+  }
+  for (int64_t unit = begin; unit < end; ++unit) {
+    const int64_t block = unit % blocks, nf = unit / blocks, f = nf % g.F, n = nf / g.F;
+    const float* xg = x + (n * g.C + (f / g.Fg) * g.Cg) * plane;
+    const float* wf = w + f * g.Kc;
+    const float* bias_f = bias ? bias + f : nullptr;
+    float* yp = y + nf * g.P;
+    const int64_t v_end = std::min(vectors, (block + 1) * kDirectPlaneBlockVectors);
+    for (int64_t v0 = block * kDirectPlaneBlockVectors; v0 < v_end; v0 += kPlaneVectors) {
+      const int64_t u = std::min<int64_t>(kPlaneVectors, v_end - v0);
+      kPlaneTiles[u - 1](g.Cg, taps, plane, shift.data(), xg, wf, bias_f, masks, vectors, v0, g.P, yp);
+    }
+  }
+}
+
 // --- Dense convolutions whose im2col rows are shifted input planes (1xK "same", Kx1, KxK "same";
 // both strides 1, OW == W) ---
 //
