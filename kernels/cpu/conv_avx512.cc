@@ -142,12 +142,11 @@ inline void RowBlock(const ConvGeom& g, const float* xg, const float* wf, const 
 }
 
 // Output rows oh0 .. oh0 + R - 1 of one filter together (dilation 1 in height, every weight of the
-// filter finite; stride S in width as RowBlock): each input row's vectors are loaded once per tap and multiplied into every output
-// row that reads them, and R x U accumulator chains run side by side. Per output row the terms
-// still come in the spec's order: for each channel, its kernel rows in the top padding (one add
-// of +0 or none, as in RowBlock), then its real kernel rows in increasing kh (input rows are
-// visited in increasing order, and kh = ih + pt - oh * sh grows with ih), each with kw
-// increasing, then its kernel rows in the bottom padding.
+// filter finite; stride S in width as RowBlock): each input row's vectors are loaded once per tap and multiplied into
+// every output row that reads them, and R x U accumulator chains run side by side. Per output row the terms still come
+// in the spec's order: for each channel, its kernel rows in the top padding (one add of +0 or none, as in RowBlock),
+// then its real kernel rows in increasing kh (input rows are visited in increasing order, and kh = ih + pt - oh * sh
+// grows with ih), each with kw increasing, then its kernel rows in the bottom padding.
 template <int U, int R, int S, bool kInteriorFull>
 inline void RowsBlock(const ConvGeom& g, const float* xg, const float* wf, const float* bias_f,
                       const FilterPadding& padding, int64_t oh0, int64_t j0, const __mmask16* masks,
@@ -525,8 +524,7 @@ template <size_t... I>
 constexpr std::array<PlaneTileFn, kPlaneVectors> PlaneTilesFor(std::index_sequence<I...>) {
   return {&PlaneTile<static_cast<int>(I) + 1>...};
 }
-constexpr std::array<PlaneTileFn, kPlaneVectors> kPlaneTiles =
-    PlaneTilesFor(std::make_index_sequence<kPlaneVectors>());
+constexpr std::array<PlaneTileFn, kPlaneVectors> kPlaneTiles = PlaneTilesFor(std::make_index_sequence<kPlaneVectors>());
 
 }  // namespace
 

@@ -387,16 +387,16 @@ TEST(Conv2D, DepthwiseStrideTwoRowsMatchSpecBits) {
   uint32_t seed = 1100;
   // N, C, H, W, F, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, group, bias
   std::vector<Conv> cases = {
-      {1, 4, 11, 160, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, true},    // detector: 80 columns
-      {1, 3, 9, 80, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, false},     // 40 columns
-      {1, 5, 20, 20, 5, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 5, true},     // 5x5, 10 columns
-      {2, 6, 7, 33, 6, 3, 3, 1, 2, 1, 0, 1, 2, 1, 1, 6, true},      // s(1, 2), asymmetric pads
-      {1, 4, 8, 70, 8, 3, 3, 2, 2, 2, 2, 2, 2, 1, 2, 4, true},      // dilated width, multiplier 2
-      {1, 2, 9, 64, 2, 3, 3, 2, 2, 2, 1, 2, 1, 2, 1, 2, false},     // dilated height: one row at a time
-      {1, 3, 5, 290, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, true},     // 145 columns: two blocks
-      {1, 3, 3, 12, 3, 5, 3, 2, 2, 4, 5, 4, 5, 1, 1, 3, false},     // padding wider than the kernel
-      {1, 16, 6, 37, 4, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 2, true},     // 8 channels per group
-      {1, 2, 4, 1, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, true},       // one column
+      {1, 4, 11, 160, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, true},  // detector: 80 columns
+      {1, 3, 9, 80, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, false},   // 40 columns
+      {1, 5, 20, 20, 5, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 5, true},   // 5x5, 10 columns
+      {2, 6, 7, 33, 6, 3, 3, 1, 2, 1, 0, 1, 2, 1, 1, 6, true},    // s(1, 2), asymmetric pads
+      {1, 4, 8, 70, 8, 3, 3, 2, 2, 2, 2, 2, 2, 1, 2, 4, true},    // dilated width, multiplier 2
+      {1, 2, 9, 64, 2, 3, 3, 2, 2, 2, 1, 2, 1, 2, 1, 2, false},   // dilated height: one row at a time
+      {1, 3, 5, 290, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, true},   // 145 columns: two blocks
+      {1, 3, 3, 12, 3, 5, 3, 2, 2, 4, 5, 4, 5, 1, 1, 3, false},   // padding wider than the kernel
+      {1, 16, 6, 37, 4, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 2, true},   // 8 channels per group
+      {1, 2, 4, 1, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, true},     // one column
   };
   for (int64_t W : {2, 30, 31, 32, 33, 34, 63, 64, 65, 97, 191, 192, 193}) {
     cases.push_back({1, 3, 6, W, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, true});
@@ -420,17 +420,17 @@ TEST(Conv2D, DirectPlaneKernelMatchesSpecBits) {
   uint32_t seed = 1200;
   // N, C, H, W, F, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, group, bias
   const std::vector<Conv> cases = {
-      {1, 3, 80, 80, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, true},     // 6400 outputs: two units
-      {1, 4, 40, 40, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, true},     // detector 40 x 40
-      {1, 5, 20, 20, 5, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 5, false},    // detector 5x5 at 20 x 20
-      {2, 6, 10, 10, 6, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 6, true},     // 10 x 10: 100 outputs
-      {1, 3, 9, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, false},      // multiplier 2, 63 outputs
-      {1, 16, 11, 13, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, true},    // 8 channels per group
-      {1, 40, 9, 21, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true},     // one filter, 40 channels
-      {1, 4, 12, 17, 4, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 4, true},     // dilated "same"
-      {1, 3, 13, 11, 3, 3, 5, 1, 1, 0, 3, 2, 1, 1, 1, 3, false},    // asymmetric pads, OH != H
-      {3, 2, 7, 33, 2, 1, 7, 1, 1, 0, 3, 0, 3, 1, 1, 2, true},      // 1x7, batch 3
-      {1, 2, 16, 1, 2, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, 2, true},      // one column
+      {1, 3, 80, 80, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, true},   // 6400 outputs: two units
+      {1, 4, 40, 40, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, true},   // detector 40 x 40
+      {1, 5, 20, 20, 5, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 5, false},  // detector 5x5 at 20 x 20
+      {2, 6, 10, 10, 6, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 6, true},   // 10 x 10: 100 outputs
+      {1, 3, 9, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, false},    // multiplier 2, 63 outputs
+      {1, 16, 11, 13, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, true},  // 8 channels per group
+      {1, 40, 9, 21, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true},   // one filter, 40 channels
+      {1, 4, 12, 17, 4, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 4, true},   // dilated "same"
+      {1, 3, 13, 11, 3, 3, 5, 1, 1, 0, 3, 2, 1, 1, 1, 3, false},  // asymmetric pads, OH != H
+      {3, 2, 7, 33, 2, 1, 7, 1, 1, 0, 3, 0, 3, 1, 1, 2, true},    // 1x7, batch 3
+      {1, 2, 16, 1, 2, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, 2, true},    // one column
   };
   for (bool plane : {true, false}) {
     cpu::SetConvDirectPlaneForTesting(plane);
