@@ -139,11 +139,13 @@ void BM_Depthwise(benchmark::State& state) {
   CompareDirectWithIm2col(state, **backend, params, in, {1, C, OH, OW});
 }
 
-// args: C, H, W, K, stride in height. The direct kernel's 512-bit rows against its 256-bit rows
-// (the same call, alternating; outputs compared bit for bit); CPU time of the calling thread.
-void BM_DepthwiseAvx512(benchmark::State& state) {
-  const int64_t C = state.range(0), H = state.range(1), W = state.range(2), K = state.range(3), S = state.range(4);
-  const int64_t P = K / 2, OH = (H + 2 * P - K) / S + 1, OW = W;
+// The direct kernel's 512-bit rows against its 256-bit rows (the same call, alternating; outputs
+// compared bit for bit); CPU time of the calling thread. Pads K / 2 on every side.
+void DepthwiseAvx512AgainstAvx2(benchmark::State& state, int64_t C, int64_t H, int64_t W, int64_t K, int64_t S,
+                                int64_t SW, void (*use_new)(bool) = &cpu::SetConvAvx512ForTesting,
+                                const char* labels = "512-bit and 256-bit", const char* new_label = "avx512_us",
+                                const char* old_label = "avx2_us") {
+  const int64_t P = K / 2, OH = (H + 2 * P - K) / S + 1, OW = (W + 2 * P - K) / SW + 1;
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> x(C * H * W), w(C * K * K), b(C), y1(C * OH * OW), y2(C * OH * OW);
@@ -156,7 +158,7 @@ void BM_DepthwiseAvx512(benchmark::State& state) {
     return;
   }
   OpParams params;
-  params.strides = {S, 1};
+  params.strides = {S, SW};
   params.pads = {P, P, P, P};
   params.dilations = {1, 1};
   params.kernel = {K, K};
@@ -171,7 +173,7 @@ void BM_DepthwiseAvx512(benchmark::State& state) {
     call.num_inputs = 3;
     call.outputs = &out;
     call.num_outputs = 1;
-    cpu::SetConvAvx512ForTesting(avx512);
+    use_new(avx512);
     timespec t0, t1;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
     for (int i = 0; i < 20; ++i) {
@@ -179,13 +181,45 @@ void BM_DepthwiseAvx512(benchmark::State& state) {
       if (!s.ok()) state.SkipWithError(s.ToString().c_str());
     }
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
-    cpu::SetConvAvx512ForTesting(true);
+    use_new(true);
     return ((t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3) / 20;
   };
   CompareAlternately(
-      state, [&] { return run(y1, true); }, [&] { return run(y2, false); }, [&] { return SameBits(y1, y2); },
-      "512-bit and 256-bit", "avx512_us", "avx2_us");
+      state, [&] { return run(y1, true); }, [&] { return run(y2, false); }, [&] { return SameBits(y1, y2); }, labels,
+      new_label, old_label);
 }
+
+// args: C, H, W, K; both strides 1, "same" padding. The flattened-plane kernel against the
+// 512-bit rows (both conv_avx512.cc).
+void BM_DepthwisePlaneAvx512(benchmark::State& state) {
+  DepthwiseAvx512AgainstAvx2(state, state.range(0), state.range(1), state.range(2), state.range(3), 1, 1,
+                             &cpu::SetConvDirectPlaneForTesting, "plane and rows", "plane_us", "rows_us");
+}
+
+BENCHMARK(BM_DepthwisePlaneAvx512)
+    ->Args({16, 160, 160, 3})  // the PP-OCRv4 detector's stride-1 depthwise convolutions
+    ->Args({48, 80, 80, 3})
+    ->Args({96, 40, 40, 3})
+    ->Args({192, 20, 20, 5})
+    ->Args({384, 10, 10, 5})
+    ->Args({200, 2, 96, 5})  // the PP-OCR direction classifier's
+    ->Args({88, 3, 96, 5});
+
+// args: C, H, W, K, stride in height.
+void BM_DepthwiseAvx512(benchmark::State& state) {
+  DepthwiseAvx512AgainstAvx2(state, state.range(0), state.range(1), state.range(2), state.range(3), state.range(4), 1);
+}
+
+// args: C, H, W, K; stride 2 in both dims (the 256-bit rows are the scalar strided loop there).
+void BM_DepthwiseStrideTwoAvx512(benchmark::State& state) {
+  DepthwiseAvx512AgainstAvx2(state, state.range(0), state.range(1), state.range(2), state.range(3), 2, 2);
+}
+
+BENCHMARK(BM_DepthwiseStrideTwoAvx512)
+    ->Args({32, 160, 160, 3})  // the PP-OCRv4 detector's stride-2 depthwise convolutions
+    ->Args({48, 80, 80, 3})
+    ->Args({96, 40, 40, 3})
+    ->Args({192, 20, 20, 5});
 
 BENCHMARK(BM_DepthwiseAvx512)
     ->Args({200, 2, 96, 5, 1})  // the PP-OCR direction classifier's depthwise convolutions
@@ -194,7 +228,12 @@ BENCHMARK(BM_DepthwiseAvx512)
     ->Args({32, 6, 96, 5, 2})
     ->Args({24, 12, 96, 3, 2})
     ->Args({128, 6, 40, 5, 1})
-    ->Args({16, 24, 160, 3, 1});
+    ->Args({16, 24, 160, 3, 1})
+    ->Args({16, 160, 160, 3, 1})  // the PP-OCRv4 detector's stride-1 depthwise convolutions
+    ->Args({48, 80, 80, 3, 1})
+    ->Args({96, 40, 40, 3, 1})
+    ->Args({192, 20, 20, 5, 1})
+    ->Args({384, 10, 10, 5, 1});
 
 BENCHMARK(BM_Depthwise)
     ->Args({16, 24, 160, 3, 1})

@@ -31,6 +31,7 @@ namespace {
 constexpr int64_t kDefaultScratchBudget = int64_t{64} << 20;  // bytes of im2col scratch per call
 std::atomic<int64_t> g_scratch_budget{kDefaultScratchBudget};
 std::atomic<bool> g_direct_enabled{true};
+std::atomic<bool> g_direct_plane_enabled{true};
 std::atomic<bool> g_always_skip_stuffed_zeros{false};
 // Preferred size of one im2col tile: small enough to stay in L2/L3 between im2col and the
 // GEMM's packing, large enough to amortize packing the weights once per tile.
@@ -220,6 +221,8 @@ void ConvStuffedRowsPortable(const ConvGeom& g, const float* x, const float* w, 
 void SetConvAlwaysSkipStuffedZerosForTesting(bool always) { g_always_skip_stuffed_zeros.store(always); }
 
 void SetConvDirectForTesting(bool enabled) { g_direct_enabled.store(enabled); }
+
+void SetConvDirectPlaneForTesting(bool enabled) { g_direct_plane_enabled.store(enabled); }
 
 void SetConvScratchBudgetForTesting(int64_t bytes) {
   g_scratch_budget.store(bytes > 0 ? bytes : kDefaultScratchBudget);
@@ -477,6 +480,28 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
 
   if (UsesDirectKernel(g)) {
     if (weights_missing) return InvalidArgument("conv2d: weights have no data");
+    // Both strides 1 and OW == W (conv_avx512.cc): the flattened plane, every lane an output.
+    const bool plane_masks_fit = g.KH * g.KW <= scratch_budget / (2 * ((g.P + 15) / 16));
+    if (ctx.isa == Isa::kAvx2 && UsesDirectPlaneConvAvx512(g) && plane_masks_fit && g_direct_plane_enabled.load()) {
+      std::vector<uint16_t> masks;
+      ShiftedPlaneMasks(g, &masks);
+      const int64_t blocks = DirectPlaneBlocks(g);
+      auto run_units = [&](int64_t b, int64_t e) {
+        ConvDirectPlaneUnitsAvx512(g, x, w, bias, masks.data(), y, b, e);
+        if (!epilogue) return;
+        for (int64_t unit = b; unit < e; ++unit) {
+          const int64_t first = unit / blocks * g.P + unit % blocks * 16 * kDirectPlaneBlockVectors;
+          epilogue->Apply(first, std::min(first + 16 * kDirectPlaneBlockVectors, (unit / blocks + 1) * g.P));
+        }
+      };
+      const int64_t units = g.N * g.F * blocks;
+      if (ctx.pool) {
+        ctx.pool->ParallelForWork(units, std::min<int64_t>(g.P, 16 * kDirectPlaneBlockVectors) * g.Kc, run_units);
+      } else {
+        run_units(0, units);
+      }
+      return OkStatus();
+    }
     auto rows = ctx.isa != Isa::kAvx2   ? &ConvDirectRowsPortable
                 : UseAvx512DirectConv() ? &ConvDirectRowsAvx512
                                         : &ConvDirectRowsAvx2;

@@ -1,8 +1,9 @@
 // The direct grouped/depthwise Conv2D with 512-bit registers (compiled with -mavx512f; called
 // only when gemm::CpuHasAvx512F()). Same bits as conv_direct_impl.h and conv_avx2.cc.
 //
-// Rows with stride 1 in width: up to 128 output columns of a row keep their accumulators in zmm
-// registers across all (c, kh, kw) taps. Every column sees acc = +0.0, then its terms in the
+// Rows with stride 1 or 2 in width: up to 128 output columns of a row keep their accumulators in
+// zmm registers across all (c, kh, kw) taps (with stride 2, a tap's 16 inputs are the even lanes
+// of two consecutive masked loads). Every column sees acc = +0.0, then its terms in the
 // spec's order (docs/DETERMINISM.md 4.4), then acc + bias and NaN canonicalization. A column in
 // the left/right padding is a lane that the masked load (which reads nothing outside the row)
 // fills with +0.0, so those padding terms are fma(+0.0, w, acc) as the spec writes them.
@@ -46,6 +47,23 @@ inline __mmask16 InsideLanes(int64_t base, int64_t W) {
   return static_cast<__mmask16>(upto_hi & ~((1u << lo) - 1u));
 }
 
+// The 16 inputs of one tap for 16 consecutive output columns, input columns xs[kStride * i]:
+// kStride plain vectors from xs, lane l of vector h being column 16 * h + l, loaded where mk[h]
+// is set and +0.0 elsewhere (kFull: every lane inside the width, plain loads); for stride 2 the
+// even lanes of the pair.
+template <int kStride, bool kFull>
+inline __m512 TapInputs(const float* xs, const __mmask16* mk) {
+  static_assert(kStride == 1 || kStride == 2, "stride 1 or 2 in width");
+  const __m512 lo = kFull ? _mm512_loadu_ps(xs) : _mm512_maskz_loadu_ps(mk[0], xs);
+  if constexpr (kStride == 1) {
+    return lo;
+  } else {
+    const __m512 hi = kFull ? _mm512_loadu_ps(xs + kLanes) : _mm512_maskz_loadu_ps(mk[1], xs + kLanes);
+    const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    return _mm512_permutex2var_ps(lo, evens, hi);
+  }
+}
+
 // What the filter's padding rows do: per (c, kh), whether any of its KW weights has a clear sign
 // bit; and whether every weight of the filter is finite.
 struct FilterPadding {
@@ -69,10 +87,11 @@ void DescribeFilter(const ConvGeom& g, const float* wf, FilterPadding* out) {
   out->finite = non_finite == 0;
 }
 
-// Output columns [j0, j0 + 16 * (U - 1) + last_count) of row (n, f, oh); masks[kw * U + u] are
-// the lanes of vector u whose input column for tap kw lies inside the width.
+// Output columns [j0, j0 + 16 * (U - 1) + last_count) of row (n, f, oh), stride S in width;
+// masks[(kw * U + u) * S + h] are the lanes of plain vector h of output vector u (TapInputs)
+// whose input column for tap kw lies inside the width.
 // kInteriorFull: vectors 1 .. U - 2 read inside the width at every tap (unmasked loads).
-template <int U, bool kInteriorFull>
+template <int U, int S, bool kInteriorFull>
 inline void RowBlock(const ConvGeom& g, const float* xg, const float* wf, const float* bias_f,
                      const FilterPadding& padding, int64_t oh, int64_t j0, const __mmask16* masks, __mmask16 last_store,
                      float* out) {
@@ -98,15 +117,15 @@ inline void RowBlock(const ConvGeom& g, const float* xg, const float* wf, const 
         }
         continue;
       }
-      const float* xrow = xg + c * plane + ih * g.W + j0 - g.pl;
+      const float* xrow = xg + c * plane + ih * g.W + j0 * S - g.pl;
       for (int64_t kw = 0; kw < g.KW; ++kw) {
         const __m512 wv = _mm512_set1_ps(wk[kw]);
         const float* xs = xrow + kw * g.dw;
-        const __mmask16* mk = masks + kw * U;
+        const __mmask16* mk = masks + kw * U * S;
 #pragma GCC unroll 8
         for (int u = 0; u < U; ++u) {
-          const __m512 xv = kInteriorFull && u > 0 && u + 1 < U ? _mm512_loadu_ps(xs + kLanes * u)
-                                                                : _mm512_maskz_loadu_ps(mk[u], xs + kLanes * u);
+          const __m512 xv = kInteriorFull && u > 0 && u + 1 < U ? TapInputs<S, true>(xs + kLanes * S * u, nullptr)
+                                                                : TapInputs<S, false>(xs + kLanes * S * u, mk + u * S);
           acc[u] = _mm512_fmadd_ps(xv, wv, acc[u]);
         }
       }
@@ -123,13 +142,12 @@ inline void RowBlock(const ConvGeom& g, const float* xg, const float* wf, const 
 }
 
 // Output rows oh0 .. oh0 + R - 1 of one filter together (dilation 1 in height, every weight of the
-// filter finite): each input row's vectors are loaded once per tap and multiplied into every output
-// row that reads them, and R x U accumulator chains run side by side. Per output row the terms
-// still come in the spec's order: for each channel, its kernel rows in the top padding (one add
-// of +0 or none, as in RowBlock), then its real kernel rows in increasing kh (input rows are
-// visited in increasing order, and kh = ih + pt - oh * sh grows with ih), each with kw
-// increasing, then its kernel rows in the bottom padding.
-template <int U, int R, bool kInteriorFull>
+// filter finite; stride S in width as RowBlock): each input row's vectors are loaded once per tap and multiplied into
+// every output row that reads them, and R x U accumulator chains run side by side. Per output row the terms still come
+// in the spec's order: for each channel, its kernel rows in the top padding (one add of +0 or none, as in RowBlock),
+// then its real kernel rows in increasing kh (input rows are visited in increasing order, and kh = ih + pt - oh * sh
+// grows with ih), each with kw increasing, then its kernel rows in the bottom padding.
+template <int U, int R, int S, bool kInteriorFull>
 inline void RowsBlock(const ConvGeom& g, const float* xg, const float* wf, const float* bias_f,
                       const FilterPadding& padding, int64_t oh0, int64_t j0, const __mmask16* masks,
                       __mmask16 last_store, float* out) {
@@ -160,7 +178,7 @@ inline void RowsBlock(const ConvGeom& g, const float* xg, const float* wf, const
     for (int r = 0; r < R; ++r) pad_rows(c, r, 0, -base[r]);  // kernel rows above the plane
     const float* wc = wf + c * g.KH * g.KW;
     for (int64_t ih = ih_begin; ih < ih_end; ++ih) {
-      const float* xrow = xg + c * plane + ih * g.W + j0 - g.pl;
+      const float* xrow = xg + c * plane + ih * g.W + j0 * S - g.pl;
       bool valid[R];
       const float* wk[R];
 #pragma GCC unroll 4
@@ -174,11 +192,11 @@ inline void RowsBlock(const ConvGeom& g, const float* xg, const float* wf, const
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) wv[r] = _mm512_set1_ps(wk[r][kw]);
         const float* xs = xrow + kw * g.dw;
-        const __mmask16* mk = masks + kw * U;
+        const __mmask16* mk = masks + kw * U * S;
 #pragma GCC unroll 8
         for (int u = 0; u < U; ++u) {
-          const __m512 xv = kInteriorFull && u > 0 && u + 1 < U ? _mm512_loadu_ps(xs + kLanes * u)
-                                                                : _mm512_maskz_loadu_ps(mk[u], xs + kLanes * u);
+          const __m512 xv = kInteriorFull && u > 0 && u + 1 < U ? TapInputs<S, true>(xs + kLanes * S * u, nullptr)
+                                                                : TapInputs<S, false>(xs + kLanes * S * u, mk + u * S);
 #pragma GCC unroll 4
           for (int r = 0; r < R; ++r) {
             if (valid[r]) acc[r][u] = _mm512_fmadd_ps(xv, wv[r], acc[r][u]);
@@ -209,19 +227,21 @@ using RowsBlockFn = void (*)(const ConvGeom&, const float*, const float*, const 
                              int64_t, const __mmask16*, __mmask16, float*);
 
 template <int U, int R>
-constexpr RowsBlockFn RowsBlockFor(bool interior_full) {
-  return interior_full ? &RowsBlock<U, R, true> : &RowsBlock<U, R, false>;
+constexpr RowsBlockFn RowsBlockFor(int stride, bool interior_full) {
+  if (stride == 2) return interior_full ? &RowsBlock<U, R, 2, true> : &RowsBlock<U, R, 2, false>;
+  return interior_full ? &RowsBlock<U, R, 1, true> : &RowsBlock<U, R, 1, false>;
 }
 
-// The multi-row block for U vectors and R rows (R * U <= kMaxRowAccumulators), or null.
-RowsBlockFn PickRowsBlock(int u, int r, bool interior_full) {
-#define CNSR_ROWS_CASE(UU)                               \
-  case UU:                                               \
-    switch (r) {                                         \
-      case 2: return RowsBlockFor<UU, 2>(interior_full); \
-      case 3: return RowsBlockFor<UU, 3>(interior_full); \
-      case 4: return RowsBlockFor<UU, 4>(interior_full); \
-      default: return nullptr;                           \
+// The multi-row block for U vectors and R rows (R * U <= kMaxRowAccumulators) at stride 1 or 2
+// in width, or null.
+RowsBlockFn PickRowsBlock(int u, int r, int stride, bool interior_full) {
+#define CNSR_ROWS_CASE(UU)                                       \
+  case UU:                                                       \
+    switch (r) {                                                 \
+      case 2: return RowsBlockFor<UU, 2>(stride, interior_full); \
+      case 3: return RowsBlockFor<UU, 3>(stride, interior_full); \
+      case 4: return RowsBlockFor<UU, 4>(stride, interior_full); \
+      default: return nullptr;                                   \
     }
   switch (u) {
     CNSR_ROWS_CASE(1)
@@ -237,11 +257,16 @@ RowsBlockFn PickRowsBlock(int u, int r, bool interior_full) {
 
 using RowBlockFn = void (*)(const ConvGeom&, const float*, const float*, const float*, const FilterPadding&, int64_t,
                             int64_t, const __mmask16*, __mmask16, float*);
-constexpr RowBlockFn kRowBlocks[2][kMaxVectors] = {
-    {&RowBlock<1, false>, &RowBlock<2, false>, &RowBlock<3, false>, &RowBlock<4, false>, &RowBlock<5, false>,
-     &RowBlock<6, false>, &RowBlock<7, false>, &RowBlock<8, false>},
-    {&RowBlock<1, true>, &RowBlock<2, true>, &RowBlock<3, true>, &RowBlock<4, true>, &RowBlock<5, true>,
-     &RowBlock<6, true>, &RowBlock<7, true>, &RowBlock<8, true>}};
+template <int S, bool kInteriorFull, size_t... I>
+constexpr std::array<RowBlockFn, kMaxVectors> RowBlocksFor(std::index_sequence<I...>) {
+  return {&RowBlock<static_cast<int>(I) + 1, S, kInteriorFull>...};
+}
+// [stride - 1][interior_full][U - 1]
+constexpr std::array<RowBlockFn, kMaxVectors> kRowBlocks[2][2] = {
+    {RowBlocksFor<1, false>(std::make_index_sequence<kMaxVectors>()),
+     RowBlocksFor<1, true>(std::make_index_sequence<kMaxVectors>())},
+    {RowBlocksFor<2, false>(std::make_index_sequence<kMaxVectors>()),
+     RowBlocksFor<2, true>(std::make_index_sequence<kMaxVectors>())}};
 
 // --- Dense convolutions with few filters and short chains (the first conv of an RGB or
 // spectrogram model: 1 to 3 input channels, a 3x3 kernel, stride 1 or 2 in width) ---
@@ -379,7 +404,8 @@ void SetConvAvx512ForTesting(bool enabled) { g_avx512_direct_enabled.store(enabl
 
 void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y, int64_t begin,
                           int64_t end) {
-  if (g.sw != 1) return ConvDirectRowsAvx2(g, x, w, bias, y, begin, end);
+  if (g.sw != 1 && g.sw != 2) return ConvDirectRowsAvx2(g, x, w, bias, y, begin, end);
+  const int stride = static_cast<int>(g.sw);
   // Column blocks of at most 8 vectors, split evenly (96 columns: one block of 6), with the
   // masks of every (block, tap) computed once for all rows.
   const int64_t vectors = (g.OW + kLanes - 1) / kLanes;
@@ -397,8 +423,13 @@ void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, con
     Block blk{v0 * kLanes, std::min(g.OW, v1 * kLanes) - v0 * kLanes, static_cast<int>(v1 - v0), masks.size(), true};
     for (int64_t kw = 0; kw < g.KW; ++kw) {
       for (int u = 0; u < blk.u; ++u) {
-        masks.push_back(InsideLanes(blk.j0 + kLanes * u - g.pl + kw * g.dw, g.W));
-        if (u > 0 && u + 1 < blk.u && masks.back() != 0xFFFF) blk.interior_full = false;
+        // The plain vectors that TapInputs loads for output vector u: input columns from
+        // (j0 + 16 * u) * sw - pl + kw * dw on.
+        const int64_t first = (blk.j0 + kLanes * u) * stride - g.pl + kw * g.dw;
+        for (int h = 0; h < stride; ++h) {
+          masks.push_back(InsideLanes(first + kLanes * h, g.W));
+          if (u > 0 && u + 1 < blk.u && masks.back() != 0xFFFF) blk.interior_full = false;
+        }
       }
     }
     layout.push_back(blk);
@@ -426,16 +457,114 @@ void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, con
       const int64_t tail = blk.count - kLanes * (blk.u - 1);
       const __mmask16 last_store =
           tail >= kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << tail) - 1u);
-      const RowsBlockFn together = rows > 1 ? PickRowsBlock(blk.u, static_cast<int>(rows), blk.interior_full) : nullptr;
+      const RowsBlockFn together =
+          rows > 1 ? PickRowsBlock(blk.u, static_cast<int>(rows), stride, blk.interior_full) : nullptr;
       if (together) {
         together(g, xg, wf, bias_f, padding, oh, blk.j0, masks.data() + blk.masks, last_store, yrow + blk.j0);
       } else {
         rows = 1;
-        kRowBlocks[blk.interior_full ? 1 : 0][blk.u - 1](g, xg, wf, bias_f, padding, oh, blk.j0,
-                                                         masks.data() + blk.masks, last_store, yrow + blk.j0);
+        kRowBlocks[stride - 1][blk.interior_full ? 1 : 0][blk.u - 1](
+            g, xg, wf, bias_f, padding, oh, blk.j0, masks.data() + blk.masks, last_store, yrow + blk.j0);
       }
     }
     row += rows;
+  }
+}
+
+// --- Grouped and depthwise convolutions over the flattened plane (both strides 1, OW == W) ---
+//
+// Output position p = oh * W + ow of filter f reads, for term (c, kh, kw), x[c, p + shift], shift =
+// (kh * dh - pt) * W + kw * dw - pl, whenever its input row and column lie inside the plane (then
+// p + shift is exactly ih * W + iw), and otherwise the lane is masked to +0.0: the spec's padding
+// term fma(+0.0, w, acc), applied like any other. These are the shifted-plane kernel's shifts and
+// masks (ShiftedPlaneMasks). U vectors of 16 consecutive positions keep their accumulators in zmm
+// registers across all terms of the filter, in the spec's order, from +0.0; then acc + bias and
+// NaN canonicalization. Every lane holds an output whatever the width (a 10- or 20-column plane
+// leaves no lane idle) and no padding row or column is a special case.
+
+namespace {
+
+constexpr int kPlaneVectors = 8;
+
+template <int U>
+void PlaneTile(int64_t Cg, int64_t taps, int64_t plane, const int64_t* shift, const float* xg, const float* wf,
+               const float* bias_f, const uint16_t* masks, int64_t vectors, int64_t v0, int64_t P, float* yp) {
+  __m512 acc[U];
+#pragma GCC unroll 8
+  for (int u = 0; u < U; ++u) acc[u] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < Cg; ++c) {
+    const float* xc = xg + c * plane + kLanes * v0;
+    const float* wc = wf + c * taps;
+    for (int64_t t = 0; t < taps; ++t) {
+      const __m512 wv = _mm512_set1_ps(wc[t]);
+      const float* xs = xc + shift[t];
+      const uint16_t* mt = masks + t * vectors + v0;
+#pragma GCC unroll 8
+      for (int u = 0; u < U; ++u) {
+        acc[u] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(static_cast<__mmask16>(mt[u]), xs + kLanes * u), wv, acc[u]);
+      }
+    }
+  }
+  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+#pragma GCC unroll 8
+  for (int u = 0; u < U; ++u) {
+    __m512 v = acc[u];
+    if (bias_f) v = _mm512_add_ps(v, _mm512_set1_ps(*bias_f));
+    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan);
+    const int64_t left = P - kLanes * (v0 + u);
+    const __mmask16 store = left >= kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+    _mm512_mask_storeu_ps(yp + kLanes * (v0 + u), store, v);
+  }
+}
+
+using PlaneTileFn = void (*)(int64_t, int64_t, int64_t, const int64_t*, const float*, const float*, const float*,
+                             const uint16_t*, int64_t, int64_t, int64_t, float*);
+
+template <size_t... I>
+constexpr std::array<PlaneTileFn, kPlaneVectors> PlaneTilesFor(std::index_sequence<I...>) {
+  return {&PlaneTile<static_cast<int>(I) + 1>...};
+}
+constexpr std::array<PlaneTileFn, kPlaneVectors> kPlaneTiles = PlaneTilesFor(std::make_index_sequence<kPlaneVectors>());
+
+}  // namespace
+
+bool UsesDirectPlaneConvAvx512(const ConvGeom& g) {
+  if (g.stuffed || g.sh != 1 || g.sw != 1 || g.OW != g.W || g.P >= (int64_t{1} << 40) || !UseAvx512DirectConv()) {
+    return false;
+  }
+  // Kernel rows that lie entirely in the top or bottom padding cost the plane a masked load and
+  // an fma each, where the row kernel takes each as one add or none: on planes of few rows under
+  // tall kernels (the PP-OCR classifier's 2 x 96 planes under 5x5) the rows win. The plane when at
+  // most a quarter of the (output row, kernel row) pairs are such rows.
+  int64_t padding_rows = 0;
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      const int64_t ih = oh - g.pt + kh * g.dh;
+      padding_rows += ih < 0 || ih >= g.H ? 1 : 0;
+    }
+  }
+  return 4 * padding_rows <= g.OH * g.KH;
+}
+
+void ConvDirectPlaneUnitsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                                const uint16_t* masks, float* y, int64_t begin, int64_t end) {
+  const int64_t taps = g.KH * g.KW, plane = g.H * g.W, vectors = (g.P + kLanes - 1) / kLanes;
+  const int64_t blocks = DirectPlaneBlocks(g);
+  std::vector<int64_t> shift(static_cast<size_t>(taps));
+  for (int64_t kh = 0; kh < g.KH; ++kh) {
+    for (int64_t kw = 0; kw < g.KW; ++kw) shift[kh * g.KW + kw] = (kh * g.dh - g.pt) * g.W + kw * g.dw - g.pl;
+  }
+  for (int64_t unit = begin; unit < end; ++unit) {
+    const int64_t block = unit % blocks, nf = unit / blocks, f = nf % g.F, n = nf / g.F;
+    const float* xg = x + (n * g.C + (f / g.Fg) * g.Cg) * plane;
+    const float* wf = w + f * g.Kc;
+    const float* bias_f = bias ? bias + f : nullptr;
+    float* yp = y + nf * g.P;
+    const int64_t v_end = std::min(vectors, (block + 1) * kDirectPlaneBlockVectors);
+    for (int64_t v0 = block * kDirectPlaneBlockVectors; v0 < v_end; v0 += kPlaneVectors) {
+      const int64_t u = std::min<int64_t>(kPlaneVectors, v_end - v0);
+      kPlaneTiles[u - 1](g.Cg, taps, plane, shift.data(), xg, wf, bias_f, masks, vectors, v0, g.P, yp);
+    }
   }
 }
 

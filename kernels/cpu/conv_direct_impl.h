@@ -39,12 +39,25 @@ void ConvDirectRowsPortable(const ConvGeom& g, const float* x, const float* w, c
                             int64_t begin, int64_t end);
 void ConvDirectRowsAvx2(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y, int64_t begin,
                         int64_t end);
-// conv_avx512.cc: the same rows with 512-bit registers (stride 1 in width; others go to the
-// AVX2 rows). Call only when UseAvx512DirectConv(): AVX-512F present and not turned off by
+// conv_avx512.cc: the same rows with 512-bit registers (stride 1 or 2 in width; others go to
+// the AVX2 rows). Call only when UseAvx512DirectConv(): AVX-512F present and not turned off by
 // SetConvAvx512ForTesting(false) (gemm.h). Same bits.
 void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y, int64_t begin,
                           int64_t end);
 bool UseAvx512DirectConv();
+// conv_avx512.cc: the direct kernel's convolutions (grouped, depthwise, one filter per group) with
+// both strides 1 and OW == W, over the flattened output plane: each (c, kh, kw) term of position
+// p reads x[c, p + shift(kh, kw)] with the lane masks of ShiftedPlaneMasks (padding lanes +0.0),
+// 8 vectors of 16 positions in registers across all terms. True only when UseAvx512DirectConv().
+// A unit is kDirectPlaneBlockVectors vectors of one (n, f) plane: unit = (n * F + f) *
+// DirectPlaneBlocks(g) + block, outputs [block * 16 * kDirectPlaneBlockVectors, ...) of the plane.
+inline constexpr int64_t kDirectPlaneBlockVectors = 256;  // 4096 outputs, the epilogue's block
+bool UsesDirectPlaneConvAvx512(const ConvGeom& g);
+inline int64_t DirectPlaneBlocks(const ConvGeom& g) {
+  return (g.P + 16 * kDirectPlaneBlockVectors - 1) / (16 * kDirectPlaneBlockVectors);
+}
+void ConvDirectPlaneUnitsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias,
+                                const uint16_t* masks, float* y, int64_t begin, int64_t end);
 // conv_avx512.cc: dense convolutions (one group) with at most kMaxSmallDenseFilters filters and
 // chains of at most kMaxSmallDenseChain terms, stride 1 or 2 in width (the first conv of small
 // CNNs), direct, eight filters per pass over the input; true only when UseAvx512DirectConv().

@@ -202,6 +202,7 @@ void ConvStuffedBlocksAvx512(const ConvGeom& g, const float* x, const float* w, 
   std::vector<float> buffer(static_cast<size_t>(kStuffedBlockFilters * phases * cap));
   std::vector<StuffedTap> row_taps;
   const int64_t plane = g.XH * g.XW;
+  const float* prefetched = nullptr;  // the first x row the last prefetch asked for
   for (int64_t unit = begin; unit < end; ++unit) {
     const int64_t oh = unit % g.OH, ngb = unit / g.OH, b = ngb % blocks, ng = ngb / blocks, gi = ng % g.G, n = ng / g.G;
     const int64_t f0 = gi * g.Fg + b * kStuffedBlockFilters;
@@ -222,22 +223,17 @@ void ConvStuffedBlocksAvx512(const ConvGeom& g, const float* x, const float* w, 
     }
     // The x rows below this unit's (the next units' rows, as units of a block run oh upwards),
     // fetched while this one computes: a row of each of Cg channels, too many streams for the
-    // hardware prefetcher to pick up in time.
+    // hardware prefetcher to pick up in time. Once per x row: with uh output rows per x row,
+    // the next uh - 1 units would ask for the same lines again, and a prefetch of a line already
+    // on its way still takes a fill buffer.
     if (!row_taps.empty() && (row_taps.back().offset / g.XW) + 1 < g.XH) {
       const float* next = x + (n * g.C + gi * g.Cg) * plane + row_taps.back().offset + g.XW;
-      for (int64_t c = 0; c < g.Cg; ++c) {
-        for (int64_t j = 0; j < g.XW; j += kLanes)
-          _mm_prefetch(reinterpret_cast<const char*>(next + c * plane + j), _MM_HINT_T0);
-      }
-    }
-    // The x rows below this unit's (the next units' rows, as units of a block run oh upwards),
-    // fetched while this one computes: a row of each of Cg channels, too many streams for the
-    // hardware prefetcher to pick up in time.
-    if (!row_taps.empty() && (row_taps.back().offset / g.XW) + 1 < g.XH) {
-      const float* next = x + (n * g.C + gi * g.Cg) * plane + row_taps.back().offset + g.XW;
-      for (int64_t c = 0; c < g.Cg; ++c) {
-        for (int64_t j = 0; j < g.XW; j += kLanes)
-          _mm_prefetch(reinterpret_cast<const char*>(next + c * plane + j), _MM_HINT_T0);
+      if (next != prefetched) {
+        prefetched = next;
+        for (int64_t c = 0; c < g.Cg; ++c) {
+          for (int64_t j = 0; j < g.XW; j += kLanes)
+            _mm_prefetch(reinterpret_cast<const char*>(next + c * plane + j), _MM_HINT_T0);
+        }
       }
     }
     const int fb = BlockWidth(size);

@@ -83,9 +83,15 @@ void RunFastEpilogueAvx512(const FastEpilogueStep* steps, int num_steps, float* 
 // elementwise_avx512.cc (call only when gemm::CpuHasAvx512F()): out[i] = pow(x[i], y) (y_scalar:
 // y[0] for every i, else y[i]) for i < n, f32, with the bits of detmath::pow and PowF.
 void PowF32Avx512(const float* x, const float* y, bool y_scalar, float* out, int64_t n);
+// elementwise_avx512.cc (call only when gemm::CpuHasAvx512F()): out[i] = sigmoid(x[i]) for
+// i < n, f32, with the bits of detmath::sigmoid and SigmoidF. x and out may be the same array.
+void SigmoidF32Avx512(const float* x, float* out, int64_t n);
 // elementwise.cc: false keeps f32 pow on the scalar detmath loop even where AVX-512F is present
 // (for tests comparing the two; the bits are the same).
 void SetPowAvx512ForTesting(bool enabled);
+// elementwise.cc: false keeps f32 sigmoid (the op and epilogue steps) on the detmath loop even
+// where AVX-512F is present (for tests comparing the two; the bits are the same).
+void SetSigmoidAvx512ForTesting(bool enabled);
 // elementwise.cc: false keeps every epilogue on the per-step path even where AVX-512F is
 // present (for tests comparing the two; the bits are the same).
 void SetFastEpilogueForTesting(bool enabled);
@@ -109,6 +115,8 @@ class EpilogueRunner {
   std::vector<FastEpilogueStep> fast_;
   float* y_ = nullptr;
   void (*chunk_)(const EwPlan&, int64_t, int64_t) = nullptr;
+  // Per step: chunk_, or the 16-lane f32 sigmoid where the step is one.
+  std::vector<void (*)(const EwPlan&, int64_t, int64_t)> step_chunks_;
 };
 
 // True when the running CPU has AVX2 and FMA.

@@ -133,9 +133,22 @@ void PowChunkAvx512(const EwPlan& plan, int64_t begin, int64_t end) {
                end - begin);
 }
 
+std::atomic<bool> g_sigmoid_avx512_enabled{true};
+
+// f32 sigmoid, 16 lanes at a time (SigmoidF32Avx512): the input has the output's shape.
+void SigmoidChunkAvx512(const EwPlan& plan, int64_t begin, int64_t end) {
+  SigmoidF32Avx512(static_cast<const float*>(plan.in[0]) + begin, static_cast<float*>(plan.out) + begin, end - begin);
+}
+
+bool UseSigmoidAvx512(Isa isa) {
+  return isa == Isa::kAvx2 && g_sigmoid_avx512_enabled.load(std::memory_order_relaxed) && gemm::CpuHasAvx512F();
+}
+
 }  // namespace
 
 void SetPowAvx512ForTesting(bool enabled) { g_pow_avx512_enabled.store(enabled); }
+
+void SetSigmoidAvx512ForTesting(bool enabled) { g_sigmoid_avx512_enabled.store(enabled); }
 
 EpilogueRunner::EpilogueRunner(const KernelCall& call, Isa isa) {
   const Epilogue& e = *call.epilogue;
@@ -157,6 +170,8 @@ EpilogueRunner::EpilogueRunner(const KernelCall& call, Isa isa) {
     plan.out_dtype = DType::kF32;
     plan.layout = ElementwiseLayout(step);
     plans_.push_back(plan);
+    // A sigmoid step reads a value of the chain, which has the output's shape.
+    step_chunks_.push_back(step.op == Op::kSigmoid && UseSigmoidAvx512(isa) ? &SigmoidChunkAvx512 : chunk_);
   }
 }
 
@@ -185,7 +200,7 @@ void EpilogueRunner::Apply(int64_t begin, int64_t end) const {
       }
       // Only the last step writes the output: until then it holds the op's result (value 0).
       plan.out = s + 1 == n ? static_cast<void*>(y_) : RebaseForTile(values[s], b);
-      chunk_(plan, b, e);
+      step_chunks_[s](plan, b, e);
     }
   }
 }
@@ -253,6 +268,10 @@ Status RunElementwise(const KernelCall& call, const CpuContext& ctx) {
     } else if (call.in(1).num_elements() == n) {
       chunk = &PowChunkAvx512<false>;
     }
+  }
+  if (call.op == Op::kSigmoid && call.num_inputs == 1 && out.dtype == DType::kF32 && call.in(0).dtype == DType::kF32 &&
+      call.in(0).num_elements() == n && UseSigmoidAvx512(ctx.isa)) {
+    chunk = &SigmoidChunkAvx512;
   }
   // Work per element: the bytes it reads and writes, each epilogue step counted as one more
   // f32 read and write.

@@ -295,7 +295,27 @@ inline __m512 Pow16(__m512 x, __m512 y) {
   return Canonicalize(r);
 }
 
+// detmath::sigmoid: e = exp(-x) (clamped as detmath::exp, NaN for a NaN x), 1 / (1 + e),
+// NaN canonicalized.
+inline __m512 Sigmoid16(__m512 x) {
+  const __m512 nx = FlipSign(x);
+  __m512 c = _mm512_mask_mov_ps(nx, _mm512_cmp_ps_mask(nx, F(89.0f), _CMP_GT_OQ), F(89.0f));
+  c = _mm512_mask_mov_ps(F(-105.0f), _mm512_cmp_ps_mask(c, F(-105.0f), _CMP_GE_OQ), c);  // NaN -> -105
+  const __m512 nan = AsF(I(0x7FC00000u));
+  const __m512 e = _mm512_mask_mov_ps(ExpCore(c, _mm512_setzero_ps()), _mm512_cmp_ps_mask(nx, nx, _CMP_UNORD_Q), nan);
+  return Canonicalize(_mm512_div_ps(F(1.0f), _mm512_add_ps(F(1.0f), e)));
+}
+
 }  // namespace
+
+void SigmoidF32Avx512(const float* x, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(out + i, Sigmoid16(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(out + i, m, Sigmoid16(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
 
 void PowF32Avx512(const float* x, const float* y, bool y_scalar, float* out, int64_t n) {
   const __m512 ys = y_scalar ? _mm512_set1_ps(y[0]) : _mm512_setzero_ps();

@@ -186,6 +186,9 @@ void SetConvScratchBudgetForTesting(int64_t bytes);
 // conv.cc: false sends grouped convolutions through im2col + GEMM instead of the direct
 // kernel (for benchmarks and tests comparing the two; the bits are the same).
 void SetConvDirectForTesting(bool enabled);
+// conv.cc: false keeps the direct kernel's stride-1, OW == W convolutions on its row kernels
+// instead of the flattened-plane one (conv_avx512.cc) (benchmarks and tests; same bits).
+void SetConvDirectPlaneForTesting(bool enabled);
 // Tests: a conv over a zero-stuffed input skips the stuffed zeros always (true) or only where
 // that is the faster way (false, the default; conv.cc StuffedSkipsZeros).
 void SetConvAlwaysSkipStuffedZerosForTesting(bool always);

@@ -377,6 +377,88 @@ TEST(Conv2D, DepthwisePaddingRowsMatchSpecBits) {
   }
 }
 
+TEST(Conv2D, DepthwiseStrideTwoRowsMatchSpecBits) {
+  // Stride 2 in width on the 512-bit direct rows (each tap's 16 inputs the even lanes of two
+  // masked loads): the PP-OCRv4 detector's stride-2 depthwise layers (3x3 and 5x5, 80, 40, 20
+  // and 10 output columns), widths around 16- and 32-column vectors (odd and even), interior
+  // vectors read unmasked (OW >= 48), several output rows at a time (dilation 1 in height) and one
+  // at a time (dilation 2), stride 1 or 2 in height, asymmetric and oversized padding, dilation
+  // in width, multipliers, 2 column blocks (OW > 128), rows entirely in padding; special values.
+  uint32_t seed = 1100;
+  // N, C, H, W, F, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, group, bias
+  std::vector<Conv> cases = {
+      {1, 4, 11, 160, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, true},  // detector: 80 columns
+      {1, 3, 9, 80, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, false},   // 40 columns
+      {1, 5, 20, 20, 5, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 5, true},   // 5x5, 10 columns
+      {2, 6, 7, 33, 6, 3, 3, 1, 2, 1, 0, 1, 2, 1, 1, 6, true},    // s(1, 2), asymmetric pads
+      {1, 4, 8, 70, 8, 3, 3, 2, 2, 2, 2, 2, 2, 1, 2, 4, true},    // dilated width, multiplier 2
+      {1, 2, 9, 64, 2, 3, 3, 2, 2, 2, 1, 2, 1, 2, 1, 2, false},   // dilated height: one row at a time
+      {1, 3, 5, 290, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, true},   // 145 columns: two blocks
+      {1, 3, 3, 12, 3, 5, 3, 2, 2, 4, 5, 4, 5, 1, 1, 3, false},   // padding wider than the kernel
+      {1, 16, 6, 37, 4, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 2, true},   // 8 channels per group
+      {1, 2, 4, 1, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, true},     // one column
+  };
+  for (int64_t W : {2, 30, 31, 32, 33, 34, 63, 64, 65, 97, 191, 192, 193}) {
+    cases.push_back({1, 3, 6, W, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, true});
+  }
+  for (bool avx512 : {true, false}) {
+    cpu::SetConvAvx512ForTesting(avx512);
+    for (const Conv& c : cases) {
+      for (bool special : {false, true}) Check(c, seed++, special);
+    }
+  }
+  cpu::SetConvAvx512ForTesting(true);
+}
+
+TEST(Conv2D, DirectPlaneKernelMatchesSpecBits) {
+  // Grouped and depthwise convolutions with both strides 1 and OW == W on an AVX-512F CPU: the
+  // flattened plane, each term a masked load at a flat shift, padding lanes +0.0 (conv_avx512.cc).
+  // The PP-OCRv4 detector's depthwise shapes (fewer channels), planes whose size is not a multiple
+  // of 16 and planes of more than 4096 outputs (several units), 8 channels per group, one filter
+  // per group with many channels, multipliers, dilations, asymmetric padding, batches; special
+  // values; and the same cases on the row kernels (SetConvDirectPlaneForTesting(false)).
+  uint32_t seed = 1200;
+  // N, C, H, W, F, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, group, bias
+  const std::vector<Conv> cases = {
+      {1, 3, 80, 80, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, true},   // 6400 outputs: two units
+      {1, 4, 40, 40, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, true},   // detector 40 x 40
+      {1, 5, 20, 20, 5, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 5, false},  // detector 5x5 at 20 x 20
+      {2, 6, 10, 10, 6, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 6, true},   // 10 x 10: 100 outputs
+      {1, 3, 9, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3, false},    // multiplier 2, 63 outputs
+      {1, 16, 11, 13, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, true},  // 8 channels per group
+      {1, 40, 9, 21, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true},   // one filter, 40 channels
+      {1, 4, 12, 17, 4, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 4, true},   // dilated "same"
+      {1, 3, 13, 11, 3, 3, 5, 1, 1, 0, 3, 2, 1, 1, 1, 3, false},  // asymmetric pads, OH != H
+      {3, 2, 7, 33, 2, 1, 7, 1, 1, 0, 3, 0, 3, 1, 1, 2, true},    // 1x7, batch 3
+      {1, 2, 16, 1, 2, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, 2, true},    // one column
+  };
+  for (bool plane : {true, false}) {
+    cpu::SetConvDirectPlaneForTesting(plane);
+    for (const Conv& c : cases) {
+      for (bool special : {false, true}) Check(c, seed++, special);
+    }
+    // Products that underflow to -0 and padding terms that turn it into +0 (fma(+0, w > 0, -0)),
+    // and padding terms of an infinite weight (NaN).
+    for (const Conv& c : {cases[1], cases[3], cases[7]}) {
+      SCOPED_TRACE(c.ToString());
+      std::vector<float> x(c.N * c.C * c.H * c.W), w(c.F * (c.C / c.group) * c.KH * c.KW), b(c.F, -0.0f);
+      std::mt19937 rng(seed++);
+      for (auto& v : x) v = (rng() % 2 ? 1e-30f : -1e-30f);
+      for (auto& v : w) v = (rng() % 3 ? -1e-30f : 1e-30f);
+      w[0] = std::numeric_limits<float>::infinity();
+      Conv with_bias = c;
+      with_bias.bias = true;
+      const auto ref = Reference(with_bias, x, w, b);
+      for (auto& e : Engines()) {
+        std::vector<float> y(ref.size());
+        ASSERT_TRUE(RunConv(*e.backend, with_bias, x, w, b, &y).ok()) << e.label;
+        for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(Bits(y[i]), Bits(ref[i])) << e.label << " element " << i;
+      }
+    }
+  }
+  cpu::SetConvDirectPlaneForTesting(true);
+}
+
 TEST(Conv2D, DepthwisePaddingRowsKeepMinusZeroAndPoisonWithInfinity) {
   // x [1, 1, 1, 1], 3x1 kernel, one row of padding above and below: output = fma(+0, w0, fma(x,
   // w1, fma(+0, w2... in order: fma(+0, w0, +0), fma(x, w1, .), fma(+0, w2, .). With x * w1 an

@@ -239,6 +239,70 @@ TEST(ElementwiseTest, PowAvx512MatchesDetmathBitForBit) {
   cpu::SetPowAvx512ForTesting(true);
 }
 
+// f32 sigmoid on AVX-512F CPUs runs 16 lanes at a time (elementwise_avx512.cc, DETERMINISM.md 5.6
+// and 5.3 transcribed): against detmath::sigmoid with the canonical NaN on every 127th bit
+// pattern and on the patterns around the clamps (+-89, +-105), zeros, infinities and NaNs, with a
+// masked tail; then the op and a conv's fused sigmoid epilogue through the backend, on and off.
+TEST(ElementwiseTest, SigmoidAvx512MatchesDetmathBitForBit) {
+  if (!cpu::gemm::CpuHasAvx512F()) GTEST_SKIP() << "no AVX-512F";
+  auto want = [](float x) {
+    const float r = detmath::sigmoid(x);
+    return r != r ? kCanon : Bits(r);
+  };
+  std::vector<float> xs;
+  for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 127) xs.push_back(FromBits(static_cast<uint32_t>(u)));
+  for (float edge : {89.0f, -89.0f, 105.0f, -105.0f, 0x1.62e430p+6f, -0x1.62e430p+6f, 0x1.9fe36ap+6f, -0x1.9fe36ap+6f,
+                     0.0f, 1.0f, -1.0f}) {
+    for (int d = -64; d <= 64; ++d) xs.push_back(FromBits(Bits(edge) + static_cast<uint32_t>(d)));
+  }
+  for (uint32_t special : {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00001u, 0x7F800001u,
+                           0x00000001u, 0x807FFFFFu}) {
+    xs.push_back(FromBits(special));
+  }
+  std::vector<float> out(xs.size() + 3, FromBits(0x12345678u));
+  cpu::SigmoidF32Avx512(xs.data(), out.data(), static_cast<int64_t>(xs.size()));
+  for (size_t i = 0; i < xs.size(); ++i)
+    ASSERT_EQ(Bits(out[i]), want(xs[i])) << "sigmoid(" << std::hex << Bits(xs[i]) << ")";
+  for (size_t i = xs.size(); i < out.size(); ++i) ASSERT_EQ(Bits(out[i]), 0x12345678u) << "wrote past n";
+  // Through the backend: the op (every engine, threads) and a depthwise conv with a sigmoid
+  // epilogue (the detector's last ConvTranspose ends in one), with the 16-lane path on and off.
+  std::mt19937 rng(77);
+  std::vector<float> x(3 * 5 * 211);
+  for (auto& v : x)
+    v = rng() % 7 == 0 ? FromBits(rng()) : static_cast<float>(static_cast<int32_t>(rng() % 4001) - 2000) / 100.0f;
+  const HostTensor xt = F32({3, 5, 211}, x);
+  std::vector<float> w(5 * 9);
+  for (auto& v : w) v = static_cast<float>(static_cast<int32_t>(rng() % 201) - 100) / 50.0f;
+  HostTensor wt = F32({5, 1, 3, 3}, w);
+  HostTensor xc = F32({1, 5, 3, 211}, x);
+  for (bool kernel : {true, false}) {
+    cpu::SetSigmoidAvx512ForTesting(kernel);
+    const HostTensor y = Unary(Op::kSigmoid, xt);
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y.at<uint32_t>(i), want(x[i])) << i;
+    const EpilogueStep step{Op::kSigmoid, 1, {EpilogueOperand{false, 0}}};
+    Epilogue epilogue{&step, 1, nullptr, 0};
+    OpParams params;
+    params.strides = {1, 1};
+    params.pads = {1, 1, 1, 1};
+    params.dilations = {1, 1};
+    params.kernel = {3, 3};
+    params.group = 5;
+    for (Engine& e : Engines()) {
+      HostTensor conv(DType::kF32, {1, 5, 3, 211}), fused(DType::kF32, {1, 5, 3, 211});
+      TensorView in[2] = {xc.view(), wt.view()};
+      ASSERT_TRUE(RunKernel(*e.backend, Op::kConv2D, params, {in[0], in[1]}, conv.view()).ok());
+      TensorView out = fused.view();
+      KernelCall call = MakeCall(Op::kConv2D, params, in, 2, &out);
+      call.epilogue = &epilogue;
+      ASSERT_TRUE(e.backend->Run(call).ok()) << e.label;
+      for (int64_t i = 0; i < conv.numel(); ++i) {
+        ASSERT_EQ(fused.at<uint32_t>(i), want(conv.at<float>(i))) << e.label << " element " << i;
+      }
+    }
+  }
+  cpu::SetSigmoidAvx512ForTesting(true);
+}
+
 // round is computed branch-free by the IEEE adder (elementwise_impl.h); detmath's bit
 // manipulation (DETERMINISM.md 5.12, shared with CUDA) is the reference, on a sweep of every
 // exponent and sign, every tie k + 0.5 near 0 and below 2^23, and the neighbours of each.
