@@ -39,6 +39,14 @@ std::atomic<bool> g_avx512_direct_enabled{true};
 constexpr int kLanes = 16;
 constexpr int kMaxVectors = 8;  // 128 columns per register block
 
+// A depthwise/grouped output vector's end: the filter's bias added (when it has one), NaN made
+// canonical (docs/DETERMINISM.md 1.1) and the lanes in `store` written.
+inline void StoreDirectOutputs(float* dst, __mmask16 store, __m512 v, const float* bias_f) {
+  if (bias_f) v = _mm512_add_ps(v, _mm512_set1_ps(*bias_f));
+  v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
+  _mm512_mask_storeu_ps(dst, store, v);
+}
+
 // Lanes i of input columns base + i that lie in [0, W).
 inline __mmask16 InsideLanes(int64_t base, int64_t W) {
   const int64_t lo = std::clamp<int64_t>(-base, 0, kLanes), hi = std::clamp<int64_t>(W - base, 0, kLanes);
@@ -131,13 +139,9 @@ inline void RowBlock(const ConvGeom& g, const float* xg, const float* wf, const 
       }
     }
   }
-  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
 #pragma GCC unroll 8
   for (int u = 0; u < U; ++u) {
-    __m512 v = acc[u];
-    if (bias_f) v = _mm512_add_ps(v, _mm512_set1_ps(*bias_f));
-    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan);
-    _mm512_mask_storeu_ps(out + kLanes * u, u + 1 == U ? last_store : static_cast<__mmask16>(0xFFFF), v);
+    StoreDirectOutputs(out + kLanes * u, u + 1 == U ? last_store : static_cast<__mmask16>(0xFFFF), acc[u], bias_f);
   }
 }
 
@@ -505,15 +509,11 @@ void PlaneTile(int64_t Cg, int64_t taps, int64_t plane, const int64_t* shift, co
       }
     }
   }
-  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
 #pragma GCC unroll 8
   for (int u = 0; u < U; ++u) {
-    __m512 v = acc[u];
-    if (bias_f) v = _mm512_add_ps(v, _mm512_set1_ps(*bias_f));
-    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), nan);
     const int64_t left = P - kLanes * (v0 + u);
     const __mmask16 store = left >= kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
-    _mm512_mask_storeu_ps(yp + kLanes * (v0 + u), store, v);
+    StoreDirectOutputs(yp + kLanes * (v0 + u), store, acc[u], bias_f);
   }
 }
 

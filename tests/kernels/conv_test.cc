@@ -113,6 +113,14 @@ std::vector<float> Random(int64_t n, std::mt19937& rng, bool special) {
   return v;
 }
 
+// Inputs and weights of 1e-30 in magnitude: every product underflows to a signed zero, so the
+// sum's sign (and a padding term's +0) shows in the bits. Weights are mostly negative, so each
+// filter has both signs.
+void FillWithTinyValues(std::mt19937& rng, std::vector<float>* x, std::vector<float>* w) {
+  for (auto& v : *x) v = (rng() % 2 ? 1e-30f : -1e-30f);
+  for (auto& v : *w) v = (rng() % 3 ? -1e-30f : 1e-30f);
+}
+
 void Check(const Conv& p, uint32_t seed, bool special = false, bool prepare = false) {
   SCOPED_TRACE(p.ToString());
   std::mt19937 rng(seed);
@@ -320,8 +328,7 @@ TEST(Conv2D, ShiftedPlaneKernelMatchesSpecBits) {
     SCOPED_TRACE(c.ToString());
     std::vector<float> x(c.N * c.C * c.H * c.W), w(c.F * (c.C / c.group) * c.KH * c.KW), b(c.F, -0.0f);
     std::mt19937 rng(seed++);
-    for (auto& v : x) v = (rng() % 2 ? 1e-30f : -1e-30f);
-    for (auto& v : w) v = (rng() % 3 ? -1e-30f : 1e-30f);
+    FillWithTinyValues(rng, &x, &w);
     Conv with_bias = c;
     with_bias.bias = true;
     const auto ref = Reference(with_bias, x, w, b);
@@ -443,8 +450,7 @@ TEST(Conv2D, DirectPlaneKernelMatchesSpecBits) {
       SCOPED_TRACE(c.ToString());
       std::vector<float> x(c.N * c.C * c.H * c.W), w(c.F * (c.C / c.group) * c.KH * c.KW), b(c.F, -0.0f);
       std::mt19937 rng(seed++);
-      for (auto& v : x) v = (rng() % 2 ? 1e-30f : -1e-30f);
-      for (auto& v : w) v = (rng() % 3 ? -1e-30f : 1e-30f);
+      FillWithTinyValues(rng, &x, &w);
       w[0] = std::numeric_limits<float>::infinity();
       Conv with_bias = c;
       with_bias.bias = true;

@@ -217,6 +217,16 @@ class TaskManagerTest : public ::testing::Test {
     return *gates_.back();
   }
 
+  // An open gate that every write of a succeeded record passes (WaitArrived(n): n results written).
+  Gate& CountResultWrites() {
+    Gate& results = NewGate(/*open=*/true);
+    store_.SetPutTaskHook([&results](const std::string&, const std::string& record) {
+      v1::Task t;
+      return t.ParseFromString(record) && t.state() == v1::TASK_STATE_SUCCEEDED ? results.Pass() : OkStatus();
+    });
+    return results;
+  }
+
   // Holds execution where a worker loads the input `x`. Submission reads the input with ReadBlob
   // while execution loads it with GetBlob, so this fires only in execution, after the task was
   // stored as running. The node must run without the input cache (NoInputCache): with it, the
@@ -699,11 +709,7 @@ TEST_F(TaskManagerTest, TaskGoesQueuedRunningSucceededWithTheExecutorsResult) {
 TEST_F(TaskManagerTest, ResultIsReportedOnlyAfterASyncCoversItWhileTheWorkerMovesOn) {
   Gate& sync = NewGate();
   store_.SetWaitDurableHook([&sync] { return sync.Pass(); });
-  Gate& results = NewGate(/*open=*/true);  // counts result writes
-  store_.SetPutTaskHook([&results](const std::string&, const std::string& record) {
-    v1::Task t;
-    return t.ParseFromString(record) && t.state() == v1::TASK_STATE_SUCCEEDED ? results.Pass() : OkStatus();
-  });
+  Gate& results = CountResultWrites();
   std::atomic<int> executed{0};
   TaskManagerOptions options = Options(1);
   options.on_executed = [&executed](const consensus::TaskId&, const v1::TaskResult&) { executed++; };
@@ -756,11 +762,7 @@ TEST_F(TaskManagerTest, ResultIsReportedOnlyAfterASyncCoversItWhileTheWorkerMove
 TEST_F(TaskManagerTest, FinishersAnnouncementIsPeekedWithoutAReadAndIsTheStoredRecord) {
   Gate& sync = NewGate();
   store_.SetWaitDurableHook([&sync] { return sync.Pass(); });
-  Gate& results = NewGate(/*open=*/true);  // counts result writes
-  store_.SetPutTaskHook([&results](const std::string&, const std::string& record) {
-    v1::Task t;
-    return t.ParseFromString(record) && t.state() == v1::TASK_STATE_SUCCEEDED ? results.Pass() : OkStatus();
-  });
+  Gate& results = CountResultWrites();
   Node& node = StartNode(Options(1));
   const std::string id = MustSubmit(*node.tasks, Request(1));
   ASSERT_TRUE(results.WaitArrived(1));
