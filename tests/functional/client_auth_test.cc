@@ -404,8 +404,8 @@ TEST_F(ClientAuthTest, RunTaskSubmitsAndWaitsInOneCall) {
 // RunTask waits hold no server thread (docs/NODE.md, "Submitting and waiting in one call"):
 // with rpc.max_streams = 16 (18 server threads; 256 open callback calls), 200 calls wait on one
 // task at once and every one is answered, while
-// a synchronous call is still served; a client that cancels its call ends only its own wait; and
-// SIGTERM with calls waiting answers each UNAVAILABLE, the daemon exiting cleanly.
+// a synchronous call and the callback API's SubmitTask and GetTask are still served; a client that cancels its call
+// ends only its own wait; and SIGTERM with calls waiting answers each UNAVAILABLE, the daemon exiting cleanly.
 TEST_F(ClientAuthTest, RunTaskWaitsHoldNoServerThread) {
   const std::string keys = WriteKeysFile(NewClientKey("erin", "max_watches = 1000\n"));
   const std::string config = Path("node.toml");
@@ -441,6 +441,23 @@ TEST_F(ClientAuthTest, RunTaskWaitsHoldNoServerThread) {
   EXPECT_TRUE(watches_are(kWaits));
   auto info = erin.GetNodeInfo();  // a synchronous call meanwhile
   EXPECT_TRUE(info.ok()) << info.status().ToString();
+  // The callback API answers meanwhile too, on the flooded task itself (a SubmitTask that finds
+  // it known and waits for its record's sync, the same record lock the flood's admissions take,
+  // then its GetTask) and on a new task.
+  auto known = erin.SubmitTask(slow);
+  EXPECT_TRUE(known.ok()) << known.status().ToString();
+  if (known.ok()) {
+    EXPECT_TRUE(known->already_known());
+    auto seen = erin.GetTask(known->task_id());
+    EXPECT_TRUE(seen.ok()) << seen.status().ToString();
+    if (seen.ok()) {
+      EXPECT_TRUE(seen->state() == v1::TASK_STATE_QUEUED || seen->state() == v1::TASK_STATE_RUNNING)
+          << v1::TaskState_Name(seen->state());
+    }
+  }
+  auto fresh = erin.SubmitTask(Prepare(erin, TinyModel(), {2, 4}, 5));
+  EXPECT_TRUE(fresh.ok()) << fresh.status().ToString();
+  if (fresh.ok()) EXPECT_FALSE(fresh->already_known());
   int failed_at_cap = 0;
   for (auto& w : waits) {
     auto r = w.get();

@@ -116,9 +116,23 @@ std::vector<float> Random(int64_t n, std::mt19937& rng, bool special) {
 // Inputs and weights of 1e-30 in magnitude: every product underflows to a signed zero, so the
 // sum's sign (and a padding term's +0) shows in the bits. Weights are mostly negative, so each
 // filter has both signs.
-void FillWithTinyValues(std::mt19937& rng, std::vector<float>* x, std::vector<float>* w) {
-  for (auto& v : *x) v = (rng() % 2 ? 1e-30f : -1e-30f);
-  for (auto& v : *w) v = (rng() % 3 ? -1e-30f : 1e-30f);
+// With a bias of -0 per filter, checked bit for bit against the reference on every engine;
+// `infinite_first_weight`: the first weight +inf, so its padding terms make NaN.
+void CheckTinyValuesWithBias(const Conv& c, uint32_t seed, bool infinite_first_weight = false) {
+  SCOPED_TRACE(c.ToString());
+  std::vector<float> x(c.N * c.C * c.H * c.W), w(c.F * (c.C / c.group) * c.KH * c.KW), b(c.F, -0.0f);
+  std::mt19937 rng(seed);
+  for (auto& v : x) v = (rng() % 2 ? 1e-30f : -1e-30f);
+  for (auto& v : w) v = (rng() % 3 ? -1e-30f : 1e-30f);
+  if (infinite_first_weight) w[0] = std::numeric_limits<float>::infinity();
+  Conv with_bias = c;
+  with_bias.bias = true;
+  const auto ref = Reference(with_bias, x, w, b);
+  for (auto& e : Engines()) {
+    std::vector<float> y(ref.size());
+    ASSERT_TRUE(RunConv(*e.backend, with_bias, x, w, b, &y).ok()) << e.label;
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(Bits(y[i]), Bits(ref[i])) << e.label << " element " << i;
+  }
 }
 
 void Check(const Conv& p, uint32_t seed, bool special = false, bool prepare = false) {
@@ -324,20 +338,7 @@ TEST(Conv2D, ShiftedPlaneKernelMatchesSpecBits) {
   }
   // Products that underflow to -0 and padding terms that turn it into +0 (fma(+0, w > 0, -0)):
   // x and w tiny with opposite signs, one positive weight per filter for the padding lanes.
-  for (const Conv& c : {cases[0], cases[1], cases[4], cases[12]}) {
-    SCOPED_TRACE(c.ToString());
-    std::vector<float> x(c.N * c.C * c.H * c.W), w(c.F * (c.C / c.group) * c.KH * c.KW), b(c.F, -0.0f);
-    std::mt19937 rng(seed++);
-    FillWithTinyValues(rng, &x, &w);
-    Conv with_bias = c;
-    with_bias.bias = true;
-    const auto ref = Reference(with_bias, x, w, b);
-    for (auto& e : Engines()) {
-      std::vector<float> y(ref.size());
-      ASSERT_TRUE(RunConv(*e.backend, with_bias, x, w, b, &y).ok()) << e.label;
-      for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(Bits(y[i]), Bits(ref[i])) << e.label << " element " << i;
-    }
-  }
+  for (const Conv& c : {cases[0], cases[1], cases[4], cases[12]}) CheckTinyValuesWithBias(c, seed++);
 }
 
 TEST(Conv2D, FewPositionsKernelMatchesSpecBits) {
@@ -446,21 +447,8 @@ TEST(Conv2D, DirectPlaneKernelMatchesSpecBits) {
     }
     // Products that underflow to -0 and padding terms that turn it into +0 (fma(+0, w > 0, -0)),
     // and padding terms of an infinite weight (NaN).
-    for (const Conv& c : {cases[1], cases[3], cases[7]}) {
-      SCOPED_TRACE(c.ToString());
-      std::vector<float> x(c.N * c.C * c.H * c.W), w(c.F * (c.C / c.group) * c.KH * c.KW), b(c.F, -0.0f);
-      std::mt19937 rng(seed++);
-      FillWithTinyValues(rng, &x, &w);
-      w[0] = std::numeric_limits<float>::infinity();
-      Conv with_bias = c;
-      with_bias.bias = true;
-      const auto ref = Reference(with_bias, x, w, b);
-      for (auto& e : Engines()) {
-        std::vector<float> y(ref.size());
-        ASSERT_TRUE(RunConv(*e.backend, with_bias, x, w, b, &y).ok()) << e.label;
-        for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(Bits(y[i]), Bits(ref[i])) << e.label << " element " << i;
-      }
-    }
+    for (const Conv& c : {cases[1], cases[3], cases[7]})
+      CheckTinyValuesWithBias(c, seed++, /*infinite_first_weight=*/true);
   }
   cpu::SetConvDirectPlaneForTesting(true);
 }
