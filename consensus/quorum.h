@@ -87,6 +87,10 @@ class QuorumTracker {
   bool RefreshCertificate();
   const std::optional<Certificate>& certificate() const { return certificate_; }
   const std::vector<Equivocation>& equivocations() const { return equivocations_; }
+  // This signer voted for two results: it never counts toward a certificate again.
+  bool equivocated(const Address20& a) const { return equivocators_.count(a) != 0; }
+  // The certificate has an equivocator among its signers (RefreshCertificate has not replaced it).
+  bool tainted() const { return tainted_; }
   // True once committee members have signed different result roots: honest nodes then widen
   // the re-execution (a dispute). Attestations that differ only in the trace root are not a
   // conflict: the result is the same, nobody can be slashed for it, and a dispute would be a

@@ -1,6 +1,8 @@
 #include "consensus/round.h"
 
 #include <algorithm>
+#include <iterator>
+#include <optional>
 
 #include "consensus/committee.h"
 #include "consensus/membership.h"
@@ -96,7 +98,10 @@ void TaskRound::CountVote(const SignedAttestation& vote, bool committee_phase, R
     out->push_back(std::move(certified));
   }
   DecideEvidence(out);
-  if (committee_phase) JudgeParkedLateReveals(out);
+  if (committee_phase) {
+    MaybeReopenWindow(out);
+    JudgeParkedLateReveals(out);
+  }
 }
 
 void TaskRound::ResumeDispute(RoundDecisions* out) {
@@ -266,13 +271,65 @@ std::set<Address20> TaskRound::Committers(VotePhase phase) const {
 
 bool TaskRound::Admit(const SignedCommitment& c, const Address20& signer, RoundDecisions* out) {
   CommitWindow& w = windows_[static_cast<size_t>(c.phase)];
-  if (w.closed) return false;
-  // Only operators of the task's set: the map stays bounded by the set's size.
+  // Only operators of the task's set: the maps stay bounded by the set's size.
   if (std::find(order_.begin(), order_.end(), signer) == order_.end()) return false;
+  if (w.closed) {
+    // A closed committee window admits nothing, unless an equivocator reopened it; a member's
+    // late commitment is kept for that case.
+    if (c.phase != VotePhase::kCommittee || !tracker_->is_member(signer)) return false;
+    if (!reopened_) {
+      late_commitments_.emplace(signer, c);
+      return false;
+    }
+  }
   if (!w.admitted.emplace(signer, c).second) return false;  // a signer's first commitment holds
   if (signer == rules_.self && !record_.observer_only) w.self_committed = true;
   out->push_back(CommitmentAdmitted{c, signer});
   return true;
+}
+
+void TaskRound::MaybeReopenWindow(RoundDecisions* out) {
+  CommitWindow& w = windows_[static_cast<size_t>(VotePhase::kCommittee)];
+  if (reopened_ || !w.closed || failed_ || dispute_ || (finalized_ && !tracker_->tainted())) return;
+  std::set<Address20> others;
+  std::optional<Address20> equivocator;
+  for (const auto& [address, c] : w.admitted) {
+    if (tracker_->equivocated(address)) {
+      equivocator = address;
+    } else {
+      others.insert(address);
+    }
+  }
+  if (!equivocator || tracker_->ReachedBy(others)) return;
+  reopened_ = true;
+  WindowReopened reopened;
+  reopened.equivocator = *equivocator;
+  const size_t at = out->size();
+  std::map<Address20, SignedCommitment> late = std::move(late_commitments_);
+  late_commitments_.clear();
+  std::vector<Address20> admitted;
+  for (const auto& [signer, c] : late) {
+    RoundDecisions admission;
+    if (Admit(c, signer, &admission)) admitted.push_back(signer);
+    out->insert(out->end(), admission.begin(), admission.end());
+  }
+  reopened.late_admitted = admitted.size();
+  out->insert(out->begin() + static_cast<std::ptrdiff_t>(at), reopened);
+  for (const Address20& signer : admitted) CountRevealOfLateCommitment(signer, out);
+}
+
+void TaskRound::CountRevealOfLateCommitment(const Address20& signer, RoundDecisions* out) {
+  auto it = uncounted_.find(signer);
+  if (it == uncounted_.end()) return;
+  const CommitWindow& w = windows_[static_cast<size_t>(VotePhase::kCommittee)];
+  auto commitment = w.admitted.find(signer);
+  if (commitment == w.admitted.end() || commitment->second.commitment != VoteCommitment(it->second, signer)) return;
+  const SignedAttestation vote = it->second;
+  uncounted_.erase(it);
+  late_reveals_.erase(std::remove_if(late_reveals_.begin(), late_reveals_.end(),
+                                     [&](const LateReveal& l) { return l.vote.signature == vote.signature; }),
+                      late_reveals_.end());
+  CountVote(vote, /*committee_phase=*/true, out);
 }
 
 void TaskRound::AddCommitment(const SignedCommitment& c, RoundDecisions* out) {
@@ -287,6 +344,10 @@ void TaskRound::AddCommitment(const SignedCommitment& c, RoundDecisions* out) {
   }
   if (Admit(c, *signer, out)) {
     MaybeCloseWindow(c.phase, out);
+    if (reopened_ && c.phase == VotePhase::kCommittee) {
+      MaybeRevealOwn(c.phase, out);  // this node's own, admitted now: its vote is due
+      CountRevealOfLateCommitment(*signer, out);
+    }
   } else if (*signer == rules_.self && !record_.observer_only) {
     CommitWindow& w = windows_[static_cast<size_t>(c.phase)];
     if (w.self_committed) {
@@ -307,7 +368,11 @@ void TaskRound::MaybeCloseWindow(VotePhase phase, RoundDecisions* out, bool by_r
   if (w.closed || failed_) return;
   bool reached = false;
   if (phase == VotePhase::kCommittee) {
-    const std::set<Address20> committers = Committers(phase);
+    std::set<Address20> committers = Committers(phase);
+    // An equivocator known already backs nothing: the window waits for others in its place.
+    for (auto it = committers.begin(); it != committers.end();) {
+      it = tracker_->equivocated(*it) ? committers.erase(it) : std::next(it);
+    }
     if (!tracker_->ReachedBy(committers)) return;
     if (quorum_committed_ms_ < 0) quorum_committed_ms_ = last_now_ms_;
     // Close at once when the whole committee committed or a revealer's bundle says its window

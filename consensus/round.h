@@ -22,6 +22,12 @@
 // could only copy), and if no certificate comes and no vote counts for exhausted_grace_ms (an
 // admitted member withheld its reveal) the round fails. A member whose result differs from
 // every revealed one cannot have copied it: its late vote opens the dispute round.
+//
+// An admitted committer that equivocates counts toward nothing. When the other admitted
+// commitments then could no longer certify (or the certificate made with it can no longer be
+// rebuilt without it), the committee's window reopens: the members' commitments that came after
+// it closed are admitted, as are later ones, and their reveals count. Copying pays there only
+// after a slashable equivocation (docs/SECURITY.md, "equivocator inside a certificate").
 #pragma once
 
 #include <algorithm>
@@ -147,6 +153,13 @@ struct CommitmentRefused {
 struct WindowClosed {
   VotePhase phase = VotePhase::kCommittee;
 };
+// An admitted committer equivocated and the rest could not certify: the committee's window
+// admits the members' late commitments again (the node logs it; a restart decides it again from
+// the stored votes).
+struct WindowReopened {
+  Address20 equivocator{};
+  size_t late_admitted = 0;  // commitments that came after the close, admitted now
+};
 // This node committed a vote for `phase` and the window closed: gossip the vote now, with the
 // commitments that closed the window.
 struct RevealDue {
@@ -173,7 +186,7 @@ struct RoundFailed {
 using RoundDecision =
     std::variant<VoteCounted, VoteRefused, Certified, CertificateRefreshed, DisputeStarted, DisputeNotStarted,
                  DisputeCertified, CommitteeExtended, ExecuteHere, SendEvidence, RoundFailed, CommitmentAdmitted,
-                 CommitmentRefused, WindowClosed, RevealDue, RevealNotCounted>;
+                 CommitmentRefused, WindowClosed, RevealDue, RevealNotCounted, WindowReopened>;
 using RoundDecisions = std::vector<RoundDecision>;
 
 class TaskRound {
@@ -278,12 +291,21 @@ class TaskRound {
   // dispute and counts there: true. Otherwise it counts nowhere: false.
   bool JudgeLateReveal(const LateReveal& late, RoundDecisions* out);
   void JudgeParkedLateReveals(RoundDecisions* out);
+  // Reopens the committee's window when an admitted committer equivocated and the others could
+  // not certify without it.
+  void MaybeReopenWindow(RoundDecisions* out);
+  // A commitment admitted after the window reopened: its signer's uncounted reveal counts now.
+  void CountRevealOfLateCommitment(const Address20& signer, RoundDecisions* out);
 
   std::vector<SignedAttestation> early_dispute_votes_;  // before this node started the dispute
   std::vector<LateReveal> late_reveals_;
   std::map<Address20, SignedAttestation> uncounted_;  // each signer's first uncounted vote, bounded
   std::vector<Equivocation> extra_equivocations_;     // found among uncounted votes
   std::set<Hash256> revealed_roots_;                  // every result root revealed here, bounded
+  // Committee members' commitments that came after the committee's window closed (the first of
+  // each): admitted if it reopens.
+  std::map<Address20, SignedCommitment> late_commitments_;
+  bool reopened_ = false;  // the committee's window admits members' commitments again
   std::set<Address20> voters_;
   std::set<Address20> reported_;  // operators already accused
   bool member_ = false;

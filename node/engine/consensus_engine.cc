@@ -165,6 +165,10 @@ struct ConsensusEngine::Actions {
   // it back costs nothing, since the re-executed result and its RFC 6979 signatures commit to the
   // same bytes again (docs/SECURITY.md section 8). Sent before `publish`: before any reveal.
   std::vector<v1::GossipMessage> publish_written;
+  // Tasks whose own commitment is in `publish_written` (counted in unsent_commitments_), and
+  // tasks whose reveal in `publish` waits until no commitment of theirs is unsent.
+  std::vector<consensus::TaskId> commitments_unsent;
+  std::vector<consensus::TaskId> reveals_after_commitments;
   std::vector<std::pair<consensus::TaskId, std::string>> requeue;  // to execute here, and why
   std::vector<std::function<void()>> jobs;
   // Record updates, applied in order after the lock.
@@ -1159,6 +1163,11 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
         t->mutable_consensus()->set_closed_commit_windows(t->consensus().closed_commit_windows() | bit);
         return OkStatus();
       });
+    } else if (auto* reopened = std::get_if<consensus::WindowReopened>(&decision)) {
+      Log(LogLevel::kInfo, "commit window reopened",
+          {{"task", r.id.Hex()},
+           {"equivocator", AddressHex(reopened->equivocator)},
+           {"late_admitted", static_cast<int64_t>(reopened->late_admitted)}});
     } else if (auto* due = std::get_if<consensus::RevealDue>(&decision)) {
       // Not signed yet (reopened after a restart): Attest reveals when it signs again.
       if (faults_->WithholdsReveal(r.id.Hex())) continue;
@@ -1170,6 +1179,10 @@ void ConsensusEngine::Carry(Round& r, const consensus::RoundDecisions& decisions
         for (const auto& c : due->bundle) *reveal->add_commitments() = ToProto(c, std::nullopt);
         actions->publish.push_back(std::move(message));
         actions->phase_logs.push_back({r.id, "reveal sent"});
+        {
+          std::lock_guard<std::mutex> unsent(unsent_mu_);
+          if (unsent_commitments_.count(r.id) != 0) actions->reveals_after_commitments.push_back(r.id);
+        }
         consensus::RoundDecisions counted;
         r.rules.AddReveal(vote, due->phase, {}, &counted);
         Carry(r, counted, /*persist=*/true, actions);
@@ -1314,6 +1327,11 @@ void ConsensusEngine::Attest(const consensus::TaskId& task_id, const v1::TaskRes
     v1::GossipMessage message;
     *message.mutable_commitment() = ToProto(*commitment, address_);
     actions.publish_written.push_back(message);  // written first, then out, before any reveal
+    {
+      std::lock_guard<std::mutex> unsent(unsent_mu_);
+      ++unsent_commitments_[r.id];
+    }
+    actions.commitments_unsent.push_back(r.id);
     actions.phase_logs.push_back({r.id, "commitment sent"});
     consensus::RoundDecisions decisions;
     r.rules.AdvanceClock(SteadyMillis(options_.now()));
@@ -1589,6 +1607,25 @@ void ConsensusEngine::RunActions(Actions& actions) {
   const auto records = static_cast<int64_t>(by_task.size());
   for (const auto& [id, reason] : actions.requeue) ExecuteHere(id, reason);
   Publish(actions.publish_written);
+  if (!actions.commitments_unsent.empty()) {
+    std::lock_guard<std::mutex> unsent(unsent_mu_);
+    for (const consensus::TaskId& id : actions.commitments_unsent) {
+      if (auto it = unsent_commitments_.find(id); it != unsent_commitments_.end() && --it->second <= 0) {
+        unsent_commitments_.erase(it);
+      }
+    }
+    commitment_sent_.notify_all();
+  }
+  if (!actions.reveals_after_commitments.empty()) {
+    // The commitment's batch only writes and sends (it waits for nothing), so this wait is short;
+    // it is bounded all the same, and a reveal that waited too long goes out anyway.
+    std::unique_lock<std::mutex> unsent(unsent_mu_);
+    const bool sent = commitment_sent_.wait_for(unsent, std::chrono::seconds(10), [&] {
+      return std::none_of(actions.reveals_after_commitments.begin(), actions.reveals_after_commitments.end(),
+                          [&](const consensus::TaskId& id) { return unsent_commitments_.count(id) != 0; });
+    });
+    if (!sent) Log(LogLevel::kWarn, "reveal sent before this node's commitment was (its batch is still writing)", {});
+  }
   Publish(actions.publish);
   for (const Actions::PhaseLog& p : actions.phase_logs) {
     Log(LogLevel::kInfo, p.phase, {{"task", p.task.Hex()}, {"records", records}, {"records_ms", records_ms}});

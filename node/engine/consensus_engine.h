@@ -224,6 +224,14 @@ class ConsensusEngine {
   bool head_refresh_running_ = false;
   std::chrono::steady_clock::time_point last_head_refresh_{};  // real time: a rate limit
 
+  // This node's commitments that are written but not sent yet, by task. A batch that reveals
+  // the task's vote sends it only after them (RunActions): the batches run side by side after
+  // the lock, and a reveal that reaches a peer before its commitment counts nowhere there.
+  // Taken after mu_, never before it.
+  std::mutex unsent_mu_;
+  std::condition_variable commitment_sent_;
+  std::map<consensus::TaskId, int> unsent_commitments_;
+
   std::mutex jobs_mu_;
   std::condition_variable jobs_cv_;    // job workers wait here
   std::condition_variable ticker_cv_;  // the ticker waits here: a head, a deadline or shutdown

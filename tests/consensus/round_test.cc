@@ -55,6 +55,8 @@ std::string Describe(const RoundDecision& d) {
     out << "commitment refused: " << cr->reason;
   } else if (auto* wc = std::get_if<WindowClosed>(&d)) {
     out << "window closed" << (wc->phase == VotePhase::kDispute ? " dispute" : "");
+  } else if (auto* wr = std::get_if<WindowReopened>(&d)) {
+    out << "window reopened " << signer_name(wr->equivocator) << " late " << wr->late_admitted;
   } else if (auto* rd = std::get_if<RevealDue>(&d)) {
     out << "reveal" << (rd->phase == VotePhase::kDispute ? " dispute" : "") << " with " << rd->bundle.size();
   } else if (auto* nc = std::get_if<RevealNotCounted>(&d)) {
@@ -712,6 +714,82 @@ TEST_F(CommitRevealTest, WindowWaitsTheGraceForTheRestOfTheCommittee) {
   Commit(revealed, CommitAt(1, VoteAt(1, 1)));
   EXPECT_EQ(Reveal(revealed, VoteAt(1, 1), {CommitAt(0, own)}),
             (std::vector<std::string>{"window closed", "reveal with 2", "counted " + Op(1) + " r1"}));
+}
+
+// Seen in CI (committee 4, quorum 3): the window closed on exactly a quorum of commitments, one
+// of them an equivocator's, and an honest member's came just after. Once the equivocator is out,
+// the rest cannot certify: the window reopens, the late commitment is admitted and its vote
+// counts. Here the certificate was made with the equivocator first, and is rebuilt.
+TEST_F(CommitRevealTest, EquivocatorAmongAQuorumOfCommitmentsReopensTheWindow) {
+  rules_.commit_grace_ms = 60000;  // only the first reveal's bundle closes the window
+  RoundRecord record;
+  record.replicas = 4;
+  record.quorum = 3;
+  TaskRound round = Open(/*self_position=*/0, record);
+  const SignedAttestation own = VoteAt(0, 1), honest = VoteAt(1, 1), late = VoteAt(3, 1);
+  const SignedAttestation committed = VoteAt(2, 1), other = VoteAt(2, 2);  // position 2 equivocates
+  Commit(round, CommitAt(0, own));
+  Commit(round, CommitAt(2, committed));
+  Commit(round, CommitAt(1, honest));
+  EXPECT_EQ(Reveal(round, honest, {CommitAt(0, own), CommitAt(2, committed)}),
+            (std::vector<std::string>{"window closed", "reveal with 3", "counted " + Op(1) + " r1"}));
+  EXPECT_TRUE(Commit(round, CommitAt(3, late)).empty());  // after the close: kept, not admitted
+  EXPECT_EQ(Reveal(round, own), std::vector<std::string>{"counted " + Op(0) + " r1"});
+  // Before any equivocation the late vote counts nowhere, as always (it could be a copy).
+  EXPECT_EQ(Reveal(round, late), std::vector<std::string>{"not counted " + Op(3) +
+                                                          ": no commitment of it was seen before the commit window "
+                                                          "closed"});
+  EXPECT_EQ(Reveal(round, other),
+            std::vector<std::string>{"not counted " + Op(2) + ": it does not match its signer's commitment"});
+  EXPECT_EQ(Reveal(round, committed),
+            (std::vector<std::string>{"counted " + Op(2) + " r1", "certified r1 " + By({0, 1, 2}) + " committee 4",
+                                      "counted " + Op(2) + " r2", "slash equivocation " + Op(2),
+                                      "window reopened " + Op(2) + " late 1", "admitted " + Op(3),
+                                      "counted " + Op(3) + " r1", "certificate refreshed r1 " + By({0, 1, 3})}));
+  EXPECT_TRUE(round.finalized());
+  EXPECT_FALSE(round.disputed());
+}
+
+// The same, with the equivocation seen before any certificate and the late member's commitment
+// arriving after the window reopened: it is admitted then, and its reveal counts.
+TEST_F(CommitRevealTest, ReopenedWindowAdmitsAMembersLaterCommitment) {
+  rules_.commit_grace_ms = 60000;
+  RoundRecord record;
+  record.replicas = 4;
+  record.quorum = 3;
+  TaskRound round = Open(/*self_position=*/5, record);  // an observer
+  const SignedAttestation a = VoteAt(0, 1), b = VoteAt(1, 1), e = VoteAt(2, 1), late = VoteAt(3, 1);
+  Commit(round, CommitAt(0, a));
+  Commit(round, CommitAt(1, b));
+  Commit(round, CommitAt(2, e));
+  EXPECT_EQ(Reveal(round, a, {CommitAt(1, b), CommitAt(2, e)}),
+            (std::vector<std::string>{"window closed", "counted " + Op(0) + " r1"}));
+  EXPECT_EQ(Reveal(round, e), std::vector<std::string>{"counted " + Op(2) + " r1"});
+  EXPECT_EQ(Reveal(round, VoteAt(2, 5)),
+            (std::vector<std::string>{"counted " + Op(2) + " r5", "slash equivocation " + Op(2),
+                                      "window reopened " + Op(2) + " late 0"}));
+  EXPECT_EQ(Commit(round, CommitAt(3, late)), std::vector<std::string>{"admitted " + Op(3)});
+  EXPECT_EQ(Reveal(round, late), std::vector<std::string>{"counted " + Op(3) + " r1"});
+  EXPECT_EQ(Reveal(round, b),
+            (std::vector<std::string>{"counted " + Op(1) + " r1", "certified r1 " + By({0, 1, 3}) + " committee 4"}));
+  // An operator outside the committee still counts nowhere.
+  EXPECT_TRUE(Commit(round, CommitAt(4, VoteAt(4, 1))).empty());
+}
+
+// A window waits past a known equivocator: its commitment does not make the quorum.
+TEST_F(CommitRevealTest, KnownEquivocatorsCommitmentDoesNotCloseTheWindow) {
+  RoundRecord record;
+  record.replicas = 4;
+  record.quorum = 3;
+  TaskRound round = Open(/*self_position=*/5, record);
+  Commit(round, CommitAt(2, VoteAt(2, 1)));
+  Commit(round, CommitAt(0, VoteAt(0, 1)));
+  RoundDecisions d;
+  round.AddVote(VoteAt(2, 1), &d);  // its two votes, as after a restart
+  round.AddVote(VoteAt(2, 4), &d);
+  EXPECT_EQ(Commit(round, CommitAt(1, VoteAt(1, 1))), std::vector<std::string>{"admitted " + Op(1)});
+  EXPECT_FALSE(round.window_closed(VotePhase::kCommittee));
+  EXPECT_EQ(Commit(round, CommitAt(3, VoteAt(3, 1))), (std::vector<std::string>{"admitted " + Op(3), "window closed"}));
 }
 
 TEST_F(CommitRevealTest, NodeCatchingUpOutOfOrderStillCounts) {

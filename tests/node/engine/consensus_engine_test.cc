@@ -271,9 +271,9 @@ class RecordingGossip final : public GossipPublisher {
     });
   }
   // Waits until at least `count` attestations (reveals) were published.
-  [[nodiscard]] bool WaitForAttestations(size_t count) const {
+  [[nodiscard]] bool WaitForAttestations(size_t count, std::chrono::milliseconds timeout = kTimeout) const {
     std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, kTimeout, [&] {
+    return cv_.wait_for(lock, timeout, [&] {
       return static_cast<size_t>(std::count_if(messages_.begin(), messages_.end(),
                                                [](const v1::GossipMessage& m) { return m.has_reveal(); })) >= count;
     });
@@ -454,7 +454,14 @@ class WatchedInjector final : public FaultInjector {
     inner_->BeforeAttesting(task_id_hex);
     Note();
   }
-  void BeforeUnsyncedRecord(const std::string& task_id_hex) override { inner_->BeforeUnsyncedRecord(task_id_hex); }
+  void BeforeUnsyncedRecord(const std::string& task_id_hex) override {
+    inner_->BeforeUnsyncedRecord(task_id_hex);
+    if (before_unsynced_) before_unsynced_(task_id_hex);
+  }
+  // Runs in BeforeUnsyncedRecord, while that batch's write waits: set before the engine starts.
+  void SetBeforeUnsyncedRecord(std::function<void(const std::string&)> hook) { before_unsynced_ = std::move(hook); }
+  // True once the engine asked what to sign (it is attesting).
+  bool Signed() const { return signed_.load(); }
   bool LosesOwnCommitmentRecord(const std::string& task_id_hex) override {
     return inner_->LosesOwnCommitmentRecord(task_id_hex);
   }
@@ -475,6 +482,7 @@ class WatchedInjector final : public FaultInjector {
   std::vector<std::string> AnnouncedBlobs() override { return inner_->AnnouncedBlobs(); }
   std::vector<consensus::Attestation> ToSign(const std::string& task_id_hex,
                                              const consensus::Attestation& honest) override {
+    signed_ = true;
     Note();
     return inner_->ToSign(task_id_hex, honest);
   }
@@ -490,6 +498,8 @@ class WatchedInjector final : public FaultInjector {
     cv_.notify_all();
   }
   std::unique_ptr<FaultInjector> inner_;
+  std::function<void(const std::string&)> before_unsynced_;
+  std::atomic<bool> signed_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   int questions_ = 0;
@@ -2142,6 +2152,56 @@ TEST_F(ConsensusEngineTest, RecoverReopensTheRoundAndResendsThisNodesMessages) {
 // out. The disk then holds the seated task, certifying with no result: recovery queues it again,
 // and the member executes and commits again to the very same commitment (deterministic result,
 // RFC 6979 signatures), so nothing two-faced ever leaves the node.
+// This node's commitment goes out after its (unsynced) write. A peer's commitment that closes
+// the window meanwhile makes the reveal in another batch, whose synced write may end first: the
+// reveal must still leave after the commitment, or a peer that gets it first counts it nowhere
+// (seen in CI: the lost vote left a node below its quorum once an equivocator was disqualified).
+TEST_F(ConsensusEngineTest, RevealNeverOvertakesThisNodesCommitment) {
+  MakeNetwork(3, /*entry=*/true);
+  commit_grace_ = std::chrono::hours(1);  // the window closes only once all three committed
+  const v1::SubmitTaskRequest request = RequestWithSelfAt(0, 3, 2);
+  const std::string id = ToHex(TaskId(request));
+  std::vector<int> others;
+  for (const Address20& a : Order(request)) {
+    if (a != Addr(1)) others.push_back(OperatorNumber(a, operators_));
+  }
+  const v1::TaskResult result = PeerResult(others.at(0), request);
+  WatchedInjector injector(FaultMode::kNone);
+  std::atomic<bool> fired{false};
+  std::thread closer;
+  injector.SetBeforeUnsyncedRecord([&](const std::string& task) {
+    // The first unsynced write of the task after this node signed: its commitment's batch.
+    if (task != id || !injector.Signed() || fired.exchange(true)) return;
+    closer = std::thread([&] { EXPECT_TRUE(CommitOnly(others.at(1), id, result).ok()); });
+    // Without the rule the other batch's reveal goes out now, while this write waits.
+    (void)gossip_.WaitForAttestations(1, 2s);
+  });
+  // However the test ends: the closer joined, and the engine stopped before the injector goes.
+  struct AtExit {
+    std::function<void()> run;
+    ~AtExit() { run(); }
+  } finish{[&] {
+    if (closer.joinable()) closer.join();
+    StopNode();
+  }};
+  StartNode(&injector);
+  ASSERT_TRUE(CommitOnly(others.at(0), id, result).ok());  // kept until the round opens
+  ASSERT_EQ(Submit(request), id);
+  ASSERT_TRUE(gossip_.WaitForAttestations(1));
+  ASSERT_TRUE(fired.load());
+  closer.join();
+  const std::vector<v1::GossipMessage> sent = gossip_.messages();
+  auto first = [&](bool reveal) {
+    return std::find_if(sent.begin(), sent.end(),
+                        [&](const v1::GossipMessage& m) {
+                          return reveal ? m.has_reveal() : m.has_commitment() && m.commitment().task_id() == id;
+                        }) -
+           sent.begin();
+  };
+  EXPECT_LT(first(false), first(true));
+  EXPECT_LT(first(true), static_cast<std::ptrdiff_t>(sent.size()));
+}
+
 TEST_F(ConsensusEngineTest, SeatedMembersWritesBeforeTheRevealMayBeLostAndAreMadeAgainIdentically) {
   MakeNetwork(3, /*entry=*/true);
   StartNode();
