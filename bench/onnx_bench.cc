@@ -23,6 +23,13 @@
 // With --perf, each node's warm tasks run under `perf record -g`, into
 // DIR/datadir-t<threads>-c<cache bytes>.data.
 //
+// With --pairs N, a paired measurement at the first thread count instead of the table: one ONNX
+// Runtime session (ort_bench.js --serve) and one node stay up, and N rounds each time --reps ORT
+// runs, --reps kernel runs and --tasks warm node tasks back to back, in an order that rotates
+// from round to round. A ratio is taken within each round, so a noisy neighbour that slows the
+// whole machine for a minute moves both sides of it; the summary gives the median ratio and how
+// many rounds were at or below 1.0.
+//
 // The models and onnxruntime-node come from bench/models/package.json (scripts/setup.sh).
 #include <sys/wait.h>
 #include <time.h>
@@ -269,22 +276,40 @@ struct NodeTimes {
   std::string result_root;
 };
 
-StatusOr<NodeTimes> TimeNodeTasks(const fs::path& dir, int threads, int tasks, const fs::path& graph_path,
-                                  const fs::path& weights_path, const fs::path& input_path,
-                                  const std::string& input_name, int64_t program_cache_bytes,
-                                  const std::string& perf_dir) {
-  const std::string name = "datadir-t" + std::to_string(threads) + "-c" + std::to_string(program_cache_bytes);
-  testing_support::DaemonProcess daemon((dir / name).string(),
-                                        {"--workers", "1", "--threads", std::to_string(threads), "--log-level", "warn",
-                                         "--program-cache-bytes", std::to_string(program_cache_bytes)});
-  if (!daemon.Start()) return Unavailable("consensord did not start:\n" + daemon.Log());
-  node::NodeClient client(daemon.address());
+// The model's blobs uploaded to `client`'s node, and a request for a task over them.
+StatusOr<v1::SubmitTaskRequest> UploadModel(node::NodeClient& client, const fs::path& graph_path,
+                                            const fs::path& weights_path, const fs::path& input_path,
+                                            const std::string& input_name) {
   v1::SubmitTaskRequest request;
   ASSIGN_OR_RETURN(auto graph_blob, client.PutBlobFile(graph_path.string(), int64_t{1} << 30));
   if (!weights_path.empty()) RETURN_IF_ERROR(client.PutBlobFile(weights_path.string(), int64_t{1} << 30).status());
   ASSIGN_OR_RETURN(auto input_blob, client.PutBlobFile(input_path.string(), int64_t{1} << 30));
   request.set_graph_sha256(graph_blob.sha256());
   (*request.mutable_inputs())[input_name] = input_blob.sha256();
+  return request;
+}
+
+std::vector<std::string> NodeArgs(int threads, int64_t program_cache_bytes) {
+  return {"--workers",
+          "1",
+          "--threads",
+          std::to_string(threads),
+          "--log-level",
+          "warn",
+          "--program-cache-bytes",
+          std::to_string(program_cache_bytes)};
+}
+
+StatusOr<NodeTimes> TimeNodeTasks(const fs::path& dir, int threads, int tasks, const fs::path& graph_path,
+                                  const fs::path& weights_path, const fs::path& input_path,
+                                  const std::string& input_name, int64_t program_cache_bytes,
+                                  const std::string& perf_dir) {
+  const std::string name = "datadir-t" + std::to_string(threads) + "-c" + std::to_string(program_cache_bytes);
+  testing_support::DaemonProcess daemon((dir / name).string(), NodeArgs(threads, program_cache_bytes));
+  if (!daemon.Start()) return Unavailable("consensord did not start:\n" + daemon.Log());
+  node::NodeClient client(daemon.address());
+  ASSIGN_OR_RETURN(v1::SubmitTaskRequest request,
+                   UploadModel(client, graph_path, weights_path, input_path, input_name));
   NodeTimes times;
   // Waits for a task, which must succeed with the first task's result root (the first sets it).
   auto wait_succeeded = [&](const std::string& task_id, bool first) -> StatusOr<v1::TaskResult> {
@@ -339,10 +364,145 @@ StatusOr<NodeTimes> TimeNodeTasks(const fs::path& dir, int threads, int tasks, c
   return times;
 }
 
+// ort_bench.js --serve in a child process: one session, timed on demand.
+class OrtServer {
+ public:
+  ~OrtServer() {
+    if (to_ != nullptr) std::fclose(to_);  // end of input: the script releases its session and exits
+    if (from_ != nullptr) std::fclose(from_);
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+  }
+  Status Start(const std::string& command) {
+    int in[2], out[2];
+    if (pipe(in) != 0 || pipe(out) != 0) return Internal("pipe failed");
+    pid_ = fork();
+    if (pid_ < 0) return Internal("fork failed");
+    if (pid_ == 0) {
+      dup2(in[0], STDIN_FILENO);
+      dup2(out[1], STDOUT_FILENO);
+      close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(in[0]), close(out[1]);
+    to_ = fdopen(in[1], "w");
+    from_ = fdopen(out[0], "r");
+    ASSIGN_OR_RETURN(std::string ready, ReadLine());
+    if (ready.find("\"ready\"") == std::string::npos) return Internal("ort_bench.js --serve said: " + ready);
+    return OkStatus();
+  }
+  // Median of `reps` timed inferences, ms.
+  StatusOr<double> Time(int reps) {
+    std::fprintf(to_, "%d\n", reps);
+    std::fflush(to_);
+    ASSIGN_OR_RETURN(std::string line, ReadLine());
+    const double ms = JsonNumberAfter(line, "{", "median_ms");
+    if (ms <= 0) return Internal("ort_bench.js --serve said: " + line);
+    return ms;
+  }
+
+ private:
+  StatusOr<std::string> ReadLine() {
+    char buf[4096];
+    if (std::fgets(buf, sizeof buf, from_) == nullptr) return Internal("ort_bench.js --serve ended (see its stderr)");
+    return std::string(buf);
+  }
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+};
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+// --pairs: ORT, the kernels and warm node tasks timed in the same rounds (see the top).
+Status PairedRounds(const executor::Program& program, const std::map<std::string, Tensor>& inputs,
+                    const std::string& ort_command, const fs::path& dir, int threads, int pairs, int reps, int tasks,
+                    const fs::path& graph_path, const fs::path& weights_path, const fs::path& input_path,
+                    const std::string& input_name) {
+  OrtServer ort;
+  RETURN_IF_ERROR(ort.Start(ort_command));
+  kernels::BackendOptions options;
+  options.threads = threads;
+  ASSIGN_OR_RETURN(auto backend, kernels::CreateBackend(options));
+  ASSIGN_OR_RETURN(auto loaded, executor::LoadedProgram::Load(program, backend.get()));
+  ASSIGN_OR_RETURN(executor::RunResult first_run, loaded->Run(inputs, executor::RunOptions{}));
+  testing_support::DaemonProcess daemon((dir / ("paired-t" + std::to_string(threads))).string(),
+                                        NodeArgs(threads, int64_t{1} << 30));
+  if (!daemon.Start()) return Unavailable("consensord did not start:\n" + daemon.Log());
+  node::NodeClient client(daemon.address());
+  ASSIGN_OR_RETURN(v1::SubmitTaskRequest request,
+                   UploadModel(client, graph_path, weights_path, input_path, input_name));
+  uint64_t nonce = 0;
+  // One task, run to its end: its execution_seconds in ms. Every task must give the kernels' root.
+  auto node_task = [&]() -> StatusOr<double> {
+    request.mutable_options()->set_nonce(++nonce);
+    ASSIGN_OR_RETURN(auto submitted, client.SubmitTask(request));
+    ASSIGN_OR_RETURN(v1::Task done, client.WatchTask(submitted.task_id(), std::chrono::seconds(600), nullptr));
+    if (done.state() != v1::TASK_STATE_SUCCEEDED) {
+      return Internal("node task failed: " + done.error_code() + " " + done.error_message());
+    }
+    if (done.result().result_root() != ToHex(first_run.result_root)) return Internal("node and kernel roots differ");
+    return done.result().execution_seconds() * 1000;
+  };
+  RETURN_IF_ERROR(node_task().status());  // the cold task
+  std::printf("\npaired rounds at %d thread(s): --reps %d ORT and kernel runs, --tasks %d warm node tasks a round\n",
+              threads, reps, tasks);
+  std::printf("%-6s %10s %12s %12s %10s %10s\n", "round", "ORT ms", "kernels ms", "node warm", "kernels/ORT",
+              "warm/ORT");
+  std::vector<double> kernel_ratios, warm_ratios;
+  for (int round = 0; round < pairs; ++round) {
+    double ort_ms = 0, kernel_ms = 0, warm_ms = 0;
+    for (int step = 0; step < 3; ++step) {
+      switch ((round + step) % 3) {
+        case 0: {
+          ASSIGN_OR_RETURN(ort_ms, ort.Time(reps));
+          break;
+        }
+        case 1: {
+          std::vector<double> ms;
+          for (int i = 0; i < reps; ++i) {
+            const auto t0 = Clock::now();
+            ASSIGN_OR_RETURN(executor::RunResult r, loaded->Run(inputs, executor::RunOptions{}));
+            ms.push_back(MillisSince(t0));
+            if (r.result_root != first_run.result_root) return Internal("result root changed between runs");
+          }
+          kernel_ms = Median(ms);
+          break;
+        }
+        default: {
+          std::vector<double> ms;
+          for (int i = 0; i < tasks; ++i) {
+            ASSIGN_OR_RETURN(double exec_ms, node_task());
+            ms.push_back(exec_ms);
+          }
+          warm_ms = Median(ms);
+        }
+      }
+    }
+    kernel_ratios.push_back(kernel_ms / ort_ms);
+    warm_ratios.push_back(warm_ms / ort_ms);
+    std::printf("%-6d %10.3f %12.3f %12.3f %10.2fx %9.2fx\n", round + 1, ort_ms, kernel_ms, warm_ms,
+                kernel_ratios.back(), warm_ratios.back());
+    std::fflush(stdout);
+  }
+  auto at_most_one = [](const std::vector<double>& v) {
+    return std::count_if(v.begin(), v.end(), [](double r) { return r <= 1.0; });
+  };
+  std::printf("kernels / ORT: median %.2fx (p10 %.2fx, p90 %.2fx), %ld of %d rounds <= 1.0x\n", Median(kernel_ratios),
+              Percentile(kernel_ratios, 0.1), Percentile(kernel_ratios, 0.9), at_most_one(kernel_ratios), pairs);
+  std::printf("node warm / ORT: median %.2fx (p10 %.2fx, p90 %.2fx), %ld of %d rounds <= 1.0x\n", Median(warm_ratios),
+              Percentile(warm_ratios, 0.1), Percentile(warm_ratios, 0.9), at_most_one(warm_ratios), pairs);
+  daemon.Kill(SIGTERM);
+  return OkStatus();
+}
+
 int Main(int argc, char** argv) {
   std::string model_path, shape_arg, threads_arg = "1,2", perf_dir;
   std::string ort_script = testing_support::SourceDir() + "/bench/models/ort_bench.js";
-  int reps = 20, tasks = 8, op_times = 0, idle_ms = 0;
+  int reps = 20, tasks = 8, op_times = 0, idle_ms = 0, pairs = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--model") model_path = v;
@@ -354,6 +514,7 @@ int Main(int argc, char** argv) {
     else if (k == "--perf") perf_dir = v;
     else if (k == "--op-times") op_times = std::atoi(v.c_str());
     else if (k == "--idle-ms") idle_ms = std::max(0, std::atoi(v.c_str()));
+    else if (k == "--pairs") pairs = std::max(0, std::atoi(v.c_str()));
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -363,7 +524,7 @@ int Main(int argc, char** argv) {
   if (model_path.empty() || eq == std::string::npos) {
     std::fprintf(stderr,
                  "usage: onnx_bench --model FILE.onnx --shape NAME=D0,D1,... [--threads 1,2] [--reps N] "
-                 "[--tasks N] [--ort-script FILE] [--perf DIR] [--op-times TOP] [--idle-ms N]\n");
+                 "[--tasks N] [--ort-script FILE] [--perf DIR] [--op-times TOP] [--idle-ms N] [--pairs N]\n");
     return 2;
   }
   const std::string input_name = shape_arg.substr(0, eq);
@@ -386,7 +547,7 @@ int Main(int argc, char** argv) {
   std::string ort_args = "'" + ort_script + "' --model '" + model_path + "' --input " + input_name + "=" +
                          input_path.string() + " --threads " + threads_arg + " --reps " + std::to_string(reps) +
                          " --idle-ms " + std::to_string(idle_ms);
-  auto ort = testing_support::RunCommand(ort_cmd, ort_args);
+  auto ort = pairs > 0 ? testing_support::CommandResult{0, ""} : testing_support::RunCommand(ort_cmd, ort_args);
   if (ort.exit_code != 0) {
     std::fprintf(stderr, "ONNX Runtime failed (is bench/models installed? scripts/setup.sh):\n%s\n", ort.out.c_str());
     return 1;
@@ -427,8 +588,17 @@ int Main(int argc, char** argv) {
               traced_bytes / 1048576.0);
   std::printf("  %zu instructions after fusion (docs/DETERMINISM.md 3.1)\n",
               program->fused_instructions.empty() ? program->instructions.size() : program->fused_instructions.size());
-  std::printf("  %s\n", ort.out.substr(0, ort.out.find('\n')).c_str());
+  if (!ort.out.empty()) std::printf("  %s\n", ort.out.substr(0, ort.out.find('\n')).c_str());
   std::map<std::string, Tensor> inputs{{input_name, input}};
+  if (pairs > 0) {
+    Status s = PairedRounds(*program, inputs, ort_cmd + " " + ort_args + " --serve 1", dir, thread_counts.front(),
+                            pairs, reps, tasks, graph_path, weights_path, input_path, input_name);
+    if (!s.ok()) {
+      std::fprintf(stderr, "paired rounds failed: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    return 0;
+  }
   if (op_times > 0) {
     for (int threads : thread_counts) {
       Status s = PrintOpTimes(*program, inputs, threads, reps, op_times);

@@ -10,6 +10,11 @@
 //
 // Prints one JSON line: {"threads": {"1": {"median_ms": ..., "min_ms": ...}, ...}}. With --out,
 // writes the first output (f32) as .npy so the caller can compare values.
+//
+// With --serve 1 (onnx_bench --pairs): one session at the first thread count, warmed up, then
+// one line from stdin at a time: N runs N timed inferences and prints {"median_ms": ...,
+// "min_ms": ...}; end of input ends the process. The caller times its own runs in between, so
+// both sides see the same minutes of a noisy machine.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -55,28 +60,49 @@ function median(v) {
   return s[Math.floor((s.length - 1) / 2)];
 }
 
+async function timeRuns(session, feeds, reps, idleMs) {
+  const times = [];
+  for (let i = 0; i < reps; ++i) {
+    if (idleMs > 0) await new Promise(resolve => setTimeout(resolve, idleMs));
+    const t0 = process.hrtime.bigint();
+    await session.run(feeds);
+    times.push(Number(process.hrtime.bigint() - t0) / 1e6);
+  }
+  return {median_ms: median(times), min_ms: Math.min(...times)};
+}
+
+async function serve(a, feeds) {
+  const t = Number(a.threads.split(',')[0]);
+  const session = await ort.InferenceSession.create(a.model, {
+    intraOpNumThreads: t, interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all',
+  });
+  for (let i = 0; i < Number(a.warmup); ++i) await session.run(feeds);
+  process.stdout.write(JSON.stringify({ready: true}) + '\n');
+  const lines = require('readline').createInterface({input: process.stdin});
+  for await (const line of lines) {
+    const reps = Number(line.trim());
+    if (!Number.isInteger(reps) || reps < 1) throw new Error('expected a number of runs, got ' + JSON.stringify(line));
+    process.stdout.write(JSON.stringify(await timeRuns(session, feeds, reps, Number(a['idle-ms']))) + '\n');
+  }
+  await session.release();
+}
+
 async function main() {
   const a = parseArgs(process.argv);
   const [inputName, inputFile] = a.input.split('=');
   const x = readNpyF32(inputFile);
   const feeds = {[inputName]: new ort.Tensor('float32', x.data, x.shape)};
+  if (a.serve === '1') return serve(a, feeds);
   const report = {ort_version: require(path.join(__dirname, 'node_modules', 'onnxruntime-node', 'package.json')).version, threads: {}};
   for (const t of a.threads.split(',').map(Number)) {
     // Sequential execution, as Consensor runs ops in canonical order; intra-op threads only.
     const session = await ort.InferenceSession.create(a.model, {
       intraOpNumThreads: t, interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all',
     });
-    let out;
-    for (let i = 0; i < Number(a.warmup); ++i) out = await session.run(feeds);
-    const times = [];
-    for (let i = 0; i < Number(a.reps); ++i) {
-      if (Number(a['idle-ms']) > 0) await new Promise(resolve => setTimeout(resolve, Number(a['idle-ms'])));
-      const t0 = process.hrtime.bigint();
-      out = await session.run(feeds);
-      times.push(Number(process.hrtime.bigint() - t0) / 1e6);
-    }
-    report.threads[String(t)] = {median_ms: median(times), min_ms: Math.min(...times)};
+    for (let i = 0; i < Number(a.warmup); ++i) await session.run(feeds);
+    report.threads[String(t)] = await timeRuns(session, feeds, Number(a.reps), Number(a['idle-ms']));
     if (a.out) {
+      const out = await session.run(feeds);
       const first = out[session.outputNames[0]];
       writeNpyF32(a.out, first.dims, first.data);
     }
