@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/half.h"
 
@@ -113,6 +114,51 @@ void CompareDirectWithIm2col(benchmark::State& state, Backend& backend, const Op
       state, [&] { return run(y1, true); }, [&] { return run(y2, false); }, [&] { return SameBits(y1, y2); },
       "direct and im2col", "direct_us", "im2col_us");
 }
+
+// HardSwish as the one-pass epilogue runs it after a conv (x + 3, max 0, min 6, times x, / 6)
+// over a [C, H, W] output: in registers (RunHardSwishChain) against the same five steps one after
+// another over 256-element tiles (SetHardSwishChainForTesting(false)), alternately, same bits.
+// args: C, H, W.
+void BM_HardSwishEpilogue(benchmark::State& state) {
+  if (!cpu::gemm::CpuHasAvx512F()) {
+    state.SkipWithError("no AVX-512F");
+    return;
+  }
+  const int64_t n = state.range(0) * state.range(1) * state.range(2);
+  std::vector<float> x(static_cast<size_t>(n)), y1(x.size()), y2(x.size());
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> value(-6.0f, 6.0f);
+  for (float& v : x) v = value(rng);
+  using O = cpu::FastEpilogueOperand;
+  auto operand = [](O::Kind kind, int index, float scalar) {
+    O o;
+    o.kind = kind;
+    o.index = index;
+    o.scalar = scalar;
+    return o;
+  };
+  const cpu::FastEpilogueStep steps[5] = {
+      {Op::kAdd, 2, {operand(O::kValue, 0, 0), operand(O::kScalar, 0, 3.0f)}},
+      {Op::kMax, 2, {operand(O::kValue, 1, 0), operand(O::kScalar, 0, 0.0f)}},
+      {Op::kMin, 2, {operand(O::kValue, 2, 0), operand(O::kScalar, 0, 6.0f)}},
+      {Op::kMul, 2, {operand(O::kValue, 0, 0), operand(O::kValue, 3, 0)}},
+      {Op::kDiv, 2, {operand(O::kValue, 4, 0), operand(O::kScalar, 0, 6.0f)}},
+  };
+  auto run = [&](std::vector<float>& y, bool chain) {
+    std::copy(x.begin(), x.end(), y.begin());
+    cpu::SetHardSwishChainForTesting(chain);
+    const auto t0 = std::chrono::steady_clock::now();
+    cpu::RunFastEpilogueAvx512(steps, 5, y.data(), 0, n);
+    const auto t1 = std::chrono::steady_clock::now();
+    cpu::SetHardSwishChainForTesting(true);
+    return std::chrono::duration<double, std::micro>(t1 - t0).count();
+  };
+  CompareAlternately(
+      state, [&] { return run(y1, true); }, [&] { return run(y2, false); }, [&] { return SameBits(y1, y2); },
+      "chain and steps", "chain_us", "steps_us");
+}
+// The PP-OCR classifier's [200, 2, 96] and [32, 2, 96], the detector's [16, 160, 160].
+BENCHMARK(BM_HardSwishEpilogue)->Args({200, 2, 96})->Args({32, 2, 96})->Args({16, 160, 160});
 
 // args: C, H, W, K, stride
 void BM_Depthwise(benchmark::State& state) {

@@ -12,7 +12,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -121,9 +123,69 @@ inline void RunStep(const Source& a, const Source& b, float* out, int64_t n) {
   RunStepOver<kOp, false, false>(a, b, out, n);
 }
 
+// ---- HardSwish, the chain the OCR models end most convolutions with, in registers.
+//
+// The steps x + 3, max(., +0), min(., 6), x * ., . / 6 (each operand order the importer may
+// give), as the generic pass runs them but with no value stored between steps: a = x + 3;
+// r = a > 0 ? a : +0; r = r < 6 ? r : 6; out = canonical(x * r / 6). The same bits for every x:
+// a is NaN only when x is (r is then +0 where the steps give the canonical NaN, and x * r is NaN
+// either way, canonicalized at the end); a is never -0 (x + 3 rounds to +0 at x = -3), so
+// max's and min's signed-zero rules have nothing to choose; max and min make no NaN, and a NaN
+// from the multiply (-inf * 0) or the division stays NaN to the end. Proved by exhaustion:
+// EpilogueTest.HardSwishChainMatchesItsStepsForEveryFloat runs both over all 2^32 patterns.
+std::atomic<bool> g_hard_swish_chain{true};
+
+bool IsScalar(const FastEpilogueOperand& o, float v) {
+  return o.kind == FastEpilogueOperand::kScalar && std::memcmp(&o.scalar, &v, sizeof v) == 0;
+}
+bool IsValue(const FastEpilogueOperand& o, int index) {
+  return o.kind == FastEpilogueOperand::kValue && o.index == index;
+}
+// Binary step `op` over value `value` and the scalar `v`, in either order (commutative ops).
+bool StepIs(const FastEpilogueStep& s, Op op, int value, float v) {
+  return s.op == op && s.num_operands == 2 &&
+         ((IsValue(s.operands[0], value) && IsScalar(s.operands[1], v)) ||
+          (IsValue(s.operands[1], value) && IsScalar(s.operands[0], v)));
+}
+
+bool IsHardSwishChain(const FastEpilogueStep* steps, int num_steps) {
+  if (num_steps != 5) return false;
+  const FastEpilogueStep& mul = steps[3];
+  const bool mul_ok = mul.op == Op::kMul && mul.num_operands == 2 &&
+                      ((IsValue(mul.operands[0], 0) && IsValue(mul.operands[1], 3)) ||
+                       (IsValue(mul.operands[0], 3) && IsValue(mul.operands[1], 0)));
+  const FastEpilogueStep& div = steps[4];
+  const bool div_ok =
+      div.op == Op::kDiv && div.num_operands == 2 && IsValue(div.operands[0], 4) && IsScalar(div.operands[1], 6.0f);
+  return StepIs(steps[0], Op::kAdd, 0, 3.0f) && StepIs(steps[1], Op::kMax, 1, 0.0f) &&
+         StepIs(steps[2], Op::kMin, 2, 6.0f) && mul_ok && div_ok;
+}
+
+inline __m512 HardSwish(__m512 x) {
+  const __m512 a = _mm512_add_ps(x, _mm512_set1_ps(3.0f));
+  __m512 r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_GT_OQ), a);
+  r = _mm512_mask_mov_ps(_mm512_set1_ps(6.0f), _mm512_cmp_ps_mask(r, _mm512_set1_ps(6.0f), _CMP_LT_OQ), r);
+  return Canonicalize(_mm512_div_ps(_mm512_mul_ps(x, r), _mm512_set1_ps(6.0f)));
+}
+
+void RunHardSwishChain(float* y, int64_t begin, int64_t end) {
+  int64_t i = begin;
+  for (; i + kLanes <= end; i += kLanes) _mm512_storeu_ps(y + i, HardSwish(_mm512_loadu_ps(y + i)));
+  if (i < end) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (end - i)) - 1u);
+    _mm512_mask_storeu_ps(y + i, m, HardSwish(_mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
 }  // namespace
 
+void SetHardSwishChainForTesting(bool enabled) { g_hard_swish_chain.store(enabled); }
+
 void RunFastEpilogueAvx512(const FastEpilogueStep* steps, int num_steps, float* y, int64_t begin, int64_t end) {
+  if (IsHardSwishChain(steps, num_steps) && g_hard_swish_chain.load(std::memory_order_relaxed)) {
+    RunHardSwishChain(y, begin, end);
+    return;
+  }
   alignas(64) float values[kMaxEpilogueSteps][kTileElements];  // step j's result for the current tile
   for (int64_t first = begin, n = 0; first < end; first += n) {
     n = std::min(end - first, kTileElements);

@@ -5,6 +5,9 @@
 // and special values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -12,6 +15,7 @@
 #include "kernels/checks/elementwise.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace consensor::kernels {
@@ -198,8 +202,11 @@ std::vector<EpilogueStep> OnePassSteps() {
 std::vector<std::vector<EpilogueStep>> OnePassChains() {
   auto val = [](int i) { return EpilogueOperand{false, i}; };
   auto in = [](int i) { return EpilogueOperand{true, i}; };
+  std::vector<EpilogueStep> hard_swish = OnePassSteps();
+  hard_swish.resize(5);  // exactly HardSwish: the chain the one-pass epilogue runs in registers
   return {
       OnePassSteps(),
+      hard_swish,
       {{Op::kRelu, 1, {val(0)}}},
       {{Op::kNeg, 1, {val(0)}},
        {Op::kAbs, 1, {val(1)}},
@@ -288,6 +295,74 @@ TEST(EpilogueTest, OnePassEpilogueMatchesUnfusedSteps) {
         RunFused(*e.backend, MakeCall(Op::kConv2D, params, in, 3, nullptr), out_shape, steps, inputs);
     ExpectSameBits(want, got, e.label);
   }
+}
+
+// HardSwish's five steps run in registers (elementwise_avx512.cc, RunHardSwishChain) against the
+// same steps one after another in the one-pass tiles, for every one of the 2^32 bit patterns of x
+// and in a masked tail. (Under a sanitizer, which makes it about 20x slower, every 61st pattern.)
+TEST(EpilogueTest, HardSwishChainMatchesItsStepsForEveryFloat) {
+  if (!cpu::gemm::CpuHasAvx512F()) GTEST_SKIP() << "no AVX-512F";
+  using O = cpu::FastEpilogueOperand;
+  auto operand = [](O::Kind kind, int index, float scalar) {
+    O o;
+    o.kind = kind;
+    o.index = index;
+    o.scalar = scalar;
+    return o;
+  };
+  // The importer's order (the classifier's chains): x + 3, max(., 0), min(., 6), x * ., . / 6.
+  const cpu::FastEpilogueStep steps[5] = {
+      {Op::kAdd, 2, {operand(O::kValue, 0, 0), operand(O::kScalar, 0, 3.0f)}},
+      {Op::kMax, 2, {operand(O::kValue, 1, 0), operand(O::kScalar, 0, 0.0f)}},
+      {Op::kMin, 2, {operand(O::kValue, 2, 0), operand(O::kScalar, 0, 6.0f)}},
+      {Op::kMul, 2, {operand(O::kValue, 0, 0), operand(O::kValue, 3, 0)}},
+      {Op::kDiv, 2, {operand(O::kValue, 4, 0), operand(O::kScalar, 0, 6.0f)}},
+  };
+  constexpr int64_t kChunk = int64_t{1} << 13;  // 32 KiB a buffer: the passes stay in the caches
+  std::vector<float> x(kChunk), chain(kChunk), stepwise(kChunk);
+  auto check = [&](int64_t n) {
+    std::copy(x.begin(), x.begin() + n, chain.begin());
+    std::copy(x.begin(), x.begin() + n, stepwise.begin());
+    cpu::RunFastEpilogueAvx512(steps, 5, chain.data(), 0, n);
+    cpu::SetHardSwishChainForTesting(false);
+    cpu::RunFastEpilogueAvx512(steps, 5, stepwise.data(), 0, n);
+    cpu::SetHardSwishChainForTesting(true);
+    if (std::memcmp(chain.data(), stepwise.data(), static_cast<size_t>(n) * sizeof(float)) == 0) return true;
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::memcmp(&chain[i], &stepwise[i], sizeof(float)) != 0) {
+        uint32_t bx, bc, bs;
+        std::memcpy(&bx, &x[i], 4), std::memcpy(&bc, &chain[i], 4), std::memcpy(&bs, &stepwise[i], 4);
+        ADD_FAILURE() << std::hex << "hardswish(" << bx << "): chain " << bc << ", steps " << bs;
+        break;
+      }
+    }
+    return false;
+  };
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr uint64_t kStride = 61;
+#else
+  constexpr uint64_t kStride = 1;
+#endif
+  for (uint64_t u = 0; u <= 0xFFFFFFFFu;) {
+    int64_t n = 0;
+    for (; n < kChunk && u <= 0xFFFFFFFFu; ++n, u += kStride) {
+      const uint32_t bits = static_cast<uint32_t>(u);
+      std::memcpy(&x[n], &bits, 4);
+    }
+    ASSERT_TRUE(check(n));
+  }
+  // A masked tail of the specials and the chain's edges (-3, 3, -inf, NaN with a payload).
+  const std::vector<float> tail = {-3.0f, 3.0f, -0.0f, 0.0f, -INFINITY, INFINITY, std::nanf("7"), -6.0f, 2.9999998f};
+  std::copy(tail.begin(), tail.end(), x.begin());
+  ASSERT_TRUE(check(static_cast<int64_t>(tail.size())));
+  // The other operand orders the importer may give: the same bits.
+  cpu::FastEpilogueStep swapped[5];
+  std::copy(steps, steps + 5, swapped);
+  for (int k : {0, 1, 2, 3}) std::swap(swapped[k].operands[0], swapped[k].operands[1]);
+  std::vector<float> a(tail), b(tail);
+  cpu::RunFastEpilogueAvx512(swapped, 5, a.data(), 0, static_cast<int64_t>(a.size()));
+  cpu::RunFastEpilogueAvx512(steps, 5, b.data(), 0, static_cast<int64_t>(b.size()));
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
 }
 
 TEST(EpilogueTest, InvalidEpiloguesAreRefused) {
