@@ -189,6 +189,20 @@ void DepthwiseAvx512AgainstAvx2(benchmark::State& state, int64_t C, int64_t H, i
       new_label, old_label);
 }
 
+// args: C, H, W; 3x3, stride 2, pads 1. RowsBlockInterior (the unrolled 4-row block where every
+// kernel row is inside the plane) against RowsBlock (both conv_avx512.cc).
+void BM_DepthwiseInteriorRowsAvx512(benchmark::State& state) {
+  DepthwiseAvx512AgainstAvx2(state, state.range(0), state.range(1), state.range(2), 3, 2, 2,
+                             &cpu::SetConvInteriorRowsForTesting, "interior and general rows", "interior_us",
+                             "rows_us");
+}
+
+BENCHMARK(BM_DepthwiseInteriorRowsAvx512)
+    ->Args({32, 160, 160})  // the PP-OCRv4 detector's 3x3 stride-2 depthwise convolutions
+    ->Args({48, 80, 80})
+    ->Args({96, 40, 40})
+    ->Args({8, 160, 160});
+
 // args: C, H, W, K; both strides 1, "same" padding. The flattened-plane kernel against the
 // 512-bit rows (both conv_avx512.cc).
 void BM_DepthwisePlaneAvx512(benchmark::State& state) {

@@ -199,6 +199,9 @@ void SetConvStuffedOneTapForTesting(bool enabled);
 // GEMM paths on the portable loop, even where AVX-512F is present (for tests and benchmarks
 // comparing the two; the bits are the same).
 void SetConvAvx512ForTesting(bool enabled);
+// conv_avx512.cc: false keeps the 3x3 stride-2 depthwise/grouped rows whose kernel rows lie inside
+// the plane on RowsBlock instead of its unrolled form RowsBlockInterior (tests, benchmarks; same bits).
+void SetConvInteriorRowsForTesting(bool enabled);
 namespace gemm {
 // matmul_avx512.cc: false keeps the AVX2 GEMM on its 256-bit micro-kernel even where AVX-512F is
 // present (for tests and benchmarks comparing the two; the bits are the same).
