@@ -537,7 +537,8 @@ void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, con
           tail >= kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << tail) - 1u);
       const RowsBlockFn together =
           rows > 1 ? PickRowsBlock(blk.u, static_cast<int>(rows), stride, blk.interior_full) : nullptr;
-      if (rows == kInteriorRows && blk.u <= 6 && InteriorStrideTwo3x3(g, oh) && g_interior_rows_enabled.load()) {
+      if (rows >= kInteriorRows && blk.u <= 6 && InteriorStrideTwo3x3(g, oh) && g_interior_rows_enabled.load()) {
+        rows = kInteriorRows;
         kInteriorStrideTwo3x3[blk.interior_full ? 1 : 0][blk.u - 1](
             g, xg, wf, bias_f, oh, blk.j0, masks.data() + blk.masks, last_store, yrow + blk.j0);
       } else if (together) {
