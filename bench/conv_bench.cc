@@ -235,6 +235,20 @@ void DepthwiseAvx512AgainstAvx2(benchmark::State& state, int64_t C, int64_t H, i
       new_label, old_label);
 }
 
+// args: C, H, W; 3x3, stride 2, pads 1. RowsBlockInterior (the unrolled 4-row block where every
+// kernel row is inside the plane) against RowsBlock (both conv_avx512.cc).
+void BM_DepthwiseInteriorRowsAvx512(benchmark::State& state) {
+  DepthwiseAvx512AgainstAvx2(state, state.range(0), state.range(1), state.range(2), 3, 2, 2,
+                             &cpu::SetConvInteriorRowsForTesting, "interior and general rows", "interior_us",
+                             "rows_us");
+}
+
+BENCHMARK(BM_DepthwiseInteriorRowsAvx512)
+    ->Args({32, 160, 160})  // the PP-OCRv4 detector's 3x3 stride-2 depthwise convolutions
+    ->Args({48, 80, 80})
+    ->Args({96, 40, 40})
+    ->Args({8, 160, 160});
+
 // args: C, H, W, K; both strides 1, "same" padding. The flattened-plane kernel against the
 // 512-bit rows (both conv_avx512.cc).
 void BM_DepthwisePlaneAvx512(benchmark::State& state) {
@@ -576,6 +590,69 @@ BENCHMARK(BM_StuffedConv)
     ->Args({16, 40, 40, 16, 3, 3, 1})
     ->Args({24, 80, 80, 24, 2, 2, 2})
     ->Args({24, 160, 160, 1, 2, 2, 2})
+    ->Unit(benchmark::kMicrosecond);
+
+// args: C, XH, XW, F, threads, sigmoid (1: a sigmoid epilogue, as the detector's last one).
+// ConvTranspose with stride == kernel == 2, pads 0, fused (x read directly): ConvStuffedOneTapAvx512 (each x row read
+// once for its two output rows) against the stuffed-conv blocks it replaced (SetConvStuffedOneTapForTesting(false)),
+// alternating, outputs compared bit for bit. Process CPU time per call, medians.
+void BM_StuffedOneTap(benchmark::State& state) {
+  const int64_t C = state.range(0), XH = state.range(1), XW = state.range(2), F = state.range(3);
+  const int threads = static_cast<int>(state.range(4));
+  const bool sigmoid = state.range(5) != 0;
+  const int64_t OH = 2 * XH, OW = 2 * XW;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(C * XH * XW), w(F * C * 4), b(F), y_new(F * OH * OW), y_old(F * OH * OW);
+  for (float& v : x) v = u(rng);
+  for (float& v : w) v = u(rng);
+  for (float& v : b) v = u(rng);
+  auto backend = CpuBackend::Create({.num_threads = threads, .isa = "avx2"});
+  if (!backend.ok()) {
+    state.SkipWithError(backend.status().ToString().c_str());
+    return;
+  }
+  OpParams fused;
+  fused.strides = {1, 1};
+  fused.dilations = {1, 1};
+  fused.pads = {1, 1, 0, 0};
+  fused.input_stuffing = {2, 2, 0, 0, 2 * XH, 2 * XW};
+  TensorView in[3] = {View(x.data(), {1, C, XH, XW}), View(w.data(), {F, C, 2, 2}), View(b.data(), {F})};
+  auto run = [&](std::vector<float>& y, bool one_tap) {
+    TensorView out = View(y.data(), {1, F, OH, OW});
+    KernelCall call{Op::kConv2D, &fused, in, 3, &out, 1};
+    EpilogueStep step;
+    step.op = Op::kSigmoid;
+    step.num_operands = 1;
+    Epilogue epilogue;
+    epilogue.steps = &step;
+    epilogue.num_steps = 1;
+    if (sigmoid) call.epilogue = &epilogue;
+    auto prepared = (*backend)->PrepareConstant(call, 1);
+    if (prepared.ok()) call.prepared = prepared->get();
+    cpu::SetConvStuffedOneTapForTesting(one_tap);
+    timespec t0, t1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+    const Status s = (*backend)->Run(call);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+    cpu::SetConvStuffedOneTapForTesting(true);
+    if (!s.ok()) state.SkipWithError(s.ToString().c_str());
+    return (t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3;
+  };
+  CompareAlternately(
+      state, [&] { return run(y_new, true); }, [&] { return run(y_old, false); },
+      [&] { return SameBits(y_new, y_old); }, "the one-tap and block", "one_tap_cpu_us", "blocks_cpu_us");
+}
+
+// The PP-OCRv4 detector's two ConvTransposes (one filter at 160 x 160 with its sigmoid, 24 filters at 80 x 80),
+// rows of 37 columns (a partial vector), one thread and two.
+BENCHMARK(BM_StuffedOneTap)
+    ->Args({24, 160, 160, 1, 1, 1})
+    ->Args({24, 160, 160, 1, 1, 0})
+    ->Args({24, 80, 80, 24, 1, 0})
+    ->Args({24, 160, 37, 1, 1, 0})
+    ->Args({24, 160, 160, 1, 2, 1})
+    ->Args({24, 80, 80, 24, 2, 0})
     ->Unit(benchmark::kMicrosecond);
 
 // args: C, H, W, F, KH, KW. A dense stride-1 conv whose output rows are as wide as its input's

@@ -33,6 +33,7 @@ std::atomic<int64_t> g_scratch_budget{kDefaultScratchBudget};
 std::atomic<bool> g_direct_enabled{true};
 std::atomic<bool> g_direct_plane_enabled{true};
 std::atomic<bool> g_always_skip_stuffed_zeros{false};
+std::atomic<bool> g_stuffed_one_tap_enabled{true};
 // Preferred size of one im2col tile: small enough to stay in L2/L3 between im2col and the
 // GEMM's packing, large enough to amortize packing the weights once per tile.
 constexpr int64_t kTileTarget = int64_t{2} << 20;
@@ -219,6 +220,33 @@ void ConvStuffedRowsPortable(const ConvGeom& g, const float* x, const float* w, 
 }
 
 void SetConvAlwaysSkipStuffedZerosForTesting(bool always) { g_always_skip_stuffed_zeros.store(always); }
+
+void SetConvStuffedOneTapForTesting(bool enabled) { g_stuffed_one_tap_enabled.store(enabled); }
+
+bool StuffedOneTapTaps(const ConvGeom& g, StuffedOneTap* taps) {
+  if (!g.stuffed || g.sh != 1 || g.sw != 1 || g.dh != 1 || g.dw != 1 || g.uh != 2 || g.uw != 2 || g.KH != 2 ||
+      g.KW != 2 || g.XH < 1 || g.XW < 1 || g.OH != 2 * g.XH || g.OW != 2 * g.XW) {
+    return false;
+  }
+  // Output index o of one axis must read exactly one x element, o / 2, through a tap that
+  // depends only on o % 2 (pad, virtual size, crop offset of that axis).
+  auto one_tap = [](int64_t count, int64_t pad, int64_t virtual_size, int64_t crop, int64_t* tap) {
+    for (int64_t o = 0; o < count; ++o) {
+      int64_t found = 0, k_found = 0;
+      for (int64_t k = 0; k < 2; ++k) {
+        const int64_t v = o - pad + k;
+        if (v < 0 || v >= virtual_size || (v + crop) % 2 != 0) continue;
+        if ((v + crop) / 2 != o / 2) return false;
+        ++found;
+        k_found = k;
+      }
+      if (found != 1 || (o >= 2 && tap[o % 2] != k_found)) return false;
+      if (o < 2) tap[o] = k_found;
+    }
+    return true;
+  };
+  return one_tap(g.OH, g.pt, g.H, g.r0, taps->kh) && one_tap(g.OW, g.pl, g.W, g.c0, taps->kw);
+}
 
 void SetConvDirectForTesting(bool enabled) { g_direct_enabled.store(enabled); }
 
@@ -434,6 +462,26 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
     std::vector<uint8_t> finite_filter(static_cast<size_t>(g.F), 1);
     for (int64_t f = 0; f < g.F; ++f) {
       for (int64_t k = 0; k < g.Kc; ++k) finite_filter[f] &= std::isfinite(w[f * g.Kc + k]) ? 1 : 0;
+    }
+    StuffedOneTap taps;
+    const bool all_finite = std::find(finite_filter.begin(), finite_filter.end(), 0) == finite_filter.end();
+    if (StuffedBlocked(g, ctx.isa) && g_stuffed_one_tap_enabled.load() && all_finite && StuffedOneTapTaps(g, &taps)) {
+      // One x term per channel and output: each x row read once for its two output rows.
+      auto run_units = [&](int64_t b, int64_t e) {
+        ConvStuffedOneTapAvx512(g, taps, x, w, bias, y, b, e);
+        if (!epilogue) return;
+        for (int64_t unit = b; unit < e; ++unit) {
+          const int64_t first = (unit / g.XH * g.OH + 2 * (unit % g.XH)) * g.OW;
+          epilogue->Apply(first, first + 2 * g.OW);
+        }
+      };
+      const int64_t units = g.N * g.F * g.XH;
+      if (ctx.pool) {
+        ctx.pool->ParallelForWork(units, std::max<int64_t>(1, 4 * g.Cg * g.XW), run_units);
+      } else {
+        run_units(0, units);
+      }
+      return OkStatus();
     }
     if (StuffedBlocked(g, ctx.isa)) {
       // Blocks of filters in zmm registers; a unit is one output row of one block.

@@ -36,6 +36,7 @@ namespace consensor::kernels::cpu {
 namespace {
 
 std::atomic<bool> g_avx512_direct_enabled{true};
+std::atomic<bool> g_interior_rows_enabled{true};
 constexpr int kLanes = 16;
 constexpr int kMaxVectors = 8;  // 128 columns per register block
 
@@ -227,6 +228,75 @@ inline void RowsBlock(const ConvGeom& g, const float* xg, const float* wf, const
 constexpr int kMaxRows = 4;
 constexpr int kMaxRowAccumulators = 24;
 
+// RowsBlock for R output rows whose every kernel row lies inside the plane, with the stride in
+// height, KH and KW known at compile time (the detector's 3x3 stride-2 depthwise convolutions):
+// which output rows an input row feeds is then known at compile time too, so the loops unroll
+// into straight fmas (RowsBlock tests it per row, vector and tap, and those branches, not the
+// fmas, set its speed). Per output row the terms come in the spec's order: for each channel,
+// input rows t = 0 .. (R - 1) * SH + KH - 1 of the block in increasing order, i.e. kh = t - r * SH
+// increasing, each with kw increasing: the chain of RowsBlock with no padding rows.
+template <int U, int R, int S, bool kInteriorFull, int SH, int KH, int KW>
+inline void RowsBlockInterior(const ConvGeom& g, const float* xg, const float* wf, const float* bias_f, int64_t oh0,
+                              int64_t j0, const __mmask16* masks, __mmask16 last_store, float* out) {
+  constexpr int kInputRows = (R - 1) * SH + KH;
+  __m512 acc[R][U];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int u = 0; u < U; ++u) acc[r][u] = _mm512_setzero_ps();
+  }
+  const int64_t plane = g.H * g.W;
+  const int64_t ih0 = oh0 * SH - g.pt;  // input row of t = 0
+  for (int64_t c = 0; c < g.Cg; ++c) {
+    const float* wc = wf + c * KH * KW;
+    const float* xc = xg + c * plane + ih0 * g.W + j0 * S - g.pl;
+#pragma GCC unroll 16
+    for (int t = 0; t < kInputRows; ++t) {
+#pragma GCC unroll 8
+      for (int kw = 0; kw < KW; ++kw) {
+        const float* xs = xc + t * g.W + kw * g.dw;
+        const __mmask16* mk = masks + kw * U * S;
+#pragma GCC unroll 8
+        for (int u = 0; u < U; ++u) {
+          const __m512 xv = kInteriorFull && u > 0 && u + 1 < U ? TapInputs<S, true>(xs + kLanes * S * u, nullptr)
+                                                                : TapInputs<S, false>(xs + kLanes * S * u, mk + u * S);
+#pragma GCC unroll 4
+          for (int r = 0; r < R; ++r) {
+            const int kh = t - r * SH;
+            if (kh >= 0 && kh < KH) acc[r][u] = _mm512_fmadd_ps(xv, _mm512_set1_ps(wc[kh * KW + kw]), acc[r][u]);
+          }
+        }
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int u = 0; u < U; ++u) {
+      StoreDirectOutputs(out + r * g.OW + kLanes * u, u + 1 == U ? last_store : static_cast<__mmask16>(0xFFFF),
+                         acc[r][u], bias_f);
+    }
+  }
+}
+
+constexpr int kInteriorRows = 4;
+using RowsBlockInteriorFn = void (*)(const ConvGeom&, const float*, const float*, const float*, int64_t, int64_t,
+                                     const __mmask16*, __mmask16, float*);
+template <int S, bool kInteriorFull, size_t... I>
+constexpr std::array<RowsBlockInteriorFn, sizeof...(I)> InteriorBlocksFor(std::index_sequence<I...>) {
+  return {&RowsBlockInterior<static_cast<int>(I) + 1, kInteriorRows, S, kInteriorFull, 2, 3, 3>...};
+}
+// 3x3, stride 2 in height and width, 4 rows of U = 1 .. 6 vectors: [interior_full][U - 1].
+constexpr std::array<RowsBlockInteriorFn, 6> kInteriorStrideTwo3x3[2] = {
+    InteriorBlocksFor<2, false>(std::make_index_sequence<6>()),
+    InteriorBlocksFor<2, true>(std::make_index_sequence<6>())};
+// Whether output rows oh .. oh + kInteriorRows - 1 of g take RowsBlockInterior: a 3x3 kernel,
+// strides 2, dilation 1 in height, every kernel row of the block inside the plane.
+bool InteriorStrideTwo3x3(const ConvGeom& g, int64_t oh) {
+  return g.sh == 2 && g.sw == 2 && g.KH == 3 && g.KW == 3 && g.dh == 1 && oh * 2 - g.pt >= 0 &&
+         (oh + kInteriorRows - 1) * 2 - g.pt + 3 <= g.H;
+}
+
 using RowsBlockFn = void (*)(const ConvGeom&, const float*, const float*, const float*, const FilterPadding&, int64_t,
                              int64_t, const __mmask16*, __mmask16, float*);
 
@@ -406,6 +476,8 @@ bool UseAvx512DirectConv() { return g_avx512_direct_enabled.load(std::memory_ord
 
 void SetConvAvx512ForTesting(bool enabled) { g_avx512_direct_enabled.store(enabled); }
 
+void SetConvInteriorRowsForTesting(bool enabled) { g_interior_rows_enabled.store(enabled); }
+
 void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, const float* bias, float* y, int64_t begin,
                           int64_t end) {
   if (g.sw != 1 && g.sw != 2) return ConvDirectRowsAvx2(g, x, w, bias, y, begin, end);
@@ -441,8 +513,10 @@ void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, con
   }
   FilterPadding padding;
   int64_t described = -1;
+  // Row (n, f, oh) stepped along, not divided out of the row index for each block of rows: the
+  // divisions cost about as much as a 4-row block of a 3x3 depthwise conv.
+  int64_t oh = begin % g.OH, f = begin / g.OH % g.F, n = begin / g.OH / g.F;
   for (int64_t row = begin; row < end;) {
-    const int64_t oh = row % g.OH, nf = row / g.OH, f = nf % g.F, n = nf / g.F;
     const float* xg = x + (n * g.C + (f / g.Fg) * g.Cg) * g.H * g.W;
     const float* wf = w + f * g.Kc;
     if (f != described) {
@@ -463,7 +537,11 @@ void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, con
           tail >= kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << tail) - 1u);
       const RowsBlockFn together =
           rows > 1 ? PickRowsBlock(blk.u, static_cast<int>(rows), stride, blk.interior_full) : nullptr;
-      if (together) {
+      if (rows >= kInteriorRows && blk.u <= 6 && InteriorStrideTwo3x3(g, oh) && g_interior_rows_enabled.load()) {
+        rows = kInteriorRows;
+        kInteriorStrideTwo3x3[blk.interior_full ? 1 : 0][blk.u - 1](
+            g, xg, wf, bias_f, oh, blk.j0, masks.data() + blk.masks, last_store, yrow + blk.j0);
+      } else if (together) {
         together(g, xg, wf, bias_f, padding, oh, blk.j0, masks.data() + blk.masks, last_store, yrow + blk.j0);
       } else {
         rows = 1;
@@ -472,6 +550,14 @@ void ConvDirectRowsAvx512(const ConvGeom& g, const float* x, const float* w, con
       }
     }
     row += rows;
+    oh += rows;
+    if (oh == g.OH) {
+      oh = 0;
+      if (++f == g.F) {
+        f = 0;
+        ++n;
+      }
+    }
   }
 }
 

@@ -140,6 +140,22 @@ void PackStuffedFilterBlocks(const ConvGeom& g, const float* w, float* packed);
 void ConvStuffedBlocksAvx512(const ConvGeom& g, const float* x, const float* w, const float* packed, const float* bias,
                              const uint8_t* finite_filter, float* y, int64_t begin, int64_t end);
 
+// A stride-1 conv over an input stuffed by 2 x 2 with a 2 x 2 kernel whose every output reads
+// exactly one x element per input channel, x[oh / 2, ow / 2], through a kernel tap that depends
+// only on (oh % 2, ow % 2): ConvTranspose with stride == kernel == 2, pads 0, no output
+// padding, dilation 1 (StuffedOneTapTaps says whether g is one and which taps). The four
+// output phases of a 2 x 2 block share their x element, so conv_stuffed_avx512.cc reads each x
+// row once for both output rows (ConvStuffedOneTapAvx512). Same chains and bits as the blocks.
+struct StuffedOneTap {
+  int64_t kh[2], kw[2];  // the kernel row of output rows 2i + q, the kernel column of columns 2j + p
+};
+bool StuffedOneTapTaps(const ConvGeom& g, StuffedOneTap* taps);
+// Unit (n * F + f) * XH + i is output rows 2i and 2i + 1 of filter f of image n; computes units
+// [begin, end). Every weight of the filters it is given must be finite (the caller sends a
+// filter with a non-finite weight to the other kernels). Call only when gemm::UseAvx512Gemm().
+void ConvStuffedOneTapAvx512(const ConvGeom& g, const StuffedOneTap& taps, const float* x, const float* w,
+                             const float* bias, float* y, int64_t begin, int64_t end);
+
 namespace {
 
 constexpr int64_t kDirectTile = 128;  // output columns whose accumulators stay in L1

@@ -16,6 +16,13 @@
 // conv_direct_impl.h covering any chain that takes every x term in order and any subset of the
 // zero terms. Filters with a non-finite weight run ConvStuffedRowsAvx2 (whole chain).
 // Lanes and filters are independent, so block sizes and the thread split change no bit.
+//
+// ConvStuffedOneTapAvx512 (ConvTranspose with stride == kernel == 2, pads 0): every output reads
+// one x element per channel, so the chain s is fma(x[c, i, j], w_c(q, p), acc) for c ascending;
+// the four outputs (2i + q, 2j + p) of x element (i, j) share its load. A block keeps the four
+// phases of up to 6 vectors of 16 columns in registers across all channels and writes both
+// output rows interleaved, so each x row is read once (the blocks read it once per output row
+// and went through a phase buffer, an interleave pass and a -0 scan of the stored row).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -155,6 +162,101 @@ void Interleave(const float* phases, int64_t cap, int64_t uw, int64_t OW, float*
   for (; ow < OW; ++ow) out[ow] = phases[(ow % uw) * cap + ow / uw];
 }
 
+// ConvStuffedOneTapAvx512's block: U vectors of 16 x columns of one x row, for each of the four
+// output phases (q, p) = (output row 2i + q, output column 2j + p) an accumulator per vector,
+// across all Cg channels. kTail: the last vector has fewer than 16 columns (tail_mask).
+struct OneTapArgs {
+  int64_t channels, plane;
+  const float* x;   // channel 0 of the group, row i, the block's first column
+  const float* wp;  // [c][q * 2 + p]: the weight of channel c's term in phase (q, p)
+  float bias;       // unused when has_bias is false
+  bool has_bias;
+  __mmask16 tail_mask;
+  float* out[2];  // output rows 2i and 2i + 1 at the block's first column (2 * j0)
+};
+
+// Lanes of [even | odd] that interleave them: out[2k] = even[k], out[2k + 1] = odd[k].
+inline __m512i InterleaveLow() { return _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23); }
+inline __m512i InterleaveHigh() {
+  return _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+}
+
+// Writes the block's outputs, then in negative_zero[2 * u + q] the outputs of vector u in row q
+// that are -0 (bit k: output column 2 * (j0 + 16 * u) + k), which the caller recomputes.
+template <int U, bool kTail>
+void OneTapBlock(const OneTapArgs& a, uint32_t* negative_zero) {
+  __m512 acc[4][U];
+#pragma GCC unroll 6
+  for (int u = 0; u < U; ++u) {
+#pragma GCC unroll 4
+    for (int ph = 0; ph < 4; ++ph) acc[ph][u] = _mm512_setzero_ps();
+  }
+  const float* xc = a.x;
+  const float* wc = a.wp;
+  for (int64_t c = 0; c < a.channels; ++c, xc += a.plane, wc += 4) {
+    __m512 xv[U];
+#pragma GCC unroll 6
+    for (int u = 0; u < U; ++u) {
+      xv[u] =
+          kTail && u == U - 1 ? _mm512_maskz_loadu_ps(a.tail_mask, xc + kLanes * u) : _mm512_loadu_ps(xc + kLanes * u);
+    }
+#pragma GCC unroll 4
+    for (int ph = 0; ph < 4; ++ph) {
+      const __m512 wv = _mm512_set1_ps(wc[ph]);
+#pragma GCC unroll 6
+      for (int u = 0; u < U; ++u) acc[ph][u] = _mm512_fmadd_ps(xv[u], wv, acc[ph][u]);
+    }
+  }
+  const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000));
+  const __m512 bias = _mm512_set1_ps(a.bias);
+  const __m512i negative = _mm512_set1_epi32(static_cast<int32_t>(0x80000000u));
+  const __m512i low = InterleaveLow(), high = InterleaveHigh();
+  // Output lanes of the tail vector: 2 per x column, in the low then the high half.
+  const uint32_t tail_outputs =
+      a.tail_mask == 0xFFFF ? 0xFFFFFFFFu : (1u << (2 * __builtin_popcount(a.tail_mask))) - 1u;
+#pragma GCC unroll 2
+  for (int q = 0; q < 2; ++q) {
+#pragma GCC unroll 6
+    for (int u = 0; u < U; ++u) {
+      __m512 even = acc[2 * q][u], odd = acc[2 * q + 1][u];
+      if (a.has_bias) {
+        even = _mm512_add_ps(even, bias);
+        odd = _mm512_add_ps(odd, bias);
+      }
+      even = _mm512_mask_mov_ps(even, _mm512_cmp_ps_mask(even, even, _CMP_UNORD_Q), nan);
+      odd = _mm512_mask_mov_ps(odd, _mm512_cmp_ps_mask(odd, odd, _CMP_UNORD_Q), nan);
+      const __m512 lo = _mm512_permutex2var_ps(even, low, odd), hi = _mm512_permutex2var_ps(even, high, odd);
+      float* out = a.out[q] + 2 * kLanes * u;
+      __mmask16 lo_lanes = 0xFFFF, hi_lanes = 0xFFFF;
+      if (kTail && u == U - 1) {
+        lo_lanes = static_cast<__mmask16>(tail_outputs);
+        hi_lanes = static_cast<__mmask16>(tail_outputs >> 16);
+      }
+      _mm512_mask_storeu_ps(out, lo_lanes, lo);
+      _mm512_mask_storeu_ps(out + kLanes, hi_lanes, hi);
+      const uint32_t zeros =
+          static_cast<uint32_t>(_mm512_mask_cmpeq_epi32_mask(lo_lanes, _mm512_castps_si512(lo), negative)) |
+          static_cast<uint32_t>(_mm512_mask_cmpeq_epi32_mask(hi_lanes, _mm512_castps_si512(hi), negative)) << 16;
+      negative_zero[2 * u + q] = zeros;
+    }
+  }
+}
+
+using OneTapFn = void (*)(const OneTapArgs&, uint32_t*);
+constexpr int kOneTapMaxVectors = 6;  // 24 accumulators
+
+template <bool kTail>
+OneTapFn OneTapKernel(int u) {
+  switch (u) {
+    case 1: return &OneTapBlock<1, kTail>;
+    case 2: return &OneTapBlock<2, kTail>;
+    case 3: return &OneTapBlock<3, kTail>;
+    case 4: return &OneTapBlock<4, kTail>;
+    case 5: return &OneTapBlock<5, kTail>;
+    default: return &OneTapBlock<6, kTail>;
+  }
+}
+
 }  // namespace
 
 int64_t StuffedPackedFloats(const ConvGeom& g) { return g.G * StuffedBlocksPerGroup(g) * kStuffedBlockFilters * g.Kc; }
@@ -281,6 +383,69 @@ void ConvStuffedBlocksAvx512(const ConvGeom& g, const float* x, const float* w, 
           const int lane = __builtin_ctz(hits);
           hits &= hits - 1;
           yrow[ow + lane] = StuffedFullChain(g, x, w, bias, n, f, oh, ow + lane);
+        }
+      }
+    }
+  }
+}
+
+void ConvStuffedOneTapAvx512(const ConvGeom& g, const StuffedOneTap& taps, const float* x, const float* w,
+                             const float* bias, float* y, int64_t begin, int64_t end) {
+  const int64_t plane = g.XH * g.XW;
+  const int64_t vectors = (g.XW + kLanes - 1) / kLanes;
+  // Blocks of even size: a short last block would wait on the fma latency as long as a full one.
+  const int64_t blocks = (vectors + kOneTapMaxVectors - 1) / kOneTapMaxVectors;
+  const int64_t block_vectors = (vectors + blocks - 1) / blocks;
+  const int64_t tail = g.XW - (vectors - 1) * kLanes;
+  const __mmask16 tail_mask = static_cast<__mmask16>(tail == kLanes ? 0xFFFFu : (1u << tail) - 1u);
+  std::vector<float> packed(static_cast<size_t>(4 * g.Cg));
+  int64_t packed_filter = -1;
+  uint32_t negative_zero[2 * kOneTapMaxVectors];
+  for (int64_t unit = begin; unit < end; ++unit) {
+    const int64_t i = unit % g.XH, nf = unit / g.XH, f = nf % g.F, n = nf / g.F;
+    if (f != packed_filter) {
+      // The spec's weight of channel c in phase (q, p): the conv's tap (kh[q], kw[p]).
+      const float* wf = w + f * g.Kc;
+      for (int64_t c = 0; c < g.Cg; ++c) {
+        for (int q = 0; q < 2; ++q) {
+          for (int p = 0; p < 2; ++p) packed[c * 4 + q * 2 + p] = wf[(c * 2 + taps.kh[q]) * 2 + taps.kw[p]];
+        }
+      }
+      packed_filter = f;
+    }
+    const float* xg = x + (n * g.C + (f / g.Fg) * g.Cg) * plane;
+    // The next x row of every channel, fetched while this one computes: Cg streams (planes
+    // apart) are more than the hardware prefetcher follows in time.
+    if (i + 1 < g.XH) {
+      const float* next = xg + (i + 1) * g.XW;
+      for (int64_t c = 0; c < g.Cg; ++c) {
+        for (int64_t j = 0; j < g.XW; j += kLanes)
+          _mm_prefetch(reinterpret_cast<const char*>(next + c * plane + j), _MM_HINT_T0);
+      }
+    }
+    float* y0 = y + (nf * g.OH + 2 * i) * g.OW;
+    OneTapArgs a;
+    a.channels = g.Cg;
+    a.plane = plane;
+    a.wp = packed.data();
+    a.bias = bias ? bias[f] : 0.0f;
+    a.has_bias = bias != nullptr;
+    for (int64_t v0 = 0; v0 < vectors; v0 += block_vectors) {
+      const int u = static_cast<int>(std::min(block_vectors, vectors - v0));
+      const bool has_tail = v0 + u == vectors && tail != kLanes;
+      a.tail_mask = has_tail ? tail_mask : static_cast<__mmask16>(0xFFFF);
+      a.x = xg + i * g.XW + v0 * kLanes;
+      a.out[0] = y0 + 2 * kLanes * v0;
+      a.out[1] = y0 + g.OW + 2 * kLanes * v0;
+      (has_tail ? OneTapKernel<true>(u) : OneTapKernel<false>(u))(a, negative_zero);
+      // -0 is the one output the skipped terms may have changed: recompute it in full.
+      for (int k = 0; k < 2 * u; ++k) {
+        uint32_t hits = negative_zero[k];
+        while (hits != 0) {
+          const int lane = __builtin_ctz(hits);
+          hits &= hits - 1;
+          const int64_t q = k % 2, ow = 2 * kLanes * (v0 + k / 2) + lane;
+          y0[q * g.OW + ow] = StuffedFullChain(g, x, w, bias, n, f, 2 * i + q, ow);
         }
       }
     }

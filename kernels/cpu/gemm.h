@@ -192,10 +192,16 @@ void SetConvDirectPlaneForTesting(bool enabled);
 // Tests: a conv over a zero-stuffed input skips the stuffed zeros always (true) or only where
 // that is the faster way (false, the default; conv.cc StuffedSkipsZeros).
 void SetConvAlwaysSkipStuffedZerosForTesting(bool always);
+// conv.cc: false keeps ConvTranspose's stride == kernel == 2 convolutions (StuffedOneTapTaps) on
+// the stuffed-conv blocks instead of ConvStuffedOneTapAvx512 (tests and benchmarks; same bits).
+void SetConvStuffedOneTapForTesting(bool enabled);
 // conv_avx512.cc: false keeps the direct conv kernel on its AVX2 rows, and the bias adds of the
 // GEMM paths on the portable loop, even where AVX-512F is present (for tests and benchmarks
 // comparing the two; the bits are the same).
 void SetConvAvx512ForTesting(bool enabled);
+// conv_avx512.cc: false keeps the 3x3 stride-2 depthwise/grouped rows whose kernel rows lie inside
+// the plane on RowsBlock instead of its unrolled form RowsBlockInterior (tests, benchmarks; same bits).
+void SetConvInteriorRowsForTesting(bool enabled);
 namespace gemm {
 // matmul_avx512.cc: false keeps the AVX2 GEMM on its 256-bit micro-kernel even where AVX-512F is
 // present (for tests and benchmarks comparing the two; the bits are the same).

@@ -418,6 +418,35 @@ TEST(Conv2D, DepthwiseStrideTwoRowsMatchSpecBits) {
   cpu::SetConvAvx512ForTesting(true);
 }
 
+TEST(Conv2D, DepthwiseStrideTwoInteriorRowsMatchSpecBits) {
+  // 3x3 stride-2 grouped and depthwise convolutions tall enough that 4-row blocks lie wholly inside
+  // the plane, which take RowsBlockInterior (unrolled, conv_avx512.cc) on an AVX-512F CPU: the
+  // detector's 80 columns (5 vectors), 1 to 6 vectors with and without a partial last one, no
+  // padding and asymmetric padding, multipliers, 2 channels per group, dilation in width, a batch;
+  // special values; and the same cases on RowsBlock (SetConvInteriorRowsForTesting(false)).
+  uint32_t seed = 1150;
+  // N, C, H, W, F, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, group, bias
+  const std::vector<Conv> cases = {
+      {1, 4, 40, 160, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, true},  // detector: 80 columns, 20 rows
+      {1, 3, 33, 70, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, false},  // 35 columns: 3 vectors, a tail
+      {2, 2, 24, 33, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, true},   // 17 columns, batch 2
+      {1, 3, 17, 40, 3, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 3, true},   // no padding: interior from row 0
+      {1, 2, 30, 192, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, true},  // 96 columns: 6 vectors
+      {1, 2, 21, 32, 2, 3, 3, 2, 2, 2, 0, 1, 2, 1, 1, 2, false},  // asymmetric padding
+      {1, 3, 26, 50, 6, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3, true},   // multiplier 2
+      {1, 8, 20, 36, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, true},   // 2 channels per group
+      {1, 2, 22, 64, 2, 3, 3, 2, 2, 1, 2, 1, 2, 1, 2, 2, true},   // dilation 2 in width
+      {1, 2, 18, 16, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2, true},   // 8 columns: one partial vector
+  };
+  for (bool interior : {true, false}) {
+    cpu::SetConvInteriorRowsForTesting(interior);
+    for (const Conv& c : cases) {
+      for (bool special : {false, true}) Check(c, seed++, special);
+    }
+  }
+  cpu::SetConvInteriorRowsForTesting(true);
+}
+
 TEST(Conv2D, DirectPlaneKernelMatchesSpecBits) {
   // Grouped and depthwise convolutions with both strides 1 and OW == W on an AVX-512F CPU: the
   // flattened plane, each term a masked load at a flat shift, padding lanes +0.0 (conv_avx512.cc).

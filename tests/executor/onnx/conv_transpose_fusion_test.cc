@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
+#include "onnx/onnx_pb.h"
 #include "tests/executor/onnx/fusion_testing.h"
 #include "tests/executor/onnx/onnx_model_builder.h"
 
@@ -30,10 +31,11 @@ struct Case {
   bool bias = true;
   bool constant_weights = true;  // false: W is an input, so its regrouping runs as instructions
   bool fuses = true;             // 3-D stays unfused
+  bool sigmoid = false;          // a Sigmoid node after it (the conv's epilogue once fused)
 };
 
 // Input patterns: what x, w and the bias hold.
-enum class Pattern { kRandom, kTinyProducts, kZeroInput, kNonFiniteWeights, kNonFiniteInput };
+enum class Pattern { kRandom, kTinyProducts, kZeroInput, kNonFiniteWeights, kNonFiniteInput, kCancelling };
 
 std::string PatternName(Pattern p) {
   switch (p) {
@@ -42,6 +44,7 @@ std::string PatternName(Pattern p) {
     case Pattern::kZeroInput: return "zero input";
     case Pattern::kNonFiniteWeights: return "non-finite weights";
     case Pattern::kNonFiniteInput: return "non-finite input";
+    case Pattern::kCancelling: return "cancelling partial sums";
   }
   return "";
 }
@@ -60,6 +63,30 @@ void FillTiny(Tensor& t, uint32_t seed, bool with_normal) {
     else if (r == 6) v[i] = 0.0f;
     else v[i] = with_normal ? -0.75f : -tiny;
   }
+}
+
+// Values whose partial sums cancel: +-2^24 and small values, weights +-1 and +-0.5, so that a
+// term taken out of order, twice or not at all changes the rounded sum.
+void FillCancelling(Tensor& t, uint32_t seed) {
+  std::mt19937 rng(seed);
+  float* v = t.data_as<float>();
+  static constexpr float kValues[] = {16777216.0f, -16777216.0f, 1.0f, -0.75f, 3.0f, -16777216.0f, 0.5f};
+  for (int64_t i = 0; i < t.num_elements(); ++i) v[i] = kValues[rng() % 7];
+}
+
+// The model with a Sigmoid node reading the ConvTranspose's output.
+std::vector<uint8_t> WithSigmoidAfter(const std::vector<uint8_t>& bytes) {
+  onnx::ModelProto model;
+  EXPECT_TRUE(model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())));
+  onnx::GraphProto* g = model.mutable_graph();
+  g->mutable_node(0)->set_output(0, "t");
+  onnx::NodeProto* sigmoid = g->add_node();
+  sigmoid->set_op_type("Sigmoid");
+  sigmoid->set_name("sigmoid");
+  sigmoid->add_input("t");
+  sigmoid->add_output("y");
+  const std::string s = model.SerializeAsString();
+  return {s.begin(), s.end()};
 }
 
 int CountStuffedConvs(const Program& p) {
@@ -110,6 +137,11 @@ void CheckCaseOnce(const Case& c, Pattern pattern, uint32_t seed) {
       wv[w.num_elements() / 2] = std::bit_cast<float>(0x7FA00001u);  // a signalling NaN with a payload
       wv[w.num_elements() - 1] = -std::numeric_limits<float>::infinity();
       break;
+    case Pattern::kCancelling:
+      FillCancelling(x, seed);
+      for (int64_t i = 0; i < w.num_elements(); ++i) wv[i] = (i * 7 + seed) % 4 == 0 ? 0.5f : (i % 3 ? 1.0f : -1.0f);
+      for (int64_t i = 0; i < f; ++i) bv[i] = i % 2 ? 16777216.0f : -0.0f;
+      break;
     case Pattern::kNonFiniteInput:
       xv[1] = std::numeric_limits<float>::infinity();
       xv[x.num_elements() / 2] = std::bit_cast<float>(0xFFC12345u);  // a NaN with a payload
@@ -125,7 +157,8 @@ void CheckCaseOnce(const Case& c, Pattern pattern, uint32_t seed) {
   if (!c.dilations.empty()) attrs["dilations"] = c.dilations;
   if (!c.pads.empty()) attrs["pads"] = c.pads;
   if (!c.output_padding.empty()) attrs["output_padding"] = c.output_padding;
-  const std::vector<uint8_t> model = OneNodeModel("ConvTranspose", inputs, attrs, 17);
+  std::vector<uint8_t> model = OneNodeModel("ConvTranspose", inputs, attrs, 17);
+  if (c.sigmoid) model = WithSigmoidAfter(model);
   OnnxImportOptions options;
   std::map<std::string, Tensor> run_inputs = {{"x", x}};
   if (c.constant_weights) {
@@ -137,20 +170,25 @@ void CheckCaseOnce(const Case& c, Pattern pattern, uint32_t seed) {
   Program program;
   ASSERT_NO_FATAL_FAILURE(testing::CompileOneNodeModel(model, options, &program));
   EXPECT_EQ(CountStuffedConvs(program), c.fuses ? 1 : 0);
+  if (c.sigmoid) EXPECT_EQ(program.fused_instructions.size(), 1u) << "the sigmoid is the conv's epilogue";
   if (!program.fused_instructions.empty()) testing::ExpectFusedListCoversEveryInstruction(program);
   RunResult want;
   ASSERT_NO_FATAL_FAILURE(testing::RunUnfusedReference(program, run_inputs, &want));
-  // "avx2" runs the AVX-512 blocks (conv_stuffed_avx512.cc) where the CPU has AVX-512F, and
-  // "avx2 without avx512" the 256-bit kernels.
-  for (const std::string variant : {"portable", "avx2", "avx2 without avx512"}) {
+  // "avx2" runs the AVX-512 kernels (conv_stuffed_avx512.cc) where the CPU has AVX-512F: the
+  // one-tap kernel for stride == kernel == 2 and pads 0, the blocks otherwise; "avx2 blocks"
+  // the blocks everywhere; "avx2 without avx512" the 256-bit kernels.
+  for (const std::string variant : {"portable", "avx2", "avx2 blocks", "avx2 without avx512"}) {
     const std::string isa = variant == "portable" ? "portable" : "avx2";
     if (isa == "avx2" && !kernels::cpu::CpuHasAvx2Fma()) continue;
-    if (variant == "avx2" && !kernels::cpu::gemm::CpuHasAvx512F()) continue;
+    if (variant.starts_with("avx2") && variant != "avx2 without avx512" && !kernels::cpu::gemm::CpuHasAvx512F())
+      continue;
     kernels::cpu::gemm::SetGemmAvx512ForTesting(variant != "avx2 without avx512");
+    kernels::cpu::SetConvStuffedOneTapForTesting(variant != "avx2 blocks");
     for (int threads : {1, 2, 8}) {
       SCOPED_TRACE(variant + " at " + std::to_string(threads) + " threads");
       testing::ExpectFusedRunGivesReferenceBits(program, isa, threads, run_inputs, want);
     }
+    kernels::cpu::SetConvStuffedOneTapForTesting(true);
     kernels::cpu::gemm::SetGemmAvx512ForTesting(true);
   }
 }
@@ -182,6 +220,14 @@ const std::vector<Case>& Cases() {
       {"wide_groups_stride3", {1, 6, 3, 19}, {6, 10, 3, 3}, 2, {3, 3}, {}, {1, 0, 2, 1}, {1, 0}},
       {"wide_height_stride_only", {2, 3, 3, 33}, {3, 9, 3, 1}, 1, {2, 1}, {}, {1, 0, 1, 0}, {}},
       {"three_d_unfused", {1, 2, 3, 2, 3}, {2, 2, 2, 2, 2}, 1, {2, 1, 2}, {}, {}, {}, true, true, false},
+      // Stride == kernel == 2, pads 0 (the one-tap kernel): rows of 7 vectors (blocks of 4 and 3,
+      // a 5-column tail), 13 vectors (5, 5, 3), one whole vector, fewer than 16 columns; several
+      // filters, images and groups; the detector's last one with its sigmoid epilogue.
+      {"one_tap_7_vectors", {1, 5, 3, 101}, {5, 1, 2, 2}, 1, {2, 2}, {}, {}, {}},
+      {"one_tap_13_vectors_no_bias", {1, 3, 2, 200}, {3, 1, 2, 2}, 1, {2, 2}, {}, {}, {}, false},
+      {"one_tap_whole_vector", {1, 4, 2, 16}, {4, 1, 2, 2}, 1, {2, 2}, {}, {}, {}},
+      {"one_tap_filters_images_groups", {2, 6, 3, 9}, {6, 2, 2, 2}, 2, {2, 2}, {}, {}, {}},
+      {"one_tap_sigmoid", {1, 24, 4, 40}, {24, 1, 2, 2}, 1, {2, 2}, {}, {}, {}, true, true, true, true},
   };
   return cases;
 }
@@ -212,6 +258,12 @@ TEST(ConvTransposeFusion, NonFiniteWeightsTakeEveryZeroTerm) {
 TEST(ConvTransposeFusion, NonFiniteInputs) {
   uint32_t seed = 5700;
   for (const Case& c : Cases()) CheckCase(c, Pattern::kNonFiniteInput, seed += 10);
+}
+
+// Terms of +-2^24 and small values: any other order of the terms rounds differently.
+TEST(ConvTransposeFusion, CancellingPartialSums) {
+  uint32_t seed = 6700;
+  for (const Case& c : Cases()) CheckCase(c, Pattern::kCancelling, seed += 10);
 }
 
 }  // namespace
