@@ -535,6 +535,14 @@ int Main(int argc, char** argv) {
 
   fs::path dir = fs::temp_directory_path() / ("consensor-onnx-bench-" + std::to_string(getpid()));
   fs::create_directories(dir);
+  // Removed however the run ends (--op-times and --pairs return early), unless CNSR_BENCH_KEEP.
+  struct RemoveAtExit {
+    fs::path dir;
+    ~RemoveAtExit() {
+      std::error_code ignored;
+      if (!std::getenv("CNSR_BENCH_KEEP")) fs::remove_all(dir, ignored);
+    }
+  } remove_at_exit{dir};
   const fs::path input_path = dir / "input.npy";
   const Tensor input = testing_support::RandomF32(shape, 7);
   if (!WriteNpyFile(input_path.string(), input).ok()) {
@@ -650,7 +658,6 @@ int Main(int argc, char** argv) {
       "tasks submitted together, which the worker runs back to back; no cache: node warm with --program-cache-bytes "
       "0; client warm: SubmitTask -> result as a client sees it\n",
       tasks - 1, tasks - 1);
-  if (!std::getenv("CNSR_BENCH_KEEP")) fs::remove_all(dir);
   return 0;
 }
 
