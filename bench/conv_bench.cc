@@ -115,11 +115,11 @@ void CompareDirectWithIm2col(benchmark::State& state, Backend& backend, const Op
       "direct and im2col", "direct_us", "im2col_us");
 }
 
-// HardSwish as the one-pass epilogue runs it after a conv (x + 3, max 0, min 6, times x, / 6)
-// over a [C, H, W] output: in registers (RunHardSwishChain) against the same five steps one after
-// another over 256-element tiles (SetHardSwishChainForTesting(false)), alternately, same bits.
-// args: C, H, W.
-void BM_HardSwishEpilogue(benchmark::State& state) {
+// The chains the one-pass epilogue runs in registers (RunRegisterChain), as it runs them after a
+// conv over a [C, H, W] output, against the same steps one after another over 256-element tiles
+// (SetRegisterChainsForTesting(false)), alternately, same bits. args: C, H, W, chain (0:
+// HardSwish x + 3, max 0, min 6, times x, / 6; 1: HardSigmoid x * 0.2, + 0.5, min 1, max 0).
+void BM_RegisterChainEpilogue(benchmark::State& state) {
   if (!cpu::gemm::CpuHasAvx512F()) {
     state.SkipWithError("no AVX-512F");
     return;
@@ -137,28 +137,38 @@ void BM_HardSwishEpilogue(benchmark::State& state) {
     o.scalar = scalar;
     return o;
   };
-  const cpu::FastEpilogueStep steps[5] = {
-      {Op::kAdd, 2, {operand(O::kValue, 0, 0), operand(O::kScalar, 0, 3.0f)}},
-      {Op::kMax, 2, {operand(O::kValue, 1, 0), operand(O::kScalar, 0, 0.0f)}},
-      {Op::kMin, 2, {operand(O::kValue, 2, 0), operand(O::kScalar, 0, 6.0f)}},
-      {Op::kMul, 2, {operand(O::kValue, 0, 0), operand(O::kValue, 3, 0)}},
-      {Op::kDiv, 2, {operand(O::kValue, 4, 0), operand(O::kScalar, 0, 6.0f)}},
-  };
+  const std::vector<cpu::FastEpilogueStep> steps =
+      state.range(3) == 0
+          ? std::vector<cpu::FastEpilogueStep>{{Op::kAdd, 2, {operand(O::kValue, 0, 0), operand(O::kScalar, 0, 3.0f)}},
+                                               {Op::kMax, 2, {operand(O::kValue, 1, 0), operand(O::kScalar, 0, 0.0f)}},
+                                               {Op::kMin, 2, {operand(O::kValue, 2, 0), operand(O::kScalar, 0, 6.0f)}},
+                                               {Op::kMul, 2, {operand(O::kValue, 0, 0), operand(O::kValue, 3, 0)}},
+                                               {Op::kDiv, 2, {operand(O::kValue, 4, 0), operand(O::kScalar, 0, 6.0f)}}}
+          : std::vector<cpu::FastEpilogueStep>{{Op::kMul, 2, {operand(O::kValue, 0, 0), operand(O::kScalar, 0, 0.2f)}},
+                                               {Op::kAdd, 2, {operand(O::kValue, 1, 0), operand(O::kScalar, 0, 0.5f)}},
+                                               {Op::kMin, 2, {operand(O::kValue, 2, 0), operand(O::kScalar, 0, 1.0f)}},
+                                               {Op::kMax, 2, {operand(O::kValue, 3, 0), operand(O::kScalar, 0, 0.0f)}}};
   auto run = [&](std::vector<float>& y, bool chain) {
     std::copy(x.begin(), x.end(), y.begin());
-    cpu::SetHardSwishChainForTesting(chain);
+    cpu::SetRegisterChainsForTesting(chain);
     const auto t0 = std::chrono::steady_clock::now();
-    cpu::RunFastEpilogueAvx512(steps, 5, y.data(), 0, n);
+    cpu::RunFastEpilogueAvx512(steps.data(), static_cast<int>(steps.size()), y.data(), 0, n);
     const auto t1 = std::chrono::steady_clock::now();
-    cpu::SetHardSwishChainForTesting(true);
+    cpu::SetRegisterChainsForTesting(true);
     return std::chrono::duration<double, std::micro>(t1 - t0).count();
   };
   CompareAlternately(
       state, [&] { return run(y1, true); }, [&] { return run(y2, false); }, [&] { return SameBits(y1, y2); },
       "chain and steps", "chain_us", "steps_us");
 }
-// The PP-OCR classifier's [200, 2, 96] and [32, 2, 96], the detector's [16, 160, 160].
-BENCHMARK(BM_HardSwishEpilogue)->Args({200, 2, 96})->Args({32, 2, 96})->Args({16, 160, 160});
+// The PP-OCR classifier's [200, 2, 96] and [32, 2, 96], the detector's [16, 160, 160]; the
+// classifier's HardSigmoid outputs are its squeeze-excitation scales, [C, 1, 1].
+BENCHMARK(BM_RegisterChainEpilogue)
+    ->Args({200, 2, 96, 0})
+    ->Args({32, 2, 96, 0})
+    ->Args({16, 160, 160, 0})
+    ->Args({200, 2, 96, 1})
+    ->Args({96, 1, 1, 1});
 
 // args: C, H, W, K, stride
 void BM_Depthwise(benchmark::State& state) {

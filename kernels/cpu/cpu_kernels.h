@@ -92,9 +92,9 @@ void SetPowAvx512ForTesting(bool enabled);
 // elementwise.cc: false keeps f32 sigmoid (the op and epilogue steps) on the detmath loop even
 // where AVX-512F is present (for tests comparing the two; the bits are the same).
 void SetSigmoidAvx512ForTesting(bool enabled);
-// elementwise_avx512.cc: false runs HardSwish's five steps (x + 3, max 0, min 6, times x, / 6)
-// one by one in the one-pass epilogue instead of in registers (tests and benchmarks; same bits).
-void SetHardSwishChainForTesting(bool enabled);
+// elementwise_avx512.cc: false runs the HardSwish and HardSigmoid chains step by step in the
+// one-pass epilogue instead of in registers (tests and benchmarks; the bits are the same).
+void SetRegisterChainsForTesting(bool enabled);
 // elementwise.cc: false keeps every epilogue on the per-step path even where AVX-512F is
 // present (for tests comparing the two; the bits are the same).
 void SetFastEpilogueForTesting(bool enabled);

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -123,17 +124,12 @@ inline void RunStep(const Source& a, const Source& b, float* out, int64_t n) {
   RunStepOver<kOp, false, false>(a, b, out, n);
 }
 
-// ---- HardSwish, the chain the OCR models end most convolutions with, in registers.
-//
-// The steps x + 3, max(., +0), min(., 6), x * ., . / 6 (each operand order the importer may
-// give), as the generic pass runs them but with no value stored between steps: a = x + 3;
-// r = a > 0 ? a : +0; r = r < 6 ? r : 6; out = canonical(x * r / 6). The same bits for every x:
-// a is NaN only when x is (r is then +0 where the steps give the canonical NaN, and x * r is NaN
-// either way, canonicalized at the end); a is never -0 (x + 3 rounds to +0 at x = -3), so
-// max's and min's signed-zero rules have nothing to choose; max and min make no NaN, and a NaN
-// from the multiply (-inf * 0) or the division stays NaN to the end. Proved by exhaustion:
-// EpilogueTest.HardSwishChainMatchesItsStepsForEveryFloat runs both over all 2^32 patterns.
-std::atomic<bool> g_hard_swish_chain{true};
+// ---- Chains in registers: HardSwish and HardSigmoid, which the OCR models end most
+// convolutions with, computed per vector with no value stored between their steps, and one NaN
+// canonicalization at the end. Each gives its steps' bits for every input; the arguments are
+// below, and EpilogueTest.RegisterChainsMatchTheirStepsForEveryFloat runs both forms over all
+// 2^32 patterns (for HardSigmoid with the models' slopes 0.2 and 1/6).
+std::atomic<bool> g_register_chains{true};
 
 bool IsScalar(const FastEpilogueOperand& o, float v) {
   return o.kind == FastEpilogueOperand::kScalar && std::memcmp(&o.scalar, &v, sizeof v) == 0;
@@ -147,7 +143,22 @@ bool StepIs(const FastEpilogueStep& s, Op op, int value, float v) {
          ((IsValue(s.operands[0], value) && IsScalar(s.operands[1], v)) ||
           (IsValue(s.operands[1], value) && IsScalar(s.operands[0], v)));
 }
+// Binary step `op` over value `value` and any scalar, in either order: the scalar, or nothing.
+std::optional<float> StepScalar(const FastEpilogueStep& s, Op op, int value) {
+  if (s.op != op || s.num_operands != 2) return std::nullopt;
+  for (int k = 0; k < 2; ++k) {
+    if (IsValue(s.operands[k], value) && s.operands[1 - k].kind == FastEpilogueOperand::kScalar) {
+      return s.operands[1 - k].scalar;
+    }
+  }
+  return std::nullopt;
+}
 
+// HardSwish: x + 3, max(., +0), min(., 6), x * ., . / 6, computed as a = x + 3;
+// r = a > 0 ? a : +0; r = r < 6 ? r : 6; canonical(x * r / 6). a is NaN only when x is (r is
+// then +0 where the steps give the canonical NaN, and x * r is NaN either way); a is never -0
+// (x + 3 rounds to +0 at x = -3), so max's and min's signed-zero rules have nothing to choose;
+// max and min make no NaN, and a NaN from the multiply (-inf * 0) stays NaN to the end.
 bool IsHardSwishChain(const FastEpilogueStep* steps, int num_steps) {
   if (num_steps != 5) return false;
   const FastEpilogueStep& mul = steps[3];
@@ -168,24 +179,62 @@ inline __m512 HardSwish(__m512 x) {
   return Canonicalize(_mm512_div_ps(_mm512_mul_ps(x, r), _mm512_set1_ps(6.0f)));
 }
 
-void RunHardSwishChain(float* y, int64_t begin, int64_t end) {
+// HardSigmoid: x * alpha, + beta (any scalars), min(., 1), max(., +0), computed as
+// s = x * alpha + beta (two roundings, as the steps); n = s < 1 ? s : 1; n > 0 ? n : +0, and the
+// canonical NaN where s is NaN. The steps' min and max turn a NaN s into the canonical NaN and
+// make none; at s = 1 both give 1; where s = +-0, n is s and max(+-0, +0) is +0 in both (its
+// signed-zero rule: the AND of the bits), and no other value can tie.
+struct HardSigmoidChain {
+  float alpha = 0, beta = 0;
+};
+std::optional<HardSigmoidChain> AsHardSigmoidChain(const FastEpilogueStep* steps, int num_steps) {
+  if (num_steps != 4 || !StepIs(steps[2], Op::kMin, 2, 1.0f) || !StepIs(steps[3], Op::kMax, 3, 0.0f)) {
+    return std::nullopt;
+  }
+  const std::optional<float> alpha = StepScalar(steps[0], Op::kMul, 0), beta = StepScalar(steps[1], Op::kAdd, 1);
+  if (!alpha || !beta) return std::nullopt;
+  return HardSigmoidChain{*alpha, *beta};
+}
+
+inline __m512 HardSigmoid(__m512 x, __m512 alpha, __m512 beta) {
+  const __m512 s = _mm512_add_ps(_mm512_mul_ps(x, alpha), beta);
+  __m512 n = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), _mm512_cmp_ps_mask(s, _mm512_set1_ps(1.0f), _CMP_LT_OQ), s);
+  n = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_GT_OQ), n);
+  return _mm512_mask_mov_ps(n, _mm512_cmp_ps_mask(s, s, _CMP_UNORD_Q), CanonicalNaN());
+}
+
+// y[begin, end) = f(y), whole vectors then the tail's lanes masked.
+template <typename F>
+void RunChain(float* y, int64_t begin, int64_t end, const F& f) {
   int64_t i = begin;
-  for (; i + kLanes <= end; i += kLanes) _mm512_storeu_ps(y + i, HardSwish(_mm512_loadu_ps(y + i)));
+  for (; i + kLanes <= end; i += kLanes) _mm512_storeu_ps(y + i, f(_mm512_loadu_ps(y + i)));
   if (i < end) {
     const __mmask16 m = static_cast<__mmask16>((1u << (end - i)) - 1u);
-    _mm512_mask_storeu_ps(y + i, m, HardSwish(_mm512_maskz_loadu_ps(m, y + i)));
+    _mm512_mask_storeu_ps(y + i, m, f(_mm512_maskz_loadu_ps(m, y + i)));
   }
+}
+
+// True when the steps are a chain computed in registers, and ran.
+bool RunRegisterChain(const FastEpilogueStep* steps, int num_steps, float* y, int64_t begin, int64_t end) {
+  if (!g_register_chains.load(std::memory_order_relaxed)) return false;
+  if (IsHardSwishChain(steps, num_steps)) {
+    RunChain(y, begin, end, [](__m512 x) { return HardSwish(x); });
+    return true;
+  }
+  if (const std::optional<HardSigmoidChain> c = AsHardSigmoidChain(steps, num_steps)) {
+    const __m512 alpha = _mm512_set1_ps(c->alpha), beta = _mm512_set1_ps(c->beta);
+    RunChain(y, begin, end, [&](__m512 x) { return HardSigmoid(x, alpha, beta); });
+    return true;
+  }
+  return false;
 }
 
 }  // namespace
 
-void SetHardSwishChainForTesting(bool enabled) { g_hard_swish_chain.store(enabled); }
+void SetRegisterChainsForTesting(bool enabled) { g_register_chains.store(enabled); }
 
 void RunFastEpilogueAvx512(const FastEpilogueStep* steps, int num_steps, float* y, int64_t begin, int64_t end) {
-  if (IsHardSwishChain(steps, num_steps) && g_hard_swish_chain.load(std::memory_order_relaxed)) {
-    RunHardSwishChain(y, begin, end);
-    return;
-  }
+  if (RunRegisterChain(steps, num_steps, y, begin, end)) return;
   alignas(64) float values[kMaxEpilogueSteps][kTileElements];  // step j's result for the current tile
   for (int64_t first = begin, n = 0; first < end; first += n) {
     n = std::min(end - first, kTileElements);

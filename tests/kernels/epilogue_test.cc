@@ -203,10 +203,20 @@ std::vector<std::vector<EpilogueStep>> OnePassChains() {
   auto val = [](int i) { return EpilogueOperand{false, i}; };
   auto in = [](int i) { return EpilogueOperand{true, i}; };
   std::vector<EpilogueStep> hard_swish = OnePassSteps();
-  hard_swish.resize(5);  // exactly HardSwish: the chain the one-pass epilogue runs in registers
+  hard_swish.resize(5);  // exactly HardSwish: a chain the one-pass epilogue runs in registers
   return {
       OnePassSteps(),
       hard_swish,
+      // HardSigmoid (x * 6, + 0, min 1, max +0), a chain run in registers; then with -0 as max's
+      // zero, which is not one.
+      {{Op::kMul, 2, {val(0), in(2)}},
+       {Op::kAdd, 2, {val(1), in(1)}},
+       {Op::kMin, 2, {val(2), in(8)}},
+       {Op::kMax, 2, {val(3), in(1)}}},
+      {{Op::kMul, 2, {val(0), in(2)}},
+       {Op::kAdd, 2, {val(1), in(1)}},
+       {Op::kMin, 2, {val(2), in(8)}},
+       {Op::kMax, 2, {val(3), in(4)}}},
       {{Op::kRelu, 1, {val(0)}}},
       {{Op::kNeg, 1, {val(0)}},
        {Op::kAbs, 1, {val(1)}},
@@ -239,6 +249,7 @@ EpilogueInputs OnePassInputs(const Shape& out, uint32_t seed) {
   FillF32(per_row, seed + 2, 0.2);
   e.tensors.push_back(std::move(per_channel));
   e.tensors.push_back(std::move(per_row));
+  e.tensors.push_back(F32({}, {1.0f}));
   for (HostTensor& t : e.tensors) e.views.push_back(t.view());
   return e;
 }
@@ -297,72 +308,106 @@ TEST(EpilogueTest, OnePassEpilogueMatchesUnfusedSteps) {
   }
 }
 
-// HardSwish's five steps run in registers (elementwise_avx512.cc, RunHardSwishChain) against the
-// same steps one after another in the one-pass tiles, for every one of the 2^32 bit patterns of x
-// and in a masked tail. (Under a sanitizer, which makes it about 20x slower, every 61st pattern.)
-TEST(EpilogueTest, HardSwishChainMatchesItsStepsForEveryFloat) {
-  if (!cpu::gemm::CpuHasAvx512F()) GTEST_SKIP() << "no AVX-512F";
+cpu::FastEpilogueOperand ChainOperand(cpu::FastEpilogueOperand::Kind kind, int index, float scalar = 0) {
+  cpu::FastEpilogueOperand o;
+  o.kind = kind;
+  o.index = index;
+  o.scalar = scalar;
+  return o;
+}
+
+// The importer's order of HardSwish (the classifier's chains): x + 3, max(., 0), min(., 6), x * .,
+// . / 6.
+std::vector<cpu::FastEpilogueStep> HardSwishChain() {
   using O = cpu::FastEpilogueOperand;
-  auto operand = [](O::Kind kind, int index, float scalar) {
-    O o;
-    o.kind = kind;
-    o.index = index;
-    o.scalar = scalar;
-    return o;
-  };
-  // The importer's order (the classifier's chains): x + 3, max(., 0), min(., 6), x * ., . / 6.
-  const cpu::FastEpilogueStep steps[5] = {
-      {Op::kAdd, 2, {operand(O::kValue, 0, 0), operand(O::kScalar, 0, 3.0f)}},
-      {Op::kMax, 2, {operand(O::kValue, 1, 0), operand(O::kScalar, 0, 0.0f)}},
-      {Op::kMin, 2, {operand(O::kValue, 2, 0), operand(O::kScalar, 0, 6.0f)}},
-      {Op::kMul, 2, {operand(O::kValue, 0, 0), operand(O::kValue, 3, 0)}},
-      {Op::kDiv, 2, {operand(O::kValue, 4, 0), operand(O::kScalar, 0, 6.0f)}},
-  };
+  return {{Op::kAdd, 2, {ChainOperand(O::kValue, 0), ChainOperand(O::kScalar, 0, 3.0f)}},
+          {Op::kMax, 2, {ChainOperand(O::kValue, 1), ChainOperand(O::kScalar, 0, 0.0f)}},
+          {Op::kMin, 2, {ChainOperand(O::kValue, 2), ChainOperand(O::kScalar, 0, 6.0f)}},
+          {Op::kMul, 2, {ChainOperand(O::kValue, 0), ChainOperand(O::kValue, 3)}},
+          {Op::kDiv, 2, {ChainOperand(O::kValue, 4), ChainOperand(O::kScalar, 0, 6.0f)}}};
+}
+
+// HardSigmoid as the importer gives it: x * alpha, + beta, min(., 1), max(., 0).
+std::vector<cpu::FastEpilogueStep> HardSigmoidChain(float alpha, float beta) {
+  using O = cpu::FastEpilogueOperand;
+  return {{Op::kMul, 2, {ChainOperand(O::kValue, 0), ChainOperand(O::kScalar, 0, alpha)}},
+          {Op::kAdd, 2, {ChainOperand(O::kValue, 1), ChainOperand(O::kScalar, 0, beta)}},
+          {Op::kMin, 2, {ChainOperand(O::kValue, 2), ChainOperand(O::kScalar, 0, 1.0f)}},
+          {Op::kMax, 2, {ChainOperand(O::kValue, 3), ChainOperand(O::kScalar, 0, 0.0f)}}};
+}
+
+// The chain in registers against the same steps one after another in the one-pass tiles
+// (SetRegisterChainsForTesting(false)), over the bit patterns 0, stride, 2 * stride, ... and a
+// masked tail of specials; false (and a failure naming the first input) on a difference.
+bool ChainMatchesSteps(const std::vector<cpu::FastEpilogueStep>& steps, uint64_t stride) {
   constexpr int64_t kChunk = int64_t{1} << 13;  // 32 KiB a buffer: the passes stay in the caches
   std::vector<float> x(kChunk), chain(kChunk), stepwise(kChunk);
+  const int num_steps = static_cast<int>(steps.size());
   auto check = [&](int64_t n) {
     std::copy(x.begin(), x.begin() + n, chain.begin());
     std::copy(x.begin(), x.begin() + n, stepwise.begin());
-    cpu::RunFastEpilogueAvx512(steps, 5, chain.data(), 0, n);
-    cpu::SetHardSwishChainForTesting(false);
-    cpu::RunFastEpilogueAvx512(steps, 5, stepwise.data(), 0, n);
-    cpu::SetHardSwishChainForTesting(true);
+    cpu::RunFastEpilogueAvx512(steps.data(), num_steps, chain.data(), 0, n);
+    cpu::SetRegisterChainsForTesting(false);
+    cpu::RunFastEpilogueAvx512(steps.data(), num_steps, stepwise.data(), 0, n);
+    cpu::SetRegisterChainsForTesting(true);
     if (std::memcmp(chain.data(), stepwise.data(), static_cast<size_t>(n) * sizeof(float)) == 0) return true;
     for (int64_t i = 0; i < n; ++i) {
       if (std::memcmp(&chain[i], &stepwise[i], sizeof(float)) != 0) {
         uint32_t bx, bc, bs;
         std::memcpy(&bx, &x[i], 4), std::memcpy(&bc, &chain[i], 4), std::memcpy(&bs, &stepwise[i], 4);
-        ADD_FAILURE() << std::hex << "hardswish(" << bx << "): chain " << bc << ", steps " << bs;
+        ADD_FAILURE() << std::hex << "x = " << bx << ": chain " << bc << ", steps " << bs;
         break;
       }
     }
     return false;
   };
-#if defined(__SANITIZE_ADDRESS__)
-  constexpr uint64_t kStride = 61;
-#else
-  constexpr uint64_t kStride = 1;
-#endif
   for (uint64_t u = 0; u <= 0xFFFFFFFFu;) {
     int64_t n = 0;
-    for (; n < kChunk && u <= 0xFFFFFFFFu; ++n, u += kStride) {
+    for (; n < kChunk && u <= 0xFFFFFFFFu; ++n, u += stride) {
       const uint32_t bits = static_cast<uint32_t>(u);
       std::memcpy(&x[n], &bits, 4);
     }
-    ASSERT_TRUE(check(n));
+    if (!check(n)) return false;
   }
-  // A masked tail of the specials and the chain's edges (-3, 3, -inf, NaN with a payload).
-  const std::vector<float> tail = {-3.0f, 3.0f, -0.0f, 0.0f, -INFINITY, INFINITY, std::nanf("7"), -6.0f, 2.9999998f};
+  // The specials and the chains' edges (-3, 3, 2.5, -2.5, -inf, NaN with a payload), in a tail.
+  const std::vector<float> tail = {-3.0f,          3.0f,  -0.0f,      0.0f, -INFINITY, INFINITY,
+                                   std::nanf("7"), -6.0f, 2.9999998f, 2.5f, -2.5f};
   std::copy(tail.begin(), tail.end(), x.begin());
-  ASSERT_TRUE(check(static_cast<int64_t>(tail.size())));
-  // The other operand orders the importer may give: the same bits.
-  cpu::FastEpilogueStep swapped[5];
-  std::copy(steps, steps + 5, swapped);
+  return check(static_cast<int64_t>(tail.size()));
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr uint64_t kEveryPattern = 61;  // a sanitizer makes a pass about 20x slower
+#else
+constexpr uint64_t kEveryPattern = 1;
+#endif
+
+// The one-pass epilogue runs HardSwish and HardSigmoid in registers (elementwise_avx512.cc,
+// RunRegisterChain): the same bits as their steps for every one of the 2^32 inputs (every 61st
+// under a sanitizer), and with the operands of the commutative steps in the other order.
+TEST(EpilogueTest, HardSwishChainMatchesItsStepsForEveryFloat) {
+  if (!cpu::gemm::CpuHasAvx512F()) GTEST_SKIP() << "no AVX-512F";
+  ASSERT_TRUE(ChainMatchesSteps(HardSwishChain(), kEveryPattern));
+  std::vector<cpu::FastEpilogueStep> swapped = HardSwishChain();
   for (int k : {0, 1, 2, 3}) std::swap(swapped[k].operands[0], swapped[k].operands[1]);
-  std::vector<float> a(tail), b(tail);
-  cpu::RunFastEpilogueAvx512(swapped, 5, a.data(), 0, static_cast<int64_t>(a.size()));
-  cpu::RunFastEpilogueAvx512(steps, 5, b.data(), 0, static_cast<int64_t>(b.size()));
-  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  ASSERT_TRUE(ChainMatchesSteps(swapped, 4099));
+}
+
+// HardSigmoid with the classifier's slope (0.2) on every input, MobileNetV3's (1/6) on every 7th; then
+// other slopes and offsets (negative, zero, -0, huge, subnormal) on every 4099th input.
+TEST(EpilogueTest, HardSigmoidChainMatchesItsStepsForEveryFloat) {
+  if (!cpu::gemm::CpuHasAvx512F()) GTEST_SKIP() << "no AVX-512F";
+  ASSERT_TRUE(ChainMatchesSteps(HardSigmoidChain(0.2f, 0.5f), kEveryPattern));
+  ASSERT_TRUE(ChainMatchesSteps(HardSigmoidChain(1.0f / 6.0f, 0.5f), 7 * kEveryPattern));
+  for (float alpha : {-0.37f, 0.0f, -0.0f, 3e38f, 1.0f}) {
+    for (float beta : {0.5f, 0.0f, -0.0f, -1.0f, 1e-40f, INFINITY}) {
+      SCOPED_TRACE(std::to_string(alpha) + " " + std::to_string(beta));
+      ASSERT_TRUE(ChainMatchesSteps(HardSigmoidChain(alpha, beta), 4099));
+    }
+  }
+  std::vector<cpu::FastEpilogueStep> swapped = HardSigmoidChain(0.2f, 0.5f);
+  for (int k : {0, 1, 2, 3}) std::swap(swapped[k].operands[0], swapped[k].operands[1]);
+  ASSERT_TRUE(ChainMatchesSteps(swapped, 4099));
 }
 
 TEST(EpilogueTest, InvalidEpiloguesAreRefused) {
