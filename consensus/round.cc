@@ -1,8 +1,6 @@
 #include "consensus/round.h"
 
 #include <algorithm>
-#include <iterator>
-#include <optional>
 
 #include "consensus/committee.h"
 #include "consensus/membership.h"
@@ -269,6 +267,12 @@ std::set<Address20> TaskRound::Committers(VotePhase phase) const {
   return committers;
 }
 
+std::set<Address20> TaskRound::CommittersBesidesEquivocators() const {
+  std::set<Address20> committers = Committers(VotePhase::kCommittee);
+  std::erase_if(committers, [this](const Address20& a) { return tracker_->equivocated(a); });
+  return committers;
+}
+
 bool TaskRound::Admit(const SignedCommitment& c, const Address20& signer, RoundDecisions* out) {
   CommitWindow& w = windows_[static_cast<size_t>(c.phase)];
   // Only operators of the task's set: the maps stay bounded by the set's size.
@@ -289,32 +293,21 @@ bool TaskRound::Admit(const SignedCommitment& c, const Address20& signer, RoundD
 }
 
 void TaskRound::MaybeReopenWindow(RoundDecisions* out) {
-  CommitWindow& w = windows_[static_cast<size_t>(VotePhase::kCommittee)];
+  const CommitWindow& w = windows_[static_cast<size_t>(VotePhase::kCommittee)];
   if (reopened_ || !w.closed || failed_ || dispute_ || (finalized_ && !tracker_->tainted())) return;
-  std::set<Address20> others;
-  std::optional<Address20> equivocator;
-  for (const auto& [address, c] : w.admitted) {
-    if (tracker_->equivocated(address)) {
-      equivocator = address;
-    } else {
-      others.insert(address);
-    }
-  }
-  if (!equivocator || tracker_->ReachedBy(others)) return;
+  auto equivocator = std::find_if(w.admitted.begin(), w.admitted.end(),
+                                  [this](const auto& admitted) { return tracker_->equivocated(admitted.first); });
+  if (equivocator == w.admitted.end() || tracker_->ReachedBy(CommittersBesidesEquivocators())) return;
   reopened_ = true;
-  WindowReopened reopened;
-  reopened.equivocator = *equivocator;
-  const size_t at = out->size();
+  const size_t reopened_at = out->size();
+  out->push_back(WindowReopened{equivocator->first, 0});
   std::map<Address20, SignedCommitment> late = std::move(late_commitments_);
   late_commitments_.clear();
   std::vector<Address20> admitted;
   for (const auto& [signer, c] : late) {
-    RoundDecisions admission;
-    if (Admit(c, signer, &admission)) admitted.push_back(signer);
-    out->insert(out->end(), admission.begin(), admission.end());
+    if (Admit(c, signer, out)) admitted.push_back(signer);
   }
-  reopened.late_admitted = admitted.size();
-  out->insert(out->begin() + static_cast<std::ptrdiff_t>(at), reopened);
+  std::get<WindowReopened>((*out)[reopened_at]).late_admitted = admitted.size();
   for (const Address20& signer : admitted) CountRevealOfLateCommitment(signer, out);
 }
 
@@ -368,11 +361,8 @@ void TaskRound::MaybeCloseWindow(VotePhase phase, RoundDecisions* out, bool by_r
   if (w.closed || failed_) return;
   bool reached = false;
   if (phase == VotePhase::kCommittee) {
-    std::set<Address20> committers = Committers(phase);
     // An equivocator known already backs nothing: the window waits for others in its place.
-    for (auto it = committers.begin(); it != committers.end();) {
-      it = tracker_->equivocated(*it) ? committers.erase(it) : std::next(it);
-    }
+    const std::set<Address20> committers = CommittersBesidesEquivocators();
     if (!tracker_->ReachedBy(committers)) return;
     if (quorum_committed_ms_ < 0) quorum_committed_ms_ = last_now_ms_;
     // Close at once when the whole committee committed or a revealer's bundle says its window

@@ -268,6 +268,8 @@ class TaskRound {
   // never counts toward the committee's certificate (it was made after results were public).
   void CountVote(const SignedAttestation& vote, bool committee_phase, RoundDecisions* out);
   std::set<Address20> Committers(VotePhase phase) const;
+  // The committee window's admitted committers, without those found equivocating.
+  std::set<Address20> CommittersBesidesEquivocators() const;
   void StartDispute(RoundDecisions* out);
   void DecideEvidence(RoundDecisions* out);
 

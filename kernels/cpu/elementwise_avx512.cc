@@ -127,8 +127,9 @@ inline void RunStep(const Source& a, const Source& b, float* out, int64_t n) {
 // ---- Chains in registers: HardSwish and HardSigmoid, which the OCR models end most
 // convolutions with, computed per vector with no value stored between their steps, and one NaN
 // canonicalization at the end. Each gives its steps' bits for every input; the arguments are
-// below, and EpilogueTest.RegisterChainsMatchTheirStepsForEveryFloat runs both forms over all
-// 2^32 patterns (for HardSigmoid with the models' slopes 0.2 and 1/6).
+// below, and EpilogueTest.HardSwishChainMatchesItsStepsForEveryFloat and
+// EpilogueTest.HardSigmoidChainMatchesItsStepsForEveryFloat run both forms over all 2^32
+// inputs (HardSigmoid at the classifier's slope 0.2; others on every 7th or 4099th).
 std::atomic<bool> g_register_chains{true};
 
 bool IsScalar(const FastEpilogueOperand& o, float v) {

@@ -204,19 +204,19 @@ std::vector<std::vector<EpilogueStep>> OnePassChains() {
   auto in = [](int i) { return EpilogueOperand{true, i}; };
   std::vector<EpilogueStep> hard_swish = OnePassSteps();
   hard_swish.resize(5);  // exactly HardSwish: a chain the one-pass epilogue runs in registers
+  // x * 6, + 0, min 1, max(., zero): with input 1 (+0) a HardSigmoid, run in registers; with
+  // input 4 (-0) none.
+  auto hard_sigmoid = [&](int zero) -> std::vector<EpilogueStep> {
+    return {{Op::kMul, 2, {val(0), in(2)}},
+            {Op::kAdd, 2, {val(1), in(1)}},
+            {Op::kMin, 2, {val(2), in(8)}},
+            {Op::kMax, 2, {val(3), in(zero)}}};
+  };
   return {
       OnePassSteps(),
       hard_swish,
-      // HardSigmoid (x * 6, + 0, min 1, max +0), a chain run in registers; then with -0 as max's
-      // zero, which is not one.
-      {{Op::kMul, 2, {val(0), in(2)}},
-       {Op::kAdd, 2, {val(1), in(1)}},
-       {Op::kMin, 2, {val(2), in(8)}},
-       {Op::kMax, 2, {val(3), in(1)}}},
-      {{Op::kMul, 2, {val(0), in(2)}},
-       {Op::kAdd, 2, {val(1), in(1)}},
-       {Op::kMin, 2, {val(2), in(8)}},
-       {Op::kMax, 2, {val(3), in(4)}}},
+      hard_sigmoid(1),
+      hard_sigmoid(4),
       {{Op::kRelu, 1, {val(0)}}},
       {{Op::kNeg, 1, {val(0)}},
        {Op::kAbs, 1, {val(1)}},
