@@ -89,11 +89,11 @@ void Im2ColShifted(const ConvGeom& g, const float* x, int64_t n, int64_t gi, int
 constexpr int64_t kIm2ColByPositionMax = 8;
 
 // Im2Col for a few output positions (the few-positions kernel's at most 8, a GEMM tile's last
-// columns): one pass per position along its terms, the (c, kh, kw) of each term stepped rather
-// than divided out. Walking term by term instead costs some seven integer divisions per term for
-// a handful of copies: on the mel spectrogram's STFT (512 terms, 5 positions) that walk took
-// about a third of the convolution (docs/PERFORMANCE.md, "Im2col by position"). Writes exactly
-// what the term-by-term walk writes: the input's bits, +0.0 for padding.
+// columns): one pass per position along its terms, kernel row by kernel row, with the row's
+// padding terms found by two divisions per kernel row. The term-by-term walk below costs some
+// seven integer divisions per term for a handful of copies: on the mel spectrogram's STFT (512
+// terms, 5 positions) it took about a third of the convolution (docs/PERFORMANCE.md, "Im2col
+// by position"). Writes exactly what that walk writes: the input's bits, +0.0 for padding.
 void Im2ColByPosition(const ConvGeom& g, const float* x, int64_t n, int64_t gi, int64_t p0, int64_t ptc, int64_t k0,
                       int64_t k1, float* col) {
   if (k0 >= k1) return;
@@ -110,10 +110,14 @@ void Im2ColByPosition(const ConvGeom& g, const float* x, int64_t n, int64_t gi, 
       if (ih < 0 || ih >= g.H) {
         for (int64_t t = 0; t < run; ++t) dst[t * ptc] = 0.0f;
       } else {
+        // Terms t in [tb, te) read the row (0 <= iw0 + (kw + t) * dw < W); the others are padding.
         const float* row = image + (c * g.H + ih) * g.W;
-        for (int64_t t = 0, iw = iw0 + kw * g.dw; t < run; ++t, iw += g.dw) {
-          dst[t * ptc] = iw >= 0 && iw < g.W ? row[iw] : 0.0f;
-        }
+        const int64_t first = iw0 + kw * g.dw;
+        const int64_t tb = std::clamp<int64_t>(first >= 0 ? 0 : (-first + g.dw - 1) / g.dw, 0, run);
+        const int64_t te = std::clamp<int64_t>(g.W - first <= 0 ? 0 : (g.W - first + g.dw - 1) / g.dw, tb, run);
+        for (int64_t t = 0; t < tb; ++t) dst[t * ptc] = 0.0f;
+        for (int64_t t = tb; t < te; ++t) dst[t * ptc] = row[first + t * g.dw];
+        for (int64_t t = te; t < run; ++t) dst[t * ptc] = 0.0f;
       }
       dst += run * ptc;
       k += run;
