@@ -657,7 +657,8 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
     const float* panels = few_panels ? few_panels->data() : panels_here.data();
     // Every element of COL is written before it is read: kept scratch, not a zeroed vector.
     gemm::Workspace col_ws;
-    auto* col = static_cast<float*>(col_ws.Get(0, sizeof(float) * static_cast<size_t>(std::max<int64_t>(1, g.N * g.Kc * g.P))));
+    auto* col =
+        static_cast<float*>(col_ws.Get(0, sizeof(float) * static_cast<size_t>(std::max<int64_t>(1, g.N * g.Kc * g.P))));
     if (!col) return ResourceExhausted("conv2d: cannot allocate scratch memory");
     for (int64_t n = 0; n < g.N; ++n) Im2Col(g, x, n, 0, 0, g.P, 0, g.Kc, col + n * g.Kc * g.P);
     const int64_t blocks = FewPositionsBlocks(g), block_filters = FewPositionsBlockFilters(g);
