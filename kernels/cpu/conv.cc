@@ -85,10 +85,53 @@ void Im2ColShifted(const ConvGeom& g, const float* x, int64_t n, int64_t gi, int
   }
 }
 
+// At most this many output positions per COL row: Im2Col walks position by position.
+constexpr int64_t kIm2ColByPositionMax = 8;
+
+// Im2Col for a few output positions (the few-positions kernel's at most 8, a GEMM tile's last
+// columns): one pass per position along its terms, kernel row by kernel row, with the row's
+// padding terms found by two divisions per kernel row. The term-by-term walk below costs some
+// seven integer divisions per term for a handful of copies: on the mel spectrogram's STFT (512
+// terms, 5 positions) it took about a third of the convolution (docs/PERFORMANCE.md, "Im2col
+// by position"). Writes exactly what that walk writes: the input's bits, +0.0 for padding.
+void Im2ColByPosition(const ConvGeom& g, const float* x, int64_t n, int64_t gi, int64_t p0, int64_t ptc, int64_t k0,
+                      int64_t k1, float* col) {
+  if (k0 >= k1) return;
+  const int64_t khw = g.KH * g.KW;
+  const float* image = x + ((n * g.C) + gi * g.Cg) * g.H * g.W;
+  for (int64_t j = 0; j < ptc; ++j) {
+    const int64_t oh = (p0 + j) / g.OW, ow = (p0 + j) % g.OW;
+    const int64_t ih0 = oh * g.sh - g.pt, iw0 = ow * g.sw - g.pl;
+    int64_t c = k0 / khw, kh = k0 % khw / g.KW, kw = k0 % g.KW;
+    float* dst = col + j;
+    for (int64_t k = k0; k < k1;) {
+      const int64_t run = std::min(g.KW - kw, k1 - k);  // terms left in this kernel row
+      const int64_t ih = ih0 + kh * g.dh;
+      if (ih < 0 || ih >= g.H) {
+        for (int64_t t = 0; t < run; ++t) dst[t * ptc] = 0.0f;
+      } else {
+        // Terms t in [tb, te) read the row (0 <= iw0 + (kw + t) * dw < W); the others are padding.
+        const float* row = image + (c * g.H + ih) * g.W;
+        const int64_t first = iw0 + kw * g.dw;
+        const int64_t tb = std::clamp<int64_t>(first >= 0 ? 0 : (-first + g.dw - 1) / g.dw, 0, run);
+        const int64_t te = std::clamp<int64_t>(g.W - first <= 0 ? 0 : (g.W - first + g.dw - 1) / g.dw, tb, run);
+        for (int64_t t = 0; t < tb; ++t) dst[t * ptc] = 0.0f;
+        for (int64_t t = tb; t < te; ++t) dst[t * ptc] = row[first + t * g.dw];
+        for (int64_t t = te; t < run; ++t) dst[t * ptc] = 0.0f;
+      }
+      dst += run * ptc;
+      k += run;
+      kw = 0;
+      if (++kh == g.KH) kh = 0, ++c;
+    }
+  }
+}
+
 // COL[k - k0, j] for k in [k0, k1) and output positions p0 + j, j < ptc, of image n, group gi.
 void Im2Col(const ConvGeom& g, const float* x, int64_t n, int64_t gi, int64_t p0, int64_t ptc, int64_t k0, int64_t k1,
             float* col) {
   if (g.sh == 1 && g.sw == 1 && g.OW == g.W) return Im2ColShifted(g, x, n, gi, p0, ptc, k0, k1, col);
+  if (ptc <= kIm2ColByPositionMax) return Im2ColByPosition(g, x, n, gi, p0, ptc, k0, k1, col);
   const int64_t khw = g.KH * g.KW;
   for (int64_t k = k0; k < k1; ++k) {
     const int64_t c = k / khw, r = k % khw, kh = r / g.KW, kw = r % g.KW;
@@ -612,11 +655,15 @@ Status RunConv(const KernelCall& call, const CpuContext& ctx) {
       PackFewPositionsPanels(g, w, panels_here.data());
     }
     const float* panels = few_panels ? few_panels->data() : panels_here.data();
-    std::vector<float> col(static_cast<size_t>(g.N * g.Kc * g.P));
-    for (int64_t n = 0; n < g.N; ++n) Im2Col(g, x, n, 0, 0, g.P, 0, g.Kc, col.data() + n * g.Kc * g.P);
+    // Every element of COL is written before it is read: kept scratch, not a zeroed vector.
+    gemm::Workspace col_ws;
+    auto* col =
+        static_cast<float*>(col_ws.Get(0, sizeof(float) * static_cast<size_t>(std::max<int64_t>(1, g.N * g.Kc * g.P))));
+    if (!col) return ResourceExhausted("conv2d: cannot allocate scratch memory");
+    for (int64_t n = 0; n < g.N; ++n) Im2Col(g, x, n, 0, 0, g.P, 0, g.Kc, col + n * g.Kc * g.P);
     const int64_t blocks = FewPositionsBlocks(g), block_filters = FewPositionsBlockFilters(g);
     auto run_units = [&](int64_t b, int64_t e) {
-      ConvFewPositionsUnitsAvx512(g, col.data(), panels, bias, y, b, e);
+      ConvFewPositionsUnitsAvx512(g, col, panels, bias, y, b, e);
       if (!epilogue) return;
       for (int64_t unit = b; unit < e; ++unit) {
         const int64_t n = unit / blocks, f0 = unit % blocks * block_filters;

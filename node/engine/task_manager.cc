@@ -1123,9 +1123,16 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     for (size_t k = 0; k < outcome->outputs.size(); ++k) {
       stored[k] = FindStoredOutput(outcome->outputs[k].hash);
       if (stored[k]) {
+        // No blob deleted since this one was seen stored: it still is, without a look-up.
+        const std::optional<uint64_t> epoch = store_->BlobDeletionEpoch();
+        if (epoch && stored[k]->seen_at_epoch == epoch) continue;
         auto size = store_->BlobSize(stored[k]->blob_sha256);
         if (!size.ok() && size.status().code() != StatusCode::kNotFound) return size.status();
-        if (size.ok() && *size == stored[k]->blob_size) continue;
+        if (size.ok() && *size == stored[k]->blob_size) {
+          stored[k]->seen_at_epoch = epoch;
+          RememberStoredOutput(outcome->outputs[k].hash, *stored[k]);
+          continue;
+        }
         stored[k].reset();  // deleted since (retention): store it again
       }
       npys[k] = EncodeNpy(outcome->outputs[k].tensor);
@@ -1146,8 +1153,9 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
       } else {
         // Deferred: the result record that names this blob is written synced after it (and
         // its sync covers a remembered blob's earlier deferred write too).
+        const std::optional<uint64_t> epoch = store_->BlobDeletionEpoch();  // read before the put
         ASSIGN_OR_RETURN(info, store_->PutBlob(npys[k], std::nullopt, Durability::kDeferred));
-        RememberStoredOutput(o.hash, StoredOutput{info.sha256, info.size});
+        RememberStoredOutput(o.hash, StoredOutput{info.sha256, info.size, epoch});
       }
       v1::TaskOutput* out = result.add_outputs();
       out->set_name(o.name);

@@ -260,6 +260,9 @@ class TaskManager {
   struct StoredOutput {
     Hash256 blob_sha256{};
     int64_t blob_size = 0;
+    // The store's blob deletion epoch read before the blob was last seen stored: while the
+    // store still reports it, no blob has been deleted since (Store::BlobDeletionEpoch).
+    std::optional<uint64_t> seen_at_epoch;
   };
   static constexpr size_t kStoredOutputsRemembered = 256;
   std::optional<StoredOutput> FindStoredOutput(const Hash256& tensor_hash);

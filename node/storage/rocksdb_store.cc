@@ -184,6 +184,9 @@ struct Core {
   std::array<std::mutex, kLockStripes> task_stripes;
 
   std::atomic<int64_t> blob_count{0};
+  // DeleteBlob calls begun and ended that delete a blob (Store::BlobDeletionEpoch).
+  std::atomic<uint64_t> blob_deletions_begun{0};
+  std::atomic<uint64_t> blob_deletions_ended{0};
   std::atomic<int64_t> blob_bytes{0};
   std::atomic<int64_t> task_count{0};
   std::atomic<int64_t> task_bytes{0};    // keys + values of the tasks CF
@@ -661,10 +664,23 @@ class RocksDbStore final : public Store {
       s = batch.DeleteRange(core.cf(kBlobsCf), ChunkKey(r->upload_id, 0), ChunkRangeEnd(r->upload_id));
     }
     if (!s.ok()) return FromRocks(s, "deleting blob " + HashHex(sha256));
-    RETURN_IF_ERROR(core.Write(&batch, Durability::kDeferred).WithContext("deleting blob " + HashHex(sha256)));
+    // Begun before the write and ended after it, whatever its outcome: an epoch read while the
+    // write may be under way is none (BlobDeletionEpoch).
+    core.blob_deletions_begun.fetch_add(1);
+    Status written = core.Write(&batch, Durability::kDeferred).WithContext("deleting blob " + HashHex(sha256));
+    core.blob_deletions_ended.fetch_add(1);
+    RETURN_IF_ERROR(written);
     core.blob_count.fetch_sub(1, std::memory_order_relaxed);
     core.blob_bytes.fetch_sub(r->size, std::memory_order_relaxed);
     return OkStatus();
+  }
+
+  std::optional<uint64_t> BlobDeletionEpoch() override {
+    // Begun first: a deletion that begins after this read changes the next epoch; one under way
+    // now is either not ended yet (none) or ended, and then visible to a look-up after this call.
+    const uint64_t begun = core_->blob_deletions_begun.load();
+    if (core_->blob_deletions_ended.load() != begun) return std::nullopt;
+    return begun;
   }
 
   Status WaitDurable() override { return core_->WaitDurable().WithContext("syncing the WAL"); }

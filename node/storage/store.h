@@ -77,6 +77,11 @@ class Store {
   // synced: a deletion lost in a power failure brings back an unreferenced blob, never a
   // dangling reference (the record that referenced it was deleted synced before).
   virtual Status DeleteBlob(const Hash256& sha256) = 0;
+  // The number of blob deletions begun since the store opened, or nullopt while one is under
+  // way. A caller that read epoch E and then saw a blob stored knows that it is still stored for
+  // as long as this returns E again: no deletion has begun since. (A warm task's outputs already
+  // stored are then not looked up again: docs/NODE.md, "Storing bytes the node already has".)
+  virtual std::optional<uint64_t> BlobDeletionEpoch() = 0;
   // The id the next upload gets: every blob committed from now on has an id at least this.
   virtual uint64_t NextUploadId() = 0;
   // One-shot put of bytes held in memory. The default is a writer and its commit; a store may

@@ -372,6 +372,28 @@ TEST(Conv2D, FewPositionsKernelMatchesSpecBits) {
   }
 }
 
+TEST(Conv2D, FewPositionsPaddingTermsArePlusZero) {
+  // Im2col position by position (at most 8 positions a COL row, conv.cc) must write +0.0 for
+  // a padding term, as the spec reads it. x [1, 2, 1, 3], 20 filters of 2 x 1 x 2, stride 2,
+  // one column of right padding: 2 output positions (the few-positions kernel on AVX-512F, a
+  // 2-column GEMM tile otherwise). Output column 1 of every filter: channel 0's taps read x =
+  // -1e-30 with w = 1e-30 (acc = -0, the product underflows) and then the padding with w = 0.5
+  // (fma(+0, 0.5, -0) = +0), then channel 1 the same. A -0 written for the padding keeps -0.
+  Conv d{1, 2, 1, 3, 20, 1, 2, 1, 2, 0, 0, 0, 1, 1, 1, 1, false};
+  std::vector<float> x = {1.0f, 1.0f, -1e-30f, 1.0f, 1.0f, -1e-30f}, w, b;
+  for (int64_t f = 0; f < d.F; ++f) w.insert(w.end(), {1e-30f, 0.5f, 1e-30f, 0.5f});
+  const auto ref = Reference(d, x, w, b);
+  ASSERT_EQ(ref.size(), 40u);
+  for (int64_t f = 0; f < d.F; ++f) EXPECT_EQ(Bits(ref[static_cast<size_t>(f * 2 + 1)]), 0x00000000u);
+  for (auto& e : Engines()) {
+    for (bool prepare : {false, true}) {
+      std::vector<float> y(ref.size(), FromBits(0x7F81234Fu));
+      ASSERT_TRUE(RunConv(*e.backend, d, x, w, b, &y, nullptr, {}, prepare).ok());
+      EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), sizeof(float) * y.size())) << e.label << " prepare " << prepare;
+    }
+  }
+}
+
 TEST(Conv2D, DepthwisePaddingRowsMatchSpecBits) {
   // Kernel rows entirely in the top/bottom padding (the 512-bit direct rows take each such row's
   // KW terms as one add of +0, or none when every weight is negative): small planes under 5x5

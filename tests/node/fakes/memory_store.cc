@@ -284,9 +284,14 @@ Status MemoryStore::ForEachBlob(
 
 Status MemoryStore::DeleteBlob(const Hash256& sha256) {
   std::lock_guard<std::mutex> lock(mu_);
-  blobs_.erase(sha256);
+  if (blobs_.erase(sha256) > 0) ++blob_deletions_;
   upload_ids_.erase(sha256);
   return OkStatus();
+}
+
+std::optional<uint64_t> MemoryStore::BlobDeletionEpoch() {
+  std::lock_guard<std::mutex> lock(mu_);  // a deletion is never under way outside mu_
+  return blob_deletions_;
 }
 
 uint64_t MemoryStore::NextUploadId() {

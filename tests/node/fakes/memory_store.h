@@ -70,6 +70,7 @@ class MemoryStore final : public Store {
   Status ForEachBlob(
       const std::function<Status(const Hash256& sha256, int64_t size, uint64_t upload_id)>& visit) override;
   Status DeleteBlob(const Hash256& sha256) override;
+  std::optional<uint64_t> BlobDeletionEpoch() override;
   uint64_t NextUploadId() override;
   Status WaitDurable() override;
   Status DeleteTask(const std::string& task_id) override;
@@ -97,6 +98,7 @@ class MemoryStore final : public Store {
   BlobInfo CommitBlob(const Hash256& sha256, std::vector<uint8_t> bytes);
 
   mutable std::mutex mu_;
+  uint64_t blob_deletions_ = 0;  // guarded by mu_
   WaitDurableHook wait_durable_hook_;
   uint64_t sync_count_ = 0;
   size_t task_writes_covered_ = 0;

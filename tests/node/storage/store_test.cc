@@ -287,6 +287,29 @@ TEST_F(StoreTest, MissingBlobIsNotFound) {
   EXPECT_EQ(ReadAll(*store, h).status.code(), StatusCode::kNotFound);
 }
 
+TEST_F(StoreTest, BlobDeletionEpochMovesWithEveryDeletionAndNothingElse) {
+  // A node skips looking up an output blob it saw stored while the epoch it read before that
+  // is still the store's (TaskManager: warm tasks' outputs): every deletion must move it.
+  auto store = MustOpen(path_);
+  ASSERT_NE(store, nullptr);
+  const std::optional<uint64_t> opened = store->BlobDeletionEpoch();
+  ASSERT_TRUE(opened.has_value());
+  auto a = store->PutBlob(Pattern(100, 1));
+  auto b = store->PutBlob(Pattern(3 * kMiB, 2));  // several chunks
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(store->PutBlob(Pattern(100, 1)).ok());  // already stored
+  EXPECT_EQ(store->BlobDeletionEpoch(), opened) << "puts delete nothing";
+  ASSERT_TRUE(store->DeleteBlob(Sha256Of(std::string_view("absent"))).ok());
+  EXPECT_EQ(store->BlobDeletionEpoch(), opened) << "deleting an absent blob deletes nothing";
+  ASSERT_TRUE(store->DeleteBlob(a->sha256).ok());
+  const std::optional<uint64_t> after_a = store->BlobDeletionEpoch();
+  ASSERT_TRUE(after_a.has_value());
+  EXPECT_NE(after_a, opened);
+  ASSERT_TRUE(store->DeleteBlob(b->sha256).ok());
+  EXPECT_NE(store->BlobDeletionEpoch(), after_a);
+  EXPECT_NE(store->BlobDeletionEpoch(), opened);
+}
+
 TEST_F(StoreTest, HashMismatchIsRejectedAndLeavesNothing) {
   {
     auto store = MustOpen(path_);
