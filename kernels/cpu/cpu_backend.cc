@@ -82,6 +82,7 @@ Status CpuBackend::Run(const KernelCall& call) {
     bool ran = false;
     if (call.op == Op::kConv2D) RETURN_IF_ERROR(cpu::RunConvF16Shifted(call, ctx_, &ran));
     if (call.op == Op::kRelu) RETURN_IF_ERROR(cpu::RunReluHalf(call, ctx_, &ran));
+    if (call.op == Op::kMaxPool2D) RETURN_IF_ERROR(cpu::RunMaxPoolHalf(call, ctx_, &ran));
     if (ran) return OkStatus();
     return cpu::RunThroughF32(call, ctx_, run);
   }

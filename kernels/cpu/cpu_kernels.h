@@ -44,6 +44,10 @@ Status RunConvF16Shifted(const KernelCall& call, const CpuContext& ctx, bool* ra
 StatusOr<std::unique_ptr<PreparedOperand>> PrepareConvWeights(const KernelCall& call, const CpuContext& ctx);
 // pool.cc: MaxPool2D, AvgPool2D.
 Status RunPool(const KernelCall& call, const CpuContext& ctx);
+// pool.cc: max_pool2d of f16 or bf16 values (DETERMINISM.md 1.3, 1.4, 4.5) taken on their bits,
+// with the bits of RunThroughF32 with RunPool: no f32 copies. Sets *ran to false, doing nothing,
+// for any other call.
+Status RunMaxPoolHalf(const KernelCall& call, const CpuContext& ctx, bool* ran);
 // normalization.cc: Softmax, LayerNorm.
 Status RunNormalization(const KernelCall& call, const CpuContext& ctx);
 // data_movement.cc: Identity, Reshape, Transpose, Slice, Concat, Gather, Expand, Pad.
