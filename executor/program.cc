@@ -154,10 +154,9 @@ StatusOr<Tensor> ResolveConstant(const ValueDef& v, BlobSource* blobs, Container
 }
 
 // A run [head, last] of consecutive canonical instructions that can execute as one: the head is
-// a conv2d or an elementwise op with an f32 output that reads no f16/bf16 value, each later one an epilogue step
-// (kernels::EpilogueOpAllowed) over f32 values of the head's output shape reading at least one
-// value of the run, and every value of the run but the last is read only inside the run and
-// is no graph output (DETERMINISM.md 3.1).
+// a conv2d, a gather or an elementwise op with an f32 output that reads no f16/bf16 value, each later one an epilogue
+// step (kernels::EpilogueOpAllowed) over f32 values of the head's output shape reading at least one value of the run,
+// and every value of the run but the last is read only inside the run and is no graph output (DETERMINISM.md 3.1).
 struct FusionRun {
   int head = 0;
   int last = 0;
@@ -209,6 +208,11 @@ bool CanHeadFusion(const CanonicalNode& cn, const ValidatedGraph& vg) {
   }
   if (cn.schema->op == kernels::Op::kConv2D) {
     return !cn.inferred.kernel_output_shape || *cn.inferred.kernel_output_shape == out.shape;
+  }
+  // A gather of f32 values (the Resize lowering's taps, DETERMINISM.md 6.2): its copy of the bits
+  // is the run's first value.
+  if (cn.schema->op == kernels::Op::kGather) {
+    return cn.inferred.kernel_input_shapes.empty() && !cn.inferred.kernel_output_shape;
   }
   return kernels::FamilyOf(cn.schema->op) == kernels::OpFamily::kElementwise &&
          cn.inferred.kernel_input_shapes.empty() && !cn.inferred.kernel_output_shape;

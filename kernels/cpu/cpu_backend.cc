@@ -6,6 +6,16 @@
 #include "kernels/host_arena.h"
 
 namespace consensor::kernels {
+namespace {
+
+// The ops this backend runs with a fused epilogue (DETERMINISM.md 3.1): elementwise heads, conv2d
+// and gather (f32 data; the epilogue's check requires an f32 output).
+bool TakesEpilogue(Op op) {
+  const OpFamily family = FamilyOf(op);
+  return family == OpFamily::kElementwise || family == OpFamily::kConv || op == Op::kGather;
+}
+
+}  // namespace
 
 CpuBackend::CpuBackend(int num_threads, int64_t min_chunk_work, cpu::Isa isa)
     : pool_(std::make_unique<ThreadPool>(num_threads, min_chunk_work)) {
@@ -36,8 +46,7 @@ std::string CpuBackend::name() const { return ctx_.isa == cpu::Isa::kAvx2 ? "cpu
 bool CpuBackend::Supports(const KernelCall& call) const { return FamilyOf(call.op) != OpFamily::kNone; }
 
 bool CpuBackend::SupportsEpilogue(const KernelCall& call) const {
-  const OpFamily family = FamilyOf(call.op);
-  if (family != OpFamily::kElementwise && family != OpFamily::kConv) return false;
+  if (!TakesEpilogue(call.op)) return false;
   return call.epilogue != nullptr && ValidateEpilogue(call).ok();
 }
 
@@ -52,7 +61,7 @@ StatusOr<std::unique_ptr<PreparedOperand>> CpuBackend::PrepareConstant(const Ker
 Status CpuBackend::Run(const KernelCall& call) {
   // The caller's thread computes too; pin its float environment as the pool's threads are.
   SetDeterministicFloatEnvironment();
-  if (call.epilogue != nullptr && FamilyOf(call.op) != OpFamily::kElementwise && FamilyOf(call.op) != OpFamily::kConv) {
+  if (call.epilogue != nullptr && !TakesEpilogue(call.op)) {
     return Unimplemented("CPU backend: " + std::string(OpName(call.op)) + " takes no fused epilogue");
   }
   if (ComputesThroughF32(call)) {
@@ -73,6 +82,7 @@ Status CpuBackend::Run(const KernelCall& call) {
     bool ran = false;
     if (call.op == Op::kConv2D) RETURN_IF_ERROR(cpu::RunConvF16Shifted(call, ctx_, &ran));
     if (call.op == Op::kRelu) RETURN_IF_ERROR(cpu::RunReluHalf(call, ctx_, &ran));
+    if (call.op == Op::kMaxPool2D) RETURN_IF_ERROR(cpu::RunMaxPoolHalf(call, ctx_, &ran));
     if (ran) return OkStatus();
     return cpu::RunThroughF32(call, ctx_, run);
   }

@@ -44,6 +44,10 @@ Status RunConvF16Shifted(const KernelCall& call, const CpuContext& ctx, bool* ra
 StatusOr<std::unique_ptr<PreparedOperand>> PrepareConvWeights(const KernelCall& call, const CpuContext& ctx);
 // pool.cc: MaxPool2D, AvgPool2D.
 Status RunPool(const KernelCall& call, const CpuContext& ctx);
+// pool.cc: max_pool2d of f16 or bf16 values (DETERMINISM.md 1.3, 1.4, 4.5) taken on their bits,
+// with the bits of RunThroughF32 with RunPool: no f32 copies. Sets *ran to false, doing nothing,
+// for any other call.
+Status RunMaxPoolHalf(const KernelCall& call, const CpuContext& ctx, bool* ran);
 // normalization.cc: Softmax, LayerNorm.
 Status RunNormalization(const KernelCall& call, const CpuContext& ctx);
 // data_movement.cc: Identity, Reshape, Transpose, Slice, Concat, Gather, Expand, Pad.
@@ -62,15 +66,17 @@ struct EwPlan;
 // An epilogue operand as the one-pass AVX-512 epilogue reads it: a value of the chain (0: the
 // op's result), an input of one element, an input with the output's shape (flat index =
 // output index), or a per-channel input (one value per run of `inner` output elements, the
-// runs taking data[0..channels) in turn: a bias [C, 1, 1] of an [N, C, H, W] output).
+// runs taking data[0..channels) in turn: a bias [C, 1, 1] of an [N, C, H, W] output), or a
+// per-row input (the output's innermost `channels` elements, repeated: the Resize lowering's
+// weights [W] of an [N, C, H, W] output; output element i reads data[i % channels]).
 struct FastEpilogueOperand {
-  enum Kind : uint8_t { kValue, kScalar, kFullInput, kChannel };
+  enum Kind : uint8_t { kValue, kScalar, kFullInput, kChannel, kRow };
   Kind kind = kValue;
   int index = 0;                // kValue
   float scalar = 0.0f;          // kScalar
-  const float* data = nullptr;  // kFullInput, kChannel
+  const float* data = nullptr;  // kFullInput, kChannel, kRow
   int64_t inner = 0;            // kChannel
-  int64_t channels = 0;         // kChannel
+  int64_t channels = 0;         // kChannel; kRow: the row's length
 };
 struct FastEpilogueStep {
   Op op = Op::kNumOps;  // add, sub, mul, div, max, min, relu, neg or abs (FastEpilogueOpSupported)

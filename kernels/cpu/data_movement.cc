@@ -14,6 +14,7 @@
 #endif
 
 #include "kernels/checks/data_movement.h"
+#include "kernels/checks/elementwise.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_impl.h"
@@ -289,6 +290,47 @@ void GatherElements(const CpuContext& ctx, const uint8_t* src, uint8_t* dst, int
   });
 }
 
+// A gather of f32 values with a fused epilogue (DETERMINISM.md 3.1; the Resize lowering's
+// gather -> mul -> add): the gathered copy of a block of output elements, then the epilogue on
+// that block while it is in cache. The block is about one epilogue tile, whole rows where a
+// row is longer.
+Status RunGatherWithEpilogue(const KernelCall& call, const CpuContext& ctx, const AxisSplit& split,
+                             const std::vector<int64_t>& idx) {
+  RETURN_IF_ERROR(ValidateEpilogue(call));  // an f32 output, hence f32 data
+  const EpilogueRunner epilogue(call, ctx.isa);
+  const int64_t n = static_cast<int64_t>(idx.size());
+  const int64_t inner = split.inner;
+  const int64_t dim = split.n;
+  const int64_t rows = split.outer * n;
+  // The bits as the plain gather copies them: 32-bit integers, so no NaN is touched.
+  const uint32_t* src = static_cast<const uint32_t*>(call.in(0).data);
+  uint32_t* dst = static_cast<uint32_t*>(call.out().data);
+  const int64_t* table = idx.data();
+  const int64_t block_rows = std::max<int64_t>(1, EpilogueRunner::kTile / inner);
+  Parallel(ctx, rows, GrainFor(inner * static_cast<int64_t>(sizeof(float))), [&](int64_t b, int64_t e) {
+    for (int64_t rb = b; rb < e; rb += block_rows) {
+      const int64_t re = std::min(e, rb + block_rows);
+      int64_t o = rb / n, j = rb - o * n;
+      uint32_t* to = dst + rb * inner;
+      if (inner == 1) {
+        for (int64_t r = rb; r < re; ++o, j = 0) {  // one index-table pass per outer row
+          const uint32_t* from = src + o * dim;
+          const int64_t stop = std::min(n, j + (re - r));
+          for (int64_t k = j; k < stop; ++k) *to++ = from[table[k]];
+          r += stop - j;
+        }
+      } else {
+        for (int64_t r = rb; r < re; ++r, to += inner) {
+          std::memcpy(to, src + (o * dim + table[j]) * inner, static_cast<size_t>(inner) * sizeof(uint32_t));
+          if (++j == n) j = 0, ++o;
+        }
+      }
+      epilogue.Apply(rb * inner, re * inner);
+    }
+  });
+  return OkStatus();
+}
+
 Status RunGather(const KernelCall& call, const CpuContext& ctx) {
   const TensorView& data = call.in(0);
   const TensorView& indices = call.in(1);
@@ -309,6 +351,7 @@ Status RunGather(const KernelCall& call, const CpuContext& ctx) {
   if (rows == 0 || row_bytes == 0) return OkStatus();
   const uint8_t* src = static_cast<const uint8_t*>(data.data);
   uint8_t* dst = static_cast<uint8_t*>(out.data);
+  if (call.epilogue != nullptr) return RunGatherWithEpilogue(call, ctx, split, idx);
   switch (row_bytes) {  // single elements (im2col's column gathers): typed copies, no division
     case 1: GatherElements<uint8_t>(ctx, src, dst, dim, idx, rows); return OkStatus();
     case 2: GatherElements<uint16_t>(ctx, src, dst, dim, idx, rows); return OkStatus();

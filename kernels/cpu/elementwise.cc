@@ -70,6 +70,9 @@ bool PerChannel(const TensorView& in, const TensorView& out, int64_t* inner) {
 // Per-channel operands with shorter runs than this stay on the per-step path: each run is a
 // stretch of the one-pass loop with the operand as a scalar.
 constexpr int64_t kMinChannelRun = 64;
+// Per-row operands with shorter rows than this stay on the per-step path: a tile ends where a
+// row ends.
+constexpr int64_t kMinRowLength = 16;
 
 // The epilogue as one-pass steps, or empty when some step or input does not fit that pass.
 std::vector<FastEpilogueStep> FastEpilogueSteps(const KernelCall& call) {
@@ -105,6 +108,11 @@ std::vector<FastEpilogueStep> FastEpilogueSteps(const KernelCall& call) {
         fo.kind = FastEpilogueOperand::kChannel;
         fo.data = in.as<const float>();
         fo.inner = inner;
+        fo.channels = in.num_elements();
+      } else if (inner == 1 && in.num_elements() >= kMinRowLength) {
+        // The range ends at the output's last dim: one value per element of a row, rows repeating.
+        fo.kind = FastEpilogueOperand::kRow;
+        fo.data = in.as<const float>();
         fo.channels = in.num_elements();
       } else {
         return {};

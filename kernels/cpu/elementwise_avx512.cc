@@ -92,6 +92,7 @@ inline Source OperandSource(const FastEpilogueOperand& o, const float* y, const 
     case FastEpilogueOperand::kScalar: s.scalar = o.scalar; break;
     case FastEpilogueOperand::kFullInput: s.ptr = o.data + first; break;
     case FastEpilogueOperand::kChannel: s.scalar = o.data[(first / o.inner) % o.channels]; break;
+    case FastEpilogueOperand::kRow: s.ptr = o.data + first % o.channels; break;
   }
   return s;
 }
@@ -239,11 +240,13 @@ void RunFastEpilogueAvx512(const FastEpilogueStep* steps, int num_steps, float* 
   alignas(64) float values[kMaxEpilogueSteps][kTileElements];  // step j's result for the current tile
   for (int64_t first = begin, n = 0; first < end; first += n) {
     n = std::min(end - first, kTileElements);
-    // A tile stays within one run of each per-channel operand, which is then a scalar.
+    // A tile stays within one run of each per-channel operand, which is then a scalar, and
+    // within one row of each per-row operand, which is then a pointer into it.
     for (int s = 0; s < num_steps; ++s) {
       for (int k = 0; k < steps[s].num_operands; ++k) {
         const FastEpilogueOperand& o = steps[s].operands[k];
         if (o.kind == FastEpilogueOperand::kChannel) n = std::min(n, o.inner - first % o.inner);
+        if (o.kind == FastEpilogueOperand::kRow) n = std::min(n, o.channels - first % o.channels);
       }
     }
     for (int s = 0; s < num_steps; ++s) {

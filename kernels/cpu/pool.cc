@@ -20,6 +20,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/pool_avx512.h"
+#include "kernels/half.h"
 
 namespace consensor::kernels::cpu {
 
@@ -207,6 +208,38 @@ Status RunPool(const KernelCall& call, const CpuContext& ctx) {
           AvgPoolPlanes<1>(x, in_plane, y, out_plane, g, include_pad);
         }
       }
+    }
+  });
+  return OkStatus();
+}
+
+Status RunMaxPoolHalf(const KernelCall& call, const CpuContext& ctx, bool* ran) {
+  *ran = false;
+  if (call.op != Op::kMaxPool2D || call.epilogue != nullptr || call.num_inputs != 1 || call.num_outputs != 1 ||
+      !call.inputs || !call.outputs || !IsHalfDType(call.in(0).dtype) || call.out(0).dtype != call.in(0).dtype ||
+      ctx.pool == nullptr || ctx.isa != Isa::kAvx2 || !g_pool_avx512_enabled.load(std::memory_order_relaxed) ||
+      !gemm::CpuHasAvx512F()) {
+    return OkStatus();
+  }
+  // The geometry and shape checks of the f32 call this one computes as (ValidatePool takes f32).
+  TensorView in = call.in(0), out = call.out(0);
+  in.dtype = out.dtype = DType::kF32;
+  KernelCall as_f32 = call;
+  as_f32.inputs = &in;
+  as_f32.outputs = &out;
+  ASSIGN_OR_RETURN(const PoolGeom g, ValidatePool(as_f32));
+  const int64_t planes = g.N * g.C;
+  if (planes == 0 || g.OH == 0 || g.OW == 0 || !MaxPoolHalfTwoByTwo(g)) return OkStatus();
+  *ran = true;
+  const int64_t in_plane = g.H * g.W, out_plane = g.OH * g.OW;
+  const bool f16 = call.in(0).dtype == DType::kF16;
+  const uint16_t infinity = f16 ? 0x7C00 : 0x7F80;
+  const uint16_t nan = f16 ? half::kCanonicalNaNF16 : half::kCanonicalNaNBF16;
+  const uint16_t* x = call.in(0).as<const uint16_t>();
+  uint16_t* y = call.out(0).as<uint16_t>();
+  ctx.pool->ParallelFor(planes, ctx.pool->GrainForWork(out_plane * 4), [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) {
+      MaxPoolHalfTwoByTwoPlaneAvx512(x + pl * in_plane, y + pl * out_plane, g, infinity, nan);
     }
   });
   return OkStatus();

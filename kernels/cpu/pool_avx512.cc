@@ -10,6 +10,7 @@
 // columns wide (dilation 1) gather each output's pair as one 64-bit lane, half the gathers.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -109,6 +110,42 @@ void MaxPoolPlaneAvx512(const uint32_t* x, uint32_t* y, const PoolGeom& g, const
       nan &= static_cast<__mmask16>(nan - 1);
       const int64_t out = o + lane;
       y[out] = WalkWindow(x, g, out / g.OW, out % g.OW);
+    }
+  }
+}
+
+bool MaxPoolHalfTwoByTwo(const PoolGeom& g) {
+  return g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 && MaxPoolAllWindowsInside(g);
+}
+
+// 16 outputs of one row at a time: each output's window row is one 32-bit lane of a row (the
+// pair of 16-bit patterns at columns 2ow, 2ow + 1, little-endian), each pattern sign-extended
+// to 32 bits. Its key b ^ ((b >> 31) >>> 17) flips the 15 magnitude bits of a negative value:
+// the 16-bit key sign-extended, so the int32 order is the spec's max order of the values (-0
+// below +0), and equal keys are equal patterns. A window with a NaN gives the canonical NaN.
+void MaxPoolHalfTwoByTwoPlaneAvx512(const uint16_t* x, uint16_t* y, const PoolGeom& g, uint16_t infinity,
+                                    uint16_t canonical_nan) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7FFF), inf = _mm512_set1_epi32(infinity);
+  const __m512i nan = _mm512_set1_epi32(canonical_nan);
+  auto key = [](__m512i b) { return _mm512_xor_si512(b, _mm512_srli_epi32(_mm512_srai_epi32(b, 31), 17)); };
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    const uint16_t* r0 = x + 2 * oh * g.W;
+    const uint16_t* r1 = r0 + g.W;
+    uint16_t* out = y + oh * g.OW;
+    for (int64_t ow = 0; ow < g.OW; ow += kLanes) {
+      const int64_t n = std::min<int64_t>(kLanes, g.OW - ow);
+      const __mmask16 m = static_cast<__mmask16>((1u << n) - 1u);
+      const __m512i v0 = _mm512_maskz_loadu_epi32(m, r0 + 2 * ow);
+      const __m512i v1 = _mm512_maskz_loadu_epi32(m, r1 + 2 * ow);
+      const __m512i a = _mm512_srai_epi32(_mm512_slli_epi32(v0, 16), 16), b = _mm512_srai_epi32(v0, 16);
+      const __m512i c = _mm512_srai_epi32(_mm512_slli_epi32(v1, 16), 16), d = _mm512_srai_epi32(v1, 16);
+      const __m512i best = _mm512_max_epi32(_mm512_max_epi32(key(a), key(b)), _mm512_max_epi32(key(c), key(d)));
+      const __mmask16 has_nan = static_cast<__mmask16>(_mm512_cmpgt_epi32_mask(_mm512_and_si512(a, magnitude), inf) |
+                                                       _mm512_cmpgt_epi32_mask(_mm512_and_si512(b, magnitude), inf) |
+                                                       _mm512_cmpgt_epi32_mask(_mm512_and_si512(c, magnitude), inf) |
+                                                       _mm512_cmpgt_epi32_mask(_mm512_and_si512(d, magnitude), inf));
+      const __m512i result = _mm512_mask_mov_epi32(key(best), has_nan, nan);
+      _mm512_mask_cvtepi32_storeu_epi16(out + ow, m, result);
     }
   }
 }

@@ -4,6 +4,8 @@
 // trace; a value read outside a chain or named as an output must stop the chain.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "executor/graph.h"
@@ -94,6 +96,81 @@ TEST(FusionTest, FusedProgramGivesTheUnfusedBitsOnEveryConfiguration) {
         ASSERT_EQ(got->outputs.size(), want->outputs.size());
         for (size_t i = 0; i < got->outputs.size(); ++i) EXPECT_EQ(got->outputs[i].hash, want->outputs[i].hash);
       }
+    }
+  }
+}
+
+// A 2x bilinear upsample of the last two axes as the Resize lowering writes it (DETERMINISM.md
+// 6.2): per axis, t0 = gather(x, i0), y = t0 * w0, t1 = gather(x, i1), y = y + t1 * w1. Each
+// gather heads a run (gather -> mul, gather -> mul -> add): four runs, every bit and the trace
+// the unfused program's, on both ISAs at 1, 2 and 8 threads. x holds NaNs, infinities and
+// signed zeros; the last axis's rows are 48 long (the one-pass per-row weights), the other
+// axis's 2 x 48 (per-channel weights on the per-step path).
+TEST(FusionTest, GatherHeadsTheResizeLoweringsTaps) {
+  Graph g;
+  const Shape in_shape = {1, 3, 12, 24};
+  Value v = g.input("x", DType::kF32, in_shape);
+  for (int axis : {3, 2}) {
+    const int64_t n = in_shape[axis], m = 2 * n;
+    std::vector<int64_t> left(m), right(m);
+    std::vector<float> w_left(m), w_right(m);
+    for (int64_t i = 0; i < m; ++i) {
+      // half_pixel at scale 2: c = (i + 0.5) / 2 - 0.5, clamped taps, weights 1 - r and r.
+      const double c = (i + 0.5) / 2 - 0.5;
+      const int64_t l = static_cast<int64_t>(std::ceil(c)) - 1;
+      const double r = c - l;
+      left[i] = std::clamp<int64_t>(l, 0, n - 1);
+      right[i] = std::clamp<int64_t>(l + 1, 0, n - 1);
+      w_left[i] = static_cast<float>(1 - r);
+      w_right[i] = static_cast<float>(r);
+    }
+    Shape w_shape(4 - axis, 1);
+    w_shape[0] = m;
+    const bool last = axis == 3;
+    Value i0 = g.constant(Tensor::FromVector(DType::kI64, {m}, left), last ? "i0_w" : "i0_h");
+    Value i1 = g.constant(Tensor::FromVector(DType::kI64, {m}, right), last ? "i1_w" : "i1_h");
+    Value w0 = g.constant(Tensor::FromVector(DType::kF32, w_shape, w_left), last ? "w0_w" : "w0_h");
+    Value w1 = g.constant(Tensor::FromVector(DType::kF32, w_shape, w_right), last ? "w1_w" : "w1_h");
+    Value y = gather(v, i0, axis) * w0;
+    v = y + gather(v, i1, axis) * w1;
+  }
+  g.output("y", v);
+  auto p = CompileGraph(g, nullptr, {});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->instructions.size(), 10u);
+  ASSERT_EQ(p->fused_instructions.size(), 4u);
+  for (const Instruction& ins : p->fused_instructions) {
+    EXPECT_EQ(ins.op, kernels::Op::kGather);
+    EXPECT_FALSE(ins.epilogue.empty());
+  }
+  Tensor x = RandomF32(in_shape, 9, 4.0f);
+  float* xs = x.data_as<float>();
+  const uint32_t specials[] = {0x7FC00001u, 0xFF800000u, 0x7F800000u, 0x80000000u, 0x00000001u, 0x7F800001u};
+  for (int k = 0; k < 6; ++k) std::memcpy(&xs[37 * k + 5], &specials[k], sizeof(uint32_t));
+  std::map<std::string, Tensor> inputs = {{"x", x}};
+  auto reference_backend = MakeCpu(1, "portable");
+  auto reference = LoadedProgram::Load(*p, reference_backend.get());
+  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
+  RunOptions unfused;
+  unfused.fuse = false;
+  unfused.trace = true;
+  auto want = (*reference)->Run(inputs, unfused);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  for (const std::string isa : {"portable", "avx2"}) {
+    if (isa == "avx2" && !kernels::cpu::CpuHasAvx2Fma()) continue;
+    for (int threads : {1, 2, 8}) {
+      SCOPED_TRACE(isa + "/t" + std::to_string(threads));
+      auto backend = MakeCpu(threads, isa);
+      auto loaded = LoadedProgram::Load(*p, backend.get());
+      ASSERT_TRUE(loaded.ok());
+      auto got = (*loaded)->Run(inputs);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_EQ(got->result_root, want->result_root);
+      RunOptions traced;
+      traced.trace = true;
+      auto got_trace = (*loaded)->Run(inputs, traced);
+      ASSERT_TRUE(got_trace.ok());
+      EXPECT_EQ(got_trace->trace_root, want->trace_root);
     }
   }
 }

@@ -410,6 +410,85 @@ TEST(EpilogueTest, HardSigmoidChainMatchesItsStepsForEveryFloat) {
   ASSERT_TRUE(ChainMatchesSteps(swapped, 4099));
 }
 
+// A gather head (the Resize lowering's taps, DETERMINISM.md 6.2): the naive gather, then each
+// step as its own call, against the gather with its steps fused, on every engine, one pass and
+// per step. Data full of NaNs with payloads, infinities, signed zeros and subnormals, weights
+// too; negative indices. Axes: the last (one element per index: rows of 53 and 160, the
+// per-row one-pass operand, and of 9, the per-step path), and outer axes with rows of 37 and 64
+// elements (per-channel weights [n, 1]: per-step and one-pass); the larger cases split over
+// threads.
+TEST(EpilogueTest, GatherHeadMatchesUnfusedSteps) {
+  struct GatherCase {
+    Shape data;
+    int axis;
+    int64_t n;  // indices
+  };
+  auto val = [](int i) { return EpilogueOperand{false, i}; };
+  auto in = [](int i) { return EpilogueOperand{true, i}; };
+  // Inputs: 0 = the weights (one per index, shaped to broadcast along the axis), 1 = the other
+  // tap's product (output shape). y = t * w, then y = other + y, as the lowering's second tap.
+  const std::vector<std::vector<EpilogueStep>> chains = {
+      {{Op::kMul, 2, {val(0), in(0)}}},
+      {{Op::kMul, 2, {val(0), in(0)}}, {Op::kAdd, 2, {in(1), val(1)}}},
+      {{Op::kMul, 2, {in(0), val(0)}}, {Op::kAdd, 2, {val(1), in(1)}}, {Op::kTanh, 1, {val(2)}}},
+  };
+  for (const GatherCase& c : std::vector<GatherCase>{{{2, 5, 7, 37}, 3, 53},
+                                                     {{2, 5, 7, 37}, 3, 9},
+                                                     {{2, 5, 7, 37}, 2, 13},
+                                                     {{1, 3, 20, 64}, 2, 40},
+                                                     {{8, 16, 16, 32}, 3, 160},
+                                                     {{4, 32, 64, 64}, 2, 128}}) {
+    const int rank = static_cast<int>(c.data.size());
+    Shape out_shape = c.data;
+    out_shape[c.axis] = c.n;
+    SCOPED_TRACE(ShapeToString(c.data) + " axis " + std::to_string(c.axis) + " n " + std::to_string(c.n));
+    HostTensor data(DType::kF32, c.data);
+    FillF32(data, 51, 0.2);
+    std::vector<int64_t> index(c.n);
+    for (int64_t j = 0; j < c.n; ++j) {
+      const int64_t k = (j * 7 + 3) % c.data[c.axis];
+      index[j] = j % 3 == 0 ? k - c.data[c.axis] : k;  // every third counted from the end
+    }
+    HostTensor indices = I64({c.n}, index);
+    // The naive gather.
+    HostTensor head(DType::kF32, out_shape);
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < c.axis; ++d) outer *= c.data[d];
+    for (int d = c.axis + 1; d < rank; ++d) inner *= c.data[d];
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t j = 0; j < c.n; ++j) {
+        const int64_t k = index[j] < 0 ? index[j] + c.data[c.axis] : index[j];
+        for (int64_t i = 0; i < inner; ++i) {
+          head.as<uint32_t>()[(o * c.n + j) * inner + i] = data.at<uint32_t>((o * c.data[c.axis] + k) * inner + i);
+        }
+      }
+    }
+    EpilogueInputs inputs;
+    Shape weight_shape(rank - c.axis, 1);
+    weight_shape[0] = c.n;
+    inputs.tensors.emplace_back(DType::kF32, weight_shape);
+    FillF32(inputs.tensors.back(), 52, 0.1);
+    inputs.tensors.emplace_back(DType::kF32, out_shape);
+    FillF32(inputs.tensors.back(), 53, 0.1);
+    for (HostTensor& t : inputs.tensors) inputs.views.push_back(t.view());
+    OpParams params;
+    params.axis = c.axis;
+    TensorView in_views[2] = {data.view(), indices.view()};
+    for (const std::vector<EpilogueStep>& steps : chains) {
+      for (Engine& e : Engines()) {
+        const HostTensor want = RunStepsUnfused(*e.backend, head, steps, inputs);
+        for (bool one_pass : {true, false}) {
+          cpu::SetFastEpilogueForTesting(one_pass);
+          const HostTensor got =
+              RunFused(*e.backend, MakeCall(Op::kGather, params, in_views, 2, nullptr), out_shape, steps, inputs);
+          ExpectSameBits(want, got, e.label + (one_pass ? " one pass" : " per step"));
+        }
+        cpu::SetFastEpilogueForTesting(true);
+      }
+    }
+  }
+}
+
 TEST(EpilogueTest, InvalidEpiloguesAreRefused) {
   HostTensor a = F32({2, 3}, {1, 2, 3, 4, 5, 6});
   TensorView in[2] = {a.view(), a.view()};

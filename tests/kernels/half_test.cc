@@ -4,6 +4,7 @@
 // x 1/2/8 threads byte for byte.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -294,6 +295,62 @@ TEST(HalfOps, ReluOnTheBitsFollowsTheF32RuleForEveryPattern) {
       const uint16_t sign = i < 2 ? 0 : 0x8000;
       const uint16_t h = static_cast<uint16_t>(sign | (i % 2));
       EXPECT_EQ(y.at<uint16_t>(h), sign ? 0 : h) << DTypeName(t) << " " << h;
+    }
+  }
+}
+
+// A 2 x 2 max pool with stride 2 on 16-bit values takes the max on their bits (AVX-512F,
+// cpu::RunMaxPoolHalf): the f32 rule's bits (a window with any NaN gives the canonical NaN, -0
+// below +0, subnormals, infinities) on every engine and thread count; output rows of 18 (a
+// vector and a tail), 16 with an unused last input column and row, and 64; random patterns of
+// every kind, then windows written by hand.
+TEST(HalfOps, MaxPoolTwoByTwoOnTheBitsFollowsTheF32Rule) {
+  const OpParams pool = Pool2x2({0, 0, 0, 0});
+  uint32_t seed = 70;
+  for (DType t : kHalfTypes) {
+    SCOPED_TRACE(DTypeName(t));
+    for (const Shape& shape : std::vector<Shape>{{2, 3, 8, 36}, {1, 5, 7, 33}, {1, 9, 20, 128}}) {
+      const int64_t n = NumElements(shape);
+      const HostTensor x = Half(t, shape, RandomHalfBits(n, ++seed, t));
+      const HostTensor xm = Half(t, shape, ModerateHalfBits(n, ++seed, t));
+      const Shape out = {shape[0], shape[1], shape[2] / 2, shape[3] / 2};
+      ExpectF32Rule(Op::kMaxPool2D, {x}, t, out, pool);
+      ExpectF32Rule(Op::kMaxPool2D, {xm}, t, out, pool);
+    }
+    const uint16_t inf = t == DType::kF16 ? 0x7C00 : 0x7F80;
+    const uint16_t ninf = static_cast<uint16_t>(0x8000 | inf);
+    const uint16_t nan = t == DType::kF16 ? 0x7E00 : 0x7FC0;
+    const uint16_t one = Narrow(t, 1.0f), minus_one = Narrow(t, -1.0f);
+    const uint16_t payload_nan = static_cast<uint16_t>(inf | 1), negative_nan = 0xFFFF;
+    // Windows (row 0 pair, row 1 pair): -0 and +0 in either order; all -0; a NaN with a payload
+    // among numbers; a negative NaN; -inf only; a subnormal above +0; -1 above -inf; +inf.
+    const std::vector<std::array<uint16_t, 4>> windows = {
+        {0x8000, 0x0000, 0x8000, 0x8000}, {0x0000, 0x8000, 0x8000, 0x8000},       {0x8000, 0x8000, 0x8000, 0x8000},
+        {one, payload_nan, one, one},     {0x8000, 0x8000, 0x8000, negative_nan}, {ninf, ninf, ninf, ninf},
+        {0x0000, 0x0001, 0x8001, 0x8000}, {minus_one, ninf, ninf, ninf},          {one, inf, 0x0000, 0x8000}};
+    const std::vector<uint16_t> want = {0x0000, 0x0000, 0x8000, nan, nan, ninf, 0x0001, minus_one, inf};
+    const int64_t w = static_cast<int64_t>(windows.size());
+    std::vector<uint16_t> bits(static_cast<size_t>(4 * w));
+    for (int64_t k = 0; k < w; ++k) {
+      bits[2 * k] = windows[k][0];
+      bits[2 * k + 1] = windows[k][1];
+      bits[2 * w + 2 * k] = windows[k][2];
+      bits[2 * w + 2 * k + 1] = windows[k][3];
+    }
+    const HostTensor x = Half(t, {1, 1, 2, 2 * w}, bits);
+    const HostTensor y = RunAll(Op::kMaxPool2D, {x}, t, {1, 1, 1, w}, pool);
+    for (int64_t k = 0; k < w; ++k) EXPECT_EQ(y.at<uint16_t>(k), want[k]) << "window " << k;
+    ExpectF32Rule(Op::kMaxPool2D, {x}, t, {1, 1, 1, w}, pool);
+    // The bits path runs where it exists.
+    if (cpu::CpuHasAvx2Fma() && cpu::gemm::CpuHasAvx512F()) {
+      HostTensor out(t, {1, 1, 1, w});
+      TensorView in_view = const_cast<HostTensor&>(x).view(), out_view = out.view();
+      ThreadPool threads(1);
+      bool ran = false;
+      ASSERT_TRUE(
+          cpu::RunMaxPoolHalf(MakeCall(Op::kMaxPool2D, pool, &in_view, 1, &out_view), {&threads, cpu::Isa::kAvx2}, &ran)
+              .ok());
+      EXPECT_TRUE(ran);
     }
   }
 }
