@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <string>
 
 #include "executor/graph.h"
 #include "tests/executor/test_util.h"
@@ -43,6 +45,40 @@ Graph BuildBlocks(bool tap) {
   return g;
 }
 
+// The fused program against the unfused one on the portable reference: every output hash and the
+// result root (and, with `check_trace`, a traced run's trace root) on both ISAs at 1, 2 and 8
+// threads.
+void ExpectFusedGivesTheUnfusedBits(const Program& p, const std::map<std::string, Tensor>& inputs, bool check_trace) {
+  auto reference_backend = MakeCpu(1, "portable");
+  auto reference = LoadedProgram::Load(p, reference_backend.get());
+  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
+  RunOptions unfused;
+  unfused.fuse = false;
+  unfused.trace = check_trace;
+  auto want = (*reference)->Run(inputs, unfused);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  for (const std::string isa : {"portable", "avx2"}) {
+    if (isa == "avx2" && !kernels::cpu::CpuHasAvx2Fma()) continue;
+    for (int threads : {1, 2, 8}) {
+      SCOPED_TRACE(isa + "/t" + std::to_string(threads));
+      auto backend = MakeCpu(threads, isa);
+      auto loaded = LoadedProgram::Load(p, backend.get());
+      ASSERT_TRUE(loaded.ok());
+      auto got = (*loaded)->Run(inputs);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_EQ(got->result_root, want->result_root);
+      ASSERT_EQ(got->outputs.size(), want->outputs.size());
+      for (size_t i = 0; i < got->outputs.size(); ++i) EXPECT_EQ(got->outputs[i].hash, want->outputs[i].hash);
+      if (!check_trace) continue;
+      RunOptions traced;
+      traced.trace = true;
+      auto got_trace = (*loaded)->Run(inputs, traced);
+      ASSERT_TRUE(got_trace.ok());
+      EXPECT_EQ(got_trace->trace_root, want->trace_root);
+    }
+  }
+}
+
 int CountEpilogues(const Program& p) {
   int n = 0;
   for (const Instruction& ins : p.fused_instructions) n += ins.epilogue.empty() ? 0 : 1;
@@ -75,28 +111,7 @@ TEST(FusionTest, FusedProgramGivesTheUnfusedBitsOnEveryConfiguration) {
       }
     }
 
-    std::map<std::string, Tensor> inputs = {{"x", RandomF32({1, 6, 13, 21}, 7, 4.0f)}};
-    auto reference_backend = MakeCpu(1, "portable");
-    auto reference = LoadedProgram::Load(*p, reference_backend.get());
-    ASSERT_TRUE(reference.ok()) << reference.status().ToString();
-    RunOptions unfused;
-    unfused.fuse = false;
-    auto want = (*reference)->Run(inputs, unfused);
-    ASSERT_TRUE(want.ok()) << want.status().ToString();
-    for (const std::string isa : {"portable", "avx2"}) {
-      if (isa == "avx2" && !kernels::cpu::CpuHasAvx2Fma()) continue;
-      for (int threads : {1, 2, 8}) {
-        SCOPED_TRACE(isa + "/t" + std::to_string(threads));
-        auto backend = MakeCpu(threads, isa);
-        auto loaded = LoadedProgram::Load(*p, backend.get());
-        ASSERT_TRUE(loaded.ok());
-        auto got = (*loaded)->Run(inputs);
-        ASSERT_TRUE(got.ok()) << got.status().ToString();
-        EXPECT_EQ(got->result_root, want->result_root);
-        ASSERT_EQ(got->outputs.size(), want->outputs.size());
-        for (size_t i = 0; i < got->outputs.size(); ++i) EXPECT_EQ(got->outputs[i].hash, want->outputs[i].hash);
-      }
-    }
+    ExpectFusedGivesTheUnfusedBits(*p, {{"x", RandomF32({1, 6, 13, 21}, 7, 4.0f)}}, /*check_trace=*/false);
   }
 }
 
@@ -147,32 +162,7 @@ TEST(FusionTest, GatherHeadsTheResizeLoweringsTaps) {
   float* xs = x.data_as<float>();
   const uint32_t specials[] = {0x7FC00001u, 0xFF800000u, 0x7F800000u, 0x80000000u, 0x00000001u, 0x7F800001u};
   for (int k = 0; k < 6; ++k) std::memcpy(&xs[37 * k + 5], &specials[k], sizeof(uint32_t));
-  std::map<std::string, Tensor> inputs = {{"x", x}};
-  auto reference_backend = MakeCpu(1, "portable");
-  auto reference = LoadedProgram::Load(*p, reference_backend.get());
-  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
-  RunOptions unfused;
-  unfused.fuse = false;
-  unfused.trace = true;
-  auto want = (*reference)->Run(inputs, unfused);
-  ASSERT_TRUE(want.ok()) << want.status().ToString();
-  for (const std::string isa : {"portable", "avx2"}) {
-    if (isa == "avx2" && !kernels::cpu::CpuHasAvx2Fma()) continue;
-    for (int threads : {1, 2, 8}) {
-      SCOPED_TRACE(isa + "/t" + std::to_string(threads));
-      auto backend = MakeCpu(threads, isa);
-      auto loaded = LoadedProgram::Load(*p, backend.get());
-      ASSERT_TRUE(loaded.ok());
-      auto got = (*loaded)->Run(inputs);
-      ASSERT_TRUE(got.ok()) << got.status().ToString();
-      EXPECT_EQ(got->result_root, want->result_root);
-      RunOptions traced;
-      traced.trace = true;
-      auto got_trace = (*loaded)->Run(inputs, traced);
-      ASSERT_TRUE(got_trace.ok());
-      EXPECT_EQ(got_trace->trace_root, want->trace_root);
-    }
-  }
+  ExpectFusedGivesTheUnfusedBits(*p, {{"x", x}}, /*check_trace=*/true);
 }
 
 TEST(FusionTest, TraceIsTheUnfusedTrace) {
