@@ -11,6 +11,7 @@
 #include <string>
 
 #include "executor/graph.h"
+#include "tests/executor/fusion_checks.h"
 #include "tests/executor/test_util.h"
 
 namespace consensor::executor {
@@ -45,36 +46,16 @@ Graph BuildBlocks(bool tap) {
   return g;
 }
 
-// The fused program against the unfused one on the portable reference: every output hash and the
-// result root (and, with `check_trace`, a traced run's trace root) on both ISAs at 1, 2 and 8
-// threads.
-void ExpectFusedGivesTheUnfusedBits(const Program& p, const std::map<std::string, Tensor>& inputs, bool check_trace) {
-  auto reference_backend = MakeCpu(1, "portable");
-  auto reference = LoadedProgram::Load(p, reference_backend.get());
-  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
-  RunOptions unfused;
-  unfused.fuse = false;
-  unfused.trace = check_trace;
-  auto want = (*reference)->Run(inputs, unfused);
-  ASSERT_TRUE(want.ok()) << want.status().ToString();
+// The fused program against its unfused lowering (tests/executor/fusion_checks.h) on both ISAs
+// at 1, 2 and 8 threads.
+void ExpectFusedGivesTheUnfusedBits(const Program& p, const std::map<std::string, Tensor>& inputs) {
+  RunResult reference;
+  ASSERT_NO_FATAL_FAILURE(testing::RunUnfusedReference(p, inputs, &reference));
   for (const std::string isa : {"portable", "avx2"}) {
     if (isa == "avx2" && !kernels::cpu::CpuHasAvx2Fma()) continue;
     for (int threads : {1, 2, 8}) {
       SCOPED_TRACE(isa + "/t" + std::to_string(threads));
-      auto backend = MakeCpu(threads, isa);
-      auto loaded = LoadedProgram::Load(p, backend.get());
-      ASSERT_TRUE(loaded.ok());
-      auto got = (*loaded)->Run(inputs);
-      ASSERT_TRUE(got.ok()) << got.status().ToString();
-      EXPECT_EQ(got->result_root, want->result_root);
-      ASSERT_EQ(got->outputs.size(), want->outputs.size());
-      for (size_t i = 0; i < got->outputs.size(); ++i) EXPECT_EQ(got->outputs[i].hash, want->outputs[i].hash);
-      if (!check_trace) continue;
-      RunOptions traced;
-      traced.trace = true;
-      auto got_trace = (*loaded)->Run(inputs, traced);
-      ASSERT_TRUE(got_trace.ok());
-      EXPECT_EQ(got_trace->trace_root, want->trace_root);
+      testing::ExpectFusedRunGivesReferenceBits(p, isa, threads, inputs, reference);
     }
   }
 }
@@ -97,9 +78,7 @@ TEST(FusionTest, FusedProgramGivesTheUnfusedBitsOnEveryConfiguration) {
     ASSERT_FALSE(p->fused_instructions.empty());
     EXPECT_LT(p->fused_instructions.size(), p->instructions.size());
     EXPECT_EQ(CountEpilogues(*p), tap ? 3 : 2);
-    int covered = 0;
-    for (const Instruction& ins : p->fused_instructions) covered += ins.fused_count;
-    EXPECT_EQ(covered, static_cast<int>(p->instructions.size()));
+    testing::ExpectFusedListCoversEveryInstruction(*p);
     // Buffers a fused instruction reads never share memory with its output.
     for (const Instruction& ins : p->fused_instructions) {
       const Buffer& o = p->buffers[ins.output];
@@ -111,7 +90,7 @@ TEST(FusionTest, FusedProgramGivesTheUnfusedBitsOnEveryConfiguration) {
       }
     }
 
-    ExpectFusedGivesTheUnfusedBits(*p, {{"x", RandomF32({1, 6, 13, 21}, 7, 4.0f)}}, /*check_trace=*/false);
+    ExpectFusedGivesTheUnfusedBits(*p, {{"x", RandomF32({1, 6, 13, 21}, 7, 4.0f)}});
   }
 }
 
@@ -162,7 +141,7 @@ TEST(FusionTest, GatherHeadsTheResizeLoweringsTaps) {
   float* xs = x.data_as<float>();
   const uint32_t specials[] = {0x7FC00001u, 0xFF800000u, 0x7F800000u, 0x80000000u, 0x00000001u, 0x7F800001u};
   for (int k = 0; k < 6; ++k) std::memcpy(&xs[37 * k + 5], &specials[k], sizeof(uint32_t));
-  ExpectFusedGivesTheUnfusedBits(*p, {{"x", x}}, /*check_trace=*/true);
+  ExpectFusedGivesTheUnfusedBits(*p, {{"x", x}});
 }
 
 TEST(FusionTest, TraceIsTheUnfusedTrace) {
