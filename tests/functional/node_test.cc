@@ -1125,6 +1125,73 @@ TEST_F(NodeTest, BackendFromConfigSelfTestAndCpuFallback) {
 // reserve is reached; reads keep working; the store reopens after kill -9 on the full disk; uploads
 // resume when space returns; and over a quota the retention sweep deletes unreferenced blobs (not
 // the blobs of the stored task) until uploads fit again.
+// The warm store path names an output blob it remembers storing without reading the blob's
+// record while no blob has been deleted since (docs/NODE.md, "The warm path"). Here retention
+// deletes the first task, and its output blob with it, between two identical tasks: the second
+// must store the output again, not name the deleted blob.
+TEST_F(NodeTest, RetentionDeletingAStoredOutputBetweenTwoIdenticalTasksStoresItAgain) {
+  constexpr int64_t kQuota = 4 << 20;
+  DaemonProcess* d = StartDaemon("n1", {"--storage-max-bytes", std::to_string(kQuota), "--min-free-bytes", "0",
+                                        "--sweep-interval-ms", "300", "--log-level", "info"});
+  NodeClient client(d->address());
+  // A 256 KiB output, so that the first task is what the quota sweep deletes for room.
+  Graph g;
+  g.output("y", tanh(g.input("x", DType::kF32, {256, 256})));
+  const std::map<std::string, Tensor> inputs = {{"x", RandomTensor({256, 256}, 11)}};
+  auto run_once = [&](uint64_t nonce) -> StatusOr<v1::Task> {
+    v1::SubmitTaskRequest request = Prepare(client, g, inputs, nonce);
+    ASSIGN_OR_RETURN(v1::SubmitTaskResponse submitted, client.SubmitTask(request));
+    ASSIGN_OR_RETURN(v1::Task done, client.WatchTask(submitted.task_id(), std::chrono::seconds(60), nullptr));
+    if (done.state() != v1::TASK_STATE_SUCCEEDED) return Internal("task did not succeed: " + done.error_message());
+    return done;
+  };
+  auto first = run_once(1);
+  ASSERT_TRUE(first.ok()) << first.status().ToString() << "\n" << d->Log();
+  ASSERT_EQ(first->result().outputs_size(), 1);
+  const v1::TaskOutput output = first->result().outputs(0);
+  ASSERT_TRUE(client.GetBlob(output.blob_sha256(), 1 << 20).ok());
+
+  // An unreferenced upload takes the store over 90% of the quota: the next sweep deletes the
+  // oldest finished task (the first one) and the blobs only it referenced, its output among them.
+  // An upload that straddles the start of a sweep gets only the next sweep's grace; should the
+  // filler go first (unreferenced, past its grace) and leave the task, it is uploaded again.
+  const std::string filler(static_cast<size_t>(kQuota) * 4 / 5, 'f');
+  const std::string filler_sha = ToHex(Sha256Of(filler));
+  bool deleted = false;
+  for (int i = 0; i < 300 && !deleted; ++i) {
+    if (client.GetBlob(filler_sha, 1).status().code() == StatusCode::kNotFound) {
+      auto put = client.PutBlob(Bytes(filler));
+      ASSERT_TRUE(put.ok()) << put.status().ToString();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    deleted = client.GetBlob(output.blob_sha256(), 1 << 20).status().code() == StatusCode::kNotFound;
+  }
+  ASSERT_TRUE(deleted) << "retention never deleted the first task's output\n" << d->Log();
+  EXPECT_EQ(client.GetTask(first->task_id()).status().code(), StatusCode::kNotFound);
+  // The filler goes on a later sweep (past its grace), leaving room for the second task.
+  bool emptied = false;
+  for (int i = 0; i < 300 && !emptied; ++i) {
+    auto info = client.GetNodeInfo();
+    emptied = info.ok() && info->blob_bytes() < (1u << 20);
+    if (!emptied) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(emptied) << d->Log();
+
+  // The same graph and inputs (uploaded again) under another nonce: the same output tensor, which
+  // the node remembers having stored. It must be stored again and readable.
+  auto second = run_once(2);
+  ASSERT_TRUE(second.ok()) << second.status().ToString() << "\n" << d->Log();
+  ASSERT_EQ(second->result().outputs_size(), 1);
+  EXPECT_NE(second->task_id(), first->task_id());
+  EXPECT_EQ(second->result().result_root(), first->result().result_root());
+  EXPECT_EQ(second->result().outputs(0).tensor_hash(), output.tensor_hash());
+  EXPECT_EQ(second->result().outputs(0).blob_sha256(), output.blob_sha256());
+  auto bytes = client.GetBlob(second->result().outputs(0).blob_sha256(), 1 << 20);
+  ASSERT_TRUE(bytes.ok()) << "the second task names a blob the node does not have: " << bytes.status().ToString();
+  EXPECT_EQ(static_cast<uint64_t>(bytes->size()), output.blob_size());
+  EXPECT_EQ(ToHex(Sha256Of(*bytes)), output.blob_sha256());
+}
+
 TEST_F(NodeTest, FullDiskRefusesWritesKeepsReadsReopensAndRecovers) {
   const fs::path small = dir_ / "small";
   fs::create_directories(small);
