@@ -204,11 +204,16 @@ StatusOr<RetentionPlan> RetentionSweeper::SweepOnce() {
     if (!referenced.ok()) {
       status = referenced.status();
     } else {
+      std::map<Hash256, uint64_t> stored_ids;
+      for (const RetainedBlob& b : blobs) stored_ids.emplace(b.sha256, b.upload_id);
       for (const Hash256& h : plan.delete_blobs) {
         if (referenced->count(h)) continue;
         auto size = store_->BlobSize(h);
-        status = store_->DeleteBlob(h);
+        // Content stored again since the plan (a client's re-upload) has its grace again.
+        StatusOr<bool> deleted = store_->DeleteBlobUnlessStoredAgain(h, stored_ids.at(h));
+        status = deleted.status();
         if (!status.ok()) break;
+        if (!*deleted) continue;
         if (blob_deleted_) blob_deleted_(h);
         ++blobs_deleted;
         if (size.ok()) blob_bytes_deleted += *size;

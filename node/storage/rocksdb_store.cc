@@ -6,7 +6,7 @@
 //       "c" + u64be upload_id + u32be chunk_index -> chunk bytes (every chunk is exactly
 //                                                    kBlobChunkBytes except the last)
 //       "u" + u64be upload_id                     -> "" : upload in progress (not committed)
-//       "m" + 32-byte sha256                      -> u64be size + u64be upload_id
+//       "m" + 32-byte sha256                      -> u64be size + u64be upload_id + u64be stored_id
 //     Chunks are keyed by upload id rather than by hash so an upload can write them before its
 //     hash is known; the "m" record makes them visible in one atomic write at commit.
 //   "tasks", "results" - key = task id as given, value = opaque record.
@@ -24,6 +24,13 @@
 // is replayed as a consistent prefix (kPointInTimeRecovery), so a surviving chunk always has a
 // surviving "u" marker or "m" record; markers left by a crash are garbage-collected at open
 // together with their chunks.
+//
+// The "m" record's stored_id is the id the content was last stored under: drawn from the same
+// counter when the blob commits, and again when content already stored is stored again and the
+// retention sweep has read the counter since (NextUploadId). Retention's grace counts from it, so
+// an upload that straddles a sweep's start, or a re-upload of content the node already has, gets
+// a whole sweep interval (docs/NODE.md, "Disk budget and retention"). Records written before
+// stored_id existed (16 bytes) read as stored under their upload id.
 //
 // Upload ids come from a counter in meta. Allocation and the write of the marker plus the new
 // counter value happen under one mutex, so the persisted counter only grows; at open it is
@@ -83,7 +90,8 @@ constexpr char kMetaPrefix = 'm';
 constexpr size_t kChunkKeySize = 1 + 8 + 4;
 constexpr size_t kMarkerKeySize = 1 + 8;
 constexpr size_t kBlobMetaKeySize = 1 + 32;
-constexpr size_t kBlobMetaValueSize = 8 + 8;
+constexpr size_t kBlobMetaValueSize = 8 + 8 + 8;
+constexpr size_t kOldBlobMetaValueSize = 8 + 8;  // before stored_id
 constexpr size_t kChunkBytes = static_cast<size_t>(kBlobChunkBytes);
 constexpr uint64_t kMaxChunks = uint64_t{1} << 32;  // 4-byte chunk index
 
@@ -132,19 +140,23 @@ std::string BlobMetaKey(const Hash256& h) {
 
 struct BlobRecord {
   int64_t size = 0;
-  uint64_t upload_id = 0;
+  uint64_t upload_id = 0;  // keys the chunks
+  uint64_t stored_id = 0;  // when the content was last stored: retention's grace
 };
 std::string EncodeBlobRecord(const BlobRecord& r) {
   std::string v;
   AppendU64(&v, static_cast<uint64_t>(r.size));
   AppendU64(&v, r.upload_id);
+  AppendU64(&v, r.stored_id);
   return v;
 }
 std::optional<BlobRecord> DecodeBlobRecord(std::string_view v) {
-  if (v.size() != kBlobMetaValueSize) return std::nullopt;
+  if (v.size() != kBlobMetaValueSize && v.size() != kOldBlobMetaValueSize) return std::nullopt;
   uint64_t size = ReadU64(v.data());
   if (size > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
-  return BlobRecord{static_cast<int64_t>(size), ReadU64(v.data() + 8)};
+  const uint64_t upload_id = ReadU64(v.data() + 8);
+  const uint64_t stored_id = v.size() == kBlobMetaValueSize ? ReadU64(v.data() + 16) : upload_id;
+  return BlobRecord{static_cast<int64_t>(size), upload_id, stored_id};
 }
 
 std::string HashHex(const Hash256& h) { return ToHex(h); }
@@ -179,6 +191,35 @@ struct Core {
 
   std::mutex upload_id_mu;
   uint64_t next_upload_id = 1;  // guarded by upload_id_mu
+  uint64_t grace_mark = 0;      // what NextUploadId last returned; guarded by upload_id_mu
+
+  // An id for a blob being stored now, at least every NextUploadId() returned so far. Not
+  // persisted: ids still in records are above the counter at open (RecoverBlobs), and one
+  // drawn for a write that was lost names nothing.
+  uint64_t TakeStoredId() {
+    std::lock_guard<std::mutex> lock(upload_id_mu);
+    return next_upload_id++;
+  }
+  // Whether content stored under `stored_id` must be stored again to get its grace: only once the
+  // sweep has read the counter since, so storing it again and again costs one small write per sweep.
+  bool NeedsNewStoredId(uint64_t stored_id) {
+    std::lock_guard<std::mutex> lock(upload_id_mu);
+    return stored_id < grace_mark;
+  }
+  // Content already stored (`r`) is stored again: renews its stored_id when needed, with the
+  // caller's durability; otherwise waits, for a synced store, until the first write is durable
+  // (its commit may have been deferred). Under the content's blob stripe.
+  Status StoreAgain(const Hash256& h, const BlobRecord& r, Durability durability) {
+    if (!NeedsNewStoredId(r.stored_id)) {
+      if (durability == Durability::kSynced) return WaitDurable().WithContext("syncing blob");
+      return OkStatus();
+    }
+    rocksdb::WriteBatch batch;
+    rocksdb::Status s =
+        batch.Put(cf(kBlobsCf), BlobMetaKey(h), EncodeBlobRecord(BlobRecord{r.size, r.upload_id, TakeStoredId()}));
+    if (!s.ok()) return FromRocks(s, "storing blob " + HashHex(h) + " again");
+    return Write(&batch, durability).WithContext("storing blob " + HashHex(h) + " again");
+  }
 
   std::array<std::mutex, kLockStripes> blob_stripes;
   std::array<std::mutex, kLockStripes> task_stripes;
@@ -416,7 +457,7 @@ class RocksDbBlobWriter final : public BlobWriter {
       buffer_.clear();
       buffer_.shrink_to_fit();
       info.already_present = true;
-      if (durability == Durability::kSynced) RETURN_IF_ERROR(core.WaitDurable().WithContext("syncing blob"));
+      RETURN_IF_ERROR(core.StoreAgain(info.sha256, **existing, durability));
       return info;
     }
     if (!buffer_.empty()) {
@@ -426,8 +467,8 @@ class RocksDbBlobWriter final : public BlobWriter {
       buffer_.shrink_to_fit();
     }
     rocksdb::WriteBatch batch;
-    rocksdb::Status s =
-        batch.Put(core.cf(kBlobsCf), BlobMetaKey(info.sha256), EncodeBlobRecord(BlobRecord{total_, upload_id_}));
+    rocksdb::Status s = batch.Put(core.cf(kBlobsCf), BlobMetaKey(info.sha256),
+                                  EncodeBlobRecord(BlobRecord{total_, upload_id_, core.TakeStoredId()}));
     if (s.ok()) s = batch.Delete(core.cf(kBlobsCf), MarkerKey(upload_id_));
     if (!s.ok()) return Fail(FromRocks(s, "committing blob " + HashHex(info.sha256)));
     if (Status c = core.Write(&batch, durability); !c.ok()) {
@@ -499,7 +540,7 @@ class RocksDbStore final : public Store {
       ASSIGN_OR_RETURN(std::optional<BlobRecord> existing, core.GetBlobRecord(sha256));
       if (existing) {
         // As in Commit: the stored copy's own commit may have been deferred.
-        if (durability == Durability::kSynced) RETURN_IF_ERROR(core.WaitDurable().WithContext("syncing blob"));
+        RETURN_IF_ERROR(core.StoreAgain(sha256, *existing, durability));
         BlobInfo info;
         info.sha256 = sha256;
         info.size = static_cast<int64_t>(bytes.size());
@@ -640,17 +681,26 @@ class RocksDbStore final : public Store {
       if (!r) continue;  // reported as DATA_LOSS when that blob is read
       Hash256 h{};
       std::memcpy(h.data(), it->key().data() + 1, h.size());
-      RETURN_IF_ERROR(visit(h, r->size, r->upload_id));
+      RETURN_IF_ERROR(visit(h, r->size, r->stored_id));
     }
     if (!it->status().ok()) return FromRocks(it->status(), "iterating blobs");
     return OkStatus();
   }
 
-  Status DeleteBlob(const Hash256& sha256) override {
+  Status DeleteBlob(const Hash256& sha256) override { return DeleteBlobRecord(sha256, std::nullopt).status(); }
+
+  StatusOr<bool> DeleteBlobUnlessStoredAgain(const Hash256& sha256, uint64_t stored_id) override {
+    return DeleteBlobRecord(sha256, stored_id);
+  }
+
+  // Deletes the blob, or with `only_stored_id` only while it is still stored under that id.
+  // Returns whether it deleted anything.
+  StatusOr<bool> DeleteBlobRecord(const Hash256& sha256, std::optional<uint64_t> only_stored_id) {
     Core& core = *core_;
     std::lock_guard<std::mutex> lock(core.BlobStripe(sha256));
     ASSIGN_OR_RETURN(std::optional<BlobRecord> r, core.GetBlobRecord(sha256));
-    if (!r) return OkStatus();
+    if (!r) return false;
+    if (only_stored_id && r->stored_id != *only_stored_id) return false;
     // The record goes in the same batch as the chunks, so no record ever names missing chunks.
     constexpr uint64_t kMaxPointDeletes = 64;
     const uint64_t chunks = (static_cast<uint64_t>(r->size) + kChunkBytes - 1) / kChunkBytes;
@@ -672,7 +722,7 @@ class RocksDbStore final : public Store {
     RETURN_IF_ERROR(written);
     core.blob_count.fetch_sub(1, std::memory_order_relaxed);
     core.blob_bytes.fetch_sub(r->size, std::memory_order_relaxed);
-    return OkStatus();
+    return true;
   }
 
   std::optional<uint64_t> BlobDeletionEpoch() override {
@@ -693,6 +743,7 @@ class RocksDbStore final : public Store {
 
   uint64_t NextUploadId() override {
     std::lock_guard<std::mutex> lock(core_->upload_id_mu);
+    core_->grace_mark = core_->next_upload_id;
     return core_->next_upload_id;
   }
 
@@ -851,7 +902,7 @@ Status RecoverBlobs(Core& core, uint64_t* max_id_seen) {
       if (!r) continue;  // reported as DATA_LOSS when that blob is read
       core.blob_count.fetch_add(1, std::memory_order_relaxed);
       core.blob_bytes.fetch_add(r->size, std::memory_order_relaxed);
-      *max_id_seen = std::max(*max_id_seen, r->upload_id);
+      *max_id_seen = std::max({*max_id_seen, r->upload_id, r->stored_id});
     }
     if (!it->status().ok()) return FromRocks(it->status(), "scanning blob records");
   }

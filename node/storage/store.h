@@ -69,20 +69,26 @@ class Store {
   virtual Status ReadBlob(const Hash256& sha256, const std::function<Status(std::span<const uint8_t>)>& sink) = 0;
   // Whole blob in memory; RESOURCE_EXHAUSTED when larger than max_bytes (checked before reading).
   virtual StatusOr<std::vector<uint8_t>> GetBlob(const Hash256& sha256, int64_t max_bytes) = 0;
-  // Every committed blob with its size and upload id; upload ids grow with every upload, so
-  // they order blobs by age (oldest first for retention). Stops at the first error of `visit`.
+  // Every committed blob with its size and the id it was last stored under: ids grow with every
+  // upload, so they order blobs by when they were last stored (oldest first for retention).
+  // Storing content that is already stored again (a commit or PutBlob of it) gives it a new id
+  // at least every NextUploadId() returned before. Stops at the first error of `visit`.
   virtual Status ForEachBlob(
       const std::function<Status(const Hash256& sha256, int64_t size, uint64_t upload_id)>& visit) = 0;
   // Removes a committed blob (its record and chunks in one batch); OK when it is absent. Not
   // synced: a deletion lost in a power failure brings back an unreferenced blob, never a
   // dangling reference (the record that referenced it was deleted synced before).
   virtual Status DeleteBlob(const Hash256& sha256) = 0;
+  // DeleteBlob, but only while the blob is still stored under `stored_id` (as ForEachBlob
+  // reported it): content stored again since is kept. Returns whether it deleted the blob.
+  virtual StatusOr<bool> DeleteBlobUnlessStoredAgain(const Hash256& sha256, uint64_t stored_id) = 0;
   // The number of blob deletions begun since the store opened, or nullopt while one is under
   // way. A caller that read epoch E and then saw a blob stored knows that it is still stored for
   // as long as this returns E again: no deletion has begun since. (A warm task's outputs already
   // stored are then not looked up again: docs/NODE.md, "Storing bytes the node already has".)
   virtual std::optional<uint64_t> BlobDeletionEpoch() = 0;
-  // The id the next upload gets: every blob committed from now on has an id at least this.
+  // The id the next upload gets: every blob committed, or stored again, from now on has an id at
+  // least this (retention's grace mark).
   virtual uint64_t NextUploadId() = 0;
   // One-shot put of bytes held in memory. The default is a writer and its commit; a store may
   // do better since the whole content is known up front (RocksDbStore hashes it once and

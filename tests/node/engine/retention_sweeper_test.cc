@@ -200,6 +200,55 @@ TEST_F(RetentionSweeperTest, SweepCutShortBetweenPhasesLeavesAConsistentStoreAnd
   ExpectConsistent();
 }
 
+// A client that uploads content the node already holds unreferenced (an earlier task's input,
+// say) gets a whole sweep interval again before its task must name it, also when a sweep that
+// planned the content's deletion is under way (docs/NODE.md, "Disk budget and retention").
+TEST_F(RetentionSweeperTest, ContentStoredAgainGetsItsGraceAgain) {
+  const std::string content = "uploaded, unreferenced, then uploaded again";
+  auto sweeper = NewSweeper();
+  const std::string loose = Blob(content);
+  ASSERT_TRUE(sweeper->SweepOnce().ok());
+  EXPECT_TRUE(HasBlob(loose));  // its first grace
+  Blob(content);
+  ASSERT_TRUE(sweeper->SweepOnce().ok());
+  EXPECT_TRUE(HasBlob(loose)) << "stored again: its grace starts over";
+  // This sweep plans the deletion; the content is stored again before the blob phase.
+  sweeper->SetBetweenPhasesHookForTesting([&] {
+    Blob(content);
+    return OkStatus();
+  });
+  auto plan = sweeper->SweepOnce();
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->delete_blobs.size(), 1u);
+  EXPECT_TRUE(HasBlob(loose)) << "stored again after the plan: kept";
+  sweeper->SetBetweenPhasesHookForTesting(nullptr);
+  ASSERT_TRUE(sweeper->SweepOnce().ok());
+  EXPECT_TRUE(HasBlob(loose));
+  ASSERT_TRUE(sweeper->SweepOnce().ok());
+  EXPECT_FALSE(HasBlob(loose));
+  EXPECT_NE(metrics_.RenderPrometheusText().find("consensor_retention_deleted_blobs_total 1"), std::string::npos);
+}
+
+// An upload under way when a sweep starts and committed after it is not collected by the next
+// sweep: its grace counts from the commit.
+TEST_F(RetentionSweeperTest, AnUploadThatStraddlesASweepsStartGetsTheNextSweepsGrace) {
+  auto sweeper = NewSweeper();
+  ASSERT_TRUE(sweeper->SweepOnce().ok());
+  auto w = store_->NewBlobWriter(std::nullopt, 1 << 20);
+  ASSERT_TRUE(w.ok());
+  const std::string content = "a slow upload";
+  ASSERT_TRUE(
+      (*w)->Append(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(content.data()), content.size())).ok());
+  ASSERT_TRUE(sweeper->SweepOnce().ok());  // starts while the upload is under way
+  auto committed = (*w)->Commit();
+  ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+  const std::string blob = ToHex(committed->sha256);
+  ASSERT_TRUE(sweeper->SweepOnce().ok());
+  EXPECT_TRUE(HasBlob(blob)) << "the first sweep after its commit collected it";
+  ASSERT_TRUE(sweeper->SweepOnce().ok());
+  EXPECT_FALSE(HasBlob(blob));
+}
+
 // Through the task manager (as the node wires it): a task that is pinned by the time the sweep
 // reaches it stays, with its blobs.
 TEST_F(RetentionSweeperTest, TaskManagerDeletesOnlyUnpinnedTasks) {

@@ -116,10 +116,10 @@ BlobInfo MemoryStore::CommitBlob(const Hash256& sha256, std::vector<uint8_t> byt
   auto [it, inserted] = blobs_.emplace(sha256, nullptr);
   if (inserted) {
     it->second = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
-    upload_ids_[sha256] = next_upload_id_++;
   } else {
     info.already_present = true;
   }
+  upload_ids_[sha256] = next_upload_id_++;  // stored (again) now: retention's grace starts over
   return info;
 }
 
@@ -287,6 +287,16 @@ Status MemoryStore::DeleteBlob(const Hash256& sha256) {
   if (blobs_.erase(sha256) > 0) ++blob_deletions_;
   upload_ids_.erase(sha256);
   return OkStatus();
+}
+
+StatusOr<bool> MemoryStore::DeleteBlobUnlessStoredAgain(const Hash256& sha256, uint64_t stored_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto id = upload_ids_.find(sha256);
+  if (id == upload_ids_.end() || id->second != stored_id) return false;
+  upload_ids_.erase(id);
+  blobs_.erase(sha256);
+  ++blob_deletions_;
+  return true;
 }
 
 std::optional<uint64_t> MemoryStore::BlobDeletionEpoch() {

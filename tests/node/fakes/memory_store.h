@@ -70,6 +70,7 @@ class MemoryStore final : public Store {
   Status ForEachBlob(
       const std::function<Status(const Hash256& sha256, int64_t size, uint64_t upload_id)>& visit) override;
   Status DeleteBlob(const Hash256& sha256) override;
+  StatusOr<bool> DeleteBlobUnlessStoredAgain(const Hash256& sha256, uint64_t stored_id) override;
   std::optional<uint64_t> BlobDeletionEpoch() override;
   uint64_t NextUploadId() override;
   Status WaitDurable() override;
@@ -104,7 +105,7 @@ class MemoryStore final : public Store {
   size_t task_writes_covered_ = 0;
   // std::shared_ptr so readers can stream a blob after releasing the lock.
   std::map<Hash256, std::shared_ptr<const std::vector<uint8_t>>> blobs_;
-  std::map<Hash256, uint64_t> upload_ids_;  // commit order stands in for the real store's upload ids
+  std::map<Hash256, uint64_t> upload_ids_;  // when last stored: stands in for the real store's stored ids
   uint64_t next_upload_id_ = 1;
   uint64_t blob_writers_created_ = 0;
   uint64_t task_reads_ = 0;

@@ -116,10 +116,24 @@ class RawDb {
     std::string v;
     rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf("blobs"), key, &v);
     EXPECT_TRUE(s.ok()) << s.ToString();
-    EXPECT_EQ(v.size(), 16u);
+    EXPECT_EQ(v.size(), 24u);
     uint64_t id = 0;
     for (size_t i = 8; i < 16 && i < v.size(); ++i) id = (id << 8) | static_cast<uint8_t>(v[i]);
     return id;
+  }
+  // Rewrites a blob's "m" record as records were before they held a stored id (16 bytes).
+  void WriteOldFormatRecord(const Hash256& h) {
+    std::string key = "m" + std::string(reinterpret_cast<const char*>(h.data()), h.size());
+    std::string v;
+    ASSERT_TRUE(db_->Get(rocksdb::ReadOptions(), cf("blobs"), key, &v).ok());
+    ASSERT_EQ(v.size(), 24u);
+    ASSERT_TRUE(db_->Put(rocksdb::WriteOptions(), cf("blobs"), key, v.substr(0, 16)).ok());
+  }
+  size_t RecordSize(const Hash256& h) {
+    std::string key = "m" + std::string(reinterpret_cast<const char*>(h.data()), h.size());
+    std::string v;
+    EXPECT_TRUE(db_->Get(rocksdb::ReadOptions(), cf("blobs"), key, &v).ok());
+    return v.size();
   }
   static std::string ChunkKey(uint64_t id, uint32_t index) {
     std::string k = "c";
@@ -155,6 +169,18 @@ pid_t SpawnChild(const std::string& spec) {
   int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   return rc == 0 ? pid : -1;
+}
+
+// The id ForEachBlob reports for `h` (0 when absent).
+uint64_t StoredIdOf(Store& store, const Hash256& h) {
+  uint64_t id = 0;
+  EXPECT_TRUE(store
+                  .ForEachBlob([&](const Hash256& x, int64_t, uint64_t stored_id) {
+                    if (x == h) id = stored_id;
+                    return OkStatus();
+                  })
+                  .ok());
+  return id;
 }
 
 // The child side. "crash:<dir>": commits one blob (seed 7, 1.5 MiB), then starts another
@@ -368,6 +394,113 @@ TEST_F(StoreTest, IdenticalBlobIsDeduplicated) {
 // A warm task stores the same outputs again: PutBlob of stored content must not start an upload
 // (a marker and up to a chunk of megabytes written, then dropped), yet must still check the
 // caller's expected hash and wait for durability.
+// Retention's grace counts from when content was last stored (docs/NODE.md, "Disk budget and
+// retention"): storing content again after a sweep read the counter gives it a new stored id,
+// once per such read; a deletion planned on the old id then deletes nothing.
+TEST_F(StoreTest, ContentStoredAgainAfterAGraceMarkGetsANewStoredIdOnce) {
+  auto store = MustOpen(path_);
+  ASSERT_NE(store, nullptr);
+  const auto data = Pattern(1000, 21);
+  auto first = store->PutBlob(data);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const Hash256 h = first->sha256;
+  const uint64_t id0 = StoredIdOf(*store, h);
+  ASSERT_GT(id0, 0u);
+  ASSERT_TRUE(store->PutBlob(data).ok());
+  EXPECT_EQ(StoredIdOf(*store, h), id0) << "no sweep read the counter since: nothing to renew";
+  const uint64_t mark = store->NextUploadId();  // what a sweep reads at its start
+  auto again = store->PutBlob(data, std::nullopt, Durability::kDeferred);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->already_present);
+  const uint64_t id1 = StoredIdOf(*store, h);
+  EXPECT_GE(id1, mark);
+  ASSERT_TRUE(store->PutBlob(data).ok());
+  EXPECT_EQ(StoredIdOf(*store, h), id1) << "renewed once per mark";
+  // Through a writer's commit too.
+  const uint64_t mark2 = store->NextUploadId();
+  {
+    auto w = store->NewBlobWriter(std::nullopt, kMiB);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Append(data).ok());
+    auto committed = (*w)->Commit();
+    ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+    EXPECT_TRUE(committed->already_present);
+  }
+  const uint64_t id2 = StoredIdOf(*store, h);
+  EXPECT_GE(id2, mark2);
+  // A deletion planned on an earlier id keeps the content.
+  auto stale = store->DeleteBlobUnlessStoredAgain(h, id0);
+  ASSERT_TRUE(stale.ok()) << stale.status().ToString();
+  EXPECT_FALSE(*stale);
+  EXPECT_TRUE(store->BlobSize(h).ok());
+  // The synced commit's new id survives a reopen, and the counter starts above it.
+  store.reset();
+  store = MustOpen(path_);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(StoredIdOf(*store, h), id2);
+  EXPECT_GT(store->NextUploadId(), id2);
+  auto current = store->DeleteBlobUnlessStoredAgain(h, id2);
+  ASSERT_TRUE(current.ok()) << current.status().ToString();
+  EXPECT_TRUE(*current);
+  EXPECT_EQ(store->BlobSize(h).status().code(), StatusCode::kNotFound);
+  auto absent = store->DeleteBlobUnlessStoredAgain(h, id2);
+  ASSERT_TRUE(absent.ok());
+  EXPECT_FALSE(*absent);
+}
+
+// An upload that began before a sweep read the counter and committed after it is stored after
+// the mark: the sweep after next, not the next one, may collect it.
+TEST_F(StoreTest, AnUploadCommittedAfterAGraceMarkIsStoredAfterIt) {
+  auto store = MustOpen(path_);
+  ASSERT_NE(store, nullptr);
+  const auto data = Pattern(3 * kMiB + 1, 22);
+  auto w = store->NewBlobWriter(std::nullopt, 4 * kMiB);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->Append(data).ok());
+  const uint64_t mark = store->NextUploadId();
+  auto committed = (*w)->Commit();
+  ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+  EXPECT_GE(StoredIdOf(*store, committed->sha256), mark);
+}
+
+// Records written before they held a stored id read back, and count as stored under their
+// upload id; storing the content again after a mark writes the current format.
+TEST_F(StoreTest, BlobRecordsOfTheOlderFormatReadBackAsStoredUnderTheirUploadId) {
+  const auto data = Pattern(kMiB + 3, 23);
+  Hash256 h{};
+  uint64_t upload_id = 0;
+  {
+    auto store = MustOpen(path_);
+    ASSERT_NE(store, nullptr);
+    auto put = store->PutBlob(data);
+    ASSERT_TRUE(put.ok());
+    h = put->sha256;
+  }
+  {
+    RawDb raw(path_);
+    ASSERT_TRUE(raw.ok());
+    upload_id = raw.UploadIdOf(h);
+    raw.WriteOldFormatRecord(h);
+    EXPECT_EQ(raw.RecordSize(h), 16u);
+  }
+  {
+    auto store = MustOpen(path_);
+    ASSERT_NE(store, nullptr);
+    ReadResult r = ReadAll(*store, h);
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_TRUE(r.bytes == data);
+    EXPECT_EQ(StoredIdOf(*store, h), upload_id);
+    EXPECT_EQ(store->GetStats().blob_count, 1);
+    const uint64_t mark = store->NextUploadId();
+    EXPECT_GT(mark, upload_id);
+    ASSERT_TRUE(store->PutBlob(data).ok());
+    EXPECT_GE(StoredIdOf(*store, h), mark);
+  }
+  RawDb raw(path_, /*read_only=*/true);
+  EXPECT_EQ(raw.RecordSize(h), 24u);
+  EXPECT_EQ(raw.UploadIdOf(h), upload_id) << "the chunks stay where they are";
+}
+
 TEST_F(StoreTest, PutOfStoredContentWritesNothing) {
   auto data = Pattern(static_cast<size_t>(kMiB + 7), 11);
   auto store = MustOpen(path_);
@@ -384,7 +517,9 @@ TEST_F(StoreTest, PutOfStoredContentWritesNothing) {
     EXPECT_EQ(again->sha256, first->sha256);
     EXPECT_EQ(again->size, static_cast<int64_t>(data.size()));
   }
-  EXPECT_EQ(store->NextUploadId(), next_upload) << "storing present content started an upload";
+  // The first of these stored the content again after a grace mark (NextUploadId above): a new
+  // stored id for retention, and no upload; the second wrote nothing.
+  EXPECT_EQ(store->NextUploadId(), next_upload + 1) << "storing present content started an upload";
   const Hash256 wrong = Sha256Of(std::string_view("not these bytes"));
   auto mismatch = store->PutBlob(data, wrong);
   ASSERT_FALSE(mismatch.ok());
