@@ -444,7 +444,9 @@ StatusOr<Tensor> ReadNpyFile(const std::string& path, const NpyLimits& limits) {
   return t;
 }
 
-std::vector<uint8_t> EncodeNpy(const Tensor& tensor) { return EncodeNpy(tensor.dtype(), tensor.shape(), tensor.bytes()); }
+std::vector<uint8_t> EncodeNpy(const Tensor& tensor) {
+  return EncodeNpy(tensor.dtype(), tensor.shape(), tensor.bytes());
+}
 
 std::vector<uint8_t> EncodeNpy(DType dtype, const Shape& shape, std::span<const uint8_t> data) {
   if (static_cast<uint64_t>(NumElements(shape)) * DTypeSize(dtype) != data.size()) return {};

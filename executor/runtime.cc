@@ -225,7 +225,8 @@ StatusOr<RunResult> LoadedProgram::RunBorrowed(const std::map<std::string, const
       out.hash = TensorHash(out.tensor);
     } else {
       ASSIGN_OR_RETURN(out.hash, HashBuffer(buffer));
-      out.in_arena = std::span<const uint8_t>(host + b.offset, static_cast<size_t>(NumElements(b.shape) * DTypeSize(b.dtype)));
+      out.in_arena =
+          std::span<const uint8_t>(host + b.offset, static_cast<size_t>(NumElements(b.shape) * DTypeSize(b.dtype)));
     }
     named.emplace_back(name, out.hash);
     result.outputs.push_back(std::move(out));

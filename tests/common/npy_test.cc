@@ -177,7 +177,8 @@ TEST(NpyTest, HeaderThenDataIsTheFileAndAValueOfTheWrongSizeEncodesNothing) {
       std::vector<uint8_t> assembled = EncodeNpyHeader(t.dtype(), t.shape());
       assembled.insert(assembled.end(), t.bytes().begin(), t.bytes().end());
       EXPECT_EQ(assembled, file);
-      if (t.byte_size() > 0) EXPECT_TRUE(EncodeNpy(t.dtype(), t.shape(), t.bytes().first(t.bytes().size() - 1)).empty());
+      if (t.byte_size() > 0)
+        EXPECT_TRUE(EncodeNpy(t.dtype(), t.shape(), t.bytes().first(t.bytes().size() - 1)).empty());
       const std::vector<uint8_t> longer(static_cast<size_t>(t.byte_size()) + 1, 0);
       EXPECT_TRUE(EncodeNpy(t.dtype(), t.shape(), longer).empty());
     }

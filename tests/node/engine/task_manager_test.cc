@@ -1083,7 +1083,8 @@ TEST_F(TaskManagerTest, WarmWorkerRunsNewInputsOnItsArenaWithTheSameBitsAsAFresh
       ASSERT_TRUE(sha.ok());
       auto blob = store_.GetBlob(*sha, int64_t{1} << 30);
       ASSERT_TRUE(blob.ok()) << blob.status().ToString();
-      EXPECT_EQ(*blob, EncodeNpy(want.outputs[static_cast<size_t>(k)].tensor)) << want.outputs[static_cast<size_t>(k)].name;
+      EXPECT_EQ(*blob, EncodeNpy(want.outputs[static_cast<size_t>(k)].tensor))
+          << want.outputs[static_cast<size_t>(k)].name;
     }
     if (!other) {
       ExpectMatchesReference(done.result());
