@@ -445,14 +445,26 @@ StatusOr<Tensor> ReadNpyFile(const std::string& path, const NpyLimits& limits) {
 }
 
 std::vector<uint8_t> EncodeNpy(const Tensor& tensor) {
-  std::string_view descr = WriteDescr(tensor.dtype());
+  return EncodeNpy(tensor.dtype(), tensor.shape(), tensor.bytes());
+}
+
+std::vector<uint8_t> EncodeNpy(DType dtype, const Shape& shape, std::span<const uint8_t> data) {
+  if (static_cast<uint64_t>(NumElements(shape)) * DTypeSize(dtype) != data.size()) return {};
+  std::vector<uint8_t> out = EncodeNpyHeader(dtype, shape);
+  if (out.empty()) return {};
+  out.insert(out.end(), data.begin(), data.end());
+  return out;
+}
+
+std::vector<uint8_t> EncodeNpyHeader(DType dtype, const Shape& shape) {
+  std::string_view descr = WriteDescr(dtype);
   if (descr.empty()) return {};
   // Same layout as numpy's np.save (format 1.0): keys sorted, "key: repr(value), ", spare
   // spaces for growing the first axis, then padding so the data starts on a 64-byte boundary.
   std::string dict =
-      "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': " + ShapeTuple(tensor.shape()) + ", }";
-  if (!tensor.shape().empty()) {
-    size_t digits = std::to_string(tensor.shape()[0]).size();
+      "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': " + ShapeTuple(shape) + ", }";
+  if (!shape.empty()) {
+    size_t digits = std::to_string(shape[0]).size();
     if (digits < kGrowthAxisMaxDigits) dict.append(kGrowthAxisMaxDigits - digits, ' ');
   }
   const size_t hlen = dict.size() + 1;  // + '\n'
@@ -463,14 +475,13 @@ std::vector<uint8_t> EncodeNpy(const Tensor& tensor) {
   const uint16_t header_len = static_cast<uint16_t>(dict.size());
 
   std::vector<uint8_t> out;
-  out.reserve(kMagicLen + 4 + dict.size() + static_cast<size_t>(tensor.byte_size()));
+  out.reserve(kMagicLen + 4 + dict.size() + static_cast<size_t>(NumElements(shape)) * DTypeSize(dtype));
   out.insert(out.end(), kMagic, kMagic + kMagicLen);
   out.push_back(1);
   out.push_back(0);
   out.push_back(static_cast<uint8_t>(header_len & 0xff));
   out.push_back(static_cast<uint8_t>(header_len >> 8));
   out.insert(out.end(), dict.begin(), dict.end());
-  if (tensor.byte_size() > 0) out.insert(out.end(), tensor.data(), tensor.data() + tensor.byte_size());
   return out;
 }
 

@@ -51,6 +51,11 @@ StatusOr<Tensor> ReadNpyFile(const std::string& path, const NpyLimits& limits);
 
 // Encodes a tensor as a version 1.0 .npy file (data starts at a multiple of 64 bytes).
 std::vector<uint8_t> EncodeNpy(const Tensor& tensor);
+// The same from a value held elsewhere (`data`: exactly the shape's elements, little-endian).
+std::vector<uint8_t> EncodeNpy(DType dtype, const Shape& shape, std::span<const uint8_t> data);
+// The part of that file before the data (empty for a dtype .npy cannot hold): a caller that
+// writes the data after it into memory it keeps saves a fresh allocation per file.
+std::vector<uint8_t> EncodeNpyHeader(DType dtype, const Shape& shape);
 // Writes atomically: a temporary file in the same directory, fsync, then rename over `path`.
 Status WriteNpyFile(const std::string& path, const Tensor& tensor);
 

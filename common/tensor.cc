@@ -1,5 +1,6 @@
 #include "common/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "common/sha256.h"
@@ -7,12 +8,14 @@
 namespace consensor {
 
 namespace {
-uint8_t* AllocateAligned(int64_t bytes) {
+// `zero_from`: the first byte to zero (0 for all; `bytes` for only the padding after the data).
+uint8_t* AllocateAligned(int64_t bytes, int64_t zero_from = 0) {
   // 64-byte alignment suits AVX-512 loads and cache lines; round up so size is a multiple.
   size_t size = static_cast<size_t>((bytes + 63) / 64 * 64);
   if (size == 0) size = 64;
   auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, size));
-  if (p) std::memset(p, 0, size);
+  const size_t from = std::min(size, static_cast<size_t>(zero_from));
+  if (p) std::memset(p + from, 0, size - from);
   return p;
 }
 }  // namespace
@@ -25,11 +28,20 @@ Tensor::Tensor(DType dtype, Shape shape)
       num_elements_(NumElements(shape_)),
       data_(AllocateAligned(num_elements_ * DTypeSize(dtype))) {}
 
+Tensor Tensor::Unfilled(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.num_elements_ = NumElements(t.shape_);
+  t.data_.reset(AllocateAligned(t.byte_size(), t.byte_size()));
+  return t;
+}
+
 Tensor::Tensor(const Tensor& other)
     : dtype_(other.dtype_),
       shape_(other.shape_),
       num_elements_(other.num_elements_),
-      data_(AllocateAligned(other.byte_size())) {
+      data_(AllocateAligned(other.byte_size(), other.byte_size())) {
   if (other.byte_size()) std::memcpy(data_.get(), other.data_.get(), other.byte_size());
 }
 

@@ -18,6 +18,10 @@ class Tensor {
   Tensor() = default;
   // Zero-filled tensor. Caller must have validated the shape (see CheckedNumElements).
   Tensor(DType dtype, Shape shape);
+  // A tensor whose data the caller writes in full before anything reads it: no zero fill (a
+  // pass over fresh memory that a copy into it makes again). Only the padding after the data is
+  // zeroed.
+  static Tensor Unfilled(DType dtype, Shape shape);
   static StatusOr<Tensor> FromBytes(DType dtype, Shape shape, std::span<const uint8_t> bytes);
   template <typename T>
   static Tensor FromVector(DType dtype, Shape shape, const std::vector<T>& values) {

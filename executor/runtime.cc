@@ -122,7 +122,7 @@ kernels::TensorView LoadedProgram::View(int buffer, const Shape& shape) const {
 
 StatusOr<Tensor> LoadedProgram::ReadBuffer(int buffer) const {
   const Buffer& b = program_.buffers[buffer];
-  Tensor t(b.dtype, b.shape);
+  Tensor t = Tensor::Unfilled(b.dtype, b.shape);  // CopyOut writes every byte
   RETURN_IF_ERROR(arena_->CopyOut(b.offset, t.data(), t.byte_size()));
   return t;
 }
@@ -209,12 +209,27 @@ StatusOr<RunResult> LoadedProgram::RunBorrowed(const std::map<std::string, const
   }
   RETURN_IF_ERROR(backend_->Synchronize());
 
+  // Each output is hashed where it is (HashBuffer) and copied only when asked: a copy is a fresh
+  // allocation and a pass over the bytes that the hash does not need.
+  const uint8_t* host = arena_->host_data();
+  const bool copy = options.copy_outputs || host == nullptr;
   std::vector<std::pair<std::string, Hash256>> named;
   for (const auto& [name, buffer] : program_.outputs) {
-    ASSIGN_OR_RETURN(Tensor t, ReadBuffer(buffer));
-    Hash256 h = TensorHash(t);
-    named.emplace_back(name, h);
-    result.outputs.push_back(NamedTensor{name, std::move(t), h});
+    const Buffer& b = program_.buffers[buffer];
+    NamedTensor out;
+    out.name = name;
+    out.dtype = b.dtype;
+    out.shape = b.shape;
+    if (copy) {
+      ASSIGN_OR_RETURN(out.tensor, ReadBuffer(buffer));
+      out.hash = TensorHash(out.tensor);
+    } else {
+      ASSIGN_OR_RETURN(out.hash, HashBuffer(buffer));
+      out.in_arena =
+          std::span<const uint8_t>(host + b.offset, static_cast<size_t>(NumElements(b.shape) * DTypeSize(b.dtype)));
+    }
+    named.emplace_back(name, out.hash);
+    result.outputs.push_back(std::move(out));
   }
   result.result_root = ResultRoot(std::move(named));
   if (options.trace) {

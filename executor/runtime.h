@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,17 @@ namespace consensor::executor {
 
 struct NamedTensor {
   std::string name;
+  // The value copied out of the arena; empty (DType::kInvalid, no data) when the run was asked
+  // not to copy it (RunOptions::copy_outputs), and then `in_arena` holds its bytes.
   Tensor tensor;
   Hash256 hash{};
+  DType dtype = DType::kInvalid;
+  Shape shape;
+  // Without a copy: the value where the run left it, valid until the LoadedProgram runs again
+  // or is destroyed.
+  std::span<const uint8_t> in_arena;
+
+  std::span<const uint8_t> bytes() const { return tensor.dtype() != DType::kInvalid ? tensor.bytes() : in_arena; }
 };
 
 struct RunResult {
@@ -40,6 +50,12 @@ struct RunOptions {
   // uses it for wall-time caps and shutdown. A single kernel is never interrupted, which is
   // why the FLOP cap bounds the longest one.
   std::function<Status()> check_continue;
+  // Copy each output out of the arena into its own tensor. Each output's hash is taken in the
+  // arena either way; a caller that keeps the LoadedProgram until it is done with the outputs
+  // (the node, which stores only outputs it does not already hold) reads NamedTensor::bytes()
+  // instead of paying for a copy of every output (IS-Net: 7 MiB a run). Ignored, and copied,
+  // when the arena is not host memory.
+  bool copy_outputs = true;
 };
 
 class LoadedProgram {

@@ -936,7 +936,14 @@ struct TaskManager::WorkerState {
   std::shared_ptr<const executor::Program> warm_program;
   std::unique_ptr<executor::LoadedProgram> warm_loaded;
   int journal_slot = 0;  // this worker's slot in the running-task journal
+  // Where an output's .npy is assembled before it is stored, kept between tasks (up to
+  // kKeptNpyBytes) so that a large output is not copied into freshly faulted pages every task.
+  std::vector<uint8_t> npy;
 };
+
+namespace {
+constexpr size_t kKeptNpyBytes = size_t{64} << 20;
+}  // namespace
 
 void TaskManager::WorkerLoop(int worker_index) {
   WorkerState state;
@@ -1041,6 +1048,15 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   double prepare_s = 0, run_s = 0, store_s = 0;
   ThreadUsage usage_run_start, usage_run_end;
   bool warm = false;
+  // A CPU backend for a rerun after a device failure; declared before `loaded`, which may run on
+  // it and is destroyed first.
+  std::unique_ptr<kernels::Backend> cpu;
+  // The program that ran, kept until the outputs are stored: the run leaves them in its arena
+  // (RunOptions::copy_outputs = false), and only those the store does not hold yet are read.
+  // Then it stays loaded on the worker when it may (`keep_resident`).
+  std::unique_ptr<executor::LoadedProgram> loaded;
+  std::shared_ptr<const executor::Program> loaded_program;
+  bool keep_resident = false;
   auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   auto run = [&]() -> Status {
     auto phase = Clock::now();
@@ -1054,6 +1070,7 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     // No trace: attestations carry a zero trace root, and the trace is recomputed when asked
     // (RecomputeTrace; docs/DETERMINISM.md, "Trace root").
     ro.trace = false;
+    ro.copy_outputs = false;
     ro.check_continue = [&]() -> Status {
       if (interrupt_) return Aborted("interrupted by node shutdown");
       if (Clock::now() > deadline) {
@@ -1063,8 +1080,9 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     };
     auto run_on = [&](kernels::Backend* backend) -> StatusOr<executor::RunResult> {
       const bool own_backend = backend == worker->backend.get();
-      std::unique_ptr<executor::LoadedProgram> loaded;
-      bool keep_resident = own_backend && prepared.cached;
+      loaded.reset();
+      loaded_program = prepared.program;
+      keep_resident = own_backend && prepared.cached;
       if (own_backend && worker->warm_loaded && worker->warm_program == prepared.program) {
         loaded = std::move(worker->warm_loaded);
       } else {
@@ -1080,11 +1098,9 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
       }
       auto outcome = loaded->RunBorrowed(prepared.BorrowedInputs(), ro);
       // Run writes only the inputs and intermediates, never the constants, so the arena can
-      // serve the next task of the same program; after a failure it is dropped all the same.
-      if (outcome.ok() && keep_resident) {
-        worker->warm_program = prepared.program;
-        worker->warm_loaded = std::move(loaded);
-      }
+      // serve the next task of the same program (once the outputs are stored, below); after a
+      // failure it is dropped.
+      if (!outcome.ok()) loaded.reset();
       return outcome;
     };
     kernels::BackendOptions cpu_options = options_.backend;
@@ -1094,7 +1110,6 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     }
     kernels::Backend* backend = worker->backend.get();
     auto outcome = run_on(backend);
-    std::unique_ptr<kernels::Backend> cpu;
     const bool on_cpu = backend->name().rfind("cpu", 0) == 0;
     if (!outcome.ok() && options_.fallback_cpu && !on_cpu && IsDeviceFailure(outcome.status())) {
       Log(LogLevel::kWarn, "backend failed; rerunning on the CPU",
@@ -1118,7 +1133,7 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
     if (options_.references != nullptr) references = options_.references->Writing();
     // Outputs already stored (StoredOutput) are referenced; the others are encoded here.
     std::vector<std::optional<StoredOutput>> stored(outcome->outputs.size());
-    std::vector<std::vector<uint8_t>> npys(outcome->outputs.size());
+    std::vector<std::vector<uint8_t>> npy_headers(outcome->outputs.size());
     int64_t output_bytes = 0;
     for (size_t k = 0; k < outcome->outputs.size(); ++k) {
       stored[k] = FindStoredOutput(outcome->outputs[k].hash);
@@ -1135,8 +1150,10 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
         }
         stored[k].reset();  // deleted since (retention): store it again
       }
-      npys[k] = EncodeNpy(outcome->outputs[k].tensor);
-      output_bytes += static_cast<int64_t>(npys[k].size());
+      const executor::NamedTensor& o = outcome->outputs[k];
+      npy_headers[k] = EncodeNpyHeader(o.dtype, o.shape);
+      if (npy_headers[k].empty()) return Internal("cannot encode output '" + o.name + "' as .npy");
+      output_bytes += static_cast<int64_t>(npy_headers[k].size() + o.bytes().size());
     }
     // A full node stores no outputs: the task fails with RESOURCE_EXHAUSTED (in network mode
     // the node then does not attest, which costs liveness, not stake: docs/NODE.md).
@@ -1154,13 +1171,21 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
         // Deferred: the result record that names this blob is written synced after it (and
         // its sync covers a remembered blob's earlier deferred write too).
         const std::optional<uint64_t> epoch = store_->BlobDeletionEpoch();  // read before the put
-        ASSIGN_OR_RETURN(info, store_->PutBlob(npys[k], std::nullopt, Durability::kDeferred));
+        // The .npy assembled in the worker's kept buffer from the bytes where the run left them
+        // (`loaded` is still alive); PutBlob copies what it keeps.
+        std::vector<uint8_t>& npy = worker->npy;
+        npy.reserve(npy_headers[k].size() + o.bytes().size());
+        npy.assign(npy_headers[k].begin(), npy_headers[k].end());
+        npy.insert(npy.end(), o.bytes().begin(), o.bytes().end());
+        auto put = store_->PutBlob(npy, std::nullopt, Durability::kDeferred);
+        if (npy.capacity() > kKeptNpyBytes) std::vector<uint8_t>().swap(npy);
+        ASSIGN_OR_RETURN(info, std::move(put));
         RememberStoredOutput(o.hash, StoredOutput{info.sha256, info.size, epoch});
       }
       v1::TaskOutput* out = result.add_outputs();
       out->set_name(o.name);
-      out->set_dtype(static_cast<v1::DType>(o.tensor.dtype()));
-      for (int64_t d : o.tensor.shape()) out->add_shape(d);
+      out->set_dtype(static_cast<v1::DType>(o.dtype));
+      for (int64_t d : o.shape) out->add_shape(d);
       out->set_tensor_hash(ToHex(o.hash));
       out->set_blob_sha256(ToHex(info.sha256));
       out->set_blob_size(static_cast<uint64_t>(info.size));
@@ -1170,6 +1195,12 @@ void TaskManager::Execute(const consensus::TaskId& id, WorkerState* worker) {
   };
   Status status = run();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  // A program that ran (even if storing its outputs failed) serves the worker's next task.
+  if (loaded && keep_resident) {
+    worker->warm_program = std::move(loaded_program);
+    worker->warm_loaded = std::move(loaded);
+  }
+  loaded.reset();
   const ThreadUsage usage_end = log_phases ? ThreadUsage::Now() : ThreadUsage{};
   metrics_->execution_seconds->Observe(seconds);
 
@@ -1338,6 +1369,7 @@ StatusOr<v1::TraceResponse> TaskManager::RecomputeTrace(const consensus::TaskId&
   const auto deadline = start + std::chrono::seconds(options_.max_task_seconds);
   executor::RunOptions ro;
   ro.trace = true;
+  ro.copy_outputs = false;  // only the roots are compared
   ro.check_continue = [&]() -> Status {
     if (!accepting_) return Aborted("interrupted by node shutdown");
     if (Clock::now() > deadline) return DeadlineExceeded("the trace took longer than the task wall-time cap");

@@ -166,6 +166,26 @@ TEST(NpyTest, RoundTripEveryDtypeAndRank) {
   }
 }
 
+TEST(NpyTest, HeaderThenDataIsTheFileAndAValueOfTheWrongSizeEncodesNothing) {
+  std::mt19937_64 rng(99);
+  for (DType dtype : kAllDTypes) {
+    for (const Shape& shape : std::vector<Shape>{{}, {0}, {3, 5}, {1000, 2}}) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + ShapeToString(shape));
+      const Tensor t = RandomTensor(dtype, shape, rng);
+      const std::vector<uint8_t> file = EncodeNpy(t);
+      EXPECT_EQ(EncodeNpy(t.dtype(), t.shape(), t.bytes()), file);
+      std::vector<uint8_t> assembled = EncodeNpyHeader(t.dtype(), t.shape());
+      assembled.insert(assembled.end(), t.bytes().begin(), t.bytes().end());
+      EXPECT_EQ(assembled, file);
+      if (t.byte_size() > 0)
+        EXPECT_TRUE(EncodeNpy(t.dtype(), t.shape(), t.bytes().first(t.bytes().size() - 1)).empty());
+      const std::vector<uint8_t> longer(static_cast<size_t>(t.byte_size()) + 1, 0);
+      EXPECT_TRUE(EncodeNpy(t.dtype(), t.shape(), longer).empty());
+    }
+  }
+  EXPECT_TRUE(EncodeNpyHeader(DType::kInvalid, {3}).empty());
+}
+
 TEST(NpyTest, HeaderTextMatchesNumpyConventions) {
   auto header_of = [](const Tensor& t) {
     std::vector<uint8_t> f = EncodeNpy(t);

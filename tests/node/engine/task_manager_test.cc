@@ -1074,6 +1074,18 @@ TEST_F(TaskManagerTest, WarmWorkerRunsNewInputsOnItsArenaWithTheSameBitsAsAFresh
     if (other) (*request.mutable_inputs())["x"] = ToHex(other_x_hash);
     const v1::Task done = WaitFinished(*node.tasks, MustSubmit(*node.tasks, request));
     ASSERT_EQ(done.state(), v1::TASK_STATE_SUCCEEDED) << done.error_message();
+    // Each output is stored from the arena the next task reuses: its blob must be that input's
+    // value, encoded.
+    const executor::RunResult& want = other ? other_reference->run : reference_.run;
+    ASSERT_EQ(done.result().outputs_size(), static_cast<int>(want.outputs.size()));
+    for (int k = 0; k < done.result().outputs_size(); ++k) {
+      auto sha = Hash256FromHex(done.result().outputs(k).blob_sha256());
+      ASSERT_TRUE(sha.ok());
+      auto blob = store_.GetBlob(*sha, int64_t{1} << 30);
+      ASSERT_TRUE(blob.ok()) << blob.status().ToString();
+      EXPECT_EQ(*blob, EncodeNpy(want.outputs[static_cast<size_t>(k)].tensor))
+          << want.outputs[static_cast<size_t>(k)].name;
+    }
     if (!other) {
       ExpectMatchesReference(done.result());
       continue;
