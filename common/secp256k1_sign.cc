@@ -7,6 +7,7 @@
 #include <openssl/rand.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -121,6 +122,12 @@ StatusOr<EcdsaSignature> SignDigest(const Secp256k1Secret& secret, const Hash256
   return out;
 }
 
+namespace {
+std::atomic<uint64_t> recoveries{0};
+}  // namespace
+
+uint64_t SignatureRecoveries() { return recoveries.load(std::memory_order_relaxed); }
+
 StatusOr<Address20> RecoverAddress(const Hash256& digest, const EcdsaSignature& sig) {
   RETURN_IF_ERROR(CheckScalars(sig));
   const secp256k1_context* ctx = Context();
@@ -133,6 +140,7 @@ StatusOr<Address20> RecoverAddress(const Hash256& digest, const EcdsaSignature& 
     return InvalidArgument("signature could not be parsed");
   }
   secp256k1_pubkey pubkey;
+  recoveries.fetch_add(1, std::memory_order_relaxed);
   if (secp256k1_ecdsa_recover(ctx, &pubkey, &parsed, digest.data()) != 1) {
     return InvalidArgument("no public key recovers from this signature and digest");
   }

@@ -37,6 +37,10 @@ StatusOr<EcdsaSignature> SignDigest(const Secp256k1Secret& secret, const Hash256
 // below the group order, when s is high (malleable twin, rejected as Ethereum does since EIP-2),
 // when the recovery id is not 0 or 1, or when no public key recovers.
 StatusOr<Address20> RecoverAddress(const Hash256& digest, const EcdsaSignature& sig);
+// How many public-key recoveries (RecoverAddress calls that reached libsecp256k1) this process
+// has made: a recovery is the costly part of checking a signature, so tests and benchmarks
+// count them.
+uint64_t SignatureRecoveries();
 
 // The address of a secret key. INVALID_ARGUMENT for an invalid key.
 StatusOr<Address20> AddressFromSecretKey(const Secp256k1Secret& secret);

@@ -151,31 +151,41 @@ StatusOr<AddOutcome> QuorumTracker::Add(const SignedAttestation& sa) {
   }
   auto signer = RecoverAttestationSigner(domain_, a, sa.signature);
   if (!signer.ok()) return InvalidArgument("attestation signature: " + signer.status().message());
-  if (!is_member(*signer)) {
-    return PermissionDenied("signer " + ToHex(*signer) + " is not in the task's committee");
+  return AddVerified(sa, *signer);
+}
+
+StatusOr<AddOutcome> QuorumTracker::AddVerified(const SignedAttestation& sa, const Address20& signer) {
+  const Attestation& a = sa.attestation;
+  if (a.task_id != task_id_) return InvalidArgument("attestation is for another task (" + ToHex(a.task_id) + ")");
+  if (a.reference_block != reference_block_) {
+    return InvalidArgument("attestation names reference block " + std::to_string(a.reference_block) +
+                           ", the task's is " + std::to_string(reference_block_));
+  }
+  if (!is_member(signer)) {
+    return PermissionDenied("signer " + ToHex(signer) + " is not in the task's committee");
   }
   const Hash256 key = AttestationStructHash(a);
-  if (auto prior = vote_of_.find(*signer); prior != vote_of_.end()) {
+  if (auto prior = vote_of_.find(signer); prior != vote_of_.end()) {
     if (prior->second == key) return AddOutcome::kDuplicate;
     // Keep one piece of evidence per signer: its counted vote and the first conflicting one
     // with another result root (what the contract's slashEquivocation accepts).
-    const SignedAttestation& counted = votes_[prior->second].at(*signer);
+    const SignedAttestation& counted = votes_[prior->second].at(signer);
     bool recorded = std::any_of(equivocations_.begin(), equivocations_.end(),
-                                [&](const Equivocation& e) { return e.signer == *signer; });
+                                [&](const Equivocation& e) { return e.signer == signer; });
     if (!recorded && counted.attestation.result_root != a.result_root) {
-      equivocations_.push_back({*signer, counted, sa});
+      equivocations_.push_back({signer, counted, sa});
       // An equivocator is slashable and, once slashed, its signature backs nothing
       // (`consensor verify` checks evidenceUsed): it no longer counts toward any certificate.
-      equivocators_.insert(*signer);
-      if (certificate_ && std::binary_search(certificate_->signers.begin(), certificate_->signers.end(), *signer)) {
+      equivocators_.insert(signer);
+      if (certificate_ && std::binary_search(certificate_->signers.begin(), certificate_->signers.end(), signer)) {
         tainted_ = true;
       }
     }
     return AddOutcome::kConflictingVote;
   }
-  vote_of_[*signer] = key;
+  vote_of_[signer] = key;
   auto& voters = votes_[key];
-  voters.emplace(*signer, sa);
+  voters.emplace(signer, sa);
   if (certificate_) return AddOutcome::kCounted;
   return Certify(a, voters) ? AddOutcome::kFinalized : AddOutcome::kCounted;
 }

@@ -80,6 +80,10 @@ class QuorumTracker {
   // INVALID_ARGUMENT for another task or reference block, or a signature that does not
   // recover; PERMISSION_DENIED when the signer is not in the committee.
   StatusOr<AddOutcome> Add(const SignedAttestation& signed_attestation);
+  // Add for a vote whose signer the caller has just recovered from this very signature
+  // (RecoverAttestationSigner(domain, attestation, signature)): the same checks and outcome
+  // without a second signature recovery (tens of microseconds each).
+  StatusOr<AddOutcome> AddVerified(const SignedAttestation& signed_attestation, const Address20& signer);
 
   bool finalized() const { return certificate_.has_value(); }
   // After a signer of the certificate equivocated: rebuilds it from the other signers once they

@@ -35,8 +35,11 @@ StatusOr<TaskRound> TaskRound::Open(const RoundRules& rules, std::shared_ptr<con
   return r;
 }
 
-std::optional<Address20> TaskRound::CheckVote(const SignedAttestation& vote, RoundDecisions* out) const {
-  auto signer = RecoverAttestationSigner(rules_.domain, vote.attestation, vote.signature);
+std::optional<Address20> TaskRound::CheckVote(const SignedAttestation& vote, RoundDecisions* out,
+                                              const Address20* known_signer) const {
+  StatusOr<Address20> signer = known_signer != nullptr
+                                   ? StatusOr<Address20>(*known_signer)
+                                   : RecoverAttestationSigner(rules_.domain, vote.attestation, vote.signature);
   if (!signer.ok() || vote.attestation.task_id != record_.task_id ||
       vote.attestation.reference_block != record_.reference_block) {
     out->push_back(VoteRefused{});
@@ -50,12 +53,13 @@ std::optional<Address20> TaskRound::CheckVote(const SignedAttestation& vote, Rou
 
 void TaskRound::AddVote(const SignedAttestation& vote, RoundDecisions* out) { CountVote(vote, true, out); }
 
-void TaskRound::CountVote(const SignedAttestation& vote, bool committee_phase, RoundDecisions* out) {
-  auto signer = CheckVote(vote, out);
+void TaskRound::CountVote(const SignedAttestation& vote, bool committee_phase, RoundDecisions* out,
+                          const Address20* known_signer) {
+  auto signer = CheckVote(vote, out, known_signer);
   if (!signer) return;
   bool counted = false;
   if (committee_phase) {
-    auto outcome = tracker_->Add(vote);
+    auto outcome = tracker_->AddVerified(vote, *signer);
     if (outcome.ok()) {
       counted = *outcome != AddOutcome::kDuplicate;
     } else if (outcome.status().code() == StatusCode::kPermissionDenied) {
@@ -69,7 +73,7 @@ void TaskRound::CountVote(const SignedAttestation& vote, bool committee_phase, R
     if (early_dispute_votes_.size() < rules_.max_aside_votes) early_dispute_votes_.push_back(vote);
     return;
   }
-  if (dispute_ && dispute_->Add(vote).ok()) counted = true;
+  if (dispute_ && dispute_->AddVerified(vote, *signer).ok()) counted = true;
   if (!counted) return;
   all_votes_.push_back(vote);
   voters_.insert(*signer);
@@ -414,6 +418,12 @@ void TaskRound::AddReveal(const SignedAttestation& vote, VotePhase phase, const 
     // commitment reached us before its reveal, on the same link.
     for (const SignedCommitment& c : bundle) {
       if (c.phase != phase || c.task_id != record_.task_id || c.reference_block != record_.reference_block) continue;
+      // Admitted already (the same signed commitment reached us on its own): nothing to recover.
+      if (std::any_of(w.admitted.begin(), w.admitted.end(), [&](const auto& admitted) {
+            return admitted.second.signature == c.signature && admitted.second.commitment == c.commitment;
+          })) {
+        continue;
+      }
       auto committer = RecoverCommitmentSigner(rules_.domain, c);
       if (!committer.ok() || *committer == *signer) continue;
       Admit(c, *committer, out);
@@ -434,7 +444,7 @@ void TaskRound::AddReveal(const SignedAttestation& vote, VotePhase phase, const 
   if (it == w.admitted.end() || it->second.commitment != VoteCommitment(vote, *signer)) {
     // A signer whose counted vote says something else equivocated: keep it as evidence.
     if (voters_.count(*signer) != 0) {
-      CountVote(vote, phase == VotePhase::kCommittee, out);
+      CountVote(vote, phase == VotePhase::kCommittee, out, &*signer);
       return;
     }
     // A dispute vote whose commitment this node did not admit before its window closed still
@@ -443,7 +453,7 @@ void TaskRound::AddReveal(const SignedAttestation& vote, VotePhase phase, const 
     // nodes that closed on different commitments (a reveal relayed ahead of its sender's
     // commitment) end with different signers, and one of them below the threshold for good.
     if (phase == VotePhase::kDispute && it == w.admitted.end() && dispute_ && dispute_->is_member(*signer)) {
-      CountVote(vote, /*committee_phase=*/false, out);
+      CountVote(vote, /*committee_phase=*/false, out, &*signer);
       return;
     }
     // Two uncounted votes for different results are equivocation all the same; such a signer's
@@ -466,7 +476,7 @@ void TaskRound::AddReveal(const SignedAttestation& vote, VotePhase phase, const 
                                                  : "it does not match its signer's commitment"});
     return;
   }
-  CountVote(vote, phase == VotePhase::kCommittee, out);
+  CountVote(vote, phase == VotePhase::kCommittee, out, &*signer);
   // Its other result came first and was set aside: now that this one counts, that one is
   // equivocation. The tracker must see it, or the certificate keeps a signature that backs
   // nothing once another node has it slashed.

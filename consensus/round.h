@@ -263,10 +263,14 @@ class TaskRound {
   void MaybeRevealOwn(VotePhase phase, RoundDecisions* out, bool again = false);
   // The signer of a vote for this task, or nothing when it is refused (decided here) or was
   // counted before.
-  std::optional<Address20> CheckVote(const SignedAttestation& vote, RoundDecisions* out) const;
+  // `known_signer`: the signer already recovered from this vote's signature in this same event
+  // (not recovered again).
+  std::optional<Address20> CheckVote(const SignedAttestation& vote, RoundDecisions* out,
+                                     const Address20* known_signer = nullptr) const;
   // Counts a vote whose commitment holds. `committee_phase` false: a dispute-round vote, which
   // never counts toward the committee's certificate (it was made after results were public).
-  void CountVote(const SignedAttestation& vote, bool committee_phase, RoundDecisions* out);
+  void CountVote(const SignedAttestation& vote, bool committee_phase, RoundDecisions* out,
+                 const Address20* known_signer = nullptr);
   std::set<Address20> Committers(VotePhase phase) const;
   // The committee window's admitted committers, without those found equivocating.
   std::set<Address20> CommittersBesidesEquivocators() const;

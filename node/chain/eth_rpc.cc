@@ -144,7 +144,14 @@ class HttpTransport final : public JsonRpcTransport {
   }
 
  private:
+  // One kept-alive plain connection (reuse_connection): its io_context lives as long as it does.
+  struct KeptConnection {
+    net::io_context io;
+    beast::tcp_stream stream{io};
+  };
+
   StatusOr<std::string> Post(const std::string& payload) {
+    if (!tls_ && options_.reuse_connection) return PostReusing(payload);
     try {
       net::io_context io;
       net::ip::tcp::resolver resolver(io);
@@ -175,6 +182,47 @@ class HttpTransport final : public JsonRpcTransport {
     }
   }
 
+  // The kept connection when there is one, else a new one; after a clean answer that allows it,
+  // the connection is kept for the next call (one is kept; concurrent calls open their own).
+  StatusOr<std::string> PostReusing(const std::string& payload) {
+    try {
+      std::unique_ptr<KeptConnection> connection;
+      {
+        std::lock_guard<std::mutex> lock(kept_mu_);
+        connection = std::move(kept_);
+      }
+      if (connection) {
+        ExchangeOutcome outcome;
+        connection->stream.expires_after(options_.timeout);
+        auto body = Exchange(connection->io, connection->stream, payload, &outcome);
+        if (body.ok() || outcome.answer_started) {
+          if (body.ok() && outcome.keep_alive) Keep(std::move(connection));
+          return body;
+        }
+        // Closed by the server while kept (an idle timeout, a restart): nothing was answered,
+        // so the call goes once more on a new connection.
+      }
+      connection = std::make_unique<KeptConnection>();
+      beast::error_code ec;
+      net::ip::tcp::resolver resolver(connection->io);
+      auto endpoints = resolver.resolve(url_.host, url_.port, ec);
+      if (ec) return Unavailable("cannot resolve the RPC host of " + shown_ + ": " + ec.message());
+      connection->stream.expires_after(options_.timeout);
+      RETURN_IF_ERROR(Connect(connection->io, connection->stream, endpoints));
+      ExchangeOutcome outcome;
+      auto body = Exchange(connection->io, connection->stream, payload, &outcome);
+      if (body.ok() && outcome.keep_alive) Keep(std::move(connection));
+      return body;
+    } catch (const std::exception& e) {
+      return Unavailable("RPC at " + shown_ + ": " + e.what());
+    }
+  }
+
+  void Keep(std::unique_ptr<KeptConnection> connection) {
+    std::lock_guard<std::mutex> lock(kept_mu_);
+    if (!kept_) kept_ = std::move(connection);
+  }
+
   Status Connect(net::io_context& io, beast::tcp_stream& stream, const net::ip::tcp::resolver::results_type& to) {
     beast::error_code ec = Await(io, [&](auto handler) { stream.async_connect(to, std::move(handler)); });
     if (ec == beast::error::timeout) return DeadlineExceeded("connecting to the RPC at " + shown_ + " timed out");
@@ -188,8 +236,14 @@ class HttpTransport final : public JsonRpcTransport {
     return RpcTlsHandshakeError(ssl, ec, shown_, options_.ca_file);
   }
 
+  struct ExchangeOutcome {
+    bool answer_started = false;  // some byte of a response arrived
+    bool keep_alive = false;      // the answer was complete and lets the connection stay open
+  };
+
   template <typename Stream>
-  StatusOr<std::string> Exchange(net::io_context& io, Stream& stream, const std::string& payload) {
+  StatusOr<std::string> Exchange(net::io_context& io, Stream& stream, const std::string& payload,
+                                 ExchangeOutcome* outcome = nullptr) {
     http::request<http::string_body> req{http::verb::post, url_.target, 11};
     const bool default_port = url_.port == (url_.tls ? "443" : "80");
     const std::string host = url_.host.find(':') != std::string::npos ? "[" + url_.host + "]" : url_.host;
@@ -205,9 +259,12 @@ class HttpTransport final : public JsonRpcTransport {
     http::response_parser<http::string_body> parser;
     parser.body_limit(static_cast<uint64_t>(options_.max_response_bytes));
     ec = Await(io, [&](auto handler) { http::async_read(stream, buffer, parser, std::move(handler)); });
+    if (outcome) outcome->answer_started = parser.got_some() || buffer.size() > 0 || ec == beast::error::timeout;
     if (ec == beast::error::timeout) return DeadlineExceeded("the RPC at " + shown_ + " did not answer in time");
     if (ec) return Unavailable("reading from the RPC at " + shown_ + ": " + ec.message());
     auto& res = parser.get();
+    // Bytes past the answer would be read as the next call's: such a connection is not kept.
+    if (outcome) outcome->keep_alive = res.keep_alive() && buffer.size() == 0;
     if (res.result_int() != 200) {
       return Unavailable("the RPC at " + shown_ + " answered HTTP " + std::to_string(res.result_int()));
     }
@@ -220,6 +277,8 @@ class HttpTransport final : public JsonRpcTransport {
   const HttpRpcOptions options_;
   std::string authorization_;
   std::atomic<int64_t> next_id_{0};
+  std::mutex kept_mu_;
+  std::unique_ptr<KeptConnection> kept_;  // reuse_connection: the idle connection, if any
 };
 
 }  // namespace

@@ -35,6 +35,11 @@ struct HttpRpcOptions {
   // https only: a PEM file of CA certificates trusted instead of the system's default store
   // (for an RPC behind a private CA or a self-signed certificate). Empty: the system store.
   std::string ca_file;
+  // http only: keep the connection open after a call (HTTP/1.1 keep-alive) and send the next
+  // call on it, instead of a new TCP connection per call. A kept connection that the server has
+  // closed meanwhile (the call fails before any byte of an answer) is replaced and the call sent
+  // once more on a new one, so only callers whose calls may be sent twice (reads) turn this on.
+  bool reuse_connection = false;
 };
 
 class MetricsRegistry;

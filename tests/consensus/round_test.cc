@@ -716,6 +716,31 @@ TEST_F(CommitRevealTest, WindowWaitsTheGraceForTheRestOfTheCommittee) {
             (std::vector<std::string>{"window closed", "reveal with 2", "counted " + Op(1) + " r1"}));
 }
 
+// A reveal costs one signature recovery: its signer is recovered once for the round's checks
+// and the tracker, and the commitments of its bundle that this node admitted already are not
+// recovered again. A commitment it had not seen is still recovered and admitted.
+TEST_F(CommitRevealTest, ARevealRecoversItsSignatureOnceAndNoAdmittedCommitmentAgain) {
+  rules_.commit_grace_ms = 60000;  // the window stays open for the bundles
+  TaskRound round = Open(/*self_position=*/5);
+  const SignedAttestation a = VoteAt(0, 1), b = VoteAt(1, 1);
+  Commit(round, CommitAt(0, a));
+  Commit(round, CommitAt(1, b));
+  ASSERT_FALSE(round.window_closed(VotePhase::kCommittee));
+  uint64_t before = SignatureRecoveries();
+  EXPECT_EQ(Reveal(round, b, {CommitAt(0, a), CommitAt(1, b)}),
+            (std::vector<std::string>{"window closed", "counted " + Op(1) + " r1"}));
+  EXPECT_EQ(SignatureRecoveries() - before, 1u);
+
+  TaskRound fresh = Open(/*self_position=*/5);
+  Commit(fresh, CommitAt(1, b));
+  before = SignatureRecoveries();
+  EXPECT_EQ(Reveal(fresh, b, {CommitAt(0, a), CommitAt(1, b)}),
+            (std::vector<std::string>{"admitted " + Op(0), "window closed", "counted " + Op(1) + " r1"}));
+  EXPECT_EQ(SignatureRecoveries() - before, 2u);  // the reveal's and the unseen commitment's
+  EXPECT_EQ(Reveal(fresh, a),
+            (std::vector<std::string>{"counted " + Op(0) + " r1", "certified r1 " + By({0, 1}) + " committee 3"}));
+}
+
 // Seen in CI (committee 4, quorum 3): the window closed on exactly a quorum of commitments, one
 // of them an equivocator's, and an honest member's came just after. Once the equivocator is out,
 // the rest cannot certify: the window reopens, the late commitment is admitted and its vote
