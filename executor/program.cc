@@ -163,7 +163,33 @@ struct FusionRun {
   // First instruction of each LeakyRelu pattern in the run (FindLeakyRelu): three instructions
   // that become two epilogue steps.
   std::set<int> leaky_relu;
+  // A conv2d of f16 or bf16 values and the relu after it (HalfConvRelu): no epilogue, the conv's
+  // OpParams::relu_output.
+  bool half_relu = false;
 };
+
+// A conv2d whose output is f16 or bf16, with every input of that dtype, followed by a relu of
+// that value of the same dtype and shape, the relu its only reader and the conv's value no graph
+// output (DETERMINISM.md 3.1: the relu's bits are those of the f32 relu before the conv's one
+// rounding).
+bool HalfConvRelu(const ValidatedGraph& vg, int at, const std::vector<std::vector<int>>& readers,
+                  const std::set<int>& output_values) {
+  if (at + 1 >= static_cast<int>(vg.order.size())) return false;
+  const CanonicalNode& conv = vg.order[at];
+  const CanonicalNode& relu = vg.order[at + 1];
+  if (conv.schema->op != kernels::Op::kConv2D || relu.schema->op != kernels::Op::kRelu) return false;
+  const TypeInfo& out = vg.types[conv.output];
+  if (!IsHalfDType(out.dtype) || output_values.count(conv.output) || readers[conv.output] != std::vector<int>{at + 1}) {
+    return false;
+  }
+  for (int in : conv.inputs) {
+    if (vg.types[in].dtype != out.dtype) return false;
+  }
+  if (conv.inferred.kernel_output_shape && *conv.inferred.kernel_output_shape != out.shape) return false;
+  return relu.inputs == std::vector<int>{conv.output} && relu.inferred.kernel_input_shapes.empty() &&
+         !relu.inferred.kernel_output_shape && vg.types[relu.output].dtype == out.dtype &&
+         vg.types[relu.output].shape == out.shape;
+}
 
 // The f32 value of a constant of one element, if `value` is one.
 std::optional<float> ScalarConstant(int value, const std::map<int, const Tensor*>& constants) {
@@ -227,6 +253,11 @@ std::vector<FusionRun> PlanFusion(const ValidatedGraph& vg, const std::set<int>&
   }
   std::vector<FusionRun> runs;
   for (int i = 0; i < n; ++i) {
+    if (HalfConvRelu(vg, i, readers, output_values)) {
+      runs.push_back({i, i + 1, {}, true});
+      ++i;
+      continue;
+    }
     if (!CanHeadFusion(vg.order[i], vg)) continue;
     const Shape& shape = vg.types[vg.order[i].output].shape;
     std::set<int> run_values = {vg.order[i].output};
@@ -657,6 +688,14 @@ std::optional<ResizeTaps> FindResizeTaps(const ValidatedGraph& vg, int at, const
 Instruction FuseRun(const FusionRun& run, const std::vector<Instruction>& instructions, const ValidatedGraph& vg,
                     const std::vector<int>& buffer_of) {
   Instruction fused = instructions[run.head];
+  if (run.half_relu) {
+    fused.params.relu_output = true;
+    fused.flops += instructions[run.last].flops;
+    fused.node_label += ", " + instructions[run.last].node_label;
+    fused.output = instructions[run.last].output;
+    fused.fused_count = 2;
+    return fused;
+  }
   std::map<int, int> chain_value;  // value id -> index among the chain's values
   chain_value[vg.order[run.head].output] = 0;
   std::map<int, int> input_index;  // value id -> index in epilogue_inputs

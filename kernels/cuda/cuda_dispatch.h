@@ -23,7 +23,8 @@ inline bool HasCudaDTypes(const KernelCall& call) {
   return true;
 }
 
-// A conv2d over a zero-stuffed input (OpParams::input_stuffing), the fused im2col transpose
+// A conv2d over a zero-stuffed input (OpParams::input_stuffing) or with its relu
+// (OpParams::relu_output), the fused im2col transpose
 // (OpParams::im2col_groups), the widening sum (OpParams::sum_widens_i8) and the one-pass
 // quantize (a cast with three inputs) and the Resize lowering's two taps in one pass (a gather
 // with five inputs), made only in a
@@ -31,6 +32,7 @@ inline bool HasCudaDTypes(const KernelCall& call) {
 // refusing them makes the runtime give this backend the canonical list.
 inline bool Supports(const KernelCall& call) {
   if (call.op == Op::kConv2D && call.params && !call.params->input_stuffing.empty()) return false;
+  if (call.op == Op::kConv2D && call.params && call.params->relu_output) return false;
   if (call.op == Op::kTranspose && call.params && call.params->im2col_groups != 0) return false;
   if (call.op == Op::kReduceSum && call.params && call.params->sum_widens_i8) return false;
   if (call.op == Op::kCast && call.num_inputs == 3) return false;

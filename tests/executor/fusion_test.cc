@@ -12,6 +12,7 @@
 
 #include "executor/graph.h"
 #include "kernels/cpu/data_movement_avx512.h"
+#include "kernels/half.h"
 #include "tests/executor/fusion_checks.h"
 #include "tests/executor/test_util.h"
 
@@ -168,6 +169,44 @@ TEST(FusionTest, TheResizeLoweringsTwoTapsRunInOnePass) {
     }
     kernels::cpu::SetResizeTapsAvx512ForTesting(true);
   }
+}
+
+// A conv2d of f16 values followed by a relu becomes one conv with OpParams::relu_output
+// (DETERMINISM.md 3.1): the relu's bits, result and trace roots the unfused program's on both
+// ISAs at 1, 2 and 8 threads (the AVX-512 kernel's relu and the in-place 16-bit relu). A conv
+// whose output is also a graph output keeps its relu apart.
+TEST(FusionTest, HalfConvTakesItsRelu) {
+  auto half_tensor = [](const Shape& shape, uint32_t seed, float scale) {
+    Tensor f = RandomF32(shape, seed, scale);
+    Tensor h(DType::kF16, shape);
+    for (int64_t i = 0; i < f.num_elements(); ++i) h.data_as<uint16_t>()[i] = half::F32ToF16(f.data_as<float>()[i]);
+    return h;
+  };
+  Graph g;
+  const Shape in_shape = {1, 6, 13, 21};
+  Value x = g.input("x", DType::kF16, in_shape);
+  Conv2DOptions o;
+  o.pads = {1, 1, 1, 1};
+  Value c0 =
+      conv2d(x, g.constant(half_tensor({8, 6, 3, 3}, 11, 1.0f), "w0"), g.constant(half_tensor({8}, 12, 1.0f), "b0"), o);
+  Value r0 = relu(c0);
+  Value c1 = conv2d(r0, g.constant(half_tensor({5, 8, 3, 3}, 13, 1.0f), "w1"),
+                    g.constant(half_tensor({5}, 14, 1.0f), "b1"), o);
+  g.output("c1", c1);
+  g.output("y", relu(c1));
+  auto p = CompileGraph(g, nullptr, {});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->instructions.size(), 4u);
+  ASSERT_EQ(p->fused_instructions.size(), 3u);
+  EXPECT_TRUE(p->fused_instructions[0].params.relu_output);
+  EXPECT_EQ(p->fused_instructions[0].fused_count, 2);
+  EXPECT_FALSE(p->fused_instructions[1].params.relu_output);
+  EXPECT_EQ(p->fused_instructions[2].op, kernels::Op::kRelu);
+  testing::ExpectFusedListCoversEveryInstruction(*p);
+  Tensor in = half_tensor(in_shape, 15, 4.0f);
+  const uint16_t specials[] = {0x7E01, 0xFC00, 0x7C00, 0x8000, 0x0001, 0x8001, 0x7BFF, 0xFBFF};
+  for (int k = 0; k < 8; ++k) in.data_as<uint16_t>()[41 * k + 3] = specials[k];
+  ExpectFusedGivesTheUnfusedBits(*p, {{"x", in}});
 }
 
 TEST(FusionTest, TraceIsTheUnfusedTrace) {
