@@ -163,7 +163,33 @@ struct FusionRun {
   // First instruction of each LeakyRelu pattern in the run (FindLeakyRelu): three instructions
   // that become two epilogue steps.
   std::set<int> leaky_relu;
+  // A conv2d of f16 or bf16 values and the relu after it (HalfConvRelu): no epilogue, the conv's
+  // OpParams::relu_output.
+  bool half_relu = false;
 };
+
+// A conv2d whose output is f16 or bf16, with every input of that dtype, followed by a relu of
+// that value of the same dtype and shape, the relu its only reader and the conv's value no graph
+// output (DETERMINISM.md 3.1: the relu's bits are those of the f32 relu before the conv's one
+// rounding).
+bool HalfConvRelu(const ValidatedGraph& vg, int at, const std::vector<std::vector<int>>& readers,
+                  const std::set<int>& output_values) {
+  if (at + 1 >= static_cast<int>(vg.order.size())) return false;
+  const CanonicalNode& conv = vg.order[at];
+  const CanonicalNode& relu = vg.order[at + 1];
+  if (conv.schema->op != kernels::Op::kConv2D || relu.schema->op != kernels::Op::kRelu) return false;
+  const TypeInfo& out = vg.types[conv.output];
+  if (!IsHalfDType(out.dtype) || output_values.count(conv.output) || readers[conv.output] != std::vector<int>{at + 1}) {
+    return false;
+  }
+  for (int in : conv.inputs) {
+    if (vg.types[in].dtype != out.dtype) return false;
+  }
+  if (conv.inferred.kernel_output_shape && *conv.inferred.kernel_output_shape != out.shape) return false;
+  return relu.inputs == std::vector<int>{conv.output} && relu.inferred.kernel_input_shapes.empty() &&
+         !relu.inferred.kernel_output_shape && vg.types[relu.output].dtype == out.dtype &&
+         vg.types[relu.output].shape == out.shape;
+}
 
 // The f32 value of a constant of one element, if `value` is one.
 std::optional<float> ScalarConstant(int value, const std::map<int, const Tensor*>& constants) {
@@ -227,6 +253,11 @@ std::vector<FusionRun> PlanFusion(const ValidatedGraph& vg, const std::set<int>&
   }
   std::vector<FusionRun> runs;
   for (int i = 0; i < n; ++i) {
+    if (HalfConvRelu(vg, i, readers, output_values)) {
+      runs.push_back({i, i + 1, {}, true});
+      ++i;
+      continue;
+    }
     if (!CanHeadFusion(vg.order[i], vg)) continue;
     const Shape& shape = vg.types[vg.order[i].output].shape;
     std::set<int> run_values = {vg.order[i].output};
@@ -581,10 +612,90 @@ std::optional<OnePassQuantize> FindOnePassQuantize(const ValidatedGraph& vg, int
   return OnePassQuantize{at, x, s, vg.order[add].inputs[1], {div, round, add}};
 }
 
+// The Resize lowering's two taps of one axis (DETERMINISM.md 6.2): t0 = gather(x, i0),
+// p0 = mul(t0, w0), t1 = gather(x, i1), p1 = mul(t1, w1), y = add(p0, p1), with 1-D tables and
+// weights holding one f32 value per output index along the axis. In the fused list the add
+// reads x, i0, w0, i1 and w1 itself (a gather with five inputs) and the gathers and muls do not
+// run (DETERMINISM.md 3.1).
+struct ResizeTaps {
+  int add = 0;               // canonical index of the add
+  std::vector<int> inputs;   // value ids of x, i0, w0, i1, w1
+  int gather = 0;            // canonical index of the first gather (its parameters)
+  std::vector<int> dropped;  // canonical indices of the gathers and muls
+};
+
+std::optional<ResizeTaps> FindResizeTaps(const ValidatedGraph& vg, int at, const std::vector<int>& producer,
+                                         const std::vector<std::vector<int>>& readers,
+                                         const std::set<int>& output_values) {
+  const CanonicalNode& add = vg.order[at];
+  if (add.schema->op != kernels::Op::kAdd || add.inputs.size() != 2 || !add.inferred.kernel_input_shapes.empty() ||
+      add.inferred.kernel_output_shape || vg.types[add.output].dtype != DType::kF32) {
+    return std::nullopt;
+  }
+  const Shape& shape = vg.types[add.output].shape;
+  // Each skipped value is f32 of the add's shape and read by one instruction only, `reader`.
+  auto step = [&](int v, int reader, kernels::Op op) -> int {
+    const int p = producer[v];
+    if (p < 0 || output_values.count(v) || readers[v].size() != 1 || readers[v][0] != reader) return -1;
+    if (vg.types[v].dtype != DType::kF32 || vg.types[v].shape != shape) return -1;
+    const CanonicalNode& cn = vg.order[p];
+    if (cn.schema->op != op || cn.inputs.size() != 2 || !cn.inferred.kernel_input_shapes.empty() ||
+        cn.inferred.kernel_output_shape) {
+      return -1;
+    }
+    return p;
+  };
+  ResizeTaps taps;
+  taps.add = at;
+  int x = -1;
+  int64_t axis = -1;
+  for (int tap = 0; tap < 2; ++tap) {
+    const int mul = step(add.inputs[tap], at, kernels::Op::kMul);
+    if (mul < 0) return std::nullopt;
+    const int gather = step(vg.order[mul].inputs[0], mul, kernels::Op::kGather);
+    if (gather < 0) return std::nullopt;
+    const CanonicalNode& g = vg.order[gather];
+    const TypeInfo& table = vg.types[g.inputs[1]];
+    const int64_t a = g.inferred.params.axis;
+    if ((tap == 1 && (g.inputs[0] != x || a != axis)) || vg.types[g.inputs[0]].dtype != DType::kF32 ||
+        table.shape.size() != 1 || (table.dtype != DType::kI32 && table.dtype != DType::kI64) || a < 0 ||
+        a >= static_cast<int64_t>(shape.size())) {
+      return std::nullopt;
+    }
+    x = g.inputs[0];
+    axis = a;
+    // The weight: one value per output index along the axis, in its own dims aligned to the
+    // output's last ones.
+    const int w = vg.order[mul].inputs[1];
+    const Shape& ws = vg.types[w].shape;
+    if (vg.types[w].dtype != DType::kF32 || ws.size() > shape.size()) return std::nullopt;
+    for (size_t d = 0; d < ws.size(); ++d) {
+      const int64_t od = static_cast<int64_t>(shape.size() - ws.size() + d);
+      if (ws[d] != (od == axis ? shape[axis] : 1)) return std::nullopt;
+    }
+    if (NumElements(ws) != shape[axis]) return std::nullopt;
+    if (tap == 0) taps.gather = gather;
+    taps.inputs.push_back(g.inputs[1]);
+    taps.inputs.push_back(w);
+    taps.dropped.push_back(gather);
+    taps.dropped.push_back(mul);
+  }
+  taps.inputs.insert(taps.inputs.begin(), x);
+  return taps;
+}
+
 // The fused instruction of a run: the head's instruction with the others as its epilogue.
 Instruction FuseRun(const FusionRun& run, const std::vector<Instruction>& instructions, const ValidatedGraph& vg,
                     const std::vector<int>& buffer_of) {
   Instruction fused = instructions[run.head];
+  if (run.half_relu) {
+    fused.params.relu_output = true;
+    fused.flops += instructions[run.last].flops;
+    fused.node_label += ", " + instructions[run.last].node_label;
+    fused.output = instructions[run.last].output;
+    fused.fused_count = 2;
+    return fused;
+  }
   std::map<int, int> chain_value;  // value id -> index among the chain's values
   chain_value[vg.order[run.head].output] = 0;
   std::map<int, int> input_index;  // value id -> index in epilogue_inputs
@@ -701,6 +812,8 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
   std::map<int, WideningSum> widening_at;  // reduce_sum index -> its pattern
   // And casts that end a quantize step read x, s and z.
   std::map<int, OnePassQuantize> quantize_at;  // cast index -> its pattern
+  // And the adds that end the Resize lowering's two taps of an axis read x, the tables and weights.
+  std::map<int, ResizeTaps> resize_at;  // add index -> its pattern
   std::vector<std::vector<int>> extra_reads(n);
   {
     std::vector<int> producer(values.size(), -1);
@@ -748,6 +861,17 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
         }
       }
       quantize_at.emplace(i, std::move(*oq));
+    }
+    for (int i = 0; i < n; ++i) {
+      std::optional<ResizeTaps> rt = FindResizeTaps(vg, i, producer, readers, output_values);
+      if (!rt) continue;
+      for (int v : rt->inputs) {
+        if (last_use[v] < i) {
+          last_use[v] = i;
+          extra_reads[i].push_back(v);
+        }
+      }
+      resize_at.emplace(i, std::move(*rt));
     }
   }
   // A fused run writes its output while its head runs, and reads the run's other inputs until
@@ -883,11 +1007,22 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
     dropped.insert(q.dropped.begin(), q.dropped.end());
     ++it;
   }
+  for (auto it = resize_at.begin(); it != resize_at.end();) {
+    const int out = p.instructions[it->first].output;
+    bool ok = true;
+    for (int v : it->second.inputs) ok = ok && disjoint(buffer_of[v], out);
+    if (!ok) {
+      it = resize_at.erase(it);
+      continue;
+    }
+    dropped.insert(it->second.dropped.begin(), it->second.dropped.end());
+    ++it;
+  }
   // An epilogue run over instructions that no longer run is not made (a quantize's div and
-  // round form one).
+  // round form one), nor one headed by the add of two taps in one pass (which takes no epilogue).
   std::vector<FusionRun> kept_runs;
   for (const FusionRun& run : runs) {
-    bool overlaps = false;
+    bool overlaps = resize_at.count(run.head) != 0;
     for (int k = run.head; k <= run.last && !overlaps; ++k) overlaps = dropped.count(k) != 0;
     if (!overlaps) kept_runs.push_back(run);
   }
@@ -936,6 +1071,24 @@ StatusOr<Program> Compile(const Graph& graph, const ValidatedGraph& vg, BlobSour
       f.input_view_shapes = {vg.types[q.source].shape, vg.types[q.scale].shape, vg.types[q.zero].shape};
       f.fused_count += static_cast<int>(q.dropped.size());
       for (int d : q.dropped) f.node_label += ", " + p.instructions[d].node_label;
+    }
+    if (auto rt = resize_at.find(i); rt != resize_at.end()) {
+      const ResizeTaps& t = rt->second;
+      const Instruction& gather = p.instructions[t.gather];
+      f.op = gather.op;
+      f.op_name = gather.op_name;
+      f.params = gather.params;
+      f.inputs.clear();
+      f.input_view_shapes.clear();
+      for (int v : t.inputs) {
+        f.inputs.push_back(buffer_of[v]);
+        f.input_view_shapes.push_back(vg.types[v].shape);
+      }
+      f.fused_count += static_cast<int>(t.dropped.size());
+      for (int d : t.dropped) {
+        f.flops += p.instructions[d].flops;
+        f.node_label += ", " + p.instructions[d].node_label;
+      }
     }
     fused.push_back(std::move(f));
     i = last;

@@ -54,11 +54,14 @@ StatusOr<std::unique_ptr<LoadedProgram>> LoadedProgram::Load(const Program& prog
   lp->fused_supported_ = !program.fused_instructions.empty();
   for (const Instruction& ins : program.fused_instructions) {
     if (!lp->fused_supported_) break;
-    // A conv over a zero-stuffed input, the im2col transpose, the widening sum and the one-pass
-    // quantize are calls of their own (kernels::OpParams::input_stuffing, im2col_groups,
-    // sum_widens_i8; a cast with three inputs).
-    const bool own_call = !ins.params.input_stuffing.empty() || ins.params.im2col_groups != 0 ||
-                          ins.params.sum_widens_i8 || (ins.op == kernels::Op::kCast && ins.inputs.size() == 3);
+    // A conv over a zero-stuffed input or with its relu, the im2col transpose, the widening sum,
+    // the one-pass quantize and the Resize lowering's two taps are calls of their own
+    // (kernels::OpParams::input_stuffing, relu_output, im2col_groups, sum_widens_i8; a cast with
+    // three inputs, a gather with five).
+    const bool own_call = !ins.params.input_stuffing.empty() || ins.params.relu_output ||
+                          ins.params.im2col_groups != 0 || ins.params.sum_widens_i8 ||
+                          (ins.op == kernels::Op::kCast && ins.inputs.size() == 3) ||
+                          (ins.op == kernels::Op::kGather && ins.inputs.size() == 5);
     if (ins.epilogue.empty() && !own_call) continue;
     std::vector<kernels::TensorView> views, epilogue_views;
     for (size_t i = 0; i < ins.inputs.size(); ++i) views.push_back(lp->View(ins.inputs[i], ins.input_view_shapes[i]));

@@ -136,6 +136,10 @@ struct OpParams {
   // only by the sum): the input is i8 and the output i32, the wrapping i32 sum of the values
   // widened to i32, as the cast and the sum give it. Only the CPU backend runs it.
   bool sum_widens_i8 = false;
+  // conv2d of f16 or bf16 values, set only by compilation (docs/DETERMINISM.md 3.1, a conv whose
+  // output only a relu reads): the output is that relu's, the relu of section 4.2 of the conv's
+  // 16-bit output. Only the CPU backend runs it.
+  bool relu_output = false;
 };
 
 struct TensorView {

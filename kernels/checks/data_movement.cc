@@ -174,7 +174,43 @@ Status ValidateConcat(const KernelCall& call) {
   return OkStatus();
 }
 
+// The Resize lowering's two taps in one pass (a gather with five inputs, made only by
+// compilation, DETERMINISM.md 3.1): x, i0, w0, i1, w1, with y = x[i0] * w0 + x[i1] * w1 along
+// `axis`. The tables are 1-D of one length m; each weight holds one f32 value per output index
+// along the axis (its shape, aligned to the output's last dims, is 1 everywhere but there).
+Status ValidateResizeTaps(const KernelCall& call) {
+  RETURN_IF_ERROR(CheckCall(call, 5, 5));
+  const TensorView& x = call.in(0);
+  const TensorView& out = call.out();
+  if (x.dtype != DType::kF32 || out.dtype != DType::kF32) {
+    return InvalidArgument(Prefix(call.op) + "two taps in one pass take f32 data");
+  }
+  if (call.params == nullptr) return InvalidArgument(Prefix(call.op) + "missing parameters");
+  const int64_t axis = call.params->axis;
+  const TensorView& i0 = call.in(1);
+  const TensorView& i1 = call.in(3);
+  bool ok =
+      axis >= 0 && axis < x.rank && out.rank == x.rank && i0.rank == 1 && i1.rank == 1 && i0.dims[0] == i1.dims[0];
+  for (const TensorView* t : {&i0, &i1}) ok = ok && (t->dtype == DType::kI32 || t->dtype == DType::kI64);
+  for (int d = 0; ok && d < out.rank; ++d) ok = out.dims[d] == (d == axis ? i0.dims[0] : x.dims[d]);
+  for (const TensorView* w : {&call.in(2), &call.in(4)}) {
+    ok = ok && w->dtype == DType::kF32 && w->rank <= out.rank && w->num_elements() == out.dims[axis];
+    for (int d = 0; ok && d < w->rank; ++d) {
+      const int od = out.rank - w->rank + d;
+      ok = w->dims[d] == (od == axis ? out.dims[axis] : 1);
+    }
+  }
+  if (!ok) {
+    return InvalidArgument(Prefix(call.op) + "two taps: output " + ShapeString(out) + " does not match data " +
+                           ShapeString(x) + ", tables " + ShapeString(i0) + " and " + ShapeString(i1) + ", weights " +
+                           ShapeString(call.in(2)) + " and " + ShapeString(call.in(4)) + ", axis " +
+                           std::to_string(axis));
+  }
+  return OkStatus();
+}
+
 Status ValidateGather(const KernelCall& call) {
+  if (call.num_inputs == 5) return ValidateResizeTaps(call);
   RETURN_IF_ERROR(CheckCall(call, 2, 2));
   const TensorView& data = call.in(0);
   const TensorView& indices = call.in(1);

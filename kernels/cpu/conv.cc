@@ -416,7 +416,7 @@ Status RunConvF16Shifted(const KernelCall& call, const CpuContext& ctx, bool* ra
     uint16_t* y = static_cast<uint16_t*>(call.out(0).data) + n * image_out;
     auto run_units = [&](int64_t b, int64_t e) {
       ConvShiftedPlaneUnitsF16OutAvx512(image, x, panels, per_group, bias.empty() ? nullptr : bias.data(), masks.data(),
-                                        y, b, e);
+                                        call.params->relu_output, y, b, e);
     };
     if (ctx.pool) {
       ctx.pool->ParallelForWork(units, kShiftedBlockFilters * kShiftedBandPositions * g.Kc, run_units);

@@ -700,7 +700,9 @@ inline void StoreRoundedF16(uint16_t* dst, __mmask16 lanes, __m512 y) {
 }
 
 // Out is float (the f32 call) or uint16_t (an f16 call's output, each result rounded once).
-template <int R, int V, typename Out>
+// kRelu (f16 only, OpParams::relu_output): relu of each result before it is rounded, which gives
+// the bits of the f16 relu of the rounded result (DETERMINISM.md 3.1).
+template <int R, int V, typename Out, bool kRelu>
 void ShiftedTile(int64_t Cg, int64_t taps, int64_t plane, const int64_t* shift, const float* xg, const float* ap0,
                  const float* ap1, const uint16_t* mk, int64_t vectors, const float* bias, const __mmask16* store,
                  Out* out, int64_t P) {
@@ -743,6 +745,12 @@ void ShiftedTile(int64_t Cg, int64_t taps, int64_t plane, const int64_t* shift, 
       __m512 y = acc[r][v];
       if (bias) y = _mm512_add_ps(y, _mm512_set1_ps(bias[r]));
       y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q), nan);
+      if constexpr (kRelu) {
+        // The f32 relu: a set sign bit (-0, negatives, -inf) gives +0; the canonical NaN and
+        // everything else stay.
+        const __mmask16 sign = _mm512_cmplt_epi32_mask(_mm512_castps_si512(y), _mm512_setzero_si512());
+        y = _mm512_maskz_mov_ps(static_cast<__mmask16>(~sign), y);
+      }
       if constexpr (std::is_same_v<Out, float>) {
         _mm512_mask_storeu_ps(out + r * P + kLanes * v, store[v], y);
       } else {
@@ -756,11 +764,12 @@ template <typename Out>
 using ShiftedTileFn = void (*)(int64_t, int64_t, int64_t, const int64_t*, const float*, const float*, const float*,
                                const uint16_t*, int64_t, const float*, const __mmask16*, Out*, int64_t);
 
-template <int V, typename Out>
+template <int V, typename Out, bool kRelu>
 constexpr ShiftedTileFn<Out> kShiftedTiles[kShiftedBlockFilters] = {
-    &ShiftedTile<1, V, Out>, &ShiftedTile<2, V, Out>,  &ShiftedTile<3, V, Out>,  &ShiftedTile<4, V, Out>,
-    &ShiftedTile<5, V, Out>, &ShiftedTile<6, V, Out>,  &ShiftedTile<7, V, Out>,  &ShiftedTile<8, V, Out>,
-    &ShiftedTile<9, V, Out>, &ShiftedTile<10, V, Out>, &ShiftedTile<11, V, Out>, &ShiftedTile<12, V, Out>};
+    &ShiftedTile<1, V, Out, kRelu>,  &ShiftedTile<2, V, Out, kRelu>,  &ShiftedTile<3, V, Out, kRelu>,
+    &ShiftedTile<4, V, Out, kRelu>,  &ShiftedTile<5, V, Out, kRelu>,  &ShiftedTile<6, V, Out, kRelu>,
+    &ShiftedTile<7, V, Out, kRelu>,  &ShiftedTile<8, V, Out, kRelu>,  &ShiftedTile<9, V, Out, kRelu>,
+    &ShiftedTile<10, V, Out, kRelu>, &ShiftedTile<11, V, Out, kRelu>, &ShiftedTile<12, V, Out, kRelu>};
 
 }  // namespace
 
@@ -795,7 +804,7 @@ void ShiftedPlaneMasks(const ConvGeom& g, std::vector<uint16_t>* masks) {
 
 namespace {
 
-template <typename Out>
+template <typename Out, bool kRelu>
 void ShiftedPlaneUnits(const ConvGeom& g, const float* x, const float* panels, int64_t panels_per_group,
                        const float* bias, const uint16_t* masks, Out* y, int64_t begin, int64_t end) {
   const int64_t taps = g.KH * g.KW, plane = g.H * g.W, vectors = (g.P + kLanes - 1) / kLanes;
@@ -827,7 +836,8 @@ void ShiftedPlaneUnits(const ConvGeom& g, const float* x, const float* panels, i
         const int64_t lanes = std::clamp<int64_t>(left - kLanes * v, 0, kLanes);
         store[v] = lanes == kLanes ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << lanes) - 1u);
       }
-      const ShiftedTileFn<Out> tile = left > kLanes ? kShiftedTiles<2, Out>[rows - 1] : kShiftedTiles<1, Out>[rows - 1];
+      const ShiftedTileFn<Out> tile =
+          left > kLanes ? kShiftedTiles<2, Out, kRelu>[rows - 1] : kShiftedTiles<1, Out, kRelu>[rows - 1];
       tile(g.Cg, taps, plane, sh, xg + p0, ap0, ap1, masks + p0 / kLanes, vectors, bias_f, store, yf + p0, g.P);
     }
   }
@@ -837,13 +847,17 @@ void ShiftedPlaneUnits(const ConvGeom& g, const float* x, const float* panels, i
 
 void ConvShiftedPlaneUnitsAvx512(const ConvGeom& g, const float* x, const float* panels, int64_t panels_per_group,
                                  const float* bias, const uint16_t* masks, float* y, int64_t begin, int64_t end) {
-  ShiftedPlaneUnits(g, x, panels, panels_per_group, bias, masks, y, begin, end);
+  ShiftedPlaneUnits<float, false>(g, x, panels, panels_per_group, bias, masks, y, begin, end);
 }
 
 void ConvShiftedPlaneUnitsF16OutAvx512(const ConvGeom& g, const float* x, const float* panels, int64_t panels_per_group,
-                                       const float* bias, const uint16_t* masks, uint16_t* y, int64_t begin,
+                                       const float* bias, const uint16_t* masks, bool relu, uint16_t* y, int64_t begin,
                                        int64_t end) {
-  ShiftedPlaneUnits(g, x, panels, panels_per_group, bias, masks, y, begin, end);
+  if (relu) {
+    ShiftedPlaneUnits<uint16_t, true>(g, x, panels, panels_per_group, bias, masks, y, begin, end);
+  } else {
+    ShiftedPlaneUnits<uint16_t, false>(g, x, panels, panels_per_group, bias, masks, y, begin, end);
+  }
 }
 
 // --- Dense convolutions with few output positions (at most kFewPositionsMax per image) ---

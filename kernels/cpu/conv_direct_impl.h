@@ -92,9 +92,10 @@ void ShiftedPlaneMasks(const ConvGeom& g, std::vector<uint16_t>* masks);
 void ConvShiftedPlaneUnitsAvx512(const ConvGeom& g, const float* x, const float* panels, int64_t panels_per_group,
                                  const float* bias, const uint16_t* masks, float* y, int64_t begin, int64_t end);
 // The same units of an f16 call (DETERMINISM.md 1.3): x, panels and bias are the exactly widened
-// operands, and each output is the f32 result above rounded once to f16, written to y directly.
+// operands, and each output is the f32 result above rounded once to f16, written to y directly;
+// with `relu`, the f32 relu of that result rounded once (OpParams::relu_output, DETERMINISM.md 3.1).
 void ConvShiftedPlaneUnitsF16OutAvx512(const ConvGeom& g, const float* x, const float* panels, int64_t panels_per_group,
-                                       const float* bias, const uint16_t* masks, uint16_t* y, int64_t begin,
+                                       const float* bias, const uint16_t* masks, bool relu, uint16_t* y, int64_t begin,
                                        int64_t end);
 // conv_avx512.cc: dense convolutions (one group) with at most kFewPositionsMax output positions
 // per image (an STFT as a strided 1xK conv, a last conv that reduces the plane to a point): the

@@ -84,7 +84,20 @@ Status CpuBackend::Run(const KernelCall& call) {
     if (call.op == Op::kRelu) RETURN_IF_ERROR(cpu::RunReluHalf(call, ctx_, &ran));
     if (call.op == Op::kMaxPool2D) RETURN_IF_ERROR(cpu::RunMaxPoolHalf(call, ctx_, &ran));
     if (ran) return OkStatus();
-    return cpu::RunThroughF32(call, ctx_, run);
+    RETURN_IF_ERROR(cpu::RunThroughF32(call, ctx_, run));
+    if (call.op == Op::kConv2D && call.params != nullptr && call.params->relu_output) {
+      // A conv with its relu (DETERMINISM.md 3.1) off the kernel that applies it: the relu on the
+      // conv's 16-bit output, in place, as the unfused relu computes it.
+      TensorView y = call.out();
+      const OpParams none;
+      KernelCall relu{Op::kRelu, &none, &y, 1, &y, 1};
+      RETURN_IF_ERROR(cpu::RunReluHalf(relu, ctx_, &ran));
+      if (!ran) return cpu::RunThroughF32(relu, ctx_, cpu::RunElementwise);
+    }
+    return OkStatus();
+  }
+  if (call.op == Op::kConv2D && call.params != nullptr && call.params->relu_output) {
+    return InvalidArgument("conv2d: relu_output is for f16/bf16 calls only");
   }
   switch (FamilyOf(call.op)) {
     case OpFamily::kElementwise: return cpu::RunElementwise(call, ctx_);

@@ -3,7 +3,9 @@
 // canonicalization) for every dtype, using memcpy for contiguous inner runs, and split
 // large copies over the thread pool by output ranges.
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <climits>
 #include <cstring>
 #include <functional>
 #include <tuple>
@@ -17,7 +19,9 @@
 #include "kernels/checks/elementwise.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/data_movement_avx512.h"
 #include "kernels/cpu/elementwise_impl.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/half.h"
 
 namespace consensor::kernels::cpu {
@@ -331,6 +335,66 @@ Status RunGatherWithEpilogue(const KernelCall& call, const CpuContext& ctx, cons
   return OkStatus();
 }
 
+std::atomic<bool> g_resize_taps_avx512{true};
+
+// canon(t0 * a0 + t1 * a1): the unfused mul, mul and add, each rounded once. A NaN product makes
+// the sum NaN, and the unfused add turns any NaN operand into the canonical NaN, so one
+// canonicalization of the sum gives the unfused bits.
+inline float TwoTaps(float t0, float a0, float t1, float a1) { return CanonNaN(t0 * a0 + t1 * a1); }
+
+// The Resize lowering's two taps of one axis in one pass (a gather with five inputs x, i0, w0, i1,
+// w1; DETERMINISM.md 3.1): y = x[i0] * w0 + x[i1] * w1 along the axis, each output written once
+// and no product stored. The tables are checked in the order the unfused gathers read them.
+Status RunResizeTaps(const KernelCall& call, const CpuContext& ctx, const AxisSplit& split,
+                     const std::vector<int64_t>& idx0, const std::vector<int64_t>& idx1) {
+  const int64_t m = static_cast<int64_t>(idx0.size());
+  const int64_t inner = split.inner, dim = split.n;
+  const int64_t rows = split.outer * m;
+  if (rows == 0 || inner == 0) return OkStatus();
+  const float* x = call.in(0).as<const float>();
+  const float* w0 = call.in(2).as<const float>();
+  const float* w1 = call.in(4).as<const float>();
+  float* y = call.out().as<float>();
+  const bool avx512 = ctx.isa == Isa::kAvx2 && g_resize_taps_avx512.load(std::memory_order_relaxed) &&
+                      gemm::CpuHasAvx512F() && dim <= INT32_MAX;
+  if (inner > 1) {
+    Parallel(ctx, rows, GrainFor(inner * static_cast<int64_t>(sizeof(float))), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const int64_t o = r / m, j = r - o * m;
+        const float* r0 = x + (o * dim + idx0[j]) * inner;
+        const float* r1 = x + (o * dim + idx1[j]) * inner;
+        float* to = y + r * inner;
+        if (avx512 && inner >= 16) {
+          ResizeTapsRowAvx512(r0, w0[j], r1, w1[j], to, inner);
+        } else {
+          for (int64_t k = 0; k < inner; ++k) to[k] = TwoTaps(r0[k], w0[j], r1[k], w1[j]);
+        }
+      }
+    });
+    return OkStatus();
+  }
+  // Along the last axis: one element per index, the weights' j-th values.
+  std::vector<int32_t> offsets0, offsets1;
+  if (avx512) {
+    offsets0.assign(idx0.begin(), idx0.end());
+    offsets1.assign(idx1.begin(), idx1.end());
+  }
+  Parallel(ctx, rows, GrainFor(sizeof(float)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e;) {
+      const int64_t o = r / m, j = r - o * m;
+      const int64_t stop = std::min(m, j + (e - r));
+      const float* from = x + o * dim;
+      if (avx512) {
+        ResizeTapsElementsAvx512(from, offsets0.data() + j, w0 + j, offsets1.data() + j, w1 + j, y + r, stop - j);
+      } else {
+        for (int64_t k = j; k < stop; ++k) y[r + k - j] = TwoTaps(from[idx0[k]], w0[k], from[idx1[k]], w1[k]);
+      }
+      r += stop - j;
+    }
+  });
+  return OkStatus();
+}
+
 Status RunGather(const KernelCall& call, const CpuContext& ctx) {
   const TensorView& data = call.in(0);
   const TensorView& indices = call.in(1);
@@ -344,6 +408,16 @@ Status RunGather(const KernelCall& call, const CpuContext& ctx) {
     RETURN_IF_ERROR(NormalizeIndices<int32_t>(indices, dim, &idx));
   } else {
     RETURN_IF_ERROR(NormalizeIndices<int64_t>(indices, dim, &idx));
+  }
+  if (call.num_inputs == 5) {  // the two taps of the Resize lowering (ValidateResizeTaps)
+    if (call.epilogue != nullptr) return Unimplemented("gather: two taps in one pass take no epilogue");
+    std::vector<int64_t> idx1;
+    if (call.in(3).dtype == DType::kI32) {
+      RETURN_IF_ERROR(NormalizeIndices<int32_t>(call.in(3), dim, &idx1));
+    } else {
+      RETURN_IF_ERROR(NormalizeIndices<int64_t>(call.in(3), dim, &idx1));
+    }
+    return RunResizeTaps(call, ctx, split, idx, idx1);
   }
   const int64_t n = static_cast<int64_t>(idx.size());
   const int64_t rows = split.outer * n;
@@ -810,5 +884,7 @@ Status RunDataMovement(const KernelCall& call, const CpuContext& ctx) {
       return OkStatus();
   }
 }
+
+void SetResizeTapsAvx512ForTesting(bool enabled) { g_resize_taps_avx512.store(enabled); }
 
 }  // namespace consensor::kernels::cpu

@@ -23,16 +23,20 @@ inline bool HasCudaDTypes(const KernelCall& call) {
   return true;
 }
 
-// A conv2d over a zero-stuffed input (OpParams::input_stuffing), the fused im2col transpose
+// A conv2d over a zero-stuffed input (OpParams::input_stuffing) or with its relu
+// (OpParams::relu_output), the fused im2col transpose
 // (OpParams::im2col_groups), the widening sum (OpParams::sum_widens_i8) and the one-pass
-// quantize (a cast with three inputs), made only in a
+// quantize (a cast with three inputs) and the Resize lowering's two taps in one pass (a gather
+// with five inputs), made only in a
 // program's fused list, are the CPU backend's:
 // refusing them makes the runtime give this backend the canonical list.
 inline bool Supports(const KernelCall& call) {
   if (call.op == Op::kConv2D && call.params && !call.params->input_stuffing.empty()) return false;
+  if (call.op == Op::kConv2D && call.params && call.params->relu_output) return false;
   if (call.op == Op::kTranspose && call.params && call.params->im2col_groups != 0) return false;
   if (call.op == Op::kReduceSum && call.params && call.params->sum_widens_i8) return false;
   if (call.op == Op::kCast && call.num_inputs == 3) return false;
+  if (call.op == Op::kGather && call.num_inputs == 5) return false;
   return FamilyOf(call.op) != OpFamily::kNone && HasCudaDTypes(call);
 }
 

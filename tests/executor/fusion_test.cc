@@ -11,6 +11,8 @@
 #include <string>
 
 #include "executor/graph.h"
+#include "kernels/cpu/data_movement_avx512.h"
+#include "kernels/half.h"
 #include "tests/executor/fusion_checks.h"
 #include "tests/executor/test_util.h"
 
@@ -95,14 +97,10 @@ TEST(FusionTest, FusedProgramGivesTheUnfusedBitsOnEveryConfiguration) {
 }
 
 // A 2x bilinear upsample of the last two axes as the Resize lowering writes it (DETERMINISM.md
-// 6.2): per axis, t0 = gather(x, i0), y = t0 * w0, t1 = gather(x, i1), y = y + t1 * w1. Each
-// gather heads a run (gather -> mul, gather -> mul -> add): four runs, every bit and the trace
-// the unfused program's, on both ISAs at 1, 2 and 8 threads. x holds NaNs, infinities and
-// signed zeros; the last axis's rows are 48 long (the one-pass per-row weights), the other
-// axis's 2 x 48 (per-channel weights on the per-step path).
-TEST(FusionTest, GatherHeadsTheResizeLoweringsTaps) {
+// 6.2): per axis, t0 = gather(x, i0), y = t0 * w0, t1 = gather(x, i1), y = y + t1 * w1. With
+// `tap`, the first axis's first product is also a graph output.
+Graph BuildBilinearUpsample(const Shape& in_shape, bool tap) {
   Graph g;
-  const Shape in_shape = {1, 3, 12, 24};
   Value v = g.input("x", DType::kF32, in_shape);
   for (int axis : {3, 2}) {
     const int64_t n = in_shape[axis], m = 2 * n;
@@ -126,22 +124,89 @@ TEST(FusionTest, GatherHeadsTheResizeLoweringsTaps) {
     Value w0 = g.constant(Tensor::FromVector(DType::kF32, w_shape, w_left), last ? "w0_w" : "w0_h");
     Value w1 = g.constant(Tensor::FromVector(DType::kF32, w_shape, w_right), last ? "w1_w" : "w1_h");
     Value y = gather(v, i0, axis) * w0;
+    if (tap && last) g.output("p0", y);
     v = y + gather(v, i1, axis) * w1;
   }
   g.output("y", v);
-  auto p = CompileGraph(g, nullptr, {});
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
-  ASSERT_EQ(p->instructions.size(), 10u);
-  ASSERT_EQ(p->fused_instructions.size(), 4u);
-  for (const Instruction& ins : p->fused_instructions) {
-    EXPECT_EQ(ins.op, kernels::Op::kGather);
-    EXPECT_FALSE(ins.epilogue.empty());
-  }
+  return g;
+}
+
+// Each axis's five instructions become one gather with five inputs (DETERMINISM.md 3.1): every
+// bit and the trace the unfused program's, on both ISAs (with and without the AVX-512 loops) at
+// 1, 2 and 8 threads. x holds NaNs, infinities and signed zeros; the last axis's rows are 48
+// long (512-bit gathers), the other axis's 2 x 48 (512-bit rows). With a product read outside
+// its axis's pattern, that axis keeps the gather heads (gather -> mul, gather -> mul -> add).
+TEST(FusionTest, TheResizeLoweringsTwoTapsRunInOnePass) {
+  const Shape in_shape = {1, 3, 12, 24};
   Tensor x = RandomF32(in_shape, 9, 4.0f);
   float* xs = x.data_as<float>();
   const uint32_t specials[] = {0x7FC00001u, 0xFF800000u, 0x7F800000u, 0x80000000u, 0x00000001u, 0x7F800001u};
   for (int k = 0; k < 6; ++k) std::memcpy(&xs[37 * k + 5], &specials[k], sizeof(uint32_t));
-  ExpectFusedGivesTheUnfusedBits(*p, {{"x", x}});
+  for (bool tap : {false, true}) {
+    SCOPED_TRACE(tap ? "a product is an output" : "plain");
+    Graph g = BuildBilinearUpsample(in_shape, tap);
+    auto p = CompileGraph(g, nullptr, {});
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    ASSERT_EQ(p->instructions.size(), 10u);
+    ASSERT_EQ(p->fused_instructions.size(), tap ? 3u : 2u);
+    testing::ExpectFusedListCoversEveryInstruction(*p);
+    int two_taps = 0;
+    for (const Instruction& ins : p->fused_instructions) {
+      EXPECT_EQ(ins.op, kernels::Op::kGather);
+      if (ins.inputs.size() == 5) {
+        ++two_taps;
+        EXPECT_TRUE(ins.epilogue.empty());
+        EXPECT_EQ(ins.fused_count, 5);
+      } else {
+        EXPECT_FALSE(ins.epilogue.empty());  // the gather heads of the axis that keeps them
+      }
+    }
+    EXPECT_EQ(two_taps, tap ? 1 : 2);
+    for (bool avx512 : {true, false}) {
+      SCOPED_TRACE(avx512 ? "avx512" : "no avx512");
+      kernels::cpu::SetResizeTapsAvx512ForTesting(avx512);
+      ExpectFusedGivesTheUnfusedBits(*p, {{"x", x}});
+    }
+    kernels::cpu::SetResizeTapsAvx512ForTesting(true);
+  }
+}
+
+// A conv2d of f16 values followed by a relu becomes one conv with OpParams::relu_output
+// (DETERMINISM.md 3.1): the relu's bits, result and trace roots the unfused program's on both
+// ISAs at 1, 2 and 8 threads (the AVX-512 kernel's relu and the in-place 16-bit relu). A conv
+// whose output is also a graph output keeps its relu apart.
+TEST(FusionTest, HalfConvTakesItsRelu) {
+  auto half_tensor = [](const Shape& shape, uint32_t seed, float scale) {
+    Tensor f = RandomF32(shape, seed, scale);
+    Tensor h(DType::kF16, shape);
+    for (int64_t i = 0; i < f.num_elements(); ++i) h.data_as<uint16_t>()[i] = half::F32ToF16(f.data_as<float>()[i]);
+    return h;
+  };
+  Graph g;
+  const Shape in_shape = {1, 6, 13, 21};
+  Value x = g.input("x", DType::kF16, in_shape);
+  Conv2DOptions o;
+  o.pads = {1, 1, 1, 1};
+  Value c0 =
+      conv2d(x, g.constant(half_tensor({8, 6, 3, 3}, 11, 1.0f), "w0"), g.constant(half_tensor({8}, 12, 1.0f), "b0"), o);
+  Value r0 = relu(c0);
+  Value c1 = conv2d(r0, g.constant(half_tensor({5, 8, 3, 3}, 13, 1.0f), "w1"),
+                    g.constant(half_tensor({5}, 14, 1.0f), "b1"), o);
+  g.output("c1", c1);
+  g.output("y", relu(c1));
+  auto p = CompileGraph(g, nullptr, {});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->instructions.size(), 4u);
+  ASSERT_EQ(p->fused_instructions.size(), 3u);
+  EXPECT_TRUE(p->fused_instructions[0].params.relu_output);
+  EXPECT_EQ(p->fused_instructions[0].fused_count, 2);
+  EXPECT_FALSE(p->fused_instructions[1].params.relu_output);
+  EXPECT_EQ(p->fused_instructions[2].op, kernels::Op::kRelu);
+  testing::ExpectFusedListCoversEveryInstruction(*p);
+  Tensor in = half_tensor(in_shape, 15, 4.0f);
+  const uint16_t specials[] = {0x7E01, 0xFC00, 0x7C00, 0x8000, 0x0001, 0x8001, 0x7BFF, 0xFBFF};
+  for (int k = 0; k < 8; ++k) in.data_as<uint16_t>()[41 * k + 3] = specials[k];
+  ExpectFusedGivesTheUnfusedBits(*p, {{"x", in}});
 }
 
 TEST(FusionTest, TraceIsTheUnfusedTrace) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/data_movement_avx512.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace consensor::kernels {
@@ -353,6 +354,100 @@ TEST(DataMovementTest, Gather) {
       EXPECT_EQ(y.bytes, want.bytes) << DTypeName(t) << " axis " << axis;
     }
   }
+}
+
+// The Resize lowering's two taps of one axis in one pass (a gather with five inputs x, i0, w0,
+// i1, w1, made only by compilation; DETERMINISM.md 3.1) against the unfused steps run one by
+// one: gather, mul, gather, mul, add. Axes with rows of 1 (the last axis: 512-bit gathers), 3
+// (the portable loop on every ISA) and 37 and 185 elements (512-bit rows with a partial
+// vector); tables of i32 and i64 with negative indices; x and the weights hold NaNs with
+// payloads, infinities, signed zeros, subnormals, products that overflow, underflow to +-0 or
+// cancel (to +0, or inf - inf); both ISAs, with and without the AVX-512 loops, at 1, 2 and 8
+// threads.
+TEST(DataMovementTest, ResizeTwoTapsMatchTheUnfusedSteps) {
+  const uint32_t specials[] = {0x7FC00001u, 0xFFC00002u, 0x7F800000u, 0xFF800000u, 0x80000000u, 0x00000000u,
+                               0x00000001u, 0x807FFFFFu, 0x7F7FFFFFu, 0x3F800000u, 0x7F800001u, 0xBF800000u};
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
+  for (const Shape& xs : {Shape{2, 3, 5, 37}, Shape{1, 4, 3}}) {
+    const int rank = static_cast<int>(xs.size());
+    for (int axis = rank - 1; axis >= 1; --axis) {
+      const int64_t n = xs[axis], m = 2 * n + 1;
+      std::vector<uint32_t> xv(static_cast<size_t>(NumElements(xs)));
+      for (size_t i = 0; i < xv.size(); ++i) {
+        xv[i] = i % 7 == 3 ? specials[(i / 7) % 12] : std::bit_cast<uint32_t>(uniform(rng));
+      }
+      // Weights: mostly in [0, 1] as the lowering makes them, with special values, a negative
+      // one and a pair that cancels the two taps of one output (x's taps equal: w1 = -w0).
+      std::vector<uint32_t> w0(static_cast<size_t>(m)), w1(static_cast<size_t>(m));
+      std::vector<int32_t> i0(static_cast<size_t>(m));
+      std::vector<int64_t> i1(static_cast<size_t>(m));
+      for (int64_t j = 0; j < m; ++j) {
+        const float r = static_cast<float>(j % 4) / 4.0f;
+        w0[j] = std::bit_cast<uint32_t>(1.0f - r);
+        w1[j] = std::bit_cast<uint32_t>(r);
+        if (j % 9 == 5) w0[j] = specials[(j / 9) % 12];
+        if (j % 11 == 7) w1[j] = specials[(j / 11 + 5) % 12];
+        if (j % 13 == 2) w1[j] = std::bit_cast<uint32_t>(-1.0e30f);
+        const int64_t left = std::min<int64_t>(j / 2, n - 1), right = std::min<int64_t>(j / 2 + 1, n - 1);
+        i0[j] = static_cast<int32_t>(j % 3 == 0 ? left - n : left);  // negative: counts from the end
+        i1[j] = j % 5 == 0 ? right - n : right;
+        if (j % 17 == 8) {  // the same tap twice, weights w and -w: +0, or NaN from inf - inf
+          i1[j] = i0[j];
+          w1[j] = w0[j] ^ 0x80000000u;
+        }
+      }
+      HostTensor x = F32Bits(xs, xv);
+      Shape ws(static_cast<size_t>(rank - axis), 1);
+      ws[0] = m;
+      HostTensor t0 = I32({m}, i0), t1 = I64({m}, i1), a0 = F32Bits(ws, w0), a1 = F32Bits(ws, w1);
+      Shape ys = xs;
+      ys[axis] = m;
+      OpParams p;
+      p.axis = axis;
+      // The unfused steps on every engine (RunAll checks that they agree).
+      HostTensor g0 = RunAll(Op::kGather, {x, t0}, DType::kF32, ys, p);
+      HostTensor p0 = RunAll(Op::kMul, {g0, a0}, DType::kF32, ys);
+      HostTensor g1 = RunAll(Op::kGather, {x, t1}, DType::kF32, ys, p);
+      HostTensor p1 = RunAll(Op::kMul, {g1, a1}, DType::kF32, ys);
+      HostTensor want = RunAll(Op::kAdd, {p0, p1}, DType::kF32, ys);
+      for (bool avx512 : {true, false}) {
+        cpu::SetResizeTapsAvx512ForTesting(avx512);
+        for (Engine& e : Engines()) {
+          HostTensor y(DType::kF32, ys);
+          ASSERT_TRUE(RunKernel(*e.backend, Op::kGather, p, {&x, &t0, &a0, &t1, &a1}, y).ok());
+          int64_t first_diff = -1;
+          for (int64_t i = 0; i < y.numel() && first_diff < 0; ++i) {
+            if (y.at<uint32_t>(i) != want.at<uint32_t>(i)) first_diff = i;
+          }
+          EXPECT_EQ(first_diff, -1) << e.label << (avx512 ? " avx512" : "") << " x " << ShapeToString(xs) << " axis "
+                                    << axis << ": element " << first_diff << " got 0x" << std::hex
+                                    << (first_diff >= 0 ? y.at<uint32_t>(first_diff) : 0) << ", want 0x"
+                                    << (first_diff >= 0 ? want.at<uint32_t>(first_diff) : 0);
+        }
+      }
+      cpu::SetResizeTapsAvx512ForTesting(true);
+    }
+  }
+  // Out-of-range indices: the first table's first, as the unfused gathers read them.
+  HostTensor x = F32({2, 4}, {0, 1, 2, 3, 4, 5, 6, 7});
+  HostTensor w = F32({3}, {0.5f, 0.25f, 1.0f});
+  OpParams p;
+  p.axis = 1;
+  Status s = RunStatus(Op::kGather, {x, I64({3}, {0, 1, 2}), w, I64({3}, {1, 9, 3}), w}, DType::kF32, {2, 3}, p);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(s.message().find("index 9"), std::string::npos) << s.message();
+  s = RunStatus(Op::kGather, {x, I64({3}, {0, -5, 2}), w, I64({3}, {1, 9, 3}), w}, DType::kF32, {2, 3}, p);
+  EXPECT_NE(s.message().find("index -5"), std::string::npos) << s.message();
+  // Weights that do not hold one value per output index along the axis are refused.
+  EXPECT_EQ(RunStatus(Op::kGather, {x, I64({3}, {0, 1, 2}), F32({3, 1}, {1, 1, 1}), I64({3}, {1, 2, 3}), w},
+                      DType::kF32, {2, 3}, p)
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      RunStatus(Op::kGather, {x, I64({3}, {0, 1, 2}), F32({1}, {1}), I64({3}, {1, 2, 3}), w}, DType::kF32, {2, 3}, p)
+          .code(),
+      StatusCode::kInvalidArgument);
 }
 
 // ConvInteger's im2col as one transpose (OpParams::im2col_groups, made only by compilation):

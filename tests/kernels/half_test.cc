@@ -632,6 +632,83 @@ TEST(HalfOps, DenseConvRoundsItsOutputToF16InTheKernel) {
   }
 }
 
+// A conv2d of 16-bit values with its relu (OpParams::relu_output, made only by compilation;
+// DETERMINISM.md 3.1) against the conv and then the relu, run one by one, on every engine: on
+// the AVX-512 kernel that applies the f32 relu before its one rounding (f16, shifted-plane
+// shapes: asserted to run there) and on the path that applies the 16-bit relu to the conv's
+// output (bf16, a stride of 2, the portable ISA). Weights that make sums overflow, and tiny ones
+// whose products round to +-0 or to subnormals; random patterns with NaNs, infinities and -0.
+TEST(HalfOps, ConvWithItsReluGivesTheConvThenTheRelu) {
+  struct Case {
+    Shape x, w;
+    OpParams params;
+    Shape y;
+  };
+  OpParams strided = SameConv3x3();
+  strided.strides = {2, 2};
+  const std::vector<Case> cases = {
+      {{1, 8, 33, 35}, {13, 8, 3, 3}, SameConv3x3(), {1, 13, 33, 35}},
+      {{2, 5, 17, 16}, {25, 5, 3, 3}, SameConv3x3(), {2, 25, 17, 16}},
+      {{1, 4, 9, 11}, {6, 4, 3, 3}, strided, {1, 6, 5, 6}},
+  };
+  uint32_t seed = 90;
+  for (DType t : kHalfTypes) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(DTypeName(t)) + " " + ::testing::PrintToString(c.x) + " x " +
+                   ::testing::PrintToString(c.w));
+      const int64_t nx = NumElements(c.x), nw = NumElements(c.w), nb = c.w[0];
+      const std::vector<std::vector<uint16_t>> xs = {ModerateHalfBits(nx, seed++, t), RandomHalfBits(nx, seed++, t)};
+      const std::vector<std::vector<uint16_t>> ws = {ModerateHalfBits(nw, seed++, t),
+                                                     ScaledHalfBits(nw, seed++, 2048.0f),
+                                                     ScaledHalfBits(nw, seed++, 1.0f / 65536)};
+      const HostTensor b = Half(t, {nb}, ModerateHalfBits(nb, seed++, t));
+      OpParams fused = c.params;
+      fused.relu_output = true;
+      for (const auto& xb : xs) {
+        for (const auto& wb : ws) {
+          const HostTensor x = Half(t, c.x, xb), w = Half(t, c.w, wb);
+          for (bool with_bias : {true, false}) {
+            std::vector<HostTensor> in = {x, w};
+            if (with_bias) in.push_back(b);
+            const HostTensor conv = RunAll(Op::kConv2D, in, t, c.y, c.params);
+            const HostTensor want = RunAll(Op::kRelu, {conv}, t, c.y);
+            const HostTensor got = RunAll(Op::kConv2D, in, t, c.y, fused);
+            int64_t first_diff = -1;
+            for (int64_t i = 0; i < got.numel() && first_diff < 0; ++i) {
+              if (got.at<uint16_t>(i) != want.at<uint16_t>(i)) first_diff = i;
+            }
+            EXPECT_EQ(first_diff, -1) << "element " << first_diff << ": got 0x" << std::hex
+                                      << (first_diff >= 0 ? got.at<uint16_t>(first_diff) : 0) << ", want 0x"
+                                      << (first_diff >= 0 ? want.at<uint16_t>(first_diff) : 0) << ", conv 0x"
+                                      << (first_diff >= 0 ? conv.at<uint16_t>(first_diff) : 0);
+          }
+        }
+      }
+      // f16 calls of the shifted-plane shapes take the kernel's relu wherever the CPU has AVX-512F.
+      if (t != DType::kF16 || c.params.strides[0] != 1 || !cpu::gemm::UseAvx512Gemm() || !cpu::UseAvx512DirectConv()) {
+        continue;
+      }
+      HostTensor x = Half(t, c.x, xs[1]), w = Half(t, c.w, ws[2]), bias = b;
+      HostTensor y(t, c.y);
+      TensorView in[3] = {x.view(), w.view(), bias.view()};
+      TensorView out = y.view();
+      const KernelCall call = MakeCall(Op::kConv2D, fused, in, 3, &out);
+      bool ran = false;
+      ASSERT_TRUE(cpu::RunConvF16Shifted(call, {nullptr, cpu::Isa::kAvx2}, &ran).ok());
+      EXPECT_TRUE(ran);
+      EXPECT_TRUE(y.bytes == RunAll(Op::kRelu, {RunAll(Op::kConv2D, {x, w, bias}, t, c.y, c.params)}, t, c.y).bytes);
+    }
+  }
+  // The flag is for 16-bit calls only.
+  OpParams f32_fused = SameConv3x3();
+  f32_fused.relu_output = true;
+  EXPECT_EQ(RunStatus(Op::kConv2D,
+                      {F32({1, 1, 3, 3}, std::vector<float>(9, 1.0f)), F32({1, 1, 3, 3}, std::vector<float>(9, 1.0f))},
+                      DType::kF32, {1, 1, 3, 3}, f32_fused)
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
 // A 16-bit call's f32 copies come from memory its thread keeps between calls
 // (scratch_cache.h, Kind::kWidened), so a large convolution does not fault in fresh pages on
 // every call; that memory holds the previous call's values, and every element is written before
