@@ -30,6 +30,10 @@
 // whole machine for a minute moves both sides of it; the summary gives the median ratio and how
 // many rounds were at or below 1.0.
 //
+// Environment: CNSR_BENCH_KEEP=1 keeps the temporary directory (the nodes' datadirs and logs);
+// CNSR_BENCH_NODE_LOG=debug runs the nodes at that log level, so each task's phases (load, run,
+// store; CPU time, faults) are in its consensord.log as "task phases".
+//
 // The models and onnxruntime-node come from bench/models/package.json (scripts/setup.sh).
 #include <sys/wait.h>
 #include <time.h>
@@ -295,7 +299,9 @@ std::vector<std::string> NodeArgs(int threads, int64_t program_cache_bytes) {
           "--threads",
           std::to_string(threads),
           "--log-level",
-          "warn",
+          // CNSR_BENCH_NODE_LOG=debug logs each task's phases ("task phases") in the node's log
+          // (kept with CNSR_BENCH_KEEP=1).
+          std::getenv("CNSR_BENCH_NODE_LOG") != nullptr ? std::getenv("CNSR_BENCH_NODE_LOG") : "warn",
           "--program-cache-bytes",
           std::to_string(program_cache_bytes)};
 }
