@@ -294,16 +294,11 @@ StatusOr<v1::SubmitTaskRequest> UploadModel(node::NodeClient& client, const fs::
 }
 
 std::vector<std::string> NodeArgs(int threads, int64_t program_cache_bytes) {
-  return {"--workers",
-          "1",
-          "--threads",
-          std::to_string(threads),
-          "--log-level",
+  return {"--workers", "1", "--threads", std::to_string(threads), "--log-level",
           // CNSR_BENCH_NODE_LOG=debug logs each task's phases ("task phases") in the node's log
           // (kept with CNSR_BENCH_KEEP=1).
           std::getenv("CNSR_BENCH_NODE_LOG") != nullptr ? std::getenv("CNSR_BENCH_NODE_LOG") : "warn",
-          "--program-cache-bytes",
-          std::to_string(program_cache_bytes)};
+          "--program-cache-bytes", std::to_string(program_cache_bytes)};
 }
 
 StatusOr<NodeTimes> TimeNodeTasks(const fs::path& dir, int threads, int tasks, const fs::path& graph_path,
