@@ -61,6 +61,15 @@ def start_node(binary, datadir, extra):
     raise RuntimeError("%s did not start (log in %s)" % (binary, datadir))
 
 
+def put_blob(node_pb2, client, data):
+    """Uploads `data` in 1 MiB messages (the first names its hash and size); returns its sha256."""
+    digest = hashlib.sha256(data).hexdigest()
+    step = 1 << 20
+    chunks = [node_pb2.PutBlobRequest(expected_sha256=digest, size=len(data), data=data[:step])]
+    chunks += [node_pb2.PutBlobRequest(data=data[i:i + step]) for i in range(step, len(data), step)]
+    return client.PutBlob(iter(chunks), timeout=120).sha256
+
+
 def quantile(values, q):
     ordered = sorted(values)
     return ordered[int(q * (len(ordered) - 1))]
@@ -80,11 +89,7 @@ def main():
         from consensor.v1 import node_pb2, node_pb2_grpc
 
         def put(client, data):
-            digest = hashlib.sha256(data).hexdigest()
-            step = 1 << 20
-            chunks = [node_pb2.PutBlobRequest(expected_sha256=digest, size=len(data), data=data[:step])]
-            chunks += [node_pb2.PutBlobRequest(data=data[i:i + step]) for i in range(step, len(data), step)]
-            return client.PutBlob(iter(chunks), timeout=120).sha256
+            return put_blob(node_pb2, client, data)
 
         # `consensor import` names the weights file by its SHA-256.
         weights = [f for f in os.listdir(model_dir) if len(f) == 64]

@@ -14,7 +14,6 @@ CRC32C, Linux, ...) and given per task (ms of CPU = samples / 4999 / tasks recor
   bench/node_phases.py CONSENSORD DIR INPUT_NAME TASKS INPUT.npy [INPUT2.npy ...] [--perf FILE]
 """
 import collections
-import hashlib
 import json
 import os
 import shutil
@@ -79,11 +78,7 @@ def main():
         from consensor.v1 import node_pb2, node_pb2_grpc
 
         def put(client, data):
-            digest = hashlib.sha256(data).hexdigest()
-            step = 1 << 20
-            chunks = [node_pb2.PutBlobRequest(expected_sha256=digest, size=len(data), data=data[:step])]
-            chunks += [node_pb2.PutBlobRequest(data=data[i:i + step]) for i in range(step, len(data), step)]
-            return client.PutBlob(iter(chunks), timeout=120).sha256
+            return node_ab.put_blob(node_pb2, client, data)
 
         datadir = os.path.join(work, "node")
         process, address = node_ab.start_node(binary, datadir, ["--log-level", "debug", "--log-format", "json"])

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "node/chain/eth_rpc.h"
+#include "tests/node/chain/loopback_acceptor.h"
 
 namespace consensor::node {
 namespace {
@@ -30,62 +31,41 @@ enum class Serving {
   kNeverAnswer,         // reads the request and closes
 };
 
-// Accepts connections one at a time on a thread; each answers eth_blockNumber with 0x2a.
+// Answers eth_blockNumber with 0x2a on each connection the acceptor takes, as `serving` says.
 class ScriptedRpcEndpoint {
  public:
-  explicit ScriptedRpcEndpoint(Serving serving)
-      : serving_(serving), acceptor_(io_, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0)) {
-    port_ = acceptor_.local_endpoint().port();
-    thread_ = std::thread([this] { Serve(); });
-  }
-  ~ScriptedRpcEndpoint() {
-    stopping_ = true;
-    net::io_context io;
-    tcp::socket wake(io);
-    beast::error_code ec;
-    wake.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_), ec);
-    thread_.join();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  int connections() const { return connections_.load(); }
+  explicit ScriptedRpcEndpoint(Serving serving) : serving_(serving) {}
+
+  std::string url() const { return acceptor_.url("http"); }
+  int connections() const { return acceptor_.connections(); }
   int requests() const { return requests_.load(); }
 
  private:
-  void Serve() {
-    while (!stopping_) {
-      tcp::socket socket(io_);
-      beast::error_code ec;
-      acceptor_.accept(socket, ec);
-      if (ec || stopping_) continue;
-      ++connections_;
-      beast::flat_buffer buffer;
-      while (true) {
-        http::request<http::string_body> req;
-        http::read(socket, buffer, req, ec);
-        if (ec) break;
-        ++requests_;
-        if (serving_ == Serving::kNeverAnswer) break;
-        http::response<http::string_body> res{http::status::ok, 11};
-        res.set(http::field::content_type, "application/json");
-        res.keep_alive(serving_ != Serving::kOneAnswerThenClose);
-        res.body() = R"({"jsonrpc":"2.0","id":1,"result":"0x2a"})";
-        res.prepare_payload();
-        http::write(socket, res, ec);
-        if (ec || serving_ != Serving::kKeepAlive) break;
-      }
-      socket.shutdown(tcp::socket::shutdown_both, ec);
-      socket.close(ec);
+  void Serve(tcp::socket socket) {
+    beast::error_code ec;
+    beast::flat_buffer buffer;
+    while (true) {
+      http::request<http::string_body> req;
+      http::read(socket, buffer, req, ec);
+      if (ec) break;
+      ++requests_;
+      if (serving_ == Serving::kNeverAnswer) break;
+      http::response<http::string_body> res{http::status::ok, 11};
+      res.set(http::field::content_type, "application/json");
+      res.keep_alive(serving_ != Serving::kOneAnswerThenClose);
+      res.body() = R"({"jsonrpc":"2.0","id":1,"result":"0x2a"})";
+      res.prepare_payload();
+      http::write(socket, res, ec);
+      if (ec || serving_ != Serving::kKeepAlive) break;
     }
+    socket.shutdown(tcp::socket::shutdown_both, ec);
+    socket.close(ec);
   }
 
   const Serving serving_;
-  net::io_context io_;
-  tcp::acceptor acceptor_;
-  unsigned short port_ = 0;
-  std::thread thread_;
-  std::atomic<bool> stopping_{false};
-  std::atomic<int> connections_{0};
   std::atomic<int> requests_{0};
+  // Last: its thread serves with the members above.
+  testing_chain::LoopbackAcceptor acceptor_{[this](tcp::socket socket, int) { Serve(std::move(socket)); }};
 };
 
 std::unique_ptr<JsonRpcTransport> Transport(const std::string& url, bool reuse) {

@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/node/chain/loopback_acceptor.h"
+
 namespace consensor::node {
 namespace {
 
@@ -27,30 +29,17 @@ namespace websocket = beast::websocket;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-// Accepts connections one at a time on a thread and runs `script` on each (the connection's
-// number counts from 1). A script's I/O errors end that connection only.
+// Runs `script` on each connection the acceptor takes (the connection's number counts from 1).
+// A script's I/O errors end that connection only.
 class ScriptedWsEndpoint {
  public:
   using Script = std::function<void(websocket::stream<tcp::socket>& ws, int connection)>;
 
-  explicit ScriptedWsEndpoint(Script script)
-      : script_(std::move(script)), acceptor_(io_, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0)) {
-    port_ = acceptor_.local_endpoint().port();
-    thread_ = std::thread([this] { Serve(); });
-  }
-  ~ScriptedWsEndpoint() {
-    stopping_ = true;
-    // Unblocks accept() with a connection the loop drops.
-    net::io_context io;
-    tcp::socket wake(io);
-    beast::error_code ec;
-    wake.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_), ec);
-    thread_.join();
-  }
+  explicit ScriptedWsEndpoint(Script script) : script_(std::move(script)) {}
 
-  std::string url() const { return "ws://127.0.0.1:" + std::to_string(port_); }
-  int connections() const { return connections_.load(); }
-  bool stopping() const { return stopping_.load(); }
+  std::string url() const { return acceptor_.url("ws"); }
+  int connections() const { return acceptor_.connections(); }
+  bool stopping() const { return acceptor_.stopping(); }
   std::vector<std::string> requests() {
     std::lock_guard<std::mutex> lock(mu_);
     return requests_;
@@ -61,31 +50,18 @@ class ScriptedWsEndpoint {
   }
 
  private:
-  void Serve() {
-    while (!stopping_) {
-      tcp::socket socket(io_);
-      beast::error_code ec;
-      acceptor_.accept(socket, ec);
-      if (ec || stopping_) return;
-      const int n = ++connections_;
-      try {
-        websocket::stream<tcp::socket> ws(std::move(socket));
-        script_(ws, n);
-      } catch (const std::exception&) {
-        // The subscriber hung up: the next connection gets the next step of the script.
-      }
-    }
-  }
-
   Script script_;
-  net::io_context io_;
-  tcp::acceptor acceptor_;
-  uint16_t port_ = 0;
-  std::atomic<bool> stopping_{false};
-  std::atomic<int> connections_{0};
   std::mutex mu_;
   std::vector<std::string> requests_;
-  std::thread thread_;
+  // Last: its thread serves with the members above.
+  testing_chain::LoopbackAcceptor acceptor_{[this](tcp::socket socket, int n) {
+    try {
+      websocket::stream<tcp::socket> ws(std::move(socket));
+      script_(ws, n);
+    } catch (const std::exception&) {
+      // The subscriber hung up: the next connection gets the next step of the script.
+    }
+  }};
 };
 
 // The handshake and the subscription request, recorded.
